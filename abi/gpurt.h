@@ -1,0 +1,572 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpurt.h — the one stable C ABI between the gpurt Go core and its backend
+ * plugins (libgpurt_cuda.so, libgpurt_metal.dylib, libgpurt_mock.so).
+ *
+ * ===================================================================
+ * RULES (read before changing anything in this file)
+ * ===================================================================
+ *
+ * Versioning
+ *   - GPURT_ABI_MAJOR must match exactly between core and plugin. A change
+ *     that removes, reorders, resizes or re-types anything is a new major.
+ *   - Minors only add: new functions are appended at the END of gpurt_api,
+ *     new fields at the END of an argument struct, new enum values after the
+ *     last. A plugin of an older or a newer minor loads.
+ *   - gpurt_api and every argument/info struct start with `struct_size`
+ *     (uint64_t, the size the writer of the struct knew). The core calls a
+ *     table slot only when api->struct_size covers the slot AND the pointer is
+ *     non-NULL (GPURT_API_HAS below); otherwise the operation is
+ *     GPURT_ERR_UNSUPPORTED. A plugin reads only the fields of a caller's
+ *     struct inside the caller's struct_size and treats missing ones as zero;
+ *     it writes only the fields of an out-struct inside the caller's
+ *     struct_size.
+ *
+ * Negotiation
+ *   - A plugin exports exactly one symbol, GPURT_ENTRY_SYMBOL. It runs
+ *     before any other plugin code and has no side effects: no driver call,
+ *     no allocation that outlives the call, no thread, no output. Library
+ *     constructors do nothing either. The core passes its version, the plugin
+ *     answers with its own and with its static function table.
+ *
+ * Errors
+ *   - Every fallible call returns gpurt_error*: NULL on success, otherwise an
+ *     error object owned by the CALLER, who reads it with api->error_get and
+ *     frees it with api->error_destroy. There is no thread-local "last error":
+ *     goroutines move between OS threads between two calls.
+ *
+ * Threads
+ *   - Every function may be called from any OS thread, concurrently with any
+ *     other, except that a handle must not be destroyed while another call
+ *     uses it (the core serialises that). No call depends on the calling
+ *     thread: a CUDA plugin makes its context current inside each call.
+ *
+ * Shapes (what purego passes on every platform)
+ *   - Only fixed-width integers, doubles and pointers as arguments; structs
+ *     only by pointer; strings and blobs as pointer + length (never relying on
+ *     a NUL); booleans as uint8_t; no varargs; no callbacks created per call.
+ *   - Functions take at most six integer/pointer arguments.
+ *
+ * Handles and ownership
+ *   - Each resource has its own opaque handle type. A plugin validates every
+ *     handle it is given (a freed or foreign handle is
+ *     GPURT_ERR_INVALID_HANDLE, never a crash). Every *_destroy / *_free
+ *     accepts NULL and does nothing.
+ *   - Fields say who owns what they point to and for how long; outputs are
+ *     marked  out. Pointers in an argument struct are borrowed for the
+ *     duration of the call only, unless the field says otherwise: the plugin
+ *     never keeps a caller's pointer after returning (asynchronous copies
+ *     therefore take only plugin-owned pinned host memory).
+ *
+ * Lifetime
+ *   - Plugins are never dlclose'd; gpurt_api.shutdown releases what the
+ *     plugin holds process-wide.
+ */
+#ifndef GPURT_H_
+#define GPURT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPURT_ABI_MAJOR 1
+#define GPURT_ABI_MINOR 1
+
+/* The one exported symbol. */
+#define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
+
+#if defined(_WIN32)
+#define GPURT_EXPORT __declspec(dllexport)
+#else
+#define GPURT_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Enumerations (int32_t on the wire)                                  */
+/* ------------------------------------------------------------------ */
+
+/* Error codes: a small, stable set. */
+enum {
+  GPURT_OK = 0,
+  GPURT_ERR_INVALID_ARGUMENT = 1, /* a value is out of its domain */
+  GPURT_ERR_INVALID_HANDLE = 2,   /* freed, foreign or never created */
+  GPURT_ERR_OUT_OF_RANGE = 3,     /* offset + size beyond an allocation */
+  GPURT_ERR_OUT_OF_MEMORY = 4,    /* device or pinned host memory */
+  GPURT_ERR_NOT_FOUND = 5,        /* kernel/module name */
+  GPURT_ERR_UNSUPPORTED = 6,      /* the plugin cannot do this */
+  GPURT_ERR_UNAVAILABLE = 7,      /* driver/device not usable here */
+  GPURT_ERR_DEVICE_LOST = 8,      /* sticky: the device refuses all work */
+  GPURT_ERR_LAUNCH_FAILED = 9,    /* a kernel faulted or failed to start */
+  GPURT_ERR_NOT_READY = 10,       /* event/stream query: work pending */
+  GPURT_ERR_ABI_MISMATCH = 11,    /* negotiation failed */
+  GPURT_ERR_INTERNAL = 12,        /* a bug or an unexpected vendor error */
+  GPURT_ERR_FAILED_PRECONDITION = 13 /* wrong state: closed, busy, ... */
+};
+
+/* Why a probe says what it says. */
+enum {
+  GPURT_PROBE_OK = 0,
+  GPURT_PROBE_DRIVER_MISSING = 1,
+  GPURT_PROBE_NO_DEVICE = 2,
+  GPURT_PROBE_DRIVER_TOO_OLD = 3,
+  GPURT_PROBE_PLATFORM_UNSUPPORTED = 4,
+  GPURT_PROBE_INIT_FAILED = 5,
+  GPURT_PROBE_DISABLED = 6
+};
+
+/* Element types. */
+enum {
+  GPURT_DTYPE_INVALID = 0,
+  GPURT_DTYPE_F32 = 1,
+  GPURT_DTYPE_F16 = 2,
+  GPURT_DTYPE_BF16 = 3,
+  GPURT_DTYPE_F64 = 4,
+  GPURT_DTYPE_I8 = 5,
+  GPURT_DTYPE_I32 = 6,
+  GPURT_DTYPE_FP8_E4M3 = 7,
+  GPURT_DTYPE_FP8_E5M2 = 8,
+  GPURT_DTYPE_U8 = 9
+};
+
+/* Kernel argument kinds. */
+enum {
+  GPURT_ARG_BUFFER = 1, /* buffer + offset (+ length): a device pointer */
+  GPURT_ARG_I8 = 2,
+  GPURT_ARG_I16 = 3,
+  GPURT_ARG_I32 = 4,
+  GPURT_ARG_I64 = 5,
+  GPURT_ARG_U8 = 6,
+  GPURT_ARG_U16 = 7,
+  GPURT_ARG_U32 = 8,
+  GPURT_ARG_U64 = 9,
+  GPURT_ARG_F16 = 10,  /* bits in the low 16 bits of value */
+  GPURT_ARG_BF16 = 11, /* bits in the low 16 bits of value */
+  GPURT_ARG_F32 = 12,  /* bits in the low 32 bits of value */
+  GPURT_ARG_F64 = 13,  /* bits of the double */
+  GPURT_ARG_ANY = 14   /* kernel_info only: size known, kind not */
+};
+
+/* Module formats. */
+enum {
+  GPURT_MODULE_BUILTIN = 0, /* the plugin's own kernels; data ignored */
+  GPURT_MODULE_PTX = 1,
+  GPURT_MODULE_CUBIN = 2,
+  GPURT_MODULE_FATBIN = 3,
+  GPURT_MODULE_METALLIB = 4,
+  GPURT_MODULE_METAL_SOURCE = 5
+};
+
+/* Copy flags. */
+#define GPURT_COPY_SYNC 1u /* return after the copy completed */
+
+/* Event flags. */
+#define GPURT_EVENT_TIMING 1u /* the event records time (elapsed_ms) */
+
+/* Device capability flags. */
+#define GPURT_DEVICE_UNIFIED_MEMORY 1u
+#define GPURT_DEVICE_BF16 2u
+#define GPURT_DEVICE_FP8 4u
+
+/* GEMM compute types (1.1). */
+enum {
+  GPURT_COMPUTE_DEFAULT = 0,  /* f32 accumulation */
+  GPURT_COMPUTE_F32 = 1,      /* strict f32 */
+  GPURT_COMPUTE_F32_TF32 = 2, /* f32 with tf32 matrix units allowed */
+  GPURT_COMPUTE_F16 = 3       /* f16 accumulation */
+};
+
+/* GEMM epilogues (1.1). */
+enum {
+  GPURT_EPILOGUE_NONE = 0,
+  GPURT_EPILOGUE_BIAS = 1,      /* D += bias[row] (bias has m entries) */
+  GPURT_EPILOGUE_RELU = 2,      /* D = max(D, 0) */
+  GPURT_EPILOGUE_BIAS_RELU = 3,
+  GPURT_EPILOGUE_GELU = 4,      /* tanh approximation */
+  GPURT_EPILOGUE_BIAS_GELU = 5
+};
+
+#define GPURT_MAX_KERNEL_PARAMS 32
+#define GPURT_NAME_LEN 256
+
+/* ------------------------------------------------------------------ */
+/* Built-in kernels (module format GPURT_MODULE_BUILTIN)               */
+/* ------------------------------------------------------------------ */
+/*
+ * Every plugin's built-in module has these kernels, with exactly these
+ * parameters, so the conformance suite runs unchanged on every backend.
+ * T is one of f32, f16, bf16 (the suffix of the name). Indexing is one
+ * element per thread: i = blockIdx.x * blockDim.x + threadIdx.x, and a
+ * thread with i >= n does nothing (no grid-stride loop: a grid too small
+ * leaves elements unwritten, which the suite detects). Arithmetic is done
+ * in f32 and rounded to T (round to nearest even).
+ *
+ *   fill_T (BUFFER y, T value, U64 n)             y[i] = value
+ *   scale_T(BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i]
+ *   axpy_T (BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i] + y[i]
+ *   add_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] + y[i]
+ *   mul_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] * y[i]
+ *   sleep_ns(U64 ns)        each thread waits about ns nanoseconds (for
+ *                           ordering and timing tests; launch 1 thread)
+ *
+ * T value is passed with kind GPURT_ARG_F32 / F16 / BF16 matching T.
+ */
+
+/* ------------------------------------------------------------------ */
+/* Opaque handles                                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct gpurt_error gpurt_error;
+typedef struct gpurt_runtime gpurt_runtime;
+typedef struct gpurt_buffer gpurt_buffer;           /* device memory */
+typedef struct gpurt_host_buffer gpurt_host_buffer; /* pinned host memory */
+typedef struct gpurt_stream gpurt_stream;
+typedef struct gpurt_event gpurt_event;
+typedef struct gpurt_module gpurt_module;
+typedef struct gpurt_kernel gpurt_kernel; /* owned by its module */
+typedef struct gpurt_gemm_plan gpurt_gemm_plan;
+
+/* ------------------------------------------------------------------ */
+/* Structs                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct gpurt_error_info {
+  uint64_t struct_size;
+  int32_t code;        /* out: GPURT_ERR_* */
+  int32_t reserved;
+  int64_t vendor_code; /* out: e.g. the CUresult; 0 when none */
+  const char *message; /* out: owned by the error; valid until error_destroy */
+  uint64_t message_len; /* out: bytes, no NUL counted */
+} gpurt_error_info;
+
+typedef struct gpurt_plugin_info {
+  uint64_t struct_size;
+  char backend[32];  /* out: "cuda", "metal", "mock" (NUL-terminated) */
+  char version[64];  /* out: the plugin's own version string */
+  int32_t priority;  /* out: higher is preferred by auto (cuda 300, metal 200, mock 100) */
+  int32_t reserved;
+} gpurt_plugin_info;
+
+typedef struct gpurt_device_info {
+  uint64_t struct_size;
+  char name[GPURT_NAME_LEN];  /* out */
+  char vendor[64];            /* out */
+  char arch[64];              /* out: "sm_90a", "apple9", "cpu" */
+  char pci_bus_id[32];        /* out: "0000:17:00.0"; "" where none */
+  char driver_version[64];    /* out: human readable, "13.0" */
+  uint64_t memory_total;      /* out: bytes */
+  uint64_t memory_free;       /* out: bytes, at the time of the call */
+  uint32_t compute_major;     /* out: compute capability / GPU family */
+  uint32_t compute_minor;     /* out */
+  uint32_t driver_version_code; /* out: vendor encoding (CUDA: 13000) */
+  uint32_t multiprocessor_count; /* out */
+  uint32_t max_threads_per_block; /* out */
+  uint32_t warp_size;         /* out */
+  uint32_t flags;             /* out: GPURT_DEVICE_* */
+  uint32_t reserved;
+} gpurt_device_info;
+
+typedef struct gpurt_probe_args {
+  uint64_t struct_size;
+  gpurt_device_info *devices; /* in: caller-owned array of device_capacity
+                                 entries, each with struct_size set; may be
+                                 NULL when device_capacity is 0 */
+  uint32_t device_capacity;   /* in */
+  uint32_t device_count;      /* out: devices found (may exceed capacity;
+                                 only min(count, capacity) are written) */
+  uint8_t available;          /* out: 1 when a runtime can be created */
+  uint8_t reserved[3];
+  int32_t score;              /* out: among available plugins of the same
+                                 backend, higher is better */
+  int32_t reason_code;        /* out: GPURT_PROBE_* */
+  char reason[512];           /* out: one human line, NUL-terminated */
+} gpurt_probe_args;
+
+/* Optional host log sink, created once by the core at load time. The
+ * plugin may call it only from a thread that is inside an ABI call made by
+ * the core, never from a thread of its own. level: 0 trace .. 4 error. */
+typedef void (*gpurt_log_fn)(void *user, int32_t level, const char *msg,
+                             uint64_t msg_len);
+
+typedef struct gpurt_runtime_create_args {
+  uint64_t struct_size;
+  gpurt_log_fn log;       /* may be NULL */
+  void *log_user;         /* passed back to log */
+  const char *options;    /* "key=value;key=value", may be NULL; borrowed */
+  uint64_t options_len;
+} gpurt_runtime_create_args;
+
+typedef struct gpurt_runtime_stats {
+  uint64_t struct_size;
+  uint64_t live_buffers;      /* out */
+  uint64_t live_host_buffers; /* out */
+  uint64_t live_streams;      /* out */
+  uint64_t live_events;       /* out */
+  uint64_t live_modules;      /* out */
+  uint64_t live_plans;        /* out */
+  uint64_t device_bytes;      /* out: device bytes allocated */
+  uint64_t host_bytes;        /* out: pinned host bytes allocated */
+} gpurt_runtime_stats;
+
+/* A named integer control of the runtime (fault injection, tuning).
+ * Unknown keys are GPURT_ERR_UNSUPPORTED naming the key. The mock knows:
+ * "fail_alloc_nth" (the Nth allocation from now fails, 0 = off),
+ * "fail_launch_nth", "lose_device" (device index to lose). */
+typedef struct gpurt_control_args {
+  uint64_t struct_size;
+  const char *key; /* borrowed */
+  uint64_t key_len;
+  int64_t value;
+} gpurt_control_args;
+
+/* One copy. Exactly one source and one destination among:
+ *   device:  *_buffer + *_offset
+ *   pinned:  *_host + *_offset   (plugin-owned host memory)
+ *   pageable: *_ptr               (only with GPURT_COPY_SYNC)
+ * stream NULL means the device's default ordering: the copy runs after all
+ * work submitted earlier to any stream of the runtime on that device.
+ * Without GPURT_COPY_SYNC the call only enqueues the copy on `stream`
+ * (which must then be non-NULL). */
+typedef struct gpurt_copy_args {
+  uint64_t struct_size;
+  gpurt_stream *stream;
+  uint32_t flags;        /* GPURT_COPY_* */
+  uint32_t reserved;
+  uint64_t size;         /* bytes; 0 is a valid no-op */
+  gpurt_buffer *dst_buffer;
+  gpurt_host_buffer *dst_host;
+  void *dst_ptr;         /* borrowed for the call */
+  uint64_t dst_offset;
+  gpurt_buffer *src_buffer;
+  gpurt_host_buffer *src_host;
+  const void *src_ptr;   /* borrowed for the call */
+  uint64_t src_offset;
+} gpurt_copy_args;
+
+/* Fill a range of device memory with a 1-, 2- or 4-byte pattern. */
+typedef struct gpurt_memset_args {
+  uint64_t struct_size;
+  gpurt_stream *stream;  /* NULL: default ordering, synchronous */
+  gpurt_buffer *buffer;
+  uint64_t offset;       /* bytes, multiple of element_size */
+  uint64_t size;         /* bytes, multiple of element_size */
+  uint32_t value;        /* the pattern, low element_size bytes */
+  uint32_t element_size; /* 1, 2 or 4 */
+} gpurt_memset_args;
+
+typedef struct gpurt_module_load_args {
+  uint64_t struct_size;
+  uint32_t device;
+  int32_t format;        /* GPURT_MODULE_* */
+  const void *data;      /* borrowed; may be NULL for BUILTIN */
+  uint64_t data_len;
+  const char *name;      /* for messages; borrowed */
+  uint64_t name_len;
+} gpurt_module_load_args;
+
+typedef struct gpurt_kernel_info {
+  uint64_t struct_size;
+  uint32_t num_params;        /* out */
+  uint32_t max_threads_per_block; /* out */
+  uint32_t static_shared_bytes;   /* out */
+  uint32_t reserved;
+  int32_t param_kind[GPURT_MAX_KERNEL_PARAMS];  /* out: GPURT_ARG_* */
+  uint32_t param_size[GPURT_MAX_KERNEL_PARAMS]; /* out: bytes */
+} gpurt_kernel_info;
+
+/* One packed kernel argument. For GPURT_ARG_BUFFER the kernel receives the
+ * device address buffer+offset; length (bytes, 0 = to the end) bounds the
+ * view for plugins that can check it. Scalars: `value` holds the bits,
+ * `size` their width in bytes. */
+typedef struct gpurt_kernel_arg {
+  int32_t kind;   /* GPURT_ARG_* */
+  uint32_t size;  /* bytes the kernel parameter occupies */
+  uint64_t value;
+  gpurt_buffer *buffer;
+  uint64_t offset;
+  uint64_t length;
+} gpurt_kernel_arg;
+
+typedef struct gpurt_launch_args {
+  uint64_t struct_size;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_mem_bytes;  /* dynamic shared memory */
+  uint32_t num_args;
+  const gpurt_kernel_arg *args; /* borrowed: num_args entries */
+} gpurt_launch_args;
+
+/* GEMM (1.1). Column-major, as BLAS: D = alpha * op(A) * op(B) + beta * C,
+ * then the epilogue. op(A) is m x k, op(B) is k x n, C and D are m x n.
+ * Leading dimensions and strides are in elements. A row-major caller swaps
+ * A and B and m and n. */
+typedef struct gpurt_gemm_desc {
+  uint64_t struct_size;
+  int32_t a_type, b_type, c_type, d_type; /* GPURT_DTYPE_* */
+  int32_t compute_type;  /* GPURT_COMPUTE_* */
+  int32_t epilogue;      /* GPURT_EPILOGUE_* */
+  int32_t bias_type;     /* dtype of bias, when the epilogue has one */
+  uint8_t trans_a;       /* 1: op(A) = A^T */
+  uint8_t trans_b;
+  uint8_t reserved[2];
+  uint64_t m, n, k;
+  uint64_t lda, ldb, ldc, ldd;
+  uint64_t batch_count;  /* >= 1 */
+  int64_t stride_a, stride_b, stride_c, stride_d; /* elements per batch */
+  uint32_t align_a, align_b, align_c, align_d;    /* byte alignment the
+                                  caller guarantees for each pointer; 0 = 1 */
+} gpurt_gemm_desc;
+
+typedef struct gpurt_gemm_run_args {
+  uint64_t struct_size;
+  gpurt_buffer *a; uint64_t a_offset;
+  gpurt_buffer *b; uint64_t b_offset;
+  gpurt_buffer *c; uint64_t c_offset; /* may be NULL when beta == 0 */
+  gpurt_buffer *d; uint64_t d_offset;
+  gpurt_buffer *bias; uint64_t bias_offset;
+  /* fp8: per-tensor f32 scales in device memory, or NULL for 1.0 */
+  gpurt_buffer *scale_a; uint64_t scale_a_offset;
+  gpurt_buffer *scale_b; uint64_t scale_b_offset;
+  gpurt_buffer *scale_d; uint64_t scale_d_offset;
+  double alpha;
+  double beta;
+  /* optional caller workspace; NULL: the plugin's per-stream workspace */
+  gpurt_buffer *workspace; uint64_t workspace_offset; uint64_t workspace_size;
+} gpurt_gemm_run_args;
+
+/* ------------------------------------------------------------------ */
+/* The function table                                                  */
+/* ------------------------------------------------------------------ */
+
+typedef struct gpurt_api {
+  uint64_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+
+  /* ---- 1.0 ---- */
+
+  /* Read an error (never fails). */
+  void (*error_get)(const gpurt_error *err, gpurt_error_info *out);
+  /* Free an error; NULL is a no-op. */
+  void (*error_destroy)(gpurt_error *err);
+
+  /* Static facts about the plugin; no side effects. */
+  gpurt_error *(*plugin_info)(gpurt_plugin_info *out);
+  /* Can this plugin run here? Creates no context, prints nothing, never
+   * hangs; may load the vendor driver library to ask. */
+  gpurt_error *(*probe)(gpurt_probe_args *args);
+  /* Release process-wide state. Runtimes must have been destroyed. */
+  gpurt_error *(*shutdown)(void);
+
+  gpurt_error *(*runtime_create)(const gpurt_runtime_create_args *args,
+                                 gpurt_runtime **out);
+  /* Frees everything the runtime still owns. NULL is a no-op. */
+  gpurt_error *(*runtime_destroy)(gpurt_runtime *rt);
+  gpurt_error *(*runtime_stats)(gpurt_runtime *rt, gpurt_runtime_stats *out);
+  gpurt_error *(*runtime_control)(gpurt_runtime *rt,
+                                  const gpurt_control_args *args);
+
+  gpurt_error *(*device_count)(gpurt_runtime *rt, uint32_t *out);
+  gpurt_error *(*device_info)(gpurt_runtime *rt, uint32_t device,
+                              gpurt_device_info *out);
+  /* Waits for all work of this runtime on the device. */
+  gpurt_error *(*device_synchronize)(gpurt_runtime *rt, uint32_t device);
+
+  /* Device memory. size > 0. Out of memory names the size and the free. */
+  gpurt_error *(*buffer_alloc)(gpurt_runtime *rt, uint32_t device,
+                               uint64_t size, gpurt_buffer **out);
+  gpurt_error *(*buffer_free)(gpurt_runtime *rt, gpurt_buffer *buf);
+
+  /* Pinned host memory, owned by the plugin; *out_ptr is valid until
+   * host_free. */
+  gpurt_error *(*host_alloc)(gpurt_runtime *rt, uint64_t size,
+                             gpurt_host_buffer **out, void **out_ptr);
+  gpurt_error *(*host_free)(gpurt_runtime *rt, gpurt_host_buffer *buf);
+
+  gpurt_error *(*copy)(gpurt_runtime *rt, const gpurt_copy_args *args);
+  gpurt_error *(*memset)(gpurt_runtime *rt, const gpurt_memset_args *args);
+
+  gpurt_error *(*stream_create)(gpurt_runtime *rt, uint32_t device,
+                                gpurt_stream **out);
+  /* Waits for the stream's work, then frees it. */
+  gpurt_error *(*stream_destroy)(gpurt_runtime *rt, gpurt_stream *s);
+  gpurt_error *(*stream_synchronize)(gpurt_runtime *rt, gpurt_stream *s);
+  /* NULL when idle, GPURT_ERR_NOT_READY when work is pending. */
+  gpurt_error *(*stream_query)(gpurt_runtime *rt, gpurt_stream *s);
+  /* Work later submitted to s waits until ev has completed. */
+  gpurt_error *(*stream_wait_event)(gpurt_runtime *rt, gpurt_stream *s,
+                                    gpurt_event *ev);
+
+  gpurt_error *(*event_create)(gpurt_runtime *rt, uint32_t device,
+                               uint32_t flags, gpurt_event **out);
+  gpurt_error *(*event_destroy)(gpurt_runtime *rt, gpurt_event *ev);
+  gpurt_error *(*event_record)(gpurt_runtime *rt, gpurt_event *ev,
+                               gpurt_stream *s);
+  /* NULL when complete (or never recorded), GPURT_ERR_NOT_READY if not. */
+  gpurt_error *(*event_query)(gpurt_runtime *rt, gpurt_event *ev);
+  gpurt_error *(*event_synchronize)(gpurt_runtime *rt, gpurt_event *ev);
+  /* Milliseconds from start to end; both recorded with GPURT_EVENT_TIMING
+   * and complete. */
+  gpurt_error *(*event_elapsed)(gpurt_runtime *rt, gpurt_event *start,
+                                gpurt_event *end, double *out_ms);
+
+  gpurt_error *(*module_load)(gpurt_runtime *rt,
+                              const gpurt_module_load_args *args,
+                              gpurt_module **out);
+  /* Invalidates the module's kernels. */
+  gpurt_error *(*module_unload)(gpurt_runtime *rt, gpurt_module *m);
+  gpurt_error *(*kernel_get)(gpurt_runtime *rt, gpurt_module *m,
+                             const char *name, uint64_t name_len,
+                             gpurt_kernel **out);
+  gpurt_error *(*kernel_info)(gpurt_runtime *rt, gpurt_kernel *k,
+                              gpurt_kernel_info *out);
+  /* Enqueue a kernel on s (non-NULL). Arguments are checked against the
+   * kernel's parameters (count, size, and kind where known). */
+  gpurt_error *(*launch)(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k,
+                         const gpurt_launch_args *args);
+
+  /* ---- 1.1 ---- */
+
+  /* Validate a descriptor and choose an algorithm once. An unsupported
+   * descriptor is GPURT_ERR_UNSUPPORTED naming the field. */
+  gpurt_error *(*gemm_plan_create)(gpurt_runtime *rt, uint32_t device,
+                                   const gpurt_gemm_desc *desc,
+                                   gpurt_gemm_plan **out);
+  gpurt_error *(*gemm_plan_destroy)(gpurt_runtime *rt, gpurt_gemm_plan *p);
+  /* Enqueue one run of a plan on s (non-NULL). */
+  gpurt_error *(*gemm_run)(gpurt_runtime *rt, gpurt_stream *s,
+                           gpurt_gemm_plan *p, const gpurt_gemm_run_args *args);
+} gpurt_api;
+
+/* True when the table has slot `field` and it is set. */
+#define GPURT_API_HAS(api, field)                                          \
+  ((api) != NULL &&                                                        \
+   (api)->struct_size >= offsetof(gpurt_api, field) + sizeof((api)->field) && \
+   (api)->field != NULL)
+
+/* ------------------------------------------------------------------ */
+/* Negotiation                                                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct gpurt_negotiate_args {
+  uint64_t struct_size;
+  uint32_t host_abi_major;   /* in: the core's GPURT_ABI_MAJOR */
+  uint32_t host_abi_minor;   /* in */
+  uint32_t plugin_abi_major; /* out: always written */
+  uint32_t plugin_abi_minor; /* out: always written */
+  const gpurt_api *api;      /* out: static; lives until process exit;
+                                NULL on failure */
+  char message[256];         /* out: why, when the result is not GPURT_OK */
+} gpurt_negotiate_args;
+
+/* The entry: returns GPURT_OK, or GPURT_ERR_ABI_MISMATCH when the majors
+ * differ (both versions written), or another GPURT_ERR_* with a message. */
+typedef int32_t (*gpurt_negotiate_fn)(gpurt_negotiate_args *args);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPURT_H_ */

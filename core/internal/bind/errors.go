@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package bind
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/metrale/gpurt/abi"
+)
+
+// Code is a GPURT_ERR_* value.
+type Code int32
+
+// The codes, as in gpurt.h.
+const (
+	CodeInvalidArgument    Code = abi.ErrInvalidArgument
+	CodeInvalidHandle      Code = abi.ErrInvalidHandle
+	CodeOutOfRange         Code = abi.ErrOutOfRange
+	CodeOutOfMemory        Code = abi.ErrOutOfMemory
+	CodeNotFound           Code = abi.ErrNotFound
+	CodeUnsupported        Code = abi.ErrUnsupported
+	CodeUnavailable        Code = abi.ErrUnavailable
+	CodeDeviceLost         Code = abi.ErrDeviceLost
+	CodeLaunchFailed       Code = abi.ErrLaunchFailed
+	CodeNotReady           Code = abi.ErrNotReady
+	CodeABIMismatch        Code = abi.ErrABIMismatch
+	CodeInternal           Code = abi.ErrInternal
+	CodeFailedPrecondition Code = abi.ErrFailedPrecondition
+)
+
+var codeNames = map[Code]string{
+	CodeInvalidArgument: "invalid argument", CodeInvalidHandle: "invalid handle",
+	CodeOutOfRange: "out of range", CodeOutOfMemory: "out of memory",
+	CodeNotFound: "not found", CodeUnsupported: "unsupported",
+	CodeUnavailable: "unavailable", CodeDeviceLost: "device lost",
+	CodeLaunchFailed: "launch failed", CodeNotReady: "not ready",
+	CodeABIMismatch: "abi mismatch", CodeInternal: "internal",
+	CodeFailedPrecondition: "failed precondition",
+}
+
+func (c Code) String() string {
+	if s, ok := codeNames[c]; ok {
+		return s
+	}
+	return fmt.Sprintf("code %d", int32(c))
+}
+
+// Sentinels, one per code: errors.Is(err, ErrOutOfMemory) matches any
+// *Error with that code.
+var (
+	ErrInvalidArgument    = errors.New("gpurt: invalid argument")
+	ErrInvalidHandle      = errors.New("gpurt: invalid handle")
+	ErrOutOfRange         = errors.New("gpurt: out of range")
+	ErrOutOfMemory        = errors.New("gpurt: out of memory")
+	ErrNotFound           = errors.New("gpurt: not found")
+	ErrUnsupported        = errors.New("gpurt: unsupported")
+	ErrUnavailable        = errors.New("gpurt: unavailable")
+	ErrDeviceLost         = errors.New("gpurt: device lost")
+	ErrLaunchFailed       = errors.New("gpurt: launch failed")
+	ErrNotReady           = errors.New("gpurt: not ready")
+	ErrABI                = errors.New("gpurt: abi mismatch")
+	ErrInternal           = errors.New("gpurt: internal error")
+	ErrFailedPrecondition = errors.New("gpurt: failed precondition")
+)
+
+var sentinels = map[Code]error{
+	CodeInvalidArgument: ErrInvalidArgument, CodeInvalidHandle: ErrInvalidHandle,
+	CodeOutOfRange: ErrOutOfRange, CodeOutOfMemory: ErrOutOfMemory,
+	CodeNotFound: ErrNotFound, CodeUnsupported: ErrUnsupported,
+	CodeUnavailable: ErrUnavailable, CodeDeviceLost: ErrDeviceLost,
+	CodeLaunchFailed: ErrLaunchFailed, CodeNotReady: ErrNotReady,
+	CodeABIMismatch: ErrABI, CodeInternal: ErrInternal,
+	CodeFailedPrecondition: ErrFailedPrecondition,
+}
+
+// Sentinel returns the sentinel error of a code (ErrInternal when unknown).
+func Sentinel(c Code) error {
+	if s, ok := sentinels[c]; ok {
+		return s
+	}
+	return ErrInternal
+}
+
+// Error is an error reported by a plugin, or raised by the core with the
+// same vocabulary before a call crosses.
+type Error struct {
+	Code       Code
+	VendorCode int64  // the vendor's own code (a CUresult, ...), 0 if none
+	Message    string // the plugin's message
+	Op         string // the operation, "buffer_alloc"
+	Backend    string // "mock", "cuda", ...
+}
+
+func (e *Error) Error() string {
+	s := "gpurt: "
+	if e.Backend != "" {
+		s += e.Backend + ": "
+	}
+	if e.Op != "" {
+		s += e.Op + ": "
+	}
+	s += e.Code.String()
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.VendorCode != 0 {
+		s += fmt.Sprintf(" (vendor code %d)", e.VendorCode)
+	}
+	return s
+}
+
+// Is matches the sentinel of the error's code.
+func (e *Error) Is(target error) bool { return Sentinel(e.Code) == target }
+
+// Errorf makes a core-side *Error (no plugin call involved).
+func Errorf(c Code, op, format string, args ...any) error {
+	return &Error{Code: c, Op: op, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build (linux || darwin) && (amd64 || arm64)
+
+package ffi
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/stretchr/testify/require"
+)
+
+func buildLib(t testing.TB) uintptr {
+	cc, err := exec.Command("go", "env", "CC").Output()
+	if err != nil || len(cc) == 0 {
+		t.Skip("no C compiler")
+	}
+	ccPath := string(cc[:len(cc)-1])
+	if _, err := exec.LookPath(ccPath); err != nil {
+		t.Skipf("no C compiler: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "libadd.so")
+	b, err := exec.Command(ccPath, "-shared", "-fPIC", "-O2", "-o", out, "testdata/add.c").CombinedOutput()
+	require.NoError(t, err, string(b))
+	h, err := purego.Dlopen(out, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	require.NoError(t, err)
+	return h
+}
+
+func sym(t testing.TB, h uintptr, name string) uintptr {
+	p, err := purego.Dlsym(h, name)
+	require.NoError(t, err)
+	return p
+}
+
+func TestCallArgumentsAndResult(t *testing.T) {
+	h := buildLib(t)
+	add6 := sym(t, h, "add6")
+	require.Equal(t, uintptr(1+2*2+3*3+4*4+5*5+6*6), Call6(add6, 1, 2, 3, 4, 5, 6))
+	neg := int64(-5)
+	require.Equal(t, int64(-5+2*1), int64(Call6(add6, uintptr(neg), 1, 0, 0, 0, 0)))
+	require.Equal(t, uintptr(7), Call0(sym(t, h, "nop")))
+	var v int64
+	Call2(sym(t, h, "store"), uintptr(unsafe.Pointer(&v)), 42)
+	runtime.KeepAlive(&v)
+	require.Equal(t, int64(42), v)
+}
+
+func TestCallAllocatesNothing(t *testing.T) {
+	h := buildLib(t)
+	store := sym(t, h, "store")
+	var v int64
+	allocs := testing.AllocsPerRun(1000, func() {
+		var local int64
+		Call2(store, uintptr(unsafe.Pointer(&local)), 3)
+		runtime.KeepAlive(&local)
+		v += local
+	})
+	require.Zero(t, allocs)
+}
+
+func BenchmarkCall0(b *testing.B) {
+	h := buildLib(b)
+	fn := sym(b, h, "nop")
+	b.ReportAllocs()
+	for b.Loop() {
+		Call0(fn)
+	}
+}
