@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gp_common.h — C shared by the gpurt plugins: error objects, the
+ * generational handle table, struct_size-aware reading and writing of ABI
+ * structs, option parsing, dtype conversions, the built-in kernels and the
+ * CPU reference GEMM. Everything here is hidden (-fvisibility=hidden); only
+ * a plugin's entry symbol is exported.
+ */
+#ifndef GPURT_CSRC_COMMON_H_
+#define GPURT_CSRC_COMMON_H_
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../abi/gpurt.h"
+
+#if defined(__GNUC__)
+#define GP_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define GP_PRINTF(a, b)
+#endif
+
+/* The prefix of every message ("mock", "cuda", ...), defined by the plugin. */
+extern const char gp_plugin_prefix[];
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* A new error object owned by the caller: "<prefix>: <message>". Never
+ * returns NULL (a static out-of-memory error when malloc fails). */
+gpurt_error *gp_err(int32_t code, const char *fmt, ...) GP_PRINTF(2, 3);
+gpurt_error *gp_errv(int32_t code, const char *fmt, va_list ap);
+void gp_error_get(const gpurt_error *err, gpurt_error_info *out);
+void gp_error_destroy(gpurt_error *err);
+int32_t gp_error_code(const gpurt_error *err);
+
+/* ---- ABI structs --------------------------------------------------------- */
+
+/* Copies the caller's struct (up to its struct_size) into a zeroed local of
+ * local_size bytes. NULL or a struct_size below 8 is INVALID_ARGUMENT naming
+ * `what`. */
+gpurt_error *gp_read_struct(void *local, size_t local_size, const void *in,
+                            const char *what);
+/* Checks an out-struct pointer and its struct_size. */
+gpurt_error *gp_check_out(const void *out, const char *what);
+/* Writes a local out-struct into the caller's, only the bytes inside the
+ * caller's struct_size; keeps the caller's struct_size. */
+void gp_write_struct(void *out, const void *local, size_t local_size);
+
+/* Copies a NUL-terminated string into a fixed char array. */
+void gp_strlcpy(char *dst, size_t cap, const char *src);
+
+/* ---- options: "key=value;key=value" or "key=value,key=value" --------------- */
+
+/* Calls fn for every key=value pair; stops at the first error fn returns.
+ * An item without '=' is INVALID_ARGUMENT. */
+typedef gpurt_error *(*gp_option_fn)(void *user, const char *key,
+                                     size_t key_len, const char *val,
+                                     size_t val_len);
+gpurt_error *gp_parse_options(const char *s, size_t len, const char *seps,
+                              const char *what, gp_option_fn fn, void *user);
+/* Parses a decimal (or 0x hex) integer, optionally with a K/M/G/T suffix
+ * (binary units) when allow_suffix. Returns 0 on success. */
+int gp_parse_i64(const char *s, size_t len, int allow_suffix, int64_t *out);
+
+/* ---- generational handle table ------------------------------------------ */
+
+/* A handle is a pointer-sized value, never dereferenced:
+ *   bits 56..63 kind tag, 40..55 owner serial (the runtime), 24..39
+ *   generation, 0..23 slot index + 1.
+ * The table itself is not locked; its owner holds a lock around calls. */
+enum {
+  GP_KIND_RUNTIME = 0x11,
+  GP_KIND_BUFFER = 0x12,
+  GP_KIND_HOST_BUFFER = 0x13,
+  GP_KIND_STREAM = 0x14,
+  GP_KIND_EVENT = 0x15,
+  GP_KIND_MODULE = 0x16,
+  GP_KIND_KERNEL = 0x17,
+  GP_KIND_GEMM_PLAN = 0x18
+};
+
+typedef struct gp_handle_table {
+  uint32_t kind;
+  uint32_t owner;   /* serial written into every handle */
+  void **objs;
+  uint32_t *gens;
+  uint32_t *next;   /* free-list links */
+  uint32_t cap;
+  uint32_t live;
+  uint32_t free_head, free_tail; /* FIFO free list, UINT32_MAX when empty */
+} gp_handle_table;
+
+enum { GP_HANDLE_OK = 0, GP_HANDLE_NULL, GP_HANDLE_WRONG_KIND,
+       GP_HANDLE_FOREIGN, GP_HANDLE_STALE };
+
+const char *gp_kind_name(uint32_t kind);
+void gp_table_init(gp_handle_table *t, uint32_t kind, uint32_t owner);
+void gp_table_free(gp_handle_table *t);
+/* Inserts obj; returns 0 (and writes the handle) or -1 when full / no memory. */
+int gp_table_insert(gp_handle_table *t, void *obj, uintptr_t *out);
+/* Decodes and validates h; on success writes the object. */
+int gp_table_lookup(const gp_handle_table *t, uintptr_t h, void **obj);
+/* Removes h (must be valid); returns the object. */
+void *gp_table_remove(gp_handle_table *t, uintptr_t h);
+/* The error for a failed lookup. */
+gpurt_error *gp_handle_error(int status, uint32_t kind, uintptr_t h);
+/* Iterates live objects (index order). */
+uint32_t gp_table_cap(const gp_handle_table *t);
+void *gp_table_at(const gp_handle_table *t, uint32_t i);
+
+/* ---- dtypes --------------------------------------------------------------- */
+
+float gp_f16_to_f32(uint16_t h);
+uint16_t gp_f32_to_f16(float f);
+float gp_bf16_to_f32(uint16_t h);
+uint16_t gp_f32_to_bf16(float f);
+float gp_e4m3_to_f32(uint8_t v);
+uint8_t gp_f32_to_e4m3(float f); /* saturating (OCP "satfinite"), RNE */
+float gp_e5m2_to_f32(uint8_t v);
+uint8_t gp_f32_to_e5m2(float f); /* saturating, RNE */
+size_t gp_dtype_size(int32_t dtype); /* 0 for unknown */
+const char *gp_dtype_name(int32_t dtype);
+/* Loads element i of a typed array as f32; stores f32 rounded to the type. */
+float gp_load(int32_t dtype, const void *base, uint64_t i);
+void gp_store(int32_t dtype, void *base, uint64_t i, float v);
+
+/* ---- built-in kernels ------------------------------------------------------ */
+
+enum { GP_BK_FILL, GP_BK_SCALE, GP_BK_AXPY, GP_BK_ADD, GP_BK_MUL, GP_BK_SLEEP };
+
+typedef struct gp_builtin_kernel {
+  const char *name;
+  int op;          /* GP_BK_* */
+  int32_t dtype;   /* element type, INVALID for sleep_ns */
+  uint32_t num_params;
+  int32_t kinds[4];
+  uint32_t sizes[4];
+  uint32_t n_param;    /* index of the U64 n (or ns) parameter */
+  uint32_t num_buffers;/* buffer parameters are 0..num_buffers-1 */
+} gp_builtin_kernel;
+
+extern const gp_builtin_kernel gp_builtin_kernels[];
+extern const size_t gp_builtin_kernel_count;
+const gp_builtin_kernel *gp_builtin_find(const char *name, size_t len);
+
+/* One resolved launch: buffer pointers (already offset), scalar bits. */
+typedef struct gp_launch_exec {
+  const gp_builtin_kernel *k;
+  void *bufs[3];
+  uint64_t scalar[4]; /* param index -> bits */
+  uint32_t grid[3], block[3];
+} gp_launch_exec;
+
+/* Elements of each buffer the launch will touch: min(n, grid.x*block.x). */
+uint64_t gp_launch_touched(const gp_launch_exec *e);
+void gp_launch_run(const gp_launch_exec *e);
+
+/* ---- reference GEMM ---------------------------------------------------------- */
+
+/* Validates a descriptor (INVALID_ARGUMENT / UNSUPPORTED naming the field). */
+gpurt_error *gp_gemm_validate(const gpurt_gemm_desc *d);
+/* Elements an operand spans: (batch-1)*stride + (cols-1)*ld + rows. */
+uint64_t gp_gemm_extent(uint64_t rows, uint64_t cols, uint64_t ld,
+                        uint64_t batch, int64_t stride);
+typedef struct gp_gemm_exec {
+  gpurt_gemm_desc d;
+  const void *a, *b, *c;
+  void *dd;
+  const void *bias;
+  float scale_a, scale_b, scale_d;
+  double alpha, beta;
+  int threads; /* worker threads to use, >= 1 */
+} gp_gemm_exec;
+void gp_gemm_run(const gp_gemm_exec *e);
+
+#endif /* GPURT_CSRC_COMMON_H_ */

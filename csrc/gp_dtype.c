@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* f16, bf16 and fp8 (OCP e4m3 "fn" and e5m2) conversions, round to nearest
+ * even; fp8 conversions saturate to the largest finite value. */
+#include <math.h>
+#include <string.h>
+
+#include "gp_common.h"
+
+static uint32_t gp_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float gp_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* Encodes |a| (finite, >= 0) with mbits mantissa bits and the given bias;
+ * returns the magnitude code; *overflow set when it does not fit below
+ * exponent field max_field (exclusive of specials handled by the caller). */
+static uint32_t gp_encode_small(double a, int mbits, int bias, int max_field,
+                                int *overflow) {
+  *overflow = 0;
+  int emin = 1 - bias;
+  if (a == 0) return 0;
+  if (a < ldexp(1.0, emin)) {
+    double r = rint(a / ldexp(1.0, emin - mbits));
+    return (uint32_t)r; /* r == 2^mbits encodes the smallest normal */
+  }
+  int ex;
+  frexp(a, &ex);
+  int e = ex - 1;
+  double r = rint(a / ldexp(1.0, e - mbits));
+  if (r >= ldexp(1.0, mbits + 1)) { e++; r = ldexp(1.0, mbits); }
+  if (e + bias > max_field) { *overflow = 1; return 0; }
+  return ((uint32_t)(e + bias) << mbits) | ((uint32_t)r - (1u << mbits));
+}
+
+static float gp_decode_small(uint32_t mag, int mbits, int bias) {
+  uint32_t ef = mag >> mbits, m = mag & ((1u << mbits) - 1u);
+  if (ef == 0) return (float)ldexp((double)m, 1 - bias - mbits);
+  return (float)ldexp(1.0 + ldexp((double)m, -mbits), (int)ef - bias);
+}
+
+float gp_f16_to_f32(uint16_t h) {
+  uint32_t s = (h >> 15) & 1, mag = h & 0x7fff;
+  float v;
+  if ((mag >> 10) == 0x1f) v = (mag & 0x3ff) ? NAN : INFINITY;
+  else v = gp_decode_small(mag, 10, 15);
+  return s ? -v : v;
+}
+
+uint16_t gp_f32_to_f16(float f) {
+  uint32_t s = (gp_f32_bits(f) >> 31) << 15;
+  if (isnan(f)) return (uint16_t)(s | 0x7e00);
+  double a = fabs((double)f);
+  if (isinf(f)) return (uint16_t)(s | 0x7c00);
+  int of;
+  uint32_t m = gp_encode_small(a, 10, 15, 30, &of);
+  if (of) return (uint16_t)(s | 0x7c00);
+  return (uint16_t)(s | m);
+}
+
+float gp_bf16_to_f32(uint16_t h) { return gp_bits_f32((uint32_t)h << 16); }
+
+uint16_t gp_f32_to_bf16(float f) {
+  uint32_t u = gp_f32_bits(f);
+  if (isnan(f)) return (uint16_t)(((u >> 16) & 0x8000) | 0x7fc0);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+float gp_e4m3_to_f32(uint8_t v) {
+  uint32_t s = v >> 7, mag = v & 0x7f;
+  float r = mag == 0x7f ? NAN : gp_decode_small(mag, 3, 7);
+  return s ? -r : r;
+}
+
+uint8_t gp_f32_to_e4m3(float f) {
+  uint8_t s = (uint8_t)((gp_f32_bits(f) >> 31) << 7);
+  if (isnan(f)) return (uint8_t)(s | 0x7f);
+  double a = fabs((double)f);
+  if (a >= 448.0) return (uint8_t)(s | 0x7e);
+  int of;
+  uint32_t m = gp_encode_small(a, 3, 7, 15, &of);
+  if (of || m > 0x7e) m = 0x7e;
+  return (uint8_t)(s | m);
+}
+
+float gp_e5m2_to_f32(uint8_t v) {
+  uint32_t s = v >> 7, mag = v & 0x7f;
+  float r;
+  if ((mag >> 2) == 0x1f) r = (mag & 3) ? NAN : INFINITY;
+  else r = gp_decode_small(mag, 2, 15);
+  return s ? -r : r;
+}
+
+uint8_t gp_f32_to_e5m2(float f) {
+  uint8_t s = (uint8_t)((gp_f32_bits(f) >> 31) << 7);
+  if (isnan(f)) return (uint8_t)(s | 0x7f);
+  double a = fabs((double)f);
+  if (a >= 57344.0) return (uint8_t)(s | 0x7b);
+  int of;
+  uint32_t m = gp_encode_small(a, 2, 15, 30, &of);
+  if (of || m > 0x7b) m = 0x7b;
+  return (uint8_t)(s | m);
+}
+
+size_t gp_dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case GPURT_DTYPE_F32: case GPURT_DTYPE_I32: return 4;
+    case GPURT_DTYPE_F16: case GPURT_DTYPE_BF16: return 2;
+    case GPURT_DTYPE_F64: return 8;
+    case GPURT_DTYPE_I8: case GPURT_DTYPE_U8:
+    case GPURT_DTYPE_FP8_E4M3: case GPURT_DTYPE_FP8_E5M2: return 1;
+    default: return 0;
+  }
+}
+
+const char *gp_dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case GPURT_DTYPE_F32: return "f32";
+    case GPURT_DTYPE_F16: return "f16";
+    case GPURT_DTYPE_BF16: return "bf16";
+    case GPURT_DTYPE_F64: return "f64";
+    case GPURT_DTYPE_I8: return "i8";
+    case GPURT_DTYPE_I32: return "i32";
+    case GPURT_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case GPURT_DTYPE_FP8_E5M2: return "fp8_e5m2";
+    case GPURT_DTYPE_U8: return "u8";
+    default: return "invalid";
+  }
+}
+
+float gp_load(int32_t dtype, const void *base, uint64_t i) {
+  switch (dtype) {
+    case GPURT_DTYPE_F32: return ((const float *)base)[i];
+    case GPURT_DTYPE_F16: return gp_f16_to_f32(((const uint16_t *)base)[i]);
+    case GPURT_DTYPE_BF16: return gp_bf16_to_f32(((const uint16_t *)base)[i]);
+    case GPURT_DTYPE_FP8_E4M3: return gp_e4m3_to_f32(((const uint8_t *)base)[i]);
+    case GPURT_DTYPE_FP8_E5M2: return gp_e5m2_to_f32(((const uint8_t *)base)[i]);
+    case GPURT_DTYPE_F64: return (float)((const double *)base)[i];
+    case GPURT_DTYPE_I8: return (float)((const int8_t *)base)[i];
+    case GPURT_DTYPE_U8: return (float)((const uint8_t *)base)[i];
+    case GPURT_DTYPE_I32: return (float)((const int32_t *)base)[i];
+    default: return 0;
+  }
+}
+
+void gp_store(int32_t dtype, void *base, uint64_t i, float v) {
+  switch (dtype) {
+    case GPURT_DTYPE_F32: ((float *)base)[i] = v; break;
+    case GPURT_DTYPE_F16: ((uint16_t *)base)[i] = gp_f32_to_f16(v); break;
+    case GPURT_DTYPE_BF16: ((uint16_t *)base)[i] = gp_f32_to_bf16(v); break;
+    case GPURT_DTYPE_FP8_E4M3: ((uint8_t *)base)[i] = gp_f32_to_e4m3(v); break;
+    case GPURT_DTYPE_FP8_E5M2: ((uint8_t *)base)[i] = gp_f32_to_e5m2(v); break;
+    case GPURT_DTYPE_F64: ((double *)base)[i] = (double)v; break;
+    default: break;
+  }
+}

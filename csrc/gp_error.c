@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Error objects: code, vendor code, message; owned by the caller. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_common.h"
+
+struct gpurt_error {
+  int32_t code;
+  int32_t is_static; /* the out-of-memory fallback is never freed */
+  int64_t vendor_code;
+  uint64_t len;
+  char *msg;
+};
+
+static char gp_oom_msg[] = "out of memory while reporting an error";
+static struct gpurt_error gp_oom_error = {GPURT_ERR_OUT_OF_MEMORY, 1, 0,
+                                          sizeof(gp_oom_msg) - 1, gp_oom_msg};
+
+gpurt_error *gp_errv(int32_t code, const char *fmt, va_list ap) {
+  char body[1024];
+  vsnprintf(body, sizeof body, fmt, ap);
+  size_t plen = strlen(gp_plugin_prefix), blen = strlen(body);
+  struct gpurt_error *e = malloc(sizeof *e + plen + 2 + blen + 1);
+  if (e == NULL) return &gp_oom_error;
+  e->code = code;
+  e->is_static = 0;
+  e->vendor_code = 0;
+  e->msg = (char *)(e + 1);
+  memcpy(e->msg, gp_plugin_prefix, plen);
+  memcpy(e->msg + plen, ": ", 2);
+  memcpy(e->msg + plen + 2, body, blen + 1);
+  e->len = plen + 2 + blen;
+  return e;
+}
+
+gpurt_error *gp_err(int32_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gpurt_error *e = gp_errv(code, fmt, ap);
+  va_end(ap);
+  return e;
+}
+
+void gp_error_get(const gpurt_error *err, gpurt_error_info *out) {
+  if (out == NULL || out->struct_size < sizeof(uint64_t)) return;
+  gpurt_error_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = out->struct_size;
+  if (err == NULL) {
+    info.code = GPURT_OK;
+    info.message = "";
+  } else {
+    info.code = err->code;
+    info.vendor_code = err->vendor_code;
+    info.message = err->msg;
+    info.message_len = err->len;
+  }
+  gp_write_struct(out, &info, sizeof info);
+}
+
+void gp_error_destroy(gpurt_error *err) {
+  if (err == NULL || err->is_static) return;
+  free(err);
+}
+
+int32_t gp_error_code(const gpurt_error *err) {
+  return err == NULL ? GPURT_OK : err->code;
+}
+
+gpurt_error *gp_read_struct(void *local, size_t local_size, const void *in,
+                            const char *what) {
+  memset(local, 0, local_size);
+  if (in == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  uint64_t sz;
+  memcpy(&sz, in, sizeof sz);
+  if (sz < sizeof(uint64_t))
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "%s has struct_size %llu, below 8", what,
+                  (unsigned long long)sz);
+  memcpy(local, in, sz < local_size ? (size_t)sz : local_size);
+  return NULL;
+}
+
+gpurt_error *gp_check_out(const void *out, const char *what) {
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  uint64_t sz;
+  memcpy(&sz, out, sizeof sz);
+  if (sz < sizeof(uint64_t))
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "%s has struct_size %llu, below 8", what,
+                  (unsigned long long)sz);
+  return NULL;
+}
+
+void gp_write_struct(void *out, const void *local, size_t local_size) {
+  uint64_t sz;
+  memcpy(&sz, out, sizeof sz);
+  size_t n = sz < local_size ? (size_t)sz : local_size;
+  if (n > sizeof(uint64_t))
+    memcpy((char *)out + sizeof(uint64_t), (const char *)local + sizeof(uint64_t),
+           n - sizeof(uint64_t));
+}
+
+void gp_strlcpy(char *dst, size_t cap, const char *src) {
+  if (cap == 0) return;
+  size_t n = strlen(src);
+  if (n >= cap) n = cap - 1;
+  memcpy(dst, src, n);
+  dst[n] = 0;
+}
+
+static int gp_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+gpurt_error *gp_parse_options(const char *s, size_t len, const char *seps,
+                              const char *what, gp_option_fn fn, void *user) {
+  if (s == NULL) return NULL;
+  size_t i = 0;
+  while (i < len) {
+    size_t j = i;
+    while (j < len && strchr(seps, s[j]) == NULL && s[j] != 0) j++;
+    size_t a = i, b = j;
+    while (a < b && gp_is_space(s[a])) a++;
+    while (b > a && gp_is_space(s[b - 1])) b--;
+    if (b > a) {
+      const char *eq = memchr(s + a, '=', b - a);
+      if (eq == NULL)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: \"%.*s\" is not key=value",
+                      what, (int)(b - a), s + a);
+      size_t ke = (size_t)(eq - s), vs = ke + 1;
+      size_t kb = a;
+      while (ke > kb && gp_is_space(s[ke - 1])) ke--;
+      while (vs < b && gp_is_space(s[vs])) vs++;
+      gpurt_error *e = fn(user, s + kb, ke - kb, s + vs, b - vs);
+      if (e != NULL) return e;
+    }
+    if (j < len && s[j] == 0) break;
+    i = j + 1;
+  }
+  return NULL;
+}
+
+int gp_parse_i64(const char *s, size_t len, int allow_suffix, int64_t *out) {
+  if (s == NULL || len == 0) return -1;
+  size_t i = 0;
+  int neg = 0;
+  if (s[0] == '-') { neg = 1; i = 1; }
+  else if (s[0] == '+') i = 1;
+  unsigned base = 10;
+  if (len - i > 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X')) { base = 16; i += 2; }
+  if (i >= len) return -1;
+  uint64_t v = 0;
+  size_t digits = 0;
+  for (; i < len; i++) {
+    char c = s[i];
+    unsigned d;
+    if (c >= '0' && c <= '9') d = (unsigned)(c - '0');
+    else if (base == 16 && c >= 'a' && c <= 'f') d = (unsigned)(c - 'a' + 10);
+    else if (base == 16 && c >= 'A' && c <= 'F') d = (unsigned)(c - 'A' + 10);
+    else break;
+    if (v > (UINT64_MAX - d) / base) return -1;
+    v = v * base + d;
+    digits++;
+  }
+  if (digits == 0) return -1;
+  if (i < len) {
+    if (!allow_suffix) return -1;
+    unsigned shift;
+    switch (s[i]) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      case 't': case 'T': shift = 40; break;
+      default: return -1;
+    }
+    i++;
+    if (i < len && (s[i] == 'i' || s[i] == 'I')) i++;
+    if (i < len && (s[i] == 'b' || s[i] == 'B')) i++;
+    if (i != len) return -1;
+    if (v > (UINT64_MAX >> shift)) return -1;
+    v <<= shift;
+  }
+  if (v > (uint64_t)INT64_MAX) return -1;
+  *out = neg ? -(int64_t)v : (int64_t)v;
+  return 0;
+}
