@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package loader finds gpurt plugins, checks them before loading, loads
+// them, negotiates the ABI, probes them and chooses one backend. It is the
+// one file's worth of policy that decides which plugin a process uses:
+//
+//  1. Search, in order: Options.Paths, GPURT_PLUGIN_PATH (ignored when the
+//     process is setuid/setgid; relative entries ignored), the executable's
+//     folder (symlinks resolved), <exe dir>/lib/gpurt, <exe dir>/../lib/gpurt.
+//     Never the working directory, never LD_LIBRARY_PATH.
+//  2. Each file named libgpurt_<backend>.so (.dylib on macOS) is a
+//     candidate. A candidate for a backend that was not requested, or one
+//     shadowed by an earlier file of the same backend, is skipped unloaded.
+//  3. Before dlopen: refuse a file or folder writable by group or others;
+//     check the file format and architecture (debug/elf, debug/macho); list
+//     its DT_NEEDED and whether each can be found.
+//  4. dlopen by absolute path (RTLD_NOW|RTLD_LOCAL); look up the entry with
+//     dlsym; negotiate (major exact, any minor); bind the table.
+//  5. Probe; choose: an explicit backend must be usable or Choose fails with
+//     the whole report; auto takes the highest priority, then the higher
+//     score, then the earlier in search order.
+//
+// Every candidate ends in exactly one State. Nothing here calls into a
+// plugin that failed a check, and bad files are reasons, never crashes.
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Sentinels matched with errors.Is on the error Choose returns.
+var (
+	// ErrNoBackend: auto found no usable plugin.
+	ErrNoBackend = errors.New("gpurt: no usable backend")
+	// ErrBackendUnavailable: an explicitly requested backend cannot run.
+	ErrBackendUnavailable = errors.New("gpurt: requested backend unavailable")
+	// ErrUnknownBackend: the requested backend name is not one gpurt knows.
+	ErrUnknownBackend = errors.New("gpurt: unknown backend")
+)
+
+// Backends are the names Options.Backend and GPURT_BACKEND accept.
+var Backends = []string{"auto", "cuda", "metal", "mock"}
+
+// knownPriority is the priority each known backend's plugin announces; it
+// is used only to say why a better backend was passed over when no plugin
+// of it was found.
+var knownPriority = map[string]int32{"cuda": 300, "metal": 200, "mock": 100}
+
+// Options says where to look and what to take. The zero value searches
+// the default places and honours GPURT_BACKEND.
+type Options struct {
+	Paths          []string     // extra folders or plugin files, searched first (before GPURT_PLUGIN_PATH)
+	Backend        string       // "", "auto", "cuda", "metal", "mock"; "" means GPURT_BACKEND, else auto
+	NoMockFallback bool         // auto must not fall back to mock
+	Logger         hclog.Logger // nil: hclog named "gpurt" at GPURT_LOG_LEVEL (default warn), to stderr
+	ExePath        string       // "" = os.Executable(); tests set it
+}
+
+// State is where a candidate ended.
+type State string
+
+// The four states.
+const (
+	StateSelected  State = "selected"  // the plugin Choose returned
+	StateAvailable State = "available" // could run here, not chosen
+	StateSkipped   State = "skipped"   // not tried, or not applicable here (Reason says which)
+	StateFailed    State = "failed"    // broken or refused (Reason, and Detail where there is one)
+)
+
+// Device is one device a plugin's probe reported.
+type Device struct {
+	Index               int    `json:"index"`
+	Name                string `json:"name"`
+	Vendor              string `json:"vendor"`
+	Arch                string `json:"arch"`
+	PCIBusID            string `json:"pci_bus_id"`
+	DriverVersion       string `json:"driver_version"`
+	MemoryTotal         uint64 `json:"memory_total"`
+	MemoryFree          uint64 `json:"memory_free"`
+	ComputeMajor        int    `json:"compute_major"`
+	ComputeMinor        int    `json:"compute_minor"`
+	MultiprocessorCount int    `json:"multiprocessor_count"`
+	Flags               uint32 `json:"flags"`
+}
+
+// Candidate is one plugin file the loader looked at.
+type Candidate struct {
+	Path     string   `json:"path"`     // absolute path as found (before symlinks)
+	Backend  string   `json:"backend"`  // from the file name, then from plugin_info
+	Version  string   `json:"version"`  // the plugin's own version ("" if not loaded)
+	ABI      string   `json:"abi"`      // "major.minor" the plugin speaks ("" if not negotiated)
+	Priority int32    `json:"priority"` // from plugin_info (0 if not loaded)
+	Score    int32    `json:"score"`    // from probe (0 if not probed)
+	State    State    `json:"state"`
+	Reason   string   `json:"reason"` // one line: why this state
+	Detail   string   `json:"detail"` // more: dlerror text, the probe's own message, dependencies
+	Devices  []Device `json:"devices"`
+}
+
+// Report is everything Choose looked at and decided.
+type Report struct {
+	Requested  string      `json:"requested"` // "auto", "cuda", "metal" or "mock" (or the unknown value)
+	Searched   []string    `json:"searched"`  // folders (and explicit files) looked at, in order
+	Candidates []Candidate `json:"candidates"`
+	Selected   string      `json:"selected"` // path of the chosen plugin, "" if none
+	Backend    string      `json:"backend"`  // backend of the chosen plugin, "" if none
+}
+
+// Error is the error Choose returns: it wraps one of the sentinels and
+// carries the whole report.
+type Error struct {
+	Kind   error // ErrNoBackend, ErrBackendUnavailable or ErrUnknownBackend
+	Msg    string
+	Report *Report
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Unwrap returns the sentinel.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// Summary lists every candidate's state and reason and every folder
+// searched, one clause each, for error messages.
+func (r *Report) Summary() string {
+	var b strings.Builder
+	if len(r.Candidates) == 0 {
+		b.WriteString("no plugin files found")
+	} else {
+		b.WriteString("candidates: ")
+		for i, c := range r.Candidates {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			fmt.Fprintf(&b, "%s (%s): %s: %s", c.Path, orDash(c.Backend), c.State, c.Reason)
+			if c.Detail != "" && c.State == StateFailed {
+				fmt.Fprintf(&b, " [%s]", c.Detail)
+			}
+		}
+	}
+	b.WriteString("; folders searched: ")
+	if len(r.Searched) == 0 {
+		b.WriteString("none")
+	} else {
+		b.WriteString(strings.Join(r.Searched, ", "))
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// newLogger is the default logger: "gpurt" at GPURT_LOG_LEVEL (warn).
+func newLogger() hclog.Logger {
+	lvl := hclog.Warn
+	bad := ""
+	if s := strings.TrimSpace(os.Getenv("GPURT_LOG_LEVEL")); s != "" {
+		if l := hclog.LevelFromString(s); l != hclog.NoLevel {
+			lvl = l
+		} else {
+			bad = s
+		}
+	}
+	l := hclog.New(&hclog.LoggerOptions{Name: "gpurt", Level: lvl, Output: os.Stderr})
+	if bad != "" {
+		l.Warn("unknown GPURT_LOG_LEVEL, using warn", "value", bad, "valid", "trace, debug, info, warn, error, off")
+	}
+	return l
+}
+
+// requested resolves Options.Backend / GPURT_BACKEND to a valid name, and
+// says where it came from.
+func requested(opts Options) (name, from string, err error) {
+	name, from = opts.Backend, "Options.Backend"
+	if strings.TrimSpace(name) == "" {
+		name, from = os.Getenv("GPURT_BACKEND"), "GPURT_BACKEND"
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == "" {
+		return "auto", "default", nil
+	}
+	for _, b := range Backends {
+		if name == b {
+			return name, from, nil
+		}
+	}
+	return name, from, fmt.Errorf("%w %q (from %s); valid values: %s", ErrUnknownBackend, name, from, strings.Join(Backends, ", "))
+}

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build (linux || darwin) && (amd64 || arm64)
+
+package loader
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// platformOK: this platform can dlopen and call plugins.
+const platformOK = ffi.Supported
+
+// probeCapacity is how many devices a probe may describe. A variable, so
+// that the array it sizes is on the heap and never moves during a call.
+var probeCapacity = 16
+
+var errorCodeNames = map[int32]string{
+	abi.OK: "ok", abi.ErrInvalidArgument: "invalid argument", abi.ErrInvalidHandle: "invalid handle",
+	abi.ErrOutOfRange: "out of range", abi.ErrOutOfMemory: "out of memory", abi.ErrNotFound: "not found",
+	abi.ErrUnsupported: "unsupported", abi.ErrUnavailable: "unavailable", abi.ErrDeviceLost: "device lost",
+	abi.ErrLaunchFailed: "launch failed", abi.ErrNotReady: "not ready", abi.ErrABIMismatch: "abi mismatch",
+	abi.ErrInternal: "internal", abi.ErrFailedPrecondition: "failed precondition",
+}
+
+var probeReasonNames = map[int32]string{
+	abi.ProbeOK: "ok", abi.ProbeDriverMissing: "driver missing", abi.ProbeNoDevice: "no device",
+	abi.ProbeDriverTooOld: "driver too old", abi.ProbePlatformUnsupported: "platform unsupported",
+	abi.ProbeInitFailed: "init failed", abi.ProbeDisabled: "disabled",
+}
+
+func codeName(m map[int32]string, c int32) string {
+	if s, ok := m[c]; ok {
+		return s
+	}
+	return fmt.Sprintf("code %d", c)
+}
+
+// openPlugin dlopens a checked file, negotiates and binds it. On success
+// c.plugin is set; otherwise c is failed.
+func openPlugin(c *cand, log hclog.Logger) {
+	h, err := purego.Dlopen(c.real, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		detail := "dlopen: " + err.Error() + "; needs: " + depsString(c.deps)
+		if miss := missingDeps(c.deps); len(miss) > 0 {
+			c.fail("missing dependency "+strings.Join(miss, ", ")+" (not in the plugin's RUNPATH, ld.so.cache or the system library folders)", detail)
+		} else {
+			c.fail("dlopen failed", detail)
+		}
+		return
+	}
+	sym, err := purego.Dlsym(h, abi.EntrySymbol)
+	if err != nil || sym == 0 {
+		d := ""
+		if err != nil {
+			d = err.Error()
+		}
+		c.fail("no entry symbol "+abi.EntrySymbol+" (not a gpurt plugin)", d)
+		return
+	}
+	var args abi.NegotiateArgs
+	args.StructSize = uint64(unsafe.Sizeof(args))
+	args.HostABIMajor, args.HostABIMinor = abi.Major, abi.Minor
+	rc := int32(ffi.Call1(sym, uintptr(unsafe.Pointer(&args))))
+	runtime.KeepAlive(&args)
+	msg := abi.CString(args.Message[:])
+	if args.PluginABIMajor != 0 || args.PluginABIMinor != 0 {
+		c.ABI = fmt.Sprintf("%d.%d", args.PluginABIMajor, args.PluginABIMinor)
+	}
+	switch {
+	case rc == abi.ErrABIMismatch || (rc == abi.OK && args.PluginABIMajor != abi.Major):
+		c.fail(fmt.Sprintf("ABI major mismatch: the plugin speaks %d.%d, this core speaks %d.%d",
+			args.PluginABIMajor, args.PluginABIMinor, abi.Major, abi.Minor), msg)
+	case rc != abi.OK:
+		r := fmt.Sprintf("entry %s returned an error (%s)", abi.EntrySymbol, codeName(errorCodeNames, rc))
+		if msg != "" {
+			r += ": " + msg
+		}
+		c.fail(r, "")
+	case args.API == 0:
+		c.fail("entry "+abi.EntrySymbol+" returned no function table", msg)
+	}
+	if c.done {
+		return
+	}
+	p, err := bind.Bind(args.API, c.Path)
+	if err != nil {
+		c.fail("function table rejected: "+err.Error(), "")
+		return
+	}
+	if p.Major != abi.Major {
+		c.fail(fmt.Sprintf("ABI major mismatch: the function table says %d.%d, this core speaks %d.%d", p.Major, p.Minor, abi.Major, abi.Minor), "")
+		return
+	}
+	c.ABI = fmt.Sprintf("%d.%d", p.Major, p.Minor)
+	c.plugin = p
+	log.Debug("loaded", "path", c.Path, "backend", p.Backend, "version", p.Version, "abi", c.ABI, "priority", p.Priority)
+}
+
+// probePlugin asks a bound plugin whether it can run here; c ends
+// available (not done), skipped (unavailable) or failed (probe error).
+func probePlugin(c *cand, log hclog.Logger) {
+	p := c.plugin
+	devs := make([]abi.DeviceInfo, probeCapacity)
+	for i := range devs {
+		devs[i].StructSize = uint64(unsafe.Sizeof(devs[i]))
+	}
+	var a abi.ProbeArgs
+	a.StructSize = uint64(unsafe.Sizeof(a))
+	a.Devices = uintptr(unsafe.Pointer(&devs[0]))
+	a.DeviceCapacity = uint32(len(devs))
+	err := p.Check("probe", ffi.Call1(p.API.Probe, uintptr(unsafe.Pointer(&a))))
+	runtime.KeepAlive(devs)
+	runtime.KeepAlive(&a)
+	if err != nil {
+		c.fail("probe returned an error: "+err.Error(), "")
+		return
+	}
+	n := min(int(a.DeviceCount), len(devs))
+	c.Devices = make([]Device, 0, n)
+	for i := 0; i < n; i++ {
+		d := &devs[i]
+		c.Devices = append(c.Devices, Device{
+			Index: i, Name: abi.CString(d.Name[:]), Vendor: abi.CString(d.Vendor[:]),
+			Arch: abi.CString(d.Arch[:]), PCIBusID: abi.CString(d.PCIBusID[:]),
+			DriverVersion: abi.CString(d.DriverVersion[:]),
+			MemoryTotal:   d.MemoryTotal, MemoryFree: d.MemoryFree,
+			ComputeMajor: int(d.ComputeMajor), ComputeMinor: int(d.ComputeMinor),
+			MultiprocessorCount: int(d.MultiprocessorCount), Flags: d.Flags,
+		})
+	}
+	c.Score = a.Score
+	reason := abi.CString(a.Reason[:])
+	if a.Available == 0 {
+		r := "probe: unavailable (" + codeName(probeReasonNames, a.ReasonCode) + ")"
+		if reason != "" {
+			r += ": " + reason
+		}
+		c.skip(r)
+		return
+	}
+	c.Detail = fmt.Sprintf("probe: %s; %d device(s)", orDash(reason), a.DeviceCount)
+}
