@@ -1,0 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package tests holds repository-wide checks that belong to no package:
+// that the shipped core stays free of cgo.
+package tests
