@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# make run   build the mock plugin (and the CUDA / Metal plugin where it
+#            builds) and build/gpurt, then run `gpurt probe` (and
+#            `gpurt bench --quick` once that command exists).
+# make test  everything that runs without a GPU: gofmt, go vet, the four
+#            CGO_ENABLED=0 cross-builds, the ABI layout check, the Go tests
+#            with -race and once more with cgo off, and the CUDA plugin's
+#            compile check (scripts/build_cuda.sh --ci, when present).
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := run
+
+GO ?= go
+BUILD ?= build
+TEST_TIMEOUT ?= 15m
+CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+UNAME := $(shell uname -s)
+
+.PHONY: run build mock cuda metal gpurt test fmt-check vet cross abi-test \
+        go-test go-test-nocgo cuda-check clean
+
+run: build
+	@echo "== $(BUILD)/gpurt probe"
+	$(BUILD)/gpurt probe
+	@if $(BUILD)/gpurt help 2>&1 | grep -q bench; then \
+	  echo "== $(BUILD)/gpurt bench --quick"; \
+	  $(BUILD)/gpurt bench --quick; \
+	fi
+
+build: mock cuda metal gpurt
+	@# the loader refuses folders and plugins that group or others can write
+	chmod go-w $(BUILD) $(BUILD)/libgpurt_* 2>/dev/null || true
+
+mock:
+	@echo "== mock plugin"
+	mkdir -p $(BUILD) && chmod go-w $(BUILD)
+	bash scripts/build_mock.sh $(BUILD)
+
+# Optional plugins: built when their script exists and succeeds; a failure
+# is reported and never fails `make run`.
+cuda:
+	@if [ -f scripts/build_cuda.sh ] && [ "$(UNAME)" = Linux ]; then \
+	  echo "== cuda plugin (optional)"; \
+	  bash scripts/build_cuda.sh $(BUILD) || echo "note: cuda plugin not built (scripts/build_cuda.sh failed); continuing with the others"; \
+	fi
+
+metal:
+	@if [ -f scripts/build_metal.sh ] && [ "$(UNAME)" = Darwin ]; then \
+	  echo "== metal plugin (optional)"; \
+	  bash scripts/build_metal.sh $(BUILD) || echo "note: metal plugin not built (scripts/build_metal.sh failed); continuing with the others"; \
+	fi
+
+gpurt:
+	@echo "== $(BUILD)/gpurt (CGO_ENABLED=0)"
+	mkdir -p $(BUILD)
+	CGO_ENABLED=0 $(GO) build -o $(BUILD)/gpurt ./cmd/gpurt
+
+test: fmt-check vet cross abi-test go-test go-test-nocgo cuda-check
+	@echo "== make test: all passed"
+
+fmt-check:
+	@echo "== gofmt -l"
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './build/*' -not -path './.*' -not -path '*/testdata/*')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	@echo "== go vet ./..."
+	$(GO) vet ./...
+
+cross:
+	@for t in $(CROSS); do \
+	  echo "== CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} go build ./..."; \
+	  CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./... ; \
+	done
+
+abi-test:
+	@echo "== abi layout check"
+	$(GO) test -count=1 -run 'Layout' ./abi/
+
+go-test:
+	@echo "== go test -race ./... (cgo on)"
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# The shipped binary runs with cgo off (purego's fakecgo): run the tests of
+# the call path, the loader and the CLI that way too.
+go-test-nocgo:
+	@echo "== go test (cgo off) ./core/internal/... ./cmd/..."
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/internal/... ./cmd/...
+
+cuda-check:
+	@if [ -f scripts/build_cuda.sh ]; then \
+	  echo "== scripts/build_cuda.sh --ci"; \
+	  bash scripts/build_cuda.sh --ci; \
+	else \
+	  echo "== cuda-check: scripts/build_cuda.sh not present, nothing to check"; \
+	fi
+
+clean:
+	rm -rf $(BUILD)
