@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// Buffer is device memory, allocated with Device.Alloc and released with
+// Free. Its start is aligned to at least 256 bytes. A Buffer may be used
+// by any number of goroutines at once; Free racing with a use either lets
+// the use finish first or makes it fail with ErrFreed, never passes a
+// freed handle to the plugin. Work already enqueued on a stream that uses
+// the buffer must have completed before Free (synchronize the stream).
+type Buffer struct {
+	dev  *Device
+	h    uintptr // gpurt_buffer*
+	size uint64
+	l    *life // separate from the Buffer so the leak cleanup can read it
+}
+
+// Region is a range of device memory: a *Buffer (all of it) or a View (a
+// sub-range). Every operation takes a Region. Only this package
+// implements it.
+type Region interface {
+	// Len is the region's length in bytes.
+	Len() int
+	isRegion()
+}
+
+// View is a sub-range of a Buffer, made with Buffer.View or Buffer.All.
+// It is a small value: copy it freely. The zero View is invalid.
+type View struct {
+	buf *Buffer
+	off uint64
+	n   uint64
+}
+
+func (*Buffer) isRegion() {}
+func (View) isRegion()    {}
+
+// Len is the buffer's size in bytes.
+func (b *Buffer) Len() int { return int(b.size) }
+
+// Size is the buffer's size in bytes.
+func (b *Buffer) Size() int { return int(b.size) }
+
+// Device is the buffer's device.
+func (b *Buffer) Device() *Device { return b.dev }
+
+// Len is the view's length in bytes.
+func (v View) Len() int { return int(v.n) }
+
+// Offset is the view's start within its buffer, in bytes.
+func (v View) Offset() int { return int(v.off) }
+
+// Buffer is the view's buffer.
+func (v View) Buffer() *Buffer { return v.buf }
+
+// All is a view of the whole buffer.
+func (b *Buffer) All() View { return View{buf: b, n: b.size} }
+
+// View is the sub-range [off, off+n) of the buffer; out of range is an
+// error wrapping ErrOutOfRange. A view of a view: View.Sub.
+func (b *Buffer) View(off, n int) (View, error) {
+	if b == nil {
+		return View{}, errf(CodeInvalidArgument, "view", "nil buffer")
+	}
+	if off < 0 || n < 0 || uint64(off)+uint64(n) > b.size {
+		return View{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the buffer's %d bytes", off, n, b.size)
+	}
+	return View{buf: b, off: uint64(off), n: uint64(n)}, nil
+}
+
+// Sub is the sub-range [off, off+n) of the view.
+func (v View) Sub(off, n int) (View, error) {
+	if v.buf == nil {
+		return View{}, errf(CodeInvalidArgument, "view", "zero View")
+	}
+	if off < 0 || n < 0 || uint64(off)+uint64(n) > v.n {
+		return View{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the view's %d bytes", off, n, v.n)
+	}
+	return View{buf: v.buf, off: v.off + uint64(off), n: uint64(n)}, nil
+}
+
+func (v View) String() string {
+	return fmt.Sprintf("view [%d, %d) of a %d-byte buffer", v.off, v.off+v.n, v.buf.size)
+}
+
+// resolve unpacks a Region without letting it escape (a type switch, no
+// interface method call), so passing a View allocates nothing.
+func resolve(op string, r Region) (b *Buffer, off, n uint64, err error) {
+	switch v := r.(type) {
+	case *Buffer:
+		if v == nil {
+			return nil, 0, 0, errf(CodeInvalidArgument, op, "nil buffer")
+		}
+		return v, 0, v.size, nil
+	case View:
+		if v.buf == nil {
+			return nil, 0, 0, errf(CodeInvalidArgument, op, "zero View")
+		}
+		return v.buf, v.off, v.n, nil
+	}
+	return nil, 0, 0, errf(CodeInvalidArgument, op, "nil region")
+}
+
+// use resolves r and begins a use of its runtime and buffer; on success
+// the caller ends it with b.done().
+func use(op string, r Region) (b *Buffer, off, n uint64, err error) {
+	b, off, n, err = resolve(op, r)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if err = b.dev.rt.enter(op); err != nil {
+		return nil, 0, 0, err
+	}
+	if !b.l.acquire() {
+		b.dev.rt.exit()
+		return nil, 0, 0, errFreed(op, "buffer")
+	}
+	return b, off, n, nil
+}
+
+func (b *Buffer) done() {
+	b.l.release()
+	b.dev.rt.exit()
+}
+
+// Alloc allocates size bytes of device memory. Zero or negative sizes are
+// errors; more than the device has is an error wrapping ErrOutOfMemory
+// naming the size asked for and the memory free.
+func (d *Device) Alloc(size int) (*Buffer, error) {
+	const op = "buffer_alloc"
+	if size <= 0 {
+		return nil, errf(CodeInvalidArgument, op, "size %d: a buffer needs at least one byte", size)
+	}
+	rt := d.rt
+	if err := rt.enter(op); err != nil {
+		return nil, err
+	}
+	defer rt.exit()
+	if d.info.MemoryTotal > 0 && uint64(size) > d.info.MemoryTotal {
+		free := d.info.MemoryFree
+		if in, err := d.queryInfo(); err == nil {
+			free = in.MemoryFree
+		}
+		return nil, errf(CodeOutOfMemory, op, "%d bytes asked on device %d, which has %d bytes in all and %d free", size, d.index, d.info.MemoryTotal, free)
+	}
+	var h uintptr
+	if err := rt.check(op, ffi.Call4(rt.api.BufferAlloc, rt.h, uintptr(d.index), uintptr(size), uintptr(unsafe.Pointer(&h)))); err != nil {
+		return nil, err
+	}
+	b := &Buffer{dev: d, h: h, size: uint64(size), l: new(life)}
+	watchLeak(b, rt, b.l, "device buffer", uint64(size))
+	return b, nil
+}
+
+// Free releases the buffer. A second Free, or any later use, is an error
+// wrapping ErrFreed; after the runtime closed, ErrClosed.
+func (b *Buffer) Free() error {
+	const op = "buffer_free"
+	if b == nil {
+		return errf(CodeInvalidArgument, op, "nil buffer")
+	}
+	rt := b.dev.rt
+	if err := rt.enter(op); err != nil {
+		return err
+	}
+	defer rt.exit()
+	if !b.l.kill() {
+		return errFreed(op, "buffer")
+	}
+	return rt.check(op, ffi.Call2(rt.api.BufferFree, rt.h, b.h))
+}
+
+// directMax: synchronous copies of Go memory below this size go straight
+// to the plugin (GPURT_COPY_SYNC with the pageable pointer); larger ones
+// are staged through pinned memory (copy.go).
+const directMax = 64 << 10
+
+var copyArgsSize = uint64(unsafe.Sizeof(abi.CopyArgs{}))
+
+// CopyFromHost copies len(src) bytes from Go memory to the start of dst
+// and returns when the copy completed. It runs after all work submitted
+// earlier to the device. dst must be at least len(src) bytes (else
+// ErrOutOfRange); a nil src is an error, an empty one a no-op. Safe from
+// many goroutines.
+func CopyFromHost(dst Region, src []byte) error {
+	const op = "copy_from_host"
+	if src == nil {
+		return errf(CodeInvalidArgument, op, "nil source slice")
+	}
+	b, off, n, err := use(op, dst)
+	if err != nil {
+		return err
+	}
+	defer b.done()
+	if uint64(len(src)) > n {
+		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", len(src), n)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	if len(src) < directMax {
+		rt := b.dev.rt
+		a := abi.CopyArgs{StructSize: copyArgsSize, Flags: abi.CopySync, Size: uint64(len(src)), DstBuffer: b.h, DstOffset: off}
+		a.SrcPtr = uintptr(unsafe.Pointer(unsafe.SliceData(src)))
+		e := ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a)))
+		runtime.KeepAlive(src)
+		return rt.check(op, e)
+	}
+	return b.dev.stagedUpload(b, off, src)
+}
+
+// CopyToHost copies len(dst) bytes from the start of src to Go memory and
+// returns when the copy completed. It runs after all work submitted
+// earlier to the device. src must be at least len(dst) bytes; a nil dst
+// is an error, an empty one a no-op. Safe from many goroutines.
+func CopyToHost(dst []byte, src Region) error {
+	const op = "copy_to_host"
+	if dst == nil {
+		return errf(CodeInvalidArgument, op, "nil destination slice")
+	}
+	b, off, n, err := use(op, src)
+	if err != nil {
+		return err
+	}
+	defer b.done()
+	if uint64(len(dst)) > n {
+		return errf(CodeOutOfRange, op, "%d bytes asked from a source of %d", len(dst), n)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if len(dst) < directMax {
+		rt := b.dev.rt
+		a := abi.CopyArgs{StructSize: copyArgsSize, Flags: abi.CopySync, Size: uint64(len(dst)), SrcBuffer: b.h, SrcOffset: off}
+		a.DstPtr = uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
+		e := ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a)))
+		runtime.KeepAlive(dst)
+		return rt.check(op, e)
+	}
+	return b.dev.stagedDownload(dst, b, off)
+}
+
+// Copy copies src.Len() bytes from device memory to device memory, after
+// all work submitted earlier to the device, and returns when it completed.
+// Both regions must be of one runtime and one device, and dst at least as
+// long as src. Overlapping ranges are undefined.
+func Copy(dst, src Region) error {
+	const op = "copy_device"
+	db, doff, dn, err := use(op, dst)
+	if err != nil {
+		return err
+	}
+	defer db.done()
+	sb, soff, sn, err := use(op, src)
+	if err != nil {
+		return err
+	}
+	defer sb.done()
+	if db.dev != sb.dev {
+		return errf(CodeInvalidArgument, op, "source on %v and destination on %v: copies stay on one device of one runtime", sb.dev, db.dev)
+	}
+	if sn > dn {
+		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
+	}
+	if sn == 0 {
+		return nil
+	}
+	rt := db.dev.rt
+	a := abi.CopyArgs{StructSize: copyArgsSize, Flags: abi.CopySync, Size: sn,
+		DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
+	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
+}
+
+var memsetArgsSize = uint64(unsafe.Sizeof(abi.MemsetArgs{}))
+
+// memset fills r with a pattern of elem bytes, on stream s (0: default
+// ordering, synchronous).
+func memset(op string, s uintptr, sdev *Device, r Region, value uint32, elem uint32) error {
+	b, off, n, err := use(op, r)
+	if err != nil {
+		return err
+	}
+	defer b.done()
+	if sdev != nil && b.dev != sdev {
+		return errf(CodeInvalidArgument, op, "the buffer is on %v, the stream on %v", b.dev, sdev)
+	}
+	if off%uint64(elem) != 0 || n%uint64(elem) != 0 {
+		return errf(CodeInvalidArgument, op, "offset %d and length %d must be multiples of the %d-byte pattern", off, n, elem)
+	}
+	if n == 0 {
+		return nil
+	}
+	rt := b.dev.rt
+	a := abi.MemsetArgs{StructSize: memsetArgsSize, Stream: s, Buffer: b.h, Offset: off, Size: n, Value: value, ElementSize: elem}
+	return rt.check(op, ffi.Call2(rt.api.Memset, rt.h, uintptr(unsafe.Pointer(&a))))
+}
+
+// Memset sets every byte of r to value, after all work submitted earlier
+// to the device, and returns when done.
+func Memset(r Region, value byte) error { return memset("memset", 0, nil, r, uint32(value), 1) }
+
+// Memset16 fills r with a 2-byte pattern (offset and length even).
+func Memset16(r Region, value uint16) error { return memset("memset", 0, nil, r, uint32(value), 2) }
+
+// Memset32 fills r with a 4-byte pattern (offset and length multiples of 4).
+func Memset32(r Region, value uint32) error { return memset("memset", 0, nil, r, value, 4) }
+
+// watchLeak registers a cleanup that logs when obj becomes unreachable
+// without having been freed while its runtime is open. It reports; it
+// frees nothing (enqueued work may still use the memory).
+func watchLeak[T any](obj *T, rt *Runtime, l *life, what string, size uint64) {
+	runtime.AddCleanup(obj, func(n leakNote) {
+		if n.l.alive() && n.rt.l.alive() {
+			n.rt.log.Warn("gpurt: leak: a "+n.what+" was garbage collected without Free", "bytes", n.size, "backend", n.rt.p.Backend)
+		}
+	}, leakNote{rt: rt, l: l, what: what, size: size})
+}
+
+type leakNote struct {
+	rt   *Runtime
+	l    *life
+	what string
+	size uint64
+}

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// Device is one device of a runtime. It lives as long as the runtime; its
+// methods are safe for concurrent use.
+type Device struct {
+	rt    *Runtime
+	index uint32
+	info  DeviceInfo // as read at Open
+
+	// staging for synchronous copies of Go slices (copy.go)
+	stagers  chan *stager
+	nstagers atomic.Int32
+
+	modMu   sync.Mutex
+	modules map[string]*Module
+}
+
+// DeviceInfo describes a device.
+type DeviceInfo struct {
+	Index               int
+	Name                string
+	Vendor              string
+	Arch                string // "sm_90a", "apple9", "cpu"
+	PCIBusID            string // "" where none
+	DriverVersion       string
+	DriverVersionCode   uint32
+	MemoryTotal         uint64 // bytes
+	MemoryFree          uint64 // bytes, when the info was read
+	ComputeMajor        uint32
+	ComputeMinor        uint32
+	MultiprocessorCount uint32
+	MaxThreadsPerBlock  uint32
+	WarpSize            uint32
+	UnifiedMemory       bool // host and device share memory
+	BF16                bool // bf16 arithmetic
+	FP8                 bool // fp8 GEMM
+}
+
+func (d *Device) queryInfo() (DeviceInfo, error) {
+	var in abi.DeviceInfo
+	in.StructSize = uint64(unsafe.Sizeof(in))
+	if err := d.rt.check("device_info", ffi.Call3(d.rt.api.DeviceInfo, d.rt.h, uintptr(d.index), uintptr(unsafe.Pointer(&in)))); err != nil {
+		return DeviceInfo{}, err
+	}
+	return DeviceInfo{
+		Index: int(d.index), Name: abi.CString(in.Name[:]), Vendor: abi.CString(in.Vendor[:]),
+		Arch: abi.CString(in.Arch[:]), PCIBusID: abi.CString(in.PCIBusID[:]),
+		DriverVersion: abi.CString(in.DriverVersion[:]), DriverVersionCode: in.DriverVersionCode,
+		MemoryTotal: in.MemoryTotal, MemoryFree: in.MemoryFree,
+		ComputeMajor: in.ComputeMajor, ComputeMinor: in.ComputeMinor,
+		MultiprocessorCount: in.MultiprocessorCount, MaxThreadsPerBlock: in.MaxThreadsPerBlock,
+		WarpSize:      in.WarpSize,
+		UnifiedMemory: in.Flags&abi.DeviceUnifiedMemory != 0,
+		BF16:          in.Flags&abi.DeviceBF16 != 0,
+		FP8:           in.Flags&abi.DeviceFP8 != 0,
+	}, nil
+}
+
+// Runtime is the device's runtime.
+func (d *Device) Runtime() *Runtime { return d.rt }
+
+// Index is the device's number in its runtime.
+func (d *Device) Index() int { return int(d.index) }
+
+// Info returns the device's description as read at Open (MemoryFree from
+// then; Refresh reads it again).
+func (d *Device) Info() DeviceInfo { return d.info }
+
+// Refresh reads the device's description now (for MemoryFree).
+func (d *Device) Refresh() (DeviceInfo, error) {
+	if err := d.rt.enter("device_info"); err != nil {
+		return DeviceInfo{}, err
+	}
+	defer d.rt.exit()
+	return d.queryInfo()
+}
+
+func (d *Device) String() string {
+	return fmt.Sprintf("device %d (%s)", d.index, d.info.Name)
+}
+
+// Synchronize waits for all work of the runtime on this device (every
+// stream), then destroys GEMM plans the op cache evicted before the call.
+func (d *Device) Synchronize() error {
+	if err := d.rt.enter("device_synchronize"); err != nil {
+		return err
+	}
+	defer d.rt.exit()
+	dead := d.rt.plans.takeDead(d)
+	err := d.sync()
+	if err == nil {
+		d.rt.plans.destroy(dead)
+	} else {
+		d.rt.plans.giveBack(dead)
+	}
+	return err
+}
+
+// sync is device_synchronize; the caller has entered the runtime.
+func (d *Device) sync() error {
+	return d.rt.check("device_synchronize", ffi.Call2(d.rt.api.DeviceSynchronize, d.rt.h, uintptr(d.index)))
+}

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package core is the Go API of gpurt: open a runtime on the best plugin
+// the host can run, and work with its devices — device memory, pinned host
+// memory, streams, events, kernels and GEMM.
+//
+// # Layering
+//
+//	user code -> core (concrete types: Runtime, Device, Buffer, Stream, ...)
+//	          -> core/internal/bind (the plugin's table, errors) and ffi (the call)
+//	          -> abi (gpurt.h, mirrored in Go) -> plugin (cuda, metal, mock)
+//
+// User code never sees a uintptr, a purego call or a C struct. The loader
+// (core/internal/loader) finds and chooses the plugin; Probe and
+// Runtime.Report show what it decided.
+//
+// # Lifetimes
+//
+// Open returns a Runtime; everything made from it (buffers, host buffers,
+// host-heap slices, streams, events, modules) is freed explicitly with
+// Free, Close or Unload, and all of it at once by Runtime.Close. A
+// runtime.AddCleanup on buffers, host memory and streams logs a leak when
+// one is garbage collected unfreed: it reports, it is not the plan.
+//
+// Synchronous copies (CopyFromHost, CopyToHost) take Go slices and return
+// when done; asynchronous copies (Stream.CopyFromPinned, CopyToPinned)
+// take only pinned memory owned by the plugin (HostBuffer, HostSlice),
+// because C must never hold a Go pointer after a call returns. Large
+// synchronous copies are staged through the pinned host heap in chunks,
+// overlapping the memmove of one chunk with the DMA of the previous one.
+//
+// # Concurrency
+//
+// Every type is safe for concurrent use by any number of goroutines.
+// Each object that owns a plugin handle carries a use count with a dead
+// bit (an atomic word, no lock on the call path): a call acquires the
+// runtime and each object it passes to the plugin, and releases them when
+// the plugin returns. Free, Close and Unload set the dead bit and wait for
+// the uses in flight before destroying the handle, so a racing use either
+// completes first or fails with an error wrapping ErrFreed (buffers, host
+// memory) or ErrClosed (runtime, stream, event, module); a freed handle is
+// never passed to C. After Runtime.Close every call on anything of the
+// runtime returns an error wrapping ErrClosed.
+//
+// Work on one stream runs in the order the enqueuing calls returned; work
+// on different streams is ordered only through events
+// (Event.Record, Stream.WaitEvent). Calls with the default ordering
+// (synchronous copies and memsets, Copy) run after all work submitted
+// earlier to any stream of the device. What the device does with memory
+// that enqueued work still uses is the caller's business: synchronize
+// before freeing memory, or before reading a pinned destination.
+//
+// Misuse returns an error, never a crash: a freed buffer, a double free, an
+// out-of-range copy, memset or view, launch arguments of the wrong kind or
+// count, a buffer of another device or runtime, a closed runtime or
+// stream, a zero size (a zero-length copy is a no-op), an allocation larger
+// than the device (ErrOutOfMemory naming the size and the memory free), a
+// nil slice. Cheap checks run in Go; the plugin checks the rest.
+//
+// # Performance
+//
+// The call path allocates nothing: argument structs live on the stack and
+// cross through core/internal/ffi. Launch packs up to 32 arguments in a
+// fixed array; a small synchronous copy and a GEMM with a warm op cache
+// allocate nothing either. The op cache (GEMM plans keyed by shape, dtype,
+// layout, alignment and device; an LRU bounded by GPURT_OPCACHE_SIZE) and
+// the host heap live in Go, so they behave the same on every plugin.
+//
+// # Adding an operation
+//
+// Adding an op touches, in order: abi/gpurt.h (a new slot at the end of
+// gpurt_api and a minor bump, following the header's rules), abi/abi.go
+// (the Go mirror; the layout test checks it), csrc and the mock plugin
+// (the reference implementation), plugins/cuda, plugins/metal, one Go file
+// in core (the method: enter/acquire, check in Go what is cheap, one
+// ffi.CallN, bind.Plugin.Unsupported when the slot is missing), and the
+// conformance suite (package conform), which every backend must pass.
+package core

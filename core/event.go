@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// Event marks a point in a stream's work: Record places it, Query and
+// Synchronize observe it, Stream.WaitEvent orders another stream after it,
+// and Elapsed measures between two timing events. Safe for concurrent
+// use; Close racing with a use makes the use fail with ErrClosed.
+type Event struct {
+	dev    *Device
+	h      uintptr // gpurt_event*
+	timing bool
+	l      *life
+}
+
+// NewEvent creates an event on the device; timing events can be measured
+// with Elapsed. The caller must Close it.
+func (d *Device) NewEvent(timing bool) (*Event, error) {
+	const op = "event_create"
+	if err := d.rt.enter(op); err != nil {
+		return nil, err
+	}
+	defer d.rt.exit()
+	h, err := d.newEvent(timing)
+	if err != nil {
+		return nil, err
+	}
+	ev := &Event{dev: d, h: h, timing: timing, l: new(life)}
+	watchLeak(ev, d.rt, ev.l, "event", 0)
+	return ev, nil
+}
+
+func (d *Device) newEvent(timing bool) (uintptr, error) {
+	var flags uintptr
+	if timing {
+		flags = abi.EventTiming
+	}
+	var h uintptr
+	err := d.rt.check("event_create", ffi.Call4(d.rt.api.EventCreate, d.rt.h, uintptr(d.index), flags, uintptr(unsafe.Pointer(&h))))
+	return h, err
+}
+
+// use begins a use of the event alone (the caller has entered the
+// runtime); release with ev.l.release().
+func (ev *Event) use(op string) error {
+	if ev == nil {
+		return errf(CodeInvalidArgument, op, "nil event")
+	}
+	if !ev.l.acquire() {
+		return errClosed(op, "event")
+	}
+	return nil
+}
+
+func (ev *Event) enter(op string) error {
+	if ev == nil {
+		return errf(CodeInvalidArgument, op, "nil event")
+	}
+	if err := ev.dev.rt.enter(op); err != nil {
+		return err
+	}
+	if !ev.l.acquire() {
+		ev.dev.rt.exit()
+		return errClosed(op, "event")
+	}
+	return nil
+}
+
+func (ev *Event) exit() {
+	ev.l.release()
+	ev.dev.rt.exit()
+}
+
+// Record places the event after the work enqueued on s so far. The
+// stream must be on the event's device.
+func (ev *Event) Record(s *Stream) error {
+	const op = "event_record"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	if err := ev.use(op); err != nil {
+		return err
+	}
+	defer ev.l.release()
+	if ev.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "the event is on %v, the stream on %v", ev.dev, s.dev)
+	}
+	rt := s.dev.rt
+	return rt.check(op, ffi.Call3(rt.api.EventRecord, rt.h, ev.h, s.h))
+}
+
+// Query reports whether the work before the event has completed (true for
+// an event never recorded).
+func (ev *Event) Query() (bool, error) {
+	const op = "event_query"
+	if err := ev.enter(op); err != nil {
+		return false, err
+	}
+	defer ev.exit()
+	rt := ev.dev.rt
+	return notReady(rt.check(op, ffi.Call2(rt.api.EventQuery, rt.h, ev.h)))
+}
+
+// Synchronize waits until the work before the event has completed.
+func (ev *Event) Synchronize() error {
+	const op = "event_synchronize"
+	if err := ev.enter(op); err != nil {
+		return err
+	}
+	defer ev.exit()
+	rt := ev.dev.rt
+	return rt.check(op, ffi.Call2(rt.api.EventSynchronize, rt.h, ev.h))
+}
+
+// Close destroys the event. A second Close, or any later use, is an error
+// wrapping ErrClosed.
+func (ev *Event) Close() error {
+	const op = "event_destroy"
+	if ev == nil {
+		return errf(CodeInvalidArgument, op, "nil event")
+	}
+	rt := ev.dev.rt
+	if err := rt.enter(op); err != nil {
+		return err
+	}
+	defer rt.exit()
+	if !ev.l.kill() {
+		return errClosed(op, "event")
+	}
+	return rt.check(op, ffi.Call2(rt.api.EventDestroy, rt.h, ev.h))
+}
+
+// Elapsed is the device time between two completed timing events of one
+// runtime.
+func Elapsed(start, end *Event) (time.Duration, error) {
+	const op = "event_elapsed"
+	if err := start.enter(op); err != nil {
+		return 0, err
+	}
+	defer start.exit()
+	if err := end.use(op); err != nil {
+		return 0, err
+	}
+	defer end.l.release()
+	rt := start.dev.rt
+	if end.dev.rt != rt {
+		return 0, errf(CodeInvalidArgument, op, "the events belong to different runtimes")
+	}
+	if !start.timing || !end.timing {
+		return 0, errf(CodeInvalidArgument, op, "both events must be created with timing")
+	}
+	var ms float64
+	if err := rt.check(op, ffi.Call4(rt.api.EventElapsed, rt.h, start.h, end.h, uintptr(unsafe.Pointer(&ms)))); err != nil {
+		return 0, err
+	}
+	return time.Duration(ms * float64(time.Millisecond)), nil
+}
+
+// Time measures on the device how long the work that fn enqueues on s
+// takes: it records a timing event, calls fn, records another, waits for
+// it and returns the time between the two. fn's error is returned as is.
+func (s *Stream) Time(fn func() error) (time.Duration, error) {
+	if s == nil {
+		return 0, errf(CodeInvalidArgument, "time", "nil stream")
+	}
+	start, err := s.dev.NewEvent(true)
+	if err != nil {
+		return 0, err
+	}
+	defer start.Close()
+	end, err := s.dev.NewEvent(true)
+	if err != nil {
+		return 0, err
+	}
+	defer end.Close()
+	if err := start.Record(s); err != nil {
+		return 0, err
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	if err := end.Record(s); err != nil {
+		return 0, err
+	}
+	if err := end.Synchronize(); err != nil {
+		return 0, err
+	}
+	return Elapsed(start, end)
+}

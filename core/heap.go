@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"sort"
+	"sync"
+	"unsafe"
+
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// HostHeap sub-allocates pinned host memory from large blocks (64 MiB, or
+// one block of the request's size when larger), so a request does not pay
+// the driver's pinned-allocation cost (27.7 ms for 64 MiB on the H200).
+// Each block keeps an address-ordered free list; a request takes the first
+// span that fits and a free coalesces with its neighbours. Allocations are
+// 256-byte aligned. One heap per runtime (Runtime.HostHeap); all methods
+// are safe for concurrent use (one mutex, held for the list work and, on a
+// miss, for the block allocation).
+type HostHeap struct {
+	rt        *Runtime
+	blockSize uint64
+
+	mu     sync.Mutex
+	blocks []*heapBlock
+	stats  HeapStats
+}
+
+// HeapStats describes the host heap.
+type HeapStats struct {
+	InUse    uint64 // bytes in live slices (rounded to 256)
+	Reserved uint64 // bytes of pinned blocks held
+	Peak     uint64 // the highest InUse seen
+	Blocks   uint64 // pinned blocks held
+	Live     uint64 // live slices
+	Allocs   uint64 // slices handed out since the heap was made
+}
+
+const (
+	heapAlign     = 256
+	heapBlockSize = 64 << 20
+)
+
+type heapBlock struct {
+	h    uintptr // gpurt_host_buffer*
+	ptr  uintptr
+	size uint64
+	free []span // address order, never adjacent
+	live int
+}
+
+type span struct{ off, n uint64 }
+
+// HostSlice is a piece of the host heap: pinned memory usable by
+// asynchronous copies. Free returns it to the heap.
+type HostSlice struct {
+	heap *HostHeap
+	blk  *heapBlock
+	off  uint64 // in the block
+	size uint64 // asked for
+	span uint64 // taken (rounded)
+	l    *life
+}
+
+func newHostHeap(rt *Runtime) *HostHeap {
+	return &HostHeap{rt: rt, blockSize: heapBlockSize}
+}
+
+// Alloc returns n bytes of pinned memory, 256-byte aligned.
+func (hh *HostHeap) Alloc(n int) (*HostSlice, error) {
+	const op = "host_heap_alloc"
+	if n <= 0 {
+		return nil, errf(CodeInvalidArgument, op, "size %d: a host slice needs at least one byte", n)
+	}
+	rt := hh.rt
+	if err := rt.enter(op); err != nil {
+		return nil, err
+	}
+	defer rt.exit()
+	sz := (uint64(n) + heapAlign - 1) &^ (heapAlign - 1)
+	hh.mu.Lock()
+	defer hh.mu.Unlock()
+	var blk *heapBlock
+	off, ok := uint64(0), false
+	for _, b := range hh.blocks {
+		if off, ok = b.take(sz); ok {
+			blk = b
+			break
+		}
+	}
+	if !ok {
+		bs := hh.blockSize
+		if sz > bs {
+			bs = (sz + (2<<20 - 1)) &^ (2<<20 - 1)
+		}
+		h, ptr, err := rt.hostAlloc(bs)
+		if err != nil {
+			return nil, err
+		}
+		blk = &heapBlock{h: h, ptr: ptr, size: bs, free: []span{{0, bs}}}
+		hh.blocks = append(hh.blocks, blk)
+		hh.stats.Reserved += bs
+		hh.stats.Blocks++
+		off, _ = blk.take(sz)
+	}
+	blk.live++
+	hh.stats.InUse += sz
+	if hh.stats.InUse > hh.stats.Peak {
+		hh.stats.Peak = hh.stats.InUse
+	}
+	hh.stats.Live++
+	hh.stats.Allocs++
+	hs := &HostSlice{heap: hh, blk: blk, off: off, size: uint64(n), span: sz, l: new(life)}
+	watchLeak(hs, rt, hs.l, "host heap slice", uint64(n))
+	return hs, nil
+}
+
+// take cuts sz bytes from the first free span that holds them.
+func (b *heapBlock) take(sz uint64) (uint64, bool) {
+	for i, s := range b.free {
+		if s.n < sz {
+			continue
+		}
+		if s.n == sz {
+			b.free = append(b.free[:i], b.free[i+1:]...)
+		} else {
+			b.free[i] = span{s.off + sz, s.n - sz}
+		}
+		return s.off, true
+	}
+	return 0, false
+}
+
+// give returns a span, merging it with its neighbours.
+func (b *heapBlock) give(off, n uint64) {
+	i := sort.Search(len(b.free), func(i int) bool { return b.free[i].off > off })
+	// merge with the previous span
+	if i > 0 && b.free[i-1].off+b.free[i-1].n == off {
+		b.free[i-1].n += n
+		if i < len(b.free) && b.free[i-1].off+b.free[i-1].n == b.free[i].off {
+			b.free[i-1].n += b.free[i].n
+			b.free = append(b.free[:i], b.free[i+1:]...)
+		}
+		return
+	}
+	if i < len(b.free) && off+n == b.free[i].off {
+		b.free[i] = span{off, n + b.free[i].n}
+		return
+	}
+	b.free = append(b.free, span{})
+	copy(b.free[i+1:], b.free[i:])
+	b.free[i] = span{off, n}
+}
+
+// Stats returns the heap's counters.
+func (hh *HostHeap) Stats() HeapStats {
+	hh.mu.Lock()
+	defer hh.mu.Unlock()
+	return hh.stats
+}
+
+// Trim returns blocks with nothing allocated in them to the plugin.
+func (hh *HostHeap) Trim() error {
+	if err := hh.rt.enter("host_heap_trim"); err != nil {
+		return err
+	}
+	defer hh.rt.exit()
+	return hh.trim()
+}
+
+func (hh *HostHeap) trim() error {
+	hh.mu.Lock()
+	defer hh.mu.Unlock()
+	var first error
+	kept := hh.blocks[:0]
+	for _, b := range hh.blocks {
+		if b.live > 0 {
+			kept = append(kept, b)
+			continue
+		}
+		if err := hh.rt.check("host_free", ffi.Call2(hh.rt.api.HostFree, hh.rt.h, b.h)); err != nil && first == nil {
+			first = err
+		}
+		hh.stats.Reserved -= b.size
+		hh.stats.Blocks--
+	}
+	clear(hh.blocks[len(kept):])
+	hh.blocks = kept
+	return first
+}
+
+// closed forgets the blocks (runtime_destroy freed them).
+func (hh *HostHeap) closed() {
+	hh.mu.Lock()
+	hh.blocks = nil
+	hh.stats.Reserved, hh.stats.Blocks, hh.stats.InUse, hh.stats.Live = 0, 0, 0, 0
+	hh.mu.Unlock()
+}
+
+// Bytes is the slice's memory, valid until Free (or the runtime's Close):
+// after that the memory may belong to another slice, so drop it.
+func (hs *HostSlice) Bytes() []byte {
+	return unsafe.Slice((*byte)(ffi.Ptr(hs.blk.ptr+uintptr(hs.off))), hs.size)
+}
+
+// Len is the size asked for, in bytes.
+func (hs *HostSlice) Len() int { return int(hs.size) }
+
+// View is the sub-range [off, off+n) of the slice.
+func (hs *HostSlice) View(off, n int) (PinnedView, error) {
+	if hs == nil {
+		return PinnedView{}, errf(CodeInvalidArgument, "view", "nil host slice")
+	}
+	if off < 0 || n < 0 || uint64(off)+uint64(n) > hs.size {
+		return PinnedView{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the host slice's %d bytes", off, n, hs.size)
+	}
+	return PinnedView{hs: hs, off: uint64(off), n: uint64(n)}, nil
+}
+
+// Free returns the slice to the heap; a second Free is an error wrapping
+// ErrFreed. Copies enqueued from or to it must have completed.
+func (hs *HostSlice) Free() error {
+	const op = "host_heap_free"
+	if hs == nil {
+		return errf(CodeInvalidArgument, op, "nil host slice")
+	}
+	hh := hs.heap
+	if err := hh.rt.enter(op); err != nil {
+		return err
+	}
+	defer hh.rt.exit()
+	if !hs.l.kill() {
+		return errFreed(op, "host slice")
+	}
+	hh.mu.Lock()
+	hs.blk.give(hs.off, hs.span)
+	hs.blk.live--
+	hh.stats.InUse -= hs.span
+	hh.stats.Live--
+	hh.mu.Unlock()
+	return nil
+}

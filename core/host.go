@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"unsafe"
+
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// HostBuffer is pinned (page-locked) host memory owned by the plugin,
+// seen from Go as a []byte. Asynchronous copies take only pinned memory:
+// a HostBuffer, a HostSlice of the host heap, or a PinnedView of either.
+// For many small buffers prefer the host heap (Runtime.HostHeap), which
+// does not pay the driver's pinned-allocation cost per request.
+type HostBuffer struct {
+	rt   *Runtime
+	h    uintptr // gpurt_host_buffer*
+	ptr  uintptr // plugin memory
+	size uint64
+	l    *life
+}
+
+// AllocHost allocates size bytes of pinned host memory. The caller must
+// Free it.
+func (rt *Runtime) AllocHost(size int) (*HostBuffer, error) {
+	const op = "host_alloc"
+	if size <= 0 {
+		return nil, errf(CodeInvalidArgument, op, "size %d: a host buffer needs at least one byte", size)
+	}
+	if err := rt.enter(op); err != nil {
+		return nil, err
+	}
+	defer rt.exit()
+	h, ptr, err := rt.hostAlloc(uint64(size))
+	if err != nil {
+		return nil, err
+	}
+	hb := &HostBuffer{rt: rt, h: h, ptr: ptr, size: uint64(size), l: new(life)}
+	watchLeak(hb, rt, hb.l, "pinned host buffer", uint64(size))
+	return hb, nil
+}
+
+func (rt *Runtime) hostAlloc(size uint64) (h, ptr uintptr, err error) {
+	err = rt.check("host_alloc", ffi.Call4(rt.api.HostAlloc, rt.h, uintptr(size), uintptr(unsafe.Pointer(&h)), uintptr(unsafe.Pointer(&ptr))))
+	if err == nil && (h == 0 || ptr == 0) {
+		err = errf(CodeInternal, "host_alloc", "the plugin returned no handle or no memory for %d bytes", size)
+	}
+	return h, ptr, err
+}
+
+// Bytes is the memory as a slice. It is valid until Free (or the
+// runtime's Close): after that the memory is gone and touching the slice
+// may crash the process, so drop it when you free the buffer.
+func (hb *HostBuffer) Bytes() []byte {
+	return unsafe.Slice((*byte)(ffi.Ptr(hb.ptr)), hb.size)
+}
+
+// Len is the size in bytes.
+func (hb *HostBuffer) Len() int { return int(hb.size) }
+
+// View is the sub-range [off, off+n) of the buffer.
+func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
+	if hb == nil {
+		return PinnedView{}, errf(CodeInvalidArgument, "view", "nil host buffer")
+	}
+	if off < 0 || n < 0 || uint64(off)+uint64(n) > hb.size {
+		return PinnedView{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the host buffer's %d bytes", off, n, hb.size)
+	}
+	return PinnedView{hb: hb, off: uint64(off), n: uint64(n)}, nil
+}
+
+// Free releases the memory; a second Free is an error wrapping ErrFreed.
+// Copies enqueued from or to it must have completed.
+func (hb *HostBuffer) Free() error {
+	const op = "host_free"
+	if hb == nil {
+		return errf(CodeInvalidArgument, op, "nil host buffer")
+	}
+	if err := hb.rt.enter(op); err != nil {
+		return err
+	}
+	defer hb.rt.exit()
+	if !hb.l.kill() {
+		return errFreed(op, "host buffer")
+	}
+	return hb.rt.check(op, ffi.Call2(hb.rt.api.HostFree, hb.rt.h, hb.h))
+}
+
+// Pinned is pinned host memory an asynchronous copy can use: a
+// *HostBuffer, a *HostSlice or a PinnedView. Only this package implements
+// it.
+type Pinned interface {
+	Len() int
+	isPinned()
+}
+
+// PinnedView is a sub-range of a HostBuffer or a HostSlice.
+type PinnedView struct {
+	hb  *HostBuffer
+	hs  *HostSlice
+	off uint64
+	n   uint64
+}
+
+func (*HostBuffer) isPinned() {}
+func (*HostSlice) isPinned()  {}
+func (PinnedView) isPinned()  {}
+
+// Len is the view's length in bytes.
+func (v PinnedView) Len() int { return int(v.n) }
+
+// Bytes is the view's memory (valid as long as the memory it views).
+func (v PinnedView) Bytes() []byte {
+	switch {
+	case v.hb != nil:
+		return v.hb.Bytes()[v.off : v.off+v.n]
+	case v.hs != nil:
+		return v.hs.Bytes()[v.off : v.off+v.n]
+	}
+	return nil
+}
+
+// pinnedRef is resolved pinned memory: the plugin's host buffer handle,
+// the offset into it, the length, and the life to release.
+type pinnedRef struct {
+	rt  *Runtime
+	h   uintptr
+	off uint64
+	n   uint64
+	l   *life
+}
+
+// usePinned resolves p and acquires it; the caller releases ref.l.
+func usePinned(op string, p Pinned) (ref pinnedRef, err error) {
+	var hb *HostBuffer
+	var hs *HostSlice
+	var off, n uint64
+	switch v := p.(type) {
+	case *HostBuffer:
+		hb, n = v, 0
+		if v != nil {
+			n = v.size
+		}
+	case *HostSlice:
+		hs, n = v, 0
+		if v != nil {
+			n = v.size
+		}
+	case PinnedView:
+		hb, hs, off, n = v.hb, v.hs, v.off, v.n
+	}
+	switch {
+	case hb != nil:
+		if !hb.l.acquire() {
+			return ref, errFreed(op, "host buffer")
+		}
+		return pinnedRef{rt: hb.rt, h: hb.h, off: off, n: n, l: hb.l}, nil
+	case hs != nil:
+		if !hs.l.acquire() {
+			return ref, errFreed(op, "host slice")
+		}
+		return pinnedRef{rt: hs.heap.rt, h: hs.blk.h, off: hs.off + off, n: n, l: hs.l}, nil
+	}
+	return ref, errf(CodeInvalidArgument, op, "nil pinned memory")
+}

@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// ModuleFormat says what the data of a module is.
+type ModuleFormat int32
+
+// Module formats.
+const (
+	ModuleBuiltin     ModuleFormat = abi.ModuleBuiltin // the plugin's own kernels
+	ModulePTX         ModuleFormat = abi.ModulePTX
+	ModuleCubin       ModuleFormat = abi.ModuleCubin
+	ModuleFatbin      ModuleFormat = abi.ModuleFatbin
+	ModuleMetallib    ModuleFormat = abi.ModuleMetallib
+	ModuleMetalSource ModuleFormat = abi.ModuleMetalSource
+)
+
+// BuiltinModuleName is the registry name of a device's built-in module.
+const BuiltinModuleName = "builtin"
+
+// Module is loaded code on one device, registered under a name in the
+// device's registry. Its kernels are looked up by name and cached. Safe
+// for concurrent use; Unload racing with a launch makes the launch fail
+// with ErrClosed.
+type Module struct {
+	dev  *Device
+	name string
+	h    uintptr // gpurt_module*
+	l    *life
+
+	mu      sync.Mutex
+	kernels map[string]*Kernel
+}
+
+// Kernel is a function of a module. It stays valid while its module is
+// loaded.
+type Kernel struct {
+	mod  *Module
+	name string
+	h    uintptr // gpurt_kernel*, owned by the module
+	info KernelInfo
+}
+
+// KernelInfo describes a kernel's parameters.
+type KernelInfo struct {
+	MaxThreadsPerBlock uint32
+	StaticSharedBytes  uint32
+	Params             []ParamInfo
+}
+
+// ParamInfo is one kernel parameter: its kind (an Arg kind; ArgKindAny
+// when the plugin knows only the size) and its size in bytes.
+type ParamInfo struct {
+	Kind ArgKind
+	Size uint32
+}
+
+// LoadModule loads code onto the device and registers it under name
+// (unique per device; BuiltinModuleName is taken by BuiltinModule). data
+// is copied by the plugin; the call may be slow (compilation).
+func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Module, error) {
+	const op = "module_load"
+	if name == "" {
+		return nil, errf(CodeInvalidArgument, op, "empty module name")
+	}
+	if format != ModuleBuiltin && len(data) == 0 {
+		return nil, errf(CodeInvalidArgument, op, "module %q: no data", name)
+	}
+	rt := d.rt
+	if err := rt.enter(op); err != nil {
+		return nil, err
+	}
+	defer rt.exit()
+	d.modMu.Lock()
+	defer d.modMu.Unlock()
+	if _, dup := d.modules[name]; dup {
+		return nil, errf(CodeInvalidArgument, op, "a module named %q is already loaded on %v", name, d)
+	}
+	a := abi.ModuleLoadArgs{StructSize: uint64(unsafe.Sizeof(abi.ModuleLoadArgs{})), Device: d.index,
+		Format: int32(format), DataLen: uint64(len(data)), NameLen: uint64(len(name))}
+	var h uintptr
+	a.Data = uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	a.Name = uintptr(unsafe.Pointer(unsafe.StringData(name)))
+	e := ffi.Call3(rt.api.ModuleLoad, rt.h, uintptr(unsafe.Pointer(&a)), uintptr(unsafe.Pointer(&h)))
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(name)
+	if err := rt.check(op, e); err != nil {
+		return nil, err
+	}
+	m := &Module{dev: d, name: name, h: h, l: new(life), kernels: map[string]*Kernel{}}
+	if d.modules == nil {
+		d.modules = map[string]*Module{}
+	}
+	d.modules[name] = m
+	return m, nil
+}
+
+// BuiltinModule returns the device's built-in module (loaded on first
+// use, then from the registry). Every plugin's built-in module has the
+// kernels listed in gpurt.h: fill_T, scale_T, axpy_T, add_T, mul_T for T
+// in f32, f16, bf16, and sleep_ns.
+func (d *Device) BuiltinModule() (*Module, error) {
+	if m, err := d.Module(BuiltinModuleName); err == nil {
+		return m, nil
+	}
+	m, err := d.LoadModule(BuiltinModuleName, ModuleBuiltin, nil)
+	if err != nil {
+		if m2, err2 := d.Module(BuiltinModuleName); err2 == nil { // lost a race
+			return m2, nil
+		}
+	}
+	return m, err
+}
+
+// Module returns the module registered under name on the device.
+func (d *Device) Module(name string) (*Module, error) {
+	if !d.rt.l.alive() {
+		return nil, errClosed("module", "runtime")
+	}
+	d.modMu.Lock()
+	defer d.modMu.Unlock()
+	if m, ok := d.modules[name]; ok {
+		return m, nil
+	}
+	return nil, errf(CodeNotFound, "module", "no module named %q on %v", name, d)
+}
+
+// Name is the module's registry name.
+func (m *Module) Name() string { return m.name }
+
+// Device is the module's device.
+func (m *Module) Device() *Device { return m.dev }
+
+// Unload removes the module from the registry and the device; its kernels
+// become invalid (launching one is an error wrapping ErrClosed).
+func (m *Module) Unload() error {
+	const op = "module_unload"
+	rt := m.dev.rt
+	if err := rt.enter(op); err != nil {
+		return err
+	}
+	defer rt.exit()
+	if !m.l.kill() {
+		return errClosed(op, "module "+m.name)
+	}
+	m.dev.modMu.Lock()
+	if m.dev.modules[m.name] == m {
+		delete(m.dev.modules, m.name)
+	}
+	m.dev.modMu.Unlock()
+	return rt.check(op, ffi.Call2(rt.api.ModuleUnload, rt.h, m.h))
+}
+
+// Kernel returns the kernel named name (looked up once, then cached).
+func (m *Module) Kernel(name string) (*Kernel, error) {
+	const op = "kernel_get"
+	rt := m.dev.rt
+	if err := rt.enter(op); err != nil {
+		return nil, err
+	}
+	defer rt.exit()
+	if !m.l.acquire() {
+		return nil, errClosed(op, "module "+m.name)
+	}
+	defer m.l.release()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if k, ok := m.kernels[name]; ok {
+		return k, nil
+	}
+	var h uintptr
+	e := ffi.Call6(rt.api.KernelGet, rt.h, m.h, uintptr(unsafe.Pointer(unsafe.StringData(name))), uintptr(len(name)), uintptr(unsafe.Pointer(&h)), 0)
+	runtime.KeepAlive(name)
+	if err := rt.check(op, e); err != nil {
+		return nil, err
+	}
+	var in abi.KernelInfo
+	in.StructSize = uint64(unsafe.Sizeof(in))
+	if err := rt.check("kernel_info", ffi.Call3(rt.api.KernelInfo, rt.h, h, uintptr(unsafe.Pointer(&in)))); err != nil {
+		return nil, err
+	}
+	if in.NumParams > abi.MaxKernelParams {
+		return nil, errf(CodeInternal, "kernel_info", "kernel %q reports %d parameters (at most %d)", name, in.NumParams, abi.MaxKernelParams)
+	}
+	k := &Kernel{mod: m, name: name, h: h, info: KernelInfo{
+		MaxThreadsPerBlock: in.MaxThreadsPerBlock, StaticSharedBytes: in.StaticSharedBytes,
+		Params: make([]ParamInfo, in.NumParams)}}
+	for i := range k.info.Params {
+		k.info.Params[i] = ParamInfo{Kind: ArgKind(in.ParamKind[i]), Size: in.ParamSize[i]}
+	}
+	m.kernels[name] = k
+	return k, nil
+}
+
+// Name is the kernel's name.
+func (k *Kernel) Name() string { return k.name }
+
+// Module is the kernel's module.
+func (k *Kernel) Module() *Module { return k.mod }
+
+// Info describes the kernel's parameters (the slice is shared: do not
+// change it).
+func (k *Kernel) Info() KernelInfo { return k.info }
+
+// ArgKind is the kind of a kernel argument (GPURT_ARG_*).
+type ArgKind int32
+
+// Argument kinds.
+const (
+	ArgKindBuffer ArgKind = abi.ArgBuffer
+	ArgKindI8     ArgKind = abi.ArgI8
+	ArgKindI16    ArgKind = abi.ArgI16
+	ArgKindI32    ArgKind = abi.ArgI32
+	ArgKindI64    ArgKind = abi.ArgI64
+	ArgKindU8     ArgKind = abi.ArgU8
+	ArgKindU16    ArgKind = abi.ArgU16
+	ArgKindU32    ArgKind = abi.ArgU32
+	ArgKindU64    ArgKind = abi.ArgU64
+	ArgKindF16    ArgKind = abi.ArgF16
+	ArgKindBF16   ArgKind = abi.ArgBF16
+	ArgKindF32    ArgKind = abi.ArgF32
+	ArgKindF64    ArgKind = abi.ArgF64
+	ArgKindAny    ArgKind = abi.ArgAny // in ParamInfo only
+)
+
+var argKindNames = map[ArgKind]string{
+	ArgKindBuffer: "buffer", ArgKindI8: "i8", ArgKindI16: "i16", ArgKindI32: "i32", ArgKindI64: "i64",
+	ArgKindU8: "u8", ArgKindU16: "u16", ArgKindU32: "u32", ArgKindU64: "u64", ArgKindF16: "f16",
+	ArgKindBF16: "bf16", ArgKindF32: "f32", ArgKindF64: "f64", ArgKindAny: "any",
+}
+
+func (k ArgKind) String() string {
+	if s, ok := argKindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind %d", int32(k))
+}
+
+// Arg is one typed kernel argument, made by ArgBuffer, ArgI32, ... It is
+// a small value; the zero Arg is invalid.
+type Arg struct {
+	kind ArgKind
+	size uint32
+	val  uint64
+	buf  *Buffer
+	off  uint64
+	n    uint64
+}
+
+// ArgBuffer passes the device address of a region (a buffer or a view).
+func ArgBuffer(r Region) Arg {
+	switch v := r.(type) {
+	case *Buffer:
+		if v != nil {
+			return Arg{kind: ArgKindBuffer, size: 8, buf: v, n: v.size}
+		}
+	case View:
+		if v.buf != nil {
+			return Arg{kind: ArgKindBuffer, size: 8, buf: v.buf, off: v.off, n: v.n}
+		}
+	}
+	return Arg{kind: ArgKindBuffer, size: 8} // nil: rejected by Launch
+}
+
+func scalar(k ArgKind, size uint32, v uint64) Arg { return Arg{kind: k, size: size, val: v} }
+
+// Scalar arguments of each width.
+func ArgI8(v int8) Arg     { return scalar(ArgKindI8, 1, uint64(uint8(v))) }
+func ArgI16(v int16) Arg   { return scalar(ArgKindI16, 2, uint64(uint16(v))) }
+func ArgI32(v int32) Arg   { return scalar(ArgKindI32, 4, uint64(uint32(v))) }
+func ArgI64(v int64) Arg   { return scalar(ArgKindI64, 8, uint64(v)) }
+func ArgU8(v uint8) Arg    { return scalar(ArgKindU8, 1, uint64(v)) }
+func ArgU16(v uint16) Arg  { return scalar(ArgKindU16, 2, uint64(v)) }
+func ArgU32(v uint32) Arg  { return scalar(ArgKindU32, 4, uint64(v)) }
+func ArgU64(v uint64) Arg  { return scalar(ArgKindU64, 8, v) }
+func ArgF32(v float32) Arg { return scalar(ArgKindF32, 4, uint64(math.Float32bits(v))) }
+func ArgF64(v float64) Arg { return scalar(ArgKindF64, 8, math.Float64bits(v)) }
+
+// ArgF16 passes v rounded to f16 (round to nearest even).
+func ArgF16(v float32) Arg { return scalar(ArgKindF16, 2, uint64(F16FromFloat32(v))) }
+
+// ArgF16Bits passes raw f16 bits.
+func ArgF16Bits(bits uint16) Arg { return scalar(ArgKindF16, 2, uint64(bits)) }
+
+// ArgBF16 passes v rounded to bf16 (round to nearest even).
+func ArgBF16(v float32) Arg { return scalar(ArgKindBF16, 2, uint64(BF16FromFloat32(v))) }
+
+// ArgBF16Bits passes raw bf16 bits.
+func ArgBF16Bits(bits uint16) Arg { return scalar(ArgKindBF16, 2, uint64(bits)) }
+
+// Kind is the argument's kind.
+func (a Arg) Kind() ArgKind { return a.kind }
+
+// LaunchConfig is a launch's geometry: blocks in the grid, threads in a
+// block, and bytes of dynamic shared memory. Zero dimensions count as 1.
+type LaunchConfig struct {
+	Grid      [3]uint32
+	Block     [3]uint32
+	SharedMem uint32
+}
+
+// Grid1D is a one-dimensional LaunchConfig of enough blocks of block
+// threads for n elements.
+func Grid1D(n, block int) LaunchConfig {
+	if block <= 0 {
+		block = 1
+	}
+	return LaunchConfig{Grid: [3]uint32{uint32((n + block - 1) / block), 1, 1}, Block: [3]uint32{uint32(block), 1, 1}}
+}
+
+var launchArgsSize = uint64(unsafe.Sizeof(abi.LaunchArgs{}))
+
+// Launch enqueues kernel k on s with the given arguments, packed as the
+// ABI says in a fixed array on the stack (at most 32; no allocation).
+// The arguments are checked against the kernel's parameters (count, and
+// kind and size where the plugin knows them); buffers must be live, of the
+// stream's runtime and on its device. It returns once the launch is
+// enqueued.
+func (s *Stream) Launch(k *Kernel, cfg LaunchConfig, args ...Arg) error {
+	const op = "launch"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	if k == nil {
+		return errf(CodeInvalidArgument, op, "nil kernel")
+	}
+	m := k.mod
+	if m.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "kernel %q is loaded on %v, the stream is on %v", k.name, m.dev, s.dev)
+	}
+	if !m.l.acquire() {
+		return errClosed(op, "module "+m.name+" of kernel "+k.name)
+	}
+	defer m.l.release()
+	params := k.info.Params
+	if len(args) != len(params) {
+		return errf(CodeInvalidArgument, op, "kernel %q takes %d arguments, got %d", k.name, len(params), len(args))
+	}
+	var ka [abi.MaxKernelParams]abi.KernelArg
+	held := 0 // buffers acquired: args[:held]
+	defer func() {
+		for i := 0; i < held; i++ {
+			if args[i].kind == ArgKindBuffer {
+				args[i].buf.l.release()
+			}
+		}
+	}()
+	for i := range args {
+		a := &args[i]
+		p := params[i]
+		if a.kind == 0 {
+			return errf(CodeInvalidArgument, op, "kernel %q argument %d: zero Arg", k.name, i)
+		}
+		if p.Kind == ArgKindAny {
+			if p.Size != 0 && a.size != p.Size {
+				return errf(CodeInvalidArgument, op, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.Size)
+			}
+		} else if p.Kind != a.kind {
+			return errf(CodeInvalidArgument, op, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.Kind)
+		}
+		ka[i] = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val}
+		if a.kind == ArgKindBuffer {
+			b := a.buf
+			if b == nil {
+				return errf(CodeInvalidArgument, op, "kernel %q argument %d: nil buffer", k.name, i)
+			}
+			if b.dev != s.dev {
+				if b.dev.rt != s.dev.rt {
+					return errf(CodeInvalidArgument, op, "kernel %q argument %d: the buffer belongs to another runtime", k.name, i)
+				}
+				return errf(CodeInvalidArgument, op, "kernel %q argument %d: the buffer is on %v, the stream on %v", k.name, i, b.dev, s.dev)
+			}
+			if !b.l.acquire() {
+				return errFreed(op, fmt.Sprintf("kernel %q argument %d: buffer", k.name, i))
+			}
+			held = i + 1
+			ka[i].Buffer, ka[i].Offset, ka[i].Length = b.h, a.off, a.n
+		} else {
+			held = i + 1
+		}
+	}
+	rt := s.dev.rt
+	la := abi.LaunchArgs{StructSize: launchArgsSize, Grid: cfg.Grid, Block: cfg.Block,
+		SharedMemBytes: cfg.SharedMem, NumArgs: uint32(len(args))}
+	for d := 0; d < 3; d++ {
+		if la.Grid[d] == 0 {
+			la.Grid[d] = 1
+		}
+		if la.Block[d] == 0 {
+			la.Block[d] = 1
+		}
+	}
+	// No call between taking the address and the plugin call: the stack
+	// must not move in between (see package ffi).
+	la.Args = uintptr(unsafe.Pointer(&ka[0]))
+	e := ffi.Call4(rt.api.Launch, rt.h, s.h, k.h, uintptr(unsafe.Pointer(&la)))
+	runtime.KeepAlive(&ka)
+	return rt.check(op, e)
+}

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/core/internal/loader"
+)
+
+// Runtime is one plugin runtime: its devices and everything allocated
+// from them. Create it with Open and end it with Close. All methods are
+// safe for concurrent use by any number of goroutines.
+type Runtime struct {
+	p      *bind.Plugin
+	api    *abi.API
+	h      uintptr // gpurt_runtime*
+	l      life
+	report *Report
+	log    hclog.Logger
+
+	devices []*Device
+	heap    *HostHeap
+	plans   *opCache
+}
+
+// Open loads a plugin as cfg says (see Config), creates its runtime and
+// reads its devices. The caller must Close the runtime.
+func Open(cfg Config) (*Runtime, error) {
+	log := cfg.logger()
+	rep, p, err := loader.Choose(cfg.loaderOptions(log))
+	if err != nil {
+		return nil, err
+	}
+	return openPlugin(cfg, log, rep, p)
+}
+
+// openPlugin creates a runtime on an already bound plugin.
+func openPlugin(cfg Config, log hclog.Logger, rep *Report, p *bind.Plugin) (*Runtime, error) {
+	rt := &Runtime{p: p, api: &p.API, report: rep, log: log}
+	opts := cfg.PluginOptions
+	args := abi.RuntimeCreateArgs{StructSize: uint64(unsafe.Sizeof(abi.RuntimeCreateArgs{}))}
+	var h uintptr
+	args.OptionsLen = uint64(len(opts))
+	args.Options = uintptr(unsafe.Pointer(unsafe.StringData(opts)))
+	e := ffi.Call2(rt.api.RuntimeCreate, uintptr(unsafe.Pointer(&args)), uintptr(unsafe.Pointer(&h)))
+	runtime.KeepAlive(opts)
+	if err := p.Check("runtime_create", e); err != nil {
+		return nil, err
+	}
+	rt.h = h
+	var n uint32
+	if err := rt.check("device_count", ffi.Call2(rt.api.DeviceCount, h, uintptr(unsafe.Pointer(&n)))); err != nil {
+		rt.destroy()
+		return nil, err
+	}
+	for i := uint32(0); i < n; i++ {
+		d := &Device{rt: rt, index: i}
+		info, err := d.queryInfo()
+		if err != nil {
+			rt.destroy()
+			return nil, err
+		}
+		d.info = info
+		d.stagers = make(chan *stager, maxStagers)
+		rt.devices = append(rt.devices, d)
+	}
+	rt.heap = newHostHeap(rt)
+	rt.plans = newOpCache(rt, cfg.opCacheSize())
+	log.Debug("runtime created", "backend", p.Backend, "plugin", p.Path, "devices", n)
+	return rt, nil
+}
+
+func (rt *Runtime) destroy() {
+	_ = rt.check("runtime_destroy", ffi.Call1(rt.api.RuntimeDestroy, rt.h))
+}
+
+// check turns a returned gpurt_error* into an error.
+func (rt *Runtime) check(op string, e uintptr) error {
+	if e == 0 {
+		return nil
+	}
+	return rt.p.Check(op, e)
+}
+
+// enter begins a use of the runtime; every method that calls the plugin
+// brackets the call with enter/exit, so Close never destroys the runtime
+// under a call in flight.
+func (rt *Runtime) enter(op string) error {
+	if rt == nil {
+		return errf(CodeInvalidArgument, op, "nil runtime")
+	}
+	if !rt.l.acquire() {
+		return errClosed(op, "runtime")
+	}
+	return nil
+}
+
+func (rt *Runtime) exit() { rt.l.release() }
+
+// Close waits for calls in flight, then frees everything the runtime owns
+// in the plugin (buffers, host memory, streams, events, modules, plans).
+// Afterwards every method of the runtime and of anything made from it
+// returns an error wrapping ErrClosed; slices from HostBuffer.Bytes and
+// HostSlice.Bytes must not be used any more. A second Close returns an
+// error wrapping ErrClosed.
+func (rt *Runtime) Close() error {
+	if rt == nil {
+		return errf(CodeInvalidArgument, "close", "nil runtime")
+	}
+	if !rt.l.kill() {
+		return errClosed("close", "runtime")
+	}
+	err := rt.check("runtime_destroy", ffi.Call1(rt.api.RuntimeDestroy, rt.h))
+	rt.heap.closed()
+	return err
+}
+
+// Backend names the plugin's backend ("cuda", "metal", "mock").
+func (rt *Runtime) Backend() string { return rt.p.Backend }
+
+// PluginPath is the absolute path of the loaded plugin.
+func (rt *Runtime) PluginPath() string { return rt.p.Path }
+
+// PluginVersion is the plugin's own version string and its ABI version.
+func (rt *Runtime) PluginVersion() (version string, abiMajor, abiMinor uint32) {
+	return rt.p.Version, rt.p.Major, rt.p.Minor
+}
+
+// Report is the loader's report from Open (nil when the runtime was made
+// without the loader).
+func (rt *Runtime) Report() *Report { return rt.report }
+
+// Logger is the runtime's logger.
+func (rt *Runtime) Logger() hclog.Logger { return rt.log }
+
+// Devices lists the runtime's devices (a new slice; the devices are the
+// same each call).
+func (rt *Runtime) Devices() []*Device { return append([]*Device(nil), rt.devices...) }
+
+// NumDevices is the number of devices.
+func (rt *Runtime) NumDevices() int { return len(rt.devices) }
+
+// Device returns device i.
+func (rt *Runtime) Device(i int) (*Device, error) {
+	if i < 0 || i >= len(rt.devices) {
+		return nil, errf(CodeInvalidArgument, "device", "no device %d (the runtime has %d)", i, len(rt.devices))
+	}
+	return rt.devices[i], nil
+}
+
+// Stats are the plugin's live-object counters of one runtime.
+type Stats struct {
+	LiveBuffers     uint64
+	LiveHostBuffers uint64
+	LiveStreams     uint64
+	LiveEvents      uint64
+	LiveModules     uint64
+	LivePlans       uint64
+	DeviceBytes     uint64 // device bytes allocated
+	HostBytes       uint64 // pinned host bytes allocated
+}
+
+// Stats reads the plugin's live counters. They include the runtime's own
+// objects: host-heap blocks, staging streams and buffers, cached GEMM
+// plans (Trim releases the idle ones).
+func (rt *Runtime) Stats() (Stats, error) {
+	if err := rt.enter("runtime_stats"); err != nil {
+		return Stats{}, err
+	}
+	defer rt.exit()
+	var s abi.RuntimeStats
+	s.StructSize = uint64(unsafe.Sizeof(s))
+	if err := rt.check("runtime_stats", ffi.Call2(rt.api.RuntimeStats, rt.h, uintptr(unsafe.Pointer(&s)))); err != nil {
+		return Stats{}, err
+	}
+	return Stats{s.LiveBuffers, s.LiveHostBuffers, s.LiveStreams, s.LiveEvents,
+		s.LiveModules, s.LivePlans, s.DeviceBytes, s.HostBytes}, nil
+}
+
+// Control sets a named integer control of the plugin (fault injection,
+// tuning). The mock knows "fail_alloc_nth", "fail_launch_nth" and
+// "lose_device"; an unknown key is an error wrapping ErrUnsupported.
+func (rt *Runtime) Control(key string, value int64) error {
+	if err := rt.enter("runtime_control"); err != nil {
+		return err
+	}
+	defer rt.exit()
+	a := abi.ControlArgs{StructSize: uint64(unsafe.Sizeof(abi.ControlArgs{})), KeyLen: uint64(len(key)), Value: value}
+	a.Key = uintptr(unsafe.Pointer(unsafe.StringData(key)))
+	e := ffi.Call2(rt.api.RuntimeControl, rt.h, uintptr(unsafe.Pointer(&a)))
+	runtime.KeepAlive(key)
+	return rt.check("runtime_control", e)
+}
+
+// HostHeap is the runtime's pinned host heap.
+func (rt *Runtime) HostHeap() *HostHeap { return rt.heap }
+
+// Synchronize waits for all work of the runtime on every device.
+func (rt *Runtime) Synchronize() error {
+	for _, d := range rt.devices {
+		if err := d.Synchronize(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Trim returns cached resources to the plugin: idle staging streams and
+// buffers, cached GEMM plans (after synchronizing the devices) and
+// host-heap blocks with nothing allocated in them. Afterwards Stats counts
+// only what the caller holds.
+func (rt *Runtime) Trim() error {
+	if err := rt.enter("trim"); err != nil {
+		return err
+	}
+	defer rt.exit()
+	var first error
+	keep := func(err error) {
+		if first == nil && err != nil {
+			first = err
+		}
+	}
+	for _, d := range rt.devices {
+		keep(d.trimStagers())
+	}
+	keep(rt.plans.clear())
+	keep(rt.heap.trim())
+	return first
+}
+
+func (rt *Runtime) String() string {
+	return fmt.Sprintf("gpurt runtime (%s, %d devices)", rt.p.Backend, len(rt.devices))
+}

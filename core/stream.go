@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"runtime"
+	"unsafe"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// Stream is an ordered queue of work on one device: copies, memsets,
+// kernel launches and GEMMs enqueued on it run one after another, in the
+// order the calls returned. Work on different streams is unordered unless
+// ordered with events (Event.Record, Stream.WaitEvent). A Stream may be
+// used by many goroutines at once; the order between their calls is the
+// order in which the calls happened. Close racing with a use makes the use
+// fail with ErrClosed.
+type Stream struct {
+	dev *Device
+	h   uintptr // gpurt_stream*
+	l   *life
+}
+
+// NewStream creates a stream on the device. The caller must Close it.
+func (d *Device) NewStream() (*Stream, error) {
+	const op = "stream_create"
+	if err := d.rt.enter(op); err != nil {
+		return nil, err
+	}
+	defer d.rt.exit()
+	h, err := d.newStream()
+	if err != nil {
+		return nil, err
+	}
+	s := &Stream{dev: d, h: h, l: new(life)}
+	watchLeak(s, d.rt, s.l, "stream", 0)
+	return s, nil
+}
+
+func (d *Device) newStream() (uintptr, error) {
+	var h uintptr
+	err := d.rt.check("stream_create", ffi.Call3(d.rt.api.StreamCreate, d.rt.h, uintptr(d.index), uintptr(unsafe.Pointer(&h))))
+	return h, err
+}
+
+// Device is the stream's device.
+func (s *Stream) Device() *Device { return s.dev }
+
+// enter begins a use of the stream (and its runtime).
+func (s *Stream) enter(op string) error {
+	if s == nil {
+		return errf(CodeInvalidArgument, op, "nil stream")
+	}
+	if err := s.dev.rt.enter(op); err != nil {
+		return err
+	}
+	if !s.l.acquire() {
+		s.dev.rt.exit()
+		return errClosed(op, "stream")
+	}
+	return nil
+}
+
+func (s *Stream) exit() {
+	s.l.release()
+	s.dev.rt.exit()
+}
+
+// Close waits for the stream's work, then destroys it. A second Close, or
+// any later use, is an error wrapping ErrClosed.
+func (s *Stream) Close() error {
+	const op = "stream_destroy"
+	if s == nil {
+		return errf(CodeInvalidArgument, op, "nil stream")
+	}
+	rt := s.dev.rt
+	if err := rt.enter(op); err != nil {
+		return err
+	}
+	defer rt.exit()
+	if !s.l.kill() {
+		return errClosed(op, "stream")
+	}
+	return rt.check(op, ffi.Call2(rt.api.StreamDestroy, rt.h, s.h))
+}
+
+// Synchronize waits until all work enqueued on the stream has completed.
+func (s *Stream) Synchronize() error {
+	const op = "stream_synchronize"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	rt := s.dev.rt
+	return rt.check(op, ffi.Call2(rt.api.StreamSynchronize, rt.h, s.h))
+}
+
+// Query reports whether all work enqueued on the stream has completed,
+// without waiting.
+func (s *Stream) Query() (bool, error) {
+	const op = "stream_query"
+	if err := s.enter(op); err != nil {
+		return false, err
+	}
+	defer s.exit()
+	rt := s.dev.rt
+	return notReady(rt.check(op, ffi.Call2(rt.api.StreamQuery, rt.h, s.h)))
+}
+
+// notReady maps a query's result to (done, error).
+func notReady(err error) (bool, error) {
+	if err == nil {
+		return true, nil
+	}
+	if e, ok := err.(*Error); ok && e.Code == CodeNotReady {
+		return false, nil
+	}
+	return false, err
+}
+
+// WaitEvent makes work enqueued on s later wait until ev has completed.
+// The event may be of another stream or device of the same runtime.
+func (s *Stream) WaitEvent(ev *Event) error {
+	const op = "stream_wait_event"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	if err := ev.use(op); err != nil {
+		return err
+	}
+	defer ev.l.release()
+	rt := s.dev.rt
+	if ev.dev.rt != rt {
+		return errf(CodeInvalidArgument, op, "the event belongs to another runtime")
+	}
+	return rt.check(op, ffi.Call3(rt.api.StreamWaitEvent, rt.h, s.h, ev.h))
+}
+
+// CopyFromPinned enqueues a copy of src.Len() bytes from pinned memory to
+// the start of dst (at least that long). It returns at once; src must not
+// be changed or freed until the copy completed.
+func (s *Stream) CopyFromPinned(dst Region, src Pinned) error {
+	const op = "copy_from_pinned"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	p, err := usePinned(op, src)
+	if err != nil {
+		return err
+	}
+	defer p.l.release()
+	b, off, n, err := use(op, dst)
+	if err != nil {
+		return err
+	}
+	defer b.done()
+	rt := s.dev.rt
+	if p.rt != rt || b.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "the memory is of another runtime or device than the stream (%v)", s.dev)
+	}
+	if p.n > n {
+		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", p.n, n)
+	}
+	if p.n == 0 {
+		return nil
+	}
+	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: p.n, DstBuffer: b.h, DstOffset: off, SrcHost: p.h, SrcOffset: p.off}
+	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
+}
+
+// CopyToPinned enqueues a copy of dst.Len() bytes from the start of src
+// (at least that long) to pinned memory. It returns at once; read dst only
+// after the copy completed.
+func (s *Stream) CopyToPinned(dst Pinned, src Region) error {
+	const op = "copy_to_pinned"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	p, err := usePinned(op, dst)
+	if err != nil {
+		return err
+	}
+	defer p.l.release()
+	b, off, n, err := use(op, src)
+	if err != nil {
+		return err
+	}
+	defer b.done()
+	rt := s.dev.rt
+	if p.rt != rt || b.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "the memory is of another runtime or device than the stream (%v)", s.dev)
+	}
+	if p.n > n {
+		return errf(CodeOutOfRange, op, "%d bytes asked from a source of %d", p.n, n)
+	}
+	if p.n == 0 {
+		return nil
+	}
+	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: p.n, DstHost: p.h, DstOffset: p.off, SrcBuffer: b.h, SrcOffset: off}
+	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
+}
+
+// CopyDevice enqueues a device-to-device copy of src.Len() bytes; both
+// regions on the stream's device, dst at least as long as src.
+func (s *Stream) CopyDevice(dst, src Region) error {
+	const op = "copy_device"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	db, doff, dn, err := use(op, dst)
+	if err != nil {
+		return err
+	}
+	defer db.done()
+	sb, soff, sn, err := use(op, src)
+	if err != nil {
+		return err
+	}
+	defer sb.done()
+	if db.dev != s.dev || sb.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "both buffers must be on the stream's %v", s.dev)
+	}
+	if sn > dn {
+		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
+	}
+	if sn == 0 {
+		return nil
+	}
+	rt := s.dev.rt
+	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: sn, DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
+	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
+}
+
+// Memset enqueues setting every byte of r to value.
+func (s *Stream) Memset(r Region, value byte) error { return s.memset(r, uint32(value), 1) }
+
+// Memset16 enqueues filling r with a 2-byte pattern.
+func (s *Stream) Memset16(r Region, value uint16) error { return s.memset(r, uint32(value), 2) }
+
+// Memset32 enqueues filling r with a 4-byte pattern.
+func (s *Stream) Memset32(r Region, value uint32) error { return s.memset(r, value, 4) }
+
+func (s *Stream) memset(r Region, value, elem uint32) error {
+	const op = "memset"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	err := memset(op, s.h, s.dev, r, value, elem)
+	runtime.KeepAlive(s)
+	return err
+}
