@@ -46,7 +46,7 @@ func Choose(opts Options) (*Report, *bind.Plugin, error) {
 	req, from, err := requested(opts)
 	rep.Requested = req
 	if err != nil {
-		log.Error("unknown backend requested", "value", req, "from", from, "valid", strings.Join(Backends, ", "))
+		log.Debug("unknown backend requested", "value", req, "from", from, "valid", strings.Join(Backends, ", "))
 		return rep, nil, &Error{Kind: ErrUnknownBackend, Msg: err.Error(), Report: rep}
 	}
 	log.Debug("choosing a backend", "requested", req, "from", from)
