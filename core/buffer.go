@@ -215,7 +215,7 @@ func CopyFromHost(dst Region, src []byte) error {
 		runtime.KeepAlive(src)
 		return rt.check(op, e)
 	}
-	return b.dev.stagedUpload(b, off, src)
+	return b.dev.stagedUpload(b.h, off, src)
 }
 
 // CopyToHost copies len(dst) bytes from the start of src to Go memory and
@@ -246,7 +246,7 @@ func CopyToHost(dst []byte, src Region) error {
 		runtime.KeepAlive(dst)
 		return rt.check(op, e)
 	}
-	return b.dev.stagedDownload(dst, b, off)
+	return b.dev.stagedDownload(dst, b.h, off)
 }
 
 // Copy copies src.Len() bytes from device memory to device memory, after

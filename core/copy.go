@@ -33,7 +33,7 @@ type stager struct {
 	slot   [stageSlots]*HostSlice
 	mem    [stageSlots][]byte
 	// per copy
-	b     *Buffer
+	bh    uintptr // gpurt_buffer*
 	off   uint64
 	chunk uint64
 }
@@ -59,7 +59,7 @@ func (d *Device) getStager() (*stager, error) {
 }
 
 func (d *Device) putStager(st *stager) {
-	st.b = nil
+	st.bh = 0
 	d.stagers <- st
 }
 
@@ -139,10 +139,10 @@ func (st *stager) enqueue(rt *Runtime, k int, pos, m uint64, up bool) error {
 	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: st.stream, Size: m}
 	slot := st.slot[k]
 	if up {
-		a.DstBuffer, a.DstOffset = st.b.h, st.off+pos
+		a.DstBuffer, a.DstOffset = st.bh, st.off+pos
 		a.SrcHost, a.SrcOffset = slot.blk.h, slot.off
 	} else {
-		a.SrcBuffer, a.SrcOffset = st.b.h, st.off+pos
+		a.SrcBuffer, a.SrcOffset = st.bh, st.off+pos
 		a.DstHost, a.DstOffset = slot.blk.h, slot.off
 	}
 	if err := rt.check("copy", ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a)))); err != nil {
@@ -165,9 +165,9 @@ func (st *stager) finish(rt *Runtime, err error) error {
 	return err
 }
 
-// stagedUpload copies src to b at off through pinned slots. The caller
+// stagedUpload copies src to buffer bh at off through pinned slots. The caller
 // holds uses of the runtime and of b.
-func (d *Device) stagedUpload(b *Buffer, off uint64, src []byte) error {
+func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 	rt := d.rt
 	st, err := d.getStager()
 	if err != nil {
@@ -179,7 +179,7 @@ func (d *Device) stagedUpload(b *Buffer, off uint64, src []byte) error {
 	if err := d.sync(); err != nil {
 		return err
 	}
-	st.b, st.off = b, off
+	st.bh, st.off = bh, off
 	n := uint64(len(src))
 	c := chunkFor(n)
 	for i, pos := 0, uint64(0); pos < n; i++ {
@@ -199,8 +199,8 @@ func (d *Device) stagedUpload(b *Buffer, off uint64, src []byte) error {
 	return st.finish(rt, nil)
 }
 
-// stagedDownload copies from b at off into dst through pinned slots.
-func (d *Device) stagedDownload(dst []byte, b *Buffer, off uint64) error {
+// stagedDownload copies from buffer bh at off into dst through pinned slots.
+func (d *Device) stagedDownload(dst []byte, bh uintptr, off uint64) error {
 	rt := d.rt
 	st, err := d.getStager()
 	if err != nil {
@@ -210,7 +210,7 @@ func (d *Device) stagedDownload(dst []byte, b *Buffer, off uint64) error {
 	if err := d.sync(); err != nil {
 		return err
 	}
-	st.b, st.off = b, off
+	st.bh, st.off = bh, off
 	n := uint64(len(dst))
 	c := chunkFor(n)
 	chunks := int((n + c - 1) / c)
