@@ -202,15 +202,15 @@ func TestClosedRuntimeAndStream(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rt.Close())
 	for name, f := range map[string]func() error{
-		"close again": rt.Close,
-		"free":        buf.Free,
-		"copy":        func() error { return core.CopyFromHost(buf, []byte{1}) },
-		"stream sync": s.Synchronize,
+		"close again":  rt.Close,
+		"free":         buf.Free,
+		"copy":         func() error { return core.CopyFromHost(buf, []byte{1}) },
+		"stream sync":  s.Synchronize,
 		"stream close": s.Close,
-		"host free":   hb.Free,
-		"alloc":       func() error { _, err := d.Alloc(1); return err },
-		"stats":       func() error { _, err := rt.Stats(); return err },
-		"module":      func() error { _, err := d.BuiltinModule(); return err },
+		"host free":    hb.Free,
+		"alloc":        func() error { _, err := d.Alloc(1); return err },
+		"stats":        func() error { _, err := rt.Stats(); return err },
+		"module":       func() error { _, err := d.BuiltinModule(); return err },
 	} {
 		assert.ErrorIs(t, f(), core.ErrClosed, name)
 	}
