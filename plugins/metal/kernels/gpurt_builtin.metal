@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// gpurt_builtin.metal — the Metal plugin's built-in kernels (module format
+// GPURT_MODULE_BUILTIN) and the internal kernels the plugin uses for
+// unaligned copies, 2/4-byte memsets and GEMM work MPS cannot do.
+//
+// The public kernels have the names and parameter order of gpurt.h (and of
+// the CUDA plugin): parameter p is bound at [[buffer(p)]]; buffers with
+// setBuffer:offset:atIndex:, scalars with setBytes:length:atIndex:.
+// One element per thread:
+//   i = threadgroup_position_in_grid.x * threads_per_threadgroup.x
+//       + thread_position_in_threadgroup.x
+// and a thread with i >= n does nothing (no grid-stride loop).
+// Arithmetic is done in f32 and rounded to the element type (RNE).
+//
+// Compiled offline (xcrun metal, no fast math) into a metallib embedded in
+// the plugin, or at run time from this source (newLibraryWithSource).
+
+#include <metal_stdlib>
+using namespace metal;
+
+// ---- element types -------------------------------------------------------
+
+// bf16 is carried as its bits (ushort) everywhere, so the kernels have the
+// same parameter layout with and without a native bfloat type.
+#if defined(__HAVE_BFLOAT__)
+static inline float bf16_to_f32(ushort b) { return float(as_type<bfloat>(b)); }
+static inline ushort f32_to_bf16(float f) { return as_type<ushort>(bfloat(f)); }
+#else
+static inline float bf16_to_f32(ushort b) { return as_type<float>(uint(b) << 16); }
+static inline ushort f32_to_bf16(float f) {
+  uint u = as_type<uint>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    return ushort((u >> 16) | 0x0040u); // NaN stays a (quiet) NaN
+  }
+  u += 0x7fffu + ((u >> 16) & 1u); // round to nearest even
+  return ushort(u >> 16);
+}
+#endif
+
+struct f32_t {
+  typedef float storage;
+  static inline float load(storage v) { return v; }
+  static inline storage store(float f) { return f; }
+};
+struct f16_t {
+  typedef half storage;
+  static inline float load(storage v) { return float(v); }
+  static inline storage store(float f) { return half(f); } // RNE
+};
+struct bf16_t {
+  typedef ushort storage;
+  static inline float load(storage v) { return bf16_to_f32(v); }
+  static inline storage store(float f) { return f32_to_bf16(f); }
+};
+
+#define GPURT_INDEX                                                         \
+  ulong i = ulong(tgp.x) * ulong(tpt.x) + ulong(tid.x);                    \
+  if (i >= n) return;
+
+#define GPURT_THREAD_ARGS                                                   \
+  uint3 tgp [[threadgroup_position_in_grid]],                               \
+  uint3 tpt [[threads_per_threadgroup]],                                    \
+  uint3 tid [[thread_position_in_threadgroup]]
+
+// ---- fill / scale / axpy / add / mul -------------------------------------
+
+#define GPURT_DEFINE_ELEMENTWISE(SUFFIX, T)                                  \
+  kernel void fill_##SUFFIX(device T::storage *y [[buffer(0)]],              \
+                            constant T::storage &value [[buffer(1)]],        \
+                            constant ulong &n [[buffer(2)]],                 \
+                            GPURT_THREAD_ARGS) {                             \
+    GPURT_INDEX                                                              \
+    y[i] = value;                                                            \
+  }                                                                          \
+  kernel void scale_##SUFFIX(device T::storage *y [[buffer(0)]],             \
+                             device const T::storage *x [[buffer(1)]],       \
+                             constant float &alpha [[buffer(2)]],            \
+                             constant ulong &n [[buffer(3)]],                \
+                             GPURT_THREAD_ARGS) {                            \
+    GPURT_INDEX                                                              \
+    y[i] = T::store(alpha * T::load(x[i]));                                  \
+  }                                                                          \
+  kernel void axpy_##SUFFIX(device T::storage *y [[buffer(0)]],              \
+                            device const T::storage *x [[buffer(1)]],        \
+                            constant float &alpha [[buffer(2)]],             \
+                            constant ulong &n [[buffer(3)]],                 \
+                            GPURT_THREAD_ARGS) {                             \
+    GPURT_INDEX                                                              \
+    y[i] = T::store(alpha * T::load(x[i]) + T::load(y[i]));                  \
+  }                                                                          \
+  kernel void add_##SUFFIX(device T::storage *z [[buffer(0)]],               \
+                           device const T::storage *x [[buffer(1)]],         \
+                           device const T::storage *y [[buffer(2)]],         \
+                           constant ulong &n [[buffer(3)]],                  \
+                           GPURT_THREAD_ARGS) {                              \
+    GPURT_INDEX                                                              \
+    z[i] = T::store(T::load(x[i]) + T::load(y[i]));                          \
+  }                                                                          \
+  kernel void mul_##SUFFIX(device T::storage *z [[buffer(0)]],               \
+                           device const T::storage *x [[buffer(1)]],         \
+                           device const T::storage *y [[buffer(2)]],         \
+                           constant ulong &n [[buffer(3)]],                  \
+                           GPURT_THREAD_ARGS) {                              \
+    GPURT_INDEX                                                              \
+    z[i] = T::store(T::load(x[i]) * T::load(y[i]));                          \
+  }
+
+GPURT_DEFINE_ELEMENTWISE(f32, f32_t)
+GPURT_DEFINE_ELEMENTWISE(f16, f16_t)
+GPURT_DEFINE_ELEMENTWISE(bf16, bf16_t)
+
+// ---- sleep_ns ------------------------------------------------------------
+
+// MSL has no clock, so sleep_ns is a bounded spin: ns * iters_per_ns
+// iterations of a dependent integer chain. iters_per_ns is a hidden second
+// argument the plugin binds itself (calibrated once per device against the
+// command buffer's GPU time); the public signature stays sleep_ns(U64 ns).
+// The spin is capped at GPURT_SLEEP_MAX_ITERS so a huge ns cannot trip the
+// GPU watchdog.
+#define GPURT_SLEEP_MAX_ITERS 4000000000ul
+
+kernel void sleep_ns(constant ulong &ns [[buffer(0)]],
+                     constant float &iters_per_ns [[buffer(1)]],
+                     GPURT_THREAD_ARGS) {
+  threadgroup atomic_uint sink;
+  float want = float(ns) * iters_per_ns;
+  ulong iters = want >= float(GPURT_SLEEP_MAX_ITERS) ? GPURT_SLEEP_MAX_ITERS
+                                                     : ulong(want);
+  uint acc = tid.x + 1u;
+  for (ulong it = 0; it < iters; it++) {
+    acc = acc * 1664525u + 1013904223u; // dependent: cannot be vectorised away
+  }
+  // The result is consumed by an atomic, so the loop is not dead code.
+  if (acc == 0u) {
+    atomic_fetch_add_explicit(&sink, 1u, memory_order_relaxed);
+  }
+}
+
+// ---- internal: copies and memsets -----------------------------------------
+
+kernel void gpurt_copy_u8(device uchar *dst [[buffer(0)]],
+                          device const uchar *src [[buffer(1)]],
+                          constant ulong &n [[buffer(2)]],
+                          GPURT_THREAD_ARGS) {
+  GPURT_INDEX
+  dst[i] = src[i];
+}
+
+#define GPURT_DEFINE_MEMSET(NAME, T)                                         \
+  kernel void NAME(device T *p [[buffer(0)]],                                \
+                   constant T &value [[buffer(1)]],                          \
+                   constant ulong &n [[buffer(2)]],                          \
+                   GPURT_THREAD_ARGS) {                                      \
+    GPURT_INDEX                                                              \
+    p[i] = value;                                                            \
+  }
+
+GPURT_DEFINE_MEMSET(gpurt_memset_u8, uchar)
+GPURT_DEFINE_MEMSET(gpurt_memset_u16, ushort)
+GPURT_DEFINE_MEMSET(gpurt_memset_u32, uint)
+
+// ---- internal: GEMM helpers --------------------------------------------------
+
+// Element types as in gpurt.h (GPURT_DTYPE_*).
+#define DT_F32 1u
+#define DT_F16 2u
+#define DT_BF16 3u
+
+static inline float load_any(device const uchar *base, uint dtype, ulong i) {
+  switch (dtype) {
+  case DT_F16:
+    return float(((device const half *)base)[i]);
+  case DT_BF16:
+    return bf16_to_f32(((device const ushort *)base)[i]);
+  default:
+    return ((device const float *)base)[i];
+  }
+}
+
+static inline void store_any(device uchar *base, uint dtype, ulong i, float v) {
+  switch (dtype) {
+  case DT_F16:
+    ((device half *)base)[i] = half(v);
+    break;
+  case DT_BF16:
+    ((device ushort *)base)[i] = f32_to_bf16(v);
+    break;
+  default:
+    ((device float *)base)[i] = v;
+    break;
+  }
+}
+
+#define EPI_NONE 0u
+#define EPI_BIAS 1u
+#define EPI_RELU 2u
+#define EPI_BIAS_RELU 3u
+#define EPI_GELU 4u
+#define EPI_BIAS_GELU 5u
+
+static inline float gelu_tanh(float x) {
+  const float k0 = 0.7978845608028654f; // sqrt(2/pi)
+  const float k1 = 0.044715f;
+  return 0.5f * x * (1.0f + precise::tanh(k0 * (x + k1 * x * x * x)));
+}
+
+static inline float apply_epilogue(uint epi, float v, device const uchar *bias,
+                                   uint bias_type, ulong row) {
+  if (epi == EPI_BIAS || epi == EPI_BIAS_RELU || epi == EPI_BIAS_GELU) {
+    v += load_any(bias, bias_type, row);
+  }
+  if (epi == EPI_RELU || epi == EPI_BIAS_RELU) {
+    v = max(v, 0.0f);
+  } else if (epi == EPI_GELU || epi == EPI_BIAS_GELU) {
+    v = gelu_tanh(v);
+  }
+  return v;
+}
+
+// The layout of this struct is mirrored by gm_gemm_params in
+// plugins/metal/src/gm_internal.h: 8-byte fields first, then 4-byte ones.
+struct gemm_params {
+  ulong m, n, k;
+  ulong lda, ldb, ldc, ldd;
+  long stride_a, stride_b, stride_c, stride_d;
+  float alpha, beta;
+  uint a_type, b_type, c_type, d_type, bias_type;
+  uint trans_a, trans_b;
+  uint epilogue;
+  uint has_c;
+  uint pad;
+};
+
+// D = alpha * op(A) op(B) + beta * C, then the epilogue; column-major; one
+// thread per element of D: x = row, y = column, z = batch. f32 accumulation.
+// Used where MPSMatrixMultiplication cannot run the descriptor (bf16,
+// mixed types).
+kernel void gpurt_gemm_generic(device const uchar *a [[buffer(0)]],
+                               device const uchar *b [[buffer(1)]],
+                               device const uchar *c [[buffer(2)]],
+                               device uchar *d [[buffer(3)]],
+                               device const uchar *bias [[buffer(4)]],
+                               constant gemm_params &p [[buffer(5)]],
+                               uint3 gid [[thread_position_in_grid]]) {
+  ulong row = gid.x, col = gid.y, bat = gid.z;
+  if (row >= p.m || col >= p.n) return;
+  long oa = long(bat) * p.stride_a, ob = long(bat) * p.stride_b;
+  float acc = 0.0f;
+  for (ulong kk = 0; kk < p.k; kk++) {
+    ulong ia = p.trans_a ? (row * p.lda + kk) : (kk * p.lda + row);
+    ulong ib = p.trans_b ? (kk * p.ldb + col) : (col * p.ldb + kk);
+    acc = fma(load_any(a, p.a_type, ulong(oa) + ia),
+              load_any(b, p.b_type, ulong(ob) + ib), acc);
+  }
+  float v = p.alpha * acc;
+  if (p.has_c != 0u && p.beta != 0.0f) {
+    ulong ic = ulong(long(bat) * p.stride_c) + col * p.ldc + row;
+    v += p.beta * load_any(c, p.c_type, ic);
+  }
+  v = apply_epilogue(p.epilogue, v, bias, p.bias_type, row);
+  store_any(d, p.d_type, ulong(long(bat) * p.stride_d) + col * p.ldd + row, v);
+}
+
+// D[b][j][i] = C[b][j][i] (converted from c_type to d_type), for the MPS
+// path where C and D are different memory (MPS reads C from D).
+kernel void gpurt_gemm_copy_c(device const uchar *c [[buffer(2)]],
+                              device uchar *d [[buffer(3)]],
+                              constant gemm_params &p [[buffer(5)]],
+                              uint3 gid [[thread_position_in_grid]]) {
+  ulong row = gid.x, col = gid.y, bat = gid.z;
+  if (row >= p.m || col >= p.n) return;
+  float v = p.has_c != 0u
+                ? load_any(c, p.c_type, ulong(long(bat) * p.stride_c) +
+                                            col * p.ldc + row)
+                : 0.0f;
+  store_any(d, p.d_type, ulong(long(bat) * p.stride_d) + col * p.ldd + row, v);
+}
+
+// The epilogue after an MPS GEMM: D = epilogue(D).
+kernel void gpurt_gemm_epilogue(device uchar *d [[buffer(3)]],
+                                device const uchar *bias [[buffer(4)]],
+                                constant gemm_params &p [[buffer(5)]],
+                                uint3 gid [[thread_position_in_grid]]) {
+  ulong row = gid.x, col = gid.y, bat = gid.z;
+  if (row >= p.m || col >= p.n) return;
+  ulong id = ulong(long(bat) * p.stride_d) + col * p.ldd + row;
+  float v = load_any(d, p.d_type, id);
+  store_any(d, p.d_type, id, apply_epilogue(p.epilogue, v, bias, p.bias_type, row));
+}

@@ -1,0 +1,1384 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gm_plugin.m — libgpurt_metal.dylib: negotiation, the function table,
+ * probe, runtimes, devices, memory, copies, memsets, streams and events.
+ * Modules, kernels and launches are in gm_module.m, GEMM in gm_gemm.m.
+ *
+ * Every entry point runs inside its own @autoreleasepool, because the
+ * calling thread (a Go-managed OS thread) has no pool of its own.
+ */
+#import "gm_internal.h"
+
+#include <errno.h>
+#include <mach/mach_time.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+const char gp_plugin_prefix[] = "metal";
+
+/* ---- objects --------------------------------------------------------------- */
+
+@implementation GMDevice
+- (instancetype)init {
+  if ((self = [super init])) {
+    pthread_mutex_init(&mu, NULL);
+    psos = [NSMutableDictionary dictionary];
+  }
+  return self;
+}
+- (void)dealloc { pthread_mutex_destroy(&mu); }
+@end
+
+@implementation GMBuffer
+@end
+
+@implementation GMHostMem
+- (void)dealloc {
+  if (ptr != NULL) munmap(ptr, mapped);
+}
+@end
+
+@implementation GMHostBuffer
+- (instancetype)init {
+  if ((self = [super init])) {
+    pthread_mutex_init(&mu, NULL);
+    wrappers = [NSMutableDictionary dictionary];
+  }
+  return self;
+}
+- (void)dealloc { pthread_mutex_destroy(&mu); }
+@end
+
+@implementation GMStream
+- (instancetype)init {
+  if ((self = [super init])) {
+    pthread_mutex_init(&enc, NULL);
+    pthread_mutex_init(&mu, NULL);
+    pthread_cond_init(&cv, NULL);
+  }
+  return self;
+}
+- (void)dealloc {
+  gp_error_destroy(pending);
+  pthread_cond_destroy(&cv);
+  pthread_mutex_destroy(&mu);
+  pthread_mutex_destroy(&enc);
+}
+@end
+
+@implementation GMEvent
+- (instancetype)init {
+  if ((self = [super init])) {
+    pthread_mutex_init(&mu, NULL);
+    pthread_cond_init(&cv, NULL);
+  }
+  return self;
+}
+- (void)dealloc {
+  pthread_cond_destroy(&cv);
+  pthread_mutex_destroy(&mu);
+}
+@end
+
+@implementation GMRuntime
+- (instancetype)init {
+  if ((self = [super init])) pthread_mutex_init(&mu, NULL);
+  return self;
+}
+- (void)dealloc {
+  gp_table_free(&buffers);
+  gp_table_free(&hosts);
+  gp_table_free(&streams);
+  gp_table_free(&events);
+  gp_table_free(&modules);
+  gp_table_free(&kernels);
+  gp_table_free(&plans);
+  pthread_mutex_destroy(&mu);
+}
+@end
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+struct gpurt_error_head { /* the first fields of csrc's struct gpurt_error */
+  int32_t code;
+  int32_t is_static;
+  int64_t vendor_code;
+};
+
+gpurt_error *gm_with_vendor(gpurt_error *e, int64_t vendor) {
+  struct gpurt_error_head *h = (struct gpurt_error_head *)(void *)e;
+  if (e != NULL && !h->is_static) h->vendor_code = vendor;
+  return e;
+}
+
+gpurt_error *gm_nserror(int32_t code, NSError *err, const char *fmt, ...) {
+  char body[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(body, sizeof body, fmt, ap);
+  va_end(ap);
+  const char *desc = err != nil ? err.localizedDescription.UTF8String : NULL;
+  gpurt_error *e = gp_err(code, "%s: %s", body,
+                          desc != NULL ? desc : "no further detail");
+  return gm_with_vendor(e, err != nil ? (int64_t)err.code : 0);
+}
+
+void gm_log(GMRuntime *rt, int32_t level, const char *fmt, ...) {
+  if (rt == nil || rt->log == NULL) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  size_t len = (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+  rt->log(rt->log_user, level, msg, (uint64_t)len);
+}
+
+uint64_t gm_now_ns(void) {
+  static mach_timebase_info_data_t tb;
+  if (tb.denom == 0) mach_timebase_info(&tb);
+  return mach_absolute_time() * tb.numer / tb.denom;
+}
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static gp_handle_table g_rts; /* slot objects: CFBridgingRetain'd GMRuntime */
+static int g_rts_init;
+static uint32_t g_serial;
+
+gpurt_error *gm_get_rt(gpurt_runtime *h, GMRuntime *__strong *out) {
+  GMRuntime *rt = nil;
+  void *o = NULL;
+  int st;
+  pthread_mutex_lock(&g_mu);
+  st = h == NULL ? GP_HANDLE_NULL
+       : g_rts_init ? gp_table_lookup(&g_rts, (uintptr_t)h, &o)
+                    : GP_HANDLE_STALE;
+  if (st == GP_HANDLE_OK) rt = (__bridge GMRuntime *)o; /* retained here */
+  pthread_mutex_unlock(&g_mu);
+  if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_RUNTIME, (uintptr_t)h);
+  *out = rt;
+  return NULL;
+}
+
+gpurt_error *gm_lookup(GMRuntime *rt, gp_handle_table *t, uintptr_t h,
+                       uint32_t kind, id __strong *out) {
+  id obj = nil;
+  void *o = NULL;
+  int closed, st;
+  pthread_mutex_lock(&rt->mu);
+  closed = rt->closed;
+  st = h == 0 ? GP_HANDLE_NULL : gp_table_lookup(t, h, &o);
+  if (!closed && st == GP_HANDLE_OK) obj = (__bridge id)o; /* retained here */
+  pthread_mutex_unlock(&rt->mu);
+  if (closed)
+    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "runtime is being destroyed");
+  if (st != GP_HANDLE_OK) return gp_handle_error(st, kind, h);
+  *out = obj;
+  return NULL;
+}
+
+gpurt_error *gm_insert(GMRuntime *rt, gp_handle_table *t, id obj,
+                       uintptr_t *out, const char *what) {
+  void *o = (void *)CFBridgingRetain(obj);
+  int r, closed;
+  pthread_mutex_lock(&rt->mu);
+  closed = rt->closed;
+  r = closed ? -1 : gp_table_insert(t, o, out);
+  pthread_mutex_unlock(&rt->mu);
+  if (r != 0) {
+    CFBridgingRelease(o);
+    if (closed)
+      return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: runtime is being destroyed", what);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: the handle table is full", what);
+  }
+  return NULL;
+}
+
+/* Removes h and returns the object (the table's reference moves to ARC). */
+static id gm_remove_locked(gp_handle_table *t, uintptr_t h) {
+  void *o = gp_table_remove(t, h);
+  return o != NULL ? CFBridgingRelease(o) : nil;
+}
+
+gpurt_error *gm_device(GMRuntime *rt, uint32_t device, GMDevice *__strong *out) {
+  if (device >= rt->devices.count)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device %u does not exist (%lu devices)",
+                  device, (unsigned long)rt->devices.count);
+  *out = rt->devices[device];
+  return gm_check_lost(*out);
+}
+
+gpurt_error *gm_check_lost(GMDevice *d) {
+  gpurt_error *e = NULL;
+  pthread_mutex_lock(&d->mu);
+  if (d->lost)
+    e = gp_err(GPURT_ERR_DEVICE_LOST, "device %u (%s) is lost: %s", d->index,
+               d->dev.name.UTF8String, d->lost_why);
+  pthread_mutex_unlock(&d->mu);
+  return e;
+}
+
+void gm_mark_lost(GMDevice *d, const char *why) {
+  pthread_mutex_lock(&d->mu);
+  if (!d->lost) {
+    d->lost = 1;
+    gp_strlcpy(d->lost_why, sizeof d->lost_why, why);
+  }
+  pthread_mutex_unlock(&d->mu);
+}
+
+id<MTLBuffer> gm_host_wrapper(GMHostBuffer *h, GMDevice *d) {
+  NSNumber *key = @(d->index);
+  id<MTLBuffer> b;
+  pthread_mutex_lock(&h->mu);
+  b = h->wrappers[key];
+  if (b == nil) {
+    GMHostMem *mem = h->mem; /* the deallocator keeps the memory alive */
+    b = [d->dev newBufferWithBytesNoCopy:mem->ptr
+                                  length:mem->mapped
+                                 options:MTLResourceStorageModeShared
+                             deallocator:^(void *p, NSUInteger len) {
+                               (void)p;
+                               (void)len;
+                               (void)mem;
+                             }];
+    if (b != nil) h->wrappers[key] = b;
+  }
+  pthread_mutex_unlock(&h->mu);
+  return b;
+}
+
+/* ---- entry: negotiation, info, probe ---------------------------------------------- */
+
+static gpurt_error *gm_plugin_info(gpurt_plugin_info *out) {
+  gpurt_error *e = gp_check_out(out, "plugin info");
+  if (e) return e;
+  gpurt_plugin_info i;
+  memset(&i, 0, sizeof i);
+  gp_strlcpy(i.backend, sizeof i.backend, "metal");
+  gp_strlcpy(i.version, sizeof i.version, GM_VERSION);
+  i.priority = GM_PRIORITY;
+  gp_write_struct(out, &i, sizeof i);
+  return NULL;
+}
+
+/* The default device first, then the others (MTLCopyAllDevices). */
+static NSArray<id<MTLDevice>> *gm_all_devices(void) {
+  NSMutableArray<id<MTLDevice>> *all = [NSMutableArray array];
+  id<MTLDevice> def = MTLCreateSystemDefaultDevice();
+  if (def != nil) [all addObject:def];
+  NSArray<id<MTLDevice>> *others = MTLCopyAllDevices();
+  for (id<MTLDevice> d in others)
+    if (def == nil || d.registryID != def.registryID) [all addObject:d];
+  return all;
+}
+
+/* The highest GPU family the device supports: "apple9" -> 9, "mac2" -> 2. */
+static uint32_t gm_family(id<MTLDevice> d, char *arch, size_t cap) {
+  for (int f = 1010; f >= 1001; f--) { /* MTLGPUFamilyApple1 .. Apple10 */
+    if ([d supportsFamily:(MTLGPUFamily)f]) {
+      snprintf(arch, cap, "apple%d", f - 1000);
+      return (uint32_t)(f - 1000);
+    }
+  }
+  if ([d supportsFamily:MTLGPUFamilyMac2]) {
+    snprintf(arch, cap, "mac2");
+    return 2;
+  }
+  snprintf(arch, cap, "metal");
+  return 0;
+}
+
+static void gm_fill_device_info(id<MTLDevice> d, gpurt_device_info *out) {
+  gpurt_device_info i;
+  memset(&i, 0, sizeof i);
+  gp_strlcpy(i.name, sizeof i.name, d.name.UTF8String ? d.name.UTF8String : "metal device");
+  gp_strlcpy(i.vendor, sizeof i.vendor, "Apple");
+  i.compute_major = gm_family(d, i.arch, sizeof i.arch);
+  NSOperatingSystemVersion v = NSProcessInfo.processInfo.operatingSystemVersion;
+  snprintf(i.driver_version, sizeof i.driver_version, "macOS %ld.%ld.%ld",
+           (long)v.majorVersion, (long)v.minorVersion, (long)v.patchVersion);
+  i.driver_version_code =
+      (uint32_t)(v.majorVersion * 10000 + v.minorVersion * 100 + v.patchVersion);
+  uint64_t total = d.recommendedMaxWorkingSetSize;
+  uint64_t used = d.currentAllocatedSize;
+  i.memory_total = total;
+  i.memory_free = used < total ? total - used : 0;
+  i.max_threads_per_block = (uint32_t)d.maxThreadsPerThreadgroup.width;
+  i.warp_size = 32; /* the SIMD-group width of Apple and current Mac GPUs */
+  if (d.hasUnifiedMemory) i.flags |= GPURT_DEVICE_UNIFIED_MEMORY;
+  if (@available(macOS 14.0, *)) {
+    if ([d supportsFamily:MTLGPUFamilyApple7]) i.flags |= GPURT_DEVICE_BF16;
+  }
+  gp_write_struct(out, &i, sizeof i);
+}
+
+static gpurt_error *gm_probe(gpurt_probe_args *args) {
+  @autoreleasepool {
+    gpurt_error *e = gp_check_out(args, "probe args");
+    if (e) return e;
+    gpurt_probe_args a;
+    if ((e = gp_read_struct(&a, sizeof a, args, "probe args"))) return e;
+    if (a.device_capacity > 0 && a.devices == NULL)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "probe args: devices is NULL with capacity %u", a.device_capacity);
+    NSArray<id<MTLDevice>> *devs = gm_all_devices();
+    a.device_count = (uint32_t)devs.count;
+    for (uint32_t i = 0; i < a.device_count && i < a.device_capacity; i++) {
+      if (a.devices[i].struct_size < 8)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "probe args: devices[%u] has struct_size below 8", i);
+      gm_fill_device_info(devs[i], &a.devices[i]);
+    }
+    if (devs.count == 0) {
+      a.available = 0;
+      a.score = 0;
+      a.reason_code = GPURT_PROBE_NO_DEVICE;
+      gp_strlcpy(a.reason, sizeof a.reason, "no Metal device (MTLCopyAllDevices is empty)");
+    } else {
+      a.available = 1;
+      a.reason_code = GPURT_PROBE_OK;
+      char arch[64];
+      uint32_t fam = gm_family(devs[0], arch, sizeof arch);
+      a.score = (int32_t)(devs[0].hasUnifiedMemory ? 100 + fam : fam);
+      snprintf(a.reason, sizeof a.reason, "%lu Metal device(s): %s (%s)",
+               (unsigned long)devs.count, devs[0].name.UTF8String, arch);
+    }
+    gp_write_struct(args, &a, sizeof a);
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_shutdown(void) { return NULL; }
+
+static void gm_error_get(const gpurt_error *err, gpurt_error_info *out) {
+  gp_error_get(err, out);
+}
+static void gm_error_destroy(gpurt_error *err) { gp_error_destroy(err); }
+
+/* ---- runtimes ---------------------------------------------------------------------- */
+
+typedef struct gm_opts {
+  GMRuntime *__unsafe_unretained rt;
+} gm_opts;
+
+static gpurt_error *gm_option(void *user, const char *key, size_t key_len,
+                              const char *val, size_t val_len) {
+  gm_opts *o = user;
+  /* No options yet; unknown keys are logged and ignored so that one option
+   * string can serve every backend. */
+  gm_log(o->rt, 1, "metal: ignoring runtime option %.*s=%.*s", (int)key_len, key,
+         (int)val_len, val);
+  return NULL;
+}
+
+static gpurt_error *gm_runtime_create(const gpurt_runtime_create_args *args,
+                                      gpurt_runtime **out) {
+  @autoreleasepool {
+    if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "runtime_create: out is NULL");
+    gpurt_runtime_create_args a;
+    memset(&a, 0, sizeof a);
+    gpurt_error *e;
+    if (args != NULL && (e = gp_read_struct(&a, sizeof a, args, "runtime create args")))
+      return e;
+    GMRuntime *rt = [[GMRuntime alloc] init];
+    rt->log = a.log;
+    rt->log_user = a.log_user;
+    gm_opts o = {rt};
+    if ((e = gp_parse_options(a.options, a.options_len, ";,", "runtime options",
+                              gm_option, &o)))
+      return e;
+    NSArray<id<MTLDevice>> *devs = gm_all_devices();
+    if (devs.count == 0)
+      return gp_err(GPURT_ERR_UNAVAILABLE, "runtime_create: no Metal device");
+    NSMutableArray<GMDevice *> *gd = [NSMutableArray array];
+    for (NSUInteger i = 0; i < devs.count; i++) {
+      GMDevice *d = [[GMDevice alloc] init];
+      d->dev = devs[i];
+      d->index = (uint32_t)i;
+      [gd addObject:d];
+    }
+    rt->devices = gd;
+
+    pthread_mutex_lock(&g_mu);
+    if (!g_rts_init) {
+      gp_table_init(&g_rts, GP_KIND_RUNTIME, 0);
+      g_rts_init = 1;
+    }
+    g_serial = (g_serial + 1) & 0xffff;
+    if (g_serial == 0) g_serial = 1;
+    rt->serial = g_serial;
+    gp_table_init(&rt->buffers, GP_KIND_BUFFER, rt->serial);
+    gp_table_init(&rt->hosts, GP_KIND_HOST_BUFFER, rt->serial);
+    gp_table_init(&rt->streams, GP_KIND_STREAM, rt->serial);
+    gp_table_init(&rt->events, GP_KIND_EVENT, rt->serial);
+    gp_table_init(&rt->modules, GP_KIND_MODULE, rt->serial);
+    gp_table_init(&rt->kernels, GP_KIND_KERNEL, rt->serial);
+    gp_table_init(&rt->plans, GP_KIND_GEMM_PLAN, rt->serial);
+    void *o_rt = (void *)CFBridgingRetain(rt);
+    uintptr_t h = 0;
+    int r = gp_table_insert(&g_rts, o_rt, &h);
+    pthread_mutex_unlock(&g_mu);
+    if (r != 0) {
+      CFBridgingRelease(o_rt);
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: the runtime table is full");
+    }
+    rt->handle = h;
+    gm_log(rt, 1, "metal: runtime with %lu device(s), first %s", (unsigned long)devs.count,
+           devs[0].name.UTF8String);
+    *out = (gpurt_runtime *)h;
+    return NULL;
+  }
+}
+
+/* Empties a table, dropping its references. Runtime lock held. */
+static void gm_drain_locked(gp_handle_table *t, NSMutableArray *keep) {
+  for (uint32_t i = 0; i < gp_table_cap(t); i++) {
+    void *o = gp_table_at(t, i);
+    if (o != NULL) [keep addObject:CFBridgingRelease(o)];
+  }
+  gp_table_free(t);
+}
+
+static gpurt_error *gm_runtime_destroy(gpurt_runtime *h) {
+  if (h == NULL) return NULL;
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    pthread_mutex_lock(&g_mu);
+    id self_ref = gm_remove_locked(&g_rts, (uintptr_t)h);
+    pthread_mutex_unlock(&g_mu);
+    if (self_ref == nil) /* destroyed concurrently */
+      return gp_handle_error(GP_HANDLE_STALE, GP_KIND_RUNTIME, (uintptr_t)h);
+    for (GMDevice *d in rt->devices) gm_wait_device(rt, d->index);
+    NSMutableArray *keep = [NSMutableArray array];
+    pthread_mutex_lock(&rt->mu);
+    rt->closed = 1;
+    gm_drain_locked(&rt->plans, keep);
+    gm_drain_locked(&rt->kernels, keep);
+    gm_drain_locked(&rt->modules, keep);
+    gm_drain_locked(&rt->events, keep);
+    gm_drain_locked(&rt->streams, keep);
+    gm_drain_locked(&rt->hosts, keep);
+    gm_drain_locked(&rt->buffers, keep);
+    rt->device_bytes = rt->host_bytes = 0;
+    pthread_mutex_unlock(&rt->mu);
+    [keep removeAllObjects]; /* released outside the lock */
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) {
+  GMRuntime *rt;
+  gpurt_error *e = gm_get_rt(h, &rt);
+  if (e) return e;
+  if ((e = gp_check_out(out, "runtime stats"))) return e;
+  gpurt_runtime_stats s;
+  memset(&s, 0, sizeof s);
+  pthread_mutex_lock(&rt->mu);
+  s.live_buffers = rt->buffers.live;
+  s.live_host_buffers = rt->hosts.live;
+  s.live_streams = rt->streams.live;
+  s.live_events = rt->events.live;
+  s.live_modules = rt->modules.live;
+  s.live_plans = rt->plans.live;
+  s.device_bytes = rt->device_bytes;
+  s.host_bytes = rt->host_bytes;
+  pthread_mutex_unlock(&rt->mu);
+  gp_write_struct(out, &s, sizeof s);
+  return NULL;
+}
+
+static gpurt_error *gm_runtime_control(gpurt_runtime *h, const gpurt_control_args *args) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    gpurt_control_args a;
+    if ((e = gp_read_struct(&a, sizeof a, args, "control args"))) return e;
+    if (a.key == NULL && a.key_len > 0)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "control: key is NULL");
+    size_t kl = (size_t)a.key_len;
+#define GM_KEY_IS(s) (kl == sizeof(s) - 1 && memcmp(a.key, s, kl) == 0)
+    if (GM_KEY_IS("fail_alloc_nth") || GM_KEY_IS("fail_launch_nth")) {
+      if (a.value < 0)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "control %.*s: value %lld is negative",
+                      (int)kl, a.key, (long long)a.value);
+      pthread_mutex_lock(&rt->mu);
+      if (GM_KEY_IS("fail_alloc_nth")) rt->fail_alloc_nth = a.value;
+      else rt->fail_launch_nth = a.value;
+      pthread_mutex_unlock(&rt->mu);
+      return NULL;
+    }
+    if (GM_KEY_IS("lose_device")) {
+      GMDevice *d;
+      if (a.value < 0 || (uint64_t)a.value >= rt->devices.count)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "control lose_device: device %lld does not exist",
+                      (long long)a.value);
+      d = rt->devices[(NSUInteger)a.value];
+      gm_mark_lost(d, "lost on request (runtime_control lose_device)");
+      return NULL;
+    }
+#undef GM_KEY_IS
+    return gp_err(GPURT_ERR_UNSUPPORTED, "control: unknown key \"%.*s\"",
+                  (int)(kl > 200 ? 200 : kl), a.key != NULL ? a.key : "");
+  }
+}
+
+/* 1 when the injected allocation failure fires now. */
+static int gm_alloc_fault(GMRuntime *rt) {
+  int fire = 0;
+  pthread_mutex_lock(&rt->mu);
+  if (rt->fail_alloc_nth > 0 && --rt->fail_alloc_nth == 0) fire = 1;
+  pthread_mutex_unlock(&rt->mu);
+  return fire;
+}
+
+/* ---- devices ------------------------------------------------------------------------- */
+
+static gpurt_error *gm_device_count(gpurt_runtime *h, uint32_t *out) {
+  GMRuntime *rt;
+  gpurt_error *e = gm_get_rt(h, &rt);
+  if (e) return e;
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device_count: out is NULL");
+  *out = (uint32_t)rt->devices.count;
+  return NULL;
+}
+
+static gpurt_error *gm_device_info(gpurt_runtime *h, uint32_t device, gpurt_device_info *out) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if ((e = gp_check_out(out, "device info"))) return e;
+    if (device >= rt->devices.count)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device %u does not exist (%lu devices)",
+                    device, (unsigned long)rt->devices.count);
+    gm_fill_device_info(rt->devices[device]->dev, out);
+    return NULL;
+  }
+}
+
+/* Strong references to rt's streams on a device (all when device is -1). */
+static NSArray<GMStream *> *gm_streams_of(GMRuntime *rt, int64_t device) {
+  NSMutableArray<GMStream *> *list = [NSMutableArray array];
+  pthread_mutex_lock(&rt->mu);
+  for (uint32_t i = 0; i < gp_table_cap(&rt->streams); i++) {
+    void *o = gp_table_at(&rt->streams, i);
+    if (o == NULL) continue;
+    GMStream *s = (__bridge GMStream *)o;
+    if (device < 0 || s->device->index == (uint32_t)device) [list addObject:s];
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return list;
+}
+
+void gm_wait_device(GMRuntime *rt, uint32_t device) {
+  for (GMStream *s in gm_streams_of(rt, device)) gm_stream_wait(s);
+}
+
+static gpurt_error *gm_device_synchronize(gpurt_runtime *h, uint32_t device) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if (device >= rt->devices.count)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device %u does not exist (%lu devices)",
+                    device, (unsigned long)rt->devices.count);
+    gpurt_error *first = NULL;
+    for (GMStream *s in gm_streams_of(rt, device)) {
+      gm_stream_wait(s);
+      gpurt_error *se = gm_stream_take_error(s);
+      if (first == NULL) first = se;
+      else gp_error_destroy(se);
+    }
+    gpurt_error *lost = gm_check_lost(rt->devices[device]);
+    if (lost != NULL) {
+      gp_error_destroy(first);
+      return lost;
+    }
+    return first;
+  }
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static gpurt_error *gm_buffer_alloc(gpurt_runtime *h, uint32_t device, uint64_t size,
+                                    gpurt_buffer **out) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMDevice *d;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
+    if ((e = gm_device(rt, device, &d))) return e;
+    if (size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: size is 0");
+    uint64_t total = d->dev.recommendedMaxWorkingSetSize, used = d->dev.currentAllocatedSize;
+    uint64_t free_b = used < total ? total - used : 0;
+    if (gm_alloc_fault(rt))
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY,
+                    "buffer_alloc: %llu bytes on device %u: injected failure (fail_alloc_nth)",
+                    (unsigned long long)size, device);
+    if (size > (uint64_t)d->dev.maxBufferLength || size > total)
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY,
+                    "buffer_alloc: %llu bytes on device %u: larger than the device allows "
+                    "(max buffer %llu bytes, %llu bytes free of %llu)",
+                    (unsigned long long)size, device,
+                    (unsigned long long)d->dev.maxBufferLength,
+                    (unsigned long long)free_b, (unsigned long long)total);
+    id<MTLBuffer> b = [d->dev newBufferWithLength:(NSUInteger)size
+                                          options:MTLResourceStorageModeShared |
+                                                  MTLResourceHazardTrackingModeTracked];
+    if (b == nil)
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY,
+                    "buffer_alloc: %llu bytes on device %u failed (%llu bytes free of %llu)",
+                    (unsigned long long)size, device, (unsigned long long)free_b,
+                    (unsigned long long)total);
+    GMBuffer *gb = [[GMBuffer alloc] init];
+    gb->buf = b;
+    gb->size = size;
+    gb->device = device;
+    uintptr_t hb;
+    if ((e = gm_insert(rt, &rt->buffers, gb, &hb, "buffer_alloc"))) return e;
+    pthread_mutex_lock(&rt->mu);
+    rt->device_bytes += size;
+    pthread_mutex_unlock(&rt->mu);
+    *out = (gpurt_buffer *)hb;
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_buffer_free(gpurt_runtime *h, gpurt_buffer *buf) {
+  if (buf == NULL) return NULL;
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    GMBuffer *gb;
+    pthread_mutex_lock(&rt->mu);
+    void *o = NULL;
+    int st = gp_table_lookup(&rt->buffers, (uintptr_t)buf, &o);
+    gb = st == GP_HANDLE_OK ? gm_remove_locked(&rt->buffers, (uintptr_t)buf) : nil;
+    if (gb != nil) rt->device_bytes -= gb->size;
+    pthread_mutex_unlock(&rt->mu);
+    if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_BUFFER, (uintptr_t)buf);
+    /* Command buffers still using it hold their own reference. */
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out,
+                                  void **out_ptr) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if (out == NULL || out_ptr == NULL)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "host_alloc: out or out_ptr is NULL");
+    if (size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "host_alloc: size is 0");
+    if (gm_alloc_fault(rt))
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY,
+                    "host_alloc: %llu bytes: injected failure (fail_alloc_nth)",
+                    (unsigned long long)size);
+    uint64_t page = (uint64_t)getpagesize();
+    if (size > UINT64_MAX - page || size > (uint64_t)SIZE_MAX / 2)
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: %llu bytes is too large",
+                    (unsigned long long)size);
+    size_t mapped = (size_t)((size + page - 1) / page * page);
+    void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+    if (p == MAP_FAILED)
+      return gm_with_vendor(gp_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: %llu bytes: mmap: %s",
+                                   (unsigned long long)size, strerror(errno)),
+                            errno);
+    GMHostMem *mem = [[GMHostMem alloc] init]; /* owns p from here on */
+    mem->ptr = p;
+    mem->mapped = mapped;
+    GMHostBuffer *hb = [[GMHostBuffer alloc] init];
+    hb->mem = mem;
+    hb->size = size;
+    uintptr_t hh;
+    if ((e = gm_insert(rt, &rt->hosts, hb, &hh, "host_alloc"))) return e;
+    pthread_mutex_lock(&rt->mu);
+    rt->host_bytes += size;
+    pthread_mutex_unlock(&rt->mu);
+    *out = (gpurt_host_buffer *)hh;
+    *out_ptr = p;
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_host_free(gpurt_runtime *h, gpurt_host_buffer *buf) {
+  if (buf == NULL) return NULL;
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    pthread_mutex_lock(&rt->mu);
+    void *o = NULL;
+    int st = gp_table_lookup(&rt->hosts, (uintptr_t)buf, &o);
+    GMHostBuffer *hb = st == GP_HANDLE_OK ? gm_remove_locked(&rt->hosts, (uintptr_t)buf) : nil;
+    if (hb != nil) rt->host_bytes -= hb->size;
+    pthread_mutex_unlock(&rt->mu);
+    if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_HOST_BUFFER, (uintptr_t)buf);
+    /* The memory is unmapped when the last MTLBuffer wrapping it (held by an
+     * in-flight command buffer, if any) is released. */
+    return NULL;
+  }
+}
+
+/* ---- streams ------------------------------------------------------------------------------ */
+
+gpurt_error *gm_stream_begin(GMStream *s, id<MTLCommandBuffer> __strong *out) {
+  gpurt_error *e = gm_check_lost(s->device);
+  if (e) return e;
+  pthread_mutex_lock(&s->enc);
+  id<MTLCommandBuffer> cb = [s->queue commandBuffer];
+  if (cb == nil) {
+    pthread_mutex_unlock(&s->enc);
+    return gp_err(GPURT_ERR_INTERNAL, "device %u: could not make a command buffer",
+                  s->device->index);
+  }
+  pthread_mutex_lock(&s->mu);
+  uint64_t prev = s->committed;
+  pthread_mutex_unlock(&s->mu);
+  /* Strict stream order, whatever resources the work touches. */
+  if (prev > 0) [cb encodeWaitForEvent:s->timeline value:prev];
+  *out = cb;
+  return NULL;
+}
+
+void gm_stream_abort(GMStream *s) { pthread_mutex_unlock(&s->enc); }
+
+void gm_stream_commit(GMStream *s, id<MTLCommandBuffer> cb, NSString *what,
+                      GMEvent *signal_event, uint64_t signal_value) {
+  uint64_t seq;
+  pthread_mutex_lock(&s->mu);
+  seq = ++s->committed;
+  pthread_mutex_unlock(&s->mu);
+  cb.label = what;
+  if (signal_event != nil) [cb encodeSignalEvent:signal_event->ev value:signal_value];
+  [cb encodeSignalEvent:s->timeline value:seq];
+  GMStream *st = s; /* the handler keeps the stream alive until it runs */
+  id<MTLSharedEvent> timeline = s->timeline;
+  GMDevice *dev = s->device;
+  GMEvent *sev = signal_event;
+  [cb addCompletedHandler:^(id<MTLCommandBuffer> done) {
+    gpurt_error *err = NULL;
+    if (done.status == MTLCommandBufferStatusError) {
+      NSError *ne = done.error;
+      if (ne.code == MTLCommandBufferErrorDeviceRemoved) {
+        gm_mark_lost(dev, "the device was removed");
+        err = gm_nserror(GPURT_ERR_DEVICE_LOST, ne, "device %u: %s: device removed",
+                         dev->index, what.UTF8String);
+      } else {
+        err = gm_nserror(GPURT_ERR_LAUNCH_FAILED, ne, "device %u: %s failed (MTLCommandBufferError %ld)",
+                         dev->index, what.UTF8String, (long)ne.code);
+      }
+      /* Work queued behind a failed command buffer must not wait forever. */
+      if (timeline.signaledValue < seq) timeline.signaledValue = seq;
+      if (sev != nil && sev->ev.signaledValue < signal_value)
+        sev->ev.signaledValue = signal_value;
+    }
+    if (sev != nil) {
+      uint64_t now = gm_now_ns();
+      pthread_mutex_lock(&sev->mu);
+      if (signal_value > sev->done) {
+        sev->done = signal_value;
+        sev->time_ns = now;
+      }
+      pthread_cond_broadcast(&sev->cv);
+      pthread_mutex_unlock(&sev->mu);
+    }
+    pthread_mutex_lock(&st->mu);
+    if (err != NULL) {
+      if (st->pending == NULL) st->pending = err;
+      else gp_error_destroy(err);
+    }
+    st->completed++;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+  }];
+  [cb commit];
+  pthread_mutex_unlock(&s->enc);
+}
+
+void gm_stream_wait(GMStream *s) {
+  pthread_mutex_lock(&s->mu);
+  uint64_t target = s->committed;
+  while (s->completed < target) pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+}
+
+gpurt_error *gm_stream_take_error(GMStream *s) {
+  pthread_mutex_lock(&s->mu);
+  gpurt_error *e = s->pending;
+  s->pending = NULL;
+  pthread_mutex_unlock(&s->mu);
+  return e;
+}
+
+static gpurt_error *gm_stream_create(gpurt_runtime *h, uint32_t device, gpurt_stream **out) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMDevice *d;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
+    if ((e = gm_device(rt, device, &d))) return e;
+    GMStream *s = [[GMStream alloc] init];
+    s->device = d;
+    s->queue = [d->dev newCommandQueue];
+    s->timeline = [d->dev newSharedEvent];
+    if (s->queue == nil || s->timeline == nil)
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY,
+                    "stream_create: device %u: no command queue or shared event", device);
+    s->queue.label = @"gpurt stream";
+    uintptr_t hs;
+    if ((e = gm_insert(rt, &rt->streams, s, &hs, "stream_create"))) return e;
+    *out = (gpurt_stream *)hs;
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_get_stream(GMRuntime *rt, gpurt_stream *h, GMStream *__strong *out) {
+  id o;
+  gpurt_error *e = gm_lookup(rt, &rt->streams, (uintptr_t)h, GP_KIND_STREAM, &o);
+  if (e) return e;
+  *out = o;
+  return NULL;
+}
+
+static gpurt_error *gm_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
+  if (sh == NULL) return NULL;
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMStream *s;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if ((e = gm_get_stream(rt, sh, &s))) return e;
+    gm_stream_wait(s);
+    pthread_mutex_lock(&rt->mu);
+    id gone = gm_remove_locked(&rt->streams, (uintptr_t)sh);
+    pthread_mutex_unlock(&rt->mu);
+    if (gone == nil) return gp_handle_error(GP_HANDLE_STALE, GP_KIND_STREAM, (uintptr_t)sh);
+    /* An error nobody synchronised for is still reported, once. */
+    return gm_stream_take_error(s);
+  }
+}
+
+static gpurt_error *gm_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMStream *s;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if ((e = gm_get_stream(rt, sh, &s))) return e;
+    gm_stream_wait(s);
+    e = gm_stream_take_error(s);
+    gpurt_error *lost = gm_check_lost(s->device);
+    if (lost != NULL) {
+      gp_error_destroy(e);
+      return lost;
+    }
+    return e;
+  }
+}
+
+static gpurt_error *gm_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMStream *s;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if ((e = gm_get_stream(rt, sh, &s))) return e;
+    pthread_mutex_lock(&s->mu);
+    int busy = s->completed < s->committed;
+    pthread_mutex_unlock(&s->mu);
+    if (busy) return gp_err(GPURT_ERR_NOT_READY, "stream has pending work");
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_get_event(GMRuntime *rt, gpurt_event *h, GMEvent *__strong *out) {
+  id o;
+  gpurt_error *e = gm_lookup(rt, &rt->events, (uintptr_t)h, GP_KIND_EVENT, &o);
+  if (e) return e;
+  *out = o;
+  return NULL;
+}
+
+static gpurt_error *gm_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMStream *s;
+    GMEvent *ev;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if ((e = gm_get_stream(rt, sh, &s))) return e;
+    if ((e = gm_get_event(rt, eh, &ev))) return e;
+    if (ev->device != s->device)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "stream_wait_event: the event is on device %u, the stream on device %u",
+                    ev->device->index, s->device->index);
+    pthread_mutex_lock(&ev->mu);
+    uint64_t v = ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    if (v == 0) return NULL; /* never recorded: nothing to wait for */
+    id<MTLCommandBuffer> cb;
+    if ((e = gm_stream_begin(s, &cb))) return e;
+    [cb encodeWaitForEvent:ev->ev value:v];
+    gm_stream_commit(s, cb, @"stream_wait_event", nil, 0);
+    return NULL;
+  }
+}
+
+/* ---- events ------------------------------------------------------------------------------------ */
+
+static gpurt_error *gm_event_create(gpurt_runtime *h, uint32_t device, uint32_t flags,
+                                    gpurt_event **out) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMDevice *d;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
+    if ((e = gm_device(rt, device, &d))) return e;
+    if (flags & ~GPURT_EVENT_TIMING)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: unknown flags %#x",
+                    flags & ~GPURT_EVENT_TIMING);
+    GMEvent *ev = [[GMEvent alloc] init];
+    ev->device = d;
+    ev->flags = flags;
+    ev->ev = [d->dev newSharedEvent];
+    if (ev->ev == nil)
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: device %u: no shared event", device);
+    uintptr_t he;
+    if ((e = gm_insert(rt, &rt->events, ev, &he, "event_create"))) return e;
+    *out = (gpurt_event *)he;
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_event_destroy(gpurt_runtime *h, gpurt_event *eh) {
+  if (eh == NULL) return NULL;
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    pthread_mutex_lock(&rt->mu);
+    void *o = NULL;
+    int st = gp_table_lookup(&rt->events, (uintptr_t)eh, &o);
+    id gone = st == GP_HANDLE_OK ? gm_remove_locked(&rt->events, (uintptr_t)eh) : nil;
+    pthread_mutex_unlock(&rt->mu);
+    (void)gone; /* in-flight records keep the event alive */
+    if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_EVENT, (uintptr_t)eh);
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMEvent *ev;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if ((e = gm_get_event(rt, eh, &ev))) return e;
+    if (sh == NULL) {
+      /* Default ordering: after all work on the device, recorded now. */
+      if ((e = gm_check_lost(ev->device))) return e;
+      gm_wait_device(rt, ev->device->index);
+      uint64_t now = gm_now_ns();
+      pthread_mutex_lock(&ev->mu);
+      uint64_t v = ++ev->recorded;
+      ev->ev.signaledValue = v;
+      ev->done = v;
+      ev->time_ns = now;
+      pthread_cond_broadcast(&ev->cv);
+      pthread_mutex_unlock(&ev->mu);
+      return NULL;
+    }
+    GMStream *s;
+    if ((e = gm_get_stream(rt, sh, &s))) return e;
+    if (ev->device != s->device)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "event_record: the event is on device %u, the stream on device %u",
+                    ev->device->index, s->device->index);
+    id<MTLCommandBuffer> cb;
+    if ((e = gm_stream_begin(s, &cb))) return e;
+    pthread_mutex_lock(&ev->mu);
+    uint64_t v = ++ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    gm_stream_commit(s, cb, @"event_record", ev, v);
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_event_query(gpurt_runtime *h, gpurt_event *eh) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMEvent *ev;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if ((e = gm_get_event(rt, eh, &ev))) return e;
+    pthread_mutex_lock(&ev->mu);
+    int pending = ev->done < ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    return pending ? gp_err(GPURT_ERR_NOT_READY, "event has not completed") : NULL;
+  }
+}
+
+static gpurt_error *gm_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMEvent *ev;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if ((e = gm_get_event(rt, eh, &ev))) return e;
+    pthread_mutex_lock(&ev->mu);
+    uint64_t target = ev->recorded;
+    while (ev->done < target) pthread_cond_wait(&ev->cv, &ev->mu);
+    pthread_mutex_unlock(&ev->mu);
+    return gm_check_lost(ev->device);
+  }
+}
+
+static gpurt_error *gm_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh,
+                                     double *out_ms) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    GMEvent *a, *b;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if (out_ms == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_elapsed: out_ms is NULL");
+    if ((e = gm_get_event(rt, sh, &a))) return e;
+    if ((e = gm_get_event(rt, eh, &b))) return e;
+    if (!(a->flags & GPURT_EVENT_TIMING) || !(b->flags & GPURT_EVENT_TIMING))
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "event_elapsed: both events need GPURT_EVENT_TIMING");
+    uint64_t ta = 0, tb = 0;
+    int ra, rb, da, db;
+    pthread_mutex_lock(&a->mu);
+    ra = a->recorded != 0;
+    da = a->done >= a->recorded;
+    ta = a->time_ns;
+    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_lock(&b->mu);
+    rb = b->recorded != 0;
+    db = b->done >= b->recorded;
+    tb = b->time_ns;
+    pthread_mutex_unlock(&b->mu);
+    if (!ra || !rb)
+      return gp_err(GPURT_ERR_FAILED_PRECONDITION, "event_elapsed: the %s event was never recorded",
+                    !ra ? "start" : "end");
+    if (!da || !db) return gp_err(GPURT_ERR_NOT_READY, "event_elapsed: an event has not completed");
+    /* Host times taken in the completion handlers of the recording command
+     * buffers (mach_absolute_time): same clock for both events. */
+    *out_ms = ((double)tb - (double)ta) / 1e6;
+    return NULL;
+  }
+}
+
+/* ---- copies --------------------------------------------------------------------------------------- */
+
+typedef struct gm_end {
+  int kind;           /* 0 none, 1 device, 2 pinned, 3 pageable */
+  GMBuffer *__unsafe_unretained buf; /* kept alive by the caller's strong local */
+  GMHostBuffer *__unsafe_unretained host;
+  uint8_t *ptr;       /* CPU address of the start of the range */
+  uint64_t offset;
+  uint64_t cap;       /* bytes of the allocation (device / pinned) */
+} gm_end;
+
+static gpurt_error *gm_resolve_end(GMRuntime *rt, const char *side, gpurt_buffer *bh,
+                                   gpurt_host_buffer *hh, void *ptr, uint64_t offset,
+                                   uint64_t size, gm_end *out, id __strong *keep) {
+  int n = (bh != NULL) + (hh != NULL) + (ptr != NULL);
+  if (n != 1)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "copy: %s needs exactly one of buffer, host buffer and pointer (%d given)",
+                  side, n);
+  gpurt_error *e;
+  memset(out, 0, sizeof *out);
+  out->offset = offset;
+  if (bh != NULL) {
+    id o;
+    if ((e = gm_lookup(rt, &rt->buffers, (uintptr_t)bh, GP_KIND_BUFFER, &o))) return e;
+    *keep = o;
+    out->kind = 1;
+    out->buf = o;
+    out->cap = out->buf->size;
+  } else if (hh != NULL) {
+    id o;
+    if ((e = gm_lookup(rt, &rt->hosts, (uintptr_t)hh, GP_KIND_HOST_BUFFER, &o))) return e;
+    *keep = o;
+    out->kind = 2;
+    out->host = o;
+    out->cap = out->host->size;
+  } else {
+    out->kind = 3;
+    out->ptr = ptr;
+    return NULL;
+  }
+  if (offset > out->cap || size > out->cap - offset)
+    return gp_err(GPURT_ERR_OUT_OF_RANGE,
+                  "copy: %s range [%llu, +%llu) is outside the %s of %llu bytes", side,
+                  (unsigned long long)offset, (unsigned long long)size,
+                  out->kind == 1 ? "buffer" : "host buffer", (unsigned long long)out->cap);
+  uint8_t *base = out->kind == 1 ? (uint8_t *)out->buf->buf.contents
+                                 : (uint8_t *)out->host->mem->ptr;
+  out->ptr = base + offset;
+  return NULL;
+}
+
+/* The MTLBuffer through which the GPU sees an endpoint on device d. */
+static id<MTLBuffer> gm_end_buffer(const gm_end *x, GMDevice *d) {
+  return x->kind == 1 ? x->buf->buf : gm_host_wrapper(x->host, d);
+}
+
+gpurt_error *gm_encode_1d(GMDevice *d, id<MTLCommandBuffer> cb, NSString *kernel,
+                          id<MTLBuffer> b0, uint64_t off0, id<MTLBuffer> b1,
+                          uint64_t off1, const void *scalar, size_t scalar_len,
+                          uint64_t n) {
+  id<MTLComputePipelineState> pso;
+  gpurt_error *e = gm_builtin_pso(d, kernel, &pso);
+  if (e) return e;
+  const uint64_t tg = 256;
+  uint64_t groups = (n + tg - 1) / tg;
+  if (groups > UINT32_MAX)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %llu elements is too many",
+                  kernel.UTF8String, (unsigned long long)n);
+  id<MTLComputeCommandEncoder> enc = [cb computeCommandEncoder];
+  if (enc == nil) return gp_err(GPURT_ERR_INTERNAL, "%s: no compute encoder", kernel.UTF8String);
+  [enc setComputePipelineState:pso];
+  uint32_t idx = 0;
+  [enc setBuffer:b0 offset:(NSUInteger)off0 atIndex:idx++];
+  if (b1 != nil) [enc setBuffer:b1 offset:(NSUInteger)off1 atIndex:idx++];
+  if (scalar != NULL) [enc setBytes:scalar length:scalar_len atIndex:idx++];
+  [enc setBytes:&n length:sizeof n atIndex:idx];
+  [enc dispatchThreadgroups:MTLSizeMake((NSUInteger)groups, 1, 1)
+      threadsPerThreadgroup:MTLSizeMake((NSUInteger)tg, 1, 1)];
+  [enc endEncoding];
+  return NULL;
+}
+
+static gpurt_error *gm_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    gpurt_copy_args a;
+    if ((e = gp_read_struct(&a, sizeof a, args, "copy args"))) return e;
+    int sync = (a.flags & GPURT_COPY_SYNC) != 0;
+    if (a.flags & ~GPURT_COPY_SYNC)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: unknown flags %#x", a.flags & ~GPURT_COPY_SYNC);
+    GMStream *s = nil;
+    if (a.stream != NULL && (e = gm_get_stream(rt, a.stream, &s))) return e;
+    if (!sync && s == nil)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "copy: an asynchronous copy (no GPURT_COPY_SYNC) needs a stream");
+    gm_end src, dst;
+    id keep_src, keep_dst;
+    if ((e = gm_resolve_end(rt, "destination", a.dst_buffer, a.dst_host, a.dst_ptr, a.dst_offset,
+                            a.size, &dst, &keep_dst)))
+      return e;
+    if ((e = gm_resolve_end(rt, "source", a.src_buffer, a.src_host, (void *)a.src_ptr,
+                            a.src_offset, a.size, &src, &keep_src)))
+      return e;
+    if (!sync && (src.kind == 3 || dst.kind == 3))
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "copy: pageable memory needs GPURT_COPY_SYNC (asynchronous copies take "
+                    "only pinned host buffers)");
+    if (s != nil) {
+      if ((dst.kind == 1 && dst.buf->device != s->device->index) ||
+          (src.kind == 1 && src.buf->device != s->device->index))
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "copy: a buffer is on another device than the stream (device %u)",
+                      s->device->index);
+    }
+    if (src.kind == 1 && (e = gm_check_lost(rt->devices[src.buf->device]))) return e;
+    if (dst.kind == 1 && (e = gm_check_lost(rt->devices[dst.buf->device]))) return e;
+    if (a.size == 0) return NULL;
+
+    if (sync) {
+      /* Order after earlier work, then copy with the CPU: every buffer is
+       * MTLStorageModeShared, so its contents are host-addressable. */
+      if (s != nil) {
+        gm_stream_wait(s);
+      } else {
+        if (src.kind == 1) gm_wait_device(rt, src.buf->device);
+        if (dst.kind == 1 && !(src.kind == 1 && src.buf->device == dst.buf->device))
+          gm_wait_device(rt, dst.buf->device);
+        if (src.kind != 1 && dst.kind != 1)
+          for (GMDevice *d in rt->devices) gm_wait_device(rt, d->index);
+      }
+      memmove(dst.ptr, src.ptr, (size_t)a.size);
+      return NULL;
+    }
+
+    GMDevice *d = s->device;
+    id<MTLBuffer> sb = gm_end_buffer(&src, d), db = gm_end_buffer(&dst, d);
+    if (sb == nil || db == nil)
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY,
+                    "copy: device %u could not map the pinned host buffer", d->index);
+    id<MTLCommandBuffer> cb;
+    if ((e = gm_stream_begin(s, &cb))) return e;
+    if (((a.src_offset | a.dst_offset | a.size) & 3u) == 0) {
+      id<MTLBlitCommandEncoder> blit = [cb blitCommandEncoder];
+      if (blit == nil) {
+        gm_stream_abort(s);
+        return gp_err(GPURT_ERR_INTERNAL, "copy: no blit encoder");
+      }
+      [blit copyFromBuffer:sb
+              sourceOffset:(NSUInteger)a.src_offset
+                  toBuffer:db
+         destinationOffset:(NSUInteger)a.dst_offset
+                      size:(NSUInteger)a.size];
+      [blit endEncoding];
+    } else if ((e = gm_encode_1d(d, cb, @"gpurt_copy_u8", db, a.dst_offset, sb, a.src_offset, NULL,
+                                 0, a.size))) {
+      gm_stream_abort(s);
+      return e;
+    }
+    gm_stream_commit(s, cb, @"copy", nil, 0);
+    return NULL;
+  }
+}
+
+static gpurt_error *gm_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    gpurt_memset_args a;
+    if ((e = gp_read_struct(&a, sizeof a, args, "memset args"))) return e;
+    GMStream *s = nil;
+    if (a.stream != NULL && (e = gm_get_stream(rt, a.stream, &s))) return e;
+    id o;
+    if ((e = gm_lookup(rt, &rt->buffers, (uintptr_t)a.buffer, GP_KIND_BUFFER, &o))) return e;
+    GMBuffer *b = o;
+    uint32_t es = a.element_size;
+    if (es != 1 && es != 2 && es != 4)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: element_size %u is not 1, 2 or 4", es);
+    if (a.offset % es != 0 || a.size % es != 0)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "memset: offset %llu and size %llu must be multiples of element_size %u",
+                    (unsigned long long)a.offset, (unsigned long long)a.size, es);
+    if (a.offset > b->size || a.size > b->size - a.offset)
+      return gp_err(GPURT_ERR_OUT_OF_RANGE,
+                    "memset: range [%llu, +%llu) is outside the buffer of %llu bytes",
+                    (unsigned long long)a.offset, (unsigned long long)a.size,
+                    (unsigned long long)b->size);
+    if (s != nil && s->device->index != b->device)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "memset: the buffer is on device %u, the stream on device %u", b->device,
+                    s->device->index);
+    GMDevice *d = rt->devices[b->device];
+    if ((e = gm_check_lost(d))) return e;
+    if (a.size == 0) return NULL;
+    uint32_t v32 = es == 1 ? (a.value & 0xffu) * 0x01010101u
+                 : es == 2 ? (a.value & 0xffffu) * 0x00010001u
+                           : a.value;
+    if (s == nil) {
+      gm_wait_device(rt, b->device);
+      uint8_t *p = (uint8_t *)b->buf.contents + a.offset;
+      if (es == 1) {
+        memset(p, (int)(v32 & 0xff), (size_t)a.size);
+      } else {
+        for (uint64_t i = 0; i < a.size; i += es) memcpy(p + i, &v32, es);
+      }
+      return NULL;
+    }
+    id<MTLCommandBuffer> cb;
+    if ((e = gm_stream_begin(s, &cb))) return e;
+    if (es == 1 && ((a.offset | a.size) & 3u) == 0) {
+      id<MTLBlitCommandEncoder> blit = [cb blitCommandEncoder];
+      if (blit == nil) {
+        gm_stream_abort(s);
+        return gp_err(GPURT_ERR_INTERNAL, "memset: no blit encoder");
+      }
+      [blit fillBuffer:b->buf range:NSMakeRange((NSUInteger)a.offset, (NSUInteger)a.size)
+                 value:(uint8_t)v32];
+      [blit endEncoding];
+    } else {
+      uint8_t v8 = (uint8_t)v32;
+      uint16_t v16 = (uint16_t)v32;
+      NSString *k = es == 1 ? @"gpurt_memset_u8" : es == 2 ? @"gpurt_memset_u16" : @"gpurt_memset_u32";
+      const void *pv = es == 1 ? (const void *)&v8 : es == 2 ? (const void *)&v16 : (const void *)&v32;
+      if ((e = gm_encode_1d(d, cb, k, b->buf, a.offset, nil, 0, pv, es, a.size / es))) {
+        gm_stream_abort(s);
+        return e;
+      }
+    }
+    gm_stream_commit(s, cb, @"memset", nil, 0);
+    return NULL;
+  }
+}
+
+/* ---- the table and the entry ----------------------------------------------------------------------------- */
+
+static const gpurt_api gm_api = {
+    .struct_size = sizeof(gpurt_api),
+    .abi_major = GPURT_ABI_MAJOR,
+    .abi_minor = GPURT_ABI_MINOR,
+    .error_get = gm_error_get,
+    .error_destroy = gm_error_destroy,
+    .plugin_info = gm_plugin_info,
+    .probe = gm_probe,
+    .shutdown = gm_shutdown,
+    .runtime_create = gm_runtime_create,
+    .runtime_destroy = gm_runtime_destroy,
+    .runtime_stats = gm_runtime_stats,
+    .runtime_control = gm_runtime_control,
+    .device_count = gm_device_count,
+    .device_info = gm_device_info,
+    .device_synchronize = gm_device_synchronize,
+    .buffer_alloc = gm_buffer_alloc,
+    .buffer_free = gm_buffer_free,
+    .host_alloc = gm_host_alloc,
+    .host_free = gm_host_free,
+    .copy = gm_copy,
+    .memset = gm_memset,
+    .stream_create = gm_stream_create,
+    .stream_destroy = gm_stream_destroy,
+    .stream_synchronize = gm_stream_synchronize,
+    .stream_query = gm_stream_query,
+    .stream_wait_event = gm_stream_wait_event,
+    .event_create = gm_event_create,
+    .event_destroy = gm_event_destroy,
+    .event_record = gm_event_record,
+    .event_query = gm_event_query,
+    .event_synchronize = gm_event_synchronize,
+    .event_elapsed = gm_event_elapsed,
+    .module_load = gm_module_load,
+    .module_unload = gm_module_unload,
+    .kernel_get = gm_kernel_get,
+    .kernel_info = gm_kernel_info,
+    .launch = gm_launch,
+    .gemm_plan_create = gm_gemm_plan_create,
+    .gemm_plan_destroy = gm_gemm_plan_destroy,
+    .gemm_run = gm_gemm_run,
+};
+
+/* No side effects: no Metal call, no allocation, no output. */
+GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
+  if (args == NULL || args->struct_size < offsetof(gpurt_negotiate_args, api) + sizeof(args->api))
+    return GPURT_ERR_INVALID_ARGUMENT;
+  args->plugin_abi_major = GPURT_ABI_MAJOR;
+  args->plugin_abi_minor = GPURT_ABI_MINOR;
+  args->api = NULL;
+  int has_msg = args->struct_size >= offsetof(gpurt_negotiate_args, message) + sizeof(args->message);
+  if (args->host_abi_major != GPURT_ABI_MAJOR) {
+    if (has_msg)
+      snprintf(args->message, sizeof args->message,
+               "metal: plugin ABI %u.%u, core ABI %u.%u: majors differ", GPURT_ABI_MAJOR,
+               GPURT_ABI_MINOR, args->host_abi_major, args->host_abi_minor);
+    return GPURT_ERR_ABI_MISMATCH;
+  }
+  if (has_msg) args->message[0] = 0;
+  args->api = &gm_api;
+  return GPURT_OK;
+}
