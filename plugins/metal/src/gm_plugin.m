@@ -278,7 +278,7 @@ static NSArray<id<MTLDevice>> *gm_all_devices(void) {
 
 /* The highest GPU family the device supports: "apple9" -> 9, "mac2" -> 2. */
 static uint32_t gm_family(id<MTLDevice> d, char *arch, size_t cap) {
-  for (int f = 1010; f >= 1001; f--) { /* MTLGPUFamilyApple1 .. Apple10 */
+  for (int f = 1009; f >= 1001; f--) { /* MTLGPUFamilyApple9 .. Apple1 */
     if ([d supportsFamily:(MTLGPUFamily)f]) {
       snprintf(arch, cap, "apple%d", f - 1000);
       return (uint32_t)(f - 1000);
