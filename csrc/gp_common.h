@@ -32,6 +32,9 @@ gpurt_error *gp_err(int32_t code, const char *fmt, ...) GP_PRINTF(2, 3);
 gpurt_error *gp_errv(int32_t code, const char *fmt, va_list ap);
 void gp_error_get(const gpurt_error *err, gpurt_error_info *out);
 void gp_error_destroy(gpurt_error *err);
+/* A new error with e's code and "<context>: <e's message without prefix>";
+ * consumes e. */
+gpurt_error *gp_err_wrap(gpurt_error *e, const char *fmt, ...) GP_PRINTF(2, 3);
 int32_t gp_error_code(const gpurt_error *err);
 
 /* ---- ABI structs --------------------------------------------------------- */
@@ -168,7 +171,9 @@ typedef struct gp_gemm_exec {
   const void *a, *b, *c;
   void *dd;
   const void *bias;
-  float scale_a, scale_b, scale_d;
+  /* fp8 per-tensor scales: f32 in device memory, read when the run
+   * executes; NULL = 1.0 */
+  const void *scale_ptr_a, *scale_ptr_b, *scale_ptr_d;
   double alpha, beta;
   int threads; /* worker threads to use, >= 1 */
 } gp_gemm_exec;

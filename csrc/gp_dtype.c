@@ -37,22 +37,29 @@ static float gp_decode_small(uint32_t mag, int mbits, int bias) {
 }
 
 float gp_f16_to_f32(uint16_t h) {
-  uint32_t s = (h >> 15) & 1, mag = h & 0x7fff;
-  float v;
-  if ((mag >> 10) == 0x1f) v = (mag & 0x3ff) ? NAN : INFINITY;
-  else v = gp_decode_small(mag, 10, 15);
-  return s ? -v : v;
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {
+    float v = (float)mant * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  if (exp == 0x1f) return gp_bits_f32(sign | 0x7f800000u | (mant << 13));
+  return gp_bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
 uint16_t gp_f32_to_f16(float f) {
-  uint32_t s = (gp_f32_bits(f) >> 31) << 15;
-  if (isnan(f)) return (uint16_t)(s | 0x7e00);
-  double a = fabs((double)f);
-  if (isinf(f)) return (uint16_t)(s | 0x7c00);
-  int of;
-  uint32_t m = gp_encode_small(a, 10, 15, 30, &of);
-  if (of) return (uint16_t)(s | 0x7c00);
-  return (uint16_t)(s | m);
+  uint32_t x = gp_f32_bits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return (uint16_t)(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520: inf */
+  if (x < 0x38800000u) { /* below the smallest normal: subnormal or zero */
+    float a = gp_bits_f32(x) * 0x1p24f; /* exact */
+    return (uint16_t)(sign | (uint16_t)rintf(a));
+  }
+  uint32_t odd = (x >> 13) & 1u;
+  x += 0xc8000fffu + odd; /* rebias by -112 and round to nearest even */
+  return (uint16_t)(sign | (x >> 13));
 }
 
 float gp_bf16_to_f32(uint16_t h) { return gp_bits_f32((uint32_t)h << 16); }
@@ -127,28 +134,30 @@ const char *gp_dtype_name(int32_t dtype) {
 }
 
 float gp_load(int32_t dtype, const void *base, uint64_t i) {
+  const unsigned char *p = base;
   switch (dtype) {
-    case GPURT_DTYPE_F32: return ((const float *)base)[i];
-    case GPURT_DTYPE_F16: return gp_f16_to_f32(((const uint16_t *)base)[i]);
-    case GPURT_DTYPE_BF16: return gp_bf16_to_f32(((const uint16_t *)base)[i]);
-    case GPURT_DTYPE_FP8_E4M3: return gp_e4m3_to_f32(((const uint8_t *)base)[i]);
-    case GPURT_DTYPE_FP8_E5M2: return gp_e5m2_to_f32(((const uint8_t *)base)[i]);
-    case GPURT_DTYPE_F64: return (float)((const double *)base)[i];
-    case GPURT_DTYPE_I8: return (float)((const int8_t *)base)[i];
-    case GPURT_DTYPE_U8: return (float)((const uint8_t *)base)[i];
-    case GPURT_DTYPE_I32: return (float)((const int32_t *)base)[i];
+    case GPURT_DTYPE_F32: { float v; memcpy(&v, p + i * 4, 4); return v; }
+    case GPURT_DTYPE_F16: { uint16_t v; memcpy(&v, p + i * 2, 2); return gp_f16_to_f32(v); }
+    case GPURT_DTYPE_BF16: { uint16_t v; memcpy(&v, p + i * 2, 2); return gp_bf16_to_f32(v); }
+    case GPURT_DTYPE_FP8_E4M3: return gp_e4m3_to_f32(p[i]);
+    case GPURT_DTYPE_FP8_E5M2: return gp_e5m2_to_f32(p[i]);
+    case GPURT_DTYPE_F64: { double v; memcpy(&v, p + i * 8, 8); return (float)v; }
+    case GPURT_DTYPE_I8: return (float)(int8_t)p[i];
+    case GPURT_DTYPE_U8: return (float)p[i];
+    case GPURT_DTYPE_I32: { int32_t v; memcpy(&v, p + i * 4, 4); return (float)v; }
     default: return 0;
   }
 }
 
 void gp_store(int32_t dtype, void *base, uint64_t i, float v) {
+  unsigned char *p = base;
   switch (dtype) {
-    case GPURT_DTYPE_F32: ((float *)base)[i] = v; break;
-    case GPURT_DTYPE_F16: ((uint16_t *)base)[i] = gp_f32_to_f16(v); break;
-    case GPURT_DTYPE_BF16: ((uint16_t *)base)[i] = gp_f32_to_bf16(v); break;
-    case GPURT_DTYPE_FP8_E4M3: ((uint8_t *)base)[i] = gp_f32_to_e4m3(v); break;
-    case GPURT_DTYPE_FP8_E5M2: ((uint8_t *)base)[i] = gp_f32_to_e5m2(v); break;
-    case GPURT_DTYPE_F64: ((double *)base)[i] = (double)v; break;
+    case GPURT_DTYPE_F32: memcpy(p + i * 4, &v, 4); break;
+    case GPURT_DTYPE_F16: { uint16_t u = gp_f32_to_f16(v); memcpy(p + i * 2, &u, 2); break; }
+    case GPURT_DTYPE_BF16: { uint16_t u = gp_f32_to_bf16(v); memcpy(p + i * 2, &u, 2); break; }
+    case GPURT_DTYPE_FP8_E4M3: p[i] = gp_f32_to_e4m3(v); break;
+    case GPURT_DTYPE_FP8_E5M2: p[i] = gp_f32_to_e5m2(v); break;
+    case GPURT_DTYPE_F64: { double d = v; memcpy(p + i * 8, &d, 8); break; }
     default: break;
   }
 }

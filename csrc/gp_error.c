@@ -43,6 +43,21 @@ gpurt_error *gp_err(int32_t code, const char *fmt, ...) {
   return e;
 }
 
+gpurt_error *gp_err_wrap(gpurt_error *e, const char *fmt, ...) {
+  if (e == NULL || e->is_static) return e;
+  char ctx[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  va_end(ap);
+  size_t plen = strlen(gp_plugin_prefix) + 2;
+  const char *body = e->len >= plen ? e->msg + plen : e->msg;
+  gpurt_error *w = gp_err(e->code, "%s: %s", ctx, body);
+  if (!w->is_static) w->vendor_code = e->vendor_code;
+  gp_error_destroy(e);
+  return w;
+}
+
 void gp_error_get(const gpurt_error *err, gpurt_error_info *out) {
   if (out == NULL || out->struct_size < sizeof(uint64_t)) return;
   gpurt_error_info info;

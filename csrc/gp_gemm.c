@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The reference GEMM: column-major as BLAS, op(A) m x k, op(B) k x n,
+ * f32 accumulation, multi-threaded over column blocks.
+ *
+ *   acc = sum_p op(A)[i,p] * op(B)[p,j]            (f32)
+ *   t   = alpha * scale_a * scale_b * acc + beta * C[i,j]
+ *   t   = t + bias[i]          (BIAS, BIAS_RELU, BIAS_GELU)
+ *   t   = max(t, 0) / gelu_tanh(t)   (RELU / GELU variants)
+ *   D[i,j] = round_to_d_type(scale_d * t)
+ *
+ * scale_d is applied last, as cuBLASLt does (it is the quantisation scale
+ * of an fp8 output). C is not read when beta == 0.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_common.h"
+
+static int gp_is_fp8(int32_t t) { return t == GPURT_DTYPE_FP8_E4M3 || t == GPURT_DTYPE_FP8_E5M2; }
+static int gp_is_float(int32_t t) {
+  return t == GPURT_DTYPE_F32 || t == GPURT_DTYPE_F16 || t == GPURT_DTYPE_BF16;
+}
+static int gp_has_bias(int32_t ep) {
+  return ep == GPURT_EPILOGUE_BIAS || ep == GPURT_EPILOGUE_BIAS_RELU || ep == GPURT_EPILOGUE_BIAS_GELU;
+}
+
+#define U(x) ((unsigned long long)(x))
+
+gpurt_error *gp_gemm_validate(const gpurt_gemm_desc *d) {
+  const char *pre = "gemm_plan_create";
+  if (d->m == 0 || d->n == 0 || d->k == 0)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %s is 0 (m=%llu n=%llu k=%llu; each must be >= 1)", pre,
+                  d->m == 0 ? "m" : d->n == 0 ? "n" : "k", U(d->m), U(d->n), U(d->k));
+  if (d->batch_count == 0)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_count is 0 (must be >= 1)", pre);
+  if (d->trans_a > 1 || d->trans_b > 1)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: trans_%s is %u (must be 0 or 1)", pre,
+                  d->trans_a > 1 ? "a" : "b", d->trans_a > 1 ? d->trans_a : d->trans_b);
+  /* Operand types. */
+  int32_t at = d->a_type, bt = d->b_type;
+  if (!gp_is_float(at) && !gp_is_fp8(at))
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: a_type %s (%d) is not supported (f32, f16, bf16, fp8_e4m3, "
+                  "fp8_e5m2)", pre, gp_dtype_name(at), at);
+  if (gp_is_fp8(at)) {
+    if (!gp_is_fp8(bt) || (at == GPURT_DTYPE_FP8_E5M2 && bt == GPURT_DTYPE_FP8_E5M2))
+      return gp_err(GPURT_ERR_UNSUPPORTED, "%s: b_type %s with a_type %s is not supported (fp8 pairs: "
+                    "e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3)", pre, gp_dtype_name(bt), gp_dtype_name(at));
+  } else if (bt != at) {
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: b_type %s with a_type %s is not supported (a_type and b_type "
+                  "must match)", pre, gp_dtype_name(bt), gp_dtype_name(at));
+  }
+  if (!gp_is_float(d->c_type))
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: c_type %s (%d) is not supported (f32, f16, bf16)", pre,
+                  gp_dtype_name(d->c_type), d->c_type);
+  if (!gp_is_float(d->d_type) && !(gp_is_fp8(d->d_type) && gp_is_fp8(at)))
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: d_type %s (%d) is not supported with a_type %s (f32, f16, bf16; "
+                  "fp8 only for fp8 operands)", pre, gp_dtype_name(d->d_type), d->d_type, gp_dtype_name(at));
+  if (d->compute_type < GPURT_COMPUTE_DEFAULT || d->compute_type > GPURT_COMPUTE_F16)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: compute_type %d is not supported", pre, d->compute_type);
+  if (d->epilogue < GPURT_EPILOGUE_NONE || d->epilogue > GPURT_EPILOGUE_BIAS_GELU)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: epilogue %d is not supported", pre, d->epilogue);
+  if (gp_has_bias(d->epilogue) && d->bias_type != d->d_type && d->bias_type != GPURT_DTYPE_F32)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: bias_type %s (%d) is not supported with d_type %s (bias_type "
+                  "must be d_type or f32)", pre, gp_dtype_name(d->bias_type), d->bias_type,
+                  gp_dtype_name(d->d_type));
+  /* Leading dimensions: at least the rows of the stored matrix. */
+  uint64_t ar = d->trans_a ? d->k : d->m, br = d->trans_b ? d->n : d->k;
+  if (d->lda < ar)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: lda %llu is below the %llu rows of stored A", pre,
+                  U(d->lda), U(ar));
+  if (d->ldb < br)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: ldb %llu is below the %llu rows of stored B", pre,
+                  U(d->ldb), U(br));
+  if (d->ldc < d->m)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: ldc %llu is below m = %llu", pre, U(d->ldc), U(d->m));
+  if (d->ldd < d->m)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: ldd %llu is below m = %llu", pre, U(d->ldd), U(d->m));
+  if (d->batch_count > 1) {
+    const int64_t st[4] = {d->stride_a, d->stride_b, d->stride_c, d->stride_d};
+    const char *nm[4] = {"stride_a", "stride_b", "stride_c", "stride_d"};
+    for (int i = 0; i < 4; i++)
+      if (st[i] < 0)
+        return gp_err(GPURT_ERR_UNSUPPORTED, "%s: %s is negative (%lld)", pre, nm[i], (long long)st[i]);
+    uint64_t dspan = gp_gemm_extent(d->m, d->n, d->ldd, 1, 0);
+    if ((uint64_t)d->stride_d < dspan)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: stride_d %lld is below the %llu elements one batch of D "
+                    "spans (batches of D would overlap)", pre, (long long)d->stride_d, U(dspan));
+  }
+  const uint32_t al[4] = {d->align_a, d->align_b, d->align_c, d->align_d};
+  const char *an[4] = {"align_a", "align_b", "align_c", "align_d"};
+  for (int i = 0; i < 4; i++)
+    if (al[i] & (al[i] - 1))
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %s %u is not a power of two", pre, an[i], al[i]);
+  return NULL;
+}
+
+static uint64_t gp_sat_mul(uint64_t a, uint64_t b) {
+  if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+  return a * b;
+}
+static uint64_t gp_sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+uint64_t gp_gemm_extent(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch, int64_t stride) {
+  if (rows == 0 || cols == 0 || batch == 0) return 0;
+  uint64_t one = gp_sat_add(gp_sat_mul(cols - 1, ld), rows);
+  if (batch > 1) one = gp_sat_add(one, gp_sat_mul(batch - 1, stride < 0 ? 0 : (uint64_t)stride));
+  return one;
+}
+
+typedef struct gp_gemm_job {
+  const gp_gemm_exec *e;
+  const float *at; /* op(A) row-major: at[i*k + p] */
+  const float *bc; /* op(B) column-major: bc[j*k + p] */
+  const void *c;
+  void *d;
+  float ab_scale, beta, sd;
+  uint64_t j0, j1;
+} gp_gemm_job;
+
+static float gp_gelu(float x) {
+  const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+  return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+static float gp_dot(const float *a, const float *b, uint64_t k) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  uint64_t p = 0;
+  for (; p + 8 <= k; p += 8)
+    for (int q = 0; q < 8; q++) s[q] += a[p + q] * b[p + q];
+  for (int q = 0; p < k; p++, q++) s[q] += a[p] * b[p];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+static void *gp_gemm_cols(void *arg) {
+  gp_gemm_job *jb = arg;
+  const gpurt_gemm_desc *d = &jb->e->d;
+  uint64_t m = d->m, k = d->k;
+  int ep = d->epilogue;
+  int bias = gp_has_bias(ep);
+  const uint64_t TI = 64;
+  for (uint64_t i0 = 0; i0 < m; i0 += TI) {
+    uint64_t i1 = i0 + TI < m ? i0 + TI : m;
+    for (uint64_t j = jb->j0; j < jb->j1; j++) {
+      const float *bcol = jb->bc + j * k;
+      for (uint64_t i = i0; i < i1; i++) {
+        float t = jb->ab_scale * gp_dot(jb->at + i * k, bcol, k);
+        if (jb->beta != 0.0f) t += jb->beta * gp_load(d->c_type, jb->c, j * d->ldc + i);
+        if (bias) t += gp_load(d->bias_type, jb->e->bias, i);
+        if (ep == GPURT_EPILOGUE_RELU || ep == GPURT_EPILOGUE_BIAS_RELU) t = t > 0.0f ? t : 0.0f;
+        else if (ep == GPURT_EPILOGUE_GELU || ep == GPURT_EPILOGUE_BIAS_GELU) t = gp_gelu(t);
+        gp_store(d->d_type, jb->d, j * d->ldd + i, jb->sd * t);
+      }
+    }
+  }
+  return NULL;
+}
+
+static float gp_scale(const void *p) {
+  if (p == NULL) return 1.0f;
+  float f;
+  memcpy(&f, p, 4);
+  return f;
+}
+
+void gp_gemm_run(const gp_gemm_exec *e) {
+  const gpurt_gemm_desc *d = &e->d;
+  uint64_t m = d->m, n = d->n, k = d->k;
+  float *at = malloc((size_t)(m * k) * sizeof *at);
+  float *bc = malloc((size_t)(k * n) * sizeof *bc);
+  if (at == NULL || bc == NULL) { /* cannot report from a worker; leave D */
+    free(at);
+    free(bc);
+    return;
+  }
+  float ab_scale = (float)e->alpha * gp_scale(e->scale_ptr_a) * gp_scale(e->scale_ptr_b);
+  float sd = gp_scale(e->scale_ptr_d);
+  size_t esa = gp_dtype_size(d->a_type), esb = gp_dtype_size(d->b_type);
+  size_t esc = gp_dtype_size(d->c_type), esd = gp_dtype_size(d->d_type);
+  for (uint64_t bt = 0; bt < d->batch_count; bt++) {
+    const unsigned char *a = (const unsigned char *)e->a + bt * (uint64_t)d->stride_a * esa;
+    const unsigned char *b = (const unsigned char *)e->b + bt * (uint64_t)d->stride_b * esb;
+    const unsigned char *c = e->c ? (const unsigned char *)e->c + bt * (uint64_t)d->stride_c * esc : NULL;
+    unsigned char *dd = (unsigned char *)e->dd + bt * (uint64_t)d->stride_d * esd;
+    /* op(A)[i,p] = trans_a ? A[p,i] : A[i,p], A[r,c] at c*lda + r. */
+    for (uint64_t i = 0; i < m; i++)
+      for (uint64_t p = 0; p < k; p++)
+        at[i * k + p] = gp_load(d->a_type, a, d->trans_a ? i * d->lda + p : p * d->lda + i);
+    for (uint64_t j = 0; j < n; j++)
+      for (uint64_t p = 0; p < k; p++)
+        bc[j * k + p] = gp_load(d->b_type, b, d->trans_b ? p * d->ldb + j : j * d->ldb + p);
+    uint64_t work = m * n * k;
+    int th = e->threads < 1 ? 1 : e->threads;
+    if ((uint64_t)th > n) th = (int)n;
+    if (work < (1u << 18)) th = 1;
+    if (th > 64) th = 64;
+    gp_gemm_job jobs[64];
+    pthread_t tids[64];
+    int threaded[64];
+    uint64_t per = (n + (uint64_t)th - 1) / (uint64_t)th;
+    for (int t = 0; t < th; t++) {
+      gp_gemm_job *jb = &jobs[t];
+      jb->e = e;
+      jb->at = at;
+      jb->bc = bc;
+      jb->c = c;
+      jb->d = dd;
+      jb->ab_scale = ab_scale;
+      jb->beta = (float)e->beta;
+      jb->sd = sd;
+      jb->j0 = (uint64_t)t * per < n ? (uint64_t)t * per : n;
+      jb->j1 = jb->j0 + per < n ? jb->j0 + per : n;
+      threaded[t] = t > 0 && jb->j0 < jb->j1 && pthread_create(&tids[t], NULL, gp_gemm_cols, jb) == 0;
+    }
+    for (int t = 0; t < th; t++)
+      if (!threaded[t]) gp_gemm_cols(&jobs[t]);
+    for (int t = 0; t < th; t++)
+      if (threaded[t]) pthread_join(tids[t], NULL);
+  }
+  free(at);
+  free(bc);
+}
