@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cu_internal.h — shared declarations of the CUDA plugin (libgpurt_cuda.so).
+ *
+ * The plugin never links against libcuda: every driver entry point is
+ * resolved with dlsym from dlopen("libcuda.so.1") into `cu_drv` below. The
+ * names come from cuda.h's own macros (cuMemAlloc -> cuMemAlloc_v2), so the
+ * symbol looked up is the one this header version means.
+ *
+ * Everything here is hidden; the one exported symbol is
+ * gpurt_plugin_negotiate (exports.map).
+ */
+#ifndef GPURT_CUDA_INTERNAL_H_
+#define GPURT_CUDA_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "gpurt.h"
+
+#define CU_HIDDEN __attribute__((visibility("hidden")))
+#define CU_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* The driver the embedded fatbin needs (nvcc 13.0 -> CUDA 13.0). */
+#define CU_REQUIRED_DRIVER 13000
+
+/* ---- driver entry points ---------------------------------------------- */
+
+/* Needed by probe (no context is created). */
+#define CU_PROBE_FUNCS(X)                                                      \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet)           \
+  X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute)               \
+  X(cuDeviceGetPCIBusId) X(cuGetErrorName) X(cuGetErrorString)
+
+/* Needed by a runtime. */
+#define CU_RUNTIME_FUNCS(X)                                                    \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                     \
+  X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemGetInfo)    \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost)                \
+  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync)         \
+  X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync)               \
+  X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async)  \
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)                  \
+  X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy)     \
+  X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                       \
+  X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload)                \
+  X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuLaunchKernel)
+
+/* Optional (NULL when the driver lacks them). */
+#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo)
+
+#define CU_FIELD(name) __typeof__(name) *p_##name;
+typedef struct cu_driver {
+  CU_PROBE_FUNCS(CU_FIELD)
+  CU_RUNTIME_FUNCS(CU_FIELD)
+  CU_OPTIONAL_FUNCS(CU_FIELD)
+} cu_driver;
+#undef CU_FIELD
+
+CU_HIDDEN extern cu_driver cu_drv;
+
+/* Loads libcuda.so.1 and runs cuInit once per process (bounded wait).
+ * Returns GPURT_PROBE_OK or a GPURT_PROBE_* reason with a line in why. */
+CU_HIDDEN int32_t cu_driver_ready(char *why, size_t cap, int *driver_version);
+/* "CUDA_ERROR_X (text)" for r; never NULL. */
+CU_HIDDEN void cu_result_text(CUresult r, char *buf, size_t cap);
+
+/* ---- errors ------------------------------------------------------------ */
+
+struct gpurt_error {
+  int32_t code;
+  int32_t is_static;
+  int64_t vendor_code;
+  uint64_t len;
+  char *msg;
+};
+
+/* "cuda: <message>", caller-owned; never NULL. */
+CU_HIDDEN gpurt_error *cu_err(int32_t code, const char *fmt, ...) CU_PRINTF(2, 3);
+CU_HIDDEN gpurt_error *cu_errv(int32_t code, int64_t vendor, const char *fmt,
+                               va_list ap);
+CU_HIDDEN gpurt_error *cu_errvendor(int32_t code, int64_t vendor,
+                                    const char *fmt, ...) CU_PRINTF(3, 4);
+CU_HIDDEN void cu_error_get(const gpurt_error *err, gpurt_error_info *out);
+CU_HIDDEN void cu_error_destroy(gpurt_error *err);
+
+/* struct_size-aware reading/writing of ABI structs. */
+CU_HIDDEN gpurt_error *cu_read_struct(void *local, size_t local_size,
+                                      const void *in, const char *what);
+CU_HIDDEN gpurt_error *cu_check_out(const void *out, const char *what);
+CU_HIDDEN void cu_write_struct(void *out, const void *local, size_t local_size);
+CU_HIDDEN void cu_strlcpy(char *dst, size_t cap, const char *src);
+
+/* ---- handle tables ----------------------------------------------------- */
+/*
+ * A handle is a number, never dereferenced: (serial << 24) | (slot + 1),
+ * where serial comes from one process-wide counter, so a freed handle, a
+ * handle of another table (another kind or another runtime) or garbage
+ * never matches a live slot. Lookups take no lock (the ABI forbids
+ * destroying a handle while another call uses it); insert and remove lock.
+ * Slots live in chunks that never move.
+ */
+#define CU_HT_CHUNK_BITS 10
+#define CU_HT_CHUNK (1u << CU_HT_CHUNK_BITS)
+#define CU_HT_MAX_CHUNKS 4096 /* 4 Mi live objects per table */
+
+typedef struct cu_slot {
+  _Atomic uint64_t handle; /* 0 when free */
+  void *_Atomic obj;
+  uint32_t next_free;
+} cu_slot;
+
+typedef struct cu_table {
+  pthread_mutex_t mu;
+  const char *kind; /* "buffer", ... for messages */
+  _Atomic(cu_slot *) chunks[CU_HT_MAX_CHUNKS];
+  _Atomic uint32_t nslots;
+  uint32_t free_head; /* UINT32_MAX when empty */
+  uint64_t live;
+} cu_table;
+
+CU_HIDDEN void cu_table_init(cu_table *t, const char *kind);
+CU_HIDDEN void cu_table_free(cu_table *t);
+/* 0 on success; -1 when full or out of memory. */
+CU_HIDDEN int cu_table_insert(cu_table *t, void *obj, uint64_t *out);
+CU_HIDDEN void *cu_table_lookup(const cu_table *t, uint64_t h);
+/* Removes h; returns its object or NULL when h is not live. */
+CU_HIDDEN void *cu_table_remove(cu_table *t, uint64_t h);
+/* Calls fn on every live object (under the table's lock). */
+CU_HIDDEN void cu_table_each(cu_table *t, void (*fn)(void *user, void *obj),
+                             void *user);
+CU_HIDDEN gpurt_error *cu_bad_handle(const cu_table *t, const void *h);
+
+/* ---- runtime objects --------------------------------------------------- */
+
+#define CU_NAME_CAP 128
+
+typedef struct cu_device {
+  uint32_t index;
+  CUdevice dev;
+  CUcontext ctx; /* the primary context, retained */
+  int cc_major, cc_minor, sm_count, max_threads, warp, integrated;
+  char name[GPURT_NAME_LEN];
+  char pci[32];
+  size_t total;
+  _Atomic int lost;             /* sticky: every later call fails */
+  pthread_mutex_t mu;           /* lost_msg, last_kernel, lazy cuBLASLt */
+  char lost_msg[640];
+  CUresult lost_code;
+  char last_kernel[CU_NAME_CAP]; /* the last kernel launched on any stream */
+  void *lt;                     /* cublasLtHandle_t, lazily (gemm.c) */
+} cu_device;
+
+typedef struct cu_runtime {
+  uint64_t self;
+  uint32_t ndev;
+  cu_device *devs;
+  cu_table buffers, hosts, streams, events, modules, kernels, plans;
+  _Atomic uint64_t device_bytes, host_bytes;
+  pthread_mutex_t mu; /* module kernel lists */
+} cu_runtime;
+
+typedef struct cu_buffer {
+  uint32_t dev;
+  CUdeviceptr ptr;
+  uint64_t size;
+} cu_buffer;
+
+typedef struct cu_host {
+  void *ptr;
+  uint64_t size;
+} cu_host;
+
+typedef struct cu_stream {
+  uint32_t dev;
+  CUstream s;
+  char last_kernel[CU_NAME_CAP];
+  pthread_mutex_t ws_mu;          /* lazy GEMM workspace */
+  _Atomic CUdeviceptr ws;
+  size_t ws_size;
+} cu_stream;
+
+typedef struct cu_event {
+  uint32_t dev;
+  CUevent ev;
+  uint32_t flags;
+  _Atomic int recorded;
+} cu_event;
+
+typedef struct cu_kernel cu_kernel;
+
+typedef struct cu_module {
+  uint32_t dev;
+  CUmodule mod;
+  int builtin;
+  char name[CU_NAME_CAP];
+  cu_kernel *kernels; /* list, under rt->mu */
+} cu_module;
+
+struct cu_kernel {
+  uint32_t dev;
+  uint64_t handle;
+  cu_module *module;
+  CUfunction fn;
+  char name[CU_NAME_CAP];
+  size_t name_len;
+  uint32_t num_params;
+  int params_known; /* num_params/sizes are known */
+  int kinds_known;  /* kinds are known (built-ins) */
+  int32_t kinds[GPURT_MAX_KERNEL_PARAMS];
+  uint32_t sizes[GPURT_MAX_KERNEL_PARAMS];
+  cu_kernel *next;
+};
+
+/* Looks up rt; NULL with *err set when it is not a live runtime. */
+CU_HIDDEN cu_runtime *cu_rt(gpurt_runtime *h, gpurt_error **err);
+/* Makes the device's primary context current on this thread and checks the
+ * device is not lost. NULL on success. */
+CU_HIDDEN gpurt_error *cu_enter(cu_runtime *rt, uint32_t dev);
+/* The error for a failed driver call `op` on device dev; records a sticky
+ * error (device lost). kernel: the kernel to name, or NULL. */
+CU_HIDDEN gpurt_error *cu_fail(cu_runtime *rt, uint32_t dev, CUresult r,
+                               const char *op, const char *kernel);
+CU_HIDDEN gpurt_error *cu_lost_error(cu_runtime *rt, uint32_t dev);
+/* Lazily allocates the stream's GEMM workspace (at least size bytes). */
+CU_HIDDEN gpurt_error *cu_stream_workspace(cu_runtime *rt, cu_stream *s,
+                                           size_t size, CUdeviceptr *out);
+/* Resolves a buffer view: handle, offset, bytes needed from offset. */
+CU_HIDDEN gpurt_error *cu_view(cu_runtime *rt, gpurt_buffer *b, uint64_t off,
+                               uint64_t bytes, uint32_t dev, const char *what,
+                               CUdeviceptr *out);
+
+/* ---- GEMM (gemm.c) -------------------------------------------------------- */
+
+CU_HIDDEN gpurt_error *cu_gemm_plan_create(gpurt_runtime *rt, uint32_t device,
+                                           const gpurt_gemm_desc *desc,
+                                           gpurt_gemm_plan **out);
+CU_HIDDEN gpurt_error *cu_gemm_plan_destroy(gpurt_runtime *rt,
+                                            gpurt_gemm_plan *p);
+CU_HIDDEN gpurt_error *cu_gemm_run(gpurt_runtime *rt, gpurt_stream *s,
+                                   gpurt_gemm_plan *p,
+                                   const gpurt_gemm_run_args *args);
+/* Frees a plan object (runtime teardown). */
+CU_HIDDEN void cu_gemm_plan_free(void *plan);
+/* Releases a device's cuBLASLt handle (runtime teardown). */
+CU_HIDDEN void cu_gemm_device_release(cu_device *d);
+
+/* ---- the embedded kernels (fatbin.S) ------------------------------------------ */
+
+CU_HIDDEN extern const unsigned char gpurt_cuda_fatbin[];
+CU_HIDDEN extern const uint64_t gpurt_cuda_fatbin_size;
+
+#endif /* GPURT_CUDA_INTERNAL_H_ */

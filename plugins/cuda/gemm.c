@@ -1,0 +1,633 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gemm.c — GEMM plans (ABI 1.1) on cuBLASLt.
+ *
+ * libcublasLt.so.13 is dlopen'ed on the first plan (GPURT_CUBLASLT_PATH
+ * first, then the library name, then the CUDA toolkit's usual folders); a
+ * host without it gets GPURT_ERR_UNAVAILABLE naming the library. A plan owns
+ * the matmul descriptor, the four layouts and the algorithm, chosen once by
+ * cublasLtMatmulAlgoGetHeuristic at plan creation; gemm_run only enqueues
+ * cublasLtMatmul on the stream with that algorithm and the stream's
+ * plugin-owned workspace (allocated on first use, freed with the stream).
+ *
+ * Semantics are gpurt.h's: column-major, D = alpha*op(A)*op(B) + beta*C,
+ * then the epilogue, with bias[m] per row of D.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+
+#include "cu_internal.h"
+
+#define CU_GEMM_WORKSPACE (32u << 20)
+
+#define LT_FUNCS(X)                                                            \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute)               \
+  X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)                 \
+  X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulPreferenceCreate)        \
+  X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)   \
+  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+#define LT_OPT_FUNCS(X) X(cublasLtGetStatusName) X(cublasLtGetStatusString)
+
+#define LT_FIELD(name) __typeof__(name) *p_##name;
+static struct {
+  LT_FUNCS(LT_FIELD)
+  LT_OPT_FUNCS(LT_FIELD)
+} lt;
+#undef LT_FIELD
+
+static pthread_mutex_t lt_mu = PTHREAD_MUTEX_INITIALIZER;
+static int lt_state; /* 0 untried, 1 loaded, -1 failed */
+static char lt_why[700];
+
+static int lt_load(char *why, size_t cap) {
+  pthread_mutex_lock(&lt_mu);
+  if (lt_state == 0) {
+    char tried[600] = "";
+    void *h = NULL;
+    const char *env = getenv("GPURT_CUBLASLT_PATH");
+    const char *cands[] = {env, "libcublasLt.so.13",
+#if defined(__aarch64__)
+                           "/usr/local/cuda/targets/sbsa-linux/lib/libcublasLt.so.13",
+#else
+                           "/usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13",
+#endif
+                           "/usr/local/cuda/lib64/libcublasLt.so.13"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && h == NULL; i++) {
+      if (cands[i] == NULL || cands[i][0] == 0) continue;
+      dlerror();
+      h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+      if (h == NULL && tried[0] == 0) {
+        const char *e = dlerror();
+        snprintf(tried, sizeof tried, "%s", e ? e : cands[i]);
+      }
+    }
+    if (h == NULL) {
+      snprintf(lt_why, sizeof lt_why,
+               "cuBLASLt unavailable: libcublasLt.so.13 not found (%s; also tried "
+               "/usr/local/cuda; set GPURT_CUBLASLT_PATH to its path)", tried);
+      lt_state = -1;
+    } else {
+      const char *missing = NULL;
+#define LT_RESOLVE(name)                                                  \
+  lt.p_##name = (__typeof__(lt.p_##name))dlsym(h, #name);                 \
+  if (lt.p_##name == NULL && missing == NULL) missing = #name;
+      LT_FUNCS(LT_RESOLVE)
+#undef LT_RESOLVE
+#define LT_RESOLVE_OPT(name) lt.p_##name = (__typeof__(lt.p_##name))dlsym(h, #name);
+      LT_OPT_FUNCS(LT_RESOLVE_OPT)
+#undef LT_RESOLVE_OPT
+      if (missing) {
+        snprintf(lt_why, sizeof lt_why, "cuBLASLt unusable: libcublasLt.so.13 has no %s",
+                 missing);
+        lt_state = -1;
+      } else {
+        lt_state = 1;
+      }
+    }
+  }
+  int ok = lt_state == 1;
+  if (!ok) cu_strlcpy(why, cap, lt_why);
+  pthread_mutex_unlock(&lt_mu);
+  return ok;
+}
+
+static void lt_status_text(cublasStatus_t s, char *buf, size_t cap) {
+  const char *n = lt.p_cublasLtGetStatusName ? lt.p_cublasLtGetStatusName(s) : NULL;
+  const char *t = lt.p_cublasLtGetStatusString ? lt.p_cublasLtGetStatusString(s) : NULL;
+  if (n && t)
+    snprintf(buf, cap, "%s (%s)", n, t);
+  else
+    snprintf(buf, cap, "cublasStatus_t %d", (int)s);
+}
+
+static int32_t lt_code(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_ALLOC_FAILED: return GPURT_ERR_OUT_OF_MEMORY;
+    case CUBLAS_STATUS_INVALID_VALUE: return GPURT_ERR_INVALID_ARGUMENT;
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+    case CUBLAS_STATUS_ARCH_MISMATCH: return GPURT_ERR_UNSUPPORTED;
+    case CUBLAS_STATUS_EXECUTION_FAILED: return GPURT_ERR_LAUNCH_FAILED;
+    case CUBLAS_STATUS_NOT_INITIALIZED: return GPURT_ERR_UNAVAILABLE;
+    default: return GPURT_ERR_INTERNAL;
+  }
+}
+
+static gpurt_error *lt_err(cublasStatus_t s, const char *op) {
+  char t[256];
+  lt_status_text(s, t, sizeof t);
+  return cu_errvendor(lt_code(s), s, "gemm: %s: %s", op, t);
+}
+
+/* The device's cuBLASLt handle, created on first use (context current). */
+static gpurt_error *lt_handle(cu_device *d, cublasLtHandle_t *out) {
+  pthread_mutex_lock(&d->mu);
+  if (d->lt == NULL) {
+    cublasLtHandle_t h = NULL;
+    cublasStatus_t s = lt.p_cublasLtCreate(&h);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      pthread_mutex_unlock(&d->mu);
+      return lt_err(s, "cublasLtCreate");
+    }
+    d->lt = h;
+  }
+  *out = (cublasLtHandle_t)d->lt;
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
+void cu_gemm_device_release(cu_device *d) {
+  if (d->lt != NULL && lt.p_cublasLtDestroy != NULL) lt.p_cublasLtDestroy(d->lt);
+  d->lt = NULL;
+}
+
+/* ---- plans ---------------------------------------------------------------- */
+
+typedef struct cu_plan {
+  uint32_t dev;
+  gpurt_gemm_desc d;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc, ld;
+  cublasLtMatmulAlgo_t algo;
+  size_t ws_needed;
+  uint64_t bytes_a, bytes_b, bytes_c, bytes_d, bytes_bias;
+  uint32_t align[4];
+  int fp8, has_bias, half_scale;
+  pthread_mutex_t mu; /* per-run pointer attributes + the matmul call */
+  const void *cur_bias, *cur_sa, *cur_sb, *cur_sd;
+} cu_plan;
+
+static const char *dt_name(int32_t t) {
+  switch (t) {
+    case GPURT_DTYPE_F32: return "f32";
+    case GPURT_DTYPE_F16: return "f16";
+    case GPURT_DTYPE_BF16: return "bf16";
+    case GPURT_DTYPE_F64: return "f64";
+    case GPURT_DTYPE_I8: return "i8";
+    case GPURT_DTYPE_I32: return "i32";
+    case GPURT_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case GPURT_DTYPE_FP8_E5M2: return "fp8_e5m2";
+    case GPURT_DTYPE_U8: return "u8";
+    default: return "invalid";
+  }
+}
+
+static size_t dt_size(int32_t t) {
+  switch (t) {
+    case GPURT_DTYPE_F32: return 4;
+    case GPURT_DTYPE_F16: case GPURT_DTYPE_BF16: return 2;
+    case GPURT_DTYPE_FP8_E4M3: case GPURT_DTYPE_FP8_E5M2: return 1;
+    default: return 0;
+  }
+}
+
+static int dt_cuda(int32_t t, cudaDataType_t *out) {
+  switch (t) {
+    case GPURT_DTYPE_F32: *out = CUDA_R_32F; return 1;
+    case GPURT_DTYPE_F16: *out = CUDA_R_16F; return 1;
+    case GPURT_DTYPE_BF16: *out = CUDA_R_16BF; return 1;
+    case GPURT_DTYPE_FP8_E4M3: *out = CUDA_R_8F_E4M3; return 1;
+    case GPURT_DTYPE_FP8_E5M2: *out = CUDA_R_8F_E5M2; return 1;
+    default: return 0;
+  }
+}
+
+static int is_fp8(int32_t t) {
+  return t == GPURT_DTYPE_FP8_E4M3 || t == GPURT_DTYPE_FP8_E5M2;
+}
+
+/* Bytes an operand spans: elem * ((batch-1)*stride + (cols-1)*ld + rows). */
+static int extent(uint64_t rows, uint64_t cols, uint64_t ldv, uint64_t batch,
+                  int64_t stride, size_t elem, uint64_t *out) {
+  unsigned __int128 e = (unsigned __int128)(cols - 1) * ldv + rows;
+  if (batch > 1) e += (unsigned __int128)(batch - 1) * (uint64_t)stride;
+  e *= elem;
+  if (e > UINT64_MAX) return 0;
+  *out = (uint64_t)e;
+  return 1;
+}
+
+static void plan_release(cu_plan *p) {
+  if (p->op) lt.p_cublasLtMatmulDescDestroy(p->op);
+  if (p->la) lt.p_cublasLtMatrixLayoutDestroy(p->la);
+  if (p->lb) lt.p_cublasLtMatrixLayoutDestroy(p->lb);
+  if (p->lc) lt.p_cublasLtMatrixLayoutDestroy(p->lc);
+  if (p->ld) lt.p_cublasLtMatrixLayoutDestroy(p->ld);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+void cu_gemm_plan_free(void *plan) { plan_release(plan); }
+
+#define UNSUP(...) cu_err(GPURT_ERR_UNSUPPORTED, "gemm_plan_create: " __VA_ARGS__)
+#define INVAL(...) cu_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: " __VA_ARGS__)
+
+/* Checks the descriptor; fills the derived fields of p. */
+static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p) {
+  if (d->m == 0) return INVAL("m is 0");
+  if (d->n == 0) return INVAL("n is 0");
+  if (d->k == 0) return INVAL("k is 0");
+  if (d->batch_count == 0) return INVAL("batch_count is 0 (must be >= 1)");
+  if (d->batch_count > INT32_MAX) return UNSUP("batch_count %llu exceeds 2^31-1",
+                                               (unsigned long long)d->batch_count);
+  if (d->trans_a > 1) return INVAL("trans_a is %u (0 or 1)", d->trans_a);
+  if (d->trans_b > 1) return INVAL("trans_b is %u (0 or 1)", d->trans_b);
+  const int32_t at = d->a_type, bt = d->b_type;
+  if (!dt_size(at)) return UNSUP("a_type %s", dt_name(at));
+  if (!dt_size(bt)) return UNSUP("b_type %s", dt_name(bt));
+  if (!dt_size(d->d_type)) return UNSUP("d_type %s", dt_name(d->d_type));
+  p->fp8 = is_fp8(at) || is_fp8(bt);
+  if (d->c_type == GPURT_DTYPE_INVALID)
+    d->c_type = is_fp8(d->d_type) ? GPURT_DTYPE_BF16 : d->d_type;
+  if (!dt_size(d->c_type) || is_fp8(d->c_type)) return UNSUP("c_type %s", dt_name(d->c_type));
+  if (p->fp8) {
+    if (!is_fp8(at) || !is_fp8(bt))
+      return UNSUP("%s: fp8 needs both a_type and b_type fp8 (got %s and %s)",
+                   is_fp8(at) ? "b_type" : "a_type", dt_name(at), dt_name(bt));
+    if (at == GPURT_DTYPE_FP8_E5M2 && bt == GPURT_DTYPE_FP8_E5M2)
+      return UNSUP("b_type: fp8_e5m2 x fp8_e5m2 is not supported by cuBLASLt");
+    if (dev->cc_major < 8 || (dev->cc_major == 8 && dev->cc_minor < 9))
+      return UNSUP("a_type %s: fp8 needs compute capability 8.9 or newer, device %u has %d.%d",
+                   dt_name(at), dev->index, dev->cc_major, dev->cc_minor);
+    if (d->trans_a != 1) return UNSUP("trans_a: fp8 in cuBLASLt needs trans_a=1 (TN layout)");
+    if (d->trans_b != 0) return UNSUP("trans_b: fp8 in cuBLASLt needs trans_b=0 (TN layout)");
+    if (!is_fp8(d->d_type) && d->c_type != d->d_type)
+      return UNSUP("c_type %s must equal d_type %s", dt_name(d->c_type), dt_name(d->d_type));
+    if (d->compute_type != GPURT_COMPUTE_DEFAULT && d->compute_type != GPURT_COMPUTE_F32)
+      return UNSUP("compute_type %d: fp8 accumulates in f32", d->compute_type);
+  } else {
+    if (bt != at) return UNSUP("b_type %s must equal a_type %s", dt_name(bt), dt_name(at));
+    if (is_fp8(d->d_type)) return UNSUP("d_type %s needs fp8 inputs", dt_name(d->d_type));
+    if (d->c_type != d->d_type)
+      return UNSUP("c_type %s must equal d_type %s", dt_name(d->c_type), dt_name(d->d_type));
+    if (at == GPURT_DTYPE_F32 && d->d_type != GPURT_DTYPE_F32)
+      return UNSUP("d_type %s with f32 inputs (d_type must be f32)", dt_name(d->d_type));
+    if (at != GPURT_DTYPE_F32 && d->d_type != at && d->d_type != GPURT_DTYPE_F32)
+      return UNSUP("d_type %s with %s inputs (d_type must be %s or f32)", dt_name(d->d_type),
+                   dt_name(at), dt_name(at));
+    if (at == GPURT_DTYPE_BF16 && dev->cc_major < 8)
+      return UNSUP("a_type bf16 needs compute capability 8.0, device has %d.%d",
+                   dev->cc_major, dev->cc_minor);
+  }
+  switch (d->compute_type) {
+    case GPURT_COMPUTE_DEFAULT:
+    case GPURT_COMPUTE_F32:
+    case GPURT_COMPUTE_F32_TF32:
+      break;
+    case GPURT_COMPUTE_F16:
+      if (at != GPURT_DTYPE_F16 || d->d_type != GPURT_DTYPE_F16)
+        return UNSUP("compute_type f16 needs f16 a/b/c/d (got %s and %s)", dt_name(at),
+                     dt_name(d->d_type));
+      p->half_scale = 1;
+      break;
+    default:
+      return INVAL("compute_type %d is unknown", d->compute_type);
+  }
+  if (d->epilogue < GPURT_EPILOGUE_NONE || d->epilogue > GPURT_EPILOGUE_BIAS_GELU)
+    return INVAL("epilogue %d is unknown", d->epilogue);
+  p->has_bias = d->epilogue == GPURT_EPILOGUE_BIAS || d->epilogue == GPURT_EPILOGUE_BIAS_RELU ||
+                d->epilogue == GPURT_EPILOGUE_BIAS_GELU;
+  if (p->has_bias) {
+    if (d->bias_type == GPURT_DTYPE_INVALID)
+      d->bias_type = is_fp8(d->d_type) ? GPURT_DTYPE_BF16 : d->d_type;
+    if (!dt_size(d->bias_type) || is_fp8(d->bias_type))
+      return UNSUP("bias_type %s", dt_name(d->bias_type));
+    p->bytes_bias = d->m * dt_size(d->bias_type);
+  }
+  /* Stored shapes. */
+  uint64_t ar = d->trans_a ? d->k : d->m, ac = d->trans_a ? d->m : d->k;
+  uint64_t br = d->trans_b ? d->n : d->k, bc = d->trans_b ? d->k : d->n;
+  if (d->lda < ar) return INVAL("lda %llu < %llu rows of A", (unsigned long long)d->lda,
+                                (unsigned long long)ar);
+  if (d->ldb < br) return INVAL("ldb %llu < %llu rows of B", (unsigned long long)d->ldb,
+                                (unsigned long long)br);
+  if (d->ldd < d->m) return INVAL("ldd %llu < m %llu", (unsigned long long)d->ldd,
+                                  (unsigned long long)d->m);
+  if (d->ldc == 0) d->ldc = d->ldd;
+  if (d->ldc < d->m) return INVAL("ldc %llu < m %llu", (unsigned long long)d->ldc,
+                                  (unsigned long long)d->m);
+  if (d->batch_count > 1) {
+    if (d->stride_a < 0) return INVAL("stride_a %lld is negative", (long long)d->stride_a);
+    if (d->stride_b < 0) return INVAL("stride_b %lld is negative", (long long)d->stride_b);
+    if (d->stride_c < 0) return INVAL("stride_c %lld is negative", (long long)d->stride_c);
+    if (d->stride_d < 0) return INVAL("stride_d %lld is negative", (long long)d->stride_d);
+  }
+  if (!extent(ar, ac, d->lda, d->batch_count, d->stride_a, dt_size(at), &p->bytes_a) ||
+      !extent(br, bc, d->ldb, d->batch_count, d->stride_b, dt_size(bt), &p->bytes_b) ||
+      !extent(d->m, d->n, d->ldc, d->batch_count, d->stride_c, dt_size(d->c_type), &p->bytes_c) ||
+      !extent(d->m, d->n, d->ldd, d->batch_count, d->stride_d, dt_size(d->d_type), &p->bytes_d))
+    return INVAL("the operands span more than 2^64 bytes");
+  uint32_t al[4] = {d->align_a, d->align_b, d->align_c, d->align_d};
+  static const char *aln[4] = {"align_a", "align_b", "align_c", "align_d"};
+  for (int i = 0; i < 4; i++) {
+    if (al[i] == 0) al[i] = 1;
+    if (al[i] & (al[i] - 1)) return INVAL("%s %u is not a power of two", aln[i], al[i]);
+    if (al[i] > 256) al[i] = 256;
+    p->align[i] = al[i];
+  }
+  return NULL;
+}
+
+static gpurt_error *layout(cublasLtMatrixLayout_t *out, int32_t type, uint64_t rows,
+                           uint64_t cols, uint64_t ldv, uint64_t batch, int64_t stride) {
+  cudaDataType_t ct = CUDA_R_32F;
+  dt_cuda(type, &ct);
+  cublasStatus_t s = lt.p_cublasLtMatrixLayoutCreate(out, ct, rows, cols, (int64_t)ldv);
+  if (s) return lt_err(s, "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    int32_t bc = (int32_t)batch;
+    s = lt.p_cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc,
+                                              sizeof bc);
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = lt.p_cublasLtMatrixLayoutSetAttribute(
+          *out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+    if (s) return lt_err(s, "cublasLtMatrixLayoutSetAttribute");
+  }
+  return NULL;
+}
+
+static gpurt_error *desc_set(cu_plan *p, cublasLtMatmulDescAttributes_t a, const void *v,
+                             size_t n, const char *what) {
+  cublasStatus_t s = lt.p_cublasLtMatmulDescSetAttribute(p->op, a, v, n);
+  return s ? lt_err(s, what) : NULL;
+}
+
+gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
+                                 const gpurt_gemm_desc *desc, gpurt_gemm_plan **out) {
+  gpurt_error *e = NULL;
+  cu_runtime *rt = cu_rt(h, &e);
+  if (!rt) return e;
+  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: out is NULL");
+  *out = NULL;
+  cu_plan *p = calloc(1, sizeof *p);
+  if (p == NULL) return cu_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: out of host memory");
+  pthread_mutex_init(&p->mu, NULL);
+  if ((e = cu_read_struct(&p->d, sizeof p->d, desc, "gemm desc"))) goto fail_early;
+  if ((e = cu_enter(rt, device))) goto fail_early;
+  if ((e = plan_validate(&rt->devs[device], &p->d, p))) goto fail_early;
+  char why[700];
+  if (!lt_load(why, sizeof why)) {
+    e = cu_err(GPURT_ERR_UNAVAILABLE, "gemm_plan_create: %s", why);
+    goto fail_early;
+  }
+  p->dev = device;
+  gpurt_gemm_desc *d = &p->d;
+  cublasLtHandle_t lh = NULL;
+  if ((e = lt_handle(&rt->devs[device], &lh))) goto fail;
+  cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+  cudaDataType_t st = CUDA_R_32F;
+  if (d->compute_type == GPURT_COMPUTE_F16) {
+    ct = CUBLAS_COMPUTE_16F;
+    st = CUDA_R_16F;
+  } else if (d->compute_type == GPURT_COMPUTE_F32_TF32 && d->a_type == GPURT_DTYPE_F32) {
+    ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  cublasStatus_t s = lt.p_cublasLtMatmulDescCreate(&p->op, ct, st);
+  if (s) {
+    e = lt_err(s, "cublasLtMatmulDescCreate");
+    goto fail;
+  }
+  int32_t ta = d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if ((e = desc_set(p, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta, "set TRANSA"))) goto fail;
+  if ((e = desc_set(p, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb, "set TRANSB"))) goto fail;
+  cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
+  switch (d->epilogue) {
+    case GPURT_EPILOGUE_BIAS: ep = CUBLASLT_EPILOGUE_BIAS; break;
+    case GPURT_EPILOGUE_RELU: ep = CUBLASLT_EPILOGUE_RELU; break;
+    case GPURT_EPILOGUE_BIAS_RELU: ep = CUBLASLT_EPILOGUE_RELU_BIAS; break;
+    case GPURT_EPILOGUE_GELU: ep = CUBLASLT_EPILOGUE_GELU; break;
+    case GPURT_EPILOGUE_BIAS_GELU: ep = CUBLASLT_EPILOGUE_GELU_BIAS; break;
+    default: break;
+  }
+  if (ep != CUBLASLT_EPILOGUE_DEFAULT &&
+      (e = desc_set(p, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep, "set EPILOGUE")))
+    goto fail;
+  if (p->has_bias) {
+    cudaDataType_t bt = CUDA_R_32F;
+    dt_cuda(d->bias_type, &bt);
+    int32_t bti = (int32_t)bt;
+    if ((e = desc_set(p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bti, sizeof bti,
+                      "set BIAS_DATA_TYPE")))
+      goto fail;
+  }
+  uint64_t ar = d->trans_a ? d->k : d->m, ac = d->trans_a ? d->m : d->k;
+  uint64_t br = d->trans_b ? d->n : d->k, bc = d->trans_b ? d->k : d->n;
+  if ((e = layout(&p->la, d->a_type, ar, ac, d->lda, d->batch_count, d->stride_a))) goto fail;
+  if ((e = layout(&p->lb, d->b_type, br, bc, d->ldb, d->batch_count, d->stride_b))) goto fail;
+  if ((e = layout(&p->lc, d->c_type, d->m, d->n, d->ldc, d->batch_count, d->stride_c))) goto fail;
+  if ((e = layout(&p->ld, d->d_type, d->m, d->n, d->ldd, d->batch_count, d->stride_d))) goto fail;
+  cublasLtMatmulPreference_t pref = NULL;
+  s = lt.p_cublasLtMatmulPreferenceCreate(&pref);
+  if (s) {
+    e = lt_err(s, "cublasLtMatmulPreferenceCreate");
+    goto fail;
+  }
+  uint64_t wsmax = CU_GEMM_WORKSPACE;
+  s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &wsmax, sizeof wsmax);
+  const cublasLtMatmulPreferenceAttributes_t alattr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+    s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, alattr[i], &p->align[i],
+                                                  sizeof p->align[i]);
+  if (s) {
+    lt.p_cublasLtMatmulPreferenceDestroy(pref);
+    e = lt_err(s, "cublasLtMatmulPreferenceSetAttribute");
+    goto fail;
+  }
+  cublasLtMatmulHeuristicResult_t res;
+  memset(&res, 0, sizeof res);
+  int found = 0;
+  s = lt.p_cublasLtMatmulAlgoGetHeuristic(lh, p->op, p->la, p->lb, p->lc, p->ld, pref, 1, &res,
+                                          &found);
+  lt.p_cublasLtMatmulPreferenceDestroy(pref);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    e = cu_errvendor(GPURT_ERR_UNSUPPORTED, s,
+                     "gemm_plan_create: cuBLASLt has no algorithm for a_type=%s b_type=%s "
+                     "c_type=%s d_type=%s compute_type=%d epilogue=%d bias_type=%s "
+                     "trans_a=%u trans_b=%u on device %u (sm_%d%d)",
+                     dt_name(d->a_type), dt_name(d->b_type), dt_name(d->c_type),
+                     dt_name(d->d_type), d->compute_type, d->epilogue,
+                     dt_name(d->bias_type), d->trans_a, d->trans_b, device,
+                     rt->devs[device].cc_major, rt->devs[device].cc_minor);
+    goto fail;
+  }
+  if (s) {
+    e = lt_err(s, "cublasLtMatmulAlgoGetHeuristic");
+    goto fail;
+  }
+  p->algo = res.algo;
+  p->ws_needed = res.workspaceSize;
+  uint64_t hv;
+  if (cu_table_insert(&rt->plans, p, &hv) != 0) {
+    e = cu_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: too many plans");
+    goto fail;
+  }
+  *out = (gpurt_gemm_plan *)(uintptr_t)hv;
+  return NULL;
+fail:
+  plan_release(p);
+  return e;
+fail_early:
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+  return e;
+}
+
+gpurt_error *cu_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {
+  gpurt_error *e = NULL;
+  cu_runtime *rt = cu_rt(h, &e);
+  if (!rt) return e;
+  if (ph == NULL) return NULL;
+  cu_plan *p = cu_table_remove(&rt->plans, (uint64_t)(uintptr_t)ph);
+  if (p == NULL) return cu_bad_handle(&rt->plans, ph);
+  plan_release(p);
+  return NULL;
+}
+
+static uint16_t f32_to_f16_bits(float f) {
+  /* Round to nearest even; overflow to inf; subnormals handled. */
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+  if (ax < 0x38800000u) {                                    /* subnormal half */
+    float a;
+    memcpy(&a, &ax, 4);
+    float scaled = a * 16777216.0f; /* 2^24: units of the smallest subnormal */
+    uint32_t q = (uint32_t)scaled;
+    float rem = scaled - (float)q;
+    if (rem > 0.5f || (rem == 0.5f && (q & 1))) q++;
+    return (uint16_t)(sign | q);
+  }
+  uint32_t m = ax + 0xc8000fffu + ((ax >> 13) & 1); /* rebias + RNE */
+  return (uint16_t)(sign | (m >> 13));
+}
+
+#define RUNERR(code, ...) cu_err(code, "gemm_run: " __VA_ARGS__)
+
+gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
+                         const gpurt_gemm_run_args *args) {
+  gpurt_error *e = NULL;
+  cu_runtime *rt = cu_rt(h, &e);
+  if (!rt) return e;
+  cu_stream *st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
+  if (st == NULL) return cu_bad_handle(&rt->streams, sh);
+  cu_plan *p = cu_table_lookup(&rt->plans, (uint64_t)(uintptr_t)ph);
+  if (p == NULL) return cu_bad_handle(&rt->plans, ph);
+  gpurt_gemm_run_args a;
+  if ((e = cu_read_struct(&a, sizeof a, args, "gemm run args"))) return e;
+  uint32_t dev = p->dev;
+  if (st->dev != dev)
+    return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "the plan is for device %u, the stream is on %u",
+                  dev, st->dev);
+  CUdeviceptr A, B, C, D, bias = 0, sa = 0, sb = 0, sd = 0;
+  if ((e = cu_view(rt, a.a, a.a_offset, p->bytes_a, dev, "gemm_run: a", &A))) return e;
+  if ((e = cu_view(rt, a.b, a.b_offset, p->bytes_b, dev, "gemm_run: b", &B))) return e;
+  if ((e = cu_view(rt, a.d, a.d_offset, p->bytes_d, dev, "gemm_run: d", &D))) return e;
+  if (a.c != NULL) {
+    if ((e = cu_view(rt, a.c, a.c_offset, p->bytes_c, dev, "gemm_run: c", &C))) return e;
+  } else {
+    if (a.beta != 0.0)
+      return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "c is NULL but beta is %g", a.beta);
+    C = D; /* never read when beta == 0 */
+  }
+  const CUdeviceptr ptrs[4] = {A, B, a.c ? C : 0, D};
+  static const char *names[4] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 4; i++)
+    if (ptrs[i] % p->align[i])
+      return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
+                    "%s (offset included) is not aligned to the plan's align_%s of %u bytes",
+                    names[i], names[i], p->align[i]);
+  if (p->has_bias) {
+    if (a.bias == NULL)
+      return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "bias is NULL but the epilogue adds a bias");
+    if ((e = cu_view(rt, a.bias, a.bias_offset, p->bytes_bias, dev, "gemm_run: bias", &bias)))
+      return e;
+  }
+  if (!p->fp8 && (a.scale_a || a.scale_b || a.scale_d))
+    return cu_err(GPURT_ERR_UNSUPPORTED, "gemm_run: %s: per-tensor scales need fp8 operands",
+                  a.scale_a ? "scale_a" : a.scale_b ? "scale_b" : "scale_d");
+  if (a.scale_a && (e = cu_view(rt, a.scale_a, a.scale_a_offset, 4, dev, "gemm_run: scale_a", &sa)))
+    return e;
+  if (a.scale_b && (e = cu_view(rt, a.scale_b, a.scale_b_offset, 4, dev, "gemm_run: scale_b", &sb)))
+    return e;
+  if (a.scale_d && (e = cu_view(rt, a.scale_d, a.scale_d_offset, 4, dev, "gemm_run: scale_d", &sd)))
+    return e;
+  CUdeviceptr ws = 0;
+  size_t ws_size = 0;
+  if (a.workspace != NULL) {
+    if (a.workspace_size < p->ws_needed)
+      return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
+                    "workspace_size %llu is below the %zu bytes the plan's algorithm needs",
+                    (unsigned long long)a.workspace_size, p->ws_needed);
+    if ((e = cu_view(rt, a.workspace, a.workspace_offset, a.workspace_size, dev,
+                     "gemm_run: workspace", &ws)))
+      return e;
+    ws_size = (size_t)a.workspace_size;
+  }
+  if ((e = cu_enter(rt, dev))) return e;
+  if (a.workspace == NULL && p->ws_needed > 0) {
+    if ((e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &ws))) return e;
+    ws_size = CU_GEMM_WORKSPACE;
+  }
+  cu_device *cd = &rt->devs[dev];
+  cublasLtHandle_t lh = (cublasLtHandle_t)cd->lt;
+  float alpha = (float)a.alpha, beta = (float)a.beta;
+  uint16_t halpha = 0, hbeta = 0;
+  const void *pa = &alpha, *pb = &beta;
+  if (p->half_scale) {
+    halpha = f32_to_f16_bits(alpha);
+    hbeta = f32_to_f16_bits(beta);
+    pa = &halpha;
+    pb = &hbeta;
+  }
+  int lock = p->has_bias || p->fp8;
+  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+  if (lock) {
+    pthread_mutex_lock(&p->mu);
+    const void *vb = (const void *)(uintptr_t)bias, *va = (const void *)(uintptr_t)sa,
+               *vbb = (const void *)(uintptr_t)sb, *vd = (const void *)(uintptr_t)sd;
+    if (p->has_bias && vb != p->cur_bias) {
+      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vb,
+                                              sizeof vb);
+      if (!s) p->cur_bias = vb;
+    }
+    if (p->fp8 && !s && va != p->cur_sa) {
+      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &va,
+                                              sizeof va);
+      if (!s) p->cur_sa = va;
+    }
+    if (p->fp8 && !s && vbb != p->cur_sb) {
+      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &vbb,
+                                              sizeof vbb);
+      if (!s) p->cur_sb = vbb;
+    }
+    if (p->fp8 && !s && is_fp8(p->d.d_type) && vd != p->cur_sd) {
+      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &vd,
+                                              sizeof vd);
+      if (!s) p->cur_sd = vd;
+    }
+    if (s) {
+      pthread_mutex_unlock(&p->mu);
+      return lt_err(s, "gemm_run: cublasLtMatmulDescSetAttribute");
+    }
+  }
+  s = lt.p_cublasLtMatmul(lh, p->op, pa, (const void *)(uintptr_t)A, p->la,
+                          (const void *)(uintptr_t)B, p->lb, pb, (const void *)(uintptr_t)C,
+                          p->lc, (void *)(uintptr_t)D, p->ld, &p->algo,
+                          (void *)(uintptr_t)ws, ws_size, (cudaStream_t)st->s);
+  if (lock) pthread_mutex_unlock(&p->mu);
+  if (s != CUBLAS_STATUS_SUCCESS) return lt_err(s, "gemm_run: cublasLtMatmul");
+  static const char kname[] = "cublasLtMatmul";
+  memcpy(st->last_kernel, kname, sizeof kname);
+  memcpy(cd->last_kernel, kname, sizeof kname);
+  return NULL;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# build_cuda.sh [--ci] [OUTDIR] — builds the CUDA plugin OUTDIR/libgpurt_cuda.so
+# (default OUTDIR: build/ in the repository root).
+#
+# The kernels (plugins/cuda/kernels.cu) are compiled by nvcc into ONE fatbin
+# (SASS for sm_80 and sm_90a, PTX for compute_90) that is embedded into the
+# library as data (plugins/cuda/fatbin.S, .incbin); the host code is C,
+# compiled with $CC (default cc), hidden visibility, a version script that
+# exports only gpurt_plugin_negotiate, and no link against libcuda or cudart
+# (libcuda.so.1 and libcublasLt.so.13 are dlopen'ed at run time).
+#
+# nvcc: $NVCC, else nvcc on PATH, else /usr/local/cuda/bin/nvcc, else the
+# CUDA 13.0 packages from PyPI installed into .cuda-venv/ (gitignored).
+#
+# --ci: what `make test` runs on a machine without a GPU. When the PyPI
+# packages cannot be installed it prints why and exits 0 (skipped); when they
+# install but the build fails it exits non-zero. Every build ends with the
+# checks: exported symbols (only gpurt_plugin_negotiate) and DT_NEEDED (only
+# the C library: libc, libm, libdl, libpthread, the dynamic loader).
+set -uo pipefail
+
+ci=0
+out=""
+for arg in "$@"; do
+  case "$arg" in
+    --ci) ci=1 ;;
+    -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
+    -*) echo "build_cuda.sh: unknown flag $arg" >&2; exit 2 ;;
+    *) out=$arg ;;
+  esac
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${out:-$root/build}
+cc=${CC:-cc}
+src=$root/plugins/cuda
+
+# The CUDA 13.0 line on PyPI (matches the GPU machine's driver 580 / CUDA 13.0).
+# nvidia-nvvm must be pinned too: nvidia-cuda-nvcc pulls the newest one
+# otherwise, whose cicc emits PTX that ptxas 13.0 rejects.
+pins=(
+  nvidia-cuda-nvcc==13.0.88
+  nvidia-nvvm==13.0.88
+  nvidia-cuda-crt==13.0.88
+  nvidia-cuda-runtime==13.0.96
+  nvidia-cuda-cccl==13.0.85
+  nvidia-cublas==13.1.0.3
+)
+
+say() { echo "build_cuda.sh: $*" >&2; }
+skip() {
+  echo "build_cuda.sh: SKIP: $*"
+  exit 0
+}
+die() {
+  say "FAILED: $*"
+  exit 1
+}
+
+# ---- find nvcc ---------------------------------------------------------------
+nvcc=${NVCC:-}
+if [ -z "$nvcc" ]; then
+  if command -v nvcc >/dev/null 2>&1; then
+    nvcc=$(command -v nvcc)
+  elif [ -x /usr/local/cuda/bin/nvcc ]; then
+    nvcc=/usr/local/cuda/bin/nvcc
+  fi
+fi
+if [ -z "$nvcc" ]; then
+  venv=$root/.cuda-venv
+  stamp=$venv/.gpurt-pins
+  want=$(printf '%s\n' "${pins[@]}")
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    py=${PYTHON:-python3}
+    command -v "$py" >/dev/null 2>&1 || {
+      [ $ci = 1 ] && skip "no nvcc and no $py to install the CUDA packages from PyPI"
+      die "no nvcc on PATH and no $py to install the CUDA packages from PyPI"
+    }
+    say "installing ${pins[*]} into $venv"
+    log=$(mktemp)
+    if ! { "$py" -m venv "$venv" &&
+           "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}"; } >"$log" 2>&1; then
+      reason=$(tail -n 15 "$log")
+      rm -f "$log"
+      [ $ci = 1 ] && skip "the CUDA packages could not be installed from PyPI (${pins[*]}):
+$reason"
+      die "pip install ${pins[*]} failed:
+$reason"
+    fi
+    rm -f "$log"
+    printf '%s\n' "${pins[@]}" >"$stamp"
+  fi
+  nvcc=$(find "$venv" -path '*/site-packages/nvidia/*/bin/nvcc' -type f 2>/dev/null | head -n 1)
+  [ -n "$nvcc" ] || die "the PyPI packages installed but no nvcc was found under $venv"
+fi
+[ -x "$nvcc" ] || die "nvcc at $nvcc is not executable"
+cudaroot=$(cd "$(dirname "$nvcc")/.." && pwd)
+inc=""
+for d in "$cudaroot/include" "$cudaroot/targets/x86_64-linux/include" \
+         "$cudaroot/targets/sbsa-linux/include"; do
+  if [ -f "$d/cuda.h" ]; then inc=$d; break; fi
+done
+[ -n "$inc" ] || die "no cuda.h next to $nvcc (looked in $cudaroot/include)"
+[ -f "$inc/cublasLt.h" ] || die "no cublasLt.h in $inc (install cuBLAS headers)"
+say "nvcc: $nvcc ($("$nvcc" --version | tail -n 2 | head -n 1))"
+
+# ---- build --------------------------------------------------------------------
+mkdir -p "$out" || die "cannot create $out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fatbin=$tmp/kernels.fatbin
+"$nvcc" --fatbin -O3 -std=c++17 \
+  -gencode arch=compute_80,code=sm_80 \
+  -gencode arch=compute_90a,code=sm_90a \
+  -gencode arch=compute_90,code=compute_90 \
+  -o "$fatbin" "$src/kernels.cu" || die "nvcc could not compile plugins/cuda/kernels.cu"
+
+cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
+        -Wno-unused-parameter -I"$root/abi" -I"$src" -isystem "$inc")
+"$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/fatbin.S" \
+  || die "could not assemble plugins/cuda/fatbin.S"
+objs=("$tmp/fatbin.o")
+for f in util driver plugin gemm; do
+  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$src/$f.c" || die "could not compile plugins/cuda/$f.c"
+  objs+=("$tmp/$f.o")
+done
+lib=$out/libgpurt_cuda.so
+"$cc" -shared -o "$lib.tmp" "${objs[@]}" \
+  -Wl,--version-script="$src/exports.map" -Wl,-z,noexecstack -Wl,-z,now \
+  -Wl,--no-undefined -Wl,--as-needed -ldl -lpthread || die "could not link $lib"
+mv -f "$lib.tmp" "$lib"
+
+# ---- checks ---------------------------------------------------------------------
+syms=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort -u)
+[ "$syms" = "gpurt_plugin_negotiate" ] ||
+  die "$lib exports more than gpurt_plugin_negotiate:
+$syms"
+needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+for n in $needed; do
+  case "$n" in
+    libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|ld-linux*) ;;
+    *) die "$lib needs $n (only the C library is allowed; libcuda is dlopen'ed)" ;;
+  esac
+done
+say "ok: $lib exports only gpurt_plugin_negotiate; DT_NEEDED: $(echo $needed)"
+echo "$lib"
