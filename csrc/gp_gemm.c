@@ -12,6 +12,9 @@
  * scale_d is applied last, as cuBLASLt does (it is the quantisation scale
  * of an fp8 output). C is not read when beta == 0.
  */
+#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
+#define _GNU_SOURCE /* clock_gettime, nanosleep, posix_memalign */
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>

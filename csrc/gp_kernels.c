@@ -2,6 +2,9 @@
 /* The built-in kernels of gpurt.h ("Built-in kernels"), executed on the CPU
  * thread by thread: i = blockIdx.x * blockDim.x + threadIdx.x, a thread with
  * i >= n does nothing, arithmetic in f32 rounded to T (nearest even). */
+#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
+#define _GNU_SOURCE /* clock_gettime, nanosleep, posix_memalign */
+#endif
 #include <string.h>
 #include <time.h>
 

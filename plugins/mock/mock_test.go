@@ -35,9 +35,9 @@ func exportedSymbols(t *testing.T, lib string) []string {
 		if len(f) == 0 {
 			continue
 		}
-		name := strings.TrimPrefix(f[len(f)-1], "_")
-		if runtime.GOOS == "darwin" {
-			name = strings.TrimPrefix(f[len(f)-1], "_")
+		name := f[len(f)-1]
+		if runtime.GOOS == "darwin" { // Mach-O symbols carry a leading underscore
+			name = strings.TrimPrefix(name, "_")
 		}
 		syms = append(syms, name)
 	}
@@ -50,25 +50,66 @@ func TestOnlyEntryExported(t *testing.T) {
 	require.Equal(t, []string{"gpurt_plugin_negotiate"}, exportedSymbols(t, lib))
 }
 
+// sanitizers lists the builds the selftest runs against: the plugin as
+// shipped, and (where the compiler supports it) plugin and selftest both
+// built with AddressSanitizer+UBSan and with ThreadSanitizer.
+var sanitizers = []struct {
+	name  string
+	flags string
+}{
+	{"plain", ""},
+	{"asan+ubsan", "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"},
+	{"tsan", "-fsanitize=thread"},
+}
+
+// supports reports whether cc can build and run a program with flags.
+func supports(t *testing.T, cc, flags string) bool {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "probe.c")
+	require.NoError(t, os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o600))
+	bin := filepath.Join(dir, "probe")
+	args := append(strings.Fields(flags), "-o", bin, src)
+	if err := exec.Command(cc, args...).Run(); err != nil {
+		return false
+	}
+	return exec.Command(bin).Run() == nil
+}
+
 // TestSelftest compiles plugins/mock/test/mock_selftest.c with `go env CC`
 // and runs it against the built plugin; it prints "N passed, M failed".
 func TestSelftest(t *testing.T) {
-	lib := testutil.MockPluginPath(t)
 	cc := testutil.CC(t)
 	root := testutil.RepoRoot(t)
-	bin := filepath.Join(t.TempDir(), "mock_selftest")
-	src := filepath.Join(root, "plugins", "mock", "test", "mock_selftest.c")
-	base := []string{"-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-Wall", "-Wextra",
-		"-I" + filepath.Join(root, "abi"), "-o", bin, src, "-lpthread", "-lm"}
-	if runtime.GOOS == "linux" {
-		base = append(base, "-ldl")
+	for _, sz := range sanitizers {
+		t.Run(sz.name, func(t *testing.T) {
+			lib := testutil.MockPluginPath(t)
+			if sz.flags != "" {
+				if !supports(t, cc, sz.flags) {
+					t.Skipf("%s does not support %s here", cc, sz.flags)
+				}
+				dir := t.TempDir()
+				cmd := exec.Command("bash", filepath.Join(root, "scripts", "build_mock.sh"), dir)
+				cmd.Env = append(os.Environ(), "CC="+cc, "GPURT_MOCK_CFLAGS="+sz.flags)
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, err, "building the %s plugin: %s", sz.name, out)
+				lib = filepath.Join(dir, "libgpurt_mock"+testutil.PluginExt())
+			}
+			bin := filepath.Join(t.TempDir(), "mock_selftest")
+			src := filepath.Join(root, "plugins", "mock", "test", "mock_selftest.c")
+			args := []string{"-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-Wall", "-Wextra", "-Werror"}
+			args = append(args, strings.Fields(sz.flags)...)
+			args = append(args, "-I"+filepath.Join(root, "abi"), "-o", bin, src, "-lpthread", "-lm")
+			if runtime.GOOS == "linux" {
+				args = append(args, "-ldl")
+			}
+			out, err := exec.Command(cc, args...).CombinedOutput()
+			require.NoError(t, err, "compiling the selftest: %s", out)
+			cmd := exec.Command(bin, lib)
+			cmd.Env = append(os.Environ(), "GPURT_MOCK_DELAY_US=20")
+			out, err = cmd.CombinedOutput()
+			t.Logf("%s", out)
+			require.NoError(t, err, "mock_selftest (%s) failed", sz.name)
+			require.Contains(t, string(out), " 0 failed")
+		})
 	}
-	out, err := exec.Command(cc, base...).CombinedOutput()
-	require.NoError(t, err, "compiling the selftest: %s", out)
-	cmd := exec.Command(bin, lib)
-	cmd.Env = append(os.Environ(), "GPURT_MOCK_DELAY_US=20")
-	out, err = cmd.CombinedOutput()
-	t.Logf("%s", out)
-	require.NoError(t, err, "mock_selftest failed")
-	require.Contains(t, string(out), " 0 failed")
 }

@@ -18,6 +18,9 @@
  * guards its queue; the runtime's `ev_mu` guards event records. Locks are
  * never nested except rt->mu -> (nothing) and s->mu -> (nothing).
  */
+#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
+#define _GNU_SOURCE /* clock_gettime, nanosleep, posix_memalign */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -291,12 +294,14 @@ static void *stream_main(void *arg) {
     else sched_yield();
     op_run(s, op);
 
+    /* A sync op belongs to its waiter once `finished` is set. */
+    int sync = op->sync;
     pthread_mutex_lock(&s->mu);
     s->pending--;
-    if (op->sync) op->finished = 1;
+    if (sync) op->finished = 1;
     pthread_cond_broadcast(&s->done_cv);
     pthread_mutex_unlock(&s->mu);
-    if (!op->sync) op_free(s->rt, op);
+    if (!sync) op_free(s->rt, op);
   }
   return NULL;
 }
