@@ -4,9 +4,9 @@
 # build_cuda.sh [--ci] [OUTDIR] — builds the CUDA plugin OUTDIR/libgpurt_cuda.so
 # (default OUTDIR: build/ in the repository root).
 #
-# The kernels (plugins/cuda/kernels.cu) are compiled by nvcc into ONE fatbin
+# The kernels (plugins/cuda/src/kernels.cu) are compiled by nvcc into ONE fatbin
 # (SASS for sm_80 and sm_90a, PTX for compute_90) that is embedded into the
-# library as data (plugins/cuda/fatbin.S, .incbin); the host code is C,
+# library as data (plugins/cuda/src/fatbin.S, .incbin); the host code is C,
 # compiled with $CC (default cc), hidden visibility, a version script that
 # exports only gpurt_plugin_negotiate, and no link against libcuda or cudart
 # (libcuda.so.1 and libcublasLt.so.13 are dlopen'ed at run time).
@@ -34,7 +34,7 @@ done
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${out:-$root/build}
 cc=${CC:-cc}
-src=$root/plugins/cuda
+src=$root/plugins/cuda/src
 
 # The CUDA 13.0 line on PyPI (matches the GPU machine's driver 580 / CUDA 13.0).
 # nvidia-nvvm must be pinned too: nvidia-cuda-nvcc pulls the newest one
@@ -114,15 +114,15 @@ fatbin=$tmp/kernels.fatbin
   -gencode arch=compute_80,code=sm_80 \
   -gencode arch=compute_90a,code=sm_90a \
   -gencode arch=compute_90,code=compute_90 \
-  -o "$fatbin" "$src/kernels.cu" || die "nvcc could not compile plugins/cuda/kernels.cu"
+  -o "$fatbin" "$src/kernels.cu" || die "nvcc could not compile plugins/cuda/src/kernels.cu"
 
 cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
         -Wno-unused-parameter -I"$root/abi" -I"$src" -isystem "$inc")
 "$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/fatbin.S" \
-  || die "could not assemble plugins/cuda/fatbin.S"
+  || die "could not assemble plugins/cuda/src/fatbin.S"
 objs=("$tmp/fatbin.o")
 for f in util driver plugin gemm; do
-  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$src/$f.c" || die "could not compile plugins/cuda/$f.c"
+  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$src/$f.c" || die "could not compile plugins/cuda/src/$f.c"
   objs+=("$tmp/$f.o")
 done
 lib=$out/libgpurt_cuda.so
