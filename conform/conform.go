@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package conform is the conformance suite: what "a backend works" means.
+// The same checks run in Go tests (on the mock) and in `gpurt conform` on
+// any plugin; a backend must pass them unchanged.
+//
+// Each check is named ("roundtrip/sizes", "gemm/bf16/bias_gelu", ...),
+// runs on fresh random data (never zeros), poisons outputs before running
+// so that unwritten elements show, and ends passed, failed (with a
+// message) or skipped (with the reason). A panic in a check is a failure,
+// not a crash of the suite.
+package conform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"runtime/debug"
+	"time"
+
+	"github.com/metrale/gpurt/core"
+)
+
+// Options tune a run.
+type Options struct {
+	// Quick shrinks the large checks (the large round trip, large GEMMs).
+	Quick bool
+	// Seed of the random data; 0 picks one from the clock (the result
+	// says which).
+	Seed uint64
+	// OpenRuntime opens a second runtime of the same plugin, for the
+	// cross-runtime and closed-runtime checks; nil skips them.
+	OpenRuntime func() (*core.Runtime, error)
+	// Filter runs only the checks whose name matches (nil: all).
+	Filter *regexp.Regexp
+	// Progress, when set, is called as each check ends.
+	Progress func(c Check)
+}
+
+// Check is one named check's outcome.
+type Check struct {
+	Name     string        `json:"name"`
+	Passed   bool          `json:"passed"`
+	Skipped  bool          `json:"skipped,omitempty"`
+	Message  string        `json:"message,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Result is a whole run.
+type Result struct {
+	Backend string  `json:"backend"`
+	Devices int     `json:"devices"`
+	Seed    uint64  `json:"seed"`
+	Quick   bool    `json:"quick"`
+	Checks  []Check `json:"checks"`
+	Passed  int     `json:"passed"`
+	Failed  int     `json:"failed"`
+	Skipped int     `json:"skipped"`
+}
+
+// OK reports whether no check failed.
+func (r *Result) OK() bool { return r.Failed == 0 }
+
+// Summary is the last line `gpurt conform` prints.
+func (r *Result) Summary() string { return fmt.Sprintf("%d passed, %d failed", r.Passed, r.Failed) }
+
+// errSkip marks a check skipped.
+type skipError struct{ reason string }
+
+func (e skipError) Error() string { return "skipped: " + e.reason }
+
+func skip(format string, args ...any) error { return skipError{fmt.Sprintf(format, args...)} }
+
+// env is what checks see.
+type env struct {
+	ctx  context.Context
+	rt   *core.Runtime
+	dev  *core.Device
+	opts Options
+	rng  *rand.Rand
+	seed uint64
+}
+
+type check struct {
+	name string
+	run  func(e *env) error
+}
+
+// registry, in run order; each file of checks adds its own.
+func checks() []check {
+	var cs []check
+	cs = append(cs, apiChecks()...)
+	cs = append(cs, misuseChecks()...)
+	cs = append(cs, dataChecks()...)
+	cs = append(cs, kernelChecks()...)
+	cs = append(cs, orderChecks()...)
+	cs = append(cs, concurrencyChecks()...)
+	cs = append(cs, gemmChecks()...)
+	return cs
+}
+
+// Run runs the suite on rt and returns every check's outcome. It does not
+// close rt. The last check compares the plugin's live counters with those
+// at the start (after Runtime.Trim): nothing may leak. Safe to call while
+// other goroutines use rt, but then the leak check may fail.
+func Run(ctx context.Context, rt *core.Runtime, opts Options) *Result {
+	seed := opts.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	res := &Result{Backend: rt.Backend(), Devices: rt.NumDevices(), Seed: seed, Quick: opts.Quick}
+	dev, err := rt.Device(0)
+	e := &env{ctx: ctx, rt: rt, dev: dev, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), seed: seed}
+	add := func(c Check) {
+		switch {
+		case c.Skipped:
+			res.Skipped++
+		case c.Passed:
+			res.Passed++
+		default:
+			res.Failed++
+		}
+		res.Checks = append(res.Checks, c)
+		if opts.Progress != nil {
+			opts.Progress(c)
+		}
+	}
+	if err != nil {
+		add(Check{Name: "devices", Message: err.Error()})
+		return res
+	}
+	_ = rt.Trim()
+	base, baseErr := rt.Stats()
+	_, builtinErr := dev.Module(core.BuiltinModuleName) // nil: the caller had it loaded
+	for _, c := range checks() {
+		if opts.Filter != nil && !opts.Filter.MatchString(c.name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			add(Check{Name: c.name, Skipped: true, Message: "skipped: " + ctx.Err().Error()})
+			continue
+		}
+		add(runOne(e, c))
+	}
+	// Leaks.
+	start := time.Now()
+	lc := Check{Name: "leaks"}
+	if baseErr != nil {
+		lc.Message = "stats at the start: " + baseErr.Error()
+	} else {
+		if builtinErr != nil { // the suite loaded it: unload it again
+			for _, d := range rt.Devices() {
+				if m, err := d.Module(core.BuiltinModuleName); err == nil {
+					_ = m.Unload()
+				}
+			}
+		}
+		if err := rt.Trim(); err != nil {
+			lc.Message = "trim: " + err.Error()
+		} else if now, err := rt.Stats(); err != nil {
+			lc.Message = "stats at the end: " + err.Error()
+		} else if now != base {
+			lc.Message = fmt.Sprintf("live objects at the start %+v, at the end %+v", base, now)
+		} else {
+			lc.Passed = true
+		}
+	}
+	lc.Duration = time.Since(start)
+	add(lc)
+	return res
+}
+
+func runOne(e *env, c check) (out Check) {
+	out.Name = c.name
+	start := time.Now()
+	defer func() {
+		out.Duration = time.Since(start)
+		if p := recover(); p != nil {
+			out.Passed = false
+			out.Message = fmt.Sprintf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	err := c.run(e)
+	var sk skipError
+	switch {
+	case err == nil:
+		out.Passed = true
+	case errors.As(err, &sk):
+		out.Skipped, out.Message = true, err.Error()
+	default:
+		out.Message = err.Error()
+	}
+	return out
+}
+
+// expect returns an error unless err matches want.
+func expect(what string, err, want error) error {
+	if err == nil {
+		return fmt.Errorf("%s: no error, want %v", what, want)
+	}
+	if !errors.Is(err, want) {
+		return fmt.Errorf("%s: %v, want an error wrapping %v", what, err, want)
+	}
+	return nil
+}
+
+// firstErr returns the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
