@@ -313,7 +313,12 @@ typedef struct gpurt_runtime_stats {
 /* A named integer control of the runtime (fault injection, tuning).
  * Unknown keys are GPURT_ERR_UNSUPPORTED naming the key. The mock knows:
  * "fail_alloc_nth" (the Nth allocation from now fails, 0 = off),
- * "fail_launch_nth", "lose_device" (device index to lose). */
+ * "fail_launch_nth" (likewise for launches), "lose_device" (device index
+ * to lose; irreversible for the runtime's life), "delay_us" (per-op delay
+ * of stream workers). On a lost device every call that would do work
+ * returns GPURT_ERR_DEVICE_LOST naming the cause; frees and destroys still
+ * release what they hold and succeed. A corrupted guard region found on
+ * free is GPURT_ERR_OUT_OF_RANGE naming the buffer (the buffer is freed). */
 typedef struct gpurt_control_args {
   uint64_t struct_size;
   const char *key; /* borrowed */
@@ -328,7 +333,9 @@ typedef struct gpurt_control_args {
  * stream NULL means the device's default ordering: the copy runs after all
  * work submitted earlier to any stream of the runtime on that device.
  * Without GPURT_COPY_SYNC the call only enqueues the copy on `stream`
- * (which must then be non-NULL). */
+ * (which must then be non-NULL). *_offset applies to *_buffer and *_host
+ * only: with a pageable *_ptr the offset must be 0 (the caller offsets the
+ * pointer itself). */
 typedef struct gpurt_copy_args {
   uint64_t struct_size;
   gpurt_stream *stream;
@@ -398,10 +405,15 @@ typedef struct gpurt_launch_args {
   const gpurt_kernel_arg *args; /* borrowed: num_args entries */
 } gpurt_launch_args;
 
-/* GEMM (1.1). Column-major, as BLAS: D = alpha * op(A) * op(B) + beta * C,
- * then the epilogue. op(A) is m x k, op(B) is k x n, C and D are m x n.
- * Leading dimensions and strides are in elements. A row-major caller swaps
- * A and B and m and n. */
+/* GEMM (1.1). Column-major, as BLAS. op(A) is m x k, op(B) is k x n, C and
+ * D are m x n. Leading dimensions and strides are in elements. A row-major
+ * caller swaps A and B and m and n. The result is (as cuBLASLt defines it)
+ *   D = scale_d * epilogue(alpha * scale_a * scale_b * op(A) op(B)
+ *                          + beta * C [+ bias])
+ * where the bias (m entries, one per row) is added before relu/gelu, and
+ * the scales (fp8 only; f32 in device memory; NULL = 1.0) are 1.0 for
+ * other types. C is not read when beta == 0 and may then be NULL; ldc is
+ * still validated (>= m). */
 typedef struct gpurt_gemm_desc {
   uint64_t struct_size;
   int32_t a_type, b_type, c_type, d_type; /* GPURT_DTYPE_* */
@@ -502,6 +514,8 @@ typedef struct gpurt_api {
   gpurt_error *(*event_create)(gpurt_runtime *rt, uint32_t device,
                                uint32_t flags, gpurt_event **out);
   gpurt_error *(*event_destroy)(gpurt_runtime *rt, gpurt_event *ev);
+  /* s NULL: the event completes once all work submitted earlier to the
+   * runtime's streams on the event's device has completed. */
   gpurt_error *(*event_record)(gpurt_runtime *rt, gpurt_event *ev,
                                gpurt_stream *s);
   /* NULL when complete (or never recorded), GPURT_ERR_NOT_READY if not. */
