@@ -45,7 +45,6 @@ func kernelChecks() []check {
 	return cs
 }
 
-
 func checkKernel(e *env, name string, t core.DType) error {
 	const n = 4099
 	kn, err := kernel(e.dev, name+"_"+t.String())

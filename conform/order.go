@@ -64,8 +64,8 @@ func orderChecks() []check {
 				s.Launch(ks["sleep_ns"], one, sleepArg(3*time.Millisecond)),
 				s.Launch(ks["fill_f32"], g, core.ArgBuffer(y), core.ArgF32(1.5), core.ArgU64(n)),
 				s.Launch(ks["sleep_ns"], one, sleepArg(3*time.Millisecond)),
-				s.Launch(ks["scale_f32"], g, core.ArgBuffer(z), core.ArgBuffer(y), core.ArgF32(2), core.ArgU64(n)), // z = 3
-				s.Launch(ks["axpy_f32"], g, core.ArgBuffer(y), core.ArgBuffer(z), core.ArgF32(1), core.ArgU64(n)), // y = 4.5
+				s.Launch(ks["scale_f32"], g, core.ArgBuffer(z), core.ArgBuffer(y), core.ArgF32(2), core.ArgU64(n)),  // z = 3
+				s.Launch(ks["axpy_f32"], g, core.ArgBuffer(y), core.ArgBuffer(z), core.ArgF32(1), core.ArgU64(n)),   // y = 4.5
 				s.Launch(ks["mul_f32"], g, core.ArgBuffer(w), core.ArgBuffer(y), core.ArgBuffer(z), core.ArgU64(n)), // w = 13.5
 				s.Launch(ks["sleep_ns"], one, sleepArg(3*time.Millisecond)),
 				s.CopyToPinned(out, w),
@@ -318,4 +318,3 @@ func constant(n int, v float64) []float64 {
 	}
 	return out
 }
-
