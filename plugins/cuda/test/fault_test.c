@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fault_test PLUGIN OOB_PTX — real GPU faults through the CUDA plugin (run
+ * by scripts/gpu_check.sh on the GPU machine).
+ *
+ * A user kernel (plugins/cuda/testdata/oob.cu, compiled to PTX) writes far
+ * out of bounds. The error must surface at the next synchronize with CUDA's
+ * error name and the kernel's name; the context is then in a sticky error
+ * state, so every later call touching the device answers
+ * GPURT_ERR_DEVICE_LOST naming the original error; frees still work; the
+ * process does not crash. After the runtime is destroyed (the primary
+ * context released), a new runtime works again.
+ *
+ * Prints "N passed, M failed"; exits 0 only when nothing failed.
+ */
+#include "harness.h"
+
+static gpurt_runtime *new_runtime(void) {
+  gpurt_runtime_create_args ca;
+  memset(&ca, 0, sizeof ca);
+  ca.struct_size = sizeof ca;
+  gpurt_runtime *rt = NULL;
+  OK(api->runtime_create(&ca, &rt));
+  return rt;
+}
+
+static gpurt_module *load_ptx(gpurt_runtime *rt, const char *ptx, size_t len) {
+  gpurt_module_load_args ml;
+  memset(&ml, 0, sizeof ml);
+  ml.struct_size = sizeof ml;
+  ml.format = GPURT_MODULE_PTX;
+  ml.data = ptx;
+  ml.data_len = len;
+  ml.name = "oob";
+  ml.name_len = 3;
+  gpurt_module *m = NULL;
+  OK(api->module_load(rt, &ml, &m));
+  return m;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: fault_test PLUGIN OOB_PTX\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IONBF, 0);
+  load_plugin(argv[1]);
+  size_t ptx_len = 0;
+  char *ptx = read_file(argv[2], &ptx_len);
+  if (ptx == NULL) {
+    printf("cannot read %s\n0 passed, 1 failed\n", argv[2]);
+    return 1;
+  }
+
+  gpurt_runtime *rt = new_runtime();
+  if (rt == NULL) return finish();
+  gpurt_stream *s = NULL, *s2 = NULL;
+  OK(api->stream_create(rt, 0, &s));
+  OK(api->stream_create(rt, 0, &s2));
+  gpurt_buffer *buf = NULL;
+  OK(api->buffer_alloc(rt, 0, 4096, &buf));
+  gpurt_module *m = load_ptx(rt, ptx, ptx_len);
+  gpurt_kernel *oob = NULL, *okk = NULL;
+  OK(api->kernel_get(rt, m, "oob_write", 9, &oob));
+  OK(api->kernel_get(rt, m, "ok_write", 8, &okk));
+
+  /* A working launch first. */
+  gpurt_kernel_arg okargs[2] = {arg_buf(buf, 0), arg_scalar(GPURT_ARG_U32, 4, 7)};
+  OK(launch1d(rt, s, okk, 1, 32, okargs, 2));
+  OK(api->stream_synchronize(rt, s));
+
+  /* The fault: p[1<<40] is 4 TiB past the buffer. */
+  gpurt_kernel_arg bad[2] = {arg_buf(buf, 0), arg_scalar(GPURT_ARG_U64, 8, 1ull << 40)};
+  char msg[1024];
+  int code = err_take(launch1d(rt, s, oob, 1, 32, bad, 2), msg, sizeof msg);
+  CHECK(code == 0, "the faulting launch itself is asynchronous: code %d %s", code, msg);
+  gpurt_error *e = api->stream_synchronize(rt, s);
+  gpurt_error_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  api->error_get(e, &info);
+  int64_t vendor = info.vendor_code;
+  code = err_take(e, msg, sizeof msg);
+  printf("first error: code %d vendor %lld: %s\n", code, (long long)vendor, msg);
+  CHECK(code == GPURT_ERR_LAUNCH_FAILED || code == GPURT_ERR_DEVICE_LOST,
+        "synchronize after the fault: code %d", code);
+  CHECK(strstr(msg, "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL, "names the CUDA error: %s", msg);
+  CHECK(strstr(msg, "oob_write") != NULL, "names the kernel: %s", msg);
+  CHECK(vendor == 700, "vendor_code is the CUresult 700, got %lld", (long long)vendor);
+
+  /* Everything touching the device now is DEVICE_LOST naming the error. */
+  gpurt_buffer *b2 = NULL;
+  ERR(api->buffer_alloc(rt, 0, 4096, &b2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  ERR(api->stream_synchronize(rt, s), GPURT_ERR_DEVICE_LOST, "oob_write");
+  ERR(api->stream_synchronize(rt, s2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  ERR(launch1d(rt, s2, okk, 1, 32, okargs, 2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  ERR(api->device_synchronize(rt, 0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  gpurt_device_info di;
+  memset(&di, 0, sizeof di);
+  di.struct_size = sizeof di;
+  ERR(api->device_info(rt, 0, &di), GPURT_ERR_DEVICE_LOST, "lost");
+  uint32_t word = 0;
+  gpurt_copy_args c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.flags = GPURT_COPY_SYNC;
+  c.size = 4;
+  c.src_buffer = buf;
+  c.dst_ptr = &word;
+  ERR(api->copy(rt, &c), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  gpurt_stream *s3 = NULL;
+  ERR(api->stream_create(rt, 0, &s3), GPURT_ERR_DEVICE_LOST, "lost");
+  gpurt_event *ev = NULL;
+  ERR(api->event_create(rt, 0, GPURT_EVENT_TIMING, &ev), GPURT_ERR_DEVICE_LOST, "lost");
+  /* Handle validation still comes first. */
+  ERR(api->buffer_free(rt, (gpurt_buffer *)(uintptr_t)0x1234), GPURT_ERR_INVALID_HANDLE, "buffer");
+
+  /* Frees still work, and the runtime goes away cleanly. */
+  OK(api->buffer_free(rt, buf));
+  (void)err_take(api->stream_destroy(rt, s), NULL, 0);
+  (void)err_take(api->stream_destroy(rt, s2), NULL, 0);
+  OK(api->module_unload(rt, m));
+  gpurt_runtime_stats st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  OK(api->runtime_stats(rt, &st));
+  CHECK(st.live_buffers == 0 && st.live_streams == 0 && st.live_modules == 0,
+        "nothing live after the frees: %llu buffers %llu streams %llu modules",
+        (unsigned long long)st.live_buffers, (unsigned long long)st.live_streams,
+        (unsigned long long)st.live_modules);
+  OK(api->runtime_destroy(rt));
+  ERR(api->runtime_stats(rt, &st), GPURT_ERR_INVALID_HANDLE, "runtime");
+
+  /* A new runtime gets a fresh primary context (the old one was released). */
+  rt = new_runtime();
+  if (rt != NULL) {
+    gpurt_buffer *b = NULL;
+    gpurt_stream *ns = NULL;
+    OK(api->buffer_alloc(rt, 0, 4096, &b));
+    OK(api->stream_create(rt, 0, &ns));
+    gpurt_module *m2 = load_ptx(rt, ptx, ptx_len);
+    gpurt_kernel *k2 = NULL;
+    OK(api->kernel_get(rt, m2, "ok_write", 8, &k2));
+    gpurt_kernel_arg a2[2] = {arg_buf(b, 0), arg_scalar(GPURT_ARG_U32, 4, 0x5eed)};
+    OK(launch1d(rt, ns, k2, 1, 32, a2, 2));
+    OK(api->stream_synchronize(rt, ns));
+    word = 0;
+    c.src_buffer = b;
+    OK(api->copy(rt, &c));
+    CHECK(word == 0x5eed, "a new runtime works after the fault: read %#x", word);
+    OK(api->runtime_destroy(rt));
+  }
+  free(ptx);
+  return finish();
+}

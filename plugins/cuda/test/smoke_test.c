@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * smoke_test PLUGIN OOB_PTX — the CUDA plugin's runtime surface on a real
+ * GPU, without Go (scripts/gpu_check.sh runs it before the fault test):
+ * probe, devices, memory and copies (pinned, pageable, 1 GiB), memset, the
+ * built-in kernels against CPU results, streams, events, a user PTX module,
+ * validation errors, many threads, and GEMM against a CPU reference.
+ * Prints "N passed, M failed".
+ */
+#include <math.h>
+#include <pthread.h>
+
+#include "harness.h"
+
+static gpurt_runtime *rt;
+static gpurt_module *bmod;
+
+static gpurt_kernel *kernel(const char *name) {
+  gpurt_kernel *k = NULL;
+  OK(api->kernel_get(rt, bmod, name, strlen(name), &k));
+  return k;
+}
+
+static void copy_h2d(gpurt_stream *s, gpurt_buffer *d, const void *src, uint64_t n) {
+  gpurt_copy_args c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.stream = s;
+  c.flags = GPURT_COPY_SYNC;
+  c.size = n;
+  c.dst_buffer = d;
+  c.src_ptr = src;
+  OK(api->copy(rt, &c));
+}
+
+static void copy_d2h(gpurt_stream *s, void *dst, gpurt_buffer *src, uint64_t n) {
+  gpurt_copy_args c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.stream = s;
+  c.flags = GPURT_COPY_SYNC;
+  c.size = n;
+  c.dst_ptr = dst;
+  c.src_buffer = src;
+  OK(api->copy(rt, &c));
+}
+
+static uint32_t f32bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t f32_to_bf16(float f) { /* RNE, finite inputs */
+  uint32_t u = f32bits(f);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { /* [-1, 1) */
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+/* ---- threads ---- */
+static int thread_ok[8];
+static void *worker(void *arg) {
+  int id = (int)(intptr_t)arg;
+  gpurt_stream *s = NULL;
+  gpurt_buffer *b = NULL;
+  if (err_take(api->stream_create(rt, 0, &s), NULL, 0)) return NULL;
+  if (err_take(api->buffer_alloc(rt, 0, 4096 * 4, &b), NULL, 0)) return NULL;
+  gpurt_kernel *k = NULL;
+  if (err_take(api->kernel_get(rt, bmod, "fill_f32", 8, &k), NULL, 0)) return NULL;
+  int good = 1;
+  for (int it = 0; it < 50 && good; it++) {
+    float v = (float)(id * 1000 + it);
+    gpurt_kernel_arg a[3] = {arg_buf(b, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(v)),
+                             arg_scalar(GPURT_ARG_U64, 8, 4096)};
+    if (err_take(launch1d(rt, s, k, 16, 256, a, 3), NULL, 0)) good = 0;
+    float out[4096];
+    gpurt_copy_args c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    c.stream = s;
+    c.flags = GPURT_COPY_SYNC;
+    c.size = sizeof out;
+    c.dst_ptr = out;
+    c.src_buffer = b;
+    if (err_take(api->copy(rt, &c), NULL, 0)) good = 0;
+    for (int i = 0; i < 4096 && good; i++)
+      if (out[i] != v) good = 0;
+  }
+  err_take(api->buffer_free(rt, b), NULL, 0);
+  err_take(api->stream_destroy(rt, s), NULL, 0);
+  thread_ok[id] = good;
+  return NULL;
+}
+
+/* ---- GEMM ---- */
+static void gemm_ref(int ta, int tb, int m, int n, int k, const float *A, int lda,
+                     const float *B, int ldb, float *D, int ldd, float alpha,
+                     const float *bias, int relu) {
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) {
+      double acc = 0;
+      for (int p = 0; p < k; p++) {
+        double a = ta ? A[p + (size_t)i * lda] : A[i + (size_t)p * lda];
+        double b = tb ? B[j + (size_t)p * ldb] : B[p + (size_t)j * ldb];
+        acc += a * b;
+      }
+      acc *= alpha;
+      if (bias) acc += bias[i];
+      if (relu && acc < 0) acc = 0;
+      D[i + (size_t)j * ldd] = (float)acc;
+    }
+}
+
+static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
+  /* f32, NN, bias+relu, odd sizes, lda > m. */
+  {
+    int m = 37, n = 29, k = 53, lda = 40, ldb = 53, ldd = 37;
+    float *A = malloc(sizeof(float) * lda * k), *B = malloc(sizeof(float) * ldb * n);
+    float *D = malloc(sizeof(float) * ldd * n), *R = malloc(sizeof(float) * ldd * n);
+    float bias[37];
+    for (int i = 0; i < lda * k; i++) A[i] = frand();
+    for (int i = 0; i < ldb * n; i++) B[i] = frand();
+    for (int i = 0; i < m; i++) bias[i] = frand();
+    gpurt_buffer *bA, *bB, *bD, *bb;
+    OK(api->buffer_alloc(rt, 0, sizeof(float) * lda * k, &bA));
+    OK(api->buffer_alloc(rt, 0, sizeof(float) * ldb * n, &bB));
+    OK(api->buffer_alloc(rt, 0, sizeof(float) * ldd * n, &bD));
+    OK(api->buffer_alloc(rt, 0, sizeof bias, &bb));
+    copy_h2d(s, bA, A, sizeof(float) * lda * k);
+    copy_h2d(s, bB, B, sizeof(float) * ldb * n);
+    copy_h2d(s, bb, bias, sizeof bias);
+    gpurt_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_F32;
+    d.compute_type = GPURT_COMPUTE_F32;
+    d.epilogue = GPURT_EPILOGUE_BIAS_RELU;
+    d.bias_type = GPURT_DTYPE_F32;
+    d.m = m; d.n = n; d.k = k;
+    d.lda = lda; d.ldb = ldb; d.ldc = ldd; d.ldd = ldd;
+    d.batch_count = 1;
+    d.align_a = d.align_b = d.align_c = d.align_d = 4;
+    gpurt_gemm_plan *p = NULL;
+    OK(api->gemm_plan_create(rt, 0, &d, &p));
+    gpurt_gemm_run_args r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    r.a = bA; r.b = bB; r.d = bD; r.bias = bb;
+    r.alpha = 0.5;
+    r.beta = 0;
+    OK(api->gemm_run(rt, s, p, &r));
+    OK(api->stream_synchronize(rt, s));
+    copy_d2h(s, D, bD, sizeof(float) * ldd * n);
+    gemm_ref(0, 0, m, n, k, A, lda, B, ldb, R, ldd, 0.5f, bias, 1);
+    double worst = 0;
+    for (int i = 0; i < ldd * n; i++) {
+      double e = fabs(D[i] - R[i]) / (fabs(R[i]) + 1e-3);
+      if (e > worst) worst = e;
+    }
+    CHECK(worst < 1e-4, "gemm f32 bias+relu: worst relative error %g", worst);
+    /* Out-of-range view and a freed buffer are errors. */
+    r.a_offset = 4;
+    ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_OUT_OF_RANGE, "gemm_run: a");
+    r.a_offset = 0;
+    OK(api->gemm_plan_destroy(rt, p));
+    ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_INVALID_HANDLE, "gemm plan");
+    api->buffer_free(rt, bA);
+    api->buffer_free(rt, bB);
+    api->buffer_free(rt, bD);
+    api->buffer_free(rt, bb);
+    free(A); free(B); free(D); free(R);
+  }
+  /* bf16 TN 256x192x320 -> f32 D, batch 2. */
+  {
+    int m = 256, n = 192, k = 320, batch = 2;
+    size_t sa = (size_t)k * m, sb = (size_t)k * n, sd = (size_t)m * n;
+    uint16_t *A = malloc(2 * sa * batch), *B = malloc(2 * sb * batch);
+    float *Af = malloc(4 * sa * batch), *Bf = malloc(4 * sb * batch);
+    float *D = malloc(4 * sd * batch), *R = malloc(4 * sd);
+    for (size_t i = 0; i < sa * batch; i++) { A[i] = f32_to_bf16(frand()); Af[i] = bf16_to_f32(A[i]); }
+    for (size_t i = 0; i < sb * batch; i++) { B[i] = f32_to_bf16(frand()); Bf[i] = bf16_to_f32(B[i]); }
+    gpurt_buffer *bA, *bB, *bD;
+    OK(api->buffer_alloc(rt, 0, 2 * sa * batch, &bA));
+    OK(api->buffer_alloc(rt, 0, 2 * sb * batch, &bB));
+    OK(api->buffer_alloc(rt, 0, 4 * sd * batch, &bD));
+    copy_h2d(s, bA, A, 2 * sa * batch);
+    copy_h2d(s, bB, B, 2 * sb * batch);
+    gpurt_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.a_type = d.b_type = GPURT_DTYPE_BF16;
+    d.c_type = d.d_type = GPURT_DTYPE_F32;
+    d.trans_a = 1;
+    d.m = m; d.n = n; d.k = k;
+    d.lda = k; d.ldb = k; d.ldc = m; d.ldd = m;
+    d.batch_count = batch;
+    d.stride_a = (int64_t)sa; d.stride_b = (int64_t)sb; d.stride_c = d.stride_d = (int64_t)sd;
+    d.align_a = d.align_b = d.align_c = d.align_d = 256;
+    gpurt_gemm_plan *p = NULL;
+    OK(api->gemm_plan_create(rt, 0, &d, &p));
+    gpurt_gemm_run_args r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    r.a = bA; r.b = bB; r.d = bD;
+    r.alpha = 1;
+    OK(api->gemm_run(rt, s, p, &r));
+    copy_d2h(s, D, bD, 4 * sd * batch);
+    double worst = 0;
+    for (int b = 0; b < batch; b++) {
+      gemm_ref(1, 0, m, n, k, Af + b * sa, k, Bf + b * sb, k, R, m, 1.0f, NULL, 0);
+      for (size_t i = 0; i < sd; i++) {
+        double e = fabs(D[b * sd + i] - R[i]) / (fabs(R[i]) + 1e-2);
+        if (e > worst) worst = e;
+      }
+    }
+    CHECK(worst < 1e-3, "gemm bf16 TN batched: worst relative error %g", worst);
+    OK(api->gemm_plan_destroy(rt, p));
+    /* fp8 needs TN: a plan with trans_a=0 names the field. */
+    if (di->flags & GPURT_DEVICE_FP8) {
+      d.a_type = d.b_type = GPURT_DTYPE_FP8_E4M3;
+      d.c_type = d.d_type = GPURT_DTYPE_BF16;
+      d.trans_a = 0;
+      d.lda = m;
+      d.batch_count = 1;
+      ERR(api->gemm_plan_create(rt, 0, &d, &p), GPURT_ERR_UNSUPPORTED, "trans_a");
+      d.trans_a = 1;
+      d.lda = k;
+      OK(api->gemm_plan_create(rt, 0, &d, &p));
+      OK(api->gemm_plan_destroy(rt, p));
+    }
+    api->buffer_free(rt, bA);
+    api->buffer_free(rt, bB);
+    api->buffer_free(rt, bD);
+    free(A); free(B); free(Af); free(Bf); free(D); free(R);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: smoke_test PLUGIN [OOB_PTX]\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IONBF, 0);
+  load_plugin(argv[1]);
+
+  gpurt_plugin_info pi;
+  memset(&pi, 0, sizeof pi);
+  pi.struct_size = sizeof pi;
+  OK(api->plugin_info(&pi));
+  CHECK(strcmp(pi.backend, "cuda") == 0 && pi.priority == 300, "plugin info %s %d", pi.backend,
+        pi.priority);
+
+  gpurt_device_info devs[4];
+  memset(devs, 0, sizeof devs);
+  for (int i = 0; i < 4; i++) devs[i].struct_size = sizeof devs[i];
+  gpurt_probe_args pa;
+  memset(&pa, 0, sizeof pa);
+  pa.struct_size = sizeof pa;
+  pa.devices = devs;
+  pa.device_capacity = 4;
+  OK(api->probe(&pa));
+  printf("probe: available=%u reason_code=%d count=%u: %s\n", pa.available, pa.reason_code,
+         pa.device_count, pa.reason);
+  CHECK(pa.available == 1 && pa.device_count >= 1, "probe says available");
+  if (!pa.available) return finish();
+  CHECK(strncmp(devs[0].arch, "sm_", 3) == 0 && devs[0].memory_total > 0, "device 0 %s %s",
+        devs[0].name, devs[0].arch);
+
+  gpurt_runtime_create_args ca;
+  memset(&ca, 0, sizeof ca);
+  ca.struct_size = sizeof ca;
+  OK(api->runtime_create(&ca, &rt));
+  if (rt == NULL) return finish();
+  gpurt_device_info di;
+  memset(&di, 0, sizeof di);
+  di.struct_size = sizeof di;
+  OK(api->device_info(rt, 0, &di));
+  printf("device 0: %s arch %s pci %s driver %s (%u) cc %u.%u sms %u mem %llu free %llu flags %#x\n",
+         di.name, di.arch, di.pci_bus_id, di.driver_version, di.driver_version_code,
+         di.compute_major, di.compute_minor, di.multiprocessor_count,
+         (unsigned long long)di.memory_total, (unsigned long long)di.memory_free, di.flags);
+  CHECK(di.memory_free > 0 && di.memory_free <= di.memory_total, "memory_free");
+  CHECK(strcmp(di.vendor, "NVIDIA") == 0, "vendor %s", di.vendor);
+
+  gpurt_stream *s = NULL;
+  OK(api->stream_create(rt, 0, &s));
+  gpurt_module_load_args ml;
+  memset(&ml, 0, sizeof ml);
+  ml.struct_size = sizeof ml;
+  ml.format = GPURT_MODULE_BUILTIN;
+  OK(api->module_load(rt, &ml, &bmod));
+
+  /* Built-ins, f32 exact. */
+  enum { N = 10000 };
+  static float x[N], y[N], out[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = frand() * 10;
+    y[i] = frand() * 10;
+  }
+  gpurt_buffer *bx, *by, *bz;
+  OK(api->buffer_alloc(rt, 0, sizeof x, &bx));
+  OK(api->buffer_alloc(rt, 0, sizeof y, &by));
+  OK(api->buffer_alloc(rt, 0, sizeof out, &bz));
+  copy_h2d(NULL, bx, x, sizeof x);
+  copy_h2d(s, by, y, sizeof y);
+  gpurt_kernel_info ki;
+  memset(&ki, 0, sizeof ki);
+  ki.struct_size = sizeof ki;
+  gpurt_kernel *kaxpy = kernel("axpy_f32");
+  OK(api->kernel_info(rt, kaxpy, &ki));
+  CHECK(ki.num_params == 4 && ki.param_kind[0] == GPURT_ARG_BUFFER &&
+            ki.param_kind[2] == GPURT_ARG_F32 && ki.param_size[3] == 8 &&
+            ki.max_threads_per_block >= 256,
+        "kernel_info axpy_f32: %u params, max threads %u", ki.num_params,
+        ki.max_threads_per_block);
+  float alpha = 1.75f;
+  gpurt_kernel_arg ax[4] = {arg_buf(bz, 0), arg_buf(bx, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(alpha)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  OK(launch1d(rt, s, kernel("scale_f32"), (N + 255) / 256, 256, ax, 4));
+  ax[1] = arg_buf(by, 0);
+  OK(launch1d(rt, s, kaxpy, (N + 255) / 256, 256, ax, 4)); /* z = a*y + z */
+  copy_d2h(s, out, bz, sizeof out);
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    float p = alpha * x[i];
+    float q = alpha * y[i];
+    float want = q + p;
+    if (out[i] != want) bad++;
+  }
+  CHECK(bad == 0, "scale_f32 then axpy_f32: %d of %d elements differ", bad, N);
+  gpurt_kernel_arg a3[4] = {arg_buf(bz, 0), arg_buf(bx, 0), arg_buf(by, 0), arg_scalar(GPURT_ARG_U64, 8, N)};
+  OK(launch1d(rt, s, kernel("mul_f32"), (N + 255) / 256, 256, a3, 4));
+  copy_d2h(s, out, bz, sizeof out);
+  bad = 0;
+  for (int i = 0; i < N; i++)
+    if (out[i] != x[i] * y[i]) bad++;
+  CHECK(bad == 0, "mul_f32: %d differ", bad);
+  /* bf16 add of exactly representable values; grid too small leaves the tail. */
+  {
+    static uint16_t hx[N], hy[N], hz[N];
+    for (int i = 0; i < N; i++) {
+      hx[i] = f32_to_bf16((float)(i % 64));
+      hy[i] = f32_to_bf16(1.5f);
+    }
+    copy_h2d(s, bx, hx, sizeof hx);
+    copy_h2d(s, by, hy, sizeof hy);
+    gpurt_memset_args ms;
+    memset(&ms, 0, sizeof ms);
+    ms.struct_size = sizeof ms;
+    ms.buffer = bz;
+    ms.size = sizeof hz;
+    ms.value = 0xffff;
+    ms.element_size = 2;
+    OK(api->memset(rt, &ms));
+    OK(launch1d(rt, s, kernel("add_bf16"), 8, 256, a3, 4)); /* 2048 threads only */
+    copy_d2h(s, hz, bz, sizeof hz);
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+      uint16_t want = i < 2048 ? f32_to_bf16((float)(i % 64) + 1.5f) : 0xffff;
+      if (hz[i] != want) bad++;
+    }
+    CHECK(bad == 0, "add_bf16 with a short grid + memset: %d differ", bad);
+  }
+  /* Validation errors. */
+  ERR(launch1d(rt, s, kaxpy, 1, 1, ax, 3), GPURT_ERR_INVALID_ARGUMENT, "takes 4");
+  ax[0].offset = sizeof out + 4;
+  ERR(launch1d(rt, s, kaxpy, 1, 1, ax, 4), GPURT_ERR_OUT_OF_RANGE, "argument 0");
+  ax[0].offset = 0;
+  ax[2].kind = GPURT_ARG_U32;
+  ERR(launch1d(rt, s, kaxpy, 1, 1, ax, 4), GPURT_ERR_INVALID_ARGUMENT, "wants f32");
+  ax[2].kind = GPURT_ARG_F32;
+  gpurt_kernel *nk = NULL;
+  ERR(api->kernel_get(rt, bmod, "nope", 4, &nk), GPURT_ERR_NOT_FOUND, "nope");
+  gpurt_buffer *huge = NULL;
+  ERR(api->buffer_alloc(rt, 0, 1ull << 50, &huge), GPURT_ERR_OUT_OF_MEMORY, "free");
+  ERR(api->buffer_free(rt, (gpurt_buffer *)(uintptr_t)0xdeadbeef), GPURT_ERR_INVALID_HANDLE, "buffer");
+  gpurt_module_load_args bad_ptx = ml;
+  bad_ptx.format = GPURT_MODULE_PTX;
+  bad_ptx.data = ".version 8.0\n.target sm_80\nthis is not ptx\n";
+  bad_ptx.data_len = strlen(bad_ptx.data);
+  gpurt_module *bm = NULL;
+  ERR(api->module_load(rt, &bad_ptx, &bm), GPURT_ERR_INVALID_ARGUMENT, "CUDA_ERROR_INVALID_PTX");
+
+  /* Events and sleep_ns: elapsed time and query while busy. */
+  gpurt_event *e0, *e1;
+  OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &e0));
+  OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &e1));
+  gpurt_kernel_arg sl[1] = {arg_scalar(GPURT_ARG_U64, 8, 20000000)}; /* 20 ms */
+  OK(api->event_record(rt, e0, s));
+  OK(launch1d(rt, s, kernel("sleep_ns"), 1, 1, sl, 1));
+  OK(api->event_record(rt, e1, s));
+  ERR(api->stream_query(rt, s), GPURT_ERR_NOT_READY, "pending");
+  OK(api->event_synchronize(rt, e1));
+  OK(api->stream_query(rt, s));
+  double ms = 0;
+  OK(api->event_elapsed(rt, e0, e1, &ms));
+  CHECK(ms >= 15 && ms < 2000, "sleep_ns 20 ms took %g ms", ms);
+  /* Another stream waits for an event of the first. */
+  gpurt_stream *s2 = NULL;
+  OK(api->stream_create(rt, 0, &s2));
+  OK(launch1d(rt, s, kernel("sleep_ns"), 1, 1, sl, 1));
+  OK(api->event_record(rt, e1, s));
+  OK(api->stream_wait_event(rt, s2, e1));
+  gpurt_kernel_arg fl[3] = {arg_buf(bz, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(3.0f)), arg_scalar(GPURT_ARG_U64, 8, N)};
+  OK(launch1d(rt, s2, kernel("fill_f32"), (N + 255) / 256, 256, fl, 3));
+  ERR(api->stream_query(rt, s2), GPURT_ERR_NOT_READY, "pending");
+  OK(api->stream_synchronize(rt, s2));
+
+  /* User PTX module (oob.ptx's ok_write) and cuFuncGetParamInfo. */
+  if (argc > 2) {
+    size_t len = 0;
+    char *ptx = read_file(argv[2], &len);
+    CHECK(ptx != NULL, "read %s", argv[2]);
+    if (ptx) {
+      gpurt_module_load_args um = ml;
+      um.format = GPURT_MODULE_PTX;
+      um.data = ptx;
+      um.data_len = len;
+      gpurt_module *m = NULL;
+      OK(api->module_load(rt, &um, &m));
+      gpurt_kernel *k = NULL;
+      OK(api->kernel_get(rt, m, "ok_write", 8, &k));
+      memset(&ki, 0, sizeof ki);
+      ki.struct_size = sizeof ki;
+      OK(api->kernel_info(rt, k, &ki));
+      CHECK(ki.num_params == 2 && ki.param_kind[0] == GPURT_ARG_ANY && ki.param_size[0] == 8 &&
+                ki.param_size[1] == 4,
+            "user kernel_info: %u params sizes %u %u", ki.num_params, ki.param_size[0],
+            ki.param_size[1]);
+      gpurt_kernel_arg ua[2] = {arg_buf(bz, 0), arg_scalar(GPURT_ARG_U32, 4, 0x1234)};
+      OK(launch1d(rt, s, k, 1, 1, ua, 2));
+      uint32_t w = 0;
+      copy_d2h(s, &w, bz, 4);
+      CHECK(w == 0x1234, "ok_write wrote %#x", w);
+      OK(api->module_unload(rt, m));
+      ERR(launch1d(rt, s, k, 1, 1, ua, 2), GPURT_ERR_INVALID_HANDLE, "kernel");
+      free(ptx);
+    }
+  }
+
+  /* Pinned 1 GiB round trip, asynchronous on a stream. */
+  {
+    uint64_t n = 1ull << 30;
+    gpurt_host_buffer *h1, *h2;
+    void *p1 = NULL, *p2 = NULL;
+    OK(api->host_alloc(rt, n, &h1, &p1));
+    OK(api->host_alloc(rt, n, &h2, &p2));
+    gpurt_buffer *big = NULL;
+    OK(api->buffer_alloc(rt, 0, n, &big));
+    if (p1 && p2 && big) {
+      uint64_t *q = p1;
+      for (uint64_t i = 0; i < n / 8; i++) q[i] = i * 0x9e3779b97f4a7c15ull;
+      memset(p2, 0, n);
+      gpurt_copy_args c;
+      memset(&c, 0, sizeof c);
+      c.struct_size = sizeof c;
+      c.stream = s;
+      c.size = n;
+      c.dst_buffer = big;
+      c.src_host = h1;
+      OK(api->copy(rt, &c));
+      memset(&c, 0, sizeof c);
+      c.struct_size = sizeof c;
+      c.stream = s;
+      c.size = n;
+      c.dst_host = h2;
+      c.src_buffer = big;
+      OK(api->copy(rt, &c));
+      OK(api->stream_synchronize(rt, s));
+      CHECK(memcmp(p1, p2, n) == 0, "1 GiB pinned round trip");
+      c.size = n + 1;
+      ERR(api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE, "beyond");
+    }
+    gpurt_runtime_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    OK(api->runtime_stats(rt, &st));
+    CHECK(st.host_bytes == 2 * n && st.live_host_buffers == 2, "stats: %llu host bytes",
+          (unsigned long long)st.host_bytes);
+    OK(api->host_free(rt, h1));
+    OK(api->host_free(rt, h2));
+    OK(api->buffer_free(rt, big));
+  }
+
+  /* Many OS threads share the runtime. */
+  pthread_t th[8];
+  for (int i = 0; i < 8; i++) pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
+  for (int i = 0; i < 8; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(thread_ok[i], "thread %d", i);
+  }
+
+  test_gemm(s, &di);
+
+  OK(api->event_destroy(rt, e0));
+  OK(api->event_destroy(rt, e1));
+  OK(api->stream_destroy(rt, s2));
+  OK(api->buffer_free(rt, bx));
+  OK(api->buffer_free(rt, by));
+  OK(api->buffer_free(rt, bz));
+  OK(api->module_unload(rt, bmod));
+  OK(api->stream_destroy(rt, s));
+  gpurt_runtime_stats st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  OK(api->runtime_stats(rt, &st));
+  CHECK(st.live_buffers == 0 && st.live_streams == 0 && st.live_events == 0 &&
+            st.live_modules == 0 && st.live_plans == 0,
+        "all freed: %llu buffers %llu streams %llu plans", (unsigned long long)st.live_buffers,
+        (unsigned long long)st.live_streams, (unsigned long long)st.live_plans);
+  OK(api->runtime_destroy(rt));
+  return finish();
+}
