@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"time"
+
+	"github.com/metrale/gpurt/core"
+)
+
+// launch measures the built-in fill_f32 on one element: the host cost of
+// enqueueing it (a batch of launches timed without the synchronize that
+// follows), the end-to-end time per launch of the batch including that
+// synchronize (and the launch rate it gives), and one launch followed by
+// a synchronize.
+func (r *runner) launch() error {
+	mod, err := r.dev.BuiltinModule()
+	if err != nil {
+		return err
+	}
+	fill, err := mod.Kernel("fill_f32")
+	if err != nil {
+		return err
+	}
+	buf, err := r.dev.Alloc(256)
+	if err != nil {
+		return err
+	}
+	defer buf.Free()
+	s := r.stream
+	cfg := core.Grid1D(1, 1)
+	one := func() error { return s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)) }
+	if err := one(); err != nil {
+		return err
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	// A batch stays below the depth at which a driver's launch queue
+	// blocks, so the enqueue time is the host's alone.
+	batch, trials := 1000, 10
+	if r.opts.Quick {
+		batch, trials = 500, 3
+	}
+	var enq, e2e []float64
+	for t := 0; t < trials; t++ {
+		t0 := time.Now()
+		for i := 0; i < batch; i++ {
+			if err := one(); err != nil {
+				return err
+			}
+		}
+		t1 := time.Now()
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		t2 := time.Now()
+		enq = append(enq, float64(t1.Sub(t0).Nanoseconds())/1e3/float64(batch))
+		e2e = append(e2e, float64(t2.Sub(t0).Nanoseconds())/1e3/float64(batch))
+	}
+	rt := 200
+	if r.opts.Quick {
+		rt = 50
+	}
+	var round []float64
+	for t := 0; t < trials; t++ {
+		t0 := time.Now()
+		for i := 0; i < rt; i++ {
+			if err := one(); err != nil {
+				return err
+			}
+			if err := s.Synchronize(); err != nil {
+				return err
+			}
+		}
+		round = append(round, float64(time.Since(t0).Nanoseconds())/1e3/float64(rt))
+	}
+	allocs := AllocsPerOp(func(n int) {
+		for i := 0; i < n; i++ {
+			_ = one()
+		}
+	}, batch)
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	me, m2 := median(enq), median(e2e)
+	r.rep.add(Result{Metric: "launch_us", Value: me, Unit: "us", Note: "host enqueue of fill_f32 on 1 element (Stream.Launch), batches of launches"})
+	r.rep.add(Result{Metric: "launch_allocs", Value: allocs, Unit: "allocs/op", Note: "goal 0"})
+	r.rep.add(Result{Metric: "launch_e2e_us", Value: m2, Unit: "us", Note: "per launch, a batch and its one synchronize"})
+	r.rep.add(Result{Metric: "launches_per_s", Value: 1e6 / m2, Unit: "1/s", Note: "end to end, from launch_e2e_us"})
+	r.rep.add(Result{Metric: "launch_sync_us", Value: median(round), Unit: "us", Note: "one launch + Stream.Synchronize"})
+	return nil
+}

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// NsPerOp measures loop, which performs n operations, in nanoseconds per
+// operation: it grows n until one run takes a tenth of target, scales n to
+// target, and returns the median of trials runs. cmd/gpurt-cgobench uses
+// it too, so both sides of the dispatch comparison are measured alike.
+func NsPerOp(loop func(n int), target time.Duration, trials int) float64 {
+	n := 100
+	for {
+		t0 := time.Now()
+		loop(n)
+		d := time.Since(t0)
+		if d >= target/10 || n >= 1<<30 {
+			if d <= 0 {
+				d = 1
+			}
+			n = int(float64(n) * float64(target) / float64(d))
+			break
+		}
+		n *= 4
+	}
+	n = max(n, 1)
+	ns := make([]float64, 0, trials)
+	for i := 0; i < max(trials, 1); i++ {
+		t0 := time.Now()
+		loop(n)
+		ns = append(ns, float64(time.Since(t0).Nanoseconds())/float64(n))
+	}
+	return median(ns)
+}
+
+// AllocsPerOp is the number of heap allocations per operation of loop(n),
+// counted as testing.AllocsPerRun does: with GOMAXPROCS at 1, after a
+// warm-up run, from runtime.MemStats.Mallocs.
+func AllocsPerOp(loop func(n int), n int) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	loop(1)
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	loop(n)
+	runtime.ReadMemStats(&b)
+	return float64(b.Mallocs-a.Mallocs) / float64(n)
+}
+
+// median of xs (which it sorts); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[m]
+	}
+	return (xs[m-1] + xs[m]) / 2
+}
+
+// phase runs fn and, when it takes longer than a second, writes a
+// progress line to w when the second has passed and another when fn
+// returns.
+func phase(w io.Writer, name string, fn func() error) error {
+	if w == nil {
+		return fn()
+	}
+	var mu sync.Mutex
+	shown := false
+	t0 := time.Now()
+	tm := time.AfterFunc(time.Second, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		shown = true
+		fmt.Fprintf(w, "gpurt bench: %s ...\n", name)
+	})
+	err := fn()
+	tm.Stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if shown {
+		state := "done"
+		if err != nil {
+			state = "failed"
+		}
+		fmt.Fprintf(w, "gpurt bench: %s %s (%.1f s)\n", name, state, time.Since(t0).Seconds())
+	}
+	return err
+}
+
+// sizeName prints a byte count as 64KiB, 16MiB, 1GiB (or bytes).
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
