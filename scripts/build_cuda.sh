@@ -143,5 +143,5 @@ for n in $needed; do
     *) die "$lib needs $n (only the C library is allowed; libcuda is dlopen'ed)" ;;
   esac
 done
-say "ok: $lib exports only gpurt_plugin_negotiate; DT_NEEDED: $(echo $needed)"
+say "ok: $lib exports only gpurt_plugin_negotiate; DT_NEEDED: $(echo "$needed" | tr "\n" " ")"
 echo "$lib"
