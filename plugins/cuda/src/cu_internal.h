@@ -200,6 +200,7 @@ typedef struct cu_module {
   int builtin;
   char name[CU_NAME_CAP];
   cu_kernel *kernels; /* list, under rt->mu */
+  void *image;        /* the caller's data, copied; kept until unload */
 } cu_module;
 
 struct cu_kernel {

@@ -318,6 +318,7 @@ static void td_module(void *u, void *o) {
   cu_enter_quiet(rt, m->dev);
   cu_drv.p_cuModuleUnload(m->mod);
   cu_free_kernel_list(m);
+  free(m->image);
   free(m);
 }
 static void td_stream(void *u, void *o) {
@@ -1183,11 +1184,6 @@ static const char *cu_format_name(int32_t f) {
   }
 }
 
-typedef struct cu_module_img {
-  cu_module m;
-  void *image; /* the caller's data, copied; kept until unload */
-} cu_module_img;
-
 static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_args *args,
                                    gpurt_module **out) {
   gpurt_error *e = NULL;
@@ -1235,7 +1231,7 @@ static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_arg
     free(copy);
     return e;
   }
-  cu_module_img *mi = calloc(1, sizeof *mi);
+  cu_module *mi = calloc(1, sizeof *mi);
   if (mi == NULL) {
     free(copy);
     return cu_err(GPURT_ERR_OUT_OF_MEMORY, "module_load: out of host memory");
@@ -1244,7 +1240,7 @@ static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_arg
   elog[0] = 0;
   CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *vals[2] = {elog, (void *)(uintptr_t)sizeof elog};
-  CUresult r = cu_drv.p_cuModuleLoadDataEx(&mi->m.mod, image, 2, opts, vals);
+  CUresult r = cu_drv.p_cuModuleLoadDataEx(&mi->mod, image, 2, opts, vals);
   if (r != CUDA_SUCCESS) {
     free(copy);
     free(mi);
@@ -1259,13 +1255,13 @@ static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_arg
     cu_error_destroy(fe);
     return le;
   }
-  mi->m.dev = a.device;
-  mi->m.builtin = a.format == GPURT_MODULE_BUILTIN;
-  cu_strlcpy(mi->m.name, sizeof mi->m.name, name);
+  mi->dev = a.device;
+  mi->builtin = a.format == GPURT_MODULE_BUILTIN;
+  cu_strlcpy(mi->name, sizeof mi->name, name);
   mi->image = copy;
   uint64_t hv;
   if (cu_table_insert(&rt->modules, mi, &hv) != 0) {
-    cu_drv.p_cuModuleUnload(mi->m.mod);
+    cu_drv.p_cuModuleUnload(mi->mod);
     free(copy);
     free(mi);
     return cu_err(GPURT_ERR_OUT_OF_MEMORY, "module_load: too many modules");
@@ -1279,16 +1275,16 @@ static gpurt_error *cu_module_unload(gpurt_runtime *h, gpurt_module *mh) {
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   if (mh == NULL) return NULL;
-  cu_module_img *mi = cu_table_remove(&rt->modules, (uint64_t)(uintptr_t)mh);
+  cu_module *mi = cu_table_remove(&rt->modules, (uint64_t)(uintptr_t)mh);
   if (mi == NULL) return cu_bad_handle(&rt->modules, mh);
   pthread_mutex_lock(&rt->mu);
-  for (cu_kernel *k = mi->m.kernels; k; k = k->next) cu_table_remove(&rt->kernels, k->handle);
-  cu_free_kernel_list(&mi->m);
+  for (cu_kernel *k = mi->kernels; k; k = k->next) cu_table_remove(&rt->kernels, k->handle);
+  cu_free_kernel_list(mi);
   pthread_mutex_unlock(&rt->mu);
-  cu_enter_quiet(rt, mi->m.dev);
+  cu_enter_quiet(rt, mi->dev);
   CUresult r = CUDA_SUCCESS;
-  if (!atomic_load(&rt->devs[mi->m.dev].lost)) r = cu_drv.p_cuModuleUnload(mi->m.mod);
-  uint32_t dev = mi->m.dev;
+  if (!atomic_load(&rt->devs[mi->dev].lost)) r = cu_drv.p_cuModuleUnload(mi->mod);
+  uint32_t dev = mi->dev;
   free(mi->image);
   free(mi);
   return r ? cu_fail(rt, dev, r, "cuModuleUnload", NULL) : NULL;
