@@ -3,6 +3,7 @@
 package conform
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -160,6 +161,21 @@ func gemmChecks() []check {
 	return cs
 }
 
+// planUnsupported returns the reason to skip a GEMM case when err says the
+// backend cannot make a plan for the descriptor: an error wrapping
+// core.ErrUnsupported from plan creation (a backend may legitimately
+// refuse a combination, as cuBLASLt does a bf16 GEMM with an f32 bias).
+// The reason carries the plugin's message, which names the combination.
+// Any other error, and an unsupported error from the run of a plan that
+// was made, is not a reason to skip: it returns "".
+func planUnsupported(err error) string {
+	var ce *core.Error
+	if !errors.Is(err, core.ErrUnsupported) || !errors.As(err, &ce) || ce.Op != "gemm_plan_create" {
+		return ""
+	}
+	return "the backend does not support this descriptor: " + err.Error()
+}
+
 func trName(t [2]bool) string {
 	s := ""
 	for _, x := range t {
@@ -306,7 +322,13 @@ func runGemmCase(e *env, c gemmCase) error {
 		return err
 	}
 	defer s.Close()
-	if err := firstErr(s.Gemm(desc, ops), s.Synchronize()); err != nil {
+	if err := s.Gemm(desc, ops); err != nil {
+		if r := planUnsupported(err); r != "" {
+			return skip("%s", r)
+		}
+		return err
+	}
+	if err := s.Synchronize(); err != nil {
 		return err
 	}
 	raw := make([]byte, nc*dsz)
