@@ -39,7 +39,7 @@
 
 /* Needed by a runtime. */
 #define CU_RUNTIME_FUNCS(X)                                                    \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                     \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)                     \
   X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemGetInfo)    \
   X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost)                \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync)         \
@@ -154,6 +154,7 @@ typedef struct cu_device {
   CUresult lost_code;
   char last_kernel[CU_NAME_CAP]; /* the last kernel launched on any stream */
   void *lt;                     /* cublasLtHandle_t, lazily (gemm.c) */
+  CUdeviceptr gemm_scratch;     /* 256 bytes, f32 1.0 first, lazily (gemm.c) */
 } cu_device;
 
 typedef struct cu_runtime {

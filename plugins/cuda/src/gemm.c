@@ -140,9 +140,41 @@ static gpurt_error *lt_handle(cu_device *d, cublasLtHandle_t *out) {
   return NULL;
 }
 
+/* The device's GEMM scratch (256 bytes, f32 1.0 at offset 0), allocated on
+ * first use (context current): the scale pointer of an fp8 run that passes
+ * no scale, and the C pointer of a beta == 0 run whose C layout differs from
+ * D's (cuBLASLt rejects C == D with different layouts; C is not read). */
+static gpurt_error *lt_scratch(cu_device *d, CUdeviceptr *out) {
+  pthread_mutex_lock(&d->mu);
+  if (d->gemm_scratch == 0) {
+    CUdeviceptr p = 0;
+    CUresult r = cu_drv.p_cuMemAlloc(&p, 256);
+    if (r == CUDA_SUCCESS) {
+      const float one[64] = {1.0f};
+      r = cu_drv.p_cuMemcpyHtoD(p, one, sizeof one);
+      if (r != CUDA_SUCCESS) cu_drv.p_cuMemFree(p);
+    }
+    if (r != CUDA_SUCCESS) {
+      pthread_mutex_unlock(&d->mu);
+      char t[256];
+      cu_result_text(r, t, sizeof t);
+      return cu_errvendor(r == CUDA_ERROR_OUT_OF_MEMORY ? GPURT_ERR_OUT_OF_MEMORY
+                                                         : GPURT_ERR_INTERNAL,
+                          r, "gemm: device %u: allocating the 256-byte GEMM scratch: %s",
+                          d->index, t);
+    }
+    d->gemm_scratch = p;
+  }
+  *out = d->gemm_scratch;
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
 void cu_gemm_device_release(cu_device *d) {
   if (d->lt != NULL && lt.p_cublasLtDestroy != NULL) lt.p_cublasLtDestroy(d->lt);
   d->lt = NULL;
+  if (d->gemm_scratch != 0) cu_drv.p_cuMemFree(d->gemm_scratch);
+  d->gemm_scratch = 0;
 }
 
 /* ---- plans ---------------------------------------------------------------- */
@@ -157,8 +189,15 @@ typedef struct cu_plan {
   uint64_t bytes_a, bytes_b, bytes_c, bytes_d, bytes_bias;
   uint32_t align[4];
   int fp8, has_bias, half_scale;
+  int d_scale;        /* D is fp8: the plan has a D scale pointer */
+  int c_is_d;         /* C's layout is D's: a NULL C may alias D */
+  CUdeviceptr scratch; /* the device's GEMM scratch (lt_scratch) */
   pthread_mutex_t mu; /* per-run pointer attributes + the matmul call */
-  const void *cur_bias, *cur_sa, *cur_sb, *cur_sd;
+  /* The pointer attributes last set on op (under mu): set again only when a
+   * run passes different ones. Plan creation sets them all (bias to the
+   * scratch, scales to the scratch's 1.0) before the heuristic query, so the
+   * algorithm is chosen for exactly the descriptor every run uses. */
+  CUdeviceptr cur_bias, cur_sa, cur_sb, cur_sd;
 } cu_plan;
 
 static const char *dt_name(int32_t t) {
@@ -211,6 +250,8 @@ static int extent(uint64_t rows, uint64_t cols, uint64_t ldv, uint64_t batch,
   return 1;
 }
 
+static cublasLtMatrixLayout_t plan_lc(const cu_plan *p) { return p->lc ? p->lc : p->ld; }
+
 static void plan_release(cu_plan *p) {
   if (p->op) lt.p_cublasLtMatmulDescDestroy(p->op);
   if (p->la) lt.p_cublasLtMatrixLayoutDestroy(p->la);
@@ -245,18 +286,37 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
     d->c_type = is_fp8(d->d_type) ? GPURT_DTYPE_BF16 : d->d_type;
   if (!dt_size(d->c_type) || is_fp8(d->c_type)) return UNSUP("c_type %s", dt_name(d->c_type));
   if (p->fp8) {
+    /* cuBLASLt's FP8 table (cublasLtMatmul, "FP8 data types"): A/B e4m3 x
+     * e4m3, e4m3 x e5m2 or e5m2 x e4m3 (never e5m2 x e5m2), TN layout, f32
+     * accumulation and scale type; C/D/bias:
+     *   D f32          C f32            bias bf16
+     *   D bf16         C bf16           bias bf16
+     *   D f16          C f16            bias f16
+     *   D e4m3         C bf16 or f16    bias = C's type
+     *   D e5m2         C bf16 or f16    bias = C's type (only if A or B is e5m2)
+     */
     if (!is_fp8(at) || !is_fp8(bt))
       return UNSUP("%s: fp8 needs both a_type and b_type fp8 (got %s and %s)",
                    is_fp8(at) ? "b_type" : "a_type", dt_name(at), dt_name(bt));
     if (at == GPURT_DTYPE_FP8_E5M2 && bt == GPURT_DTYPE_FP8_E5M2)
-      return UNSUP("b_type: fp8_e5m2 x fp8_e5m2 is not supported by cuBLASLt");
+      return UNSUP("b_type: fp8_e5m2 x fp8_e5m2 is not in cuBLASLt's FP8 table");
     if (dev->cc_major < 8 || (dev->cc_major == 8 && dev->cc_minor < 9))
       return UNSUP("a_type %s: fp8 needs compute capability 8.9 or newer, device %u has %d.%d",
                    dt_name(at), dev->index, dev->cc_major, dev->cc_minor);
     if (d->trans_a != 1) return UNSUP("trans_a: fp8 in cuBLASLt needs trans_a=1 (TN layout)");
     if (d->trans_b != 0) return UNSUP("trans_b: fp8 in cuBLASLt needs trans_b=0 (TN layout)");
-    if (!is_fp8(d->d_type) && d->c_type != d->d_type)
-      return UNSUP("c_type %s must equal d_type %s", dt_name(d->c_type), dt_name(d->d_type));
+    if (d->d_type == GPURT_DTYPE_FP8_E5M2 && at != GPURT_DTYPE_FP8_E5M2 &&
+        bt != GPURT_DTYPE_FP8_E5M2)
+      return UNSUP("d_type fp8_e5m2 with %s x %s: cuBLASLt's FP8 table has an e5m2 D only "
+                   "when A or B is e5m2", dt_name(at), dt_name(bt));
+    if (is_fp8(d->d_type)) {
+      if (d->c_type != GPURT_DTYPE_BF16 && d->c_type != GPURT_DTYPE_F16)
+        return UNSUP("c_type %s with d_type %s: cuBLASLt needs c_type bf16 or f16 for an "
+                     "fp8 D", dt_name(d->c_type), dt_name(d->d_type));
+    } else if (d->c_type != d->d_type) {
+      return UNSUP("c_type %s must equal d_type %s (%s x %s)", dt_name(d->c_type),
+                   dt_name(d->d_type), dt_name(at), dt_name(bt));
+    }
     if (d->compute_type != GPURT_COMPUTE_DEFAULT && d->compute_type != GPURT_COMPUTE_F32)
       return UNSUP("compute_type %d: fp8 accumulates in f32", d->compute_type);
   } else {
@@ -292,10 +352,17 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
   p->has_bias = d->epilogue == GPURT_EPILOGUE_BIAS || d->epilogue == GPURT_EPILOGUE_BIAS_RELU ||
                 d->epilogue == GPURT_EPILOGUE_BIAS_GELU;
   if (p->has_bias) {
-    if (d->bias_type == GPURT_DTYPE_INVALID)
-      d->bias_type = is_fp8(d->d_type) ? GPURT_DTYPE_BF16 : d->d_type;
-    if (!dt_size(d->bias_type) || is_fp8(d->bias_type))
-      return UNSUP("bias_type %s", dt_name(d->bias_type));
+    /* cuBLASLt's bias has D's type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE),
+     * except fp8 GEMMs: bf16 for an f32 D, C's type for an fp8 D. */
+    int32_t want = d->d_type;
+    if (p->fp8 && d->d_type == GPURT_DTYPE_F32) want = GPURT_DTYPE_BF16;
+    if (p->fp8 && is_fp8(d->d_type)) want = d->c_type;
+    if (d->bias_type == GPURT_DTYPE_INVALID) d->bias_type = want;
+    if (d->bias_type != want)
+      return UNSUP("bias_type %s with a_type %s, b_type %s, c_type %s, d_type %s: cuBLASLt "
+                   "needs bias_type %s for this combination", dt_name(d->bias_type),
+                   dt_name(at), dt_name(bt), dt_name(d->c_type), dt_name(d->d_type),
+                   dt_name(want));
     p->bytes_bias = d->m * dt_size(d->bias_type);
   }
   /* Stored shapes. */
@@ -418,23 +485,61 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
   uint64_t br = d->trans_b ? d->n : d->k, bc = d->trans_b ? d->k : d->n;
   if ((e = layout(&p->la, d->a_type, ar, ac, d->lda, d->batch_count, d->stride_a))) goto fail;
   if ((e = layout(&p->lb, d->b_type, br, bc, d->ldb, d->batch_count, d->stride_b))) goto fail;
-  if ((e = layout(&p->lc, d->c_type, d->m, d->n, d->ldc, d->batch_count, d->stride_c))) goto fail;
+  /* C shares D's layout object when they are the same (as a direct caller
+   * passes one layout twice); then a NULL C may alias D. */
+  p->c_is_d = d->c_type == d->d_type && d->ldc == d->ldd &&
+              (d->batch_count == 1 || d->stride_c == d->stride_d);
+  if (!p->c_is_d &&
+      (e = layout(&p->lc, d->c_type, d->m, d->n, d->ldc, d->batch_count, d->stride_c)))
+    goto fail;
   if ((e = layout(&p->ld, d->d_type, d->m, d->n, d->ldd, d->batch_count, d->stride_d))) goto fail;
+  /* Every pointer attribute a run sets is set now, before the heuristic
+   * query, to the device's scratch (scales read 1.0 there): the algorithm is
+   * chosen for the descriptor the runs use, and a run only swaps pointers. */
+  if (p->fp8 || p->has_bias || !p->c_is_d) {
+    if ((e = lt_scratch(&rt->devs[device], &p->scratch))) goto fail;
+  }
+  if (p->has_bias) {
+    p->cur_bias = p->scratch;
+    if ((e = desc_set(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->cur_bias, sizeof p->cur_bias,
+                      "set BIAS_POINTER")))
+      goto fail;
+  }
+  if (p->fp8) {
+    p->d_scale = is_fp8(d->d_type);
+    p->cur_sa = p->cur_sb = p->scratch;
+    if ((e = desc_set(p, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p->cur_sa, sizeof p->cur_sa,
+                      "set A_SCALE_POINTER")) ||
+        (e = desc_set(p, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p->cur_sb, sizeof p->cur_sb,
+                      "set B_SCALE_POINTER")))
+      goto fail;
+    if (p->d_scale) {
+      p->cur_sd = p->scratch;
+      if ((e = desc_set(p, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &p->cur_sd,
+                        sizeof p->cur_sd, "set D_SCALE_POINTER")))
+        goto fail;
+    }
+  }
   cublasLtMatmulPreference_t pref = NULL;
   s = lt.p_cublasLtMatmulPreferenceCreate(&pref);
   if (s) {
     e = lt_err(s, "cublasLtMatmulPreferenceCreate");
     goto fail;
   }
+  /* The same preference a direct caller sets (rawbench): the workspace
+   * bound, and the alignments only where they are below cuBLASLt's default
+   * of 256 bytes. */
   uint64_t wsmax = CU_GEMM_WORKSPACE;
   s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                 &wsmax, sizeof wsmax);
   const cublasLtMatmulPreferenceAttributes_t alattr[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
-    s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, alattr[i], &p->align[i],
-                                                  sizeof p->align[i]);
+  for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++) {
+    uint32_t al = p->align[i];
+    if (i == 2 && p->c_is_d) al = p->align[3];
+    if (al < 256) s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, alattr[i], &al, sizeof al);
+  }
   if (s) {
     lt.p_cublasLtMatmulPreferenceDestroy(pref);
     e = lt_err(s, "cublasLtMatmulPreferenceSetAttribute");
@@ -443,18 +548,28 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
   cublasLtMatmulHeuristicResult_t res;
   memset(&res, 0, sizeof res);
   int found = 0;
-  s = lt.p_cublasLtMatmulAlgoGetHeuristic(lh, p->op, p->la, p->lb, p->lc, p->ld, pref, 1, &res,
-                                          &found);
+  s = lt.p_cublasLtMatmulAlgoGetHeuristic(lh, p->op, p->la, p->lb, plan_lc(p), p->ld, pref, 1,
+                                          &res, &found);
   lt.p_cublasLtMatmulPreferenceDestroy(pref);
-  if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && found == 0)) {
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE ||
+      (s == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    char t[256] = "no algorithm found";
+    if (s) lt_status_text(s, t, sizeof t);
     e = cu_errvendor(GPURT_ERR_UNSUPPORTED, s,
-                     "gemm_plan_create: cuBLASLt has no algorithm for a_type=%s b_type=%s "
-                     "c_type=%s d_type=%s compute_type=%d epilogue=%d bias_type=%s "
-                     "trans_a=%u trans_b=%u on device %u (sm_%d%d)",
+                     "gemm_plan_create: cuBLASLt does not support the descriptor a_type=%s "
+                     "b_type=%s c_type=%s d_type=%s compute_type=%d epilogue=%d bias_type=%s "
+                     "trans_a=%u trans_b=%u m=%llu n=%llu k=%llu lda=%llu ldb=%llu ldc=%llu "
+                     "ldd=%llu batch=%llu align=%u/%u/%u/%u on device %u (sm_%d%d): "
+                     "cublasLtMatmulAlgoGetHeuristic: %s",
                      dt_name(d->a_type), dt_name(d->b_type), dt_name(d->c_type),
                      dt_name(d->d_type), d->compute_type, d->epilogue,
-                     dt_name(d->bias_type), d->trans_a, d->trans_b, device,
-                     rt->devs[device].cc_major, rt->devs[device].cc_minor);
+                     p->has_bias ? dt_name(d->bias_type) : "none", d->trans_a, d->trans_b,
+                     (unsigned long long)d->m, (unsigned long long)d->n,
+                     (unsigned long long)d->k, (unsigned long long)d->lda,
+                     (unsigned long long)d->ldb, (unsigned long long)d->ldc,
+                     (unsigned long long)d->ldd, (unsigned long long)d->batch_count,
+                     p->align[0], p->align[1], p->align[2], p->align[3], device,
+                     rt->devs[device].cc_major, rt->devs[device].cc_minor, t);
     goto fail;
   }
   if (s) {
@@ -537,7 +652,9 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   } else {
     if (a.beta != 0.0)
       return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "c is NULL but beta is %g", a.beta);
-    C = D; /* never read when beta == 0 */
+    /* Never read when beta == 0; cuBLASLt accepts C == D only when their
+     * layouts are the same, else C points at the device's scratch. */
+    C = p->c_is_d ? D : p->scratch;
   }
   const CUdeviceptr ptrs[4] = {A, B, a.c ? C : 0, D};
   static const char *names[4] = {"a", "b", "c", "d"};
@@ -553,14 +670,26 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
       return e;
   }
   if (!p->fp8 && (a.scale_a || a.scale_b || a.scale_d))
-    return cu_err(GPURT_ERR_UNSUPPORTED, "gemm_run: %s: per-tensor scales need fp8 operands",
-                  a.scale_a ? "scale_a" : a.scale_b ? "scale_b" : "scale_d");
-  if (a.scale_a && (e = cu_view(rt, a.scale_a, a.scale_a_offset, 4, dev, "gemm_run: scale_a", &sa)))
-    return e;
-  if (a.scale_b && (e = cu_view(rt, a.scale_b, a.scale_b_offset, 4, dev, "gemm_run: scale_b", &sb)))
-    return e;
-  if (a.scale_d && (e = cu_view(rt, a.scale_d, a.scale_d_offset, 4, dev, "gemm_run: scale_d", &sd)))
-    return e;
+    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "gemm_run: scale_%s is set but scales apply to fp8 operands only",
+                  a.scale_a ? "a" : a.scale_b ? "b" : "d");
+  if (p->fp8 && !p->d_scale && a.scale_d)
+    return cu_err(GPURT_ERR_UNSUPPORTED,
+                  "gemm_run: scale_d with d_type %s: cuBLASLt scales D only when d_type is "
+                  "fp8 (CUBLASLT_MATMUL_DESC_D_SCALE_POINTER); fold it into alpha",
+                  dt_name(p->d.d_type));
+  if (p->fp8) {
+    sa = sb = sd = p->scratch; /* NULL scale = 1.0 */
+    if (a.scale_a &&
+        (e = cu_view(rt, a.scale_a, a.scale_a_offset, 4, dev, "gemm_run: scale_a", &sa)))
+      return e;
+    if (a.scale_b &&
+        (e = cu_view(rt, a.scale_b, a.scale_b_offset, 4, dev, "gemm_run: scale_b", &sb)))
+      return e;
+    if (a.scale_d &&
+        (e = cu_view(rt, a.scale_d, a.scale_d_offset, 4, dev, "gemm_run: scale_d", &sd)))
+      return e;
+  }
   CUdeviceptr ws = 0;
   size_t ws_size = 0;
   if (a.workspace != NULL) {
@@ -574,7 +703,8 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
     ws_size = (size_t)a.workspace_size;
   }
   if ((e = cu_enter(rt, dev))) return e;
-  if (a.workspace == NULL && p->ws_needed > 0) {
+  if (a.workspace == NULL) {
+    /* The stream's workspace, as large as the heuristic was allowed. */
     if ((e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &ws))) return e;
     ws_size = CU_GEMM_WORKSPACE;
   }
@@ -589,45 +719,67 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
     pa = &halpha;
     pb = &hbeta;
   }
+  /* Plans with pointer attributes (bias, fp8 scales) serialise their runs:
+   * the attributes live in the plan's descriptor. Each is set only when it
+   * differs from the last run's. */
   int lock = p->has_bias || p->fp8;
   cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
   if (lock) {
     pthread_mutex_lock(&p->mu);
-    const void *vb = (const void *)(uintptr_t)bias, *va = (const void *)(uintptr_t)sa,
-               *vbb = (const void *)(uintptr_t)sb, *vd = (const void *)(uintptr_t)sd;
-    if (p->has_bias && vb != p->cur_bias) {
-      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vb,
-                                              sizeof vb);
-      if (!s) p->cur_bias = vb;
+    const char *what = NULL;
+    if (p->has_bias && bias != p->cur_bias) {
+      what = "BIAS_POINTER";
+      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof bias);
+      if (!s) p->cur_bias = bias;
     }
-    if (p->fp8 && !s && va != p->cur_sa) {
-      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &va,
-                                              sizeof va);
-      if (!s) p->cur_sa = va;
+    if (p->fp8 && !s && sa != p->cur_sa) {
+      what = "A_SCALE_POINTER";
+      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
+                                              sizeof sa);
+      if (!s) p->cur_sa = sa;
     }
-    if (p->fp8 && !s && vbb != p->cur_sb) {
-      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &vbb,
-                                              sizeof vbb);
-      if (!s) p->cur_sb = vbb;
+    if (p->fp8 && !s && sb != p->cur_sb) {
+      what = "B_SCALE_POINTER";
+      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
+                                              sizeof sb);
+      if (!s) p->cur_sb = sb;
     }
-    if (p->fp8 && !s && is_fp8(p->d.d_type) && vd != p->cur_sd) {
-      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &vd,
-                                              sizeof vd);
-      if (!s) p->cur_sd = vd;
+    if (p->d_scale && !s && sd != p->cur_sd) {
+      what = "D_SCALE_POINTER";
+      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &sd,
+                                              sizeof sd);
+      if (!s) p->cur_sd = sd;
     }
     if (s) {
       pthread_mutex_unlock(&p->mu);
-      return lt_err(s, "gemm_run: cublasLtMatmulDescSetAttribute");
+      char t[256];
+      lt_status_text(s, t, sizeof t);
+      return cu_errvendor(lt_code(s), s, "gemm_run: cublasLtMatmulDescSetAttribute %s: %s",
+                          what, t);
     }
   }
   s = lt.p_cublasLtMatmul(lh, p->op, pa, (const void *)(uintptr_t)A, p->la,
                           (const void *)(uintptr_t)B, p->lb, pb, (const void *)(uintptr_t)C,
-                          p->lc, (void *)(uintptr_t)D, p->ld, &p->algo,
+                          plan_lc(p), (void *)(uintptr_t)D, p->ld, &p->algo,
                           (void *)(uintptr_t)ws, ws_size, (cudaStream_t)st->s);
   if (lock) pthread_mutex_unlock(&p->mu);
-  if (s != CUBLAS_STATUS_SUCCESS) return lt_err(s, "gemm_run: cublasLtMatmul");
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    char t[256];
+    lt_status_text(s, t, sizeof t);
+    return cu_errvendor(lt_code(s), s,
+                        "gemm_run: cublasLtMatmul: %s (plan a_type=%s b_type=%s c_type=%s "
+                        "d_type=%s m=%llu n=%llu k=%llu)",
+                        t, dt_name(p->d.a_type), dt_name(p->d.b_type), dt_name(p->d.c_type),
+                        dt_name(p->d.d_type), (unsigned long long)p->d.m,
+                        (unsigned long long)p->d.n, (unsigned long long)p->d.k);
+  }
+  /* Named for a later fault; written only when it changes (cd is shared by
+   * every thread using the device). */
   static const char kname[] = "cublasLtMatmul";
-  memcpy(st->last_kernel, kname, sizeof kname);
-  memcpy(cd->last_kernel, kname, sizeof kname);
+  if (memcmp(st->last_kernel, kname, sizeof kname) != 0)
+    memcpy(st->last_kernel, kname, sizeof kname);
+  if (memcmp(cd->last_kernel, kname, sizeof kname) != 0)
+    memcpy(cd->last_kernel, kname, sizeof kname);
   return NULL;
 }

@@ -22,6 +22,47 @@
 static cu_table g_runtimes = {
     .mu = PTHREAD_MUTEX_INITIALIZER, .kind = "runtime", .free_head = UINT32_MAX};
 
+/* Primary-context retains held by this plugin's runtimes, per device
+ * ordinal, and whether one of them saw the context go sticky. When the last
+ * runtime of a faulted device releases it, the primary context is reset
+ * (cuDevicePrimaryCtxReset), so a new runtime gets a fresh context. */
+#define CU_MAX_ORDINALS 64
+static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_ctx_refs[CU_MAX_ORDINALS];
+static int g_ctx_faulted[CU_MAX_ORDINALS];
+
+/* Retains ordinal i's primary context; when the retain itself reports a
+ * sticky error and no runtime of ours holds the device, resets the context
+ * and retries once. */
+static CUresult cu_ctx_retain(int i, CUdevice dev, CUcontext *out) {
+  pthread_mutex_lock(&g_ctx_mu);
+  CUresult r = cu_drv.p_cuDevicePrimaryCtxRetain(out, dev);
+  if (r != CUDA_SUCCESS && i < CU_MAX_ORDINALS && g_ctx_refs[i] == 0 &&
+      r != CUDA_ERROR_OUT_OF_MEMORY) {
+    (void)cu_drv.p_cuDevicePrimaryCtxReset(dev);
+    r = cu_drv.p_cuDevicePrimaryCtxRetain(out, dev);
+  }
+  if (r == CUDA_SUCCESS && i < CU_MAX_ORDINALS) g_ctx_refs[i]++;
+  pthread_mutex_unlock(&g_ctx_mu);
+  return r;
+}
+
+/* Releases one retain; resets the context when it was the last of ours and
+ * the device faulted (a sticky context cannot be used again otherwise). */
+static void cu_ctx_release(int i, CUdevice dev, int lost) {
+  pthread_mutex_lock(&g_ctx_mu);
+  (void)cu_drv.p_cuDevicePrimaryCtxRelease(dev);
+  if (i < CU_MAX_ORDINALS) {
+    if (lost) g_ctx_faulted[i] = 1;
+    if (g_ctx_refs[i] > 0) g_ctx_refs[i]--;
+    if (g_ctx_refs[i] == 0 && g_ctx_faulted[i]) {
+      (void)cu_drv.p_cuDevicePrimaryCtxReset(dev);
+      g_ctx_faulted[i] = 0;
+    }
+  }
+  pthread_mutex_unlock(&g_ctx_mu);
+}
+
 /* ---- built-in kernel signatures ---------------------------------------- */
 
 typedef struct cu_builtin_sig {
@@ -380,7 +421,12 @@ static void cu_runtime_free(cu_runtime *rt) {
     if (d->ctx == NULL) continue;
     cu_enter_quiet(rt, i);
     cu_gemm_device_release(d);
-    cu_drv.p_cuDevicePrimaryCtxRelease(d->dev);
+    if (rt->ndev > 0) {
+      CUcontext cur = NULL;
+      if (cu_drv.p_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx)
+        cu_drv.p_cuCtxSetCurrent(NULL);
+    }
+    cu_ctx_release((int)i, d->dev, atomic_load(&d->lost));
     pthread_mutex_destroy(&d->mu);
   }
   /* Leave no context of ours current on this thread. */
@@ -447,7 +493,7 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
     d->index = (uint32_t)i;
     pthread_mutex_init(&d->mu, NULL);
     r = cu_drv.p_cuDeviceGet(&d->dev, i);
-    if (r == CUDA_SUCCESS) r = cu_drv.p_cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
+    if (r == CUDA_SUCCESS) r = cu_ctx_retain(i, d->dev, &d->ctx);
     if (r != CUDA_SUCCESS) {
       char t[256];
       cu_result_text(r, t, sizeof t);

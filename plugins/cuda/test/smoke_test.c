@@ -170,8 +170,10 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
       if (e > worst) worst = e;
     }
     CHECK(worst < 1e-4, "gemm f32 bias+relu: worst relative error %g", worst);
-    /* Out-of-range view and a freed buffer are errors. */
-    r.a_offset = 4;
+    /* Out-of-range view and a freed buffer are errors. A spans
+     * (k-1)*lda + m elements, 3 fewer than its buffer (lda - m = 3): an
+     * offset of 4 elements is the smallest that runs past the end. */
+    r.a_offset = sizeof(float) * (size_t)(lda - m + 1);
     ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_OUT_OF_RANGE, "gemm_run: a");
     r.a_offset = 0;
     OK(api->gemm_plan_destroy(rt, p));
