@@ -13,6 +13,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -67,6 +68,21 @@ func Run(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rt.Backend() == "mock" && cfg.PluginOptions == "" && os.Getenv("GPURT_MOCK_DELAY_US") == "" {
+		// The mock delays every operation on purpose (50 us by default,
+		// so that a missing synchronize shows up in tests); measure it
+		// without that delay.
+		if err := rt.Close(); err != nil {
+			return nil, err
+		}
+		cfg.PluginOptions = "delay_us=0"
+		cfg.PluginPaths = []string{rt.PluginPath()}
+		if rt, err = core.Open(cfg); err != nil {
+			return nil, err
+		}
+		rep.note("mock: measured with delay_us=0 (the mock's deliberate per-operation delay off; --options delay_us=N to keep one)")
+	}
+	opts.PluginOptions = cfg.PluginOptions
 	defer rt.Close()
 	d, err := rt.Device(0)
 	if err != nil {
