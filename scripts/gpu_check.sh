@@ -12,9 +12,13 @@
 # fault test, `gpurt probe`, `gpurt conform --backend cuda` and
 # `gpurt bench --json` (when those subcommands exist), and rawbench. Each
 # step has a timeout; a failing step is reported and the script goes on.
-# Full logs go to $OUT/gpu_check/ (when $OUT is set) or build/gpu_check/;
-# a short summary table is printed LAST. Exit status: 0 when every step that
-# ran passed, 1 otherwise.
+# Full logs go to build/gpu_check/; when $OUT is set, they are packed into
+# ONE tarball $OUT/gpu_check.tgz, beside $OUT/summary.txt (what this script
+# prints after the steps) and the two JSON-lines files
+# $OUT/rawbench.jsonl and $OUT/gpurt_bench.jsonl (the device tool returns
+# few files). Printed last: a comparison table gpurt vs raw C (launch,
+# dispatch Go/C/raw, copies, startup, GEMM and its host cost), then the
+# step table. Exit status: 0 when every step that ran passed, 1 otherwise.
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,8 +26,8 @@ cd "$root" || exit 2
 cuda=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$cuda/bin:$PATH"
 cc=${CC:-cc}
-logs=${OUT:+$OUT/gpu_check}
-logs=${logs:-$root/build/gpu_check}
+logs=$root/build/gpu_check
+rm -rf "$logs"
 mkdir -p "$logs" build
 chmod 755 build 2>/dev/null || true
 
@@ -72,6 +76,20 @@ skip() {
   echo "== [$1] skipped: $2" | tee "$logs/$1.log"
 }
 
+# probe_walltime FILE: `gpurt probe` wall time, 3 runs, as JSON lines (also to
+# FILE). Run through `bash -c` (exported) so that step's timeout applies.
+# shellcheck disable=SC2317
+probe_walltime() {
+  local i s e
+  for i in 1 2 3; do
+    s=$(date +%s%N)
+    build/gpurt probe >/dev/null 2>&1
+    e=$(date +%s%N)
+    echo "{\"metric\":\"gpurt_probe_wall_ms\",\"value\":$(((e - s) / 1000000)),\"unit\":\"ms\",\"run\":$i}"
+  done | tee "$1"
+}
+export -f probe_walltime
+
 has_cmd() { # has_cmd SUBCOMMAND: does build/gpurt know it?
   [ -x build/gpurt ] && build/gpurt help 2>&1 | grep -qE "^\s+$1\b"
 }
@@ -87,8 +105,8 @@ step oob_ptx 120 nvcc -ptx -arch=compute_80 -o build/oob.ptx plugins/cuda/testda
 tflags=(-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Iabi -Iplugins/cuda/test)
 step build_smoke 120 "$cc" "${tflags[@]}" -o build/cuda_smoke_test plugins/cuda/test/smoke_test.c -ldl -lpthread -lm
 step build_fault 120 "$cc" "${tflags[@]}" -o build/cuda_fault_test plugins/cuda/test/fault_test.c -ldl
-step build_rawbench 120 "$cc" -O2 -std=c11 -D_GNU_SOURCE -I"$cuda/include" bench/raw/rawbench.c \
-  -L"$cuda/lib64" -L"$cuda/lib64/stubs" -Wl,-rpath,"$cuda/lib64" -lcublasLt -lcuda -lm -o build/rawbench
+step build_rawbench 120 "$cc" -O2 -std=c11 -D_GNU_SOURCE -Iabi -I"$cuda/include" bench/raw/rawbench.c \
+  -L"$cuda/lib64" -L"$cuda/lib64/stubs" -Wl,-rpath,"$cuda/lib64" -lcublasLt -lcuda -ldl -lm -o build/rawbench
 
 # ---- plugin tests (no Go needed) ----------------------------------------------
 if [ -f build/libgpurt_cuda.so ] && [ -x build/cuda_smoke_test ]; then
@@ -118,7 +136,7 @@ fi
 
 # ---- benchmarks ----------------------------------------------------------------
 if [ -x build/rawbench ]; then
-  step rawbench 600 bash -o pipefail -c "build/rawbench | tee '$logs/rawbench.jsonl'"
+  step rawbench 600 bash -o pipefail -c "build/rawbench --plugin '$root/build/libgpurt_cuda.so' | tee '$logs/rawbench.jsonl'"
 else
   skip rawbench "rawbench not built"
 fi
@@ -127,24 +145,123 @@ if [ -x build/gpurt ] && has_cmd bench; then
 else
   skip gpurt_bench "no build/gpurt bench subcommand"
 fi
+if [ -x build/gpurt-cgobench ] && [ -f build/libgpurt_cuda.so ]; then
+  step cgobench 180 bash -o pipefail -c "build/gpurt-cgobench --json --plugin '$root/build/libgpurt_cuda.so' | tee '$logs/cgobench.jsonl'"
+else
+  skip cgobench "no build/gpurt-cgobench"
+fi
 # gpurt probe wall time (startup), beside rawbench's cuinit_ms + primary_ctx_create_ms.
 if [ -x build/gpurt ]; then
   # shellcheck disable=SC2016
-  step probe_walltime 120 bash -c 'for i in 1 2 3; do s=$(date +%s%N); build/gpurt probe >/dev/null 2>&1; e=$(date +%s%N); echo "{\"metric\":\"gpurt_probe_wall_ms\",\"value\":$(( (e-s)/1000000 )),\"unit\":\"ms\"}"; done'
+  step probe_walltime 120 bash -c 'probe_walltime "$1"' _ "$logs/probe_walltime.jsonl"
 fi
 
+# compare LOGDIR — the gpurt-vs-raw table from the JSON lines of this run.
+compare() {
+  python3 - "$1" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def load(name):
+    out = []
+    try:
+        with open(os.path.join(d, name)) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try: out.append(json.loads(line))
+                    except ValueError: pass
+    except OSError:
+        pass
+    return out
+g, r, cg, pw = load("gpurt_bench.jsonl"), load("rawbench.jsonl"), load("cgobench.jsonl"), load("probe_walltime.jsonl")
+def find(rows, metric, src=None, **kw):
+    for x in rows:
+        if x.get("metric") != metric: continue
+        if src is not None and x.get("source", "raw") != src: continue
+        if all(x.get(k) == v for k, v in kw.items()): return x.get("value")
+    return None
+rows = []
+def row(name, gv, rv, goal="", higher=True):
+    ratio = gv / rv if isinstance(gv, (int, float)) and isinstance(rv, (int, float)) and rv else None
+    rows.append((name, gv, rv, ratio, goal))
+row("launch_us (Go) vs raw cuLaunchKernel", find(g, "launch_us"), find(r, "launch_host_us", "raw", kernel="args3(u64,f32,u64)"), "<= 1.05")
+row("launch_us (plugin from C) vs raw", find(r, "launch_host_us", "plugin_c"), find(r, "launch_host_us", "raw", kernel="args3(u64,f32,u64)"), "")
+row("dispatch_ns Go stream_query vs raw cuStreamQuery", find(g, "dispatch_ns"), find(r, "dispatch_ns", "raw"), "")
+row("dispatch_ns C stream_query vs raw", find(r, "dispatch_ns", "plugin_c"), find(r, "dispatch_ns", "raw"), "")
+row("dispatch_ns Go vs C (plugin)", find(g, "dispatch_ns"), find(r, "dispatch_ns", "plugin_c"), "")
+cgo = find(cg, "dispatch_cgo_ns") or find(g, "dispatch_cgo_ns")
+row("dispatch_ns Go vs cgo (gpurt-cgobench)", find(g, "dispatch_ns"), cgo, "")
+row("cuCtxGetCurrent / cuCtxSetCurrent ns", find(r, "ctx_get_current_ns", "raw"), find(r, "ctx_set_current_ns", "raw"), "info")
+for n, lab in ((256 << 20, "256MiB"), (1 << 30, "1GiB")):
+    row("htod pinned GB/s " + lab, find(g, "htod_pinned_gbps", bytes=n), find(r, "copy_pinned_htod_gbps", "raw", bytes=n), ">= 0.97")
+    row("dtoh pinned GB/s " + lab, find(g, "dtoh_pinned_gbps", bytes=n), find(r, "copy_pinned_dtoh_gbps", "raw", bytes=n), ">= 0.97")
+    row("dtod GB/s " + lab, find(g, "dtod_gbps", bytes=n), find(r, "copy_dtod_gbps", "raw", bytes=n), ">= 0.97")
+    row("htod pageable GB/s " + lab, find(g, "htod_pageable_gbps", bytes=n), find(r, "copy_pageable_htod_gbps", "raw", bytes=n), ">= 3")
+    row("dtoh pageable GB/s " + lab, find(g, "dtoh_pageable_gbps", bytes=n), find(r, "copy_pageable_dtoh_gbps", "raw", bytes=n), ">= 3")
+ci, pc = find(r, "cuinit_ms", "raw"), find(r, "primary_ctx_create_ms", "raw")
+raw_start = ci + pc if ci is not None and pc is not None else None
+walls = sorted(x["value"] for x in pw if x.get("metric") == "gpurt_probe_wall_ms")
+row("startup ms: gpurt probe wall (median) vs cuInit+ctx", walls[len(walls) // 2] if walls else None, raw_start, "info")
+row("startup ms: core.Open vs cuInit+ctx", find(g, "startup_ms"), raw_start, "info")
+shapes = [("gemm_bf16_8192_tflops", 8192, 8192, 8192, "tflops")]
+for m, n, k in ((14336, 1, 4096), (14336, 16, 4096), (14336, 64, 4096), (4096, 1, 4096)):
+    shapes.append(("gemm_decode_%dx%dx%d_us" % (m, n, k), m, n, k, "us"))
+shapes.append(("gemm_prefill_14336x2048x4096_tflops", 14336, 2048, 4096, "tflops"))
+for metric, m, n, k, unit in shapes:
+    kw = dict(m=m, n=n, k=k)
+    if unit == "tflops":
+        rb, rs = find(r, "gemm_batched_tflops", "raw", **kw), find(r, "gemm_tflops", "raw", **kw)
+        pb = find(r, "gemm_batched_tflops", "plugin_c", **kw)
+        goal = ">= 0.99"
+    else:
+        rb, rs = find(r, "gemm_batched_us", "raw", **kw), find(r, "gemm_us", "raw", **kw)
+        pb = find(r, "gemm_batched_us", "plugin_c", **kw)
+        goal = "<= 1.01 (time)"
+    row(metric + " Go vs raw batched", find(g, metric), rb, goal)
+    row(metric + " plugin-C vs raw batched", pb, rb, goal)
+    row(metric + " raw single-run (boost) ", rs, rb, "info")
+row("gemm_host_us Go vs raw cublasLtMatmul", find(g, "gemm_host_us"), find(r, "gemm_host_us", "raw"), "<= raw+1us")
+row("gemm_host_us plugin-C vs raw", find(r, "gemm_host_us", "plugin_c"), find(r, "gemm_host_us", "raw"), "<= raw+1us")
+row("gemm_host_us Go vs plugin-C", find(g, "gemm_host_us"), find(r, "gemm_host_us", "plugin_c"), "")
+def f(v):
+    if v is None: return "-"
+    return "%.4g" % v
+print("gpurt vs raw (ratio = first / second):")
+print("%-60s %10s %10s %7s  %s" % ("metric", "gpurt", "raw", "ratio", "goal"))
+for name, gv, rv, ratio, goal in rows:
+    print("%-60s %10s %10s %7s  %s" % (name, f(gv), f(rv), f(ratio), goal))
+un = [x for x in r if x.get("metric") == "plugin_unavailable"]
+if un: print("rawbench: the plugin was not measured from C:", un[0].get("why"))
+PY
+}
+
 # ---- summary (last) ----------------------------------------------------------------
-status=0
-echo
-echo "logs: $logs"
-if [ -f "$logs/rawbench.jsonl" ]; then
-  echo "rawbench:"
-  sed 's/^/  /' "$logs/rawbench.jsonl"
+summary() {
+  local status=0
+  echo
+  echo "logs: $logs${OUT:+ (packed into \$OUT/gpu_check.tgz)}"
+  if command -v python3 >/dev/null 2>&1; then
+    compare "$logs" || echo "(comparison table failed: see above)"
+  else
+    echo "(no python3: no comparison table)"
+  fi
+  echo
+  printf '%-18s %-10s %7s  %s\n' STEP STATUS SECONDS NOTE
+  for i in "${!names[@]}"; do
+    printf '%-18s %-10s %7s  %s\n' "${names[$i]}" "${states[$i]}" "${secs[$i]}" "${notes[$i]}"
+    case "${states[$i]}" in ok|skip) ;; *) status=1 ;; esac
+  done
+  return $status
+}
+summary | tee "$logs/summary.txt"
+status=${PIPESTATUS[0]}
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT"
+  cp "$logs/summary.txt" "$OUT/summary.txt"
+  for f in rawbench.jsonl gpurt_bench.jsonl; do
+    [ -f "$logs/$f" ] && cp "$logs/$f" "$OUT/$f"
+  done
+  tar -czf "$OUT/gpu_check.tgz" -C "$(dirname "$logs")" "$(basename "$logs")" ||
+    echo "gpu_check.sh: could not write $OUT/gpu_check.tgz" >&2
 fi
-echo
-printf '%-18s %-10s %7s  %s\n' STEP STATUS SECONDS NOTE
-for i in "${!names[@]}"; do
-  printf '%-18s %-10s %7s  %s\n' "${names[$i]}" "${states[$i]}" "${secs[$i]}" "${notes[$i]}"
-  case "${states[$i]}" in ok|skip) ;; *) status=1 ;; esac
-done
-exit $status
+exit "$status"

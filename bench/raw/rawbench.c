@@ -4,16 +4,26 @@
  * directly on the CUDA driver API and cuBLASLt, printed as JSON lines, one
  * object per metric: {"metric":...,"value":...,"unit":...,...}.
  *
+ * Beside each raw figure it measures the same work through the CUDA
+ * plugin's C function table (dlopen'ed, negotiated, no Go): metrics with
+ * "source":"plugin_c" (stream_query dispatch, launch of fill_f32, GEMM
+ * device time and gemm_run host cost), so Go overhead and plugin overhead
+ * can be told apart in one run.
+ *
  * Build (scripts/gpu_check.sh does this):
- *   cc -O2 -std=c11 -D_GNU_SOURCE -I/usr/local/cuda/include bench/raw/rawbench.c \
- *      -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcublasLt -lcuda -lm \
+ *   cc -O2 -std=c11 -D_GNU_SOURCE -Iabi -I/usr/local/cuda/include bench/raw/rawbench.c \
+ *      -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcublasLt -lcuda -ldl -lm \
  *      -o build/rawbench
- * Run: build/rawbench [--quick]
+ * Run: build/rawbench [--quick] [--plugin build/libgpurt_cuda.so]
  *
  * Timings: host costs are wall-clock medians over batches; GPU times are
  * CUDA events around each run, median after warm-up. GEMM inputs are random
  * (never zeros). Layout TN (op(A) = A^T, column-major), bf16 in/out, f32
- * accumulation, 32 MiB workspace, the heuristic's top algorithm.
+ * accumulation, 32 MiB workspace, the heuristic's top algorithm. GEMM
+ * device time is measured two ways, both for direct cuBLASLt and for the
+ * plugin: "gemm_us" (events around one run, idle in between: the GPU
+ * boosts) and "gemm_batched_us" (events around many back-to-back runs, as
+ * `gpurt bench` does: sustained clocks).
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,10 +31,70 @@
 #include <string.h>
 #include <time.h>
 
+#include <dlfcn.h>
+
 #include <cublasLt.h>
 #include <cuda.h>
 
+#include "gpurt.h"
+
 static int quick;
+
+/* ---- the plugin through its C table -------------------------------------- */
+
+static const gpurt_api *api;
+static gpurt_runtime *prt;
+static gpurt_stream *pst;
+static char plugin_why[512] = "not loaded";
+
+static int perr(gpurt_error *e, const char *what) {
+  if (e == NULL) return 0;
+  gpurt_error_info in;
+  memset(&in, 0, sizeof in);
+  in.struct_size = sizeof in;
+  api->error_get(e, &in);
+  fprintf(stderr, "rawbench: plugin %s: %.*s\n", what, (int)in.message_len,
+          in.message ? in.message : "");
+  api->error_destroy(e);
+  return 1;
+}
+
+static void plugin_open(const char *path) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    snprintf(plugin_why, sizeof plugin_why, "dlopen %s: %s", path, dlerror());
+    return;
+  }
+  gpurt_negotiate_fn fn = (gpurt_negotiate_fn)dlsym(h, GPURT_ENTRY_SYMBOL);
+  gpurt_negotiate_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.host_abi_major = GPURT_ABI_MAJOR;
+  a.host_abi_minor = GPURT_ABI_MINOR;
+  if (fn == NULL || fn(&a) != GPURT_OK || a.api == NULL) {
+    snprintf(plugin_why, sizeof plugin_why, "negotiation with %s failed: %s", path,
+             fn ? a.message : "no entry symbol");
+    return;
+  }
+  api = a.api;
+  gpurt_runtime_create_args ca;
+  memset(&ca, 0, sizeof ca);
+  ca.struct_size = sizeof ca;
+  if (perr(api->runtime_create(&ca, &prt), "runtime_create") ||
+      perr(api->stream_create(prt, 0, &pst), "stream_create")) {
+    snprintf(plugin_why, sizeof plugin_why, "runtime or stream creation failed (see stderr)");
+    api = NULL;
+    return;
+  }
+  plugin_why[0] = 0;
+}
+
+static void emit_src(const char *metric, double value, const char *unit, const char *src,
+                     const char *extra) {
+  printf("{\"metric\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"source\":\"%s\"%s%s}\n",
+         metric, value, unit, src, extra && *extra ? "," : "", extra ? extra : "");
+  fflush(stdout);
+}
 
 static double now_us(void) {
   struct timespec ts;
@@ -108,6 +178,101 @@ static void bench_launch(CUstream s) {
   CK(cuModuleUnload(mod));
 }
 
+/* Per-call cost of a tight loop of fn, in ns: the median of batches. */
+#define TIME_NS(label_metric, src, note, body)                                 \
+  do {                                                                         \
+    const int nb_ = quick ? 10 : 30, per_ = 20000;                             \
+    double v_[64];                                                             \
+    for (int i_ = 0; i_ < per_; i_++) { body; }                                \
+    for (int b_ = 0; b_ < nb_; b_++) {                                         \
+      double t0_ = now_us();                                                   \
+      for (int i_ = 0; i_ < per_; i_++) { body; }                              \
+      v_[b_] = (now_us() - t0_) * 1e3 / per_;                                  \
+    }                                                                          \
+    emit_src(label_metric, median(v_, nb_), "ns/op", src, note);               \
+  } while (0)
+
+/* The dispatch floor: an idle stream's query, raw and through the plugin's
+ * table from C; and what making a context current costs (the plugin does
+ * cuCtxGetCurrent on every call, cuCtxSetCurrent only when it differs). */
+static void bench_dispatch(CUstream s, CUcontext ctx) {
+  CK(cuStreamSynchronize(s));
+  TIME_NS("dispatch_ns", "raw", "\"note\":\"cuStreamQuery on an idle stream\"",
+          (void)cuStreamQuery(s));
+  CUcontext cur;
+  TIME_NS("ctx_get_current_ns", "raw", "\"note\":\"cuCtxGetCurrent\"",
+          (void)cuCtxGetCurrent(&cur));
+  TIME_NS("ctx_set_current_ns", "raw", "\"note\":\"cuCtxSetCurrent of the current context\"",
+          (void)cuCtxSetCurrent(ctx));
+  if (api == NULL) return;
+  CK(cuCtxSetCurrent(ctx));
+  TIME_NS("dispatch_ns", "plugin_c",
+          "\"note\":\"api->stream_query on an idle stream, called from C\"",
+          do {
+            gpurt_error *e_ = api->stream_query(prt, pst);
+            if (e_) api->error_destroy(e_);
+          } while (0));
+}
+
+/* The plugin's launch of its built-in fill_f32 on 1 element (what gpurt
+ * bench's launch_us times through Go), beside raw args3 with the same
+ * parameter shape (u64 pointer, f32, u64). */
+static void bench_plugin_launch(void) {
+  if (api == NULL) return;
+  gpurt_module_load_args ml;
+  memset(&ml, 0, sizeof ml);
+  ml.struct_size = sizeof ml;
+  ml.format = GPURT_MODULE_BUILTIN;
+  gpurt_module *m = NULL;
+  gpurt_kernel *k = NULL;
+  gpurt_buffer *b = NULL;
+  if (perr(api->module_load(prt, &ml, &m), "module_load builtin") ||
+      perr(api->kernel_get(prt, m, "fill_f32", 8, &k), "kernel_get fill_f32") ||
+      perr(api->buffer_alloc(prt, 0, 4096, &b), "buffer_alloc"))
+    return;
+  float one = 1.0f;
+  uint32_t bits;
+  memcpy(&bits, &one, 4);
+  gpurt_kernel_arg args[3];
+  memset(args, 0, sizeof args);
+  args[0].kind = GPURT_ARG_BUFFER;
+  args[0].size = 8;
+  args[0].buffer = b;
+  args[1].kind = GPURT_ARG_F32;
+  args[1].size = 4;
+  args[1].value = bits;
+  args[2].kind = GPURT_ARG_U64;
+  args[2].size = 8;
+  args[2].value = 1;
+  gpurt_launch_args la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = sizeof la;
+  la.grid[0] = la.grid[1] = la.grid[2] = 1;
+  la.block[0] = 32;
+  la.block[1] = la.block[2] = 1;
+  la.num_args = 3;
+  la.args = args;
+  for (int i = 0; i < 1000; i++)
+    if (perr(api->launch(prt, pst, k, &la), "launch")) return;
+  if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return;
+  const int batches = quick ? 10 : 50, per = 1000;
+  double v[64];
+  for (int bi = 0; bi < batches; bi++) {
+    double t0 = now_us();
+    for (int i = 0; i < per; i++) {
+      gpurt_error *e = api->launch(prt, pst, k, &la);
+      if (e) api->error_destroy(e);
+    }
+    double t1 = now_us();
+    if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return;
+    v[bi] = (t1 - t0) / per;
+  }
+  emit_src("launch_host_us", median(v, batches), "us", "plugin_c",
+           "\"kernel\":\"fill_f32 (api->launch)\",\"grid\":1,\"block\":32");
+  perr(api->buffer_free(prt, b), "buffer_free");
+  perr(api->module_unload(prt, m), "module_unload");
+}
+
 static void bench_copies(CUstream s) {
   size_t sizes[2] = {256u << 20, 1u << 30};
   for (int si = 0; si < 2; si++) {
@@ -141,7 +306,7 @@ static void bench_copies(CUstream s) {
     emit("copy_pinned_htod_gbps", median(up, reps), "GB/s", extra);
     emit("copy_pinned_dtoh_gbps", median(down, reps), "GB/s", extra);
     emit("copy_dtod_gbps", median(dd, reps), "GB/s", extra); /* bytes copied / s */
-    if (si == 0) {
+    { /* pageable, both sizes */
       char *pg = malloc(n);
       memset(pg, 0x33, n);
       for (int r = 0; r < reps + 1; r++) {
@@ -171,27 +336,134 @@ static unsigned short bf16_bits(float f) {
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }
 
-static void fill_random_bf16(CUdeviceptr d, size_t elems, unsigned seed) {
-  size_t chunk = 1u << 24;
-  unsigned short *h = malloc(chunk * 2);
-  unsigned long long x = 0x9e3779b97f4a7c15ull ^ seed;
-  for (size_t off = 0; off < elems; off += chunk) {
-    size_t n = elems - off < chunk ? elems - off : chunk;
-    for (size_t i = 0; i < n; i++) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      h[i] = bf16_bits(((float)((x >> 40) & 0xffff) / 32768.0f - 1.0f) * 0.5f);
-    }
-    CK(cuMemcpyHtoD(d + off * 2, h, n * 2));
+/* Random bf16 in [-0.5, 0.5) (never zeros), the same for raw and plugin. */
+static unsigned short *random_bf16(size_t elems, unsigned seed) {
+  unsigned short *h = malloc(elems * 2);
+  if (h == NULL) {
+    fprintf(stderr, "rawbench: out of host memory (%zu bytes)\n", elems * 2);
+    exit(1);
   }
-  free(h);
+  unsigned long long x = 0x9e3779b97f4a7c15ull ^ seed;
+  for (size_t i = 0; i < elems; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    h[i] = bf16_bits(((float)((x >> 40) & 0xffff) / 32768.0f - 1.0f) * 0.5f);
+  }
+  return h;
+}
+
+/* Back-to-back runs per timed batch: about 100 ms (20 quick) of GPU work. */
+static int batch_runs(double one_us) {
+  double target = quick ? 20000 : 100000;
+  int n = one_us > 0 ? (int)(target / one_us) : 1;
+  return n < 1 ? 1 : n > 1000 ? 1000 : n;
 }
 
 typedef struct gemm_case {
   const char *name;
   int m, n, k;
 } gemm_case;
+
+/* The same GEMM through the plugin's table: plan once (bf16, TN, C NULL,
+ * beta 0, alignment 256, as gpurt bench asks), then device time (single and
+ * batched, plugin events) and, for 4096x1x4096, the host cost of gemm_run. */
+static void plugin_gemm(gemm_case c, const unsigned short *hA, const unsigned short *hB,
+                        const char *extra) {
+  if (api == NULL) return;
+  gpurt_buffer *A = NULL, *B = NULL, *D = NULL;
+  gpurt_gemm_plan *plan = NULL;
+  gpurt_event *e0 = NULL, *e1 = NULL;
+  size_t na = (size_t)c.m * c.k * 2, nb = (size_t)c.k * c.n * 2, nd = (size_t)c.m * c.n * 2;
+  gpurt_copy_args cp;
+  memset(&cp, 0, sizeof cp);
+  cp.struct_size = sizeof cp;
+  cp.flags = GPURT_COPY_SYNC;
+  gpurt_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_BF16;
+  d.compute_type = GPURT_COMPUTE_DEFAULT;
+  d.trans_a = 1;
+  d.m = c.m, d.n = c.n, d.k = c.k;
+  d.lda = c.k, d.ldb = c.k, d.ldc = d.ldd = c.m;
+  d.batch_count = 1;
+  d.align_a = d.align_b = d.align_c = d.align_d = 256;
+  if (perr(api->buffer_alloc(prt, 0, na, &A), "buffer_alloc A") ||
+      perr(api->buffer_alloc(prt, 0, nb, &B), "buffer_alloc B") ||
+      perr(api->buffer_alloc(prt, 0, nd, &D), "buffer_alloc D"))
+    goto out;
+  cp.dst_buffer = A, cp.src_ptr = hA, cp.size = na;
+  if (perr(api->copy(prt, &cp), "copy A")) goto out;
+  cp.dst_buffer = B, cp.src_ptr = hB, cp.size = nb;
+  if (perr(api->copy(prt, &cp), "copy B")) goto out;
+  double t0 = now_us();
+  if (perr(api->gemm_plan_create(prt, 0, &d, &plan), "gemm_plan_create")) goto out;
+  emit_src("gemm_plan_create_us", now_us() - t0, "us", "plugin_c", extra);
+  if (perr(api->event_create(prt, 0, GPURT_EVENT_TIMING, &e0), "event_create") ||
+      perr(api->event_create(prt, 0, GPURT_EVENT_TIMING, &e1), "event_create"))
+    goto out;
+  gpurt_gemm_run_args r;
+  memset(&r, 0, sizeof r);
+  r.struct_size = sizeof r;
+  r.a = A, r.b = B, r.d = D;
+  r.alpha = 1;
+  for (int i = 0; i < 10; i++)
+    if (perr(api->gemm_run(prt, pst, plan, &r), "gemm_run")) goto out;
+  if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) goto out;
+  double flops = 2.0 * c.m * c.n * c.k;
+  int reps = quick ? 10 : 50;
+  double v[64], ms;
+  for (int q = 0; q < reps; q++) {
+    if (perr(api->event_record(prt, e0, pst), "event_record") ||
+        perr(api->gemm_run(prt, pst, plan, &r), "gemm_run") ||
+        perr(api->event_record(prt, e1, pst), "event_record") ||
+        perr(api->event_synchronize(prt, e1), "event_synchronize") ||
+        perr(api->event_elapsed(prt, e0, e1, &ms), "event_elapsed"))
+      goto out;
+    v[q] = ms * 1e3;
+  }
+  double us = median(v, reps);
+  emit_src("gemm_us", us, "us", "plugin_c", extra);
+  emit_src("gemm_tflops", flops / (us * 1e6), "TFLOP/s", "plugin_c", extra);
+  int nbat = batch_runs(us), trials = quick ? 3 : 5;
+  for (int t = 0; t < trials; t++) {
+    if (perr(api->event_record(prt, e0, pst), "event_record")) goto out;
+    for (int i = 0; i < nbat; i++)
+      if (perr(api->gemm_run(prt, pst, plan, &r), "gemm_run")) goto out;
+    if (perr(api->event_record(prt, e1, pst), "event_record") ||
+        perr(api->event_synchronize(prt, e1), "event_synchronize") ||
+        perr(api->event_elapsed(prt, e0, e1, &ms), "event_elapsed"))
+      goto out;
+    v[t] = ms * 1e3 / nbat;
+  }
+  double bus = median(v, trials);
+  emit_src("gemm_batched_us", bus, "us", "plugin_c", extra);
+  emit_src("gemm_batched_tflops", flops / (bus * 1e6), "TFLOP/s", "plugin_c", extra);
+  if (c.n == 1 && c.m == 4096) {
+    double hv[256];
+    int nbh = quick ? 20 : 100, per = 20;
+    for (int bi = 0; bi < nbh; bi++) {
+      double t0b = now_us();
+      for (int i = 0; i < per; i++) {
+        gpurt_error *e = api->gemm_run(prt, pst, plan, &r);
+        if (e) api->error_destroy(e);
+      }
+      double t1b = now_us();
+      if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) goto out;
+      hv[bi] = (t1b - t0b) / per;
+    }
+    emit_src("gemm_host_us", median(hv, nbh), "us", "plugin_c", extra);
+  }
+out:
+  if (pst) perr(api->stream_synchronize(prt, pst), "stream_synchronize");
+  perr(api->event_destroy(prt, e0), "event_destroy");
+  perr(api->event_destroy(prt, e1), "event_destroy");
+  perr(api->gemm_plan_destroy(prt, plan), "gemm_plan_destroy");
+  perr(api->buffer_free(prt, A), "buffer_free");
+  perr(api->buffer_free(prt, B), "buffer_free");
+  perr(api->buffer_free(prt, D), "buffer_free");
+}
 
 static void bench_gemm(CUstream s) {
   double t0 = now_us();
@@ -215,8 +487,9 @@ static void bench_gemm(CUstream s) {
     CK(cuMemAlloc(&A, (size_t)c.m * c.k * 2));
     CK(cuMemAlloc(&B, (size_t)c.k * c.n * 2));
     CK(cuMemAlloc(&D, (size_t)c.m * c.n * 2));
-    fill_random_bf16(A, (size_t)c.m * c.k, 1);
-    fill_random_bf16(B, (size_t)c.k * c.n, 2);
+    unsigned short *hA = random_bf16((size_t)c.m * c.k, 1), *hB = random_bf16((size_t)c.k * c.n, 2);
+    CK(cuMemcpyHtoD(A, hA, (size_t)c.m * c.k * 2));
+    CK(cuMemcpyHtoD(B, hB, (size_t)c.k * c.n * 2));
     cublasLtMatmulDesc_t op;
     LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -246,7 +519,17 @@ static void bench_gemm(CUstream s) {
     emit("gemm_heuristic_repeat_us", h2 - h1, "us", extra);
     if (!found) {
       fprintf(stderr, "rawbench: no cuBLASLt algorithm for %d x %d x %d\n", c.m, c.n, c.k);
+      free(hA);
+      free(hB);
       continue;
+    }
+    {
+      char ex2[400];
+      snprintf(ex2, sizeof ex2,
+               "%s,\"algo_workspace\":%zu,\"waves\":%.3g,\"algo_id\":%llu", extra,
+               res.workspaceSize, res.wavesCount,
+               (unsigned long long)((const uint64_t *)res.algo.data)[0]);
+      emit("gemm_algo", (double)res.workspaceSize, "bytes", ex2);
     }
     float alpha = 1, beta = 0;
 #define MM()                                                                                  \
@@ -271,6 +554,20 @@ static void bench_gemm(CUstream s) {
     emit("gemm_us", us, "us", extra);
     emit("gemm_tflops", flops / (us * 1e6), "TFLOP/s", extra);
     emit("gemm_tbps", bytes / (us * 1e6), "TB/s", extra);
+    /* Back-to-back runs, as gpurt bench times them (sustained clocks). */
+    int nbat = batch_runs(us), trials = quick ? 3 : 5;
+    for (int r = 0; r < trials; r++) {
+      CK(cuEventRecord(e0, s));
+      for (int i = 0; i < nbat; i++) LK(MM());
+      CK(cuEventRecord(e1, s));
+      CK(cuEventSynchronize(e1));
+      float ms;
+      CK(cuEventElapsedTime(&ms, e0, e1));
+      v[r] = ms * 1e3 / nbat;
+    }
+    double bus = median(v, trials);
+    emit("gemm_batched_us", bus, "us", extra);
+    emit("gemm_batched_tflops", flops / (bus * 1e6), "TFLOP/s", extra);
     /* Host cost of one call (batches of 20, then drain the queue). */
     if (c.n == 1 && c.m == 4096) {
       double hv[256];
@@ -285,6 +582,9 @@ static void bench_gemm(CUstream s) {
       emit("gemm_host_us", median(hv, nb), "us", extra);
     }
 #undef MM
+    plugin_gemm(c, hA, hB, extra);
+    free(hA);
+    free(hB);
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
@@ -299,7 +599,17 @@ static void bench_gemm(CUstream s) {
 }
 
 int main(int argc, char **argv) {
-  quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  const char *plugin = "build/libgpurt_cuda.so";
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0)
+      quick = 1;
+    else if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc)
+      plugin = argv[++i];
+    else {
+      fprintf(stderr, "usage: rawbench [--quick] [--plugin PATH]\n");
+      return 2;
+    }
+  }
   double t0 = now_us();
   CK(cuInit(0));
   double t1 = now_us();
@@ -320,9 +630,25 @@ int main(int argc, char **argv) {
   emit("primary_ctx_create_ms", (t2 - t1) / 1e3, "ms", extra);
   CUstream s;
   CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  plugin_open(plugin);
+  if (api == NULL) {
+    char ex[700];
+    snprintf(ex, sizeof ex, "\"why\":\"%s\"", plugin_why);
+    emit_src("plugin_unavailable", 1, "flag", "plugin_c", ex);
+  }
+  CK(cuCtxSetCurrent(ctx));
+  bench_dispatch(s, ctx);
+  bench_plugin_launch();
+  CK(cuCtxSetCurrent(ctx));
   bench_launch(s);
   bench_copies(s);
+  CK(cuCtxSetCurrent(ctx));
   bench_gemm(s);
+  if (api != NULL) {
+    perr(api->stream_destroy(prt, pst), "stream_destroy");
+    perr(api->runtime_destroy(prt), "runtime_destroy");
+  }
+  CK(cuCtxSetCurrent(ctx));
   CK(cuStreamDestroy(s));
   CK(cuDevicePrimaryCtxRelease(dev));
   return 0;
