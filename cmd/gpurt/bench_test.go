@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+func TestBenchCommand(t *testing.T) {
+	dir := testutil.MockPlugin(t)
+	t.Run("json", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		code := runBench([]string{"--quick", "--json", "--backend", "mock", "--plugin", dir, "--sizes", "64K"}, &stdout, &stderr)
+		require.Equal(t, 0, code, stderr.String())
+		sc := bufio.NewScanner(&stdout)
+		seen := map[string]bool{}
+		for sc.Scan() {
+			var x struct {
+				Metric   string   `json:"metric"`
+				Value    float64  `json:"value"`
+				Unit     string   `json:"unit"`
+				Baseline *float64 `json:"baseline"`
+				Ratio    *float64 `json:"ratio"`
+			}
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &x), sc.Text())
+			seen[x.Metric] = true
+		}
+		for _, m := range []string{"startup_ms", "dispatch_ns", "dispatch_allocs", "htod_pinned_gbps", "launch_us", "gemm_host_us"} {
+			assert.True(t, seen[m], "no %s line", m)
+		}
+	})
+	t.Run("table", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		code := runBench([]string{"--quick", "--backend", "mock", "--plugin", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
+		require.Equal(t, 0, code, stderr.String())
+		assert.Contains(t, stdout.String(), "dispatch_ns")
+		assert.Contains(t, stdout.String(), "backend mock")
+	})
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"bad sizes", []string{"--sizes", "lots"}},
+		{"stray argument", []string{"now"}},
+		{"unknown flag", []string{"--fast"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			assert.Equal(t, 2, runBench(c.args, &stdout, &stderr))
+			assert.NotEmpty(t, stderr.String())
+		})
+	}
+	t.Run("unknown backend", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 1, runBench([]string{"--quick", "--backend", "nonesuch", "--plugin", dir}, &stdout, &stderr))
+		assert.Contains(t, stderr.String(), "unknown backend")
+	})
+}
