@@ -230,9 +230,11 @@ func (r *runner) gemmHost() error {
 	if err := s.Synchronize(); err != nil {
 		return err
 	}
-	batch, trials := 200, r.trials()
+	// batches of 20 calls, each drained before the next (as bench/raw
+	// times cublasLtMatmul's host cost)
+	batch, trials := 20, 100
 	if r.opts.Quick {
-		batch = 50
+		trials = 20
 	}
 	var gerr error
 	loop := func(n int) {

@@ -38,9 +38,9 @@ func (r *runner) launch() error {
 	}
 	// A batch stays below the depth at which a driver's launch queue
 	// blocks, so the enqueue time is the host's alone.
-	batch, trials := 1000, 10
+	batch, trials := 1000, 50 // as bench/raw times cuLaunchKernel
 	if r.opts.Quick {
-		batch, trials = 500, 3
+		trials = 10
 	}
 	var enq, e2e []float64
 	for t := 0; t < trials; t++ {
@@ -58,12 +58,12 @@ func (r *runner) launch() error {
 		enq = append(enq, float64(t1.Sub(t0).Nanoseconds())/1e3/float64(batch))
 		e2e = append(e2e, float64(t2.Sub(t0).Nanoseconds())/1e3/float64(batch))
 	}
-	rt := 200
+	rt, rtTrials := 200, 10
 	if r.opts.Quick {
-		rt = 50
+		rt, rtTrials = 50, 3
 	}
 	var round []float64
-	for t := 0; t < trials; t++ {
+	for t := 0; t < rtTrials; t++ {
 		t0 := time.Now()
 		for i := 0; i < rt; i++ {
 			if err := one(); err != nil {
