@@ -1,48 +1,72 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package core_test
+package core
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // BenchmarkStagedCopy measures synchronous copies of a Go []byte (the
 // staged path: pageable memory through pinned chunks), up and down, at the
-// sizes gpurt bench reports. On the mock the "DMA" is a memcpy by the
-// stream's worker thread, so the figures say little about a GPU; they show
-// that the staging does not slow things down. The mock runs without its
-// injected per-op delay here.
+// sizes gpurt bench reports, each twice in the same run: "serial" with the
+// memmove on the calling goroutine alone (a pool of one), "pool" with the
+// shared copy pool (a pool of two where the shared one is serial, as on a
+// 2-core machine). On the mock the "DMA" is a memcpy by the stream's
+// worker thread, which competes with the memmove for cores, so on a small
+// machine the figures say little about a GPU; they show that the staging
+// is not slower. The mock runs without its injected per-op delay here.
 func BenchmarkStagedCopy(b *testing.B) {
-	rt := openMock(b, "delay_us=0") // no injected latency: measure the staging
-	d := dev0(b, rt)
+	dir := testutil.MockPlugin(b)
+	rt, err := Open(Config{PluginPaths: []string{dir}, Backend: "mock", PluginOptions: "delay_us=0"})
+	require.NoError(b, err)
+	defer rt.Close()
+	d := rt.devices[0]
+	shared := stagePool()
+	serial := newCopyPool(1)
+	defer func() { sharedCopyPool.p = shared }()
+	pool := shared
+	if pool.parts < 2 { // a small machine: still measure a pool of two
+		pool = newCopyPool(2)
+		defer pool.stop()
+	}
+	b.Logf("copy pool: %d goroutines per memmove (the shared one: %d)", pool.parts, shared.parts)
 	for _, n := range []int{1 << 20, 16 << 20, 256 << 20} {
 		buf, err := d.Alloc(n)
 		require.NoError(b, err)
-		host := randBytes(n, 3)
-		require.NoError(b, core.CopyFromHost(buf, host)) // warm a stager and the heap
-		b.Run(fmt.Sprintf("up/%dMiB", n>>20), func(b *testing.B) {
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := core.CopyFromHost(buf, host); err != nil {
-					b.Fatal(err)
-				}
+		host := make([]byte, n)
+		r := rand.New(rand.NewPCG(uint64(n), 3))
+		for i := range host {
+			host[i] = byte(r.Uint32())
+		}
+		require.NoError(b, CopyFromHost(buf, host)) // warm a stager and the heap
+		for _, dir := range []string{"up", "down"} {
+			for _, mode := range []struct {
+				name string
+				p    *copyPool
+			}{{"serial", serial}, {"pool", pool}} {
+				b.Run(fmt.Sprintf("%s/%dMiB/%s", dir, n>>20, mode.name), func(b *testing.B) {
+					sharedCopyPool.p = mode.p
+					b.SetBytes(int64(n))
+					b.ReportAllocs()
+					for b.Loop() {
+						if dir == "up" {
+							err = CopyFromHost(buf, host)
+						} else {
+							err = CopyToHost(host, buf)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
 			}
-		})
-		b.Run(fmt.Sprintf("down/%dMiB", n>>20), func(b *testing.B) {
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := core.CopyToHost(host, buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		}
 		require.NoError(b, buf.Free())
 	}
 }
