@@ -133,13 +133,6 @@ func (r *runner) target() time.Duration {
 	return 200 * time.Millisecond
 }
 
-func (r *runner) trials() int {
-	if r.opts.Quick {
-		return 3
-	}
-	return 7
-}
-
 // dispatch measures Stream.Query on an idle stream: the cheapest plugin
 // call of the API (stream_query: a handle lookup and a status read), and
 // compares it with gpurt-cgobench's cgo call of the same table slot.
@@ -158,12 +151,17 @@ func (r *runner) dispatch() error {
 			}
 		}
 	}
-	ns := NsPerOp(loop, r.target(), r.trials())
+	rounds := 9
+	if r.opts.Quick {
+		rounds = 3
+	}
+	ns, med := NsPerOp(loop, r.target()/2, rounds)
 	allocs := AllocsPerOp(loop, 10000)
 	if qerr != nil {
 		return qerr
 	}
-	res := Result{Metric: "dispatch_ns", Value: ns, Unit: "ns/op", Note: "Stream.Query on an idle stream (stream_query)"}
+	res := Result{Metric: "dispatch_ns", Value: ns, Unit: "ns/op",
+		Note: fmt.Sprintf("Stream.Query on an idle stream (stream_query), best of %d runs (median %.1f)", rounds, med)}
 	var cgo map[string]Result
 	if r.opts.CgoBench == "" {
 		hint := r.opts.CgoBenchHint

@@ -173,7 +173,11 @@ func (r *runner) timeGemm(g gemmShape, ops core.GemmOperands) (time.Duration, er
 			return nil
 		}
 	}
-	if err := run(2)(); err != nil {
+	warm := 2 // the mock's CPU GEMM is slow; a GPU warms up 10 runs, as bench/raw does
+	if r.gpu {
+		warm = 10
+	}
+	if err := run(warm)(); err != nil {
 		return 0, err
 	}
 	if err := s.Synchronize(); err != nil {
@@ -183,14 +187,19 @@ func (r *runner) timeGemm(g gemmShape, ops core.GemmOperands) (time.Duration, er
 	if err != nil {
 		return 0, err
 	}
+	// batches of about 100 ms (20 ms with Quick), 5 trials (3), as
+	// bench/raw's gemm_batched_us
+	target, trials := 100*time.Millisecond, 5
+	if r.opts.Quick {
+		target, trials = 20*time.Millisecond, 3
+	}
 	k := 1
 	if one > 0 {
-		k = min(max(int(r.target()/one), 1), 1000)
+		k = min(max(int(target/one), 1), 1000)
 	}
 	if one > time.Second {
 		r.progressf("%s: %.1f s per run", g.metric, one.Seconds())
 	}
-	trials := r.trials()
 	if one*time.Duration(trials) > 10*time.Second {
 		trials = 1
 	}

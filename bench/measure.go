@@ -13,9 +13,13 @@ import (
 
 // NsPerOp measures loop, which performs n operations, in nanoseconds per
 // operation: it grows n until one run takes a tenth of target, scales n to
-// target, and returns the median of trials runs. cmd/gpurt-cgobench uses
-// it too, so both sides of the dispatch comparison are measured alike.
-func NsPerOp(loop func(n int), target time.Duration, trials int) float64 {
+// target, runs trials runs, and returns the best (lowest) and the median
+// per-operation time. The best is the figure for a call path's cost: on a
+// shared machine a run now and then lands on a slower core or beside other
+// work, and the slow mode can hold for a whole run. cmd/gpurt-cgobench
+// uses it too, so both sides of the dispatch comparison are measured
+// alike.
+func NsPerOp(loop func(n int), target time.Duration, trials int) (best, med float64) {
 	n := 100
 	for {
 		t0 := time.Now()
@@ -37,7 +41,8 @@ func NsPerOp(loop func(n int), target time.Duration, trials int) float64 {
 		loop(n)
 		ns = append(ns, float64(time.Since(t0).Nanoseconds())/float64(n))
 	}
-	return median(ns)
+	med = median(ns) // sorts
+	return ns[0], med
 }
 
 // AllocsPerOp is the number of heap allocations per operation of loop(n),
