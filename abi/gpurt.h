@@ -412,7 +412,8 @@ typedef struct gpurt_launch_args {
  *                          + beta * C [+ bias])
  * where the bias (m entries, one per row) is added before relu/gelu, and
  * the scales (fp8 only; f32 in device memory; NULL = 1.0) are 1.0 for
- * other types. C is not read when beta == 0 and may then be NULL; ldc is
+ * other types. scale_a/scale_b need fp8 A/B and scale_d an fp8 D; a scale
+ * set otherwise is GPURT_ERR_INVALID_ARGUMENT. C is not read when beta == 0 and may then be NULL; ldc is
  * still validated (>= m). */
 typedef struct gpurt_gemm_desc {
   uint64_t struct_size;

@@ -63,8 +63,15 @@ type Result struct {
 // OK reports whether no check failed.
 func (r *Result) OK() bool { return r.Failed == 0 }
 
-// Summary is the last line `gpurt conform` prints.
-func (r *Result) Summary() string { return fmt.Sprintf("%d passed, %d failed", r.Passed, r.Failed) }
+// Summary is the last line `gpurt conform` prints: "N passed, M failed",
+// followed by ", K skipped" when a check was skipped.
+func (r *Result) Summary() string {
+	s := fmt.Sprintf("%d passed, %d failed", r.Passed, r.Failed)
+	if r.Skipped > 0 {
+		s += fmt.Sprintf(", %d skipped", r.Skipped)
+	}
+	return s
+}
 
 // errSkip marks a check skipped.
 type skipError struct{ reason string }

@@ -1696,6 +1696,9 @@ static gpurt_error *m_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_pl
   if (!fp8 && (a.scale_a || a.scale_b || a.scale_d))
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: scale_%s is set but scales apply to fp8 operands only",
                   a.scale_a ? "a" : a.scale_b ? "b" : "d");
+  if (a.scale_d && d->d_type != GPURT_DTYPE_FP8_E4M3 && d->d_type != GPURT_DTYPE_FP8_E5M2)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: scale_d is set but D is %s: scale_d quantises an fp8 D only",
+                  gp_dtype_name(d->d_type));
   if (!(a.alpha == a.alpha) || !(a.beta == a.beta))
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: alpha or beta is NaN");
 
