@@ -19,7 +19,7 @@ CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
 .PHONY: run build mock cuda metal gpurt test fmt-check vet cross abi-test \
-        go-test go-test-nocgo cuda-check clean
+        go-test go-test-nocgo cuda-check cgobench clean
 
 run: build
 	@echo "== $(BUILD)/gpurt probe"
@@ -29,9 +29,16 @@ run: build
 	  $(BUILD)/gpurt bench --quick; \
 	fi
 
-build: mock cuda metal gpurt
+build: mock cuda metal gpurt cgobench
 	@# the loader refuses folders and plugins that group or others can write
 	chmod go-w $(BUILD) $(BUILD)/libgpurt_* 2>/dev/null || true
+
+# The cgo dispatch baseline (a test tool, never shipped): gpurt bench runs it
+# from beside build/gpurt. Build tag cgobench keeps it out of ./... (TestNoCgo).
+cgobench:
+	@echo "== $(BUILD)/gpurt-cgobench (cgo; the dispatch baseline)"
+	mkdir -p $(BUILD)
+	CGO_ENABLED=1 $(GO) build -tags cgobench -o $(BUILD)/gpurt-cgobench ./cmd/gpurt-cgobench || echo "note: gpurt-cgobench not built (needs a C compiler); gpurt bench runs without the cgo baseline"
 
 mock:
 	@echo "== mock plugin"
@@ -68,6 +75,7 @@ fmt-check:
 vet:
 	@echo "== go vet ./..."
 	$(GO) vet ./...
+	CGO_ENABLED=1 $(GO) vet -tags cgobench ./cmd/gpurt-cgobench/
 
 cross:
 	@for t in $(CROSS); do \
