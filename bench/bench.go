@@ -2,7 +2,9 @@
 
 // Package bench measures gpurt on whatever backend core.Open picks: the
 // startup time, the dispatch overhead of one plugin call (beside a cgo
-// call of the same C function, from cmd/gpurt-cgobench), copy bandwidth
+// call of the same C function, from cmd/gpurt-cgobench, which also
+// compares launch and GEMM host costs with cgo calls in one process),
+// copy bandwidth
 // for pageable and pinned memory and device to device, the kernel launch
 // rate, and GEMM throughput and host cost with the op cache's counters.
 // `gpurt bench` prints what Run returns; the tests run it on the mock.
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -122,7 +125,8 @@ type runner struct {
 	dev    *core.Device
 	stream *core.Stream
 	rep    *Report
-	gpu    bool // a real device (not the mock)
+	gpu    bool              // a real device (not the mock)
+	cgo    map[string]Result // gpurt-cgobench's figures by metric (nil: none)
 }
 
 // target is how long one timed run of a micro-measurement lasts.
@@ -175,6 +179,7 @@ func (r *runner) dispatch() error {
 		if err != nil {
 			r.rep.note("cgo baseline: %v", err)
 		}
+		r.cgo = cgo
 	}
 	if c, ok := cgo["dispatch_cgo_ns"]; ok {
 		res = res.withBaseline(c.Value)
@@ -193,6 +198,25 @@ func (r *runner) dispatch() error {
 			Note: "gpurt vs cgo, both in gpurt-cgobench's one process"})
 	}
 	return nil
+}
+
+// addCgoPair adds gpurt-cgobench's one-process comparison of a host cost,
+// when it printed one: its metric (gpurt, with the cgo call as baseline)
+// under the name as (metric itself is this process's own figure), and
+// stem_cgo_us and stem_c_us (the cgo call, the C loop) under their own
+// names, where metric is stem_us.
+func (r *runner) addCgoPair(metric, as string) {
+	stem := strings.TrimSuffix(metric, "_us")
+	if c, ok := r.cgo[metric]; ok && c.Ratio != nil {
+		r.rep.add(Result{Metric: as, Value: c.Value, Unit: c.Unit, Baseline: c.Baseline, Ratio: c.Ratio,
+			Note: "gpurt-cgobench, one process: " + c.Note})
+	}
+	if c, ok := r.cgo[stem+"_cgo_us"]; ok {
+		r.rep.add(Result{Metric: stem + "_cgo_us", Value: c.Value, Unit: c.Unit, Note: "gpurt-cgobench: " + c.Note})
+	}
+	if c, ok := r.cgo[stem+"_c_us"]; ok {
+		r.rep.add(Result{Metric: stem + "_c_us", Value: c.Value, Unit: c.Unit, Note: "gpurt-cgobench: " + c.Note})
+	}
 }
 
 // progressf writes a progress line (used inside long phases).

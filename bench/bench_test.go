@@ -127,8 +127,23 @@ func TestCgoBaseline(t *testing.T) {
 	require.NotNil(t, x.Baseline, "notes: %v", rep.Notes)
 	require.NotNil(t, x.Ratio)
 	assert.Positive(t, *x.Baseline)
-	for _, m := range []string{"dispatch_cgo_ns", "dispatch_c_ns", "dispatch_cgoproc_ns"} {
-		_, ok := rep.Find(m, 0)
-		assert.True(t, ok, "no %s", m)
+	for _, m := range []string{"dispatch_cgo_ns", "dispatch_c_ns", "dispatch_cgoproc_ns",
+		"launch_host_cgoproc_us", "launch_host_cgo_us", "launch_host_c_us",
+		"gemm_host_cgoproc_us", "gemm_host_cgo_us", "gemm_host_c_us"} {
+		t.Run(m, func(t *testing.T) {
+			x, ok := rep.Find(m, 0)
+			require.True(t, ok, "no %s; notes: %v", m, rep.Notes)
+			assert.Positive(t, x.Value)
+		})
+	}
+	for _, m := range []string{"launch_host_cgoproc_us", "gemm_host_cgoproc_us"} {
+		x, _ := rep.Find(m, 0)
+		assert.NotNil(t, x.Ratio, "%s has no ratio", m)
+	}
+	// this process's own figures keep their names and carry no cgo baseline
+	for _, m := range []string{"launch_us", "gemm_host_us"} {
+		x, ok := rep.Find(m, 0)
+		require.True(t, ok, "no %s", m)
+		assert.Nil(t, x.Baseline, m)
 	}
 }

@@ -272,5 +272,6 @@ func (r *runner) gemmHost() error {
 	r.rep.add(Result{Metric: "gemm_host_us", Value: median(per), Unit: "us",
 		Note: fmt.Sprintf("one Stream.Gemm enqueue, warm op cache (m=%d n=%d k=%d bf16)", g.m, g.n, g.k)})
 	r.rep.add(Result{Metric: "gemm_allocs", Value: allocs, Unit: "allocs/op", Note: "goal 0"})
+	r.addCgoPair("gemm_host_us", "gemm_host_cgoproc_us")
 	return nil
 }

@@ -89,5 +89,6 @@ func (r *runner) launch() error {
 	r.rep.add(Result{Metric: "launch_e2e_us", Value: m2, Unit: "us", Note: "per launch, a batch and its one synchronize"})
 	r.rep.add(Result{Metric: "launches_per_s", Value: 1e6 / m2, Unit: "1/s", Note: "end to end, from launch_e2e_us"})
 	r.rep.add(Result{Metric: "launch_sync_us", Value: median(round), Unit: "us", Note: "one launch + Stream.Synchronize"})
+	r.addCgoPair("launch_host_us", "launch_host_cgoproc_us")
 	return nil
 }

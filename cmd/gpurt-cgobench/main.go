@@ -2,14 +2,29 @@
 
 //go:build cgobench
 
-// Command gpurt-cgobench is the cgo side of `gpurt bench`'s dispatch
-// figure. It loads a plugin twice in one process — through gpurt's core
+// Command gpurt-cgobench is the cgo side of `gpurt bench`'s host-cost
+// figures. It loads a plugin twice in one process — through gpurt's core
 // (the zero-allocation call path) and through C (internal/cgobaseline:
-// dlopen, the same negotiation, runtime_create) — and measures
-// stream_query on an idle stream called three ways: through
-// core.Stream.Query, as one cgo call into C that calls the table slot, and
-// from C in a loop (the floor). gpurt bench runs it when it finds it
-// beside its own executable.
+// dlopen, the same negotiation, runtime_create with the same options) —
+// and measures three operations, each called three ways, interleaved:
+// through the core, as one cgo call into C that calls the table slot, and
+// from C in a loop (the floor):
+//
+//   - dispatch: stream_query on an idle stream (dispatch_ns, its baseline
+//     dispatch_cgo_ns, dispatch_c_ns), best of runs of about 100 ms;
+//   - launch: fill_f32 of the built-in module on one element, batches of
+//     1000 launches timed without the synchronize after them
+//     (launch_host_us, launch_host_cgo_us, launch_host_c_us);
+//   - gemm: one bf16 GEMM call with a warm plan (core Stream.Gemm with its
+//     op cache; gemm_run on a plan made once from C with the same
+//     descriptor), m=4096 n=1 k=4096 (64x64x64 on the mock), batches of 20
+//     calls timed without the synchronize after them (gemm_host_us,
+//     gemm_host_cgo_us, gemm_host_c_us).
+//
+// The first metric of each has the cgo figure as baseline and the ratio;
+// each figure is the best of the interleaved rounds, with the medians in
+// the note. gpurt bench runs it when it finds it beside its own
+// executable.
 //
 //	gpurt-cgobench --plugin /abs/path/libgpurt_mock.so [--quick] [--json] [--options k=v;...]
 //
@@ -20,10 +35,13 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,9 +80,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, string(b))
 			continue
 		}
-		line := fmt.Sprintf("%-20s %10.1f %-9s", x.Metric, x.Value, x.Unit)
+		line := fmt.Sprintf("%-20s %10.4g %-9s", x.Metric, x.Value, x.Unit)
 		if x.Ratio != nil {
-			line += fmt.Sprintf(" baseline %.1f ratio %.2fx", *x.Baseline, *x.Ratio)
+			line += fmt.Sprintf(" baseline %.4g ratio %.2fx", *x.Baseline, *x.Ratio)
 		}
 		fmt.Fprintln(stdout, line+"  "+x.Note)
 	}
@@ -78,11 +96,14 @@ func backendOf(path string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(b, ".so"), ".dylib")
 }
 
+// side is one way of doing an operation: gpurt's core, one cgo call per
+// operation, or a loop in C. run(n) performs n operations.
+type side struct {
+	name string
+	run  func(n int) error
+}
+
 func measure(plugin, options string, quick bool) ([]bench.Result, error) {
-	target, trials := 100*time.Millisecond, 9
-	if quick {
-		target, trials = 10*time.Millisecond, 3
-	}
 	rt, err := core.Open(core.Config{PluginPaths: []string{plugin}, Backend: backendOf(plugin), PluginOptions: options})
 	if err != nil {
 		return nil, err
@@ -100,12 +121,33 @@ func measure(plugin, options string, quick bool) ([]bench.Result, error) {
 		return nil, err
 	}
 	defer s.Close()
-	pl, err := cgobaseline.Open(plugin)
+	pl, err := cgobaseline.OpenOptions(plugin, options)
 	if err != nil {
 		return nil, err
 	}
 	defer pl.Close()
+	res, err := dispatch(s, pl, quick)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
+	r, err := launch(d, s, pl, quick)
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	res = append(res, r...)
+	r, err = gemm(rt, d, s, pl, quick)
+	if err != nil {
+		return nil, fmt.Errorf("gemm: %w", err)
+	}
+	return append(res, r...), nil
+}
 
+// dispatch measures stream_query on an idle stream three ways.
+func dispatch(s *core.Stream, pl *cgobaseline.Plugin, quick bool) ([]bench.Result, error) {
+	target, trials := 100*time.Millisecond, 9
+	if quick {
+		target, trials = 10*time.Millisecond, 3
+	}
 	bad := 0
 	gpurt := func(n int) {
 		for i := 0; i < n; i++ {
@@ -143,6 +185,219 @@ func measure(plugin, options string, quick bool) ([]bench.Result, error) {
 		{Metric: "dispatch_cgo_ns", Value: cm, Unit: "ns/op", Note: "one cgo call into C that calls the stream_query slot"},
 		{Metric: "dispatch_c_ns", Value: lm, Unit: "ns/op", Note: "stream_query called from C in a loop"},
 	}, nil
+}
+
+// batched times each side's host cost per operation: trials rounds, each
+// running every side once (in an order that rotates, so that none always
+// runs first) as a timed batch of batch operations followed by an untimed
+// synchronize of that side's stream. It returns each side's per-operation
+// times in microseconds, one per round.
+func batched(sides []side, syncs []func() error, batch, trials int) ([][]float64, error) {
+	us := make([][]float64, len(sides))
+	for t := 0; t < trials; t++ {
+		for j := range sides {
+			i := (j + t) % len(sides)
+			t0 := time.Now()
+			err := sides[i].run(batch)
+			d := time.Since(t0)
+			if e := syncs[i](); err == nil {
+				err = e
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", sides[i].name, err)
+			}
+			us[i] = append(us[i], float64(d.Nanoseconds())/1e3/float64(batch))
+		}
+	}
+	return us, nil
+}
+
+// pairResults are the figures of a batched measurement of gpurt, cgo and
+// a C loop, each the best of the rounds (the medians are in the notes):
+// metric (gpurt, with the cgo figure as baseline and the ratio),
+// metric_cgo (the cgo call alone) and metric_c (the C loop), where metric
+// ends in _us and the suffixes go before it.
+func pairResults(metric, what, base string, us [][]float64, batch int) []bench.Result {
+	g, c, l := slices.Min(us[0]), slices.Min(us[1]), slices.Min(us[2])
+	gm, cm, lm := med(us[0]), med(us[1]), med(us[2])
+	ratio := g / c
+	stem := strings.TrimSuffix(metric, "_us")
+	return []bench.Result{
+		{Metric: metric, Value: g, Unit: "us", Baseline: &c, Ratio: &ratio,
+			Note: fmt.Sprintf("%s through gpurt, baseline %s, one process; best of %d interleaved batches of %d (medians %.3f and %.3f: ratio %.2fx, difference %+.3f us)",
+				what, base, len(us[0]), batch, gm, cm, gm/cm, gm-cm)},
+		{Metric: stem + "_cgo_us", Value: c, Unit: "us",
+			Note: fmt.Sprintf("%s (median %.3f)", base, cm)},
+		{Metric: stem + "_c_us", Value: l, Unit: "us",
+			Note: fmt.Sprintf("the same slot called from C in a loop, same batches (median %.3f)", lm)},
+	}
+}
+
+// launch measures the host cost of enqueueing fill_f32 on one element:
+// core Stream.Launch, one cgo call into C that packs the same arguments
+// and calls the launch slot on the C runtime's stream, and a C loop.
+func launch(d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, quick bool) ([]bench.Result, error) {
+	mod, err := d.BuiltinModule()
+	if err != nil {
+		return nil, err
+	}
+	fill, err := mod.Kernel("fill_f32")
+	if err != nil {
+		return nil, err
+	}
+	buf, err := d.Alloc(256)
+	if err != nil {
+		return nil, err
+	}
+	defer buf.Free()
+	if err := pl.PrepareLaunch(); err != nil {
+		return nil, err
+	}
+	cfg := core.Grid1D(1, 1)
+	sides := []side{
+		{"gpurt", func(n int) error {
+			for i := 0; i < n; i++ {
+				if err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"cgo", func(n int) error {
+			for i := 0; i < n; i++ {
+				if err := pl.LaunchFill(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"c-loop", pl.LaunchFillLoop},
+	}
+	syncs := []func() error{s.Synchronize, pl.Synchronize, pl.Synchronize}
+	// batches of 1000 (as bench/raw times cuLaunchKernel), below the
+	// depth at which a driver's launch queue blocks
+	batch, trials := 1000, 50
+	if quick {
+		trials = 10
+	}
+	if _, err := batched(sides, syncs, 10, 1); err != nil { // warm-up
+		return nil, err
+	}
+	us, err := batched(sides, syncs, batch, trials)
+	if err != nil {
+		return nil, err
+	}
+	return pairResults("launch_host_us", "Stream.Launch of fill_f32 on 1 element (enqueue)",
+		"one cgo call into C that packs the same arguments and calls the launch slot", us, batch), nil
+}
+
+// gemm measures the host cost of one GEMM call with a warm plan: core
+// Stream.Gemm (op cache warm) and the gemm_run slot on a plan made from C
+// with the same descriptor, bf16, op(A) = A^T, m=4096 n=1 k=4096 on a GPU
+// (64x64x64 on the mock), the same random operands on both runtimes.
+func gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, quick bool) ([]bench.Result, error) {
+	m, n, k := 4096, 1, 4096
+	if rt.Backend() == "mock" {
+		m, n, k = 64, 64, 64
+	}
+	skip := func(err error) ([]bench.Result, error) {
+		fmt.Fprintf(os.Stderr, "gpurt-cgobench: gemm_host_us skipped: %v\n", err)
+		return nil, nil
+	}
+	if _, _, minor := rt.PluginVersion(); minor < 1 {
+		return skip(fmt.Errorf("the plugin speaks ABI 1.%d; GEMM needs 1.1", minor))
+	}
+	rng := rand.New(rand.NewPCG(7, 0x9e3779b97f4a7c15))
+	random := func(elems int) []byte {
+		b := make([]byte, 2*elems)
+		for i := 0; i < elems; i++ {
+			binary.LittleEndian.PutUint16(b[2*i:], core.BF16FromFloat32(rng.Float32()*2-1))
+		}
+		return b
+	}
+	ha, hb := random(k*m), random(k*n)
+	var bufs []*core.Buffer
+	defer func() {
+		for _, b := range bufs {
+			_ = b.Free()
+		}
+	}()
+	upload := func(host []byte, size int) (*core.Buffer, error) {
+		b, err := d.Alloc(size)
+		if err != nil {
+			return nil, err
+		}
+		bufs = append(bufs, b)
+		if host != nil {
+			err = core.CopyFromHost(b, host)
+		}
+		return b, err
+	}
+	a, err := upload(ha, len(ha))
+	if err != nil {
+		return nil, err
+	}
+	b, err := upload(hb, len(hb))
+	if err != nil {
+		return nil, err
+	}
+	dd, err := upload(nil, 2*m*n)
+	if err != nil {
+		return nil, err
+	}
+	desc := core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: m, N: n, K: k}
+	ops := core.GemmOperands{A: a, B: b, D: dd, Alpha: 1}
+	if err := s.Gemm(desc, ops); err != nil { // warm the op cache
+		if errors.Is(err, core.ErrUnsupported) {
+			return skip(err)
+		}
+		return nil, err
+	}
+	if err := pl.PrepareGemm(m, n, k, ha, hb); err != nil {
+		if errors.Is(err, cgobaseline.ErrUnsupported) {
+			return skip(err)
+		}
+		return nil, err
+	}
+	sides := []side{
+		{"gpurt", func(n int) error {
+			for i := 0; i < n; i++ {
+				if err := s.Gemm(desc, ops); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"cgo", func(n int) error {
+			for i := 0; i < n; i++ {
+				if err := pl.GemmRun(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"c-loop", pl.GemmRunLoop},
+	}
+	syncs := []func() error{s.Synchronize, pl.Synchronize, pl.Synchronize}
+	// batches of 20 calls, each drained before the next (as gpurt bench
+	// and bench/raw time cublasLtMatmul's host cost)
+	batch, trials := 20, 100
+	if quick {
+		trials = 20
+	}
+	if _, err := batched(sides, syncs, 10, 1); err != nil { // warm-up
+		return nil, err
+	}
+	us, err := batched(sides, syncs, batch, trials)
+	if err != nil {
+		return nil, err
+	}
+	st := rt.OpCacheStats()
+	if st.Misses != 1 {
+		return nil, fmt.Errorf("the op cache missed %d times (want 1: the warm-up)", st.Misses)
+	}
+	what := fmt.Sprintf("one Stream.Gemm enqueue, warm op cache (bf16, op(A)=A^T, m=%d n=%d k=%d)", m, n, k)
+	return pairResults("gemm_host_us", what, "one cgo call into C that calls gemm_run on a plan made from C with the same descriptor", us, batch), nil
 }
 
 func med(xs []float64) float64 {

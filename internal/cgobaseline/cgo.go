@@ -27,12 +27,21 @@ type Plugin struct {
 // Open loads the plugin at path (an absolute path; dlopen of a library the
 // core already loaded returns the same one), negotiates ABI
 // GPURT_ABI_MAJOR.GPURT_ABI_MINOR, creates a runtime and a stream.
-func Open(path string) (*Plugin, error) {
+func Open(path string) (*Plugin, error) { return OpenOptions(path, "") }
+
+// OpenOptions is Open with the runtime's options ("key=value;...", as
+// core.Config.PluginOptions; "" for none).
+func OpenOptions(path, options string) (*Plugin, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
+	var copts *C.char
+	if options != "" {
+		copts = C.CString(options)
+		defer C.free(unsafe.Pointer(copts))
+	}
 	var msg [512]C.char
 	pl := &Plugin{}
-	if C.gb_open(cpath, nil, &pl.p, &msg[0], C.size_t(len(msg))) != 0 {
+	if C.gb_open(cpath, copts, &pl.p, &msg[0], C.size_t(len(msg))) != 0 {
 		return nil, fmt.Errorf("cgobaseline: %s", C.GoString(&msg[0]))
 	}
 	return pl, nil
@@ -51,7 +60,83 @@ func (p *Plugin) StreamQueryLoop(n int) int {
 	return int(C.gb_stream_query_loop(p.p.api, p.p.rt, p.p.s, C.int(n)))
 }
 
-// Close destroys the stream and the runtime (the library stays loaded).
+// failure turns a plugin error into a Go error and frees it.
+func (p *Plugin) failure(e *C.gpurt_error, op string) error {
+	if e == nil {
+		return nil
+	}
+	cop := C.CString(op)
+	defer C.free(unsafe.Pointer(cop))
+	var msg [512]C.char
+	C.gb_error_message(p.p.api, e, cop, &msg[0], C.size_t(len(msg)))
+	return fmt.Errorf("cgobaseline: %s", C.GoString(&msg[0]))
+}
+
+// PrepareLaunch loads the plugin's built-in module from C, gets fill_f32
+// and allocates the 256-byte buffer it fills (once).
+func (p *Plugin) PrepareLaunch() error {
+	var msg [512]C.char
+	if C.gb_prepare_launch(&p.p, &msg[0], C.size_t(len(msg))) != 0 {
+		return fmt.Errorf("cgobaseline: %s", C.GoString(&msg[0]))
+	}
+	return nil
+}
+
+// LaunchFill enqueues fill_f32(y, 1.0, n = 1) on the stream (grid 1,
+// block 1): one cgo call into C, which packs the three arguments on its
+// stack and calls the launch slot. PrepareLaunch must have succeeded.
+func (p *Plugin) LaunchFill() error {
+	return p.failure(C.gb_launch_fill(p.p.api, p.p.rt, p.p.s, p.p.fill, p.p.fill_buf), "launch")
+}
+
+// LaunchFillLoop enqueues n such launches inside one cgo call (the cost
+// of the C side alone); it stops at the first error.
+func (p *Plugin) LaunchFillLoop(n int) error {
+	return p.failure(C.gb_launch_fill_loop(p.p.api, p.p.rt, p.p.s, p.p.fill, p.p.fill_buf, C.int(n)), "launch")
+}
+
+// Synchronize waits for the stream's work.
+func (p *Plugin) Synchronize() error {
+	return p.failure(C.gb_synchronize(p.p.api, p.p.rt, p.p.s), "stream_synchronize")
+}
+
+// PrepareGemm creates, from C, the plan of a bf16 GEMM with f32
+// accumulation and op(A) = A^T (A stored k x m, B k x n, D m x n, tightly
+// packed, 256-aligned, beta 0, no epilogue: the descriptor the core
+// builds for the same Stream.Gemm), allocates A, B and D and copies a
+// (2*k*m bytes) and b (2*k*n bytes) into A and B. An error wrapping
+// ErrUnsupported means the plugin has no GEMM or refuses the descriptor.
+func (p *Plugin) PrepareGemm(m, n, k int, a, b []byte) error {
+	if m <= 0 || n <= 0 || k <= 0 || len(a) != 2*k*m || len(b) != 2*k*n {
+		return fmt.Errorf("cgobaseline: gemm m %d n %d k %d needs %d and %d bytes of A and B, got %d and %d",
+			m, n, k, 2*k*m, 2*k*n, len(a), len(b))
+	}
+	var msg [512]C.char
+	switch C.gb_prepare_gemm(&p.p, C.uint64_t(m), C.uint64_t(n), C.uint64_t(k),
+		unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), &msg[0], C.size_t(len(msg))) {
+	case 0:
+		return nil
+	case 2:
+		return fmt.Errorf("cgobaseline: %s: %w", C.GoString(&msg[0]), ErrUnsupported)
+	}
+	return fmt.Errorf("cgobaseline: %s", C.GoString(&msg[0]))
+}
+
+// GemmRun enqueues one run of the prepared plan (D = A^T B, alpha 1):
+// one cgo call into C, which packs the run arguments on its stack and
+// calls the gemm_run slot.
+func (p *Plugin) GemmRun() error {
+	return p.failure(C.gb_gemm_run(p.p.api, p.p.rt, p.p.s, p.p.plan, p.p.ga, p.p.gb, p.p.gd), "gemm_run")
+}
+
+// GemmRunLoop enqueues n runs inside one cgo call; it stops at the first
+// error.
+func (p *Plugin) GemmRunLoop(n int) error {
+	return p.failure(C.gb_gemm_run_loop(p.p.api, p.p.rt, p.p.s, p.p.plan, p.p.ga, p.p.gb, p.p.gd, C.int(n)), "gemm_run")
+}
+
+// Close waits for the stream, frees what Prepare* made, and destroys the
+// stream and the runtime (the library stays loaded).
 func (p *Plugin) Close() {
 	if p != nil {
 		C.gb_close(&p.p)

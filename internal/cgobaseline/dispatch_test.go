@@ -66,6 +66,52 @@ func BenchmarkDispatch(b *testing.B) {
 	})
 }
 
+// BenchmarkLaunch enqueues fill_f32 on one element through gpurt and
+// through a cgo call of the launch slot (synchronizing every 1000).
+func BenchmarkLaunch(b *testing.B) {
+	s, pl := pair(b)
+	require.NoError(b, pl.PrepareLaunch())
+	d := s.Device()
+	mod, err := d.BuiltinModule()
+	require.NoError(b, err)
+	fill, err := mod.Kernel("fill_f32")
+	require.NoError(b, err)
+	buf, err := d.Alloc(256)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = buf.Free() })
+	cfg := core.Grid1D(1, 1)
+	b.Run("gpurt", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)); err != nil {
+				b.Fatal(err)
+			}
+			if i++; i%1000 == 0 {
+				b.StopTimer()
+				require.NoError(b, s.Synchronize())
+				b.StartTimer()
+			}
+		}
+		require.NoError(b, s.Synchronize())
+	})
+	b.Run("cgo", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := pl.LaunchFill(); err != nil {
+				b.Fatal(err)
+			}
+			if i++; i%1000 == 0 {
+				b.StopTimer()
+				require.NoError(b, pl.Synchronize())
+				b.StartTimer()
+			}
+		}
+		require.NoError(b, pl.Synchronize())
+	})
+}
+
 func TestBaselineCallsTheSameSlot(t *testing.T) {
 	s, pl := pair(t)
 	t.Run("cgo", func(t *testing.T) {
@@ -74,6 +120,31 @@ func TestBaselineCallsTheSameSlot(t *testing.T) {
 	})
 	t.Run("gpurt zero allocations", func(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(1000, func() { _, _ = s.Query() }))
+	})
+	t.Run("launch", func(t *testing.T) {
+		require.NoError(t, pl.PrepareLaunch())
+		require.NoError(t, pl.PrepareLaunch(), "a second prepare reuses the kernel")
+		require.NoError(t, pl.LaunchFill())
+		require.NoError(t, pl.LaunchFillLoop(100))
+		require.NoError(t, pl.Synchronize())
+		assert.True(t, pl.StreamQuery(), "idle after synchronize")
+	})
+	t.Run("gemm", func(t *testing.T) {
+		const m, n, k = 8, 4, 16
+		a, b := make([]byte, 2*k*m), make([]byte, 2*k*n)
+		for i := 0; i < len(a); i += 2 {
+			a[i+1] = 0x3f // bf16 1.0 = 0x3f80
+			a[i] = 0x80
+		}
+		copy(b, a)
+		require.NoError(t, pl.PrepareGemm(m, n, k, a, b))
+		require.NoError(t, pl.GemmRun())
+		require.NoError(t, pl.GemmRunLoop(10))
+		require.NoError(t, pl.Synchronize())
+		assert.ErrorContains(t, pl.PrepareGemm(m, n, k, a, b), "already prepared")
+	})
+	t.Run("gemm operand sizes", func(t *testing.T) {
+		assert.ErrorContains(t, pl.PrepareGemm(8, 4, 16, make([]byte, 3), make([]byte, 128)), "cgobaseline: gemm m 8 n 4 k 16 needs 256 and 128 bytes")
 	})
 	t.Run("bad path", func(t *testing.T) {
 		_, err := cgobaseline.Open("/nonexistent/libgpurt_mock.so")

@@ -14,5 +14,9 @@ package cgobaseline
 
 import "errors"
 
+// ErrUnsupported is wrapped by PrepareGemm's error when the plugin has no
+// GEMM (ABI 1.0) or refuses the descriptor.
+var ErrUnsupported = errors.New("unsupported")
+
 // ErrNoCgo is returned by Open in a build without cgo.
 var ErrNoCgo = errors.New("cgobaseline: built without cgo (build with CGO_ENABLED=1)")

@@ -10,11 +10,35 @@ type Plugin struct{}
 // Open always fails without cgo.
 func Open(path string) (*Plugin, error) { return nil, ErrNoCgo }
 
+// OpenOptions always fails without cgo.
+func OpenOptions(path, options string) (*Plugin, error) { return nil, ErrNoCgo }
+
 // StreamQuery is never reached without cgo.
 func (p *Plugin) StreamQuery() bool { return false }
 
 // StreamQueryLoop is never reached without cgo.
 func (p *Plugin) StreamQueryLoop(n int) int { return 0 }
+
+// PrepareLaunch always fails without cgo.
+func (p *Plugin) PrepareLaunch() error { return ErrNoCgo }
+
+// LaunchFill always fails without cgo.
+func (p *Plugin) LaunchFill() error { return ErrNoCgo }
+
+// LaunchFillLoop always fails without cgo.
+func (p *Plugin) LaunchFillLoop(n int) error { return ErrNoCgo }
+
+// Synchronize always fails without cgo.
+func (p *Plugin) Synchronize() error { return ErrNoCgo }
+
+// PrepareGemm always fails without cgo.
+func (p *Plugin) PrepareGemm(m, n, k int, a, b []byte) error { return ErrNoCgo }
+
+// GemmRun always fails without cgo.
+func (p *Plugin) GemmRun() error { return ErrNoCgo }
+
+// GemmRunLoop always fails without cgo.
+func (p *Plugin) GemmRunLoop(n int) error { return ErrNoCgo }
 
 // Close does nothing without cgo.
 func (p *Plugin) Close() {}
