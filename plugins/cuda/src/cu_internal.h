@@ -39,7 +39,7 @@
 
 /* Needed by a runtime. */
 #define CU_RUNTIME_FUNCS(X)                                                    \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)                     \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                      \
   X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemGetInfo)    \
   X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost)                \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync)         \
@@ -128,7 +128,21 @@ CU_HIDDEN void cu_table_init(cu_table *t, const char *kind);
 CU_HIDDEN void cu_table_free(cu_table *t);
 /* 0 on success; -1 when full or out of memory. */
 CU_HIDDEN int cu_table_insert(cu_table *t, void *obj, uint64_t *out);
-CU_HIDDEN void *cu_table_lookup(const cu_table *t, uint64_t h);
+/* Inline: every call resolves one to four handles. */
+static inline void *cu_table_lookup(const cu_table *t, uint64_t h) {
+  uint64_t slot = h & 0xffffffu;
+  if (__builtin_expect(h == 0 || slot == 0, 0)) return NULL;
+  uint32_t idx = (uint32_t)(slot - 1);
+  if (__builtin_expect(idx >= atomic_load_explicit(&t->nslots, memory_order_acquire), 0))
+    return NULL;
+  cu_slot *chunk = atomic_load_explicit(&t->chunks[idx >> CU_HT_CHUNK_BITS],
+                                        memory_order_acquire);
+  if (__builtin_expect(chunk == NULL, 0)) return NULL;
+  cu_slot *s = &chunk[idx & (CU_HT_CHUNK - 1)];
+  if (__builtin_expect(atomic_load_explicit(&s->handle, memory_order_acquire) != h, 0))
+    return NULL;
+  return atomic_load_explicit(&s->obj, memory_order_relaxed);
+}
 /* Removes h; returns its object or NULL when h is not live. */
 CU_HIDDEN void *cu_table_remove(cu_table *t, uint64_t h);
 /* Calls fn on every live object (under the table's lock). */
@@ -153,6 +167,8 @@ typedef struct cu_device {
   char lost_msg[640];
   CUresult lost_code;
   char last_kernel[CU_NAME_CAP]; /* the last kernel launched on any stream */
+  _Atomic uint64_t last_kernel_h; /* its handle (0: a GEMM or none): the name is
+                                     copied only when the kernel changes */
   void *lt;                     /* cublasLtHandle_t, lazily (gemm.c) */
   CUdeviceptr gemm_scratch;     /* 256 bytes, f32 1.0 first, lazily (gemm.c) */
 } cu_device;
@@ -181,9 +197,15 @@ typedef struct cu_stream {
   uint32_t dev;
   CUstream s;
   char last_kernel[CU_NAME_CAP];
+  _Atomic uint64_t last_kernel_h; /* as cu_device's */
   pthread_mutex_t ws_mu;          /* lazy GEMM workspace */
   _Atomic CUdeviceptr ws;
   size_t ws_size;
+  /* 16-byte aligned slots (64 bytes) for fp8 scales that are not 16-byte
+   * aligned: gemm_run copies the scale there on the stream first. Allocated
+   * on first use; slot_mu is held from those copies through the matmul. */
+  pthread_mutex_t slot_mu;
+  CUdeviceptr slots;
 } cu_stream;
 
 typedef struct cu_event {
@@ -229,6 +251,9 @@ CU_HIDDEN gpurt_error *cu_enter(cu_runtime *rt, uint32_t dev);
 CU_HIDDEN gpurt_error *cu_fail(cu_runtime *rt, uint32_t dev, CUresult r,
                                const char *op, const char *kernel);
 CU_HIDDEN gpurt_error *cu_lost_error(cu_runtime *rt, uint32_t dev);
+/* Whether dev is lost for this runtime or, process-wide, for any runtime
+ * (the primary context is shared: a sticky error in one is in all). */
+CU_HIDDEN int cu_dev_lost(cu_runtime *rt, uint32_t dev);
 /* Lazily allocates the stream's GEMM workspace (at least size bytes). */
 CU_HIDDEN gpurt_error *cu_stream_workspace(cu_runtime *rt, cu_stream *s,
                                            size_t size, CUdeviceptr *out);
@@ -247,8 +272,10 @@ CU_HIDDEN gpurt_error *cu_gemm_plan_destroy(gpurt_runtime *rt,
 CU_HIDDEN gpurt_error *cu_gemm_run(gpurt_runtime *rt, gpurt_stream *s,
                                    gpurt_gemm_plan *p,
                                    const gpurt_gemm_run_args *args);
-/* Frees a plan object (runtime teardown). */
+/* Frees a plan object (runtime teardown; the plan's context current). */
 CU_HIDDEN void cu_gemm_plan_free(void *plan);
+/* The device the plan is for (teardown makes its context current). */
+CU_HIDDEN uint32_t cu_gemm_plan_device(const void *plan);
 /* Releases a device's cuBLASLt handle (runtime teardown). */
 CU_HIDDEN void cu_gemm_device_release(cu_device *d);
 

@@ -142,8 +142,7 @@ static gpurt_error *lt_handle(cu_device *d, cublasLtHandle_t *out) {
 
 /* The device's GEMM scratch (256 bytes, f32 1.0 at offset 0), allocated on
  * first use (context current): the scale pointer of an fp8 run that passes
- * no scale, and the C pointer of a beta == 0 run whose C layout differs from
- * D's (cuBLASLt rejects C == D with different layouts; C is not read). */
+ * no scale, and the bias pointer a plan is created with. */
 static gpurt_error *lt_scratch(cu_device *d, CUdeviceptr *out) {
   pthread_mutex_lock(&d->mu);
   if (d->gemm_scratch == 0) {
@@ -192,6 +191,11 @@ typedef struct cu_plan {
   int d_scale;        /* D is fp8: the plan has a D scale pointer */
   int c_is_d;         /* C's layout is D's: a NULL C may alias D */
   CUdeviceptr scratch; /* the device's GEMM scratch (lt_scratch) */
+  /* The C of a run with C NULL (beta 0) when C's layout or type is not D's
+   * (an fp8 D with a bf16/f16 C): bytes_c bytes, allocated on the first such
+   * run (under mu), never read for beta 0 but a whole valid matrix, so
+   * cuBLASLt sees a C as large as its layout says. */
+  CUdeviceptr c_scratch;
   pthread_mutex_t mu; /* per-run pointer attributes + the matmul call */
   /* The pointer attributes last set on op (under mu): set again only when a
    * run passes different ones. Plan creation sets them all (bias to the
@@ -253,6 +257,7 @@ static int extent(uint64_t rows, uint64_t cols, uint64_t ldv, uint64_t batch,
 static cublasLtMatrixLayout_t plan_lc(const cu_plan *p) { return p->lc ? p->lc : p->ld; }
 
 static void plan_release(cu_plan *p) {
+  if (p->c_scratch) cu_drv.p_cuMemFree(p->c_scratch);
   if (p->op) lt.p_cublasLtMatmulDescDestroy(p->op);
   if (p->la) lt.p_cublasLtMatrixLayoutDestroy(p->la);
   if (p->lb) lt.p_cublasLtMatrixLayoutDestroy(p->lb);
@@ -263,6 +268,8 @@ static void plan_release(cu_plan *p) {
 }
 
 void cu_gemm_plan_free(void *plan) { plan_release(plan); }
+
+uint32_t cu_gemm_plan_device(const void *plan) { return ((const cu_plan *)plan)->dev; }
 
 #define UNSUP(...) cu_err(GPURT_ERR_UNSUPPORTED, "gemm_plan_create: " __VA_ARGS__)
 #define INVAL(...) cu_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: " __VA_ARGS__)
@@ -601,6 +608,8 @@ gpurt_error *cu_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {
   if (ph == NULL) return NULL;
   cu_plan *p = cu_table_remove(&rt->plans, (uint64_t)(uintptr_t)ph);
   if (p == NULL) return cu_bad_handle(&rt->plans, ph);
+  /* The C scratch is freed in the plan's context (lost or not). */
+  if (p->c_scratch && p->dev < rt->ndev) (void)cu_drv.p_cuCtxSetCurrent(rt->devs[p->dev].ctx);
   plan_release(p);
   return NULL;
 }
@@ -628,6 +637,63 @@ static uint16_t f32_to_f16_bits(float f) {
 
 #define RUNERR(code, ...) cu_err(code, "gemm_run: " __VA_ARGS__)
 
+/* The plan's C scratch (p->c_scratch), allocated on first use; the
+ * context is current. */
+static gpurt_error *plan_c_scratch(cu_runtime *rt, cu_plan *p, CUdeviceptr *out) {
+  pthread_mutex_lock(&p->mu);
+  if (p->c_scratch == 0) {
+    CUdeviceptr q = 0;
+    CUresult r = cu_drv.p_cuMemAlloc(&q, (size_t)p->bytes_c);
+    if (r != CUDA_SUCCESS) {
+      pthread_mutex_unlock(&p->mu);
+      if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return cu_errvendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                            "gemm_run: out of device memory allocating the plan's %llu-byte "
+                            "C scratch (c is NULL, c_type %s differs from d_type %s) on "
+                            "device %u", (unsigned long long)p->bytes_c,
+                            dt_name(p->d.c_type), dt_name(p->d.d_type), p->dev);
+      return cu_fail(rt, p->dev, r, "gemm_run: C scratch cuMemAlloc", NULL);
+    }
+    p->c_scratch = q;
+  }
+  *out = p->c_scratch;
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* Under st->slot_mu, context current: replaces each scale pointer that is
+ * not 16-byte aligned by a 16-byte aligned slot of the stream's slot
+ * buffer (a: +0, b: +16, d: +32), enqueuing the 4-byte copy on the stream. */
+static gpurt_error *stream_slots(cu_runtime *rt, cu_stream *st, CUdeviceptr *sa,
+                                 CUdeviceptr *sb, CUdeviceptr *sd, int d_scale) {
+  if (st->slots == 0) {
+    CUdeviceptr q = 0;
+    CUresult r = cu_drv.p_cuMemAlloc(&q, 64);
+    if (r != CUDA_SUCCESS) {
+      if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return cu_errvendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                            "gemm_run: out of device memory allocating the stream's fp8 "
+                            "scale slots on device %u", st->dev);
+      return cu_fail(rt, st->dev, r, "gemm_run: scale slots cuMemAlloc", NULL);
+    }
+    st->slots = q;
+  }
+  CUdeviceptr *v[3] = {sa, sb, d_scale ? sd : NULL};
+  static const char *what[3] = {"scale_a", "scale_b", "scale_d"};
+  for (int i = 0; i < 3; i++) {
+    if (v[i] == NULL || *v[i] % 16 == 0) continue;
+    CUdeviceptr slot = st->slots + 16u * (unsigned)i;
+    CUresult r = cu_drv.p_cuMemcpyDtoDAsync(slot, *v[i], 4, st->s);
+    if (r != CUDA_SUCCESS) {
+      char op[64];
+      snprintf(op, sizeof op, "gemm_run: copying %s to an aligned slot", what[i]);
+      return cu_fail(rt, st->dev, r, op, st->last_kernel);
+    }
+    *v[i] = slot;
+  }
+  return NULL;
+}
+
 gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
                          const gpurt_gemm_run_args *args) {
   gpurt_error *e = NULL;
@@ -653,8 +719,9 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
     if (a.beta != 0.0)
       return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "c is NULL but beta is %g", a.beta);
     /* Never read when beta == 0; cuBLASLt accepts C == D only when their
-     * layouts are the same, else C points at the device's scratch. */
-    C = p->c_is_d ? D : p->scratch;
+     * layouts and types are the same, else C is the plan's C scratch (set
+     * below, once the context is current). */
+    C = p->c_is_d ? D : 0;
   }
   const CUdeviceptr ptrs[4] = {A, B, a.c ? C : 0, D};
   static const char *names[4] = {"a", "b", "c", "d"};
@@ -663,6 +730,13 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
       return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
                     "%s (offset included) is not aligned to the plan's align_%s of %u bytes",
                     names[i], names[i], p->align[i]);
+  if (p->fp8)
+    for (int i = 0; i < 4; i++)
+      if (ptrs[i] % 16)
+        return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
+                      "%s (offset included) is at device address %#llx, not 16-byte aligned: "
+                      "cuBLASLt needs 16-byte aligned A, B, C and D pointers for fp8",
+                      names[i], (unsigned long long)ptrs[i]);
   if (p->has_bias) {
     if (a.bias == NULL)
       return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "bias is NULL but the epilogue adds a bias");
@@ -703,6 +777,7 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
     ws_size = (size_t)a.workspace_size;
   }
   if ((e = cu_enter(rt, dev))) return e;
+  if (C == 0 && (e = plan_c_scratch(rt, p, &C))) return e;
   if (a.workspace == NULL) {
     /* The stream's workspace, as large as the heuristic was allowed. */
     if ((e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &ws))) return e;
@@ -723,9 +798,22 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
    * the attributes live in the plan's descriptor. Each is set only when it
    * differs from the last run's. */
   int lock = p->has_bias || p->fp8;
+  /* fp8 scales that are not 16-byte aligned are copied into the stream's
+   * aligned slots first, on the same stream (so in order with this matmul
+   * and the stream's earlier ones); the slots are held until the matmul is
+   * enqueued. */
+  int slot_lock = p->fp8 && ((sa % 16) || (sb % 16) || (p->d_scale && (sd % 16)));
   cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+  if (lock) pthread_mutex_lock(&p->mu);
+  if (slot_lock) {
+    pthread_mutex_lock(&st->slot_mu);
+    if ((e = stream_slots(rt, st, &sa, &sb, &sd, p->d_scale))) {
+      pthread_mutex_unlock(&st->slot_mu);
+      pthread_mutex_unlock(&p->mu);
+      return e;
+    }
+  }
   if (lock) {
-    pthread_mutex_lock(&p->mu);
     const char *what = NULL;
     if (p->has_bias && bias != p->cur_bias) {
       what = "BIAS_POINTER";
@@ -752,6 +840,7 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
       if (!s) p->cur_sd = sd;
     }
     if (s) {
+      if (slot_lock) pthread_mutex_unlock(&st->slot_mu);
       pthread_mutex_unlock(&p->mu);
       char t[256];
       lt_status_text(s, t, sizeof t);
@@ -763,6 +852,7 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
                           (const void *)(uintptr_t)B, p->lb, pb, (const void *)(uintptr_t)C,
                           plan_lc(p), (void *)(uintptr_t)D, p->ld, &p->algo,
                           (void *)(uintptr_t)ws, ws_size, (cudaStream_t)st->s);
+  if (slot_lock) pthread_mutex_unlock(&st->slot_mu);
   if (lock) pthread_mutex_unlock(&p->mu);
   if (s != CUBLAS_STATUS_SUCCESS) {
     char t[256];
@@ -777,9 +867,15 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   /* Named for a later fault; written only when it changes (cd is shared by
    * every thread using the device). */
   static const char kname[] = "cublasLtMatmul";
-  if (memcmp(st->last_kernel, kname, sizeof kname) != 0)
+  if (atomic_load_explicit(&st->last_kernel_h, memory_order_relaxed) != 0 ||
+      memcmp(st->last_kernel, kname, sizeof kname) != 0) {
     memcpy(st->last_kernel, kname, sizeof kname);
-  if (memcmp(cd->last_kernel, kname, sizeof kname) != 0)
+    atomic_store_explicit(&st->last_kernel_h, 0, memory_order_relaxed);
+  }
+  if (atomic_load_explicit(&cd->last_kernel_h, memory_order_relaxed) != 0 ||
+      memcmp(cd->last_kernel, kname, sizeof kname) != 0) {
     memcpy(cd->last_kernel, kname, sizeof kname);
+    atomic_store_explicit(&cd->last_kernel_h, 0, memory_order_relaxed);
+  }
   return NULL;
 }

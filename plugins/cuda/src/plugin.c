@@ -22,45 +22,45 @@
 static cu_table g_runtimes = {
     .mu = PTHREAD_MUTEX_INITIALIZER, .kind = "runtime", .free_head = UINT32_MAX};
 
-/* Primary-context retains held by this plugin's runtimes, per device
- * ordinal, and whether one of them saw the context go sticky. When the last
- * runtime of a faulted device releases it, the primary context is reset
- * (cuDevicePrimaryCtxReset), so a new runtime gets a fresh context. */
+/* Sticky errors, process-wide, per device ordinal. A sticky error
+ * (CUDA_ERROR_ILLEGAL_ADDRESS, LAUNCH_FAILED, ...) leaves the process's CUDA
+ * state for that device unusable until the process exits: CUDA documents
+ * that the process must be terminated and relaunched; releasing or even
+ * resetting the primary context does not bring it back (and a reset would
+ * pull memory from under other users of the primary context). So the
+ * plugin never tries: it remembers the first sticky error per device, and
+ * every runtime (existing or new) and probe reports that device as lost,
+ * naming the error, the kernel and the remedy. */
 #define CU_MAX_ORDINALS 64
-static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_ctx_refs[CU_MAX_ORDINALS];
-static int g_ctx_faulted[CU_MAX_ORDINALS];
+static pthread_mutex_t g_lost_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int g_lost[CU_MAX_ORDINALS];
+static CUresult g_lost_code[CU_MAX_ORDINALS];       /* under g_lost_mu */
+static char g_lost_msg[CU_MAX_ORDINALS][600];        /* under g_lost_mu */
 
-/* Retains ordinal i's primary context; when the retain itself reports a
- * sticky error and no runtime of ours holds the device, resets the context
- * and retries once. */
-static CUresult cu_ctx_retain(int i, CUdevice dev, CUcontext *out) {
-  pthread_mutex_lock(&g_ctx_mu);
-  CUresult r = cu_drv.p_cuDevicePrimaryCtxRetain(out, dev);
-  if (r != CUDA_SUCCESS && i < CU_MAX_ORDINALS && g_ctx_refs[i] == 0 &&
-      r != CUDA_ERROR_OUT_OF_MEMORY) {
-    (void)cu_drv.p_cuDevicePrimaryCtxReset(dev);
-    r = cu_drv.p_cuDevicePrimaryCtxRetain(out, dev);
+static const char cu_restart[] =
+    "CUDA cannot recover from a sticky error in this process: restart the process";
+
+/* Records ordinal i's sticky error (the first one wins). */
+static void cu_proc_mark_lost(uint32_t i, CUresult r, const char *msg) {
+  if (i >= CU_MAX_ORDINALS) return;
+  pthread_mutex_lock(&g_lost_mu);
+  if (!atomic_load(&g_lost[i])) {
+    g_lost_code[i] = r;
+    cu_strlcpy(g_lost_msg[i], sizeof g_lost_msg[i], msg);
+    atomic_store_explicit(&g_lost[i], 1, memory_order_release);
   }
-  if (r == CUDA_SUCCESS && i < CU_MAX_ORDINALS) g_ctx_refs[i]++;
-  pthread_mutex_unlock(&g_ctx_mu);
-  return r;
+  pthread_mutex_unlock(&g_lost_mu);
 }
 
-/* Releases one retain; resets the context when it was the last of ours and
- * the device faulted (a sticky context cannot be used again otherwise). */
-static void cu_ctx_release(int i, CUdevice dev, int lost) {
-  pthread_mutex_lock(&g_ctx_mu);
-  (void)cu_drv.p_cuDevicePrimaryCtxRelease(dev);
-  if (i < CU_MAX_ORDINALS) {
-    if (lost) g_ctx_faulted[i] = 1;
-    if (g_ctx_refs[i] > 0) g_ctx_refs[i]--;
-    if (g_ctx_refs[i] == 0 && g_ctx_faulted[i]) {
-      (void)cu_drv.p_cuDevicePrimaryCtxReset(dev);
-      g_ctx_faulted[i] = 0;
-    }
-  }
-  pthread_mutex_unlock(&g_ctx_mu);
+/* 1 with the code and message when ordinal i suffered a sticky error. */
+static int cu_proc_lost(uint32_t i, CUresult *code, char *msg, size_t cap) {
+  if (i >= CU_MAX_ORDINALS || !atomic_load_explicit(&g_lost[i], memory_order_acquire))
+    return 0;
+  pthread_mutex_lock(&g_lost_mu);
+  if (code) *code = g_lost_code[i];
+  if (msg) cu_strlcpy(msg, cap, g_lost_msg[i]);
+  pthread_mutex_unlock(&g_lost_mu);
+  return 1;
 }
 
 /* ---- built-in kernel signatures ---------------------------------------- */
@@ -173,11 +173,33 @@ static int32_t cu_code(CUresult r) {
   }
 }
 
+/* Adopts the process-wide record of d's sticky error (another runtime saw
+ * it first). Returns 1 when d is lost. */
+static int cu_adopt_lost(cu_device *d) {
+  if (atomic_load_explicit(&d->lost, memory_order_acquire)) return 1;
+  CUresult code;
+  char msg[600];
+  if (!cu_proc_lost(d->index, &code, msg, sizeof msg)) return 0;
+  pthread_mutex_lock(&d->mu);
+  if (!atomic_load(&d->lost)) {
+    cu_strlcpy(d->lost_msg, sizeof d->lost_msg, msg);
+    d->lost_code = code;
+    atomic_store(&d->lost, 1);
+  }
+  pthread_mutex_unlock(&d->mu);
+  return 1;
+}
+
+int cu_dev_lost(cu_runtime *rt, uint32_t dev) {
+  return dev < rt->ndev && cu_adopt_lost(&rt->devs[dev]);
+}
+
 gpurt_error *cu_lost_error(cu_runtime *rt, uint32_t dev) {
   cu_device *d = &rt->devs[dev];
+  (void)cu_adopt_lost(d);
   pthread_mutex_lock(&d->mu);
   gpurt_error *e = cu_errvendor(GPURT_ERR_DEVICE_LOST, d->lost_code,
-                                "device %u is lost: %s", dev, d->lost_msg);
+                                "device %u is lost: %s; %s", dev, d->lost_msg, cu_restart);
   pthread_mutex_unlock(&d->mu);
   return e;
 }
@@ -193,6 +215,8 @@ gpurt_error *cu_fail(cu_runtime *rt, uint32_t dev, CUresult r, const char *op,
     return cu_errvendor(cu_code(r), r, "device %u: %s: %s%s", dev, op, text,
                         after);
   cu_device *d = &rt->devs[dev];
+  /* Lost before (here or in another runtime of the process): that error. */
+  if (cu_adopt_lost(d)) return cu_lost_error(rt, dev);
   pthread_mutex_lock(&d->mu);
   int first = !atomic_load(&d->lost);
   if (first) {
@@ -203,28 +227,34 @@ gpurt_error *cu_fail(cu_runtime *rt, uint32_t dev, CUresult r, const char *op,
   }
   pthread_mutex_unlock(&d->mu);
   if (!first) return cu_lost_error(rt, dev);
+  char pmsg[600];
+  snprintf(pmsg, sizeof pmsg, "%s%s", text, after);
+  cu_proc_mark_lost(d->index, r, pmsg);
   return cu_errvendor(GPURT_ERR_LAUNCH_FAILED, r,
                       "device %u: %s: %s%s; the context is in a sticky error "
-                      "state: the device is lost",
-                      dev, op, text, after);
+                      "state: the device is lost (%s)",
+                      dev, op, text, after, cu_restart);
 }
 
 static inline CUresult cu_make_current(cu_device *d) {
   CUcontext cur = NULL;
-  if (cu_drv.p_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx)
+  if (__builtin_expect(cu_drv.p_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx, 1))
     return CUDA_SUCCESS;
   return cu_drv.p_cuCtxSetCurrent(d->ctx);
 }
 
 gpurt_error *cu_enter(cu_runtime *rt, uint32_t dev) {
-  if (dev >= rt->ndev)
+  if (__builtin_expect(dev >= rt->ndev, 0))
     return cu_err(GPURT_ERR_INVALID_ARGUMENT, "device %u out of range (%u devices)",
                   dev, rt->ndev);
   cu_device *d = &rt->devs[dev];
-  if (atomic_load_explicit(&d->lost, memory_order_acquire))
+  if (__builtin_expect(atomic_load_explicit(&d->lost, memory_order_acquire), 0) ||
+      __builtin_expect(d->index < CU_MAX_ORDINALS &&
+                           atomic_load_explicit(&g_lost[d->index], memory_order_relaxed), 0))
     return cu_lost_error(rt, dev);
   CUresult r = cu_make_current(d);
-  if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, "cuCtxSetCurrent", NULL);
+  if (__builtin_expect(r != CUDA_SUCCESS, 0))
+    return cu_fail(rt, dev, r, "cuCtxSetCurrent", NULL);
   return NULL;
 }
 
@@ -309,7 +339,11 @@ static gpurt_error *cu_probe(gpurt_probe_args *args) {
     } else {
       a.device_count = (uint32_t)n;
       char first[GPURT_NAME_LEN + 80] = "";
+      int lost_dev = -1;
+      char lost_msg[600] = "";
       for (int i = 0; i < n; i++) {
+        if (lost_dev < 0 && cu_proc_lost((uint32_t)i, NULL, lost_msg, sizeof lost_msg))
+          lost_dev = i;
         CUdevice dev;
         if (cu_drv.p_cuDeviceGet(&dev, i) != CUDA_SUCCESS) continue;
         gpurt_device_info info;
@@ -321,10 +355,17 @@ static gpurt_error *cu_probe(gpurt_probe_args *args) {
           cu_write_struct(&a.devices[i], &info, sizeof info);
         }
       }
-      a.available = 1;
-      a.score = n;
-      snprintf(a.reason, sizeof a.reason, "%d CUDA device%s, first %s, driver %d.%d",
-               n, n == 1 ? "" : "s", first, ver / 1000, (ver % 1000) / 10);
+      if (lost_dev >= 0) {
+        /* runtime_create would fail: a runtime spans every device. */
+        snprintf(a.reason, sizeof a.reason, "device lost: device %d is lost: %s; %s",
+                 lost_dev, lost_msg, cu_restart);
+        a.reason_code = GPURT_PROBE_NO_DEVICE;
+      } else {
+        a.available = 1;
+        a.score = n;
+        snprintf(a.reason, sizeof a.reason, "%d CUDA device%s, first %s, driver %d.%d",
+                 n, n == 1 ? "" : "s", first, ver / 1000, (ver % 1000) / 10);
+      }
     }
   }
   cu_write_struct(args, &a, sizeof a);
@@ -369,7 +410,9 @@ static void td_stream(void *u, void *o) {
   cu_drv.p_cuStreamDestroy(s->s);
   CUdeviceptr ws = atomic_load(&s->ws);
   if (ws) cu_drv.p_cuMemFree(ws);
+  if (s->slots) cu_drv.p_cuMemFree(s->slots);
   pthread_mutex_destroy(&s->ws_mu);
+  pthread_mutex_destroy(&s->slot_mu);
   free(s);
 }
 static void td_event(void *u, void *o) {
@@ -394,7 +437,8 @@ static void td_host(void *u, void *o) {
   free(h);
 }
 static void td_plan(void *u, void *o) {
-  (void)u;
+  cu_runtime *rt = ((cu_teardown *)u)->rt;
+  cu_enter_quiet(rt, cu_gemm_plan_device(o));
   cu_gemm_plan_free(o);
 }
 static void td_nop(void *u, void *o) {
@@ -426,7 +470,10 @@ static void cu_runtime_free(cu_runtime *rt) {
       if (cu_drv.p_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx)
         cu_drv.p_cuCtxSetCurrent(NULL);
     }
-    cu_ctx_release((int)i, d->dev, atomic_load(&d->lost));
+    /* No reset: a sticky error stays for the process's life anyway (see
+     * g_lost), and a reset would free memory other users of the primary
+     * context still hold. */
+    (void)cu_drv.p_cuDevicePrimaryCtxRelease(d->dev);
     pthread_mutex_destroy(&d->mu);
   }
   /* Leave no context of ours current on this thread. */
@@ -492,14 +539,32 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
     cu_device *d = &rt->devs[i];
     d->index = (uint32_t)i;
     pthread_mutex_init(&d->mu, NULL);
+    d->ctx = NULL;
+    CUresult lcode;
+    char lmsg[600];
+    if (cu_proc_lost((uint32_t)i, &lcode, lmsg, sizeof lmsg)) {
+      /* An earlier runtime of this process saw a sticky error here. */
+      rt->ndev = (uint32_t)i + 1; /* free what was set up */
+      cu_runtime_free(rt);
+      return cu_errvendor(GPURT_ERR_DEVICE_LOST, lcode, "device %d is lost: %s; %s", i, lmsg,
+                          cu_restart);
+    }
     r = cu_drv.p_cuDeviceGet(&d->dev, i);
-    if (r == CUDA_SUCCESS) r = cu_ctx_retain(i, d->dev, &d->ctx);
+    if (r == CUDA_SUCCESS) r = cu_drv.p_cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
     if (r != CUDA_SUCCESS) {
       char t[256];
       cu_result_text(r, t, sizeof t);
       d->ctx = NULL;
       rt->ndev = (uint32_t)i + 1; /* free what was set up */
       cu_runtime_free(rt);
+      if (cu_sticky(r)) {
+        /* A sticky error we did not see (other CUDA code in the process). */
+        char pm[320];
+        snprintf(pm, sizeof pm, "%s (reported by cuDevicePrimaryCtxRetain)", t);
+        cu_proc_mark_lost((uint32_t)i, r, pm);
+        return cu_errvendor(GPURT_ERR_DEVICE_LOST, r, "device %d is lost: %s; %s", i, pm,
+                            cu_restart);
+      }
       return cu_errvendor(r == CUDA_ERROR_OUT_OF_MEMORY ? GPURT_ERR_OUT_OF_MEMORY
                                                          : GPURT_ERR_UNAVAILABLE,
                           r, "runtime_create: device %d: cuDevicePrimaryCtxRetain: %s",
@@ -834,7 +899,7 @@ static gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   }
   if ((e = cu_enter(rt, dev))) return e;
   if (src.kind == EP_DEVICE && dst.kind == EP_DEVICE && src.dev != dst.dev &&
-      atomic_load(&rt->devs[src.dev == dev ? dst.dev : src.dev].lost))
+      cu_dev_lost(rt, src.dev == dev ? dst.dev : src.dev))
     return cu_lost_error(rt, src.dev == dev ? dst.dev : src.dev);
   if (a.size == 0) return NULL;
   CUresult r;
@@ -959,10 +1024,12 @@ static gpurt_error *cu_stream_create(gpurt_runtime *h, uint32_t dev, gpurt_strea
   }
   s->dev = dev;
   pthread_mutex_init(&s->ws_mu, NULL);
+  pthread_mutex_init(&s->slot_mu, NULL);
   uint64_t hv;
   if (cu_table_insert(&rt->streams, s, &hv) != 0) {
     cu_drv.p_cuStreamDestroy(s->s);
     pthread_mutex_destroy(&s->ws_mu);
+    pthread_mutex_destroy(&s->slot_mu);
     free(s);
     return cu_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: too many streams");
   }
@@ -979,7 +1046,7 @@ static gpurt_error *cu_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
   if (s == NULL) return cu_bad_handle(&rt->streams, sh);
   cu_enter_quiet(rt, s->dev);
   gpurt_error *res = NULL;
-  if (!atomic_load(&rt->devs[s->dev].lost)) {
+  if (!cu_dev_lost(rt, s->dev)) {
     CUresult r = cu_drv.p_cuStreamSynchronize(s->s);
     if (r) res = cu_fail(rt, s->dev, r, "stream destroy: synchronize", s->last_kernel);
   }
@@ -989,7 +1056,9 @@ static gpurt_error *cu_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
     cu_drv.p_cuMemFree(ws);
     atomic_fetch_sub(&rt->device_bytes, s->ws_size);
   }
+  if (s->slots) cu_drv.p_cuMemFree(s->slots);
   pthread_mutex_destroy(&s->ws_mu);
+  pthread_mutex_destroy(&s->slot_mu);
   free(s);
   return res; /* the handle is freed either way */
 }
@@ -1033,7 +1102,7 @@ static gpurt_error *cu_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpu
   cu_event *ev = cu_table_lookup(&rt->events, (uint64_t)(uintptr_t)eh);
   if (ev == NULL) return cu_bad_handle(&rt->events, eh);
   if ((e = cu_enter(rt, s->dev))) return e;
-  if (ev->dev != s->dev && atomic_load(&rt->devs[ev->dev].lost))
+  if (ev->dev != s->dev && cu_dev_lost(rt, ev->dev))
     return cu_lost_error(rt, ev->dev);
   CUresult r = cu_drv.p_cuStreamWaitEvent(s->s, ev->ev, 0);
   return r ? cu_fail(rt, s->dev, r, "cuStreamWaitEvent", s->last_kernel) : NULL;
@@ -1329,7 +1398,7 @@ static gpurt_error *cu_module_unload(gpurt_runtime *h, gpurt_module *mh) {
   pthread_mutex_unlock(&rt->mu);
   cu_enter_quiet(rt, mi->dev);
   CUresult r = CUDA_SUCCESS;
-  if (!atomic_load(&rt->devs[mi->dev].lost)) r = cu_drv.p_cuModuleUnload(mi->mod);
+  if (!cu_dev_lost(rt, mi->dev)) r = cu_drv.p_cuModuleUnload(mi->mod);
   uint32_t dev = mi->dev;
   free(mi->image);
   free(mi);
@@ -1347,6 +1416,7 @@ static gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char
   if (m == NULL) return cu_bad_handle(&rt->modules, mh);
   if (name == NULL || name_len == 0)
     return cu_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: the kernel name is empty");
+  if (cu_dev_lost(rt, m->dev)) return cu_lost_error(rt, m->dev);
   if (name_len >= CU_NAME_CAP)
     return cu_err(GPURT_ERR_NOT_FOUND, "kernel_get: no kernel named \"%.*s...\" in module "
                   "\"%s\" (name longer than %d bytes)", 64, name, m->name, CU_NAME_CAP - 1);
@@ -1546,8 +1616,17 @@ static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *
     snprintf(op, sizeof op, "launch \"%s\"", k->name);
     return cu_fail(rt, st->dev, r, op, st->last_kernel);
   }
-  memcpy(st->last_kernel, k->name, k->name_len + 1);
-  memcpy(rt->devs[st->dev].last_kernel, k->name, k->name_len + 1);
+  /* Named for a later fault; copied only when the kernel changes (the
+   * device's record is shared by every thread using the device). */
+  if (atomic_load_explicit(&st->last_kernel_h, memory_order_relaxed) != k->handle) {
+    memcpy(st->last_kernel, k->name, k->name_len + 1);
+    atomic_store_explicit(&st->last_kernel_h, k->handle, memory_order_relaxed);
+  }
+  cu_device *d = &rt->devs[st->dev];
+  if (atomic_load_explicit(&d->last_kernel_h, memory_order_relaxed) != k->handle) {
+    memcpy(d->last_kernel, k->name, k->name_len + 1);
+    atomic_store_explicit(&d->last_kernel_h, k->handle, memory_order_relaxed);
+  }
   return NULL;
 }
 

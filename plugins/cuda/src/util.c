@@ -72,10 +72,17 @@ void cu_error_destroy(gpurt_error *err) {
 
 gpurt_error *cu_read_struct(void *local, size_t local_size, const void *in,
                             const char *what) {
-  memset(local, 0, local_size);
-  if (in == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  if (in == NULL) {
+    memset(local, 0, local_size);
+    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  }
   uint64_t sz;
   memcpy(&sz, in, sizeof sz);
+  if (__builtin_expect(sz >= local_size, 1)) { /* the caller's struct is as new as ours */
+    memcpy(local, in, local_size);
+    return NULL;
+  }
+  memset(local, 0, local_size); /* an older caller: zero what it lacks */
   if (sz < sizeof(uint64_t))
     return cu_err(GPURT_ERR_INVALID_ARGUMENT, "%s has struct_size %llu, below 8",
                   what, (unsigned long long)sz);
@@ -172,17 +179,6 @@ int cu_table_insert(cu_table *t, void *obj, uint64_t *out) {
   pthread_mutex_unlock(&t->mu);
   *out = h;
   return 0;
-}
-
-void *cu_table_lookup(const cu_table *t, uint64_t h) {
-  uint64_t slot = h & 0xffffffu;
-  if (h == 0 || slot == 0) return NULL;
-  uint32_t idx = (uint32_t)(slot - 1);
-  if (idx >= atomic_load_explicit(&t->nslots, memory_order_acquire)) return NULL;
-  cu_slot *s = cu_slot_at(t, idx);
-  if (s == NULL) return NULL;
-  if (atomic_load_explicit(&s->handle, memory_order_acquire) != h) return NULL;
-  return atomic_load_explicit(&s->obj, memory_order_relaxed);
 }
 
 void *cu_table_remove(cu_table *t, uint64_t h) {

@@ -7,9 +7,11 @@
  * out of bounds. The error must surface at the next synchronize with CUDA's
  * error name and the kernel's name; the context is then in a sticky error
  * state, so every later call touching the device answers
- * GPURT_ERR_DEVICE_LOST naming the original error; frees still work; the
- * process does not crash. After the runtime is destroyed (the primary
- * context released), a new runtime works again.
+ * GPURT_ERR_DEVICE_LOST naming the original error and "restart"; frees
+ * still work; the process does not crash. CUDA cannot recover from a sticky
+ * error inside the process, so after the runtime is destroyed a new
+ * runtime_create answers DEVICE_LOST naming the original error, the kernel
+ * and "restart the process", and probe says the device is unavailable.
  *
  * Prints "N passed, M failed"; exits 0 only when nothing failed.
  */
@@ -59,6 +61,18 @@ int main(int argc, char **argv) {
   OK(api->stream_create(rt, 0, &s2));
   gpurt_buffer *buf = NULL;
   OK(api->buffer_alloc(rt, 0, 4096, &buf));
+  gpurt_event *ev0 = NULL;
+  OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &ev0));
+  /* An f32 GEMM plan made before the fault (NULL when cuBLASLt is missing). */
+  gpurt_gemm_desc gd;
+  memset(&gd, 0, sizeof gd);
+  gd.struct_size = sizeof gd;
+  gd.a_type = gd.b_type = gd.c_type = gd.d_type = GPURT_DTYPE_F32;
+  gd.m = gd.n = gd.k = 16;
+  gd.lda = gd.ldb = gd.ldc = gd.ldd = 16;
+  gd.batch_count = 1;
+  gpurt_gemm_plan *plan = NULL;
+  OK(api->gemm_plan_create(rt, 0, &gd, &plan));
   gpurt_module *m = load_ptx(rt, ptx, ptx_len);
   gpurt_kernel *oob = NULL, *okk = NULL;
   OK(api->kernel_get(rt, m, "oob_write", 9, &oob));
@@ -112,6 +126,56 @@ int main(int argc, char **argv) {
   ERR(api->stream_create(rt, 0, &s3), GPURT_ERR_DEVICE_LOST, "lost");
   gpurt_event *ev = NULL;
   ERR(api->event_create(rt, 0, GPURT_EVENT_TIMING, &ev), GPURT_ERR_DEVICE_LOST, "lost");
+  ERR(api->stream_query(rt, s2), GPURT_ERR_DEVICE_LOST, "restart");
+  ERR(api->event_record(rt, ev0, s2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  ERR(api->event_query(rt, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  ERR(api->event_synchronize(rt, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  ERR(api->stream_wait_event(rt, s2, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  gpurt_memset_args ms;
+  memset(&ms, 0, sizeof ms);
+  ms.struct_size = sizeof ms;
+  ms.buffer = buf;
+  ms.size = 64;
+  ms.element_size = 4;
+  ERR(api->memset(rt, &ms), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  ms.stream = s2;
+  ERR(api->memset(rt, &ms), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  gpurt_copy_args ca;
+  memset(&ca, 0, sizeof ca);
+  ca.struct_size = sizeof ca;
+  ca.stream = s2;
+  ca.size = 64;
+  ca.src_buffer = buf;
+  ca.dst_buffer = buf;
+  ca.dst_offset = 1024;
+  ERR(api->copy(rt, &ca), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  gpurt_kernel *k3 = NULL;
+  ERR(api->kernel_get(rt, m, "ok_write", 8, &k3), GPURT_ERR_DEVICE_LOST, "restart");
+  gpurt_kernel_info ki;
+  memset(&ki, 0, sizeof ki);
+  ki.struct_size = sizeof ki;
+  ERR(api->kernel_info(rt, okk, &ki), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  gpurt_module *m3 = NULL;
+  {
+    gpurt_module_load_args ml;
+    memset(&ml, 0, sizeof ml);
+    ml.struct_size = sizeof ml;
+    ml.format = GPURT_MODULE_BUILTIN;
+    ERR(api->module_load(rt, &ml, &m3), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  }
+  gpurt_gemm_plan *plan2 = NULL;
+  ERR(api->gemm_plan_create(rt, 0, &gd, &plan2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  if (plan != NULL) {
+    gpurt_gemm_run_args gr;
+    memset(&gr, 0, sizeof gr);
+    gr.struct_size = sizeof gr;
+    gr.a = gr.b = gr.d = buf;
+    gr.alpha = 1;
+    ERR(api->gemm_run(rt, s2, plan, &gr), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  }
+  gpurt_host_buffer *hb = NULL;
+  void *hp = NULL;
+  ERR(api->host_alloc(rt, 4096, &hb, &hp), GPURT_ERR_DEVICE_LOST, "restart");
   /* Handle validation still comes first. */
   ERR(api->buffer_free(rt, (gpurt_buffer *)(uintptr_t)0x1234), GPURT_ERR_INVALID_HANDLE, "buffer");
 
@@ -120,6 +184,8 @@ int main(int argc, char **argv) {
   (void)err_take(api->stream_destroy(rt, s), NULL, 0);
   (void)err_take(api->stream_destroy(rt, s2), NULL, 0);
   OK(api->module_unload(rt, m));
+  OK(api->event_destroy(rt, ev0));
+  if (plan != NULL) OK(api->gemm_plan_destroy(rt, plan));
   gpurt_runtime_stats st;
   memset(&st, 0, sizeof st);
   st.struct_size = sizeof st;
@@ -131,25 +197,33 @@ int main(int argc, char **argv) {
   OK(api->runtime_destroy(rt));
   ERR(api->runtime_stats(rt, &st), GPURT_ERR_INVALID_HANDLE, "runtime");
 
-  /* A new runtime gets a fresh primary context (the old one was released). */
-  rt = new_runtime();
-  if (rt != NULL) {
-    gpurt_buffer *b = NULL;
-    gpurt_stream *ns = NULL;
-    OK(api->buffer_alloc(rt, 0, 4096, &b));
-    OK(api->stream_create(rt, 0, &ns));
-    gpurt_module *m2 = load_ptx(rt, ptx, ptx_len);
-    gpurt_kernel *k2 = NULL;
-    OK(api->kernel_get(rt, m2, "ok_write", 8, &k2));
-    gpurt_kernel_arg a2[2] = {arg_buf(b, 0), arg_scalar(GPURT_ARG_U32, 4, 0x5eed)};
-    OK(launch1d(rt, ns, k2, 1, 32, a2, 2));
-    OK(api->stream_synchronize(rt, ns));
-    word = 0;
-    c.src_buffer = b;
-    OK(api->copy(rt, &c));
-    CHECK(word == 0x5eed, "a new runtime works after the fault: read %#x", word);
-    OK(api->runtime_destroy(rt));
-  }
+  /* CUDA cannot recover from a sticky error in this process: a new runtime
+   * is refused naming the original error, the kernel and the remedy. */
+  gpurt_runtime_create_args cra;
+  memset(&cra, 0, sizeof cra);
+  cra.struct_size = sizeof cra;
+  gpurt_runtime *rt2 = NULL;
+  code = err_take(api->runtime_create(&cra, &rt2), msg, sizeof msg);
+  printf("runtime_create after the fault: code %d: %s\n", code, msg);
+  CHECK(code == GPURT_ERR_DEVICE_LOST, "runtime_create after the fault: code %d (want %d): %s",
+        code, GPURT_ERR_DEVICE_LOST, msg);
+  CHECK(strstr(msg, "device 0 is lost") != NULL, "names the device: %s", msg);
+  CHECK(strstr(msg, "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL, "names the original error: %s", msg);
+  CHECK(strstr(msg, "oob_write") != NULL, "names the kernel: %s", msg);
+  CHECK(strstr(msg, "restart the process") != NULL, "says to restart the process: %s", msg);
+  CHECK(rt2 == NULL, "no runtime handle on failure");
+  if (rt2 != NULL) (void)err_take(api->runtime_destroy(rt2), NULL, 0);
+  /* Probe agrees: not available, naming the lost device. */
+  gpurt_probe_args pa;
+  memset(&pa, 0, sizeof pa);
+  pa.struct_size = sizeof pa;
+  OK(api->probe(&pa));
+  printf("probe after the fault: available=%u reason_code=%d: %s\n", pa.available,
+         pa.reason_code, pa.reason);
+  CHECK(pa.available == 0, "probe after the fault: available %u", pa.available);
+  CHECK(strstr(pa.reason, "lost") != NULL && strstr(pa.reason, "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL &&
+            strstr(pa.reason, "restart") != NULL,
+        "probe reason names the lost device, the error and the remedy: %s", pa.reason);
   free(ptx);
   return finish();
 }

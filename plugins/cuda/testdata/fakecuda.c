@@ -74,7 +74,6 @@ int cuGetErrorString(int r, const char **s) {
   int name(void) { return 801; }
 STUB(cuDevicePrimaryCtxRetain)
 STUB(cuDevicePrimaryCtxRelease_v2)
-STUB(cuDevicePrimaryCtxReset_v2)
 STUB(cuCtxGetCurrent)
 STUB(cuCtxSetCurrent)
 STUB(cuCtxSynchronize)
