@@ -3,6 +3,13 @@
 package core
 
 import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
@@ -15,44 +22,191 @@ import (
 // memory in chunks on an internal copy stream of the device. Up: the
 // memmove of chunk i+1 into a pinned slot runs while the DMA of chunk i
 // (and of the chunks before it) is in flight. Down: the DMAs of the next
-// stageSlots-1 chunks run while chunk i is moved out of its slot. A slot
+// slots-1 chunks run while chunk i is moved out of its slot. A slot
 // is reused only after the event recorded behind its previous copy
 // completed. Each chunk's memmove is split across the copy pool
 // (copy_pool.go), since one core is far slower than the DMA.
 //
-// A device keeps up to maxStagers stagers (a copy stream, stageSlots
-// events and pinned slots from the host heap, a memJob), so that many
+// A device keeps up to maxStagers stagers (a copy stream, one event per
+// slot and pinned slots from the host heap, a memJob), so that many
 // goroutines copy at once; an idle stager is reused, which keeps the
 // steady state free of allocations. Runtime.Trim releases idle stagers.
 
 const (
-	// stageSlots is the number of chunks in flight per copy. Two would
-	// already overlap one memmove with one DMA; a third and a fourth
-	// absorb the jitter of event waits and goroutine wake-ups, so the
-	// DMA engine never waits for the host while the next slot is filled.
-	stageSlots = 4
-	// stageChunk is the largest chunk: at 55 GB/s 8 MiB is ~150 µs of DMA,
-	// which hides the few microseconds of a copy enqueue, an event record
-	// and a wait, and splits into 8 memmove pieces of 1 MiB. Four slots
-	// of it are 32 MiB of pinned memory per stager.
-	stageChunk = 8 << 20
-	// stageMin is the smallest chunk (mid-sized copies use a quarter of
+	// defaultStageSlots is the number of chunks in flight per copy. Two
+	// would already overlap one memmove with one DMA; a third and a fourth
+	// absorb the jitter of event waits and goroutine wake-ups, so the DMA
+	// engine never waits for the host while the next slot is filled.
+	defaultStageSlots = 4
+	// maxStageSlots bounds GPURT_STAGE_SLOTS.
+	maxStageSlots = 16
+	// defaultStageChunk is the largest chunk of copies below bigCopy: at
+	// 55 GB/s 8 MiB is ~150 µs of DMA, which hides the few microseconds
+	// of a copy enqueue, an event record and a wait, and splits into 8
+	// memmove pieces of 1 MiB. Four slots of it are 32 MiB of pinned
+	// memory per stager.
+	defaultStageChunk = 8 << 20
+	// bigStageChunk is the largest chunk of copies of bigCopy bytes or
+	// more. Each chunk costs a fixed amount of host work that does not
+	// overlap itself: an enqueue, an event record and wait, and the
+	// wake-up of the pool's workers (futex wake-ups, tens of µs when the
+	// workers have gone to sleep), and each memmove ends in a tail where
+	// the last pieces run while the other participants idle. A 1 GiB copy
+	// in 8 MiB chunks pays that 128 times; 16 MiB halves it, and its
+	// pieces are 2 MiB with eight participants, long enough that a late
+	// worker's wake-up is small beside its piece. The price is pinned
+	// memory (64 MiB per stager), taken only by a stager that has served
+	// a big copy, and a longer pipeline fill (the first chunk's DMA or
+	// memmove runs alone: ~0.3 ms), which a copy of 256 MiB (~5-10 ms)
+	// amortizes.
+	bigStageChunk = 16 << 20
+	bigCopy       = 256 << 20
+	// stageMin is the smallest chunk (mid-sized copies use a slots-th of
 	// their size, so that even they overlap).
 	stageMin = 256 << 10
 	// maxStagers is the number of copies of one device that run at once.
 	maxStagers = 4
 )
 
+// StageSettings are the staging parameters of synchronous copies of Go
+// memory (CopyFromHost, CopyToHost), read once from the environment at
+// first use (StagingConfig):
+//
+//	GPURT_STAGE_CHUNK   bytes per chunk, a number with an optional K, M
+//	                    or G suffix (binary units), 64K to 1G, rounded up
+//	                    to 4 KiB. Unset: 8 MiB, and 16 MiB for copies of
+//	                    256 MiB or more.
+//	GPURT_STAGE_SLOTS   chunks in flight per copy, 2 to 16 (default 4).
+//	GPURT_COPY_WORKERS  goroutines sharing each chunk's memmove, the
+//	                    copying goroutine included, 1 to 256 (default
+//	                    min(GOMAXPROCS-1, 8), at least 1).
+//
+// An invalid value is ignored with a one-line warning. Each copy stager
+// holds Slots pinned chunks.
+type StageSettings struct {
+	Chunk   int  // bytes per chunk (the largest; small copies use less)
+	BigAuto bool // Chunk was not set: copies of 256 MiB or more use 16 MiB
+	Slots   int
+	Workers int
+}
+
+// String is the settings in one line, for benchmark reports.
+func (s StageSettings) String() string {
+	c := fmt.Sprintf("chunk=%s", sizeText(s.Chunk))
+	if s.BigAuto {
+		c += fmt.Sprintf(" (%s for copies >= %s)", sizeText(bigStageChunk), sizeText(bigCopy))
+	}
+	return fmt.Sprintf("%s slots=%d workers=%d", c, s.Slots, s.Workers)
+}
+
+func sizeText(n int) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+var stageSettings struct {
+	once sync.Once
+	done atomic.Bool // s is set: the copies' allocation-free fast path
+	s    StageSettings
+}
+
+// StagingConfig returns the staging parameters in effect, reading the
+// environment on the first call (warnings then go to stderr; on a first
+// use by a copy, to the runtime's logger).
+func StagingConfig() StageSettings { return stageConfig(nil) }
+
+// stageConfig is StagingConfig; rt, when not nil, logs the warnings if
+// this call is the first.
+func stageConfig(rt *Runtime) StageSettings {
+	if !stageSettings.done.Load() {
+		loadStageConfig(rt)
+	}
+	return stageSettings.s
+}
+
+func loadStageConfig(rt *Runtime) {
+	stageSettings.once.Do(func() {
+		warn := func(m string) { fmt.Fprintln(os.Stderr, m) }
+		if rt != nil && rt.log != nil {
+			warn = func(m string) { rt.log.Warn(m) }
+		}
+		stageSettings.s = parseStageSettings(os.Getenv, runtime.GOMAXPROCS(0), warn)
+		stageSettings.done.Store(true)
+	})
+}
+
+// parseStageSettings reads the settings through getenv for a process of
+// procs cores.
+func parseStageSettings(getenv func(string) string, procs int, warn func(string)) StageSettings {
+	s := StageSettings{Chunk: defaultStageChunk, BigAuto: true, Slots: defaultStageSlots,
+		Workers: max(min(procs-1, maxCopyParts), 1)}
+	num := func(name string, lo, hi int, sized bool) (int, bool) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return 0, false
+		}
+		t, mul := v, 1
+		if sized && t != "" {
+			switch t[len(t)-1] {
+			case 'k', 'K':
+				mul = 1 << 10
+			case 'm', 'M':
+				mul = 1 << 20
+			case 'g', 'G':
+				mul = 1 << 30
+			}
+			if mul > 1 {
+				t = t[:len(t)-1]
+			}
+		}
+		n, err := strconv.Atoi(t)
+		if err == nil && n >= 0 && n <= hi/mul && n*mul >= lo {
+			return n * mul, true
+		}
+		want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+		if sized {
+			want = fmt.Sprintf("a byte count (K, M, G suffixes) from %s to %s", sizeText(lo), sizeText(hi))
+		}
+		warn(fmt.Sprintf("gpurt: ignoring %s=%q: want %s", name, v, want))
+		return 0, false
+	}
+	if n, ok := num("GPURT_STAGE_CHUNK", 64<<10, 1<<30, true); ok {
+		s.Chunk, s.BigAuto = (n+4095)&^4095, false
+	}
+	if n, ok := num("GPURT_STAGE_SLOTS", 2, maxStageSlots, false); ok {
+		s.Slots = n
+	}
+	if n, ok := num("GPURT_COPY_WORKERS", 1, 256, false); ok {
+		s.Workers = n
+	}
+	return s
+}
+
+// maxChunk is the largest chunk a copy may use under s.
+func (s StageSettings) maxChunk() int {
+	if s.BigAuto {
+		return max(s.Chunk, bigStageChunk)
+	}
+	return s.Chunk
+}
+
 type stager struct {
 	stream uintptr
-	ev     [stageSlots]uintptr
-	slot   [stageSlots]*HostSlice
-	mem    [stageSlots][]byte
-	job    memJob // the parallel memmove of the current chunk
+	ev     []uintptr
+	slot   []*HostSlice
+	mem    [][]byte
+	size   uint64   // bytes per slot
+	job    []memJob // per slot: the parallel memmove into or out of it
 	// per copy
-	bh    uintptr // gpurt_buffer*
-	off   uint64
-	chunk uint64
+	bh  uintptr // gpurt_buffer*
+	off uint64
 }
 
 // getStager takes an idle stager of d, or makes one while fewer than
@@ -81,22 +235,60 @@ func (d *Device) putStager(st *stager) {
 }
 
 func (d *Device) newStager() (*stager, error) {
-	st := &stager{}
+	cfg := stageConfig(d.rt)
+	st := &stager{ev: make([]uintptr, cfg.Slots), slot: make([]*HostSlice, cfg.Slots),
+		mem: make([][]byte, cfg.Slots), job: make([]memJob, cfg.Slots)}
 	var err error
-	if st.stream, err = d.newStream(); err != nil {
+	if st.stream, err = d.newStream(); err == nil {
+		for i := range st.ev {
+			if st.ev[i], err = d.newEvent(false); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = d.sizeSlots(st, uint64(cfg.Chunk))
+	}
+	if err != nil {
+		d.freeStager(st)
 		return nil, err
 	}
-	for i := range st.ev {
-		if st.ev[i], err = d.newEvent(false); err == nil {
-			st.slot[i], err = d.rt.heap.Alloc(stageChunk)
-		}
-		if err != nil {
-			d.freeStager(st)
-			return nil, err
-		}
-		st.mem[i] = st.slot[i].Bytes()
-	}
 	return st, nil
+}
+
+// sizeSlots makes st's pinned slots size bytes each, if they are smaller
+// (a stager's first big copy; idle stager, nothing in flight).
+func (d *Device) sizeSlots(st *stager, size uint64) error {
+	if st.size >= size {
+		return nil
+	}
+	if err := d.freeSlots(st); err != nil {
+		return err
+	}
+	for i := range st.slot {
+		h, err := d.rt.heap.Alloc(int(size))
+		if err != nil {
+			d.freeSlots(st)
+			return err
+		}
+		st.slot[i], st.mem[i] = h, h.Bytes()
+	}
+	st.size = size
+	return nil
+}
+
+func (d *Device) freeSlots(st *stager) error {
+	var first error
+	for i, h := range st.slot {
+		if h != nil {
+			if err := h.Free(); err != nil && first == nil {
+				first = err
+			}
+			st.slot[i], st.mem[i] = nil, nil
+		}
+	}
+	st.size = 0
+	return first
 }
 
 func (d *Device) freeStager(st *stager) error {
@@ -114,10 +306,8 @@ func (d *Device) freeStager(st *stager) error {
 		if st.ev[i] != 0 {
 			keep(rt.check("event_destroy", ffi.Call2(rt.api.EventDestroy, rt.h, st.ev[i])))
 		}
-		if st.slot[i] != nil {
-			keep(st.slot[i].Free())
-		}
 	}
+	keep(d.freeSlots(st))
 	return first
 }
 
@@ -137,17 +327,17 @@ func (d *Device) trimStagers() error {
 	}
 }
 
-// chunkFor picks the chunk size for n bytes: a stageSlots-th of the copy
-// (so even a mid-sized copy overlaps), between stageMin and stageChunk.
-func chunkFor(n uint64) uint64 {
-	c := (n/stageSlots + 4095) &^ 4095
-	if c < stageMin {
-		c = stageMin
+// chunkFor picks the chunk size for n bytes: a slots-th of the copy (so
+// even a mid-sized copy overlaps), between stageMin and the chunk size of
+// cfg (bigStageChunk for a copy of bigCopy bytes or more when the chunk
+// was not set).
+func chunkFor(n uint64, cfg StageSettings) uint64 {
+	hi := uint64(cfg.Chunk)
+	if cfg.BigAuto && n >= bigCopy {
+		hi = max(hi, bigStageChunk)
 	}
-	if c > stageChunk {
-		c = stageChunk
-	}
-	return c
+	c := (n/uint64(cfg.Slots) + 4095) &^ 4095
+	return min(max(c, stageMin), hi)
 }
 
 // enqueue copies slot k to or from device memory at st.off+pos and
@@ -172,9 +362,13 @@ func (st *stager) wait(rt *Runtime, k int) error {
 	return rt.check("event_synchronize", ffi.Call2(rt.api.EventSynchronize, rt.h, st.ev[k]))
 }
 
-// finish waits for the copy stream, so no slot is in flight when the
-// stager goes back to the pool (also after an error).
-func (st *stager) finish(rt *Runtime, err error) error {
+// finish waits for the copy stream and for the memmoves still running, so
+// no slot or job is in use when the stager goes back to the pool (also
+// after an error).
+func (st *stager) finish(rt *Runtime, pool *copyPool, err error) error {
+	for k := range st.job {
+		pool.finish(&st.job[k])
+	}
 	serr := rt.check("stream_synchronize", ffi.Call2(rt.api.StreamSynchronize, rt.h, st.stream))
 	if err == nil {
 		err = serr
@@ -182,8 +376,29 @@ func (st *stager) finish(rt *Runtime, err error) error {
 	return err
 }
 
-// stagedUpload copies src to buffer bh at off through pinned slots. The caller
-// holds uses of the runtime and of b.
+// prepare readies st for a copy of n bytes to or from buffer bh at off:
+// the device's earlier work is done (a copy with the default ordering
+// runs after it), the slots are large enough. It returns the chunk size.
+func (d *Device) prepare(st *stager, bh uintptr, off, n uint64) (uint64, error) {
+	if err := d.sync(); err != nil {
+		return 0, err
+	}
+	c := chunkFor(n, stageConfig(d.rt))
+	if err := d.sizeSlots(st, c); err != nil {
+		return 0, err
+	}
+	st.bh, st.off = bh, off
+	return c, nil
+}
+
+// stagedUpload copies src to buffer bh at off through pinned slots. The
+// caller holds uses of the runtime and of b.
+//
+// Chunk i's memmove into its slot starts on the pool; while the workers
+// copy it, the caller completes chunk i-1 (copies what pieces of it are
+// left, waits for the rest) and enqueues its DMA, so the enqueue and the
+// workers' wake-ups overlap the copying, and the pool always has a chunk
+// to work on.
 func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 	rt := d.rt
 	st, err := d.getStager()
@@ -191,33 +406,46 @@ func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 		return err
 	}
 	defer d.putStager(st)
-	// The copy runs after all work submitted earlier to the device, as a
-	// copy with the default ordering does.
-	if err := d.sync(); err != nil {
+	n := uint64(len(src))
+	c, err := d.prepare(st, bh, off, n)
+	if err != nil {
 		return err
 	}
-	st.bh, st.off = bh, off
 	pool := stagePool()
-	n := uint64(len(src))
-	c := chunkFor(n)
-	for i, pos := 0, uint64(0); pos < n; i++ {
-		k := i % stageSlots
-		if i >= stageSlots {
-			if err := st.wait(rt, k); err != nil {
-				return st.finish(rt, err)
+	slots := len(st.slot)
+	chunks := int((n + c - 1) / c)
+	for i := 0; i <= chunks; i++ {
+		if i < chunks {
+			k, pos := i%slots, uint64(i)*c
+			if i >= slots {
+				if err := st.wait(rt, k); err != nil {
+					return st.finish(rt, pool, err)
+				}
+			}
+			m := min(c, n-pos)
+			pool.start(&st.job[k], st.mem[k][:m], src[pos:pos+m])
+		}
+		if i > 0 {
+			k, pos := (i-1)%slots, uint64(i-1)*c
+			pool.finish(&st.job[k])
+			if err := st.enqueue(rt, k, pos, min(c, n-pos), true); err != nil {
+				return st.finish(rt, pool, err)
 			}
 		}
-		m := min(c, n-pos)
-		pool.copy(&st.job, st.mem[k][:m], src[pos:pos+m])
-		if err := st.enqueue(rt, k, pos, m, true); err != nil {
-			return st.finish(rt, err)
-		}
-		pos += m
 	}
-	return st.finish(rt, nil)
+	return st.finish(rt, pool, nil)
 }
 
-// stagedDownload copies from buffer bh at off into dst through pinned slots.
+// stagedDownload copies from buffer bh at off into dst through pinned
+// slots.
+//
+// The DMAs of the first slots are all enqueued before the first wait.
+// Once chunk i has arrived its memmove out of the slot starts on the
+// pool; while the workers copy it, the caller completes chunk i-1's
+// memmove (what pieces are left, then the wait), refills that slot with
+// the DMA of chunk i-1+slots, and waits for chunk i+1's DMA, so the DMA
+// engine keeps slots-1 chunks queued and the pool is never idle during
+// the caller's event waits.
 func (d *Device) stagedDownload(dst []byte, bh uintptr, off uint64) error {
 	rt := d.rt
 	st, err := d.getStager()
@@ -225,34 +453,39 @@ func (d *Device) stagedDownload(dst []byte, bh uintptr, off uint64) error {
 		return err
 	}
 	defer d.putStager(st)
-	if err := d.sync(); err != nil {
+	n := uint64(len(dst))
+	c, err := d.prepare(st, bh, off, n)
+	if err != nil {
 		return err
 	}
-	st.bh, st.off = bh, off
 	pool := stagePool()
-	n := uint64(len(dst))
-	c := chunkFor(n)
+	slots := len(st.slot)
 	chunks := int((n + c - 1) / c)
-	for i := 0; i < chunks && i < stageSlots; i++ {
+	for i := 0; i < chunks && i < slots; i++ {
 		pos := uint64(i) * c
 		if err := st.enqueue(rt, i, pos, min(c, n-pos), false); err != nil {
-			return st.finish(rt, err)
+			return st.finish(rt, pool, err)
 		}
 	}
-	for i := 0; i < chunks; i++ {
-		k := i % stageSlots
-		if err := st.wait(rt, k); err != nil {
-			return st.finish(rt, err)
+	for i := 0; i <= chunks; i++ {
+		if i < chunks {
+			k, pos := i%slots, uint64(i)*c
+			if err := st.wait(rt, k); err != nil {
+				return st.finish(rt, pool, err)
+			}
+			m := min(c, n-pos)
+			pool.start(&st.job[k], dst[pos:pos+m], st.mem[k][:m])
 		}
-		pos := uint64(i) * c
-		m := min(c, n-pos)
-		pool.copy(&st.job, dst[pos:pos+m], st.mem[k][:m])
-		if next := i + stageSlots; next < chunks {
-			npos := uint64(next) * c
-			if err := st.enqueue(rt, k, npos, min(c, n-npos), false); err != nil {
-				return st.finish(rt, err)
+		if i > 0 {
+			k := (i - 1) % slots
+			pool.finish(&st.job[k])
+			if next := i - 1 + slots; next < chunks {
+				npos := uint64(next) * c
+				if err := st.enqueue(rt, k, npos, min(c, n-npos), false); err != nil {
+					return st.finish(rt, pool, err)
+				}
 			}
 		}
 	}
-	return st.finish(rt, nil)
+	return st.finish(rt, pool, nil)
 }

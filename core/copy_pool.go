@@ -3,7 +3,6 @@
 package core
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -32,6 +31,8 @@ const (
 	maxCopyParts = 8
 	// minCopyPiece is the smallest piece worth a worker: waking a
 	// goroutine costs microseconds, 1 MiB takes about 100 µs on one core.
+	// (Large copies use 16 MiB chunks, whose pieces are 2 MiB with eight
+	// participants: see chunkFor.)
 	minCopyPiece = 1 << 20
 )
 
@@ -55,14 +56,14 @@ var sharedCopyPool struct {
 	p    *copyPool
 }
 
-// stagePool is the process-wide pool, sized min(GOMAXPROCS-1,
-// maxCopyParts) when first used: one core stays free for the rest of the
-// process and for the plugin's own threads (the mock's "DMA" is a memcpy
-// on its stream thread: on a 2-core machine a memmove on both cores only
-// fights it). 16 cores give 8.
+// stagePool is the process-wide pool, sized StagingConfig().Workers when
+// first used: by default min(GOMAXPROCS-1, maxCopyParts), so one core
+// stays free for the rest of the process and for the plugin's own threads
+// (the mock's "DMA" is a memcpy on its stream thread: on a 2-core machine
+// a memmove on both cores only fights it). 16 cores give 8.
 func stagePool() *copyPool {
 	sharedCopyPool.once.Do(func() {
-		sharedCopyPool.p = newCopyPool(min(runtime.GOMAXPROCS(0)-1, maxCopyParts))
+		sharedCopyPool.p = newCopyPool(stageConfig(nil).Workers)
 	})
 	return sharedCopyPool.p
 }
@@ -114,21 +115,45 @@ func (j *memJob) run() {
 // pieces of at least minCopyPiece bytes, page-aligned, at most one per
 // participant. j is the caller's own job, idle on entry and on return.
 func (p *copyPool) copy(j *memJob, dst, src []byte) {
+	p.start(j, dst, src)
+	p.finish(j)
+}
+
+// start begins copy(dst, src) (len(dst) >= len(src)) on the pool's
+// workers and returns at once; finish(j) completes it. Between the two
+// the caller may do other work (wait for the next DMA, enqueue one) while
+// the workers copy, and must not touch dst or src. A copy too small to
+// split runs here, before start returns. j is idle on entry.
+func (p *copyPool) start(j *memJob, dst, src []byte) {
 	n := len(src)
 	parts := min(p.parts, n/minCopyPiece)
 	if parts <= 1 {
 		copy(dst, src)
+		j.pieces = 0
 		return
 	}
 	piece := ((n+parts-1)/parts + 4095) &^ 4095
 	pieces := (n + piece - 1) / piece
 	j.dst, j.src, j.piece, j.pieces = dst[:n], src, piece, int32(pieces)
 	j.next.Store(0)
-	j.wg.Add(pieces - 1)
-	for range pieces - 1 {
+	// One wake-up per worker that can find a piece, the caller's share
+	// left aside: it joins in finish. A worker that wakes after every
+	// piece is claimed just reports.
+	wake := min(pieces-1, p.parts-1)
+	j.wg.Add(wake)
+	for range wake {
 		p.jobs <- j
+	}
+}
+
+// finish copies the pieces of j that no worker has claimed yet, waits for
+// the workers' pieces, and leaves j idle: no worker touches it, dst or
+// src afterwards.
+func (p *copyPool) finish(j *memJob) {
+	if j.pieces == 0 {
+		return
 	}
 	j.run()
 	j.wg.Wait()
-	j.dst, j.src = nil, nil // hold no Go memory between copies
+	j.dst, j.src, j.pieces = nil, nil, 0 // hold no Go memory between copies
 }

@@ -57,13 +57,112 @@ func TestCopyPool(t *testing.T) {
 	}
 }
 
-// TestCopyPoolSize: the shared pool has min(GOMAXPROCS-1, maxCopyParts)
-// participants (at least one) and is made once.
+// TestCopyPoolSize: the shared pool has StagingConfig().Workers
+// participants (by default min(GOMAXPROCS-1, maxCopyParts), at least one)
+// and is made once.
 func TestCopyPoolSize(t *testing.T) {
 	p := stagePool()
 	require.Same(t, p, stagePool())
+	assert.Equal(t, StagingConfig().Workers, p.parts)
 	assert.GreaterOrEqual(t, p.parts, 1)
-	assert.LessOrEqual(t, p.parts, maxCopyParts)
+}
+
+// TestCopyPoolStartFinish: several memmoves started on one pool before
+// any finishes (as the staged copies pipeline them) all complete, and
+// finish on a job that never started, or twice, does nothing.
+func TestCopyPoolStartFinish(t *testing.T) {
+	p := newCopyPool(4)
+	defer p.stop()
+	var idle memJob
+	p.finish(&idle)
+	const n, k = 5<<20 + 17, 3
+	var jobs [k]memJob
+	srcs, dsts := make([][]byte, k), make([][]byte, k)
+	for i := range k {
+		srcs[i], dsts[i] = make([]byte, n), make([]byte, n)
+		for x := range srcs[i] {
+			srcs[i][x] = byte(x*13 + i)
+		}
+		p.start(&jobs[i], dsts[i], srcs[i])
+	}
+	for i := range k {
+		p.finish(&jobs[i])
+		p.finish(&jobs[i])
+		assert.Equal(t, srcs[i], dsts[i], "job %d", i)
+		assert.Nil(t, jobs[i].src, "job %d keeps no slice", i)
+	}
+	small := []byte{1, 2, 3}
+	got := make([]byte, 3)
+	p.start(&idle, got, small) // too small to split: copied at once
+	assert.Equal(t, small, got)
+	p.finish(&idle)
+}
+
+// TestParseStageSettings: defaults by core count, valid settings with and
+// without size suffixes, and invalid ones ignored with one warning each.
+func TestParseStageSettings(t *testing.T) {
+	tests := []struct {
+		name  string
+		env   map[string]string
+		procs int
+		want  StageSettings
+		warns int
+	}{
+		{"defaults 16 cores", nil, 16, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}, 0},
+		{"defaults 4 cores", nil, 4, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 3}, 0},
+		{"defaults 1 core", nil, 1, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 1}, 0},
+		{"all set", map[string]string{"GPURT_STAGE_CHUNK": "16M", "GPURT_STAGE_SLOTS": "6", "GPURT_COPY_WORKERS": "15"}, 16,
+			StageSettings{Chunk: 16 << 20, Slots: 6, Workers: 15}, 0},
+		{"bytes rounded to pages", map[string]string{"GPURT_STAGE_CHUNK": "1000000"}, 16,
+			StageSettings{Chunk: 1003520, Slots: 4, Workers: 8}, 0},
+		{"suffixes", map[string]string{"GPURT_STAGE_CHUNK": " 512k "}, 16, StageSettings{Chunk: 512 << 10, Slots: 4, Workers: 8}, 0},
+		{"1G", map[string]string{"GPURT_STAGE_CHUNK": "1G"}, 16, StageSettings{Chunk: 1 << 30, Slots: 4, Workers: 8}, 0},
+		{"invalid", map[string]string{"GPURT_STAGE_CHUNK": "0M", "GPURT_STAGE_SLOTS": "1", "GPURT_COPY_WORKERS": "x"}, 16,
+			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}, 3},
+		{"out of range", map[string]string{"GPURT_STAGE_CHUNK": "2G", "GPURT_STAGE_SLOTS": "17", "GPURT_COPY_WORKERS": "-2"}, 16,
+			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}, 3},
+		{"overflow", map[string]string{"GPURT_STAGE_CHUNK": "99999999999999G"}, 16,
+			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var warns []string
+			got := parseStageSettings(func(k string) string { return tt.env[k] }, tt.procs,
+				func(m string) { warns = append(warns, m) })
+			assert.Equal(t, tt.want, got)
+			assert.Len(t, warns, tt.warns)
+			for _, w := range warns {
+				assert.Contains(t, w, "gpurt: ignoring GPURT_")
+			}
+		})
+	}
+}
+
+// TestChunkFor: a slots-th of the copy between stageMin and the chunk
+// setting; 16 MiB for big copies only while the chunk is not set.
+func TestChunkFor(t *testing.T) {
+	auto := StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}
+	fixed := StageSettings{Chunk: 32 << 20, Slots: 4, Workers: 8}
+	tests := []struct {
+		n    uint64
+		cfg  StageSettings
+		want uint64
+	}{
+		{64 << 10, auto, stageMin},
+		{4<<20 + 16384, auto, 1<<20 + 4096},
+		{64 << 20, auto, 8 << 20},
+		{bigCopy - 1, auto, 8 << 20},
+		{bigCopy, auto, 16 << 20},
+		{1 << 30, auto, 16 << 20},
+		{64 << 20, fixed, 16 << 20},
+		{1 << 30, fixed, 32 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d/%s", tt.n, tt.cfg), func(t *testing.T) {
+			assert.Equal(t, tt.want, chunkFor(tt.n, tt.cfg))
+			assert.LessOrEqual(t, tt.want, uint64(tt.cfg.maxChunk()))
+		})
+	}
 }
 
 // TestStagedCopyPoolNoAllocs: a warm staged copy whose chunks split into
