@@ -36,7 +36,7 @@ build: mock cuda metal gpurt cgobench
 # The cgo dispatch baseline (a test tool, never shipped): gpurt bench runs it
 # from beside build/gpurt. Build tag cgobench keeps it out of ./... (TestNoCgo).
 cgobench:
-	@echo "== $(BUILD)/gpurt-cgobench (cgo; the dispatch baseline)"
+	@echo "== $(BUILD)/gpurt-cgobench (cgo; the dispatch, launch and GEMM host-cost baselines)"
 	mkdir -p $(BUILD)
 	CGO_ENABLED=1 $(GO) build -tags cgobench -o $(BUILD)/gpurt-cgobench ./cmd/gpurt-cgobench || echo "note: gpurt-cgobench not built (needs a C compiler); gpurt bench runs without the cgo baseline"
 
