@@ -191,6 +191,11 @@ row("dispatch_ns C stream_query vs raw", find(r, "dispatch_ns", "plugin_c"), fin
 row("dispatch_ns Go vs C (plugin)", find(g, "dispatch_ns"), find(r, "dispatch_ns", "plugin_c"), "")
 cgo = find(cg, "dispatch_cgo_ns") or find(g, "dispatch_cgo_ns")
 row("dispatch_ns Go vs cgo (gpurt-cgobench)", find(g, "dispatch_ns"), cgo, "")
+row("dispatch_ns Go vs cgo, one process (cgobench)", find(cg, "dispatch_ns"), find(cg, "dispatch_cgo_ns"), "<= 2")
+row("launch host us Go vs cgo, one process (cgobench)", find(cg, "launch_host_us"), find(cg, "launch_host_cgo_us"), "")
+row("launch host us C loop of the plugin slot (cgobench)", find(cg, "launch_host_c_us"), find(r, "launch_host_us", "raw", kernel="args3(u64,f32,u64)"), "info")
+row("gemm host us Go vs cgo, one process (cgobench)", find(cg, "gemm_host_us"), find(cg, "gemm_host_cgo_us"), "")
+row("gemm host us C loop of gemm_run (cgobench) vs raw", find(cg, "gemm_host_c_us"), find(r, "gemm_host_us", "raw"), "info")
 row("cuCtxGetCurrent / cuCtxSetCurrent ns", find(r, "ctx_get_current_ns", "raw"), find(r, "ctx_set_current_ns", "raw"), "info")
 for n, lab in ((256 << 20, "256MiB"), (1 << 30, "1GiB")):
     row("htod pinned GB/s " + lab, find(g, "htod_pinned_gbps", bytes=n), find(r, "copy_pinned_htod_gbps", "raw", bytes=n), ">= 0.97")
