@@ -135,7 +135,7 @@ func loadStageConfig(rt *Runtime) {
 	stageSettings.once.Do(func() {
 		warn := func(m string) { fmt.Fprintln(os.Stderr, m) }
 		if rt != nil && rt.log != nil {
-			warn = func(m string) { rt.log.Warn(m) }
+			warn = func(m string) { rt.log.Warn(strings.TrimPrefix(m, "gpurt: ")) }
 		}
 		stageSettings.s = parseStageSettings(os.Getenv, runtime.GOMAXPROCS(0), warn)
 		stageSettings.done.Store(true)
