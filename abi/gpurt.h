@@ -429,7 +429,9 @@ typedef struct gpurt_gemm_desc {
   uint64_t batch_count;  /* >= 1 */
   int64_t stride_a, stride_b, stride_c, stride_d; /* elements per batch */
   uint32_t align_a, align_b, align_c, align_d;    /* byte alignment the
-                                  caller guarantees for each pointer; 0 = 1 */
+                                  caller guarantees for each pointer; 0 or
+                                  less than the element size = the element
+                                  size (natural alignment) */
 } gpurt_gemm_desc;
 
 typedef struct gpurt_gemm_run_args {

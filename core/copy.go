@@ -79,7 +79,7 @@ const (
 //	GPURT_STAGE_SLOTS   chunks in flight per copy, 2 to 16 (default 4).
 //	GPURT_COPY_WORKERS  goroutines sharing each chunk's memmove, the
 //	                    copying goroutine included, 1 to 256 (default
-//	                    min(GOMAXPROCS-1, 8), at least 1).
+//	                    min(GOMAXPROCS-1, 12), at least 1).
 //
 // An invalid value is ignored with a one-line warning. Each copy stager
 // holds Slots pinned chunks.

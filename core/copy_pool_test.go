@@ -108,21 +108,21 @@ func TestParseStageSettings(t *testing.T) {
 		want  StageSettings
 		warns int
 	}{
-		{"defaults 16 cores", nil, 16, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}, 0},
+		{"defaults 16 cores", nil, 16, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, 0},
 		{"defaults 4 cores", nil, 4, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 3}, 0},
 		{"defaults 1 core", nil, 1, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 1}, 0},
 		{"all set", map[string]string{"GPURT_STAGE_CHUNK": "16M", "GPURT_STAGE_SLOTS": "6", "GPURT_COPY_WORKERS": "15"}, 16,
 			StageSettings{Chunk: 16 << 20, Slots: 6, Workers: 15}, 0},
 		{"bytes rounded to pages", map[string]string{"GPURT_STAGE_CHUNK": "1000000"}, 16,
-			StageSettings{Chunk: 1003520, Slots: 4, Workers: 8}, 0},
-		{"suffixes", map[string]string{"GPURT_STAGE_CHUNK": " 512k "}, 16, StageSettings{Chunk: 512 << 10, Slots: 4, Workers: 8}, 0},
-		{"1G", map[string]string{"GPURT_STAGE_CHUNK": "1G"}, 16, StageSettings{Chunk: 1 << 30, Slots: 4, Workers: 8}, 0},
+			StageSettings{Chunk: 1003520, Slots: 4, Workers: 12}, 0},
+		{"suffixes", map[string]string{"GPURT_STAGE_CHUNK": " 512k "}, 16, StageSettings{Chunk: 512 << 10, Slots: 4, Workers: 12}, 0},
+		{"1G", map[string]string{"GPURT_STAGE_CHUNK": "1G"}, 16, StageSettings{Chunk: 1 << 30, Slots: 4, Workers: 12}, 0},
 		{"invalid", map[string]string{"GPURT_STAGE_CHUNK": "0M", "GPURT_STAGE_SLOTS": "1", "GPURT_COPY_WORKERS": "x"}, 16,
-			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}, 3},
+			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, 3},
 		{"out of range", map[string]string{"GPURT_STAGE_CHUNK": "2G", "GPURT_STAGE_SLOTS": "17", "GPURT_COPY_WORKERS": "-2"}, 16,
-			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}, 3},
+			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, 3},
 		{"overflow", map[string]string{"GPURT_STAGE_CHUNK": "99999999999999G"}, 16,
-			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}, 1},
+			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

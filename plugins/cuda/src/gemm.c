@@ -397,9 +397,14 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
     return INVAL("the operands span more than 2^64 bytes");
   uint32_t al[4] = {d->align_a, d->align_b, d->align_c, d->align_d};
   static const char *aln[4] = {"align_a", "align_b", "align_c", "align_d"};
+  const uint32_t es[4] = {(uint32_t)dt_size(at), (uint32_t)dt_size(bt), (uint32_t)dt_size(d->c_type),
+                          (uint32_t)dt_size(d->d_type)};
   for (int i = 0; i < 4; i++) {
-    if (al[i] == 0) al[i] = 1;
     if (al[i] & (al[i] - 1)) return INVAL("%s %u is not a power of two", aln[i], al[i]);
+    /* An element is at least naturally aligned (0 and smaller values mean
+     * that): cuBLASLt has no kernels for less, and gemm_run checks the
+     * pointers against what the plan assumed. */
+    if (al[i] < es[i]) al[i] = es[i];
     if (al[i] > 256) al[i] = 256;
     p->align[i] = al[i];
   }

@@ -174,7 +174,9 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
   if (out_fp8) sc[oa / 4 + 2] = 0.5f;
   size_t dsz = out_fp8 ? 1 : 4;
   gpurt_buffer *bA, *bB, *bD, *bS;
-  OK(api->buffer_alloc(rt, 0, (size_t)k * m, &bA));
+  /* 64 spare bytes so that a shifted A (the alignment check below) is still
+   * inside its buffer. */
+  OK(api->buffer_alloc(rt, 0, (size_t)k * m + 64, &bA));
   OK(api->buffer_alloc(rt, 0, (size_t)k * n, &bB));
   OK(api->buffer_alloc(rt, 0, dsz * m * n, &bD));
   OK(api->buffer_alloc(rt, 0, sizeof sc, &bS));
