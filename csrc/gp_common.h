@@ -30,11 +30,21 @@ extern const char gp_plugin_prefix[];
  * returns NULL (a static out-of-memory error when malloc fails). */
 gpurt_error *gp_err(int32_t code, const char *fmt, ...) GP_PRINTF(2, 3);
 gpurt_error *gp_errv(int32_t code, const char *fmt, va_list ap);
+/* As gp_err, with a vendor code (a driver's error number, errno, ...). */
+gpurt_error *gp_err_vendor(int32_t code, int64_t vendor, const char *fmt, ...)
+    GP_PRINTF(3, 4);
+gpurt_error *gp_errv_vendor(int32_t code, int64_t vendor, const char *fmt,
+                            va_list ap);
+/* Sets e's vendor code (not on the static out-of-memory error); returns e. */
+gpurt_error *gp_err_set_vendor(gpurt_error *e, int64_t vendor);
 void gp_error_get(const gpurt_error *err, gpurt_error_info *out);
 void gp_error_destroy(gpurt_error *err);
 /* A new error with e's code and "<context>: <e's message without prefix>";
  * consumes e. */
 gpurt_error *gp_err_wrap(gpurt_error *e, const char *fmt, ...) GP_PRINTF(2, 3);
+/* A new error with e's code and vendor code and "<e's message><suffix>"
+ * (suffix formatted from fmt); consumes e. */
+gpurt_error *gp_err_append(gpurt_error *e, const char *fmt, ...) GP_PRINTF(2, 3);
 int32_t gp_error_code(const gpurt_error *err);
 
 /* ---- ABI structs --------------------------------------------------------- */

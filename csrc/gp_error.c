@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Error objects: code, vendor code, message; owned by the caller. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,19 +15,33 @@ struct gpurt_error {
   char *msg;
 };
 
-static char gp_oom_msg[] = "out of memory while reporting an error";
-static struct gpurt_error gp_oom_error = {GPURT_ERR_OUT_OF_MEMORY, 1, 0,
-                                          sizeof(gp_oom_msg) - 1, gp_oom_msg};
+/* The error returned when malloc fails: "<prefix>: out of memory while
+ * reporting an error", written once (the prefix is the plugin's). */
+static char gp_oom_msg[96];
+static struct gpurt_error gp_oom_error = {GPURT_ERR_OUT_OF_MEMORY, 1, 0, 0, gp_oom_msg};
+static pthread_once_t gp_oom_once = PTHREAD_ONCE_INIT;
 
-gpurt_error *gp_errv(int32_t code, const char *fmt, va_list ap) {
-  char body[1024];
+static void gp_oom_init(void) {
+  snprintf(gp_oom_msg, sizeof gp_oom_msg, "%s: out of memory while reporting an error",
+           gp_plugin_prefix);
+  gp_oom_error.len = strlen(gp_oom_msg);
+}
+
+static gpurt_error *gp_oom(void) {
+  pthread_once(&gp_oom_once, gp_oom_init);
+  return &gp_oom_error;
+}
+
+gpurt_error *gp_errv_vendor(int32_t code, int64_t vendor, const char *fmt,
+                           va_list ap) {
+  char body[2048];
   vsnprintf(body, sizeof body, fmt, ap);
   size_t plen = strlen(gp_plugin_prefix), blen = strlen(body);
   struct gpurt_error *e = malloc(sizeof *e + plen + 2 + blen + 1);
-  if (e == NULL) return &gp_oom_error;
+  if (e == NULL) return gp_oom();
   e->code = code;
   e->is_static = 0;
-  e->vendor_code = 0;
+  e->vendor_code = vendor;
   e->msg = (char *)(e + 1);
   memcpy(e->msg, gp_plugin_prefix, plen);
   memcpy(e->msg + plen, ": ", 2);
@@ -35,12 +50,47 @@ gpurt_error *gp_errv(int32_t code, const char *fmt, va_list ap) {
   return e;
 }
 
+gpurt_error *gp_errv(int32_t code, const char *fmt, va_list ap) {
+  return gp_errv_vendor(code, 0, fmt, ap);
+}
+
 gpurt_error *gp_err(int32_t code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  gpurt_error *e = gp_errv(code, fmt, ap);
+  gpurt_error *e = gp_errv_vendor(code, 0, fmt, ap);
   va_end(ap);
   return e;
+}
+
+gpurt_error *gp_err_vendor(int32_t code, int64_t vendor, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gpurt_error *e = gp_errv_vendor(code, vendor, fmt, ap);
+  va_end(ap);
+  return e;
+}
+
+gpurt_error *gp_err_set_vendor(gpurt_error *e, int64_t vendor) {
+  if (e != NULL && !e->is_static) e->vendor_code = vendor;
+  return e;
+}
+
+/* e's message without the "<prefix>: " in front. */
+static const char *gp_err_body(const gpurt_error *e) {
+  size_t plen = strlen(gp_plugin_prefix) + 2;
+  return e->len >= plen ? e->msg + plen : e->msg;
+}
+
+gpurt_error *gp_err_append(gpurt_error *e, const char *fmt, ...) {
+  if (e == NULL || e->is_static) return e;
+  char tail[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tail, sizeof tail, fmt, ap);
+  va_end(ap);
+  gpurt_error *w = gp_err_vendor(e->code, e->vendor_code, "%s%s", gp_err_body(e), tail);
+  gp_error_destroy(e);
+  return w;
 }
 
 gpurt_error *gp_err_wrap(gpurt_error *e, const char *fmt, ...) {
@@ -50,10 +100,7 @@ gpurt_error *gp_err_wrap(gpurt_error *e, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(ctx, sizeof ctx, fmt, ap);
   va_end(ap);
-  size_t plen = strlen(gp_plugin_prefix) + 2;
-  const char *body = e->len >= plen ? e->msg + plen : e->msg;
-  gpurt_error *w = gp_err(e->code, "%s: %s", ctx, body);
-  if (!w->is_static) w->vendor_code = e->vendor_code;
+  gpurt_error *w = gp_err_vendor(e->code, e->vendor_code, "%s: %s", ctx, gp_err_body(e));
   gp_error_destroy(e);
   return w;
 }
@@ -86,10 +133,17 @@ int32_t gp_error_code(const gpurt_error *err) {
 
 gpurt_error *gp_read_struct(void *local, size_t local_size, const void *in,
                             const char *what) {
-  memset(local, 0, local_size);
-  if (in == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  if (in == NULL) {
+    memset(local, 0, local_size);
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  }
   uint64_t sz;
   memcpy(&sz, in, sizeof sz);
+  if (__builtin_expect(sz >= local_size, 1)) { /* the caller's struct is as new as ours */
+    memcpy(local, in, local_size);
+    return NULL;
+  }
+  memset(local, 0, local_size); /* an older caller: zero what it lacks */
   if (sz < sizeof(uint64_t))
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "%s has struct_size %llu, below 8", what,

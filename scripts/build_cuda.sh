@@ -18,7 +18,8 @@
 # packages cannot be installed it prints why and exits 0 (skipped); when they
 # install but the build fails it exits non-zero. Every build ends with the
 # checks: exported symbols (only gpurt_plugin_negotiate) and DT_NEEDED (only
-# the C library: libc, libm, libdl, libpthread, the dynamic loader).
+# the C library: libc, libm, libdl, libpthread, the dynamic loader). The host
+# code is plugins/cuda/src/*.c plus csrc/gp_error.c and csrc/gp_dtype_info.c.
 set -uo pipefail
 
 ci=0
@@ -117,12 +118,18 @@ fatbin=$tmp/kernels.fatbin
   -o "$fatbin" "$src/kernels.cu" || die "nvcc could not compile plugins/cuda/src/kernels.cu"
 
 cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
-        -Wno-unused-parameter -I"$root/abi" -I"$src" -isystem "$inc")
+        -Wno-unused-parameter -I"$root/abi" -I"$root/csrc" -I"$src" -isystem "$inc")
 "$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/fatbin.S" \
   || die "could not assemble plugins/cuda/src/fatbin.S"
 objs=("$tmp/fatbin.o")
-for f in util driver plugin gemm; do
+for f in handles driver plugin gemm; do
   "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$src/$f.c" || die "could not compile plugins/cuda/src/$f.c"
+  objs+=("$tmp/$f.o")
+done
+# The C shared by the plugins: error objects, ABI struct access, dtype names
+# (not gp_dtype.c: its conversions would pull in libm).
+for f in gp_error gp_dtype_info; do
+  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$root/csrc/$f.c" || die "could not compile csrc/$f.c"
   objs+=("$tmp/$f.o")
 done
 lib=$out/libgpurt_cuda.so

@@ -22,9 +22,9 @@
 #include <cuda.h>
 
 #include "gpurt.h"
+#include "gp_common.h"
 
 #define CU_HIDDEN __attribute__((visibility("hidden")))
-#define CU_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 /* The driver the embedded fatbin needs (nvcc 13.0 -> CUDA 13.0). */
 #define CU_REQUIRED_DRIVER 13000
@@ -70,31 +70,13 @@ CU_HIDDEN int32_t cu_driver_ready(char *why, size_t cap, int *driver_version);
 /* "CUDA_ERROR_X (text)" for r; never NULL. */
 CU_HIDDEN void cu_result_text(CUresult r, char *buf, size_t cap);
 
-/* ---- errors ------------------------------------------------------------ */
-
-struct gpurt_error {
-  int32_t code;
-  int32_t is_static;
-  int64_t vendor_code;
-  uint64_t len;
-  char *msg;
-};
-
-/* "cuda: <message>", caller-owned; never NULL. */
-CU_HIDDEN gpurt_error *cu_err(int32_t code, const char *fmt, ...) CU_PRINTF(2, 3);
-CU_HIDDEN gpurt_error *cu_errv(int32_t code, int64_t vendor, const char *fmt,
-                               va_list ap);
-CU_HIDDEN gpurt_error *cu_errvendor(int32_t code, int64_t vendor,
-                                    const char *fmt, ...) CU_PRINTF(3, 4);
-CU_HIDDEN void cu_error_get(const gpurt_error *err, gpurt_error_info *out);
-CU_HIDDEN void cu_error_destroy(gpurt_error *err);
-
-/* struct_size-aware reading/writing of ABI structs. */
-CU_HIDDEN gpurt_error *cu_read_struct(void *local, size_t local_size,
-                                      const void *in, const char *what);
-CU_HIDDEN gpurt_error *cu_check_out(const void *out, const char *what);
-CU_HIDDEN void cu_write_struct(void *out, const void *local, size_t local_size);
-CU_HIDDEN void cu_strlcpy(char *dst, size_t cap, const char *src);
+/* ---- errors, ABI structs, dtypes: csrc ------------------------------------ */
+/*
+ * Error objects ("cuda: <message>", gp_err / gp_err_vendor), struct_size-aware
+ * reading and writing of ABI structs (gp_read_struct, gp_check_out,
+ * gp_write_struct), gp_strlcpy and gp_dtype_name come from csrc/ (built into
+ * the plugin by scripts/build_cuda.sh; gp_plugin_prefix is in plugin.c).
+ */
 
 /* ---- handle tables ----------------------------------------------------- */
 /*
@@ -104,6 +86,13 @@ CU_HIDDEN void cu_strlcpy(char *dst, size_t cap, const char *src);
  * never matches a live slot. Lookups take no lock (the ABI forbids
  * destroying a handle while another call uses it); insert and remove lock.
  * Slots live in chunks that never move.
+ *
+ * Why not csrc's gp_handle_table: that table grows by realloc and is used
+ * under its owner's lock, so every lookup would take a lock; launch and
+ * GEMM run resolve one to four handles per call here and stay lock-free
+ * (one acquire load of the slot's handle). The encoding (a process-wide
+ * serial instead of kind/owner/generation fields) and the messages
+ * (cu_bad_handle) differ too, and both are part of this plugin's behaviour.
  */
 #define CU_HT_CHUNK_BITS 10
 #define CU_HT_CHUNK (1u << CU_HT_CHUNK_BITS)

@@ -125,7 +125,7 @@ int32_t cu_driver_ready(char *why, size_t cap, int *driver_version) {
   cu_load_locked();
   if (driver_version) *driver_version = g_driver_version;
   if (g_load_state < 0) {
-    cu_strlcpy(why, cap, g_load_why);
+    gp_strlcpy(why, cap, g_load_why);
     int32_t reason = g_load_reason;
     pthread_mutex_unlock(&g_mu);
     return reason;

@@ -91,7 +91,7 @@ static int lt_load(char *why, size_t cap) {
     }
   }
   int ok = lt_state == 1;
-  if (!ok) cu_strlcpy(why, cap, lt_why);
+  if (!ok) gp_strlcpy(why, cap, lt_why);
   pthread_mutex_unlock(&lt_mu);
   return ok;
 }
@@ -120,7 +120,7 @@ static int32_t lt_code(cublasStatus_t s) {
 static gpurt_error *lt_err(cublasStatus_t s, const char *op) {
   char t[256];
   lt_status_text(s, t, sizeof t);
-  return cu_errvendor(lt_code(s), s, "gemm: %s: %s", op, t);
+  return gp_err_vendor(lt_code(s), s, "gemm: %s: %s", op, t);
 }
 
 /* The device's cuBLASLt handle, created on first use (context current). */
@@ -157,10 +157,10 @@ static gpurt_error *lt_scratch(cu_device *d, CUdeviceptr *out) {
       pthread_mutex_unlock(&d->mu);
       char t[256];
       cu_result_text(r, t, sizeof t);
-      return cu_errvendor(r == CUDA_ERROR_OUT_OF_MEMORY ? GPURT_ERR_OUT_OF_MEMORY
+      return gp_err_vendor(r == CUDA_ERROR_OUT_OF_MEMORY ? GPURT_ERR_OUT_OF_MEMORY
                                                          : GPURT_ERR_INTERNAL,
-                          r, "gemm: device %u: allocating the 256-byte GEMM scratch: %s",
-                          d->index, t);
+                           r, "gemm: device %u: allocating the 256-byte GEMM scratch: %s",
+                           d->index, t);
     }
     d->gemm_scratch = p;
   }
@@ -204,21 +204,8 @@ typedef struct cu_plan {
   CUdeviceptr cur_bias, cur_sa, cur_sb, cur_sd;
 } cu_plan;
 
-static const char *dt_name(int32_t t) {
-  switch (t) {
-    case GPURT_DTYPE_F32: return "f32";
-    case GPURT_DTYPE_F16: return "f16";
-    case GPURT_DTYPE_BF16: return "bf16";
-    case GPURT_DTYPE_F64: return "f64";
-    case GPURT_DTYPE_I8: return "i8";
-    case GPURT_DTYPE_I32: return "i32";
-    case GPURT_DTYPE_FP8_E4M3: return "fp8_e4m3";
-    case GPURT_DTYPE_FP8_E5M2: return "fp8_e5m2";
-    case GPURT_DTYPE_U8: return "u8";
-    default: return "invalid";
-  }
-}
-
+/* The element size of a type cuBLASLt GEMM plans take; 0 for the others
+ * (gp_dtype_size knows every type). */
 static size_t dt_size(int32_t t) {
   switch (t) {
     case GPURT_DTYPE_F32: return 4;
@@ -271,8 +258,8 @@ void cu_gemm_plan_free(void *plan) { plan_release(plan); }
 
 uint32_t cu_gemm_plan_device(const void *plan) { return ((const cu_plan *)plan)->dev; }
 
-#define UNSUP(...) cu_err(GPURT_ERR_UNSUPPORTED, "gemm_plan_create: " __VA_ARGS__)
-#define INVAL(...) cu_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: " __VA_ARGS__)
+#define UNSUP(...) gp_err(GPURT_ERR_UNSUPPORTED, "gemm_plan_create: " __VA_ARGS__)
+#define INVAL(...) gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: " __VA_ARGS__)
 
 /* Checks the descriptor; fills the derived fields of p. */
 static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p) {
@@ -285,13 +272,13 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
   if (d->trans_a > 1) return INVAL("trans_a is %u (0 or 1)", d->trans_a);
   if (d->trans_b > 1) return INVAL("trans_b is %u (0 or 1)", d->trans_b);
   const int32_t at = d->a_type, bt = d->b_type;
-  if (!dt_size(at)) return UNSUP("a_type %s", dt_name(at));
-  if (!dt_size(bt)) return UNSUP("b_type %s", dt_name(bt));
-  if (!dt_size(d->d_type)) return UNSUP("d_type %s", dt_name(d->d_type));
+  if (!dt_size(at)) return UNSUP("a_type %s", gp_dtype_name(at));
+  if (!dt_size(bt)) return UNSUP("b_type %s", gp_dtype_name(bt));
+  if (!dt_size(d->d_type)) return UNSUP("d_type %s", gp_dtype_name(d->d_type));
   p->fp8 = is_fp8(at) || is_fp8(bt);
   if (d->c_type == GPURT_DTYPE_INVALID)
     d->c_type = is_fp8(d->d_type) ? GPURT_DTYPE_BF16 : d->d_type;
-  if (!dt_size(d->c_type) || is_fp8(d->c_type)) return UNSUP("c_type %s", dt_name(d->c_type));
+  if (!dt_size(d->c_type) || is_fp8(d->c_type)) return UNSUP("c_type %s", gp_dtype_name(d->c_type));
   if (p->fp8) {
     /* cuBLASLt's FP8 table (cublasLtMatmul, "FP8 data types"): A/B e4m3 x
      * e4m3, e4m3 x e5m2 or e5m2 x e4m3 (never e5m2 x e5m2), TN layout, f32
@@ -304,38 +291,40 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
      */
     if (!is_fp8(at) || !is_fp8(bt))
       return UNSUP("%s: fp8 needs both a_type and b_type fp8 (got %s and %s)",
-                   is_fp8(at) ? "b_type" : "a_type", dt_name(at), dt_name(bt));
+                   is_fp8(at) ? "b_type" : "a_type", gp_dtype_name(at), gp_dtype_name(bt));
     if (at == GPURT_DTYPE_FP8_E5M2 && bt == GPURT_DTYPE_FP8_E5M2)
       return UNSUP("b_type: fp8_e5m2 x fp8_e5m2 is not in cuBLASLt's FP8 table");
     if (dev->cc_major < 8 || (dev->cc_major == 8 && dev->cc_minor < 9))
       return UNSUP("a_type %s: fp8 needs compute capability 8.9 or newer, device %u has %d.%d",
-                   dt_name(at), dev->index, dev->cc_major, dev->cc_minor);
+                   gp_dtype_name(at), dev->index, dev->cc_major, dev->cc_minor);
     if (d->trans_a != 1) return UNSUP("trans_a: fp8 in cuBLASLt needs trans_a=1 (TN layout)");
     if (d->trans_b != 0) return UNSUP("trans_b: fp8 in cuBLASLt needs trans_b=0 (TN layout)");
     if (d->d_type == GPURT_DTYPE_FP8_E5M2 && at != GPURT_DTYPE_FP8_E5M2 &&
         bt != GPURT_DTYPE_FP8_E5M2)
       return UNSUP("d_type fp8_e5m2 with %s x %s: cuBLASLt's FP8 table has an e5m2 D only "
-                   "when A or B is e5m2", dt_name(at), dt_name(bt));
+                   "when A or B is e5m2", gp_dtype_name(at), gp_dtype_name(bt));
     if (is_fp8(d->d_type)) {
       if (d->c_type != GPURT_DTYPE_BF16 && d->c_type != GPURT_DTYPE_F16)
         return UNSUP("c_type %s with d_type %s: cuBLASLt needs c_type bf16 or f16 for an "
-                     "fp8 D", dt_name(d->c_type), dt_name(d->d_type));
+                     "fp8 D", gp_dtype_name(d->c_type), gp_dtype_name(d->d_type));
     } else if (d->c_type != d->d_type) {
-      return UNSUP("c_type %s must equal d_type %s (%s x %s)", dt_name(d->c_type),
-                   dt_name(d->d_type), dt_name(at), dt_name(bt));
+      return UNSUP("c_type %s must equal d_type %s (%s x %s)", gp_dtype_name(d->c_type),
+                   gp_dtype_name(d->d_type), gp_dtype_name(at), gp_dtype_name(bt));
     }
     if (d->compute_type != GPURT_COMPUTE_DEFAULT && d->compute_type != GPURT_COMPUTE_F32)
       return UNSUP("compute_type %d: fp8 accumulates in f32", d->compute_type);
   } else {
-    if (bt != at) return UNSUP("b_type %s must equal a_type %s", dt_name(bt), dt_name(at));
-    if (is_fp8(d->d_type)) return UNSUP("d_type %s needs fp8 inputs", dt_name(d->d_type));
+    if (bt != at)
+      return UNSUP("b_type %s must equal a_type %s", gp_dtype_name(bt), gp_dtype_name(at));
+    if (is_fp8(d->d_type)) return UNSUP("d_type %s needs fp8 inputs", gp_dtype_name(d->d_type));
     if (d->c_type != d->d_type)
-      return UNSUP("c_type %s must equal d_type %s", dt_name(d->c_type), dt_name(d->d_type));
+      return UNSUP("c_type %s must equal d_type %s", gp_dtype_name(d->c_type),
+                   gp_dtype_name(d->d_type));
     if (at == GPURT_DTYPE_F32 && d->d_type != GPURT_DTYPE_F32)
-      return UNSUP("d_type %s with f32 inputs (d_type must be f32)", dt_name(d->d_type));
+      return UNSUP("d_type %s with f32 inputs (d_type must be f32)", gp_dtype_name(d->d_type));
     if (at != GPURT_DTYPE_F32 && d->d_type != at && d->d_type != GPURT_DTYPE_F32)
-      return UNSUP("d_type %s with %s inputs (d_type must be %s or f32)", dt_name(d->d_type),
-                   dt_name(at), dt_name(at));
+      return UNSUP("d_type %s with %s inputs (d_type must be %s or f32)", gp_dtype_name(d->d_type),
+                   gp_dtype_name(at), gp_dtype_name(at));
     if (at == GPURT_DTYPE_BF16 && dev->cc_major < 8)
       return UNSUP("a_type bf16 needs compute capability 8.0, device has %d.%d",
                    dev->cc_major, dev->cc_minor);
@@ -347,8 +336,8 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
       break;
     case GPURT_COMPUTE_F16:
       if (at != GPURT_DTYPE_F16 || d->d_type != GPURT_DTYPE_F16)
-        return UNSUP("compute_type f16 needs f16 a/b/c/d (got %s and %s)", dt_name(at),
-                     dt_name(d->d_type));
+        return UNSUP("compute_type f16 needs f16 a/b/c/d (got %s and %s)", gp_dtype_name(at),
+                     gp_dtype_name(d->d_type));
       p->half_scale = 1;
       break;
     default:
@@ -367,9 +356,9 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
     if (d->bias_type == GPURT_DTYPE_INVALID) d->bias_type = want;
     if (d->bias_type != want)
       return UNSUP("bias_type %s with a_type %s, b_type %s, c_type %s, d_type %s: cuBLASLt "
-                   "needs bias_type %s for this combination", dt_name(d->bias_type),
-                   dt_name(at), dt_name(bt), dt_name(d->c_type), dt_name(d->d_type),
-                   dt_name(want));
+                   "needs bias_type %s for this combination", gp_dtype_name(d->bias_type),
+                   gp_dtype_name(at), gp_dtype_name(bt), gp_dtype_name(d->c_type),
+                   gp_dtype_name(d->d_type), gp_dtype_name(want));
     p->bytes_bias = d->m * dt_size(d->bias_type);
   }
   /* Stored shapes. */
@@ -440,17 +429,17 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: out is NULL");
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: out is NULL");
   *out = NULL;
   cu_plan *p = calloc(1, sizeof *p);
-  if (p == NULL) return cu_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: out of host memory");
+  if (p == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: out of host memory");
   pthread_mutex_init(&p->mu, NULL);
-  if ((e = cu_read_struct(&p->d, sizeof p->d, desc, "gemm desc"))) goto fail_early;
+  if ((e = gp_read_struct(&p->d, sizeof p->d, desc, "gemm desc"))) goto fail_early;
   if ((e = cu_enter(rt, device))) goto fail_early;
   if ((e = plan_validate(&rt->devs[device], &p->d, p))) goto fail_early;
   char why[700];
   if (!lt_load(why, sizeof why)) {
-    e = cu_err(GPURT_ERR_UNAVAILABLE, "gemm_plan_create: %s", why);
+    e = gp_err(GPURT_ERR_UNAVAILABLE, "gemm_plan_create: %s", why);
     goto fail_early;
   }
   p->dev = device;
@@ -567,21 +556,21 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
       (s == CUBLAS_STATUS_SUCCESS && found == 0)) {
     char t[256] = "no algorithm found";
     if (s) lt_status_text(s, t, sizeof t);
-    e = cu_errvendor(GPURT_ERR_UNSUPPORTED, s,
-                     "gemm_plan_create: cuBLASLt does not support the descriptor a_type=%s "
-                     "b_type=%s c_type=%s d_type=%s compute_type=%d epilogue=%d bias_type=%s "
-                     "trans_a=%u trans_b=%u m=%llu n=%llu k=%llu lda=%llu ldb=%llu ldc=%llu "
-                     "ldd=%llu batch=%llu align=%u/%u/%u/%u on device %u (sm_%d%d): "
-                     "cublasLtMatmulAlgoGetHeuristic: %s",
-                     dt_name(d->a_type), dt_name(d->b_type), dt_name(d->c_type),
-                     dt_name(d->d_type), d->compute_type, d->epilogue,
-                     p->has_bias ? dt_name(d->bias_type) : "none", d->trans_a, d->trans_b,
-                     (unsigned long long)d->m, (unsigned long long)d->n,
-                     (unsigned long long)d->k, (unsigned long long)d->lda,
-                     (unsigned long long)d->ldb, (unsigned long long)d->ldc,
-                     (unsigned long long)d->ldd, (unsigned long long)d->batch_count,
-                     p->align[0], p->align[1], p->align[2], p->align[3], device,
-                     rt->devs[device].cc_major, rt->devs[device].cc_minor, t);
+    e = gp_err_vendor(GPURT_ERR_UNSUPPORTED, s,
+                      "gemm_plan_create: cuBLASLt does not support the descriptor a_type=%s "
+                      "b_type=%s c_type=%s d_type=%s compute_type=%d epilogue=%d bias_type=%s "
+                      "trans_a=%u trans_b=%u m=%llu n=%llu k=%llu lda=%llu ldb=%llu ldc=%llu "
+                      "ldd=%llu batch=%llu align=%u/%u/%u/%u on device %u (sm_%d%d): "
+                      "cublasLtMatmulAlgoGetHeuristic: %s",
+                      gp_dtype_name(d->a_type), gp_dtype_name(d->b_type), gp_dtype_name(d->c_type),
+                      gp_dtype_name(d->d_type), d->compute_type, d->epilogue,
+                      p->has_bias ? gp_dtype_name(d->bias_type) : "none", d->trans_a, d->trans_b,
+                      (unsigned long long)d->m, (unsigned long long)d->n,
+                      (unsigned long long)d->k, (unsigned long long)d->lda,
+                      (unsigned long long)d->ldb, (unsigned long long)d->ldc,
+                      (unsigned long long)d->ldd, (unsigned long long)d->batch_count,
+                      p->align[0], p->align[1], p->align[2], p->align[3], device,
+                      rt->devs[device].cc_major, rt->devs[device].cc_minor, t);
     goto fail;
   }
   if (s) {
@@ -592,7 +581,7 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
   p->ws_needed = res.workspaceSize;
   uint64_t hv;
   if (cu_table_insert(&rt->plans, p, &hv) != 0) {
-    e = cu_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: too many plans");
+    e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: too many plans");
     goto fail;
   }
   *out = (gpurt_gemm_plan *)(uintptr_t)hv;
@@ -640,7 +629,7 @@ static uint16_t f32_to_f16_bits(float f) {
   return (uint16_t)(sign | (m >> 13));
 }
 
-#define RUNERR(code, ...) cu_err(code, "gemm_run: " __VA_ARGS__)
+#define RUNERR(code, ...) gp_err(code, "gemm_run: " __VA_ARGS__)
 
 /* The plan's C scratch (p->c_scratch), allocated on first use; the
  * context is current. */
@@ -652,11 +641,11 @@ static gpurt_error *plan_c_scratch(cu_runtime *rt, cu_plan *p, CUdeviceptr *out)
     if (r != CUDA_SUCCESS) {
       pthread_mutex_unlock(&p->mu);
       if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return cu_errvendor(GPURT_ERR_OUT_OF_MEMORY, r,
-                            "gemm_run: out of device memory allocating the plan's %llu-byte "
-                            "C scratch (c is NULL, c_type %s differs from d_type %s) on "
-                            "device %u", (unsigned long long)p->bytes_c,
-                            dt_name(p->d.c_type), dt_name(p->d.d_type), p->dev);
+        return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                             "gemm_run: out of device memory allocating the plan's %llu-byte "
+                             "C scratch (c is NULL, c_type %s differs from d_type %s) on "
+                             "device %u", (unsigned long long)p->bytes_c,
+                             gp_dtype_name(p->d.c_type), gp_dtype_name(p->d.d_type), p->dev);
       return cu_fail(rt, p->dev, r, "gemm_run: C scratch cuMemAlloc", NULL);
     }
     p->c_scratch = q;
@@ -676,9 +665,9 @@ static gpurt_error *stream_slots(cu_runtime *rt, cu_stream *st, CUdeviceptr *sa,
     CUresult r = cu_drv.p_cuMemAlloc(&q, 64);
     if (r != CUDA_SUCCESS) {
       if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return cu_errvendor(GPURT_ERR_OUT_OF_MEMORY, r,
-                            "gemm_run: out of device memory allocating the stream's fp8 "
-                            "scale slots on device %u", st->dev);
+        return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                             "gemm_run: out of device memory allocating the stream's fp8 "
+                             "scale slots on device %u", st->dev);
       return cu_fail(rt, st->dev, r, "gemm_run: scale slots cuMemAlloc", NULL);
     }
     st->slots = q;
@@ -709,7 +698,7 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   cu_plan *p = cu_table_lookup(&rt->plans, (uint64_t)(uintptr_t)ph);
   if (p == NULL) return cu_bad_handle(&rt->plans, ph);
   gpurt_gemm_run_args a;
-  if ((e = cu_read_struct(&a, sizeof a, args, "gemm run args"))) return e;
+  if ((e = gp_read_struct(&a, sizeof a, args, "gemm run args"))) return e;
   uint32_t dev = p->dev;
   if (st->dev != dev)
     return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "the plan is for device %u, the stream is on %u",
@@ -749,14 +738,14 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
       return e;
   }
   if (!p->fp8 && (a.scale_a || a.scale_b || a.scale_d))
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "gemm_run: scale_%s is set but scales apply to fp8 operands only",
                   a.scale_a ? "a" : a.scale_b ? "b" : "d");
   if (p->fp8 && !p->d_scale && a.scale_d)
-    return cu_err(GPURT_ERR_UNSUPPORTED,
+    return gp_err(GPURT_ERR_UNSUPPORTED,
                   "gemm_run: scale_d with d_type %s: cuBLASLt scales D only when d_type is "
                   "fp8 (CUBLASLT_MATMUL_DESC_D_SCALE_POINTER); fold it into alpha",
-                  dt_name(p->d.d_type));
+                  gp_dtype_name(p->d.d_type));
   if (p->fp8) {
     sa = sb = sd = p->scratch; /* NULL scale = 1.0 */
     if (a.scale_a &&
@@ -849,8 +838,8 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
       pthread_mutex_unlock(&p->mu);
       char t[256];
       lt_status_text(s, t, sizeof t);
-      return cu_errvendor(lt_code(s), s, "gemm_run: cublasLtMatmulDescSetAttribute %s: %s",
-                          what, t);
+      return gp_err_vendor(lt_code(s), s, "gemm_run: cublasLtMatmulDescSetAttribute %s: %s",
+                           what, t);
     }
   }
   s = lt.p_cublasLtMatmul(lh, p->op, pa, (const void *)(uintptr_t)A, p->la,
@@ -862,12 +851,13 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   if (s != CUBLAS_STATUS_SUCCESS) {
     char t[256];
     lt_status_text(s, t, sizeof t);
-    return cu_errvendor(lt_code(s), s,
-                        "gemm_run: cublasLtMatmul: %s (plan a_type=%s b_type=%s c_type=%s "
-                        "d_type=%s m=%llu n=%llu k=%llu)",
-                        t, dt_name(p->d.a_type), dt_name(p->d.b_type), dt_name(p->d.c_type),
-                        dt_name(p->d.d_type), (unsigned long long)p->d.m,
-                        (unsigned long long)p->d.n, (unsigned long long)p->d.k);
+    return gp_err_vendor(lt_code(s), s,
+                         "gemm_run: cublasLtMatmul: %s (plan a_type=%s b_type=%s c_type=%s "
+                         "d_type=%s m=%llu n=%llu k=%llu)",
+                         t, gp_dtype_name(p->d.a_type), gp_dtype_name(p->d.b_type),
+                         gp_dtype_name(p->d.c_type), gp_dtype_name(p->d.d_type),
+                         (unsigned long long)p->d.m,
+                         (unsigned long long)p->d.n, (unsigned long long)p->d.k);
   }
   /* Named for a later fault; written only when it changes (cd is shared by
    * every thread using the device). */

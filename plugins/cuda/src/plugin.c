@@ -17,6 +17,9 @@
 
 #include "cu_internal.h"
 
+/* The prefix of csrc's error messages ("cuda: ..."). */
+const char gp_plugin_prefix[] = "cuda";
+
 #define CU_PLUGIN_VERSION "0.1.0 (fatbin: sm_80 sm_90a compute_90; needs CUDA 13.0 driver)"
 
 static cu_table g_runtimes = {
@@ -46,7 +49,7 @@ static void cu_proc_mark_lost(uint32_t i, CUresult r, const char *msg) {
   pthread_mutex_lock(&g_lost_mu);
   if (!atomic_load(&g_lost[i])) {
     g_lost_code[i] = r;
-    cu_strlcpy(g_lost_msg[i], sizeof g_lost_msg[i], msg);
+    gp_strlcpy(g_lost_msg[i], sizeof g_lost_msg[i], msg);
     atomic_store_explicit(&g_lost[i], 1, memory_order_release);
   }
   pthread_mutex_unlock(&g_lost_mu);
@@ -58,7 +61,7 @@ static int cu_proc_lost(uint32_t i, CUresult *code, char *msg, size_t cap) {
     return 0;
   pthread_mutex_lock(&g_lost_mu);
   if (code) *code = g_lost_code[i];
-  if (msg) cu_strlcpy(msg, cap, g_lost_msg[i]);
+  if (msg) gp_strlcpy(msg, cap, g_lost_msg[i]);
   pthread_mutex_unlock(&g_lost_mu);
   return 1;
 }
@@ -182,7 +185,7 @@ static int cu_adopt_lost(cu_device *d) {
   if (!cu_proc_lost(d->index, &code, msg, sizeof msg)) return 0;
   pthread_mutex_lock(&d->mu);
   if (!atomic_load(&d->lost)) {
-    cu_strlcpy(d->lost_msg, sizeof d->lost_msg, msg);
+    gp_strlcpy(d->lost_msg, sizeof d->lost_msg, msg);
     d->lost_code = code;
     atomic_store(&d->lost, 1);
   }
@@ -198,8 +201,8 @@ gpurt_error *cu_lost_error(cu_runtime *rt, uint32_t dev) {
   cu_device *d = &rt->devs[dev];
   (void)cu_adopt_lost(d);
   pthread_mutex_lock(&d->mu);
-  gpurt_error *e = cu_errvendor(GPURT_ERR_DEVICE_LOST, d->lost_code,
-                                "device %u is lost: %s; %s", dev, d->lost_msg, cu_restart);
+  gpurt_error *e = gp_err_vendor(GPURT_ERR_DEVICE_LOST, d->lost_code,
+                                 "device %u is lost: %s; %s", dev, d->lost_msg, cu_restart);
   pthread_mutex_unlock(&d->mu);
   return e;
 }
@@ -212,8 +215,8 @@ gpurt_error *cu_fail(cu_runtime *rt, uint32_t dev, CUresult r, const char *op,
   if (kernel != NULL && kernel[0] != 0)
     snprintf(after, sizeof after, " after kernel \"%s\"", kernel);
   if (!cu_sticky(r))
-    return cu_errvendor(cu_code(r), r, "device %u: %s: %s%s", dev, op, text,
-                        after);
+    return gp_err_vendor(cu_code(r), r, "device %u: %s: %s%s", dev, op, text,
+                         after);
   cu_device *d = &rt->devs[dev];
   /* Lost before (here or in another runtime of the process): that error. */
   if (cu_adopt_lost(d)) return cu_lost_error(rt, dev);
@@ -230,10 +233,10 @@ gpurt_error *cu_fail(cu_runtime *rt, uint32_t dev, CUresult r, const char *op,
   char pmsg[600];
   snprintf(pmsg, sizeof pmsg, "%s%s", text, after);
   cu_proc_mark_lost(d->index, r, pmsg);
-  return cu_errvendor(GPURT_ERR_LAUNCH_FAILED, r,
-                      "device %u: %s: %s%s; the context is in a sticky error "
-                      "state: the device is lost (%s)",
-                      dev, op, text, after, cu_restart);
+  return gp_err_vendor(GPURT_ERR_LAUNCH_FAILED, r,
+                       "device %u: %s: %s%s; the context is in a sticky error "
+                       "state: the device is lost (%s)",
+                       dev, op, text, after, cu_restart);
 }
 
 static inline CUresult cu_make_current(cu_device *d) {
@@ -245,7 +248,7 @@ static inline CUresult cu_make_current(cu_device *d) {
 
 gpurt_error *cu_enter(cu_runtime *rt, uint32_t dev) {
   if (__builtin_expect(dev >= rt->ndev, 0))
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "device %u out of range (%u devices)",
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device %u out of range (%u devices)",
                   dev, rt->ndev);
   cu_device *d = &rt->devs[dev];
   if (__builtin_expect(atomic_load_explicit(&d->lost, memory_order_acquire), 0) ||
@@ -269,8 +272,8 @@ static void cu_fill_info(CUdevice dev, int ver, gpurt_device_info *o) {
   memset(o, 0, sizeof *o);
   o->struct_size = sizeof *o;
   if (cu_drv.p_cuDeviceGetName(o->name, sizeof o->name, dev) != CUDA_SUCCESS)
-    cu_strlcpy(o->name, sizeof o->name, "unknown NVIDIA GPU");
-  cu_strlcpy(o->vendor, sizeof o->vendor, "NVIDIA");
+    gp_strlcpy(o->name, sizeof o->name, "unknown NVIDIA GPU");
+  gp_strlcpy(o->vendor, sizeof o->vendor, "NVIDIA");
   int maj = 0, min = 0, sms = 0, mt = 0, warp = 0, integ = 0;
   cu_drv.p_cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   cu_drv.p_cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
@@ -299,23 +302,23 @@ static void cu_fill_info(CUdevice dev, int ver, gpurt_device_info *o) {
 }
 
 static gpurt_error *cu_plugin_info(gpurt_plugin_info *out) {
-  gpurt_error *e = cu_check_out(out, "plugin info");
+  gpurt_error *e = gp_check_out(out, "plugin info");
   if (e) return e;
   gpurt_plugin_info i;
   memset(&i, 0, sizeof i);
-  cu_strlcpy(i.backend, sizeof i.backend, "cuda");
-  cu_strlcpy(i.version, sizeof i.version, CU_PLUGIN_VERSION);
+  gp_strlcpy(i.backend, sizeof i.backend, "cuda");
+  gp_strlcpy(i.version, sizeof i.version, CU_PLUGIN_VERSION);
   i.priority = 300;
-  cu_write_struct(out, &i, sizeof i);
+  gp_write_struct(out, &i, sizeof i);
   return NULL;
 }
 
 static gpurt_error *cu_probe(gpurt_probe_args *args) {
   gpurt_probe_args a;
-  gpurt_error *e = cu_read_struct(&a, sizeof a, args, "probe args");
+  gpurt_error *e = gp_read_struct(&a, sizeof a, args, "probe args");
   if (e) return e;
   if (a.device_capacity > 0 && a.devices == NULL)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "probe args: devices is NULL with device_capacity %u",
                   a.device_capacity);
   a.available = 0;
@@ -350,9 +353,9 @@ static gpurt_error *cu_probe(gpurt_probe_args *args) {
         cu_fill_info(dev, ver, &info);
         if (i == 0) snprintf(first, sizeof first, "%s (%s)", info.name, info.arch);
         if ((uint32_t)i < a.device_capacity) {
-          gpurt_error *ce = cu_check_out(&a.devices[i], "probe device info");
+          gpurt_error *ce = gp_check_out(&a.devices[i], "probe device info");
           if (ce) return ce;
-          cu_write_struct(&a.devices[i], &info, sizeof info);
+          gp_write_struct(&a.devices[i], &info, sizeof info);
         }
       }
       if (lost_dev >= 0) {
@@ -368,7 +371,7 @@ static gpurt_error *cu_probe(gpurt_probe_args *args) {
       }
     }
   }
-  cu_write_struct(args, &a, sizeof a);
+  gp_write_struct(args, &a, sizeof a);
   return NULL;
 }
 
@@ -500,31 +503,31 @@ static void cu_runtime_free(cu_runtime *rt) {
 
 static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
                                       gpurt_runtime **out) {
-  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "runtime_create: out is NULL");
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "runtime_create: out is NULL");
   *out = NULL;
   gpurt_runtime_create_args a;
   if (args != NULL) {
-    gpurt_error *e = cu_read_struct(&a, sizeof a, args, "runtime create args");
+    gpurt_error *e = gp_read_struct(&a, sizeof a, args, "runtime create args");
     if (e) return e;
   }
   char why[512];
   int ver = 0;
   int32_t reason = cu_driver_ready(why, sizeof why, &ver);
   if (reason != GPURT_PROBE_OK)
-    return cu_err(GPURT_ERR_UNAVAILABLE, "runtime_create: %s", why);
+    return gp_err(GPURT_ERR_UNAVAILABLE, "runtime_create: %s", why);
   int n = 0;
   CUresult r = cu_drv.p_cuDeviceGetCount(&n);
   if (r != CUDA_SUCCESS || n <= 0) {
     char t[256] = "no CUDA device";
     if (r != CUDA_SUCCESS) cu_result_text(r, t, sizeof t);
-    return cu_errvendor(GPURT_ERR_UNAVAILABLE, r, "runtime_create: no device: %s", t);
+    return gp_err_vendor(GPURT_ERR_UNAVAILABLE, r, "runtime_create: no device: %s", t);
   }
   cu_runtime *rt = calloc(1, sizeof *rt);
-  if (rt == NULL) return cu_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: out of host memory");
+  if (rt == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: out of host memory");
   rt->devs = calloc((size_t)n, sizeof *rt->devs);
   if (rt->devs == NULL) {
     free(rt);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: out of host memory");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: out of host memory");
   }
   pthread_mutex_init(&rt->mu, NULL);
   cu_table_init(&rt->buffers, "buffer");
@@ -546,8 +549,8 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
       /* An earlier runtime of this process saw a sticky error here. */
       rt->ndev = (uint32_t)i + 1; /* free what was set up */
       cu_runtime_free(rt);
-      return cu_errvendor(GPURT_ERR_DEVICE_LOST, lcode, "device %d is lost: %s; %s", i, lmsg,
-                          cu_restart);
+      return gp_err_vendor(GPURT_ERR_DEVICE_LOST, lcode, "device %d is lost: %s; %s", i, lmsg,
+                           cu_restart);
     }
     r = cu_drv.p_cuDeviceGet(&d->dev, i);
     if (r == CUDA_SUCCESS) r = cu_drv.p_cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
@@ -562,18 +565,18 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
         char pm[320];
         snprintf(pm, sizeof pm, "%s (reported by cuDevicePrimaryCtxRetain)", t);
         cu_proc_mark_lost((uint32_t)i, r, pm);
-        return cu_errvendor(GPURT_ERR_DEVICE_LOST, r, "device %d is lost: %s; %s", i, pm,
-                            cu_restart);
+        return gp_err_vendor(GPURT_ERR_DEVICE_LOST, r, "device %d is lost: %s; %s", i, pm,
+                             cu_restart);
       }
-      return cu_errvendor(r == CUDA_ERROR_OUT_OF_MEMORY ? GPURT_ERR_OUT_OF_MEMORY
+      return gp_err_vendor(r == CUDA_ERROR_OUT_OF_MEMORY ? GPURT_ERR_OUT_OF_MEMORY
                                                          : GPURT_ERR_UNAVAILABLE,
-                          r, "runtime_create: device %d: cuDevicePrimaryCtxRetain: %s",
-                          i, t);
+                           r, "runtime_create: device %d: cuDevicePrimaryCtxRetain: %s",
+                           i, t);
     }
     gpurt_device_info info;
     cu_fill_info(d->dev, ver, &info);
-    cu_strlcpy(d->name, sizeof d->name, info.name);
-    cu_strlcpy(d->pci, sizeof d->pci, info.pci_bus_id);
+    gp_strlcpy(d->name, sizeof d->name, info.name);
+    gp_strlcpy(d->pci, sizeof d->pci, info.pci_bus_id);
     d->cc_major = (int)info.compute_major;
     d->cc_minor = (int)info.compute_minor;
     d->sm_count = (int)info.multiprocessor_count;
@@ -584,7 +587,7 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
   }
   if (cu_table_insert(&g_runtimes, rt, &rt->self) != 0) {
     cu_runtime_free(rt);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: too many runtimes");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: too many runtimes");
   }
   *out = (gpurt_runtime *)(uintptr_t)rt->self;
   return NULL;
@@ -602,7 +605,7 @@ static gpurt_error *cu_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out)
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if ((e = cu_check_out(out, "runtime stats"))) return e;
+  if ((e = gp_check_out(out, "runtime stats"))) return e;
   gpurt_runtime_stats s;
   memset(&s, 0, sizeof s);
   s.live_buffers = rt->buffers.live;
@@ -613,7 +616,7 @@ static gpurt_error *cu_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out)
   s.live_plans = rt->plans.live;
   s.device_bytes = atomic_load(&rt->device_bytes);
   s.host_bytes = atomic_load(&rt->host_bytes);
-  cu_write_struct(out, &s, sizeof s);
+  gp_write_struct(out, &s, sizeof s);
   return NULL;
 }
 
@@ -622,9 +625,9 @@ static gpurt_error *cu_runtime_control(gpurt_runtime *h, const gpurt_control_arg
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   gpurt_control_args a;
-  if ((e = cu_read_struct(&a, sizeof a, args, "control args"))) return e;
+  if ((e = gp_read_struct(&a, sizeof a, args, "control args"))) return e;
   int len = a.key == NULL ? 0 : (int)(a.key_len > 200 ? 200 : a.key_len);
-  return cu_err(GPURT_ERR_UNSUPPORTED, "runtime_control: unknown key \"%.*s\"", len,
+  return gp_err(GPURT_ERR_UNSUPPORTED, "runtime_control: unknown key \"%.*s\"", len,
                 a.key ? a.key : "");
 }
 
@@ -634,7 +637,7 @@ static gpurt_error *cu_device_count(gpurt_runtime *h, uint32_t *out) {
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "device_count: out is NULL");
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device_count: out is NULL");
   *out = rt->ndev;
   return NULL;
 }
@@ -643,7 +646,7 @@ static gpurt_error *cu_device_info(gpurt_runtime *h, uint32_t dev, gpurt_device_
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if ((e = cu_check_out(out, "device info"))) return e;
+  if ((e = gp_check_out(out, "device info"))) return e;
   if ((e = cu_enter(rt, dev))) return e;
   int ver = 0;
   cu_drv.p_cuDriverGetVersion(&ver);
@@ -653,7 +656,7 @@ static gpurt_error *cu_device_info(gpurt_runtime *h, uint32_t dev, gpurt_device_
   CUresult r = cu_drv.p_cuMemGetInfo(&fr, &tot);
   if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, "cuMemGetInfo", NULL);
   info.memory_free = fr;
-  cu_write_struct(out, &info, sizeof info);
+  gp_write_struct(out, &info, sizeof info);
   return NULL;
 }
 
@@ -675,23 +678,23 @@ static gpurt_error *cu_buffer_alloc(gpurt_runtime *h, uint32_t dev, uint64_t siz
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
   *out = NULL;
-  if (size == 0) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: size is 0");
+  if (size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: size is 0");
   if ((e = cu_enter(rt, dev))) return e;
   cu_buffer *b = calloc(1, sizeof *b);
-  if (b == NULL) return cu_err(GPURT_ERR_OUT_OF_MEMORY, "buffer_alloc: out of host memory");
+  if (b == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "buffer_alloc: out of host memory");
   CUresult r = cu_drv.p_cuMemAlloc(&b->ptr, (size_t)size);
   if (r != CUDA_SUCCESS) {
     free(b);
     if (r == CUDA_ERROR_OUT_OF_MEMORY || r == CUDA_ERROR_INVALID_VALUE) {
       size_t fr = 0, tot = 0;
       cu_drv.p_cuMemGetInfo(&fr, &tot);
-      return cu_errvendor(GPURT_ERR_OUT_OF_MEMORY, r,
-                          "buffer_alloc: out of device memory allocating %llu bytes "
-                          "on device %u (%llu bytes free of %llu)",
-                          (unsigned long long)size, dev, (unsigned long long)fr,
-                          (unsigned long long)tot);
+      return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                           "buffer_alloc: out of device memory allocating %llu bytes "
+                           "on device %u (%llu bytes free of %llu)",
+                           (unsigned long long)size, dev, (unsigned long long)fr,
+                           (unsigned long long)tot);
     }
     return cu_fail(rt, dev, r, "cuMemAlloc", NULL);
   }
@@ -701,7 +704,7 @@ static gpurt_error *cu_buffer_alloc(gpurt_runtime *h, uint32_t dev, uint64_t siz
   if (cu_table_insert(&rt->buffers, b, &hv) != 0) {
     cu_drv.p_cuMemFree(b->ptr);
     free(b);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "buffer_alloc: too many buffers");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "buffer_alloc: too many buffers");
   }
   atomic_fetch_add(&rt->device_bytes, size);
   *out = (gpurt_buffer *)(uintptr_t)hv;
@@ -728,22 +731,22 @@ static gpurt_error *cu_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_bu
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   if (out == NULL || out_ptr == NULL)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "host_alloc: out or out_ptr is NULL");
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "host_alloc: out or out_ptr is NULL");
   *out = NULL;
   *out_ptr = NULL;
-  if (size == 0) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "host_alloc: size is 0");
+  if (size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "host_alloc: size is 0");
   if ((e = cu_enter(rt, 0))) return e;
   cu_host *hb = calloc(1, sizeof *hb);
-  if (hb == NULL) return cu_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: out of host memory");
+  if (hb == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: out of host memory");
   CUresult r = cu_drv.p_cuMemHostAlloc(&hb->ptr, (size_t)size, CU_MEMHOSTALLOC_PORTABLE);
   if (r != CUDA_SUCCESS) {
     free(hb);
     char t[256];
     cu_result_text(r, t, sizeof t);
     if (r == CUDA_ERROR_OUT_OF_MEMORY || r == CUDA_ERROR_INVALID_VALUE)
-      return cu_errvendor(GPURT_ERR_OUT_OF_MEMORY, r,
-                          "host_alloc: cannot pin %llu bytes of host memory: %s",
-                          (unsigned long long)size, t);
+      return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                           "host_alloc: cannot pin %llu bytes of host memory: %s",
+                           (unsigned long long)size, t);
     return cu_fail(rt, 0, r, "cuMemHostAlloc", NULL);
   }
   hb->size = size;
@@ -751,7 +754,7 @@ static gpurt_error *cu_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_bu
   if (cu_table_insert(&rt->hosts, hb, &hv) != 0) {
     cu_drv.p_cuMemFreeHost(hb->ptr);
     free(hb);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: too many host buffers");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: too many host buffers");
   }
   atomic_fetch_add(&rt->host_bytes, size);
   *out = (gpurt_host_buffer *)(uintptr_t)hv;
@@ -778,16 +781,16 @@ gpurt_error *cu_view(cu_runtime *rt, gpurt_buffer *bh, uint64_t off, uint64_t by
   cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)bh);
   if (b == NULL) {
     if (bh == NULL)
-      return cu_err(GPURT_ERR_INVALID_HANDLE, "%s: buffer handle is NULL", what);
-    return cu_err(GPURT_ERR_INVALID_HANDLE,
+      return gp_err(GPURT_ERR_INVALID_HANDLE, "%s: buffer handle is NULL", what);
+    return gp_err(GPURT_ERR_INVALID_HANDLE,
                   "%s: invalid buffer handle %p: freed, foreign or never created", what,
                   (void *)bh);
   }
   if (b->dev != dev)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "%s: the buffer is on device %u, not %u",
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: the buffer is on device %u, not %u",
                   what, b->dev, dev);
   if (off > b->size || bytes > b->size - off)
-    return cu_err(GPURT_ERR_OUT_OF_RANGE,
+    return gp_err(GPURT_ERR_OUT_OF_RANGE,
                   "%s: range [%llu, %llu+%llu) is beyond the buffer's %llu bytes", what,
                   (unsigned long long)off, (unsigned long long)off,
                   (unsigned long long)bytes, (unsigned long long)b->size);
@@ -809,17 +812,17 @@ static gpurt_error *cu_copy_end(cu_runtime *rt, const char *side, gpurt_buffer *
                                 uint64_t size, cu_ep *ep) {
   int n = (buf != NULL) + (host != NULL) + (ptr != NULL);
   if (n != 1)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "copy: exactly one %s (%s_buffer, %s_host or %s_ptr) must be set, got %d",
                   strcmp(side, "src") == 0 ? "source" : "destination", side, side, side, n);
   if (buf != NULL) {
     cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)buf);
     if (b == NULL)
-      return cu_err(GPURT_ERR_INVALID_HANDLE,
+      return gp_err(GPURT_ERR_INVALID_HANDLE,
                     "copy: invalid %s_buffer handle %p: freed, foreign or never created",
                     side, (void *)buf);
     if (off > b->size || size > b->size - off)
-      return cu_err(GPURT_ERR_OUT_OF_RANGE,
+      return gp_err(GPURT_ERR_OUT_OF_RANGE,
                     "copy: %s range [%llu, %llu+%llu) is beyond the buffer's %llu bytes",
                     side, (unsigned long long)off, (unsigned long long)off,
                     (unsigned long long)size, (unsigned long long)b->size);
@@ -829,11 +832,11 @@ static gpurt_error *cu_copy_end(cu_runtime *rt, const char *side, gpurt_buffer *
   } else if (host != NULL) {
     cu_host *hb = cu_table_lookup(&rt->hosts, (uint64_t)(uintptr_t)host);
     if (hb == NULL)
-      return cu_err(GPURT_ERR_INVALID_HANDLE,
+      return gp_err(GPURT_ERR_INVALID_HANDLE,
                     "copy: invalid %s_host handle %p: freed, foreign or never created",
                     side, (void *)host);
     if (off > hb->size || size > hb->size - off)
-      return cu_err(GPURT_ERR_OUT_OF_RANGE,
+      return gp_err(GPURT_ERR_OUT_OF_RANGE,
                     "copy: %s range [%llu, %llu+%llu) is beyond the host buffer's %llu bytes",
                     side, (unsigned long long)off, (unsigned long long)off,
                     (unsigned long long)size, (unsigned long long)hb->size);
@@ -851,7 +854,7 @@ static gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   gpurt_copy_args a;
-  if ((e = cu_read_struct(&a, sizeof a, args, "copy args"))) return e;
+  if ((e = gp_read_struct(&a, sizeof a, args, "copy args"))) return e;
   cu_ep src = {0}, dst = {0};
   if ((e = cu_copy_end(rt, "src", a.src_buffer, a.src_host, a.src_ptr, a.src_offset,
                        a.size, &src)))
@@ -861,12 +864,12 @@ static gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
     return e;
   int sync = (a.flags & GPURT_COPY_SYNC) != 0;
   if (a.flags & ~GPURT_COPY_SYNC)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "copy: unknown flags %#x", a.flags);
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: unknown flags %#x", a.flags);
   if (!sync && (src.kind == EP_PAGEABLE || dst.kind == EP_PAGEABLE))
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "copy: pageable memory (src_ptr/dst_ptr) needs GPURT_COPY_SYNC");
   if (!sync && a.stream == NULL)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "copy: an asynchronous copy needs a stream (or GPURT_COPY_SYNC)");
   cu_stream *st = NULL;
   if (a.stream != NULL) {
@@ -877,7 +880,7 @@ static gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   uint32_t dev = dst.kind == EP_DEVICE ? dst.dev : src.dev;
   if (has_dev && st != NULL && st->dev != dev &&
       !(src.kind == EP_DEVICE && st->dev == src.dev))
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "copy: the stream is on device %u, the buffers on device %u", st->dev,
                   dev);
   if (st != NULL) dev = st->dev;
@@ -961,18 +964,18 @@ static gpurt_error *cu_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   gpurt_memset_args a;
-  if ((e = cu_read_struct(&a, sizeof a, args, "memset args"))) return e;
+  if ((e = gp_read_struct(&a, sizeof a, args, "memset args"))) return e;
   uint32_t es = a.element_size;
   if (es != 1 && es != 2 && es != 4)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "memset: element_size %u is not 1, 2 or 4", es);
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: element_size %u is not 1, 2 or 4", es);
   if (a.offset % es || a.size % es)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "memset: offset %llu and size %llu must be multiples of element_size %u",
                   (unsigned long long)a.offset, (unsigned long long)a.size, es);
   cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)a.buffer);
   if (b == NULL) return cu_bad_handle(&rt->buffers, a.buffer);
   if (a.offset > b->size || a.size > b->size - a.offset)
-    return cu_err(GPURT_ERR_OUT_OF_RANGE,
+    return gp_err(GPURT_ERR_OUT_OF_RANGE,
                   "memset: range [%llu, %llu+%llu) is beyond the buffer's %llu bytes",
                   (unsigned long long)a.offset, (unsigned long long)a.offset,
                   (unsigned long long)a.size, (unsigned long long)b->size);
@@ -981,7 +984,7 @@ static gpurt_error *cu_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
     st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)a.stream);
     if (st == NULL) return cu_bad_handle(&rt->streams, a.stream);
     if (st->dev != b->dev)
-      return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                     "memset: the stream is on device %u, the buffer on device %u", st->dev,
                     b->dev);
   }
@@ -1012,11 +1015,11 @@ static gpurt_error *cu_stream_create(gpurt_runtime *h, uint32_t dev, gpurt_strea
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
   *out = NULL;
   if ((e = cu_enter(rt, dev))) return e;
   cu_stream *s = calloc(1, sizeof *s);
-  if (s == NULL) return cu_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: out of host memory");
+  if (s == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: out of host memory");
   CUresult r = cu_drv.p_cuStreamCreate(&s->s, CU_STREAM_NON_BLOCKING);
   if (r) {
     free(s);
@@ -1031,7 +1034,7 @@ static gpurt_error *cu_stream_create(gpurt_runtime *h, uint32_t dev, gpurt_strea
     pthread_mutex_destroy(&s->ws_mu);
     pthread_mutex_destroy(&s->slot_mu);
     free(s);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: too many streams");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: too many streams");
   }
   *out = (gpurt_stream *)(uintptr_t)hv;
   return NULL;
@@ -1089,7 +1092,7 @@ static gpurt_error *cu_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
   if ((e = cu_enter(rt, s->dev))) return e;
   CUresult r = cu_drv.p_cuStreamQuery(s->s);
   if (r == CUDA_ERROR_NOT_READY)
-    return cu_errvendor(GPURT_ERR_NOT_READY, r, "stream query: work pending");
+    return gp_err_vendor(GPURT_ERR_NOT_READY, r, "stream query: work pending");
   return r ? cu_fail(rt, s->dev, r, "stream query", s->last_kernel) : NULL;
 }
 
@@ -1135,10 +1138,10 @@ gpurt_error *cu_stream_workspace(cu_runtime *rt, cu_stream *s, size_t size,
     if (r) {
       pthread_mutex_unlock(&s->ws_mu);
       if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return cu_errvendor(GPURT_ERR_OUT_OF_MEMORY, r,
-                            "gemm: out of device memory allocating the stream's %zu-byte "
-                            "cuBLASLt workspace on device %u",
-                            size, s->dev);
+        return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                             "gemm: out of device memory allocating the stream's %zu-byte "
+                             "cuBLASLt workspace on device %u",
+                             size, s->dev);
       return cu_fail(rt, s->dev, r, "gemm workspace: cuMemAlloc", NULL);
     }
     s->ws_size = size;
@@ -1158,13 +1161,13 @@ static gpurt_error *cu_event_create(gpurt_runtime *h, uint32_t dev, uint32_t fla
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
   *out = NULL;
   if (flags & ~GPURT_EVENT_TIMING)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: unknown flags %#x", flags);
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: unknown flags %#x", flags);
   if ((e = cu_enter(rt, dev))) return e;
   cu_event *ev = calloc(1, sizeof *ev);
-  if (ev == NULL) return cu_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: out of host memory");
+  if (ev == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: out of host memory");
   CUresult r = cu_drv.p_cuEventCreate(
       &ev->ev, (flags & GPURT_EVENT_TIMING) ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING);
   if (r) {
@@ -1177,7 +1180,7 @@ static gpurt_error *cu_event_create(gpurt_runtime *h, uint32_t dev, uint32_t fla
   if (cu_table_insert(&rt->events, ev, &hv) != 0) {
     cu_drv.p_cuEventDestroy(ev->ev);
     free(ev);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: too many events");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: too many events");
   }
   *out = (gpurt_event *)(uintptr_t)hv;
   return NULL;
@@ -1212,7 +1215,7 @@ static gpurt_error *cu_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_str
   if (sh != NULL) {
     if (!(s = cu_stream_get(rt, sh, &e))) return e;
     if (s->dev != ev->dev)
-      return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                     "event_record: the event is on device %u, the stream on device %u",
                     ev->dev, s->dev);
   }
@@ -1239,7 +1242,7 @@ static gpurt_error *cu_event_query(gpurt_runtime *h, gpurt_event *eh) {
   if ((e = cu_enter(rt, ev->dev))) return e;
   CUresult r = cu_drv.p_cuEventQuery(ev->ev);
   if (r == CUDA_ERROR_NOT_READY)
-    return cu_errvendor(GPURT_ERR_NOT_READY, r, "event query: work pending");
+    return gp_err_vendor(GPURT_ERR_NOT_READY, r, "event query: work pending");
   return r ? cu_fail(rt, ev->dev, r, "event query", rt->devs[ev->dev].last_kernel) : NULL;
 }
 
@@ -1260,26 +1263,26 @@ static gpurt_error *cu_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_ev
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if (out_ms == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "event_elapsed: out_ms is NULL");
+  if (out_ms == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_elapsed: out_ms is NULL");
   cu_event *a = cu_event_get(rt, sh, &e);
   if (!a) return e;
   cu_event *b = cu_event_get(rt, eh, &e);
   if (!b) return e;
   if (!(a->flags & GPURT_EVENT_TIMING) || !(b->flags & GPURT_EVENT_TIMING))
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "event_elapsed: both events need GPURT_EVENT_TIMING");
   if (a->dev != b->dev)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "event_elapsed: the events are on devices %u and %u", a->dev, b->dev);
   if (!atomic_load(&a->recorded) || !atomic_load(&b->recorded))
-    return cu_err(GPURT_ERR_FAILED_PRECONDITION,
+    return gp_err(GPURT_ERR_FAILED_PRECONDITION,
                   "event_elapsed: the %s event was never recorded",
                   atomic_load(&a->recorded) ? "end" : "start");
   if ((e = cu_enter(rt, a->dev))) return e;
   float ms = 0;
   CUresult r = cu_drv.p_cuEventElapsedTime(&ms, a->ev, b->ev);
   if (r == CUDA_ERROR_NOT_READY)
-    return cu_errvendor(GPURT_ERR_NOT_READY, r, "event_elapsed: an event is not complete");
+    return gp_err_vendor(GPURT_ERR_NOT_READY, r, "event_elapsed: an event is not complete");
   if (r) return cu_fail(rt, a->dev, r, "cuEventElapsedTime", rt->devs[a->dev].last_kernel);
   *out_ms = ms;
   return NULL;
@@ -1304,10 +1307,10 @@ static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_arg
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "module_load: out is NULL");
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load: out is NULL");
   *out = NULL;
   gpurt_module_load_args a;
-  if ((e = cu_read_struct(&a, sizeof a, args, "module load args"))) return e;
+  if ((e = gp_read_struct(&a, sizeof a, args, "module load args"))) return e;
   char name[CU_NAME_CAP] = "";
   if (a.name != NULL && a.name_len > 0) {
     size_t n = a.name_len < sizeof name - 1 ? (size_t)a.name_len : sizeof name - 1;
@@ -1319,27 +1322,27 @@ static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_arg
   switch (a.format) {
     case GPURT_MODULE_BUILTIN:
       image = gpurt_cuda_fatbin;
-      if (!name[0]) cu_strlcpy(name, sizeof name, "builtin");
+      if (!name[0]) gp_strlcpy(name, sizeof name, "builtin");
       break;
     case GPURT_MODULE_PTX:
     case GPURT_MODULE_CUBIN:
     case GPURT_MODULE_FATBIN:
       if (a.data == NULL || a.data_len == 0)
-        return cu_err(GPURT_ERR_INVALID_ARGUMENT, "module_load \"%s\": %s data is empty",
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load \"%s\": %s data is empty",
                       name, cu_format_name(a.format));
       copy = malloc((size_t)a.data_len + 1);
       if (copy == NULL)
-        return cu_err(GPURT_ERR_OUT_OF_MEMORY, "module_load \"%s\": out of host memory", name);
+        return gp_err(GPURT_ERR_OUT_OF_MEMORY, "module_load \"%s\": out of host memory", name);
       memcpy(copy, a.data, (size_t)a.data_len);
       ((char *)copy)[a.data_len] = 0; /* PTX must be NUL-terminated */
       image = copy;
       break;
     case GPURT_MODULE_METALLIB:
     case GPURT_MODULE_METAL_SOURCE:
-      return cu_err(GPURT_ERR_UNSUPPORTED, "module_load \"%s\": format %s is not CUDA",
+      return gp_err(GPURT_ERR_UNSUPPORTED, "module_load \"%s\": format %s is not CUDA",
                     name, cu_format_name(a.format));
     default:
-      return cu_err(GPURT_ERR_INVALID_ARGUMENT, "module_load \"%s\": unknown format %d",
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load \"%s\": unknown format %d",
                     name, a.format);
   }
   if ((e = cu_enter(rt, a.device))) {
@@ -1349,7 +1352,7 @@ static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_arg
   cu_module *mi = calloc(1, sizeof *mi);
   if (mi == NULL) {
     free(copy);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "module_load: out of host memory");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "module_load: out of host memory");
   }
   char elog[8192];
   elog[0] = 0;
@@ -1365,21 +1368,19 @@ static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_arg
     char op[CU_NAME_CAP + 64];
     snprintf(op, sizeof op, "module_load \"%s\" (%s)", name, cu_format_name(a.format));
     gpurt_error *fe = cu_fail(rt, a.device, r, op, NULL);
-    if (n == 0 || fe->is_static) return fe;
-    gpurt_error *le = cu_errvendor(fe->code, r, "%s: %s", fe->msg + 6, elog);
-    cu_error_destroy(fe);
-    return le;
+    if (n == 0) return fe;
+    return gp_err_set_vendor(gp_err_append(fe, ": %s", elog), r);
   }
   mi->dev = a.device;
   mi->builtin = a.format == GPURT_MODULE_BUILTIN;
-  cu_strlcpy(mi->name, sizeof mi->name, name);
+  gp_strlcpy(mi->name, sizeof mi->name, name);
   mi->image = copy;
   uint64_t hv;
   if (cu_table_insert(&rt->modules, mi, &hv) != 0) {
     cu_drv.p_cuModuleUnload(mi->mod);
     free(copy);
     free(mi);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "module_load: too many modules");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "module_load: too many modules");
   }
   *out = (gpurt_module *)(uintptr_t)hv;
   return NULL;
@@ -1410,21 +1411,21 @@ static gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if (out == NULL) return cu_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: out is NULL");
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: out is NULL");
   *out = NULL;
   cu_module *m = cu_table_lookup(&rt->modules, (uint64_t)(uintptr_t)mh);
   if (m == NULL) return cu_bad_handle(&rt->modules, mh);
   if (name == NULL || name_len == 0)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: the kernel name is empty");
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: the kernel name is empty");
   if (cu_dev_lost(rt, m->dev)) return cu_lost_error(rt, m->dev);
   if (name_len >= CU_NAME_CAP)
-    return cu_err(GPURT_ERR_NOT_FOUND, "kernel_get: no kernel named \"%.*s...\" in module "
+    return gp_err(GPURT_ERR_NOT_FOUND, "kernel_get: no kernel named \"%.*s...\" in module "
                   "\"%s\" (name longer than %d bytes)", 64, name, m->name, CU_NAME_CAP - 1);
   char nm[CU_NAME_CAP];
   memcpy(nm, name, (size_t)name_len);
   nm[name_len] = 0;
   if (strlen(nm) != name_len)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: the kernel name contains a NUL");
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: the kernel name contains a NUL");
   pthread_mutex_lock(&rt->mu);
   for (cu_kernel *k = m->kernels; k; k = k->next)
     if (k->name_len == name_len && memcmp(k->name, nm, name_len) == 0) {
@@ -1437,11 +1438,11 @@ static gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char
   CUfunction fn = NULL;
   CUresult r = cu_drv.p_cuModuleGetFunction(&fn, m->mod, nm);
   if (r == CUDA_ERROR_NOT_FOUND)
-    return cu_errvendor(GPURT_ERR_NOT_FOUND, r, "kernel_get: no kernel named \"%s\" in module \"%s\"",
-                        nm, m->name);
+    return gp_err_vendor(GPURT_ERR_NOT_FOUND, r, "kernel_get: no kernel named \"%s\" in module \"%s\"",
+                         nm, m->name);
   if (r) return cu_fail(rt, m->dev, r, "cuModuleGetFunction", NULL);
   cu_kernel *k = calloc(1, sizeof *k);
-  if (k == NULL) return cu_err(GPURT_ERR_OUT_OF_MEMORY, "kernel_get: out of host memory");
+  if (k == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "kernel_get: out of host memory");
   k->dev = m->dev;
   k->module = m;
   k->fn = fn;
@@ -1463,7 +1464,7 @@ static gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char
       if (pr != CUDA_SUCCESS) break;
       if (n >= GPURT_MAX_KERNEL_PARAMS) {
         free(k);
-        return cu_err(GPURT_ERR_UNSUPPORTED,
+        return gp_err(GPURT_ERR_UNSUPPORTED,
                       "kernel_get \"%s\": more than %d parameters", nm,
                       GPURT_MAX_KERNEL_PARAMS);
       }
@@ -1486,7 +1487,7 @@ static gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char
   if (cu_table_insert(&rt->kernels, k, &k->handle) != 0) {
     pthread_mutex_unlock(&rt->mu);
     free(k);
-    return cu_err(GPURT_ERR_OUT_OF_MEMORY, "kernel_get: too many kernels");
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "kernel_get: too many kernels");
   }
   k->next = m->kernels;
   m->kernels = k;
@@ -1501,9 +1502,9 @@ static gpurt_error *cu_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_ker
   if (!rt) return e;
   cu_kernel *k = cu_table_lookup(&rt->kernels, (uint64_t)(uintptr_t)kh);
   if (k == NULL) return cu_bad_handle(&rt->kernels, kh);
-  if ((e = cu_check_out(out, "kernel info"))) return e;
+  if ((e = gp_check_out(out, "kernel info"))) return e;
   if (!k->params_known)
-    return cu_err(GPURT_ERR_UNSUPPORTED,
+    return gp_err(GPURT_ERR_UNSUPPORTED,
                   "kernel_info \"%s\": the driver cannot describe parameters "
                   "(cuFuncGetParamInfo is missing)", k->name);
   if ((e = cu_enter(rt, k->dev))) return e;
@@ -1520,7 +1521,7 @@ static gpurt_error *cu_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_ker
     i.param_kind[p] = k->kinds[p];
     i.param_size[p] = k->sizes[p];
   }
-  cu_write_struct(out, &i, sizeof i);
+  gp_write_struct(out, &i, sizeof i);
   return NULL;
 }
 
@@ -1534,65 +1535,65 @@ static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *
   cu_kernel *k = cu_table_lookup(&rt->kernels, (uint64_t)(uintptr_t)kh);
   if (k == NULL) return cu_bad_handle(&rt->kernels, kh);
   gpurt_launch_args a;
-  if ((e = cu_read_struct(&a, sizeof a, args, "launch args"))) return e;
+  if ((e = gp_read_struct(&a, sizeof a, args, "launch args"))) return e;
   if (st->dev != k->dev)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "launch \"%s\": the kernel is on device %u, the stream on device %u",
                   k->name, k->dev, st->dev);
   if (a.grid[0] == 0 || a.grid[1] == 0 || a.grid[2] == 0 || a.block[0] == 0 ||
       a.block[1] == 0 || a.block[2] == 0)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "launch \"%s\": grid (%u,%u,%u) and block (%u,%u,%u) must be non-zero",
                   k->name, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1],
                   a.block[2]);
   if (a.num_args > GPURT_MAX_KERNEL_PARAMS)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": %u arguments, at most %d",
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": %u arguments, at most %d",
                   k->name, a.num_args, GPURT_MAX_KERNEL_PARAMS);
   if (a.num_args > 0 && a.args == NULL)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": args is NULL", k->name);
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": args is NULL", k->name);
   if (k->params_known && a.num_args != k->num_params)
-    return cu_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": the kernel takes %u arguments, got %u",
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": the kernel takes %u arguments, got %u",
                   k->name, k->num_params, a.num_args);
   uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
   void *ptrs[GPURT_MAX_KERNEL_PARAMS];
   for (uint32_t i = 0; i < a.num_args; i++) {
     const gpurt_kernel_arg *g = &a.args[i];
     if (k->kinds_known && g->kind != k->kinds[i])
-      return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                     "launch \"%s\": argument %u is %s, the kernel wants %s", k->name, i,
                     cu_kind_name(g->kind), cu_kind_name(k->kinds[i]));
     if (g->kind == GPURT_ARG_BUFFER) {
       cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)g->buffer);
       if (b == NULL)
-        return cu_err(GPURT_ERR_INVALID_HANDLE,
+        return gp_err(GPURT_ERR_INVALID_HANDLE,
                       "launch \"%s\": argument %u: invalid buffer handle %p: freed, foreign "
                       "or never created", k->name, i, (void *)g->buffer);
       if (b->dev != st->dev)
-        return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                       "launch \"%s\": argument %u: the buffer is on device %u, the stream "
                       "on device %u", k->name, i, b->dev, st->dev);
       if (g->offset > b->size || (g->length != 0 && g->length > b->size - g->offset))
-        return cu_err(GPURT_ERR_OUT_OF_RANGE,
+        return gp_err(GPURT_ERR_OUT_OF_RANGE,
                       "launch \"%s\": argument %u: view [%llu, %llu+%llu) is beyond the "
                       "buffer's %llu bytes", k->name, i, (unsigned long long)g->offset,
                       (unsigned long long)g->offset, (unsigned long long)g->length,
                       (unsigned long long)b->size);
       if (k->params_known && k->sizes[i] != 8)
-        return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                       "launch \"%s\": argument %u is a buffer (8 bytes), the parameter has %u",
                       k->name, i, k->sizes[i]);
       vals[i] = (uint64_t)(b->ptr + g->offset);
     } else {
       uint32_t w = cu_kind_width(g->kind);
       if (w == 0)
-        return cu_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": argument %u has kind %d",
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": argument %u has kind %d",
                       k->name, i, g->kind);
       if (g->size != w)
-        return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                       "launch \"%s\": argument %u is %s of %u bytes, size says %u", k->name,
                       i, cu_kind_name(g->kind), w, g->size);
       if (k->params_known && k->sizes[i] != w)
-        return cu_err(GPURT_ERR_INVALID_ARGUMENT,
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                       "launch \"%s\": argument %u has %u bytes, the parameter %u", k->name,
                       i, w, k->sizes[i]);
       vals[i] = g->value; /* little-endian: the low w bytes are at &vals[i] */
@@ -1607,10 +1608,10 @@ static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *
     if (r == CUDA_ERROR_INVALID_VALUE) {
       char t[256];
       cu_result_text(r, t, sizeof t);
-      return cu_errvendor(GPURT_ERR_INVALID_ARGUMENT, r,
-                          "launch \"%s\": grid (%u,%u,%u) block (%u,%u,%u) shared %u: %s",
-                          k->name, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1],
-                          a.block[2], a.shared_mem_bytes, t);
+      return gp_err_vendor(GPURT_ERR_INVALID_ARGUMENT, r,
+                           "launch \"%s\": grid (%u,%u,%u) block (%u,%u,%u) shared %u: %s",
+                           k->name, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1],
+                           a.block[2], a.shared_mem_bytes, t);
     }
     char op[CU_NAME_CAP + 32];
     snprintf(op, sizeof op, "launch \"%s\"", k->name);
@@ -1636,8 +1637,8 @@ static const gpurt_api cu_api = {
     .struct_size = sizeof(gpurt_api),
     .abi_major = GPURT_ABI_MAJOR,
     .abi_minor = GPURT_ABI_MINOR,
-    .error_get = cu_error_get,
-    .error_destroy = cu_error_destroy,
+    .error_get = gp_error_get,
+    .error_destroy = gp_error_destroy,
     .plugin_info = cu_plugin_info,
     .probe = cu_probe,
     .shutdown = cu_shutdown,

@@ -176,8 +176,6 @@ typedef struct gm_gemm_params {
  * vendor code is the NSError code. */
 gpurt_error *gm_nserror(int32_t code, NSError *err, const char *fmt, ...)
     GP_PRINTF(3, 4);
-/* Sets a vendor code on an error object made by gp_err. */
-gpurt_error *gm_with_vendor(gpurt_error *e, int64_t vendor);
 
 gpurt_error *gm_get_rt(gpurt_runtime *h, GMRuntime *__strong *out);
 /* Looks h up in one of rt's tables; on success *out is a strong reference. */

@@ -101,18 +101,6 @@ const char gp_plugin_prefix[] = "metal";
 
 /* ---- helpers ----------------------------------------------------------------- */
 
-struct gpurt_error_head { /* the first fields of csrc's struct gpurt_error */
-  int32_t code;
-  int32_t is_static;
-  int64_t vendor_code;
-};
-
-gpurt_error *gm_with_vendor(gpurt_error *e, int64_t vendor) {
-  struct gpurt_error_head *h = (struct gpurt_error_head *)(void *)e;
-  if (e != NULL && !h->is_static) h->vendor_code = vendor;
-  return e;
-}
-
 gpurt_error *gm_nserror(int32_t code, NSError *err, const char *fmt, ...) {
   char body[768];
   va_list ap;
@@ -120,9 +108,8 @@ gpurt_error *gm_nserror(int32_t code, NSError *err, const char *fmt, ...) {
   vsnprintf(body, sizeof body, fmt, ap);
   va_end(ap);
   const char *desc = err != nil ? err.localizedDescription.UTF8String : NULL;
-  gpurt_error *e = gp_err(code, "%s: %s", body,
-                          desc != NULL ? desc : "no further detail");
-  return gm_with_vendor(e, err != nil ? (int64_t)err.code : 0);
+  return gp_err_vendor(code, err != nil ? (int64_t)err.code : 0, "%s: %s", body,
+                       desc != NULL ? desc : "no further detail");
 }
 
 void gm_log(GMRuntime *rt, int32_t level, const char *fmt, ...) {
@@ -691,9 +678,8 @@ static gpurt_error *gm_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_bu
     size_t mapped = (size_t)((size + page - 1) / page * page);
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
     if (p == MAP_FAILED)
-      return gm_with_vendor(gp_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: %llu bytes: mmap: %s",
-                                   (unsigned long long)size, strerror(errno)),
-                            errno);
+      return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, errno, "host_alloc: %llu bytes: mmap: %s",
+                           (unsigned long long)size, strerror(errno));
     GMHostMem *mem = [[GMHostMem alloc] init]; /* owns p from here on */
     mem->ptr = p;
     mem->mapped = mapped;
