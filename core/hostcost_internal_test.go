@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// BenchmarkGoSide isolates the Go-side host cost of Stream.Gemm and
+// Stream.Launch from the plugin's: a private copy of the runtime's slot
+// table points gemm_run and launch at the mock's stream_query (which reads
+// only its first two arguments, the runtime and the stream, and returns
+// at once for an idle stream), so a call costs the Go work plus one bare
+// dispatch. Subtract the "query" figure (Stream.Query, the bare dispatch)
+// to get what Go adds per call. Timings are never asserted.
+func BenchmarkGoSide(b *testing.B) {
+	rt, err := Open(Config{PluginPaths: []string{testutil.MockPlugin(b)}, Backend: "mock", PluginOptions: "delay_us=0"})
+	require.NoError(b, err)
+	defer rt.Close()
+	dev, err := rt.Device(0)
+	require.NoError(b, err)
+	s, err := dev.NewStream()
+	require.NoError(b, err)
+	defer s.Close()
+	mod, err := dev.BuiltinModule()
+	require.NoError(b, err)
+	fill, err := mod.Kernel("fill_f32")
+	require.NoError(b, err)
+	buf, err := dev.Alloc(64 << 10)
+	require.NoError(b, err)
+	defer buf.Free()
+	view, err := buf.View(32768, 4096)
+	require.NoError(b, err)
+	a, err := buf.View(0, 8192)
+	require.NoError(b, err)
+	bb, err := buf.View(8192, 8192)
+	require.NoError(b, err)
+	d, err := buf.View(16384, 8192)
+	require.NoError(b, err)
+	desc := GemmDesc{AType: BF16, BType: BF16, DType: BF16, TransA: true, M: 64, N: 64, K: 64}
+	ops := GemmOperands{A: a, B: bb, D: d, Alpha: 1}
+	require.NoError(b, s.Gemm(desc, ops)) // warm the op cache with the real slot
+	require.NoError(b, s.Synchronize())
+
+	stub := *rt.api
+	stub.GemmRun, stub.Launch = stub.StreamQuery, stub.StreamQuery
+	real := rt.api
+	rt.api = &stub
+	defer func() { rt.api = real }()
+
+	b.Run("query", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Query(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("gemm", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.Gemm(desc, ops); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("launch", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.Launch(fill, Grid1D(1, 1), ArgBuffer(view), ArgF32(1), ArgU64(1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
