@@ -160,6 +160,10 @@ typedef struct cu_device {
                                      copied only when the kernel changes */
   void *lt;                     /* cublasLtHandle_t, lazily (gemm.c) */
   CUdeviceptr gemm_scratch;     /* 256 bytes, f32 1.0 first, lazily (gemm.c) */
+  /* The embedded fatbin loaded once more for the plugin's own kernels
+   * (gemm.c's f32 bias conversion), lazily under mu; never a user module. */
+  CUmodule internal_mod;
+  CUfunction f32_to_bf16, f32_to_f16;
 } cu_device;
 
 typedef struct cu_runtime {
@@ -195,6 +199,12 @@ typedef struct cu_stream {
    * on first use; slot_mu is held from those copies through the matmul. */
   pthread_mutex_t slot_mu;
   CUdeviceptr slots;
+  /* The 16-bit copy of an f32 GEMM bias (gemm.c, plans whose cuBLASLt bias
+   * is bf16/f16 while the caller's is f32): bias16_cap bytes, grown to the
+   * largest m seen, allocated on first use; under slot_mu from the
+   * conversion kernel's launch through the matmul. */
+  CUdeviceptr bias16;
+  uint64_t bias16_cap;
 } cu_stream;
 
 typedef struct cu_event {
@@ -269,6 +279,10 @@ CU_HIDDEN uint32_t cu_gemm_plan_device(const void *plan);
 CU_HIDDEN void cu_gemm_device_release(cu_device *d);
 
 /* ---- the embedded kernels (fatbin.S) ------------------------------------------ */
+
+/* Names of the plugin's own kernels in the fatbin (kernels.cu); kernel_get
+ * refuses them in the built-in module. */
+#define CU_INTERNAL_PREFIX "gpurt_internal_"
 
 CU_HIDDEN extern const unsigned char gpurt_cuda_fatbin[];
 CU_HIDDEN extern const uint64_t gpurt_cuda_fatbin_size;

@@ -12,6 +12,14 @@
  *
  * Semantics are gpurt.h's: column-major, D = alpha*op(A)*op(B) + beta*C,
  * then the epilogue, with bias[m] per row of D.
+ *
+ * An f32 bias where cuBLASLt takes a bf16/f16 one (a bf16/f16 D, and the
+ * fp8 rows of its table): the plan is built with cuBLASLt's bias type, and
+ * each run first converts the m f32 values (round to nearest even) into the
+ * stream's 16-bit bias copy with the plugin's internal kernel
+ * (kernels.cu, gpurt_internal_f32_to_bf16/_f16), on the run's stream, and
+ * passes that copy as the bias. The bias is thus rounded to 16 bits before
+ * the add, as a 16-bit bias would be.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -169,11 +177,51 @@ static gpurt_error *lt_scratch(cu_device *d, CUdeviceptr *out) {
   return NULL;
 }
 
+/* The plugin's internal f32 -> bf16/f16 kernel on device dev (to: the
+ * 16-bit type): the embedded fatbin is loaded once more per device for it
+ * (a module of the plugin's, never in the modules table, so kernel_get
+ * cannot reach it), on first use, context current. */
+static gpurt_error *internal_f32_to_16(cu_runtime *rt, uint32_t dev, int32_t to,
+                                       CUfunction *out) {
+  cu_device *d = &rt->devs[dev];
+  CUresult r = CUDA_SUCCESS;
+  const char *op = NULL;
+  pthread_mutex_lock(&d->mu);
+  if (d->internal_mod == NULL) {
+    CUmodule mod = NULL;
+    CUfunction fb = NULL, fh = NULL;
+    op = "gemm_plan_create: loading the plugin's internal kernels (cuModuleLoadDataEx)";
+    r = cu_drv.p_cuModuleLoadDataEx(&mod, gpurt_cuda_fatbin, 0, NULL, NULL);
+    if (r == CUDA_SUCCESS) {
+      op = "gemm_plan_create: cuModuleGetFunction " CU_INTERNAL_PREFIX "f32_to_bf16";
+      r = cu_drv.p_cuModuleGetFunction(&fb, mod, CU_INTERNAL_PREFIX "f32_to_bf16");
+      if (r == CUDA_SUCCESS) {
+        op = "gemm_plan_create: cuModuleGetFunction " CU_INTERNAL_PREFIX "f32_to_f16";
+        r = cu_drv.p_cuModuleGetFunction(&fh, mod, CU_INTERNAL_PREFIX "f32_to_f16");
+      }
+      if (r != CUDA_SUCCESS) cu_drv.p_cuModuleUnload(mod);
+    }
+    if (r == CUDA_SUCCESS) {
+      d->internal_mod = mod;
+      d->f32_to_bf16 = fb;
+      d->f32_to_f16 = fh;
+    }
+  }
+  CUfunction f = to == GPURT_DTYPE_BF16 ? d->f32_to_bf16 : d->f32_to_f16;
+  pthread_mutex_unlock(&d->mu); /* cu_fail takes d->mu */
+  if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, op, NULL);
+  *out = f;
+  return NULL;
+}
+
 void cu_gemm_device_release(cu_device *d) {
   if (d->lt != NULL && lt.p_cublasLtDestroy != NULL) lt.p_cublasLtDestroy(d->lt);
   d->lt = NULL;
   if (d->gemm_scratch != 0) cu_drv.p_cuMemFree(d->gemm_scratch);
   d->gemm_scratch = 0;
+  if (d->internal_mod != NULL) cu_drv.p_cuModuleUnload(d->internal_mod);
+  d->internal_mod = NULL;
+  d->f32_to_bf16 = d->f32_to_f16 = NULL;
 }
 
 /* ---- plans ---------------------------------------------------------------- */
@@ -188,6 +236,11 @@ typedef struct cu_plan {
   uint64_t bytes_a, bytes_b, bytes_c, bytes_d, bytes_bias;
   uint32_t align[4];
   int fp8, has_bias, half_scale;
+  /* The caller's bias is f32, cuBLASLt's is lt_bias_type (bf16 or f16):
+   * each run converts it with bias_fn into the stream's bias16 first. */
+  int bias_conv;
+  int32_t lt_bias_type; /* cuBLASLt's BIAS_DATA_TYPE (has_bias) */
+  CUfunction bias_fn;
   int d_scale;        /* D is fp8: the plan has a D scale pointer */
   int c_is_d;         /* C's layout is D's: a NULL C may alias D */
   CUdeviceptr scratch; /* the device's GEMM scratch (lt_scratch) */
@@ -354,11 +407,20 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
     if (p->fp8 && d->d_type == GPURT_DTYPE_F32) want = GPURT_DTYPE_BF16;
     if (p->fp8 && is_fp8(d->d_type)) want = d->c_type;
     if (d->bias_type == GPURT_DTYPE_INVALID) d->bias_type = want;
-    if (d->bias_type != want)
+    p->lt_bias_type = want;
+    /* An f32 bias where cuBLASLt takes a 16-bit one is converted at each
+     * run (see the top of this file); d->bias_type stays f32, so the run
+     * checks the caller's m * 4 bytes. */
+    if (d->bias_type == GPURT_DTYPE_F32 &&
+        (want == GPURT_DTYPE_BF16 || want == GPURT_DTYPE_F16))
+      p->bias_conv = 1;
+    else if (d->bias_type != want)
       return UNSUP("bias_type %s with a_type %s, b_type %s, c_type %s, d_type %s: cuBLASLt "
                    "needs bias_type %s for this combination", gp_dtype_name(d->bias_type),
                    gp_dtype_name(at), gp_dtype_name(bt), gp_dtype_name(d->c_type),
                    gp_dtype_name(d->d_type), gp_dtype_name(want));
+    if (d->m > UINT64_MAX / 4) return INVAL("m %llu: the bias spans more than 2^64 bytes",
+                                            (unsigned long long)d->m);
     p->bytes_bias = d->m * dt_size(d->bias_type);
   }
   /* Stored shapes. */
@@ -476,7 +538,7 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
     goto fail;
   if (p->has_bias) {
     cudaDataType_t bt = CUDA_R_32F;
-    dt_cuda(d->bias_type, &bt);
+    dt_cuda(p->lt_bias_type, &bt);
     int32_t bti = (int32_t)bt;
     if ((e = desc_set(p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bti, sizeof bti,
                       "set BIAS_DATA_TYPE")))
@@ -500,6 +562,9 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
   if (p->fp8 || p->has_bias || !p->c_is_d) {
     if ((e = lt_scratch(&rt->devs[device], &p->scratch))) goto fail;
   }
+  if (p->bias_conv &&
+      (e = internal_f32_to_16(rt, device, p->lt_bias_type, &p->bias_fn)))
+    goto fail;
   if (p->has_bias) {
     p->cur_bias = p->scratch;
     if ((e = desc_set(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p->cur_bias, sizeof p->cur_bias,
@@ -564,7 +629,8 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
                       "cublasLtMatmulAlgoGetHeuristic: %s",
                       gp_dtype_name(d->a_type), gp_dtype_name(d->b_type), gp_dtype_name(d->c_type),
                       gp_dtype_name(d->d_type), d->compute_type, d->epilogue,
-                      p->has_bias ? gp_dtype_name(d->bias_type) : "none", d->trans_a, d->trans_b,
+                      p->has_bias ? gp_dtype_name(p->lt_bias_type) : "none", d->trans_a,
+                      d->trans_b,
                       (unsigned long long)d->m, (unsigned long long)d->n,
                       (unsigned long long)d->k, (unsigned long long)d->lda,
                       (unsigned long long)d->ldb, (unsigned long long)d->ldc,
@@ -688,6 +754,59 @@ static gpurt_error *stream_slots(cu_runtime *rt, cu_stream *st, CUdeviceptr *sa,
   return NULL;
 }
 
+/* Under st->slot_mu, context current: enqueues on the stream the
+ * conversion of the run's m f32 bias values at *bias into the stream's
+ * 16-bit bias copy (grown to m elements first), and points *bias at the
+ * copy. Runs on one stream hold slot_mu from this launch through their
+ * matmul, so the stream's order keeps each matmul's bias until it is read. */
+static gpurt_error *stream_bias16(cu_runtime *rt, cu_stream *st, const cu_plan *p,
+                                  CUdeviceptr *bias) {
+  const uint64_t m = p->d.m;
+  const uint64_t need = m * 2;
+  if (st->bias16 == 0 || st->bias16_cap < need) {
+    if (st->bias16 != 0) {
+      /* Grow: earlier matmuls on this stream may still read the old copy. */
+      CUresult r = cu_drv.p_cuStreamSynchronize(st->s);
+      if (r != CUDA_SUCCESS)
+        return cu_fail(rt, st->dev, r, "gemm_run: growing the stream's 16-bit bias copy: "
+                       "stream synchronize", st->last_kernel);
+      cu_drv.p_cuMemFree(st->bias16);
+      st->bias16 = 0;
+      st->bias16_cap = 0;
+    }
+    uint64_t cap = (need + 255) & ~(uint64_t)255;
+    CUdeviceptr q = 0;
+    CUresult r = cu_drv.p_cuMemAlloc(&q, (size_t)cap);
+    if (r != CUDA_SUCCESS) {
+      if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                             "gemm_run: out of device memory allocating the stream's "
+                             "%llu-byte %s copy of the f32 bias on device %u",
+                             (unsigned long long)cap, gp_dtype_name(p->lt_bias_type), st->dev);
+      return cu_fail(rt, st->dev, r, "gemm_run: 16-bit bias copy cuMemAlloc", NULL);
+    }
+    st->bias16 = q;
+    st->bias16_cap = cap;
+  }
+  const uint64_t grid = (m + 255) / 256;
+  if (grid > (uint64_t)INT32_MAX)
+    return RUNERR(GPURT_ERR_UNSUPPORTED, "m %llu: the f32 bias conversion needs more than "
+                  "2^31-1 blocks", (unsigned long long)m);
+  CUdeviceptr dst = st->bias16, src = *bias;
+  uint64_t n = m;
+  void *params[3] = {&dst, &src, &n};
+  CUresult r = cu_drv.p_cuLaunchKernel(p->bias_fn, (unsigned)grid, 1, 1, 256, 1, 1, 0, st->s,
+                                       params, NULL);
+  if (r != CUDA_SUCCESS) {
+    char op[128];
+    snprintf(op, sizeof op, "gemm_run: launching the f32 bias conversion (" CU_INTERNAL_PREFIX
+             "f32_to_%s)", gp_dtype_name(p->lt_bias_type));
+    return cu_fail(rt, st->dev, r, op, st->last_kernel);
+  }
+  *bias = dst;
+  return NULL;
+}
+
 gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
                          const gpurt_gemm_run_args *args) {
   gpurt_error *e = NULL;
@@ -736,6 +855,10 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
       return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "bias is NULL but the epilogue adds a bias");
     if ((e = cu_view(rt, a.bias, a.bias_offset, p->bytes_bias, dev, "gemm_run: bias", &bias)))
       return e;
+    if (p->bias_conv && bias % 4)
+      return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
+                    "bias (offset included) is at device address %#llx, not 4-byte aligned: "
+                    "an f32 bias must be naturally aligned", (unsigned long long)bias);
   }
   if (!p->fp8 && (a.scale_a || a.scale_b || a.scale_d))
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
@@ -796,12 +919,17 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
    * aligned slots first, on the same stream (so in order with this matmul
    * and the stream's earlier ones); the slots are held until the matmul is
    * enqueued. */
-  int slot_lock = p->fp8 && ((sa % 16) || (sb % 16) || (p->d_scale && (sd % 16)));
+  /* An f32 bias converted for cuBLASLt goes the same way: converted on the
+   * stream into the stream's 16-bit copy, which is held (slot_mu) until the
+   * matmul that reads it is enqueued. */
+  int scale_slots = p->fp8 && ((sa % 16) || (sb % 16) || (p->d_scale && (sd % 16)));
+  int slot_lock = scale_slots || p->bias_conv;
   cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
   if (lock) pthread_mutex_lock(&p->mu);
   if (slot_lock) {
     pthread_mutex_lock(&st->slot_mu);
-    if ((e = stream_slots(rt, st, &sa, &sb, &sd, p->d_scale))) {
+    if ((scale_slots && (e = stream_slots(rt, st, &sa, &sb, &sd, p->d_scale))) ||
+        (p->bias_conv && (e = stream_bias16(rt, st, p, &bias)))) {
       pthread_mutex_unlock(&st->slot_mu);
       pthread_mutex_unlock(&p->mu);
       return e;

@@ -414,6 +414,7 @@ static void td_stream(void *u, void *o) {
   CUdeviceptr ws = atomic_load(&s->ws);
   if (ws) cu_drv.p_cuMemFree(ws);
   if (s->slots) cu_drv.p_cuMemFree(s->slots);
+  if (s->bias16) cu_drv.p_cuMemFree(s->bias16);
   pthread_mutex_destroy(&s->ws_mu);
   pthread_mutex_destroy(&s->slot_mu);
   free(s);
@@ -1060,6 +1061,7 @@ static gpurt_error *cu_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
     atomic_fetch_sub(&rt->device_bytes, s->ws_size);
   }
   if (s->slots) cu_drv.p_cuMemFree(s->slots);
+  if (s->bias16) cu_drv.p_cuMemFree(s->bias16);
   pthread_mutex_destroy(&s->ws_mu);
   pthread_mutex_destroy(&s->slot_mu);
   free(s);
@@ -1426,6 +1428,11 @@ static gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char
   nm[name_len] = 0;
   if (strlen(nm) != name_len)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: the kernel name contains a NUL");
+  /* The embedded fatbin also holds the plugin's own kernels (gemm.c's f32
+   * bias conversion); they are not built-ins. */
+  if (m->builtin && strncmp(nm, CU_INTERNAL_PREFIX, sizeof CU_INTERNAL_PREFIX - 1) == 0)
+    return gp_err(GPURT_ERR_NOT_FOUND, "kernel_get: no kernel named \"%s\" in module \"%s\" "
+                  "(the plugin's internal kernels are not built-ins)", nm, m->name);
   pthread_mutex_lock(&rt->mu);
   for (cu_kernel *k = m->kernels; k; k = k->next)
     if (k->name_len == name_len && memcmp(k->name, nm, name_len) == 0) {

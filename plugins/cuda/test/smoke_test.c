@@ -4,7 +4,8 @@
  * GPU, without Go (scripts/gpu_check.sh runs it before the fault test):
  * probe, devices, memory and copies (pinned, pageable, 1 GiB), memset, the
  * built-in kernels against CPU results, streams, events, a user PTX module,
- * validation errors, many threads, and GEMM against a CPU reference.
+ * validation errors, many threads, and GEMM against a CPU reference (with
+ * an f32 bias for a bf16 D).
  * Prints "N passed, M failed".
  */
 #include <math.h>
@@ -267,6 +268,119 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
   free(A); free(B); free(Af); free(Bf); free(R);
 }
 
+/* bf16 A/B/D with an f32 bias (conform's gemm/bf16/f32_bias): the plugin
+ * converts the bias to bf16 on the stream (gpurt_internal_f32_to_bf16)
+ * before the matmul. The reference adds the bias rounded to bf16 (what the
+ * plugin passes cuBLASLt), then the epilogue, in double. The bias sits at
+ * offset 4 of its buffer; bias[0] and bias[1] are ties (1 + 2^-8 and
+ * 1 + 3*2^-8) that round to even. With a zero A and the BIAS epilogue, D is
+ * exactly the bias rounded to bf16 (checks the rounding bit for bit). */
+static double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static void test_gemm_f32_bias(gpurt_stream *s, int32_t epilogue, int m, int n, int k) {
+  const char *ep = epilogue == GPURT_EPILOGUE_BIAS_GELU ? "bias_gelu" : "bias";
+  uint16_t *A = malloc(2 * (size_t)m * k), *B = malloc(2 * (size_t)k * n);
+  uint16_t *D = malloc(2 * (size_t)m * n);
+  float *Af = malloc(4 * (size_t)m * k), *Bf = malloc(4 * (size_t)k * n);
+  float *bias = malloc(4 * (size_t)m + 8);
+  for (size_t i = 0; i < (size_t)m * k; i++) { A[i] = f32_to_bf16(frand()); Af[i] = bf16_to_f32(A[i]); }
+  for (size_t i = 0; i < (size_t)k * n; i++) { B[i] = f32_to_bf16(frand()); Bf[i] = bf16_to_f32(B[i]); }
+  bias[0] = 0.0f; /* the 4 bytes before the bias */
+  for (int i = 0; i < m; i++) bias[1 + i] = 3.0f * frand();
+  bias[1 + 0] = 1.0f + 1.0f / 256.0f;
+  bias[1 + 1] = 1.0f + 3.0f / 256.0f;
+  bias[1 + m] = 0.0f;
+  gpurt_buffer *bA, *bZ, *bB, *bD, *bb;
+  OK(api->buffer_alloc(rt, 0, 2 * (size_t)m * k, &bA));
+  OK(api->buffer_alloc(rt, 0, 2 * (size_t)m * k, &bZ));
+  OK(api->buffer_alloc(rt, 0, 2 * (size_t)k * n, &bB));
+  OK(api->buffer_alloc(rt, 0, 2 * (size_t)m * n, &bD));
+  OK(api->buffer_alloc(rt, 0, 4 * (size_t)m + 8, &bb));
+  copy_h2d(s, bA, A, 2 * (size_t)m * k);
+  copy_h2d(s, bB, B, 2 * (size_t)k * n);
+  copy_h2d(s, bb, bias, 4 * (size_t)m + 8);
+  gpurt_memset_args ms;
+  memset(&ms, 0, sizeof ms);
+  ms.struct_size = sizeof ms;
+  ms.buffer = bZ;
+  ms.size = 2 * (size_t)m * k;
+  ms.value = 0;
+  ms.element_size = 1;
+  OK(api->memset(rt, &ms));
+  gpurt_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_BF16;
+  d.epilogue = epilogue;
+  d.bias_type = GPURT_DTYPE_F32;
+  d.m = m; d.n = n; d.k = k;
+  d.lda = m; d.ldb = k; d.ldc = m; d.ldd = m;
+  d.batch_count = 1;
+  gpurt_gemm_plan *p = NULL;
+  OK(api->gemm_plan_create(rt, 0, &d, &p));
+  if (p != NULL) {
+    gpurt_gemm_run_args r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    r.a = bA; r.b = bB; r.d = bD;
+    r.bias = bb; r.bias_offset = 4;
+    r.alpha = 1;
+    OK(api->gemm_run(rt, s, p, &r));
+    copy_d2h(s, D, bD, 2 * (size_t)m * n); /* synchronous on s */
+    double worst = 0;
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) {
+        double acc = 0;
+        for (int q = 0; q < k; q++) acc += (double)Af[i + (size_t)q * m] * Bf[q + (size_t)j * k];
+        acc += bf16_to_f32(f32_to_bf16(bias[1 + i]));
+        if (epilogue == GPURT_EPILOGUE_BIAS_GELU) acc = gelu_tanh(acc);
+        double got = bf16_to_f32(D[i + (size_t)j * m]);
+        double e = fabs(got - acc) / (1.5e-2 * fabs(acc) + 1e-2);
+        if (!(e <= worst)) worst = e; /* NaN counts as bad */
+      }
+    CHECK(worst <= 1.0, "gemm bf16 %s with an f32 bias, m=%d n=%d k=%d: worst error %g of the "
+          "tolerance", ep, m, n, k, worst);
+    if (epilogue == GPURT_EPILOGUE_BIAS) {
+      r.a = bZ;
+      OK(api->gemm_run(rt, s, p, &r));
+      copy_d2h(s, D, bD, 2 * (size_t)m * n);
+      int bad = 0, first = -1;
+      for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++)
+          if (D[i + (size_t)j * m] != f32_to_bf16(bias[1 + i])) {
+            if (first < 0) first = i;
+            bad++;
+          }
+      CHECK(bad == 0, "gemm bf16 bias with A = 0: %d elements are not the f32 bias rounded to "
+            "bf16 (first row %d: got %#x, want %#x)", bad, first,
+            first < 0 ? 0u : (unsigned)D[first], first < 0 ? 0u : (unsigned)f32_to_bf16(bias[1 + first]));
+      r.a = bA;
+    }
+    /* The caller's f32 bias spans m * 4 bytes; it must be 4-byte aligned. */
+    char want[64];
+    snprintf(want, sizeof want, "[12, 12+%d)", 4 * m);
+    r.bias_offset = 12;
+    ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_OUT_OF_RANGE, want);
+    r.bias_offset = 2;
+    ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_INVALID_ARGUMENT, "4-byte aligned");
+    OK(api->stream_synchronize(rt, s));
+    OK(api->gemm_plan_destroy(rt, p));
+  }
+  /* The conversion kernel is the plugin's own, not a built-in. */
+  gpurt_kernel *ik = NULL;
+  ERR(api->kernel_get(rt, bmod, "gpurt_internal_f32_to_bf16",
+                      strlen("gpurt_internal_f32_to_bf16"), &ik), GPURT_ERR_NOT_FOUND,
+      "gpurt_internal_f32_to_bf16");
+  api->buffer_free(rt, bA);
+  api->buffer_free(rt, bZ);
+  api->buffer_free(rt, bB);
+  api->buffer_free(rt, bD);
+  api->buffer_free(rt, bb);
+  free(A); free(B); free(D); free(Af); free(Bf); free(bias);
+}
+
 static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
   /* f32, NN, bias+relu, odd sizes, lda > m. */
   {
@@ -373,6 +487,10 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     }
     CHECK(worst < 1e-3, "gemm bf16 TN batched: worst relative error %g", worst);
     OK(api->gemm_plan_destroy(rt, p));
+    /* f32 bias with a bf16 D: the small m first, then one that grows the
+     * stream's bf16 bias copy (and needs two blocks of the conversion). */
+    test_gemm_f32_bias(s, GPURT_EPILOGUE_BIAS_GELU, 37, 21, 29);
+    test_gemm_f32_bias(s, GPURT_EPILOGUE_BIAS, 300, 24, 40);
     /* fp8 needs TN: a plan with trans_a=0 names the field. */
     if (di->flags & GPURT_DEVICE_FP8) {
       d.a_type = d.b_type = GPURT_DTYPE_FP8_E4M3;
