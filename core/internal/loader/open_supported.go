@@ -142,8 +142,12 @@ func probePlugin(c *cand, log hclog.Logger) {
 	c.Score = a.Score
 	reason := abi.CString(a.Reason[:])
 	if a.Available == 0 {
-		r := "probe: unavailable (" + codeName(probeReasonNames, a.ReasonCode) + ")"
-		if reason != "" {
+		code := codeName(probeReasonNames, a.ReasonCode)
+		r := "probe: unavailable (" + code + ")"
+		switch {
+		case strings.HasPrefix(reason, code+":"): // the plugin's line already names the code
+			r = "probe: unavailable: " + reason
+		case reason != "":
 			r += ": " + reason
 		}
 		c.skip(r)

@@ -57,8 +57,12 @@ static void cu_load_locked(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h == NULL) {
     const char *e = dlerror();
-    snprintf(g_load_why, sizeof g_load_why, "driver missing: libcuda.so.1: %s",
-             e ? e : "dlopen failed");
+    /* dlerror() usually names the file itself: don't say it twice. */
+    if (e != NULL && strncmp(e, "libcuda.so.1: ", 14) == 0)
+      snprintf(g_load_why, sizeof g_load_why, "driver missing: %s", e);
+    else
+      snprintf(g_load_why, sizeof g_load_why, "driver missing: libcuda.so.1: %s",
+               e ? e : "dlopen failed");
     g_load_reason = GPURT_PROBE_DRIVER_MISSING;
     g_load_state = -1;
     return;
