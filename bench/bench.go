@@ -175,9 +175,13 @@ func (r *runner) dispatch() error {
 		r.rep.note("cgo baseline: not available (%s)", hint)
 	} else {
 		var err error
-		cgo, err = runCgoBench(r.opts.CgoBench, r.rt.PluginPath(), r.opts.PluginOptions, r.opts.Quick)
+		var notes []string
+		cgo, notes, err = runCgoBench(r.opts.CgoBench, r.rt.PluginPath(), r.opts.PluginOptions, r.opts.Quick)
 		if err != nil {
 			r.rep.note("cgo baseline: %v", err)
+		}
+		for _, n := range notes {
+			r.rep.note("cgo baseline: %s", n)
 		}
 		r.cgo = cgo
 	}
@@ -204,7 +208,10 @@ func (r *runner) dispatch() error {
 // when it printed one: its metric (gpurt, with the cgo call as baseline)
 // under the name as (metric itself is this process's own figure), and
 // stem_cgo_us and stem_c_us (the cgo call, the C loop) under their own
-// names, where metric is stem_us.
+// names, where metric is stem_us; and, when it measured the raw driver or
+// cuBLASLt call in the same process (the cuda backend), stem_raw_us,
+// stem_vs_raw (gpurt, baseline raw) and stem_c_vs_raw (the C loop of the
+// slot, baseline raw).
 func (r *runner) addCgoPair(metric, as string) {
 	stem := strings.TrimSuffix(metric, "_us")
 	if c, ok := r.cgo[metric]; ok && c.Ratio != nil {
@@ -216,6 +223,15 @@ func (r *runner) addCgoPair(metric, as string) {
 	}
 	if c, ok := r.cgo[stem+"_c_us"]; ok {
 		r.rep.add(Result{Metric: stem + "_c_us", Value: c.Value, Unit: c.Unit, Note: "gpurt-cgobench: " + c.Note})
+	}
+	if c, ok := r.cgo[stem+"_raw_us"]; ok {
+		r.rep.add(Result{Metric: stem + "_raw_us", Value: c.Value, Unit: c.Unit, Note: "gpurt-cgobench: " + c.Note})
+	}
+	for _, m := range []string{stem + "_vs_raw", stem + "_c_vs_raw"} {
+		if c, ok := r.cgo[m]; ok && c.Ratio != nil {
+			r.rep.add(Result{Metric: m, Value: c.Value, Unit: c.Unit, Baseline: c.Baseline, Ratio: c.Ratio,
+				Note: "gpurt-cgobench, one process: " + c.Note})
+		}
 	}
 }
 

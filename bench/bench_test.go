@@ -140,6 +140,14 @@ func TestCgoBaseline(t *testing.T) {
 		x, _ := rep.Find(m, 0)
 		assert.NotNil(t, x.Ratio, "%s has no ratio", m)
 	}
+	// the raw driver / cuBLASLt baselines are the cuda backend's only: a
+	// note says so, and none of their figures is there
+	assert.Contains(t, strings.Join(rep.Notes, "\n"), "cgo baseline: launch_host_raw_us and gemm_host_raw_us skipped: the backend is mock")
+	for _, m := range []string{"launch_host_raw_us", "launch_host_vs_raw", "launch_host_c_vs_raw",
+		"gemm_host_raw_us", "gemm_host_vs_raw", "gemm_host_c_vs_raw"} {
+		_, ok := rep.Find(m, 0)
+		assert.False(t, ok, "%s on the mock", m)
+	}
 	// this process's own figures keep their names and carry no cgo baseline
 	for _, m := range []string{"launch_us", "gemm_host_us"} {
 		x, ok := rep.Find(m, 0)

@@ -18,8 +18,9 @@ import (
 const CgoBenchName = "gpurt-cgobench"
 
 // runCgoBench runs the cgo baseline binary on the plugin the runtime
-// loaded and returns its JSON lines by metric.
-func runCgoBench(bin, plugin, options string, quick bool) (map[string]Result, error) {
+// loaded and returns its JSON lines by metric, and the lines it wrote on
+// stderr (the figures it skipped, and why) without its name's prefix.
+func runCgoBench(bin, plugin, options string, quick bool) (map[string]Result, []string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	args := []string{"--json", "--plugin", plugin}
@@ -34,7 +35,7 @@ func runCgoBench(bin, plugin, options string, quick bool) (map[string]Result, er
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s failed: %v: %s", bin, err, strings.TrimSpace(stderr.String()))
+		return nil, nil, fmt.Errorf("%s failed: %v: %s", bin, err, strings.TrimSpace(stderr.String()))
 	}
 	res := map[string]Result{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -45,12 +46,18 @@ func runCgoBench(bin, plugin, options string, quick bool) (map[string]Result, er
 		}
 		var x Result
 		if err := json.Unmarshal(line, &x); err != nil {
-			return nil, fmt.Errorf("%s printed a line that is not a result (%v): %q", bin, err, line)
+			return nil, nil, fmt.Errorf("%s printed a line that is not a result (%v): %q", bin, err, line)
 		}
 		res[x.Metric] = x
 	}
 	if _, ok := res["dispatch_cgo_ns"]; !ok {
-		return nil, fmt.Errorf("%s printed no dispatch_cgo_ns", bin)
+		return nil, nil, fmt.Errorf("%s printed no dispatch_cgo_ns", bin)
 	}
-	return res, nil
+	var notes []string
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if line = strings.TrimSpace(strings.TrimPrefix(line, CgoBenchName+": ")); line != "" {
+			notes = append(notes, line)
+		}
+	}
+	return res, notes, nil
 }

@@ -196,6 +196,10 @@ row("launch host us Go vs cgo, one process (cgobench)", find(cg, "launch_host_us
 row("launch host us C loop of the plugin slot (cgobench)", find(cg, "launch_host_c_us"), find(r, "launch_host_us", "raw", kernel="args3(u64,f32,u64)"), "info")
 row("gemm host us Go vs cgo, one process (cgobench)", find(cg, "gemm_host_us"), find(cg, "gemm_host_cgo_us"), "")
 row("gemm host us C loop of gemm_run (cgobench) vs raw", find(cg, "gemm_host_c_us"), find(r, "gemm_host_us", "raw"), "info")
+row("launch host us Go vs raw cuLaunchKernel, one process (cgobench)", find(cg, "launch_host_us"), find(cg, "launch_host_raw_us"), "<= 1.05")
+row("launch host us plugin from C vs raw cuLaunchKernel, one process (cgobench)", find(cg, "launch_host_c_us"), find(cg, "launch_host_raw_us"), "<= 1.05")
+row("gemm host us Go vs raw cublasLtMatmul, one process (cgobench)", find(cg, "gemm_host_us"), find(cg, "gemm_host_raw_us"), "<= raw+1us")
+row("gemm host us plugin from C vs raw cublasLtMatmul, one process (cgobench)", find(cg, "gemm_host_c_us"), find(cg, "gemm_host_raw_us"), "<= raw+1us")
 row("cuCtxGetCurrent / cuCtxSetCurrent ns", find(r, "ctx_get_current_ns", "raw"), find(r, "ctx_set_current_ns", "raw"), "info")
 for n, lab in ((256 << 20, "256MiB"), (1 << 30, "1GiB")):
     row("htod pinned GB/s " + lab, find(g, "htod_pinned_gbps", bytes=n), find(r, "copy_pinned_htod_gbps", "raw", bytes=n), ">= 0.97")
@@ -232,9 +236,12 @@ def f(v):
     if v is None: return "-"
     return "%.4g" % v
 print("gpurt vs raw (ratio = first / second):")
-print("%-60s %10s %10s %7s  %s" % ("metric", "gpurt", "raw", "ratio", "goal"))
+w = max(60, max(len(x[0]) for x in rows))
+print("%-*s %10s %10s %7s  %s" % (w, "metric", "gpurt", "raw", "ratio", "goal"))
 for name, gv, rv, ratio, goal in rows:
-    print("%-60s %10s %10s %7s  %s" % (name, f(gv), f(rv), f(ratio), goal))
+    if goal.startswith("<= raw+") and gv is not None and rv is not None:
+        goal += " (diff %+.3f us)" % (gv - rv)
+    print("%-*s %10s %10s %7s  %s" % (w, name, f(gv), f(rv), f(ratio), goal))
 un = [x for x in r if x.get("metric") == "plugin_unavailable"]
 if un: print("rawbench: the plugin was not measured from C:", un[0].get("why"))
 PY

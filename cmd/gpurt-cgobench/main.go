@@ -26,6 +26,23 @@
 // the note. gpurt bench runs it when it finds it beside its own
 // executable.
 //
+// With the cuda plugin, launch and gemm have a fourth side, interleaved in
+// the same batches: the raw driver and cuBLASLt called from C with no
+// plugin in between (internal/cgobaseline's Raw: device 0's primary
+// context, a stream of its own, cuLaunchKernel of a hand-written PTX
+// kernel with fill_f32's parameters, cublasLtMatmul on the plan the
+// plugin makes for the same descriptor). Their figures:
+//
+//   - launch_host_raw_us, gemm_host_raw_us: the raw call, from C in a loop;
+//   - launch_host_vs_raw, gemm_host_vs_raw: gpurt's figure, with the raw
+//     one as baseline and the ratio (issue 4: launch <= 1.05x; issue 5:
+//     gemm <= raw + 1 us);
+//   - launch_host_c_vs_raw, gemm_host_c_vs_raw: the plugin slot called
+//     from C in a loop, with the raw one as baseline and the ratio.
+//
+// Any other backend, or a failure to open libcuda.so.1 or cuBLASLt (or
+// any raw step), prints a note on stderr and leaves these out.
+//
 //	gpurt-cgobench --plugin /abs/path/libgpurt_mock.so [--quick] [--json] [--options k=v;...]
 //
 // It is the one command built with cgo, and only with the cgobench build
@@ -126,16 +143,25 @@ func measure(plugin, options string, quick bool) ([]bench.Result, error) {
 		return nil, err
 	}
 	defer pl.Close()
+	var raw *cgobaseline.Raw
+	if b := rt.Backend(); b != "cuda" {
+		skipNote("launch_host_raw_us and gemm_host_raw_us skipped: the backend is %s (the raw baselines call the CUDA driver and cuBLASLt)", b)
+	} else if raw, err = cgobaseline.OpenRaw(); err != nil {
+		skipNote("launch_host_raw_us and gemm_host_raw_us skipped: %v", err)
+		raw = nil
+	} else {
+		defer raw.Close()
+	}
 	res, err := dispatch(s, pl, quick)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}
-	r, err := launch(d, s, pl, quick)
+	r, err := launch(d, s, pl, raw, quick)
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
 	res = append(res, r...)
-	r, err = gemm(rt, d, s, pl, quick)
+	r, err = gemm(rt, d, s, pl, raw, quick)
 	if err != nil {
 		return nil, fmt.Errorf("gemm: %w", err)
 	}
@@ -187,12 +213,35 @@ func dispatch(s *core.Stream, pl *cgobaseline.Plugin, quick bool) ([]bench.Resul
 	}, nil
 }
 
+// skipNote prints why a figure is left out, on stderr (gpurt bench turns
+// these lines into notes).
+func skipNote(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "gpurt-cgobench: "+format+"\n", args...)
+}
+
+// rawSide is the name of the raw driver / cuBLASLt side.
+const rawSide = "raw"
+
+// batchedRaw is batched over sides, the last of which may be the raw
+// side: when that one fails (and only it), it prints a note naming the
+// metric it skips and measures the others again without it.
+func batchedRaw(sides []side, syncs []func() error, batch, trials int, metric string) ([][]float64, bool, error) {
+	us, failed, err := batched(sides, syncs, batch, trials)
+	if err == nil || sides[failed].name != rawSide {
+		return us, err == nil && sides[len(sides)-1].name == rawSide, err
+	}
+	skipNote("%s skipped: %v", metric, err)
+	us, _, err = batched(sides[:len(sides)-1], syncs[:len(syncs)-1], batch, trials)
+	return us, false, err
+}
+
 // batched times each side's host cost per operation: trials rounds, each
 // running every side once (in an order that rotates, so that none always
 // runs first) as a timed batch of batch operations followed by an untimed
 // synchronize of that side's stream. It returns each side's per-operation
-// times in microseconds, one per round.
-func batched(sides []side, syncs []func() error, batch, trials int) ([][]float64, error) {
+// times in microseconds, one per round; on an error, the index of the
+// side that failed.
+func batched(sides []side, syncs []func() error, batch, trials int) ([][]float64, int, error) {
 	us := make([][]float64, len(sides))
 	for t := 0; t < trials; t++ {
 		for j := range sides {
@@ -204,12 +253,12 @@ func batched(sides []side, syncs []func() error, batch, trials int) ([][]float64
 				err = e
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", sides[i].name, err)
+				return nil, i, fmt.Errorf("%s: %w", sides[i].name, err)
 			}
 			us[i] = append(us[i], float64(d.Nanoseconds())/1e3/float64(batch))
 		}
 	}
-	return us, nil
+	return us, 0, nil
 }
 
 // pairResults are the figures of a batched measurement of gpurt, cgo and
@@ -233,10 +282,32 @@ func pairResults(metric, what, base string, us [][]float64, batch int) []bench.R
 	}
 }
 
+// rawResults are the figures of the raw side (us[3]) beside gpurt (us[0])
+// and the C loop of the slot (us[2]), best of the rounds (medians in the
+// notes): stem_raw_us, stem_vs_raw (gpurt, baseline raw) and
+// stem_c_vs_raw (the C loop, baseline raw), where metric is stem_us.
+func rawResults(metric, raw string, us [][]float64, batch int) []bench.Result {
+	stem := strings.TrimSuffix(metric, "_us")
+	g, l, w := slices.Min(us[0]), slices.Min(us[2]), slices.Min(us[3])
+	gm, lm, wm := med(us[0]), med(us[2]), med(us[3])
+	rg, rl := g/w, l/w
+	return []bench.Result{
+		{Metric: stem + "_raw_us", Value: w, Unit: "us",
+			Note: fmt.Sprintf("%s from C in a loop, no plugin, same process and batches (median %.3f)", raw, wm)},
+		{Metric: stem + "_vs_raw", Value: g, Unit: "us", Baseline: &w, Ratio: &rg,
+			Note: fmt.Sprintf("gpurt (%s) vs %s from C, one process; best of %d interleaved batches of %d, difference %+.3f us (medians %.3f and %.3f: ratio %.2fx, difference %+.3f us)",
+				metric, raw, len(us[0]), batch, g-w, gm, wm, gm/wm, gm-wm)},
+		{Metric: stem + "_c_vs_raw", Value: l, Unit: "us", Baseline: &w, Ratio: &rl,
+			Note: fmt.Sprintf("the plugin slot from C in a loop (%s_c_us) vs %s from C, one process; difference %+.3f us (medians %.3f and %.3f: ratio %.2fx, difference %+.3f us)",
+				stem, raw, l-w, lm, wm, lm/wm, lm-wm)},
+	}
+}
+
 // launch measures the host cost of enqueueing fill_f32 on one element:
 // core Stream.Launch, one cgo call into C that packs the same arguments
 // and calls the launch slot on the C runtime's stream, and a C loop.
-func launch(d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, quick bool) ([]bench.Result, error) {
+// With raw (the cuda backend), a fourth side calls cuLaunchKernel from C.
+func launch(d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, raw *cgobaseline.Raw, quick bool) ([]bench.Result, error) {
 	mod, err := d.BuiltinModule()
 	if err != nil {
 		return nil, err
@@ -274,34 +345,56 @@ func launch(d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, quick bool) 
 		{"c-loop", pl.LaunchFillLoop},
 	}
 	syncs := []func() error{s.Synchronize, pl.Synchronize, pl.Synchronize}
+	if raw != nil {
+		if err := raw.PrepareLaunch(); err != nil {
+			skipNote("launch_host_raw_us skipped: %v", err)
+		} else {
+			sides = append(sides, side{rawSide, raw.LaunchLoop})
+			syncs = append(syncs, raw.Synchronize)
+		}
+	}
 	// batches of 1000 (as bench/raw times cuLaunchKernel), below the
 	// depth at which a driver's launch queue blocks
 	batch, trials := 1000, 50
 	if quick {
 		trials = 10
 	}
-	if _, err := batched(sides, syncs, 10, 1); err != nil { // warm-up
-		return nil, err
-	}
-	us, err := batched(sides, syncs, batch, trials)
+	const metric = "launch_host_us"
+	us, withRaw, err := batchedRaw(sides, syncs, 10, 1, "launch_host_raw_us") // warm-up
 	if err != nil {
 		return nil, err
 	}
-	return pairResults("launch_host_us", "Stream.Launch of fill_f32 on 1 element (enqueue)",
-		"one cgo call into C that packs the same arguments and calls the launch slot", us, batch), nil
+	if !withRaw && len(sides) == 4 {
+		sides, syncs = sides[:3], syncs[:3]
+	}
+	if us, withRaw, err = batchedRaw(sides, syncs, batch, trials, "launch_host_raw_us"); err != nil {
+		return nil, err
+	}
+	res := pairResults(metric, "Stream.Launch of fill_f32 on 1 element (enqueue)",
+		"one cgo call into C that packs the same arguments and calls the launch slot", us, batch)
+	if withRaw {
+		res = append(res, rawResults(metric, "cuLaunchKernel of a fill kernel with fill_f32's parameters (grid 1, block 1)", us, batch)...)
+	}
+	return res, nil
 }
 
 // gemm measures the host cost of one GEMM call with a warm plan: core
 // Stream.Gemm (op cache warm) and the gemm_run slot on a plan made from C
 // with the same descriptor, bf16, op(A) = A^T, m=4096 n=1 k=4096 on a GPU
 // (64x64x64 on the mock), the same random operands on both runtimes.
-func gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, quick bool) ([]bench.Result, error) {
+//
+// With raw (the cuda backend), a fourth side calls cublasLtMatmul from C
+// on the plan the plugin makes for the same descriptor.
+func gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, raw *cgobaseline.Raw, quick bool) ([]bench.Result, error) {
 	m, n, k := 4096, 1, 4096
 	if rt.Backend() == "mock" {
 		m, n, k = 64, 64, 64
 	}
 	skip := func(err error) ([]bench.Result, error) {
-		fmt.Fprintf(os.Stderr, "gpurt-cgobench: gemm_host_us skipped: %v\n", err)
+		skipNote("gemm_host_us skipped: %v", err)
+		if raw != nil {
+			skipNote("gemm_host_raw_us skipped with it")
+		}
 		return nil, nil
 	}
 	if _, _, minor := rt.PluginVersion(); minor < 1 {
@@ -379,17 +472,28 @@ func gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *cgobaseline.Plug
 		{"c-loop", pl.GemmRunLoop},
 	}
 	syncs := []func() error{s.Synchronize, pl.Synchronize, pl.Synchronize}
+	if raw != nil {
+		if err := raw.PrepareGemm(m, n, k, ha, hb); err != nil {
+			skipNote("gemm_host_raw_us skipped: %v", err)
+		} else {
+			sides = append(sides, side{rawSide, raw.GemmLoop})
+			syncs = append(syncs, raw.Synchronize)
+		}
+	}
 	// batches of 20 calls, each drained before the next (as gpurt bench
 	// and bench/raw time cublasLtMatmul's host cost)
 	batch, trials := 20, 100
 	if quick {
 		trials = 20
 	}
-	if _, err := batched(sides, syncs, 10, 1); err != nil { // warm-up
+	us, withRaw, err := batchedRaw(sides, syncs, 10, 1, "gemm_host_raw_us") // warm-up
+	if err != nil {
 		return nil, err
 	}
-	us, err := batched(sides, syncs, batch, trials)
-	if err != nil {
+	if !withRaw && len(sides) == 4 {
+		sides, syncs = sides[:3], syncs[:3]
+	}
+	if us, withRaw, err = batchedRaw(sides, syncs, batch, trials, "gemm_host_raw_us"); err != nil {
 		return nil, err
 	}
 	st := rt.OpCacheStats()
@@ -397,7 +501,11 @@ func gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *cgobaseline.Plug
 		return nil, fmt.Errorf("the op cache missed %d times (want 1: the warm-up)", st.Misses)
 	}
 	what := fmt.Sprintf("one Stream.Gemm enqueue, warm op cache (bf16, op(A)=A^T, m=%d n=%d k=%d)", m, n, k)
-	return pairResults("gemm_host_us", what, "one cgo call into C that calls gemm_run on a plan made from C with the same descriptor", us, batch), nil
+	res := pairResults("gemm_host_us", what, "one cgo call into C that calls gemm_run on a plan made from C with the same descriptor", us, batch)
+	if withRaw {
+		res = append(res, rawResults("gemm_host_us", "cublasLtMatmul (the plugin's plan, made directly: same layouts, preference and heuristic algorithm; C = D, 32 MiB workspace)", us, batch)...)
+	}
+	return res, nil
 }
 
 func med(xs []float64) float64 {

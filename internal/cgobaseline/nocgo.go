@@ -42,3 +42,27 @@ func (p *Plugin) GemmRunLoop(n int) error { return ErrNoCgo }
 
 // Close does nothing without cgo.
 func (p *Plugin) Close() {}
+
+// Raw is unavailable without cgo.
+type Raw struct{}
+
+// OpenRaw always fails without cgo.
+func OpenRaw() (*Raw, error) { return nil, ErrNoCgo }
+
+// PrepareLaunch always fails without cgo.
+func (r *Raw) PrepareLaunch() error { return ErrNoCgo }
+
+// LaunchLoop always fails without cgo.
+func (r *Raw) LaunchLoop(n int) error { return ErrNoCgo }
+
+// Synchronize always fails without cgo.
+func (r *Raw) Synchronize() error { return ErrNoCgo }
+
+// PrepareGemm always fails without cgo.
+func (r *Raw) PrepareGemm(m, n, k int, a, b []byte) error { return ErrNoCgo }
+
+// GemmLoop always fails without cgo.
+func (r *Raw) GemmLoop(n int) error { return ErrNoCgo }
+
+// Close does nothing without cgo.
+func (r *Raw) Close() {}
