@@ -3,6 +3,7 @@
 package core
 
 import (
+	"math/bits"
 	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
@@ -83,11 +84,35 @@ func alignClass(off uint64) uint32 {
 	return a
 }
 
-// gemmOperand is a resolved, acquired operand.
+// gemmOperand is a resolved operand.
 type gemmOperand struct {
 	b   *Buffer
 	off uint64
 	n   uint64
+}
+
+// gemmOperandNames name the operands in errors, in GemmRunArgs order.
+var gemmOperandNames = [9]string{"A", "B", "C", "D", "bias", "scale A", "scale B", "scale D", "workspace"}
+
+// gemmCall is one Gemm call's state: its resolved operands, which of them
+// hold a use of their buffer (one use per distinct buffer), and the plan
+// it holds a reference on.
+type gemmCall struct {
+	s    *Stream
+	opr  [9]gemmOperand
+	held uint16 // bit i: opr[i].b is acquired
+	plan *planEntry
+}
+
+// finish releases what the call holds and ends its use of the stream.
+func (g *gemmCall) finish() {
+	for m := g.held; m != 0; m &= m - 1 {
+		g.opr[bits.TrailingZeros16(m)].b.l.release()
+	}
+	if g.plan != nil {
+		g.s.dev.rt.plans.put(g.plan)
+	}
+	g.s.exit()
 }
 
 // Gemm enqueues a GEMM on s, through the runtime's op cache: the plan for
@@ -98,35 +123,53 @@ type gemmOperand struct {
 // plugin cannot run gives ErrUnsupported naming the field. A warm call
 // allocates nothing.
 func (s *Stream) Gemm(desc GemmDesc, ops GemmOperands) error {
-	const op = "gemm"
-	if err := s.enter(op); err != nil {
+	if err := s.enter("gemm"); err != nil {
 		return err
 	}
-	defer s.exit()
+	g := gemmCall{s: s}
+	defer g.finish()
+	return g.run(&desc, &ops)
+}
+
+// gemmMemoBits sizes a stream's memo of plans (Stream.gemmMemo).
+const gemmMemoBits = 4
+
+// gemmMemoIndex picks desc's slot in a stream's memo.
+func gemmMemoIndex(g *GemmDesc) uint {
+	h := (uint64(g.M)*0x9e3779b97f4a7c15+uint64(g.N))*0xc2b2ae3d27d4eb4f + uint64(g.K)
+	h ^= uint64(uint32(g.AType))<<8 | uint64(uint32(g.DType))
+	return uint(h*0x9e3779b97f4a7c15) >> (64 - gemmMemoBits)
+}
+
+func (g *gemmCall) run(desc *GemmDesc, ops *GemmOperands) error {
+	const op = "gemm"
+	s := g.s
 	rt := s.dev.rt
 	if rt.api.GemmPlanCreate == 0 || rt.api.GemmRun == 0 || rt.api.GemmPlanDestroy == 0 {
 		return rt.p.Unsupported(op, 1)
 	}
-	d, err := gemmABIDesc(&desc)
-	if err != nil {
-		return err
+	// A plan this stream used with the same descriptor: the descriptor
+	// is valid (validation depends on it alone) and converts to the
+	// plan's key, alignment aside.
+	slot := &s.gemmMemo[gemmMemoIndex(desc)]
+	memo := slot.Load()
+	if memo != nil && memo.src != *desc {
+		memo = nil
+	}
+	var d abi.GemmDesc
+	if memo == nil {
+		var err error
+		if d, err = gemmABIDesc(desc); err != nil {
+			return err
+		}
 	}
 	// Resolve and acquire the operands: A B C D Bias ScaleA ScaleB ScaleD Workspace.
-	var opr [9]gemmOperand
 	regions := [9]Region{ops.A, ops.B, ops.C, ops.D, ops.Bias, ops.ScaleA, ops.ScaleB, ops.ScaleD, ops.Workspace}
-	names := [9]string{"A", "B", "C", "D", "bias", "scale A", "scale B", "scale D", "workspace"}
-	defer func() {
-		for i := range opr {
-			if opr[i].b != nil {
-				opr[i].b.done()
-			}
-		}
-	}()
-	for i, r := range regions {
-		if r == nil {
+	for i := range regions {
+		if regions[i] == nil {
 			switch {
 			case i == 0 || i == 1 || i == 3:
-				return errf(CodeInvalidArgument, op, "operand %s is required", names[i])
+				return errf(CodeInvalidArgument, op, "operand %s is required", gemmOperandNames[i])
 			case i == 2 && ops.Beta != 0:
 				return errf(CodeInvalidArgument, op, "operand C is required when beta is %g", ops.Beta)
 			case i == 4 && desc.Epilogue.HasBias():
@@ -134,35 +177,96 @@ func (s *Stream) Gemm(desc GemmDesc, ops GemmOperands) error {
 			}
 			continue
 		}
-		b, off, n, err := use(op, r)
-		if err != nil {
+		// C when beta is 0 and a bias the epilogue does not read are
+		// checked but not part of the run: not held.
+		unused := (i == 2 && ops.Beta == 0) || (i == 4 && !desc.Epilogue.HasBias())
+		if err := g.operand(i, regions[i], unused); err != nil {
 			return err
 		}
-		opr[i] = gemmOperand{b, off, n}
-		if b.dev != s.dev {
-			return errf(CodeInvalidArgument, op, "operand %s is on %v of another runtime or device than the stream (%v)", names[i], b.dev, s.dev)
+	}
+	aa, ab, ad := alignClass(g.opr[0].off), alignClass(g.opr[1].off), alignClass(g.opr[3].off)
+	ac := uint32(256)
+	if g.opr[2].b != nil {
+		ac = alignClass(g.opr[2].off)
+	}
+	if memo != nil {
+		md := &memo.key.desc
+		if md.AlignA == aa && md.AlignB == ab && md.AlignC == ac && md.AlignD == ad && memo.acquire() {
+			g.plan = memo
+			rt.plans.hit(memo)
+			if err := g.fits(&memo.key.desc, &memo.need); err != nil {
+				return err
+			}
+			return g.enqueue(ops)
 		}
+		d = *md
 	}
-	if ops.Beta == 0 && opr[2].b != nil { // C is not read: not part of the run
-		opr[2].b.done()
-		opr[2] = gemmOperand{}
+	d.AlignA, d.AlignB, d.AlignC, d.AlignD = aa, ab, ac, ad
+	need := gemmNeeds(&d)
+	if err := g.fits(&d, &need); err != nil {
+		return err
 	}
-	if !desc.Epilogue.HasBias() && opr[4].b != nil {
-		opr[4].b.done()
-		opr[4] = gemmOperand{}
+	key := planKey{dev: s.dev.index, desc: d}
+	e, err := rt.plans.get(s.dev, &key, desc)
+	if err != nil {
+		return err
 	}
-	// Extents.
-	batch := d.BatchCount
-	need := func(i int, rows, cols, ld uint64, stride int64, t int32) error {
-		if opr[i].b == nil {
-			return nil
+	g.plan = e
+	if e.src == *desc {
+		slot.Store(e)
+	}
+	return g.enqueue(ops)
+}
+
+// operand resolves operand i and, unless unused, holds a use of its
+// buffer (the stream's use holds the runtime). The checks and their order
+// are use's (nil, freed) and then the device's.
+func (g *gemmCall) operand(i int, r Region, unused bool) error {
+	const op = "gemm"
+	b, off, n, err := resolve(op, r)
+	if err != nil {
+		return err
+	}
+	s := g.s
+	if b.dev != s.dev { // another device or runtime: its own closed/freed errors first
+		if _, _, _, err := use(op, r); err != nil {
+			return err
 		}
-		el := (batch-1)*uint64(stride) + (cols-1)*ld + rows
-		bytes := el * uint64(DType(t).Size())
-		if bytes > opr[i].n {
-			return errf(CodeOutOfRange, op, "operand %s needs %d bytes, its region has %d", names[i], bytes, opr[i].n)
+		b.done()
+		return errf(CodeInvalidArgument, op, "operand %s is on %v of another runtime or device than the stream (%v)", gemmOperandNames[i], b.dev, s.dev)
+	}
+	if unused {
+		if !b.l.alive() {
+			return errFreed(op, "buffer")
 		}
 		return nil
+	}
+	if !g.holds(b) {
+		if !b.l.acquire() {
+			return errFreed(op, "buffer")
+		}
+		g.held |= 1 << i
+	}
+	g.opr[i] = gemmOperand{b, off, n}
+	return nil
+}
+
+// holds reports whether the call already holds a use of b.
+func (g *gemmCall) holds(b *Buffer) bool {
+	for m := g.held; m != 0; m &= m - 1 {
+		if g.opr[bits.TrailingZeros16(m)].b == b {
+			return true
+		}
+	}
+	return false
+}
+
+// gemmNeeds is the bytes each of A, B, C, D needs for d, and the bias's
+// M elements in bytes.
+func gemmNeeds(d *abi.GemmDesc) [5]uint64 {
+	batch := d.BatchCount
+	el := func(rows, cols, ld uint64, stride int64, t int32) uint64 {
+		return ((batch-1)*uint64(stride) + (cols-1)*ld + rows) * uint64(DType(t).Size())
 	}
 	ra, ca := d.M, d.K
 	if d.TransA != 0 {
@@ -172,49 +276,50 @@ func (s *Stream) Gemm(desc GemmDesc, ops GemmOperands) error {
 	if d.TransB != 0 {
 		rb, cb = d.N, d.K
 	}
-	if err := need(0, ra, ca, d.LDA, d.StrideA, d.AType); err != nil {
-		return err
+	return [5]uint64{
+		el(ra, ca, d.LDA, d.StrideA, d.AType),
+		el(rb, cb, d.LDB, d.StrideB, d.BType),
+		el(d.M, d.N, d.LDC, d.StrideC, d.CType),
+		el(d.M, d.N, d.LDD, d.StrideD, d.DType),
+		d.M * uint64(DType(d.BiasType).Size()),
 	}
-	if err := need(1, rb, cb, d.LDB, d.StrideB, d.BType); err != nil {
-		return err
-	}
-	if err := need(2, d.M, d.N, d.LDC, d.StrideC, d.CType); err != nil {
-		return err
-	}
-	if err := need(3, d.M, d.N, d.LDD, d.StrideD, d.DType); err != nil {
-		return err
-	}
-	if opr[4].b != nil && d.M*uint64(DType(d.BiasType).Size()) > opr[4].n {
-		return errf(CodeOutOfRange, op, "bias needs %d elements of %v, its region has %d bytes", d.M, DType(d.BiasType), opr[4].n)
-	}
-	for i := 5; i < 8; i++ {
-		if opr[i].b != nil && opr[i].n < 4 {
-			return errf(CodeOutOfRange, op, "operand %s needs 4 bytes (one f32), its region has %d", names[i], opr[i].n)
+}
+
+// fits checks the operands' extents against need (gemmNeeds(d)).
+func (g *gemmCall) fits(d *abi.GemmDesc, need *[5]uint64) error {
+	const op = "gemm"
+	for i := 0; i < 4; i++ {
+		if g.opr[i].b != nil && need[i] > g.opr[i].n {
+			return errf(CodeOutOfRange, op, "operand %s needs %d bytes, its region has %d", gemmOperandNames[i], need[i], g.opr[i].n)
 		}
 	}
-	d.AlignA, d.AlignB, d.AlignD = alignClass(opr[0].off), alignClass(opr[1].off), alignClass(opr[3].off)
-	d.AlignC = 256
-	if opr[2].b != nil {
-		d.AlignC = alignClass(opr[2].off)
+	if g.opr[4].b != nil && need[4] > g.opr[4].n {
+		return errf(CodeOutOfRange, op, "bias needs %d elements of %v, its region has %d bytes", d.M, DType(d.BiasType), g.opr[4].n)
 	}
-	key := planKey{dev: s.dev.index, desc: d}
-	e, err := rt.plans.get(s.dev, &key)
-	if err != nil {
-		return err
+	for i := 5; i < 8; i++ {
+		if g.opr[i].b != nil && g.opr[i].n < 4 {
+			return errf(CodeOutOfRange, op, "operand %s needs 4 bytes (one f32), its region has %d", gemmOperandNames[i], g.opr[i].n)
+		}
 	}
-	defer rt.plans.put(e)
-	ra2 := abi.GemmRunArgs{StructSize: gemmRunArgsSize, Alpha: ops.Alpha, Beta: ops.Beta}
-	ra2.A, ra2.AOffset = opr[0].handle()
-	ra2.B, ra2.BOffset = opr[1].handle()
-	ra2.C, ra2.COffset = opr[2].handle()
-	ra2.D, ra2.DOffset = opr[3].handle()
-	ra2.Bias, ra2.BiasOffset = opr[4].handle()
-	ra2.ScaleA, ra2.ScaleAOffset = opr[5].handle()
-	ra2.ScaleB, ra2.ScaleBOffset = opr[6].handle()
-	ra2.ScaleD, ra2.ScaleDOffset = opr[7].handle()
-	ra2.Workspace, ra2.WorkspaceOffset = opr[8].handle()
-	ra2.WorkspaceSize = opr[8].n
-	return rt.check(op, ffi.Call4(rt.api.GemmRun, rt.h, s.h, e.h, uintptr(unsafe.Pointer(&ra2))))
+	return nil
+}
+
+// enqueue runs the held plan on the held operands.
+func (g *gemmCall) enqueue(ops *GemmOperands) error {
+	rt := g.s.dev.rt
+	opr := &g.opr
+	ra := abi.GemmRunArgs{StructSize: gemmRunArgsSize, Alpha: ops.Alpha, Beta: ops.Beta}
+	ra.A, ra.AOffset = opr[0].handle()
+	ra.B, ra.BOffset = opr[1].handle()
+	ra.C, ra.COffset = opr[2].handle()
+	ra.D, ra.DOffset = opr[3].handle()
+	ra.Bias, ra.BiasOffset = opr[4].handle()
+	ra.ScaleA, ra.ScaleAOffset = opr[5].handle()
+	ra.ScaleB, ra.ScaleBOffset = opr[6].handle()
+	ra.ScaleD, ra.ScaleDOffset = opr[7].handle()
+	ra.Workspace, ra.WorkspaceOffset = opr[8].handle()
+	ra.WorkspaceSize = opr[8].n
+	return rt.check("gemm", ffi.Call4(rt.api.GemmRun, rt.h, g.s.h, g.plan.h, uintptr(unsafe.Pointer(&ra))))
 }
 
 var gemmRunArgsSize = uint64(unsafe.Sizeof(abi.GemmRunArgs{}))

@@ -4,6 +4,7 @@ package core
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
@@ -13,8 +14,23 @@ import (
 // The op cache: GEMM plans keyed by everything that selects an algorithm
 // (device, op, dtypes, transposes, m, n, k, leading dimensions, batch and
 // strides, epilogue and bias type, compute type, and the alignment class
-// of each pointer), bounded by an LRU list. The key is a comparable
+// of each pointer), bounded by LRU eviction. The key is a comparable
 // struct, so a hit is a map lookup and allocates nothing.
+//
+// In front of the map, each stream keeps a small direct-mapped memo of
+// the plans its Gemm calls used, compared by the caller's GemmDesc value
+// and the alignment classes (Stream.gemmMemo): a repeated GEMM skips the
+// descriptor's validation and conversion, the map and the lock. A memo
+// hit takes its reference with one atomic add and then checks that the
+// plan was not evicted (evicted is set under the lock before the plan is
+// put on the dead list, and the dead list is read under the lock later,
+// so a plan whose reference count a destroyer reads as zero has been seen
+// evicted by any memo hit racing with it).
+//
+// Recency is a stamp from one clock (an atomic counter advanced by every
+// lookup); eviction removes the entry with the oldest stamp, found by a
+// scan of the map (evictions happen only on a miss, which makes a plan).
+// The clock also counts hits: hits = clock - misses.
 //
 // A plan may still be used by work enqueued on a stream after the run
 // call returned, so an evicted plan is not destroyed at once: it waits in
@@ -32,22 +48,27 @@ type planKey struct {
 }
 
 type planEntry struct {
-	key        planKey
-	dev        *Device
-	h          uintptr // gpurt_gemm_plan*
-	refs       int32
-	prev, next *planEntry
+	key planKey
+	src GemmDesc // the descriptor of the call that made the plan (the stream memo's key)
+	// need is the bytes that A, B, C and D need and the bias's M
+	// elements in bytes, for key.desc (gemmNeeds).
+	need    [5]uint64
+	dev     *Device
+	h       uintptr // gpurt_gemm_plan*
+	refs    atomic.Int32
+	evicted atomic.Bool   // out of the map (set under opCache.mu)
+	used    atomic.Uint64 // the clock at the last lookup
 }
 
 type opCache struct {
-	rt  *Runtime
-	cap int
+	rt    *Runtime
+	cap   int
+	clock atomic.Uint64 // lookups: hits and misses
 
-	mu         sync.Mutex
-	m          map[planKey]*planEntry
-	head, tail *planEntry // most recent first
-	dead       []*planEntry
-	stats      OpCacheStats
+	mu    sync.Mutex
+	m     map[planKey]*planEntry
+	dead  []*planEntry
+	stats OpCacheStats // Misses and Evictions (Hits from the clock)
 }
 
 // OpCacheStats are the op cache's counters.
@@ -73,50 +94,46 @@ func (rt *Runtime) OpCacheStats() OpCacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
+	s.Hits = c.clock.Load() - s.Misses
 	s.Size, s.Capacity, s.Pending = len(c.m), c.cap, len(c.dead)
 	return s
 }
 
-func (c *opCache) unlink(e *planEntry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		c.head = e.next
+// acquire takes a reference on e unless it was evicted (then nothing is
+// held). The order, add then check, pairs with evict then read refs in
+// the destroyer (see the top of the file).
+func (e *planEntry) acquire() bool {
+	e.refs.Add(1)
+	if e.evicted.Load() {
+		e.refs.Add(-1)
+		return false
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		c.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
+	return true
 }
 
-func (c *opCache) pushFront(e *planEntry) {
-	e.next = c.head
-	if c.head != nil {
-		c.head.prev = e
-	}
-	c.head = e
-	if c.tail == nil {
-		c.tail = e
-	}
+// hit counts a hit on e and makes it the most recently used.
+func (c *opCache) hit(e *planEntry) { e.used.Store(c.clock.Add(1)) }
+
+// evictLocked moves e from the map to the dead list; c.mu is held.
+func (c *opCache) evictLocked(e *planEntry) {
+	delete(c.m, e.key)
+	e.evicted.Store(true)
+	c.dead = append(c.dead, e)
 }
 
 // get returns the plan for k with a reference the caller drops with put.
-// The caller has entered the runtime.
-func (c *opCache) get(d *Device, k *planKey) (*planEntry, error) {
+// src is the caller's descriptor, kept with a plan it makes. The caller
+// has entered the runtime.
+func (c *opCache) get(d *Device, k *planKey, src *GemmDesc) (*planEntry, error) {
 	c.mu.Lock()
 	if e, ok := c.m[*k]; ok {
-		c.stats.Hits++
-		if c.head != e {
-			c.unlink(e)
-			c.pushFront(e)
-		}
-		e.refs++
+		e.refs.Add(1) // in the map: not evicted, and eviction needs c.mu
 		c.mu.Unlock()
+		c.hit(e)
 		return e, nil
 	}
 	c.stats.Misses++
+	c.clock.Add(1)
 	c.mu.Unlock()
 
 	rt := c.rt
@@ -124,21 +141,25 @@ func (c *opCache) get(d *Device, k *planKey) (*planEntry, error) {
 	if err := rt.check("gemm_plan_create", ffi.Call4(rt.api.GemmPlanCreate, rt.h, uintptr(d.index), uintptr(unsafe.Pointer(&k.desc)), uintptr(unsafe.Pointer(&h)))); err != nil {
 		return nil, err
 	}
+	e := &planEntry{key: *k, src: *src, need: gemmNeeds(&k.desc), dev: d, h: h}
+	e.refs.Store(1)
 	c.mu.Lock()
-	if e, ok := c.m[*k]; ok { // another goroutine made it meanwhile
-		e.refs++
+	if e2, ok := c.m[*k]; ok { // another goroutine made it meanwhile
+		e2.refs.Add(1)
 		c.mu.Unlock()
 		_ = rt.check("gemm_plan_destroy", ffi.Call2(rt.api.GemmPlanDestroy, rt.h, h))
-		return e, nil
+		return e2, nil
 	}
-	e := &planEntry{key: *k, dev: d, h: h, refs: 1}
+	e.used.Store(c.clock.Load())
 	c.m[*k] = e
-	c.pushFront(e)
 	for len(c.m) > c.cap {
-		t := c.tail
-		c.unlink(t)
-		delete(c.m, t.key)
-		c.dead = append(c.dead, t)
+		var t *planEntry
+		for _, x := range c.m {
+			if x != e && (t == nil || x.used.Load() < t.used.Load()) {
+				t = x
+			}
+		}
+		c.evictLocked(t)
 		c.stats.Evictions++
 	}
 	flush := len(c.dead) >= deadMax
@@ -149,11 +170,7 @@ func (c *opCache) get(d *Device, k *planKey) (*planEntry, error) {
 	return e, nil
 }
 
-func (c *opCache) put(e *planEntry) {
-	c.mu.Lock()
-	e.refs--
-	c.mu.Unlock()
-}
+func (c *opCache) put(e *planEntry) { e.refs.Add(-1) }
 
 // takeDead removes the dead plans of d that no call is using.
 func (c *opCache) takeDead(d *Device) []*planEntry {
@@ -162,7 +179,7 @@ func (c *opCache) takeDead(d *Device) []*planEntry {
 	var out []*planEntry
 	kept := c.dead[:0]
 	for _, e := range c.dead {
-		if e.dev == d && e.refs == 0 {
+		if e.dev == d && e.refs.Load() == 0 {
 			out = append(out, e)
 		} else {
 			kept = append(kept, e)
@@ -218,14 +235,9 @@ func (c *opCache) flush() error {
 // clear evicts every plan and destroys those not in use (Runtime.Trim).
 func (c *opCache) clear() error {
 	c.mu.Lock()
-	for e := c.head; e != nil; {
-		next := e.next
-		e.prev, e.next = nil, nil
-		c.dead = append(c.dead, e)
-		e = next
+	for _, e := range c.m {
+		c.evictLocked(e)
 	}
-	c.head, c.tail = nil, nil
-	clear(c.m)
 	c.mu.Unlock()
 	return c.flush()
 }

@@ -4,6 +4,7 @@ package core
 
 import (
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
@@ -21,6 +22,11 @@ type Stream struct {
 	dev *Device
 	h   uintptr // gpurt_stream*
 	l   *life
+
+	// gemmMemo: plans of the op cache this stream's Gemm calls used,
+	// direct-mapped by gemmMemoIndex and compared by the caller's
+	// GemmDesc (see opcache.go).
+	gemmMemo [1 << gemmMemoBits]atomic.Pointer[planEntry]
 }
 
 // NewStream creates a stream on the device. The caller must Close it.
