@@ -5,6 +5,7 @@ package core
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -328,11 +329,43 @@ var launchArgsSize = uint64(unsafe.Sizeof(abi.LaunchArgs{}))
 // stream's runtime and on its device. It returns once the launch is
 // enqueued.
 func (s *Stream) Launch(k *Kernel, cfg LaunchConfig, args ...Arg) error {
-	const op = "launch"
-	if err := s.enter(op); err != nil {
+	if err := s.enter("launch"); err != nil {
 		return err
 	}
-	defer s.exit()
+	l := launchCall{s: s, args: args}
+	defer l.finish()
+	return l.run(s, k, &cfg)
+}
+
+// launchSmall: launches of at most this many arguments pack them in a
+// smaller array (less stack to clear per call).
+const launchSmall = 8
+
+// launchCall is one Launch call's state: the module it holds a use of and
+// which arguments hold a use of their buffer (one per distinct buffer).
+type launchCall struct {
+	s    *Stream
+	m    *Module
+	args []Arg
+	held uint32 // bit i: args[i].buf is acquired
+}
+
+// finish releases what the call holds and ends its use of the stream.
+func (l *launchCall) finish() {
+	for m := l.held; m != 0; m &= m - 1 {
+		l.args[bits.TrailingZeros32(m)].buf.l.release()
+	}
+	if l.m != nil {
+		l.m.l.release()
+	}
+	l.s.exit()
+}
+
+// run takes s apart from l.s: escape analysis does not tell the fields
+// of l apart, and s.dev escaping (into errors) would make the arguments'
+// contents escape too (an allocation for each View passed to ArgBuffer).
+func (l *launchCall) run(s *Stream, k *Kernel, cfg *LaunchConfig) error {
+	const op = "launch"
 	if k == nil {
 		return errf(CodeInvalidArgument, op, "nil kernel")
 	}
@@ -343,20 +376,51 @@ func (s *Stream) Launch(k *Kernel, cfg LaunchConfig, args ...Arg) error {
 	if !m.l.acquire() {
 		return errClosed(op, "module "+m.name+" of kernel "+k.name)
 	}
-	defer m.l.release()
-	params := k.info.Params
-	if len(args) != len(params) {
-		return errf(CodeInvalidArgument, op, "kernel %q takes %d arguments, got %d", k.name, len(params), len(args))
+	l.m = m
+	if len(l.args) != len(k.info.Params) {
+		return errf(CodeInvalidArgument, op, "kernel %q takes %d arguments, got %d", k.name, len(k.info.Params), len(l.args))
 	}
-	var ka [abi.MaxKernelParams]abi.KernelArg
-	held := 0 // buffers acquired: args[:held]
-	defer func() {
-		for i := 0; i < held; i++ {
-			if args[i].kind == ArgKindBuffer {
-				args[i].buf.l.release()
-			}
+	rt := s.dev.rt
+	la := abi.LaunchArgs{StructSize: launchArgsSize, Grid: cfg.Grid, Block: cfg.Block,
+		SharedMemBytes: cfg.SharedMem, NumArgs: uint32(len(l.args))}
+	for d := 0; d < 3; d++ {
+		if la.Grid[d] == 0 {
+			la.Grid[d] = 1
 		}
-	}()
+		if la.Block[d] == 0 {
+			la.Block[d] = 1
+		}
+	}
+	// No call between taking the address and the plugin call: the stack
+	// must not move in between (see package ffi).
+	var e uintptr
+	if len(l.args) <= launchSmall {
+		var ka [launchSmall]abi.KernelArg
+		if err := l.pack(s, k, ka[:len(l.args)]); err != nil {
+			return err
+		}
+		la.Args = uintptr(unsafe.Pointer(&ka[0]))
+		e = ffi.Call4(rt.api.Launch, rt.h, s.h, k.h, uintptr(unsafe.Pointer(&la)))
+		runtime.KeepAlive(&ka)
+	} else {
+		var ka [abi.MaxKernelParams]abi.KernelArg
+		if err := l.pack(s, k, ka[:len(l.args)]); err != nil {
+			return err
+		}
+		la.Args = uintptr(unsafe.Pointer(&ka[0]))
+		e = ffi.Call4(rt.api.Launch, rt.h, s.h, k.h, uintptr(unsafe.Pointer(&la)))
+		runtime.KeepAlive(&ka)
+	}
+	return rt.check(op, e)
+}
+
+// pack checks the arguments against k's parameters, holds a use of each
+// distinct buffer (the stream's use holds the runtime) and fills ka
+// (len(l.args) long).
+func (l *launchCall) pack(s *Stream, k *Kernel, ka []abi.KernelArg) error {
+	const op = "launch"
+	params := k.info.Params[:len(ka)]
+	args := l.args[:len(ka)]
 	for i := range args {
 		a := &args[i]
 		p := params[i]
@@ -370,42 +434,40 @@ func (s *Stream) Launch(k *Kernel, cfg LaunchConfig, args ...Arg) error {
 		} else if p.Kind != a.kind {
 			return errf(CodeInvalidArgument, op, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.Kind)
 		}
-		ka[i] = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val}
-		if a.kind == ArgKindBuffer {
-			b := a.buf
-			if b == nil {
-				return errf(CodeInvalidArgument, op, "kernel %q argument %d: nil buffer", k.name, i)
+		if a.kind != ArgKindBuffer {
+			ka[i] = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val}
+			continue
+		}
+		b := a.buf
+		if b == nil {
+			return errf(CodeInvalidArgument, op, "kernel %q argument %d: nil buffer", k.name, i)
+		}
+		if b.dev != s.dev {
+			if b.dev.rt != s.dev.rt {
+				return errf(CodeInvalidArgument, op, "kernel %q argument %d: the buffer belongs to another runtime", k.name, i)
 			}
-			if b.dev != s.dev {
-				if b.dev.rt != s.dev.rt {
-					return errf(CodeInvalidArgument, op, "kernel %q argument %d: the buffer belongs to another runtime", k.name, i)
-				}
-				return errf(CodeInvalidArgument, op, "kernel %q argument %d: the buffer is on %v, the stream on %v", k.name, i, b.dev, s.dev)
-			}
+			return errf(CodeInvalidArgument, op, "kernel %q argument %d: the buffer is on %v, the stream on %v", k.name, i, b.dev, s.dev)
+		}
+		if !l.holds(b) {
 			if !b.l.acquire() {
 				return errFreed(op, fmt.Sprintf("kernel %q argument %d: buffer", k.name, i))
 			}
-			held = i + 1
-			ka[i].Buffer, ka[i].Offset, ka[i].Length = b.h, a.off, a.n
-		} else {
-			held = i + 1
+			l.held |= 1 << i
 		}
+		ka[i] = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val, Buffer: b.h, Offset: a.off, Length: a.n}
 	}
-	rt := s.dev.rt
-	la := abi.LaunchArgs{StructSize: launchArgsSize, Grid: cfg.Grid, Block: cfg.Block,
-		SharedMemBytes: cfg.SharedMem, NumArgs: uint32(len(args))}
-	for d := 0; d < 3; d++ {
-		if la.Grid[d] == 0 {
-			la.Grid[d] = 1
+	return nil
+}
+
+// holds reports whether the call already holds a use of b (of the last
+// few buffers held: a long list of distinct buffers is not scanned).
+func (l *launchCall) holds(b *Buffer) bool {
+	for m, n := l.held, 0; m != 0 && n < 8; n++ {
+		j := 31 - bits.LeadingZeros32(m)
+		if l.args[j].buf == b {
+			return true
 		}
-		if la.Block[d] == 0 {
-			la.Block[d] = 1
-		}
+		m &^= 1 << j
 	}
-	// No call between taking the address and the plugin call: the stack
-	// must not move in between (see package ffi).
-	la.Args = uintptr(unsafe.Pointer(&ka[0]))
-	e := ffi.Call4(rt.api.Launch, rt.h, s.h, k.h, uintptr(unsafe.Pointer(&la)))
-	runtime.KeepAlive(&ka)
-	return rt.check(op, e)
+	return false
 }
