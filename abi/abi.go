@@ -11,7 +11,7 @@ package abi
 // Version of the ABI this core speaks. Majors must match; minors only add.
 const (
 	Major = 1
-	Minor = 1
+	Minor = 2
 )
 
 // EntrySymbol is the one symbol a plugin exports.
@@ -266,6 +266,12 @@ type LaunchArgs struct {
 	Args           uintptr   `c:"args"`
 }
 
+// LaunchItem mirrors gpurt_launch_item (1.2).
+type LaunchItem struct {
+	Kernel uintptr `c:"kernel"`
+	Args   uintptr `c:"args"`
+}
+
 // GemmDesc mirrors gpurt_gemm_desc (1.1).
 type GemmDesc struct {
 	StructSize  uint64   `c:"struct_size"`
@@ -368,6 +374,8 @@ type API struct {
 	GemmPlanCreate  uintptr `c:"gemm_plan_create"`
 	GemmPlanDestroy uintptr `c:"gemm_plan_destroy"`
 	GemmRun         uintptr `c:"gemm_run"`
+	// 1.2
+	LaunchBatch uintptr `c:"launch_batch"`
 }
 
 // NegotiateArgs mirrors gpurt_negotiate_args.

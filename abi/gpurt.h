@@ -73,7 +73,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 1
+#define GPURT_ABI_MINOR 2
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -405,6 +405,12 @@ typedef struct gpurt_launch_args {
   const gpurt_kernel_arg *args; /* borrowed: num_args entries */
 } gpurt_launch_args;
 
+/* One launch of a batch (1.2): a kernel and its launch arguments. */
+typedef struct gpurt_launch_item {
+  gpurt_kernel *kernel;
+  const gpurt_launch_args *args; /* borrowed for the call; struct_size set */
+} gpurt_launch_item;
+
 /* GEMM (1.1). Column-major, as BLAS. op(A) is m x k, op(B) is k x n, C and
  * D are m x n. Leading dimensions and strides are in elements. A row-major
  * caller swaps A and B and m and n. The result is (as cuBLASLt defines it)
@@ -555,6 +561,19 @@ typedef struct gpurt_api {
   /* Enqueue one run of a plan on s (non-NULL). */
   gpurt_error *(*gemm_run)(gpurt_runtime *rt, gpurt_stream *s,
                            gpurt_gemm_plan *p, const gpurt_gemm_run_args *args);
+
+  /* ---- 1.2 ---- */
+
+  /* Enqueue `count` launches on s (non-NULL) in order, with one crossing
+   * of the boundary. Every item is validated as launch would before any is
+   * enqueued: an invalid item is an error naming its index ("item 3: ...")
+   * and nothing is enqueued (out_enqueued gets 0). If the driver refuses a
+   * launch midway, the error names the item and out_enqueued counts the
+   * launches already enqueued (they stay enqueued, in order). count 0 is a
+   * no-op. out_enqueued may be NULL. */
+  gpurt_error *(*launch_batch)(gpurt_runtime *rt, gpurt_stream *s,
+                               uint64_t count, const gpurt_launch_item *items,
+                               uint64_t *out_enqueued);
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

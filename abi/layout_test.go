@@ -34,6 +34,7 @@ var mirrored = []struct {
 	{"gpurt_kernel_info", KernelInfo{}},
 	{"gpurt_kernel_arg", KernelArg{}},
 	{"gpurt_launch_args", LaunchArgs{}},
+	{"gpurt_launch_item", LaunchItem{}},
 	{"gpurt_gemm_desc", GemmDesc{}},
 	{"gpurt_gemm_run_args", GemmRunArgs{}},
 	{"gpurt_api", API{}},
