@@ -5,13 +5,11 @@
 package loader
 
 import (
-	"fmt"
-
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
-	"github.com/metrale/gpurt/abi"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/metrale/gpurt/abi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
