@@ -337,3 +337,38 @@ func TestProbeChild(t *testing.T) {
 	fmt.Printf("PROBE %t %d count=%d reason=%q name=%q arch=%q\n", res.available, res.code,
 		res.count, res.reason, res.name, res.arch)
 }
+
+// TestLaunchBatchWithoutRuntime checks the 1.2 slot launch_batch is in the
+// table and answers a bad runtime handle with an error (never a crash),
+// writing 0 to out_enqueued first.
+func TestLaunchBatchWithoutRuntime(t *testing.T) {
+	l := load(t, plugin(t))
+	require.GreaterOrEqual(t, l.api.StructSize,
+		uint64(unsafe.Offsetof(abi.API{}.LaunchBatch)+unsafe.Sizeof(abi.API{}.LaunchBatch)))
+	require.NotZero(t, l.api.LaunchBatch, "launch_batch is not in the table")
+	tests := []struct {
+		name    string
+		runtime uintptr
+		count   uint64
+	}{
+		{"NULL runtime, count 0", 0, 0},
+		{"NULL runtime, count 3", 0, 3},
+		{"garbage runtime", 0xdeadbeef, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := uint64(99)
+			e, _, _ := purego.SyscallN(l.api.LaunchBatch, tc.runtime, 0, uintptr(tc.count), 0,
+				uintptr(unsafe.Pointer(&n)))
+			require.NotZero(t, e, "launch_batch accepted runtime %#x", tc.runtime)
+			var info abi.ErrorInfo
+			info.StructSize = uint64(unsafe.Sizeof(info))
+			purego.SyscallN(l.api.ErrorGet, e, uintptr(unsafe.Pointer(&info)))
+			msg := string(unsafe.Slice((*byte)(unsafePtr(info.Message)), info.MessageLen))
+			purego.SyscallN(l.api.ErrorDestroy, e)
+			require.Equal(t, int32(abi.ErrInvalidHandle), info.Code, msg)
+			require.Contains(t, msg, "cuda: ")
+			require.Zero(t, n, "out_enqueued")
+		})
+	}
+}

@@ -1532,45 +1532,54 @@ static gpurt_error *cu_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_ker
   return NULL;
 }
 
-static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
-                              const gpurt_launch_args *args) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_stream *st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
-  if (st == NULL) return cu_bad_handle(&rt->streams, sh);
-  cu_kernel *k = cu_table_lookup(&rt->kernels, (uint64_t)(uintptr_t)kh);
-  if (k == NULL) return cu_bad_handle(&rt->kernels, kh);
-  gpurt_launch_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "launch args"))) return e;
+/* ---- launch: resolve, validate, pack, enqueue ----------------------------------
+ *
+ * launch and launch_batch share these parts. launch runs them once;
+ * launch_batch resolves and validates every item first (an invalid item
+ * enqueues nothing), makes the context current once, then resolves, packs and
+ * enqueues each item in order. Packing writes into the caller's fixed arrays
+ * (GPURT_MAX_KERNEL_PARAMS entries, on its stack): no allocation per launch. */
+
+/* The kernel of a launch and a local, struct_size-aware copy of its args. */
+static inline gpurt_error *cu_launch_resolve(cu_runtime *rt, gpurt_kernel *kh,
+                                             const gpurt_launch_args *args, cu_kernel **k,
+                                             gpurt_launch_args *a) {
+  *k = cu_table_lookup(&rt->kernels, (uint64_t)(uintptr_t)kh);
+  if (*k == NULL) return cu_bad_handle(&rt->kernels, kh);
+  return gp_read_struct(a, sizeof *a, args, "launch args");
+}
+
+/* Checks a launch of k on st: devices, geometry, argument count, and each
+ * argument's kind, size, buffer handle and view against the kernel's
+ * parameters (where known). Enqueues nothing. */
+static gpurt_error *cu_launch_validate(cu_runtime *rt, const cu_stream *st, const cu_kernel *k,
+                                       const gpurt_launch_args *a) {
   if (st->dev != k->dev)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "launch \"%s\": the kernel is on device %u, the stream on device %u",
                   k->name, k->dev, st->dev);
-  if (a.grid[0] == 0 || a.grid[1] == 0 || a.grid[2] == 0 || a.block[0] == 0 ||
-      a.block[1] == 0 || a.block[2] == 0)
+  if (a->grid[0] == 0 || a->grid[1] == 0 || a->grid[2] == 0 || a->block[0] == 0 ||
+      a->block[1] == 0 || a->block[2] == 0)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "launch \"%s\": grid (%u,%u,%u) and block (%u,%u,%u) must be non-zero",
-                  k->name, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1],
-                  a.block[2]);
-  if (a.num_args > GPURT_MAX_KERNEL_PARAMS)
+                  k->name, a->grid[0], a->grid[1], a->grid[2], a->block[0], a->block[1],
+                  a->block[2]);
+  if (a->num_args > GPURT_MAX_KERNEL_PARAMS)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": %u arguments, at most %d",
-                  k->name, a.num_args, GPURT_MAX_KERNEL_PARAMS);
-  if (a.num_args > 0 && a.args == NULL)
+                  k->name, a->num_args, GPURT_MAX_KERNEL_PARAMS);
+  if (a->num_args > 0 && a->args == NULL)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": args is NULL", k->name);
-  if (k->params_known && a.num_args != k->num_params)
+  if (k->params_known && a->num_args != k->num_params)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": the kernel takes %u arguments, got %u",
-                  k->name, k->num_params, a.num_args);
-  uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
-  void *ptrs[GPURT_MAX_KERNEL_PARAMS];
-  for (uint32_t i = 0; i < a.num_args; i++) {
-    const gpurt_kernel_arg *g = &a.args[i];
+                  k->name, k->num_params, a->num_args);
+  for (uint32_t i = 0; i < a->num_args; i++) {
+    const gpurt_kernel_arg *g = &a->args[i];
     if (k->kinds_known && g->kind != k->kinds[i])
       return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                     "launch \"%s\": argument %u is %s, the kernel wants %s", k->name, i,
                     cu_kind_name(g->kind), cu_kind_name(k->kinds[i]));
     if (g->kind == GPURT_ARG_BUFFER) {
-      cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)g->buffer);
+      const cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)g->buffer);
       if (b == NULL)
         return gp_err(GPURT_ERR_INVALID_HANDLE,
                       "launch \"%s\": argument %u: invalid buffer handle %p: freed, foreign "
@@ -1589,7 +1598,6 @@ static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *
         return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                       "launch \"%s\": argument %u is a buffer (8 bytes), the parameter has %u",
                       k->name, i, k->sizes[i]);
-      vals[i] = (uint64_t)(b->ptr + g->offset);
     } else {
       uint32_t w = cu_kind_width(g->kind);
       if (w == 0)
@@ -1603,22 +1611,51 @@ static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *
         return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                       "launch \"%s\": argument %u has %u bytes, the parameter %u", k->name,
                       i, w, k->sizes[i]);
-      vals[i] = g->value; /* little-endian: the low w bytes are at &vals[i] */
+    }
+  }
+  return NULL;
+}
+
+/* Packs validated arguments for cuLaunchKernel: vals[i] holds argument i's
+ * bits (a buffer's device address + offset; a scalar's low bytes, little-
+ * endian), ptrs[i] points at vals[i]. A buffer gone since validation (freed
+ * during the call, which the ABI forbids) is an error, not a crash. */
+static inline gpurt_error *cu_launch_pack(cu_runtime *rt, const cu_kernel *k,
+                                          const gpurt_launch_args *a,
+                                          uint64_t vals[GPURT_MAX_KERNEL_PARAMS],
+                                          void *ptrs[GPURT_MAX_KERNEL_PARAMS]) {
+  for (uint32_t i = 0; i < a->num_args; i++) {
+    const gpurt_kernel_arg *g = &a->args[i];
+    if (g->kind == GPURT_ARG_BUFFER) {
+      const cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)g->buffer);
+      if (__builtin_expect(b == NULL, 0))
+        return gp_err(GPURT_ERR_INVALID_HANDLE,
+                      "launch \"%s\": argument %u: buffer handle %p was freed during the call",
+                      k->name, i, (void *)g->buffer);
+      vals[i] = (uint64_t)(b->ptr + g->offset);
+    } else {
+      vals[i] = g->value;
     }
     ptrs[i] = &vals[i];
   }
-  if ((e = cu_enter(rt, st->dev))) return e;
-  CUresult r = cu_drv.p_cuLaunchKernel(k->fn, a.grid[0], a.grid[1], a.grid[2], a.block[0],
-                                       a.block[1], a.block[2], a.shared_mem_bytes, st->s,
-                                       a.num_args ? ptrs : NULL, NULL);
+  return NULL;
+}
+
+/* Enqueues a packed launch on st (the device's context current) and records
+ * the kernel's name for a later fault report. */
+static gpurt_error *cu_launch_enqueue(cu_runtime *rt, cu_stream *st, const cu_kernel *k,
+                                      const gpurt_launch_args *a, void **ptrs) {
+  CUresult r = cu_drv.p_cuLaunchKernel(k->fn, a->grid[0], a->grid[1], a->grid[2], a->block[0],
+                                       a->block[1], a->block[2], a->shared_mem_bytes, st->s,
+                                       a->num_args ? ptrs : NULL, NULL);
   if (r) {
     if (r == CUDA_ERROR_INVALID_VALUE) {
       char t[256];
       cu_result_text(r, t, sizeof t);
       return gp_err_vendor(GPURT_ERR_INVALID_ARGUMENT, r,
                            "launch \"%s\": grid (%u,%u,%u) block (%u,%u,%u) shared %u: %s",
-                           k->name, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1],
-                           a.block[2], a.shared_mem_bytes, t);
+                           k->name, a->grid[0], a->grid[1], a->grid[2], a->block[0],
+                           a->block[1], a->block[2], a->shared_mem_bytes, t);
     }
     char op[CU_NAME_CAP + 32];
     snprintf(op, sizeof op, "launch \"%s\"", k->name);
@@ -1635,6 +1672,59 @@ static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *
     memcpy(d->last_kernel, k->name, k->name_len + 1);
     atomic_store_explicit(&d->last_kernel_h, k->handle, memory_order_relaxed);
   }
+  return NULL;
+}
+
+static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
+                              const gpurt_launch_args *args) {
+  gpurt_error *e = NULL;
+  cu_runtime *rt = cu_rt(h, &e);
+  if (!rt) return e;
+  cu_stream *st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
+  if (st == NULL) return cu_bad_handle(&rt->streams, sh);
+  cu_kernel *k;
+  gpurt_launch_args a;
+  uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
+  void *ptrs[GPURT_MAX_KERNEL_PARAMS];
+  if ((e = cu_launch_resolve(rt, kh, args, &k, &a)) || (e = cu_launch_validate(rt, st, k, &a)) ||
+      (e = cu_launch_pack(rt, k, &a, vals, ptrs)) || (e = cu_enter(rt, st->dev)))
+    return e;
+  return cu_launch_enqueue(rt, st, k, &a, ptrs);
+}
+
+/* Every item validated before any is enqueued; one cu_enter; then each item
+ * packed into the same stack arrays and enqueued in order. Errors name the
+ * item ("item 3: ..."); out_enqueued counts what was enqueued. */
+static gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
+                                    const gpurt_launch_item *items, uint64_t *out_enqueued) {
+  if (out_enqueued != NULL) *out_enqueued = 0;
+  gpurt_error *e = NULL;
+  cu_runtime *rt = cu_rt(h, &e);
+  if (!rt) return e;
+  cu_stream *st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
+  if (st == NULL) return cu_bad_handle(&rt->streams, sh);
+  if (count == 0) return NULL;
+  if (items == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: items is NULL (count %llu)",
+                  (unsigned long long)count);
+  cu_kernel *k;
+  gpurt_launch_args a;
+  for (uint64_t i = 0; i < count; i++)
+    if ((e = cu_launch_resolve(rt, items[i].kernel, items[i].args, &k, &a)) ||
+        (e = cu_launch_validate(rt, st, k, &a)))
+      return gp_err_wrap(e, "item %llu", (unsigned long long)i);
+  if ((e = cu_enter(rt, st->dev))) return e;
+  uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
+  void *ptrs[GPURT_MAX_KERNEL_PARAMS];
+  for (uint64_t i = 0; i < count; i++) {
+    if ((e = cu_launch_resolve(rt, items[i].kernel, items[i].args, &k, &a)) ||
+        (e = cu_launch_pack(rt, k, &a, vals, ptrs)) ||
+        (e = cu_launch_enqueue(rt, st, k, &a, ptrs))) {
+      if (out_enqueued != NULL) *out_enqueued = i;
+      return gp_err_wrap(e, "item %llu", (unsigned long long)i);
+    }
+  }
+  if (out_enqueued != NULL) *out_enqueued = count;
   return NULL;
 }
 
@@ -1681,6 +1771,7 @@ static const gpurt_api cu_api = {
     .gemm_plan_create = cu_gemm_plan_create,
     .gemm_plan_destroy = cu_gemm_plan_destroy,
     .gemm_run = cu_gemm_run,
+    .launch_batch = cu_launch_batch,
 };
 
 GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
