@@ -35,7 +35,7 @@
 
 const char gp_plugin_prefix[] = "mock";
 
-#define MOCK_VERSION "1.1.0"
+#define MOCK_VERSION "1.2.0"
 #define MOCK_DEFAULT_MEMORY (16ull << 30)
 #define MOCK_MAX_DEVICES 64u
 #define MOCK_GUARD 256u
@@ -306,16 +306,21 @@ static void *stream_main(void *arg) {
   return NULL;
 }
 
-static void enqueue(mock_stream *s, mock_op *op) {
-  op->next = NULL;
+/* Appends n ops (n >= 1), in order, under one hold of s->mu: nothing
+ * another thread enqueues can land between them. */
+static void enqueue_many(mock_stream *s, mock_op *const *ops, uint64_t n) {
+  for (uint64_t i = 0; i + 1 < n; i++) ops[i]->next = ops[i + 1];
+  ops[n - 1]->next = NULL;
   pthread_mutex_lock(&s->mu);
-  if (s->tail) s->tail->next = op;
-  else s->head = op;
-  s->tail = op;
-  s->pending++;
+  if (s->tail) s->tail->next = ops[0];
+  else s->head = ops[0];
+  s->tail = ops[n - 1];
+  s->pending += n;
   pthread_cond_signal(&s->work_cv);
   pthread_mutex_unlock(&s->mu);
 }
+
+static void enqueue(mock_stream *s, mock_op *op) { enqueue_many(s, &op, 1); }
 
 /* Enqueues op and, when sync, waits for it and frees it. */
 static void submit(mock_stream *s, mock_op *op) {
@@ -1505,13 +1510,11 @@ static const char *arg_kind_name(int32_t k) {
   return (k >= 1 && k <= 14) ? names[k] : "unknown";
 }
 
-static gpurt_error *m_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, const gpurt_launch_args *args) {
-  mock_rt *rt;
-  gpurt_error *e = get_rt(h, &rt);
-  if (e) return e;
-  if (sh == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch: stream is NULL (launches need a stream)");
-  mock_stream *s;
-  if ((e = lookup(rt, &rt->streams, sh, (void **)&s))) return e;
+/* Checks one launch against the kernel's parameters and the stream as
+ * launch does, and resolves it into *out (enqueues nothing). */
+static gpurt_error *launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh, const gpurt_launch_args *args,
+                                   gp_launch_exec *out) {
+  gpurt_error *e;
   mock_kernel *mk;
   if ((e = lookup(rt, &rt->kernels, kh, (void **)&mk))) return e;
   if (is_lost(rt, s->dev)) return lost_err("launch", s->dev);
@@ -1586,17 +1589,100 @@ static gpurt_error *m_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *k
                     "bytes) but the view of buffer %#llx holds %llu bytes", k->name, p, U(touched),
                     U(touched * es), H(bh[p]), U(view[p]));
   }
+  *out = x;
+  return NULL;
+}
+
+/* Counts n launches against fail_launch_nth (one lock hold); returns the
+ * index of the launch the fault refuses, or n when none is refused. */
+static uint64_t launch_faults(mock_rt *rt, uint64_t n) {
+  uint64_t at = n;
   pthread_mutex_lock(&rt->mu);
-  int fault = rt->fail_launch_nth > 0 && --rt->fail_launch_nth == 0;
+  if (rt->fail_launch_nth > 0) {
+    if ((uint64_t)rt->fail_launch_nth <= n) {
+      at = (uint64_t)rt->fail_launch_nth - 1;
+      rt->fail_launch_nth = 0;
+    } else {
+      rt->fail_launch_nth -= (int64_t)n;
+    }
+  }
   pthread_mutex_unlock(&rt->mu);
-  if (fault) return gp_err(GPURT_ERR_LAUNCH_FAILED, "launch %s: the kernel failed to start (injected fault: "
-                           "fail_launch_nth)", k->name);
+  return at;
+}
+
+static gpurt_error *launch_fault_err(const gp_launch_exec *x) {
+  return gp_err(GPURT_ERR_LAUNCH_FAILED, "launch %s: the kernel failed to start (injected fault: "
+                "fail_launch_nth)", x->k->name);
+}
+
+static gpurt_error *m_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, const gpurt_launch_args *args) {
+  mock_rt *rt;
+  gpurt_error *e = get_rt(h, &rt);
+  if (e) return e;
+  if (sh == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch: stream is NULL (launches need a stream)");
+  mock_stream *s;
+  if ((e = lookup(rt, &rt->streams, sh, (void **)&s))) return e;
+  gp_launch_exec x;
+  if ((e = launch_prepare(rt, s, kh, args, &x))) return e;
+  if (launch_faults(rt, 1) == 0) return launch_fault_err(&x);
   mock_op *op = calloc(1, sizeof *op);
   if (!op) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "launch: no memory");
   op->kind = OP_LAUNCH;
   op->u.launch = x;
   submit(s, op);
   return NULL;
+}
+
+static void free_ops(mock_rt *rt, mock_op **ops, uint64_t from, uint64_t to) {
+  for (uint64_t i = from; i < to; i++) op_free(rt, ops[i]);
+}
+
+/* Every item is checked (launch_prepare) and given its op before any is
+ * enqueued, so a bad item or no memory enqueues nothing; the launches the
+ * fault injection lets through are then appended under one hold of the
+ * stream's lock. */
+static gpurt_error *m_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, const gpurt_launch_item *items,
+                                   uint64_t *out_enqueued) {
+  if (out_enqueued) *out_enqueued = 0;
+  mock_rt *rt;
+  gpurt_error *e = get_rt(h, &rt);
+  if (e) return e;
+  if (count == 0) return NULL;
+  if (sh == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: stream is NULL (launches need a stream)");
+  if (items == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: items is NULL with count %llu", U(count));
+  mock_stream *s;
+  if ((e = lookup(rt, &rt->streams, sh, (void **)&s))) return e;
+  if (is_lost(rt, s->dev)) return lost_err("launch_batch", s->dev);
+  mock_op **ops = count <= SIZE_MAX / sizeof *ops ? calloc((size_t)count, sizeof *ops) : NULL;
+  if (!ops) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "launch_batch: no memory for %llu items", U(count));
+  for (uint64_t i = 0; i < count; i++) {
+    gp_launch_exec x;
+    if ((e = launch_prepare(rt, s, items[i].kernel, items[i].args, &x))) {
+      free_ops(rt, ops, 0, i);
+      free(ops);
+      return gp_err_wrap(e, "launch_batch: item %llu", U(i));
+    }
+    if (!(ops[i] = calloc(1, sizeof *ops[i]))) {
+      free_ops(rt, ops, 0, i);
+      free(ops);
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "launch_batch: item %llu: no memory", U(i));
+    }
+    ops[i]->kind = OP_LAUNCH;
+    ops[i]->u.launch = x;
+  }
+  uint64_t n = launch_faults(rt, count);
+  if (n > 0) enqueue_many(s, ops, n);
+  if (out_enqueued) *out_enqueued = n;
+  if (n < count) {
+    e = gp_err_wrap(launch_fault_err(&ops[n]->u.launch), "launch_batch: item %llu", U(n));
+    if (n) e = gp_err_append(e, "; items 0..%llu before it stay enqueued", U(n - 1));
+    else e = gp_err_append(e, "; nothing was enqueued");
+    free_ops(rt, ops, n, count);
+  }
+  free(ops);
+  return e;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1796,6 +1882,7 @@ static const gpurt_api mock_api = {
     .kernel_get = m_kernel_get,
     .kernel_info = m_kernel_info,
     .launch = m_launch,
+    .launch_batch = m_launch_batch,
     .gemm_plan_create = m_gemm_plan_create,
     .gemm_plan_destroy = m_gemm_plan_destroy,
     .gemm_run = m_gemm_run,

@@ -183,8 +183,7 @@ static gpurt_kernel_arg af32(float f) {
   return a;
 }
 
-static gpurt_error *launch(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k, uint32_t grid, uint32_t block,
-                           const gpurt_kernel_arg *args, uint32_t n) {
+static gpurt_launch_args largs(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args, uint32_t n) {
   gpurt_launch_args l;
   memset(&l, 0, sizeof l);
   l.struct_size = sizeof l;
@@ -194,6 +193,12 @@ static gpurt_error *launch(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k, 
   l.block[1] = l.block[2] = 1;
   l.num_args = n;
   l.args = args;
+  return l;
+}
+
+static gpurt_error *launch(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k, uint32_t grid, uint32_t block,
+                           const gpurt_kernel_arg *args, uint32_t n) {
+  gpurt_launch_args l = largs(grid, block, args, n);
   return api->launch(rt, s, k, &l);
 }
 
@@ -222,7 +227,8 @@ static void test_negotiate(gpurt_negotiate_fn neg) {
   CHECK(a.plugin_abi_minor == GPURT_ABI_MINOR, "plugin minor %u", a.plugin_abi_minor);
   api = a.api;
   CHECK(api->struct_size == sizeof(gpurt_api), "table size %llu", (unsigned long long)api->struct_size);
-  CHECK(GPURT_API_HAS(api, gemm_run) && GPURT_API_HAS(api, launch), "every slot set");
+  CHECK(GPURT_API_HAS(api, gemm_run) && GPURT_API_HAS(api, launch) && GPURT_API_HAS(api, launch_batch),
+        "every slot set");
 }
 
 static void test_info(void) {
@@ -744,6 +750,228 @@ static void test_faults(void) {
   OK(api->runtime_destroy(rt));
 }
 
+/* ---- launch_batch (1.2) ---- */
+
+/* Items j of the batch fill element j of buf with value j + 1. */
+enum { PB = 5 };
+typedef struct per_elem_batch {
+  gpurt_kernel_arg a[PB][3];
+  gpurt_launch_args l[PB];
+  gpurt_launch_item it[PB];
+} per_elem_batch;
+
+static void per_elem(per_elem_batch *b, gpurt_kernel *fill, gpurt_buffer *buf) {
+  for (int j = 0; j < PB; j++) {
+    b->a[j][0] = abuf(buf, (uint64_t)j * 4, 4);
+    b->a[j][1] = af32((float)(j + 1));
+    b->a[j][2] = au64(1);
+    b->l[j] = largs(1, 1, b->a[j], 3);
+    b->it[j].kernel = fill;
+    b->it[j].args = &b->l[j];
+  }
+}
+
+typedef struct batch_thread {
+  gpurt_runtime *rt;
+  gpurt_stream *s;
+  gpurt_kernel *fill, *scale;
+  gpurt_buffer *v, *out;
+  int id, ok;
+} batch_thread;
+
+enum { BT_THREADS = 3, BT_ITERS = 40, BT_LEN = 12 };
+
+/* Each batch sets the shared scratch v to its own id, then copies v into
+ * BT_LEN - 1 slots of its own output: a launch of another batch landing
+ * inside it shows as a foreign id in the output. */
+static void *batch_worker(void *p) {
+  batch_thread *w = p;
+  w->ok = 1;
+  for (int it = 0; it < BT_ITERS; it++) {
+    float id = (float)(w->id * 1000 + it + 1);
+    uint64_t base = ((uint64_t)(w->id * BT_ITERS + it) * BT_LEN) * 4;
+    gpurt_kernel_arg a[BT_LEN][4];
+    gpurt_launch_args l[BT_LEN];
+    gpurt_launch_item items[BT_LEN];
+    a[0][0] = abuf(w->v, 0, 4);
+    a[0][1] = af32(id);
+    a[0][2] = au64(1);
+    l[0] = largs(1, 1, a[0], 3);
+    items[0].kernel = w->fill;
+    items[0].args = &l[0];
+    for (int k = 1; k < BT_LEN; k++) {
+      a[k][0] = abuf(w->out, base + (uint64_t)k * 4, 4);
+      a[k][1] = abuf(w->v, 0, 4);
+      a[k][2] = af32(1.0f);
+      a[k][3] = au64(1);
+      l[k] = largs(1, 1, a[k], 4);
+      items[k].kernel = w->scale;
+      items[k].args = &l[k];
+    }
+    uint64_t n = 0;
+    gpurt_error *e = api->launch_batch(w->rt, w->s, BT_LEN, items, &n);
+    if (e || n != BT_LEN) w->ok = 0;
+    api->error_destroy(e);
+  }
+  return NULL;
+}
+
+static void test_launch_batch(void) {
+  gpurt_runtime *rt = new_rt("delay_us=100;devices=2");
+  gpurt_module *m = NULL;
+  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
+  OK(api->module_load(rt, &ml, &m));
+  gpurt_stream *s = NULL;
+  OK(api->stream_create(rt, 0, &s));
+  gpurt_kernel *fill = kernel(rt, m, "fill_f32"), *axpy = kernel(rt, m, "axpy_f32");
+  gpurt_kernel *scale = kernel(rt, m, "scale_f32");
+  enum { N = 256 };
+  gpurt_buffer *x = alloc(rt, 0, N * 4), *y = alloc(rt, 0, N * 4);
+  float hx[N], hy[N];
+
+  /* dependent launches run in order: x = 1, y = 2, y += 3x, x += 2y, y += x */
+  gpurt_kernel_arg f1[3] = {abuf(x, 0, 0), af32(1.0f), au64(N)};
+  gpurt_kernel_arg f2[3] = {abuf(y, 0, 0), af32(2.0f), au64(N)};
+  gpurt_kernel_arg a1[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(3.0f), au64(N)};
+  gpurt_kernel_arg a2[4] = {abuf(x, 0, 0), abuf(y, 0, 0), af32(2.0f), au64(N)};
+  gpurt_kernel_arg a3[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(1.0f), au64(N)};
+  gpurt_launch_args l[5] = {largs(2, 128, f1, 3), largs(2, 128, f2, 3), largs(2, 128, a1, 4),
+                            largs(2, 128, a2, 4), largs(2, 128, a3, 4)};
+  gpurt_launch_item items[5] = {{fill, &l[0]}, {fill, &l[1]}, {axpy, &l[2]}, {axpy, &l[3]}, {axpy, &l[4]}};
+  uint64_t n = 99;
+  OK(api->launch_batch(rt, s, 5, items, &n));
+  CHECK(n == 5, "out_enqueued after a full batch: %llu", (unsigned long long)n);
+  OK(api->stream_synchronize(rt, s));
+  download(rt, hx, x, N * 4);
+  download(rt, hy, y, N * 4);
+  int ok = 1;
+  for (int i = 0; i < N; i++) ok &= hx[i] == 11.0f && hy[i] == 16.0f;
+  CHECK(ok, "batch with dependencies: x %g (want 11), y %g (want 16)", hx[N - 1], hy[N - 1]);
+
+  /* NULL out_enqueued: y += x once more */
+  OK(api->launch_batch(rt, s, 1, &items[4], NULL));
+  OK(api->stream_synchronize(rt, s));
+  download(rt, hy, y, N * 4);
+  CHECK(hy[0] == 27.0f && hy[N - 1] == 27.0f, "batch with NULL out_enqueued: y %g (want 27)", hy[0]);
+
+  /* count 0 is a no-op; items may then be NULL */
+  n = 99;
+  OK(api->launch_batch(rt, s, 0, items, &n));
+  CHECK(n == 0, "count 0 writes out_enqueued 0: %llu", (unsigned long long)n);
+  OK(api->launch_batch(rt, s, 0, NULL, NULL));
+
+  /* an invalid item 2 of 4 enqueues nothing: x stays 11 */
+  gpurt_kernel_arg bad[2] = {abuf(x, 0, 0), af32(5.0f)}; /* fill without n */
+  gpurt_launch_args lb[4] = {largs(2, 128, f1, 3), largs(2, 128, a1, 4), largs(2, 128, bad, 2),
+                             largs(2, 128, f2, 3)};
+  gpurt_launch_item ib[4] = {{fill, &lb[0]}, {axpy, &lb[1]}, {fill, &lb[2]}, {fill, &lb[3]}};
+  n = 99;
+  ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "item 2: launch fill_f32: 2 argument(s)");
+  CHECK(n == 0, "invalid item: out_enqueued %llu (want 0)", (unsigned long long)n);
+  /* a view too small for item 1 is out of range */
+  gpurt_kernel_arg small[4] = {abuf(y, 0, 16), abuf(x, 0, 0), af32(1.0f), au64(N)};
+  lb[1] = largs(2, 128, small, 4);
+  lb[2] = largs(2, 128, f1, 3);
+  n = 99;
+  ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_OUT_OF_RANGE, "item 1: launch axpy_f32");
+  CHECK(n == 0, "out-of-range item: out_enqueued %llu (want 0)", (unsigned long long)n);
+  /* a NULL args pointer and NULL items */
+  lb[1] = largs(2, 128, a1, 4);
+  ib[3].args = NULL;
+  ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "item 3");
+  ERR(api->launch_batch(rt, s, 2, NULL, &n), GPURT_ERR_INVALID_ARGUMENT, "items is NULL");
+  ERR(api->launch_batch(rt, NULL, 2, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "stream is NULL");
+  /* a freed kernel handle in item 1 */
+  gpurt_module *m2 = NULL;
+  OK(api->module_load(rt, &ml, &m2));
+  gpurt_kernel *gone = kernel(rt, m2, "fill_f32");
+  OK(api->module_unload(rt, m2));
+  gpurt_launch_item ig[2] = {{fill, &l[0]}, {gone, &l[1]}};
+  n = 99;
+  ERR(api->launch_batch(rt, s, 2, ig, &n), GPURT_ERR_INVALID_HANDLE, "item 1: invalid kernel handle");
+  CHECK(n == 0, "freed kernel: out_enqueued %llu (want 0)", (unsigned long long)n);
+  /* a kernel of another device's module */
+  gpurt_module *m1 = NULL;
+  gpurt_module_load_args ml1 = {sizeof ml1, 1, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
+  OK(api->module_load(rt, &ml1, &m1));
+  ig[1].kernel = kernel(rt, m1, "fill_f32");
+  ERR(api->launch_batch(rt, s, 2, ig, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: launch fill_f32: the kernel's module");
+  OK(api->stream_synchronize(rt, s));
+  download(rt, hx, x, N * 4);
+  download(rt, hy, y, N * 4);
+  ok = 1;
+  for (int i = 0; i < N; i++) ok &= hx[i] == 11.0f && hy[i] == 27.0f;
+  CHECK(ok, "rejected batches touched nothing: x %g (want 11), y %g (want 27)", hx[0], hy[0]);
+
+  /* fail_launch_nth counts every item: the 3rd launch fails, 2 stay enqueued */
+  gpurt_buffer *z = alloc(rt, 0, PB * 4);
+  float zero[PB] = {0}, hz[PB];
+  upload(rt, z, zero, sizeof zero);
+  per_elem_batch pe;
+  per_elem(&pe, fill, z);
+  OK(control(rt, "fail_launch_nth", 3));
+  n = 99;
+  ERR(api->launch_batch(rt, s, PB, pe.it, &n), GPURT_ERR_LAUNCH_FAILED, "item 2: launch fill_f32");
+  CHECK(n == 2, "fault at item 2: out_enqueued %llu (want 2)", (unsigned long long)n);
+  OK(api->stream_synchronize(rt, s));
+  download(rt, hz, z, sizeof hz);
+  CHECK(hz[0] == 1.0f && hz[1] == 2.0f && hz[2] == 0.0f && hz[3] == 0.0f && hz[4] == 0.0f,
+        "items before the fault ran, the rest did not: %g %g %g %g %g", hz[0], hz[1], hz[2], hz[3], hz[4]);
+  /* the fault fires once, and at item 0 nothing is enqueued */
+  upload(rt, z, zero, sizeof zero);
+  OK(control(rt, "fail_launch_nth", 1));
+  n = 99;
+  ERR(api->launch_batch(rt, s, PB, pe.it, &n), GPURT_ERR_LAUNCH_FAILED, "item 0");
+  CHECK(n == 0, "fault at item 0: out_enqueued %llu", (unsigned long long)n);
+  OK(api->launch_batch(rt, s, PB, pe.it, &n));
+  CHECK(n == PB, "after the fault: out_enqueued %llu", (unsigned long long)n);
+  /* the count carries over batches and single launches: 8 = 5 + 1 + the 2nd of the next batch */
+  OK(control(rt, "fail_launch_nth", 8));
+  OK(api->launch_batch(rt, s, PB, pe.it, &n));
+  OK(launch(rt, s, fill, 2, 128, f1, 3));
+  upload(rt, z, zero, sizeof zero);
+  ERR(api->launch_batch(rt, s, PB, pe.it, &n), GPURT_ERR_LAUNCH_FAILED, "item 1");
+  CHECK(n == 1, "fault carried over: out_enqueued %llu (want 1)", (unsigned long long)n);
+  OK(api->stream_synchronize(rt, s));
+  download(rt, hz, z, sizeof hz);
+  CHECK(hz[0] == 1.0f && hz[1] == 0.0f, "carried fault: %g %g", hz[0], hz[1]);
+
+  /* 3 threads submit batches to one stream: every batch stays contiguous */
+  gpurt_buffer *v = alloc(rt, 0, 4);
+  gpurt_buffer *out = alloc(rt, 0, (uint64_t)BT_THREADS * BT_ITERS * BT_LEN * 4);
+  OK(control(rt, "delay_us", 0));
+  pthread_t th[BT_THREADS];
+  batch_thread bt[BT_THREADS];
+  for (int t = 0; t < BT_THREADS; t++) {
+    bt[t] = (batch_thread){rt, s, fill, scale, v, out, t, 0};
+    pthread_create(&th[t], NULL, batch_worker, &bt[t]);
+  }
+  ok = 1;
+  for (int t = 0; t < BT_THREADS; t++) {
+    pthread_join(th[t], NULL);
+    ok &= bt[t].ok;
+  }
+  CHECK(ok, "3 threads: every batch enqueued in full");
+  OK(api->stream_synchronize(rt, s));
+  static float ho[BT_THREADS * BT_ITERS * BT_LEN];
+  download(rt, ho, out, sizeof ho);
+  int foreign = 0;
+  for (int t = 0; t < BT_THREADS; t++)
+    for (int it = 0; it < BT_ITERS; it++)
+      for (int k = 1; k < BT_LEN; k++)
+        if (ho[(t * BT_ITERS + it) * BT_LEN + k] != (float)(t * 1000 + it + 1)) foreign++;
+  CHECK(foreign == 0, "batches from 3 threads interleaved: %d slots saw another batch's value", foreign);
+
+  /* a lost device refuses the whole batch */
+  gpurt_stream *s1 = NULL;
+  OK(api->stream_create(rt, 1, &s1));
+  OK(control(rt, "lose_device", 1));
+  n = 99;
+  ERR(api->launch_batch(rt, s1, PB, pe.it, &n), GPURT_ERR_DEVICE_LOST, "lost");
+  CHECK(n == 0, "lost device: out_enqueued %llu", (unsigned long long)n);
+  OK(api->runtime_destroy(rt));
+}
+
 /* ---- many threads at once ---- */
 
 typedef struct worker_arg {
@@ -1106,6 +1334,7 @@ int main(int argc, char **argv) {
   test_kernels();
   test_ordering_and_events();
   test_faults();
+  test_launch_batch();
   test_threads();
   test_gemm();
   OK(api->shutdown());
