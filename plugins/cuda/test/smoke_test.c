@@ -3,8 +3,9 @@
  * smoke_test PLUGIN OOB_PTX — the CUDA plugin's runtime surface on a real
  * GPU, without Go (scripts/gpu_check.sh runs it before the fault test):
  * probe, devices, memory and copies (pinned, pageable, 1 GiB), memset, the
- * built-in kernels against CPU results, streams, events, a user PTX module,
- * validation errors, many threads, and GEMM against a CPU reference (with
+ * built-in kernels against CPU results, launch_batch (dependent launches,
+ * validation before enqueue, a refusal midway), streams, events, a user PTX
+ * module, validation errors, many threads, and GEMM against a CPU reference (with
  * an f32 bias for a bf16 D).
  * Prints "N passed, M failed".
  */
@@ -513,6 +514,174 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
   }
 }
 
+/* ---- launch_batch (1.2) ---- */
+
+static gpurt_launch_args largs1d(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
+                                 uint32_t n) {
+  gpurt_launch_args l;
+  memset(&l, 0, sizeof l);
+  l.struct_size = sizeof l;
+  l.grid[0] = grid;
+  l.grid[1] = l.grid[2] = 1;
+  l.block[0] = block;
+  l.block[1] = l.block[2] = 1;
+  l.num_args = n;
+  l.args = args;
+  return l;
+}
+
+/* How many of the n floats of b are not want (synchronizes s). */
+static int count_not(gpurt_stream *s, gpurt_buffer *b, float *host, int n, float want) {
+  OK(api->stream_synchronize(rt, s));
+  copy_d2h(s, host, b, sizeof(float) * (size_t)n);
+  int bad = 0;
+  for (int i = 0; i < n; i++)
+    if (host[i] != want) bad++;
+  return bad;
+}
+
+/* Dependent launches in one batch, order, validation of every item before
+ * any is enqueued, a driver refusal midway, count 0 and NULL out_enqueued. */
+static void test_launch_batch(gpurt_stream *s) {
+  enum { N = 4096 };
+  static float host[N];
+  CHECK(GPURT_API_HAS(api, launch_batch), "the table has launch_batch");
+  if (!GPURT_API_HAS(api, launch_batch)) return;
+  gpurt_buffer *b1 = NULL, *b2 = NULL;
+  OK(api->buffer_alloc(rt, 0, sizeof host, &b1));
+  OK(api->buffer_alloc(rt, 0, sizeof host, &b2));
+  gpurt_kernel *kfill = kernel("fill_f32"), *kaxpy = kernel("axpy_f32"),
+               *kscale = kernel("scale_f32");
+  uint32_t g = (N + 255) / 256;
+  uint64_t n = 99;
+
+  /* b1 = 2, b2 = 0.5; b2 = 3*b1 + b2 (6.5); b1 = 2*b2 (13); b2 = -1*b1 + b2
+   * (-6.5): each launch reads what the one before wrote. */
+  gpurt_kernel_arg f1[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(2.0f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg f2[3] = {arg_buf(b2, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(0.5f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg x1[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
+                            arg_scalar(GPURT_ARG_F32, 4, f32bits(3.0f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg s1[4] = {arg_buf(b1, 0), arg_buf(b2, 0),
+                            arg_scalar(GPURT_ARG_F32, 4, f32bits(2.0f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg x2[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
+                            arg_scalar(GPURT_ARG_F32, 4, f32bits(-1.0f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args la[5] = {largs1d(g, 256, f1, 3), largs1d(g, 256, f2, 3),
+                             largs1d(g, 256, x1, 4), largs1d(g, 256, s1, 4),
+                             largs1d(g, 256, x2, 4)};
+  gpurt_launch_item it[5] = {{kfill, &la[0]}, {kfill, &la[1]}, {kaxpy, &la[2]},
+                             {kscale, &la[3]}, {kaxpy, &la[4]}};
+  OK(api->launch_batch(rt, s, 5, it, &n));
+  CHECK(n == 5, "launch_batch of 5: out_enqueued %llu", (unsigned long long)n);
+  int bad1 = count_not(s, b1, host, N, 13.0f), bad2 = count_not(s, b2, host, N, -6.5f);
+  CHECK(bad1 == 0 && bad2 == 0,
+        "launch_batch fill, fill, axpy, scale, axpy: %d and %d of %d elements differ", bad1,
+        bad2, N);
+
+  /* 64 fills of b1 with 0..63 in one batch: the last one wins. */
+  {
+    enum { B = 64 };
+    gpurt_kernel_arg fa[B][3];
+    gpurt_launch_args fl[B];
+    gpurt_launch_item fi[B];
+    for (int i = 0; i < B; i++) {
+      fa[i][0] = arg_buf(b1, 0);
+      fa[i][1] = arg_scalar(GPURT_ARG_F32, 4, f32bits((float)i));
+      fa[i][2] = arg_scalar(GPURT_ARG_U64, 8, N);
+      fl[i] = largs1d(g, 256, fa[i], 3);
+      fi[i].kernel = kfill;
+      fi[i].args = &fl[i];
+    }
+    n = 99;
+    OK(api->launch_batch(rt, s, B, fi, &n));
+    CHECK(n == B, "launch_batch of 64: out_enqueued %llu", (unsigned long long)n);
+    int bad = count_not(s, b1, host, N, (float)(B - 1));
+    CHECK(bad == 0, "launch_batch of 64 fills: %d of %d elements are not the last value", bad,
+          N);
+  }
+
+  /* An invalid item enqueues nothing: b1 = 7 before; the valid fills before
+   * the bad item must not run. */
+  gpurt_kernel_arg f7[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(7.0f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  OK(launch1d(rt, s, kfill, g, 256, f7, 3));
+  OK(api->stream_synchronize(rt, s));
+  gpurt_kernel_arg f9[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(9.0f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg xbad[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
+                              arg_scalar(GPURT_ARG_U32, 4, 3), /* the kernel wants f32 */
+                              arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args lv[3] = {largs1d(g, 256, f9, 3), largs1d(g, 256, f9, 3),
+                             largs1d(g, 256, xbad, 4)};
+  gpurt_launch_item bad_kind[3] = {{kfill, &lv[0]}, {kfill, &lv[1]}, {kaxpy, &lv[2]}};
+  n = 99;
+  ERR(api->launch_batch(rt, s, 3, bad_kind, &n), GPURT_ERR_INVALID_ARGUMENT, "item 2: ");
+  CHECK(n == 0, "invalid item 2: out_enqueued %llu, want 0", (unsigned long long)n);
+  ERR(api->launch_batch(rt, s, 3, bad_kind, NULL), GPURT_ERR_INVALID_ARGUMENT, "wants f32");
+  gpurt_launch_item bad_kernel[3] = {{kfill, &lv[0]},
+                                     {(gpurt_kernel *)(uintptr_t)0xdeadbeef, &lv[1]},
+                                     {kfill, &lv[1]}};
+  n = 99;
+  ERR(api->launch_batch(rt, s, 3, bad_kernel, &n), GPURT_ERR_INVALID_HANDLE,
+      "item 1: invalid kernel handle");
+  CHECK(n == 0, "invalid kernel in item 1: out_enqueued %llu", (unsigned long long)n);
+  gpurt_launch_item no_args[2] = {{kfill, &lv[0]}, {kfill, NULL}};
+  ERR(api->launch_batch(rt, s, 2, no_args, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: ");
+  gpurt_launch_args zero_grid = largs1d(0, 256, f9, 3);
+  gpurt_launch_item zg[2] = {{kfill, &lv[0]}, {kfill, &zero_grid}};
+  ERR(api->launch_batch(rt, s, 2, zg, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: ");
+  gpurt_kernel_arg f9far[3] = {arg_buf(b1, sizeof host + 4), f9[1], f9[2]};
+  gpurt_launch_args lfar = largs1d(g, 256, f9far, 3);
+  gpurt_launch_item far[2] = {{kfill, &lv[0]}, {kfill, &lfar}};
+  ERR(api->launch_batch(rt, s, 2, far, &n), GPURT_ERR_OUT_OF_RANGE, "item 1: ");
+  ERR(api->launch_batch(rt, s, 2, NULL, &n), GPURT_ERR_INVALID_ARGUMENT, "items is NULL");
+  int bad = count_not(s, b1, host, N, 7.0f);
+  CHECK(bad == 0, "rejected batches enqueued something: %d of %d elements are not 7", bad, N);
+
+  /* count 0 is a no-op (items may be NULL); out_enqueued gets 0. */
+  n = 99;
+  OK(api->launch_batch(rt, s, 0, NULL, &n));
+  CHECK(n == 0, "count 0: out_enqueued %llu", (unsigned long long)n);
+  OK(api->launch_batch(rt, s, 0, bad_kind, NULL));
+  ERR(api->launch_batch(rt, (gpurt_stream *)(uintptr_t)0xdeadbeef, 1, it, &n),
+      GPURT_ERR_INVALID_HANDLE, "stream");
+
+  /* NULL out_enqueued on success. */
+  OK(api->launch_batch(rt, s, 2, bad_kind, NULL)); /* two fills of 9 */
+  bad = count_not(s, b1, host, N, 9.0f);
+  CHECK(bad == 0, "launch_batch with NULL out_enqueued: %d of %d elements are not 9", bad, N);
+
+  /* The driver refuses item 2 (a block of 2048 threads passes the ABI's
+   * checks, not the device's): items 0 and 1 stay enqueued. */
+  gpurt_kernel_arg f4[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(4.0f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg f5[3] = {arg_buf(b2, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(5.0f)),
+                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args lr[4] = {largs1d(g, 256, f4, 3), largs1d(g, 256, f5, 3),
+                             largs1d(1, 2048, f9, 3), largs1d(g, 256, f9, 3)};
+  gpurt_launch_item refused[4] = {{kfill, &lr[0]}, {kfill, &lr[1]}, {kfill, &lr[2]},
+                                  {kfill, &lr[3]}};
+  n = 99;
+  ERR(api->launch_batch(rt, s, 4, refused, &n), GPURT_ERR_INVALID_ARGUMENT,
+      "item 2: launch \"fill_f32\"");
+  CHECK(n == 2, "driver refusal at item 2: out_enqueued %llu, want 2", (unsigned long long)n);
+  ERR(api->launch_batch(rt, s, 4, refused, NULL), GPURT_ERR_INVALID_ARGUMENT,
+      "CUDA_ERROR_INVALID_VALUE");
+  bad1 = count_not(s, b1, host, N, 4.0f);
+  bad2 = count_not(s, b2, host, N, 5.0f);
+  CHECK(bad1 == 0 && bad2 == 0,
+        "items before the refused one: %d and %d of %d elements differ (item 3 must not run)",
+        bad1, bad2, N);
+  OK(api->stream_query(rt, s)); /* the refusal is not sticky */
+
+  OK(api->buffer_free(rt, b1));
+  OK(api->buffer_free(rt, b2));
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: smoke_test PLUGIN [OOB_PTX]\n");
@@ -613,6 +782,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < N; i++)
     if (out[i] != x[i] * y[i]) bad++;
   CHECK(bad == 0, "mul_f32: %d differ", bad);
+  test_launch_batch(s);
   /* bf16 add of exactly representable values; grid too small leaves the tail. */
   {
     static uint16_t hx[N], hy[N], hz[N];
