@@ -6,9 +6,10 @@
  *
  * Beside each raw figure it measures the same work through the CUDA
  * plugin's C function table (dlopen'ed, negotiated, no Go): metrics with
- * "source":"plugin_c" (stream_query dispatch, launch of fill_f32, GEMM
- * device time and gemm_run host cost), so Go overhead and plugin overhead
- * can be told apart in one run.
+ * "source":"plugin_c" (stream_query dispatch, launch of fill_f32, the same
+ * launch through launch_batch in calls of 64 (launch_batch_host_us, per
+ * launch), GEMM device time and gemm_run host cost), so Go overhead and
+ * plugin overhead can be told apart in one run.
  *
  * Build (scripts/gpu_check.sh does this):
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iabi -I/usr/local/cuda/include bench/raw/rawbench.c \
@@ -216,7 +217,8 @@ static void bench_dispatch(CUstream s, CUcontext ctx) {
 
 /* The plugin's launch of its built-in fill_f32 on 1 element (what gpurt
  * bench's launch_us times through Go), beside raw args3 with the same
- * parameter shape (u64 pointer, f32, u64). */
+ * parameter shape (u64 pointer, f32, u64); then the same launch 64 at a
+ * time through launch_batch. */
 static void bench_plugin_launch(void) {
   if (api == NULL) return;
   gpurt_module_load_args ml;
@@ -269,6 +271,35 @@ static void bench_plugin_launch(void) {
   }
   emit_src("launch_host_us", median(v, batches), "us", "plugin_c",
            "\"kernel\":\"fill_f32 (api->launch)\",\"grid\":1,\"block\":32");
+  /* The same launch through launch_batch (1.2), 64 items per call: the
+   * per-launch host cost when one call (one Go->C crossing) carries many. */
+  if (GPURT_API_HAS(api, launch_batch)) {
+    enum { BATCH = 64, CALLS = 16 }; /* 1024 launches per timed batch */
+    gpurt_launch_item items[BATCH];
+    for (int i = 0; i < BATCH; i++) {
+      items[i].kernel = k;
+      items[i].args = &la;
+    }
+    uint64_t done = 0;
+    for (int i = 0; i < CALLS; i++)
+      if (perr(api->launch_batch(prt, pst, BATCH, items, &done), "launch_batch")) return;
+    if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return;
+    for (int bi = 0; bi < batches; bi++) {
+      double t0 = now_us();
+      for (int i = 0; i < CALLS; i++) {
+        gpurt_error *e = api->launch_batch(prt, pst, BATCH, items, NULL);
+        if (e) api->error_destroy(e);
+      }
+      double t1 = now_us();
+      if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return;
+      v[bi] = (t1 - t0) / (CALLS * BATCH);
+    }
+    emit_src("launch_batch_host_us", median(v, batches), "us", "plugin_c",
+             "\"kernel\":\"fill_f32 (api->launch_batch)\",\"grid\":1,\"block\":32,"
+             "\"batch\":64,\"note\":\"per launch\"");
+  } else {
+    fprintf(stderr, "rawbench: the plugin has no launch_batch (ABI < 1.2)\n");
+  }
   perr(api->buffer_free(prt, b), "buffer_free");
   perr(api->module_unload(prt, m), "module_unload");
 }
