@@ -366,31 +366,16 @@ func (l *launchCall) finish() {
 // contents escape too (an allocation for each View passed to ArgBuffer).
 func (l *launchCall) run(s *Stream, k *Kernel, cfg *LaunchConfig) error {
 	const op = "launch"
-	if k == nil {
-		return errf(CodeInvalidArgument, op, "nil kernel")
+	if err := checkKernel(op, -1, s, k, len(l.args)); err != nil {
+		return err
 	}
 	m := k.mod
-	if m.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "kernel %q is loaded on %v, the stream is on %v", k.name, m.dev, s.dev)
-	}
 	if !m.l.acquire() {
-		return errClosed(op, "module "+m.name+" of kernel "+k.name)
+		return moduleClosed(op, -1, k)
 	}
 	l.m = m
-	if len(l.args) != len(k.info.Params) {
-		return errf(CodeInvalidArgument, op, "kernel %q takes %d arguments, got %d", k.name, len(k.info.Params), len(l.args))
-	}
 	rt := s.dev.rt
-	la := abi.LaunchArgs{StructSize: launchArgsSize, Grid: cfg.Grid, Block: cfg.Block,
-		SharedMemBytes: cfg.SharedMem, NumArgs: uint32(len(l.args))}
-	for d := 0; d < 3; d++ {
-		if la.Grid[d] == 0 {
-			la.Grid[d] = 1
-		}
-		if la.Block[d] == 0 {
-			la.Block[d] = 1
-		}
-	}
+	la := launchArgs(cfg, len(l.args))
 	// No call between taking the address and the plugin call: the stack
 	// must not move in between (see package ffi).
 	var e uintptr
@@ -414,6 +399,64 @@ func (l *launchCall) run(s *Stream, k *Kernel, cfg *LaunchConfig) error {
 	return rt.check(op, e)
 }
 
+// launchErr is a launch's core-side error; in a batch (item >= 0) the
+// message begins with the item's index.
+func launchErr(c ErrorCode, op string, item int, format string, args ...any) error {
+	if item >= 0 {
+		return errf(c, op, "item %d: "+format, append([]any{item}, args...)...)
+	}
+	return errf(c, op, format, args...)
+}
+
+// itemPrefix is "item N: " in a batch (item >= 0), "" otherwise.
+func itemPrefix(item int) string {
+	if item < 0 {
+		return ""
+	}
+	return fmt.Sprintf("item %d: ", item)
+}
+
+// checkKernel checks what a launch of k with nargs arguments on s needs
+// of the kernel alone: shared by Stream.Launch and LaunchBatch.Add.
+func checkKernel(op string, item int, s *Stream, k *Kernel, nargs int) error {
+	if k == nil {
+		return launchErr(CodeInvalidArgument, op, item, "nil kernel")
+	}
+	if k.mod.dev != s.dev {
+		return launchErr(CodeInvalidArgument, op, item, "kernel %q is loaded on %v, the stream is on %v", k.name, k.mod.dev, s.dev)
+	}
+	if nargs != len(k.info.Params) {
+		return launchErr(CodeInvalidArgument, op, item, "kernel %q takes %d arguments, got %d", k.name, len(k.info.Params), nargs)
+	}
+	return nil
+}
+
+// moduleClosed is the error for a kernel whose module was unloaded.
+func moduleClosed(op string, item int, k *Kernel) error {
+	return errClosed(op, itemPrefix(item)+"module "+k.mod.name+" of kernel "+k.name)
+}
+
+// argFreed is the error for a buffer argument freed before the launch.
+func argFreed(op string, item int, k *Kernel, i int) error {
+	return errFreed(op, fmt.Sprintf("%skernel %q argument %d: buffer", itemPrefix(item), k.name, i))
+}
+
+// launchArgs is the ABI's launch arguments for cfg (zero dimensions made
+// 1) and n arguments; Args is left for the caller.
+func launchArgs(cfg *LaunchConfig, n int) abi.LaunchArgs {
+	la := abi.LaunchArgs{StructSize: launchArgsSize, Grid: cfg.Grid, Block: cfg.Block,
+		SharedMemBytes: cfg.SharedMem, NumArgs: uint32(n)}
+	for d := 0; d < 3; d++ {
+		if la.Grid[d] == 0 {
+			la.Grid[d] = 1
+		}
+		if la.Block[d] == 0 {
+			la.Block[d] = 1
+		}
+	}
+	return la
+}
+
 // pack checks the arguments against k's parameters, holds a use of each
 // distinct buffer (the stream's use holds the runtime) and fills ka
 // (len(l.args) long).
@@ -422,41 +465,51 @@ func (l *launchCall) pack(s *Stream, k *Kernel, ka []abi.KernelArg) error {
 	params := k.info.Params[:len(ka)]
 	args := l.args[:len(ka)]
 	for i := range args {
-		a := &args[i]
-		p := params[i]
-		if a.kind == 0 {
-			return errf(CodeInvalidArgument, op, "kernel %q argument %d: zero Arg", k.name, i)
+		b, err := packArg(op, -1, s, k, i, &args[i], params[i], &ka[i])
+		if err != nil {
+			return err
 		}
-		if p.Kind == ArgKindAny {
-			if p.Size != 0 && a.size != p.Size {
-				return errf(CodeInvalidArgument, op, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.Size)
-			}
-		} else if p.Kind != a.kind {
-			return errf(CodeInvalidArgument, op, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.Kind)
-		}
-		if a.kind != ArgKindBuffer {
-			ka[i] = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val}
-			continue
-		}
-		b := a.buf
-		if b == nil {
-			return errf(CodeInvalidArgument, op, "kernel %q argument %d: nil buffer", k.name, i)
-		}
-		if b.dev != s.dev {
-			if b.dev.rt != s.dev.rt {
-				return errf(CodeInvalidArgument, op, "kernel %q argument %d: the buffer belongs to another runtime", k.name, i)
-			}
-			return errf(CodeInvalidArgument, op, "kernel %q argument %d: the buffer is on %v, the stream on %v", k.name, i, b.dev, s.dev)
-		}
-		if !l.holds(b) {
+		if b != nil && !l.holds(b) {
 			if !b.l.acquire() {
-				return errFreed(op, fmt.Sprintf("kernel %q argument %d: buffer", k.name, i))
+				return argFreed(op, -1, k, i)
 			}
 			l.held |= 1 << i
 		}
-		ka[i] = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val, Buffer: b.h, Offset: a.off, Length: a.n}
 	}
 	return nil
+}
+
+// packArg checks argument i (a) against its parameter p and converts it
+// into *ka; for a buffer argument it returns the buffer, whose use the
+// caller takes (packArg takes none). Shared by Stream.Launch and
+// LaunchBatch.Add; item is the batch item (-1 for Launch).
+func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p ParamInfo, ka *abi.KernelArg) (*Buffer, error) {
+	if a.kind == 0 {
+		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: zero Arg", k.name, i)
+	}
+	if p.Kind == ArgKindAny {
+		if p.Size != 0 && a.size != p.Size {
+			return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.Size)
+		}
+	} else if p.Kind != a.kind {
+		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.Kind)
+	}
+	if a.kind != ArgKindBuffer {
+		*ka = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val}
+		return nil, nil
+	}
+	b := a.buf
+	if b == nil {
+		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: nil buffer", k.name, i)
+	}
+	if b.dev != s.dev {
+		if b.dev.rt != s.dev.rt {
+			return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: the buffer belongs to another runtime", k.name, i)
+		}
+		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: the buffer is on %v, the stream on %v", k.name, i, b.dev, s.dev)
+	}
+	*ka = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val, Buffer: b.h, Offset: a.off, Length: a.n}
+	return b, nil
 }
 
 // holds reports whether the call already holds a use of b (of the last

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"runtime"
+	"unsafe"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/ffi"
+)
+
+// LaunchBatch is a reusable list of kernel launches on one stream,
+// enqueued together by Submit with one crossing into the plugin (the
+// launch_batch slot of ABI 1.2). Make it with Stream.NewLaunchBatch and
+// keep it: its arrays grow to the largest batch it held and are reused
+// after Submit and Reset, so a batch of a steady size allocates nothing.
+//
+// Add checks each launch in Go as Stream.Launch does (the kernel's
+// device and parameter count, each argument's kind and size, and each
+// buffer's runtime, device and liveness) and holds a use of every buffer
+// and every kernel's module it references until Submit or Reset. A Free of
+// such a buffer (or Unload of such a module) therefore waits until the
+// batch is submitted or reset, as it waits for any call in flight (see
+// "Concurrency" in the package doc): a freed handle never reaches C. So
+// never free a buffer, or unload a module, that a pending batch of the
+// same goroutine references before that batch's Submit or Reset: the Free
+// would wait forever. A buffer already freed when Add runs is an error
+// wrapping ErrFreed.
+//
+// An Add error is sticky, as in a bufio.Writer: the failed launch is not
+// added, later Adds return the same error and add nothing, and Submit
+// enqueues nothing, returns it and resets the batch. A batch is thus
+// enqueued whole or not at all as far as Go can tell; Reset drops the
+// launches and the error.
+//
+// When the plugin lacks the launch_batch slot (ABI minor < 2), Submit
+// falls back to one launch call per item, in order; there, a launch the
+// plugin refuses midway leaves the earlier ones enqueued (Submit's count
+// says how many). With the slot, the plugin checks every item before it
+// enqueues any (see gpurt.h).
+//
+// A LaunchBatch is used by one goroutine at a time (it is not safe for
+// concurrent use); the stream it launches on may be shared as usual.
+type LaunchBatch struct {
+	s     *Stream
+	items []abi.LaunchItem // per launch; Args set by Submit
+	las   []abi.LaunchArgs // per launch; Args set by Submit
+	offs  []int            // per launch: its first argument in args
+	args  []abi.KernelArg  // every launch's arguments, one after another
+	bufs  []*life          // uses held of buffers (lives, not *Buffer: see add)
+	mods  []*Module        // modules held (one use each)
+	err   error            // the first Add error (sticky)
+}
+
+// batchRecent: Add looks for a buffer among the last few held before
+// taking another use of it.
+const batchRecent = 4
+
+// NewLaunchBatch makes an empty batch of launches on s.
+func (s *Stream) NewLaunchBatch() *LaunchBatch { return &LaunchBatch{s: s} }
+
+// Stream is the stream the batch launches on.
+func (b *LaunchBatch) Stream() *Stream { return b.s }
+
+// Len is the number of launches added since the last Submit or Reset.
+func (b *LaunchBatch) Len() int { return len(b.items) }
+
+// Add appends a launch of k with cfg and args, checked as Stream.Launch
+// checks them; an error names the item's index and is sticky (see
+// LaunchBatch). Nothing is enqueued before Submit.
+func (b *LaunchBatch) Add(k *Kernel, cfg LaunchConfig, args ...Arg) error {
+	const op = "launch_batch"
+	if b.err != nil {
+		return b.err
+	}
+	if err := b.add(op, k, &cfg, args); err != nil {
+		b.err = err
+		return err
+	}
+	return nil
+}
+
+func (b *LaunchBatch) add(op string, k *Kernel, cfg *LaunchConfig, args []Arg) error {
+	s := b.s
+	item := len(b.items)
+	if s == nil {
+		return launchErr(CodeInvalidArgument, op, item, "nil stream")
+	}
+	if !s.dev.rt.l.alive() {
+		return errClosed(op, "runtime")
+	}
+	if !s.l.alive() {
+		return errClosed(op, "stream")
+	}
+	if err := checkKernel(op, item, s, k, len(args)); err != nil {
+		return err
+	}
+	off, nb := len(b.args), len(b.bufs)
+	b.args = grow(b.args, len(args))
+	ka := b.args[off : off+len(args)]
+	params := k.info.Params[:len(args)]
+	for i := range args {
+		buf, err := packArg(op, item, s, k, i, &args[i], params[i], &ka[i])
+		// The held list keeps the buffer's life, not the *Buffer: a
+		// pointer taken from args and stored would make escape analysis
+		// move every View passed to ArgBuffer to the heap.
+		if err == nil && buf != nil && !b.holds(buf.l, nb) {
+			if buf.l.acquire() {
+				b.bufs = append(b.bufs, buf.l)
+			} else {
+				err = argFreed(op, item, k, i)
+			}
+		}
+		if err != nil {
+			b.drop(off, nb)
+			return err
+		}
+	}
+	if m := k.mod; len(b.mods) == 0 || b.mods[len(b.mods)-1] != m {
+		if !m.l.acquire() {
+			b.drop(off, nb)
+			return moduleClosed(op, item, k)
+		}
+		b.mods = append(b.mods, m)
+	}
+	b.items = append(b.items, abi.LaunchItem{Kernel: k.h})
+	b.las = append(b.las, launchArgs(cfg, len(args)))
+	b.offs = append(b.offs, off)
+	return nil
+}
+
+// grow lengthens a by n, reusing its capacity (doubling when short).
+func grow(a []abi.KernelArg, n int) []abi.KernelArg {
+	if len(a)+n > cap(a) {
+		c := 2*cap(a) + n
+		if c < 64 {
+			c = 64
+		}
+		a2 := make([]abi.KernelArg, len(a), c)
+		copy(a2, a)
+		a = a2
+	}
+	return a[:len(a)+n]
+}
+
+// holds reports whether the batch already holds a use of buf: among the
+// buffers this Add took (from nb) and the last few before.
+func (b *LaunchBatch) holds(l *life, nb int) bool {
+	lo := min(nb, len(b.bufs)) - batchRecent
+	for i := len(b.bufs) - 1; i >= 0 && i >= lo; i-- {
+		if b.bufs[i] == l {
+			return true
+		}
+	}
+	return false
+}
+
+// drop undoes a failed Add: its arguments and the uses it took.
+func (b *LaunchBatch) drop(off, nb int) {
+	b.args = b.args[:off]
+	for i := nb; i < len(b.bufs); i++ {
+		b.bufs[i].release()
+		b.bufs[i] = nil
+	}
+	b.bufs = b.bufs[:nb]
+}
+
+// Reset drops every launch added and the sticky error, and releases the
+// uses the batch held; nothing is enqueued. The arrays are kept for reuse.
+func (b *LaunchBatch) Reset() {
+	for i, l := range b.bufs {
+		l.release()
+		b.bufs[i] = nil
+	}
+	for i, m := range b.mods {
+		m.l.release()
+		b.mods[i] = nil
+	}
+	b.bufs, b.mods = b.bufs[:0], b.mods[:0]
+	b.items, b.las, b.offs, b.args = b.items[:0], b.las[:0], b.offs[:0], b.args[:0]
+	b.err = nil
+}
+
+// Submit enqueues the batch's launches on its stream, in the order they
+// were added, with one call into the plugin (one per launch on a plugin
+// without the launch_batch slot), then releases what the batch held and
+// resets it, whether it succeeded or not. It returns how many launches
+// were enqueued: all of them on success; 0 when an Add failed (that
+// error is returned) or the plugin rejected an item before enqueueing
+// any; on a driver failure midway, the launches before the failed item,
+// which stay enqueued. The plugin's errors name the item ("item 3: ...").
+// An empty batch is a no-op.
+func (b *LaunchBatch) Submit() (enqueued int, err error) {
+	const op = "launch_batch"
+	defer b.Reset()
+	if b.err != nil {
+		return 0, b.err
+	}
+	n := len(b.items)
+	if n == 0 {
+		return 0, nil
+	}
+	s := b.s
+	if err := s.enter(op); err != nil {
+		return 0, err
+	}
+	defer s.exit()
+	// The arrays are on the heap and do not move; the pointers are set
+	// now because append may have moved them while the batch grew.
+	for i := range b.items {
+		if b.las[i].NumArgs != 0 {
+			b.las[i].Args = uintptr(unsafe.Pointer(&b.args[b.offs[i]]))
+		} else {
+			b.las[i].Args = 0
+		}
+		b.items[i].Args = uintptr(unsafe.Pointer(&b.las[i]))
+	}
+	rt := s.dev.rt
+	if rt.api.LaunchBatch == 0 {
+		return b.fallback(op)
+	}
+	var done uint64
+	e := ffi.Call6(rt.api.LaunchBatch, rt.h, s.h, uintptr(n), uintptr(unsafe.Pointer(&b.items[0])), uintptr(unsafe.Pointer(&done)), 0)
+	runtime.KeepAlive(b.items)
+	runtime.KeepAlive(b.las)
+	runtime.KeepAlive(b.args)
+	if err := rt.check(op, e); err != nil {
+		return int(min(done, uint64(n))), err
+	}
+	return n, nil
+}
+
+// fallback enqueues the items one launch call each (a plugin of ABI 1.0
+// or 1.1), stopping at the first error, which names the item.
+func (b *LaunchBatch) fallback(op string) (int, error) {
+	s := b.s
+	rt := s.dev.rt
+	for i := range b.items {
+		e := ffi.Call4(rt.api.Launch, rt.h, s.h, b.items[i].Kernel, uintptr(unsafe.Pointer(&b.las[i])))
+		if e != 0 {
+			runtime.KeepAlive(b.las)
+			runtime.KeepAlive(b.args)
+			err := rt.check(op, e)
+			if be, ok := err.(*Error); ok {
+				be.Message = itemPrefix(i) + be.Message
+			}
+			return i, err
+		}
+	}
+	runtime.KeepAlive(b.las)
+	runtime.KeepAlive(b.args)
+	return len(b.items), nil
+}

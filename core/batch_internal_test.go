@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"encoding/binary"
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+func f32s(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// TestLaunchBatch runs every case twice: through the plugin's
+// launch_batch slot, and through the fallback of one launch per item (a
+// private copy of the table without the slot, as a 1.1 plugin has).
+func TestLaunchBatch(t *testing.T) {
+	rt, err := Open(Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "delay_us=0"})
+	require.NoError(t, err)
+	defer rt.Close()
+	require.NotZero(t, rt.api.LaunchBatch, "the mock has the 1.2 launch_batch slot")
+	dev, err := rt.Device(0)
+	require.NoError(t, err)
+	s, err := dev.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	mod, err := dev.BuiltinModule()
+	require.NoError(t, err)
+	fill, err := mod.Kernel("fill_f32")
+	require.NoError(t, err)
+	scale, err := mod.Kernel("scale_f32")
+	require.NoError(t, err)
+	axpy, err := mod.Kernel("axpy_f32")
+	require.NoError(t, err)
+	const n = 64
+	x, err := dev.Alloc(4 * n)
+	require.NoError(t, err)
+	defer x.Free()
+	y, err := dev.Alloc(4 * n)
+	require.NoError(t, err)
+	defer y.Free()
+	cfg := Grid1D(n, 32)
+	read := func(b *Buffer) []float32 {
+		require.NoError(t, s.Synchronize())
+		out := make([]byte, 4*n)
+		require.NoError(t, CopyToHost(out, b))
+		return f32s(out)
+	}
+	constant := func(v float32) []float32 {
+		c := make([]float32, n)
+		for i := range c {
+			c[i] = v
+		}
+		return c
+	}
+	uses := func() []int64 { return []int64{x.l.v.Load(), y.l.v.Load(), mod.l.v.Load(), s.l.v.Load()} }
+	zero := []int64{0, 0, 0, 0}
+
+	real := rt.api
+	noSlot := *rt.api
+	noSlot.LaunchBatch = 0
+	for _, path := range []struct {
+		name     string
+		fallback bool
+	}{{"slot", false}, {"fallback", true}} {
+		t.Run(path.name, func(t *testing.T) {
+			if path.fallback {
+				rt.api = &noSlot
+				defer func() { rt.api = real }()
+			}
+			b := s.NewLaunchBatch()
+			assert.Same(t, s, b.Stream())
+
+			t.Run("dependent launches", func(t *testing.T) {
+				// x = 2; y = 3; y = 0.5*x + y; x = 4*x; y = 1*x + y
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(2), ArgU64(n)))
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y.All()), ArgF32(3), ArgU64(n)))
+				require.NoError(t, b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(x), ArgF32(0.5), ArgU64(n)))
+				require.NoError(t, b.Add(scale, cfg, ArgBuffer(x), ArgBuffer(x), ArgF32(4), ArgU64(n)))
+				require.NoError(t, b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(x), ArgF32(1), ArgU64(n)))
+				assert.Equal(t, 5, b.Len())
+				got, err := b.Submit()
+				require.NoError(t, err)
+				assert.Equal(t, 5, got)
+				assert.Zero(t, b.Len())
+				assert.Equal(t, constant(8), read(x))
+				assert.Equal(t, constant(12), read(y))
+				assert.Equal(t, zero, uses())
+			})
+
+			t.Run("Add error is sticky and enqueues nothing", func(t *testing.T) {
+				require.NoError(t, CopyFromHost(x, f32Bytes(constant(7))))
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)))
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y), ArgF32(1), ArgU64(n)))
+				err := b.Add(fill, cfg, ArgBuffer(x), ArgF32(1)) // 2 of 3 arguments
+				require.ErrorIs(t, err, ErrInvalidArgument)
+				assert.Contains(t, err.Error(), "item 2:")
+				assert.Contains(t, err.Error(), "takes 3 arguments, got 2")
+				assert.Equal(t, 2, b.Len())
+				assert.Equal(t, err, b.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)))
+				got, err2 := b.Submit()
+				assert.Equal(t, err, err2)
+				assert.Zero(t, got)
+				assert.Equal(t, constant(7), read(x))
+				assert.Equal(t, zero, uses())
+			})
+
+			freed, err := dev.Alloc(64)
+			require.NoError(t, err)
+			require.NoError(t, freed.Free())
+			for _, c := range []struct {
+				name string
+				add  func() error
+				want error
+				msg  string
+			}{
+				{"nil kernel", func() error { return b.Add(nil, cfg) }, ErrInvalidArgument, "item 1: nil kernel"},
+				{"wrong kind", func() error { return b.Add(fill, cfg, ArgBuffer(x), ArgU32(1), ArgU64(n)) }, ErrInvalidArgument, "item 1: kernel \"fill_f32\" argument 1"},
+				{"zero Arg", func() error { return b.Add(fill, cfg, ArgBuffer(x), Arg{}, ArgU64(n)) }, ErrInvalidArgument, "zero Arg"},
+				{"nil buffer", func() error { return b.Add(fill, cfg, ArgBuffer((*Buffer)(nil)), ArgF32(1), ArgU64(n)) }, ErrInvalidArgument, "nil buffer"},
+				{"freed buffer", func() error { return b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(freed), ArgF32(1), ArgU64(n)) }, ErrFreed, "item 1: kernel \"axpy_f32\" argument 1"},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)))
+					err := c.add()
+					require.ErrorIs(t, err, c.want)
+					assert.Contains(t, err.Error(), c.msg)
+					b.Reset()
+					assert.Zero(t, b.Len())
+					assert.Equal(t, zero, uses())
+					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)), "Reset clears the error")
+					b.Reset()
+				})
+			}
+
+			t.Run("plugin rejects an item", func(t *testing.T) {
+				require.NoError(t, CopyFromHost(x, f32Bytes(constant(7))))
+				big := LaunchConfig{Grid: [3]uint32{1}, Block: [3]uint32{2048}} // over 1024 threads: only the plugin knows
+				for i := 0; i < 3; i++ {
+					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(float32(i)), ArgU64(n)))
+				}
+				require.NoError(t, b.Add(fill, big, ArgBuffer(x), ArgF32(9), ArgU64(n)))
+				got, err := b.Submit()
+				require.ErrorIs(t, err, ErrInvalidArgument)
+				assert.Contains(t, err.Error(), "item 3")
+				if path.fallback { // one launch per item: the earlier ones stay enqueued
+					assert.Equal(t, 3, got)
+					assert.Equal(t, constant(2), read(x))
+				} else { // the slot checks every item first
+					assert.Zero(t, got)
+					assert.Equal(t, constant(7), read(x))
+				}
+				assert.Equal(t, zero, uses())
+			})
+
+			t.Run("driver fails midway", func(t *testing.T) {
+				require.NoError(t, rt.Control("fail_launch_nth", 3))
+				for i := 0; i < 5; i++ {
+					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(float32(i)), ArgU64(n)))
+				}
+				got, err := b.Submit()
+				require.ErrorIs(t, err, ErrLaunchFailed)
+				assert.Contains(t, err.Error(), "item 2")
+				assert.Equal(t, 2, got)
+				assert.Equal(t, constant(1), read(x))
+				assert.Equal(t, zero, uses())
+			})
+
+			t.Run("empty", func(t *testing.T) {
+				got, err := b.Submit()
+				require.NoError(t, err)
+				assert.Zero(t, got)
+			})
+
+			t.Run("1000 launches, reused", func(t *testing.T) {
+				for round := 0; round < 3; round++ {
+					for i := 0; i < 1000; i++ {
+						require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(float32(i+round)), ArgU64(n)))
+					}
+					got, err := b.Submit()
+					require.NoError(t, err)
+					assert.Equal(t, 1000, got)
+					assert.Equal(t, constant(float32(999+round)), read(x))
+				}
+				assert.Equal(t, zero, uses())
+			})
+
+			t.Run("steady state allocates nothing", func(t *testing.T) {
+				v, err := x.View(4, 8)
+				require.NoError(t, err)
+				one := Grid1D(1, 1)
+				allocs := testing.AllocsPerRun(50, func() {
+					for i := 0; i < 64; i++ {
+						_ = b.Add(fill, one, ArgBuffer(v), ArgF32(1), ArgU64(1))
+					}
+					_ = b.Add(axpy, one, ArgBuffer(y), ArgBuffer(x), ArgF32(1), ArgU64(1))
+					if _, err := b.Submit(); err != nil {
+						panic(err)
+					}
+				})
+				assert.Zero(t, allocs)
+				require.NoError(t, s.Synchronize())
+			})
+
+			t.Run("closed stream", func(t *testing.T) {
+				s2, err := dev.NewStream()
+				require.NoError(t, err)
+				b2 := s2.NewLaunchBatch()
+				require.NoError(t, b2.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)))
+				require.NoError(t, s2.Close())
+				got, err := b2.Submit()
+				require.ErrorIs(t, err, ErrClosed)
+				assert.Zero(t, got)
+				assert.ErrorIs(t, b2.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)), ErrClosed)
+				b2.Reset()
+				assert.Equal(t, zero, uses())
+			})
+		})
+	}
+
+	// Free of a buffer a pending batch holds waits for Submit (or Reset),
+	// so the handle never reaches C freed.
+	for _, end := range []string{"Submit", "Reset"} {
+		t.Run("Free waits for "+end, func(t *testing.T) {
+			z, err := dev.Alloc(4 * n)
+			require.NoError(t, err)
+			b := s.NewLaunchBatch()
+			require.NoError(t, b.Add(fill, cfg, ArgBuffer(z), ArgF32(5), ArgU64(n)))
+			done := make(chan error, 1)
+			go func() { done <- z.Free() }()
+			probe := s.NewLaunchBatch()
+			for { // until Free has marked z dead (and waits for the batch)
+				err := probe.Add(fill, cfg, ArgBuffer(z), ArgF32(1), ArgU64(n))
+				probe.Reset()
+				if err != nil {
+					require.ErrorIs(t, err, ErrFreed)
+					break
+				}
+				runtime.Gosched()
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Free returned (%v) while a pending batch held the buffer", err)
+			default:
+			}
+			if end == "Submit" {
+				got, err := b.Submit()
+				require.NoError(t, err)
+				assert.Equal(t, 1, got)
+				require.NoError(t, s.Synchronize())
+			} else {
+				b.Reset()
+			}
+			require.NoError(t, <-done)
+			assert.ErrorIs(t, b.Add(fill, cfg, ArgBuffer(z), ArgF32(1), ArgU64(n)), ErrFreed)
+		})
+	}
+}
