@@ -1694,16 +1694,16 @@ static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *
 
 /* Every item validated before any is enqueued; one cu_enter; then each item
  * packed into the same stack arrays and enqueued in order. Errors name the
- * item ("item 3: ..."); out_enqueued counts what was enqueued. */
+ * item ("launch_batch: item 3: ..."); out_enqueued counts what was enqueued. */
 static gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
                                     const gpurt_launch_item *items, uint64_t *out_enqueued) {
   if (out_enqueued != NULL) *out_enqueued = 0;
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
+  if (count == 0) return NULL; /* a no-op (any stream), as in the mock */
   cu_stream *st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
   if (st == NULL) return cu_bad_handle(&rt->streams, sh);
-  if (count == 0) return NULL;
   if (items == NULL)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: items is NULL (count %llu)",
                   (unsigned long long)count);
@@ -1712,7 +1712,7 @@ static gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t
   for (uint64_t i = 0; i < count; i++)
     if ((e = cu_launch_resolve(rt, items[i].kernel, items[i].args, &k, &a)) ||
         (e = cu_launch_validate(rt, st, k, &a)))
-      return gp_err_wrap(e, "item %llu", (unsigned long long)i);
+      return gp_err_wrap(e, "launch_batch: item %llu", (unsigned long long)i);
   if ((e = cu_enter(rt, st->dev))) return e;
   uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
   void *ptrs[GPURT_MAX_KERNEL_PARAMS];
@@ -1721,7 +1721,7 @@ static gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t
         (e = cu_launch_pack(rt, k, &a, vals, ptrs)) ||
         (e = cu_launch_enqueue(rt, st, k, &a, ptrs))) {
       if (out_enqueued != NULL) *out_enqueued = i;
-      return gp_err_wrap(e, "item %llu", (unsigned long long)i);
+      return gp_err_wrap(e, "launch_batch: item %llu", (unsigned long long)i);
     }
   }
   if (out_enqueued != NULL) *out_enqueued = count;
