@@ -102,6 +102,7 @@ func checks() []check {
 	cs = append(cs, misuseChecks()...)
 	cs = append(cs, dataChecks()...)
 	cs = append(cs, kernelChecks()...)
+	cs = append(cs, batchChecks()...)
 	cs = append(cs, orderChecks()...)
 	cs = append(cs, concurrencyChecks()...)
 	cs = append(cs, gemmChecks()...)
