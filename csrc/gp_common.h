@@ -169,6 +169,24 @@ typedef struct gp_launch_exec {
 uint64_t gp_launch_touched(const gp_launch_exec *e);
 void gp_launch_run(const gp_launch_exec *e);
 
+/* ---- fault injection ------------------------------------------------------- */
+
+/* Counts n launches (a launch_batch's items, or 1) against a fail_launch_nth
+ * counter (0 = off; the caller holds the lock that guards it). Returns the
+ * index of the launch the fault refuses, the counter then off, or n when
+ * none is refused. Inline so that any plugin can use it without linking
+ * more of csrc. */
+static inline uint64_t gp_fault_launches(int64_t *fail_launch_nth, uint64_t n) {
+  if (*fail_launch_nth <= 0) return n;
+  if ((uint64_t)*fail_launch_nth <= n) {
+    uint64_t at = (uint64_t)*fail_launch_nth - 1;
+    *fail_launch_nth = 0;
+    return at;
+  }
+  *fail_launch_nth -= (int64_t)n;
+  return n;
+}
+
 /* ---- reference GEMM ---------------------------------------------------------- */
 
 /* Validates a descriptor (INVALID_ARGUMENT / UNSUPPORTED naming the field). */

@@ -26,7 +26,7 @@
 
 #include "gp_common.h"
 
-#define GM_VERSION "1.1.0"
+#define GM_VERSION "1.2.0"
 #define GM_PRIORITY 200
 
 /* The built-in library, made by scripts/build_metal.sh (gm_embedded.c): a
@@ -231,6 +231,8 @@ gpurt_error *gm_kernel_info(gpurt_runtime *h, gpurt_kernel *k,
                             gpurt_kernel_info *out);
 gpurt_error *gm_launch(gpurt_runtime *h, gpurt_stream *s, gpurt_kernel *k,
                        const gpurt_launch_args *args);
+gpurt_error *gm_launch_batch(gpurt_runtime *h, gpurt_stream *s, uint64_t count,
+                             const gpurt_launch_item *items, uint64_t *out_enqueued);
 gpurt_error *gm_gemm_plan_create(gpurt_runtime *h, uint32_t device,
                                  const gpurt_gemm_desc *desc,
                                  gpurt_gemm_plan **out);

@@ -430,11 +430,191 @@ static uint32_t gm_scalar_size(int32_t kind) {
   }
 }
 
+/* One launch, checked and resolved by gm_launch_prepare, encoded by
+ * gm_launch_encode. a.args is the caller's array, borrowed for the call. */
+@interface GMLaunch : NSObject {
+@public
+  GMKernel *k;
+  gpurt_launch_args a;
+  GMBuffer *bufs[GPURT_MAX_KERNEL_PARAMS]; /* the buffer arguments, nil elsewhere */
+  gp_launch_exec x;
+  uint64_t dyn;     /* dynamic threadgroup memory, rounded up to 16 bytes */
+  float sleep_rate; /* sleep_ns only */
+}
+@end
+@implementation GMLaunch
+@end
+
+/* Checks one launch on stream s as launch does (kernel, device, geometry,
+ * arguments, buffer views) and resolves it; encodes nothing. */
+static gpurt_error *gm_launch_prepare(GMRuntime *rt, GMStream *s, gpurt_kernel *kh,
+                                      const gpurt_launch_args *args, GMLaunch *__strong *out) {
+  GMKernel *k;
+  gpurt_error *e;
+  if ((e = gm_get_kernel(rt, kh, &k))) return e;
+  const char *kn = k->name.UTF8String;
+  if ((e = gm_check_lost(s->device))) return e;
+  if (k->device != s->device)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "launch %s: the kernel's module is on device %u but the stream is on device %u",
+                  kn, k->device->index, s->device->index);
+  gpurt_launch_args a;
+  if ((e = gp_read_struct(&a, sizeof a, args, "launch: args"))) return e;
+  for (int i = 0; i < 3; i++)
+    if (a.grid[i] == 0 || a.block[i] == 0)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "launch %s: grid (%u,%u,%u) and block (%u,%u,%u) must be >= 1 in every "
+                    "dimension",
+                    kn, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2]);
+  uint64_t threads = (uint64_t)a.block[0] * a.block[1] * a.block[2];
+  uint64_t max_threads = k->pso.maxTotalThreadsPerThreadgroup;
+  if (threads > max_threads)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "launch %s: block (%u,%u,%u) has %llu threads (this pipeline allows %llu)", kn,
+                  a.block[0], a.block[1], a.block[2], (unsigned long long)threads,
+                  (unsigned long long)max_threads);
+  uint64_t max_shared = k->device->dev.maxThreadgroupMemoryLength;
+  uint64_t static_shared = k->pso.staticThreadgroupMemoryLength;
+  uint64_t dyn = ((uint64_t)a.shared_mem_bytes + 15) & ~(uint64_t)15;
+  if (dyn + static_shared > max_shared)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "launch %s: %u bytes of dynamic threadgroup memory (+%llu static; max %llu)", kn,
+                  a.shared_mem_bytes, (unsigned long long)static_shared,
+                  (unsigned long long)max_shared);
+  if (a.num_args != k->num_params)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: %u argument(s) given, the kernel takes %u",
+                  kn, a.num_args, k->num_params);
+  if (a.num_args > 0 && a.args == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: args is NULL with num_args %u", kn,
+                  a.num_args);
+
+  /* Check every argument before encoding anything. */
+  __strong GMBuffer *bufs[GPURT_MAX_KERNEL_PARAMS] = {nil};
+  uint64_t view[GPURT_MAX_KERNEL_PARAMS] = {0};
+  gp_launch_exec x;
+  memset(&x, 0, sizeof x);
+  x.k = k->builtin;
+  memcpy(x.grid, a.grid, sizeof x.grid);
+  memcpy(x.block, a.block, sizeof x.block);
+  for (uint32_t p = 0; p < a.num_args; p++) {
+    const gpurt_kernel_arg *g = &a.args[p];
+    int32_t want = k->kinds[p];
+    int is_buf = g->kind == GPURT_ARG_BUFFER;
+    if (want == GPURT_ARG_ANY) {
+      uint32_t ss = gm_scalar_size(g->kind);
+      if (!is_buf && ss == 0)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u has unknown kind %d", kn, p,
+                      g->kind);
+      if (!is_buf && g->size != ss)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch %s: argument %u (%s) has size %u, expected %u", kn, p,
+                      gm_kind_name(g->kind), g->size, ss);
+      if (!is_buf && k->sizes[p] != 0 && g->size != k->sizes[p])
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch %s: argument %u (%s) has size %u, the kernel's parameter has %u", kn,
+                      p, gm_kind_name(g->kind), g->size, k->sizes[p]);
+    } else {
+      if (g->kind != want)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u has kind %s (%d), expected %s",
+                      kn, p, gm_kind_name(g->kind), g->kind, gm_kind_name(want));
+      if (g->size != k->sizes[p])
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch %s: argument %u (%s) has size %u, expected %u", kn, p,
+                      gm_kind_name(g->kind), g->size, k->sizes[p]);
+    }
+    if (is_buf) {
+      id bo;
+      if ((e = gm_lookup(rt, &rt->buffers, (uintptr_t)g->buffer, GP_KIND_BUFFER, &bo)))
+        return gp_err_wrap(e, "launch %s: argument %u", kn, p);
+      GMBuffer *b = bo;
+      if (b->device != s->device->index)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch %s: argument %u: buffer %#llx is on device %u but the stream is on "
+                      "device %u",
+                      kn, p, (unsigned long long)(uintptr_t)g->buffer, b->device, s->device->index);
+      if (g->offset > b->size || (g->length != 0 && g->length > b->size - g->offset))
+        return gp_err(GPURT_ERR_OUT_OF_RANGE,
+                      "launch %s: argument %u: view is outside buffer %#llx: buffer size %llu, "
+                      "offset %llu, length %llu",
+                      kn, p, (unsigned long long)(uintptr_t)g->buffer, (unsigned long long)b->size,
+                      (unsigned long long)g->offset, (unsigned long long)g->length);
+      bufs[p] = b;
+      view[p] = g->length != 0 ? g->length : b->size - g->offset;
+    } else if (p < 4) {
+      uint64_t v = g->value;
+      if (g->size < 8) v &= (1ull << (8 * g->size)) - 1;
+      x.scalar[p] = v;
+    }
+  }
+  float sleep_rate = 0;
+  if (k->builtin != NULL) {
+    uint64_t touched = gp_launch_touched(&x);
+    size_t es = gp_dtype_size(k->builtin->dtype);
+    for (uint32_t p = 0; es > 0 && p < k->builtin->num_buffers; p++)
+      if (touched > view[p] / es)
+        return gp_err(GPURT_ERR_OUT_OF_RANGE,
+                      "launch %s: argument %u: the kernel touches %llu elements (%llu bytes) but "
+                      "the view of buffer %#llx holds %llu bytes",
+                      kn, p, (unsigned long long)touched, (unsigned long long)(touched * es),
+                      (unsigned long long)(uintptr_t)a.args[p].buffer,
+                      (unsigned long long)view[p]);
+    if (k->builtin->op == GP_BK_SLEEP && (e = gm_sleep_rate(k->device, &sleep_rate))) return e;
+  }
+  GMLaunch *l = [[GMLaunch alloc] init];
+  l->k = k;
+  l->a = a;
+  for (uint32_t p = 0; p < a.num_args; p++) l->bufs[p] = bufs[p];
+  l->x = x;
+  l->dyn = dyn;
+  l->sleep_rate = sleep_rate;
+  *out = l;
+  return NULL;
+}
+
+/* Encodes one prepared launch as a dispatch of enc. */
+static void gm_launch_encode(id<MTLComputeCommandEncoder> enc, GMLaunch *l) {
+  GMKernel *k = l->k;
+  const gpurt_launch_args *a = &l->a;
+  [enc setComputePipelineState:k->pso];
+  for (uint32_t p = 0; p < a->num_args; p++) {
+    const gpurt_kernel_arg *g = &a->args[p];
+    if (g->kind == GPURT_ARG_BUFFER) {
+      [enc setBuffer:l->bufs[p]->buf offset:(NSUInteger)g->offset atIndex:p];
+    } else {
+      uint64_t v = g->value; /* little-endian: the low bytes come first */
+      [enc setBytes:&v length:g->size atIndex:p];
+    }
+  }
+  if (k->builtin != NULL && k->builtin->op == GP_BK_SLEEP) {
+    /* The hidden second argument of sleep_ns; the spin is capped. */
+    uint64_t ns = l->x.scalar[0] > GM_SLEEP_MAX_NS ? GM_SLEEP_MAX_NS : l->x.scalar[0];
+    float rate = l->sleep_rate;
+    [enc setBytes:&ns length:sizeof ns atIndex:0];
+    [enc setBytes:&rate length:sizeof rate atIndex:1];
+  }
+  if (a->shared_mem_bytes > 0) [enc setThreadgroupMemoryLength:(NSUInteger)l->dyn atIndex:0];
+  [enc dispatchThreadgroups:MTLSizeMake(a->grid[0], a->grid[1], a->grid[2])
+      threadsPerThreadgroup:MTLSizeMake(a->block[0], a->block[1], a->block[2])];
+}
+
+/* Counts n launches against fail_launch_nth: the index refused, or n. */
+static uint64_t gm_launch_faults(GMRuntime *rt, uint64_t n) {
+  pthread_mutex_lock(&rt->mu);
+  uint64_t at = gp_fault_launches(&rt->fail_launch_nth, n);
+  pthread_mutex_unlock(&rt->mu);
+  return at;
+}
+
+static gpurt_error *gm_launch_fault_err(GMLaunch *l) {
+  return gp_err(GPURT_ERR_LAUNCH_FAILED,
+                "launch %s: the kernel failed to start (injected fault: fail_launch_nth)",
+                l->k->name.UTF8String);
+}
+
 gpurt_error *gm_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
                        const gpurt_launch_args *args) {
   @autoreleasepool {
     GMRuntime *rt;
-    GMKernel *k;
     gpurt_error *e = gm_get_rt(h, &rt);
     if (e) return e;
     if (sh == NULL)
@@ -442,150 +622,102 @@ gpurt_error *gm_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
     id so;
     if ((e = gm_lookup(rt, &rt->streams, (uintptr_t)sh, GP_KIND_STREAM, &so))) return e;
     GMStream *s = so;
-    if ((e = gm_get_kernel(rt, kh, &k))) return e;
-    const char *kn = k->name.UTF8String;
-    if ((e = gm_check_lost(s->device))) return e;
-    if (k->device != s->device)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "launch %s: the kernel's module is on device %u but the stream is on device %u",
-                    kn, k->device->index, s->device->index);
-    gpurt_launch_args a;
-    if ((e = gp_read_struct(&a, sizeof a, args, "launch: args"))) return e;
-    for (int i = 0; i < 3; i++)
-      if (a.grid[i] == 0 || a.block[i] == 0)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch %s: grid (%u,%u,%u) and block (%u,%u,%u) must be >= 1 in every "
-                      "dimension",
-                      kn, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2]);
-    uint64_t threads = (uint64_t)a.block[0] * a.block[1] * a.block[2];
-    uint64_t max_threads = k->pso.maxTotalThreadsPerThreadgroup;
-    if (threads > max_threads)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "launch %s: block (%u,%u,%u) has %llu threads (this pipeline allows %llu)", kn,
-                    a.block[0], a.block[1], a.block[2], (unsigned long long)threads,
-                    (unsigned long long)max_threads);
-    uint64_t max_shared = k->device->dev.maxThreadgroupMemoryLength;
-    uint64_t static_shared = k->pso.staticThreadgroupMemoryLength;
-    uint64_t dyn = ((uint64_t)a.shared_mem_bytes + 15) & ~(uint64_t)15;
-    if (dyn + static_shared > max_shared)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "launch %s: %u bytes of dynamic threadgroup memory (+%llu static; max %llu)", kn,
-                    a.shared_mem_bytes, (unsigned long long)static_shared,
-                    (unsigned long long)max_shared);
-    if (a.num_args != k->num_params)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: %u argument(s) given, the kernel takes %u",
-                    kn, a.num_args, k->num_params);
-    if (a.num_args > 0 && a.args == NULL)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: args is NULL with num_args %u", kn,
-                    a.num_args);
-
-    /* Check every argument before encoding anything. */
-    __strong GMBuffer *bufs[GPURT_MAX_KERNEL_PARAMS] = {nil};
-    uint64_t view[GPURT_MAX_KERNEL_PARAMS] = {0};
-    gp_launch_exec x;
-    memset(&x, 0, sizeof x);
-    x.k = k->builtin;
-    memcpy(x.grid, a.grid, sizeof x.grid);
-    memcpy(x.block, a.block, sizeof x.block);
-    for (uint32_t p = 0; p < a.num_args; p++) {
-      const gpurt_kernel_arg *g = &a.args[p];
-      int32_t want = k->kinds[p];
-      int is_buf = g->kind == GPURT_ARG_BUFFER;
-      if (want == GPURT_ARG_ANY) {
-        uint32_t ss = gm_scalar_size(g->kind);
-        if (!is_buf && ss == 0)
-          return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u has unknown kind %d", kn, p,
-                        g->kind);
-        if (!is_buf && g->size != ss)
-          return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                        "launch %s: argument %u (%s) has size %u, expected %u", kn, p,
-                        gm_kind_name(g->kind), g->size, ss);
-        if (!is_buf && k->sizes[p] != 0 && g->size != k->sizes[p])
-          return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                        "launch %s: argument %u (%s) has size %u, the kernel's parameter has %u", kn,
-                        p, gm_kind_name(g->kind), g->size, k->sizes[p]);
-      } else {
-        if (g->kind != want)
-          return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u has kind %s (%d), expected %s",
-                        kn, p, gm_kind_name(g->kind), g->kind, gm_kind_name(want));
-        if (g->size != k->sizes[p])
-          return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                        "launch %s: argument %u (%s) has size %u, expected %u", kn, p,
-                        gm_kind_name(g->kind), g->size, k->sizes[p]);
-      }
-      if (is_buf) {
-        id bo;
-        if ((e = gm_lookup(rt, &rt->buffers, (uintptr_t)g->buffer, GP_KIND_BUFFER, &bo)))
-          return gp_err_wrap(e, "launch %s: argument %u", kn, p);
-        GMBuffer *b = bo;
-        if (b->device != s->device->index)
-          return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                        "launch %s: argument %u: buffer %#llx is on device %u but the stream is on "
-                        "device %u",
-                        kn, p, (unsigned long long)(uintptr_t)g->buffer, b->device, s->device->index);
-        if (g->offset > b->size || (g->length != 0 && g->length > b->size - g->offset))
-          return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                        "launch %s: argument %u: view is outside buffer %#llx: buffer size %llu, "
-                        "offset %llu, length %llu",
-                        kn, p, (unsigned long long)(uintptr_t)g->buffer, (unsigned long long)b->size,
-                        (unsigned long long)g->offset, (unsigned long long)g->length);
-        bufs[p] = b;
-        view[p] = g->length != 0 ? g->length : b->size - g->offset;
-      } else if (p < 4) {
-        uint64_t v = g->value;
-        if (g->size < 8) v &= (1ull << (8 * g->size)) - 1;
-        x.scalar[p] = v;
-      }
-    }
-    float sleep_rate = 0;
-    if (k->builtin != NULL) {
-      uint64_t touched = gp_launch_touched(&x);
-      size_t es = gp_dtype_size(k->builtin->dtype);
-      for (uint32_t p = 0; es > 0 && p < k->builtin->num_buffers; p++)
-        if (touched > view[p] / es)
-          return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                        "launch %s: argument %u: the kernel touches %llu elements (%llu bytes) but "
-                        "the view of buffer %#llx holds %llu bytes",
-                        kn, p, (unsigned long long)touched, (unsigned long long)(touched * es),
-                        (unsigned long long)(uintptr_t)a.args[p].buffer,
-                        (unsigned long long)view[p]);
-      if (k->builtin->op == GP_BK_SLEEP && (e = gm_sleep_rate(k->device, &sleep_rate))) return e;
-    }
-    pthread_mutex_lock(&rt->mu);
-    int fault = rt->fail_launch_nth > 0 && --rt->fail_launch_nth == 0;
-    pthread_mutex_unlock(&rt->mu);
-    if (fault)
-      return gp_err(GPURT_ERR_LAUNCH_FAILED,
-                    "launch %s: the kernel failed to start (injected fault: fail_launch_nth)", kn);
+    GMLaunch *l;
+    if ((e = gm_launch_prepare(rt, s, kh, args, &l))) return e;
+    if (gm_launch_faults(rt, 1) == 0) return gm_launch_fault_err(l);
 
     id<MTLCommandBuffer> cb;
     if ((e = gm_stream_begin(s, &cb))) return e;
     id<MTLComputeCommandEncoder> enc = [cb computeCommandEncoder];
     if (enc == nil) {
       gm_stream_abort(s);
-      return gp_err(GPURT_ERR_INTERNAL, "launch %s: no compute encoder", kn);
+      return gp_err(GPURT_ERR_INTERNAL, "launch %s: no compute encoder", l->k->name.UTF8String);
     }
-    [enc setComputePipelineState:k->pso];
-    for (uint32_t p = 0; p < a.num_args; p++) {
-      const gpurt_kernel_arg *g = &a.args[p];
-      if (g->kind == GPURT_ARG_BUFFER) {
-        [enc setBuffer:bufs[p]->buf offset:(NSUInteger)g->offset atIndex:p];
-      } else {
-        uint64_t v = g->value; /* little-endian: the low bytes come first */
-        [enc setBytes:&v length:g->size atIndex:p];
-      }
-    }
-    if (k->builtin != NULL && k->builtin->op == GP_BK_SLEEP) {
-      /* The hidden second argument of sleep_ns; the spin is capped. */
-      uint64_t ns = x.scalar[0] > GM_SLEEP_MAX_NS ? GM_SLEEP_MAX_NS : x.scalar[0];
-      [enc setBytes:&ns length:sizeof ns atIndex:0];
-      [enc setBytes:&sleep_rate length:sizeof sleep_rate atIndex:1];
-    }
-    if (a.shared_mem_bytes > 0) [enc setThreadgroupMemoryLength:(NSUInteger)dyn atIndex:0];
-    [enc dispatchThreadgroups:MTLSizeMake(a.grid[0], a.grid[1], a.grid[2])
-        threadsPerThreadgroup:MTLSizeMake(a.block[0], a.block[1], a.block[2])];
+    gm_launch_encode(enc, l);
     [enc endEncoding];
-    gm_stream_commit(s, cb, [@"kernel " stringByAppendingString:k->name], nil, 0);
+    gm_stream_commit(s, cb, [@"kernel " stringByAppendingString:l->k->name], nil, 0);
     return NULL;
+  }
+}
+
+/* Every item is checked (gm_launch_prepare) before anything is encoded, so
+ * an invalid item enqueues nothing. The launches fail_launch_nth lets
+ * through are then dispatched, in order, by one serial compute encoder of
+ * one command buffer of the stream (s->enc held from begin to commit, so
+ * no other work on the stream lands inside the batch). */
+gpurt_error *gm_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
+                             const gpurt_launch_item *items, uint64_t *out_enqueued) {
+  if (out_enqueued != NULL) *out_enqueued = 0;
+  @autoreleasepool {
+    GMRuntime *rt;
+    gpurt_error *e = gm_get_rt(h, &rt);
+    if (e) return e;
+    if (count == 0) return NULL;
+    if (sh == NULL)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                    "launch_batch: stream is NULL (launches need a stream)");
+    if (items == NULL)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: items is NULL with count %llu",
+                    (unsigned long long)count);
+    id so;
+    if ((e = gm_lookup(rt, &rt->streams, (uintptr_t)sh, GP_KIND_STREAM, &so))) return e;
+    GMStream *s = so;
+    if ((e = gm_check_lost(s->device))) return gp_err_wrap(e, "launch_batch");
+    /* The capacity is a hint: bounded, whatever count claims. */
+    NSMutableArray<GMLaunch *> *ls =
+        [NSMutableArray arrayWithCapacity:(NSUInteger)(count < 1024 ? count : 1024)];
+    for (uint64_t i = 0; i < count; i++) {
+      GMLaunch *l;
+      if ((e = gm_launch_prepare(rt, s, items[i].kernel, items[i].args, &l)))
+        return gp_err_wrap(e, "launch_batch: item %llu", (unsigned long long)i);
+      [ls addObject:l];
+    }
+    GMLaunch *first = [ls objectAtIndex:0];
+    uint64_t n = gm_launch_faults(rt, count);
+    if (n > 0) {
+      id<MTLCommandBuffer> cb;
+      if ((e = gm_stream_begin(s, &cb))) return gp_err_wrap(e, "launch_batch");
+      id<MTLComputeCommandEncoder> enc = [cb computeCommandEncoder];
+      if (enc == nil) {
+        gm_stream_abort(s);
+        return gp_err(GPURT_ERR_INTERNAL, "launch_batch: item 0: launch %s: no compute encoder",
+                      first->k->name.UTF8String);
+      }
+      uint32_t shared_set = 0; /* threadgroup memory the current encoder has set */
+      for (uint64_t i = 0; i < n; i++) {
+        GMLaunch *l = [ls objectAtIndex:(NSUInteger)i];
+        /* Threadgroup memory set for an earlier dispatch stays set; a
+         * launch without any gets a fresh encoder (same command buffer). */
+        if (l->a.shared_mem_bytes == 0 && shared_set > 0) {
+          [enc endEncoding];
+          enc = [cb computeCommandEncoder];
+          if (enc == nil) {
+            /* The launches before item i are encoded: commit them. */
+            n = i;
+            e = gp_err(GPURT_ERR_INTERNAL, "launch_batch: item %llu: launch %s: no compute encoder",
+                       (unsigned long long)i, l->k->name.UTF8String);
+            break;
+          }
+        }
+        gm_launch_encode(enc, l);
+        shared_set = l->a.shared_mem_bytes;
+      }
+      if (enc != nil) [enc endEncoding];
+      gm_stream_commit(s, cb,
+                       [NSString stringWithFormat:@"launch_batch of %llu kernels, first %@",
+                                                  (unsigned long long)n, first->k->name],
+                       nil, 0);
+    }
+    if (out_enqueued != NULL) *out_enqueued = n;
+    if (e != NULL) return e;
+    if (n < count) {
+      e = gp_err_wrap(gm_launch_fault_err([ls objectAtIndex:(NSUInteger)n]),
+                      "launch_batch: item %llu", (unsigned long long)n);
+      if (n > 0)
+        e = gp_err_append(e, "; items 0..%llu before it stay enqueued", (unsigned long long)(n - 1));
+      else
+        e = gp_err_append(e, "; nothing was enqueued");
+    }
+    return e;
   }
 }

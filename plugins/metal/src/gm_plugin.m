@@ -1344,6 +1344,7 @@ static const gpurt_api gm_api = {
     .kernel_get = gm_kernel_get,
     .kernel_info = gm_kernel_info,
     .launch = gm_launch,
+    .launch_batch = gm_launch_batch,
     .gemm_plan_create = gm_gemm_plan_create,
     .gemm_plan_destroy = gm_gemm_plan_destroy,
     .gemm_run = gm_gemm_run,

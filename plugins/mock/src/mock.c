@@ -1596,16 +1596,8 @@ static gpurt_error *launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh
 /* Counts n launches against fail_launch_nth (one lock hold); returns the
  * index of the launch the fault refuses, or n when none is refused. */
 static uint64_t launch_faults(mock_rt *rt, uint64_t n) {
-  uint64_t at = n;
   pthread_mutex_lock(&rt->mu);
-  if (rt->fail_launch_nth > 0) {
-    if ((uint64_t)rt->fail_launch_nth <= n) {
-      at = (uint64_t)rt->fail_launch_nth - 1;
-      rt->fail_launch_nth = 0;
-    } else {
-      rt->fail_launch_nth -= (int64_t)n;
-    }
-  }
+  uint64_t at = gp_fault_launches(&rt->fail_launch_nth, n);
   pthread_mutex_unlock(&rt->mu);
   return at;
 }
