@@ -32,7 +32,7 @@ func TestRunQuickOnMock(t *testing.T) {
 	rep, err := bench.Run(quickOnMock(t))
 	require.NoError(t, err)
 	assert.Equal(t, "mock", rep.Backend)
-	positive := []string{"startup_ms", "dispatch_ns", "launch_us", "launch_e2e_us", "launches_per_s",
+	positive := []string{"startup_ms", "dispatch_ns", "launch_us", "launch_batch_us", "launch_e2e_us", "launches_per_s",
 		"launch_sync_us", "gemm_bf16_256_tflops", "gemm_host_us", "opcache_hits", "opcache_misses"}
 	for _, m := range positive {
 		t.Run(m, func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestRunQuickOnMock(t *testing.T) {
 			assert.Positive(t, x.Value, "%s at %d bytes", m, n)
 		}
 	}
-	for _, m := range []string{"dispatch_allocs", "launch_allocs", "gemm_allocs"} {
+	for _, m := range []string{"dispatch_allocs", "launch_allocs", "launch_batch_allocs", "gemm_allocs"} {
 		t.Run(m, func(t *testing.T) {
 			x, ok := rep.Find(m, 0)
 			require.True(t, ok)
