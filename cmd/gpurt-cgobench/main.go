@@ -12,9 +12,13 @@
 //
 //   - dispatch: stream_query on an idle stream (dispatch_ns, its baseline
 //     dispatch_cgo_ns, dispatch_c_ns), best of runs of about 100 ms;
-//   - launch: fill_f32 of the built-in module on one element, batches of
-//     1000 launches timed without the synchronize after them
-//     (launch_host_us, launch_host_cgo_us, launch_host_c_us);
+//   - launch: fill_f32 of the built-in module on one element, runs of
+//     960 launches timed without the synchronize after them
+//     (launch_host_us, launch_host_cgo_us, launch_host_c_us); on a plugin
+//     with the 1.2 launch_batch slot, two more sides in the same rounds,
+//     per launch: gpurt's LaunchBatch (64 Adds and one Submit) and the
+//     slot called once per 64 from one cgo call (launch_batch_host_us,
+//     with the latter as baseline, and launch_batch_c_us);
 //   - gemm: one bf16 GEMM call with a warm plan (core Stream.Gemm with its
 //     op cache; gemm_run on a plan made once from C with the same
 //     descriptor), m=4096 n=1 k=4096 (64x64x64 on the mock), batches of 20
@@ -39,6 +43,8 @@
 //     gemm <= raw + 1 us);
 //   - launch_host_c_vs_raw, gemm_host_c_vs_raw: the plugin slot called
 //     from C in a loop, with the raw one as baseline and the ratio.
+//   - launch_batch_vs_raw: gpurt's batch of 64 per launch, with the raw
+//     cuLaunchKernel loop as baseline and the ratio.
 //
 // Any other backend, or a failure to open libcuda.so.1 or cuBLASLt (or
 // any raw step), prints a note on stderr and leaves these out.
@@ -345,6 +351,42 @@ func launch(d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, raw *cgobase
 		{"c-loop", pl.LaunchFillLoop},
 	}
 	syncs := []func() error{s.Synchronize, pl.Synchronize, pl.Synchronize}
+	// The batch sides: gpurt's LaunchBatch.Submit and one cgo call of the
+	// launch_batch slot, each per batchOf launches (the last of a run
+	// shorter when n is not a multiple).
+	withBatch := pl.HasLaunchBatch()
+	if withBatch {
+		lb := s.NewLaunchBatch()
+		sides = append(sides,
+			side{"gpurt-batch", func(n int) error {
+				for n > 0 {
+					c := min(n, batchOf)
+					for i := 0; i < c; i++ {
+						if err := lb.Add(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)); err != nil {
+							return err
+						}
+					}
+					if _, err := lb.Submit(); err != nil {
+						return err
+					}
+					n -= c
+				}
+				return nil
+			}},
+			side{"c-batch", func(n int) error {
+				for n > 0 {
+					c := min(n, batchOf)
+					if err := pl.LaunchFillBatch(c); err != nil {
+						return err
+					}
+					n -= c
+				}
+				return nil
+			}})
+		syncs = append(syncs, s.Synchronize, pl.Synchronize)
+	} else {
+		skipNote("launch_batch_host_us, launch_batch_c_us and launch_batch_vs_raw skipped: the plugin has no launch_batch slot (ABI 1.2)")
+	}
 	if raw != nil {
 		if err := raw.PrepareLaunch(); err != nil {
 			skipNote("launch_host_raw_us skipped: %v", err)
@@ -353,9 +395,10 @@ func launch(d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, raw *cgobase
 			syncs = append(syncs, raw.Synchronize)
 		}
 	}
-	// batches of 1000 (as bench/raw times cuLaunchKernel), below the
-	// depth at which a driver's launch queue blocks
-	batch, trials := 1000, 50
+	// batches of 960 = 15 batches of 64 (about the 1000 bench/raw times
+	// cuLaunchKernel in), below the depth at which a driver's launch
+	// queue blocks
+	batch, trials := 15*batchOf, 50
 	if quick {
 		trials = 10
 	}
@@ -364,18 +407,51 @@ func launch(d *core.Device, s *core.Stream, pl *cgobaseline.Plugin, raw *cgobase
 	if err != nil {
 		return nil, err
 	}
-	if !withRaw && len(sides) == 4 {
-		sides, syncs = sides[:3], syncs[:3]
+	if !withRaw && sides[len(sides)-1].name == rawSide {
+		sides, syncs = sides[:len(sides)-1], syncs[:len(syncs)-1]
 	}
 	if us, withRaw, err = batchedRaw(sides, syncs, batch, trials, "launch_host_raw_us"); err != nil {
 		return nil, err
 	}
 	res := pairResults(metric, "Stream.Launch of fill_f32 on 1 element (enqueue)",
 		"one cgo call into C that packs the same arguments and calls the launch slot", us, batch)
+	const rawWhat = "cuLaunchKernel of a fill kernel with fill_f32's parameters (grid 1, block 1)"
 	if withRaw {
-		res = append(res, rawResults(metric, "cuLaunchKernel of a fill kernel with fill_f32's parameters (grid 1, block 1)", us, batch)...)
+		res = append(res, rawResults(metric, rawWhat, [][]float64{us[0], us[1], us[2], us[len(us)-1]}, batch)...)
+	}
+	if withBatch {
+		res = append(res, batchResults(us[3], us[4], us[len(us)-1], withRaw, batch)...)
 	}
 	return res, nil
+}
+
+// batchOf is the number of launches per batch of the batch sides.
+const batchOf = 64
+
+// batchResults are the figures of the batch sides, per launch, best of
+// the rounds (medians in the notes): launch_batch_host_us (gpurt's
+// LaunchBatch.Submit, baseline the slot from one cgo call per batch),
+// launch_batch_c_us (that cgo call), and with raw launch_batch_vs_raw
+// (gpurt's batch, baseline raw cuLaunchKernel from C in a loop).
+func batchResults(gb, cb, raw []float64, withRaw bool, batch int) []bench.Result {
+	g, c := slices.Min(gb), slices.Min(cb)
+	gm, cm := med(gb), med(cb)
+	rc := g / c
+	res := []bench.Result{
+		{Metric: "launch_batch_host_us", Value: g, Unit: "us", Baseline: &c, Ratio: &rc,
+			Note: fmt.Sprintf("per launch: %d Adds and one LaunchBatch.Submit of fill_f32 on 1 element through gpurt, baseline the launch_batch slot called once per %d from one cgo call, one process; best of %d interleaved runs of %d launches (medians %.3f and %.3f)",
+				batchOf, batchOf, len(gb), batch, gm, cm)},
+		{Metric: "launch_batch_c_us", Value: c, Unit: "us",
+			Note: fmt.Sprintf("per launch: the plugin's launch_batch slot called from C, one cgo call per %d launches (median %.3f)", batchOf, cm)},
+	}
+	if withRaw {
+		w, wm := slices.Min(raw), med(raw)
+		rw := g / w
+		res = append(res, bench.Result{Metric: "launch_batch_vs_raw", Value: g, Unit: "us", Baseline: &w, Ratio: &rw,
+			Note: fmt.Sprintf("per launch: gpurt LaunchBatch.Submit of %d vs cuLaunchKernel from C in a loop (launch_host_raw_us), one process; best of %d interleaved runs of %d, difference %+.3f us (medians %.3f and %.3f: ratio %.2fx)",
+				batchOf, len(gb), batch, g-w, gm, wm, gm/wm)})
+	}
+	return res
 }
 
 // gemm measures the host cost of one GEMM call with a warm plan: core

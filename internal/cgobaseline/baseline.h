@@ -208,6 +208,52 @@ static gpurt_error *gb_launch_fill_loop(const gpurt_api *api,
   return NULL;
 }
 
+/* The largest batch gb_launch_fill_batch takes. */
+#define GB_BATCH_MAX 1024
+
+/* 1 when the plugin's table has the 1.2 launch_batch slot. */
+static int gb_has_launch_batch(const gpurt_api *api) {
+  return GPURT_API_HAS(api, launch_batch);
+}
+
+/* count (1..GB_BATCH_MAX) launches of fill_f32(y, 1.0, n = 1), grid 1,
+ * block 1 (gb_launch_fill's), through one call of the launch_batch slot:
+ * the items share one argument array and one launch_args, as the core's
+ * batch of identical launches would carry the same values. */
+static gpurt_error *gb_launch_fill_batch(const gpurt_api *api,
+                                         gpurt_runtime *rt, gpurt_stream *s,
+                                         gpurt_kernel *k, gpurt_buffer *y,
+                                         int count) {
+  static gpurt_launch_item items[GB_BATCH_MAX];
+  gpurt_kernel_arg ka[3];
+  memset(ka, 0, sizeof ka);
+  ka[0].kind = GPURT_ARG_BUFFER;
+  ka[0].size = 8;
+  ka[0].buffer = y;
+  ka[0].length = 256;
+  ka[1].kind = GPURT_ARG_F32;
+  ka[1].size = 4;
+  ka[1].value = 0x3f800000u; /* 1.0f */
+  ka[2].kind = GPURT_ARG_U64;
+  ka[2].size = 8;
+  ka[2].value = 1;
+  gpurt_launch_args la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = sizeof la;
+  la.grid[0] = la.grid[1] = la.grid[2] = 1;
+  la.block[0] = la.block[1] = la.block[2] = 1;
+  la.num_args = 3;
+  la.args = ka;
+  if (count < 1) count = 1;
+  if (count > GB_BATCH_MAX) count = GB_BATCH_MAX;
+  for (int i = 0; i < count; i++) {
+    items[i].kernel = k;
+    items[i].args = &la;
+  }
+  uint64_t done = 0;
+  return api->launch_batch(rt, s, (uint64_t)count, items, &done);
+}
+
 static gpurt_error *gb_synchronize(const gpurt_api *api, gpurt_runtime *rt,
                                    gpurt_stream *s) {
   return api->stream_synchronize(rt, s);

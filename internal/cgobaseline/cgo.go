@@ -95,6 +95,27 @@ func (p *Plugin) LaunchFillLoop(n int) error {
 	return p.failure(C.gb_launch_fill_loop(p.p.api, p.p.rt, p.p.s, p.p.fill, p.p.fill_buf, C.int(n)), "launch")
 }
 
+// HasLaunchBatch reports whether the plugin's table has the 1.2
+// launch_batch slot.
+func (p *Plugin) HasLaunchBatch() bool { return C.gb_has_launch_batch(p.p.api) != 0 }
+
+// MaxLaunchBatch is the largest count LaunchFillBatch takes.
+const MaxLaunchBatch = C.GB_BATCH_MAX
+
+// LaunchFillBatch enqueues count (1..MaxLaunchBatch) of LaunchFill's
+// launches with one cgo call into C, which calls the launch_batch slot
+// once. Not safe for concurrent use (the items live in a static array).
+// An error wrapping ErrUnsupported means the plugin lacks the slot.
+func (p *Plugin) LaunchFillBatch(count int) error {
+	if !p.HasLaunchBatch() {
+		return fmt.Errorf("cgobaseline: the plugin has no launch_batch slot (ABI 1.2): %w", ErrUnsupported)
+	}
+	if count < 1 || count > MaxLaunchBatch {
+		return fmt.Errorf("cgobaseline: a batch of %d launches (1..%d)", count, MaxLaunchBatch)
+	}
+	return p.failure(C.gb_launch_fill_batch(p.p.api, p.p.rt, p.p.s, p.p.fill, p.p.fill_buf, C.int(count)), "launch_batch")
+}
+
 // Synchronize waits for the stream's work.
 func (p *Plugin) Synchronize() error {
 	return p.failure(C.gb_synchronize(p.p.api, p.p.rt, p.p.s), "stream_synchronize")

@@ -129,6 +129,18 @@ func TestBaselineCallsTheSameSlot(t *testing.T) {
 		require.NoError(t, pl.Synchronize())
 		assert.True(t, pl.StreamQuery(), "idle after synchronize")
 	})
+	t.Run("launch batch", func(t *testing.T) {
+		require.NoError(t, pl.PrepareLaunch())
+		require.True(t, pl.HasLaunchBatch(), "the mock has the 1.2 launch_batch slot")
+		for _, n := range []int{1, 64, cgobaseline.MaxLaunchBatch} {
+			require.NoError(t, pl.LaunchFillBatch(n), "batch of %d", n)
+		}
+		for _, n := range []int{0, cgobaseline.MaxLaunchBatch + 1} {
+			assert.ErrorContains(t, pl.LaunchFillBatch(n), "cgobaseline: a batch of", "batch of %d", n)
+		}
+		require.NoError(t, pl.Synchronize())
+		assert.True(t, pl.StreamQuery(), "idle after synchronize")
+	})
 	t.Run("gemm", func(t *testing.T) {
 		const m, n, k = 8, 4, 16
 		a, b := make([]byte, 2*k*m), make([]byte, 2*k*n)

@@ -28,6 +28,15 @@ func (p *Plugin) LaunchFill() error { return ErrNoCgo }
 // LaunchFillLoop always fails without cgo.
 func (p *Plugin) LaunchFillLoop(n int) error { return ErrNoCgo }
 
+// HasLaunchBatch is false without cgo.
+func (p *Plugin) HasLaunchBatch() bool { return false }
+
+// MaxLaunchBatch is the largest count LaunchFillBatch takes.
+const MaxLaunchBatch = 1024
+
+// LaunchFillBatch always fails without cgo.
+func (p *Plugin) LaunchFillBatch(count int) error { return ErrNoCgo }
+
 // Synchronize always fails without cgo.
 func (p *Plugin) Synchronize() error { return ErrNoCgo }
 
