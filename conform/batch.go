@@ -5,7 +5,6 @@ package conform
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"strings"
 
 	"github.com/metrale/gpurt/core"
@@ -311,31 +310,19 @@ func batchFreePending(e *env) error {
 		z.Free()
 		return err
 	}
-	freed := make(chan error, 1)
-	go func() { freed <- z.Free() }()
-	probe := be.s.NewLaunchBatch()
-	for { // until Free has marked z dead: Add then fails with ErrFreed
-		err := probe.Add(be.fill, be.cfg, be.fillArgs(z, 1)...)
-		probe.Reset()
-		if err != nil {
-			if err := expect("Add of a buffer being freed", err, core.ErrFreed); err != nil {
-				return err
-			}
-			break
-		}
-		runtime.Gosched()
-	}
-	select {
-	case err := <-freed:
+	// A Free while a batch holds the buffer is refused (waiting could
+	// deadlock the batch's own goroutine); the buffer stays usable.
+	if err := expect("Free of a buffer a pending batch holds", z.Free(), core.ErrFailedPrecondition); err != nil {
 		b.Reset()
-		return fmt.Errorf("Free returned (%v) while a pending batch referenced the buffer", err)
-	default:
+		z.Free()
+		return err
 	}
 	got, err := b.Submit()
 	if err != nil || got != 1 {
+		z.Free()
 		return fmt.Errorf("Submit of the pending batch: %d enqueued, %v", got, err)
 	}
-	if err := firstErr(be.s.Synchronize(), <-freed); err != nil {
+	if err := firstErr(be.s.Synchronize(), z.Free()); err != nil {
 		return fmt.Errorf("Free after the batch was submitted: %w", err)
 	}
 	return expect("Add of the freed buffer", b.Add(be.fill, be.cfg, be.fillArgs(z, 1)...), core.ErrFreed)

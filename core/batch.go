@@ -18,15 +18,13 @@ import (
 //
 // Add checks each launch in Go as Stream.Launch does (the kernel's
 // device and parameter count, each argument's kind and size, and each
-// buffer's runtime, device and liveness) and holds a use of every buffer
-// and every kernel's module it references until Submit or Reset. A Free of
-// such a buffer (or Unload of such a module) therefore waits until the
-// batch is submitted or reset, as it waits for any call in flight (see
-// "Concurrency" in the package doc): a freed handle never reaches C. So
-// never free a buffer, or unload a module, that a pending batch of the
-// same goroutine references before that batch's Submit or Reset: the Free
-// would wait forever. A buffer already freed when Add runs is an error
-// wrapping ErrFreed.
+// buffer's runtime, device and liveness) and holds every buffer and every
+// kernel's module it references until Submit or Reset. While a batch
+// holds it, a Free of such a buffer (or Unload of such a module) is
+// refused with an error wrapping ErrFailedPrecondition (waiting instead
+// could deadlock the goroutine that owns the batch); after Submit or
+// Reset it succeeds. So a freed handle never reaches C. A buffer already
+// freed when Add runs is an error wrapping ErrFreed.
 //
 // An Add error is sticky, as in a bufio.Writer: the failed launch is not
 // added, later Adds return the same error and add nothing, and Submit
@@ -106,7 +104,7 @@ func (b *LaunchBatch) add(op string, k *Kernel, cfg *LaunchConfig, args []Arg) e
 		// pointer taken from args and stored would make escape analysis
 		// move every View passed to ArgBuffer to the heap.
 		if err == nil && buf != nil && !b.holds(buf.l, nb) {
-			if buf.l.acquire() {
+			if buf.l.hold() {
 				b.bufs = append(b.bufs, buf.l)
 			} else {
 				err = argFreed(op, item, k, i)
@@ -118,7 +116,7 @@ func (b *LaunchBatch) add(op string, k *Kernel, cfg *LaunchConfig, args []Arg) e
 		}
 	}
 	if m := k.mod; len(b.mods) == 0 || b.mods[len(b.mods)-1] != m {
-		if !m.l.acquire() {
+		if !m.l.hold() {
 			b.drop(off, nb)
 			return moduleClosed(op, item, k)
 		}
@@ -160,7 +158,7 @@ func (b *LaunchBatch) holds(l *life, nb int) bool {
 func (b *LaunchBatch) drop(off, nb int) {
 	b.args = b.args[:off]
 	for i := nb; i < len(b.bufs); i++ {
-		b.bufs[i].release()
+		b.bufs[i].unhold()
 		b.bufs[i] = nil
 	}
 	b.bufs = b.bufs[:nb]
@@ -170,11 +168,11 @@ func (b *LaunchBatch) drop(off, nb int) {
 // uses the batch held; nothing is enqueued. The arrays are kept for reuse.
 func (b *LaunchBatch) Reset() {
 	for i, l := range b.bufs {
-		l.release()
+		l.unhold()
 		b.bufs[i] = nil
 	}
 	for i, m := range b.mods {
-		m.l.release()
+		m.l.unhold()
 		b.mods[i] = nil
 	}
 	b.bufs, b.mods = b.bufs[:0], b.mods[:0]

@@ -173,8 +173,11 @@ func (b *Buffer) Free() error {
 		return err
 	}
 	defer rt.exit()
-	if !b.l.kill() {
+	switch b.l.kill() {
+	case killDead:
 		return errFreed(op, "buffer")
+	case killRefused:
+		return errf(CodeFailedPrecondition, op, "the buffer is held by a pending LaunchBatch: Submit or Reset the batch first")
 	}
 	return rt.check(op, ffi.Call2(rt.api.BufferFree, rt.h, b.h))
 }

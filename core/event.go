@@ -133,7 +133,7 @@ func (ev *Event) Close() error {
 		return err
 	}
 	defer rt.exit()
-	if !ev.l.kill() {
+	if ev.l.kill() != killed {
 		return errClosed(op, "event")
 	}
 	return rt.check(op, ffi.Call2(rt.api.EventDestroy, rt.h, ev.h))

@@ -230,7 +230,7 @@ func (hs *HostSlice) Free() error {
 		return err
 	}
 	defer hh.rt.exit()
-	if !hs.l.kill() {
+	if hs.l.kill() != killed {
 		return errFreed(op, "host slice")
 	}
 	hh.mu.Lock()

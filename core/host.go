@@ -81,7 +81,7 @@ func (hb *HostBuffer) Free() error {
 		return err
 	}
 	defer hb.rt.exit()
-	if !hb.l.kill() {
+	if hb.l.kill() != killed {
 		return errFreed(op, "host buffer")
 	}
 	return hb.rt.check(op, ffi.Call2(hb.rt.api.HostFree, hb.rt.h, hb.h))

@@ -152,8 +152,11 @@ func (m *Module) Unload() error {
 		return err
 	}
 	defer rt.exit()
-	if !m.l.kill() {
+	switch m.l.kill() {
+	case killDead:
 		return errClosed(op, "module "+m.name)
+	case killRefused:
+		return errf(CodeFailedPrecondition, op, "module %s is held by a pending LaunchBatch: Submit or Reset the batch first", m.name)
 	}
 	m.dev.modMu.Lock()
 	if m.dev.modules[m.name] == m {

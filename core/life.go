@@ -16,9 +16,20 @@ import (
 // hold several acquires of one object (the same buffer as source and
 // destination) without deadlock. kill must not be called by a goroutine
 // that holds an acquire of the same object.
+//
+// A pending LaunchBatch does not keep uses (they would make Free wait for
+// a Submit that the freeing goroutine itself may be about to make): it
+// keeps holds (hold/unhold), which make a Free or Unload fail with an
+// error instead of waiting. The word counts uses in bits 0-31 and holds
+// in bits 32-61; bit 62 marks the object dead.
 type life struct{ v atomic.Int64 }
 
-const lifeDead = int64(1) << 62
+const (
+	lifeDead  = int64(1) << 62
+	lifeHold  = int64(1) << 32
+	lifeUses  = lifeHold - 1
+	lifeHolds = lifeDead - lifeHold
+)
 
 // acquire registers a use; false when the object is dead (nothing held).
 func (l *life) acquire() bool {
@@ -35,24 +46,50 @@ func (l *life) release() { l.v.Add(-1) }
 // alive reports whether the object has not been killed.
 func (l *life) alive() bool { return l.v.Load()&lifeDead == 0 }
 
-// kill marks the object dead and waits for the uses in flight; it returns
-// false when the object was already dead (another kill won).
-func (l *life) kill() bool {
+// hold registers a hold (a pending batch refers to the object); false
+// when the object is dead (nothing held).
+func (l *life) hold() bool {
+	if l.v.Add(lifeHold)&lifeDead != 0 {
+		l.v.Add(-lifeHold)
+		return false
+	}
+	return true
+}
+
+// unhold ends a hold begun by a successful hold.
+func (l *life) unhold() { l.v.Add(-lifeHold) }
+
+// killResult says what kill did.
+type killResult int
+
+const (
+	killed      killResult = iota // marked dead; no use in flight remains
+	killDead                      // already dead: another kill won
+	killRefused                   // held by a pending batch: still alive
+)
+
+// kill marks the object dead and waits for the uses in flight. It refuses
+// (killRefused) while a batch holds the object, and reports killDead when
+// the object was already dead.
+func (l *life) kill() killResult {
 	for {
 		s := l.v.Load()
 		if s&lifeDead != 0 {
-			return false
+			return killDead
+		}
+		if s&lifeHolds != 0 {
+			return killRefused
 		}
 		if l.v.CompareAndSwap(s, s|lifeDead) {
 			break
 		}
 	}
-	for i := 0; l.v.Load() != lifeDead; i++ {
+	for i := 0; l.v.Load()&lifeUses != 0; i++ {
 		if i < 64 {
 			runtime.Gosched()
 		} else {
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
-	return true
+	return killed
 }

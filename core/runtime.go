@@ -115,7 +115,7 @@ func (rt *Runtime) Close() error {
 	if rt == nil {
 		return errf(CodeInvalidArgument, "close", "nil runtime")
 	}
-	if !rt.l.kill() {
+	if rt.l.kill() != killed {
 		return errClosed("close", "runtime")
 	}
 	err := rt.check("runtime_destroy", ffi.Call1(rt.api.RuntimeDestroy, rt.h))

@@ -86,7 +86,7 @@ func (s *Stream) Close() error {
 		return err
 	}
 	defer rt.exit()
-	if !s.l.kill() {
+	if s.l.kill() != killed {
 		return errClosed(op, "stream")
 	}
 	return rt.check(op, ffi.Call2(rt.api.StreamDestroy, rt.h, s.h))
