@@ -60,7 +60,10 @@
 // # Performance
 //
 // The call path allocates nothing: argument structs live on the stack and
-// cross through core/internal/ffi. Launch packs up to 32 arguments in a
+// cross through core/internal/ffi. A LaunchBatch (Stream.NewLaunchBatch)
+// enqueues many launches with one crossing (ABI 1.2's launch_batch; one
+// launch per item on older plugins), so a decode step's kernels cost one
+// boundary crossing, not one each. Launch packs up to 32 arguments in a
 // fixed array; a small synchronous copy and a GEMM with a warm op cache
 // allocate nothing either. The op cache (GEMM plans keyed by shape, dtype,
 // layout, alignment and device; an LRU bounded by GPURT_OPCACHE_SIZE) and
