@@ -117,20 +117,13 @@ func use(op string, r Region) (b *Buffer, off, n uint64, err error) {
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if err = b.dev.rt.enter(op); err != nil {
+	if err = enterLife(b.dev.rt, b.l, op, "buffer", errFreed); err != nil {
 		return nil, 0, 0, err
-	}
-	if !b.l.acquire() {
-		b.dev.rt.exit()
-		return nil, 0, 0, errFreed(op, "buffer")
 	}
 	return b, off, n, nil
 }
 
-func (b *Buffer) done() {
-	b.l.release()
-	b.dev.rt.exit()
-}
+func (b *Buffer) done() { exitLife(b.dev.rt, b.l) }
 
 // Alloc allocates size bytes of device memory. Zero or negative sizes are
 // errors; more than the device has is an error wrapping ErrOutOfMemory

@@ -64,20 +64,10 @@ func (ev *Event) enter(op string) error {
 	if ev == nil {
 		return errf(CodeInvalidArgument, op, "nil event")
 	}
-	if err := ev.dev.rt.enter(op); err != nil {
-		return err
-	}
-	if !ev.l.acquire() {
-		ev.dev.rt.exit()
-		return errClosed(op, "event")
-	}
-	return nil
+	return enterLife(ev.dev.rt, ev.l, op, "event", errClosed)
 }
 
-func (ev *Event) exit() {
-	ev.l.release()
-	ev.dev.rt.exit()
-}
+func (ev *Event) exit() { exitLife(ev.dev.rt, ev.l) }
 
 // Record places the event after the work enqueued on s so far. The
 // stream must be on the event's device.
@@ -129,14 +119,7 @@ func (ev *Event) Close() error {
 		return errf(CodeInvalidArgument, op, "nil event")
 	}
 	rt := ev.dev.rt
-	if err := rt.enter(op); err != nil {
-		return err
-	}
-	defer rt.exit()
-	if ev.l.kill() != killed {
-		return errClosed(op, "event")
-	}
-	return rt.check(op, ffi.Call2(rt.api.EventDestroy, rt.h, ev.h))
+	return destroy(rt, ev.l, op, "event", errClosed, rt.api.EventDestroy, ev.h)
 }
 
 // Elapsed is the device time between two completed timing events of one

@@ -77,14 +77,7 @@ func (hb *HostBuffer) Free() error {
 	if hb == nil {
 		return errf(CodeInvalidArgument, op, "nil host buffer")
 	}
-	if err := hb.rt.enter(op); err != nil {
-		return err
-	}
-	defer hb.rt.exit()
-	if hb.l.kill() != killed {
-		return errFreed(op, "host buffer")
-	}
-	return hb.rt.check(op, ffi.Call2(hb.rt.api.HostFree, hb.rt.h, hb.h))
+	return destroy(hb.rt, hb.l, op, "host buffer", errFreed, hb.rt.api.HostFree, hb.h)
 }
 
 // Pinned is pinned host memory an asynchronous copy can use: a

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/metrale/gpurt/core/internal/ffi"
 )
 
 // life guards a plugin handle against use after free without a lock on
@@ -92,4 +94,40 @@ func (l *life) kill() killResult {
 		}
 	}
 	return killed
+}
+
+// enterLife begins a use of rt, then of the object whose life is l; when
+// the object is dead it ends the runtime's use again and returns
+// gone(op, what) (errClosed or errFreed). End a successful enterLife with
+// exitLife. The caller has checked the object for nil.
+func enterLife(rt *Runtime, l *life, op, what string, gone func(op, what string) error) error {
+	if err := rt.enter(op); err != nil {
+		return err
+	}
+	if !l.acquire() {
+		rt.exit()
+		return gone(op, what)
+	}
+	return nil
+}
+
+// exitLife ends a use begun by a successful enterLife.
+func exitLife(rt *Runtime, l *life) {
+	l.release()
+	rt.exit()
+}
+
+// destroy kills the object whose life is l, then frees its plugin handle
+// h with fn (a destroy or free slot of rt.api), inside a use of rt. An
+// object already dead gives gone(op, what). For objects a LaunchBatch
+// never holds (kill does not refuse them).
+func destroy(rt *Runtime, l *life, op, what string, gone func(op, what string) error, fn, h uintptr) error {
+	if err := rt.enter(op); err != nil {
+		return err
+	}
+	defer rt.exit()
+	if l.kill() != killed {
+		return gone(op, what)
+	}
+	return rt.check(op, ffi.Call2(fn, rt.h, h))
 }

@@ -59,20 +59,10 @@ func (s *Stream) enter(op string) error {
 	if s == nil {
 		return errf(CodeInvalidArgument, op, "nil stream")
 	}
-	if err := s.dev.rt.enter(op); err != nil {
-		return err
-	}
-	if !s.l.acquire() {
-		s.dev.rt.exit()
-		return errClosed(op, "stream")
-	}
-	return nil
+	return enterLife(s.dev.rt, s.l, op, "stream", errClosed)
 }
 
-func (s *Stream) exit() {
-	s.l.release()
-	s.dev.rt.exit()
-}
+func (s *Stream) exit() { exitLife(s.dev.rt, s.l) }
 
 // Close waits for the stream's work, then destroys it. A second Close, or
 // any later use, is an error wrapping ErrClosed.
@@ -82,14 +72,7 @@ func (s *Stream) Close() error {
 		return errf(CodeInvalidArgument, op, "nil stream")
 	}
 	rt := s.dev.rt
-	if err := rt.enter(op); err != nil {
-		return err
-	}
-	defer rt.exit()
-	if s.l.kill() != killed {
-		return errClosed(op, "stream")
-	}
-	return rt.check(op, ffi.Call2(rt.api.StreamDestroy, rt.h, s.h))
+	return destroy(rt, s.l, op, "stream", errClosed, rt.api.StreamDestroy, s.h)
 }
 
 // Synchronize waits until all work enqueued on the stream has completed.
