@@ -132,50 +132,29 @@ func (s *Stream) WaitEvent(ev *Event) error {
 // the start of dst (at least that long). It returns at once; src must not
 // be changed or freed until the copy completed.
 func (s *Stream) CopyFromPinned(dst Region, src Pinned) error {
-	const op = "copy_from_pinned"
-	if err := s.enter(op); err != nil {
-		return err
-	}
-	defer s.exit()
-	p, err := usePinned(op, src)
-	if err != nil {
-		return err
-	}
-	defer p.l.release()
-	b, off, n, err := use(op, dst)
-	if err != nil {
-		return err
-	}
-	defer b.done()
-	rt := s.dev.rt
-	if p.rt != rt || b.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "the memory is of another runtime or device than the stream (%v)", s.dev)
-	}
-	if p.n > n {
-		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", p.n, n)
-	}
-	if p.n == 0 {
-		return nil
-	}
-	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: p.n, DstBuffer: b.h, DstOffset: off, SrcHost: p.h, SrcOffset: p.off}
-	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
+	return s.copyPinned("copy_from_pinned", src, dst, false)
 }
 
 // CopyToPinned enqueues a copy of dst.Len() bytes from the start of src
 // (at least that long) to pinned memory. It returns at once; read dst only
 // after the copy completed.
 func (s *Stream) CopyToPinned(dst Pinned, src Region) error {
-	const op = "copy_to_pinned"
+	return s.copyPinned("copy_to_pinned", dst, src, true)
+}
+
+// copyPinned enqueues a copy of pm.Len() bytes between pinned memory pm
+// and the start of device region r: into pm when toPinned, else out of it.
+func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error {
 	if err := s.enter(op); err != nil {
 		return err
 	}
 	defer s.exit()
-	p, err := usePinned(op, dst)
+	p, err := usePinned(op, pm)
 	if err != nil {
 		return err
 	}
 	defer p.l.release()
-	b, off, n, err := use(op, src)
+	b, off, n, err := use(op, r)
 	if err != nil {
 		return err
 	}
@@ -185,12 +164,20 @@ func (s *Stream) CopyToPinned(dst Pinned, src Region) error {
 		return errf(CodeInvalidArgument, op, "the memory is of another runtime or device than the stream (%v)", s.dev)
 	}
 	if p.n > n {
-		return errf(CodeOutOfRange, op, "%d bytes asked from a source of %d", p.n, n)
+		if toPinned {
+			return errf(CodeOutOfRange, op, "%d bytes asked from a source of %d", p.n, n)
+		}
+		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", p.n, n)
 	}
 	if p.n == 0 {
 		return nil
 	}
-	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: p.n, DstHost: p.h, DstOffset: p.off, SrcBuffer: b.h, SrcOffset: off}
+	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: p.n}
+	if toPinned {
+		a.DstHost, a.DstOffset, a.SrcBuffer, a.SrcOffset = p.h, p.off, b.h, off
+	} else {
+		a.DstBuffer, a.DstOffset, a.SrcHost, a.SrcOffset = b.h, off, p.h, p.off
+	}
 	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
 }
 
