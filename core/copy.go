@@ -376,19 +376,27 @@ func (st *stager) finish(rt *Runtime, pool *copyPool, err error) error {
 	return err
 }
 
-// prepare readies st for a copy of n bytes to or from buffer bh at off:
-// the device's earlier work is done (a copy with the default ordering
-// runs after it), the slots are large enough. It returns the chunk size.
-func (d *Device) prepare(st *stager, bh uintptr, off, n uint64) (uint64, error) {
+// prepare takes a stager (getStager) and readies it for a copy of n bytes
+// to or from buffer bh at off: the device's earlier work is done (a copy
+// with the default ordering runs after it), the slots are large enough.
+// It returns the stager, which the caller gives back with putStager, and
+// the chunk size; on an error it has given the stager back itself.
+func (d *Device) prepare(bh uintptr, off, n uint64) (*stager, uint64, error) {
+	st, err := d.getStager()
+	if err != nil {
+		return nil, 0, err
+	}
 	if err := d.sync(); err != nil {
-		return 0, err
+		d.putStager(st)
+		return nil, 0, err
 	}
 	c := chunkFor(n, stageConfig(d.rt))
 	if err := d.sizeSlots(st, c); err != nil {
-		return 0, err
+		d.putStager(st)
+		return nil, 0, err
 	}
 	st.bh, st.off = bh, off
-	return c, nil
+	return st, c, nil
 }
 
 // stagedUpload copies src to buffer bh at off through pinned slots. The
@@ -401,16 +409,12 @@ func (d *Device) prepare(st *stager, bh uintptr, off, n uint64) (uint64, error) 
 // to work on.
 func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 	rt := d.rt
-	st, err := d.getStager()
+	n := uint64(len(src))
+	st, c, err := d.prepare(bh, off, n)
 	if err != nil {
 		return err
 	}
 	defer d.putStager(st)
-	n := uint64(len(src))
-	c, err := d.prepare(st, bh, off, n)
-	if err != nil {
-		return err
-	}
 	pool := stagePool()
 	slots := len(st.slot)
 	chunks := int((n + c - 1) / c)
@@ -448,16 +452,12 @@ func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 // the caller's event waits.
 func (d *Device) stagedDownload(dst []byte, bh uintptr, off uint64) error {
 	rt := d.rt
-	st, err := d.getStager()
+	n := uint64(len(dst))
+	st, c, err := d.prepare(bh, off, n)
 	if err != nil {
 		return err
 	}
 	defer d.putStager(st)
-	n := uint64(len(dst))
-	c, err := d.prepare(st, bh, off, n)
-	if err != nil {
-		return err
-	}
 	pool := stagePool()
 	slots := len(st.slot)
 	chunks := int((n + c - 1) / c)
