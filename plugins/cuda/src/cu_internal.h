@@ -138,6 +138,14 @@ CU_HIDDEN void *cu_table_remove(cu_table *t, uint64_t h);
 CU_HIDDEN void cu_table_each(cu_table *t, void (*fn)(void *user, void *obj),
                              void *user);
 CU_HIDDEN gpurt_error *cu_bad_handle(const cu_table *t, const void *h);
+/* The live object of handle h in t, or NULL with *err set (cu_bad_handle).
+ * Always inlined: launch and gemm_run resolve their handles through it. */
+static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, const void *h,
+                                                          gpurt_error **err) {
+  void *o = cu_table_lookup(t, (uint64_t)(uintptr_t)h);
+  if (__builtin_expect(o == NULL, 0)) *err = cu_bad_handle(t, h);
+  return o;
+}
 
 /* ---- runtime objects --------------------------------------------------- */
 
@@ -242,6 +250,29 @@ struct cu_kernel {
 
 /* Looks up rt; NULL with *err set when it is not a live runtime. */
 CU_HIDDEN cu_runtime *cu_rt(gpurt_runtime *h, gpurt_error **err);
+/* The prologue of a call with an out parameter: resolves h, then refuses
+ * out NULL ("<op>: out is NULL"). NULL with *err set on either. */
+CU_HIDDEN cu_runtime *cu_rt_out(gpurt_runtime *h, const void *out, const char *op,
+                                gpurt_error **err);
+/* One of cu_runtime's tables, for cu_rt_obj and cu_rt_take. */
+#define CU_TABLE(name) offsetof(cu_runtime, name)
+/* The prologue of a call on one object: resolves h into *rt, then handle x
+ * in the runtime's table tbl (CU_TABLE(...)). NULL with *err set when either
+ * is not live. Always inlined (launch and gemm_run start with it). */
+static inline __attribute__((always_inline)) void *cu_rt_obj(gpurt_runtime *h, size_t tbl,
+                                                             const void *x, cu_runtime **rt,
+                                                             gpurt_error **err) {
+  cu_runtime *r = cu_rt(h, err);
+  *rt = r;
+  if (__builtin_expect(r == NULL, 0)) return NULL;
+  return cu_get((const cu_table *)((const char *)r + tbl), x, err);
+}
+/* The prologue of a free/destroy: resolves h into *rt, then removes handle x
+ * from the runtime's table tbl (CU_TABLE(...)) and returns its object. NULL
+ * with *err NULL when x is NULL (nothing to free), with *err set when h or x
+ * is not live. */
+CU_HIDDEN void *cu_rt_take(gpurt_runtime *h, size_t tbl, const void *x, cu_runtime **rt,
+                           gpurt_error **err);
 /* Makes the device's primary context current on this thread and checks the
  * device is not lost. NULL on success. */
 CU_HIDDEN gpurt_error *cu_enter(cu_runtime *rt, uint32_t dev);

@@ -489,9 +489,8 @@ static gpurt_error *desc_set(cu_plan *p, cublasLtMatmulDescAttributes_t a, const
 gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
                                  const gpurt_gemm_desc *desc, gpurt_gemm_plan **out) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
+  cu_runtime *rt = cu_rt_out(h, out, "gemm_plan_create", &e);
   if (!rt) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: out is NULL");
   *out = NULL;
   cu_plan *p = calloc(1, sizeof *p);
   if (p == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: out of host memory");
@@ -663,11 +662,9 @@ fail_early:
 
 gpurt_error *cu_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if (ph == NULL) return NULL;
-  cu_plan *p = cu_table_remove(&rt->plans, (uint64_t)(uintptr_t)ph);
-  if (p == NULL) return cu_bad_handle(&rt->plans, ph);
+  cu_runtime *rt;
+  cu_plan *p = cu_rt_take(h, CU_TABLE(plans), ph, &rt, &e);
+  if (p == NULL) return e;
   /* The C scratch is freed in the plan's context (lost or not). */
   if (p->c_scratch && p->dev < rt->ndev) (void)cu_drv.p_cuCtxSetCurrent(rt->devs[p->dev].ctx);
   plan_release(p);
@@ -807,15 +804,39 @@ static gpurt_error *stream_bias16(cu_runtime *rt, cu_stream *st, const cu_plan *
   return NULL;
 }
 
+/* Under p->mu, in gemm_run: points the plan's descriptor attribute attr
+ * (named name, for the error) at v unless it points there already (*cur,
+ * the last run's); *what names the attribute set last. */
+static inline __attribute__((always_inline)) cublasStatus_t desc_ptr(
+    cu_plan *p, cublasLtMatmulDescAttributes_t attr, const char *name, CUdeviceptr v,
+    CUdeviceptr *cur, const char **what) {
+  if (v == *cur) return CUBLAS_STATUS_SUCCESS;
+  *what = name;
+  cublasStatus_t s = lt.p_cublasLtMatmulDescSetAttribute(p->op, attr, &v, sizeof v);
+  if (!s) *cur = v;
+  return s;
+}
+
+/* Records "cublasLtMatmul" (handle 0) as the last kernel of a stream's or a
+ * device's record (last, last_h), writing only when it is not that already. */
+static inline __attribute__((always_inline)) void note_matmul(char *last,
+                                                              _Atomic uint64_t *last_h) {
+  static const char kname[] = "cublasLtMatmul";
+  if (atomic_load_explicit(last_h, memory_order_relaxed) != 0 ||
+      memcmp(last, kname, sizeof kname) != 0) {
+    memcpy(last, kname, sizeof kname);
+    atomic_store_explicit(last_h, 0, memory_order_relaxed);
+  }
+}
+
 gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
                          const gpurt_gemm_run_args *args) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_stream *st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
-  if (st == NULL) return cu_bad_handle(&rt->streams, sh);
-  cu_plan *p = cu_table_lookup(&rt->plans, (uint64_t)(uintptr_t)ph);
-  if (p == NULL) return cu_bad_handle(&rt->plans, ph);
+  cu_runtime *rt;
+  cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
+  if (st == NULL) return e;
+  cu_plan *p = cu_get(&rt->plans, ph, &e);
+  if (p == NULL) return e;
   gpurt_gemm_run_args a;
   if ((e = gp_read_struct(&a, sizeof a, args, "gemm run args"))) return e;
   uint32_t dev = p->dev;
@@ -937,30 +958,18 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   }
   if (lock) {
     const char *what = NULL;
-    if (p->has_bias && bias != p->cur_bias) {
-      what = "BIAS_POINTER";
-      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                              sizeof bias);
-      if (!s) p->cur_bias = bias;
-    }
-    if (p->fp8 && !s && sa != p->cur_sa) {
-      what = "A_SCALE_POINTER";
-      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
-                                              sizeof sa);
-      if (!s) p->cur_sa = sa;
-    }
-    if (p->fp8 && !s && sb != p->cur_sb) {
-      what = "B_SCALE_POINTER";
-      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
-                                              sizeof sb);
-      if (!s) p->cur_sb = sb;
-    }
-    if (p->d_scale && !s && sd != p->cur_sd) {
-      what = "D_SCALE_POINTER";
-      s = lt.p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &sd,
-                                              sizeof sd);
-      if (!s) p->cur_sd = sd;
-    }
+    if (p->has_bias)
+      s = desc_ptr(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, "BIAS_POINTER", bias, &p->cur_bias,
+                   &what);
+    if (p->fp8 && !s)
+      s = desc_ptr(p, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, "A_SCALE_POINTER", sa, &p->cur_sa,
+                   &what);
+    if (p->fp8 && !s)
+      s = desc_ptr(p, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, "B_SCALE_POINTER", sb, &p->cur_sb,
+                   &what);
+    if (p->d_scale && !s)
+      s = desc_ptr(p, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, "D_SCALE_POINTER", sd, &p->cur_sd,
+                   &what);
     if (s) {
       if (slot_lock) pthread_mutex_unlock(&st->slot_mu);
       pthread_mutex_unlock(&p->mu);
@@ -989,16 +998,7 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   }
   /* Named for a later fault; written only when it changes (cd is shared by
    * every thread using the device). */
-  static const char kname[] = "cublasLtMatmul";
-  if (atomic_load_explicit(&st->last_kernel_h, memory_order_relaxed) != 0 ||
-      memcmp(st->last_kernel, kname, sizeof kname) != 0) {
-    memcpy(st->last_kernel, kname, sizeof kname);
-    atomic_store_explicit(&st->last_kernel_h, 0, memory_order_relaxed);
-  }
-  if (atomic_load_explicit(&cd->last_kernel_h, memory_order_relaxed) != 0 ||
-      memcmp(cd->last_kernel, kname, sizeof kname) != 0) {
-    memcpy(cd->last_kernel, kname, sizeof kname);
-    atomic_store_explicit(&cd->last_kernel_h, 0, memory_order_relaxed);
-  }
+  note_matmul(st->last_kernel, &st->last_kernel_h);
+  note_matmul(cd->last_kernel, &cd->last_kernel_h);
   return NULL;
 }

@@ -129,6 +129,27 @@ cu_runtime *cu_rt(gpurt_runtime *h, gpurt_error **err) {
   return rt;
 }
 
+cu_runtime *cu_rt_out(gpurt_runtime *h, const void *out, const char *op,
+                      gpurt_error **err) {
+  cu_runtime *rt = cu_rt(h, err);
+  if (rt != NULL && out == NULL) {
+    *err = gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    return NULL;
+  }
+  return rt;
+}
+
+void *cu_rt_take(gpurt_runtime *h, size_t tbl, const void *x, cu_runtime **rt,
+                 gpurt_error **err) {
+  cu_runtime *r = cu_rt(h, err);
+  *rt = r;
+  if (r == NULL || x == NULL) return NULL;
+  cu_table *t = (cu_table *)((char *)r + tbl);
+  void *o = cu_table_remove(t, (uint64_t)(uintptr_t)x);
+  if (o == NULL) *err = cu_bad_handle(t, x);
+  return o;
+}
+
 static int cu_sticky(CUresult r) {
   switch (r) {
     case CUDA_ERROR_ILLEGAL_ADDRESS:
@@ -393,77 +414,84 @@ static void cu_free_kernel_list(cu_module *m) {
   m->kernels = NULL;
 }
 
-typedef struct cu_teardown {
-  cu_runtime *rt;
-} cu_teardown;
-
-static void td_module(void *u, void *o) {
-  cu_runtime *rt = ((cu_teardown *)u)->rt;
+/* Releasers: each frees one object of runtime u (a cu_runtime *) — its
+ * driver resources, in its device's context (made current, lost or not),
+ * and the object. Used by the free/destroy calls, by the create calls when
+ * the handle table is full, and by runtime teardown (cu_table_each). */
+static void cu_release_module(void *u, void *o) {
   cu_module *m = o;
-  cu_enter_quiet(rt, m->dev);
+  cu_enter_quiet(u, m->dev);
   cu_drv.p_cuModuleUnload(m->mod);
   cu_free_kernel_list(m);
   free(m->image);
   free(m);
 }
-static void td_stream(void *u, void *o) {
-  cu_runtime *rt = ((cu_teardown *)u)->rt;
+static void cu_release_stream(void *u, void *o) {
+  cu_runtime *rt = u;
   cu_stream *s = o;
   cu_enter_quiet(rt, s->dev);
   cu_drv.p_cuStreamDestroy(s->s);
   CUdeviceptr ws = atomic_load(&s->ws);
-  if (ws) cu_drv.p_cuMemFree(ws);
+  if (ws) {
+    cu_drv.p_cuMemFree(ws);
+    atomic_fetch_sub(&rt->device_bytes, s->ws_size);
+  }
   if (s->slots) cu_drv.p_cuMemFree(s->slots);
   if (s->bias16) cu_drv.p_cuMemFree(s->bias16);
   pthread_mutex_destroy(&s->ws_mu);
   pthread_mutex_destroy(&s->slot_mu);
   free(s);
 }
-static void td_event(void *u, void *o) {
-  cu_runtime *rt = ((cu_teardown *)u)->rt;
+static void cu_release_event(void *u, void *o) {
   cu_event *ev = o;
-  cu_enter_quiet(rt, ev->dev);
+  cu_enter_quiet(u, ev->dev);
   cu_drv.p_cuEventDestroy(ev->ev);
   free(ev);
 }
-static void td_buffer(void *u, void *o) {
-  cu_runtime *rt = ((cu_teardown *)u)->rt;
+static void cu_release_buffer(void *u, void *o) {
   cu_buffer *b = o;
-  cu_enter_quiet(rt, b->dev);
-  cu_drv.p_cuMemFree(b->ptr);
+  cu_enter_quiet(u, b->dev);
+  cu_drv.p_cuMemFree(b->ptr); /* a lost device's memory goes with its context */
   free(b);
 }
-static void td_host(void *u, void *o) {
-  cu_runtime *rt = ((cu_teardown *)u)->rt;
-  cu_host *h = o;
-  cu_enter_quiet(rt, 0);
-  cu_drv.p_cuMemFreeHost(h->ptr);
-  free(h);
+static void cu_release_host(void *u, void *o) {
+  cu_host *hb = o;
+  cu_enter_quiet(u, 0);
+  cu_drv.p_cuMemFreeHost(hb->ptr);
+  free(hb);
 }
-static void td_plan(void *u, void *o) {
-  cu_runtime *rt = ((cu_teardown *)u)->rt;
-  cu_enter_quiet(rt, cu_gemm_plan_device(o));
+static void cu_release_plan(void *u, void *o) {
+  cu_enter_quiet(u, cu_gemm_plan_device(o));
   cu_gemm_plan_free(o);
 }
-static void td_nop(void *u, void *o) {
+static void cu_release_none(void *u, void *o) {
   (void)u;
   (void)o;
 }
 
+/* Inserts obj, a new object of table t, and sets *hv to its handle; when
+ * the table is full, releases obj and returns "<op>: too many <kind>s". */
+static gpurt_error *cu_insert(cu_runtime *rt, cu_table *t, void *obj,
+                              void (*release)(void *u, void *o), const char *op,
+                              uint64_t *hv) {
+  if (cu_table_insert(t, obj, hv) == 0) return NULL;
+  release(rt, obj);
+  return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: too many %ss", op, t->kind);
+}
+
 static void cu_runtime_free(cu_runtime *rt) {
-  cu_teardown td = {rt};
   for (uint32_t i = 0; i < rt->ndev; i++) {
     if (rt->devs[i].ctx == NULL) continue;
     cu_enter_quiet(rt, i);
     (void)cu_drv.p_cuCtxSynchronize();
   }
-  cu_table_each(&rt->kernels, td_nop, &td); /* owned by modules */
-  cu_table_each(&rt->modules, td_module, &td);
-  cu_table_each(&rt->plans, td_plan, &td);
-  cu_table_each(&rt->events, td_event, &td);
-  cu_table_each(&rt->streams, td_stream, &td);
-  cu_table_each(&rt->buffers, td_buffer, &td);
-  cu_table_each(&rt->hosts, td_host, &td);
+  cu_table_each(&rt->kernels, cu_release_none, rt); /* owned by modules */
+  cu_table_each(&rt->modules, cu_release_module, rt);
+  cu_table_each(&rt->plans, cu_release_plan, rt);
+  cu_table_each(&rt->events, cu_release_event, rt);
+  cu_table_each(&rt->streams, cu_release_stream, rt);
+  cu_table_each(&rt->buffers, cu_release_buffer, rt);
+  cu_table_each(&rt->hosts, cu_release_host, rt);
   for (uint32_t i = 0; i < rt->ndev; i++) {
     cu_device *d = &rt->devs[i];
     if (d->ctx == NULL) continue;
@@ -636,9 +664,8 @@ static gpurt_error *cu_runtime_control(gpurt_runtime *h, const gpurt_control_arg
 
 static gpurt_error *cu_device_count(gpurt_runtime *h, uint32_t *out) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
+  cu_runtime *rt = cu_rt_out(h, out, "device_count", &e);
   if (!rt) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device_count: out is NULL");
   *out = rt->ndev;
   return NULL;
 }
@@ -677,9 +704,8 @@ static gpurt_error *cu_device_synchronize(gpurt_runtime *h, uint32_t dev) {
 static gpurt_error *cu_buffer_alloc(gpurt_runtime *h, uint32_t dev, uint64_t size,
                                     gpurt_buffer **out) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
+  cu_runtime *rt = cu_rt_out(h, out, "buffer_alloc", &e);
   if (!rt) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
   *out = NULL;
   if (size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: size is 0");
   if ((e = cu_enter(rt, dev))) return e;
@@ -702,11 +728,7 @@ static gpurt_error *cu_buffer_alloc(gpurt_runtime *h, uint32_t dev, uint64_t siz
   b->dev = dev;
   b->size = size;
   uint64_t hv;
-  if (cu_table_insert(&rt->buffers, b, &hv) != 0) {
-    cu_drv.p_cuMemFree(b->ptr);
-    free(b);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "buffer_alloc: too many buffers");
-  }
+  if ((e = cu_insert(rt, &rt->buffers, b, cu_release_buffer, "buffer_alloc", &hv))) return e;
   atomic_fetch_add(&rt->device_bytes, size);
   *out = (gpurt_buffer *)(uintptr_t)hv;
   return NULL;
@@ -714,15 +736,11 @@ static gpurt_error *cu_buffer_alloc(gpurt_runtime *h, uint32_t dev, uint64_t siz
 
 static gpurt_error *cu_buffer_free(gpurt_runtime *h, gpurt_buffer *buf) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if (buf == NULL) return NULL;
-  cu_buffer *b = cu_table_remove(&rt->buffers, (uint64_t)(uintptr_t)buf);
-  if (b == NULL) return cu_bad_handle(&rt->buffers, buf);
-  cu_enter_quiet(rt, b->dev);
-  cu_drv.p_cuMemFree(b->ptr); /* a lost device's memory goes with its context */
+  cu_runtime *rt;
+  cu_buffer *b = cu_rt_take(h, CU_TABLE(buffers), buf, &rt, &e);
+  if (b == NULL) return e;
   atomic_fetch_sub(&rt->device_bytes, b->size);
-  free(b);
+  cu_release_buffer(rt, b);
   return NULL;
 }
 
@@ -752,11 +770,7 @@ static gpurt_error *cu_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_bu
   }
   hb->size = size;
   uint64_t hv;
-  if (cu_table_insert(&rt->hosts, hb, &hv) != 0) {
-    cu_drv.p_cuMemFreeHost(hb->ptr);
-    free(hb);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: too many host buffers");
-  }
+  if ((e = cu_insert(rt, &rt->hosts, hb, cu_release_host, "host_alloc", &hv))) return e;
   atomic_fetch_add(&rt->host_bytes, size);
   *out = (gpurt_host_buffer *)(uintptr_t)hv;
   *out_ptr = hb->ptr;
@@ -765,15 +779,11 @@ static gpurt_error *cu_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_bu
 
 static gpurt_error *cu_host_free(gpurt_runtime *h, gpurt_host_buffer *buf) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if (buf == NULL) return NULL;
-  cu_host *hb = cu_table_remove(&rt->hosts, (uint64_t)(uintptr_t)buf);
-  if (hb == NULL) return cu_bad_handle(&rt->hosts, buf);
-  cu_enter_quiet(rt, 0);
-  cu_drv.p_cuMemFreeHost(hb->ptr);
+  cu_runtime *rt;
+  cu_host *hb = cu_rt_take(h, CU_TABLE(hosts), buf, &rt, &e);
+  if (hb == NULL) return e;
   atomic_fetch_sub(&rt->host_bytes, hb->size);
-  free(hb);
+  cu_release_host(rt, hb);
   return NULL;
 }
 
@@ -873,10 +883,7 @@ static gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "copy: an asynchronous copy needs a stream (or GPURT_COPY_SYNC)");
   cu_stream *st = NULL;
-  if (a.stream != NULL) {
-    st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)a.stream);
-    if (st == NULL) return cu_bad_handle(&rt->streams, a.stream);
-  }
+  if (a.stream != NULL && !(st = cu_get(&rt->streams, a.stream, &e))) return e;
   int has_dev = src.kind == EP_DEVICE || dst.kind == EP_DEVICE;
   uint32_t dev = dst.kind == EP_DEVICE ? dst.dev : src.dev;
   if (has_dev && st != NULL && st->dev != dev &&
@@ -973,8 +980,8 @@ static gpurt_error *cu_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "memset: offset %llu and size %llu must be multiples of element_size %u",
                   (unsigned long long)a.offset, (unsigned long long)a.size, es);
-  cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)a.buffer);
-  if (b == NULL) return cu_bad_handle(&rt->buffers, a.buffer);
+  cu_buffer *b = cu_get(&rt->buffers, a.buffer, &e);
+  if (b == NULL) return e;
   if (a.offset > b->size || a.size > b->size - a.offset)
     return gp_err(GPURT_ERR_OUT_OF_RANGE,
                   "memset: range [%llu, %llu+%llu) is beyond the buffer's %llu bytes",
@@ -982,8 +989,7 @@ static gpurt_error *cu_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
                   (unsigned long long)a.size, (unsigned long long)b->size);
   cu_stream *st = NULL;
   if (a.stream != NULL) {
-    st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)a.stream);
-    if (st == NULL) return cu_bad_handle(&rt->streams, a.stream);
+    if (!(st = cu_get(&rt->streams, a.stream, &e))) return e;
     if (st->dev != b->dev)
       return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                     "memset: the stream is on device %u, the buffer on device %u", st->dev,
@@ -1014,9 +1020,8 @@ static gpurt_error *cu_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
 
 static gpurt_error *cu_stream_create(gpurt_runtime *h, uint32_t dev, gpurt_stream **out) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
+  cu_runtime *rt = cu_rt_out(h, out, "stream_create", &e);
   if (!rt) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
   *out = NULL;
   if ((e = cu_enter(rt, dev))) return e;
   cu_stream *s = calloc(1, sizeof *s);
@@ -1030,68 +1035,39 @@ static gpurt_error *cu_stream_create(gpurt_runtime *h, uint32_t dev, gpurt_strea
   pthread_mutex_init(&s->ws_mu, NULL);
   pthread_mutex_init(&s->slot_mu, NULL);
   uint64_t hv;
-  if (cu_table_insert(&rt->streams, s, &hv) != 0) {
-    cu_drv.p_cuStreamDestroy(s->s);
-    pthread_mutex_destroy(&s->ws_mu);
-    pthread_mutex_destroy(&s->slot_mu);
-    free(s);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: too many streams");
-  }
+  if ((e = cu_insert(rt, &rt->streams, s, cu_release_stream, "stream_create", &hv))) return e;
   *out = (gpurt_stream *)(uintptr_t)hv;
   return NULL;
 }
 
 static gpurt_error *cu_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if (sh == NULL) return NULL;
-  cu_stream *s = cu_table_remove(&rt->streams, (uint64_t)(uintptr_t)sh);
-  if (s == NULL) return cu_bad_handle(&rt->streams, sh);
+  cu_runtime *rt;
+  cu_stream *s = cu_rt_take(h, CU_TABLE(streams), sh, &rt, &e);
+  if (s == NULL) return e;
   cu_enter_quiet(rt, s->dev);
-  gpurt_error *res = NULL;
   if (!cu_dev_lost(rt, s->dev)) {
     CUresult r = cu_drv.p_cuStreamSynchronize(s->s);
-    if (r) res = cu_fail(rt, s->dev, r, "stream destroy: synchronize", s->last_kernel);
+    if (r) e = cu_fail(rt, s->dev, r, "stream destroy: synchronize", s->last_kernel);
   }
-  cu_drv.p_cuStreamDestroy(s->s);
-  CUdeviceptr ws = atomic_load(&s->ws);
-  if (ws) {
-    cu_drv.p_cuMemFree(ws);
-    atomic_fetch_sub(&rt->device_bytes, s->ws_size);
-  }
-  if (s->slots) cu_drv.p_cuMemFree(s->slots);
-  if (s->bias16) cu_drv.p_cuMemFree(s->bias16);
-  pthread_mutex_destroy(&s->ws_mu);
-  pthread_mutex_destroy(&s->slot_mu);
-  free(s);
-  return res; /* the handle is freed either way */
-}
-
-static cu_stream *cu_stream_get(cu_runtime *rt, gpurt_stream *sh, gpurt_error **e) {
-  cu_stream *s = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
-  if (s == NULL) *e = cu_bad_handle(&rt->streams, sh);
-  return s;
+  cu_release_stream(rt, s);
+  return e; /* the handle is freed either way */
 }
 
 static gpurt_error *cu_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_stream *s = cu_stream_get(rt, sh, &e);
-  if (!s) return e;
-  if ((e = cu_enter(rt, s->dev))) return e;
+  cu_runtime *rt;
+  cu_stream *s = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
+  if (!s || (e = cu_enter(rt, s->dev))) return e;
   CUresult r = cu_drv.p_cuStreamSynchronize(s->s);
   return r ? cu_fail(rt, s->dev, r, "stream synchronize", s->last_kernel) : NULL;
 }
 
 static gpurt_error *cu_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_stream *s = cu_stream_get(rt, sh, &e);
-  if (!s) return e;
-  if ((e = cu_enter(rt, s->dev))) return e;
+  cu_runtime *rt;
+  cu_stream *s = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
+  if (!s || (e = cu_enter(rt, s->dev))) return e;
   CUresult r = cu_drv.p_cuStreamQuery(s->s);
   if (r == CUDA_ERROR_NOT_READY)
     return gp_err_vendor(GPURT_ERR_NOT_READY, r, "stream query: work pending");
@@ -1100,13 +1076,11 @@ static gpurt_error *cu_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
 
 static gpurt_error *cu_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_stream *s = cu_stream_get(rt, sh, &e);
+  cu_runtime *rt;
+  cu_stream *s = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
   if (!s) return e;
-  cu_event *ev = cu_table_lookup(&rt->events, (uint64_t)(uintptr_t)eh);
-  if (ev == NULL) return cu_bad_handle(&rt->events, eh);
-  if ((e = cu_enter(rt, s->dev))) return e;
+  cu_event *ev = cu_get(&rt->events, eh, &e);
+  if (!ev || (e = cu_enter(rt, s->dev))) return e;
   if (ev->dev != s->dev && cu_dev_lost(rt, ev->dev))
     return cu_lost_error(rt, ev->dev);
   CUresult r = cu_drv.p_cuStreamWaitEvent(s->s, ev->ev, 0);
@@ -1161,9 +1135,8 @@ gpurt_error *cu_stream_workspace(cu_runtime *rt, cu_stream *s, size_t size,
 static gpurt_error *cu_event_create(gpurt_runtime *h, uint32_t dev, uint32_t flags,
                                     gpurt_event **out) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
+  cu_runtime *rt = cu_rt_out(h, out, "event_create", &e);
   if (!rt) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
   *out = NULL;
   if (flags & ~GPURT_EVENT_TIMING)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: unknown flags %#x", flags);
@@ -1179,43 +1152,28 @@ static gpurt_error *cu_event_create(gpurt_runtime *h, uint32_t dev, uint32_t fla
   ev->dev = dev;
   ev->flags = flags;
   uint64_t hv;
-  if (cu_table_insert(&rt->events, ev, &hv) != 0) {
-    cu_drv.p_cuEventDestroy(ev->ev);
-    free(ev);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: too many events");
-  }
+  if ((e = cu_insert(rt, &rt->events, ev, cu_release_event, "event_create", &hv))) return e;
   *out = (gpurt_event *)(uintptr_t)hv;
   return NULL;
 }
 
 static gpurt_error *cu_event_destroy(gpurt_runtime *h, gpurt_event *eh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if (eh == NULL) return NULL;
-  cu_event *ev = cu_table_remove(&rt->events, (uint64_t)(uintptr_t)eh);
-  if (ev == NULL) return cu_bad_handle(&rt->events, eh);
-  cu_enter_quiet(rt, ev->dev);
-  cu_drv.p_cuEventDestroy(ev->ev);
-  free(ev);
+  cu_runtime *rt;
+  cu_event *ev = cu_rt_take(h, CU_TABLE(events), eh, &rt, &e);
+  if (ev == NULL) return e;
+  cu_release_event(rt, ev);
   return NULL;
-}
-
-static cu_event *cu_event_get(cu_runtime *rt, gpurt_event *eh, gpurt_error **e) {
-  cu_event *ev = cu_table_lookup(&rt->events, (uint64_t)(uintptr_t)eh);
-  if (ev == NULL) *e = cu_bad_handle(&rt->events, eh);
-  return ev;
 }
 
 static gpurt_error *cu_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_event *ev = cu_event_get(rt, eh, &e);
+  cu_runtime *rt;
+  cu_event *ev = cu_rt_obj(h, CU_TABLE(events), eh, &rt, &e);
   if (!ev) return e;
   cu_stream *s = NULL;
   if (sh != NULL) {
-    if (!(s = cu_stream_get(rt, sh, &e))) return e;
+    if (!(s = cu_get(&rt->streams, sh, &e))) return e;
     if (s->dev != ev->dev)
       return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                     "event_record: the event is on device %u, the stream on device %u",
@@ -1237,11 +1195,9 @@ static gpurt_error *cu_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_str
 
 static gpurt_error *cu_event_query(gpurt_runtime *h, gpurt_event *eh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_event *ev = cu_event_get(rt, eh, &e);
-  if (!ev) return e;
-  if ((e = cu_enter(rt, ev->dev))) return e;
+  cu_runtime *rt;
+  cu_event *ev = cu_rt_obj(h, CU_TABLE(events), eh, &rt, &e);
+  if (!ev || (e = cu_enter(rt, ev->dev))) return e;
   CUresult r = cu_drv.p_cuEventQuery(ev->ev);
   if (r == CUDA_ERROR_NOT_READY)
     return gp_err_vendor(GPURT_ERR_NOT_READY, r, "event query: work pending");
@@ -1250,11 +1206,9 @@ static gpurt_error *cu_event_query(gpurt_runtime *h, gpurt_event *eh) {
 
 static gpurt_error *cu_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_event *ev = cu_event_get(rt, eh, &e);
-  if (!ev) return e;
-  if ((e = cu_enter(rt, ev->dev))) return e;
+  cu_runtime *rt;
+  cu_event *ev = cu_rt_obj(h, CU_TABLE(events), eh, &rt, &e);
+  if (!ev || (e = cu_enter(rt, ev->dev))) return e;
   CUresult r = cu_drv.p_cuEventSynchronize(ev->ev);
   return r ? cu_fail(rt, ev->dev, r, "event synchronize", rt->devs[ev->dev].last_kernel)
            : NULL;
@@ -1266,9 +1220,9 @@ static gpurt_error *cu_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_ev
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   if (out_ms == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_elapsed: out_ms is NULL");
-  cu_event *a = cu_event_get(rt, sh, &e);
+  cu_event *a = cu_get(&rt->events, sh, &e);
   if (!a) return e;
-  cu_event *b = cu_event_get(rt, eh, &e);
+  cu_event *b = cu_get(&rt->events, eh, &e);
   if (!b) return e;
   if (!(a->flags & GPURT_EVENT_TIMING) || !(b->flags & GPURT_EVENT_TIMING))
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
@@ -1307,9 +1261,8 @@ static const char *cu_format_name(int32_t f) {
 static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_args *args,
                                    gpurt_module **out) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
+  cu_runtime *rt = cu_rt_out(h, out, "module_load", &e);
   if (!rt) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load: out is NULL");
   *out = NULL;
   gpurt_module_load_args a;
   if ((e = gp_read_struct(&a, sizeof a, args, "module load args"))) return e;
@@ -1378,23 +1331,16 @@ static gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_arg
   gp_strlcpy(mi->name, sizeof mi->name, name);
   mi->image = copy;
   uint64_t hv;
-  if (cu_table_insert(&rt->modules, mi, &hv) != 0) {
-    cu_drv.p_cuModuleUnload(mi->mod);
-    free(copy);
-    free(mi);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "module_load: too many modules");
-  }
+  if ((e = cu_insert(rt, &rt->modules, mi, cu_release_module, "module_load", &hv))) return e;
   *out = (gpurt_module *)(uintptr_t)hv;
   return NULL;
 }
 
 static gpurt_error *cu_module_unload(gpurt_runtime *h, gpurt_module *mh) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if (mh == NULL) return NULL;
-  cu_module *mi = cu_table_remove(&rt->modules, (uint64_t)(uintptr_t)mh);
-  if (mi == NULL) return cu_bad_handle(&rt->modules, mh);
+  cu_runtime *rt;
+  cu_module *mi = cu_rt_take(h, CU_TABLE(modules), mh, &rt, &e);
+  if (mi == NULL) return e;
   pthread_mutex_lock(&rt->mu);
   for (cu_kernel *k = mi->kernels; k; k = k->next) cu_table_remove(&rt->kernels, k->handle);
   cu_free_kernel_list(mi);
@@ -1411,12 +1357,11 @@ static gpurt_error *cu_module_unload(gpurt_runtime *h, gpurt_module *mh) {
 static gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name,
                                   uint64_t name_len, gpurt_kernel **out) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
+  cu_runtime *rt = cu_rt_out(h, out, "kernel_get", &e);
   if (!rt) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: out is NULL");
   *out = NULL;
-  cu_module *m = cu_table_lookup(&rt->modules, (uint64_t)(uintptr_t)mh);
-  if (m == NULL) return cu_bad_handle(&rt->modules, mh);
+  cu_module *m = cu_get(&rt->modules, mh, &e);
+  if (m == NULL) return e;
   if (name == NULL || name_len == 0)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: the kernel name is empty");
   if (cu_dev_lost(rt, m->dev)) return cu_lost_error(rt, m->dev);
@@ -1505,11 +1450,9 @@ static gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char
 
 static gpurt_error *cu_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info *out) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_kernel *k = cu_table_lookup(&rt->kernels, (uint64_t)(uintptr_t)kh);
-  if (k == NULL) return cu_bad_handle(&rt->kernels, kh);
-  if ((e = gp_check_out(out, "kernel info"))) return e;
+  cu_runtime *rt;
+  cu_kernel *k = cu_rt_obj(h, CU_TABLE(kernels), kh, &rt, &e);
+  if (!k || (e = gp_check_out(out, "kernel info"))) return e;
   if (!k->params_known)
     return gp_err(GPURT_ERR_UNSUPPORTED,
                   "kernel_info \"%s\": the driver cannot describe parameters "
@@ -1544,8 +1487,8 @@ static gpurt_error *cu_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_ker
 static inline gpurt_error *cu_launch_resolve(cu_runtime *rt, gpurt_kernel *kh,
                                              const gpurt_launch_args *args, cu_kernel **k,
                                              gpurt_launch_args *a) {
-  *k = cu_table_lookup(&rt->kernels, (uint64_t)(uintptr_t)kh);
-  if (*k == NULL) return cu_bad_handle(&rt->kernels, kh);
+  gpurt_error *e = NULL;
+  if ((*k = cu_get(&rt->kernels, kh, &e)) == NULL) return e;
   return gp_read_struct(a, sizeof *a, args, "launch args");
 }
 
@@ -1678,10 +1621,9 @@ static gpurt_error *cu_launch_enqueue(cu_runtime *rt, cu_stream *st, const cu_ke
 static gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
                               const gpurt_launch_args *args) {
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_stream *st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
-  if (st == NULL) return cu_bad_handle(&rt->streams, sh);
+  cu_runtime *rt;
+  cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
+  if (st == NULL) return e;
   cu_kernel *k;
   gpurt_launch_args a;
   uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
@@ -1702,8 +1644,8 @@ static gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   if (count == 0) return NULL; /* a no-op (any stream), as in the mock */
-  cu_stream *st = cu_table_lookup(&rt->streams, (uint64_t)(uintptr_t)sh);
-  if (st == NULL) return cu_bad_handle(&rt->streams, sh);
+  cu_stream *st = cu_get(&rt->streams, sh, &e);
+  if (st == NULL) return e;
   if (items == NULL)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: items is NULL (count %llu)",
                   (unsigned long long)count);
