@@ -223,3 +223,16 @@ func firstErr(errs ...error) error {
 	}
 	return nil
 }
+
+// bufferAndStream allocates n bytes on e.dev and makes a stream there;
+// done closes the stream and frees the buffer.
+func bufferAndStream(e *env, n int) (b *core.Buffer, s *core.Stream, done func(), err error) {
+	if b, err = e.dev.Alloc(n); err != nil {
+		return nil, nil, nil, err
+	}
+	if s, err = e.dev.NewStream(); err != nil {
+		b.Free()
+		return nil, nil, nil, err
+	}
+	return b, s, func() { s.Close(); b.Free() }, nil
+}

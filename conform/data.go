@@ -75,16 +75,11 @@ func dataChecks() []check {
 		}},
 		{"data/memset", func(e *env) error {
 			const n = 4099
-			b, err := e.dev.Alloc(n)
+			b, s, done, err := bufferAndStream(e, n)
 			if err != nil {
 				return err
 			}
-			defer b.Free()
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+			defer done()
 			want := make([]byte, n)
 			for i := range want {
 				want[i] = 0x5a
@@ -121,16 +116,11 @@ func dataChecks() []check {
 				return err
 			}
 			defer a.Free()
-			b, err := e.dev.Alloc(n + 8)
+			b, s, done, err := bufferAndStream(e, n+8)
 			if err != nil {
 				return err
 			}
-			defer b.Free()
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+			defer done()
 			data := randomBytes(e.rng, n)
 			if err := core.CopyFromHost(a, data); err != nil {
 				return err

@@ -126,16 +126,11 @@ func gemmChecks() []check {
 			return nil
 		}},
 		check{"gemm/misuse", func(e *env) error {
-			b, err := e.dev.Alloc(1024)
+			b, s, done, err := bufferAndStream(e, 1024)
 			if err != nil {
 				return err
 			}
-			defer b.Free()
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+			defer done()
 			d := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 8, N: 8, K: 8}
 			ok := core.GemmOperands{A: b, B: b, D: b, Alpha: 1}
 			small, _ := b.View(0, 100)

@@ -75,22 +75,17 @@ func misuseChecks() []check {
 			})
 		}},
 		{"misuse/out_of_range", func(e *env) error {
-			b, err := e.dev.Alloc(100)
+			b, s, done, err := bufferAndStream(e, 100)
 			if err != nil {
 				return err
 			}
-			defer b.Free()
+			defer done()
 			v, _ := b.View(50, 50)
 			hb, err := e.rt.AllocHost(64)
 			if err != nil {
 				return err
 			}
 			defer hb.Free()
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
 			return runMisuse([]misuse{
 				{"view past the end", func() error { return errOf(b.View(99, 2)) }, core.ErrOutOfRange},
 				{"negative view", func() error { return errOf(b.View(-1, 2)) }, core.ErrOutOfRange},
@@ -106,16 +101,11 @@ func misuseChecks() []check {
 			})
 		}},
 		{"misuse/launch_arguments", func(e *env) error {
-			b, err := e.dev.Alloc(64)
+			b, s, done, err := bufferAndStream(e, 64)
 			if err != nil {
 				return err
 			}
-			defer b.Free()
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+			defer done()
 			k, err := kernel(e.dev, "fill_f32")
 			if err != nil {
 				return err
@@ -197,16 +187,11 @@ func misuseChecks() []check {
 			if err != nil {
 				return err
 			}
-			b, err := e.dev.Alloc(64)
+			b, s, done, err := bufferAndStream(e, 64)
 			if err != nil {
 				return err
 			}
-			defer b.Free()
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+			defer done()
 			k, err := kernel(e.dev, "fill_f32")
 			if err != nil {
 				return err
@@ -286,16 +271,11 @@ func misuseChecks() []check {
 			if err := m.Unload(); err != nil {
 				return err
 			}
-			s, err := e.dev.NewStream()
+			b, s, done, err := bufferAndStream(e, 64)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			b, err := e.dev.Alloc(64)
-			if err != nil {
-				return err
-			}
-			defer b.Free()
+			defer done()
 			return runMisuse([]misuse{
 				{"launch of an unloaded module's kernel", func() error {
 					return s.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(b), core.ArgF32(1), core.ArgU64(16))
