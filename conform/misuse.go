@@ -156,9 +156,7 @@ func misuseChecks() []check {
 				return err
 			}
 			return runMisuse([]misuse{
-				{"launch with a buffer of another device", func() error {
-					return s0.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(b1), core.ArgF32(1), core.ArgU64(16))
-				}, core.ErrInvalidArgument},
+				{"launch with a buffer of another device", func() error { return fill16(s0, k, b1) }, core.ErrInvalidArgument},
 				{"stream copy with a buffer of another device", func() error { return s0.CopyDevice(b0, b1) }, core.ErrInvalidArgument},
 				{"stream memset of another device", func() error { return s0.Memset(b1, 0) }, core.ErrInvalidArgument},
 				{"copy across devices", func() error { return core.Copy(b1, b0) }, core.ErrInvalidArgument},
@@ -197,9 +195,7 @@ func misuseChecks() []check {
 				return err
 			}
 			return runMisuse([]misuse{
-				{"launch with a buffer of another runtime", func() error {
-					return s.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(foreign), core.ArgF32(1), core.ArgU64(16))
-				}, core.ErrInvalidArgument},
+				{"launch with a buffer of another runtime", func() error { return fill16(s, k, foreign) }, core.ErrInvalidArgument},
 				{"copy between runtimes", func() error { return core.Copy(b, foreign) }, core.ErrInvalidArgument},
 				{"stream copy from another runtime", func() error { return s.CopyDevice(b, foreign) }, core.ErrInvalidArgument},
 				{"wait on an event of another runtime", func() error { return s.WaitEvent(ev2) }, core.ErrInvalidArgument},
@@ -277,9 +273,7 @@ func misuseChecks() []check {
 			}
 			defer done()
 			return runMisuse([]misuse{
-				{"launch of an unloaded module's kernel", func() error {
-					return s.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(b), core.ArgF32(1), core.ArgU64(16))
-				}, core.ErrClosed},
+				{"launch of an unloaded module's kernel", func() error { return fill16(s, k, b) }, core.ErrClosed},
 				{"second unload", m.Unload, core.ErrClosed},
 				{"garbage module", func() error {
 					return errOf(e.dev.LoadModule("conform_garbage", core.ModulePTX, []byte("not a module")))
@@ -317,6 +311,11 @@ func misuseChecks() []check {
 			return firstErr(core.CopyFromHost(b, empty), core.CopyToHost(empty, b))
 		}},
 	}
+}
+
+// fill16 launches fill_f32 (k) on s over 16 f32 values of r.
+func fill16(s *core.Stream, k *core.Kernel, r core.Region) error {
+	return s.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(r), core.ArgF32(1), core.ArgU64(16))
 }
 
 // kernel returns a built-in kernel of d.
