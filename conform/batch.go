@@ -73,6 +73,25 @@ func (be *batchEnv) read(b *core.Buffer) ([]float64, error) {
 	return f32Of(raw), nil
 }
 
+// submit submits b and checks that it enqueued want launches; what names
+// the Submit in the error.
+func submit(b *core.LaunchBatch, want int, what string) error {
+	if got, err := b.Submit(); err != nil || got != want {
+		return fmt.Errorf("%s: %d enqueued, %v", what, got, err)
+	}
+	return nil
+}
+
+// expectAll reads b (after synchronizing the stream) and checks that all
+// its values are want.
+func (be *batchEnv) expectAll(b *core.Buffer, want float64) error {
+	v, err := be.read(b)
+	if err != nil {
+		return err
+	}
+	return allEqual(v, want)
+}
+
 // fillArgs are fill_f32's arguments for all of b with v.
 func (be *batchEnv) fillArgs(b *core.Buffer, v float32) []core.Arg {
 	return []core.Arg{core.ArgBuffer(b), core.ArgF32(v), core.ArgU64(uint64(be.n))}
@@ -111,8 +130,8 @@ func batchDependent(e *env) error {
 	if err != nil {
 		return err
 	}
-	if got, err := b.Submit(); err != nil || got != 5 {
-		return fmt.Errorf("Submit of 5 launches: %d enqueued, %v", got, err)
+	if err := submit(b, 5, "Submit of 5 launches"); err != nil {
+		return err
 	}
 	raw := make([]byte, 4*n)
 	if err := firstErr(be.s.Synchronize(), core.CopyToHost(raw, t)); err != nil {
@@ -203,11 +222,7 @@ func batchPluginRejects(e *env) error {
 	if want == 0 {
 		return fmt.Errorf("%d launches enqueued before the rejected item 3, want 0 or 3 (%v)", got, err)
 	}
-	v, err := be.read(be.x)
-	if err != nil {
-		return err
-	}
-	return allEqual(v, want)
+	return be.expectAll(be.x, want)
 }
 
 func batchEmpty(e *env) error {
@@ -242,14 +257,10 @@ func batchThousand(e *env) error {
 	if b.Len() != 1000 {
 		return fmt.Errorf("Len %d after 1000 Adds", b.Len())
 	}
-	if got, err := b.Submit(); err != nil || got != 1000 {
-		return fmt.Errorf("Submit of 1000 launches: %d enqueued, %v", got, err)
-	}
-	v, err := be.read(be.y)
-	if err != nil {
+	if err := submit(b, 1000, "Submit of 1000 launches"); err != nil {
 		return err
 	}
-	return allEqual(v, 998.5)
+	return be.expectAll(be.y, 998.5)
 }
 
 // batchReuse: one batch submitted several times, and reset with launches
@@ -282,14 +293,10 @@ func batchReuse(e *env) error {
 		return err
 	}
 	b.Reset()
-	if got, err := b.Submit(); err != nil || got != 0 {
-		return fmt.Errorf("Submit after Reset: %d enqueued, %v", got, err)
-	}
-	v, err := be.read(be.x)
-	if err != nil {
+	if err := submit(b, 0, "Submit after Reset"); err != nil {
 		return err
 	}
-	return allEqual(v, 329)
+	return be.expectAll(be.x, 329)
 }
 
 // batchFreePending: a Free of a buffer a pending batch references waits
