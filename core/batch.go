@@ -226,6 +226,8 @@ func (b *LaunchBatch) Submit() (enqueued int, err error) {
 	if err := rt.check(op, e); err != nil {
 		return int(min(done, uint64(n))), err
 	}
+	rt.metrics.batches.Add(1)
+	rt.metrics.batchLaunches.Add(uint64(n))
 	return n, nil
 }
 

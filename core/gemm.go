@@ -128,7 +128,11 @@ func (s *Stream) Gemm(desc GemmDesc, ops GemmOperands) error {
 	}
 	g := gemmCall{s: s}
 	defer g.finish()
-	return g.run(&desc, &ops)
+	err := g.run(&desc, &ops)
+	if err == nil {
+		s.dev.rt.metrics.gemms.Add(1)
+	}
+	return err
 }
 
 // gemmMemoBits sizes a stream's memo of plans (Stream.gemmMemo).

@@ -337,7 +337,11 @@ func (s *Stream) Launch(k *Kernel, cfg LaunchConfig, args ...Arg) error {
 	}
 	l := launchCall{s: s, args: args}
 	defer l.finish()
-	return l.run(s, k, &cfg)
+	err := l.run(s, k, &cfg)
+	if err == nil {
+		s.dev.rt.metrics.launches.Add(1)
+	}
+	return err
 }
 
 // launchSmall: launches of at most this many arguments pack them in a

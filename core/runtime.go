@@ -3,6 +3,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -29,6 +30,7 @@ type Runtime struct {
 	devices []*Device
 	heap    *HostHeap
 	plans   *opCache
+	metrics metrics
 }
 
 // Open loads a plugin as cfg says (see Config), creates its runtime and
@@ -87,7 +89,12 @@ func (rt *Runtime) check(op string, e uintptr) error {
 	if e == 0 {
 		return nil
 	}
-	return rt.p.Check(op, e)
+	err := rt.p.Check(op, e)
+	var ge *Error
+	if errors.As(err, &ge) {
+		rt.metrics.pluginError(ge.Code)
+	}
+	return err
 }
 
 // enter begins a use of the runtime; every method that calls the plugin

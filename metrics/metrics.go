@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package metrics exports a gpurt runtime's counters to monitoring: a
+// Prometheus collector (NewCollector) and an expvar variable (Publish).
+// It is a separate package so that core itself depends on neither.
+//
+// What is exported, all labelled with the backend:
+//
+//	gpurt_device_memory_allocated_bytes   device bytes the runtime holds (plugin counter)
+//	gpurt_device_memory_total_bytes       per device (label device), as read at Open
+//	gpurt_device_memory_free_bytes        per device, read at each scrape (Device.Refresh)
+//	gpurt_pinned_host_bytes               pinned host bytes the runtime holds
+//	gpurt_live_objects                    live plugin objects (label kind)
+//	gpurt_host_heap_bytes                 pinned host heap (label state: in_use, reserved, peak)
+//	gpurt_host_heap_slices                live host-heap slices
+//	gpurt_host_heap_allocs_total          host-heap slices handed out
+//	gpurt_opcache_hits_total / _misses_total / _evictions_total
+//	gpurt_opcache_plans                   plans cached (gpurt_opcache_capacity: the bound)
+//	gpurt_kernel_launches_total           Stream.Launch
+//	gpurt_launch_batches_total            LaunchBatch.Submit (gpurt_batch_launches_total: their kernels)
+//	gpurt_gemms_total                     Stream.Gemm
+//	gpurt_plugin_errors_total             errors returned by the plugin (label code)
+//	gpurt_device_lost                     1 once a device was lost
+//
+// A scrape never fails: what cannot be read (a closed runtime's plugin
+// counters) is left out, and gpurt_up says whether the plugin answered.
+package metrics
+
+import (
+	"expvar"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metrale/gpurt/core"
+)
+
+// Collector is a prometheus.Collector for one runtime. Register it with a
+// prometheus.Registerer; it reads the runtime at every scrape.
+type Collector struct {
+	rt    *core.Runtime
+	descs map[string]*prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+type metricDef struct {
+	name, help string
+	labels     []string
+}
+
+var defs = []metricDef{
+	{"up", "1 when the runtime's plugin answered this scrape, 0 when it is closed or failed.", nil},
+	{"device_memory_allocated_bytes", "Device bytes allocated by the runtime (buffers, staging, workspaces).", nil},
+	{"device_memory_total_bytes", "Device memory size, as read at Open.", []string{"device"}},
+	{"device_memory_free_bytes", "Device memory free, read at this scrape.", []string{"device"}},
+	{"pinned_host_bytes", "Pinned host bytes allocated by the runtime.", nil},
+	{"live_objects", "Live plugin objects of the runtime.", []string{"kind"}},
+	{"host_heap_bytes", "The pinned host heap's bytes by state.", []string{"state"}},
+	{"host_heap_slices", "Live host-heap slices.", nil},
+	{"host_heap_allocs_total", "Host-heap slices handed out since Open.", nil},
+	{"opcache_hits_total", "GEMM plan cache hits.", nil},
+	{"opcache_misses_total", "GEMM plan cache misses (plans built).", nil},
+	{"opcache_evictions_total", "GEMM plans evicted from the cache.", nil},
+	{"opcache_plans", "GEMM plans cached now.", nil},
+	{"opcache_capacity", "The GEMM plan cache's bound.", nil},
+	{"kernel_launches_total", "Kernels enqueued by Stream.Launch.", nil},
+	{"launch_batches_total", "Launch batches submitted whole.", nil},
+	{"batch_launches_total", "Kernels enqueued through launch batches.", nil},
+	{"gemms_total", "GEMMs enqueued by Stream.Gemm.", nil},
+	{"plugin_errors_total", "Errors returned by the plugin, by code.", []string{"code"}},
+	{"device_lost", "1 once a call returned a device-lost error.", nil},
+}
+
+// NewCollector returns a collector for rt. The runtime's backend is a
+// constant label on every metric.
+func NewCollector(rt *core.Runtime) *Collector {
+	c := &Collector{rt: rt, descs: make(map[string]*prometheus.Desc, len(defs))}
+	constLabels := prometheus.Labels{"backend": rt.Backend()}
+	for _, d := range defs {
+		c.descs[d.name] = prometheus.NewDesc("gpurt_"+d.name, d.help, d.labels, constLabels)
+	}
+	return c
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range defs {
+		ch <- c.descs[d.name]
+	}
+}
+
+// Collect reads the runtime and sends the metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := Read(c.rt)
+	emit := func(name string, t prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[name], t, v, labels...)
+	}
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	emit("up", gauge, b2f(s.Up))
+	if s.Up {
+		emit("device_memory_allocated_bytes", gauge, float64(s.Stats.DeviceBytes))
+		emit("pinned_host_bytes", gauge, float64(s.Stats.HostBytes))
+		for kind, n := range map[string]uint64{
+			"buffers": s.Stats.LiveBuffers, "host_buffers": s.Stats.LiveHostBuffers,
+			"streams": s.Stats.LiveStreams, "events": s.Stats.LiveEvents,
+			"modules": s.Stats.LiveModules, "plans": s.Stats.LivePlans,
+		} {
+			emit("live_objects", gauge, float64(n), kind)
+		}
+	}
+	for _, d := range s.Devices {
+		idx := strconv.Itoa(d.Index)
+		emit("device_memory_total_bytes", gauge, float64(d.MemoryTotal), idx)
+		if d.FreeKnown {
+			emit("device_memory_free_bytes", gauge, float64(d.MemoryFree), idx)
+		}
+	}
+	emit("host_heap_bytes", gauge, float64(s.Heap.InUse), "in_use")
+	emit("host_heap_bytes", gauge, float64(s.Heap.Reserved), "reserved")
+	emit("host_heap_bytes", gauge, float64(s.Heap.Peak), "peak")
+	emit("host_heap_slices", gauge, float64(s.Heap.Live))
+	emit("host_heap_allocs_total", counter, float64(s.Heap.Allocs))
+	emit("opcache_hits_total", counter, float64(s.OpCache.Hits))
+	emit("opcache_misses_total", counter, float64(s.OpCache.Misses))
+	emit("opcache_evictions_total", counter, float64(s.OpCache.Evictions))
+	emit("opcache_plans", gauge, float64(s.OpCache.Size))
+	emit("opcache_capacity", gauge, float64(s.OpCache.Capacity))
+	emit("kernel_launches_total", counter, float64(s.Ops.Launches))
+	emit("launch_batches_total", counter, float64(s.Ops.LaunchBatches))
+	emit("batch_launches_total", counter, float64(s.Ops.BatchLaunches))
+	emit("gemms_total", counter, float64(s.Ops.GEMMs))
+	for code, n := range s.Ops.Errors {
+		emit("plugin_errors_total", counter, float64(n), code.String())
+	}
+	emit("device_lost", gauge, b2f(s.Ops.DeviceLost))
+}
+
+// Snapshot is everything this package exports, read at once.
+type Snapshot struct {
+	Backend string
+	Up      bool       // the plugin answered Stats
+	Stats   core.Stats // zero when !Up
+	Devices []DeviceMemory
+	Heap    core.HeapStats
+	OpCache core.OpCacheStats
+	Ops     core.Metrics
+}
+
+// DeviceMemory is one device's memory.
+type DeviceMemory struct {
+	Index       int
+	MemoryTotal uint64
+	MemoryFree  uint64
+	FreeKnown   bool // MemoryFree was read now
+}
+
+// Read takes a snapshot of rt. It never fails: what the plugin cannot
+// answer (a closed runtime) is left zero and Up is false.
+func Read(rt *core.Runtime) Snapshot {
+	s := Snapshot{Backend: rt.Backend(), Heap: rt.HostHeap().Stats(),
+		OpCache: rt.OpCacheStats(), Ops: rt.Metrics()}
+	st, err := rt.Stats()
+	if err == nil {
+		s.Up, s.Stats = true, st
+	}
+	for _, d := range rt.Devices() {
+		dm := DeviceMemory{Index: d.Index(), MemoryTotal: d.Info().MemoryTotal}
+		if s.Up {
+			if in, err := d.Refresh(); err == nil {
+				dm.MemoryFree, dm.FreeKnown = in.MemoryFree, true
+			}
+		}
+		s.Devices = append(s.Devices, dm)
+	}
+	return s
+}
+
+// Publish publishes rt's snapshot as the expvar variable name (served as
+// JSON on /debug/vars by expvar's handler). Like expvar.Publish it panics
+// when name is already published: call it once per name.
+func Publish(name string, rt *core.Runtime) {
+	expvar.Publish(name, expvar.Func(func() any { return expvarView(Read(rt)) }))
+}
+
+// expvarView renders a snapshot with stable lowercase keys (error codes
+// by name).
+func expvarView(s Snapshot) map[string]any {
+	errs := make(map[string]uint64, len(s.Ops.Errors))
+	for c, n := range s.Ops.Errors {
+		errs[c.String()] = n
+	}
+	devs := make([]map[string]any, 0, len(s.Devices))
+	for _, d := range s.Devices {
+		m := map[string]any{"index": d.Index, "memory_total": d.MemoryTotal}
+		if d.FreeKnown {
+			m["memory_free"] = d.MemoryFree
+		}
+		devs = append(devs, m)
+	}
+	return map[string]any{
+		"backend":      s.Backend,
+		"up":           s.Up,
+		"device_bytes": s.Stats.DeviceBytes, "pinned_host_bytes": s.Stats.HostBytes,
+		"live": map[string]uint64{
+			"buffers": s.Stats.LiveBuffers, "host_buffers": s.Stats.LiveHostBuffers,
+			"streams": s.Stats.LiveStreams, "events": s.Stats.LiveEvents,
+			"modules": s.Stats.LiveModules, "plans": s.Stats.LivePlans,
+		},
+		"devices": devs,
+		"host_heap": map[string]uint64{
+			"in_use": s.Heap.InUse, "reserved": s.Heap.Reserved, "peak": s.Heap.Peak,
+			"blocks": s.Heap.Blocks, "slices": s.Heap.Live, "allocs": s.Heap.Allocs,
+		},
+		"opcache": map[string]any{
+			"hits": s.OpCache.Hits, "misses": s.OpCache.Misses, "evictions": s.OpCache.Evictions,
+			"plans": s.OpCache.Size, "capacity": s.OpCache.Capacity,
+		},
+		"launches": s.Ops.Launches, "launch_batches": s.Ops.LaunchBatches,
+		"batch_launches": s.Ops.BatchLaunches, "gemms": s.Ops.GEMMs,
+		"errors": errs, "device_lost": s.Ops.DeviceLost,
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
