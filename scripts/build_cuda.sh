@@ -4,12 +4,12 @@
 # build_cuda.sh [--ci] [OUTDIR] — builds the CUDA plugin OUTDIR/libgpurt_cuda.so
 # (default OUTDIR: build/ in the repository root).
 #
-# The kernels (plugins/cuda/src/kernels.cu) are compiled by nvcc into ONE fatbin
-# (SASS for sm_80 and sm_90a, PTX for compute_90) that is embedded into the
-# library as data (plugins/cuda/src/fatbin.S, .incbin); the host code is C,
-# compiled with $CC (default cc), hidden visibility, a version script that
-# exports only gpurt_plugin_negotiate, and no link against libcuda or cudart
-# (libcuda.so.1 and libcublasLt.so.13 are dlopen'ed at run time).
+# The kernels (plugins/cuda/src/cuda_kernels.cu) are compiled by nvcc into ONE
+# fatbin (SASS for sm_80 and sm_90a, PTX for compute_90) that is embedded into
+# the library as data (plugins/cuda/src/cuda_fatbin.S, .incbin); the host
+# code is C, compiled with $CC (default cc), hidden visibility, a version
+# script that exports only gpurt_plugin_negotiate, and no link against
+# libcuda or cudart (libcuda.so.1 and libcublasLt.so.13 are dlopen'ed).
 #
 # nvcc: $NVCC, else nvcc on PATH, else /usr/local/cuda/bin/nvcc, else the
 # CUDA 13.0 packages from PyPI installed into .cuda-venv/ (gitignored).
@@ -18,8 +18,8 @@
 # packages cannot be installed it prints why and exits 0 (skipped); when they
 # install but the build fails it exits non-zero. Every build ends with the
 # checks: exported symbols (only gpurt_plugin_negotiate) and DT_NEEDED (only
-# the C library: libc, libm, libdl, libpthread, the dynamic loader). The host
-# code is plugins/cuda/src/*.c plus csrc/gp_error.c and csrc/gp_dtype_info.c.
+# the C library: libc, libm, libdl, libpthread, the dynamic loader). Host
+# code: plugins/cuda/src/cuda_*.c, csrc/gp_error.c, csrc/gp_dtype_info.c.
 set -uo pipefail
 
 ci=0
@@ -92,7 +92,7 @@ $reason"
     rm -f "$log"
     printf '%s\n' "${pins[@]}" >"$stamp"
   fi
-  nvcc=$(find "$venv" -path '*/site-packages/nvidia/*/bin/nvcc' -type f 2>/dev/null | head -n 1)
+  nvcc=$(find "$venv/" -path '*/site-packages/nvidia/*/bin/nvcc' -type f 2>/dev/null | head -n 1)
   [ -n "$nvcc" ] || die "the PyPI packages installed but no nvcc was found under $venv"
 fi
 [ -x "$nvcc" ] || die "nvcc at $nvcc is not executable"
@@ -115,15 +115,18 @@ fatbin=$tmp/kernels.fatbin
   -gencode arch=compute_80,code=sm_80 \
   -gencode arch=compute_90a,code=sm_90a \
   -gencode arch=compute_90,code=compute_90 \
-  -o "$fatbin" "$src/kernels.cu" || die "nvcc could not compile plugins/cuda/src/kernels.cu"
+  -o "$fatbin" "$src/cuda_kernels.cu" || die "nvcc could not compile plugins/cuda/src/cuda_kernels.cu"
 
 cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
         -Wno-unused-parameter -I"$root/abi" -I"$root/csrc" -I"$src" -isystem "$inc")
-"$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/fatbin.S" \
-  || die "could not assemble plugins/cuda/src/fatbin.S"
+"$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/cuda_fatbin.S" \
+  || die "could not assemble plugins/cuda/src/cuda_fatbin.S"
 objs=("$tmp/fatbin.o")
-for f in handles driver plugin gemm; do
-  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$src/$f.c" || die "could not compile plugins/cuda/src/$f.c"
+# Every plugins/cuda/src/cuda_*.c (one file per concept: cuda_plugin.c,
+# cuda_memory.c, cuda_stream.c, cuda_module.c, cuda_gemm.c, ...).
+for c in "$src"/cuda_*.c; do
+  f=$(basename "$c" .c)
+  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$c" || die "could not compile plugins/cuda/src/$f.c"
   objs+=("$tmp/$f.o")
 done
 # The C shared by the plugins: error objects, ABI struct access, dtype names

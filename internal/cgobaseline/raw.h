@@ -103,7 +103,7 @@ typedef struct {
 #define GBR_CUBLASLT_MATMUL_DESC_TRANSA 3       /* cublasLtMatmulDescAttributes_t */
 #define GBR_CUBLASLT_MATMUL_DESC_TRANSB 4       /* cublasLtMatmulDescAttributes_t */
 #define GBR_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES 1 /* ...PreferenceAttributes_t */
-/* The cuda plugin's GEMM workspace (plugins/cuda/src/gemm.c). */
+/* The cuda plugin's GEMM workspace (plugins/cuda/src/cuda_gemm.c). */
 #define GBR_GEMM_WORKSPACE (32u << 20)
 
 #define GBR_LT_FUNCS(X)                                                      \
@@ -380,7 +380,7 @@ static int gbr_lt_load(gbr *g, char *msg, size_t cap) {
 }
 
 /* The cuda plugin's plan for the descriptor gb_prepare_gemm passes
- * (plugins/cuda/src/gemm.c), made directly: compute 32F, scale 32F,
+ * (plugins/cuda/src/cuda_gemm.c), made directly: compute 32F, scale 32F,
  * TRANSA T, TRANSB N, bf16 A (k x m, ld k), B (k x n, ld k) and D (m x n,
  * ld m), C = D (one layout, C pointer D, beta 0), a preference with the
  * 32 MiB workspace bound and no alignment attributes (256 bytes is

@@ -219,7 +219,7 @@ static inline float apply_epilogue(uint epi, float v, device const uchar *bias,
 }
 
 // The layout of this struct is mirrored by gm_gemm_params in
-// plugins/metal/src/gm_internal.h: 8-byte fields first, then 4-byte ones.
+// plugins/metal/src/metal_internal.h: 8-byte fields first, then 4-byte ones.
 struct gemm_params {
   ulong m, n, k;
   ulong lda, ldb, ldc, ldd;

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gm_module.m — modules (BUILTIN, METAL_SOURCE, METALLIB), kernels
+ * metal_module.m — modules (BUILTIN, METAL_SOURCE, METALLIB), kernels
  * (MTLComputePipelineState) and launches. Launch arguments are checked as
  * the mock checks them (count, kind, size, buffer views, device) before
  * anything is encoded.
  */
-#import "gm_internal.h"
+#import "metal_internal.h"
 
 #include <string.h>
 

@@ -67,8 +67,8 @@ extern "C" __global__ void sleep_ns(u64 ns) {
 
 // Internal kernels of the plugin itself, not built-ins: kernel_get refuses
 // every name starting with "gpurt_internal_" in the built-in module
-// (plugin.c), so only gemm.c reaches them (its own module handle). They turn
-// an f32 GEMM bias into the 16-bit bias cuBLASLt takes for a bf16/f16 D,
+// (cuda_module.c), so only cuda_gemm.c reaches them (its own module
+// handle). They turn an f32 GEMM bias into the 16-bit bias cuBLASLt takes for a bf16/f16 D,
 // rounding to nearest even (NaN stays NaN, overflow becomes inf).
 extern "C" __global__ void gpurt_internal_f32_to_bf16(__nv_bfloat16 *y, const float *x, u64 n) {
   u64 i = gpurt_index();

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cu_internal.h — shared declarations of the CUDA plugin (libgpurt_cuda.so).
+ * cuda_internal.h — shared declarations of the CUDA plugin (libgpurt_cuda.so).
  *
  * The plugin never links against libcuda: every driver entry point is
  * resolved with dlsym from dlopen("libcuda.so.1") into `cu_drv` below. The
@@ -75,7 +75,7 @@ CU_HIDDEN void cu_result_text(CUresult r, char *buf, size_t cap);
  * Error objects ("cuda: <message>", gp_err / gp_err_vendor), struct_size-aware
  * reading and writing of ABI structs (gp_read_struct, gp_check_out,
  * gp_write_struct), gp_strlcpy and gp_dtype_name come from csrc/ (built into
- * the plugin by scripts/build_cuda.sh; gp_plugin_prefix is in plugin.c).
+ * the plugin by scripts/build_cuda.sh; gp_plugin_prefix is in cuda_plugin.c).
  */
 
 /* ---- handle tables ----------------------------------------------------- */
@@ -166,10 +166,10 @@ typedef struct cu_device {
   char last_kernel[CU_NAME_CAP]; /* the last kernel launched on any stream */
   _Atomic uint64_t last_kernel_h; /* its handle (0: a GEMM or none): the name is
                                      copied only when the kernel changes */
-  void *lt;                     /* cublasLtHandle_t, lazily (gemm.c) */
-  CUdeviceptr gemm_scratch;     /* 256 bytes, f32 1.0 first, lazily (gemm.c) */
+  void *lt;                     /* cublasLtHandle_t, lazily (cuda_gemm.c) */
+  CUdeviceptr gemm_scratch;     /* 256 bytes, f32 1.0 first, lazily (cuda_gemm.c) */
   /* The embedded fatbin loaded once more for the plugin's own kernels
-   * (gemm.c's f32 bias conversion), lazily under mu; never a user module. */
+   * (cuda_gemm.c's f32 bias conversion), lazily under mu; never a user module. */
   CUmodule internal_mod;
   CUfunction f32_to_bf16, f32_to_f16;
 } cu_device;
@@ -207,7 +207,7 @@ typedef struct cu_stream {
    * on first use; slot_mu is held from those copies through the matmul. */
   pthread_mutex_t slot_mu;
   CUdeviceptr slots;
-  /* The 16-bit copy of an f32 GEMM bias (gemm.c, plans whose cuBLASLt bias
+  /* The 16-bit copy of an f32 GEMM bias (cuda_gemm.c, plans whose cuBLASLt bias
    * is bf16/f16 while the caller's is f32): bias16_cap bytes, grown to the
    * largest m seen, allocated on first use; under slot_mu from the
    * conversion kernel's launch through the matmul. */
@@ -273,6 +273,13 @@ static inline __attribute__((always_inline)) void *cu_rt_obj(gpurt_runtime *h, s
  * is not live. */
 CU_HIDDEN void *cu_rt_take(gpurt_runtime *h, size_t tbl, const void *x, cu_runtime **rt,
                            gpurt_error **err);
+/* Makes d's context current on this thread when it is not already. */
+static inline CUresult cu_make_current(cu_device *d) {
+  CUcontext cur = NULL;
+  if (__builtin_expect(cu_drv.p_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx, 1))
+    return CUDA_SUCCESS;
+  return cu_drv.p_cuCtxSetCurrent(d->ctx);
+}
 /* Makes the device's primary context current on this thread and checks the
  * device is not lost. NULL on success. */
 CU_HIDDEN gpurt_error *cu_enter(cu_runtime *rt, uint32_t dev);
@@ -292,7 +299,60 @@ CU_HIDDEN gpurt_error *cu_view(cu_runtime *rt, gpurt_buffer *b, uint64_t off,
                                uint64_t bytes, uint32_t dev, const char *what,
                                CUdeviceptr *out);
 
-/* ---- GEMM (gemm.c) -------------------------------------------------------- */
+/* ---- cuda_plugin.c: runtimes, releasers (runtime teardown, full tables) --- */
+
+CU_HIDDEN void cu_enter_quiet(cu_runtime *rt, uint32_t dev);
+CU_HIDDEN void cu_free_kernel_list(cu_module *m);
+CU_HIDDEN void cu_release_module(void *u, void *o);
+CU_HIDDEN void cu_release_stream(void *u, void *o);
+CU_HIDDEN void cu_release_event(void *u, void *o);
+CU_HIDDEN void cu_release_buffer(void *u, void *o);
+CU_HIDDEN void cu_release_host(void *u, void *o);
+CU_HIDDEN gpurt_error *cu_insert(cu_runtime *rt, cu_table *t, void *obj,
+                                 void (*release)(void *u, void *o), const char *op,
+                                 uint64_t *hv);
+
+/* ---- cuda_memory.c: buffers, host buffers, copy, memset ----------------- */
+
+CU_HIDDEN gpurt_error *cu_buffer_alloc(gpurt_runtime *h, uint32_t dev, uint64_t size,
+                                       gpurt_buffer **out);
+CU_HIDDEN gpurt_error *cu_buffer_free(gpurt_runtime *h, gpurt_buffer *buf);
+CU_HIDDEN gpurt_error *cu_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out,
+                                     void **out_ptr);
+CU_HIDDEN gpurt_error *cu_host_free(gpurt_runtime *h, gpurt_host_buffer *buf);
+CU_HIDDEN gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args);
+CU_HIDDEN gpurt_error *cu_memset(gpurt_runtime *h, const gpurt_memset_args *args);
+
+/* ---- cuda_stream.c: streams, events ------------------------------------- */
+
+CU_HIDDEN gpurt_error *cu_stream_create(gpurt_runtime *h, uint32_t dev, gpurt_stream **out);
+CU_HIDDEN gpurt_error *cu_stream_destroy(gpurt_runtime *h, gpurt_stream *sh);
+CU_HIDDEN gpurt_error *cu_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh);
+CU_HIDDEN gpurt_error *cu_stream_query(gpurt_runtime *h, gpurt_stream *sh);
+CU_HIDDEN gpurt_error *cu_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh);
+CU_HIDDEN gpurt_error *cu_event_create(gpurt_runtime *h, uint32_t dev, uint32_t flags,
+                                       gpurt_event **out);
+CU_HIDDEN gpurt_error *cu_event_destroy(gpurt_runtime *h, gpurt_event *eh);
+CU_HIDDEN gpurt_error *cu_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh);
+CU_HIDDEN gpurt_error *cu_event_query(gpurt_runtime *h, gpurt_event *eh);
+CU_HIDDEN gpurt_error *cu_event_synchronize(gpurt_runtime *h, gpurt_event *eh);
+CU_HIDDEN gpurt_error *cu_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh,
+                                        double *out_ms);
+
+/* ---- cuda_module.c: modules, kernels, launch, launch_batch -------------- */
+
+CU_HIDDEN gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_args *args,
+                                      gpurt_module **out);
+CU_HIDDEN gpurt_error *cu_module_unload(gpurt_runtime *h, gpurt_module *mh);
+CU_HIDDEN gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name,
+                                     uint64_t name_len, gpurt_kernel **out);
+CU_HIDDEN gpurt_error *cu_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info *out);
+CU_HIDDEN gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
+                                 const gpurt_launch_args *args);
+CU_HIDDEN gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
+                                       const gpurt_launch_item *items, uint64_t *out_enqueued);
+
+/* ---- GEMM (cuda_gemm.c) -------------------------------------------------------- */
 
 CU_HIDDEN gpurt_error *cu_gemm_plan_create(gpurt_runtime *rt, uint32_t device,
                                            const gpurt_gemm_desc *desc,
@@ -309,9 +369,9 @@ CU_HIDDEN uint32_t cu_gemm_plan_device(const void *plan);
 /* Releases a device's cuBLASLt handle (runtime teardown). */
 CU_HIDDEN void cu_gemm_device_release(cu_device *d);
 
-/* ---- the embedded kernels (fatbin.S) ------------------------------------------ */
+/* ---- the embedded kernels (cuda_fatbin.S) ------------------------------------------ */
 
-/* Names of the plugin's own kernels in the fatbin (kernels.cu); kernel_get
+/* Names of the plugin's own kernels in the fatbin (cuda_kernels.cu); kernel_get
  * refuses them in the built-in module. */
 #define CU_INTERNAL_PREFIX "gpurt_internal_"
 

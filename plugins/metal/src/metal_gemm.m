@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gm_gemm.m — GEMM plans (ABI 1.1).
+ * metal_gemm.m — GEMM plans (ABI 1.1).
  *
  * gpurt's GEMM is column-major (BLAS): D = alpha op(A) op(B) + beta C. MPS
  * is row-major, and a column-major m x n matrix with leading dimension ld is
@@ -17,7 +17,7 @@
  * types run on gpurt_gemm_generic (one thread per element of D, f32
  * accumulation): correct, not fast. fp8 is UNSUPPORTED.
  */
-#import "gm_internal.h"
+#import "metal_internal.h"
 #import <MetalPerformanceShaders/MetalPerformanceShaders.h>
 
 #include <math.h>

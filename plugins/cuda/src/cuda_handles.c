@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The lock-free-read handle tables of the CUDA plugin (cu_internal.h says
+/* The lock-free-read handle tables of the CUDA plugin (cuda_internal.h says
  * why they are not csrc's gp_handle_table). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "cu_internal.h"
+#include "cuda_internal.h"
 
 #define CU_NONE UINT32_MAX
 static _Atomic uint64_t cu_serial = 1;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * driver.c — loading libcuda.so.1 at run time and initialising it once.
+ * cuda_driver.c — loading libcuda.so.1 at run time and initialising it once.
  *
  * Nothing happens at library load: the first probe or runtime_create
  * dlopens the driver (RTLD_LOCAL), resolves the entry points, checks the
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cu_internal.h"
+#include "cuda_internal.h"
 
 cu_driver cu_drv;
 

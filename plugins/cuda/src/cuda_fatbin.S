@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Embeds the kernels' fatbin (built by nvcc from kernels.cu) as read-only
+/* Embeds the kernels' fatbin (built by nvcc from cuda_kernels.cu) as read-only
  * data. GPURT_FATBIN_FILE is the fatbin's path, a quoted string, given by
  * scripts/build_cuda.sh. */
         .section .rodata.gpurt_cuda_fatbin, "a"

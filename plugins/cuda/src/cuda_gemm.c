@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gemm.c — GEMM plans (ABI 1.1) on cuBLASLt.
+ * cuda_gemm.c — GEMM plans (ABI 1.1) on cuBLASLt.
  *
  * libcublasLt.so.13 is dlopen'ed on the first plan (GPURT_CUBLASLT_PATH
  * first, then the library name, then the CUDA toolkit's usual folders); a
@@ -17,7 +17,7 @@
  * fp8 rows of its table): the plan is built with cuBLASLt's bias type, and
  * each run first converts the m f32 values (round to nearest even) into the
  * stream's 16-bit bias copy with the plugin's internal kernel
- * (kernels.cu, gpurt_internal_f32_to_bf16/_f16), on the run's stream, and
+ * (cuda_kernels.cu, gpurt_internal_f32_to_bf16/_f16), on the run's stream, and
  * passes that copy as the bias. The bias is thus rounded to 16 bits before
  * the add, as a 16-bit bias would be.
  */
@@ -28,7 +28,7 @@
 
 #include <cublasLt.h>
 
-#include "cu_internal.h"
+#include "cuda_internal.h"
 
 #define CU_GEMM_WORKSPACE (32u << 20)
 

@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gm_internal.h — the Metal plugin's objects (Objective-C, ARC).
+ * metal_internal.h — the Metal plugin's objects (Objective-C, ARC) and the
+ * functions its files share.
+ *
+ * Files (one prefix, one concept each):
+ *   metal_plugin.m  negotiate, the table, probe, runtimes, devices
+ *   metal_memory.m  buffers, host buffers, copy, memset
+ *   metal_stream.m  command-buffer streams, events
+ *   metal_module.m  modules (BUILTIN, METALLIB, METAL_SOURCE), kernels, launch
+ *   metal_gemm.m    GEMM plans and runs
  *
  * Handles are generational ids from csrc's gp_handle_table, never object
  * pointers. A table slot holds a +1 reference taken with CFBridgingRetain
@@ -221,7 +229,37 @@ id<MTLBuffer> gm_host_wrapper(GMHostBuffer *h, GMDevice *d);
 
 uint64_t gm_now_ns(void);
 
-/* module / launch / gemm entry points (gm_module.m, gm_gemm.m) */
+/* metal_plugin.m: the runtime table and fault counters */
+id gm_remove_locked(gp_handle_table *t, uintptr_t h);
+int gm_alloc_fault(GMRuntime *rt);
+
+/* metal_memory.m: the table's memory slots */
+gpurt_error *gm_buffer_alloc(gpurt_runtime *h, uint32_t device, uint64_t size,
+                             gpurt_buffer **out);
+gpurt_error *gm_buffer_free(gpurt_runtime *h, gpurt_buffer *buf);
+gpurt_error *gm_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out,
+                           void **out_ptr);
+gpurt_error *gm_host_free(gpurt_runtime *h, gpurt_host_buffer *buf);
+gpurt_error *gm_copy(gpurt_runtime *h, const gpurt_copy_args *args);
+gpurt_error *gm_memset(gpurt_runtime *h, const gpurt_memset_args *args);
+
+/* metal_stream.m: the table's stream and event slots; stream lookup */
+gpurt_error *gm_stream_create(gpurt_runtime *h, uint32_t device, gpurt_stream **out);
+gpurt_error *gm_get_stream(GMRuntime *rt, gpurt_stream *h, GMStream *__strong *out);
+gpurt_error *gm_stream_destroy(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *gm_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *gm_stream_query(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *gm_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh);
+gpurt_error *gm_event_create(gpurt_runtime *h, uint32_t device, uint32_t flags,
+                             gpurt_event **out);
+gpurt_error *gm_event_destroy(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *gm_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh);
+gpurt_error *gm_event_query(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *gm_event_synchronize(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *gm_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh,
+                              double *out_ms);
+
+/* metal_module.m and metal_gemm.m: the table's module, launch and GEMM slots */
 gpurt_error *gm_module_load(gpurt_runtime *h, const gpurt_module_load_args *args,
                             gpurt_module **out);
 gpurt_error *gm_module_unload(gpurt_runtime *h, gpurt_module *m);

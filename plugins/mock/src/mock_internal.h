@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mock_internal.h — the mock plugin's objects and the functions its files
+ * share. The mock is a real CPU implementation of every function of
+ * gpurt.h, the reference the GPU backends are compared against.
+ *
+ *  - Device memory is its own allocation (copies are required), with guard
+ *    bytes before and after, checked on free, and poison (0xDB) on free.
+ *  - Every stream is a worker thread with a FIFO of operations; workers
+ *    really run later (GPURT_MOCK_DELAY_US per operation, default 50), so a
+ *    missing synchronisation shows up as a wrong result.
+ *  - Handles are generational (gp_handle_table): freed, foreign or made-up
+ *    handles are errors, never crashes.
+ *  - Fault injection: runtime_control or GPURT_MOCK_FAULTS
+ *    ("fail_alloc_nth=3,fail_launch_nth=2,lose_device=0").
+ *
+ * Files (one prefix, one concept each):
+ *   mock_plugin.c  negotiate, the table, info, probe, runtimes, devices
+ *   mock_memory.c  buffers, host buffers, copy, memset
+ *   mock_stream.c  stream workers, streams, events
+ *   mock_module.c  modules, kernels, launch, launch_batch
+ *   mock_gemm.c    GEMM plans and runs
+ *
+ * Locking: the global mutex guards the runtime table; each runtime's `mu`
+ * guards its handle tables, counters and fault settings; each stream's `mu`
+ * guards its queue; the runtime's `ev_mu` guards event records. Locks are
+ * never nested except rt->mu -> (nothing) and s->mu -> (nothing).
+ */
+#ifndef GPURT_MOCK_INTERNAL_H
+#define GPURT_MOCK_INTERNAL_H
+
+#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
+#define _GNU_SOURCE /* clock_gettime, nanosleep, posix_memalign */
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gp_common.h"
+
+#define MOCK_VERSION "1.2.0"
+#define MOCK_DEFAULT_MEMORY (16ull << 30)
+#define MOCK_MAX_DEVICES 64u
+#define MOCK_GUARD 256u
+#define MOCK_GUARD_BYTE 0xA5
+#define MOCK_POISON 0xDB
+#define MOCK_FRESH 0xCD
+#define MOCK_MAX_SHARED (48u * 1024u)
+#define MOCK_DEFAULT_DELAY_US 50u
+
+/* ------------------------------------------------------------------ */
+/* Objects                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct mock_buf {
+  uint32_t dev;
+  uint64_t size;
+  unsigned char *raw; /* MOCK_GUARD | size | MOCK_GUARD */
+  unsigned char *data;
+} mock_buf;
+
+typedef struct mock_host {
+  uint64_t size;
+  uint64_t alloc_size;
+  unsigned char *ptr;
+} mock_host;
+
+/* One recording of an event; refcounted (event, queued ops). */
+typedef struct ev_rec {
+  int refs;
+  int done;
+  uint64_t ns; /* CLOCK_MONOTONIC at completion */
+} ev_rec;
+
+typedef struct mock_event {
+  uint32_t dev;
+  uint32_t flags;
+  ev_rec *latest; /* guarded by rt->ev_mu */
+} mock_event;
+
+typedef struct mock_module {
+  uint32_t dev;
+  char name[64];
+  uintptr_t *kernels; /* one cached handle per built-in, 0 when none */
+} mock_module;
+
+typedef struct mock_kernel {
+  uint32_t dev;
+  const gp_builtin_kernel *k;
+} mock_kernel;
+
+typedef struct mock_plan {
+  uint32_t dev;
+  gpurt_gemm_desc desc;
+} mock_plan;
+
+enum { OP_COPY, OP_MEMSET, OP_LAUNCH, OP_RECORD, OP_WAIT, OP_GEMM };
+
+typedef struct mock_op {
+  struct mock_op *next;
+  int kind;
+  int sync;     /* a caller waits for `finished`; it frees the op */
+  int finished;
+  union {
+    struct { void *dst; const void *src; uint64_t size; } copy;
+    struct { unsigned char *dst; uint64_t size; uint32_t value, es; } fill;
+    gp_launch_exec launch;
+    ev_rec *rec;
+    gp_gemm_exec *gemm;
+  } u;
+} mock_op;
+
+typedef struct mock_rt mock_rt;
+
+typedef struct mock_stream {
+  mock_rt *rt;
+  uint32_t dev;
+  int refs; /* guarded by rt->mu: the table's and drainers' */
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv; /* the worker waits for work */
+  pthread_cond_t done_cv; /* callers wait for progress */
+  mock_op *head, *tail;
+  uint64_t pending; /* queued or running */
+  int stop;
+  pthread_t thread;
+} mock_stream;
+
+struct mock_rt {
+  uint32_t serial;
+  uint32_t ndev;
+  uint64_t memory; /* per device */
+  unsigned delay_us;
+  int gemm_threads;
+  gpurt_log_fn log;
+  void *log_user;
+
+  pthread_mutex_t mu;
+  gp_handle_table bufs, hosts, streams, events, modules, kernels, plans;
+  uint64_t *used; /* device bytes per device */
+  uint64_t host_bytes;
+  int64_t fail_alloc_nth, fail_launch_nth;
+  atomic_int *lost; /* per device, sticky */
+
+  pthread_mutex_t ev_mu;
+  pthread_cond_t ev_cv;
+};
+
+#define H(p) ((unsigned long long)(uintptr_t)(p))
+#define U(x) ((unsigned long long)(x))
+
+/* Range check: [off, off+size) inside [0, total). */
+static inline int mock_in_range(uint64_t total, uint64_t off, uint64_t size) {
+  return off <= total && size <= total - off;
+}
+
+/* mock_plugin.c: runtimes, devices, shared lookups */
+gpurt_error *mock_get_rt(gpurt_runtime *h, mock_rt **out);
+gpurt_error *mock_lookup(mock_rt *rt, gp_handle_table *t, const void *h, void **out);
+uint64_t mock_now_ns(void);
+int mock_is_lost(mock_rt *rt, uint32_t dev);
+gpurt_error *mock_lost_err(const char *what, uint32_t dev);
+gpurt_error *mock_check_dev(mock_rt *rt, uint32_t dev, const char *what);
+gpurt_error *mock_buf_release(mock_buf *b, uintptr_t h);
+int mock_alloc_fault_locked(mock_rt *rt);
+
+/* mock_stream.c: stream workers, streams, events */
+void mock_rec_release(mock_rt *rt, ev_rec *r);
+void mock_op_free(mock_rt *rt, mock_op *op);
+void mock_op_run(mock_stream *s, mock_op *op);
+void mock_enqueue_many(mock_stream *s, mock_op *const *ops, uint64_t n);
+void mock_submit(mock_stream *s, mock_op *op);
+gpurt_error *mock_drain_device(mock_rt *rt, uint32_t dev);
+void mock_stream_finish(mock_rt *rt, mock_stream *s);
+gpurt_error *m_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out);
+gpurt_error *m_stream_destroy(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *m_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *m_stream_query(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *m_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_event **out);
+gpurt_error *m_event_destroy(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *m_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh);
+gpurt_error *m_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh);
+gpurt_error *m_event_query(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *m_event_synchronize(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *m_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh, double *out_ms);
+
+/* mock_memory.c: buffers, host buffers, copy, memset */
+gpurt_error *m_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpurt_buffer **out);
+gpurt_error *m_buffer_free(gpurt_runtime *h, gpurt_buffer *buf);
+gpurt_error *m_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out, void **out_ptr);
+gpurt_error *m_host_free(gpurt_runtime *h, gpurt_host_buffer *buf);
+gpurt_error *m_copy(gpurt_runtime *h, const gpurt_copy_args *args);
+gpurt_error *m_memset(gpurt_runtime *h, const gpurt_memset_args *args);
+
+/* mock_module.c: modules, kernels, launches */
+gpurt_error *m_module_load(gpurt_runtime *h, const gpurt_module_load_args *args, gpurt_module **out);
+gpurt_error *m_module_unload(gpurt_runtime *h, gpurt_module *mh);
+gpurt_error *m_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name, uint64_t name_len,
+                          gpurt_kernel **out);
+gpurt_error *m_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info *out);
+gpurt_error *m_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, const gpurt_launch_args *args);
+gpurt_error *m_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, const gpurt_launch_item *items,
+                            uint64_t *out_enqueued);
+
+/* mock_gemm.c: GEMM */
+gpurt_error *m_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_desc *desc,
+                                gpurt_gemm_plan **out);
+gpurt_error *m_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph);
+gpurt_error *m_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
+                        const gpurt_gemm_run_args *args);
+
+#endif /* GPURT_MOCK_INTERNAL_H */
