@@ -209,29 +209,44 @@ type stager struct {
 	off uint64
 }
 
-// getStager takes an idle stager of d, or makes one while fewer than
-// maxStagers exist, or waits for one. The caller has entered the runtime.
-func (d *Device) getStager() (*stager, error) {
+// getStager takes a token (waiting while maxStagers copies of d run),
+// then an idle stager of d, or makes one. Every path that does not hand
+// out a stager gives the token back, so a waiter always wakes: when a
+// stager's creation fails (a lost device, pinned memory exhausted, Close
+// started) or Trim frees the idle ones, the next waiter gets the token
+// and makes its own. A copy that gets its token after Close began fails
+// with ErrClosed instead of starting. The caller has entered the runtime
+// and gives the stager back with putStager.
+func (d *Device) getStager(op string) (*stager, error) {
+	d.stageTokens <- struct{}{}
+	if !d.rt.l.alive() {
+		<-d.stageTokens
+		return nil, errClosed(op, "runtime")
+	}
 	select {
 	case st := <-d.stagers:
 		return st, nil
 	default:
 	}
-	if d.nstagers.Add(1) <= maxStagers {
-		st, err := d.newStager()
-		if err != nil {
-			d.nstagers.Add(-1)
-			return nil, err
-		}
-		return st, nil
+	st, err := d.newStager()
+	if err != nil {
+		<-d.stageTokens
+		return nil, err
 	}
-	d.nstagers.Add(-1)
-	return <-d.stagers, nil
+	return st, nil
 }
 
+// putStager makes st idle and gives its copy's token back. There are
+// never more stagers than tokens, so the idle channel has room; were it
+// full, st would be freed rather than block.
 func (d *Device) putStager(st *stager) {
 	st.bh = 0
-	d.stagers <- st
+	select {
+	case d.stagers <- st:
+	default:
+		_ = d.freeStager(st)
+	}
+	<-d.stageTokens
 }
 
 func (d *Device) newStager() (*stager, error) {
@@ -317,7 +332,6 @@ func (d *Device) trimStagers() error {
 	for {
 		select {
 		case st := <-d.stagers:
-			d.nstagers.Add(-1)
 			if err := d.freeStager(st); err != nil && first == nil {
 				first = err
 			}
@@ -381,8 +395,8 @@ func (st *stager) finish(rt *Runtime, pool *copyPool, err error) error {
 // with the default ordering runs after it), the slots are large enough.
 // It returns the stager, which the caller gives back with putStager, and
 // the chunk size; on an error it has given the stager back itself.
-func (d *Device) prepare(bh uintptr, off, n uint64) (*stager, uint64, error) {
-	st, err := d.getStager()
+func (d *Device) prepare(op string, bh uintptr, off, n uint64) (*stager, uint64, error) {
+	st, err := d.getStager(op)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -410,7 +424,7 @@ func (d *Device) prepare(bh uintptr, off, n uint64) (*stager, uint64, error) {
 func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 	rt := d.rt
 	n := uint64(len(src))
-	st, c, err := d.prepare(bh, off, n)
+	st, c, err := d.prepare("copy_from_host", bh, off, n)
 	if err != nil {
 		return err
 	}
@@ -453,7 +467,7 @@ func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 func (d *Device) stagedDownload(dst []byte, bh uintptr, off uint64) error {
 	rt := d.rt
 	n := uint64(len(dst))
-	st, c, err := d.prepare(bh, off, n)
+	st, c, err := d.prepare("copy_to_host", bh, off, n)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ package core
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
@@ -19,9 +18,10 @@ type Device struct {
 	index uint32
 	info  DeviceInfo // as read at Open
 
-	// staging for synchronous copies of Go slices (copy.go)
-	stagers  chan *stager
-	nstagers atomic.Int32
+	// staging for synchronous copies of Go slices (copy.go): idle
+	// stagers, and one token per copy running (at most maxStagers)
+	stagers     chan *stager
+	stageTokens chan struct{}
 
 	modMu   sync.Mutex
 	modules map[string]*Module

@@ -72,6 +72,7 @@ func openPlugin(cfg Config, log hclog.Logger, rep *Report, p *bind.Plugin) (*Run
 		}
 		d.info = info
 		d.stagers = make(chan *stager, maxStagers)
+		d.stageTokens = make(chan struct{}, maxStagers)
 		rt.devices = append(rt.devices, d)
 	}
 	rt.heap = newHostHeap(rt)
