@@ -5,6 +5,7 @@ package core
 import (
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -33,6 +34,19 @@ type Config struct {
 	// OpCacheSize bounds the GEMM plan cache (entries). Zero: the value
 	// of GPURT_OPCACHE_SIZE, or 1024.
 	OpCacheSize int
+	// ProbeInProcess probes plugins in this process instead of in a child
+	// process (the executable run again with a hidden subcommand): a
+	// process start faster, but a driver that crashes or hangs while
+	// probing takes the process with it.
+	ProbeInProcess bool
+	// ProbeTimeout is the isolated probe's watchdog (0: 30 s).
+	ProbeTimeout time.Duration
+	// AllowUnverifiedPlugins lets a binary built by `make dist` (which
+	// records its plugins' SHA-256) load plugins from PluginPaths or
+	// GPURT_PLUGIN_PATH that no recorded checksum covers;
+	// GPURT_ALLOW_UNVERIFIED=1 does the same. Plugins beside the
+	// executable must always match.
+	AllowUnverifiedPlugins bool
 }
 
 // Report is the loader's account of the search: every candidate and what
@@ -65,10 +79,13 @@ func (cfg *Config) opCacheSize() int {
 
 func (cfg *Config) loaderOptions(log hclog.Logger) loader.Options {
 	return loader.Options{
-		Paths:          cfg.PluginPaths,
-		Backend:        cfg.Backend,
-		NoMockFallback: cfg.NoMockFallback,
-		Logger:         log,
+		Paths:           cfg.PluginPaths,
+		Backend:         cfg.Backend,
+		NoMockFallback:  cfg.NoMockFallback,
+		Logger:          log,
+		ProbeInProcess:  cfg.ProbeInProcess,
+		ProbeTimeout:    cfg.ProbeTimeout,
+		AllowUnverified: cfg.AllowUnverifiedPlugins,
 	}
 }
 

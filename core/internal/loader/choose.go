@@ -23,6 +23,7 @@ type cand struct {
 	plugin *bind.Plugin // non-nil once negotiated and bound
 	deps   []dep        // what the file needs, and whether each was found
 	done   bool         // State is final
+	sealed string       // what verify said of an accepted file ("" when nothing was verified)
 }
 
 func (c *cand) fail(reason, detail string) {
@@ -144,6 +145,15 @@ func examine(c *cand, req, from string, opts Options, winners map[string]*cand, 
 	if checkFile(c, log); c.done {
 		return
 	}
+	if verify(c, opts, besideExe(c, exeDirs(opts))); c.done {
+		return
+	}
+	isolated := !opts.ProbeInProcess && platformOK
+	if isolated {
+		if probeIsolated(c, opts, log); c.done {
+			return
+		}
+	}
 	if openPlugin(c, log); c.done {
 		return
 	}
@@ -157,7 +167,10 @@ func examine(c *cand, req, from string, opts Options, winners map[string]*cand, 
 		return
 	}
 	winners[be] = c
-	probePlugin(c, log)
+	if !isolated {
+		probePlugin(c, log)
+	}
+	c.Detail = appendDetail(c.Detail, c.sealed)
 }
 
 // admit applies the decisions that need no loading: not requested,

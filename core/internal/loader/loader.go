@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -59,6 +60,21 @@ type Options struct {
 	NoMockFallback bool         // auto must not fall back to mock
 	Logger         hclog.Logger // nil: hclog named "gpurt" at GPURT_LOG_LEVEL (default warn), to stderr
 	ExePath        string       // "" = os.Executable(); tests set it
+
+	// ProbeInProcess probes plugins in this process instead of in a
+	// child process (see isolate.go): faster by a process start, but a
+	// driver that crashes or hangs in probe takes the process with it.
+	ProbeInProcess bool
+	// ProbeTimeout is the isolated probe's watchdog (0: DefaultProbeTimeout).
+	ProbeTimeout time.Duration
+	// ProbeCacheDir holds isolated probe results between processes: ""
+	// is the user's cache folder (os.UserCacheDir()/gpurt/probe), "-"
+	// keeps them in memory only.
+	ProbeCacheDir string
+	// AllowUnverified lets plugins load that the checksums recorded by
+	// `make dist` do not cover (see integrity.go); GPURT_ALLOW_UNVERIFIED=1
+	// does the same.
+	AllowUnverified bool
 }
 
 // State is where a candidate ended.

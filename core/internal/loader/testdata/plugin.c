@@ -14,7 +14,10 @@
  *   -DUNAVAILABLE          probe says unavailable, driver missing
  *   -DPROBE_ERROR          probe returns an error object
  */
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "gpurt.h"
@@ -65,6 +68,23 @@ static gpurt_error *plugin_info(gpurt_plugin_info *out) {
 }
 
 static gpurt_error *probe(gpurt_probe_args *a) {
+#if defined(PROBE_CRASH) /* a driver that crashes in probe */
+  raise(SIGSEGV);
+#endif
+#if defined(PROBE_HANG) /* a driver that never answers */
+  for (;;) pause();
+#endif
+#if defined(PROBE_NOISE) /* a driver that prints to stdout */
+  printf("driver chatter on stdout\n");
+  fflush(stdout);
+#endif
+#if defined(PROBE_COUNT) /* counts its probes in the file $GPURT_TEST_PROBE_COUNT */
+  {
+    const char *f = getenv("GPURT_TEST_PROBE_COUNT");
+    FILE *fp = f ? fopen(f, "a") : NULL;
+    if (fp) { fputc('x', fp); fclose(fp); }
+  }
+#endif
 #if defined(PROBE_ERROR)
   (void)a;
   return mkerr(GPURT_ERR_INTERNAL, "test: probe exploded");

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build linux || darwin
+
+package loader
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// reserveStdout keeps the process's stdout for the caller and points file
+// descriptor 1 at stderr, so that whatever a plugin prints cannot corrupt
+// the report.
+func reserveStdout() (*os.File, error) {
+	fd, err := unix.Dup(1)
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.Dup2(2, 1); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "report"), nil
+}
+
+// fileIdentity is what changes when a file is replaced or rewritten.
+func fileIdentity(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size,
+		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
+}
