@@ -3,8 +3,11 @@
 package core
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -12,15 +15,38 @@ import (
 	"github.com/metrale/gpurt/core/internal/loader"
 )
 
-// Config says which plugin to load and how to create its runtime. The zero
-// value is valid: search the default places, pick the best backend.
+// Config says which plugin to load and how to run it. The zero value is
+// valid: search the default places, pick the best backend, take every
+// other setting from the environment or its default.
+//
+// This file is the one place that reads the core's environment. Every
+// knob is a Config field; the field's zero value means "the environment
+// variable, else the default", so a program can fix a setting in code and
+// a user can still tune the others without rebuilding:
+//
+//	Field          Variable             Default
+//	Backend        GPURT_BACKEND        auto
+//	LogLevel       GPURT_LOG_LEVEL      warn
+//	OpCacheSize    GPURT_OPCACHE_SIZE   1024
+//	StageChunk     GPURT_STAGE_CHUNK    8 MiB (16 MiB for copies of 256 MiB or more)
+//	StageSlots     GPURT_STAGE_SLOTS    4
+//	CopyWorkers    GPURT_COPY_WORKERS   min(GOMAXPROCS-1, 12), at least 1
+//
+// GPURT_PLUGIN_PATH (folders searched after PluginPaths) and
+// GPURT_ALLOW_UNVERIFIED (the default of AllowUnverifiedPlugins) are read
+// by the loader itself, because ignoring them in a setuid process is part
+// of its trust policy. A value that does not parse or is out of range, in a
+// field or a variable, makes Open, Probe and Backends fail with an *Error
+// (ErrInvalidArgument) naming the variable or field and the value; it is
+// never silently replaced by the default.
 type Config struct {
 	// PluginPaths are files or folders searched before GPURT_PLUGIN_PATH
 	// and the executable's folders.
 	PluginPaths []string
-	// Backend is "auto" (or ""), "cuda", "metal" or "mock"; GPURT_BACKEND
-	// is used when empty. An explicit backend that cannot run is an error
-	// carrying the whole report.
+	// Backend is "auto" (or ""), "cuda", "metal", "mock", or the backend
+	// of any plugin file found (libgpurt_rocm.so: "rocm"; see Backends);
+	// GPURT_BACKEND is used when empty. An explicit backend that cannot
+	// run is an *Error matching ErrBackendUnavailable, carrying the report.
 	Backend string
 	// NoMockFallback forbids auto from settling on the mock.
 	NoMockFallback bool
@@ -28,12 +54,29 @@ type Config struct {
 	// "key=value;key=value" (the mock knows "devices=N").
 	PluginOptions string
 	// Logger receives the loader's and the runtime's messages (leaks,
-	// backend choice). Nil: an hclog logger named "gpurt" on stderr with
-	// the level from GPURT_LOG_LEVEL (default warn).
+	// backend choice). Nil: an hclog logger named "gpurt" on stderr at
+	// LogLevel.
 	Logger hclog.Logger
-	// OpCacheSize bounds the GEMM plan cache (entries). Zero: the value
-	// of GPURT_OPCACHE_SIZE, or 1024.
+	// LogLevel is the default logger's level: trace, debug, info, warn,
+	// error or off. Empty: GPURT_LOG_LEVEL, else warn. Unused when Logger
+	// is set.
+	LogLevel string
+	// OpCacheSize bounds the GEMM plan cache (entries, 1 to 1<<20).
+	// Zero: GPURT_OPCACHE_SIZE, else 1024.
 	OpCacheSize int
+	// StageChunk is the largest chunk, in bytes, of a synchronous copy of
+	// Go memory staged through pinned memory (64 KiB to 1 GiB, rounded up
+	// to 4 KiB; the variable takes K, M and G suffixes, binary). Zero:
+	// GPURT_STAGE_CHUNK, else 8 MiB, and 16 MiB for copies of 256 MiB or
+	// more. Each copy in flight holds StageSlots chunks of pinned memory.
+	StageChunk int
+	// StageSlots is the number of chunks of one staged copy in flight
+	// (2 to 16). Zero: GPURT_STAGE_SLOTS, else 4.
+	StageSlots int
+	// CopyWorkers is the number of goroutines sharing each staged chunk's
+	// memmove, the copying goroutine included (1 to 256). Zero:
+	// GPURT_COPY_WORKERS, else min(GOMAXPROCS-1, 12), at least 1.
+	CopyWorkers int
 	// ProbeInProcess probes plugins in this process instead of in a child
 	// process (the executable run again with a hidden subcommand): a
 	// process start faster, but a driver that crashes or hangs while
@@ -49,32 +92,136 @@ type Config struct {
 	AllowUnverifiedPlugins bool
 }
 
-// Report is the loader's account of the search: every candidate and what
-// became of it, and the plugin selected.
-type Report = loader.Report
-
-// Candidate is one plugin file the loader looked at.
-type Candidate = loader.Candidate
-
-func (cfg *Config) logger() hclog.Logger {
-	if cfg.Logger != nil {
-		return cfg.Logger
-	}
-	lvl := hclog.LevelFromString(os.Getenv("GPURT_LOG_LEVEL"))
-	if lvl == hclog.NoLevel {
-		lvl = hclog.Warn
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: "gpurt", Level: lvl, Output: os.Stderr})
+// settings is a Config with the environment and the defaults applied.
+type settings struct {
+	log         hclog.Logger
+	opCacheSize int
+	stage       stageSettings
 }
 
-func (cfg *Config) opCacheSize() int {
-	if cfg.OpCacheSize > 0 {
-		return cfg.OpCacheSize
+// stageSettings are the staging parameters of synchronous copies of Go
+// memory (CopyFromHost, CopyToHost) of one runtime.
+type stageSettings struct {
+	Chunk   int  // bytes per chunk (the largest; small copies use less)
+	BigAuto bool // Chunk was not set: copies of bigCopy bytes or more use bigStageChunk
+	Slots   int
+	Workers int
+}
+
+// String is the settings in one line, for logs and benchmark reports.
+func (s stageSettings) String() string {
+	c := fmt.Sprintf("chunk=%s", sizeText(s.Chunk))
+	if s.BigAuto {
+		c += fmt.Sprintf(" (%s for copies >= %s)", sizeText(bigStageChunk), sizeText(bigCopy))
 	}
-	if v, err := strconv.Atoi(os.Getenv("GPURT_OPCACHE_SIZE")); err == nil && v > 0 {
-		return v
+	return fmt.Sprintf("%s slots=%d workers=%d", c, s.Slots, s.Workers)
+}
+
+// resolve applies the environment and the defaults, and checks every
+// value. The error is an *Error of op naming the field or variable and
+// the value.
+func (cfg *Config) resolve(op string) (settings, error) {
+	return cfg.resolveEnv(op, os.Getenv, runtime.GOMAXPROCS(0))
+}
+
+func (cfg *Config) resolveEnv(op string, getenv func(string) string, procs int) (settings, error) {
+	var s settings
+	bad := func(name string, v any, want string) (settings, error) {
+		return settings{}, errf(CodeInvalidArgument, op, "%s=%q: want %s", name, fmt.Sprint(v), want)
 	}
-	return 1024
+
+	level := cfg.LogLevel
+	levelFrom := "Config.LogLevel"
+	if strings.TrimSpace(level) == "" {
+		level, levelFrom = getenv("GPURT_LOG_LEVEL"), "GPURT_LOG_LEVEL"
+	}
+	lvl := hclog.Warn
+	if strings.TrimSpace(level) != "" {
+		if lvl = hclog.LevelFromString(strings.TrimSpace(level)); lvl == hclog.NoLevel {
+			return bad(levelFrom, level, "trace, debug, info, warn, error or off")
+		}
+	}
+	s.log = cfg.Logger
+	if s.log == nil {
+		s.log = hclog.New(&hclog.LoggerOptions{Name: "gpurt", Level: lvl, Output: os.Stderr})
+	}
+
+	// num reads a whole number (with K, M, G suffixes when sized) from the
+	// field, else the variable; ok is false when neither is set.
+	num := func(field, env string, val, lo, hi int, sized bool) (n int, ok bool, err error) {
+		want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+		if sized {
+			want = fmt.Sprintf("a byte count (K, M, G suffixes) from %s to %s", sizeText(lo), sizeText(hi))
+		}
+		if val != 0 {
+			if val < lo || val > hi {
+				_, err = bad("Config."+field, val, want)
+				return 0, false, err
+			}
+			return val, true, nil
+		}
+		v := strings.TrimSpace(getenv(env))
+		if v == "" {
+			return 0, false, nil
+		}
+		t, mul := v, 1
+		if sized {
+			switch t[len(t)-1] {
+			case 'k', 'K':
+				mul = 1 << 10
+			case 'm', 'M':
+				mul = 1 << 20
+			case 'g', 'G':
+				mul = 1 << 30
+			}
+			if mul > 1 {
+				t = t[:len(t)-1]
+			}
+		}
+		n, perr := strconv.Atoi(t)
+		if perr != nil || n < 0 || n > hi/mul || n*mul < lo {
+			_, err = bad(env, v, want)
+			return 0, false, err
+		}
+		return n * mul, true, nil
+	}
+
+	s.opCacheSize = 1024
+	if n, ok, err := num("OpCacheSize", "GPURT_OPCACHE_SIZE", cfg.OpCacheSize, 1, 1<<20, false); err != nil {
+		return settings{}, err
+	} else if ok {
+		s.opCacheSize = n
+	}
+	s.stage = stageSettings{Chunk: defaultStageChunk, BigAuto: true, Slots: defaultStageSlots,
+		Workers: max(min(procs-1, maxCopyParts), 1)}
+	if n, ok, err := num("StageChunk", "GPURT_STAGE_CHUNK", cfg.StageChunk, 64<<10, 1<<30, true); err != nil {
+		return settings{}, err
+	} else if ok {
+		s.stage.Chunk, s.stage.BigAuto = (n+4095)&^4095, false
+	}
+	if n, ok, err := num("StageSlots", "GPURT_STAGE_SLOTS", cfg.StageSlots, 2, maxStageSlots, false); err != nil {
+		return settings{}, err
+	} else if ok {
+		s.stage.Slots = n
+	}
+	if n, ok, err := num("CopyWorkers", "GPURT_COPY_WORKERS", cfg.CopyWorkers, 1, 256, false); err != nil {
+		return settings{}, err
+	} else if ok {
+		s.stage.Workers = n
+	}
+	return s, nil
+}
+
+func sizeText(n int) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
 }
 
 func (cfg *Config) loaderOptions(log hclog.Logger) loader.Options {
@@ -87,12 +234,4 @@ func (cfg *Config) loaderOptions(log hclog.Logger) loader.Options {
 		ProbeTimeout:    cfg.ProbeTimeout,
 		AllowUnverified: cfg.AllowUnverifiedPlugins,
 	}
-}
-
-// Probe runs the loader's search and choice without creating a runtime,
-// and returns its report (also on error, when there is one). Safe from
-// any goroutine.
-func Probe(cfg Config) (*Report, error) {
-	rep, _, err := loader.Choose(cfg.loaderOptions(cfg.logger()))
-	return rep, err
 }

@@ -3,13 +3,6 @@
 package core
 
 import (
-	"fmt"
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
@@ -68,129 +61,12 @@ const (
 	maxStagers = 4
 )
 
-// StageSettings are the staging parameters of synchronous copies of Go
-// memory (CopyFromHost, CopyToHost), read once from the environment at
-// first use (StagingConfig):
-//
-//	GPURT_STAGE_CHUNK   bytes per chunk, a number with an optional K, M
-//	                    or G suffix (binary units), 64K to 1G, rounded up
-//	                    to 4 KiB. Unset: 8 MiB, and 16 MiB for copies of
-//	                    256 MiB or more.
-//	GPURT_STAGE_SLOTS   chunks in flight per copy, 2 to 16 (default 4).
-//	GPURT_COPY_WORKERS  goroutines sharing each chunk's memmove, the
-//	                    copying goroutine included, 1 to 256 (default
-//	                    min(GOMAXPROCS-1, 12), at least 1).
-//
-// An invalid value is ignored with a one-line warning. Each copy stager
-// holds Slots pinned chunks.
-type StageSettings struct {
-	Chunk   int  // bytes per chunk (the largest; small copies use less)
-	BigAuto bool // Chunk was not set: copies of 256 MiB or more use 16 MiB
-	Slots   int
-	Workers int
-}
-
-// String is the settings in one line, for benchmark reports.
-func (s StageSettings) String() string {
-	c := fmt.Sprintf("chunk=%s", sizeText(s.Chunk))
-	if s.BigAuto {
-		c += fmt.Sprintf(" (%s for copies >= %s)", sizeText(bigStageChunk), sizeText(bigCopy))
-	}
-	return fmt.Sprintf("%s slots=%d workers=%d", c, s.Slots, s.Workers)
-}
-
-func sizeText(n int) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
-
-var stageSettings struct {
-	once sync.Once
-	done atomic.Bool // s is set: the copies' allocation-free fast path
-	s    StageSettings
-}
-
-// StagingConfig returns the staging parameters in effect, reading the
-// environment on the first call (warnings then go to stderr; on a first
-// use by a copy, to the runtime's logger).
-func StagingConfig() StageSettings { return stageConfig(nil) }
-
-// stageConfig is StagingConfig; rt, when not nil, logs the warnings if
-// this call is the first.
-func stageConfig(rt *Runtime) StageSettings {
-	if !stageSettings.done.Load() {
-		loadStageConfig(rt)
-	}
-	return stageSettings.s
-}
-
-func loadStageConfig(rt *Runtime) {
-	stageSettings.once.Do(func() {
-		warn := func(m string) { fmt.Fprintln(os.Stderr, m) }
-		if rt != nil && rt.log != nil {
-			warn = func(m string) { rt.log.Warn(strings.TrimPrefix(m, "gpurt: ")) }
-		}
-		stageSettings.s = parseStageSettings(os.Getenv, runtime.GOMAXPROCS(0), warn)
-		stageSettings.done.Store(true)
-	})
-}
-
-// parseStageSettings reads the settings through getenv for a process of
-// procs cores.
-func parseStageSettings(getenv func(string) string, procs int, warn func(string)) StageSettings {
-	s := StageSettings{Chunk: defaultStageChunk, BigAuto: true, Slots: defaultStageSlots,
-		Workers: max(min(procs-1, maxCopyParts), 1)}
-	num := func(name string, lo, hi int, sized bool) (int, bool) {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			return 0, false
-		}
-		t, mul := v, 1
-		if sized && t != "" {
-			switch t[len(t)-1] {
-			case 'k', 'K':
-				mul = 1 << 10
-			case 'm', 'M':
-				mul = 1 << 20
-			case 'g', 'G':
-				mul = 1 << 30
-			}
-			if mul > 1 {
-				t = t[:len(t)-1]
-			}
-		}
-		n, err := strconv.Atoi(t)
-		if err == nil && n >= 0 && n <= hi/mul && n*mul >= lo {
-			return n * mul, true
-		}
-		want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
-		if sized {
-			want = fmt.Sprintf("a byte count (K, M, G suffixes) from %s to %s", sizeText(lo), sizeText(hi))
-		}
-		warn(fmt.Sprintf("gpurt: ignoring %s=%q: want %s", name, v, want))
-		return 0, false
-	}
-	if n, ok := num("GPURT_STAGE_CHUNK", 64<<10, 1<<30, true); ok {
-		s.Chunk, s.BigAuto = (n+4095)&^4095, false
-	}
-	if n, ok := num("GPURT_STAGE_SLOTS", 2, maxStageSlots, false); ok {
-		s.Slots = n
-	}
-	if n, ok := num("GPURT_COPY_WORKERS", 1, 256, false); ok {
-		s.Workers = n
-	}
-	return s
-}
+// stageConfig is the staging parameters of rt's copies (Config.StageChunk,
+// StageSlots, CopyWorkers).
+func stageConfig(rt *Runtime) stageSettings { return rt.stage }
 
 // maxChunk is the largest chunk a copy may use under s.
-func (s StageSettings) maxChunk() int {
+func (s stageSettings) maxChunk() int {
 	if s.BigAuto {
 		return max(s.Chunk, bigStageChunk)
 	}
@@ -345,7 +221,7 @@ func (d *Device) trimStagers() error {
 // even a mid-sized copy overlaps), between stageMin and the chunk size of
 // cfg (bigStageChunk for a copy of bigCopy bytes or more when the chunk
 // was not set).
-func chunkFor(n uint64, cfg StageSettings) uint64 {
+func chunkFor(n uint64, cfg stageSettings) uint64 {
 	hi := uint64(cfg.Chunk)
 	if cfg.BigAuto && n >= bigCopy {
 		hi = max(hi, bigStageChunk)
@@ -429,7 +305,7 @@ func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 		return err
 	}
 	defer d.putStager(st)
-	pool := stagePool()
+	pool := rt.pool
 	slots := len(st.slot)
 	chunks := int((n + c - 1) / c)
 	for i := 0; i <= chunks; i++ {
@@ -472,7 +348,7 @@ func (d *Device) stagedDownload(dst []byte, bh uintptr, off uint64) error {
 		return err
 	}
 	defer d.putStager(st)
-	pool := stagePool()
+	pool := rt.pool
 	slots := len(st.slot)
 	chunks := int((n + c - 1) / c)
 	for i := 0; i < chunks && i < slots; i++ {

@@ -16,7 +16,7 @@ import (
 // staged path: pageable memory through pinned chunks), up and down, at the
 // sizes gpurt bench reports, each twice in the same run: "serial" with the
 // memmove on the calling goroutine alone (a pool of one), "pool" with the
-// shared copy pool (a pool of two where the shared one is serial, as on a
+// runtime's copy pool (a pool of two where the shared one is serial, as on a
 // 2-core machine). On the mock the "DMA" is a memcpy by the stream's
 // worker thread, which competes with the memmove for cores, so on a small
 // machine the figures say little about a GPU; they show that the staging
@@ -27,9 +27,8 @@ func BenchmarkStagedCopy(b *testing.B) {
 	require.NoError(b, err)
 	defer rt.Close()
 	d := rt.devices[0]
-	shared := stagePool()
+	shared := rt.pool
 	serial := newCopyPool(1)
-	defer func() { sharedCopyPool.p = shared }()
 	pool := shared
 	if pool.parts < 2 { // a small machine: still measure a pool of two
 		pool = newCopyPool(2)
@@ -51,7 +50,7 @@ func BenchmarkStagedCopy(b *testing.B) {
 				p    *copyPool
 			}{{"serial", serial}, {"pool", pool}} {
 				b.Run(fmt.Sprintf("%s/%dMiB/%s", dir, n>>20, mode.name), func(b *testing.B) {
-					sharedCopyPool.p = mode.p
+					rt.pool = mode.p
 					b.SetBytes(int64(n))
 					b.ReportAllocs()
 					for b.Loop() {

@@ -15,7 +15,7 @@ import (
 // once, the calling goroutine among them. The pool is process-wide rather
 // than per runtime: memory bandwidth is the machine's, several runtimes
 // would only oversubscribe it, and parked workers cost a stack each and
-// nothing else. It starts on the first staged copy that needs it.
+// nothing else. Open starts it (copyPoolOf).
 //
 // A copy allocates nothing: each stager owns one memJob, reused for every
 // chunk; a worker receives a pointer to it over a channel, claims pieces
@@ -53,21 +53,30 @@ type memJob struct {
 	wg       sync.WaitGroup
 }
 
-var sharedCopyPool struct {
-	once sync.Once
-	p    *copyPool
+var copyPools struct {
+	mu sync.Mutex
+	m  map[int]*copyPool
 }
 
-// stagePool is the process-wide pool, sized StagingConfig().Workers when
-// first used: by default min(GOMAXPROCS-1, maxCopyParts), so one core
-// stays free for the rest of the process and for the plugin's own threads
-// (the mock's "DMA" is a memcpy on its stream thread: on a 2-core machine
-// a memmove on both cores only fights it). 16 cores give 8.
-func stagePool() *copyPool {
-	sharedCopyPool.once.Do(func() {
-		sharedCopyPool.p = newCopyPool(stageConfig(nil).Workers)
-	})
-	return sharedCopyPool.p
+// copyPoolOf is the process-wide pool of parts participants (a runtime's
+// CopyWorkers, by default min(GOMAXPROCS-1, maxCopyParts), so one core
+// stays free for the rest of the process and for the plugin's own threads:
+// the mock's "DMA" is a memcpy on its stream thread, and on a 2-core
+// machine a memmove on both cores only fights it). Runtimes with the same
+// setting share one pool; Open takes it once, so a copy does not look it
+// up.
+func copyPoolOf(parts int) *copyPool {
+	copyPools.mu.Lock()
+	defer copyPools.mu.Unlock()
+	if copyPools.m == nil {
+		copyPools.m = map[int]*copyPool{}
+	}
+	p := copyPools.m[parts]
+	if p == nil {
+		p = newCopyPool(parts)
+		copyPools.m[parts] = p
+	}
+	return p
 }
 
 // newCopyPool starts parts-1 workers (none for parts <= 1: copies then

@@ -5,6 +5,7 @@ package core
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -57,14 +58,20 @@ func TestCopyPool(t *testing.T) {
 	}
 }
 
-// TestCopyPoolSize: the shared pool has StagingConfig().Workers
-// participants (by default min(GOMAXPROCS-1, maxCopyParts), at least one)
-// and is made once.
+// TestCopyPoolSize: a runtime's pool has its CopyWorkers participants
+// (by default min(GOMAXPROCS-1, maxCopyParts), at least one), and
+// runtimes of one setting share one pool.
 func TestCopyPoolSize(t *testing.T) {
-	p := stagePool()
-	require.Same(t, p, stagePool())
-	assert.Equal(t, StagingConfig().Workers, p.parts)
-	assert.GreaterOrEqual(t, p.parts, 1)
+	dir := testutil.MockPlugin(t)
+	rt, err := Open(Config{PluginPaths: []string{dir}, Backend: "mock"})
+	require.NoError(t, err)
+	defer rt.Close()
+	assert.Equal(t, max(min(runtime.GOMAXPROCS(0)-1, maxCopyParts), 1), rt.pool.parts)
+	rt3, err := Open(Config{PluginPaths: []string{dir}, Backend: "mock", CopyWorkers: 3})
+	require.NoError(t, err)
+	defer rt3.Close()
+	assert.Equal(t, 3, rt3.pool.parts)
+	assert.Same(t, rt3.pool, copyPoolOf(3))
 }
 
 // TestCopyPoolStartFinish: several memmoves started on one pool before
@@ -98,42 +105,93 @@ func TestCopyPoolStartFinish(t *testing.T) {
 	p.finish(&idle)
 }
 
-// TestParseStageSettings: defaults by core count, valid settings with and
-// without size suffixes, and invalid ones ignored with one warning each.
-func TestParseStageSettings(t *testing.T) {
+// TestResolveStageSettings: defaults by core count, valid settings from
+// the environment with and without size suffixes, fields beating
+// variables, and invalid values refused with an error naming the
+// variable (or field) and the value.
+func TestResolveStageSettings(t *testing.T) {
 	tests := []struct {
 		name  string
+		cfg   Config
 		env   map[string]string
 		procs int
-		want  StageSettings
-		warns int
+		want  stageSettings
+		err   string
 	}{
-		{"defaults 16 cores", nil, 16, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, 0},
-		{"defaults 4 cores", nil, 4, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 3}, 0},
-		{"defaults 1 core", nil, 1, StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 1}, 0},
-		{"all set", map[string]string{"GPURT_STAGE_CHUNK": "16M", "GPURT_STAGE_SLOTS": "6", "GPURT_COPY_WORKERS": "15"}, 16,
-			StageSettings{Chunk: 16 << 20, Slots: 6, Workers: 15}, 0},
-		{"bytes rounded to pages", map[string]string{"GPURT_STAGE_CHUNK": "1000000"}, 16,
-			StageSettings{Chunk: 1003520, Slots: 4, Workers: 12}, 0},
-		{"suffixes", map[string]string{"GPURT_STAGE_CHUNK": " 512k "}, 16, StageSettings{Chunk: 512 << 10, Slots: 4, Workers: 12}, 0},
-		{"1G", map[string]string{"GPURT_STAGE_CHUNK": "1G"}, 16, StageSettings{Chunk: 1 << 30, Slots: 4, Workers: 12}, 0},
-		{"invalid", map[string]string{"GPURT_STAGE_CHUNK": "0M", "GPURT_STAGE_SLOTS": "1", "GPURT_COPY_WORKERS": "x"}, 16,
-			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, 3},
-		{"out of range", map[string]string{"GPURT_STAGE_CHUNK": "2G", "GPURT_STAGE_SLOTS": "17", "GPURT_COPY_WORKERS": "-2"}, 16,
-			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, 3},
-		{"overflow", map[string]string{"GPURT_STAGE_CHUNK": "99999999999999G"}, 16,
-			StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, 1},
+		{"defaults 16 cores", Config{}, nil, 16, stageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 12}, ""},
+		{"defaults 4 cores", Config{}, nil, 4, stageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 3}, ""},
+		{"defaults 1 core", Config{}, nil, 1, stageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 1}, ""},
+		{"all set", Config{}, map[string]string{"GPURT_STAGE_CHUNK": "16M", "GPURT_STAGE_SLOTS": "6", "GPURT_COPY_WORKERS": "15"}, 16,
+			stageSettings{Chunk: 16 << 20, Slots: 6, Workers: 15}, ""},
+		{"fields beat variables", Config{StageChunk: 1 << 20, StageSlots: 3, CopyWorkers: 2},
+			map[string]string{"GPURT_STAGE_CHUNK": "16M", "GPURT_STAGE_SLOTS": "6", "GPURT_COPY_WORKERS": "15"}, 16,
+			stageSettings{Chunk: 1 << 20, Slots: 3, Workers: 2}, ""},
+		{"bytes rounded to pages", Config{}, map[string]string{"GPURT_STAGE_CHUNK": "1000000"}, 16,
+			stageSettings{Chunk: 1003520, Slots: 4, Workers: 12}, ""},
+		{"suffixes", Config{}, map[string]string{"GPURT_STAGE_CHUNK": " 512k "}, 16, stageSettings{Chunk: 512 << 10, Slots: 4, Workers: 12}, ""},
+		{"1G", Config{}, map[string]string{"GPURT_STAGE_CHUNK": "1G"}, 16, stageSettings{Chunk: 1 << 30, Slots: 4, Workers: 12}, ""},
+		{"zero chunk", Config{}, map[string]string{"GPURT_STAGE_CHUNK": "0M"}, 16, stageSettings{},
+			`gpurt: open: invalid argument: GPURT_STAGE_CHUNK="0M": want a byte count (K, M, G suffixes) from 64KiB to 1GiB`},
+		{"one slot", Config{}, map[string]string{"GPURT_STAGE_SLOTS": "1"}, 16, stageSettings{},
+			`gpurt: open: invalid argument: GPURT_STAGE_SLOTS="1": want a whole number from 2 to 16`},
+		{"not a number", Config{}, map[string]string{"GPURT_COPY_WORKERS": "x"}, 16, stageSettings{},
+			`gpurt: open: invalid argument: GPURT_COPY_WORKERS="x": want a whole number from 1 to 256`},
+		{"negative", Config{}, map[string]string{"GPURT_COPY_WORKERS": "-2"}, 16, stageSettings{},
+			`GPURT_COPY_WORKERS="-2"`},
+		{"too big", Config{}, map[string]string{"GPURT_STAGE_CHUNK": "2G"}, 16, stageSettings{}, `GPURT_STAGE_CHUNK="2G"`},
+		{"overflow", Config{}, map[string]string{"GPURT_STAGE_CHUNK": "99999999999999G"}, 16, stageSettings{}, `GPURT_STAGE_CHUNK="99999999999999G"`},
+		{"bad field", Config{StageSlots: 17}, nil, 16, stageSettings{},
+			`gpurt: open: invalid argument: Config.StageSlots="17": want a whole number from 2 to 16`},
+		{"negative field", Config{CopyWorkers: -1}, nil, 16, stageSettings{}, `Config.CopyWorkers="-1"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var warns []string
-			got := parseStageSettings(func(k string) string { return tt.env[k] }, tt.procs,
-				func(m string) { warns = append(warns, m) })
-			assert.Equal(t, tt.want, got)
-			assert.Len(t, warns, tt.warns)
-			for _, w := range warns {
-				assert.Contains(t, w, "gpurt: ignoring GPURT_")
+			got, err := tt.cfg.resolveEnv("open", func(k string) string { return tt.env[k] }, tt.procs)
+			if tt.err != "" {
+				require.Error(t, err)
+				assert.ErrorIs(t, err, ErrInvalidArgument)
+				assert.Contains(t, err.Error(), tt.err)
+				return
 			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got.stage)
+		})
+	}
+}
+
+// TestResolveOpCacheAndLogLevel: GPURT_OPCACHE_SIZE and GPURT_LOG_LEVEL
+// (and their fields) are checked like the staging knobs.
+func TestResolveOpCacheAndLogLevel(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		env  map[string]string
+		size int
+		err  string
+	}{
+		{"defaults", Config{}, nil, 1024, ""},
+		{"variable", Config{}, map[string]string{"GPURT_OPCACHE_SIZE": "64", "GPURT_LOG_LEVEL": "debug"}, 64, ""},
+		{"field beats variable", Config{OpCacheSize: 8, LogLevel: "off"}, map[string]string{"GPURT_OPCACHE_SIZE": "x", "GPURT_LOG_LEVEL": "loud"}, 8, ""},
+		{"bad size", Config{}, map[string]string{"GPURT_OPCACHE_SIZE": "lots"}, 0,
+			`gpurt: open: invalid argument: GPURT_OPCACHE_SIZE="lots": want a whole number from 1 to 1048576`},
+		{"zero size", Config{}, map[string]string{"GPURT_OPCACHE_SIZE": "0"}, 0, `GPURT_OPCACHE_SIZE="0"`},
+		{"negative size field", Config{OpCacheSize: -5}, nil, 0, `Config.OpCacheSize="-5"`},
+		{"bad level", Config{}, map[string]string{"GPURT_LOG_LEVEL": "loud"}, 0,
+			`gpurt: open: invalid argument: GPURT_LOG_LEVEL="loud": want trace, debug, info, warn, error or off`},
+		{"bad level field", Config{LogLevel: "verbose"}, nil, 0, `Config.LogLevel="verbose"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.cfg.resolveEnv("open", func(k string) string { return tt.env[k] }, 4)
+			if tt.err != "" {
+				require.Error(t, err)
+				assert.ErrorIs(t, err, ErrInvalidArgument)
+				assert.Contains(t, err.Error(), tt.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.size, got.opCacheSize)
+			assert.NotNil(t, got.log)
 		})
 	}
 }
@@ -141,11 +199,11 @@ func TestParseStageSettings(t *testing.T) {
 // TestChunkFor: a slots-th of the copy between stageMin and the chunk
 // setting; 16 MiB for big copies only while the chunk is not set.
 func TestChunkFor(t *testing.T) {
-	auto := StageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}
-	fixed := StageSettings{Chunk: 32 << 20, Slots: 4, Workers: 8}
+	auto := stageSettings{Chunk: 8 << 20, BigAuto: true, Slots: 4, Workers: 8}
+	fixed := stageSettings{Chunk: 32 << 20, Slots: 4, Workers: 8}
 	tests := []struct {
 		n    uint64
-		cfg  StageSettings
+		cfg  stageSettings
 		want uint64
 	}{
 		{64 << 10, auto, stageMin},
@@ -167,15 +225,14 @@ func TestChunkFor(t *testing.T) {
 
 // TestStagedCopyPoolNoAllocs: a warm staged copy whose chunks split into
 // parallel pieces allocates nothing and moves the right bytes, with a pool
-// of three whatever the machine's size (the shared one may be serial).
+// of three whatever the machine's size (the default one may be serial).
 func TestStagedCopyPoolNoAllocs(t *testing.T) {
 	rt, err := Open(Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock"})
 	require.NoError(t, err)
 	defer rt.Close()
-	shared := stagePool()
 	p := newCopyPool(3)
-	sharedCopyPool.p = p
-	defer func() { sharedCopyPool.p = shared; p.stop() }()
+	rt.pool = p
+	defer p.stop()
 	const n = 20<<20 + 5
 	buf, err := rt.devices[0].Alloc(n)
 	require.NoError(t, err)

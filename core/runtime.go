@@ -26,6 +26,8 @@ type Runtime struct {
 	l      life
 	report *Report
 	log    hclog.Logger
+	stage  stageSettings // Config.StageChunk, StageSlots, CopyWorkers
+	pool   *copyPool     // the memmove pool of staged copies (CopyWorkers)
 
 	devices []*Device
 	heap    *HostHeap
@@ -36,17 +38,21 @@ type Runtime struct {
 // Open loads a plugin as cfg says (see Config), creates its runtime and
 // reads its devices. The caller must Close the runtime.
 func Open(cfg Config) (*Runtime, error) {
-	log := cfg.logger()
-	rep, p, err := loader.Choose(cfg.loaderOptions(log))
+	set, err := cfg.resolve("open")
 	if err != nil {
 		return nil, err
 	}
-	return openPlugin(cfg, log, rep, p)
+	rep, p, err := loader.Choose(cfg.loaderOptions(set.log))
+	if err != nil {
+		return nil, chooseError("open", err)
+	}
+	return openPlugin(cfg, set, reportOf(rep), p)
 }
 
 // openPlugin creates a runtime on an already bound plugin.
-func openPlugin(cfg Config, log hclog.Logger, rep *Report, p *bind.Plugin) (*Runtime, error) {
-	rt := &Runtime{p: p, api: &p.API, report: rep, log: log}
+func openPlugin(cfg Config, set settings, rep *Report, p *bind.Plugin) (*Runtime, error) {
+	log := set.log
+	rt := &Runtime{p: p, api: &p.API, report: rep, log: log, stage: set.stage, pool: copyPoolOf(set.stage.Workers)}
 	opts := cfg.PluginOptions
 	args := abi.RuntimeCreateArgs{StructSize: uint64(unsafe.Sizeof(abi.RuntimeCreateArgs{}))}
 	var h uintptr
@@ -76,7 +82,7 @@ func openPlugin(cfg Config, log hclog.Logger, rep *Report, p *bind.Plugin) (*Run
 		rt.devices = append(rt.devices, d)
 	}
 	rt.heap = newHostHeap(rt)
-	rt.plans = newOpCache(rt, cfg.opCacheSize())
+	rt.plans = newOpCache(rt, set.opCacheSize)
 	log.Debug("runtime created", "backend", p.Backend, "plugin", p.Path, "devices", n)
 	return rt, nil
 }

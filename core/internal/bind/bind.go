@@ -99,7 +99,7 @@ func (p *Plugin) Check(op string, e uintptr) error {
 		msg = string(unsafe.Slice((*byte)(ffi.Ptr(info.Message)), info.MessageLen))
 	}
 	ffi.Call1(p.API.ErrorDestroy, e)
-	return &Error{Code: Code(info.Code), VendorCode: info.VendorCode, Message: msg, Op: op, Backend: p.Backend}
+	return NewError(Code(info.Code), info.VendorCode, msg, op, p.Backend)
 }
 
 // Has reports whether the table holds a slot (non-zero means: inside the
@@ -108,6 +108,5 @@ func Has(slot uintptr) bool { return slot != 0 }
 
 // Unsupported is the error for a slot an older plugin does not have.
 func (p *Plugin) Unsupported(op string, minor int) error {
-	return &Error{Code: CodeUnsupported, Op: op, Backend: p.Backend,
-		Message: fmt.Sprintf("plugin %s speaks ABI %d.%d; %s needs 1.%d", p.Path, p.Major, p.Minor, op, minor)}
+	return NewError(CodeUnsupported, 0, fmt.Sprintf("plugin %s speaks ABI %d.%d; %s needs 1.%d", p.Path, p.Major, p.Minor, op, minor), op, p.Backend)
 }

@@ -113,7 +113,10 @@ func (e *Error) Error() string {
 // Is matches the sentinel of the error's code.
 func (e *Error) Is(target error) bool { return Sentinel(e.Code) == target }
 
-// Errorf makes a core-side *Error (no plugin call involved).
-func Errorf(c Code, op, format string, args ...any) error {
-	return &Error{Code: c, Op: op, Message: fmt.Sprintf(format, args...)}
+// NewError makes the error value of a failed call. The core sets it when
+// it initializes, so that every error a plugin reports is the core's
+// public *Error; the default makes a *Error of this package (for the
+// loader and the tests of internal packages).
+var NewError = func(c Code, vendor int64, msg, op, backend string) error {
+	return &Error{Code: c, VendorCode: vendor, Message: msg, Op: op, Backend: backend}
 }

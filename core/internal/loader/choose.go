@@ -44,15 +44,20 @@ func Choose(opts Options) (*Report, *bind.Plugin, error) {
 		log = newLogger()
 	}
 	rep := &Report{Searched: []string{}, Candidates: []Candidate{}}
-	req, from, err := requested(opts)
+	req, from := requested(opts)
 	rep.Requested = req
-	if err != nil {
-		log.Debug("unknown backend requested", "value", req, "from", from, "valid", strings.Join(Backends, ", "))
-		return rep, nil, &Error{Kind: ErrUnknownBackend, Msg: err.Error(), Report: rep}
-	}
 	log.Debug("choosing a backend", "requested", req, "from", from)
 
 	cands := discover(searchEntries(opts, log), rep, log)
+	if err := known(req, from, cands); err != nil {
+		log.Debug("unknown backend requested", "value", req, "from", from)
+		for _, c := range cands {
+			if !c.done {
+				c.skip(fmt.Sprintf("not requested (%s=%s)", from, req))
+			}
+		}
+		return finish(rep, cands), nil, &Error{Kind: ErrUnknownBackend, Msg: err.Error(), Report: rep}
+	}
 
 	if !platformOK {
 		msg := fmt.Sprintf("plugins cannot be loaded on %s/%s (gpurt needs linux or darwin on amd64 or arm64)", runtime.GOOS, runtime.GOARCH)
@@ -184,7 +189,7 @@ func admit(c *cand, be, req, from string, opts Options, winners map[string]*cand
 	case winners[be] != nil:
 		c.skip("shadowed by " + winners[be].Path)
 	case req == "auto" && opts.NoMockFallback && be == "mock":
-		c.skip("mock fallback disabled (NoMockFallback)")
+		c.skip("mock fallback disabled (Config.NoMockFallback)")
 	default:
 		return true
 	}

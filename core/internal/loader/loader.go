@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,11 +41,18 @@ var (
 	ErrNoBackend = errors.New("gpurt: no usable backend")
 	// ErrBackendUnavailable: an explicitly requested backend cannot run.
 	ErrBackendUnavailable = errors.New("gpurt: requested backend unavailable")
-	// ErrUnknownBackend: the requested backend name is not one gpurt knows.
+	// ErrUnknownBackend: the requested backend is neither a built-in name
+	// nor the backend of a plugin file found.
 	ErrUnknownBackend = errors.New("gpurt: unknown backend")
 )
 
-// Backends are the names Options.Backend and GPURT_BACKEND accept.
+// Backends are the names gpurt ships plugins for ("auto" chooses among
+// whatever is found). The list is open: Options.Backend and GPURT_BACKEND
+// also accept the backend of any plugin file the search finds
+// (libgpurt_rocm.so gives "rocm"); only a name that is neither is
+// ErrUnknownBackend. A plugin announces its own priority in plugin_info,
+// so an out-of-tree backend takes part in auto mode at the priority it
+// chose.
 var Backends = []string{"auto", "cuda", "metal", "mock"}
 
 // knownPriority is the priority each known backend's plugin announces; it
@@ -56,7 +64,7 @@ var knownPriority = map[string]int32{"cuda": 300, "metal": 200, "mock": 100}
 // the default places and honours GPURT_BACKEND.
 type Options struct {
 	Paths          []string     // extra folders or plugin files, searched first (before GPURT_PLUGIN_PATH)
-	Backend        string       // "", "auto", "cuda", "metal", "mock"; "" means GPURT_BACKEND, else auto
+	Backend        string       // "", "auto", a built-in name or one found on disk; "" means GPURT_BACKEND, else auto
 	NoMockFallback bool         // auto must not fall back to mock
 	Logger         hclog.Logger // nil: hclog named "gpurt" at GPURT_LOG_LEVEL (default warn), to stderr
 	ExePath        string       // "" = os.Executable(); tests set it
@@ -120,7 +128,7 @@ type Candidate struct {
 
 // Report is everything Choose looked at and decided.
 type Report struct {
-	Requested  string      `json:"requested"` // "auto", "cuda", "metal" or "mock" (or the unknown value)
+	Requested  string      `json:"requested"` // "auto" or a backend name (or the unknown value)
 	Searched   []string    `json:"searched"`  // folders (and explicit files) looked at, in order
 	Candidates []Candidate `json:"candidates"`
 	Selected   string      `json:"selected"` // path of the chosen plugin, "" if none
@@ -192,21 +200,58 @@ func newLogger() hclog.Logger {
 	return l
 }
 
-// requested resolves Options.Backend / GPURT_BACKEND to a valid name, and
-// says where it came from.
-func requested(opts Options) (name, from string, err error) {
-	name, from = opts.Backend, "Options.Backend"
+// requested resolves Options.Backend / GPURT_BACKEND to a name, and says
+// where it came from (as the user knows it: Config.Backend is the public
+// name of Options.Backend). Whether the name exists is decided after the
+// search (known).
+func requested(opts Options) (name, from string) {
+	name, from = opts.Backend, "Config.Backend"
 	if strings.TrimSpace(name) == "" {
 		name, from = os.Getenv("GPURT_BACKEND"), "GPURT_BACKEND"
 	}
 	name = strings.ToLower(strings.TrimSpace(name))
 	if name == "" {
-		return "auto", "default", nil
+		return "auto", "default"
 	}
-	for _, b := range Backends {
-		if name == b {
-			return name, from, nil
+	return name, from
+}
+
+// known checks a requested name against the built-in names and the
+// backends of the files found; the error lists both.
+func known(name, from string, cands []*cand) error {
+	valid := append([]string{}, Backends...)
+	for _, b := range foundBackends(cands) {
+		if b == name {
+			return nil
+		}
+		if !slices.Contains(valid, b) {
+			valid = append(valid, b)
 		}
 	}
-	return name, from, fmt.Errorf("%w %q (from %s); valid values: %s", ErrUnknownBackend, name, from, strings.Join(Backends, ", "))
+	if slices.Contains(Backends, name) {
+		return nil
+	}
+	return fmt.Errorf("%w %q (from %s); valid values: %s", ErrUnknownBackend, name, from, strings.Join(valid, ", "))
+}
+
+// foundBackends are the backends the candidates' file names say, each
+// once, in search order.
+func foundBackends(cands []*cand) []string {
+	out := []string{}
+	for _, c := range cands {
+		if c.fromFS != "" && !slices.Contains(out, c.fromFS) {
+			out = append(out, c.fromFS)
+		}
+	}
+	return out
+}
+
+// Found searches as Choose does and returns the backends of the plugin
+// files found, each once, in search order. It loads nothing.
+func Found(opts Options) []string {
+	log := opts.Logger
+	if log == nil {
+		log = newLogger()
+	}
+	return foundBackends(discover(searchEntries(opts, log), &Report{}, log))
 }

@@ -341,6 +341,29 @@ func TestChoice(t *testing.T) {
 		assert.Contains(t, err.Error(), `unknown backend "vulkan" (from GPURT_BACKEND); valid values: auto, cuda, metal, mock`)
 		assert.Equal(t, "vulkan", rep.Requested)
 	})
+	t.Run("a backend gpurt does not ship, found on disk, can be requested", func(t *testing.T) {
+		dir := privDir(t)
+		rocm := buildPlugin(t, dir, "rocm", "-DPRIORITY=250")
+		buildPlugin(t, dir, "mock")
+		opts, _ := testOpts(t, dir)
+		assert.Equal(t, []string{"mock", "rocm"}, Found(opts), "in search order (ReadDir sorts by name)")
+		opts.Backend = "rocm"
+		rep, p, err := Choose(opts)
+		require.NoError(t, err)
+		require.NotNil(t, p)
+		assert.Equal(t, "rocm", rep.Backend)
+		assert.Equal(t, rocm, rep.Selected)
+		// auto takes it at the priority it announces (above mock's 100)
+		opts.Backend = "auto"
+		rep, _, err = Choose(opts)
+		require.NoError(t, err)
+		assert.Equal(t, "rocm", rep.Backend)
+		// an unknown name lists the found one among the valid values
+		opts.Backend = "vulkan"
+		_, _, err = Choose(opts)
+		require.ErrorIs(t, err, ErrUnknownBackend)
+		assert.Contains(t, err.Error(), `unknown backend "vulkan" (from Config.Backend); valid values: auto, cuda, metal, mock, rocm`)
+	})
 	t.Run("Options.Backend beats GPURT_BACKEND", func(t *testing.T) {
 		dir := privDir(t)
 		buildPlugin(t, dir, "mock")
@@ -351,7 +374,7 @@ func TestChoice(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, p)
 		assert.Equal(t, "mock", rep.Backend)
-		assert.Equal(t, "requested (Options.Backend=mock)", rep.Candidates[0].Reason)
+		assert.Equal(t, "requested (Config.Backend=mock)", rep.Candidates[0].Reason)
 	})
 	t.Run("two mock plugins in two folders: the first wins", func(t *testing.T) {
 		d1, d2 := privDir(t), privDir(t)

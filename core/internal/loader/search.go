@@ -39,7 +39,7 @@ func searchEntries(opts Options, log hclog.Logger) []entry {
 			log.Warn("ignoring plugin path", "path", p, "error", err)
 			continue
 		}
-		out = append(out, entry{abs, "Options.Paths"})
+		out = append(out, entry{abs, "Config.PluginPaths"})
 	}
 	if env := os.Getenv("GPURT_PLUGIN_PATH"); env != "" {
 		uid, euid, gid, egid := ids()

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// onlyMock is a Config that searches the mock's folder alone: the
+// environment's plugin path and backend are cleared.
+func onlyMock(t *testing.T) core.Config {
+	t.Setenv("GPURT_PLUGIN_PATH", "")
+	t.Setenv("GPURT_BACKEND", "")
+	return core.Config{PluginPaths: []string{testutil.MockPluginPath(t)}}
+}
+
+// TestBackendSentinels: a user matches the three backend-choice failures
+// with errors.Is and reads the report from the *Error.
+func TestBackendSentinels(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      func(t *testing.T) core.Config
+		sentinel error
+		code     core.ErrorCode
+		text     string
+	}{
+		{"no backend", func(t *testing.T) core.Config {
+			cfg := onlyMock(t)
+			cfg.NoMockFallback = true
+			return cfg
+		}, core.ErrNoBackend, core.CodeNoBackend, "gpurt: open: no usable backend (put libgpurt_<backend>"},
+		{"requested backend missing", func(t *testing.T) core.Config {
+			cfg := onlyMock(t)
+			cfg.Backend = "cuda"
+			return cfg
+		}, core.ErrBackendUnavailable, core.CodeBackendUnavailable, `gpurt: open: backend "cuda" requested (Config.Backend) cannot run here`},
+		{"unknown backend", func(t *testing.T) core.Config {
+			cfg := onlyMock(t)
+			cfg.Backend = "vulkan"
+			return cfg
+		}, core.ErrUnknownBackend, core.CodeUnknownBackend, `gpurt: open: unknown backend "vulkan" (from Config.Backend); valid values: auto, cuda, metal, mock`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg(t)
+			rt, err := core.Open(cfg)
+			require.Nil(t, rt)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, tt.sentinel)
+			for _, other := range []error{core.ErrNoBackend, core.ErrBackendUnavailable, core.ErrUnknownBackend} {
+				if other != tt.sentinel {
+					assert.NotErrorIs(t, err, other)
+				}
+			}
+			assert.True(t, strings.HasPrefix(err.Error(), tt.text), "%q does not start with %q", err.Error(), tt.text)
+			assert.NotContains(t, err.Error(), "Options.", "no internal names")
+			var ce *core.Error
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tt.code, ce.Code)
+			assert.Equal(t, "open", ce.Op)
+			require.NotNil(t, ce.Report)
+			assert.Len(t, ce.Report.Candidates, 1)
+
+			rep, perr := core.Probe(cfg)
+			assert.ErrorIs(t, perr, tt.sentinel)
+			require.NotNil(t, rep)
+			assert.Len(t, rep.Candidates, 1)
+		})
+	}
+}
+
+// TestClosedFreedFamily: ErrClosed and ErrFreed are *Error codes, matched
+// with errors.Is, and their text says it once.
+func TestClosedFreedFamily(t *testing.T) {
+	rt := openMock(t, "")
+	d := dev0(t, rt)
+	b, err := d.Alloc(64)
+	require.NoError(t, err)
+	require.NoError(t, b.Free())
+	err = b.Free()
+	require.ErrorIs(t, err, core.ErrFreed)
+	assert.NotErrorIs(t, err, core.ErrClosed)
+	assert.Equal(t, "gpurt: buffer_free: buffer was freed", err.Error())
+	var ce *core.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, core.CodeFreed, ce.Code)
+	assert.Empty(t, ce.Backend, "raised by the core")
+
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	err = s.Synchronize()
+	require.ErrorIs(t, err, core.ErrClosed)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, core.CodeClosed, ce.Code)
+	assert.Equal(t, "gpurt: stream_synchronize: stream is closed", err.Error())
+}
+
+// TestErrorText: the text of each kind of *Error.
+func TestErrorText(t *testing.T) {
+	tests := []struct {
+		err  core.Error
+		want string
+	}{
+		{core.Error{Op: "buffer_alloc", Code: core.CodeOutOfMemory, Message: "1 TiB asked, 80 GiB free", Backend: "cuda", VendorCode: 2},
+			"gpurt: cuda: buffer_alloc: out of memory: 1 TiB asked, 80 GiB free (vendor code 2)"},
+		{core.Error{Op: "copy", Code: core.CodeInvalidArgument}, "gpurt: copy: invalid argument"},
+		{core.Error{Op: "stream_query", Code: core.CodeClosed, Message: "stream is closed"}, "gpurt: stream_query: stream is closed"},
+		{core.Error{Code: 77, Message: "new"}, "gpurt: code 77: new"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.err.Error())
+		})
+	}
+	unknown := &core.Error{Code: 77}
+	assert.ErrorIs(t, unknown, core.ErrInternal, "an unknown code matches ErrInternal")
+}
+
+// TestPluginErrorIsCoreError: an error the plugin reports is a *core.Error
+// naming the backend.
+func TestPluginErrorIsCoreError(t *testing.T) {
+	rt := openMock(t, "")
+	err := rt.Control("no_such_control", 1)
+	require.Error(t, err)
+	var ce *core.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "mock", ce.Backend)
+	assert.Equal(t, "runtime_control", ce.Op)
+	assert.True(t, strings.HasPrefix(err.Error(), "gpurt: mock: runtime_control: "), err.Error())
+}
+
+// TestBackendsListsFound: Backends lists the backend of every plugin file
+// found, built-in or not, and such a backend can be asked for by name.
+func TestBackendsListsFound(t *testing.T) {
+	cfg := onlyMock(t)
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700))
+	data, err := os.ReadFile(testutil.MockPluginPath(t))
+	require.NoError(t, err)
+	// A copy of the mock under another name: its plugin_info still says
+	// "mock", so the loader refuses it, but the name is found and listed.
+	other := filepath.Join(dir, "libgpurt_rocm"+testutil.PluginExt())
+	require.NoError(t, os.WriteFile(other, data, 0o755))
+	cfg.PluginPaths = append(cfg.PluginPaths, dir)
+	got, err := core.Backends(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"mock", "rocm"}, got)
+
+	cfg.Backend = "rocm"
+	rep, err := core.Probe(cfg)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, core.ErrBackendUnavailable, "a known name now, not ErrUnknownBackend")
+	require.NotNil(t, rep)
+	var found bool
+	for _, c := range rep.Candidates {
+		if c.Path == other {
+			found = true
+			assert.Equal(t, core.StateFailed, c.State)
+			assert.Contains(t, c.Reason, `file name says backend "rocm" but the plugin says "mock"`)
+		}
+	}
+	assert.True(t, found)
+
+	cfg.LogLevel = "loud"
+	_, err = core.Backends(cfg)
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+}
+
+// TestGoDocShowsFields: the public vocabulary is made of real types whose
+// fields `go doc` shows (not aliases of internal types).
+func TestGoDocShowsFields(t *testing.T) {
+	gobin := filepath.Join(goroot(t), "bin", "go")
+	for sym, fields := range map[string][]string{
+		"Error":     {"Op string", "Code ErrorCode", "Message string", "Backend string", "VendorCode int64", "Report *Report"},
+		"Report":    {"Requested string", "Candidates []Candidate", "Selected string"},
+		"Candidate": {"State CandidateState", "Reason string", "Devices []ProbedDevice"},
+	} {
+		out, err := exec.Command(gobin, "doc", "github.com/metrale/gpurt/core", sym).CombinedOutput()
+		if err != nil && errors.Is(err, exec.ErrNotFound) {
+			t.Skipf("no go command: %v", err)
+		}
+		require.NoError(t, err, string(out))
+		assert.NotContains(t, string(out), "type "+sym+" = ", "%s is an alias:\n%s", sym, out)
+		for _, f := range fields {
+			assert.Regexp(t, `\n\s+`+strings.ReplaceAll(strings.ReplaceAll(f, "[", `\[`), "*", `\*`), string(out), "%s: field %s", sym, f)
+		}
+	}
+}
+
+func goroot(t *testing.T) string {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Skipf("no go command: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
