@@ -59,16 +59,29 @@ const batchRecent = 4
 func (s *Stream) NewLaunchBatch() *LaunchBatch { return &LaunchBatch{s: s} }
 
 // Stream is the stream the batch launches on.
-func (b *LaunchBatch) Stream() *Stream { return b.s }
+func (b *LaunchBatch) Stream() *Stream {
+	if b == nil {
+		return nil
+	}
+	return b.s
+}
 
 // Len is the number of launches added since the last Submit or Reset.
-func (b *LaunchBatch) Len() int { return len(b.items) }
+func (b *LaunchBatch) Len() int {
+	if b == nil {
+		return 0
+	}
+	return len(b.items)
+}
 
 // Add appends a launch of k with cfg and args, checked as Stream.Launch
 // checks them; an error names the item's index and is sticky (see
 // LaunchBatch). Nothing is enqueued before Submit.
 func (b *LaunchBatch) Add(k *Kernel, cfg LaunchConfig, args ...Arg) error {
 	const op = "launch_batch"
+	if b == nil {
+		return errf(CodeInvalidArgument, op, "nil LaunchBatch")
+	}
 	if b.err != nil {
 		return b.err
 	}
@@ -82,8 +95,8 @@ func (b *LaunchBatch) Add(k *Kernel, cfg LaunchConfig, args ...Arg) error {
 func (b *LaunchBatch) add(op string, k *Kernel, cfg *LaunchConfig, args []Arg) error {
 	s := b.s
 	item := len(b.items)
-	if s == nil {
-		return launchErr(CodeInvalidArgument, op, item, "nil stream")
+	if !s.ok() {
+		return launchErr(CodeInvalidArgument, op, item, "nil or zero-value stream")
 	}
 	if !s.dev.rt.l.alive() {
 		return errClosed(op, "runtime")
@@ -167,6 +180,9 @@ func (b *LaunchBatch) drop(off, nb int) {
 // Reset drops every launch added and the sticky error, and releases the
 // uses the batch held; nothing is enqueued. The arrays are kept for reuse.
 func (b *LaunchBatch) Reset() {
+	if b == nil {
+		return
+	}
 	for i, l := range b.bufs {
 		l.unhold()
 		b.bufs[i] = nil
@@ -191,6 +207,9 @@ func (b *LaunchBatch) Reset() {
 // An empty batch is a no-op.
 func (b *LaunchBatch) Submit() (enqueued int, err error) {
 	const op = "launch_batch"
+	if b == nil {
+		return 0, errf(CodeInvalidArgument, op, "nil LaunchBatch")
+	}
 	defer b.Reset()
 	if b.err != nil {
 		return 0, b.err

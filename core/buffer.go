@@ -45,13 +45,23 @@ func (*Buffer) isRegion() {}
 func (View) isRegion()    {}
 
 // Len is the buffer's size in bytes.
-func (b *Buffer) Len() int { return int(b.size) }
+func (b *Buffer) Len() int {
+	if b == nil {
+		return 0
+	}
+	return int(b.size)
+}
 
 // Size is the buffer's size in bytes.
-func (b *Buffer) Size() int { return int(b.size) }
+func (b *Buffer) Size() int { return b.Len() }
 
 // Device is the buffer's device.
-func (b *Buffer) Device() *Device { return b.dev }
+func (b *Buffer) Device() *Device {
+	if b == nil {
+		return nil
+	}
+	return b.dev
+}
 
 // Len is the view's length in bytes.
 func (v View) Len() int { return int(v.n) }
@@ -62,8 +72,14 @@ func (v View) Offset() int { return int(v.off) }
 // Buffer is the view's buffer.
 func (v View) Buffer() *Buffer { return v.buf }
 
-// All is a view of the whole buffer.
-func (b *Buffer) All() View { return View{buf: b, n: b.size} }
+// All is a view of the whole buffer (the zero View, which every use
+// rejects, for a nil buffer).
+func (b *Buffer) All() View {
+	if b == nil {
+		return View{}
+	}
+	return View{buf: b, n: b.size}
+}
 
 // View is the sub-range [off, off+n) of the buffer; out of range is an
 // error wrapping ErrOutOfRange. A view of a view: View.Sub.
@@ -89,6 +105,9 @@ func (v View) Sub(off, n int) (View, error) {
 }
 
 func (v View) String() string {
+	if v.buf == nil {
+		return "zero View"
+	}
 	return fmt.Sprintf("view [%d, %d) of a %d-byte buffer", v.off, v.off+v.n, v.buf.size)
 }
 
@@ -97,13 +116,16 @@ func (v View) String() string {
 func resolve(op string, r Region) (b *Buffer, off, n uint64, err error) {
 	switch v := r.(type) {
 	case *Buffer:
-		if v == nil {
-			return nil, 0, 0, errf(CodeInvalidArgument, op, "nil buffer")
+		if !v.ok() {
+			return nil, 0, 0, errInvalid(op, "buffer")
 		}
 		return v, 0, v.size, nil
 	case View:
 		if v.buf == nil {
 			return nil, 0, 0, errf(CodeInvalidArgument, op, "zero View")
+		}
+		if !v.buf.ok() {
+			return nil, 0, 0, errInvalid(op, "buffer")
 		}
 		return v.buf, v.off, v.n, nil
 	}
@@ -133,10 +155,10 @@ func (d *Device) Alloc(size int) (*Buffer, error) {
 	if size <= 0 {
 		return nil, errf(CodeInvalidArgument, op, "size %d: a buffer needs at least one byte", size)
 	}
-	rt := d.rt
-	if err := rt.enter(op); err != nil {
+	if err := d.enter(op); err != nil {
 		return nil, err
 	}
+	rt := d.rt
 	defer rt.exit()
 	if d.info.MemoryTotal > 0 && uint64(size) > d.info.MemoryTotal {
 		free := d.info.MemoryFree
@@ -158,8 +180,8 @@ func (d *Device) Alloc(size int) (*Buffer, error) {
 // wrapping ErrFreed; after the runtime closed, ErrClosed.
 func (b *Buffer) Free() error {
 	const op = "buffer_free"
-	if b == nil {
-		return errf(CodeInvalidArgument, op, "nil buffer")
+	if !b.ok() {
+		return errInvalid(op, "buffer")
 	}
 	rt := b.dev.rt
 	if err := rt.enter(op); err != nil {

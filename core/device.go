@@ -69,18 +69,33 @@ func (d *Device) queryInfo() (DeviceInfo, error) {
 }
 
 // Runtime is the device's runtime.
-func (d *Device) Runtime() *Runtime { return d.rt }
+func (d *Device) Runtime() *Runtime {
+	if d == nil {
+		return nil
+	}
+	return d.rt
+}
 
-// Index is the device's number in its runtime.
-func (d *Device) Index() int { return int(d.index) }
+// Index is the device's number in its runtime (-1 for a nil device).
+func (d *Device) Index() int {
+	if d == nil {
+		return -1
+	}
+	return int(d.index)
+}
 
 // Info returns the device's description as read at Open (MemoryFree from
 // then; Refresh reads it again).
-func (d *Device) Info() DeviceInfo { return d.info }
+func (d *Device) Info() DeviceInfo {
+	if d == nil {
+		return DeviceInfo{}
+	}
+	return d.info
+}
 
 // Refresh reads the device's description now (for MemoryFree).
 func (d *Device) Refresh() (DeviceInfo, error) {
-	if err := d.rt.enter("device_info"); err != nil {
+	if err := d.enter("device_info"); err != nil {
 		return DeviceInfo{}, err
 	}
 	defer d.rt.exit()
@@ -88,13 +103,16 @@ func (d *Device) Refresh() (DeviceInfo, error) {
 }
 
 func (d *Device) String() string {
+	if d == nil {
+		return "nil device"
+	}
 	return fmt.Sprintf("device %d (%s)", d.index, d.info.Name)
 }
 
 // Synchronize waits for all work of the runtime on this device (every
 // stream), then destroys GEMM plans the op cache evicted before the call.
 func (d *Device) Synchronize() error {
-	if err := d.rt.enter("device_synchronize"); err != nil {
+	if err := d.enter("device_synchronize"); err != nil {
 		return err
 	}
 	defer d.rt.exit()
@@ -106,6 +124,15 @@ func (d *Device) Synchronize() error {
 		d.rt.plans.giveBack(dead)
 	}
 	return err
+}
+
+// enter begins a use of the device's runtime (see Runtime.enter), after
+// checking for a nil or zero-value device.
+func (d *Device) enter(op string) error {
+	if !d.ok() {
+		return errInvalid(op, "device")
+	}
+	return d.rt.enter(op)
 }
 
 // sync is device_synchronize; the caller has entered the runtime.

@@ -55,7 +55,12 @@
 // count, a buffer of another device or runtime, a closed runtime or
 // stream, a zero size (a zero-length copy is a no-op), an allocation larger
 // than the device (ErrOutOfMemory naming the size and the memory free), a
-// nil slice. Cheap checks run in Go; the plugin checks the rest.
+// nil slice, a nil or zero-value receiver or argument (&Buffer{},
+// a *Device from a failed Runtime.Device, a nil func: an error wrapping
+// ErrInvalidArgument; accessors such as Len or Name return zero values).
+// HostBuffer.Bytes and HostSlice.Bytes return nil once Free or Close has
+// begun, never memory that is gone or reused. Cheap checks run in Go; the
+// plugin checks the rest.
 //
 // # Performance
 //

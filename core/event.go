@@ -25,7 +25,7 @@ type Event struct {
 // with Elapsed. The caller must Close it.
 func (d *Device) NewEvent(timing bool) (*Event, error) {
 	const op = "event_create"
-	if err := d.rt.enter(op); err != nil {
+	if err := d.enter(op); err != nil {
 		return nil, err
 	}
 	defer d.rt.exit()
@@ -51,8 +51,8 @@ func (d *Device) newEvent(timing bool) (uintptr, error) {
 // use begins a use of the event alone (the caller has entered the
 // runtime); release with ev.l.release().
 func (ev *Event) use(op string) error {
-	if ev == nil {
-		return errf(CodeInvalidArgument, op, "nil event")
+	if !ev.ok() {
+		return errInvalid(op, "event")
 	}
 	if !ev.l.acquire() {
 		return errClosed(op, "event")
@@ -61,8 +61,8 @@ func (ev *Event) use(op string) error {
 }
 
 func (ev *Event) enter(op string) error {
-	if ev == nil {
-		return errf(CodeInvalidArgument, op, "nil event")
+	if !ev.ok() {
+		return errInvalid(op, "event")
 	}
 	return enterLife(ev.dev.rt, ev.l, op, "event", errClosed)
 }
@@ -115,8 +115,8 @@ func (ev *Event) Synchronize() error {
 // wrapping ErrClosed.
 func (ev *Event) Close() error {
 	const op = "event_destroy"
-	if ev == nil {
-		return errf(CodeInvalidArgument, op, "nil event")
+	if !ev.ok() {
+		return errInvalid(op, "event")
 	}
 	rt := ev.dev.rt
 	return destroy(rt, ev.l, op, "event", errClosed, rt.api.EventDestroy, ev.h)
@@ -152,8 +152,11 @@ func Elapsed(start, end *Event) (time.Duration, error) {
 // takes: it records a timing event, calls fn, records another, waits for
 // it and returns the time between the two. fn's error is returned as is.
 func (s *Stream) Time(fn func() error) (time.Duration, error) {
-	if s == nil {
-		return 0, errf(CodeInvalidArgument, "time", "nil stream")
+	if !s.ok() {
+		return 0, errInvalid("time", "stream")
+	}
+	if fn == nil {
+		return 0, errf(CodeInvalidArgument, "time", "nil function")
 	}
 	start, err := s.dev.NewEvent(true)
 	if err != nil {

@@ -73,6 +73,9 @@ func (hh *HostHeap) Alloc(n int) (*HostSlice, error) {
 	if n <= 0 {
 		return nil, errf(CodeInvalidArgument, op, "size %d: a host slice needs at least one byte", n)
 	}
+	if !hh.ok() {
+		return nil, errInvalid(op, "host heap")
+	}
 	rt := hh.rt
 	if err := rt.enter(op); err != nil {
 		return nil, err
@@ -155,6 +158,9 @@ func (b *heapBlock) give(off, n uint64) {
 
 // Stats returns the heap's counters.
 func (hh *HostHeap) Stats() HeapStats {
+	if hh == nil {
+		return HeapStats{}
+	}
 	hh.mu.Lock()
 	defer hh.mu.Unlock()
 	return hh.stats
@@ -162,6 +168,9 @@ func (hh *HostHeap) Stats() HeapStats {
 
 // Trim returns blocks with nothing allocated in them to the plugin.
 func (hh *HostHeap) Trim() error {
+	if !hh.ok() {
+		return errInvalid("host_heap_trim", "host heap")
+	}
 	if err := hh.rt.enter("host_heap_trim"); err != nil {
 		return err
 	}
@@ -199,13 +208,23 @@ func (hh *HostHeap) closed() {
 }
 
 // Bytes is the slice's memory, valid until Free (or the runtime's Close):
-// after that the memory may belong to another slice, so drop it.
+// after that the memory may belong to another slice, so drop it. Bytes
+// returns nil once Free or Close has begun (and for a nil or zero-value
+// slice), so a late call never hands out memory that is gone or reused.
 func (hs *HostSlice) Bytes() []byte {
+	if !hs.ok() || !hs.l.alive() || !hs.heap.rt.l.alive() {
+		return nil
+	}
 	return unsafe.Slice((*byte)(ffi.Ptr(hs.blk.ptr+uintptr(hs.off))), hs.size)
 }
 
 // Len is the size asked for, in bytes.
-func (hs *HostSlice) Len() int { return int(hs.size) }
+func (hs *HostSlice) Len() int {
+	if hs == nil {
+		return 0
+	}
+	return int(hs.size)
+}
 
 // View is the sub-range [off, off+n) of the slice.
 func (hs *HostSlice) View(off, n int) (PinnedView, error) {
@@ -222,8 +241,8 @@ func (hs *HostSlice) View(off, n int) (PinnedView, error) {
 // ErrFreed. Copies enqueued from or to it must have completed.
 func (hs *HostSlice) Free() error {
 	const op = "host_heap_free"
-	if hs == nil {
-		return errf(CodeInvalidArgument, op, "nil host slice")
+	if !hs.ok() {
+		return errInvalid(op, "host slice")
 	}
 	hh := hs.heap
 	if err := hh.rt.enter(op); err != nil {

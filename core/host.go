@@ -51,13 +51,23 @@ func (rt *Runtime) hostAlloc(size uint64) (h, ptr uintptr, err error) {
 
 // Bytes is the memory as a slice. It is valid until Free (or the
 // runtime's Close): after that the memory is gone and touching the slice
-// may crash the process, so drop it when you free the buffer.
+// may crash the process, so drop it when you free the buffer. Bytes
+// returns nil once Free or Close has begun (and for a nil or zero-value
+// buffer), so a late call never hands out freed memory.
 func (hb *HostBuffer) Bytes() []byte {
+	if !hb.ok() || !hb.l.alive() || !hb.rt.l.alive() {
+		return nil
+	}
 	return unsafe.Slice((*byte)(ffi.Ptr(hb.ptr)), hb.size)
 }
 
 // Len is the size in bytes.
-func (hb *HostBuffer) Len() int { return int(hb.size) }
+func (hb *HostBuffer) Len() int {
+	if hb == nil {
+		return 0
+	}
+	return int(hb.size)
+}
 
 // View is the sub-range [off, off+n) of the buffer.
 func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
@@ -74,8 +84,8 @@ func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
 // Copies enqueued from or to it must have completed.
 func (hb *HostBuffer) Free() error {
 	const op = "host_free"
-	if hb == nil {
-		return errf(CodeInvalidArgument, op, "nil host buffer")
+	if !hb.ok() {
+		return errInvalid(op, "host buffer")
 	}
 	return destroy(hb.rt, hb.l, op, "host buffer", errFreed, hb.rt.api.HostFree, hb.h)
 }
@@ -103,15 +113,21 @@ func (PinnedView) isPinned()  {}
 // Len is the view's length in bytes.
 func (v PinnedView) Len() int { return int(v.n) }
 
-// Bytes is the view's memory (valid as long as the memory it views).
+// Bytes is the view's memory (valid as long as the memory it views; nil
+// once that was freed or its runtime closed, as HostBuffer.Bytes and
+// HostSlice.Bytes).
 func (v PinnedView) Bytes() []byte {
+	var b []byte
 	switch {
 	case v.hb != nil:
-		return v.hb.Bytes()[v.off : v.off+v.n]
+		b = v.hb.Bytes()
 	case v.hs != nil:
-		return v.hs.Bytes()[v.off : v.off+v.n]
+		b = v.hs.Bytes()
 	}
-	return nil
+	if b == nil {
+		return nil
+	}
+	return b[v.off : v.off+v.n]
 }
 
 // pinnedRef is resolved pinned memory: the plugin's host buffer handle,
@@ -145,11 +161,17 @@ func usePinned(op string, p Pinned) (ref pinnedRef, err error) {
 	}
 	switch {
 	case hb != nil:
+		if !hb.ok() {
+			return ref, errInvalid(op, "host buffer")
+		}
 		if !hb.l.acquire() {
 			return ref, errFreed(op, "host buffer")
 		}
 		return pinnedRef{rt: hb.rt, h: hb.h, off: off, n: n, l: hb.l}, nil
 	case hs != nil:
+		if !hs.ok() {
+			return ref, errInvalid(op, "host slice")
+		}
 		if !hs.l.acquire() {
 			return ref, errFreed(op, "host slice")
 		}

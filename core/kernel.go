@@ -78,10 +78,10 @@ func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Mod
 	if format != ModuleBuiltin && len(data) == 0 {
 		return nil, errf(CodeInvalidArgument, op, "module %q: no data", name)
 	}
-	rt := d.rt
-	if err := rt.enter(op); err != nil {
+	if err := d.enter(op); err != nil {
 		return nil, err
 	}
+	rt := d.rt
 	defer rt.exit()
 	d.modMu.Lock()
 	defer d.modMu.Unlock()
@@ -126,6 +126,9 @@ func (d *Device) BuiltinModule() (*Module, error) {
 
 // Module returns the module registered under name on the device.
 func (d *Device) Module(name string) (*Module, error) {
+	if !d.ok() {
+		return nil, errInvalid("module", "device")
+	}
 	if !d.rt.l.alive() {
 		return nil, errClosed("module", "runtime")
 	}
@@ -138,15 +141,28 @@ func (d *Device) Module(name string) (*Module, error) {
 }
 
 // Name is the module's registry name.
-func (m *Module) Name() string { return m.name }
+func (m *Module) Name() string {
+	if m == nil {
+		return ""
+	}
+	return m.name
+}
 
 // Device is the module's device.
-func (m *Module) Device() *Device { return m.dev }
+func (m *Module) Device() *Device {
+	if m == nil {
+		return nil
+	}
+	return m.dev
+}
 
 // Unload removes the module from the registry and the device; its kernels
 // become invalid (launching one is an error wrapping ErrClosed).
 func (m *Module) Unload() error {
 	const op = "module_unload"
+	if !m.ok() {
+		return errInvalid(op, "module")
+	}
 	rt := m.dev.rt
 	if err := rt.enter(op); err != nil {
 		return err
@@ -169,6 +185,9 @@ func (m *Module) Unload() error {
 // Kernel returns the kernel named name (looked up once, then cached).
 func (m *Module) Kernel(name string) (*Kernel, error) {
 	const op = "kernel_get"
+	if !m.ok() {
+		return nil, errInvalid(op, "module")
+	}
 	rt := m.dev.rt
 	if err := rt.enter(op); err != nil {
 		return nil, err
@@ -208,14 +227,29 @@ func (m *Module) Kernel(name string) (*Kernel, error) {
 }
 
 // Name is the kernel's name.
-func (k *Kernel) Name() string { return k.name }
+func (k *Kernel) Name() string {
+	if k == nil {
+		return ""
+	}
+	return k.name
+}
 
 // Module is the kernel's module.
-func (k *Kernel) Module() *Module { return k.mod }
+func (k *Kernel) Module() *Module {
+	if k == nil {
+		return nil
+	}
+	return k.mod
+}
 
 // Info describes the kernel's parameters (the slice is shared: do not
 // change it).
-func (k *Kernel) Info() KernelInfo { return k.info }
+func (k *Kernel) Info() KernelInfo {
+	if k == nil {
+		return KernelInfo{}
+	}
+	return k.info
+}
 
 // ArgKind is the kind of a kernel argument (GPURT_ARG_*).
 type ArgKind int32
@@ -429,6 +463,9 @@ func checkKernel(op string, item int, s *Stream, k *Kernel, nargs int) error {
 	if k == nil {
 		return launchErr(CodeInvalidArgument, op, item, "nil kernel")
 	}
+	if !k.ok() {
+		return launchErr(CodeInvalidArgument, op, item, "zero-value kernel (not made by Module.Kernel)")
+	}
 	if k.mod.dev != s.dev {
 		return launchErr(CodeInvalidArgument, op, item, "kernel %q is loaded on %v, the stream is on %v", k.name, k.mod.dev, s.dev)
 	}
@@ -508,6 +545,9 @@ func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p ParamIn
 	b := a.buf
 	if b == nil {
 		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: nil buffer", k.name, i)
+	}
+	if !b.ok() {
+		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: zero-value buffer", k.name, i)
 	}
 	if b.dev != s.dev {
 		if b.dev.rt != s.dev.rt {

@@ -90,6 +90,9 @@ func newOpCache(rt *Runtime, capacity int) *opCache {
 
 // OpCacheStats returns the op cache's counters.
 func (rt *Runtime) OpCacheStats() OpCacheStats {
+	if !rt.ok() {
+		return OpCacheStats{}
+	}
 	c := rt.plans
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -4,6 +4,9 @@ package core_test
 
 import (
 	"context"
+	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -133,4 +136,192 @@ func TestCloseRacingStagedCopies(t *testing.T) {
 			wg.Wait()
 		})
 	}
+}
+
+// callAll calls every exported method of recv (a reflect.Value) with zero
+// arguments (nil pointers, nil funcs, zero structs; no variadic
+// arguments), except those in skip, and reports each panic as a failure.
+func callAll(t *testing.T, name string, recv reflect.Value, skip ...string) {
+	t.Helper()
+	typ := recv.Type()
+	for i := 0; i < typ.NumMethod(); i++ {
+		m := typ.Method(i)
+		if slices.Contains(skip, m.Name) {
+			continue
+		}
+		fn := recv.Method(i)
+		ft := fn.Type()
+		n := ft.NumIn()
+		if ft.IsVariadic() {
+			n--
+		}
+		args := make([]reflect.Value, n)
+		for j := range args {
+			args[j] = reflect.Zero(ft.In(j))
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s.%s with zero arguments panicked: %v", name, m.Name, p)
+				}
+			}()
+			fn.Call(args)
+		}()
+	}
+}
+
+// Item 4: nil and zero-value receivers of every core type return errors
+// (or zero values, for accessors), never panic; so do valid receivers
+// given zero arguments.
+func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
+	values := []any{
+		(*core.Runtime)(nil), &core.Runtime{},
+		(*core.Device)(nil), &core.Device{},
+		(*core.Buffer)(nil), &core.Buffer{}, core.View{},
+		(*core.HostBuffer)(nil), &core.HostBuffer{},
+		(*core.HostSlice)(nil), &core.HostSlice{}, core.PinnedView{},
+		(*core.HostHeap)(nil), &core.HostHeap{},
+		(*core.Stream)(nil), &core.Stream{},
+		(*core.Event)(nil), &core.Event{},
+		(*core.Module)(nil), &core.Module{},
+		(*core.Kernel)(nil), &core.Kernel{},
+		(*core.LaunchBatch)(nil), &core.LaunchBatch{},
+		core.Arg{}, core.ArgKind(0), core.DType(0), core.Epilogue(0), core.StageSettings{},
+	}
+	for _, v := range values {
+		name := fmt.Sprintf("%T", v)
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			name = "nil " + name
+		} else {
+			name = "zero " + name
+		}
+		t.Run(name, func(t *testing.T) { callAll(t, name, reflect.ValueOf(v)) })
+	}
+
+	// The example from the issue.
+	rt := openMock(t, "delay_us=0")
+	d, err := rt.Device(7)
+	require.Error(t, err)
+	_, err = d.Alloc(1)
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+
+	// Valid receivers, zero arguments; methods that end the object are
+	// called last, on objects of their own.
+	d = dev0(t, rt)
+	live := func() []any {
+		buf, err := d.Alloc(256)
+		require.NoError(t, err)
+		hb, err := rt.AllocHost(256)
+		require.NoError(t, err)
+		hs, err := rt.HostHeap().Alloc(256)
+		require.NoError(t, err)
+		s, err := d.NewStream()
+		require.NoError(t, err)
+		ev, err := d.NewEvent(true)
+		require.NoError(t, err)
+		mod, err := d.BuiltinModule()
+		require.NoError(t, err)
+		k, err := mod.Kernel("fill_f32")
+		require.NoError(t, err)
+		return []any{rt, d, buf, buf.All(), hb, hs, rt.HostHeap(), s, ev, mod, k, s.NewLaunchBatch()}
+	}
+	enders := []string{"Close", "Free", "Unload"}
+	for _, v := range live() {
+		name := fmt.Sprintf("live %T", v)
+		t.Run(name, func(t *testing.T) { callAll(t, name, reflect.ValueOf(v), enders...) })
+	}
+	// Functions of the package, on nil and zero values.
+	zeroBuf := &core.Buffer{}
+	for name, f := range map[string]func() error{
+		"CopyFromHost zero Buffer": func() error { return core.CopyFromHost(zeroBuf, []byte{1}) },
+		"CopyToHost zero Buffer":   func() error { return core.CopyToHost([]byte{1}, zeroBuf) },
+		"Copy zero Buffers":        func() error { return core.Copy(zeroBuf, zeroBuf) },
+		"Memset zero Buffer":       func() error { return core.Memset(zeroBuf, 1) },
+		"Memset32 nil":             func() error { return core.Memset32(nil, 1) },
+		"Elapsed nil":              func() error { _, err := core.Elapsed(nil, nil); return err },
+		"Elapsed zero":             func() error { _, err := core.Elapsed(&core.Event{}, &core.Event{}); return err },
+		"Stream.Time nil fn": func() error {
+			s, err := d.NewStream()
+			require.NoError(t, err)
+			defer s.Close()
+			_, err = s.Time(nil)
+			return err
+		},
+		"Launch zero Kernel": func() error {
+			s, err := d.NewStream()
+			require.NoError(t, err)
+			defer s.Close()
+			return s.Launch(&core.Kernel{}, core.LaunchConfig{})
+		},
+		"Record zero Stream": func() error {
+			ev, err := d.NewEvent(false)
+			require.NoError(t, err)
+			defer ev.Close()
+			return ev.Record(&core.Stream{})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Errorf("%s panicked: %v", name, p)
+					}
+				}()
+				err = f()
+			}()
+			assert.ErrorIs(t, err, core.ErrInvalidArgument, name)
+		})
+	}
+
+	for _, v := range append(live()[1:], rt) { // the runtime last
+		name := fmt.Sprintf("live %T", v)
+		t.Run(name+" enders", func(t *testing.T) {
+			for _, e := range enders {
+				if m := reflect.ValueOf(v).MethodByName(e); m.IsValid() {
+					func() {
+						defer func() {
+							if p := recover(); p != nil {
+								t.Errorf("%s.%s panicked: %v", name, e, p)
+							}
+						}()
+						m.Call(nil)
+					}()
+				}
+			}
+		})
+	}
+}
+
+// Item 4: Bytes after Free or Close is nil, never memory that is gone or
+// belongs to another slice.
+func TestBytesAfterFreeOrClose(t *testing.T) {
+	rt := openMock(t, "delay_us=0")
+	hb, err := rt.AllocHost(4096)
+	require.NoError(t, err)
+	hs, err := rt.HostHeap().Alloc(4096)
+	require.NoError(t, err)
+	hbv, err := hb.View(16, 32)
+	require.NoError(t, err)
+	hsv, err := hs.View(16, 32)
+	require.NoError(t, err)
+	require.Len(t, hb.Bytes(), 4096)
+	require.Len(t, hs.Bytes(), 4096)
+	require.Len(t, hsv.Bytes(), 32)
+	require.NoError(t, hs.Free())
+	assert.Nil(t, hs.Bytes(), "HostSlice.Bytes after Free")
+	assert.Nil(t, hsv.Bytes(), "PinnedView.Bytes of a freed HostSlice")
+	// The freed span goes to the next slice: the old one must not see it.
+	hs2, err := rt.HostHeap().Alloc(4096)
+	require.NoError(t, err)
+	assert.Nil(t, hs.Bytes())
+	require.NoError(t, hb.Free())
+	assert.Nil(t, hb.Bytes(), "HostBuffer.Bytes after Free")
+	assert.Nil(t, hbv.Bytes(), "PinnedView.Bytes of a freed HostBuffer")
+
+	hb2, err := rt.AllocHost(64)
+	require.NoError(t, err)
+	require.NoError(t, rt.Close())
+	assert.Nil(t, hs2.Bytes(), "HostSlice.Bytes after Close")
+	assert.Nil(t, hb2.Bytes(), "HostBuffer.Bytes after Close")
 }

@@ -108,8 +108,8 @@ func (rt *Runtime) check(op string, e uintptr) error {
 // brackets the call with enter/exit, so Close never destroys the runtime
 // under a call in flight.
 func (rt *Runtime) enter(op string) error {
-	if rt == nil {
-		return errf(CodeInvalidArgument, op, "nil runtime")
+	if !rt.ok() {
+		return errInvalid(op, "runtime")
 	}
 	if !rt.l.acquire() {
 		return errClosed(op, "runtime")
@@ -126,8 +126,8 @@ func (rt *Runtime) exit() { rt.l.release() }
 // HostSlice.Bytes must not be used any more. A second Close returns an
 // error wrapping ErrClosed.
 func (rt *Runtime) Close() error {
-	if rt == nil {
-		return errf(CodeInvalidArgument, "close", "nil runtime")
+	if !rt.ok() {
+		return errInvalid("close", "runtime")
 	}
 	if rt.l.kill() != killed {
 		return errClosed("close", "runtime")
@@ -138,32 +138,68 @@ func (rt *Runtime) Close() error {
 }
 
 // Backend names the plugin's backend ("cuda", "metal", "mock").
-func (rt *Runtime) Backend() string { return rt.p.Backend }
+func (rt *Runtime) Backend() string {
+	if !rt.ok() {
+		return ""
+	}
+	return rt.p.Backend
+}
 
 // PluginPath is the absolute path of the loaded plugin.
-func (rt *Runtime) PluginPath() string { return rt.p.Path }
+func (rt *Runtime) PluginPath() string {
+	if !rt.ok() {
+		return ""
+	}
+	return rt.p.Path
+}
 
 // PluginVersion is the plugin's own version string and its ABI version.
 func (rt *Runtime) PluginVersion() (version string, abiMajor, abiMinor uint32) {
+	if !rt.ok() {
+		return "", 0, 0
+	}
 	return rt.p.Version, rt.p.Major, rt.p.Minor
 }
 
 // Report is the loader's report from Open (nil when the runtime was made
 // without the loader).
-func (rt *Runtime) Report() *Report { return rt.report }
+func (rt *Runtime) Report() *Report {
+	if rt == nil {
+		return nil
+	}
+	return rt.report
+}
 
 // Logger is the runtime's logger.
-func (rt *Runtime) Logger() hclog.Logger { return rt.log }
+func (rt *Runtime) Logger() hclog.Logger {
+	if rt == nil || rt.log == nil {
+		return hclog.NewNullLogger()
+	}
+	return rt.log
+}
 
 // Devices lists the runtime's devices (a new slice; the devices are the
 // same each call).
-func (rt *Runtime) Devices() []*Device { return append([]*Device(nil), rt.devices...) }
+func (rt *Runtime) Devices() []*Device {
+	if rt == nil {
+		return nil
+	}
+	return append([]*Device(nil), rt.devices...)
+}
 
 // NumDevices is the number of devices.
-func (rt *Runtime) NumDevices() int { return len(rt.devices) }
+func (rt *Runtime) NumDevices() int {
+	if rt == nil {
+		return 0
+	}
+	return len(rt.devices)
+}
 
 // Device returns device i.
 func (rt *Runtime) Device(i int) (*Device, error) {
+	if !rt.ok() {
+		return nil, errInvalid("device", "runtime")
+	}
 	if i < 0 || i >= len(rt.devices) {
 		return nil, errf(CodeInvalidArgument, "device", "no device %d (the runtime has %d)", i, len(rt.devices))
 	}
@@ -214,11 +250,19 @@ func (rt *Runtime) Control(key string, value int64) error {
 	return rt.check("runtime_control", e)
 }
 
-// HostHeap is the runtime's pinned host heap.
-func (rt *Runtime) HostHeap() *HostHeap { return rt.heap }
+// HostHeap is the runtime's pinned host heap (nil for a nil runtime).
+func (rt *Runtime) HostHeap() *HostHeap {
+	if rt == nil {
+		return nil
+	}
+	return rt.heap
+}
 
 // Synchronize waits for all work of the runtime on every device.
 func (rt *Runtime) Synchronize() error {
+	if !rt.ok() {
+		return errInvalid("device_synchronize", "runtime")
+	}
 	for _, d := range rt.devices {
 		if err := d.Synchronize(); err != nil {
 			return err
@@ -251,5 +295,8 @@ func (rt *Runtime) Trim() error {
 }
 
 func (rt *Runtime) String() string {
+	if !rt.ok() {
+		return "gpurt runtime (nil or zero-value)"
+	}
 	return fmt.Sprintf("gpurt runtime (%s, %d devices)", rt.p.Backend, len(rt.devices))
 }

@@ -32,7 +32,7 @@ type Stream struct {
 // NewStream creates a stream on the device. The caller must Close it.
 func (d *Device) NewStream() (*Stream, error) {
 	const op = "stream_create"
-	if err := d.rt.enter(op); err != nil {
+	if err := d.enter(op); err != nil {
 		return nil, err
 	}
 	defer d.rt.exit()
@@ -52,12 +52,17 @@ func (d *Device) newStream() (uintptr, error) {
 }
 
 // Device is the stream's device.
-func (s *Stream) Device() *Device { return s.dev }
+func (s *Stream) Device() *Device {
+	if s == nil {
+		return nil
+	}
+	return s.dev
+}
 
 // enter begins a use of the stream (and its runtime).
 func (s *Stream) enter(op string) error {
-	if s == nil {
-		return errf(CodeInvalidArgument, op, "nil stream")
+	if !s.ok() {
+		return errInvalid(op, "stream")
 	}
 	return enterLife(s.dev.rt, s.l, op, "stream", errClosed)
 }
@@ -68,8 +73,8 @@ func (s *Stream) exit() { exitLife(s.dev.rt, s.l) }
 // any later use, is an error wrapping ErrClosed.
 func (s *Stream) Close() error {
 	const op = "stream_destroy"
-	if s == nil {
-		return errf(CodeInvalidArgument, op, "nil stream")
+	if !s.ok() {
+		return errInvalid(op, "stream")
 	}
 	rt := s.dev.rt
 	return destroy(rt, s.l, op, "stream", errClosed, rt.api.StreamDestroy, s.h)
