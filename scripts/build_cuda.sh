@@ -19,7 +19,8 @@
 # install but the build fails it exits non-zero. Every build ends with the
 # checks: exported symbols (only gpurt_plugin_negotiate) and DT_NEEDED (only
 # the C library: libc, libm, libdl, libpthread, the dynamic loader). Host
-# code: plugins/cuda/src/cuda_*.c, csrc/gp_error.c, csrc/gp_dtype_info.c.
+# code: plugins/cuda/src/cuda_*.c, csrc/gp_error.c, csrc/gp_dtype_info.c,
+# csrc/gp_path.c.
 set -uo pipefail
 
 ci=0
@@ -27,7 +28,7 @@ out=""
 for arg in "$@"; do
   case "$arg" in
     --ci) ci=1 ;;
-    -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,23p' "$0"; exit 0 ;;
     -*) echo "build_cuda.sh: unknown flag $arg" >&2; exit 2 ;;
     *) out=$arg ;;
   esac
@@ -130,8 +131,9 @@ for c in "$src"/cuda_*.c; do
   objs+=("$tmp/$f.o")
 done
 # The C shared by the plugins: error objects, ABI struct access, dtype names
-# (not gp_dtype.c: its conversions would pull in libm).
-for f in gp_error gp_dtype_info; do
+# (not gp_dtype.c: its conversions would pull in libm), the path trust rule
+# for GPURT_CUBLASLT_PATH.
+for f in gp_error gp_dtype_info gp_path; do
   "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$root/csrc/$f.c" || die "could not compile csrc/$f.c"
   objs+=("$tmp/$f.o")
 done

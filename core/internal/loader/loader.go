@@ -11,9 +11,14 @@
 //  2. Each file named libgpurt_<backend>.so (.dylib on macOS) is a
 //     candidate. A candidate for a backend that was not requested, or one
 //     shadowed by an earlier file of the same backend, is skipped unloaded.
-//  3. Before dlopen: refuse a file or folder writable by group or others;
-//     check the file format and architecture (debug/elf, debug/macho); list
-//     its DT_NEEDED and whether each can be found.
+//  3. Before dlopen: resolve the path one component at a time and refuse
+//     it unless every folder from /, every symbolic link and the file are
+//     owned by root or the effective user, no folder is writable by group
+//     or others (sticky folders excepted) and the file is a regular file
+//     others cannot write (trust_unix.go); refuse a file that changed on
+//     disk since this process loaded it (identity.go); check the file
+//     format and architecture (debug/elf, debug/macho); list its DT_NEEDED
+//     and whether each can be found.
 //  4. dlopen by absolute path (RTLD_NOW|RTLD_LOCAL); look up the entry with
 //     dlsym; negotiate (major exact, any minor); bind the table.
 //  5. Probe; choose: an explicit backend must be usable or Choose fails with

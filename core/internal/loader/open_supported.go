@@ -59,6 +59,8 @@ func openPlugin(c *cand, log hclog.Logger) {
 		}
 		return
 	}
+	// Mapped now, and never unmapped: later searches must find the same file.
+	rememberLoaded(c.real, c.ident)
 	sym, err := purego.Dlsym(h, abi.EntrySymbol)
 	if err != nil || sym == 0 {
 		d := ""

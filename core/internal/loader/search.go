@@ -3,7 +3,6 @@
 package loader
 
 import (
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -173,36 +172,19 @@ func discover(entries []entry, rep *Report, log hclog.Logger) []*cand {
 // writableByOthers reports whether group or others may write.
 func writableByOthers(m fs.FileMode) bool { return m.Perm()&0o022 != 0 }
 
-// checkFile runs every check that needs no loading: permissions of the
-// folder and the file, the file type, the format and architecture, and the
+// checkFile runs every check that needs no loading: the whole path to the
+// file, symbolic links resolved one by one (trustedFile), whether the file
+// changed since this process loaded it, the format and architecture, and the
 // dependencies (recorded for the reason if dlopen later fails).
 func checkFile(c *cand, log hclog.Logger) {
-	dirs := []string{c.dir}
-	if rd := filepath.Dir(c.real); rd != c.dir {
-		dirs = append(dirs, rd)
-	}
-	for _, d := range dirs {
-		fi, err := os.Stat(d)
-		if err != nil {
-			c.fail("cannot read folder "+d, err.Error())
-			return
-		}
-		if writableByOthers(fi.Mode()) {
-			c.fail(fmt.Sprintf("refused: folder %s is writable by group or others (mode %s)", d, fi.Mode()), "")
-			return
-		}
-	}
-	fi, err := os.Stat(c.real)
-	if err != nil {
-		c.fail("cannot read file", err.Error())
+	real, fi, r := trustedFile(c.Path)
+	if r != nil {
+		c.fail(r.reason, r.detail)
 		return
 	}
-	if !fi.Mode().IsRegular() {
-		c.fail(fmt.Sprintf("not a regular file (mode %s)", fi.Mode()), "")
-		return
-	}
-	if writableByOthers(fi.Mode()) {
-		c.fail(fmt.Sprintf("refused: file %s is writable by group or others (mode %s)", c.real, fi.Mode()), "")
+	c.real, c.ident = real, identityOf(fi)
+	if r := checkUnchanged(c.real, c.ident); r != nil {
+		c.fail(r.reason, r.detail)
 		return
 	}
 	res := checkFormat(c.real, fi.Size())

@@ -4,7 +4,10 @@
  *
  * libcublasLt.so.13 is dlopen'ed on the first plan (GPURT_CUBLASLT_PATH
  * first, then the library name, then the CUDA toolkit's usual folders); a
- * host without it gets GPURT_ERR_UNAVAILABLE naming the library. A plan owns
+ * host without it gets GPURT_ERR_UNAVAILABLE naming the library.
+ * GPURT_CUBLASLT_PATH is ignored in a setuid/setgid process, and must be an
+ * absolute path passing the loader's ownership and permission rule
+ * (csrc/gp_path.h); a refused one makes cuBLASLt unavailable, naming why. A plan owns
  * the matmul descriptor, the four layouts and the algorithm, chosen once by
  * cublasLtMatmulAlgoGetHeuristic at plan creation; gemm_run only enqueues
  * cublasLtMatmul on the stream with that algorithm and the stream's
@@ -29,6 +32,7 @@
 #include <cublasLt.h>
 
 #include "cuda_internal.h"
+#include "gp_path.h"
 
 #define CU_GEMM_WORKSPACE (32u << 20)
 
@@ -57,7 +61,22 @@ static int lt_load(char *why, size_t cap) {
   if (lt_state == 0) {
     char tried[600] = "";
     void *h = NULL;
-    const char *env = getenv("GPURT_CUBLASLT_PATH");
+    /* GPURT_CUBLASLT_PATH: ignored when the process runs setuid/setgid;
+     * otherwise it must name an absolute path that passes the loader's
+     * rule (csrc/gp_path.h), or cuBLASLt is unavailable with the reason:
+     * an explicit library that is refused is never replaced silently. */
+    const char *env = gp_secure_getenv("GPURT_CUBLASLT_PATH");
+    char env_real[4096];
+    if (env != NULL && env[0] != 0) {
+      char why_env[512];
+      if (gp_trusted_file(env, env_real, sizeof env_real, why_env, sizeof why_env) != 0) {
+        snprintf(lt_why, sizeof lt_why, "cuBLASLt unavailable: GPURT_CUBLASLT_PATH=%s refused: %s",
+                 env, why_env);
+        lt_state = -1;
+        goto done;
+      }
+      env = env_real;
+    }
     const char *cands[] = {env, "libcublasLt.so.13",
 #if defined(__aarch64__)
                            "/usr/local/cuda/targets/sbsa-linux/lib/libcublasLt.so.13",
@@ -98,6 +117,7 @@ static int lt_load(char *why, size_t cap) {
       }
     }
   }
+done:;
   int ok = lt_state == 1;
   if (!ok) gp_strlcpy(why, cap, lt_why);
   pthread_mutex_unlock(&lt_mu);
