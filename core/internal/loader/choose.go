@@ -22,7 +22,7 @@ type cand struct {
 	fromFS string       // backend named by the file name ("" when the name does not say)
 	plugin *bind.Plugin // non-nil once negotiated and bound
 	deps   []dep        // what the file needs, and whether each was found
-	ident  fileIdentity // the file's identity when it was checked
+	ident  fileID       // the file's identity when it was checked
 	done   bool         // State is final
 	sealed string       // what verify said of an accepted file ("" when nothing was verified)
 }

@@ -16,12 +16,12 @@ import (
 // file.
 var loaded struct {
 	sync.Mutex
-	m map[string]fileIdentity // resolved path -> identity at first load
+	m map[string]fileID // resolved path -> identity at first load
 }
 
 // checkUnchanged refuses a file this process loaded before whose identity
 // has changed since.
-func checkUnchanged(real string, now fileIdentity) *refusal {
+func checkUnchanged(real string, now fileID) *refusal {
 	loaded.Lock()
 	first, ok := loaded.m[real]
 	loaded.Unlock()
@@ -35,11 +35,11 @@ func checkUnchanged(real string, now fileIdentity) *refusal {
 }
 
 // rememberLoaded records a file's identity the first time it is loaded.
-func rememberLoaded(real string, id fileIdentity) {
+func rememberLoaded(real string, id fileID) {
 	loaded.Lock()
 	defer loaded.Unlock()
 	if loaded.m == nil {
-		loaded.m = map[string]fileIdentity{}
+		loaded.m = map[string]fileID{}
 	}
 	if _, ok := loaded.m[real]; !ok {
 		loaded.m[real] = id

@@ -31,16 +31,16 @@ func trustedFile(path string) (string, fs.FileInfo, *refusal) {
 	return real, fi, nil
 }
 
-// fileIdentity is what says a file on disk is still the one loaded.
-type fileIdentity struct {
+// fileID is what says a file on disk is still the one loaded.
+type fileID struct {
 	size  int64
 	mtime int64
 }
 
-func identityOf(fi fs.FileInfo) fileIdentity {
-	return fileIdentity{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+func identityOf(fi fs.FileInfo) fileID {
+	return fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 }
 
-func (id fileIdentity) String() string {
+func (id fileID) String() string {
 	return fmt.Sprintf("%d bytes, modified %d ns", id.size, id.mtime)
 }

@@ -203,6 +203,14 @@ func TestTrustedFileNames(t *testing.T) {
 	})
 }
 
+// resetLoaded forgets which files this process loaded, as a new process
+// would.
+func resetLoaded() {
+	loaded.Lock()
+	loaded.m = nil
+	loaded.Unlock()
+}
+
 // TestReplacedPlugin: a plugin file replaced on disk after this process
 // loaded it is refused (dlopen would hand back the old code).
 func TestReplacedPlugin(t *testing.T) {

@@ -142,21 +142,21 @@ func splitPath(p string) []string {
 	return out
 }
 
-// fileIdentity is what says a file on disk is still the one loaded.
-type fileIdentity struct {
+// fileID is what says a file on disk is still the one loaded.
+type fileID struct {
 	dev, ino uint64
 	size     int64
 	mtime    int64 // nanoseconds
 }
 
-func identityOf(fi fs.FileInfo) fileIdentity {
-	id := fileIdentity{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+func identityOf(fi fs.FileInfo) fileID {
+	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		id.dev, id.ino = uint64(st.Dev), uint64(st.Ino)
 	}
 	return id
 }
 
-func (id fileIdentity) String() string {
+func (id fileID) String() string {
 	return fmt.Sprintf("dev %d, inode %d, %d bytes, modified %d ns", id.dev, id.ino, id.size, id.mtime)
 }
