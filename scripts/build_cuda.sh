@@ -120,6 +120,10 @@ fatbin=$tmp/kernels.fatbin
 
 cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
         -Wno-unused-parameter -I"$root/abi" -I"$root/csrc" -I"$src" -isystem "$inc")
+# Extra host-compiler flags (make dist passes -ffile-prefix-map for
+# reproducible builds).
+# shellcheck disable=SC2206
+cflags+=(${GPURT_CUDA_CFLAGS:-})
 "$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/cuda_fatbin.S" \
   || die "could not assemble plugins/cuda/src/cuda_fatbin.S"
 objs=("$tmp/fatbin.o")
