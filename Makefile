@@ -3,10 +3,14 @@
 # make run   build the mock plugin (and the CUDA / Metal plugin where it
 #            builds) and build/gpurt, then run `gpurt probe` (and
 #            `gpurt bench --quick` once that command exists).
+#            The CUDA plugin is built only where nvcc is installed (or was
+#            fetched before); `make run CUDA=1` fetches it from PyPI.
 # make test  everything that runs without a GPU: gofmt, go vet, the four
 #            CGO_ENABLED=0 cross-builds, the ABI layout check, the Go tests
-#            with -race and once more with cgo off, and the CUDA plugin's
-#            compile check (scripts/build_cuda.sh --ci, when present).
+#            with -race and once more with cgo off, the CUDA plugin's
+#            compile check (scripts/build_cuda.sh --ci, which fetches nvcc
+#            from PyPI) and the make-dist check (scripts/dist_check.sh).
+# make dist  one reproducible archive per platform into dist/.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -19,7 +23,7 @@ CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
 .PHONY: run build mock cuda metal gpurt test fmt-check vet cross abi-test \
-        go-test go-test-nocgo cuda-check cgobench clean
+        go-test go-test-nocgo cuda-check cgobench clean dist dist-check
 
 run: build
 	@echo "== $(BUILD)/gpurt probe"
@@ -50,7 +54,7 @@ mock:
 cuda:
 	@if [ -f scripts/build_cuda.sh ] && [ "$(UNAME)" = Linux ]; then \
 	  echo "== cuda plugin (optional)"; \
-	  bash scripts/build_cuda.sh $(BUILD) || echo "note: cuda plugin not built (scripts/build_cuda.sh failed); continuing with the others"; \
+	  bash scripts/build_cuda.sh $(if $(filter 1,$(CUDA)),,--no-install) $(BUILD) || echo "note: cuda plugin not built (scripts/build_cuda.sh failed); continuing with the others"; \
 	fi
 
 metal:
@@ -64,7 +68,7 @@ gpurt:
 	mkdir -p $(BUILD)
 	CGO_ENABLED=0 $(GO) build -o $(BUILD)/gpurt ./cmd/gpurt
 
-test: fmt-check vet cross abi-test go-test go-test-nocgo cuda-check
+test: fmt-check vet cross abi-test go-test go-test-nocgo cuda-check dist-check
 	@echo "== make test: all passed"
 
 fmt-check:
@@ -107,3 +111,18 @@ cuda-check:
 
 clean:
 	rm -rf $(BUILD)
+
+# One archive per platform (linux/amd64 with the CUDA plugin built from
+# PyPI's nvcc, linux/arm64, darwin/arm64) into dist/, reproducible, with
+# the plugins' SHA-256 recorded in the binary. DIST_FLAGS go to dist.sh
+# (e.g. --no-cuda, --platforms linux/amd64).
+dist:
+	@echo "== make dist (scripts/dist.sh $(DIST_FLAGS))"
+	bash scripts/dist.sh $(DIST_FLAGS) dist
+
+# What make test checks of make dist: linux/amd64 built twice and compared
+# byte for byte, installed into a fresh folder and probed, then tampered
+# with and refused.
+dist-check:
+	@echo "== scripts/dist_check.sh"
+	bash scripts/dist_check.sh

@@ -24,10 +24,12 @@
 set -uo pipefail
 
 ci=0
+noinstall=0
 out=""
 for arg in "$@"; do
   case "$arg" in
     --ci) ci=1 ;;
+    --no-install) noinstall=1 ;;
     -h|--help) sed -n '3,23p' "$0"; exit 0 ;;
     -*) echo "build_cuda.sh: unknown flag $arg" >&2; exit 2 ;;
     *) out=$arg ;;
@@ -74,6 +76,10 @@ if [ -z "$nvcc" ]; then
   stamp=$venv/.gpurt-pins
   want=$(printf '%s\n' "${pins[@]}")
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    if [ $noinstall = 1 ]; then
+      echo "build_cuda.sh: SKIP: no nvcc here and --no-install given (the CUDA 13.0 compiler from PyPI is ~870 MB: run 'make cuda CUDA=1' or 'scripts/build_cuda.sh' to fetch it)"
+      exit 0
+    fi
     py=${PYTHON:-python3}
     command -v "$py" >/dev/null 2>&1 || {
       [ $ci = 1 ] && skip "no nvcc and no $py to install the CUDA packages from PyPI"
