@@ -11,7 +11,7 @@ package abi
 // Version of the ABI this core speaks. Majors must match; minors only add.
 const (
 	Major = 1
-	Minor = 2
+	Minor = 4
 )
 
 // EntrySymbol is the one symbol a plugin exports.
@@ -376,6 +376,9 @@ type API struct {
 	GemmRun         uintptr `c:"gemm_run"`
 	// 1.2
 	LaunchBatch uintptr `c:"launch_batch"`
+	// 1.4
+	QuantMatmul uintptr `c:"quant_matmul"`
+	GroupedGemm uintptr `c:"grouped_gemm"`
 }
 
 // NegotiateArgs mirrors gpurt_negotiate_args.

@@ -73,7 +73,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 2
+#define GPURT_ABI_MINOR 4
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -457,6 +457,71 @@ typedef struct gpurt_gemm_run_args {
   gpurt_buffer *workspace; uint64_t workspace_offset; uint64_t workspace_size;
 } gpurt_gemm_run_args;
 
+/* ---- Quantized and grouped matmul (1.4) ---------------------------- */
+
+/* Matrix multiplication by MLX affine-quantized weights (1.4):
+ *   y = x * dequant(W)^T        (row-major: y is n x m, x is n x k)
+ * W is m x k (m output features, k input features), stored as MLX's
+ * `quantize(w, group_size, bits, mode="affine")` stores it: for bits 8 each
+ * element is one unsigned byte q (row-major, k bytes per row; MLX's uint32
+ * words read as little-endian bytes), and every group of group_size
+ * consecutive elements of a row has one scale s and one bias b (row-major
+ * m x k/group_size arrays, scale_type), so that
+ *   dequant(W)[i][j] = s[i][j/group_size] * q[i][j] + b[i][j/group_size].
+ * In GEMM terms (column-major, as gpurt_gemm_desc) y is the m x n matrix
+ * D = dequant(W) * x^T. n is the number of tokens: small n (decode) and
+ * large n (prefill) may take different kernels; the result is the same
+ * within rounding. The reference accumulates in double and rounds once.
+ * Pointers (buffer + offset): w and x 16-byte aligned, the others aligned
+ * to their element size; otherwise GPURT_ERR_INVALID_ARGUMENT. bits other
+ * than 8 and group sizes other than 32, 64, 128 are GPURT_ERR_UNSUPPORTED;
+ * k not a multiple of group_size is GPURT_ERR_INVALID_ARGUMENT. */
+typedef struct gpurt_quant_matmul_args {
+  uint64_t struct_size;
+  int32_t x_type;      /* GPURT_DTYPE_F16 or _BF16; y has the same type */
+  int32_t scale_type;  /* GPURT_DTYPE_F16 or _BF16: scales and biases */
+  uint32_t bits;       /* 8 */
+  uint32_t group_size; /* 32, 64 or 128 */
+  uint64_t m;          /* output features: rows of W, columns of y; >= 1 */
+  uint64_t n;          /* tokens: rows of x and y; >= 1 */
+  uint64_t k;          /* input features; a multiple of group_size */
+  gpurt_buffer *w; uint64_t w_offset;           /* m * k * bits/8 bytes */
+  gpurt_buffer *scales; uint64_t scales_offset; /* m * k/group_size */
+  gpurt_buffer *biases; uint64_t biases_offset; /* m * k/group_size */
+  gpurt_buffer *x; uint64_t x_offset;           /* n * k */
+  gpurt_buffer *y; uint64_t y_offset;           /* out: n * m */
+} gpurt_quant_matmul_args;
+
+/* Grouped GEMM for mixture-of-experts (1.4): group_count problems that
+ * share n and k, with m_sizes[g] rows each (0 allowed), all row-major:
+ *   D_g = A_g * B_g^T        (D_g is m_g x n, A_g is m_g x k, B_g is n x k)
+ * A and D hold the groups' rows one after another (M = sum of m_sizes
+ * rows; group g starts at row m_0 + ... + m_{g-1}); B holds group_count
+ * matrices of n x k, one after another.
+ * bf16: A and B are GPURT_DTYPE_BF16, no scales.
+ * fp8 (DeepSeek-style block scales): A and B are GPURT_DTYPE_FP8_E4M3,
+ * k is a multiple of 128, and f32 scales multiply 1 x 128 blocks of A and
+ * 128 x 128 blocks of B:
+ *   scale_a: M x k/128 (row-major): A_g[r][c] counts as a * scale_a[row][c/128]
+ *   scale_b: group_count x ceil(n/128) x k/128: B_g[j][c] counts as
+ *            b * scale_b[g][j/128][c/128]
+ * D is GPURT_DTYPE_BF16. The reference accumulates in double and rounds
+ * once. a and b 16-byte aligned, the others aligned to their element size.
+ * m_sizes is host memory, borrowed for the call. M = 0 is a no-op. */
+typedef struct gpurt_grouped_gemm_args {
+  uint64_t struct_size;
+  int32_t ab_type;         /* GPURT_DTYPE_BF16 or _FP8_E4M3 */
+  int32_t d_type;          /* GPURT_DTYPE_BF16 */
+  uint64_t group_count;    /* >= 1 */
+  uint64_t n, k;           /* >= 1 */
+  const uint64_t *m_sizes; /* borrowed: group_count row counts */
+  gpurt_buffer *a; uint64_t a_offset; /* M * k */
+  gpurt_buffer *b; uint64_t b_offset; /* group_count * n * k */
+  gpurt_buffer *d; uint64_t d_offset; /* out: M * n */
+  gpurt_buffer *scale_a; uint64_t scale_a_offset; /* fp8 only; else NULL */
+  gpurt_buffer *scale_b; uint64_t scale_b_offset; /* fp8 only; else NULL */
+} gpurt_grouped_gemm_args;
+
 /* ------------------------------------------------------------------ */
 /* The function table                                                  */
 /* ------------------------------------------------------------------ */
@@ -574,6 +639,16 @@ typedef struct gpurt_api {
   gpurt_error *(*launch_batch)(gpurt_runtime *rt, gpurt_stream *s,
                                uint64_t count, const gpurt_launch_item *items,
                                uint64_t *out_enqueued);
+
+  /* ---- 1.4 ---- */
+
+  /* Enqueue y = x * dequant(W)^T (gpurt_quant_matmul_args) on s
+   * (non-NULL). Errors name the field. */
+  gpurt_error *(*quant_matmul)(gpurt_runtime *rt, gpurt_stream *s,
+                               const gpurt_quant_matmul_args *args);
+  /* Enqueue the grouped GEMM (gpurt_grouped_gemm_args) on s (non-NULL). */
+  gpurt_error *(*grouped_gemm)(gpurt_runtime *rt, gpurt_stream *s,
+                               const gpurt_grouped_gemm_args *args);
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

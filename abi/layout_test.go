@@ -37,6 +37,8 @@ var mirrored = []struct {
 	{"gpurt_launch_item", LaunchItem{}},
 	{"gpurt_gemm_desc", GemmDesc{}},
 	{"gpurt_gemm_run_args", GemmRunArgs{}},
+	{"gpurt_quant_matmul_args", QuantMatmulArgs{}},
+	{"gpurt_grouped_gemm_args", GroupedGemmArgs{}},
 	{"gpurt_api", API{}},
 	{"gpurt_negotiate_args", NegotiateArgs{}},
 }

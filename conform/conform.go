@@ -106,6 +106,7 @@ func checks() []check {
 	cs = append(cs, orderChecks()...)
 	cs = append(cs, concurrencyChecks()...)
 	cs = append(cs, gemmChecks()...)
+	cs = append(cs, quantChecks()...)
 	return cs
 }
 

@@ -74,6 +74,14 @@
 // layout, alignment and device; an LRU bounded by GPURT_OPCACHE_SIZE) and
 // the host heap live in Go, so they behave the same on every plugin.
 //
+// # Quantized and grouped matmul
+//
+// Stream.QuantMatmul (ABI 1.4) multiplies activations by weights in MLX's
+// int8 affine format (package quant converts weights, bit-exact with
+// mlx.core.quantize); Stream.GroupedGemm runs the per-expert GEMMs of a
+// mixture-of-experts layer, bf16 or fp8 with DeepSeek-style block scales,
+// in one call. Both check their arguments in Go and allocate nothing.
+//
 // # Adding an operation
 //
 // Adding an op touches, in order: abi/gpurt.h (a new slot at the end of

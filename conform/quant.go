@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package conform
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/quant"
+)
+
+// The 1.4 ops: quantized matmul in MLX's int8 affine format and the
+// grouped GEMM of mixture-of-experts, against float64 references on
+// random data. A plugin older than ABI 1.4 skips them.
+//
+// Tolerance, per element: 2^-7 |ref| (an output rounding of bf16, with
+// room for a second one) + c * sqrt(sum_j (x_j w_j)^2), where c allows
+// what a GPU legitimately does: quant_matmul may round dequantized weights
+// to 16 bits before its tensor cores (c = 2^-6), a grouped GEMM
+// accumulates in f32 (c = 2^-12). A wrong index, group, scale or bias is
+// off by about the result's own size and fails.
+
+type quantCase struct {
+	xt, st  core.DType
+	m, n, k int
+	gs      int
+	sample  int // reference elements checked (0: all)
+}
+
+type groupedCase struct {
+	fp8    bool
+	n, k   int
+	ms     []int
+	sample int
+}
+
+func has14(e *env) error {
+	if _, _, minor := e.rt.PluginVersion(); minor < 4 {
+		return skip("the plugin speaks ABI 1.%d; quantized and grouped matmul need 1.4", minor)
+	}
+	return nil
+}
+
+func quantChecks() []check {
+	var cs []check
+	qc := func(name string, c quantCase) {
+		cs = append(cs, check{"quant/" + name, func(e *env) error { return runQuantCase(e, c) }})
+	}
+	for _, n := range []int{1, 3, 8} { // decode
+		qc(fmt.Sprintf("bf16_g64_n%d", n), quantCase{xt: core.BF16, st: core.BF16, m: 136, n: n, k: 512, gs: 64})
+	}
+	qc("f16_g32_n2", quantCase{xt: core.F16, st: core.F16, m: 72, n: 2, k: 256, gs: 32})
+	qc("bf16_f16scales_g128_n5", quantCase{xt: core.BF16, st: core.F16, m: 40, n: 5, k: 384, gs: 128})
+	qc("f16_bf16scales_g64_n1_k32x", quantCase{xt: core.F16, st: core.BF16, m: 33, n: 1, k: 96 * 2, gs: 32})
+	for _, gs := range []int{32, 64, 128} { // prefill
+		qc(fmt.Sprintf("bf16_g%d_n77", gs), quantCase{xt: core.BF16, st: core.BF16, m: 200, n: 77, k: 384, gs: gs})
+	}
+	qc("f16_g64_n130", quantCase{xt: core.F16, st: core.F16, m: 136, n: 130, k: 256, gs: 64})
+	cs = append(cs, check{"quant/large", func(e *env) error {
+		c := quantCase{xt: core.BF16, st: core.BF16, m: 512, n: 64, k: 1024, gs: 64, sample: 2048}
+		if !e.opts.Quick && e.dev.Info().Arch != "cpu" {
+			c.m, c.n, c.k = 4096, 512, 4096
+		}
+		return runQuantCase(e, c)
+	}})
+	cs = append(cs, check{"quant/large_decode", func(e *env) error {
+		c := quantCase{xt: core.BF16, st: core.BF16, m: 1024, n: 8, k: 1024, gs: 64, sample: 2048}
+		if !e.opts.Quick && e.dev.Info().Arch != "cpu" {
+			c.m, c.k = 14336, 4096
+		}
+		return runQuantCase(e, c)
+	}})
+	gc := func(name string, c groupedCase) {
+		cs = append(cs, check{"grouped/" + name, func(e *env) error { return runGroupedCase(e, c) }})
+	}
+	gc("bf16_skewed", groupedCase{n: 192, k: 256, ms: []int{1, 0, 37, 5, 130, 0, 2, 9}})
+	gc("bf16_one_group", groupedCase{n: 64, k: 64, ms: []int{19}})
+	gc("bf16_odd_n", groupedCase{n: 72, k: 136, ms: []int{7, 64, 3}})
+	gc("fp8_skewed", groupedCase{fp8: true, n: 320, k: 384, ms: []int{3, 0, 70, 1, 129, 16}})
+	gc("fp8_one_group", groupedCase{fp8: true, n: 128, k: 128, ms: []int{33}})
+	gc("all_empty", groupedCase{n: 64, k: 64, ms: []int{0, 0, 0}})
+	cs = append(cs, check{"grouped/large", func(e *env) error {
+		c := groupedCase{fp8: true, n: 512, k: 512, ms: []int{200, 3, 57, 0, 128, 64, 1, 90}, sample: 2048}
+		if !e.opts.Quick && e.dev.Info().Arch != "cpu" {
+			c.n, c.k = 2048, 4096
+			c.ms = []int{1024, 17, 300, 0, 2048, 5, 640, 128}
+		}
+		if err := runGroupedCase(e, c); err != nil {
+			return err
+		}
+		c.fp8 = false
+		return runGroupedCase(e, c)
+	}})
+	cs = append(cs, check{"quant/misuse", quantMisuse})
+	return cs
+}
+
+// elemTol is the tolerance of one element (see the top of this file).
+func elemTol(ref, norm2, c float64) float64 {
+	return math.Abs(ref)/128 + c*math.Sqrt(norm2) + 1e-30
+}
+
+// upload allocates a buffer holding data followed by 64 bytes of 0xff.
+func uploadPadded(e *env, data []byte) (*core.Buffer, error) {
+	b, err := e.dev.Alloc(len(data) + 64)
+	if err != nil {
+		return nil, err
+	}
+	if err := firstErr(core.Memset(b, 0xff), core.CopyFromHost(b, data)); err != nil {
+		b.Free()
+		return nil, err
+	}
+	return b, nil
+}
+
+// readChecked reads n elements of t from b, checks that none is left NaN
+// (the poison) and that the 64 bytes after them are untouched.
+func readChecked(b *core.Buffer, t core.DType, n int) ([]float64, error) {
+	raw := make([]byte, n*t.Size()+64)
+	if err := core.CopyToHost(raw, b); err != nil {
+		return nil, err
+	}
+	for i, c := range raw[n*t.Size():] {
+		if c != 0xff {
+			return nil, fmt.Errorf("byte %d past the output's end was written", i)
+		}
+	}
+	v := decode(t, raw[:n*t.Size()])
+	for i, x := range v {
+		if math.IsNaN(x) {
+			return nil, fmt.Errorf("output element %d was not written (still poison) or is NaN", i)
+		}
+	}
+	return v, nil
+}
+
+func pick(e *env, total, sample, i int) int {
+	if sample == 0 || sample >= total {
+		return i
+	}
+	return e.rng.IntN(total)
+}
+
+func runQuantCase(e *env, c quantCase) error {
+	if err := has14(e); err != nil {
+		return err
+	}
+	w := make([]float32, c.m*c.k)
+	for i := range w {
+		w[i] = float32(e.rng.NormFloat64())
+	}
+	q, err := quant.Quantize(w, c.m, c.k, quant.Options{GroupSize: c.gs, Bits: 8, ScaleType: c.st})
+	if err != nil {
+		return err
+	}
+	xv := randomValues(e.rng, c.xt, c.n*c.k, 1)
+	var bufs []*core.Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}()
+	up := func(data []byte) (*core.Buffer, error) {
+		b, err := uploadPadded(e, data)
+		if err == nil {
+			bufs = append(bufs, b)
+		}
+		return b, err
+	}
+	yPoison := make([]byte, 2*c.n*c.m)
+	poison(yPoison)
+	var ops core.QuantMatmulOperands
+	for _, u := range []struct {
+		dst  *core.Region
+		data []byte
+	}{{&ops.W, q.Q}, {&ops.Scales, q.Scales}, {&ops.Biases, q.Biases}, {&ops.X, encode(c.xt, xv)}, {&ops.Y, yPoison}} {
+		b, err := up(u.data)
+		if err != nil {
+			return err
+		}
+		*u.dst = b
+	}
+	s, err := e.dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	desc := core.QuantMatmulDesc{XType: c.xt, ScaleType: c.st, Bits: 8, GroupSize: c.gs, M: c.m, N: c.n, K: c.k}
+	if err := firstErr(s.QuantMatmul(desc, ops), s.Synchronize()); err != nil {
+		return err
+	}
+	got, err := readChecked(ops.Y.(*core.Buffer), c.xt, c.n*c.m)
+	if err != nil {
+		return err
+	}
+	deq := make([]float64, c.k)
+	total := c.n * c.m
+	count := total
+	if c.sample > 0 && c.sample < total {
+		count = c.sample
+	}
+	for i := 0; i < count; i++ {
+		idx := pick(e, total, c.sample, i)
+		tok, row := idx/c.m, idx%c.m
+		for j := range deq {
+			deq[j] = q.Scale(row, j)*float64(q.Code(row, j)) + q.Bias(row, j)
+		}
+		ref, norm2 := 0.0, 0.0
+		for j := 0; j < c.k; j++ {
+			p := xv[tok*c.k+j] * deq[j]
+			ref += p
+			norm2 += p * p
+		}
+		if d := math.Abs(got[idx] - ref); d > elemTol(ref, norm2, 1.0/64) {
+			return fmt.Errorf("y[%d][%d] = %g, reference %g (difference %.3g, tolerance %.3g)", tok, row, got[idx], ref, d, elemTol(ref, norm2, 1.0/64))
+		}
+	}
+	return nil
+}
+
+func f32Bytes(v []float64) []byte {
+	out := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(float32(f)))
+	}
+	return out
+}
+
+func runGroupedCase(e *env, c groupedCase) error {
+	if err := has14(e); err != nil {
+		return err
+	}
+	if c.fp8 && !e.dev.Info().FP8 {
+		return skip("the device has no fp8")
+	}
+	total := 0
+	for _, m := range c.ms {
+		total += m
+	}
+	G := len(c.ms)
+	ab := core.BF16
+	r := 1.0
+	if c.fp8 {
+		ab, r = core.FP8E4M3, 16
+	}
+	av := randomValues(e.rng, ab, total*c.k, r)
+	bv := randomValues(e.rng, ab, G*c.n*c.k, r)
+	kb, nb := c.k/128, (c.n+127)/128
+	var sa, sb []float64
+	if c.fp8 {
+		sa = make([]float64, total*kb)
+		sb = make([]float64, G*nb*kb)
+		for i := range sa {
+			sa[i] = float64(float32(0.25 + e.rng.Float64()))
+		}
+		for i := range sb {
+			sb[i] = float64(float32(1.0 / 64 * (0.5 + e.rng.Float64())))
+		}
+	}
+	var bufs []*core.Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}()
+	up := func(data []byte) (*core.Buffer, error) {
+		if len(data) == 0 {
+			data = []byte{}
+		}
+		b, err := uploadPadded(e, data)
+		if err == nil {
+			bufs = append(bufs, b)
+		}
+		return b, err
+	}
+	dPoison := make([]byte, 2*total*c.n)
+	poison(dPoison)
+	var ops core.GroupedGemmOperands
+	in := []struct {
+		dst  *core.Region
+		data []byte
+	}{{&ops.A, encode(ab, av)}, {&ops.B, encode(ab, bv)}, {&ops.D, dPoison}}
+	if c.fp8 {
+		in = append(in, struct {
+			dst  *core.Region
+			data []byte
+		}{&ops.ScaleA, f32Bytes(sa)}, struct {
+			dst  *core.Region
+			data []byte
+		}{&ops.ScaleB, f32Bytes(sb)})
+	}
+	for _, u := range in {
+		b, err := up(u.data)
+		if err != nil {
+			return err
+		}
+		*u.dst = b
+	}
+	s, err := e.dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	desc := core.GroupedGemmDesc{ABType: ab, DType: core.BF16, N: c.n, K: c.k, MSizes: c.ms}
+	if err := firstErr(s.GroupedGemm(desc, ops), s.Synchronize()); err != nil {
+		return err
+	}
+	got, err := readChecked(ops.D.(*core.Buffer), core.BF16, total*c.n)
+	if err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	groupOf := make([]int, total)
+	row := 0
+	for g, m := range c.ms {
+		for i := 0; i < m; i++ {
+			groupOf[row] = g
+			row++
+		}
+	}
+	count := total * c.n
+	if c.sample > 0 && c.sample < count {
+		count = c.sample
+	}
+	for i := 0; i < count; i++ {
+		idx := pick(e, total*c.n, c.sample, i)
+		rr, j := idx/c.n, idx%c.n
+		g := groupOf[rr]
+		ref, norm2 := 0.0, 0.0
+		for p := 0; p < c.k; p++ {
+			t := av[rr*c.k+p] * bv[(g*c.n+j)*c.k+p]
+			if c.fp8 {
+				t *= sa[rr*kb+p/128] * sb[(g*nb+j/128)*kb+p/128]
+			}
+			ref += t
+			norm2 += t * t
+		}
+		if d := math.Abs(got[idx] - ref); d > elemTol(ref, norm2, 1.0/4096) {
+			return fmt.Errorf("D[%d][%d] (group %d) = %g, reference %g (difference %.3g, tolerance %.3g)", rr, j, g, got[idx], ref, d, elemTol(ref, norm2, 1.0/4096))
+		}
+	}
+	return nil
+}
+
+func quantMisuse(e *env) error {
+	if err := has14(e); err != nil {
+		return err
+	}
+	b, s, done, err := bufferAndStream(e, 1<<16)
+	if err != nil {
+		return err
+	}
+	defer done()
+	qd := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, GroupSize: 64, M: 8, N: 2, K: 128}
+	qo := core.QuantMatmulOperands{W: b, Scales: b, Biases: b, X: b, Y: b}
+	gd := core.GroupedGemmDesc{ABType: core.BF16, N: 8, K: 64, MSizes: []int{2, 0, 3}}
+	gop := core.GroupedGemmOperands{A: b, B: b, D: b}
+	odd, _ := b.View(8, 4096)
+	short, _ := b.View(0, 30)
+	q := func(f func(*core.QuantMatmulDesc, *core.QuantMatmulOperands)) func() error {
+		return func() error {
+			d, o := qd, qo
+			f(&d, &o)
+			return s.QuantMatmul(d, o)
+		}
+	}
+	g := func(f func(*core.GroupedGemmDesc, *core.GroupedGemmOperands)) func() error {
+		return func() error {
+			d, o := gd, gop
+			f(&d, &o)
+			return s.GroupedGemm(d, o)
+		}
+	}
+	err = runMisuse([]misuse{
+		{"quant: 4 bits", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.Bits = 4 }), core.ErrUnsupported},
+		{"quant: group 16", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.GroupSize = 16 }), core.ErrUnsupported},
+		{"quant: f32 x", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.XType = core.F32 }), core.ErrUnsupported},
+		{"quant: k not a multiple of the group", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.K = 96 }), core.ErrInvalidArgument},
+		{"quant: n 0", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.N = 0 }), core.ErrInvalidArgument},
+		{"quant: no biases", q(func(_ *core.QuantMatmulDesc, o *core.QuantMatmulOperands) { o.Biases = nil }), core.ErrInvalidArgument},
+		{"quant: misaligned W", q(func(_ *core.QuantMatmulDesc, o *core.QuantMatmulOperands) { o.W = odd }), core.ErrInvalidArgument},
+		{"quant: short y", q(func(_ *core.QuantMatmulDesc, o *core.QuantMatmulOperands) { o.Y = short }), core.ErrOutOfRange},
+		{"grouped: f16", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) { d.ABType = core.F16 }), core.ErrUnsupported},
+		{"grouped: fp8 k 64", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) { d.ABType = core.FP8E4M3 }), core.ErrInvalidArgument},
+		{"grouped: no groups", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) { d.MSizes = nil }), core.ErrInvalidArgument},
+		{"grouped: negative rows", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) { d.MSizes = []int{1, -2} }), core.ErrInvalidArgument},
+		{"grouped: scales on bf16", g(func(_ *core.GroupedGemmDesc, o *core.GroupedGemmOperands) { o.ScaleB = b }), core.ErrInvalidArgument},
+		{"grouped: fp8 without scales", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) {
+			d.ABType, d.K = core.FP8E4M3, 128
+		}), core.ErrInvalidArgument},
+		{"grouped: short D", g(func(d *core.GroupedGemmDesc, o *core.GroupedGemmOperands) { d.N, o.D = 64, short }), core.ErrOutOfRange},
+	})
+	return firstErr(err, s.Synchronize())
+}

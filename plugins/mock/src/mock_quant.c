@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The mock's 1.4 ops, the references the GPU backends are compared with:
+ *
+ *  quant_matmul   y[t][i] = sum_j x[t][j] * (s[i][g] * q[i][j] + b[i][g]),
+ *                 g = j / group_size (MLX's affine format, bits 8)
+ *  grouped_gemm   D_g = A_g * B_g^T per group; fp8 with 1x128 (A) and
+ *                 128x128 (B) block scales
+ *
+ * Every product and sum is in double (inputs widen exactly) and the result
+ * is rounded once to the output type (round to nearest even). Work is split
+ * over output rows between the runtime's reference threads.
+ */
+#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
+#define _GNU_SOURCE
+#endif
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_common.h"
+#include "gp_quant.h"
+#include "mock_ext.h"
+
+/* Widens an f16/bf16 element. */
+static double ld_half(int32_t t, const void *base, uint64_t i) {
+  uint16_t h;
+  memcpy(&h, (const unsigned char *)base + 2 * i, 2);
+  return t == GPURT_DTYPE_F16 ? (double)gp_f16_to_f32(h) : (double)gp_bf16_to_f32(h);
+}
+
+/* Rounds v once to f16/bf16: first to f32 by round-to-odd (truncate, then
+ * set the last bit when inexact), which keeps the second rounding (to 16
+ * bits, nearest even) correct. */
+static uint16_t round_half(int32_t t, double v) {
+  float f = (float)v;
+  if (isfinite(f) && (double)f != v) {
+    if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= 1;
+    memcpy(&f, &u, 4);
+  }
+  return t == GPURT_DTYPE_F16 ? gp_f32_to_f16(f) : gp_f32_to_bf16(f);
+}
+
+static void st_half(int32_t t, void *base, uint64_t i, double v) {
+  uint16_t h = round_half(t, v);
+  memcpy((unsigned char *)base + 2 * i, &h, 2);
+}
+
+/* ---- a parallel loop over rows ------------------------------------------- */
+
+typedef struct par_job {
+  void (*rows)(void *ctx, uint64_t from, uint64_t to);
+  void *ctx;
+  uint64_t from, to;
+} par_job;
+
+static void *par_main(void *p) {
+  par_job *j = p;
+  j->rows(j->ctx, j->from, j->to);
+  return NULL;
+}
+
+/* Runs rows(ctx, ...) over [0, n) on up to `threads` threads (the calling
+ * worker is one of them); falls back to one thread when a thread cannot
+ * start. */
+static void par_rows(int threads, uint64_t n, void (*rows)(void *, uint64_t, uint64_t), void *ctx) {
+  enum { MAXT = 64 };
+  if (threads > MAXT) threads = MAXT;
+  if ((uint64_t)threads > n) threads = (int)(n ? n : 1);
+  if (threads <= 1) {
+    rows(ctx, 0, n);
+    return;
+  }
+  par_job jobs[MAXT];
+  pthread_t tids[MAXT];
+  int started[MAXT] = {0};
+  for (int i = 0; i < threads; i++)
+    jobs[i] = (par_job){rows, ctx, n * (uint64_t)i / (uint64_t)threads, n * (uint64_t)(i + 1) / (uint64_t)threads};
+  for (int i = 1; i < threads; i++) started[i] = pthread_create(&tids[i], NULL, par_main, &jobs[i]) == 0;
+  rows(ctx, jobs[0].from, jobs[0].to);
+  for (int i = 1; i < threads; i++) {
+    if (started[i]) pthread_join(tids[i], NULL);
+    else rows(ctx, jobs[i].from, jobs[i].to);
+  }
+}
+
+/* ---- quant_matmul ---------------------------------------------------------- */
+
+typedef struct qmm_job {
+  gpurt_quant_matmul_args a;
+  const uint8_t *w;
+  const void *s, *b, *x;
+  void *y;
+  int threads;
+} qmm_job;
+
+/* Output features [from, to) for every token. */
+static void qmm_rows(void *ctx, uint64_t from, uint64_t to) {
+  const qmm_job *j = ctx;
+  const gpurt_quant_matmul_args *a = &j->a;
+  uint64_t gs = a->group_size, groups = a->k / gs;
+  double *wrow = malloc(a->k * sizeof *wrow);
+  for (uint64_t i = from; i < to; i++) {
+    const uint8_t *q = j->w + i * a->k;
+    if (wrow) /* dequantize the row once */
+      for (uint64_t jj = 0; jj < a->k; jj++)
+        wrow[jj] = ld_half(a->scale_type, j->s, i * groups + jj / gs) * (double)q[jj] +
+                   ld_half(a->scale_type, j->b, i * groups + jj / gs);
+    for (uint64_t t = 0; t < a->n; t++) {
+      double acc = 0;
+      for (uint64_t jj = 0; jj < a->k; jj++) {
+        double w = wrow ? wrow[jj]
+                        : ld_half(a->scale_type, j->s, i * groups + jj / gs) * (double)q[jj] +
+                              ld_half(a->scale_type, j->b, i * groups + jj / gs);
+        acc += ld_half(a->x_type, j->x, t * a->k + jj) * w;
+      }
+      st_half(a->x_type, j->y, t * a->m + i, acc);
+    }
+  }
+  free(wrow);
+}
+
+static void qmm_run(void *p) {
+  qmm_job *j = p;
+  par_rows(j->threads, j->a.m, qmm_rows, j);
+}
+
+gpurt_error *mock_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+  const char *what = "quant_matmul";
+  mock_rt *rt;
+  mock_stream *s;
+  gpurt_error *e = mock_ext_stream(h, sh, what, &rt, &s);
+  if (e) return e;
+  gp_quant_mm c;
+  if ((e = gp_quant_mm_check(args, &c))) return e;
+  const gpurt_quant_matmul_args *a = &c.a;
+  qmm_job *j = calloc(1, sizeof *j);
+  if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
+  void *w, *sc, *bi, *x, *y;
+  if ((e = mock_ext_operand(rt, s, what, "w", a->w, a->w_offset, c.w_bytes, &w)) ||
+      (e = mock_ext_operand(rt, s, what, "scales", a->scales, a->scales_offset, c.s_bytes, &sc)) ||
+      (e = mock_ext_operand(rt, s, what, "biases", a->biases, a->biases_offset, c.s_bytes, &bi)) ||
+      (e = mock_ext_operand(rt, s, what, "x", a->x, a->x_offset, c.x_bytes, &x)) ||
+      (e = mock_ext_operand(rt, s, what, "y", a->y, a->y_offset, c.y_bytes, &y))) {
+    free(j);
+    return e;
+  }
+  j->a = *a;
+  j->w = w;
+  j->s = sc;
+  j->b = bi;
+  j->x = x;
+  j->y = y;
+  j->threads = mock_ext_threads(rt);
+  return mock_ext_submit(s, what, qmm_run, free, j);
+}
+
+/* ---- grouped_gemm ------------------------------------------------------------ */
+
+typedef struct gg_job {
+  gp_grouped c;
+  uint64_t *row_group; /* group of every row of A/D (total_m entries) */
+  const void *a, *b;
+  const float *sa, *sb;
+  void *d;
+  int threads;
+} gg_job;
+
+static double ld_ab(int fp8, const void *base, uint64_t i) {
+  if (fp8) return (double)gp_e4m3_to_f32(((const uint8_t *)base)[i]);
+  return ld_half(GPURT_DTYPE_BF16, base, i);
+}
+
+static void gg_rows(void *ctx, uint64_t from, uint64_t to) {
+  const gg_job *j = ctx;
+  const gp_grouped *c = &j->c;
+  uint64_t n = c->a.n, k = c->a.k;
+  for (uint64_t r = from; r < to; r++) {
+    uint64_t g = j->row_group[r];
+    for (uint64_t col = 0; col < n; col++) {
+      uint64_t brow = (g * n + col) * k;
+      double acc = 0;
+      if (!c->fp8) {
+        for (uint64_t p = 0; p < k; p++) acc += ld_ab(0, j->a, r * k + p) * ld_ab(0, j->b, brow + p);
+      } else {
+        for (uint64_t kb = 0; kb < c->kb; kb++) {
+          double part = 0;
+          for (uint64_t p = kb * 128; p < kb * 128 + 128; p++)
+            part += ld_ab(1, j->a, r * k + p) * ld_ab(1, j->b, brow + p);
+          double sa = j->sa[r * c->kb + kb];
+          double sb = j->sb[(g * c->nb + col / 128) * c->kb + kb];
+          acc += part * sa * sb;
+        }
+      }
+      st_half(GPURT_DTYPE_BF16, j->d, r * n + col, acc);
+    }
+  }
+}
+
+static void gg_run(void *p) {
+  gg_job *j = p;
+  par_rows(j->threads, j->c.total_m, gg_rows, j);
+}
+
+static void gg_release(void *p) {
+  gg_job *j = p;
+  free(j->row_group);
+  free(j);
+}
+
+gpurt_error *mock_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+  const char *what = "grouped_gemm";
+  mock_rt *rt;
+  mock_stream *s;
+  gpurt_error *e = mock_ext_stream(h, sh, what, &rt, &s);
+  if (e) return e;
+  gg_job *j = calloc(1, sizeof *j);
+  if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
+  if ((e = gp_grouped_check(args, &j->c))) {
+    free(j);
+    return e;
+  }
+  const gpurt_grouped_gemm_args *a = &j->c.a;
+  void *pa, *pb, *pd, *psa = NULL, *psb = NULL;
+  if ((e = mock_ext_operand(rt, s, what, "a", a->a, a->a_offset, j->c.a_bytes, &pa)) ||
+      (e = mock_ext_operand(rt, s, what, "b", a->b, a->b_offset, j->c.b_bytes, &pb)) ||
+      (e = mock_ext_operand(rt, s, what, "d", a->d, a->d_offset, j->c.d_bytes, &pd)) ||
+      (j->c.fp8 && (e = mock_ext_operand(rt, s, what, "scale_a", a->scale_a, a->scale_a_offset, j->c.sa_bytes, &psa))) ||
+      (j->c.fp8 && (e = mock_ext_operand(rt, s, what, "scale_b", a->scale_b, a->scale_b_offset, j->c.sb_bytes, &psb)))) {
+    free(j);
+    return e;
+  }
+  if (j->c.total_m == 0) { /* nothing to compute */
+    free(j);
+    return NULL;
+  }
+  j->row_group = malloc(j->c.total_m * sizeof *j->row_group);
+  if (!j->row_group) {
+    unsigned long long rows = j->c.total_m;
+    free(j);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory for %llu rows", what, rows);
+  }
+  /* m_sizes is borrowed: copy what the worker needs now. */
+  uint64_t r = 0;
+  for (uint64_t g = 0; g < a->group_count; g++)
+    for (uint64_t i = 0; i < a->m_sizes[g]; i++) j->row_group[r++] = g;
+  j->c.a.m_sizes = NULL;
+  j->a = pa;
+  j->b = pb;
+  j->d = pd;
+  j->sa = psa;
+  j->sb = psb;
+  j->threads = mock_ext_threads(rt);
+  return mock_ext_submit(s, what, gg_run, gg_release, j);
+}
