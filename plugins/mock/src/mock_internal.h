@@ -100,7 +100,7 @@ typedef struct mock_plan {
   gpurt_gemm_desc desc;
 } mock_plan;
 
-enum { OP_COPY, OP_MEMSET, OP_LAUNCH, OP_RECORD, OP_WAIT, OP_GEMM };
+enum { OP_COPY, OP_MEMSET, OP_LAUNCH, OP_RECORD, OP_WAIT, OP_GEMM, OP_FN };
 
 typedef struct mock_op {
   struct mock_op *next;
@@ -113,6 +113,9 @@ typedef struct mock_op {
     gp_launch_exec launch;
     ev_rec *rec;
     gp_gemm_exec *gemm;
+    /* OP_FN: the worker runs fn(arg) (not on a lost device); op free calls
+     * release(arg) once, whether fn ran or not */
+    struct { void (*fn)(void *); void (*release)(void *); void *arg; } fn;
   } u;
 } mock_op;
 
@@ -213,5 +216,9 @@ gpurt_error *m_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_d
 gpurt_error *m_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph);
 gpurt_error *m_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
                         const gpurt_gemm_run_args *args);
+
+/* mock_quant.c: quantized and grouped matmul (1.4) */
+gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args);
+gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args);
 
 #endif /* GPURT_MOCK_INTERNAL_H */

@@ -547,6 +547,8 @@ static const gpurt_api mock_api = {
     .gemm_plan_create = m_gemm_plan_create,
     .gemm_plan_destroy = m_gemm_plan_destroy,
     .gemm_run = m_gemm_run,
+    .quant_matmul = m_quant_matmul,
+    .grouped_gemm = m_grouped_gemm,
 };
 
 /* No side effects: writes versions, the table or a message; nothing else. */

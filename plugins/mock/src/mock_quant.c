@@ -21,7 +21,7 @@
 
 #include "gp_common.h"
 #include "gp_quant.h"
-#include "mock_ext.h"
+#include "mock_internal.h"
 
 /* Widens an f16/bf16 element. */
 static double ld_half(int32_t t, const void *base, uint64_t i) {
@@ -49,6 +49,53 @@ static void st_half(int32_t t, void *base, uint64_t i, double v) {
   uint16_t h = round_half(t, v);
   memcpy((unsigned char *)base + 2 * i, &h, 2);
 }
+
+/* ---- the op plumbing: stream, operands, submission -------------------------- */
+
+/* The runtime and the (non-NULL) stream of an op; a lost device is
+ * DEVICE_LOST. */
+static gpurt_error *op_stream(gpurt_runtime *h, gpurt_stream *sh, const char *what, mock_rt **rt, mock_stream **s) {
+  gpurt_error *e = mock_get_rt(h, rt);
+  if (e) return e;
+  if (sh == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: stream is NULL (runs need a stream)", what);
+  if ((e = mock_lookup(*rt, &(*rt)->streams, sh, (void **)s))) return e;
+  if (mock_is_lost(*rt, (*s)->dev)) return mock_lost_err(what, (*s)->dev);
+  return NULL;
+}
+
+/* A buffer on the stream's device with [off, off + bytes) inside it. */
+static gpurt_error *op_operand(mock_rt *rt, mock_stream *s, const char *what, const char *name, gpurt_buffer *bh,
+                               uint64_t off, uint64_t bytes, void **out) {
+  mock_buf *b;
+  gpurt_error *e = mock_lookup(rt, &rt->bufs, bh, (void **)&b);
+  if (e) return gp_err_wrap(e, "%s: operand %s", what, name);
+  if (b->dev != s->dev)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: operand %s: buffer %#llx is on device %u but the stream is "
+                  "on device %u", what, name, H(bh), b->dev, s->dev);
+  if (!mock_in_range(b->size, off, bytes))
+    return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: operand %s spans %llu bytes from offset %llu, beyond buffer "
+                  "%#llx of %llu bytes", what, name, U(bytes), U(off), H(bh), U(b->size));
+  *out = b->data + off;
+  return NULL;
+}
+
+/* Enqueues fn(arg) on s; on failure (no memory) calls release(arg). */
+static gpurt_error *op_submit(mock_stream *s, const char *what, void (*fn)(void *), void (*release)(void *),
+                              void *arg) {
+  mock_op *op = calloc(1, sizeof *op);
+  if (!op) {
+    release(arg);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
+  }
+  op->kind = OP_FN;
+  op->u.fn.fn = fn;
+  op->u.fn.release = release;
+  op->u.fn.arg = arg;
+  mock_submit(s, op);
+  return NULL;
+}
+
+static int op_threads(const mock_rt *rt) { return rt->gemm_threads < 1 ? 1 : rt->gemm_threads; }
 
 /* ---- a parallel loop over rows ------------------------------------------- */
 
@@ -129,11 +176,11 @@ static void qmm_run(void *p) {
   par_rows(j->threads, j->a.m, qmm_rows, j);
 }
 
-gpurt_error *mock_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
   const char *what = "quant_matmul";
   mock_rt *rt;
   mock_stream *s;
-  gpurt_error *e = mock_ext_stream(h, sh, what, &rt, &s);
+  gpurt_error *e = op_stream(h, sh, what, &rt, &s);
   if (e) return e;
   gp_quant_mm c;
   if ((e = gp_quant_mm_check(args, &c))) return e;
@@ -141,11 +188,11 @@ gpurt_error *mock_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_q
   qmm_job *j = calloc(1, sizeof *j);
   if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
   void *w, *sc, *bi, *x, *y;
-  if ((e = mock_ext_operand(rt, s, what, "w", a->w, a->w_offset, c.w_bytes, &w)) ||
-      (e = mock_ext_operand(rt, s, what, "scales", a->scales, a->scales_offset, c.s_bytes, &sc)) ||
-      (e = mock_ext_operand(rt, s, what, "biases", a->biases, a->biases_offset, c.s_bytes, &bi)) ||
-      (e = mock_ext_operand(rt, s, what, "x", a->x, a->x_offset, c.x_bytes, &x)) ||
-      (e = mock_ext_operand(rt, s, what, "y", a->y, a->y_offset, c.y_bytes, &y))) {
+  if ((e = op_operand(rt, s, what, "w", a->w, a->w_offset, c.w_bytes, &w)) ||
+      (e = op_operand(rt, s, what, "scales", a->scales, a->scales_offset, c.s_bytes, &sc)) ||
+      (e = op_operand(rt, s, what, "biases", a->biases, a->biases_offset, c.s_bytes, &bi)) ||
+      (e = op_operand(rt, s, what, "x", a->x, a->x_offset, c.x_bytes, &x)) ||
+      (e = op_operand(rt, s, what, "y", a->y, a->y_offset, c.y_bytes, &y))) {
     free(j);
     return e;
   }
@@ -155,8 +202,8 @@ gpurt_error *mock_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_q
   j->b = bi;
   j->x = x;
   j->y = y;
-  j->threads = mock_ext_threads(rt);
-  return mock_ext_submit(s, what, qmm_run, free, j);
+  j->threads = op_threads(rt);
+  return op_submit(s, what, qmm_run, free, j);
 }
 
 /* ---- grouped_gemm ------------------------------------------------------------ */
@@ -212,11 +259,11 @@ static void gg_release(void *p) {
   free(j);
 }
 
-gpurt_error *mock_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
   const char *what = "grouped_gemm";
   mock_rt *rt;
   mock_stream *s;
-  gpurt_error *e = mock_ext_stream(h, sh, what, &rt, &s);
+  gpurt_error *e = op_stream(h, sh, what, &rt, &s);
   if (e) return e;
   gg_job *j = calloc(1, sizeof *j);
   if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
@@ -226,11 +273,11 @@ gpurt_error *mock_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_g
   }
   const gpurt_grouped_gemm_args *a = &j->c.a;
   void *pa, *pb, *pd, *psa = NULL, *psb = NULL;
-  if ((e = mock_ext_operand(rt, s, what, "a", a->a, a->a_offset, j->c.a_bytes, &pa)) ||
-      (e = mock_ext_operand(rt, s, what, "b", a->b, a->b_offset, j->c.b_bytes, &pb)) ||
-      (e = mock_ext_operand(rt, s, what, "d", a->d, a->d_offset, j->c.d_bytes, &pd)) ||
-      (j->c.fp8 && (e = mock_ext_operand(rt, s, what, "scale_a", a->scale_a, a->scale_a_offset, j->c.sa_bytes, &psa))) ||
-      (j->c.fp8 && (e = mock_ext_operand(rt, s, what, "scale_b", a->scale_b, a->scale_b_offset, j->c.sb_bytes, &psb)))) {
+  if ((e = op_operand(rt, s, what, "a", a->a, a->a_offset, j->c.a_bytes, &pa)) ||
+      (e = op_operand(rt, s, what, "b", a->b, a->b_offset, j->c.b_bytes, &pb)) ||
+      (e = op_operand(rt, s, what, "d", a->d, a->d_offset, j->c.d_bytes, &pd)) ||
+      (j->c.fp8 && (e = op_operand(rt, s, what, "scale_a", a->scale_a, a->scale_a_offset, j->c.sa_bytes, &psa))) ||
+      (j->c.fp8 && (e = op_operand(rt, s, what, "scale_b", a->scale_b, a->scale_b_offset, j->c.sb_bytes, &psb)))) {
     free(j);
     return e;
   }
@@ -254,6 +301,6 @@ gpurt_error *mock_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_g
   j->d = pd;
   j->sa = psa;
   j->sb = psb;
-  j->threads = mock_ext_threads(rt);
-  return mock_ext_submit(s, what, gg_run, gg_release, j);
+  j->threads = op_threads(rt);
+  return op_submit(s, what, gg_run, gg_release, j);
 }
