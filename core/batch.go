@@ -107,6 +107,9 @@ func (b *LaunchBatch) add(op string, k *Kernel, cfg *LaunchConfig, args []Arg) e
 	if err := checkKernel(op, item, s, k, len(args)); err != nil {
 		return err
 	}
+	if err := checkConfig(op, item, cfg); err != nil {
+		return err
+	}
 	off, nb := len(b.args), len(b.bufs)
 	b.args = grow(b.args, len(args))
 	ka := b.args[off : off+len(args)]

@@ -48,7 +48,8 @@
 // (synchronous copies and memsets, Copy) run after all work submitted
 // earlier to any stream of the device. What the device does with memory
 // that enqueued work still uses is the caller's business: synchronize
-// before freeing memory, or before reading a pinned destination.
+// before freeing memory, or before reading a pinned destination (Buffer,
+// HostBuffer and HostSlice Free wait for the device's queued work).
 //
 // Misuse returns an error, never a crash: a freed buffer, a double free, an
 // out-of-range copy, memset or view, launch arguments of the wrong kind or
@@ -59,7 +60,10 @@
 // a *Device from a failed Runtime.Device, a nil func: an error wrapping
 // ErrInvalidArgument; accessors such as Len or Name return zero values).
 // HostBuffer.Bytes and HostSlice.Bytes return nil once Free or Close has
-// begun, never memory that is gone or reused. Cheap checks run in Go; the
+// begun, never memory that is gone or reused. A zero-length View as a
+// kernel argument, a Grid1D with no grid (more blocks than a uint32
+// holds), a negative GEMM leading dimension and a GEMM operand extent
+// beyond 64 bits are errors, never a silently different launch. Cheap checks run in Go; the
 // plugin checks the rest.
 //
 // # Performance

@@ -3,6 +3,7 @@
 package core
 
 import (
+	"math"
 	"math/bits"
 	"unsafe"
 
@@ -266,11 +267,21 @@ func (g *gemmCall) holds(b *Buffer) bool {
 }
 
 // gemmNeeds is the bytes each of A, B, C, D needs for d, and the bias's
-// M elements in bytes.
+// M elements in bytes; needOverflow where the extent does not fit 64
+// bits (fits reports it).
 func gemmNeeds(d *abi.GemmDesc) [5]uint64 {
 	batch := d.BatchCount
 	el := func(rows, cols, ld uint64, stride int64, t int32) uint64 {
-		return ((batch-1)*uint64(stride) + (cols-1)*ld + rows) * uint64(DType(t).Size())
+		// ((batch-1)*stride + (cols-1)*ld + rows) * size, checked
+		h1, a := bits.Mul64(batch-1, uint64(stride))
+		h2, b := bits.Mul64(cols-1, ld)
+		s, c1 := bits.Add64(a, b, 0)
+		s, c2 := bits.Add64(s, rows, 0)
+		h3, n := bits.Mul64(s, uint64(DType(t).Size()))
+		if h1|h2|c1|c2|h3 != 0 || n == needOverflow {
+			return needOverflow
+		}
+		return n
 	}
 	ra, ca := d.M, d.K
 	if d.TransA != 0 {
@@ -285,13 +296,21 @@ func gemmNeeds(d *abi.GemmDesc) [5]uint64 {
 		el(rb, cb, d.LDB, d.StrideB, d.BType),
 		el(d.M, d.N, d.LDC, d.StrideC, d.CType),
 		el(d.M, d.N, d.LDD, d.StrideD, d.DType),
-		d.M * uint64(DType(d.BiasType).Size()),
+		el(d.M, 1, 0, 0, d.BiasType),
 	}
 }
+
+// needOverflow marks an operand extent of 2^64 bytes or more.
+const needOverflow = math.MaxUint64
 
 // fits checks the operands' extents against need (gemmNeeds(d)).
 func (g *gemmCall) fits(d *abi.GemmDesc, need *[5]uint64) error {
 	const op = "gemm"
+	for i := 0; i < 5; i++ {
+		if g.opr[i].b != nil && need[i] == needOverflow {
+			return errf(CodeOutOfRange, op, "operand %s spans 2^64 bytes or more: its extent (m %d, n %d, k %d, leading dimensions, batch %d and strides) overflows 64 bits", gemmOperandNames[i], d.M, d.N, d.K, d.BatchCount)
+		}
+	}
 	for i := 0; i < 4; i++ {
 		if g.opr[i].b != nil && need[i] > g.opr[i].n {
 			return errf(CodeOutOfRange, op, "operand %s needs %d bytes, its region has %d", gemmOperandNames[i], need[i], g.opr[i].n)
@@ -377,9 +396,14 @@ func gemmABIDesc(g *GemmDesc) (abi.GemmDesc, error) {
 	if g.TransB {
 		rb = n
 	}
-	lds := [4]uint64{uint64(max(g.LDA, 0)), uint64(max(g.LDB, 0)), uint64(max(g.LDC, 0)), uint64(max(g.LDD, 0))}
+	ldIn := [4]int{g.LDA, g.LDB, g.LDC, g.LDD}
+	var lds [4]uint64
 	rows := [4]uint64{ra, rb, m, m}
 	for i, name := range [4]string{"lda", "ldb", "ldc", "ldd"} {
+		if ldIn[i] < 0 {
+			return d, errf(CodeInvalidArgument, op, "%s %d is negative (0 means packed)", name, ldIn[i])
+		}
+		lds[i] = uint64(ldIn[i])
 		if lds[i] == 0 {
 			lds[i] = rows[i]
 		}

@@ -3,8 +3,10 @@
 package core
 
 import (
+	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/metrale/gpurt/core/internal/ffi"
@@ -61,6 +63,18 @@ type HostSlice struct {
 	size uint64 // asked for
 	span uint64 // taken (rounded)
 	l    *life
+	// queued: bit i%64 is set once an asynchronous copy was enqueued
+	// with the slice on device i; Free then synchronizes that device
+	// first (the plugin knows only the block, so it cannot wait itself).
+	queued atomic.Uint64
+}
+
+// queuedOn records that a copy with the slice is being enqueued on d.
+func (hs *HostSlice) queuedOn(d *Device) {
+	bit := uint64(1) << (d.index % 64)
+	if hs.queued.Load()&bit == 0 {
+		hs.queued.Or(bit)
+	}
 }
 
 func newHostHeap(rt *Runtime) *HostHeap {
@@ -238,7 +252,11 @@ func (hs *HostSlice) View(off, n int) (PinnedView, error) {
 }
 
 // Free returns the slice to the heap; a second Free is an error wrapping
-// ErrFreed. Copies enqueued from or to it must have completed.
+// ErrFreed. Like HostBuffer.Free, it waits for asynchronous copies that
+// were enqueued with the slice (it synchronizes each device such a copy
+// was enqueued on), so the span is never handed to another slice while a
+// copy may still write it; when that synchronize fails, the span stays
+// out of the heap and the error is returned.
 func (hs *HostSlice) Free() error {
 	const op = "host_heap_free"
 	if !hs.ok() {
@@ -251,6 +269,15 @@ func (hs *HostSlice) Free() error {
 	defer hh.rt.exit()
 	if hs.l.kill() != killed {
 		return errFreed(op, "host slice")
+	}
+	if m := hs.queued.Load(); m != 0 {
+		for _, d := range hh.rt.devices {
+			if m&(1<<(d.index%64)) != 0 {
+				if err := d.sync(); err != nil {
+					return fmt.Errorf("gpurt: %s: the host slice's %d bytes stay out of the heap, since copies queued with it may still run: %w", op, hs.span, err)
+				}
+			}
+		}
 	}
 	hh.mu.Lock()
 	hs.blk.give(hs.off, hs.span)

@@ -138,6 +138,7 @@ type pinnedRef struct {
 	off uint64
 	n   uint64
 	l   *life
+	hs  *HostSlice // when the memory is a host-heap slice
 }
 
 // usePinned resolves p and acquires it; the caller releases ref.l.
@@ -175,7 +176,7 @@ func usePinned(op string, p Pinned) (ref pinnedRef, err error) {
 		if !hs.l.acquire() {
 			return ref, errFreed(op, "host slice")
 		}
-		return pinnedRef{rt: hs.heap.rt, h: hs.blk.h, off: hs.off + off, n: n, l: hs.l}, nil
+		return pinnedRef{rt: hs.heap.rt, h: hs.blk.h, off: hs.off + off, n: n, l: hs.l, hs: hs}, nil
 	}
 	return ref, errf(CodeInvalidArgument, op, "nil pinned memory")
 }

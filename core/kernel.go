@@ -346,15 +346,48 @@ type LaunchConfig struct {
 	Grid      [3]uint32
 	Block     [3]uint32
 	SharedMem uint32
+
+	// bad1D: Grid1D(n1D, block1D) has no grid (a negative n, or more
+	// blocks or threads than a uint32 dimension holds); launches refuse it.
+	bad1D        bool
+	n1D, block1D int
 }
 
 // Grid1D is a one-dimensional LaunchConfig of enough blocks of block
-// threads for n elements.
+// threads for n elements (block <= 0 counts as 1). When no grid fits (n
+// negative, more than 2^32-1 blocks, or block above 2^32-1) it returns a
+// config that Launch and LaunchBatch.Add reject with an error naming n
+// and block, never a truncated grid.
 func Grid1D(n, block int) LaunchConfig {
 	if block <= 0 {
 		block = 1
 	}
-	return LaunchConfig{Grid: [3]uint32{uint32((n + block - 1) / block), 1, 1}, Block: [3]uint32{uint32(block), 1, 1}}
+	var blocks uint64
+	if n > 0 {
+		blocks = (uint64(n) + uint64(block) - 1) / uint64(block)
+	}
+	if n < 0 || uint64(block) > math.MaxUint32 || blocks > math.MaxUint32 {
+		return LaunchConfig{bad1D: true, n1D: n, block1D: block}
+	}
+	return LaunchConfig{Grid: [3]uint32{uint32(blocks), 1, 1}, Block: [3]uint32{uint32(block), 1, 1}}
+}
+
+// checkConfig refuses a config Grid1D could not make.
+func checkConfig(op string, item int, cfg *LaunchConfig) error {
+	if cfg.bad1D {
+		return launchErr(CodeInvalidArgument, op, item, "Grid1D(%d, %d) has no grid: %s", cfg.n1D, cfg.block1D, cfg.why1D())
+	}
+	return nil
+}
+
+func (cfg *LaunchConfig) why1D() string {
+	switch {
+	case cfg.n1D < 0:
+		return "the element count is negative"
+	case uint64(cfg.block1D) > math.MaxUint32:
+		return "a block holds at most 4294967295 threads"
+	}
+	return fmt.Sprintf("%d elements need more than 4294967295 blocks of %d threads", cfg.n1D, cfg.block1D)
 }
 
 var launchArgsSize = uint64(unsafe.Sizeof(abi.LaunchArgs{}))
@@ -408,6 +441,9 @@ func (l *launchCall) finish() {
 func (l *launchCall) run(s *Stream, k *Kernel, cfg *LaunchConfig) error {
 	const op = "launch"
 	if err := checkKernel(op, -1, s, k, len(l.args)); err != nil {
+		return err
+	}
+	if err := checkConfig(op, -1, cfg); err != nil {
 		return err
 	}
 	m := k.mod
@@ -548,6 +584,9 @@ func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p ParamIn
 	}
 	if !b.ok() {
 		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: zero-value buffer", k.name, i)
+	}
+	if a.n == 0 {
+		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: a zero-length view (the plugin would read length 0 as the rest of the buffer)", k.name, i)
 	}
 	if b.dev != s.dev {
 		if b.dev.rt != s.dev.rt {

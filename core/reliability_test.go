@@ -3,6 +3,7 @@
 package core_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
@@ -324,4 +325,161 @@ func TestBytesAfterFreeOrClose(t *testing.T) {
 	require.NoError(t, rt.Close())
 	assert.Nil(t, hs2.Bytes(), "HostSlice.Bytes after Close")
 	assert.Nil(t, hb2.Bytes(), "HostBuffer.Bytes after Close")
+}
+
+// Item 3: a zero-length View as a kernel argument is an error (the ABI
+// reads length 0 as "to the end of the buffer"), for Launch and
+// LaunchBatch; the kernel never runs and the buffer is untouched.
+func TestZeroLengthViewKernelArgument(t *testing.T) {
+	rt := openMock(t, "delay_us=0")
+	d := dev0(t, rt)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	mod, err := d.BuiltinModule()
+	require.NoError(t, err)
+	fill, err := mod.Kernel("fill_f32")
+	require.NoError(t, err)
+	buf, err := d.Alloc(64)
+	require.NoError(t, err)
+	defer buf.Free()
+	empty, err := buf.View(16, 0)
+	require.NoError(t, err)
+	for name, launch := range map[string]func() error{
+		"Launch": func() error {
+			return s.Launch(fill, core.Grid1D(4, 4), core.ArgBuffer(empty), core.ArgF32(1), core.ArgU64(4))
+		},
+		"LaunchBatch": func() error {
+			b := s.NewLaunchBatch()
+			addErr := b.Add(fill, core.Grid1D(4, 4), core.ArgBuffer(empty), core.ArgF32(1), core.ArgU64(4))
+			n, err := b.Submit()
+			assert.Zero(t, n)
+			assert.Equal(t, addErr, err)
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NoError(t, core.Memset(buf, 0))
+			err := launch()
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), "zero-length")
+			require.NoError(t, s.Synchronize())
+			got := make([]byte, 64)
+			require.NoError(t, core.CopyToHost(got, buf))
+			assert.Equal(t, make([]byte, 64), got, "the kernel wrote outside the empty view")
+		})
+	}
+}
+
+// Item 3: HostSlice.Free waits for a copy still queued into the slice,
+// so the freed span, handed to the next slice, is not written afterwards
+// (as HostBuffer.Free waits).
+func TestHostSliceFreeWaitsForQueuedCopy(t *testing.T) {
+	rt := openMock(t, "delay_us=100000") // each stream op waits 100 ms first
+	d := dev0(t, rt)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	const n = 4096
+	buf, err := d.Alloc(n)
+	require.NoError(t, err)
+	defer buf.Free()
+	require.NoError(t, core.Memset(buf, 0xaa))
+	hs, err := rt.HostHeap().Alloc(n)
+	require.NoError(t, err)
+	addr := &hs.Bytes()[0]
+	require.NoError(t, s.CopyToPinned(hs, buf))
+	require.NoError(t, hs.Free())
+	hs2, err := rt.HostHeap().Alloc(n)
+	require.NoError(t, err)
+	defer hs2.Free()
+	mem := hs2.Bytes()
+	require.Same(t, addr, &mem[0], "the heap hands the freed span out again")
+	for i := range mem {
+		mem[i] = 0x55
+	}
+	require.NoError(t, s.Synchronize())
+	assert.Equal(t, bytes.Repeat([]byte{0x55}, n), mem, "a copy queued before Free wrote into the next slice")
+}
+
+// Item 3: Grid1D of more blocks than a uint32 holds (or of a negative
+// size) gives a config that Launch rejects naming the size, instead of a
+// truncated grid.
+func TestGrid1DOverflow(t *testing.T) {
+	rt := openMock(t, "delay_us=0")
+	d := dev0(t, rt)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	mod, err := d.BuiltinModule()
+	require.NoError(t, err)
+	fill, err := mod.Kernel("fill_f32")
+	require.NoError(t, err)
+	buf, err := d.Alloc(16)
+	require.NoError(t, err)
+	defer buf.Free()
+	for _, tc := range []struct {
+		n, block int
+		want     string
+	}{
+		{1 << 40, 256, "1099511627776"},
+		{1<<32*256 + 1, 256, "1099511627777"},
+		{-5, 256, "-5"},
+		{1024, 1 << 33, "8589934592"},
+	} {
+		t.Run(fmt.Sprintf("%d/%d", tc.n, tc.block), func(t *testing.T) {
+			cfg := core.Grid1D(tc.n, tc.block)
+			err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(4))
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tc.want)
+			b := s.NewLaunchBatch()
+			require.ErrorIs(t, b.Add(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(4)), core.ErrInvalidArgument)
+			b.Reset()
+		})
+	}
+	// The largest grid that fits is fine.
+	cfg := core.Grid1D(1<<32-1, 1)
+	assert.Equal(t, uint32(1<<32-1), cfg.Grid[0])
+}
+
+// Item 3: a negative leading dimension is an error (not "packed"), and a
+// GEMM whose operand extent overflows 64 bits is out of range before any
+// plan is made or cached.
+func TestGemmDescChecks(t *testing.T) {
+	rt := openMock(t, "delay_us=0")
+	d := dev0(t, rt)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	buf, err := d.Alloc(4 * 4 * 4)
+	require.NoError(t, err)
+	defer buf.Free()
+	ops := core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}
+	base := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 2, N: 2, K: 2}
+	for _, tc := range []struct {
+		name string
+		mod  func(*core.GemmDesc)
+		want error
+		text string
+	}{
+		{"negative lda", func(g *core.GemmDesc) { g.LDA = -1 }, core.ErrInvalidArgument, "lda"},
+		{"negative ldb", func(g *core.GemmDesc) { g.LDB = -2 }, core.ErrInvalidArgument, "ldb"},
+		{"negative ldc", func(g *core.GemmDesc) { g.LDC = -3 }, core.ErrInvalidArgument, "ldc"},
+		{"negative ldd", func(g *core.GemmDesc) { g.LDD = -4 }, core.ErrInvalidArgument, "ldd"},
+		// (2-1)*2^62 + 2*1 + 2 elements of 4 bytes wraps to 16 bytes.
+		{"stride overflow", func(g *core.GemmDesc) { g.Batch, g.StrideA = 2, 1<<62 }, core.ErrOutOfRange, "64 bits"},
+		{"ld overflow", func(g *core.GemmDesc) { g.LDB = 1 << 62 }, core.ErrOutOfRange, "64 bits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := base
+			tc.mod(&g)
+			err := s.Gemm(g, ops)
+			require.ErrorIs(t, err, tc.want)
+			assert.Contains(t, err.Error(), tc.text)
+			st := rt.OpCacheStats()
+			assert.Zero(t, st.Size, "a plan was cached")
+			assert.Zero(t, st.Misses, "a plan was made")
+		})
+	}
+	require.NoError(t, s.Gemm(base, ops)) // the base is valid
 }

@@ -177,6 +177,9 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error
 	if p.n == 0 {
 		return nil
 	}
+	if p.hs != nil {
+		p.hs.queuedOn(s.dev)
+	}
 	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: p.n}
 	if toPinned {
 		a.DstHost, a.DstOffset, a.SrcBuffer, a.SrcOffset = p.h, p.off, b.h, off
