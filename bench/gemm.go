@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/floatbits"
 )
 
 // gemmShape is one GEMM to time: D (m x n) = op(A) * B with A stored
@@ -94,7 +95,7 @@ func fillBF16(buf *core.Buffer, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	block := make([]byte, min(buf.Len(), 4<<20))
 	for i := 0; i+1 < len(block); i += 2 {
-		binary.LittleEndian.PutUint16(block[i:], core.BF16FromFloat32(rng.Float32()*2-1))
+		binary.LittleEndian.PutUint16(block[i:], floatbits.BF16FromFloat32(rng.Float32()*2-1))
 	}
 	for off := 0; off < buf.Len(); off += len(block) {
 		n := min(len(block), buf.Len()-off)

@@ -40,8 +40,8 @@ func apiChecks() []check {
 				return err
 			}
 			defer b.Free()
-			if b.Size() != 1000 || b.All().Len() != 1000 {
-				return fmt.Errorf("sizes %d, %d", b.Size(), b.All().Len())
+			if b.Len() != 1000 || b.All().Len() != 1000 {
+				return fmt.Errorf("sizes %d, %d", b.Len(), b.All().Len())
 			}
 			v, err := b.View(10, 100)
 			if err != nil {

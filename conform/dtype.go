@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/floatbits"
 )
 
 // encode packs values as t, rounding to nearest even.
@@ -20,13 +21,13 @@ func encode(t core.DType, v []float64) []byte {
 		case core.F32:
 			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
 		case core.F16:
-			binary.LittleEndian.PutUint16(out[2*i:], core.F16FromFloat32(f))
+			binary.LittleEndian.PutUint16(out[2*i:], floatbits.F16FromFloat32(f))
 		case core.BF16:
-			binary.LittleEndian.PutUint16(out[2*i:], core.BF16FromFloat32(f))
+			binary.LittleEndian.PutUint16(out[2*i:], floatbits.BF16FromFloat32(f))
 		case core.FP8E4M3:
-			out[i] = core.FP8E4M3FromFloat32(f)
+			out[i] = floatbits.E4M3FromFloat32(f)
 		case core.FP8E5M2:
-			out[i] = core.FP8E5M2FromFloat32(f)
+			out[i] = floatbits.E5M2FromFloat32(f)
 		default:
 			panic("conform: no encoder for " + t.String())
 		}
@@ -43,13 +44,13 @@ func decode(t core.DType, b []byte) []float64 {
 		case core.F32:
 			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
 		case core.F16:
-			out[i] = float64(core.F16ToFloat32(binary.LittleEndian.Uint16(b[2*i:])))
+			out[i] = float64(floatbits.F16ToFloat32(binary.LittleEndian.Uint16(b[2*i:])))
 		case core.BF16:
-			out[i] = float64(core.BF16ToFloat32(binary.LittleEndian.Uint16(b[2*i:])))
+			out[i] = float64(floatbits.BF16ToFloat32(binary.LittleEndian.Uint16(b[2*i:])))
 		case core.FP8E4M3:
-			out[i] = float64(core.FP8E4M3ToFloat32(b[i]))
+			out[i] = float64(floatbits.E4M3ToFloat32(b[i]))
 		case core.FP8E5M2:
-			out[i] = float64(core.FP8E5M2ToFloat32(b[i]))
+			out[i] = float64(floatbits.E5M2ToFloat32(b[i]))
 		default:
 			panic("conform: no decoder for " + t.String())
 		}
@@ -64,13 +65,13 @@ func roundTo(t core.DType, x float64) float64 {
 	case core.F32:
 		return float64(f)
 	case core.F16:
-		return float64(core.F16ToFloat32(core.F16FromFloat32(f)))
+		return float64(floatbits.F16ToFloat32(floatbits.F16FromFloat32(f)))
 	case core.BF16:
-		return float64(core.BF16ToFloat32(core.BF16FromFloat32(f)))
+		return float64(floatbits.BF16ToFloat32(floatbits.BF16FromFloat32(f)))
 	case core.FP8E4M3:
-		return float64(core.FP8E4M3ToFloat32(core.FP8E4M3FromFloat32(f)))
+		return float64(floatbits.E4M3ToFloat32(floatbits.E4M3FromFloat32(f)))
 	case core.FP8E5M2:
-		return float64(core.FP8E5M2ToFloat32(core.FP8E5M2FromFloat32(f)))
+		return float64(floatbits.E5M2ToFloat32(floatbits.E5M2FromFloat32(f)))
 	}
 	panic("conform: cannot round to " + t.String())
 }

@@ -52,9 +52,6 @@ func (b *Buffer) Len() int {
 	return int(b.size)
 }
 
-// Size is the buffer's size in bytes.
-func (b *Buffer) Size() int { return b.Len() }
-
 // Device is the buffer's device.
 func (b *Buffer) Device() *Device {
 	if b == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/floatbits"
 )
 
 // ModuleFormat says what the data of a module is.
@@ -326,13 +327,13 @@ func ArgF32(v float32) Arg { return scalar(ArgKindF32, 4, uint64(math.Float32bit
 func ArgF64(v float64) Arg { return scalar(ArgKindF64, 8, math.Float64bits(v)) }
 
 // ArgF16 passes v rounded to f16 (round to nearest even).
-func ArgF16(v float32) Arg { return scalar(ArgKindF16, 2, uint64(F16FromFloat32(v))) }
+func ArgF16(v float32) Arg { return scalar(ArgKindF16, 2, uint64(floatbits.F16FromFloat32(v))) }
 
 // ArgF16Bits passes raw f16 bits.
 func ArgF16Bits(bits uint16) Arg { return scalar(ArgKindF16, 2, uint64(bits)) }
 
 // ArgBF16 passes v rounded to bf16 (round to nearest even).
-func ArgBF16(v float32) Arg { return scalar(ArgKindBF16, 2, uint64(BF16FromFloat32(v))) }
+func ArgBF16(v float32) Arg { return scalar(ArgKindBF16, 2, uint64(floatbits.BF16FromFloat32(v))) }
 
 // ArgBF16Bits passes raw bf16 bits.
 func ArgBF16Bits(bits uint16) Arg { return scalar(ArgKindBF16, 2, uint64(bits)) }

@@ -73,6 +73,7 @@ import (
 
 	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/internal/cgobaseline"
 )
 
@@ -480,7 +481,7 @@ func gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *cgobaseline.Plug
 	random := func(elems int) []byte {
 		b := make([]byte, 2*elems)
 		for i := 0; i < elems; i++ {
-			binary.LittleEndian.PutUint16(b[2*i:], core.BF16FromFloat32(rng.Float32()*2-1))
+			binary.LittleEndian.PutUint16(b[2*i:], floatbits.BF16FromFloat32(rng.Float32()*2-1))
 		}
 		return b
 	}
