@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/quant"
 )
 
@@ -27,9 +28,9 @@ func upload(t *testing.T, d *core.Device, data []byte) *core.Buffer {
 func halves(t core.DType, v []float32) []byte {
 	out := make([]byte, 2*len(v))
 	for i, f := range v {
-		h := core.BF16FromFloat32(f)
+		h := floatbits.BF16FromFloat32(f)
 		if t == core.F16 {
-			h = core.F16FromFloat32(f)
+			h = floatbits.F16FromFloat32(f)
 		}
 		binary.LittleEndian.PutUint16(out[2*i:], h)
 	}
@@ -39,9 +40,9 @@ func halves(t core.DType, v []float32) []byte {
 func unhalf(t core.DType, b []byte, i int) float64 {
 	h := binary.LittleEndian.Uint16(b[2*i:])
 	if t == core.F16 {
-		return float64(core.F16ToFloat32(h))
+		return float64(floatbits.F16ToFloat32(h))
 	}
-	return float64(core.BF16ToFloat32(h))
+	return float64(floatbits.BF16ToFloat32(h))
 }
 
 // TestQuantMatmulMock: the mock's y matches a float64 reference made from
@@ -126,12 +127,12 @@ func TestGroupedGemmMock(t *testing.T) {
 				for i := range vals {
 					f := float32(r.NormFloat64())
 					if fp8 {
-						raw[i] = core.FP8E4M3FromFloat32(f * 8)
-						vals[i] = float64(core.FP8E4M3ToFloat32(raw[i]))
+						raw[i] = floatbits.E4M3FromFloat32(f * 8)
+						vals[i] = float64(floatbits.E4M3ToFloat32(raw[i]))
 					} else {
-						h := core.BF16FromFloat32(f)
+						h := floatbits.BF16FromFloat32(f)
 						binary.LittleEndian.PutUint16(raw[2*i:], h)
-						vals[i] = float64(core.BF16ToFloat32(h))
+						vals[i] = float64(floatbits.BF16ToFloat32(h))
 					}
 				}
 				return raw, vals

@@ -30,6 +30,7 @@ import (
 	"math"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/floatbits"
 )
 
 // Weights is a quantized rows x cols matrix in MLX's layout.
@@ -164,9 +165,9 @@ func putScalar(dst []byte, t core.DType, v float32) {
 	case core.F32:
 		binary.LittleEndian.PutUint32(dst, math.Float32bits(v))
 	case core.F16:
-		binary.LittleEndian.PutUint16(dst, core.F16FromFloat32(v))
+		binary.LittleEndian.PutUint16(dst, floatbits.F16FromFloat32(v))
 	case core.BF16:
-		binary.LittleEndian.PutUint16(dst, core.BF16FromFloat32(v))
+		binary.LittleEndian.PutUint16(dst, floatbits.BF16FromFloat32(v))
 	}
 }
 
@@ -175,9 +176,9 @@ func getScalar(src []byte, t core.DType) float64 {
 	case core.F32:
 		return float64(math.Float32frombits(binary.LittleEndian.Uint32(src)))
 	case core.F16:
-		return float64(core.F16ToFloat32(binary.LittleEndian.Uint16(src)))
+		return float64(floatbits.F16ToFloat32(binary.LittleEndian.Uint16(src)))
 	default:
-		return float64(core.BF16ToFloat32(binary.LittleEndian.Uint16(src)))
+		return float64(floatbits.BF16ToFloat32(binary.LittleEndian.Uint16(src)))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/floatbits"
 )
 
 type vectorFile struct {
@@ -63,9 +64,9 @@ func checkVectors(t *testing.T, path string) {
 				case core.F32:
 					w[j] = math.Float32frombits(binary.LittleEndian.Uint32(wb[4*j:]))
 				case core.F16:
-					w[j] = core.F16ToFloat32(binary.LittleEndian.Uint16(wb[2*j:]))
+					w[j] = floatbits.F16ToFloat32(binary.LittleEndian.Uint16(wb[2*j:]))
 				default:
-					w[j] = core.BF16ToFloat32(binary.LittleEndian.Uint16(wb[2*j:]))
+					w[j] = floatbits.BF16ToFloat32(binary.LittleEndian.Uint16(wb[2*j:]))
 				}
 			}
 			q, err := Quantize(w, c.Rows, c.Cols, Options{GroupSize: c.GroupSize, Bits: c.Bits, ScaleType: st})
