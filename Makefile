@@ -5,7 +5,10 @@
 #            `gpurt bench --quick` once that command exists).
 #            The CUDA plugin is built only where nvcc is installed (or was
 #            fetched before); `make run CUDA=1` fetches it from PyPI.
-# make test  everything that runs without a GPU: gofmt, go vet, the four
+# make generate  regenerate core/internal/bind/zslots.go and abi/zsizes.go
+#            from abi/gpurt.h (go run ./internal/cmd/genbind).
+# make test  everything that runs without a GPU: that the generated files
+#            are what the generator makes (gen-check), gofmt, go vet, the four
 #            CGO_ENABLED=0 cross-builds, the ABI layout check, the Go tests
 #            with -race and once more with cgo off, the CUDA plugin's
 #            compile check (scripts/build_cuda.sh --ci, which fetches nvcc
@@ -22,7 +25,7 @@ TEST_TIMEOUT ?= 15m
 CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
-.PHONY: run build mock cuda metal gpurt test fmt-check vet cross abi-test \
+.PHONY: run build mock cuda metal gpurt test generate gen-check fmt-check vet cross abi-test \
         go-test go-test-nocgo cuda-check cgobench clean dist dist-check
 
 run: build
@@ -68,8 +71,18 @@ gpurt:
 	mkdir -p $(BUILD)
 	CGO_ENABLED=0 $(GO) build -o $(BUILD)/gpurt ./cmd/gpurt
 
-test: fmt-check vet cross abi-test go-test go-test-nocgo cuda-check dist-check
+test: gen-check fmt-check vet cross abi-test go-test go-test-nocgo cuda-check dist-check
 	@echo "== make test: all passed"
+
+generate:
+	@echo "== go run ./internal/cmd/genbind"
+	$(GO) run ./internal/cmd/genbind
+
+# Regenerating must change nothing (as x/sys checks with git diff, but
+# comparing in memory, so it also holds in a tree with uncommitted edits).
+gen-check:
+	@echo "== go run ./internal/cmd/genbind -check (generated files up to date)"
+	$(GO) run ./internal/cmd/genbind -check
 
 fmt-check:
 	@echo "== gofmt -l"

@@ -114,6 +114,24 @@ const (
 	EpilogueBiasGelu = 5
 )
 
+// Opaque handles: pointers the plugin owns and Go never dereferences. The
+// line comment names the C type (internal/cmd/genbind reads it).
+type (
+	Error      uintptr // gpurt_error*: an error object the caller destroys
+	Runtime    uintptr // gpurt_runtime*
+	Buffer     uintptr // gpurt_buffer*: device memory
+	HostBuffer uintptr // gpurt_host_buffer*: pinned host memory
+	Stream     uintptr // gpurt_stream*
+	Event      uintptr // gpurt_event*
+	Module     uintptr // gpurt_module*
+	Kernel     uintptr // gpurt_kernel*: owned by its module
+	GemmPlan   uintptr // gpurt_gemm_plan*
+)
+
+// Pointer fields: a field the core points at Go memory has a Go pointer
+// type (so the garbage collector and the stack copier see it); a field
+// that holds plugin-owned memory or a C function stays a uintptr.
+
 // ErrorInfo mirrors gpurt_error_info.
 type ErrorInfo struct {
 	StructSize uint64  `c:"struct_size"`
@@ -155,15 +173,15 @@ type DeviceInfo struct {
 
 // ProbeArgs mirrors gpurt_probe_args.
 type ProbeArgs struct {
-	StructSize     uint64    `c:"struct_size"`
-	Devices        uintptr   `c:"devices"`
-	DeviceCapacity uint32    `c:"device_capacity"`
-	DeviceCount    uint32    `c:"device_count"`
-	Available      uint8     `c:"available"`
-	Reserved       [3]uint8  `c:"reserved"`
-	Score          int32     `c:"score"`
-	ReasonCode     int32     `c:"reason_code"`
-	Reason         [512]byte `c:"reason"`
+	StructSize     uint64      `c:"struct_size"`
+	Devices        *DeviceInfo `c:"devices"`
+	DeviceCapacity uint32      `c:"device_capacity"`
+	DeviceCount    uint32      `c:"device_count"`
+	Available      uint8       `c:"available"`
+	Reserved       [3]uint8    `c:"reserved"`
+	Score          int32       `c:"score"`
+	ReasonCode     int32       `c:"reason_code"`
+	Reason         [512]byte   `c:"reason"`
 }
 
 // RuntimeCreateArgs mirrors gpurt_runtime_create_args.
@@ -171,7 +189,7 @@ type RuntimeCreateArgs struct {
 	StructSize uint64  `c:"struct_size"`
 	Log        uintptr `c:"log"`
 	LogUser    uintptr `c:"log_user"`
-	Options    uintptr `c:"options"`
+	Options    *byte   `c:"options"`
 	OptionsLen uint64  `c:"options_len"`
 }
 
@@ -190,49 +208,49 @@ type RuntimeStats struct {
 
 // ControlArgs mirrors gpurt_control_args.
 type ControlArgs struct {
-	StructSize uint64  `c:"struct_size"`
-	Key        uintptr `c:"key"`
-	KeyLen     uint64  `c:"key_len"`
-	Value      int64   `c:"value"`
+	StructSize uint64 `c:"struct_size"`
+	Key        *byte  `c:"key"`
+	KeyLen     uint64 `c:"key_len"`
+	Value      int64  `c:"value"`
 }
 
 // CopyArgs mirrors gpurt_copy_args.
 type CopyArgs struct {
-	StructSize uint64  `c:"struct_size"`
-	Stream     uintptr `c:"stream"`
-	Flags      uint32  `c:"flags"`
-	Reserved   uint32  `c:"reserved"`
-	Size       uint64  `c:"size"`
-	DstBuffer  uintptr `c:"dst_buffer"`
-	DstHost    uintptr `c:"dst_host"`
-	DstPtr     uintptr `c:"dst_ptr"`
-	DstOffset  uint64  `c:"dst_offset"`
-	SrcBuffer  uintptr `c:"src_buffer"`
-	SrcHost    uintptr `c:"src_host"`
-	SrcPtr     uintptr `c:"src_ptr"`
-	SrcOffset  uint64  `c:"src_offset"`
+	StructSize uint64     `c:"struct_size"`
+	Stream     Stream     `c:"stream"`
+	Flags      uint32     `c:"flags"`
+	Reserved   uint32     `c:"reserved"`
+	Size       uint64     `c:"size"`
+	DstBuffer  Buffer     `c:"dst_buffer"`
+	DstHost    HostBuffer `c:"dst_host"`
+	DstPtr     *byte      `c:"dst_ptr"`
+	DstOffset  uint64     `c:"dst_offset"`
+	SrcBuffer  Buffer     `c:"src_buffer"`
+	SrcHost    HostBuffer `c:"src_host"`
+	SrcPtr     *byte      `c:"src_ptr"`
+	SrcOffset  uint64     `c:"src_offset"`
 }
 
 // MemsetArgs mirrors gpurt_memset_args.
 type MemsetArgs struct {
-	StructSize  uint64  `c:"struct_size"`
-	Stream      uintptr `c:"stream"`
-	Buffer      uintptr `c:"buffer"`
-	Offset      uint64  `c:"offset"`
-	Size        uint64  `c:"size"`
-	Value       uint32  `c:"value"`
-	ElementSize uint32  `c:"element_size"`
+	StructSize  uint64 `c:"struct_size"`
+	Stream      Stream `c:"stream"`
+	Buffer      Buffer `c:"buffer"`
+	Offset      uint64 `c:"offset"`
+	Size        uint64 `c:"size"`
+	Value       uint32 `c:"value"`
+	ElementSize uint32 `c:"element_size"`
 }
 
 // ModuleLoadArgs mirrors gpurt_module_load_args.
 type ModuleLoadArgs struct {
-	StructSize uint64  `c:"struct_size"`
-	Device     uint32  `c:"device"`
-	Format     int32   `c:"format"`
-	Data       uintptr `c:"data"`
-	DataLen    uint64  `c:"data_len"`
-	Name       uintptr `c:"name"`
-	NameLen    uint64  `c:"name_len"`
+	StructSize uint64 `c:"struct_size"`
+	Device     uint32 `c:"device"`
+	Format     int32  `c:"format"`
+	Data       *byte  `c:"data"`
+	DataLen    uint64 `c:"data_len"`
+	Name       *byte  `c:"name"`
+	NameLen    uint64 `c:"name_len"`
 }
 
 // KernelInfo mirrors gpurt_kernel_info.
@@ -248,28 +266,28 @@ type KernelInfo struct {
 
 // KernelArg mirrors gpurt_kernel_arg.
 type KernelArg struct {
-	Kind   int32   `c:"kind"`
-	Size   uint32  `c:"size"`
-	Value  uint64  `c:"value"`
-	Buffer uintptr `c:"buffer"`
-	Offset uint64  `c:"offset"`
-	Length uint64  `c:"length"`
+	Kind   int32  `c:"kind"`
+	Size   uint32 `c:"size"`
+	Value  uint64 `c:"value"`
+	Buffer Buffer `c:"buffer"`
+	Offset uint64 `c:"offset"`
+	Length uint64 `c:"length"`
 }
 
 // LaunchArgs mirrors gpurt_launch_args.
 type LaunchArgs struct {
-	StructSize     uint64    `c:"struct_size"`
-	Grid           [3]uint32 `c:"grid"`
-	Block          [3]uint32 `c:"block"`
-	SharedMemBytes uint32    `c:"shared_mem_bytes"`
-	NumArgs        uint32    `c:"num_args"`
-	Args           uintptr   `c:"args"`
+	StructSize     uint64     `c:"struct_size"`
+	Grid           [3]uint32  `c:"grid"`
+	Block          [3]uint32  `c:"block"`
+	SharedMemBytes uint32     `c:"shared_mem_bytes"`
+	NumArgs        uint32     `c:"num_args"`
+	Args           *KernelArg `c:"args"`
 }
 
 // LaunchItem mirrors gpurt_launch_item (1.2).
 type LaunchItem struct {
-	Kernel uintptr `c:"kernel"`
-	Args   uintptr `c:"args"`
+	Kernel Kernel      `c:"kernel"`
+	Args   *LaunchArgs `c:"args"`
 }
 
 // GemmDesc mirrors gpurt_gemm_desc (1.1).
@@ -306,25 +324,25 @@ type GemmDesc struct {
 // GemmRunArgs mirrors gpurt_gemm_run_args (1.1).
 type GemmRunArgs struct {
 	StructSize      uint64  `c:"struct_size"`
-	A               uintptr `c:"a"`
+	A               Buffer  `c:"a"`
 	AOffset         uint64  `c:"a_offset"`
-	B               uintptr `c:"b"`
+	B               Buffer  `c:"b"`
 	BOffset         uint64  `c:"b_offset"`
-	C               uintptr `c:"c"`
+	C               Buffer  `c:"c"`
 	COffset         uint64  `c:"c_offset"`
-	D               uintptr `c:"d"`
+	D               Buffer  `c:"d"`
 	DOffset         uint64  `c:"d_offset"`
-	Bias            uintptr `c:"bias"`
+	Bias            Buffer  `c:"bias"`
 	BiasOffset      uint64  `c:"bias_offset"`
-	ScaleA          uintptr `c:"scale_a"`
+	ScaleA          Buffer  `c:"scale_a"`
 	ScaleAOffset    uint64  `c:"scale_a_offset"`
-	ScaleB          uintptr `c:"scale_b"`
+	ScaleB          Buffer  `c:"scale_b"`
 	ScaleBOffset    uint64  `c:"scale_b_offset"`
-	ScaleD          uintptr `c:"scale_d"`
+	ScaleD          Buffer  `c:"scale_d"`
 	ScaleDOffset    uint64  `c:"scale_d_offset"`
 	Alpha           float64 `c:"alpha"`
 	Beta            float64 `c:"beta"`
-	Workspace       uintptr `c:"workspace"`
+	Workspace       Buffer  `c:"workspace"`
 	WorkspaceOffset uint64  `c:"workspace_offset"`
 	WorkspaceSize   uint64  `c:"workspace_size"`
 }

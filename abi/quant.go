@@ -4,24 +4,24 @@ package abi
 
 // QuantMatmulArgs mirrors gpurt_quant_matmul_args (1.4).
 type QuantMatmulArgs struct {
-	StructSize   uint64  `c:"struct_size"`
-	XType        int32   `c:"x_type"`
-	ScaleType    int32   `c:"scale_type"`
-	Bits         uint32  `c:"bits"`
-	GroupSize    uint32  `c:"group_size"`
-	M            uint64  `c:"m"`
-	N            uint64  `c:"n"`
-	K            uint64  `c:"k"`
-	W            uintptr `c:"w"`
-	WOffset      uint64  `c:"w_offset"`
-	Scales       uintptr `c:"scales"`
-	ScalesOffset uint64  `c:"scales_offset"`
-	Biases       uintptr `c:"biases"`
-	BiasesOffset uint64  `c:"biases_offset"`
-	X            uintptr `c:"x"`
-	XOffset      uint64  `c:"x_offset"`
-	Y            uintptr `c:"y"`
-	YOffset      uint64  `c:"y_offset"`
+	StructSize   uint64 `c:"struct_size"`
+	XType        int32  `c:"x_type"`
+	ScaleType    int32  `c:"scale_type"`
+	Bits         uint32 `c:"bits"`
+	GroupSize    uint32 `c:"group_size"`
+	M            uint64 `c:"m"`
+	N            uint64 `c:"n"`
+	K            uint64 `c:"k"`
+	W            Buffer `c:"w"`
+	WOffset      uint64 `c:"w_offset"`
+	Scales       Buffer `c:"scales"`
+	ScalesOffset uint64 `c:"scales_offset"`
+	Biases       Buffer `c:"biases"`
+	BiasesOffset uint64 `c:"biases_offset"`
+	X            Buffer `c:"x"`
+	XOffset      uint64 `c:"x_offset"`
+	Y            Buffer `c:"y"`
+	YOffset      uint64 `c:"y_offset"`
 }
 
 // GroupedGemmArgs mirrors gpurt_grouped_gemm_args (1.4).
@@ -32,15 +32,15 @@ type GroupedGemmArgs struct {
 	GroupCount   uint64  `c:"group_count"`
 	N            uint64  `c:"n"`
 	K            uint64  `c:"k"`
-	MSizes       uintptr `c:"m_sizes"`
-	A            uintptr `c:"a"`
+	MSizes       *uint64 `c:"m_sizes"`
+	A            Buffer  `c:"a"`
 	AOffset      uint64  `c:"a_offset"`
-	B            uintptr `c:"b"`
+	B            Buffer  `c:"b"`
 	BOffset      uint64  `c:"b_offset"`
-	D            uintptr `c:"d"`
+	D            Buffer  `c:"d"`
 	DOffset      uint64  `c:"d_offset"`
-	ScaleA       uintptr `c:"scale_a"`
+	ScaleA       Buffer  `c:"scale_a"`
 	ScaleAOffset uint64  `c:"scale_a_offset"`
-	ScaleB       uintptr `c:"scale_b"`
+	ScaleB       Buffer  `c:"scale_b"`
 	ScaleBOffset uint64  `c:"scale_b_offset"`
 }

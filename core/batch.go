@@ -3,11 +3,8 @@
 package core
 
 import (
-	"runtime"
-	"unsafe"
-
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // LaunchBatch is a reusable list of kernel launches on one stream,
@@ -226,26 +223,22 @@ func (b *LaunchBatch) Submit() (enqueued int, err error) {
 		return 0, err
 	}
 	defer s.exit()
-	// The arrays are on the heap and do not move; the pointers are set
-	// now because append may have moved them while the batch grew.
+	// The pointers are set now because append may have moved the arrays
+	// while the batch grew.
 	for i := range b.items {
 		if b.las[i].NumArgs != 0 {
-			b.las[i].Args = uintptr(unsafe.Pointer(&b.args[b.offs[i]]))
+			b.las[i].Args = &b.args[b.offs[i]]
 		} else {
-			b.las[i].Args = 0
+			b.las[i].Args = nil
 		}
-		b.items[i].Args = uintptr(unsafe.Pointer(&b.las[i]))
+		b.items[i].Args = &b.las[i]
 	}
 	rt := s.dev.rt
-	if rt.api.LaunchBatch == 0 {
+	if !rt.p.Has(bind.SlotLaunchBatch) {
 		return b.fallback(op)
 	}
 	var done uint64
-	e := ffi.Call6(rt.api.LaunchBatch, rt.h, s.h, uintptr(n), uintptr(unsafe.Pointer(&b.items[0])), uintptr(unsafe.Pointer(&done)), 0)
-	runtime.KeepAlive(b.items)
-	runtime.KeepAlive(b.las)
-	runtime.KeepAlive(b.args)
-	if err := rt.check(op, e); err != nil {
+	if err := rt.p.LaunchBatch(op, rt.h, s.h, uint64(n), &b.items[0], &done); err != nil {
 		return int(min(done, uint64(n))), err
 	}
 	rt.metrics.batches.Add(1)
@@ -259,18 +252,12 @@ func (b *LaunchBatch) fallback(op string) (int, error) {
 	s := b.s
 	rt := s.dev.rt
 	for i := range b.items {
-		e := ffi.Call4(rt.api.Launch, rt.h, s.h, b.items[i].Kernel, uintptr(unsafe.Pointer(&b.las[i])))
-		if e != 0 {
-			runtime.KeepAlive(b.las)
-			runtime.KeepAlive(b.args)
-			err := rt.check(op, e)
+		if err := rt.p.Launch(op, rt.h, s.h, b.items[i].Kernel, &b.las[i]); err != nil {
 			if be, ok := err.(*Error); ok {
 				be.Message = itemPrefix(i) + be.Message
 			}
 			return i, err
 		}
 	}
-	runtime.KeepAlive(b.las)
-	runtime.KeepAlive(b.args)
 	return len(b.items), nil
 }

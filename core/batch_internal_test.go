@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -36,7 +37,7 @@ func TestLaunchBatch(t *testing.T) {
 	rt, err := Open(Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "delay_us=0"})
 	require.NoError(t, err)
 	defer rt.Close()
-	require.NotZero(t, rt.api.LaunchBatch, "the mock has the 1.2 launch_batch slot")
+	require.True(t, rt.p.Has(bind.SlotLaunchBatch), "the mock has the 1.2 launch_batch slot")
 	dev, err := rt.Device(0)
 	require.NoError(t, err)
 	s, err := dev.NewStream()
@@ -74,17 +75,17 @@ func TestLaunchBatch(t *testing.T) {
 	uses := func() []int64 { return []int64{x.l.v.Load(), y.l.v.Load(), mod.l.v.Load(), s.l.v.Load()} }
 	zero := []int64{0, 0, 0, 0}
 
-	real := rt.api
-	noSlot := *rt.api
-	noSlot.LaunchBatch = 0
+	real := rt.p
+	noSlot := *rt.p
+	noSlot.API.LaunchBatch = 0
 	for _, path := range []struct {
 		name     string
 		fallback bool
 	}{{"slot", false}, {"fallback", true}} {
 		t.Run(path.name, func(t *testing.T) {
 			if path.fallback {
-				rt.api = &noSlot
-				defer func() { rt.api = real }()
+				rt.p = &noSlot
+				defer func() { rt.p = real }()
 			}
 			b := s.NewLaunchBatch()
 			assert.Same(t, s, b.Stream())

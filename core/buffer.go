@@ -5,10 +5,9 @@ package core
 import (
 	"fmt"
 	"runtime"
-	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // Buffer is device memory, allocated with Device.Alloc and released with
@@ -19,7 +18,7 @@ import (
 // the buffer must have completed before Free (synchronize the stream).
 type Buffer struct {
 	dev  *Device
-	h    uintptr // gpurt_buffer*
+	h    abi.Buffer
 	size uint64
 	l    *life // separate from the Buffer so the leak cleanup can read it
 }
@@ -164,8 +163,8 @@ func (d *Device) Alloc(size int) (*Buffer, error) {
 		}
 		return nil, errf(CodeOutOfMemory, op, "%d bytes asked on device %d, which has %d bytes in all and %d free", size, d.index, d.info.MemoryTotal, free)
 	}
-	var h uintptr
-	if err := rt.check(op, ffi.Call4(rt.api.BufferAlloc, rt.h, uintptr(d.index), uintptr(size), uintptr(unsafe.Pointer(&h)))); err != nil {
+	var h abi.Buffer
+	if err := rt.p.BufferAlloc(op, rt.h, d.index, uint64(size), &h); err != nil {
 		return nil, err
 	}
 	b := &Buffer{dev: d, h: h, size: uint64(size), l: new(life)}
@@ -191,15 +190,13 @@ func (b *Buffer) Free() error {
 	case killRefused:
 		return errf(CodeFailedPrecondition, op, "the buffer is held by a pending LaunchBatch: Submit or Reset the batch first")
 	}
-	return rt.check(op, ffi.Call2(rt.api.BufferFree, rt.h, b.h))
+	return rt.p.BufferFree(op, rt.h, b.h)
 }
 
 // directMax: synchronous copies of Go memory below this size go straight
 // to the plugin (GPURT_COPY_SYNC with the pageable pointer); larger ones
 // are staged through pinned memory (copy.go).
 const directMax = 64 << 10
-
-var copyArgsSize = uint64(unsafe.Sizeof(abi.CopyArgs{}))
 
 // CopyFromHost copies len(src) bytes from Go memory to the start of dst
 // and returns when the copy completed. It runs after all work submitted
@@ -224,11 +221,9 @@ func CopyFromHost(dst Region, src []byte) error {
 	}
 	if len(src) < directMax {
 		rt := b.dev.rt
-		a := abi.CopyArgs{StructSize: copyArgsSize, Flags: abi.CopySync, Size: uint64(len(src)), DstBuffer: b.h, DstOffset: off}
-		a.SrcPtr = uintptr(unsafe.Pointer(unsafe.SliceData(src)))
-		e := ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a)))
-		runtime.KeepAlive(src)
-		return rt.check(op, e)
+		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(src)), DstBuffer: b.h, DstOffset: off}
+		a.SrcPtr = bind.SliceData(src)
+		return rt.p.Copy(op, rt.h, &a)
 	}
 	return b.dev.stagedUpload(b.h, off, src)
 }
@@ -255,11 +250,9 @@ func CopyToHost(dst []byte, src Region) error {
 	}
 	if len(dst) < directMax {
 		rt := b.dev.rt
-		a := abi.CopyArgs{StructSize: copyArgsSize, Flags: abi.CopySync, Size: uint64(len(dst)), SrcBuffer: b.h, SrcOffset: off}
-		a.DstPtr = uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
-		e := ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a)))
-		runtime.KeepAlive(dst)
-		return rt.check(op, e)
+		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(dst)), SrcBuffer: b.h, SrcOffset: off}
+		a.DstPtr = bind.SliceData(dst)
+		return rt.p.Copy(op, rt.h, &a)
 	}
 	return b.dev.stagedDownload(dst, b.h, off)
 }
@@ -290,16 +283,14 @@ func Copy(dst, src Region) error {
 		return nil
 	}
 	rt := db.dev.rt
-	a := abi.CopyArgs{StructSize: copyArgsSize, Flags: abi.CopySync, Size: sn,
+	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: sn,
 		DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
-	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
+	return rt.p.Copy(op, rt.h, &a)
 }
-
-var memsetArgsSize = uint64(unsafe.Sizeof(abi.MemsetArgs{}))
 
 // memset fills r with a pattern of elem bytes, on stream s (0: default
 // ordering, synchronous).
-func memset(op string, s uintptr, sdev *Device, r Region, value uint32, elem uint32) error {
+func memset(op string, s abi.Stream, sdev *Device, r Region, value uint32, elem uint32) error {
 	b, off, n, err := use(op, r)
 	if err != nil {
 		return err
@@ -315,8 +306,8 @@ func memset(op string, s uintptr, sdev *Device, r Region, value uint32, elem uin
 		return nil
 	}
 	rt := b.dev.rt
-	a := abi.MemsetArgs{StructSize: memsetArgsSize, Stream: s, Buffer: b.h, Offset: off, Size: n, Value: value, ElementSize: elem}
-	return rt.check(op, ffi.Call2(rt.api.Memset, rt.h, uintptr(unsafe.Pointer(&a))))
+	a := abi.MemsetArgs{StructSize: abi.SizeofMemsetArgs, Stream: s, Buffer: b.h, Offset: off, Size: n, Value: value, ElementSize: elem}
+	return rt.p.Memset(op, rt.h, &a)
 }
 
 // Memset sets every byte of r to value, after all work submitted earlier

@@ -2,12 +2,7 @@
 
 package core
 
-import (
-	"unsafe"
-
-	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
-)
+import "github.com/metrale/gpurt/abi"
 
 // Staged synchronous copies of Go slices.
 //
@@ -74,14 +69,14 @@ func (s stageSettings) maxChunk() int {
 }
 
 type stager struct {
-	stream uintptr
-	ev     []uintptr
+	stream abi.Stream
+	ev     []abi.Event
 	slot   []*HostSlice
 	mem    [][]byte
 	size   uint64   // bytes per slot
 	job    []memJob // per slot: the parallel memmove into or out of it
 	// per copy
-	bh  uintptr // gpurt_buffer*
+	bh  abi.Buffer
 	off uint64
 }
 
@@ -127,7 +122,7 @@ func (d *Device) putStager(st *stager) {
 
 func (d *Device) newStager() (*stager, error) {
 	cfg := stageConfig(d.rt)
-	st := &stager{ev: make([]uintptr, cfg.Slots), slot: make([]*HostSlice, cfg.Slots),
+	st := &stager{ev: make([]abi.Event, cfg.Slots), slot: make([]*HostSlice, cfg.Slots),
 		mem: make([][]byte, cfg.Slots), job: make([]memJob, cfg.Slots)}
 	var err error
 	if st.stream, err = d.newStream(); err == nil {
@@ -191,11 +186,11 @@ func (d *Device) freeStager(st *stager) error {
 		}
 	}
 	if st.stream != 0 {
-		keep(rt.check("stream_destroy", ffi.Call2(rt.api.StreamDestroy, rt.h, st.stream)))
+		keep(rt.p.StreamDestroy("stream_destroy", rt.h, st.stream))
 	}
 	for i := range st.ev {
 		if st.ev[i] != 0 {
-			keep(rt.check("event_destroy", ffi.Call2(rt.api.EventDestroy, rt.h, st.ev[i])))
+			keep(rt.p.EventDestroy("event_destroy", rt.h, st.ev[i]))
 		}
 	}
 	keep(d.freeSlots(st))
@@ -233,7 +228,7 @@ func chunkFor(n uint64, cfg stageSettings) uint64 {
 // enqueue copies slot k to or from device memory at st.off+pos and
 // records the slot's event behind it.
 func (st *stager) enqueue(rt *Runtime, k int, pos, m uint64, up bool) error {
-	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: st.stream, Size: m}
+	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Stream: st.stream, Size: m}
 	slot := st.slot[k]
 	if up {
 		a.DstBuffer, a.DstOffset = st.bh, st.off+pos
@@ -242,14 +237,14 @@ func (st *stager) enqueue(rt *Runtime, k int, pos, m uint64, up bool) error {
 		a.SrcBuffer, a.SrcOffset = st.bh, st.off+pos
 		a.DstHost, a.DstOffset = slot.blk.h, slot.off
 	}
-	if err := rt.check("copy", ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a)))); err != nil {
+	if err := rt.p.Copy("copy", rt.h, &a); err != nil {
 		return err
 	}
-	return rt.check("event_record", ffi.Call3(rt.api.EventRecord, rt.h, st.ev[k], st.stream))
+	return rt.p.EventRecord("event_record", rt.h, st.ev[k], st.stream)
 }
 
 func (st *stager) wait(rt *Runtime, k int) error {
-	return rt.check("event_synchronize", ffi.Call2(rt.api.EventSynchronize, rt.h, st.ev[k]))
+	return rt.p.EventSynchronize("event_synchronize", rt.h, st.ev[k])
 }
 
 // finish waits for the copy stream and for the memmoves still running, so
@@ -259,7 +254,7 @@ func (st *stager) finish(rt *Runtime, pool *copyPool, err error) error {
 	for k := range st.job {
 		pool.finish(&st.job[k])
 	}
-	serr := rt.check("stream_synchronize", ffi.Call2(rt.api.StreamSynchronize, rt.h, st.stream))
+	serr := rt.p.StreamSynchronize("stream_synchronize", rt.h, st.stream)
 	if err == nil {
 		err = serr
 	}
@@ -271,7 +266,7 @@ func (st *stager) finish(rt *Runtime, pool *copyPool, err error) error {
 // with the default ordering runs after it), the slots are large enough.
 // It returns the stager, which the caller gives back with putStager, and
 // the chunk size; on an error it has given the stager back itself.
-func (d *Device) prepare(op string, bh uintptr, off, n uint64) (*stager, uint64, error) {
+func (d *Device) prepare(op string, bh abi.Buffer, off, n uint64) (*stager, uint64, error) {
 	st, err := d.getStager(op)
 	if err != nil {
 		return nil, 0, err
@@ -297,7 +292,7 @@ func (d *Device) prepare(op string, bh uintptr, off, n uint64) (*stager, uint64,
 // left, waits for the rest) and enqueues its DMA, so the enqueue and the
 // workers' wake-ups overlap the copying, and the pool always has a chunk
 // to work on.
-func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
+func (d *Device) stagedUpload(bh abi.Buffer, off uint64, src []byte) error {
 	rt := d.rt
 	n := uint64(len(src))
 	st, c, err := d.prepare("copy_from_host", bh, off, n)
@@ -340,7 +335,7 @@ func (d *Device) stagedUpload(bh uintptr, off uint64, src []byte) error {
 // the DMA of chunk i-1+slots, and waits for chunk i+1's DMA, so the DMA
 // engine keeps slots-1 chunks queued and the pool is never idle during
 // the caller's event waits.
-func (d *Device) stagedDownload(dst []byte, bh uintptr, off uint64) error {
+func (d *Device) stagedDownload(dst []byte, bh abi.Buffer, off uint64) error {
 	rt := d.rt
 	n := uint64(len(dst))
 	st, c, err := d.prepare("copy_to_host", bh, off, n)

@@ -5,10 +5,8 @@ package core
 import (
 	"fmt"
 	"sync"
-	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
 )
 
 // Device is one device of a runtime. It lives as long as the runtime; its
@@ -50,8 +48,8 @@ type DeviceInfo struct {
 
 func (d *Device) queryInfo() (DeviceInfo, error) {
 	var in abi.DeviceInfo
-	in.StructSize = uint64(unsafe.Sizeof(in))
-	if err := d.rt.check("device_info", ffi.Call3(d.rt.api.DeviceInfo, d.rt.h, uintptr(d.index), uintptr(unsafe.Pointer(&in)))); err != nil {
+	in.StructSize = abi.SizeofDeviceInfo
+	if err := d.rt.p.DeviceInfo("device_info", d.rt.h, d.index, &in); err != nil {
 		return DeviceInfo{}, err
 	}
 	return DeviceInfo{
@@ -137,5 +135,5 @@ func (d *Device) enter(op string) error {
 
 // sync is device_synchronize; the caller has entered the runtime.
 func (d *Device) sync() error {
-	return d.rt.check("device_synchronize", ffi.Call2(d.rt.api.DeviceSynchronize, d.rt.h, uintptr(d.index)))
+	return d.rt.p.DeviceSynchronize("device_synchronize", d.rt.h, d.index)
 }

@@ -69,7 +69,8 @@
 // # Performance
 //
 // The call path allocates nothing: argument structs live on the stack and
-// cross through core/internal/ffi. A LaunchBatch (Stream.NewLaunchBatch)
+// cross through the generated methods of core/internal/bind (one per
+// function-table slot), which call core/internal/ffi. A LaunchBatch (Stream.NewLaunchBatch)
 // enqueues many launches with one crossing (ABI 1.2's launch_batch; one
 // launch per item on older plugins), so a decode step's kernels cost one
 // boundary crossing, not one each. Launch packs up to 32 arguments in a
@@ -90,9 +91,15 @@
 //
 // Adding an op touches, in order: abi/gpurt.h (a new slot at the end of
 // gpurt_api and a minor bump, following the header's rules), abi/abi.go
-// (the Go mirror; the layout test checks it), csrc and the mock plugin
-// (the reference implementation), plugins/cuda, plugins/metal, one Go file
-// in core (the method: enter/acquire, check in Go what is cheap, one
-// ffi.CallN, bind.Plugin.Unsupported when the slot is missing), and the
-// conformance suite (package conform), which every backend must pass.
+// (the Go mirror: the abi.API field with its c tag, and any new argument
+// struct, with a "X mirrors gpurt_x" doc and c tags, listed in
+// abi/layout_test.go; a field that points at Go memory gets a Go pointer
+// type), then `make generate` (regenerates core/internal/bind/zslots.go,
+// the typed method of the new slot, and abi/zsizes.go; make test fails
+// when they are stale), csrc and the mock plugin (the reference
+// implementation), plugins/cuda, plugins/metal, one Go file in core (the
+// method: enter/acquire, check in Go what is cheap, one call of the
+// generated rt.p.<Slot> method, which returns an error wrapping
+// ErrUnsupported when the plugin lacks the slot), and the conformance
+// suite (package conform), which every backend must pass.
 package core

@@ -4,10 +4,8 @@ package core
 
 import (
 	"time"
-	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
 )
 
 // Event marks a point in a stream's work: Record places it, Query and
@@ -16,7 +14,7 @@ import (
 // use; Close racing with a use makes the use fail with ErrClosed.
 type Event struct {
 	dev    *Device
-	h      uintptr // gpurt_event*
+	h      abi.Event
 	timing bool
 	l      *life
 }
@@ -38,13 +36,13 @@ func (d *Device) NewEvent(timing bool) (*Event, error) {
 	return ev, nil
 }
 
-func (d *Device) newEvent(timing bool) (uintptr, error) {
-	var flags uintptr
+func (d *Device) newEvent(timing bool) (abi.Event, error) {
+	var flags uint32
 	if timing {
 		flags = abi.EventTiming
 	}
-	var h uintptr
-	err := d.rt.check("event_create", ffi.Call4(d.rt.api.EventCreate, d.rt.h, uintptr(d.index), flags, uintptr(unsafe.Pointer(&h))))
+	var h abi.Event
+	err := d.rt.p.EventCreate("event_create", d.rt.h, d.index, flags, &h)
 	return h, err
 }
 
@@ -85,7 +83,7 @@ func (ev *Event) Record(s *Stream) error {
 		return errf(CodeInvalidArgument, op, "the event is on %v, the stream on %v", ev.dev, s.dev)
 	}
 	rt := s.dev.rt
-	return rt.check(op, ffi.Call3(rt.api.EventRecord, rt.h, ev.h, s.h))
+	return rt.p.EventRecord(op, rt.h, ev.h, s.h)
 }
 
 // Query reports whether the work before the event has completed (true for
@@ -97,7 +95,7 @@ func (ev *Event) Query() (bool, error) {
 	}
 	defer ev.exit()
 	rt := ev.dev.rt
-	return notReady(rt.check(op, ffi.Call2(rt.api.EventQuery, rt.h, ev.h)))
+	return notReady(rt.p.EventQuery(op, rt.h, ev.h))
 }
 
 // Synchronize waits until the work before the event has completed.
@@ -108,7 +106,7 @@ func (ev *Event) Synchronize() error {
 	}
 	defer ev.exit()
 	rt := ev.dev.rt
-	return rt.check(op, ffi.Call2(rt.api.EventSynchronize, rt.h, ev.h))
+	return rt.p.EventSynchronize(op, rt.h, ev.h)
 }
 
 // Close destroys the event. A second Close, or any later use, is an error
@@ -119,7 +117,7 @@ func (ev *Event) Close() error {
 		return errInvalid(op, "event")
 	}
 	rt := ev.dev.rt
-	return destroy(rt, ev.l, op, "event", errClosed, rt.api.EventDestroy, ev.h)
+	return destroy(rt, ev.l, op, "event", errClosed, func() error { return rt.p.EventDestroy(op, rt.h, ev.h) })
 }
 
 // Elapsed is the device time between two completed timing events of one
@@ -142,7 +140,7 @@ func Elapsed(start, end *Event) (time.Duration, error) {
 		return 0, errf(CodeInvalidArgument, op, "both events must be created with timing")
 	}
 	var ms float64
-	if err := rt.check(op, ffi.Call4(rt.api.EventElapsed, rt.h, start.h, end.h, uintptr(unsafe.Pointer(&ms)))); err != nil {
+	if err := rt.p.EventElapsed(op, rt.h, start.h, end.h, &ms); err != nil {
 		return 0, err
 	}
 	return time.Duration(ms * float64(time.Millisecond)), nil

@@ -5,10 +5,9 @@ package core
 import (
 	"math"
 	"math/bits"
-	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // ComputeType is a GEMM's accumulation (GPURT_COMPUTE_*).
@@ -150,8 +149,10 @@ func (g *gemmCall) run(desc *GemmDesc, ops *GemmOperands) error {
 	const op = "gemm"
 	s := g.s
 	rt := s.dev.rt
-	if rt.api.GemmPlanCreate == 0 || rt.api.GemmRun == 0 || rt.api.GemmPlanDestroy == 0 {
-		return rt.p.Unsupported(op, 1)
+	for _, slot := range [...]bind.Slot{bind.SlotGemmPlanCreate, bind.SlotGemmRun, bind.SlotGemmPlanDestroy} {
+		if !rt.p.Has(slot) {
+			return rt.p.Unsupported(op, slot)
+		}
 	}
 	// A plan this stream used with the same descriptor: the descriptor
 	// is valid (validation depends on it alone) and converts to the
@@ -331,7 +332,7 @@ func (g *gemmCall) fits(d *abi.GemmDesc, need *[5]uint64) error {
 func (g *gemmCall) enqueue(ops *GemmOperands) error {
 	rt := g.s.dev.rt
 	opr := &g.opr
-	ra := abi.GemmRunArgs{StructSize: gemmRunArgsSize, Alpha: ops.Alpha, Beta: ops.Beta}
+	ra := abi.GemmRunArgs{StructSize: abi.SizeofGemmRunArgs, Alpha: ops.Alpha, Beta: ops.Beta}
 	ra.A, ra.AOffset = opr[0].handle()
 	ra.B, ra.BOffset = opr[1].handle()
 	ra.C, ra.COffset = opr[2].handle()
@@ -342,13 +343,10 @@ func (g *gemmCall) enqueue(ops *GemmOperands) error {
 	ra.ScaleD, ra.ScaleDOffset = opr[7].handle()
 	ra.Workspace, ra.WorkspaceOffset = opr[8].handle()
 	ra.WorkspaceSize = opr[8].n
-	return rt.check("gemm", ffi.Call4(rt.api.GemmRun, rt.h, g.s.h, g.plan.h, uintptr(unsafe.Pointer(&ra))))
+	return rt.p.GemmRun("gemm", rt.h, g.s.h, g.plan.h, &ra)
 }
 
-var gemmRunArgsSize = uint64(unsafe.Sizeof(abi.GemmRunArgs{}))
-var gemmDescSize = uint64(unsafe.Sizeof(abi.GemmDesc{}))
-
-func (o *gemmOperand) handle() (uintptr, uint64) {
+func (o *gemmOperand) handle() (abi.Buffer, uint64) {
 	if o.b == nil {
 		return 0, 0
 	}
@@ -422,7 +420,7 @@ func gemmABIDesc(g *GemmDesc) (abi.GemmDesc, error) {
 	if g.TransB {
 		tb = 1
 	}
-	d = abi.GemmDesc{StructSize: gemmDescSize,
+	d = abi.GemmDesc{StructSize: abi.SizeofGemmDesc,
 		AType: int32(g.AType), BType: int32(g.BType), CType: int32(ct), DType: int32(g.DType),
 		ComputeType: int32(g.Compute), Epilogue: int32(g.Epilogue), BiasType: int32(bt),
 		TransA: ta, TransB: tb, M: m, N: n, K: k,

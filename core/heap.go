@@ -7,9 +7,9 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
-	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // HostHeap sub-allocates pinned host memory from large blocks (64 MiB, or
@@ -45,8 +45,8 @@ const (
 )
 
 type heapBlock struct {
-	h    uintptr // gpurt_host_buffer*
-	ptr  uintptr
+	h    abi.HostBuffer
+	ptr  uintptr // plugin memory
 	size uint64
 	free []span // address order, never adjacent
 	live int
@@ -202,7 +202,7 @@ func (hh *HostHeap) trim() error {
 			kept = append(kept, b)
 			continue
 		}
-		if err := hh.rt.check("host_free", ffi.Call2(hh.rt.api.HostFree, hh.rt.h, b.h)); err != nil && first == nil {
+		if err := hh.rt.p.HostFree("host_free", hh.rt.h, b.h); err != nil && first == nil {
 			first = err
 		}
 		hh.stats.Reserved -= b.size
@@ -229,7 +229,7 @@ func (hs *HostSlice) Bytes() []byte {
 	if !hs.ok() || !hs.l.alive() || !hs.heap.rt.l.alive() {
 		return nil
 	}
-	return unsafe.Slice((*byte)(ffi.Ptr(hs.blk.ptr+uintptr(hs.off))), hs.size)
+	return bind.HostBytes(hs.blk.ptr, hs.off, hs.size)
 }
 
 // Len is the size asked for, in bytes.

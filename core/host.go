@@ -3,9 +3,8 @@
 package core
 
 import (
-	"unsafe"
-
-	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // HostBuffer is pinned (page-locked) host memory owned by the plugin,
@@ -15,7 +14,7 @@ import (
 // does not pay the driver's pinned-allocation cost per request.
 type HostBuffer struct {
 	rt   *Runtime
-	h    uintptr // gpurt_host_buffer*
+	h    abi.HostBuffer
 	ptr  uintptr // plugin memory
 	size uint64
 	l    *life
@@ -41,8 +40,8 @@ func (rt *Runtime) AllocHost(size int) (*HostBuffer, error) {
 	return hb, nil
 }
 
-func (rt *Runtime) hostAlloc(size uint64) (h, ptr uintptr, err error) {
-	err = rt.check("host_alloc", ffi.Call4(rt.api.HostAlloc, rt.h, uintptr(size), uintptr(unsafe.Pointer(&h)), uintptr(unsafe.Pointer(&ptr))))
+func (rt *Runtime) hostAlloc(size uint64) (h abi.HostBuffer, ptr uintptr, err error) {
+	err = rt.p.HostAlloc("host_alloc", rt.h, size, &h, &ptr)
 	if err == nil && (h == 0 || ptr == 0) {
 		err = errf(CodeInternal, "host_alloc", "the plugin returned no handle or no memory for %d bytes", size)
 	}
@@ -58,7 +57,7 @@ func (hb *HostBuffer) Bytes() []byte {
 	if !hb.ok() || !hb.l.alive() || !hb.rt.l.alive() {
 		return nil
 	}
-	return unsafe.Slice((*byte)(ffi.Ptr(hb.ptr)), hb.size)
+	return bind.HostBytes(hb.ptr, 0, hb.size)
 }
 
 // Len is the size in bytes.
@@ -87,7 +86,7 @@ func (hb *HostBuffer) Free() error {
 	if !hb.ok() {
 		return errInvalid(op, "host buffer")
 	}
-	return destroy(hb.rt, hb.l, op, "host buffer", errFreed, hb.rt.api.HostFree, hb.h)
+	return destroy(hb.rt, hb.l, op, "host buffer", errFreed, func() error { return hb.rt.p.HostFree(op, hb.rt.h, hb.h) })
 }
 
 // Pinned is pinned host memory an asynchronous copy can use: a
@@ -134,7 +133,7 @@ func (v PinnedView) Bytes() []byte {
 // the offset into it, the length, and the life to release.
 type pinnedRef struct {
 	rt  *Runtime
-	h   uintptr
+	h   abi.HostBuffer
 	off uint64
 	n   uint64
 	l   *life

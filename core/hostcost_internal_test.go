@@ -46,11 +46,11 @@ func BenchmarkGoSide(b *testing.B) {
 	require.NoError(b, s.Gemm(desc, ops)) // warm the op cache with the real slot
 	require.NoError(b, s.Synchronize())
 
-	stub := *rt.api
-	stub.GemmRun, stub.Launch = stub.StreamQuery, stub.StreamQuery
-	real := rt.api
-	rt.api = &stub
-	defer func() { rt.api = real }()
+	stub := *rt.p
+	stub.API.GemmRun, stub.API.Launch = stub.API.StreamQuery, stub.API.StreamQuery
+	real := rt.p
+	rt.p = &stub
+	defer func() { rt.p = real }()
 
 	b.Run("query", func(b *testing.B) {
 		b.ReportAllocs()

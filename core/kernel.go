@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"runtime"
 	"sync"
-	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/floatbits"
 )
 
@@ -38,7 +36,7 @@ const BuiltinModuleName = "builtin"
 type Module struct {
 	dev  *Device
 	name string
-	h    uintptr // gpurt_module*
+	h    abi.Module
 	l    *life
 
 	mu      sync.Mutex
@@ -50,7 +48,7 @@ type Module struct {
 type Kernel struct {
 	mod  *Module
 	name string
-	h    uintptr // gpurt_kernel*, owned by the module
+	h    abi.Kernel // owned by the module
 	info KernelInfo
 }
 
@@ -89,15 +87,12 @@ func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Mod
 	if _, dup := d.modules[name]; dup {
 		return nil, errf(CodeInvalidArgument, op, "a module named %q is already loaded on %v", name, d)
 	}
-	a := abi.ModuleLoadArgs{StructSize: uint64(unsafe.Sizeof(abi.ModuleLoadArgs{})), Device: d.index,
+	a := abi.ModuleLoadArgs{StructSize: abi.SizeofModuleLoadArgs, Device: d.index,
 		Format: int32(format), DataLen: uint64(len(data)), NameLen: uint64(len(name))}
-	var h uintptr
-	a.Data = uintptr(unsafe.Pointer(unsafe.SliceData(data)))
-	a.Name = uintptr(unsafe.Pointer(unsafe.StringData(name)))
-	e := ffi.Call3(rt.api.ModuleLoad, rt.h, uintptr(unsafe.Pointer(&a)), uintptr(unsafe.Pointer(&h)))
-	runtime.KeepAlive(data)
-	runtime.KeepAlive(name)
-	if err := rt.check(op, e); err != nil {
+	var h abi.Module
+	a.Data = bind.SliceData(data)
+	a.Name = bind.StringData(name)
+	if err := rt.p.ModuleLoad(op, rt.h, &a, &h); err != nil {
 		return nil, err
 	}
 	m := &Module{dev: d, name: name, h: h, l: new(life), kernels: map[string]*Kernel{}}
@@ -180,7 +175,7 @@ func (m *Module) Unload() error {
 		delete(m.dev.modules, m.name)
 	}
 	m.dev.modMu.Unlock()
-	return rt.check(op, ffi.Call2(rt.api.ModuleUnload, rt.h, m.h))
+	return rt.p.ModuleUnload(op, rt.h, m.h)
 }
 
 // Kernel returns the kernel named name (looked up once, then cached).
@@ -203,15 +198,13 @@ func (m *Module) Kernel(name string) (*Kernel, error) {
 	if k, ok := m.kernels[name]; ok {
 		return k, nil
 	}
-	var h uintptr
-	e := ffi.Call6(rt.api.KernelGet, rt.h, m.h, uintptr(unsafe.Pointer(unsafe.StringData(name))), uintptr(len(name)), uintptr(unsafe.Pointer(&h)), 0)
-	runtime.KeepAlive(name)
-	if err := rt.check(op, e); err != nil {
+	var h abi.Kernel
+	if err := rt.p.KernelGet(op, rt.h, m.h, name, &h); err != nil {
 		return nil, err
 	}
 	var in abi.KernelInfo
-	in.StructSize = uint64(unsafe.Sizeof(in))
-	if err := rt.check("kernel_info", ffi.Call3(rt.api.KernelInfo, rt.h, h, uintptr(unsafe.Pointer(&in)))); err != nil {
+	in.StructSize = abi.SizeofKernelInfo
+	if err := rt.p.KernelInfo("kernel_info", rt.h, h, &in); err != nil {
 		return nil, err
 	}
 	if in.NumParams > abi.MaxKernelParams {
@@ -391,8 +384,6 @@ func (cfg *LaunchConfig) why1D() string {
 	return fmt.Sprintf("%d elements need more than 4294967295 blocks of %d threads", cfg.n1D, cfg.block1D)
 }
 
-var launchArgsSize = uint64(unsafe.Sizeof(abi.LaunchArgs{}))
-
 // Launch enqueues kernel k on s with the given arguments, packed as the
 // ABI says in a fixed array on the stack (at most 32; no allocation).
 // The arguments are checked against the kernel's parameters (count, and
@@ -454,27 +445,21 @@ func (l *launchCall) run(s *Stream, k *Kernel, cfg *LaunchConfig) error {
 	l.m = m
 	rt := s.dev.rt
 	la := launchArgs(cfg, len(l.args))
-	// No call between taking the address and the plugin call: the stack
-	// must not move in between (see package ffi).
-	var e uintptr
+	// la.Args is a Go pointer: the array may live on the stack.
 	if len(l.args) <= launchSmall {
 		var ka [launchSmall]abi.KernelArg
 		if err := l.pack(s, k, ka[:len(l.args)]); err != nil {
 			return err
 		}
-		la.Args = uintptr(unsafe.Pointer(&ka[0]))
-		e = ffi.Call4(rt.api.Launch, rt.h, s.h, k.h, uintptr(unsafe.Pointer(&la)))
-		runtime.KeepAlive(&ka)
-	} else {
-		var ka [abi.MaxKernelParams]abi.KernelArg
-		if err := l.pack(s, k, ka[:len(l.args)]); err != nil {
-			return err
-		}
-		la.Args = uintptr(unsafe.Pointer(&ka[0]))
-		e = ffi.Call4(rt.api.Launch, rt.h, s.h, k.h, uintptr(unsafe.Pointer(&la)))
-		runtime.KeepAlive(&ka)
+		la.Args = &ka[0]
+		return rt.p.Launch(op, rt.h, s.h, k.h, &la)
 	}
-	return rt.check(op, e)
+	var ka [abi.MaxKernelParams]abi.KernelArg
+	if err := l.pack(s, k, ka[:len(l.args)]); err != nil {
+		return err
+	}
+	la.Args = &ka[0]
+	return rt.p.Launch(op, rt.h, s.h, k.h, &la)
 }
 
 // launchErr is a launch's core-side error; in a batch (item >= 0) the
@@ -525,7 +510,7 @@ func argFreed(op string, item int, k *Kernel, i int) error {
 // launchArgs is the ABI's launch arguments for cfg (zero dimensions made
 // 1) and n arguments; Args is left for the caller.
 func launchArgs(cfg *LaunchConfig, n int) abi.LaunchArgs {
-	la := abi.LaunchArgs{StructSize: launchArgsSize, Grid: cfg.Grid, Block: cfg.Block,
+	la := abi.LaunchArgs{StructSize: abi.SizeofLaunchArgs, Grid: cfg.Grid, Block: cfg.Block,
 		SharedMemBytes: cfg.SharedMem, NumArgs: uint32(n)}
 	for d := 0; d < 3; d++ {
 		if la.Grid[d] == 0 {

@@ -85,10 +85,10 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 		a[11] = last
 		return a
 	}
-	stub := *rt.api
-	stub.Launch = stub.StreamQuery
-	real := rt.api
-	rt.api = &stub
+	stub := *rt.p
+	stub.API.Launch = stub.API.StreamQuery
+	real := rt.p
+	rt.p = &stub
 	cases := []struct {
 		name string
 		last Arg
@@ -115,7 +115,7 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 			assert.Equal(t, zero, uses())
 		})
 	}
-	rt.api = real
+	rt.p = real
 
 	t.Run("gemm errors release their uses", func(t *testing.T) {
 		desc := GemmDesc{AType: F32, BType: F32, DType: F32, M: 8, N: 8, K: 8}

@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-
-	"github.com/metrale/gpurt/core/internal/ffi"
 )
 
 // life guards a plugin handle against use after free without a lock on
@@ -118,10 +116,10 @@ func exitLife(rt *Runtime, l *life) {
 }
 
 // destroy kills the object whose life is l, then frees its plugin handle
-// h with fn (a destroy or free slot of rt.api), inside a use of rt. An
+// with free (a call of a destroy or free slot), inside a use of rt. An
 // object already dead gives gone(op, what). For objects a LaunchBatch
 // never holds (kill does not refuse them).
-func destroy(rt *Runtime, l *life, op, what string, gone func(op, what string) error, fn, h uintptr) error {
+func destroy(rt *Runtime, l *life, op, what string, gone func(op, what string) error, free func() error) error {
 	if err := rt.enter(op); err != nil {
 		return err
 	}
@@ -129,5 +127,5 @@ func destroy(rt *Runtime, l *life, op, what string, gone func(op, what string) e
 	if l.kill() != killed {
 		return gone(op, what)
 	}
-	return rt.check(op, ffi.Call2(fn, rt.h, h))
+	return free()
 }

@@ -5,10 +5,8 @@ package core
 import (
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
 )
 
 // The op cache: GEMM plans keyed by everything that selects an algorithm
@@ -54,7 +52,7 @@ type planEntry struct {
 	// elements in bytes, for key.desc (gemmNeeds).
 	need    [5]uint64
 	dev     *Device
-	h       uintptr // gpurt_gemm_plan*
+	h       abi.GemmPlan
 	refs    atomic.Int32
 	evicted atomic.Bool   // out of the map (set under opCache.mu)
 	used    atomic.Uint64 // the clock at the last lookup
@@ -140,8 +138,8 @@ func (c *opCache) get(d *Device, k *planKey, src *GemmDesc) (*planEntry, error) 
 	c.mu.Unlock()
 
 	rt := c.rt
-	var h uintptr
-	if err := rt.check("gemm_plan_create", ffi.Call4(rt.api.GemmPlanCreate, rt.h, uintptr(d.index), uintptr(unsafe.Pointer(&k.desc)), uintptr(unsafe.Pointer(&h)))); err != nil {
+	var h abi.GemmPlan
+	if err := rt.p.GemmPlanCreate("gemm_plan_create", rt.h, d.index, &k.desc, &h); err != nil {
 		return nil, err
 	}
 	e := &planEntry{key: *k, src: *src, need: gemmNeeds(&k.desc), dev: d, h: h}
@@ -150,7 +148,7 @@ func (c *opCache) get(d *Device, k *planKey, src *GemmDesc) (*planEntry, error) 
 	if e2, ok := c.m[*k]; ok { // another goroutine made it meanwhile
 		e2.refs.Add(1)
 		c.mu.Unlock()
-		_ = rt.check("gemm_plan_destroy", ffi.Call2(rt.api.GemmPlanDestroy, rt.h, h))
+		_ = rt.p.GemmPlanDestroy("gemm_plan_destroy", rt.h, h)
 		return e2, nil
 	}
 	e.used.Store(c.clock.Load())
@@ -206,7 +204,7 @@ func (c *opCache) destroy(es []*planEntry) error {
 	rt := c.rt
 	var first error
 	for _, e := range es {
-		if err := rt.check("gemm_plan_destroy", ffi.Call2(rt.api.GemmPlanDestroy, rt.h, e.h)); err != nil && first == nil {
+		if err := rt.p.GemmPlanDestroy("gemm_plan_destroy", rt.h, e.h); err != nil && first == nil {
 			first = err
 		}
 	}

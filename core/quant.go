@@ -4,11 +4,9 @@ package core
 
 import (
 	"math/bits"
-	"runtime"
-	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // QuantMatmulDesc describes y = x * dequant(W)^T with W in MLX's affine
@@ -127,9 +125,6 @@ func mulOK(a, b uint64) (uint64, bool) {
 	return lo, hi == 0
 }
 
-var quantMatmulArgsSize = uint64(unsafe.Sizeof(abi.QuantMatmulArgs{}))
-var groupedGemmArgsSize = uint64(unsafe.Sizeof(abi.GroupedGemmArgs{}))
-
 func isHalf(t DType) bool { return t == F16 || t == BF16 }
 
 // QuantMatmul enqueues y = x * dequant(W)^T (see QuantMatmulDesc) on s.
@@ -147,8 +142,8 @@ func (s *Stream) QuantMatmul(d QuantMatmulDesc, o QuantMatmulOperands) error {
 	c := opCall{s: s, op: op}
 	defer c.finish()
 	rt := s.dev.rt
-	if rt.api.QuantMatmul == 0 {
-		return rt.p.Unsupported(op, 4)
+	if !rt.p.Has(bind.SlotQuantMatmul) {
+		return rt.p.Unsupported(op, bind.SlotQuantMatmul)
 	}
 	bitsN := d.Bits
 	if bitsN == 0 {
@@ -186,14 +181,14 @@ func (s *Stream) QuantMatmul(d QuantMatmulDesc, o QuantMatmulOperands) error {
 		c.operand(4, "y", o.Y, yb, 2)); err != nil {
 		return err
 	}
-	a := abi.QuantMatmulArgs{StructSize: quantMatmulArgsSize, XType: int32(d.XType), ScaleType: int32(d.ScaleType),
+	a := abi.QuantMatmulArgs{StructSize: abi.SizeofQuantMatmulArgs, XType: int32(d.XType), ScaleType: int32(d.ScaleType),
 		Bits: uint32(bitsN), GroupSize: uint32(d.GroupSize), M: m, N: n, K: k}
 	a.W, a.WOffset = c.opr[0].handle()
 	a.Scales, a.ScalesOffset = c.opr[1].handle()
 	a.Biases, a.BiasesOffset = c.opr[2].handle()
 	a.X, a.XOffset = c.opr[3].handle()
 	a.Y, a.YOffset = c.opr[4].handle()
-	return rt.check(op, ffi.Call3(rt.api.QuantMatmul, rt.h, s.h, uintptr(unsafe.Pointer(&a))))
+	return rt.p.QuantMatmul(op, rt.h, s.h, &a)
 }
 
 // firstErr returns the first non-nil error; later arguments are evaluated
@@ -220,8 +215,8 @@ func (s *Stream) GroupedGemm(d GroupedGemmDesc, o GroupedGemmOperands) error {
 	c := opCall{s: s, op: op}
 	defer c.finish()
 	rt := s.dev.rt
-	if rt.api.GroupedGemm == 0 {
-		return rt.p.Unsupported(op, 4)
+	if !rt.p.Has(bind.SlotGroupedGemm) {
+		return rt.p.Unsupported(op, bind.SlotGroupedGemm)
 	}
 	dt := d.DType
 	if dt == 0 {
@@ -283,7 +278,7 @@ func (s *Stream) GroupedGemm(d GroupedGemmDesc, o GroupedGemmOperands) error {
 	} else if o.ScaleA != nil || o.ScaleB != nil {
 		return errf(CodeInvalidArgument, op, "scales apply to fp8 operands only (a/b type %v)", d.ABType)
 	}
-	a := abi.GroupedGemmArgs{StructSize: groupedGemmArgsSize, ABType: int32(d.ABType), DType: int32(dt),
+	a := abi.GroupedGemmArgs{StructSize: abi.SizeofGroupedGemmArgs, ABType: int32(d.ABType), DType: int32(dt),
 		GroupCount: G, N: n, K: k}
 	a.A, a.AOffset = c.opr[0].handle()
 	a.B, a.BOffset = c.opr[1].handle()
@@ -292,14 +287,8 @@ func (s *Stream) GroupedGemm(d GroupedGemmDesc, o GroupedGemmOperands) error {
 	a.ScaleB, a.ScaleBOffset = c.opr[4].handle()
 	// MSizes as uint64s: int is 64 bits on every platform with a call
 	// path (amd64, arm64) and every entry was checked to be >= 0.
-	var ms uintptr
-	if unsafe.Sizeof(int(0)) == 8 {
-		ms = uintptr(unsafe.Pointer(unsafe.SliceData(d.MSizes)))
-	} else {
+	if a.MSizes = bind.IntsData(d.MSizes); a.MSizes == nil {
 		return errf(CodeUnsupported, op, "needs a 64-bit platform")
 	}
-	a.MSizes = ms
-	err := rt.check(op, ffi.Call3(rt.api.GroupedGemm, rt.h, s.h, uintptr(unsafe.Pointer(&a))))
-	runtime.KeepAlive(d.MSizes)
-	return err
+	return rt.p.GroupedGemm(op, rt.h, s.h, &a)
 }

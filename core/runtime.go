@@ -3,16 +3,13 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
-	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
-	"github.com/metrale/gpurt/core/internal/ffi"
 	"github.com/metrale/gpurt/core/internal/loader"
 )
 
@@ -20,9 +17,8 @@ import (
 // from them. Create it with Open and end it with Close. All methods are
 // safe for concurrent use by any number of goroutines.
 type Runtime struct {
-	p      *bind.Plugin
-	api    *abi.API
-	h      uintptr // gpurt_runtime*
+	p      *bind.Plugin // every plugin call goes through its methods
+	h      abi.Runtime
 	l      life
 	report *Report
 	log    hclog.Logger
@@ -52,20 +48,26 @@ func Open(cfg Config) (*Runtime, error) {
 // openPlugin creates a runtime on an already bound plugin.
 func openPlugin(cfg Config, set settings, rep *Report, p *bind.Plugin) (*Runtime, error) {
 	log := set.log
-	rt := &Runtime{p: p, api: &p.API, report: rep, log: log, stage: set.stage, pool: copyPoolOf(set.stage.Workers)}
+	rt := &Runtime{report: rep, log: log, stage: set.stage, pool: copyPoolOf(set.stage.Workers)}
+	// The runtime's own copy of the plugin, whose error hook counts the
+	// plugin's errors in this runtime's metrics.
+	pc := *p
+	pc.OnError = func(c bind.Code) { rt.metrics.pluginError(ErrorCode(c)) }
+	p = &pc
+	rt.p = p
 	opts := cfg.PluginOptions
-	args := abi.RuntimeCreateArgs{StructSize: uint64(unsafe.Sizeof(abi.RuntimeCreateArgs{}))}
-	var h uintptr
+	args := abi.RuntimeCreateArgs{StructSize: abi.SizeofRuntimeCreateArgs}
+	var h abi.Runtime
 	args.OptionsLen = uint64(len(opts))
-	args.Options = uintptr(unsafe.Pointer(unsafe.StringData(opts)))
-	e := ffi.Call2(rt.api.RuntimeCreate, uintptr(unsafe.Pointer(&args)), uintptr(unsafe.Pointer(&h)))
+	args.Options = bind.StringData(opts)
+	err := p.RuntimeCreate("runtime_create", &args, &h)
 	runtime.KeepAlive(opts)
-	if err := p.Check("runtime_create", e); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	rt.h = h
 	var n uint32
-	if err := rt.check("device_count", ffi.Call2(rt.api.DeviceCount, h, uintptr(unsafe.Pointer(&n)))); err != nil {
+	if err := p.DeviceCount("device_count", h, &n); err != nil {
 		rt.destroy()
 		return nil, err
 	}
@@ -88,20 +90,7 @@ func openPlugin(cfg Config, set settings, rep *Report, p *bind.Plugin) (*Runtime
 }
 
 func (rt *Runtime) destroy() {
-	_ = rt.check("runtime_destroy", ffi.Call1(rt.api.RuntimeDestroy, rt.h))
-}
-
-// check turns a returned gpurt_error* into an error.
-func (rt *Runtime) check(op string, e uintptr) error {
-	if e == 0 {
-		return nil
-	}
-	err := rt.p.Check(op, e)
-	var ge *Error
-	if errors.As(err, &ge) {
-		rt.metrics.pluginError(ge.Code)
-	}
-	return err
+	_ = rt.p.RuntimeDestroy("runtime_destroy", rt.h)
 }
 
 // enter begins a use of the runtime; every method that calls the plugin
@@ -132,7 +121,7 @@ func (rt *Runtime) Close() error {
 	if rt.l.kill() != killed {
 		return errClosed("close", "runtime")
 	}
-	err := rt.check("runtime_destroy", ffi.Call1(rt.api.RuntimeDestroy, rt.h))
+	err := rt.p.RuntimeDestroy("runtime_destroy", rt.h)
 	rt.heap.closed()
 	return err
 }
@@ -227,8 +216,8 @@ func (rt *Runtime) Stats() (Stats, error) {
 	}
 	defer rt.exit()
 	var s abi.RuntimeStats
-	s.StructSize = uint64(unsafe.Sizeof(s))
-	if err := rt.check("runtime_stats", ffi.Call2(rt.api.RuntimeStats, rt.h, uintptr(unsafe.Pointer(&s)))); err != nil {
+	s.StructSize = abi.SizeofRuntimeStats
+	if err := rt.p.RuntimeStats("runtime_stats", rt.h, &s); err != nil {
 		return Stats{}, err
 	}
 	return Stats{s.LiveBuffers, s.LiveHostBuffers, s.LiveStreams, s.LiveEvents,
@@ -243,11 +232,11 @@ func (rt *Runtime) Control(key string, value int64) error {
 		return err
 	}
 	defer rt.exit()
-	a := abi.ControlArgs{StructSize: uint64(unsafe.Sizeof(abi.ControlArgs{})), KeyLen: uint64(len(key)), Value: value}
-	a.Key = uintptr(unsafe.Pointer(unsafe.StringData(key)))
-	e := ffi.Call2(rt.api.RuntimeControl, rt.h, uintptr(unsafe.Pointer(&a)))
+	a := abi.ControlArgs{StructSize: abi.SizeofControlArgs, KeyLen: uint64(len(key)), Value: value}
+	a.Key = bind.StringData(key)
+	err := rt.p.RuntimeControl("runtime_control", rt.h, &a)
 	runtime.KeepAlive(key)
-	return rt.check("runtime_control", e)
+	return err
 }
 
 // HostHeap is the runtime's pinned host heap (nil for a nil runtime).

@@ -5,10 +5,8 @@ package core
 import (
 	"runtime"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
-	"github.com/metrale/gpurt/core/internal/ffi"
 )
 
 // Stream is an ordered queue of work on one device: copies, memsets,
@@ -20,7 +18,7 @@ import (
 // fail with ErrClosed.
 type Stream struct {
 	dev *Device
-	h   uintptr // gpurt_stream*
+	h   abi.Stream
 	l   *life
 
 	// gemmMemo: plans of the op cache this stream's Gemm calls used,
@@ -45,9 +43,9 @@ func (d *Device) NewStream() (*Stream, error) {
 	return s, nil
 }
 
-func (d *Device) newStream() (uintptr, error) {
-	var h uintptr
-	err := d.rt.check("stream_create", ffi.Call3(d.rt.api.StreamCreate, d.rt.h, uintptr(d.index), uintptr(unsafe.Pointer(&h))))
+func (d *Device) newStream() (abi.Stream, error) {
+	var h abi.Stream
+	err := d.rt.p.StreamCreate("stream_create", d.rt.h, d.index, &h)
 	return h, err
 }
 
@@ -77,7 +75,7 @@ func (s *Stream) Close() error {
 		return errInvalid(op, "stream")
 	}
 	rt := s.dev.rt
-	return destroy(rt, s.l, op, "stream", errClosed, rt.api.StreamDestroy, s.h)
+	return destroy(rt, s.l, op, "stream", errClosed, func() error { return rt.p.StreamDestroy(op, rt.h, s.h) })
 }
 
 // Synchronize waits until all work enqueued on the stream has completed.
@@ -88,7 +86,7 @@ func (s *Stream) Synchronize() error {
 	}
 	defer s.exit()
 	rt := s.dev.rt
-	return rt.check(op, ffi.Call2(rt.api.StreamSynchronize, rt.h, s.h))
+	return rt.p.StreamSynchronize(op, rt.h, s.h)
 }
 
 // Query reports whether all work enqueued on the stream has completed,
@@ -100,7 +98,7 @@ func (s *Stream) Query() (bool, error) {
 	}
 	defer s.exit()
 	rt := s.dev.rt
-	return notReady(rt.check(op, ffi.Call2(rt.api.StreamQuery, rt.h, s.h)))
+	return notReady(rt.p.StreamQuery(op, rt.h, s.h))
 }
 
 // notReady maps a query's result to (done, error).
@@ -130,7 +128,7 @@ func (s *Stream) WaitEvent(ev *Event) error {
 	if ev.dev.rt != rt {
 		return errf(CodeInvalidArgument, op, "the event belongs to another runtime")
 	}
-	return rt.check(op, ffi.Call3(rt.api.StreamWaitEvent, rt.h, s.h, ev.h))
+	return rt.p.StreamWaitEvent(op, rt.h, s.h, ev.h)
 }
 
 // CopyFromPinned enqueues a copy of src.Len() bytes from pinned memory to
@@ -180,13 +178,13 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error
 	if p.hs != nil {
 		p.hs.queuedOn(s.dev)
 	}
-	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: p.n}
+	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Stream: s.h, Size: p.n}
 	if toPinned {
 		a.DstHost, a.DstOffset, a.SrcBuffer, a.SrcOffset = p.h, p.off, b.h, off
 	} else {
 		a.DstBuffer, a.DstOffset, a.SrcHost, a.SrcOffset = b.h, off, p.h, p.off
 	}
-	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
+	return rt.p.Copy(op, rt.h, &a)
 }
 
 // CopyDevice enqueues a device-to-device copy of src.Len() bytes; both
@@ -217,8 +215,8 @@ func (s *Stream) CopyDevice(dst, src Region) error {
 		return nil
 	}
 	rt := s.dev.rt
-	a := abi.CopyArgs{StructSize: copyArgsSize, Stream: s.h, Size: sn, DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
-	return rt.check(op, ffi.Call2(rt.api.Copy, rt.h, uintptr(unsafe.Pointer(&a))))
+	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Stream: s.h, Size: sn, DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
+	return rt.p.Copy(op, rt.h, &a)
 }
 
 // Memset enqueues setting every byte of r to value.

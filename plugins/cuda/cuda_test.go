@@ -164,7 +164,7 @@ func (l loaded) probe(t *testing.T) probeResult {
 	dev.StructSize = uint64(unsafe.Sizeof(dev))
 	var a abi.ProbeArgs
 	a.StructSize = uint64(unsafe.Sizeof(a))
-	a.Devices = uintptr(unsafe.Pointer(&dev))
+	a.Devices = &dev
 	a.DeviceCapacity = 1
 	e, _, _ := purego.SyscallN(l.api.Probe, uintptr(unsafe.Pointer(&a)))
 	runtime.KeepAlive(&a)

@@ -6,20 +6,17 @@ package loader
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
-	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
-	"github.com/metrale/gpurt/core/internal/ffi"
 )
 
 // platformOK: this platform can dlopen and call plugins.
-const platformOK = ffi.Supported
+const platformOK = bind.Supported
 
 // probeCapacity is how many devices a probe may describe. A variable, so
 // that the array it sizes is on the heap and never moves during a call.
@@ -71,10 +68,9 @@ func openPlugin(c *cand, log hclog.Logger) {
 		return
 	}
 	var args abi.NegotiateArgs
-	args.StructSize = uint64(unsafe.Sizeof(args))
+	args.StructSize = abi.SizeofNegotiateArgs
 	args.HostABIMajor, args.HostABIMinor = abi.Major, abi.Minor
-	rc := int32(ffi.Call1(sym, uintptr(unsafe.Pointer(&args))))
-	runtime.KeepAlive(&args)
+	rc := bind.Negotiate(sym, &args)
 	msg := abi.CString(args.Message[:])
 	if args.PluginABIMajor != 0 || args.PluginABIMinor != 0 {
 		c.ABI = fmt.Sprintf("%d.%d", args.PluginABIMajor, args.PluginABIMinor)
@@ -115,15 +111,13 @@ func probePlugin(c *cand, log hclog.Logger) {
 	p := c.plugin
 	devs := make([]abi.DeviceInfo, probeCapacity)
 	for i := range devs {
-		devs[i].StructSize = uint64(unsafe.Sizeof(devs[i]))
+		devs[i].StructSize = abi.SizeofDeviceInfo
 	}
 	var a abi.ProbeArgs
-	a.StructSize = uint64(unsafe.Sizeof(a))
-	a.Devices = uintptr(unsafe.Pointer(&devs[0]))
+	a.StructSize = abi.SizeofProbeArgs
+	a.Devices = &devs[0]
 	a.DeviceCapacity = uint32(len(devs))
-	err := p.Check("probe", ffi.Call1(p.API.Probe, uintptr(unsafe.Pointer(&a))))
-	runtime.KeepAlive(devs)
-	runtime.KeepAlive(&a)
+	err := p.Probe("probe", &a)
 	if err != nil {
 		c.fail("probe returned an error: "+err.Error(), "")
 		return
