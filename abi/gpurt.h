@@ -334,8 +334,14 @@ typedef struct gpurt_control_args {
  * work submitted earlier to any stream of the runtime on that device.
  * Without GPURT_COPY_SYNC the call only enqueues the copy on `stream`
  * (which must then be non-NULL). *_offset applies to *_buffer and *_host
- * only: with a pageable *_ptr the offset must be 0 (the caller offsets the
- * pointer itself). */
+ * only: with a pageable *_ptr a non-zero *_offset is refused
+ * (GPURT_ERR_INVALID_ARGUMENT; the caller offsets the pointer itself),
+ * never ignored. [offset, offset+size) must lie inside the buffer or host
+ * buffer (GPURT_ERR_OUT_OF_RANGE), also when size is 0.
+ * Checks, in this order (csrc/gp_contract.c, gp_copy_check): unknown
+ * flags; no stream without GPURT_COPY_SYNC; exactly one destination, then
+ * exactly one source; a *_ptr with a non-zero *_offset (dst, then src); a
+ * *_ptr without GPURT_COPY_SYNC; then handles, devices and ranges. */
 typedef struct gpurt_copy_args {
   uint64_t struct_size;
   gpurt_stream *stream;
@@ -352,14 +358,19 @@ typedef struct gpurt_copy_args {
   uint64_t src_offset;
 } gpurt_copy_args;
 
-/* Fill a range of device memory with a 1-, 2- or 4-byte pattern. */
+/* Fill a range of device memory with a 1-, 2- or 4-byte pattern. A value
+ * wider than element_size (value >> (8 * element_size) != 0) is refused
+ * (GPURT_ERR_INVALID_ARGUMENT), never truncated. [offset, offset+size) must
+ * lie inside the buffer (GPURT_ERR_OUT_OF_RANGE), also when size is 0.
+ * Checks, in this order (gp_memset_check): element_size; offset and size
+ * multiples of it; value fits; then handles, devices and the range. */
 typedef struct gpurt_memset_args {
   uint64_t struct_size;
   gpurt_stream *stream;  /* NULL: default ordering, synchronous */
   gpurt_buffer *buffer;
   uint64_t offset;       /* bytes, multiple of element_size */
   uint64_t size;         /* bytes, multiple of element_size */
-  uint32_t value;        /* the pattern, low element_size bytes */
+  uint32_t value;        /* the pattern: fits in element_size bytes */
   uint32_t element_size; /* 1, 2 or 4 */
 } gpurt_memset_args;
 
@@ -610,8 +621,16 @@ typedef struct gpurt_api {
                              gpurt_kernel **out);
   gpurt_error *(*kernel_info)(gpurt_runtime *rt, gpurt_kernel *k,
                               gpurt_kernel_info *out);
-  /* Enqueue a kernel on s (non-NULL). Arguments are checked against the
-   * kernel's parameters (count, size, and kind where known). */
+  /* Enqueue a kernel on s (non-NULL; NULL is GPURT_ERR_INVALID_ARGUMENT).
+   * Arguments are checked against the kernel's parameters (count, size,
+   * and kind where known), in this order (gp_launch_check): grid and block
+   * non-zero in every dimension; at most GPURT_MAX_KERNEL_PARAMS
+   * arguments; args non-NULL when num_args > 0; the count; per argument a
+   * known kind, size equal to the kind's width (8 for a buffer), the
+   * parameter's kind and size; then each buffer's handle, device and view
+   * (offset + length inside the buffer), and for a built-in kernel that
+   * the min(n, grid.x * block.x) elements it touches fit every view
+   * (GPURT_ERR_OUT_OF_RANGE); then the device's own limits. */
   gpurt_error *(*launch)(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k,
                          const gpurt_launch_args *args);
 
@@ -623,7 +642,8 @@ typedef struct gpurt_api {
                                    const gpurt_gemm_desc *desc,
                                    gpurt_gemm_plan **out);
   gpurt_error *(*gemm_plan_destroy)(gpurt_runtime *rt, gpurt_gemm_plan *p);
-  /* Enqueue one run of a plan on s (non-NULL). */
+  /* Enqueue one run of a plan on s (non-NULL; NULL is
+   * GPURT_ERR_INVALID_ARGUMENT). */
   gpurt_error *(*gemm_run)(gpurt_runtime *rt, gpurt_stream *s,
                            gpurt_gemm_plan *p, const gpurt_gemm_run_args *args);
 
@@ -634,8 +654,11 @@ typedef struct gpurt_api {
    * enqueued: an invalid item is an error naming its index ("item 3: ...")
    * and nothing is enqueued (out_enqueued gets 0). If the driver refuses a
    * launch midway, the error names the item and out_enqueued counts the
-   * launches already enqueued (they stay enqueued, in order). count 0 is a
-   * no-op. out_enqueued may be NULL. */
+   * launches already enqueued (they stay enqueued, in order); the message
+   * then ends "; items 0..I-1 before it stay enqueued" or "; nothing was
+   * enqueued". count 0 is a no-op (after the runtime check, whatever s and
+   * items are); otherwise s and items must be non-NULL
+   * (GPURT_ERR_INVALID_ARGUMENT). out_enqueued may be NULL. */
   gpurt_error *(*launch_batch)(gpurt_runtime *rt, gpurt_stream *s,
                                uint64_t count, const gpurt_launch_item *items,
                                uint64_t *out_enqueued);

@@ -118,6 +118,11 @@ int gp_table_lookup(const gp_handle_table *t, uintptr_t h, void **obj);
 void *gp_table_remove(gp_handle_table *t, uintptr_t h);
 /* The error for a failed lookup. */
 gpurt_error *gp_handle_error(int status, uint32_t kind, uintptr_t h);
+/* Looks h up and removes it in one step: GP_HANDLE_OK and the object, or
+ * the lookup's status (nothing removed). */
+int gp_table_take(gp_handle_table *t, uintptr_t h, void **obj);
+/* The error of a full table: OUT_OF_MEMORY "<op>: too many <kind>s". */
+gpurt_error *gp_table_full_error(const char *op, uint32_t kind);
 /* Iterates live objects (index order). */
 uint32_t gp_table_cap(const gp_handle_table *t);
 void *gp_table_at(const gp_handle_table *t, uint32_t i);
@@ -138,8 +143,13 @@ const char *gp_dtype_name(int32_t dtype);
 float gp_load(int32_t dtype, const void *base, uint64_t i);
 void gp_store(int32_t dtype, void *base, uint64_t i, float v);
 
-/* ---- built-in kernels ------------------------------------------------------ */
+/* ---- built-in kernels (gp_builtin.c: the one signature table) --------------- */
 
+/* The built-in kernels of gpurt.h ("Built-in kernels"): every plugin's
+ * built-in module has exactly these, with these parameters. gp_builtin.c
+ * holds the table (no libm: the CUDA plugin links it too); gp_kernels.c runs
+ * them on the CPU (mock). A new built-in kernel is one row here plus its
+ * implementation in every plugin. */
 enum { GP_BK_FILL, GP_BK_SCALE, GP_BK_AXPY, GP_BK_ADD, GP_BK_MUL, GP_BK_SLEEP };
 
 typedef struct gp_builtin_kernel {
@@ -167,7 +177,97 @@ typedef struct gp_launch_exec {
 
 /* Elements of each buffer the launch will touch: min(n, grid.x*block.x). */
 uint64_t gp_launch_touched(const gp_launch_exec *e);
+/* The CPU execution of a launch (gp_kernels.c; needs gp_dtype.c). */
 void gp_launch_run(const gp_launch_exec *e);
+
+/* ---- the ABI contract (gp_contract.c) ----------------------------------------- */
+/*
+ * The checks gpurt.h asks of every plugin, written once so that every plugin
+ * refuses the same input with the same code and the same message (after its
+ * "<prefix>: "). A plugin calls them first and then does what only it can:
+ * resolve handles, check devices, lost state and device limits, and run.
+ * gp_contract.c needs only gp_error.c and gp_dtype_info.c (no libm).
+ */
+
+/* The entry: writes both versions always, then the table or a message. A
+ * plugin's gpurt_plugin_negotiate is `return gp_negotiate(args, &api);`. */
+int32_t gp_negotiate(gpurt_negotiate_args *args, const gpurt_api *api);
+
+/* [off, off+size) inside [0, total). */
+static inline int gp_in_range(uint64_t total, uint64_t off, uint64_t size) {
+  return off <= total && size <= total - off;
+}
+
+/* copy: one end of a copy. */
+enum { GP_END_BUFFER = 1, GP_END_HOST = 2, GP_END_PTR = 3 };
+/* Reads the caller's copy args into *a and checks, in this order: unknown
+ * flags; no stream without GPURT_COPY_SYNC; exactly one destination, then
+ * exactly one source; a non-zero offset with a plain pointer (dst, then
+ * src); a pageable pointer without GPURT_COPY_SYNC. Writes the kind of
+ * each end (GP_END_*). */
+gpurt_error *gp_copy_check(const gpurt_copy_args *in, gpurt_copy_args *a,
+                           int *dst_kind, int *src_kind);
+/* OUT_OF_RANGE unless [off, off+size) is inside the end's allocation of
+ * total bytes (checked for size 0 too). side: "dst" or "src"; kind:
+ * GP_END_BUFFER or GP_END_HOST. */
+gpurt_error *gp_copy_range(const char *side, int kind, uint64_t total,
+                           uint64_t off, uint64_t size);
+
+/* memset: reads the caller's args into *a and checks element_size (1, 2 or
+ * 4), offset and size (multiples of it), and that value fits in it. */
+gpurt_error *gp_memset_check(const gpurt_memset_args *in, gpurt_memset_args *a);
+/* OUT_OF_RANGE unless [off, off+size) is inside the buffer's total bytes. */
+gpurt_error *gp_memset_range(uint64_t total, uint64_t off, uint64_t size);
+
+/* launch: reads the caller's launch args into *a ("launch: args"). */
+gpurt_error *gp_launch_read(const gpurt_launch_args *in, gpurt_launch_args *a);
+/* Checks a launch of kernel `name` against what the plugin knows of its
+ * parameters: num_params (GP_PARAMS_UNKNOWN: not known), kinds (NULL: not
+ * known; GPURT_ARG_ANY entries match any kind of that size), sizes (NULL
+ * or 0 entries: not known). In order: grid and block non-zero; at most
+ * GPURT_MAX_KERNEL_PARAMS arguments; args non-NULL when num_args > 0; the
+ * argument count; then per argument: a known kind, size equal to the kind's
+ * width (8 for a buffer), the parameter's kind, the parameter's size. */
+#define GP_PARAMS_UNKNOWN UINT32_MAX
+/* flags: GP_LAUNCH_ANY_TAKES_BUFFER lets a GPURT_ARG_ANY parameter take a
+ * buffer whatever its size (Metal: reflection cannot tell a `device const
+ * T *` binding from a `constant T &` one, both have the size of T). */
+#define GP_LAUNCH_ANY_TAKES_BUFFER 1u
+gpurt_error *gp_launch_check(const char *name, const gpurt_launch_args *a,
+                             uint32_t num_params, const int32_t *kinds,
+                             const uint32_t *sizes, uint32_t flags);
+/* Width in bytes of an argument kind: 8 for a buffer, 0 for ANY/unknown. */
+uint32_t gp_arg_width(int32_t kind);
+const char *gp_arg_kind_name(int32_t kind);
+/* The messages of the checks that need a resolved handle. */
+gpurt_error *gp_launch_device_error(const char *name, uint32_t kernel_dev,
+                                    uint32_t stream_dev);
+gpurt_error *gp_launch_arg_device_error(const char *name, uint32_t i,
+                                        uint32_t buffer_dev, uint32_t stream_dev);
+/* OUT_OF_RANGE unless argument i's view (offset, length; 0 = to the end)
+ * is inside its buffer's total bytes. *view gets the view's bytes. */
+gpurt_error *gp_launch_view(const char *name, uint32_t i, uint64_t total,
+                            uint64_t off, uint64_t len, uint64_t *view);
+/* For a built-in kernel: OUT_OF_RANGE when the elements the launch touches,
+ * min(n, grid.x * block.x), do not fit the view (bytes) of every buffer
+ * parameter; view[p] for p < k->num_buffers. */
+gpurt_error *gp_builtin_check_views(const gp_builtin_kernel *k,
+                                    const gpurt_launch_args *a,
+                                    const uint64_t *view);
+
+/* A call that enqueues needs a stream: INVALID_ARGUMENT naming op. */
+gpurt_error *gp_need_stream(const char *op, const void *stream);
+/* launch_batch, after `count == 0 is a no-op`: stream and items set. */
+gpurt_error *gp_launch_batch_check(const gpurt_stream *s, uint64_t count,
+                                   const gpurt_launch_item *items);
+/* Names item i: "launch_batch: item I: <e>"; consumes e. */
+gpurt_error *gp_batch_item_error(gpurt_error *e, uint64_t i);
+/* A launch that failed midway at item i, items 0..i-1 enqueued: the item's
+ * error plus what stays enqueued; consumes e. */
+gpurt_error *gp_batch_midway_error(gpurt_error *e, uint64_t i);
+
+/* runtime_stats: checks out and writes s into it (inside its struct_size). */
+gpurt_error *gp_stats_write(gpurt_runtime_stats *out, const gpurt_runtime_stats *s);
 
 /* ---- fault injection ------------------------------------------------------- */
 

@@ -141,6 +141,17 @@ gpurt_error *gp_handle_error(int status, uint32_t kind, uintptr_t h) {
   }
 }
 
+int gp_table_take(gp_handle_table *t, uintptr_t h, void **obj) {
+  int st = gp_table_lookup(t, h, obj);
+  if (st == GP_HANDLE_OK) gp_table_remove(t, h);
+  return st;
+}
+
+gpurt_error *gp_table_full_error(const char *op, uint32_t kind) {
+  return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: too many %ss (the handle table is full)", op,
+                gp_kind_name(kind));
+}
+
 uint32_t gp_table_cap(const gp_handle_table *t) { return t->cap; }
 void *gp_table_at(const gp_handle_table *t, uint32_t i) {
   return i < t->cap ? t->objs[i] : NULL;

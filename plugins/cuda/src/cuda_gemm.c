@@ -854,7 +854,13 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   gpurt_error *e = NULL;
   cu_runtime *rt;
   cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
-  if (st == NULL) return e;
+  if (st == NULL) {
+    if (rt != NULL && sh == NULL) {
+      gp_error_destroy(e);
+      return gp_need_stream("gemm_run", sh);
+    }
+    return e;
+  }
   cu_plan *p = cu_get(&rt->plans, ph, &e);
   if (p == NULL) return e;
   gpurt_gemm_run_args a;

@@ -243,6 +243,7 @@ struct cu_kernel {
   uint32_t num_params;
   int params_known; /* num_params/sizes are known */
   int kinds_known;  /* kinds are known (built-ins) */
+  const gp_builtin_kernel *builtin; /* csrc's row for a built-in, else NULL */
   int32_t kinds[GPURT_MAX_KERNEL_PARAMS];
   uint32_t sizes[GPURT_MAX_KERNEL_PARAMS];
   cu_kernel *next;

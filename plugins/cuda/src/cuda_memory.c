@@ -120,7 +120,7 @@ gpurt_error *cu_view(cu_runtime *rt, gpurt_buffer *bh, uint64_t off, uint64_t by
 }
 
 /* One end of a copy. */
-enum { EP_DEVICE = 1, EP_PINNED, EP_PAGEABLE };
+enum { EP_DEVICE = GP_END_BUFFER, EP_PINNED = GP_END_HOST, EP_PAGEABLE = GP_END_PTR };
 typedef struct cu_ep {
   int kind;
   uint32_t dev;
@@ -128,43 +128,30 @@ typedef struct cu_ep {
   void *h;
 } cu_ep;
 
-static gpurt_error *cu_copy_end(cu_runtime *rt, const char *side, gpurt_buffer *buf,
+/* Resolves one end of a copy gp_copy_check accepted (kind is its GP_END_*). */
+static gpurt_error *cu_copy_end(cu_runtime *rt, const char *side, int kind, gpurt_buffer *buf,
                                 gpurt_host_buffer *host, const void *ptr, uint64_t off,
                                 uint64_t size, cu_ep *ep) {
-  int n = (buf != NULL) + (host != NULL) + (ptr != NULL);
-  if (n != 1)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "copy: exactly one %s (%s_buffer, %s_host or %s_ptr) must be set, got %d",
-                  strcmp(side, "src") == 0 ? "source" : "destination", side, side, side, n);
-  if (buf != NULL) {
+  gpurt_error *e;
+  ep->kind = kind;
+  if (kind == EP_DEVICE) {
     cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)buf);
     if (b == NULL)
       return gp_err(GPURT_ERR_INVALID_HANDLE,
                     "copy: invalid %s_buffer handle %p: freed, foreign or never created",
                     side, (void *)buf);
-    if (off > b->size || size > b->size - off)
-      return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                    "copy: %s range [%llu, %llu+%llu) is beyond the buffer's %llu bytes",
-                    side, (unsigned long long)off, (unsigned long long)off,
-                    (unsigned long long)size, (unsigned long long)b->size);
-    ep->kind = EP_DEVICE;
+    if ((e = gp_copy_range(side, kind, b->size, off, size))) return e;
     ep->dev = b->dev;
     ep->d = b->ptr + off;
-  } else if (host != NULL) {
+  } else if (kind == EP_PINNED) {
     cu_host *hb = cu_table_lookup(&rt->hosts, (uint64_t)(uintptr_t)host);
     if (hb == NULL)
       return gp_err(GPURT_ERR_INVALID_HANDLE,
                     "copy: invalid %s_host handle %p: freed, foreign or never created",
                     side, (void *)host);
-    if (off > hb->size || size > hb->size - off)
-      return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                    "copy: %s range [%llu, %llu+%llu) is beyond the host buffer's %llu bytes",
-                    side, (unsigned long long)off, (unsigned long long)off,
-                    (unsigned long long)size, (unsigned long long)hb->size);
-    ep->kind = EP_PINNED;
+    if ((e = gp_copy_range(side, kind, hb->size, off, size))) return e;
     ep->h = (char *)hb->ptr + off;
   } else {
-    ep->kind = EP_PAGEABLE;
     ep->h = (void *)ptr;
   }
   return NULL;
@@ -175,23 +162,16 @@ gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   gpurt_copy_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "copy args"))) return e;
+  int dk, sk;
+  if ((e = gp_copy_check(args, &a, &dk, &sk))) return e;
   cu_ep src = {0}, dst = {0};
-  if ((e = cu_copy_end(rt, "src", a.src_buffer, a.src_host, a.src_ptr, a.src_offset,
-                       a.size, &src)))
-    return e;
-  if ((e = cu_copy_end(rt, "dst", a.dst_buffer, a.dst_host, a.dst_ptr, a.dst_offset,
+  if ((e = cu_copy_end(rt, "dst", dk, a.dst_buffer, a.dst_host, a.dst_ptr, a.dst_offset,
                        a.size, &dst)))
     return e;
+  if ((e = cu_copy_end(rt, "src", sk, a.src_buffer, a.src_host, a.src_ptr, a.src_offset,
+                       a.size, &src)))
+    return e;
   int sync = (a.flags & GPURT_COPY_SYNC) != 0;
-  if (a.flags & ~GPURT_COPY_SYNC)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: unknown flags %#x", a.flags);
-  if (!sync && (src.kind == EP_PAGEABLE || dst.kind == EP_PAGEABLE))
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "copy: pageable memory (src_ptr/dst_ptr) needs GPURT_COPY_SYNC");
-  if (!sync && a.stream == NULL)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "copy: an asynchronous copy needs a stream (or GPURT_COPY_SYNC)");
   cu_stream *st = NULL;
   if (a.stream != NULL && !(st = cu_get(&rt->streams, a.stream, &e))) return e;
   int has_dev = src.kind == EP_DEVICE || dst.kind == EP_DEVICE;
@@ -282,21 +262,11 @@ gpurt_error *cu_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   gpurt_memset_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "memset args"))) return e;
+  if ((e = gp_memset_check(args, &a))) return e;
   uint32_t es = a.element_size;
-  if (es != 1 && es != 2 && es != 4)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: element_size %u is not 1, 2 or 4", es);
-  if (a.offset % es || a.size % es)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "memset: offset %llu and size %llu must be multiples of element_size %u",
-                  (unsigned long long)a.offset, (unsigned long long)a.size, es);
   cu_buffer *b = cu_get(&rt->buffers, a.buffer, &e);
   if (b == NULL) return e;
-  if (a.offset > b->size || a.size > b->size - a.offset)
-    return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                  "memset: range [%llu, %llu+%llu) is beyond the buffer's %llu bytes",
-                  (unsigned long long)a.offset, (unsigned long long)a.offset,
-                  (unsigned long long)a.size, (unsigned long long)b->size);
+  if ((e = gp_memset_range(b->size, a.offset, a.size))) return e;
   cu_stream *st = NULL;
   if (a.stream != NULL) {
     if (!(st = cu_get(&rt->streams, a.stream, &e))) return e;

@@ -9,61 +9,6 @@
 
 #include "cuda_internal.h"
 
-/* ---- built-in kernel signatures ---------------------------------------- */
-
-typedef struct cu_builtin_sig {
-  const char *name;
-  uint32_t n;
-  int32_t kinds[4];
-  uint32_t sizes[4];
-} cu_builtin_sig;
-
-#define B GPURT_ARG_BUFFER
-#define U64 GPURT_ARG_U64
-#define F32 GPURT_ARG_F32
-#define CU_SIGS(sfx, vkind, vsize)                        \
-  {"fill_" sfx, 3, {B, vkind, U64, 0}, {8, vsize, 8, 0}}, \
-  {"scale_" sfx, 4, {B, B, F32, U64}, {8, 8, 4, 8}},      \
-  {"axpy_" sfx, 4, {B, B, F32, U64}, {8, 8, 4, 8}},       \
-  {"add_" sfx, 4, {B, B, B, U64}, {8, 8, 8, 8}},          \
-  {"mul_" sfx, 4, {B, B, B, U64}, {8, 8, 8, 8}}
-static const cu_builtin_sig cu_builtins[] = {
-    CU_SIGS("f32", GPURT_ARG_F32, 4),
-    CU_SIGS("f16", GPURT_ARG_F16, 2),
-    CU_SIGS("bf16", GPURT_ARG_BF16, 2),
-    {"sleep_ns", 1, {U64, 0, 0, 0}, {8, 0, 0, 0}},
-};
-#undef B
-#undef U64
-#undef F32
-
-static const cu_builtin_sig *cu_builtin_find(const char *name, size_t len) {
-  for (size_t i = 0; i < sizeof cu_builtins / sizeof cu_builtins[0]; i++)
-    if (strlen(cu_builtins[i].name) == len &&
-        memcmp(cu_builtins[i].name, name, len) == 0)
-      return &cu_builtins[i];
-  return NULL;
-}
-
-/* Width in bytes of a scalar kind; 0 for BUFFER/ANY/unknown. */
-static uint32_t cu_kind_width(int32_t kind) {
-  switch (kind) {
-    case GPURT_ARG_I8: case GPURT_ARG_U8: return 1;
-    case GPURT_ARG_I16: case GPURT_ARG_U16: case GPURT_ARG_F16:
-    case GPURT_ARG_BF16: return 2;
-    case GPURT_ARG_I32: case GPURT_ARG_U32: case GPURT_ARG_F32: return 4;
-    case GPURT_ARG_I64: case GPURT_ARG_U64: case GPURT_ARG_F64: return 8;
-    default: return 0;
-  }
-}
-
-static const char *cu_kind_name(int32_t kind) {
-  static const char *names[] = {"?", "buffer", "i8", "i16", "i32", "i64", "u8",
-                                "u16", "u32", "u64", "f16", "bf16", "f32",
-                                "f64", "any"};
-  return kind >= 1 && kind <= 14 ? names[kind] : "unknown";
-}
-
 /* ---- modules and kernels ---------------------------------------------------------------- */
 
 static const char *cu_format_name(int32_t f) {
@@ -220,11 +165,13 @@ gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name,
   k->fn = fn;
   memcpy(k->name, nm, (size_t)name_len + 1);
   k->name_len = (size_t)name_len;
-  const cu_builtin_sig *sig = m->builtin ? cu_builtin_find(nm, (size_t)name_len) : NULL;
+  /* A built-in's parameters come from csrc's one table (gp_builtin.c). */
+  const gp_builtin_kernel *sig = m->builtin ? gp_builtin_find(nm, (size_t)name_len) : NULL;
   if (sig != NULL) {
-    k->num_params = sig->n;
+    k->builtin = sig;
+    k->num_params = sig->num_params;
     k->params_known = k->kinds_known = 1;
-    for (uint32_t i = 0; i < sig->n; i++) {
+    for (uint32_t i = 0; i < sig->num_params; i++) {
       k->kinds[i] = sig->kinds[i];
       k->sizes[i] = sig->sizes[i];
     }
@@ -309,73 +256,33 @@ static inline gpurt_error *cu_launch_resolve(cu_runtime *rt, gpurt_kernel *kh,
                                              gpurt_launch_args *a) {
   gpurt_error *e = NULL;
   if ((*k = cu_get(&rt->kernels, kh, &e)) == NULL) return e;
-  return gp_read_struct(a, sizeof *a, args, "launch args");
+  return gp_launch_read(args, a);
 }
 
-/* Checks a launch of k on st: devices, geometry, argument count, and each
- * argument's kind, size, buffer handle and view against the kernel's
- * parameters (where known). Enqueues nothing. */
+/* Checks a launch of k on st: devices, then csrc's checks of geometry,
+ * argument count and each argument's kind and size against the kernel's
+ * parameters (where known), then each buffer handle and view, and for a
+ * built-in the elements it touches. Enqueues nothing. */
 static gpurt_error *cu_launch_validate(cu_runtime *rt, const cu_stream *st, const cu_kernel *k,
                                        const gpurt_launch_args *a) {
-  if (st->dev != k->dev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "launch \"%s\": the kernel is on device %u, the stream on device %u",
-                  k->name, k->dev, st->dev);
-  if (a->grid[0] == 0 || a->grid[1] == 0 || a->grid[2] == 0 || a->block[0] == 0 ||
-      a->block[1] == 0 || a->block[2] == 0)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "launch \"%s\": grid (%u,%u,%u) and block (%u,%u,%u) must be non-zero",
-                  k->name, a->grid[0], a->grid[1], a->grid[2], a->block[0], a->block[1],
-                  a->block[2]);
-  if (a->num_args > GPURT_MAX_KERNEL_PARAMS)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": %u arguments, at most %d",
-                  k->name, a->num_args, GPURT_MAX_KERNEL_PARAMS);
-  if (a->num_args > 0 && a->args == NULL)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": args is NULL", k->name);
-  if (k->params_known && a->num_args != k->num_params)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": the kernel takes %u arguments, got %u",
-                  k->name, k->num_params, a->num_args);
+  if (st->dev != k->dev) return gp_launch_device_error(k->name, k->dev, st->dev);
+  gpurt_error *e = gp_launch_check(k->name, a, k->params_known ? k->num_params : GP_PARAMS_UNKNOWN,
+                                   k->kinds_known ? k->kinds : NULL,
+                                   k->params_known ? k->sizes : NULL, 0);
+  if (e) return e;
+  uint64_t view[GPURT_MAX_KERNEL_PARAMS];
   for (uint32_t i = 0; i < a->num_args; i++) {
     const gpurt_kernel_arg *g = &a->args[i];
-    if (k->kinds_known && g->kind != k->kinds[i])
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "launch \"%s\": argument %u is %s, the kernel wants %s", k->name, i,
-                    cu_kind_name(g->kind), cu_kind_name(k->kinds[i]));
-    if (g->kind == GPURT_ARG_BUFFER) {
-      const cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)g->buffer);
-      if (b == NULL)
-        return gp_err(GPURT_ERR_INVALID_HANDLE,
-                      "launch \"%s\": argument %u: invalid buffer handle %p: freed, foreign "
-                      "or never created", k->name, i, (void *)g->buffer);
-      if (b->dev != st->dev)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch \"%s\": argument %u: the buffer is on device %u, the stream "
-                      "on device %u", k->name, i, b->dev, st->dev);
-      if (g->offset > b->size || (g->length != 0 && g->length > b->size - g->offset))
-        return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                      "launch \"%s\": argument %u: view [%llu, %llu+%llu) is beyond the "
-                      "buffer's %llu bytes", k->name, i, (unsigned long long)g->offset,
-                      (unsigned long long)g->offset, (unsigned long long)g->length,
-                      (unsigned long long)b->size);
-      if (k->params_known && k->sizes[i] != 8)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch \"%s\": argument %u is a buffer (8 bytes), the parameter has %u",
-                      k->name, i, k->sizes[i]);
-    } else {
-      uint32_t w = cu_kind_width(g->kind);
-      if (w == 0)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": argument %u has kind %d",
-                      k->name, i, g->kind);
-      if (g->size != w)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch \"%s\": argument %u is %s of %u bytes, size says %u", k->name,
-                      i, cu_kind_name(g->kind), w, g->size);
-      if (k->params_known && k->sizes[i] != w)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch \"%s\": argument %u has %u bytes, the parameter %u", k->name,
-                      i, w, k->sizes[i]);
-    }
+    if (g->kind != GPURT_ARG_BUFFER) continue;
+    const cu_buffer *b = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)g->buffer);
+    if (b == NULL)
+      return gp_err(GPURT_ERR_INVALID_HANDLE,
+                    "launch \"%s\": argument %u: invalid buffer handle %p: freed, foreign "
+                    "or never created", k->name, i, (void *)g->buffer);
+    if (b->dev != st->dev) return gp_launch_arg_device_error(k->name, i, b->dev, st->dev);
+    if ((e = gp_launch_view(k->name, i, b->size, g->offset, g->length, &view[i]))) return e;
   }
+  if (k->builtin != NULL) return gp_builtin_check_views(k->builtin, a, view);
   return NULL;
 }
 
@@ -443,7 +350,13 @@ gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
   gpurt_error *e = NULL;
   cu_runtime *rt;
   cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
-  if (st == NULL) return e;
+  if (st == NULL) {
+    if (rt != NULL && sh == NULL) {
+      gp_error_destroy(e);
+      return gp_need_stream("launch", sh);
+    }
+    return e;
+  }
   cu_kernel *k;
   gpurt_launch_args a;
   uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
@@ -464,17 +377,15 @@ gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
   if (count == 0) return NULL; /* a no-op (any stream), as in the mock */
+  if ((e = gp_launch_batch_check(sh, count, items))) return e;
   cu_stream *st = cu_get(&rt->streams, sh, &e);
   if (st == NULL) return e;
-  if (items == NULL)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: items is NULL (count %llu)",
-                  (unsigned long long)count);
   cu_kernel *k;
   gpurt_launch_args a;
   for (uint64_t i = 0; i < count; i++)
     if ((e = cu_launch_resolve(rt, items[i].kernel, items[i].args, &k, &a)) ||
         (e = cu_launch_validate(rt, st, k, &a)))
-      return gp_err_wrap(e, "launch_batch: item %llu", (unsigned long long)i);
+      return gp_batch_item_error(e, i);
   if ((e = cu_enter(rt, st->dev))) return e;
   uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
   void *ptrs[GPURT_MAX_KERNEL_PARAMS];
@@ -483,7 +394,7 @@ gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
         (e = cu_launch_pack(rt, k, &a, vals, ptrs)) ||
         (e = cu_launch_enqueue(rt, st, k, &a, ptrs))) {
       if (out_enqueued != NULL) *out_enqueued = i;
-      return gp_err_wrap(e, "launch_batch: item %llu", (unsigned long long)i);
+      return gp_batch_midway_error(e, i);
     }
   }
   if (out_enqueued != NULL) *out_enqueued = count;

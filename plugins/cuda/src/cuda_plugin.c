@@ -576,7 +576,6 @@ static gpurt_error *cu_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out)
   gpurt_error *e = NULL;
   cu_runtime *rt = cu_rt(h, &e);
   if (!rt) return e;
-  if ((e = gp_check_out(out, "runtime stats"))) return e;
   gpurt_runtime_stats s;
   memset(&s, 0, sizeof s);
   s.live_buffers = rt->buffers.live;
@@ -587,8 +586,7 @@ static gpurt_error *cu_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out)
   s.live_plans = rt->plans.live;
   s.device_bytes = atomic_load(&rt->device_bytes);
   s.host_bytes = atomic_load(&rt->host_bytes);
-  gp_write_struct(out, &s, sizeof s);
-  return NULL;
+  return gp_stats_write(out, &s);
 }
 
 static gpurt_error *cu_runtime_control(gpurt_runtime *h, const gpurt_control_args *args) {
@@ -687,30 +685,7 @@ static const gpurt_api cu_api = {
     .launch_batch = cu_launch_batch,
 };
 
+/* The entry: csrc's gp_negotiate (no side effects). */
 GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
-  if (args == NULL || args->struct_size < offsetof(gpurt_negotiate_args, api))
-    return GPURT_ERR_INVALID_ARGUMENT;
-  uint64_t sz = args->struct_size;
-  args->plugin_abi_major = GPURT_ABI_MAJOR;
-  args->plugin_abi_minor = GPURT_ABI_MINOR;
-  int has_api = sz >= offsetof(gpurt_negotiate_args, api) + sizeof args->api;
-  int has_msg = sz >= offsetof(gpurt_negotiate_args, message) + sizeof args->message;
-  if (has_api) args->api = NULL;
-  if (has_msg) args->message[0] = 0;
-  if (args->host_abi_major != GPURT_ABI_MAJOR) {
-    if (has_msg)
-      snprintf(args->message, sizeof args->message,
-               "cuda: ABI major mismatch: core %u.%u, plugin %d.%d", args->host_abi_major,
-               args->host_abi_minor, GPURT_ABI_MAJOR, GPURT_ABI_MINOR);
-    return GPURT_ERR_ABI_MISMATCH;
-  }
-  if (!has_api) {
-    if (has_msg)
-      snprintf(args->message, sizeof args->message,
-               "cuda: negotiate args struct_size %llu has no room for api",
-               (unsigned long long)sz);
-    return GPURT_ERR_INVALID_ARGUMENT;
-  }
-  args->api = &cu_api;
-  return GPURT_OK;
+  return gp_negotiate(args, &cu_api);
 }

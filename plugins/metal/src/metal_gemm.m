@@ -168,8 +168,7 @@ gpurt_error *gm_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
     GMRuntime *rt;
     gpurt_error *e = gm_get_rt(h, &rt);
     if (e) return e;
-    if (sh == NULL)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: stream is NULL (runs need a stream)");
+    if ((e = gp_need_stream("gemm_run", sh))) return e;
     id so, po;
     if ((e = gm_lookup(rt, &rt->streams, (uintptr_t)sh, GP_KIND_STREAM, &so))) return e;
     if ((e = gm_lookup(rt, &rt->plans, (uintptr_t)ph, GP_KIND_GEMM_PLAN, &po))) return e;

@@ -150,41 +150,32 @@ typedef struct gm_end {
   uint64_t cap;       /* bytes of the allocation (device / pinned) */
 } gm_end;
 
-static gpurt_error *gm_resolve_end(GMRuntime *rt, const char *side, gpurt_buffer *bh,
+/* Resolves one end of a copy gp_copy_check accepted (kind is its GP_END_*:
+ * 1 device, 2 pinned, 3 pageable, as gm_end.kind). */
+static gpurt_error *gm_resolve_end(GMRuntime *rt, const char *side, int kind, gpurt_buffer *bh,
                                    gpurt_host_buffer *hh, void *ptr, uint64_t offset,
                                    uint64_t size, gm_end *out, id __strong *keep) {
-  int n = (bh != NULL) + (hh != NULL) + (ptr != NULL);
-  if (n != 1)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "copy: %s needs exactly one of buffer, host buffer and pointer (%d given)",
-                  side, n);
   gpurt_error *e;
   memset(out, 0, sizeof *out);
   out->offset = offset;
-  if (bh != NULL) {
+  out->kind = kind;
+  if (kind == GP_END_BUFFER) {
     id o;
     if ((e = gm_lookup(rt, &rt->buffers, (uintptr_t)bh, GP_KIND_BUFFER, &o))) return e;
     *keep = o;
-    out->kind = 1;
     out->buf = o;
     out->cap = out->buf->size;
-  } else if (hh != NULL) {
+  } else if (kind == GP_END_HOST) {
     id o;
     if ((e = gm_lookup(rt, &rt->hosts, (uintptr_t)hh, GP_KIND_HOST_BUFFER, &o))) return e;
     *keep = o;
-    out->kind = 2;
     out->host = o;
     out->cap = out->host->size;
   } else {
-    out->kind = 3;
     out->ptr = ptr;
     return NULL;
   }
-  if (offset > out->cap || size > out->cap - offset)
-    return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                  "copy: %s range [%llu, +%llu) is outside the %s of %llu bytes", side,
-                  (unsigned long long)offset, (unsigned long long)size,
-                  out->kind == 1 ? "buffer" : "host buffer", (unsigned long long)out->cap);
+  if ((e = gp_copy_range(side, kind, out->cap, offset, size))) return e;
   uint8_t *base = out->kind == 1 ? (uint8_t *)out->buf->buf.contents
                                  : (uint8_t *)out->host->mem->ptr;
   out->ptr = base + offset;
@@ -228,27 +219,19 @@ gpurt_error *gm_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
     gpurt_error *e = gm_get_rt(h, &rt);
     if (e) return e;
     gpurt_copy_args a;
-    if ((e = gp_read_struct(&a, sizeof a, args, "copy args"))) return e;
+    int dk, sk;
+    if ((e = gp_copy_check(args, &a, &dk, &sk))) return e;
     int sync = (a.flags & GPURT_COPY_SYNC) != 0;
-    if (a.flags & ~GPURT_COPY_SYNC)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: unknown flags %#x", a.flags & ~GPURT_COPY_SYNC);
     GMStream *s = nil;
     if (a.stream != NULL && (e = gm_get_stream(rt, a.stream, &s))) return e;
-    if (!sync && s == nil)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "copy: an asynchronous copy (no GPURT_COPY_SYNC) needs a stream");
     gm_end src, dst;
     id keep_src, keep_dst;
-    if ((e = gm_resolve_end(rt, "destination", a.dst_buffer, a.dst_host, a.dst_ptr, a.dst_offset,
+    if ((e = gm_resolve_end(rt, "dst", dk, a.dst_buffer, a.dst_host, a.dst_ptr, a.dst_offset,
                             a.size, &dst, &keep_dst)))
       return e;
-    if ((e = gm_resolve_end(rt, "source", a.src_buffer, a.src_host, (void *)a.src_ptr,
+    if ((e = gm_resolve_end(rt, "src", sk, a.src_buffer, a.src_host, (void *)a.src_ptr,
                             a.src_offset, a.size, &src, &keep_src)))
       return e;
-    if (!sync && (src.kind == 3 || dst.kind == 3))
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "copy: pageable memory needs GPURT_COPY_SYNC (asynchronous copies take "
-                    "only pinned host buffers)");
     if (s != nil) {
       if ((dst.kind == 1 && dst.buf->device != s->device->index) ||
           (src.kind == 1 && src.buf->device != s->device->index))
@@ -311,24 +294,14 @@ gpurt_error *gm_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
     gpurt_error *e = gm_get_rt(h, &rt);
     if (e) return e;
     gpurt_memset_args a;
-    if ((e = gp_read_struct(&a, sizeof a, args, "memset args"))) return e;
+    if ((e = gp_memset_check(args, &a))) return e;
+    uint32_t es = a.element_size;
     GMStream *s = nil;
     if (a.stream != NULL && (e = gm_get_stream(rt, a.stream, &s))) return e;
     id o;
     if ((e = gm_lookup(rt, &rt->buffers, (uintptr_t)a.buffer, GP_KIND_BUFFER, &o))) return e;
     GMBuffer *b = o;
-    uint32_t es = a.element_size;
-    if (es != 1 && es != 2 && es != 4)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: element_size %u is not 1, 2 or 4", es);
-    if (a.offset % es != 0 || a.size % es != 0)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "memset: offset %llu and size %llu must be multiples of element_size %u",
-                    (unsigned long long)a.offset, (unsigned long long)a.size, es);
-    if (a.offset > b->size || a.size > b->size - a.offset)
-      return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                    "memset: range [%llu, +%llu) is outside the buffer of %llu bytes",
-                    (unsigned long long)a.offset, (unsigned long long)a.size,
-                    (unsigned long long)b->size);
+    if ((e = gp_memset_range(b->size, a.offset, a.size))) return e;
     if (s != nil && s->device->index != b->device)
       return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                     "memset: the buffer is on device %u, the stream on device %u", b->device,

@@ -414,22 +414,6 @@ static gpurt_error *gm_sleep_rate(GMDevice *d, float *out) {
   return NULL;
 }
 
-static const char *gm_kind_name(int32_t k) {
-  static const char *names[] = {"?", "buffer", "i8", "i16", "i32", "i64", "u8", "u16",
-                                "u32", "u64", "f16", "bf16", "f32", "f64", "any"};
-  return k >= 1 && k <= GPURT_ARG_ANY ? names[k] : "unknown";
-}
-
-static uint32_t gm_scalar_size(int32_t kind) {
-  switch (kind) {
-    case GPURT_ARG_I8: case GPURT_ARG_U8: return 1;
-    case GPURT_ARG_I16: case GPURT_ARG_U16: case GPURT_ARG_F16: case GPURT_ARG_BF16: return 2;
-    case GPURT_ARG_I32: case GPURT_ARG_U32: case GPURT_ARG_F32: return 4;
-    case GPURT_ARG_I64: case GPURT_ARG_U64: case GPURT_ARG_F64: return 8;
-    default: return 0;
-  }
-}
-
 /* One launch, checked and resolved by gm_launch_prepare, encoded by
  * gm_launch_encode. a.args is the caller's array, borrowed for the call. */
 @interface GMLaunch : NSObject {
@@ -454,23 +438,17 @@ static gpurt_error *gm_launch_prepare(GMRuntime *rt, GMStream *s, gpurt_kernel *
   if ((e = gm_get_kernel(rt, kh, &k))) return e;
   const char *kn = k->name.UTF8String;
   if ((e = gm_check_lost(s->device))) return e;
-  if (k->device != s->device)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "launch %s: the kernel's module is on device %u but the stream is on device %u",
-                  kn, k->device->index, s->device->index);
+  if (k->device != s->device) return gp_launch_device_error(kn, k->device->index, s->device->index);
   gpurt_launch_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "launch: args"))) return e;
-  for (int i = 0; i < 3; i++)
-    if (a.grid[i] == 0 || a.block[i] == 0)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "launch %s: grid (%u,%u,%u) and block (%u,%u,%u) must be >= 1 in every "
-                    "dimension",
-                    kn, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2]);
+  if ((e = gp_launch_read(args, &a))) return e;
+  if ((e = gp_launch_check(kn, &a, k->num_params, k->kinds, k->sizes, GP_LAUNCH_ANY_TAKES_BUFFER)))
+    return e;
+  /* The device's limits (after the checks every plugin makes). */
   uint64_t threads = (uint64_t)a.block[0] * a.block[1] * a.block[2];
   uint64_t max_threads = k->pso.maxTotalThreadsPerThreadgroup;
   if (threads > max_threads)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "launch %s: block (%u,%u,%u) has %llu threads (this pipeline allows %llu)", kn,
+                  "launch \"%s\": block (%u,%u,%u) has %llu threads (this pipeline allows %llu)", kn,
                   a.block[0], a.block[1], a.block[2], (unsigned long long)threads,
                   (unsigned long long)max_threads);
   uint64_t max_shared = k->device->dev.maxThreadgroupMemoryLength;
@@ -478,17 +456,11 @@ static gpurt_error *gm_launch_prepare(GMRuntime *rt, GMStream *s, gpurt_kernel *
   uint64_t dyn = ((uint64_t)a.shared_mem_bytes + 15) & ~(uint64_t)15;
   if (dyn + static_shared > max_shared)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "launch %s: %u bytes of dynamic threadgroup memory (+%llu static; max %llu)", kn,
+                  "launch \"%s\": %u bytes of dynamic threadgroup memory (+%llu static; max %llu)", kn,
                   a.shared_mem_bytes, (unsigned long long)static_shared,
                   (unsigned long long)max_shared);
-  if (a.num_args != k->num_params)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: %u argument(s) given, the kernel takes %u",
-                  kn, a.num_args, k->num_params);
-  if (a.num_args > 0 && a.args == NULL)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: args is NULL with num_args %u", kn,
-                  a.num_args);
 
-  /* Check every argument before encoding anything. */
+  /* Resolve every buffer argument before encoding anything. */
   __strong GMBuffer *bufs[GPURT_MAX_KERNEL_PARAMS] = {nil};
   uint64_t view[GPURT_MAX_KERNEL_PARAMS] = {0};
   gp_launch_exec x;
@@ -498,48 +470,15 @@ static gpurt_error *gm_launch_prepare(GMRuntime *rt, GMStream *s, gpurt_kernel *
   memcpy(x.block, a.block, sizeof x.block);
   for (uint32_t p = 0; p < a.num_args; p++) {
     const gpurt_kernel_arg *g = &a.args[p];
-    int32_t want = k->kinds[p];
-    int is_buf = g->kind == GPURT_ARG_BUFFER;
-    if (want == GPURT_ARG_ANY) {
-      uint32_t ss = gm_scalar_size(g->kind);
-      if (!is_buf && ss == 0)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u has unknown kind %d", kn, p,
-                      g->kind);
-      if (!is_buf && g->size != ss)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch %s: argument %u (%s) has size %u, expected %u", kn, p,
-                      gm_kind_name(g->kind), g->size, ss);
-      if (!is_buf && k->sizes[p] != 0 && g->size != k->sizes[p])
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch %s: argument %u (%s) has size %u, the kernel's parameter has %u", kn,
-                      p, gm_kind_name(g->kind), g->size, k->sizes[p]);
-    } else {
-      if (g->kind != want)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u has kind %s (%d), expected %s",
-                      kn, p, gm_kind_name(g->kind), g->kind, gm_kind_name(want));
-      if (g->size != k->sizes[p])
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch %s: argument %u (%s) has size %u, expected %u", kn, p,
-                      gm_kind_name(g->kind), g->size, k->sizes[p]);
-    }
-    if (is_buf) {
+    if (g->kind == GPURT_ARG_BUFFER) {
       id bo;
       if ((e = gm_lookup(rt, &rt->buffers, (uintptr_t)g->buffer, GP_KIND_BUFFER, &bo)))
-        return gp_err_wrap(e, "launch %s: argument %u", kn, p);
+        return gp_err_wrap(e, "launch \"%s\": argument %u", kn, p);
       GMBuffer *b = bo;
       if (b->device != s->device->index)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                      "launch %s: argument %u: buffer %#llx is on device %u but the stream is on "
-                      "device %u",
-                      kn, p, (unsigned long long)(uintptr_t)g->buffer, b->device, s->device->index);
-      if (g->offset > b->size || (g->length != 0 && g->length > b->size - g->offset))
-        return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                      "launch %s: argument %u: view is outside buffer %#llx: buffer size %llu, "
-                      "offset %llu, length %llu",
-                      kn, p, (unsigned long long)(uintptr_t)g->buffer, (unsigned long long)b->size,
-                      (unsigned long long)g->offset, (unsigned long long)g->length);
+        return gp_launch_arg_device_error(kn, p, b->device, s->device->index);
+      if ((e = gp_launch_view(kn, p, b->size, g->offset, g->length, &view[p]))) return e;
       bufs[p] = b;
-      view[p] = g->length != 0 ? g->length : b->size - g->offset;
     } else if (p < 4) {
       uint64_t v = g->value;
       if (g->size < 8) v &= (1ull << (8 * g->size)) - 1;
@@ -548,16 +487,7 @@ static gpurt_error *gm_launch_prepare(GMRuntime *rt, GMStream *s, gpurt_kernel *
   }
   float sleep_rate = 0;
   if (k->builtin != NULL) {
-    uint64_t touched = gp_launch_touched(&x);
-    size_t es = gp_dtype_size(k->builtin->dtype);
-    for (uint32_t p = 0; es > 0 && p < k->builtin->num_buffers; p++)
-      if (touched > view[p] / es)
-        return gp_err(GPURT_ERR_OUT_OF_RANGE,
-                      "launch %s: argument %u: the kernel touches %llu elements (%llu bytes) but "
-                      "the view of buffer %#llx holds %llu bytes",
-                      kn, p, (unsigned long long)touched, (unsigned long long)(touched * es),
-                      (unsigned long long)(uintptr_t)a.args[p].buffer,
-                      (unsigned long long)view[p]);
+    if ((e = gp_builtin_check_views(k->builtin, &a, view))) return e;
     if (k->builtin->op == GP_BK_SLEEP && (e = gm_sleep_rate(k->device, &sleep_rate))) return e;
   }
   GMLaunch *l = [[GMLaunch alloc] init];
@@ -607,7 +537,7 @@ static uint64_t gm_launch_faults(GMRuntime *rt, uint64_t n) {
 
 static gpurt_error *gm_launch_fault_err(GMLaunch *l) {
   return gp_err(GPURT_ERR_LAUNCH_FAILED,
-                "launch %s: the kernel failed to start (injected fault: fail_launch_nth)",
+                "launch \"%s\": the kernel failed to start (injected fault: fail_launch_nth)",
                 l->k->name.UTF8String);
 }
 
@@ -617,8 +547,7 @@ gpurt_error *gm_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
     GMRuntime *rt;
     gpurt_error *e = gm_get_rt(h, &rt);
     if (e) return e;
-    if (sh == NULL)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch: stream is NULL (launches need a stream)");
+    if ((e = gp_need_stream("launch", sh))) return e;
     id so;
     if ((e = gm_lookup(rt, &rt->streams, (uintptr_t)sh, GP_KIND_STREAM, &so))) return e;
     GMStream *s = so;
@@ -631,7 +560,7 @@ gpurt_error *gm_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
     id<MTLComputeCommandEncoder> enc = [cb computeCommandEncoder];
     if (enc == nil) {
       gm_stream_abort(s);
-      return gp_err(GPURT_ERR_INTERNAL, "launch %s: no compute encoder", l->k->name.UTF8String);
+      return gp_err(GPURT_ERR_INTERNAL, "launch \"%s\": no compute encoder", l->k->name.UTF8String);
     }
     gm_launch_encode(enc, l);
     [enc endEncoding];
@@ -653,12 +582,7 @@ gpurt_error *gm_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
     gpurt_error *e = gm_get_rt(h, &rt);
     if (e) return e;
     if (count == 0) return NULL;
-    if (sh == NULL)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "launch_batch: stream is NULL (launches need a stream)");
-    if (items == NULL)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: items is NULL with count %llu",
-                    (unsigned long long)count);
+    if ((e = gp_launch_batch_check(sh, count, items))) return e;
     id so;
     if ((e = gm_lookup(rt, &rt->streams, (uintptr_t)sh, GP_KIND_STREAM, &so))) return e;
     GMStream *s = so;
@@ -669,7 +593,7 @@ gpurt_error *gm_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
     for (uint64_t i = 0; i < count; i++) {
       GMLaunch *l;
       if ((e = gm_launch_prepare(rt, s, items[i].kernel, items[i].args, &l)))
-        return gp_err_wrap(e, "launch_batch: item %llu", (unsigned long long)i);
+        return gp_batch_item_error(e, i);
       [ls addObject:l];
     }
     GMLaunch *first = [ls objectAtIndex:0];
@@ -680,7 +604,7 @@ gpurt_error *gm_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
       id<MTLComputeCommandEncoder> enc = [cb computeCommandEncoder];
       if (enc == nil) {
         gm_stream_abort(s);
-        return gp_err(GPURT_ERR_INTERNAL, "launch_batch: item 0: launch %s: no compute encoder",
+        return gp_err(GPURT_ERR_INTERNAL, "launch_batch: item 0: launch \"%s\": no compute encoder",
                       first->k->name.UTF8String);
       }
       uint32_t shared_set = 0; /* threadgroup memory the current encoder has set */
@@ -694,7 +618,7 @@ gpurt_error *gm_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
           if (enc == nil) {
             /* The launches before item i are encoded: commit them. */
             n = i;
-            e = gp_err(GPURT_ERR_INTERNAL, "launch_batch: item %llu: launch %s: no compute encoder",
+            e = gp_err(GPURT_ERR_INTERNAL, "launch_batch: item %llu: launch \"%s\": no compute encoder",
                        (unsigned long long)i, l->k->name.UTF8String);
             break;
           }
@@ -711,12 +635,7 @@ gpurt_error *gm_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
     if (out_enqueued != NULL) *out_enqueued = n;
     if (e != NULL) return e;
     if (n < count) {
-      e = gp_err_wrap(gm_launch_fault_err([ls objectAtIndex:(NSUInteger)n]),
-                      "launch_batch: item %llu", (unsigned long long)n);
-      if (n > 0)
-        e = gp_err_append(e, "; items 0..%llu before it stay enqueued", (unsigned long long)(n - 1));
-      else
-        e = gp_err_append(e, "; nothing was enqueued");
+      e = gp_batch_midway_error(gm_launch_fault_err([ls objectAtIndex:(NSUInteger)n]), n);
     }
     return e;
   }

@@ -180,7 +180,7 @@ gpurt_error *gm_insert(GMRuntime *rt, gp_handle_table *t, id obj,
     CFBridgingRelease(o);
     if (closed)
       return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: runtime is being destroyed", what);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: the handle table is full", what);
+    return gp_table_full_error(what, t->kind);
   }
   return NULL;
 }
@@ -464,7 +464,6 @@ static gpurt_error *gm_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out)
   GMRuntime *rt;
   gpurt_error *e = gm_get_rt(h, &rt);
   if (e) return e;
-  if ((e = gp_check_out(out, "runtime stats"))) return e;
   gpurt_runtime_stats s;
   memset(&s, 0, sizeof s);
   pthread_mutex_lock(&rt->mu);
@@ -477,8 +476,7 @@ static gpurt_error *gm_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out)
   s.device_bytes = rt->device_bytes;
   s.host_bytes = rt->host_bytes;
   pthread_mutex_unlock(&rt->mu);
-  gp_write_struct(out, &s, sizeof s);
-  return NULL;
+  return gp_stats_write(out, &s);
 }
 
 static gpurt_error *gm_runtime_control(gpurt_runtime *h, const gpurt_control_args *args) {
@@ -639,22 +637,8 @@ static const gpurt_api gm_api = {
     .gemm_run = gm_gemm_run,
 };
 
-/* No side effects: no Metal call, no allocation, no output. */
+/* The entry: csrc's gp_negotiate. No side effects: no Metal call, no
+ * allocation, no output. */
 GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
-  if (args == NULL || args->struct_size < offsetof(gpurt_negotiate_args, api) + sizeof(args->api))
-    return GPURT_ERR_INVALID_ARGUMENT;
-  args->plugin_abi_major = GPURT_ABI_MAJOR;
-  args->plugin_abi_minor = GPURT_ABI_MINOR;
-  args->api = NULL;
-  int has_msg = args->struct_size >= offsetof(gpurt_negotiate_args, message) + sizeof(args->message);
-  if (args->host_abi_major != GPURT_ABI_MAJOR) {
-    if (has_msg)
-      snprintf(args->message, sizeof args->message,
-               "metal: plugin ABI %u.%u, core ABI %u.%u: majors differ", GPURT_ABI_MAJOR,
-               GPURT_ABI_MINOR, args->host_abi_major, args->host_abi_minor);
-    return GPURT_ERR_ABI_MISMATCH;
-  }
-  if (has_msg) args->message[0] = 0;
-  args->api = &gm_api;
-  return GPURT_OK;
+  return gp_negotiate(args, &gm_api);
 }

@@ -33,7 +33,7 @@ gpurt_error *m_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_d
   pthread_mutex_unlock(&rt->mu);
   if (r != 0) {
     free(p);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: too many plans");
+    return gp_table_full_error("gemm_plan_create", GP_KIND_GEMM_PLAN);
   }
   *out = (gpurt_gemm_plan *)hp;
   return NULL;
@@ -46,8 +46,7 @@ gpurt_error *m_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {
   if (e) return e;
   pthread_mutex_lock(&rt->mu);
   void *o = NULL;
-  int st = gp_table_lookup(&rt->plans, (uintptr_t)ph, &o);
-  if (st == GP_HANDLE_OK) gp_table_remove(&rt->plans, (uintptr_t)ph);
+  int st = gp_table_take(&rt->plans, (uintptr_t)ph, &o);
   pthread_mutex_unlock(&rt->mu);
   if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_GEMM_PLAN, (uintptr_t)ph);
   free(o);
@@ -67,7 +66,7 @@ static gpurt_error *gemm_operand(mock_rt *rt, mock_stream *s, const char *name, 
   size_t es = gp_dtype_size(dtype);
   uint64_t bytes = elems * es;
   if (elems != 0 && bytes / es != elems) bytes = UINT64_MAX;
-  if (!mock_in_range(b->size, off, bytes))
+  if (!gp_in_range(b->size, off, bytes))
     return gp_err(GPURT_ERR_OUT_OF_RANGE, "gemm_run: operand %s spans %llu elements (%llu bytes of %s) from "
                   "offset %llu, beyond buffer %#llx of %llu bytes", name, U(elems), U(bytes),
                   gp_dtype_name(dtype), U(off), H(bh), U(b->size));
@@ -80,7 +79,7 @@ gpurt_error *m_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
   mock_rt *rt;
   gpurt_error *e = mock_get_rt(h, &rt);
   if (e) return e;
-  if (sh == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: stream is NULL (runs need a stream)");
+  if ((e = gp_need_stream("gemm_run", sh))) return e;
   mock_stream *s;
   if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   mock_plan *p;

@@ -157,11 +157,6 @@ struct mock_rt {
 #define H(p) ((unsigned long long)(uintptr_t)(p))
 #define U(x) ((unsigned long long)(x))
 
-/* Range check: [off, off+size) inside [0, total). */
-static inline int mock_in_range(uint64_t total, uint64_t off, uint64_t size) {
-  return off <= total && size <= total - off;
-}
-
 /* mock_plugin.c: runtimes, devices, shared lookups */
 gpurt_error *mock_get_rt(gpurt_runtime *h, mock_rt **out);
 gpurt_error *mock_lookup(mock_rt *rt, gp_handle_table *t, const void *h, void **out);

@@ -57,7 +57,7 @@ gpurt_error *m_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpurt_b
   if (r != 0) {
     free(raw);
     free(b);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "buffer_alloc: too many buffers");
+    return gp_table_full_error("buffer_alloc", GP_KIND_BUFFER);
   }
   *out = (gpurt_buffer *)hb;
   return NULL;
@@ -117,7 +117,7 @@ gpurt_error *m_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **o
   if (r != 0) {
     free(p);
     free(hb);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "host_alloc: too many host buffers");
+    return gp_table_full_error("host_alloc", GP_KIND_HOST_BUFFER);
   }
   *out = (gpurt_host_buffer *)hh;
   *out_ptr = p;
@@ -148,45 +148,33 @@ gpurt_error *m_host_free(gpurt_runtime *h, gpurt_host_buffer *buf) {
 /* ------------------------------------------------------------------ */
 
 typedef struct endpoint {
-  int kind; /* 0 device, 1 pinned, 2 pageable */
+  int kind; /* GP_END_BUFFER, GP_END_HOST, GP_END_PTR */
   uint32_t dev;
   uintptr_t handle;
   unsigned char *p;
 } endpoint;
 
-static gpurt_error *resolve_endpoint(mock_rt *rt, const char *side, gpurt_buffer *buf,
+/* Resolves one end of a copy gp_copy_check accepted (kind is its GP_END_*). */
+static gpurt_error *resolve_endpoint(mock_rt *rt, const char *side, int kind, gpurt_buffer *buf,
                                      gpurt_host_buffer *host, const void *ptr, uint64_t off,
                                      uint64_t size, endpoint *ep) {
-  int n = (buf != NULL) + (host != NULL) + (ptr != NULL);
-  if (n != 1)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: exactly one of %s_buffer, %s_host, %s_ptr must be set (%d are)",
-                  side, side, side, n);
   gpurt_error *e;
-  if (buf) {
+  ep->kind = kind;
+  if (kind == GP_END_BUFFER) {
     mock_buf *b;
     if ((e = mock_lookup(rt, &rt->bufs, buf, (void **)&b))) return e;
     if (mock_is_lost(rt, b->dev)) return mock_lost_err("copy", b->dev);
-    if (size && !mock_in_range(b->size, off, size))
-      return gp_err(GPURT_ERR_OUT_OF_RANGE, "copy: %s range is outside buffer %#llx: buffer size %llu, "
-                    "offset %llu, size %llu", side, H(buf), U(b->size), U(off), U(size));
-    ep->kind = 0;
+    if ((e = gp_copy_range(side, kind, b->size, off, size))) return e;
     ep->dev = b->dev;
     ep->handle = (uintptr_t)buf;
-    ep->p = b->data + (size ? off : 0);
-  } else if (host) {
+    ep->p = b->data + off;
+  } else if (kind == GP_END_HOST) {
     mock_host *hb;
     if ((e = mock_lookup(rt, &rt->hosts, host, (void **)&hb))) return e;
-    if (size && !mock_in_range(hb->size, off, size))
-      return gp_err(GPURT_ERR_OUT_OF_RANGE, "copy: %s range is outside host buffer %#llx: buffer size %llu, "
-                    "offset %llu, size %llu", side, H(host), U(hb->size), U(off), U(size));
-    ep->kind = 1;
+    if ((e = gp_copy_range(side, kind, hb->size, off, size))) return e;
     ep->handle = (uintptr_t)host;
-    ep->p = hb->ptr + (size ? off : 0);
+    ep->p = hb->ptr + off;
   } else {
-    if (off != 0)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: %s_offset is %llu with %s_ptr; offsets apply to "
-                    "buffers only (advance the pointer instead)", side, U(off), side);
-    ep->kind = 2;
     ep->p = (unsigned char *)(uintptr_t)ptr;
   }
   return NULL;
@@ -205,29 +193,24 @@ gpurt_error *m_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   gpurt_error *e = mock_get_rt(h, &rt);
   if (e) return e;
   gpurt_copy_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "copy: args"))) return e;
-  if (a.flags & ~GPURT_COPY_SYNC)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: unknown flags %#x", a.flags & ~GPURT_COPY_SYNC);
+  int dk, sk;
+  if ((e = gp_copy_check(args, &a, &dk, &sk))) return e;
   int sync = (a.flags & GPURT_COPY_SYNC) != 0;
   mock_stream *s = NULL;
   if (a.stream) {
     if ((e = mock_lookup(rt, &rt->streams, a.stream, (void **)&s))) return e;
     if (mock_is_lost(rt, s->dev)) return mock_lost_err("copy", s->dev);
-  } else if (!sync) {
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: an asynchronous copy needs a stream (stream is NULL "
-                  "without GPURT_COPY_SYNC)");
   }
   endpoint src, dst;
   memset(&src, 0, sizeof src);
   memset(&dst, 0, sizeof dst);
-  if ((e = resolve_endpoint(rt, "dst", a.dst_buffer, a.dst_host, a.dst_ptr, a.dst_offset, a.size, &dst))) return e;
-  if ((e = resolve_endpoint(rt, "src", a.src_buffer, a.src_host, a.src_ptr, a.src_offset, a.size, &src))) return e;
-  if (!sync && (src.kind == 2 || dst.kind == 2))
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: %s_ptr is pageable memory; an asynchronous copy takes "
-                  "pinned host memory (a host buffer) or needs GPURT_COPY_SYNC", src.kind == 2 ? "src" : "dst");
+  if ((e = resolve_endpoint(rt, "dst", dk, a.dst_buffer, a.dst_host, a.dst_ptr, a.dst_offset, a.size, &dst)))
+    return e;
+  if ((e = resolve_endpoint(rt, "src", sk, a.src_buffer, a.src_host, a.src_ptr, a.src_offset, a.size, &src)))
+    return e;
   if (s) {
-    if (dst.kind == 0 && (e = stream_matches("copy", "dst buffer", dst.handle, dst.dev, s->dev))) return e;
-    if (src.kind == 0 && (e = stream_matches("copy", "src buffer", src.handle, src.dev, s->dev))) return e;
+    if (dk == GP_END_BUFFER && (e = stream_matches("copy", "dst buffer", dst.handle, dst.dev, s->dev))) return e;
+    if (sk == GP_END_BUFFER && (e = stream_matches("copy", "src buffer", src.handle, src.dev, s->dev))) return e;
   }
   if (a.size == 0) return NULL;
 
@@ -244,10 +227,11 @@ gpurt_error *m_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
     return NULL;
   }
   /* Synchronous on the default ordering: after all work of the devices. */
-  if (dst.kind != 0 && src.kind != 0) e = mock_drain_device(rt, UINT32_MAX);
+  if (dk != GP_END_BUFFER && sk != GP_END_BUFFER) e = mock_drain_device(rt, UINT32_MAX);
   else {
-    if (dst.kind == 0) e = mock_drain_device(rt, dst.dev);
-    if (!e && src.kind == 0 && !(dst.kind == 0 && dst.dev == src.dev)) e = mock_drain_device(rt, src.dev);
+    if (dk == GP_END_BUFFER) e = mock_drain_device(rt, dst.dev);
+    if (!e && sk == GP_END_BUFFER && !(dk == GP_END_BUFFER && dst.dev == src.dev))
+      e = mock_drain_device(rt, src.dev);
   }
   if (e) return e;
   memmove(dst.p, src.p, (size_t)a.size);
@@ -259,25 +243,16 @@ gpurt_error *m_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
   gpurt_error *e = mock_get_rt(h, &rt);
   if (e) return e;
   gpurt_memset_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "memset: args"))) return e;
+  if ((e = gp_memset_check(args, &a))) return e;
+  uint32_t es = a.element_size;
   mock_stream *s = NULL;
   if (a.stream && (e = mock_lookup(rt, &rt->streams, a.stream, (void **)&s))) return e;
   mock_buf *b;
   if ((e = mock_lookup(rt, &rt->bufs, a.buffer, (void **)&b))) return e;
   if (mock_is_lost(rt, b->dev)) return mock_lost_err("memset", b->dev);
   if (s && (e = stream_matches("memset", "buffer", (uintptr_t)a.buffer, b->dev, s->dev))) return e;
-  uint32_t es = a.element_size;
-  if (es != 1 && es != 2 && es != 4)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: element_size is %u (must be 1, 2 or 4)", es);
-  if (a.offset % es || a.size % es)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: offset %llu and size %llu must be multiples of "
-                  "element_size %u", U(a.offset), U(a.size), es);
-  if (es < 4 && (a.value >> (8 * es)) != 0)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: value %#x does not fit in %u byte(s)", a.value, es);
+  if ((e = gp_memset_range(b->size, a.offset, a.size))) return e;
   if (a.size == 0) return NULL;
-  if (!mock_in_range(b->size, a.offset, a.size))
-    return gp_err(GPURT_ERR_OUT_OF_RANGE, "memset: range is outside buffer %#llx: buffer size %llu, "
-                  "offset %llu, size %llu", H(a.buffer), U(b->size), U(a.offset), U(a.size));
   mock_op *op = calloc(1, sizeof *op);
   if (!op) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "memset: no memory");
   op->kind = OP_MEMSET;

@@ -56,7 +56,7 @@ gpurt_error *m_module_load(gpurt_runtime *h, const gpurt_module_load_args *args,
   if (r != 0) {
     free(ks);
     free(m);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "module_load: too many modules");
+    return gp_table_full_error("module_load", GP_KIND_MODULE);
   }
   *out = (gpurt_module *)hm;
   return NULL;
@@ -148,14 +148,10 @@ gpurt_error *m_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info
   return NULL;
 }
 
-static const char *arg_kind_name(int32_t k) {
-  static const char *names[] = {"?", "buffer", "i8", "i16", "i32", "i64", "u8", "u16", "u32",
-                                "u64", "f16", "bf16", "f32", "f64", "any"};
-  return (k >= 1 && k <= 14) ? names[k] : "unknown";
-}
-
 /* Checks one launch against the kernel's parameters and the stream as
- * launch does, and resolves it into *out (enqueues nothing). */
+ * launch does, and resolves it into *out (enqueues nothing). The checks
+ * every plugin makes are csrc's (gp_launch_check and friends); the device
+ * limits after them are the mock's. */
 static gpurt_error *launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh, const gpurt_launch_args *args,
                                    gp_launch_exec *out) {
   gpurt_error *e;
@@ -163,32 +159,20 @@ static gpurt_error *launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh
   if ((e = mock_lookup(rt, &rt->kernels, kh, (void **)&mk))) return e;
   if (mock_is_lost(rt, s->dev)) return mock_lost_err("launch", s->dev);
   const gp_builtin_kernel *k = mk->k;
-  if (mk->dev != s->dev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: the kernel's module is on device %u but the stream "
-                  "is on device %u", k->name, mk->dev, s->dev);
+  if (mk->dev != s->dev) return gp_launch_device_error(k->name, mk->dev, s->dev);
   gpurt_launch_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "launch: args"))) return e;
-  for (int i = 0; i < 3; i++) {
-    if (a.grid[i] == 0 || a.block[i] == 0)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: grid (%u,%u,%u) and block (%u,%u,%u) must be >= 1 "
-                    "in every dimension", k->name, a.grid[0], a.grid[1], a.grid[2], a.block[0], a.block[1],
-                    a.block[2]);
-  }
+  if ((e = gp_launch_read(args, &a))) return e;
+  if ((e = gp_launch_check(k->name, &a, k->num_params, k->kinds, k->sizes, 0))) return e;
   uint64_t threads = (uint64_t)a.block[0] * a.block[1] * a.block[2];
   if (threads > 1024 || a.block[2] > 64)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: block (%u,%u,%u) has %llu threads (max 1024, z max 64)",
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": block (%u,%u,%u) has %llu threads (max 1024, z max 64)",
                   k->name, a.block[0], a.block[1], a.block[2], U(threads));
   if (a.grid[0] > 0x7fffffffu || a.grid[1] > 65535 || a.grid[2] > 65535)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: grid (%u,%u,%u) is too large (x max 2^31-1, y and z "
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": grid (%u,%u,%u) is too large (x max 2^31-1, y and z "
                   "max 65535)", k->name, a.grid[0], a.grid[1], a.grid[2]);
   if (a.shared_mem_bytes > MOCK_MAX_SHARED)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: %u bytes of dynamic shared memory (max %u)", k->name,
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": %u bytes of dynamic shared memory (max %u)", k->name,
                   a.shared_mem_bytes, MOCK_MAX_SHARED);
-  if (a.num_args != k->num_params)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: %u argument(s) given, the kernel takes %u", k->name,
-                  a.num_args, k->num_params);
-  if (a.num_args > 0 && a.args == NULL)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: args is NULL with num_args %u", k->name, a.num_args);
 
   gp_launch_exec x;
   memset(&x, 0, sizeof x);
@@ -196,43 +180,22 @@ static gpurt_error *launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh
   memcpy(x.grid, a.grid, sizeof x.grid);
   memcpy(x.block, a.block, sizeof x.block);
   uint64_t view[3] = {0, 0, 0};
-  uintptr_t bh[3] = {0, 0, 0};
   for (uint32_t p = 0; p < a.num_args; p++) {
     const gpurt_kernel_arg *g = &a.args[p];
-    if (g->kind != k->kinds[p])
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u has kind %s (%d), expected %s", k->name,
-                    p, arg_kind_name(g->kind), g->kind, arg_kind_name(k->kinds[p]));
-    if (g->size != k->sizes[p])
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u (%s) has size %u, expected %u", k->name,
-                    p, arg_kind_name(g->kind), g->size, k->sizes[p]);
     if (g->kind == GPURT_ARG_BUFFER) {
       mock_buf *b;
       if ((e = mock_lookup(rt, &rt->bufs, g->buffer, (void **)&b)))
-        return gp_err_wrap(e, "launch %s: argument %u", k->name, p);
-      if (b->dev != s->dev)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch %s: argument %u: buffer %#llx is on device %u but the "
-                      "stream is on device %u", k->name, p, H(g->buffer), b->dev, s->dev);
-      if (g->offset > b->size || (g->length && !mock_in_range(b->size, g->offset, g->length)))
-        return gp_err(GPURT_ERR_OUT_OF_RANGE, "launch %s: argument %u: view is outside buffer %#llx: buffer "
-                      "size %llu, offset %llu, length %llu", k->name, p, H(g->buffer), U(b->size), U(g->offset),
-                      U(g->length));
+        return gp_err_wrap(e, "launch \"%s\": argument %u", k->name, p);
+      if (b->dev != s->dev) return gp_launch_arg_device_error(k->name, p, b->dev, s->dev);
+      if ((e = gp_launch_view(k->name, p, b->size, g->offset, g->length, &view[p]))) return e;
       x.bufs[p] = b->data + g->offset;
-      view[p] = g->length ? g->length : b->size - g->offset;
-      bh[p] = (uintptr_t)g->buffer;
     } else {
       uint64_t v = g->value;
       if (g->size < 8) v &= (1ull << (8 * g->size)) - 1;
       x.scalar[p] = v;
     }
   }
-  uint64_t touched = gp_launch_touched(&x);
-  size_t es = gp_dtype_size(k->dtype);
-  for (uint32_t p = 0; p < k->num_buffers; p++) {
-    if (touched > view[p] / es)
-      return gp_err(GPURT_ERR_OUT_OF_RANGE, "launch %s: argument %u: the kernel touches %llu elements (%llu "
-                    "bytes) but the view of buffer %#llx holds %llu bytes", k->name, p, U(touched),
-                    U(touched * es), H(bh[p]), U(view[p]));
-  }
+  if ((e = gp_builtin_check_views(k, &a, view))) return e;
   *out = x;
   return NULL;
 }
@@ -247,7 +210,7 @@ static uint64_t launch_faults(mock_rt *rt, uint64_t n) {
 }
 
 static gpurt_error *launch_fault_err(const gp_launch_exec *x) {
-  return gp_err(GPURT_ERR_LAUNCH_FAILED, "launch %s: the kernel failed to start (injected fault: "
+  return gp_err(GPURT_ERR_LAUNCH_FAILED, "launch \"%s\": the kernel failed to start (injected fault: "
                 "fail_launch_nth)", x->k->name);
 }
 
@@ -255,7 +218,7 @@ gpurt_error *m_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, cons
   mock_rt *rt;
   gpurt_error *e = mock_get_rt(h, &rt);
   if (e) return e;
-  if (sh == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch: stream is NULL (launches need a stream)");
+  if ((e = gp_need_stream("launch", sh))) return e;
   mock_stream *s;
   if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   gp_launch_exec x;
@@ -284,10 +247,7 @@ gpurt_error *m_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, 
   gpurt_error *e = mock_get_rt(h, &rt);
   if (e) return e;
   if (count == 0) return NULL;
-  if (sh == NULL)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: stream is NULL (launches need a stream)");
-  if (items == NULL)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch_batch: items is NULL with count %llu", U(count));
+  if ((e = gp_launch_batch_check(sh, count, items))) return e;
   mock_stream *s;
   if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   if (mock_is_lost(rt, s->dev)) return mock_lost_err("launch_batch", s->dev);
@@ -298,7 +258,7 @@ gpurt_error *m_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, 
     if ((e = launch_prepare(rt, s, items[i].kernel, items[i].args, &x))) {
       free_ops(rt, ops, 0, i);
       free(ops);
-      return gp_err_wrap(e, "launch_batch: item %llu", U(i));
+      return gp_batch_item_error(e, i);
     }
     if (!(ops[i] = calloc(1, sizeof *ops[i]))) {
       free_ops(rt, ops, 0, i);
@@ -312,9 +272,7 @@ gpurt_error *m_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, 
   if (n > 0) mock_enqueue_many(s, ops, n);
   if (out_enqueued) *out_enqueued = n;
   if (n < count) {
-    e = gp_err_wrap(launch_fault_err(&ops[n]->u.launch), "launch_batch: item %llu", U(n));
-    if (n) e = gp_err_append(e, "; items 0..%llu before it stay enqueued", U(n - 1));
-    else e = gp_err_append(e, "; nothing was enqueued");
+    e = gp_batch_midway_error(launch_fault_err(&ops[n]->u.launch), n);
     free_ops(rt, ops, n, count);
   }
   free(ops);

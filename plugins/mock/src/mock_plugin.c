@@ -394,7 +394,6 @@ static gpurt_error *m_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) 
   mock_rt *rt;
   gpurt_error *e = mock_get_rt(h, &rt);
   if (e) return e;
-  if ((e = gp_check_out(out, "runtime_stats: out"))) return e;
   gpurt_runtime_stats s;
   memset(&s, 0, sizeof s);
   pthread_mutex_lock(&rt->mu);
@@ -407,8 +406,7 @@ static gpurt_error *m_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) 
   for (uint32_t d = 0; d < rt->ndev; d++) s.device_bytes += rt->used[d];
   s.host_bytes = rt->host_bytes;
   pthread_mutex_unlock(&rt->mu);
-  gp_write_struct(out, &s, sizeof s);
-  return NULL;
+  return gp_stats_write(out, &s);
 }
 
 static gpurt_error *m_runtime_control(gpurt_runtime *h, const gpurt_control_args *args) {
@@ -551,27 +549,7 @@ static const gpurt_api mock_api = {
     .grouped_gemm = m_grouped_gemm,
 };
 
-/* No side effects: writes versions, the table or a message; nothing else. */
+/* The entry: csrc's gp_negotiate (no side effects). */
 GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
-  if (args == NULL || args->struct_size < offsetof(gpurt_negotiate_args, api))
-    return GPURT_ERR_INVALID_ARGUMENT;
-  int has_api = args->struct_size >= offsetof(gpurt_negotiate_args, api) + sizeof(args->api);
-  int has_msg = args->struct_size >= offsetof(gpurt_negotiate_args, message) + sizeof(args->message);
-  args->plugin_abi_major = GPURT_ABI_MAJOR;
-  args->plugin_abi_minor = GPURT_ABI_MINOR;
-  if (has_api) args->api = NULL;
-  if (has_msg) args->message[0] = 0;
-  if (args->host_abi_major != GPURT_ABI_MAJOR) {
-    if (has_msg)
-      snprintf(args->message, sizeof args->message,
-               "mock: abi mismatch: the core speaks %u.%u, the plugin speaks %u.%u (majors must match)",
-               args->host_abi_major, args->host_abi_minor, GPURT_ABI_MAJOR, GPURT_ABI_MINOR);
-    return GPURT_ERR_ABI_MISMATCH;
-  }
-  if (!has_api) {
-    if (has_msg) snprintf(args->message, sizeof args->message, "mock: negotiate args too small for the api field");
-    return GPURT_ERR_INVALID_ARGUMENT;
-  }
-  args->api = &mock_api;
-  return GPURT_OK;
+  return gp_negotiate(args, &mock_api);
 }

@@ -229,7 +229,7 @@ gpurt_error *m_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out) {
   pthread_mutex_unlock(&rt->mu);
   if (r != 0) {
     mock_stream_finish(rt, s);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: too many streams");
+    return gp_table_full_error("stream_create", GP_KIND_STREAM);
   }
   *out = (gpurt_stream *)hs;
   return NULL;
@@ -242,8 +242,7 @@ gpurt_error *m_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
   if (e) return e;
   pthread_mutex_lock(&rt->mu);
   void *o = NULL;
-  int st = gp_table_lookup(&rt->streams, (uintptr_t)sh, &o);
-  if (st == GP_HANDLE_OK) gp_table_remove(&rt->streams, (uintptr_t)sh);
+  int st = gp_table_take(&rt->streams, (uintptr_t)sh, &o);
   pthread_mutex_unlock(&rt->mu);
   if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_STREAM, (uintptr_t)sh);
   mock_stream_finish(rt, o);
@@ -294,7 +293,7 @@ gpurt_error *m_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_
   pthread_mutex_unlock(&rt->mu);
   if (r != 0) {
     free(ev);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: too many events");
+    return gp_table_full_error("event_create", GP_KIND_EVENT);
   }
   *out = (gpurt_event *)he;
   return NULL;
@@ -307,8 +306,7 @@ gpurt_error *m_event_destroy(gpurt_runtime *h, gpurt_event *eh) {
   if (e) return e;
   pthread_mutex_lock(&rt->mu);
   void *o = NULL;
-  int st = gp_table_lookup(&rt->events, (uintptr_t)eh, &o);
-  if (st == GP_HANDLE_OK) gp_table_remove(&rt->events, (uintptr_t)eh);
+  int st = gp_table_take(&rt->events, (uintptr_t)eh, &o);
   pthread_mutex_unlock(&rt->mu);
   if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_EVENT, (uintptr_t)eh);
   mock_event *ev = o;

@@ -325,7 +325,7 @@ static void test_copies(void) {
   }
   gpurt_buffer *b = alloc(rt, 0, 100);
   char tmp[200];
-  ERR(copy_sync(rt, NULL, b, 50, NULL, NULL, 0, tmp, 51), GPURT_ERR_OUT_OF_RANGE, "buffer size 100, offset 50, size 51");
+  ERR(copy_sync(rt, NULL, b, 50, NULL, NULL, 0, tmp, 51), GPURT_ERR_OUT_OF_RANGE, "dst range (offset 50, size 51) is outside the buffer of 100 bytes");
   ERR(copy_sync(rt, NULL, NULL, 0, tmp, b, 101, NULL, 1), GPURT_ERR_OUT_OF_RANGE, "offset 101");
   ERR(copy_sync(rt, NULL, NULL, 0, tmp, b, UINT64_MAX, NULL, 2), GPURT_ERR_OUT_OF_RANGE, "size 2");
   OK(copy_sync(rt, NULL, b, 0, NULL, NULL, 0, tmp, 0)); /* size 0: no-op */
@@ -524,7 +524,7 @@ static void test_kernels(void) {
     for (int i = 0; i < N; i++) ok &= load_t(c, out, i) == (i < 768 ? 2.5f : 0.0f);
     CHECK(ok, "%s: fill with a small grid", name);
     /* argument errors */
-    ERR(launch(rt, s, k, 1, 1, fa, 2), GPURT_ERR_INVALID_ARGUMENT, "2 argument(s) given");
+    ERR(launch(rt, s, k, 1, 1, fa, 2), GPURT_ERR_INVALID_ARGUMENT, "the kernel takes 3 arguments, got 2");
     gpurt_kernel_arg bad[3] = {fa[0], au64(1), fa[2]};
     ERR(launch(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
     bad[1] = fa[1];
@@ -866,14 +866,14 @@ static void test_launch_batch(void) {
                              largs(2, 128, f2, 3)};
   gpurt_launch_item ib[4] = {{fill, &lb[0]}, {axpy, &lb[1]}, {fill, &lb[2]}, {fill, &lb[3]}};
   n = 99;
-  ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "item 2: launch fill_f32: 2 argument(s)");
+  ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "item 2: launch \"fill_f32\": the kernel takes 3 arguments, got 2");
   CHECK(n == 0, "invalid item: out_enqueued %llu (want 0)", (unsigned long long)n);
   /* a view too small for item 1 is out of range */
   gpurt_kernel_arg small[4] = {abuf(y, 0, 16), abuf(x, 0, 0), af32(1.0f), au64(N)};
   lb[1] = largs(2, 128, small, 4);
   lb[2] = largs(2, 128, f1, 3);
   n = 99;
-  ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_OUT_OF_RANGE, "item 1: launch axpy_f32");
+  ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_OUT_OF_RANGE, "item 1: launch \"axpy_f32\"");
   CHECK(n == 0, "out-of-range item: out_enqueued %llu (want 0)", (unsigned long long)n);
   /* a NULL args pointer and NULL items */
   lb[1] = largs(2, 128, a1, 4);
@@ -895,7 +895,7 @@ static void test_launch_batch(void) {
   gpurt_module_load_args ml1 = {sizeof ml1, 1, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
   OK(api->module_load(rt, &ml1, &m1));
   ig[1].kernel = kernel(rt, m1, "fill_f32");
-  ERR(api->launch_batch(rt, s, 2, ig, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: launch fill_f32: the kernel's module");
+  ERR(api->launch_batch(rt, s, 2, ig, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: launch \"fill_f32\": the kernel is on device 1, the stream on device 0");
   OK(api->stream_synchronize(rt, s));
   download(rt, hx, x, N * 4);
   download(rt, hy, y, N * 4);
@@ -911,7 +911,7 @@ static void test_launch_batch(void) {
   per_elem(&pe, fill, z);
   OK(control(rt, "fail_launch_nth", 3));
   n = 99;
-  ERR(api->launch_batch(rt, s, PB, pe.it, &n), GPURT_ERR_LAUNCH_FAILED, "item 2: launch fill_f32");
+  ERR(api->launch_batch(rt, s, PB, pe.it, &n), GPURT_ERR_LAUNCH_FAILED, "item 2: launch \"fill_f32\"");
   CHECK(n == 2, "fault at item 2: out_enqueued %llu (want 2)", (unsigned long long)n);
   OK(api->stream_synchronize(rt, s));
   download(rt, hz, z, sizeof hz);
