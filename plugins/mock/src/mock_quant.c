@@ -57,7 +57,7 @@ static void st_half(int32_t t, void *base, uint64_t i, double v) {
 static gpurt_error *op_stream(gpurt_runtime *h, gpurt_stream *sh, const char *what, mock_rt **rt, mock_stream **s) {
   gpurt_error *e = mock_get_rt(h, rt);
   if (e) return e;
-  if (sh == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: stream is NULL (runs need a stream)", what);
+  if ((e = gp_need_stream(what, sh))) return e;
   if ((e = mock_lookup(*rt, &(*rt)->streams, sh, (void **)s))) return e;
   if (mock_is_lost(*rt, (*s)->dev)) return mock_lost_err(what, (*s)->dev);
   return NULL;
@@ -72,7 +72,7 @@ static gpurt_error *op_operand(mock_rt *rt, mock_stream *s, const char *what, co
   if (b->dev != s->dev)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: operand %s: buffer %#llx is on device %u but the stream is "
                   "on device %u", what, name, H(bh), b->dev, s->dev);
-  if (!mock_in_range(b->size, off, bytes))
+  if (!gp_in_range(b->size, off, bytes))
     return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: operand %s spans %llu bytes from offset %llu, beyond buffer "
                   "%#llx of %llu bytes", what, name, U(bytes), U(off), H(bh), U(b->size));
   *out = b->data + off;
