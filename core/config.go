@@ -41,7 +41,13 @@ import (
 // never silently replaced by the default.
 type Config struct {
 	// PluginPaths are files or folders searched before GPURT_PLUGIN_PATH
-	// and the executable's folders.
+	// and the executable's folders. An entry is a plugin file when it
+	// names an existing file that is not a folder, or when its base name
+	// has a plugin's form (libgpurt_<name>.so, .dylib on macOS) even if it
+	// is missing; anything else is a folder. A plugin file given here must
+	// be usable: when it is missing, refused or broken, Open and Probe fail
+	// with ErrBackendUnavailable naming it, even when another plugin could
+	// run. A folder that does not exist is searched in vain, not an error.
 	PluginPaths []string
 	// Backend is "auto" (or ""), "cuda", "metal", "mock", or the backend
 	// of any plugin file found (libgpurt_rocm.so: "rocm"; see Backends);

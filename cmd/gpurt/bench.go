@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/metrale/gpurt/bench"
+	"github.com/metrale/gpurt/core"
 )
 
 func init() {
@@ -64,6 +66,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "gpurt bench: %v\n", e)
 			return 1
 		}
+	}
+	if err != nil && *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
+		fmt.Fprintf(stderr, "gpurt bench: --backend: %s\n", text(err.Error()))
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gpurt bench: %v\n", err)

@@ -60,7 +60,7 @@ func TestBenchCommand(t *testing.T) {
 	}
 	t.Run("unknown backend", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
-		assert.Equal(t, 1, runBench([]string{"--quick", "--backend", "nonesuch", "--plugin", dir}, &stdout, &stderr))
+		assert.Equal(t, 2, runBench([]string{"--quick", "--backend", "nonesuch", "--plugin", dir}, &stdout, &stderr))
 		assert.Contains(t, stderr.String(), "unknown backend")
 	})
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -71,8 +72,12 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		opts.Filter = re
 	}
 	rt, err := core.Open(cfg)
+	if err != nil && *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
+		fmt.Fprintf(stderr, "gpurt conform: --backend: %s\n", text(err.Error()))
+		return 2
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "gpurt conform: %v\n", err)
+		fmt.Fprintf(stderr, "gpurt conform: %s\n", text(err.Error()))
 		fmt.Fprintln(stderr, "0 passed, 1 failed")
 		return 1
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -56,11 +57,35 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpurt probe: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	rep, err := core.Probe(core.Config{PluginPaths: paths, Backend: *backend})
+	cfg := core.Config{PluginPaths: paths, Backend: *backend}
+	rep, err := core.Probe(cfg)
+	if *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
+		fmt.Fprintf(stderr, "gpurt probe: --backend: %s\n", text(err.Error()))
+		return 2
+	}
+	// Probe does not create a runtime; Open does, and can still fail (a
+	// malformed plugin setting such as GPURT_MOCK_DEVICES=x, a device held
+	// by another process). Report what Open would do: create the chosen
+	// backend's runtime and close it again.
+	runtimeLine := ""
+	if err == nil && rep != nil && rep.Selected != "" {
+		rt, oerr := core.Open(cfg)
+		if oerr != nil {
+			err = fmt.Errorf("gpurt probe: %s (%s) was chosen, but its runtime cannot be created: %s",
+				rep.Backend, rep.Selected, strings.TrimPrefix(oerr.Error(), "gpurt: "))
+			runtimeLine = "runtime: cannot be created: " + oerr.Error()
+		} else {
+			runtimeLine = fmt.Sprintf("runtime: created (%d devices) and closed", rt.NumDevices())
+			if cerr := rt.Close(); cerr != nil {
+				err = fmt.Errorf("gpurt probe: closing the %s runtime: %s", rep.Backend, strings.TrimPrefix(cerr.Error(), "gpurt: "))
+				runtimeLine = "runtime: created, but closing it failed: " + cerr.Error()
+			}
+		}
+	}
 	if *asJSON {
-		out := probeJSON{Report: rep}
+		out := probeJSON{Report: jsonReport(rep)}
 		if err != nil {
-			out.Error = err.Error()
+			out.Error = jsonText(err.Error())
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -68,21 +93,24 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "gpurt probe: %v\n", e)
 			return 1
 		}
-	} else {
+	} else if rep != nil {
 		printReport(stdout, rep)
+		if runtimeLine != "" {
+			fmt.Fprintln(stdout, text(runtimeLine))
+		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%v\n", err)
+		fmt.Fprintln(stderr, text(err.Error()))
 		return 1
 	}
 	return 0
 }
 
 func printReport(w io.Writer, rep *core.Report) {
-	fmt.Fprintf(w, "requested backend: %s\n", rep.Requested)
+	fmt.Fprintf(w, "requested backend: %s\n", text(rep.Requested))
 	fmt.Fprintln(w, "folders searched:")
 	for _, s := range rep.Searched {
-		fmt.Fprintf(w, "  %s\n", s)
+		fmt.Fprintf(w, "  %s\n", text(s))
 	}
 	if len(rep.Searched) == 0 {
 		fmt.Fprintln(w, "  (none)")
@@ -92,27 +120,27 @@ func printReport(w io.Writer, rep *core.Report) {
 		fmt.Fprintln(w, "  (no plugin files found)")
 	}
 	for _, c := range rep.Candidates {
-		fmt.Fprintf(w, "  %-9s %-6s %s\n", c.State, dash(c.Backend), c.Path)
+		fmt.Fprintf(w, "  %-9s %-6s %s\n", text(string(c.State)), dash(c.Backend), text(c.Path))
 		if c.Version != "" || c.ABI != "" {
 			fmt.Fprintf(w, "            version %s, ABI %s, priority %d, score %d\n", dash(c.Version), dash(c.ABI), c.Priority, c.Score)
 		}
-		fmt.Fprintf(w, "            %s\n", c.Reason)
+		fmt.Fprintf(w, "            %s\n", text(c.Reason))
 		if c.Detail != "" {
-			fmt.Fprintf(w, "            %s\n", c.Detail)
+			fmt.Fprintf(w, "            %s\n", text(c.Detail))
 		}
 	}
 	if rep.Selected == "" {
 		fmt.Fprintln(w, "chosen: none")
 		return
 	}
-	fmt.Fprintf(w, "chosen: %s (%s)\n", rep.Backend, filepath.Clean(rep.Selected))
+	fmt.Fprintf(w, "chosen: %s (%s)\n", dash(rep.Backend), text(filepath.Clean(rep.Selected)))
 	for _, c := range rep.Candidates {
 		if c.State != "selected" {
 			continue
 		}
 		fmt.Fprintf(w, "devices: %d\n", len(c.Devices))
 		for _, d := range c.Devices {
-			fmt.Fprintf(w, "  [%d] %s (%s, %s)\n", d.Index, d.Name, dash(d.Vendor), dash(d.Arch))
+			fmt.Fprintf(w, "  [%d] %s (%s, %s)\n", d.Index, text(d.Name), dash(d.Vendor), dash(d.Arch))
 			fmt.Fprintf(w, "      memory %s total, %s free\n", bytesHuman(d.MemoryTotal), bytesHuman(d.MemoryFree))
 			fmt.Fprintf(w, "      compute capability %d.%d, %d multiprocessors\n", d.ComputeMajor, d.ComputeMinor, d.MultiprocessorCount)
 			fmt.Fprintf(w, "      driver %s, PCI %s\n", dash(d.DriverVersion), dash(d.PCIBusID))
@@ -120,11 +148,12 @@ func printReport(w io.Writer, rep *core.Report) {
 	}
 }
 
+// dash is text(s), or "-" when s is empty.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return text(s)
 }
 
 func bytesHuman(n uint64) string {

@@ -38,7 +38,7 @@ func TestProbe(t *testing.T) {
 			[]string{"chosen: none"}, []string{`backend "cuda" requested`, empty}, ""},
 		{"json, nothing usable", []string{"--json", "--backend", "cuda", "--plugin-path", mock}, 1, nil,
 			[]string{"not requested"}, ""},
-		{"unknown backend", []string{"--backend", "vulkan"}, 1, nil, []string{`unknown backend "vulkan"`}, ""},
+		{"unknown backend is a usage error", []string{"--backend", "vulkan"}, 2, nil, []string{`unknown backend "vulkan"`}, ""},
 		{"bad flag", []string{"--nope"}, 2, nil, nil, ""},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -16,15 +17,16 @@ import (
 // cand is a candidate while Choose works on it.
 type cand struct {
 	Candidate
-	real   string       // the file with symlinks resolved (what is checked and dlopened)
-	dir    string       // the folder it was listed in
-	order  int          // position in search order
-	fromFS string       // backend named by the file name ("" when the name does not say)
-	plugin *bind.Plugin // non-nil once negotiated and bound
-	deps   []dep        // what the file needs, and whether each was found
-	ident  fileID       // the file's identity when it was checked
-	done   bool         // State is final
-	sealed string       // what verify said of an accepted file ("" when nothing was verified)
+	real     string       // the file with symlinks resolved (what is checked and dlopened)
+	dir      string       // the folder it was listed in
+	order    int          // position in search order
+	fromFS   string       // backend named by the file name ("" when the name does not say)
+	plugin   *bind.Plugin // non-nil once negotiated and bound
+	deps     []dep        // what the file needs, and whether each was found
+	ident    fileID       // the file's identity when it was checked
+	done     bool         // State is final
+	sealed   string       // what verify said of an accepted file ("" when nothing was verified)
+	explicit bool         // a plugin file named in Options.Paths: it must load (see Options.Paths)
 }
 
 func (c *cand) fail(reason, detail string) {
@@ -77,6 +79,13 @@ func Choose(opts Options) (*Report, *bind.Plugin, error) {
 		}
 		log.Debug("decision", "path", c.Path, "backend", orDash(c.Backend), "state", stateOrAvailable(c),
 			"score", c.Score, "reason", c.Reason, "detail", c.Detail)
+	}
+
+	// A plugin file the program named must load: never test another one
+	// in its place.
+	if err := explicitFailure(rep, cands); err != nil {
+		log.Debug("no backend chosen", "summary", rep.Summary())
+		return rep, nil, err
 	}
 
 	// Choose among the available ones.
@@ -139,6 +148,9 @@ func Choose(opts Options) (*Report, *bind.Plugin, error) {
 	finish(rep, cands)
 	log.Info("backend chosen", "backend", sel.Backend, "path", sel.Path, "requested", req,
 		"why", sel.Reason, "passed_over", passedOver(rep, sel))
+	if req == "auto" && sel.Backend == "mock" {
+		warnGPUPassedOver(rep, sel, log)
+	}
 	return rep, sel.plugin, nil
 }
 
@@ -177,6 +189,34 @@ func examine(c *cand, req, from string, opts Options, winners map[string]*cand, 
 		probePlugin(c, log)
 	}
 	c.Detail = appendDetail(c.Detail, c.sealed)
+}
+
+// explicitFailure is the error when a plugin file named in Options.Paths
+// failed (missing, refused, broken, rejected by its entry): every other
+// candidate still available is marked not chosen because of it.
+func explicitFailure(rep *Report, cands []*cand) error {
+	var bad []*cand
+	for _, c := range cands {
+		if c.explicit && c.done && c.State == StateFailed {
+			bad = append(bad, c)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	names := make([]string, len(bad))
+	for i, c := range bad {
+		names[i] = c.Path + ": " + c.Reason
+	}
+	for _, c := range cands {
+		if !c.done {
+			c.State, c.done = StateAvailable, true
+			c.Reason = "not chosen: the plugin file given in " + originPaths + " cannot be used (" + bad[0].Path + ")"
+		}
+	}
+	finish(rep, cands)
+	msg := fmt.Sprintf("gpurt: plugin file given in %s cannot be used: %s", originPaths, strings.Join(names, "; "))
+	return &Error{Kind: ErrBackendUnavailable, Msg: msg + "; " + rep.Summary(), Report: rep}
 }
 
 // admit applies the decisions that need no loading: not requested,
@@ -222,6 +262,41 @@ func failure(req, from string, rep *Report, msg string) error {
 		kind = ErrBackendUnavailable
 	}
 	return &Error{Kind: kind, Msg: msg + "; " + rep.Summary(), Report: rep}
+}
+
+// gpuWarned holds the warnings warnGPUPassedOver already gave in this
+// process, so that a program opening many runtimes sees each once.
+var gpuWarned sync.Map
+
+// warnGPUPassedOver warns, once per process and situation, when auto
+// settled on the mock while a GPU plugin file (a backend of higher
+// priority) was found but could not run: the program would otherwise run
+// on the CPU reference without a word at the default level. It names each
+// such plugin and why it was passed over.
+func warnGPUPassedOver(rep *Report, sel *cand, log hclog.Logger) {
+	var parts []string
+	for _, c := range rep.Candidates {
+		if c.Backend == sel.Backend || (c.State != StateFailed && c.State != StateSkipped) ||
+			strings.HasPrefix(c.Reason, "shadowed by ") {
+			continue
+		}
+		p := c.Priority
+		if p == 0 {
+			p = knownPriority[c.Backend]
+		}
+		if p <= sel.Priority {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s): %s", c.Backend, c.Path, c.Reason))
+	}
+	if len(parts) == 0 {
+		return
+	}
+	msg := strings.Join(parts, "; ")
+	if _, done := gpuWarned.LoadOrStore(msg, true); done {
+		return
+	}
+	log.Warn("auto chose the mock backend (the CPU reference): a GPU plugin is present but cannot run", "passed_over", msg)
 }
 
 // passedOver says, for each backend better than the chosen one, why it was

@@ -68,7 +68,16 @@ var knownPriority = map[string]int32{"cuda": 300, "metal": 200, "mock": 100}
 // Options says where to look and what to take. The zero value searches
 // the default places and honours GPURT_BACKEND.
 type Options struct {
-	Paths          []string     // extra folders or plugin files, searched first (before GPURT_PLUGIN_PATH)
+	// Paths are folders or plugin files, searched first (before
+	// GPURT_PLUGIN_PATH). An entry is a plugin file when it names an
+	// existing file that is not a folder, or when its base name has a
+	// plugin's form (libgpurt_<name>.so, .dylib on macOS) even if missing;
+	// anything else is a folder. A plugin file named here must load: when
+	// it fails (missing, refused, wrong format, rejected by its entry),
+	// Choose fails with ErrBackendUnavailable naming it, even when another
+	// plugin could run. A folder here that does not exist is searched in
+	// vain, not an error.
+	Paths          []string
 	Backend        string       // "", "auto", a built-in name or one found on disk; "" means GPURT_BACKEND, else auto
 	NoMockFallback bool         // auto must not fall back to mock
 	Logger         hclog.Logger // nil: hclog named "gpurt" at GPURT_LOG_LEVEL (default warn), to stderr

@@ -453,7 +453,7 @@ func TestChoice(t *testing.T) {
 		missing := filepath.Join(privDir(t), "libgpurt_mock"+pluginExt())
 		opts, _ := testOpts(t, missing)
 		rep, _, err := Choose(opts)
-		require.ErrorIs(t, err, ErrNoBackend)
+		require.ErrorIs(t, err, ErrBackendUnavailable, "a plugin file given must load (TestExplicitPluginFile)")
 		assert.Equal(t, "no such file", find(t, rep, missing).Reason)
 	})
 	t.Run("every candidate ends in exactly one state", func(t *testing.T) {

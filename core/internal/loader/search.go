@@ -3,6 +3,7 @@
 package loader
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +17,10 @@ type entry struct {
 	path   string // absolute, cleaned
 	origin string // where it came from, for the debug log
 }
+
+// originPaths is the origin of the entries of Options.Paths: a plugin file
+// named there is explicit (see Options.Paths).
+const originPaths = "Config.PluginPaths"
 
 // ignorePluginPathEnv decides whether GPURT_PLUGIN_PATH must be ignored:
 // when the process runs with other user or group ids than the one that
@@ -38,7 +43,7 @@ func searchEntries(opts Options, log hclog.Logger) []entry {
 			log.Warn("ignoring plugin path", "path", p, "error", err)
 			continue
 		}
-		out = append(out, entry{abs, "Config.PluginPaths"})
+		out = append(out, entry{abs, originPaths})
 	}
 	if env := os.Getenv("GPURT_PLUGIN_PATH"); env != "" {
 		uid, euid, gid, egid := ids()
@@ -103,11 +108,11 @@ func discover(entries []entry, rep *Report, log hclog.Logger) []*cand {
 	var cands []*cand
 	seenDir := map[string]bool{}
 	seenFile := map[string]bool{}
-	add := func(path, dir string) {
+	add := func(path, dir string) *cand {
 		real, err := filepath.EvalSymlinks(path)
 		if err == nil && seenFile[real] {
 			log.Debug("already a candidate", "path", path, "real", real)
-			return
+			return nil
 		}
 		if err == nil {
 			seenFile[real] = true
@@ -119,6 +124,7 @@ func discover(entries []entry, rep *Report, log hclog.Logger) []*cand {
 		c.Path, c.Backend = path, be
 		cands = append(cands, c)
 		log.Debug("candidate", "path", path, "backend", orDash(be))
+		return c
 	}
 	for _, e := range entries {
 		fi, err := os.Stat(e.path)
@@ -130,7 +136,12 @@ func discover(entries []entry, rep *Report, log hclog.Logger) []*cand {
 				c.Path, c.Backend = e.path, ""
 				c.fromFS, _ = pluginBackend(filepath.Base(e.path))
 				c.Backend = c.fromFS
-				c.fail("no such file", err.Error())
+				c.explicit = e.origin == originPaths
+				if errors.Is(err, fs.ErrNotExist) {
+					c.fail("no such file", err.Error())
+				} else {
+					c.fail("cannot read file", err.Error())
+				}
 				cands = append(cands, c)
 			}
 			log.Debug("search: not there", "path", e.path, "origin", e.origin, "error", err)
@@ -139,7 +150,9 @@ func discover(entries []entry, rep *Report, log hclog.Logger) []*cand {
 		if !fi.IsDir() {
 			rep.Searched = append(rep.Searched, e.path)
 			log.Debug("search: plugin file", "path", e.path, "origin", e.origin)
-			add(e.path, filepath.Dir(e.path))
+			if c := add(e.path, filepath.Dir(e.path)); c != nil {
+				c.explicit = e.origin == originPaths
+			}
 			continue
 		}
 		real, err := filepath.EvalSymlinks(e.path)

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+func quietEnv(t *testing.T) {
+	t.Setenv("GPURT_PLUGIN_PATH", "")
+	t.Setenv("GPURT_BACKEND", "")
+	t.Setenv("GPURT_LOG_LEVEL", "off")
+}
+
+// TestExplicitPluginMustLoad: `gpurt conform --plugin FILE` (and
+// --plugin-path FILE) never tests another plugin when FILE cannot be used,
+// even with a good mock in GPURT_PLUGIN_PATH.
+func TestExplicitPluginMustLoad(t *testing.T) {
+	quietEnv(t)
+	t.Setenv("GPURT_PLUGIN_PATH", testutil.MockPlugin(t))
+	ext := testutil.PluginExt()
+	refused := filepath.Join(t.TempDir(), "libgpurt_mock"+ext)
+	b, err := os.ReadFile(testutil.MockPluginPath(t))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(refused, b, 0o644))
+	require.NoError(t, os.Chmod(refused, 0o666))
+	cases := []struct {
+		name   string
+		args   []string
+		reason string
+	}{
+		{"conform --plugin missing", []string{"--plugin", "/missing/libgpurt_mock" + ext}, "no such file"},
+		{"conform --plugin refused", []string{"--plugin", refused}, "is writable by group or others"},
+		{"conform --plugin-path missing file", []string{"--plugin-path", "/missing/libgpurt_mock" + ext}, "no such file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := runConform(append(tc.args, "--quick", "--run", "^no check has this name$"), &out, &errb)
+			assert.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+			assert.Contains(t, errb.String(), "cannot be used")
+			assert.Contains(t, errb.String(), tc.reason)
+			assert.NotContains(t, out.String(), "backend mock (", "no other plugin was tested")
+		})
+	}
+	t.Run("probe --plugin-path missing file", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		code := runProbe([]string{"--plugin-path", "/missing/libgpurt_mock" + ext}, &out, &errb)
+		assert.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+		assert.Contains(t, out.String(), "chosen: none")
+		assert.Contains(t, errb.String(), "/missing/libgpurt_mock"+ext+": no such file")
+	})
+}
+
+// TestUnknownBackendFlag: an unknown --backend is a usage error (2).
+func TestUnknownBackendFlag(t *testing.T) {
+	quietEnv(t)
+	mock := testutil.MockPlugin(t)
+	for _, run := range []struct {
+		name string
+		fn   func(args []string, stdout, stderr *bytes.Buffer) int
+	}{
+		{"probe", func(a []string, o, e *bytes.Buffer) int { return runProbe(a, o, e) }},
+		{"conform", func(a []string, o, e *bytes.Buffer) int { return runConform(a, o, e) }},
+		{"bench", func(a []string, o, e *bytes.Buffer) int { return runBench(a, o, e) }},
+	} {
+		t.Run(run.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := []string{"--backend", "vulkan"}
+			if run.name == "bench" {
+				args = append(args, "--plugin", mock)
+			} else {
+				args = append(args, "--plugin-path", mock)
+			}
+			code := run.fn(args, &out, &errb)
+			assert.Equal(t, 2, code, errb.String())
+			assert.Contains(t, errb.String(), `unknown backend "vulkan"`)
+		})
+	}
+	t.Run("GPURT_BACKEND is not a flag: 1", func(t *testing.T) {
+		t.Setenv("GPURT_BACKEND", "vulkan")
+		var out, errb bytes.Buffer
+		assert.Equal(t, 1, runProbe([]string{"--plugin-path", mock}, &out, &errb), errb.String())
+	})
+}
+
+// TestProbeReportsWhatOpenDoes: the mock's probe accepts a malformed
+// GPURT_MOCK_DEVICES but its runtime_create refuses it; probe says so and
+// fails, as Open would.
+func TestProbeReportsWhatOpenDoes(t *testing.T) {
+	quietEnv(t)
+	mock := testutil.MockPlugin(t)
+	for _, v := range []struct{ name, value string }{{"GPURT_MOCK_DEVICES", "many"}, {"GPURT_MOCK_FAULTS", "explode=1"}} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Setenv(v.name, v.value)
+			var out, errb bytes.Buffer
+			code := runProbe([]string{"--plugin-path", mock}, &out, &errb)
+			assert.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+			assert.Contains(t, out.String(), "runtime: cannot be created")
+			assert.Contains(t, errb.String(), "was chosen, but its runtime cannot be created")
+			assert.Contains(t, errb.String(), v.name)
+
+			out.Reset()
+			errb.Reset()
+			code = runProbe([]string{"--json", "--plugin-path", mock}, &out, &errb)
+			assert.Equal(t, 1, code)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(out.Bytes(), &m), out.String())
+			assert.Contains(t, m["error"], v.name)
+		})
+	}
+	t.Run("a good setting", func(t *testing.T) {
+		t.Setenv("GPURT_MOCK_DEVICES", "2")
+		var out, errb bytes.Buffer
+		code := runProbe([]string{"--plugin-path", mock}, &out, &errb)
+		assert.Equal(t, 0, code, errb.String())
+		assert.Contains(t, out.String(), "runtime: created (2 devices) and closed")
+	})
+}
+
+// TestReportEscapes: a folder whose name holds a newline and a byte that
+// is not UTF-8 forges no line in the text report and survives the JSON.
+func TestReportEscapes(t *testing.T) {
+	quietEnv(t)
+	// No ':' (it separates --plugin-path entries) and no '/'.
+	name := "evil\n  selected  cuda   forged\xff"
+	dir := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	b, err := os.ReadFile(testutil.MockPluginPath(t))
+	require.NoError(t, err)
+	plugin := filepath.Join(dir, "libgpurt_mock"+testutil.PluginExt())
+	require.NoError(t, os.WriteFile(plugin, b, 0o755))
+
+	t.Run("text", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		code := runProbe([]string{"--plugin-path", dir}, &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		for _, l := range strings.Split(out.String(), "\n") {
+			assert.False(t, strings.HasPrefix(l, "  selected  cuda"), "forged line %q in\n%s", l, out.String())
+		}
+		assert.Contains(t, out.String(), `evil\n  selected  cuda   forged\xff/libgpurt_mock`)
+		assert.Contains(t, out.String(), "chosen: mock (\"")
+	})
+	t.Run("json", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		code := runProbe([]string{"--json", "--plugin-path", dir}, &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		require.True(t, json.Valid(out.Bytes()), out.String())
+		var m struct {
+			Searched []string `json:"searched"`
+			Selected string   `json:"selected"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &m))
+		want := strings.TrimSuffix(dir, "\xff") + `\xff`
+		assert.Equal(t, want, m.Searched[0], "the byte that is not UTF-8 is written as \\xff, not replaced")
+		assert.Equal(t, want+"/libgpurt_mock"+testutil.PluginExt(), m.Selected)
+	})
+}
