@@ -5,14 +5,19 @@ package abi
 import (
 	"bufio"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -182,4 +187,156 @@ func TestEveryTableSlotIsMirrored(t *testing.T) {
 	for _, s := range slots {
 		require.True(t, tags[s], "gpurt_api.%s has no field in abi.API", s)
 	}
+}
+
+// notConstants are the header's object-like macros that are not ABI
+// constants; every other #define and every enumerator must be in
+// constants (so that TestLayoutMatchesHeader compares its value).
+var notConstants = map[string]string{
+	"GPURT_H_":           "the include guard",
+	"GPURT_EXPORT":       "a symbol-visibility attribute for plugin builds",
+	"GPURT_ENTRY_SYMBOL": "a string: TestLayoutMatchesHeader compares it with EntrySymbol",
+}
+
+var (
+	reComment   = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*`)
+	reStructDef = regexp.MustCompile(`\bstruct\s+(gpurt_\w+)\s*\{`)
+	reOpaqueDef = regexp.MustCompile(`\btypedef\s+struct\s+(gpurt_\w+)\s+(gpurt_\w+)\s*;`)
+	reDefine    = regexp.MustCompile(`(?m)^\s*#\s*define\s+(\w+)(\()?`)
+	reEnum      = regexp.MustCompile(`\benum\s*\w*\s*\{([^}]*)\}`)
+	reEnumName  = regexp.MustCompile(`^\s*(\w+)\s*(=|$)`)
+	reMirrorDoc = regexp.MustCompile(`\bmirrors (gpurt_\w+)\b`)
+	reHandleDoc = regexp.MustCompile(`^(gpurt_\w+)\*`)
+)
+
+// headerItems lists, from the text of a header (comments removed), its
+// struct definitions, opaque handle typedefs and constants (object-like
+// #defines and enumerators).
+func headerItems(src string) (structs, opaque, consts []string) {
+	src = reComment.ReplaceAllString(src, " ")
+	for _, m := range reStructDef.FindAllStringSubmatch(src, -1) {
+		structs = append(structs, m[1])
+	}
+	for _, m := range reOpaqueDef.FindAllStringSubmatch(src, -1) {
+		opaque = append(opaque, m[1])
+	}
+	seen := map[string]bool{}
+	for _, m := range reDefine.FindAllStringSubmatch(src, -1) {
+		if m[2] == "" && !seen[m[1]] { // function-like macros are not constants
+			seen[m[1]] = true
+			consts = append(consts, m[1])
+		}
+	}
+	for _, m := range reEnum.FindAllStringSubmatch(src, -1) {
+		for _, item := range strings.Split(m[1], ",") {
+			if e := reEnumName.FindStringSubmatch(item); e != nil && !seen[e[1]] {
+				seen[e[1]] = true
+				consts = append(consts, e[1])
+			}
+		}
+	}
+	return structs, opaque, consts
+}
+
+// goMirrors reads this package's source: the C struct each Go struct says
+// it mirrors ("X mirrors gpurt_x" in its doc) and the C handle each
+// uintptr type names in its line comment ("// gpurt_x*").
+func goMirrors(t *testing.T) (structs, handles map[string]string) {
+	structs, handles = map[string]string{}, map[string]string{}
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, sp := range gd.Specs {
+				ts := sp.(*ast.TypeSpec)
+				doc := ts.Doc
+				if doc == nil && len(gd.Specs) == 1 {
+					doc = gd.Doc
+				}
+				if _, ok := ts.Type.(*ast.StructType); ok && doc != nil {
+					if m := reMirrorDoc.FindStringSubmatch(doc.Text()); m != nil {
+						structs[m[1]] = ts.Name.Name
+					}
+				}
+				if id, ok := ts.Type.(*ast.Ident); ok && id.Name == "uintptr" && ts.Comment != nil {
+					if m := reHandleDoc.FindStringSubmatch(strings.TrimSpace(ts.Comment.Text())); m != nil {
+						handles[m[1]] = ts.Name.Name
+					}
+				}
+			}
+		}
+	}
+	return structs, handles
+}
+
+// missingMirrors names what the header declares and this package does
+// not mirror (or the layout test does not check).
+func missingMirrors(t *testing.T, header string) []string {
+	structs, opaque, consts := headerItems(header)
+	goStructs, goHandles := goMirrors(t)
+	checked := map[string]bool{}
+	for _, m := range mirrored {
+		checked[m.c] = true
+	}
+	var missing []string
+	for _, s := range structs {
+		switch g, ok := goStructs[s]; {
+		case !ok:
+			missing = append(missing, fmt.Sprintf("struct %s has no Go mirror: add a struct to package abi whose doc says \"X mirrors %s\", with a c:\"name\" tag per field", s, s))
+		case !checked[s]:
+			missing = append(missing, fmt.Sprintf("struct %s (abi.%s) is not in mirrored in layout_test.go, so its layout is never checked", s, g))
+		}
+	}
+	for _, h := range opaque {
+		if _, ok := goHandles[h]; !ok {
+			missing = append(missing, fmt.Sprintf("handle %s has no Go type: add `X uintptr // %s*` to package abi", h, h))
+		}
+	}
+	for _, c := range consts {
+		if _, ok := constants[c]; !ok && notConstants[c] == "" {
+			missing = append(missing, fmt.Sprintf("constant %s has no Go mirror in constants in layout_test.go (add the Go constant and the pair)", c))
+		}
+	}
+	return missing
+}
+
+// TestEveryHeaderItemIsMirrored fails, naming them, for the structs,
+// opaque handles and constants of gpurt.h (found by reading the header,
+// not from a list) that have no Go mirror or whose mirror is not checked
+// by TestLayoutMatchesHeader.
+func TestEveryHeaderItemIsMirrored(t *testing.T) {
+	hdr, err := os.ReadFile("gpurt.h")
+	require.NoError(t, err)
+	missing := missingMirrors(t, string(hdr))
+	require.Empty(t, missing, "gpurt.h declares what package abi does not mirror:\n%s", strings.Join(missing, "\n"))
+}
+
+// TestMissingMirrorsAreNamed shows the check above can fail: a header with
+// one more struct, handle, #define and enumerator names each of them.
+func TestMissingMirrorsAreNamed(t *testing.T) {
+	hdr, err := os.ReadFile("gpurt.h")
+	require.NoError(t, err)
+	extra := "\n/* a comment naming struct gpurt_in_comment { is ignored */\n" +
+		"typedef struct gpurt_new_args {\n  uint64_t struct_size;\n} gpurt_new_args;\n" +
+		"typedef struct gpurt_new_handle gpurt_new_handle;\n" +
+		"#define GPURT_NEW_LIMIT 8\n#define GPURT_NEW_MACRO(x) (x)\n" +
+		"enum {\n  GPURT_NEW_A = 0,\n  GPURT_NEW_B /* implicit value */\n};\n"
+	missing := missingMirrors(t, string(hdr)+extra)
+	text := strings.Join(missing, "\n")
+	for _, name := range []string{"struct gpurt_new_args", "handle gpurt_new_handle", "constant GPURT_NEW_LIMIT", "constant GPURT_NEW_A", "constant GPURT_NEW_B"} {
+		assert.Contains(t, text, name+" ")
+	}
+	assert.Len(t, missing, 5, text)
+	assert.NotContains(t, text, "gpurt_in_comment")
+	assert.NotContains(t, text, "GPURT_NEW_MACRO")
 }

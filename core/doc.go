@@ -93,8 +93,10 @@
 // gpurt_api and a minor bump, following the header's rules), abi/abi.go
 // (the Go mirror: the abi.API field with its c tag, and any new argument
 // struct, with a "X mirrors gpurt_x" doc and c tags, listed in
-// abi/layout_test.go; a field that points at Go memory gets a Go pointer
-// type), then `make generate` (regenerates core/internal/bind/zslots.go,
+// mirrored in abi/layout_test.go, and any new constant in its constants;
+// TestEveryHeaderItemIsMirrored reads the header and fails naming a
+// struct, handle or constant left out; a field that points at Go memory
+// gets a Go pointer type), then `make generate` (regenerates core/internal/bind/zslots.go,
 // the typed method of the new slot, and abi/zsizes.go; make test fails
 // when they are stale), csrc and the mock plugin (the reference
 // implementation), plugins/cuda, plugins/metal, one Go file in core (the

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// api wraps slot declarations into a minimal header.
+func api(minor, body string) string {
+	return "#define GPURT_ABI_MINOR " + minor + "\n" +
+		"typedef struct gpurt_runtime gpurt_runtime;\n" +
+		"typedef struct gpurt_api {\n  uint64_t struct_size;\n  uint32_t abi_major;\n  uint32_t abi_minor;\n" +
+		body + "\n} gpurt_api;\n"
+}
+
+func TestParseHeaderShapes(t *testing.T) {
+	h, err := ParseHeader(api("1", `
+  /* ---- 1.0 ---- */
+  /* Doc of a. */
+  gpurt_error *(*a)(gpurt_runtime *rt,
+                    uint32_t device, gpurt_runtime **out);
+  void (*b)(void);
+  /* ---- 1.1 ---- */
+  gpurt_error *(*c)(const char *name, uint64_t name_len);`))
+	require.NoError(t, err)
+	require.Len(t, h.Slots, 3)
+	assert.Equal(t, Slot{Name: "a", Minor: 0, Ret: "gpurt_error *", Doc: "Doc of a.", Line: 10,
+		Params: []Param{{Base: "gpurt_runtime", Ptr: 1, Name: "rt"}, {Base: "uint32_t", Name: "device"}, {Base: "gpurt_runtime", Ptr: 2, Name: "out"}}}, h.Slots[0])
+	assert.Equal(t, "void", h.Slots[1].Ret)
+	assert.Empty(t, h.Slots[1].Params)
+	assert.Equal(t, 1, h.Slots[2].Minor)
+	assert.Equal(t, []string{"gpurt_runtime"}, h.Opaque)
+}
+
+func TestParseHeaderRefusesUnknownShapes(t *testing.T) {
+	cases := []struct{ name, minor, body, want string }{
+		{"int return", "0", "/* ---- 1.0 ---- */ int (*a)(void);", "not a slot of a shape"},
+		{"a field after the header", "0", "/* ---- 1.0 ---- */ uint32_t x;", "not a slot of a shape"},
+		{"a field before 1.0", "0", "uint32_t x; /* ---- 1.0 ---- */", "before the \"---- 1.0 ----\" block"},
+		{"blocks out of order", "1", "/* ---- 1.1 ---- */ void (*a)(void); /* ---- 1.0 ---- */ void (*b)(void);", "must be in version order"},
+		{"minor differs", "2", "/* ---- 1.0 ---- */ void (*a)(void);", "GPURT_ABI_MINOR is 2"},
+		{"bad block marker", "0", "/* ---- 1.0 ---- */ /* ---- two ---- */ void (*a)(void);", "block marker"},
+		{"line comment", "0", "/* ---- 1.0 ---- */ // no\n void (*a)(void);", "use /* */ comments"},
+		{"empty parameter list", "0", "/* ---- 1.0 ---- */ void (*a)();", "write (void)"},
+		{"array parameter", "0", "/* ---- 1.0 ---- */ void (*a)(uint32_t x[4]);", "is not of the shape"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseHeader(api(c.minor, c.body))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestGoParamsRefusesUnknownTypes(t *testing.T) {
+	m := &Mirror{Types: map[string]string{"gpurt_runtime": "Runtime"}, Handles: map[string]bool{"gpurt_runtime": true}}
+	cases := []struct{ decl, want string }{
+		{"gpurt_error *(*a)(double alpha)", "float register"},
+		{"gpurt_error *(*a)(const char *name)", "must be followed by `uint64_t name_len`"},
+		{"gpurt_error *(*a)(gpurt_unknown_args *args)", "no Go mirror of gpurt_unknown_args"},
+		{"gpurt_error *(*a)(size_t n)", "does not know by value"},
+		{"gpurt_error *(*a)(float *x)", "a parameter shape genbind does not know"},
+	}
+	for _, c := range cases {
+		t.Run(c.decl, func(t *testing.T) {
+			s, err := parseSlot(c.decl)
+			require.NoError(t, err)
+			_, err = goParams(s, m)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+	s, err := parseSlot("gpurt_error *(*a)(gpurt_runtime *rt, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6)")
+	require.NoError(t, err)
+	_, err = emit(&Header{Slots: []Slot{s}}, &Mirror{Types: m.Types, Handles: m.Handles,
+		SlotField: map[string]string{"a": "A"}, APIFields: []string{"struct_size", "abi_major", "abi_minor", "a"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "at most six")
+}
+
+// TestGeneratedFilesAreFresh is gen-check as a test: the checked-in
+// files are what the generator makes from the header.
+func TestGeneratedFilesAreFresh(t *testing.T) {
+	require.NoError(t, chdirRoot())
+	files, err := generate("abi/gpurt.h", "abi")
+	require.NoError(t, err)
+	for i, path := range []string{"core/internal/bind/zslots.go", "abi/zsizes.go"} {
+		old, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.True(t, string(old) == string(files[i]), "%s is stale: run `make generate`", path)
+		assert.True(t, strings.HasPrefix(string(files[i]), "// "+Command+"\n// Code generated "), "line 1 is the command")
+	}
+}
