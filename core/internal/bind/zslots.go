@@ -197,11 +197,10 @@ func (p *Plugin) fn(s Slot) uintptr {
 	return 0
 }
 
-// ErrorGet calls gpurt_api.error_get (ABI 1.0):
+// ErrorGet calls gpurt_api.error_get (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	void error_get(const gpurt_error *err, gpurt_error_info *out)
-//
-// Read an error (never fails).
 //
 // A plugin without the slot makes this a no-op (Bind refuses a plugin
 // without a required slot).
@@ -214,11 +213,10 @@ func (p *Plugin) ErrorGet(err abi.Error, out *abi.ErrorInfo) {
 	runtime.KeepAlive(out)
 }
 
-// ErrorDestroy calls gpurt_api.error_destroy (ABI 1.0):
+// ErrorDestroy calls gpurt_api.error_destroy (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	void error_destroy(gpurt_error *err)
-//
-// Free an error; NULL is a no-op.
 //
 // A plugin without the slot makes this a no-op (Bind refuses a plugin
 // without a required slot).
@@ -230,11 +228,10 @@ func (p *Plugin) ErrorDestroy(err abi.Error) {
 	ffi.Call1(fn, uintptr(err))
 }
 
-// PluginInfo calls gpurt_api.plugin_info (ABI 1.0):
+// PluginInfo calls gpurt_api.plugin_info (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *plugin_info(gpurt_plugin_info *out)
-//
-// Static facts about the plugin; no side effects.
 //
 // op names the operation in an error ("" means "plugin_info"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -251,12 +248,10 @@ func (p *Plugin) PluginInfo(op string, out *abi.PluginInfo) error {
 	return p.fail(op, SlotPluginInfo, abi.Error(e))
 }
 
-// Probe calls gpurt_api.probe (ABI 1.0):
+// Probe calls gpurt_api.probe (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *probe(gpurt_probe_args *args)
-//
-// Can this plugin run here? Creates no context, prints nothing, never
-// hangs; may load the vendor driver library to ask.
 //
 // op names the operation in an error ("" means "probe"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -273,11 +268,10 @@ func (p *Plugin) Probe(op string, args *abi.ProbeArgs) error {
 	return p.fail(op, SlotProbe, abi.Error(e))
 }
 
-// Shutdown calls gpurt_api.shutdown (ABI 1.0):
+// Shutdown calls gpurt_api.shutdown (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *shutdown(void)
-//
-// Release process-wide state. Runtimes must have been destroyed.
 //
 // op names the operation in an error ("" means "shutdown"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -293,7 +287,8 @@ func (p *Plugin) Shutdown(op string) error {
 	return p.fail(op, SlotShutdown, abi.Error(e))
 }
 
-// RuntimeCreate calls gpurt_api.runtime_create (ABI 1.0):
+// RuntimeCreate calls gpurt_api.runtime_create (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *runtime_create(const gpurt_runtime_create_args *args, gpurt_runtime **out)
 //
@@ -313,11 +308,10 @@ func (p *Plugin) RuntimeCreate(op string, args *abi.RuntimeCreateArgs, out *abi.
 	return p.fail(op, SlotRuntimeCreate, abi.Error(e))
 }
 
-// RuntimeDestroy calls gpurt_api.runtime_destroy (ABI 1.0):
+// RuntimeDestroy calls gpurt_api.runtime_destroy (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *runtime_destroy(gpurt_runtime *rt)
-//
-// Frees everything the runtime still owns. NULL is a no-op.
 //
 // op names the operation in an error ("" means "runtime_destroy"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -333,7 +327,8 @@ func (p *Plugin) RuntimeDestroy(op string, rt abi.Runtime) error {
 	return p.fail(op, SlotRuntimeDestroy, abi.Error(e))
 }
 
-// RuntimeStats calls gpurt_api.runtime_stats (ABI 1.0):
+// RuntimeStats calls gpurt_api.runtime_stats (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *runtime_stats(gpurt_runtime *rt, gpurt_runtime_stats *out)
 //
@@ -352,7 +347,8 @@ func (p *Plugin) RuntimeStats(op string, rt abi.Runtime, out *abi.RuntimeStats) 
 	return p.fail(op, SlotRuntimeStats, abi.Error(e))
 }
 
-// RuntimeControl calls gpurt_api.runtime_control (ABI 1.0):
+// RuntimeControl calls gpurt_api.runtime_control (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *runtime_control(gpurt_runtime *rt, const gpurt_control_args *args)
 //
@@ -371,7 +367,8 @@ func (p *Plugin) RuntimeControl(op string, rt abi.Runtime, args *abi.ControlArgs
 	return p.fail(op, SlotRuntimeControl, abi.Error(e))
 }
 
-// DeviceCount calls gpurt_api.device_count (ABI 1.0):
+// DeviceCount calls gpurt_api.device_count (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *device_count(gpurt_runtime *rt, uint32_t *out)
 //
@@ -390,7 +387,8 @@ func (p *Plugin) DeviceCount(op string, rt abi.Runtime, out *uint32) error {
 	return p.fail(op, SlotDeviceCount, abi.Error(e))
 }
 
-// DeviceInfo calls gpurt_api.device_info (ABI 1.0):
+// DeviceInfo calls gpurt_api.device_info (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *device_info(gpurt_runtime *rt, uint32_t device, gpurt_device_info *out)
 //
@@ -409,11 +407,10 @@ func (p *Plugin) DeviceInfo(op string, rt abi.Runtime, device uint32, out *abi.D
 	return p.fail(op, SlotDeviceInfo, abi.Error(e))
 }
 
-// DeviceSynchronize calls gpurt_api.device_synchronize (ABI 1.0):
+// DeviceSynchronize calls gpurt_api.device_synchronize (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *device_synchronize(gpurt_runtime *rt, uint32_t device)
-//
-// Waits for all work of this runtime on the device.
 //
 // op names the operation in an error ("" means "device_synchronize"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -429,11 +426,10 @@ func (p *Plugin) DeviceSynchronize(op string, rt abi.Runtime, device uint32) err
 	return p.fail(op, SlotDeviceSynchronize, abi.Error(e))
 }
 
-// BufferAlloc calls gpurt_api.buffer_alloc (ABI 1.0):
+// BufferAlloc calls gpurt_api.buffer_alloc (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *buffer_alloc(gpurt_runtime *rt, uint32_t device, uint64_t size, gpurt_buffer **out)
-//
-// Device memory. size > 0. Out of memory names the size and the free.
 //
 // op names the operation in an error ("" means "buffer_alloc"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -450,7 +446,8 @@ func (p *Plugin) BufferAlloc(op string, rt abi.Runtime, device uint32, size uint
 	return p.fail(op, SlotBufferAlloc, abi.Error(e))
 }
 
-// BufferFree calls gpurt_api.buffer_free (ABI 1.0):
+// BufferFree calls gpurt_api.buffer_free (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *buffer_free(gpurt_runtime *rt, gpurt_buffer *buf)
 //
@@ -468,12 +465,10 @@ func (p *Plugin) BufferFree(op string, rt abi.Runtime, buf abi.Buffer) error {
 	return p.fail(op, SlotBufferFree, abi.Error(e))
 }
 
-// HostAlloc calls gpurt_api.host_alloc (ABI 1.0):
+// HostAlloc calls gpurt_api.host_alloc (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *host_alloc(gpurt_runtime *rt, uint64_t size, gpurt_host_buffer **out, void **out_ptr)
-//
-// Pinned host memory, owned by the plugin; *out_ptr is valid until
-// host_free.
 //
 // op names the operation in an error ("" means "host_alloc"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -491,7 +486,8 @@ func (p *Plugin) HostAlloc(op string, rt abi.Runtime, size uint64, out *abi.Host
 	return p.fail(op, SlotHostAlloc, abi.Error(e))
 }
 
-// HostFree calls gpurt_api.host_free (ABI 1.0):
+// HostFree calls gpurt_api.host_free (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *host_free(gpurt_runtime *rt, gpurt_host_buffer *buf)
 //
@@ -509,7 +505,8 @@ func (p *Plugin) HostFree(op string, rt abi.Runtime, buf abi.HostBuffer) error {
 	return p.fail(op, SlotHostFree, abi.Error(e))
 }
 
-// Copy calls gpurt_api.copy (ABI 1.0):
+// Copy calls gpurt_api.copy (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *copy(gpurt_runtime *rt, const gpurt_copy_args *args)
 //
@@ -528,7 +525,8 @@ func (p *Plugin) Copy(op string, rt abi.Runtime, args *abi.CopyArgs) error {
 	return p.fail(op, SlotCopy, abi.Error(e))
 }
 
-// Memset calls gpurt_api.memset (ABI 1.0):
+// Memset calls gpurt_api.memset (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *memset(gpurt_runtime *rt, const gpurt_memset_args *args)
 //
@@ -547,7 +545,8 @@ func (p *Plugin) Memset(op string, rt abi.Runtime, args *abi.MemsetArgs) error {
 	return p.fail(op, SlotMemset, abi.Error(e))
 }
 
-// StreamCreate calls gpurt_api.stream_create (ABI 1.0):
+// StreamCreate calls gpurt_api.stream_create (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *stream_create(gpurt_runtime *rt, uint32_t device, gpurt_stream **out)
 //
@@ -566,11 +565,10 @@ func (p *Plugin) StreamCreate(op string, rt abi.Runtime, device uint32, out *abi
 	return p.fail(op, SlotStreamCreate, abi.Error(e))
 }
 
-// StreamDestroy calls gpurt_api.stream_destroy (ABI 1.0):
+// StreamDestroy calls gpurt_api.stream_destroy (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *stream_destroy(gpurt_runtime *rt, gpurt_stream *s)
-//
-// Waits for the stream's work, then frees it.
 //
 // op names the operation in an error ("" means "stream_destroy"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -586,7 +584,8 @@ func (p *Plugin) StreamDestroy(op string, rt abi.Runtime, s abi.Stream) error {
 	return p.fail(op, SlotStreamDestroy, abi.Error(e))
 }
 
-// StreamSynchronize calls gpurt_api.stream_synchronize (ABI 1.0):
+// StreamSynchronize calls gpurt_api.stream_synchronize (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *stream_synchronize(gpurt_runtime *rt, gpurt_stream *s)
 //
@@ -604,11 +603,10 @@ func (p *Plugin) StreamSynchronize(op string, rt abi.Runtime, s abi.Stream) erro
 	return p.fail(op, SlotStreamSynchronize, abi.Error(e))
 }
 
-// StreamQuery calls gpurt_api.stream_query (ABI 1.0):
+// StreamQuery calls gpurt_api.stream_query (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *stream_query(gpurt_runtime *rt, gpurt_stream *s)
-//
-// NULL when idle, GPURT_ERR_NOT_READY when work is pending.
 //
 // op names the operation in an error ("" means "stream_query"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -624,11 +622,10 @@ func (p *Plugin) StreamQuery(op string, rt abi.Runtime, s abi.Stream) error {
 	return p.fail(op, SlotStreamQuery, abi.Error(e))
 }
 
-// StreamWaitEvent calls gpurt_api.stream_wait_event (ABI 1.0):
+// StreamWaitEvent calls gpurt_api.stream_wait_event (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *stream_wait_event(gpurt_runtime *rt, gpurt_stream *s, gpurt_event *ev)
-//
-// Work later submitted to s waits until ev has completed.
 //
 // op names the operation in an error ("" means "stream_wait_event"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -644,7 +641,8 @@ func (p *Plugin) StreamWaitEvent(op string, rt abi.Runtime, s abi.Stream, ev abi
 	return p.fail(op, SlotStreamWaitEvent, abi.Error(e))
 }
 
-// EventCreate calls gpurt_api.event_create (ABI 1.0):
+// EventCreate calls gpurt_api.event_create (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *event_create(gpurt_runtime *rt, uint32_t device, uint32_t flags, gpurt_event **out)
 //
@@ -663,7 +661,8 @@ func (p *Plugin) EventCreate(op string, rt abi.Runtime, device uint32, flags uin
 	return p.fail(op, SlotEventCreate, abi.Error(e))
 }
 
-// EventDestroy calls gpurt_api.event_destroy (ABI 1.0):
+// EventDestroy calls gpurt_api.event_destroy (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *event_destroy(gpurt_runtime *rt, gpurt_event *ev)
 //
@@ -681,12 +680,10 @@ func (p *Plugin) EventDestroy(op string, rt abi.Runtime, ev abi.Event) error {
 	return p.fail(op, SlotEventDestroy, abi.Error(e))
 }
 
-// EventRecord calls gpurt_api.event_record (ABI 1.0):
+// EventRecord calls gpurt_api.event_record (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *event_record(gpurt_runtime *rt, gpurt_event *ev, gpurt_stream *s)
-//
-// s NULL: the event completes once all work submitted earlier to the
-// runtime's streams on the event's device has completed.
 //
 // op names the operation in an error ("" means "event_record"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -702,11 +699,10 @@ func (p *Plugin) EventRecord(op string, rt abi.Runtime, ev abi.Event, s abi.Stre
 	return p.fail(op, SlotEventRecord, abi.Error(e))
 }
 
-// EventQuery calls gpurt_api.event_query (ABI 1.0):
+// EventQuery calls gpurt_api.event_query (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *event_query(gpurt_runtime *rt, gpurt_event *ev)
-//
-// NULL when complete (or never recorded), GPURT_ERR_NOT_READY if not.
 //
 // op names the operation in an error ("" means "event_query"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -722,7 +718,8 @@ func (p *Plugin) EventQuery(op string, rt abi.Runtime, ev abi.Event) error {
 	return p.fail(op, SlotEventQuery, abi.Error(e))
 }
 
-// EventSynchronize calls gpurt_api.event_synchronize (ABI 1.0):
+// EventSynchronize calls gpurt_api.event_synchronize (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *event_synchronize(gpurt_runtime *rt, gpurt_event *ev)
 //
@@ -740,12 +737,10 @@ func (p *Plugin) EventSynchronize(op string, rt abi.Runtime, ev abi.Event) error
 	return p.fail(op, SlotEventSynchronize, abi.Error(e))
 }
 
-// EventElapsed calls gpurt_api.event_elapsed (ABI 1.0):
+// EventElapsed calls gpurt_api.event_elapsed (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *event_elapsed(gpurt_runtime *rt, gpurt_event *start, gpurt_event *end, double *out_ms)
-//
-// Milliseconds from start to end; both recorded with GPURT_EVENT_TIMING
-// and complete.
 //
 // op names the operation in an error ("" means "event_elapsed"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -762,7 +757,8 @@ func (p *Plugin) EventElapsed(op string, rt abi.Runtime, start abi.Event, end ab
 	return p.fail(op, SlotEventElapsed, abi.Error(e))
 }
 
-// ModuleLoad calls gpurt_api.module_load (ABI 1.0):
+// ModuleLoad calls gpurt_api.module_load (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *module_load(gpurt_runtime *rt, const gpurt_module_load_args *args, gpurt_module **out)
 //
@@ -782,11 +778,10 @@ func (p *Plugin) ModuleLoad(op string, rt abi.Runtime, args *abi.ModuleLoadArgs,
 	return p.fail(op, SlotModuleLoad, abi.Error(e))
 }
 
-// ModuleUnload calls gpurt_api.module_unload (ABI 1.0):
+// ModuleUnload calls gpurt_api.module_unload (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *module_unload(gpurt_runtime *rt, gpurt_module *m)
-//
-// Invalidates the module's kernels.
 //
 // op names the operation in an error ("" means "module_unload"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -802,7 +797,8 @@ func (p *Plugin) ModuleUnload(op string, rt abi.Runtime, m abi.Module) error {
 	return p.fail(op, SlotModuleUnload, abi.Error(e))
 }
 
-// KernelGet calls gpurt_api.kernel_get (ABI 1.0):
+// KernelGet calls gpurt_api.kernel_get (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *kernel_get(gpurt_runtime *rt, gpurt_module *m, const char *name, uint64_t name_len, gpurt_kernel **out)
 //
@@ -822,7 +818,8 @@ func (p *Plugin) KernelGet(op string, rt abi.Runtime, m abi.Module, name string,
 	return p.fail(op, SlotKernelGet, abi.Error(e))
 }
 
-// KernelInfo calls gpurt_api.kernel_info (ABI 1.0):
+// KernelInfo calls gpurt_api.kernel_info (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *kernel_info(gpurt_runtime *rt, gpurt_kernel *k, gpurt_kernel_info *out)
 //
@@ -841,12 +838,10 @@ func (p *Plugin) KernelInfo(op string, rt abi.Runtime, k abi.Kernel, out *abi.Ke
 	return p.fail(op, SlotKernelInfo, abi.Error(e))
 }
 
-// Launch calls gpurt_api.launch (ABI 1.0):
+// Launch calls gpurt_api.launch (ABI 1.0; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *launch(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k, const gpurt_launch_args *args)
-//
-// Enqueue a kernel on s (non-NULL). Arguments are checked against the
-// kernel's parameters (count, size, and kind where known).
 //
 // op names the operation in an error ("" means "launch"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -863,12 +858,10 @@ func (p *Plugin) Launch(op string, rt abi.Runtime, s abi.Stream, k abi.Kernel, a
 	return p.fail(op, SlotLaunch, abi.Error(e))
 }
 
-// GemmPlanCreate calls gpurt_api.gemm_plan_create (ABI 1.1):
+// GemmPlanCreate calls gpurt_api.gemm_plan_create (ABI 1.1; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *gemm_plan_create(gpurt_runtime *rt, uint32_t device, const gpurt_gemm_desc *desc, gpurt_gemm_plan **out)
-//
-// Validate a descriptor and choose an algorithm once. An unsupported
-// descriptor is GPURT_ERR_UNSUPPORTED naming the field.
 //
 // op names the operation in an error ("" means "gemm_plan_create"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -886,7 +879,8 @@ func (p *Plugin) GemmPlanCreate(op string, rt abi.Runtime, device uint32, desc *
 	return p.fail(op, SlotGemmPlanCreate, abi.Error(e))
 }
 
-// GemmPlanDestroy calls gpurt_api.gemm_plan_destroy (ABI 1.1):
+// GemmPlanDestroy calls gpurt_api.gemm_plan_destroy (ABI 1.1; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *gemm_plan_destroy(gpurt_runtime *rt, gpurt_gemm_plan *p)
 //
@@ -904,11 +898,10 @@ func (p *Plugin) GemmPlanDestroy(op string, rt abi.Runtime, pArg abi.GemmPlan) e
 	return p.fail(op, SlotGemmPlanDestroy, abi.Error(e))
 }
 
-// GemmRun calls gpurt_api.gemm_run (ABI 1.1):
+// GemmRun calls gpurt_api.gemm_run (ABI 1.1; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *gemm_run(gpurt_runtime *rt, gpurt_stream *s, gpurt_gemm_plan *p, const gpurt_gemm_run_args *args)
-//
-// Enqueue one run of a plan on s (non-NULL).
 //
 // op names the operation in an error ("" means "gemm_run"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -925,17 +918,10 @@ func (p *Plugin) GemmRun(op string, rt abi.Runtime, s abi.Stream, pArg abi.GemmP
 	return p.fail(op, SlotGemmRun, abi.Error(e))
 }
 
-// LaunchBatch calls gpurt_api.launch_batch (ABI 1.2):
+// LaunchBatch calls gpurt_api.launch_batch (ABI 1.2; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *launch_batch(gpurt_runtime *rt, gpurt_stream *s, uint64_t count, const gpurt_launch_item *items, uint64_t *out_enqueued)
-//
-// Enqueue `count` launches on s (non-NULL) in order, with one crossing
-// of the boundary. Every item is validated as launch would before any
-// is enqueued: an invalid item is an error naming its index ("item 3:
-// ...") and nothing is enqueued (out_enqueued gets 0). If the driver
-// refuses a launch midway, the error names the item and out_enqueued
-// counts the launches already enqueued (they stay enqueued, in order).
-// count 0 is a no-op. out_enqueued may be NULL.
 //
 // op names the operation in an error ("" means "launch_batch"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -953,12 +939,10 @@ func (p *Plugin) LaunchBatch(op string, rt abi.Runtime, s abi.Stream, count uint
 	return p.fail(op, SlotLaunchBatch, abi.Error(e))
 }
 
-// QuantMatmul calls gpurt_api.quant_matmul (ABI 1.4):
+// QuantMatmul calls gpurt_api.quant_matmul (ABI 1.4; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *quant_matmul(gpurt_runtime *rt, gpurt_stream *s, const gpurt_quant_matmul_args *args)
-//
-// Enqueue y = x * dequant(W)^T (gpurt_quant_matmul_args) on s
-// (non-NULL). Errors name the field.
 //
 // op names the operation in an error ("" means "quant_matmul"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.
@@ -975,11 +959,10 @@ func (p *Plugin) QuantMatmul(op string, rt abi.Runtime, s abi.Stream, args *abi.
 	return p.fail(op, SlotQuantMatmul, abi.Error(e))
 }
 
-// GroupedGemm calls gpurt_api.grouped_gemm (ABI 1.4):
+// GroupedGemm calls gpurt_api.grouped_gemm (ABI 1.4; its contract is the comment
+// above the slot in abi/gpurt.h):
 //
 //	gpurt_error *grouped_gemm(gpurt_runtime *rt, gpurt_stream *s, const gpurt_grouped_gemm_args *args)
-//
-// Enqueue the grouped GEMM (gpurt_grouped_gemm_args) on s (non-NULL).
 //
 // op names the operation in an error ("" means "grouped_gemm"). A plugin whose
 // table lacks the slot gives an error wrapping ErrUnsupported.

@@ -596,10 +596,9 @@ func emit(h *Header, m *Mirror) ([]byte, error) {
 		default:
 			return nil, fmt.Errorf("slot %s (line %d): %d integer/pointer arguments; the header allows at most six", s.Name, s.Line, n)
 		}
-		pf("\n// %s calls gpurt_api.%s (ABI 1.%d):\n//\n//\t%s\n", field, s.Name, s.Minor, cdecl)
-		if s.Doc != "" {
-			pf("//\n%s", wrap(s.Doc))
-		}
+		// The slot's comment in the header is not copied: an edit of a
+		// comment must not make the generated file stale.
+		pf("\n// %s calls gpurt_api.%s (ABI 1.%d; its contract is the comment\n// above the slot in abi/gpurt.h):\n//\n//\t%s\n", field, s.Name, s.Minor, cdecl)
 		if s.Ret == "void" {
 			pf("//\n// A plugin without the slot makes this a no-op (Bind refuses a plugin\n// without a required slot).\n")
 			pf("func (p *Plugin) %s(%s) {\nfn := p.API.%s\nif fn == 0 {\nreturn\n}\n%s\n", field, strings.Join(gps, ", "), field, call)
@@ -630,19 +629,4 @@ func retPrefix(r string) string {
 		return "void "
 	}
 	return r
-}
-
-// wrap formats a doc line as comment lines of at most 72 columns.
-func wrap(s string) string {
-	var b strings.Builder
-	line := "//"
-	for _, w := range strings.Fields(s) {
-		if len(line)+1+len(w) > 72 && line != "//" {
-			b.WriteString(line + "\n")
-			line = "//"
-		}
-		line += " " + w
-	}
-	b.WriteString(line + "\n")
-	return b.String()
 }
