@@ -3,6 +3,10 @@
 package core
 
 import (
+	"runtime"
+
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
 )
@@ -43,9 +47,45 @@ type LaunchBatch struct {
 	las   []abi.LaunchArgs // per launch; Args set by Submit
 	offs  []int            // per launch: its first argument in args
 	args  []abi.KernelArg  // every launch's arguments, one after another
-	bufs  []*life          // uses held of buffers (lives, not *Buffer: see add)
-	mods  []*Module        // modules held (one use each)
 	err   error            // the first Add error (sticky)
+	// the holds, apart from the batch so that a cleanup can give them
+	// back when a batch is dropped without Submit or Reset
+	*batchHeld
+}
+
+// batchHeld is what a batch holds: buffers (their lives, not *Buffer:
+// see add) and modules, one hold each.
+type batchHeld struct {
+	bufs []*life
+	mods []*Module
+	log  hclog.Logger // the stream's runtime's, for the leak report
+}
+
+// release gives back every hold (Reset, and the cleanup of a dropped
+// batch); it returns how many buffers and modules were held.
+func (h *batchHeld) release() (nbufs, nmods int) {
+	nbufs, nmods = len(h.bufs), len(h.mods)
+	for i, l := range h.bufs {
+		l.unhold()
+		h.bufs[i] = nil
+	}
+	for i, m := range h.mods {
+		m.l.unhold()
+		h.mods[i] = nil
+	}
+	h.bufs, h.mods = h.bufs[:0], h.mods[:0]
+	return nbufs, nmods
+}
+
+// releaseDropped is the cleanup of a batch that became unreachable: a
+// batch dropped while it held something would keep its buffers from
+// Free and its modules from Unload until Close, so the holds are given
+// back here, with a leak report.
+func releaseDropped(h *batchHeld) {
+	if nb, nm := h.release(); nb+nm > 0 && h.log != nil {
+		h.log.Warn("leak: a LaunchBatch was garbage collected holding buffers and modules without Submit or Reset; its holds are released now",
+			"buffers", nb, "modules", nm)
+	}
 }
 
 // batchRecent: Add looks for a buffer among the last few held before
@@ -53,7 +93,18 @@ type LaunchBatch struct {
 const batchRecent = 4
 
 // NewLaunchBatch makes an empty batch of launches on s.
-func (s *Stream) NewLaunchBatch() *LaunchBatch { return &LaunchBatch{s: s} }
+// When the batch is garbage collected while it holds buffers or modules
+// (dropped without Submit or Reset), the holds are released and a leak is
+// logged.
+func (s *Stream) NewLaunchBatch() *LaunchBatch {
+	h := &batchHeld{}
+	if s.ok() {
+		h.log = s.dev.rt.log
+	}
+	b := &LaunchBatch{s: s, batchHeld: h}
+	runtime.AddCleanup(b, releaseDropped, h)
+	return b
+}
 
 // Stream is the stream the batch launches on.
 func (b *LaunchBatch) Stream() *Stream {
@@ -183,15 +234,9 @@ func (b *LaunchBatch) Reset() {
 	if b == nil {
 		return
 	}
-	for i, l := range b.bufs {
-		l.unhold()
-		b.bufs[i] = nil
+	if b.batchHeld != nil {
+		b.release()
 	}
-	for i, m := range b.mods {
-		m.l.unhold()
-		b.mods[i] = nil
-	}
-	b.bufs, b.mods = b.bufs[:0], b.mods[:0]
 	b.items, b.las, b.offs, b.args = b.items[:0], b.las[:0], b.offs[:0], b.args[:0]
 	b.err = nil
 }

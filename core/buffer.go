@@ -5,6 +5,7 @@ package core
 import (
 	"fmt"
 	"runtime"
+	"weak"
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
@@ -274,7 +275,7 @@ func Copy(dst, src Region) error {
 	}
 	defer sb.done()
 	if db.dev != sb.dev {
-		return errf(CodeInvalidArgument, op, "source on %v and destination on %v: copies stay on one device of one runtime", sb.dev, db.dev)
+		return errf(CodeInvalidArgument, op, "%s: copies stay on one device of one runtime", misplaced("the source", sb.dev, "destination", db.dev))
 	}
 	if sn > dn {
 		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
@@ -297,7 +298,7 @@ func memset(op string, s abi.Stream, sdev *Device, r Region, value uint32, elem 
 	}
 	defer b.done()
 	if sdev != nil && b.dev != sdev {
-		return errf(CodeInvalidArgument, op, "the buffer is on %v, the stream on %v", b.dev, sdev)
+		return errf(CodeInvalidArgument, op, "%s", misplaced("the buffer", b.dev, "stream", sdev))
 	}
 	if off%uint64(elem) != 0 || n%uint64(elem) != 0 {
 		return errf(CodeInvalidArgument, op, "offset %d and length %d must be multiples of the %d-byte pattern", off, n, elem)
@@ -322,17 +323,21 @@ func Memset32(r Region, value uint32) error { return memset("memset", 0, nil, r,
 
 // watchLeak registers a cleanup that logs when obj becomes unreachable
 // without having been freed while its runtime is open. It reports; it
-// frees nothing (enqueued work may still use the memory).
+// frees nothing (enqueued work may still use the memory). The note holds
+// the runtime weakly: objects the runtime itself keeps (staging slots)
+// are watched too, and a strong pointer from their cleanups would keep a
+// closed runtime reachable for ever.
 func watchLeak[T any](obj *T, rt *Runtime, l *life, what string, size uint64) {
 	runtime.AddCleanup(obj, func(n leakNote) {
-		if n.l.alive() && n.rt.l.alive() {
-			n.rt.log.Warn("gpurt: leak: a "+n.what+" was garbage collected without Free", "bytes", n.size, "backend", n.rt.p.Backend)
+		rt := n.rt.Value()
+		if rt != nil && n.l.alive() && rt.l.alive() {
+			rt.log.Warn("leak: a "+n.what+" was garbage collected without Free", "bytes", n.size, "backend", rt.p.Backend)
 		}
-	}, leakNote{rt: rt, l: l, what: what, size: size})
+	}, leakNote{rt: rt.self, l: l, what: what, size: size})
 }
 
 type leakNote struct {
-	rt   *Runtime
+	rt   weak.Pointer[Runtime]
 	l    *life
 	what string
 	size uint64

@@ -116,7 +116,7 @@ func (d *Device) Synchronize() error {
 	defer d.rt.exit()
 	dead := d.rt.plans.takeDead(d)
 	err := d.sync()
-	if err == nil {
+	if err == nil || deviceLost(err) {
 		d.rt.plans.destroy(dead)
 	} else {
 		d.rt.plans.giveBack(dead)

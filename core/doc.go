@@ -20,7 +20,12 @@
 // host-heap slices, streams, events, modules) is freed explicitly with
 // Free, Close or Unload, and all of it at once by Runtime.Close. A
 // runtime.AddCleanup on buffers, host memory and streams logs a leak when
-// one is garbage collected unfreed: it reports, it is not the plan.
+// one is garbage collected unfreed: it reports, it is not the plan (and
+// holds the runtime weakly, so a closed runtime is collected). A
+// LaunchBatch garbage collected before Submit or Reset gives back what it
+// held (its buffers and modules become free-able again) and logs a leak.
+// On a lost device, Trim and Device.Synchronize destroy the cached GEMM
+// plans at once (no work can still use them).
 //
 // Synchronous copies (CopyFromHost, CopyToHost) take Go slices and return
 // when done; asynchronous copies (Stream.CopyFromPinned, CopyToPinned)

@@ -80,7 +80,7 @@ func (ev *Event) Record(s *Stream) error {
 	}
 	defer ev.l.release()
 	if ev.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "the event is on %v, the stream on %v", ev.dev, s.dev)
+		return errf(CodeInvalidArgument, op, "%s", misplaced("the event", ev.dev, "stream", s.dev))
 	}
 	rt := s.dev.rt
 	return rt.p.EventRecord(op, rt.h, ev.h, s.h)

@@ -239,7 +239,7 @@ func (g *gemmCall) operand(i int, r Region, unused bool) error {
 			return err
 		}
 		b.done()
-		return errf(CodeInvalidArgument, op, "operand %s is on %v of another runtime or device than the stream (%v)", gemmOperandNames[i], b.dev, s.dev)
+		return errf(CodeInvalidArgument, op, "%s", misplaced("operand "+gemmOperandNames[i], b.dev, "stream", s.dev))
 	}
 	if unused {
 		if !b.l.alive() {

@@ -274,7 +274,13 @@ func (hs *HostSlice) Free() error {
 		for _, d := range hh.rt.devices {
 			if m&(1<<(d.index%64)) != 0 {
 				if err := d.sync(); err != nil {
-					return fmt.Errorf("gpurt: %s: the host slice's %d bytes stay out of the heap, since copies queued with it may still run: %w", op, hs.span, err)
+					e := &Error{Op: op, Code: CodeInternal, Message: err.Error()}
+					if pe, ok := err.(*Error); ok {
+						e.Code, e.Backend, e.VendorCode = pe.Code, pe.Backend, pe.VendorCode
+						e.Message = pe.Op + ": " + pe.Message
+					}
+					e.Message = fmt.Sprintf("the host slice's %d bytes stay out of the heap, since copies queued with it may still run: %s", hs.span, e.Message)
+					return e
 				}
 			}
 		}

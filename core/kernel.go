@@ -489,7 +489,7 @@ func checkKernel(op string, item int, s *Stream, k *Kernel, nargs int) error {
 		return launchErr(CodeInvalidArgument, op, item, "zero-value kernel (not made by Module.Kernel)")
 	}
 	if k.mod.dev != s.dev {
-		return launchErr(CodeInvalidArgument, op, item, "kernel %q is loaded on %v, the stream is on %v", k.name, k.mod.dev, s.dev)
+		return launchErr(CodeInvalidArgument, op, item, "%s", misplaced(fmt.Sprintf("kernel %q", k.name), k.mod.dev, "stream", s.dev))
 	}
 	if nargs != len(k.info.Params) {
 		return launchErr(CodeInvalidArgument, op, item, "kernel %q takes %d arguments, got %d", k.name, len(k.info.Params), nargs)
@@ -575,10 +575,7 @@ func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p ParamIn
 		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: a zero-length view (the plugin would read length 0 as the rest of the buffer)", k.name, i)
 	}
 	if b.dev != s.dev {
-		if b.dev.rt != s.dev.rt {
-			return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: the buffer belongs to another runtime", k.name, i)
-		}
-		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: the buffer is on %v, the stream on %v", k.name, i, b.dev, s.dev)
+		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: %s", k.name, i, misplaced("the buffer", b.dev, "stream", s.dev))
 	}
 	*ka = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val, Buffer: b.h, Offset: a.off, Length: a.n}
 	return b, nil

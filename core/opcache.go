@@ -3,6 +3,7 @@
 package core
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -211,7 +212,13 @@ func (c *opCache) destroy(es []*planEntry) error {
 	return first
 }
 
-// flush synchronizes each device with dead plans and destroys them.
+// deviceLost reports whether err says the device is lost: it runs no
+// more work, so what queued work used (evicted plans) can be destroyed
+// without a synchronize, instead of being kept until Close.
+func deviceLost(err error) bool { return errors.Is(err, ErrDeviceLost) }
+
+// flush synchronizes each device with dead plans and destroys them (on
+// a lost device, without the synchronize).
 func (c *opCache) flush() error {
 	var first error
 	for _, d := range c.rt.devices {
@@ -219,7 +226,7 @@ func (c *opCache) flush() error {
 		if len(es) == 0 {
 			continue
 		}
-		if err := d.sync(); err != nil {
+		if err := d.sync(); err != nil && !deviceLost(err) {
 			c.giveBack(es)
 			if first == nil {
 				first = err

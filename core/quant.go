@@ -95,7 +95,7 @@ func (c *opCall) operand(i int, name string, r Region, need uint64, align uint64
 			return err
 		}
 		b.done()
-		return errf(CodeInvalidArgument, c.op, "operand %s is on %v of another runtime or device than the stream (%v)", name, b.dev, s.dev)
+		return errf(CodeInvalidArgument, c.op, "%s", misplaced("operand "+name, b.dev, "stream", s.dev))
 	}
 	held := false
 	for m := c.held; m != 0; m &= m - 1 {

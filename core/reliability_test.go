@@ -7,15 +7,19 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // Tests of issue 9: hangs, leaks, wrong results that succeed, crashes.
@@ -482,4 +486,210 @@ func TestGemmDescChecks(t *testing.T) {
 		})
 	}
 	require.NoError(t, s.Gemm(base, ops)) // the base is valid
+}
+
+// collected reports whether the object that cleanup was registered on
+// (via watch) is garbage collected within hangLimit, running the GC.
+func collected(t *testing.T, gone <-chan struct{}) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	for {
+		runtime.GC()
+		select {
+		case <-gone:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// logBuffer is a concurrency-safe sink for an hclog logger.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func openLogged(t *testing.T, options string) (*core.Runtime, *logBuffer) {
+	t.Helper()
+	lb := &logBuffer{}
+	log := hclog.New(&hclog.LoggerOptions{Name: "gpurt", Level: hclog.Warn, Output: lb})
+	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock",
+		PluginOptions: options, Logger: log})
+	require.NoError(t, err)
+	return rt, lb
+}
+
+// Item 2: a closed Runtime that did a large (staged) copy is garbage
+// collected: nothing of its own (the leak watcher's cleanups on its
+// staging slots) keeps it reachable.
+func TestClosedRuntimeIsCollected(t *testing.T) {
+	gone := make(chan struct{})
+	func() {
+		rt, _ := openLogged(t, "delay_us=0")
+		d := dev0(t, rt)
+		buf, err := d.Alloc(1 << 20)
+		require.NoError(t, err)
+		require.NoError(t, core.CopyFromHost(buf, make([]byte, 1<<20)))
+		require.NoError(t, core.CopyToHost(make([]byte, 1<<20), buf))
+		require.NoError(t, buf.Free())
+		require.NoError(t, rt.Close())
+		runtime.AddCleanup(rt, func(ch chan struct{}) { close(ch) }, gone)
+	}()
+	assert.True(t, collected(t, gone), "the closed runtime was never garbage collected")
+}
+
+// Item 2: a LaunchBatch dropped without Submit or Reset gives back its
+// holds when it is garbage collected (and logs a leak), so its buffers
+// can be freed and its module unloaded before Close.
+func TestDroppedLaunchBatchReleasesHolds(t *testing.T) {
+	rt, logs := openLogged(t, "delay_us=0")
+	defer rt.Close()
+	d := dev0(t, rt)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	mod, err := d.LoadModule("dropped", core.ModuleBuiltin, nil)
+	require.NoError(t, err)
+	fill, err := mod.Kernel("fill_f32")
+	require.NoError(t, err)
+	buf, err := d.Alloc(64)
+	require.NoError(t, err)
+	gone := make(chan struct{})
+	func() {
+		b := s.NewLaunchBatch()
+		require.NoError(t, b.Add(fill, core.Grid1D(16, 16), core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(16)))
+		require.ErrorIs(t, buf.Free(), core.ErrFailedPrecondition) // held while the batch lives
+		runtime.AddCleanup(b, func(ch chan struct{}) { close(ch) }, gone)
+	}()
+	require.True(t, collected(t, gone), "the dropped batch was never garbage collected")
+	// The batch's own cleanup runs on the cleanup goroutine, after the
+	// one above or before it: wait for the holds to go, bounded.
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	var ferr error
+	for {
+		if ferr = buf.Free(); ferr == nil || ctx.Err() != nil {
+			break
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, ferr, "the buffer stays held by a batch nobody can reach")
+	require.NoError(t, mod.Unload())
+	assert.Contains(t, logs.String(), "LaunchBatch")
+	assert.Contains(t, logs.String(), "leak")
+}
+
+// Item 2: on a lost device, Trim releases the cached GEMM plans (no
+// work can run on the device any more), before Close.
+func TestLostDeviceReleasesPlans(t *testing.T) {
+	rt := openMock(t, "delay_us=0")
+	d := dev0(t, rt)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	buf, err := d.Alloc(8 * 8 * 4)
+	require.NoError(t, err)
+	desc := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 8, N: 8, K: 8}
+	require.NoError(t, s.Gemm(desc, core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}))
+	require.NoError(t, s.Synchronize())
+	st, err := rt.Stats()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.LivePlans)
+	require.NoError(t, rt.Control("lose_device", 0))
+	_ = rt.Trim() // may report the lost device
+	st, err = rt.Stats()
+	require.NoError(t, err)
+	assert.Zero(t, st.LivePlans, "cached plans of a lost device outlive Trim")
+	assert.Zero(t, rt.OpCacheStats().Pending)
+}
+
+// Item 6: leak reports carry one "gpurt:" prefix (the logger's name),
+// not two.
+func TestLeakReportPrefix(t *testing.T) {
+	rt, logs := openLogged(t, "delay_us=0")
+	defer rt.Close()
+	d := dev0(t, rt)
+	gone := make(chan struct{})
+	func() {
+		buf, err := d.Alloc(64)
+		require.NoError(t, err)
+		runtime.AddCleanup(buf, func(ch chan struct{}) { close(ch) }, gone)
+	}()
+	require.True(t, collected(t, gone))
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	for !strings.Contains(logs.String(), "leak") && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := logs.String()
+	assert.Contains(t, out, "gpurt: leak: a device buffer")
+	assert.NotContains(t, out, "gpurt: gpurt:")
+}
+
+// Item 6: an error for an object of another runtime says so, and does
+// not name the same device twice ("device 0 (...), the stream on device
+// 0 (...)").
+func TestAnotherRuntimeErrors(t *testing.T) {
+	a, b := openMock(t, "delay_us=0"), openMock(t, "delay_us=0")
+	da, db := dev0(t, a), dev0(t, b)
+	sa, err := da.NewStream()
+	require.NoError(t, err)
+	bufA, err := da.Alloc(256)
+	require.NoError(t, err)
+	bufB, err := db.Alloc(256)
+	require.NoError(t, err)
+	evB, err := db.NewEvent(false)
+	require.NoError(t, err)
+	hsB, err := b.HostHeap().Alloc(256)
+	require.NoError(t, err)
+	modA, err := da.BuiltinModule()
+	require.NoError(t, err)
+	modB, err := db.BuiltinModule()
+	require.NoError(t, err)
+	fillA, err := modA.Kernel("fill_f32")
+	require.NoError(t, err)
+	fillB, err := modB.Kernel("fill_f32")
+	require.NoError(t, err)
+	gemm := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 2, N: 2, K: 2}
+	for name, f := range map[string]func() error{
+		"Copy":           func() error { return core.Copy(bufA, bufB) },
+		"Stream.Memset":  func() error { return sa.Memset(bufB, 0) },
+		"Event.Record":   func() error { return evB.Record(sa) },
+		"CopyFromPinned": func() error { return sa.CopyFromPinned(bufA, hsB) },
+		"CopyToPinned":   func() error { return sa.CopyToPinned(hsB, bufA) },
+		"CopyDevice":     func() error { return sa.CopyDevice(bufA, bufB) },
+		"Gemm":           func() error { return sa.Gemm(gemm, core.GemmOperands{A: bufA, B: bufB, D: bufA, Alpha: 1}) },
+		"Launch kernel": func() error {
+			return sa.Launch(fillB, core.Grid1D(4, 4), core.ArgBuffer(bufA), core.ArgF32(1), core.ArgU64(4))
+		},
+		"Launch arg": func() error {
+			return sa.Launch(fillA, core.Grid1D(4, 4), core.ArgBuffer(bufB), core.ArgF32(1), core.ArgU64(4))
+		},
+		"LaunchBatch.Add": func() error {
+			return sa.NewLaunchBatch().Add(fillB, core.Grid1D(4, 4), core.ArgBuffer(bufA), core.ArgF32(1), core.ArgU64(4))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := f()
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			msg := err.Error()
+			assert.Contains(t, msg, "another runtime")
+			assert.LessOrEqual(t, strings.Count(msg, da.String()), 1, "the same device named twice: %s", msg)
+		})
+	}
 }

@@ -5,6 +5,7 @@ package core
 import (
 	"fmt"
 	"runtime"
+	"weak"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -28,6 +29,7 @@ type Runtime struct {
 	devices []*Device
 	heap    *HostHeap
 	plans   *opCache
+	self    weak.Pointer[Runtime] // for cleanups, which must not keep rt reachable
 	metrics metrics
 }
 
@@ -55,6 +57,7 @@ func openPlugin(cfg Config, set settings, rep *Report, p *bind.Plugin) (*Runtime
 	pc.OnError = func(c bind.Code) { rt.metrics.pluginError(ErrorCode(c)) }
 	p = &pc
 	rt.p = p
+	rt.self = weak.Make(rt)
 	opts := cfg.PluginOptions
 	args := abi.RuntimeCreateArgs{StructSize: abi.SizeofRuntimeCreateArgs}
 	var h abi.Runtime

@@ -163,8 +163,11 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error
 	}
 	defer b.done()
 	rt := s.dev.rt
-	if p.rt != rt || b.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "the memory is of another runtime or device than the stream (%v)", s.dev)
+	if p.rt != rt {
+		return errf(CodeInvalidArgument, op, "the pinned memory belongs to another runtime than the stream")
+	}
+	if b.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "%s", misplaced("the buffer", b.dev, "stream", s.dev))
 	}
 	if p.n > n {
 		if toPinned {
@@ -205,8 +208,11 @@ func (s *Stream) CopyDevice(dst, src Region) error {
 		return err
 	}
 	defer sb.done()
-	if db.dev != s.dev || sb.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "both buffers must be on the stream's %v", s.dev)
+	if db.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "%s", misplaced("the destination", db.dev, "stream", s.dev))
+	}
+	if sb.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "%s", misplaced("the source", sb.dev, "stream", s.dev))
 	}
 	if sn > dn {
 		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)

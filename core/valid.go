@@ -2,6 +2,8 @@
 
 package core
 
+import "fmt"
+
 // Nil and zero-value receivers. Every exported method of a core type
 // accepts a nil receiver and the zero value of its type (an object not
 // made by this package: &Buffer{}, &Stream{}, ...): methods that can fail
@@ -18,6 +20,16 @@ func (s *Stream) ok() bool      { return s != nil && s.l != nil && s.dev.ok() }
 func (ev *Event) ok() bool      { return ev != nil && ev.l != nil && ev.dev.ok() }
 func (m *Module) ok() bool      { return m != nil && m.l != nil && m.dev.ok() }
 func (k *Kernel) ok() bool      { return k != nil && k.mod.ok() }
+
+// misplaced describes, for an error, what (an object on device x) used
+// with the object whose lives on ref: the runtimes when they differ
+// (devices of two runtimes may have the same name), else the devices.
+func misplaced(what string, x *Device, whose string, ref *Device) string {
+	if x.rt != ref.rt {
+		return what + " belongs to another runtime than the " + whose
+	}
+	return fmt.Sprintf("%s is on %v, the %s on %v", what, x, whose, ref)
+}
 
 // errInvalid is the error for a nil or zero-value object (what: "buffer",
 // "stream", ...).
