@@ -9,7 +9,8 @@
 #            from abi/gpurt.h (go run ./internal/cmd/genbind).
 # make test  everything that runs without a GPU: that the generated files
 #            are what the generator makes (gen-check), gofmt, go vet, the four
-#            CGO_ENABLED=0 cross-builds, the ABI layout check, the Go tests
+#            CGO_ENABLED=0 cross-builds, the ABI layout check, the C ABI
+#            suite on the mock (plain, ASan+UBSan, TSan), the Go tests
 #            with -race and once more with cgo off, the CUDA plugin's
 #            compile check (scripts/build_cuda.sh --ci, which fetches nvcc
 #            from PyPI) and the make-dist check (scripts/dist_check.sh).
@@ -25,7 +26,7 @@ TEST_TIMEOUT ?= 15m
 CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
-.PHONY: run build mock cuda metal gpurt test generate gen-check fmt-check vet cross abi-test \
+.PHONY: run build mock cuda metal gpurt test generate gen-check fmt-check vet cross abi-test abi-suite \
         go-test go-test-nocgo cuda-check cgobench clean dist dist-check
 
 run: build
@@ -71,7 +72,7 @@ gpurt:
 	mkdir -p $(BUILD)
 	CGO_ENABLED=0 $(GO) build -o $(BUILD)/gpurt ./cmd/gpurt
 
-test: gen-check fmt-check vet cross abi-test go-test go-test-nocgo cuda-check dist-check
+test: gen-check fmt-check vet cross abi-test abi-suite go-test go-test-nocgo cuda-check dist-check
 	@echo "== make test: all passed"
 
 generate:
@@ -103,6 +104,12 @@ cross:
 abi-test:
 	@echo "== abi layout check"
 	$(GO) test -count=1 -run 'Layout' ./abi/
+
+# The plugin-agnostic C ABI suite (csrc/test/abi_suite.c) on the mock, built
+# plain, with ASan+UBSan and with TSan; scripts/gpu_check.sh runs it on CUDA.
+abi-suite:
+	@echo "== C ABI suite on the mock (plain, asan+ubsan, tsan)"
+	bash scripts/abi_suite.sh --mock
 
 go-test:
 	@echo "== go test -race ./... (cgo on)"

@@ -7,8 +7,9 @@
 #
 #   bash scripts/gpu_check.sh
 #
-# It builds build/libgpurt_cuda.so with nvcc, the C smoke and fault tests and
-# the raw C baseline (bench/raw/rawbench.c), then runs: the smoke test, the
+# It builds build/libgpurt_cuda.so with nvcc, the C smoke and fault tests, the
+# C ABI suite (csrc/test/abi_suite.c) and the raw C baseline
+# (bench/raw/rawbench.c), then runs: the smoke test, the C ABI suite, the
 # fault test, `gpurt probe`, `gpurt conform --backend cuda` and
 # `gpurt bench --json` (when those subcommands exist), and rawbench. Each
 # step has a timeout; a failing step is reported and the script goes on.
@@ -105,6 +106,8 @@ step oob_ptx 120 nvcc -ptx -arch=compute_80 -o build/oob.ptx plugins/cuda/testda
 tflags=(-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Iabi -Iplugins/cuda/test)
 step build_smoke 120 "$cc" "${tflags[@]}" -o build/cuda_smoke_test plugins/cuda/test/smoke_test.c -ldl -lpthread -lm
 step build_fault 120 "$cc" "${tflags[@]}" -o build/cuda_fault_test plugins/cuda/test/fault_test.c -ldl
+step build_abi_suite 120 "$cc" -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Iabi \
+  -o build/abi_suite csrc/test/abi_suite.c -ldl
 step build_rawbench 120 "$cc" -O2 -std=c11 -D_GNU_SOURCE -Iabi -I"$cuda/include" bench/raw/rawbench.c \
   -L"$cuda/lib64" -L"$cuda/lib64/stubs" -Wl,-rpath,"$cuda/lib64" -lcublasLt -lcuda -ldl -lm -o build/rawbench
 
@@ -113,6 +116,13 @@ if [ -f build/libgpurt_cuda.so ] && [ -x build/cuda_smoke_test ]; then
   step smoke_test 600 build/cuda_smoke_test "$root/build/libgpurt_cuda.so" build/oob.ptx
 else
   skip smoke_test "plugin or test not built"
+fi
+# The plugin-agnostic C ABI suite (csrc/test/abi_suite.c): the same checks
+# and the same messages as on the mock in `make test`.
+if [ -f build/libgpurt_cuda.so ] && [ -x build/abi_suite ]; then
+  step abi_suite 300 build/abi_suite "$root/build/libgpurt_cuda.so"
+else
+  skip abi_suite "plugin or suite not built"
 fi
 if [ -f build/libgpurt_cuda.so ] && [ -x build/cuda_fault_test ] && [ -f build/oob.ptx ]; then
   step fault_test 300 build/cuda_fault_test "$root/build/libgpurt_cuda.so" build/oob.ptx

@@ -1,0 +1,848 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * abi_suite PLUGIN — the plugin-agnostic C ABI suite: dlopens any gpurt
+ * plugin by path, negotiates, and runs the rules of abi/gpurt.h against it
+ * on device 0: negotiation, the table, error objects, short struct_size on
+ * argument and out structs, NULL accepted by every destroy, foreign, stale,
+ * wrong-kind and made-up handles, the copy / memset / launch / launch_batch
+ * checks (with the two settled rules: a plain pointer with a non-zero offset
+ * and a memset value wider than its element are refused), stats.
+ *
+ * The checks csrc/gp_contract.c implements for every plugin are compared
+ * byte for byte: the message must be "<backend>: " + the expected text, so
+ * a plugin that words a contract check its own way fails here. Checks that
+ * depend on a backend's handle tables compare the code and the prefix only.
+ *
+ * Each check prints one line ("ok   ..." or "FAIL ..."); the last line is
+ * "N passed, M failed"; the exit status is 0 only when M is 0 (2 when the
+ * plugin cannot be loaded or has no device). Backend-specific fault tests
+ * live elsewhere (plugins/mock/test/mock_selftest.c,
+ * plugins/cuda/test/fault_test.c).
+ *
+ * Build: cc -std=c11 -I abi -o abi_suite csrc/test/abi_suite.c -ldl
+ * (scripts/abi_suite.sh builds it and runs it against a plugin).
+ */
+#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpurt.h"
+
+static int passed, failed;
+static const gpurt_api *api;
+static char prefix[40]; /* "<backend>: " */
+
+static void result(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "ok  " : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  if (ok) passed++;
+  else failed++;
+}
+
+/* The error's code and message (copied), then destroys it. */
+static int take(gpurt_error *e, char *msg, size_t cap) {
+  if (e == NULL) {
+    if (cap) msg[0] = 0;
+    return GPURT_OK;
+  }
+  gpurt_error_info i;
+  memset(&i, 0, sizeof i);
+  i.struct_size = sizeof i;
+  api->error_get(e, &i);
+  snprintf(msg, cap, "%.*s", (int)i.message_len, i.message ? i.message : "");
+  api->error_destroy(e);
+  return i.code;
+}
+
+/* The call succeeds. */
+static void ok(const char *name, gpurt_error *e) {
+  char m[600];
+  int c = take(e, m, sizeof m);
+  result(c == GPURT_OK, "%s%s%s", name, c ? ": " : "", m);
+}
+
+/* The call fails with code and a message of this plugin. */
+static void code_is(const char *name, gpurt_error *e, int code) {
+  char m[600];
+  int c = take(e, m, sizeof m);
+  int good = c == code && strncmp(m, prefix, strlen(prefix)) == 0;
+  result(good, "%s: want code %d, got %d: %s", name, code, c, m);
+}
+
+/* The call fails with code and exactly "<backend>: " + want (a contract
+ * check of csrc, worded once for every plugin). */
+static void msg_is(const char *name, gpurt_error *e, int code, const char *fmt, ...) {
+  char want[600], full[700], m[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(want, sizeof want, fmt, ap);
+  va_end(ap);
+  snprintf(full, sizeof full, "%s%s", prefix, want);
+  int c = take(e, m, sizeof m);
+  int good = c == code && strcmp(m, full) == 0;
+  if (good) result(1, "%s", name);
+  else result(0, "%s: want [%d] \"%s\", got [%d] \"%s\"", name, code, full, c, m);
+}
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static gpurt_runtime *new_runtime(void) {
+  gpurt_runtime_create_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  gpurt_runtime *rt = NULL;
+  char m[600];
+  if (take(api->runtime_create(&a, &rt), m, sizeof m) != GPURT_OK) {
+    fprintf(stderr, "abi_suite: runtime_create: %s\n", m);
+    return NULL;
+  }
+  return rt;
+}
+
+static gpurt_buffer *alloc(gpurt_runtime *rt, uint64_t size) {
+  gpurt_buffer *b = NULL;
+  char m[600];
+  if (take(api->buffer_alloc(rt, 0, size, &b), m, sizeof m) != GPURT_OK)
+    fprintf(stderr, "abi_suite: buffer_alloc(%llu): %s\n", (unsigned long long)size, m);
+  return b;
+}
+
+static gpurt_copy_args copy_args(void) {
+  gpurt_copy_args c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.flags = GPURT_COPY_SYNC;
+  return c;
+}
+
+static gpurt_error *upload(gpurt_runtime *rt, gpurt_buffer *b, const void *src, uint64_t n) {
+  gpurt_copy_args c = copy_args();
+  c.size = n;
+  c.dst_buffer = b;
+  c.src_ptr = src;
+  return api->copy(rt, &c);
+}
+
+static gpurt_error *download(gpurt_runtime *rt, void *dst, gpurt_buffer *b, uint64_t n) {
+  gpurt_copy_args c = copy_args();
+  c.size = n;
+  c.dst_ptr = dst;
+  c.src_buffer = b;
+  return api->copy(rt, &c);
+}
+
+static gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t size,
+                                     uint32_t value, uint32_t es) {
+  gpurt_memset_args m;
+  memset(&m, 0, sizeof m);
+  m.struct_size = sizeof m;
+  m.buffer = b;
+  m.offset = off;
+  m.size = size;
+  m.value = value;
+  m.element_size = es;
+  return m;
+}
+
+static gpurt_kernel_arg arg_buf(gpurt_buffer *b, uint64_t off, uint64_t len) {
+  gpurt_kernel_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = GPURT_ARG_BUFFER;
+  a.size = 8;
+  a.buffer = b;
+  a.offset = off;
+  a.length = len;
+  return a;
+}
+
+static gpurt_kernel_arg arg_val(int32_t kind, uint32_t size, uint64_t v) {
+  gpurt_kernel_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = kind;
+  a.size = size;
+  a.value = v;
+  return a;
+}
+
+static uint64_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static gpurt_launch_args launch_args(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
+                                     uint32_t n) {
+  gpurt_launch_args l;
+  memset(&l, 0, sizeof l);
+  l.struct_size = sizeof l;
+  l.grid[0] = grid;
+  l.grid[1] = l.grid[2] = 1;
+  l.block[0] = block;
+  l.block[1] = l.block[2] = 1;
+  l.args = args;
+  l.num_args = n;
+  return l;
+}
+
+/* ---- negotiation and the table --------------------------------------------- */
+
+static int negotiate(void *lib) {
+  gpurt_negotiate_fn fn;
+  *(void **)&fn = dlsym(lib, GPURT_ENTRY_SYMBOL);
+  if (fn == NULL) {
+    fprintf(stderr, "abi_suite: no %s in the plugin\n", GPURT_ENTRY_SYMBOL);
+    return -1;
+  }
+  result(fn(NULL) == GPURT_ERR_INVALID_ARGUMENT, "negotiate: NULL args is INVALID_ARGUMENT");
+
+  gpurt_negotiate_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = offsetof(gpurt_negotiate_args, api) - 1;
+  a.host_abi_major = GPURT_ABI_MAJOR;
+  result(fn(&a) == GPURT_ERR_INVALID_ARGUMENT,
+         "negotiate: struct_size below the api field is INVALID_ARGUMENT");
+
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.host_abi_major = GPURT_ABI_MAJOR + 1;
+  a.host_abi_minor = 0;
+  a.api = (const gpurt_api *)&a; /* must be overwritten with NULL */
+  int32_t r = fn(&a);
+  result(r == GPURT_ERR_ABI_MISMATCH && a.api == NULL && a.plugin_abi_major == GPURT_ABI_MAJOR &&
+             strstr(a.message, "abi mismatch") != NULL,
+         "negotiate: another major is ABI_MISMATCH, versions written, api NULL: [%d] %s", r,
+         a.message);
+
+  /* A core that knows no message field still gets the table. */
+  memset(&a, 0, sizeof a);
+  a.struct_size = offsetof(gpurt_negotiate_args, message);
+  a.host_abi_major = GPURT_ABI_MAJOR;
+  a.host_abi_minor = GPURT_ABI_MINOR;
+  r = fn(&a);
+  result(r == GPURT_OK && a.api != NULL, "negotiate: struct_size without message still negotiates");
+
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.host_abi_major = GPURT_ABI_MAJOR;
+  a.host_abi_minor = GPURT_ABI_MINOR;
+  r = fn(&a);
+  result(r == GPURT_OK && a.api != NULL && a.plugin_abi_major == GPURT_ABI_MAJOR,
+         "negotiate: OK, plugin ABI %u.%u", a.plugin_abi_major, a.plugin_abi_minor);
+  if (r != GPURT_OK || a.api == NULL) return -1;
+  api = a.api;
+
+  result(api->abi_major == GPURT_ABI_MAJOR && api->abi_minor == a.plugin_abi_minor,
+         "table: abi_major/minor match the negotiated versions");
+  /* The table covers every slot of the minors it claims (1.2 here: the
+   * slots this suite calls). */
+  result(api->struct_size >= offsetof(gpurt_api, launch_batch) + sizeof(void *) ||
+             a.plugin_abi_minor < 2,
+         "table: struct_size %llu covers the 1.2 slots", (unsigned long long)api->struct_size);
+  int missing = 0;
+#define REQ(f) if (!GPURT_API_HAS(api, f)) { missing++; printf("     missing slot %s\n", #f); }
+  REQ(error_get) REQ(error_destroy) REQ(plugin_info) REQ(probe) REQ(runtime_create)
+  REQ(runtime_destroy) REQ(runtime_stats) REQ(runtime_control) REQ(device_count)
+  REQ(device_info) REQ(device_synchronize) REQ(buffer_alloc) REQ(buffer_free) REQ(host_alloc)
+  REQ(host_free) REQ(copy) REQ(memset) REQ(stream_create) REQ(stream_destroy)
+  REQ(stream_synchronize) REQ(stream_query) REQ(stream_wait_event) REQ(event_create)
+  REQ(event_destroy) REQ(event_record) REQ(event_query) REQ(event_synchronize)
+  REQ(event_elapsed) REQ(module_load) REQ(module_unload) REQ(kernel_get) REQ(kernel_info)
+  REQ(launch) REQ(gemm_plan_create) REQ(gemm_plan_destroy) REQ(gemm_run) REQ(launch_batch)
+#undef REQ
+  result(missing == 0, "table: every required 1.0-1.2 slot is set (shutdown is optional)");
+  return 0;
+}
+
+/* ---- info, probe, error objects ------------------------------------------------- */
+
+static void info_checks(void) {
+  gpurt_plugin_info pi;
+  memset(&pi, 0, sizeof pi);
+  pi.struct_size = sizeof pi;
+  ok("plugin_info", api->plugin_info(&pi));
+  snprintf(prefix, sizeof prefix, "%s: ", pi.backend);
+  result(pi.backend[0] != 0, "plugin_info: backend \"%s\", version \"%s\"", pi.backend, pi.version);
+
+  gpurt_error *e = api->plugin_info(NULL);
+  code_is("plugin_info: NULL out", e, GPURT_ERR_INVALID_ARGUMENT);
+  memset(&pi, 0xAB, sizeof pi);
+  pi.struct_size = 0;
+  code_is("plugin_info: out struct_size 0", api->plugin_info(&pi), GPURT_ERR_INVALID_ARGUMENT);
+  /* An older caller's 8-byte struct: nothing written past struct_size. */
+  memset(&pi, 0xAB, sizeof pi);
+  pi.struct_size = sizeof(uint64_t);
+  ok("plugin_info: out struct_size 8", api->plugin_info(&pi));
+  result((unsigned char)pi.backend[0] == 0xAB, "plugin_info: writes nothing past a short struct_size");
+
+  gpurt_probe_args pa;
+  memset(&pa, 0, sizeof pa);
+  pa.struct_size = sizeof pa;
+  ok("probe: device_capacity 0", api->probe(&pa));
+  result(pa.device_count >= 1 && pa.available == 1, "probe: available with %u device(s): %s",
+         pa.device_count, pa.reason);
+  code_is("probe: NULL args", api->probe(NULL), GPURT_ERR_INVALID_ARGUMENT);
+  pa.device_capacity = 1;
+  pa.devices = NULL;
+  code_is("probe: devices NULL with device_capacity 1", api->probe(&pa), GPURT_ERR_INVALID_ARGUMENT);
+
+  /* Error objects: code, message (prefixed, length without NUL), free. */
+  e = api->probe(NULL);
+  gpurt_error_info ei;
+  memset(&ei, 0, sizeof ei);
+  ei.struct_size = sizeof ei;
+  api->error_get(e, &ei);
+  result(ei.code == GPURT_ERR_INVALID_ARGUMENT && ei.message != NULL &&
+             ei.message_len == strlen(ei.message) &&
+             strncmp(ei.message, prefix, strlen(prefix)) == 0,
+         "error_get: code, \"%s\" message, message_len without the NUL", prefix);
+  gpurt_error_info shorty;
+  memset(&shorty, 0xAB, sizeof shorty);
+  shorty.struct_size = offsetof(gpurt_error_info, vendor_code);
+  api->error_get(e, &shorty);
+  unsigned char guard[sizeof shorty.vendor_code];
+  memset(guard, 0xAB, sizeof guard);
+  result(shorty.code == GPURT_ERR_INVALID_ARGUMENT &&
+             memcmp(&shorty.vendor_code, guard, sizeof guard) == 0,
+         "error_get: a short struct_size gets the code and nothing past it");
+  api->error_destroy(e);
+  api->error_destroy(NULL);
+  result(1, "error_destroy: NULL is a no-op");
+}
+
+/* ---- runtimes, NULL destroys, handles ------------------------------------------- */
+
+static void runtime_checks(gpurt_runtime *rt) {
+  gpurt_runtime *none = NULL;
+  code_is("runtime_create: NULL out", api->runtime_create(NULL, NULL), GPURT_ERR_INVALID_ARGUMENT);
+  gpurt_runtime_create_args ca;
+  memset(&ca, 0, sizeof ca);
+  code_is("runtime_create: args struct_size 0", api->runtime_create(&ca, &none),
+          GPURT_ERR_INVALID_ARGUMENT);
+  result(none == NULL, "runtime_create: *out is NULL after a failure");
+
+  uint32_t n = 0;
+  ok("device_count", api->device_count(rt, &n));
+  result(n >= 1, "device_count: %u", n);
+  code_is("device_count: NULL runtime", api->device_count(NULL, &n), GPURT_ERR_INVALID_HANDLE);
+  code_is("device_count: made-up runtime", api->device_count((gpurt_runtime *)(uintptr_t)0x1234, &n),
+          GPURT_ERR_INVALID_HANDLE);
+  gpurt_runtime *dead = new_runtime();
+  if (dead) {
+    ok("runtime_destroy", api->runtime_destroy(dead));
+    code_is("device_count: destroyed runtime", api->device_count(dead, &n), GPURT_ERR_INVALID_HANDLE);
+    code_is("runtime_destroy: destroyed runtime", api->runtime_destroy(dead),
+            GPURT_ERR_INVALID_HANDLE);
+  }
+
+  gpurt_device_info di;
+  memset(&di, 0xAB, sizeof di);
+  di.struct_size = sizeof(uint64_t);
+  ok("device_info: out struct_size 8", api->device_info(rt, 0, &di));
+  result((unsigned char)di.name[0] == 0xAB, "device_info: writes nothing past a short struct_size");
+  memset(&di, 0, sizeof di);
+  di.struct_size = sizeof di;
+  code_is("device_info: device 4096", api->device_info(rt, 4096, &di), GPURT_ERR_INVALID_ARGUMENT);
+
+  /* Every destroy accepts NULL. */
+  ok("runtime_destroy(NULL)", api->runtime_destroy(NULL));
+  ok("buffer_free(rt, NULL)", api->buffer_free(rt, NULL));
+  ok("host_free(rt, NULL)", api->host_free(rt, NULL));
+  ok("stream_destroy(rt, NULL)", api->stream_destroy(rt, NULL));
+  ok("event_destroy(rt, NULL)", api->event_destroy(rt, NULL));
+  ok("module_unload(rt, NULL)", api->module_unload(rt, NULL));
+  ok("gemm_plan_destroy(rt, NULL)", api->gemm_plan_destroy(rt, NULL));
+
+  /* stats: out checks, short struct_size, live counts */
+  msg_is("runtime_stats: NULL out", api->runtime_stats(rt, NULL), GPURT_ERR_INVALID_ARGUMENT,
+         "runtime_stats: out is NULL");
+  gpurt_runtime_stats st;
+  memset(&st, 0, sizeof st);
+  msg_is("runtime_stats: out struct_size 0", api->runtime_stats(rt, &st), GPURT_ERR_INVALID_ARGUMENT,
+         "runtime_stats: out has struct_size 0, below 8");
+  memset(&st, 0xAB, sizeof st);
+  st.struct_size = offsetof(gpurt_runtime_stats, live_host_buffers);
+  ok("runtime_stats: out struct_size 16", api->runtime_stats(rt, &st));
+  result(st.live_host_buffers == 0xABABABABABABABABull,
+         "runtime_stats: writes nothing past a short struct_size");
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  ok("runtime_stats", api->runtime_stats(rt, &st));
+  uint64_t bufs0 = st.live_buffers, bytes0 = st.device_bytes;
+  gpurt_buffer *b = alloc(rt, 4096);
+  ok("runtime_stats after buffer_alloc", api->runtime_stats(rt, &st));
+  result(st.live_buffers == bufs0 + 1 && st.device_bytes >= bytes0 + 4096,
+         "runtime_stats: live_buffers %llu -> %llu, device_bytes +%llu",
+         (unsigned long long)bufs0, (unsigned long long)st.live_buffers,
+         (unsigned long long)(st.device_bytes - bytes0));
+  ok("buffer_free", api->buffer_free(rt, b));
+  ok("runtime_stats after buffer_free", api->runtime_stats(rt, &st));
+  result(st.live_buffers == bufs0, "runtime_stats: live_buffers back to %llu",
+         (unsigned long long)bufs0);
+}
+
+static void handle_checks(gpurt_runtime *rt) {
+  gpurt_runtime *rt2 = new_runtime();
+  gpurt_buffer *b = alloc(rt, 256), *gone = alloc(rt, 256);
+  gpurt_buffer *foreign = rt2 ? alloc(rt2, 256) : NULL;
+  gpurt_stream *s = NULL, *s_gone = NULL;
+  ok("stream_create", api->stream_create(rt, 0, &s));
+  ok("stream_create (to destroy)", api->stream_create(rt, 0, &s_gone));
+  ok("stream_destroy", api->stream_destroy(rt, s_gone));
+  ok("buffer_free", api->buffer_free(rt, gone));
+  gpurt_memset_args m;
+
+  code_is("buffer_free: freed buffer", api->buffer_free(rt, gone), GPURT_ERR_INVALID_HANDLE);
+  m = memset_args(gone, 0, 4, 0, 1);
+  code_is("memset: freed buffer", api->memset(rt, &m), GPURT_ERR_INVALID_HANDLE);
+  m = memset_args((gpurt_buffer *)(uintptr_t)0xdeadbeef, 0, 4, 0, 1);
+  code_is("memset: made-up buffer handle", api->memset(rt, &m), GPURT_ERR_INVALID_HANDLE);
+  m = memset_args((gpurt_buffer *)s, 0, 4, 0, 1);
+  code_is("memset: a stream handle as a buffer", api->memset(rt, &m), GPURT_ERR_INVALID_HANDLE);
+  m = memset_args(NULL, 0, 4, 0, 1);
+  code_is("memset: NULL buffer", api->memset(rt, &m), GPURT_ERR_INVALID_HANDLE);
+  if (foreign) {
+    m = memset_args(foreign, 0, 4, 0, 1);
+    code_is("memset: another runtime's buffer", api->memset(rt, &m), GPURT_ERR_INVALID_HANDLE);
+    code_is("buffer_free: another runtime's buffer", api->buffer_free(rt, foreign),
+            GPURT_ERR_INVALID_HANDLE);
+    ok("buffer_free: the foreign buffer still frees in its own runtime",
+       api->buffer_free(rt2, foreign));
+  }
+  m = memset_args(b, 0, 4, 0, 1);
+  m.stream = s_gone;
+  code_is("memset: destroyed stream", api->memset(rt, &m), GPURT_ERR_INVALID_HANDLE);
+  code_is("stream_destroy: destroyed stream", api->stream_destroy(rt, s_gone),
+          GPURT_ERR_INVALID_HANDLE);
+  code_is("stream_synchronize: made-up stream",
+          api->stream_synchronize(rt, (gpurt_stream *)(uintptr_t)0xdeadbeef),
+          GPURT_ERR_INVALID_HANDLE);
+
+  gpurt_event *ev = NULL;
+  ok("event_create", api->event_create(rt, 0, 0, &ev));
+  ok("event_destroy", api->event_destroy(rt, ev));
+  code_is("event_query: destroyed event", api->event_query(rt, ev), GPURT_ERR_INVALID_HANDLE);
+  code_is("event_destroy: destroyed event", api->event_destroy(rt, ev), GPURT_ERR_INVALID_HANDLE);
+
+  gpurt_host_buffer *hb = NULL;
+  void *hp = NULL;
+  ok("host_alloc", api->host_alloc(rt, 256, &hb, &hp));
+  ok("host_free", api->host_free(rt, hb));
+  code_is("host_free: freed host buffer", api->host_free(rt, hb), GPURT_ERR_INVALID_HANDLE);
+
+  /* A kernel dies with its module. */
+  gpurt_module_load_args ml;
+  memset(&ml, 0, sizeof ml);
+  ml.struct_size = sizeof ml;
+  ml.format = GPURT_MODULE_BUILTIN;
+  gpurt_module *mod = NULL;
+  gpurt_kernel *k = NULL;
+  ok("module_load BUILTIN", api->module_load(rt, &ml, &mod));
+  ok("kernel_get fill_f32", api->kernel_get(rt, mod, "fill_f32", 8, &k));
+  ok("module_unload", api->module_unload(rt, mod));
+  gpurt_kernel_info ki;
+  memset(&ki, 0, sizeof ki);
+  ki.struct_size = sizeof ki;
+  code_is("kernel_info: kernel of an unloaded module", api->kernel_info(rt, k, &ki),
+          GPURT_ERR_INVALID_HANDLE);
+  code_is("module_unload: unloaded module", api->module_unload(rt, mod), GPURT_ERR_INVALID_HANDLE);
+  code_is("kernel_get: unloaded module", api->kernel_get(rt, mod, "fill_f32", 8, &k),
+          GPURT_ERR_INVALID_HANDLE);
+
+  ok("stream_destroy", api->stream_destroy(rt, s));
+  ok("buffer_free", api->buffer_free(rt, b));
+  if (rt2) ok("runtime_destroy (second runtime)", api->runtime_destroy(rt2));
+}
+
+/* ---- copy ------------------------------------------------------------------------ */
+
+static void copy_checks(gpurt_runtime *rt) {
+  gpurt_buffer *b = alloc(rt, 100);
+  gpurt_stream *s = NULL;
+  ok("stream_create", api->stream_create(rt, 0, &s));
+  gpurt_host_buffer *hb = NULL;
+  void *hp = NULL;
+  ok("host_alloc 100", api->host_alloc(rt, 100, &hb, &hp));
+  unsigned char tmp[256], back[256];
+  for (int i = 0; i < 256; i++) tmp[i] = (unsigned char)(i * 7 + 3);
+  gpurt_copy_args c;
+
+  msg_is("copy: NULL args", api->copy(rt, NULL), GPURT_ERR_INVALID_ARGUMENT, "copy: args is NULL");
+  c = copy_args();
+  c.struct_size = 0;
+  msg_is("copy: args struct_size 0", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: args has struct_size 0, below 8");
+  /* An older caller's struct ends after `size`: the fields past it read as
+   * zero, whatever the memory holds. */
+  c = copy_args();
+  c.size = 4;
+  c.dst_buffer = b;
+  c.src_ptr = tmp;
+  c.struct_size = offsetof(gpurt_copy_args, dst_buffer);
+  msg_is("copy: fields past struct_size are zero", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: exactly one of dst_buffer, dst_host, dst_ptr must be set (0 are)");
+
+  c = copy_args();
+  c.flags = 2 | GPURT_COPY_SYNC;
+  c.size = 4;
+  c.dst_buffer = b;
+  c.src_ptr = tmp;
+  msg_is("copy: unknown flags", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: unknown flags 0x2");
+  c.flags = 0;
+  msg_is("copy: asynchronous without a stream", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: an asynchronous copy needs a stream (stream is NULL without GPURT_COPY_SYNC)");
+  c.stream = s;
+  msg_is("copy: asynchronous from pageable memory", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: src_ptr is pageable memory; an asynchronous copy takes pinned host memory (a host "
+         "buffer) or needs GPURT_COPY_SYNC");
+  c = copy_args();
+  c.size = 4;
+  c.dst_buffer = b;
+  c.dst_ptr = back;
+  c.src_ptr = tmp;
+  msg_is("copy: two destinations", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: exactly one of dst_buffer, dst_host, dst_ptr must be set (2 are)");
+  c = copy_args();
+  c.size = 4;
+  c.dst_buffer = b;
+  msg_is("copy: no source", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: exactly one of src_buffer, src_host, src_ptr must be set (0 are)");
+
+  /* Settled rule 1: a plain pointer with a non-zero offset is refused. */
+  c = copy_args();
+  c.size = 4;
+  c.dst_buffer = b;
+  c.src_ptr = tmp;
+  c.src_offset = 8;
+  msg_is("copy: src_ptr with src_offset 8 is refused", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: src_offset is 8 with src_ptr; offsets apply to buffers and host buffers only "
+         "(advance the pointer instead)");
+  c = copy_args();
+  c.size = 4;
+  c.dst_ptr = back;
+  c.dst_offset = 1;
+  c.src_buffer = b;
+  msg_is("copy: dst_ptr with dst_offset 1 is refused", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: dst_offset is 1 with dst_ptr; offsets apply to buffers and host buffers only "
+         "(advance the pointer instead)");
+
+  /* Ranges, also for size 0. */
+  c = copy_args();
+  c.size = 51;
+  c.dst_buffer = b;
+  c.dst_offset = 50;
+  c.src_ptr = tmp;
+  msg_is("copy: dst range past the buffer", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
+         "copy: dst range (offset 50, size 51) is outside the buffer of 100 bytes");
+  c.size = 0;
+  c.dst_offset = 101;
+  msg_is("copy: size 0 at an offset past the buffer", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
+         "copy: dst range (offset 101, size 0) is outside the buffer of 100 bytes");
+  c = copy_args();
+  c.size = 2;
+  c.dst_ptr = back;
+  c.src_buffer = b;
+  c.src_offset = UINT64_MAX;
+  msg_is("copy: src offset that wraps", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
+         "copy: src range (offset 18446744073709551615, size 2) is outside the buffer of 100 bytes");
+  c = copy_args();
+  c.size = 100;
+  c.dst_host = hb;
+  c.dst_offset = 1;
+  c.src_buffer = b;
+  msg_is("copy: host buffer range", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
+         "copy: dst range (offset 1, size 100) is outside the host buffer of 100 bytes");
+
+  /* What works. */
+  c = copy_args();
+  c.size = 0;
+  c.dst_buffer = b;
+  c.src_ptr = tmp;
+  ok("copy: size 0 is a no-op", api->copy(rt, &c));
+  ok("copy: upload 100 bytes", upload(rt, b, tmp, 100));
+  memset(back, 0, sizeof back);
+  ok("copy: download 100 bytes", download(rt, back, b, 100));
+  result(memcmp(tmp, back, 100) == 0, "copy: round trip");
+  c = copy_args();
+  c.flags = 0;
+  c.stream = s;
+  c.size = 60;
+  c.dst_host = hb;
+  c.dst_offset = 40;
+  c.src_buffer = b;
+  c.src_offset = 10;
+  ok("copy: asynchronous into a host buffer at an offset", api->copy(rt, &c));
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+  result(memcmp((unsigned char *)hp + 40, tmp + 10, 60) == 0, "copy: offsets apply to both ends");
+
+  ok("host_free", api->host_free(rt, hb));
+  ok("stream_destroy", api->stream_destroy(rt, s));
+  ok("buffer_free", api->buffer_free(rt, b));
+}
+
+/* ---- memset ----------------------------------------------------------------------- */
+
+static void memset_checks(gpurt_runtime *rt) {
+  gpurt_buffer *b = alloc(rt, 100);
+  gpurt_memset_args m;
+  unsigned char back[100];
+
+  msg_is("memset: NULL args", api->memset(rt, NULL), GPURT_ERR_INVALID_ARGUMENT,
+         "memset: args is NULL");
+  m = memset_args(b, 0, 4, 0, 1);
+  m.struct_size = 0;
+  msg_is("memset: args struct_size 0", api->memset(rt, &m), GPURT_ERR_INVALID_ARGUMENT,
+         "memset: args has struct_size 0, below 8");
+  m = memset_args(b, 0, 6, 0, 3);
+  msg_is("memset: element_size 3", api->memset(rt, &m), GPURT_ERR_INVALID_ARGUMENT,
+         "memset: element_size is 3 (must be 1, 2 or 4)");
+  m = memset_args(b, 2, 8, 0, 4);
+  msg_is("memset: offset not a multiple", api->memset(rt, &m), GPURT_ERR_INVALID_ARGUMENT,
+         "memset: offset 2 and size 8 must be multiples of element_size 4");
+
+  /* Settled rule 2: a value wider than its element is refused. */
+  m = memset_args(b, 0, 4, 0x1ff, 1);
+  msg_is("memset: value 0x1ff in 1 byte is refused", api->memset(rt, &m), GPURT_ERR_INVALID_ARGUMENT,
+         "memset: value 0x1ff does not fit in element_size 1");
+  m = memset_args(b, 0, 4, 0x10000, 2);
+  msg_is("memset: value 0x10000 in 2 bytes is refused", api->memset(rt, &m),
+         GPURT_ERR_INVALID_ARGUMENT, "memset: value 0x10000 does not fit in element_size 2");
+
+  m = memset_args(b, 96, 8, 0, 4);
+  msg_is("memset: range past the buffer", api->memset(rt, &m), GPURT_ERR_OUT_OF_RANGE,
+         "memset: range (offset 96, size 8) is outside the buffer of 100 bytes");
+  m = memset_args(b, 104, 0, 0, 4);
+  msg_is("memset: size 0 at an offset past the buffer", api->memset(rt, &m), GPURT_ERR_OUT_OF_RANGE,
+         "memset: range (offset 104, size 0) is outside the buffer of 100 bytes");
+
+  m = memset_args(b, 0, 100, 0xff, 1);
+  ok("memset: 0xff in 1 byte", api->memset(rt, &m));
+  m = memset_args(b, 4, 8, 0xBEEF, 2);
+  ok("memset: 0xbeef in 2 bytes at offset 4", api->memset(rt, &m));
+  m = memset_args(b, 96, 4, 0x11223344, 4);
+  ok("memset: 4 bytes at the end", api->memset(rt, &m));
+  m = memset_args(b, 100, 0, 0, 1);
+  ok("memset: size 0 at the end is a no-op", api->memset(rt, &m));
+  ok("copy: download", download(rt, back, b, 100));
+  result(back[0] == 0xff && back[3] == 0xff && back[4] == 0xEF && back[5] == 0xBE &&
+             back[10] == 0xEF && back[11] == 0xBE && back[12] == 0xff && back[96] == 0x44 &&
+             back[99] == 0x11,
+         "memset: the patterns landed (little-endian, low element_size bytes)");
+  ok("buffer_free", api->buffer_free(rt, b));
+}
+
+/* ---- launch and launch_batch -------------------------------------------------------- */
+
+static int count_not(gpurt_runtime *rt, gpurt_buffer *b, uint32_t n, float want) {
+  float *h = calloc(n, sizeof *h);
+  if (h == NULL) return -1;
+  char m[600];
+  int bad = 0;
+  if (take(download(rt, h, b, (uint64_t)n * 4), m, sizeof m) != GPURT_OK) bad = -1;
+  for (uint32_t i = 0; bad >= 0 && i < n; i++)
+    if (h[i] != want) bad++;
+  free(h);
+  return bad;
+}
+
+static void launch_checks(gpurt_runtime *rt) {
+  const uint32_t N = 256;
+  gpurt_buffer *y = alloc(rt, N * 4), *small = alloc(rt, 100), *gone = alloc(rt, 64);
+  ok("buffer_free", api->buffer_free(rt, gone));
+  gpurt_stream *s = NULL;
+  ok("stream_create", api->stream_create(rt, 0, &s));
+  gpurt_module_load_args ml;
+  memset(&ml, 0, sizeof ml);
+  ml.struct_size = sizeof ml;
+  ml.format = GPURT_MODULE_BUILTIN;
+  gpurt_module *mod = NULL;
+  gpurt_kernel *fill = NULL, *axpy = NULL;
+  ok("module_load BUILTIN", api->module_load(rt, &ml, &mod));
+  ok("kernel_get fill_f32", api->kernel_get(rt, mod, "fill_f32", 8, &fill));
+  ok("kernel_get axpy_f32", api->kernel_get(rt, mod, "axpy_f32", 8, &axpy));
+  gpurt_kernel *nope = NULL;
+  code_is("kernel_get: unknown name", api->kernel_get(rt, mod, "nope_f32", 8, &nope),
+          GPURT_ERR_NOT_FOUND);
+
+  gpurt_kernel_info ki;
+  memset(&ki, 0, sizeof ki);
+  ki.struct_size = sizeof ki;
+  ok("kernel_info fill_f32", api->kernel_info(rt, fill, &ki));
+  result(ki.num_params == 3 && ki.param_kind[0] == GPURT_ARG_BUFFER &&
+             ki.param_kind[1] == GPURT_ARG_F32 && ki.param_kind[2] == GPURT_ARG_U64 &&
+             ki.param_size[0] == 8 && ki.param_size[1] == 4 && ki.param_size[2] == 8,
+         "kernel_info: fill_f32 is (buffer, f32, u64) as gpurt.h says");
+
+  gpurt_kernel_arg f[3] = {arg_buf(y, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(7.0f)),
+                           arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args l = launch_args(N / 64, 64, f, 3);
+  ok("launch fill_f32", api->launch(rt, s, fill, &l));
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+  result(count_not(rt, y, N, 7.0f) == 0, "launch: fill_f32 wrote 7.0 everywhere");
+
+  msg_is("launch: NULL stream", api->launch(rt, NULL, fill, &l), GPURT_ERR_INVALID_ARGUMENT,
+         "launch: stream is NULL (launch needs a stream)");
+  code_is("launch: made-up kernel", api->launch(rt, s, (gpurt_kernel *)(uintptr_t)0xdeadbeef, &l),
+          GPURT_ERR_INVALID_HANDLE);
+  msg_is("launch: NULL args", api->launch(rt, s, fill, NULL), GPURT_ERR_INVALID_ARGUMENT,
+         "launch: args is NULL");
+  gpurt_launch_args bad = l;
+  bad.struct_size = 4;
+  msg_is("launch: args struct_size 4", api->launch(rt, s, fill, &bad), GPURT_ERR_INVALID_ARGUMENT,
+         "launch: args has struct_size 4, below 8");
+  bad = l;
+  bad.grid[1] = 0;
+  msg_is("launch: grid y 0", api->launch(rt, s, fill, &bad), GPURT_ERR_INVALID_ARGUMENT,
+         "launch \"fill_f32\": grid (4,0,1) and block (64,1,1) must be non-zero in every dimension");
+  bad = l;
+  bad.num_args = GPURT_MAX_KERNEL_PARAMS + 1;
+  msg_is("launch: 33 arguments", api->launch(rt, s, fill, &bad), GPURT_ERR_INVALID_ARGUMENT,
+         "launch \"fill_f32\": 33 arguments, at most 32");
+  bad = l;
+  bad.args = NULL;
+  msg_is("launch: args NULL with num_args 3", api->launch(rt, s, fill, &bad),
+         GPURT_ERR_INVALID_ARGUMENT, "launch \"fill_f32\": args is NULL with num_args 3");
+  bad = l;
+  bad.num_args = 2;
+  msg_is("launch: 2 arguments to fill_f32", api->launch(rt, s, fill, &bad),
+         GPURT_ERR_INVALID_ARGUMENT, "launch \"fill_f32\": the kernel takes 3 arguments, got 2");
+  gpurt_kernel_arg fa[3];
+  memcpy(fa, f, sizeof fa);
+  bad = l;
+  bad.args = fa;
+  fa[1].kind = 99;
+  msg_is("launch: unknown argument kind", api->launch(rt, s, fill, &bad), GPURT_ERR_INVALID_ARGUMENT,
+         "launch \"fill_f32\": argument 1 has unknown kind 99");
+  fa[1] = arg_val(GPURT_ARG_F32, 8, f32_bits(1.0f));
+  msg_is("launch: f32 of size 8", api->launch(rt, s, fill, &bad), GPURT_ERR_INVALID_ARGUMENT,
+         "launch \"fill_f32\": argument 1 is f32 of 4 bytes, size says 8");
+  fa[1] = arg_val(GPURT_ARG_U32, 4, 1);
+  msg_is("launch: u32 where the kernel wants f32", api->launch(rt, s, fill, &bad),
+         GPURT_ERR_INVALID_ARGUMENT, "launch \"fill_f32\": argument 1 is u32, the kernel wants f32");
+  fa[1] = f[1];
+  fa[0] = arg_buf(y, 0, 0);
+  fa[0].size = 4;
+  msg_is("launch: buffer of size 4", api->launch(rt, s, fill, &bad), GPURT_ERR_INVALID_ARGUMENT,
+         "launch \"fill_f32\": argument 0 is buffer of 8 bytes, size says 4");
+  fa[0] = arg_buf(y, N * 4 - 8, 16);
+  msg_is("launch: view past the buffer", api->launch(rt, s, fill, &bad), GPURT_ERR_OUT_OF_RANGE,
+         "launch \"fill_f32\": argument 0: view (offset 1016, length 16) is outside the buffer "
+         "of 1024 bytes");
+  fa[0] = arg_buf(small, 0, 0);
+  msg_is("launch: a built-in touching more than its view", api->launch(rt, s, fill, &bad),
+         GPURT_ERR_OUT_OF_RANGE,
+         "launch \"fill_f32\": argument 0: the kernel touches 256 elements (1024 bytes) but the view "
+         "holds 100 bytes");
+  fa[0] = arg_buf(gone, 0, 0);
+  code_is("launch: freed buffer argument", api->launch(rt, s, fill, &bad), GPURT_ERR_INVALID_HANDLE);
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+  result(count_not(rt, y, N, 7.0f) == 0, "launch: no refused launch wrote anything");
+
+  /* launch_batch */
+  uint64_t n = 99;
+  ok("launch_batch: count 0 with NULL stream and items", api->launch_batch(rt, NULL, 0, NULL, &n));
+  result(n == 0, "launch_batch: count 0 sets out_enqueued 0");
+  gpurt_kernel_arg f9[3] = {f[0], arg_val(GPURT_ARG_F32, 4, f32_bits(9.0f)), f[2]};
+  gpurt_launch_args l9 = launch_args(N / 64, 64, f9, 3), l2 = l9;
+  l2.num_args = 2;
+  gpurt_launch_item items[3] = {{fill, &l9}, {fill, &l2}, {fill, &l9}};
+  n = 99;
+  msg_is("launch_batch: NULL stream", api->launch_batch(rt, NULL, 3, items, &n),
+         GPURT_ERR_INVALID_ARGUMENT, "launch_batch: stream is NULL (launch_batch needs a stream)");
+  result(n == 0, "launch_batch: a refused batch sets out_enqueued 0");
+  msg_is("launch_batch: NULL items", api->launch_batch(rt, s, 3, NULL, &n), GPURT_ERR_INVALID_ARGUMENT,
+         "launch_batch: items is NULL with count 3");
+  n = 99;
+  msg_is("launch_batch: invalid item 1", api->launch_batch(rt, s, 3, items, &n),
+         GPURT_ERR_INVALID_ARGUMENT,
+         "launch_batch: item 1: launch \"fill_f32\": the kernel takes 3 arguments, got 2");
+  result(n == 0, "launch_batch: an invalid item enqueues nothing (out_enqueued %llu)",
+         (unsigned long long)n);
+  items[1].args = NULL;
+  msg_is("launch_batch: item 1 with NULL args", api->launch_batch(rt, s, 3, items, &n),
+         GPURT_ERR_INVALID_ARGUMENT, "launch_batch: item 1: launch: args is NULL");
+  items[1].args = &l9;
+  items[2].kernel = NULL;
+  code_is("launch_batch: item 2 with a NULL kernel", api->launch_batch(rt, s, 3, items, &n),
+          GPURT_ERR_INVALID_HANDLE);
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+  result(count_not(rt, y, N, 7.0f) == 0, "launch_batch: refused batches wrote nothing");
+  items[2].kernel = fill;
+  n = 0;
+  ok("launch_batch: 3 valid items", api->launch_batch(rt, s, 3, items, &n));
+  result(n == 3, "launch_batch: out_enqueued %llu", (unsigned long long)n);
+  ok("launch_batch: NULL out_enqueued", api->launch_batch(rt, s, 1, items, NULL));
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+  result(count_not(rt, y, N, 9.0f) == 0, "launch_batch: the items ran");
+
+  /* gemm_run needs a stream too. */
+  gpurt_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_F32;
+  d.m = d.n = d.k = 4;
+  d.lda = d.ldb = d.ldc = d.ldd = 4;
+  d.batch_count = 1;
+  gpurt_gemm_plan *p = NULL;
+  ok("gemm_plan_create f32 4x4x4", api->gemm_plan_create(rt, 0, &d, &p));
+  gpurt_gemm_run_args g;
+  memset(&g, 0, sizeof g);
+  g.struct_size = sizeof g;
+  g.a = g.b = g.d = y;
+  g.b_offset = 64;
+  g.d_offset = 128;
+  g.alpha = 1.0;
+  msg_is("gemm_run: NULL stream", api->gemm_run(rt, NULL, p, &g), GPURT_ERR_INVALID_ARGUMENT,
+         "gemm_run: stream is NULL (gemm_run needs a stream)");
+  ok("gemm_run f32 4x4x4", api->gemm_run(rt, s, p, &g));
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+  ok("gemm_plan_destroy", api->gemm_plan_destroy(rt, p));
+  code_is("gemm_plan_destroy: destroyed plan", api->gemm_plan_destroy(rt, p),
+          GPURT_ERR_INVALID_HANDLE);
+
+  ok("module_unload", api->module_unload(rt, mod));
+  ok("stream_destroy", api->stream_destroy(rt, s));
+  ok("buffer_free", api->buffer_free(rt, small));
+  ok("buffer_free", api->buffer_free(rt, y));
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s PLUGIN\n", argv[0]);
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    fprintf(stderr, "abi_suite: dlopen %s: %s\n", argv[1], dlerror());
+    return 2;
+  }
+  if (negotiate(lib) != 0) {
+    printf("%d passed, %d failed\n", passed, failed + 1);
+    return 1;
+  }
+  info_checks();
+  gpurt_runtime *rt = new_runtime();
+  if (rt == NULL) {
+    printf("%d passed, %d failed\n", passed, failed + 1);
+    return 2;
+  }
+  runtime_checks(rt);
+  handle_checks(rt);
+  copy_checks(rt);
+  memset_checks(rt);
+  launch_checks(rt);
+  ok("runtime_destroy", api->runtime_destroy(rt));
+  /* Plugins are never dlclose'd (gpurt.h): neither is this one. */
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
