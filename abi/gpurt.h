@@ -20,7 +20,20 @@
  *     GPURT_ERR_UNSUPPORTED. A plugin reads only the fields of a caller's
  *     struct inside the caller's struct_size and treats missing ones as zero;
  *     it writes only the fields of an out-struct inside the caller's
- *     struct_size.
+ *     struct_size. A struct_size below 8 (or a NULL struct) is
+ *     GPURT_ERR_INVALID_ARGUMENT.
+ *   - Two structs have no struct_size: gpurt_kernel_arg and
+ *     gpurt_launch_item are elements of caller-owned arrays, read with the
+ *     fixed stride sizeof(T) of this header, and are frozen for the major.
+ *     Should one ever need a field, a minor appends a stride field to the
+ *     struct that points at the array (e.g. `uint32_t arg_stride` at the end
+ *     of gpurt_launch_args, 0 meaning sizeof(gpurt_kernel_arg) as of 1.0);
+ *     gpurt_launch_item arrays are passed to launch_batch directly, so a
+ *     longer item needs a new slot that takes the stride.
+ *   - Required slots: every 1.0 slot except shutdown (optional, may be
+ *     NULL); a core refuses a plugin that lacks one. Slots of later minors
+ *     are optional: NULL (or a struct_size that does not cover them) makes
+ *     the operation GPURT_ERR_UNSUPPORTED.
  *
  * Negotiation
  *   - A plugin exports exactly one symbol, GPURT_ENTRY_SYMBOL. It runs
@@ -58,9 +71,25 @@
  *     never keeps a caller's pointer after returning (asynchronous copies
  *     therefore take only plugin-owned pinned host memory).
  *
+ * Memory
+ *   - buffer_alloc returns device memory whose start is aligned to at least
+ *     256 bytes, and host_alloc pinned host memory (*out_ptr) aligned to at
+ *     least 256 bytes. The core relies on it: it sub-allocates pinned host
+ *     memory in 256-byte steps, and derives a GEMM operand's alignment from
+ *     its offset alone (buffer + offset is as aligned as offset, up to 256).
+ *
+ * The contract's checks
+ *   - The argument checks every plugin makes (copy, memset, launch,
+ *     launch_batch, the NULL stream of an enqueueing call, negotiation,
+ *     stats) are implemented once in csrc/gp_contract.c and worded once: the
+ *     same input gets the same code and message from every plugin, after its
+ *     "<backend>: " prefix. csrc/test/abi_suite.c checks any plugin against
+ *     them (scripts/abi_suite.sh).
+ *
  * Lifetime
- *   - Plugins are never dlclose'd; gpurt_api.shutdown releases what the
- *     plugin holds process-wide.
+ *   - Plugins are never dlclose'd and the core never calls shutdown. A
+ *     plugin's process-wide state (driver handles, tables) lives until the
+ *     process exits; shutdown is for other hosts that embed a plugin.
  */
 #ifndef GPURT_H_
 #define GPURT_H_
@@ -397,7 +426,8 @@ typedef struct gpurt_kernel_info {
 /* One packed kernel argument. For GPURT_ARG_BUFFER the kernel receives the
  * device address buffer+offset; length (bytes, 0 = to the end) bounds the
  * view for plugins that can check it. Scalars: `value` holds the bits,
- * `size` their width in bytes. */
+ * `size` their width in bytes (8 for a buffer). No struct_size: an element
+ * of gpurt_launch_args.args, fixed stride (see RULES, Versioning). */
 typedef struct gpurt_kernel_arg {
   int32_t kind;   /* GPURT_ARG_* */
   uint32_t size;  /* bytes the kernel parameter occupies */
@@ -416,7 +446,9 @@ typedef struct gpurt_launch_args {
   const gpurt_kernel_arg *args; /* borrowed: num_args entries */
 } gpurt_launch_args;
 
-/* One launch of a batch (1.2): a kernel and its launch arguments. */
+/* One launch of a batch (1.2): a kernel and its launch arguments. No
+ * struct_size: an element of launch_batch's items, fixed stride (see RULES,
+ * Versioning). */
 typedef struct gpurt_launch_item {
   gpurt_kernel *kernel;
   const gpurt_launch_args *args; /* borrowed for the call; struct_size set */
@@ -554,7 +586,9 @@ typedef struct gpurt_api {
   /* Can this plugin run here? Creates no context, prints nothing, never
    * hangs; may load the vendor driver library to ask. */
   gpurt_error *(*probe)(gpurt_probe_args *args);
-  /* Release process-wide state. Runtimes must have been destroyed. */
+  /* OPTIONAL (may be NULL; the core never calls it, plugins are never
+   * unloaded): release process-wide state. Runtimes must have been
+   * destroyed (GPURT_ERR_FAILED_PRECONDITION otherwise). */
   gpurt_error *(*shutdown)(void);
 
   gpurt_error *(*runtime_create)(const gpurt_runtime_create_args *args,
@@ -571,13 +605,14 @@ typedef struct gpurt_api {
   /* Waits for all work of this runtime on the device. */
   gpurt_error *(*device_synchronize)(gpurt_runtime *rt, uint32_t device);
 
-  /* Device memory. size > 0. Out of memory names the size and the free. */
+  /* Device memory. size > 0. The start is 256-byte aligned (at least).
+   * Out of memory names the size and the free. */
   gpurt_error *(*buffer_alloc)(gpurt_runtime *rt, uint32_t device,
                                uint64_t size, gpurt_buffer **out);
   gpurt_error *(*buffer_free)(gpurt_runtime *rt, gpurt_buffer *buf);
 
   /* Pinned host memory, owned by the plugin; *out_ptr is valid until
-   * host_free. */
+   * host_free and 256-byte aligned (at least). */
   gpurt_error *(*host_alloc)(gpurt_runtime *rt, uint64_t size,
                              gpurt_host_buffer **out, void **out_ptr);
   gpurt_error *(*host_free)(gpurt_runtime *rt, gpurt_host_buffer *buf);

@@ -471,6 +471,7 @@ static void copy_checks(gpurt_runtime *rt) {
   gpurt_host_buffer *hb = NULL;
   void *hp = NULL;
   ok("host_alloc 100", api->host_alloc(rt, 100, &hb, &hp));
+  result(((uintptr_t)hp % 256) == 0, "host_alloc: *out_ptr %p is 256-byte aligned", hp);
   unsigned char tmp[256], back[256];
   for (int i = 0; i < 256; i++) tmp[i] = (unsigned char)(i * 7 + 3);
   gpurt_copy_args c;

@@ -148,6 +148,49 @@ static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, con
 }
 
 /* ---- runtime objects --------------------------------------------------- */
+/*
+ * Locks. Launch, copy, memset, stream and event calls take none: handle
+ * lookups are lock-free (cu_table_lookup), a context is made current per
+ * call, and the last-kernel records are atomics. The mutexes, and the order
+ * in which they may nest (a lock is only ever taken while holding locks
+ * ABOVE it in this list, never below):
+ *
+ *   cu_plan.mu       (cuda_gemm.c) a plan with pointer attributes (bias,
+ *                    fp8 scales): serialises its runs from setting the
+ *                    attributes to enqueuing cublasLtMatmul; plan_c_scratch's
+ *                    lazy C buffer.
+ *   cu_stream.slot_mu (cuda_gemm.c) the stream's fp8 scale slots and its
+ *                    16-bit bias copy, from filling them until the matmul
+ *                    that reads them is enqueued (taken inside cu_plan.mu).
+ *   cu_stream.ws_mu  (cuda_stream.c) the stream's lazy GEMM workspace;
+ *                    taken alone, before cu_plan.mu, released before it.
+ *   cu_runtime.mu    (cuda_module.c) the modules' kernel lists; may take a
+ *                    table's mu (kernel handles inserted / removed).
+ *   cu_device.mu     (cuda_plugin.c, cuda_gemm.c) lost_msg / lost_code and
+ *                    the device's lazy cuBLASLt handle, scratch and internal
+ *                    module; reached from cu_fail / cu_lost_error, so under
+ *                    cu_plan.mu and cu_stream.slot_mu too.
+ *   cu_table.mu      (cuda_handles.c) insert and remove of one table; a leaf,
+ *                    except runtime teardown (cu_table_each), which holds it
+ *                    while releasing the objects.
+ *   g_lost_mu        (cuda_plugin.c) the process-wide sticky-error record: a
+ *                    leaf, never held with cu_device.mu (cu_fail and
+ *                    cu_adopt_lost take one after releasing the other).
+ *   g_mu + g_cv      (cuda_driver.c) loading libcuda and cuInit's state: a
+ *                    leaf; cuInit itself runs on its own thread without it.
+ *   lt_mu            (cuda_gemm.c) loading cuBLASLt once: a leaf.
+ *
+ * Held while calling the driver or cuBLASLt (never on the launch, copy or
+ * memset path): cu_plan.mu (cublasLtMatmulDescSetAttribute, cublasLtMatmul,
+ * cuMemAlloc of the C scratch); cu_stream.slot_mu (cuMemAlloc, cuMemFree,
+ * cuMemcpyDtoDAsync, cuStreamSynchronize, cuLaunchKernel of the bias
+ * conversion); cu_stream.ws_mu (cuStreamSynchronize, cuMemFree, cuMemAlloc
+ * when the workspace grows); cu_device.mu (one-time cublasLtCreate,
+ * cuMemAlloc + cuMemcpyHtoD of the scratch, cuModuleLoadDataEx +
+ * cuModuleGetFunction of the internal kernels); cu_table.mu at teardown
+ * (the objects' destroy/free calls); g_mu and lt_mu around dlopen. Never
+ * held across a driver call: cu_runtime.mu, g_lost_mu.
+ */
 
 #define CU_NAME_CAP 128
 
