@@ -123,6 +123,14 @@ fatbin=$tmp/kernels.fatbin
   -gencode arch=compute_90a,code=sm_90a \
   -gencode arch=compute_90,code=compute_90 \
   -o "$fatbin" "$src/cuda_kernels.cu" || die "nvcc could not compile plugins/cuda/src/cuda_kernels.cu"
+# The quantized and grouped matmul kernels (cuda_quant.cu): a fatbin of their
+# own (cuda_quant_fatbin.S), the same targets.
+qfatbin=$tmp/quant.fatbin
+"$nvcc" --fatbin -O3 -std=c++17 \
+  -gencode arch=compute_80,code=sm_80 \
+  -gencode arch=compute_90a,code=sm_90a \
+  -gencode arch=compute_90,code=compute_90 \
+  -o "$qfatbin" "$src/cuda_quant.cu" || die "nvcc could not compile plugins/cuda/src/cuda_quant.cu"
 
 cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
         -Wno-unused-parameter -I"$root/abi" -I"$root/csrc" -I"$src" -isystem "$inc")
@@ -133,6 +141,9 @@ cflags+=(${GPURT_CUDA_CFLAGS:-})
 "$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/cuda_fatbin.S" \
   || die "could not assemble plugins/cuda/src/cuda_fatbin.S"
 objs=("$tmp/fatbin.o")
+"$cc" -c -o "$tmp/quant_fatbin.o" -DGPURT_FATBIN_FILE="\"$qfatbin\"" "$src/cuda_quant_fatbin.S" \
+  || die "could not assemble plugins/cuda/src/cuda_quant_fatbin.S"
+objs+=("$tmp/quant_fatbin.o")
 # Every plugins/cuda/src/cuda_*.c (one file per concept: cuda_plugin.c,
 # cuda_memory.c, cuda_stream.c, cuda_module.c, cuda_gemm.c, ...).
 for c in "$src"/cuda_*.c; do
@@ -143,8 +154,8 @@ done
 # The C shared by the plugins: error objects, ABI struct access, dtype names
 # (not gp_dtype.c: its conversions would pull in libm), the path trust rule
 # for GPURT_CUBLASLT_PATH, the ABI contract's checks, the built-in kernels'
-# signature table.
-for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin; do
+# signature table, the 1.4 ops' argument checks.
+for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin gp_quant; do
   "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$root/csrc/$f.c" || die "could not compile csrc/$f.c"
   objs+=("$tmp/$f.o")
 done

@@ -215,6 +215,7 @@ typedef struct cu_device {
    * (cuda_gemm.c's f32 bias conversion), lazily under mu; never a user module. */
   CUmodule internal_mod;
   CUfunction f32_to_bf16, f32_to_f16;
+  void *quant; /* cuda_quant.c's kernels (its own fatbin), lazily under mu */
 } cu_device;
 
 typedef struct cu_runtime {
@@ -412,6 +413,15 @@ CU_HIDDEN void cu_gemm_plan_free(void *plan);
 CU_HIDDEN uint32_t cu_gemm_plan_device(const void *plan);
 /* Releases a device's cuBLASLt handle (runtime teardown). */
 CU_HIDDEN void cu_gemm_device_release(cu_device *d);
+
+/* ---- quantized and grouped matmul (cuda_quant.c, 1.4) ------------------------------ */
+
+CU_HIDDEN gpurt_error *cu_quant_matmul(gpurt_runtime *rt, gpurt_stream *s,
+                                       const gpurt_quant_matmul_args *args);
+CU_HIDDEN gpurt_error *cu_grouped_gemm(gpurt_runtime *rt, gpurt_stream *s,
+                                       const gpurt_grouped_gemm_args *args);
+/* Unloads a device's quant kernels (runtime teardown, context current). */
+CU_HIDDEN void cu_quant_device_release(cu_device *d);
 
 /* ---- the embedded kernels (cuda_fatbin.S) ------------------------------------------ */
 

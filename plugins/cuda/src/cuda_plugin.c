@@ -439,6 +439,7 @@ static void cu_runtime_free(cu_runtime *rt) {
     if (d->ctx == NULL) continue;
     cu_enter_quiet(rt, i);
     cu_gemm_device_release(d);
+    cu_quant_device_release(d);
     if (rt->ndev > 0) {
       CUcontext cur = NULL;
       if (cu_drv.p_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx)
@@ -682,6 +683,8 @@ static const gpurt_api cu_api = {
     .gemm_plan_create = cu_gemm_plan_create,
     .gemm_plan_destroy = cu_gemm_plan_destroy,
     .gemm_run = cu_gemm_run,
+    .quant_matmul = cu_quant_matmul,
+    .grouped_gemm = cu_grouped_gemm,
     .launch_batch = cu_launch_batch,
 };
 

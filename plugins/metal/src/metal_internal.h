@@ -277,6 +277,9 @@ gpurt_error *gm_gemm_plan_create(gpurt_runtime *h, uint32_t device,
 gpurt_error *gm_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *p);
 gpurt_error *gm_gemm_run(gpurt_runtime *h, gpurt_stream *s, gpurt_gemm_plan *p,
                          const gpurt_gemm_run_args *args);
+/* metal_quant.m: quantized and grouped matmul (1.4) */
+gpurt_error *gm_quant_matmul(gpurt_runtime *h, gpurt_stream *s, const gpurt_quant_matmul_args *args);
+gpurt_error *gm_grouped_gemm(gpurt_runtime *h, gpurt_stream *s, const gpurt_grouped_gemm_args *args);
 /* Frees every kernel handle of a module (runtime lock held by the caller). */
 void gm_module_drop_kernels_locked(GMRuntime *rt, GMModule *m);
 

@@ -635,6 +635,8 @@ static const gpurt_api gm_api = {
     .gemm_plan_create = gm_gemm_plan_create,
     .gemm_plan_destroy = gm_gemm_plan_destroy,
     .gemm_run = gm_gemm_run,
+    .quant_matmul = gm_quant_matmul,
+    .grouped_gemm = gm_grouped_gemm,
 };
 
 /* The entry: csrc's gp_negotiate. No side effects: no Metal call, no

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Command gpurt-quantbench times the 1.4 ops against cuBLASLt on one GPU
+// (scripts/gpu_quant_bench.sh runs it on the H200; it needs no cgo and is
+// built with CGO_ENABLED=0):
+//
+//   - int8 GEMV (Stream.QuantMatmul, MLX format, group 64) vs a bf16
+//     cuBLASLt GEMV (Stream.Gemm) at 4096x4096 and 14336x4096, n = 1 and 8;
+//   - int8 GEMM at n = 2048 vs bf16 cuBLASLt;
+//   - grouped GEMM (Stream.GroupedGemm, bf16 and fp8 with block scales) of
+//     8 and 64 experts with skewed row counts vs one cuBLASLt GEMM per
+//     expert (Stream.Gemm; fp8 there has per-tensor scales, the same work).
+//
+// Each figure is GPU time per call: the stream is first held by a sleep_ns
+// kernel long enough for every timed call to be enqueued behind it, so the
+// events measure the device's work, not the host's enqueueing; "wall" is
+// the host-inclusive time of the same calls without the sleep. Every line of
+// output is one JSON object; the shell script makes the table.
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/floatbits"
+)
+
+type result struct {
+	Name   string  `json:"name"`
+	Impl   string  `json:"impl"`
+	GPUus  float64 `json:"gpu_us"`
+	WallUs float64 `json:"wall_us"`
+	TFLOPs float64 `json:"tflops"`
+	GBs    float64 `json:"gb_s"`
+	Note   string  `json:"note,omitempty"`
+	// MSizes are a grouped case's rows per expert (for the torch script).
+	MSizes []int `json:"m_sizes,omitempty"`
+}
+
+type bench struct {
+	dev   *core.Device
+	s     *core.Stream
+	sleep *core.Kernel
+	iters int
+	out   *json.Encoder
+}
+
+func main() {
+	dir := flag.String("plugins", "", "folder with libgpurt_cuda.so (default: this executable's folder)")
+	iters := flag.Int("iters", 50, "timed calls per figure")
+	only := flag.String("only", "", "run only gemv, gemm or grouped")
+	flag.Parse()
+	if *dir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fail(err)
+		}
+		*dir = filepath.Dir(exe)
+	}
+	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: "cuda"})
+	if err != nil {
+		fail(err)
+	}
+	defer rt.Close()
+	dev, err := rt.Device(0)
+	if err != nil {
+		fail(err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		fail(err)
+	}
+	defer s.Close()
+	mod, err := dev.BuiltinModule()
+	if err != nil {
+		fail(err)
+	}
+	sleep, err := mod.Kernel("sleep_ns")
+	if err != nil {
+		fail(err)
+	}
+	b := &bench{dev: dev, s: s, sleep: sleep, iters: *iters, out: json.NewEncoder(os.Stdout)}
+	if *only == "" || *only == "gemv" {
+		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
+			for _, n := range []int{1, 8} {
+				b.quantVsBF16(mk[0], n, mk[1])
+			}
+		}
+	}
+	if *only == "" || *only == "gemm" {
+		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
+			b.quantVsBF16(mk[0], 2048, mk[1])
+		}
+	}
+	if *only == "" || *only == "grouped" {
+		for _, g := range []int{8, 64} {
+			for _, fp8 := range []bool{false, true} {
+				b.grouped(g, fp8)
+			}
+		}
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "gpurt-quantbench:", err)
+	os.Exit(1)
+}
+
+// time runs fn warm-up times, then iters times without (wall time per
+// call) and iters times behind a sleep (GPU time per call). ops is the
+// number of launches one fn makes: iters shrinks so that at most 800 wait
+// behind the sleep (a stream's queue holds about a thousand before the
+// host blocks, which would put host time back into the figure).
+func (b *bench) time(ops int, fn func() error) (gpu, wall float64, err error) {
+	iters := b.iters
+	if iters*ops > 800 {
+		iters = max(2, 800/ops)
+	}
+	for i := 0; i < 5; i++ {
+		if err = fn(); err != nil {
+			return
+		}
+	}
+	if err = b.s.Synchronize(); err != nil {
+		return
+	}
+	// Hold the stream long enough to enqueue every call behind the sleep:
+	// measure the enqueueing first.
+	t0 := time.Now()
+	for i := 0; i < iters; i++ {
+		if err = fn(); err != nil {
+			return
+		}
+	}
+	if err = b.s.Synchronize(); err != nil {
+		return
+	}
+	wall = float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(iters)
+	hold := uint64(3*time.Since(t0).Nanoseconds()) + 2e6
+	start, err := b.dev.NewEvent(true)
+	if err != nil {
+		return
+	}
+	defer start.Close()
+	end, err := b.dev.NewEvent(true)
+	if err != nil {
+		return
+	}
+	defer end.Close()
+	if err = b.s.Launch(b.sleep, core.Grid1D(1, 1), core.ArgU64(hold)); err != nil {
+		return
+	}
+	if err = start.Record(b.s); err != nil {
+		return
+	}
+	for i := 0; i < iters; i++ {
+		if err = fn(); err != nil {
+			return
+		}
+	}
+	if err = end.Record(b.s); err != nil {
+		return
+	}
+	if err = end.Synchronize(); err != nil {
+		return
+	}
+	d, err := core.Elapsed(start, end)
+	if err != nil {
+		return
+	}
+	gpu = float64(d.Nanoseconds()) / 1e3 / float64(iters)
+	return
+}
+
+func (b *bench) emit(r result) {
+	if err := b.out.Encode(r); err != nil {
+		fail(err)
+	}
+}
+
+func (b *bench) alloc(n int, fill func([]byte)) *core.Buffer {
+	buf, err := b.dev.Alloc(n)
+	if err != nil {
+		fail(err)
+	}
+	data := make([]byte, n)
+	fill(data)
+	if err := core.CopyFromHost(buf, data); err != nil {
+		fail(err)
+	}
+	return buf
+}
+
+var rng = rand.New(rand.NewPCG(7, 11))
+
+func randBF16(p []byte) {
+	for i := 0; i+1 < len(p); i += 2 {
+		binary.LittleEndian.PutUint16(p[i:], floatbits.BF16FromFloat32(float32(rng.NormFloat64())))
+	}
+}
+
+func randBytes(p []byte) {
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+}
+
+// randFP8 fills e4m3 values of moderate size (no NaN).
+func randFP8(p []byte) {
+	for i := range p {
+		p[i] = floatbits.E4M3FromFloat32(float32(rng.NormFloat64() * 4))
+	}
+}
+
+func randScale(p []byte) {
+	for i := 0; i+3 < len(p); i += 4 {
+		binary.LittleEndian.PutUint32(p[i:], math.Float32bits(float32(0.01*(0.5+rng.Float64()))))
+	}
+}
+
+func scaleBF16(p []byte) {
+	for i := 0; i+1 < len(p); i += 2 {
+		binary.LittleEndian.PutUint16(p[i:], floatbits.BF16FromFloat32(float32(0.01*(0.5+rng.Float64()))))
+	}
+}
+
+// quantVsBF16 times y (n x m) = x (n x k) * W^T: int8 W (MLX, group 64)
+// against bf16 W through cuBLASLt (column-major D = W x^T, "TN").
+func (b *bench) quantVsBF16(m, n, k int) {
+	name := fmt.Sprintf("%dx%d n=%d", m, k, n)
+	x := b.alloc(2*n*k, randBF16)
+	defer x.Free()
+	y, err := b.dev.Alloc(2 * n * m)
+	if err != nil {
+		fail(err)
+	}
+	defer y.Free()
+	flops := 2 * float64(m) * float64(n) * float64(k)
+	{
+		w := b.alloc(m*k, randBytes)
+		sc := b.alloc(2*m*k/64, scaleBF16)
+		bi := b.alloc(2*m*k/64, scaleBF16)
+		d := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: n, K: k}
+		o := core.QuantMatmulOperands{W: w, Scales: sc, Biases: bi, X: x, Y: y}
+		gpu, wall, err := b.time(1, func() error { return b.s.QuantMatmul(d, o) })
+		r := result{Name: name, Impl: "gpurt int8", GPUus: gpu, WallUs: wall,
+			TFLOPs: flops / gpu / 1e6, GBs: float64(m*k+4*m*k/64+2*n*k+2*n*m) / gpu / 1e3}
+		if err != nil {
+			r.Note = err.Error()
+		}
+		b.emit(r)
+		w.Free()
+		sc.Free()
+		bi.Free()
+	}
+	{
+		w := b.alloc(2*m*k, randBF16)
+		d := core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: m, N: n, K: k}
+		o := core.GemmOperands{A: w, B: x, D: y, Alpha: 1}
+		gpu, wall, err := b.time(1, func() error { return b.s.Gemm(d, o) })
+		r := result{Name: name, Impl: "cuBLASLt bf16", GPUus: gpu, WallUs: wall,
+			TFLOPs: flops / gpu / 1e6, GBs: float64(2*m*k+2*n*k+2*n*m) / gpu / 1e3}
+		if err != nil {
+			r.Note = err.Error()
+		}
+		b.emit(r)
+		w.Free()
+	}
+}
+
+// skewed splits total rows over g experts with weights 1/(i+1) (some
+// experts get none when g is large), as a router's load often is.
+func skewed(g, total int) []int {
+	ms := make([]int, g)
+	var sum float64
+	for i := range ms {
+		sum += 1 / float64(i+1)
+	}
+	left := total
+	for i := range ms {
+		ms[i] = int(float64(total) / float64(i+1) / sum)
+		left -= ms[i]
+	}
+	ms[0] += left
+	// a few empty experts
+	if g >= 16 {
+		ms[0] += ms[g-1] + ms[g/2]
+		ms[g-1], ms[g/2] = 0, 0
+	}
+	return ms
+}
+
+// grouped times the grouped GEMM of g experts (n 2048, k 4096, skewed m)
+// against one cuBLASLt GEMM per expert.
+func (b *bench) grouped(g int, fp8 bool) {
+	n, k := 2048, 4096
+	total := 8192
+	if g == 64 {
+		total = 16384
+	}
+	ms := skewed(g, total)
+	kind := "bf16"
+	es := 2
+	fillAB := randBF16
+	ab := core.BF16
+	if fp8 {
+		kind, es, fillAB, ab = "fp8", 1, randFP8, core.FP8E4M3
+	}
+	name := fmt.Sprintf("%d experts %s n=%d k=%d rows=%d (max %d)", g, kind, n, k, total, ms[0])
+	a := b.alloc(total*k*es, fillAB)
+	defer a.Free()
+	w := b.alloc(g*n*k*es, fillAB)
+	defer w.Free()
+	d, err := b.dev.Alloc(2 * total * n)
+	if err != nil {
+		fail(err)
+	}
+	defer d.Free()
+	flops := 2 * float64(total) * float64(n) * float64(k)
+	ops := core.GroupedGemmOperands{A: a, B: w, D: d}
+	if fp8 {
+		sa := b.alloc(4*total*k/128, randScale)
+		defer sa.Free()
+		sb := b.alloc(4*g*((n+127)/128)*(k/128), randScale)
+		defer sb.Free()
+		ops.ScaleA, ops.ScaleB = sa, sb
+	}
+	desc := core.GroupedGemmDesc{ABType: ab, DType: core.BF16, N: n, K: k, MSizes: ms}
+	gpu, wall, err := b.time(1, func() error { return b.s.GroupedGemm(desc, ops) })
+	r := result{Name: name, Impl: "gpurt grouped", GPUus: gpu, WallUs: wall, TFLOPs: flops / gpu / 1e6, MSizes: ms}
+	if err != nil {
+		r.Note = err.Error()
+	}
+	b.emit(r)
+	// One cuBLASLt GEMM per expert: D_e (col-major n x m_e) = W_e x_e^T.
+	var one *core.Buffer
+	if fp8 {
+		one = b.alloc(4, func(p []byte) { binary.LittleEndian.PutUint32(p, math.Float32bits(1)) })
+		defer one.Free()
+	}
+	type call struct {
+		d core.GemmDesc
+		o core.GemmOperands
+	}
+	var calls []call
+	row := 0
+	for e, m := range ms {
+		if m == 0 {
+			continue
+		}
+		av, _ := a.View(row*k*es, m*k*es)
+		wv, _ := w.View(e*n*k*es, n*k*es)
+		dv, _ := d.View(row*n*2, m*n*2)
+		c := call{d: core.GemmDesc{AType: ab, BType: ab, DType: core.BF16, TransA: true, M: n, N: m, K: k},
+			o: core.GemmOperands{A: wv, B: av, D: dv, Alpha: 1}}
+		if fp8 {
+			c.o.ScaleA, c.o.ScaleB = one, one
+		}
+		calls = append(calls, c)
+		row += m
+	}
+	gpu, wall, err = b.time(len(calls), func() error {
+		for i := range calls {
+			if err := b.s.Gemm(calls[i].d, calls[i].o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	r = result{Name: name, Impl: "cuBLASLt per expert", GPUus: gpu, WallUs: wall, TFLOPs: flops / gpu / 1e6,
+		Note: fmt.Sprintf("%d calls", len(calls))}
+	if fp8 {
+		r.Note += "; per-tensor scales (cuBLASLt), same work"
+	}
+	if err != nil {
+		r.Note = err.Error()
+	}
+	b.emit(r)
+}

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The 1.4 ops on CUDA: quant_matmul (MLX int8 affine weights) and
+ * grouped_gemm (mixture-of-experts, bf16 and fp8 with block scales), with
+ * the plugin's own kernels (cuda_quant.cu, in their own embedded fatbin,
+ * cuda_quant_fatbin.S), loaded per device on first use.
+ *
+ *  quant_matmul, n <= 8   gpurt_qgemv_<x>_<s>_n<n>: a warp per 4 rows of W
+ *  quant_matmul, n > 8    gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
+ *  grouped_gemm           gpurt_ggemm_bf16 / gpurt_ggemm_fp8: the same
+ *                         kernel, up to 64 groups per launch
+ *
+ * Arguments are checked by csrc/gp_quant.c (the same messages as the mock);
+ * this file adds what the kernels need (bf16 grouped: k a multiple of 8).
+ * Nothing here allocates device memory or synchronizes: each call is one
+ * launch (grouped: one per 64 groups) on the caller's stream.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "gp_quant.h"
+
+CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
+
+/* Kernel variants, indexed: GEMV (x type, scale type, n), quant GEMM (x
+ * type, scale type), grouped bf16, grouped fp8. */
+enum { QV_GEMV = 0, QV_QGEMM = 32, QV_GG_BF16 = 36, QV_GG_FP8 = 37, QV_COUNT = 38 };
+
+#define GG_MAX_GROUPS 64
+#define GG_TILE 128
+#define QG_ROWS_PER_BLOCK 16 /* 4 warps x 4 rows */
+
+/* The kernels' parameter structs (cuda_quant.cu's GemmArgs and GroupTable:
+ * the same fields, types and order). */
+typedef struct gg_args {
+  const void *a, *b;
+  uint16_t *d;
+  const uint16_t *sc, *bi;
+  const float *sa, *sb;
+  uint32_t ncols, k, gshift;
+} gg_args;
+
+typedef struct gg_table {
+  uint32_t count, first_group;
+  uint32_t tile_start[GG_MAX_GROUPS + 1];
+  uint32_t row_start[GG_MAX_GROUPS + 1];
+} gg_table;
+
+typedef struct cu_quant_dev {
+  CUmodule mod;
+  CUfunction fn[QV_COUNT];
+} cu_quant_dev;
+
+static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf16"; }
+
+/* The variant's kernel on device dev, the module loaded on first use
+ * (under the device's mutex); the context is current. */
+static gpurt_error *quant_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out) {
+  cu_device *d = &rt->devs[dev];
+  CUresult r = CUDA_SUCCESS;
+  char op[160];
+  op[0] = 0;
+  pthread_mutex_lock(&d->mu);
+  cu_quant_dev *q = d->quant;
+  if (q == NULL) {
+    q = calloc(1, sizeof *q);
+    if (q == NULL) {
+      pthread_mutex_unlock(&d->mu);
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "device %u: no host memory for the quantized-matmul kernels", dev);
+    }
+    snprintf(op, sizeof op, "loading the quantized and grouped matmul kernels (cuModuleLoadDataEx)");
+    r = cu_drv.p_cuModuleLoadDataEx(&q->mod, gpurt_cuda_quant_fatbin, 0, NULL, NULL);
+    if (r != CUDA_SUCCESS) {
+      free(q);
+      q = NULL;
+    } else {
+      d->quant = q;
+    }
+  }
+  if (q != NULL && q->fn[v] == NULL) {
+    snprintf(op, sizeof op, "cuModuleGetFunction %s", name);
+    r = cu_drv.p_cuModuleGetFunction(&q->fn[v], q->mod, name);
+    if (r != CUDA_SUCCESS) q->fn[v] = NULL;
+  }
+  CUfunction f = q != NULL ? q->fn[v] : NULL;
+  pthread_mutex_unlock(&d->mu); /* cu_fail takes d->mu */
+  if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, op, NULL);
+  *out = f;
+  return NULL;
+}
+
+void cu_quant_device_release(cu_device *d) {
+  cu_quant_dev *q = d->quant;
+  if (q == NULL) return;
+  if (q->mod != NULL) cu_drv.p_cuModuleUnload(q->mod);
+  free(q);
+  d->quant = NULL;
+}
+
+static uint32_t log2u(uint32_t v) {
+  uint32_t s = 0;
+  while ((1u << s) < v) s++;
+  return s;
+}
+
+static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* Launches f with params on the stream; a driver refusal names the kernel. */
+static gpurt_error *launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
+                           uint32_t block, void **params) {
+  if (grid == 0) return NULL;
+  if (grid > 0x7fffffffull)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the problem needs %llu blocks (more than 2^31 - 1)", name,
+                  (unsigned long long)grid);
+  CUresult r = cu_drv.p_cuLaunchKernel(f, (unsigned)grid, 1, 1, block, 1, 1, 0, st->s, params, NULL);
+  if (r != CUDA_SUCCESS) {
+    char op[160];
+    snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
+    return cu_fail(rt, st->dev, r, op, st->last_kernel);
+  }
+  return NULL;
+}
+
+gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+  gpurt_error *e = NULL;
+  cu_runtime *rt;
+  if ((e = gp_need_stream("quant_matmul", sh))) return e;
+  cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
+  if (st == NULL) return e;
+  gp_quant_mm c;
+  if ((e = gp_quant_mm_check(args, &c))) return e;
+  const gpurt_quant_matmul_args *a = &c.a;
+  uint32_t dev = st->dev;
+  CUdeviceptr w, sc, bi, x, y;
+  if ((e = cu_view(rt, a->w, a->w_offset, c.w_bytes, dev, "quant_matmul: w", &w)) ||
+      (e = cu_view(rt, a->scales, a->scales_offset, c.s_bytes, dev, "quant_matmul: scales", &sc)) ||
+      (e = cu_view(rt, a->biases, a->biases_offset, c.s_bytes, dev, "quant_matmul: biases", &bi)) ||
+      (e = cu_view(rt, a->x, a->x_offset, c.x_bytes, dev, "quant_matmul: x", &x)) ||
+      (e = cu_view(rt, a->y, a->y_offset, c.y_bytes, dev, "quant_matmul: y", &y)))
+    return e;
+  if ((e = cu_enter(rt, dev))) return e;
+  const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
+  uint32_t m = (uint32_t)a->m, n = (uint32_t)a->n, k = (uint32_t)a->k, gshift = log2u(a->group_size);
+  char name[64];
+  CUfunction f;
+  if (n <= 8) {
+    snprintf(name, sizeof name, "gpurt_qgemv_%s_%s_n%u", tname(a->x_type), tname(a->scale_type), n);
+    if ((e = quant_fn(rt, dev, QV_GEMV + (xi * 2 + si) * 8 + (int)(n - 1), name, &f))) return e;
+    const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
+    const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
+    const uint16_t *px = (const uint16_t *)(uintptr_t)x;
+    uint16_t *py = (uint16_t *)(uintptr_t)y;
+    void *params[8] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift};
+    return launch(rt, st, f, name, cdiv(m, QG_ROWS_PER_BLOCK), 128, params);
+  }
+  snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
+  if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f))) return e;
+  /* The tiled kernel with one group: A = x (n rows), B = W (m rows). */
+  gg_args ga = {(const void *)(uintptr_t)x, (const void *)(uintptr_t)w, (uint16_t *)(uintptr_t)y,
+                (const uint16_t *)(uintptr_t)sc, (const uint16_t *)(uintptr_t)bi, NULL, NULL, m, k, gshift};
+  gg_table gt;
+  memset(&gt, 0, sizeof gt);
+  uint64_t tiles = cdiv(n, GG_TILE) * cdiv(m, GG_TILE);
+  if (tiles > 0x7fffffffull)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "quant_matmul: m %u x n %u needs more than 2^31 - 1 tiles", m, n);
+  gt.count = 1;
+  gt.tile_start[1] = (uint32_t)tiles;
+  gt.row_start[1] = n;
+  void *params[2] = {&ga, &gt};
+  return launch(rt, st, f, name, tiles, 256, params);
+}
+
+gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+  gpurt_error *e = NULL;
+  cu_runtime *rt;
+  if ((e = gp_need_stream("grouped_gemm", sh))) return e;
+  cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
+  if (st == NULL) return e;
+  gp_grouped c;
+  if ((e = gp_grouped_check(args, &c))) return e;
+  const gpurt_grouped_gemm_args *a = &c.a;
+  if (!c.fp8 && a->k % 8 != 0)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "grouped_gemm: k %llu is not a multiple of 8 (the CUDA kernel reads "
+                  "rows of bf16 A and B in 16-byte pieces)", (unsigned long long)a->k);
+  uint32_t dev = st->dev;
+  CUdeviceptr pa, pb, pd, psa = 0, psb = 0;
+  if ((e = cu_view(rt, a->a, a->a_offset, c.a_bytes, dev, "grouped_gemm: a", &pa)) ||
+      (e = cu_view(rt, a->b, a->b_offset, c.b_bytes, dev, "grouped_gemm: b", &pb)) ||
+      (e = cu_view(rt, a->d, a->d_offset, c.d_bytes, dev, "grouped_gemm: d", &pd)) ||
+      (c.fp8 && (e = cu_view(rt, a->scale_a, a->scale_a_offset, c.sa_bytes, dev, "grouped_gemm: scale_a", &psa))) ||
+      (c.fp8 && (e = cu_view(rt, a->scale_b, a->scale_b_offset, c.sb_bytes, dev, "grouped_gemm: scale_b", &psb))))
+    return e;
+  if (c.total_m == 0) return NULL;
+  if ((e = cu_enter(rt, dev))) return e;
+  const char *name = c.fp8 ? "gpurt_ggemm_fp8" : "gpurt_ggemm_bf16";
+  CUfunction f;
+  if ((e = quant_fn(rt, dev, c.fp8 ? QV_GG_FP8 : QV_GG_BF16, name, &f))) return e;
+  gg_args ga = {(const void *)(uintptr_t)pa, (const void *)(uintptr_t)pb, (uint16_t *)(uintptr_t)pd, NULL, NULL,
+                (const float *)(uintptr_t)psa, (const float *)(uintptr_t)psb, (uint32_t)a->n, (uint32_t)a->k, 0};
+  const uint64_t tiles_n = cdiv(a->n, GG_TILE);
+  uint64_t row = 0;
+  for (uint64_t g0 = 0; g0 < a->group_count; g0 += GG_MAX_GROUPS) {
+    uint64_t cnt = a->group_count - g0 < GG_MAX_GROUPS ? a->group_count - g0 : GG_MAX_GROUPS;
+    gg_table gt;
+    memset(&gt, 0, sizeof gt);
+    gt.count = (uint32_t)cnt;
+    gt.first_group = (uint32_t)g0;
+    uint64_t tiles = 0;
+    for (uint64_t i = 0; i < cnt; i++) {
+      gt.tile_start[i] = (uint32_t)tiles;
+      gt.row_start[i] = (uint32_t)row;
+      uint64_t m = a->m_sizes[g0 + i];
+      tiles += cdiv(m, GG_TILE) * tiles_n;
+      row += m;
+      if (tiles > 0x7fffffffull)
+        return gp_err(GPURT_ERR_UNSUPPORTED, "grouped_gemm: groups %llu.. need more than 2^31 - 1 tiles",
+                      (unsigned long long)g0);
+    }
+    gt.tile_start[cnt] = (uint32_t)tiles;
+    gt.row_start[cnt] = (uint32_t)row;
+    void *params[2] = {&ga, &gt};
+    if ((e = launch(rt, st, f, name, tiles, 256, params))) return e;
+  }
+  return NULL;
+}

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The kernels of the 1.4 ops (cuda_quant.c launches them), compiled by nvcc
+// into their own fatbin (cuda_quant_fatbin.S), never reachable through
+// kernel_get:
+//
+//  gpurt_qgemv_<x>_<s>_n<N>   y = x * dequant(W)^T for N <= 8 tokens
+//     (decode). A warp owns QG_ROWS rows of W; each lane streams 16 bytes of
+//     every row per step (16-byte non-caching loads), turns the bytes into
+//     f32 in registers (a byte-permute into 2^23 + q, minus 2^23: no int
+//     to float conversions), and keeps sum(x*q) and sum(x) per group chunk,
+//     so y = sum_g s_g * sum(x*q) + b_g * sum(x). The N tokens' x chunks are
+//     read once per step for all QG_ROWS rows.
+//  gpurt_qgemm_<x>_<s>        the same for N > 8 (prefill), and
+//  gpurt_ggemm_bf16 / _fp8    the grouped GEMM: one tiled tensor-core
+//     kernel, D[r][c] = sum_p A[r][p] * B[c][p] over 128 x 128 tiles of D,
+//     32 deep, 8 warps of 64 x 32, mma.sync m16n8k16 with f32 accumulation.
+//     A and B tiles are staged through registers into double-buffered shared
+//     memory: int8 weights are dequantized (s*q + b in f32, rounded to the
+//     activation type) and fp8 e4m3 widened to f16 (exact) on the way, so
+//     the tensor cores see 16-bit operands. fp8 runs keep a second
+//     accumulator per 128-deep block and add it scaled by the block's
+//     scale_a (per row) * scale_b (per 128 x 128 block) when the block ends.
+//     A launch covers up to GG_MAX_GROUPS groups: a table of tile and row
+//     starts in the kernel's parameters, searched by each block.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+enum { T_BF16 = 0, T_F16 = 1, T_FP8 = 2, T_Q8 = 3 };
+
+#define QG_ROWS 4      // rows of W per warp (GEMV)
+#define QG_WARPS 4     // warps per block (GEMV)
+#define GG_BM 128      // rows of A per tile
+#define GG_BN 128      // rows of B (columns of D) per tile
+#define GG_BK 32       // depth per step
+#define GG_LD (GG_BK + 8) // shared row stride in 16-bit elements (80 bytes: no bank conflicts)
+#define GG_THREADS 256
+#define GG_MAX_GROUPS 64
+
+// ---- element conversions (16-bit values travel as raw bits) ----------------
+
+template <int T> __device__ __forceinline__ float h2f(uint16_t h);
+template <> __device__ __forceinline__ float h2f<T_BF16>(uint16_t h) {
+  return __uint_as_float((u32)h << 16);
+}
+template <> __device__ __forceinline__ float h2f<T_F16>(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+template <int T> __device__ __forceinline__ uint16_t f2h(float f);
+template <> __device__ __forceinline__ uint16_t f2h<T_BF16>(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+template <> __device__ __forceinline__ uint16_t f2h<T_F16>(float f) {
+  return __half_as_ushort(__float2half_rn(f));
+}
+// The low and high 16-bit values of a 32-bit word as f32.
+template <int T> __device__ __forceinline__ float2 w2f(u32 w);
+template <> __device__ __forceinline__ float2 w2f<T_BF16>(u32 w) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+template <> __device__ __forceinline__ float2 w2f<T_F16>(u32 w) {
+  __half2 h = *reinterpret_cast<__half2 *>(&w);
+  return __half22float2(h);
+}
+template <int T> __device__ __forceinline__ u32 pack2(float lo, float hi);
+template <> __device__ __forceinline__ u32 pack2<T_BF16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<u32 *>(&v);
+}
+template <> __device__ __forceinline__ u32 pack2<T_F16>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<u32 *>(&v);
+}
+
+// Byte j (0..3) of w as f32, exactly: 2^23 + q built by a byte permute.
+__device__ __forceinline__ float byte_f(u32 w, int j) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u + (u32)j)) - 8388608.0f;
+}
+
+// Two e4m3 bytes (the low 16 bits of w) as an f16 pair, exactly.
+__device__ __forceinline__ u32 e4m3x2_f16x2(u32 w) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
+  return (u32)h.x | ((u32)h.y << 16);
+}
+
+// A 16-byte load that does not keep the line in L1 (W is read once).
+__device__ __forceinline__ uint4 ld_stream(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// ---- GEMV (decode) --------------------------------------------------------------
+
+// One 16-element step of every row of a warp at depth base.
+template <int XT, int ST, int N>
+__device__ __forceinline__ void qgemv_step(const uint4 (&q)[QG_ROWS], u32 base, u32 row0,
+                                           const uint16_t *__restrict__ sc, const uint16_t *__restrict__ bi,
+                                           const uint16_t *__restrict__ x, u32 m, u32 k, u32 gshift,
+                                           u32 groups, float (&acc)[QG_ROWS][N]) {
+  const u32 g = base >> gshift;
+  float s[QG_ROWS], b[QG_ROWS], wf[QG_ROWS][16];
+#pragma unroll
+  for (int r = 0; r < QG_ROWS; r++) {
+    const u32 row = row0 + r < m ? row0 + r : m - 1;
+    s[r] = h2f<ST>(__ldg(sc + (u64)row * groups + g));
+    b[r] = h2f<ST>(__ldg(bi + (u64)row * groups + g));
+    const u32 qw[4] = {q[r].x, q[r].y, q[r].z, q[r].w};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) wf[r][i * 4 + j] = byte_f(qw[i], j);
+  }
+#pragma unroll
+  for (int t = 0; t < N; t++) {
+    const uint4 *xp = reinterpret_cast<const uint4 *>(x + (u64)t * k + base);
+    const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+    const u32 xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    float xf[16];
+    float sx = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const float2 v = w2f<XT>(xw[i]);
+      xf[2 * i] = v.x;
+      xf[2 * i + 1] = v.y;
+      sx += v.x + v.y;
+    }
+#pragma unroll
+    for (int r = 0; r < QG_ROWS; r++) {
+      float dq = 0.f;
+#pragma unroll
+      for (int i = 0; i < 16; i++) dq = fmaf(xf[i], wf[r][i], dq);
+      acc[r][t] = fmaf(s[r], dq, fmaf(b[r], sx, acc[r][t]));
+    }
+  }
+}
+
+template <int XT, int ST, int N>
+__device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                           const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
+                                           uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
+  const u32 lane = threadIdx.x & 31;
+  const u32 row0 = (blockIdx.x * QG_WARPS + (threadIdx.x >> 5)) * QG_ROWS;
+  if (row0 >= m) return;
+  const u32 groups = k >> gshift;
+  float acc[QG_ROWS][N];
+#pragma unroll
+  for (int r = 0; r < QG_ROWS; r++)
+#pragma unroll
+    for (int t = 0; t < N; t++) acc[r][t] = 0.f;
+  // Two steps per iteration: 2 x QG_ROWS 16-byte loads in flight per lane.
+  for (u32 base = lane * 16; base < k; base += 1024) {
+    uint4 q[2][QG_ROWS];
+    const bool two = base + 512 < k;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int r = 0; r < QG_ROWS; r++) {
+        const u32 row = row0 + r < m ? row0 + r : m - 1; // rows past m repeat the last (not stored)
+        if (h == 0 || two) q[h][r] = ld_stream(w + (u64)row * k + base + h * 512);
+      }
+    qgemv_step<XT, ST, N>(q[0], base, row0, sc, bi, x, m, k, gshift, groups, acc);
+    if (two) qgemv_step<XT, ST, N>(q[1], base + 512, row0, sc, bi, x, m, k, gshift, groups, acc);
+  }
+#pragma unroll
+  for (int r = 0; r < QG_ROWS; r++)
+#pragma unroll
+    for (int t = 0; t < N; t++)
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], off);
+  // Lane r*N + t (< 32) stores y[t][row0 + r].
+#pragma unroll
+  for (int r = 0; r < QG_ROWS; r++)
+#pragma unroll
+    for (int t = 0; t < N; t++)
+      if (lane == (u32)((r * N + t) & 31) && row0 + r < m) y[(u64)t * m + row0 + r] = f2h<XT>(acc[r][t]);
+}
+
+#define QGEMV(XN, XT, SN, ST, N)                                                                       \
+  extern "C" __global__ void __launch_bounds__(QG_WARPS * 32)                                           \
+      gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
+                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {       \
+    qgemv_body<XT, ST, N>(w, sc, bi, x, y, m, k, gshift);                                              \
+  }
+#define QGEMV_N(XN, XT, SN, ST)                                                                        \
+  QGEMV(XN, XT, SN, ST, 1) QGEMV(XN, XT, SN, ST, 2) QGEMV(XN, XT, SN, ST, 3) QGEMV(XN, XT, SN, ST, 4)  \
+  QGEMV(XN, XT, SN, ST, 5) QGEMV(XN, XT, SN, ST, 6) QGEMV(XN, XT, SN, ST, 7) QGEMV(XN, XT, SN, ST, 8)
+QGEMV_N(bf16, T_BF16, bf16, T_BF16)
+QGEMV_N(bf16, T_BF16, f16, T_F16)
+QGEMV_N(f16, T_F16, bf16, T_BF16)
+QGEMV_N(f16, T_F16, f16, T_F16)
+
+// ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
+
+// The groups of one launch: group g of the launch owns tiles
+// [tile_start[g], tile_start[g+1]) and rows [row_start[g], row_start[g+1])
+// of A and D (absolute rows); its B matrix is number first_group + g.
+struct GroupTable {
+  u32 count;
+  u32 first_group;
+  u32 tile_start[GG_MAX_GROUPS + 1];
+  u32 row_start[GG_MAX_GROUPS + 1];
+};
+
+struct GemmArgs {
+  const void *a;       // rows x k: 16-bit or fp8
+  const void *b;       // groups x ncols x k: 16-bit, fp8 or int8 codes
+  uint16_t *d;         // rows x ncols
+  const uint16_t *sc;  // int8 B: ncols x k>>gshift scales
+  const uint16_t *bi;  // int8 B: biases
+  const float *sa;     // fp8: rows x k/128
+  const float *sb;     // fp8: groups x ceil(ncols/128) x k/128
+  u32 ncols, k, gshift;
+};
+
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const u32 (&b)[2], int f16) {
+  if (f16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// One operand tile's share of a thread, held in registers between the
+// global load and the shared store. 16-bit operands: 2 chunks of 8
+// elements per thread; 8-bit ones (fp8, int8): 1 chunk of 16.
+template <int T> struct Stage {
+  static constexpr int CHUNKS = (T == T_BF16 || T == T_F16) ? 2 : 1;
+  static constexpr int ELEMS = (T == T_BF16 || T == T_F16) ? 8 : 16;
+  uint4 v[CHUNKS];
+  float s, b; // int8: the chunk's scale and bias
+};
+
+// Loads the tile of `rows` rows (of which `valid` exist) starting at row
+// pointer base (row stride k elements), depth k0, into st. OPT is the
+// operand type; for int8 the scales/biases of row (first_row + r).
+template <int OPT, int ST>
+__device__ __forceinline__ void load_tile(Stage<OPT> &st, const void *base, u32 valid, u32 k, u32 k0,
+                                          const uint16_t *sc, const uint16_t *bi, u32 gshift) {
+  constexpr int CPR = GG_BK / Stage<OPT>::ELEMS; // chunks per row: 4 or 2
+  constexpr int ES = (OPT == T_BF16 || OPT == T_F16) ? 2 : 1;
+#pragma unroll
+  for (int c = 0; c < Stage<OPT>::CHUNKS; c++) {
+    const u32 id = threadIdx.x + c * GG_THREADS;
+    const u32 r = id / CPR, kc = id % CPR;
+    const u32 kk = k0 + kc * Stage<OPT>::ELEMS;
+    if (r < valid && kk < k) {
+      st.v[c] = __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const char *>(base) +
+                                                      ((u64)r * k + kk) * ES));
+      if (OPT == T_Q8) {
+        const u64 gi = (u64)r * (k >> gshift) + (kk >> gshift);
+        st.s = h2f<ST>(__ldg(sc + gi));
+        st.b = h2f<ST>(__ldg(bi + gi));
+      }
+    } else {
+      st.v[c] = make_uint4(0, 0, 0, 0);
+      st.s = 0.f;
+      st.b = 0.f;
+    }
+  }
+}
+
+// Stores st into the shared tile (rows x GG_LD 16-bit elements), turning
+// 8-bit operands into MT (the 16-bit type of the tensor-core op).
+template <int OPT, int MT>
+__device__ __forceinline__ void store_tile(const Stage<OPT> &st, uint16_t *tile) {
+  constexpr int CPR = GG_BK / Stage<OPT>::ELEMS;
+#pragma unroll
+  for (int c = 0; c < Stage<OPT>::CHUNKS; c++) {
+    const u32 id = threadIdx.x + c * GG_THREADS;
+    const u32 r = id / CPR, kc = id % CPR;
+    uint16_t *dst = tile + r * GG_LD + kc * Stage<OPT>::ELEMS;
+    if (OPT == T_BF16 || OPT == T_F16) {
+      *reinterpret_cast<uint4 *>(dst) = st.v[c];
+    } else {
+      const u32 w[4] = {st.v[c].x, st.v[c].y, st.v[c].z, st.v[c].w};
+      u32 o[8];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        if (OPT == T_FP8) {
+          o[2 * i] = e4m3x2_f16x2(w[i]);
+          o[2 * i + 1] = e4m3x2_f16x2(w[i] >> 16);
+        } else { // int8 codes: s*q + b in f32, rounded to MT
+          o[2 * i] = pack2<MT>(fmaf(st.s, byte_f(w[i], 0), st.b), fmaf(st.s, byte_f(w[i], 1), st.b));
+          o[2 * i + 1] = pack2<MT>(fmaf(st.s, byte_f(w[i], 2), st.b), fmaf(st.s, byte_f(w[i], 3), st.b));
+        }
+      }
+      reinterpret_cast<uint4 *>(dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
+      reinterpret_cast<uint4 *>(dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    }
+  }
+}
+
+// AT: A's type (bf16, f16, fp8); BT: B's (the same, or int8 codes with
+// scale type ST); MT: the tensor-core type (f16 for f16 and fp8).
+template <int AT, int BT, int ST, int MT>
+__device__ __forceinline__ void gemm_body(const GemmArgs &p, const GroupTable &gt) {
+  constexpr bool SCALED = AT == T_FP8;
+  __shared__ __align__(16) uint16_t As[2][GG_BM * GG_LD];
+  __shared__ __align__(16) uint16_t Bs[2][GG_BN * GG_LD];
+  // This block's group and tile.
+  u32 g = 0;
+  while (g + 1 < gt.count && gt.tile_start[g + 1] <= blockIdx.x) g++;
+  const u32 rows = gt.row_start[g + 1] - gt.row_start[g];
+  const u32 tiles_n = (p.ncols + GG_BN - 1) / GG_BN;
+  const u32 local = blockIdx.x - gt.tile_start[g];
+  const u32 tm = local / tiles_n, tn = local % tiles_n;
+  const u32 m0 = tm * GG_BM, n0 = tn * GG_BN;
+  const u32 grp = gt.first_group + g;
+  const u32 arow0 = gt.row_start[g] + m0;
+  const u32 avalid = rows - m0 < GG_BM ? rows - m0 : GG_BM;
+  const u32 bvalid = p.ncols - n0 < GG_BN ? p.ncols - n0 : GG_BN;
+  constexpr int AES = (AT == T_FP8) ? 1 : 2;
+  constexpr int BES = (BT == T_BF16 || BT == T_F16) ? 2 : 1;
+  const void *abase = reinterpret_cast<const char *>(p.a) + (u64)arow0 * p.k * AES;
+  const void *bbase =
+      reinterpret_cast<const char *>(p.b) + ((u64)grp * p.ncols + n0) * (u64)p.k * BES;
+  const uint16_t *sc = p.sc ? p.sc + (u64)n0 * (p.k >> p.gshift) : nullptr;
+  const uint16_t *bi = p.bi ? p.bi + (u64)n0 * (p.k >> p.gshift) : nullptr;
+
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const u32 wm = warp >> 2, wn = warp & 3; // 2 x 4 warps of 64 x 32
+  const u32 gq = lane >> 2, tq = lane & 3;
+
+  float acc[4][4][4];
+  float tmp[SCALED ? 4 : 1][SCALED ? 4 : 1][4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+  if (SCALED) {
+#pragma unroll
+    for (int i = 0; i < (SCALED ? 4 : 1); i++)
+#pragma unroll
+      for (int j = 0; j < (SCALED ? 4 : 1); j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) tmp[i][j][e] = 0.f;
+  }
+
+  Stage<AT> sa_st;
+  Stage<BT> sb_st;
+  const u32 kt_n = (p.k + GG_BK - 1) / GG_BK;
+  load_tile<AT, ST>(sa_st, abase, avalid, p.k, 0, nullptr, nullptr, 0);
+  load_tile<BT, ST>(sb_st, bbase, bvalid, p.k, 0, sc, bi, p.gshift);
+  store_tile<AT, MT>(sa_st, As[0]);
+  store_tile<BT, MT>(sb_st, Bs[0]);
+  __syncthreads();
+  for (u32 kt = 0; kt < kt_n; kt++) {
+    const u32 cur = kt & 1;
+    if (kt + 1 < kt_n) {
+      load_tile<AT, ST>(sa_st, abase, avalid, p.k, (kt + 1) * GG_BK, nullptr, nullptr, 0);
+      load_tile<BT, ST>(sb_st, bbase, bvalid, p.k, (kt + 1) * GG_BK, sc, bi, p.gshift);
+    }
+    const u32 *A32 = reinterpret_cast<const u32 *>(As[cur]);
+    const u32 *B32 = reinterpret_cast<const u32 *>(Bs[cur]);
+#pragma unroll
+    for (int ks = 0; ks < GG_BK / 16; ks++) {
+      u32 af[4][4], bf[4][2];
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++) {
+        const u32 r = wm * 64 + mt * 16 + gq;
+        af[mt][0] = A32[r * (GG_LD / 2) + ks * 8 + tq];
+        af[mt][1] = A32[(r + 8) * (GG_LD / 2) + ks * 8 + tq];
+        af[mt][2] = A32[r * (GG_LD / 2) + ks * 8 + 4 + tq];
+        af[mt][3] = A32[(r + 8) * (GG_LD / 2) + ks * 8 + 4 + tq];
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++) {
+        const u32 c = wn * 32 + nt * 8 + gq;
+        bf[nt][0] = B32[c * (GG_LD / 2) + ks * 8 + tq];
+        bf[nt][1] = B32[c * (GG_LD / 2) + ks * 8 + 4 + tq];
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+          if (SCALED)
+            mma16816(tmp[SCALED ? mt : 0][SCALED ? nt : 0], af[mt], bf[nt], MT == T_F16);
+          else
+            mma16816(acc[mt][nt], af[mt], bf[nt], MT == T_F16);
+        }
+    }
+    if (SCALED && (((kt + 1) % (128 / GG_BK)) == 0 || kt + 1 == kt_n)) {
+      // The 128-deep block kb ends: acc += tmp * scale_a[row][kb] * scale_b[grp][n0/128][kb].
+      const u32 kb = kt / (128 / GG_BK), kbn = p.k / 128;
+      const u32 nbn = (p.ncols + 127) / 128;
+      const float sbv = __ldg(p.sb + ((u64)grp * nbn + n0 / 128) * kbn + kb);
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++) {
+        const u32 r = wm * 64 + mt * 16 + gq;
+        const float s0 = r < avalid ? __ldg(p.sa + (u64)(arow0 + r) * kbn + kb) * sbv : 0.f;
+        const float s1 = r + 8 < avalid ? __ldg(p.sa + (u64)(arow0 + r + 8) * kbn + kb) * sbv : 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+          float *t4 = tmp[SCALED ? mt : 0][SCALED ? nt : 0];
+          acc[mt][nt][0] = fmaf(t4[0], s0, acc[mt][nt][0]);
+          acc[mt][nt][1] = fmaf(t4[1], s0, acc[mt][nt][1]);
+          acc[mt][nt][2] = fmaf(t4[2], s1, acc[mt][nt][2]);
+          acc[mt][nt][3] = fmaf(t4[3], s1, acc[mt][nt][3]);
+          t4[0] = t4[1] = t4[2] = t4[3] = 0.f;
+        }
+      }
+    }
+    if (kt + 1 < kt_n) {
+      store_tile<AT, MT>(sa_st, As[cur ^ 1]);
+      store_tile<BT, MT>(sb_st, Bs[cur ^ 1]);
+    }
+    __syncthreads();
+  }
+  // D: row-major, ncols per row; pairs of columns as one 32-bit store when
+  // ncols is even (then every pair is 4-byte aligned).
+  const bool even = (p.ncols & 1) == 0;
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const u32 r = wm * 64 + mt * 16 + gq + h * 8;
+      if (r >= avalid) continue;
+      uint16_t *drow = p.d + (u64)(arow0 + r) * p.ncols;
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++) {
+        const u32 c = n0 + wn * 32 + nt * 8 + tq * 2;
+        const float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
+        constexpr int OT = (AT == T_F16) ? T_F16 : T_BF16; // D: the activations' type (grouped: bf16)
+        if (even && c + 1 < p.ncols) {
+          *reinterpret_cast<u32 *>(drow + c) = pack2<OT>(v0, v1);
+        } else {
+          if (c < p.ncols) drow[c] = f2h<OT>(v0);
+          if (c + 1 < p.ncols) drow[c + 1] = f2h<OT>(v1);
+        }
+      }
+    }
+}
+
+#define GEMM_KERNEL(NAME, AT, BT, ST, MT)                                                        \
+  extern "C" __global__ void __launch_bounds__(GG_THREADS) NAME(const GemmArgs p, const GroupTable gt) { \
+    gemm_body<AT, BT, ST, MT>(p, gt);                                                            \
+  }
+GEMM_KERNEL(gpurt_qgemm_bf16_bf16, T_BF16, T_Q8, T_BF16, T_BF16)
+GEMM_KERNEL(gpurt_qgemm_bf16_f16, T_BF16, T_Q8, T_F16, T_BF16)
+GEMM_KERNEL(gpurt_qgemm_f16_bf16, T_F16, T_Q8, T_BF16, T_F16)
+GEMM_KERNEL(gpurt_qgemm_f16_f16, T_F16, T_Q8, T_F16, T_F16)
+GEMM_KERNEL(gpurt_ggemm_bf16, T_BF16, T_BF16, T_BF16, T_BF16)
+GEMM_KERNEL(gpurt_ggemm_fp8, T_FP8, T_FP8, T_BF16, T_F16)
