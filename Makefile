@@ -11,8 +11,9 @@
 #            are what the generator makes (gen-check), gofmt, go vet, the four
 #            CGO_ENABLED=0 cross-builds, the ABI layout check, the C ABI
 #            suite on the mock (plain, ASan+UBSan, TSan), the Go tests
-#            with -race and once more with cgo off, the CUDA plugin's
-#            compile check (scripts/build_cuda.sh --ci, which fetches nvcc
+#            with -race and once more with cgo off (core, conform, cmd),
+#            the CUDA plugin's compile check (scripts/build_cuda.sh --ci,
+#            which fetches nvcc
 #            from PyPI) and the make-dist check (scripts/dist_check.sh).
 # make dist  one reproducible archive per platform into dist/.
 
@@ -116,10 +117,11 @@ go-test:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The shipped binary runs with cgo off (purego's fakecgo): run the tests of
-# the call path, the loader and the CLI that way too.
+# the call path, the loader, the core, the conformance suite and the CLI
+# that way too.
 go-test-nocgo:
-	@echo "== go test (cgo off) ./core/internal/... ./cmd/..."
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/internal/... ./cmd/...
+	@echo "== go test (cgo off) ./core/... ./conform ./cmd/..."
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/... ./conform ./cmd/...
 
 cuda-check:
 	@if [ -f scripts/build_cuda.sh ]; then \

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
 )
 
@@ -137,19 +138,21 @@ func apiChecks() []check {
 			if err != nil || m2 != m {
 				return fmt.Errorf("registry lookup: %v", err)
 			}
-			for _, t := range []string{"f32", "f16", "bf16"} {
-				for _, k := range []string{"fill_", "scale_", "axpy_", "add_", "mul_"} {
-					kn, err := m.Kernel(k + t)
-					if err != nil {
-						return err
-					}
-					if len(kn.Info().Params) < 3 {
-						return fmt.Errorf("%s: %d parameters", k+t, len(kn.Info().Params))
+			// every built-in kernel, with exactly the header's parameters
+			for _, bk := range abi.BuiltinKernels {
+				kn, err := m.Kernel(bk.Name)
+				if err != nil {
+					return err
+				}
+				ps := kn.Info().Params
+				if len(ps) != len(bk.Params) {
+					return fmt.Errorf("%s: %d parameters, want %d", bk.Name, len(ps), len(bk.Params))
+				}
+				for i, p := range ps {
+					if want := core.ArgKind(bk.Params[i]); p.Kind != want {
+						return fmt.Errorf("%s: parameter %d is %v, want %v", bk.Name, i, p.Kind, want)
 					}
 				}
-			}
-			if _, err := m.Kernel("sleep_ns"); err != nil {
-				return err
 			}
 			if err := expect("unknown kernel", errOf(m.Kernel("gpurt_no_such_kernel")), core.ErrNotFound); err != nil {
 				return err

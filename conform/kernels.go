@@ -5,7 +5,9 @@ package conform
 import (
 	"fmt"
 	"math"
+	"slices"
 
+	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
 )
 
@@ -34,15 +36,51 @@ func valueArg(t core.DType, v float64) core.Arg {
 	return core.ArgF32(float32(v))
 }
 
+// kernelChecks has one check per built-in kernel of abi.BuiltinKernels
+// (the one Go list; see CONTRIBUTING.md): the typed ones against the Go
+// reference in checkKernel, sleep_ns in checkSleep. A kernel added to the
+// list without a reference here is a failing check.
 func kernelChecks() []check {
 	var cs []check
-	for _, t := range elemTypes {
-		for _, k := range []string{"fill", "scale", "axpy", "add", "mul"} {
-			t, k := t, k
-			cs = append(cs, check{fmt.Sprintf("kernel/%s_%s", k, t), func(e *env) error { return checkKernel(e, k, t) }})
+	for _, bk := range abi.BuiltinKernels {
+		name, op, t := bk.Name, bk.Op, core.DType(bk.DType)
+		run := func(e *env) error { return checkKernel(e, op, t) }
+		switch {
+		case op == "sleep_ns":
+			run = checkSleep
+		case !slices.Contains(elemTypes, t) || !slices.Contains(typedKernelOps, op):
+			run = func(*env) error {
+				return fmt.Errorf("built-in kernel %s has no reference in conform/kernels.go (add its op to typedKernelOps and checkKernel)", name)
+			}
 		}
+		cs = append(cs, check{"kernel/" + name, run})
 	}
 	return cs
+}
+
+// typedKernelOps are the ops checkKernel has a reference for.
+var typedKernelOps = []string{"fill", "scale", "axpy", "add", "mul"}
+
+// checkSleep: sleep_ns on one thread completes, and the stream reports
+// it done afterwards.
+func checkSleep(e *env) error {
+	kn, err := kernel(e.dev, "sleep_ns")
+	if err != nil {
+		return err
+	}
+	s, err := e.dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := firstErr(s.Launch(kn, core.Grid1D(1, 1), core.ArgU64(1000)), s.Synchronize()); err != nil {
+		return err
+	}
+	done, err := s.Query()
+	if err == nil && !done {
+		err = fmt.Errorf("stream not complete after Synchronize")
+	}
+	return err
 }
 
 func checkKernel(e *env, name string, t core.DType) error {

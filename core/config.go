@@ -114,7 +114,7 @@ type stageSettings struct {
 	Workers int
 }
 
-// String is the settings in one line, for logs and benchmark reports.
+// String is the settings in one line, for the log.
 func (s stageSettings) String() string {
 	c := fmt.Sprintf("chunk=%s", sizeText(s.Chunk))
 	if s.BigAuto {

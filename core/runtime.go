@@ -88,7 +88,7 @@ func openPlugin(cfg Config, set settings, rep *Report, p *bind.Plugin) (*Runtime
 	}
 	rt.heap = newHostHeap(rt)
 	rt.plans = newOpCache(rt, set.opCacheSize)
-	log.Debug("runtime created", "backend", p.Backend, "plugin", p.Path, "devices", n)
+	log.Debug("runtime created", "backend", p.Backend, "plugin", p.Path, "devices", n, "staging", set.stage.String(), "opcache", set.opCacheSize)
 	return rt, nil
 }
 

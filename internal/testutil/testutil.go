@@ -37,8 +37,9 @@ func CC(t testing.TB) string {
 
 var (
 	mockOnce sync.Once
-	mockDir  string
+	mockLib  []byte // the built plugin's bytes
 	mockErr  string
+	mockDirs sync.Map // testing.TB -> its folder holding a copy
 )
 
 // PluginExt is the shared-library suffix of this platform.
@@ -50,29 +51,51 @@ func PluginExt() string {
 }
 
 // MockPlugin builds libgpurt_mock once per test binary with
-// scripts/build_mock.sh and returns the folder holding it (a private
-// 0700 folder, as the loader requires). It fails the test when the build
-// fails and skips when there is no compiler.
+// scripts/build_mock.sh (in the first caller's t.TempDir) and returns a
+// folder of t's own t.TempDir holding a copy (a private 0700 folder, as the
+// loader requires; one per test, so nothing is left behind in shared
+// folders). It fails the test when the build fails and skips when there is
+// no compiler.
 func MockPlugin(t testing.TB) string {
 	cc := CC(t)
 	mockOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpurt-mock-")
-		if err != nil {
-			mockErr = err.Error()
-			return
-		}
+		dir := t.TempDir()
 		cmd := exec.Command("bash", filepath.Join(RepoRoot(t), "scripts", "build_mock.sh"), dir)
 		cmd.Env = append(os.Environ(), "CC="+cc)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			mockErr = "scripts/build_mock.sh: " + err.Error() + "\n" + string(out)
 			return
 		}
-		mockDir = dir
+		b, err := os.ReadFile(filepath.Join(dir, "libgpurt_mock"+PluginExt()))
+		if err != nil {
+			mockErr = err.Error()
+			return
+		}
+		mockLib = b
 	})
 	if mockErr != "" {
 		t.Fatalf("building the mock plugin: %s", mockErr)
 	}
-	return mockDir
+	if d, ok := mockDirs.Load(t); ok {
+		return d.(string)
+	}
+	dir := PrivateCopy(t, "libgpurt_mock"+PluginExt(), mockLib)
+	mockDirs.Store(t, dir)
+	t.Cleanup(func() { mockDirs.Delete(t) })
+	return dir
+}
+
+// PrivateCopy writes data as file name (mode 0755) into a new private
+// (0700) folder of t.TempDir and returns the folder.
+func PrivateCopy(t testing.TB, name string, data []byte) string {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // MockPluginPath is the absolute path of the built mock plugin.

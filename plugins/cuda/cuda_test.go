@@ -34,12 +34,14 @@ import (
 
 var (
 	buildOnce sync.Once
-	buildLib  string
+	buildLib  []byte // the built plugin's bytes
 	buildSkip string
 	buildErr  string
 )
 
-// plugin builds the plugin once per test binary into a private folder.
+// plugin builds the plugin once per test binary (in the first caller's
+// t.TempDir) and returns the path of a copy in a private folder of t's own
+// t.TempDir.
 func plugin(t *testing.T) string {
 	t.Helper()
 	testutil.CC(t)
@@ -47,11 +49,7 @@ func plugin(t *testing.T) string {
 		t.Skipf("no bash: %v", err)
 	}
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpurt-cuda-")
-		if err != nil {
-			buildErr = err.Error()
-			return
-		}
+		dir := t.TempDir()
 		script := filepath.Join(testutil.RepoRoot(t), "scripts", "build_cuda.sh")
 		out, err := exec.Command("bash", script, "--ci", dir).CombinedOutput()
 		switch {
@@ -60,7 +58,9 @@ func plugin(t *testing.T) string {
 		case bytes.Contains(out, []byte("SKIP:")):
 			buildSkip = string(out)
 		default:
-			buildLib = filepath.Join(dir, "libgpurt_cuda.so")
+			if buildLib, err = os.ReadFile(filepath.Join(dir, "libgpurt_cuda.so")); err != nil {
+				buildErr = err.Error()
+			}
 		}
 	})
 	if buildSkip != "" {
@@ -69,7 +69,7 @@ func plugin(t *testing.T) string {
 	if buildErr != "" {
 		t.Fatal(buildErr)
 	}
-	return buildLib
+	return filepath.Join(testutil.PrivateCopy(t, "libgpurt_cuda.so", buildLib), "libgpurt_cuda.so")
 }
 
 func TestExportsOnlyTheEntry(t *testing.T) {

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package abi
+
+// BuiltinKernel is one kernel of every plugin's built-in module
+// (ModuleBuiltin), as gpurt.h lists them under "Built-in kernels".
+type BuiltinKernel struct {
+	Name   string  // "fill_f32", "sleep_ns"
+	Op     string  // the name without its type suffix: "fill", "scale", "axpy", "add", "mul", "sleep_ns"
+	DType  int32   // the element type (DTypeF32, DTypeF16, DTypeBF16); DTypeInvalid for sleep_ns
+	Params []int32 // the parameters' kinds (Arg*), in order
+}
+
+// BuiltinTypes are the element types of the typed built-in kernels, with
+// their name suffix and the argument kind of a T value.
+var BuiltinTypes = []struct {
+	Suffix string
+	DType  int32
+	Value  int32 // the kind of a "T value" parameter
+}{
+	{"f32", DTypeF32, ArgF32},
+	{"f16", DTypeF16, ArgF16},
+	{"bf16", DTypeBF16, ArgBF16},
+}
+
+// BuiltinKernels is the one Go list of the built-in kernels: the
+// conformance suite iterates it (every entry must have a reference there),
+// and tests compare it with gpurt.h's list and with csrc's signature table
+// (gp_builtin_kernels in csrc/gp_kernels.c, which the plugins use to check
+// launches). CONTRIBUTING.md says what else to touch when it grows.
+var BuiltinKernels = builtinKernels()
+
+// typedOps are the typed kernels' parameters; ArgAny here stands for the
+// "T value" parameter, whose kind follows the type.
+var typedOps = []struct {
+	op     string
+	params []int32
+}{
+	{"fill", []int32{ArgBuffer, ArgAny, ArgU64}},              // fill_T (BUFFER y, T value, U64 n)             y[i] = value
+	{"scale", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64}},  // scale_T(BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i]
+	{"axpy", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64}},   // axpy_T (BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i] + y[i]
+	{"add", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}}, // add_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] + y[i]
+	{"mul", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}}, // mul_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] * y[i]
+}
+
+func builtinKernels() []BuiltinKernel {
+	var out []BuiltinKernel
+	for _, t := range BuiltinTypes {
+		for _, o := range typedOps {
+			p := append([]int32(nil), o.params...)
+			for i := range p {
+				if p[i] == ArgAny {
+					p[i] = t.Value
+				}
+			}
+			out = append(out, BuiltinKernel{Name: o.op + "_" + t.Suffix, Op: o.op, DType: t.DType, Params: p})
+		}
+	}
+	// sleep_ns(U64 ns): each thread waits about ns nanoseconds (ordering
+	// and timing tests; launch 1 thread)
+	return append(out, BuiltinKernel{Name: "sleep_ns", Op: "sleep_ns", DType: DTypeInvalid, Params: []int32{ArgU64}})
+}
