@@ -81,11 +81,14 @@ func (h *batchHeld) release() (nbufs, nmods int) {
 // batch dropped while it held something would keep its buffers from
 // Free and its modules from Unload until Close, so the holds are given
 // back here, with a leak report.
+// The report comes first: once the holds are back, a Free waiting for
+// them may return before the leak is logged.
 func releaseDropped(h *batchHeld) {
-	if nb, nm := h.release(); nb+nm > 0 && h.log != nil {
+	if nb, nm := len(h.bufs), len(h.mods); nb+nm > 0 && h.log != nil {
 		h.log.Warn("leak: a LaunchBatch was garbage collected holding buffers and modules without Submit or Reset; its holds are released now",
 			"buffers", nb, "modules", nm)
 	}
+	h.release()
 }
 
 // batchRecent: Add looks for a buffer among the last few held before
