@@ -126,6 +126,7 @@ type (
 	Module     uintptr // gpurt_module*
 	Kernel     uintptr // gpurt_kernel*: owned by its module
 	GemmPlan   uintptr // gpurt_gemm_plan*
+	Graph      uintptr // gpurt_graph* (1.3)
 )
 
 // Pointer fields: a field the core points at Go memory has a Go pointer
@@ -347,6 +348,59 @@ type GemmRunArgs struct {
 	WorkspaceSize   uint64  `c:"workspace_size"`
 }
 
+// Graph operation kinds (GPURT_GRAPH_OP_*, 1.3).
+const (
+	GraphOpLaunch      = 1
+	GraphOpGemm        = 2
+	GraphOpCopy        = 3
+	GraphOpMemset      = 4
+	GraphOpEventRecord = 5
+	GraphOpEventWait   = 6
+)
+
+// How graph_update applied a change (GPURT_GRAPH_UPDATE_*, 1.3).
+const (
+	GraphUpdateNone           = 0
+	GraphUpdatePatched        = 1
+	GraphUpdateExecUpdate     = 2
+	GraphUpdateReinstantiated = 3
+)
+
+// GraphItem mirrors gpurt_graph_item (1.3).
+type GraphItem struct {
+	StructSize uint64       `c:"struct_size"`
+	Kind       int32        `c:"kind"`
+	Reserved   uint32       `c:"reserved"`
+	Kernel     Kernel       `c:"kernel"`
+	Launch     *LaunchArgs  `c:"launch"`
+	Plan       GemmPlan     `c:"plan"`
+	Gemm       *GemmRunArgs `c:"gemm"`
+	Copy       *CopyArgs    `c:"copy"`
+	Memset     *MemsetArgs  `c:"memset"`
+	Event      Event        `c:"event"`
+}
+
+// GraphCreateArgs mirrors gpurt_graph_create_args (1.3).
+type GraphCreateArgs struct {
+	StructSize uint64     `c:"struct_size"`
+	Device     uint32     `c:"device"`
+	Flags      uint32     `c:"flags"`
+	Count      uint64     `c:"count"`
+	Items      *GraphItem `c:"items"`
+	ItemSize   uint64     `c:"item_size"`
+}
+
+// GraphUpdateArgs mirrors gpurt_graph_update_args (1.3).
+type GraphUpdateArgs struct {
+	StructSize uint64     `c:"struct_size"`
+	Count      uint64     `c:"count"`
+	Indices    *uint64    `c:"indices"`
+	Items      *GraphItem `c:"items"`
+	ItemSize   uint64     `c:"item_size"`
+	Applied    int32      `c:"applied"`
+	Reserved   uint32     `c:"reserved"`
+}
+
 // API mirrors gpurt_api: the function table, every slot a C function
 // pointer. Slots after a plugin's struct_size must not be read.
 type API struct {
@@ -394,6 +448,11 @@ type API struct {
 	GemmRun         uintptr `c:"gemm_run"`
 	// 1.2
 	LaunchBatch uintptr `c:"launch_batch"`
+	// 1.3
+	GraphCreate  uintptr `c:"graph_create"`
+	GraphLaunch  uintptr `c:"graph_launch"`
+	GraphUpdate  uintptr `c:"graph_update"`
+	GraphDestroy uintptr `c:"graph_destroy"`
 	// 1.4
 	QuantMatmul uintptr `c:"quant_matmul"`
 	GroupedGemm uintptr `c:"grouped_gemm"`

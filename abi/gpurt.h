@@ -256,6 +256,7 @@ typedef struct gpurt_event gpurt_event;
 typedef struct gpurt_module gpurt_module;
 typedef struct gpurt_kernel gpurt_kernel; /* owned by its module */
 typedef struct gpurt_gemm_plan gpurt_gemm_plan;
+typedef struct gpurt_graph gpurt_graph; /* 1.3 */
 
 /* ------------------------------------------------------------------ */
 /* Structs                                                             */
@@ -500,6 +501,83 @@ typedef struct gpurt_gemm_run_args {
   gpurt_buffer *workspace; uint64_t workspace_offset; uint64_t workspace_size;
 } gpurt_gemm_run_args;
 
+
+/* ---- Graphs (1.3) ---- */
+/*
+ * A graph is a list of operations recorded by the core and handed to the
+ * plugin whole: graph_create begins and ends the capture inside one call
+ * (a goroutine may move between OS threads between two calls), builds the
+ * device's graph and instantiates it; graph_launch replays it on a stream
+ * with one call. Each item is validated as its eager call would be (same
+ * checks, same messages, prefixed "item N: "). What an item refers to
+ * (buffers, host buffers, kernels, plans, events) must stay alive until
+ * graph_destroy: the core guarantees it; a plugin still validates every
+ * handle when it uses it and never crashes on a stale one.
+ */
+
+/* Operation kinds of a graph item. */
+enum {
+  GPURT_GRAPH_OP_LAUNCH = 1,       /* kernel + launch */
+  GPURT_GRAPH_OP_GEMM = 2,         /* plan + gemm (workspace included) */
+  GPURT_GRAPH_OP_COPY = 3,         /* copy: device and pinned endpoints only */
+  GPURT_GRAPH_OP_MEMSET = 4,       /* memset */
+  GPURT_GRAPH_OP_EVENT_RECORD = 5, /* event: recorded at this point */
+  GPURT_GRAPH_OP_EVENT_WAIT = 6    /* event: later items wait for it */
+};
+
+/* How graph_update applied a change (gpurt_graph_update_args.applied). */
+enum {
+  GPURT_GRAPH_UPDATE_NONE = 0,          /* count was 0 */
+  GPURT_GRAPH_UPDATE_PATCHED = 1,       /* nodes patched in place */
+  GPURT_GRAPH_UPDATE_EXEC_UPDATE = 2,   /* re-captured, executable updated */
+  GPURT_GRAPH_UPDATE_REINSTANTIATED = 3 /* re-captured and re-instantiated */
+};
+
+/* One recorded operation. Only the fields of its kind are read; the
+ * others must be NULL. The argument structs are the eager calls' own, read
+ * during the call only (the plugin keeps copies), with these rules: their
+ * `stream` field must be NULL (the stream is graph_launch's); a copy's
+ * flags must be 0 and its endpoints device buffers or host buffers (no
+ * pageable pointer); a memset's size may not be 0 (the core drops empty
+ * ones). */
+typedef struct gpurt_graph_item {
+  uint64_t struct_size;
+  int32_t kind;   /* GPURT_GRAPH_OP_* */
+  uint32_t reserved;
+  gpurt_kernel *kernel;                 /* LAUNCH */
+  const gpurt_launch_args *launch;      /* LAUNCH */
+  gpurt_gemm_plan *plan;                /* GEMM */
+  const gpurt_gemm_run_args *gemm;      /* GEMM */
+  const gpurt_copy_args *copy;          /* COPY */
+  const gpurt_memset_args *memset;      /* MEMSET */
+  gpurt_event *event;                   /* EVENT_RECORD, EVENT_WAIT */
+} gpurt_graph_item;
+
+typedef struct gpurt_graph_create_args {
+  uint64_t struct_size;
+  uint32_t device;   /* every item's objects are on this device */
+  uint32_t flags;    /* 0 */
+  uint64_t count;    /* >= 1 */
+  const gpurt_graph_item *items; /* borrowed: count entries, item_size apart */
+  uint64_t item_size;            /* sizeof(gpurt_graph_item) as the caller
+                                    knows it (the array's stride) */
+} gpurt_graph_create_args;
+
+/* New arguments for some items of a graph: items[i] replaces item
+ * indices[i] of the list given to graph_create. An item keeps its kind
+ * and its kernel or plan; a launch may change its scalar and buffer
+ * arguments and its geometry, a gemm its operands and alpha/beta, a copy
+ * or memset its buffers, offsets and (memset) value, with the same size.
+ * Every new item is validated first; an invalid one changes nothing. */
+typedef struct gpurt_graph_update_args {
+  uint64_t struct_size;
+  uint64_t count;
+  const uint64_t *indices;       /* borrowed: count entries */
+  const gpurt_graph_item *items; /* borrowed: count entries, item_size apart */
+  uint64_t item_size;
+  int32_t applied;               /* out: GPURT_GRAPH_UPDATE_* */
+  uint32_t reserved;
+} gpurt_graph_update_args;
 /* ---- Quantized and grouped matmul (1.4) ---------------------------- */
 
 /* Matrix multiplication by MLX affine-quantized weights (1.4):
@@ -697,6 +775,29 @@ typedef struct gpurt_api {
   gpurt_error *(*launch_batch)(gpurt_runtime *rt, gpurt_stream *s,
                                uint64_t count, const gpurt_launch_item *items,
                                uint64_t *out_enqueued);
+
+  /* ---- 1.3 ---- */
+
+  /* Build a graph of args->count items on args->device (see
+   * gpurt_graph_item): the capture begins and ends inside this call. An
+   * invalid item is an error naming it ("item 3: ...") and makes nothing. */
+  gpurt_error *(*graph_create)(gpurt_runtime *rt,
+                               const gpurt_graph_create_args *args,
+                               gpurt_graph **out);
+  /* Enqueue one replay of the graph on s (non-NULL, on the graph's
+   * device), with one call: it runs in s's order like the eager items
+   * would, and a later replay runs after an earlier one. */
+  gpurt_error *(*graph_launch)(gpurt_runtime *rt, gpurt_graph *g,
+                               gpurt_stream *s);
+  /* Change the arguments of some items (gpurt_graph_update_args) for the
+   * replays enqueued after the call; replays already enqueued keep the old
+   * ones. The plugin patches the nodes when it can, else updates or
+   * rebuilds the executable graph; `applied` says which. */
+  gpurt_error *(*graph_update)(gpurt_runtime *rt, gpurt_graph *g,
+                               gpurt_graph_update_args *args);
+  /* Frees the graph; replays already enqueued still complete. NULL is a
+   * no-op. */
+  gpurt_error *(*graph_destroy)(gpurt_runtime *rt, gpurt_graph *g);
 
   /* ---- 1.4 ---- */
 

@@ -42,6 +42,9 @@ var mirrored = []struct {
 	{"gpurt_launch_item", LaunchItem{}},
 	{"gpurt_gemm_desc", GemmDesc{}},
 	{"gpurt_gemm_run_args", GemmRunArgs{}},
+	{"gpurt_graph_item", GraphItem{}},
+	{"gpurt_graph_create_args", GraphCreateArgs{}},
+	{"gpurt_graph_update_args", GraphUpdateArgs{}},
 	{"gpurt_quant_matmul_args", QuantMatmulArgs{}},
 	{"gpurt_grouped_gemm_args", GroupedGemmArgs{}},
 	{"gpurt_api", API{}},
@@ -83,6 +86,12 @@ var constants = map[string]int64{
 	"GPURT_EPILOGUE_NONE": EpilogueNone, "GPURT_EPILOGUE_BIAS": EpilogueBias,
 	"GPURT_EPILOGUE_RELU": EpilogueRelu, "GPURT_EPILOGUE_BIAS_RELU": EpilogueBiasRelu,
 	"GPURT_EPILOGUE_GELU": EpilogueGelu, "GPURT_EPILOGUE_BIAS_GELU": EpilogueBiasGelu,
+	// 1.3
+	"GPURT_GRAPH_OP_LAUNCH": GraphOpLaunch, "GPURT_GRAPH_OP_GEMM": GraphOpGemm,
+	"GPURT_GRAPH_OP_COPY": GraphOpCopy, "GPURT_GRAPH_OP_MEMSET": GraphOpMemset,
+	"GPURT_GRAPH_OP_EVENT_RECORD": GraphOpEventRecord, "GPURT_GRAPH_OP_EVENT_WAIT": GraphOpEventWait,
+	"GPURT_GRAPH_UPDATE_NONE": GraphUpdateNone, "GPURT_GRAPH_UPDATE_PATCHED": GraphUpdatePatched,
+	"GPURT_GRAPH_UPDATE_EXEC_UPDATE": GraphUpdateExecUpdate, "GPURT_GRAPH_UPDATE_REINSTANTIATED": GraphUpdateReinstantiated,
 }
 
 // goLayout lists "NAME VALUE" lines the C program must print identically.

@@ -189,7 +189,7 @@ func (b *Buffer) Free() error {
 	case killDead:
 		return errFreed(op, "buffer")
 	case killRefused:
-		return errf(CodeFailedPrecondition, op, "the buffer is held by a pending LaunchBatch: Submit or Reset the batch first")
+		return errf(CodeFailedPrecondition, op, "the buffer is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first")
 	}
 	return rt.p.BufferFree(op, rt.h, b.h)
 }
@@ -214,6 +214,9 @@ func CopyFromHost(dst Region, src []byte) error {
 		return err
 	}
 	defer b.done()
+	if err := b.dev.capturingErr(op); err != nil {
+		return err
+	}
 	if uint64(len(src)) > n {
 		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", len(src), n)
 	}
@@ -243,6 +246,9 @@ func CopyToHost(dst []byte, src Region) error {
 		return err
 	}
 	defer b.done()
+	if err := b.dev.capturingErr(op); err != nil {
+		return err
+	}
 	if uint64(len(dst)) > n {
 		return errf(CodeOutOfRange, op, "%d bytes asked from a source of %d", len(dst), n)
 	}
@@ -277,6 +283,9 @@ func Copy(dst, src Region) error {
 	if db.dev != sb.dev {
 		return errf(CodeInvalidArgument, op, "%s: copies stay on one device of one runtime", misplaced("the source", sb.dev, "destination", db.dev))
 	}
+	if err := db.dev.capturingErr(op); err != nil {
+		return err
+	}
 	if sn > dn {
 		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
 	}
@@ -299,6 +308,11 @@ func memset(op string, s abi.Stream, sdev *Device, r Region, value uint32, elem 
 	defer b.done()
 	if sdev != nil && b.dev != sdev {
 		return errf(CodeInvalidArgument, op, "%s", misplaced("the buffer", b.dev, "stream", sdev))
+	}
+	if s == 0 {
+		if err := b.dev.capturingErr(op); err != nil {
+			return err
+		}
 	}
 	if off%uint64(elem) != 0 || n%uint64(elem) != 0 {
 		return errf(CodeInvalidArgument, op, "offset %d and length %d must be multiples of the %d-byte pattern", off, n, elem)

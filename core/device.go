@@ -5,6 +5,7 @@ package core
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/metrale/gpurt/abi"
 )
@@ -23,6 +24,8 @@ type Device struct {
 
 	modMu   sync.Mutex
 	modules map[string]*Module
+
+	capturing atomic.Int32 // Stream.Captures in progress on the device (graph.go)
 }
 
 // DeviceInfo describes a device.
@@ -114,6 +117,9 @@ func (d *Device) Synchronize() error {
 		return err
 	}
 	defer d.rt.exit()
+	if err := d.capturingErr("device_synchronize"); err != nil {
+		return err
+	}
 	dead := d.rt.plans.takeDead(d)
 	err := d.sync()
 	if err == nil || deviceLost(err) {

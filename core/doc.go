@@ -78,7 +78,11 @@
 // function-table slot), which call core/internal/ffi. A LaunchBatch (Stream.NewLaunchBatch)
 // enqueues many launches with one crossing (ABI 1.2's launch_batch; one
 // launch per item on older plugins), so a decode step's kernels cost one
-// boundary crossing, not one each. Launch packs up to 32 arguments in a
+// boundary crossing, not one each. Stream.Capture records a step's
+// launches, GEMMs, copies, memsets and event waits into a Graph (ABI 1.3):
+// the plugin builds the device graph inside one call, Graph.Launch replays
+// it with one crossing and no allocation, and Graph.SetArg changes kernel
+// arguments between replays. Launch packs up to 32 arguments in a
 // fixed array; a small synchronous copy and a GEMM with a warm op cache
 // allocate nothing either. The op cache (GEMM plans keyed by shape, dtype,
 // layout, alignment and device; an LRU bounded by GPURT_OPCACHE_SIZE) and

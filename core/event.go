@@ -82,6 +82,9 @@ func (ev *Event) Record(s *Stream) error {
 	if ev.dev != s.dev {
 		return errf(CodeInvalidArgument, op, "%s", misplaced("the event", ev.dev, "stream", s.dev))
 	}
+	if s.rec != nil {
+		return s.rec.event(op, abi.GraphOpEventRecord, ev)
+	}
 	rt := s.dev.rt
 	return rt.p.EventRecord(op, rt.h, ev.h, s.h)
 }
@@ -155,6 +158,9 @@ func (s *Stream) Time(fn func() error) (time.Duration, error) {
 	}
 	if fn == nil {
 		return 0, errf(CodeInvalidArgument, "time", "nil function")
+	}
+	if s.rec != nil {
+		return 0, s.rec.refuseSync("time")
 	}
 	start, err := s.dev.NewEvent(true)
 	if err != nil {

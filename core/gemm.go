@@ -343,6 +343,9 @@ func (g *gemmCall) enqueue(ops *GemmOperands) error {
 	ra.ScaleD, ra.ScaleDOffset = opr[7].handle()
 	ra.Workspace, ra.WorkspaceOffset = opr[8].handle()
 	ra.WorkspaceSize = opr[8].n
+	if g.s.rec != nil {
+		return g.s.rec.gemm(g, ops)
+	}
 	return rt.p.GemmRun("gemm", rt.h, g.s.h, g.plan.h, &ra)
 }
 

@@ -267,8 +267,11 @@ func (hs *HostSlice) Free() error {
 		return err
 	}
 	defer hh.rt.exit()
-	if hs.l.kill() != killed {
+	switch hs.l.kill() {
+	case killDead:
 		return errFreed(op, "host slice")
+	case killRefused:
+		return errf(CodeFailedPrecondition, op, "the host slice is held by a live Graph: Close the graph first")
 	}
 	if m := hs.queued.Load(); m != 0 {
 		for _, d := range hh.rt.devices {

@@ -168,7 +168,7 @@ func (m *Module) Unload() error {
 	case killDead:
 		return errClosed(op, "module "+m.name)
 	case killRefused:
-		return errf(CodeFailedPrecondition, op, "module %s is held by a pending LaunchBatch: Submit or Reset the batch first", m.name)
+		return errf(CodeFailedPrecondition, op, "module %s is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first", m.name)
 	}
 	m.dev.modMu.Lock()
 	if m.dev.modules[m.name] == m {
@@ -391,6 +391,9 @@ func (cfg *LaunchConfig) why1D() string {
 // stream's runtime and on its device. It returns once the launch is
 // enqueued.
 func (s *Stream) Launch(k *Kernel, cfg LaunchConfig, args ...Arg) error {
+	if s != nil && s.rec != nil {
+		return s.rec.launch(s, k, &cfg, args)
+	}
 	if err := s.enter("launch"); err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // A pending LaunchBatch does not keep uses (they would make Free wait for
 // a Submit that the freeing goroutine itself may be about to make): it
 // keeps holds (hold/unhold), which make a Free or Unload fail with an
-// error instead of waiting. The word counts uses in bits 0-31 and holds
+// error instead of waiting. A live Graph holds what it uses the same way. The word counts uses in bits 0-31 and holds
 // in bits 32-61; bit 62 marks the object dead.
 type life struct{ v atomic.Int64 }
 
@@ -117,15 +117,18 @@ func exitLife(rt *Runtime, l *life) {
 
 // destroy kills the object whose life is l, then frees its plugin handle
 // with free (a call of a destroy or free slot), inside a use of rt. An
-// object already dead gives gone(op, what). For objects a LaunchBatch
-// never holds (kill does not refuse them).
+// object already dead gives gone(op, what); one a live Graph holds (an
+// event, a host buffer) is refused with ErrFailedPrecondition.
 func destroy(rt *Runtime, l *life, op, what string, gone func(op, what string) error, free func() error) error {
 	if err := rt.enter(op); err != nil {
 		return err
 	}
 	defer rt.exit()
-	if l.kill() != killed {
+	switch l.kill() {
+	case killDead:
 		return gone(op, what)
+	case killRefused:
+		return errf(CodeFailedPrecondition, op, "the %s is held by a live Graph: Close the graph first", what)
 	}
 	return free()
 }

@@ -139,6 +139,10 @@ func (s *Stream) QuantMatmul(d QuantMatmulDesc, o QuantMatmulOperands) error {
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	if s.rec != nil {
+		s.exit()
+		return s.rec.refuse(op, "this operation is not recorded in graphs (ABI 1.3 records launches, GEMMs, copies, memsets and events)")
+	}
 	c := opCall{s: s, op: op}
 	defer c.finish()
 	rt := s.dev.rt
@@ -211,6 +215,10 @@ func (s *Stream) GroupedGemm(d GroupedGemmDesc, o GroupedGemmOperands) error {
 	const op = "grouped_gemm"
 	if err := s.enter(op); err != nil {
 		return err
+	}
+	if s.rec != nil {
+		s.exit()
+		return s.rec.refuse(op, "this operation is not recorded in graphs (ABI 1.3 records launches, GEMMs, copies, memsets and events)")
 	}
 	c := opCall{s: s, op: op}
 	defer c.finish()

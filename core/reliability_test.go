@@ -191,6 +191,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.Module)(nil), &core.Module{},
 		(*core.Kernel)(nil), &core.Kernel{},
 		(*core.LaunchBatch)(nil), &core.LaunchBatch{},
+		(*core.Graph)(nil), &core.Graph{},
 		core.Arg{}, core.ArgKind(0), core.DType(0), core.Epilogue(0),
 	}
 	for _, v := range values {

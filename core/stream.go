@@ -25,6 +25,10 @@ type Stream struct {
 	// direct-mapped by gemmMemoIndex and compared by the caller's
 	// GemmDesc (see opcache.go).
 	gemmMemo [1 << gemmMemoBits]atomic.Pointer[planEntry]
+
+	// rec is set on the capturing stream Capture passes to its function:
+	// its methods record instead of enqueueing (graph.go).
+	rec *recording
 }
 
 // NewStream creates a stream on the device. The caller must Close it.
@@ -74,6 +78,9 @@ func (s *Stream) Close() error {
 	if !s.ok() {
 		return errInvalid(op, "stream")
 	}
+	if s.rec != nil {
+		return s.rec.refuse(op, "the capturing stream cannot be closed")
+	}
 	rt := s.dev.rt
 	return destroy(rt, s.l, op, "stream", errClosed, func() error { return rt.p.StreamDestroy(op, rt.h, s.h) })
 }
@@ -85,6 +92,9 @@ func (s *Stream) Synchronize() error {
 		return err
 	}
 	defer s.exit()
+	if s.rec != nil {
+		return s.rec.refuseSync(op)
+	}
 	rt := s.dev.rt
 	return rt.p.StreamSynchronize(op, rt.h, s.h)
 }
@@ -97,6 +107,9 @@ func (s *Stream) Query() (bool, error) {
 		return false, err
 	}
 	defer s.exit()
+	if s.rec != nil {
+		return false, s.rec.refuseSync(op)
+	}
 	rt := s.dev.rt
 	return notReady(rt.p.StreamQuery(op, rt.h, s.h))
 }
@@ -127,6 +140,9 @@ func (s *Stream) WaitEvent(ev *Event) error {
 	rt := s.dev.rt
 	if ev.dev.rt != rt {
 		return errf(CodeInvalidArgument, op, "the event belongs to another runtime")
+	}
+	if s.rec != nil {
+		return s.rec.event(op, abi.GraphOpEventWait, ev)
 	}
 	return rt.p.StreamWaitEvent(op, rt.h, s.h, ev.h)
 }
@@ -187,6 +203,9 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error
 	} else {
 		a.DstBuffer, a.DstOffset, a.SrcHost, a.SrcOffset = b.h, off, p.h, p.off
 	}
+	if s.rec != nil {
+		return s.rec.copy(op, &a, b.l, p.l)
+	}
 	return rt.p.Copy(op, rt.h, &a)
 }
 
@@ -222,6 +241,9 @@ func (s *Stream) CopyDevice(dst, src Region) error {
 	}
 	rt := s.dev.rt
 	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Stream: s.h, Size: sn, DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
+	if s.rec != nil {
+		return s.rec.copy(op, &a, db.l, sb.l)
+	}
 	return rt.p.Copy(op, rt.h, &a)
 }
 
@@ -236,6 +258,9 @@ func (s *Stream) Memset32(r Region, value uint32) error { return s.memset(r, val
 
 func (s *Stream) memset(r Region, value, elem uint32) error {
 	const op = "memset"
+	if s != nil && s.rec != nil {
+		return s.rec.memset(s, r, value, elem)
+	}
 	if err := s.enter(op); err != nil {
 		return err
 	}

@@ -56,6 +56,10 @@ const (
 	SlotGemmPlanDestroy               // gemm_plan_destroy (1.1)
 	SlotGemmRun                       // gemm_run (1.1)
 	SlotLaunchBatch                   // launch_batch (1.2)
+	SlotGraphCreate                   // graph_create (1.3)
+	SlotGraphLaunch                   // graph_launch (1.3)
+	SlotGraphUpdate                   // graph_update (1.3)
+	SlotGraphDestroy                  // graph_destroy (1.3)
 	SlotQuantMatmul                   // quant_matmul (1.4)
 	SlotGroupedGemm                   // grouped_gemm (1.4)
 
@@ -105,6 +109,10 @@ var slotInfo = [NumSlots]struct {
 	SlotGemmPlanDestroy:   {"gemm_plan_destroy", 1},
 	SlotGemmRun:           {"gemm_run", 1},
 	SlotLaunchBatch:       {"launch_batch", 2},
+	SlotGraphCreate:       {"graph_create", 3},
+	SlotGraphLaunch:       {"graph_launch", 3},
+	SlotGraphUpdate:       {"graph_update", 3},
+	SlotGraphDestroy:      {"graph_destroy", 3},
 	SlotQuantMatmul:       {"quant_matmul", 4},
 	SlotGroupedGemm:       {"grouped_gemm", 4},
 }
@@ -189,6 +197,14 @@ func (p *Plugin) fn(s Slot) uintptr {
 		return p.API.GemmRun
 	case SlotLaunchBatch:
 		return p.API.LaunchBatch
+	case SlotGraphCreate:
+		return p.API.GraphCreate
+	case SlotGraphLaunch:
+		return p.API.GraphLaunch
+	case SlotGraphUpdate:
+		return p.API.GraphUpdate
+	case SlotGraphDestroy:
+		return p.API.GraphDestroy
 	case SlotQuantMatmul:
 		return p.API.QuantMatmul
 	case SlotGroupedGemm:
@@ -937,6 +953,85 @@ func (p *Plugin) LaunchBatch(op string, rt abi.Runtime, s abi.Stream, count uint
 		return nil
 	}
 	return p.fail(op, SlotLaunchBatch, abi.Error(e))
+}
+
+// GraphCreate calls gpurt_api.graph_create (ABI 1.3; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *graph_create(gpurt_runtime *rt, const gpurt_graph_create_args *args, gpurt_graph **out)
+//
+// op names the operation in an error ("" means "graph_create"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) GraphCreate(op string, rt abi.Runtime, args *abi.GraphCreateArgs, out *abi.Graph) error {
+	fn := p.API.GraphCreate
+	if fn == 0 {
+		return p.unsupported(op, SlotGraphCreate)
+	}
+	e := ffi.Call3(fn, uintptr(rt), uintptr(unsafe.Pointer(args)), uintptr(unsafe.Pointer(out)))
+	runtime.KeepAlive(args)
+	runtime.KeepAlive(out)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotGraphCreate, abi.Error(e))
+}
+
+// GraphLaunch calls gpurt_api.graph_launch (ABI 1.3; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *graph_launch(gpurt_runtime *rt, gpurt_graph *g, gpurt_stream *s)
+//
+// op names the operation in an error ("" means "graph_launch"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) GraphLaunch(op string, rt abi.Runtime, g abi.Graph, s abi.Stream) error {
+	fn := p.API.GraphLaunch
+	if fn == 0 {
+		return p.unsupported(op, SlotGraphLaunch)
+	}
+	e := ffi.Call3(fn, uintptr(rt), uintptr(g), uintptr(s))
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotGraphLaunch, abi.Error(e))
+}
+
+// GraphUpdate calls gpurt_api.graph_update (ABI 1.3; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *graph_update(gpurt_runtime *rt, gpurt_graph *g, gpurt_graph_update_args *args)
+//
+// op names the operation in an error ("" means "graph_update"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) GraphUpdate(op string, rt abi.Runtime, g abi.Graph, args *abi.GraphUpdateArgs) error {
+	fn := p.API.GraphUpdate
+	if fn == 0 {
+		return p.unsupported(op, SlotGraphUpdate)
+	}
+	e := ffi.Call3(fn, uintptr(rt), uintptr(g), uintptr(unsafe.Pointer(args)))
+	runtime.KeepAlive(args)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotGraphUpdate, abi.Error(e))
+}
+
+// GraphDestroy calls gpurt_api.graph_destroy (ABI 1.3; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *graph_destroy(gpurt_runtime *rt, gpurt_graph *g)
+//
+// op names the operation in an error ("" means "graph_destroy"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) GraphDestroy(op string, rt abi.Runtime, g abi.Graph) error {
+	fn := p.API.GraphDestroy
+	if fn == 0 {
+		return p.unsupported(op, SlotGraphDestroy)
+	}
+	e := ffi.Call2(fn, uintptr(rt), uintptr(g))
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotGraphDestroy, abi.Error(e))
 }
 
 // QuantMatmul calls gpurt_api.quant_matmul (ABI 1.4; its contract is the comment

@@ -74,14 +74,9 @@ static gpurt_error *gemm_operand(mock_rt *rt, mock_stream *s, const char *name, 
   return NULL;
 }
 
-gpurt_error *m_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
-                        const gpurt_gemm_run_args *args) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if ((e = gp_need_stream("gemm_run", sh))) return e;
-  mock_stream *s;
-  if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
+gpurt_error *mock_gemm_prepare(mock_rt *rt, mock_stream *s, gpurt_gemm_plan *ph, const gpurt_gemm_run_args *args,
+                               gp_gemm_exec **out) {
+  gpurt_error *e;
   mock_plan *p;
   if ((e = mock_lookup(rt, &rt->plans, ph, (void **)&p))) return e;
   if (mock_is_lost(rt, s->dev)) return mock_lost_err("gemm_run", s->dev);
@@ -151,6 +146,20 @@ gpurt_error *m_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
   x->scale_ptr_a = psa;
   x->scale_ptr_b = psb;
   x->scale_ptr_d = psd;
+  *out = x;
+  return NULL;
+}
+
+gpurt_error *m_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
+                        const gpurt_gemm_run_args *args) {
+  mock_rt *rt;
+  gpurt_error *e = mock_get_rt(h, &rt);
+  if (e) return e;
+  if ((e = gp_need_stream("gemm_run", sh))) return e;
+  mock_stream *s;
+  if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
+  gp_gemm_exec *x;
+  if ((e = mock_gemm_prepare(rt, s, ph, args, &x))) return e;
   mock_op *op = calloc(1, sizeof *op);
   if (!op) {
     free(x);

@@ -20,6 +20,7 @@
  *   mock_stream.c  stream workers, streams, events
  *   mock_module.c  modules, kernels, launch, launch_batch
  *   mock_gemm.c    GEMM plans and runs
+ *   mock_graph.c   graphs (1.3): recorded lists replayed on stream workers
  *
  * Locking: the global mutex guards the runtime table; each runtime's `mu`
  * guards its handle tables, counters and fault settings; each stream's `mu`
@@ -43,8 +44,9 @@
 #include <unistd.h>
 
 #include "gp_common.h"
+#include "gp_graph.h"
 
-#define MOCK_VERSION "1.2.0"
+#define MOCK_VERSION "1.4.0"
 #define MOCK_DEFAULT_MEMORY (16ull << 30)
 #define MOCK_MAX_DEVICES 64u
 #define MOCK_GUARD 256u
@@ -145,6 +147,7 @@ struct mock_rt {
 
   pthread_mutex_t mu;
   gp_handle_table bufs, hosts, streams, events, modules, kernels, plans;
+  gp_handle_table graphs; /* 1.3 */
   uint64_t *used; /* device bytes per device */
   uint64_t host_bytes;
   int64_t fail_alloc_nth, fail_launch_nth;
@@ -212,6 +215,31 @@ gpurt_error *m_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph);
 gpurt_error *m_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
                         const gpurt_gemm_run_args *args);
 
+/* Prepare helpers: check one operation against stream s exactly as its
+ * eager call would and resolve it (enqueue nothing); graphs replay
+ * through them. s may be a stand-in (only rt and dev are read). */
+gpurt_error *mock_launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh, const gpurt_launch_args *args,
+                                 gp_launch_exec *out);
+uint64_t mock_launch_faults(mock_rt *rt, uint64_t n);
+gpurt_error *mock_launch_fault_err(const gp_launch_exec *x);
+gpurt_error *mock_gemm_prepare(mock_rt *rt, mock_stream *s, gpurt_gemm_plan *ph, const gpurt_gemm_run_args *args,
+                               gp_gemm_exec **out);
+/* An asynchronous copy on s (device and pinned endpoints); *out NULL when
+ * the size is 0. */
+gpurt_error *mock_copy_prepare(mock_rt *rt, mock_stream *s, const gpurt_copy_args *args, mock_op **out);
+/* A memset on s (NULL: the default ordering); *out NULL when the size is
+ * 0; *dev gets the buffer's device. */
+gpurt_error *mock_memset_prepare(mock_rt *rt, mock_stream *s, const gpurt_memset_args *args, uint32_t *dev,
+                                 mock_op **out);
+/* The event's latest record with a reference, or NULL (never recorded). */
+ev_rec *mock_latest_ref(mock_rt *rt, mock_event *ev);
+
+/* mock_graph.c: graphs (1.3) */
+void mock_graph_free(void *g);
+gpurt_error *m_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args, gpurt_graph **out);
+gpurt_error *m_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh);
+gpurt_error *m_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_update_args *args);
+gpurt_error *m_graph_destroy(gpurt_runtime *h, gpurt_graph *gh);
 /* mock_quant.c: quantized and grouped matmul (1.4) */
 gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args);
 gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args);

@@ -188,6 +188,36 @@ static gpurt_error *stream_matches(const char *what, const char *name, uintptr_t
   return NULL;
 }
 
+/* An asynchronous copy of a graph item on stream s (the item's own stream
+ * is NULL: csrc's graph checks allow it, and the replay's stream orders
+ * it); checked as copy checks an asynchronous copy. */
+gpurt_error *mock_copy_prepare(mock_rt *rt, mock_stream *s, const gpurt_copy_args *args, mock_op **out) {
+  *out = NULL;
+  gpurt_copy_args in = *args, a;
+  in.stream = GP_GRAPH_STREAM;
+  int dk, sk;
+  gpurt_error *e;
+  if ((e = gp_copy_check(&in, &a, &dk, &sk))) return e;
+  if (mock_is_lost(rt, s->dev)) return mock_lost_err("copy", s->dev);
+  endpoint src, dst;
+  memset(&src, 0, sizeof src);
+  memset(&dst, 0, sizeof dst);
+  if ((e = resolve_endpoint(rt, "dst", dk, a.dst_buffer, a.dst_host, a.dst_ptr, a.dst_offset, a.size, &dst)))
+    return e;
+  if ((e = resolve_endpoint(rt, "src", sk, a.src_buffer, a.src_host, a.src_ptr, a.src_offset, a.size, &src)))
+    return e;
+  if (dk == GP_END_BUFFER && (e = stream_matches("copy", "dst buffer", dst.handle, dst.dev, s->dev))) return e;
+  if (sk == GP_END_BUFFER && (e = stream_matches("copy", "src buffer", src.handle, src.dev, s->dev))) return e;
+  mock_op *op = calloc(1, sizeof *op);
+  if (!op) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "copy: no memory");
+  op->kind = OP_COPY;
+  op->u.copy.dst = dst.p;
+  op->u.copy.src = src.p;
+  op->u.copy.size = a.size;
+  *out = op;
+  return NULL;
+}
+
 gpurt_error *m_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   mock_rt *rt;
   gpurt_error *e = mock_get_rt(h, &rt);
@@ -238,15 +268,13 @@ gpurt_error *m_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   return NULL;
 }
 
-gpurt_error *m_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
+gpurt_error *mock_memset_prepare(mock_rt *rt, mock_stream *s, const gpurt_memset_args *args, uint32_t *dev,
+                                 mock_op **out) {
+  gpurt_error *e;
   gpurt_memset_args a;
+  *out = NULL;
   if ((e = gp_memset_check(args, &a))) return e;
   uint32_t es = a.element_size;
-  mock_stream *s = NULL;
-  if (a.stream && (e = mock_lookup(rt, &rt->streams, a.stream, (void **)&s))) return e;
   mock_buf *b;
   if ((e = mock_lookup(rt, &rt->bufs, a.buffer, (void **)&b))) return e;
   if (mock_is_lost(rt, b->dev)) return mock_lost_err("memset", b->dev);
@@ -260,15 +288,32 @@ gpurt_error *m_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
   op->u.fill.size = a.size;
   op->u.fill.value = a.value;
   op->u.fill.es = es;
+  *dev = b->dev;
+  *out = op;
+  return NULL;
+}
+
+gpurt_error *m_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
+  mock_rt *rt;
+  gpurt_error *e = mock_get_rt(h, &rt);
+  if (e) return e;
+  gpurt_memset_args a;
+  if ((e = gp_memset_check(args, &a))) return e;
+  mock_stream *s = NULL;
+  if (a.stream && (e = mock_lookup(rt, &rt->streams, a.stream, (void **)&s))) return e;
+  mock_op *op;
+  uint32_t dev = 0;
+  if ((e = mock_memset_prepare(rt, s, args, &dev, &op))) return e;
+  if (op == NULL) return NULL;
   if (s) {
     mock_submit(s, op);
     return NULL;
   }
-  if ((e = mock_drain_device(rt, b->dev))) { free(op); return e; }
+  if ((e = mock_drain_device(rt, dev))) { free(op); return e; }
   mock_stream tmp;
   memset(&tmp, 0, sizeof tmp);
   tmp.rt = rt;
-  tmp.dev = b->dev;
+  tmp.dev = dev;
   mock_op_run(&tmp, op);
   free(op);
   return NULL;

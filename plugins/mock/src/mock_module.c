@@ -152,8 +152,8 @@ gpurt_error *m_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info
  * launch does, and resolves it into *out (enqueues nothing). The checks
  * every plugin makes are csrc's (gp_launch_check and friends); the device
  * limits after them are the mock's. */
-static gpurt_error *launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh, const gpurt_launch_args *args,
-                                   gp_launch_exec *out) {
+gpurt_error *mock_launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh, const gpurt_launch_args *args,
+                                 gp_launch_exec *out) {
   gpurt_error *e;
   mock_kernel *mk;
   if ((e = mock_lookup(rt, &rt->kernels, kh, (void **)&mk))) return e;
@@ -202,14 +202,14 @@ static gpurt_error *launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh
 
 /* Counts n launches against fail_launch_nth (one lock hold); returns the
  * index of the launch the fault refuses, or n when none is refused. */
-static uint64_t launch_faults(mock_rt *rt, uint64_t n) {
+uint64_t mock_launch_faults(mock_rt *rt, uint64_t n) {
   pthread_mutex_lock(&rt->mu);
   uint64_t at = gp_fault_launches(&rt->fail_launch_nth, n);
   pthread_mutex_unlock(&rt->mu);
   return at;
 }
 
-static gpurt_error *launch_fault_err(const gp_launch_exec *x) {
+gpurt_error *mock_launch_fault_err(const gp_launch_exec *x) {
   return gp_err(GPURT_ERR_LAUNCH_FAILED, "launch \"%s\": the kernel failed to start (injected fault: "
                 "fail_launch_nth)", x->k->name);
 }
@@ -222,8 +222,8 @@ gpurt_error *m_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, cons
   mock_stream *s;
   if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   gp_launch_exec x;
-  if ((e = launch_prepare(rt, s, kh, args, &x))) return e;
-  if (launch_faults(rt, 1) == 0) return launch_fault_err(&x);
+  if ((e = mock_launch_prepare(rt, s, kh, args, &x))) return e;
+  if (mock_launch_faults(rt, 1) == 0) return mock_launch_fault_err(&x);
   mock_op *op = calloc(1, sizeof *op);
   if (!op) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "launch: no memory");
   op->kind = OP_LAUNCH;
@@ -255,7 +255,7 @@ gpurt_error *m_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, 
   if (!ops) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "launch_batch: no memory for %llu items", U(count));
   for (uint64_t i = 0; i < count; i++) {
     gp_launch_exec x;
-    if ((e = launch_prepare(rt, s, items[i].kernel, items[i].args, &x))) {
+    if ((e = mock_launch_prepare(rt, s, items[i].kernel, items[i].args, &x))) {
       free_ops(rt, ops, 0, i);
       free(ops);
       return gp_batch_item_error(e, i);
@@ -268,11 +268,11 @@ gpurt_error *m_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, 
     ops[i]->kind = OP_LAUNCH;
     ops[i]->u.launch = x;
   }
-  uint64_t n = launch_faults(rt, count);
+  uint64_t n = mock_launch_faults(rt, count);
   if (n > 0) mock_enqueue_many(s, ops, n);
   if (out_enqueued) *out_enqueued = n;
   if (n < count) {
-    e = gp_batch_midway_error(launch_fault_err(&ops[n]->u.launch), n);
+    e = gp_batch_midway_error(mock_launch_fault_err(&ops[n]->u.launch), n);
     free_ops(rt, ops, n, count);
   }
   free(ops);

@@ -214,6 +214,7 @@ static void rt_free(mock_rt *rt) {
   gp_table_free(&rt->modules);
   gp_table_free(&rt->kernels);
   gp_table_free(&rt->plans);
+  gp_table_free(&rt->graphs);
   free(rt->used);
   free(rt->lost);
   pthread_mutex_destroy(&rt->mu);
@@ -314,6 +315,7 @@ static gpurt_error *m_runtime_create(const gpurt_runtime_create_args *args,
   gp_table_init(&rt->modules, GP_KIND_MODULE, rt->serial);
   gp_table_init(&rt->kernels, GP_KIND_KERNEL, rt->serial);
   gp_table_init(&rt->plans, GP_KIND_GEMM_PLAN, rt->serial);
+  gp_table_init(&rt->graphs, GP_KIND_GRAPH, rt->serial);
   if (r != 0) {
     rt_free(rt);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: no memory for the runtime table");
@@ -386,6 +388,7 @@ static gpurt_error *m_runtime_destroy(gpurt_runtime *h) {
   }
   for (uint32_t i = 0; i < gp_table_cap(&rt->kernels); i++) free(gp_table_at(&rt->kernels, i));
   for (uint32_t i = 0; i < gp_table_cap(&rt->plans); i++) free(gp_table_at(&rt->plans, i));
+  for (uint32_t i = 0; i < gp_table_cap(&rt->graphs); i++) mock_graph_free(gp_table_at(&rt->graphs, i));
   rt_free(rt);
   return first;
 }
@@ -545,6 +548,10 @@ static const gpurt_api mock_api = {
     .gemm_plan_create = m_gemm_plan_create,
     .gemm_plan_destroy = m_gemm_plan_destroy,
     .gemm_run = m_gemm_run,
+    .graph_create = m_graph_create,
+    .graph_launch = m_graph_launch,
+    .graph_update = m_graph_update,
+    .graph_destroy = m_graph_destroy,
     .quant_matmul = m_quant_matmul,
     .grouped_gemm = m_grouped_gemm,
 };

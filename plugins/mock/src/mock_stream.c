@@ -357,7 +357,7 @@ gpurt_error *m_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh)
 }
 
 /* The event's latest record with a reference, or NULL (never recorded). */
-static ev_rec *latest_ref(mock_rt *rt, mock_event *ev) {
+ev_rec *mock_latest_ref(mock_rt *rt, mock_event *ev) {
   pthread_mutex_lock(&rt->ev_mu);
   ev_rec *r = ev->latest;
   if (r) r->refs++;
@@ -374,7 +374,7 @@ gpurt_error *m_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event
   mock_event *ev;
   if ((e = mock_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
   if (mock_is_lost(rt, s->dev)) return mock_lost_err("stream_wait_event", s->dev);
-  ev_rec *r = latest_ref(rt, ev);
+  ev_rec *r = mock_latest_ref(rt, ev);
   if (r == NULL) return NULL; /* never recorded: nothing to wait for */
   mock_op *op = calloc(1, sizeof *op);
   if (!op) {
@@ -407,7 +407,7 @@ gpurt_error *m_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
   if (e) return e;
   mock_event *ev;
   if ((e = mock_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
-  ev_rec *r = latest_ref(rt, ev);
+  ev_rec *r = mock_latest_ref(rt, ev);
   if (r) {
     rec_wait(rt, r);
     mock_rec_release(rt, r);

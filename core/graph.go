@@ -1,0 +1,632 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"sync"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
+)
+
+// Graph is a recorded list of stream operations that the plugin has
+// built into one device graph (a CUDA graph, a Metal command buffer, the
+// mock's op list): Graph.Launch replays all of it on a stream with one
+// call into the plugin. Make one with Stream.Capture.
+//
+// A live graph holds every buffer, host buffer, module and event its
+// operations use: Free, Unload or Close of one of them is refused with
+// an error wrapping ErrFailedPrecondition until Graph.Close. Kernel
+// arguments (scalars and buffers) can be changed between replays with
+// SetArg, without capturing again.
+//
+// A Graph is safe for concurrent use: replays of one graph are ordered
+// (each Launch runs after the earlier ones it follows on its stream, as
+// any stream work), and SetArg takes effect for the replays launched
+// after it.
+type Graph struct {
+	dev *Device
+	h   abi.Graph
+	l   *life
+
+	mu      sync.Mutex
+	r       *recording
+	dirty   []uint64        // items changed by SetArg since the last update
+	isDirty []bool          // per item
+	upd     []abi.GraphItem // scratch for graph_update, cap len(items)
+	applied int32           // how the last update was applied (GPURT_GRAPH_UPDATE_*)
+	stream  *Stream         // the stream captured (for argument checks)
+}
+
+// Node names an operation of a graph: its index in the order the
+// operations were recorded (the first recorded is 0). Stream.NextNode,
+// called during capture, says which Node the next recorded operation
+// gets.
+type Node int
+
+// recording is what a capture collects: the items in the ABI's form,
+// their argument structs, and what the graph must hold.
+type recording struct {
+	mu    sync.Mutex
+	s     *Stream // the stream Capture was called on
+	ended bool    // Capture returned: the capturing stream is spent
+	err   error   // the first error of a recorded call (sticky)
+
+	items   []abi.GraphItem
+	sub     []int     // per item: index into its kind's array
+	lo      []int     // per item: its first entry in lives
+	kernels []*Kernel // per item: the kernel of a launch, else nil
+	las     []abi.LaunchArgs
+	kargOff []int // per launch: its first argument in kargs
+	kargs   []abi.KernelArg
+	gemms   []abi.GemmRunArgs
+	copies  []abi.CopyArgs
+	memsets []abi.MemsetArgs
+	lives   []*life      // holds taken (nil entries hold nothing)
+	plans   []*planEntry // op-cache references taken (one per gemm)
+}
+
+const graphItemSize = abi.SizeofGraphItem
+
+// Capture records the operations fn enqueues on the stream it is given,
+// and builds them into a Graph without running them. Inside fn, the
+// given stream (a capturing view of s) records Launch, Gemm (with its
+// workspace), CopyFromPinned, CopyToPinned, CopyDevice, Memset*,
+// WaitEvent and Event.Record on it, with the same checks as when they
+// enqueue; the first error of a recorded call is also Capture's error,
+// and nothing is built. Making GEMM plans (the op cache) is fine during
+// capture. Synchronous calls are errors wrapping ErrFailedPrecondition:
+// Synchronize, Query, Time and Close of the capturing stream, and, on the
+// stream's device, CopyFromHost, CopyToHost, Copy, Memset and
+// Device.Synchronize from any goroutine while the capture lasts (as
+// CUDA's global capture mode). The capturing stream must not be used
+// after fn returns. fn may use other streams as usual (they are not
+// captured).
+//
+// The plugin captures the whole list inside one call (ABI 1.3); a plugin
+// without graphs gives an error wrapping ErrUnsupported.
+func (s *Stream) Capture(fn func(s *Stream) error) (*Graph, error) {
+	const op = "graph_create"
+	if err := s.enter(op); err != nil {
+		return nil, err
+	}
+	defer s.exit()
+	if s.rec != nil {
+		return nil, s.rec.refuse(op, "a capture cannot be nested")
+	}
+	if fn == nil {
+		return nil, errf(CodeInvalidArgument, op, "nil capture function")
+	}
+	rt := s.dev.rt
+	for _, slot := range []bind.Slot{bind.SlotGraphCreate, bind.SlotGraphLaunch, bind.SlotGraphDestroy} {
+		if !rt.p.Has(slot) {
+			return nil, rt.p.Unsupported(op, slot)
+		}
+	}
+	r := &recording{s: s}
+	// No plugin handle: a method that does not know capture (a newer op)
+	// fails in the plugin ("stream is NULL") rather than running eagerly.
+	cs := &Stream{dev: s.dev, l: s.l, rec: r}
+	err := r.run(fn, cs)
+	if err == nil && len(r.items) == 0 {
+		err = errf(CodeInvalidArgument, op, "nothing was recorded: the capture function enqueued no operation on the stream it was given")
+	}
+	if err != nil {
+		r.release(rt)
+		return nil, err
+	}
+	g, err := r.build(op)
+	if err != nil {
+		r.release(rt)
+		return nil, err
+	}
+	watchLeak(g, rt, g.l, "graph", 0)
+	return g, nil
+}
+
+// run calls fn with the capturing stream while the device counts a
+// capture, and ends the recording (even when fn panics).
+func (r *recording) run(fn func(*Stream) error, cs *Stream) (err error) {
+	d := r.s.dev
+	d.capturing.Add(1)
+	defer func() {
+		d.capturing.Add(-1)
+		r.mu.Lock()
+		r.ended = true
+		if err == nil {
+			err = r.err
+		}
+		r.mu.Unlock()
+	}()
+	return fn(cs)
+}
+
+// build hands the recorded list to the plugin.
+func (r *recording) build(op string) (*Graph, error) {
+	s := r.s
+	rt := s.dev.rt
+	r.pointers()
+	a := abi.GraphCreateArgs{StructSize: abi.SizeofGraphCreateArgs, Device: s.dev.index,
+		Count: uint64(len(r.items)), Items: &r.items[0], ItemSize: graphItemSize}
+	var h abi.Graph
+	if err := rt.p.GraphCreate(op, rt.h, &a, &h); err != nil {
+		return nil, err
+	}
+	n := len(r.items)
+	g := &Graph{dev: s.dev, h: h, l: new(life), r: r, stream: s,
+		dirty: make([]uint64, 0, n), isDirty: make([]bool, n), upd: make([]abi.GraphItem, 0, n)}
+	return g, nil
+}
+
+// pointers sets the items' pointers into the argument arrays (append may
+// have moved them while the recording grew; they do not move after).
+func (r *recording) pointers() {
+	for i := range r.items {
+		it := &r.items[i]
+		j := r.sub[i]
+		switch it.Kind {
+		case abi.GraphOpLaunch:
+			la := &r.las[j]
+			la.Args = nil
+			if la.NumArgs != 0 {
+				la.Args = &r.kargs[r.kargOff[j]]
+			}
+			it.Launch = la
+		case abi.GraphOpGemm:
+			it.Gemm = &r.gemms[j]
+		case abi.GraphOpCopy:
+			it.Copy = &r.copies[j]
+		case abi.GraphOpMemset:
+			it.Memset = &r.memsets[j]
+		}
+	}
+}
+
+// release gives back every hold and plan reference the recording took.
+func (r *recording) release(rt *Runtime) {
+	for i, l := range r.lives {
+		if l != nil {
+			l.unhold()
+		}
+		r.lives[i] = nil
+	}
+	for _, e := range r.plans {
+		rt.plans.put(e)
+	}
+	r.lives, r.plans = nil, nil
+}
+
+// refuse is the error of a call the capturing stream cannot record; it
+// is also the capture's error.
+func (r *recording) refuse(op, why string) error {
+	err := errf(CodeFailedPrecondition, op, "during Stream.Capture: %s", why)
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+	return err
+}
+
+// refuseSync is refuse for a synchronous call on the capturing stream.
+func (r *recording) refuseSync(op string) error {
+	return r.refuse(op, "a synchronous call cannot be recorded (call it before or after the capture)")
+}
+
+// begin locks the recording for one recorded call; it fails once the
+// capture has ended.
+func (r *recording) begin(op string) error {
+	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
+		return errf(CodeFailedPrecondition, op, "the capture has ended: the stream given to the capture function records nothing after it returns (use the stream Capture was called on)")
+	}
+	return nil
+}
+
+// end unlocks the recording; a call's error becomes the capture's.
+func (r *recording) end(err error) error {
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+	return err
+}
+
+// add appends an item of kind k (sub: its index in its kind's array) whose
+// holds are ls (already taken).
+func (r *recording) add(k int32, sub int, k2 *Kernel, ls ...*life) {
+	r.items = append(r.items, abi.GraphItem{StructSize: graphItemSize, Kind: k})
+	r.sub = append(r.sub, sub)
+	r.lo = append(r.lo, len(r.lives))
+	r.kernels = append(r.kernels, k2)
+	r.lives = append(r.lives, ls...)
+}
+
+// holdAll takes a hold of each non-nil life; on failure it undoes the
+// holds it took and returns false.
+func holdAll(ls []*life) bool {
+	for i, l := range ls {
+		if l != nil && !l.hold() {
+			for _, l2 := range ls[:i] {
+				if l2 != nil {
+					l2.unhold()
+				}
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// NextNode is the Node the next operation recorded on s gets; -1 when s
+// is not a capturing stream.
+func (s *Stream) NextNode() Node {
+	if s == nil || s.rec == nil {
+		return -1
+	}
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	return Node(len(s.rec.items))
+}
+
+// launch records a launch (Stream.Launch on a capturing stream), checked
+// as Launch checks it; it holds each buffer argument and the module.
+func (r *recording) launch(s *Stream, k *Kernel, cfg *LaunchConfig, args []Arg) error {
+	const op = "launch"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	if err := r.begin(op); err != nil {
+		return err
+	}
+	if err := checkKernel(op, -1, s, k, len(args)); err != nil {
+		return r.end(err)
+	}
+	off, nl := len(r.kargs), len(r.lives)
+	r.kargs = grow(r.kargs, len(args))
+	ka := r.kargs[off : off+len(args)]
+	params := k.info.Params[:len(args)]
+	for i := range args {
+		buf, err := packArg(op, -1, s, k, i, &args[i], params[i], &ka[i])
+		var l *life
+		if err == nil && buf != nil {
+			if l = buf.l; !l.hold() {
+				err = argFreed(op, -1, k, i)
+			}
+		}
+		if err != nil {
+			r.undo(off, nl)
+			return r.end(err)
+		}
+		r.lives = append(r.lives, l)
+	}
+	if !k.mod.l.hold() {
+		r.undo(off, nl)
+		return r.end(moduleClosed(op, -1, k))
+	}
+	r.lives = append(r.lives, k.mod.l)
+	// The item's holds are the ones just appended: add them by hand.
+	r.items = append(r.items, abi.GraphItem{StructSize: graphItemSize, Kind: abi.GraphOpLaunch, Kernel: k.h})
+	r.sub = append(r.sub, len(r.las))
+	r.lo = append(r.lo, nl)
+	r.kernels = append(r.kernels, k)
+	r.las = append(r.las, launchArgs(cfg, len(args)))
+	r.kargOff = append(r.kargOff, off)
+	return r.end(nil)
+}
+
+// undo drops a failed launch's arguments and holds.
+func (r *recording) undo(off, nl int) {
+	r.kargs = r.kargs[:off]
+	for i := nl; i < len(r.lives); i++ {
+		if r.lives[i] != nil {
+			r.lives[i].unhold()
+		}
+		r.lives[i] = nil
+	}
+	r.lives = r.lives[:nl]
+}
+
+// gemm records a checked GEMM (gemmCall.enqueue on a capturing stream):
+// it holds every operand's buffer and a reference on the plan.
+func (r *recording) gemm(g *gemmCall, ops *GemmOperands) error {
+	const op = "gemm"
+	if err := r.begin(op); err != nil {
+		return err
+	}
+	var ls [9]*life
+	for i := range g.opr {
+		if g.opr[i].b != nil {
+			ls[i] = g.opr[i].b.l
+		}
+	}
+	if !holdAll(ls[:]) {
+		return r.end(errFreed(op, "buffer"))
+	}
+	opr := &g.opr
+	ra := abi.GemmRunArgs{StructSize: abi.SizeofGemmRunArgs, Alpha: ops.Alpha, Beta: ops.Beta}
+	ra.A, ra.AOffset = opr[0].handle()
+	ra.B, ra.BOffset = opr[1].handle()
+	ra.C, ra.COffset = opr[2].handle()
+	ra.D, ra.DOffset = opr[3].handle()
+	ra.Bias, ra.BiasOffset = opr[4].handle()
+	ra.ScaleA, ra.ScaleAOffset = opr[5].handle()
+	ra.ScaleB, ra.ScaleBOffset = opr[6].handle()
+	ra.ScaleD, ra.ScaleDOffset = opr[7].handle()
+	ra.Workspace, ra.WorkspaceOffset = opr[8].handle()
+	ra.WorkspaceSize = opr[8].n
+	g.plan.refs.Add(1) // the call holds one: the plan cannot be destroyed meanwhile
+	r.plans = append(r.plans, g.plan)
+	r.add(abi.GraphOpGemm, len(r.gemms), nil, ls[:]...)
+	r.items[len(r.items)-1].Plan = g.plan.h
+	r.gemms = append(r.gemms, ra)
+	return r.end(nil)
+}
+
+// copy records a checked copy (a.Stream is cleared: the replay's stream
+// orders it), holding both sides.
+func (r *recording) copy(op string, a *abi.CopyArgs, dst, src *life) error {
+	if err := r.begin(op); err != nil {
+		return err
+	}
+	if !holdAll([]*life{dst, src}) {
+		return r.end(errFreed(op, "buffer"))
+	}
+	c := *a
+	c.Stream = 0
+	r.add(abi.GraphOpCopy, len(r.copies), nil, dst, src)
+	r.copies = append(r.copies, c)
+	return r.end(nil)
+}
+
+// memset records Stream.Memset* on a capturing stream, checked as memset
+// checks it.
+func (r *recording) memset(s *Stream, reg Region, value, elem uint32) error {
+	const op = "memset"
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	if err := r.begin(op); err != nil {
+		return err
+	}
+	b, off, n, err := use(op, reg)
+	if err != nil {
+		return r.end(err)
+	}
+	defer b.done()
+	if b.dev != s.dev {
+		return r.end(errf(CodeInvalidArgument, op, "the buffer is on %v, the stream on %v", b.dev, s.dev))
+	}
+	if off%uint64(elem) != 0 || n%uint64(elem) != 0 {
+		return r.end(errf(CodeInvalidArgument, op, "offset %d and length %d must be multiples of the %d-byte pattern", off, n, elem))
+	}
+	if n == 0 {
+		return r.end(nil)
+	}
+	if !b.l.hold() {
+		return r.end(errFreed(op, "buffer"))
+	}
+	r.add(abi.GraphOpMemset, len(r.memsets), nil, b.l)
+	r.memsets = append(r.memsets, abi.MemsetArgs{StructSize: abi.SizeofMemsetArgs, Buffer: b.h, Offset: off, Size: n, Value: value, ElementSize: elem})
+	return r.end(nil)
+}
+
+// event records Event.Record (kind GraphOpEventRecord) or
+// Stream.WaitEvent (GraphOpEventWait) of a checked event.
+func (r *recording) event(op string, kind int32, ev *Event) error {
+	if err := r.begin(op); err != nil {
+		return err
+	}
+	if !ev.l.hold() {
+		return r.end(errClosed(op, "event"))
+	}
+	r.add(kind, 0, nil, ev.l)
+	r.items[len(r.items)-1].Event = ev.h
+	return r.end(nil)
+}
+
+// ok reports whether g was made by Capture (see valid.go).
+func (g *Graph) ok() bool { return g != nil && g.l != nil && g.r != nil && g.dev.ok() }
+
+// Len is the number of operations in the graph.
+func (g *Graph) Len() int {
+	if !g.ok() {
+		return 0
+	}
+	return len(g.r.items)
+}
+
+// Device is the device the graph was captured on; it replays only there.
+func (g *Graph) Device() *Device {
+	if g == nil {
+		return nil
+	}
+	return g.dev
+}
+
+// Launch enqueues one replay of the graph on s, which must be on the
+// graph's device: the recorded operations run in order, after the work
+// enqueued on s before, as if they had been enqueued one by one. Changes
+// made by SetArg are applied first (one more call into the plugin). A
+// replay allocates nothing.
+func (g *Graph) Launch(s *Stream) error {
+	const op = "graph_launch"
+	if !g.ok() {
+		return errInvalid(op, "graph")
+	}
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.exit()
+	if s.rec != nil {
+		return s.rec.refuse(op, "a graph cannot be launched inside a capture")
+	}
+	if !g.l.acquire() {
+		return errClosed(op, "graph")
+	}
+	defer g.l.release()
+	if s.dev != g.dev {
+		return errf(CodeInvalidArgument, op, "the graph was captured on %v, the stream is on %v: a graph replays on its own device", g.dev, s.dev)
+	}
+	rt := s.dev.rt
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.dirty) > 0 {
+		if err := g.update(); err != nil {
+			return err
+		}
+	}
+	return rt.p.GraphLaunch(op, rt.h, g.h, s.h)
+}
+
+// Update applies the changes SetArg made to the plugin's graph now,
+// rather than at the next Launch.
+func (g *Graph) Update() error {
+	const op = "graph_update"
+	if !g.ok() {
+		return errInvalid(op, "graph")
+	}
+	rt := g.dev.rt
+	if err := enterLife(rt, g.l, op, "graph", errClosed); err != nil {
+		return err
+	}
+	defer exitLife(rt, g.l)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.update()
+}
+
+// update sends the changed items in one graph_update call; g.mu is held,
+// and a use of the graph and the runtime.
+func (g *Graph) update() error {
+	const op = "graph_update"
+	if len(g.dirty) == 0 {
+		return nil
+	}
+	rt := g.dev.rt
+	r := g.r
+	g.upd = g.upd[:0]
+	for _, i := range g.dirty {
+		g.upd = append(g.upd, r.items[i])
+	}
+	a := abi.GraphUpdateArgs{StructSize: abi.SizeofGraphUpdateArgs, Count: uint64(len(g.dirty)),
+		Indices: &g.dirty[0], Items: &g.upd[0], ItemSize: graphItemSize}
+	if err := rt.p.GraphUpdate(op, rt.h, g.h, &a); err != nil {
+		return err
+	}
+	g.applied = a.Applied
+	for _, i := range g.dirty {
+		g.isDirty[i] = false
+	}
+	g.dirty = g.dirty[:0]
+	return nil
+}
+
+// GraphUpdateMethod says how the plugin applied the last Update:
+// "none", "patched" (nodes changed in place), "exec-update" (re-captured,
+// executable updated) or "reinstantiated".
+func (g *Graph) GraphUpdateMethod() string {
+	if !g.ok() {
+		return "none"
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch g.applied {
+	case abi.GraphUpdatePatched:
+		return "patched"
+	case abi.GraphUpdateExecUpdate:
+		return "exec-update"
+	case abi.GraphUpdateReinstantiated:
+		return "reinstantiated"
+	}
+	return "none"
+}
+
+// SetArg changes argument i of the launch recorded as node, for the
+// replays launched after it, checked as Launch checks arguments (kind,
+// size, a live buffer of the graph's device). A new buffer is held by
+// the graph from now on, and the one it replaces is let go. The change
+// reaches the plugin at the next Launch (or Update), with the other
+// changes made meanwhile, in one call. Allocates nothing.
+func (g *Graph) SetArg(node Node, i int, arg Arg) error {
+	const op = "graph_set_arg"
+	if !g.ok() {
+		return errInvalid(op, "graph")
+	}
+	rt := g.dev.rt
+	if err := enterLife(rt, g.l, op, "graph", errClosed); err != nil {
+		return err
+	}
+	defer exitLife(rt, g.l)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := g.r
+	if node < 0 || int(node) >= len(r.items) {
+		return errf(CodeOutOfRange, op, "node %d does not exist (the graph has %d)", node, len(r.items))
+	}
+	k := r.kernels[node]
+	if k == nil {
+		return errf(CodeInvalidArgument, op, "node %d is not a kernel launch", node)
+	}
+	if i < 0 || i >= len(k.info.Params) {
+		return errf(CodeOutOfRange, op, "node %d: kernel %q has %d arguments, not an argument %d", node, k.name, len(k.info.Params), i)
+	}
+	var ka abi.KernelArg
+	buf, err := packArg(op, int(node), g.stream, k, i, &arg, k.info.Params[i], &ka)
+	if err != nil {
+		return err
+	}
+	slot := &r.lives[r.lo[node]+i]
+	var l *life
+	if buf != nil {
+		l = buf.l
+		if !l.hold() {
+			return argFreed(op, int(node), k, i)
+		}
+	}
+	if *slot != nil {
+		(*slot).unhold()
+	}
+	*slot = l
+	r.kargs[r.kargOff[r.sub[node]]+i] = ka
+	if !g.isDirty[node] {
+		g.isDirty[node] = true
+		g.dirty = append(g.dirty, uint64(node))
+	}
+	return nil
+}
+
+// Close frees the graph and lets go of everything it held. Replays
+// already enqueued still complete (synchronize before freeing what they
+// use). A second Close, or a later use, is an error wrapping ErrClosed.
+func (g *Graph) Close() error {
+	const op = "graph_destroy"
+	if !g.ok() {
+		return errInvalid(op, "graph")
+	}
+	rt := g.dev.rt
+	if err := rt.enter(op); err != nil {
+		return err
+	}
+	defer rt.exit()
+	if g.l.kill() != killed {
+		return errClosed(op, "graph")
+	}
+	err := rt.p.GraphDestroy(op, rt.h, g.h)
+	g.mu.Lock()
+	g.r.release(rt)
+	g.mu.Unlock()
+	return err
+}
+
+// capturingErr is the error of a synchronous call on device d while a
+// capture is in progress there; nil when none is.
+func (d *Device) capturingErr(op string) error {
+	if d.capturing.Load() == 0 {
+		return nil
+	}
+	return errf(CodeFailedPrecondition, op, "a Stream.Capture is in progress on %v: synchronous calls on the device are refused until it returns (they cannot be recorded)", d)
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gp_graph.c — the shape checks of graph items (ABI 1.3); see gp_graph.h. */
+#include "gp_graph.h"
+
+#include <string.h>
+
+#define U(x) ((unsigned long long)(x))
+#define H(p) ((unsigned long long)(uintptr_t)(p))
+
+const char *gp_graph_op_name(int32_t k) {
+  switch (k) {
+    case GPURT_GRAPH_OP_LAUNCH: return "launch";
+    case GPURT_GRAPH_OP_GEMM: return "gemm";
+    case GPURT_GRAPH_OP_COPY: return "copy";
+    case GPURT_GRAPH_OP_MEMSET: return "memset";
+    case GPURT_GRAPH_OP_EVENT_RECORD: return "event_record";
+    case GPURT_GRAPH_OP_EVENT_WAIT: return "event_wait";
+    default: return "unknown";
+  }
+}
+
+static gpurt_error *item_size_check(const char *op, uint64_t item_size) {
+  if (item_size < offsetof(gpurt_graph_item, kind) + sizeof(int32_t))
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: item_size %llu is smaller than an item's header", op,
+                  U(item_size));
+  return NULL;
+}
+
+gpurt_error *gp_graph_create_check(const gpurt_graph_create_args *in, gpurt_graph_create_args *a) {
+  gpurt_error *e;
+  if ((e = gp_read_struct(a, sizeof *a, in, "graph_create: args"))) return e;
+  if (a->flags != 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_create: unknown flags %#x", a->flags);
+  if (a->count == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_create: count is 0 (a graph has items)");
+  if (a->items == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_create: items is NULL with count %llu", U(a->count));
+  if (a->count > UINT32_MAX)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_create: count %llu is too large", U(a->count));
+  return item_size_check("graph_create", a->item_size);
+}
+
+gpurt_error *gp_graph_update_check(const gpurt_graph_update_args *in, gpurt_graph_update_args *a) {
+  gpurt_error *e;
+  if ((e = gp_read_struct(a, sizeof *a, in, "graph_update: args"))) return e;
+  a->applied = GPURT_GRAPH_UPDATE_NONE;
+  if (a->count == 0) return NULL;
+  if (a->indices == NULL || a->items == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_update: indices or items is NULL with count %llu",
+                  U(a->count));
+  if (a->count > UINT32_MAX)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_update: count %llu is too large", U(a->count));
+  return item_size_check("graph_update", a->item_size);
+}
+
+gpurt_error *gp_graph_item_read(const gpurt_graph_item *items, uint64_t item_size, uint64_t i,
+                                gp_graph_node *n) {
+  const gpurt_graph_item *src =
+      (const gpurt_graph_item *)(const void *)((const unsigned char *)items + i * item_size);
+  gpurt_graph_item it;
+  gpurt_error *e;
+  if ((e = gp_read_struct(&it, sizeof it, src, "item"))) return e;
+  memset(n, 0, sizeof *n);
+  n->kind = it.kind;
+  gp_graph_node_fix(n);
+  int extra;
+  switch (it.kind) {
+    case GPURT_GRAPH_OP_LAUNCH:
+      extra = it.plan || it.gemm || it.copy || it.memset || it.event;
+      if (it.kernel == NULL || it.launch == NULL)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch: kernel and launch must be set");
+      if ((e = gp_launch_read(it.launch, &n->launch))) return e;
+      if (n->launch.num_args > GPURT_MAX_KERNEL_PARAMS)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch: %u arguments (at most %u)", n->launch.num_args,
+                      GPURT_MAX_KERNEL_PARAMS);
+      if (n->launch.num_args > 0 && n->launch.args == NULL)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch: args is NULL with num_args %u", n->launch.num_args);
+      if (n->launch.num_args > 0) memcpy(n->kargs, n->launch.args, n->launch.num_args * sizeof n->kargs[0]);
+      gp_graph_node_fix(n);
+      n->kernel = it.kernel;
+      break;
+    case GPURT_GRAPH_OP_GEMM:
+      extra = it.kernel || it.launch || it.copy || it.memset || it.event;
+      if (it.plan == NULL || it.gemm == NULL)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm: plan and gemm must be set");
+      if ((e = gp_read_struct(&n->gemm, sizeof n->gemm, it.gemm, "gemm_run: args"))) return e;
+      n->plan = it.plan;
+      break;
+    case GPURT_GRAPH_OP_COPY:
+      extra = it.kernel || it.launch || it.plan || it.gemm || it.memset || it.event;
+      if (it.copy == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: copy must be set");
+      if ((e = gp_read_struct(&n->copy, sizeof n->copy, it.copy, "copy: args"))) return e;
+      if (n->copy.stream != NULL || n->copy.flags != 0)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: stream must be NULL and flags 0 in a graph (stream "
+                      "%#llx, flags %#x): the replay's stream orders it", H(n->copy.stream), n->copy.flags);
+      if (n->copy.dst_ptr != NULL || n->copy.src_ptr != NULL)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "copy: %s_ptr is pageable memory; a graph copies between "
+                      "device buffers and host buffers only", n->copy.dst_ptr ? "dst" : "src");
+      break;
+    case GPURT_GRAPH_OP_MEMSET:
+      extra = it.kernel || it.launch || it.plan || it.gemm || it.copy || it.event;
+      if (it.memset == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: memset must be set");
+      if ((e = gp_read_struct(&n->memset, sizeof n->memset, it.memset, "memset: args"))) return e;
+      if (n->memset.stream != NULL)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: stream must be NULL in a graph (it is %#llx): the "
+                      "replay's stream orders it", H(n->memset.stream));
+      if (n->memset.size == 0)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "memset: size is 0 (an empty memset is no graph item)");
+      break;
+    case GPURT_GRAPH_OP_EVENT_RECORD:
+    case GPURT_GRAPH_OP_EVENT_WAIT:
+      extra = it.kernel || it.launch || it.plan || it.gemm || it.copy || it.memset;
+      if (it.event == NULL)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: event must be set", gp_graph_op_name(it.kind));
+      n->event = it.event;
+      break;
+    default:
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kind %d is not a graph operation (GPURT_GRAPH_OP_*)", it.kind);
+  }
+  if (extra)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: a field of another kind of item is set (only the %s fields "
+                  "may be)", gp_graph_op_name(it.kind), gp_graph_op_name(it.kind));
+  return NULL;
+}
+
+const char *gp_graph_update_forbids(const gp_graph_node *old, const gp_graph_node *nw) {
+  if (nw->kind != old->kind) return "its kind";
+  if (nw->kind == GPURT_GRAPH_OP_LAUNCH && nw->kernel != old->kernel) return "its kernel";
+  if (nw->kind == GPURT_GRAPH_OP_GEMM && nw->plan != old->plan) return "its plan";
+  if (nw->kind == GPURT_GRAPH_OP_COPY && nw->copy.size != old->copy.size) return "its size";
+  if (nw->kind == GPURT_GRAPH_OP_MEMSET &&
+      (nw->memset.size != old->memset.size || nw->memset.element_size != old->memset.element_size))
+    return "its size or element size";
+  if ((nw->kind == GPURT_GRAPH_OP_EVENT_RECORD || nw->kind == GPURT_GRAPH_OP_EVENT_WAIT) && nw->event != old->event)
+    return "its event";
+  return NULL;
+}
