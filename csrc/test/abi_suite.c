@@ -13,7 +13,8 @@
  * a plugin that words a contract check its own way fails here. Checks that
  * depend on a backend's handle tables compare the code and the prefix only.
  *
- * Each check prints one line ("ok   ..." or "FAIL ..."); the last line is
+ * Each check prints one line ("ok   ..." or "FAIL ..."; "skip ..." for a
+ * later minor's slot the plugin does not have); the last line is
  * "N passed, M failed"; the exit status is 0 only when M is 0 (2 when the
  * plugin cannot be loaded or has no device). Backend-specific fault tests
  * live elsewhere (plugins/mock/test/mock_selftest.c,
@@ -816,6 +817,44 @@ static void launch_checks(gpurt_runtime *rt) {
   ok("buffer_free", api->buffer_free(rt, y));
 }
 
+/* ---- later minors: the slots' shared prologue, where the plugin has them ---- */
+
+static void skip(const char *what) { printf("skip %s\n", what); }
+
+static void minor_checks(gpurt_runtime *rt) {
+  gpurt_stream *s = NULL;
+  ok("stream_create", api->stream_create(rt, 0, &s));
+  if (GPURT_API_HAS(api, quant_matmul)) {
+    gpurt_quant_matmul_args q;
+    memset(&q, 0, sizeof q);
+    q.struct_size = sizeof q;
+    msg_is("quant_matmul: NULL stream", api->quant_matmul(rt, NULL, &q), GPURT_ERR_INVALID_ARGUMENT,
+           "quant_matmul: stream is NULL (quant_matmul needs a stream)");
+    msg_is("quant_matmul: NULL args", api->quant_matmul(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
+           "quant_matmul: args is NULL");
+    q.struct_size = 0;
+    msg_is("quant_matmul: args struct_size 0", api->quant_matmul(rt, s, &q),
+           GPURT_ERR_INVALID_ARGUMENT, "quant_matmul: args has struct_size 0, below 8");
+  } else {
+    skip("quant_matmul (1.4): the plugin has no such slot");
+  }
+  if (GPURT_API_HAS(api, grouped_gemm)) {
+    gpurt_grouped_gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.struct_size = sizeof g;
+    msg_is("grouped_gemm: NULL stream", api->grouped_gemm(rt, NULL, &g), GPURT_ERR_INVALID_ARGUMENT,
+           "grouped_gemm: stream is NULL (grouped_gemm needs a stream)");
+    msg_is("grouped_gemm: NULL args", api->grouped_gemm(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
+           "grouped_gemm: args is NULL");
+    g.struct_size = 0;
+    msg_is("grouped_gemm: args struct_size 0", api->grouped_gemm(rt, s, &g),
+           GPURT_ERR_INVALID_ARGUMENT, "grouped_gemm: args has struct_size 0, below 8");
+  } else {
+    skip("grouped_gemm (1.4): the plugin has no such slot");
+  }
+  ok("stream_destroy", api->stream_destroy(rt, s));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PLUGIN\n", argv[0]);
@@ -842,6 +881,7 @@ int main(int argc, char **argv) {
   copy_checks(rt);
   memset_checks(rt);
   launch_checks(rt);
+  minor_checks(rt);
   ok("runtime_destroy", api->runtime_destroy(rt));
   /* Plugins are never dlclose'd (gpurt.h): neither is this one. */
   printf("%d passed, %d failed\n", passed, failed);
