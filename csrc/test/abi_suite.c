@@ -824,6 +824,18 @@ static void skip(const char *what) { printf("skip %s\n", what); }
 static void minor_checks(gpurt_runtime *rt) {
   gpurt_stream *s = NULL;
   ok("stream_create", api->stream_create(rt, 0, &s));
+  if (GPURT_API_HAS(api, graph_destroy) && GPURT_API_HAS(api, graph_create) &&
+      GPURT_API_HAS(api, graph_launch)) {
+    ok("graph_destroy(rt, NULL)", api->graph_destroy(rt, NULL));
+    code_is("graph_destroy: made-up graph", api->graph_destroy(rt, (gpurt_graph *)(uintptr_t)0xdeadbeef),
+            GPURT_ERR_INVALID_HANDLE);
+    code_is("graph_launch: made-up graph", api->graph_launch(rt, (gpurt_graph *)(uintptr_t)0xdeadbeef, s),
+            GPURT_ERR_INVALID_HANDLE);
+    gpurt_graph *g = NULL;
+    code_is("graph_create: NULL args", api->graph_create(rt, NULL, &g), GPURT_ERR_INVALID_ARGUMENT);
+  } else {
+    skip("graphs (1.3): the plugin has no graph slots");
+  }
   if (GPURT_API_HAS(api, quant_matmul)) {
     gpurt_quant_matmul_args q;
     memset(&q, 0, sizeof q);

@@ -145,7 +145,7 @@ gpurt_error *m_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh)
   if (e) return e;
   mock_graph *g;
   if ((e = mock_lookup(rt, &rt->graphs, gh, (void **)&g))) return gp_err_wrap(e, "graph_launch");
-  if (sh == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_launch: stream is NULL (replays need a stream)");
+  if ((e = gp_need_stream("graph_launch", sh))) return e;
   mock_stream *s;
   if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return gp_err_wrap(e, "graph_launch");
   if (s->dev != g->dev)
