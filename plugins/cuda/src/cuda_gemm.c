@@ -1028,3 +1028,82 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   note_matmul(cd->last_kernel, &cd->last_kernel_h);
   return NULL;
 }
+
+/* ---- for cuda_quant.c: one TN matmul on device pointers ---------------------- */
+
+size_t cu_gemm_workspace_bytes(void) { return CU_GEMM_WORKSPACE; }
+
+/* Largest power of two, at most 256, dividing p. */
+static uint32_t ptr_align(CUdeviceptr p) {
+  uint32_t a = 256;
+  while (a > 1 && p % a != 0) a >>= 1;
+  return a;
+}
+
+gpurt_error *cu_gemm_tn_ptrs(cu_runtime *rt, cu_stream *st, int32_t t, uint64_t m, uint64_t n,
+                             uint64_t k, CUdeviceptr A, CUdeviceptr B, CUdeviceptr D, CUdeviceptr ws,
+                             size_t ws_size) {
+  char why[700];
+  if (!lt_load(why, sizeof why)) return gp_err(GPURT_ERR_UNAVAILABLE, "quant_matmul: %s", why);
+  cublasLtHandle_t lh = NULL;
+  gpurt_error *e = lt_handle(&rt->devs[st->dev], &lh);
+  if (e) return e;
+  const cudaDataType_t ct = t == GPURT_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+  cublasLtMatmulDesc_t op = NULL;
+  cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+  cublasLtMatmulPreference_t pref = NULL;
+  const char *what = "cublasLtMatmulDescCreate";
+  cublasStatus_t s = lt.p_cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const cublasOperation_t tr = CUBLAS_OP_T;
+  if (!s) {
+    what = "set TRANSA";
+    s = lt.p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr);
+  }
+  if (!s) {
+    what = "cublasLtMatrixLayoutCreate";
+    s = lt.p_cublasLtMatrixLayoutCreate(&la, ct, k, m, (int64_t)k);
+  }
+  if (!s) s = lt.p_cublasLtMatrixLayoutCreate(&lb, ct, k, n, (int64_t)k);
+  if (!s) s = lt.p_cublasLtMatrixLayoutCreate(&ld, ct, m, n, (int64_t)m);
+  if (!s) {
+    what = "cublasLtMatmulPreferenceCreate";
+    s = lt.p_cublasLtMatmulPreferenceCreate(&pref);
+  }
+  const uint64_t wsmax = ws_size;
+  if (!s) {
+    what = "cublasLtMatmulPreferenceSetAttribute";
+    s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax,
+                                                  sizeof wsmax);
+  }
+  const cublasLtMatmulPreferenceAttributes_t alattr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  const uint32_t al[4] = {ptr_align(A), ptr_align(B), ptr_align(D), ptr_align(D)};
+  for (int i = 0; i < 4 && !s; i++)
+    if (al[i] < 256) s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, alattr[i], &al[i], sizeof al[i]);
+  cublasLtMatmulHeuristicResult_t res;
+  memset(&res, 0, sizeof res);
+  int found = 0;
+  if (!s) {
+    what = "cublasLtMatmulAlgoGetHeuristic";
+    s = lt.p_cublasLtMatmulAlgoGetHeuristic(lh, op, la, lb, ld, ld, pref, 1, &res, &found);
+  }
+  if (!s && found == 0) {
+    e = gp_err(GPURT_ERR_UNSUPPORTED, "quant_matmul: cuBLASLt has no algorithm for the dequantized %s GEMM "
+               "m=%llu n=%llu k=%llu", gp_dtype_name(t), (unsigned long long)m, (unsigned long long)n,
+               (unsigned long long)k);
+  } else if (!s) {
+    const float alpha = 1.0f, beta = 0.0f;
+    what = "cublasLtMatmul";
+    s = lt.p_cublasLtMatmul(lh, op, &alpha, (const void *)(uintptr_t)A, la, (const void *)(uintptr_t)B, lb,
+                            &beta, (const void *)(uintptr_t)D, ld, (void *)(uintptr_t)D, ld, &res.algo,
+                            (void *)(uintptr_t)ws, ws_size, (cudaStream_t)st->s);
+  }
+  if (s && e == NULL) e = lt_err(s, what);
+  if (pref) lt.p_cublasLtMatmulPreferenceDestroy(pref);
+  if (ld) lt.p_cublasLtMatrixLayoutDestroy(ld);
+  if (lb) lt.p_cublasLtMatrixLayoutDestroy(lb);
+  if (la) lt.p_cublasLtMatrixLayoutDestroy(la);
+  if (op) lt.p_cublasLtMatmulDescDestroy(op);
+  return e;
+}

@@ -161,7 +161,9 @@ static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, con
  *                    lazy C buffer.
  *   cu_stream.slot_mu (cuda_gemm.c) the stream's fp8 scale slots and its
  *                    16-bit bias copy, from filling them until the matmul
- *                    that reads them is enqueued (taken inside cu_plan.mu).
+ *                    that reads them is enqueued (taken inside cu_plan.mu);
+ *                    also cuda_quant.c's qscratch, from its growth to the
+ *                    matmul that reads it (then taking cu_device.mu).
  *   cu_stream.ws_mu  (cuda_stream.c) the stream's lazy GEMM workspace;
  *                    taken alone, before cu_plan.mu, released before it.
  *   cu_runtime.mu    (cuda_module.c) the modules' kernel lists; may take a
@@ -184,7 +186,8 @@ static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, con
  * memset path): cu_plan.mu (cublasLtMatmulDescSetAttribute, cublasLtMatmul,
  * cuMemAlloc of the C scratch); cu_stream.slot_mu (cuMemAlloc, cuMemFree,
  * cuMemcpyDtoDAsync, cuStreamSynchronize, cuLaunchKernel of the bias
- * conversion); cu_stream.ws_mu (cuStreamSynchronize, cuMemFree, cuMemAlloc
+ * conversion and of cuda_quant.c's dequantization, the cuBLASLt descriptor
+ * calls and cublasLtMatmul of cu_gemm_tn_ptrs); cu_stream.ws_mu (cuStreamSynchronize, cuMemFree, cuMemAlloc
  * when the workspace grows); cu_device.mu (one-time cublasLtCreate,
  * cuMemAlloc + cuMemcpyHtoD of the scratch, cuModuleLoadDataEx +
  * cuModuleGetFunction of the internal kernels); cu_table.mu at teardown
@@ -257,6 +260,11 @@ typedef struct cu_stream {
    * conversion kernel's launch through the matmul. */
   CUdeviceptr bias16;
   uint64_t bias16_cap;
+  /* cuda_quant.c's 16-bit copy of dequantized weights (the prefill path):
+   * qscratch_cap bytes, grown to the largest W seen; under slot_mu from
+   * its growth through the matmul that reads it. */
+  CUdeviceptr qscratch;
+  uint64_t qscratch_cap;
 } cu_stream;
 
 typedef struct cu_event {
@@ -420,6 +428,15 @@ CU_HIDDEN gpurt_error *cu_quant_matmul(gpurt_runtime *rt, gpurt_stream *s,
                                        const gpurt_quant_matmul_args *args);
 CU_HIDDEN gpurt_error *cu_grouped_gemm(gpurt_runtime *rt, gpurt_stream *s,
                                        const gpurt_grouped_gemm_args *args);
+/* For cuda_quant.c (cuda_gemm.c): D (column-major m x n, type t: bf16 or
+ * f16) = A^T B, A stored k x m and B k x n (leading dimension k), f32
+ * accumulation, one cublasLtMatmul on st with workspace ws (descriptors
+ * made and dropped per call). Context current; takes cu_device.mu. */
+CU_HIDDEN gpurt_error *cu_gemm_tn_ptrs(cu_runtime *rt, cu_stream *st, int32_t t, uint64_t m,
+                                       uint64_t n, uint64_t k, CUdeviceptr A, CUdeviceptr B,
+                                       CUdeviceptr D, CUdeviceptr ws, size_t ws_size);
+/* The size of a stream's GEMM workspace (cu_stream_workspace). */
+CU_HIDDEN size_t cu_gemm_workspace_bytes(void);
 /* Unloads a device's quant kernels (runtime teardown, context current). */
 CU_HIDDEN void cu_quant_device_release(cu_device *d);
 

@@ -380,6 +380,7 @@ void cu_release_stream(void *u, void *o) {
   }
   if (s->slots) cu_drv.p_cuMemFree(s->slots);
   if (s->bias16) cu_drv.p_cuMemFree(s->bias16);
+  if (s->qscratch) cu_drv.p_cuMemFree(s->qscratch);
   pthread_mutex_destroy(&s->ws_mu);
   pthread_mutex_destroy(&s->slot_mu);
   free(s);

@@ -6,14 +6,20 @@
  * cuda_quant_fatbin.S), loaded per device on first use.
  *
  *  quant_matmul, n <= 8   gpurt_qgemv_<x>_<s>_n<n>: a warp per 4 rows of W
- *  quant_matmul, n > 8    gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
+ *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
+ *  quant_matmul, n >= 128 gpurt_qdequant_<x>_<s> writes W as 16-bit values
+ *                         into the stream's scratch (m * k * 2 bytes, kept
+ *                         and grown), then one cuBLASLt GEMM (prefill: the
+ *                         dequantization costs 3 bytes per weight, the GEMM
+ *                         2n flops per weight)
  *  grouped_gemm           gpurt_ggemm_bf16 / gpurt_ggemm_fp8: the same
  *                         kernel, up to 64 groups per launch
  *
  * Arguments are checked by csrc/gp_quant.c (the same messages as the mock);
  * this file adds what the kernels need (bf16 grouped: k a multiple of 8).
- * Nothing here allocates device memory or synchronizes: each call is one
- * launch (grouped: one per 64 groups) on the caller's stream.
+ * Each call is one launch (grouped: one per 64 groups; prefill: two) on
+ * the caller's stream; only the prefill scratch's growth allocates (after
+ * synchronizing the stream, whose queued work may still read the old one).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +32,10 @@ CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
 
 /* Kernel variants, indexed: GEMV (x type, scale type, n), quant GEMM (x
  * type, scale type), grouped bf16, grouped fp8. */
-enum { QV_GEMV = 0, QV_QGEMM = 32, QV_GG_BF16 = 36, QV_GG_FP8 = 37, QV_COUNT = 38 };
+enum { QV_GEMV = 0, QV_QGEMM = 32, QV_GG_BF16 = 36, QV_GG_FP8 = 37, QV_DEQ = 38, QV_COUNT = 42 };
+
+/* From this many tokens on, quant_matmul dequantizes W and runs cuBLASLt. */
+#define QMM_LT_MIN_N 128
 
 #define GG_MAX_GROUPS 64
 #define GG_TILE 128
@@ -123,6 +132,60 @@ static gpurt_error *launch(cu_runtime *rt, cu_stream *st, CUfunction f, const ch
   return NULL;
 }
 
+/* The prefill path: W dequantized into the stream's scratch, then cuBLASLt
+ * (column-major: y = (W')^T-as-stored times x, see cu_gemm_tn_ptrs). */
+static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_matmul_args *a, CUdeviceptr w,
+                            CUdeviceptr sc, CUdeviceptr bi, CUdeviceptr x, CUdeviceptr y, uint32_t gshift) {
+  const uint32_t dev = st->dev;
+  const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
+  char name[64];
+  snprintf(name, sizeof name, "gpurt_qdequant_%s_%s", tname(a->x_type), tname(a->scale_type));
+  CUfunction f;
+  gpurt_error *e = quant_fn(rt, dev, QV_DEQ + xi * 2 + si, name, &f);
+  if (e) return e;
+  /* The workspace first: its lock is taken alone (cuda_internal.h). */
+  const size_t wsz = cu_gemm_workspace_bytes();
+  CUdeviceptr ws;
+  if ((e = cu_stream_workspace(rt, st, wsz, &ws))) return e;
+  const uint64_t need = a->m * a->k * 2;
+  pthread_mutex_lock(&st->slot_mu);
+  if (st->qscratch_cap < need) {
+    CUresult r = CUDA_SUCCESS;
+    if (st->qscratch != 0) {
+      r = cu_drv.p_cuStreamSynchronize(st->s);
+      if (r != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&st->slot_mu);
+        return cu_fail(rt, dev, r, "quant_matmul: waiting for the stream before growing the weight scratch", st->last_kernel);
+      }
+      cu_drv.p_cuMemFree(st->qscratch);
+      st->qscratch = 0;
+      st->qscratch_cap = 0;
+    }
+    CUdeviceptr p = 0;
+    r = cu_drv.p_cuMemAlloc(&p, (size_t)need);
+    if (r != CUDA_SUCCESS) {
+      pthread_mutex_unlock(&st->slot_mu);
+      if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r, "quant_matmul: out of device memory allocating the "
+                             "stream's %llu-byte scratch for the dequantized weights (m %llu x k %llu) on device %u",
+                             (unsigned long long)need, (unsigned long long)a->m, (unsigned long long)a->k, dev);
+      return cu_fail(rt, dev, r, "quant_matmul: weight scratch cuMemAlloc", NULL);
+    }
+    st->qscratch = p;
+    st->qscratch_cap = need;
+  }
+  const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
+  const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
+  uint16_t *po = (uint16_t *)(uintptr_t)st->qscratch;
+  uint64_t chunks = a->m * a->k / 16;
+  void *params[6] = {&pw, &ps, &pb, &po, &chunks, &gshift};
+  e = launch(rt, st, f, name, cdiv(chunks, 256), 256, params);
+  if (e == NULL)
+    e = cu_gemm_tn_ptrs(rt, st, a->x_type, a->m, a->n, a->k, st->qscratch, x, y, ws, wsz);
+  pthread_mutex_unlock(&st->slot_mu);
+  return e;
+}
+
 gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
   gpurt_error *e = NULL;
   cu_runtime *rt;
@@ -155,6 +218,7 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
     void *params[8] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift};
     return launch(rt, st, f, name, cdiv(m, QG_ROWS_PER_BLOCK), 128, params);
   }
+  if (n >= QMM_LT_MIN_N) return prefill(rt, st, a, w, sc, bi, x, y, gshift);
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f))) return e;
   /* The tiled kernel with one group: A = x (n rows), B = W (m rows). */

@@ -11,7 +11,9 @@
 //     to float conversions), and keeps sum(x*q) and sum(x) per group chunk,
 //     so y = sum_g s_g * sum(x*q) + b_g * sum(x). The N tokens' x chunks are
 //     read once per step for all QG_ROWS rows.
-//  gpurt_qgemm_<x>_<s>        the same for N > 8 (prefill), and
+//  gpurt_qdequant_<x>_<s>     W dequantized into a 16-bit scratch (s*q + b,
+//     rounded to x's type), for the prefill path through cuBLASLt (N >= 128);
+//  gpurt_qgemm_<x>_<s>        the tiled kernel below for 8 < N < 128, and
 //  gpurt_ggemm_bf16 / _fp8    the grouped GEMM: one tiled tensor-core
 //     kernel, D[r][c] = sum_p A[r][p] * B[c][p] over 128 x 128 tiles of D,
 //     32 deep, 8 warps of 64 x 32, mma.sync m16n8k16 with f32 accumulation.
@@ -458,3 +460,39 @@ GEMM_KERNEL(gpurt_qgemm_f16_bf16, T_F16, T_Q8, T_BF16, T_F16)
 GEMM_KERNEL(gpurt_qgemm_f16_f16, T_F16, T_Q8, T_F16, T_F16)
 GEMM_KERNEL(gpurt_ggemm_bf16, T_BF16, T_BF16, T_BF16, T_BF16)
 GEMM_KERNEL(gpurt_ggemm_fp8, T_FP8, T_FP8, T_BF16, T_F16)
+
+// ---- dequantization into a 16-bit scratch (the prefill path through cuBLASLt) -------
+
+// out[e] = s * q[e] + b for the m x k codes (flattened: the group of
+// element e is e >> gshift, since k is a multiple of the group size), 16
+// elements per thread, rounded to OT.
+template <int ST, int OT>
+__device__ __forceinline__ void qdequant_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                              const uint16_t *__restrict__ bi, uint16_t *__restrict__ out,
+                                              u64 chunks, u32 gshift) {
+  const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= chunks) return;
+  const u64 e0 = i * 16;
+  const uint4 q = ld_stream(w + e0);
+  const float s = h2f<ST>(__ldg(sc + (e0 >> gshift))), b = h2f<ST>(__ldg(bi + (e0 >> gshift)));
+  const u32 qw[4] = {q.x, q.y, q.z, q.w};
+  u32 o[8];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    o[2 * j] = pack2<OT>(fmaf(s, byte_f(qw[j], 0), b), fmaf(s, byte_f(qw[j], 1), b));
+    o[2 * j + 1] = pack2<OT>(fmaf(s, byte_f(qw[j], 2), b), fmaf(s, byte_f(qw[j], 3), b));
+  }
+  uint4 *dst = reinterpret_cast<uint4 *>(out + e0);
+  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+#define QDEQUANT(ON, OT, SN, ST)                                                                  \
+  extern "C" __global__ void __launch_bounds__(256) gpurt_qdequant_##ON##_##SN(                  \
+      const uint8_t *w, const uint16_t *sc, const uint16_t *bi, uint16_t *out, u64 chunks, u32 gshift) { \
+    qdequant_body<ST, OT>(w, sc, bi, out, chunks, gshift);                                        \
+  }
+QDEQUANT(bf16, T_BF16, bf16, T_BF16)
+QDEQUANT(bf16, T_BF16, f16, T_F16)
+QDEQUANT(f16, T_F16, bf16, T_BF16)
+QDEQUANT(f16, T_F16, f16, T_F16)
