@@ -13,7 +13,10 @@
  *                         dequantization costs 3 bytes per weight, the GEMM
  *                         2n flops per weight)
  *  grouped_gemm           gpurt_ggemm_bf16 / gpurt_ggemm_fp8: the same
- *                         kernel, up to 64 groups per launch
+ *                         kernel, up to 64 groups per launch; bf16 groups
+ *                         of 256 rows or more go to cuBLASLt instead (one
+ *                         GEMM each: large groups run at cuBLASLt's speed,
+ *                         the many small ones share one launch)
  *
  * Arguments are checked by csrc/gp_quant.c (the same messages as the mock);
  * this file adds what the kernels need (bf16 grouped: k a multiple of 8).
@@ -36,6 +39,8 @@ enum { QV_GEMV = 0, QV_QGEMM = 32, QV_GG_BF16 = 36, QV_GG_FP8 = 37, QV_DEQ = 38,
 
 /* From this many tokens on, quant_matmul dequantizes W and runs cuBLASLt. */
 #define QMM_LT_MIN_N 128
+/* bf16 groups of this many rows or more run as their own cuBLASLt GEMM. */
+#define GG_LT_MIN_M 256
 
 #define GG_MAX_GROUPS 64
 #define GG_TILE 128
@@ -263,6 +268,24 @@ gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_gro
   if ((e = quant_fn(rt, dev, c.fp8 ? QV_GG_FP8 : QV_GG_BF16, name, &f))) return e;
   gg_args ga = {(const void *)(uintptr_t)pa, (const void *)(uintptr_t)pb, (uint16_t *)(uintptr_t)pd, NULL, NULL,
                 (const float *)(uintptr_t)psa, (const float *)(uintptr_t)psb, (uint32_t)a->n, (uint32_t)a->k, 0};
+  /* bf16: the large groups through cuBLASLt, D_g (column-major n x m_g) =
+   * B_g^T-as-stored times A_g. */
+  if (!c.fp8) {
+    const size_t wsz = cu_gemm_workspace_bytes();
+    CUdeviceptr ws = 0;
+    uint64_t r0 = 0;
+    for (uint64_t g = 0; g < a->group_count; g++) {
+      const uint64_t m = a->m_sizes[g];
+      if (m >= GG_LT_MIN_M) {
+        if (ws == 0 && (e = cu_stream_workspace(rt, st, wsz, &ws))) return e;
+        if ((e = cu_gemm_tn_ptrs(rt, st, GPURT_DTYPE_BF16, a->n, m, a->k, pb + g * a->n * a->k * 2,
+                                 pa + r0 * a->k * 2, pd + r0 * a->n * 2, ws, wsz)))
+          return gp_err_wrap(e, "grouped_gemm: group %llu (%llu rows, cuBLASLt)", (unsigned long long)g,
+                             (unsigned long long)m);
+      }
+      r0 += m;
+    }
+  }
   const uint64_t tiles_n = cdiv(a->n, GG_TILE);
   uint64_t row = 0;
   for (uint64_t g0 = 0; g0 < a->group_count; g0 += GG_MAX_GROUPS) {
@@ -276,7 +299,7 @@ gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_gro
       gt.tile_start[i] = (uint32_t)tiles;
       gt.row_start[i] = (uint32_t)row;
       uint64_t m = a->m_sizes[g0 + i];
-      tiles += cdiv(m, GG_TILE) * tiles_n;
+      if (c.fp8 || m < GG_LT_MIN_M) tiles += cdiv(m, GG_TILE) * tiles_n; /* else: done by cuBLASLt */
       row += m;
       if (tiles > 0x7fffffffull)
         return gp_err(GPURT_ERR_UNSUPPORTED, "grouped_gemm: groups %llu.. need more than 2^31 - 1 tiles",
