@@ -126,7 +126,7 @@ for name in order:
     if not g:
         continue
     pe = d.get("cuBLASLt per expert")
-    t = d.get("torch._grouped_mm") or d.get("torch._scaled_grouped_mm")
+    t = d.get("torch._grouped_mm") or d.get("torch._scaled_grouped_mm") or d.get("torch")
     def ratio(o):
         return "%8.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and o["gpu_us"] > 0 and g["gpu_us"] > 0 else "        -"
     notes = "; ".join("%s: %s" % (x["impl"], x["note"]) for x in (g, pe, t) if x and x.get("note"))

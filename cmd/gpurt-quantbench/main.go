@@ -57,6 +57,8 @@ func main() {
 	dir := flag.String("plugins", "", "folder with libgpurt_cuda.so (default: this executable's folder)")
 	iters := flag.Int("iters", 50, "timed calls per figure")
 	only := flag.String("only", "", "run only gemv, gemm or grouped")
+	backend := flag.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
+	flag.IntVar(&shrink, "shrink", 1, "divide every size by this (a quick run on the mock)")
 	flag.Parse()
 	if *dir == "" {
 		exe, err := os.Executable()
@@ -65,7 +67,7 @@ func main() {
 		}
 		*dir = filepath.Dir(exe)
 	}
-	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: "cuda"})
+	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: *backend})
 	if err != nil {
 		fail(err)
 	}
@@ -201,6 +203,9 @@ func (b *bench) alloc(n int, fill func([]byte)) *core.Buffer {
 
 var rng = rand.New(rand.NewPCG(7, 11))
 
+// shrink divides every size (-shrink).
+var shrink = 1
+
 func randBF16(p []byte) {
 	for i := 0; i+1 < len(p); i += 2 {
 		binary.LittleEndian.PutUint16(p[i:], floatbits.BF16FromFloat32(float32(rng.NormFloat64())))
@@ -235,6 +240,10 @@ func scaleBF16(p []byte) {
 // quantVsBF16 times y (n x m) = x (n x k) * W^T: int8 W (MLX, group 64)
 // against bf16 W through cuBLASLt (column-major D = W x^T, "TN").
 func (b *bench) quantVsBF16(m, n, k int) {
+	m, k = m/shrink, k/shrink
+	if n > 8 {
+		n /= shrink
+	}
 	name := fmt.Sprintf("%dx%d n=%d", m, k, n)
 	x := b.alloc(2*n*k, randBF16)
 	defer x.Free()
@@ -301,10 +310,10 @@ func skewed(g, total int) []int {
 // grouped times the grouped GEMM of g experts (n 2048, k 4096, skewed m)
 // against one cuBLASLt GEMM per expert.
 func (b *bench) grouped(g int, fp8 bool) {
-	n, k := 2048, 4096
-	total := 8192
+	n, k := 2048/shrink, 4096/shrink
+	total := 8192 / shrink
 	if g == 64 {
-		total = 16384
+		total = 16384 / shrink
 	}
 	ms := skewed(g, total)
 	kind := "bf16"
