@@ -49,7 +49,7 @@ func TestIsolatedProbeHang(t *testing.T) {
 	bad := buildPlugin(t, dir, "cuda", "-DPRIORITY=300", "-DPROBE_HANG")
 	mock := buildPlugin(t, privDir(t), "mock")
 	opts := isolatedOpts(t, dir, mock)
-	opts.ProbeTimeout = 1 * time.Second
+	opts.ProbeTimeout = 4 * time.Second // the race-built child alone can take over a second to start
 	rep, _, err := Choose(opts)
 	require.NoError(t, err)
 	assert.Equal(t, "mock", rep.Backend)
