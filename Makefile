@@ -13,8 +13,7 @@
 #            suite on the mock (plain, ASan+UBSan, TSan), the Go tests
 #            with -race and once more with cgo off (core, conform, cmd),
 #            the CUDA plugin's compile check (scripts/build_cuda.sh --ci,
-#            which fetches nvcc
-#            from PyPI) and the make-dist check (scripts/dist_check.sh).
+#            which fetches nvcc from PyPI) and the make-dist check (scripts/dist_check.sh).
 # make dist  one reproducible archive per platform into dist/.
 
 SHELL := bash

@@ -26,8 +26,8 @@ var BuiltinTypes = []struct {
 // BuiltinKernels is the one Go list of the built-in kernels: the
 // conformance suite iterates it (every entry must have a reference there),
 // and tests compare it with gpurt.h's list and with csrc's signature table
-// (gp_builtin_kernels in csrc/gp_kernels.c, which the plugins use to check
-// launches). CONTRIBUTING.md says what else to touch when it grows.
+// (gp_builtin_kernels in csrc/gp_builtin.c, which every plugin checks
+// launches of built-ins against). CONTRIBUTING.md says what else to touch when it grows.
 var BuiltinKernels = builtinKernels()
 
 // typedOps are the typed kernels' parameters; ArgAny here stands for the

@@ -98,19 +98,13 @@
 //
 // # Adding an operation
 //
-// Adding an op touches, in order: abi/gpurt.h (a new slot at the end of
-// gpurt_api and a minor bump, following the header's rules), abi/abi.go
-// (the Go mirror: the abi.API field with its c tag, and any new argument
-// struct, with a "X mirrors gpurt_x" doc and c tags, listed in
-// mirrored in abi/layout_test.go, and any new constant in its constants;
-// TestEveryHeaderItemIsMirrored reads the header and fails naming a
-// struct, handle or constant left out; a field that points at Go memory
-// gets a Go pointer type), then `make generate` (regenerates core/internal/bind/zslots.go,
-// the typed method of the new slot, and abi/zsizes.go; make test fails
-// when they are stale), csrc and the mock plugin (the reference
-// implementation), plugins/cuda, plugins/metal, one Go file in core (the
-// method: enter/acquire, check in Go what is cheap, one call of the
-// generated rt.p.<Slot> method, which returns an error wrapping
-// ErrUnsupported when the plugin lacks the slot), and the conformance
-// suite (package conform), which every backend must pass.
+// CONTRIBUTING.md, at the root of the repository, lists every file that
+// adding an ABI operation or a built-in kernel touches, in order (header,
+// Go mirror and generated bindings, csrc, the three plugins, the C ABI
+// suite, the method here, the conformance checks, versions, docs), and the
+// tests that fail when a mirror is forgotten. The method itself lives in
+// one file of this package: enter the runtime and acquire each object
+// passed, check in Go what is cheap, make one call of the generated
+// rt.p.<Slot> method (an *Error matching ErrUnsupported when the plugin's
+// ABI minor is too old), return its error unchanged.
 package core
