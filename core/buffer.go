@@ -196,7 +196,7 @@ func (b *Buffer) Free() error {
 
 // directMax: synchronous copies of Go memory below this size go straight
 // to the plugin (GPURT_COPY_SYNC with the pageable pointer); larger ones
-// are staged through pinned memory (copy.go).
+// are staged through pinned memory (stage.go).
 const directMax = 64 << 10
 
 // CopyFromHost copies len(src) bytes from Go memory to the start of dst

@@ -17,7 +17,7 @@ type Device struct {
 	index uint32
 	info  DeviceInfo // as read at Open
 
-	// staging for synchronous copies of Go slices (copy.go): idle
+	// staging for synchronous copies of Go slices (stage.go): idle
 	// stagers, and one token per copy running (at most maxStagers)
 	stagers     chan *stager
 	stageTokens chan struct{}
