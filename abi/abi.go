@@ -11,7 +11,7 @@ package abi
 // Version of the ABI this core speaks. Majors must match; minors only add.
 const (
 	Major = 1
-	Minor = 4
+	Minor = 5
 )
 
 // EntrySymbol is the one symbol a plugin exports.
@@ -456,6 +456,12 @@ type API struct {
 	// 1.4
 	QuantMatmul uintptr `c:"quant_matmul"`
 	GroupedGemm uintptr `c:"grouped_gemm"`
+	// 1.5 (attention over a paged KV cache)
+	KVAppend         uintptr `c:"kv_append"`
+	AttentionCreate  uintptr `c:"attention_create"`
+	AttentionDestroy uintptr `c:"attention_destroy"`
+	AttentionPlan    uintptr `c:"attention_plan"`
+	AttentionRun     uintptr `c:"attention_run"`
 }
 
 // NegotiateArgs mirrors gpurt_negotiate_args.

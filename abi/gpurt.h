@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 4
+#define GPURT_ABI_MINOR 5
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -217,6 +217,18 @@ enum {
   GPURT_EPILOGUE_BIAS_GELU = 5
 };
 
+/* Paged KV cache layouts (1.5): the order of one page's axes. */
+enum {
+  GPURT_KV_LAYOUT_NHD = 0, /* [page_size][num_kv_heads][head_dim] */
+  GPURT_KV_LAYOUT_HND = 1  /* [num_kv_heads][page_size][head_dim] */
+};
+
+/* Attention kinds (1.5). */
+enum {
+  GPURT_ATTENTION_DECODE = 1, /* one query row per request */
+  GPURT_ATTENTION_PREFILL = 2 /* ragged query rows per request (qo_indptr) */
+};
+
 #define GPURT_MAX_KERNEL_PARAMS 32
 #define GPURT_NAME_LEN 256
 
@@ -257,6 +269,7 @@ typedef struct gpurt_module gpurt_module;
 typedef struct gpurt_kernel gpurt_kernel; /* owned by its module */
 typedef struct gpurt_gemm_plan gpurt_gemm_plan;
 typedef struct gpurt_graph gpurt_graph; /* 1.3 */
+typedef struct gpurt_attention gpurt_attention; /* 1.5 */
 
 /* ------------------------------------------------------------------ */
 /* Structs                                                             */
@@ -643,6 +656,125 @@ typedef struct gpurt_grouped_gemm_args {
   gpurt_buffer *scale_b; uint64_t scale_b_offset; /* fp8 only; else NULL */
 } gpurt_grouped_gemm_args;
 
+/* ---- Attention over a paged KV cache (1.5) -------------------------
+ *
+ * The cache follows FlashInfer's paged layout. K and V live in two device
+ * regions of num_pages pages each; a page holds page_size tokens of
+ * num_kv_heads heads of head_dim elements, in NHD or HND order (the
+ * GPURT_KV_LAYOUT_* comments), so one page is page_size * num_kv_heads *
+ * head_dim elements and page p starts at element p * that. Request b of a
+ * batch owns the pages indices[indptr[b] .. indptr[b+1]) in order; its
+ * last page holds last_page_len[b] tokens (1 .. page_size), so its length
+ * is (indptr[b+1] - indptr[b] - 1) * page_size + last_page_len[b] and it
+ * must have at least one page. indptr (batch + 1 entries, indptr[0] == 0,
+ * non-decreasing), indices and last_page_len (batch entries) are int32 in
+ * device memory. Every index must be < num_pages: the mock checks it when
+ * the work runs (and writes NaN where it is violated); GPU plugins do not
+ * read device memory on the host, and an index out of range there is
+ * undefined behaviour of the kernel.
+ *
+ * Queries and outputs are row-major [rows][num_qo_heads][head_dim], of the
+ * cache's dtype. Decode has one row per request (rows = batch); prefill has
+ * qo_indptr[b+1] - qo_indptr[b] >= 1 rows for request b (rows =
+ * qo_indptr[batch]). Query head h reads KV head h / (num_qo_heads /
+ * num_kv_heads) (GQA: num_qo_heads must be a multiple of num_kv_heads, any
+ * group size). For query row i of a request with qo_len rows and kv_len
+ * tokens, its position is kv_len - qo_len + i (decode: kv_len - 1); with
+ * the causal mask it sees tokens 0 .. that position, without it all
+ * kv_len tokens. The score of a token is s = sm_scale * dot(q, k); with a
+ * soft cap c > 0 it is c * tanh(s / c); the output is the softmax-weighted
+ * sum of the V rows. Accumulation is in f32 or wider.
+ *
+ * Offsets: those of q, o, k, v, k_rows and v_rows are multiples of 16
+ * bytes, those of the int32 arrays multiples of 4 (INVALID_ARGUMENT
+ * otherwise).
+ *
+ * What 1.5 defines: dtype F16 or BF16 (cache, queries and outputs alike),
+ * head_dim 64, 128 or 256, any page_size >= 1, both layouts, causal or not
+ * (prefill; decode has nothing to mask). A plugin that cannot run a
+ * combination says GPURT_ERR_UNSUPPORTED naming the field. */
+
+/* The cache's shape (no struct_size: embedded, fixed forever). */
+typedef struct gpurt_kv_layout {
+  int32_t dtype;         /* GPURT_DTYPE_F16 or GPURT_DTYPE_BF16 */
+  int32_t layout;        /* GPURT_KV_LAYOUT_* */
+  uint32_t page_size;    /* tokens per page, >= 1 */
+  uint32_t num_kv_heads; /* >= 1 */
+  uint32_t head_dim;     /* 64, 128, 256 */
+  uint32_t reserved;     /* 0 */
+} gpurt_kv_layout;
+
+/* The cache's memory and page table (embedded, fixed forever). Buffers
+ * are borrowed for the call; the work enqueued reads (append: writes) them
+ * when it runs. */
+typedef struct gpurt_kv_pages {
+  gpurt_buffer *k; uint64_t k_offset;   /* num_pages pages of K */
+  gpurt_buffer *v; uint64_t v_offset;   /* num_pages pages of V */
+  uint64_t num_pages;                   /* >= 1 */
+  gpurt_buffer *indptr; uint64_t indptr_offset;   /* int32 [batch + 1] */
+  gpurt_buffer *indices; uint64_t indices_offset; /* int32 [indptr[batch]] */
+  gpurt_buffer *last_page_len; uint64_t last_page_len_offset; /* int32 [batch] */
+} gpurt_kv_pages;
+
+/* Writes nnz new rows into the pages (FlashInfer's append_paged_kv_cache):
+ * row i of k_rows and v_rows ([nnz][num_kv_heads][head_dim], the cache's
+ * dtype) goes to request batch_indices[i] at token positions[i], i.e. into
+ * page indices[indptr[b] + pos / page_size], slot pos % page_size. The page
+ * table must already count the new tokens (pos < the request's length). */
+typedef struct gpurt_kv_append_args {
+  uint64_t struct_size;
+  gpurt_kv_layout layout;
+  gpurt_kv_pages pages;
+  uint32_t batch_size;   /* requests in the page table, >= 1 */
+  uint32_t reserved;
+  uint64_t nnz;          /* rows to append; 0 is a no-op */
+  gpurt_buffer *k_rows; uint64_t k_rows_offset;
+  gpurt_buffer *v_rows; uint64_t v_rows_offset;
+  gpurt_buffer *batch_indices; uint64_t batch_indices_offset; /* int32 [nnz] */
+  gpurt_buffer *positions; uint64_t positions_offset;         /* int32 [nnz] */
+} gpurt_kv_append_args;
+
+/* What stays fixed across steps: an attention object is made once per
+ * shape and reused; each step plans it (attention_plan) and runs it
+ * (attention_run) once per layer. */
+typedef struct gpurt_attention_desc {
+  uint64_t struct_size;
+  int32_t kind;            /* GPURT_ATTENTION_* */
+  uint32_t num_qo_heads;   /* a multiple of layout.num_kv_heads */
+  gpurt_kv_layout layout;
+  uint8_t causal;          /* prefill: 1 = causal mask; decode: must be 0 */
+  uint8_t reserved[7];
+  double sm_scale;         /* 0: 1 / sqrt(head_dim); else > 0, finite */
+  double logits_soft_cap;  /* 0: none; else > 0, finite */
+  uint32_t max_batch_size; /* the largest batch a plan may have, >= 1 */
+  uint32_t reserved2;
+  uint64_t max_rows;       /* prefill: the most query rows a plan may have
+                              (>= 1); decode: ignored (= max_batch_size) */
+} gpurt_attention_desc;
+
+/* One step's schedule, from host copies of the page table's counts (the
+ * same values the device arrays of the runs hold). Pointers are borrowed
+ * for the call. */
+typedef struct gpurt_attention_plan_args {
+  uint64_t struct_size;
+  uint32_t batch_size;            /* 1 .. max_batch_size */
+  uint32_t reserved;
+  const int32_t *qo_indptr;       /* prefill: [batch + 1]; decode: NULL */
+  const int32_t *kv_indptr;       /* [batch + 1], pages */
+  const int32_t *kv_last_page_len; /* [batch] */
+} gpurt_attention_plan_args;
+
+/* One run of the current plan. q and o are [rows][num_qo_heads][head_dim];
+ * pages hold the page table the plan was made from (same values); prefill
+ * also passes the device copy of qo_indptr. */
+typedef struct gpurt_attention_run_args {
+  uint64_t struct_size;
+  gpurt_buffer *q; uint64_t q_offset;
+  gpurt_buffer *o; uint64_t o_offset;
+  gpurt_kv_pages pages;
+  gpurt_buffer *qo_indptr; uint64_t qo_indptr_offset; /* prefill: int32 [batch + 1] */
+} gpurt_attention_run_args;
+
 /* ------------------------------------------------------------------ */
 /* The function table                                                  */
 /* ------------------------------------------------------------------ */
@@ -808,6 +940,36 @@ typedef struct gpurt_api {
   /* Enqueue the grouped GEMM (gpurt_grouped_gemm_args) on s (non-NULL). */
   gpurt_error *(*grouped_gemm)(gpurt_runtime *rt, gpurt_stream *s,
                                const gpurt_grouped_gemm_args *args);
+
+  /* ---- 1.5 ---- */
+  /* Attention over a paged KV cache. */
+
+  /* Enqueue an append of new K/V rows into the cache on s (non-NULL). */
+  gpurt_error *(*kv_append)(gpurt_runtime *rt, gpurt_stream *s,
+                            const gpurt_kv_append_args *args);
+  /* Validate a descriptor and allocate the object's workspace (device,
+   * pinned host) for max_batch_size / max_rows. An unsupported descriptor
+   * is GPURT_ERR_UNSUPPORTED naming the field. */
+  gpurt_error *(*attention_create)(gpurt_runtime *rt, uint32_t device,
+                                   const gpurt_attention_desc *desc,
+                                   gpurt_attention **out);
+  /* Waits for the object's work in flight, then frees it. */
+  gpurt_error *(*attention_destroy)(gpurt_runtime *rt, gpurt_attention *a);
+  /* Plan one step on s (non-NULL): checks the counts (lengths >= 1, rows
+   * within the maxima, prefill causal: qo_len <= kv_len) and enqueues the
+   * schedule's upload. Replaces the previous plan: runs enqueued earlier
+   * keep the plan they were enqueued with only when they are on the same
+   * stream (work on one stream is ordered); the plugin waits, on the host,
+   * for its own previous upload before reusing its pinned memory. */
+  gpurt_error *(*attention_plan)(gpurt_runtime *rt, gpurt_stream *s,
+                                 gpurt_attention *a,
+                                 const gpurt_attention_plan_args *args);
+  /* Enqueue one run of the current plan on s, which must be the stream of
+   * the last attention_plan (GPURT_ERR_FAILED_PRECONDITION otherwise, and
+   * before any plan). */
+  gpurt_error *(*attention_run)(gpurt_runtime *rt, gpurt_stream *s,
+                                gpurt_attention *a,
+                                const gpurt_attention_run_args *args);
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

@@ -47,6 +47,12 @@ var mirrored = []struct {
 	{"gpurt_graph_update_args", GraphUpdateArgs{}},
 	{"gpurt_quant_matmul_args", QuantMatmulArgs{}},
 	{"gpurt_grouped_gemm_args", GroupedGemmArgs{}},
+	{"gpurt_kv_layout", KVLayout{}},
+	{"gpurt_kv_pages", KVPages{}},
+	{"gpurt_kv_append_args", KVAppendArgs{}},
+	{"gpurt_attention_desc", AttentionDesc{}},
+	{"gpurt_attention_plan_args", AttentionPlanArgs{}},
+	{"gpurt_attention_run_args", AttentionRunArgs{}},
 	{"gpurt_api", API{}},
 	{"gpurt_negotiate_args", NegotiateArgs{}},
 }
@@ -92,6 +98,8 @@ var constants = map[string]int64{
 	"GPURT_GRAPH_OP_EVENT_RECORD": GraphOpEventRecord, "GPURT_GRAPH_OP_EVENT_WAIT": GraphOpEventWait,
 	"GPURT_GRAPH_UPDATE_NONE": GraphUpdateNone, "GPURT_GRAPH_UPDATE_PATCHED": GraphUpdatePatched,
 	"GPURT_GRAPH_UPDATE_EXEC_UPDATE": GraphUpdateExecUpdate, "GPURT_GRAPH_UPDATE_REINSTANTIATED": GraphUpdateReinstantiated,
+	"GPURT_KV_LAYOUT_NHD": KVLayoutNHD, "GPURT_KV_LAYOUT_HND": KVLayoutHND,
+	"GPURT_ATTENTION_DECODE": AttentionDecode, "GPURT_ATTENTION_PREFILL": AttentionPrefill,
 }
 
 // goLayout lists "NAME VALUE" lines the C program must print identically.

@@ -27,6 +27,9 @@ import (
 type Options struct {
 	// Quick shrinks the large checks (the large round trip, large GEMMs).
 	Quick bool
+	// Long runs the long-context attention checks (batch 64 x 8K, 32K
+	// tokens): seconds on a GPU, many minutes on the mock.
+	Long bool
 	// Seed of the random data; 0 picks one from the clock (the result
 	// says which).
 	Seed uint64
@@ -108,6 +111,7 @@ func checks() []check {
 	cs = append(cs, concurrencyChecks()...)
 	cs = append(cs, gemmChecks()...)
 	cs = append(cs, quantChecks()...)
+	cs = append(cs, attentionChecks()...)
 	return cs
 }
 

@@ -96,6 +96,20 @@
 // mixture-of-experts layer, bf16 or fp8 with DeepSeek-style block scales,
 // in one call. Both check their arguments in Go and allocate nothing.
 //
+// # Attention
+//
+// Attention over a paged KV cache (ABI 1.5) follows FlashInfer's layout: a
+// KVCache (Device.AllocKVCache or NewKVCache over existing memory) holds
+// the pages, a PageTable (device int32 arrays indptr / indices /
+// last_page_len) says which pages each request owns, Stream.AppendKV writes
+// new K/V rows, and an Attention (Device.NewAttention, one per shape) is
+// planned once per step from host copies of the counts
+// (Stream.PlanAttention) and run once per layer (Stream.RunAttention) on
+// the plan's stream. The plugin owns the plan's workspace. Decode and
+// prefill (ragged query rows, causal or not), any GQA group size, a logits
+// soft cap and sm_scale; f16/bf16 and head dims 64/128/256. The mock is the
+// float64 reference; a plain warm plan and run allocate nothing.
+//
 // # Adding an operation
 //
 // CONTRIBUTING.md, at the root of the repository, lists every file that

@@ -192,6 +192,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.Kernel)(nil), &core.Kernel{},
 		(*core.LaunchBatch)(nil), &core.LaunchBatch{},
 		(*core.Graph)(nil), &core.Graph{},
+		(*core.Attention)(nil), &core.Attention{}, (*core.KVCache)(nil), &core.KVCache{}, core.KVCacheDesc{},
 		core.Arg{}, core.ArgKind(0), core.DType(0), core.Epilogue(0),
 	}
 	for _, v := range values {

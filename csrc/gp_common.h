@@ -91,7 +91,8 @@ enum {
   GP_KIND_MODULE = 0x16,
   GP_KIND_KERNEL = 0x17,
   GP_KIND_GEMM_PLAN = 0x18,
-  GP_KIND_GRAPH = 0x19 /* 1.3 */
+  GP_KIND_GRAPH = 0x19, /* 1.3 */
+  GP_KIND_ATTENTION = 0x1C /* 1.5 */
 };
 
 typedef struct gp_handle_table {

@@ -29,6 +29,7 @@ const char *gp_kind_name(uint32_t kind) {
     case GP_KIND_KERNEL: return "kernel";
     case GP_KIND_GEMM_PLAN: return "gemm plan";
     case GP_KIND_GRAPH: return "graph";
+    case GP_KIND_ATTENTION: return "attention";
     default: return "handle";
   }
 }

@@ -32,6 +32,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	quick := fs.Bool("quick", false, "shrink the large checks")
+	long := fs.Bool("long", false, "also run the long-context attention checks (for GPUs; slow on the mock)")
 	backend := fs.String("backend", "", "backend: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
 	plugin := fs.String("plugin", "", "plugin file to test (its backend is taken from the name libgpurt_NAME)")
 	options := fs.String("options", "", "plugin runtime options, key=value;key=value (the mock: devices=2)")
@@ -61,7 +62,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		name := strings.TrimPrefix(filepath.Base(abs), "libgpurt_")
 		cfg.Backend = strings.TrimSuffix(strings.TrimSuffix(name, ".so"), ".dylib")
 	}
-	opts := conform.Options{Quick: *quick, Seed: *seed,
+	opts := conform.Options{Quick: *quick, Long: *long, Seed: *seed,
 		OpenRuntime: func() (*core.Runtime, error) { return core.Open(cfg) }}
 	if *run != "" {
 		re, err := regexp.Compile(*run)

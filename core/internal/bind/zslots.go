@@ -62,8 +62,13 @@ const (
 	SlotGraphDestroy                  // graph_destroy (1.3)
 	SlotQuantMatmul                   // quant_matmul (1.4)
 	SlotGroupedGemm                   // grouped_gemm (1.4)
+	SlotKVAppend                      // kv_append (1.5)
+	SlotAttentionCreate               // attention_create (1.5)
+	SlotAttentionDestroy              // attention_destroy (1.5)
+	SlotAttentionPlan                 // attention_plan (1.5)
+	SlotAttentionRun                  // attention_run (1.5)
 
-	// NumSlots counts the slots this core knows (ABI 1.4).
+	// NumSlots counts the slots this core knows (ABI 1.5).
 	NumSlots
 )
 
@@ -115,6 +120,11 @@ var slotInfo = [NumSlots]struct {
 	SlotGraphDestroy:      {"graph_destroy", 3},
 	SlotQuantMatmul:       {"quant_matmul", 4},
 	SlotGroupedGemm:       {"grouped_gemm", 4},
+	SlotKVAppend:          {"kv_append", 5},
+	SlotAttentionCreate:   {"attention_create", 5},
+	SlotAttentionDestroy:  {"attention_destroy", 5},
+	SlotAttentionPlan:     {"attention_plan", 5},
+	SlotAttentionRun:      {"attention_run", 5},
 }
 
 // fn is the slot's function pointer: 0 when the plugin's struct_size
@@ -209,6 +219,16 @@ func (p *Plugin) fn(s Slot) uintptr {
 		return p.API.QuantMatmul
 	case SlotGroupedGemm:
 		return p.API.GroupedGemm
+	case SlotKVAppend:
+		return p.API.KVAppend
+	case SlotAttentionCreate:
+		return p.API.AttentionCreate
+	case SlotAttentionDestroy:
+		return p.API.AttentionDestroy
+	case SlotAttentionPlan:
+		return p.API.AttentionPlan
+	case SlotAttentionRun:
+		return p.API.AttentionRun
 	}
 	return 0
 }
@@ -1072,4 +1092,104 @@ func (p *Plugin) GroupedGemm(op string, rt abi.Runtime, s abi.Stream, args *abi.
 		return nil
 	}
 	return p.fail(op, SlotGroupedGemm, abi.Error(e))
+}
+
+// KVAppend calls gpurt_api.kv_append (ABI 1.5; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *kv_append(gpurt_runtime *rt, gpurt_stream *s, const gpurt_kv_append_args *args)
+//
+// op names the operation in an error ("" means "kv_append"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) KVAppend(op string, rt abi.Runtime, s abi.Stream, args *abi.KVAppendArgs) error {
+	fn := p.API.KVAppend
+	if fn == 0 {
+		return p.unsupported(op, SlotKVAppend)
+	}
+	e := ffi.Call3(fn, uintptr(rt), uintptr(s), uintptr(unsafe.Pointer(args)))
+	runtime.KeepAlive(args)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotKVAppend, abi.Error(e))
+}
+
+// AttentionCreate calls gpurt_api.attention_create (ABI 1.5; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *attention_create(gpurt_runtime *rt, uint32_t device, const gpurt_attention_desc *desc, gpurt_attention **out)
+//
+// op names the operation in an error ("" means "attention_create"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) AttentionCreate(op string, rt abi.Runtime, device uint32, desc *abi.AttentionDesc, out *abi.Attention) error {
+	fn := p.API.AttentionCreate
+	if fn == 0 {
+		return p.unsupported(op, SlotAttentionCreate)
+	}
+	e := ffi.Call4(fn, uintptr(rt), uintptr(device), uintptr(unsafe.Pointer(desc)), uintptr(unsafe.Pointer(out)))
+	runtime.KeepAlive(desc)
+	runtime.KeepAlive(out)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotAttentionCreate, abi.Error(e))
+}
+
+// AttentionDestroy calls gpurt_api.attention_destroy (ABI 1.5; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *attention_destroy(gpurt_runtime *rt, gpurt_attention *a)
+//
+// op names the operation in an error ("" means "attention_destroy"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) AttentionDestroy(op string, rt abi.Runtime, a abi.Attention) error {
+	fn := p.API.AttentionDestroy
+	if fn == 0 {
+		return p.unsupported(op, SlotAttentionDestroy)
+	}
+	e := ffi.Call2(fn, uintptr(rt), uintptr(a))
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotAttentionDestroy, abi.Error(e))
+}
+
+// AttentionPlan calls gpurt_api.attention_plan (ABI 1.5; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *attention_plan(gpurt_runtime *rt, gpurt_stream *s, gpurt_attention *a, const gpurt_attention_plan_args *args)
+//
+// op names the operation in an error ("" means "attention_plan"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) AttentionPlan(op string, rt abi.Runtime, s abi.Stream, a abi.Attention, args *abi.AttentionPlanArgs) error {
+	fn := p.API.AttentionPlan
+	if fn == 0 {
+		return p.unsupported(op, SlotAttentionPlan)
+	}
+	e := ffi.Call4(fn, uintptr(rt), uintptr(s), uintptr(a), uintptr(unsafe.Pointer(args)))
+	runtime.KeepAlive(args)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotAttentionPlan, abi.Error(e))
+}
+
+// AttentionRun calls gpurt_api.attention_run (ABI 1.5; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *attention_run(gpurt_runtime *rt, gpurt_stream *s, gpurt_attention *a, const gpurt_attention_run_args *args)
+//
+// op names the operation in an error ("" means "attention_run"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) AttentionRun(op string, rt abi.Runtime, s abi.Stream, a abi.Attention, args *abi.AttentionRunArgs) error {
+	fn := p.API.AttentionRun
+	if fn == 0 {
+		return p.unsupported(op, SlotAttentionRun)
+	}
+	e := ffi.Call4(fn, uintptr(rt), uintptr(s), uintptr(a), uintptr(unsafe.Pointer(args)))
+	runtime.KeepAlive(args)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotAttentionRun, abi.Error(e))
 }

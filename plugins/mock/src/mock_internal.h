@@ -21,6 +21,7 @@
  *   mock_module.c  modules, kernels, launch, launch_batch
  *   mock_gemm.c    GEMM plans and runs
  *   mock_graph.c   graphs (1.3): recorded lists replayed on stream workers
+ *   mock_attention.c  paged KV cache append, attention (1.5)
  *
  * Locking: the global mutex guards the runtime table; each runtime's `mu`
  * guards its handle tables, counters and fault settings; each stream's `mu`
@@ -148,6 +149,7 @@ struct mock_rt {
   pthread_mutex_t mu;
   gp_handle_table bufs, hosts, streams, events, modules, kernels, plans;
   gp_handle_table graphs; /* 1.3 */
+  gp_handle_table attns; /* 1.5: mock_attention.c */
   uint64_t *used; /* device bytes per device */
   uint64_t host_bytes;
   int64_t fail_alloc_nth, fail_launch_nth;
@@ -243,5 +245,16 @@ gpurt_error *m_graph_destroy(gpurt_runtime *h, gpurt_graph *gh);
 /* mock_quant.c: quantized and grouped matmul (1.4) */
 gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args);
 gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args);
+
+/* mock_attention.c: paged KV cache append and attention (1.5) */
+void mock_attention_free(void *obj);
+gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args);
+gpurt_error *m_attention_create(gpurt_runtime *h, uint32_t d, const gpurt_attention_desc *desc,
+                                gpurt_attention **out);
+gpurt_error *m_attention_destroy(gpurt_runtime *h, gpurt_attention *ah);
+gpurt_error *m_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
+                              const gpurt_attention_plan_args *args);
+gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
+                             const gpurt_attention_run_args *args);
 
 #endif /* GPURT_MOCK_INTERNAL_H */

@@ -215,6 +215,7 @@ static void rt_free(mock_rt *rt) {
   gp_table_free(&rt->kernels);
   gp_table_free(&rt->plans);
   gp_table_free(&rt->graphs);
+  gp_table_free(&rt->attns);
   free(rt->used);
   free(rt->lost);
   pthread_mutex_destroy(&rt->mu);
@@ -316,6 +317,7 @@ static gpurt_error *m_runtime_create(const gpurt_runtime_create_args *args,
   gp_table_init(&rt->kernels, GP_KIND_KERNEL, rt->serial);
   gp_table_init(&rt->plans, GP_KIND_GEMM_PLAN, rt->serial);
   gp_table_init(&rt->graphs, GP_KIND_GRAPH, rt->serial);
+  gp_table_init(&rt->attns, GP_KIND_ATTENTION, rt->serial);
   if (r != 0) {
     rt_free(rt);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: no memory for the runtime table");
@@ -389,6 +391,10 @@ static gpurt_error *m_runtime_destroy(gpurt_runtime *h) {
   for (uint32_t i = 0; i < gp_table_cap(&rt->kernels); i++) free(gp_table_at(&rt->kernels, i));
   for (uint32_t i = 0; i < gp_table_cap(&rt->plans); i++) free(gp_table_at(&rt->plans, i));
   for (uint32_t i = 0; i < gp_table_cap(&rt->graphs); i++) mock_graph_free(gp_table_at(&rt->graphs, i));
+  for (uint32_t i = 0; i < gp_table_cap(&rt->attns); i++) {
+    void *a = gp_table_at(&rt->attns, i);
+    if (a) mock_attention_free(a);
+  }
   rt_free(rt);
   return first;
 }
@@ -405,7 +411,7 @@ static gpurt_error *m_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) 
   s.live_streams = rt->streams.live;
   s.live_events = rt->events.live;
   s.live_modules = rt->modules.live;
-  s.live_plans = rt->plans.live;
+  s.live_plans = rt->plans.live + rt->attns.live;
   for (uint32_t d = 0; d < rt->ndev; d++) s.device_bytes += rt->used[d];
   s.host_bytes = rt->host_bytes;
   pthread_mutex_unlock(&rt->mu);
@@ -554,6 +560,12 @@ static const gpurt_api mock_api = {
     .graph_destroy = m_graph_destroy,
     .quant_matmul = m_quant_matmul,
     .grouped_gemm = m_grouped_gemm,
+    /* 1.5: mock_attention.c */
+    .kv_append = m_kv_append,
+    .attention_create = m_attention_create,
+    .attention_destroy = m_attention_destroy,
+    .attention_plan = m_attention_plan,
+    .attention_run = m_attention_run,
 };
 
 /* The entry: csrc's gp_negotiate (no side effects). */
