@@ -112,7 +112,10 @@ func reportOf(r *loader.Report) *Report {
 }
 
 // Probe runs the loader's search and choice without creating a runtime,
-// and returns its report (also on error, when there is one). The error is
+// and returns its report (also on error, when there is one). What only
+// runtime creation finds (a malformed plugin setting such as
+// GPURT_MOCK_DEVICES=x, a device held by another process) shows in Open,
+// not here; `gpurt probe` runs both to report what Open would do. The error is
 // an *Error matching ErrNoBackend, ErrBackendUnavailable or
 // ErrUnknownBackend, or a Config error. Safe from any goroutine.
 func Probe(cfg Config) (*Report, error) {

@@ -97,7 +97,7 @@ has_cmd() { # has_cmd SUBCOMMAND: does build/gpurt know it?
 
 # ---- environment ------------------------------------------------------------
 step env 60 bash -c "uname -a; nvidia-smi; nvcc --version; $cc --version | head -n 1;
-  ls -la build/; ls -la $cuda/lib64/libcublasLt.so* $cuda/targets/*/lib/libcublasLt.so* 2>/dev/null; true"
+  ls -la build/; namei -l $root/build 2>/dev/null; ls -la $cuda/lib64/libcublasLt.so* $cuda/targets/*/lib/libcublasLt.so* 2>/dev/null; true"
 
 # ---- builds -----------------------------------------------------------------
 step build_plugin 600 bash scripts/build_cuda.sh build
@@ -136,6 +136,12 @@ if [ -x build/gpurt ]; then
   step gpurt_probe_json 120 build/gpurt probe --json
   if has_cmd conform; then
     step conform_cuda 600 build/gpurt conform --backend cuda
+    # GPURT_CUBLASLT_PATH must be absolute and pass the loader's trust rule
+    # (csrc/gp_path.c): a relative one makes GEMM unavailable, naming why,
+    # and is never replaced by the default library. Passes when the refusal
+    # is reported.
+    step cublaslt_path_refused 120 bash -c 'GPURT_CUBLASLT_PATH=libcublasLt.so.13 build/gpurt conform --backend cuda \
+      --run "^gemm/large$" 2>&1 | grep -m1 "GPURT_CUBLASLT_PATH=libcublasLt.so.13 refused: libcublasLt.so.13 is not an absolute path"'
   else
     skip conform_cuda "build/gpurt has no conform subcommand"
   fi
