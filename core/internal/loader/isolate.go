@@ -152,7 +152,9 @@ func cacheKey(c *cand, env []string) string {
 		h.Write(b)
 	}
 	for _, kv := range env {
-		fmt.Fprintf(h, "\x00%s", kv)
+		if probeRelevant(kv) {
+			fmt.Fprintf(h, "\x00%s", kv)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -343,4 +345,21 @@ func crashLine(stderr string) string {
 		}
 	}
 	return ""
+}
+
+// probeRelevant says whether an environment entry the child sees can
+// change what a plugin's probe answers (the device set, the driver, the
+// mock's configuration); only those key the cache, so that a log level or
+// a backend choice does not cost a new child.
+func probeRelevant(kv string) bool {
+	k, _, _ := strings.Cut(kv, "=")
+	if k == "LD_LIBRARY_PATH" {
+		return true
+	}
+	for _, p := range []string{"CUDA_", "NVIDIA_", "GPURT_MOCK_", "METAL_", "MTL_"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -114,6 +114,13 @@ func TestIsolatedProbeCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, probes())
 
+	// A variable that cannot change a probe answer (the log level) does
+	// not cost a new child.
+	t.Setenv("GPURT_LOG_LEVEL", "debug")
+	_, _, err = Choose(opts)
+	require.NoError(t, err)
+	assert.Equal(t, 3, probes())
+
 	// In process: no child, no cache, the probe runs every time.
 	opts.ProbeInProcess = true
 	for i := 0; i < 2; i++ {

@@ -917,7 +917,7 @@ int main(int argc, char **argv) {
       OK(api->stream_synchronize(rt, s));
       CHECK(memcmp(p1, p2, n) == 0, "1 GiB pinned round trip");
       c.size = n + 1;
-      ERR(api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE, "beyond");
+      ERR(api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE, "outside the host buffer");
     }
     gpurt_runtime_stats st;
     memset(&st, 0, sizeof st);
