@@ -36,11 +36,13 @@ var typedOps = []struct {
 	op     string
 	params []int32
 }{
-	{"fill", []int32{ArgBuffer, ArgAny, ArgU64}},              // fill_T (BUFFER y, T value, U64 n)             y[i] = value
-	{"scale", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64}},  // scale_T(BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i]
-	{"axpy", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64}},   // axpy_T (BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i] + y[i]
-	{"add", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}}, // add_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] + y[i]
-	{"mul", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}}, // mul_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] * y[i]
+	{"fill", []int32{ArgBuffer, ArgAny, ArgU64}},                   // fill_T (BUFFER y, T value, U64 n)             y[i] = value
+	{"scale", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64}},       // scale_T(BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i]
+	{"axpy", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64}},        // axpy_T (BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i] + y[i]
+	{"add", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}},      // add_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] + y[i]
+	{"mul", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}},      // mul_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] * y[i]
+	{"silu_mul", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}}, // silu_mul_T(BUFFER z, BUFFER g, BUFFER u, U64 n) z[i] = g[i] / (1 + exp(-g[i])) * u[i]
+	{"softcap", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64}},     // softcap_T(BUFFER y, BUFFER x, F32 cap, U64 n)  y[i] = cap * tanh(x[i] / cap)
 }
 
 func builtinKernels() []BuiltinKernel {

@@ -249,6 +249,11 @@ enum {
  *   axpy_T (BUFFER y, BUFFER x, F32 alpha, U64 n) y[i] = alpha * x[i] + y[i]
  *   add_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] + y[i]
  *   mul_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] * y[i]
+ *   silu_mul_T(BUFFER z, BUFFER g, BUFFER u, U64 n)
+ *                           z[i] = g[i] / (1 + exp(-g[i])) * u[i]
+ *                           (SiLU(gate) * up of a gated MLP)
+ *   softcap_T(BUFFER y, BUFFER x, F32 cap, U64 n)
+ *                           y[i] = cap * tanh(x[i] / cap) (logits soft cap)
  *   sleep_ns(U64 ns)        each thread waits about ns nanoseconds (for
  *                           ordering and timing tests; launch 1 thread)
  *

@@ -59,7 +59,7 @@ func kernelChecks() []check {
 }
 
 // typedKernelOps are the ops checkKernel has a reference for.
-var typedKernelOps = []string{"fill", "scale", "axpy", "add", "mul"}
+var typedKernelOps = []string{"fill", "scale", "axpy", "add", "mul", "silu_mul", "softcap"}
 
 // checkSleep: sleep_ns on one thread completes, and the stream reports
 // it done afterwards.
@@ -140,6 +140,19 @@ func checkKernel(e *env, name string, t core.DType) error {
 		case "mul":
 			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgBuffer(yv), core.ArgU64(n)}
 			ref = func(i int) (float64, float64) { r := f(x[i] * y[i]); return r, math.Abs(r) }
+		case "silu_mul": // x is the gate, y the up projection
+			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgBuffer(yv), core.ArgU64(n)}
+			ref = func(i int) (float64, float64) {
+				r := x[i] / (1 + math.Exp(-x[i])) * y[i]
+				return r, math.Abs(x[i]*y[i]) + math.Abs(r)
+			}
+		case "softcap": // cap in [1, 3) against |x| up to 2: the tanh bends
+			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgF32(float32(alpha * 2)), core.ArgU64(n)}
+			ref = func(i int) (float64, float64) {
+				c := float64(float32(alpha * 2))
+				r := c * math.Tanh(x[i]/c)
+				return r, math.Abs(x[i]) + math.Abs(r)
+			}
 		}
 		cfg := core.LaunchConfig{Grid: [3]uint32{uint32(geom.grid), 1, 1}, Block: [3]uint32{uint32(geom.block), 1, 1}}
 		if err := firstErr(s.Launch(kn, cfg, args...), s.Synchronize()); err != nil {

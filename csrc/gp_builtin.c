@@ -18,7 +18,9 @@
   {"scale_" sfx, GP_BK_SCALE, dt, 4, {B, B, F32, U64}, {8, 8, 4, 8}, 3, 2},      \
   {"axpy_" sfx, GP_BK_AXPY, dt, 4, {B, B, F32, U64}, {8, 8, 4, 8}, 3, 2},        \
   {"add_" sfx, GP_BK_ADD, dt, 4, {B, B, B, U64}, {8, 8, 8, 8}, 3, 3},            \
-  {"mul_" sfx, GP_BK_MUL, dt, 4, {B, B, B, U64}, {8, 8, 8, 8}, 3, 3}
+  {"mul_" sfx, GP_BK_MUL, dt, 4, {B, B, B, U64}, {8, 8, 8, 8}, 3, 3},            \
+  {"silu_mul_" sfx, GP_BK_SILU_MUL, dt, 4, {B, B, B, U64}, {8, 8, 8, 8}, 3, 3},  \
+  {"softcap_" sfx, GP_BK_SOFTCAP, dt, 4, {B, B, F32, U64}, {8, 8, 4, 8}, 3, 2}
 
 const gp_builtin_kernel gp_builtin_kernels[] = {
     GP_KERNELS_OF("f32", GPURT_DTYPE_F32, GPURT_ARG_F32, 4),

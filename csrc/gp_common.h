@@ -152,7 +152,8 @@ void gp_store(int32_t dtype, void *base, uint64_t i, float v);
  * holds the table (no libm: the CUDA plugin links it too); gp_kernels.c runs
  * them on the CPU (mock). A new built-in kernel is one row here plus its
  * implementation in every plugin. */
-enum { GP_BK_FILL, GP_BK_SCALE, GP_BK_AXPY, GP_BK_ADD, GP_BK_MUL, GP_BK_SLEEP };
+enum { GP_BK_FILL, GP_BK_SCALE, GP_BK_AXPY, GP_BK_ADD, GP_BK_MUL, GP_BK_SLEEP, GP_BK_SILU_MUL,
+       GP_BK_SOFTCAP };
 
 typedef struct gp_builtin_kernel {
   const char *name;

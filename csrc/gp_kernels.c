@@ -6,6 +6,7 @@
 #if !defined(_GNU_SOURCE) && !defined(__APPLE__)
 #define _GNU_SOURCE /* clock_gettime, nanosleep, posix_memalign */
 #endif
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -88,6 +89,19 @@ void gp_launch_run(const gp_launch_exec *e) {
           gp_store(dt, y, i, s);
         }
         break;
+      case GP_BK_SILU_MUL:
+        for (uint64_t i = 0; i < n; i++) {
+          float g = gp_load(dt, e->bufs[1], i);
+          float s = g / (1.0f + expf(-g));
+          gp_store(dt, y, i, s * gp_load(dt, e->bufs[2], i));
+        }
+        break;
+      case GP_BK_SOFTCAP: {
+        float cap = gp_bits_to_f32(e->scalar[2]);
+        for (uint64_t i = 0; i < n; i++)
+          gp_store(dt, y, i, cap * tanhf(gp_load(dt, e->bufs[1], i) / cap));
+        break;
+      }
       default:
         break;
     }

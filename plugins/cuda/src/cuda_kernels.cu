@@ -4,7 +4,8 @@
 // into the fatbin embedded in libgpurt_cuda.so. One element per thread,
 // i = blockIdx.x * blockDim.x + threadIdx.x, no grid-stride loop; math in
 // f32 with explicit round-to-nearest operations (no FMA contraction, so the
-// results match the CPU reference bit for bit), rounded to T (RN).
+// results match the CPU reference bit for bit; expf/tanhf in silu_mul and
+// softcap are within a few ulp of libm's), rounded to T (RN).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -45,6 +46,18 @@ template <> __device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) 
   extern "C" __global__ void mul_##SFX(T *z, const T *x, const T *y, u64 n) {      \
     u64 i = gpurt_index();                                                         \
     if (i < n) z[i] = st<T>(__fmul_rn(ld(x[i]), ld(y[i])));                        \
+  }                                                                                \
+  extern "C" __global__ void silu_mul_##SFX(T *z, const T *g, const T *u, u64 n) { \
+    u64 i = gpurt_index();                                                         \
+    if (i < n) {                                                                   \
+      float gv = ld(g[i]);                                                         \
+      float s = __fdiv_rn(gv, __fadd_rn(1.0f, expf(-gv)));                         \
+      z[i] = st<T>(__fmul_rn(s, ld(u[i])));                                        \
+    }                                                                              \
+  }                                                                                \
+  extern "C" __global__ void softcap_##SFX(T *y, const T *x, float cap, u64 n) {   \
+    u64 i = gpurt_index();                                                         \
+    if (i < n) y[i] = st<T>(__fmul_rn(cap, tanhf(__fdiv_rn(ld(x[i]), cap))));      \
   }
 
 GPURT_KERNELS(float, f32)

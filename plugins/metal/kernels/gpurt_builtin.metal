@@ -63,7 +63,7 @@ struct bf16_t {
   uint3 tpt [[threads_per_threadgroup]],                                    \
   uint3 tid [[thread_position_in_threadgroup]]
 
-// ---- fill / scale / axpy / add / mul -------------------------------------
+// ---- fill / scale / axpy / add / mul / silu_mul / softcap -------------------------------------
 
 #define GPURT_DEFINE_ELEMENTWISE(SUFFIX, T)                                  \
   kernel void fill_##SUFFIX(device T::storage *y [[buffer(0)]],              \
@@ -104,6 +104,23 @@ struct bf16_t {
                            GPURT_THREAD_ARGS) {                              \
     GPURT_INDEX                                                              \
     z[i] = T::store(T::load(x[i]) * T::load(y[i]));                          \
+  }                                                                          \
+  kernel void silu_mul_##SUFFIX(device T::storage *z [[buffer(0)]],          \
+                                device const T::storage *g [[buffer(1)]],    \
+                                device const T::storage *u [[buffer(2)]],    \
+                                constant ulong &n [[buffer(3)]],             \
+                                GPURT_THREAD_ARGS) {                         \
+    GPURT_INDEX                                                              \
+    float gv = T::load(g[i]);                                                \
+    z[i] = T::store(gv / (1.0f + precise::exp(-gv)) * T::load(u[i]));        \
+  }                                                                          \
+  kernel void softcap_##SUFFIX(device T::storage *y [[buffer(0)]],           \
+                               device const T::storage *x [[buffer(1)]],     \
+                               constant float &cap [[buffer(2)]],            \
+                               constant ulong &n [[buffer(3)]],              \
+                               GPURT_THREAD_ARGS) {                          \
+    GPURT_INDEX                                                              \
+    y[i] = T::store(cap * precise::tanh(T::load(x[i]) / cap));               \
   }
 
 GPURT_DEFINE_ELEMENTWISE(f32, f32_t)
