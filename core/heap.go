@@ -229,8 +229,13 @@ func (hs *HostSlice) Bytes() []byte {
 	if !hs.ok() || !hs.l.alive() || !hs.heap.rt.l.alive() {
 		return nil
 	}
-	return bind.HostBytes(hs.blk.ptr, hs.off, hs.size)
+	return hs.mem()
 }
+
+// mem is the slice's memory without Bytes's checks, for the runtime's own
+// slices (staging slots), used inside a use of the runtime: Close may
+// have begun, but runtime_destroy waits for that use to end.
+func (hs *HostSlice) mem() []byte { return bind.HostBytes(hs.blk.ptr, hs.off, hs.size) }
 
 // Len is the size asked for, in bytes.
 func (hs *HostSlice) Len() int {

@@ -157,7 +157,7 @@ func (d *Device) sizeSlots(st *stager, size uint64) error {
 			d.freeSlots(st)
 			return err
 		}
-		st.slot[i], st.mem[i] = h, h.Bytes()
+		st.slot[i], st.mem[i] = h, h.mem()
 	}
 	st.size = size
 	return nil
