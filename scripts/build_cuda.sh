@@ -20,7 +20,8 @@
 # checks: exported symbols (only gpurt_plugin_negotiate) and DT_NEEDED (only
 # the C library: libc, libm, libdl, libpthread, the dynamic loader). Host
 # code: plugins/cuda/src/cuda_*.c, csrc/gp_error.c, csrc/gp_dtype_info.c,
-# csrc/gp_path.c, csrc/gp_contract.c, csrc/gp_builtin.c.
+# csrc/gp_path.c, csrc/gp_contract.c, csrc/gp_builtin.c, csrc/gp_quant.c,
+# csrc/gp_graph.c.
 set -uo pipefail
 
 ci=0
@@ -155,7 +156,7 @@ done
 # (not gp_dtype.c: its conversions would pull in libm), the path trust rule
 # for GPURT_CUBLASLT_PATH, the ABI contract's checks, the built-in kernels'
 # signature table, the 1.4 ops' argument checks.
-for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin gp_quant; do
+for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin gp_quant gp_graph; do
   "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$root/csrc/$f.c" || die "could not compile csrc/$f.c"
   objs+=("$tmp/$f.o")
 done

@@ -1107,3 +1107,52 @@ gpurt_error *cu_gemm_tn_ptrs(cu_runtime *rt, cu_stream *st, int32_t t, uint64_t 
   if (op) lt.p_cublasLtMatmulDescDestroy(op);
   return e;
 }
+
+/* Graphs (1.3): see cuda_internal.h. The allocations are the ones
+ * plan_c_scratch, cu_stream_workspace, stream_slots and stream_bias16 make
+ * lazily; a run captured afterwards finds them and makes none. */
+gpurt_error *cu_gemm_graph_warm(cu_runtime *rt, cu_stream *st, gpurt_gemm_plan *ph,
+                                const gpurt_gemm_run_args *args) {
+  gpurt_error *e = NULL;
+  cu_plan *p = cu_get(&rt->plans, ph, &e);
+  if (p == NULL) return e;
+  gpurt_gemm_run_args a;
+  if ((e = gp_read_struct(&a, sizeof a, args, "gemm run args"))) return e;
+  if (st->dev != p->dev) return NULL; /* gemm_run reports it, with its message */
+  if ((e = cu_enter(rt, p->dev))) return e;
+  CUdeviceptr q = 0;
+  if (a.c == NULL && !p->c_is_d && (e = plan_c_scratch(rt, p, &q))) return e;
+  if (a.workspace == NULL && (e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &q))) return e;
+  if (!p->fp8 && !p->bias_conv) return NULL;
+  pthread_mutex_lock(&st->slot_mu);
+  CUresult r = CUDA_SUCCESS;
+  const char *what = NULL;
+  if (p->fp8 && st->slots == 0) {
+    what = "fp8 scale slots";
+    if ((r = cu_drv.p_cuMemAlloc(&q, 64)) == CUDA_SUCCESS) st->slots = q;
+  }
+  const uint64_t need = p->d.m * 2;
+  if (r == CUDA_SUCCESS && p->bias_conv && st->bias16_cap < need) {
+    /* The graph's own stream: nothing captured uses the old copy yet. */
+    what = "16-bit copy of the f32 bias";
+    if (st->bias16 != 0) {
+      if ((r = cu_drv.p_cuStreamSynchronize(st->s)) == CUDA_SUCCESS) {
+        cu_drv.p_cuMemFree(st->bias16);
+        st->bias16 = 0;
+        st->bias16_cap = 0;
+      }
+    }
+    uint64_t cap = (need + 255) & ~(uint64_t)255;
+    if (r == CUDA_SUCCESS && (r = cu_drv.p_cuMemAlloc(&q, (size_t)cap)) == CUDA_SUCCESS) {
+      st->bias16 = q;
+      st->bias16_cap = cap;
+    }
+  }
+  pthread_mutex_unlock(&st->slot_mu);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r,
+                         "graph_create: out of device memory allocating the graph's %s on "
+                         "device %u", what, st->dev);
+  if (r != CUDA_SUCCESS) return cu_fail(rt, st->dev, r, "graph_create: gemm allocations", NULL);
+  return NULL;
+}

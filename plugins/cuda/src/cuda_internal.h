@@ -51,8 +51,17 @@
   X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload)                \
   X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuLaunchKernel)
 
-/* Optional (NULL when the driver lacks them). */
-#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo)
+/* Optional (NULL when the driver lacks them). The graph entry points
+ * (1.3, cuda_graph.c) are cuda.h's versioned forms (cuStreamBeginCapture ->
+ * cuStreamBeginCapture_v2, cuGraphInstantiate -> cuGraphInstantiateWithFlags,
+ * cuGraphExecUpdate -> _v2, cuGraphExecKernelNodeSetParams -> _v2,
+ * cuStreamGetCaptureInfo -> _v3), never the legacy names. */
+#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) CU_GRAPH_FUNCS(X)
+#define CU_GRAPH_FUNCS(X)                                                      \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamGetCaptureInfo)      \
+  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy)                 \
+  X(cuGraphDestroy) X(cuGraphExecUpdate) X(cuGraphExecKernelNodeSetParams)     \
+  X(cuEventRecordWithFlags)
 
 #define CU_FIELD(name) __typeof__(name) *p_##name;
 typedef struct cu_driver {
@@ -226,6 +235,7 @@ typedef struct cu_runtime {
   uint32_t ndev;
   cu_device *devs;
   cu_table buffers, hosts, streams, events, modules, kernels, plans;
+  cu_table graphs; /* 1.3 (cuda_graph.c) */
   _Atomic uint64_t device_bytes, host_bytes;
   pthread_mutex_t mu; /* module kernel lists */
 } cu_runtime;
@@ -439,6 +449,29 @@ CU_HIDDEN gpurt_error *cu_gemm_tn_ptrs(cu_runtime *rt, cu_stream *st, int32_t t,
 CU_HIDDEN size_t cu_gemm_workspace_bytes(void);
 /* Unloads a device's quant kernels (runtime teardown, context current). */
 CU_HIDDEN void cu_quant_device_release(cu_device *d);
+
+/* ---- graphs (cuda_graph.c, 1.3) ----------------------------------------------------- */
+
+CU_HIDDEN gpurt_error *cu_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args,
+                                       gpurt_graph **out);
+CU_HIDDEN gpurt_error *cu_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh);
+CU_HIDDEN gpurt_error *cu_graph_update(gpurt_runtime *h, gpurt_graph *gh,
+                                       gpurt_graph_update_args *args);
+CU_HIDDEN gpurt_error *cu_graph_destroy(gpurt_runtime *h, gpurt_graph *gh);
+/* Runtime teardown: frees a graph (its capture stream is in rt->streams). */
+CU_HIDDEN void cu_release_graph(void *u, void *o);
+/* launch's checks of a launch of kh on st and its packed arguments
+ * (vals/ptrs: GPURT_MAX_KERNEL_PARAMS entries), enqueueing nothing
+ * (cuda_module.c; graphs patch kernel nodes with them). */
+CU_HIDDEN gpurt_error *cu_launch_params(cu_runtime *rt, const cu_stream *st, gpurt_kernel *kh,
+                                        const gpurt_launch_args *args, cu_kernel **k,
+                                        gpurt_launch_args *a, uint64_t *vals, void **ptrs);
+/* Before a capture of runs of plan ph with args on st: makes the lazy
+ * allocations such a run makes (cuMemAlloc and cuStreamSynchronize are not
+ * allowed while the stream captures): the plan's C scratch, the stream's
+ * workspace, fp8 scale slots and 16-bit bias copy (cuda_gemm.c). */
+CU_HIDDEN gpurt_error *cu_gemm_graph_warm(cu_runtime *rt, cu_stream *st, gpurt_gemm_plan *ph,
+                                          const gpurt_gemm_run_args *args);
 
 /* ---- the embedded kernels (cuda_fatbin.S) ------------------------------------------ */
 

@@ -345,6 +345,16 @@ static gpurt_error *cu_launch_enqueue(cu_runtime *rt, cu_stream *st, const cu_ke
   return NULL;
 }
 
+gpurt_error *cu_launch_params(cu_runtime *rt, const cu_stream *st, gpurt_kernel *kh,
+                              const gpurt_launch_args *args, cu_kernel **k, gpurt_launch_args *a,
+                              uint64_t *vals, void **ptrs) {
+  gpurt_error *e;
+  if ((e = cu_launch_resolve(rt, kh, args, k, a)) || (e = cu_launch_validate(rt, st, *k, a)) ||
+      (e = cu_launch_pack(rt, *k, a, vals, ptrs)))
+    return e;
+  return NULL;
+}
+
 gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
                        const gpurt_launch_args *args) {
   gpurt_error *e = NULL;

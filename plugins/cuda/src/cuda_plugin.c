@@ -428,6 +428,7 @@ static void cu_runtime_free(cu_runtime *rt) {
     cu_enter_quiet(rt, i);
     (void)cu_drv.p_cuCtxSynchronize();
   }
+  cu_table_each(&rt->graphs, cu_release_graph, rt); /* before what they use */
   cu_table_each(&rt->kernels, cu_release_none, rt); /* owned by modules */
   cu_table_each(&rt->modules, cu_release_module, rt);
   cu_table_each(&rt->plans, cu_release_plan, rt);
@@ -465,6 +466,7 @@ static void cu_runtime_free(cu_runtime *rt) {
   cu_table_free(&rt->kernels);
   cu_table_free(&rt->modules);
   cu_table_free(&rt->plans);
+  cu_table_free(&rt->graphs);
   cu_table_free(&rt->events);
   cu_table_free(&rt->streams);
   cu_table_free(&rt->buffers);
@@ -510,6 +512,7 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
   cu_table_init(&rt->modules, "module");
   cu_table_init(&rt->kernels, "kernel");
   cu_table_init(&rt->plans, "gemm plan");
+  cu_table_init(&rt->graphs, "graph");
   rt->ndev = (uint32_t)n;
   for (int i = 0; i < n; i++) {
     cu_device *d = &rt->devs[i];
@@ -686,6 +689,10 @@ static const gpurt_api cu_api = {
     .gemm_run = cu_gemm_run,
     .quant_matmul = cu_quant_matmul,
     .grouped_gemm = cu_grouped_gemm,
+    .graph_create = cu_graph_create,
+    .graph_launch = cu_graph_launch,
+    .graph_update = cu_graph_update,
+    .graph_destroy = cu_graph_destroy,
     .launch_batch = cu_launch_batch,
 };
 

@@ -170,6 +170,7 @@ typedef struct gm_gemm_params {
   int closed;
   NSArray<GMDevice *> *devices;
   gp_handle_table buffers, hosts, streams, events, modules, kernels, plans;
+  gp_handle_table graphs; /* 1.3 (metal_graph.m) */
   uint64_t device_bytes, host_bytes;
   /* fault injection (runtime_control), as in the mock */
   int64_t fail_alloc_nth, fail_launch_nth;
@@ -280,6 +281,11 @@ gpurt_error *gm_gemm_run(gpurt_runtime *h, gpurt_stream *s, gpurt_gemm_plan *p,
 /* metal_quant.m: quantized and grouped matmul (1.4) */
 gpurt_error *gm_quant_matmul(gpurt_runtime *h, gpurt_stream *s, const gpurt_quant_matmul_args *args);
 gpurt_error *gm_grouped_gemm(gpurt_runtime *h, gpurt_stream *s, const gpurt_grouped_gemm_args *args);
+/* metal_graph.m: graphs (1.3) */
+gpurt_error *gm_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args, gpurt_graph **out);
+gpurt_error *gm_graph_launch(gpurt_runtime *h, gpurt_graph *g, gpurt_stream *s);
+gpurt_error *gm_graph_update(gpurt_runtime *h, gpurt_graph *g, gpurt_graph_update_args *args);
+gpurt_error *gm_graph_destroy(gpurt_runtime *h, gpurt_graph *g);
 /* Frees every kernel handle of a module (runtime lock held by the caller). */
 void gm_module_drop_kernels_locked(GMRuntime *rt, GMModule *m);
 

@@ -96,6 +96,7 @@ const char gp_plugin_prefix[] = "metal";
   gp_table_free(&modules);
   gp_table_free(&kernels);
   gp_table_free(&plans);
+  gp_table_free(&graphs);
   pthread_mutex_destroy(&mu);
 }
 @end
@@ -406,6 +407,7 @@ static gpurt_error *gm_runtime_create(const gpurt_runtime_create_args *args,
     gp_table_init(&rt->modules, GP_KIND_MODULE, rt->serial);
     gp_table_init(&rt->kernels, GP_KIND_KERNEL, rt->serial);
     gp_table_init(&rt->plans, GP_KIND_GEMM_PLAN, rt->serial);
+    gp_table_init(&rt->graphs, GP_KIND_GRAPH, rt->serial);
     void *o_rt = (void *)CFBridgingRetain(rt);
     uintptr_t h = 0;
     int r = gp_table_insert(&g_rts, o_rt, &h);
@@ -446,6 +448,7 @@ static gpurt_error *gm_runtime_destroy(gpurt_runtime *h) {
     NSMutableArray *keep = [NSMutableArray array];
     pthread_mutex_lock(&rt->mu);
     rt->closed = 1;
+    gm_drain_locked(&rt->graphs, keep);
     gm_drain_locked(&rt->plans, keep);
     gm_drain_locked(&rt->kernels, keep);
     gm_drain_locked(&rt->modules, keep);
@@ -637,6 +640,10 @@ static const gpurt_api gm_api = {
     .gemm_run = gm_gemm_run,
     .quant_matmul = gm_quant_matmul,
     .grouped_gemm = gm_grouped_gemm,
+    .graph_create = gm_graph_create,
+    .graph_launch = gm_graph_launch,
+    .graph_update = gm_graph_update,
+    .graph_destroy = gm_graph_destroy,
 };
 
 /* The entry: csrc's gp_negotiate. No side effects: no Metal call, no
