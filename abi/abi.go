@@ -11,7 +11,7 @@ package abi
 // Version of the ABI this core speaks. Majors must match; minors only add.
 const (
 	Major = 1
-	Minor = 5
+	Minor = 6
 )
 
 // EntrySymbol is the one symbol a plugin exports.
@@ -170,6 +170,7 @@ type DeviceInfo struct {
 	WarpSize            uint32        `c:"warp_size"`
 	Flags               uint32        `c:"flags"`
 	Reserved            uint32        `c:"reserved"`
+	UUID                [48]byte      `c:"uuid"` // 1.6
 }
 
 // ProbeArgs mirrors gpurt_probe_args.
@@ -462,6 +463,13 @@ type API struct {
 	AttentionDestroy uintptr `c:"attention_destroy"`
 	AttentionPlan    uintptr `c:"attention_plan"`
 	AttentionRun     uintptr `c:"attention_run"`
+	// 1.6 (collectives)
+	CommUniqueID uintptr `c:"comm_unique_id"`
+	CommCreate   uintptr `c:"comm_create"`
+	CommDestroy  uintptr `c:"comm_destroy"`
+	CommAbort    uintptr `c:"comm_abort"`
+	CommQuery    uintptr `c:"comm_query"`
+	CommRun      uintptr `c:"comm_run"`
 }
 
 // NegotiateArgs mirrors gpurt_negotiate_args.

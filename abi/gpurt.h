@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 5
+#define GPURT_ABI_MINOR 6
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -229,6 +229,25 @@ enum {
   GPURT_ATTENTION_PREFILL = 2 /* ragged query rows per request (qo_indptr) */
 };
 
+/* Collectives (1.6): the bytes of a communicator's unique id. */
+#define GPURT_COMM_ID_BYTES 128
+
+/* Collective operations (1.6): gpurt_coll_op.kind. */
+enum {
+  GPURT_COLL_ALL_REDUCE = 1,     /* recv = reduce over ranks of send */
+  GPURT_COLL_ALL_GATHER = 2,     /* recv[r * count ..] = send of rank r */
+  GPURT_COLL_REDUCE_SCATTER = 3, /* recv of rank r = reduce of send[r * count ..] */
+  GPURT_COLL_BROADCAST = 4,      /* recv = send of rank `peer` (the root) */
+  GPURT_COLL_SEND = 5,           /* send to rank `peer` */
+  GPURT_COLL_RECV = 6            /* recv from rank `peer` */
+};
+
+/* Reductions (1.6): gpurt_coll_op.reduce. */
+enum {
+  GPURT_REDUCE_SUM = 0,
+  GPURT_REDUCE_MAX = 1
+};
+
 #define GPURT_MAX_KERNEL_PARAMS 32
 #define GPURT_NAME_LEN 256
 
@@ -275,6 +294,7 @@ typedef struct gpurt_kernel gpurt_kernel; /* owned by its module */
 typedef struct gpurt_gemm_plan gpurt_gemm_plan;
 typedef struct gpurt_graph gpurt_graph; /* 1.3 */
 typedef struct gpurt_attention gpurt_attention; /* 1.5 */
+typedef struct gpurt_comm gpurt_comm; /* 1.6: a communicator's local ranks */
 
 /* ------------------------------------------------------------------ */
 /* Structs                                                             */
@@ -314,6 +334,9 @@ typedef struct gpurt_device_info {
   uint32_t warp_size;         /* out */
   uint32_t flags;             /* out: GPURT_DEVICE_* */
   uint32_t reserved;
+  char uuid[48];              /* out (1.6): "GPU-xxxxxxxx-xxxx-xxxx-xxxx-
+                                 xxxxxxxxxxxx" (lower-case hex, as
+                                 nvidia-smi prints it); "" where none */
 } gpurt_device_info;
 
 typedef struct gpurt_probe_args {
@@ -380,6 +403,12 @@ typedef struct gpurt_control_args {
  *   pageable: *_ptr               (only with GPURT_COPY_SYNC)
  * stream NULL means the device's default ordering: the copy runs after all
  * work submitted earlier to any stream of the runtime on that device.
+ * Device to device across two devices of the runtime (a peer copy): a
+ * stream on either device orders it (work on the other device is not
+ * waited for: record an event there); with stream NULL it runs after all
+ * earlier work on both devices. CUDA enables peer access between the two
+ * devices on first use where cuDeviceCanAccessPeer allows; elsewhere the
+ * driver stages the copy through host memory.
  * Without GPURT_COPY_SYNC the call only enqueues the copy on `stream`
  * (which must then be non-NULL). *_offset applies to *_buffer and *_host
  * only: with a pageable *_ptr a non-zero *_offset is refused
@@ -780,6 +809,96 @@ typedef struct gpurt_attention_run_args {
   gpurt_buffer *qo_indptr; uint64_t qo_indptr_offset; /* prefill: int32 [batch + 1] */
 } gpurt_attention_run_args;
 
+/* ---- Collectives (1.6) ----------------------------------------------
+ *
+ * A communicator (gpurt_comm) joins nranks ranks, one device each, as
+ * NCCL does. A handle holds the ranks of one runtime: all of them (one
+ * process drives several devices: nranks == 0 in comm_create) or some
+ * (one process per device, or per group of devices: the processes share
+ * a unique id made by comm_unique_id in any one of them and passed by the
+ * caller, e.g. over its own control channel).
+ *
+ * comm_run enqueues a list of operations (gpurt_coll_op) as one group
+ * (ncclGroupStart .. ncclGroupEnd inside the call): each on its stream,
+ * asynchronously; the sends and receives of one group run concurrently
+ * (a group may hold a send and a receive between two ranks in either
+ * order). Collectives are matched across ranks by order: every rank
+ * issues the same collectives (kind, dtype, reduce, count, root) in the
+ * same order, and a handle with several local ranks issues each
+ * collective for all of them in one call (one thread drives them). Within
+ * one call all the operations of a rank use one stream. A mismatch the
+ * plugin can see in one call (its local ranks) is GPURT_ERR_INVALID_ARGUMENT
+ * naming the op; a mismatch across processes is undefined on NCCL (a
+ * hang, until comm_abort) and reported by the mock through comm_query.
+ *
+ * Reductions (all_reduce, reduce_scatter) take GPURT_DTYPE_F32, _F16 or
+ * _BF16 (others GPURT_ERR_UNSUPPORTED) and GPURT_REDUCE_SUM or _MAX; the
+ * reference accumulates in double, in rank order, and rounds once. Data
+ * movement (all_gather, broadcast, send, recv) takes any element type.
+ * Sizes are in elements of dtype:
+ *   all_reduce:     send and recv count elements (send == recv: in place)
+ *   all_gather:     send count, recv nranks * count
+ *   reduce_scatter: send nranks * count, recv count
+ *   broadcast:      recv count on every rank, send count on the root
+ *                   (other ranks: send NULL or ignored)
+ *   send:           send count, recv NULL;  recv: recv count, send NULL
+ * count 0 is a no-op. Buffers are on the rank's device; in-place ranges
+ * are the same buffer and offset (other overlaps are undefined).
+ *
+ * Errors while the work runs (a peer died, a network error) make the
+ * communicator broken: comm_query returns that error from then on, and
+ * the caller aborts it (comm_abort) and destroys it. */
+
+/* A communicator's unique id (out of comm_unique_id). */
+typedef struct gpurt_comm_id {
+  uint64_t struct_size;
+  uint8_t bytes[GPURT_COMM_ID_BYTES]; /* out: opaque */
+} gpurt_comm_id;
+
+typedef struct gpurt_comm_create_args {
+  uint64_t struct_size;
+  uint32_t device_count;     /* local ranks of this handle, >= 1 */
+  uint32_t nranks;           /* 0: every rank is local (nranks = device_count,
+                                rank r on devices[r]); else the communicator's
+                                size, >= device_count */
+  const uint32_t *devices;   /* borrowed: device_count distinct devices of
+                                the runtime */
+  uint32_t first_rank;       /* nranks > 0: devices[i] is rank first_rank + i
+                                (first_rank + device_count <= nranks); else 0 */
+  uint32_t reserved;
+  const uint8_t *unique_id;  /* nranks > 0: borrowed, GPURT_COMM_ID_BYTES bytes
+                                from comm_unique_id, the same on every rank;
+                                else NULL */
+  uint64_t unique_id_len;    /* GPURT_COMM_ID_BYTES, or 0 with NULL */
+  uint64_t timeout_ms;       /* how long create waits for the other ranks
+                                (GPURT_ERR_UNAVAILABLE after); 0: 60000 */
+} gpurt_comm_create_args;
+
+/* One operation of a group. Only the fields of its kind are read (the
+ * size rules above); the unused buffer must be NULL. */
+typedef struct gpurt_coll_op {
+  uint64_t struct_size;
+  int32_t kind;          /* GPURT_COLL_* */
+  int32_t dtype;         /* GPURT_DTYPE_* */
+  int32_t reduce;        /* GPURT_REDUCE_*: all_reduce, reduce_scatter; else 0 */
+  uint32_t rank;         /* the rank that runs it: one of the handle's */
+  uint32_t peer;         /* broadcast: the root; send: the receiver; recv:
+                            the sender; else 0 */
+  uint32_t reserved;
+  uint64_t count;        /* elements (the size rules above) */
+  gpurt_stream *stream;  /* on the rank's device; orders the operation */
+  gpurt_buffer *send; uint64_t send_offset;
+  gpurt_buffer *recv; uint64_t recv_offset;
+} gpurt_coll_op;
+
+typedef struct gpurt_comm_run_args {
+  uint64_t struct_size;
+  uint64_t count;            /* operations, >= 1 */
+  const gpurt_coll_op *ops;  /* borrowed: count entries, op_size apart */
+  uint64_t op_size;          /* sizeof(gpurt_coll_op) as the caller knows it
+                                (the array's stride), >= 8 */
+} gpurt_comm_run_args;
+
 /* ------------------------------------------------------------------ */
 /* The function table                                                  */
 /* ------------------------------------------------------------------ */
@@ -975,6 +1094,31 @@ typedef struct gpurt_api {
   gpurt_error *(*attention_run)(gpurt_runtime *rt, gpurt_stream *s,
                                 gpurt_attention *a,
                                 const gpurt_attention_run_args *args);
+
+  /* ---- 1.6 ---- */
+  /* Collectives (see "Collectives (1.6)" above). */
+
+  /* Make a new unique id for comm_create (NCCL: ncclGetUniqueId; it
+   * names this process's bootstrap endpoint). */
+  gpurt_error *(*comm_unique_id)(gpurt_runtime *rt, gpurt_comm_id *out);
+  /* Make a communicator's local ranks; returns when every rank joined
+   * (GPURT_ERR_UNAVAILABLE after timeout_ms). */
+  gpurt_error *(*comm_create)(gpurt_runtime *rt,
+                              const gpurt_comm_create_args *args,
+                              gpurt_comm **out);
+  /* Waits for the communicator's work, then frees it. NULL is a no-op. */
+  gpurt_error *(*comm_destroy)(gpurt_runtime *rt, gpurt_comm *c);
+  /* Stops the communicator's work in flight without waiting for the other
+   * ranks (ncclCommAbort); later calls on it are
+   * GPURT_ERR_FAILED_PRECONDITION; comm_destroy still frees the handle. */
+  gpurt_error *(*comm_abort)(gpurt_runtime *rt, gpurt_comm *c);
+  /* NULL while the communicator is healthy (its work may be pending), else
+   * the error that broke it (sticky). */
+  gpurt_error *(*comm_query)(gpurt_runtime *rt, gpurt_comm *c);
+  /* Enqueue a group of operations (gpurt_comm_run_args). Every op is
+   * checked before any is enqueued (errors name it: "op 3: ..."). */
+  gpurt_error *(*comm_run)(gpurt_runtime *rt, gpurt_comm *c,
+                           const gpurt_comm_run_args *args);
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

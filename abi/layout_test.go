@@ -53,6 +53,10 @@ var mirrored = []struct {
 	{"gpurt_attention_desc", AttentionDesc{}},
 	{"gpurt_attention_plan_args", AttentionPlanArgs{}},
 	{"gpurt_attention_run_args", AttentionRunArgs{}},
+	{"gpurt_comm_id", CommID{}},
+	{"gpurt_comm_create_args", CommCreateArgs{}},
+	{"gpurt_coll_op", CollOp{}},
+	{"gpurt_comm_run_args", CommRunArgs{}},
 	{"gpurt_api", API{}},
 	{"gpurt_negotiate_args", NegotiateArgs{}},
 }
@@ -100,6 +104,11 @@ var constants = map[string]int64{
 	"GPURT_GRAPH_UPDATE_EXEC_UPDATE": GraphUpdateExecUpdate, "GPURT_GRAPH_UPDATE_REINSTANTIATED": GraphUpdateReinstantiated,
 	"GPURT_KV_LAYOUT_NHD": KVLayoutNHD, "GPURT_KV_LAYOUT_HND": KVLayoutHND,
 	"GPURT_ATTENTION_DECODE": AttentionDecode, "GPURT_ATTENTION_PREFILL": AttentionPrefill,
+	"GPURT_COMM_ID_BYTES":   CommIDBytes,
+	"GPURT_COLL_ALL_REDUCE": CollAllReduce, "GPURT_COLL_ALL_GATHER": CollAllGather,
+	"GPURT_COLL_REDUCE_SCATTER": CollReduceScatter, "GPURT_COLL_BROADCAST": CollBroadcast,
+	"GPURT_COLL_SEND": CollSend, "GPURT_COLL_RECV": CollRecv,
+	"GPURT_REDUCE_SUM": ReduceSum, "GPURT_REDUCE_MAX": ReduceMax,
 }
 
 // goLayout lists "NAME VALUE" lines the C program must print identically.

@@ -67,8 +67,14 @@ const (
 	SlotAttentionDestroy              // attention_destroy (1.5)
 	SlotAttentionPlan                 // attention_plan (1.5)
 	SlotAttentionRun                  // attention_run (1.5)
+	SlotCommUniqueID                  // comm_unique_id (1.6)
+	SlotCommCreate                    // comm_create (1.6)
+	SlotCommDestroy                   // comm_destroy (1.6)
+	SlotCommAbort                     // comm_abort (1.6)
+	SlotCommQuery                     // comm_query (1.6)
+	SlotCommRun                       // comm_run (1.6)
 
-	// NumSlots counts the slots this core knows (ABI 1.5).
+	// NumSlots counts the slots this core knows (ABI 1.6).
 	NumSlots
 )
 
@@ -125,6 +131,12 @@ var slotInfo = [NumSlots]struct {
 	SlotAttentionDestroy:  {"attention_destroy", 5},
 	SlotAttentionPlan:     {"attention_plan", 5},
 	SlotAttentionRun:      {"attention_run", 5},
+	SlotCommUniqueID:      {"comm_unique_id", 6},
+	SlotCommCreate:        {"comm_create", 6},
+	SlotCommDestroy:       {"comm_destroy", 6},
+	SlotCommAbort:         {"comm_abort", 6},
+	SlotCommQuery:         {"comm_query", 6},
+	SlotCommRun:           {"comm_run", 6},
 }
 
 // fn is the slot's function pointer: 0 when the plugin's struct_size
@@ -229,6 +241,18 @@ func (p *Plugin) fn(s Slot) uintptr {
 		return p.API.AttentionPlan
 	case SlotAttentionRun:
 		return p.API.AttentionRun
+	case SlotCommUniqueID:
+		return p.API.CommUniqueID
+	case SlotCommCreate:
+		return p.API.CommCreate
+	case SlotCommDestroy:
+		return p.API.CommDestroy
+	case SlotCommAbort:
+		return p.API.CommAbort
+	case SlotCommQuery:
+		return p.API.CommQuery
+	case SlotCommRun:
+		return p.API.CommRun
 	}
 	return 0
 }
@@ -1192,4 +1216,122 @@ func (p *Plugin) AttentionRun(op string, rt abi.Runtime, s abi.Stream, a abi.Att
 		return nil
 	}
 	return p.fail(op, SlotAttentionRun, abi.Error(e))
+}
+
+// CommUniqueID calls gpurt_api.comm_unique_id (ABI 1.6; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *comm_unique_id(gpurt_runtime *rt, gpurt_comm_id *out)
+//
+// op names the operation in an error ("" means "comm_unique_id"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) CommUniqueID(op string, rt abi.Runtime, out *abi.CommID) error {
+	fn := p.API.CommUniqueID
+	if fn == 0 {
+		return p.unsupported(op, SlotCommUniqueID)
+	}
+	e := ffi.Call2(fn, uintptr(rt), uintptr(unsafe.Pointer(out)))
+	runtime.KeepAlive(out)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotCommUniqueID, abi.Error(e))
+}
+
+// CommCreate calls gpurt_api.comm_create (ABI 1.6; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *comm_create(gpurt_runtime *rt, const gpurt_comm_create_args *args, gpurt_comm **out)
+//
+// op names the operation in an error ("" means "comm_create"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) CommCreate(op string, rt abi.Runtime, args *abi.CommCreateArgs, out *abi.Comm) error {
+	fn := p.API.CommCreate
+	if fn == 0 {
+		return p.unsupported(op, SlotCommCreate)
+	}
+	e := ffi.Call3(fn, uintptr(rt), uintptr(unsafe.Pointer(args)), uintptr(unsafe.Pointer(out)))
+	runtime.KeepAlive(args)
+	runtime.KeepAlive(out)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotCommCreate, abi.Error(e))
+}
+
+// CommDestroy calls gpurt_api.comm_destroy (ABI 1.6; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *comm_destroy(gpurt_runtime *rt, gpurt_comm *c)
+//
+// op names the operation in an error ("" means "comm_destroy"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) CommDestroy(op string, rt abi.Runtime, c abi.Comm) error {
+	fn := p.API.CommDestroy
+	if fn == 0 {
+		return p.unsupported(op, SlotCommDestroy)
+	}
+	e := ffi.Call2(fn, uintptr(rt), uintptr(c))
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotCommDestroy, abi.Error(e))
+}
+
+// CommAbort calls gpurt_api.comm_abort (ABI 1.6; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *comm_abort(gpurt_runtime *rt, gpurt_comm *c)
+//
+// op names the operation in an error ("" means "comm_abort"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) CommAbort(op string, rt abi.Runtime, c abi.Comm) error {
+	fn := p.API.CommAbort
+	if fn == 0 {
+		return p.unsupported(op, SlotCommAbort)
+	}
+	e := ffi.Call2(fn, uintptr(rt), uintptr(c))
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotCommAbort, abi.Error(e))
+}
+
+// CommQuery calls gpurt_api.comm_query (ABI 1.6; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *comm_query(gpurt_runtime *rt, gpurt_comm *c)
+//
+// op names the operation in an error ("" means "comm_query"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) CommQuery(op string, rt abi.Runtime, c abi.Comm) error {
+	fn := p.API.CommQuery
+	if fn == 0 {
+		return p.unsupported(op, SlotCommQuery)
+	}
+	e := ffi.Call2(fn, uintptr(rt), uintptr(c))
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotCommQuery, abi.Error(e))
+}
+
+// CommRun calls gpurt_api.comm_run (ABI 1.6; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *comm_run(gpurt_runtime *rt, gpurt_comm *c, const gpurt_comm_run_args *args)
+//
+// op names the operation in an error ("" means "comm_run"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) CommRun(op string, rt abi.Runtime, c abi.Comm, args *abi.CommRunArgs) error {
+	fn := p.API.CommRun
+	if fn == 0 {
+		return p.unsupported(op, SlotCommRun)
+	}
+	e := ffi.Call3(fn, uintptr(rt), uintptr(c), uintptr(unsafe.Pointer(args)))
+	runtime.KeepAlive(args)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotCommRun, abi.Error(e))
 }
