@@ -27,7 +27,7 @@ CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
 .PHONY: run build mock cuda metal gpurt test generate gen-check fmt-check vet cross abi-test abi-suite \
-        go-test go-test-nocgo cuda-check cgobench clean dist dist-check
+        go-test go-test-nocgo cuda-check cgobench clean dist dist-check gpu-artifacts
 
 run: build
 	@echo "== $(BUILD)/gpurt probe"
@@ -129,6 +129,22 @@ cuda-check:
 	else \
 	  echo "== cuda-check: scripts/build_cuda.sh not present, nothing to check"; \
 	fi
+
+# What scripts/gpu_all.sh needs on the GPU machine, built here (no Go and
+# no FlashInfer/CUTLASS headers there): the CUDA plugin (nvcc from PyPI
+# when none is installed), every command under cmd/ and examples/ with
+# CGO_ENABLED=0, and the cgo baseline. Then, on the GPU machine:
+#   bash scripts/gpu_all.sh        (with build/ carried along)
+gpu-artifacts: mock cgobench
+	bash scripts/build_cuda.sh $(BUILD)
+	@for d in cmd/* examples/*; do \
+	  [ -d "$$d" ] && [ "$$d" != cmd/gpurt-cgobench ] || continue; \
+	  ls $$d/*.go >/dev/null 2>&1 || continue; \
+	  echo "== CGO_ENABLED=0 go build -o $(BUILD)/$$(basename $$d) ./$$d"; \
+	  CGO_ENABLED=0 $(GO) build -o $(BUILD)/$$(basename $$d) ./$$d; \
+	done
+	chmod go-w $(BUILD) $(BUILD)/libgpurt_* 2>/dev/null || true
+	@du -sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

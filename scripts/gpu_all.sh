@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# gpu_all.sh [NAME...] — the one command of a GPU-machine session: runs the
+# per-issue GPU scripts in order, each under a time limit, with the plugin
+# that came with the tree (build/libgpurt_cuda.so, built on the development
+# machine by `make gpu-artifacts`: FlashInfer's and CUTLASS's headers are too
+# large to travel, so nothing is rebuilt there).
+#
+#   check      scripts/gpu_check.sh       C suites, conform, launch/copy/GEMM
+#   quant      scripts/gpu_quant_bench.sh quant conform and benchmarks
+#   attention  scripts/gpu_attention.sh   attention conform and benchmarks
+#   decodestep scripts/gpu_decodestep.sh  MLP decode step vs PyTorch
+#   llama      scripts/gpu_llama.sh       the decoder end to end vs PyTorch
+#
+# With no NAME, every script that exists runs. Each script's own $OUT files
+# are packed into $OUT/<name>.tgz (the device tool brings back few files);
+# each one's printed tail goes to $OUT/<name>.txt and the summary is printed
+# last. GPURT_ALL_LIMIT_<NAME> (seconds) overrides a script's limit.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+export GPURT_PREBUILT=1
+all=(check quant attention decodestep llama)
+declare -A script=([check]=gpu_check.sh [quant]=gpu_quant_bench.sh [attention]=gpu_attention.sh
+  [decodestep]=gpu_decodestep.sh [llama]=gpu_llama.sh)
+declare -A limit=([check]=240 [quant]=240 [attention]=300 [decodestep]=240 [llama]=330)
+want=("$@")
+[ ${#want[@]} -eq 0 ] && want=("${all[@]}")
+out=${OUT:-$root/build/gpu_all}
+mkdir -p "$out"
+chmod 755 build 2>/dev/null || true
+chmod 644 build/libgpurt_cuda.so 2>/dev/null || true
+lines=()
+for n in "${want[@]}"; do
+  s=${script[$n]:-}
+  if [ -z "$s" ] || [ ! -f "scripts/$s" ]; then
+    lines+=("$(printf '%-11s %-8s %s' "$n" skip "no scripts/${s:-?}")")
+    continue
+  fi
+  var=GPURT_ALL_LIMIT_${n^^}
+  lim=${!var:-${limit[$n]}}
+  sub=$(mktemp -d)
+  t0=$(date +%s)
+  echo "=================== $n: scripts/$s (limit ${lim}s)"
+  OUT=$sub timeout --kill-after=10 "$lim" bash "scripts/$s" >"$out/$n.txt" 2>&1
+  rc=$?
+  t1=$(date +%s)
+  tail -n 60 "$out/$n.txt"
+  (cd "$sub" && tar czf "$out/$n.tgz" . 2>/dev/null)
+  rm -rf "$sub"
+  state=ok
+  [ $rc -ne 0 ] && state="rc=$rc"
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && state=TIMEOUT
+  lines+=("$(printf '%-11s %-8s %4ss' "$n" "$state" "$((t1 - t0))")")
+done
+echo "=================== gpu_all summary"
+printf '%s\n' "${lines[@]}"
