@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gp_comm.h"
 #include "gp_common.h"
 
 _Static_assert(sizeof(uintptr_t) == 8, "gpurt plugins need 64-bit pointers");
@@ -30,6 +31,7 @@ const char *gp_kind_name(uint32_t kind) {
     case GP_KIND_GEMM_PLAN: return "gemm plan";
     case GP_KIND_GRAPH: return "graph";
     case GP_KIND_ATTENTION: return "attention";
+    case GP_KIND_COMM: return "communicator";
     default: return "handle";
   }
 }

@@ -22,6 +22,7 @@
  *   mock_gemm.c    GEMM plans and runs
  *   mock_graph.c   graphs (1.3): recorded lists replayed on stream workers
  *   mock_attention.c  paged KV cache append, attention (1.5)
+ *   mock_comm.c    collectives across the mock's devices (1.6)
  *
  * Locking: the global mutex guards the runtime table; each runtime's `mu`
  * guards its handle tables, counters and fault settings; each stream's `mu`
@@ -47,7 +48,7 @@
 #include "gp_common.h"
 #include "gp_graph.h"
 
-#define MOCK_VERSION "1.4.0"
+#define MOCK_VERSION "1.6.0"
 #define MOCK_DEFAULT_MEMORY (16ull << 30)
 #define MOCK_MAX_DEVICES 64u
 #define MOCK_GUARD 256u
@@ -150,6 +151,7 @@ struct mock_rt {
   gp_handle_table bufs, hosts, streams, events, modules, kernels, plans;
   gp_handle_table graphs; /* 1.3 */
   gp_handle_table attns; /* 1.5: mock_attention.c */
+  gp_handle_table comms; /* 1.6: mock_comm.c */
   uint64_t *used; /* device bytes per device */
   uint64_t host_bytes;
   int64_t fail_alloc_nth, fail_launch_nth;
@@ -256,5 +258,14 @@ gpurt_error *m_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attentio
                               const gpurt_attention_plan_args *args);
 gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
                              const gpurt_attention_run_args *args);
+
+/* mock_comm.c: collectives (1.6) */
+void mock_comm_free(void *obj);
+gpurt_error *m_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out);
+gpurt_error *m_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out);
+gpurt_error *m_comm_destroy(gpurt_runtime *h, gpurt_comm *ch);
+gpurt_error *m_comm_abort(gpurt_runtime *h, gpurt_comm *ch);
+gpurt_error *m_comm_query(gpurt_runtime *h, gpurt_comm *ch);
+gpurt_error *m_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_args *args);
 
 #endif /* GPURT_MOCK_INTERNAL_H */

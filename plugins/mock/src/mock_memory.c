@@ -239,8 +239,16 @@ gpurt_error *m_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   if ((e = resolve_endpoint(rt, "src", sk, a.src_buffer, a.src_host, a.src_ptr, a.src_offset, a.size, &src)))
     return e;
   if (s) {
-    if (dk == GP_END_BUFFER && (e = stream_matches("copy", "dst buffer", dst.handle, dst.dev, s->dev))) return e;
-    if (sk == GP_END_BUFFER && (e = stream_matches("copy", "src buffer", src.handle, src.dev, s->dev))) return e;
+    /* A peer copy (device to device across devices) may go on a stream of
+     * either device; every other copy on the stream's device. */
+    int peer = dk == GP_END_BUFFER && sk == GP_END_BUFFER && dst.dev != src.dev &&
+               (dst.dev == s->dev || src.dev == s->dev);
+    if (!peer && dk == GP_END_BUFFER && (e = stream_matches("copy", "dst buffer", dst.handle, dst.dev, s->dev)))
+      return e;
+    if (!peer && sk == GP_END_BUFFER && (e = stream_matches("copy", "src buffer", src.handle, src.dev, s->dev)))
+      return e;
+    uint32_t other = dst.dev == s->dev ? src.dev : dst.dev;
+    if (peer && mock_is_lost(rt, other)) return mock_lost_err("copy", other);
   }
   if (a.size == 0) return NULL;
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gp_comm.h"
 #include "mock_internal.h"
 
 const char gp_plugin_prefix[] = "mock";
@@ -102,6 +103,8 @@ static void fill_device_info(gpurt_device_info *out, uint32_t d, uint64_t total,
   i.max_threads_per_block = 1024;
   i.warp_size = 32;
   i.flags = GPURT_DEVICE_BF16 | GPURT_DEVICE_FP8;
+  snprintf(i.pci_bus_id, sizeof i.pci_bus_id, "0000:%02x:00.0", (d + 1) & 0xff);
+  snprintf(i.uuid, sizeof i.uuid, "GPU-6d6f636b-0000-4000-8000-%012x", d);
   gp_write_struct(out, &i, sizeof i);
 }
 
@@ -216,6 +219,7 @@ static void rt_free(mock_rt *rt) {
   gp_table_free(&rt->plans);
   gp_table_free(&rt->graphs);
   gp_table_free(&rt->attns);
+  gp_table_free(&rt->comms);
   free(rt->used);
   free(rt->lost);
   pthread_mutex_destroy(&rt->mu);
@@ -318,6 +322,7 @@ static gpurt_error *m_runtime_create(const gpurt_runtime_create_args *args,
   gp_table_init(&rt->plans, GP_KIND_GEMM_PLAN, rt->serial);
   gp_table_init(&rt->graphs, GP_KIND_GRAPH, rt->serial);
   gp_table_init(&rt->attns, GP_KIND_ATTENTION, rt->serial);
+  gp_table_init(&rt->comms, GP_KIND_COMM, rt->serial);
   if (r != 0) {
     rt_free(rt);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: no memory for the runtime table");
@@ -395,6 +400,7 @@ static gpurt_error *m_runtime_destroy(gpurt_runtime *h) {
     void *a = gp_table_at(&rt->attns, i);
     if (a) mock_attention_free(a);
   }
+  for (uint32_t i = 0; i < gp_table_cap(&rt->comms); i++) mock_comm_free(gp_table_at(&rt->comms, i));
   rt_free(rt);
   return first;
 }
@@ -566,6 +572,13 @@ static const gpurt_api mock_api = {
     .attention_destroy = m_attention_destroy,
     .attention_plan = m_attention_plan,
     .attention_run = m_attention_run,
+    /* 1.6: mock_comm.c */
+    .comm_unique_id = m_comm_unique_id,
+    .comm_create = m_comm_create,
+    .comm_destroy = m_comm_destroy,
+    .comm_abort = m_comm_abort,
+    .comm_query = m_comm_query,
+    .comm_run = m_comm_run,
 };
 
 /* The entry: csrc's gp_negotiate (no side effects). */
