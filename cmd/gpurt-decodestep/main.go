@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Command gpurt-decodestep runs the decode-step benchmark of issue 11
+// (package bench/decodestep): per config and batch, the MLP decode step
+// eagerly and replayed as a graph, after a comparison of small configs
+// with the Go reference. Every output line is one JSON object
+// (decodestep.Result); scripts/gpu_decodestep.sh runs it on the H200
+// beside scripts/decodestep_torch.py and prints the table. Built with
+// CGO_ENABLED=0.
+//
+//	gpurt-decodestep -plugins build                  # cuda, the three configs, batch 1 and 16
+//	gpurt-decodestep -backend mock -configs 64/160/3 -steps 3 -check-configs 64/160/2
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/metrale/gpurt/bench/decodestep"
+	"github.com/metrale/gpurt/core"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gpurt-decodestep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("plugins", "", "folder with the plugin (default: this executable's folder)")
+	backend := fs.String("backend", "cuda", "backend: cuda, mock, ...")
+	configs := fs.String("configs", "4096/14336/32,2048/8192/16,1024/4096/24", "hidden/intermediate/layers, comma-separated")
+	batches := fs.String("batches", "1,16", "batch sizes, comma-separated")
+	checks := fs.String("check-configs", "256/512/2,100/260/2", "configs compared with the Go reference first (at every batch size); \"none\" for none")
+	steps := fs.Int("steps", 100, "timed steps per mode")
+	warmup := fs.Int("warmup", 5, "untimed steps before timing")
+	norm := fs.String("norm", "auto", "rmsnorm: auto (ptx on cuda, else composed), ptx, composed")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gpurt-decodestep: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cs, err := decodestep.ParseConfigs(*configs)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpurt-decodestep: -configs: %v\n", err)
+		return 2
+	}
+	bs, err := decodestep.ParseBatches(*batches)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpurt-decodestep: -batches: %v\n", err)
+		return 2
+	}
+	var ccs []decodestep.Config
+	if *checks != "none" && *checks != "" {
+		if ccs, err = decodestep.ParseConfigs(*checks); err != nil {
+			fmt.Fprintf(stderr, "gpurt-decodestep: -check-configs: %v\n", err)
+			return 2
+		}
+	}
+	if *steps <= 0 {
+		fmt.Fprintf(stderr, "gpurt-decodestep: -steps %d: must be positive\n", *steps)
+		return 2
+	}
+	if *dir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
+			return 1
+		}
+		*dir = filepath.Dir(exe)
+	}
+	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: *backend})
+	if err != nil {
+		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
+		return 1
+	}
+	defer rt.Close()
+	dev, err := rt.Device(0)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
+		return 1
+	}
+	ver, _, minor := rt.PluginVersion()
+	fmt.Fprintf(stderr, "gpurt-decodestep: %s plugin %s (ABI 1.%d) on %s\n", rt.Backend(), ver, minor, dev.Info().Name)
+	enc := json.NewEncoder(stdout)
+	emit := func(r decodestep.Result) error {
+		fmt.Fprintf(stderr, "gpurt-decodestep: %-16s batch %-3d %-15s step %9.1f us  host %8.1f us %s%s\n",
+			r.Config, r.Batch, r.Impl, r.StepUs, r.HostUs, r.Match, r.Note)
+		return enc.Encode(r)
+	}
+	rc := 0
+	for _, c := range ccs {
+		for _, b := range bs {
+			r, err := decodestep.Check(dev, c, b, *norm, 0)
+			if r.Impl == "" { // the setup failed before a result
+				r = decodestep.Result{Config: c.String(), Hidden: c.Hidden, Inter: c.Inter, Layers: c.Layers, Batch: b, Impl: "gpurt check"}
+				if err != nil {
+					r.Note = err.Error()
+				}
+			}
+			if e := emit(r); e != nil {
+				fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", e)
+				return 1
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "gpurt-decodestep: check %v batch %d: %v\n", c, b, err)
+				rc = 1
+			}
+		}
+	}
+	err = decodestep.Run(dev, decodestep.Options{Configs: cs, Batches: bs, Steps: *steps, Warmup: *warmup, Norm: *norm, Emit: emit})
+	if err != nil {
+		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
+		rc = 1
+	}
+	return rc
+}

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/bench/decodestep"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// TestOnMock runs the program as the GPU script does, on the mock with a
+// tiny config: a reference check, then eager and replayed, JSON lines out.
+func TestOnMock(t *testing.T) {
+	dir := testutil.MockPlugin(t)
+	var out, errb bytes.Buffer
+	rc := run([]string{"-plugins", dir, "-backend", "mock", "-configs", "48/96/2", "-batches", "1,4",
+		"-check-configs", "40/72/2", "-steps", "3", "-warmup", "1"}, &out, &errb)
+	require.Equal(t, 0, rc, "stderr: %s", errb.String())
+	impls := map[string]int{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var r decodestep.Result
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "%s", sc.Text())
+		impls[r.Impl]++
+		assert.Empty(t, r.Note)
+		if r.Impl == "gpurt check" {
+			require.NotNil(t, r.OK)
+			assert.True(t, *r.OK)
+			assert.Equal(t, "40/72/2", r.Config)
+		} else {
+			assert.Equal(t, "48/96/2", r.Config)
+			assert.Greater(t, r.StepUs, 0.0)
+		}
+	}
+	assert.Equal(t, map[string]int{"gpurt check": 2, "gpurt eager": 2, "gpurt replayed": 2}, impls)
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-configs", "1/2"}, {"-batches", "0"}, {"-steps", "0"}, {"-check-configs", "x"}, {"extra"}} {
+		var out, errb bytes.Buffer
+		assert.Equal(t, 2, run(args, &out, &errb), "%v", args)
+		assert.NotEmpty(t, errb.String())
+	}
+	var out, errb bytes.Buffer
+	assert.Equal(t, 1, run([]string{"-plugins", t.TempDir(), "-backend", "mock", "-check-configs", "none"}, &out, &errb))
+	assert.Contains(t, errb.String(), "gpurt-decodestep:")
+}
