@@ -5,7 +5,8 @@
  * the plugin's own kernels (cuda_quant.cu, in their own embedded fatbin,
  * cuda_quant_fatbin.S), loaded per device on first use.
  *
- *  quant_matmul, n <= 8   gpurt_qgemv_<x>_<s>_n<n>: a warp per 4 rows of W
+ *  quant_matmul, n <= 8   gpurt_qgemv_<x>_<s>_n<n>: 32 rows of W per block,
+ *                         k split among its warps (tensor cores, n as 8 columns)
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
  *  quant_matmul, n >= 128 gpurt_qdequant_<x>_<s> writes W as 16-bit values
  *                         into the stream's scratch (m * k * 2 bytes, kept
@@ -44,7 +45,8 @@ enum { QV_GEMV = 0, QV_QGEMM = 32, QV_GG_BF16 = 36, QV_GG_FP8 = 37, QV_DEQ = 38,
 
 #define GG_MAX_GROUPS 64
 #define GG_TILE 128
-#define QG_ROWS_PER_BLOCK 16 /* 4 warps x 4 rows */
+#define QV_ROWS 32 /* GEMV: rows of W per block (cuda_quant.cu) */
+#define QV_MAXW 16 /* GEMV: warps per block at most */
 
 /* The kernels' parameter structs (cuda_quant.cu's GemmArgs and GroupTable:
  * the same fields, types and order). */
@@ -221,7 +223,13 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
     const uint16_t *px = (const uint16_t *)(uintptr_t)x;
     uint16_t *py = (uint16_t *)(uintptr_t)y;
     void *params[8] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift};
-    return launch(rt, st, f, name, cdiv(m, QG_ROWS_PER_BLOCK), 128, params);
+    /* The block's warps split k in 128-deep batches: 16 warps while the
+     * grid is small (fewer than ~2 blocks per SM: more loads in flight per
+     * SM), else 8 (two blocks per SM), never more warps than batches. */
+    const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, 128);
+    uint64_t nw = blocks < 256 ? QV_MAXW : 8;
+    if (nw > batches) nw = batches;
+    return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
   }
   if (n >= QMM_LT_MIN_N) return prefill(rt, st, a, w, sc, bi, x, y, gshift);
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));

@@ -5,12 +5,10 @@
 // kernel_get:
 //
 //  gpurt_qgemv_<x>_<s>_n<N>   y = x * dequant(W)^T for N <= 8 tokens
-//     (decode). A warp owns QG_ROWS rows of W; each lane streams 16 bytes of
-//     every row per step (16-byte non-caching loads), turns the bytes into
-//     f32 in registers (a byte-permute into 2^23 + q, minus 2^23: no int
-//     to float conversions), and keeps sum(x*q) and sum(x) per group chunk,
-//     so y = sum_g s_g * sum(x*q) + b_g * sum(x). The N tokens' x chunks are
-//     read once per step for all QG_ROWS rows.
+//     (decode): 32 rows of W per block, k split among its warps, the N
+//     tokens as the 8 columns of mma.sync m16n8k16 (see the GEMV section),
+//     so each weight byte is read once (16-byte non-caching loads) for all
+//     tokens.
 //  gpurt_qdequant_<x>_<s>     W dequantized into a 16-bit scratch (s*q + b,
 //     rounded to x's type), for the prefill path through cuBLASLt (N >= 128);
 //  gpurt_qgemm_<x>_<s>        the tiled kernel below for 8 < N < 128, and
@@ -35,8 +33,6 @@ typedef unsigned long long u64;
 
 enum { T_BF16 = 0, T_F16 = 1, T_FP8 = 2, T_Q8 = 3 };
 
-#define QG_ROWS 4      // rows of W per warp (GEMV)
-#define QG_WARPS 4     // warps per block (GEMV)
 #define GG_BM 128      // rows of A per tile
 #define GG_BN 128      // rows of B (columns of D) per tile
 #define GG_BK 32       // depth per step
@@ -99,94 +95,157 @@ __device__ __forceinline__ uint4 ld_stream(const void *p) {
   return v;
 }
 
-// ---- GEMV (decode) --------------------------------------------------------------
+// A 16-byte load through the L1 (x: read by every block), and a 2-byte one.
+__device__ __forceinline__ uint4 ld_cached(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint16_t ld_u16(const uint16_t *p) {
+  uint16_t v;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
 
-// One 16-element step of every row of a warp at depth base.
-template <int XT, int ST, int N>
-__device__ __forceinline__ void qgemv_step(const uint4 (&q)[QG_ROWS], u32 base, u32 row0,
-                                           const uint16_t *__restrict__ sc, const uint16_t *__restrict__ bi,
-                                           const uint16_t *__restrict__ x, u32 m, u32 k, u32 gshift,
-                                           u32 groups, float (&acc)[QG_ROWS][N]) {
-  const u32 g = base >> gshift;
-  float s[QG_ROWS], b[QG_ROWS], wf[QG_ROWS][16];
-#pragma unroll
-  for (int r = 0; r < QG_ROWS; r++) {
-    const u32 row = row0 + r < m ? row0 + r : m - 1;
-    s[r] = h2f<ST>(__ldg(sc + (u64)row * groups + g));
-    b[r] = h2f<ST>(__ldg(bi + (u64)row * groups + g));
-    const u32 qw[4] = {q[r].x, q[r].y, q[r].z, q[r].w};
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-      for (int j = 0; j < 4; j++) wf[r][i * 4 + j] = byte_f(qw[i], j);
-  }
-#pragma unroll
-  for (int t = 0; t < N; t++) {
-    const uint4 *xp = reinterpret_cast<const uint4 *>(x + (u64)t * k + base);
-    const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
-    const u32 xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-    float xf[16];
-    float sx = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      const float2 v = w2f<XT>(xw[i]);
-      xf[2 * i] = v.x;
-      xf[2 * i + 1] = v.y;
-      sx += v.x + v.y;
-    }
-#pragma unroll
-    for (int r = 0; r < QG_ROWS; r++) {
-      float dq = 0.f;
-#pragma unroll
-      for (int i = 0; i < 16; i++) dq = fmaf(xf[i], wf[r][i], dq);
-      acc[r][t] = fmaf(s[r], dq, fmaf(b[r], sx, acc[r][t]));
-    }
-  }
+// ---- GEMV (decode) --------------------------------------------------------------
+//
+// A block owns QV_ROWS (32) rows of W and splits k among its warps; each
+// warp runs mma.sync m16n8k16 over its share, with the n <= 8 tokens as the
+// 8 columns of the B operand (tokens >= n are zeros), so every weight byte
+// is loaded once for all n tokens. Per 128-deep batch a lane loads, for the
+// 4 rows gq, gq+8, gq+16, gq+24 (gq = lane / 4), 16 bytes at depth
+// kb + 16 * (lane % 4) of each of 2 steps (8 16-byte loads in flight), and
+// 32 bytes of token gq's x at the same depths. The dot product does not
+// care in which order k is summed, so the A and B fragments use the same
+// permutation of k: mma step j of a lane takes its bytes 4j .. 4j+3 (A:
+// (4j, 4j+1) as a0/a1, (4j+2, 4j+3) as a2/a3; B the same x pairs). A lane's
+// 16 codes lie in one group (group sizes are multiples of 16), dequantized
+// as s*q + b in f32 and rounded to x's type (like the prefill scratch).
+// The warps' f32 accumulators are summed in shared memory at the end.
+
+#define QV_ROWS 32 // rows of W per block
+#define QV_U 2     // 64-deep steps per batch
+#define QV_MAXW 16 // warps per block at most
+
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const u32 (&b)[2], int f16) {
+  if (f16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 template <int XT, int ST, int N>
 __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
-  const u32 lane = threadIdx.x & 31;
-  const u32 row0 = (blockIdx.x * QG_WARPS + (threadIdx.x >> 5)) * QG_ROWS;
-  if (row0 >= m) return;
+  __shared__ float red[QV_MAXW][32][8];
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const u32 gq = lane >> 2, tq = lane & 3;
+  const u32 row0 = blockIdx.x * QV_ROWS;
   const u32 groups = k >> gshift;
-  float acc[QG_ROWS][N];
+  // Row slot i: row row0 + 8 * i + gq (slots 0, 1: m-tile 0; 2, 3: m-tile 1);
+  // rows past m repeat the last one (loaded, never stored).
+  const uint8_t *wr[4];
+  const uint16_t *sr[4], *br[4];
 #pragma unroll
-  for (int r = 0; r < QG_ROWS; r++)
-#pragma unroll
-    for (int t = 0; t < N; t++) acc[r][t] = 0.f;
-  // Two steps per iteration: 2 x QG_ROWS 16-byte loads in flight per lane.
-  for (u32 base = lane * 16; base < k; base += 1024) {
-    uint4 q[2][QG_ROWS];
-    const bool two = base + 512 < k;
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-#pragma unroll
-      for (int r = 0; r < QG_ROWS; r++) {
-        const u32 row = row0 + r < m ? row0 + r : m - 1; // rows past m repeat the last (not stored)
-        if (h == 0 || two) q[h][r] = ld_stream(w + (u64)row * k + base + h * 512);
-      }
-    qgemv_step<XT, ST, N>(q[0], base, row0, sc, bi, x, m, k, gshift, groups, acc);
-    if (two) qgemv_step<XT, ST, N>(q[1], base + 512, row0, sc, bi, x, m, k, gshift, groups, acc);
+  for (int i = 0; i < 4; i++) {
+    u32 row = row0 + 8 * i + gq;
+    row = row < m ? row : m - 1;
+    wr[i] = w + (u64)row * k;
+    sr[i] = sc + (u64)row * groups;
+    br[i] = bi + (u64)row * groups;
   }
+  const bool has_tok = gq < (u32)N;
+  const uint16_t *xr = x + (u64)(has_tok ? gq : 0) * k;
+  float acc[2][4];
 #pragma unroll
-  for (int r = 0; r < QG_ROWS; r++)
+  for (int t = 0; t < 2; t++)
 #pragma unroll
-    for (int t = 0; t < N; t++)
+    for (int e = 0; e < 4; e++) acc[t][e] = 0.f;
+  const u32 nb = (k + 64 * QV_U - 1) / (64 * QV_U);
+  for (u32 bt = warp; bt < nb; bt += nw) {
+    // Every load of the batch is issued before the first use (volatile
+    // asm keeps them in order ahead of the mma's): a lane out of k loads
+    // depth 0 instead and zeroes what it loaded.
+    uint4 q[QV_U][4], xv[QV_U][2];
+    float s[QV_U][4], b[QV_U][4];
+    uint16_t sh[QV_U][4], bh[QV_U][4];
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], off);
-  // Lane r*N + t (< 32) stores y[t][row0 + r].
+    for (int u = 0; u < QV_U; u++) {
+      const u32 kk = bt * (64 * QV_U) + u * 64 + tq * 16;
+      const u32 kc = kk < k ? kk : 0; // k is a multiple of 32: a lane's 16 are all in or all out
 #pragma unroll
-  for (int r = 0; r < QG_ROWS; r++)
+      for (int i = 0; i < 4; i++) q[u][i] = ld_stream(wr[i] + kc);
+      xv[u][0] = ld_cached(xr + kc);
+      xv[u][1] = ld_cached(xr + kc + 8);
 #pragma unroll
-    for (int t = 0; t < N; t++)
-      if (lane == (u32)((r * N + t) & 31) && row0 + r < m) y[(u64)t * m + row0 + r] = f2h<XT>(acc[r][t]);
+      for (int i = 0; i < 4; i++) {
+        sh[u][i] = ld_u16(sr[i] + (kc >> gshift));
+        bh[u][i] = ld_u16(br[i] + (kc >> gshift));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < QV_U; u++) {
+      const bool ok = bt * (64 * QV_U) + u * 64 + tq * 16 < k;
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        s[u][i] = ok ? h2f<ST>(sh[u][i]) : 0.f;
+        b[u][i] = ok ? h2f<ST>(bh[u][i]) : 0.f;
+      }
+      if (!(ok && has_tok)) xv[u][0] = xv[u][1] = make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < QV_U; u++) {
+      // The lane's 16 dequantized codes of each row slot, as 8 pairs.
+      u32 d[4][8];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const u32 qw[4] = {q[u][i].x, q[u][i].y, q[u][i].z, q[u][i].w};
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+          d[i][2 * p] = pack2<XT>(fmaf(s[u][i], byte_f(qw[p], 0), b[u][i]), fmaf(s[u][i], byte_f(qw[p], 1), b[u][i]));
+          d[i][2 * p + 1] =
+              pack2<XT>(fmaf(s[u][i], byte_f(qw[p], 2), b[u][i]), fmaf(s[u][i], byte_f(qw[p], 3), b[u][i]));
+        }
+      }
+      const u32 xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
+                         xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const u32 bf[2] = {xw[2 * j], xw[2 * j + 1]};
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+          const u32 af[4] = {d[2 * t][2 * j], d[2 * t + 1][2 * j], d[2 * t][2 * j + 1], d[2 * t + 1][2 * j + 1]};
+          mma16816(acc[t], af, bf, XT == T_F16);
+        }
+      }
+    }
+  }
+  // acc[t][e]: row row0 + 16t + gq + 8(e >> 1), token 2tq + (e & 1).
+#pragma unroll
+  for (int t = 0; t < 2; t++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) red[warp][lane][t * 4 + e] = acc[t][e];
+  __syncthreads();
+  for (u32 id = threadIdx.x; id < 256; id += blockDim.x) { // 32 rows x 8 tokens
+    const u32 l = id >> 3, t = (id >> 2) & 1, e = id & 3;
+    float v = 0.f;
+    for (u32 i = 0; i < nw; i++) v += red[i][l][t * 4 + e];
+    const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tok = 2 * (l & 3) + (e & 1);
+    if (row < m && tok < (u32)N) y[(u64)tok * m + row] = f2h<XT>(v);
+  }
 }
 
 #define QGEMV(XN, XT, SN, ST, N)                                                                       \
-  extern "C" __global__ void __launch_bounds__(QG_WARPS * 32)                                           \
+  extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {       \
     qgemv_body<XT, ST, N>(w, sc, bi, x, y, m, k, gshift);                                              \
@@ -194,10 +253,6 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
   QGEMV(XN, XT, SN, ST, 1) QGEMV(XN, XT, SN, ST, 2) QGEMV(XN, XT, SN, ST, 3) QGEMV(XN, XT, SN, ST, 4)  \
   QGEMV(XN, XT, SN, ST, 5) QGEMV(XN, XT, SN, ST, 6) QGEMV(XN, XT, SN, ST, 7) QGEMV(XN, XT, SN, ST, 8)
-QGEMV_N(bf16, T_BF16, bf16, T_BF16)
-QGEMV_N(bf16, T_BF16, f16, T_F16)
-QGEMV_N(f16, T_F16, bf16, T_BF16)
-QGEMV_N(f16, T_F16, f16, T_F16)
 
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
@@ -222,20 +277,6 @@ struct GemmArgs {
   u32 ncols, k, gshift;
 };
 
-__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const u32 (&b)[2], int f16) {
-  if (f16)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 // One operand tile's share of a thread, held in registers between the
 // global load and the shared store. 16-bit operands: 2 chunks of 8
@@ -460,6 +501,11 @@ GEMM_KERNEL(gpurt_qgemm_f16_bf16, T_F16, T_Q8, T_BF16, T_F16)
 GEMM_KERNEL(gpurt_qgemm_f16_f16, T_F16, T_Q8, T_F16, T_F16)
 GEMM_KERNEL(gpurt_ggemm_bf16, T_BF16, T_BF16, T_BF16, T_BF16)
 GEMM_KERNEL(gpurt_ggemm_fp8, T_FP8, T_FP8, T_BF16, T_F16)
+
+QGEMV_N(bf16, T_BF16, bf16, T_BF16)
+QGEMV_N(bf16, T_BF16, f16, T_F16)
+QGEMV_N(f16, T_F16, bf16, T_BF16)
+QGEMV_N(f16, T_F16, f16, T_F16)
 
 // ---- dequantization into a 16-bit scratch (the prefill path through cuBLASLt) -------
 
