@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# gpu_attention.sh — ONE command on the GPU machine (no Go, no network, no
+# FlashInfer headers) for attention over a paged KV cache (issue 10). Run it
+# from the repository root with these built HERE (the FlashInfer adapter is
+# compiled where its headers are, scripts/build_cuda.sh):
+#
+#   bash scripts/build_cuda.sh build                 # libgpurt_cuda.so, with FlashInfer
+#   CGO_ENABLED=0 go build -o build/gpurt ./cmd/gpurt
+#   CGO_ENABLED=0 go build -o build/gpurt-attnbench ./cmd/gpurt-attnbench
+#   bash scripts/gpu_attention.sh
+#
+# Optional: a trimmed FlashInfer Python package (and the wheels it needs)
+# under .whl/flashinfer-py/ (carried: .whl is gitignored); it goes on
+# PYTHONPATH for the reference step, else that step times torch SDPA only.
+#
+# Steps (each with a timeout; a failure is reported and the script goes on):
+#   plugin    the plugin is there, its DT_NEEDED (libc family only)
+#   conform   build/gpurt conform --backend cuda --run '^attention/'
+#             (decode, prefill, GQA 1-8 incl. 7, page 1/16, NHD/HND, causal,
+#             soft cap, plan reuse, append, unsupported, misuse; float64
+#             references)
+#   long      the long-context checks (--long): decode batch 64 x 8K, 32K,
+#             ragged to 20K; then the long prefills (their Go reference is
+#             slow: a timeout there is reported as such)
+#   bench     build/gpurt-attnbench: decode batch 1/16/64 x 1K/8K, causal
+#             prefill shapes (bf16, 32/8 heads, dim 128, page 16)
+#   ref       python3 scripts/gpu_attention_ref.py: FlashInfer's own Python
+#             API when importable, torch scaled_dot_product_attention always
+# Then the table (markdown), last. Logs and JSON lines in $OUT (else
+# build/gpu_attention/). Exit status: 0 when every step passed.
+set -u
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+cuda=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$cuda/bin:$PATH"
+logs=${OUT:-$root/build/gpu_attention}
+mkdir -p "$logs"
+failed=0
+summary=()
+
+# step NAME TIMEOUT CMD...: runs CMD, its output to $logs/NAME.log.
+step() {
+  local name=$1 to=$2
+  shift 2
+  local t0 t1 rc
+  t0=$(date +%s)
+  timeout --kill-after=10 "$to" "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  t1=$(date +%s)
+  tail -n 12 "$logs/$name.log"
+  local st=ok
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    st="TIMEOUT(${to}s)"
+    failed=1
+  elif [ $rc -ne 0 ]; then
+    st="FAIL($rc)"
+    failed=1
+  fi
+  summary+=("$(printf '%-12s %-14s %5ss' "$name" "$st" $((t1 - t0)))")
+  echo "== [$name] $st in $((t1 - t0))s"
+  return $rc
+}
+
+plugin_ok=0
+echo "== [plugin] build/libgpurt_cuda.so"
+if [ -f build/libgpurt_cuda.so ]; then
+  chmod 755 build 2>/dev/null || true
+  chmod 644 build/libgpurt_cuda.so 2>/dev/null || true
+  step plugin 60 bash -c 'ls -l build/libgpurt_cuda.so; nvidia-smi -L;
+    if command -v readelf >/dev/null; then readelf -d build/libgpurt_cuda.so | grep NEEDED; fi;
+    strings build/libgpurt_cuda.so | grep -m1 "FlashInfer 0" || { echo "no FlashInfer adapter in this plugin"; exit 1; }' &&
+    plugin_ok=1
+else
+  summary+=("plugin       skip           (no build/libgpurt_cuda.so: build it here with scripts/build_cuda.sh build)")
+  failed=1
+fi
+
+if [ -x build/gpurt ] && [ $plugin_ok = 1 ]; then
+  echo "== [conform] attention checks on cuda"
+  step conform 180 build/gpurt conform --backend cuda --run '^attention/'
+  echo "== [long] long-context decode checks"
+  step long 120 build/gpurt conform --backend cuda --long --run '^attention/long/decode'
+  echo "== [long-prefill] long-context prefill checks (slow Go reference)"
+  step long-prefill 150 build/gpurt conform --backend cuda --long --run '^attention/long/prefill'
+else
+  summary+=("conform      skip           (no build/gpurt or no plugin)")
+  failed=1
+fi
+
+: >"$logs/attnbench.jsonl"
+if [ -x build/gpurt-attnbench ] && [ $plugin_ok = 1 ]; then
+  echo "== [bench] gpurt-attnbench"
+  step bench 240 build/gpurt-attnbench -plugins build
+  grep '^{' "$logs/bench.log" >"$logs/attnbench.jsonl" || true
+else
+  summary+=("bench        skip           (no build/gpurt-attnbench: CGO_ENABLED=0 go build -o build/gpurt-attnbench ./cmd/gpurt-attnbench)")
+  failed=1
+fi
+
+: >"$logs/ref.jsonl"
+if command -v python3 >/dev/null 2>&1; then
+  fipy=$root/.whl/flashinfer-py
+  if [ -d "$fipy" ]; then
+    export PYTHONPATH="$fipy${PYTHONPATH:+:$PYTHONPATH}"
+    # FlashInfer's JIT: its cache in $logs' sibling, the H200's arch only.
+    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/gpurt-fi}
+    export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a}
+    export MAX_JOBS=${MAX_JOBS:-16}
+  fi
+  echo "== [ref] FlashInfer Python / torch SDPA"
+  step ref 240 python3 scripts/gpu_attention_ref.py 50
+  grep '^{' "$logs/ref.log" >"$logs/ref.jsonl" || true
+else
+  summary+=("ref          skip           (no python3)")
+fi
+
+python3 - "$logs/attnbench.jsonl" "$logs/ref.jsonl" >"$logs/table.md" <<'PY' || echo "(no table: python3 failed)" >"$logs/table.md"
+import json, sys
+rows = []
+for path in sys.argv[1:]:
+    for line in open(path):
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass
+by, order, notes = {}, [], []
+for r in rows:
+    if r.get("name") == "*":
+        notes.append("%s: %s" % (r.get("impl"), r.get("note", "")))
+        continue
+    if r["name"] not in by:
+        order.append(r["name"])
+    by.setdefault(r["name"], {})[r["impl"]] = r
+def us(r):
+    return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
+print("| shape | gpurt us | FlashInfer us | gpurt/FI speed | torch SDPA us | gpurt KV TB/s or TFLOP/s | plan us gpurt / FI |")
+print("|---|---|---|---|---|---|---|")
+for name in order:
+    d = by[name]
+    g, f, t = d.get("gpurt"), d.get("flashinfer"), d.get("torch_sdpa")
+    ratio = "-"
+    if g and f and g.get("gpu_us", 0) > 0 and f.get("gpu_us", 0) > 0:
+        ratio = "%.3f" % (f["gpu_us"] / g["gpu_us"])
+    fig = "-"
+    if g and g.get("gpu_us", 0) > 0:
+        fig = "%.2f TB/s" % (g["kv_gb_s"] / 1e3) if g.get("kind") == "decode" else "%.0f TFLOP/s" % g["tflops"]
+    plan = "%s / %s" % ("%.1f" % g["plan_us"] if g and g.get("plan_us") else "-",
+                        "%.1f" % f["plan_us"] if f and f.get("plan_us") else "-")
+    print("| %s | %s | %s | %s | %s | %s | %s |" % (name, us(g), us(f), ratio, us(t), fig, plan))
+    for x in (g, f, t):
+        if x and x.get("note") and not x.get("gpu_us"):
+            notes.append("%s %s: %s" % (name, x["impl"], x["note"]))
+g = by.get("decode/b64/kv8k", {}).get("gpurt")
+if g and g.get("kv_gb_s"):
+    tb = g["kv_gb_s"] / 1e3
+    print("\nGoal decode b64 x 8K >= 3.4 TB/s of KV: %.2f TB/s (%s)" % (tb, "MET" if tb >= 3.4 else "missed"))
+rs = [by[n]["flashinfer"]["gpu_us"] / by[n]["gpurt"]["gpu_us"] for n in order
+      if by[n].get("gpurt", {}).get("gpu_us") and by[n].get("flashinfer", {}).get("gpu_us")]
+if rs:
+    print("Goal >= 0.98x FlashInfer: worst %.3f, mean %.3f (%s)" % (min(rs), sum(rs) / len(rs),
+          "MET" if min(rs) >= 0.98 else "missed"))
+else:
+    print("No FlashInfer figures (see notes): ratios against FlashInfer not measured.")
+for n in notes:
+    print("- " + n)
+PY
+
+echo
+echo "== summary"
+printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
+for f in conform long long-prefill; do
+  [ -f "$logs/$f.log" ] && { echo "$f: $(grep -E "^FAIL" "$logs/$f.log" | head -n 5)"; grep -E "[0-9]+ passed, [0-9]+ failed" "$logs/$f.log" | tail -n 1; }
+done
+echo
+cat "$logs/table.md"
+exit $failed
