@@ -265,9 +265,12 @@ func CopyToHost(dst []byte, src Region) error {
 }
 
 // Copy copies src.Len() bytes from device memory to device memory, after
-// all work submitted earlier to the device, and returns when it completed.
-// Both regions must be of one runtime and one device, and dst at least as
-// long as src. Overlapping ranges are undefined.
+// all work submitted earlier to the device (to both devices for a peer
+// copy), and returns when it completed. Both regions must be of one
+// runtime; they may be on two of its devices (a peer copy: CUDA enables
+// peer access where the hardware allows, else the driver stages the copy
+// through host memory). dst must be at least as long as src. Overlapping
+// ranges are undefined.
 func Copy(dst, src Region) error {
 	const op = "copy_device"
 	db, doff, dn, err := use(op, dst)
@@ -280,10 +283,13 @@ func Copy(dst, src Region) error {
 		return err
 	}
 	defer sb.done()
-	if db.dev != sb.dev {
-		return errf(CodeInvalidArgument, op, "%s: copies stay on one device of one runtime", misplaced("the source", sb.dev, "destination", db.dev))
+	if db.dev.rt != sb.dev.rt {
+		return errf(CodeInvalidArgument, op, "%s: copies stay within one runtime", misplaced("the source", sb.dev, "destination", db.dev))
 	}
 	if err := db.dev.capturingErr(op); err != nil {
+		return err
+	}
+	if err := sb.dev.capturingErr(op); err != nil {
 		return err
 	}
 	if sn > dn {

@@ -156,9 +156,22 @@ func TestMisuse(t *testing.T) {
 		{"launch other runtime", func() error {
 			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(foreign), core.ArgF32(1), core.ArgU64(1))
 		}, core.ErrInvalidArgument},
-		{"device copy across devices", func() error { return core.Copy(onDev1, good) }, core.ErrInvalidArgument},
+		{"peer copy too large", func() error {
+			v, err := onDev1.View(8, 8)
+			if err != nil {
+				return err
+			}
+			return core.Copy(v, good)
+		}, core.ErrOutOfRange},
 		{"device copy across runtimes", func() error { return core.Copy(foreign, good) }, core.ErrInvalidArgument},
-		{"stream copy other device", func() error { return s.CopyDevice(onDev1, good) }, core.ErrInvalidArgument},
+		{"stream copy on neither device", func() error {
+			v, err := onDev1.View(0, 8)
+			if err != nil {
+				return err
+			}
+			return s.CopyDevice(onDev1, v)
+		}, core.ErrInvalidArgument},
+		{"stream copy other runtime", func() error { return s.CopyDevice(good, foreign) }, core.ErrInvalidArgument},
 		{"unknown kernel", func() error { _, err := mod.Kernel("no_such_kernel"); return err }, core.ErrNotFound},
 		{"unknown control", func() error { return rt.Control("no_such_key", 1) }, core.ErrUnsupported},
 		{"nil stream", func() error { var ns *core.Stream; return ns.Synchronize() }, core.ErrInvalidArgument},

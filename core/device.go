@@ -35,6 +35,7 @@ type DeviceInfo struct {
 	Vendor              string
 	Arch                string // "sm_90a", "apple9", "cpu"
 	PCIBusID            string // "" where none
+	UUID                string // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; "" where none (plugins before ABI 1.6)
 	DriverVersion       string
 	DriverVersionCode   uint32
 	MemoryTotal         uint64 // bytes
@@ -57,7 +58,7 @@ func (d *Device) queryInfo() (DeviceInfo, error) {
 	}
 	return DeviceInfo{
 		Index: int(d.index), Name: abi.CString(in.Name[:]), Vendor: abi.CString(in.Vendor[:]),
-		Arch: abi.CString(in.Arch[:]), PCIBusID: abi.CString(in.PCIBusID[:]),
+		Arch: abi.CString(in.Arch[:]), PCIBusID: abi.CString(in.PCIBusID[:]), UUID: abi.CString(in.UUID[:]),
 		DriverVersion: abi.CString(in.DriverVersion[:]), DriverVersionCode: in.DriverVersionCode,
 		MemoryTotal: in.MemoryTotal, MemoryFree: in.MemoryFree,
 		ComputeMajor: in.ComputeMajor, ComputeMinor: in.ComputeMinor,

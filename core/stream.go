@@ -209,8 +209,13 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error
 	return rt.p.Copy(op, rt.h, &a)
 }
 
-// CopyDevice enqueues a device-to-device copy of src.Len() bytes; both
-// regions on the stream's device, dst at least as long as src.
+// CopyDevice enqueues a device-to-device copy of src.Len() bytes, dst at
+// least as long as src. Both regions are on the stream's device, or (a
+// peer copy, ABI 1.6 plugins) one of them is on another device of the
+// same runtime: the stream orders the copy after its own earlier work
+// only; work on the other device that touches either region must be
+// ordered with an event (Event.Record there, Stream.WaitEvent here). A
+// capturing stream records only copies on its own device.
 func (s *Stream) CopyDevice(dst, src Region) error {
 	const op = "copy_device"
 	if err := s.enter(op); err != nil {
@@ -227,10 +232,12 @@ func (s *Stream) CopyDevice(dst, src Region) error {
 		return err
 	}
 	defer sb.done()
-	if db.dev != s.dev {
+	peer := s.rec == nil && db.dev.rt == s.dev.rt && sb.dev.rt == s.dev.rt && db.dev != sb.dev &&
+		(db.dev == s.dev || sb.dev == s.dev)
+	if db.dev != s.dev && !peer {
 		return errf(CodeInvalidArgument, op, "%s", misplaced("the destination", db.dev, "stream", s.dev))
 	}
-	if sb.dev != s.dev {
+	if sb.dev != s.dev && !peer {
 		return errf(CodeInvalidArgument, op, "%s", misplaced("the source", sb.dev, "stream", s.dev))
 	}
 	if sn > dn {

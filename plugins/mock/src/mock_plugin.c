@@ -104,7 +104,8 @@ static void fill_device_info(gpurt_device_info *out, uint32_t d, uint64_t total,
   i.warp_size = 32;
   i.flags = GPURT_DEVICE_BF16 | GPURT_DEVICE_FP8;
   snprintf(i.pci_bus_id, sizeof i.pci_bus_id, "0000:%02x:00.0", (d + 1) & 0xff);
-  snprintf(i.uuid, sizeof i.uuid, "GPU-6d6f636b-0000-4000-8000-%012x", d);
+  /* Like a real UUID, the first group tells devices apart. */
+  snprintf(i.uuid, sizeof i.uuid, "GPU-%08x-6d6f-436b-8000-%012x", (unsigned)((d + 1) * 0x9e3779b1u), d);
   gp_write_struct(out, &i, sizeof i);
 }
 
