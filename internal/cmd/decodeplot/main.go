@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Command decodeplot turns the JSON lines of the decode-step benchmark
+// (gpurt-decodestep and scripts/decodestep_torch.py; build/gpu_decodestep/
+// decodestep.jsonl after scripts/gpu_decodestep.sh) into an SVG bar chart:
+// per config and batch, the time of one step for gpurt eager, gpurt
+// replayed, torch eager and torch graph (the faster of the twin's two
+// RMSNorm variants, as the table does). Run here, after the GPU run:
+//
+//	go run ./internal/cmd/decodeplot -o bench/plots/decodestep.svg decodestep.jsonl
+//
+// -metric relative (the default) divides each bar by the torch CUDA graph's
+// step time of its group (1.0 is the issue's goal for the replayed step);
+// step_us plots the time of one step in µs, host_us the host cost of one
+// step. Lines that are
+// not JSON objects are skipped (logs may be mixed in); a malformed object
+// is an error naming its file and line.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stderr)) }
+
+func run(args []string, stdin io.Reader, stderr io.Writer) int {
+	fs := flag.NewFlagSet("decodeplot", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "bench/plots/decodestep.svg", "SVG file to write")
+	metric := fs.String("metric", "relative", "what to plot: relative (step time / torch CUDA graph step time), step_us (time of one step) or host_us (host cost of one step)")
+	title := fs.String("title", "", "title (default: by metric)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "decodeplot: no input: name the JSON lines files (- for standard input)")
+		return 2
+	}
+	var rows []row
+	for _, name := range fs.Args() {
+		var rs []row
+		var err error
+		if name == "-" {
+			rs, err = load("standard input", stdin)
+		} else {
+			var f *os.File
+			if f, err = os.Open(name); err == nil {
+				rs, err = load(name, f)
+				f.Close()
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "decodeplot: %v\n", err)
+			return 1
+		}
+		rows = append(rows, rs...)
+	}
+	svg, err := render(rows, *metric, *title)
+	if err != nil {
+		fmt.Fprintf(stderr, "decodeplot: %v\n", err)
+		return 1
+	}
+	if dir := filepath.Dir(*out); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "decodeplot: %v\n", err)
+			return 1
+		}
+	}
+	if err := os.WriteFile(*out, svg, 0o644); err != nil {
+		fmt.Fprintf(stderr, "decodeplot: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stderr, "decodeplot: wrote", *out)
+	return 0
+}
+
+// row is the part of a decodestep.Result the plot uses.
+type row struct {
+	Config string  `json:"config"`
+	Batch  int     `json:"batch"`
+	Impl   string  `json:"impl"`
+	StepUs float64 `json:"step_us"`
+	HostUs float64 `json:"host_us"`
+}
+
+// load reads the JSON objects of r, one a line.
+func load(name string, r io.Reader) ([]row, error) {
+	var rows []row
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || line[0] != '{' {
+			continue
+		}
+		var x row
+		if err := json.Unmarshal(line, &x); err != nil {
+			return nil, fmt.Errorf("%s line %d: %v", name, n, err)
+		}
+		if x.Config == "" || x.Impl == "" {
+			return nil, fmt.Errorf("%s line %d: an object without config or impl", name, n)
+		}
+		rows = append(rows, x)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return rows, nil
+}
+
+// series are the bars of each group: a name and the impls it takes the
+// smallest positive value of.
+var series = []struct {
+	name  string
+	impls []string
+	c     color.RGBA
+}{
+	{"gpurt eager", []string{"gpurt eager"}, color.RGBA{R: 0x9e, G: 0xc9, B: 0xe2, A: 0xff}},
+	{"gpurt replayed", []string{"gpurt replayed"}, color.RGBA{R: 0x1f, G: 0x5f, B: 0xa8, A: 0xff}},
+	{"torch eager", []string{"torch eager", "torch eager hf"}, color.RGBA{R: 0xf4, G: 0xb9, B: 0x83, A: 0xff}},
+	{"torch CUDA graph", []string{"torch graph", "torch graph hf"}, color.RGBA{R: 0xc4, G: 0x4e, B: 0x10, A: 0xff}},
+}
+
+// render makes the SVG.
+func render(rows []row, metric, title string) ([]byte, error) {
+	val := func(r row) float64 { return r.StepUs }
+	var ylabel string
+	switch metric {
+	case "relative":
+		ylabel = "step time / torch CUDA graph step time (lower is better)"
+		if title == "" {
+			title = "MLP decode step (bf16): gpurt and PyTorch, relative to PyTorch CUDA graph"
+		}
+	case "step_us":
+		ylabel = "time of one step (µs, lower is better)"
+		if title == "" {
+			title = "MLP decode step (bf16): gpurt vs PyTorch"
+		}
+	case "host_us":
+		val = func(r row) float64 { return r.HostUs }
+		ylabel = "host cost of one step (µs)"
+		if title == "" {
+			title = "MLP decode step (bf16): host cost of one step"
+		}
+	default:
+		return nil, fmt.Errorf("metric %q: want relative, step_us or host_us", metric)
+	}
+	type key struct {
+		config string
+		batch  int
+	}
+	var groups []key
+	vals := map[key][]float64{}
+	for _, r := range rows {
+		if r.Impl == "gpurt check" {
+			continue
+		}
+		k := key{r.Config, r.Batch}
+		if _, ok := vals[k]; !ok {
+			groups = append(groups, k)
+			vals[k] = make([]float64, len(series))
+		}
+		v := val(r)
+		if v <= 0 {
+			continue
+		}
+		for i, s := range series {
+			for _, impl := range s.impls {
+				if impl == r.Impl && (vals[k][i] == 0 || v < vals[k][i]) {
+					vals[k][i] = v
+				}
+			}
+		}
+	}
+	if len(groups) == 0 {
+		return nil, errors.New("no benchmark rows in the input (want objects with config, batch, impl and step_us)")
+	}
+	if metric == "relative" {
+		ref := len(series) - 1 // torch CUDA graph
+		kept := groups[:0]
+		for _, g := range groups {
+			v := vals[g]
+			if v[ref] <= 0 {
+				continue // nothing to compare with
+			}
+			for i := range v {
+				v[i] /= v[ref]
+			}
+			kept = append(kept, g)
+		}
+		if groups = kept; len(groups) == 0 {
+			return nil, errors.New("metric relative: no config has a torch graph step time to compare with")
+		}
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
+	p.Y.Min = 0
+	p.Legend.Top = true
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = fmt.Sprintf("%s b%d", g.config, g.batch)
+	}
+	p.NominalX(names...)
+	p.X.Label.Text = "hidden/intermediate/layers, batch"
+	w := vg.Points(11)
+	plotted := 0
+	for i, s := range series {
+		v := make(plotter.Values, len(groups))
+		has := false
+		for j, g := range groups {
+			v[j] = vals[g][i]
+			has = has || v[j] > 0
+		}
+		if !has {
+			continue
+		}
+		b, err := plotter.NewBarChart(v, w)
+		if err != nil {
+			return nil, fmt.Errorf("series %s: %v", s.name, err)
+		}
+		b.Color = s.c
+		b.LineStyle.Width = 0
+		b.Offset = vg.Length(float64(i)-float64(len(series)-1)/2) * w
+		p.Add(b)
+		p.Legend.Add(s.name, b)
+		plotted++
+	}
+	if plotted == 0 {
+		return nil, fmt.Errorf("no positive %s in the input", metric)
+	}
+	top := 0.0
+	for _, g := range groups {
+		for _, v := range vals[g] {
+			top = max(top, v)
+		}
+	}
+	p.Y.Max = top * 1.3 // room for the legend above the bars
+	if metric == "relative" {
+		one := plotter.NewFunction(func(float64) float64 { return 1 })
+		one.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		one.Width = vg.Points(0.8)
+		p.Add(one)
+	}
+	width := vg.Length(max(6, 1.3*float64(len(groups)))) * vg.Inch
+	wt, err := p.WriterTo(width, 4*vg.Inch, "svg")
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	if !strings.Contains(buf.String(), "<svg") {
+		return nil, errors.New("the plot library wrote no SVG")
+	}
+	return buf.Bytes(), nil
+}

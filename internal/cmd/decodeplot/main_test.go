@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sample is made-up output of the two programs, with a log line mixed in.
+const sample = `gpurt-decodestep: cuda plugin
+{"config":"256/512/2","batch":1,"impl":"gpurt check","ok":true}
+{"config":"1024/4096/24","batch":1,"impl":"gpurt eager","step_us":900.5,"host_us":850}
+{"config":"1024/4096/24","batch":1,"impl":"gpurt replayed","step_us":410.2,"host_us":3.1,"match":"identical"}
+{"config":"1024/4096/24","batch":1,"impl":"torch eager","step_us":1500,"host_us":1400}
+{"config":"1024/4096/24","batch":1,"impl":"torch eager hf","step_us":2100,"host_us":2000}
+{"config":"1024/4096/24","batch":1,"impl":"torch graph","step_us":610,"host_us":6}
+{"config":"4096/14336/32","batch":16,"impl":"gpurt eager","step_us":3500,"host_us":1200}
+{"config":"4096/14336/32","batch":16,"impl":"gpurt replayed","step_us":3300,"host_us":3}
+{"config":"4096/14336/32","batch":16,"impl":"torch graph hf","step_us":3400,"host_us":5}
+`
+
+func TestRenderSample(t *testing.T) {
+	for _, metric := range []string{"relative", "step_us", "host_us"} {
+		rows, err := load("sample", strings.NewReader(sample))
+		require.NoError(t, err)
+		require.Len(t, rows, 9)
+		svg, err := render(rows, metric, "")
+		require.NoError(t, err, metric)
+		s := string(svg)
+		assert.Contains(t, s, "<svg")
+		for _, want := range []string{"1024/4096/24 b1", "4096/14336/32 b16", "gpurt replayed", "torch CUDA graph", "torch eager"} {
+			assert.Contains(t, s, want, metric)
+		}
+		assert.NotContains(t, s, "256/512/2", "check rows are not plotted")
+	}
+}
+
+// TestTorchSeriesTakesTheFasterVariant: of torch eager (1500) and torch
+// eager hf (2100), the bar is 1500, as in the script's table.
+func TestTorchSeriesTakesTheFasterVariant(t *testing.T) {
+	rows, err := load("sample", strings.NewReader(sample))
+	require.NoError(t, err)
+	a, err := render(rows, "step_us", "x")
+	require.NoError(t, err)
+	var keep []row
+	for _, r := range rows {
+		if r.Impl != "torch eager hf" {
+			keep = append(keep, r)
+		}
+	}
+	b, err := render(keep, "step_us", "x")
+	require.NoError(t, err)
+	assert.Equal(t, string(b), string(a), "dropping the slower variant changes nothing")
+	for i := range keep {
+		if keep[i].Impl == "torch eager" {
+			keep[i].StepUs = 2100
+		}
+	}
+	c, err := render(keep, "step_us", "x")
+	require.NoError(t, err)
+	assert.NotEqual(t, string(a), string(c), "a different value draws a different bar")
+}
+
+func TestRunWritesFile(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "d.jsonl")
+	require.NoError(t, os.WriteFile(in, []byte(sample), 0o644))
+	out := filepath.Join(dir, "plots", "d.svg")
+	var errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"-o", out, in}, nil, &errb), errb.String())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "<svg")
+	require.Equal(t, 0, run([]string{"-o", out, "-"}, strings.NewReader(sample), &errb), errb.String())
+}
+
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name, input, metric, want string
+		args                      []string
+	}{
+		{name: "empty", input: "", metric: "step_us", want: "no benchmark rows"},
+		{name: "malformed", input: "{\"config\":\"a\",\n", metric: "step_us", want: "line 1"},
+		{name: "no impl", input: `{"config":"a","batch":1}` + "\n", metric: "step_us", want: "without config or impl"},
+		{name: "metric", input: sample, metric: "tflops", want: `metric "tflops"`},
+		{name: "all zero", input: `{"config":"a","batch":1,"impl":"gpurt eager","step_us":0}` + "\n", metric: "step_us", want: "no positive step_us"},
+		{name: "no torch graph", input: `{"config":"a","batch":1,"impl":"gpurt eager","step_us":5}` + "\n", metric: "relative", want: "no config has a torch graph"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rows, err := load("in", strings.NewReader(c.input))
+			if err == nil {
+				_, err = render(rows, c.metric, "")
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+	var errb bytes.Buffer
+	assert.Equal(t, 2, run(nil, nil, &errb))
+	assert.Contains(t, errb.String(), "no input")
+	errb.Reset()
+	assert.Equal(t, 1, run([]string{"-o", filepath.Join(t.TempDir(), "x.svg"), filepath.Join(t.TempDir(), "missing.jsonl")}, nil, &errb))
+	assert.Contains(t, errb.String(), "missing.jsonl")
+}
