@@ -6,7 +6,7 @@ package abi
 // (ModuleBuiltin), as gpurt.h lists them under "Built-in kernels".
 type BuiltinKernel struct {
 	Name   string  // "fill_f32", "sleep_ns"
-	Op     string  // the name without its type suffix: "fill", "scale", "axpy", "add", "mul", "sleep_ns"
+	Op     string  // the name without its type suffix: "fill", "scale", ..., "rmsnorm", "sample", "sleep_ns"
 	DType  int32   // the element type (DTypeF32, DTypeF16, DTypeBF16); DTypeInvalid for sleep_ns
 	Params []int32 // the parameters' kinds (Arg*), in order
 }
@@ -43,6 +43,13 @@ var typedOps = []struct {
 	{"mul", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}},      // mul_T  (BUFFER z, BUFFER x, BUFFER y, U64 n)  z[i] = x[i] * y[i]
 	{"silu_mul", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64}}, // silu_mul_T(BUFFER z, BUFFER g, BUFFER u, U64 n) z[i] = g[i] / (1 + exp(-g[i])) * u[i]
 	{"softcap", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64}},     // softcap_T(BUFFER y, BUFFER x, F32 cap, U64 n)  y[i] = cap * tanh(x[i] / cap)
+	// The row kernels (gpurt.h: one-dimensional launches; int32 indices).
+	{"rmsnorm", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgF32, ArgU64, ArgU64}},             // rmsnorm_T(y, x, w, eps, rows, cols), one block per row
+	{"rope_llama", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64, ArgU64, ArgU64}},             // rope_llama_T(x, pos, theta, tokens, heads, head_dim), interleaved pairs
+	{"rope_neox", []int32{ArgBuffer, ArgBuffer, ArgF32, ArgU64, ArgU64, ArgU64}},              // rope_neox_T(x, pos, theta, tokens, heads, head_dim), half-split
+	{"embed", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64, ArgU64, ArgU64}},               // embed_T(y, table, ids, tokens, cols, vocab)
+	{"argmax", []int32{ArgBuffer, ArgBuffer, ArgU64, ArgU64}},                                 // argmax_T(idx, x, rows, cols), one block per row
+	{"sample", []int32{ArgBuffer, ArgBuffer, ArgU64, ArgU64, ArgU64, ArgF32, ArgF32, ArgU64}}, // sample_T(idx, x, rows, cols, top_k, top_p, temperature, seed)
 }
 
 func builtinKernels() []BuiltinKernel {

@@ -131,6 +131,6 @@ func TestBuiltinsOneName(t *testing.T) {
 		assert.False(t, seen[k.Name], "%s twice", k.Name)
 		seen[k.Name] = true
 		assert.True(t, strings.HasPrefix(k.Name, k.Op), k.Name)
-		assert.LessOrEqual(t, len(k.Params), 4, "%s: csrc's table holds 4 parameters", k.Name)
+		assert.LessOrEqual(t, len(k.Params), 8, "%s: csrc's table holds 8 parameters (GP_BK_MAX_PARAMS)", k.Name)
 	}
 }

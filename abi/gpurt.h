@@ -277,6 +277,46 @@ enum {
  *                           ordering and timing tests; launch 1 thread)
  *
  * T value is passed with kind GPURT_ARG_F32 / F16 / BF16 matching T.
+ *
+ * The row kernels of a decoder follow. Their grid and block must be
+ * one-dimensional (y and z 1: INVALID_ARGUMENT otherwise); matrices are
+ * row-major and dense; index and position arrays are int32; f32 math as
+ * above. "One block per row": row r = blockIdx.x, rows at or past grid.x
+ * are left unwritten, the block's threads (any count up to the device's
+ * limit) share the row. The others are one thread per item, as above.
+ *
+ *   rmsnorm_T(BUFFER y, BUFFER x, BUFFER w, F32 eps, U64 rows, U64 cols)
+ *       one block per row: s = 1 / sqrt(sum_c x[r][c]^2 / cols + eps),
+ *       y[r][c] = (x[r][c] * s) * w[c]; cols >= 1; y may be x
+ *   rope_llama_T(BUFFER x, BUFFER pos, F32 theta, U64 tokens, U64 heads, U64 head_dim)
+ *   rope_neox_T(BUFFER x, BUFFER pos, F32 theta, U64 tokens, U64 heads, U64 head_dim)
+ *       rotary embedding in place on x [tokens][heads][head_dim] (head_dim
+ *       even), one thread per rotated pair: i over tokens*heads*head_dim/2
+ *       gives token t, head h, pair j < head_dim/2; inv = 1 / theta^(2j /
+ *       head_dim), a = pos[t] * inv, (u, v) -> (u cos a - v sin a,
+ *       u sin a + v cos a), where (u, v) is (x[2j], x[2j+1]) for llama
+ *       (interleaved pairs) and (x[j], x[j + head_dim/2]) for neox
+ *       (half-split, as Hugging Face's rotate_half)
+ *   embed_T(BUFFER y, BUFFER table, BUFFER ids, U64 tokens, U64 cols, U64 vocab)
+ *       one thread per element i < tokens*cols: y[t][c] = table[ids[t]][c]
+ *       (table: vocab rows of cols); an id outside [0, vocab) gives zeros
+ *   argmax_T(BUFFER idx, BUFFER x, U64 rows, U64 cols)
+ *       one block per row: idx[r] = the c of the largest x[r][c]; ties go
+ *       to the lowest c; -0 equals +0; NaN is below every number
+ *   sample_T(BUFFER idx, BUFFER x, U64 rows, U64 cols, U64 top_k, F32 top_p, F32 temperature, U64 seed)
+ *       one block per row: idx[r] is a token drawn from row r's logits.
+ *       Order the row by (value descending, index ascending), as argmax.
+ *       top_k == 1 or temperature <= 0: the argmax. Else keep the first
+ *       top_k (0 or more than cols: all); w[c] = exp((x[c] - max) /
+ *       temperature); if top_p < 1, keep the shortest prefix whose w sum
+ *       is at least top_p times the kept sum (top_p <= 0: the first
+ *       element); then with u = (splitmix64(seed + (r + 1) *
+ *       0x9E3779B97F4A7C15) >> 40) / 2^24 in [0, 1), where splitmix64(z)
+ *       is z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27;
+ *       z *= 0x94D049BB133111EB; z ^ (z >> 31), idx[r] is the first kept
+ *       element, in order, whose running w sum exceeds u times the kept
+ *       sum. The same inputs and seed give the same token on a backend;
+ *       backends agree up to the rounding of the w sums at a boundary.
  */
 
 /* ------------------------------------------------------------------ */

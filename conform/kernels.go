@@ -48,6 +48,8 @@ func kernelChecks() []check {
 		switch {
 		case op == "sleep_ns":
 			run = checkSleep
+		case slices.Contains(elemTypes, t) && slices.Contains(rowKernelOps, op):
+			run = func(e *env) error { return checkRowKernel(e, op, t) }
 		case !slices.Contains(elemTypes, t) || !slices.Contains(typedKernelOps, op):
 			run = func(*env) error {
 				return fmt.Errorf("built-in kernel %s has no reference in conform/kernels.go (add its op to typedKernelOps and checkKernel)", name)

@@ -153,16 +153,20 @@ void gp_store(int32_t dtype, void *base, uint64_t i, float v);
  * them on the CPU (mock). A new built-in kernel is one row here plus its
  * implementation in every plugin. */
 enum { GP_BK_FILL, GP_BK_SCALE, GP_BK_AXPY, GP_BK_ADD, GP_BK_MUL, GP_BK_SLEEP, GP_BK_SILU_MUL,
-       GP_BK_SOFTCAP };
+       GP_BK_SOFTCAP, GP_BK_RMSNORM, GP_BK_ROPE_LLAMA, GP_BK_ROPE_NEOX, GP_BK_EMBED, GP_BK_ARGMAX,
+       GP_BK_SAMPLE };
+
+/* The most parameters of a built-in kernel (the table's arrays). */
+#define GP_BK_MAX_PARAMS 8
 
 typedef struct gp_builtin_kernel {
   const char *name;
   int op;          /* GP_BK_* */
   int32_t dtype;   /* element type, INVALID for sleep_ns */
   uint32_t num_params;
-  int32_t kinds[4];
-  uint32_t sizes[4];
-  uint32_t n_param;    /* index of the U64 n (or ns) parameter */
+  int32_t kinds[GP_BK_MAX_PARAMS];
+  uint32_t sizes[GP_BK_MAX_PARAMS];
+  uint32_t n_param;    /* index of the U64 n (or ns, or rows) parameter */
   uint32_t num_buffers;/* buffer parameters are 0..num_buffers-1 */
 } gp_builtin_kernel;
 
@@ -174,12 +178,22 @@ const gp_builtin_kernel *gp_builtin_find(const char *name, size_t len);
 typedef struct gp_launch_exec {
   const gp_builtin_kernel *k;
   void *bufs[3];
-  uint64_t scalar[4]; /* param index -> bits */
+  uint64_t scalar[GP_BK_MAX_PARAMS]; /* param index -> bits */
   uint32_t grid[3], block[3];
 } gp_launch_exec;
 
 /* Elements of each buffer the launch will touch: min(n, grid.x*block.x). */
 uint64_t gp_launch_touched(const gp_launch_exec *e);
+/* The bytes of each buffer parameter a launch of k with these scalar
+ * argument values (param index -> bits) and geometry reads or writes:
+ * need[p] for p < k->num_buffers. Element-wise kernels touch
+ * min(n, grid.x*block.x) elements of each buffer; the row kernels
+ * (rmsnorm, argmax, sample: one block per row; rope, embed: one thread per
+ * pair or element) what their shapes say. */
+void gp_builtin_need(const gp_builtin_kernel *k, const uint64_t *scalar, const uint32_t *grid,
+                     const uint32_t *block, uint64_t need[3]);
+/* The token sample_T draws for a row (gpurt.h's counter-based hash). */
+uint64_t gp_splitmix64(uint64_t z);
 /* The CPU execution of a launch (gp_kernels.c; needs gp_dtype.c). */
 void gp_launch_run(const gp_launch_exec *e);
 

@@ -217,9 +217,64 @@ gpurt_error *gp_launch_view(const char *name, uint32_t i, uint64_t total, uint64
                 name, i, U(off), U(len), U(total));
 }
 
+/* The row kernels (gpurt.h: rmsnorm_T and after): one-dimensional
+ * geometry, their shape rules, then the bytes each buffer's view must hold
+ * (gp_builtin_need). */
+static gpurt_error *gp_builtin_check_rows(const gp_builtin_kernel *k, const gpurt_launch_args *a,
+                                          const uint64_t *view) {
+  if (a->grid[1] != 1 || a->grid[2] != 1 || a->block[1] != 1 || a->block[2] != 1)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "launch \"%s\": grid (%u,%u,%u) and block (%u,%u,%u) must be one-dimensional "
+                  "(y and z 1)", k->name, a->grid[0], a->grid[1], a->grid[2], a->block[0],
+                  a->block[1], a->block[2]);
+  uint64_t sc[GP_BK_MAX_PARAMS] = {0};
+  for (uint32_t p = 0; p < k->num_params && p < a->num_args; p++) {
+    uint64_t v = a->args[p].value;
+    if (k->sizes[p] < 8) v &= (1ull << (8 * k->sizes[p])) - 1;
+    sc[p] = v;
+  }
+  switch (k->op) {
+    case GP_BK_RMSNORM:
+      if (sc[5] == 0)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": cols is 0 (a row needs an element)",
+                      k->name);
+      break;
+    case GP_BK_ROPE_LLAMA:
+    case GP_BK_ROPE_NEOX:
+      if (sc[5] == 0 || sc[5] % 2 != 0)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch \"%s\": head_dim %llu must be even and positive (rotation pairs)",
+                      k->name, U(sc[5]));
+      break;
+    case GP_BK_ARGMAX:
+    case GP_BK_SAMPLE:
+      if (sc[3] == 0 || sc[3] > 0x7fffffffu)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch \"%s\": cols %llu must be in 1 .. 2^31-1 (an int32 index)", k->name,
+                      U(sc[3]));
+      break;
+    case GP_BK_EMBED:
+      if (sc[5] > 0x80000000u)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch \"%s\": vocab %llu exceeds 2^31 (ids are int32)", k->name, U(sc[5]));
+      break;
+    default:
+      break;
+  }
+  uint64_t need[3];
+  gp_builtin_need(k, sc, a->grid, a->block, need);
+  for (uint32_t p = 0; p < k->num_buffers; p++)
+    if (need[p] > view[p])
+      return gp_err(GPURT_ERR_OUT_OF_RANGE,
+                    "launch \"%s\": argument %u: the kernel touches %llu bytes but the view holds "
+                    "%llu bytes", k->name, p, U(need[p]), U(view[p]));
+  return NULL;
+}
+
 gpurt_error *gp_builtin_check_views(const gp_builtin_kernel *k, const gpurt_launch_args *a,
                                     const uint64_t *view) {
   if (k->op == GP_BK_SLEEP || k->num_buffers == 0) return NULL;
+  if (k->op >= GP_BK_RMSNORM) return gp_builtin_check_rows(k, a, view);
   uint64_t n = a->args[k->n_param].value;
   uint64_t threads = (uint64_t)a->grid[0] * (uint64_t)a->block[0];
   uint64_t touched = n < threads ? n : threads;

@@ -25,8 +25,163 @@ static int gp_overlap(const void *a, const void *b, uint64_t bytes) {
   return x < y + bytes && y < x + bytes;
 }
 
+/* An order-preserving key of a float: larger floats give larger keys,
+ * -0 counts as +0, and NaN is below everything (gpurt.h: argmax_T). */
+static uint32_t gp_order_key(float v) {
+  if (v != v) return 0;
+  if (v == 0.0f) v = 0.0f;
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* The composite key of element c of a row: value first, then the lower
+ * index; unique within a row. */
+static uint64_t gp_rank_key(int32_t dt, const void *row, uint64_t c) {
+  return ((uint64_t)gp_order_key(gp_load(dt, row, c)) << 32) | (uint64_t)(0xffffffffu - (uint32_t)c);
+}
+
+/* sample_T's weight of element c: exp((x - max) / temperature), f32. */
+static float gp_sample_w(int32_t dt, const void *row, uint64_t c, float mx, float temp) {
+  return expf((gp_load(dt, row, c) - mx) / temp);
+}
+
+/* Sum of the weights of the elements whose key is at least t (and at least
+ * floor: the kept set), or their count when temp is 0. */
+static double gp_sample_mass(int32_t dt, const void *row, uint64_t cols, uint64_t t, uint64_t floor,
+                             float mx, float temp) {
+  double s = 0;
+  for (uint64_t c = 0; c < cols; c++) {
+    uint64_t key = gp_rank_key(dt, row, c);
+    if (key >= t && key >= floor) s += temp == 0.0f ? 1.0 : (double)gp_sample_w(dt, row, c, mx, temp);
+  }
+  return s;
+}
+
+/* The largest key t with mass(t) >= want (strict: > want), bit by bit. */
+static uint64_t gp_sample_search(int32_t dt, const void *row, uint64_t cols, uint64_t floor, float mx,
+                                 float temp, double want, int strict) {
+  uint64_t t = 0;
+  for (int b = 63; b >= 0; b--) {
+    uint64_t cand = t | (1ull << b);
+    double m = gp_sample_mass(dt, row, cols, cand, floor, mx, temp);
+    if (strict ? m > want : m >= want) t = cand;
+  }
+  return t;
+}
+
+static void gp_store_i32(void *base, uint64_t i, int32_t v) { memcpy((char *)base + 4 * i, &v, 4); }
+
+/* The row kernels (rmsnorm_T and after in gpurt.h), one-dimensional. */
+static void gp_launch_rows(const gp_launch_exec *e) {
+  const gp_builtin_kernel *k = e->k;
+  int32_t dt = k->dtype;
+  size_t es = gp_dtype_size(dt);
+  uint64_t threads = (uint64_t)e->grid[0] * e->block[0];
+  switch (k->op) {
+    case GP_BK_RMSNORM: {
+      float eps = gp_bits_to_f32(e->scalar[3]);
+      uint64_t rows = e->scalar[4] < e->grid[0] ? e->scalar[4] : e->grid[0], cols = e->scalar[5];
+      for (uint64_t r = 0; r < rows; r++) {
+        const char *x = (const char *)e->bufs[1] + r * cols * es;
+        char *y = (char *)e->bufs[0] + r * cols * es;
+        float ss = 0;
+        for (uint64_t c = 0; c < cols; c++) {
+          float v = gp_load(dt, x, c);
+          ss += v * v;
+        }
+        float scale = 1.0f / sqrtf(ss / (float)cols + eps);
+        for (uint64_t c = 0; c < cols; c++) {
+          float v = gp_load(dt, x, c) * scale;
+          gp_store(dt, y, c, v * gp_load(dt, e->bufs[2], c));
+        }
+      }
+      break;
+    }
+    case GP_BK_ROPE_LLAMA:
+    case GP_BK_ROPE_NEOX: {
+      float theta = gp_bits_to_f32(e->scalar[2]);
+      uint64_t heads = e->scalar[4], hd = e->scalar[5], half = hd / 2, per = heads * half;
+      uint64_t pairs = e->scalar[3] * per, n = pairs < threads ? pairs : threads;
+      const int32_t *pos = e->bufs[1];
+      for (uint64_t i = 0; i < n; i++) {
+        uint64_t t = i / per, rem = i % per, h = rem / half, j = rem % half;
+        uint64_t base = (t * heads + h) * hd;
+        uint64_t i0 = k->op == GP_BK_ROPE_LLAMA ? base + 2 * j : base + j;
+        uint64_t i1 = k->op == GP_BK_ROPE_LLAMA ? base + 2 * j + 1 : base + j + half;
+        float ex = (float)(2 * j) / (float)hd;
+        float inv = 1.0f / powf(theta, ex);
+        int32_t p;
+        memcpy(&p, (const char *)pos + 4 * t, 4);
+        float ang = (float)p * inv;
+        float cs = cosf(ang), sn = sinf(ang);
+        float x0 = gp_load(dt, e->bufs[0], i0), x1 = gp_load(dt, e->bufs[0], i1);
+        float a = x0 * cs, b = x1 * sn, c = x0 * sn, d = x1 * cs;
+        gp_store(dt, e->bufs[0], i0, a - b);
+        gp_store(dt, e->bufs[0], i1, c + d);
+      }
+      break;
+    }
+    case GP_BK_EMBED: {
+      uint64_t cols = e->scalar[4], vocab = e->scalar[5];
+      uint64_t all = e->scalar[3] * cols, n = all < threads ? all : threads;
+      for (uint64_t i = 0; i < n; i++) {
+        uint64_t t = i / cols, c = i % cols;
+        int32_t id;
+        memcpy(&id, (const char *)e->bufs[2] + 4 * t, 4);
+        if (id < 0 || (uint64_t)id >= vocab)
+          memset((char *)e->bufs[0] + i * es, 0, es);
+        else
+          memcpy((char *)e->bufs[0] + i * es, (const char *)e->bufs[1] + ((uint64_t)id * cols + c) * es, es);
+      }
+      break;
+    }
+    case GP_BK_ARGMAX:
+    case GP_BK_SAMPLE: {
+      uint64_t rows = e->scalar[2] < e->grid[0] ? e->scalar[2] : e->grid[0], cols = e->scalar[3];
+      for (uint64_t r = 0; r < rows; r++) {
+        const char *x = (const char *)e->bufs[1] + r * cols * es;
+        uint64_t best = 0, bk = gp_rank_key(dt, x, 0);
+        for (uint64_t c = 1; c < cols; c++) {
+          uint64_t key = gp_rank_key(dt, x, c);
+          if (key > bk) bk = key, best = c;
+        }
+        if (k->op == GP_BK_SAMPLE) {
+          uint64_t topk = e->scalar[4];
+          float topp = gp_bits_to_f32(e->scalar[5]), temp = gp_bits_to_f32(e->scalar[6]);
+          if (topk != 1 && temp > 0.0f) {
+            if (topk == 0 || topk > cols) topk = cols;
+            float mx = gp_load(dt, x, best);
+            /* the k-th key: the kept set is every key >= floor */
+            uint64_t floor = gp_sample_search(dt, x, cols, 0, mx, 0.0f, (double)topk, 0);
+            if (topp < 1.0f) { /* the smallest prefix holding top_p of the mass */
+              double z = gp_sample_mass(dt, x, cols, 0, floor, mx, temp);
+              double want = topp > 0.0f ? (double)topp * z : 0.0;
+              floor = gp_sample_search(dt, x, cols, floor, mx, temp, want, 0);
+              if (topp <= 0.0f) floor = bk;
+            }
+            double z = gp_sample_mass(dt, x, cols, 0, floor, mx, temp);
+            uint64_t h = gp_splitmix64(e->scalar[7] + (r + 1) * 0x9E3779B97F4A7C15ull);
+            double u = (double)(h >> 40) * (1.0 / 16777216.0);
+            uint64_t t = gp_sample_search(dt, x, cols, floor, mx, temp, u * z, 1);
+            best = 0xffffffffu - (uint32_t)t;
+          }
+        }
+        gp_store_i32(e->bufs[0], r, (int32_t)best);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
 void gp_launch_run(const gp_launch_exec *e) {
   const gp_builtin_kernel *k = e->k;
+  if (k->op >= GP_BK_RMSNORM) {
+    gp_launch_rows(e);
+    return;
+  }
   if (k->op == GP_BK_SLEEP) {
     uint64_t ns = e->scalar[0];
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};

@@ -64,6 +64,203 @@ GPURT_KERNELS(float, f32)
 GPURT_KERNELS(__half, f16)
 GPURT_KERNELS(__nv_bfloat16, bf16)
 
+// ---- the row kernels (gpurt.h: rmsnorm_T and after) -------------------------
+// One-dimensional launches (csrc checks it). "One block per row": row
+// blockIdx.x, the block's threads (up to 1024, any count) stride over the
+// row, reductions are a shared-memory tree in a fixed order (deterministic).
+
+// The sum of v over the block; every thread gets it.
+__device__ float gpurt_block_sum(float v, float *sh) {
+  unsigned t = threadIdx.x, n = blockDim.x;
+  __syncthreads(); // an earlier reduction's readers are done with sh
+  sh[t] = v;
+  __syncthreads();
+  unsigned p = 1;
+  while (p < n) p <<= 1;
+  for (unsigned s = p >> 1; s > 0; s >>= 1) {
+    if (t < s && t + s < n) sh[t] = __fadd_rn(sh[t], sh[t + s]);
+    __syncthreads();
+  }
+  return sh[0];
+}
+
+__device__ u64 gpurt_block_max(u64 v, u64 *sh) {
+  unsigned t = threadIdx.x, n = blockDim.x;
+  __syncthreads();
+  sh[t] = v;
+  __syncthreads();
+  unsigned p = 1;
+  while (p < n) p <<= 1;
+  for (unsigned s = p >> 1; s > 0; s >>= 1) {
+    if (t < s && t + s < n && sh[t + s] > sh[t]) sh[t] = sh[t + s];
+    __syncthreads();
+  }
+  return sh[0];
+}
+
+// argmax_T's and sample_T's order: value (-0 as +0, NaN lowest), then the
+// lower index; unique within a row.
+__device__ __forceinline__ u64 gpurt_rank_key(float v, u64 c) {
+  unsigned u = 0;
+  if (v == v) {
+    if (v == 0.0f) v = 0.0f;
+    unsigned b = __float_as_uint(v);
+    u = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  }
+  return ((u64)u << 32) | (u64)(0xffffffffu - (unsigned)c);
+}
+
+template <typename T>
+__device__ void gpurt_rmsnorm(T *y, const T *x, const T *w, float eps, u64 rows, u64 cols) {
+  __shared__ float sh[1024];
+  u64 r = blockIdx.x;
+  if (r >= rows) return; // the whole block
+  const T *xr = x + r * cols;
+  T *yr = y + r * cols;
+  float ss = 0.0f;
+  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = ld(xr[c]);
+    ss = __fadd_rn(ss, __fmul_rn(v, v));
+  }
+  ss = gpurt_block_sum(ss, sh);
+  float s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)cols), eps)));
+  for (u64 c = threadIdx.x; c < cols; c += blockDim.x)
+    yr[c] = st<T>(__fmul_rn(__fmul_rn(ld(xr[c]), s), ld(w[c])));
+}
+
+template <typename T, bool LLAMA>
+__device__ void gpurt_rope(T *x, const int *pos, float theta, u64 tokens, u64 heads, u64 hd) {
+  u64 half = hd / 2, per = heads * half, i = gpurt_index();
+  if (per == 0 || i >= tokens * per) return;
+  u64 t = i / per, rem = i % per, h = rem / half, j = rem % half;
+  u64 base = (t * heads + h) * hd;
+  u64 i0 = LLAMA ? base + 2 * j : base + j;
+  u64 i1 = LLAMA ? base + 2 * j + 1 : base + j + half;
+  float ex = __fdiv_rn((float)(2 * j), (float)hd);
+  float inv = __fdiv_rn(1.0f, powf(theta, ex));
+  float a = __fmul_rn((float)pos[t], inv);
+  float sn, cs;
+  sincosf(a, &sn, &cs);
+  float u = ld(x[i0]), v = ld(x[i1]);
+  x[i0] = st<T>(__fsub_rn(__fmul_rn(u, cs), __fmul_rn(v, sn)));
+  x[i1] = st<T>(__fadd_rn(__fmul_rn(u, sn), __fmul_rn(v, cs)));
+}
+
+template <typename T>
+__device__ void gpurt_embed(T *y, const T *table, const int *ids, u64 tokens, u64 cols, u64 vocab) {
+  u64 i = gpurt_index();
+  if (cols == 0 || i >= tokens * cols) return;
+  u64 t = i / cols, c = i % cols;
+  int id = ids[t];
+  y[i] = (id < 0 || (u64)id >= vocab) ? st<T>(0.0f) : table[(u64)id * cols + c];
+}
+
+// sample_T's search: the largest key t whose mass (the weights, or the
+// count when temp is 0, of the keys >= t and >= floor) is >= want (> want
+// when strict), bit by bit from the top.
+template <typename T>
+__device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, float temp, float want,
+                                   bool strict, float *sh) {
+  u64 t = 0;
+  for (int b = 63; b >= 0; b--) {
+    u64 cand = t | (1ull << b);
+    float m = 0.0f;
+    for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
+      float v = ld(xr[c]);
+      u64 k = gpurt_rank_key(v, c);
+      if (k >= cand && k >= floor)
+        m = __fadd_rn(m, temp == 0.0f ? 1.0f : expf(__fdiv_rn(__fsub_rn(v, mx), temp)));
+    }
+    m = gpurt_block_sum(m, sh);
+    if (strict ? m > want : m >= want) t = cand;
+  }
+  return t;
+}
+
+template <typename T>
+__device__ float gpurt_sample_mass(const T *xr, u64 cols, u64 floor, float mx, float temp, float *sh) {
+  float m = 0.0f;
+  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = ld(xr[c]);
+    if (gpurt_rank_key(v, c) >= floor) m = __fadd_rn(m, expf(__fdiv_rn(__fsub_rn(v, mx), temp)));
+  }
+  return gpurt_block_sum(m, sh);
+}
+
+__device__ __forceinline__ u64 gpurt_splitmix64(u64 z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// argmax_T (sample false) and sample_T.
+template <typename T>
+__device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample, u64 topk, float topp,
+                           float temp, u64 seed) {
+  __shared__ u64 shk[1024];
+  __shared__ float sh[1024];
+  u64 r = blockIdx.x;
+  if (r >= rows) return;
+  const T *xr = x + r * cols;
+  u64 best = 0;
+  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
+    u64 k = gpurt_rank_key(ld(xr[c]), c);
+    if (k > best) best = k;
+  }
+  best = gpurt_block_max(best, shk);
+  unsigned bi = 0xffffffffu - (unsigned)best;
+  if (sample && topk != 1 && temp > 0.0f) {
+    if (topk == 0 || topk > cols) topk = cols;
+    float mx = ld(xr[bi]);
+    u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh);
+    if (topp < 1.0f) {
+      if (topp <= 0.0f) {
+        floor = best;
+      } else {
+        float z = gpurt_sample_mass(xr, cols, floor, mx, temp, sh);
+        floor = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(topp, z), false, sh);
+      }
+    }
+    float z = gpurt_sample_mass(xr, cols, floor, mx, temp, sh);
+    u64 h = gpurt_splitmix64(seed + (r + 1) * 0x9E3779B97F4A7C15ull);
+    float u = (float)(h >> 40) * (1.0f / 16777216.0f);
+    u64 t = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(u, z), true, sh);
+    bi = 0xffffffffu - (unsigned)t;
+  }
+  if (threadIdx.x == 0) idx[r] = (int)bi;
+}
+
+#define GPURT_ROW_KERNELS(T, SFX)                                                                   \
+  extern "C" __global__ void rmsnorm_##SFX(T *y, const T *x, const T *w, float eps, u64 rows,      \
+                                           u64 cols) {                                             \
+    gpurt_rmsnorm<T>(y, x, w, eps, rows, cols);                                                     \
+  }                                                                                                 \
+  extern "C" __global__ void rope_llama_##SFX(T *x, const int *pos, float theta, u64 tokens,       \
+                                              u64 heads, u64 hd) {                                  \
+    gpurt_rope<T, true>(x, pos, theta, tokens, heads, hd);                                          \
+  }                                                                                                 \
+  extern "C" __global__ void rope_neox_##SFX(T *x, const int *pos, float theta, u64 tokens,        \
+                                             u64 heads, u64 hd) {                                   \
+    gpurt_rope<T, false>(x, pos, theta, tokens, heads, hd);                                         \
+  }                                                                                                 \
+  extern "C" __global__ void embed_##SFX(T *y, const T *table, const int *ids, u64 tokens,         \
+                                         u64 cols, u64 vocab) {                                     \
+    gpurt_embed<T>(y, table, ids, tokens, cols, vocab);                                             \
+  }                                                                                                 \
+  extern "C" __global__ void argmax_##SFX(int *idx, const T *x, u64 rows, u64 cols) {              \
+    gpurt_pick<T>(idx, x, rows, cols, false, 1, 1.0f, 0.0f, 0);                                     \
+  }                                                                                                 \
+  extern "C" __global__ void sample_##SFX(int *idx, const T *x, u64 rows, u64 cols, u64 topk,      \
+                                          float topp, float temp, u64 seed) {                       \
+    gpurt_pick<T>(idx, x, rows, cols, true, topk, topp, temp, seed);                                \
+  }
+
+GPURT_ROW_KERNELS(float, f32)
+GPURT_ROW_KERNELS(__half, f16)
+GPURT_ROW_KERNELS(__nv_bfloat16, bf16)
+
 __device__ __forceinline__ u64 gpurt_globaltimer() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

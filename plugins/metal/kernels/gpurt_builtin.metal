@@ -127,6 +127,220 @@ GPURT_DEFINE_ELEMENTWISE(f32, f32_t)
 GPURT_DEFINE_ELEMENTWISE(f16, f16_t)
 GPURT_DEFINE_ELEMENTWISE(bf16, bf16_t)
 
+// ---- the row kernels (gpurt.h: rmsnorm_T and after) ----------------------
+// One-dimensional launches (csrc checks it). "One block per row": row
+// tgp.x, the threadgroup's threads stride over it (at most 1024),
+// reductions a threadgroup-memory tree in a fixed order, as on CUDA.
+
+static inline float gpurt_tg_sum(float v, threadgroup float *sh, uint t, uint n) {
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  sh[t] = v;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  uint p = 1;
+  while (p < n) p <<= 1;
+  for (uint s = p >> 1; s > 0; s >>= 1) {
+    if (t < s && t + s < n) sh[t] = sh[t] + sh[t + s];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  return sh[0];
+}
+
+static inline ulong gpurt_tg_max(ulong v, threadgroup ulong *sh, uint t, uint n) {
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  sh[t] = v;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  uint p = 1;
+  while (p < n) p <<= 1;
+  for (uint s = p >> 1; s > 0; s >>= 1) {
+    if (t < s && t + s < n && sh[t + s] > sh[t]) sh[t] = sh[t + s];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  return sh[0];
+}
+
+static inline ulong gpurt_rank_key(float v, ulong c) {
+  uint u = 0;
+  if (v == v) {
+    if (v == 0.0f) v = 0.0f;
+    uint b = as_type<uint>(v);
+    u = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  }
+  return (ulong(u) << 32) | ulong(0xffffffffu - uint(c));
+}
+
+static inline ulong gpurt_splitmix64(ulong z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ul;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBul;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+static inline ulong gpurt_sample_search(device const typename T::storage *xr, ulong cols, ulong floor,
+                                        float mx, float temp, float want, bool strict,
+                                        threadgroup float *sh, uint t, uint n) {
+  ulong r = 0;
+  for (int b = 63; b >= 0; b--) {
+    ulong cand = r | (1ul << b);
+    float m = 0.0f;
+    for (ulong c = t; c < cols; c += n) {
+      float v = T::load(xr[c]);
+      ulong k = gpurt_rank_key(v, c);
+      if (k >= cand && k >= floor) m += temp == 0.0f ? 1.0f : precise::exp((v - mx) / temp);
+    }
+    m = gpurt_tg_sum(m, sh, t, n);
+    if (strict ? m > want : m >= want) r = cand;
+  }
+  return r;
+}
+
+template <typename T>
+static inline float gpurt_sample_mass(device const typename T::storage *xr, ulong cols, ulong floor,
+                                      float mx, float temp, threadgroup float *sh, uint t, uint n) {
+  float m = 0.0f;
+  for (ulong c = t; c < cols; c += n) {
+    float v = T::load(xr[c]);
+    if (gpurt_rank_key(v, c) >= floor) m += precise::exp((v - mx) / temp);
+  }
+  return gpurt_tg_sum(m, sh, t, n);
+}
+
+template <typename T>
+static inline void gpurt_pick(device int *idx, device const typename T::storage *x, ulong rows,
+                              ulong cols, bool sample, ulong topk, float topp, float temp,
+                              ulong seed, threadgroup float *sh, threadgroup ulong *shk, uint row,
+                              uint t, uint n) {
+  if (row >= rows) return;
+  device const typename T::storage *xr = x + ulong(row) * cols;
+  ulong best = 0;
+  for (ulong c = t; c < cols; c += n) {
+    ulong k = gpurt_rank_key(T::load(xr[c]), c);
+    if (k > best) best = k;
+  }
+  best = gpurt_tg_max(best, shk, t, n);
+  uint bi = 0xffffffffu - uint(best);
+  if (sample && topk != 1 && temp > 0.0f) {
+    if (topk == 0 || topk > cols) topk = cols;
+    float mx = T::load(xr[bi]);
+    ulong floor = gpurt_sample_search<T>(xr, cols, 0, mx, 0.0f, float(topk), false, sh, t, n);
+    if (topp < 1.0f) {
+      if (topp <= 0.0f) {
+        floor = best;
+      } else {
+        float z = gpurt_sample_mass<T>(xr, cols, floor, mx, temp, sh, t, n);
+        floor = gpurt_sample_search<T>(xr, cols, floor, mx, temp, topp * z, false, sh, t, n);
+      }
+    }
+    float z = gpurt_sample_mass<T>(xr, cols, floor, mx, temp, sh, t, n);
+    ulong h = gpurt_splitmix64(seed + (ulong(row) + 1) * 0x9E3779B97F4A7C15ul);
+    float u = float(h >> 40) * (1.0f / 16777216.0f);
+    ulong r = gpurt_sample_search<T>(xr, cols, floor, mx, temp, u * z, true, sh, t, n);
+    bi = 0xffffffffu - uint(r);
+  }
+  if (t == 0) idx[row] = int(bi);
+}
+
+#define GPURT_DEFINE_ROWS(SUFFIX, T)                                                   \
+  kernel void rmsnorm_##SUFFIX(device T::storage *y [[buffer(0)]],                     \
+                               device const T::storage *x [[buffer(1)]],               \
+                               device const T::storage *w [[buffer(2)]],               \
+                               constant float &eps [[buffer(3)]],                      \
+                               constant ulong &rows [[buffer(4)]],                     \
+                               constant ulong &cols [[buffer(5)]],                     \
+                               GPURT_THREAD_ARGS) {                                    \
+    threadgroup float sh[1024];                                                        \
+    if (ulong(tgp.x) >= rows) return;                                                  \
+    device const T::storage *xr = x + ulong(tgp.x) * cols;                             \
+    device T::storage *yr = y + ulong(tgp.x) * cols;                                   \
+    float ss = 0.0f;                                                                   \
+    for (ulong c = tid.x; c < cols; c += tpt.x) {                                      \
+      float v = T::load(xr[c]);                                                        \
+      ss += v * v;                                                                     \
+    }                                                                                  \
+    ss = gpurt_tg_sum(ss, sh, tid.x, tpt.x);                                           \
+    float s = 1.0f / precise::sqrt(ss / float(cols) + eps);                            \
+    for (ulong c = tid.x; c < cols; c += tpt.x)                                        \
+      yr[c] = T::store((T::load(xr[c]) * s) * T::load(w[c]));                          \
+  }                                                                                    \
+  kernel void rope_llama_##SUFFIX(device T::storage *x [[buffer(0)]],                  \
+                                  device const int *pos [[buffer(1)]],                 \
+                                  constant float &theta [[buffer(2)]],                 \
+                                  constant ulong &tokens [[buffer(3)]],                \
+                                  constant ulong &heads [[buffer(4)]],                 \
+                                  constant ulong &hd [[buffer(5)]],                    \
+                                  GPURT_THREAD_ARGS) {                                 \
+    gpurt_rope<T>(x, pos, theta, tokens, heads, hd, true, tgp, tpt, tid);              \
+  }                                                                                    \
+  kernel void rope_neox_##SUFFIX(device T::storage *x [[buffer(0)]],                   \
+                                 device const int *pos [[buffer(1)]],                  \
+                                 constant float &theta [[buffer(2)]],                  \
+                                 constant ulong &tokens [[buffer(3)]],                 \
+                                 constant ulong &heads [[buffer(4)]],                  \
+                                 constant ulong &hd [[buffer(5)]],                     \
+                                 GPURT_THREAD_ARGS) {                                  \
+    gpurt_rope<T>(x, pos, theta, tokens, heads, hd, false, tgp, tpt, tid);             \
+  }                                                                                    \
+  kernel void embed_##SUFFIX(device T::storage *y [[buffer(0)]],                       \
+                             device const T::storage *table [[buffer(1)]],             \
+                             device const int *ids [[buffer(2)]],                      \
+                             constant ulong &tokens [[buffer(3)]],                     \
+                             constant ulong &cols [[buffer(4)]],                       \
+                             constant ulong &vocab [[buffer(5)]],                      \
+                             GPURT_THREAD_ARGS) {                                      \
+    ulong n = tokens * cols;                                                           \
+    GPURT_INDEX                                                                        \
+    ulong t = i / cols, c = i % cols;                                                  \
+    int id = ids[t];                                                                   \
+    y[i] = (id < 0 || ulong(id) >= vocab) ? T::store(0.0f) : table[ulong(id) * cols + c]; \
+  }                                                                                    \
+  kernel void argmax_##SUFFIX(device int *idx [[buffer(0)]],                           \
+                              device const T::storage *x [[buffer(1)]],                \
+                              constant ulong &rows [[buffer(2)]],                      \
+                              constant ulong &cols [[buffer(3)]],                      \
+                              GPURT_THREAD_ARGS) {                                     \
+    threadgroup float sh[1024];                                                        \
+    threadgroup ulong shk[1024];                                                       \
+    gpurt_pick<T>(idx, x, rows, cols, false, 1, 1.0f, 0.0f, 0, sh, shk, tgp.x, tid.x, tpt.x); \
+  }                                                                                    \
+  kernel void sample_##SUFFIX(device int *idx [[buffer(0)]],                           \
+                              device const T::storage *x [[buffer(1)]],                \
+                              constant ulong &rows [[buffer(2)]],                      \
+                              constant ulong &cols [[buffer(3)]],                      \
+                              constant ulong &topk [[buffer(4)]],                      \
+                              constant float &topp [[buffer(5)]],                      \
+                              constant float &temp [[buffer(6)]],                      \
+                              constant ulong &seed [[buffer(7)]],                      \
+                              GPURT_THREAD_ARGS) {                                     \
+    threadgroup float sh[1024];                                                        \
+    threadgroup ulong shk[1024];                                                       \
+    gpurt_pick<T>(idx, x, rows, cols, true, topk, topp, temp, seed, sh, shk, tgp.x, tid.x, tpt.x); \
+  }
+
+template <typename T>
+static inline void gpurt_rope(device typename T::storage *x, device const int *pos, float theta,
+                              ulong tokens, ulong heads, ulong hd, bool llama, uint3 tgp, uint3 tpt,
+                              uint3 tid) {
+  ulong half_ = hd / 2, per = heads * half_, n = tokens * per;
+  if (per == 0) return;
+  GPURT_INDEX
+  ulong t = i / per, rem = i % per, h = rem / half_, j = rem % half_;
+  ulong base = (t * heads + h) * hd;
+  ulong i0 = llama ? base + 2 * j : base + j;
+  ulong i1 = llama ? base + 2 * j + 1 : base + j + half_;
+  float ex = float(2 * j) / float(hd);
+  float inv = 1.0f / precise::pow(theta, ex);
+  float a = float(pos[t]) * inv;
+  float cs = precise::cos(a), sn = precise::sin(a);
+  float u = T::load(x[i0]), v = T::load(x[i1]);
+  x[i0] = T::store(u * cs - v * sn);
+  x[i1] = T::store(u * sn + v * cs);
+}
+
+GPURT_DEFINE_ROWS(f32, f32_t)
+GPURT_DEFINE_ROWS(f16, f16_t)
+GPURT_DEFINE_ROWS(bf16, bf16_t)
+
 // ---- sleep_ns ------------------------------------------------------------
 
 // MSL has no clock, so sleep_ns is a bounded spin: ns * iters_per_ns

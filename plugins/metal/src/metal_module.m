@@ -479,7 +479,7 @@ static gpurt_error *gm_launch_prepare(GMRuntime *rt, GMStream *s, gpurt_kernel *
         return gp_launch_arg_device_error(kn, p, b->device, s->device->index);
       if ((e = gp_launch_view(kn, p, b->size, g->offset, g->length, &view[p]))) return e;
       bufs[p] = b;
-    } else if (p < 4) {
+    } else if (p < GP_BK_MAX_PARAMS) {
       uint64_t v = g->value;
       if (g->size < 8) v &= (1ull << (8 * g->size)) - 1;
       x.scalar[p] = v;

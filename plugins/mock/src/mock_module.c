@@ -179,7 +179,7 @@ gpurt_error *mock_launch_prepare(mock_rt *rt, mock_stream *s, gpurt_kernel *kh, 
   x.k = k;
   memcpy(x.grid, a.grid, sizeof x.grid);
   memcpy(x.block, a.block, sizeof x.block);
-  uint64_t view[3] = {0, 0, 0};
+  uint64_t view[GP_BK_MAX_PARAMS] = {0};
   for (uint32_t p = 0; p < a.num_args; p++) {
     const gpurt_kernel_arg *g = &a.args[p];
     if (g->kind == GPURT_ARG_BUFFER) {

@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package conform
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/metrale/gpurt/core"
+)
+
+// rowKernelOps are the decoder's row kernels (gpurt.h: rmsnorm_T and
+// after), checked by checkRowKernel against float64 references.
+var rowKernelOps = []string{"rmsnorm", "rope_llama", "rope_neox", "embed", "argmax", "sample"}
+
+// rowBuf is a device buffer holding a view of n bytes at offset pad, the
+// bytes around it set to 0xff, so that writes outside the view show.
+type rowBuf struct {
+	b    *core.Buffer
+	v    core.View
+	n    int
+	pad  int
+	full int
+}
+
+func newRowBuf(e *env, data []byte, pad int) (*rowBuf, error) {
+	n := len(data)
+	full := n + 2*pad + 64
+	b, err := e.dev.Alloc(full)
+	if err != nil {
+		return nil, err
+	}
+	v, err := b.View(pad, max(n, 1))
+	if err == nil {
+		err = core.Memset(b, 0xff)
+	}
+	if err == nil && n > 0 {
+		err = core.CopyFromHost(v, data)
+	}
+	if err != nil {
+		_ = b.Free()
+		return nil, err
+	}
+	return &rowBuf{b: b, v: v, n: n, pad: pad, full: full}, nil
+}
+
+// read returns the view's bytes, or an error when a byte outside it changed.
+func (r *rowBuf) read(what string) ([]byte, error) {
+	raw := make([]byte, r.full)
+	if err := core.CopyToHost(raw, r.b); err != nil {
+		return nil, err
+	}
+	for i := range raw {
+		if (i < r.pad || i >= r.pad+r.n) && raw[i] != 0xff {
+			return nil, fmt.Errorf("%s: byte %d outside the view was written", what, i-r.pad)
+		}
+	}
+	return raw[r.pad : r.pad+r.n], nil
+}
+
+func (r *rowBuf) free() { _ = r.b.Free() }
+
+func i32Bytes(v []int32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
+	}
+	return out
+}
+
+func bytesI32(b []byte) []int32 {
+	out := make([]int32, len(b)/4)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// launchRow launches kernel name_t on a fresh stream and waits.
+func launchRow(e *env, name string, t core.DType, grid, block int, args ...core.Arg) error {
+	kn, err := kernel(e.dev, name+"_"+t.String())
+	if err != nil {
+		return err
+	}
+	s, err := e.dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	cfg := core.LaunchConfig{Grid: [3]uint32{uint32(grid), 1, 1}, Block: [3]uint32{uint32(block), 1, 1}}
+	if err := firstErr(s.Launch(kn, cfg, args...), s.Synchronize()); err != nil {
+		return fmt.Errorf("grid %d block %d: %w", grid, block, err)
+	}
+	return nil
+}
+
+func checkRowKernel(e *env, op string, t core.DType) error {
+	switch op {
+	case "rmsnorm":
+		return checkRMSNorm(e, t)
+	case "rope_llama", "rope_neox":
+		return checkRope(e, op, t)
+	case "embed":
+		return checkEmbed(e, t)
+	case "argmax":
+		return checkArgmax(e, t)
+	case "sample":
+		return checkSample(e, t)
+	}
+	return fmt.Errorf("row kernel %s has no reference in conform/rows.go", op)
+}
+
+// tinyOf is the spacing of t's subnormals (an absolute error floor).
+func tinyOf(t core.DType) float64 {
+	if t == core.F16 {
+		return 0x1p-24
+	}
+	return 1e-30
+}
+
+func checkRMSNorm(e *env, t core.DType) error {
+	sz := t.Size()
+	for _, c := range []struct{ rows, cols, grid, block int }{
+		{3, 1, 3, 1}, {5, 64, 5, 32}, {4, 1000, 4, 256}, {2, 4099, 2, 1024}, {6, 333, 4, 100},
+	} {
+		x := randomValues(e.rng, t, c.rows*c.cols, 2)
+		w := randomValues(e.rng, t, c.cols, 1.5)
+		eps := float32(1e-5 + e.rng.Float64()*1e-3)
+		y, err := newRowBuf(e, make([]byte, c.rows*c.cols*sz), sz)
+		if err != nil {
+			return err
+		}
+		defer y.free()
+		if err := core.Memset(y.v, 0xee); err != nil {
+			return err
+		}
+		xb, err := newRowBuf(e, encode(t, x), 2*sz)
+		if err != nil {
+			return err
+		}
+		defer xb.free()
+		wb, err := newRowBuf(e, encode(t, w), 0)
+		if err != nil {
+			return err
+		}
+		defer wb.free()
+		if err := launchRow(e, "rmsnorm", t, c.grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(xb.v), core.ArgBuffer(wb.v),
+			core.ArgF32(eps), core.ArgU64(uint64(c.rows)), core.ArgU64(uint64(c.cols))); err != nil {
+			return err
+		}
+		raw, err := y.read("y")
+		if err != nil {
+			return err
+		}
+		got := decode(t, raw)
+		tol := kernelTol(t) + 2e-7*math.Sqrt(float64(c.cols))
+		for r := 0; r < c.rows; r++ {
+			ss := 0.0
+			for j := 0; j < c.cols; j++ {
+				ss += x[r*c.cols+j] * x[r*c.cols+j]
+			}
+			s := 1 / math.Sqrt(ss/float64(c.cols)+float64(eps))
+			for j := 0; j < c.cols; j++ {
+				i := r*c.cols + j
+				if r >= c.grid { // rows past the grid stay unwritten
+					if raw[i*sz] != 0xee {
+						return fmt.Errorf("rows %d cols %d grid %d: row %d past the grid was written", c.rows, c.cols, c.grid, r)
+					}
+					continue
+				}
+				want := x[i] * s * w[j]
+				if math.IsNaN(got[i]) || math.Abs(got[i]-want) > tol*math.Abs(want)+tinyOf(t) {
+					return fmt.Errorf("rows %d cols %d block %d: y[%d][%d] is %g, want %g", c.rows, c.cols, c.block, r, j, got[i], want)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func checkRope(e *env, op string, t core.DType) error {
+	sz := t.Size()
+	for _, c := range []struct {
+		tokens, heads, hd int
+		theta             float64
+		block, grid       int // grid 0: cover every pair
+	}{
+		{1, 1, 2, 10000, 1, 0}, {7, 3, 64, 10000, 32, 0}, {5, 2, 128, 500000, 256, 0}, {4, 4, 64, 10000, 64, 5},
+	} {
+		n := c.tokens * c.heads * c.hd
+		pairs := n / 2
+		grid := c.grid
+		if grid == 0 {
+			grid = (pairs + c.block - 1) / c.block
+		}
+		covered := min(pairs, grid*c.block)
+		x := randomValues(e.rng, t, n, 2)
+		pos := make([]int32, c.tokens)
+		for i := range pos {
+			pos[i] = int32(e.rng.IntN(8192))
+		}
+		pos[0] = 0
+		xb, err := newRowBuf(e, encode(t, x), sz)
+		if err != nil {
+			return err
+		}
+		defer xb.free()
+		pb, err := newRowBuf(e, i32Bytes(pos), 4)
+		if err != nil {
+			return err
+		}
+		defer pb.free()
+		if err := launchRow(e, op, t, grid, c.block, core.ArgBuffer(xb.v), core.ArgBuffer(pb.v), core.ArgF32(float32(c.theta)),
+			core.ArgU64(uint64(c.tokens)), core.ArgU64(uint64(c.heads)), core.ArgU64(uint64(c.hd))); err != nil {
+			return err
+		}
+		raw, err := xb.read("x")
+		if err != nil {
+			return err
+		}
+		got := decode(t, raw)
+		half := c.hd / 2
+		tol := kernelTol(t)
+		for p := 0; p < pairs; p++ {
+			tk, rem := p/(c.heads*half), p%(c.heads*half)
+			h, j := rem/half, rem%half
+			base := (tk*c.heads + h) * c.hd
+			i0, i1 := base+j, base+j+half
+			if op == "rope_llama" {
+				i0, i1 = base+2*j, base+2*j+1
+			}
+			u, v := x[i0], x[i1]
+			w0, w1 := u, v
+			mag := math.Abs(u) + math.Abs(v)
+			slack := 0.0
+			if p < covered {
+				ex := float32(2*j) / float32(c.hd)
+				inv := float64(float32(1 / math.Pow(c.theta, float64(ex))))
+				a := float64(float32(float64(pos[tk]) * inv))
+				w0, w1 = u*math.Cos(a)-v*math.Sin(a), u*math.Sin(a)+v*math.Cos(a)
+				slack = tol*mag + 4e-7*(1+a)*mag + tinyOf(t)
+			}
+			if math.Abs(got[i0]-w0) > slack || math.Abs(got[i1]-w1) > slack || math.IsNaN(got[i0]+got[i1]) {
+				return fmt.Errorf("tokens %d heads %d head_dim %d grid %d: pair %d (token %d pos %d head %d j %d) is (%g, %g), want (%g, %g)",
+					c.tokens, c.heads, c.hd, grid, p, tk, pos[tk], h, j, got[i0], got[i1], w0, w1)
+			}
+		}
+	}
+	return nil
+}
+
+func checkEmbed(e *env, t core.DType) error {
+	sz := t.Size()
+	const vocab = 50
+	for _, c := range []struct{ tokens, cols, block, grid int }{
+		{9, 1, 1, 0}, {9, 64, 64, 0}, {6, 100, 256, 0}, {9, 64, 32, 5},
+	} {
+		table := randomValues(e.rng, t, vocab*c.cols, 3)
+		ids := make([]int32, c.tokens)
+		for i := range ids {
+			ids[i] = int32(e.rng.IntN(vocab))
+		}
+		ids[1], ids[c.tokens-1] = -1, vocab // out of range: zeros
+		grid := c.grid
+		if grid == 0 {
+			grid = (c.tokens*c.cols + c.block - 1) / c.block
+		}
+		covered := min(c.tokens*c.cols, grid*c.block)
+		y, err := newRowBuf(e, make([]byte, c.tokens*c.cols*sz), sz)
+		if err != nil {
+			return err
+		}
+		defer y.free()
+		if err := core.Memset(y.v, 0xee); err != nil {
+			return err
+		}
+		tb, err := newRowBuf(e, encode(t, table), 0)
+		if err != nil {
+			return err
+		}
+		defer tb.free()
+		ib, err := newRowBuf(e, i32Bytes(ids), 4)
+		if err != nil {
+			return err
+		}
+		defer ib.free()
+		if err := launchRow(e, "embed", t, grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(tb.v), core.ArgBuffer(ib.v),
+			core.ArgU64(uint64(c.tokens)), core.ArgU64(uint64(c.cols)), core.ArgU64(vocab)); err != nil {
+			return err
+		}
+		raw, err := y.read("y")
+		if err != nil {
+			return err
+		}
+		got := decode(t, raw)
+		for i := 0; i < c.tokens*c.cols; i++ {
+			tk, col := i/c.cols, i%c.cols
+			if i >= covered {
+				if raw[i*sz] != 0xee {
+					return fmt.Errorf("tokens %d cols %d grid %d: element %d past the grid was written", c.tokens, c.cols, grid, i)
+				}
+				continue
+			}
+			want := 0.0
+			if id := ids[tk]; id >= 0 && id < vocab {
+				want = table[int(id)*c.cols+col]
+			}
+			if got[i] != want {
+				return fmt.Errorf("tokens %d cols %d: y[%d][%d] (id %d) is %g, want %g", c.tokens, c.cols, tk, col, ids[tk], got[i], want)
+			}
+		}
+	}
+	return nil
+}
+
+// rankKey orders a row as gpurt.h's argmax_T and sample_T do: larger
+// values first, -0 as +0, NaN last, then the lower index.
+func rankKey(v float64, c int) uint64 {
+	f := float32(v)
+	var k uint32
+	switch {
+	case f != f:
+		k = 0
+	default:
+		if f == 0 {
+			f = 0
+		}
+		u := math.Float32bits(f)
+		if u&0x80000000 != 0 {
+			k = ^u
+		} else {
+			k = u | 0x80000000
+		}
+	}
+	return uint64(k)<<32 | uint64(0xffffffff-uint32(c))
+}
+
+// rowOrder is the row's indices in sample_T's order.
+func rowOrder(x []float64) []int {
+	idx := make([]int, len(x))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return rankKey(x[idx[a]], idx[a]) > rankKey(x[idx[b]], idx[b]) })
+	return idx
+}
+
+// rowArgmax runs argmax_T or sample_T over rows x cols and returns idx.
+func rowArgmax(e *env, name string, t core.DType, x []float64, rows, cols, grid, block int, extra ...core.Arg) ([]int32, error) {
+	xb, err := newRowBuf(e, encode(t, x), t.Size())
+	if err != nil {
+		return nil, err
+	}
+	defer xb.free()
+	ib, err := newRowBuf(e, make([]byte, 4*rows), 4)
+	if err != nil {
+		return nil, err
+	}
+	defer ib.free()
+	if err := core.Memset(ib.v, 0xee); err != nil {
+		return nil, err
+	}
+	args := append([]core.Arg{core.ArgBuffer(ib.v), core.ArgBuffer(xb.v), core.ArgU64(uint64(rows)), core.ArgU64(uint64(cols))}, extra...)
+	if err := launchRow(e, name, t, grid, block, args...); err != nil {
+		return nil, err
+	}
+	raw, err := ib.read("idx")
+	if err != nil {
+		return nil, err
+	}
+	return bytesI32(raw), nil
+}
+
+func checkArgmax(e *env, t core.DType) error {
+	for _, c := range []struct{ rows, cols, grid, block int }{
+		{1, 1, 1, 1}, {4, 100, 4, 32}, {3, 5000, 3, 1024}, {5, 777, 5, 100}, {6, 64, 4, 64},
+	} {
+		x := randomValues(e.rng, t, c.rows*c.cols, 4)
+		for r := 0; r < c.rows && c.cols > 3; r++ {
+			row := x[r*c.cols : (r+1)*c.cols]
+			switch r % 3 {
+			case 0: // a tie of the maximum: the lower index wins
+				a, b := e.rng.IntN(c.cols), e.rng.IntN(c.cols)
+				row[a], row[b] = 5, 5
+			case 1: // NaN is below everything; -0 equals +0
+				for j := range row {
+					row[j] = -math.Abs(row[j]) - 1
+				}
+				row[e.rng.IntN(c.cols)] = math.NaN()
+				row[c.cols-1] = 0
+				row[c.cols-2] = math.Copysign(0, -1)
+			}
+		}
+		got, err := rowArgmax(e, "argmax", t, x, c.rows, c.cols, c.grid, c.block)
+		if err != nil {
+			return err
+		}
+		for r := 0; r < c.rows; r++ {
+			if r >= c.grid {
+				if got[r] != int32(-286331154) { // 0xeeeeeeee
+					return fmt.Errorf("rows %d grid %d: row %d past the grid was written", c.rows, c.grid, r)
+				}
+				continue
+			}
+			want := rowOrder(x[r*c.cols : (r+1)*c.cols])[0]
+			if int(got[r]) != want {
+				return fmt.Errorf("rows %d cols %d block %d: row %d: argmax %d, want %d", c.rows, c.cols, c.block, r, got[r], want)
+			}
+		}
+	}
+	return nil
+}
+
+// splitmix64 is sample_T's hash (gpurt.h).
+func splitmix64(z uint64) uint64 {
+	z ^= z >> 30
+	z *= 0xBF58476D1CE4E5B9
+	z ^= z >> 27
+	z *= 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// sampleRef is sample_T's choice for one row in float64: the token, and
+// whether the draw or the top-p cut lies too close to a boundary for the
+// rounding of a backend's sums to be ruled out (then any token of the
+// kept set, widened by the margin, is accepted: allowed).
+func sampleRef(x []float64, topK int, topP, temp float64, seed uint64, r int) (tok int, near bool, allowed map[int]bool) {
+	order := rowOrder(x)
+	if topK == 1 || temp <= 0 {
+		return order[0], false, map[int]bool{order[0]: true}
+	}
+	if topK == 0 || topK > len(x) {
+		topK = len(x)
+	}
+	mx := float64(float32(x[order[0]]))
+	w := make([]float64, topK)
+	z := 0.0
+	for i := 0; i < topK; i++ {
+		w[i] = math.Exp((float64(float32(x[order[i]])) - mx) / temp)
+		z += w[i]
+	}
+	const margin = 1e-4
+	keep, wide := topK, topK
+	if topP < 1 {
+		keep, wide = 1, 1
+		if topP > 0 {
+			cum := 0.0
+			keep, wide = 0, 0
+			for i := 0; i < topK; i++ {
+				cum += w[i]
+				if keep == 0 && cum >= topP*z {
+					keep = i + 1
+				}
+				if wide == 0 && cum >= (topP+margin)*z {
+					wide = i + 1
+				}
+			}
+			if wide == 0 {
+				wide = topK
+			}
+			cum = 0
+			for i := 0; i < keep; i++ {
+				cum += w[i]
+			}
+			if math.Abs(cum-topP*z) < margin*z || math.Abs(cum-w[keep-1]-topP*z) < margin*z {
+				near = true
+			}
+		}
+	}
+	allowed = map[int]bool{}
+	for i := 0; i < wide; i++ {
+		allowed[order[i]] = true
+	}
+	zk := 0.0
+	for i := 0; i < keep; i++ {
+		zk += w[i]
+	}
+	h := splitmix64(seed + uint64(r+1)*0x9E3779B97F4A7C15)
+	u := float64(h>>40) / (1 << 24)
+	target := u * zk
+	cum := 0.0
+	tok = order[keep-1]
+	for i := 0; i < keep; i++ {
+		cum += w[i]
+		if math.Abs(cum-target) < margin*zk {
+			near = true
+		}
+		if cum > target {
+			tok = order[i]
+			break
+		}
+	}
+	return tok, near, allowed
+}
+
+func checkSample(e *env, t core.DType) error {
+	// The set and the exact token against the float64 reference; the same
+	// seed twice gives the same tokens.
+	for _, c := range []struct {
+		rows, cols, topK int
+		topP, temp       float64
+		block            int
+	}{
+		{4, 1000, 50, 0.9, 0.8, 256}, {3, 300, 0, 1, 1, 64}, {5, 128, 1, 0.5, 1, 32}, {2, 64, 10, 0.5, 0, 32},
+		{6, 4099, 0, 0.95, 1.2, 1024}, {3, 100, 7, 0, 1, 100},
+	} {
+		x := randomValues(e.rng, t, c.rows*c.cols, 3)
+		seed := e.rng.Uint64()
+		extra := []core.Arg{core.ArgU64(uint64(c.topK)), core.ArgF32(float32(c.topP)), core.ArgF32(float32(c.temp)), core.ArgU64(seed)}
+		got, err := rowArgmax(e, "sample", t, x, c.rows, c.cols, c.rows, c.block, extra...)
+		if err != nil {
+			return err
+		}
+		again, err := rowArgmax(e, "sample", t, x, c.rows, c.cols, c.rows, c.block, extra...)
+		if err != nil {
+			return err
+		}
+		for r := 0; r < c.rows; r++ {
+			if got[r] != again[r] {
+				return fmt.Errorf("rows %d cols %d: row %d: the same seed gave %d then %d", c.rows, c.cols, r, got[r], again[r])
+			}
+			tok, near, allowed := sampleRef(x[r*c.cols:(r+1)*c.cols], c.topK, float64(float32(c.topP)), float64(float32(c.temp)), seed, r)
+			if !allowed[int(got[r])] {
+				return fmt.Errorf("cols %d top_k %d top_p %g temperature %g: row %d: token %d is outside the kept set (%d tokens)",
+					c.cols, c.topK, c.topP, c.temp, r, got[r], len(allowed))
+			}
+			if !near && int(got[r]) != tok {
+				return fmt.Errorf("cols %d top_k %d top_p %g temperature %g seed %#x: row %d: token %d, want %d",
+					c.cols, c.topK, c.topP, c.temp, seed, r, got[r], tok)
+			}
+		}
+	}
+	// The distribution: one row of logits repeated; each row draws its own
+	// number, so the rows' tokens follow softmax(x / temperature) over the
+	// top-k set.
+	const rows, cols, topK = 4000, 8, 5
+	base := []float64{1, 0.5, 2, -1, 0.25, 1.5, -3, 0}
+	x := make([]float64, rows*cols)
+	for r := 0; r < rows; r++ {
+		copy(x[r*cols:], base)
+	}
+	got, err := rowArgmax(e, "sample", t, x, rows, cols, rows, 32, core.ArgU64(topK), core.ArgF32(1), core.ArgF32(1), core.ArgU64(e.rng.Uint64()))
+	if err != nil {
+		return err
+	}
+	order := rowOrder(base)
+	p := map[int]float64{}
+	z := 0.0
+	for i := 0; i < topK; i++ {
+		p[order[i]] = math.Exp(float64(float32(roundTo(t, base[order[i]]))) - float64(float32(roundTo(t, base[order[0]]))))
+		z += p[order[i]]
+	}
+	count := map[int]int{}
+	for _, g := range got {
+		if _, ok := p[int(g)]; !ok {
+			return fmt.Errorf("distribution: token %d is outside the top %d", g, topK)
+		}
+		count[int(g)]++
+	}
+	for tok, pr := range p {
+		want := pr / z * rows
+		sd := math.Sqrt(want * (1 - pr/z))
+		if math.Abs(float64(count[tok])-want) > 5*sd+1 {
+			return fmt.Errorf("distribution: token %d drawn %d times of %d, want about %.0f (p %.3f)", tok, count[tok], rows, want, pr/z)
+		}
+	}
+	return nil
+}
