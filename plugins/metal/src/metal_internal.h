@@ -171,6 +171,7 @@ typedef struct gm_gemm_params {
   NSArray<GMDevice *> *devices;
   gp_handle_table buffers, hosts, streams, events, modules, kernels, plans;
   gp_handle_table graphs; /* 1.3 (metal_graph.m) */
+  gp_handle_table attns;  /* 1.5 (metal_attention.m) */
   uint64_t device_bytes, host_bytes;
   /* fault injection (runtime_control), as in the mock */
   int64_t fail_alloc_nth, fail_launch_nth;
@@ -278,6 +279,16 @@ gpurt_error *gm_gemm_plan_create(gpurt_runtime *h, uint32_t device,
 gpurt_error *gm_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *p);
 gpurt_error *gm_gemm_run(gpurt_runtime *h, gpurt_stream *s, gpurt_gemm_plan *p,
                          const gpurt_gemm_run_args *args);
+/* metal_attention.m: attention over a paged KV cache (1.5) */
+gpurt_error *gm_kv_append(gpurt_runtime *h, gpurt_stream *s, const gpurt_kv_append_args *args);
+gpurt_error *gm_attention_create(gpurt_runtime *h, uint32_t device, const gpurt_attention_desc *desc,
+                                 gpurt_attention **out);
+gpurt_error *gm_attention_destroy(gpurt_runtime *h, gpurt_attention *a);
+gpurt_error *gm_attention_plan(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
+                               const gpurt_attention_plan_args *args);
+gpurt_error *gm_attention_run(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
+                              const gpurt_attention_run_args *args);
+
 /* metal_quant.m: quantized and grouped matmul (1.4) */
 gpurt_error *gm_quant_matmul(gpurt_runtime *h, gpurt_stream *s, const gpurt_quant_matmul_args *args);
 gpurt_error *gm_grouped_gemm(gpurt_runtime *h, gpurt_stream *s, const gpurt_grouped_gemm_args *args);

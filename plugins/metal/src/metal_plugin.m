@@ -97,6 +97,7 @@ const char gp_plugin_prefix[] = "metal";
   gp_table_free(&kernels);
   gp_table_free(&plans);
   gp_table_free(&graphs);
+  gp_table_free(&attns);
   pthread_mutex_destroy(&mu);
 }
 @end
@@ -408,6 +409,7 @@ static gpurt_error *gm_runtime_create(const gpurt_runtime_create_args *args,
     gp_table_init(&rt->kernels, GP_KIND_KERNEL, rt->serial);
     gp_table_init(&rt->plans, GP_KIND_GEMM_PLAN, rt->serial);
     gp_table_init(&rt->graphs, GP_KIND_GRAPH, rt->serial);
+    gp_table_init(&rt->attns, GP_KIND_ATTENTION, rt->serial);
     void *o_rt = (void *)CFBridgingRetain(rt);
     uintptr_t h = 0;
     int r = gp_table_insert(&g_rts, o_rt, &h);
@@ -449,6 +451,7 @@ static gpurt_error *gm_runtime_destroy(gpurt_runtime *h) {
     pthread_mutex_lock(&rt->mu);
     rt->closed = 1;
     gm_drain_locked(&rt->graphs, keep);
+    gm_drain_locked(&rt->attns, keep);
     gm_drain_locked(&rt->plans, keep);
     gm_drain_locked(&rt->kernels, keep);
     gm_drain_locked(&rt->modules, keep);
@@ -644,6 +647,11 @@ static const gpurt_api gm_api = {
     .graph_launch = gm_graph_launch,
     .graph_update = gm_graph_update,
     .graph_destroy = gm_graph_destroy,
+    .kv_append = gm_kv_append,
+    .attention_create = gm_attention_create,
+    .attention_destroy = gm_attention_destroy,
+    .attention_plan = gm_attention_plan,
+    .attention_run = gm_attention_run,
 };
 
 /* The entry: csrc's gp_negotiate. No side effects: no Metal call, no
