@@ -17,7 +17,11 @@
 //
 // with h and n of batch x hidden, g, u, a of batch x intermediate,
 // row-major, and weights as torch.nn.Linear stores them (out x in,
-// row-major). scripts/decodestep_torch.py is its PyTorch twin.
+// row-major): the "plain" variant, 6 operations a layer. The "fused"
+// variant does the same work in 4: gate and up as one strided batched
+// GEMM (batch 2 over W_gate and W_up stored one after the other), and the
+// residual add inside the down GEMM (beta 1, C = D = h).
+// scripts/decodestep_torch.py is its PyTorch twin (both variants).
 //
 // RMSNorm is not a built-in kernel: on CUDA it is rmsnorm.cu, loaded as
 // a user PTX module (rmsnorm.ptx, embedded); on backends that cannot load
@@ -117,6 +121,8 @@ type Result struct {
 	Inter  int    `json:"inter"`
 	Layers int    `json:"layers"`
 	Batch  int    `json:"batch"`
+	// Variant is "plain" (6 operations a layer) or "fused" (4).
+	Variant string `json:"variant"`
 	// Impl is "gpurt eager", "gpurt replayed", "gpurt check" (a
 	// comparison with the Go reference), "torch eager", "torch graph".
 	Impl string `json:"impl"`
@@ -150,6 +156,8 @@ type Options struct {
 	Batches []int    // default 1 and 16
 	Steps   int      // timed steps per mode (default 100)
 	Warmup  int      // untimed steps first (default 5)
+	// Variants are "plain" and/or "fused" (default plain).
+	Variants []string
 	// Norm says how RMSNorm runs: "ptx" (rmsnorm.cu as a PTX module),
 	// "composed" (built-ins and GEMMs), or "" / "auto": ptx when the
 	// backend loads PTX (cuda), else composed.
@@ -175,6 +183,14 @@ func Run(dev *core.Device, opt Options) error {
 	if opt.Steps <= 0 {
 		opt.Steps = 100
 	}
+	if len(opt.Variants) == 0 {
+		opt.Variants = []string{"plain"}
+	}
+	for _, v := range opt.Variants {
+		if _, err := fused(v); err != nil {
+			return err
+		}
+	}
 	if opt.Warmup < 0 {
 		opt.Warmup = 0
 	} else if opt.Warmup == 0 {
@@ -188,33 +204,60 @@ func Run(dev *core.Device, opt Options) error {
 	var errs []error
 	for _, c := range opt.Configs {
 		for _, b := range opt.Batches {
-			rs, err := k.benchOne(c, b, opt.Steps, opt.Warmup)
-			for _, r := range rs {
-				if e := opt.Emit(r); e != nil {
-					return e
+			for _, v := range opt.Variants {
+				fu, _ := fused(v)
+				rs, err := k.benchOne(c, b, fu, opt.Steps, opt.Warmup)
+				for _, r := range rs {
+					if e := opt.Emit(r); e != nil {
+						return e
+					}
 				}
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("decodestep %v batch %d: %w", c, b, err))
+				if err != nil {
+					errs = append(errs, fmt.Errorf("decodestep %v batch %d %s: %w", c, b, v, err))
+				}
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Check runs one eager step of c at batch b on dev and compares it with
+// fused says whether variant v is "fused" ("plain" is not).
+func fused(v string) (bool, error) {
+	switch v {
+	case "plain":
+		return false, nil
+	case "fused":
+		return true, nil
+	}
+	return false, fmt.Errorf("decodestep: variant %q: want plain or fused", v)
+}
+
+// variantName is fused's inverse.
+func variantName(fuse bool) string {
+	if fuse {
+		return "fused"
+	}
+	return "plain"
+}
+
+// Check runs one eager step of c at batch b (variant "plain" or "fused")
+// on dev and compares it with
 // a float64 Go reference (rounded to bf16 where each operation rounds),
 // and the replayed step with the eager one. The result's OK says whether
 // the largest relative error (see Result.MaxErr) is within tol (0: 0.03
 // for the PTX norm, 0.08 for the composed one) and the replay is
 // identical; a failure is also the error.
-func Check(dev *core.Device, c Config, b int, norm string, tol float64) (Result, error) {
+func Check(dev *core.Device, c Config, b int, variant, norm string, tol float64) (Result, error) {
+	fu, err := fused(variant)
+	if err != nil {
+		return Result{}, err
+	}
 	k, err := newKit(dev, norm)
 	if err != nil {
 		return Result{}, err
 	}
 	defer k.close()
-	return k.check(c, b, tol)
+	return k.check(c, b, fu, tol)
 }
 
 // kit is what every model on a device shares: the kernels and the norm.
@@ -346,9 +389,11 @@ func randBF16(rng *rand.Rand, n int, scale, mean float64) []byte {
 	return p
 }
 
-// layer is one layer's weights.
+// layer is one layer's weights. Plain: wg and wu are buffers; fused:
+// wgu holds W_gate then W_up, and wg and wu are views of it.
 type layer struct {
-	wn, wg, wu, wd *core.Buffer
+	wn, wd, wgu *core.Buffer
+	wg, wu      core.Region
 }
 
 // model is one config at one batch size on a kit's device.
@@ -356,23 +401,27 @@ type model struct {
 	k                       *kit
 	c                       Config
 	batch                   int
+	fuse                    bool
 	layers                  []layer
 	xin, h, xn, g, u, a, dn *core.Buffer
+	gu                      *core.Buffer // fused: g then u (gv and uv are views of it)
+	gv, uv                  core.Region
 	up, down                core.GemmDesc // gate/up: inter x batch = W (stored hidden x inter) ^T . n; down likewise
+	gateUp                  core.GemmDesc // fused: up, batch 2
 	normCfg                 core.LaunchConfig
 	cfgH, cfgI              core.LaunchConfig
 	cn                      *composedNorm
 	bufs                    []*core.Buffer
 }
 
-func (k *kit) newModel(c Config, batch int) (m *model, err error) {
+func (k *kit) newModel(c Config, batch int, fuse bool) (m *model, err error) {
 	if c.Hidden <= 0 || c.Inter <= 0 || c.Layers <= 0 || batch <= 0 {
 		return nil, fmt.Errorf("decodestep: config %v batch %d: every size must be positive", c, batch)
 	}
 	if err := k.pools(c); err != nil {
 		return nil, err
 	}
-	m = &model{k: k, c: c, batch: batch}
+	m = &model{k: k, c: c, batch: batch, fuse: fuse}
 	defer func() {
 		if err != nil {
 			m.close()
@@ -391,10 +440,26 @@ func (k *kit) newModel(c Config, batch int) (m *model, err error) {
 	for _, p := range []struct {
 		b **core.Buffer
 		n int
-	}{{&m.xin, B * H}, {&m.h, B * H}, {&m.xn, B * H}, {&m.g, B * I}, {&m.u, B * I}, {&m.a, B * I}, {&m.dn, B * H}} {
+	}{{&m.xin, B * H}, {&m.h, B * H}, {&m.xn, B * H}, {&m.a, B * I}, {&m.dn, B * H}} {
 		if *p.b, err = alloc(p.n); err != nil {
 			return nil, err
 		}
+	}
+	if fuse {
+		if m.gu, err = alloc(2 * B * I); err != nil {
+			return nil, err
+		}
+		if m.gv, m.uv, err = halves(m.gu); err != nil {
+			return nil, err
+		}
+	} else {
+		if m.g, err = alloc(B * I); err != nil {
+			return nil, err
+		}
+		if m.u, err = alloc(B * I); err != nil {
+			return nil, err
+		}
+		m.gv, m.uv = m.g, m.u
 	}
 	if err = core.CopyFromHost(m.xin, randBF16(k.rng, B*H, 1, 0)); err != nil {
 		return nil, err
@@ -409,11 +474,18 @@ func (k *kit) newModel(c Config, batch int) (m *model, err error) {
 		if err = core.CopyFromHost(l.wn, randBF16(k.rng, H, 0.1, 1)); err != nil {
 			return nil, err
 		}
-		for _, w := range []struct {
+		type wspec struct {
 			b    **core.Buffer
+			n    int
 			pool *core.Buffer
-		}{{&l.wg, k.poolH}, {&l.wu, k.poolH}, {&l.wd, k.poolI}} {
-			if *w.b, err = alloc(H * I); err != nil {
+		}
+		var wg, wu *core.Buffer
+		ws := []wspec{{&wg, H * I, k.poolH}, {&wu, H * I, k.poolH}, {&l.wd, H * I, k.poolI}}
+		if fuse {
+			ws = []wspec{{&l.wgu, 2 * H * I, k.poolH}, {&l.wd, H * I, k.poolI}}
+		}
+		for _, w := range ws {
+			if *w.b, err = alloc(w.n); err != nil {
 				return nil, err
 			}
 			seed += 7919
@@ -421,12 +493,21 @@ func (k *kit) newModel(c Config, batch int) (m *model, err error) {
 				return nil, err
 			}
 		}
+		if fuse {
+			if l.wg, l.wu, err = halves(l.wgu); err != nil {
+				return nil, err
+			}
+		} else {
+			l.wg, l.wu = wg, wu
+		}
 	}
 	if err = k.s.Synchronize(); err != nil {
 		return nil, err
 	}
 	m.up = core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: I, N: B, K: H}
 	m.down = core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: H, N: B, K: I}
+	m.gateUp = m.up
+	m.gateUp.Batch, m.gateUp.StrideA, m.gateUp.StrideB, m.gateUp.StrideD = 2, int64(I*H), 0, int64(I*B)
 	m.cfgH, m.cfgI = core.Grid1D(B*H, 256), core.Grid1D(B*I, 256)
 	threads := min(1024, max(32, (H/8+31)/32*32))
 	m.normCfg = core.LaunchConfig{Grid: [3]uint32{uint32(B), 1, 1}, Block: [3]uint32{uint32(threads), 1, 1}}
@@ -436,6 +517,17 @@ func (k *kit) newModel(c Config, batch int) (m *model, err error) {
 		}
 	}
 	return m, nil
+}
+
+// halves are the two halves of b.
+func halves(b *core.Buffer) (core.View, core.View, error) {
+	n := b.Len() / 2
+	lo, err := b.View(0, n)
+	if err != nil {
+		return core.View{}, core.View{}, err
+	}
+	hi, err := b.View(n, n)
+	return lo, hi, err
 }
 
 // fillFrom fills dst with the pool's bytes, starting at a place seed
@@ -475,6 +567,9 @@ func (m *model) close() {
 // ops is the number of operations of one eager step.
 func (m *model) ops() int {
 	per := 6
+	if m.fuse {
+		per = 4
+	}
 	if m.cn != nil {
 		per += m.cn.ops() - 1
 	}
@@ -493,14 +588,26 @@ func (m *model) step(s *core.Stream) error {
 		if err := m.rmsnorm(s, m.xn, m.h, l.wn); err != nil {
 			return fmt.Errorf("layer %d rmsnorm: %w", li, err)
 		}
-		if err := s.Gemm(m.up, core.GemmOperands{A: l.wg, B: m.xn, D: m.g, Alpha: 1}); err != nil {
-			return fmt.Errorf("layer %d gate GEMM: %w", li, err)
+		if m.fuse {
+			if err := s.Gemm(m.gateUp, core.GemmOperands{A: l.wgu, B: m.xn, D: m.gu, Alpha: 1}); err != nil {
+				return fmt.Errorf("layer %d gate+up GEMM: %w", li, err)
+			}
+		} else {
+			if err := s.Gemm(m.up, core.GemmOperands{A: l.wg, B: m.xn, D: m.g, Alpha: 1}); err != nil {
+				return fmt.Errorf("layer %d gate GEMM: %w", li, err)
+			}
+			if err := s.Gemm(m.up, core.GemmOperands{A: l.wu, B: m.xn, D: m.u, Alpha: 1}); err != nil {
+				return fmt.Errorf("layer %d up GEMM: %w", li, err)
+			}
 		}
-		if err := s.Gemm(m.up, core.GemmOperands{A: l.wu, B: m.xn, D: m.u, Alpha: 1}); err != nil {
-			return fmt.Errorf("layer %d up GEMM: %w", li, err)
-		}
-		if err := s.Launch(k.silu, m.cfgI, core.ArgBuffer(m.a), core.ArgBuffer(m.g), core.ArgBuffer(m.u), nI); err != nil {
+		if err := s.Launch(k.silu, m.cfgI, core.ArgBuffer(m.a), core.ArgBuffer(m.gv), core.ArgBuffer(m.uv), nI); err != nil {
 			return fmt.Errorf("layer %d silu_mul: %w", li, err)
+		}
+		if m.fuse {
+			if err := s.Gemm(m.down, core.GemmOperands{A: l.wd, B: m.a, C: m.h, D: m.h, Alpha: 1, Beta: 1}); err != nil {
+				return fmt.Errorf("layer %d down GEMM + residual: %w", li, err)
+			}
+			continue
 		}
 		if err := s.Gemm(m.down, core.GemmOperands{A: l.wd, B: m.a, D: m.dn, Alpha: 1}); err != nil {
 			return fmt.Errorf("layer %d down GEMM: %w", li, err)
@@ -616,15 +723,15 @@ func (cn *composedNorm) run(s *core.Stream, y, x, w *core.Buffer) error {
 }
 
 // benchOne measures c at batch b: eager, then replayed.
-func (k *kit) benchOne(c Config, b, steps, warmup int) ([]Result, error) {
+func (k *kit) benchOne(c Config, b int, fuse bool, steps, warmup int) ([]Result, error) {
 	base := Result{Config: c.String(), Hidden: c.Hidden, Inter: c.Inter, Layers: c.Layers, Batch: b,
-		Norm: k.normName, Backend: k.backend, Steps: steps}
+		Variant: variantName(fuse), Norm: k.normName, Backend: k.backend, Steps: steps}
 	fail := func(impl string, err error) Result {
 		r := base
 		r.Impl, r.Note = impl, err.Error()
 		return r
 	}
-	m, err := k.newModel(c, b)
+	m, err := k.newModel(c, b, fuse)
 	if err != nil {
 		return []Result{fail("gpurt eager", err), fail("gpurt replayed", err)}, err
 	}

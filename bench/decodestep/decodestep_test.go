@@ -35,16 +35,19 @@ var tiny = Config{Hidden: 64, Inter: 160, Layers: 3}
 
 func TestCheckOnMockMatchesReference(t *testing.T) {
 	dev := mockDevice(t)
-	for _, b := range []int{1, 5} {
-		r, err := Check(dev, tiny, b, "auto", 0)
-		require.NoError(t, err, "batch %d", b)
-		assert.Equal(t, "composed", r.Norm)
-		require.NotNil(t, r.OK)
-		assert.True(t, *r.OK)
-		assert.Equal(t, "identical", r.Match)
-		assert.Greater(t, r.MaxErr, 0.0, "an exact match with a float64 reference would mean the check compares nothing")
-		assert.LessOrEqual(t, r.MaxErr, r.Tol)
-		t.Logf("batch %d: max relative error %.4g (tolerance %g), %d ops", b, r.MaxErr, r.Tol, r.Ops)
+	for _, v := range []string{"plain", "fused"} {
+		for _, b := range []int{1, 5} {
+			r, err := Check(dev, tiny, b, v, "auto", 0)
+			require.NoError(t, err, "%s batch %d", v, b)
+			assert.Equal(t, v, r.Variant)
+			assert.Equal(t, "composed", r.Norm)
+			require.NotNil(t, r.OK)
+			assert.True(t, *r.OK)
+			assert.Equal(t, "identical", r.Match)
+			assert.Greater(t, r.MaxErr, 0.0, "an exact match with a float64 reference would mean the check compares nothing")
+			assert.LessOrEqual(t, r.MaxErr, r.Tol)
+			t.Logf("%s batch %d: max relative error %.4g (tolerance %g), %d ops", v, b, r.MaxErr, r.Tol, r.Ops)
+		}
 	}
 }
 
@@ -56,7 +59,7 @@ func TestCheckFailsOnAWrongStep(t *testing.T) {
 	require.NoError(t, err)
 	defer k.close()
 	k.tweak = func(m *model) { m.up.TransA, m.up.LDA = false, m.c.Inter }
-	r, err := k.check(Config{Hidden: 64, Inter: 64, Layers: 1}, 2, 0)
+	r, err := k.check(Config{Hidden: 64, Inter: 64, Layers: 1}, 2, false, 0)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "differs from the Go reference")
 	assert.False(t, *r.OK)
@@ -66,9 +69,9 @@ func TestRunOnMock(t *testing.T) {
 	dev := mockDevice(t)
 	var rs []Result
 	err := Run(dev, Options{Configs: []Config{tiny, {Hidden: 32, Inter: 64, Layers: 2}}, Batches: []int{1, 3},
-		Steps: 3, Warmup: 1, Emit: func(r Result) error { rs = append(rs, r); return nil }})
+		Steps: 3, Warmup: 1, Variants: []string{"plain", "fused"}, Emit: func(r Result) error { rs = append(rs, r); return nil }})
 	require.NoError(t, err)
-	require.Len(t, rs, 8)
+	require.Len(t, rs, 16)
 	for _, r := range rs {
 		assert.Empty(t, r.Note, "%s %s batch %d", r.Config, r.Impl, r.Batch)
 		assert.Greater(t, r.StepUs, 0.0, "%s %s", r.Config, r.Impl)
@@ -82,21 +85,29 @@ func TestRunOnMock(t *testing.T) {
 			t.Errorf("unexpected impl %q", r.Impl)
 		}
 	}
-	// Ops: the copy, then per layer the composed norm (55 ops) and 5 more.
+	// Ops: the copy, then per layer the composed norm (55 ops) and 5 more
+	// (3 fused).
+	assert.Equal(t, "plain", rs[0].Variant)
 	assert.Equal(t, 1+3*(55+5), rs[0].Ops)
 	assert.Equal(t, rs[0].Ops, rs[1].Ops, "the graph has one node per eager operation")
+	assert.Equal(t, "fused", rs[2].Variant)
+	assert.Equal(t, 1+3*(55+3), rs[2].Ops)
+	assert.Equal(t, rs[2].Ops, rs[3].Ops)
 }
 
 func TestBadInput(t *testing.T) {
 	dev := mockDevice(t)
-	_, err := Check(dev, tiny, 1, "fast", 0)
+	_, err := Check(dev, tiny, 1, "plain", "fast", 0)
 	assert.ErrorContains(t, err, `norm "fast"`)
-	_, err = Check(dev, tiny, 1, "ptx", 0)
+	_, err = Check(dev, tiny, 1, "plain", "ptx", 0)
 	assert.ErrorContains(t, err, "rmsnorm.ptx")
-	_, err = Check(dev, Config{Hidden: 0, Inter: 4, Layers: 1}, 1, "", 0)
+	_, err = Check(dev, Config{Hidden: 0, Inter: 4, Layers: 1}, 1, "plain", "", 0)
 	assert.ErrorContains(t, err, "must be positive")
+	_, err = Check(dev, tiny, 1, "merged", "", 0)
+	assert.ErrorContains(t, err, `variant "merged"`)
 	assert.ErrorContains(t, Run(dev, Options{}), "Emit is nil")
-	_, err = Check(nil, tiny, 1, "", 0)
+	assert.ErrorContains(t, Run(dev, Options{Variants: []string{"x"}, Emit: func(Result) error { return nil }}), `variant "x"`)
+	_, err = Check(nil, tiny, 1, "plain", "", 0)
 	assert.ErrorContains(t, err, "nil device")
 	for _, s := range []string{"", "1/2", "1/2/x", "4/0/1"} {
 		_, err := ParseConfigs(s)

@@ -12,7 +12,7 @@ import (
 )
 
 // check is Check on the kit's device.
-func (k *kit) check(c Config, b int, tol float64) (Result, error) {
+func (k *kit) check(c Config, b int, fuse bool, tol float64) (Result, error) {
 	if tol <= 0 {
 		tol = 0.03
 		if k.normName == "composed" {
@@ -20,14 +20,14 @@ func (k *kit) check(c Config, b int, tol float64) (Result, error) {
 		}
 	}
 	r := Result{Config: c.String(), Hidden: c.Hidden, Inter: c.Inter, Layers: c.Layers, Batch: b,
-		Impl: "gpurt check", Norm: k.normName, Backend: k.backend, Tol: tol, Steps: 1}
+		Variant: variantName(fuse), Impl: "gpurt check", Norm: k.normName, Backend: k.backend, Tol: tol, Steps: 1}
 	ok := false
 	r.OK = &ok
 	fail := func(err error) (Result, error) {
 		r.Note = err.Error()
 		return r, err
 	}
-	m, err := k.newModel(c, b)
+	m, err := k.newModel(c, b, fuse)
 	if err != nil {
 		return fail(err)
 	}
@@ -80,11 +80,19 @@ func (k *kit) check(c Config, b int, tol float64) (Result, error) {
 
 // reference computes the step on the host in float64 from the weights on
 // the device, rounding to bf16 where each operation of the step writes
-// bf16; it returns h (batch x hidden).
+// bf16 (the fused variant rounds h + a W_down^T once); it returns h
+// (batch x hidden).
 func (m *model) reference() ([]float64, error) {
 	H, I, B := m.c.Hidden, m.c.Inter, m.batch
-	read := func(b *core.Buffer) ([]float64, error) {
-		raw := make([]byte, b.Len())
+	read := func(b core.Region) ([]float64, error) {
+		n := 0
+		switch v := b.(type) {
+		case *core.Buffer:
+			n = v.Len()
+		case core.View:
+			n = v.Len()
+		}
+		raw := make([]byte, n)
 		if err := core.CopyToHost(raw, b); err != nil {
 			return nil, err
 		}
@@ -97,8 +105,9 @@ func (m *model) reference() ([]float64, error) {
 	rb := func(x float64) float64 {
 		return float64(floatbits.BF16ToFloat32(floatbits.BF16FromFloat32(float32(x))))
 	}
-	// y (B x out) = bf16(x (B x in) W^T), W out x in row-major.
-	linear := func(y, x, w []float64, in, out int) {
+	// y (B x out) = bf16(x (B x in) W^T + y0), W out x in row-major, y0
+	// y's old value when add (else 0).
+	linear := func(y, x, w []float64, in, out int, add bool) {
 		for b := 0; b < B; b++ {
 			xr := x[b*in : (b+1)*in]
 			for o := 0; o < out; o++ {
@@ -106,6 +115,9 @@ func (m *model) reference() ([]float64, error) {
 				var s float64
 				for i, xv := range xr {
 					s += xv * wr[i]
+				}
+				if add {
+					s += y[b*out+o]
 				}
 				y[b*out+o] = rb(s)
 			}
@@ -121,7 +133,7 @@ func (m *model) reference() ([]float64, error) {
 	for li := range m.layers {
 		l := &m.layers[li]
 		var ws [4][]float64
-		for i, buf := range []*core.Buffer{l.wn, l.wg, l.wu, l.wd} {
+		for i, buf := range []core.Region{l.wn, l.wg, l.wu, l.wd} {
 			if ws[i], err = read(buf); err != nil {
 				return nil, err
 			}
@@ -138,12 +150,16 @@ func (m *model) reference() ([]float64, error) {
 				n[b*H+i] = rb(v * r * wn[i])
 			}
 		}
-		linear(g, n, wg, H, I)
-		linear(u, n, wu, H, I)
+		linear(g, n, wg, H, I, false)
+		linear(u, n, wu, H, I, false)
 		for i := range a {
 			a[i] = rb(g[i] / (1 + math.Exp(-g[i])) * u[i])
 		}
-		linear(d, a, wd, I, H)
+		if m.fuse {
+			linear(h, a, wd, I, H, true)
+			continue
+		}
+		linear(d, a, wd, I, H, false)
 		for i := range h {
 			h[i] = rb(h[i] + d[i])
 		}

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/metrale/gpurt/bench/decodestep"
 	"github.com/metrale/gpurt/core"
@@ -37,6 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	steps := fs.Int("steps", 100, "timed steps per mode")
 	warmup := fs.Int("warmup", 5, "untimed steps before timing")
 	norm := fs.String("norm", "auto", "rmsnorm: auto (ptx on cuda, else composed), ptx, composed")
+	variants := fs.String("variants", "plain,fused", "plain (6 operations a layer) and/or fused (gate+up one batched GEMM, residual in the down GEMM: 4)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,6 +62,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "gpurt-decodestep: -check-configs: %v\n", err)
 			return 2
 		}
+	}
+	var vs []string
+	for _, v := range strings.Split(*variants, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if v != "plain" && v != "fused" {
+			fmt.Fprintf(stderr, "gpurt-decodestep: -variants: %q is not plain or fused\n", v)
+			return 2
+		}
+		vs = append(vs, v)
+	}
+	if len(vs) == 0 {
+		fmt.Fprintf(stderr, "gpurt-decodestep: -variants: none given\n")
+		return 2
 	}
 	if *steps <= 0 {
 		fmt.Fprintf(stderr, "gpurt-decodestep: -steps %d: must be positive\n", *steps)
@@ -88,31 +105,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "gpurt-decodestep: %s plugin %s (ABI 1.%d) on %s\n", rt.Backend(), ver, minor, dev.Info().Name)
 	enc := json.NewEncoder(stdout)
 	emit := func(r decodestep.Result) error {
-		fmt.Fprintf(stderr, "gpurt-decodestep: %-16s batch %-3d %-15s step %9.1f us  host %8.1f us %s%s\n",
-			r.Config, r.Batch, r.Impl, r.StepUs, r.HostUs, r.Match, r.Note)
+		fmt.Fprintf(stderr, "gpurt-decodestep: %-16s batch %-3d %-5s %-15s step %9.1f us  host %8.1f us %s%s\n",
+			r.Config, r.Batch, r.Variant, r.Impl, r.StepUs, r.HostUs, r.Match, r.Note)
 		return enc.Encode(r)
 	}
 	rc := 0
 	for _, c := range ccs {
 		for _, b := range bs {
-			r, err := decodestep.Check(dev, c, b, *norm, 0)
-			if r.Impl == "" { // the setup failed before a result
-				r = decodestep.Result{Config: c.String(), Hidden: c.Hidden, Inter: c.Inter, Layers: c.Layers, Batch: b, Impl: "gpurt check"}
-				if err != nil {
-					r.Note = err.Error()
+			for _, v := range vs {
+				r, err := decodestep.Check(dev, c, b, v, *norm, 0)
+				if r.Impl == "" { // the setup failed before a result
+					r = decodestep.Result{Config: c.String(), Hidden: c.Hidden, Inter: c.Inter, Layers: c.Layers, Batch: b, Variant: v, Impl: "gpurt check"}
+					if err != nil {
+						r.Note = err.Error()
+					}
 				}
-			}
-			if e := emit(r); e != nil {
-				fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", e)
-				return 1
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "gpurt-decodestep: check %v batch %d: %v\n", c, b, err)
-				rc = 1
+				if e := emit(r); e != nil {
+					fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", e)
+					return 1
+				}
+				if err != nil {
+					fmt.Fprintf(stderr, "gpurt-decodestep: check %v batch %d %s: %v\n", c, b, v, err)
+					rc = 1
+				}
 			}
 		}
 	}
-	err = decodestep.Run(dev, decodestep.Options{Configs: cs, Batches: bs, Steps: *steps, Warmup: *warmup, Norm: *norm, Emit: emit})
+	err = decodestep.Run(dev, decodestep.Options{Configs: cs, Batches: bs, Steps: *steps, Warmup: *warmup, Norm: *norm,
+		Variants: vs, Emit: emit})
 	if err != nil {
 		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
 		rc = 1

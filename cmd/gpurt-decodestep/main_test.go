@@ -39,11 +39,11 @@ func TestOnMock(t *testing.T) {
 			assert.Greater(t, r.StepUs, 0.0)
 		}
 	}
-	assert.Equal(t, map[string]int{"gpurt check": 2, "gpurt eager": 2, "gpurt replayed": 2}, impls)
+	assert.Equal(t, map[string]int{"gpurt check": 4, "gpurt eager": 4, "gpurt replayed": 4}, impls)
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-configs", "1/2"}, {"-batches", "0"}, {"-steps", "0"}, {"-check-configs", "x"}, {"extra"}} {
+	for _, args := range [][]string{{"-configs", "1/2"}, {"-batches", "0"}, {"-steps", "0"}, {"-check-configs", "x"}, {"-variants", "both"}, {"-variants", ","}, {"extra"}} {
 		var out, errb bytes.Buffer
 		assert.Equal(t, 2, run(args, &out, &errb), "%v", args)
 		assert.NotEmpty(t, errb.String())
