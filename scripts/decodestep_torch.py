@@ -10,7 +10,10 @@ torch and bf16 (weights as nn.Linear stores them, out x in):
                a = F.silu(F.linear(n, W_gate)) * F.linear(n, W_up)
                h.add_(F.linear(a, W_down))
 
-run eagerly and replayed as a torch.cuda.CUDAGraph, with two RMSNorms:
+(variant "plain"), or with gate and up as one F.linear over the two
+weights concatenated (then chunked) and the residual in h.addmm_(a, W_down.t())
+(variant "fused", as gpurt-decodestep's fused variant), each run eagerly
+and replayed as a torch.cuda.CUDAGraph, with two RMSNorms:
 F.rms_norm ("torch eager" / "torch graph") and the Hugging Face Llama
 style in f32 ops ("torch eager hf" / "torch graph hf"). Step time: the
 median of events recorded between steps enqueued back to back (as
@@ -20,7 +23,8 @@ line per measurement (the fields of decodestep.Result) and exits 0 with a
 note line when torch or CUDA is missing.
 
 usage: decodestep_torch.py [--configs 4096/14336/32,...] [--batches 1,16]
-                           [--steps 100] [--warmup 5]
+                           [--steps 100] [--warmup 5] [--variants plain,fused]
+                           [--norms fused,hf]
 """
 import argparse
 import json
@@ -32,9 +36,9 @@ import time
 EPS = 1e-5
 
 
-def base(c, b):
+def base(c, b, variant="plain"):
     h, i, n = c
-    return {"config": "%d/%d/%d" % c, "hidden": h, "inter": i, "layers": n, "batch": b}
+    return {"config": "%d/%d/%d" % c, "hidden": h, "inter": i, "layers": n, "batch": b, "variant": variant}
 
 
 def emit(r):
@@ -48,9 +52,17 @@ def main():
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--norms", default="fused,hf", help="rmsnorm variants: fused (F.rms_norm), hf (Llama style)")
+    ap.add_argument("--variants", default="plain,fused", help="plain (two linears, add) and/or fused (one linear for gate+up, addmm_)")
     a = ap.parse_args()
     configs = [tuple(int(x) for x in c.split("/")) for c in a.configs.split(",") if c]
     batches = [int(b) for b in a.batches.split(",") if b]
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        if v not in ("plain", "fused"):
+            ap.error("--variants: %r is not plain or fused" % v)
+    for n in a.norms.split(","):
+        if n not in ("fused", "hf"):
+            ap.error("--norms: %r is not fused or hf" % n)
     try:
         import torch
         import torch.nn.functional as F
@@ -108,6 +120,10 @@ def main():
                     (torch.randn(I, H, device=dev) / math.sqrt(H)).to(torch.bfloat16),
                     (torch.randn(H, I, device=dev) / math.sqrt(I)).to(torch.bfloat16),
                 ))
+            if "fused" in variants:
+                layers = [(wn, wg, wu, wd, torch.cat((wg, wu), 0)) for wn, wg, wu, wd in layers]
+            else:
+                layers = [(wn, wg, wu, wd, None) for wn, wg, wu, wd in layers]
         except Exception as e:  # noqa: BLE001
             for b in batches:
                 r = base(c, b)
@@ -118,17 +134,24 @@ def main():
         for b in batches:
             xin = torch.randn(b, H, device=dev).to(torch.bfloat16)
             h = torch.empty_like(xin)
-            for key in a.norms.split(","):
+            for variant, key in [(v, k) for v in variants for k in a.norms.split(",")]:
                 sfx, nname, rms = norms[key]
 
-                def step():
+                def step_plain():
                     h.copy_(xin)
-                    for wn, wg, wu, wd in layers:
+                    for wn, wg, wu, wd, _ in layers:
                         n = rms(h, wn)
                         act = F.silu(F.linear(n, wg)) * F.linear(n, wu)
                         h.add_(F.linear(act, wd))
 
-                r0 = dict(base(c, b), steps=a.steps, norm=nname, backend="torch %s" % torch.__version__)
+                def step_fused():
+                    h.copy_(xin)
+                    for wn, _, _, wd, wgu in layers:
+                        g, u = F.linear(rms(h, wn), wgu).chunk(2, dim=-1)
+                        h.addmm_(F.silu(g) * u, wd.t())
+
+                step = step_fused if variant == "fused" else step_plain
+                r0 = dict(base(c, b, variant), steps=a.steps, norm=nname, backend="torch %s" % torch.__version__)
                 try:
                     med, mean, host = measure(step, a.steps, a.warmup)
                     emit(dict(r0, impl="torch eager" + sfx, step_us=med, mean_us=mean, host_us=host))

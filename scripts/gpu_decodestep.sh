@@ -20,6 +20,8 @@
 #   torch   python3 scripts/decodestep_torch.py: the same steps in plain
 #           torch, eager and torch.cuda.CUDAGraph, RMSNorm as F.rms_norm and
 #           Llama (hf) style
+# Both in two variants: plain (6 operations a layer) and fused (gate+up as
+# one GEMM, the residual inside the down GEMM: 4).
 # Then the table (summary.txt). Logs and JSON lines in build/gpu_decodestep/
 # (gpurt.jsonl, torch.jsonl, decodestep.jsonl = both); with $OUT set, copied
 # there. Plot them here afterwards:
@@ -105,15 +107,15 @@ if checks:
     for r in checks:
         ok = bool(r.get("ok"))
         bad += not ok
-        print("  %-14s batch %-3s %-4s max rel err %.4f (tol %.2f), replay %s %s" % (
-            r["config"], r["batch"], "ok" if ok else "FAIL", r.get("max_err", 0), r.get("tol", 0),
+        print("  %-14s batch %-3s %-5s %-4s max rel err %.4f (tol %.2f), replay %s %s" % (
+            r["config"], r["batch"], r.get("variant", ""), "ok" if ok else "FAIL", r.get("max_err", 0), r.get("tol", 0),
             r.get("match", "-"), r.get("note", "")))
     print()
 by, order = {}, []
 for r in rows:
     if r.get("impl") == "gpurt check":
         continue
-    key = (r["config"], r["batch"])
+    key = (r["config"], r["batch"], r.get("variant", "plain"))
     if key not in by:
         order.append(key)
     by.setdefault(key, {})[r["impl"]] = r
@@ -128,9 +130,9 @@ def best(d, a, b):
         return None, ""
     r = min(c, key=us)
     return r, ("h" if r is y and y is not x else "f")
-print("%-14s %5s %9s %9s %10s %10s %9s %9s %9s %9s  %s" % (
-    "config H/I/L", "batch", "g.eager", "g.replay", "t.eager", "t.graph", "rep/tgr", "eag/teag", "host rep", "host eag", "replay==eager"))
-print("%-14s %5s %9s %9s %10s %10s %9s %9s %9s %9s" % ("", "", "us/step", "us/step", "us/step", "us/step", "<=1.0", "<=0.6 sm", "us <=10", "us"))
+print("%-14s %5s %-5s %9s %9s %10s %10s %9s %9s %9s %9s  %s" % (
+    "config H/I/L", "batch", "var", "g.eager", "g.replay", "t.eager", "t.graph", "rep/tgr", "eag/teag", "host rep", "host eag", "replay==eager"))
+print("%-14s %5s %-5s %9s %9s %10s %10s %9s %9s %9s %9s" % ("", "", "", "us/step", "us/step", "us/step", "us/step", "<=1.0", "<=0.6 sm", "us <=10", "us"))
 goals = {"replay": [], "host": [], "eager": []}
 for key in order:
     d = by[key]
@@ -151,12 +153,13 @@ for key in order:
     match = gr.get("match", "-") if gr else "-"
     if gr and match != "identical":
         bad += 1
-    print("%-14s %5s %s %s %s%1s %s%1s %s %s %s %s  %s %s" % (
-        key[0], key[1], f(us(ge)), f(us(gr)), f(us(te)), tes, f(us(tg)), tgs, f(r1, 8, 2) + "x" if r1 else f(None),
+    print("%-14s %5s %-5s %s %s %s%1s %s%1s %s %s %s %s  %s %s" % (
+        key[0], key[1], key[2], f(us(ge)), f(us(gr)), f(us(te)), tes, f(us(tg)), tgs, f(r1, 8, 2) + "x" if r1 else f(None),
         f(r2, 8, 2) + "x" if r2 else f(None), f(hr, 9, 2), f(ge.get("host_us") if ge else None, 9, 1), match, notes))
 print()
 print("t.eager / t.graph: the faster torch variant (f: F.rms_norm, h: Llama-style f32 rmsnorm); ops per step:",
-      ", ".join("%s b%s gpurt %s" % (k[0], k[1], by[k]["gpurt eager"].get("ops")) for k in order if by[k].get("gpurt eager")))
+      ", ".join("%s b%s %s %s" % (k[0], k[1], k[2], by[k]["gpurt eager"].get("ops")) for k in order if by[k].get("gpurt eager")))
+print("variants: plain = 6 operations a layer (norm, gate, up, silu_mul, down, add); fused = 4 (gate+up one GEMM, residual in the down GEMM); torch does the same in each")
 for name, what in (("replay", "gpurt replayed <= 1.0x torch graph (every config)"),
                    ("host", "host cost of one replayed step <= 10 us"),
                    ("eager", "gpurt eager <= 0.6x torch eager (1024/4096/24)")):
@@ -167,7 +170,7 @@ for name, what in (("replay", "gpurt replayed <= 1.0x torch graph (every config)
     missed = [x for x in g if not x[2]]
     line = "goal %-52s %s (%d/%d)" % (what, "MET" if not missed else "missed", len(g) - len(missed), len(g))
     if missed:
-        line += ": " + ", ".join("%s b%s %.2f%s" % (k[0], k[1], v, "us" if name == "host" else "x") for k, v, _ in missed)
+        line += ": " + ", ".join("%s b%s %s %.2f%s" % (k[0], k[1], k[2], v, "us" if name == "host" else "x") for k, v, _ in missed)
     print(line)
 sys.exit(1 if bad else 0)
 PY

@@ -43,6 +43,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 	out := fs.String("o", "bench/plots/decodestep.svg", "SVG file to write")
 	metric := fs.String("metric", "relative", "what to plot: relative (step time / torch CUDA graph step time), step_us (time of one step) or host_us (host cost of one step)")
 	title := fs.String("title", "", "title (default: by metric)")
+	variant := fs.String("variant", "", "plot only this variant (plain or fused; default: every variant, named in the labels when there are several)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -69,6 +70,19 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 		}
 		rows = append(rows, rs...)
 	}
+	if *variant != "" {
+		kept := rows[:0]
+		for _, r := range rows {
+			if r.variant() == *variant {
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) == 0 {
+			fmt.Fprintf(stderr, "decodeplot: -variant %s: no rows of that variant\n", *variant)
+			return 1
+		}
+		rows = kept
+	}
 	svg, err := render(rows, *metric, *title)
 	if err != nil {
 		fmt.Fprintf(stderr, "decodeplot: %v\n", err)
@@ -90,11 +104,20 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 
 // row is the part of a decodestep.Result the plot uses.
 type row struct {
-	Config string  `json:"config"`
-	Batch  int     `json:"batch"`
-	Impl   string  `json:"impl"`
-	StepUs float64 `json:"step_us"`
-	HostUs float64 `json:"host_us"`
+	Config  string  `json:"config"`
+	Batch   int     `json:"batch"`
+	Variant string  `json:"variant"`
+	Impl    string  `json:"impl"`
+	StepUs  float64 `json:"step_us"`
+	HostUs  float64 `json:"host_us"`
+}
+
+// variant is the row's variant ("plain" when it names none).
+func (r row) variant() string {
+	if r.Variant == "" {
+		return "plain"
+	}
+	return r.Variant
 }
 
 // load reads the JSON objects of r, one a line.
@@ -160,16 +183,19 @@ func render(rows []row, metric, title string) ([]byte, error) {
 		return nil, fmt.Errorf("metric %q: want relative, step_us or host_us", metric)
 	}
 	type key struct {
-		config string
-		batch  int
+		config  string
+		batch   int
+		variant string
 	}
+	variants := map[string]bool{}
 	var groups []key
 	vals := map[key][]float64{}
 	for _, r := range rows {
 		if r.Impl == "gpurt check" {
 			continue
 		}
-		k := key{r.Config, r.Batch}
+		k := key{r.Config, r.Batch, r.variant()}
+		variants[k.variant] = true
 		if _, ok := vals[k]; !ok {
 			groups = append(groups, k)
 			vals[k] = make([]float64, len(series))
@@ -214,6 +240,9 @@ func render(rows []row, metric, title string) ([]byte, error) {
 	names := make([]string, len(groups))
 	for i, g := range groups {
 		names[i] = fmt.Sprintf("%s b%d", g.config, g.batch)
+		if len(variants) > 1 {
+			names[i] += " " + g.variant
+		}
 	}
 	p.NominalX(names...)
 	p.X.Label.Text = "hidden/intermediate/layers, batch"

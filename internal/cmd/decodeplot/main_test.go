@@ -68,6 +68,30 @@ func TestTorchSeriesTakesTheFasterVariant(t *testing.T) {
 	assert.NotEqual(t, string(a), string(c), "a different value draws a different bar")
 }
 
+func TestVariantsInLabels(t *testing.T) {
+	in := sample + `{"config":"1024/4096/24","batch":1,"variant":"fused","impl":"gpurt replayed","step_us":380}
+{"config":"1024/4096/24","batch":1,"variant":"fused","impl":"torch graph","step_us":560}
+`
+	rows, err := load("sample", strings.NewReader(in))
+	require.NoError(t, err)
+	svg, err := render(rows, "relative", "")
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "1024/4096/24 b1 fused")
+	assert.Contains(t, string(svg), "1024/4096/24 b1 plain")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "in.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(in), 0o644))
+	var errb bytes.Buffer
+	out := filepath.Join(dir, "f.svg")
+	require.Equal(t, 0, run([]string{"-o", out, "-variant", "fused", path}, nil, &errb), errb.String())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "1024/4096/24 b1<")
+	assert.NotContains(t, string(b), "4096/14336/32")
+	assert.Equal(t, 1, run([]string{"-o", out, "-variant", "other", path}, nil, &errb))
+	assert.Contains(t, errb.String(), "no rows of that variant")
+}
+
 func TestRunWritesFile(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "d.jsonl")
