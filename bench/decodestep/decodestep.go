@@ -23,10 +23,11 @@
 // residual add inside the down GEMM (beta 1, C = D = h).
 // scripts/decodestep_torch.py is its PyTorch twin (both variants).
 //
-// RMSNorm is not a built-in kernel: on CUDA it is rmsnorm.cu, loaded as
-// a user PTX module (rmsnorm.ptx, embedded); on backends that cannot load
-// PTX (the mock) it is composed of built-in kernels and GEMMs (see
-// composedNorm), which computes the same function to bf16 accuracy.
+// RMSNorm: on CUDA it is rmsnorm.cu, loaded as a user PTX module
+// (rmsnorm.ptx, embedded), as a user would bring a kernel of their own;
+// elsewhere it is the built-in rmsnorm_bf16 where the plugin has it (the
+// mock), else composed of built-in kernels and GEMMs (see composedNorm),
+// which computes the same function to bf16 accuracy.
 package decodestep
 
 import (
@@ -145,7 +146,7 @@ type Result struct {
 	MaxErr  float64 `json:"max_err,omitempty"`
 	Tol     float64 `json:"tol,omitempty"`
 	OK      *bool   `json:"ok,omitempty"`
-	Norm    string  `json:"norm,omitempty"` // how RMSNorm ran: "ptx" or "composed"
+	Norm    string  `json:"norm,omitempty"` // how RMSNorm ran: "ptx", "builtin" or "composed"
 	Backend string  `json:"backend,omitempty"`
 	Note    string  `json:"note,omitempty"` // an error, or what to know
 }
@@ -159,8 +160,9 @@ type Options struct {
 	// Variants are "plain" and/or "fused" (default plain).
 	Variants []string
 	// Norm says how RMSNorm runs: "ptx" (rmsnorm.cu as a PTX module),
-	// "composed" (built-ins and GEMMs), or "" / "auto": ptx when the
-	// backend loads PTX (cuda), else composed.
+	// "builtin" (the built-in rmsnorm_bf16), "composed" (other built-ins
+	// and GEMMs), or "" / "auto": ptx on cuda, else builtin where the
+	// plugin has it, else composed.
 	Norm string
 	// Emit receives each result as it is made (required).
 	Emit func(Result) error
@@ -245,7 +247,7 @@ func variantName(fuse bool) string {
 // a float64 Go reference (rounded to bf16 where each operation rounds),
 // and the replayed step with the eager one. The result's OK says whether
 // the largest relative error (see Result.MaxErr) is within tol (0: 0.03
-// for the PTX norm, 0.08 for the composed one) and the replay is
+// for the PTX and built-in norms, 0.08 for the composed one) and the replay is
 // identical; a failure is also the error.
 func Check(dev *core.Device, c Config, b int, variant, norm string, tol float64) (Result, error) {
 	fu, err := fused(variant)
@@ -266,7 +268,7 @@ type kit struct {
 	s                                 *core.Stream
 	add, silu, mul, axpy, fill, scale *core.Kernel
 	ptxMod                            *core.Module
-	norm                              *core.Kernel // the PTX kernel, or nil (composed)
+	norm                              *core.Kernel // the PTX or built-in kernel, or nil (composed)
 	normName                          string
 	backend                           string
 	poolH, poolI                      *core.Buffer // random weights, scaled for fan-in hidden and inter
@@ -283,19 +285,30 @@ func newKit(dev *core.Device, norm string) (*kit, error) {
 	k := &kit{dev: dev, backend: dev.Runtime().Backend(), rng: rand.New(rand.NewPCG(11, 13))}
 	switch norm {
 	case "", "auto":
-		norm = "composed"
+		norm = "auto"
 		if k.backend == "cuda" {
 			norm = "ptx"
 		}
-	case "ptx", "composed":
+	case "ptx", "builtin", "composed":
 	default:
-		return nil, fmt.Errorf("decodestep: norm %q: want auto, ptx or composed", norm)
+		return nil, fmt.Errorf("decodestep: norm %q: want auto, ptx, builtin or composed", norm)
 	}
-	k.normName = norm
 	mod, err := dev.BuiltinModule()
 	if err != nil {
 		return nil, fmt.Errorf("decodestep: built-in module: %w", err)
 	}
+	if norm == "auto" || norm == "builtin" {
+		k.norm, err = mod.Kernel("rmsnorm_bf16")
+		switch {
+		case err == nil:
+			norm = "builtin"
+		case norm == "builtin":
+			return nil, fmt.Errorf("decodestep: norm builtin: the plugin has no rmsnorm_bf16 (it came with the row kernels): %w", err)
+		default:
+			norm = "composed"
+		}
+	}
+	k.normName = norm
 	for _, p := range []struct {
 		k    **core.Kernel
 		name string
@@ -622,6 +635,10 @@ func (m *model) step(s *core.Stream) error {
 func (m *model) rmsnorm(s *core.Stream, y, x, w *core.Buffer) error {
 	if m.cn != nil {
 		return m.cn.run(s, y, x, w)
+	}
+	if m.k.normName == "builtin" { // rmsnorm_T(y, x, w, eps, rows, cols)
+		return s.Launch(m.k.norm, m.normCfg, core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
+			core.ArgF32(Eps), core.ArgU64(uint64(m.batch)), core.ArgU64(uint64(m.c.Hidden)))
 	}
 	return s.Launch(m.k.norm, m.normCfg, core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
 		core.ArgF32(Eps), core.ArgU64(uint64(m.c.Hidden)))

@@ -37,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	checks := fs.String("check-configs", "256/512/2,100/260/2", "configs compared with the Go reference first (at every batch size); \"none\" for none")
 	steps := fs.Int("steps", 100, "timed steps per mode")
 	warmup := fs.Int("warmup", 5, "untimed steps before timing")
-	norm := fs.String("norm", "auto", "rmsnorm: auto (ptx on cuda, else composed), ptx, composed")
+	norm := fs.String("norm", "auto", "rmsnorm: auto (ptx on cuda, else the built-in rmsnorm_bf16 where the plugin has it, else composed), ptx, builtin, composed")
 	variants := fs.String("variants", "plain,fused", "plain (6 operations a layer) and/or fused (gate+up one batched GEMM, residual in the down GEMM: 4)")
 	if err := fs.Parse(args); err != nil {
 		return 2
