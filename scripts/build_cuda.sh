@@ -21,7 +21,9 @@
 # the C library: libc, libm, libdl, libpthread, the dynamic loader). Host
 # code: plugins/cuda/src/cuda_*.c, csrc/gp_error.c, csrc/gp_dtype_info.c,
 # csrc/gp_path.c, csrc/gp_contract.c, csrc/gp_builtin.c, csrc/gp_quant.c,
-# csrc/gp_graph.c.
+# csrc/gp_graph.c, csrc/gp_attention.c. Attention: the FlashInfer adapter
+# plugins/cuda/src/cuda_attention.cu (see "attention" below), linked with the
+# static CUDA runtime and a static libstdc++.
 set -uo pipefail
 
 ci=0
@@ -31,7 +33,7 @@ for arg in "$@"; do
   case "$arg" in
     --ci) ci=1 ;;
     --no-install) noinstall=1 ;;
-    -h|--help) sed -n '3,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,26p' "$0"; exit 0 ;;
     -*) echo "build_cuda.sh: unknown flag $arg" >&2; exit 2 ;;
     *) out=$arg ;;
   esac
@@ -133,6 +135,70 @@ qfatbin=$tmp/quant.fatbin
   -gencode arch=compute_90,code=compute_90 \
   -o "$qfatbin" "$src/cuda_quant.cu" || die "nvcc could not compile plugins/cuda/src/cuda_quant.cu"
 
+# ---- attention: the FlashInfer adapter (cuda_attention.cu) -------------------------
+# FlashInfer's header-only kernels from ONE pinned wheel, flashinfer-python
+# $fi_pin: its flashinfer/data/{include,cccl} (the wheel's CCCL before the
+# toolkit's). Unpacked into .fi/ (gitignored) on first use, or taken from
+# $GPURT_FLASHINFER_DATA. The adapter is compiled by nvcc into an object
+# linked into the plugin with the static CUDA runtime and a static libstdc++
+# (DT_NEEDED stays libc-only); FlashInfer's kernels run on the primary
+# context the plugin makes current. Target: sm_90a (H100/H200) only by
+# default, for --ci and full builds alike (so both share one cached object);
+# GPURT_FI_SM80=1 adds sm_80 (A100; the plugin grows from about 30 to 55 MB).
+# On other GPUs attention_create answers unsupported naming the compute
+# capability. Compile time: the template instantiations take most of this
+# script's time (about 7 minutes on 2 cores for sm_90a); the object is
+# cached in .fi/cache/ keyed by the sources, flags and nvcc, so a rebuild
+# that did not touch the adapter takes seconds.
+fi_pin=0.7.4
+fi_data=${GPURT_FLASHINFER_DATA:-$root/.fi/flashinfer/data}
+fi_obj=""
+if [ ! -f "$fi_data/include/flashinfer/attention/decode.cuh" ] && [ -z "${GPURT_FLASHINFER_DATA:-}" ] &&
+   [ $noinstall = 0 ]; then
+  say "fetching flashinfer-python==$fi_pin (headers for the attention adapter) into $root/.fi"
+  py=${PYTHON:-python3}
+  pyx=$py
+  [ -x "$root/.cuda-venv/bin/python" ] && pyx=$root/.cuda-venv/bin/python
+  mkdir -p "$root/.fi" && ( cd "$root/.fi" &&
+    "$pyx" -m pip download --disable-pip-version-check -q --no-deps "flashinfer-python==$fi_pin" -d . &&
+    "$pyx" -m zipfile -e "flashinfer_python-$fi_pin-py3-none-any.whl" . ) >/dev/null 2>&1 ||
+    say "could not fetch flashinfer-python==$fi_pin"
+fi
+if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
+  fi_gencode=(-gencode arch=compute_90a,code=sm_90a)
+  [ "${GPURT_FI_SM80:-0}" = 1 ] && fi_gencode+=(-gencode arch=compute_80,code=sm_80)
+  fi_flags=(-c -O3 -std=c++17 -DNDEBUG -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
+            -static-global-template-stub=false --expt-relaxed-constexpr
+            -I"$fi_data/cccl/libcudacxx/include" -I"$fi_data/cccl/cub" -I"$fi_data/cccl/thrust"
+            -I"$fi_data/include" -I"$src" "${fi_gencode[@]}")
+  key=$( { cat "$src/cuda_attention.cu" "$src/cuda_attention.h"; echo "${fi_flags[*]}" | sed "s|$root||g";
+           "$nvcc" --version; echo "$fi_pin"; } | sha256sum | cut -c1-16)
+  mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
+  fi_obj=$root/.fi/cache/cuda_attention-$key.o
+  (
+    flock 9
+    if [ ! -f "$fi_obj" ]; then
+      say "compiling plugins/cuda/src/cuda_attention.cu (FlashInfer $fi_pin; ${fi_gencode[*]}) ..."
+      t0=$(date +%s)
+      "$nvcc" "${fi_flags[@]}" --threads "${GPURT_NVCC_THREADS:-2}" -o "$fi_obj.tmp" "$src/cuda_attention.cu" || exit 1
+      mv -f "$fi_obj.tmp" "$fi_obj"
+      say "compiled cuda_attention.cu in $(( $(date +%s) - t0 )) s"
+    else
+      say "cuda_attention.cu: cached object $(basename "$fi_obj")"
+    fi
+  ) 9>"$root/.fi/cache/lock" || die "nvcc could not compile plugins/cuda/src/cuda_attention.cu"
+else
+  # No headers (a machine without network, such as the GPU machine): the
+  # plugin is built without attention, which its slots then say.
+  say "WARNING: no FlashInfer headers at $fi_data (flashinfer-python==$fi_pin not fetched): this plugin" \
+      "is built WITHOUT attention (attention_create answers unsupported)"
+fi
+cudart_static=""
+for d in "$cudaroot/lib64" "$cudaroot/lib" "$cudaroot/targets/x86_64-linux/lib"; do
+  if [ -f "$d/libcudart_static.a" ]; then cudart_static=$d/libcudart_static.a; break; fi
+done
+[ -z "$fi_obj" ] || [ -n "$cudart_static" ] || die "no libcudart_static.a next to $nvcc"
+
 cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
         -Wno-unused-parameter -I"$root/abi" -I"$root/csrc" -I"$src" -isystem "$inc")
 # Extra host-compiler flags (make dist passes -ffile-prefix-map for
@@ -149,21 +215,31 @@ objs+=("$tmp/quant_fatbin.o")
 # cuda_memory.c, cuda_stream.c, cuda_module.c, cuda_gemm.c, ...).
 for c in "$src"/cuda_*.c; do
   f=$(basename "$c" .c)
-  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$c" || die "could not compile plugins/cuda/src/$f.c"
+  extra=()
+  [ "$f" = cuda_attention ] && [ -z "$fi_obj" ] && extra=(-DGPURT_CUDA_NO_FLASHINFER)
+  "$cc" "${cflags[@]}" "${extra[@]}" -c -o "$tmp/$f.o" "$c" || die "could not compile plugins/cuda/src/$f.c"
   objs+=("$tmp/$f.o")
 done
 # The C shared by the plugins: error objects, ABI struct access, dtype names
 # (not gp_dtype.c: its conversions would pull in libm), the path trust rule
 # for GPURT_CUBLASLT_PATH, the ABI contract's checks, the built-in kernels'
 # signature table, the 1.4 ops' argument checks.
-for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin gp_quant gp_graph; do
+for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin gp_quant gp_graph gp_attention gp_comm; do
   "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$root/csrc/$f.c" || die "could not compile csrc/$f.c"
   objs+=("$tmp/$f.o")
 done
 lib=$out/libgpurt_cuda.so
+if [ -n "$fi_obj" ]; then
+  # The adapter: C++ and the CUDA runtime, both linked statically.
+  "${CXX:-g++}" -shared -o "$lib.tmp" "${objs[@]}" "$fi_obj" "$cudart_static" \
+    -static-libstdc++ -static-libgcc \
+    -Wl,--version-script="$src/exports.map" -Wl,-z,noexecstack -Wl,-z,now \
+    -Wl,--no-undefined -Wl,--as-needed -ldl -lpthread -lrt || die "could not link $lib"
+else
 "$cc" -shared -o "$lib.tmp" "${objs[@]}" \
   -Wl,--version-script="$src/exports.map" -Wl,-z,noexecstack -Wl,-z,now \
   -Wl,--no-undefined -Wl,--as-needed -ldl -lpthread || die "could not link $lib"
+fi
 mv -f "$lib.tmp" "$lib"
 
 # ---- checks ---------------------------------------------------------------------

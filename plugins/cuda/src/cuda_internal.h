@@ -173,6 +173,12 @@ static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, con
  *                    that reads them is enqueued (taken inside cu_plan.mu);
  *                    also cuda_quant.c's qscratch, from its growth to the
  *                    matmul that reads it (then taking cu_device.mu).
+ *   cu_attn.mu       (cuda_attention.c) an attention object's plan and
+ *                    workspace, from a plan's start to its upload's enqueue
+ *                    (cuEventSynchronize, cuStreamSynchronize, cuMemFree,
+ *                    cuMemAlloc, cuMemHostAlloc when the workspace grows) and
+ *                    from a run's read of the plan to its kernel's enqueue;
+ *                    taken alone (then cu_device.mu through cu_fail).
  *   cu_stream.ws_mu  (cuda_stream.c) the stream's lazy GEMM workspace;
  *                    taken alone, before cu_plan.mu, released before it.
  *   cu_runtime.mu    (cuda_module.c) the modules' kernel lists; may take a
@@ -236,6 +242,7 @@ typedef struct cu_runtime {
   cu_device *devs;
   cu_table buffers, hosts, streams, events, modules, kernels, plans;
   cu_table graphs; /* 1.3 (cuda_graph.c) */
+  cu_table attns;  /* 1.5 (cuda_attention.c) */
   _Atomic uint64_t device_bytes, host_bytes;
   pthread_mutex_t mu; /* module kernel lists */
 } cu_runtime;
@@ -472,6 +479,21 @@ CU_HIDDEN gpurt_error *cu_launch_params(cu_runtime *rt, const cu_stream *st, gpu
  * workspace, fp8 scale slots and 16-bit bias copy (cuda_gemm.c). */
 CU_HIDDEN gpurt_error *cu_gemm_graph_warm(cu_runtime *rt, cu_stream *st, gpurt_gemm_plan *ph,
                                           const gpurt_gemm_run_args *args);
+
+/* ---- attention over a paged KV cache (cuda_attention.c, 1.5) ------------------------ */
+
+CU_HIDDEN gpurt_error *cu_kv_append(gpurt_runtime *h, gpurt_stream *sh,
+                                    const gpurt_kv_append_args *args);
+CU_HIDDEN gpurt_error *cu_attention_create(gpurt_runtime *h, uint32_t dev,
+                                           const gpurt_attention_desc *desc,
+                                           gpurt_attention **out);
+CU_HIDDEN gpurt_error *cu_attention_destroy(gpurt_runtime *h, gpurt_attention *a);
+CU_HIDDEN gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
+                                         const gpurt_attention_plan_args *args);
+CU_HIDDEN gpurt_error *cu_attention_run(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
+                                        const gpurt_attention_run_args *args);
+/* Runtime teardown: frees an attention object (its context made current). */
+CU_HIDDEN void cu_release_attention(void *u, void *o);
 
 /* ---- the embedded kernels (cuda_fatbin.S) ------------------------------------------ */
 

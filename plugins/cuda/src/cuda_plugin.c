@@ -429,6 +429,7 @@ static void cu_runtime_free(cu_runtime *rt) {
     (void)cu_drv.p_cuCtxSynchronize();
   }
   cu_table_each(&rt->graphs, cu_release_graph, rt); /* before what they use */
+  cu_table_each(&rt->attns, cu_release_attention, rt);
   cu_table_each(&rt->kernels, cu_release_none, rt); /* owned by modules */
   cu_table_each(&rt->modules, cu_release_module, rt);
   cu_table_each(&rt->plans, cu_release_plan, rt);
@@ -467,6 +468,7 @@ static void cu_runtime_free(cu_runtime *rt) {
   cu_table_free(&rt->modules);
   cu_table_free(&rt->plans);
   cu_table_free(&rt->graphs);
+  cu_table_free(&rt->attns);
   cu_table_free(&rt->events);
   cu_table_free(&rt->streams);
   cu_table_free(&rt->buffers);
@@ -513,6 +515,7 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
   cu_table_init(&rt->kernels, "kernel");
   cu_table_init(&rt->plans, "gemm plan");
   cu_table_init(&rt->graphs, "graph");
+  cu_table_init(&rt->attns, "attention");
   rt->ndev = (uint32_t)n;
   for (int i = 0; i < n; i++) {
     cu_device *d = &rt->devs[i];
@@ -694,6 +697,11 @@ static const gpurt_api cu_api = {
     .graph_update = cu_graph_update,
     .graph_destroy = cu_graph_destroy,
     .launch_batch = cu_launch_batch,
+    .kv_append = cu_kv_append,
+    .attention_create = cu_attention_create,
+    .attention_destroy = cu_attention_destroy,
+    .attention_plan = cu_attention_plan,
+    .attention_run = cu_attention_run,
 };
 
 /* The entry: csrc's gp_negotiate (no side effects). */
