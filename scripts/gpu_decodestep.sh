@@ -17,6 +17,9 @@
 #           configs (256/512/2, 100/260/2 against the Go float64 reference,
 #           replay vs eager byte for byte), then configs 4096/14336/32,
 #           2048/8192/16, 1024/4096/24 at batch 1 and 16, eager and replayed
+#   bnorm   build/gpurt-decodestep -norm builtin -configs none: the same
+#           reference checks with the plugin's built-in rmsnorm_bf16 in place
+#           of rmsnorm.ptx (a few seconds; reported, not in the table)
 #   torch   python3 scripts/decodestep_torch.py: the same steps in plain
 #           torch, eager and torch.cuda.CUDAGraph, RMSNorm as F.rms_norm and
 #           Llama (hf) style
@@ -78,6 +81,12 @@ if [ -x build/gpurt-decodestep ] && [ -f build/libgpurt_cuda.so ]; then
 else
   summary+=("gpurt  skip     (need build/gpurt-decodestep and build/libgpurt_cuda.so, built elsewhere: see the header)")
   failed=1
+fi
+
+if [ -x build/gpurt-decodestep ] && [ -f build/libgpurt_cuda.so ]; then
+  echo "== [bnorm] build/gpurt-decodestep -norm builtin -configs none"
+  # shellcheck disable=SC2086
+  step bnorm 60 "$logs/bnorm.jsonl" build/gpurt-decodestep -plugins build ${DECODESTEP_ARGS:-} -norm builtin -configs none
 fi
 
 : >"$logs/torch.jsonl"
@@ -185,6 +194,9 @@ fi
   echo
   echo "== gpu_decodestep.sh summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1))"
   for s in "${summary[@]}"; do echo "$s"; done
+  if [ -s "$logs/bnorm.jsonl" ]; then
+    echo "built-in rmsnorm_bf16 checks: $(grep -c '"ok":true' "$logs/bnorm.jsonl") of $(grep -c '^{' "$logs/bnorm.jsonl") ok"
+  fi
   echo
   cat "$logs/table.txt"
   echo

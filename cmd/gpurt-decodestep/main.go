@@ -32,7 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("plugins", "", "folder with the plugin (default: this executable's folder)")
 	backend := fs.String("backend", "cuda", "backend: cuda, mock, ...")
-	configs := fs.String("configs", "4096/14336/32,2048/8192/16,1024/4096/24", "hidden/intermediate/layers, comma-separated")
+	configs := fs.String("configs", "4096/14336/32,2048/8192/16,1024/4096/24", "hidden/intermediate/layers, comma-separated; \"none\": only the reference checks")
 	batches := fs.String("batches", "1,16", "batch sizes, comma-separated")
 	checks := fs.String("check-configs", "256/512/2,100/260/2", "configs compared with the Go reference first (at every batch size); \"none\" for none")
 	steps := fs.Int("steps", 100, "timed steps per mode")
@@ -46,10 +46,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpurt-decodestep: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	cs, err := decodestep.ParseConfigs(*configs)
-	if err != nil {
-		fmt.Fprintf(stderr, "gpurt-decodestep: -configs: %v\n", err)
-		return 2
+	var cs []decodestep.Config
+	var err error
+	if *configs != "none" {
+		if cs, err = decodestep.ParseConfigs(*configs); err != nil {
+			fmt.Fprintf(stderr, "gpurt-decodestep: -configs: %v\n", err)
+			return 2
+		}
 	}
 	bs, err := decodestep.ParseBatches(*batches)
 	if err != nil {
@@ -130,6 +133,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				}
 			}
 		}
+	}
+	if len(cs) == 0 {
+		return rc
 	}
 	err = decodestep.Run(dev, decodestep.Options{Configs: cs, Batches: bs, Steps: *steps, Warmup: *warmup, Norm: *norm,
 		Variants: vs, Emit: emit})

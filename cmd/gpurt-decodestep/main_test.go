@@ -42,6 +42,19 @@ func TestOnMock(t *testing.T) {
 	assert.Equal(t, map[string]int{"gpurt check": 4, "gpurt eager": 4, "gpurt replayed": 4}, impls)
 }
 
+func TestChecksOnly(t *testing.T) {
+	dir := testutil.MockPlugin(t)
+	var out, errb bytes.Buffer
+	rc := run([]string{"-plugins", dir, "-backend", "mock", "-configs", "none", "-batches", "2", "-variants", "fused",
+		"-check-configs", "24/40/1", "-norm", "composed"}, &out, &errb)
+	require.Equal(t, 0, rc, "stderr: %s", errb.String())
+	var r decodestep.Result
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r), "one line: %s", out.String())
+	assert.Equal(t, "gpurt check", r.Impl)
+	assert.Equal(t, "composed", r.Norm)
+	assert.Equal(t, "fused", r.Variant)
+}
+
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-configs", "1/2"}, {"-batches", "0"}, {"-steps", "0"}, {"-check-configs", "x"}, {"-variants", "both"}, {"-variants", ","}, {"extra"}} {
 		var out, errb bytes.Buffer
