@@ -242,13 +242,13 @@ func variantName(fuse bool) string {
 	return "plain"
 }
 
-// Check runs one eager step of c at batch b (variant "plain" or "fused")
-// on dev and compares it with
-// a float64 Go reference (rounded to bf16 where each operation rounds),
-// and the replayed step with the eager one. The result's OK says whether
-// the largest relative error (see Result.MaxErr) is within tol (0: 0.03
-// for the PTX and built-in norms, 0.08 for the composed one) and the replay is
-// identical; a failure is also the error.
+// Check runs one eager step of c at batch b (variant "plain" or "fused";
+// norm as Options.Norm) on dev and compares it with a float64 Go
+// reference (rounded to bf16 where each operation rounds), and the
+// replayed step with the eager one. The result's OK says whether the
+// largest relative error (see Result.MaxErr) is within tol (0: 0.03 for
+// the PTX and built-in norms, 0.08 for the composed one) and the replay
+// is identical; a failure is also the error.
 func Check(dev *core.Device, c Config, b int, variant, norm string, tol float64) (Result, error) {
 	fu, err := fused(variant)
 	if err != nil {
