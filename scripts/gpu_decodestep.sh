@@ -32,7 +32,8 @@
 # Env: DECODESTEP_STEPS (default 100) timed steps per mode; DECODESTEP_ARGS
 # and DECODESTEP_TORCH_ARGS: more arguments for either program (e.g.
 # "-backend mock -configs 64/160/2" to try the script without a GPU).
-# Exit status: 0 when every step passed and every check held.
+# Timeouts: gpurt 110 s, bnorm 40 s, torch 110 s (about a minute in all is
+# expected). Exit status: 0 when every step passed and every check held.
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,7 +78,7 @@ echo "== [env]"
 if [ -x build/gpurt-decodestep ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [gpurt] build/gpurt-decodestep -plugins build -steps $steps ${DECODESTEP_ARGS:-}"
   # shellcheck disable=SC2086
-  step gpurt 150 "$logs/gpurt.jsonl" build/gpurt-decodestep -plugins build -steps "$steps" ${DECODESTEP_ARGS:-}
+  step gpurt 110 "$logs/gpurt.jsonl" build/gpurt-decodestep -plugins build -steps "$steps" ${DECODESTEP_ARGS:-}
 else
   summary+=("gpurt  skip     (need build/gpurt-decodestep and build/libgpurt_cuda.so, built elsewhere: see the header)")
   failed=1
@@ -86,14 +87,14 @@ fi
 if [ -x build/gpurt-decodestep ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bnorm] build/gpurt-decodestep -norm builtin -configs none"
   # shellcheck disable=SC2086
-  step bnorm 60 "$logs/bnorm.jsonl" build/gpurt-decodestep -plugins build ${DECODESTEP_ARGS:-} -norm builtin -configs none
+  step bnorm 40 "$logs/bnorm.jsonl" build/gpurt-decodestep -plugins build ${DECODESTEP_ARGS:-} -norm builtin -configs none
 fi
 
 : >"$logs/torch.jsonl"
 if command -v python3 >/dev/null 2>&1; then
   echo "== [torch] python3 scripts/decodestep_torch.py --steps $steps ${DECODESTEP_TORCH_ARGS:-}"
   # shellcheck disable=SC2086
-  step torch 150 "$logs/torch.jsonl" python3 scripts/decodestep_torch.py --steps "$steps" ${DECODESTEP_TORCH_ARGS:-}
+  step torch 110 "$logs/torch.jsonl" python3 scripts/decodestep_torch.py --steps "$steps" ${DECODESTEP_TORCH_ARGS:-}
 else
   summary+=("torch  skip     (no python3)")
   failed=1
