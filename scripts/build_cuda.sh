@@ -167,8 +167,11 @@ fi
 if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
   fi_gencode=(-gencode arch=compute_90a,code=sm_90a)
   [ "${GPURT_FI_SM80:-0}" = 1 ] && fi_gencode+=(-gencode arch=compute_80,code=sm_80)
+  # FlashInfer's own JIT flags for these kernels (-use_fast_math, compressed
+  # device code), so the kernels are the ones its Python API would build.
   fi_flags=(-c -O3 -std=c++17 -DNDEBUG -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
-            -static-global-template-stub=false --expt-relaxed-constexpr
+            -static-global-template-stub=false --expt-relaxed-constexpr -use_fast_math
+            -Xfatbin=-compress-all --compress-mode=size
             -I"$fi_data/cccl/libcudacxx/include" -I"$fi_data/cccl/cub" -I"$fi_data/cccl/thrust"
             -I"$fi_data/include" -I"$src" "${fi_gencode[@]}")
   key=$( { cat "$src/cuda_attention.cu" "$src/cuda_attention.h"; echo "${fi_flags[*]}" | sed "s|$root||g";

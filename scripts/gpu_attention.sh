@@ -11,9 +11,12 @@
 #   CGO_ENABLED=0 go build -o build/gpurt-attnbench ./cmd/gpurt-attnbench
 #   bash scripts/gpu_attention.sh
 #
-# Optional: a trimmed FlashInfer Python package (and the wheels it needs)
-# under .whl/flashinfer-py/ (carried: .whl is gitignored); it goes on
-# PYTHONPATH for the reference step, else that step times torch SDPA only.
+# Optional, for the FlashInfer comparison: scripts/build_fi_ref.sh (builds
+# FlashInfer's own batch-decode module here into .whl/fi-ref/, with the
+# apache-tvm-ffi wheel); carry .whl (gitignored). Without it the reference
+# steps time torch SDPA only. FlashInfer's Python package itself is not
+# used: its decode/prefill modules import nvidia-cutlass-dsl, cuda-python,
+# tvm-ffi and ~340 of its modules at import time.
 #
 # Steps (each with a timeout; a failure is reported and the script goes on):
 #   plugin    the plugin is there, its DT_NEEDED (libc family only)
@@ -26,8 +29,10 @@
 #             slow: a timeout there is reported as such)
 #   bench     build/gpurt-attnbench: decode batch 1/16/64 x 1K/8K, causal
 #             prefill shapes (bf16, 32/8 heads, dim 128, page 16)
-#   ref       python3 scripts/gpu_attention_ref.py: FlashInfer's own Python
-#             API when importable, torch scaled_dot_product_attention always
+#   ref       python3 scripts/gpu_attention_ref.py ... sdpa: torch
+#             scaled_dot_product_attention on the same shapes (contiguous K/V)
+#   ref-fi    the same script ... fi: FlashInfer's own decode module (plan,
+#             run; PDL off and on) on the decode shapes, when carried
 # Then the table (markdown), last. Logs and JSON lines in $OUT (else
 # build/gpu_attention/). Exit status: 0 when every step passed.
 set -u
@@ -71,7 +76,7 @@ if [ -f build/libgpurt_cuda.so ]; then
   chmod 644 build/libgpurt_cuda.so 2>/dev/null || true
   step plugin 60 bash -c 'ls -l build/libgpurt_cuda.so; nvidia-smi -L;
     if command -v readelf >/dev/null; then readelf -d build/libgpurt_cuda.so | grep NEEDED; fi;
-    strings build/libgpurt_cuda.so | grep -m1 "FlashInfer 0" || { echo "no FlashInfer adapter in this plugin"; exit 1; }' &&
+    grep -a -o -m1 "FlashInfer 0[.0-9]*" build/libgpurt_cuda.so || { echo "no FlashInfer adapter in this plugin"; exit 1; }' &&
     plugin_ok=1
 else
   summary+=("plugin       skip           (no build/libgpurt_cuda.so: build it here with scripts/build_cuda.sh build)")
@@ -102,17 +107,28 @@ fi
 
 : >"$logs/ref.jsonl"
 if command -v python3 >/dev/null 2>&1; then
-  fipy=$root/.whl/flashinfer-py
-  if [ -d "$fipy" ]; then
-    export PYTHONPATH="$fipy${PYTHONPATH:+:$PYTHONPATH}"
-    # FlashInfer's JIT: its cache in $logs' sibling, the H200's arch only.
-    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/gpurt-fi}
-    export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a}
-    export MAX_JOBS=${MAX_JOBS:-16}
-  fi
-  echo "== [ref] FlashInfer Python / torch SDPA"
-  step ref 240 python3 scripts/gpu_attention_ref.py 50
+  echo "== [ref] torch SDPA"
+  step ref 180 python3 scripts/gpu_attention_ref.py 50 sdpa
   grep '^{' "$logs/ref.log" >"$logs/ref.jsonl" || true
+  # FlashInfer: its decode module built here (scripts/build_fi_ref.sh) and
+  # the apache-tvm-ffi wheel, carried in .whl/fi-ref/; a separate process, so
+  # that a failure there loses none of the figures above.
+  fir=$root/.whl/fi-ref
+  if [ -f "$fir/fi_batch_decode.so" ] && ls "$fir"/apache_tvm_ffi-*.whl >/dev/null 2>&1; then
+    site=/tmp/gpurt-fi-site
+    rm -rf "$site"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+      "$fir"/apache_tvm_ffi-*.whl >"$logs/ref-fi-install.log" 2>&1 || echo "tvm-ffi wheel did not install (see ref-fi-install.log)"
+    echo "== [ref-fi] FlashInfer's own decode module"
+    oldpp=${PYTHONPATH:-}
+    export PYTHONPATH="$site${oldpp:+:$oldpp}" GPURT_FI_REF_DIR="$fir"
+    step ref-fi 180 python3 scripts/gpu_attention_ref.py 50 fi
+    export PYTHONPATH="$oldpp"
+    unset GPURT_FI_REF_DIR
+    grep '^{' "$logs/ref-fi.log" >>"$logs/ref.jsonl" || true
+  else
+    summary+=("ref-fi       skip           (no .whl/fi-ref/fi_batch_decode.so + apache_tvm_ffi wheel: scripts/build_fi_ref.sh, then carry .whl)")
+  fi
 else
   summary+=("ref          skip           (no python3)")
 fi

@@ -11,11 +11,20 @@ cmd/gpurt-attnbench (keep the SHAPES list in step with its `shapes`):
     [batch, heads, tokens, dim] K/V (enable_gqa; prefill with the
     bottom-right causal mask gpurt and FlashInfer use), always.
 
+  * FlashInfer's own batch-decode module (its csrc binding, built with its
+    JIT's flags by scripts/build_fi_ref.sh where the wheel's sources are and
+    carried as .whl/fi-ref/fi_batch_decode.so with the apache-tvm-ffi wheel;
+    $GPURT_FI_REF_DIR names the folder, tvm_ffi must be importable): the
+    plan and run FlashInfer's BatchDecodeWithPagedKVCacheWrapper calls, for
+    the decode shapes, with PDL off (as gpurt launches) and on (FlashInfer's
+    default on sm_90);
+
 GPU time per call from CUDA events around `iters` back-to-back calls
 (after warm-up). One JSON object per line on stdout, the same fields as
 gpurt-attnbench's; failures are lines with a "note".
 """
 import json
+import os
 import sys
 import time
 
@@ -67,6 +76,9 @@ def gpu_time(torch, fn, iters):
 
 def main():
     iters = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+    # "sdpa": torch only; "fi": FlashInfer only (its package, else its
+    # decode module); "all": both.
+    mode = sys.argv[2] if len(sys.argv) > 2 else "all"
     try:
         import torch
     except Exception as e:  # noqa: BLE001
@@ -77,14 +89,27 @@ def main():
         return
     dev = torch.device("cuda")
     fi = None
-    fi_note = None
-    try:
-        import flashinfer  # noqa: F401
+    fimod = None
+    d = os.environ.get("GPURT_FI_REF_DIR", "")
+    if mode != "sdpa":
+        try:
+            import flashinfer  # noqa: F401
 
-        fi = flashinfer
-    except Exception as e:  # noqa: BLE001
-        fi_note = f"flashinfer is not importable: {type(e).__name__}: {e}"[:300]
-        emit(name="*", impl="flashinfer", note=fi_note)
+            fi = flashinfer
+        except Exception as e:  # noqa: BLE001
+            emit(name="*", impl="flashinfer", note=f"flashinfer is not importable: {type(e).__name__}: {e}"[:300])
+    if mode == "sdpa":
+        pass
+    elif d:
+        try:
+            import tvm_ffi
+
+            fimod = tvm_ffi.load_module(os.path.join(d, "fi_batch_decode.so"))
+        except Exception as e:  # noqa: BLE001
+            emit(name="*", impl="flashinfer_module",
+                 note=f"FlashInfer's decode module did not load: {type(e).__name__}: {e}"[:300])
+    else:
+        emit(name="*", impl="flashinfer_module", note="GPURT_FI_REF_DIR not set (no FlashInfer decode module)")
     g = torch.Generator(device=dev)
     g.manual_seed(1)
     for name, prefill, batch, kv, qo in SHAPES:
@@ -125,7 +150,37 @@ def main():
                 figures(name, "flashinfer", prefill, batch, kv, qo, us, plan_us)
             except Exception as e:  # noqa: BLE001
                 emit(name=name, impl="flashinfer", note=f"error: {type(e).__name__}: {e}"[:300])
+        if fimod is not None and not prefill:
+            try:
+                fws = torch.empty(128 << 20, dtype=torch.uint8, device=dev)
+                iws = torch.empty(8 << 20, dtype=torch.uint8, device=dev)
+                pws = torch.empty(8 << 20, dtype=torch.uint8, pin_memory=True)
+                indptr_h = indptr.cpu()
+                eq = torch.empty(0, dtype=torch.bfloat16)
+
+                def fiplan():
+                    return fimod.plan(fws, iws, pws, indptr_h, batch, HQ, HK, PAGE, False, -1, 0.0, DIM, DIM, eq, eq)
+
+                info = fiplan()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(200):
+                    info = fiplan()
+                plan_us = (time.perf_counter() - t0) * 1e6 / 200
+                torch.cuda.synchronize()
+                out = torch.empty_like(q)
+                for pdl, impl in ((False, "flashinfer"), (True, "flashinfer_pdl")):
+                    us = gpu_time(torch, lambda: fimod.run(fws, iws, info, q, kc, vc, indptr, perm, last, out, None, 0,
+                                                           -1, pdl, None, 0.0, 1.0 / DIM ** 0.5, 1.0, 1e4), iters)
+                    figures(name, impl, prefill, batch, kv, qo, us, plan_us,
+                            note="FlashInfer's own decode module (csrc binding), PDL " + ("on" if pdl else "off"))
+            except Exception as e:  # noqa: BLE001
+                emit(name=name, impl="flashinfer", note=f"error: {type(e).__name__}: {e}"[:300])
         # torch SDPA on contiguous K/V (the pages gathered once, outside the timing).
+        if mode == "fi":
+            del q, kc, vc
+            torch.cuda.empty_cache()
+            continue
         try:
             import torch.nn.functional as F
 
