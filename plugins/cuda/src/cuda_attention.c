@@ -24,8 +24,8 @@
  * other buffer, and a plan waits (on the host) for a buffer's event before
  * writing it again, so a copy never reads a half-rewritten schedule. When
  * FlashInfer needs more workspace than the object has (the sizes depend on
- * the lengths), the plan synchronizes the streams that may still use it,
- * frees it and allocates what is needed.
+ * the lengths), the plan synchronizes the context (work of earlier plans
+ * may still use it), frees it and allocates what is needed.
  *
  * Lock: cu_attn.mu (a new entry of cuda_internal.h's lock order) guards the
  * object's plan and workspace from a plan's start to its upload's enqueue,
@@ -78,7 +78,6 @@ typedef struct cu_attn {
   int planned;
   gpurt_stream *stream; /* the stream of the last plan */
   CUstream cs;
-  CUstream used[2];     /* streams whose work may still use the workspace */
   cu_fi_plan plan;
   gp_attention_sched sched;
 } cu_attn;
@@ -159,20 +158,14 @@ static void ws_initial(const cu_device *dv, const gpurt_attention_desc *d, uint6
   *ib = 4 * (3 * ctas + rows + d->max_batch_size + 64) + 65536;
 }
 
-/* Waits for the work that may still read the workspace, frees it and
- * allocates fb / ib bytes (a->mu held, context current). */
+/* Waits for the work that may still read the workspace (the whole
+ * context's: runs of earlier plans may be on streams since destroyed; a
+ * growth is rare), frees it and allocates fb / ib bytes (a->mu held,
+ * context current). */
 static gpurt_error *ws_grow(cu_runtime *rt, cu_attn *a, uint64_t fb, uint64_t ib, const char *w) {
-  for (int i = 0; i < 2; i++) {
-    if (a->used[i]) {
-      CUresult r = cu_drv.p_cuStreamSynchronize(a->used[i]);
-      if (r != CUDA_SUCCESS) return cu_fail(rt, a->dev, r, "cuStreamSynchronize", NULL);
-    }
-    if (a->ev_live[i]) {
-      CUresult r = cu_drv.p_cuEventSynchronize(a->ev[i]);
-      if (r != CUDA_SUCCESS) return cu_fail(rt, a->dev, r, "cuEventSynchronize", NULL);
-      a->ev_live[i] = 0;
-    }
-  }
+  CUresult r = cu_drv.p_cuCtxSynchronize();
+  if (r != CUDA_SUCCESS) return cu_fail(rt, a->dev, r, "cuCtxSynchronize", NULL);
+  a->ev_live[0] = a->ev_live[1] = 0;
   uint64_t f = a->fws_bytes > fb ? a->fws_bytes : fb, in = a->iws_bytes > ib ? a->iws_bytes : ib;
   ws_free(a);
   a->planned = 0; /* the old schedule is gone */
@@ -376,28 +369,18 @@ gpurt_error *cu_attention_destroy(gpurt_runtime *h, gpurt_attention *ah) {
   cu_runtime *rt;
   cu_attn *a = cu_rt_take(h, CU_TABLE(attns), ah, &rt, &e);
   if (a == NULL) return e;
-  /* Its work in flight (runs on its plans' streams, uploads) ends first. */
+  /* Its work in flight (runs on its plans' streams, which may be gone,
+   * and uploads) ends first: the context's. The object is freed even when
+   * that fails (a lost device). */
   gpurt_error *se = NULL;
   if (cu_enter(rt, a->dev) == NULL) {
-    for (int i = 0; i < 2; i++)
-      if (a->used[i]) {
-        CUresult r = cu_drv.p_cuStreamSynchronize(a->used[i]);
-        if (r != CUDA_SUCCESS && se == NULL) se = cu_fail(rt, a->dev, r, "attention_destroy: cuStreamSynchronize", NULL);
-      }
-    for (int i = 0; i < 2; i++)
-      if (a->ev_live[i]) (void)cu_drv.p_cuEventSynchronize(a->ev[i]);
+    CUresult r = cu_drv.p_cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) se = cu_fail(rt, a->dev, r, "attention_destroy: cuCtxSynchronize", NULL);
   } else {
     cu_enter_quiet(rt, a->dev);
   }
   attn_free(a);
   return se;
-}
-
-/* Remembers that st's work may use a's workspace (a->mu held). */
-static void note_stream(cu_attn *a, CUstream s) {
-  if (a->used[0] == s || a->used[1] == s) return;
-  a->used[1] = a->used[0];
-  a->used[0] = s;
 }
 
 gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
@@ -455,7 +438,6 @@ gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attenti
     a->stream = sh;
     a->cs = st->s;
     a->planned = 1;
-    note_stream(a, st->s);
     break;
   }
   pthread_mutex_unlock(&a->mu);

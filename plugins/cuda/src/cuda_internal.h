@@ -175,7 +175,7 @@ static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, con
  *                    matmul that reads it (then taking cu_device.mu).
  *   cu_attn.mu       (cuda_attention.c) an attention object's plan and
  *                    workspace, from a plan's start to its upload's enqueue
- *                    (cuEventSynchronize, cuStreamSynchronize, cuMemFree,
+ *                    (cuEventSynchronize; cuCtxSynchronize, cuMemFree,
  *                    cuMemAlloc, cuMemHostAlloc when the workspace grows) and
  *                    from a run's read of the plan to its kernel's enqueue;
  *                    taken alone (then cu_device.mu through cu_fail).
