@@ -864,6 +864,38 @@ static void minor_checks(gpurt_runtime *rt) {
   } else {
     skip("grouped_gemm (1.4): the plugin has no such slot");
   }
+  if (GPURT_API_HAS(api, kv_append) && GPURT_API_HAS(api, attention_create) &&
+      GPURT_API_HAS(api, attention_destroy) && GPURT_API_HAS(api, attention_plan) &&
+      GPURT_API_HAS(api, attention_run)) {
+    gpurt_kv_append_args ka;
+    memset(&ka, 0, sizeof ka);
+    ka.struct_size = sizeof ka;
+    msg_is("kv_append: NULL stream", api->kv_append(rt, NULL, &ka), GPURT_ERR_INVALID_ARGUMENT,
+           "kv_append: stream is NULL (kv_append needs a stream)");
+    msg_is("kv_append: NULL args", api->kv_append(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
+           "kv_append: args is NULL");
+    ka.struct_size = 0;
+    msg_is("kv_append: args struct_size 0", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
+           "kv_append: args has struct_size 0, below 8");
+    gpurt_attention *at = NULL;
+    msg_is("attention_create: NULL desc", api->attention_create(rt, 0, NULL, &at), GPURT_ERR_INVALID_ARGUMENT,
+           "attention_create: desc is NULL");
+    ok("attention_destroy(rt, NULL)", api->attention_destroy(rt, NULL));
+    gpurt_attention *fake = (gpurt_attention *)(uintptr_t)0xdeadbeef;
+    code_is("attention_destroy: made-up attention", api->attention_destroy(rt, fake), GPURT_ERR_INVALID_HANDLE);
+    gpurt_attention_plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.struct_size = sizeof pa;
+    msg_is("attention_plan: NULL stream", api->attention_plan(rt, NULL, fake, &pa), GPURT_ERR_INVALID_ARGUMENT,
+           "attention_plan: stream is NULL (attention_plan needs a stream)");
+    code_is("attention_plan: made-up attention", api->attention_plan(rt, s, fake, &pa), GPURT_ERR_INVALID_HANDLE);
+    gpurt_attention_run_args ra;
+    memset(&ra, 0, sizeof ra);
+    ra.struct_size = sizeof ra;
+    code_is("attention_run: made-up attention", api->attention_run(rt, s, fake, &ra), GPURT_ERR_INVALID_HANDLE);
+  } else {
+    skip("attention (1.5): the plugin has no attention slots");
+  }
   ok("stream_destroy", api->stream_destroy(rt, s));
 }
 
