@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# build_fi_ref.sh [OUTDIR] — builds FlashInfer's OWN batch-decode module (the
-# one its Python API JIT-compiles for BatchDecodeWithPagedKVCacheWrapper:
+# build_fi_ref.sh [OUTDIR] — builds FlashInfer's OWN batch-decode and
+# batch-prefill modules (the ones its Python API JIT-compiles for
+# BatchDecodeWithPagedKVCacheWrapper and BatchPrefillWithPagedKVCacheWrapper:
 # bf16 q/kv/o, int32 indices, head dim 128, no RoPE, no sliding window, no
 # soft cap) HERE, where the pinned wheel's sources are (.fi/, see
 # build_cuda.sh), so that scripts/gpu_attention_ref.py can time FlashInfer's
@@ -12,10 +13,13 @@
 # The sources are FlashInfer's: its csrc/batch_decode.cu and
 # batch_decode_jit_binding.cu, and its two jinja templates rendered with the
 # values flashinfer/jit/attention/modules.py (gen_batch_decode_module) uses;
-# the flags are its JIT's (-O3 -use_fast_math, sm_90a). The module is a
-# tvm-ffi library (apache-tvm-ffi, the wheel in OUTDIR, which also travels to
-# the GPU machine) exporting plan, workspace_size and run, linked with the
-# static CUDA runtime. OUTDIR defaults to .whl/fi-ref (gitignored).
+# prefill: its batch_prefill.cu, batch_prefill_jit_binding.cu and the
+# paged/ragged kernel templates for its four mask modes; the flags are its
+# JIT's (-O3 -use_fast_math, sm_90a). Each module is a tvm-ffi library
+# (apache-tvm-ffi, the wheel in OUTDIR, which also travels to the GPU
+# machine; decode exports plan, workspace_size, run; prefill plan,
+# workspace_size, ragged_run, paged_run), linked with the static CUDA
+# runtime. OUTDIR defaults to .whl/fi-ref (gitignored).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/.whl/fi-ref}
@@ -67,6 +71,43 @@ kw = dict(additional_params_decl=decl, additional_func_params=func, additional_p
     jinja2.Template((csrc / "batch_decode_kernel_inst.jinja").read_text()).render(**kw))
 for f in ("batch_decode.cu", "batch_decode_jit_binding.cu"):
     (gen / f).write_text((csrc / f).read_text())
+
+# The batch-prefill module (gen_batch_prefill_module, backend fa2, the full
+# surface: plan, ragged_run, paged_run; paged K/V strides equal), in pgen/.
+pgen = gen.parent / "pgen"
+pgen.mkdir(exist_ok=True)
+tensors = [("uint8_t", "maybe_custom_mask"), ("int32_t", "maybe_mask_indptr"), ("float", "maybe_alibi_slopes"),
+           ("uint32_t", "maybe_prefix_len_ptr"), ("uint16_t", "maybe_token_pos_in_items_ptr"),
+           ("uint16_t", "maybe_max_item_len_ptr"), ("uint8_t", "maybe_k_cache_sf"), ("uint8_t", "maybe_v_cache_sf")]
+scalars = [("double", "logits_soft_cap"), ("double", "sm_scale"), ("double", "rope_rcp_scale"),
+           ("double", "rope_rcp_theta"), ("int64_t", "token_pos_in_items_len")]
+decl = "".join(f"{t}* {n};\n" for t, n in tensors) + "".join(f"{t} {n};\n" for t, n in scalars)
+func = "".join(f", Optional<ffi::Tensor> {n}" for t, n in tensors) + "".join(f", {t} {n}" for t, n in scalars)
+setter = " \\\n".join([f"params.{n} = {n} ? static_cast<{t}*>({n}.value().data_ptr()): nullptr;" for t, n in tensors]
+                        + [f"params.{n} = {n};" for t, n in scalars])
+for x in ("k", "v"):
+    setter += (" \\\n" f"if (maybe_{x}_cache_sf) {{ const auto& sf_tensor = maybe_{x}_cache_sf.value(); "
+               f"auto sf_strides = GetFP4ScaleStrides(sf_tensor, kv_layout); "
+               f"params.{x}_sf_stride_page = sf_strides.stride_page; "
+               f"params.{x}_sf_stride_n = sf_strides.stride_n; "
+               f"params.{x}_sf_stride_h = sf_strides.stride_h; }}")
+kw = dict(additional_params_decl=decl, additional_func_params=func, additional_params_setter=setter,
+          variant_decl="#include<flashinfer/attention/variants.cuh>",
+          variant_name="DefaultAttention<use_custom_mask, false, false, false>",
+          dtype_q="nv_bfloat16", dtype_kv="nv_bfloat16", dtype_o="nv_bfloat16", idtype="int32_t",
+          require_fp4_kv_cache=False, head_dim_qk=128, head_dim_vo=128,
+          pos_encoding_mode="PosEncodingMode::kNone", use_sliding_window="false",
+          use_logits_soft_cap="false", use_fp16_qk_reduction="false", use_token_head_sf="false",
+          paged_kv_stride_mode="equal", same_kv_strides_values=["true"])
+(pgen / "batch_prefill_config.inc").write_text(
+    jinja2.Template((csrc / "batch_prefill_customize_config.jinja").read_text()).render(**kw))
+masks = ["MaskMode::kNone", "MaskMode::kCausal", "MaskMode::kCustom", "MaskMode::kMultiItemScoring"]
+for m, lit in enumerate(masks):
+    for kind in ("paged", "ragged"):
+        (pgen / f"batch_prefill_{kind}_kernel_mask_{m}.cu").write_text(
+            jinja2.Template((csrc / f"batch_prefill_{kind}_kernel_inst.jinja").read_text()).render(mask_mode=lit, **kw))
+for f in ("batch_prefill.cu", "batch_prefill_jit_binding.cu", "batch_prefill_paged.cuh"):
+    (pgen / f).write_text((csrc / f).read_text())
 PY
 flags=(-std=c++17 -O3 -DNDEBUG -use_fast_math -Xcompiler -fPIC --expt-relaxed-constexpr
        -static-global-template-stub=false -DFLASHINFER_ENABLE_F16 -DFLASHINFER_ENABLE_BF16
@@ -85,3 +126,20 @@ for o in "${objs[@]}"; do [ -f "$o" ] || { say "compile failed: $o"; exit 1; }; 
 g++ -shared -o "$out/fi_batch_decode.so" "${objs[@]}" "$cudart" -L"$tlib" -ltvm_ffi \
   -Wl,-rpath,'$ORIGIN' -ldl -lpthread -lrt
 say "built $out/fi_batch_decode.so in $(( $(date +%s) - t0 )) s ($(du -h "$out/fi_batch_decode.so" | cut -f1))"
+
+# The prefill module: its ten translation units, two at a time.
+t0=$(date +%s)
+pgen=$work/pgen
+pflags=("${flags[@]/#-I$gen/-I$pgen}")
+objs=()
+for c in "$pgen"/*.cu; do
+  o=${c%.cu}.o
+  objs+=("$o")
+  "$nvcc" "${pflags[@]}" -c -o "$o" "$c" &
+  [ "$(jobs -r | wc -l)" -ge "${GPURT_NVCC_JOBS:-2}" ] && wait -n
+done
+wait
+for o in "${objs[@]}"; do [ -f "$o" ] || { say "compile failed: $o"; exit 1; }; done
+g++ -shared -o "$out/fi_batch_prefill.so" "${objs[@]}" "$cudart" -L"$tlib" -ltvm_ffi \
+  -Wl,-rpath,'$ORIGIN' -ldl -lpthread -lrt
+say "built $out/fi_batch_prefill.so in $(( $(date +%s) - t0 )) s ($(du -h "$out/fi_batch_prefill.so" | cut -f1))"

@@ -11,13 +11,14 @@ cmd/gpurt-attnbench (keep the SHAPES list in step with its `shapes`):
     [batch, heads, tokens, dim] K/V (enable_gqa; prefill with the
     bottom-right causal mask gpurt and FlashInfer use), always.
 
-  * FlashInfer's own batch-decode module (its csrc binding, built with its
-    JIT's flags by scripts/build_fi_ref.sh where the wheel's sources are and
-    carried as .whl/fi-ref/fi_batch_decode.so with the apache-tvm-ffi wheel;
-    $GPURT_FI_REF_DIR names the folder, tvm_ffi must be importable): the
-    plan and run FlashInfer's BatchDecodeWithPagedKVCacheWrapper calls, for
-    the decode shapes, with PDL off (as gpurt launches) and on (FlashInfer's
-    default on sm_90);
+  * FlashInfer's own batch-decode and batch-prefill modules (its csrc
+    bindings, built with its JIT's flags by scripts/build_fi_ref.sh where
+    the wheel's sources are and carried as .whl/fi-ref/fi_batch_decode.so
+    and fi_batch_prefill.so with the apache-tvm-ffi wheel; $GPURT_FI_REF_DIR
+    names the folder, tvm_ffi must be importable): the plan and run (paged
+    run, causal, for prefill) that FlashInfer's BatchDecode- and
+    BatchPrefillWithPagedKVCacheWrapper call, with PDL off (as gpurt
+    launches) and on (FlashInfer's default on sm_90);
 
 GPU time per call from CUDA events around `iters` back-to-back calls
 (after warm-up). One JSON object per line on stdout, the same fields as
@@ -90,6 +91,7 @@ def main():
     dev = torch.device("cuda")
     fi = None
     fimod = None
+    fipre = None
     d = os.environ.get("GPURT_FI_REF_DIR", "")
     if mode != "sdpa":
         try:
@@ -108,6 +110,13 @@ def main():
         except Exception as e:  # noqa: BLE001
             emit(name="*", impl="flashinfer_module",
                  note=f"FlashInfer's decode module did not load: {type(e).__name__}: {e}"[:300])
+        try:
+            import tvm_ffi
+
+            fipre = tvm_ffi.load_module(os.path.join(d, "fi_batch_prefill.so"))
+        except Exception as e:  # noqa: BLE001
+            emit(name="*", impl="flashinfer_module",
+                 note=f"FlashInfer's prefill module did not load: {type(e).__name__}: {e}"[:300])
     else:
         emit(name="*", impl="flashinfer_module", note="GPURT_FI_REF_DIR not set (no FlashInfer decode module)")
     g = torch.Generator(device=dev)
@@ -174,6 +183,35 @@ def main():
                                                            -1, pdl, None, 0.0, 1.0 / DIM ** 0.5, 1.0, 1e4), iters)
                     figures(name, impl, prefill, batch, kv, qo, us, plan_us,
                             note="FlashInfer's own decode module (csrc binding), PDL " + ("on" if pdl else "off"))
+            except Exception as e:  # noqa: BLE001
+                emit(name=name, impl="flashinfer", note=f"error: {type(e).__name__}: {e}"[:300])
+        if fipre is not None and prefill:
+            try:
+                fws = torch.empty(128 << 20, dtype=torch.uint8, device=dev)
+                iws = torch.empty(8 << 20, dtype=torch.uint8, device=dev)
+                pws = torch.empty(8 << 20, dtype=torch.uint8, pin_memory=True)
+                qo_h, kv_h = qo_indptr.cpu(), indptr.cpu()
+                kvlen_h = torch.full((batch,), kv, dtype=torch.int32)
+
+                def fiplan():
+                    return fipre.plan(fws, iws, pws, qo_h, kv_h, kvlen_h, rows, batch, HQ, HK, PAGE, False, DIM, DIM,
+                                      True, -1, -1, False, 0, 0, False)
+
+                info = fiplan()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(50):
+                    info = fiplan()
+                plan_us = (time.perf_counter() - t0) * 1e6 / 50
+                torch.cuda.synchronize()
+                out = torch.empty_like(q)
+                none8 = [None] * 8
+                for pdl, impl in ((False, "flashinfer"), (True, "flashinfer_pdl")):
+                    us = gpu_time(torch, lambda: fipre.paged_run(fws, iws, info, q, kc, vc, qo_indptr, indptr, perm,
+                                                                 last, out, None, 1, 0, -1, pdl, *none8, 0.0,
+                                                                 1.0 / DIM ** 0.5, 1.0, 1e4, 0), iters)
+                    figures(name, impl, prefill, batch, kv, qo, us, plan_us,
+                            note="FlashInfer's own prefill module (csrc binding), causal, PDL " + ("on" if pdl else "off"))
             except Exception as e:  # noqa: BLE001
                 emit(name=name, impl="flashinfer", note=f"error: {type(e).__name__}: {e}"[:300])
         # torch SDPA on contiguous K/V (the pages gathered once, outside the timing).
