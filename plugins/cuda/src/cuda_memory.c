@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_comm.h"
 
 /* ---- memory ----------------------------------------------------------------- */
 
@@ -216,6 +217,8 @@ gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
         r = cu_drv.p_cuCtxSynchronize();
         (void)cu_make_current(&rt->devs[dev]);
         if (r) return cu_fail(rt, o->index, r, "copy: device synchronize", o->last_kernel);
+        cu_peer_enable(rt, dst.dev, src.dev); /* once; else the driver stages */
+        (void)cu_make_current(&rt->devs[dev]);
         what = "cuMemcpyPeerAsync";
         r = cu_drv.p_cuMemcpyPeerAsync(dst.d, rt->devs[dst.dev].ctx, src.d,
                                        rt->devs[src.dev].ctx, a.size, NULL);
@@ -235,6 +238,8 @@ gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   }
   if (src.kind == EP_DEVICE && dst.kind == EP_DEVICE) {
     if (src.dev != dst.dev) {
+      cu_peer_enable(rt, dst.dev, src.dev); /* once; else the driver stages */
+      (void)cu_make_current(&rt->devs[st->dev]);
       what = "cuMemcpyPeerAsync";
       r = cu_drv.p_cuMemcpyPeerAsync(dst.d, rt->devs[dst.dev].ctx, src.d,
                                      rt->devs[src.dev].ctx, a.size, st->s);

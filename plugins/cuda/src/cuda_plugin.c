@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_comm.h"
 
 /* The prefix of csrc's error messages ("cuda: ..."). */
 const char gp_plugin_prefix[] = "cuda";
@@ -248,6 +249,7 @@ static void cu_fill_info(CUdevice dev, int ver, gpurt_device_info *o) {
   if (cu_drv.p_cuDeviceGetPCIBusId(o->pci_bus_id, (int)sizeof o->pci_bus_id, dev) !=
       CUDA_SUCCESS)
     o->pci_bus_id[0] = 0;
+  cu_device_uuid(dev, o->uuid, sizeof o->uuid); /* 1.6 */
   /* cuda reports "0000:17:00.0" in upper case hex; keep it as the driver says. */
   snprintf(o->driver_version, sizeof o->driver_version, "%d.%d", ver / 1000,
            (ver % 1000) / 10);
@@ -702,6 +704,13 @@ static const gpurt_api cu_api = {
     .attention_destroy = cu_attention_destroy,
     .attention_plan = cu_attention_plan,
     .attention_run = cu_attention_run,
+    /* 1.6: cuda_comm.c (NCCL) */
+    .comm_unique_id = cu_comm_unique_id,
+    .comm_create = cu_comm_create,
+    .comm_destroy = cu_comm_destroy,
+    .comm_abort = cu_comm_abort,
+    .comm_query = cu_comm_query,
+    .comm_run = cu_comm_run,
 };
 
 /* The entry: csrc's gp_negotiate (no side effects). */
