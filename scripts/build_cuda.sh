@@ -162,7 +162,10 @@ if [ ! -f "$fi_data/include/flashinfer/attention/decode.cuh" ] && [ -z "${GPURT_
   [ -x "$root/.cuda-venv/bin/python" ] && pyx=$root/.cuda-venv/bin/python
   mkdir -p "$root/.fi" && ( cd "$root/.fi" &&
     "$pyx" -m pip download --disable-pip-version-check -q --no-deps "flashinfer-python==$fi_pin" -d . &&
-    "$pyx" -m zipfile -e "flashinfer_python-$fi_pin-py3-none-any.whl" . ) >/dev/null 2>&1 ||
+    "$pyx" -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+z.extractall(".", [n for n in z.namelist() if n.startswith(("flashinfer/data/include/", "flashinfer/data/cccl/"))])' \
+      "flashinfer_python-$fi_pin-py3-none-any.whl" ) >/dev/null 2>&1 ||
     say "could not fetch flashinfer-python==$fi_pin"
 fi
 if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
