@@ -288,6 +288,13 @@ gpurt_error *gm_attention_plan(gpurt_runtime *h, gpurt_stream *s, gpurt_attentio
                                const gpurt_attention_plan_args *args);
 gpurt_error *gm_attention_run(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
                               const gpurt_attention_run_args *args);
+/* metal_comm.m: collectives (1.6): UNSUPPORTED */
+gpurt_error *gm_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out);
+gpurt_error *gm_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out);
+gpurt_error *gm_comm_destroy(gpurt_runtime *h, gpurt_comm *c);
+gpurt_error *gm_comm_abort(gpurt_runtime *h, gpurt_comm *c);
+gpurt_error *gm_comm_query(gpurt_runtime *h, gpurt_comm *c);
+gpurt_error *gm_comm_run(gpurt_runtime *h, gpurt_comm *c, const gpurt_comm_run_args *args);
 
 /* metal_quant.m: quantized and grouped matmul (1.4) */
 gpurt_error *gm_quant_matmul(gpurt_runtime *h, gpurt_stream *s, const gpurt_quant_matmul_args *args);

@@ -652,6 +652,13 @@ static const gpurt_api gm_api = {
     .attention_destroy = gm_attention_destroy,
     .attention_plan = gm_attention_plan,
     .attention_run = gm_attention_run,
+    /* 1.6: metal_comm.m (UNSUPPORTED) */
+    .comm_unique_id = gm_comm_unique_id,
+    .comm_create = gm_comm_create,
+    .comm_destroy = gm_comm_destroy,
+    .comm_abort = gm_comm_abort,
+    .comm_query = gm_comm_query,
+    .comm_run = gm_comm_run,
 };
 
 /* The entry: csrc's gp_negotiate. No side effects: no Metal call, no
