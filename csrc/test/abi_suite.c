@@ -821,6 +821,104 @@ static void launch_checks(gpurt_runtime *rt) {
 
 static void skip(const char *what) { printf("skip %s\n", what); }
 
+/* Collectives (1.6): csrc/gp_comm.c's checks, before any vendor library
+ * is needed. A plugin whose comm_create answers UNSUPPORTED (Metal; CUDA
+ * without NCCL for a real communicator) skips what needs one. */
+static void comm_checks(gpurt_runtime *rt, gpurt_stream *s) {
+  if (!(GPURT_API_HAS(api, comm_unique_id) && GPURT_API_HAS(api, comm_create) &&
+        GPURT_API_HAS(api, comm_destroy) && GPURT_API_HAS(api, comm_abort) &&
+        GPURT_API_HAS(api, comm_query) && GPURT_API_HAS(api, comm_run))) {
+    skip("collectives (1.6): the plugin has no comm slots");
+    return;
+  }
+  uint32_t ndev = 0;
+  ok("device_count", api->device_count(rt, &ndev));
+  gpurt_comm *c = NULL;
+  uint32_t devs[2] = {0, 0};
+  gpurt_comm_create_args ca;
+  memset(&ca, 0, sizeof ca);
+  ca.struct_size = sizeof ca;
+  ca.devices = devs;
+  char m[600];
+  int code = take(api->comm_create(rt, &ca, &c), m, sizeof m);
+  if (code == GPURT_ERR_UNSUPPORTED) {
+    skip("collectives (1.6): comm_create is unsupported here");
+    return;
+  }
+  result(code == GPURT_ERR_INVALID_ARGUMENT &&
+             strstr(m, "comm_create: device_count is 0 (a handle has >= 1 local rank)") != NULL,
+         "comm_create: device_count 0: %s", m);
+  msg_is("comm_create: NULL args", api->comm_create(rt, NULL, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_create: args is NULL");
+  ca.device_count = 1;
+  msg_is("comm_create: NULL out", api->comm_create(rt, &ca, NULL), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_create: out is NULL");
+  devs[0] = ndev;
+  msg_is("comm_create: device out of range", api->comm_create(rt, &ca, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_create: devices[0] is %u but the runtime has %u device(s)", ndev, ndev);
+  devs[0] = 0;
+  ca.device_count = 2;
+  msg_is("comm_create: a device twice", api->comm_create(rt, &ca, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_create: devices[0] and devices[1] are both device 0 (one rank per device)");
+  ca.device_count = 1;
+  ca.nranks = 2;
+  msg_is("comm_create: no unique id", api->comm_create(rt, &ca, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_create: unique_id is NULL with nranks 2 (pass the id from comm_unique_id)");
+  ca.nranks = 0;
+  ca.first_rank = 1;
+  msg_is("comm_create: first_rank without nranks", api->comm_create(rt, &ca, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_create: first_rank is 1 with nranks 0 (every rank is local; it must be 0)");
+  ca.first_rank = 0;
+  ok("comm_destroy(rt, NULL)", api->comm_destroy(rt, NULL));
+  gpurt_comm *fake = (gpurt_comm *)(uintptr_t)0xdeadbeef;
+  code_is("comm_destroy: made-up comm", api->comm_destroy(rt, fake), GPURT_ERR_INVALID_HANDLE);
+  code_is("comm_abort: made-up comm", api->comm_abort(rt, fake), GPURT_ERR_INVALID_HANDLE);
+  code_is("comm_query: made-up comm", api->comm_query(rt, fake), GPURT_ERR_INVALID_HANDLE);
+  gpurt_comm_run_args ra;
+  memset(&ra, 0, sizeof ra);
+  ra.struct_size = sizeof ra;
+  code_is("comm_run: made-up comm", api->comm_run(rt, fake, &ra), GPURT_ERR_INVALID_HANDLE);
+  /* A real one-rank communicator for the run checks. */
+  code = take(api->comm_create(rt, &ca, &c), m, sizeof m);
+  if (code == GPURT_ERR_UNSUPPORTED) {
+    skip("collectives (1.6): no one-rank communicator here (the vendor library is missing)");
+    return;
+  }
+  result(code == GPURT_OK, "comm_create: one rank on device 0%s%s", code ? ": " : "", m);
+  if (code != GPURT_OK) return;
+  msg_is("comm_run: NULL args", api->comm_run(rt, c, NULL), GPURT_ERR_INVALID_ARGUMENT, "comm_run: args is NULL");
+  msg_is("comm_run: count 0", api->comm_run(rt, c, &ra), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_run: count is 0 (a group has >= 1 op)");
+  gpurt_coll_op op;
+  memset(&op, 0, sizeof op);
+  op.struct_size = sizeof op;
+  op.kind = GPURT_COLL_ALL_REDUCE;
+  op.dtype = GPURT_DTYPE_F32;
+  ra.count = 1;
+  ra.ops = &op;
+  ra.op_size = 4;
+  msg_is("comm_run: op_size 4", api->comm_run(rt, c, &ra), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_run: op_size is 4, below 8");
+  ra.op_size = sizeof op;
+  msg_is("comm_run: NULL stream", api->comm_run(rt, c, &ra), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_run: op 0: stream is NULL (every op needs its rank's stream)");
+  op.stream = s;
+  op.rank = 1;
+  msg_is("comm_run: foreign rank", api->comm_run(rt, c, &ra), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_run: op 0: rank 1 is not one of this handle's ranks (0..0 of 1)");
+  op.rank = 0;
+  op.dtype = GPURT_DTYPE_I32;
+  msg_is("comm_run: all_reduce of i32", api->comm_run(rt, c, &ra), GPURT_ERR_UNSUPPORTED,
+         "comm_run: op 0: all_reduce of dtype i32 is not supported (f32, f16, bf16)");
+  op.dtype = GPURT_DTYPE_F32;
+  op.count = 4;
+  msg_is("comm_run: no send buffer", api->comm_run(rt, c, &ra), GPURT_ERR_INVALID_ARGUMENT,
+         "comm_run: op 0: all_reduce needs a send buffer (send is NULL)");
+  ok("comm_query: healthy", api->comm_query(rt, c));
+  ok("comm_destroy", api->comm_destroy(rt, c));
+  code_is("comm_query: destroyed comm", api->comm_query(rt, c), GPURT_ERR_INVALID_HANDLE);
+}
+
 static void minor_checks(gpurt_runtime *rt) {
   gpurt_stream *s = NULL;
   ok("stream_create", api->stream_create(rt, 0, &s));
@@ -896,6 +994,7 @@ static void minor_checks(gpurt_runtime *rt) {
   } else {
     skip("attention (1.5): the plugin has no attention slots");
   }
+  comm_checks(rt, s);
   ok("stream_destroy", api->stream_destroy(rt, s));
 }
 
