@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Command gpurt-multibench times the several-GPU paths of gpurt
+// (scripts/gpu_multi.sh runs it on 2 GPUs; it needs no cgo and is built
+// with CGO_ENABLED=0):
+//
+//   - all-reduce (Comm.Run, sum) at 8 KiB .. 1 GiB: one process driving
+//     every GPU (Runtime.NewComm), and with -procs one process per GPU
+//     (this program started once per rank, joined by a unique id made
+//     here: Runtime.JoinComm);
+//   - peer copies (Stream.CopyDevice between device 0 and 1, both ways).
+//
+// Timing is what torch.distributed users measure (scripts/multi_torch.py
+// does the same): after warm-up, every stream is synchronised, N
+// operations are enqueued back to back, every stream is synchronised
+// again; the figure is the wall time over N. Bus bandwidth is NCCL's
+// definition: algbw = bytes / time, busbw = algbw * 2 (n-1) / n for an
+// all-reduce. Every line of output is one JSON object; the shell script
+// makes the table.
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metrale/gpurt/core"
+)
+
+type result struct {
+	Name  string  `json:"name"`
+	Impl  string  `json:"impl"`
+	Bytes int64   `json:"bytes"`
+	Us    float64 `json:"us"`
+	AlgBW float64 `json:"algbw_gb_s"`
+	BusBW float64 `json:"busbw_gb_s"`
+	Iters int     `json:"iters"`
+	Note  string  `json:"note,omitempty"`
+}
+
+var (
+	dir     = flag.String("plugins", "", "folder with the plugin (default: this executable's folder)")
+	backend = flag.String("backend", "cuda", "backend (the mock, with -shrink, checks this program)")
+	options = flag.String("options", "", "plugin runtime options (the mock: devices=2)")
+	sizesF  = flag.String("sizes", "8K,64K,512K,1M,4M,16M,64M,256M,1G", "all-reduce sizes in bytes (K, M, G suffixes)")
+	dtypeF  = flag.String("dtype", "bf16", "all-reduce element type: f32, f16, bf16")
+	ranksF  = flag.Int("ranks", 2, "GPUs to use (devices 0 .. ranks-1)")
+	peerF   = flag.String("peer", "1G", "peer copy size (0: skip)")
+	procs   = flag.Bool("procs", false, "also time one process per GPU (re-runs this program per rank)")
+	only    = flag.String("only", "", "run only allreduce or peer")
+	shrink  = flag.Int("shrink", 1, "divide every size by this (a quick run on the mock)")
+	// one rank of -procs (set by the parent)
+	childRank = flag.Int("child-rank", -1, "internal: this process is rank R of -procs")
+	childID   = flag.String("child-id", "", "internal: the communicator's unique id (hex)")
+)
+
+func main() {
+	flag.Parse()
+	if *dir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fail(err)
+		}
+		*dir = filepath.Dir(exe)
+	}
+	sizes, err := parseSizes(*sizesF)
+	if err != nil {
+		fail(err)
+	}
+	dt, err := parseDType(*dtypeF)
+	if err != nil {
+		fail(err)
+	}
+	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: *backend, PluginOptions: *options})
+	if err != nil {
+		fail(err)
+	}
+	defer rt.Close()
+	out := json.NewEncoder(os.Stdout)
+	if *childRank >= 0 {
+		if err := child(rt, out, sizes, dt); err != nil {
+			fail(err)
+		}
+		return
+	}
+	if rt.NumDevices() < *ranksF {
+		fail(fmt.Errorf("the runtime has %d devices, -ranks is %d", rt.NumDevices(), *ranksF))
+	}
+	devs := rt.Devices()[:*ranksF]
+	for _, d := range devs {
+		i := d.Info()
+		fmt.Fprintf(os.Stderr, "device %d: %s, %s, PCI %s\n", d.Index(), i.Name, i.UUID, i.PCIBusID)
+	}
+	if *only == "" || *only == "allreduce" {
+		c, err := rt.NewComm(devs...)
+		if err != nil {
+			fail(err)
+		}
+		sweep(out, "gpurt", c, devs, sizes, dt)
+		if err := c.Close(); err != nil {
+			fail(err)
+		}
+		if *procs && rt.Backend() == "mock" {
+			// The mock's ranks meet inside one process only.
+			_ = out.Encode(result{Name: "all_reduce", Impl: "gpurt 1 proc/GPU", Note: "skipped: the mock has no transport between processes"})
+		} else if *procs {
+			if err := parent(rt, out); err != nil {
+				fmt.Fprintln(os.Stderr, "gpurt-multibench: one process per GPU:", err)
+				_ = out.Encode(result{Name: "all_reduce", Impl: "gpurt 1 proc/GPU", Note: err.Error()})
+			}
+		}
+	}
+	if *only == "" || *only == "peer" {
+		n, err := parseSize(*peerF)
+		if err != nil {
+			fail(err)
+		}
+		if n > 0 && len(devs) >= 2 {
+			peer(out, devs[0], devs[1], n)
+			peer(out, devs[1], devs[0], n)
+		}
+	}
+}
+
+func parseDType(s string) (core.DType, error) {
+	switch s {
+	case "f32":
+		return core.F32, nil
+	case "f16":
+		return core.F16, nil
+	case "bf16":
+		return core.BF16, nil
+	}
+	return 0, fmt.Errorf("-dtype %q: f32, f16 or bf16", s)
+}
+
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	mul := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mul, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"):
+		mul, s = 1<<20, s[:len(s)-1]
+	case strings.HasSuffix(s, "G"):
+		mul, s = 1<<30, s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("size %q is not a byte count", s)
+	}
+	return n * mul / int64(*shrink), nil
+}
+
+func parseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		n, err := parseSize(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func human(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// iters is how many timed operations a size gets (about 0.2 s of a 300
+// GB/s link, between 5 and 200).
+func iters(bytes int64) int {
+	return int(max(5, min(200, int64(60e9)/max(bytes, 1))))
+}
+
+// rankSet is one stream and buffer per local rank.
+type rankSet struct {
+	streams []*core.Stream
+	bufs    []*core.Buffer
+}
+
+func (r *rankSet) close() {
+	for _, s := range r.streams {
+		_ = s.Synchronize()
+		_ = s.Close()
+	}
+	for _, b := range r.bufs {
+		_ = b.Free()
+	}
+}
+
+func (r *rankSet) sync() error {
+	for _, s := range r.streams {
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweep times an in-place all-reduce of every size on c (whose local ranks
+// are devs, ranks first..) and prints one result per size.
+func sweep(out *json.Encoder, impl string, c *core.Comm, devs []*core.Device, sizes []int64, dt core.DType) {
+	first, _ := c.LocalRanks()
+	n := c.NRanks()
+	maxB := int64(0)
+	for _, s := range sizes {
+		maxB = max(maxB, s)
+	}
+	r := &rankSet{}
+	defer r.close()
+	for _, d := range devs {
+		s, err := d.NewStream()
+		if err != nil {
+			fail(err)
+		}
+		r.streams = append(r.streams, s)
+		b, err := d.Alloc(int(max(maxB, 256)))
+		if err != nil {
+			fail(err)
+		}
+		if err := core.Memset(b, 0); err != nil { // zeros stay zeros: no overflow over many sums
+			fail(err)
+		}
+		r.bufs = append(r.bufs, b)
+	}
+	ops := make([]core.CollOp, len(devs))
+	for _, bytes := range sizes {
+		count := int(bytes / int64(dt.Size()))
+		for k := range devs {
+			ops[k] = core.CollOp{Kind: core.AllReduce, DType: dt, Rank: first + k, Count: count, Stream: r.streams[k], Send: r.bufs[k], Recv: r.bufs[k]}
+		}
+		it := iters(bytes)
+		run := func(times int) error {
+			for i := 0; i < times; i++ {
+				if err := c.Run(ops...); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := errors.Join(run(5), r.sync()); err != nil {
+			_ = out.Encode(result{Name: "all_reduce " + human(bytes), Impl: impl, Bytes: bytes, Note: err.Error()})
+			continue
+		}
+		t0 := time.Now()
+		err := errors.Join(run(it), r.sync())
+		el := time.Since(t0)
+		if err == nil {
+			err = c.Err()
+		}
+		res := result{Name: "all_reduce " + human(bytes), Impl: impl, Bytes: bytes, Iters: it}
+		if err != nil {
+			res.Note = err.Error()
+		} else {
+			res.Us = float64(el.Nanoseconds()) / 1e3 / float64(it)
+			res.AlgBW = float64(bytes) / (res.Us * 1e3)
+			res.BusBW = res.AlgBW * 2 * float64(n-1) / float64(n)
+		}
+		if first == 0 {
+			_ = out.Encode(res)
+		}
+	}
+}
+
+// peer times copies of n bytes from src to dst on a stream of src.
+func peer(out *json.Encoder, src, dst *core.Device, n int64) {
+	name := fmt.Sprintf("peer_copy %s %d->%d", human(n), src.Index(), dst.Index())
+	res := result{Name: name, Impl: "gpurt", Bytes: n}
+	err := func() error {
+		a, err := src.Alloc(int(n))
+		if err != nil {
+			return err
+		}
+		defer a.Free()
+		b, err := dst.Alloc(int(n))
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		s, err := src.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for i := 0; i < 3; i++ {
+			if err := s.CopyDevice(b, a); err != nil {
+				return err
+			}
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		it := iters(n) / 2
+		t0 := time.Now()
+		for i := 0; i < it; i++ {
+			if err := s.CopyDevice(b, a); err != nil {
+				return err
+			}
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		res.Iters = it
+		res.Us = float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(it)
+		res.AlgBW = float64(n) / (res.Us * 1e3)
+		res.BusBW = res.AlgBW
+		return nil
+	}()
+	if err != nil {
+		res.Note = err.Error()
+	}
+	_ = out.Encode(res)
+}
+
+// parent makes the unique id and runs this program once per rank; rank
+// 0's results are printed.
+func parent(rt *core.Runtime, out *json.Encoder) error {
+	id, err := rt.NewCommID()
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var cmds []*exec.Cmd
+	for r := 0; r < *ranksF; r++ {
+		args := []string{"-plugins", *dir, "-backend", *backend, "-options", *options, "-sizes", *sizesF,
+			"-dtype", *dtypeF, "-ranks", strconv.Itoa(*ranksF), "-shrink", strconv.Itoa(*shrink),
+			"-child-rank", strconv.Itoa(r), "-child-id", hex.EncodeToString(id[:])}
+		cmd := exec.Command(exe, args...)
+		cmd.Stderr = os.Stderr
+		if r == 0 {
+			cmd.Stdout = os.Stdout
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		cmds = append(cmds, cmd)
+	}
+	var errs []error
+	for r, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// child is rank -child-rank of -procs: its own runtime, device rank.
+func child(rt *core.Runtime, out *json.Encoder, sizes []int64, dt core.DType) error {
+	raw, err := hex.DecodeString(*childID)
+	if err != nil || len(raw) != len(core.CommID{}) {
+		return fmt.Errorf("-child-id is not a %d-byte hex id", len(core.CommID{}))
+	}
+	var id core.CommID
+	copy(id[:], raw)
+	d, err := rt.Device(*childRank)
+	if err != nil {
+		return err
+	}
+	c, err := rt.JoinComm(core.CommJoin{ID: id, NRanks: *ranksF, FirstRank: *childRank, Devices: []*core.Device{d}, Timeout: 120 * time.Second})
+	if err != nil {
+		return err
+	}
+	sweep(out, "gpurt 1 proc/GPU", c, []*core.Device{d}, sizes, dt)
+	return c.Close()
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "gpurt-multibench:", err)
+	os.Exit(1)
+}
