@@ -498,6 +498,12 @@ gpurt_error *cu_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_
   if (!rt) return e;
   cu_comm *c = comm_get(rt, ch, "comm_run", &e);
   if (!c) return e;
+  /* An aborted or broken communicator says so before any op check (as
+   * the mock does). */
+  pthread_mutex_lock(&c->mu);
+  e = comm_broken_error(c, "comm_run");
+  pthread_mutex_unlock(&c->mu);
+  if (e) return e;
   gpurt_comm_run_args a;
   if ((e = gp_comm_run_read(args, &a))) return e;
   gp_comm_ranks rk = {c->nranks, c->first_rank, c->local};
