@@ -110,6 +110,17 @@
 // soft cap and sm_scale; f16/bf16 and head dims 64/128/256. The mock is the
 // float64 reference; a plain warm plan and run allocate nothing.
 //
+// # Several GPUs
+//
+// Copy and Stream.CopyDevice copy between devices of one runtime (peer
+// copies; CopyDevice on a stream of either device). Runtime.FindDevice
+// names a device by index, UUID or PCI bus id. Collectives (ABI 1.6) are
+// NCCL's: a Comm (Runtime.NewComm for one process driving several
+// devices, Runtime.NewCommID + JoinComm for one process per GPU) runs
+// groups of CollOps with Comm.Run, one plugin call per group; Err, Abort
+// and Close handle a broken one. A group of up to 16 ops allocates
+// nothing. The mock is the float64 reference across its devices.
+//
 // # Adding an operation
 //
 // CONTRIBUTING.md, at the root of the repository, lists every file that
