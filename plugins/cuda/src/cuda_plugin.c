@@ -25,7 +25,7 @@
 /* The prefix of csrc's error messages ("cuda: ..."). */
 const char gp_plugin_prefix[] = "cuda";
 
-#define CU_PLUGIN_VERSION "0.1.0 (fatbin: sm_80 sm_90a compute_90; needs CUDA 13.0 driver)"
+#define CU_PLUGIN_VERSION "0.6.0 (fatbin: sm_80 sm_90a compute_90; needs CUDA 13.0 driver)"
 
 static cu_table g_runtimes = {
     .mu = PTHREAD_MUTEX_INITIALIZER, .kind = "runtime", .free_head = UINT32_MAX};

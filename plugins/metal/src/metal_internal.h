@@ -34,7 +34,7 @@
 
 #include "gp_common.h"
 
-#define GM_VERSION "1.2.0"
+#define GM_VERSION "1.6.0"
 #define GM_PRIORITY 200
 
 /* The built-in library, made by scripts/build_metal.sh (gm_embedded.c): a
