@@ -154,9 +154,10 @@ qfatbin=$tmp/quant.fatbin
 fi_pin=0.7.4
 fi_data=${GPURT_FLASHINFER_DATA:-$root/.fi/flashinfer/data}
 fi_obj=""
-if [ ! -f "$fi_data/include/flashinfer/attention/decode.cuh" ] && [ -z "${GPURT_FLASHINFER_DATA:-}" ] &&
+if { [ ! -f "$fi_data/include/flashinfer/attention/decode.cuh" ] ||
+     [ ! -f "$fi_data/cutlass/include/cutlass/version.h" ]; } && [ -z "${GPURT_FLASHINFER_DATA:-}" ] &&
    [ $noinstall = 0 ]; then
-  say "fetching flashinfer-python==$fi_pin (headers for the attention adapter) into $root/.fi"
+  say "fetching flashinfer-python==$fi_pin (headers for the attention and CUTLASS adapters) into $root/.fi"
   py=${PYTHON:-python3}
   pyx=$py
   [ -x "$root/.cuda-venv/bin/python" ] && pyx=$root/.cuda-venv/bin/python
@@ -164,7 +165,8 @@ if [ ! -f "$fi_data/include/flashinfer/attention/decode.cuh" ] && [ -z "${GPURT_
     "$pyx" -m pip download --disable-pip-version-check -q --no-deps "flashinfer-python==$fi_pin" -d . &&
     "$pyx" -c 'import sys, zipfile
 z = zipfile.ZipFile(sys.argv[1])
-z.extractall(".", [n for n in z.namelist() if n.startswith(("flashinfer/data/include/", "flashinfer/data/cccl/"))])' \
+z.extractall(".", [n for n in z.namelist() if n.startswith(("flashinfer/data/include/", "flashinfer/data/cccl/",
+  "flashinfer/data/cutlass/include/", "flashinfer/data/cutlass/tools/util/include/"))])' \
       "flashinfer_python-$fi_pin-py3-none-any.whl" ) >/dev/null 2>&1 ||
     say "could not fetch flashinfer-python==$fi_pin"
 fi
@@ -200,11 +202,47 @@ else
   say "WARNING: no FlashInfer headers at $fi_data (flashinfer-python==$fi_pin not fetched): this plugin" \
       "is built WITHOUT attention (attention_create answers unsupported)"
 fi
+# ---- grouped GEMM: the CUTLASS adapter (cuda_cutlass.cu) ---------------------------
+# CUTLASS's headers from the same pinned flashinfer-python wheel (its
+# flashinfer/data/cutlass: include/ and tools/util/include), or from
+# $GPURT_CUTLASS_DIR. sm_90a only (the ptr-array grouped kernels use TMA and
+# wgmma; other GPUs run the plugin's own kernel), linked like the attention
+# adapter (static cudart and libstdc++). Cached in .fi/cache/ keyed by the
+# sources, flags and nvcc. Without the headers (or with GPURT_NO_CUTLASS=1)
+# grouped_gemm runs the own kernel and the build says so.
+cl_dir=${GPURT_CUTLASS_DIR:-$root/.fi/flashinfer/data/cutlass}
+cl_obj=""
+cl_defs=()
+if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
+   [ -f "$cl_dir/include/cutlass/gemm/collective/sm90_mma_array_tma_gmma_ss_warpspecialized_fp8_blockwise_scaling.hpp" ]; then
+  cl_flags=(-c -O3 -std=c++17 -DNDEBUG -DGPURT_HAVE_CUTLASS -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
+            --expt-relaxed-constexpr -diag-suppress 20012 -gencode arch=compute_90a,code=sm_90a
+            -I"$cl_dir/include" -I"$cl_dir/tools/util/include" -I"$src")
+  key=$( { cat "$src/cuda_cutlass.cu" "$src/cuda_cutlass.h"; echo "${cl_flags[*]}" | sed "s|$root||g";
+           "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)
+  mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
+  cl_obj=$root/.fi/cache/cuda_cutlass-$key.o
+  (
+    flock 8
+    if [ ! -f "$cl_obj" ]; then
+      say "compiling plugins/cuda/src/cuda_cutlass.cu (CUTLASS grouped GEMM, sm_90a) ..."
+      t0=$(date +%s)
+      "$nvcc" "${cl_flags[@]}" -o "$cl_obj.tmp" "$src/cuda_cutlass.cu" || exit 1
+      mv -f "$cl_obj.tmp" "$cl_obj"
+      say "compiled cuda_cutlass.cu in $(( $(date +%s) - t0 )) s"
+    else
+      say "cuda_cutlass.cu: cached object $(basename "$cl_obj")"
+    fi
+  ) 8>"$root/.fi/cache/cutlass.lock" || die "nvcc could not compile plugins/cuda/src/cuda_cutlass.cu"
+  cl_defs=(-DGPURT_HAVE_CUTLASS)
+else
+  say "no CUTLASS headers at $cl_dir (or GPURT_NO_CUTLASS=1): grouped_gemm runs the plugin's own kernel in this build"
+fi
 cudart_static=""
 for d in "$cudaroot/lib64" "$cudaroot/lib" "$cudaroot/targets/x86_64-linux/lib"; do
   if [ -f "$d/libcudart_static.a" ]; then cudart_static=$d/libcudart_static.a; break; fi
 done
-[ -z "$fi_obj" ] || [ -n "$cudart_static" ] || die "no libcudart_static.a next to $nvcc"
+[ -z "$fi_obj$cl_obj" ] || [ -n "$cudart_static" ] || die "no libcudart_static.a next to $nvcc"
 
 cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
         -Wno-unused-parameter -I"$root/abi" -I"$root/csrc" -I"$src" -isystem "$inc")
@@ -212,6 +250,7 @@ cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
 # reproducible builds).
 # shellcheck disable=SC2206
 cflags+=(${GPURT_CUDA_CFLAGS:-})
+cflags+=("${cl_defs[@]}") # -DGPURT_HAVE_CUTLASS when the adapter is linked
 "$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/cuda_fatbin.S" \
   || die "could not assemble plugins/cuda/src/cuda_fatbin.S"
 objs=("$tmp/fatbin.o")
@@ -236,9 +275,9 @@ for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin gp_quant gp_graph
   objs+=("$tmp/$f.o")
 done
 lib=$out/libgpurt_cuda.so
-if [ -n "$fi_obj" ]; then
-  # The adapter: C++ and the CUDA runtime, both linked statically.
-  "${CXX:-g++}" -shared -o "$lib.tmp" "${objs[@]}" "$fi_obj" "$cudart_static" \
+if [ -n "$fi_obj$cl_obj" ]; then
+  # The adapters: C++ and the CUDA runtime, both linked statically.
+  "${CXX:-g++}" -shared -o "$lib.tmp" "${objs[@]}" ${fi_obj:+"$fi_obj"} ${cl_obj:+"$cl_obj"} "$cudart_static" \
     -static-libstdc++ -static-libgcc \
     -Wl,--version-script="$src/exports.map" -Wl,-z,noexecstack -Wl,-z,now \
     -Wl,--no-undefined -Wl,--as-needed -ldl -lpthread -lrt || die "could not link $lib"

@@ -13,6 +13,11 @@
  *                         and grown), then one cuBLASLt GEMM (prefill: the
  *                         dequantization costs 3 bytes per weight, the GEMM
  *                         2n flops per weight)
+ *  grouped_gemm, sm_90    CUTLASS's ptr-array grouped kernels (cuda_cutlass.cu,
+ *                         when built with the headers): every group in one
+ *                         launch after a small argument kernel; arrays and
+ *                         workspace in the stream's scratch. Otherwise, or
+ *                         for shapes CUTLASS refuses (n % 8, D alignment):
  *  grouped_gemm           gpurt_ggemm_bf16 / gpurt_ggemm_fp8: the same
  *                         kernel, up to 64 groups per launch; bf16 groups
  *                         of 256 rows or more go to cuBLASLt instead (one
@@ -29,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_cutlass.h"
 #include "cuda_internal.h"
 #include "gp_quant.h"
 
@@ -139,6 +145,40 @@ static gpurt_error *launch(cu_runtime *rt, cu_stream *st, CUfunction f, const ch
   return NULL;
 }
 
+/* Grows the stream's scratch (st->qscratch) to need bytes; slot_mu held.
+ * Growth waits for the stream first: its queued work may still read the
+ * old one. Used by the prefill path and the CUTLASS grouped path (both
+ * stream-ordered, so one buffer serves both). */
+static gpurt_error *stream_scratch(cu_runtime *rt, cu_stream *st, uint64_t need, const char *op, const char *what) {
+  const uint32_t dev = st->dev;
+  if (st->qscratch_cap >= need) return NULL;
+  CUresult r = CUDA_SUCCESS;
+  if (st->qscratch != 0) {
+    r = cu_drv.p_cuStreamSynchronize(st->s);
+    if (r != CUDA_SUCCESS) {
+      char m[160];
+      snprintf(m, sizeof m, "%s: waiting for the stream before growing its scratch", op);
+      return cu_fail(rt, dev, r, m, st->last_kernel);
+    }
+    cu_drv.p_cuMemFree(st->qscratch);
+    st->qscratch = 0;
+    st->qscratch_cap = 0;
+  }
+  CUdeviceptr p = 0;
+  r = cu_drv.p_cuMemAlloc(&p, (size_t)need);
+  if (r != CUDA_SUCCESS) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+      return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r, "%s: out of device memory allocating the stream's %llu-byte "
+                           "scratch for %s on device %u", op, (unsigned long long)need, what, dev);
+    char m[160];
+    snprintf(m, sizeof m, "%s: stream scratch cuMemAlloc", op);
+    return cu_fail(rt, dev, r, m, NULL);
+  }
+  st->qscratch = p;
+  st->qscratch_cap = need;
+  return NULL;
+}
+
 /* The prefill path: W dequantized into the stream's scratch, then cuBLASLt
  * (column-major: y = (W')^T-as-stored times x, see cu_gemm_tn_ptrs). */
 static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_matmul_args *a, CUdeviceptr w,
@@ -156,30 +196,9 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   if ((e = cu_stream_workspace(rt, st, wsz, &ws))) return e;
   const uint64_t need = a->m * a->k * 2;
   pthread_mutex_lock(&st->slot_mu);
-  if (st->qscratch_cap < need) {
-    CUresult r = CUDA_SUCCESS;
-    if (st->qscratch != 0) {
-      r = cu_drv.p_cuStreamSynchronize(st->s);
-      if (r != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&st->slot_mu);
-        return cu_fail(rt, dev, r, "quant_matmul: waiting for the stream before growing the weight scratch", st->last_kernel);
-      }
-      cu_drv.p_cuMemFree(st->qscratch);
-      st->qscratch = 0;
-      st->qscratch_cap = 0;
-    }
-    CUdeviceptr p = 0;
-    r = cu_drv.p_cuMemAlloc(&p, (size_t)need);
-    if (r != CUDA_SUCCESS) {
-      pthread_mutex_unlock(&st->slot_mu);
-      if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r, "quant_matmul: out of device memory allocating the "
-                             "stream's %llu-byte scratch for the dequantized weights (m %llu x k %llu) on device %u",
-                             (unsigned long long)need, (unsigned long long)a->m, (unsigned long long)a->k, dev);
-      return cu_fail(rt, dev, r, "quant_matmul: weight scratch cuMemAlloc", NULL);
-    }
-    st->qscratch = p;
-    st->qscratch_cap = need;
+  if ((e = stream_scratch(rt, st, need, "quant_matmul", "the dequantized weights"))) {
+    pthread_mutex_unlock(&st->slot_mu);
+    return e;
   }
   const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
   const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
@@ -249,6 +268,62 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
   return launch(rt, st, f, name, tiles, 256, params);
 }
 
+#ifdef GPURT_HAVE_CUTLASS
+/* grouped_gemm through CUTLASS (cuda_cutlass.cu) on sm_90 when the shape
+ * suits its TMA loads and stores: every group with rows in one launch
+ * (after a small argument kernel), its arrays and workspace in the
+ * stream's scratch. *done = 0 (and no error) leaves the call to the own
+ * kernel: another GPU, a shape CUTLASS refuses, more than
+ * CU_CL_MAX_GROUPS groups with rows, or GPURT_CUDA_GROUPED=kernel. */
+static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_grouped_gemm_args *a, int fp8,
+                                    CUdeviceptr pa, CUdeviceptr pb, CUdeviceptr pd, CUdeviceptr psa,
+                                    CUdeviceptr psb, int *done) {
+  *done = 0;
+  const uint32_t dev = st->dev;
+  const cu_device *d = &rt->devs[dev];
+  if (!cu_cl_arch_ok(d->cc_major, d->cc_minor) || !cu_cl_grouped_ok(fp8, a->n, a->k, (uintptr_t)pd)) return NULL;
+  const char *force = getenv("GPURT_CUDA_GROUPED");
+  if (force != NULL && strcmp(force, "kernel") == 0) return NULL;
+  uint32_t group[CU_CL_MAX_GROUPS], row0[CU_CL_MAX_GROUPS], m[CU_CL_MAX_GROUPS];
+  uint32_t count = 0;
+  uint64_t row = 0;
+  for (uint64_t g = 0; g < a->group_count; g++) {
+    const uint64_t mg = a->m_sizes[g];
+    if (mg > 0) {
+      if (count == CU_CL_MAX_GROUPS) return NULL;
+      group[count] = (uint32_t)g;
+      row0[count] = (uint32_t)row;
+      m[count] = (uint32_t)mg;
+      count++;
+    }
+    row += mg;
+  }
+  char msg[256];
+  msg[0] = 0;
+  const size_t need = cu_cl_scratch_bytes(fp8, count, d->sm_count, msg, sizeof msg);
+  if (need == 0) return gp_err(GPURT_ERR_INTERNAL, "grouped_gemm: %s", msg);
+  pthread_mutex_lock(&st->slot_mu);
+  gpurt_error *e = stream_scratch(rt, st, need, "grouped_gemm", "CUTLASS's arrays and workspace");
+  if (e) {
+    pthread_mutex_unlock(&st->slot_mu);
+    return e;
+  }
+  cu_cl_grouped cl = {fp8, count, (uint32_t)a->n, (uint32_t)a->k, d->sm_count, (const void *)(uintptr_t)pa,
+                      (const void *)(uintptr_t)pb, (void *)(uintptr_t)pd, (const float *)(uintptr_t)psa,
+                      (const float *)(uintptr_t)psb, group, row0, m, (void *)st->s,
+                      (void *)(uintptr_t)st->qscratch, (size_t)st->qscratch_cap};
+  const int rc = cu_cl_grouped_run(&cl, msg, sizeof msg);
+  pthread_mutex_unlock(&st->slot_mu);
+  if (rc == 1) return NULL; /* refused before enqueueing: the own kernel */
+  if (rc != 0)
+    return gp_err_vendor(rc == 2 ? GPURT_ERR_OUT_OF_MEMORY : GPURT_ERR_LAUNCH_FAILED, rc,
+                         "grouped_gemm: %s on device %u (%u groups with rows, n %llu, k %llu, %s)", msg, dev, count,
+                         (unsigned long long)a->n, (unsigned long long)a->k, fp8 ? "fp8 block scales" : "bf16");
+  *done = 1;
+  return NULL;
+}
+#endif
+
 gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
   gpurt_error *e = NULL;
   cu_runtime *rt;
@@ -271,6 +346,13 @@ gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_gro
     return e;
   if (c.total_m == 0) return NULL;
   if ((e = cu_enter(rt, dev))) return e;
+#ifdef GPURT_HAVE_CUTLASS
+  {
+    int done = 0;
+    if ((e = cutlass_grouped(rt, st, a, c.fp8, pa, pb, pd, psa, psb, &done))) return e;
+    if (done) return NULL;
+  }
+#endif
   const char *name = c.fp8 ? "gpurt_ggemm_fp8" : "gpurt_ggemm_bf16";
   CUfunction f;
   if ((e = quant_fn(rt, dev, c.fp8 ? QV_GG_FP8 : QV_GG_BF16, name, &f))) return e;
