@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# gpu_quant_bench.sh — ONE command on the GPU machine (CUDA toolkit at
-# /usr/local/cuda, no Go, no network) for the 1.4 ops (issue 12). Run it
-# from the repository root with these built elsewhere with CGO_ENABLED=0:
+# gpu_quant_bench.sh — ONE command on the GPU machine (no Go, no network, no
+# nvcc needed) for the 1.4 ops (issue 12), using what was built elsewhere
+# into build/ (it does not rebuild the plugin: the CUTLASS and FlashInfer
+# headers stay on the build machine):
 #
+#   bash scripts/build_cuda.sh build            # with .fi/ (CUTLASS headers)
 #   CGO_ENABLED=0 go build -o build/gpurt ./cmd/gpurt
 #   CGO_ENABLED=0 go build -o build/gpurt-quantbench ./cmd/gpurt-quantbench
-#   bash scripts/gpu_quant_bench.sh
+#   bash scripts/gpu_quant_bench.sh             # on the GPU machine
 #
-# Steps (each with a timeout; a failure is reported and the script goes on):
-#   build     scripts/build_cuda.sh build (nvcc; its time is printed)
+# Steps (each with a timeout; a failure is reported and the script goes on;
+# about 2 minutes in all, 4 at most):
+#   plugin    what build/libgpurt_cuda.so is (size, DT_NEEDED, whether the
+#             CUTLASS adapter is linked in)
 #   conform   build/gpurt conform --backend cuda --run '^(quant|grouped)/'
 #             (every quantized and grouped check against float64
 #             references, on the H200's large shapes)
 #   bench     build/gpurt-quantbench: int8 GEMV vs bf16 cuBLASLt GEMV
 #             (4096x4096 and 14336x4096, n = 1 and 8), int8 GEMM at
 #             n = 2048 vs bf16 cuBLASLt, grouped GEMM of 8 and 64 experts
-#             (skewed rows; bf16 and fp8 block scales) vs one cuBLASLt GEMM
-#             per expert
+#             (skewed rows; bf16 and fp8 block scales; CUTLASS on sm_90)
+#             vs one cuBLASLt GEMM per expert
+#   own       the grouped cases again with GPURT_CUDA_GROUPED=kernel (the
+#             plugin's own grouped kernel, the fallback), for comparison
 #   torch     python3 scripts/gpu_quant_torch.py: torch._grouped_mm (bf16)
 #             and torch._scaled_grouped_mm (fp8) on the same grouped cases
-# Then the table. Logs in build/gpu_quant/; with $OUT set, copied there
-# (summary.txt, quantbench.jsonl, torch.jsonl, the logs).
+# Then the markdown table (last). Logs in build/gpu_quant/; with $OUT set,
+# copied there (summary.txt, quantbench.jsonl, torch.jsonl, the logs).
 # Exit status: 0 when every step passed.
 set -u
 
@@ -57,13 +63,24 @@ step() {
   return $rc
 }
 
-echo "== [build] scripts/build_cuda.sh build"
-step build 900 bash scripts/build_cuda.sh build
+plugin_info() {
+  local lib=build/libgpurt_cuda.so
+  [ -f "$lib" ] || { echo "no $lib: build it with scripts/build_cuda.sh build"; return 1; }
+  ls -l "$lib"
+  readelf -d "$lib" | grep NEEDED || true
+  if nm "$lib" 2>/dev/null | grep -q cu_cl_grouped_run; then
+    echo "CUTLASS adapter: linked (grouped_gemm on sm_90 runs CUTLASS)"
+  else
+    echo "CUTLASS adapter: not linked (grouped_gemm runs the own kernel)"
+  fi
+}
+echo "== [plugin] build/libgpurt_cuda.so"
+step plugin 20 bash -c "$(declare -f plugin_info); plugin_info"
 chmod 644 build/libgpurt_cuda.so 2>/dev/null || true
 
 if [ -x build/gpurt ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [conform] quant and grouped checks on cuda"
-  step conform 900 build/gpurt conform --backend cuda --run '^(quant|grouped)/'
+  step conform 75 build/gpurt conform --backend cuda --run '^(quant|grouped)/'
 else
   summary+=("conform  skip     (no build/gpurt or no plugin)")
   failed=1
@@ -71,8 +88,12 @@ fi
 
 if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-quantbench"
-  step bench 900 build/gpurt-quantbench -plugins build
+  step bench 100 build/gpurt-quantbench -plugins build
   grep '^{' "$logs/bench.log" >"$logs/quantbench.jsonl" || true
+  echo "== [own] grouped cases on the own kernel (GPURT_CUDA_GROUPED=kernel)"
+  step own 45 env GPURT_CUDA_GROUPED=kernel build/gpurt-quantbench -plugins build -only grouped
+  grep '^{' "$logs/own.log" | grep '"impl":"gpurt grouped"' |
+    sed 's/"impl":"gpurt grouped"/"impl":"gpurt own kernel"/' >>"$logs/quantbench.jsonl" || true
 else
   summary+=("bench    skip     (no build/gpurt-quantbench; build it with CGO_ENABLED=0 go build -o build/gpurt-quantbench ./cmd/gpurt-quantbench)")
   failed=1
@@ -81,7 +102,7 @@ fi
 
 if command -v python3 >/dev/null 2>&1 && [ -s "$logs/quantbench.jsonl" ]; then
   echo "== [torch] torch grouped mm"
-  step torch 600 python3 scripts/gpu_quant_torch.py "$logs/quantbench.jsonl"
+  step torch 45 python3 scripts/gpu_quant_torch.py "$logs/quantbench.jsonl"
   grep '^{' "$logs/torch.log" >"$logs/torch.jsonl" || true
 else
   summary+=("torch    skip     (no python3 or no bench results)")
@@ -93,63 +114,70 @@ table() {
 import json, sys
 rows = []
 for path in sys.argv[1:]:
-    for line in open(path):
+    try:
+        f = open(path)
+    except OSError:
+        continue
+    for line in f:
         try:
             rows.append(json.loads(line))
         except ValueError:
             pass
-by = {}
-order = []
+by, order = {}, []
 for r in rows:
     if r["name"] not in by:
         order.append(r["name"])
     by.setdefault(r["name"], {})[r["impl"]] = r
 def us(r):
-    return "%9.1f" % r["gpu_us"] if r and r["gpu_us"] > 0 else "        -"
-print("%-48s %9s %9s %7s %6s  %s" % ("int8 quantized matmul (MLX, group 64)", "int8 us", "bf16 us", "speedup", "goal", "int8 TFLOP/s | GB/s, wall us int8/bf16"))
+    return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
+def ratio(o, g):
+    return "%.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and g and o.get("gpu_us", 0) > 0 and g.get("gpu_us", 0) > 0 else "-"
+print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 |")
+print("|---|---:|---:|---:|---:|---|---:|---|")
 for name in order:
     d = by[name]
     q, b = d.get("gpurt int8"), d.get("cuBLASLt bf16")
     if not q and not b:
         continue
     sp = b["gpu_us"] / q["gpu_us"] if q and b and q["gpu_us"] > 0 else 0
-    goal = "1.7x" if " n=1" in name or " n=8" in name else "0.9x"
-    ok = "" if not sp else ("MET" if sp >= float(goal[:-1]) else "missed")
-    extra = "%.1f TFLOP/s, %.0f GB/s; wall %.1f / %.1f" % (q["tflops"], q["gb_s"], q["wall_us"], b["wall_us"]) if q and b else ""
-    notes = "; ".join(x.get("note", "") for x in (q, b) if x and x.get("note"))
-    print("%-48s %s %s %6.2fx %6s %-6s %s %s" % (name, us(q), us(b), sp, goal, ok, extra, notes))
+    goal = 1.7 if (" n=1" in name or " n=8" in name) else 0.9
+    ok = "" if not sp else ("met" if sp >= goal else "missed")
+    gbs = "%.0f" % q["gb_s"] if q else "-"
+    wall = "%.1f / %.1f" % (q["wall_us"], b["wall_us"]) if q and b else "-"
+    print("| %s | %s | %s | %s | %.1fx | %s | %s | %s |" % (name, us(q), us(b), "%.2fx" % sp if sp else "-", goal, ok, gbs, wall))
 print()
-print("%-48s %9s %9s %9s %9s %9s  %s" % ("grouped GEMM", "gpurt us", "per-exp", "torch us", "vs per-e", "vs torch", "gpurt TFLOP/s, notes"))
+print("| grouped GEMM | gpurt us | own kernel us | cuBLASLt per expert us | torch us | vs per-expert | vs torch | gpurt TFLOP/s | notes |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
 for name in order:
     d = by[name]
     g = d.get("gpurt grouped")
     if not g:
         continue
+    own = d.get("gpurt own kernel")
     pe = d.get("cuBLASLt per expert")
     t = d.get("torch._grouped_mm") or d.get("torch._scaled_grouped_mm") or d.get("torch")
-    def ratio(o):
-        return "%8.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and o["gpu_us"] > 0 and g["gpu_us"] > 0 else "        -"
     notes = "; ".join("%s: %s" % (x["impl"], x["note"]) for x in (g, pe, t) if x and x.get("note"))
-    print("%-48s %s %s %s %s %s  %.1f TFLOP/s %s" % (name, us(g), us(pe), us(t), ratio(pe), ratio(t), g["tflops"], notes))
+    print("| %s | %s | %s | %s | %s | %s | %s | %.1f | %s |" % (name, us(g), us(own), us(pe), us(t), ratio(pe, g), ratio(t, g), g.get("tflops", 0), notes))
 PY
 }
 
 {
   echo
   echo "== gpu_quant_bench.sh summary"
-  echo "build time (nvcc, both fatbins, 3 targets each): see the build line below"
+  grep -h "CUTLASS adapter" "$logs/plugin.log" 2>/dev/null
   for s in "${summary[@]}"; do echo "$s"; done
   grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/conform.log" 2>/dev/null | tail -n 1 | sed 's/^/conform: /'
   grep -E 'FAIL|fail' "$logs/conform.log" 2>/dev/null | head -n 20
+  echo
+  echo "speedup = cuBLASLt bf16 time / int8 time (GPU time per call, calls queued behind a sleep);"
+  echo "vs per-expert / vs torch = their time / gpurt grouped time (> 1: gpurt is faster);"
+  echo "own kernel = the same call with GPURT_CUDA_GROUPED=kernel (the fallback without CUTLASS)"
   echo
   if command -v python3 >/dev/null 2>&1 && [ -s "$logs/quantbench.jsonl" ]; then
     table
   else
     cat "$logs/quantbench.jsonl"
   fi
-  echo
-  echo "speedup = cuBLASLt bf16 time / int8 time (GPU time per call, calls queued behind a sleep);"
-  echo "vs per-e / vs torch = their time / gpurt grouped time (> 1: gpurt is faster)"
 } | tee "$logs/summary.txt"
 
 if [ -n "${OUT:-}" ]; then
