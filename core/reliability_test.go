@@ -193,6 +193,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.LaunchBatch)(nil), &core.LaunchBatch{},
 		(*core.Graph)(nil), &core.Graph{},
 		(*core.Attention)(nil), &core.Attention{}, (*core.KVCache)(nil), &core.KVCache{}, core.KVCacheDesc{},
+		(*core.Comm)(nil), &core.Comm{}, core.CollKind(0), core.ReduceOp(0),
 		core.Arg{}, core.ArgKind(0), core.DType(0), core.Epilogue(0),
 	}
 	for _, v := range values {
