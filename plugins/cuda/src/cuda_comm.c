@@ -26,8 +26,8 @@
  * creates multicast objects itself.
  *
  * Handles live in one process-wide table (g_comms); each remembers its
- * runtime and is refused by any other. A runtime destroyed with live
- * communicators leaks their NCCL state (the core closes them first).
+ * runtime and is refused by any other. runtime_destroy aborts and frees
+ * the communicators its runtime still has (cu_comm_release_runtime).
  *
  * Locks (see cuda_internal.h's "Locks"): nc_mu (loading NCCL, a leaf);
  * cu_comm.mu (one communicator's NCCL calls: NCCL communicators are not
@@ -206,6 +206,7 @@ static void nap(void) {
 
 typedef struct cu_comm {
   cu_runtime *rt;
+  uint64_t self; /* its handle in g_comms */
   uint32_t nranks, first_rank, local;
   uint32_t devs[GP_COMM_MAX_LOCAL];
   nc_comm_t nccl[GP_COMM_MAX_LOCAL]; /* NULL once aborted */
@@ -384,6 +385,7 @@ gpurt_error *cu_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args
     e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_create: the communicator table is full");
     goto fail;
   }
+  c->self = hh;
   *out = (gpurt_comm *)(uintptr_t)hh;
   return NULL;
 fail:
@@ -583,6 +585,44 @@ out:
   if (xs != stack) free(xs);
   if (ops != stack_ops) free(ops);
   return e;
+}
+
+/* Runtime teardown: abort and free every communicator of rt. */
+typedef struct comm_list {
+  cu_runtime *rt;
+  cu_comm **v;
+  size_t n, cap;
+} comm_list;
+
+static void comm_collect(void *u, void *o) {
+  comm_list *l = u;
+  cu_comm *c = o;
+  if (c->rt != l->rt) return;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 8;
+    cu_comm **v = realloc(l->v, cap * sizeof *v);
+    if (!v) return; /* out of memory at teardown: that one leaks */
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = c;
+}
+
+void cu_comm_release_runtime(cu_runtime *rt) {
+  pthread_once(&g_comms_once, comms_init);
+  comm_list l = {rt, NULL, 0, 0};
+  cu_table_each(&g_comms, comm_collect, &l);
+  for (size_t i = 0; i < l.n; i++) {
+    cu_comm *c = l.v[i];
+    (void)cu_table_remove(&g_comms, c->self);
+    atomic_store(&c->abort_req, 1);
+    pthread_mutex_lock(&c->mu);
+    comm_abort_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+  }
+  free(l.v);
 }
 
 /* ---- peer access ----------------------------------------------------------- */

@@ -17,6 +17,10 @@ CU_HIDDEN gpurt_error *cu_comm_abort(gpurt_runtime *h, gpurt_comm *c);
 CU_HIDDEN gpurt_error *cu_comm_query(gpurt_runtime *h, gpurt_comm *c);
 CU_HIDDEN gpurt_error *cu_comm_run(gpurt_runtime *h, gpurt_comm *c, const gpurt_comm_run_args *args);
 
+/* Runtime teardown (cu_runtime_free): aborts and frees the communicators
+ * rt still has, before its contexts are synchronised. */
+CU_HIDDEN void cu_comm_release_runtime(cu_runtime *rt);
+
 /* Enables peer access between devices a and b of rt (both directions)
  * once per process where cuDeviceCanAccessPeer allows it; elsewhere does
  * nothing (cuMemcpyPeerAsync then stages through host memory in the

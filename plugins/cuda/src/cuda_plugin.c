@@ -425,6 +425,7 @@ gpurt_error *cu_insert(cu_runtime *rt, cu_table *t, void *obj,
 }
 
 static void cu_runtime_free(cu_runtime *rt) {
+  cu_comm_release_runtime(rt); /* 1.6: first, so no NCCL kernel waits for a peer */
   for (uint32_t i = 0; i < rt->ndev; i++) {
     if (rt->devs[i].ctx == NULL) continue;
     cu_enter_quiet(rt, i);
