@@ -54,6 +54,10 @@ func quantChecks() []check {
 	qc("f16_g32_n2", quantCase{xt: core.F16, st: core.F16, m: 72, n: 2, k: 256, gs: 32})
 	qc("bf16_f16scales_g128_n5", quantCase{xt: core.BF16, st: core.F16, m: 40, n: 5, k: 384, gs: 128})
 	qc("f16_bf16scales_g64_n1_k32x", quantCase{xt: core.F16, st: core.BF16, m: 33, n: 1, k: 96 * 2, gs: 32})
+	// Decode edges: k below one 64-deep step, fewer rows than a block, k
+	// ending inside a 128-deep batch, m across blocks of 32.
+	qc("f16_g32_n7_k32_m5", quantCase{xt: core.F16, st: core.F16, m: 5, n: 7, k: 32, gs: 32})
+	qc("bf16_g32_n4_k1056", quantCase{xt: core.BF16, st: core.BF16, m: 97, n: 4, k: 1056, gs: 32})
 	for _, gs := range []int{32, 64, 128} { // prefill
 		qc(fmt.Sprintf("bf16_g%d_n77", gs), quantCase{xt: core.BF16, st: core.BF16, m: 200, n: 77, k: 384, gs: gs})
 	}
@@ -81,6 +85,13 @@ func quantChecks() []check {
 	gc("fp8_skewed", groupedCase{fp8: true, n: 320, k: 384, ms: []int{3, 0, 70, 1, 129, 16}})
 	gc("fp8_one_group", groupedCase{fp8: true, n: 128, k: 128, ms: []int{33}})
 	gc("all_empty", groupedCase{n: 64, k: 64, ms: []int{0, 0, 0}})
+	// n not a multiple of 8: CUDA's CUTLASS path refuses it (TMA stores of D),
+	// so these run the plugin's own grouped kernel there.
+	gc("bf16_n_not_8x", groupedCase{n: 60, k: 72, ms: []int{5, 130, 0, 2}})
+	gc("fp8_n_not_8x", groupedCase{fp8: true, n: 100, k: 256, ms: []int{17, 0, 140}})
+	// Several tiles in every direction, groups across tile edges.
+	gc("bf16_medium", groupedCase{n: 264, k: 512, ms: []int{300, 1, 129, 0, 520, 64}})
+	gc("fp8_medium", groupedCase{fp8: true, n: 384, k: 640, ms: []int{257, 3, 0, 128, 411}})
 	cs = append(cs, check{"grouped/large", func(e *env) error {
 		c := groupedCase{fp8: true, n: 512, k: 512, ms: []int{200, 3, 57, 0, 128, 64, 1, 90}, sample: 2048}
 		if !e.opts.Quick && e.dev.Info().Arch != "cpu" {
