@@ -23,6 +23,8 @@
 #             n = 2048 vs bf16 cuBLASLt, grouped GEMM of 8 and 64 experts
 #             (skewed rows; bf16 and fp8 block scales; CUTLASS on sm_90)
 #             vs one cuBLASLt GEMM per expert
+#   gemv8/16  the decode GEMV rows again with 8 and 16 warps per block
+#             (GPURT_CUDA_QGEMV_WARPS; the default picks by m), for tuning
 #   own       the grouped cases again with GPURT_CUDA_GROUPED=kernel (the
 #             plugin's own grouped kernel, the fallback), for comparison
 #   torch     python3 scripts/gpu_quant_torch.py: torch._grouped_mm (bf16)
@@ -80,7 +82,7 @@ chmod 644 build/libgpurt_cuda.so 2>/dev/null || true
 
 if [ -x build/gpurt ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [conform] quant and grouped checks on cuda"
-  step conform 75 build/gpurt conform --backend cuda --run '^(quant|grouped)/'
+  step conform 60 build/gpurt conform --backend cuda --run '^(quant|grouped)/'
 else
   summary+=("conform  skip     (no build/gpurt or no plugin)")
   failed=1
@@ -88,10 +90,16 @@ fi
 
 if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-quantbench"
-  step bench 100 build/gpurt-quantbench -plugins build
+  step bench 90 build/gpurt-quantbench -plugins build
   grep '^{' "$logs/bench.log" >"$logs/quantbench.jsonl" || true
+  for w in 8 16; do
+    echo "== [gemv$w] the decode GEMV with $w warps per block (GPURT_CUDA_QGEMV_WARPS=$w)"
+    step "gemv$w" 20 env GPURT_CUDA_QGEMV_WARPS=$w build/gpurt-quantbench -plugins build -only gemv
+    grep '^{' "$logs/gemv$w.log" | grep '"impl":"gpurt int8"' |
+      sed "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 w$w\"/" >>"$logs/quantbench.jsonl" || true
+  done
   echo "== [own] grouped cases on the own kernel (GPURT_CUDA_GROUPED=kernel)"
-  step own 45 env GPURT_CUDA_GROUPED=kernel build/gpurt-quantbench -plugins build -only grouped
+  step own 40 env GPURT_CUDA_GROUPED=kernel build/gpurt-quantbench -plugins build -only grouped
   grep '^{' "$logs/own.log" | grep '"impl":"gpurt grouped"' |
     sed 's/"impl":"gpurt grouped"/"impl":"gpurt own kernel"/' >>"$logs/quantbench.jsonl" || true
 else
@@ -102,7 +110,7 @@ fi
 
 if command -v python3 >/dev/null 2>&1 && [ -s "$logs/quantbench.jsonl" ]; then
   echo "== [torch] torch grouped mm"
-  step torch 45 python3 scripts/gpu_quant_torch.py "$logs/quantbench.jsonl"
+  step torch 40 python3 scripts/gpu_quant_torch.py "$logs/quantbench.jsonl"
   grep '^{' "$logs/torch.log" >"$logs/torch.jsonl" || true
 else
   summary+=("torch    skip     (no python3 or no bench results)")
@@ -132,8 +140,8 @@ def us(r):
     return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 def ratio(o, g):
     return "%.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and g and o.get("gpu_us", 0) > 0 and g.get("gpu_us", 0) > 0 else "-"
-print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 |")
-print("|---|---:|---:|---:|---:|---|---:|---|")
+print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 | 8 warps us | 16 warps us |")
+print("|---|---:|---:|---:|---:|---|---:|---|---:|---:|")
 for name in order:
     d = by[name]
     q, b = d.get("gpurt int8"), d.get("cuBLASLt bf16")
@@ -144,7 +152,8 @@ for name in order:
     ok = "" if not sp else ("met" if sp >= goal else "missed")
     gbs = "%.0f" % q["gb_s"] if q else "-"
     wall = "%.1f / %.1f" % (q["wall_us"], b["wall_us"]) if q and b else "-"
-    print("| %s | %s | %s | %s | %.1fx | %s | %s | %s |" % (name, us(q), us(b), "%.2fx" % sp if sp else "-", goal, ok, gbs, wall))
+    print("| %s | %s | %s | %s | %.1fx | %s | %s | %s | %s | %s |" % (name, us(q), us(b), "%.2fx" % sp if sp else "-", goal, ok, gbs, wall,
+          us(d.get("gpurt int8 w8")), us(d.get("gpurt int8 w16"))))
 print()
 print("| grouped GEMM | gpurt us | own kernel us | cuBLASLt per expert us | torch us | vs per-expert | vs torch | gpurt TFLOP/s | notes |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|")

@@ -30,6 +30,7 @@
  * the caller's stream; only the prefill scratch's growth allocates (after
  * synchronizing the stream, whose queued work may still read the old one).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,19 @@ void cu_quant_device_release(cu_device *d) {
   if (q->mod != NULL) cu_drv.p_cuModuleUnload(q->mod);
   free(q);
   d->quant = NULL;
+}
+
+/* GPURT_CUDA_QGEMV_WARPS=1..16 fixes the GEMV's warps per block (for
+ * tuning runs, scripts/gpu_quant_bench.sh); read once. 0: the heuristic. */
+static int qgemv_warps(void) {
+  static _Atomic int cached = -1;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v >= 0) return v;
+  const char *s = getenv("GPURT_CUDA_QGEMV_WARPS");
+  v = s != NULL ? atoi(s) : 0;
+  if (v < 0 || v > QV_MAXW) v = 0;
+  atomic_store_explicit(&cached, v, memory_order_relaxed);
+  return v;
 }
 
 static uint32_t log2u(uint32_t v) {
@@ -246,7 +260,8 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
      * grid is small (fewer than ~2 blocks per SM: more loads in flight per
      * SM), else 8 (two blocks per SM), never more warps than batches. */
     const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, 128);
-    uint64_t nw = blocks < 256 ? QV_MAXW : 8;
+    const int force = qgemv_warps();
+    uint64_t nw = force > 0 ? (uint64_t)force : blocks < 256 ? QV_MAXW : 8;
     if (nw > batches) nw = batches;
     return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
   }
