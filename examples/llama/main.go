@@ -69,6 +69,7 @@ func run(args []string) error {
 	warm := fs.Int("warmup", 2, "untimed decode steps before each timed run")
 	modes := fs.String("modes", "eager,graph", "eager, graph or both")
 	logits := fs.Bool("logits", false, "emit request 0's logits every step (synchronizes every step)")
+	logitsN := fs.Int("logits-n", 512, "with -logits: how many of request 0's logits (the first ones; 0: all)")
 	backend := fs.String("backend", "", "gpurt backend (auto, cuda, metal, mock)")
 	dir := fs.String("plugin-dir", "", "folder or file of the plugin (default: next to the executable)")
 	if err := fs.Parse(args); err != nil {
@@ -147,6 +148,7 @@ func run(args []string) error {
 	_ = out.Encode(map[string]any{"kind": "config", "impl": "gpurt", "backend": rt.Backend(), "preset": *preset,
 		"layers": cfg.Layers, "hidden": cfg.Hidden, "heads": cfg.Heads, "kv_heads": cfg.KVHeads, "inter": cfg.Inter,
 		"vocab": cfg.Vocab, "theta": cfg.Theta, "rope": cfg.Rope, "seed": cfg.Seed, "weights": *weights})
+	var failed error
 	for _, b := range bs {
 		if err := m.SetBatch(b); err != nil {
 			return err
@@ -160,21 +162,30 @@ func run(args []string) error {
 					continue
 				}
 				o := GenOptions{Prompt: p, P: *prompt, Ctx: c, Graph: mode == "graph"}
+				var r *Run
+				var err error
 				if *warm > 0 {
 					o.Steps = *warm
-					if _, err := m.Generate(rt, o); err != nil {
-						return fmt.Errorf("batch %d ctx %d %s warm-up: %w", b, c, mode, err)
-					}
+					_, err = m.Generate(rt, o)
 				}
-				o.Steps, o.Collect = *steps, *logits
-				r, err := m.Generate(rt, o)
-				if err != nil {
-					return fmt.Errorf("batch %d ctx %d %s: %w", b, c, mode, err)
+				if err == nil {
+					o.Steps, o.Collect = *steps, *logits
+					r, err = m.Generate(rt, o)
+				}
+				if err != nil { // reported; the other runs go on
+					failed = fmt.Errorf("batch %d ctx %d %s: %w", b, c, mode, err)
+					fmt.Fprintln(os.Stderr, "llama:", failed)
+					_ = out.Encode(map[string]any{"kind": "error", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "error": failed.Error()})
+					continue
 				}
 				for i, tk := range r.Tokens {
 					line := map[string]any{"kind": "step", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "step": i, "tokens": tk}
 					if *logits {
-						line["logits"] = r.Logits[i][:cfg.Vocab]
+						n := cfg.Vocab
+						if *logitsN > 0 {
+							n = min(n, *logitsN)
+						}
+						line["logits"] = r.Logits[i][:n]
 					}
 					_ = out.Encode(line)
 				}
@@ -189,5 +200,5 @@ func run(args []string) error {
 			}
 		}
 	}
-	return nil
+	return failed
 }
