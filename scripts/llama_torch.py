@@ -168,8 +168,8 @@ class Model:
             q = self.rope(F.linear(xn, L["wq"]).view(B, T, nh, hd), pos)
             k = self.rope(F.linear(xn, L["wk"]).view(B, T, kvh, hd), pos)
             v = F.linear(xn, L["wv"]).view(B, T, kvh, hd)
-            self.kc[l].index_copy_(2, pos, k.transpose(1, 2))
-            self.vc[l].index_copy_(2, pos, v.transpose(1, 2))
+            self.kc[l].index_copy_(2, pos, k.transpose(1, 2).contiguous())
+            self.vc[l].index_copy_(2, pos, v.transpose(1, 2).contiguous())
             if mask is None:
                 kk, vv = self.kc[l][:, :, :length], self.vc[l][:, :, :length]
                 m = None
@@ -231,6 +231,7 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta):
             static_lg = step()
         static_ids.copy_(save_ids)
         static_pos.copy_(save_pos)
+    pos_t = torch.tensor([n], dtype=torch.int64, device=dev)  # eager: the position on the device, no host copy per step
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for i in range(steps_left):
@@ -239,7 +240,8 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta):
             lg = static_lg
             hist[i].copy_(static_ids.view(batch).to(torch.int32))
         else:
-            lg, tok = m.forward(cur, torch.tensor([n], device=dev), length=n + 1)
+            lg, tok = m.forward(cur, pos_t, length=n + 1)
+            pos_t.add_(1)
             cur = tok.view(batch, 1).to(torch.int64)
             hist[i].copy_(tok)
         n += 1
@@ -250,7 +252,8 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta):
     h = hist.cpu().tolist()
     toks = [r[0].cpu().tolist() for r in rows[:1] if r[0] is not None] + h[:steps_left]
     if collect:
-        lgs = [r[1].float().cpu().tolist() for r in rows]
+        ln = meta.get("logits_n") or None
+        lgs = [r[1].float().cpu()[:ln].tolist() for r in rows]
     for i, tk in enumerate(toks):
         line = dict(meta, kind="step", step=i, tokens=tk)
         if collect:
@@ -275,6 +278,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--modes", default="eager,graph")
     ap.add_argument("--logits", action="store_true")
+    ap.add_argument("--logits-n", type=int, default=512, help="with --logits: how many of request 0's logits (0: all)")
     ap.add_argument("--selftest", action="store_true")
     a = ap.parse_args()
     if a.selftest:
@@ -296,7 +300,7 @@ def main():
             prompt = prompt_tokens(a.seed, b, a.prompt, c["vocab"])
             for mode in a.modes.split(","):
                 m.alloc_cache(b, ctx + a.prompt + a.steps + a.warmup + 2)
-                meta = dict(impl="torch", mode=mode, batch=b, ctx=ctx, preset=a.preset, weights="bf16")
+                meta = dict(impl="torch", mode=mode, batch=b, ctx=ctx, preset=a.preset, weights="bf16", logits_n=a.logits_n)
                 lines = []
                 try:
                     if a.warmup:
