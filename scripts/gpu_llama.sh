@@ -9,7 +9,9 @@
 #   2. the torch twin's hash self-test
 #   3. correctness, 1B-class: prompt 16, 64 greedy steps, batch 1 and 32:
 #      tokens of every request and request 0's logits, gpurt eager and
-#      graph against torch eager (bf16 tolerance: 5% of the largest logit)
+#      graph against torch eager (bf16 tolerance: 5% of the largest logit);
+#      then torch fed gpurt's tokens (teacher forcing: random weights make
+#      near-ties, where bf16 rounding may flip a free-running token)
 #   4. speed: 1B-class and 8B-class at batch 1 and 32, context 1K and 8K
 #      (zero K/V already in the cache), decode only: gpurt eager, gpurt
 #      graph, torch eager, torch CUDA graph
@@ -77,7 +79,8 @@ step torch_selftest "${tp[@]}" --selftest
 # 3. correctness (1B)
 step check_gpurt_1b "${gp[@]}" -preset 1b -batch 1,32 -ctx 0 -prompt 16 -steps "$steps1b" -warmup 0 -logits -modes eager,graph
 step check_torch_1b "${tp[@]}" --preset 1b --batch 1,32 --ctx 0 --prompt 16 --steps "$steps1b" --warmup 0 --logits --modes eager,graph
-step compare_1b "$py" "$root/scripts/llama_compare.py" check "$out/check_gpurt_1b.log" "$out/check_torch_1b.log"
+step check_torch_1b_forced "${tp[@]}" --preset 1b --batch 1,32 --ctx 0 --prompt 16 --steps "$steps1b" --warmup 0 --logits --modes eager --force "$out/check_gpurt_1b.log"
+step compare_1b "$py" "$root/scripts/llama_compare.py" check "$out/check_gpurt_1b.log" <(cat "$out/check_torch_1b.log" "$out/check_torch_1b_forced.log" 2>/dev/null)
 # 4. speed
 step speed_gpurt_1b "${gp[@]}" -preset 1b -batch 1,32 -ctx 1024,8192 -prompt 1 -steps "$steps1b" -warmup 3
 step speed_torch_1b "${tp[@]}" --preset 1b --batch 1,32 --ctx 1024,8192 --prompt 1 --steps "$steps1b" --warmup 3

@@ -45,6 +45,7 @@ def runs(lines, impl):
 def check(gpath, tpath, tol):
     g, t = runs(load([gpath]), "gpurt"), runs(load([tpath]), "torch")
     ref = {k[1:]: v for k, v in t.items() if k[0] == "eager"}
+    # (free-running: each side feeds back its own tokens)
     if not g or not ref:
         print(f"check: FAIL: no runs to compare (gpurt {len(g)}, torch eager {len(ref)})")
         return False
@@ -76,6 +77,26 @@ def check(gpath, tpath, tol):
         print(f"check: gpurt {mode} vs torch eager, batch {b} ctx {ctx}: {n} steps, requests with identical tokens "
               f"{same_req}/{b}" + ("" if first is None else f", first differing step {first}") +
               f"; logits (request 0, up to there) max |diff| {worst:.4g} (max |logit| {scale:.3g}, tol {tol}x) "
+              + ("OK" if good else "FAIL"))
+    # teacher forcing: torch fed gpurt's eager tokens; its own argmax at
+    # every step against gpurt's token, logits over every step
+    forced = {k[1:]: v for k, v in t.items() if k[0] == "forced"}
+    for (b, ctx), ts in sorted(forced.items()):
+        gs = g.get(("eager", b, ctx))
+        if not gs:
+            continue
+        n = min(len(gs), len(ts))
+        agree = sum(gs[i]["tokens"][r] == ts[i]["tokens"][r] for i in range(n) for r in range(b))
+        worst, scale = 0.0, 0.0
+        for i in range(n):
+            a, c = gs[i].get("logits"), ts[i].get("logits")
+            if a and c:
+                worst = max(worst, max(abs(x - y) for x, y in zip(a, c)))
+                scale = max(scale, max(abs(y) for y in c))
+        good = n >= 1 and worst <= tol * max(1.0, scale)
+        ok &= good
+        print(f"check: teacher-forced (torch fed gpurt's tokens), batch {b} ctx {ctx}: {n} steps, argmax agree "
+              f"{agree}/{n * b}; logits (request 0, every step) max |diff| {worst:.4g} (max |logit| {scale:.3g}) "
               + ("OK" if good else "FAIL"))
     return ok
 

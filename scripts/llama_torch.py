@@ -188,7 +188,9 @@ class Model:
         return lg, torch.argmax(lg, dim=-1).to(torch.int32)
 
 
-def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta):
+def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta, force=None):
+    """force: the tokens of every step (e.g. gpurt's) fed back instead of
+    this run's own (teacher forcing; eager only)."""
     dev = m.dev
     ids = torch.tensor(prompt, dtype=torch.int64, device=dev).view(batch, P)
     rows = []  # (tokens, logits0)
@@ -201,6 +203,8 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta):
         rows.append((tok, lg[0].clone() if collect else None))
         steps_left -= 1
         cur = tok.to(torch.int64).view(batch, 1)
+        if force is not None:
+            cur = torch.tensor(force[0], dtype=torch.int64, device=dev).view(batch, 1)
     else:
         cur = ids.view(batch, 1)
     static_ids = cur.clone()
@@ -243,6 +247,9 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta):
             lg, tok = m.forward(cur, pos_t, length=n + 1)
             pos_t.add_(1)
             cur = tok.view(batch, 1).to(torch.int64)
+            j = i + 1 if P > 1 else i
+            if force is not None and j < len(force):
+                cur = torch.tensor(force[j], dtype=torch.int64, device=dev).view(batch, 1)
             hist[i].copy_(tok)
         n += 1
         if collect:
@@ -280,6 +287,7 @@ def main():
     ap.add_argument("--logits", action="store_true")
     ap.add_argument("--logits-n", type=int, default=512, help="with --logits: how many of request 0's logits (0: all)")
     ap.add_argument("--selftest", action="store_true")
+    ap.add_argument("--force", help="JSON lines of examples/llama: feed its eager run's tokens back (teacher forcing, eager only)")
     a = ap.parse_args()
     if a.selftest:
         sys.exit(0 if selftest() else 1)
@@ -289,6 +297,16 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     c = PRESETS[a.preset]
+    forced = {}
+    if a.force:
+        with open(a.force) as f:
+            for line in f:
+                if not line.startswith("{"):
+                    continue
+                x = json.loads(line)
+                if x.get("kind") == "step" and x.get("impl") == "gpurt" and x.get("mode") == "eager":
+                    forced.setdefault((x["batch"], x["ctx"]), {})[x["step"]] = x["tokens"]
+        forced = {k: [v[i] for i in sorted(v)] for k, v in forced.items()}
     t0 = time.perf_counter()
     m = Model(c, a.seed, a.rope, "cuda")
     torch.cuda.synchronize()
@@ -301,11 +319,19 @@ def main():
             for mode in a.modes.split(","):
                 m.alloc_cache(b, ctx + a.prompt + a.steps + a.warmup + 2)
                 meta = dict(impl="torch", mode=mode, batch=b, ctx=ctx, preset=a.preset, weights="bf16", logits_n=a.logits_n)
+                force = None
+                if a.force:
+                    force = forced.get((b, ctx))
+                    if force is None or mode != "eager":
+                        print(json.dumps(dict(meta, kind="skip", why="no gpurt eager tokens to force" if force is None
+                                              else "forcing is eager only")), flush=True)
+                        continue
+                    meta["mode"] = "forced"
                 lines = []
                 try:
                     if a.warmup:
                         generate(m, prompt, b, a.prompt, ctx, a.warmup, mode == "graph", False, [], meta)
-                    generate(m, prompt, b, a.prompt, ctx, a.steps, mode == "graph", a.logits, lines, meta)
+                    generate(m, prompt, b, a.prompt, ctx, a.steps, mode == "graph", a.logits, lines, meta, force)
                 except Exception as e:  # report and go on with the next run
                     lines = [dict(meta, kind="error", error=repr(e)[:500])]
                 for line in lines:
