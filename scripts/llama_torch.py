@@ -177,8 +177,12 @@ class Model:
                     m = torch.arange(length, device=self.dev)[None, :] <= pos[:, None]
             else:
                 kk, vv, m = self.kc[l], self.vc[l], mask
-            o = F.scaled_dot_product_attention(q.transpose(1, 2), kk, vv, attn_mask=m, enable_gqa=True)
-            o = o.transpose(1, 2).reshape(B * T, nh * hd)
+            if T == 1:  # decode: a kv head's query heads as its query rows (no K/V copies for GQA)
+                o = F.scaled_dot_product_attention(q.view(B, kvh, nh // kvh, hd), kk, vv, attn_mask=m)
+                o = o.reshape(B, nh * hd)
+            else:
+                o = F.scaled_dot_product_attention(q.transpose(1, 2), kk, vv, attn_mask=m, enable_gqa=True)
+                o = o.transpose(1, 2).reshape(B * T, nh * hd)
             h = torch.addmm(h, o, L["wo"].t())
             xn = self.rmsnorm(h, L["mlp_norm"])
             a = (F.silu(F.linear(xn, L["wg"]).float()) * F.linear(xn, L["wu"]).float()).to(torch.bfloat16)
