@@ -192,6 +192,11 @@ class Model:
         return lg, torch.argmax(lg, dim=-1).to(torch.int32)
 
 
+def sync(dev):
+    if str(dev).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta, force=None):
     """force: the tokens of every step (e.g. gpurt's) fed back instead of
     this run's own (teacher forcing; eager only)."""
@@ -240,7 +245,7 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta, f
         static_ids.copy_(save_ids)
         static_pos.copy_(save_pos)
     pos_t = torch.tensor([n], dtype=torch.int64, device=dev)  # eager: the position on the device, no host copy per step
-    torch.cuda.synchronize()
+    sync(dev)
     t0 = time.perf_counter()
     for i in range(steps_left):
         if g is not None:
@@ -258,7 +263,7 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta, f
         n += 1
         if collect:
             rows.append((None, lg[0].clone()))
-    torch.cuda.synchronize()
+    sync(dev)
     dt = time.perf_counter() - t0
     h = hist.cpu().tolist()
     toks = [r[0].cpu().tolist() for r in rows[:1] if r[0] is not None] + h[:steps_left]
@@ -291,11 +296,12 @@ def main():
     ap.add_argument("--logits", action="store_true")
     ap.add_argument("--logits-n", type=int, default=512, help="with --logits: how many of request 0's logits (0: all)")
     ap.add_argument("--selftest", action="store_true")
+    ap.add_argument("--device", default="cuda", help="cuda, or cpu (eager only: to try the twin without a GPU)")
     ap.add_argument("--force", help="JSON lines of examples/llama: feed its eager run's tokens back (teacher forcing, eager only)")
     a = ap.parse_args()
     if a.selftest:
         sys.exit(0 if selftest() else 1)
-    if not torch.cuda.is_available():
+    if a.device == "cuda" and not torch.cuda.is_available():
         print("llama_torch.py: no CUDA device", file=sys.stderr)
         sys.exit(2)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -312,8 +318,8 @@ def main():
                     forced.setdefault((x["batch"], x["ctx"]), {})[x["step"]] = x["tokens"]
         forced = {k: [v[i] for i in sorted(v)] for k, v in forced.items()}
     t0 = time.perf_counter()
-    m = Model(c, a.seed, a.rope, "cuda")
-    torch.cuda.synchronize()
+    m = Model(c, a.seed, a.rope, a.device)
+    sync(m.dev)
     print(json.dumps(dict(kind="config", impl="torch", preset=a.preset, seed=a.seed, rope=a.rope, torch=torch.__version__,
                           weights_s=time.perf_counter() - t0, f32_logits_via="mm out_dtype" if m.lm_f32 is None else "f32 copy",
                           **c)), flush=True)
@@ -341,7 +347,8 @@ def main():
                 for line in lines:
                     print(json.dumps(line), flush=True)
                 m.kc = m.vc = None
-                torch.cuda.empty_cache()
+                if m.dev == "cuda":
+                    torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

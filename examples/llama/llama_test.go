@@ -264,6 +264,7 @@ func TestDecoderMatchesReference(t *testing.T) {
 		{"bf16 llama rope prefill", false, "llama", 2, 0, 8, 8},
 		{"bf16 neox rope context", false, "neox", 2, 20, 1, 4},
 		{"int8 prefill", true, "neox", 1, 0, 4, 3},
+		{"bf16 prefill after context", false, "neox", 1, 20, 8, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tinyConfig()

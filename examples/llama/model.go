@@ -612,6 +612,13 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 	defer func() { _ = s.Synchronize(); _ = hb.Free() }()
 	st := &stager{hb: hb}
 	run := &Run{}
+	if o.Ctx > 0 { // the context is zero K/V: clear what earlier runs appended
+		for _, c := range m.caches {
+			if err := firstErr(s.Memset(c.K(), 0), s.Memset(c.V(), 0)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	collect := func() error {
 		ids := make([]byte, 4*B)
 		if err := firstErr(s.Synchronize(), core.CopyToHost(ids, view(m.ids, 0, 4*B))); err != nil {
