@@ -128,6 +128,7 @@ class Model:
 
     def alloc_cache(self, batch, max_len):
         c = self.c
+        max_len = (max_len + 15) // 16 * 16  # an aligned mask row for SDPA's kernels
         shape = (batch, c["kv_heads"], max_len, self.hd)
         self.kc = [torch.zeros(shape, dtype=torch.bfloat16, device=self.dev) for _ in range(c["layers"])]
         self.vc = [torch.zeros(shape, dtype=torch.bfloat16, device=self.dev) for _ in range(c["layers"])]
@@ -230,7 +231,11 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta, f
             static_pos.add_(1)
             return lg
         # warm up on a side stream, then capture (the cache slot written by
-        # the warm-up is rewritten by the first replay)
+        # the warm-up is rewritten by the first replay). Without CUDA, the
+        # static step runs as it is (to try its masked attention on a CPU).
+    if graph and steps_left > 0 and not str(dev).startswith("cuda"):
+        g = "static"
+    elif graph and steps_left > 0:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         save_ids, save_pos = static_ids.clone(), static_pos.clone()
@@ -248,7 +253,11 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta, f
     sync(dev)
     t0 = time.perf_counter()
     for i in range(steps_left):
-        if g is not None:
+        if g == "static":
+            static_lg = step()
+            lg = static_lg
+            hist[i].copy_(static_ids.view(batch).to(torch.int32))
+        elif g is not None:
             g.replay()
             lg = static_lg
             hist[i].copy_(static_ids.view(batch).to(torch.int32))
