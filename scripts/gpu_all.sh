@@ -8,6 +8,7 @@
 # large to travel, so nothing is rebuilt there).
 #
 #   check      scripts/gpu_check.sh       C suites, conform, launch/copy/GEMM
+#   conform    scripts/gpu_conform.sh     C ABI suite and the whole conform suite only
 #   quant      scripts/gpu_quant_bench.sh quant conform and benchmarks
 #   attention  scripts/gpu_attention.sh   attention conform and benchmarks
 #   decodestep scripts/gpu_decodestep.sh  MLP decode step vs PyTorch
@@ -21,10 +22,10 @@ set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 export GPURT_PREBUILT=1
-all=(check quant attention decodestep llama)
-declare -A script=([check]=gpu_check.sh [quant]=gpu_quant_bench.sh [attention]=gpu_attention.sh
+all=(check conform quant attention decodestep llama)
+declare -A script=([check]=gpu_check.sh [conform]=gpu_conform.sh [quant]=gpu_quant_bench.sh [attention]=gpu_attention.sh
   [decodestep]=gpu_decodestep.sh [llama]=gpu_llama.sh)
-declare -A limit=([check]=240 [quant]=240 [attention]=300 [decodestep]=240 [llama]=330)
+declare -A limit=([check]=240 [conform]=120 [quant]=240 [attention]=300 [decodestep]=240 [llama]=330)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 out=${OUT:-$root/build/gpu_all}

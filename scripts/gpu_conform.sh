@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# gpu_conform.sh — the quick correctness pass on the GPU machine, with the
+# carried build/libgpurt_cuda.so and build/gpurt: the C ABI suite (built
+# there with cc) and `gpurt conform --backend cuda` (every check; the long
+# attention contexts run in gpu_attention.sh). Logs to $OUT when set.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+out=${OUT:-$root/build/gpu_conform}
+mkdir -p "$out"
+rc=0
+cc -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Iabi -o build/abi_suite csrc/test/abi_suite.c -ldl &&
+  timeout 120 build/abi_suite "$root/build/libgpurt_cuda.so" >"$out/abi_suite.log" 2>&1 || rc=1
+echo "abi_suite: $(tail -n 1 "$out/abi_suite.log")"
+grep -E '^(FAIL|not ok)' "$out/abi_suite.log" | head -20
+timeout 100 build/gpurt conform --backend cuda >"$out/conform_cuda.log" 2>&1 || rc=1
+grep -E '^(FAIL)' "$out/conform_cuda.log" | head -30
+echo "conform: $(tail -n 1 "$out/conform_cuda.log")"
+exit $rc
