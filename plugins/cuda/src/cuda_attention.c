@@ -39,6 +39,10 @@
 #include "cuda_internal.h"
 #include "gp_attention.h"
 
+/* cuda_attention.cu (C++, without gpurt.h) copies these three values. */
+_Static_assert(GPURT_DTYPE_F16 == 2 && GPURT_DTYPE_BF16 == 3 && GPURT_KV_LAYOUT_HND == 1,
+               "cuda_attention.cu's FI_DTYPE_F16, FI_DTYPE_BF16 and FI_LAYOUT_HND must match gpurt.h");
+
 #define U(x) ((unsigned long long)(x))
 
 #ifdef GPURT_CUDA_NO_FLASHINFER

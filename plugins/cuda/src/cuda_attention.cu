@@ -41,8 +41,8 @@
 #include "cuda_attention.h"
 
 // The ABI's values (gpurt.h is C; these two are all the adapter needs).
-#define FI_DTYPE_F16 1
-#define FI_DTYPE_BF16 2
+#define FI_DTYPE_F16 2 /* GPURT_DTYPE_F16 */
+#define FI_DTYPE_BF16 3 /* GPURT_DTYPE_BF16 */
 #define FI_LAYOUT_HND 1
 
 // A named namespace, not an anonymous one: with

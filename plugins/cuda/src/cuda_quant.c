@@ -289,7 +289,8 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
  * (after a small argument kernel), its arrays and workspace in the
  * stream's scratch. *done = 0 (and no error) leaves the call to the own
  * kernel: another GPU, a shape CUTLASS refuses, more than
- * CU_CL_MAX_GROUPS groups with rows, or GPURT_CUDA_GROUPED=kernel. */
+ * CU_CL_MAX_GROUPS groups with rows, or GPURT_CUDA_GROUPED=kernel; fp8 only
+ * with GPURT_CUDA_GROUPED=cutlass (see below). */
 static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_grouped_gemm_args *a, int fp8,
                                     CUdeviceptr pa, CUdeviceptr pb, CUdeviceptr pd, CUdeviceptr psa,
                                     CUdeviceptr psb, int *done) {
@@ -299,6 +300,11 @@ static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_g
   if (!cu_cl_arch_ok(d->cc_major, d->cc_minor) || !cu_cl_grouped_ok(fp8, a->n, a->k, (uintptr_t)pd)) return NULL;
   const char *force = getenv("GPURT_CUDA_GROUPED");
   if (force != NULL && strcmp(force, "kernel") == 0) return NULL;
+  /* fp8 with block scales stays on the own kernel unless asked for: on the
+   * H200 (2026-12-01 run3) CUTLASS's blockwise kernel missed conform's
+   * float64 tolerance by up to 1.3x (differences of ~4% on some elements,
+   * a scale-layout or promotion mismatch not yet found). */
+  if (fp8 && (force == NULL || strcmp(force, "cutlass") != 0)) return NULL;
   uint32_t group[CU_CL_MAX_GROUPS], row0[CU_CL_MAX_GROUPS], m[CU_CL_MAX_GROUPS];
   uint32_t count = 0;
   uint64_t row = 0;
