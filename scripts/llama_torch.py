@@ -249,6 +249,7 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta, f
             static_lg = step()
         static_ids.copy_(save_ids)
         static_pos.copy_(save_pos)
+    ar_e = torch.arange(m.max_len, device=dev)
     pos_t = torch.tensor([n], dtype=torch.int64, device=dev)  # eager: the position on the device, no host copy per step
     sync(dev)
     t0 = time.perf_counter()
@@ -262,7 +263,12 @@ def generate(m, prompt, batch, P, ctx, steps, graph, collect, out_lines, meta, f
             lg = static_lg
             hist[i].copy_(static_ids.view(batch).to(torch.int32))
         else:
-            lg, tok = m.forward(cur, pos_t, length=n + 1)
+            # the static cache and a mask, as in the graph's step: slicing the
+            # cache to the current length gives SDPA a new shape every step,
+            # which run4 on the H200 showed costing milliseconds a step (a
+            # backend re-planning per shape), so that eager measured torch's
+            # planning rather than its decode
+            lg, tok = m.forward(cur, pos_t, mask=(ar_e <= pos_t)[None, None, None, :])
             pos_t.add_(1)
             cur = tok.view(batch, 1).to(torch.int64)
             j = i + 1 if P > 1 else i
