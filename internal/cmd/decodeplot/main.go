@@ -43,6 +43,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 	out := fs.String("o", "bench/plots/decodestep.svg", "SVG file to write")
 	metric := fs.String("metric", "relative", "what to plot: relative (step time / torch CUDA graph step time), step_us (time of one step) or host_us (host cost of one step)")
 	title := fs.String("title", "", "title (default: by metric)")
+	xlabel := fs.String("xlabel", "hidden/intermediate/layers, batch", "the x axis' label (e.g. \"model, weights, context, batch\" for the decoder's summaries)")
 	variant := fs.String("variant", "", "plot only this variant (plain or fused; default: every variant, named in the labels when there are several)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -83,7 +84,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 		}
 		rows = kept
 	}
-	svg, err := render(rows, *metric, *title)
+	svg, err := render(rows, *metric, *title, *xlabel)
 	if err != nil {
 		fmt.Fprintf(stderr, "decodeplot: %v\n", err)
 		return 1
@@ -120,7 +121,35 @@ func (r row) variant() string {
 	return r.Variant
 }
 
-// load reads the JSON objects of r, one a line.
+// llamaLine is a summary line of examples/llama or scripts/llama_torch.py
+// (scripts/gpu_llama.sh's speed_*.log): one run's time per decode step.
+type llamaLine struct {
+	Preset    string  `json:"preset"`
+	Weights   string  `json:"weights"`
+	Ctx       int     `json:"ctx"`
+	Batch     int     `json:"batch"`
+	Impl      string  `json:"impl"` // gpurt or torch
+	Mode      string  `json:"mode"` // eager or graph
+	Kind      string  `json:"kind"`
+	MsPerStep float64 `json:"ms_per_step"`
+}
+
+// row maps the run onto the decode-step chart's groups and series: the
+// config is "preset weights ctxN", the step time one token per request.
+func (l llamaLine) row() row {
+	impl := l.Impl + " eager"
+	if l.Mode == "graph" {
+		impl = l.Impl + " graph"
+		if l.Impl == "gpurt" {
+			impl = "gpurt replayed"
+		}
+	}
+	return row{Config: fmt.Sprintf("%s %s ctx%d", l.Preset, l.Weights, l.Ctx), Batch: l.Batch,
+		Impl: impl, StepUs: l.MsPerStep * 1e3}
+}
+
+// load reads the JSON objects of r, one a line: the decode-step
+// benchmark's results, or the decoder example's summaries (llamaLine).
 func load(name string, r io.Reader) ([]row, error) {
 	var rows []row
 	sc := bufio.NewScanner(r)
@@ -133,6 +162,13 @@ func load(name string, r io.Reader) ([]row, error) {
 		var x row
 		if err := json.Unmarshal(line, &x); err != nil {
 			return nil, fmt.Errorf("%s line %d: %v", name, n, err)
+		}
+		var l llamaLine
+		if err := json.Unmarshal(line, &l); err == nil && l.Kind != "" {
+			if l.Kind != "summary" || l.MsPerStep <= 0 {
+				continue // its config, a step's tokens, or a run without timing
+			}
+			x = l.row()
 		}
 		if x.Config == "" || x.Impl == "" {
 			return nil, fmt.Errorf("%s line %d: an object without config or impl", name, n)
@@ -159,7 +195,7 @@ var series = []struct {
 }
 
 // render makes the SVG.
-func render(rows []row, metric, title string) ([]byte, error) {
+func render(rows []row, metric, title, xlabel string) ([]byte, error) {
 	val := func(r row) float64 { return r.StepUs }
 	var ylabel string
 	switch metric {
@@ -245,7 +281,7 @@ func render(rows []row, metric, title string) ([]byte, error) {
 		}
 	}
 	p.NominalX(names...)
-	p.X.Label.Text = "hidden/intermediate/layers, batch"
+	p.X.Label.Text = xlabel
 	w := vg.Points(11)
 	plotted := 0
 	for i, s := range series {

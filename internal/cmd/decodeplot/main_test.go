@@ -31,7 +31,7 @@ func TestRenderSample(t *testing.T) {
 		rows, err := load("sample", strings.NewReader(sample))
 		require.NoError(t, err)
 		require.Len(t, rows, 9)
-		svg, err := render(rows, metric, "")
+		svg, err := render(rows, metric, "", "x")
 		require.NoError(t, err, metric)
 		s := string(svg)
 		assert.Contains(t, s, "<svg")
@@ -47,7 +47,7 @@ func TestRenderSample(t *testing.T) {
 func TestTorchSeriesTakesTheFasterVariant(t *testing.T) {
 	rows, err := load("sample", strings.NewReader(sample))
 	require.NoError(t, err)
-	a, err := render(rows, "step_us", "x")
+	a, err := render(rows, "step_us", "x", "x")
 	require.NoError(t, err)
 	var keep []row
 	for _, r := range rows {
@@ -55,7 +55,7 @@ func TestTorchSeriesTakesTheFasterVariant(t *testing.T) {
 			keep = append(keep, r)
 		}
 	}
-	b, err := render(keep, "step_us", "x")
+	b, err := render(keep, "step_us", "x", "x")
 	require.NoError(t, err)
 	assert.Equal(t, string(b), string(a), "dropping the slower variant changes nothing")
 	for i := range keep {
@@ -63,7 +63,7 @@ func TestTorchSeriesTakesTheFasterVariant(t *testing.T) {
 			keep[i].StepUs = 2100
 		}
 	}
-	c, err := render(keep, "step_us", "x")
+	c, err := render(keep, "step_us", "x", "x")
 	require.NoError(t, err)
 	assert.NotEqual(t, string(a), string(c), "a different value draws a different bar")
 }
@@ -74,7 +74,7 @@ func TestVariantsInLabels(t *testing.T) {
 `
 	rows, err := load("sample", strings.NewReader(in))
 	require.NoError(t, err)
-	svg, err := render(rows, "relative", "")
+	svg, err := render(rows, "relative", "", "x")
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "1024/4096/24 b1 fused")
 	assert.Contains(t, string(svg), "1024/4096/24 b1 plain")
@@ -121,7 +121,7 @@ func TestBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rows, err := load("in", strings.NewReader(c.input))
 			if err == nil {
-				_, err = render(rows, c.metric, "")
+				_, err = render(rows, c.metric, "", "x")
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
@@ -133,4 +133,24 @@ func TestBadInput(t *testing.T) {
 	errb.Reset()
 	assert.Equal(t, 1, run([]string{"-o", filepath.Join(t.TempDir(), "x.svg"), filepath.Join(t.TempDir(), "missing.jsonl")}, nil, &errb))
 	assert.Contains(t, errb.String(), "missing.jsonl")
+}
+
+// The decoder example's summaries (gpu_llama.sh's speed logs) become rows
+// of "preset weights ctxN" groups; its step lines are skipped.
+func TestLoadLlamaSummaries(t *testing.T) {
+	in := `{"batch":1,"ctx":1024,"decode_steps":64,"impl":"gpurt","kind":"summary","mode":"eager","ms_per_step":1.5,"preset":"1b","weights":"bf16"}
+{"batch":1,"ctx":1024,"impl":"gpurt","kind":"summary","mode":"graph","ms_per_step":1.25,"preset":"1b","weights":"bf16"}
+{"batch":1,"ctx":1024,"impl":"gpurt","kind":"step","mode":"graph","step":3,"tokens":[7],"preset":"1b","weights":"bf16"}
+{"impl": "torch", "mode": "graph", "batch": 1, "ctx": 1024, "preset": "1b", "weights": "bf16", "kind": "summary", "ms_per_step": 2.5}
+`
+	rows, err := load("speed.log", strings.NewReader(in))
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	assert.Equal(t, row{Config: "1b bf16 ctx1024", Batch: 1, Impl: "gpurt eager", StepUs: 1500}, rows[0])
+	assert.Equal(t, "gpurt replayed", rows[1].Impl)
+	assert.Equal(t, "torch graph", rows[2].Impl)
+	assert.InDelta(t, 2500, rows[2].StepUs, 1e-9)
+	svg, err := render(rows, "relative", "", "model, weights, context, batch")
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "<svg")
 }
