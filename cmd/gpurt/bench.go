@@ -33,12 +33,25 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	sizes := fs.String("sizes", "", "copy sizes, comma-separated, e.g. 64K,1M,16M,256M,1G (default: by backend and --quick)")
 	options := fs.String("options", "", "plugin runtime options (key=value;...)")
 	cgoBin := fs.String("cgobench", "", "path of the gpurt-cgobench binary (default: beside this executable)")
+	var dec decoderBench
+	fs.StringVar(&dec.preset, "decoder", "", "instead: the Llama-style decoder of examples/llama (preset tiny, 1b or 8b), eager and graph tokens/s")
+	fs.IntVar(&dec.batch, "decoder-batch", 1, "with --decoder: requests decoded together")
+	fs.IntVar(&dec.ctx, "decoder-ctx", 0, "with --decoder: context already in the cache")
+	fs.IntVar(&dec.steps, "decoder-steps", 16, "with --decoder: timed decode steps")
+	fs.IntVar(&dec.warm, "decoder-warmup", 2, "with --decoder: untimed decode steps first")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "gpurt bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if dec.preset != "" {
+		if err := dec.run(core.Config{Backend: *backend, PluginPaths: paths}, *asJSON, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "gpurt bench: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	opts := bench.Options{Quick: *quick, Backend: *backend, PluginPaths: paths, PluginOptions: *options,
 		Progress: stderr, CgoBench: *cgoBin, CgoBenchHint: cgoBenchHint}

@@ -22,13 +22,8 @@ import (
 	"strings"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/examples/llama/llm"
 )
-
-var presets = map[string]Config{
-	"tiny": {Layers: 2, Hidden: 256, Heads: 4, KVHeads: 2, Inter: 512, Vocab: 128, Theta: 10000},
-	"1b":   {Layers: 16, Hidden: 2048, Heads: 32, KVHeads: 8, Inter: 8192, Vocab: 32000, Theta: 500000},
-	"8b":   {Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, Inter: 14336, Vocab: 32000, Theta: 500000},
-}
 
 func ints(s string) ([]int, error) {
 	var out []int
@@ -75,7 +70,7 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, ok := presets[*preset]
+	cfg, ok := llm.Presets[*preset]
 	if !ok {
 		return fmt.Errorf("unknown preset %q (tiny, 1b, 8b)", *preset)
 	}
@@ -140,7 +135,7 @@ func run(args []string) error {
 		return err
 	}
 	out := json.NewEncoder(os.Stdout)
-	m, err := NewModel(dev, cfg, maxB, maxC+*prompt+*steps+*warm+1, *prompt)
+	m, err := llm.NewModel(dev, cfg, maxB, maxC+*prompt+*steps+*warm+1, *prompt)
 	if err != nil {
 		return err
 	}
@@ -154,15 +149,15 @@ func run(args []string) error {
 			return err
 		}
 		for _, c := range cs {
-			p := promptTokens(cfg.Seed, b, *prompt, cfg.Vocab)
+			p := llm.PromptTokens(cfg.Seed, b, *prompt, cfg.Vocab)
 			for _, mode := range ms {
 				if mode == "graph" && cfg.Int8 {
 					_ = out.Encode(map[string]any{"kind": "skip", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c,
 						"why": "graphs do not record quant_matmul (ABI 1.3 records launches, GEMMs, copies, memsets, events)"})
 					continue
 				}
-				o := GenOptions{Prompt: p, P: *prompt, Ctx: c, Graph: mode == "graph"}
-				var r *Run
+				o := llm.GenOptions{Prompt: p, P: *prompt, Ctx: c, Graph: mode == "graph"}
+				var r *llm.Run
 				var err error
 				if *warm > 0 {
 					o.Steps = *warm

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package llm
 
 import (
 	"math"
@@ -206,7 +206,7 @@ func openMock(t *testing.T) (*core.Runtime, *core.Device) {
 }
 
 func tinyConfig() Config {
-	c := presets["tiny"]
+	c := Presets["tiny"]
 	c.Eps, c.Seed, c.Rope = 1e-5, 7, "neox"
 	return c
 }
@@ -272,7 +272,7 @@ func TestDecoderMatchesReference(t *testing.T) {
 			m, err := NewModel(dev, c, tc.batch, tc.ctx+tc.P+tc.st+1, tc.P)
 			require.NoError(t, err)
 			defer m.Close()
-			prompt := promptTokens(c.Seed, tc.batch, tc.P, c.Vocab)
+			prompt := PromptTokens(c.Seed, tc.batch, tc.P, c.Vocab)
 			o := GenOptions{Prompt: prompt, P: tc.P, Ctx: tc.ctx, Steps: tc.st, Collect: true}
 			eager, err := m.Generate(rt, o)
 			require.NoError(t, err)
@@ -316,7 +316,6 @@ func TestDecoderBadInput(t *testing.T) {
 	_, err = m.Generate(rt, GenOptions{Prompt: []int32{1}, P: 1, Steps: 20})
 	assert.ErrorContains(t, err, "exceed the cache")
 	assert.ErrorContains(t, m.SetBatch(2), "batch 2 is outside 1 .. 1")
-	assert.Error(t, run([]string{"-preset", "huge"}))
 }
 
 // The weights hash: fixed values (scripts/llama_torch.py checks the same
@@ -329,5 +328,5 @@ func TestWeightsHash(t *testing.T) {
 	assert.Equal(t, float32(0.21178985), weightValue(key, 0, e.amp, false))
 	assert.Equal(t, float32(0.7769048), weightValue(key, 1, e.amp, false))
 	assert.Equal(t, []float32{1.0078125, 1.0625}, genFloat(c.Seed, c.finalNormTensor())[:2])
-	assert.Equal(t, []int32{123, 37, 47}, promptTokens(c.Seed, 1, 3, c.Vocab))
+	assert.Equal(t, []int32{123, 37, 47}, PromptTokens(c.Seed, 1, 3, c.Vocab))
 }

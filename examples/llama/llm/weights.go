@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package llm
 
 import (
 	"fmt"
@@ -147,9 +147,9 @@ func genFloat(seed uint64, t tensorSpec) []float32 {
 	return out
 }
 
-// promptTokens are the prompt's ids: request b's token j is
+// PromptTokens are the prompt's ids: request b's token j is
 // lowbias32(key + b*prompt + j) mod vocab, key = tensorKey(seed, 0xFFFFFFFF).
-func promptTokens(seed uint64, batch, prompt, vocab int) []int32 {
+func PromptTokens(seed uint64, batch, prompt, vocab int) []int32 {
 	key := tensorKey(seed, 0xFFFFFFFF)
 	out := make([]int32, batch*prompt)
 	for i := range out {

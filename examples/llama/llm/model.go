@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+// Package llm is a Llama-style decoder on gpurt: the model of
+// examples/llama and of `gpurt bench --decoder`. Weights come from a counter
+// hash of a seed (scripts/llama_torch.py makes the same ones), decode runs
+// over a paged KV cache, eagerly or replayed as graphs.
+package llm
 
 import (
 	"encoding/binary"
@@ -13,6 +17,14 @@ import (
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/quant"
 )
+
+// Presets are the model sizes of the issue's comparison (1b, 8b) and a
+// tiny one for tests and the mock.
+var Presets = map[string]Config{
+	"tiny": {Layers: 2, Hidden: 256, Heads: 4, KVHeads: 2, Inter: 512, Vocab: 128, Theta: 10000},
+	"1b":   {Layers: 16, Hidden: 2048, Heads: 32, KVHeads: 8, Inter: 8192, Vocab: 32000, Theta: 500000},
+	"8b":   {Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, Inter: 14336, Vocab: 32000, Theta: 500000},
+}
 
 // Config is a Llama-style decoder: pre-norm blocks of grouped-query
 // attention (rotary positions, paged KV cache) and a SiLU-gated MLP, bf16
