@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"time"
 
+	gbench "github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
 )
@@ -146,39 +147,7 @@ func (b *bench) time(ops int, fn func() error) (gpu, wall float64, err error) {
 		return
 	}
 	wall = float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(iters)
-	hold := uint64(3*time.Since(t0).Nanoseconds()) + 2e6
-	start, err := b.dev.NewEvent(true)
-	if err != nil {
-		return
-	}
-	defer start.Close()
-	end, err := b.dev.NewEvent(true)
-	if err != nil {
-		return
-	}
-	defer end.Close()
-	if err = b.s.Launch(b.sleep, core.Grid1D(1, 1), core.ArgU64(hold)); err != nil {
-		return
-	}
-	if err = start.Record(b.s); err != nil {
-		return
-	}
-	for i := 0; i < iters; i++ {
-		if err = fn(); err != nil {
-			return
-		}
-	}
-	if err = end.Record(b.s); err != nil {
-		return
-	}
-	if err = end.Synchronize(); err != nil {
-		return
-	}
-	d, err := core.Elapsed(start, end)
-	if err != nil {
-		return
-	}
-	gpu = float64(d.Nanoseconds()) / 1e3 / float64(iters)
+	gpu, err = gbench.GPUTimeBehindSleep(b.dev, b.s, b.sleep, 3*time.Since(t0)+2*time.Millisecond, iters, fn)
 	return
 }
 
