@@ -3,32 +3,80 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/metrale/gpurt/core"
 )
 
-// GPUTimeBehindSleep is the GPU time of one call of fn, in µs: the
-// stream is first held by the built-in sleep_ns kernel (sleep) for hold,
-// so that all iters calls are enqueued before the first runs and the
-// events around them time the GPU's work alone, not the host's enqueue.
-// hold is capped at 2 s.
-func GPUTimeBehindSleep(dev *core.Device, s *core.Stream, sleep *core.Kernel, hold time.Duration, iters int,
-	fn func() error) (float64, error) {
-	start, err := dev.NewEvent(true)
+// GPUTimer is what the GPU-machine benchmark programs (gpurt-attnbench,
+// gpurt-quantbench) time on: device 0 of a runtime, one stream, and the
+// built-in sleep_ns kernel that holds the stream while calls are enqueued.
+type GPUTimer struct {
+	Runtime *core.Runtime
+	Device  *core.Device
+	Stream  *core.Stream
+	sleep   *core.Kernel
+}
+
+// OpenGPUTimer opens backend with the plugins of pluginDir (the running
+// executable's folder when empty) and makes the stream. Close releases it.
+func OpenGPUTimer(pluginDir, backend string) (*GPUTimer, error) {
+	if pluginDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		pluginDir = filepath.Dir(exe)
+	}
+	rt, err := core.Open(core.Config{PluginPaths: []string{pluginDir}, Backend: backend})
+	if err != nil {
+		return nil, err
+	}
+	t := &GPUTimer{Runtime: rt}
+	if t.Device, err = rt.Device(0); err == nil {
+		if t.Stream, err = t.Device.NewStream(); err == nil {
+			var mod *core.Module
+			if mod, err = t.Device.BuiltinModule(); err == nil {
+				t.sleep, err = mod.Kernel("sleep_ns")
+			}
+		}
+	}
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// Close closes the stream and the runtime.
+func (t *GPUTimer) Close() {
+	if t.Stream != nil {
+		t.Stream.Close()
+	}
+	t.Runtime.Close()
+}
+
+// BehindSleep is the GPU time of one call of fn, in µs: the stream is
+// first held by sleep_ns for hold (at most 2 s), so that all iters calls
+// are enqueued before the first runs and the events around them time the
+// GPU's work alone, not the host's enqueue.
+func (t *GPUTimer) BehindSleep(hold time.Duration, iters int, fn func() error) (float64, error) {
+	start, err := t.Device.NewEvent(true)
 	if err != nil {
 		return 0, err
 	}
 	defer start.Close()
-	end, err := dev.NewEvent(true)
+	end, err := t.Device.NewEvent(true)
 	if err != nil {
 		return 0, err
 	}
 	defer end.Close()
-	if err := s.Launch(sleep, core.Grid1D(1, 1), core.ArgU64(uint64(min(hold, 2*time.Second).Nanoseconds()))); err != nil {
+	if err := t.Stream.Launch(t.sleep, core.Grid1D(1, 1), core.ArgU64(uint64(min(hold, 2*time.Second).Nanoseconds()))); err != nil {
 		return 0, err
 	}
-	if err := start.Record(s); err != nil {
+	if err := start.Record(t.Stream); err != nil {
 		return 0, err
 	}
 	for i := 0; i < iters; i++ {
@@ -36,7 +84,7 @@ func GPUTimeBehindSleep(dev *core.Device, s *core.Stream, sleep *core.Kernel, ho
 			return 0, err
 		}
 	}
-	if err := end.Record(s); err != nil {
+	if err := end.Record(t.Stream); err != nil {
 		return 0, err
 	}
 	if err := end.Synchronize(); err != nil {

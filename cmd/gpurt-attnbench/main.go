@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"time"
 
 	gbench "github.com/metrale/gpurt/bench"
@@ -82,7 +81,7 @@ const (
 type bench struct {
 	dev   *core.Device
 	s     *core.Stream
-	sleep *core.Kernel
+	t     *gbench.GPUTimer
 	iters int
 	out   *json.Encoder
 	rng   *rand.Rand
@@ -100,36 +99,12 @@ func main() {
 	if shrink < 1 {
 		fail(fmt.Errorf("-shrink %d must be >= 1", shrink))
 	}
-	if *dir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			fail(err)
-		}
-		*dir = filepath.Dir(exe)
-	}
-	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: *backend})
+	t, err := gbench.OpenGPUTimer(*dir, *backend)
 	if err != nil {
 		fail(err)
 	}
-	defer rt.Close()
-	dev, err := rt.Device(0)
-	if err != nil {
-		fail(err)
-	}
-	s, err := dev.NewStream()
-	if err != nil {
-		fail(err)
-	}
-	defer s.Close()
-	mod, err := dev.BuiltinModule()
-	if err != nil {
-		fail(err)
-	}
-	sleep, err := mod.Kernel("sleep_ns")
-	if err != nil {
-		fail(err)
-	}
-	b := &bench{dev: dev, s: s, sleep: sleep, iters: *iters, out: json.NewEncoder(os.Stdout),
+	defer t.Close()
+	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, out: json.NewEncoder(os.Stdout),
 		rng: rand.New(rand.NewPCG(1, 2))}
 	for _, sh := range shapes {
 		if (*only == "decode" && sh.prefill) || (*only == "prefill" && !sh.prefill) {
@@ -362,6 +337,6 @@ func (b *bench) time(fn func() error) (gpu, wall float64, err error) {
 	}
 	elapsed := time.Since(t0)
 	wall = float64(elapsed.Nanoseconds()) / 1e3 / float64(iters)
-	gpu, err = gbench.GPUTimeBehindSleep(b.dev, b.s, b.sleep, 3*elapsed+2*time.Millisecond, iters, fn)
+	gpu, err = b.t.BehindSleep(3*elapsed+2*time.Millisecond, iters, fn)
 	return
 }

@@ -26,7 +26,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"time"
 
 	gbench "github.com/metrale/gpurt/bench"
@@ -49,7 +48,7 @@ type result struct {
 type bench struct {
 	dev   *core.Device
 	s     *core.Stream
-	sleep *core.Kernel
+	t     *gbench.GPUTimer
 	iters int
 	out   *json.Encoder
 }
@@ -61,36 +60,12 @@ func main() {
 	backend := flag.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
 	flag.IntVar(&shrink, "shrink", 1, "divide every size by this (a quick run on the mock)")
 	flag.Parse()
-	if *dir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			fail(err)
-		}
-		*dir = filepath.Dir(exe)
-	}
-	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: *backend})
+	t, err := gbench.OpenGPUTimer(*dir, *backend)
 	if err != nil {
 		fail(err)
 	}
-	defer rt.Close()
-	dev, err := rt.Device(0)
-	if err != nil {
-		fail(err)
-	}
-	s, err := dev.NewStream()
-	if err != nil {
-		fail(err)
-	}
-	defer s.Close()
-	mod, err := dev.BuiltinModule()
-	if err != nil {
-		fail(err)
-	}
-	sleep, err := mod.Kernel("sleep_ns")
-	if err != nil {
-		fail(err)
-	}
-	b := &bench{dev: dev, s: s, sleep: sleep, iters: *iters, out: json.NewEncoder(os.Stdout)}
+	defer t.Close()
+	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, out: json.NewEncoder(os.Stdout)}
 	if *only == "" || *only == "gemv" {
 		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
 			for _, n := range []int{1, 8} {
@@ -147,7 +122,7 @@ func (b *bench) time(ops int, fn func() error) (gpu, wall float64, err error) {
 		return
 	}
 	wall = float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(iters)
-	gpu, err = gbench.GPUTimeBehindSleep(b.dev, b.s, b.sleep, 3*time.Since(t0)+2*time.Millisecond, iters, fn)
+	gpu, err = b.t.BehindSleep(3*time.Since(t0)+2*time.Millisecond, iters, fn)
 	return
 }
 

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// The timer runs fn iters times behind the sleep and reports a positive
+// time per call; a failing fn and an unknown backend are errors.
+func TestGPUTimer(t *testing.T) {
+	_, err := OpenGPUTimer(testutil.MockPlugin(t), "nonesuch")
+	require.Error(t, err)
+	tm, err := OpenGPUTimer(testutil.MockPlugin(t), "mock")
+	require.NoError(t, err)
+	defer tm.Close()
+	_, err = tm.BehindSleep(time.Millisecond, 4, func() error { return tm.Stream.Memset(nil, 0) })
+	assert.Error(t, err, "a nil region must fail the call")
+	buf, err := tm.Device.Alloc(64)
+	require.NoError(t, err)
+	defer buf.Free()
+	calls := 0
+	us, err := tm.BehindSleep(time.Millisecond, 4, func() error { calls++; return tm.Stream.Memset(buf, 1) })
+	require.NoError(t, err)
+	assert.Equal(t, 4, calls)
+	assert.Greater(t, us, 0.0)
+}
