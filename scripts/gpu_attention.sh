@@ -46,28 +46,9 @@ mkdir -p "$logs"
 failed=0
 summary=()
 
-# step NAME TIMEOUT CMD...: runs CMD, its output to $logs/NAME.log.
-step() {
-  local name=$1 to=$2
-  shift 2
-  local t0 t1 rc
-  t0=$(date +%s)
-  timeout --kill-after=10 "$to" "$@" >"$logs/$name.log" 2>&1
-  rc=$?
-  t1=$(date +%s)
-  tail -n 12 "$logs/$name.log"
-  local st=ok
-  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    st="TIMEOUT(${to}s)"
-    failed=1
-  elif [ $rc -ne 0 ]; then
-    st="FAIL($rc)"
-    failed=1
-  fi
-  summary+=("$(printf '%-12s %-14s %5ss' "$name" "$st" $((t1 - t0)))")
-  echo "== [$name] $st in $((t1 - t0))s"
-  return $rc
-}
+# step NAME TIMEOUT CMD... (scripts/lib/step.sh).
+STEP_TAIL=12 STEP_ROW='%-12s %-14s %5ss' STEP_TIMEOUT_STATE=1
+. "$root/scripts/lib/step.sh"
 
 plugin_ok=0
 echo "== [plugin] build/libgpurt_cuda.so"

@@ -48,25 +48,8 @@ chmod 644 build/libgpurt_cuda.so 2>/dev/null || true
 failed=0
 summary=()
 
-# step NAME TIMEOUT CMD...: runs CMD, its output to $logs/NAME.log.
-step() {
-  local name=$1 to=$2
-  shift 2
-  local t0 t1 rc
-  t0=$(date +%s)
-  timeout --kill-after=10 "$to" "$@" >"$logs/$name.log" 2>&1
-  rc=$?
-  t1=$(date +%s)
-  tail -n 15 "$logs/$name.log"
-  local st=ok
-  if [ $rc -ne 0 ]; then
-    st="FAIL($rc)"
-    failed=1
-  fi
-  summary+=("$(printf '%-8s %-8s %5ss' "$name" "$st" $((t1 - t0)))")
-  echo "== [$name] $st in $((t1 - t0))s"
-  return $rc
-}
+# step NAME TIMEOUT CMD... (scripts/lib/step.sh).
+. "$root/scripts/lib/step.sh"
 
 # find_nccl: torch's NCCL wheel first, then the system's.
 find_nccl() {

@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# step.sh — sourced by the GPU-machine scripts (gpu_attention.sh,
+# gpu_quant_bench.sh, gpu_multi.sh): one step runner, so each script only
+# lists its steps.
+#
+#   step NAME TIMEOUT CMD...   runs CMD under a time limit, its output to
+#                              $logs/NAME.log; prints the log's last
+#                              $STEP_TAIL lines and "== [NAME] STATE in Ns";
+#                              appends a row to the summary array; sets
+#                              failed=1 and returns CMD's status on failure.
+#
+# The caller sets logs, failed=0 and summary=() first. Knobs: STEP_TAIL
+# (lines shown, default 15), STEP_ROW (printf format of a summary row:
+# name, state, seconds; default '%-8s %-8s %5ss'), STEP_TIMEOUT_STATE=1
+# (a limit reached reads TIMEOUT(Ns) rather than FAIL(124)).
+step() {
+  local name=$1 to=$2
+  shift 2
+  local t0 t1 rc
+  t0=$(date +%s)
+  timeout --kill-after=10 "$to" "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  t1=$(date +%s)
+  tail -n "${STEP_TAIL:-15}" "$logs/$name.log"
+  local st=ok
+  if [ "${STEP_TIMEOUT_STATE:-0}" = 1 ] && { [ $rc -eq 124 ] || [ $rc -eq 137 ]; }; then
+    st="TIMEOUT(${to}s)"
+    failed=1
+  elif [ $rc -ne 0 ]; then
+    st="FAIL($rc)"
+    failed=1
+  fi
+  # shellcheck disable=SC2059 # the row format is the caller's
+  summary+=("$(printf "${STEP_ROW:-%-8s %-8s %5ss}" "$name" "$st" $((t1 - t0)))")
+  echo "== [$name] $st in $((t1 - t0))s"
+  return $rc
+}
