@@ -128,16 +128,8 @@ static gpurt_error *nc_load(const char *what) {
       env = env_real;
     }
     const char *cands[] = {env, "libnccl.so.2"};
-    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && h == NULL; i++) {
-      if (cands[i] == NULL || cands[i][0] == 0) continue;
-      if (i > 0 && env != NULL && env[0] != 0) break; /* an explicit file is never replaced */
-      dlerror();
-      h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
-      if (h == NULL && tried[0] == 0) {
-        const char *e = dlerror();
-        snprintf(tried, sizeof tried, "%s", e ? e : cands[i]);
-      }
-    }
+    h = cu_dlopen_first(cands, sizeof cands / sizeof cands[0], 1 /* an explicit file is never replaced */, tried,
+                        sizeof tried);
     if (h == NULL) {
       snprintf(nc_why, sizeof nc_why,
                "NCCL unavailable: libnccl.so.2 could not be opened (%s; install the nvidia-nccl-cu13 wheel "

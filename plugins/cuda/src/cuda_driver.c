@@ -34,6 +34,26 @@ static int g_driver_version;
 static int g_init_state;        /* 0 not started, 1 running, 2 done */
 static CUresult g_init_result;
 
+/* cu_dlopen_first opens the first of the n candidate paths that dlopen
+ * accepts (NULL or empty entries are passed over), RTLD_NOW | RTLD_LOCAL.
+ * With explicit_only, a non-empty cands[0] (a file the user named) is the
+ * only one tried. The first failure's dlerror text goes to tried (when
+ * tried[0] is still empty). Returns the handle or NULL. */
+void *cu_dlopen_first(const char *const *cands, size_t n, int explicit_only, char *tried, size_t cap) {
+  void *h = NULL;
+  for (size_t i = 0; i < n && h == NULL; i++) {
+    if (cands[i] == NULL || cands[i][0] == 0) continue;
+    if (i > 0 && explicit_only && cands[0] != NULL && cands[0][0] != 0) break;
+    dlerror();
+    h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL && tried[0] == 0) {
+      const char *e = dlerror();
+      snprintf(tried, cap, "%s", e ? e : cands[i]);
+    }
+  }
+  return h;
+}
+
 void cu_result_text(CUresult r, char *buf, size_t cap) {
   const char *name = NULL, *text = NULL;
   if (cu_drv.p_cuGetErrorName == NULL ||

@@ -84,15 +84,7 @@ static int lt_load(char *why, size_t cap) {
                            "/usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13",
 #endif
                            "/usr/local/cuda/lib64/libcublasLt.so.13"};
-    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && h == NULL; i++) {
-      if (cands[i] == NULL || cands[i][0] == 0) continue;
-      dlerror();
-      h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
-      if (h == NULL && tried[0] == 0) {
-        const char *e = dlerror();
-        snprintf(tried, sizeof tried, "%s", e ? e : cands[i]);
-      }
-    }
+    h = cu_dlopen_first(cands, sizeof cands / sizeof cands[0], 0, tried, sizeof tried);
     if (h == NULL) {
       snprintf(lt_why, sizeof lt_why,
                "cuBLASLt unavailable: libcublasLt.so.13 not found (%s; also tried "

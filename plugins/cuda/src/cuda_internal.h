@@ -78,6 +78,8 @@ CU_HIDDEN extern cu_driver cu_drv;
 CU_HIDDEN int32_t cu_driver_ready(char *why, size_t cap, int *driver_version);
 /* "CUDA_ERROR_X (text)" for r; never NULL. */
 CU_HIDDEN void cu_result_text(CUresult r, char *buf, size_t cap);
+/* The first candidate library dlopen accepts (cuda_driver.c says how). */
+CU_HIDDEN void *cu_dlopen_first(const char *const *cands, size_t n, int explicit_only, char *tried, size_t cap);
 
 /* ---- errors, ABI structs, dtypes: csrc ------------------------------------ */
 /*
