@@ -5,10 +5,12 @@
 // kernel_get:
 //
 //  gpurt_qgemv_<x>_<s>_n<N>   y = x * dequant(W)^T for N <= 8 tokens
-//     (decode): 32 rows of W per block, k split among its warps, the N
-//     tokens as the 8 columns of mma.sync m16n8k16 (see the GEMV section),
-//     so each weight byte is read once (16-byte non-caching loads) for all
-//     tokens.
+//     (decode): the N tokens as the 8 columns of mma.sync m16n8k16, so each
+//     weight byte is read once for all tokens; tiles of 16 rows, persistent
+//     blocks, a cp.async ring per lane (see "the streaming kernel");
+//  gpurt_qgemv1_<x>_<s>_n<N>  the previous GEMV (GPURT_CUDA_QGEMV=v1): 32
+//     rows of W per block, k split among its warps, 16-byte loads straight
+//     into registers.
 //  gpurt_qdequant_<x>_<s>     W dequantized into a 16-bit scratch (s*q + b,
 //     rounded to x's type), for the prefill path through cuBLASLt (N >= 128);
 //  gpurt_qgemm_<x>_<s>        the tiled kernel below for 8 < N < 128, and
@@ -246,13 +248,320 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 
 #define QGEMV(XN, XT, SN, ST, N)                                                                       \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
-      gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
+      gpurt_qgemv1_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {       \
     qgemv_body<XT, ST, N>(w, sc, bi, x, y, m, k, gshift);                                              \
   }
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
   QGEMV(XN, XT, SN, ST, 1) QGEMV(XN, XT, SN, ST, 2) QGEMV(XN, XT, SN, ST, 3) QGEMV(XN, XT, SN, ST, 4)  \
   QGEMV(XN, XT, SN, ST, 5) QGEMV(XN, XT, SN, ST, 6) QGEMV(XN, XT, SN, ST, 7) QGEMV(XN, XT, SN, ST, 8)
+
+// ---- GEMV (decode), the streaming kernel -------------------------------------------
+//
+// gpurt_qgemv_<x>_<s>_n<N>: the same mma fragments and dequantization as
+// qgemv_body above (so the same numbers), laid out for bandwidth:
+//  - a tile is 16 rows of W (one m16 mma tile) and all of k; a block owns
+//    tiles blockIdx.x, + gridDim.x, ... (the grid is at most one block per
+//    SM: 896 tiles of 14336 rows over 132 SMs leave 3% idle, where blocks
+//    of 32 rows in waves left 15%);
+//  - the block's warps split each tile's k in 64-deep batches (lane
+//    (gq, tq): 16 bytes of rows gq and gq + 8 at depth 64b + 16tq, the same
+//    depths of token gq's x, the two rows' scales and biases);
+//  - every lane copies its own batch data into its own slots of a
+//    QW_STAGES-deep ring in shared memory with cp.async, QW_STAGES - 1
+//    batches ahead of the one it computes, so loads are always in flight
+//    (registers hold one batch, never a queue of them), across tile ends;
+//    a lane reads only what it copied, so cp.async.wait_group is the only
+//    synchronisation on the ring;
+//  - at a tile's end the warps' f32 accumulators meet in shared memory
+//    (two buffers, one barrier a tile) and 128 threads store y.
+// Scales and biases (16-bit, arbitrary alignment) travel as the aligned
+// 4-byte word that holds them; copies past k are zero-filled (src-size 0),
+// so s = b = 0 and x = 0 there.
+
+#define QW_ROWS 16
+#define QW_STAGES 4
+#define QW_MAXW 16
+
+struct QwStage {
+  uint4 v[4][32]; // W row gq, W row gq + 8, x depths +0..7, +8..15
+  u32 w[4][32];   // words holding: scale row gq, bias row gq, scale row gq + 8, bias row gq + 8
+};
+
+__device__ __forceinline__ u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void cp_async16_cg(u32 dst, const void *src, u32 n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async16_ca(u32 dst, const void *src, u32 n) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async4(u32 dst, const void *src, u32 n) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// The 16-bit value at p: copies the aligned word holding it (the word
+// before p's own 2 bytes when p is 2 mod 4; p's 2 bytes alone, zero-filled
+// above, when p is 4-aligned), or zeros when !ok.
+__device__ __forceinline__ void cp_async_u16(u32 dst, const uint16_t *p, bool ok) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const bool hi = (a & 2) != 0;
+  cp_async4(dst, reinterpret_cast<const void *>(hi ? a - 2 : a), ok ? (hi ? 4u : 2u) : 0u);
+}
+__device__ __forceinline__ uint16_t word_u16(u32 w, const uint16_t *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 2) ? (uint16_t)(w >> 16) : (uint16_t)(w & 0xffffu);
+}
+
+// The 16 rows x N tokens of a tile from the warps' accumulators rb4[warp *
+// 32 + lane] (acc[e]: row gq + 8 (e >> 1), token 2 tq + (e & 1)): 128
+// sums over nw warps, by the block's threads (after a barrier).
+template <int XT, int N>
+__device__ __forceinline__ void qw_tile_store(const float4 *rb4, u32 nw, u32 tile, u32 m, uint16_t *y) {
+  for (u32 id = threadIdx.x; id < 128; id += blockDim.x) {
+    const u32 l = id >> 2, e = id & 3;
+    float v = 0.f;
+    for (u32 i = 0; i < nw; i++) {
+      const float4 r = rb4[i * 32 + l];
+      v += e == 0 ? r.x : e == 1 ? r.y : e == 2 ? r.z : r.w;
+    }
+    const u32 row = tile * QW_ROWS + (l >> 2) + 8 * (e >> 1), tok = 2 * (l & 3) + (e & 1);
+    if (row < m && tok < (u32)N) y[(u64)tok * m + row] = f2h<XT>(v);
+  }
+}
+
+template <int XT, int ST, int N>
+__device__ __forceinline__ void qgemv2_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
+                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
+  extern __shared__ __align__(16) unsigned char qw_smem[];
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const u32 gq = lane >> 2, tq = lane & 3;
+  QwStage *ring = reinterpret_cast<QwStage *>(qw_smem) + warp * QW_STAGES;
+  float4 *red = reinterpret_cast<float4 *>(qw_smem + (size_t)nw * QW_STAGES * sizeof(QwStage)); // [2][nw][32]
+  const u32 groups = k >> gshift;
+  const u32 tiles = (m + QW_ROWS - 1) / QW_ROWS;
+  const u32 nb = (k + 63) / 64;                                     // batches per tile
+  const u32 cw = warp < nb ? (nb - warp + nw - 1) / nw : 0;         // this warp's batches per tile
+  const u32 ntb = blockIdx.x < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const u32 total = ntb * cw;
+  const bool has_tok = gq < (u32)N;
+  const uint16_t *xr = x + (u64)(has_tok ? gq : 0) * k;
+
+  // Item i of this warp: tile blockIdx.x + (i / cw) * gridDim.x, batch warp + (i % cw) * nw.
+  auto rows_of = [&](u32 tile, u32 &ra, u32 &rb) {
+    ra = tile * QW_ROWS + gq;
+    rb = ra + 8;
+    ra = ra < m ? ra : m - 1; // rows past m repeat the last one (loaded, never stored)
+    rb = rb < m ? rb : m - 1;
+  };
+  auto issue = [&](u32 i) {
+    QwStage &S = ring[i % QW_STAGES];
+    const u32 tile = blockIdx.x + (i / cw) * gridDim.x, batch = warp + (i % cw) * nw;
+    u32 ra, rb;
+    rows_of(tile, ra, rb);
+    const u32 kk = batch * 64 + tq * 16;
+    const bool ok = kk < k; // k is a multiple of 32: a lane's 16 are all in or all out
+    const u32 kc = ok ? kk : 0, n16 = ok ? 16u : 0u;
+    cp_async16_cg(smem_addr(&S.v[0][lane]), w + (u64)ra * k + kc, n16);
+    cp_async16_cg(smem_addr(&S.v[1][lane]), w + (u64)rb * k + kc, n16);
+    if (has_tok) {
+      cp_async16_ca(smem_addr(&S.v[2][lane]), xr + kc, n16);
+      cp_async16_ca(smem_addr(&S.v[3][lane]), xr + kc + 8, n16);
+    }
+    const u32 g = kc >> gshift;
+    cp_async_u16(smem_addr(&S.w[0][lane]), sc + (u64)ra * groups + g, ok);
+    cp_async_u16(smem_addr(&S.w[1][lane]), bi + (u64)ra * groups + g, ok);
+    cp_async_u16(smem_addr(&S.w[2][lane]), sc + (u64)rb * groups + g, ok);
+    cp_async_u16(smem_addr(&S.w[3][lane]), bi + (u64)rb * groups + g, ok);
+  };
+
+#pragma unroll
+  for (int i = 0; i < QW_STAGES - 1; i++) {
+    if ((u32)i < total) issue((u32)i);
+    cp_async_commit();
+  }
+  u32 idx = 0;
+  for (u32 it = 0; it < ntb; it++) {
+    const u32 tile = blockIdx.x + it * gridDim.x;
+    u32 ra, rb;
+    rows_of(tile, ra, rb);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (u32 j = 0; j < cw; j++, idx++) {
+      cp_async_wait<QW_STAGES - 2>(); // item idx has landed
+      if (idx + QW_STAGES - 1 < total) issue(idx + QW_STAGES - 1); // into the slot item idx - 1 used
+      cp_async_commit();
+      const QwStage &S = ring[idx % QW_STAGES];
+      const u32 kc0 = (warp + j * nw) * 64 + tq * 16;
+      const u32 g = (kc0 < k ? kc0 : 0) >> gshift;
+      const uint4 q0 = S.v[0][lane], q1 = S.v[1][lane];
+      uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
+      if (has_tok) {
+        x0 = S.v[2][lane];
+        x1 = S.v[3][lane];
+      }
+      const float s0 = h2f<ST>(word_u16(S.w[0][lane], sc + (u64)ra * groups + g));
+      const float b0 = h2f<ST>(word_u16(S.w[1][lane], bi + (u64)ra * groups + g));
+      const float s1 = h2f<ST>(word_u16(S.w[2][lane], sc + (u64)rb * groups + g));
+      const float b1 = h2f<ST>(word_u16(S.w[3][lane], bi + (u64)rb * groups + g));
+      u32 d[2][8];
+      const u32 qa[4] = {q0.x, q0.y, q0.z, q0.w}, qb[4] = {q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+      for (int p = 0; p < 4; p++) {
+        d[0][2 * p] = pack2<XT>(fmaf(s0, byte_f(qa[p], 0), b0), fmaf(s0, byte_f(qa[p], 1), b0));
+        d[0][2 * p + 1] = pack2<XT>(fmaf(s0, byte_f(qa[p], 2), b0), fmaf(s0, byte_f(qa[p], 3), b0));
+        d[1][2 * p] = pack2<XT>(fmaf(s1, byte_f(qb[p], 0), b1), fmaf(s1, byte_f(qb[p], 1), b1));
+        d[1][2 * p + 1] = pack2<XT>(fmaf(s1, byte_f(qb[p], 2), b1), fmaf(s1, byte_f(qb[p], 3), b1));
+      }
+      const u32 xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int jj = 0; jj < 4; jj++) {
+        const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
+        const u32 af[4] = {d[0][2 * jj], d[1][2 * jj], d[0][2 * jj + 1], d[1][2 * jj + 1]};
+        mma16816(acc, af, bf, XT == T_F16);
+      }
+    }
+    // acc[e]: row tile * 16 + gq + 8 (e >> 1), token 2 tq + (e & 1).
+    float4 *rb4 = red + (size_t)(it & 1) * nw * 32;
+    rb4[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    qw_tile_store<XT, N>(rb4, nw, tile, m, y);
+  }
+  cp_async_wait<0>();
+}
+
+#define QGEMV2(XN, XT, SN, ST, N)                                                                      \
+  extern "C" __global__ void __launch_bounds__(QW_MAXW * 32, 1)                                         \
+      gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
+                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {       \
+    qgemv2_body<XT, ST, N>(w, sc, bi, x, y, m, k, gshift);                                             \
+  }
+#define QGEMV2_N(XN, XT, SN, ST)                                                                       \
+  QGEMV2(XN, XT, SN, ST, 1) QGEMV2(XN, XT, SN, ST, 2) QGEMV2(XN, XT, SN, ST, 3) QGEMV2(XN, XT, SN, ST, 4) \
+  QGEMV2(XN, XT, SN, ST, 5) QGEMV2(XN, XT, SN, ST, 6) QGEMV2(XN, XT, SN, ST, 7) QGEMV2(XN, XT, SN, ST, 8)
+QGEMV2_N(bf16, T_BF16, bf16, T_BF16)
+QGEMV2_N(bf16, T_BF16, f16, T_F16)
+QGEMV2_N(f16, T_F16, bf16, T_BF16)
+QGEMV2_N(f16, T_F16, f16, T_F16)
+
+// ---- GEMV (decode), the register-pipelined kernel ------------------------------
+//
+// gpurt_qgemv3_<x>_<s>_n<N> (GPURT_CUDA_QGEMV=v3): the tiles, blocks and
+// fragments of the streaming kernel, but each warp item is 16 rows x 128
+// deep (two 64-deep steps: whole 128-byte lines of each row) loaded with
+// plain 16-byte loads into one of two register sets, the next item's loads
+// issued before the current item's dequantization and mma's (volatile asm
+// keeps that order); the two sets alternate without copies.
+
+template <int N> struct Qv3Buf {
+  uint4 q[2][2];  // [step][row slot]: 16 codes
+  uint4 xv[2][2]; // [step][half]: 8 x values each
+  uint16_t s[2][2], b[2][2];
+};
+
+template <int XT, int ST, int N>
+__device__ __forceinline__ void qgemv3_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
+                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
+  __shared__ float4 red[2][QW_MAXW * 32];
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const u32 gq = lane >> 2, tq = lane & 3;
+  const u32 groups = k >> gshift;
+  const u32 tiles = (m + QW_ROWS - 1) / QW_ROWS;
+  const u32 nb = (k + 127) / 128;                           // items per tile
+  const u32 cw = warp < nb ? (nb - warp + nw - 1) / nw : 0; // this warp's (>= 1: the launcher keeps nw <= nb)
+  const u32 ntb = blockIdx.x < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const u32 total = ntb * cw;
+  const bool has_tok = gq < (u32)N;
+  const uint16_t *xr = x + (u64)(has_tok ? gq : 0) * k;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+
+  auto load = [&](u32 i, Qv3Buf<N> &B) {
+    const u32 tile = blockIdx.x + (i / cw) * gridDim.x, batch = warp + (i % cw) * nw;
+    u32 ra = tile * QW_ROWS + gq, rb = ra + 8;
+    ra = ra < m ? ra : m - 1;
+    rb = rb < m ? rb : m - 1;
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      const u32 kk = batch * 128 + u * 64 + tq * 16;
+      const u32 kc = kk < k ? kk : 0; // out of k: depth 0, zeroed at use
+      B.q[u][0] = ld_stream(w + (u64)ra * k + kc);
+      B.q[u][1] = ld_stream(w + (u64)rb * k + kc);
+      if (has_tok) {
+        B.xv[u][0] = ld_cached(xr + kc);
+        B.xv[u][1] = ld_cached(xr + kc + 8);
+      }
+      const u32 g = kc >> gshift;
+      B.s[u][0] = ld_u16(sc + (u64)ra * groups + g);
+      B.b[u][0] = ld_u16(bi + (u64)ra * groups + g);
+      B.s[u][1] = ld_u16(sc + (u64)rb * groups + g);
+      B.b[u][1] = ld_u16(bi + (u64)rb * groups + g);
+    }
+  };
+  auto compute = [&](const Qv3Buf<N> &B, u32 i) {
+    const u32 batch = warp + (i % cw) * nw;
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      const bool ok = batch * 128 + u * 64 + tq * 16 < k;
+      const float s0 = ok ? h2f<ST>(B.s[u][0]) : 0.f, b0 = ok ? h2f<ST>(B.b[u][0]) : 0.f;
+      const float s1 = ok ? h2f<ST>(B.s[u][1]) : 0.f, b1 = ok ? h2f<ST>(B.b[u][1]) : 0.f;
+      uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
+      if (ok && has_tok) {
+        x0 = B.xv[u][0];
+        x1 = B.xv[u][1];
+      }
+      const u32 qa[4] = {B.q[u][0].x, B.q[u][0].y, B.q[u][0].z, B.q[u][0].w};
+      const u32 qb[4] = {B.q[u][1].x, B.q[u][1].y, B.q[u][1].z, B.q[u][1].w};
+      u32 d[2][8];
+#pragma unroll
+      for (int p = 0; p < 4; p++) {
+        d[0][2 * p] = pack2<XT>(fmaf(s0, byte_f(qa[p], 0), b0), fmaf(s0, byte_f(qa[p], 1), b0));
+        d[0][2 * p + 1] = pack2<XT>(fmaf(s0, byte_f(qa[p], 2), b0), fmaf(s0, byte_f(qa[p], 3), b0));
+        d[1][2 * p] = pack2<XT>(fmaf(s1, byte_f(qb[p], 0), b1), fmaf(s1, byte_f(qb[p], 1), b1));
+        d[1][2 * p + 1] = pack2<XT>(fmaf(s1, byte_f(qb[p], 2), b1), fmaf(s1, byte_f(qb[p], 3), b1));
+      }
+      const u32 xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int jj = 0; jj < 4; jj++) {
+        const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
+        const u32 af[4] = {d[0][2 * jj], d[1][2 * jj], d[0][2 * jj + 1], d[1][2 * jj + 1]};
+        mma16816(acc, af, bf, XT == T_F16);
+      }
+    }
+    if ((i + 1) % cw == 0) { // the tile's last item: the block sums and stores it
+      const u32 t = i / cw;
+      float4 *rb4 = red[t & 1];
+      rb4[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+      __syncthreads();
+      qw_tile_store<XT, N>(rb4, nw, blockIdx.x + t * gridDim.x, m, y);
+    }
+  };
+  Qv3Buf<N> A, B;
+  if (total > 0) load(0, A);
+  for (u32 i = 0; i < total; i += 2) {
+    if (i + 1 < total) load(i + 1, B);
+    compute(A, i);
+    if (i + 1 >= total) break;
+    if (i + 2 < total) load(i + 2, A);
+    compute(B, i + 1);
+  }
+}
+
+#define QGEMV3(XN, XT, SN, ST, N)                                                                      \
+  extern "C" __global__ void __launch_bounds__(QW_MAXW * 32, 1)                                         \
+      gpurt_qgemv3_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
+                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {      \
+    qgemv3_body<XT, ST, N>(w, sc, bi, x, y, m, k, gshift);                                             \
+  }
+#define QGEMV3_N(XN, XT, SN, ST)                                                                       \
+  QGEMV3(XN, XT, SN, ST, 1) QGEMV3(XN, XT, SN, ST, 2) QGEMV3(XN, XT, SN, ST, 3) QGEMV3(XN, XT, SN, ST, 4) \
+  QGEMV3(XN, XT, SN, ST, 5) QGEMV3(XN, XT, SN, ST, 6) QGEMV3(XN, XT, SN, ST, 7) QGEMV3(XN, XT, SN, ST, 8)
+QGEMV3_N(bf16, T_BF16, bf16, T_BF16)
+QGEMV3_N(bf16, T_BF16, f16, T_F16)
+QGEMV3_N(f16, T_F16, bf16, T_BF16)
+QGEMV3_N(f16, T_F16, f16, T_F16)
 
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
