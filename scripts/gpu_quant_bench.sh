@@ -23,12 +23,8 @@
 #             n = 2048 vs bf16 cuBLASLt, grouped GEMM of 8 and 64 experts
 #             (skewed rows; bf16 and fp8 block scales; CUTLASS on sm_90)
 #             vs one cuBLASLt GEMM per expert
-#   conform_v1/v2  the quant checks again with the other GEMV kernels
-#             (GPURT_CUDA_QGEMV=v1, v2)
-#   gemv_v1/v2  the decode GEMV rows with the other kernels (v1: 32 rows
-#             per block, registers; v2: a cp.async ring), for comparison
-#   gemv8     the decode GEMV rows with 8 warps per block
-#             (GPURT_CUDA_QGEMV_WARPS=8; the default is 16), for tuning
+#   gemv4/8/16  the decode GEMV rows again with 4, 8 and 16 warps per block
+#             (GPURT_CUDA_QGEMV_WARPS; the default picks by m and n), for tuning
 #   own       the grouped cases again with GPURT_CUDA_GROUPED=kernel (the
 #             plugin's own grouped kernel, the fallback), for comparison
 #   torch     python3 scripts/gpu_quant_torch.py: torch._grouped_mm (bf16)
@@ -70,10 +66,6 @@ chmod 644 build/libgpurt_cuda.so 2>/dev/null || true
 if [ -x build/gpurt ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [conform] quant and grouped checks on cuda"
   step conform 60 build/gpurt conform --backend cuda --run '^(quant|grouped)/'
-  for v in v1 v2; do
-    echo "== [conform_$v] quant checks with GPURT_CUDA_QGEMV=$v"
-    step conform_$v 60 env GPURT_CUDA_QGEMV=$v build/gpurt conform --backend cuda --run '^quant/'
-  done
 else
   summary+=("conform  skip     (no build/gpurt or no plugin)")
   failed=1
@@ -83,19 +75,12 @@ if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-quantbench"
   step bench 90 build/gpurt-quantbench -plugins build
   grep '^{' "$logs/bench.log" >"$logs/quantbench.jsonl" || true
-  # variant TAG ONLY ENV...: the int8 rows of -only ONLY again under ENV,
-  # as impl "gpurt int8 TAG".
-  variant() {
-    local tag=$1 only=$2
-    shift 2
-    echo "== [$tag] -only $only with $*"
-    step "$tag" 30 env "$@" build/gpurt-quantbench -plugins build -only "$only"
-    grep '^{' "$logs/$tag.log" | grep '"impl":"gpurt int8"' |
-      sed "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $tag\"/" >>"$logs/quantbench.jsonl" || true
-  }
-  variant gemv_v1 gemv GPURT_CUDA_QGEMV=v1
-  variant gemv_v2 gemv GPURT_CUDA_QGEMV=v2
-  variant gemv8 gemv GPURT_CUDA_QGEMV_WARPS=8
+  for w in 4 8 16; do
+    echo "== [gemv$w] the decode GEMV with $w warps per block (GPURT_CUDA_QGEMV_WARPS=$w)"
+    step "gemv$w" 20 env GPURT_CUDA_QGEMV_WARPS=$w build/gpurt-quantbench -plugins build -only gemv
+    grep '^{' "$logs/gemv$w.log" | grep '"impl":"gpurt int8"' |
+      sed "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 w$w\"/" >>"$logs/quantbench.jsonl" || true
+  done
   echo "== [own] grouped cases on the own kernel (GPURT_CUDA_GROUPED=kernel)"
   step own 40 env GPURT_CUDA_GROUPED=kernel build/gpurt-quantbench -plugins build -only grouped
   grep '^{' "$logs/own.log" | grep '"impl":"gpurt grouped"' |
@@ -138,7 +123,7 @@ def us(r):
     return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 def ratio(o, g):
     return "%.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and g and o.get("gpu_us", 0) > 0 and g.get("gpu_us", 0) > 0 else "-"
-print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 | v1 kernel us | v2 kernel us | 8 warps us |")
+print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 | 4 warps us | 8 warps us | 16 warps us |")
 print("|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|")
 for name in order:
     d = by[name]
@@ -151,7 +136,7 @@ for name in order:
     gbs = "%.0f" % q["gb_s"] if q else "-"
     wall = "%.1f / %.1f" % (q["wall_us"], b["wall_us"]) if q and b else "-"
     print("| %s | %s | %s | %s | %.1fx | %s | %s | %s | %s | %s | %s |" % (name, us(q), us(b), "%.2fx" % sp if sp else "-", goal, ok, gbs, wall,
-          us(d.get("gpurt int8 gemv_v1")), us(d.get("gpurt int8 gemv_v2")), us(d.get("gpurt int8 gemv8"))))
+          us(d.get("gpurt int8 w4")), us(d.get("gpurt int8 w8")), us(d.get("gpurt int8 w16"))))
 print()
 print("| grouped GEMM | gpurt us | own kernel us | cuBLASLt per expert us | torch us | vs per-expert | vs torch | gpurt TFLOP/s | notes |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -173,10 +158,8 @@ PY
   echo "== gpu_quant_bench.sh summary"
   grep -h "CUTLASS adapter" "$logs/plugin.log" 2>/dev/null
   for s in "${summary[@]}"; do echo "$s"; done
-  for c in conform conform_v1 conform_v2; do
-    grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/$c.log" 2>/dev/null | tail -n 1 | sed "s/^/$c: /"
-    grep -E 'FAIL|fail' "$logs/$c.log" 2>/dev/null | head -n 20
-  done
+  grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/conform.log" 2>/dev/null | tail -n 1 | sed 's/^/conform: /'
+  grep -E 'FAIL|fail' "$logs/conform.log" 2>/dev/null | head -n 20
   echo
   echo "speedup = cuBLASLt bf16 time / int8 time (GPU time per call, calls queued behind a sleep);"
   echo "vs per-expert / vs torch = their time / gpurt grouped time (> 1: gpurt is faster);"

@@ -49,8 +49,7 @@
   X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy)     \
   X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                       \
   X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload)                \
-  X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuLaunchKernel)        \
-  X(cuFuncSetAttribute)
+  X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuLaunchKernel)
 
 /* Optional (NULL when the driver lacks them). The graph entry points
  * (1.3, cuda_graph.c) are cuda.h's versioned forms (cuStreamBeginCapture ->
