@@ -33,7 +33,8 @@ type quantCase struct {
 	xt, st  core.DType
 	m, n, k int
 	gs      int
-	sample  int // reference elements checked (0: all)
+	sample  int  // reference elements checked (0: all)
+	wide    bool // x spread over 2^-20 .. 2^20 (past f16's range, for kernels that scale x)
 }
 
 type groupedCase struct {
@@ -59,6 +60,8 @@ func quantChecks() []check {
 		qc(fmt.Sprintf("bf16_g64_n%d", n), quantCase{xt: core.BF16, st: core.BF16, m: 136, n: n, k: 512, gs: 64})
 	}
 	qc("f16_g32_n2", quantCase{xt: core.F16, st: core.F16, m: 72, n: 2, k: 256, gs: 32})
+	qc("f16_g64_n4", quantCase{xt: core.F16, st: core.F16, m: 40, n: 4, k: 256, gs: 64})
+	qc("bf16_g64_n2_wide_x", quantCase{xt: core.BF16, st: core.BF16, m: 48, n: 2, k: 512, gs: 64, wide: true})
 	qc("bf16_f16scales_g128_n5", quantCase{xt: core.BF16, st: core.F16, m: 40, n: 5, k: 384, gs: 128})
 	qc("f16_bf16scales_g64_n1_k32x", quantCase{xt: core.F16, st: core.BF16, m: 33, n: 1, k: 96 * 2, gs: 32})
 	// Decode edges: k below one 64-deep step, fewer rows than a block, k
@@ -174,6 +177,11 @@ func runQuantCase(e *env, c quantCase) error {
 		return err
 	}
 	xv := randomValues(e.rng, c.xt, c.n*c.k, 1)
+	if c.wide {
+		for i := range xv {
+			xv[i] = roundTo(c.xt, math.Ldexp(xv[i], e.rng.IntN(41)-20))
+		}
+	}
 	var bufs []*core.Buffer
 	defer func() {
 		for _, b := range bufs {

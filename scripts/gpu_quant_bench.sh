@@ -24,7 +24,10 @@
 #             (skewed rows; bf16 and fp8 block scales; CUTLASS on sm_90)
 #             vs one cuBLASLt GEMM per expert
 #   gemv4/8/16  the decode GEMV rows again with 4, 8 and 16 warps per block
-#             (GPURT_CUDA_QGEMV_WARPS; the default picks by m and n), for tuning
+#             (GPURT_CUDA_QGEMV_WARPS; the default picks by m), for tuning
+#   gemv_dequant, conform_dequant  the GEMV rows and the quant checks with
+#             GPURT_CUDA_QGEMV=dequant (the dequantizing kernel that groups
+#             of 32 use, for groups of 64 too), for comparison
 #   own       the grouped cases again with GPURT_CUDA_GROUPED=kernel (the
 #             plugin's own grouped kernel, the fallback), for comparison
 #   torch     python3 scripts/gpu_quant_torch.py: torch._grouped_mm (bf16)
@@ -81,8 +84,14 @@ if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
     grep '^{' "$logs/gemv$w.log" | grep '"impl":"gpurt int8"' |
       sed "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 w$w\"/" >>"$logs/quantbench.jsonl" || true
   done
+  echo "== [gemv_dequant] the decode GEMV rows with the dequantizing kernel (GPURT_CUDA_QGEMV=dequant)"
+  step gemv_dequant 20 env GPURT_CUDA_QGEMV=dequant build/gpurt-quantbench -plugins build -only gemv
+  grep '^{' "$logs/gemv_dequant.log" | grep '"impl":"gpurt int8"' |
+    sed 's/"impl":"gpurt int8"/"impl":"gpurt int8 wdq"/' >>"$logs/quantbench.jsonl" || true
+  echo "== [conform_dequant] quant checks with GPURT_CUDA_QGEMV=dequant"
+  step conform_dequant 60 env GPURT_CUDA_QGEMV=dequant build/gpurt conform --backend cuda --run '^quant/'
   echo "== [own] grouped cases on the own kernel (GPURT_CUDA_GROUPED=kernel)"
-  step own 40 env GPURT_CUDA_GROUPED=kernel build/gpurt-quantbench -plugins build -only grouped
+  step own 60 env GPURT_CUDA_GROUPED=kernel build/gpurt-quantbench -plugins build -only grouped
   grep '^{' "$logs/own.log" | grep '"impl":"gpurt grouped"' |
     sed 's/"impl":"gpurt grouped"/"impl":"gpurt own kernel"/' >>"$logs/quantbench.jsonl" || true
 else
@@ -123,8 +132,8 @@ def us(r):
     return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 def ratio(o, g):
     return "%.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and g and o.get("gpu_us", 0) > 0 and g.get("gpu_us", 0) > 0 else "-"
-print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 | 4 warps us | 8 warps us | 16 warps us |")
-print("|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|")
+print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 | 4 warps us | 8 warps us | 16 warps us | dequantizing kernel us |")
+print("|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|")
 for name in order:
     d = by[name]
     q, b = d.get("gpurt int8"), d.get("cuBLASLt bf16")
@@ -135,8 +144,8 @@ for name in order:
     ok = "" if not sp else ("met" if sp >= goal else "missed")
     gbs = "%.0f" % q["gb_s"] if q else "-"
     wall = "%.1f / %.1f" % (q["wall_us"], b["wall_us"]) if q and b else "-"
-    print("| %s | %s | %s | %s | %.1fx | %s | %s | %s | %s | %s | %s |" % (name, us(q), us(b), "%.2fx" % sp if sp else "-", goal, ok, gbs, wall,
-          us(d.get("gpurt int8 w4")), us(d.get("gpurt int8 w8")), us(d.get("gpurt int8 w16"))))
+    print("| %s | %s | %s | %s | %.1fx | %s | %s | %s | %s | %s | %s | %s |" % (name, us(q), us(b), "%.2fx" % sp if sp else "-", goal, ok, gbs, wall,
+          us(d.get("gpurt int8 w4")), us(d.get("gpurt int8 w8")), us(d.get("gpurt int8 w16")), us(d.get("gpurt int8 wdq"))))
 print()
 print("| grouped GEMM | gpurt us | own kernel us | cuBLASLt per expert us | torch us | vs per-expert | vs torch | gpurt TFLOP/s | notes |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -158,8 +167,10 @@ PY
   echo "== gpu_quant_bench.sh summary"
   grep -h "CUTLASS adapter" "$logs/plugin.log" 2>/dev/null
   for s in "${summary[@]}"; do echo "$s"; done
-  grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/conform.log" 2>/dev/null | tail -n 1 | sed 's/^/conform: /'
-  grep -E 'FAIL|fail' "$logs/conform.log" 2>/dev/null | head -n 20
+  for c in conform conform_dequant; do
+    grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/$c.log" 2>/dev/null | tail -n 1 | sed "s/^/$c: /"
+    grep -E 'FAIL|fail' "$logs/$c.log" 2>/dev/null | head -n 20
+  done
   echo
   echo "speedup = cuBLASLt bf16 time / int8 time (GPU time per call, calls queued behind a sleep);"
   echo "vs per-expert / vs torch = their time / gpurt grouped time (> 1: gpurt is faster);"

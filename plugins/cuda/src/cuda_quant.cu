@@ -8,7 +8,8 @@
 //     (decode): 32 rows of W per block, k split among its warps, the N
 //     tokens as the 8 columns of mma.sync m16n8k16 (see the GEMV section),
 //     so each weight byte is read once (16-byte non-caching loads) for all
-//     tokens.
+//     tokens; gpurt_qgemvf_<x>_<s>_n<N> the same loads with the factored
+//     arithmetic for groups of 64 and 128 (see FAC in qgemv_body).
 //  gpurt_qdequant_<x>_<s>     W dequantized into a 16-bit scratch (s*q + b,
 //     rounded to x's type), for the prefill path through cuBLASLt (N >= 128);
 //  gpurt_qgemm_<x>_<s>        the tiled kernel below for 8 < N < 128, and
@@ -142,7 +143,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int XT, int ST, int N>
+template <int XT, int ST, int N, bool FAC>
 __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
@@ -202,6 +203,69 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       }
       if (!(ok && has_tok)) xv[u][0] = xv[u][1] = make_uint4(0, 0, 0, 0);
     }
+    if constexpr (FAC) {
+      // Factored (groups of 64 or more: one group per 64-deep step of a
+      // lane quad): sum_k (s q_k + b) x_k = s sum_k q_k x_k + b sum_k x_k,
+      // on f16 tensor cores. A is the codes as f16 1024 + q (exact, one
+      // byte permute per pair); an all-ones A gives X = sum_k x_k; P - 1024 X
+      // is sum_k q_k x_k. bf16 x is scaled per token and step by a power of
+      // two so that max |x'| is in [2^14, 2^15) and rounded to f16 (bf16's 8
+      // bits fit f16's 11 wherever the value is above max |x'| / 2^24), the
+      // step's result scaled back. No weight is rounded to 16 bits.
+      const u32 ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+#pragma unroll
+      for (int u = 0; u < QV_U; u++) {
+        const u32 xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
+                           xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
+        u32 xf[8];
+        float unsc = 1.f;
+        if constexpr (XT == T_BF16) {
+          float2 f[8];
+          float mx = 0.f;
+#pragma unroll
+          for (int p = 0; p < 8; p++) {
+            f[p] = w2f<T_BF16>(xw[p]);
+            mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
+          }
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
+          sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
+          const float up = __uint_as_float((u32)(sx + 127) << 23);
+          unsc = __uint_as_float((u32)(127 - sx) << 23);
+#pragma unroll
+          for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
+        } else {
+#pragma unroll
+          for (int p = 0; p < 8; p++) xf[p] = xw[p];
+        }
+        // Columns 2 tq, 2 tq + 1 of the result are tokens held by lanes 8 tq and 8 tq + 4.
+        const float u0 = __shfl_sync(0xffffffffu, unsc, 8 * tq), u1 = __shfl_sync(0xffffffffu, unsc, 8 * tq + 4);
+        float P[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, X[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) {
+          const u32 bf[2] = {xf[2 * jj], xf[2 * jj + 1]};
+          mma16816(X, ones, bf, 1);
+#pragma unroll
+          for (int t = 0; t < 2; t++) {
+            const uint4 &qa = q[u][2 * t], &qb = q[u][2 * t + 1];
+            const u32 w0 = jj == 0 ? qa.x : jj == 1 ? qa.y : jj == 2 ? qa.z : qa.w;
+            const u32 w1 = jj == 0 ? qb.x : jj == 1 ? qb.y : jj == 2 ? qb.z : qb.w;
+            const u32 af[4] = {__byte_perm(w0, 0x64646464u, 0x4140), __byte_perm(w1, 0x64646464u, 0x4140),
+                               __byte_perm(w0, 0x64646464u, 0x4342), __byte_perm(w1, 0x64646464u, 0x4342)};
+            mma16816(P[t], af, bf, 1);
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < 2; t++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const float sr = s[u][2 * t + (e >> 1)], brow = b[u][2 * t + (e >> 1)];
+            const float v = fmaf(sr, fmaf(-1024.f, X[e], P[t][e]), brow * X[e]);
+            acc[t][e] = fmaf(v, (e & 1) ? u1 : u0, acc[t][e]);
+          }
+      }
+    } else {
 #pragma unroll
     for (int u = 0; u < QV_U; u++) {
       // The lane's 16 dequantized codes of each row slot, as 8 pairs.
@@ -228,6 +292,7 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
         }
       }
     }
+    } // FAC
   }
   // acc[t][e]: row row0 + 16t + gq + 8(e >> 1), token 2tq + (e & 1).
 #pragma unroll
@@ -248,7 +313,12 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {       \
-    qgemv_body<XT, ST, N>(w, sc, bi, x, y, m, k, gshift);                                              \
+    qgemv_body<XT, ST, N, false>(w, sc, bi, x, y, m, k, gshift);                                       \
+  }                                                                                                    \
+  extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
+      gpurt_qgemvf_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
+                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {      \
+    qgemv_body<XT, ST, N, true>(w, sc, bi, x, y, m, k, gshift);                                        \
   }
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
   QGEMV(XN, XT, SN, ST, 1) QGEMV(XN, XT, SN, ST, 2) QGEMV(XN, XT, SN, ST, 3) QGEMV(XN, XT, SN, ST, 4)  \
