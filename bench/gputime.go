@@ -96,3 +96,31 @@ func (t *GPUTimer) BehindSleep(hold time.Duration, iters int, fn func() error) (
 	}
 	return float64(d.Nanoseconds()) / 1e3 / float64(iters), nil
 }
+
+// Time is the benchmark programs' measurement of fn: 5 warm-up calls,
+// then iters calls timed from the host (wall, µs per call, the stream
+// synchronized after them) and iters calls behind a sleep three times as
+// long as that enqueue took, plus 2 ms (gpu, µs per call: BehindSleep).
+func (t *GPUTimer) Time(iters int, fn func() error) (gpu, wall float64, err error) {
+	for i := 0; i < 5; i++ {
+		if err = fn(); err != nil {
+			return
+		}
+	}
+	if err = t.Stream.Synchronize(); err != nil {
+		return
+	}
+	t0 := time.Now()
+	for i := 0; i < iters; i++ {
+		if err = fn(); err != nil {
+			return
+		}
+	}
+	if err = t.Stream.Synchronize(); err != nil {
+		return
+	}
+	elapsed := time.Since(t0)
+	wall = float64(elapsed.Nanoseconds()) / 1e3 / float64(iters)
+	gpu, err = t.BehindSleep(3*elapsed+2*time.Millisecond, iters, fn)
+	return
+}

@@ -31,3 +31,22 @@ func TestGPUTimer(t *testing.T) {
 	assert.Equal(t, 4, calls)
 	assert.Greater(t, us, 0.0)
 }
+
+// Time makes the warm-up, host-timed and behind-the-sleep calls and
+// reports both figures; a failing fn is an error.
+func TestGPUTimerTime(t *testing.T) {
+	tm, err := OpenGPUTimer(testutil.MockPlugin(t), "mock")
+	require.NoError(t, err)
+	defer tm.Close()
+	_, _, err = tm.Time(3, func() error { return tm.Stream.Memset(nil, 0) })
+	assert.Error(t, err, "a nil region must fail the call")
+	buf, err := tm.Device.Alloc(64)
+	require.NoError(t, err)
+	defer buf.Free()
+	calls := 0
+	gpu, wall, err := tm.Time(3, func() error { calls++; return tm.Stream.Memset(buf, 1) })
+	require.NoError(t, err)
+	assert.Equal(t, 5+3+3, calls)
+	assert.Greater(t, gpu, 0.0)
+	assert.Greater(t, wall, 0.0)
+}

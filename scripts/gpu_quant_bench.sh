@@ -78,22 +78,23 @@ if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-quantbench"
   step bench 90 build/gpurt-quantbench -plugins build
   grep '^{' "$logs/bench.log" >"$logs/quantbench.jsonl" || true
+  # again NAME TIMEOUT ONLY IMPL AS ENV...: gpurt-quantbench -only ONLY once
+  # more under ENV; its IMPL rows join quantbench.jsonl as impl AS.
+  again() {
+    local name=$1 limit=$2 only=$3 impl=$4 as=$5
+    shift 5
+    echo "== [$name] -only $only with $*"
+    step "$name" "$limit" env "$@" build/gpurt-quantbench -plugins build -only "$only"
+    grep '^{' "$logs/$name.log" | grep "\"impl\":\"$impl\"" |
+      sed "s/\"impl\":\"$impl\"/\"impl\":\"$as\"/" >>"$logs/quantbench.jsonl" || true
+  }
   for w in 4 8 16; do
-    echo "== [gemv$w] the decode GEMV with $w warps per block (GPURT_CUDA_QGEMV_WARPS=$w)"
-    step "gemv$w" 20 env GPURT_CUDA_QGEMV_WARPS=$w build/gpurt-quantbench -plugins build -only gemv
-    grep '^{' "$logs/gemv$w.log" | grep '"impl":"gpurt int8"' |
-      sed "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 w$w\"/" >>"$logs/quantbench.jsonl" || true
+    again "gemv$w" 20 gemv "gpurt int8" "gpurt int8 w$w" GPURT_CUDA_QGEMV_WARPS=$w
   done
-  echo "== [gemv_dequant] the decode GEMV rows with the dequantizing kernel (GPURT_CUDA_QGEMV=dequant)"
-  step gemv_dequant 20 env GPURT_CUDA_QGEMV=dequant build/gpurt-quantbench -plugins build -only gemv
-  grep '^{' "$logs/gemv_dequant.log" | grep '"impl":"gpurt int8"' |
-    sed 's/"impl":"gpurt int8"/"impl":"gpurt int8 wdq"/' >>"$logs/quantbench.jsonl" || true
+  again gemv_dequant 20 gemv "gpurt int8" "gpurt int8 wdq" GPURT_CUDA_QGEMV=dequant
   echo "== [conform_dequant] quant checks with GPURT_CUDA_QGEMV=dequant"
   step conform_dequant 60 env GPURT_CUDA_QGEMV=dequant build/gpurt conform --backend cuda --run '^quant/'
-  echo "== [own] grouped cases on the own kernel (GPURT_CUDA_GROUPED=kernel)"
-  step own 60 env GPURT_CUDA_GROUPED=kernel build/gpurt-quantbench -plugins build -only grouped
-  grep '^{' "$logs/own.log" | grep '"impl":"gpurt grouped"' |
-    sed 's/"impl":"gpurt grouped"/"impl":"gpurt own kernel"/' >>"$logs/quantbench.jsonl" || true
+  again own 60 grouped "gpurt grouped" "gpurt own kernel" GPURT_CUDA_GROUPED=kernel
 else
   summary+=("bench    skip     (no build/gpurt-quantbench; build it with CGO_ENABLED=0 go build -o build/gpurt-quantbench ./cmd/gpurt-quantbench)")
   failed=1

@@ -314,29 +314,7 @@ func (b *bench) run(sh shape) (result, error) {
 	return r, nil
 }
 
-// time runs fn warm-up times, then iters times without a hold (wall time
-// per call) and iters times behind a sleep (GPU time per call).
+// time is b.t.Time with b.iters calls (bench.GPUTimer.Time).
 func (b *bench) time(fn func() error) (gpu, wall float64, err error) {
-	iters := b.iters
-	for i := 0; i < 5; i++ {
-		if err = fn(); err != nil {
-			return
-		}
-	}
-	if err = b.s.Synchronize(); err != nil {
-		return
-	}
-	t0 := time.Now()
-	for i := 0; i < iters; i++ {
-		if err = fn(); err != nil {
-			return
-		}
-	}
-	if err = b.s.Synchronize(); err != nil {
-		return
-	}
-	elapsed := time.Since(t0)
-	wall = float64(elapsed.Nanoseconds()) / 1e3 / float64(iters)
-	gpu, err = b.t.BehindSleep(3*elapsed+2*time.Millisecond, iters, fn)
-	return
+	return b.t.Time(b.iters, fn)
 }

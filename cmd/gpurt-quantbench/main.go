@@ -26,7 +26,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"time"
 
 	gbench "github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
@@ -92,38 +91,16 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// time runs fn warm-up times, then iters times without (wall time per
-// call) and iters times behind a sleep (GPU time per call). ops is the
-// number of launches one fn makes: iters shrinks so that at most 800 wait
-// behind the sleep (a stream's queue holds about a thousand before the
-// host blocks, which would put host time back into the figure).
+// time is bench.GPUTimer.Time with b.iters calls. ops is the number of
+// launches one fn makes: iters shrinks so that at most 800 wait behind the
+// sleep (a stream's queue holds about a thousand before the host blocks,
+// which would put host time back into the figure).
 func (b *bench) time(ops int, fn func() error) (gpu, wall float64, err error) {
 	iters := b.iters
 	if iters*ops > 800 {
 		iters = max(2, 800/ops)
 	}
-	for i := 0; i < 5; i++ {
-		if err = fn(); err != nil {
-			return
-		}
-	}
-	if err = b.s.Synchronize(); err != nil {
-		return
-	}
-	// Hold the stream long enough to enqueue every call behind the sleep:
-	// measure the enqueueing first.
-	t0 := time.Now()
-	for i := 0; i < iters; i++ {
-		if err = fn(); err != nil {
-			return
-		}
-	}
-	if err = b.s.Synchronize(); err != nil {
-		return
-	}
-	wall = float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(iters)
-	gpu, err = b.t.BehindSleep(3*time.Since(t0)+2*time.Millisecond, iters, fn)
-	return
+	return b.t.Time(iters, fn)
 }
 
 func (b *bench) emit(r result) {

@@ -124,29 +124,25 @@ void cu_quant_device_release(cu_device *d) {
   d->quant = NULL;
 }
 
-/* GPURT_CUDA_QGEMV_WARPS=1..16 fixes the GEMV's warps per block (for
- * tuning runs, scripts/gpu_quant_bench.sh); read once. 0: the heuristic. */
-static int qgemv_warps(void) {
-  static _Atomic int cached = -1;
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v >= 0) return v;
-  const char *s = getenv("GPURT_CUDA_QGEMV_WARPS");
-  v = s != NULL ? atoi(s) : 0;
-  if (v < 0 || v > QV_MAXW) v = 0;
-  atomic_store_explicit(&cached, v, memory_order_relaxed);
-  return v;
-}
+/* The GEMV's tuning switches, read once (the environment is not read on
+ * every call): GPURT_CUDA_QGEMV_WARPS=1..16 fixes its warps per block
+ * (0: the heuristic; scripts/gpu_quant_bench.sh), GPURT_CUDA_QGEMV=dequant
+ * keeps the dequantizing form for groups of 64 and 128 too (comparisons). */
+typedef struct qgemv_env {
+  int warps, dequant;
+} qgemv_env;
 
-/* GPURT_CUDA_QGEMV=dequant keeps the GEMV on its dequantizing form for
- * groups of 64 and 128 too (comparisons); read once. */
-static int qgemv_dequant(void) {
-  static _Atomic int cached = -1;
+static qgemv_env qgemv_switches(void) {
+  static _Atomic int cached = -1; /* warps | dequant << 8, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v >= 0) return v;
-  const char *s = getenv("GPURT_CUDA_QGEMV");
-  v = s != NULL && strcmp(s, "dequant") == 0;
-  atomic_store_explicit(&cached, v, memory_order_relaxed);
-  return v;
+  if (v < 0) {
+    const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
+    int warps = w != NULL ? atoi(w) : 0;
+    if (warps < 0 || warps > QV_MAXW) warps = 0;
+    v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return (qgemv_env){v & 0xff, v >> 8};
 }
 
 static uint32_t log2u(uint32_t v) {
@@ -265,7 +261,7 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
   if (n <= 8) {
     /* Groups of 64 or more: the factored form (gpurt_qgemvf_*, no weight
      * rounded to 16 bits, ~40% fewer instructions); 32: dequantizing. */
-    const int fac = a->group_size >= 64 && !qgemv_dequant();
+    const int fac = a->group_size >= 64 && !qgemv_switches().dequant;
     snprintf(name, sizeof name, "gpurt_qgemv%s_%s_%s_n%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type), n);
     if ((e = quant_fn(rt, dev, (fac ? QV_GEMVF : QV_GEMV) + (xi * 2 + si) * 8 + (int)(n - 1), name, &f))) return e;
     const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
@@ -279,7 +275,7 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
      * 22.8 us for n = 1 / 8 against 22.9 / 23.6 with 8 warps and 27.0 /
      * 27.7 with 16, 2026-12-02 run14); never more warps than batches. */
     const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, 128);
-    const int force = qgemv_warps();
+    const int force = qgemv_switches().warps;
     uint64_t nw = force > 0 ? (uint64_t)force : blocks < 256 ? QV_MAXW : 4;
     if (nw > batches) nw = batches;
     return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
