@@ -23,7 +23,10 @@
 # csrc/gp_path.c, csrc/gp_contract.c, csrc/gp_builtin.c, csrc/gp_quant.c,
 # csrc/gp_graph.c, csrc/gp_attention.c. Attention: the FlashInfer adapter
 # plugins/cuda/src/cuda_attention.cu (see "attention" below), linked with the
-# static CUDA runtime and a static libstdc++.
+# static CUDA runtime and a static libstdc++. CUTLASS (sm_90a, same linking):
+# plugins/cuda/src/cuda_cutlass.cu (grouped_gemm) and cuda_cutlass_mixed.cu
+# (quant_matmul's prefill: uint8 W dequantized in the GEMM's mainloop),
+# compiled side by side (see "CUTLASS" below); GPURT_NO_CUTLASS=1 leaves both out.
 set -uo pipefail
 
 ci=0
@@ -33,7 +36,7 @@ for arg in "$@"; do
   case "$arg" in
     --ci) ci=1 ;;
     --no-install) noinstall=1 ;;
-    -h|--help) sed -n '3,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,29p' "$0"; exit 0 ;;
     -*) echo "build_cuda.sh: unknown flag $arg" >&2; exit 2 ;;
     *) out=$arg ;;
   esac
@@ -202,15 +205,56 @@ else
   say "WARNING: no FlashInfer headers at $fi_data (flashinfer-python==$fi_pin not fetched): this plugin" \
       "is built WITHOUT attention (attention_create answers unsupported)"
 fi
-# ---- grouped GEMM: the CUTLASS adapter (cuda_cutlass.cu) ---------------------------
+# ---- CUTLASS: quant_matmul's prefill (cuda_cutlass_mixed.cu) -----------------------
 # CUTLASS's headers from the same pinned flashinfer-python wheel (its
 # flashinfer/data/cutlass: include/ and tools/util/include), or from
-# $GPURT_CUTLASS_DIR. sm_90a only (the ptr-array grouped kernels use TMA and
-# wgmma; other GPUs run the plugin's own kernel), linked like the attention
-# adapter (static cudart and libstdc++). Cached in .fi/cache/ keyed by the
-# sources, flags and nvcc. Without the headers (or with GPURT_NO_CUTLASS=1)
-# grouped_gemm runs the own kernel and the build says so.
+# $GPURT_CUTLASS_DIR. Both CUTLASS adapters are sm_90a only (TMA and wgmma)
+# and linked like the attention adapter (static cudart and libstdc++); each
+# object is cached in .fi/cache/ keyed by its sources, flags, nvcc and
+# CUTLASS's version.h. Without the headers, or with GPURT_NO_CUTLASS=1,
+# neither is built and the build says so.
+# The mixed-input GEMM (uint8 W x bf16/f16 x, W dequantized in CUTLASS's
+# mainloop; three kernels: bf16 x in tiles of 128 x 256 and 128 x 128, f16
+# x in 128 x 256) compiles in the background while cuda_cutlass.cu compiles
+# in the foreground (each takes one core): 89-102 s alone here on 2 busy
+# cores. Without it, quant_matmul's prefill dequantizes W and runs cuBLASLt.
 cl_dir=${GPURT_CUTLASS_DIR:-$root/.fi/flashinfer/data/cutlass}
+clm_obj=""
+clm_pid=""
+clm_defs=()
+if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
+   [ -f "$cl_dir/include/cutlass/gemm/collective/sm90_mma_tma_gmma_rs_warpspecialized_mixed_input.hpp" ]; then
+  clm_flags=(-c -O3 -std=c++17 -DNDEBUG -DGPURT_HAVE_CUTLASS_MIXED -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
+             --expt-relaxed-constexpr -diag-suppress 20012 -gencode arch=compute_90a,code=sm_90a
+             -I"$cl_dir/include" -I"$cl_dir/tools/util/include" -I"$src")
+  # GPURT_CLM_EXPERIMENTS=1 (tuning runs, never CI): three more bf16 kernels
+  # and the knobs pdl/prep1/xprep (GPURT_CUDA_QGEMM_TILE, cuda_cutlass_mixed.h);
+  # in the flags, so in the cache key too.
+  [ "${GPURT_CLM_EXPERIMENTS:-0}" = 1 ] && clm_flags+=(-DGPURT_CLM_EXPERIMENTS)
+  key=$( { cat "$src/cuda_cutlass_mixed.cu" "$src/cuda_cutlass_mixed.h"; echo "${clm_flags[*]}" | sed "s|$root||g";
+           "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)
+  mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
+  clm_obj=$root/.fi/cache/cuda_cutlass_mixed-$key.o
+  (
+    flock 7
+    if [ ! -f "$clm_obj" ]; then
+      say "compiling plugins/cuda/src/cuda_cutlass_mixed.cu (CUTLASS mixed-input GEMM, sm_90a) in the background ..."
+      t0=$(date +%s)
+      "$nvcc" "${clm_flags[@]}" -o "$clm_obj.tmp" "$src/cuda_cutlass_mixed.cu" || exit 1
+      mv -f "$clm_obj.tmp" "$clm_obj"
+      say "compiled cuda_cutlass_mixed.cu in $(( $(date +%s) - t0 )) s"
+    else
+      say "cuda_cutlass_mixed.cu: cached object $(basename "$clm_obj")"
+    fi
+  ) 7>"$root/.fi/cache/cutlass_mixed.lock" &
+  clm_pid=$!
+  clm_defs=(-DGPURT_HAVE_CUTLASS_MIXED)
+else
+  say "no CUTLASS headers at $cl_dir (or GPURT_NO_CUTLASS=1): quant_matmul's prefill dequantizes W and runs cuBLASLt in this build"
+fi
+# ---- CUTLASS: grouped GEMM (cuda_cutlass.cu) ---------------------------------------
+# The ptr-array grouped kernels (other GPUs run the plugin's own kernel).
+# Without them grouped_gemm runs the own kernel.
 cl_obj=""
 cl_defs=()
 if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
@@ -238,11 +282,14 @@ if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
 else
   say "no CUTLASS headers at $cl_dir (or GPURT_NO_CUTLASS=1): grouped_gemm runs the plugin's own kernel in this build"
 fi
+if [ -n "$clm_pid" ]; then
+  wait "$clm_pid" || die "nvcc could not compile plugins/cuda/src/cuda_cutlass_mixed.cu"
+fi
 cudart_static=""
 for d in "$cudaroot/lib64" "$cudaroot/lib" "$cudaroot/targets/x86_64-linux/lib"; do
   if [ -f "$d/libcudart_static.a" ]; then cudart_static=$d/libcudart_static.a; break; fi
 done
-[ -z "$fi_obj$cl_obj" ] || [ -n "$cudart_static" ] || die "no libcudart_static.a next to $nvcc"
+[ -z "$fi_obj$cl_obj$clm_obj" ] || [ -n "$cudart_static" ] || die "no libcudart_static.a next to $nvcc"
 
 cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
         -Wno-unused-parameter -I"$root/abi" -I"$root/csrc" -I"$src" -isystem "$inc")
@@ -250,7 +297,7 @@ cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra
 # reproducible builds).
 # shellcheck disable=SC2206
 cflags+=(${GPURT_CUDA_CFLAGS:-})
-cflags+=("${cl_defs[@]}") # -DGPURT_HAVE_CUTLASS when the adapter is linked
+cflags+=("${cl_defs[@]}" "${clm_defs[@]}") # -DGPURT_HAVE_CUTLASS(_MIXED) when the adapters are linked
 "$cc" -c -o "$tmp/fatbin.o" -DGPURT_FATBIN_FILE="\"$fatbin\"" "$src/cuda_fatbin.S" \
   || die "could not assemble plugins/cuda/src/cuda_fatbin.S"
 objs=("$tmp/fatbin.o")
@@ -275,9 +322,10 @@ for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin gp_quant gp_graph
   objs+=("$tmp/$f.o")
 done
 lib=$out/libgpurt_cuda.so
-if [ -n "$fi_obj$cl_obj" ]; then
+if [ -n "$fi_obj$cl_obj$clm_obj" ]; then
   # The adapters: C++ and the CUDA runtime, both linked statically.
-  "${CXX:-g++}" -shared -o "$lib.tmp" "${objs[@]}" ${fi_obj:+"$fi_obj"} ${cl_obj:+"$cl_obj"} "$cudart_static" \
+  "${CXX:-g++}" -shared -o "$lib.tmp" "${objs[@]}" ${fi_obj:+"$fi_obj"} ${cl_obj:+"$cl_obj"} ${clm_obj:+"$clm_obj"} \
+    "$cudart_static" \
     -static-libstdc++ -static-libgcc \
     -Wl,--version-script="$src/exports.map" -Wl,-z,noexecstack -Wl,-z,now \
     -Wl,--no-undefined -Wl,--as-needed -ldl -lpthread -lrt || die "could not link $lib"

@@ -42,14 +42,17 @@ type result struct {
 	Note   string  `json:"note,omitempty"`
 	// MSizes are a grouped case's rows per expert (for the torch script).
 	MSizes []int `json:"m_sizes,omitempty"`
+	// Sets is how many weight sets the calls took in turn (-rotate).
+	Sets int `json:"sets,omitempty"`
 }
 
 type bench struct {
-	dev   *core.Device
-	s     *core.Stream
-	t     *gbench.GPUTimer
-	iters int
-	out   *json.Encoder
+	dev    *core.Device
+	s      *core.Stream
+	t      *gbench.GPUTimer
+	iters  int
+	rotate int // MiB of weights the timed calls rotate through (quantVsBF16)
+	out    *json.Encoder
 }
 
 func main() {
@@ -58,13 +61,14 @@ func main() {
 	only := flag.String("only", "", "run only gemv, gemm or grouped")
 	backend := flag.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
 	flag.IntVar(&shrink, "shrink", 1, "divide every size by this (a quick run on the mock)")
+	rotate := flag.Int("rotate", 0, "int8 and bf16 matmul: rotate the calls through copies of the weights spanning this many MiB (0: one copy, read by every call; rows get the suffix \" rot\")")
 	flag.Parse()
 	t, err := gbench.OpenGPUTimer(*dir, *backend)
 	if err != nil {
 		fail(err)
 	}
 	defer t.Close()
-	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, out: json.NewEncoder(os.Stdout)}
+	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, rotate: *rotate, out: json.NewEncoder(os.Stdout)}
 	if *only == "" || *only == "gemv" {
 		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
 			for _, n := range []int{1, 8} {
@@ -166,6 +170,9 @@ func (b *bench) quantVsBF16(m, n, k int) {
 		n /= shrink
 	}
 	name := fmt.Sprintf("%dx%d n=%d", m, k, n)
+	if b.rotate > 0 {
+		name += " rot"
+	}
 	x := b.alloc(2*n*k, randBF16)
 	defer x.Free()
 	y, err := b.dev.Alloc(2 * n * m)
@@ -175,35 +182,64 @@ func (b *bench) quantVsBF16(m, n, k int) {
 	defer y.Free()
 	flops := 2 * float64(m) * float64(n) * float64(k)
 	{
-		w := b.alloc(m*k, randBytes)
-		sc := b.alloc(2*m*k/64, scaleBF16)
-		bi := b.alloc(2*m*k/64, scaleBF16)
 		d := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: n, K: k}
-		o := core.QuantMatmulOperands{W: w, Scales: sc, Biases: bi, X: x, Y: y}
-		gpu, wall, err := b.time(1, func() error { return b.s.QuantMatmul(d, o) })
-		r := result{Name: name, Impl: "gpurt int8", GPUus: gpu, WallUs: wall,
+		sets := b.sets(m*k + 4*m*k/64)
+		ops := make([]core.QuantMatmulOperands, sets)
+		for i := range ops {
+			ops[i] = core.QuantMatmulOperands{W: b.alloc(m*k, randBytes), Scales: b.alloc(2*m*k/64, scaleBF16),
+				Biases: b.alloc(2*m*k/64, scaleBF16), X: x, Y: y}
+		}
+		call := 0
+		gpu, wall, err := b.time(1, func() error {
+			call++
+			return b.s.QuantMatmul(d, ops[call%sets])
+		})
+		r := result{Name: name, Impl: "gpurt int8", GPUus: gpu, WallUs: wall, Sets: sets,
 			TFLOPs: flops / gpu / 1e6, GBs: float64(m*k+4*m*k/64+2*n*k+2*n*m) / gpu / 1e3}
 		if err != nil {
 			r.Note = err.Error()
 		}
 		b.emit(r)
-		w.Free()
-		sc.Free()
-		bi.Free()
+		for _, o := range ops {
+			o.W.(*core.Buffer).Free()
+			o.Scales.(*core.Buffer).Free()
+			o.Biases.(*core.Buffer).Free()
+		}
 	}
 	{
-		w := b.alloc(2*m*k, randBF16)
 		d := core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: m, N: n, K: k}
-		o := core.GemmOperands{A: w, B: x, D: y, Alpha: 1}
-		gpu, wall, err := b.time(1, func() error { return b.s.Gemm(d, o) })
-		r := result{Name: name, Impl: "cuBLASLt bf16", GPUus: gpu, WallUs: wall,
+		sets := b.sets(2 * m * k)
+		ops := make([]core.GemmOperands, sets)
+		for i := range ops {
+			ops[i] = core.GemmOperands{A: b.alloc(2*m*k, randBF16), B: x, D: y, Alpha: 1}
+		}
+		call := 0
+		gpu, wall, err := b.time(1, func() error {
+			call++
+			return b.s.Gemm(d, ops[call%sets])
+		})
+		r := result{Name: name, Impl: "cuBLASLt bf16", GPUus: gpu, WallUs: wall, Sets: sets,
 			TFLOPs: flops / gpu / 1e6, GBs: float64(2*m*k+2*n*k+2*n*m) / gpu / 1e3}
 		if err != nil {
 			r.Note = err.Error()
 		}
 		b.emit(r)
-		w.Free()
+		for _, o := range ops {
+			o.A.(*core.Buffer).Free()
+		}
 	}
+}
+
+// sets is how many copies of an implementation's weights (bytes each) the
+// timed calls take in turn: enough to span -rotate MiB, so that a weight
+// set that fits the GPU's L2 (50 MB on the H200) is not read from the
+// cache by the next call; 1 with -rotate 0 (every call reads one set).
+func (b *bench) sets(bytes int) int {
+	if b.rotate <= 0 {
+		return 1
+	}
+	n := (b.rotate<<20 + bytes - 1) / bytes
+	return min(max(n, 1), 16)
 }
 
 // skewed splits total rows over g experts with weights 1/(i+1) (some

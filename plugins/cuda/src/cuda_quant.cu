@@ -324,6 +324,314 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   QGEMV(XN, XT, SN, ST, 1) QGEMV(XN, XT, SN, ST, 2) QGEMV(XN, XT, SN, ST, 3) QGEMV(XN, XT, SN, ST, 4)  \
   QGEMV(XN, XT, SN, ST, 5) QGEMV(XN, XT, SN, ST, 6) QGEMV(XN, XT, SN, ST, 7) QGEMV(XN, XT, SN, ST, 8)
 
+// ---- GEMV (decode) through the bulk-copy engine: sm_90 and later ---------------------
+//
+// gpurt_qgemvt_<x>_<s>: the same product for groups of 64 and 128 when k
+// is a multiple of 8 groups, with the weights streamed by the copy engine
+// instead of per-lane loads (v1 above keeps 8 16-byte loads per lane in
+// flight and waits for all of them before its arithmetic; its loads alone
+// measured 1.6-1.75x cuBLASLt's bf16 GEMV, 2026-12-01 run12).
+//
+// One persistent block per SM. Warp QT_CW is the producer: its lane 0
+// fills half-stages, each 8 whole rows of W (8 k contiguous bytes) with
+// their scales and biases (contiguous too), in three cp.async.bulk copies
+// completing on the half-stage's "full" mbarrier (copies are few and large:
+// a first version with one copy per row and 1024-deep stage, 48 copies per
+// 16 KB, ran at a third of v1's speed on the H200, 2026-12-02). A row group
+// is two half-stages (rows 16 rg .. 16 rg + 7 and the next 8, the mma's 16
+// rows); 4 to QT_MAXS half-stages are in flight. Before them it copies x
+// (n rows) into shared memory. The QT_CW consumer warps each take the
+// 64-deep steps warp, warp + QT_CW, ... of a row group's 16 rows, two at a
+// time (independent chains: one warp's latency is what bounds the kernel
+// once the copies keep up; 8 consumer warps, one step at a time, measured
+// 24.3 us at 14336 x 4096 n = 1 against 17.6 for the copies alone,
+// 2026-12-02), then arrive on both half-stages' "empty" mbarriers. A block owns row groups blockIdx.x,
+// blockIdx.x + gridDim.x, ...; at the end of one its consumer warps sum
+// their partial products in shared memory and write y.
+//
+// Arithmetic, per 64-deep step (inside one group, since groups are 64 or
+// 128 deep): the codes become f16 exactly (byte permute to 1024 + q, minus
+// 1024: two instructions per pair) and meet x on f16 tensor cores
+// (mma.sync m16n8k16, the n <= 8 tokens as its 8 columns), P = sum q x';
+// then y += s * u * P + b * X, where x' is x scaled per token and 64-deep
+// step by a power of two 1/u (bf16 x: its largest |x'| in [2^14, 2^15),
+// f16 x: u = 1) and X = sum x (f32) of the step. Both are computed once
+// per block in shared memory, in place over the copied x, before the main
+// loop (while the first half-stages load; loading x with per-lane loads
+// instead cost 5-9 us at n = 8). No weight is rounded to 16 bits; P's products are
+// exact and summed in f32.
+#define QT_CW 16  // consumer warps
+#define QT_MAXS 8 // half-stages at most (an even number)
+#define QT_RED (QT_CW * 32 * 16) // the consumers' partial sums, float4 a lane
+
+// Shared-memory layout of a block: barriers (256 bytes: full, empty, x), the reduction
+// area, X and u per token and 64-deep step (float2; rows of k / 64 + 1, the
+// 1 keeping 4 tokens' reads in different banks), x' (n rows of 2k + 16
+// bytes: the 16 keep the consumers' reads of 8 token rows in different
+// banks), then the half-stages (128-byte aligned; each 8 k bytes of W, then
+// 8 rows of scales and 8 of biases, 2 k / g bytes a row). cuda_quant.c
+// repeats it (qgemvt_smem).
+__host__ __device__ __forceinline__ u32 qt_xsum_off() { return 256 + QT_RED; }
+__host__ __device__ __forceinline__ u32 qt_xs_off(u32 n, u32 k) { return qt_xsum_off() + ((n * ((k >> 6) + 1) * 8 + 15) & ~15u); }
+__host__ __device__ __forceinline__ u32 qt_stage_off(u32 n, u32 k) { return (qt_xs_off(n, k) + n * (2 * k + 16) + 127) & ~127u; }
+__host__ __device__ __forceinline__ u32 qt_half_bytes(u32 k, u32 gshift) { return (8 * k + 32 * (k >> gshift) + 127) & ~127u; }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n"
+      "QT_WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
+      "@!p bra QT_WAIT;\n\t}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// bytes (a multiple of 16) from global src to shared dst (both 16-byte
+// aligned), completing on bar.
+__device__ __forceinline__ void bulk_load(u32 dst, const void *src, u32 bytes, u32 bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void named_sync(u32 id, u32 threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+// Codes q (bytes lo, hi of w chosen by sel) as an f16 pair, exactly.
+__device__ __forceinline__ u32 q2f16(u32 w, u32 sel) {
+  u32 h = __byte_perm(w, 0x64646464u, sel); // f16 1024 + q, the pair
+  __half2 v = __hsub2(*reinterpret_cast<__half2 *>(&h), __floats2half2_rn(1024.f, 1024.f));
+  return *reinterpret_cast<u32 *>(&v);
+}
+#endif
+
+// mode: 0, or 1 (a diagnostic: the consumers skip the arithmetic and only
+// wait for and release the half-stages, so the pipeline's own speed shows).
+template <int XT, int ST>
+__device__ __forceinline__ void qgemvt_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
+                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 n, u32 nst,
+                                            u32 mode) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char sm[];
+  const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const u32 nblk = k >> 6;        // 64-deep steps of k
+  const u32 xstride = 2 * k + 16; // bytes per row of x'
+  const u32 gpr = k >> gshift;    // groups per row
+  const u32 half = qt_half_bytes(k, gshift);
+  const u32 full0 = smem_addr(sm), empty0 = full0 + 8 * QT_MAXS;
+  float4 *red = reinterpret_cast<float4 *>(sm + 256);
+  float2 *xsum = reinterpret_cast<float2 *>(sm + qt_xsum_off());
+  unsigned char *xs = sm + qt_xs_off(n, k);
+  unsigned char *stg = sm + qt_stage_off(n, k);
+  const u32 rgroups = (m + 15) / 16;
+  if (tid == 0) {
+    for (u32 s = 0; s < nst; s++) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, QT_CW);
+    }
+    mbar_init(full0 + 16 * QT_MAXS, 1); // x
+
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const u32 xbar = full0 + 16 * QT_MAXS;
+  if (warp == QT_CW) { // the producer
+    if (lane == 0) {
+      // x first: its n rows into x' (each row 2 k bytes, at its padded place).
+      mbar_expect_tx(xbar, n * 2 * k);
+      for (u32 t = 0; t < n; t++) bulk_load(smem_addr(xs + t * xstride), x + (u64)t * k, 2 * k, xbar);
+      u32 s = 0, ph = 0;
+      for (u32 rg = blockIdx.x; rg < rgroups; rg += gridDim.x) {
+#pragma unroll 1
+        for (u32 h = 0; h < 2; h++) {
+          const u32 r0 = rg * 16 + h * 8;
+          const u32 rows = r0 >= m ? 0 : m - r0 < 8 ? m - r0 : 8;
+          const u32 full = full0 + 8 * s;
+          mbar_wait(empty0 + 8 * s, ph ^ 1);
+          mbar_expect_tx(full, rows * (k + 4 * gpr));
+          if (rows > 0) {
+            const u32 st = smem_addr(stg + s * half);
+            bulk_load(st, w + (u64)r0 * k, rows * k, full);
+            bulk_load(st + 8 * k, sc + (u64)r0 * gpr, rows * gpr * 2, full);
+            bulk_load(st + 8 * k + 16 * gpr, bi + (u64)r0 * gpr, rows * gpr * 2, full);
+          }
+          if (++s == nst) {
+            s = 0;
+            ph ^= 1;
+          }
+        }
+      }
+    }
+    return;
+  }
+  // x' and the per-step sums from x (copied into x' by the producer), in
+  // place, 8 lanes a (token, step), while the first half-stages load. (The
+  // loop is warp-uniform: every lane takes part in the shuffles.)
+  mbar_wait(xbar, 0);
+  for (u32 p0 = warp * 4; p0 < n * nblk; p0 += QT_CW * 4) {
+    const u32 p = p0 + (lane >> 3);
+    const bool ok = p < n * nblk;
+    const u32 tok = ok ? p / nblk : 0, blk = ok ? p - tok * nblk : 0, sub = lane & 7;
+    const uint4 v = *reinterpret_cast<const uint4 *>(xs + tok * xstride + (blk * 64 + sub * 8) * 2);
+    const u32 xw[4] = {v.x, v.y, v.z, v.w};
+    float2 f[4];
+    float mx = 0.f, sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      f[i] = w2f<XT>(xw[i]);
+      mx = fmaxf(mx, fmaxf(fabsf(f[i].x), fabsf(f[i].y)));
+      sum += f[i].x + f[i].y;
+    }
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    }
+    u32 o4[4];
+    float unsc = 1.f;
+    if constexpr (XT == T_BF16) {
+      int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
+      sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
+      const float up = __uint_as_float((u32)(sx + 127) << 23);
+      unsc = __uint_as_float((u32)(127 - sx) << 23);
+#pragma unroll
+      for (int i = 0; i < 4; i++) o4[i] = pack2<T_F16>(f[i].x * up, f[i].y * up);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; i++) o4[i] = xw[i];
+    }
+    if (ok) {
+      *reinterpret_cast<uint4 *>(xs + tok * xstride + (blk * 64 + sub * 8) * 2) = make_uint4(o4[0], o4[1], o4[2], o4[3]);
+      if (sub == 0) xsum[tok * (nblk + 1) + blk] = make_float2(sum, unsc);
+    }
+  }
+  named_sync(1, QT_CW * 32);
+  const u32 gq = lane >> 2, tq = lane & 3;
+  const bool has_tok = gq < n;
+  // Tokens 2 tq and 2 tq + 1 (the lane's result columns); past n they
+  // read token 0's sums (results never stored).
+  const u32 t0 = 2 * tq < n ? 2 * tq : 0, t1 = 2 * tq + 1 < n ? 2 * tq + 1 : 0;
+  u32 s = 0, ph = 0;
+  for (u32 rg = blockIdx.x; rg < rgroups; rg += gridDim.x) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    mbar_wait(full0 + 8 * s, ph);
+    mbar_wait(full0 + 8 * (s + 1), ph); // nst is even: s and s + 1 share a phase
+    const unsigned char *lo = stg + s * half, *hi = lo + half;
+    const uint16_t *slo = reinterpret_cast<const uint16_t *>(lo + 8 * k), *shi = reinterpret_cast<const uint16_t *>(hi + 8 * k);
+    const uint16_t *blo = slo + 8 * gpr, *bhi = shi + 8 * gpr;
+    // The warp's 64-deep steps: warp, warp + QT_CW, ..., in rounds of 4,
+    // two at a time (independent chains; a missing second one repeats the
+    // first, its result weighted 0). The scales and biases of a round's 4
+    // steps are read once by lane (row r, step i) = (gq, tq) and passed
+    // around by shuffles: the 8 rows of a half-stage lie 2 k / g bytes
+    // apart, in one bank, so reading them per step cost 8-way conflicts,
+    // 4 loads a step (the kernel was bound by shared memory, 2026-12-02).
+    for (u32 j0 = warp; mode == 0 && j0 < nblk; j0 += 4 * QT_CW) {
+      float sv[4];
+      {
+        const u32 ji = j0 + tq * QT_CW < nblk ? j0 + tq * QT_CW : j0;
+        const u32 gi = gq * gpr + ((ji * 64) >> gshift);
+        sv[0] = h2f<ST>(slo[gi]);
+        sv[1] = h2f<ST>(shi[gi]);
+        sv[2] = h2f<ST>(blo[gi]);
+        sv[3] = h2f<ST>(bhi[gi]);
+      }
+#pragma unroll
+      for (int it = 0; it < 2; it++) {
+        const u32 j = j0 + 2 * it * QT_CW;
+        // Every lane shuffles (the loop below is warp-uniform).
+        float sc4[2][4];
+#pragma unroll
+        for (int c = 0; c < 2; c++)
+#pragma unroll
+          for (int v = 0; v < 4; v++) sc4[c][v] = __shfl_sync(0xffffffffu, sv[v], gq * 4 + 2 * it + c);
+        if (j >= nblk) break;
+        const u32 jj[2] = {j, j + QT_CW < nblk ? j + QT_CW : j};
+        const float wt[2] = {1.f, j + QT_CW < nblk ? 1.f : 0.f};
+        uint4 wa[2], wb[2], xa[2], xb[2];
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          const u32 kk = jj[c] * 64;
+          wa[c] = *reinterpret_cast<const uint4 *>(lo + gq * k + kk + 16 * tq);
+          wb[c] = *reinterpret_cast<const uint4 *>(hi + gq * k + kk + 16 * tq);
+          xa[c] = xb[c] = make_uint4(0, 0, 0, 0);
+          if (has_tok) {
+            const unsigned char *xp = xs + gq * xstride + (kk + 16 * tq) * 2;
+            xa[c] = *reinterpret_cast<const uint4 *>(xp);
+            xb[c] = *reinterpret_cast<const uint4 *>(xp + 16);
+          }
+        }
+        float P[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int jm = 0; jm < 4; jm++)
+#pragma unroll
+          for (int c = 0; c < 2; c++) {
+            const u32 wa4[4] = {wa[c].x, wa[c].y, wa[c].z, wa[c].w}, wb4[4] = {wb[c].x, wb[c].y, wb[c].z, wb[c].w};
+            const u32 xw[8] = {xa[c].x, xa[c].y, xa[c].z, xa[c].w, xb[c].x, xb[c].y, xb[c].z, xb[c].w};
+            const u32 af[4] = {q2f16(wa4[jm], 0x4140), q2f16(wb4[jm], 0x4140), q2f16(wa4[jm], 0x4342),
+                               q2f16(wb4[jm], 0x4342)};
+            const u32 bf[2] = {xw[2 * jm], xw[2 * jm + 1]};
+            mma16816(P[c], af, bf, 1);
+          }
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          const float s0 = sc4[c][0] * wt[c], s1 = sc4[c][1] * wt[c];
+          const float b0 = sc4[c][2] * wt[c], b1 = sc4[c][3] * wt[c];
+          const float2 z0 = xsum[t0 * (nblk + 1) + jj[c]], z1 = xsum[t1 * (nblk + 1) + jj[c]];
+          acc[0] = fmaf(s0 * z0.y, P[c][0], fmaf(b0, z0.x, acc[0]));
+          acc[1] = fmaf(s0 * z1.y, P[c][1], fmaf(b0, z1.x, acc[1]));
+          acc[2] = fmaf(s1 * z0.y, P[c][2], fmaf(b1, z0.x, acc[2]));
+          acc[3] = fmaf(s1 * z1.y, P[c][3], fmaf(b1, z1.x, acc[3]));
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(empty0 + 8 * s);
+      mbar_arrive(empty0 + 8 * (s + 1));
+    }
+    s += 2;
+    if (s == nst) {
+      s = 0;
+      ph ^= 1;
+    }
+    // acc[e]: row 16 rg + gq + 8 (e >> 1), token 2 tq + (e & 1).
+    red[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    named_sync(1, QT_CW * 32);
+    if (tid < 128) {
+      const u32 l = tid >> 2, e = tid & 3;
+      float v = 0.f;
+#pragma unroll
+      for (int i = 0; i < QT_CW; i++) v += reinterpret_cast<const float *>(&red[i * 32 + l])[e];
+      const u32 row = rg * 16 + (l >> 2) + 8 * (e >> 1), tok = 2 * (l & 3) + (e & 1);
+      if (row < m && tok < n) y[(u64)tok * m + row] = f2h<XT>(v);
+    }
+    named_sync(1, QT_CW * 32);
+  }
+#endif
+}
+
+#define QGEMVT(XN, XT, SN, ST)                                                                        \
+  extern "C" __global__ void __launch_bounds__((QT_CW + 1) * 32, 1)                                   \
+      gpurt_qgemvt_##XN##_##SN(const uint8_t *w, const uint16_t *sc, const uint16_t *bi, const uint16_t *x, \
+                               uint16_t *y, u32 m, u32 k, u32 gshift, u32 n, u32 nst, u32 mode) {     \
+    qgemvt_body<XT, ST>(w, sc, bi, x, y, m, k, gshift, n, nst, mode);                                 \
+  }
+QGEMVT(bf16, T_BF16, bf16, T_BF16)
+QGEMVT(bf16, T_BF16, f16, T_F16)
+QGEMVT(f16, T_F16, bf16, T_BF16)
+QGEMVT(f16, T_F16, f16, T_F16)
+
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
 // The groups of one launch: group g of the launch owns tiles
