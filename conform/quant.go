@@ -68,10 +68,9 @@ func quantChecks() []check {
 	// ending inside a 128-deep batch, m across blocks of 32.
 	qc("f16_g32_n7_k32_m5", quantCase{xt: core.F16, st: core.F16, m: 5, n: 7, k: 32, gs: 32})
 	qc("bf16_g32_n4_k1056", quantCase{xt: core.BF16, st: core.BF16, m: 97, n: 4, k: 1056, gs: 32})
-	// The CUDA bulk-copy GEMV's cases (sm_90: groups of 64 and 128, k a
-	// multiple of 8 groups): a last stage of 512 depths, more row groups
-	// than SMs with a partial last one, fewer rows than one row group,
-	// f16 x with bf16 scales in groups of 128, all 8 tokens.
+	// Decode over more rows than a GPU has SMs x 16 with a partial last
+	// block, a k of 3 x 512, fewer rows than one mma tile, f16 x with bf16
+	// scales in groups of 128, all 8 tokens.
 	qc("bf16_g64_n6_k1536_m2300", quantCase{xt: core.BF16, st: core.BF16, m: 2300, n: 6, k: 1536, gs: 64})
 	qc("bf16_f16scales_g64_n1_k512_m3", quantCase{xt: core.BF16, st: core.F16, m: 3, n: 1, k: 512, gs: 64})
 	qc("f16_bf16scales_g128_n8_k2048_m50", quantCase{xt: core.F16, st: core.BF16, m: 50, n: 8, k: 2048, gs: 128})
@@ -79,6 +78,10 @@ func quantChecks() []check {
 		qc(fmt.Sprintf("bf16_g%d_n77", gs), quantCase{xt: core.BF16, st: core.BF16, m: 200, n: 77, k: 384, gs: gs})
 	}
 	qc("f16_g64_n130", quantCase{xt: core.F16, st: core.F16, m: 136, n: 130, k: 256, gs: 64})
+	// CUDA's CUTLASS prefill on sm_90: bf16 x in a 2 x 1 cluster of
+	// 128-row tiles, here 3 of them (an odd count) with the last partial,
+	// f16 scales in groups of 128 (two of CUTLASS's 64-deep k tiles each).
+	qc("bf16_f16scales_g128_n300_m264", quantCase{xt: core.BF16, st: core.F16, m: 264, n: 300, k: 512, gs: 128})
 	cs = append(cs, check{"quant/large", func(e *env) error {
 		c := quantCase{xt: core.BF16, st: core.BF16, m: 512, n: 64, k: 1024, gs: 64, sample: 2048}
 		if !e.opts.Quick && e.dev.Info().Arch != "cpu" {

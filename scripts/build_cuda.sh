@@ -214,10 +214,12 @@ fi
 # CUTLASS's version.h. Without the headers, or with GPURT_NO_CUTLASS=1,
 # neither is built and the build says so.
 # The mixed-input GEMM (uint8 W x bf16/f16 x, W dequantized in CUTLASS's
-# mainloop; three kernels: bf16 x in tiles of 128 x 256 and 128 x 128, f16
-# x in 128 x 256) compiles in the background while cuda_cutlass.cu compiles
-# in the foreground (each takes one core): 89-102 s alone here on 2 busy
-# cores. Without it, quant_matmul's prefill dequantizes W and runs cuBLASLt.
+# mainloop; two kernels, both cooperative in tiles of 128 x 256 and
+# launched with PDL: bf16 x in a 2 x 1 cluster, f16 x in 1 x 1) compiles in
+# the background while cuda_cutlass.cu compiles in the foreground (each
+# takes one core): 81-87 s alone here on 2 busy cores (97 s for the former
+# three kernels side by side). Without it, quant_matmul's prefill
+# dequantizes W and runs cuBLASLt.
 cl_dir=${GPURT_CUTLASS_DIR:-$root/.fi/flashinfer/data/cutlass}
 clm_obj=""
 clm_pid=""
@@ -227,9 +229,10 @@ if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
   clm_flags=(-c -O3 -std=c++17 -DNDEBUG -DGPURT_HAVE_CUTLASS_MIXED -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
              --expt-relaxed-constexpr -diag-suppress 20012 -gencode arch=compute_90a,code=sm_90a
              -I"$cl_dir/include" -I"$cl_dir/tools/util/include" -I"$src")
-  # GPURT_CLM_EXPERIMENTS=1 (tuning runs, never CI): three more bf16 kernels
-  # and the knobs pdl/prep1/xprep (GPURT_CUDA_QGEMM_TILE, cuda_cutlass_mixed.h);
-  # in the flags, so in the cache key too.
+  # GPURT_CLM_EXPERIMENTS=1 (tuning runs, never CI): four more bf16 kernels
+  # (128x256 in 1 x 1, 128x128, pp64x256, ppc2x1) and the knob xprep
+  # (GPURT_CUDA_QGEMM_TILE, cuda_cutlass_mixed.h); in the flags, so in the
+  # cache key too. 154 s here (six kernels) instead of 81-87 s.
   [ "${GPURT_CLM_EXPERIMENTS:-0}" = 1 ] && clm_flags+=(-DGPURT_CLM_EXPERIMENTS)
   key=$( { cat "$src/cuda_cutlass_mixed.cu" "$src/cuda_cutlass_mixed.h"; echo "${clm_flags[*]}" | sed "s|$root||g";
            "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)

@@ -23,17 +23,14 @@
 #             n = 2048 vs bf16 cuBLASLt, grouped GEMM of 8 and 64 experts
 #             (skewed rows; bf16 and fp8 block scales; CUTLASS on sm_90)
 #             vs one cuBLASLt GEMM per expert
-#   gemv_v1, conform_v1  the GEMV rows and the quant checks with
-#             GPURT_CUDA_QGEMV=v1 (the per-lane-load factored kernel the
-#             bulk-copy GEMV replaced on sm_90), for comparison
-#   gemv_dequant, conform_dequant  the same with GPURT_CUDA_QGEMV=dequant
-#             (the dequantizing kernel that groups of 32 use)
-#   gemv_pipe the GEMV rows with GPURT_CUDA_QGEMVT_MODE=1: the bulk-copy
-#             GEMV's pipeline without its arithmetic (a diagnostic)
-#   gemm_dequant, gemm_t128, conform_gemm_t128  the prefill rows with
-#             GPURT_CUDA_QGEMM=dequant (dequantize, then cuBLASLt) and
-#             GPURT_CUDA_QGEMM_TILE=128x128 (CUTLASS's other tile), and the
-#             quant checks on that tile
+#   gemv_rot  the GEMV rows with the calls rotating through 512 MiB of
+#             weight copies (rows "... rot": no call finds W in the L2)
+#   gemv_dequant, conform_dequant  the GEMV rows with GPURT_CUDA_QGEMV=dequant
+#             (the dequantizing kernel that groups of 32 use), and the quant
+#             checks with it and GPURT_CUDA_QGEMM=dequant (the prefill path
+#             without CUTLASS)
+#   gemm_dequant  the prefill rows with GPURT_CUDA_QGEMM=dequant (dequantize
+#             W, then cuBLASLt), for comparison
 #   own       the grouped cases again with GPURT_CUDA_GROUPED=kernel (the
 #             plugin's own grouped kernel, the fallback), for comparison
 #   torch     python3 scripts/gpu_quant_torch.py: torch._grouped_mm (bf16)
@@ -94,30 +91,17 @@ if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
     grep '^{' "$logs/$name.log" | grep "\"impl\":\"$impl\"" |
       sed "s/\"impl\":\"$impl\"/\"impl\":\"$as\"/" >>"$logs/quantbench.jsonl" || true
   }
-  again gemv_v1 20 gemv "gpurt int8" "gpurt int8 v1" GPURT_CUDA_QGEMV=v1
   # The GEMV rows again with every call reading another copy of the
   # weights (512 MiB of copies in turn: none left in the 50 MB L2 by the
-  # call before), rows "... rot"; the same for the v1 kernel.
+  # call before), rows "... rot".
   echo "== [gemv_rot] -only gemv -rotate 512"
   step gemv_rot 40 build/gpurt-quantbench -plugins build -only gemv -rotate 512
   grep '^{' "$logs/gemv_rot.log" >>"$logs/quantbench.jsonl" || true
-  echo "== [gemv_rot_v1] -only gemv -rotate 512 with GPURT_CUDA_QGEMV=v1"
-  step gemv_rot_v1 40 env GPURT_CUDA_QGEMV=v1 build/gpurt-quantbench -plugins build -only gemv -rotate 512
-  grep '^{' "$logs/gemv_rot_v1.log" | grep '"impl":"gpurt int8"' |
-    sed 's/"impl":"gpurt int8"/"impl":"gpurt int8 v1"/' >>"$logs/quantbench.jsonl" || true
   again gemv_dequant 20 gemv "gpurt int8" "gpurt int8 wdq" GPURT_CUDA_QGEMV=dequant
-  # The bulk-copy GEMV's pipeline alone (its consumers skip the arithmetic:
-  # a diagnostic, results wrong), and the prefill GEMM's alternatives: the
-  # dequantize-then-cuBLASLt path, CUTLASS's 128 x 128 tile.
-  again gemv_pipe 20 gemv "gpurt int8" "gpurt int8 pipe" GPURT_CUDA_QGEMVT_MODE=1
+  echo "== [conform_dequant] quant checks with GPURT_CUDA_QGEMV=dequant and GPURT_CUDA_QGEMM=dequant"
+  step conform_dequant 60 env GPURT_CUDA_QGEMV=dequant GPURT_CUDA_QGEMM=dequant build/gpurt conform --backend cuda --run '^quant/'
+  # The prefill rows on the path CUTLASS replaced (dequantize W, then cuBLASLt).
   again gemm_dequant 30 gemm "gpurt int8" "gpurt int8 dequant+cuBLASLt" GPURT_CUDA_QGEMM=dequant
-  again gemm_t128 30 gemm "gpurt int8" "gpurt int8 CUTLASS 128x128" GPURT_CUDA_QGEMM_TILE=128x128
-  echo "== [conform_gemm_t128] quant checks with GPURT_CUDA_QGEMM_TILE=128x128"
-  step conform_gemm_t128 60 env GPURT_CUDA_QGEMM_TILE=128x128 build/gpurt conform --backend cuda --run '^quant/'
-  echo "== [conform_v1] quant checks with GPURT_CUDA_QGEMV=v1"
-  step conform_v1 60 env GPURT_CUDA_QGEMV=v1 build/gpurt conform --backend cuda --run '^quant/'
-  echo "== [conform_dequant] quant checks with GPURT_CUDA_QGEMV=dequant"
-  step conform_dequant 60 env GPURT_CUDA_QGEMV=dequant build/gpurt conform --backend cuda --run '^quant/'
   again own 60 grouped "gpurt grouped" "gpurt own kernel" GPURT_CUDA_GROUPED=kernel
 else
   summary+=("bench    skip     (no build/gpurt-quantbench; build it with CGO_ENABLED=0 go build -o build/gpurt-quantbench ./cmd/gpurt-quantbench)")
@@ -157,8 +141,7 @@ def us(r):
     return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 def ratio(o, g):
     return "%.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and g and o.get("gpu_us", 0) > 0 and g.get("gpu_us", 0) > 0 else "-"
-extra = [("gpurt int8 v1", "v1 GEMV"), ("gpurt int8 wdq", "dequantizing GEMV"), ("gpurt int8 pipe", "bulk pipeline only"),
-         ("gpurt int8 dequant+cuBLASLt", "dequant + cuBLASLt"), ("gpurt int8 CUTLASS 128x128", "CUTLASS 128x128")]
+extra = [("gpurt int8 wdq", "dequantizing GEMV"), ("gpurt int8 dequant+cuBLASLt", "dequant + cuBLASLt")]
 extra = [e for e in extra if any(e[0] in by[nm] for nm in order)]
 print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 |" + "".join(" %s us |" % e[1] for e in extra))
 print("|---|---:|---:|---:|---:|---|---:|---|" + "---:|" * len(extra))
@@ -195,7 +178,7 @@ PY
   echo "== gpu_quant_bench.sh summary"
   grep -h "CUTLASS adapter" "$logs/plugin.log" 2>/dev/null
   for s in "${summary[@]}"; do echo "$s"; done
-  for c in conform conform_v1 conform_dequant conform_gemm_t128; do
+  for c in conform conform_dequant; do
     grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/$c.log" 2>/dev/null | tail -n 1 | sed "s/^/$c: /"
     grep -E 'FAIL|fail' "$logs/$c.log" 2>/dev/null | head -n 20
   done

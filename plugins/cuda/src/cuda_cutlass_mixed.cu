@@ -42,32 +42,43 @@
 // over) with bf16 arithmetic, so the f32 form it is. The accumulation is
 // wgmma's f32; y is rounded once (round-to-nearest) in the epilogue.
 //
-// Kernel: TMA warp-specialized cooperative (two consumer warp groups split
-// the 128 W rows of a tile), persistent, cluster 1 x 1, tile 128 (W rows)
-// x 256 (tokens) x 64 (k; the smallest tile K wgmma's 16-deep steps allow
-// the collective, and what group sizes 64 and 128 need: a group may not be
-// smaller than the K tile). GPURT_CUDA_QGEMM_TILE=128x128 picks the
-// 128 x 128 x 64 variant (bf16 x only).
+// Kernels (the default build has exactly two): TMA warp-specialized
+// cooperative (two consumer warp groups split the 128 W rows of a tile),
+// persistent, tile 128 (W rows) x 256 (tokens) x 64 (k; the smallest tile K
+// wgmma's 16-deep steps allow the collective, and what group sizes 64 and
+// 128 need: a group may not be smaller than the K tile); for bf16 x in a
+// 2 x 1 cluster (x's 256 x 64 tile, 32 KB of the 40 KB a stage loads,
+// multicast to the two W-row tiles of a pair: L2 serves ~40% fewer bytes a
+// flop), for f16 x in a 1 x 1 cluster. Both launched with programmatic
+// dependent launch (PDL) after clm_prep: CUTLASS's griddepcontrol.wait
+// (CUTLASS_ENABLE_GDC_FOR_SM90) comes before their first global loads, so
+// the GEMM's prologue (barriers, TMA descriptors) overlaps clm_prep's tail;
+// a launch attribute, no other kernel. H200, n 2048, k 4096, groups of 64,
+// bf16: 97.1 / 330.0 us at m 4096 / 14336, 0.90x / 0.92x bf16 cuBLASLt's
+// speed (87.7 / 303.4 us); the former default (cluster 1 x 1, no PDL) 98.8
+// / 334.5 us. The knob nopdl (any build) launches without PDL.
 //
 // Experiments (tuning runs; the names in cuda_cutlass_mixed.h). Built only
 // with GPURT_CLM_EXPERIMENTS=1 (scripts/build_cuda.sh then passes
-// -DGPURT_CLM_EXPERIMENTS), never by CI's build: c2x1 (the default tile in a
-// 2 x 1 cluster: x's 256 x 64 tile, 32 KB of the 40 KB a stage loads,
-// multicast to the two W-row tiles of a pair, so L2 serves ~40% fewer bytes
-// a flop), pp64x256 and ppc2x1 (ping-pong: each warp group its own 64 x 256
-// tile, one's epilogue under the other's mainloop; the same conversions per
-// flop as 128 x 256, but each tile loads its own x tile, which ppc2x1's
-// cluster halves again); the knob pdl (GDC compiled in, see below). Not
-// tried: a 128-deep K tile (can_implement wants group % tile K == 0, and
-// MLX's groups are 64), 128 x 128 ping-pong (the conversions and x bytes a
-// flop of 128 x 128, which loses 28% cooperatively). Also worth a try one
-// day: a W copy re-ordered so that each thread's codes are contiguous in
-// shared memory (CUTLASS's "shuffled" layout for A; that needs a pass over
-// W, or a weight format of our own).
+// -DGPURT_CLM_EXPERIMENTS), never by CI's build, all bf16 x: 128x256 (the
+// former default: cluster 1 x 1), 128x128 (130 / 437 us above),
+// pp64x256 and ppc2x1 (ping-pong: each warp group its own 64 x 256 tile,
+// one's epilogue under the other's mainloop; the same conversions per flop
+// as 128 x 256, but each tile loads its own x tile, which ppc2x1's cluster
+// halves again: 114.0 / 410.0 and 112.3 / 377.1 us); the knob xprep. No
+// gain measured from the swizzle and raster knobs (rm is worse at 14336).
+// Not tried: a 128-deep K tile (can_implement wants group % tile K == 0,
+// and MLX's groups are 64), 128 x 128 ping-pong (the conversions and x
+// bytes a flop of 128 x 128, which runs 27% slower cooperatively). Also
+// worth a try one day: a W copy re-ordered so that each thread's codes are
+// contiguous in shared memory (CUTLASS's "shuffled" layout for A; that
+// needs a pass over W, or a weight format of our own).
 //
-// A call: clm_prep on the stream, then the GEMM through GemmUniversalAdapter
-// (runtime API, static cudart, on the primary context the plugin made
-// current), its workspace after the f32 scales in the same scratch. Every
+// A call: can_implement and the GEMM's initialize (host-side; nothing on
+// the stream), then clm_prep on the stream, then the GEMM through
+// GemmUniversalAdapter (runtime API, static cudart, on the primary context
+// the plugin made current), its workspace after the f32 scales in the same
+// scratch. A refusal (return 1) so comes before anything is enqueued. Every
 // C++ exception stops here.
 #include <stdio.h>
 #include <string.h>
@@ -78,10 +89,10 @@
 #include "cuda_cutlass_mixed.h"
 
 #if defined(GPURT_HAVE_CUTLASS_MIXED)
-#if defined(GPURT_CLM_EXPERIMENTS)
-// griddepcontrol.wait before the kernels' first global loads (a no-op unless
-// launched with programmatic dependent launch: the knob pdl).
+// griddepcontrol.wait before the kernels' first global loads (a no-op when
+// launched without programmatic dependent launch: the knob nopdl).
 #define CUTLASS_ENABLE_GDC_FOR_SM90 1
+#if defined(GPURT_CLM_EXPERIMENTS)
 #include <mutex>
 #endif
 #include <cute/tensor.hpp>
@@ -109,6 +120,7 @@ using EpiCoop = cutlass::epilogue::TmaWarpSpecializedCooperative;
 using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
 using EpiPingpong = cutlass::epilogue::TmaWarpSpecialized;
 using Cluster1 = Shape<_1, _1, _1>;
+using Cluster2x1 = Shape<_2, _1, _1>;
 
 // One mixed-input GEMM: x's type (the MMA type, also y's), the tile, the
 // cluster and the schedule (mainloop, epilogue).
@@ -144,21 +156,25 @@ struct Config {
   static_assert(cute::size<2>(Tile{}) == kTileK, "the group-size check assumes a 64-deep K tile");
 };
 
-using Bf16 = Config<cutlass::bfloat16_t, Shape<_128, _256, Int<kTileK>>>;
-using Bf16T128 = Config<cutlass::bfloat16_t, Shape<_128, _128, Int<kTileK>>>;
-using F16 = Config<cutlass::half_t, Shape<_128, _256, Int<kTileK>>>;
+using T128x256 = Shape<_128, _256, Int<kTileK>>;
+// The default build's two kernels.
+using Bf16 = Config<cutlass::bfloat16_t, T128x256, Cluster2x1>;
+using F16 = Config<cutlass::half_t, T128x256>;
 #if defined(GPURT_CLM_EXPERIMENTS)
-using Bf16C2x1 = Config<cutlass::bfloat16_t, Shape<_128, _256, Int<kTileK>>, Shape<_2, _1, _1>>;
+using Bf16C1 = Config<cutlass::bfloat16_t, T128x256>;
+using Bf16T128 = Config<cutlass::bfloat16_t, Shape<_128, _128, Int<kTileK>>>;
 using Bf16Pp64x256 = Config<cutlass::bfloat16_t, Shape<_64, _256, Int<kTileK>>, Cluster1, Pingpong, EpiPingpong>;
-using Bf16PpC2x1 = Config<cutlass::bfloat16_t, Shape<_64, _256, Int<kTileK>>, Shape<_2, _1, _1>, Pingpong, EpiPingpong>;
+using Bf16PpC2x1 = Config<cutlass::bfloat16_t, Shape<_64, _256, Int<kTileK>>, Cluster2x1, Pingpong, EpiPingpong>;
 #endif
 
-// cu_clm_qgemm.tile: the kernel in bits 0-7, then the knobs.
-constexpr int kKernelMask = 0xff;
-constexpr int kKernelC2x1 = 2, kKernelPp64x256 = 3, kKernelPpC2x1 = 4;
+// cu_clm_qgemm.tile: the kernel in bits 0-7 (CU_CLM_TILE_DEFAULT, else one
+// of an experiments build), then the knobs.
+[[maybe_unused]] constexpr int kKernelMask = 0xff; // read by an experiments build's dispatch
+constexpr int kKernel128x128 = 1, kKernel128x256 = 2, kKernelPp64x256 = 3, kKernelPpC2x1 = 4;
 constexpr int kSwzShift = 8;     // bits 8-10: 0 CUTLASS's default, v: max swizzle 1 << (v - 1)
 constexpr int kRasterShift = 11; // bits 11-12: 0 heuristic, 1 along M, 2 along N
-constexpr int kKnobPdl = 1 << 13, kKnobPrep1 = 1 << 14, kKnobXprep = 1 << 15; // experiments builds
+constexpr int kKnobNoPdl = 1 << 13; // any build
+constexpr int kKnobXprep = 1 << 14; // experiments builds
 
 // The scratch: f32 scales, then f32 zeros (each (k / group) x m), then
 // CUTLASS's workspace, each 256-byte aligned.
@@ -193,9 +209,7 @@ constexpr uint32_t kPrepRows = 64, kPrepGroups = 32;
 __global__ void __launch_bounds__(256) clm_prep(const uint16_t *__restrict__ scales,
                                                 const uint16_t *__restrict__ biases, float *__restrict__ s,
                                                 float *__restrict__ z, uint32_t m, uint32_t groups, int f16) {
-#if defined(GPURT_CLM_EXPERIMENTS)
-  asm volatile("griddepcontrol.launch_dependents;"); // the knob pdl: the GEMM may start its prologue
-#endif
+  asm volatile("griddepcontrol.launch_dependents;"); // PDL: the GEMM may start its prologue
   __shared__ float tile[2][kPrepGroups][kPrepRows + 1];
   const uint32_t tx = threadIdx.x, ty = threadIdx.y; // 32 x 8
   const uint32_t r0 = blockIdx.x * kPrepRows, c0 = blockIdx.y * kPrepGroups;
@@ -232,26 +246,6 @@ __global__ void __launch_bounds__(256) clm_prep(const uint16_t *__restrict__ sca
 }
 
 #if defined(GPURT_CLM_EXPERIMENTS)
-// The former conversion (the knob prep1, for timing side by side): a 32 x 32
-// tile of one array a block (blockIdx.z picks it), block 32 x 8.
-__global__ void clm_prep1(const uint16_t *__restrict__ scales, const uint16_t *__restrict__ biases,
-                          float *__restrict__ s, float *__restrict__ z, uint32_t m, uint32_t groups, int f16) {
-  asm volatile("griddepcontrol.launch_dependents;");
-  __shared__ float tile[32][33];
-  const uint16_t *in = blockIdx.z ? biases : scales;
-  float *out = blockIdx.z ? z : s;
-  const uint32_t r0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
-  for (uint32_t i = threadIdx.y; i < 32; i += blockDim.y) {
-    const uint32_t r = r0 + i, c = c0 + threadIdx.x;
-    if (r < m && c < groups) tile[i][threadIdx.x] = clm_widen(in[(size_t)r * groups + c], f16);
-  }
-  __syncthreads();
-  for (uint32_t i = threadIdx.y; i < 32; i += blockDim.y) {
-    const uint32_t c = c0 + i, r = r0 + threadIdx.x;
-    if (r < m && c < groups) out[(size_t)c * m + r] = tile[threadIdx.x][i];
-  }
-}
-
 // The knob xprep: the last conversion's inputs and output.
 struct PrepKey {
   const void *scales, *biases;
@@ -318,26 +312,32 @@ template <class C> int run(const cu_clm_qgemm *a, char *msg, size_t len) {
     say(msg, len, "the scratch is smaller than the %s%s needs", "CUTLASS mixed-input GEMM", "");
     return -1;
   }
+  // Everything that can refuse or fail on the host comes before clm_prep is
+  // enqueued: can_implement, then initialize (the kernel's parameters and
+  // its shared-memory attribute; the persistent scheduler's workspace needs
+  // no initialization on the stream).
   typename C::Gemm gemm;
   cutlass::Status s = gemm.can_implement(args);
   if (s != cutlass::Status::kSuccess) {
     say(msg, len, "CUTLASS cannot run this mixed-input GEMM: %s%s", cutlassGetStatusString(s), "");
     return 1; // nothing enqueued: the caller dequantizes
   }
+  s = gemm.initialize(args, lay.workspace, st);
+  if (s != cutlass::Status::kSuccess) {
+    cudaError_t ce = cudaGetLastError();
+    say(msg, len, "CUTLASS initialize: %s (%s)", cutlassGetStatusString(s), cudaGetErrorString(ce));
+    return ce != cudaSuccess ? (int)ce : -1;
+  }
   const uint16_t *sc = static_cast<const uint16_t *>(a->scales), *bi = static_cast<const uint16_t *>(a->biases);
-  bool prep = true, pdl = false;
+  const bool pdl = (a->tile & kKnobNoPdl) == 0;
+  bool prep = true;
 #if defined(GPURT_CLM_EXPERIMENTS)
-  pdl = (a->tile & kKnobPdl) != 0;
   if (a->tile & kKnobXprep) {
     const PrepKey key{a->scales, a->biases, lay.s, a->m, groups, a->scale_f16};
     std::lock_guard<std::mutex> hold(prep_mu);
     prep = !(key == prep_last);
     prep_last = key;
   }
-  if (prep && (a->tile & kKnobPrep1))
-    clm_prep1<<<dim3((a->m + 31) / 32, (groups + 31) / 32, 2), dim3(32, 8), 0, st>>>(sc, bi, lay.s, lay.z, a->m,
-                                                                                    groups, a->scale_f16);
-  else
 #endif
   if (prep)
     clm_prep<<<dim3((a->m + kPrepRows - 1) / kPrepRows, (groups + kPrepGroups - 1) / kPrepGroups), dim3(32, 8), 0,
@@ -346,12 +346,6 @@ template <class C> int run(const cu_clm_qgemm *a, char *msg, size_t len) {
   if (ce != cudaSuccess) {
     say(msg, len, "launching the scale conversion kernel: %s (%s)", cudaGetErrorString(ce), cudaGetErrorName(ce));
     return (int)ce;
-  }
-  s = gemm.initialize(args, lay.workspace, st);
-  if (s != cutlass::Status::kSuccess) {
-    ce = cudaGetLastError();
-    say(msg, len, "CUTLASS initialize: %s (%s)", cutlassGetStatusString(s), cudaGetErrorString(ce));
-    return ce != cudaSuccess ? (int)ce : -1;
   }
   s = gemm.run(st, nullptr, pdl);
   ce = cudaGetLastError();
@@ -365,20 +359,21 @@ template <class C> int run(const cu_clm_qgemm *a, char *msg, size_t len) {
 // The instantiation for a call.
 template <class F> auto dispatch(const cu_clm_qgemm *a, F &&f) {
   if (a->x_f16) return f(static_cast<F16 *>(nullptr));
-  switch (a->tile & kKernelMask) {
-  case CU_CLM_TILE_128:
-    return f(static_cast<Bf16T128 *>(nullptr));
 #if defined(GPURT_CLM_EXPERIMENTS)
-  case kKernelC2x1:
-    return f(static_cast<Bf16C2x1 *>(nullptr));
+  switch (a->tile & kKernelMask) {
+  case kKernel128x128:
+    return f(static_cast<Bf16T128 *>(nullptr));
+  case kKernel128x256:
+    return f(static_cast<Bf16C1 *>(nullptr));
   case kKernelPp64x256:
     return f(static_cast<Bf16Pp64x256 *>(nullptr));
   case kKernelPpC2x1:
     return f(static_cast<Bf16PpC2x1 *>(nullptr));
-#endif
   default:
-    return f(static_cast<Bf16 *>(nullptr));
+    break;
   }
+#endif
+  return f(static_cast<Bf16 *>(nullptr));
 }
 
 } // namespace gpurt_clm
@@ -392,10 +387,10 @@ extern "C" int cu_clm_tile_parse(const char *name) {
     const char *name;
     int kernel, knob, field; // kernel -1: a knob, which replaces field's bits
   } names[] = {
-      {"128x256", CU_CLM_TILE_DEFAULT, 0, 0},
       {"default", CU_CLM_TILE_DEFAULT, 0, 0},
-      {"128x128", CU_CLM_TILE_128, 0, 0},
-      {"c2x1", kKernelC2x1, 0, 0},
+      {"c2x1", CU_CLM_TILE_DEFAULT, 0, 0}, // the default's cluster, its name in the tuning runs
+      {"128x256", kKernel128x256, 0, 0},
+      {"128x128", kKernel128x128, 0, 0},
       {"pp64x256", kKernelPp64x256, 0, 0},
       {"ppc2x1", kKernelPpC2x1, 0, 0},
       {"swz1", -1, 1 << kSwzShift, swz},
@@ -404,8 +399,8 @@ extern "C" int cu_clm_tile_parse(const char *name) {
       {"swz8", -1, 4 << kSwzShift, swz},
       {"rm", -1, 1 << kRasterShift, ras},
       {"rn", -1, 2 << kRasterShift, ras},
-      {"pdl", -1, kKnobPdl, 0},
-      {"prep1", -1, kKnobPrep1, 0},
+      {"pdl", -1, 0, 0}, // the default: accepted, changes nothing
+      {"nopdl", -1, kKnobNoPdl, 0},
       {"xprep", -1, kKnobXprep, 0},
   };
   int kernel = -1, knobs = 0;
@@ -426,8 +421,8 @@ extern "C" int cu_clm_tile_parse(const char *name) {
     if (*p == '+') p++;
   }
 #if !defined(GPURT_CLM_EXPERIMENTS)
-  if (kernel != CU_CLM_TILE_128) kernel = CU_CLM_TILE_DEFAULT; // not built in
-  knobs &= ~(kKnobPdl | kKnobPrep1 | kKnobXprep);
+  kernel = CU_CLM_TILE_DEFAULT; // the experiments' kernels are not built in
+  knobs &= ~kKnobXprep;
 #endif
   return (kernel < 0 ? CU_CLM_TILE_DEFAULT : kernel) | knobs;
 }

@@ -52,16 +52,7 @@ CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
 
 /* Kernel variants, indexed: GEMV (x type, scale type, n), quant GEMM (x
  * type, scale type), grouped bf16, grouped fp8. */
-enum {
-  QV_GEMV = 0,
-  QV_GEMVF = 32,
-  QV_QGEMM = 64,
-  QV_GG_BF16 = 68,
-  QV_GG_FP8 = 69,
-  QV_DEQ = 70,
-  QV_GEMVT = 74, /* the bulk-copy GEMV (x type, scale type) */
-  QV_COUNT = 78
-};
+enum { QV_GEMV = 0, QV_GEMVF = 32, QV_QGEMM = 64, QV_GG_BF16 = 68, QV_GG_FP8 = 69, QV_DEQ = 70, QV_COUNT = 74 };
 
 /* From this many tokens on, quant_matmul dequantizes W and runs cuBLASLt. */
 #define QMM_LT_MIN_N 128
@@ -72,15 +63,6 @@ enum {
 #define GG_TILE 128
 #define QV_ROWS 32 /* GEMV: rows of W per block (cuda_quant.cu) */
 #define QV_MAXW 16 /* GEMV: warps per block at most */
-
-/* The bulk-copy GEMV (gpurt_qgemvt_*, cuda_quant.cu's QT_* and qt_*: the
- * same numbers): one block of 17 warps per SM, half-stages of 8 rows of W
- * (whole rows) with their scales and biases, the block's shared memory
- * laid out as qgemvt_smem says; 4 to 8 half-stages (an even number). */
-#define QT_THREADS 544
-#define QT_RED (16 * 32 * 16)
-#define QT_MAXS 8
-#define QT_MINS 4
 
 /* The kernels' parameter structs (cuda_quant.cu's GemmArgs and GroupTable:
  * the same fields, types and order). */
@@ -101,7 +83,6 @@ typedef struct gg_table {
 typedef struct cu_quant_dev {
   CUmodule mod;
   CUfunction fn[QV_COUNT];
-  int smem_optin; /* the largest dynamic shared memory a block may opt in to */
 } cu_quant_dev;
 
 static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf16"; }
@@ -127,11 +108,6 @@ static gpurt_error *quant_fn(cu_runtime *rt, uint32_t dev, int v, const char *na
       free(q);
       q = NULL;
     } else {
-      int optin = 0;
-      if (cu_drv.p_cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev) !=
-          CUDA_SUCCESS)
-        optin = 0;
-      q->smem_optin = optin;
       d->quant = q;
     }
   }
@@ -139,13 +115,6 @@ static gpurt_error *quant_fn(cu_runtime *rt, uint32_t dev, int v, const char *na
     snprintf(op, sizeof op, "cuModuleGetFunction %s", name);
     r = cu_drv.p_cuModuleGetFunction(&q->fn[v], q->mod, name);
     if (r != CUDA_SUCCESS) q->fn[v] = NULL;
-    /* The bulk-copy GEMV takes its shared memory dynamically: allowed up
-     * to the device's opt-in limit once (the launch asks for what it needs). */
-    if (r == CUDA_SUCCESS && v >= QV_GEMVT && v < QV_GEMVT + 4) {
-      snprintf(op, sizeof op, "cuFuncSetAttribute %s (max dynamic shared memory %d)", name, q->smem_optin);
-      r = cu_drv.p_cuFuncSetAttribute(q->fn[v], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, q->smem_optin);
-      if (r != CUDA_SUCCESS) q->fn[v] = NULL;
-    }
   }
   CUfunction f = q != NULL ? q->fn[v] : NULL;
   pthread_mutex_unlock(&d->mu); /* cu_fail takes d->mu */
@@ -163,51 +132,24 @@ void cu_quant_device_release(cu_device *d) {
 }
 
 /* The GEMV's tuning switches, read once (the environment is not read on
- * every call): GPURT_CUDA_QGEMV_WARPS=1..16 fixes the per-lane-load
- * kernels' warps per block (0: the heuristic; scripts/gpu_quant_bench.sh);
- * GPURT_CUDA_QGEMV picks the kernel for comparisons: "dequant" the
- * dequantizing per-lane-load kernel (what groups of 32 run), "v1" the
- * factored per-lane-load kernel (gpurt_qgemvf_*), anything else (or unset)
- * the bulk-copy kernel where it applies. */
+ * every call): GPURT_CUDA_QGEMV_WARPS=1..16 fixes its warps per block
+ * (0: the heuristic; scripts/gpu_quant_bench.sh), GPURT_CUDA_QGEMV=dequant
+ * keeps the dequantizing form for groups of 64 and 128 too (comparisons). */
 typedef struct qgemv_env {
-  int warps, dequant, v1;
+  int warps, dequant;
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
-  static _Atomic int cached = -1; /* warps | dequant << 8 | v1 << 9, once read */
+  static _Atomic int cached = -1; /* warps | dequant << 8, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
     int warps = w != NULL ? atoi(w) : 0;
     if (warps < 0 || warps > QV_MAXW) warps = 0;
-    v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "v1") == 0) << 9;
+    v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1};
-}
-
-/* The bulk-copy GEMV's shared memory for n tokens, depth k, groups of
- * 2^gshift and nst half-stages (cuda_quant.cu's qt_stage_off + the
- * half-stages of qt_half_bytes). */
-static uint64_t qgemvt_smem(uint64_t n, uint64_t k, uint32_t gshift, uint64_t nst) {
-  uint64_t xs = 256 + QT_RED + ((n * ((k >> 6) + 1) * 8 + 15) & ~(uint64_t)15);
-  uint64_t stages = (xs + n * (2 * k + 16) + 127) & ~(uint64_t)127;
-  uint64_t half = (8 * k + 32 * (k >> gshift) + 127) & ~(uint64_t)127;
-  return stages + nst * half;
-}
-
-/* GPURT_CUDA_QGEMVT_MODE=1 (read once): the bulk-copy GEMV's consumers
- * skip the arithmetic, a diagnostic of the copy pipeline's own speed
- * (wrong results: scripts/gpu_quant_bench.sh times it, nothing else). */
-static uint32_t qgemvt_mode(void) {
-  static _Atomic int cached = -1;
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v < 0) {
-    const char *e = getenv("GPURT_CUDA_QGEMVT_MODE");
-    v = e != NULL && strcmp(e, "1") == 0;
-    atomic_store_explicit(&cached, v, memory_order_relaxed);
-  }
-  return (uint32_t)v;
+  return (qgemv_env){v & 0xff, v >> 8};
 }
 
 static uint32_t log2u(uint32_t v) {
@@ -218,26 +160,20 @@ static uint32_t log2u(uint32_t v) {
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-/* Launches f with params (and smem bytes of dynamic shared memory) on the
- * stream; a driver refusal names the kernel. */
-static gpurt_error *launch_smem(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
-                                uint32_t block, uint32_t smem, void **params) {
+/* Launches f with params on the stream; a driver refusal names the kernel. */
+static gpurt_error *launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
+                           uint32_t block, void **params) {
   if (grid == 0) return NULL;
   if (grid > 0x7fffffffull)
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the problem needs %llu blocks (more than 2^31 - 1)", name,
                   (unsigned long long)grid);
-  CUresult r = cu_drv.p_cuLaunchKernel(f, (unsigned)grid, 1, 1, block, 1, 1, smem, st->s, params, NULL);
+  CUresult r = cu_drv.p_cuLaunchKernel(f, (unsigned)grid, 1, 1, block, 1, 1, 0, st->s, params, NULL);
   if (r != CUDA_SUCCESS) {
     char op[160];
     snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
     return cu_fail(rt, st->dev, r, op, st->last_kernel);
   }
   return NULL;
-}
-
-static gpurt_error *launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
-                           uint32_t block, void **params) {
-  return launch_smem(rt, st, f, name, grid, block, 0, params);
 }
 
 /* Grows the stream's scratch (st->qscratch) to need bytes; slot_mu held.
@@ -284,12 +220,14 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   /* sm_90: CUTLASS's mixed-input GEMM (cuda_cutlass_mixed.cu), W's codes
    * dequantized in its mainloop (no 16-bit copy of W), the scales and
    * biases first widened to f32 and transposed into the stream's scratch.
-   * Another GPU, a shape it refuses (cu_clm_qgemm_ok) or
-   * GPURT_CUDA_QGEMM=dequant: the dequantizing path below.
-   * GPURT_CUDA_QGEMM_TILE=128x128 picks its 128 x 128 tile for bf16 x
-   * (tuning runs). Both read once. */
+   * Default: 128 x 256 tiles (bf16 x in a 2 x 1 cluster), launched with
+   * PDL after the scale conversion. Another GPU, a shape it refuses
+   * (cu_clm_qgemm_ok, or CUTLASS's can_implement: rc 1, nothing enqueued)
+   * or GPURT_CUDA_QGEMM=dequant: the dequantizing path below.
+   * GPURT_CUDA_QGEMM_TILE (tuning runs: nopdl, and the experiments build's
+   * kernels, cuda_cutlass_mixed.h). Both read once. */
   {
-    static _Atomic int qgemm_env = -1; /* bit 0: dequant forced, bit 1: 128 x 128 */
+    static _Atomic int qgemm_env = -1; /* bit 0: dequant forced, bits 1 and up: cu_clm_tile_parse */
     int env = atomic_load_explicit(&qgemm_env, memory_order_relaxed);
     if (env < 0) {
       const char *q = getenv("GPURT_CUDA_QGEMM"), *t = getenv("GPURT_CUDA_QGEMM_TILE");
@@ -355,51 +293,6 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   return e;
 }
 
-/* The bulk-copy GEMV (gpurt_qgemvt_*) when it applies: sm_90 or later,
- * groups of 64 or 128, k a multiple of 8 groups (a half-stage's scales are
- * whole 16-byte pieces), W, scales, biases and x 16-byte aligned, x' and
- * at least QT_MINS half-stages within the device's shared memory (at
- * k = 4096: x' is 8 KB a token, a half-stage 34 KB, so 6 half-stages for
- * n = 1, 4 for n = 8; k above ~5K does not fit: 8192 and 14336 run v1),
- * the driver able to raise the limit, and not GPURT_CUDA_QGEMV=dequant or
- * v1. Returns 1 when it took the call (*e: its error, or NULL), 0 to leave
- * it to the per-lane-load kernels. */
-static int gemv_bulk(cu_runtime *rt, cu_stream *st, const gpurt_quant_matmul_args *a, CUdeviceptr w,
-                     CUdeviceptr sc, CUdeviceptr bi, CUdeviceptr x, CUdeviceptr y, gpurt_error **e) {
-  const uint32_t dev = st->dev;
-  const cu_device *d = &rt->devs[dev];
-  const qgemv_env sw = qgemv_switches();
-  const uint64_t g = a->group_size;
-  if (d->cc_major < 9 || sw.dequant || sw.v1 || cu_drv.p_cuFuncSetAttribute == NULL) return 0;
-  if ((g != 64 && g != 128) || a->k % (8 * g) != 0 || a->k > 0xffffffu || a->m > 0xffffffffu) return 0;
-  if (((w | sc | bi | x) & 15) != 0) return 0;
-  const uint32_t gshift = log2u((uint32_t)g);
-  /* The shared memory needed, before loading anything (the device's
-   * opt-in limit is read with the module, so a first call that finds too
-   * little loads the module and falls back). */
-  const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
-  char name[64];
-  snprintf(name, sizeof name, "gpurt_qgemvt_%s_%s", tname(a->x_type), tname(a->scale_type));
-  CUfunction f;
-  if ((*e = quant_fn(rt, dev, QV_GEMVT + xi * 2 + si, name, &f))) return 1;
-  const cu_quant_dev *q = d->quant;
-  uint64_t nst = QT_MAXS;
-  while (nst >= QT_MINS && qgemvt_smem(a->n, a->k, gshift, nst) > (uint64_t)q->smem_optin) nst -= 2;
-  if (nst < QT_MINS) return 0;
-  const uint32_t smem = (uint32_t)qgemvt_smem(a->n, a->k, gshift, nst);
-  const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
-  const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
-  const uint16_t *px = (const uint16_t *)(uintptr_t)x;
-  uint16_t *py = (uint16_t *)(uintptr_t)y;
-  uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gs = gshift, n = (uint32_t)a->n, ns = (uint32_t)nst,
-           mode = qgemvt_mode();
-  void *params[11] = {&pw, &ps, &pb, &px, &py, &m, &k, &gs, &n, &ns, &mode};
-  const uint64_t rgroups = cdiv(a->m, 16);
-  const uint64_t grid = rgroups < (uint64_t)d->sm_count ? rgroups : (uint64_t)d->sm_count;
-  *e = launch_smem(rt, st, f, name, grid, QT_THREADS, smem, params);
-  return 1;
-}
-
 gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
   gpurt_error *e = NULL;
   cu_runtime *rt;
@@ -423,8 +316,6 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
   char name[64];
   CUfunction f;
   if (n <= 8) {
-    gpurt_error *te = NULL;
-    if (gemv_bulk(rt, st, a, w, sc, bi, x, y, &te)) return te;
     /* Groups of 64 or more: the factored form (gpurt_qgemvf_*, no weight
      * rounded to 16 bits, ~40% fewer instructions); 32: dequantizing. */
     const int fac = a->group_size >= 64 && !qgemv_switches().dequant;
