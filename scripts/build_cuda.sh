@@ -138,6 +138,27 @@ qfatbin=$tmp/quant.fatbin
   -gencode arch=compute_90,code=compute_90 \
   -o "$qfatbin" "$src/cuda_quant.cu" || die "nvcc could not compile plugins/cuda/src/cuda_quant.cu"
 
+# cached_nvcc OBJ LOCK WHAT SOURCE FLAGS...: nvcc FLAGS -o OBJ SOURCE, unless
+# OBJ (in .fi/cache/, named by a key of everything that shapes it) is there
+# already, under flock on LOCK (two builds never write one object). The
+# adapters' compiles below go through it; exit status nvcc's.
+cached_nvcc() {
+  local obj=$1 lock=$2 what=$3 srcf=$4 t0
+  shift 4
+  (
+    flock 9
+    if [ ! -f "$obj" ]; then
+      say "compiling ${srcf#"$root"/} ($what) ..."
+      t0=$(date +%s)
+      "$nvcc" "$@" -o "$obj.tmp" "$srcf" || exit 1
+      mv -f "$obj.tmp" "$obj"
+      say "compiled $(basename "$srcf") in $(( $(date +%s) - t0 )) s"
+    else
+      say "$(basename "$srcf"): cached object $(basename "$obj")"
+    fi
+  ) 9>"$lock"
+}
+
 # ---- attention: the FlashInfer adapter (cuda_attention.cu) -------------------------
 # FlashInfer's header-only kernels from ONE pinned wheel, flashinfer-python
 # $fi_pin: its flashinfer/data/{include,cccl} (the wheel's CCCL before the
@@ -187,18 +208,9 @@ if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
            "$nvcc" --version; echo "$fi_pin"; } | sha256sum | cut -c1-16)
   mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
   fi_obj=$root/.fi/cache/cuda_attention-$key.o
-  (
-    flock 9
-    if [ ! -f "$fi_obj" ]; then
-      say "compiling plugins/cuda/src/cuda_attention.cu (FlashInfer $fi_pin; ${fi_gencode[*]}) ..."
-      t0=$(date +%s)
-      "$nvcc" "${fi_flags[@]}" --threads "${GPURT_NVCC_THREADS:-2}" -o "$fi_obj.tmp" "$src/cuda_attention.cu" || exit 1
-      mv -f "$fi_obj.tmp" "$fi_obj"
-      say "compiled cuda_attention.cu in $(( $(date +%s) - t0 )) s"
-    else
-      say "cuda_attention.cu: cached object $(basename "$fi_obj")"
-    fi
-  ) 9>"$root/.fi/cache/lock" || die "nvcc could not compile plugins/cuda/src/cuda_attention.cu"
+  cached_nvcc "$fi_obj" "$root/.fi/cache/lock" "FlashInfer $fi_pin; ${fi_gencode[*]}" "$src/cuda_attention.cu" \
+    "${fi_flags[@]}" --threads "${GPURT_NVCC_THREADS:-2}" ||
+    die "nvcc could not compile plugins/cuda/src/cuda_attention.cu"
 else
   # No headers (a machine without network, such as the GPU machine): the
   # plugin is built without attention, which its slots then say.
@@ -238,18 +250,8 @@ if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
            "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)
   mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
   clm_obj=$root/.fi/cache/cuda_cutlass_mixed-$key.o
-  (
-    flock 7
-    if [ ! -f "$clm_obj" ]; then
-      say "compiling plugins/cuda/src/cuda_cutlass_mixed.cu (CUTLASS mixed-input GEMM, sm_90a) in the background ..."
-      t0=$(date +%s)
-      "$nvcc" "${clm_flags[@]}" -o "$clm_obj.tmp" "$src/cuda_cutlass_mixed.cu" || exit 1
-      mv -f "$clm_obj.tmp" "$clm_obj"
-      say "compiled cuda_cutlass_mixed.cu in $(( $(date +%s) - t0 )) s"
-    else
-      say "cuda_cutlass_mixed.cu: cached object $(basename "$clm_obj")"
-    fi
-  ) 7>"$root/.fi/cache/cutlass_mixed.lock" &
+  cached_nvcc "$clm_obj" "$root/.fi/cache/cutlass_mixed.lock" "CUTLASS mixed-input GEMM, sm_90a; in the background" \
+    "$src/cuda_cutlass_mixed.cu" "${clm_flags[@]}" &
   clm_pid=$!
   clm_defs=(-DGPURT_HAVE_CUTLASS_MIXED)
 else
@@ -269,18 +271,8 @@ if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
            "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)
   mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
   cl_obj=$root/.fi/cache/cuda_cutlass-$key.o
-  (
-    flock 8
-    if [ ! -f "$cl_obj" ]; then
-      say "compiling plugins/cuda/src/cuda_cutlass.cu (CUTLASS grouped GEMM, sm_90a) ..."
-      t0=$(date +%s)
-      "$nvcc" "${cl_flags[@]}" -o "$cl_obj.tmp" "$src/cuda_cutlass.cu" || exit 1
-      mv -f "$cl_obj.tmp" "$cl_obj"
-      say "compiled cuda_cutlass.cu in $(( $(date +%s) - t0 )) s"
-    else
-      say "cuda_cutlass.cu: cached object $(basename "$cl_obj")"
-    fi
-  ) 8>"$root/.fi/cache/cutlass.lock" || die "nvcc could not compile plugins/cuda/src/cuda_cutlass.cu"
+  cached_nvcc "$cl_obj" "$root/.fi/cache/cutlass.lock" "CUTLASS grouped GEMM, sm_90a" "$src/cuda_cutlass.cu" \
+    "${cl_flags[@]}" || die "nvcc could not compile plugins/cuda/src/cuda_cutlass.cu"
   cl_defs=(-DGPURT_HAVE_CUTLASS)
 else
   say "no CUTLASS headers at $cl_dir (or GPURT_NO_CUTLASS=1): grouped_gemm runs the plugin's own kernel in this build"
