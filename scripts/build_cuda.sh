@@ -138,10 +138,22 @@ qfatbin=$tmp/quant.fatbin
   -gencode arch=compute_90,code=compute_90 \
   -o "$qfatbin" "$src/cuda_quant.cu" || die "nvcc could not compile plugins/cuda/src/cuda_quant.cu"
 
+# The adapters' objects are cached by content, named by a key of everything
+# that shapes them (sources, flags without this checkout's path, nvcc's
+# version, the pinned headers' version), in $GPURT_NVCC_CACHE, else
+# ${XDG_CACHE_HOME:-~/.cache}/gpurt/nvcc (shared by this user's checkouts,
+# as Go's build cache is: a fresh clone on a machine that built them once
+# links them in seconds instead of compiling FlashInfer and CUTLASS for
+# minutes), else .fi/cache/ when that folder cannot be made or written.
+objcache=${GPURT_NVCC_CACHE:-${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/gpurt/nvcc}
+if ! { mkdir -p "$objcache" 2>/dev/null && [ -w "$objcache" ]; }; then
+  objcache=$root/.fi/cache
+  mkdir -p "$objcache" || die "cannot create $objcache"
+fi
 # cached_nvcc OBJ LOCK WHAT SOURCE FLAGS...: nvcc FLAGS -o OBJ SOURCE, unless
-# OBJ (in .fi/cache/, named by a key of everything that shapes it) is there
-# already, under flock on LOCK (two builds never write one object). The
-# adapters' compiles below go through it; exit status nvcc's.
+# OBJ (in $objcache) is there already, under flock on LOCK (two builds never
+# write one object). The adapters' compiles below go through it; exit
+# status nvcc's.
 cached_nvcc() {
   local obj=$1 lock=$2 what=$3 srcf=$4 t0
   shift 4
@@ -173,7 +185,7 @@ cached_nvcc() {
 # On other GPUs attention_create answers unsupported naming the compute
 # capability. Compile time: the template instantiations take most of this
 # script's time (256 s for sm_90a on 2 busy cores here); the object is
-# cached in .fi/cache/ keyed by the sources, flags and nvcc, so a rebuild
+# cached (see $objcache above) keyed by the sources, flags and nvcc, so a rebuild
 # that did not touch the adapter takes seconds.
 fi_pin=0.7.4
 fi_data=${GPURT_FLASHINFER_DATA:-$root/.fi/flashinfer/data}
@@ -206,9 +218,8 @@ if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
             -I"$fi_data/include" -I"$src" "${fi_gencode[@]}")
   key=$( { cat "$src/cuda_attention.cu" "$src/cuda_attention.h"; echo "${fi_flags[*]}" | sed "s|$root||g";
            "$nvcc" --version; echo "$fi_pin"; } | sha256sum | cut -c1-16)
-  mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
-  fi_obj=$root/.fi/cache/cuda_attention-$key.o
-  cached_nvcc "$fi_obj" "$root/.fi/cache/lock" "FlashInfer $fi_pin; ${fi_gencode[*]}" "$src/cuda_attention.cu" \
+  fi_obj=$objcache/cuda_attention-$key.o
+  cached_nvcc "$fi_obj" "$objcache/lock" "FlashInfer $fi_pin; ${fi_gencode[*]}" "$src/cuda_attention.cu" \
     "${fi_flags[@]}" --threads "${GPURT_NVCC_THREADS:-2}" ||
     die "nvcc could not compile plugins/cuda/src/cuda_attention.cu"
 else
@@ -222,7 +233,7 @@ fi
 # flashinfer/data/cutlass: include/ and tools/util/include), or from
 # $GPURT_CUTLASS_DIR. Both CUTLASS adapters are sm_90a only (TMA and wgmma)
 # and linked like the attention adapter (static cudart and libstdc++); each
-# object is cached in .fi/cache/ keyed by its sources, flags, nvcc and
+# object is cached ($objcache) keyed by its sources, flags, nvcc and
 # CUTLASS's version.h. Without the headers, or with GPURT_NO_CUTLASS=1,
 # neither is built and the build says so.
 # The mixed-input GEMM (uint8 W x bf16/f16 x, W dequantized in CUTLASS's
@@ -248,9 +259,8 @@ if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
   [ "${GPURT_CLM_EXPERIMENTS:-0}" = 1 ] && clm_flags+=(-DGPURT_CLM_EXPERIMENTS)
   key=$( { cat "$src/cuda_cutlass_mixed.cu" "$src/cuda_cutlass_mixed.h"; echo "${clm_flags[*]}" | sed "s|$root||g";
            "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)
-  mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
-  clm_obj=$root/.fi/cache/cuda_cutlass_mixed-$key.o
-  cached_nvcc "$clm_obj" "$root/.fi/cache/cutlass_mixed.lock" "CUTLASS mixed-input GEMM, sm_90a; in the background" \
+  clm_obj=$objcache/cuda_cutlass_mixed-$key.o
+  cached_nvcc "$clm_obj" "$objcache/cutlass_mixed.lock" "CUTLASS mixed-input GEMM, sm_90a; in the background" \
     "$src/cuda_cutlass_mixed.cu" "${clm_flags[@]}" &
   clm_pid=$!
   clm_defs=(-DGPURT_HAVE_CUTLASS_MIXED)
@@ -269,9 +279,8 @@ if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
             -I"$cl_dir/include" -I"$cl_dir/tools/util/include" -I"$src")
   key=$( { cat "$src/cuda_cutlass.cu" "$src/cuda_cutlass.h"; echo "${cl_flags[*]}" | sed "s|$root||g";
            "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)
-  mkdir -p "$root/.fi/cache" || die "cannot create $root/.fi/cache"
-  cl_obj=$root/.fi/cache/cuda_cutlass-$key.o
-  cached_nvcc "$cl_obj" "$root/.fi/cache/cutlass.lock" "CUTLASS grouped GEMM, sm_90a" "$src/cuda_cutlass.cu" \
+  cl_obj=$objcache/cuda_cutlass-$key.o
+  cached_nvcc "$cl_obj" "$objcache/cutlass.lock" "CUTLASS grouped GEMM, sm_90a" "$src/cuda_cutlass.cu" \
     "${cl_flags[@]}" || die "nvcc could not compile plugins/cuda/src/cuda_cutlass.cu"
   cl_defs=(-DGPURT_HAVE_CUTLASS)
 else
