@@ -210,8 +210,10 @@ static gpurt_error *stream_scratch(cu_runtime *rt, cu_stream *st, uint64_t need,
   return NULL;
 }
 
-/* The prefill path: W dequantized into the stream's scratch, then cuBLASLt
- * (column-major: y = (W')^T-as-stored times x, see cu_gemm_tn_ptrs). */
+/* The prefill path (n >= QMM_LT_MIN_N): CUTLASS's mixed-input GEMM where it
+ * applies (below), else W dequantized into the stream's scratch, then
+ * cuBLASLt (column-major: y = (W')^T-as-stored times x, see
+ * cu_gemm_tn_ptrs). */
 static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_matmul_args *a, CUdeviceptr w,
                             CUdeviceptr sc, CUdeviceptr bi, CUdeviceptr x, CUdeviceptr y, uint32_t gshift) {
   const uint32_t dev = st->dev;
