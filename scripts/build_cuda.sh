@@ -244,22 +244,31 @@ fi
 # three kernels side by side). Without it, quant_matmul's prefill
 # dequantizes W and runs cuBLASLt.
 cl_dir=${GPURT_CUTLASS_DIR:-$root/.fi/flashinfer/data/cutlass}
+# The flags both CUTLASS adapters compile with (each adds its -D), and the
+# cache key of adapter NAME (plugins/cuda/src/NAME.cu and NAME.h) under
+# flags FLAGS...: the sources, the flags without this checkout's path,
+# nvcc's version and CUTLASS's version.h.
+cl_common=(-c -O3 -std=c++17 -DNDEBUG -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
+           --expt-relaxed-constexpr -diag-suppress 20012 -gencode arch=compute_90a,code=sm_90a
+           -I"$cl_dir/include" -I"$cl_dir/tools/util/include" -I"$src")
+cl_key() {
+  local name=$1
+  shift
+  { cat "$src/$name.cu" "$src/$name.h"; echo "$*" | sed "s|$root||g";
+    "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16
+}
 clm_obj=""
 clm_pid=""
 clm_defs=()
 if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
    [ -f "$cl_dir/include/cutlass/gemm/collective/sm90_mma_tma_gmma_rs_warpspecialized_mixed_input.hpp" ]; then
-  clm_flags=(-c -O3 -std=c++17 -DNDEBUG -DGPURT_HAVE_CUTLASS_MIXED -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
-             --expt-relaxed-constexpr -diag-suppress 20012 -gencode arch=compute_90a,code=sm_90a
-             -I"$cl_dir/include" -I"$cl_dir/tools/util/include" -I"$src")
+  clm_flags=("${cl_common[@]:0:4}" -DGPURT_HAVE_CUTLASS_MIXED "${cl_common[@]:4}")
   # GPURT_CLM_EXPERIMENTS=1 (tuning runs, never CI): four more bf16 kernels
   # (128x256 in 1 x 1, 128x128, pp64x256, ppc2x1) and the knob xprep
   # (GPURT_CUDA_QGEMM_TILE, cuda_cutlass_mixed.h); in the flags, so in the
   # cache key too. 154 s here (six kernels) instead of 81-87 s.
   [ "${GPURT_CLM_EXPERIMENTS:-0}" = 1 ] && clm_flags+=(-DGPURT_CLM_EXPERIMENTS)
-  key=$( { cat "$src/cuda_cutlass_mixed.cu" "$src/cuda_cutlass_mixed.h"; echo "${clm_flags[*]}" | sed "s|$root||g";
-           "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)
-  clm_obj=$objcache/cuda_cutlass_mixed-$key.o
+  clm_obj=$objcache/cuda_cutlass_mixed-$(cl_key cuda_cutlass_mixed "${clm_flags[@]}").o
   cached_nvcc "$clm_obj" "$objcache/cutlass_mixed.lock" "CUTLASS mixed-input GEMM, sm_90a; in the background" \
     "$src/cuda_cutlass_mixed.cu" "${clm_flags[@]}" &
   clm_pid=$!
@@ -274,12 +283,8 @@ cl_obj=""
 cl_defs=()
 if [ "${GPURT_NO_CUTLASS:-0}" != 1 ] &&
    [ -f "$cl_dir/include/cutlass/gemm/collective/sm90_mma_array_tma_gmma_ss_warpspecialized_fp8_blockwise_scaling.hpp" ]; then
-  cl_flags=(-c -O3 -std=c++17 -DNDEBUG -DGPURT_HAVE_CUTLASS -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
-            --expt-relaxed-constexpr -diag-suppress 20012 -gencode arch=compute_90a,code=sm_90a
-            -I"$cl_dir/include" -I"$cl_dir/tools/util/include" -I"$src")
-  key=$( { cat "$src/cuda_cutlass.cu" "$src/cuda_cutlass.h"; echo "${cl_flags[*]}" | sed "s|$root||g";
-           "$nvcc" --version; cat "$cl_dir/include/cutlass/version.h"; } | sha256sum | cut -c1-16)
-  cl_obj=$objcache/cuda_cutlass-$key.o
+  cl_flags=("${cl_common[@]:0:4}" -DGPURT_HAVE_CUTLASS "${cl_common[@]:4}")
+  cl_obj=$objcache/cuda_cutlass-$(cl_key cuda_cutlass "${cl_flags[@]}").o
   cached_nvcc "$cl_obj" "$objcache/cutlass.lock" "CUTLASS grouped GEMM, sm_90a" "$src/cuda_cutlass.cu" \
     "${cl_flags[@]}" || die "nvcc could not compile plugins/cuda/src/cuda_cutlass.cu"
   cl_defs=(-DGPURT_HAVE_CUTLASS)
