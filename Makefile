@@ -11,9 +11,9 @@
 #            generated files are what the generator makes (gen-check),
 #            gofmt, go vet, the four CGO_ENABLED=0 cross-builds, the C ABI
 #            suite on the mock (plain, ASan+UBSan, TSan), the Go tests with
-#            -race (every package but plugins/cuda, the ABI layout check
-#            and the README-commands test included) and once more with cgo
-#            off (core, conform, cmd), the modules of their own (metrics,
+#            -race -short (every package but plugins/cuda, the ABI layout
+#            check and the README-commands test included) and once more in
+#            full with cgo off (core, conform, cmd), the modules of their own (metrics,
 #            internal/cmd/decodeplot) and the make-dist check
 #            (scripts/dist_check.sh). About 6 minutes cold on 2 cores.
 # make test-cuda  the CUDA plugin built as shipped, with FlashInfer's and
@@ -150,13 +150,15 @@ abi-suite:
 	@echo "== [$(T)] C ABI suite on the mock (plain, asan+ubsan, tsan)"
 	bash scripts/abi_suite.sh --mock
 
+# -short: the conformance suite quick and the stress test 100 rounds under
+# the race detector (both run in full in go-test-nocgo, without it).
 go-test:
-	@echo "== [$(T)] go test -race ./... but $(CUDA_PKGS) (cgo on)"
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '$(CUDA_PKGS:./%=/%)$$')
+	@echo "== [$(T)] go test -race -short ./... but $(CUDA_PKGS) (cgo on)"
+	CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '$(CUDA_PKGS:./%=/%)$$')
 
 # The shipped binary runs with cgo off (purego's fakecgo): run the tests of
 # the call path, the loader, the core, the conformance suite and the CLI
-# that way too.
+# that way too, in full.
 go-test-nocgo:
 	@echo "== [$(T)] go test (cgo off) ./core/... ./conform ./cmd/..."
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/... ./conform ./cmd/...
