@@ -14,7 +14,8 @@
 #            -race -short (every package but plugins/cuda, the ABI layout
 #            check and the README-commands test included; RACE_SKIP below)
 #            and once more in full with cgo off (core, conform, cmd), the modules of their own (metrics,
-#            internal/cmd/decodeplot) and the make-dist check
+#            internal/cmd/decodeplot; scripts/mod_check.sh: what a module
+#            importing only core compiles) and the make-dist check
 #            (scripts/dist_check.sh). About 6 minutes cold on 2 cores.
 # make test-cuda  the CUDA plugin built as shipped, with FlashInfer's and
 #            CUTLASS's adapters (scripts/build_cuda.sh --ci, which fetches
@@ -178,6 +179,8 @@ mod-test:
 	  echo "== [$(T)] $$m (own module): go vet ./... && go test ./..."; \
 	  (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...); \
 	done
+	@echo "== [$(T)] scripts/mod_check.sh (a module importing only core compiles purego, go-hclog, x/sys)"
+	bash scripts/mod_check.sh
 
 # The compile check alone (make test-cuda runs it within plugins/cuda's tests).
 cuda-check:
