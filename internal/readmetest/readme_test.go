@@ -142,6 +142,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`^make (cuda|metal|cgobench)$`), action: run},
 	{re: regexp.MustCompile(`^build/gpurt version$`), action: run, want: "abi "},
 	{re: regexp.MustCompile(`^scripts/version\.sh$`), action: run, want: "v"},
+	{re: regexp.MustCompile(`^scripts/mod_check\.sh$`), action: run, want: "mod_check: ok"},
 	{re: regexp.MustCompile(`^go run \./internal/cmd/genbind -check$`), action: run},
 	{re: regexp.MustCompile(`^bash scripts/abi_suite\.sh PLUGIN$`), action: run, want: " 0 failed"},
 	{re: regexp.MustCompile(`^gofmt -l$|^go vet \./\.\.\.$|^CGO_ENABLED=0 go build (-o build/gpurt )?\./(cmd/gpurt|\.\.\.)$`), action: run},
@@ -195,6 +196,20 @@ func TestRules(t *testing.T) {
 				assert.Equal(t, tc.action, r.action)
 			}
 		})
+	}
+}
+
+// TestEveryREADMECommandHasARule: every command README.md shows is run
+// or skipped for a stated reason (TestREADMECommands runs them; this
+// check alone is instant).
+func TestEveryREADMECommandHasARule(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "README.md"))
+	require.NoError(t, err)
+	cmds := extract(string(readme))
+	require.NotEmpty(t, cmds)
+	for _, c := range cmds {
+		_, ok := classify(c.text)
+		assert.True(t, ok, "README.md:%d: %q: no rule of internal/readmetest says how to run it or why it is skipped; add one", c.line, c.text)
 	}
 }
 
