@@ -107,6 +107,7 @@ func checks() []check {
 	cs = append(cs, kernelChecks()...)
 	cs = append(cs, batchChecks()...)
 	cs = append(cs, graphChecks()...)
+	cs = append(cs, graphOrderChecks()...)
 	cs = append(cs, orderChecks()...)
 	cs = append(cs, concurrencyChecks()...)
 	cs = append(cs, gemmChecks()...)

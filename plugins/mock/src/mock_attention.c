@@ -57,22 +57,6 @@ static gpurt_error *buffer_view(mock_rt *rt, uint32_t dev, gpurt_buffer *h, uint
   return NULL;
 }
 
-/* Enqueues run(ctx) on s (then drop(ctx)); on failure drop(ctx) has run. */
-static gpurt_error *enqueue_call(mock_stream *s, void (*run)(void *), void (*drop)(void *), void *ctx,
-                                 const char *what) {
-  mock_op *op = calloc(1, sizeof *op);
-  if (!op) {
-    drop(ctx);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
-  }
-  op->kind = OP_FN;
-  op->u.fn.fn = run;
-  op->u.fn.release = drop;
-  op->u.fn.arg = ctx;
-  mock_submit(s, op);
-  return NULL;
-}
-
 typedef struct m_attn {
   uint32_t dev;
   gpurt_attention_desc d;
@@ -178,14 +162,11 @@ static void append_run(void *ctx) {
   }
 }
 
-gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args) {
+gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, const gpurt_kv_append_args *args, mock_op **out) {
   const char *w = "kv_append";
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  uint32_t dev;
-  if ((e = stream_get(rt, sh, w, &s, &dev))) return e;
+  uint32_t dev = s->dev;
+  gpurt_error *e;
+  *out = NULL;
   gpurt_kv_append_args a;
   if ((e = gp_read_struct(&a, sizeof a, args, "kv_append: args"))) return e;
   if ((e = gp_kv_layout_check(&a.layout, w))) return e;
@@ -216,7 +197,19 @@ gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_appe
   x->v_rows = vr;
   x->bi = bi;
   x->pos = pos;
-  return enqueue_call(s, append_run, free, x, w);
+  return mock_fn_op(w, append_run, free, x, out);
+}
+
+gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args) {
+  mock_rt *rt;
+  gpurt_error *e = mock_get_rt(h, &rt);
+  if (e) return e;
+  mock_stream *s;
+  uint32_t dev;
+  mock_op *op;
+  if ((e = stream_get(rt, sh, "kv_append", &s, &dev)) || (e = mock_kv_append_prepare(rt, s, args, &op))) return e;
+  if (op) mock_submit(s, op);
+  return NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -427,15 +420,12 @@ out:
   free(qd);
 }
 
-gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                                const gpurt_attention_run_args *args) {
+gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, gpurt_attention *ah,
+                                        const gpurt_attention_run_args *args, mock_op **out) {
   const char *w = "attention_run";
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  uint32_t dev;
-  if ((e = stream_get(rt, sh, w, &s, &dev))) return e;
+  uint32_t dev = s->dev;
+  gpurt_error *e;
+  *out = NULL;
   m_attn *a;
   if ((e = mock_lookup(rt, &rt->attns, ah, (void **)&a))) return gp_err_wrap(e, "%s", w);
   gpurt_attention_run_args ra;
@@ -460,7 +450,7 @@ gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention
     x->pages = a->sched.pages;
   }
   pthread_mutex_unlock(&a->mu);
-  if (!planned || ps != sh) {
+  if (!planned || (sh != NULL && ps != sh)) {
     run_drop(x);
     if (!planned)
       return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx has no plan (call attention_plan first)", w,
@@ -497,5 +487,20 @@ gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention
   x->q = q;
   x->o = o;
   x->qo_dev = qo_dev;
-  return enqueue_call(s, run_run, run_drop, x, w);
+  return mock_fn_op(w, run_run, run_drop, x, out);
+}
+
+gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
+                                const gpurt_attention_run_args *args) {
+  mock_rt *rt;
+  gpurt_error *e = mock_get_rt(h, &rt);
+  if (e) return e;
+  mock_stream *s;
+  uint32_t dev;
+  mock_op *op;
+  if ((e = stream_get(rt, sh, "attention_run", &s, &dev)) ||
+      (e = mock_attention_run_prepare(rt, s, sh, ah, args, &op)))
+    return e;
+  mock_submit(s, op);
+  return NULL;
 }
