@@ -113,6 +113,7 @@ func checks() []check {
 	cs = append(cs, gemmChecks()...)
 	cs = append(cs, quantChecks()...)
 	cs = append(cs, attentionChecks()...)
+	cs = append(cs, kvBoundsChecks()...)
 	cs = append(cs, commChecks()...)
 	return cs
 }

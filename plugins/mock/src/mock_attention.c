@@ -96,28 +96,19 @@ typedef struct m_pages {
 /* Resolves the pages: K/V regions of num_pages pages, indptr (batch+1),
  * last_page_len (batch), and indices (`indices_min` entries at least). */
 static gpurt_error *pages_view(mock_rt *rt, uint32_t dev, const gpurt_kv_layout *l, const gpurt_kv_pages *p,
-                               uint32_t batch, uint64_t indices_min, const char *w, m_pages *out) {
+                                uint32_t batch, uint64_t indices_min, const char *w, m_pages *out) {
   gpurt_error *e;
-  if (p->num_pages == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: num_pages is 0 (must be >= 1)", w);
-  uint64_t es = gp_dtype_size(l->dtype);
-  uint64_t page_bytes = gp_kv_page_elems(l) * es;
-  if (p->num_pages > UINT64_MAX / page_bytes)
-    return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: num_pages %llu overflows", w, U(p->num_pages));
-  uint64_t bytes = p->num_pages * page_bytes;
+  gp_kv_extent x;
   unsigned char *ind;
   uint64_t avail = 0;
-  if ((e = gp_attention_align(w, "k", p->k_offset, 16)) || (e = gp_attention_align(w, "v", p->v_offset, 16)) ||
-      (e = gp_attention_align(w, "indptr", p->indptr_offset, 4)) ||
-      (e = gp_attention_align(w, "indices", p->indices_offset, 4)) ||
-      (e = gp_attention_align(w, "last_page_len", p->last_page_len_offset, 4)) ||
-      (e = buffer_view(rt, dev, p->k, p->k_offset, bytes, w, "k", &out->k, NULL)) ||
-      (e = buffer_view(rt, dev, p->v, p->v_offset, bytes, w, "v", &out->v, NULL)) ||
-      (e = buffer_view(rt, dev, p->indptr, p->indptr_offset, 4ull * (batch + 1), w, "indptr",
-                            (unsigned char **)&out->indptr, NULL)) ||
-      (e = buffer_view(rt, dev, p->last_page_len, p->last_page_len_offset, 4ull * batch, w,
-                            "last_page_len", (unsigned char **)&out->last, NULL)) ||
-      (e = buffer_view(rt, dev, p->indices, p->indices_offset, 4 * indices_min, w, "indices", &ind,
-                            &avail)))
+  if ((e = gp_kv_pages_check(l, p, batch, indices_min, UINT64_MAX, w, &x)) ||
+      (e = buffer_view(rt, dev, p->k, p->k_offset, x.kv, w, "k", &out->k, NULL)) ||
+      (e = buffer_view(rt, dev, p->v, p->v_offset, x.kv, w, "v", &out->v, NULL)) ||
+      (e = buffer_view(rt, dev, p->indptr, p->indptr_offset, x.indptr, w, "indptr",
+                       (unsigned char **)&out->indptr, NULL)) ||
+      (e = buffer_view(rt, dev, p->last_page_len, p->last_page_len_offset, x.last, w, "last_page_len",
+                       (unsigned char **)&out->last, NULL)) ||
+      (e = buffer_view(rt, dev, p->indices, p->indices_offset, x.indices, w, "indices", &ind, &avail)))
     return e;
   out->indices = ind;
   out->indices_avail = avail / 4;
@@ -168,17 +159,14 @@ gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, const gpurt_kv_
   gpurt_error *e;
   *out = NULL;
   gpurt_kv_append_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "kv_append: args"))) return e;
-  if ((e = gp_kv_layout_check(&a.layout, w))) return e;
-  if (a.batch_size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_size is 0 (must be >= 1)", w);
+  uint64_t rows;
+  if ((e = gp_kv_append_check(args, &a, &rows))) return e;
   if (a.nnz == 0) return NULL;
-  if (a.nnz > (1ull << 31)) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: nnz %llu exceeds 2^31", w, U(a.nnz));
   m_append *x = calloc(1, sizeof *x);
   if (!x) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", w);
   x->l = a.layout;
   x->batch = a.batch_size;
   x->nnz = a.nnz;
-  uint64_t rows = a.nnz * a.layout.num_kv_heads * a.layout.head_dim * gp_dtype_size(a.layout.dtype);
   unsigned char *kr, *vr, *bi, *pos;
   if ((e = pages_view(rt, dev, &a.layout, &a.pages, a.batch_size, 1, w, &x->p)) ||
       (e = gp_attention_align(w, "k_rows", a.k_rows_offset, 16)) ||
