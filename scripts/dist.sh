@@ -112,6 +112,30 @@ licences() {
   done
   [ -n "$eula" ] || { say "FAILED: the CUDA plugin is in the archive but no CUDA EULA was found (EULA.txt beside nvcc, or .cuda-venv's nvidia_cuda_runtime .dist-info)"; exit 1; }
   cp "$eula" "$stage/licenses/nvidia-cuda/EULA.txt"
+  # CUTLASS and CCCL come inside the wheel's flashinfer/data without
+  # licence files of their own: CUTLASS's BSD-3-Clause text is the comment
+  # atop include/cutlass/cutlass.h; CCCL's headers carry SPDX notices.
+  local fi_data=${GPURT_FLASHINFER_DATA:-$root/.fi/flashinfer/data} cl_dir=${GPURT_CUTLASS_DIR:-}
+  [ -n "$cl_dir" ] || cl_dir=$fi_data/cutlass
+  [ -f "$cl_dir/include/cutlass/cutlass.h" ] ||
+    { say "FAILED: the CUDA plugin is in the archive but CUTLASS's headers ($cl_dir/include/cutlass/cutlass.h) are missing"; exit 1; }
+  mkdir -p "$stage/licenses/cutlass" "$stage/licenses/cccl"
+  { echo "CUTLASS $(sed -n 's/^#define CUTLASS_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$cl_dir/include/cutlass/version.h" | paste -sd.)" \
+         "(from flashinfer-python's flashinfer/data/cutlass): the licence comment of include/cutlass/cutlass.h"
+    echo
+    sed -n '1,/^ \*\*\*\*\*\*\*\*\*\**\/$/p' "$cl_dir/include/cutlass/cutlass.h"; } >"$stage/licenses/cutlass/LICENSE.txt"
+  {
+    echo "CCCL (libcu++, CUB, Thrust) from flashinfer-python's flashinfer/data/cccl: the headers' notices."
+    echo "Apache-2.0: licenses/cccl/LICENSE-Apache-2.0. LLVM exception: https://llvm.org/LICENSE.txt."
+    echo "BSD-3-Clause: the clauses of licenses/cutlass/LICENSE.txt, with CUB's copyright holders below."
+    for f in "$fi_data/cccl/libcudacxx/include/cuda/std/version" "$fi_data/cccl/cub/cub/cub.cuh" "$fi_data/cccl/thrust/thrust/version.h"; do
+      [ -f "$f" ] || continue
+      echo
+      echo "${f#"$fi_data/"}:"
+      grep -m 6 -E 'SPDX|Copyright|License' "$f" | sed 's/^/  /'
+    done
+  } >"$stage/licenses/cccl/NOTICE"
+  cp "$root/LICENSE" "$stage/licenses/cccl/LICENSE-Apache-2.0"
   local whl
   whl=$(ls "$root"/.fi/flashinfer_python-*.whl 2>/dev/null | head -n 1)
   [ -n "$whl" ] || { say "FAILED: the CUDA plugin is in the archive but .fi/flashinfer_python-*.whl (its FlashInfer, CUTLASS and CCCL licences) is missing"; exit 1; }
