@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --platforms) platforms=$2; shift 2 ;;
     --no-cuda) cuda=0; shift ;;
-    -h|--help) sed -n '3,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '4,/^set -euo pipefail/{/^set /d;p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "dist.sh: unknown flag $1" >&2; exit 2 ;;
     *) out=$1; shift ;;
   esac
@@ -172,7 +172,7 @@ for plat in $platforms; do
     if [ "$goarch" = amd64 ] && [ $cuda = 1 ]; then
       if [ "$hostos/$hostarch" = linux/amd64 ]; then
         GPURT_CUDA_CFLAGS="$prefixmap" bash scripts/build_cuda.sh "$stage/lib/gpurt" >/dev/null ||
-          { say "FAILED: the CUDA plugin did not build"; exit 1; }
+          { say "FAILED: the CUDA plugin did not build (its reason is above; make dist DIST_FLAGS=--no-cuda leaves it out)"; exit 1; }
       else
         notes+=("cuda plugin: not built (needs a linux/amd64 build machine)")
       fi
