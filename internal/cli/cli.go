@@ -204,3 +204,24 @@ func (o *oldFlag) Set(string) error {
 	o.f.renamed = o.name
 	return errors.New("renamed to -plugin-path")
 }
+
+// abort is what Abort panics with.
+type abort struct{ err error }
+
+// Abort stops a command from deep inside its work with a runtime error:
+// it panics, and Recover, deferred by the command's run function, turns
+// the panic into Fail's message and status. (The benchmark programs stop
+// at their first failed setup step, far below run.)
+func Abort(err error) { panic(abort{err}) }
+
+// Recover, deferred in a run function with its status variable, turns an
+// Abort into Fail(err); any other panic goes on.
+func (f *Flags) Recover(status *int) {
+	if r := recover(); r != nil {
+		a, ok := r.(abort)
+		if !ok {
+			panic(r)
+		}
+		*status = f.Fail(a.err)
+	}
+}

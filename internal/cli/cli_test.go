@@ -70,3 +70,23 @@ func TestHelpHidesInternalFlags(t *testing.T) {
 		assert.NotContains(t, out, "-"+hidden+" ", "hidden flag %s shown", hidden)
 	}
 }
+
+func TestAbortRecover(t *testing.T) {
+	run := func(deep func()) (status int, stderr string) {
+		var out, errb bytes.Buffer
+		f := cli.New("demo", "", "", &out, &errb)
+		status = func() (st int) {
+			defer f.Recover(&st)
+			deep()
+			return cli.ExitOK
+		}()
+		return status, errb.String()
+	}
+	st, msg := run(func() { cli.Abort(errors.New("buffer_alloc: out of memory")) })
+	assert.Equal(t, cli.ExitError, st)
+	assert.Equal(t, "demo: buffer_alloc: out of memory\n", msg)
+	st, msg = run(func() {})
+	assert.Equal(t, cli.ExitOK, st)
+	assert.Empty(t, msg)
+	assert.PanicsWithValue(t, "other", func() { run(func() { panic("other") }) })
+}
