@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,6 +46,23 @@ func TestBenchCommand(t *testing.T) {
 		require.Equal(t, 0, code, stderr.String())
 		assert.Contains(t, stdout.String(), "dispatch_ns")
 		assert.Contains(t, stdout.String(), "backend mock")
+	})
+	t.Run("benchfmt", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "run.txt")
+		var stdout, stderr bytes.Buffer
+		code := runBench([]string{"--quick", "--json", "--benchfmt", file, "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
+		require.Equal(t, 0, code, stderr.String())
+		assert.Contains(t, stdout.String(), `"metric":"dispatch_ns"`, "JSON on stdout")
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		assert.Regexp(t, `(?m)^BenchmarkDispatch_ns-\d+\t1\t\S+ ns/op$`, string(b))
+		assert.Regexp(t, `(?m)^backend: mock$`, string(b))
+
+		stdout.Reset()
+		code = runBench([]string{"--quick", "--benchfmt", "-", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
+		require.Equal(t, 0, code, stderr.String())
+		assert.Regexp(t, `(?m)^BenchmarkHtod_pinned_gbps/size=64KiB-\d+\t1\t\S+ B/s$`, stdout.String())
+		assert.NotContains(t, stdout.String(), "metric", "no table")
 	})
 	for _, c := range []struct {
 		name string
