@@ -45,6 +45,8 @@ const (
 	// DefaultProbeTimeout is the watchdog of an isolated probe.
 	DefaultProbeTimeout = 30 * time.Second
 	maxChildOutput      = 1 << 20
+	// childFD is the descriptor the child finds the plugin file at.
+	childFD = 3
 )
 
 // childReport is what the child writes to stdout.
@@ -60,6 +62,9 @@ func init() {
 }
 
 // runChild is the child's whole life: probe one plugin, report, exit.
+// The parent passes the file it checked and verified as descriptor
+// childFD (path names it, for messages); the child loads that open file,
+// never the path (pin_unix.go).
 func runChild(path string) int {
 	out, err := reserveStdout()
 	if err != nil {
@@ -75,7 +80,7 @@ func runChild(path string) int {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		c.real = real
 	}
-	examineInProcess(c, log)
+	examineChild(c, os.NewFile(childFD, path), log)
 	if !c.done {
 		c.State = StateAvailable
 	}
@@ -90,9 +95,20 @@ func runChild(path string) int {
 	return 0
 }
 
-// examineInProcess checks, loads and probes c in this process.
-func examineInProcess(c *cand, log hclog.Logger) {
-	if checkFile(c, log); c.done {
+// examineChild checks the format of the file the parent passed, loads it
+// and probes it.
+func examineChild(c *cand, f *os.File, log hclog.Logger) {
+	fi, err := f.Stat()
+	if err != nil {
+		c.fail("probe failed: the isolated probe was given no plugin file (descriptor 3)", err.Error())
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		c.fail(fmt.Sprintf("probe failed: the isolated probe was given no regular file (mode %s)", fi.Mode()), "")
+		return
+	}
+	c.file, c.ident = f, identityOf(fi)
+	if checkPinnedFormat(c, log); c.done {
 		return
 	}
 	if openPlugin(c, log); c.done {
@@ -136,7 +152,10 @@ var probeCache = struct {
 // (path, device, inode, size, times), the driver, the child's environment
 // and this executable. "" when the file cannot be read.
 func cacheKey(c *cand, env []string) string {
-	id, err := fileIdentity(c.real)
+	if c.file == nil {
+		return ""
+	}
+	id, err := openIdentity(c.file)
 	if err != nil {
 		return ""
 	}
@@ -262,6 +281,10 @@ func probeIsolated(c *cand, opts Options, log hclog.Logger) {
 // a hang, a non-zero exit or an unreadable report it fails c and returns
 // false.
 func runProbeChild(c *cand, opts Options, env []string, log hclog.Logger) (Candidate, bool) {
+	if c.file == nil {
+		c.fail("internal: plugin file not opened before the isolated probe", "")
+		return Candidate{}, false
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		c.fail("cannot run the isolated probe: the executable's path is unknown", err.Error())
@@ -277,6 +300,7 @@ func runProbeChild(c *cand, opts Options, env []string, log hclog.Logger) (Candi
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.Stdin = nil
+	cmd.ExtraFiles = []*os.File{c.file} // childFD: the file checked here
 	stdout, stderr := &limitedBuffer{max: maxChildOutput}, &limitedBuffer{max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = time.Second
