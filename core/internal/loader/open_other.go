@@ -16,4 +16,6 @@ const platformOK = false
 func openPlugin(c *cand, log hclog.Logger)  { c.skip("plugins cannot be loaded on this platform") }
 func probePlugin(c *cand, log hclog.Logger) { c.skip("plugins cannot be loaded on this platform") }
 
-func entryAddress(h uintptr) (uintptr, error) { return 0, errors.New("plugins cannot be loaded on this platform") }
+func entryAddress(h uintptr) (uintptr, error) {
+	return 0, errors.New("plugins cannot be loaded on this platform")
+}
