@@ -20,8 +20,6 @@ package loader
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +27,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -141,104 +138,6 @@ func childEnvironment() []string {
 	return append(env, childEnv+"=1")
 }
 
-// probeCache holds isolated probe results: in memory for this process,
-// on disk (best effort) for the next ones.
-var probeCache = struct {
-	sync.Mutex
-	m map[string]Candidate
-}{m: map[string]Candidate{}}
-
-// cacheKey identifies what a probe result depends on: the plugin file
-// (path, device, inode, size, times), the driver, the child's environment
-// and this executable. "" when the file cannot be read.
-func cacheKey(c *cand, env []string) string {
-	if c.file == nil {
-		return ""
-	}
-	id, err := openIdentity(c.file)
-	if err != nil {
-		return ""
-	}
-	h := sha256.New()
-	fmt.Fprintf(h, "v%d\x00%s\x00%s\x00%s\x00", reportVersion, c.Path, c.real, id)
-	if exe, err := os.Executable(); err == nil {
-		if eid, err := fileIdentity(exe); err == nil {
-			fmt.Fprintf(h, "%s\x00%s\x00", exe, eid)
-		}
-	}
-	// The driver version: NVIDIA's kernel module says it here on Linux.
-	if b, err := os.ReadFile("/proc/driver/nvidia/version"); err == nil {
-		h.Write(b)
-	}
-	for _, kv := range env {
-		if probeRelevant(kv) {
-			fmt.Fprintf(h, "\x00%s", kv)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func cacheDir(opts Options) string {
-	switch opts.ProbeCacheDir {
-	case "-":
-		return ""
-	case "":
-		d, err := os.UserCacheDir()
-		if err != nil {
-			return ""
-		}
-		return filepath.Join(d, "gpurt", "probe")
-	}
-	return opts.ProbeCacheDir
-}
-
-func cacheGet(opts Options, key string) (Candidate, bool) {
-	probeCache.Lock()
-	defer probeCache.Unlock()
-	if r, ok := probeCache.m[key]; ok {
-		return r, true
-	}
-	dir := cacheDir(opts)
-	if dir == "" {
-		return Candidate{}, false
-	}
-	b, err := os.ReadFile(filepath.Join(dir, key+".json"))
-	if err != nil {
-		return Candidate{}, false
-	}
-	var r childReport
-	if json.Unmarshal(b, &r) != nil || r.Version != reportVersion {
-		return Candidate{}, false
-	}
-	probeCache.m[key] = r.Candidate
-	return r.Candidate, true
-}
-
-func cachePut(opts Options, key string, r Candidate, log hclog.Logger) {
-	probeCache.Lock()
-	defer probeCache.Unlock()
-	probeCache.m[key] = r
-	dir := cacheDir(opts)
-	if dir == "" {
-		return
-	}
-	b, _ := json.Marshal(childReport{Version: reportVersion, Candidate: r})
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		log.Debug("probe cache: cannot create folder", "dir", dir, "error", err)
-		return
-	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		log.Debug("probe cache: cannot write", "dir", dir, "error", err)
-		return
-	}
-	_, werr := f.Write(b)
-	cerr := f.Close()
-	if werr != nil || cerr != nil || os.Rename(f.Name(), filepath.Join(dir, key+".json")) != nil {
-		_ = os.Remove(f.Name())
-	}
-}
-
 // probeIsolated probes c in a child process (or takes a cached result).
 // It leaves c failed or skipped, or available (not done) with the child's
 // probe fields set; the caller then loads c in this process.
@@ -247,7 +146,7 @@ func probeIsolated(c *cand, opts Options, log hclog.Logger) {
 	key := cacheKey(c, env)
 	r, cached := Candidate{}, false
 	if key != "" {
-		r, cached = cacheGet(opts, key)
+		r, cached = cacheGet(opts, key, c.Path, log)
 	}
 	if !cached {
 		var ok bool

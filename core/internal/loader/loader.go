@@ -105,6 +105,10 @@ type Options struct {
 	AllowUnverified bool
 }
 
+// probeCapacity is how many devices a probe may describe. A variable, so
+// that the array it sizes is on the heap and never moves during a call.
+var probeCapacity = 16
+
 // State is where a candidate ended.
 type State string
 

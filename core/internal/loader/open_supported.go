@@ -18,10 +18,6 @@ import (
 // platformOK: this platform can dlopen and call plugins.
 const platformOK = bind.Supported
 
-// probeCapacity is how many devices a probe may describe. A variable, so
-// that the array it sizes is on the heap and never moves during a call.
-var probeCapacity = 16
-
 var errorCodeNames = map[int32]string{
 	abi.OK: "ok", abi.ErrInvalidArgument: "invalid argument", abi.ErrInvalidHandle: "invalid handle",
 	abi.ErrOutOfRange: "out of range", abi.ErrOutOfMemory: "out of memory", abi.ErrNotFound: "not found",
