@@ -3,6 +3,7 @@
 package conform
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -13,7 +14,7 @@ import (
 // logits"): NaN ranks below every number and weighs nothing; a row whose
 // maximum is +Inf gives its first +Inf; a row with no finite value gives
 // the argmax (all NaN: index 0). Never -1, never an index outside the
-// row, never a NaN.
+// row, never a NaN. A row of no columns is refused at launch.
 
 // sampleEdgeChecks: one check per element type.
 func sampleEdgeChecks() []check {
@@ -97,6 +98,20 @@ func checkSampleNonFinite(e *env, t core.DType) error {
 	ref := make([]float64, len(x)) // what the device holds
 	for i, v := range x {
 		ref[i] = roundTo(t, v)
+	}
+	// A row of no columns has no index to give: the launch is refused
+	// (csrc/gp_contract.c: cols from 1 to 2^31-1), by every backend alike.
+	for _, k := range []struct {
+		name  string
+		extra []core.Arg
+	}{
+		{"argmax", nil},
+		{"sample", []core.Arg{core.ArgU64(0), core.ArgF32(1), core.ArgF32(1), core.ArgU64(e.rng.Uint64())}},
+	} {
+		_, err := rowArgmax(e, k.name, t, nil, 3, 0, 3, 32, k.extra...)
+		if !errors.Is(err, core.ErrInvalidArgument) {
+			return fmt.Errorf("%s, cols 0: error %v, want one matching ErrInvalidArgument", k.name, err)
+		}
 	}
 	params := []struct {
 		topK       int
