@@ -39,8 +39,8 @@ type Runtime struct {
 // Isolated probe: before loading a plugin, Open (and Probe) asks it
 // whether it can run here in a child process, so that a GPU driver that
 // crashes or hangs while probing costs a reason in the report, not this
-// process. The child is this program's own executable (os.Executable),
-// run again with a hidden first argument ("__gpurt_probe") and
+// process. The child is this program's own executable (the running
+// image, /proc/self/exe, on Linux; os.Executable on macOS), run again with a hidden first argument ("__gpurt_probe") and
 // GPURT_PROBE_CHILD=1 in an allow-listed environment (PATH, HOME, TMPDIR,
 // LD_LIBRARY_PATH, locale, CUDA_*, NVIDIA_*, GPURT_*, METAL_*, MTL_*);
 // an init function of this module recognises that, before main runs, in

@@ -67,8 +67,11 @@ func cacheKey(c *cand, env []string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "v%d\x00%s\x00%s\x00%s\x00", reportVersion, c.Path, c.real, id)
 	if exe, err := os.Executable(); err == nil {
-		if eid, err := fileIdentity(exe); err == nil {
-			fmt.Fprintf(h, "%s\x00%s\x00", exe, eid)
+		fmt.Fprintf(h, "%s\x00", exe)
+	}
+	if img, err := childExecutable(); err == nil { // the image the child runs
+		if eid, err := fileIdentity(img); err == nil {
+			fmt.Fprintf(h, "%s\x00", eid)
 		}
 	}
 	// The driver version: NVIDIA's kernel module says it here on Linux.

@@ -4,8 +4,9 @@ package loader
 
 // Crash-isolated probe. A GPU driver that crashes or hangs while a plugin
 // probes would take the whole server with it, so by default the loader
-// probes each plugin in a child process: the executable itself, run again
-// with a hidden subcommand (argv[1] = childArg and GPURT_PROBE_CHILD=1 in
+// probes each plugin in a child process: the executable itself (the
+// running image: /proc/self/exe on Linux), run again with a hidden
+// subcommand (argv[1] = childArg and GPURT_PROBE_CHILD=1 in
 // its environment). This package's init intercepts that before main runs,
 // in any program that imports gpurt, loads and probes the one plugin,
 // writes a versioned JSON report to stdout (the plugin's own writes to
@@ -184,7 +185,7 @@ func runProbeChild(c *cand, opts Options, env []string, log hclog.Logger) (Candi
 		c.fail("internal: plugin file not opened before the isolated probe", "")
 		return Candidate{}, false
 	}
-	exe, err := os.Executable()
+	exe, err := childExecutable()
 	if err != nil {
 		c.fail("cannot run the isolated probe: the executable's path is unknown", err.Error())
 		return Candidate{}, false

@@ -7,6 +7,7 @@ package loader
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,4 +46,17 @@ func openIdentity(f *os.File) (string, error) {
 	}
 	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size,
 		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
+}
+
+// childExecutable is what the isolated probe runs: on Linux the running
+// image itself (/proc/self/exe names it even after its file was replaced
+// or removed), so that a binary renamed over this one's path meanwhile is
+// never run; elsewhere the executable's path (macOS has no equivalent).
+func childExecutable() (string, error) {
+	if runtime.GOOS == "linux" {
+		if _, err := os.Stat("/proc/self/exe"); err == nil {
+			return "/proc/self/exe", nil
+		}
+	}
+	return os.Executable()
 }

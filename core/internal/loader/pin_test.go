@@ -5,7 +5,9 @@
 package loader
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -160,4 +162,51 @@ func TestPinFile(t *testing.T) {
 			assert.Nil(t, c.file)
 		})
 	}
+}
+
+// TestProbeChildRunsRunningImage: the isolated probe re-runs the image
+// this process runs, not whatever its path names now. A copy of this test
+// binary replaces its own file with a script (that leaves a mark), then
+// chooses with the probe isolated: the probe answers and the script never
+// runs.
+func TestProbeChildRunsRunningImage(t *testing.T) {
+	if os.Getenv("GPURT_TEST_SELF_REPLACE") == "1" {
+		selfReplaceHelper(t)
+		return
+	}
+	requireLinux(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	b, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	dir := privDir(t)
+	cp := filepath.Join(dir, "loader.test")
+	require.NoError(t, os.WriteFile(cp, b, 0o755))
+	plDir := privDir(t)
+	buildPlugin(t, plDir, "mock")
+	mark := filepath.Join(privDir(t), "ran")
+	cmd := exec.Command(cp, "-test.run=^TestProbeChildRunsRunningImage$", "-test.v")
+	cmd.Env = append(os.Environ(), "GPURT_TEST_SELF_REPLACE=1", "GPURT_TEST_PLUGIN_DIR="+plDir, "GPURT_TEST_RAN_MARK="+mark)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "self-replaced; chose mock")
+	_, statErr := os.Stat(mark)
+	assert.ErrorIs(t, statErr, os.ErrNotExist, "the file renamed over the executable ran")
+}
+
+// selfReplaceHelper runs in the copy: it renames a script over its own
+// executable, then chooses with the probe isolated.
+func selfReplaceHelper(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	script := exe + ".new"
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho ran >> \"$GPURT_TEST_RAN_MARK\"\nexit 1\n"), 0o755))
+	require.NoError(t, os.Rename(script, exe))
+	opts, _ := testOpts(t, os.Getenv("GPURT_TEST_PLUGIN_DIR"))
+	opts.ProbeCacheDir = "-"
+	opts.ProbeTimeout = 20 * time.Second
+	rep, p, err := Choose(opts)
+	require.NoError(t, err)
+	require.NotNil(t, p)
+	fmt.Println("self-replaced; chose", rep.Backend)
 }
