@@ -17,5 +17,7 @@ echo "abi_suite: $(tail -n 1 "$out/abi_suite.log")"
 grep -E '^(FAIL|not ok)' "$out/abi_suite.log" | head -20
 timeout 100 build/gpurt conform --backend cuda >"$out/conform_cuda.log" 2>&1 || rc=1
 grep -E '^(FAIL)' "$out/conform_cuda.log" | head -30
+# issue 22 item 4: sample_T/argmax_T on NaN, +Inf (an f16 overflow), all -Inf, all NaN.
+echo "non-finite sampling: $(grep -E 'kernel/sample_nonfinite/' "$out/conform_cuda.log" | awk '{print $1}' | sort | uniq -c | tr -s ' \n' ' ')"
 echo "conform: $(tail -n 1 "$out/conform_cuda.log")"
 exit $rc
