@@ -8,7 +8,7 @@ import (
 	"io"
 
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/examples/llama/llm"
+	"github.com/metrale/gpurt/llm"
 )
 
 // decoderBench is `gpurt bench --decoder PRESET`: the Llama-style decoder

@@ -22,7 +22,7 @@ import (
 	"strings"
 
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/examples/llama/llm"
+	"github.com/metrale/gpurt/llm"
 )
 
 func ints(s string) ([]int, error) {
