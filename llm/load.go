@@ -53,10 +53,12 @@ func (s *ckptSource) fill(t tensorSpec, lo int, dst []byte) error {
 func (s *ckptSource) floats(t tensorSpec) ([]float32, error) { return s.tensors[t.hf].floats(), nil }
 
 // LoadStats are a load's figures: Bytes of bf16 weights uploaded (after
-// conversion) from FileBytes of files, in Elapsed.
+// conversion) from FileBytes of files, in Elapsed (from opening the files
+// to the last weight's copy done); Total adds the KV caches, buffers and
+// attention plans.
 type LoadStats struct {
 	Bytes, FileBytes int64
-	Elapsed          time.Duration
+	Elapsed, Total   time.Duration
 }
 
 // GBps is the upload rate, bf16 bytes per second / 1e9.
@@ -106,7 +108,7 @@ func LoadConfig(dev *core.Device, dir string, cfg Config, o Options) (*Model, er
 	for _, t := range cfg.specs() {
 		n += int64(2 * t.elems())
 	}
-	m.LoadStats = LoadStats{Bytes: n, FileBytes: ck.Bytes(), Elapsed: time.Since(t0)}
+	m.LoadStats = LoadStats{Bytes: n, FileBytes: ck.Bytes(), Elapsed: m.uploaded.Sub(t0), Total: time.Since(t0)}
 	return m, nil
 }
 

@@ -154,6 +154,7 @@ type Model struct {
 
 	// LoadStats are the figures of Load (zero for NewModel).
 	LoadStats LoadStats
+	uploaded  time.Time // the weights' copies done
 }
 
 func (m *Model) alloc(n int) (*core.Buffer, error) {
@@ -398,6 +399,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	if err := up.finish(); err != nil {
 		return nil, err
 	}
+	m.uploaded = time.Now()
 	T, H, Q, KV, I := m.maxT, c.Hidden, c.Heads*hd, c.KVHeads*hd, c.Inter
 	bufs := []struct {
 		dst   **core.Buffer
