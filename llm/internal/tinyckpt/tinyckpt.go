@@ -24,19 +24,19 @@ import (
 
 // Spec is a model to write.
 type Spec struct {
-	Family                                     string // llama, mistral or qwen2
-	Layers, Hidden, Heads, KVHeads, Inter      int
-	Vocab, HeadDim                             int // HeadDim 0: not written (Hidden / Heads)
-	Tied                                       bool
-	Bias                                       bool           // q/k/v biases (qwen2 always has them)
-	Theta, Eps                                 float64        // 0: 10000, 1e-5
-	RopeScaling                                map[string]any // nil: none
-	LegacyRope                                 bool           // rope_theta and rope_scaling (transformers 4) instead of rope_parameters (5)
-	DType                                      string         // bf16 (""), f16 or f32
-	Shards                                     int            // 0 or 1: model.safetensors; more: shards and an index
-	Seed                                       uint64
-	MaxPositions                               int // 0: 4096
-	ExtraConfig                                map[string]any
+	Family                                string // llama, mistral or qwen2
+	Layers, Hidden, Heads, KVHeads, Inter int
+	Vocab, HeadDim                        int // HeadDim 0: not written (Hidden / Heads)
+	Tied                                  bool
+	Bias                                  bool           // q/k/v biases (qwen2 always has them)
+	Theta, Eps                            float64        // 0: 10000, 1e-5
+	RopeScaling                           map[string]any // nil: none
+	LegacyRope                            bool           // rope_theta and rope_scaling (transformers 4) instead of rope_parameters (5)
+	DType                                 string         // bf16 (""), f16 or f32
+	Shards                                int            // 0 or 1: model.safetensors; more: shards and an index
+	Seed                                  uint64
+	MaxPositions                          int // 0: 4096
+	ExtraConfig                           map[string]any
 }
 
 // Weights are the tensors written, as float64 after the rounding to the
@@ -107,6 +107,9 @@ func Write(dir string, s Spec) (*Weights, error) {
 			add(p+"self_attn.v_proj.bias", []int{kv}, uni(0.5))
 		}
 		add(p+"self_attn.o_proj.weight", []int{s.Hidden, q}, uni(amp(q)))
+		if s.Bias && s.Family != "qwen2" { // attention_bias: o_proj's too
+			add(p+"self_attn.o_proj.bias", []int{s.Hidden}, uni(0.5))
+		}
 		add(p+"post_attention_layernorm.weight", []int{s.Hidden}, norm)
 		add(p+"mlp.gate_proj.weight", []int{s.Inter, s.Hidden}, uni(amp(s.Hidden)))
 		add(p+"mlp.up_proj.weight", []int{s.Inter, s.Hidden}, uni(amp(s.Hidden)))
