@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/llm/internal/tinyckpt"
+	"github.com/metrale/gpurt/internal/tinyckpt"
 )
 
 func editJSON(t *testing.T, path string, f func(m map[string]any)) {

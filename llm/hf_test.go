@@ -12,7 +12,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
-	"github.com/metrale/gpurt/llm/internal/tinyckpt"
+	"github.com/metrale/gpurt/internal/tinyckpt"
 )
 
 // hfRef is a Hugging Face decoder in float64 plain loops, written from the
