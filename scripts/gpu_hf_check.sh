@@ -10,7 +10,9 @@
 #   2. llama-1b     LlamaForCausalLM, Llama-3.2-1B shapes (tied, llama3 rope)
 #   3. llama-8b     LlamaForCausalLM, Llama-3.1-8B shapes (llama3 rope),
 #                   built on the GPU in bf16, saved in 5 GB shards
-#   4. the report: $OUT/hf_check.md and $OUT/hf_check.json
+#   4. the report: $OUT/hf_check.md and $OUT/hf_check.json (and per model
+#      $OUT/NAME.json with every step's figures, $OUT/hf_check.log the
+#      steps' output: six files)
 #
 # Each model step (scripts/hf_check.py model NAME, its own process under
 # its own time limit) creates the random-initialised model, saves it with
@@ -44,8 +46,10 @@ models=${HF_CHECK_MODELS:-qwen2-small llama-1b llama-8b}
 backend=${HF_CHECK_BACKEND:-cuda}
 device=${HF_CHECK_DEVICE:-cuda}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-mkdir -p "$out" "$work"
-logs=$out
+mkdir -p "$out" "$work/logs"
+# the step logs stay beside the checkpoints and are joined into one file
+# of $OUT at the end (few files come back from the GPU machine)
+logs=$work/logs
 failed=0
 summary=()
 STEP_TAIL=${STEP_TAIL:-14}
@@ -84,6 +88,10 @@ for m in $models; do
   rm -rf "${work:?}/$m" "$work/$m"_logits_*
 done
 
+for m in $models; do
+  [ -f "$logs/$m.log" ] && { echo "===== $m"; cat "$logs/$m.log"; }
+done >"$out/hf_check.log"
+
 echo "== [report]"
 # shellcheck disable=SC2086 # the model names are words
 $py scripts/hf_check.py report --out "$out" $models
@@ -92,7 +100,7 @@ echo
 echo "== summary"
 printf '%s\n' "${summary[@]}"
 if [ $failed -ne 0 ] || [ $rc -ne 0 ]; then
-  echo "gpu_hf_check: FAIL (details: $out/*.log, $out/hf_check.md)"
+  echo "gpu_hf_check: FAIL (details: $out/hf_check.log, $out/hf_check.md)"
   exit 1
 fi
 echo "gpu_hf_check: PASS"
