@@ -14,15 +14,21 @@
  *  - Fault injection: runtime_control or GPURT_MOCK_FAULTS
  *    ("fail_alloc_nth=3,fail_launch_nth=2,lose_device=0").
  *
- * Files (one prefix, one concept each):
- *   mock_plugin.c  negotiate, the table, info, probe, runtimes, devices
+ * Files (one prefix, one concept each), from the top floor down; a file
+ * uses only files below it (plugins/mock/layers_test.go):
+ *   mock_plugin.c  negotiate, the table, info, probe, runtime create/destroy,
+ *                  devices (the top: it names every file's functions)
+ *   mock_graph.c   graphs (1.3): recorded lists replayed on stream workers,
+ *                  through the op files' prepare helpers
  *   mock_memory.c  buffers, host buffers, copy, memset
- *   mock_stream.c  stream workers, streams, events
  *   mock_module.c  modules, kernels, launch, launch_batch
  *   mock_gemm.c    GEMM plans and runs
- *   mock_graph.c   graphs (1.3): recorded lists replayed on stream workers
+ *   mock_quant.c   quantized and grouped matmul (1.4)
  *   mock_attention.c  paged KV cache append, attention (1.5)
  *   mock_comm.c    collectives across the mock's devices (1.6)
+ *   mock_stream.c  stream workers, streams, events (below every op file)
+ *   mock_runtime.c the bottom floor: the runtime table, lookups, lost
+ *                  devices, the fault counters, buffer release
  *
  * Locking: the global mutex guards the runtime table; each runtime's `mu`
  * guards its handle tables, counters and fault settings; each stream's `mu`
@@ -165,7 +171,12 @@ struct mock_rt {
 #define H(p) ((unsigned long long)(uintptr_t)(p))
 #define U(x) ((unsigned long long)(x))
 
-/* mock_plugin.c: runtimes, devices, shared lookups */
+/* mock_runtime.c (the bottom floor): the runtime table, lookups, lost
+ * devices, fault counters */
+int mock_rt_register(mock_rt *rt, uintptr_t *h);
+void mock_rt_unregister(gpurt_runtime *h);
+/* Frees the runtime table when no runtime is alive; returns the live count. */
+uint32_t mock_rt_shutdown(void);
 gpurt_error *mock_get_rt(gpurt_runtime *h, mock_rt **out);
 gpurt_error *mock_lookup(mock_rt *rt, gp_handle_table *t, const void *h, void **out);
 uint64_t mock_now_ns(void);
