@@ -250,16 +250,29 @@ gpurt_error *mock_memset_prepare(mock_rt *rt, mock_stream *s, const gpurt_memset
 /* An OP_FN op running fn(arg) (release(arg) when freed); on failure (no
  * memory) release(arg) has run. */
 gpurt_error *mock_fn_op(const char *what, void (*fn)(void *), void (*release)(void *), void *arg, mock_op **out);
-/* The recordable ops of 1.4 and 1.5: the eager call's checks and
- * resolution against stream s (a stand-in when only checking: rt and dev
- * are read), made into an op that is not submitted; *out NULL when there
- * is nothing to run (nnz 0, M 0). attention_run's sh is the stream's
- * handle (NULL: graph_create/update, the plan's stream is not checked). */
-gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, const gpurt_quant_matmul_args *args, mock_op **out);
-gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, const gpurt_grouped_gemm_args *args, mock_op **out);
-gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, const gpurt_kv_append_args *args, mock_op **out);
-gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, gpurt_attention *ah,
-                                        const gpurt_attention_run_args *args, mock_op **out);
+/* The recordable ops of 1.4 and 1.5, one signature: the eager call's
+ * checks and resolution against stream s (a stand-in when only checking:
+ * rt and dev are read), made into an op that is not submitted; *out NULL
+ * when there is nothing to run (nnz 0, M 0). sh is the stream's handle
+ * (NULL: graph_create/update; attention_run then does not check the
+ * plan's stream); object the handle the slot takes (attention_run's), or
+ * NULL; args the caller's struct. The graph's CALL items and the eager
+ * calls (mock_call) both go through them. */
+typedef gpurt_error *(*mock_prepare_fn)(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object,
+                                        const void *args, mock_op **out);
+gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                mock_op **out);
+gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                  mock_op **out);
+gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                    mock_op **out);
+gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object,
+                                        const void *args, mock_op **out);
+/* The eager call of a recordable op: the runtime, the stream (non-NULL,
+ * live, its device not lost; a failed lookup is wrapped "<what>: " when
+ * wrap), prep, then the op submitted to the stream. */
+gpurt_error *mock_call(gpurt_runtime *h, gpurt_stream *sh, const char *what, int wrap, mock_prepare_fn prep,
+                       void *object, const void *args);
 /* The event's latest record with a reference, or NULL (never recorded). */
 ev_rec *mock_latest_ref(mock_rt *rt, mock_event *ev);
 
