@@ -72,7 +72,7 @@ type Step struct {
 	// Batch is the requests of the step, Pages their pages, Rows their
 	// new tokens.
 	Batch, Pages, Rows int
-	// Pages is the device page table.
+	// PageTable is the device page table.
 	PageTable core.PageTable
 	// QOIndptr (batch+1) is the device query row offsets; BatchIndices
 	// and Positions (Rows each) say where each new row goes.
