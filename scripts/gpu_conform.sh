@@ -23,6 +23,8 @@ grep -E '^(FAIL|not ok)' "$out/abi_suite.log" | head -20
 grep -E '^(ok  |FAIL|skip) *(table:|graph_recordable|call)' "$out/abi_suite.log" | sed 's/^/abi 1.7: /' | head -40
 timeout 100 build/gpurt conform --backend cuda >"$out/conform_cuda.log" 2>&1 || rc=1
 grep -E '^(FAIL)' "$out/conform_cuda.log" | head -30
+# issue 22 item 4: sample_T/argmax_T on NaN, +Inf (an f16 overflow), all -Inf, all NaN.
+echo "non-finite sampling: $(grep -E 'kernel/sample_nonfinite/' "$out/conform_cuda.log" | awk '{print $1}' | sort | uniq -c | tr -s ' \n' ' ')"
 grep -E 'graph/replays_ordered_across_streams|attention/kv_bounds' "$out/conform_cuda.log" | sed 's/^/issue 22: /'
 echo "conform: $(tail -n 1 "$out/conform_cuda.log")"
 exit $rc
