@@ -246,3 +246,29 @@ func TestPinnedConcurrentChoose(t *testing.T) {
 	assert.Equal(t, id, kept.id)
 	assert.Equal(t, 1, total, "one descriptor for one file")
 }
+
+// TestPinnedNoDescriptorLeak: choosing again and again, with plugins that
+// load, fail or are skipped, leaves no descriptor open beyond the one kept
+// per loaded file.
+func TestPinnedNoDescriptorLeak(t *testing.T) {
+	requireLinux(t)
+	dir := privDir(t)
+	buildPlugin(t, dir, "mock")
+	buildPlugin(t, dir, "cuda", "-DUNAVAILABLE", "-DPRIORITY=300")
+	writeFile(t, dir, "libgpurt_metal"+pluginExt(), []byte("not a plugin"))
+	opts, _ := testOpts(t, dir)
+	opts.ProbeInProcess = true
+	fds := func() int {
+		des, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(des)
+	}
+	_, _, err := Choose(opts) // the first load pins the files it loads
+	require.NoError(t, err)
+	before := fds()
+	for i := 0; i < 20; i++ {
+		_, _, err := Choose(opts)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, before, fds())
+}
