@@ -441,7 +441,7 @@ func (s *Stream) RunAttention(a *Attention, c *KVCache, ops AttentionOperands) e
 	rs.pages(&ra.Pages, c)
 	ra.QOIndptr, ra.QOIndptrOffset = rs.handle(7)
 	rt := s.dev.rt
-	return rt.p.AttentionRun(op, rt.h, s.h, a.h, &ra)
+	return rt.metrics.end(opAttentionRun, rt.metrics.begin(), rt.p.AttentionRun(op, rt.h, s.h, a.h, &ra))
 }
 
 var attentionOperandNames = [8]string{"Q", "O", "K", "V", "Indptr", "Indices", "LastPageLen", "QOIndptr"}
