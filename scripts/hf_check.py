@@ -326,6 +326,19 @@ def report(a):
         hl = f"{t['hf_from_pretrained']:.2f} ({r['hf_load_gbps']:.2f})" if "hf_from_pretrained" in t else "-"
         md.append(f"| {r['model']} | {r.get('params', 0) / 1e9:.3f} | {r['file_bytes'] / 1e9:.2f} | {gl} | {hl} | "
                   f"{t.get('create', 0):.1f} | {t.get('save_pretrained', 0):.1f} |")
+    # a few steps of each model's largest batch, eager: the per-step view
+    md += ["", "Per step (largest batch, eager; all steps in OUT/NAME.json):", "",
+           "| model | step | rel | rel vs hf bf16 | noise | argmax agree / checked |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in models:
+        runs = [x for x in r.get("runs", []) if x["mode"] == "eager"]
+        if not runs:
+            continue
+        x = max(runs, key=lambda x: x["batch"])
+        n = len(x["steps"])
+        for s in sorted({0, 1, 2, 4, 8, 16, 32, n - 1} & set(range(n))):
+            st = x["steps"][s]
+            md.append(f"| {r['model']} b{x['batch']} | {s} | {st['rel']:.2e} | {st['rel_bf16']:.2e} | {st['noise']:.2e} | "
+                      f"{st['argmax_agree']}/{st['argmax_checked']} |")
     allpass = all(r.get("pass") for r in models)
     md += ["", f"Overall: {'PASS' if allpass else 'FAIL'}"]
     slim = [{k: v for k, v in r.items() if k != "runs"} | {"runs": [{k: v for k, v in x.items() if k != "steps"}
