@@ -192,7 +192,7 @@ func (s *Stream) QuantMatmul(d QuantMatmulDesc, o QuantMatmulOperands) error {
 	a.Biases, a.BiasesOffset = c.opr[2].handle()
 	a.X, a.XOffset = c.opr[3].handle()
 	a.Y, a.YOffset = c.opr[4].handle()
-	return rt.p.QuantMatmul(op, rt.h, s.h, &a)
+	return rt.metrics.end(opQuantMatmul, rt.metrics.begin(), rt.p.QuantMatmul(op, rt.h, s.h, &a))
 }
 
 // firstErr returns the first non-nil error; later arguments are evaluated
@@ -298,5 +298,5 @@ func (s *Stream) GroupedGemm(d GroupedGemmDesc, o GroupedGemmOperands) error {
 	if a.MSizes = bind.IntsData(d.MSizes); a.MSizes == nil {
 		return errf(CodeUnsupported, op, "needs a 64-bit platform")
 	}
-	return rt.p.GroupedGemm(op, rt.h, s.h, &a)
+	return rt.metrics.end(opGroupedGemm, rt.metrics.begin(), rt.p.GroupedGemm(op, rt.h, s.h, &a))
 }

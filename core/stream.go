@@ -96,7 +96,7 @@ func (s *Stream) Synchronize() error {
 		return s.rec.refuseSync(op)
 	}
 	rt := s.dev.rt
-	return rt.p.StreamSynchronize(op, rt.h, s.h)
+	return rt.metrics.end(opStreamSynchronize, rt.metrics.begin(), rt.p.StreamSynchronize(op, rt.h, s.h))
 }
 
 // Query reports whether all work enqueued on the stream has completed,
@@ -206,7 +206,10 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error
 	if s.rec != nil {
 		return s.rec.copy(op, &a, b.l, p.l)
 	}
-	return rt.p.Copy(op, rt.h, &a)
+	if toPinned {
+		return rt.metrics.copy(opCopyToPinned, copyDeviceToHost, p.n, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
+	}
+	return rt.metrics.copy(opCopyFromPinned, copyHostToDevice, p.n, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
 }
 
 // CopyDevice enqueues a device-to-device copy of src.Len() bytes, dst at
@@ -251,7 +254,7 @@ func (s *Stream) CopyDevice(dst, src Region) error {
 	if s.rec != nil {
 		return s.rec.copy(op, &a, db.l, sb.l)
 	}
-	return rt.p.Copy(op, rt.h, &a)
+	return rt.metrics.copy(opStreamCopyDevice, copyDeviceToDevice, sn, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
 }
 
 // Memset enqueues setting every byte of r to value.

@@ -73,7 +73,7 @@ gp=("$bin" -plugin-path "$plugin" -backend cuda)
 tp=("$py" "$root/scripts/llama_torch.py")
 
 # 1. kernels
-step conform_kernels "$root/build/gpurt" conform --plugin "$plugin" --run 'kernel/'
+step conform_kernels "$root/build/gpurt" conform --plugin-path "$plugin" --run 'kernel/'
 # 2. hash
 step torch_selftest "${tp[@]}" --selftest
 # 3. correctness (1B)
