@@ -4,7 +4,7 @@
 
 // Command gpurt-cgobench is the cgo side of `gpurt bench`'s host-cost
 // figures. It loads a plugin twice in one process — through gpurt's core
-// (the zero-allocation call path) and through C (internal/cgobaseline:
+// (the zero-allocation call path) and through C (bench/cgobaseline:
 // dlopen, the same negotiation, runtime_create with the same options) —
 // and measures three operations, each called three ways, interleaved:
 // through the core, as one cgo call into C that calls the table slot, and
@@ -32,7 +32,7 @@
 //
 // With the cuda plugin, launch and gemm have a fourth side, interleaved in
 // the same batches: the raw driver and cuBLASLt called from C with no
-// plugin in between (internal/cgobaseline's Raw: device 0's primary
+// plugin in between (bench/cgobaseline's Raw: device 0's primary
 // context, a stream of its own, cuLaunchKernel of a hand-written PTX
 // kernel with fill_f32's parameters, cublasLtMatmul on the plan the
 // plugin makes for the same descriptor). Their figures:
@@ -73,7 +73,7 @@ import (
 	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
-	"github.com/metrale/gpurt/internal/cgobaseline"
+	"github.com/metrale/gpurt/bench/cgobaseline"
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/stats"
 )
