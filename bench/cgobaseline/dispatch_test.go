@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/bench/cgobaseline"
+	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 

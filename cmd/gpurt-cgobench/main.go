@@ -71,9 +71,9 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/bench"
+	"github.com/metrale/gpurt/bench/cgobaseline"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
-	"github.com/metrale/gpurt/bench/cgobaseline"
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/stats"
 )
