@@ -28,7 +28,7 @@
 # Then the table (summary.txt). Logs and JSON lines in build/gpu_decodestep/
 # (gpurt.jsonl, torch.jsonl, decodestep.jsonl = both); with $OUT set, copied
 # there. Plot them here afterwards:
-#   go run ./internal/cmd/decodeplot -o bench/plots/decodestep.svg decodestep.jsonl
+#   make decodeplot && build/decodeplot -o bench/plots/decodestep.svg decodestep.jsonl
 # Env: DECODESTEP_STEPS (default 100) timed steps per mode; DECODESTEP_ARGS
 # and DECODESTEP_TORCH_ARGS: more arguments for either program (e.g.
 # "-backend mock -configs 64/160/2" to try the script without a GPU).

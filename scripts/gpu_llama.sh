@@ -69,7 +69,7 @@ for f in "$bin" "$plugin"; do
   [ -e "$f" ] || echo "MISSING: $f (build it on the build machine, see the header)" | tee -a "$out/steps.txt"
 done
 
-gp=("$bin" -plugin-dir "$plugin" -backend cuda)
+gp=("$bin" -plugin-path "$plugin" -backend cuda)
 tp=("$py" "$root/scripts/llama_torch.py")
 
 # 1. kernels

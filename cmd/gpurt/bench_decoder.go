@@ -9,7 +9,7 @@ import (
 
 	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/examples/llama/llm"
+	"github.com/metrale/gpurt/llm"
 )
 
 // decoderBench is `gpurt bench --decoder PRESET`: the Llama-style decoder

@@ -52,17 +52,6 @@ static void st_half(int32_t t, void *base, uint64_t i, double v) {
 
 /* ---- the op plumbing: stream, operands, submission -------------------------- */
 
-/* The runtime and the (non-NULL) stream of an op; a lost device is
- * DEVICE_LOST. */
-static gpurt_error *op_stream(gpurt_runtime *h, gpurt_stream *sh, const char *what, mock_rt **rt, mock_stream **s) {
-  gpurt_error *e = mock_get_rt(h, rt);
-  if (e) return e;
-  if ((e = gp_need_stream(what, sh))) return e;
-  if ((e = mock_lookup(*rt, &(*rt)->streams, sh, (void **)s))) return e;
-  if (mock_is_lost(*rt, (*s)->dev)) return mock_lost_err(what, (*s)->dev);
-  return NULL;
-}
-
 /* A buffer on the stream's device with [off, off + bytes) inside it. */
 static gpurt_error *op_operand(mock_rt *rt, mock_stream *s, const char *what, const char *name, gpurt_buffer *bh,
                                uint64_t off, uint64_t bytes, void **out) {
@@ -76,22 +65,6 @@ static gpurt_error *op_operand(mock_rt *rt, mock_stream *s, const char *what, co
     return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: operand %s spans %llu bytes from offset %llu, beyond buffer "
                   "%#llx of %llu bytes", what, name, U(bytes), U(off), H(bh), U(b->size));
   *out = b->data + off;
-  return NULL;
-}
-
-/* Enqueues fn(arg) on s; on failure (no memory) calls release(arg). */
-static gpurt_error *op_submit(mock_stream *s, const char *what, void (*fn)(void *), void (*release)(void *),
-                              void *arg) {
-  mock_op *op = calloc(1, sizeof *op);
-  if (!op) {
-    release(arg);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
-  }
-  op->kind = OP_FN;
-  op->u.fn.fn = fn;
-  op->u.fn.release = release;
-  op->u.fn.arg = arg;
-  mock_submit(s, op);
   return NULL;
 }
 
@@ -176,12 +149,13 @@ static void qmm_run(void *p) {
   par_rows(j->threads, j->a.m, qmm_rows, j);
 }
 
-gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                mock_op **out) {
+  (void)sh;
+  (void)object;
   const char *what = "quant_matmul";
-  mock_rt *rt;
-  mock_stream *s;
-  gpurt_error *e = op_stream(h, sh, what, &rt, &s);
-  if (e) return e;
+  gpurt_error *e;
+  *out = NULL;
   gp_quant_mm c;
   if ((e = gp_quant_mm_check(args, &c))) return e;
   const gpurt_quant_matmul_args *a = &c.a;
@@ -203,7 +177,11 @@ gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quan
   j->x = x;
   j->y = y;
   j->threads = op_threads(rt);
-  return op_submit(s, what, qmm_run, free, j);
+  return mock_fn_op(what, qmm_run, free, j, out);
+}
+
+gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+  return mock_call(h, sh, "quant_matmul", 0, mock_quant_prepare, NULL, args);
 }
 
 /* ---- grouped_gemm ------------------------------------------------------------ */
@@ -259,12 +237,13 @@ static void gg_release(void *p) {
   free(j);
 }
 
-gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                  mock_op **out) {
+  (void)sh;
+  (void)object;
   const char *what = "grouped_gemm";
-  mock_rt *rt;
-  mock_stream *s;
-  gpurt_error *e = op_stream(h, sh, what, &rt, &s);
-  if (e) return e;
+  gpurt_error *e;
+  *out = NULL;
   gg_job *j = calloc(1, sizeof *j);
   if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
   if ((e = gp_grouped_check(args, &j->c))) {
@@ -302,5 +281,9 @@ gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grou
   j->sa = psa;
   j->sb = psb;
   j->threads = op_threads(rt);
-  return op_submit(s, what, gg_run, gg_release, j);
+  return mock_fn_op(what, gg_run, gg_release, j, out);
+}
+
+gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+  return mock_call(h, sh, "grouped_gemm", 0, mock_grouped_prepare, NULL, args);
 }
