@@ -101,18 +101,22 @@ type KVCache struct {
 }
 
 // NewKVCache describes a cache in existing device memory. The regions
-// must each hold desc.NumPages pages.
+// must each hold desc.NumPages pages, and the pages of K and of V must
+// not overlap (AppendKV would write V over K).
 func NewKVCache(desc KVCacheDesc, k, v Region) (*KVCache, error) {
 	const op = "kv_cache"
 	if err := desc.check(op, true); err != nil {
 		return nil, err
 	}
 	need := uint64(desc.NumPages) * uint64(desc.PageBytes())
+	var bufs [2]*Buffer
+	var offs [2]uint64
 	for i, r := range [2]Region{k, v} {
-		b, _, n, err := resolve(op, r)
+		b, off, n, err := resolve(op, r)
 		if err != nil {
 			return nil, err
 		}
+		bufs[i], offs[i] = b, off
 		if n < need {
 			return nil, errf(CodeOutOfRange, op, "%s region has %d bytes; %d pages of %d bytes need %d",
 				[2]string{"K", "V"}[i], n, desc.NumPages, desc.PageBytes(), need)
@@ -120,6 +124,10 @@ func NewKVCache(desc KVCacheDesc, k, v Region) (*KVCache, error) {
 		if i == 1 && b.dev != mustDev(k) {
 			return nil, errf(CodeInvalidArgument, op, "K and V are on different devices (%v, %v)", mustDev(k), b.dev)
 		}
+	}
+	if bufs[0] == bufs[1] && offs[0] < offs[1]+need && offs[1] < offs[0]+need {
+		return nil, errf(CodeInvalidArgument, op, "K pages [%d, %d) and V pages [%d, %d) overlap in one buffer",
+			offs[0], offs[0]+need, offs[1], offs[1]+need)
 	}
 	return &KVCache{desc: desc, k: k, v: v}, nil
 }
