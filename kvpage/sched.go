@@ -126,7 +126,8 @@ func (s *Scheduler) Submit(prompt []int32, maxNew int) (int64, error) {
 		return 0, fmt.Errorf("kvpage: scheduler: %d prompt + %d new tokens exceed the cache's %d tokens", len(prompt), maxNew, cap)
 	}
 	s.handle++
-	r := &seqState{handle: s.handle, prompt: append([]int32(nil), prompt...), plen: len(prompt), maxNew: maxNew, arrival: s.step, first: -1}
+	r := &seqState{handle: s.handle, prompt: append([]int32(nil), prompt...), plen: len(prompt), maxNew: maxNew, arrival: s.step, first: -1,
+		out: make([]int32, 0, min(maxNew, 1024))}
 	s.waiting = append(s.waiting, r)
 	s.stats.Submitted++
 	s.stats.PromptTokens += int64(len(prompt))
