@@ -222,3 +222,30 @@ func chooseError(op string, err error) error {
 	}
 	return &Error{Code: c, Op: op, Message: strings.TrimPrefix(le.Msg, "gpurt: "), Report: reportOf(le.Report)}
 }
+
+// within is err (an *Error) as an error of op with prefix before its
+// message, keeping its code: the error of one part of a call ("operand
+// Q: ") quoted by the call, without a second "gpurt: op:" in the text.
+func within(op, prefix string, err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return errf(CodeInvalidArgument, op, "%s%v", prefix, err)
+	}
+	c := *e
+	c.Op = op
+	if c.Message == "" {
+		c.Message = c.Code.String()
+	}
+	c.Message = prefix + c.Message
+	return &c
+}
+
+// messageOf is err's message without the "gpurt: [backend: ]op: code: "
+// its text begins with.
+func messageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Message != "" {
+		return e.Message
+	}
+	return strings.TrimPrefix(err.Error(), "gpurt: ")
+}

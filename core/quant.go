@@ -4,6 +4,7 @@ package core
 
 import (
 	"math/bits"
+	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
@@ -134,15 +135,12 @@ func isHalf(t DType) bool { return t == F16 || t == BF16 }
 // ErrInvalidArgument; a region too small ErrOutOfRange. A plugin older
 // than ABI 1.4 gives ErrUnsupported naming the versions. A call allocates
 // nothing.
-func (s *Stream) QuantMatmul(d QuantMatmulDesc, o QuantMatmulOperands) error {
+func (s *Stream) QuantMatmul(d QuantMatmulDesc, o QuantMatmulOperands) (err error) {
 	const op = "quant_matmul"
 	if err := s.enter(op); err != nil {
 		return err
 	}
-	if s.rec != nil {
-		s.exit()
-		return s.rec.refuse(op, "this operation is not recorded in graphs (ABI 1.3 records launches, GEMMs, copies, memsets and events)")
-	}
+	defer s.sticky(&err)
 	c := opCall{s: s, op: op}
 	defer c.finish()
 	rt := s.dev.rt
@@ -192,7 +190,8 @@ func (s *Stream) QuantMatmul(d QuantMatmulDesc, o QuantMatmulOperands) error {
 	a.Biases, a.BiasesOffset = c.opr[2].handle()
 	a.X, a.XOffset = c.opr[3].handle()
 	a.Y, a.YOffset = c.opr[4].handle()
-	return rt.p.QuantMatmul(op, rt.h, s.h, &a)
+	sub := submission{slot: bind.SlotQuantMatmul, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), opr: c.opr[:]}
+	return s.submit(op, &sub)
 }
 
 // firstErr returns the first non-nil error; later arguments are evaluated
@@ -211,15 +210,12 @@ func firstErr(errs ...error) error {
 // and errors are as QuantMatmul's; a group of 0 rows is allowed and a
 // total of 0 rows enqueues nothing. MSizes is read during the call only.
 // A call allocates nothing.
-func (s *Stream) GroupedGemm(d GroupedGemmDesc, o GroupedGemmOperands) error {
+func (s *Stream) GroupedGemm(d GroupedGemmDesc, o GroupedGemmOperands) (err error) {
 	const op = "grouped_gemm"
 	if err := s.enter(op); err != nil {
 		return err
 	}
-	if s.rec != nil {
-		s.exit()
-		return s.rec.refuse(op, "this operation is not recorded in graphs (ABI 1.3 records launches, GEMMs, copies, memsets and events)")
-	}
+	defer s.sticky(&err)
 	c := opCall{s: s, op: op}
 	defer c.finish()
 	rt := s.dev.rt
@@ -298,5 +294,20 @@ func (s *Stream) GroupedGemm(d GroupedGemmDesc, o GroupedGemmOperands) error {
 	if a.MSizes = bind.IntsData(d.MSizes); a.MSizes == nil {
 		return errf(CodeUnsupported, op, "needs a 64-bit platform")
 	}
-	return rt.p.GroupedGemm(op, rt.h, s.h, &a)
+	sub := submission{slot: bind.SlotGroupedGemm, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), opr: c.opr[:],
+		fix: fixGroupedGemm}
+	return s.submit(op, &sub)
+}
+
+// fixGroupedGemm makes a recorded grouped GEMM's arguments (the
+// recording's copy, args) independent of the caller's MSizes slice, which
+// is read during the call only: the counts are copied into keep, which
+// the recording holds as long as the graph.
+func fixGroupedGemm(args unsafe.Pointer, keep *[]uint64) {
+	a := (*abi.GroupedGemmArgs)(args)
+	if a.MSizes == nil {
+		return
+	}
+	*keep = append([]uint64(nil), unsafe.Slice(a.MSizes, a.GroupCount)...)
+	a.MSizes = &(*keep)[0]
 }
