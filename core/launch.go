@@ -129,7 +129,7 @@ func (l *launchCall) run(s *Stream, k *Kernel, cfg *LaunchConfig) error {
 		if err := l.pack(s, k, ka[:len(l.args)]); err != nil {
 			return err
 		}
-			la.Args = &ka[0]
+		la.Args = &ka[0]
 		c := submission{slot: bind.SlotLaunch, obj: uintptr(k.h), args: unsafe.Pointer(&la), size: unsafe.Sizeof(la), kernel: k, kargs: l.args}
 		return s.submit(op, &c)
 	}

@@ -38,9 +38,9 @@ type submission struct {
 	lives [2]*life      // other objects (a copy's two ends, an event, an attention)
 
 	// Kinds with more to record:
-	kernel *Kernel     // a launch: SetArg's kernel and its arguments
-	kargs  []Arg       // a launch's arguments (holds per argument, for SetArg)
-	plan   *planEntry  // a GEMM: the op-cache plan the graph references
+	kernel *Kernel    // a launch: SetArg's kernel and its arguments
+	kargs  []Arg      // a launch's arguments (holds per argument, for SetArg)
+	plan   *planEntry // a GEMM: the op-cache plan the graph references
 	// fix repoints the Go memory a recorded copy of args names (read
 	// during an eager call only) into memory the recording keeps.
 	fix func(args unsafe.Pointer, keep *[]uint64)
