@@ -579,7 +579,7 @@ func (r *regionSet) add(op string, i int, name string, reg Region) error {
 	}
 	if !held {
 		if !b.l.acquire() {
-			return errFreed(op, "buffer")
+			return errFreed(op, "operand "+name+": buffer")
 		}
 		r.held |= 1 << i
 	}
