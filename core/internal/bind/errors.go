@@ -29,7 +29,6 @@ const (
 	CodeFailedPrecondition Code = abi.ErrFailedPrecondition
 )
 
-
 func (c Code) String() string {
 	if s := abi.ErrorName(int32(c)); s != "" && c != 0 {
 		return s
