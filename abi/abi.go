@@ -8,10 +8,12 @@
 // Nothing here calls anything: the binding layer (core/internal/bind) does.
 package abi
 
+import "unsafe"
+
 // Version of the ABI this core speaks. Majors must match; minors only add.
 const (
 	Major = 1
-	Minor = 6
+	Minor = 7
 )
 
 // EntrySymbol is the one symbol a plugin exports.
@@ -342,6 +344,7 @@ const (
 	GraphOpMemset      = 4
 	GraphOpEventRecord = 5
 	GraphOpEventWait   = 6
+	GraphOpCall        = 7 // 1.7: Slot + Object + Args
 )
 
 // How graph_update applied a change (GPURT_GRAPH_UPDATE_*, 1.3).
@@ -364,6 +367,10 @@ type GraphItem struct {
 	Copy       *CopyArgs    `c:"copy"`
 	Memset     *MemsetArgs  `c:"memset"`
 	Event      Event        `c:"event"`
+	// 1.7 (CALL items)
+	Slot   uint64         `c:"slot"`   // offsetof(gpurt_api, <slot>)
+	Object uintptr        `c:"object"` // the handle the slot takes, or 0
+	Args   unsafe.Pointer `c:"args"`   // the slot's argument struct (Go memory)
 }
 
 // GraphCreateArgs mirrors gpurt_graph_create_args (1.3).
@@ -455,6 +462,8 @@ type API struct {
 	CommAbort    uintptr `c:"comm_abort"`
 	CommQuery    uintptr `c:"comm_query"`
 	CommRun      uintptr `c:"comm_run"`
+	// 1.7 (any recordable slot in a graph)
+	GraphRecordable uintptr `c:"graph_recordable"`
 }
 
 // NegotiateArgs mirrors gpurt_negotiate_args.

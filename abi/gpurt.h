@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 6
+#define GPURT_ABI_MINOR 7
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -609,7 +609,9 @@ enum {
   GPURT_GRAPH_OP_COPY = 3,         /* copy: device and pinned endpoints only */
   GPURT_GRAPH_OP_MEMSET = 4,       /* memset */
   GPURT_GRAPH_OP_EVENT_RECORD = 5, /* event: recorded at this point */
-  GPURT_GRAPH_OP_EVENT_WAIT = 6    /* event: later items wait for it */
+  GPURT_GRAPH_OP_EVENT_WAIT = 6,   /* event: later items wait for it */
+  GPURT_GRAPH_OP_CALL = 7          /* 1.7: slot + object + args: any slot
+                                      graph_recordable answers 1 for */
 };
 
 /* How graph_update applied a change (gpurt_graph_update_args.applied). */
@@ -638,6 +640,25 @@ typedef struct gpurt_graph_item {
   const gpurt_copy_args *copy;          /* COPY */
   const gpurt_memset_args *memset;      /* MEMSET */
   gpurt_event *event;                   /* EVENT_RECORD, EVENT_WAIT */
+  /* ---- 1.7: CALL ----
+   * One call of a table slot, recorded: `slot` is the byte offset of the
+   * slot in gpurt_api (offsetof(gpurt_api, quant_matmul), ...), `object`
+   * the handle the slot takes after the runtime and the stream (the
+   * attention of attention_run, the kernel of launch, the plan of
+   * gemm_run; NULL for a slot that takes only its argument struct), `args`
+   * the slot's own argument struct exactly as for the eager call, with its
+   * `stream` field (if it has one) NULL. The item is checked as the eager
+   * call would be, with the eager call's messages (prefixed "item N: ");
+   * a slot the plugin does not record (graph_recordable answers 0) is
+   * GPURT_ERR_UNSUPPORTED naming it. A recorded attention_run runs the
+   * plan its attention holds when the replay executes (plan between
+   * replays, into the same fixed buffers): graph_create needs a plan to
+   * check the run against, and each graph_launch checks the run against
+   * the current plan and its stream as the eager call would. The older kinds stay valid; an item
+   * whose struct_size ends before `args` cannot be a CALL. */
+  uint64_t slot;                        /* CALL */
+  void *object;                         /* CALL: a handle, or NULL */
+  const void *args;                     /* CALL: the slot's argument struct */
 } gpurt_graph_item;
 
 typedef struct gpurt_graph_create_args {
@@ -1159,6 +1180,19 @@ typedef struct gpurt_api {
    * checked before any is enqueued (errors name it: "op 3: ..."). */
   gpurt_error *(*comm_run)(gpurt_runtime *rt, gpurt_comm *c,
                            const gpurt_comm_run_args *args);
+
+  /* ---- 1.7 ---- */
+
+  /* Whether the plugin records calls of `slot` (a byte offset in
+   * gpurt_api, as gpurt_graph_item.slot) in a graph: *out 1 when a
+   * GPURT_GRAPH_OP_CALL item of that slot is accepted by graph_create and
+   * graph_update, 0 otherwise (an unknown offset is 0, not an error). A
+   * plugin answers 1 at least for the slots that have their own item kind
+   * (launch, gemm_run, copy, memset) and for the enqueueing ops it can
+   * replay: attention_run, kv_append, quant_matmul, grouped_gemm. out NULL
+   * is GPURT_ERR_INVALID_ARGUMENT; *out is an output. */
+  gpurt_error *(*graph_recordable)(gpurt_runtime *rt, uint64_t slot,
+                                   uint8_t *out);
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

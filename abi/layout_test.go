@@ -100,6 +100,7 @@ var constants = map[string]int64{
 	"GPURT_GRAPH_OP_LAUNCH": GraphOpLaunch, "GPURT_GRAPH_OP_GEMM": GraphOpGemm,
 	"GPURT_GRAPH_OP_COPY": GraphOpCopy, "GPURT_GRAPH_OP_MEMSET": GraphOpMemset,
 	"GPURT_GRAPH_OP_EVENT_RECORD": GraphOpEventRecord, "GPURT_GRAPH_OP_EVENT_WAIT": GraphOpEventWait,
+	"GPURT_GRAPH_OP_CALL":     GraphOpCall,
 	"GPURT_GRAPH_UPDATE_NONE": GraphUpdateNone, "GPURT_GRAPH_UPDATE_PATCHED": GraphUpdatePatched,
 	"GPURT_GRAPH_UPDATE_EXEC_UPDATE": GraphUpdateExecUpdate, "GPURT_GRAPH_UPDATE_REINSTANTIATED": GraphUpdateReinstantiated,
 	"GPURT_KV_LAYOUT_NHD": KVLayoutNHD, "GPURT_KV_LAYOUT_HND": KVLayoutHND,

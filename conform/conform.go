@@ -107,11 +107,13 @@ func checks() []check {
 	cs = append(cs, kernelChecks()...)
 	cs = append(cs, batchChecks()...)
 	cs = append(cs, graphChecks()...)
+	cs = append(cs, graphOrderChecks()...)
 	cs = append(cs, orderChecks()...)
 	cs = append(cs, concurrencyChecks()...)
 	cs = append(cs, gemmChecks()...)
 	cs = append(cs, quantChecks()...)
 	cs = append(cs, attentionChecks()...)
+	cs = append(cs, kvBoundsChecks()...)
 	cs = append(cs, commChecks()...)
 	return cs
 }

@@ -138,3 +138,35 @@ gpurt_error *gp_attention_align(const char *what, const char *name, uint64_t off
                   U(off), U(align));
   return NULL;
 }
+
+gpurt_error *gp_kv_pages_check(const gpurt_kv_layout *l, const gpurt_kv_pages *p, uint32_t batch,
+                               uint64_t n_indices, uint64_t max_pages, const char *w, gp_kv_extent *out) {
+  gpurt_error *e;
+  if (p->num_pages == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: num_pages is 0 (must be >= 1)", w);
+  uint64_t page_bytes = gp_kv_page_elems(l) * gp_dtype_size(l->dtype);
+  if (p->num_pages > UINT64_MAX / page_bytes)
+    return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: num_pages %llu overflows", w, U(p->num_pages));
+  if (p->num_pages > max_pages)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: num_pages %llu exceeds int32 page indices", w, U(p->num_pages));
+  if ((e = gp_attention_align(w, "k", p->k_offset, 16)) || (e = gp_attention_align(w, "v", p->v_offset, 16)) ||
+      (e = gp_attention_align(w, "indptr", p->indptr_offset, 4)) ||
+      (e = gp_attention_align(w, "indices", p->indices_offset, 4)) ||
+      (e = gp_attention_align(w, "last_page_len", p->last_page_len_offset, 4)))
+    return e;
+  out->kv = p->num_pages * page_bytes;
+  out->indptr = 4ull * ((uint64_t)batch + 1);
+  out->last = 4ull * batch;
+  out->indices = 4ull * (n_indices == 0 ? 1 : n_indices);
+  return NULL;
+}
+
+gpurt_error *gp_kv_append_check(const gpurt_kv_append_args *in, gpurt_kv_append_args *a, uint64_t *row_bytes) {
+  const char *w = "kv_append";
+  gpurt_error *e;
+  if ((e = gp_read_struct(a, sizeof *a, in, "kv_append: args"))) return e;
+  if ((e = gp_kv_layout_check(&a->layout, w))) return e;
+  if (a->batch_size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_size is 0 (must be >= 1)", w);
+  if (a->nnz > (1ull << 31)) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: nnz %llu exceeds 2^31", w, U(a->nnz));
+  *row_bytes = a->nnz * a->layout.num_kv_heads * a->layout.head_dim * gp_dtype_size(a->layout.dtype);
+  return NULL;
+}

@@ -40,6 +40,33 @@ gpurt_error *gp_attention_plan_check(const gpurt_attention_desc *d,
 /* An offset the ABI wants aligned (16 for data, 4 for int32 arrays). */
 gpurt_error *gp_attention_align(const char *what, const char *name, uint64_t off, uint64_t align);
 
+/* The bytes a call's page table (gpurt_kv_pages) spans in each of its
+ * buffers, for `batch` requests and `n_indices` entries of indices (0 is
+ * taken as 1: an append reads what the device's indptr names, at least
+ * one entry). */
+typedef struct gp_kv_extent {
+  uint64_t kv;        /* K and V: num_pages pages each */
+  uint64_t indptr;    /* 4 * (batch + 1) */
+  uint64_t indices;   /* 4 * n_indices */
+  uint64_t last;      /* 4 * batch */
+} gp_kv_extent;
+
+/* The one check of a page table, used by kv_append and attention_run on
+ * every plugin: num_pages >= 1 and at most max_pages (UNSUPPORTED above it:
+ * a plugin's index width), no overflow, the offsets' alignment (16 for K
+ * and V, 4 for the int32 arrays); then *out. The caller resolves each
+ * buffer and checks [offset, offset + out->X) inside it. `w` prefixes the
+ * messages. */
+gpurt_error *gp_kv_pages_check(const gpurt_kv_layout *l, const gpurt_kv_pages *p, uint32_t batch,
+                               uint64_t n_indices, uint64_t max_pages, const char *w, gp_kv_extent *out);
+
+/* kv_append's own checks after the stream: reads the caller's struct into
+ * *a, checks the layout, batch_size >= 1 and nnz <= 2^31, and writes the
+ * bytes of k_rows (and v_rows) into *row_bytes. a->nnz 0 is a no-op (the
+ * caller returns). The page table is then gp_kv_pages_check's, with
+ * batch_size requests and one index entry. */
+gpurt_error *gp_kv_append_check(const gpurt_kv_append_args *in, gpurt_kv_append_args *a, uint64_t *row_bytes);
+
 /* Elements of one page of K (or V). */
 static inline uint64_t gp_kv_page_elems(const gpurt_kv_layout *l) {
   return (uint64_t)l->page_size * l->num_kv_heads * l->head_dim;

@@ -21,6 +21,13 @@
 #define GP_PRINTF(a, b)
 #endif
 
+/* "MAJOR.MINOR" of the header a plugin is built from: plugins derive their
+ * version from it (MOCK_VERSION is GP_ABI_VERSION ".0"), so a minor bump
+ * is one edit, in gpurt.h. */
+#define GP_STR_(x) #x
+#define GP_STR(x) GP_STR_(x)
+#define GP_ABI_VERSION GP_STR(GPURT_ABI_MAJOR) "." GP_STR(GPURT_ABI_MINOR)
+
 /* The prefix of every message ("mock", "cuda", ...), defined by the plugin. */
 extern const char gp_plugin_prefix[];
 

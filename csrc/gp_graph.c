@@ -2,6 +2,7 @@
 /* gp_graph.c — the shape checks of graph items (ABI 1.3); see gp_graph.h. */
 #include "gp_graph.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define U(x) ((unsigned long long)(x))
@@ -15,6 +16,7 @@ const char *gp_graph_op_name(int32_t k) {
     case GPURT_GRAPH_OP_MEMSET: return "memset";
     case GPURT_GRAPH_OP_EVENT_RECORD: return "event_record";
     case GPURT_GRAPH_OP_EVENT_WAIT: return "event_wait";
+    case GPURT_GRAPH_OP_CALL: return "call";
     default: return "unknown";
   }
 }
@@ -51,8 +53,111 @@ gpurt_error *gp_graph_update_check(const gpurt_graph_update_args *in, gpurt_grap
   return item_size_check("graph_update", a->item_size);
 }
 
+#define CALL_SLOT(field, kind, obj) {offsetof(gpurt_api, field), #field, kind, obj}
+static const gp_call_slot call_slots[] = {
+    CALL_SLOT(launch, GPURT_GRAPH_OP_LAUNCH, 1),
+    CALL_SLOT(gemm_run, GPURT_GRAPH_OP_GEMM, 1),
+    CALL_SLOT(copy, GPURT_GRAPH_OP_COPY, 0),
+    CALL_SLOT(memset, GPURT_GRAPH_OP_MEMSET, 0),
+    CALL_SLOT(quant_matmul, GPURT_GRAPH_OP_CALL, 0),
+    CALL_SLOT(grouped_gemm, GPURT_GRAPH_OP_CALL, 0),
+    CALL_SLOT(kv_append, GPURT_GRAPH_OP_CALL, 0),
+    CALL_SLOT(attention_run, GPURT_GRAPH_OP_CALL, 1),
+};
+
+const gp_call_slot *gp_call_slot_find(uint64_t slot) {
+  for (size_t i = 0; i < sizeof call_slots / sizeof call_slots[0]; i++)
+    if (call_slots[i].slot == slot) return &call_slots[i];
+  return NULL;
+}
+
+static int listed(uint64_t slot, const uint64_t *calls, size_t ncalls) {
+  for (size_t i = 0; i < ncalls; i++)
+    if (calls[i] == slot) return 1;
+  return 0;
+}
+
+gpurt_error *gp_graph_recordable(uint64_t slot, const uint64_t *calls, size_t ncalls, uint8_t *out) {
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_recordable: out is NULL");
+  const gp_call_slot *cs = gp_call_slot_find(slot);
+  *out = cs != NULL && (cs->as_kind != GPURT_GRAPH_OP_CALL || listed(slot, calls, ncalls));
+  return NULL;
+}
+
+void gp_graph_node_release(gp_graph_node *n) {
+  free(n->owned);
+  n->owned = NULL;
+}
+
+/* A CALL item: checks its slot, object and args, then either rewrites it
+ * as the older kind of its slot (*it) or reads it into n. */
+static gpurt_error *call_read(gpurt_graph_item *it, gp_graph_node *n, const uint64_t *calls, size_t ncalls) {
+  if (it->struct_size < offsetof(gpurt_graph_item, args) + sizeof it->args)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "call: the item's struct_size %llu ends before args (a CALL item "
+                  "is ABI 1.7's gpurt_graph_item)", U(it->struct_size));
+  const gp_call_slot *cs = gp_call_slot_find(it->slot);
+  if (cs == NULL)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "call: the slot at offset %llu of gpurt_api is not one a graph records",
+                  U(it->slot));
+  if (cs->as_kind == GPURT_GRAPH_OP_CALL && !listed(it->slot, calls, ncalls))
+    return gp_err(GPURT_ERR_UNSUPPORTED, "call: this plugin does not record %s in a graph (graph_recordable "
+                  "says 0)", cs->name);
+  if (it->args == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "call: args is NULL (%s needs its argument struct)", cs->name);
+  if (cs->object && it->object == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "call: object is NULL (%s takes a handle)", cs->name);
+  if (!cs->object && it->object != NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "call: object is %#llx but %s takes no handle", H(it->object),
+                  cs->name);
+  if (it->kernel || it->launch || it->plan || it->gemm || it->copy || it->memset || it->event)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "call: a field of another kind of item is set (only slot, object "
+                  "and args may be)");
+  switch (cs->as_kind) {
+    case GPURT_GRAPH_OP_LAUNCH:
+      it->kernel = it->object;
+      it->launch = it->args;
+      break;
+    case GPURT_GRAPH_OP_GEMM:
+      it->plan = it->object;
+      it->gemm = it->args;
+      break;
+    case GPURT_GRAPH_OP_COPY: it->copy = it->args; break;
+    case GPURT_GRAPH_OP_MEMSET: it->memset = it->args; break;
+    default: break;
+  }
+  it->kind = cs->as_kind;
+  if (cs->as_kind != GPURT_GRAPH_OP_CALL) return NULL;
+  n->kind = GPURT_GRAPH_OP_CALL;
+  n->slot = it->slot;
+  n->object = it->object;
+  gpurt_error *e;
+  if (it->slot == offsetof(gpurt_api, quant_matmul))
+    return gp_read_struct(&n->call.quant, sizeof n->call.quant, it->args, "quant_matmul: args");
+  if (it->slot == offsetof(gpurt_api, kv_append))
+    return gp_read_struct(&n->call.kv_append, sizeof n->call.kv_append, it->args, "kv_append: args");
+  if (it->slot == offsetof(gpurt_api, attention_run))
+    return gp_read_struct(&n->call.attention, sizeof n->call.attention, it->args, "attention_run: args");
+  /* grouped_gemm: m_sizes is borrowed host memory; keep a copy (the
+   * replay's check, gp_grouped_check, reads it). */
+  gpurt_grouped_gemm_args *g = &n->call.grouped;
+  if ((e = gp_read_struct(g, sizeof *g, it->args, "grouped_gemm: args"))) return e;
+  if (g->m_sizes != NULL && g->group_count >= 1 && g->group_count <= UINT32_MAX) {
+    if (g->group_count > SIZE_MAX / sizeof(uint64_t) ||
+        (n->owned = malloc((size_t)g->group_count * sizeof(uint64_t))) == NULL)
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "grouped_gemm: no memory to copy %llu m_sizes", U(g->group_count));
+    memcpy(n->owned, g->m_sizes, (size_t)g->group_count * sizeof(uint64_t));
+    g->m_sizes = n->owned;
+  }
+  return NULL;
+}
+
 gpurt_error *gp_graph_item_read(const gpurt_graph_item *items, uint64_t item_size, uint64_t i,
                                 gp_graph_node *n) {
+  return gp_graph_item_read_ex(items, item_size, i, n, NULL, 0);
+}
+
+gpurt_error *gp_graph_item_read_ex(const gpurt_graph_item *items, uint64_t item_size, uint64_t i,
+                                   gp_graph_node *n, const uint64_t *calls, size_t ncalls) {
   const gpurt_graph_item *src =
       (const gpurt_graph_item *)(const void *)((const unsigned char *)items + i * item_size);
   gpurt_graph_item it;
@@ -61,6 +166,14 @@ gpurt_error *gp_graph_item_read(const gpurt_graph_item *items, uint64_t item_siz
   memset(n, 0, sizeof *n);
   n->kind = it.kind;
   gp_graph_node_fix(n);
+  if (it.kind == GPURT_GRAPH_OP_CALL) {
+    if ((e = call_read(&it, n, calls, ncalls))) {
+      gp_graph_node_release(n);
+      return e;
+    }
+    if (it.kind == GPURT_GRAPH_OP_CALL) return NULL;
+    n->kind = it.kind;
+  }
   int extra;
   switch (it.kind) {
     case GPURT_GRAPH_OP_LAUNCH:
@@ -131,5 +244,7 @@ const char *gp_graph_update_forbids(const gp_graph_node *old, const gp_graph_nod
     return "its size or element size";
   if ((nw->kind == GPURT_GRAPH_OP_EVENT_RECORD || nw->kind == GPURT_GRAPH_OP_EVENT_WAIT) && nw->event != old->event)
     return "its event";
+  if (nw->kind == GPURT_GRAPH_OP_CALL && nw->slot != old->slot) return "its slot";
+  if (nw->kind == GPURT_GRAPH_OP_CALL && nw->object != old->object) return "its object";
   return NULL;
 }

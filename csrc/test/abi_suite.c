@@ -919,6 +919,221 @@ static void comm_checks(gpurt_runtime *rt, gpurt_stream *s) {
   code_is("comm_query: destroyed comm", api->comm_query(rt, c), GPURT_ERR_INVALID_HANDLE);
 }
 
+/* ---- 1.7: CALL items (a recorded call of any recordable slot) --------------- */
+
+/* A deterministic f16 in about [-1, 1): sign, exponent 13..14, mantissa. */
+static uint16_t rnd_f16(uint64_t *st) {
+  *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+  uint32_t r = (uint32_t)(*st >> 33);
+  return (uint16_t)(((r & 1u) << 15) | ((13u + ((r >> 1) & 1u)) << 10) | ((r >> 2) & 0x3ffu));
+}
+
+static gpurt_buffer *alloc_f16(gpurt_runtime *rt, uint64_t n, uint64_t *st) {
+  uint16_t *h = malloc(n * 2);
+  gpurt_buffer *b = alloc(rt, n * 2);
+  if (h == NULL || b == NULL) {
+    free(h);
+    return b;
+  }
+  for (uint64_t i = 0; i < n; i++) h[i] = rnd_f16(st);
+  ok("call: upload", upload(rt, b, h, n * 2));
+  free(h);
+  return b;
+}
+
+/* Runs one graph of a single CALL item on s and waits for it. */
+static gpurt_error *replay_call(gpurt_runtime *rt, gpurt_stream *s, uint64_t slot, void *object,
+                                const void *args) {
+  gpurt_graph_item it;
+  memset(&it, 0, sizeof it);
+  it.struct_size = sizeof it;
+  it.kind = GPURT_GRAPH_OP_CALL;
+  it.slot = slot;
+  it.object = object;
+  it.args = args;
+  gpurt_graph_create_args ga;
+  memset(&ga, 0, sizeof ga);
+  ga.struct_size = sizeof ga;
+  ga.count = 1;
+  ga.items = &it;
+  ga.item_size = sizeof it;
+  gpurt_graph *g = NULL;
+  gpurt_error *e = api->graph_create(rt, &ga, &g);
+  if (e) return e;
+  if ((e = api->graph_launch(rt, g, s)) == NULL) e = api->stream_synchronize(rt, s);
+  gpurt_error *d = api->graph_destroy(rt, g);
+  if (e) {
+    if (d) api->error_destroy(d);
+    return e;
+  }
+  return d;
+}
+
+/* The eager result of `bytes` at out, then the replayed one, compared
+ * byte for byte (the same plugin, the same inputs). */
+static void same_bytes(const char *name, gpurt_runtime *rt, gpurt_buffer *out, uint64_t bytes,
+                       const unsigned char *eager) {
+  unsigned char *got = malloc(bytes);
+  if (got == NULL) return;
+  ok("call: download", download(rt, got, out, bytes));
+  uint64_t diff = 0;
+  for (uint64_t i = 0; i < bytes; i++) diff += got[i] != eager[i];
+  result(diff == 0, "%s: the replayed call wrote the eager call's bytes (%llu of %llu differ)", name,
+         (unsigned long long)diff, (unsigned long long)bytes);
+  free(got);
+}
+
+static void call_quant(gpurt_runtime *rt, gpurt_stream *s) {
+  const uint64_t m = 64, n = 2, k = 128, gs = 64;
+  uint64_t st = 7;
+  gpurt_buffer *w = alloc(rt, m * k), *sc = alloc_f16(rt, m * k / gs, &st), *bi = alloc_f16(rt, m * k / gs, &st);
+  gpurt_buffer *x = alloc_f16(rt, n * k, &st), *y = alloc(rt, n * m * 2);
+  unsigned char *wh = malloc(m * k), *eager = malloc(n * m * 2);
+  if (!w || !sc || !bi || !x || !y || !wh || !eager) {
+    result(0, "call: quant_matmul: setup");
+    goto out;
+  }
+  for (uint64_t i = 0; i < m * k; i++) wh[i] = (unsigned char)(i * 37u + 11u);
+  ok("call: upload w", upload(rt, w, wh, m * k));
+  gpurt_quant_matmul_args q;
+  memset(&q, 0, sizeof q);
+  q.struct_size = sizeof q;
+  q.x_type = q.scale_type = GPURT_DTYPE_F16;
+  q.bits = 8;
+  q.group_size = (uint32_t)gs;
+  q.m = m;
+  q.n = n;
+  q.k = k;
+  q.w = w;
+  q.scales = sc;
+  q.biases = bi;
+  q.x = x;
+  q.y = y;
+  ok("call: quant_matmul eager", api->quant_matmul(rt, s, &q));
+  ok("call: quant_matmul eager sync", api->stream_synchronize(rt, s));
+  ok("call: download eager", download(rt, eager, y, n * m * 2));
+  gpurt_memset_args z = memset_args(y, 0, n * m * 2, 0, 1);
+  ok("call: clear y", api->memset(rt, &z));
+  ok("call: quant_matmul recorded", replay_call(rt, s, offsetof(gpurt_api, quant_matmul), NULL, &q));
+  same_bytes("call: quant_matmul", rt, y, n * m * 2, eager);
+  msg_is("call: quant_matmul with an object", replay_call(rt, s, offsetof(gpurt_api, quant_matmul), (void *)w, &q),
+         GPURT_ERR_INVALID_ARGUMENT, "graph_create: item 0: call: object is %#llx but quant_matmul takes no handle",
+         (unsigned long long)(uintptr_t)w);
+  q.k = 100; /* not a multiple of group_size: the eager check's message */
+  char want[300];
+  gpurt_error *ee = api->quant_matmul(rt, s, &q);
+  char em[600];
+  int ec = take(ee, em, sizeof em);
+  snprintf(want, sizeof want, "graph_create: item 0: %s", em + strlen(prefix));
+  msg_is("call: quant_matmul bad k: the eager message, item-prefixed",
+         replay_call(rt, s, offsetof(gpurt_api, quant_matmul), NULL, &q), ec, "%s", want);
+out:
+  free(wh);
+  free(eager);
+  gpurt_buffer *bs[] = {w, sc, bi, x, y};
+  for (size_t i = 0; i < 5; i++)
+    if (bs[i]) ok("call: buffer_free", api->buffer_free(rt, bs[i]));
+}
+
+static void call_attention(gpurt_runtime *rt, gpurt_stream *s) {
+  const uint32_t D = 128, Hk = 2, Hq = 4, ps = 16, batch = 2, npages = 8;
+  const int32_t kv_indptr[3] = {0, 2, 5}, last[2] = {4, 1}, indices[5] = {3, 0, 7, 1, 5};
+  uint64_t st = 11, page = (uint64_t)ps * Hk * D, rows = (uint64_t)batch * Hq * D;
+  gpurt_buffer *k = alloc_f16(rt, npages * page, &st), *v = alloc_f16(rt, npages * page, &st);
+  gpurt_buffer *q = alloc_f16(rt, rows, &st), *o = alloc(rt, rows * 2);
+  gpurt_buffer *ip = alloc(rt, sizeof kv_indptr), *ix = alloc(rt, sizeof indices), *lp = alloc(rt, sizeof last);
+  unsigned char *eager = malloc(rows * 2);
+  gpurt_attention *at = NULL;
+  if (!k || !v || !q || !o || !ip || !ix || !lp || !eager) {
+    result(0, "call: attention_run: setup");
+    goto out;
+  }
+  ok("call: upload indptr", upload(rt, ip, kv_indptr, sizeof kv_indptr));
+  ok("call: upload indices", upload(rt, ix, indices, sizeof indices));
+  ok("call: upload last", upload(rt, lp, last, sizeof last));
+  gpurt_attention_desc d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.kind = GPURT_ATTENTION_DECODE;
+  d.num_qo_heads = Hq;
+  d.layout.dtype = GPURT_DTYPE_F16;
+  d.layout.layout = GPURT_KV_LAYOUT_NHD;
+  d.layout.page_size = ps;
+  d.layout.num_kv_heads = Hk;
+  d.layout.head_dim = D;
+  d.max_batch_size = batch;
+  ok("call: attention_create", api->attention_create(rt, 0, &d, &at));
+  gpurt_attention_plan_args pa;
+  memset(&pa, 0, sizeof pa);
+  pa.struct_size = sizeof pa;
+  pa.batch_size = batch;
+  pa.kv_indptr = kv_indptr;
+  pa.kv_last_page_len = last;
+  gpurt_attention_run_args ra;
+  memset(&ra, 0, sizeof ra);
+  ra.struct_size = sizeof ra;
+  ra.q = q;
+  ra.o = o;
+  ra.pages.k = k;
+  ra.pages.v = v;
+  ra.pages.num_pages = npages;
+  ra.pages.indptr = ip;
+  ra.pages.indices = ix;
+  ra.pages.last_page_len = lp;
+  code_is("call: attention_run before any plan", replay_call(rt, s, offsetof(gpurt_api, attention_run), at, &ra),
+          GPURT_ERR_FAILED_PRECONDITION);
+  ok("call: attention_plan", api->attention_plan(rt, s, at, &pa));
+  ok("call: attention_run eager", api->attention_run(rt, s, at, &ra));
+  ok("call: attention_run eager sync", api->stream_synchronize(rt, s));
+  ok("call: download eager", download(rt, eager, o, rows * 2));
+  gpurt_memset_args z = memset_args(o, 0, rows * 2, 0, 1);
+  ok("call: clear o", api->memset(rt, &z));
+  ok("call: attention_run recorded", replay_call(rt, s, offsetof(gpurt_api, attention_run), at, &ra));
+  same_bytes("call: attention_run", rt, o, rows * 2, eager);
+  msg_is("call: attention_run without its object", replay_call(rt, s, offsetof(gpurt_api, attention_run), NULL, &ra),
+         GPURT_ERR_INVALID_ARGUMENT, "graph_create: item 0: call: object is NULL (attention_run takes a handle)");
+out:
+  if (at) ok("call: attention_destroy", api->attention_destroy(rt, at));
+  free(eager);
+  gpurt_buffer *bs[] = {k, v, q, o, ip, ix, lp};
+  for (size_t i = 0; i < 7; i++)
+    if (bs[i]) ok("call: buffer_free", api->buffer_free(rt, bs[i]));
+}
+
+static void call_checks(gpurt_runtime *rt, gpurt_stream *s) {
+  if (!GPURT_API_HAS(api, graph_recordable) || !GPURT_API_HAS(api, graph_create)) {
+    skip("graph CALL items (1.7): the plugin has no graph_recordable slot");
+    return;
+  }
+  msg_is("graph_recordable: NULL out", api->graph_recordable(rt, offsetof(gpurt_api, launch), NULL),
+         GPURT_ERR_INVALID_ARGUMENT, "graph_recordable: out is NULL");
+  uint8_t r = 9;
+  ok("graph_recordable(launch)", api->graph_recordable(rt, offsetof(gpurt_api, launch), &r));
+  result(r == 1, "graph_recordable(launch) is 1 (got %u)", r);
+  r = 9;
+  ok("graph_recordable(offset 3)", api->graph_recordable(rt, 3, &r));
+  result(r == 0, "graph_recordable(offset 3) is 0 (got %u)", r);
+  gpurt_quant_matmul_args q;
+  memset(&q, 0, sizeof q);
+  q.struct_size = sizeof q;
+  msg_is("call: unknown slot", replay_call(rt, s, 3, NULL, &q), GPURT_ERR_UNSUPPORTED,
+         "graph_create: item 0: call: the slot at offset 3 of gpurt_api is not one a graph records");
+  msg_is("call: NULL args", replay_call(rt, s, offsetof(gpurt_api, quant_matmul), NULL, NULL),
+         GPURT_ERR_INVALID_ARGUMENT, "graph_create: item 0: call: args is NULL (quant_matmul needs its argument struct)");
+  struct {
+    uint64_t slot;
+    const char *name;
+    void (*run)(gpurt_runtime *, gpurt_stream *);
+  } ops[] = {{offsetof(gpurt_api, quant_matmul), "quant_matmul", call_quant},
+             {offsetof(gpurt_api, attention_run), "attention_run", call_attention}};
+  for (size_t i = 0; i < 2; i++) {
+    r = 0;
+    ok("graph_recordable", api->graph_recordable(rt, ops[i].slot, &r));
+    if (r) ops[i].run(rt, s);
+    else printf("skip call: %s: graph_recordable says 0\n", ops[i].name);
+  }
+}
+
 static void minor_checks(gpurt_runtime *rt) {
   gpurt_stream *s = NULL;
   ok("stream_create", api->stream_create(rt, 0, &s));
@@ -995,6 +1210,7 @@ static void minor_checks(gpurt_runtime *rt) {
     skip("attention (1.5): the plugin has no attention slots");
   }
   comm_checks(rt, s);
+  call_checks(rt, s);
   ok("stream_destroy", api->stream_destroy(rt, s));
 }
 

@@ -74,8 +74,9 @@ const (
 	SlotCommAbort                     // comm_abort (1.6)
 	SlotCommQuery                     // comm_query (1.6)
 	SlotCommRun                       // comm_run (1.6)
+	SlotGraphRecordable               // graph_recordable (1.7)
 
-	// NumSlots counts the slots this core knows (ABI 1.6).
+	// NumSlots counts the slots this core knows (ABI 1.7).
 	NumSlots
 )
 
@@ -138,6 +139,7 @@ var slotInfo = [NumSlots]struct {
 	SlotCommAbort:         {"comm_abort", 6},
 	SlotCommQuery:         {"comm_query", 6},
 	SlotCommRun:           {"comm_run", 6},
+	SlotGraphRecordable:   {"graph_recordable", 7},
 }
 
 // fn is the slot's function pointer: 0 when the plugin's struct_size
@@ -254,6 +256,8 @@ func (p *Plugin) fn(s Slot) uintptr {
 		return p.API.CommQuery
 	case SlotCommRun:
 		return p.API.CommRun
+	case SlotGraphRecordable:
+		return p.API.GraphRecordable
 	}
 	return 0
 }
@@ -1501,4 +1505,24 @@ func (p *Plugin) CommRun(op string, rt abi.Runtime, c abi.Comm, args *abi.CommRu
 		return nil
 	}
 	return p.fail(op, SlotCommRun, abi.Error(e))
+}
+
+// GraphRecordable calls gpurt_api.graph_recordable (ABI 1.7; its contract is the comment
+// above the slot in abi/gpurt.h):
+//
+//	gpurt_error *graph_recordable(gpurt_runtime *rt, uint64_t slot, uint8_t *out)
+//
+// op names the operation in an error ("" means "graph_recordable"). A plugin whose
+// table lacks the slot gives an error wrapping ErrUnsupported.
+func (p *Plugin) GraphRecordable(op string, rt abi.Runtime, slot uint64, out *uint8) error {
+	fn := p.API.GraphRecordable
+	if fn == 0 {
+		return p.unsupported(op, SlotGraphRecordable)
+	}
+	e := ffi.Call3(fn, uintptr(rt), uintptr(slot), uintptr(unsafe.Pointer(out)))
+	runtime.KeepAlive(out)
+	if e == 0 {
+		return nil
+	}
+	return p.fail(op, SlotGraphRecordable, abi.Error(e))
 }

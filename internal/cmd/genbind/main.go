@@ -459,7 +459,7 @@ var scalars = map[string]string{
 }
 
 var pointees = map[string]string{
-	"uint32_t": "uint32", "uint64_t": "uint64", "int32_t": "int32", "int64_t": "int64", "double": "float64",
+	"uint8_t": "uint8", "uint32_t": "uint32", "uint64_t": "uint64", "int32_t": "int32", "int64_t": "int64", "double": "float64",
 }
 
 // reserved are names the generated bodies use.

@@ -214,26 +214,15 @@ static gpurt_error *pages_of(cu_runtime *rt, uint32_t dev, const gpurt_kv_layout
                              uint32_t batch, uint64_t n_indices, const char *w, cu_pages *out) {
   gpurt_error *e;
   char what[96];
-  if (p->num_pages == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: num_pages is 0 (must be >= 1)", w);
-  uint64_t page_bytes = gp_kv_page_elems(l) * gp_dtype_size(l->dtype);
-  if (p->num_pages > UINT64_MAX / page_bytes)
-    return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: num_pages %llu overflows", w, U(p->num_pages));
-  if (p->num_pages > 0x7fffffffull)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: num_pages %llu exceeds int32 page indices", w, U(p->num_pages));
-  uint64_t bytes = p->num_pages * page_bytes;
-  if ((e = gp_attention_align(w, "k", p->k_offset, 16)) || (e = gp_attention_align(w, "v", p->v_offset, 16)) ||
-      (e = gp_attention_align(w, "indptr", p->indptr_offset, 4)) ||
-      (e = gp_attention_align(w, "indices", p->indices_offset, 4)) ||
-      (e = gp_attention_align(w, "last_page_len", p->last_page_len_offset, 4)))
-    return e;
-  if (n_indices == 0) n_indices = 1;
+  gp_kv_extent x;
+  if ((e = gp_kv_pages_check(l, p, batch, n_indices, 0x7fffffffull, w, &x))) return e;
 #define VIEW(buf, off, n, name, dst)                                              \
   (snprintf(what, sizeof what, "%s: %s", w, name),                                \
    cu_view(rt, p->buf, p->off, (n), dev, what, &out->dst))
-  if ((e = VIEW(k, k_offset, bytes, "k", k)) || (e = VIEW(v, v_offset, bytes, "v", v)) ||
-      (e = VIEW(indptr, indptr_offset, 4ull * (batch + 1), "indptr", indptr)) ||
-      (e = VIEW(last_page_len, last_page_len_offset, 4ull * batch, "last_page_len", last)) ||
-      (e = VIEW(indices, indices_offset, 4ull * n_indices, "indices", indices)))
+  if ((e = VIEW(k, k_offset, x.kv, "k", k)) || (e = VIEW(v, v_offset, x.kv, "v", v)) ||
+      (e = VIEW(indptr, indptr_offset, x.indptr, "indptr", indptr)) ||
+      (e = VIEW(last_page_len, last_page_len_offset, x.last, "last_page_len", last)) ||
+      (e = VIEW(indices, indices_offset, x.indices, "indices", indices)))
     return e;
 #undef VIEW
   return NULL;
@@ -257,18 +246,15 @@ gpurt_error *cu_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_app
   gpurt_error *e = stream_of(h, sh, w, &rt, &st);
   if (e) return e;
   gpurt_kv_append_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "kv_append: args"))) return e;
-  if ((e = gp_kv_layout_check(&a.layout, w))) return e;
-  if (a.batch_size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_size is 0 (must be >= 1)", w);
+  uint64_t rows;
+  if ((e = gp_kv_append_check(args, &a, &rows))) return e;
   if (a.nnz == 0) return NULL;
-  if (a.nnz > (1ull << 31)) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: nnz %llu exceeds 2^31", w, U(a.nnz));
   uint32_t dev = st->dev;
   const gpurt_kv_layout *l = &a.layout;
   const cu_device *dv = &rt->devs[dev];
   if (!cu_fi_has_arch(dv->cc_major, dv->cc_minor))
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: device %u is compute capability %d.%d; this plugin's attention kernels "
                   "are built for sm_90a", w, dev, dv->cc_major, dv->cc_minor);
-  uint64_t rows = a.nnz * l->num_kv_heads * l->head_dim * gp_dtype_size(l->dtype);
   cu_pages p;
   CUdeviceptr kr, vr, bi, pos;
   if ((e = pages_of(rt, dev, l, &a.pages, a.batch_size, 1, w, &p)) ||

@@ -391,3 +391,14 @@ gpurt_error *cu_graph_destroy(gpurt_runtime *h, gpurt_graph *gh) {
   else gp_error_destroy(se);
   return e;
 }
+
+/* 1.7: the slots this plugin records in a graph. CALL items of launch,
+ * gemm_run, copy and memset are read as their own kinds (csrc); the CALL
+ * slots without a kind of their own are not recorded yet (each needs its
+ * lazy allocations made before the capture, as cu_gemm_graph_warm does
+ * for GEMM). */
+gpurt_error *cu_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out) {
+  gpurt_error *e = NULL;
+  if (cu_rt(h, &e) == NULL) return e;
+  return gp_graph_recordable(slot, NULL, 0, out);
+}

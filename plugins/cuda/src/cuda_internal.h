@@ -467,6 +467,7 @@ CU_HIDDEN gpurt_error *cu_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_
 CU_HIDDEN gpurt_error *cu_graph_update(gpurt_runtime *h, gpurt_graph *gh,
                                        gpurt_graph_update_args *args);
 CU_HIDDEN gpurt_error *cu_graph_destroy(gpurt_runtime *h, gpurt_graph *gh);
+CU_HIDDEN gpurt_error *cu_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out); /* 1.7 */
 /* Runtime teardown: frees a graph (its capture stream is in rt->streams). */
 CU_HIDDEN void cu_release_graph(void *u, void *o);
 /* launch's checks of a launch of kh on st and its packed arguments

@@ -712,6 +712,8 @@ static const gpurt_api cu_api = {
     .comm_abort = cu_comm_abort,
     .comm_query = cu_comm_query,
     .comm_run = cu_comm_run,
+    /* 1.7 */
+    .graph_recordable = cu_graph_recordable,
 };
 
 /* The entry: csrc's gp_negotiate (no side effects). */

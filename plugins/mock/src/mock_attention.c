@@ -57,22 +57,6 @@ static gpurt_error *buffer_view(mock_rt *rt, uint32_t dev, gpurt_buffer *h, uint
   return NULL;
 }
 
-/* Enqueues run(ctx) on s (then drop(ctx)); on failure drop(ctx) has run. */
-static gpurt_error *enqueue_call(mock_stream *s, void (*run)(void *), void (*drop)(void *), void *ctx,
-                                 const char *what) {
-  mock_op *op = calloc(1, sizeof *op);
-  if (!op) {
-    drop(ctx);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
-  }
-  op->kind = OP_FN;
-  op->u.fn.fn = run;
-  op->u.fn.release = drop;
-  op->u.fn.arg = ctx;
-  mock_submit(s, op);
-  return NULL;
-}
-
 typedef struct m_attn {
   uint32_t dev;
   gpurt_attention_desc d;
@@ -112,28 +96,19 @@ typedef struct m_pages {
 /* Resolves the pages: K/V regions of num_pages pages, indptr (batch+1),
  * last_page_len (batch), and indices (`indices_min` entries at least). */
 static gpurt_error *pages_view(mock_rt *rt, uint32_t dev, const gpurt_kv_layout *l, const gpurt_kv_pages *p,
-                               uint32_t batch, uint64_t indices_min, const char *w, m_pages *out) {
+                                uint32_t batch, uint64_t indices_min, const char *w, m_pages *out) {
   gpurt_error *e;
-  if (p->num_pages == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: num_pages is 0 (must be >= 1)", w);
-  uint64_t es = gp_dtype_size(l->dtype);
-  uint64_t page_bytes = gp_kv_page_elems(l) * es;
-  if (p->num_pages > UINT64_MAX / page_bytes)
-    return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: num_pages %llu overflows", w, U(p->num_pages));
-  uint64_t bytes = p->num_pages * page_bytes;
+  gp_kv_extent x;
   unsigned char *ind;
   uint64_t avail = 0;
-  if ((e = gp_attention_align(w, "k", p->k_offset, 16)) || (e = gp_attention_align(w, "v", p->v_offset, 16)) ||
-      (e = gp_attention_align(w, "indptr", p->indptr_offset, 4)) ||
-      (e = gp_attention_align(w, "indices", p->indices_offset, 4)) ||
-      (e = gp_attention_align(w, "last_page_len", p->last_page_len_offset, 4)) ||
-      (e = buffer_view(rt, dev, p->k, p->k_offset, bytes, w, "k", &out->k, NULL)) ||
-      (e = buffer_view(rt, dev, p->v, p->v_offset, bytes, w, "v", &out->v, NULL)) ||
-      (e = buffer_view(rt, dev, p->indptr, p->indptr_offset, 4ull * (batch + 1), w, "indptr",
-                            (unsigned char **)&out->indptr, NULL)) ||
-      (e = buffer_view(rt, dev, p->last_page_len, p->last_page_len_offset, 4ull * batch, w,
-                            "last_page_len", (unsigned char **)&out->last, NULL)) ||
-      (e = buffer_view(rt, dev, p->indices, p->indices_offset, 4 * indices_min, w, "indices", &ind,
-                            &avail)))
+  if ((e = gp_kv_pages_check(l, p, batch, indices_min, UINT64_MAX, w, &x)) ||
+      (e = buffer_view(rt, dev, p->k, p->k_offset, x.kv, w, "k", &out->k, NULL)) ||
+      (e = buffer_view(rt, dev, p->v, p->v_offset, x.kv, w, "v", &out->v, NULL)) ||
+      (e = buffer_view(rt, dev, p->indptr, p->indptr_offset, x.indptr, w, "indptr",
+                       (unsigned char **)&out->indptr, NULL)) ||
+      (e = buffer_view(rt, dev, p->last_page_len, p->last_page_len_offset, x.last, w, "last_page_len",
+                       (unsigned char **)&out->last, NULL)) ||
+      (e = buffer_view(rt, dev, p->indices, p->indices_offset, x.indices, w, "indices", &ind, &avail)))
     return e;
   out->indices = ind;
   out->indices_avail = avail / 4;
@@ -178,26 +153,20 @@ static void append_run(void *ctx) {
   }
 }
 
-gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args) {
+gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, const gpurt_kv_append_args *args, mock_op **out) {
   const char *w = "kv_append";
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  uint32_t dev;
-  if ((e = stream_get(rt, sh, w, &s, &dev))) return e;
+  uint32_t dev = s->dev;
+  gpurt_error *e;
+  *out = NULL;
   gpurt_kv_append_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "kv_append: args"))) return e;
-  if ((e = gp_kv_layout_check(&a.layout, w))) return e;
-  if (a.batch_size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_size is 0 (must be >= 1)", w);
+  uint64_t rows;
+  if ((e = gp_kv_append_check(args, &a, &rows))) return e;
   if (a.nnz == 0) return NULL;
-  if (a.nnz > (1ull << 31)) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: nnz %llu exceeds 2^31", w, U(a.nnz));
   m_append *x = calloc(1, sizeof *x);
   if (!x) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", w);
   x->l = a.layout;
   x->batch = a.batch_size;
   x->nnz = a.nnz;
-  uint64_t rows = a.nnz * a.layout.num_kv_heads * a.layout.head_dim * gp_dtype_size(a.layout.dtype);
   unsigned char *kr, *vr, *bi, *pos;
   if ((e = pages_view(rt, dev, &a.layout, &a.pages, a.batch_size, 1, w, &x->p)) ||
       (e = gp_attention_align(w, "k_rows", a.k_rows_offset, 16)) ||
@@ -216,7 +185,19 @@ gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_appe
   x->v_rows = vr;
   x->bi = bi;
   x->pos = pos;
-  return enqueue_call(s, append_run, free, x, w);
+  return mock_fn_op(w, append_run, free, x, out);
+}
+
+gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args) {
+  mock_rt *rt;
+  gpurt_error *e = mock_get_rt(h, &rt);
+  if (e) return e;
+  mock_stream *s;
+  uint32_t dev;
+  mock_op *op;
+  if ((e = stream_get(rt, sh, "kv_append", &s, &dev)) || (e = mock_kv_append_prepare(rt, s, args, &op))) return e;
+  if (op) mock_submit(s, op);
+  return NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -427,15 +408,12 @@ out:
   free(qd);
 }
 
-gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                                const gpurt_attention_run_args *args) {
+gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, gpurt_attention *ah,
+                                        const gpurt_attention_run_args *args, mock_op **out) {
   const char *w = "attention_run";
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  uint32_t dev;
-  if ((e = stream_get(rt, sh, w, &s, &dev))) return e;
+  uint32_t dev = s->dev;
+  gpurt_error *e;
+  *out = NULL;
   m_attn *a;
   if ((e = mock_lookup(rt, &rt->attns, ah, (void **)&a))) return gp_err_wrap(e, "%s", w);
   gpurt_attention_run_args ra;
@@ -460,7 +438,7 @@ gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention
     x->pages = a->sched.pages;
   }
   pthread_mutex_unlock(&a->mu);
-  if (!planned || ps != sh) {
+  if (!planned || (sh != NULL && ps != sh)) {
     run_drop(x);
     if (!planned)
       return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx has no plan (call attention_plan first)", w,
@@ -497,5 +475,20 @@ gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention
   x->q = q;
   x->o = o;
   x->qo_dev = qo_dev;
-  return enqueue_call(s, run_run, run_drop, x, w);
+  return mock_fn_op(w, run_run, run_drop, x, out);
+}
+
+gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
+                                const gpurt_attention_run_args *args) {
+  mock_rt *rt;
+  gpurt_error *e = mock_get_rt(h, &rt);
+  if (e) return e;
+  mock_stream *s;
+  uint32_t dev;
+  mock_op *op;
+  if ((e = stream_get(rt, sh, "attention_run", &s, &dev)) ||
+      (e = mock_attention_run_prepare(rt, s, sh, ah, args, &op)))
+    return e;
+  mock_submit(s, op);
+  return NULL;
 }

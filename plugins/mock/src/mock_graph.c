@@ -15,27 +15,74 @@
 #include "mock_internal.h"
 
 typedef struct mock_graph {
+  mock_rt *rt;
   uint32_t dev;
   uint64_t count;
   uint64_t launches; /* LAUNCH items: what fail_launch_nth counts per replay */
   gp_graph_node *nodes;
-  pthread_mutex_t mu; /* nodes: graph_update against graph_launch */
+  /* nodes (graph_update against graph_launch), and the replay order: a
+   * replay is enqueued under mu, after a wait for the previous replay's
+   * end (`last`, recorded at the end of each replay) when that replay went
+   * to another stream, so that a later replay runs after an earlier one
+   * on any stream (gpurt.h's graph_launch) */
+  pthread_mutex_t mu;
+  ev_rec *last;           /* the latest replay's end, or NULL */
+  mock_stream *last_on;   /* its stream (compared, never dereferenced) */
 } mock_graph;
+
+static void nodes_free(gp_graph_node *nodes, uint64_t count) {
+  if (nodes == NULL) return;
+  for (uint64_t i = 0; i < count; i++) gp_graph_node_release(&nodes[i]);
+  free(nodes);
+}
 
 void mock_graph_free(void *p) {
   mock_graph *g = p;
   if (g == NULL) return;
   pthread_mutex_destroy(&g->mu);
-  free(g->nodes);
+  mock_rec_release(g->rt, g->last);
+  nodes_free(g->nodes, g->count);
   free(g);
+}
+
+/* The CALL slots the mock records (each has a prepare: call_prepare). */
+static const uint64_t mock_calls[] = {offsetof(gpurt_api, quant_matmul), offsetof(gpurt_api, grouped_gemm),
+                                      offsetof(gpurt_api, kv_append), offsetof(gpurt_api, attention_run)};
+
+gpurt_error *m_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out) {
+  mock_rt *rt;
+  gpurt_error *e = mock_get_rt(h, &rt);
+  if (e) return e;
+  return gp_graph_recordable(slot, mock_calls, sizeof mock_calls / sizeof mock_calls[0], out);
+}
+
+/* A CALL node's op, through the eager call's own prepare. sh: the
+ * replay's stream handle (NULL when only checking). */
+static gpurt_error *call_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, const gp_graph_node *n,
+                                 mock_op **out) {
+  if (n->slot == offsetof(gpurt_api, quant_matmul)) return mock_quant_prepare(rt, s, &n->call.quant, out);
+  if (n->slot == offsetof(gpurt_api, grouped_gemm)) return mock_grouped_prepare(rt, s, &n->call.grouped, out);
+  if (n->slot == offsetof(gpurt_api, kv_append)) return mock_kv_append_prepare(rt, s, &n->call.kv_append, out);
+  if (n->slot == offsetof(gpurt_api, attention_run))
+    return mock_attention_run_prepare(rt, s, sh, n->object, &n->call.attention, out);
+  return gp_err(GPURT_ERR_INTERNAL, "call: slot %llu has no mock prepare", U(n->slot));
 }
 
 /* Checks node n against stream s exactly as its eager call would and, when
  * op is not NULL, makes its op (event ops get their record later: *ev). */
-static gpurt_error *graph_prepare(mock_rt *rt, mock_stream *s, const gp_graph_node *n, mock_op **op, mock_event **ev) {
+static gpurt_error *graph_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, const gp_graph_node *n,
+                                  mock_op **op, mock_event **ev) {
   gpurt_error *e;
   mock_op *o = NULL;
   switch (n->kind) {
+    case GPURT_GRAPH_OP_CALL:
+      if ((e = call_prepare(rt, s, sh, n, &o))) return e;
+      if (o == NULL) { /* nothing to run (nnz 0, M 0): a no-op op keeps the item count */
+        if (!(o = calloc(1, sizeof *o))) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "call: no memory");
+        o->kind = OP_COPY;
+      }
+      if (!op) { mock_op_free(rt, o); return NULL; }
+      break;
     case GPURT_GRAPH_OP_LAUNCH: {
       gp_launch_exec x;
       if ((e = mock_launch_prepare(rt, s, n->kernel, &n->launch, &x))) return e;
@@ -115,14 +162,15 @@ gpurt_error *m_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *arg
   }
   mock_stream s = graph_stream_of(rt, a.device);
   for (uint64_t i = 0; i < a.count; i++) {
-    if ((e = gp_graph_item_read(a.items, a.item_size, i, &nodes[i])) ||
-        (e = graph_prepare(rt, &s, &nodes[i], NULL, NULL))) {
+    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], mock_calls, sizeof mock_calls / sizeof mock_calls[0])) ||
+        (e = graph_prepare(rt, &s, NULL, &nodes[i], NULL, NULL))) {
       free(g);
-      free(nodes);
+      nodes_free(nodes, i + 1);
       return gp_err_wrap(e, "graph_create: item %llu", U(i));
     }
     if (nodes[i].kind == GPURT_GRAPH_OP_LAUNCH) g->launches++;
   }
+  g->rt = rt;
   g->dev = a.device;
   g->count = a.count;
   g->nodes = nodes;
@@ -166,7 +214,7 @@ gpurt_error *m_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh)
   /* Pass 1: check every item and make its op; nothing is visible yet. */
   uint64_t i;
   for (i = 0; i < count; i++) {
-    if ((e = graph_prepare(rt, s, &g->nodes[i], &ops[i], &evs[i]))) {
+    if ((e = graph_prepare(rt, s, sh, &g->nodes[i], &ops[i], &evs[i]))) {
       e = gp_err_wrap(e, "graph_launch: item %llu", U(i));
       break;
     }
@@ -180,8 +228,24 @@ gpurt_error *m_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh)
     e = gp_err_append(e, "; nothing was enqueued");
     i = count;
   }
-  pthread_mutex_unlock(&g->mu);
+  /* The replay's order ops: a wait for the previous replay's end (when it
+   * went to another stream) and a record of this one's end. */
+  mock_op *wait = NULL, *end = NULL;
+  ev_rec *end_rec = NULL;
+  if (!e) {
+    wait = calloc(1, sizeof *wait);
+    end = calloc(1, sizeof *end);
+    end_rec = calloc(1, sizeof *end_rec);
+    if (!wait || !end || !end_rec) {
+      free(wait);
+      free(end);
+      free(end_rec);
+      e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_launch: no memory for the replay's order");
+      i = count;
+    }
+  }
   if (e) {
+    pthread_mutex_unlock(&g->mu);
     for (uint64_t j = 0; j < i && j < count; j++)
       if (ops[j]) mock_op_free(rt, ops[j]); /* no record attached yet */
     free(ops);
@@ -191,7 +255,28 @@ gpurt_error *m_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh)
   /* Pass 2, in order: event records are published and waits take the
    * latest record at this point (as the eager calls would); a wait for an
    * event never recorded waits for nothing and is dropped. */
+  mock_op **seq = calloc((size_t)count + 2, sizeof *seq);
+  if (!seq) {
+    pthread_mutex_unlock(&g->mu);
+    for (uint64_t j = 0; j < count; j++) mock_op_free(rt, ops[j]);
+    free(ops);
+    free(evs);
+    free(wait);
+    free(end);
+    free(end_rec);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_launch: no memory for %llu items", U(count));
+  }
   uint64_t n = 0;
+  if (g->last != NULL && g->last_on != s) {
+    pthread_mutex_lock(&rt->ev_mu);
+    g->last->refs++;
+    pthread_mutex_unlock(&rt->ev_mu);
+    wait->kind = OP_WAIT;
+    wait->u.rec = g->last;
+    seq[n++] = wait;
+  } else {
+    free(wait);
+  }
   for (i = 0; i < count; i++) {
     mock_op *o = ops[i];
     if (o->kind == OP_RECORD) {
@@ -216,9 +301,19 @@ gpurt_error *m_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh)
         continue;
       }
     }
-    ops[n++] = o;
+    seq[n++] = o;
   }
-  if (n > 0) mock_enqueue_many(s, ops, n);
+  end_rec->refs = 2; /* the graph's `last` and the record op */
+  end->kind = OP_RECORD;
+  end->u.rec = end_rec;
+  seq[n++] = end;
+  ev_rec *prev = g->last;
+  g->last = end_rec;
+  g->last_on = s;
+  mock_enqueue_many(s, seq, n);
+  pthread_mutex_unlock(&g->mu);
+  mock_rec_release(rt, prev);
+  free(seq);
   free(ops);
   free(evs);
   return NULL;
@@ -239,6 +334,7 @@ gpurt_error *m_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_updat
   gp_graph_node *nodes = a.count <= SIZE_MAX / sizeof *nodes ? calloc((size_t)a.count, sizeof *nodes) : NULL;
   if (!nodes) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_update: no memory for %llu items", U(a.count));
   mock_stream s = graph_stream_of(rt, g->dev);
+  uint64_t read = 0; /* nodes read (to release on error) */
   pthread_mutex_lock(&g->mu);
   for (uint64_t i = 0; i < a.count && !e; i++) {
     uint64_t at = a.indices[i];
@@ -248,8 +344,9 @@ gpurt_error *m_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_updat
       break;
     }
     const gp_graph_node *old = &g->nodes[at];
-    if ((e = gp_graph_item_read(a.items, a.item_size, i, &nodes[i])) ||
-        (e = graph_prepare(rt, &s, &nodes[i], NULL, NULL))) {
+    read = i + 1;
+    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], mock_calls, sizeof mock_calls / sizeof mock_calls[0])) ||
+        (e = graph_prepare(rt, &s, NULL, &nodes[i], NULL, NULL))) {
       e = gp_err_wrap(e, "graph_update: item %llu", U(at));
       break;
     }
@@ -261,13 +358,16 @@ gpurt_error *m_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_updat
   if (!e) {
     for (uint64_t i = 0; i < a.count; i++) {
       gp_graph_node *dst = &g->nodes[a.indices[i]];
+      gp_graph_node_release(dst);
       *dst = nodes[i];
+      nodes[i].owned = NULL; /* moved */
       gp_graph_node_fix(dst);
     }
     a.applied = GPURT_GRAPH_UPDATE_PATCHED;
+    read = a.count;
   }
   pthread_mutex_unlock(&g->mu);
-  free(nodes);
+  nodes_free(nodes, read);
   if (e) return e;
   gp_write_struct(args, &a, sizeof a);
   return NULL;

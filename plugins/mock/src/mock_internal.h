@@ -48,7 +48,8 @@
 #include "gp_common.h"
 #include "gp_graph.h"
 
-#define MOCK_VERSION "1.6.0"
+/* The plugin's version: the ABI it implements, then its own patch level. */
+#define MOCK_VERSION GP_ABI_VERSION ".0"
 #define MOCK_DEFAULT_MEMORY (16ull << 30)
 #define MOCK_MAX_DEVICES 64u
 #define MOCK_GUARD 256u
@@ -235,6 +236,19 @@ gpurt_error *mock_copy_prepare(mock_rt *rt, mock_stream *s, const gpurt_copy_arg
  * 0; *dev gets the buffer's device. */
 gpurt_error *mock_memset_prepare(mock_rt *rt, mock_stream *s, const gpurt_memset_args *args, uint32_t *dev,
                                  mock_op **out);
+/* An OP_FN op running fn(arg) (release(arg) when freed); on failure (no
+ * memory) release(arg) has run. */
+gpurt_error *mock_fn_op(const char *what, void (*fn)(void *), void (*release)(void *), void *arg, mock_op **out);
+/* The recordable ops of 1.4 and 1.5: the eager call's checks and
+ * resolution against stream s (a stand-in when only checking: rt and dev
+ * are read), made into an op that is not submitted; *out NULL when there
+ * is nothing to run (nnz 0, M 0). attention_run's sh is the stream's
+ * handle (NULL: graph_create/update, the plan's stream is not checked). */
+gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, const gpurt_quant_matmul_args *args, mock_op **out);
+gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, const gpurt_grouped_gemm_args *args, mock_op **out);
+gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, const gpurt_kv_append_args *args, mock_op **out);
+gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, gpurt_attention *ah,
+                                        const gpurt_attention_run_args *args, mock_op **out);
 /* The event's latest record with a reference, or NULL (never recorded). */
 ev_rec *mock_latest_ref(mock_rt *rt, mock_event *ev);
 
@@ -244,6 +258,7 @@ gpurt_error *m_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *arg
 gpurt_error *m_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh);
 gpurt_error *m_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_update_args *args);
 gpurt_error *m_graph_destroy(gpurt_runtime *h, gpurt_graph *gh);
+gpurt_error *m_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out); /* 1.7 */
 /* mock_quant.c: quantized and grouped matmul (1.4) */
 gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args);
 gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args);

@@ -580,6 +580,8 @@ static const gpurt_api mock_api = {
     .comm_abort = m_comm_abort,
     .comm_query = m_comm_query,
     .comm_run = m_comm_run,
+    /* 1.7: mock_graph.c */
+    .graph_recordable = m_graph_recordable,
 };
 
 /* The entry: csrc's gp_negotiate (no side effects). */

@@ -79,22 +79,6 @@ static gpurt_error *op_operand(mock_rt *rt, mock_stream *s, const char *what, co
   return NULL;
 }
 
-/* Enqueues fn(arg) on s; on failure (no memory) calls release(arg). */
-static gpurt_error *op_submit(mock_stream *s, const char *what, void (*fn)(void *), void (*release)(void *),
-                              void *arg) {
-  mock_op *op = calloc(1, sizeof *op);
-  if (!op) {
-    release(arg);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
-  }
-  op->kind = OP_FN;
-  op->u.fn.fn = fn;
-  op->u.fn.release = release;
-  op->u.fn.arg = arg;
-  mock_submit(s, op);
-  return NULL;
-}
-
 static int op_threads(const mock_rt *rt) { return rt->gemm_threads < 1 ? 1 : rt->gemm_threads; }
 
 /* ---- a parallel loop over rows ------------------------------------------- */
@@ -176,12 +160,10 @@ static void qmm_run(void *p) {
   par_rows(j->threads, j->a.m, qmm_rows, j);
 }
 
-gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, const gpurt_quant_matmul_args *args, mock_op **out) {
   const char *what = "quant_matmul";
-  mock_rt *rt;
-  mock_stream *s;
-  gpurt_error *e = op_stream(h, sh, what, &rt, &s);
-  if (e) return e;
+  gpurt_error *e;
+  *out = NULL;
   gp_quant_mm c;
   if ((e = gp_quant_mm_check(args, &c))) return e;
   const gpurt_quant_matmul_args *a = &c.a;
@@ -203,7 +185,17 @@ gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quan
   j->x = x;
   j->y = y;
   j->threads = op_threads(rt);
-  return op_submit(s, what, qmm_run, free, j);
+  return mock_fn_op(what, qmm_run, free, j, out);
+}
+
+gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+  mock_rt *rt;
+  mock_stream *s;
+  mock_op *op;
+  gpurt_error *e = op_stream(h, sh, "quant_matmul", &rt, &s);
+  if (e || (e = mock_quant_prepare(rt, s, args, &op))) return e;
+  mock_submit(s, op);
+  return NULL;
 }
 
 /* ---- grouped_gemm ------------------------------------------------------------ */
@@ -259,12 +251,10 @@ static void gg_release(void *p) {
   free(j);
 }
 
-gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, const gpurt_grouped_gemm_args *args, mock_op **out) {
   const char *what = "grouped_gemm";
-  mock_rt *rt;
-  mock_stream *s;
-  gpurt_error *e = op_stream(h, sh, what, &rt, &s);
-  if (e) return e;
+  gpurt_error *e;
+  *out = NULL;
   gg_job *j = calloc(1, sizeof *j);
   if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
   if ((e = gp_grouped_check(args, &j->c))) {
@@ -302,5 +292,15 @@ gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grou
   j->sa = psa;
   j->sb = psb;
   j->threads = op_threads(rt);
-  return op_submit(s, what, gg_run, gg_release, j);
+  return mock_fn_op(what, gg_run, gg_release, j, out);
+}
+
+gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+  mock_rt *rt;
+  mock_stream *s;
+  mock_op *op;
+  gpurt_error *e = op_stream(h, sh, "grouped_gemm", &rt, &s);
+  if (e || (e = mock_grouped_prepare(rt, s, args, &op))) return e;
+  if (op) mock_submit(s, op);
+  return NULL;
 }

@@ -46,6 +46,20 @@ void mock_op_free(mock_rt *rt, mock_op *op) {
   free(op);
 }
 
+gpurt_error *mock_fn_op(const char *what, void (*fn)(void *), void (*release)(void *), void *arg, mock_op **out) {
+  mock_op *op = calloc(1, sizeof *op);
+  if (!op) {
+    release(arg);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
+  }
+  op->kind = OP_FN;
+  op->u.fn.fn = fn;
+  op->u.fn.release = release;
+  op->u.fn.arg = arg;
+  *out = op;
+  return NULL;
+}
+
 void mock_op_run(mock_stream *s, mock_op *op) {
   mock_rt *rt = s->rt;
   int lost = mock_is_lost(rt, s->dev);
