@@ -254,9 +254,10 @@ func TestAttentionPlanRunRace(t *testing.T) {
 	assert.Positive(t, ran, "some runs ran")
 }
 
-// Attention and the other operations a plugin of ABI 1.6 cannot record
-// refuse a capture with ErrFailedPrecondition and a clear message; the
-// plugin never sees a NULL stream (issue 22 item 10).
+// On an ABI 1.7 plugin attention runs and KV appends are recorded (CALL
+// items); planning is not (it runs between replays), and is refused with
+// ErrFailedPrecondition and a clear message: the plugin never sees a NULL
+// stream (issue 22 item 10).
 func TestAttentionOnCapturingStream(t *testing.T) {
 	e := newAttentionEnv(t)
 	o, err := e.d.Alloc(2 * e.row)
@@ -267,26 +268,43 @@ func TestAttentionOnCapturingStream(t *testing.T) {
 	tests := []struct {
 		name string
 		op   func(cs *core.Stream) error
+		want error // nil: recorded
 	}{
-		{"plan", func(cs *core.Stream) error { return cs.PlanAttention(e.a, schedTwo) }},
-		{"run", func(cs *core.Stream) error { return cs.RunAttention(e.a, e.cache, ops) }},
+		{"plan", func(cs *core.Stream) error { return cs.PlanAttention(e.a, schedTwo) }, core.ErrFailedPrecondition},
+		{"run", func(cs *core.Stream) error { return cs.RunAttention(e.a, e.cache, ops) }, nil},
 		{"append", func(cs *core.Stream) error {
 			return cs.AppendKV(e.cache, e.pages, 2, core.KVRows{K: e.q, V: e.q, BatchIndices: e.pages.Indices, Positions: e.pages.Indices, NNZ: 1})
-		}},
+		}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var opErr error
-			_, err := e.s.Capture(func(cs *core.Stream) error {
+			g, err := e.s.Capture(func(cs *core.Stream) error {
 				opErr = tc.op(cs)
 				return opErr
 			})
-			require.ErrorIs(t, err, core.ErrFailedPrecondition)
-			require.ErrorIs(t, opErr, core.ErrFailedPrecondition)
+			if tc.want == nil {
+				require.NoError(t, err)
+				assert.Equal(t, 1, g.Len())
+				require.NoError(t, g.Close())
+				return
+			}
+			require.ErrorIs(t, err, tc.want)
+			require.ErrorIs(t, opErr, tc.want)
 			assert.NotContains(t, opErr.Error(), "NULL")
 			assert.Contains(t, opErr.Error(), "not recorded in graphs by this plugin")
 		})
 	}
+	t.Run("attention closed while a graph holds it", func(t *testing.T) {
+		a, err := e.d.NewAttention(e.a.Desc())
+		require.NoError(t, err)
+		require.NoError(t, e.s.PlanAttention(a, schedTwo))
+		g, err := e.s.Capture(func(cs *core.Stream) error { return cs.RunAttention(a, e.cache, ops) })
+		require.NoError(t, err)
+		require.ErrorIs(t, a.Close(), core.ErrFailedPrecondition)
+		require.NoError(t, g.Close())
+		require.NoError(t, a.Close())
+	})
 }
 
 // An operand error of an attention op reads "gpurt: op: ...", once.

@@ -65,6 +65,8 @@ type recording struct {
 	gemms   []abi.GemmRunArgs
 	copies  []abi.CopyArgs
 	memsets []abi.MemsetArgs
+	calls   [][]uint64   // per CALL item: its copy of the argument struct
+	keep    [][]uint64   // Go memory recorded arguments name (grouped GEMM counts)
 	lives   []*life      // holds taken (nil entries hold nothing)
 	plans   []*planEntry // op-cache references taken (one per gemm)
 }
@@ -367,13 +369,49 @@ func (r *recording) item(op string, c *submission) error {
 	return nil
 }
 
-// call records an operation of any other slot. Plugins of ABI 1.6 and
-// older record only launches, GEMMs, copies, memsets and events, so the
-// capture is refused with an error naming the operation.
+// call records an operation of any other slot as a CALL item (ABI 1.7):
+// the slot's offset in the table, its object and a copy of its argument
+// struct, checked by the plugin at graph_create as the eager call would
+// be. The plugin says which slots it records (graph_recordable); any
+// other, and every slot on plugins of ABI 1.6 and older (which record
+// only launches, GEMMs, copies, memsets and events), is refused with an
+// error naming the operation.
 func (r *recording) call(op string, c *submission) error {
 	p := r.s.dev.rt.p
-	return errf(CodeFailedPrecondition, op, "during Stream.Capture: this operation is not recorded in graphs by this plugin (ABI %d.%d records launches, GEMMs, copies, memsets and events); enqueue it before or after the capture",
-		p.Major, p.Minor)
+	if !r.recordable(c.slot) {
+		return errf(CodeFailedPrecondition, op, "during Stream.Capture: this operation is not recorded in graphs by this plugin (%s, ABI %d.%d, records launches, GEMMs, copies, memsets and events, and from ABI 1.7 the operations it marks recordable); enqueue it before or after the capture",
+			p.Backend, p.Major, p.Minor)
+	}
+	nl := len(r.lives)
+	if !r.holdAll(c) {
+		return errf(CodeFailedPrecondition, op, "during Stream.Capture: an object of the operation was freed or closed")
+	}
+	// The copy is the recording's own (8-byte aligned words), as long as
+	// the graph lives; fix repoints what it names in the caller's memory.
+	args := make([]uint64, (c.size+7)/8)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), c.size), unsafe.Slice((*byte)(c.args), c.size))
+	if c.fix != nil {
+		var keep []uint64
+		c.fix(unsafe.Pointer(&args[0]), &keep)
+		r.keep = append(r.keep, keep)
+	}
+	r.add(abi.GraphOpCall, len(r.calls), nil, nl)
+	it := &r.items[len(r.items)-1]
+	it.Slot, it.Object, it.Args = c.slot.Offset(), c.obj, unsafe.Pointer(&args[0])
+	r.calls = append(r.calls, args)
+	return nil
+}
+
+// recordable reports whether the plugin records calls of slot in graphs
+// (graph_recordable, ABI 1.7; false on older plugins).
+func (r *recording) recordable(slot bind.Slot) bool {
+	rt := r.s.dev.rt
+	if !rt.p.Has(bind.SlotGraphRecordable) {
+		return false
+	}
+	var out uint8
+	err := rt.p.GraphRecordable("graph_recordable", rt.h, slot.Offset(), &out)
+	return err == nil && out == 1
 }
 
 // holdAll takes a hold of every object c names (its operands' buffers and

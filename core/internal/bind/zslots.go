@@ -377,6 +377,8 @@ func (s Slot) Offset() uint64 {
 		return uint64(unsafe.Offsetof(a.CommQuery))
 	case SlotCommRun:
 		return uint64(unsafe.Offsetof(a.CommRun))
+	case SlotGraphRecordable:
+		return uint64(unsafe.Offsetof(a.GraphRecordable))
 	}
 	return 0
 }
