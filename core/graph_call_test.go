@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/quant"
 )
 
@@ -75,12 +76,12 @@ func TestGraphReplayMatchesEagerCalls(t *testing.T) {
 		scribble func()
 	}{
 		{"quant_matmul", []core.Region{qy}, func(s *core.Stream) error {
-			return s.QuantMatmul(core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, GroupSize: 64, M: 16, N: 3, K: 128},
-				core.QuantMatmulOperands{W: qw, Scales: qs, Biases: qb, X: qx, Y: qy})
+			return matmul.Quant(s, matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, GroupSize: 64, M: 16, N: 3, K: 128},
+				matmul.QuantOperands{W: qw, Scales: qs, Biases: qb, X: qx, Y: qy})
 		}, nil},
 		{"grouped_gemm", []core.Region{gd}, func(s *core.Stream) error {
-			return s.GroupedGemm(core.GroupedGemmDesc{ABType: core.BF16, MSizes: msizes, N: 32, K: 64},
-				core.GroupedGemmOperands{A: ga, B: gb, D: gd})
+			return matmul.Grouped(s, matmul.GroupedDesc{ABType: core.BF16, MSizes: msizes, N: 32, K: 64},
+				matmul.GroupedOperands{A: ga, B: gb, D: gd})
 		}, func() { msizes[0], msizes[2] = 8, 0 }},
 		{"rmsnorm_bf16", []core.Region{ny}, func(s *core.Stream) error {
 			return s.Launch(rms, core.LaunchConfig{Grid: [3]uint32{4, 1, 1}, Block: [3]uint32{64, 1, 1}},

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package quant converts weights to MLX's affine quantized format, the
-// format Stream.QuantMatmul reads (see core.QuantMatmulDesc).
+// format matmul.Quant reads (see core/matmul.QuantDesc).
 //
 // Quantize reproduces mlx.core.quantize(w, group_size, bits,
 // mode="affine") bit for bit (checked against vectors made by MLX itself,

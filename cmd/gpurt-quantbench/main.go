@@ -4,10 +4,10 @@
 // (scripts/gpu_quant_bench.sh runs it on the H200; it needs no cgo and is
 // built with CGO_ENABLED=0):
 //
-//   - int8 GEMV (Stream.QuantMatmul, MLX format, group 64) vs a bf16
+//   - int8 GEMV (matmul.Quant, MLX format, group 64) vs a bf16
 //     cuBLASLt GEMV (Stream.Gemm) at 4096x4096 and 14336x4096, n = 1 and 8;
 //   - int8 GEMM at n = 2048 vs bf16 cuBLASLt;
-//   - grouped GEMM (Stream.GroupedGemm, bf16 and fp8 with block scales) of
+//   - grouped GEMM (matmul.Grouped, bf16 and fp8 with block scales) of
 //     8 and 64 experts with skewed row counts vs one cuBLASLt GEMM per
 //     expert (Stream.Gemm; fp8 there has per-tensor scales, the same work).
 //
@@ -29,6 +29,7 @@ import (
 
 	gbench "github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
 )
 
@@ -182,17 +183,17 @@ func (b *bench) quantVsBF16(m, n, k int) {
 	defer y.Free()
 	flops := 2 * float64(m) * float64(n) * float64(k)
 	{
-		d := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: n, K: k}
+		d := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: n, K: k}
 		sets := b.sets(m*k + 4*m*k/64)
-		ops := make([]core.QuantMatmulOperands, sets)
+		ops := make([]matmul.QuantOperands, sets)
 		for i := range ops {
-			ops[i] = core.QuantMatmulOperands{W: b.alloc(m*k, randBytes), Scales: b.alloc(2*m*k/64, scaleBF16),
+			ops[i] = matmul.QuantOperands{W: b.alloc(m*k, randBytes), Scales: b.alloc(2*m*k/64, scaleBF16),
 				Biases: b.alloc(2*m*k/64, scaleBF16), X: x, Y: y}
 		}
 		call := 0
 		gpu, wall, err := b.time(1, func() error {
 			call++
-			return b.s.QuantMatmul(d, ops[call%sets])
+			return matmul.Quant(b.s, d, ops[call%sets])
 		})
 		r := result{Name: name, Impl: "gpurt int8", GPUus: gpu, WallUs: wall, Sets: sets,
 			TFLOPs: flops / gpu / 1e6, GBs: float64(m*k+4*m*k/64+2*n*k+2*n*m) / gpu / 1e3}
@@ -291,7 +292,7 @@ func (b *bench) grouped(g int, fp8 bool) {
 	}
 	defer d.Free()
 	flops := 2 * float64(total) * float64(n) * float64(k)
-	ops := core.GroupedGemmOperands{A: a, B: w, D: d}
+	ops := matmul.GroupedOperands{A: a, B: w, D: d}
 	if fp8 {
 		sa := b.alloc(4*total*k/128, randScale)
 		defer sa.Free()
@@ -299,8 +300,8 @@ func (b *bench) grouped(g int, fp8 bool) {
 		defer sb.Free()
 		ops.ScaleA, ops.ScaleB = sa, sb
 	}
-	desc := core.GroupedGemmDesc{ABType: ab, DType: core.BF16, N: n, K: k, MSizes: ms}
-	gpu, wall, err := b.time(1, func() error { return b.s.GroupedGemm(desc, ops) })
+	desc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: n, K: k, MSizes: ms}
+	gpu, wall, err := b.time(1, func() error { return matmul.Grouped(b.s, desc, ops) })
 	r := result{Name: name, Impl: "gpurt grouped", GPUus: gpu, WallUs: wall, TFLOPs: flops / gpu / 1e6, MSizes: ms}
 	if err != nil {
 		r.Note = err.Error()

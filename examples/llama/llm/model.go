@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/quant"
 )
@@ -432,12 +433,12 @@ func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int) error {
 // other), QuantMatmul for int8 (a residual through tmp and add_T).
 func (m *Model) mm(s *core.Stream, w linear, x, y core.Region, T int, residual, pair bool) error {
 	if w.qw != nil {
-		d := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: m.cfg.groupSize(), M: w.out, N: T, K: w.in}
+		d := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: m.cfg.groupSize(), M: w.out, N: T, K: w.in}
 		if !residual {
-			return s.QuantMatmul(d, core.QuantMatmulOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: y})
+			return matmul.Quant(s, d, matmul.QuantOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: y})
 		}
 		t := view(m.tmp, 0, 2*T*w.out)
-		return firstErr(s.QuantMatmul(d, core.QuantMatmulOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: t}),
+		return firstErr(matmul.Quant(s, d, matmul.QuantOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: t}),
 			s.Launch(m.kAdd, grid((T*w.out+255)/256, 256), core.ArgBuffer(y), core.ArgBuffer(y), core.ArgBuffer(t), core.ArgU64(uint64(T*w.out))))
 	}
 	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, TransA: true, M: w.out, N: T, K: w.in}
