@@ -317,6 +317,16 @@ enum {
  *       element, in order, whose running w sum exceeds u times the kept
  *       sum. The same inputs and seed give the same token on a backend;
  *       backends agree up to the rounding of the w sums at a boundary.
+ *       Non-finite logits: idx[r] is always an index of the row, never -1.
+ *       A row whose maximum is not finite (an element is +Inf, or every
+ *       element is -Inf or NaN) gives the argmax: the first +Inf; the
+ *       first -Inf when there is no number; 0 when every element is NaN
+ *       (the caller cannot tell that row from a real token 0: check the
+ *       logits when it matters). Otherwise a weight w that is NaN (a NaN
+ *       logit; -Inf at an infinite temperature) is 0, so a NaN or -Inf
+ *       element is never drawn. Softmax's limit puts all the mass on a
+ *       +Inf logit, hence the argmax; NaN carries no information, hence
+ *       weight 0 and the lowest rank, as argmax_T ranks it.
  */
 
 /* ------------------------------------------------------------------ */

@@ -23,7 +23,7 @@ const CgoBenchName = "gpurt-cgobench"
 func runCgoBench(bin, plugin, options string, quick bool) (map[string]Result, []string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := []string{"--json", "--plugin", plugin}
+	args := []string{"--json", "--plugin-path", plugin}
 	if quick {
 		args = append(args, "--quick")
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/bytesize"
+	"github.com/metrale/gpurt/internal/stats"
 )
 
 // defaultSizes are the copy sizes when Options.Sizes is nil.
@@ -53,7 +55,7 @@ func (r *runner) copies() error {
 		maxN = max(maxN, n)
 	}
 	if total := r.dev.Info().MemoryTotal; total > 0 && uint64(maxN)*2 > total {
-		return fmt.Errorf("copy size %s: two buffers of it do not fit the device's %d bytes", sizeName(maxN), total)
+		return fmt.Errorf("copy size %s: two buffers of it do not fit the device's %d bytes", bytesize.Format(int64(maxN)), total)
 	}
 	a, err := r.dev.Alloc(maxN)
 	if err != nil {
@@ -127,18 +129,18 @@ func (r *runner) copies() error {
 				return err
 			}
 			if err := k.run(av, bv, n); err != nil { // warm-up
-				return fmt.Errorf("%s %s: %w", k.metric, sizeName(n), err)
+				return fmt.Errorf("%s %s: %w", k.metric, bytesize.Format(int64(n)), err)
 			}
 			reps := r.reps(n)
 			gbps := make([]float64, 0, reps)
 			for i := 0; i < reps; i++ {
 				t0 := time.Now()
 				if err := k.run(av, bv, n); err != nil {
-					return fmt.Errorf("%s %s: %w", k.metric, sizeName(n), err)
+					return fmt.Errorf("%s %s: %w", k.metric, bytesize.Format(int64(n)), err)
 				}
 				gbps = append(gbps, float64(n)/float64(time.Since(t0).Nanoseconds()))
 			}
-			r.rep.add(Result{Metric: k.metric, Value: median(gbps), Unit: "GB/s", Bytes: n,
+			r.rep.add(Result{Metric: k.metric, Value: stats.Median(gbps), Unit: "GB/s", Bytes: n,
 				Note: fmt.Sprintf("%s, median of %d", k.note, reps)})
 		}
 	}
@@ -151,7 +153,7 @@ func (r *runner) copies() error {
 	}
 	for i := range src {
 		if src[i] != dst[i] {
-			return fmt.Errorf("round trip of %s: byte %d differs", sizeName(maxN), i)
+			return fmt.Errorf("round trip of %s: byte %d differs", bytesize.Format(int64(maxN)), i)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/stats"
 )
 
 // gemmShape is one GEMM to time: D (m x n) = op(A) * B with A stored
@@ -212,7 +213,7 @@ func (r *runner) timeGemm(g gemmShape, ops core.GemmOperands) (time.Duration, er
 		}
 		per = append(per, float64(d)/float64(k))
 	}
-	return time.Duration(median(per)), nil
+	return time.Duration(stats.Median(per)), nil
 }
 
 // gemmHost measures the host cost of one Stream.Gemm call with a warm op
@@ -270,7 +271,7 @@ func (r *runner) gemmHost() error {
 	if gerr != nil {
 		return gerr
 	}
-	r.rep.add(Result{Metric: "gemm_host_us", Value: median(per), Unit: "us",
+	r.rep.add(Result{Metric: "gemm_host_us", Value: stats.Median(per), Unit: "us",
 		Note: fmt.Sprintf("one Stream.Gemm enqueue, warm op cache (m=%d n=%d k=%d bf16)", g.m, g.n, g.k)})
 	r.rep.add(Result{Metric: "gemm_allocs", Value: allocs, Unit: "allocs/op", Note: "goal 0"})
 	r.addCgoPair("gemm_host_us", "gemm_host_cgoproc_us")

@@ -3,8 +3,6 @@
 package bench
 
 import (
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/metrale/gpurt/core"
@@ -20,17 +18,11 @@ type GPUTimer struct {
 	sleep   *core.Kernel
 }
 
-// OpenGPUTimer opens backend with the plugins of pluginDir (the running
-// executable's folder when empty) and makes the stream. Close releases it.
-func OpenGPUTimer(pluginDir, backend string) (*GPUTimer, error) {
-	if pluginDir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		pluginDir = filepath.Dir(exe)
-	}
-	rt, err := core.Open(core.Config{PluginPaths: []string{pluginDir}, Backend: backend})
+// OpenGPUTimer opens backend with the plugins of pluginPaths (searched
+// first, then GPURT_PLUGIN_PATH and the running executable's folder, as
+// core.Open does) and makes the stream. Close releases it.
+func OpenGPUTimer(pluginPaths []string, backend string) (*GPUTimer, error) {
+	rt, err := core.Open(core.Config{PluginPaths: pluginPaths, Backend: backend})
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,9 @@ import (
 // The timer runs fn iters times behind the sleep and reports a positive
 // time per call; a failing fn and an unknown backend are errors.
 func TestGPUTimer(t *testing.T) {
-	_, err := OpenGPUTimer(testutil.MockPlugin(t), "nonesuch")
+	_, err := OpenGPUTimer([]string{testutil.MockPlugin(t)}, "nonesuch")
 	require.Error(t, err)
-	tm, err := OpenGPUTimer(testutil.MockPlugin(t), "mock")
+	tm, err := OpenGPUTimer([]string{testutil.MockPlugin(t)}, "mock")
 	require.NoError(t, err)
 	defer tm.Close()
 	_, err = tm.BehindSleep(time.Millisecond, 4, func() error { return tm.Stream.Memset(nil, 0) })
@@ -35,7 +35,7 @@ func TestGPUTimer(t *testing.T) {
 // Time makes the warm-up, host-timed and behind-the-sleep calls and
 // reports both figures; a failing fn is an error.
 func TestGPUTimerTime(t *testing.T) {
-	tm, err := OpenGPUTimer(testutil.MockPlugin(t), "mock")
+	tm, err := OpenGPUTimer([]string{testutil.MockPlugin(t)}, "mock")
 	require.NoError(t, err)
 	defer tm.Close()
 	_, _, err = tm.Time(3, func() error { return tm.Stream.Memset(nil, 0) })

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/stats"
 )
 
 // launch measures the built-in fill_f32 on one element: the host cost of
@@ -88,14 +89,14 @@ func (r *runner) launch() error {
 	if err != nil {
 		return err
 	}
-	me, m2 := median(enq), median(e2e)
+	me, m2 := stats.Median(enq), stats.Median(e2e)
 	r.rep.add(Result{Metric: "launch_us", Value: me, Unit: "us", Note: "host enqueue of fill_f32 on 1 element (Stream.Launch), batches of launches"})
 	r.rep.add(Result{Metric: "launch_allocs", Value: allocs, Unit: "allocs/op", Note: "goal 0"})
 	r.rep.add(Result{Metric: "launch_batch_us", Value: bus, Unit: "us", Note: fmt.Sprintf("host enqueue per launch of fill_f32 on 1 element, LaunchBatch.Submit of %d (Add and Submit; launch_batch slot, or one launch per item on a plugin without it)", launchBatchSize)})
 	r.rep.add(Result{Metric: "launch_batch_allocs", Value: ballocs, Unit: "allocs/op", Note: fmt.Sprintf("per batch of %d launches (Adds and Submit), goal 0", launchBatchSize)})
 	r.rep.add(Result{Metric: "launch_e2e_us", Value: m2, Unit: "us", Note: "per launch, a batch and its one synchronize"})
 	r.rep.add(Result{Metric: "launches_per_s", Value: 1e6 / m2, Unit: "1/s", Note: "end to end, from launch_e2e_us"})
-	r.rep.add(Result{Metric: "launch_sync_us", Value: median(round), Unit: "us", Note: "one launch + Stream.Synchronize"})
+	r.rep.add(Result{Metric: "launch_sync_us", Value: stats.Median(round), Unit: "us", Note: "one launch + Stream.Synchronize"})
 	r.addCgoPair("launch_host_us", "launch_host_cgoproc_us")
 	// gpurt-cgobench's batch figures: launch_batch_host_us (gpurt's
 	// Submit of 64, baseline the slot called from C) as
@@ -155,5 +156,5 @@ func launchBatch(s *core.Stream, fill *core.Kernel, buf *core.Buffer, cfg core.L
 			_ = one()
 		}
 	}, 20)
-	return median(per), allocs, s.Synchronize()
+	return stats.Median(per), allocs, s.Synchronize()
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/metrale/gpurt/internal/stats"
 )
 
 // NsPerOp measures loop, which performs n operations, in nanoseconds per
@@ -41,7 +43,8 @@ func NsPerOp(loop func(n int), target time.Duration, trials int) (best, med floa
 		loop(n)
 		ns = append(ns, float64(time.Since(t0).Nanoseconds())/float64(n))
 	}
-	med = median(ns) // sorts
+	slices.Sort(ns)
+	med = stats.Sorted(ns, 50)
 	return ns[0], med
 }
 
@@ -56,19 +59,6 @@ func AllocsPerOp(loop func(n int), n int) float64 {
 	loop(n)
 	runtime.ReadMemStats(&b)
 	return float64(b.Mallocs-a.Mallocs) / float64(n)
-}
-
-// median of xs (which it sorts); 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	m := len(xs) / 2
-	if len(xs)%2 == 1 {
-		return xs[m]
-	}
-	return (xs[m-1] + xs[m]) / 2
 }
 
 // phase runs fn and, when it takes longer than a second, writes a
@@ -99,17 +89,4 @@ func phase(w io.Writer, name string, fn func() error) error {
 		fmt.Fprintf(w, "gpurt bench: %s %s (%.1f s)\n", name, state, time.Since(t0).Seconds())
 	}
 	return err
-}
-
-// sizeName prints a byte count as 64KiB, 16MiB, 1GiB (or bytes).
-func sizeName(n int) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
 }

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+
+	"github.com/metrale/gpurt/internal/bytesize"
 )
 
 // Result is one figure. As JSON (one object per line with --json) it is
@@ -86,7 +90,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, x := range r.Results {
 		size, base, ratio := "", "", ""
 		if x.Bytes > 0 {
-			size = sizeName(x.Bytes)
+			size = bytesize.Format(int64(x.Bytes))
 		}
 		if x.Baseline != nil {
 			base = num(*x.Baseline)
@@ -121,35 +125,87 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-// ParseSizes reads a comma-separated list of byte sizes with an optional
-// unit: 65536, 64K, 64KiB, 16M, 1G (K, M, G are powers of 1024).
+// ParseSizes reads a comma-separated list of copy sizes in bytes, each
+// from 1 byte to 16GiB, in the syntax of internal/bytesize: 65536, 64K,
+// 64KiB, 16M, 1G (K, M, G are powers of 1024).
 func ParseSizes(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		u := strings.ToUpper(f)
-		mult := 1
-		for _, suf := range []struct {
-			s string
-			m int
-		}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
-			{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
-			if strings.HasSuffix(u, suf.s) {
-				u, mult = strings.TrimSuffix(u, suf.s), suf.m
-				break
-			}
-		}
-		v, err := strconv.Atoi(strings.TrimSpace(u))
-		if err != nil || v <= 0 || v > (16<<30)/mult {
-			return nil, fmt.Errorf("bench: size %q: want a positive number of bytes up to 16GiB, with an optional K, M or G", f)
-		}
-		out = append(out, v*mult)
+	ns, err := bytesize.ParseList(s, 1, 16*bytesize.GiB)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("bench: no sizes in %q", s)
+	out := make([]int, len(ns))
+	for i, n := range ns {
+		out[i] = int(n)
 	}
 	return out, nil
+}
+
+// WriteBenchfmt writes the report in the Go benchmark format
+// (https://go.googlesource.com/proposal/+/master/design/14313-benchmark-format.md),
+// so that golang.org/x/perf/cmd/benchstat can compare two runs: a few
+// configuration lines (goos, goarch, pkg, backend, abi, device, plugin),
+// then one line per figure,
+//
+//	BenchmarkDispatch_ns-8         1   112.3 ns/op
+//	BenchmarkHtod_pinned_gbps/size=64KiB-8   1   3.2e+09 B/s
+//
+// named after the JSON metric (first letter upper-cased; copy figures get
+// a /size= part), with procs the GOMAXPROCS of this process and one
+// iteration (each figure is already a median or a best of many). Times
+// are converted to ns/op and GB/s to B/s, the units benchstat scales;
+// other units are kept. A figure that is not a finite number is left out.
+func (r *Report) WriteBenchfmt(w io.Writer, procs int) error {
+	var b strings.Builder
+	for _, kv := range [][2]string{{"goos", runtime.GOOS}, {"goarch", runtime.GOARCH}, {"pkg", "github.com/metrale/gpurt/bench"},
+		{"backend", r.Backend}, {"abi", r.ABI}, {"device", r.Device}, {"plugin", r.Plugin}} {
+		if v := strings.Join(strings.Fields(kv[1]), " "); v != "" {
+			fmt.Fprintf(&b, "%s: %s\n", kv[0], v)
+		}
+	}
+	for _, x := range r.Results {
+		v, unit := benchfmtUnit(x.Value, x.Unit)
+		if math.IsNaN(v) || math.IsInf(v, 0) || x.Metric == "" {
+			continue
+		}
+		name := benchfmtName(x.Metric)
+		if x.Bytes > 0 {
+			name += "/size=" + bytesize.Format(int64(x.Bytes))
+		}
+		fmt.Fprintf(&b, "Benchmark%s-%d\t1\t%s %s\n", name, procs, strconv.FormatFloat(v, 'g', -1, 64), unit)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// benchfmtName is metric as a benchmark name: no spaces, the first letter
+// upper-cased (the format wants "Benchmark" followed by a capital).
+func benchfmtName(metric string) string {
+	n := strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || r == '-' {
+			return '_'
+		}
+		return r
+	}, metric)
+	rs := []rune(n)
+	rs[0] = unicode.ToUpper(rs[0])
+	return string(rs)
+}
+
+// benchfmtUnit converts v in unit to the unit benchstat scales.
+func benchfmtUnit(v float64, unit string) (float64, string) {
+	switch unit {
+	case "ns", "ns/op":
+		return v, "ns/op"
+	case "us":
+		return v * 1e3, "ns/op"
+	case "ms":
+		return v * 1e6, "ns/op"
+	case "s":
+		return v * 1e9, "ns/op"
+	case "GB/s":
+		return v * 1e9, "B/s"
+	case "":
+		return v, "count"
+	}
+	return v, strings.Join(strings.Fields(unit), "_")
 }

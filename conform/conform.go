@@ -105,6 +105,7 @@ func checks() []check {
 	cs = append(cs, misuseChecks()...)
 	cs = append(cs, dataChecks()...)
 	cs = append(cs, kernelChecks()...)
+	cs = append(cs, sampleEdgeChecks()...)
 	cs = append(cs, batchChecks()...)
 	cs = append(cs, graphChecks()...)
 	cs = append(cs, graphOrderChecks()...)

@@ -426,19 +426,26 @@ func splitmix64(z uint64) uint64 {
 // whether the draw or the top-p cut lies too close to a boundary for the
 // rounding of a backend's sums to be ruled out (then any token of the
 // kept set, widened by the margin, is accepted: allowed).
+//
+// Non-finite logits (gpurt.h): a row whose maximum is not finite (+Inf, or
+// only -Inf and NaN) gives the argmax; a weight that is NaN (a NaN logit,
+// -Inf at an infinite temperature) is 0.
 func sampleRef(x []float64, topK int, topP, temp float64, seed uint64, r int) (tok int, near bool, allowed map[int]bool) {
 	order := rowOrder(x)
-	if topK == 1 || temp <= 0 {
+	mx := float64(float32(x[order[0]]))
+	if topK == 1 || !(temp > 0) || math.IsInf(mx, 0) || math.IsNaN(mx) {
 		return order[0], false, map[int]bool{order[0]: true}
 	}
 	if topK == 0 || topK > len(x) {
 		topK = len(x)
 	}
-	mx := float64(float32(x[order[0]]))
 	w := make([]float64, topK)
 	z := 0.0
 	for i := 0; i < topK; i++ {
 		w[i] = math.Exp((float64(float32(x[order[i]])) - mx) / temp)
+		if math.IsNaN(w[i]) {
+			w[i] = 0
+		}
 		z += w[i]
 	}
 	const margin = 1e-4

@@ -76,6 +76,18 @@ func (d *KVCacheDesc) check(op string, pages bool) error {
 	if pages && d.NumPages <= 0 {
 		return errf(CodeInvalidArgument, op, "num pages %d must be positive", d.NumPages)
 	}
+	// Byte counts must fit an int: a product that wraps would make a
+	// cache whose regions are smaller than its shape says.
+	hi, page := bits.Mul64(uint64(d.PageSize)*uint64(d.NumKVHeads), uint64(d.HeadDim)*uint64(d.DType.Size()))
+	if hi != 0 || page > math.MaxInt {
+		return errf(CodeOutOfRange, op, "page of %d tokens x %d kv heads x %d x %d-byte elements overflows the byte count",
+			d.PageSize, d.NumKVHeads, d.HeadDim, d.DType.Size())
+	}
+	if pages {
+		if hi, total := bits.Mul64(uint64(d.NumPages), page); hi != 0 || total > math.MaxInt {
+			return errf(CodeOutOfRange, op, "%d pages of %d bytes overflow the byte count", d.NumPages, page)
+		}
+	}
 	return nil
 }
 
@@ -439,7 +451,7 @@ func (s *Stream) RunAttention(a *Attention, c *KVCache, ops AttentionOperands) (
 		return err
 	}
 	sub := submission{slot: bind.SlotAttentionRun, obj: uintptr(a.h), args: unsafe.Pointer(&ra), size: unsafe.Sizeof(ra),
-		opr: rs.opr[:], lives: [2]*life{a.l}}
+		opr: rs.opr[:], lives: [2]*life{a.l}, timed: true, metric: opAttentionRun}
 	return s.submit(op, &sub)
 }
 

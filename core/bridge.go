@@ -97,5 +97,11 @@ func bridgeSubmit(c *bridge.Op, slot bind.Slot, obj uintptr, args unsafe.Pointer
 		}
 	}
 	sub := submission{slot: slot, obj: obj, args: args, size: size, opr: opr[:], fix: fix}
+	switch c.Metric {
+	case bridge.MetricQuantMatmul:
+		sub.timed, sub.metric = true, opQuantMatmul
+	case bridge.MetricGroupedGemm:
+		sub.timed, sub.metric = true, opGroupedGemm
+	}
 	return bridgeStream(c).submit(c.Name, &sub)
 }

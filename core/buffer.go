@@ -166,7 +166,7 @@ func (d *Device) Alloc(size int) (*Buffer, error) {
 		return nil, errf(CodeOutOfMemory, op, "%d bytes asked on device %d, which has %d bytes in all and %d free", size, d.index, d.info.MemoryTotal, free)
 	}
 	var h abi.Buffer
-	if err := rt.p.BufferAlloc(op, rt.h, d.index, uint64(size), &h); err != nil {
+	if err := rt.metrics.buffer(d.index, int64(size), rt.p.BufferAlloc(op, rt.h, d.index, uint64(size), &h)); err != nil {
 		return nil, err
 	}
 	b := &Buffer{dev: d, h: h, size: uint64(size), l: new(life)}
@@ -192,7 +192,7 @@ func (b *Buffer) Free() error {
 	case killRefused:
 		return errf(CodeFailedPrecondition, op, "the buffer is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first")
 	}
-	return rt.p.BufferFree(op, rt.h, b.h)
+	return rt.metrics.buffer(b.dev.index, -int64(b.size), rt.p.BufferFree(op, rt.h, b.h))
 }
 
 // directMax: synchronous copies of Go memory below this size go straight
@@ -228,9 +228,10 @@ func CopyFromHost(dst Region, src []byte) error {
 		rt := b.dev.rt
 		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(src)), DstBuffer: b.h, DstOffset: off}
 		a.SrcPtr = bind.SliceData(src)
-		return rt.p.Copy(op, rt.h, &a)
+		return rt.metrics.copy(opCopyFromHost, copyHostToDevice, a.Size, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
 	}
-	return b.dev.stagedUpload(b.h, off, src)
+	m := &b.dev.rt.metrics
+	return m.copy(opCopyFromHost, copyHostToDevice, uint64(len(src)), m.begin(), b.dev.stagedUpload(b.h, off, src))
 }
 
 // CopyToHost copies len(dst) bytes from the start of src to Go memory and
@@ -260,9 +261,10 @@ func CopyToHost(dst []byte, src Region) error {
 		rt := b.dev.rt
 		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(dst)), SrcBuffer: b.h, SrcOffset: off}
 		a.DstPtr = bind.SliceData(dst)
-		return rt.p.Copy(op, rt.h, &a)
+		return rt.metrics.copy(opCopyToHost, copyDeviceToHost, a.Size, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
 	}
-	return b.dev.stagedDownload(dst, b.h, off)
+	m := &b.dev.rt.metrics
+	return m.copy(opCopyToHost, copyDeviceToHost, uint64(len(dst)), m.begin(), b.dev.stagedDownload(dst, b.h, off))
 }
 
 // Copy copies src.Len() bytes from device memory to device memory, after
@@ -302,7 +304,7 @@ func Copy(dst, src Region) error {
 	rt := db.dev.rt
 	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: sn,
 		DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
-	return rt.p.Copy(op, rt.h, &a)
+	return rt.metrics.copy(opCopyDevice, copyDeviceToDevice, sn, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
 }
 
 // memset fills r with a pattern of elem bytes: enqueued on s (through the

@@ -338,7 +338,7 @@ func (c *Comm) Run(ops ...CollOp) error {
 		}
 	}
 	a := abi.CommRunArgs{StructSize: abi.SizeofCommRunArgs, Count: uint64(len(ops)), Ops: &aops[0], OpSize: abi.SizeofCollOp}
-	return c.rt.p.CommRun(op, c.rt.h, c.h, &a)
+	return c.rt.metrics.end(opCommRun, c.rt.metrics.begin(), c.rt.p.CommRun(op, c.rt.h, c.h, &a))
 }
 
 // prepare checks one op in Go (what the plugin cannot see: a View's

@@ -5,6 +5,7 @@ package core
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -31,6 +32,7 @@ import (
 //	StageChunk     GPURT_STAGE_CHUNK    8 MiB (16 MiB for copies of 256 MiB or more)
 //	StageSlots     GPURT_STAGE_SLOTS    4
 //	CopyWorkers    GPURT_COPY_WORKERS   min(GOMAXPROCS-1, 12), at least 1
+//	ProbeCacheDir  GPURT_PROBE_CACHE    the user's cache folder/gpurt/probe
 //
 // GPURT_PLUGIN_PATH (folders searched after PluginPaths) and
 // GPURT_ALLOW_UNVERIFIED (the default of AllowUnverifiedPlugins) are read
@@ -57,7 +59,8 @@ type Config struct {
 	// NoMockFallback forbids auto from settling on the mock.
 	NoMockFallback bool
 	// PluginOptions is passed to the plugin's runtime_create as
-	// "key=value;key=value" (the mock knows "devices=N").
+	// "key=value;key=value" (the mock knows "devices=N"). A NUL byte in
+	// it is an error (a C plugin would read only what comes before it).
 	PluginOptions string
 	// Logger receives the loader's and the runtime's messages (leaks,
 	// backend choice). Nil: an hclog logger named "gpurt" on stderr at
@@ -84,12 +87,19 @@ type Config struct {
 	// GPURT_COPY_WORKERS, else min(GOMAXPROCS-1, 12), at least 1.
 	CopyWorkers int
 	// ProbeInProcess probes plugins in this process instead of in a child
-	// process (the executable run again with a hidden subcommand): a
-	// process start faster, but a driver that crashes or hangs while
-	// probing takes the process with it.
+	// process (the executable run again with a hidden subcommand; see
+	// Open): a process start faster, but a driver that crashes or hangs
+	// while probing takes the process with it. No probe cache is used.
 	ProbeInProcess bool
-	// ProbeTimeout is the isolated probe's watchdog (0: 30 s).
+	// ProbeTimeout is the isolated probe's watchdog (0: 30 s; negative is
+	// an error).
 	ProbeTimeout time.Duration
+	// ProbeCacheDir is the folder keeping isolated probe results between
+	// processes (see Open): an absolute path, or "off" to keep them in
+	// this process's memory only. Empty: GPURT_PROBE_CACHE, else
+	// os.UserCacheDir()/gpurt/probe. A folder that group or others may
+	// write to (or that is reached through one) is not used.
+	ProbeCacheDir string
 	// AllowUnverifiedPlugins lets a binary built by `make dist` (which
 	// records its plugins' SHA-256) load plugins from PluginPaths or
 	// GPURT_PLUGIN_PATH that no recorded checksum covers;
@@ -192,6 +202,22 @@ func (cfg *Config) resolveEnv(op string, getenv func(string) string, procs int) 
 		return n * mul, true, nil
 	}
 
+	if i := strings.IndexByte(cfg.PluginOptions, 0); i >= 0 {
+		return settings{}, errf(CodeInvalidArgument, op, "Config.PluginOptions=%q: NUL byte at offset %d (the plugin would see only %q)",
+			cfg.PluginOptions, i, cfg.PluginOptions[:i])
+	}
+	for i, p := range cfg.PluginPaths {
+		if strings.IndexByte(p, 0) >= 0 {
+			return bad(fmt.Sprintf("Config.PluginPaths[%d]", i), p, "a path without NUL bytes")
+		}
+	}
+	if cfg.ProbeTimeout < 0 {
+		return bad("Config.ProbeTimeout", cfg.ProbeTimeout, "a positive duration, or 0 for the default (30s)")
+	}
+	if _, err := cfg.probeCacheDir(op, getenv); err != nil {
+		return settings{}, err
+	}
+
 	s.opCacheSize = 1024
 	if n, ok, err := num("OpCacheSize", "GPURT_OPCACHE_SIZE", cfg.OpCacheSize, 1, 1<<20, false); err != nil {
 		return settings{}, err
@@ -230,7 +256,31 @@ func sizeText(n int) string {
 	return fmt.Sprintf("%dB", n)
 }
 
+// probeCacheDir is loader.Options.ProbeCacheDir from ProbeCacheDir or
+// GPURT_PROBE_CACHE: "" the default folder, "-" memory only, else a
+// clean absolute folder.
+func (cfg *Config) probeCacheDir(op string, getenv func(string) string) (string, error) {
+	pc, from := cfg.ProbeCacheDir, "Config.ProbeCacheDir"
+	if pc == "" {
+		pc, from = strings.TrimSpace(getenv("GPURT_PROBE_CACHE")), "GPURT_PROBE_CACHE"
+	}
+	switch {
+	case pc == "":
+		return "", nil
+	case pc == "off":
+		return "-", nil
+	case !filepath.IsAbs(pc) || strings.IndexByte(pc, 0) >= 0:
+		return "", errf(CodeInvalidArgument, op, "%s=%q: want an absolute folder, or \"off\"", from, pc)
+	}
+	return filepath.Clean(pc), nil
+}
+
+// loaderOptions is cfg for the loader (after resolve checked it).
 func (cfg *Config) loaderOptions(log hclog.Logger) loader.Options {
+	pc, err := cfg.probeCacheDir("", os.Getenv)
+	if err != nil {
+		pc = "-" // resolve refused it already; never reached
+	}
 	return loader.Options{
 		Paths:           cfg.PluginPaths,
 		Backend:         cfg.Backend,
@@ -238,6 +288,7 @@ func (cfg *Config) loaderOptions(log hclog.Logger) loader.Options {
 		Logger:          log,
 		ProbeInProcess:  cfg.ProbeInProcess,
 		ProbeTimeout:    cfg.ProbeTimeout,
+		ProbeCacheDir:   pc,
 		AllowUnverified: cfg.AllowUnverifiedPlugins,
 	}
 }

@@ -142,5 +142,5 @@ func (d *Device) enter(op string) error {
 
 // sync is device_synchronize; the caller has entered the runtime.
 func (d *Device) sync() error {
-	return d.rt.p.DeviceSynchronize("device_synchronize", d.rt.h, d.index)
+	return d.rt.metrics.end(opDeviceSynchronize, d.rt.metrics.begin(), d.rt.p.DeviceSynchronize("device_synchronize", d.rt.h, d.index))
 }

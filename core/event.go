@@ -108,7 +108,7 @@ func (ev *Event) Synchronize() error {
 	}
 	defer ev.exit()
 	rt := ev.dev.rt
-	return rt.p.EventSynchronize(op, rt.h, ev.h)
+	return rt.metrics.end(opEventSynchronize, rt.metrics.begin(), rt.p.EventSynchronize(op, rt.h, ev.h))
 }
 
 // Close destroys the event. A second Close, or any later use, is an error

@@ -130,9 +130,10 @@ func (s *Stream) Gemm(desc GemmDesc, ops GemmOperands) (err error) {
 	defer s.sticky(&err)
 	g := gemmCall{s: s}
 	defer g.finish()
-	err = g.run(&desc, &ops)
+	m := &s.dev.rt.metrics
+	err = m.end(opGemm, m.begin(), g.run(&desc, &ops))
 	if err == nil {
-		s.dev.rt.metrics.gemms.Add(1)
+		m.gemms.Add(1)
 	}
 	return err
 }

@@ -2,10 +2,17 @@
 
 package core
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sync/atomic"
+	"time"
+)
 
-// metrics are a runtime's operation counters: plain atomics bumped on the
-// call path (no lock, no allocation), read by Runtime.Metrics.
+// metrics are a runtime's operation counters and latency histograms:
+// plain atomics bumped on the call path (no lock, no allocation), read by
+// Runtime.Metrics. The histograms are filled only while op timing is on
+// (Runtime.SetOpTiming; the metrics package's collector turns it on); the
+// counters always count.
 type metrics struct {
 	launches      atomic.Uint64
 	batches       atomic.Uint64
@@ -13,11 +20,142 @@ type metrics struct {
 	gemms         atomic.Uint64
 	deviceLost    atomic.Bool
 	errs          [numErrorCodes]atomic.Uint64
+
+	timing atomic.Bool
+	ops    [numOps]opStats
+	copied [numCopyDirs]atomic.Uint64
+	// buffers are the bytes of live Device.Alloc buffers, per device.
+	buffers [maxMetricDevices]atomic.Int64
 }
 
 // numErrorCodes bounds the GPURT_ERR_* codes counted one by one; larger
 // (unknown) codes are counted under 0.
 const numErrorCodes = 32
+
+// maxMetricDevices bounds the devices whose buffer bytes are counted one
+// by one (a device index beyond it is not counted).
+const maxMetricDevices = 64
+
+// opKind is an operation with a latency histogram and a counter.
+type opKind uint8
+
+const (
+	opStreamSynchronize opKind = iota
+	opDeviceSynchronize
+	opEventSynchronize
+	opCopyFromHost
+	opCopyToHost
+	opCopyDevice
+	opCopyFromPinned
+	opCopyToPinned
+	opStreamCopyDevice
+	opGemm
+	opAttentionRun
+	opQuantMatmul
+	opGroupedGemm
+	opCommRun
+	numOps
+)
+
+// opNames are the ops' label values (snake_case, the ABI's words).
+var opNames = [numOps]string{
+	opStreamSynchronize: "stream_synchronize",
+	opDeviceSynchronize: "device_synchronize",
+	opEventSynchronize:  "event_synchronize",
+	opCopyFromHost:      "copy_from_host",
+	opCopyToHost:        "copy_to_host",
+	opCopyDevice:        "copy_device",
+	opCopyFromPinned:    "copy_from_pinned",
+	opCopyToPinned:      "copy_to_pinned",
+	opStreamCopyDevice:  "stream_copy_device",
+	opGemm:              "gemm",
+	opAttentionRun:      "attention_run",
+	opQuantMatmul:       "quant_matmul",
+	opGroupedGemm:       "grouped_gemm",
+	opCommRun:           "comm_run",
+}
+
+// copyDir is a copy's direction, for the bytes-copied counters.
+type copyDir uint8
+
+const (
+	copyHostToDevice copyDir = iota
+	copyDeviceToHost
+	copyDeviceToDevice
+	numCopyDirs
+)
+
+var copyDirNames = [numCopyDirs]string{"host_to_device", "device_to_host", "device_to_device"}
+
+// numLatencyBuckets is the histograms' bucket count: bucket i < last
+// holds calls under 2^i microseconds, the last everything slower.
+const numLatencyBuckets = 25
+
+// LatencyBounds are the upper bounds of the latency histograms' buckets
+// (1us, 2us, 4us, ... 8.4s; the last bucket, above them all, is
+// unbounded). It returns a new slice.
+func LatencyBounds() []time.Duration {
+	b := make([]time.Duration, numLatencyBuckets-1)
+	for i := range b {
+		b[i] = time.Microsecond << i
+	}
+	return b
+}
+
+// opStats are one op's counter and histogram.
+type opStats struct {
+	n       atomic.Uint64 // successful calls (timed or not)
+	timed   atomic.Uint64 // calls in the histogram
+	sumNs   atomic.Uint64
+	buckets [numLatencyBuckets]atomic.Uint64
+}
+
+// epoch is the monotonic origin of begin's readings.
+var epoch = time.Now()
+
+// begin returns the time an op starts, or 0 when op timing is off (then
+// end records no latency).
+func (m *metrics) begin() int64 {
+	if !m.timing.Load() {
+		return 0
+	}
+	return int64(time.Since(epoch)) + 1 // never 0
+}
+
+// end counts a successful op (and its latency when t0 is not 0) and
+// returns err unchanged; a failed op is not counted (the plugin's error
+// is, by code).
+func (m *metrics) end(op opKind, t0 int64, err error) error {
+	if err != nil {
+		return err
+	}
+	s := &m.ops[op]
+	s.n.Add(1)
+	if t0 != 0 {
+		d := max(int64(time.Since(epoch))+1-t0, 0)
+		s.timed.Add(1)
+		s.sumNs.Add(uint64(d))
+		s.buckets[min(bits.Len64(uint64(d)/1000), numLatencyBuckets-1)].Add(1)
+	}
+	return nil
+}
+
+// copy is end for a copy of n bytes in direction dir.
+func (m *metrics) copy(op opKind, dir copyDir, n uint64, t0 int64, err error) error {
+	if err == nil {
+		m.copied[dir].Add(n)
+	}
+	return m.end(op, t0, err)
+}
+
+// buffer counts a Device.Alloc (delta > 0) or Buffer.Free (delta < 0) of
+// device dev that succeeded, and returns err unchanged.
+func (m *metrics) buffer(dev uint32, delta int64, err error) error {
+	if err == nil && dev < maxMetricDevices {
+		m.buffers[dev].Add(delta)
+	}
+	return err
+}
 
 // pluginError counts one error object returned by the plugin.
 func (m *metrics) pluginError(c ErrorCode) {
@@ -33,12 +171,31 @@ func (m *metrics) pluginError(c ErrorCode) {
 
 // Metrics are counters of what a runtime did since Open, for monitoring
 // (the package github.com/metrale/gpurt/metrics exports them to
-// Prometheus and expvar). Every field only grows, except DeviceLost.
+// Prometheus and expvar). Every counter only grows; DeviceLost and
+// BufferBytes are states.
 type Metrics struct {
 	Launches      uint64 // kernels enqueued by Stream.Launch
 	LaunchBatches uint64 // LaunchBatch.Submit calls that enqueued everything
 	BatchLaunches uint64 // kernels enqueued through launch batches
 	GEMMs         uint64 // GEMMs enqueued by Stream.Gemm
+	AttentionRuns uint64 // Stream.RunAttention calls that ran
+	QuantMatmuls  uint64 // Stream.QuantMatmul calls that ran
+	GroupedGEMMs  uint64 // Stream.GroupedGemm calls that ran
+	Collectives   uint64 // Comm.Run calls that enqueued a collective
+	// BytesCopied are the bytes of successful copies by direction:
+	// "host_to_device", "device_to_host", "device_to_device" (all three
+	// always present).
+	BytesCopied map[string]uint64
+	// BufferBytes are the bytes of live Device.Alloc buffers, by device
+	// index (devices with none are absent).
+	BufferBytes map[int]uint64
+	// Latency holds, while op timing is on (SetOpTiming), a histogram of
+	// the host time of each successful call by operation (snake_case:
+	// "stream_synchronize", "copy_from_host", "gemm", "attention_run",
+	// ...): for synchronize and the synchronous copies the wait, for the
+	// stream operations the time to enqueue. Only operations timed at
+	// least once are present.
+	Latency map[string]LatencyHistogram
 	// Errors counts the error objects returned by the plugin, by code
 	// (core-side argument checks that never reach the plugin are not
 	// counted). Only codes seen at least once are present.
@@ -47,11 +204,32 @@ type Metrics struct {
 	DeviceLost bool
 }
 
+// LatencyHistogram is one operation's latencies: Count calls took Sum in
+// all; Buckets[i] counts the calls under LatencyBounds()[i] (cumulative,
+// as Prometheus has it), the calls above every bound are Count minus the
+// last bucket.
+type LatencyHistogram struct {
+	Count   uint64
+	Sum     time.Duration
+	Buckets []uint64
+}
+
+// SetOpTiming turns the latency histograms of Metrics on or off (off at
+// Open). While on, each timed call reads the clock twice (tens of
+// nanoseconds; BenchmarkOpTiming measures it); off, a call costs one
+// atomic load. Safe for concurrent use.
+func (rt *Runtime) SetOpTiming(on bool) {
+	if rt != nil {
+		rt.metrics.timing.Store(on)
+	}
+}
+
 // Metrics returns a snapshot of the runtime's counters. It is cheap, safe
 // for concurrent use and works on a closed runtime (the counters stay).
 func (rt *Runtime) Metrics() Metrics {
 	if rt == nil {
-		return Metrics{Errors: map[ErrorCode]uint64{}}
+		return Metrics{Errors: map[ErrorCode]uint64{}, BytesCopied: map[string]uint64{},
+			BufferBytes: map[int]uint64{}, Latency: map[string]LatencyHistogram{}}
 	}
 	m := &rt.metrics
 	out := Metrics{
@@ -59,8 +237,40 @@ func (rt *Runtime) Metrics() Metrics {
 		LaunchBatches: m.batches.Load(),
 		BatchLaunches: m.batchLaunches.Load(),
 		GEMMs:         m.gemms.Load(),
+		AttentionRuns: m.ops[opAttentionRun].n.Load(),
+		QuantMatmuls:  m.ops[opQuantMatmul].n.Load(),
+		GroupedGEMMs:  m.ops[opGroupedGemm].n.Load(),
+		Collectives:   m.ops[opCommRun].n.Load(),
+		BytesCopied:   make(map[string]uint64, numCopyDirs),
+		BufferBytes:   map[int]uint64{},
+		Latency:       map[string]LatencyHistogram{},
 		Errors:        map[ErrorCode]uint64{},
 		DeviceLost:    m.deviceLost.Load(),
+	}
+	for d := range m.copied {
+		out.BytesCopied[copyDirNames[d]] = m.copied[d].Load()
+	}
+	for d := range m.buffers {
+		if n := m.buffers[d].Load(); n > 0 {
+			out.BufferBytes[d] = uint64(n)
+		}
+	}
+	for op := range m.ops {
+		s := &m.ops[op]
+		n := s.timed.Load()
+		if n == 0 {
+			continue
+		}
+		h := LatencyHistogram{Count: n, Sum: time.Duration(s.sumNs.Load()), Buckets: make([]uint64, numLatencyBuckets-1)}
+		var cum uint64
+		for i := range h.Buckets {
+			cum += s.buckets[i].Load()
+			h.Buckets[i] = cum
+		}
+		// The fields are read one by one while calls go on: keep the
+		// snapshot consistent (no bucket above the count).
+		h.Count = max(h.Count, cum+s.buckets[numLatencyBuckets-1].Load())
+		out.Latency[opNames[op]] = h
 	}
 	for i := range m.errs {
 		if n := m.errs[i].Load(); n != 0 {

@@ -101,8 +101,18 @@ func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Mod
 
 // BuiltinModule returns the device's built-in module (loaded on first
 // use, then from the registry). Every plugin's built-in module has the
-// kernels listed in gpurt.h: fill_T, scale_T, axpy_T, add_T, mul_T for T
-// in f32, f16, bf16, and sleep_ns.
+// kernels listed in gpurt.h (abi.BuiltinKernels): the element-wise
+// fill_T, scale_T, axpy_T, add_T, mul_T, silu_mul_T and softcap_T, the
+// row kernels rmsnorm_T, rope_llama_T, rope_neox_T, embed_T, argmax_T and
+// sample_T, for T in f32, f16, bf16, and sleep_ns.
+//
+// argmax_T and sample_T on non-finite logits, the same on every backend:
+// the token is always an index of the row, never -1. NaN ranks below
+// every number and weighs nothing, so it is never drawn while the row
+// has a number; a +Inf logit (an f16 logit past 65504 is one) wins, the
+// first of several; a row of -Inf (and NaN) gives its first -Inf; a row of
+// NaN gives 0, which cannot be told from a real token 0 (check the logits
+// when that matters).
 func (d *Device) BuiltinModule() (*Module, error) {
 	if m, err := d.Module(BuiltinModuleName); err == nil {
 		return m, nil

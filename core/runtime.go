@@ -35,6 +35,33 @@ type Runtime struct {
 
 // Open loads a plugin as cfg says (see Config), creates its runtime and
 // reads its devices. The caller must Close the runtime.
+//
+// Isolated probe: before loading a plugin, Open (and Probe) asks it
+// whether it can run here in a child process, so that a GPU driver that
+// crashes or hangs while probing costs a reason in the report, not this
+// process. The child is this program's own executable (the running
+// image, /proc/self/exe, on Linux; os.Executable on macOS), run again with a hidden first argument ("__gpurt_probe") and
+// GPURT_PROBE_CHILD=1 in an allow-listed environment (PATH, HOME, TMPDIR,
+// LD_LIBRARY_PATH, locale, CUDA_*, NVIDIA_*, GPURT_*, METAL_*, MTL_*);
+// an init function of this module recognises that, before main runs, in
+// any program importing gpurt, probes the plugin file it inherits (the
+// one the parent checked and hashed, as descriptor 3), prints one JSON
+// report and exits. Config.ProbeTimeout (30 s) is its watchdog. A program
+// whose main must not be re-run, or that cannot spawn processes, sets
+// Config.ProbeInProcess (probing in this process, no cache).
+//
+// Probe cache: the child's reports are kept in memory for the life of
+// the process and on disk, one small JSON file per plugin file identity
+// (path, device, inode, size, times), executable, NVIDIA driver version
+// and probe-relevant environment, in Config.ProbeCacheDir
+// (GPURT_PROBE_CACHE; default os.UserCacheDir()/gpurt/probe, that is
+// $XDG_CACHE_HOME/gpurt/probe or ~/.cache/gpurt/probe on Linux,
+// ~/Library/Caches/gpurt/probe on macOS). "off" keeps them in memory only.
+// Entries are used only from a folder and files the loader trusts (owned
+// by the user or root, writable by no one else, regular files, bounded
+// in size); anything else is a miss. The folder is pruned whenever an
+// entry is written: at most 64 entries, none older than 7 days. A cached
+// report's free memory is the one measured when it was probed.
 func Open(cfg Config) (*Runtime, error) {
 	set, err := cfg.resolve("open")
 	if err != nil {

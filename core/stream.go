@@ -101,7 +101,7 @@ func (s *Stream) Synchronize() error {
 	}
 	defer s.exit()
 	rt := s.dev.rt
-	return rt.p.StreamSynchronize(op, rt.h, s.h)
+	return rt.metrics.end(opStreamSynchronize, rt.metrics.begin(), rt.p.StreamSynchronize(op, rt.h, s.h))
 }
 
 // Query reports whether all work enqueued on the stream has completed,
@@ -205,7 +205,11 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) (err 
 	} else {
 		a.DstBuffer, a.DstOffset, a.SrcHost, a.SrcOffset = b.h, off, p.h, p.off
 	}
-	c := submission{slot: bind.SlotCopy, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), lives: [2]*life{b.l, p.l}}
+	c := submission{slot: bind.SlotCopy, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), lives: [2]*life{b.l, p.l},
+		timed: true, metric: opCopyFromPinned, dir: copyHostToDevice, bytes: p.n}
+	if toPinned {
+		c.metric, c.dir = opCopyToPinned, copyDeviceToHost
+	}
 	return s.submit(op, &c)
 }
 
@@ -248,7 +252,8 @@ func (s *Stream) CopyDevice(dst, src Region) (err error) {
 		return nil
 	}
 	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Stream: s.h, Size: sn, DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
-	c := submission{slot: bind.SlotCopy, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), lives: [2]*life{db.l, sb.l}}
+	c := submission{slot: bind.SlotCopy, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), lives: [2]*life{db.l, sb.l},
+		timed: true, metric: opStreamCopyDevice, dir: copyDeviceToDevice, bytes: sn}
 	return s.submit(op, &c)
 }
 

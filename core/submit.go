@@ -41,6 +41,14 @@ type submission struct {
 	kernel *Kernel    // a launch: SetArg's kernel and its arguments
 	kargs  []Arg      // a launch's arguments (holds per argument, for SetArg)
 	plan   *planEntry // a GEMM: the op-cache plan the graph references
+	// Metrics of the eager call (metrics.go): counted when timed is set,
+	// as a copy of bytes in direction dir when bytes is not 0. A recorded
+	// call counts nothing (it has not run).
+	timed  bool
+	metric opKind
+	dir    copyDir
+	bytes  uint64
+
 	// fix repoints the Go memory a recorded copy of args names (read
 	// during an eager call only) into memory the recording keeps.
 	fix func(args unsafe.Pointer, keep *[]uint64)
@@ -69,7 +77,16 @@ func (s *Stream) submit(op string, c *submission) error {
 		return s.capturedErr(op)
 	}
 	rt := s.dev.rt
-	return rt.p.Submit(op, c.slot, rt.h, s.h, c.obj, c.args)
+	if !c.timed {
+		return rt.p.Submit(op, c.slot, rt.h, s.h, c.obj, c.args)
+	}
+	m := &rt.metrics
+	t0 := m.begin()
+	err := rt.p.Submit(op, c.slot, rt.h, s.h, c.obj, c.args)
+	if c.bytes != 0 {
+		return m.copy(c.metric, c.dir, c.bytes, t0, err)
+	}
+	return m.end(c.metric, t0, err)
 }
 
 // capturedErr is the error of a call on a stream that a Stream.Capture is

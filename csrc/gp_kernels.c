@@ -41,9 +41,12 @@ static uint64_t gp_rank_key(int32_t dt, const void *row, uint64_t c) {
   return ((uint64_t)gp_order_key(gp_load(dt, row, c)) << 32) | (uint64_t)(0xffffffffu - (uint32_t)c);
 }
 
-/* sample_T's weight of element c: exp((x - max) / temperature), f32. */
+/* sample_T's weight of element c: exp((x - max) / temperature), f32; a
+ * weight that is NaN (a NaN logit; -Inf at an infinite temperature) is 0
+ * (gpurt.h: sample_T's non-finite logits). */
 static float gp_sample_w(int32_t dt, const void *row, uint64_t c, float mx, float temp) {
-  return expf((gp_load(dt, row, c) - mx) / temp);
+  float w = expf((gp_load(dt, row, c) - mx) / temp);
+  return w == w ? w : 0.0f;
 }
 
 /* Sum of the weights of the elements whose key is at least t (and at least
@@ -149,9 +152,11 @@ static void gp_launch_rows(const gp_launch_exec *e) {
         if (k->op == GP_BK_SAMPLE) {
           uint64_t topk = e->scalar[4];
           float topp = gp_bits_to_f32(e->scalar[5]), temp = gp_bits_to_f32(e->scalar[6]);
-          if (topk != 1 && temp > 0.0f) {
+          float mx = gp_load(dt, x, best);
+          /* A non-finite maximum (+Inf, or a row of -Inf and NaN only)
+           * leaves no finite weights: the argmax (gpurt.h). */
+          if (topk != 1 && temp > 0.0f && isfinite(mx)) {
             if (topk == 0 || topk > cols) topk = cols;
-            float mx = gp_load(dt, x, best);
             /* the k-th key: the kept set is every key >= floor */
             uint64_t floor = gp_sample_search(dt, x, cols, 0, mx, 0.0f, (double)topk, 0);
             if (topp < 1.0f) { /* the smallest prefix holding top_p of the mass */

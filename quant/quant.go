@@ -204,7 +204,7 @@ func (q *Weights) Bias(r, c int) float64 {
 }
 
 // Dequantize returns s*q + b for every element (row-major), computed in
-// float64 from the stored scales and biases: the weights QuantMatmul
+// float64 from the stored scales and biases: the weights matmul.Quant
 // multiplies by.
 func (q *Weights) Dequantize() []float64 {
 	out := make([]float64, q.Rows*q.Cols)

@@ -19,9 +19,9 @@
 # install but the build fails it exits non-zero. Every build ends with the
 # checks: exported symbols (only gpurt_plugin_negotiate) and DT_NEEDED (only
 # the C library: libc, libm, libdl, libpthread, the dynamic loader). Host
-# code: plugins/cuda/src/cuda_*.c, csrc/gp_error.c, csrc/gp_dtype_info.c,
-# csrc/gp_path.c, csrc/gp_contract.c, csrc/gp_builtin.c, csrc/gp_quant.c,
-# csrc/gp_graph.c, csrc/gp_attention.c. Attention: the FlashInfer adapter
+# code: every plugins/cuda/src/cuda_*.c and every csrc/*.c but the CPU
+# reference math (gp_dtype.c, gp_kernels.c, gp_gemm.c: the mock's, with
+# libm); a new .c file is built without editing this script. Attention: the FlashInfer adapter
 # plugins/cuda/src/cuda_attention.cu (see "attention" below), linked with the
 # static CUDA runtime and a static libstdc++. CUTLASS (sm_90a, same linking):
 # plugins/cuda/src/cuda_cutlass.cu (grouped_gemm) and cuda_cutlass_mixed.cu
@@ -322,12 +322,16 @@ for c in "$src"/cuda_*.c; do
   "$cc" "${cflags[@]}" "${extra[@]}" -c -o "$tmp/$f.o" "$c" || die "could not compile plugins/cuda/src/$f.c"
   objs+=("$tmp/$f.o")
 done
-# The C shared by the plugins: error objects, ABI struct access, dtype names
-# (not gp_dtype.c: its conversions would pull in libm), the path trust rule
-# for GPURT_CUBLASLT_PATH, the ABI contract's checks, the built-in kernels'
-# signature table, the 1.4 ops' argument checks.
-for f in gp_error gp_dtype_info gp_path gp_contract gp_builtin gp_quant gp_graph gp_attention gp_comm; do
-  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$root/csrc/$f.c" || die "could not compile csrc/$f.c"
+# Every csrc/*.c (the framework every plugin links: errors, ABI struct
+# access, the contract's checks, handle tables, graphs, the ops' checks; a
+# new file is compiled without an edit here) except the CPU reference math,
+# which is the mock's and pulls in libm: gp_dtype.c (conversions),
+# gp_kernels.c (the built-ins on the CPU), gp_gemm.c (the reference GEMM).
+cpu_reference=" gp_dtype gp_kernels gp_gemm "
+for c in "$root"/csrc/*.c; do
+  f=$(basename "$c" .c)
+  case "$cpu_reference" in *" $f "*) continue ;; esac
+  "$cc" "${cflags[@]}" -c -o "$tmp/$f.o" "$c" || die "could not compile csrc/$f.c"
   objs+=("$tmp/$f.o")
 done
 lib=$out/libgpurt_cuda.so

@@ -85,7 +85,7 @@ fi
 : >"$logs/attnbench.jsonl"
 if [ -x build/gpurt-attnbench ] && [ $plugin_ok = 1 ]; then
   echo "== [bench] gpurt-attnbench"
-  step bench 150 build/gpurt-attnbench -plugins build
+  step bench 150 build/gpurt-attnbench -plugin-path build
   grep '^{' "$logs/bench.log" >"$logs/attnbench.jsonl" || true
 else
   summary+=("bench        skip           (no build/gpurt-attnbench: CGO_ENABLED=0 go build -o build/gpurt-attnbench ./cmd/gpurt-attnbench)")

@@ -169,7 +169,7 @@ else
   skip gpurt_bench "no build/gpurt bench subcommand"
 fi
 if [ -x build/gpurt-cgobench ] && [ -f build/libgpurt_cuda.so ]; then
-  step cgobench 180 bash -o pipefail -c "build/gpurt-cgobench --json --plugin '$root/build/libgpurt_cuda.so' | tee '$logs/cgobench.jsonl'"
+  step cgobench 180 bash -o pipefail -c "build/gpurt-cgobench --json --plugin-path '$root/build/libgpurt_cuda.so' | tee '$logs/cgobench.jsonl'"
 else
   skip cgobench "no build/gpurt-cgobench"
 fi

@@ -13,7 +13,7 @@
 # It does not rebuild the plugin. Steps (each with a timeout; a failure is
 # reported and the later steps still run):
 #   env     nvidia-smi, the files it needs
-#   gpurt   build/gpurt-decodestep -plugins build: reference checks of small
+#   gpurt   build/gpurt-decodestep -plugin-path build: reference checks of small
 #           configs (256/512/2, 100/260/2 against the Go float64 reference,
 #           replay vs eager byte for byte), then configs 4096/14336/32,
 #           2048/8192/16, 1024/4096/24 at batch 1 and 16, eager and replayed
@@ -28,7 +28,7 @@
 # Then the table (summary.txt). Logs and JSON lines in build/gpu_decodestep/
 # (gpurt.jsonl, torch.jsonl, decodestep.jsonl = both); with $OUT set, copied
 # there. Plot them here afterwards:
-#   go run ./internal/cmd/decodeplot -o bench/plots/decodestep.svg decodestep.jsonl
+#   make decodeplot && build/decodeplot -o bench/plots/decodestep.svg decodestep.jsonl
 # Env: DECODESTEP_STEPS (default 100) timed steps per mode; DECODESTEP_ARGS
 # and DECODESTEP_TORCH_ARGS: more arguments for either program (e.g.
 # "-backend mock -configs 64/160/2" to try the script without a GPU).
@@ -76,9 +76,9 @@ echo "== [env]"
 
 : >"$logs/gpurt.jsonl"
 if [ -x build/gpurt-decodestep ] && [ -f build/libgpurt_cuda.so ]; then
-  echo "== [gpurt] build/gpurt-decodestep -plugins build -steps $steps ${DECODESTEP_ARGS:-}"
+  echo "== [gpurt] build/gpurt-decodestep -plugin-path build -steps $steps ${DECODESTEP_ARGS:-}"
   # shellcheck disable=SC2086
-  step gpurt 110 "$logs/gpurt.jsonl" build/gpurt-decodestep -plugins build -steps "$steps" ${DECODESTEP_ARGS:-}
+  step gpurt 110 "$logs/gpurt.jsonl" build/gpurt-decodestep -plugin-path build -steps "$steps" ${DECODESTEP_ARGS:-}
 else
   summary+=("gpurt  skip     (need build/gpurt-decodestep and build/libgpurt_cuda.so, built elsewhere: see the header)")
   failed=1
@@ -87,7 +87,7 @@ fi
 if [ -x build/gpurt-decodestep ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bnorm] build/gpurt-decodestep -norm builtin -configs none"
   # shellcheck disable=SC2086
-  step bnorm 40 "$logs/bnorm.jsonl" build/gpurt-decodestep -plugins build ${DECODESTEP_ARGS:-} -norm builtin -configs none
+  step bnorm 40 "$logs/bnorm.jsonl" build/gpurt-decodestep -plugin-path build ${DECODESTEP_ARGS:-} -norm builtin -configs none
 fi
 
 : >"$logs/torch.jsonl"

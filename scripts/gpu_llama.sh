@@ -69,11 +69,11 @@ for f in "$bin" "$plugin"; do
   [ -e "$f" ] || echo "MISSING: $f (build it on the build machine, see the header)" | tee -a "$out/steps.txt"
 done
 
-gp=("$bin" -plugin-dir "$plugin" -backend cuda)
+gp=("$bin" -plugin-path "$plugin" -backend cuda)
 tp=("$py" "$root/scripts/llama_torch.py")
 
 # 1. kernels
-step conform_kernels "$root/build/gpurt" conform --plugin "$plugin" --run 'kernel/'
+step conform_kernels "$root/build/gpurt" conform --plugin-path "$plugin" --run 'kernel/'
 # 2. hash
 step torch_selftest "${tp[@]}" --selftest
 # 3. correctness (1B)

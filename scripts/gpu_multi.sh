@@ -124,7 +124,7 @@ fi
 
 if [ -x build/gpurt-multibench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-multibench"
-  step bench 1200 build/gpurt-multibench -plugins build -procs
+  step bench 1200 build/gpurt-multibench -plugin-path build -procs
   grep '^{' "$logs/bench.log" >"$logs/multibench.jsonl" || true
 else
   summary+=("bench    skip     (no build/gpurt-multibench: CGO_ENABLED=0 go build -o build/gpurt-multibench ./cmd/gpurt-multibench)")

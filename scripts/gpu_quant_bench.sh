@@ -79,7 +79,7 @@ fi
 
 if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-quantbench"
-  step bench 90 build/gpurt-quantbench -plugins build
+  step bench 90 build/gpurt-quantbench -plugin-path build
   grep '^{' "$logs/bench.log" >"$logs/quantbench.jsonl" || true
   # again NAME TIMEOUT ONLY IMPL AS ENV...: gpurt-quantbench -only ONLY once
   # more under ENV; its IMPL rows join quantbench.jsonl as impl AS.
@@ -87,7 +87,7 @@ if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
     local name=$1 limit=$2 only=$3 impl=$4 as=$5
     shift 5
     echo "== [$name] -only $only with $*"
-    step "$name" "$limit" env "$@" build/gpurt-quantbench -plugins build -only "$only"
+    step "$name" "$limit" env "$@" build/gpurt-quantbench -plugin-path build -only "$only"
     grep '^{' "$logs/$name.log" | grep "\"impl\":\"$impl\"" |
       sed "s/\"impl\":\"$impl\"/\"impl\":\"$as\"/" >>"$logs/quantbench.jsonl" || true
   }
@@ -95,7 +95,7 @@ if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   # weights (512 MiB of copies in turn: none left in the 50 MB L2 by the
   # call before), rows "... rot".
   echo "== [gemv_rot] -only gemv -rotate 512"
-  step gemv_rot 40 build/gpurt-quantbench -plugins build -only gemv -rotate 512
+  step gemv_rot 40 build/gpurt-quantbench -plugin-path build -only gemv -rotate 512
   grep '^{' "$logs/gemv_rot.log" >>"$logs/quantbench.jsonl" || true
   again gemv_dequant 20 gemv "gpurt int8" "gpurt int8 wdq" GPURT_CUDA_QGEMV=dequant
   echo "== [conform_dequant] quant checks with GPURT_CUDA_QGEMV=dequant and GPURT_CUDA_QGEMM=dequant"

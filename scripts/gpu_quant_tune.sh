@@ -25,7 +25,7 @@ qb() { # LABEL ENV... -- ARGS...: gpurt-quantbench rows relabelled "LABEL: impl"
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
-  timeout 120 env "${envs[@]}" build/gpurt-quantbench -plugins build "$@" 2>>"$out/tune.err" |
+  timeout 120 env "${envs[@]}" build/gpurt-quantbench -plugin-path build "$@" 2>>"$out/tune.err" |
     grep '^{' | sed "s/\"impl\":\"/\"impl\":\"$label: /" >>"$rows"
 }
 for c in $checks; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """The PyTorch twin of examples/llama: the same decoder, the same weights
-(the seed's counter hash of examples/llama/llm/weights.go, never torch's RNG),
+(the seed's counter hash of llm/weights.go, never torch's RNG),
 written plainly in torch: greedy decode over a static KV cache, eager
 (SDPA over the filled part) and as one CUDA graph per step (SDPA over the
 whole cache with a mask). JSON lines as the Go program prints them:

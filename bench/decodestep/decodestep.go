@@ -44,6 +44,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/stats"
 )
 
 //go:embed rmsnorm.ptx
@@ -890,7 +891,7 @@ func (k *kit) measure(r *Result, run func() error, steps, warmup int) error {
 		us[i] = float64(d.Nanoseconds()) / 1e3
 		sum += us[i]
 	}
-	r.StepUs, r.MeanUs = median(us), sum/float64(steps)
+	r.StepUs, r.MeanUs = stats.Median(us), sum/float64(steps)
 	host := make([]float64, 0, min(steps, 50))
 	for i := 0; i < cap(host); i++ {
 		if err := s.Synchronize(); err != nil {
@@ -902,19 +903,6 @@ func (k *kit) measure(r *Result, run func() error, steps, warmup int) error {
 		}
 		host = append(host, float64(time.Since(t0).Nanoseconds())/1e3)
 	}
-	r.HostUs = median(host)
+	r.HostUs = stats.Median(host)
 	return s.Synchronize()
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	ys := slices.Clone(xs)
-	slices.Sort(ys)
-	n := len(ys)
-	if n%2 == 1 {
-		return ys[n/2]
-	}
-	return (ys[n/2-1] + ys[n/2]) / 2
 }

@@ -27,8 +27,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
-	"flag"
-	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"time"
@@ -36,6 +35,7 @@ import (
 	gbench "github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/cli"
 )
 
 type result struct {
@@ -89,22 +89,37 @@ type bench struct {
 
 var shrink = 1
 
-func main() {
-	dir := flag.String("plugins", "", "folder with libgpurt_cuda.so (default: this executable's folder)")
-	iters := flag.Int("iters", 50, "timed runs per figure")
-	only := flag.String("only", "", "run only decode or prefill")
-	backend := flag.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
-	flag.IntVar(&shrink, "shrink", 1, "divide every length by this (a quick run on the mock)")
-	flag.Parse()
-	if shrink < 1 {
-		fail(fmt.Errorf("-shrink %d must be >= 1", shrink))
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) (status int) {
+	fs := cli.New("gpurt-attnbench", "[flags]",
+		"Times attention over a paged KV cache (PlanAttention, RunAttention) on one GPU; one JSON\nobject per output line (scripts/gpu_attention.sh makes the table). -backend mock\n-shrink N checks the program on the mock.", stdout, stderr)
+	paths := fs.PluginPath()
+	iters := fs.Int("iters", 50, "timed runs per figure")
+	only := fs.String("only", "", "run only decode or prefill")
+	backend := fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
+	fs.IntVar(&shrink, "shrink", 1, "divide every length by this, 1 to 8192 (a quick run on the mock)")
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
 	}
-	t, err := gbench.OpenGPUTimer(*dir, *backend)
+	switch {
+	case shrink < 1 || shrink > 8192:
+		return fs.Usage("-shrink %d: want 1 to 8192", shrink)
+	case *iters < 1:
+		return fs.Usage("-iters %d: want at least 1", *iters)
+	case *only != "" && *only != "decode" && *only != "prefill":
+		return fs.Usage("-only %q: want decode or prefill", *only)
+	}
+	if err := paths.Check(); err != nil {
+		return fs.Fail(err)
+	}
+	defer fs.Recover(&status)
+	t, err := gbench.OpenGPUTimer(*paths, *backend)
 	if err != nil {
-		fail(err)
+		return fs.Fail(err)
 	}
 	defer t.Close()
-	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, out: json.NewEncoder(os.Stdout),
+	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, out: json.NewEncoder(stdout),
 		rng: rand.New(rand.NewPCG(1, 2))}
 	for _, sh := range shapes {
 		if (*only == "decode" && sh.prefill) || (*only == "prefill" && !sh.prefill) {
@@ -121,12 +136,11 @@ func main() {
 		}
 		b.emit(r)
 	}
+	return cli.ExitOK
 }
 
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "gpurt-attnbench:", err)
-	os.Exit(1)
-}
+// fail stops the program with err (status 1).
+func fail(err error) { cli.Abort(err) }
 
 func (b *bench) emit(r result) {
 	if err := b.out.Encode(r); err != nil {

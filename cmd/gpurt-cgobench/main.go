@@ -49,7 +49,7 @@
 // Any other backend, or a failure to open libcuda.so.1 or cuBLASLt (or
 // any raw step), prints a note on stderr and leaves these out.
 //
-//	gpurt-cgobench --plugin /abs/path/libgpurt_mock.so [--quick] [--json] [--options k=v;...]
+//	gpurt-cgobench --plugin-path /path/libgpurt_mock.so [--quick] [--json] [--options k=v;...]
 //
 // It is the one command built with cgo, and only with the cgobench build
 // tag (so that the cgo-free checks of ./cmd/... never see it):
@@ -61,7 +61,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -75,28 +74,38 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/internal/cgobaseline"
+	"github.com/metrale/gpurt/internal/cli"
+	"github.com/metrale/gpurt/internal/stats"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gpurt-cgobench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	plugin := fs.String("plugin", "", "absolute path of the plugin to load (required)")
+	fs := cli.New("gpurt-cgobench", "--plugin-path PLUGIN_FILE [--quick] [--json] [--options OPTS]",
+		"The cgo side of `gpurt bench`'s host-cost figures: loads the plugin file through\ngpurt's core and through C in one process and times dispatch, launch and GEMM\nhost costs each way. gpurt bench runs it when it finds it beside itself.", stdout, stderr)
+	paths := fs.PluginPath()
 	options := fs.String("options", "", "plugin runtime options (key=value;...)")
 	quick := fs.Bool("quick", false, "shorter measurements")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
 	}
-	if *plugin == "" || !filepath.IsAbs(*plugin) || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "gpurt-cgobench: --plugin takes the plugin's absolute path; no other arguments")
-		return 2
+	if len(*paths) != 1 {
+		return fs.Usage("-plugin-path: want exactly one plugin file (libgpurt_NAME.so), got %d paths", len(*paths))
 	}
-	res, err := measure(*plugin, *options, *quick)
+	if err := paths.Check(); err != nil {
+		return fs.Fail(err)
+	}
+	plugin, err := filepath.Abs((*paths)[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "gpurt-cgobench: %v\n", err)
-		return 1
+		return fs.Fail(err)
+	}
+	if st, err := os.Stat(plugin); err == nil && st.IsDir() {
+		return fs.Usage("-plugin-path %s: a folder; want the plugin file itself (the C side loads exactly that file)", plugin)
+	}
+	res, err := measure(plugin, *options, *quick)
+	if err != nil {
+		return fs.Fail(err)
 	}
 	for _, x := range res {
 		if *asJSON {
@@ -213,7 +222,7 @@ func dispatch(s *core.Stream, pl *cgobaseline.Plugin, quick bool) ([]bench.Resul
 	ratio := gm / cm
 	return []bench.Result{
 		{Metric: "dispatch_ns", Value: gm, Unit: "ns/op", Baseline: &cm, Ratio: &ratio,
-			Note: fmt.Sprintf("Stream.Query (stream_query) through gpurt, baseline the cgo call, one process; best of %d interleaved runs (medians %.1f and %.1f)", trials, med(g), med(c))},
+			Note: fmt.Sprintf("Stream.Query (stream_query) through gpurt, baseline the cgo call, one process; best of %d interleaved runs (medians %.1f and %.1f)", trials, stats.Median(g), stats.Median(c))},
 		{Metric: "dispatch_allocs", Value: allocs, Unit: "allocs/op", Note: "gpurt, goal 0"},
 		{Metric: "dispatch_cgo_ns", Value: cm, Unit: "ns/op", Note: "one cgo call into C that calls the stream_query slot"},
 		{Metric: "dispatch_c_ns", Value: lm, Unit: "ns/op", Note: "stream_query called from C in a loop"},
@@ -275,7 +284,7 @@ func batched(sides []side, syncs []func() error, batch, trials int) ([][]float64
 // ends in _us and the suffixes go before it.
 func pairResults(metric, what, base string, us [][]float64, batch int) []bench.Result {
 	g, c, l := slices.Min(us[0]), slices.Min(us[1]), slices.Min(us[2])
-	gm, cm, lm := med(us[0]), med(us[1]), med(us[2])
+	gm, cm, lm := stats.Median(us[0]), stats.Median(us[1]), stats.Median(us[2])
 	ratio := g / c
 	stem := strings.TrimSuffix(metric, "_us")
 	return []bench.Result{
@@ -296,7 +305,7 @@ func pairResults(metric, what, base string, us [][]float64, batch int) []bench.R
 func rawResults(metric, raw string, us [][]float64, batch int) []bench.Result {
 	stem := strings.TrimSuffix(metric, "_us")
 	g, l, w := slices.Min(us[0]), slices.Min(us[2]), slices.Min(us[3])
-	gm, lm, wm := med(us[0]), med(us[2]), med(us[3])
+	gm, lm, wm := stats.Median(us[0]), stats.Median(us[2]), stats.Median(us[3])
 	rg, rl := g/w, l/w
 	return []bench.Result{
 		{Metric: stem + "_raw_us", Value: w, Unit: "us",
@@ -436,7 +445,7 @@ const batchOf = 64
 // (gpurt's batch, baseline raw cuLaunchKernel from C in a loop).
 func batchResults(gb, cb, raw []float64, withRaw bool, batch int) []bench.Result {
 	g, c := slices.Min(gb), slices.Min(cb)
-	gm, cm := med(gb), med(cb)
+	gm, cm := stats.Median(gb), stats.Median(cb)
 	rc := g / c
 	res := []bench.Result{
 		{Metric: "launch_batch_host_us", Value: g, Unit: "us", Baseline: &c, Ratio: &rc,
@@ -446,7 +455,7 @@ func batchResults(gb, cb, raw []float64, withRaw bool, batch int) []bench.Result
 			Note: fmt.Sprintf("per launch: the plugin's launch_batch slot called from C, one cgo call per %d launches (median %.3f)", batchOf, cm)},
 	}
 	if withRaw {
-		w, wm := slices.Min(raw), med(raw)
+		w, wm := slices.Min(raw), stats.Median(raw)
 		rw := g / w
 		res = append(res, bench.Result{Metric: "launch_batch_vs_raw", Value: g, Unit: "us", Baseline: &w, Ratio: &rw,
 			Note: fmt.Sprintf("per launch: gpurt LaunchBatch.Submit of %d vs cuLaunchKernel from C in a loop (launch_host_raw_us), one process; best of %d interleaved runs of %d, difference %+.3f us (medians %.3f and %.3f: ratio %.2fx)",
@@ -583,15 +592,6 @@ func gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *cgobaseline.Plug
 		res = append(res, rawResults("gemm_host_us", "cublasLtMatmul (the plugin's plan, made directly: same layouts, preference and heuristic algorithm; C = D, 32 MiB workspace)", us, batch)...)
 	}
 	return res, nil
-}
-
-func med(xs []float64) float64 {
-	ys := slices.Clone(xs)
-	slices.Sort(ys)
-	if len(ys)%2 == 1 {
-		return ys[len(ys)/2]
-	}
-	return (ys[len(ys)/2-1] + ys[len(ys)/2]) / 2
 }
 
 func first(a, _ float64) float64 { return a }

@@ -8,29 +8,28 @@
 // beside scripts/decodestep_torch.py and prints the table. Built with
 // CGO_ENABLED=0.
 //
-//	gpurt-decodestep -plugins build                  # cuda, the three configs, batch 1 and 16
+//	gpurt-decodestep -plugin-path build              # cuda, the three configs, batch 1 and 16
 //	gpurt-decodestep -backend mock -configs 64/160/3 -steps 3 -check-configs 64/160/2
 package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/metrale/gpurt/bench/decodestep"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/cli"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gpurt-decodestep", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("plugins", "", "folder with the plugin (default: this executable's folder)")
+	fs := cli.New("gpurt-decodestep", "[flags]",
+		"The decode-step benchmark (package bench/decodestep): per config and batch, the MLP\ndecode step eagerly and replayed as a graph, after a comparison of small configs\nwith the Go reference. One JSON object per output line.", stdout, stderr)
+	paths := fs.PluginPath()
 	backend := fs.String("backend", "cuda", "backend: cuda, mock, ...")
 	configs := fs.String("configs", "4096/14336/32,2048/8192/16,1024/4096/24", "hidden/intermediate/layers, comma-separated; \"none\": only the reference checks")
 	batches := fs.String("batches", "1,16", "batch sizes, comma-separated")
@@ -39,31 +38,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Int("warmup", 5, "untimed steps before timing")
 	norm := fs.String("norm", "auto", "rmsnorm: auto (ptx on cuda, else the built-in rmsnorm_bf16 where the plugin has it, else composed), ptx, builtin, composed")
 	variants := fs.String("variants", "plain,fused", "plain (6 operations a layer) and/or fused (gate+up one batched GEMM, residual in the down GEMM: 4)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gpurt-decodestep: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
 	}
 	var cs []decodestep.Config
 	var err error
 	if *configs != "none" {
 		if cs, err = decodestep.ParseConfigs(*configs); err != nil {
-			fmt.Fprintf(stderr, "gpurt-decodestep: -configs: %v\n", err)
-			return 2
+			return fs.Usage("-configs: %v", err)
 		}
 	}
 	bs, err := decodestep.ParseBatches(*batches)
 	if err != nil {
-		fmt.Fprintf(stderr, "gpurt-decodestep: -batches: %v\n", err)
-		return 2
+		return fs.Usage("-batches: %v", err)
 	}
 	var ccs []decodestep.Config
 	if *checks != "none" && *checks != "" {
 		if ccs, err = decodestep.ParseConfigs(*checks); err != nil {
-			fmt.Fprintf(stderr, "gpurt-decodestep: -check-configs: %v\n", err)
-			return 2
+			return fs.Usage("-check-configs: %v", err)
 		}
 	}
 	var vs []string
@@ -72,28 +64,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		if v != "plain" && v != "fused" {
-			fmt.Fprintf(stderr, "gpurt-decodestep: -variants: %q is not plain or fused\n", v)
-			return 2
+			return fs.Usage("-variants: %q is not plain or fused", v)
 		}
 		vs = append(vs, v)
 	}
 	if len(vs) == 0 {
-		fmt.Fprintf(stderr, "gpurt-decodestep: -variants: none given\n")
-		return 2
+		return fs.Usage("-variants: none given")
 	}
 	if *steps <= 0 {
-		fmt.Fprintf(stderr, "gpurt-decodestep: -steps %d: must be positive\n", *steps)
-		return 2
+		return fs.Usage("-steps %d: must be positive", *steps)
 	}
-	if *dir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
-			return 1
-		}
-		*dir = filepath.Dir(exe)
+	if err := paths.Check(); err != nil {
+		return fs.Fail(err)
 	}
-	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: *backend})
+	rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend})
 	if err != nil {
 		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
 		return 1

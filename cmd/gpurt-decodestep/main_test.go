@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/bench/decodestep"
+	"github.com/metrale/gpurt/internal/cli"
+	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -20,7 +22,7 @@ import (
 func TestOnMock(t *testing.T) {
 	dir := testutil.MockPlugin(t)
 	var out, errb bytes.Buffer
-	rc := run([]string{"-plugins", dir, "-backend", "mock", "-configs", "48/96/2", "-batches", "1,4",
+	rc := run([]string{"-plugin-path", dir, "-backend", "mock", "-configs", "48/96/2", "-batches", "1,4",
 		"-check-configs", "40/72/2", "-steps", "3", "-warmup", "1"}, &out, &errb)
 	require.Equal(t, 0, rc, "stderr: %s", errb.String())
 	impls := map[string]int{}
@@ -45,7 +47,7 @@ func TestOnMock(t *testing.T) {
 func TestChecksOnly(t *testing.T) {
 	dir := testutil.MockPlugin(t)
 	var out, errb bytes.Buffer
-	rc := run([]string{"-plugins", dir, "-backend", "mock", "-configs", "none", "-batches", "2", "-variants", "fused",
+	rc := run([]string{"-plugin-path", dir, "-backend", "mock", "-configs", "none", "-batches", "2", "-variants", "fused",
 		"-check-configs", "24/40/1", "-norm", "composed"}, &out, &errb)
 	require.Equal(t, 0, rc, "stderr: %s", errb.String())
 	var r decodestep.Result
@@ -62,6 +64,15 @@ func TestBadFlags(t *testing.T) {
 		assert.NotEmpty(t, errb.String())
 	}
 	var out, errb bytes.Buffer
-	assert.Equal(t, 1, run([]string{"-plugins", t.TempDir(), "-backend", "mock", "-check-configs", "none"}, &out, &errb))
+	assert.Equal(t, 1, run([]string{"-plugin-path", t.TempDir(), "-backend", "mock", "-check-configs", "none"}, &out, &errb))
 	assert.Contains(t, errb.String(), "gpurt-decodestep:")
+}
+
+// TestConvention: the CLI convention of internal/cli.
+func TestConvention(t *testing.T) {
+	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+		clitest.Case{Name: "bad steps", Args: []string{"-steps", "0"}, Status: cli.ExitUsage, Stderr: []string{"-steps 0: must be positive"}},
+		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent", "-check-configs", "none"},
+			Status: cli.ExitError, Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+	))
 }

@@ -23,16 +23,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/bytesize"
+	"github.com/metrale/gpurt/internal/cli"
 )
 
 type result struct {
@@ -46,89 +47,114 @@ type result struct {
 	Note  string  `json:"note,omitempty"`
 }
 
+// The flags (set by run).
 var (
-	dir     = flag.String("plugins", "", "folder with the plugin (default: this executable's folder)")
-	backend = flag.String("backend", "cuda", "backend (the mock, with -shrink, checks this program)")
-	options = flag.String("options", "", "plugin runtime options (the mock: devices=2)")
-	sizesF  = flag.String("sizes", "8K,64K,512K,1M,4M,16M,64M,256M,1G", "all-reduce sizes in bytes (K, M, G suffixes)")
-	dtypeF  = flag.String("dtype", "bf16", "all-reduce element type: f32, f16, bf16")
-	ranksF  = flag.Int("ranks", 2, "GPUs to use (devices 0 .. ranks-1)")
-	peerF   = flag.String("peer", "1G", "peer copy size (0: skip)")
-	procs   = flag.Bool("procs", false, "also time one process per GPU (re-runs this program per rank)")
-	only    = flag.String("only", "", "run only allreduce or peer")
-	shrink  = flag.Int("shrink", 1, "divide every size by this (a quick run on the mock)")
-	// one rank of -procs (set by the parent)
-	childRank = flag.Int("child-rank", -1, "internal: this process is rank R of -procs")
-	childID   = flag.String("child-id", "", "internal: the communicator's unique id (hex)")
+	paths                                   *cli.PathList
+	backend, options, sizesF, dtypeF, peerF *string
+	only, childID                           *string
+	ranksF, shrink, childRank               *int
+	procs                                   *bool
+	stdoutW, stderrW                        io.Writer
 )
 
-func main() {
-	flag.Parse()
-	if *dir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			fail(err)
-		}
-		*dir = filepath.Dir(exe)
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) (status int) {
+	fs := cli.New("gpurt-multibench", "[flags]",
+		"Times all-reduce (one process, and with -procs one process per GPU) and peer copies\nacross GPUs; one JSON object per output line (scripts/gpu_multi.sh makes the table).\n-backend mock -options devices=2 -shrink N checks the program on the mock.", stdout, stderr)
+	stdoutW, stderrW = stdout, stderr
+	paths = fs.PluginPath()
+	backend = fs.String("backend", "cuda", "backend (the mock, with -shrink, checks this program)")
+	options = fs.String("options", "", "plugin runtime options (the mock: devices=2)")
+	sizesF = fs.String("sizes", "8K,64K,512K,1M,4M,16M,64M,256M,1G", "all-reduce sizes in bytes (K, M, G suffixes)")
+	dtypeF = fs.String("dtype", "bf16", "all-reduce element type: f32, f16, bf16")
+	ranksF = fs.Int("ranks", 2, "GPUs to use (devices 0 .. ranks-1)")
+	peerF = fs.String("peer", "1G", "peer copy size (0: skip)")
+	procs = fs.Bool("procs", false, "also time one process per GPU (re-runs this program per rank)")
+	only = fs.String("only", "", "run only allreduce or peer")
+	shrink = fs.Int("shrink", 1, fmt.Sprintf("divide every size by this, 1 to %d (a quick run on the mock)", maxShrink))
+	// one rank of -procs (set by the parent)
+	childRank = fs.Int("child-rank", -1, "internal: this process is rank R of -procs")
+	childID = fs.String("child-id", "", "internal: the communicator's unique id (hex)")
+	fs.Hide("child-rank")
+	fs.Hide("child-id")
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
+	}
+	switch {
+	case *shrink < 1 || *shrink > maxShrink:
+		return fs.Usage("-shrink %d: want 1 to %d", *shrink, maxShrink)
+	case *ranksF < 1:
+		return fs.Usage("-ranks %d: want at least 1", *ranksF)
+	case *only != "" && *only != "allreduce" && *only != "peer":
+		return fs.Usage("-only %q: want allreduce or peer", *only)
 	}
 	sizes, err := parseSizes(*sizesF)
 	if err != nil {
-		fail(err)
+		return fs.Usage("-sizes: %v", err)
+	}
+	peerN, err := parseSize(*peerF, true)
+	if err != nil {
+		return fs.Usage("-peer: %v", err)
 	}
 	dt, err := parseDType(*dtypeF)
 	if err != nil {
-		fail(err)
+		return fs.Usage("%v", err)
 	}
-	rt, err := core.Open(core.Config{PluginPaths: []string{*dir}, Backend: *backend, PluginOptions: *options})
+	if err := paths.Check(); err != nil {
+		return fs.Fail(err)
+	}
+	defer fs.Recover(&status)
+	rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend, PluginOptions: *options})
 	if err != nil {
-		fail(err)
+		return fs.Fail(err)
 	}
 	defer rt.Close()
-	out := json.NewEncoder(os.Stdout)
+	out := json.NewEncoder(stdout)
 	if *childRank >= 0 {
 		if err := child(rt, out, sizes, dt); err != nil {
-			fail(err)
+			return fs.Fail(err)
 		}
-		return
+		return cli.ExitOK
 	}
 	if rt.NumDevices() < *ranksF {
-		fail(fmt.Errorf("the runtime has %d devices, -ranks is %d", rt.NumDevices(), *ranksF))
+		return fs.Fail(fmt.Errorf("the runtime has %d devices, -ranks is %d", rt.NumDevices(), *ranksF))
 	}
 	devs := rt.Devices()[:*ranksF]
 	for _, d := range devs {
 		i := d.Info()
-		fmt.Fprintf(os.Stderr, "device %d: %s, %s, PCI %s\n", d.Index(), i.Name, i.UUID, i.PCIBusID)
+		fmt.Fprintf(stderr, "device %d: %s, %s, PCI %s\n", d.Index(), i.Name, i.UUID, i.PCIBusID)
 	}
 	if *only == "" || *only == "allreduce" {
 		c, err := rt.NewComm(devs...)
 		if err != nil {
-			fail(err)
+			return fs.Fail(err)
 		}
 		sweep(out, "gpurt", c, devs, sizes, dt)
 		if err := c.Close(); err != nil {
-			fail(err)
+			return fs.Fail(err)
 		}
 		if *procs && rt.Backend() == "mock" {
 			// The mock's ranks meet inside one process only.
 			_ = out.Encode(result{Name: "all_reduce", Impl: "gpurt 1 proc/GPU", Note: "skipped: the mock has no transport between processes"})
 		} else if *procs {
 			if err := parent(rt, out); err != nil {
-				fmt.Fprintln(os.Stderr, "gpurt-multibench: one process per GPU:", err)
+				fmt.Fprintln(stderr, "gpurt-multibench: one process per GPU:", err)
 				_ = out.Encode(result{Name: "all_reduce", Impl: "gpurt 1 proc/GPU", Note: err.Error()})
 			}
 		}
 	}
 	if *only == "" || *only == "peer" {
-		n, err := parseSize(*peerF)
-		if err != nil {
-			fail(err)
-		}
-		if n > 0 && len(devs) >= 2 {
-			peer(out, devs[0], devs[1], n)
-			peer(out, devs[1], devs[0], n)
+		if peerN > 0 && len(devs) >= 2 {
+			peer(out, devs[0], devs[1], peerN)
+			peer(out, devs[1], devs[0], peerN)
 		}
 	}
+	return cli.ExitOK
 }
+
+// maxShrink bounds -shrink.
+const maxShrink = 1 << 16
 
 func parseDType(s string) (core.DType, error) {
 	switch s {
@@ -142,46 +168,42 @@ func parseDType(s string) (core.DType, error) {
 	return 0, fmt.Errorf("-dtype %q: f32, f16 or bf16", s)
 }
 
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(strings.ToUpper(s))
-	mul := int64(1)
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mul, s = 1<<10, s[:len(s)-1]
-	case strings.HasSuffix(s, "M"):
-		mul, s = 1<<20, s[:len(s)-1]
-	case strings.HasSuffix(s, "G"):
-		mul, s = 1<<30, s[:len(s)-1]
+// parseSize reads a byte count (internal/bytesize's syntax) and divides
+// it by -shrink; 0 is allowed only when zero is (the peer copy's "skip"),
+// and a count that -shrink takes below 4 bytes (one f32) is an error.
+func parseSize(s string, zero bool) (int64, error) {
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		return 0, err
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("size %q is not a byte count", s)
+	if n == 0 {
+		if zero {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("byte count %q: want at least 4 bytes", s)
 	}
-	return n * mul / int64(*shrink), nil
+	if n/int64(*shrink) < 4 {
+		return 0, fmt.Errorf("byte count %q divided by -shrink %d: under 4 bytes", s, *shrink)
+	}
+	return n / int64(*shrink), nil
 }
 
 func parseSizes(s string) ([]int64, error) {
 	var out []int64
 	for _, f := range strings.Split(s, ",") {
-		n, err := parseSize(f)
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		n, err := parseSize(f, false)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, n)
 	}
-	return out, nil
-}
-
-func human(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no sizes in %q", s)
 	}
-	return fmt.Sprintf("%dB", n)
+	return out, nil
 }
 
 // iters is how many timed operations a size gets (about 0.2 s of a 300
@@ -257,7 +279,7 @@ func sweep(out *json.Encoder, impl string, c *core.Comm, devs []*core.Device, si
 			return nil
 		}
 		if err := errors.Join(run(5), r.sync()); err != nil {
-			_ = out.Encode(result{Name: "all_reduce " + human(bytes), Impl: impl, Bytes: bytes, Note: err.Error()})
+			_ = out.Encode(result{Name: "all_reduce " + bytesize.Format(bytes), Impl: impl, Bytes: bytes, Note: err.Error()})
 			continue
 		}
 		t0 := time.Now()
@@ -266,7 +288,7 @@ func sweep(out *json.Encoder, impl string, c *core.Comm, devs []*core.Device, si
 		if err == nil {
 			err = c.Err()
 		}
-		res := result{Name: "all_reduce " + human(bytes), Impl: impl, Bytes: bytes, Iters: it}
+		res := result{Name: "all_reduce " + bytesize.Format(bytes), Impl: impl, Bytes: bytes, Iters: it}
 		if err != nil {
 			res.Note = err.Error()
 		} else {
@@ -282,7 +304,7 @@ func sweep(out *json.Encoder, impl string, c *core.Comm, devs []*core.Device, si
 
 // peer times copies of n bytes from src to dst on a stream of src.
 func peer(out *json.Encoder, src, dst *core.Device, n int64) {
-	name := fmt.Sprintf("peer_copy %s %d->%d", human(n), src.Index(), dst.Index())
+	name := fmt.Sprintf("peer_copy %s %d->%d", bytesize.Format(n), src.Index(), dst.Index())
 	res := result{Name: name, Impl: "gpurt", Bytes: n}
 	err := func() error {
 		a, err := src.Alloc(int(n))
@@ -343,13 +365,13 @@ func parent(rt *core.Runtime, out *json.Encoder) error {
 	}
 	var cmds []*exec.Cmd
 	for r := 0; r < *ranksF; r++ {
-		args := []string{"-plugins", *dir, "-backend", *backend, "-options", *options, "-sizes", *sizesF,
+		args := []string{"-plugin-path", paths.String(), "-backend", *backend, "-options", *options, "-sizes", *sizesF,
 			"-dtype", *dtypeF, "-ranks", strconv.Itoa(*ranksF), "-shrink", strconv.Itoa(*shrink),
 			"-child-rank", strconv.Itoa(r), "-child-id", hex.EncodeToString(id[:])}
 		cmd := exec.Command(exe, args...)
-		cmd.Stderr = os.Stderr
+		cmd.Stderr = stderrW
 		if r == 0 {
-			cmd.Stdout = os.Stdout
+			cmd.Stdout = stdoutW
 		}
 		if err := cmd.Start(); err != nil {
 			return err
@@ -385,7 +407,5 @@ func child(rt *core.Runtime, out *json.Encoder, sizes []int64, dt core.DType) er
 	return c.Close()
 }
 
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "gpurt-multibench:", err)
-	os.Exit(1)
-}
+// fail stops the program with err (status 1).
+func fail(err error) { cli.Abort(err) }

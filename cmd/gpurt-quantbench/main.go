@@ -21,8 +21,8 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
-	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -31,6 +31,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/cli"
 )
 
 type result struct {
@@ -56,20 +57,41 @@ type bench struct {
 	out    *json.Encoder
 }
 
-func main() {
-	dir := flag.String("plugins", "", "folder with libgpurt_cuda.so (default: this executable's folder)")
-	iters := flag.Int("iters", 50, "timed calls per figure")
-	only := flag.String("only", "", "run only gemv, gemm or grouped")
-	backend := flag.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
-	flag.IntVar(&shrink, "shrink", 1, "divide every size by this (a quick run on the mock)")
-	rotate := flag.Int("rotate", 0, "int8 and bf16 matmul: rotate the calls through copies of the weights spanning this many MiB (0: one copy, read by every call; rows get the suffix \" rot\")")
-	flag.Parse()
-	t, err := gbench.OpenGPUTimer(*dir, *backend)
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) (status int) {
+	fs := cli.New("gpurt-quantbench", "[flags]",
+		"Times the quantized and grouped matmuls against cuBLASLt on one GPU; one JSON object\nper output line (scripts/gpu_quant_bench.sh makes the table). -backend mock -shrink N\nchecks the program on the mock.", stdout, stderr)
+	paths := fs.PluginPath()
+	iters := fs.Int("iters", 50, "timed calls per figure")
+	only := fs.String("only", "", "run only gemv, gemm or grouped")
+	backend := fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
+	shrinkF := fs.Int("shrink", 1, fmt.Sprintf("divide every size by this, 1 to %d (a quick run on the mock; K stays a multiple of 128)", maxShrink))
+	rotate := fs.Int("rotate", 0, "int8 and bf16 matmul: rotate the calls through copies of the weights spanning this many MiB (0: one copy, read by every call; rows get the suffix \" rot\")")
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
+	}
+	switch {
+	case *shrinkF < 1 || *shrinkF > maxShrink:
+		return fs.Usage("-shrink %d: want 1 to %d", *shrinkF, maxShrink)
+	case *iters < 1:
+		return fs.Usage("-iters %d: want at least 1", *iters)
+	case *only != "" && *only != "gemv" && *only != "gemm" && *only != "grouped":
+		return fs.Usage("-only %q: want gemv, gemm or grouped", *only)
+	case *rotate < 0 || *rotate > 1<<20:
+		return fs.Usage("-rotate %d: want 0 to %d MiB", *rotate, 1<<20)
+	}
+	shrink = *shrinkF
+	if err := paths.Check(); err != nil {
+		return fs.Fail(err)
+	}
+	defer fs.Recover(&status)
+	t, err := gbench.OpenGPUTimer(*paths, *backend)
 	if err != nil {
-		fail(err)
+		return fs.Fail(err)
 	}
 	defer t.Close()
-	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, rotate: *rotate, out: json.NewEncoder(os.Stdout)}
+	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, rotate: *rotate, out: json.NewEncoder(stdout)}
 	if *only == "" || *only == "gemv" {
 		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
 			for _, n := range []int{1, 8} {
@@ -89,11 +111,20 @@ func main() {
 			}
 		}
 	}
+	return cli.ExitOK
 }
 
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "gpurt-quantbench:", err)
-	os.Exit(1)
+// maxShrink bounds -shrink: every size divided by it is still at least 1.
+const maxShrink = 2048
+
+// fail stops the program with err (status 1).
+func fail(err error) { cli.Abort(err) }
+
+// shrunk is v divided by -shrink, rounded up to a multiple of align (K:
+// the int8 group of 64, fp8's 128-wide block scales) and at least align.
+func shrunk(v, align int) int {
+	v /= shrink
+	return max(align, (v+align-1)/align*align)
 }
 
 // time is bench.GPUTimer.Time with b.iters calls. ops is the number of
@@ -166,9 +197,9 @@ func scaleBF16(p []byte) {
 // quantVsBF16 times y (n x m) = x (n x k) * W^T: int8 W (MLX, group 64)
 // against bf16 W through cuBLASLt (column-major D = W x^T, "TN").
 func (b *bench) quantVsBF16(m, n, k int) {
-	m, k = m/shrink, k/shrink
+	m, k = shrunk(m, 1), shrunk(k, 64)
 	if n > 8 {
-		n /= shrink
+		n = shrunk(n, 1)
 	}
 	name := fmt.Sprintf("%dx%d n=%d", m, k, n)
 	if b.rotate > 0 {
@@ -268,10 +299,10 @@ func skewed(g, total int) []int {
 // grouped times the grouped GEMM of g experts (n 2048, k 4096, skewed m)
 // against one cuBLASLt GEMM per expert.
 func (b *bench) grouped(g int, fp8 bool) {
-	n, k := 2048/shrink, 4096/shrink
-	total := 8192 / shrink
+	n, k := shrunk(2048, 1), shrunk(4096, 128)
+	total := shrunk(8192, 1)
 	if g == 64 {
-		total = 16384 / shrink
+		total = shrunk(16384, 1)
 	}
 	ms := skewed(g, total)
 	kind := "bf16"

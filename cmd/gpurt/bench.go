@@ -4,18 +4,20 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 
 	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/cli"
 )
 
 func init() {
-	register("bench", "measure dispatch, copies, launches, GEMM and startup (--quick, --json)",
+	register("bench", "measure dispatch, copies, launches, GEMM and startup (--quick, --json, --benchfmt FILE)",
 		func(args []string) int { return runBench(args, os.Stdout, os.Stderr) })
 }
 
@@ -23,72 +25,123 @@ func init() {
 const cgoBenchHint = "build it with `make cgobench`, or: CGO_ENABLED=1 go build -tags cgobench -o build/gpurt-cgobench ./cmd/gpurt-cgobench"
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gpurt bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.New("gpurt bench", "[--quick] [--json | --benchfmt FILE] [--backend NAME] [--plugin-path PATH]... [--decoder PRESET ...]",
+		"Measures dispatch, copies, launches, GEMM and startup on a backend (with --decoder:\nthe Llama-style decoder's tokens per second instead). --benchfmt writes the figures\nin the Go benchmark format as well, for benchstat.", stdout, stderr)
 	quick := fs.Bool("quick", false, "fewer, smaller measurements (a few seconds on the mock)")
 	asJSON := fs.Bool("json", false, `one JSON object per line: {"metric", "value", "unit", "baseline", "ratio"}`)
+	benchfmt := fs.String("benchfmt", "", "also write the figures in the Go benchmark format (for benchstat) to this file; \"-\": to stdout instead of the table or JSON")
 	backend := fs.String("backend", "", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
-	var paths pathList
-	fs.Var(&paths, "plugin", "plugin file or folder to search first (repeatable; ':' separates several)")
+	paths := fs.PluginPath()
 	sizes := fs.String("sizes", "", "copy sizes, comma-separated, e.g. 64K,1M,16M,256M,1G (default: by backend and --quick)")
 	options := fs.String("options", "", "plugin runtime options (key=value;...)")
 	cgoBin := fs.String("cgobench", "", "path of the gpurt-cgobench binary (default: beside this executable)")
 	var dec decoderBench
 	fs.StringVar(&dec.preset, "decoder", "", "instead: the Llama-style decoder of examples/llama (preset tiny, 1b or 8b), eager and graph tokens/s")
-	fs.IntVar(&dec.batch, "decoder-batch", 1, "with --decoder: requests decoded together")
-	fs.IntVar(&dec.ctx, "decoder-ctx", 0, "with --decoder: context already in the cache")
+	fs.IntVar(&dec.batch, "decoder-batch", 1, "with --decoder: requests decoded together (1 to 4096)")
+	fs.IntVar(&dec.ctx, "decoder-ctx", 0, "with --decoder: context already in the cache (tokens; context, warm-up and steps together at most 1048576)")
 	fs.IntVar(&dec.steps, "decoder-steps", 16, "with --decoder: timed decode steps")
 	fs.IntVar(&dec.warm, "decoder-warmup", 2, "with --decoder: untimed decode steps first")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gpurt bench: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if *asJSON && *benchfmt == "-" {
+		return fs.Usage("--json and --benchfmt - both want stdout: give --benchfmt a file")
 	}
-	if dec.preset != "" {
-		if err := dec.run(core.Config{Backend: *backend, PluginPaths: paths}, *asJSON, stdout, stderr); err != nil {
-			fmt.Fprintf(stderr, "gpurt bench: %v\n", err)
-			return 1
+	if dec.preset == "" {
+		for _, f := range []string{"decoder-batch", "decoder-ctx", "decoder-steps", "decoder-warmup"} {
+			if fs.Given(f) {
+				return fs.Usage("--%s is ignored without --decoder PRESET", f)
+			}
 		}
-		return 0
+	} else {
+		for _, f := range []string{"quick", "sizes", "cgobench"} {
+			if fs.Given(f) {
+				return fs.Usage("--%s does not apply to --decoder (it measures the decoder only)", f)
+			}
+		}
+		if err := dec.check(); err != nil {
+			return fs.Usage("%v", err)
+		}
 	}
-	opts := bench.Options{Quick: *quick, Backend: *backend, PluginPaths: paths, PluginOptions: *options,
-		Progress: stderr, CgoBench: *cgoBin, CgoBenchHint: cgoBenchHint}
+	var sz []int
 	if *sizes != "" {
 		var err error
-		if opts.Sizes, err = bench.ParseSizes(*sizes); err != nil {
-			fmt.Fprintf(stderr, "gpurt bench: %v\n", err)
-			return 2
+		if sz, err = bench.ParseSizes(*sizes); err != nil {
+			return fs.Usage("--sizes: %s", strings.TrimPrefix(err.Error(), "bench: "))
 		}
 	}
-	if opts.CgoBench == "" {
-		opts.CgoBench = findCgoBench()
+	if err := paths.Check(); err != nil {
+		return fs.Fail(err)
 	}
-	rep, err := bench.Run(opts)
+	var rep *bench.Report
+	var err error
+	if dec.preset != "" {
+		cfg := core.Config{Backend: *backend, PluginPaths: *paths, PluginOptions: *options}
+		var tbl io.Writer = stdout
+		if *asJSON || *benchfmt == "-" {
+			tbl = nil
+		}
+		rep, err = dec.run(cfg, tbl)
+	} else {
+		opts := bench.Options{Quick: *quick, Backend: *backend, PluginPaths: *paths, PluginOptions: *options,
+			Progress: stderr, CgoBench: *cgoBin, CgoBenchHint: cgoBenchHint, Sizes: sz}
+		if opts.CgoBench == "" {
+			opts.CgoBench = findCgoBench()
+		}
+		rep, err = bench.Run(opts)
+	}
 	if rep != nil {
-		if *asJSON {
-			if e := rep.WriteJSON(stdout); e != nil {
-				fmt.Fprintf(stderr, "gpurt bench: %v\n", e)
-				return 1
-			}
-			for _, n := range rep.Notes {
-				fmt.Fprintln(stderr, n)
-			}
-		} else if e := rep.WriteTable(stdout); e != nil {
-			fmt.Fprintf(stderr, "gpurt bench: %v\n", e)
-			return 1
+		if e := writeReport(rep, dec.preset != "", *asJSON, *benchfmt, stdout, stderr); e != nil {
+			return fs.Fail(e)
 		}
 	}
 	if err != nil && *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
-		fmt.Fprintf(stderr, "gpurt bench: --backend: %s\n", text(err.Error()))
-		return 2
+		return fs.Usage("--backend: %s", text(strings.TrimPrefix(err.Error(), "gpurt: ")))
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "gpurt bench: %v\n", err)
-		return 1
+		return fs.Fail(err)
 	}
-	return 0
+	return cli.ExitOK
+}
+
+// writeReport prints rep as JSON lines, as the table (decoder: its lines
+// were printed as measured) or, with benchfmt "-", in the Go benchmark
+// format; benchfmt naming a file writes that format there as well.
+func writeReport(rep *bench.Report, decoder, asJSON bool, benchfmt string, stdout, stderr io.Writer) error {
+	switch {
+	case benchfmt == "-":
+		if err := rep.WriteBenchfmt(stdout, runtime.GOMAXPROCS(0)); err != nil {
+			return err
+		}
+		for _, n := range rep.Notes {
+			fmt.Fprintln(stderr, n)
+		}
+	case asJSON:
+		if err := rep.WriteJSON(stdout); err != nil {
+			return err
+		}
+		for _, n := range rep.Notes {
+			fmt.Fprintln(stderr, n)
+		}
+	case !decoder:
+		if err := rep.WriteTable(stdout); err != nil {
+			return err
+		}
+	}
+	if benchfmt != "" && benchfmt != "-" {
+		f, err := os.Create(benchfmt)
+		if err != nil {
+			return fmt.Errorf("--benchfmt: %w", err)
+		}
+		if err := rep.WriteBenchfmt(f, runtime.GOMAXPROCS(0)); err != nil {
+			f.Close()
+			return fmt.Errorf("--benchfmt: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--benchfmt: %w", err)
+		}
+	}
+	return nil
 }
 
 // findCgoBench returns the gpurt-cgobench beside this executable

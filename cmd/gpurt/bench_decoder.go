@@ -3,12 +3,13 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
+	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/examples/llama/llm"
+	"github.com/metrale/gpurt/llm"
 )
 
 // decoderBench is `gpurt bench --decoder PRESET`: the Llama-style decoder
@@ -21,37 +22,67 @@ type decoderBench struct {
 	steps, warm int
 }
 
-func (d decoderBench) run(cfg core.Config, asJSON bool, stdout, stderr io.Writer) error {
-	mc, ok := llm.Presets[d.preset]
-	if !ok {
+// The bounds of the --decoder-* flags: a context of a million tokens is
+// beyond any preset's use and keeps every page count far from overflowing.
+const (
+	maxDecoderBatch  = 4096
+	maxDecoderTokens = 1 << 20 // context + warm-up + steps, per request
+)
+
+// check is the usage check of the --decoder flags; its error names the
+// flag and the cause.
+func (d decoderBench) check() error {
+	if _, ok := llm.Presets[d.preset]; !ok {
 		return fmt.Errorf("--decoder %q: not a preset (tiny, 1b, 8b)", d.preset)
 	}
-	if d.batch < 1 || d.ctx < 0 || d.steps < 1 || d.warm < 0 {
-		return fmt.Errorf("--decoder-batch %d and --decoder-steps %d must be at least 1, --decoder-ctx %d not negative",
-			d.batch, d.steps, d.ctx)
+	switch {
+	case d.batch < 1 || d.batch > maxDecoderBatch:
+		return fmt.Errorf("--decoder-batch %d: want 1 to %d", d.batch, maxDecoderBatch)
+	case d.steps < 1 || d.steps > maxDecoderTokens:
+		return fmt.Errorf("--decoder-steps %d: want 1 to %d", d.steps, maxDecoderTokens)
+	case d.warm < 0 || d.warm > maxDecoderTokens:
+		return fmt.Errorf("--decoder-warmup %d: want 0 to %d", d.warm, maxDecoderTokens)
+	case d.ctx < 0 || d.ctx > maxDecoderTokens:
+		return fmt.Errorf("--decoder-ctx %d: want 0 to %d", d.ctx, maxDecoderTokens)
+	case d.ctx+d.steps+d.warm > maxDecoderTokens:
+		return fmt.Errorf("--decoder-ctx %d, --decoder-warmup %d and --decoder-steps %d: together at most %d tokens",
+			d.ctx, d.warm, d.steps, maxDecoderTokens)
 	}
+	return nil
+}
+
+// run measures the decoder on a runtime opened with cfg (its plugin
+// options included) and returns the figures; when table is not nil it
+// also prints them there as they come.
+func (d decoderBench) run(cfg core.Config, table io.Writer) (*bench.Report, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	mc := llm.Presets[d.preset]
 	mc.Eps, mc.Seed, mc.Rope = 1e-5, 1, "neox"
 	rt, err := core.Open(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rt.Close()
 	dev, err := rt.Device(0)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	_, maj, min := rt.PluginVersion()
+	rep := &bench.Report{Backend: rt.Backend(), Plugin: rt.PluginPath(), ABI: fmt.Sprintf("%d.%d", maj, min),
+		Device: "device 0: " + dev.Info().Name}
 	m, err := llm.NewModel(dev, mc, d.batch, d.ctx+d.steps+d.warm+2, 1)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer m.Close()
 	if err := m.SetBatch(d.batch); err != nil {
-		return err
+		return nil, err
 	}
 	prompt := llm.PromptTokens(mc.Seed, d.batch, 1, mc.Vocab)
-	enc := json.NewEncoder(stdout)
-	if !asJSON {
-		fmt.Fprintf(stdout, "decoder %s on %s: batch %d, context %d, %d decode steps\n", d.preset, rt.Backend(), d.batch, d.ctx, d.steps)
+	if table != nil {
+		fmt.Fprintf(table, "decoder %s on %s: batch %d, context %d, %d decode steps\n", d.preset, rt.Backend(), d.batch, d.ctx, d.steps)
 	}
 	for _, graph := range []bool{false, true} {
 		mode := map[bool]string{false: "eager", true: "graph"}[graph]
@@ -59,25 +90,27 @@ func (d decoderBench) run(cfg core.Config, asJSON bool, stdout, stderr io.Writer
 		if d.warm > 0 {
 			o.Steps = d.warm
 			if _, err := m.Generate(rt, o); err != nil {
-				return fmt.Errorf("decoder %s warm-up: %w", mode, err)
+				return nil, fmt.Errorf("decoder %s warm-up: %w", mode, err)
 			}
 		}
 		o.Steps = d.steps
 		r, err := m.Generate(rt, o)
 		if err != nil {
-			return fmt.Errorf("decoder %s: %w", mode, err)
+			return nil, fmt.Errorf("decoder %s: %w", mode, err)
 		}
 		if r.Decoded == 0 || r.DecodeTime <= 0 {
-			return fmt.Errorf("decoder %s: no decode step was timed", mode)
+			return nil, errors.New("decoder " + mode + ": no decode step was timed")
 		}
 		perStep := r.DecodeTime.Seconds() / float64(r.Decoded)
 		tps := float64(d.batch) / perStep
-		if asJSON {
-			_ = enc.Encode(map[string]any{"metric": "decoder_" + mode + "_tokens_per_s", "value": tps, "unit": "tokens/s",
-				"note": fmt.Sprintf("%s, batch %d, context %d, %d steps, %.1f us a step", d.preset, d.batch, d.ctx, r.Decoded, perStep*1e6)})
-		} else {
-			fmt.Fprintf(stdout, "  %-6s %10.1f tokens/s  %9.1f us a step\n", mode, tps, perStep*1e6)
+		rep.Results = append(rep.Results,
+			bench.Result{Metric: "decoder_" + mode + "_tokens_per_s", Value: tps, Unit: "tokens/s",
+				Note: fmt.Sprintf("%s, batch %d, context %d, %d steps, %.1f us a step", d.preset, d.batch, d.ctx, r.Decoded, perStep*1e6)},
+			bench.Result{Metric: "decoder_" + mode + "_step_us", Value: perStep * 1e6, Unit: "us",
+				Note: fmt.Sprintf("%s, batch %d, context %d, one decode step", d.preset, d.batch, d.ctx)})
+		if table != nil {
+			fmt.Fprintf(table, "  %-6s %10.1f tokens/s  %9.1f us a step\n", mode, tps, perStep*1e6)
 		}
 	}
-	return nil
+	return rep, nil
 }

@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,7 +21,7 @@ func TestBenchCommand(t *testing.T) {
 	dir := testutil.MockPlugin(t)
 	t.Run("json", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
-		code := runBench([]string{"--quick", "--json", "--backend", "mock", "--plugin", dir, "--sizes", "64K"}, &stdout, &stderr)
+		code := runBench([]string{"--quick", "--json", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K"}, &stdout, &stderr)
 		require.Equal(t, 0, code, stderr.String())
 		sc := bufio.NewScanner(&stdout)
 		seen := map[string]bool{}
@@ -40,10 +42,27 @@ func TestBenchCommand(t *testing.T) {
 	})
 	t.Run("table", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
-		code := runBench([]string{"--quick", "--backend", "mock", "--plugin", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
+		code := runBench([]string{"--quick", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
 		require.Equal(t, 0, code, stderr.String())
 		assert.Contains(t, stdout.String(), "dispatch_ns")
 		assert.Contains(t, stdout.String(), "backend mock")
+	})
+	t.Run("benchfmt", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "run.txt")
+		var stdout, stderr bytes.Buffer
+		code := runBench([]string{"--quick", "--json", "--benchfmt", file, "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
+		require.Equal(t, 0, code, stderr.String())
+		assert.Contains(t, stdout.String(), `"metric":"dispatch_ns"`, "JSON on stdout")
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		assert.Regexp(t, `(?m)^BenchmarkDispatch_ns-\d+\t1\t\S+ ns/op$`, string(b))
+		assert.Regexp(t, `(?m)^backend: mock$`, string(b))
+
+		stdout.Reset()
+		code = runBench([]string{"--quick", "--benchfmt", "-", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
+		require.Equal(t, 0, code, stderr.String())
+		assert.Regexp(t, `(?m)^BenchmarkHtod_pinned_gbps/size=64KiB-\d+\t1\t\S+ B/s$`, stdout.String())
+		assert.NotContains(t, stdout.String(), "metric", "no table")
 	})
 	for _, c := range []struct {
 		name string
@@ -61,17 +80,17 @@ func TestBenchCommand(t *testing.T) {
 	}
 	t.Run("unknown backend", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
-		assert.Equal(t, 2, runBench([]string{"--quick", "--backend", "nonesuch", "--plugin", dir}, &stdout, &stderr))
+		assert.Equal(t, 2, runBench([]string{"--quick", "--backend", "nonesuch", "--plugin-path", dir}, &stdout, &stderr))
 		assert.Contains(t, stderr.String(), "unknown backend")
 	})
 }
 
 // gpurt bench --decoder: the example's decoder on the mock, both modes,
-// positive tokens/s as JSON lines; a bad preset or size is an error.
+// positive tokens/s as JSON lines; a bad preset or size is a usage error.
 func TestBenchDecoder(t *testing.T) {
 	dir := testutil.MockPlugin(t)
 	var stdout, stderr bytes.Buffer
-	code := runBench([]string{"--json", "--backend", "mock", "--plugin", dir, "--decoder", "tiny", "--decoder-steps", "2",
+	code := runBench([]string{"--json", "--backend", "mock", "--plugin-path", dir, "--decoder", "tiny", "--decoder-steps", "2",
 		"--decoder-warmup", "1"}, &stdout, &stderr)
 	require.Equal(t, 0, code, stderr.String())
 	seen := map[string]float64{}
@@ -87,7 +106,7 @@ func TestBenchDecoder(t *testing.T) {
 	assert.Greater(t, seen["decoder_graph_tokens_per_s"], 0.0)
 	for _, args := range [][]string{{"--decoder", "huge"}, {"--decoder", "tiny", "--decoder-steps", "0"}} {
 		stderr.Reset()
-		assert.Equal(t, 1, runBench(append([]string{"--backend", "mock", "--plugin", dir}, args...), &stdout, &stderr))
+		assert.Equal(t, 2, runBench(append([]string{"--backend", "mock", "--plugin-path", dir}, args...), &stdout, &stderr))
 		assert.Contains(t, stderr.String(), "--decoder")
 	}
 }

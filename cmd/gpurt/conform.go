@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,10 +16,11 @@ import (
 
 	"github.com/metrale/gpurt/conform"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/cli"
 )
 
 func init() {
-	register("conform", "run the conformance suite on a backend ([--backend NAME | --plugin PATH] [--json] [--quick])",
+	register("conform", "run the conformance suite on a backend ([--backend NAME] [--plugin-path PATH] [--json] [--quick])",
 		func(args []string) int { return runConform(args, os.Stdout, os.Stderr) })
 }
 
@@ -28,59 +28,44 @@ func init() {
 // "N passed, M failed" (on stderr with --json, so stdout stays JSON), and
 // the status is non-zero on any failure.
 func runConform(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gpurt conform", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.New("gpurt conform", "[--backend NAME] [--plugin-path PATH]... [--json] [--quick] [--run REGEXP]",
+		"Runs the conformance suite on a backend. With --plugin-path naming plugin files only\n(libgpurt_NAME.so) and no --backend, the backend is the files' NAME: the suite tests\nthat file. The last line is \"N passed, M failed\"; the status is 1 on any failure,\nand on a setup error (no such plugin, not a plugin, a runtime that cannot be made).", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	quick := fs.Bool("quick", false, "shrink the large checks")
 	long := fs.Bool("long", false, "also run the long-context attention checks (for GPUs; slow on the mock)")
 	backend := fs.String("backend", "", "backend: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
-	plugin := fs.String("plugin", "", "plugin file to test (its backend is taken from the name libgpurt_NAME)")
 	options := fs.String("options", "", "plugin runtime options, key=value;key=value (the mock: devices=2)")
 	run := fs.String("run", "", "run only the checks whose name matches this regular expression")
 	seed := fs.Uint64("seed", 0, "seed of the random data (0: from the clock)")
-	var paths pathList
-	fs.Var(&paths, "plugin-path", "folder or plugin file to search first (repeatable; ':' separates several)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	paths := fs.PluginPath()
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gpurt conform: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	cfg := core.Config{PluginPaths: paths, Backend: *backend, PluginOptions: *options}
-	if *plugin != "" {
-		if *backend != "" {
-			fmt.Fprintln(stderr, "gpurt conform: give --backend or --plugin, not both")
-			return 2
-		}
-		abs, err := filepath.Abs(*plugin)
-		if err != nil {
-			fmt.Fprintf(stderr, "gpurt conform: %v\n", err)
-			return 2
-		}
-		cfg.PluginPaths = append([]string{abs}, cfg.PluginPaths...)
-		name := strings.TrimPrefix(filepath.Base(abs), "libgpurt_")
-		cfg.Backend = strings.TrimSuffix(strings.TrimSuffix(name, ".so"), ".dylib")
-	}
-	opts := conform.Options{Quick: *quick, Long: *long, Seed: *seed,
-		OpenRuntime: func() (*core.Runtime, error) { return core.Open(cfg) }}
+	var filter *regexp.Regexp
 	if *run != "" {
 		re, err := regexp.Compile(*run)
 		if err != nil {
-			fmt.Fprintf(stderr, "gpurt conform: --run: %v\n", err)
-			return 2
+			return fs.Usage("--run: %v", err)
 		}
-		opts.Filter = re
+		filter = re
 	}
+	if err := paths.Check(); err != nil {
+		return fs.Fail(err)
+	}
+	cfg := core.Config{PluginPaths: *paths, Backend: *backend, PluginOptions: *options}
+	if cfg.Backend == "" {
+		cfg.Backend = filesBackend(*paths)
+	}
+	opts := conform.Options{Quick: *quick, Long: *long, Seed: *seed,
+		OpenRuntime: func() (*core.Runtime, error) { return core.Open(cfg) }}
+	opts.Filter = filter
 	rt, err := core.Open(cfg)
 	if err != nil && *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
-		fmt.Fprintf(stderr, "gpurt conform: --backend: %s\n", text(err.Error()))
-		return 2
+		return fs.Usage("--backend: %s", text(strings.TrimPrefix(err.Error(), "gpurt: ")))
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "gpurt conform: %s\n", text(err.Error()))
-		fmt.Fprintln(stderr, "0 passed, 1 failed")
-		return 1
+		// A setup error, not a failed check: nothing was tested.
+		return fs.Fail(errors.New(text(strings.TrimPrefix(err.Error(), "gpurt: "))))
 	}
 	defer rt.Close()
 	if !*asJSON {
@@ -121,4 +106,27 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// filesBackend is the backend that every entry of paths names when each is
+// a plugin file (libgpurt_NAME.so or .dylib) of the same NAME, else "":
+// `gpurt conform --plugin-path build/libgpurt_mock.so` tests that file,
+// not a better backend found beside the executable.
+func filesBackend(paths []string) string {
+	name := ""
+	for _, p := range paths {
+		if st, err := os.Stat(p); err != nil || st.IsDir() {
+			return ""
+		}
+		b := filepath.Base(p)
+		if !strings.HasPrefix(b, "libgpurt_") || !(strings.HasSuffix(b, ".so") || strings.HasSuffix(b, ".dylib")) {
+			return ""
+		}
+		n := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(b, "libgpurt_"), ".so"), ".dylib")
+		if n == "" || (name != "" && n != name) {
+			return ""
+		}
+		name = n
+	}
+	return name
 }

@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/bytesize"
+	"github.com/metrale/gpurt/internal/cli"
 )
 
 func init() {
@@ -28,40 +29,23 @@ type probeJSON struct {
 	Error string `json:"error"`
 }
 
-// pathList collects --plugin-path values; each may hold several paths
-// separated by ':'.
-type pathList []string
-
-func (p *pathList) String() string { return strings.Join(*p, ":") }
-
-func (p *pathList) Set(v string) error {
-	for _, s := range strings.Split(v, ":") {
-		if s != "" {
-			*p = append(*p, s)
-		}
-	}
-	return nil
-}
-
 func runProbe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gpurt probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs := cli.New("gpurt probe", "[--json] [--backend NAME] [--plugin-path PATH]...",
+		"Prints which plugin would be used, and why: the folders searched, every candidate\nand its state, and the chosen backend's devices.", stdout, stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON (also when it ends in an error)")
 	backend := fs.String("backend", "", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
-	var paths pathList
-	fs.Var(&paths, "plugin-path", "folder or plugin file to search first (repeatable; ':' separates several)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	paths := fs.PluginPath()
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gpurt probe: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	cfg := core.Config{PluginPaths: paths, Backend: *backend}
+	cfg := core.Config{PluginPaths: *paths, Backend: *backend}
 	rep, err := core.Probe(cfg)
 	if *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
-		fmt.Fprintf(stderr, "gpurt probe: --backend: %s\n", text(err.Error()))
-		return 2
+		// A usage error; --json still prints the report, the error in it.
+		if *asJSON {
+			writeProbeJSON(stdout, stderr, rep, err)
+		}
+		return fs.Usage("--backend: %s", text(strings.TrimPrefix(err.Error(), "gpurt: ")))
 	}
 	// Probe does not create a runtime; Open does, and can still fail (a
 	// malformed plugin setting such as GPURT_MOCK_DEVICES=x, a device held
@@ -83,15 +67,8 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *asJSON {
-		out := probeJSON{Report: jsonReport(rep)}
-		if err != nil {
-			out.Error = jsonText(err.Error())
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if e := enc.Encode(out); e != nil {
-			fmt.Fprintf(stderr, "gpurt probe: %v\n", e)
-			return 1
+		if !writeProbeJSON(stdout, stderr, rep, err) {
+			return cli.ExitError
 		}
 	} else if rep != nil {
 		printReport(stdout, rep)
@@ -104,6 +81,22 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// writeProbeJSON prints the JSON report with err in it; false when it
+// could not be written (the error printed).
+func writeProbeJSON(stdout, stderr io.Writer, rep *core.Report, err error) bool {
+	out := probeJSON{Report: jsonReport(rep)}
+	if err != nil {
+		out.Error = jsonText(err.Error())
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if e := enc.Encode(out); e != nil {
+		fmt.Fprintf(stderr, "gpurt probe: %v\n", e)
+		return false
+	}
+	return true
 }
 
 func printReport(w io.Writer, rep *core.Report) {
@@ -141,7 +134,7 @@ func printReport(w io.Writer, rep *core.Report) {
 		fmt.Fprintf(w, "devices: %d\n", len(c.Devices))
 		for _, d := range c.Devices {
 			fmt.Fprintf(w, "  [%d] %s (%s, %s)\n", d.Index, text(d.Name), dash(d.Vendor), dash(d.Arch))
-			fmt.Fprintf(w, "      memory %s total, %s free\n", bytesHuman(d.MemoryTotal), bytesHuman(d.MemoryFree))
+			fmt.Fprintf(w, "      memory %s total, %s free\n", bytesize.FormatUint(d.MemoryTotal), bytesize.FormatUint(d.MemoryFree))
 			fmt.Fprintf(w, "      compute capability %d.%d, %d multiprocessors\n", d.ComputeMajor, d.ComputeMinor, d.MultiprocessorCount)
 			fmt.Fprintf(w, "      driver %s, PCI %s\n", dash(d.DriverVersion), dash(d.PCIBusID))
 		}
@@ -154,17 +147,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return text(s)
-}
-
-func bytesHuman(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -87,7 +87,7 @@ type GroupedOperands struct {
 // nothing.
 func Quant(s *core.Stream, d QuantDesc, o QuantOperands) (err error) {
 	const op = "quant_matmul"
-	c := bridge.Op{S: s, Name: op}
+	c := bridge.Op{S: s, Name: op, Metric: metricOf(op)}
 	if err := bridge.Begin(&c); err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func Quant(s *core.Stream, d QuantDesc, o QuantOperands) (err error) {
 // A call allocates nothing.
 func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 	const op = "grouped_gemm"
-	c := bridge.Op{S: s, Name: op}
+	c := bridge.Op{S: s, Name: op, Metric: metricOf(op)}
 	if err := bridge.Begin(&c); err != nil {
 		return err
 	}
@@ -273,4 +273,12 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// metricOf is the core metric an operation's eager calls count in.
+func metricOf(op string) bridge.Metric {
+	if op == "grouped_gemm" {
+		return bridge.MetricGroupedGemm
+	}
+	return bridge.MetricQuantMatmul
 }

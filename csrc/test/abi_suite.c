@@ -260,6 +260,24 @@ static int negotiate(void *lib) {
   REQ(launch) REQ(gemm_plan_create) REQ(gemm_plan_destroy) REQ(gemm_run) REQ(launch_batch)
 #undef REQ
   result(missing == 0, "table: every required 1.0-1.2 slot is set (shutdown is optional)");
+  /* Every slot of each later minor the plugin claims is set: a slot added
+   * to the header and forgotten in a plugin's table fails here. */
+  missing = 0;
+  uint32_t pm = a.plugin_abi_minor;
+#define REQ(m, f) if (pm >= (m) && !GPURT_API_HAS(api, f)) { missing++; printf("     missing 1.%d slot %s\n", m, #f); }
+  REQ(3, graph_create) REQ(3, graph_launch) REQ(3, graph_update) REQ(3, graph_destroy)
+  REQ(4, quant_matmul) REQ(4, grouped_gemm)
+  REQ(5, kv_append) REQ(5, attention_create) REQ(5, attention_destroy) REQ(5, attention_plan)
+  REQ(5, attention_run)
+  REQ(6, comm_unique_id) REQ(6, comm_create) REQ(6, comm_destroy) REQ(6, comm_abort) REQ(6, comm_query)
+  REQ(6, comm_run)
+  REQ(7, graph_recordable)
+#undef REQ
+  result(missing == 0, "table: every slot of the minors 1.3-1.%u the plugin claims is set", pm);
+  /* The suite knows this header's minors: a new minor needs its slots
+   * listed above (the guard of CONTRIBUTING.md's "Adding an operation"). */
+  _Static_assert(GPURT_ABI_MINOR == 7, "abi_suite.c: list the new minor's slots in negotiate()'s REQ list, "
+                                       "then raise this number");
   return 0;
 }
 

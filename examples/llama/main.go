@@ -1,29 +1,61 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Command llama runs a Llama-style decoder through gpurt: weights
-// generated from a seed (the same as scripts/llama_torch.py's), prefill of
-// a prompt, then greedy decode steps over a paged KV cache, eagerly and
-// replayed as graphs (each step's launches and GEMMs between two
+// Command llama runs a Llama-style decoder through gpurt: a Hugging Face
+// checkpoint (-model DIR: Llama, Mistral or Qwen2 safetensors) or weights
+// generated from a seed (-preset, the same as scripts/llama_torch.py's),
+// prefill of the prompts, then decode steps over a paged KV cache, eagerly
+// and replayed as graphs (each step's launches and GEMMs between two
 // attentions are one graph; the KV appends and attentions stay eager, as
 // graphs do not record them). Output: JSON lines, one per step (tokens of
-// every request, with -logits the f32 logits of request 0) and one summary
-// per run (tokens per second).
+// every request, with -logits the f32 logits of request 0), one summary
+// per run (tokens per second), and with -model one load line (GB, GB/s).
 //
 //	llama -preset 1b -batch 1,32 -ctx 1024,8192 -steps 32 -modes eager,graph
 //	llama -preset tiny -backend mock -prompt 8 -steps 8 -logits
+//	llama -model ~/Llama-3.2-1B -prompt-ids 128000,791,6864 -steps 16
+//	llama -model DIR -batch 8 -prompt-file prompts.txt -force-file next.txt -steps 65 -logits-out 'out/{batch}.f32'
 package main
 
 import (
+	"bufio"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/examples/llama/llm"
+	"github.com/metrale/gpurt/llm"
 )
+
+// usageError is a bad command line: one line naming the flag, exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// pathList collects -plugin-path values (repeatable; ':' separates several).
+type pathList []string
+
+func (p *pathList) String() string { return strings.Join(*p, ":") }
+func (p *pathList) Set(v string) error {
+	for _, s := range strings.Split(v, ":") {
+		if s != "" {
+			*p = append(*p, s)
+		}
+	}
+	return nil
+}
 
 func ints(s string) ([]int, error) {
 	var out []int
@@ -37,94 +69,225 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
+// idLists parses token ids: requests separated by ';' (or lines), ids by
+// ',' or spaces.
+func idLists(s string) ([][]int32, error) {
+	var out [][]int32
+	for _, req := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == '\n' }) {
+		req = strings.TrimSpace(req)
+		if req == "" {
+			continue
+		}
+		var ids []int32
+		for _, f := range strings.FieldsFunc(req, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\r' }) {
+			v, err := strconv.ParseInt(f, 10, 32)
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("%q is not a token id", f)
+			}
+			ids = append(ids, int32(v))
+		}
+		out = append(out, ids)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no token ids")
+	}
+	return out, nil
+}
+
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "llama: %v\nRun 'llama -h' for usage.\n", err)
+		os.Exit(2)
+	default:
 		fmt.Fprintln(os.Stderr, "llama:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("llama", flag.ContinueOnError)
-	preset := fs.String("preset", "tiny", "tiny, 1b or 8b (the other flags override its fields)")
-	layers := fs.Int("layers", 0, "decoder layers")
-	hidden := fs.Int("hidden", 0, "hidden size")
-	heads := fs.Int("heads", 0, "query heads")
-	kvHeads := fs.Int("kv-heads", 0, "KV heads")
-	inter := fs.Int("inter", 0, "MLP intermediate size")
-	vocab := fs.Int("vocab", 0, "vocabulary")
-	theta := fs.Float64("theta", 0, "rotary base")
-	rope := fs.String("rope", "neox", "rotary style: neox (half-split) or llama (interleaved)")
-	seed := fs.Uint64("seed", 1, "weights seed")
-	weights := fs.String("weights", "bf16", "bf16, or int8 (MLX affine, group 64) for the blocks' linears")
+	fs.SetOutput(io.Discard)
+	model := fs.String("model", "", "Hugging Face model directory (config.json, *.safetensors); instead of -preset")
+	preset := fs.String("preset", "tiny", "seeded weights: tiny, 1b or 8b (the size flags override its fields)")
+	layers := fs.Int("layers", 0, "seeded: decoder layers")
+	hidden := fs.Int("hidden", 0, "seeded: hidden size")
+	heads := fs.Int("heads", 0, "seeded: query heads")
+	kvHeads := fs.Int("kv-heads", 0, "seeded: KV heads")
+	inter := fs.Int("inter", 0, "seeded: MLP intermediate size")
+	vocab := fs.Int("vocab", 0, "seeded: vocabulary")
+	theta := fs.Float64("theta", 0, "seeded: rotary base")
+	rope := fs.String("rope", "neox", "seeded: rotary style, neox (half-split) or llama (interleaved)")
+	seed := fs.Uint64("seed", 1, "seeded: weights seed (and the generated prompt's)")
+	weights := fs.String("weights", "bf16", "bf16, or int8 (MLX affine, group 64) for the blocks' linears (quantized at load)")
 	batches := fs.String("batch", "1", "batch sizes, comma-separated")
 	ctxs := fs.String("ctx", "0", "context lengths (zero K/V already in the cache), comma-separated")
-	prompt := fs.Int("prompt", 1, "prompt tokens per request (1: decode at once; more: prefill)")
-	steps := fs.Int("steps", 8, "tokens generated per request (a prefill's counts as the first)")
+	prompt := fs.Int("prompt", 1, "generated prompt: tokens per request (1: decode at once; more: prefill)")
+	promptIDs := fs.String("prompt-ids", "", "prompt token ids, e.g. 1,5,9 (';' between requests' prompts, ragged; one prompt: every request)")
+	promptFile := fs.String("prompt-file", "", "file of prompt token ids, one request per line")
+	forceFile := fs.String("force-file", "", "file of teacher-forced token ids, one request per line: the k-th id is fed as the k-th token after the prompt")
+	steps := fs.Int("steps", 8, "tokens picked per request (a prefill's counts as the first)")
 	warm := fs.Int("warmup", 2, "untimed decode steps before each timed run")
 	modes := fs.String("modes", "eager,graph", "eager, graph or both")
 	logits := fs.Bool("logits", false, "emit request 0's logits every step (synchronizes every step)")
 	logitsN := fs.Int("logits-n", 512, "with -logits: how many of request 0's logits (the first ones; 0: all)")
+	logitsOut := fs.String("logits-out", "", "write every step's f32 logits of all requests ([step][request][vocab], little-endian) to this file; {batch}, {ctx} and {mode} in the name are replaced")
+	temp := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
+	topK := fs.Int("top-k", 0, "sampling: keep the top k (0: all)")
+	topP := fs.Float64("top-p", 1, "sampling: nucleus mass")
+	sampleSeed := fs.Uint64("sample-seed", 1, "sampling seed")
+	progress := fs.String("progress", "auto", "loading progress: auto (a bar on a terminal, else one line), bar, line or none")
 	backend := fs.String("backend", "", "gpurt backend (auto, cuda, metal, mock)")
-	dir := fs.String("plugin-dir", "", "folder or file of the plugin (default: next to the executable)")
+	var paths pathList
+	fs.Var(&paths, "plugin-path", "folder or plugin file to search first (repeatable; ':' separates several; also GPURT_PLUGIN_PATH)")
+	for _, old := range []string{"plugin-dir", "plugin", "plugins"} {
+		fs.Bool(old, false, "")
+	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "Usage: llama [flags]\n\nRuns a Llama-style decoder through gpurt (a Hugging Face checkpoint with -model, or seeded weights).\n\nFlags:")
+			fs.SetOutput(stdout)
+			fs.VisitAll(func(f *flag.Flag) {
+				if f.Usage != "" {
+					fmt.Fprintf(stdout, "  -%s\t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
+				}
+			})
+			return err
+		}
+		return usageError{err.Error()}
 	}
-	cfg, ok := llm.Presets[*preset]
-	if !ok {
-		return fmt.Errorf("unknown preset %q (tiny, 1b, 8b)", *preset)
-	}
-	cfg.Eps, cfg.Seed, cfg.Rope = 1e-5, *seed, *rope
-	for _, o := range []struct {
-		v   int
-		dst *int
-	}{{*layers, &cfg.Layers}, {*hidden, &cfg.Hidden}, {*heads, &cfg.Heads}, {*kvHeads, &cfg.KVHeads}, {*inter, &cfg.Inter}, {*vocab, &cfg.Vocab}} {
-		if o.v != 0 {
-			*o.dst = o.v
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, old := range []string{"plugin-dir", "plugin", "plugins"} {
+		if set[old] {
+			return usagef("-%s is gone: use -plugin-path (a folder or plugin file; ':' separates several)", old)
 		}
 	}
-	if *theta != 0 {
-		cfg.Theta = *theta
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (flags only)", fs.Arg(0))
 	}
-	switch *weights {
-	case "bf16":
-	case "int8":
-		cfg.Int8 = true
+	if *model != "" {
+		for _, f := range []string{"preset", "layers", "hidden", "heads", "kv-heads", "inter", "vocab", "theta", "rope", "seed"} {
+			if set[f] {
+				return usagef("-%s sets seeded weights; it makes no sense with -model", f)
+			}
+		}
+	}
+	nPromptSrc := 0
+	for _, f := range []string{"prompt", "prompt-ids", "prompt-file"} {
+		if set[f] {
+			nPromptSrc++
+		}
+	}
+	if nPromptSrc > 1 {
+		return usagef("-prompt, -prompt-ids and -prompt-file exclude each other")
+	}
+	if set["logits-n"] && !*logits {
+		return usagef("-logits-n is ignored without -logits")
+	}
+	for _, f := range []string{"top-k", "top-p", "sample-seed"} {
+		if set[f] && *temp <= 0 {
+			return usagef("-%s is ignored without -temperature above 0", f)
+		}
+	}
+	var sampling *llm.Sampling
+	if *temp > 0 {
+		if *topK < 0 || !(*topP > 0 && *topP <= 1) {
+			return usagef("-top-k %d must not be negative and -top-p %g must be in (0, 1]", *topK, *topP)
+		}
+		sampling = &llm.Sampling{TopK: *topK, TopP: float32(*topP), Temperature: float32(*temp), Seed: *sampleSeed}
+	} else if *temp < 0 {
+		return usagef("-temperature %g is negative", *temp)
+	}
+	switch *progress {
+	case "auto", "bar", "line", "none":
 	default:
-		return fmt.Errorf("-weights %q is neither bf16 nor int8", *weights)
+		return usagef("-progress %q is not auto, bar, line or none", *progress)
+	}
+	if _, ok := llm.Presets[*preset]; !ok && *model == "" {
+		return usagef("-preset %q is not tiny, 1b or 8b", *preset)
+	}
+	if *weights != "bf16" && *weights != "int8" {
+		return usagef("-weights %q is neither bf16 nor int8", *weights)
 	}
 	bs, err := ints(*batches)
 	if err != nil {
-		return fmt.Errorf("-batch: %w", err)
+		return usagef("-batch: %v", err)
 	}
 	cs, err := ints(*ctxs)
 	if err != nil {
-		return fmt.Errorf("-ctx: %w", err)
+		return usagef("-ctx: %v", err)
 	}
 	var ms []string
 	for _, m := range strings.Split(*modes, ",") {
 		if m != "eager" && m != "graph" {
-			return fmt.Errorf("-modes: %q is neither eager nor graph", m)
+			return usagef("-modes: %q is neither eager nor graph", m)
 		}
 		ms = append(ms, m)
 	}
 	if *prompt < 1 || *steps < 1 || *warm < 0 {
-		return fmt.Errorf("-prompt %d and -steps %d must be at least 1, -warmup %d not negative", *prompt, *steps, *warm)
+		return usagef("-prompt %d and -steps %d must be at least 1, -warmup %d not negative", *prompt, *steps, *warm)
 	}
 	maxB, maxC := 0, 0
 	for _, b := range bs {
+		if b == 0 {
+			return usagef("-batch: batch sizes must be positive")
+		}
 		maxB = max(maxB, b)
 	}
 	for _, c := range cs {
 		maxC = max(maxC, c)
 	}
-	if maxB == 0 {
-		return fmt.Errorf("-batch: batch sizes must be positive")
+	if *logitsOut != "" && len(bs)*len(cs)*len(ms) > 1 {
+		for _, ph := range []struct {
+			n    int
+			name string
+		}{{len(bs), "{batch}"}, {len(cs), "{ctx}"}, {len(ms), "{mode}"}} {
+			if ph.n > 1 && !strings.Contains(*logitsOut, ph.name) {
+				return usagef("-logits-out %q: several runs need %s in the name", *logitsOut, ph.name)
+			}
+		}
 	}
-	var paths []string
-	if *dir != "" {
-		paths = []string{*dir}
+	var prompts [][]int32 // explicit prompts (nil: generated)
+	switch {
+	case *promptIDs != "":
+		if prompts, err = idLists(*promptIDs); err != nil {
+			return usagef("-prompt-ids: %v", err)
+		}
+	case *promptFile != "":
+		raw, err := os.ReadFile(*promptFile)
+		if err != nil {
+			return err
+		}
+		if prompts, err = idLists(string(raw)); err != nil {
+			return fmt.Errorf("-prompt-file %s: %w", *promptFile, err)
+		}
 	}
+	if prompts != nil && len(prompts) != 1 && len(prompts) < maxB {
+		return usagef("%d prompts for a batch of %d (give one for every request, or one for all)", len(prompts), maxB)
+	}
+	var force [][]int32 // [request][k]
+	if *forceFile != "" {
+		raw, err := os.ReadFile(*forceFile)
+		if err != nil {
+			return err
+		}
+		if force, err = idLists(string(raw)); err != nil {
+			return fmt.Errorf("-force-file %s: %w", *forceFile, err)
+		}
+		if len(force) != 1 && len(force) < maxB {
+			return usagef("-force-file: %d lines for a batch of %d (one per request, or one for all)", len(force), maxB)
+		}
+	}
+	maxP := *prompt
+	for _, p := range prompts {
+		maxP = max(maxP, len(p))
+	}
+
 	rt, err := core.Open(core.Config{PluginPaths: paths, Backend: *backend})
 	if err != nil {
 		return err
@@ -134,29 +297,94 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	out := json.NewEncoder(os.Stdout)
-	m, err := llm.NewModel(dev, cfg, maxB, maxC+*prompt+*steps+*warm+1, *prompt)
-	if err != nil {
-		return err
+	out := json.NewEncoder(stdout)
+	opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights == "int8"}
+	var m *llm.Model
+	var cfg llm.Config
+	if *model != "" {
+		cfg, err = llm.ReadConfig(*model)
+		if err != nil {
+			return err
+		}
+		cfg.Int8 = opts.Int8
+		bar := newProgress(*progress, stderr)
+		opts.Progress = bar.update
+		m, err = llm.LoadConfig(dev, *model, cfg, opts)
+		bar.finish()
+		if err != nil {
+			return err
+		}
+		st := m.LoadStats
+		fmt.Fprintf(stderr, "llama: loaded %s: %.2f GB of bf16 weights (%.2f GB of files) in %.2f s, %.2f GB/s (%.2f s with the caches and buffers)\n",
+			*model, float64(st.Bytes)/1e9, float64(st.FileBytes)/1e9, st.Elapsed.Seconds(), st.GBps(), st.Total.Seconds())
+		_ = out.Encode(map[string]any{"kind": "load", "impl": "gpurt", "model": *model, "gb": float64(st.Bytes) / 1e9,
+			"file_gb": float64(st.FileBytes) / 1e9, "seconds": st.Elapsed.Seconds(), "gbps": st.GBps(), "total_seconds": st.Total.Seconds()})
+	} else {
+		var ok bool
+		cfg, ok = llm.Presets[*preset]
+		if !ok {
+			return usagef("-preset %q is not tiny, 1b or 8b", *preset)
+		}
+		cfg.Eps, cfg.Seed, cfg.Rope, cfg.Int8 = 1e-5, *seed, *rope, opts.Int8
+		for _, o := range []struct {
+			v   int
+			dst *int
+		}{{*layers, &cfg.Layers}, {*hidden, &cfg.Hidden}, {*heads, &cfg.Heads}, {*kvHeads, &cfg.KVHeads}, {*inter, &cfg.Inter}, {*vocab, &cfg.Vocab}} {
+			if o.v != 0 {
+				*o.dst = o.v
+			}
+		}
+		if *theta != 0 {
+			cfg.Theta = *theta
+		}
+		if m, err = llm.NewModel(dev, cfg, opts.Batch, opts.MaxLen, opts.MaxPrompt); err != nil {
+			return err
+		}
 	}
 	defer m.Close()
-	_ = out.Encode(map[string]any{"kind": "config", "impl": "gpurt", "backend": rt.Backend(), "preset": *preset,
-		"layers": cfg.Layers, "hidden": cfg.Hidden, "heads": cfg.Heads, "kv_heads": cfg.KVHeads, "inter": cfg.Inter,
-		"vocab": cfg.Vocab, "theta": cfg.Theta, "rope": cfg.Rope, "seed": cfg.Seed, "weights": *weights})
+	cfg = m.Config()
+	_ = out.Encode(map[string]any{"kind": "config", "impl": "gpurt", "backend": rt.Backend(), "preset": *preset, "model": *model,
+		"family": cfg.Family, "layers": cfg.Layers, "hidden": cfg.Hidden, "heads": cfg.Heads, "kv_heads": cfg.KVHeads,
+		"head_dim": cfg.HeadDim(), "inter": cfg.Inter, "vocab": cfg.Vocab, "theta": cfg.Theta, "rope": cfg.Rope,
+		"rope_scaling": cfg.Scaling, "tied": cfg.Tied, "qkv_bias": cfg.QKVBias, "seed": cfg.Seed, "weights": *weights})
 	var failed error
 	for _, b := range bs {
 		if err := m.SetBatch(b); err != nil {
 			return err
 		}
 		for _, c := range cs {
-			p := llm.PromptTokens(cfg.Seed, b, *prompt, cfg.Vocab)
+			var reqs [][]int32
+			if prompts != nil {
+				for i := 0; i < b; i++ {
+					reqs = append(reqs, prompts[min(i, len(prompts)-1)])
+				}
+			} else {
+				p := llm.PromptTokens(cfg.Seed, b, *prompt, cfg.Vocab)
+				for i := 0; i < b; i++ {
+					reqs = append(reqs, p[i**prompt:(i+1)**prompt])
+				}
+			}
+			var forced [][]int32 // [k][request]
+			if force != nil {
+				n := len(force[0])
+				for i := 0; i < b; i++ {
+					n = min(n, len(force[min(i, len(force)-1)]))
+				}
+				for k := 0; k < n; k++ {
+					row := make([]int32, b)
+					for i := range row {
+						row[i] = force[min(i, len(force)-1)][k]
+					}
+					forced = append(forced, row)
+				}
+			}
 			for _, mode := range ms {
 				if mode == "graph" && cfg.Int8 {
 					_ = out.Encode(map[string]any{"kind": "skip", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c,
 						"why": "graphs do not record quant_matmul (ABI 1.3 records launches, GEMMs, copies, memsets, events)"})
 					continue
 				}
-				o := llm.GenOptions{Prompt: p, P: *prompt, Ctx: c, Graph: mode == "graph"}
+				o := llm.GenOptions{Prompts: reqs, Ctx: c, Graph: mode == "graph", Force: forced, Sample: sampling}
 				var r *llm.Run
 				var err error
 				if *warm > 0 {
@@ -164,12 +392,15 @@ func run(args []string) error {
 					_, err = m.Generate(rt, o)
 				}
 				if err == nil {
-					o.Steps, o.Collect = *steps, *logits
+					o.Steps, o.Collect = *steps, *logits || *logitsOut != ""
 					r, err = m.Generate(rt, o)
+				}
+				if err == nil && *logitsOut != "" {
+					err = writeLogits(expand(*logitsOut, b, c, mode), r.Logits)
 				}
 				if err != nil { // reported; the other runs go on
 					failed = fmt.Errorf("batch %d ctx %d %s: %w", b, c, mode, err)
-					fmt.Fprintln(os.Stderr, "llama:", failed)
+					fmt.Fprintln(stderr, "llama:", failed)
 					_ = out.Encode(map[string]any{"kind": "error", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "error": failed.Error()})
 					continue
 				}
@@ -180,12 +411,16 @@ func run(args []string) error {
 						if *logitsN > 0 {
 							n = min(n, *logitsN)
 						}
-						line["logits"] = r.Logits[i][:n]
+						line["logits"] = finite(r.Logits[i][:n])
 					}
 					_ = out.Encode(line)
 				}
 				sum := map[string]any{"kind": "summary", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "weights": *weights,
-					"decode_steps": r.Decoded, "preset": *preset}
+					"decode_steps": r.Decoded, "preset": *preset, "model": *model}
+				if *logitsOut != "" {
+					sum["logits_file"] = expand(*logitsOut, b, c, mode)
+					sum["logits_shape"] = []int{len(r.Logits), b, cfg.Vocab}
+				}
 				if r.Decoded > 0 {
 					per := r.DecodeTime.Seconds() / float64(r.Decoded)
 					sum["ms_per_step"] = per * 1e3
@@ -196,4 +431,81 @@ func run(args []string) error {
 		}
 	}
 	return failed
+}
+
+// finite maps NaN and infinities (which JSON cannot hold) to null.
+func finite(v []float32) []any {
+	out := make([]any, len(v))
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			out[i] = nil
+		} else {
+			out[i] = x
+		}
+	}
+	return out
+}
+
+func expand(name string, b, c int, mode string) string {
+	return strings.NewReplacer("{batch}", strconv.Itoa(b), "{ctx}", strconv.Itoa(c), "{mode}", mode).Replace(name)
+}
+
+// writeLogits writes [step][request][vocab] f32, little-endian.
+func writeLogits(path string, logits [][]float32) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var b [4]byte
+	for _, step := range logits {
+		for _, v := range step {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			if _, err := w.Write(b[:]); err != nil {
+				_ = f.Close()
+				return err
+			}
+		}
+	}
+	if err := w.Flush(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// loadProgress shows the upload: a bar on a terminal, else nothing until
+// the one summary line.
+type loadProgress struct {
+	bar  *progressbar.ProgressBar
+	last time.Time
+}
+
+func newProgress(mode string, w io.Writer) *loadProgress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	if mode == "bar" || (mode == "auto" && tty) {
+		return &loadProgress{bar: progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionShowBytes(true),
+			progressbar.OptionSetDescription("loading"), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish())}
+	}
+	return &loadProgress{}
+}
+
+func (p *loadProgress) update(done, total int64) {
+	if p.bar == nil {
+		return
+	}
+	if p.bar.GetMax64() != total {
+		p.bar.ChangeMax64(total)
+	}
+	_ = p.bar.Set64(done)
+}
+
+func (p *loadProgress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
 }

@@ -46,10 +46,22 @@ func (o *Operand) IsHeld() bool { return o.held }
 // MaxOperands is the most operands one operation has.
 const MaxOperands = 9
 
+// Metric names the counter and latency histogram of core's metrics an
+// operation's eager calls count in (MetricNone: none).
+type Metric uint8
+
+// The metrics of the family operations.
+const (
+	MetricNone Metric = iota
+	MetricQuantMatmul
+	MetricGroupedGemm
+)
+
 // Op is one stream operation's state, on its caller's stack.
 type Op struct {
-	S    any    // the *core.Stream
-	Name string // the operation, as in errors ("quant_matmul")
+	S      any    // the *core.Stream
+	Name   string // the operation, as in errors ("quant_matmul")
+	Metric Metric // what its eager calls count in
 	// Set by Begin: the stream's plugin and runtime handle.
 	P   *bind.Plugin
 	RT  abi.Runtime

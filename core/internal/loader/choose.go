@@ -4,6 +4,7 @@ package loader
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -27,7 +28,15 @@ type cand struct {
 	done     bool         // State is final
 	sealed   string       // what verify said of an accepted file ("" when nothing was verified)
 	explicit bool         // a plugin file named in Options.Paths: it must load (see Options.Paths)
+	file     *os.File     // the checked file, opened once (pin_unix.go): what is hashed, probed and loaded
+	keepFile bool         // file is never closed: a dlopen went through its name
+	origin   bool         // its RUNPATH names $ORIGIN: loaded by path (pin_unix.go)
 }
+
+// testHookVerified, when set (tests only), runs after a candidate's file
+// was checked and its checksum verified, before it is probed and loaded:
+// a test swaps or rewrites the file there.
+var testHookVerified func(path string)
 
 func (c *cand) fail(reason, detail string) {
 	c.State, c.Reason, c.Detail, c.done = StateFailed, reason, detail, true
@@ -157,6 +166,7 @@ func Choose(opts Options) (*Report, *bind.Plugin, error) {
 // examine takes one candidate as far as it goes: admitted, checked,
 // loaded, probed. It leaves c available (not done) or final.
 func examine(c *cand, req, from string, opts Options, winners map[string]*cand, log hclog.Logger) {
+	defer releaseFile(c)
 	if !admit(c, c.fromFS, req, from, opts, winners) {
 		return
 	}
@@ -165,6 +175,9 @@ func examine(c *cand, req, from string, opts Options, winners map[string]*cand, 
 	}
 	if verify(c, opts, besideExe(c, exeDirs(opts))); c.done {
 		return
+	}
+	if testHookVerified != nil {
+		testHookVerified(c.real)
 	}
 	isolated := !opts.ProbeInProcess && platformOK
 	if isolated {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 )
@@ -26,6 +25,10 @@ type dep struct {
 type formatResult struct {
 	reason, detail string
 	deps           []dep
+	// origin: the plugin's RUNPATH/RPATH names $ORIGIN (@loader_path),
+	// so it must be loaded by its path, not through its descriptor
+	// (pin_unix.go).
+	origin bool
 }
 
 func depsString(ds []dep) string {
@@ -53,12 +56,9 @@ func missingDeps(ds []dep) []string {
 	return out
 }
 
-// checkFormat checks a file's format and architecture for this process
-// (ELF on Linux, Mach-O on macOS) without loading it.
-func checkFormat(path string, size int64) formatResult {
-	return checkFormatFor(path, size, runtime.GOOS, runtime.GOARCH)
-}
-
+// checkFormatFor checks a file's format and architecture for goos/goarch
+// (ELF on Linux, Mach-O on macOS) without loading it; checkFile uses
+// checkFormatOf on the file it opened.
 func checkFormatFor(path string, size int64, goos, goarch string) formatResult {
 	if size == 0 {
 		return formatResult{reason: "empty file (0 bytes)"}
@@ -68,6 +68,15 @@ func checkFormatFor(path string, size int64, goos, goarch string) formatResult {
 		return formatResult{reason: "cannot open file", detail: err.Error()}
 	}
 	defer f.Close()
+	return checkFormatOf(f, path, size, goos, goarch)
+}
+
+// checkFormatOf checks an open file (read with ReadAt only: the offset
+// of a descriptor shared with a probe child is never moved).
+func checkFormatOf(f *os.File, path string, size int64, goos, goarch string) formatResult {
+	if size == 0 {
+		return formatResult{reason: "empty file (0 bytes)"}
+	}
 	hdr := make([]byte, 64)
 	n, _ := f.ReadAt(hdr, 0)
 	hdr = hdr[:n]
@@ -195,10 +204,12 @@ func checkELF(f *os.File, path string, hdr []byte, size int64, goarch string) fo
 	}
 	origin := filepath.Dir(path)
 	var rpath []string
+	usesOrigin := false
 	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
 		vals, _ := ef.DynString(tag)
 		for _, v := range vals {
 			for _, d := range strings.Split(v, ":") {
+				usesOrigin = usesOrigin || strings.Contains(d, "$ORIGIN") || strings.Contains(d, "${ORIGIN}")
 				d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", origin), "$ORIGIN", origin)
 				if d != "" {
 					rpath = append(rpath, d)
@@ -213,7 +224,7 @@ func checkELF(f *os.File, path string, hdr []byte, size int64, goarch string) fo
 	for _, n := range needed {
 		deps = append(deps, dep{name: n, found: findELFLib(n, rpath, goarch)})
 	}
-	return formatResult{deps: deps}
+	return formatResult{deps: deps, origin: usesOrigin}
 }
 
 // findELFLib looks for a DT_NEEDED library where the dynamic loader would:

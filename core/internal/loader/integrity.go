@@ -51,15 +51,21 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	return openSHA256(f)
+}
+
+// openSHA256 hashes an open file from its start with ReadAt (the offset
+// of a descriptor shared with a probe child is never moved).
+func openSHA256(f *os.File) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // verify checks c against the digests recorded in this build (before any
-// dlopen). A build without digests verifies nothing. With digests:
+// dlopen), reading the file c pinned: what is hashed is what is loaded. A build without digests verifies nothing. With digests:
 //   - a plugin beside the executable (its folder, lib/gpurt, ../lib/gpurt)
 //     must be of a recorded backend and match its digest;
 //   - a plugin from Options.Paths or GPURT_PLUGIN_PATH that matches a
@@ -70,7 +76,11 @@ func verify(c *cand, opts Options, beside bool) {
 	if len(want) == 0 {
 		return
 	}
-	got, err := fileSHA256(c.real)
+	if c.file == nil {
+		c.fail("internal: plugin file not opened before its checksum", "")
+		return
+	}
+	got, err := openSHA256(c.file) // the open file that is then probed and loaded (pin_unix.go)
 	if err != nil {
 		c.fail("cannot read the file to verify its checksum", err.Error())
 		return

@@ -4,8 +4,9 @@ package loader
 
 // Crash-isolated probe. A GPU driver that crashes or hangs while a plugin
 // probes would take the whole server with it, so by default the loader
-// probes each plugin in a child process: the executable itself, run again
-// with a hidden subcommand (argv[1] = childArg and GPURT_PROBE_CHILD=1 in
+// probes each plugin in a child process: the executable itself (the
+// running image: /proc/self/exe on Linux), run again with a hidden
+// subcommand (argv[1] = childArg and GPURT_PROBE_CHILD=1 in
 // its environment). This package's init intercepts that before main runs,
 // in any program that imports gpurt, loads and probes the one plugin,
 // writes a versioned JSON report to stdout (the plugin's own writes to
@@ -20,8 +21,6 @@ package loader
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +28,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -45,6 +43,8 @@ const (
 	// DefaultProbeTimeout is the watchdog of an isolated probe.
 	DefaultProbeTimeout = 30 * time.Second
 	maxChildOutput      = 1 << 20
+	// childFD is the descriptor the child finds the plugin file at.
+	childFD = 3
 )
 
 // childReport is what the child writes to stdout.
@@ -60,6 +60,9 @@ func init() {
 }
 
 // runChild is the child's whole life: probe one plugin, report, exit.
+// The parent passes the file it checked and verified as descriptor
+// childFD (path names it, for messages); the child loads that open file,
+// never the path (pin_unix.go).
 func runChild(path string) int {
 	out, err := reserveStdout()
 	if err != nil {
@@ -75,7 +78,7 @@ func runChild(path string) int {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		c.real = real
 	}
-	examineInProcess(c, log)
+	examineChild(c, os.NewFile(childFD, path), log)
 	if !c.done {
 		c.State = StateAvailable
 	}
@@ -90,9 +93,20 @@ func runChild(path string) int {
 	return 0
 }
 
-// examineInProcess checks, loads and probes c in this process.
-func examineInProcess(c *cand, log hclog.Logger) {
-	if checkFile(c, log); c.done {
+// examineChild checks the format of the file the parent passed, loads it
+// and probes it.
+func examineChild(c *cand, f *os.File, log hclog.Logger) {
+	fi, err := f.Stat()
+	if err != nil {
+		c.fail("probe failed: the isolated probe was given no plugin file (descriptor 3)", err.Error())
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		c.fail(fmt.Sprintf("probe failed: the isolated probe was given no regular file (mode %s)", fi.Mode()), "")
+		return
+	}
+	c.file, c.ident = f, identityOf(fi)
+	if checkPinnedFormat(c, log); c.done {
 		return
 	}
 	if openPlugin(c, log); c.done {
@@ -125,101 +139,6 @@ func childEnvironment() []string {
 	return append(env, childEnv+"=1")
 }
 
-// probeCache holds isolated probe results: in memory for this process,
-// on disk (best effort) for the next ones.
-var probeCache = struct {
-	sync.Mutex
-	m map[string]Candidate
-}{m: map[string]Candidate{}}
-
-// cacheKey identifies what a probe result depends on: the plugin file
-// (path, device, inode, size, times), the driver, the child's environment
-// and this executable. "" when the file cannot be read.
-func cacheKey(c *cand, env []string) string {
-	id, err := fileIdentity(c.real)
-	if err != nil {
-		return ""
-	}
-	h := sha256.New()
-	fmt.Fprintf(h, "v%d\x00%s\x00%s\x00%s\x00", reportVersion, c.Path, c.real, id)
-	if exe, err := os.Executable(); err == nil {
-		if eid, err := fileIdentity(exe); err == nil {
-			fmt.Fprintf(h, "%s\x00%s\x00", exe, eid)
-		}
-	}
-	// The driver version: NVIDIA's kernel module says it here on Linux.
-	if b, err := os.ReadFile("/proc/driver/nvidia/version"); err == nil {
-		h.Write(b)
-	}
-	for _, kv := range env {
-		if probeRelevant(kv) {
-			fmt.Fprintf(h, "\x00%s", kv)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func cacheDir(opts Options) string {
-	switch opts.ProbeCacheDir {
-	case "-":
-		return ""
-	case "":
-		d, err := os.UserCacheDir()
-		if err != nil {
-			return ""
-		}
-		return filepath.Join(d, "gpurt", "probe")
-	}
-	return opts.ProbeCacheDir
-}
-
-func cacheGet(opts Options, key string) (Candidate, bool) {
-	probeCache.Lock()
-	defer probeCache.Unlock()
-	if r, ok := probeCache.m[key]; ok {
-		return r, true
-	}
-	dir := cacheDir(opts)
-	if dir == "" {
-		return Candidate{}, false
-	}
-	b, err := os.ReadFile(filepath.Join(dir, key+".json"))
-	if err != nil {
-		return Candidate{}, false
-	}
-	var r childReport
-	if json.Unmarshal(b, &r) != nil || r.Version != reportVersion {
-		return Candidate{}, false
-	}
-	probeCache.m[key] = r.Candidate
-	return r.Candidate, true
-}
-
-func cachePut(opts Options, key string, r Candidate, log hclog.Logger) {
-	probeCache.Lock()
-	defer probeCache.Unlock()
-	probeCache.m[key] = r
-	dir := cacheDir(opts)
-	if dir == "" {
-		return
-	}
-	b, _ := json.Marshal(childReport{Version: reportVersion, Candidate: r})
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		log.Debug("probe cache: cannot create folder", "dir", dir, "error", err)
-		return
-	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		log.Debug("probe cache: cannot write", "dir", dir, "error", err)
-		return
-	}
-	_, werr := f.Write(b)
-	cerr := f.Close()
-	if werr != nil || cerr != nil || os.Rename(f.Name(), filepath.Join(dir, key+".json")) != nil {
-		_ = os.Remove(f.Name())
-	}
-}
-
 // probeIsolated probes c in a child process (or takes a cached result).
 // It leaves c failed or skipped, or available (not done) with the child's
 // probe fields set; the caller then loads c in this process.
@@ -228,7 +147,7 @@ func probeIsolated(c *cand, opts Options, log hclog.Logger) {
 	key := cacheKey(c, env)
 	r, cached := Candidate{}, false
 	if key != "" {
-		r, cached = cacheGet(opts, key)
+		r, cached = cacheGet(opts, key, c.Path, log)
 	}
 	if !cached {
 		var ok bool
@@ -262,7 +181,11 @@ func probeIsolated(c *cand, opts Options, log hclog.Logger) {
 // a hang, a non-zero exit or an unreadable report it fails c and returns
 // false.
 func runProbeChild(c *cand, opts Options, env []string, log hclog.Logger) (Candidate, bool) {
-	exe, err := os.Executable()
+	if c.file == nil {
+		c.fail("internal: plugin file not opened before the isolated probe", "")
+		return Candidate{}, false
+	}
+	exe, err := childExecutable()
 	if err != nil {
 		c.fail("cannot run the isolated probe: the executable's path is unknown", err.Error())
 		return Candidate{}, false
@@ -277,6 +200,7 @@ func runProbeChild(c *cand, opts Options, env []string, log hclog.Logger) (Candi
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.Stdin = nil
+	cmd.ExtraFiles = []*os.File{c.file} // childFD: the file checked here
 	stdout, stderr := &limitedBuffer{max: maxChildOutput}, &limitedBuffer{max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = time.Second

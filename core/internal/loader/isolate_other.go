@@ -21,3 +21,13 @@ func fileIdentity(path string) (string, error) {
 	}
 	return fmt.Sprintf("%d:%d", fi.Size(), fi.ModTime().UnixNano()), nil
 }
+
+func openIdentity(f *os.File) (string, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", fi.Size(), fi.ModTime().UnixNano()), nil
+}
+
+func childExecutable() (string, error) { return os.Executable() }

@@ -7,6 +7,7 @@ package loader
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,4 +36,27 @@ func fileIdentity(path string) (string, error) {
 	}
 	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size,
 		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
+}
+
+// openIdentity is fileIdentity of an open file.
+func openIdentity(f *os.File) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size,
+		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
+}
+
+// childExecutable is what the isolated probe runs: on Linux the running
+// image itself (/proc/self/exe names it even after its file was replaced
+// or removed), so that a binary renamed over this one's path meanwhile is
+// never run; elsewhere the executable's path (macOS has no equivalent).
+func childExecutable() (string, error) {
+	if runtime.GOOS == "linux" {
+		if _, err := os.Stat("/proc/self/exe"); err == nil {
+			return "/proc/self/exe", nil
+		}
+	}
+	return os.Executable()
 }

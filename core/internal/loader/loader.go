@@ -19,8 +19,14 @@
 //     disk since this process loaded it (identity.go); check the file
 //     format and architecture (debug/elf, debug/macho); list its DT_NEEDED
 //     and whether each can be found.
-//  4. dlopen by absolute path (RTLD_NOW|RTLD_LOCAL); look up the entry with
-//     dlsym; negotiate (major exact, any minor); bind the table.
+//     The file is opened once, right after the path checks (pin_unix.go):
+//     the format check, the checksum of a `make dist` build (integrity.go),
+//     the isolated probe (the child inherits the descriptor) and dlopen
+//     all read that open file, so a file renamed into place meanwhile is
+//     never loaded; its identity is compared again after loading.
+//  4. dlopen (RTLD_NOW|RTLD_LOCAL) through /proc/self/fd/N on Linux, by
+//     absolute path on macOS; look up the entry with dlsym; negotiate
+//     (major exact, any minor); bind the table.
 //  5. Probe; choose: an explicit backend must be usable or Choose fails with
 //     the whole report; auto takes the highest priority, then the higher
 //     score, then the earlier in search order.
@@ -98,6 +104,10 @@ type Options struct {
 	// does the same.
 	AllowUnverified bool
 }
+
+// probeCapacity is how many devices a probe may describe. A variable, so
+// that the array it sizes is on the heap and never moves during a call.
+var probeCapacity = 16
 
 // State is where a candidate ended.
 type State string

@@ -18,10 +18,6 @@ import (
 // platformOK: this platform can dlopen and call plugins.
 const platformOK = bind.Supported
 
-// probeCapacity is how many devices a probe may describe. A variable, so
-// that the array it sizes is on the heap and never moves during a call.
-var probeCapacity = 16
-
 var errorCodeNames = map[int32]string{
 	abi.OK: "ok", abi.ErrInvalidArgument: "invalid argument", abi.ErrInvalidHandle: "invalid handle",
 	abi.ErrOutOfRange: "out of range", abi.ErrOutOfMemory: "out of memory", abi.ErrNotFound: "not found",
@@ -46,7 +42,13 @@ func codeName(m map[int32]string, c int32) string {
 // openPlugin dlopens a checked file, negotiates and binds it. On success
 // c.plugin is set; otherwise c is failed.
 func openPlugin(c *cand, log hclog.Logger) {
-	h, err := purego.Dlopen(c.real, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	h, r, err := dlopenVerified(c, func(name string) (uintptr, error) {
+		return purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	})
+	if r != nil {
+		c.fail(r.reason, r.detail)
+		return
+	}
 	if err != nil {
 		detail := "dlopen: " + err.Error() + "; needs: " + depsString(c.deps)
 		if miss := missingDeps(c.deps); len(miss) > 0 {
@@ -103,6 +105,11 @@ func openPlugin(c *cand, log hclog.Logger) {
 	c.ABI = fmt.Sprintf("%d.%d", p.Major, p.Minor)
 	c.plugin = p
 	log.Debug("loaded", "path", c.Path, "backend", p.Backend, "version", p.Version, "abi", c.ABI, "priority", p.Priority)
+}
+
+// entryAddress is the address of a loaded library's entry symbol.
+func entryAddress(h uintptr) (uintptr, error) {
+	return purego.Dlsym(h, abi.EntrySymbol)
 }
 
 // probePlugin asks a bound plugin whether it can run here; c ends

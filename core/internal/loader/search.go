@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -200,11 +201,20 @@ func checkFile(c *cand, log hclog.Logger) {
 		c.fail(r.reason, r.detail)
 		return
 	}
-	res := checkFormat(c.real, fi.Size())
+	if r := pinFile(c); r != nil {
+		c.fail(r.reason, r.detail)
+		return
+	}
+	checkPinnedFormat(c, log)
+}
+
+// checkPinnedFormat checks the format of c's opened file.
+func checkPinnedFormat(c *cand, log hclog.Logger) {
+	res := checkFormatOf(c.file, c.real, c.ident.size, runtime.GOOS, runtime.GOARCH)
 	if res.reason != "" {
 		c.fail(res.reason, res.detail)
 		return
 	}
-	c.deps = res.deps
-	log.Debug("format ok", "path", c.Path, "needs", depsString(res.deps))
+	c.deps, c.origin = res.deps, res.origin
+	log.Debug("format ok", "path", c.Path, "needs", depsString(res.deps), "origin_rpath", res.origin)
 }

@@ -209,7 +209,17 @@ func resetLoaded() {
 	loaded.Lock()
 	loaded.m = nil
 	loaded.Unlock()
+	pinned.Lock()
+	for _, p := range pinned.m {
+		retiredPins = append(retiredPins, p.f) // never closed: dlopen knows their names
+	}
+	pinned.m = map[[2]uint64]pinnedFile{}
+	pinned.Unlock()
 }
+
+// retiredPins keeps the descriptors resetLoaded forgot open (and out of
+// the garbage collector's reach).
+var retiredPins []*os.File
 
 // TestReplacedPlugin: a plugin file replaced on disk after this process
 // loaded it is refused (dlopen would hand back the old code).

@@ -41,6 +41,36 @@ func trustedFile(path string) (string, fs.FileInfo, *refusal) {
 }
 
 func trustedFileAs(path string, euid uint32) (string, fs.FileInfo, *refusal) {
+	cur, fi, r := resolveTrusted(path, euid)
+	if r != nil {
+		return "", nil, r
+	}
+	if !fi.Mode().IsRegular() {
+		return "", nil, &refusal{reason: fmt.Sprintf("not a regular file (mode %s)", fi.Mode())}
+	}
+	return cur, fi, nil
+}
+
+// trustedFolderAs applies trustedFile's rules to a folder (the probe
+// cache's), and more strictly to the folder itself: group and others may
+// not write to it, sticky or not. It returns the resolved path.
+func trustedFolderAs(path string, euid uint32) (string, *refusal) {
+	cur, fi, r := resolveTrusted(path, euid)
+	if r != nil {
+		return "", r
+	}
+	if !fi.IsDir() {
+		return "", &refusal{reason: fmt.Sprintf("refused: %s is not a folder (mode %s)", path, fi.Mode())}
+	}
+	if writableByOthers(fi.Mode()) {
+		return "", &refusal{reason: fmt.Sprintf("refused: folder %s is writable by group or others (mode %s)", cur, fi.Mode())}
+	}
+	return cur, nil
+}
+
+// resolveTrusted resolves path as trustedFile says and checks every
+// component; the last may be of any type.
+func resolveTrusted(path string, euid uint32) (string, fs.FileInfo, *refusal) {
 	if !filepath.IsAbs(path) {
 		return "", nil, &refusal{reason: fmt.Sprintf("refused: %s is not an absolute path", path)}
 	}
@@ -99,9 +129,6 @@ func trustedFileAs(path string, euid uint32) (string, fs.FileInfo, *refusal) {
 			}
 			cur = next
 		}
-	}
-	if !fi.Mode().IsRegular() {
-		return "", nil, &refusal{reason: fmt.Sprintf("not a regular file (mode %s)", fi.Mode())}
 	}
 	return cur, fi, nil
 }

@@ -7,7 +7,7 @@
 // replayed, torch eager and torch graph (the faster of the twin's two
 // RMSNorm variants, as the table does). Run here, after the GPU run:
 //
-//	go run ./internal/cmd/decodeplot -o bench/plots/decodestep.svg decodestep.jsonl
+//	make decodeplot && build/decodeplot -o bench/plots/decodestep.svg decodestep.jsonl
 //
 // -metric relative (the default) divides each bar by the torch CUDA graph's
 // step time of its group (1.0 is the goal for the replayed step);

@@ -185,14 +185,14 @@ static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, con
  *                    taken alone, before cu_plan.mu, released before it.
  *   cu_runtime.mu    (cuda_module.c) the modules' kernel lists; may take a
  *                    table's mu (kernel handles inserted / removed).
- *   cu_device.mu     (cuda_plugin.c, cuda_gemm.c) lost_msg / lost_code and
+ *   cu_device.mu     (cuda_runtime.c, cuda_gemm.c) lost_msg / lost_code and
  *                    the device's lazy cuBLASLt handle, scratch and internal
  *                    module; reached from cu_fail / cu_lost_error, so under
  *                    cu_plan.mu and cu_stream.slot_mu too.
  *   cu_table.mu      (cuda_handles.c) insert and remove of one table; a leaf,
  *                    except runtime teardown (cu_table_each), which holds it
  *                    while releasing the objects.
- *   g_lost_mu        (cuda_plugin.c) the process-wide sticky-error record: a
+ *   g_lost_mu        (cuda_runtime.c) the process-wide sticky-error record: a
  *                    leaf, never held with cu_device.mu (cu_fail and
  *                    cu_adopt_lost take one after releasing the other).
  *   g_mu + g_cv      (cuda_driver.c) loading libcuda and cuInit's state: a
@@ -320,6 +320,17 @@ struct cu_kernel {
   cu_kernel *next;
 };
 
+/* ---- cuda_runtime.c: the bottom floor ---- */
+/* The process-wide runtime table (cuda_plugin.c's create/destroy fill it). */
+CU_HIDDEN extern cu_table g_runtimes;
+/* The remedy every lost-device message ends with. */
+CU_HIDDEN extern const char cu_restart[];
+/* Records ordinal i's sticky error (the first one wins). */
+CU_HIDDEN void cu_proc_mark_lost(uint32_t i, CUresult r, const char *msg);
+/* 1 with the code and message when ordinal i suffered a sticky error. */
+CU_HIDDEN int cu_proc_lost(uint32_t i, CUresult *code, char *msg, size_t cap);
+/* 1 when r leaves the context unusable (the device is lost). */
+CU_HIDDEN int cu_sticky(CUresult r);
 /* Looks up rt; NULL with *err set when it is not a live runtime. */
 CU_HIDDEN cu_runtime *cu_rt(gpurt_runtime *h, gpurt_error **err);
 /* The prologue of a call with an out parameter: resolves h, then refuses

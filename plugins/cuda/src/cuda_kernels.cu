@@ -155,6 +155,14 @@ __device__ void gpurt_embed(T *y, const T *table, const int *ids, u64 tokens, u6
   y[i] = (id < 0 || (u64)id >= vocab) ? st<T>(0.0f) : table[(u64)id * cols + c];
 }
 
+// sample_T's weight: exp((x - max) / temperature); a weight that is NaN (a
+// NaN logit; -Inf at an infinite temperature) is 0 (gpurt.h: sample_T's
+// non-finite logits).
+__device__ __forceinline__ float gpurt_sample_w(float v, float mx, float temp) {
+  float w = expf(__fdiv_rn(__fsub_rn(v, mx), temp));
+  return w == w ? w : 0.0f;
+}
+
 // sample_T's search: the largest key t whose mass (the weights, or the
 // count when temp is 0, of the keys >= t and >= floor) is >= want (> want
 // when strict), bit by bit from the top.
@@ -169,7 +177,7 @@ __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, f
       float v = ld(xr[c]);
       u64 k = gpurt_rank_key(v, c);
       if (k >= cand && k >= floor)
-        m = __fadd_rn(m, temp == 0.0f ? 1.0f : expf(__fdiv_rn(__fsub_rn(v, mx), temp)));
+        m = __fadd_rn(m, temp == 0.0f ? 1.0f : gpurt_sample_w(v, mx, temp));
     }
     m = gpurt_block_sum(m, sh);
     if (strict ? m > want : m >= want) t = cand;
@@ -182,7 +190,7 @@ __device__ float gpurt_sample_mass(const T *xr, u64 cols, u64 floor, float mx, f
   float m = 0.0f;
   for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
     float v = ld(xr[c]);
-    if (gpurt_rank_key(v, c) >= floor) m = __fadd_rn(m, expf(__fdiv_rn(__fsub_rn(v, mx), temp)));
+    if (gpurt_rank_key(v, c) >= floor) m = __fadd_rn(m, gpurt_sample_w(v, mx, temp));
   }
   return gpurt_block_sum(m, sh);
 }
@@ -211,9 +219,11 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
   }
   best = gpurt_block_max(best, shk);
   unsigned bi = 0xffffffffu - (unsigned)best;
-  if (sample && topk != 1 && temp > 0.0f) {
+  float mx = ld(xr[bi]);
+  // A non-finite maximum (+Inf, or a row of -Inf and NaN only) leaves no
+  // finite weights: the argmax (gpurt.h).
+  if (sample && topk != 1 && temp > 0.0f && isfinite(mx)) {
     if (topk == 0 || topk > cols) topk = cols;
-    float mx = ld(xr[bi]);
     u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh);
     if (topp < 1.0f) {
       if (topp <= 0.0f) {

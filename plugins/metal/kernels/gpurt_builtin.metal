@@ -176,6 +176,14 @@ static inline ulong gpurt_splitmix64(ulong z) {
   return z ^ (z >> 31);
 }
 
+// sample_T's weight: exp((x - max) / temperature); a weight that is NaN (a
+// NaN logit; -Inf at an infinite temperature) is 0 (gpurt.h: sample_T's
+// non-finite logits).
+static inline float gpurt_sample_w(float v, float mx, float temp) {
+  float w = precise::exp((v - mx) / temp);
+  return w == w ? w : 0.0f;
+}
+
 template <typename T>
 static inline ulong gpurt_sample_search(device const typename T::storage *xr, ulong cols, ulong floor,
                                         float mx, float temp, float want, bool strict,
@@ -187,7 +195,7 @@ static inline ulong gpurt_sample_search(device const typename T::storage *xr, ul
     for (ulong c = t; c < cols; c += n) {
       float v = T::load(xr[c]);
       ulong k = gpurt_rank_key(v, c);
-      if (k >= cand && k >= floor) m += temp == 0.0f ? 1.0f : precise::exp((v - mx) / temp);
+      if (k >= cand && k >= floor) m += temp == 0.0f ? 1.0f : gpurt_sample_w(v, mx, temp);
     }
     m = gpurt_tg_sum(m, sh, t, n);
     if (strict ? m > want : m >= want) r = cand;
@@ -201,7 +209,7 @@ static inline float gpurt_sample_mass(device const typename T::storage *xr, ulon
   float m = 0.0f;
   for (ulong c = t; c < cols; c += n) {
     float v = T::load(xr[c]);
-    if (gpurt_rank_key(v, c) >= floor) m += precise::exp((v - mx) / temp);
+    if (gpurt_rank_key(v, c) >= floor) m += gpurt_sample_w(v, mx, temp);
   }
   return gpurt_tg_sum(m, sh, t, n);
 }
@@ -220,9 +228,11 @@ static inline void gpurt_pick(device int *idx, device const typename T::storage 
   }
   best = gpurt_tg_max(best, shk, t, n);
   uint bi = 0xffffffffu - uint(best);
-  if (sample && topk != 1 && temp > 0.0f) {
+  float mx = T::load(xr[bi]);
+  // A non-finite maximum (+Inf, or a row of -Inf and NaN only) leaves no
+  // finite weights: the argmax (gpurt.h).
+  if (sample && topk != 1 && temp > 0.0f && isfinite(mx)) {
     if (topk == 0 || topk > cols) topk = cols;
-    float mx = T::load(xr[bi]);
     ulong floor = gpurt_sample_search<T>(xr, cols, 0, mx, 0.0f, float(topk), false, sh, t, n);
     if (topp < 1.0f) {
       if (topp <= 0.0f) {

@@ -153,7 +153,10 @@ static void append_run(void *ctx) {
   }
 }
 
-gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, const gpurt_kv_append_args *args, mock_op **out) {
+gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                    mock_op **out) {
+  (void)sh;
+  (void)object;
   const char *w = "kv_append";
   uint32_t dev = s->dev;
   gpurt_error *e;
@@ -189,15 +192,7 @@ gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, const gpurt_kv_
 }
 
 gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  uint32_t dev;
-  mock_op *op;
-  if ((e = stream_get(rt, sh, "kv_append", &s, &dev)) || (e = mock_kv_append_prepare(rt, s, args, &op))) return e;
-  if (op) mock_submit(s, op);
-  return NULL;
+  return mock_call(h, sh, "kv_append", 1, mock_kv_append_prepare, NULL, args);
 }
 
 /* ------------------------------------------------------------------ */
@@ -264,7 +259,7 @@ gpurt_error *m_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attentio
   gpurt_error *e = mock_get_rt(h, &rt);
   if (e) return e;
   mock_stream *s;
-  uint32_t dev;
+  uint32_t dev = 0;
   if ((e = stream_get(rt, sh, w, &s, &dev))) return e;
   m_attn *a;
   if ((e = mock_lookup(rt, &rt->attns, ah, (void **)&a))) return gp_err_wrap(e, "%s", w);
@@ -408,8 +403,9 @@ out:
   free(qd);
 }
 
-gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, gpurt_attention *ah,
-                                        const gpurt_attention_run_args *args, mock_op **out) {
+gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object,
+                                        const void *args, mock_op **out) {
+  gpurt_attention *ah = object;
   const char *w = "attention_run";
   uint32_t dev = s->dev;
   gpurt_error *e;
@@ -479,16 +475,6 @@ gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_strea
 }
 
 gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                                const gpurt_attention_run_args *args) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  uint32_t dev;
-  mock_op *op;
-  if ((e = stream_get(rt, sh, "attention_run", &s, &dev)) ||
-      (e = mock_attention_run_prepare(rt, s, sh, ah, args, &op)))
-    return e;
-  mock_submit(s, op);
-  return NULL;
+                             const gpurt_attention_run_args *args) {
+  return mock_call(h, sh, "attention_run", 1, mock_attention_run_prepare, ah, args);
 }

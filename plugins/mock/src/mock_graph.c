@@ -45,9 +45,11 @@ void mock_graph_free(void *p) {
   free(g);
 }
 
-/* The CALL slots the mock records (each has a prepare: call_prepare). */
+/* The CALL slots the mock records, and their prepares (call_prepare). */
 static const uint64_t mock_calls[] = {offsetof(gpurt_api, quant_matmul), offsetof(gpurt_api, grouped_gemm),
                                       offsetof(gpurt_api, kv_append), offsetof(gpurt_api, attention_run)};
+static const mock_prepare_fn mock_preps[] = {mock_quant_prepare, mock_grouped_prepare, mock_kv_append_prepare,
+                                             mock_attention_run_prepare};
 
 gpurt_error *m_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out) {
   mock_rt *rt;
@@ -60,11 +62,8 @@ gpurt_error *m_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out) {
  * replay's stream handle (NULL when only checking). */
 static gpurt_error *call_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, const gp_graph_node *n,
                                  mock_op **out) {
-  if (n->slot == offsetof(gpurt_api, quant_matmul)) return mock_quant_prepare(rt, s, &n->call.quant, out);
-  if (n->slot == offsetof(gpurt_api, grouped_gemm)) return mock_grouped_prepare(rt, s, &n->call.grouped, out);
-  if (n->slot == offsetof(gpurt_api, kv_append)) return mock_kv_append_prepare(rt, s, &n->call.kv_append, out);
-  if (n->slot == offsetof(gpurt_api, attention_run))
-    return mock_attention_run_prepare(rt, s, sh, n->object, &n->call.attention, out);
+  for (size_t i = 0; i < sizeof mock_calls / sizeof mock_calls[0]; i++)
+    if (mock_calls[i] == n->slot) return mock_preps[i](rt, s, sh, n->object, &n->call, out);
   return gp_err(GPURT_ERR_INTERNAL, "call: slot %llu has no mock prepare", U(n->slot));
 }
 

@@ -14,15 +14,21 @@
  *  - Fault injection: runtime_control or GPURT_MOCK_FAULTS
  *    ("fail_alloc_nth=3,fail_launch_nth=2,lose_device=0").
  *
- * Files (one prefix, one concept each):
- *   mock_plugin.c  negotiate, the table, info, probe, runtimes, devices
+ * Files (one prefix, one concept each), from the top floor down; a file
+ * uses only files below it (plugins/mock/layers_test.go):
+ *   mock_plugin.c  negotiate, the table, info, probe, runtime create/destroy,
+ *                  devices (the top: it names every file's functions)
+ *   mock_graph.c   graphs (1.3): recorded lists replayed on stream workers,
+ *                  through the op files' prepare helpers
  *   mock_memory.c  buffers, host buffers, copy, memset
- *   mock_stream.c  stream workers, streams, events
  *   mock_module.c  modules, kernels, launch, launch_batch
  *   mock_gemm.c    GEMM plans and runs
- *   mock_graph.c   graphs (1.3): recorded lists replayed on stream workers
+ *   mock_quant.c   quantized and grouped matmul (1.4)
  *   mock_attention.c  paged KV cache append, attention (1.5)
  *   mock_comm.c    collectives across the mock's devices (1.6)
+ *   mock_stream.c  stream workers, streams, events (below every op file)
+ *   mock_runtime.c the bottom floor: the runtime table, lookups, lost
+ *                  devices, the fault counters, buffer release
  *
  * Locking: the global mutex guards the runtime table; each runtime's `mu`
  * guards its handle tables, counters and fault settings; each stream's `mu`
@@ -165,7 +171,12 @@ struct mock_rt {
 #define H(p) ((unsigned long long)(uintptr_t)(p))
 #define U(x) ((unsigned long long)(x))
 
-/* mock_plugin.c: runtimes, devices, shared lookups */
+/* mock_runtime.c (the bottom floor): the runtime table, lookups, lost
+ * devices, fault counters */
+int mock_rt_register(mock_rt *rt, uintptr_t *h);
+void mock_rt_unregister(gpurt_runtime *h);
+/* Frees the runtime table when no runtime is alive; returns the live count. */
+uint32_t mock_rt_shutdown(void);
 gpurt_error *mock_get_rt(gpurt_runtime *h, mock_rt **out);
 gpurt_error *mock_lookup(mock_rt *rt, gp_handle_table *t, const void *h, void **out);
 uint64_t mock_now_ns(void);
@@ -239,16 +250,29 @@ gpurt_error *mock_memset_prepare(mock_rt *rt, mock_stream *s, const gpurt_memset
 /* An OP_FN op running fn(arg) (release(arg) when freed); on failure (no
  * memory) release(arg) has run. */
 gpurt_error *mock_fn_op(const char *what, void (*fn)(void *), void (*release)(void *), void *arg, mock_op **out);
-/* The recordable ops of 1.4 and 1.5: the eager call's checks and
- * resolution against stream s (a stand-in when only checking: rt and dev
- * are read), made into an op that is not submitted; *out NULL when there
- * is nothing to run (nnz 0, M 0). attention_run's sh is the stream's
- * handle (NULL: graph_create/update, the plan's stream is not checked). */
-gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, const gpurt_quant_matmul_args *args, mock_op **out);
-gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, const gpurt_grouped_gemm_args *args, mock_op **out);
-gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, const gpurt_kv_append_args *args, mock_op **out);
-gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, gpurt_attention *ah,
-                                        const gpurt_attention_run_args *args, mock_op **out);
+/* The recordable ops of 1.4 and 1.5, one signature: the eager call's
+ * checks and resolution against stream s (a stand-in when only checking:
+ * rt and dev are read), made into an op that is not submitted; *out NULL
+ * when there is nothing to run (nnz 0, M 0). sh is the stream's handle
+ * (NULL: graph_create/update; attention_run then does not check the
+ * plan's stream); object the handle the slot takes (attention_run's), or
+ * NULL; args the caller's struct. The graph's CALL items and the eager
+ * calls (mock_call) both go through them. */
+typedef gpurt_error *(*mock_prepare_fn)(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object,
+                                        const void *args, mock_op **out);
+gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                mock_op **out);
+gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                  mock_op **out);
+gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                    mock_op **out);
+gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object,
+                                        const void *args, mock_op **out);
+/* The eager call of a recordable op: the runtime, the stream (non-NULL,
+ * live, its device not lost; a failed lookup is wrapped "<what>: " when
+ * wrap), prep, then the op submitted to the stream. */
+gpurt_error *mock_call(gpurt_runtime *h, gpurt_stream *sh, const char *what, int wrap, mock_prepare_fn prep,
+                       void *object, const void *args);
 /* The event's latest record with a reference, or NULL (never recorded). */
 ev_rec *mock_latest_ref(mock_rt *rt, mock_event *ev);
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mock_plugin.c — the mock plugin: negotiation, the function table, plugin info, probe,
- * shutdown, runtimes (a process-wide table) and devices.
+ * mock_plugin.c — the mock plugin's top floor: negotiation, the function table, plugin
+ * info, probe, shutdown, runtime create/destroy/stats/control and devices. The runtime
+ * table and the helpers every file uses are mock_runtime.c's (the bottom floor).
  * See mock_internal.h for the objects and the locking.
  */
 #include <stdio.h>
@@ -12,63 +13,6 @@
 #include "mock_internal.h"
 
 const char gp_plugin_prefix[] = "mock";
-
-/* ------------------------------------------------------------------ */
-/* Runtimes (a process-wide table)                                     */
-/* ------------------------------------------------------------------ */
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static gp_handle_table g_rts;
-static int g_rts_init;
-static uint32_t g_serial;
-
-gpurt_error *mock_get_rt(gpurt_runtime *h, mock_rt **out) {
-  void *o = NULL;
-  int st;
-  pthread_mutex_lock(&g_mu);
-  if (h == NULL) st = GP_HANDLE_NULL;
-  else if (!g_rts_init) st = ((uintptr_t)h >> 56) == GP_KIND_RUNTIME ? GP_HANDLE_STALE : GP_HANDLE_WRONG_KIND;
-  else st = gp_table_lookup(&g_rts, (uintptr_t)h, &o);
-  pthread_mutex_unlock(&g_mu);
-  if (st == GP_HANDLE_FOREIGN) st = GP_HANDLE_STALE; /* runtimes have no owner */
-  if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_RUNTIME, (uintptr_t)h);
-  *out = o;
-  return NULL;
-}
-
-/* Looks a handle up in one of the runtime's tables. */
-gpurt_error *mock_lookup(mock_rt *rt, gp_handle_table *t, const void *h, void **out) {
-  pthread_mutex_lock(&rt->mu);
-  int st = gp_table_lookup(t, (uintptr_t)h, out);
-  pthread_mutex_unlock(&rt->mu);
-  if (st != GP_HANDLE_OK) return gp_handle_error(st, t->kind, (uintptr_t)h);
-  return NULL;
-}
-
-
-uint64_t mock_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int mock_is_lost(mock_rt *rt, uint32_t dev) {
-  return dev < rt->ndev && atomic_load(&rt->lost[dev]) != 0;
-}
-
-gpurt_error *mock_lost_err(const char *what, uint32_t dev) {
-  return gp_err(GPURT_ERR_DEVICE_LOST, "%s: device %u is lost (injected fault); it refuses all work",
-                what, dev);
-}
-
-/* A device index the caller named: exists and is not lost. */
-gpurt_error *mock_check_dev(mock_rt *rt, uint32_t dev, const char *what) {
-  if (dev >= rt->ndev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: device %u does not exist (the runtime has %u)",
-                  what, dev, rt->ndev);
-  if (mock_is_lost(rt, dev)) return mock_lost_err(what, dev);
-  return NULL;
-}
 
 /* ------------------------------------------------------------------ */
 /* Plugin info, probe, shutdown                                        */
@@ -145,18 +89,10 @@ static gpurt_error *m_probe(gpurt_probe_args *args) {
 }
 
 static gpurt_error *m_shutdown(void) {
-  pthread_mutex_lock(&g_mu);
-  if (g_rts_init && g_rts.live > 0) {
-    uint32_t live = g_rts.live;
-    pthread_mutex_unlock(&g_mu);
+  uint32_t live = mock_rt_shutdown();
+  if (live > 0)
     return gp_err(GPURT_ERR_FAILED_PRECONDITION,
                   "shutdown: %u runtime(s) still alive; destroy them first", live);
-  }
-  if (g_rts_init) {
-    gp_table_free(&g_rts);
-    g_rts_init = 0;
-  }
-  pthread_mutex_unlock(&g_mu);
   return NULL;
 }
 
@@ -303,17 +239,8 @@ static gpurt_error *m_runtime_create(const gpurt_runtime_create_args *args,
   for (uint32_t d = 0; d < rt->ndev; d++) atomic_init(&rt->lost[d], 0);
   if (c.lose_device >= 0) atomic_store(&rt->lost[c.lose_device], 1);
 
-  pthread_mutex_lock(&g_mu);
-  if (!g_rts_init) {
-    gp_table_init(&g_rts, GP_KIND_RUNTIME, 0);
-    g_rts_init = 1;
-  }
-  g_serial = (g_serial + 1) & 0xffff;
-  if (g_serial == 0) g_serial = 1;
-  rt->serial = g_serial;
   uintptr_t h;
-  int r = gp_table_insert(&g_rts, rt, &h);
-  pthread_mutex_unlock(&g_mu);
+  int r = mock_rt_register(rt, &h);
   gp_table_init(&rt->bufs, GP_KIND_BUFFER, rt->serial);
   gp_table_init(&rt->hosts, GP_KIND_HOST_BUFFER, rt->serial);
   gp_table_init(&rt->streams, GP_KIND_STREAM, rt->serial);
@@ -338,36 +265,12 @@ static gpurt_error *m_runtime_create(const gpurt_runtime_create_args *args,
   return NULL;
 }
 
-/* Frees a buffer's memory: guards checked, poison written. Returns an
- * error naming the buffer when a guard was overwritten. */
-gpurt_error *mock_buf_release(mock_buf *b, uintptr_t h) {
-  const char *where = NULL;
-  uint64_t at = 0;
-  for (uint32_t i = 0; i < MOCK_GUARD; i++)
-    if (b->raw[i] != MOCK_GUARD_BYTE) { where = "before its start"; at = MOCK_GUARD - i; break; }
-  if (!where)
-    for (uint32_t i = 0; i < MOCK_GUARD; i++)
-      if (b->data[b->size + i] != MOCK_GUARD_BYTE) { where = "after its end"; at = i; break; }
-  gpurt_error *e = NULL;
-  if (where)
-    e = gp_err(GPURT_ERR_OUT_OF_RANGE,
-               "buffer %#llx (%llu bytes on device %u): guard bytes %s were overwritten "
-               "(an out-of-range write, %llu bytes %s); the buffer was freed",
-               H(h), U(b->size), b->dev, where, U(at), where[0] == 'b' ? "before" : "past the end");
-  memset(b->data, MOCK_POISON, b->size);
-  free(b->raw);
-  free(b);
-  return e;
-}
-
 static gpurt_error *m_runtime_destroy(gpurt_runtime *h) {
   if (h == NULL) return NULL;
   mock_rt *rt;
   gpurt_error *e = mock_get_rt(h, &rt);
   if (e) return e;
-  pthread_mutex_lock(&g_mu);
-  gp_table_remove(&g_rts, (uintptr_t)h);
-  pthread_mutex_unlock(&g_mu);
+  mock_rt_unregister(h);
 
   /* Streams first: they may still use buffers. */
   for (uint32_t i = 0; i < gp_table_cap(&rt->streams); i++) {
@@ -471,12 +374,6 @@ static gpurt_error *m_runtime_control(gpurt_runtime *h, const gpurt_control_args
   }
   return gp_err(GPURT_ERR_UNSUPPORTED, "runtime_control: unknown key \"%.*s\" (the mock knows "
                 "fail_alloc_nth, fail_launch_nth, lose_device, delay_us, debug_corrupt_guard)", (int)(kl > 200 ? 200 : kl), k);
-}
-
-/* Consumes one allocation from the fault counter; 1 when it must fail. */
-int mock_alloc_fault_locked(mock_rt *rt) {
-  if (rt->fail_alloc_nth <= 0) return 0;
-  return --rt->fail_alloc_nth == 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -52,17 +52,6 @@ static void st_half(int32_t t, void *base, uint64_t i, double v) {
 
 /* ---- the op plumbing: stream, operands, submission -------------------------- */
 
-/* The runtime and the (non-NULL) stream of an op; a lost device is
- * DEVICE_LOST. */
-static gpurt_error *op_stream(gpurt_runtime *h, gpurt_stream *sh, const char *what, mock_rt **rt, mock_stream **s) {
-  gpurt_error *e = mock_get_rt(h, rt);
-  if (e) return e;
-  if ((e = gp_need_stream(what, sh))) return e;
-  if ((e = mock_lookup(*rt, &(*rt)->streams, sh, (void **)s))) return e;
-  if (mock_is_lost(*rt, (*s)->dev)) return mock_lost_err(what, (*s)->dev);
-  return NULL;
-}
-
 /* A buffer on the stream's device with [off, off + bytes) inside it. */
 static gpurt_error *op_operand(mock_rt *rt, mock_stream *s, const char *what, const char *name, gpurt_buffer *bh,
                                uint64_t off, uint64_t bytes, void **out) {
@@ -160,7 +149,10 @@ static void qmm_run(void *p) {
   par_rows(j->threads, j->a.m, qmm_rows, j);
 }
 
-gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, const gpurt_quant_matmul_args *args, mock_op **out) {
+gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                mock_op **out) {
+  (void)sh;
+  (void)object;
   const char *what = "quant_matmul";
   gpurt_error *e;
   *out = NULL;
@@ -189,13 +181,7 @@ gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, const gpurt_quant_m
 }
 
 gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
-  mock_rt *rt;
-  mock_stream *s;
-  mock_op *op;
-  gpurt_error *e = op_stream(h, sh, "quant_matmul", &rt, &s);
-  if (e || (e = mock_quant_prepare(rt, s, args, &op))) return e;
-  mock_submit(s, op);
-  return NULL;
+  return mock_call(h, sh, "quant_matmul", 0, mock_quant_prepare, NULL, args);
 }
 
 /* ---- grouped_gemm ------------------------------------------------------------ */
@@ -251,7 +237,10 @@ static void gg_release(void *p) {
   free(j);
 }
 
-gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, const gpurt_grouped_gemm_args *args, mock_op **out) {
+gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                  mock_op **out) {
+  (void)sh;
+  (void)object;
   const char *what = "grouped_gemm";
   gpurt_error *e;
   *out = NULL;
@@ -296,11 +285,5 @@ gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, const gpurt_group
 }
 
 gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
-  mock_rt *rt;
-  mock_stream *s;
-  mock_op *op;
-  gpurt_error *e = op_stream(h, sh, "grouped_gemm", &rt, &s);
-  if (e || (e = mock_grouped_prepare(rt, s, args, &op))) return e;
-  if (op) mock_submit(s, op);
-  return NULL;
+  return mock_call(h, sh, "grouped_gemm", 0, mock_grouped_prepare, NULL, args);
 }

@@ -60,6 +60,21 @@ gpurt_error *mock_fn_op(const char *what, void (*fn)(void *), void (*release)(vo
   return NULL;
 }
 
+gpurt_error *mock_call(gpurt_runtime *h, gpurt_stream *sh, const char *what, int wrap, mock_prepare_fn prep,
+                       void *object, const void *args) {
+  mock_rt *rt;
+  gpurt_error *e = mock_get_rt(h, &rt);
+  if (e) return e;
+  if ((e = gp_need_stream(what, sh))) return e;
+  mock_stream *s;
+  if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return wrap ? gp_err_wrap(e, "%s", what) : e;
+  if (mock_is_lost(rt, s->dev)) return mock_lost_err(what, s->dev);
+  mock_op *op;
+  if ((e = prep(rt, s, sh, object, args, &op))) return e;
+  if (op) mock_submit(s, op);
+  return NULL;
+}
+
 void mock_op_run(mock_stream *s, mock_op *op) {
   mock_rt *rt = s->rt;
   int lost = mock_is_lost(rt, s->dev);

@@ -1304,6 +1304,152 @@ static void test_gemm(void) {
   OK(api->runtime_destroy(rt));
 }
 
+/* ---- graphs: CALL items (1.7) and the replay order across streams ------- */
+
+static gpurt_graph_item call_item(uint64_t slot, void *object, const void *args) {
+  gpurt_graph_item it;
+  memset(&it, 0, sizeof it);
+  it.struct_size = sizeof it;
+  it.kind = GPURT_GRAPH_OP_CALL;
+  it.slot = slot;
+  it.object = object;
+  it.args = args;
+  return it;
+}
+
+static gpurt_error *graph_of(gpurt_runtime *rt, const gpurt_graph_item *items, uint64_t n, gpurt_graph **g) {
+  gpurt_graph_create_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.count = n;
+  a.items = items;
+  a.item_size = sizeof *items;
+  return api->graph_create(rt, &a, g);
+}
+
+static void test_graph_calls(void) {
+  gpurt_runtime *rt = new_rt("delay_us=20");
+  gpurt_stream *s1 = NULL, *s2 = NULL;
+  OK(api->stream_create(rt, 0, &s1));
+  OK(api->stream_create(rt, 0, &s2));
+  gpurt_module *m = NULL;
+  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
+  OK(api->module_load(rt, &ml, &m));
+  gpurt_kernel *sleep = kernel(rt, m, "sleep_ns"), *axpy = kernel(rt, m, "axpy_f32");
+  enum { N = 64 };
+  gpurt_buffer *x = alloc(rt, 0, 4 * N), *t = alloc(rt, 0, 4 * N), *one = alloc(rt, 0, 4 * N);
+  float h[N];
+  for (int i = 0; i < N; i++) h[i] = 1;
+  upload(rt, one, h, sizeof h);
+  memset(h, 0, sizeof h);
+  upload(rt, x, h, sizeof h);
+
+  /* t = x; sleep; x = t; x += 1: CALL items of copy and launch (read as
+   * their own kinds), replayed 8 times alternating two streams. */
+  gpurt_copy_args c1, c2;
+  memset(&c1, 0, sizeof c1);
+  c1.struct_size = sizeof c1;
+  c1.size = 4 * N;
+  c2 = c1;
+  c1.dst_buffer = t;
+  c1.src_buffer = x;
+  c2.dst_buffer = x;
+  c2.src_buffer = t;
+  gpurt_kernel_arg sa[] = {au64(200000)};
+  gpurt_kernel_arg xa[] = {abuf(x, 0, 0), abuf(one, 0, 0), af32(1), au64(N)};
+  gpurt_launch_args sl = largs(1, 1, sa, 1), xl = largs(1, N, xa, 4);
+  gpurt_graph_item items[] = {call_item(offsetof(gpurt_api, copy), NULL, &c1),
+                              call_item(offsetof(gpurt_api, launch), sleep, &sl),
+                              call_item(offsetof(gpurt_api, copy), NULL, &c2),
+                              call_item(offsetof(gpurt_api, launch), axpy, &xl)};
+  gpurt_graph *g = NULL;
+  OK(graph_of(rt, items, 4, &g));
+  for (int i = 0; i < 8; i++) OK(api->graph_launch(rt, g, i % 2 ? s2 : s1));
+  OK(api->stream_synchronize(rt, s1));
+  OK(api->stream_synchronize(rt, s2));
+  download(rt, h, x, sizeof h);
+  CHECK(h[0] == 8 && h[N - 1] == 8, "8 replays on two streams: x = %g, %g (want 8: replays in order)", h[0],
+        h[N - 1]);
+  OK(api->graph_destroy(rt, g));
+
+  /* grouped_gemm: m_sizes is borrowed; the graph keeps its own copy. */
+  enum { G = 2, GN = 8, GK = 16, GM = 8 };
+  uint64_t msz[G] = {3, 5};
+  uint16_t ab[GM * GK + G * GN * GK];
+  for (size_t i = 0; i < sizeof ab / 2; i++) ab[i] = f_bf16_rne(rndf());
+  gpurt_buffer *a = alloc(rt, 0, 2 * GM * GK), *b = alloc(rt, 0, 2 * G * GN * GK), *d = alloc(rt, 0, 2 * GM * GN);
+  upload(rt, a, ab, 2 * GM * GK);
+  upload(rt, b, ab + GM * GK, 2 * G * GN * GK);
+  gpurt_grouped_gemm_args gg;
+  memset(&gg, 0, sizeof gg);
+  gg.struct_size = sizeof gg;
+  gg.ab_type = GPURT_DTYPE_BF16;
+  gg.d_type = GPURT_DTYPE_BF16;
+  gg.group_count = G;
+  gg.n = GN;
+  gg.k = GK;
+  gg.m_sizes = msz;
+  gg.a = a;
+  gg.b = b;
+  gg.d = d;
+  OK(api->grouped_gemm(rt, s1, &gg));
+  OK(api->stream_synchronize(rt, s1));
+  uint16_t want[GM * GN], got[GM * GN];
+  download(rt, want, d, sizeof want);
+  gpurt_graph_item gi = call_item(offsetof(gpurt_api, grouped_gemm), NULL, &gg);
+  OK(graph_of(rt, &gi, 1, &g));
+  msz[0] = msz[1] = 0; /* the caller's array changes after graph_create */
+  gpurt_memset_args z = {sizeof z, NULL, d, 0, sizeof got, 0, 1};
+  OK(api->memset(rt, &z));
+  OK(api->graph_launch(rt, g, s2));
+  OK(api->stream_synchronize(rt, s2));
+  download(rt, got, d, sizeof got);
+  CHECK(memcmp(got, want, sizeof got) == 0, "a recorded grouped_gemm replays with the m_sizes of graph_create");
+  /* An update may change the args (a new m_sizes copy), not the slot. */
+  uint64_t msz2[G] = {8, 0};
+  gpurt_grouped_gemm_args gg2 = gg;
+  gg2.m_sizes = msz2;
+  gpurt_graph_item gi2 = call_item(offsetof(gpurt_api, grouped_gemm), NULL, &gg2);
+  uint64_t at = 0;
+  gpurt_graph_update_args ua;
+  memset(&ua, 0, sizeof ua);
+  ua.struct_size = sizeof ua;
+  ua.count = 1;
+  ua.indices = &at;
+  ua.items = &gi2;
+  ua.item_size = sizeof gi2;
+  OK(api->graph_update(rt, g, &ua));
+  CHECK(ua.applied == GPURT_GRAPH_UPDATE_PATCHED, "graph_update of a CALL item: applied %d", ua.applied);
+  gpurt_kv_append_args ka;
+  memset(&ka, 0, sizeof ka);
+  ka.struct_size = sizeof ka;
+  ka.layout.dtype = GPURT_DTYPE_F16;
+  ka.layout.page_size = 16;
+  ka.layout.num_kv_heads = 1;
+  ka.layout.head_dim = 64;
+  ka.batch_size = 1;
+  gpurt_graph_item gq = call_item(offsetof(gpurt_api, kv_append), NULL, &ka);
+  ua.items = &gq;
+  ERR(api->graph_update(rt, g, &ua), GPURT_ERR_INVALID_ARGUMENT, "cannot change its slot");
+  OK(api->graph_launch(rt, g, s1));
+  OK(api->stream_synchronize(rt, s1));
+  OK(api->graph_destroy(rt, g));
+  /* kv_append of nnz 0 records a no-op; a CALL of an unknown slot is refused. */
+  gpurt_graph_item gk[] = {call_item(offsetof(gpurt_api, kv_append), NULL, &ka)};
+  OK(graph_of(rt, gk, 1, &g));
+  OK(api->graph_launch(rt, g, s1));
+  OK(api->graph_destroy(rt, g));
+  gk[0].slot = offsetof(gpurt_api, comm_run);
+  ERR(graph_of(rt, gk, 1, &g), GPURT_ERR_UNSUPPORTED, "not one a graph records");
+
+  gpurt_buffer *bs[] = {x, t, one, a, b, d};
+  for (size_t i = 0; i < 6; i++) OK(api->buffer_free(rt, bs[i]));
+  OK(api->module_unload(rt, m));
+  OK(api->stream_destroy(rt, s1));
+  OK(api->stream_destroy(rt, s2));
+  OK(api->runtime_destroy(rt));
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s PLUGIN\n", argv[0]);
@@ -1337,6 +1483,7 @@ int main(int argc, char **argv) {
   test_launch_batch();
   test_threads();
   test_gemm();
+  test_graph_calls();
   OK(api->shutdown());
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -13,6 +13,10 @@
  *   -DENTRY_ERROR          the entry returns GPURT_ERR_INTERNAL with a message
  *   -DUNAVAILABLE          probe says unavailable, driver missing
  *   -DPROBE_ERROR          probe returns an error object
+ *   -DRAN_MARK             when loaded (an ELF initialiser, before any call)
+ *                          and when negotiated, appends a line to the file
+ *                          $GPURT_TEST_RAN_MARK: the file swapped in by the
+ *                          integrity race tests, which must never run
  */
 #include <signal.h>
 #include <stdio.h>
@@ -178,8 +182,20 @@ __attribute__((unused)) static table_t table = {
     .extra = {(void *)stub, (void *)stub, (void *)stub},
 };
 
+#if defined(RAN_MARK)
+static void ran_mark(const char *what) {
+  const char *f = getenv("GPURT_TEST_RAN_MARK");
+  FILE *fp = f ? fopen(f, "a") : NULL;
+  if (fp) { fprintf(fp, "%s pid %d\n", what, (int)getpid()); fclose(fp); }
+}
+__attribute__((constructor)) static void ran_mark_init(void) { ran_mark("loaded"); }
+#endif
+
 #if !defined(NO_ENTRY)
 GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
+#if defined(RAN_MARK)
+  ran_mark("negotiated");
+#endif
 #if defined(OLD_TABLE)
   table.api.struct_size = offsetof(gpurt_api, launch) + sizeof(table.api.launch);
 #elif defined(NEW_TABLE)

@@ -3,6 +3,7 @@
 package llm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"runtime"
@@ -51,13 +52,16 @@ func weightValue(key uint32, i uint32, amp float32, norm bool) float32 {
 	return t * amp
 }
 
-// tensorSpec is one weight tensor: rows x cols, row-major.
+// tensorSpec is one weight tensor: rows x cols, row-major (a vector:
+// rows 1), with its Hugging Face name (hf) and, for the seeded weights,
+// its number and amplitude.
 type tensorSpec struct {
 	name       string
 	tid        uint32
 	rows, cols int
 	norm       bool
 	amp        float32
+	hf         string
 }
 
 func (t tensorSpec) elems() int { return t.rows * t.cols }
@@ -73,6 +77,10 @@ const (
 	tWG
 	tWU
 	tWD
+	tBQ
+	tBK
+	tBV
+	tBO
 )
 
 // layerTensor is tensor k of layer l.
@@ -81,39 +89,69 @@ func (c *Config) layerTensor(l, k int) tensorSpec {
 	amp := func(fan int) float32 { return float32(math.Sqrt(3 / float64(fan))) }
 	tid := uint32(1 + l*16 + k)
 	name := fmt.Sprintf("layers.%d.", l)
+	hf := fmt.Sprintf("model.layers.%d.", l)
 	switch k {
 	case tAttnNorm:
-		return tensorSpec{name + "attn_norm", tid, 1, h, true, 0}
+		return tensorSpec{name + "attn_norm", tid, 1, h, true, 0, hf + "input_layernorm.weight"}
 	case tWQ:
-		return tensorSpec{name + "wq", tid, q, h, false, amp(h)}
+		return tensorSpec{name + "wq", tid, q, h, false, amp(h), hf + "self_attn.q_proj.weight"}
 	case tWK:
-		return tensorSpec{name + "wk", tid, kv, h, false, amp(h)}
+		return tensorSpec{name + "wk", tid, kv, h, false, amp(h), hf + "self_attn.k_proj.weight"}
 	case tWV:
-		return tensorSpec{name + "wv", tid, kv, h, false, amp(h)}
+		return tensorSpec{name + "wv", tid, kv, h, false, amp(h), hf + "self_attn.v_proj.weight"}
 	case tWO:
-		return tensorSpec{name + "wo", tid, h, q, false, amp(q)}
+		return tensorSpec{name + "wo", tid, h, q, false, amp(q), hf + "self_attn.o_proj.weight"}
 	case tMLPNorm:
-		return tensorSpec{name + "mlp_norm", tid, 1, h, true, 0}
+		return tensorSpec{name + "mlp_norm", tid, 1, h, true, 0, hf + "post_attention_layernorm.weight"}
 	case tWG:
-		return tensorSpec{name + "wg", tid, in, h, false, amp(h)}
+		return tensorSpec{name + "wg", tid, in, h, false, amp(h), hf + "mlp.gate_proj.weight"}
 	case tWU:
-		return tensorSpec{name + "wu", tid, in, h, false, amp(h)}
+		return tensorSpec{name + "wu", tid, in, h, false, amp(h), hf + "mlp.up_proj.weight"}
 	case tWD:
-		return tensorSpec{name + "wd", tid, h, in, false, amp(in)}
+		return tensorSpec{name + "wd", tid, h, in, false, amp(in), hf + "mlp.down_proj.weight"}
+	case tBQ:
+		return tensorSpec{name + "bq", tid, 1, q, false, amp(h), hf + "self_attn.q_proj.bias"}
+	case tBK:
+		return tensorSpec{name + "bk", tid, 1, kv, false, amp(h), hf + "self_attn.k_proj.bias"}
+	case tBV:
+		return tensorSpec{name + "bv", tid, 1, kv, false, amp(h), hf + "self_attn.v_proj.bias"}
+	case tBO:
+		return tensorSpec{name + "bo", tid, 1, h, false, amp(q), hf + "self_attn.o_proj.bias"}
 	}
-	panic("llama: no layer tensor " + fmt.Sprint(k))
+	panic("llm: no layer tensor " + fmt.Sprint(k))
 }
 
 func (c *Config) embedTensor() tensorSpec {
-	return tensorSpec{"embed", 0, c.Vocab, c.Hidden, false, 1}
+	return tensorSpec{"embed", 0, c.Vocab, c.Hidden, false, 1, "model.embed_tokens.weight"}
 }
 
 func (c *Config) finalNormTensor() tensorSpec {
-	return tensorSpec{"final_norm", uint32(1 + c.Layers*16), 1, c.Hidden, true, 0}
+	return tensorSpec{"final_norm", uint32(1 + c.Layers*16), 1, c.Hidden, true, 0, "model.norm.weight"}
 }
 
 func (c *Config) lmHeadTensor() tensorSpec {
-	return tensorSpec{"lm_head", uint32(2 + c.Layers*16), c.Vocab, c.Hidden, false, float32(math.Sqrt(3 / float64(c.Hidden)))}
+	return tensorSpec{"lm_head", uint32(2 + c.Layers*16), c.Vocab, c.Hidden, false, float32(math.Sqrt(3 / float64(c.Hidden))), "lm_head.weight"}
+}
+
+// specs lists every tensor the model reads (the LM head unless tied,
+// the biases the config has), in upload order.
+func (c *Config) specs() []tensorSpec {
+	out := []tensorSpec{c.embedTensor(), c.finalNormTensor()}
+	if !c.Tied {
+		out = append(out, c.lmHeadTensor())
+	}
+	for l := 0; l < c.Layers; l++ {
+		for k := tAttnNorm; k <= tWD; k++ {
+			out = append(out, c.layerTensor(l, k))
+		}
+		if c.QKVBias {
+			out = append(out, c.layerTensor(l, tBQ), c.layerTensor(l, tBK), c.layerTensor(l, tBV))
+		}
+		if c.OBias {
+			out = append(out, c.layerTensor(l, tBO))
+		}
+	}
+	return out
 }
 
 // genBF16 fills dst (t.elems() values) with t's bf16 bits, on every CPU.
@@ -135,6 +173,19 @@ func genBF16(seed uint64, t tensorSpec, dst []uint16) {
 	}
 	wg.Wait()
 }
+
+// seedSource is the weights hashed from a seed.
+type seedSource struct{ seed uint64 }
+
+func (s seedSource) fill(t tensorSpec, lo int, dst []byte) error {
+	key := tensorKey(s.seed, t.tid)
+	for i := 0; i < len(dst)/2; i++ {
+		binary.LittleEndian.PutUint16(dst[2*i:], floatbits.BF16FromFloat32(weightValue(key, uint32(lo+i), t.amp, t.norm)))
+	}
+	return nil
+}
+
+func (s seedSource) floats(t tensorSpec) ([]float32, error) { return genFloat(s.seed, t), nil }
 
 // genFloat returns t's values (bf16-rounded) widened to float32.
 func genFloat(seed uint64, t tensorSpec) []float32 {

@@ -12,7 +12,9 @@
 //     values the seed matches count ("1" to turn on, "0" to turn off
 //     METRALE_SSM_TAIL_MIDCHUNK); anything else is the default.
 //
-// All functions are safe for concurrent use.
+// All functions are safe for concurrent use. The package stands on its own
+// (it was core/switches): the runtime never reads a switch; the serving
+// code that links gpurt does.
 package switches
 
 import (

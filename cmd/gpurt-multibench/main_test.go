@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/cli"
+	"github.com/metrale/gpurt/internal/cli/clitest"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// TestConvention: the CLI convention of internal/cli, and this program's
+// usage and setup errors.
+func TestConvention(t *testing.T) {
+	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+		clitest.Case{Name: "shrink 0", Args: []string{"-shrink", "0"}, Status: cli.ExitUsage, Stderr: []string{"-shrink 0: want 1 to 65536"}},
+		clitest.Case{Name: "bad size", Args: []string{"-sizes", "8X"}, Status: cli.ExitUsage, Stderr: []string{`-sizes: byte count "8X"`}},
+		clitest.Case{Name: "size shrunk to nothing", Args: []string{"-sizes", "8K", "-shrink", "4096"}, Status: cli.ExitUsage,
+			Stderr: []string{`-sizes: byte count "8K" divided by -shrink 4096: under 4 bytes`}},
+		clitest.Case{Name: "bad peer", Args: []string{"-peer", "-1"}, Status: cli.ExitUsage, Stderr: []string{`-peer: byte count "-1"`}},
+		clitest.Case{Name: "bad dtype", Args: []string{"-dtype", "f64"}, Status: cli.ExitUsage, Stderr: []string{`-dtype "f64"`}},
+		clitest.Case{Name: "ranks", Args: []string{"-ranks", "0"}, Status: cli.ExitUsage, Stderr: []string{"-ranks 0: want at least 1"}},
+		clitest.Case{Name: "only", Args: []string{"-only", "x"}, Status: cli.ExitUsage, Stderr: []string{`-only "x": want allreduce or peer`}},
+		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
+			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+	))
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, cli.ExitOK, run([]string{"-h"}, &stdout, &stderr))
+	assert.NotContains(t, stdout.String(), "child-rank", "internal flags are hidden")
+}
+
+// TestOnMock: two mock devices, a tiny sweep, both peer directions.
+func TestOnMock(t *testing.T) {
+	dir := testutil.MockPlugin(t)
+	var stdout, stderr bytes.Buffer
+	st := run([]string{"-plugin-path", dir, "-backend", "mock", "-options", "devices=2", "-sizes", "8K,1M", "-peer", "64K",
+		"-shrink", "16", "-procs"}, &stdout, &stderr)
+	require.Equal(t, cli.ExitOK, st, "stderr: %s", stderr.String())
+	var names []string
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var r result
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+		names = append(names, r.Name+" | "+r.Impl)
+		if r.Impl == "gpurt" {
+			assert.Empty(t, r.Note, "%+v", r)
+			assert.Positive(t, r.Us, "%+v", r)
+		}
+	}
+	assert.Equal(t, []string{"all_reduce 512B | gpurt", "all_reduce 64KiB | gpurt", "all_reduce | gpurt 1 proc/GPU",
+		"peer_copy 4KiB 0->1 | gpurt", "peer_copy 4KiB 1->0 | gpurt"}, names)
+}

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/cli"
+	"github.com/metrale/gpurt/internal/cli/clitest"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// TestTopLevel: `gpurt -h` and `gpurt help` print the commands to stdout
+// and exit 0; no command or an unknown one is a usage error.
+func TestTopLevel(t *testing.T) {
+	for _, c := range []clitest.Case{
+		{Name: "-h", Args: []string{"-h"}, Status: cli.ExitOK, Stdout: []string{"usage: gpurt <command>", "conform", "probe", "bench"}},
+		{Name: "--help", Args: []string{"--help"}, Status: cli.ExitOK, Stdout: []string{"usage: gpurt <command>"}},
+		{Name: "help", Args: []string{"help"}, Status: cli.ExitOK, Stdout: []string{"usage: gpurt <command>"}},
+		{Name: "none", Args: nil, Status: cli.ExitUsage, NoStdout: true, Stderr: []string{"no command given", "usage:"}},
+		{Name: "unknown", Args: []string{"frobnicate"}, Status: cli.ExitUsage, NoStdout: true, Stderr: []string{`unknown command "frobnicate"`}},
+	} {
+		t.Run(c.Name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			assert.Equal(t, c.Status, run(c.Args, &stdout, &stderr), stderr.String())
+			for _, s := range c.Stdout {
+				assert.Contains(t, stdout.String(), s)
+			}
+			for _, s := range c.Stderr {
+				assert.Contains(t, stderr.String(), s)
+			}
+			if c.NoStdout {
+				assert.Empty(t, stdout.String())
+			}
+		})
+	}
+}
+
+// TestConventionProbe, ...Conform, ...Bench: the CLI convention of
+// internal/cli, and each command's own usage and setup errors.
+func TestConventionProbe(t *testing.T) {
+	quietEnv(t)
+	mock := testutil.MockPlugin(t)
+	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return runProbe(a, o, e) }, append(clitest.Convention(),
+		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
+		clitest.Case{Name: "unknown backend", Args: []string{"--backend", "vulkan", "--plugin-path", mock}, Status: cli.ExitUsage,
+			NoStdout: true, Stderr: []string{"gpurt probe: --backend: ", `unknown backend "vulkan"`}},
+	))
+	// probe --json with a bad --backend still prints the JSON report, the
+	// error in it, and exits 2.
+	t.Run("json with unknown backend", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, cli.ExitUsage, runProbe([]string{"--json", "--backend", "vulkan", "--plugin-path", mock}, &stdout, &stderr), stderr.String())
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &m), stdout.String())
+		assert.Contains(t, m["error"], `unknown backend "vulkan"`)
+		for _, k := range []string{"requested", "searched", "candidates", "selected", "backend"} {
+			assert.Contains(t, m, k)
+		}
+		assert.Contains(t, stderr.String(), "--backend")
+	})
+}
+
+func TestConventionConform(t *testing.T) {
+	quietEnv(t)
+	mock := testutil.MockPlugin(t)
+	text := filepath.Join(t.TempDir(), "notes.txt")
+	require.NoError(t, os.WriteFile(text, []byte("hello\n"), 0o644))
+	fake := filepath.Join(t.TempDir(), "libgpurt_mock"+testutil.PluginExt())
+	require.NoError(t, os.WriteFile(fake, []byte("not a plugin either\n"), 0o755))
+	none := "^no check has this name$"
+	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return runConform(a, o, e) }, append(clitest.Convention(),
+		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
+		clitest.Case{Name: "bad --run", Args: []string{"--run", "("}, Status: cli.ExitUsage, Stderr: []string{"--run: error parsing regexp"}},
+		clitest.Case{Name: "folder works", Args: []string{"--plugin-path", mock, "--run", none}, Status: cli.ExitOK,
+			Stdout: []string{"backend mock (" + filepath.Join(mock, "libgpurt_mock"+testutil.PluginExt())}, Stderr: nil},
+		clitest.Case{Name: "file works", Args: []string{"--plugin-path", filepath.Join(mock, "libgpurt_mock"+testutil.PluginExt()), "--run", none},
+			Status: cli.ExitOK, Stdout: []string{"backend mock ("}},
+		clitest.Case{Name: "missing folder", Args: []string{"--plugin-path", "/nonexistent", "--run", none}, Status: cli.ExitError,
+			NoStdout: true, Stderr: []string{"gpurt conform: -plugin-path /nonexistent: no such file or folder"}},
+		clitest.Case{Name: "not a plugin", Args: []string{"--plugin-path", text, "--run", none}, Status: cli.ExitError,
+			NoStdout: true, Stderr: []string{text, "cannot be used", "not an ELF shared library"}},
+		clitest.Case{Name: "plugin name, not a plugin", Args: []string{"--plugin-path", fake, "--run", none}, Status: cli.ExitError,
+			NoStdout: true, Stderr: []string{fake, "cannot be used"}},
+	))
+}
+
+func TestConventionBench(t *testing.T) {
+	quietEnv(t)
+	mock := testutil.MockPlugin(t)
+	m := []string{"--backend", "mock", "--plugin-path", mock}
+	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return runBench(a, o, e) }, append(clitest.Convention(),
+		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
+		clitest.Case{Name: "bad sizes", Args: []string{"--sizes", "lots"}, Status: cli.ExitUsage, Stderr: []string{`--sizes: byte count "lots"`}},
+		clitest.Case{Name: "missing plugin path", Args: []string{"--quick", "--plugin-path", "/nonexistent"}, Status: cli.ExitError,
+			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+		clitest.Case{Name: "json and benchfmt on stdout", Args: []string{"--json", "--benchfmt", "-"}, Status: cli.ExitUsage,
+			Stderr: []string{"--json and --benchfmt -"}},
+		// issue 22 item 10
+		clitest.Case{Name: "decoder not a preset", Args: append([]string{"--decoder", "huge"}, m...), Status: cli.ExitUsage,
+			NoStdout: true, Stderr: []string{`--decoder "huge": not a preset`}},
+		clitest.Case{Name: "decoder steps 0", Args: append([]string{"--decoder", "tiny", "--decoder-steps", "0"}, m...), Status: cli.ExitUsage,
+			Stderr: []string{"--decoder-steps 0: want 1 to"}},
+		clitest.Case{Name: "decoder batch 0", Args: append([]string{"--decoder", "tiny", "--decoder-batch", "0"}, m...), Status: cli.ExitUsage,
+			Stderr: []string{"--decoder-batch 0: want 1 to 4096"}},
+		clitest.Case{Name: "decoder huge ctx", Args: append([]string{"--decoder", "tiny", "--decoder-ctx", "9223372036854775000"}, m...),
+			Status: cli.ExitUsage, Stderr: []string{"--decoder-ctx 9223372036854775000: want 0 to 1048576"}},
+		clitest.Case{Name: "decoder ctx and steps together", Args: append([]string{"--decoder", "tiny", "--decoder-ctx", "1048000", "--decoder-steps", "1000"}, m...),
+			Status: cli.ExitUsage, Stderr: []string{"together at most 1048576 tokens"}},
+		clitest.Case{Name: "decoder flag without --decoder", Args: append([]string{"--decoder-ctx", "64"}, m...), Status: cli.ExitUsage,
+			NoStdout: true, Stderr: []string{"--decoder-ctx is ignored without --decoder PRESET"}},
+		clitest.Case{Name: "quick with --decoder", Args: append([]string{"--decoder", "tiny", "--quick"}, m...), Status: cli.ExitUsage,
+			Stderr: []string{"--quick does not apply to --decoder"}},
+		clitest.Case{Name: "decoder honours --options", Args: append([]string{"--decoder", "tiny", "--options", "devices=x"}, m...),
+			Status: cli.ExitError, Stderr: []string{"devices"}},
+	))
+	// no negative number anywhere in a bounded message
+	var stdout, stderr bytes.Buffer
+	runBench(append([]string{"--decoder", "tiny", "--decoder-ctx", "9223372036854775000", "--decoder-steps", "1000"}, m...), &stdout, &stderr)
+	assert.NotContains(t, stderr.String(), "-9", "no overflow into a negative count")
+	assert.False(t, strings.Contains(stderr.String(), "pages"), stderr.String())
+}

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// TestConfigRefusesSilentChanges: Config values a C plugin or the loader
+// would silently read otherwise (a NUL cutting the options or a path
+// short, a negative watchdog becoming the default, a relative cache
+// folder) are errors naming the field and the value, from Open and Probe
+// alike, before anything is loaded.
+func TestConfigRefusesSilentChanges(t *testing.T) {
+	dir := testutil.MockPlugin(t)
+	cases := []struct {
+		name string
+		cfg  core.Config
+		env  map[string]string
+		msg  string
+	}{
+		{"NUL in PluginOptions", core.Config{PluginOptions: "devices=2\x00devices=9"},
+			nil, `Config.PluginOptions="devices=2\x00devices=9": NUL byte at offset 9 (the plugin would see only "devices=2")`},
+		{"NUL in a plugin path", core.Config{PluginPaths: []string{dir, "/opt/x\x00y"}},
+			nil, `Config.PluginPaths[1]="/opt/x\x00y": want a path without NUL bytes`},
+		{"negative ProbeTimeout", core.Config{ProbeTimeout: -time.Second},
+			nil, `Config.ProbeTimeout="-1s": want a positive duration, or 0 for the default (30s)`},
+		{"relative ProbeCacheDir", core.Config{ProbeCacheDir: "cache"},
+			nil, `Config.ProbeCacheDir="cache": want an absolute folder, or "off"`},
+		{"relative GPURT_PROBE_CACHE", core.Config{},
+			map[string]string{"GPURT_PROBE_CACHE": "./cache"}, `GPURT_PROBE_CACHE="./cache": want an absolute folder, or "off"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cfg := tc.cfg
+			if cfg.PluginPaths == nil {
+				cfg.PluginPaths = []string{dir}
+			}
+			cfg.Backend = "mock"
+			rt, err := core.Open(cfg)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.Nil(t, rt)
+			assert.Contains(t, err.Error(), "gpurt: open: invalid argument: "+tc.msg)
+			rep, err := core.Probe(cfg)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.Nil(t, rep)
+			assert.Contains(t, err.Error(), "gpurt: probe: invalid argument: "+tc.msg)
+		})
+	}
+
+	t.Run("valid probe cache settings open", func(t *testing.T) {
+		for _, cfg := range []core.Config{
+			{ProbeCacheDir: "off"},
+			{ProbeCacheDir: t.TempDir()},
+			{ProbeTimeout: 5 * time.Second},
+			{PluginOptions: "devices=2"},
+		} {
+			cfg.PluginPaths, cfg.Backend = []string{dir}, "mock"
+			rt, err := core.Open(cfg)
+			require.NoError(t, err, "%+v", cfg)
+			require.NoError(t, rt.Close())
+		}
+	})
+}
+
+// TestKVCacheSizeOverflow: a shape whose byte count does not fit an int
+// is ErrOutOfRange from AllocKVCache and NewKVCache, naming the sizes,
+// and nothing is allocated (a wrapped product would make a cache smaller
+// than its shape says).
+func TestKVCacheSizeOverflow(t *testing.T) {
+	rt := openMock(t, "")
+	d := dev0(t, rt)
+	small, err := d.Alloc(4096)
+	require.NoError(t, err)
+	defer small.Free()
+	base := core.KVCacheDesc{DType: core.F16, Layout: core.KVLayoutNHD, PageSize: 16, NumKVHeads: 8, HeadDim: 128, NumPages: 4}
+	cases := []struct {
+		name string
+		edit func(*core.KVCacheDesc)
+		msg  string
+	}{
+		// 2^62 pages of 32 KiB wrap to 0 bytes in 64 bits.
+		{"pages x page bytes wraps to zero", func(d *core.KVCacheDesc) { d.NumPages = 1 << 62 }, "pages of 32768 bytes overflow the byte count"},
+		{"pages x page bytes past MaxInt", func(d *core.KVCacheDesc) { d.NumPages = math.MaxInt / 32768 * 2 }, "overflow the byte count"},
+		{"one page overflows", func(d *core.KVCacheDesc) {
+			d.PageSize, d.NumKVHeads, d.HeadDim = math.MaxInt32, math.MaxInt32, math.MaxInt32
+		}, "overflows the byte count"},
+		{"one page wraps to a small count", func(d *core.KVCacheDesc) {
+			d.PageSize, d.NumKVHeads, d.HeadDim = 1<<30, 1<<30, 1<<3 // x 2 bytes = 2^64: wraps to 0
+		}, "overflows the byte count"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			desc := base
+			tc.edit(&desc)
+			before, err := rt.Stats()
+			require.NoError(t, err)
+			c, err := d.AllocKVCache(desc)
+			require.ErrorIs(t, err, core.ErrOutOfRange)
+			assert.Nil(t, c)
+			assert.Contains(t, err.Error(), tc.msg)
+			after, err := rt.Stats()
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "nothing allocated")
+			c, err = core.NewKVCache(desc, small, small)
+			require.ErrorIs(t, err, core.ErrOutOfRange)
+			assert.Nil(t, c)
+			assert.Contains(t, err.Error(), tc.msg)
+		})
+	}
+}

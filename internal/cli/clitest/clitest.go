@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package clitest checks a command against the convention of package cli:
+// -h and --help exit 0 with the usage on stdout, an unknown flag exits 2
+// naming it, each old spelling of -plugin-path exits 2 naming the new one.
+// Each command's test runs Convention on its run function, with the
+// command's own cases added.
+package clitest
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/metrale/gpurt/internal/cli"
+)
+
+// Case is one command line and what it must do.
+type Case struct {
+	Name   string
+	Args   []string
+	Status int      // the exit status
+	Stdout []string // substrings stdout must hold
+	Stderr []string // substrings stderr must hold
+	// NoStdout requires stdout to be empty.
+	NoStdout bool
+}
+
+// Convention returns the cases every command must pass.
+func Convention() []Case {
+	cs := []Case{
+		{Name: "-h", Args: []string{"-h"}, Status: cli.ExitOK, Stdout: []string{"usage:", "-plugin-path"}},
+		{Name: "--help", Args: []string{"--help"}, Status: cli.ExitOK, Stdout: []string{"usage:", "-plugin-path"}},
+		{Name: "unknown flag", Args: []string{"--no-such-flag"}, Status: cli.ExitUsage, NoStdout: true,
+			Stderr: []string{"no-such-flag", "-h' for usage"}},
+	}
+	for _, old := range cli.OldPluginFlags {
+		cs = append(cs,
+			Case{Name: "old -" + old, Args: []string{"-" + old, "build"}, Status: cli.ExitUsage, NoStdout: true,
+				Stderr: []string{"-" + old + " was renamed", "-plugin-path"}},
+			Case{Name: "old --" + old + "=", Args: []string{"--" + old + "=build"}, Status: cli.ExitUsage, NoStdout: true,
+				Stderr: []string{"-" + old + " was renamed", "-plugin-path"}})
+	}
+	return cs
+}
+
+// Check runs every case on run, each in its own subtest.
+func Check(t *testing.T, run func(args []string, stdout, stderr *bytes.Buffer) int, cases []Case) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			status := run(c.Args, &stdout, &stderr)
+			assert.Equal(t, c.Status, status, "%v\nstdout: %s\nstderr: %s", c.Args, stdout.String(), stderr.String())
+			for _, s := range c.Stdout {
+				assert.Contains(t, stdout.String(), s, "stdout of %v", c.Args)
+			}
+			for _, s := range c.Stderr {
+				assert.Contains(t, stderr.String(), s, "stderr of %v", c.Args)
+			}
+			if c.NoStdout {
+				assert.Empty(t, stdout.String(), "stdout of %v", c.Args)
+			}
+			if c.Status == cli.ExitOK && len(c.Stderr) == 0 {
+				assert.NotContains(t, stderr.String(), "help requested", "%v", c.Args)
+			}
+			if c.Status == cli.ExitUsage {
+				assert.Contains(t, stderr.String(), "for usage", "a usage error gives the hint")
+			}
+		})
+	}
+}

@@ -1,0 +1,1257 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package llm is a Llama-style decoder on gpurt: the model of
+// examples/llama and of `gpurt bench --decoder`. Weights come from a counter
+// hash of a seed (scripts/llama_torch.py makes the same ones), decode runs
+// over a paged KV cache, eagerly or replayed as graphs.
+package llm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
+	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/quant"
+)
+
+// Presets are the model sizes of the issue's comparison (1b, 8b) and a
+// tiny one for tests and the mock.
+var Presets = map[string]Config{
+	"tiny": {Layers: 2, Hidden: 256, Heads: 4, KVHeads: 2, Inter: 512, Vocab: 128, Theta: 10000},
+	"1b":   {Layers: 16, Hidden: 2048, Heads: 32, KVHeads: 8, Inter: 8192, Vocab: 32000, Theta: 500000},
+	"8b":   {Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, Inter: 14336, Vocab: 32000, Theta: 500000},
+}
+
+// Config is a Llama-style decoder: pre-norm blocks of grouped-query
+// attention (rotary positions, paged KV cache) and a SiLU-gated MLP, bf16
+// activations and weights (or int8 MLX-quantized linear weights), f32
+// logits. ReadConfig makes one from a Hugging Face config.json.
+type Config struct {
+	Layers, Hidden, Heads, KVHeads, Inter, Vocab int
+	Theta                                        float64 // rotary base
+	Eps                                          float32 // RMSNorm epsilon
+	Seed                                         uint64
+	Int8                                         bool   // int8 MLX weights for the blocks' linears (matmul.Quant)
+	GroupSize                                    int    // int8 group size (0: 64)
+	Rope                                         string // "neox" (half-split, as Hugging Face) or "llama" (interleaved)
+	PageSize                                     int    // KV cache page (0: 16)
+
+	HeadSize      int          // head_dim when it is not Hidden / Heads (0: Hidden / Heads)
+	QKVBias       bool         // q, k and v projections have biases (Qwen2)
+	OBias         bool         // the output projection has a bias (attention_bias)
+	Tied          bool         // the LM head is the embedding (tie_word_embeddings)
+	Scaling       *RopeScaling // nil: plain rotary frequencies
+	MaxPositions  int          // max_position_embeddings (0: unknown)
+	SlidingWindow int          // 0: none; else sequences must fit in it
+	Family        string       // llama, mistral, qwen2 (from config.json), "" for the seeded presets
+}
+
+// HeadDim is HeadSize, or Hidden / Heads.
+func (c *Config) HeadDim() int {
+	if c.HeadSize > 0 {
+		return c.HeadSize
+	}
+	return c.Hidden / max(c.Heads, 1)
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.Layers <= 0 || c.Hidden <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.Inter <= 0 || c.Vocab <= 1:
+		return fmt.Errorf("llm: layers %d, hidden %d, heads %d, kv heads %d, intermediate %d must be positive and vocab %d above 1",
+			c.Layers, c.Hidden, c.Heads, c.KVHeads, c.Inter, c.Vocab)
+	case c.HeadSize == 0 && c.Hidden%c.Heads != 0:
+		return fmt.Errorf("llm: hidden %d is not a multiple of heads %d", c.Hidden, c.Heads)
+	case c.HeadSize < 0 || c.HeadDim()%2 != 0:
+		return fmt.Errorf("llm: head dim %d is not a positive even number", c.HeadDim())
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("llm: heads %d is not a multiple of kv heads %d", c.Heads, c.KVHeads)
+	case c.Rope != "neox" && c.Rope != "llama":
+		return fmt.Errorf("llm: rope style %q is neither neox nor llama", c.Rope)
+	case c.Scaling != nil && c.Rope != "neox":
+		return fmt.Errorf("llm: rope scaling %q needs the neox rope style", c.Scaling.Type)
+	case c.Theta <= 0 || c.Eps <= 0:
+		return fmt.Errorf("llm: theta %g and eps %g must be positive", c.Theta, c.Eps)
+	case c.Vocab > math.MaxInt32:
+		return fmt.Errorf("llm: vocab %d exceeds int32", c.Vocab)
+	}
+	if c.Int8 {
+		g := c.groupSize()
+		if c.Hidden%g != 0 || c.Inter%g != 0 || c.Heads*c.HeadDim()%g != 0 {
+			return fmt.Errorf("llm: int8 weights need hidden %d, intermediate %d and heads*head_dim multiples of the group size %d",
+				c.Hidden, c.Inter, g)
+		}
+	}
+	return nil
+}
+
+func (c *Config) groupSize() int {
+	if c.GroupSize == 0 {
+		return 64
+	}
+	return c.GroupSize
+}
+
+func (c *Config) pageSize() int {
+	if c.PageSize == 0 {
+		return 16
+	}
+	return c.PageSize
+}
+
+// linear is a weight matrix [out][in]: bf16 in w (for a pair, two
+// matrices one after the other), or int8 MLX codes, scales and biases;
+// bias (out bf16 values, optional) is added to the product.
+type linear struct {
+	out, in    int
+	w          core.Region
+	qw, qs, qb core.Region
+	bias       core.Region
+}
+
+type layer struct {
+	attnNorm, mlpNorm core.Region
+	wq, wo, wd        linear
+	wkv, wgu          linear // bf16: the pairs (K,V) and (gate,up), batched GEMMs
+	wk, wv, wg, wu    linear // int8 (and K, V with biases)
+	cache             *core.KVCache
+}
+
+// Model is a decoder on one device, with buffers for up to batch
+// requests of up to maxLen tokens each, and prefills of up to
+// batch*maxPrompt tokens in all. Requests have their own lengths
+// (positions): Prefill appends ragged prompts, Decode one token to each.
+// A Model is used from one goroutine at a time.
+type Model struct {
+	cfg                          Config
+	dev                          *core.Device
+	rt                           *core.Runtime
+	s                            *core.Stream
+	kRMS, kRope, kEmbed, kArgmax *core.Kernel
+	kSilu, kAdd, kMul, kSample   *core.Kernel
+	embed, finalNorm             core.Region
+	lm                           linear
+	layers                       []layer
+	owned                        []*core.Buffer
+	caches                       []*core.KVCache
+
+	batch, capBatch, maxT, maxPages int
+	lens                            []int // tokens in the cache per request
+	// activations, [tokens][features] row-major
+	h, xn, q, kv, o, gu, act, tmp, hl, xl, logits *core.Buffer
+	// int32 arrays
+	ids, pos, bidx, indptr, indices, lastLen, qoIndptr *core.Buffer
+	// scaled rope: cos/sin tables of q and k, two scratch buffers, the
+	// signed half-swap matrix, bf16 ones (bias of int8 linears)
+	cosQ, sinQ, cosK, sinK, rotA, rotB, ones *core.Buffer
+	swap                                     linear
+	dec, pre                                 *core.Attention
+	graphs                                   []*core.Graph
+	stage                                    *stepStage
+
+	// LoadStats are the figures of Load (zero for NewModel).
+	LoadStats LoadStats
+	uploaded  time.Time // the weights' copies done
+}
+
+func (m *Model) alloc(n int) (*core.Buffer, error) {
+	b, err := m.dev.Alloc(max(n, 16))
+	if err != nil {
+		return nil, err
+	}
+	m.owned = append(m.owned, b)
+	return b, nil
+}
+
+// upload allocates a buffer holding data.
+func (m *Model) upload(data []byte) (*core.Buffer, error) {
+	b, err := m.alloc(len(data))
+	if err == nil {
+		err = core.CopyFromHost(b, data)
+	}
+	return b, err
+}
+
+func u16bytes(v []uint16) []byte {
+	out := make([]byte, 2*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint16(out[2*i:], x)
+	}
+	return out
+}
+
+func i32bytes(v []int32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
+	}
+	return out
+}
+
+func bytesI32(b []byte) []int32 {
+	out := make([]int32, len(b)/4)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// tensor uploads the bf16 tensors ts one after the other into one buffer.
+func (m *Model) tensor(up *uploader, ts ...tensorSpec) (*core.Buffer, error) {
+	n := 0
+	for _, t := range ts {
+		n += t.elems()
+	}
+	b, err := m.alloc(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	off := 0
+	for _, t := range ts {
+		if err := up.put(b, off, t); err != nil {
+			return nil, fmt.Errorf("llm: %s: %w", t.name, err)
+		}
+		off += 2 * t.elems()
+	}
+	return b, nil
+}
+
+// quantized makes t's int8 MLX weights (quantized from its bf16 values).
+func (m *Model) quantized(up *uploader, t tensorSpec) (linear, error) {
+	f, err := up.src.floats(t)
+	if err != nil {
+		return linear{}, err
+	}
+	q, err := quant.Quantize(f, t.rows, t.cols, quant.Options{GroupSize: m.cfg.groupSize(), Bits: 8, ScaleType: core.BF16})
+	if err != nil {
+		return linear{}, fmt.Errorf("llm: quantizing %s: %w", t.name, err)
+	}
+	l := linear{out: t.rows, in: t.cols}
+	for i, data := range [][]byte{q.Q, q.Scales, q.Biases} {
+		b, err := m.upload(data)
+		if err != nil {
+			return linear{}, fmt.Errorf("llm: %s: %w", t.name, err)
+		}
+		switch i {
+		case 0:
+			l.qw = b
+		case 1:
+			l.qs = b
+		case 2:
+			l.qb = b
+		}
+	}
+	up.advance(int64(2 * t.elems()))
+	return l, nil
+}
+
+// NewModel generates the weights on the host from cfg.Seed and uploads
+// them, and allocates the KV caches and buffers for batch requests of up to
+// maxLen tokens (context, prompt and generated), prompts up to maxPrompt.
+func NewModel(dev *core.Device, cfg Config, batch, maxLen, maxPrompt int) (m *Model, err error) {
+	return newModel(dev, cfg, seedSource{cfg.Seed}, Options{Batch: batch, MaxLen: maxLen, MaxPrompt: maxPrompt})
+}
+
+// Options size a model's buffers: Batch requests of up to MaxLen tokens
+// (context, prompt and generated) each, prefills of up to Batch*MaxPrompt
+// tokens in all; Progress (optional) is called as weights upload.
+type Options struct {
+	Batch, MaxLen, MaxPrompt int
+	Int8                     bool // quantize the blocks' linears to int8 (MLX affine, group 64) at load
+	Progress                 func(done, total int64)
+}
+
+func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, err error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	batch, maxLen, maxPrompt := o.Batch, o.MaxLen, o.MaxPrompt
+	if batch <= 0 || maxLen <= 0 || maxPrompt < 1 || maxPrompt > maxLen {
+		return nil, fmt.Errorf("llm: batch %d and max length %d must be positive, max prompt %d in 1 .. max length", batch, maxLen, maxPrompt)
+	}
+	if cfg.SlidingWindow > 0 && maxLen > cfg.SlidingWindow {
+		return nil, fmt.Errorf("llm: max length %d exceeds the model's sliding window %d (sliding-window attention is not implemented)", maxLen, cfg.SlidingWindow)
+	}
+	m = &Model{cfg: cfg, dev: dev, rt: dev.Runtime(), batch: batch, capBatch: batch, maxT: batch * maxPrompt, lens: make([]int, batch)}
+	defer func() {
+		if err != nil {
+			m.Close()
+			m = nil
+		}
+	}()
+	if m.s, err = dev.NewStream(); err != nil {
+		return nil, err
+	}
+	mod, err := dev.BuiltinModule()
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []struct {
+		dst  **core.Kernel
+		name string
+	}{{&m.kRMS, "rmsnorm_bf16"}, {&m.kRope, "rope_" + cfg.Rope + "_bf16"}, {&m.kEmbed, "embed_bf16"},
+		{&m.kArgmax, "argmax_f32"}, {&m.kSilu, "silu_mul_bf16"}, {&m.kAdd, "add_bf16"}, {&m.kMul, "mul_bf16"},
+		{&m.kSample, "sample_f32"}} {
+		if *k.dst, err = mod.Kernel(k.name); err != nil {
+			return nil, fmt.Errorf("llm: built-in kernel %s: %w", k.name, err)
+		}
+	}
+	c := &m.cfg
+	hd := c.HeadDim()
+	specs := c.specs()
+	var total int64
+	for _, t := range specs {
+		total += int64(2 * t.elems())
+	}
+	up, err := newUploader(m.rt, m.s, src, total, o.Progress)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := up.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if m.embed, err = m.tensor(up, c.embedTensor()); err != nil {
+		return nil, err
+	}
+	if m.finalNorm, err = m.tensor(up, c.finalNormTensor()); err != nil {
+		return nil, err
+	}
+	lm := c.lmHeadTensor()
+	m.lm = linear{out: lm.rows, in: lm.cols, w: m.embed}
+	if !c.Tied {
+		if m.lm.w, err = m.tensor(up, lm); err != nil {
+			return nil, err
+		}
+	}
+	ps := c.pageSize()
+	m.maxPages = (maxLen + ps - 1) / ps
+	kvDesc := core.KVCacheDesc{DType: core.BF16, Layout: core.KVLayoutNHD, PageSize: ps, NumKVHeads: c.KVHeads,
+		HeadDim: hd, NumPages: batch * m.maxPages}
+	m.layers = make([]layer, c.Layers)
+	for l := range m.layers {
+		L := &m.layers[l]
+		t := func(k int) tensorSpec { return c.layerTensor(l, k) }
+		if L.attnNorm, err = m.tensor(up, t(tAttnNorm)); err != nil {
+			return nil, err
+		}
+		if L.mlpNorm, err = m.tensor(up, t(tMLPNorm)); err != nil {
+			return nil, err
+		}
+		if c.Int8 {
+			for _, x := range []struct {
+				dst *linear
+				k   int
+			}{{&L.wq, tWQ}, {&L.wk, tWK}, {&L.wv, tWV}, {&L.wo, tWO}, {&L.wg, tWG}, {&L.wu, tWU}, {&L.wd, tWD}} {
+				if *x.dst, err = m.quantized(up, t(x.k)); err != nil {
+					return nil, err
+				}
+			}
+		} else {
+			kv := []*linear{&L.wkv}
+			kvk := [][]int{{tWK, tWV}}
+			if c.QKVBias { // K and V each with its bias: two GEMMs
+				kv, kvk = []*linear{&L.wk, &L.wv}, [][]int{{tWK}, {tWV}}
+			}
+			for i, x := range []struct {
+				dst *linear
+				ks  []int
+			}{{&L.wq, []int{tWQ}}, {kv[0], kvk[0]}, {nil, nil}, {&L.wo, []int{tWO}}, {&L.wgu, []int{tWG, tWU}}, {&L.wd, []int{tWD}}} {
+				if i == 2 {
+					if len(kv) == 1 {
+						continue
+					}
+					x.dst, x.ks = kv[1], kvk[1]
+				}
+				var sp []tensorSpec
+				for _, k := range x.ks {
+					sp = append(sp, t(k))
+				}
+				x.dst.out, x.dst.in = sp[0].rows, sp[0].cols
+				if x.dst.w, err = m.tensor(up, sp...); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for _, b := range []struct {
+			on  bool
+			dst *linear
+			k   int
+		}{{c.QKVBias, &L.wq, tBQ}, {c.QKVBias, &L.wk, tBK}, {c.QKVBias, &L.wv, tBV}, {c.OBias, &L.wo, tBO}} {
+			if b.on {
+				if b.dst.bias, err = m.tensor(up, t(b.k)); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if L.cache, err = dev.AllocKVCache(kvDesc); err != nil {
+			return nil, fmt.Errorf("llm: layer %d: KV cache of %d pages: %w", l, kvDesc.NumPages, err)
+		}
+		m.caches = append(m.caches, L.cache)
+		if err = firstErr(core.Memset(L.cache.K(), 0), core.Memset(L.cache.V(), 0)); err != nil {
+			return nil, err
+		}
+	}
+	if err := up.finish(); err != nil {
+		return nil, err
+	}
+	m.uploaded = time.Now()
+	T, H, Q, KV, I := m.maxT, c.Hidden, c.Heads*hd, c.KVHeads*hd, c.Inter
+	bufs := []struct {
+		dst   **core.Buffer
+		bytes int
+	}{{&m.h, 2 * T * H}, {&m.xn, 2 * T * H}, {&m.q, 2 * T * Q}, {&m.kv, 2 * 2 * T * KV}, {&m.o, 2 * T * Q},
+		{&m.gu, 2 * 2 * T * I}, {&m.act, 2 * T * I}, {&m.tmp, 2 * T * max(H, Q, KV)}, {&m.hl, 2 * batch * H}, {&m.xl, 2 * batch * H},
+		{&m.logits, 4 * batch * c.Vocab}, {&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.bidx, 4 * T},
+		{&m.indptr, 4 * (batch + 1)}, {&m.indices, 4 * batch * m.maxPages}, {&m.lastLen, 4 * batch}, {&m.qoIndptr, 4 * (batch + 1)}}
+	if c.Scaling != nil {
+		bufs = append(bufs, []struct {
+			dst   **core.Buffer
+			bytes int
+		}{{&m.cosQ, 2 * T * Q}, {&m.sinQ, 2 * T * Q}, {&m.cosK, 2 * T * KV}, {&m.sinK, 2 * T * KV},
+			{&m.rotA, 2 * T * Q}, {&m.rotB, 2 * T * Q}}...)
+	}
+	if c.Int8 && (c.QKVBias || c.OBias) {
+		bufs = append(bufs, struct {
+			dst   **core.Buffer
+			bytes int
+		}{&m.ones, 2 * T})
+	}
+	for _, b := range bufs {
+		if *b.dst, err = m.alloc(b.bytes); err != nil {
+			return nil, err
+		}
+	}
+	if m.ones != nil {
+		if err := core.Memset16(m.ones, 0x3F80); err != nil { // bf16 1.0
+			return nil, err
+		}
+	}
+	if c.Scaling != nil {
+		// r = x P^T with P[o][o+hd/2] = -1, P[o][o-hd/2] = 1: transformers'
+		// rotate_half as an exact bf16 GEMM
+		p := make([]uint16, hd*hd)
+		for o := 0; o < hd; o++ {
+			if o < hd/2 {
+				p[o*hd+o+hd/2] = floatbits.BF16FromFloat32(-1)
+			} else {
+				p[o*hd+o-hd/2] = floatbits.BF16FromFloat32(1)
+			}
+		}
+		m.swap = linear{out: hd, in: hd}
+		if m.swap.w, err = m.upload(u16bytes(p)); err != nil {
+			return nil, err
+		}
+	}
+	ad := core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: c.Heads, Cache: kvDesc, MaxBatch: batch}
+	if m.dec, err = dev.NewAttention(ad); err != nil {
+		return nil, fmt.Errorf("llm: decode attention: %w", err)
+	}
+	if maxPrompt > 1 {
+		ad.Kind, ad.Causal, ad.MaxRows = core.AttentionPrefill, true, T
+		if m.pre, err = dev.NewAttention(ad); err != nil {
+			return nil, fmt.Errorf("llm: prefill attention: %w", err)
+		}
+	}
+	if m.stage, err = newStepStage(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Config is the model's configuration.
+func (m *Model) Config() Config { return m.cfg }
+
+// Batch is the number of requests the model runs now.
+func (m *Model) Batch() int { return m.batch }
+
+// Lens are the requests' lengths (tokens in the cache).
+func (m *Model) Lens() []int { return append([]int(nil), m.lens[:m.batch]...) }
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Close frees everything the model holds.
+func (m *Model) Close() {
+	if m == nil {
+		return
+	}
+	if m.s != nil {
+		_ = m.s.Synchronize()
+	}
+	m.stage.close()
+	m.stage = nil
+	for _, g := range m.graphs {
+		_ = g.Close()
+	}
+	m.graphs = nil
+	for _, a := range []*core.Attention{m.dec, m.pre} {
+		if a != nil {
+			_ = a.Close()
+		}
+	}
+	m.dec, m.pre = nil, nil
+	for _, c := range m.caches {
+		_ = c.Free()
+	}
+	m.caches = nil
+	for _, b := range m.owned {
+		_ = b.Free()
+	}
+	m.owned = nil
+	if m.s != nil {
+		_ = m.s.Close()
+		m.s = nil
+	}
+}
+
+// SetBatch makes later calls run b requests (at most the batch the model
+// was made for), all empty; the captured graphs are dropped.
+func (m *Model) SetBatch(b int) error {
+	if b <= 0 || b > m.capBatch {
+		return fmt.Errorf("llm: batch %d is outside 1 .. %d (the model's buffers)", b, m.capBatch)
+	}
+	if err := m.s.Synchronize(); err != nil {
+		return err
+	}
+	for _, g := range m.graphs {
+		if err := g.Close(); err != nil {
+			return err
+		}
+	}
+	m.graphs, m.batch = nil, b
+	return m.Reset(0)
+}
+
+// Reset empties every request (ctx 0), or gives each ctx tokens of zero
+// K/V (a context for timing: every cache page is cleared).
+func (m *Model) Reset(ctx int) error {
+	if ctx < 0 || ctx > m.capacity() {
+		return fmt.Errorf("llm: context %d is outside 0 .. %d (the cache's tokens per request)", ctx, m.capacity())
+	}
+	if ctx > 0 {
+		for _, c := range m.caches {
+			if err := firstErr(m.s.Memset(c.K(), 0), m.s.Memset(c.V(), 0)); err != nil {
+				return err
+			}
+		}
+	}
+	for b := range m.lens {
+		m.lens[b] = ctx
+	}
+	return nil
+}
+
+func (m *Model) capacity() int { return m.maxPages * m.cfg.pageSize() }
+
+// view is bytes [off, off+n) of b (n > 0 inside b by construction).
+func view(b *core.Buffer, off, n int) core.View {
+	v, err := b.View(off, n)
+	if err != nil {
+		panic(fmt.Sprintf("llm: view %d+%d of a %d-byte buffer: %v", off, n, b.Len(), err))
+	}
+	return v
+}
+
+func rowBlock(cols int) uint32 {
+	b := 32
+	for b < 1024 && b*4 < cols {
+		b *= 2
+	}
+	return uint32(b)
+}
+
+func grid(g int, block uint32) core.LaunchConfig {
+	return core.LaunchConfig{Grid: [3]uint32{uint32(g), 1, 1}, Block: [3]uint32{block, 1, 1}}
+}
+
+func (m *Model) rmsnorm(s *core.Stream, y, x, w core.Region, rows int) error {
+	H := m.cfg.Hidden
+	return s.Launch(m.kRMS, grid(rows, rowBlock(H)), core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
+		core.ArgF32(m.cfg.Eps), core.ArgU64(uint64(rows)), core.ArgU64(uint64(H)))
+}
+
+func (m *Model) elementwise(s *core.Stream, k *core.Kernel, y, a, b core.Region, n int) error {
+	return s.Launch(k, grid((n+255)/256, 256), core.ArgBuffer(y), core.ArgBuffer(a), core.ArgBuffer(b), core.ArgU64(uint64(n)))
+}
+
+// rope rotates x ([tokens][heads][head_dim]) at the tokens' positions:
+// the built-in kernel for plain frequencies; with scaling, transformers'
+// bf16 arithmetic, x*cos + rotate_half(x)*sin (each product and the sum
+// rounded to bf16), from the step's cos and sin tables.
+func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) error {
+	hd := m.cfg.HeadDim()
+	if m.cfg.Scaling == nil {
+		n := tokens * heads * hd / 2
+		return s.Launch(m.kRope, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(view(m.pos, 0, 4*tokens)),
+			core.ArgF32(float32(m.cfg.Theta)), core.ArgU64(uint64(tokens)), core.ArgU64(uint64(heads)), core.ArgU64(uint64(hd)))
+	}
+	n := tokens * heads * hd
+	cos, sin := m.cosQ, m.sinQ
+	if k {
+		cos, sin = m.cosK, m.sinK
+	}
+	a, b := view(m.rotA, 0, 2*n), view(m.rotB, 0, 2*n)
+	return firstErr(m.mm(s, m.swap, x, a, tokens*heads, false, false),
+		m.elementwise(s, m.kMul, a, a, view(sin, 0, 2*n), n),
+		m.elementwise(s, m.kMul, b, x, view(cos, 0, 2*n), n),
+		m.elementwise(s, m.kAdd, x, b, a, n))
+}
+
+// mm is y[T][out] = x[T][in] * W^T (plus y when residual, plus the bias):
+// one GEMM for bf16 (pair: a batch of two, W and y each two matrices one
+// after the other; no bias), matmul.Quant for int8 (a residual through tmp
+// and add_T, a bias as a rank-one GEMM).
+func (m *Model) mm(s *core.Stream, w linear, x, y core.Region, T int, residual, pair bool) error {
+	if w.qw != nil {
+		d := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: m.cfg.groupSize(), M: w.out, N: T, K: w.in}
+		var err error
+		if !residual {
+			err = matmul.Quant(s, d, matmul.QuantOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: y})
+		} else {
+			t := view(m.tmp, 0, 2*T*w.out)
+			err = firstErr(matmul.Quant(s, d, matmul.QuantOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: t}),
+				m.elementwise(s, m.kAdd, y, y, t, T*w.out))
+		}
+		if err == nil && w.bias != nil { // y += bias (M x 1) * ones (1 x T)
+			bd := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, M: w.out, N: T, K: 1}
+			err = s.Gemm(bd, core.GemmOperands{A: w.bias, B: view(m.ones, 0, 2*T), C: y, D: y, Alpha: 1, Beta: 1})
+		}
+		return err
+	}
+	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, TransA: true, M: w.out, N: T, K: w.in}
+	if pair {
+		d.Batch, d.StrideA, d.StrideD, d.StrideC = 2, int64(w.out*w.in), int64(T*w.out), int64(T*w.out)
+	}
+	ops := core.GemmOperands{A: w.w, B: x, D: y, Alpha: 1}
+	if residual {
+		ops.C, ops.Beta = y, 1
+	}
+	if w.bias != nil {
+		d.Epilogue, ops.Bias = core.EpilogueBias, w.bias
+	}
+	return s.Gemm(d, ops)
+}
+
+// partA: the attention block up to the attention (norm, QKV, rotary).
+func (m *Model) partA(s *core.Stream, l, T int) error {
+	c, L := &m.cfg, &m.layers[l]
+	hd := c.HeadDim()
+	Q, KV := c.Heads*hd, c.KVHeads*hd
+	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
+	q, k, v := view(m.q, 0, 2*T*Q), view(m.kv, 0, 2*T*KV), view(m.kv, 2*T*KV, 2*T*KV)
+	err := firstErr(m.rmsnorm(s, xn, h, L.attnNorm, T), m.mm(s, L.wq, xn, q, T, false, false))
+	if err == nil && L.wkv.w == nil {
+		err = firstErr(m.mm(s, L.wk, xn, k, T, false, false), m.mm(s, L.wv, xn, v, T, false, false))
+	} else if err == nil {
+		err = m.mm(s, L.wkv, xn, view(m.kv, 0, 4*T*KV), T, false, true)
+	}
+	if err == nil {
+		err = firstErr(m.rope(s, q, T, c.Heads, false), m.rope(s, k, T, c.KVHeads, true))
+	}
+	if err != nil {
+		return fmt.Errorf("llm: layer %d attention input: %w", l, err)
+	}
+	return nil
+}
+
+func (m *Model) pages() core.PageTable {
+	return core.PageTable{Indptr: view(m.indptr, 0, 4*(m.batch+1)), Indices: m.indices, LastPageLen: view(m.lastLen, 0, 4*m.batch)}
+}
+
+// attend appends the layer's K and V rows and runs the attention (eager:
+// graphs do not record attention).
+func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
+	c, L := &m.cfg, &m.layers[l]
+	hd := c.HeadDim()
+	Q, KV := c.Heads*hd, c.KVHeads*hd
+	pt := m.pages()
+	rows := core.KVRows{K: view(m.kv, 0, 2*T*KV), V: view(m.kv, 2*T*KV, 2*T*KV), BatchIndices: view(m.bidx, 0, 4*T),
+		Positions: view(m.pos, 0, 4*T), NNZ: T}
+	a, ops := m.dec, core.AttentionOperands{Q: view(m.q, 0, 2*T*Q), O: view(m.o, 0, 2*T*Q), Pages: pt}
+	if prefill {
+		a, ops.QOIndptr = m.pre, view(m.qoIndptr, 0, 4*(m.batch+1))
+	}
+	if err := firstErr(s.AppendKV(L.cache, pt, m.batch, rows), s.RunAttention(a, L.cache, ops)); err != nil {
+		return fmt.Errorf("llm: layer %d attention: %w", l, err)
+	}
+	return nil
+}
+
+// partB: the attention output projection and the MLP block.
+func (m *Model) partB(s *core.Stream, l, T int) error {
+	c, L := &m.cfg, &m.layers[l]
+	Q, I := c.Heads*c.HeadDim(), c.Inter
+	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
+	g, u, act := view(m.gu, 0, 2*T*I), view(m.gu, 2*T*I, 2*T*I), view(m.act, 0, 2*T*I)
+	err := firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false), m.rmsnorm(s, xn, h, L.mlpNorm, T))
+	if err == nil && c.Int8 {
+		err = firstErr(m.mm(s, L.wg, xn, g, T, false, false), m.mm(s, L.wu, xn, u, T, false, false))
+	} else if err == nil {
+		err = m.mm(s, L.wgu, xn, view(m.gu, 0, 4*T*I), T, false, true)
+	}
+	if err == nil {
+		err = firstErr(m.elementwise(s, m.kSilu, act, g, u, T*I), m.mm(s, L.wd, act, h, T, true, false))
+	}
+	if err != nil {
+		return fmt.Errorf("llm: layer %d mlp: %w", l, err)
+	}
+	return nil
+}
+
+func (m *Model) embedTokens(s *core.Stream, T int) error {
+	H, V := m.cfg.Hidden, m.cfg.Vocab
+	return s.Launch(m.kEmbed, grid((T*H+255)/256, 256), core.ArgBuffer(view(m.h, 0, 2*T*H)), core.ArgBuffer(m.embed),
+		core.ArgBuffer(view(m.ids, 0, 4*T)), core.ArgU64(uint64(T)), core.ArgU64(uint64(H)), core.ArgU64(uint64(V)))
+}
+
+// head: final norm of hl, f32 logits.
+func (m *Model) head(s *core.Stream, hl core.Region) error {
+	B, H, V := m.batch, m.cfg.Hidden, m.cfg.Vocab
+	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.F32, DType: core.F32, TransA: true, M: V, N: B, K: H}
+	err := firstErr(m.rmsnorm(s, m.xl, hl, m.finalNorm, B),
+		s.Gemm(d, core.GemmOperands{A: m.lm.w, B: m.xl, D: m.logits, Alpha: 1}))
+	if err != nil {
+		return fmt.Errorf("llm: head: %w", err)
+	}
+	return nil
+}
+
+// Sampling draws tokens from the logits (the sample_f32 kernel): TopK
+// (0: all), TopP (1: all), Temperature (0: greedy); step i of a request
+// uses the seed Seed + i.
+type Sampling struct {
+	TopK        int
+	TopP        float32
+	Temperature float32
+	Seed        uint64
+}
+
+// pick writes each request's next token into ids[0:batch]: the argmax, or
+// drawn with sp at the given step.
+func (m *Model) pick(s *core.Stream, sp *Sampling, step int) error {
+	B, V := m.batch, m.cfg.Vocab
+	ids := core.ArgBuffer(view(m.ids, 0, 4*B))
+	if sp == nil {
+		return s.Launch(m.kArgmax, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgU64(uint64(B)), core.ArgU64(uint64(V)))
+	}
+	return s.Launch(m.kSample, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgU64(uint64(B)), core.ArgU64(uint64(V)),
+		core.ArgU64(uint64(sp.TopK)), core.ArgF32(sp.TopP), core.ArgF32(sp.Temperature), core.ArgU64(sp.Seed+uint64(step)))
+}
+
+// schedule is the page table of the batch's requests at lengths lens
+// (request b owns pages b*maxPages ..).
+func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
+	ps := m.cfg.pageSize()
+	indptr = make([]int32, m.batch+1)
+	last = make([]int32, m.batch)
+	for b := 0; b < m.batch; b++ {
+		np := (lens[b] + ps - 1) / ps
+		indptr[b+1] = indptr[b] + int32(np)
+		last[b] = int32(lens[b] - (np-1)*ps)
+		for j := 0; j < np; j++ {
+			indices = append(indices, int32(b*m.maxPages+j))
+		}
+	}
+	return
+}
+
+// stepStage is the pinned host memory of the steps' inputs (token ids,
+// positions, page tables, rope tables): two halves, a step taking the one
+// that the step before the last used once its copies are done (an event).
+type stepStage struct {
+	hs       *core.HostSlice
+	half     int
+	cur, off int
+	ev       [2]*core.Event
+	used     [2]bool
+}
+
+func newStepStage(m *Model) (*stepStage, error) {
+	c := &m.cfg
+	T, B := m.maxT, m.capBatch
+	n := 4 * (3*T + 3*(B+1) + B*m.maxPages + 64)
+	if c.Scaling != nil {
+		hd := c.HeadDim()
+		n += 2 * 2 * T * (c.Heads + c.KVHeads) * hd
+	}
+	n = (n + 255) &^ 255
+	hs, err := m.rt.HostHeap().Alloc(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	st := &stepStage{hs: hs, half: n}
+	for i := range st.ev {
+		if st.ev[i], err = m.dev.NewEvent(false); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func (st *stepStage) close() {
+	if st == nil {
+		return
+	}
+	for _, e := range st.ev {
+		if e != nil {
+			_ = e.Close()
+		}
+	}
+	_ = st.hs.Free()
+}
+
+// begin takes the next half (waiting for its last copies).
+func (st *stepStage) begin() error {
+	st.cur ^= 1
+	st.off = 0
+	if st.used[st.cur] {
+		return st.ev[st.cur].Synchronize()
+	}
+	return nil
+}
+
+// end marks the half's copies enqueued so far.
+func (st *stepStage) end(s *core.Stream) error {
+	st.used[st.cur] = true
+	return st.ev[st.cur].Record(s)
+}
+
+// bytes reserves n bytes of the half.
+func (st *stepStage) bytes(n int) (core.PinnedView, error) {
+	if st.off+n > st.half {
+		return core.PinnedView{}, errors.New("llm: step staging exhausted")
+	}
+	pv, err := st.hs.View(st.cur*st.half+st.off, n)
+	st.off += (n + 15) &^ 15
+	return pv, err
+}
+
+func (st *stepStage) putI32(s *core.Stream, dst core.Region, v []int32) error {
+	pv, err := st.bytes(4 * len(v))
+	if err != nil {
+		return err
+	}
+	b := pv.Bytes()
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+	return s.CopyFromPinned(dst, pv)
+}
+
+// putRope uploads the cos and sin tables of q and k at the tokens'
+// positions (cos/sin of float32(pos*inv_freq), in float32 then bf16, as
+// transformers computes them).
+func (m *Model) putRope(s *core.Stream, pos []int32) error {
+	c := &m.cfg
+	hd := c.HeadDim()
+	seq := 0
+	for _, p := range pos {
+		seq = max(seq, int(p)+1)
+	}
+	inv := c.invFreq(seq)
+	T := len(pos)
+	rowC := make([]uint16, hd)
+	rowS := make([]uint16, hd)
+	fill := func(cosT, sinT *core.Buffer, heads int) error {
+		n := 2 * T * heads * hd
+		pc, err := m.stage.bytes(n)
+		if err != nil {
+			return err
+		}
+		psn, err := m.stage.bytes(n)
+		if err != nil {
+			return err
+		}
+		bc, bs := pc.Bytes(), psn.Bytes()
+		for t, p := range pos {
+			for j, f := range inv {
+				a := float64(float32(p) * f)
+				cv := floatbits.BF16FromFloat32(float32(math.Cos(a)))
+				sv := floatbits.BF16FromFloat32(float32(math.Sin(a)))
+				rowC[j], rowC[j+hd/2], rowS[j], rowS[j+hd/2] = cv, cv, sv, sv
+			}
+			for h := 0; h < heads; h++ {
+				o := 2 * (t*heads + h) * hd
+				for j := 0; j < hd; j++ {
+					binary.LittleEndian.PutUint16(bc[o+2*j:], rowC[j])
+					binary.LittleEndian.PutUint16(bs[o+2*j:], rowS[j])
+				}
+			}
+		}
+		return firstErr(s.CopyFromPinned(view(cosT, 0, n), pc), s.CopyFromPinned(view(sinT, 0, n), psn))
+	}
+	return firstErr(fill(m.cosQ, m.sinQ, c.Heads), fill(m.cosK, m.sinK, c.KVHeads))
+}
+
+// Prefill appends prompts[b] (at least one token each) to request b of
+// the batch, at the request's own positions, and computes each request's
+// logits after its last prompt token (Logits, and Next's tokens: greedy,
+// or drawn with sp at step 0). It enqueues work and returns (Tokens or
+// Logits wait for it).
+func (m *Model) Prefill(prompts [][]int32, sp *Sampling) error {
+	B, s := m.batch, m.s
+	if m.pre == nil {
+		return errors.New("llm: the model was made for prompts of one token (Options.MaxPrompt 1): no prefill")
+	}
+	if len(prompts) != B {
+		return fmt.Errorf("llm: %d prompts for a batch of %d requests", len(prompts), B)
+	}
+	T := 0
+	for b, p := range prompts {
+		if len(p) == 0 {
+			return fmt.Errorf("llm: prompt %d is empty", b)
+		}
+		if m.lens[b]+len(p) > m.capacity() {
+			return fmt.Errorf("llm: request %d: %d tokens + a prompt of %d exceed the cache's %d tokens per request", b, m.lens[b], len(p), m.capacity())
+		}
+		if err := m.checkIDs(p); err != nil {
+			return fmt.Errorf("%w (prompt %d)", err, b)
+		}
+		T += len(p)
+	}
+	if T > m.maxT {
+		return fmt.Errorf("llm: prompts of %d tokens in all exceed the model's %d (batch x max prompt)", T, m.maxT)
+	}
+	ids := make([]int32, 0, T)
+	bidx := make([]int32, 0, T)
+	pos := make([]int32, 0, T)
+	qo := make([]int32, B+1)
+	lens := make([]int, B)
+	for b, p := range prompts {
+		ids = append(ids, p...)
+		for j := range p {
+			bidx = append(bidx, int32(b))
+			pos = append(pos, int32(m.lens[b]+j))
+		}
+		qo[b+1] = qo[b] + int32(len(p))
+		lens[b] = m.lens[b] + len(p)
+	}
+	indptr, indices, last := m.schedule(lens)
+	st := m.stage
+	err := st.begin()
+	if err == nil {
+		err = firstErr(st.putI32(s, view(m.ids, 0, 4*T), ids), st.putI32(s, view(m.bidx, 0, 4*T), bidx),
+			st.putI32(s, view(m.pos, 0, 4*T), pos), st.putI32(s, view(m.indptr, 0, 4*(B+1)), indptr),
+			st.putI32(s, view(m.indices, 0, 4*max(len(indices), 1)), pad1(indices)), st.putI32(s, view(m.lastLen, 0, 4*B), last),
+			st.putI32(s, view(m.qoIndptr, 0, 4*(B+1)), qo))
+	}
+	if err == nil && m.cfg.Scaling != nil {
+		err = m.putRope(s, pos)
+	}
+	if err == nil {
+		err = st.end(s)
+	}
+	if err == nil {
+		err = firstErr(s.PlanAttention(m.pre, core.AttentionSchedule{QOIndptr: qo, KVIndptr: indptr, KVLastPageLen: last}),
+			m.embedTokens(s, T))
+	}
+	for l := 0; err == nil && l < m.cfg.Layers; l++ {
+		err = firstErr(m.partA(s, l, T), m.attend(s, l, T, true), m.partB(s, l, T))
+	}
+	H := m.cfg.Hidden
+	for b := 0; err == nil && b < B; b++ {
+		err = s.CopyDevice(view(m.hl, 2*b*H, 2*H), view(m.h, 2*int(qo[b+1]-1)*H, 2*H))
+	}
+	if err == nil {
+		err = firstErr(m.head(s, m.hl), m.pick(s, sp, 0))
+	}
+	if err != nil {
+		return fmt.Errorf("llm: prefill: %w", err)
+	}
+	copy(m.lens, lens)
+	return nil
+}
+
+func pad1(v []int32) []int32 {
+	if len(v) == 0 {
+		return []int32{0}
+	}
+	return v
+}
+
+func (m *Model) checkIDs(ids []int32) error {
+	for i, id := range ids {
+		if id < 0 || int(id) >= m.cfg.Vocab {
+			return fmt.Errorf("llm: token %d is %d, outside the vocab of %d", i, id, m.cfg.Vocab)
+		}
+	}
+	return nil
+}
+
+// Decode appends one token to each request of the batch at its own
+// position: ids (one per request), or nil for the tokens the last step
+// picked (they stay on the device); graph replays the step's captured
+// segments (captured on first use). The logits and the picked tokens
+// (greedy, or drawn with sp at step) follow, as after Prefill.
+func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
+	B, s := m.batch, m.s
+	if ids != nil {
+		if len(ids) != B {
+			return fmt.Errorf("llm: %d tokens for a batch of %d requests", len(ids), B)
+		}
+		if err := m.checkIDs(ids); err != nil {
+			return err
+		}
+	}
+	lens := make([]int, B)
+	pos := make([]int32, B)
+	seq := make([]int32, B)
+	for b := range lens {
+		if m.lens[b]+1 > m.capacity() {
+			return fmt.Errorf("llm: request %d: %d tokens fill the cache's %d tokens per request", b, m.lens[b], m.capacity())
+		}
+		pos[b], lens[b], seq[b] = int32(m.lens[b]), m.lens[b]+1, int32(b)
+	}
+	if graph && len(m.graphs) == 0 {
+		if err := m.capture(); err != nil {
+			return err
+		}
+	}
+	indptr, indices, last := m.schedule(lens)
+	st := m.stage
+	err := st.begin()
+	if err == nil && ids != nil {
+		err = st.putI32(s, view(m.ids, 0, 4*B), ids)
+	}
+	if err == nil {
+		err = firstErr(st.putI32(s, view(m.pos, 0, 4*B), pos), st.putI32(s, view(m.bidx, 0, 4*B), seq),
+			st.putI32(s, view(m.indptr, 0, 4*(B+1)), indptr),
+			st.putI32(s, view(m.indices, 0, 4*len(indices)), indices), st.putI32(s, view(m.lastLen, 0, 4*B), last))
+	}
+	if err == nil && m.cfg.Scaling != nil {
+		err = m.putRope(s, pos)
+	}
+	if err == nil {
+		err = firstErr(st.end(s), s.PlanAttention(m.dec, core.AttentionSchedule{KVIndptr: indptr, KVLastPageLen: last}))
+	}
+	if err == nil && graph {
+		err = m.graphs[0].Launch(s)
+		for l := 0; err == nil && l < m.cfg.Layers; l++ {
+			err = firstErr(m.attend(s, l, B, false), m.graphs[l+1].Launch(s))
+		}
+	} else if err == nil {
+		err = m.embedTokens(s, B)
+		for l := 0; err == nil && l < m.cfg.Layers; l++ {
+			err = firstErr(m.partA(s, l, B), m.attend(s, l, B, false), m.partB(s, l, B))
+		}
+		if err == nil {
+			err = m.head(s, view(m.h, 0, 2*B*m.cfg.Hidden))
+		}
+	}
+	if err == nil {
+		err = m.pick(s, sp, step)
+	}
+	if err != nil {
+		return fmt.Errorf("llm: decode: %w", err)
+	}
+	copy(m.lens, lens)
+	return nil
+}
+
+// Tokens waits for the work enqueued and returns the tokens the last
+// step picked, one per request.
+func (m *Model) Tokens() ([]int32, error) {
+	ids := make([]byte, 4*m.batch)
+	if err := firstErr(m.s.Synchronize(), core.CopyToHost(ids, view(m.ids, 0, len(ids)))); err != nil {
+		return nil, err
+	}
+	return bytesI32(ids), nil
+}
+
+// Logits waits for the work enqueued and returns the last step's f32
+// logits, [request][vocab] row-major.
+func (m *Model) Logits() ([]float32, error) {
+	raw := make([]byte, 4*m.batch*m.cfg.Vocab)
+	if err := firstErr(m.s.Synchronize(), core.CopyToHost(raw, view(m.logits, 0, len(raw)))); err != nil {
+		return nil, err
+	}
+	lg := make([]float32, m.batch*m.cfg.Vocab)
+	for i := range lg {
+		lg[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return lg, nil
+}
+
+// Run is what Generate returns: Tokens[step][request] (the picked
+// tokens); Logits[step] the f32 logits of every request ([request][vocab])
+// when collected; DecodeTime the wall time of the timed decode steps.
+type Run struct {
+	Tokens     [][]int32
+	Logits     [][]float32
+	DecodeTime time.Duration
+	Decoded    int // decode steps timed
+}
+
+// GenOptions: the prompts, either Prompts (one per request, ragged) or
+// Prompt (batch x P tokens), placed after Ctx tokens of zero K/V; prompts
+// of one token are decoded at once, longer ones prefilled. Steps tokens
+// are picked per request (the prefill's counts as the first). Force[k]
+// (one token per request), when given, is fed as the k-th token after the
+// prompt instead of the one picked (teacher forcing; the picked tokens are
+// still reported). Sample draws tokens instead of the argmax. Graph
+// replays each step's graph segments, Collect reads the logits every step.
+type GenOptions struct {
+	Prompts [][]int32
+	Prompt  []int32
+	P, Ctx  int
+	Steps   int
+	Force   [][]int32
+	Sample  *Sampling
+	Graph   bool
+	Collect bool
+}
+
+func (o *GenOptions) prompts(B int) ([][]int32, error) {
+	if o.Prompts != nil {
+		if len(o.Prompts) != B {
+			return nil, fmt.Errorf("llm: %d prompts for a batch of %d requests", len(o.Prompts), B)
+		}
+		return o.Prompts, nil
+	}
+	if o.P < 1 || len(o.Prompt) != B*o.P {
+		return nil, fmt.Errorf("llm: a prompt of %d tokens is not %d requests of %d", len(o.Prompt), B, o.P)
+	}
+	out := make([][]int32, B)
+	for b := range out {
+		out[b] = o.Prompt[b*o.P : (b+1)*o.P]
+	}
+	return out, nil
+}
+
+// Generate runs the prompts and the decode steps from empty requests (or
+// Ctx tokens of zero K/V).
+func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
+	B, s := m.batch, m.s
+	prompts, err := o.prompts(B)
+	if err != nil {
+		return nil, err
+	}
+	prefill := false
+	for _, p := range prompts {
+		if len(p) == 0 {
+			return nil, errors.New("llm: an empty prompt")
+		}
+		prefill = prefill || len(p) > 1
+		if err := m.checkIDs(p); err != nil {
+			return nil, err
+		}
+		if o.Ctx+len(p)+o.Steps > m.capacity() {
+			return nil, fmt.Errorf("llm: context %d + prompt %d + steps %d exceed the cache's %d tokens per request",
+				o.Ctx, len(p), o.Steps, m.capacity())
+		}
+	}
+	if o.Steps < 1 || o.Ctx < 0 {
+		return nil, fmt.Errorf("llm: %d steps (at least 1) and context %d (not negative)", o.Steps, o.Ctx)
+	}
+	for k, f := range o.Force {
+		if len(f) != B {
+			return nil, fmt.Errorf("llm: forced tokens %d: %d for a batch of %d", k, len(f), B)
+		}
+		if err := m.checkIDs(f); err != nil {
+			return nil, fmt.Errorf("%w (forced tokens %d)", err, k)
+		}
+	}
+	if err := m.Reset(o.Ctx); err != nil {
+		return nil, err
+	}
+	run := &Run{}
+	hist, err := rt.HostHeap().Alloc(4 * B * o.Steps)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = s.Synchronize(); _ = hist.Free() }()
+	step, fed := 0, 0 // steps done; tokens fed after the prompt
+	collect := func() error {
+		if o.Collect {
+			lg, err := m.Logits()
+			if err != nil {
+				return err
+			}
+			run.Logits = append(run.Logits, lg)
+		}
+		pv, err := hist.View(4*B*step, 4*B)
+		if err == nil {
+			err = s.CopyToPinned(pv, view(m.ids, 0, 4*B))
+		}
+		step++
+		return err
+	}
+	if prefill {
+		if err := firstErr(m.Prefill(prompts, o.Sample), collect()); err != nil {
+			return nil, err
+		}
+	}
+	t0 := time.Now()
+	decoded := 0
+	for step < o.Steps {
+		var ids []int32
+		switch {
+		case !prefill && step == 0:
+			ids = make([]int32, B)
+			for b, p := range prompts {
+				ids[b] = p[0]
+			}
+		case fed < len(o.Force):
+			ids = o.Force[fed]
+			fed++
+		default:
+			fed++
+		}
+		if err := firstErr(m.Decode(ids, o.Graph, o.Sample, step), collect()); err != nil {
+			return nil, fmt.Errorf("llm: decode step %d: %w", step, err)
+		}
+		decoded++
+	}
+	if err := s.Synchronize(); err != nil {
+		return nil, err
+	}
+	run.DecodeTime, run.Decoded = time.Since(t0), decoded
+	all := bytesI32(hist.Bytes())
+	for i := 0; i < o.Steps; i++ {
+		run.Tokens = append(run.Tokens, all[i*B:(i+1)*B])
+	}
+	return run, nil
+}
+
+// capture records the decode step's graph segments: embed + layer 0's
+// input; each layer's output and the next layer's input; the last layer's
+// output and the head's logits.
+func (m *Model) capture() error {
+	B, L := m.batch, m.cfg.Layers
+	hl := view(m.h, 0, 2*B*m.cfg.Hidden)
+	for i := 0; i <= L; i++ {
+		g, err := m.s.Capture(func(cs *core.Stream) error {
+			if i == 0 {
+				return firstErr(m.embedTokens(cs, B), m.partA(cs, 0, B))
+			}
+			if err := m.partB(cs, i-1, B); err != nil {
+				return err
+			}
+			if i < L {
+				return m.partA(cs, i, B)
+			}
+			return m.head(cs, hl)
+		})
+		if err != nil {
+			return fmt.Errorf("llm: capturing graph segment %d: %w", i, err)
+		}
+		m.graphs = append(m.graphs, g)
+	}
+	return nil
+}
+
+// bf16 helpers for the reference and the output.
+func bf16(v float32) float32 { return floatbits.BF16ToFloat32(floatbits.BF16FromFloat32(v)) }

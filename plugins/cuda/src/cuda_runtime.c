@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cuda_runtime.c — the bottom floor of the CUDA plugin: the process-wide
+ * runtime table, the sticky (lost-device) state, errors of driver calls,
+ * entering a device's primary context, the releasers of every object and
+ * cu_insert. Every other file of the plugin uses these; this file uses only
+ * cuda_driver.c and cuda_handles.c below it (README.md draws the layers;
+ * plugins/mock/layers_test.go holds them for every plugin).
+ *
+ * Every device's context is its primary context (cuDevicePrimaryCtxRetain),
+ * made current inside each call (cu_enter), so any OS thread may call and
+ * runtime-API code in the same process shares the context. Errors of
+ * asynchronous work surface at the next call that reports them, naming the
+ * CUDA error and the last kernel launched (on the stream, or on the device);
+ * a sticky context error marks the device lost, and every later call that
+ * touches the device answers GPURT_ERR_DEVICE_LOST naming the original
+ * error. Resource destruction still frees handles on a lost device.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+cu_table g_runtimes = {
+    .mu = PTHREAD_MUTEX_INITIALIZER, .kind = "runtime", .free_head = UINT32_MAX};
+
+/* Sticky errors, process-wide, per device ordinal. A sticky error
+ * (CUDA_ERROR_ILLEGAL_ADDRESS, LAUNCH_FAILED, ...) leaves the process's CUDA
+ * state for that device unusable until the process exits: CUDA documents
+ * that the process must be terminated and relaunched; releasing or even
+ * resetting the primary context does not bring it back (and a reset would
+ * pull memory from under other users of the primary context). So the
+ * plugin never tries: it remembers the first sticky error per device, and
+ * every runtime (existing or new) and probe reports that device as lost,
+ * naming the error, the kernel and the remedy. */
+#define CU_MAX_ORDINALS 64
+static pthread_mutex_t g_lost_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int g_lost[CU_MAX_ORDINALS];
+static CUresult g_lost_code[CU_MAX_ORDINALS];       /* under g_lost_mu */
+static char g_lost_msg[CU_MAX_ORDINALS][600];        /* under g_lost_mu */
+
+const char cu_restart[] =
+    "CUDA cannot recover from a sticky error in this process: restart the process";
+
+/* Records ordinal i's sticky error (the first one wins). */
+void cu_proc_mark_lost(uint32_t i, CUresult r, const char *msg) {
+  if (i >= CU_MAX_ORDINALS) return;
+  pthread_mutex_lock(&g_lost_mu);
+  if (!atomic_load(&g_lost[i])) {
+    g_lost_code[i] = r;
+    gp_strlcpy(g_lost_msg[i], sizeof g_lost_msg[i], msg);
+    atomic_store_explicit(&g_lost[i], 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&g_lost_mu);
+}
+
+/* 1 with the code and message when ordinal i suffered a sticky error. */
+int cu_proc_lost(uint32_t i, CUresult *code, char *msg, size_t cap) {
+  if (i >= CU_MAX_ORDINALS || !atomic_load_explicit(&g_lost[i], memory_order_acquire))
+    return 0;
+  pthread_mutex_lock(&g_lost_mu);
+  if (code) *code = g_lost_code[i];
+  if (msg) gp_strlcpy(msg, cap, g_lost_msg[i]);
+  pthread_mutex_unlock(&g_lost_mu);
+  return 1;
+}
+
+/* ---- errors and contexts --------------------------------------------------- */
+
+cu_runtime *cu_rt(gpurt_runtime *h, gpurt_error **err) {
+  cu_runtime *rt = cu_table_lookup(&g_runtimes, (uint64_t)(uintptr_t)h);
+  if (rt == NULL) *err = cu_bad_handle(&g_runtimes, h);
+  return rt;
+}
+
+cu_runtime *cu_rt_out(gpurt_runtime *h, const void *out, const char *op,
+                      gpurt_error **err) {
+  cu_runtime *rt = cu_rt(h, err);
+  if (rt != NULL && out == NULL) {
+    *err = gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    return NULL;
+  }
+  return rt;
+}
+
+void *cu_rt_take(gpurt_runtime *h, size_t tbl, const void *x, cu_runtime **rt,
+                 gpurt_error **err) {
+  cu_runtime *r = cu_rt(h, err);
+  *rt = r;
+  if (r == NULL || x == NULL) return NULL;
+  cu_table *t = (cu_table *)((char *)r + tbl);
+  void *o = cu_table_remove(t, (uint64_t)(uintptr_t)x);
+  if (o == NULL) *err = cu_bad_handle(t, x);
+  return o;
+}
+
+int cu_sticky(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static int32_t cu_code(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_OUT_OF_MEMORY: return GPURT_ERR_OUT_OF_MEMORY;
+    case CUDA_ERROR_NOT_READY: return GPURT_ERR_NOT_READY;
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_SOURCE:
+    case CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND:
+      return GPURT_ERR_INVALID_ARGUMENT;
+    case CUDA_ERROR_NOT_FOUND: return GPURT_ERR_NOT_FOUND;
+    case CUDA_ERROR_NOT_SUPPORTED:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+      return GPURT_ERR_UNSUPPORTED;
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+      return GPURT_ERR_LAUNCH_FAILED;
+    case CUDA_ERROR_NOT_INITIALIZED:
+    case CUDA_ERROR_DEINITIALIZED:
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE:
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+      return GPURT_ERR_UNAVAILABLE;
+    default: return GPURT_ERR_INTERNAL;
+  }
+}
+
+/* Adopts the process-wide record of d's sticky error (another runtime saw
+ * it first). Returns 1 when d is lost. */
+static int cu_adopt_lost(cu_device *d) {
+  if (atomic_load_explicit(&d->lost, memory_order_acquire)) return 1;
+  CUresult code;
+  char msg[600];
+  if (!cu_proc_lost(d->index, &code, msg, sizeof msg)) return 0;
+  pthread_mutex_lock(&d->mu);
+  if (!atomic_load(&d->lost)) {
+    gp_strlcpy(d->lost_msg, sizeof d->lost_msg, msg);
+    d->lost_code = code;
+    atomic_store(&d->lost, 1);
+  }
+  pthread_mutex_unlock(&d->mu);
+  return 1;
+}
+
+int cu_dev_lost(cu_runtime *rt, uint32_t dev) {
+  return dev < rt->ndev && cu_adopt_lost(&rt->devs[dev]);
+}
+
+gpurt_error *cu_lost_error(cu_runtime *rt, uint32_t dev) {
+  cu_device *d = &rt->devs[dev];
+  (void)cu_adopt_lost(d);
+  pthread_mutex_lock(&d->mu);
+  gpurt_error *e = gp_err_vendor(GPURT_ERR_DEVICE_LOST, d->lost_code,
+                                 "device %u is lost: %s; %s", dev, d->lost_msg, cu_restart);
+  pthread_mutex_unlock(&d->mu);
+  return e;
+}
+
+gpurt_error *cu_fail(cu_runtime *rt, uint32_t dev, CUresult r, const char *op,
+                     const char *kernel) {
+  char text[320];
+  cu_result_text(r, text, sizeof text);
+  char after[CU_NAME_CAP + 48] = "";
+  if (kernel != NULL && kernel[0] != 0)
+    snprintf(after, sizeof after, " after kernel \"%s\"", kernel);
+  if (!cu_sticky(r))
+    return gp_err_vendor(cu_code(r), r, "device %u: %s: %s%s", dev, op, text,
+                         after);
+  cu_device *d = &rt->devs[dev];
+  /* Lost before (here or in another runtime of the process): that error. */
+  if (cu_adopt_lost(d)) return cu_lost_error(rt, dev);
+  pthread_mutex_lock(&d->mu);
+  int first = !atomic_load(&d->lost);
+  if (first) {
+    snprintf(d->lost_msg, sizeof d->lost_msg, "%s%s (reported by %s)", text,
+             after, op);
+    d->lost_code = r;
+    atomic_store(&d->lost, 1);
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (!first) return cu_lost_error(rt, dev);
+  char pmsg[600];
+  snprintf(pmsg, sizeof pmsg, "%s%s", text, after);
+  cu_proc_mark_lost(d->index, r, pmsg);
+  return gp_err_vendor(GPURT_ERR_LAUNCH_FAILED, r,
+                       "device %u: %s: %s%s; the context is in a sticky error "
+                       "state: the device is lost (%s)",
+                       dev, op, text, after, cu_restart);
+}
+
+gpurt_error *cu_enter(cu_runtime *rt, uint32_t dev) {
+  if (__builtin_expect(dev >= rt->ndev, 0))
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device %u out of range (%u devices)",
+                  dev, rt->ndev);
+  cu_device *d = &rt->devs[dev];
+  if (__builtin_expect(atomic_load_explicit(&d->lost, memory_order_acquire), 0) ||
+      __builtin_expect(d->index < CU_MAX_ORDINALS &&
+                           atomic_load_explicit(&g_lost[d->index], memory_order_relaxed), 0))
+    return cu_lost_error(rt, dev);
+  CUresult r = cu_make_current(d);
+  if (__builtin_expect(r != CUDA_SUCCESS, 0))
+    return cu_fail(rt, dev, r, "cuCtxSetCurrent", NULL);
+  return NULL;
+}
+
+/* For teardown: make the context current, ignoring a lost device. */
+void cu_enter_quiet(cu_runtime *rt, uint32_t dev) {
+  if (dev < rt->ndev) (void)cu_make_current(&rt->devs[dev]);
+}
+
+/* ---- releasers ---------------------------------------------------------- */
+
+void cu_free_kernel_list(cu_module *m) {
+  cu_kernel *k = m->kernels;
+  while (k) {
+    cu_kernel *n = k->next;
+    free(k);
+    k = n;
+  }
+  m->kernels = NULL;
+}
+
+/* Releasers: each frees one object of runtime u (a cu_runtime *) — its
+ * driver resources, in its device's context (made current, lost or not),
+ * and the object. Used by the free/destroy calls, by the create calls when
+ * the handle table is full, and by runtime teardown (cu_table_each). */
+void cu_release_module(void *u, void *o) {
+  cu_module *m = o;
+  cu_enter_quiet(u, m->dev);
+  cu_drv.p_cuModuleUnload(m->mod);
+  cu_free_kernel_list(m);
+  free(m->image);
+  free(m);
+}
+void cu_release_stream(void *u, void *o) {
+  cu_runtime *rt = u;
+  cu_stream *s = o;
+  cu_enter_quiet(rt, s->dev);
+  cu_drv.p_cuStreamDestroy(s->s);
+  CUdeviceptr ws = atomic_load(&s->ws);
+  if (ws) {
+    cu_drv.p_cuMemFree(ws);
+    atomic_fetch_sub(&rt->device_bytes, s->ws_size);
+  }
+  if (s->slots) cu_drv.p_cuMemFree(s->slots);
+  if (s->bias16) cu_drv.p_cuMemFree(s->bias16);
+  if (s->qscratch) cu_drv.p_cuMemFree(s->qscratch);
+  pthread_mutex_destroy(&s->ws_mu);
+  pthread_mutex_destroy(&s->slot_mu);
+  free(s);
+}
+void cu_release_event(void *u, void *o) {
+  cu_event *ev = o;
+  cu_enter_quiet(u, ev->dev);
+  cu_drv.p_cuEventDestroy(ev->ev);
+  free(ev);
+}
+void cu_release_buffer(void *u, void *o) {
+  cu_buffer *b = o;
+  cu_enter_quiet(u, b->dev);
+  cu_drv.p_cuMemFree(b->ptr); /* a lost device's memory goes with its context */
+  free(b);
+}
+void cu_release_host(void *u, void *o) {
+  cu_host *hb = o;
+  cu_enter_quiet(u, 0);
+  cu_drv.p_cuMemFreeHost(hb->ptr);
+  free(hb);
+}
+/* Inserts obj, a new object of table t, and sets *hv to its handle; when
+ * the table is full, releases obj and returns "<op>: too many <kind>s". */
+gpurt_error *cu_insert(cu_runtime *rt, cu_table *t, void *obj,
+                       void (*release)(void *u, void *o), const char *op,
+                       uint64_t *hv) {
+  if (cu_table_insert(t, obj, hv) == 0) return NULL;
+  release(rt, obj);
+  return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: too many %ss", op, t->kind);
+}
