@@ -153,8 +153,9 @@ type Model struct {
 	cosQ, sinQ, cosK, sinK, rotA, rotB, ones *core.Buffer
 	swap                                     linear
 	dec, pre                                 *core.Attention
-	graphs                                   []*core.Graph
+	graphs                                   map[graphKey]*stepGraph
 	stage                                    *stepStage
+	recordable                               map[string]bool // op kind -> the plugin records it (probed once)
 
 	// LoadStats are the figures of Load (zero for NewModel).
 	LoadStats LoadStats
@@ -496,7 +497,7 @@ func (m *Model) Close() {
 	m.stage.close()
 	m.stage = nil
 	for _, g := range m.graphs {
-		_ = g.Close()
+		_ = g.close()
 	}
 	m.graphs = nil
 	for _, a := range []*core.Attention{m.dec, m.pre} {
@@ -520,7 +521,8 @@ func (m *Model) Close() {
 }
 
 // SetBatch makes later calls run b requests (at most the batch the model
-// was made for), all empty; the captured graphs are dropped.
+// was made for), all empty. The graphs captured for each batch size are
+// kept (a batch-size bucket each: the buffers are the model's, fixed).
 func (m *Model) SetBatch(b int) error {
 	if b <= 0 || b > m.capBatch {
 		return fmt.Errorf("llm: batch %d is outside 1 .. %d (the model's buffers)", b, m.capBatch)
@@ -528,12 +530,7 @@ func (m *Model) SetBatch(b int) error {
 	if err := m.s.Synchronize(); err != nil {
 		return err
 	}
-	for _, g := range m.graphs {
-		if err := g.Close(); err != nil {
-			return err
-		}
-	}
-	m.graphs, m.batch = nil, b
+	m.batch = b
 	return m.Reset(0)
 }
 
@@ -687,6 +684,28 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 		a, ops.QOIndptr = m.pre, view(m.qoIndptr, 0, 4*(m.batch+1))
 	}
 	if err := firstErr(s.AppendKV(L.cache, pt, m.batch, rows), s.RunAttention(a, L.cache, ops)); err != nil {
+		return fmt.Errorf("llm: layer %d attention: %w", l, err)
+	}
+	return nil
+}
+
+// appendKV appends the layer's K and V rows of a decode step (one token
+// per request) to its cache.
+func (m *Model) appendKV(s *core.Stream, l, B int) error {
+	KV := m.cfg.KVHeads * m.cfg.HeadDim()
+	rows := core.KVRows{K: view(m.kv, 0, 2*B*KV), V: view(m.kv, 2*B*KV, 2*B*KV), BatchIndices: view(m.bidx, 0, 4*B),
+		Positions: view(m.pos, 0, 4*B), NNZ: B}
+	if err := s.AppendKV(m.layers[l].cache, m.pages(), m.batch, rows); err != nil {
+		return fmt.Errorf("llm: layer %d kv append: %w", l, err)
+	}
+	return nil
+}
+
+// attendDecode runs the layer's decode attention (the plan made outside).
+func (m *Model) attendDecode(s *core.Stream, l, B int) error {
+	Q := m.cfg.Heads * m.cfg.HeadDim()
+	ops := core.AttentionOperands{Q: view(m.q, 0, 2*B*Q), O: view(m.o, 0, 2*B*Q), Pages: m.pages()}
+	if err := s.RunAttention(m.dec, m.layers[l].cache, ops); err != nil {
 		return fmt.Errorf("llm: layer %d attention: %w", l, err)
 	}
 	return nil
@@ -1018,11 +1037,6 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		}
 		pos[b], lens[b], seq[b] = int32(m.lens[b]), m.lens[b]+1, int32(b)
 	}
-	if graph && len(m.graphs) == 0 {
-		if err := m.capture(); err != nil {
-			return err
-		}
-	}
 	indptr, indices, last := m.schedule(lens)
 	st := m.stage
 	err := st.begin()
@@ -1037,25 +1051,26 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	if err == nil && m.cfg.Scaling != nil {
 		err = m.putRope(s, pos)
 	}
+	// The attention plan runs outside any graph, into the attention's
+	// fixed device buffers, before the step's work (FlashInfer's CUDA-graph
+	// wrappers' way): the graph replays read the plan of their step.
 	if err == nil {
 		err = firstErr(st.end(s), s.PlanAttention(m.dec, core.AttentionSchedule{KVIndptr: indptr, KVLastPageLen: last}))
 	}
 	if err == nil && graph {
-		err = m.graphs[0].Launch(s)
-		for l := 0; err == nil && l < m.cfg.Layers; l++ {
-			err = firstErr(m.attend(s, l, B, false), m.graphs[l+1].Launch(s))
+		var g *stepGraph
+		if g, err = m.stepGraph(sp); err == nil {
+			err = g.launch(s, sp, step)
 		}
 	} else if err == nil {
-		err = m.embedTokens(s, B)
-		for l := 0; err == nil && l < m.cfg.Layers; l++ {
-			err = firstErr(m.partA(s, l, B), m.attend(s, l, B, false), m.partB(s, l, B))
+		for _, op := range m.decodeOps() {
+			if err = op.run(s); err != nil {
+				break
+			}
 		}
 		if err == nil {
-			err = m.head(s, view(m.h, 0, 2*B*m.cfg.Hidden))
+			err = m.pick(s, sp, step)
 		}
-	}
-	if err == nil {
-		err = m.pick(s, sp, step)
 	}
 	if err != nil {
 		return fmt.Errorf("llm: decode: %w", err)
@@ -1227,33 +1242,6 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 		run.Tokens = append(run.Tokens, all[i*B:(i+1)*B])
 	}
 	return run, nil
-}
-
-// capture records the decode step's graph segments: embed + layer 0's
-// input; each layer's output and the next layer's input; the last layer's
-// output and the head's logits.
-func (m *Model) capture() error {
-	B, L := m.batch, m.cfg.Layers
-	hl := view(m.h, 0, 2*B*m.cfg.Hidden)
-	for i := 0; i <= L; i++ {
-		g, err := m.s.Capture(func(cs *core.Stream) error {
-			if i == 0 {
-				return firstErr(m.embedTokens(cs, B), m.partA(cs, 0, B))
-			}
-			if err := m.partB(cs, i-1, B); err != nil {
-				return err
-			}
-			if i < L {
-				return m.partA(cs, i, B)
-			}
-			return m.head(cs, hl)
-		})
-		if err != nil {
-			return fmt.Errorf("llm: capturing graph segment %d: %w", i, err)
-		}
-		m.graphs = append(m.graphs, g)
-	}
-	return nil
 }
 
 // bf16 helpers for the reference and the output.
