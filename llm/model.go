@@ -798,6 +798,7 @@ type stepStage struct {
 	cur, off int
 	ev       [2]*core.Event
 	used     [2]bool
+	waited   time.Duration // in begin, waiting for a half's last copies
 }
 
 func newStepStage(m *Model) (*stepStage, error) {
@@ -840,7 +841,10 @@ func (st *stepStage) begin() error {
 	st.cur ^= 1
 	st.off = 0
 	if st.used[st.cur] {
-		return st.ev[st.cur].Synchronize()
+		t0 := time.Now()
+		err := st.ev[st.cur].Synchronize()
+		st.waited += time.Since(t0)
+		return err
 	}
 	return nil
 }
@@ -1110,7 +1114,8 @@ type Run struct {
 	Tokens     [][]int32
 	Logits     [][]float32
 	DecodeTime time.Duration
-	Decoded    int // decode steps timed
+	Decoded    int           // decode steps timed
+	HostTime   time.Duration // of DecodeTime, the time inside Decode calls less their waits for the device (the host cost of enqueueing the steps)
 }
 
 // GenOptions: the prompts, either Prompts (one per request, ragged) or
@@ -1228,7 +1233,10 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 		default:
 			fed++
 		}
-		if err := firstErr(m.Decode(ids, o.Graph, o.Sample, step), collect()); err != nil {
+		th, w0 := time.Now(), m.stage.waited
+		err := m.Decode(ids, o.Graph, o.Sample, step)
+		run.HostTime += time.Since(th) - (m.stage.waited - w0)
+		if err := firstErr(err, collect()); err != nil {
 			return nil, fmt.Errorf("llm: decode step %d: %w", step, err)
 		}
 		decoded++
