@@ -3,10 +3,15 @@
 package llm
 
 import (
+	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/quant"
 )
 
 // Graph mode on the mock (which records every op of the step: ABI 1.7's
@@ -148,4 +153,25 @@ func BenchmarkDecodeGraphHost(b *testing.B) {
 			}
 		})
 	}
+}
+
+// quantizeRows (stretches of rows quantized in parallel) gives
+// quant.Quantize's bytes.
+func TestQuantizeRowsMatchesQuantize(t *testing.T) {
+	for _, tc := range []struct{ rows, cols int }{{3, 64}, {256, 16384}, {257, 8192 + 64}} {
+		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.cols), func(t *testing.T) {
+			f := make([]float32, tc.rows*tc.cols)
+			for i := range f {
+				f[i] = float32(math.Sin(float64(i)*0.37)) * float32(1+i%7)
+			}
+			o := quant.Options{GroupSize: 64, Bits: 8, ScaleType: core.BF16}
+			want, err := quant.Quantize(f, tc.rows, tc.cols, o)
+			require.NoError(t, err)
+			got, err := quantizeRows(f, tc.rows, tc.cols, o)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+	_, err := quantizeRows(make([]float32, 64*100), 64, 100, quant.Options{GroupSize: 64})
+	assert.ErrorContains(t, err, "not a multiple of the group size")
 }

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/metrale/gpurt/core"
@@ -230,7 +232,7 @@ func (m *Model) quantized(up *uploader, t tensorSpec) (linear, error) {
 	if err != nil {
 		return linear{}, err
 	}
-	q, err := quant.Quantize(f, t.rows, t.cols, quant.Options{GroupSize: m.cfg.groupSize(), Bits: 8, ScaleType: core.BF16})
+	q, err := quantizeRows(f, t.rows, t.cols, quant.Options{GroupSize: m.cfg.groupSize(), Bits: 8, ScaleType: core.BF16})
 	if err != nil {
 		return linear{}, fmt.Errorf("llm: quantizing %s: %w", t.name, err)
 	}
@@ -251,6 +253,39 @@ func (m *Model) quantized(up *uploader, t tensorSpec) (linear, error) {
 	}
 	up.advance(int64(2 * t.elems()))
 	return l, nil
+}
+
+// quantizeRows is quant.Quantize over stretches of rows in parallel (its
+// groups run along a row, row-major: the stretches' outputs, one after
+// the other, are the whole matrix's).
+func quantizeRows(f []float32, rows, cols int, o quant.Options) (*quant.Weights, error) {
+	n := min(runtime.GOMAXPROCS(0), rows, max(1, rows*cols/(1<<20)))
+	if n <= 1 {
+		return quant.Quantize(f, rows, cols, o)
+	}
+	parts := make([]*quant.Weights, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range parts {
+		lo, hi := i*rows/n, (i+1)*rows/n
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i], errs[i] = quant.Quantize(f[lo*cols:hi*cols], hi-lo, cols, o)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := *parts[0]
+	out.Rows = rows
+	for _, p := range parts[1:] {
+		out.Q = append(out.Q, p.Q...)
+		out.Scales = append(out.Scales, p.Scales...)
+		out.Biases = append(out.Biases, p.Biases...)
+	}
+	return &out, nil
 }
 
 // NewModel generates the weights on the host from cfg.Seed and uploads
