@@ -18,7 +18,7 @@
 # the whole run's TOTAL seconds, minus the report's share; a failure is
 # reported and the next step runs; every step prints its JSON lines as it
 # goes, so a step cut short keeps the rows it finished):
-#   env          GPU, driver, torch, the artifacts
+#   (env.txt     GPU, driver, torch, the artifacts)
 #   bandwidth    python3 scripts/decode_twin.py bandwidth (bf16 x.sum() over 4 GiB, CUDA events)
 #   gpurt_1b     build/llama -preset 1b, bf16, eager and graph, all batches and contexts
 #   gpurt_8b     the same, 8B
@@ -63,19 +63,19 @@ run() {
   local name=$1 cap=$2
   shift 2
   case "$skip" in *" $name "*)
-    summary+=("$(printf '%-12s %-10s' "$name" skipped)")
+    summary+=("$(printf '%-14s %-14s' "$name" skipped)")
     return 0 ;;
   esac
   local left=$((total - ($(date +%s) - t_start) - 20))
   if [ "$left" -lt 15 ]; then
     echo "== [$name] not run: ${left}s left of TOTAL=${total}s" | tee -a "$out/steps.txt"
-    summary+=("$(printf '%-12s %-10s' "$name" no-time)")
+    summary+=("$(printf '%-14s %-14s' "$name" no-time)")
     failed=1
     return 1
   fi
   local to=$((cap < left ? cap : left))
   echo "== [$name] (limit ${to}s, $(($(date +%s) - t_start))s into the run): $*" | tee -a "$out/steps.txt"
-  STEP_ROW='%-12s %-14s %5ss' step "$name" "$to" "$@"
+  STEP_ROW='%-14s %-14s %5ss' step "$name" "$to" "$@"
   local rc=$?
   echo "== [$name] rc=$rc at $(($(date +%s) - t_start))s" >>"$out/steps.txt"
   return $rc
@@ -94,7 +94,7 @@ gp=("$root/build/llama" -plugin-path "$plugin" -backend "$backend" -prompt 1)
 tw=("$py" "$root/scripts/decode_twin.py")
 steps_for() { case $1 in 8b) echo "${STEPS_8B:-16}" ;; tiny) echo 4 ;; *) echo "${STEPS_1B:-32}" ;; esac; }
 
-run env 30 env_info
+env_info 2>&1 | tee "$out/env.txt"
 run bandwidth 60 "${tw[@]}" bandwidth --gib "${BW_GIB:-4}"
 for p in $presets; do
   s=$(steps_for "$p")
