@@ -175,3 +175,38 @@ func TestQuantizeRowsMatchesQuantize(t *testing.T) {
 	_, err := quantizeRows(make([]float32, 64*100), 64, 100, quant.Options{GroupSize: 64})
 	assert.ErrorContains(t, err, "not a multiple of the group size")
 }
+
+// probe: an op the capture refuses (ErrFailedPrecondition) is not
+// recordable, and the answer is kept per kind; an op's own error is an
+// error.
+func TestProbeRecordable(t *testing.T) {
+	_, dev := openMock(t)
+	c := tinyConfig()
+	m, err := NewModel(dev, c, 1, 8, 1)
+	require.NoError(t, err)
+	defer m.Close()
+	for _, tc := range []struct {
+		name, kind string
+		run        func(s *core.Stream) error
+		want       bool
+		err        string
+	}{
+		{"recorded", "launch", func(s *core.Stream) error { return m.embedTokens(s, 1) }, true, ""},
+		{"refused by the capture", "sync", func(s *core.Stream) error { return s.Synchronize() }, false, ""},
+		{"the op's own error", "bad", func(s *core.Stream) error { return fmt.Errorf("llm: boom") }, false, "probing whether the plugin records bad in graphs: llm: boom"},
+		{"kernels are not probed", opKernels, func(s *core.Stream) error { return fmt.Errorf("not called") }, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := m.probe(&stepOp{name: tc.name, kind: tc.kind, run: tc.run})
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			if tc.kind != opKernels {
+				assert.Equal(t, tc.want, m.recordable[tc.kind], "kept per kind")
+			}
+		})
+	}
+}

@@ -256,10 +256,15 @@ def twin(a):
             emit(dict(meta, kind="skip", why="budget: %.0f s left of %.0f, this row is estimated at %.0f s" % (left, a.budget, est[mode])))
             continue
         t_row = time.perf_counter()
+        skips0 = cudagraph_skips(torch)
         try:
             line = run_twin_row(torch, model, compiled, sdpa_kernel, SDPBackend, mode, b, ctx, a.steps, a.warmup, dev, sync, meta)
         except Exception as e:  # report and go on
             line = dict(meta, kind="error", error=repr(e)[:500])
+        if mode == "compile" and line.get("kind") == "summary":
+            # reduce-overhead falls back to no CUDA graph (and says so in the
+            # log) on some patterns: count it here so a row is read for what it is
+            line["cudagraph_skips"] = cudagraph_skips(torch) - skips0
         emit(line)
         spent = time.perf_counter() - t_row
         if line.get("kind") == "summary":
@@ -269,6 +274,14 @@ def twin(a):
         if dev == "cuda":
             torch.cuda.empty_cache()
     return 0
+
+
+def cudagraph_skips(torch):
+    try:
+        from torch._dynamo.utils import counters
+        return int(counters["inductor"]["cudagraph_skips"])
+    except Exception:  # an older torch without the counter
+        return 0
 
 
 def run_twin_row(torch, model, compiled, sdpa_kernel, SDPBackend, mode, b, ctx, steps, warmup, dev, sync, meta):
@@ -359,6 +372,7 @@ def label(r):
 
 def report(a):
     bw, rows, other = None, [], []
+    steps = {}  # (log, batch, ctx, weights, mode) -> {step: (tokens, logits)} of gpurt runs
     for path in a.logs:
         try:
             f = open(path)
@@ -380,9 +394,12 @@ def report(a):
                     bw = x
                 elif k == "config":
                     cfg = x
-                elif k == "summary":
+                elif k == "summary" and not os.path.basename(path).startswith("check"):
                     x["preset"] = x.get("preset") or cfg.get("preset")
                     rows.append(x)
+                elif k == "step" and x.get("impl") == "gpurt":
+                    key = (os.path.basename(path), x["batch"], x["ctx"], cfg.get("weights", "bf16"), x["mode"])
+                    steps.setdefault(key, {})[x["step"]] = (x["tokens"], x.get("logits"))
                 elif k in ("skip", "error"):
                     x["log"] = os.path.basename(path)
                     other.append(x)
@@ -399,25 +416,52 @@ def report(a):
                  gbps=(w + kv) / t / 1e9, weight_gbps=w / t / 1e9)
         if gbps:
             o["hbm_use"] = o["gbps"] / gbps
-        for k in ("graph_launches_per_step", "graph_broken_by", "host_us_per_step", "compile_s"):
+        for k in ("graph_launches_per_step", "graph_broken_by", "host_us_per_step", "compile_s", "cudagraph_skips"):
             if k in r:
                 o[k] = r[k]
         out.append(o)
+    checks = graph_checks(steps)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "roofline.json"), "w") as f:
-        json.dump(dict(bandwidth=bw, rows=out, skipped=other), f, indent=1)
-    md = markdown(out, bw, other)
+        json.dump(dict(bandwidth=bw, rows=out, skipped=other, graph_vs_eager=checks), f, indent=1)
+    md = markdown(out, bw, other, checks)
     with open(os.path.join(a.out, "roofline.md"), "w") as f:
         f.write(md)
     print(md)
-    plot(out, gbps, os.path.join(a.out, "roofline.png"))
+    try:
+        plot(out, gbps, os.path.join(a.out, "roofline.png"))
+    except Exception as e:  # the table and the JSON are written: say so and go on
+        print("decode_twin.py: no plot: %r" % e, file=sys.stderr)
     return 0
+
+
+def graph_checks(steps):
+    """gpurt graph mode against eager, same log and run: every step's tokens
+    identical, and the largest difference of request 0's logits (when the
+    run printed them)."""
+    out = []
+    for key in sorted(steps):
+        log, b, ctx, w, mode = key
+        if mode != "graph" or (log, b, ctx, w, "eager") not in steps:
+            continue
+        g, e = steps[key], steps[(log, b, ctx, w, "eager")]
+        n = sorted(set(g) & set(e))
+        same = sum(1 for i in n if g[i][0] == e[i][0])
+        diff = None
+        for i in n:
+            lg, le = g[i][1], e[i][1]
+            if lg and le:
+                d = max((abs(x - y) for x, y in zip(lg, le) if x is not None and y is not None), default=0.0)
+                diff = d if diff is None else max(diff, d)
+        out.append(dict(log=log, batch=b, ctx=ctx, weights=w, steps=len(n), tokens_identical_steps=same,
+                        max_logit_diff=diff))
+    return out
 
 
 IMPLS = ["gpurt eager", "gpurt graph", "torch.compile", "torch graph"]
 
 
-def markdown(out, bw, other):
+def markdown(out, bw, other, checks=()):
     ls = []
     if bw:
         ls.append("Read bandwidth measured in the same run: **%.0f GB/s** (%s; median %.0f GB/s).\n" %
@@ -452,11 +496,17 @@ def markdown(out, bw, other):
     comp = [o for o in out if o["impl"] == "torch.compile" and "compile_s" in o]
     if comp:
         ls.append("\ntorch.compile time per shape (s): " + ", ".join(
-            "%s b%d %s: %.0f" % (o["model"].upper(), o["batch"], ctxs(o["ctx"]), o["compile_s"]) for o in comp))
+            "%s b%d %s: %.0f%s" % (o["model"].upper(), o["batch"], ctxs(o["ctx"]), o["compile_s"],
+                                    " (CUDA graphs skipped: see the twin's log)" if o.get("cudagraph_skips") else "") for o in comp))
     host = [o for o in out if o["impl"] == "gpurt graph" and "host_us_per_step" in o]
     if host:
         ls.append("\ngpurt graph host cost per step (µs, Decode less its waits): " + ", ".join(
             "%s %s b%d %s: %.1f" % (o["model"].upper(), o["weights"], o["batch"], ctxs(o["ctx"]), o["host_us_per_step"]) for o in host))
+    if checks:
+        ls.append("\ngpurt graph against eager (same run): " + "; ".join(
+            "%s %s b%d %s: tokens identical on %d of %d steps%s" % (
+                x["log"].replace(".log", ""), x["weights"], x["batch"], ctxs(x["ctx"]), x["tokens_identical_steps"], x["steps"],
+                "" if x["max_logit_diff"] is None else ", logits max |diff| %.3g" % x["max_logit_diff"]) for x in checks))
     if other:
         ls.append("\nNot measured:")
         for x in other:
@@ -498,7 +548,7 @@ def plot(out, gbps, path):
     ax.set_xticklabels(["%s %s\n%s b%d" % (k[0].upper(), k[1], ctxs(k[3]), k[2]) for k in keys], fontsize=7)
     if metric == "hbm_use":
         ax.axhline(100, color="k", lw=0.8, ls="--")
-        ax.set_ylabel("HBM use, % of %.0f GB/s read (measured)" % gbps)
+        ax.set_ylabel("HBM use, %% of %.0f GB/s read (measured)" % gbps)
     else:
         ax.set_ylabel("tokens/s")
     ax.set_title("decode: bytes a step must read / step time")

@@ -19,13 +19,17 @@
 # reported and the next step runs; every step prints its JSON lines as it
 # goes, so a step cut short keeps the rows it finished):
 #   (env.txt     GPU, driver, torch, the artifacts)
+#   check        build/llama, 1B, batch 1 and 32, 16 steps: graph mode against eager
+#                (tokens and request 0's logits every step; compared in the report)
 #   bandwidth    python3 scripts/decode_twin.py bandwidth (bf16 x.sum() over 4 GiB, CUDA events)
 #   gpurt_1b     build/llama -preset 1b, bf16, eager and graph, all batches and contexts
 #   gpurt_8b     the same, 8B
 #   gpurt_1b_i8  int8 weights (quantized at load), 1B, eager and graph
-#   twin_1b      decode_twin.py twin --preset 1b (compile rows first, --budget: the rest is skipped with a reason)
-#   twin_8b      the same, 8B
-#   gpurt_8b_i8  int8, 8B, batch 1 and 32, context 1K (its quantization at load is the slowest part)
+#   gpurt_8b_i8  int8, 8B, batch 1 and 32, context 1K
+#   twin_1b      decode_twin.py twin --preset 1b (rows by priority: batch 1 and 32 first,
+#                compile then graph at each shape; --budget: a row that would not fit is
+#                skipped with a reason)
+#   twin_8b      the same, 8B (what is left of TOTAL, at most TWIN_8B_S)
 #   report       decode_twin.py report: roofline.json, roofline.md (the table), roofline.png
 # Results in $OUT (default build/gpu_roofline): the logs, steps.txt and the
 # report files. Exit status 0 when every step passed.
@@ -95,6 +99,9 @@ tw=("$py" "$root/scripts/decode_twin.py")
 steps_for() { case $1 in 8b) echo "${STEPS_8B:-16}" ;; tiny) echo 4 ;; *) echo "${STEPS_1B:-32}" ;; esac; }
 
 env_info 2>&1 | tee "$out/env.txt"
+# graph mode against eager on the device: tokens and request 0's logits
+# every step (the report compares them)
+run check 60 "${gp[@]}" -preset "${presets%% *}" -batch 1,32 -ctx "${ctxs%%,*}" -steps 16 -warmup 0 -logits -logits-n 256 -modes eager,graph
 run bandwidth 60 "${tw[@]}" bandwidth --gib "${BW_GIB:-4}"
 for p in $presets; do
   s=$(steps_for "$p")
@@ -105,6 +112,10 @@ for p in $presets; do
   s=$(steps_for "$p")
   run "gpurt_${p}_i8" 90 "${gp[@]}" -preset "$p" -weights int8 -batch "$batches" -ctx "$ctxs" -steps "$s" -warmup 2 -modes eager,graph
 done
+case " $presets " in *" 8b "*)
+  run gpurt_8b_i8 120 "${gp[@]}" -preset 8b -weights int8 -batch 1,32 -ctx "${ctxs%%,*}" -steps "$(steps_for 8b)" -warmup 2 -modes eager,graph ;;
+esac
+
 for p in $presets; do
   s=$(steps_for "$p")
   cap=${TWIN_1B_S:-170}
@@ -112,17 +123,14 @@ for p in $presets; do
   [ "$p" = 8b ] && cap=${TWIN_8B_S:-200} && guess=90
   left=$((total - ($(date +%s) - t_start) - 20))
   budget=$(((cap < left ? cap : left) - 10))
+  [ "$budget" -lt 1 ] && budget=1
   run "twin_$p" "$cap" "${tw[@]}" twin --preset "$p" --batch "$batches" --ctx "$ctxs" --steps "$s" --warmup 3 \
     --budget "$budget" --compile-guess "$guess"
 done
-case " $presets " in *" 8b "*)
-  run gpurt_8b_i8 150 "${gp[@]}" -preset 8b -weights int8 -batch 1,32 -ctx "${ctxs%%,*}" -steps "$(steps_for 8b)" -warmup 2 -modes eager,graph ;;
-esac
-
 # the report: whatever the steps left
 total=$((total + 20))
 run report 20 "$py" "$root/scripts/decode_twin.py" report --out "$out" \
-  "$out/bandwidth.log" "$out"/gpurt_*.log "$out"/twin_*.log
+  "$out/bandwidth.log" "$out/check.log" "$out"/gpurt_*.log "$out"/twin_*.log
 
 echo
 echo "== summary ($(date -u), $(($(date +%s) - t_start)) s)"
