@@ -4,6 +4,10 @@ package core_test
 
 import (
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,4 +166,68 @@ func TestKVCacheOverlap(t *testing.T) {
 			assert.Nil(t, c)
 		})
 	}
+}
+
+// TestProbeCacheDirWiring: Config.ProbeCacheDir reaches the isolated
+// probe's disk cache (Probe writes one entry there), and an entry turned
+// into a FIFO or a link to /dev/zero afterwards costs a new probe, not a
+// hang or a forged answer.
+func TestProbeCacheDirWiring(t *testing.T) {
+	dir := testutil.MockPlugin(t)
+	cache := filepath.Join(t.TempDir(), "probe")
+	cfg := core.Config{PluginPaths: []string{dir}, Backend: "mock", ProbeCacheDir: cache}
+	_, err := core.Probe(cfg)
+	require.NoError(t, err)
+	entries, err := filepath.Glob(filepath.Join(cache, "*.json"))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "one entry in Config.ProbeCacheDir")
+	for _, odd := range []struct {
+		name string
+		make func(p string) error
+		why  string
+	}{
+		{"FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }, "the entry is not a regular file"},
+		{"link to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }, "the entry is a symbolic link"},
+	} {
+		t.Run(odd.name, func(t *testing.T) {
+			require.NoError(t, os.Remove(entries[0]))
+			require.NoError(t, odd.make(entries[0]))
+			// A new process (this process's memory cache would answer),
+			// given the folder by GPURT_PROBE_CACHE.
+			type res struct {
+				out []byte
+				err error
+			}
+			done := make(chan res, 1)
+			go func() {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestProbeCacheDirWiringChild$", "-test.v")
+				cmd.Env = append(os.Environ(), "GPURT_TEST_PROBE_CHILD_DIR="+dir, "GPURT_PROBE_CACHE="+cache, "GPURT_LOG_LEVEL=debug")
+				out, err := cmd.CombinedOutput()
+				done <- res{out, err}
+			}()
+			select {
+			case r := <-done:
+				require.NoError(t, r.err, "%s", r.out)
+				assert.Contains(t, string(r.out), "--- PASS: TestProbeCacheDirWiringChild")
+				assert.Contains(t, string(r.out), "probe cache: miss")
+				assert.Contains(t, string(r.out), odd.why)
+			case <-time.After(60 * time.Second):
+				t.Fatal("probe hung on the odd cache entry")
+			}
+			fi, err := os.Lstat(entries[0])
+			require.NoError(t, err)
+			assert.True(t, fi.Mode().IsRegular(), "the entry was written again as a regular file (mode %s)", fi.Mode())
+		})
+	}
+}
+
+// TestProbeCacheDirWiringChild is TestProbeCacheDirWiring's new process.
+func TestProbeCacheDirWiringChild(t *testing.T) {
+	dir := os.Getenv("GPURT_TEST_PROBE_CHILD_DIR")
+	if dir == "" {
+		t.Skip("run by TestProbeCacheDirWiring")
+	}
+	rep, err := core.Probe(core.Config{PluginPaths: []string{dir}, Backend: "mock"})
+	require.NoError(t, err)
+	require.Equal(t, "mock", rep.Backend)
 }
