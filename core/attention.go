@@ -5,7 +5,8 @@ package core
 import (
 	"math"
 	"math/bits"
-	"sync/atomic"
+	"sync"
+	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
@@ -101,18 +102,22 @@ type KVCache struct {
 }
 
 // NewKVCache describes a cache in existing device memory. The regions
-// must each hold desc.NumPages pages.
+// must each hold desc.NumPages pages, and the pages of K and of V must
+// not overlap (AppendKV would write V over K).
 func NewKVCache(desc KVCacheDesc, k, v Region) (*KVCache, error) {
 	const op = "kv_cache"
 	if err := desc.check(op, true); err != nil {
 		return nil, err
 	}
 	need := uint64(desc.NumPages) * uint64(desc.PageBytes())
+	var bufs [2]*Buffer
+	var offs [2]uint64
 	for i, r := range [2]Region{k, v} {
-		b, _, n, err := resolve(op, r)
+		b, off, n, err := resolve(op, r)
 		if err != nil {
 			return nil, err
 		}
+		bufs[i], offs[i] = b, off
 		if n < need {
 			return nil, errf(CodeOutOfRange, op, "%s region has %d bytes; %d pages of %d bytes need %d",
 				[2]string{"K", "V"}[i], n, desc.NumPages, desc.PageBytes(), need)
@@ -120,6 +125,10 @@ func NewKVCache(desc KVCacheDesc, k, v Region) (*KVCache, error) {
 		if i == 1 && b.dev != mustDev(k) {
 			return nil, errf(CodeInvalidArgument, op, "K and V are on different devices (%v, %v)", mustDev(k), b.dev)
 		}
+	}
+	if bufs[0] == bufs[1] && offs[0] < offs[1]+need && offs[1] < offs[0]+need {
+		return nil, errf(CodeInvalidArgument, op, "K pages [%d, %d) and V pages [%d, %d) overlap in one buffer",
+			offs[0], offs[0]+need, offs[1], offs[1]+need)
 	}
 	return &KVCache{desc: desc, k: k, v: v}, nil
 }
@@ -242,10 +251,18 @@ type Attention struct {
 	h    abi.Attention
 	l    *life
 	desc AttentionDesc
-	// plan: the last successful plan's batch (bits 0-31) and pages
-	// (32-63), and its query rows, for the run's extent checks.
-	plan     atomic.Uint64
-	planRows atomic.Uint64
+	// mu orders plans against runs: PlanAttention holds it for writing
+	// across the plugin's plan and the update of plan, a run for reading
+	// across its extent check and its enqueue (or recording), so that the
+	// check and the plugin see the same plan.
+	mu sync.RWMutex
+	// plan is the last successful plan (zero before the first).
+	plan attentionPlan
+}
+
+// attentionPlan is what a run's extents are checked against.
+type attentionPlan struct {
+	batch, pages, rows uint64
 }
 
 // attentionSlots is nil when the plugin has the 1.5 slots, else the
@@ -341,11 +358,12 @@ type AttentionSchedule struct {
 // the counts and schedules the work (FlashInfer's plan on CUDA, its
 // upload enqueued on s). Runs of the plan go on s. A warm call allocates
 // nothing.
-func (s *Stream) PlanAttention(a *Attention, sched AttentionSchedule) error {
+func (s *Stream) PlanAttention(a *Attention, sched AttentionSchedule) (err error) {
 	const op = "attention_plan"
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	defer s.exit()
 	if err := a.use(op, s); err != nil {
 		return err
@@ -369,15 +387,18 @@ func (s *Stream) PlanAttention(a *Attention, sched AttentionSchedule) error {
 	if prefill {
 		pa.QOIndptr = &sched.QOIndptr[0]
 	}
-	rt := s.dev.rt
-	err := rt.p.AttentionPlan(op, rt.h, s.h, a.h, &pa)
+	// The plugin's plan and the Go copy change together: a run between
+	// them would check against one plan and execute the other.
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := submission{slot: bind.SlotAttentionPlan, obj: uintptr(a.h), args: unsafe.Pointer(&pa), size: unsafe.Sizeof(pa)}
+	err = s.submit(op, &c)
 	if err == nil {
 		rows := uint64(n)
 		if prefill {
 			rows = uint64(uint32(sched.QOIndptr[n]))
 		}
-		a.planRows.Store(rows)
-		a.plan.Store(uint64(n) | uint64(uint32(sched.KVIndptr[n]))<<32)
+		a.plan = attentionPlan{batch: uint64(n), pages: uint64(uint32(sched.KVIndptr[n])), rows: rows}
 	}
 	return err
 }
@@ -396,11 +417,12 @@ type AttentionOperands struct {
 // stream), reading the cache c. Each region must be on s's device; the
 // plugin checks the extents against the plan. A warm call allocates
 // nothing.
-func (s *Stream) RunAttention(a *Attention, c *KVCache, ops AttentionOperands) error {
+func (s *Stream) RunAttention(a *Attention, c *KVCache, ops AttentionOperands) (err error) {
 	const op = "attention_run"
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	var rs regionSet
 	rs.s = s
 	defer rs.finish()
@@ -424,16 +446,21 @@ func (s *Stream) RunAttention(a *Attention, c *KVCache, ops AttentionOperands) e
 			return err
 		}
 	}
-	if err := a.fits(&rs); err != nil {
-		return err
-	}
 	ra := abi.AttentionRunArgs{StructSize: abi.SizeofAttentionRunArgs}
 	ra.Q, ra.QOffset = rs.handle(0)
 	ra.O, ra.OOffset = rs.handle(1)
 	rs.pages(&ra.Pages, c)
 	ra.QOIndptr, ra.QOIndptrOffset = rs.handle(7)
-	rt := s.dev.rt
-	return rt.metrics.end(opAttentionRun, rt.metrics.begin(), rt.p.AttentionRun(op, rt.h, s.h, a.h, &ra))
+	// The extent check and the plugin's run see the same plan: a
+	// PlanAttention waits until the run is enqueued.
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if err := a.fits(&rs); err != nil {
+		return err
+	}
+	sub := submission{slot: bind.SlotAttentionRun, obj: uintptr(a.h), args: unsafe.Pointer(&ra), size: unsafe.Sizeof(ra),
+		opr: rs.opr[:], lives: [2]*life{a.l}, timed: true, metric: opAttentionRun}
+	return s.submit(op, &sub)
 }
 
 var attentionOperandNames = [8]string{"Q", "O", "K", "V", "Indptr", "Indices", "LastPageLen", "QOIndptr"}
@@ -441,11 +468,12 @@ var attentionOperandNames = [8]string{"Q", "O", "K", "V", "Indptr", "Indices", "
 // AppendKV enqueues an append of rows into the cache on s, for a page
 // table of batch requests that already counts the new tokens (FlashInfer's
 // append_paged_kv_cache). NNZ 0 is a no-op.
-func (s *Stream) AppendKV(c *KVCache, pt PageTable, batch int, rows KVRows) error {
+func (s *Stream) AppendKV(c *KVCache, pt PageTable, batch int, rows KVRows) (err error) {
 	const op = "kv_append"
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	var rs regionSet
 	rs.s = s
 	defer rs.finish()
@@ -491,7 +519,8 @@ func (s *Stream) AppendKV(c *KVCache, pt PageTable, batch int, rows KVRows) erro
 	aa.VRows, aa.VRowsOffset = rs.handle(1)
 	aa.BatchIndices, aa.BatchIndicesOffset = rs.handle(7)
 	aa.Positions, aa.PositionsOffset = rs.handle(8)
-	return rt.p.KVAppend(op, rt.h, s.h, &aa)
+	sub := submission{slot: bind.SlotKVAppend, args: unsafe.Pointer(&aa), size: unsafe.Sizeof(aa), opr: rs.opr[:]}
+	return s.submit(op, &sub)
 }
 
 // use begins a use of the attention alone (the stream's use holds the
@@ -511,14 +540,15 @@ func (a *Attention) use(op string, s *Stream) error {
 }
 
 // fits checks the run's regions against the last plan (the plugin
-// checks them too, but sees only offsets, not a View's length).
+// checks them too, but sees only offsets, not a View's length); a.mu is
+// held.
 func (a *Attention) fits(rs *regionSet) error {
 	const op = "attention_run"
-	p := a.plan.Load()
-	if p == 0 {
+	p := a.plan
+	if p.batch == 0 {
 		return nil // no plan yet: the plugin says so
 	}
-	batch, pages, rows := p&0xffffffff, p>>32, a.planRows.Load()
+	batch, pages, rows := p.batch, p.pages, p.rows
 	rowBytes := uint64(a.desc.NumQOHeads) * uint64(a.desc.Cache.HeadDim) * uint64(a.desc.Cache.DType.Size())
 	need := [8]uint64{rows * rowBytes, rows * rowBytes, 0, 0, 4 * (batch + 1), 4 * pages, 4 * batch, 4 * (batch + 1)}
 	for i, n := range need {
@@ -555,7 +585,7 @@ type regionSet struct {
 func (r *regionSet) add(op string, i int, name string, reg Region) error {
 	b, off, n, err := resolve(op, reg)
 	if err != nil {
-		return errf(CodeInvalidArgument, op, "operand %s: %v", name, err)
+		return within(op, "operand "+name+": ", err)
 	}
 	if b.dev != r.s.dev {
 		return errf(CodeInvalidArgument, op, "operand %s is on %v of another runtime or device than the stream (%v)", name, b.dev, r.s.dev)
@@ -569,7 +599,7 @@ func (r *regionSet) add(op string, i int, name string, reg Region) error {
 	}
 	if !held {
 		if !b.l.acquire() {
-			return errFreed(op, "buffer")
+			return errFreed(op, "operand "+name+": buffer")
 		}
 		r.held |= 1 << i
 	}

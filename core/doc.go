@@ -36,7 +36,9 @@
 //
 // # Concurrency
 //
-// Every type is safe for concurrent use by any number of goroutines.
+// Every type is safe for concurrent use by any number of goroutines,
+// except LaunchBatch, which one goroutine fills and submits at a time (its
+// doc says so).
 // Each object that owns a plugin handle carries a use count with a dead
 // bit (an atomic word, no lock on the call path): a call acquires the
 // runtime and each object it passes to the plugin, and releases them when
@@ -55,6 +57,24 @@
 // that enqueued work still uses is the caller's business: synchronize
 // before freeing memory, or before reading a pinned destination (Buffer,
 // HostBuffer and HostSlice Free wait for the device's queued work).
+//
+// # Graphs
+//
+// Stream.Capture records what its function enqueues on the capturing
+// stream it is given into a Graph, which Graph.Launch replays with one
+// call into the plugin. Every stream operation ends in one call-or-record
+// step, so the rules are the same for all of them: an operation the
+// plugin can record is recorded (launches, the built-in kernels included,
+// GEMMs, copies, memsets and events; on ABI 1.7 plugins also what the
+// plugin marks recordable), any other is refused with an error wrapping
+// ErrFailedPrecondition that also fails the capture. While a capture
+// lasts, work enqueued on the captured stream itself (not the capturing
+// view) and a nested Capture of it are refused with
+// ErrFailedPrecondition, and synchronous calls on the device are refused.
+// A graph holds what its operations use until Graph.Close; a capture that
+// fails or panics gives its holds back, and so does a Graph that is
+// garbage collected without Close (with a leak warning). Stream.Capture
+// states the rules in full.
 //
 // Misuse returns an error, never a crash: a freed buffer, a double free, an
 // out-of-range copy, memset or view, launch arguments of the wrong kind or

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package llm is a Llama-style decoder on gpurt: the model of
-// examples/llama and of `gpurt bench --decoder`. Weights come from a counter
-// hash of a seed (scripts/llama_torch.py makes the same ones), decode runs
-// over a paged KV cache, eagerly or replayed as graphs.
+// examples/llama and of `gpurt bench --decoder`. Weights come from a
+// Hugging Face checkpoint (Load: Llama, Mistral and Qwen2 safetensors) or
+// from a counter hash of a seed (NewModel; scripts/llama_torch.py makes the
+// same ones). Prefill takes ragged prompts over a paged KV cache, Decode
+// one token per request at each request's own position, eagerly or
+// replayed as graphs, greedy or sampled; Generate runs a request set.
 package llm
 
 import (
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/quant"
 )
@@ -35,7 +39,7 @@ type Config struct {
 	Theta                                        float64 // rotary base
 	Eps                                          float32 // RMSNorm epsilon
 	Seed                                         uint64
-	Int8                                         bool   // int8 MLX weights for the blocks' linears (QuantMatmul)
+	Int8                                         bool   // int8 MLX weights for the blocks' linears (matmul.Quant)
 	GroupSize                                    int    // int8 group size (0: 64)
 	Rope                                         string // "neox" (half-split, as Hugging Face) or "llama" (interleaved)
 	PageSize                                     int    // KV cache page (0: 16)
@@ -610,17 +614,17 @@ func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) e
 
 // mm is y[T][out] = x[T][in] * W^T (plus y when residual, plus the bias):
 // one GEMM for bf16 (pair: a batch of two, W and y each two matrices one
-// after the other; no bias), QuantMatmul for int8 (a residual through tmp
+// after the other; no bias), matmul.Quant for int8 (a residual through tmp
 // and add_T, a bias as a rank-one GEMM).
 func (m *Model) mm(s *core.Stream, w linear, x, y core.Region, T int, residual, pair bool) error {
 	if w.qw != nil {
-		d := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: m.cfg.groupSize(), M: w.out, N: T, K: w.in}
+		d := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: m.cfg.groupSize(), M: w.out, N: T, K: w.in}
 		var err error
 		if !residual {
-			err = s.QuantMatmul(d, core.QuantMatmulOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: y})
+			err = matmul.Quant(s, d, matmul.QuantOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: y})
 		} else {
 			t := view(m.tmp, 0, 2*T*w.out)
-			err = firstErr(s.QuantMatmul(d, core.QuantMatmulOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: t}),
+			err = firstErr(matmul.Quant(s, d, matmul.QuantOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: t}),
 				m.elementwise(s, m.kAdd, y, y, t, T*w.out))
 		}
 		if err == nil && w.bias != nil { // y += bias (M x 1) * ones (1 x T)

@@ -29,6 +29,7 @@ import (
 
 	gbench "github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
 )
 
@@ -228,17 +229,17 @@ func (b *bench) quantVsBF16(m, n, k int) {
 	defer y.Free()
 	flops := 2 * float64(m) * float64(n) * float64(k)
 	{
-		d := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: n, K: k}
+		d := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: n, K: k}
 		sets := b.sets(m*k + 4*m*k/64)
-		ops := make([]core.QuantMatmulOperands, sets)
+		ops := make([]matmul.QuantOperands, sets)
 		for i := range ops {
-			ops[i] = core.QuantMatmulOperands{W: b.alloc(m*k, b.randBytes), Scales: b.alloc(2*m*k/64, b.scaleBF16),
+			ops[i] = matmul.QuantOperands{W: b.alloc(m*k, b.randBytes), Scales: b.alloc(2*m*k/64, b.scaleBF16),
 				Biases: b.alloc(2*m*k/64, b.scaleBF16), X: x, Y: y}
 		}
 		call := 0
 		gpu, wall, err := b.time(1, func() error {
 			call++
-			return b.s.QuantMatmul(d, ops[call%sets])
+			return matmul.Quant(b.s, d, ops[call%sets])
 		})
 		r := Result{Name: name, Impl: "gpurt int8", GPUus: gpu, WallUs: wall, Sets: sets,
 			TFLOPs: flops / gpu / 1e6, GBs: float64(m*k+4*m*k/64+2*n*k+2*n*m) / gpu / 1e3}
@@ -337,7 +338,7 @@ func (b *bench) grouped(g int, fp8 bool) {
 	}
 	defer d.Free()
 	flops := 2 * float64(total) * float64(n) * float64(k)
-	ops := core.GroupedGemmOperands{A: a, B: w, D: d}
+	ops := matmul.GroupedOperands{A: a, B: w, D: d}
 	if fp8 {
 		sa := b.alloc(4*total*k/128, b.randScale)
 		defer sa.Free()
@@ -345,8 +346,8 @@ func (b *bench) grouped(g int, fp8 bool) {
 		defer sb.Free()
 		ops.ScaleA, ops.ScaleB = sa, sb
 	}
-	desc := core.GroupedGemmDesc{ABType: ab, DType: core.BF16, N: n, K: k, MSizes: ms}
-	gpu, wall, err := b.time(1, func() error { return b.s.GroupedGemm(desc, ops) })
+	desc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: n, K: k, MSizes: ms}
+	gpu, wall, err := b.time(1, func() error { return matmul.Grouped(b.s, desc, ops) })
 	r := Result{Name: name, Impl: "gpurt grouped", GPUus: gpu, WallUs: wall, TFLOPs: flops / gpu / 1e6, MSizes: ms}
 	if err != nil {
 		r.Note = err.Error()

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"unsafe"
+
+	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/core/internal/bridge"
+)
+
+// The internal bridge (core/internal/bridge) to the LLM family packages
+// under core: a stream operation of a family enters the stream, resolves
+// and holds its operands and ends in Stream.submit, exactly as core's own
+// operations do.
+
+func init() {
+	bridge.Core.Begin = bridgeBegin
+	bridge.Core.Operand = bridgeOperand
+	bridge.Core.Submit = bridgeSubmit
+	bridge.Core.Finish = bridgeFinish
+}
+
+func bridgeStream(c *bridge.Op) *Stream {
+	s, _ := c.S.(*Stream)
+	return s
+}
+
+func bridgeBegin(c *bridge.Op) error {
+	s := bridgeStream(c)
+	if err := s.enter(c.Name); err != nil {
+		return err
+	}
+	c.P, c.RT = s.dev.rt.p, s.dev.rt.h
+	return nil
+}
+
+func bridgeFinish(c *bridge.Op, err *error) {
+	s := bridgeStream(c)
+	s.sticky(err)
+	for i := range c.Opr {
+		if o := &c.Opr[i]; o.IsHeld() {
+			o.Buf.(*Buffer).l.release()
+			o.SetHeld(false)
+		}
+	}
+	s.exit()
+}
+
+// bridgeOperand resolves *r as operand i of c: on the stream's device,
+// aligned, long enough; it holds a use of the buffer (one per distinct
+// buffer of the operation).
+func bridgeOperand(c *bridge.Op, i int, name string, rp unsafe.Pointer, need, align uint64) error {
+	op := c.Name
+	r := *(*Region)(rp)
+	if r == nil {
+		return errf(CodeInvalidArgument, op, "operand %s is required", name)
+	}
+	b, off, n, err := resolve(op, r)
+	if err != nil {
+		return within(op, "operand "+name+": ", err)
+	}
+	s := bridgeStream(c)
+	if b.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "%s", misplaced("operand "+name, b.dev, "stream", s.dev))
+	}
+	held := false
+	for j := range c.Opr {
+		if o := &c.Opr[j]; o.IsHeld() && o.Buf.(*Buffer) == b {
+			held = true
+			break
+		}
+	}
+	o := &c.Opr[i]
+	*o = bridge.Operand{Buf: b, H: b.h, Off: off, N: n}
+	if !held {
+		if !b.l.acquire() {
+			o.Buf = nil
+			return errFreed(op, "operand "+name+": buffer")
+		}
+		o.SetHeld(true)
+	}
+	if off%align != 0 {
+		return errf(CodeInvalidArgument, op, "operand %s starts at offset %d of its buffer, not a multiple of %d", name, off, align)
+	}
+	if need > n {
+		return errf(CodeOutOfRange, op, "operand %s needs %d bytes, its region has %d", name, need, n)
+	}
+	return nil
+}
+
+func bridgeSubmit(c *bridge.Op, slot bind.Slot, obj uintptr, args unsafe.Pointer, size uintptr, fix func(unsafe.Pointer, *[]uint64)) error {
+	var opr [bridge.MaxOperands]gemmOperand
+	for i := range c.Opr {
+		if b, ok := c.Opr[i].Buf.(*Buffer); ok {
+			opr[i] = gemmOperand{b, c.Opr[i].Off, c.Opr[i].N}
+		}
+	}
+	sub := submission{slot: slot, obj: obj, args: args, size: size, opr: opr[:], fix: fix}
+	switch c.Metric {
+	case bridge.MetricQuantMatmul:
+		sub.timed, sub.metric = true, opQuantMatmul
+	case bridge.MetricGroupedGemm:
+		sub.timed, sub.metric = true, opGroupedGemm
+	}
+	return bridgeStream(c).submit(c.Name, &sub)
+}
