@@ -3,6 +3,7 @@
 package conform
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -18,6 +19,7 @@ import (
 func kvBoundsChecks() []check {
 	return []check{
 		{"attention/kv_bounds", kvBounds},
+		{"attention/kv_append_beyond_indices", kvAppendBeyondIndices},
 	}
 }
 
@@ -194,4 +196,54 @@ func kvBounds(e *env) error {
 		}
 	}
 	return nil
+}
+
+// kvAppendBeyondIndices: an append whose device page table names index
+// entries past the end of the Indices buffer (request 2's page is entry 2
+// of a 2-entry buffer) skips those rows and writes the others; nothing
+// else of the cache changes, and the device stays usable (a GPU kernel
+// that read past the buffer would write a row into an arbitrary page, or
+// fault).
+func kvAppendBeyondIndices(e *env) error {
+	k, err := newKVEnv(e)
+	if err != nil {
+		return err
+	}
+	defer k.free()
+	two, err := e.dev.Alloc(8)
+	if err != nil {
+		return err
+	}
+	defer two.Free()
+	if err := firstErr(core.CopyFromHost(two, i32bytes([]int32{2, 0})), core.Memset(k.cache.K(), 0x11),
+		core.Memset(k.cache.V(), 0x11), core.Memset(k.rows, 0x22)); err != nil {
+		return err
+	}
+	pt := attention.PageTable{Indptr: view(k.indptr, 4*(kvBatch+1)), Indices: two, LastPageLen: view(k.last, 4*kvBatch)}
+	if err := k.appendKV(pt); err != nil {
+		return fmt.Errorf("AppendKV naming index entries beyond the Indices buffer: %w", err)
+	}
+	desc := k.cache.Desc()
+	for _, region := range []struct {
+		name string
+		r    core.Region
+	}{{"K", k.cache.K()}, {"V", k.cache.V()}} {
+		got := make([]byte, region.r.Len())
+		if err := core.CopyToHost(got, region.r); err != nil {
+			return err
+		}
+		// Rows written: request 0 at token 0 (page 2, slot 0), request 1 at
+		// token 4 (page 0, slot 4); NHD with one KV head: a token's row is
+		// rowBytes at (page*PageSize + slot) * rowBytes.
+		want := bytes.Repeat([]byte{0x11}, len(got))
+		for _, at := range []int{2*desc.PageSize + 0, 0*desc.PageSize + 4} {
+			copy(want[at*k.rowBytes:(at+1)*k.rowBytes], bytes.Repeat([]byte{0x22}, k.rowBytes))
+		}
+		if i := firstDiff(got, want); i >= 0 {
+			return fmt.Errorf("%s cache byte %d (page %d) is %#x, want %#x: the skipped row (or another) was "+
+				"written where it should not be, or a valid row is missing", region.name, i,
+				i/(desc.PageSize*k.rowBytes), got[i], want[i])
+		}
+	}
+	return k.s.Synchronize()
 }

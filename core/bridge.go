@@ -43,12 +43,12 @@ func init() {
 	bridge.Core.Destroy = func(d any, l unsafe.Pointer, op, what string, free func() error) error {
 		return destroy(d.(*Device).rt, (*life)(l), op, what, errClosed, free)
 	}
-	bridge.Core.Region = func(op string, r unsafe.Pointer) (any, uint64, error) {
-		b, _, n, err := resolve(op, *(*Region)(r))
+	bridge.Core.Region = func(op string, r unsafe.Pointer) (any, any, uint64, uint64, error) {
+		b, off, n, err := resolve(op, *(*Region)(r))
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, 0, err
 		}
-		return b.dev, n, nil
+		return b.dev, b, off, n, nil
 	}
 }
 

@@ -121,3 +121,46 @@ func TestKVCacheSizeOverflow(t *testing.T) {
 		})
 	}
 }
+
+// TestKVCacheOverlap: K and V whose pages share bytes of one buffer are
+// refused (AppendKV would write V over K); disjoint views of one buffer
+// are fine.
+func TestKVCacheOverlap(t *testing.T) {
+	rt := openMock(t, "")
+	d := dev0(t, rt)
+	desc := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 2}
+	need := desc.NumPages * desc.PageBytes()
+	buf, err := d.Alloc(3 * need)
+	require.NoError(t, err)
+	defer buf.Free()
+	view := func(off, n int) core.View {
+		v, err := buf.View(off, n)
+		require.NoError(t, err)
+		return v
+	}
+	cases := []struct {
+		name string
+		k, v core.Region
+		msg  string // "" = accepted
+	}{
+		{"the same buffer twice", buf, buf, "overlap in one buffer"},
+		{"the same view twice", view(0, need), view(0, need), "overlap in one buffer"},
+		{"V starts inside K", view(0, need), view(need-2, need), "overlap in one buffer"},
+		{"K starts inside V", view(need/2, need), view(0, need), "overlap in one buffer"},
+		{"adjacent", view(0, need), view(need, need), ""},
+		{"apart, larger views", view(0, need), view(2*need, need), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := attention.NewKVCache(desc, tc.k, tc.v)
+			if tc.msg == "" {
+				require.NoError(t, err)
+				require.NotNil(t, c)
+				return
+			}
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tc.msg)
+			assert.Nil(t, c)
+		})
+	}
+}

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package llm is a Llama-style decoder on gpurt: the model of
-// examples/llama and of `gpurt bench --decoder`. Weights come from a counter
-// hash of a seed (scripts/llama_torch.py makes the same ones), decode runs
-// over a paged KV cache, eagerly or replayed as graphs.
+// examples/llama and of `gpurt bench --decoder`. Weights come from a
+// Hugging Face checkpoint (Load: Llama, Mistral and Qwen2 safetensors) or
+// from a counter hash of a seed (NewModel; scripts/llama_torch.py makes the
+// same ones). Prefill takes ragged prompts over a paged KV cache, Decode
+// one token per request at each request's own position, eagerly or
+// replayed as graphs, greedy or sampled; Generate runs a request set.
 package llm
 
 import (

@@ -114,16 +114,18 @@ type KVCache struct {
 }
 
 // NewKVCache describes a cache in existing device memory. The regions
-// must each hold desc.NumPages pages, on one device.
+// must each hold desc.NumPages pages, on one device, and the pages of K
+// and of V must not overlap (Append would write V over K).
 func NewKVCache(desc KVCacheDesc, k, v core.Region) (*KVCache, error) {
 	const op = "kv_cache"
 	if err := desc.check(op, true); err != nil {
 		return nil, err
 	}
 	need := uint64(desc.NumPages) * uint64(desc.PageBytes())
-	var devs [2]any
+	var devs, bufs [2]any
+	var offs [2]uint64
 	for i, r := range [2]*core.Region{&k, &v} {
-		dev, n, err := bridge.Region(op, unsafe.Pointer(r))
+		dev, buf, off, n, err := bridge.Region(op, unsafe.Pointer(r))
 		if err != nil {
 			return nil, err
 		}
@@ -131,10 +133,14 @@ func NewKVCache(desc KVCacheDesc, k, v core.Region) (*KVCache, error) {
 			return nil, errorf(core.CodeOutOfRange, op, "%s region has %d bytes; %d pages of %d bytes need %d",
 				[2]string{"K", "V"}[i], n, desc.NumPages, desc.PageBytes(), need)
 		}
-		devs[i] = dev
+		devs[i], bufs[i], offs[i] = dev, buf, off
 	}
 	if devs[0] != devs[1] {
 		return nil, errorf(core.CodeInvalidArgument, op, "K and V are on different devices (%v, %v)", devs[0], devs[1])
+	}
+	if bufs[0] == bufs[1] && offs[0] < offs[1]+need && offs[1] < offs[0]+need {
+		return nil, errorf(core.CodeInvalidArgument, op, "K pages [%d, %d) and V pages [%d, %d) overlap in one buffer",
+			offs[0], offs[0]+need, offs[1], offs[1]+need)
 	}
 	return &KVCache{desc: desc, k: k, v: v}, nil
 }

@@ -88,8 +88,8 @@ var Core struct {
 	Release     func(life unsafe.Pointer)
 	Destroy     func(d any, life unsafe.Pointer, op, what string, free func() error) error
 	// Region resolves the region *r (a *core.Region): its device (a
-	// *core.Device) and length.
-	Region func(op string, r unsafe.Pointer) (dev any, n uint64, err error)
+	// *core.Device), its buffer (a *core.Buffer), offset and length.
+	Region func(op string, r unsafe.Pointer) (dev, buf any, off, n uint64, err error)
 }
 
 // DeviceBegin begins a use of device d (a *core.Device) and its runtime
@@ -119,9 +119,11 @@ func Destroy(d any, life unsafe.Pointer, op, what string, free func() error) err
 	return Core.Destroy(d, life, op, what, free)
 }
 
-// Region resolves the region r points to (a *core.Region): its device and
-// its length.
-func Region(op string, r unsafe.Pointer) (any, uint64, error) { return Core.Region(op, Hide(r)) }
+// Region resolves the region r points to (a *core.Region): its device,
+// its buffer, its offset in the buffer and its length.
+func Region(op string, r unsafe.Pointer) (dev, buf any, off, n uint64, err error) {
+	return Core.Region(op, Hide(r))
+}
 
 // Begin begins a use of c.S (a *core.Stream) for operation c.Name and
 // sets c.P and c.RT; on success defer Finish(c, &err).

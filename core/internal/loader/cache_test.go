@@ -131,6 +131,9 @@ func TestProbeCacheTrust(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), b, 0o600))
 			return d, euid
 		}, "entry for"},
+		{"no folder yet", func(t *testing.T) (string, uint32) {
+			return filepath.Join(privDir(t), "gpurt", "probe"), euid
+		}, "no cache folder yet"},
 		{"entry in no final state", func(t *testing.T) (string, uint32) {
 			d := privDir(t)
 			b := bytes.Replace(entryJSON(t, 5), []byte(`"available"`), []byte(`"selected"`), 1)

@@ -22,6 +22,9 @@ import (
 // readCacheEntry reads key's entry in dir under the rules of cache.go;
 // why says what made it a miss ("" on success).
 func readCacheEntry(dir, key string, euid uint32) (b []byte, why string) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, "no cache folder yet"
+	}
 	real, r := trustedFolderAs(dir, euid)
 	if r != nil {
 		return nil, "folder not trusted: " + r.reason + detailSuffix(r.detail)

@@ -210,3 +210,65 @@ func selfReplaceHelper(t *testing.T) {
 	require.NotNil(t, p)
 	fmt.Println("self-replaced; chose", rep.Backend)
 }
+
+// TestPinnedConcurrentChoose: many goroutines choosing the same plugin at
+// once all load it, through one descriptor kept for it (a second name for
+// one library would be a descriptor that can never be closed).
+func TestPinnedConcurrentChoose(t *testing.T) {
+	requireLinux(t) // macOS loads by path: nothing is pinned
+	dir := privDir(t)
+	pl := buildPlugin(t, dir, "mock")
+	resetLoaded()
+	opts, _ := testOpts(t, dir)
+	opts.ProbeInProcess = true
+	const n = 16
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			rep, p, err := Choose(opts)
+			if err == nil && (p == nil || rep.Selected != pl) {
+				err = fmt.Errorf("selected %q", rep.Selected)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		require.NoError(t, <-errs)
+	}
+	fi, err := os.Stat(pl)
+	require.NoError(t, err)
+	id := identityOf(fi)
+	pinned.Lock()
+	kept, ok := pinned.m[[2]uint64{id.dev, id.ino}]
+	total := len(pinned.m)
+	pinned.Unlock()
+	require.True(t, ok, "the loaded file is pinned")
+	assert.Equal(t, id, kept.id)
+	assert.Equal(t, 1, total, "one descriptor for one file")
+}
+
+// TestPinnedNoDescriptorLeak: choosing again and again, with plugins that
+// load, fail or are skipped, leaves no descriptor open beyond the one kept
+// per loaded file.
+func TestPinnedNoDescriptorLeak(t *testing.T) {
+	requireLinux(t)
+	dir := privDir(t)
+	buildPlugin(t, dir, "mock")
+	buildPlugin(t, dir, "cuda", "-DUNAVAILABLE", "-DPRIORITY=300")
+	writeFile(t, dir, "libgpurt_metal"+pluginExt(), []byte("not a plugin"))
+	opts, _ := testOpts(t, dir)
+	opts.ProbeInProcess = true
+	fds := func() int {
+		des, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(des)
+	}
+	_, _, err := Choose(opts) // the first load pins the files it loads
+	require.NoError(t, err)
+	before := fds()
+	for i := 0; i < 20; i++ {
+		_, _, err := Choose(opts)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, before, fds())
+}
