@@ -206,3 +206,55 @@ func BenchmarkTableFill(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSchedulerDecodeStep is the scheduler's host cost of a step at
+// batch 256 (Next and Complete, the fake model's tokens given): 256
+// requests of 1K-token prompts, half sharing a 512-token system prompt,
+// each generating 512 tokens and then submitted again (so admissions with
+// prefix hits and chunked prefills mix in, as in a steady load).
+func BenchmarkSchedulerDecodeStep(b *testing.B) {
+	a, err := New(Config{NumPages: benchBatch * (1536/benchPS + 2), PageSize: benchPS, MaxRequests: benchBatch})
+	require.NoError(b, err)
+	s, err := NewScheduler(a, SchedConfig{TokenBudget: 2048, MaxBatch: benchBatch, ChunkSize: 512, EOS: -1})
+	require.NoError(b, err)
+	sys := seq(1, 512)
+	prompts := make([][]int32, benchBatch)
+	for i := range prompts {
+		prompts[i] = seq(10_000*(i+1), 1024)
+		if i%2 == 0 {
+			prompts[i] = cat(sys, prompts[i][512:])
+		}
+		_, err := s.Submit(prompts[i], 512)
+		require.NoError(b, err)
+	}
+	sampled := make([]int32, benchBatch)
+	next := 0
+	step := func() {
+		bt, err := s.Next()
+		if err != nil {
+			panic(err)
+		}
+		n := 0
+		for _, e := range bt.Entries {
+			if e.Sample {
+				n++
+			}
+		}
+		done, err := s.Complete(sampled[:n])
+		if err != nil {
+			panic(err)
+		}
+		for range done {
+			if _, err := s.Submit(prompts[next%benchBatch], 512); err != nil {
+				panic(err)
+			}
+			next++
+		}
+	}
+	for i := 0; i < 2000; i++ {
+		step()
+	}
+	loop(b, step)
+	st := s.Stats()
+	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "prefix-hit-rate")
+}

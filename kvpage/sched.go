@@ -70,9 +70,10 @@ type seqState struct {
 	out             []int32
 	maxNew          int
 	id              ReqID
-	done            int  // prompt tokens in the cache
-	pending         bool // out's last token is the next decode input
-	sample          bool // scheduled to sample this step
+	done            int   // prompt tokens in the cache
+	pending         bool  // out's last token is the next decode input
+	sample          bool  // scheduled to sample this step
+	stepped         int64 // the last step that scheduled it
 	arrival, first  int64
 	cached, preempt int
 }
@@ -126,7 +127,8 @@ func (s *Scheduler) Submit(prompt []int32, maxNew int) (int64, error) {
 		return 0, fmt.Errorf("kvpage: scheduler: %d prompt + %d new tokens exceed the cache's %d tokens", len(prompt), maxNew, cap)
 	}
 	s.handle++
-	r := &seqState{handle: s.handle, prompt: append([]int32(nil), prompt...), plen: len(prompt), maxNew: maxNew, arrival: s.step, first: -1}
+	r := &seqState{handle: s.handle, prompt: append([]int32(nil), prompt...), plen: len(prompt), maxNew: maxNew, arrival: s.step, first: -1,
+		out: make([]int32, 0, min(maxNew, 1024))}
 	s.waiting = append(s.waiting, r)
 	s.stats.Submitted++
 	s.stats.PromptTokens += int64(len(prompt))
@@ -182,7 +184,7 @@ func (s *Scheduler) Next() (*Batch, error) {
 		if r == nil {
 			break // r itself was the newest: preempted
 		}
-		r.pending, r.sample = false, true
+		r.pending, r.sample, r.stepped = false, true, s.step
 		b.Entries = append(b.Entries, Entry{Handle: r.handle, ID: r.id, Tokens: r.out[len(r.out)-1:], Sample: true})
 		s.seqs = append(s.seqs, r)
 		budget--
@@ -199,7 +201,21 @@ func (s *Scheduler) Next() (*Batch, error) {
 			return nil, err
 		}
 		if n == 0 {
-			break
+			// Out of pages: the newest request not in this step gives its
+			// pages up (else requests part-way through their prompts
+			// could hold the whole cache and none progress).
+			j := len(s.running) - 1
+			for j > i && s.running[j].stepped == s.step {
+				j--
+			}
+			if j <= i {
+				break
+			}
+			if err := s.preempt(j); err != nil {
+				return nil, err
+			}
+			i--
+			continue
 		}
 		budget -= n
 	}
@@ -263,7 +279,7 @@ func (s *Scheduler) chunk(r *seqState, budget int) (int, error) {
 		s.batch.Copies = append(s.batch.Copies, cp)
 	}
 	r.done += n
-	r.sample = r.done == len(r.prompt)
+	r.sample, r.stepped = r.done == len(r.prompt), s.step
 	s.batch.Entries = append(s.batch.Entries, Entry{Handle: r.handle, ID: r.id, Tokens: r.prompt[r.done-n : r.done], Sample: r.sample})
 	s.seqs = append(s.seqs, r)
 	s.stats.PrefillTokens += int64(n)

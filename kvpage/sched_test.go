@@ -240,3 +240,48 @@ func TestSchedulerErrors(t *testing.T) {
 		})
 	}
 }
+
+// Requests part-way through long prompts that together need more pages
+// than the cache has do not stall: the newest gives its pages up and is
+// recomputed, and every request still ends with its reference output.
+func TestSchedulerLongPromptsPreempt(t *testing.T) {
+	tests := []struct {
+		name                  string
+		pages, budget, chunk  int
+		prompts, promptTokens int
+	}{
+		{"two prompts of 30 in 40 tokens", 10, 8, 4, 2, 30},
+		{"four prompts of 50 in 64 tokens", 16, 12, 3, 4, 50},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := New(Config{NumPages: tc.pages, PageSize: 4, MaxRequests: 8})
+			require.NoError(t, err)
+			s, err := NewScheduler(a, SchedConfig{TokenBudget: tc.budget, MaxBatch: 4, ChunkSize: tc.chunk, EOS: -1})
+			require.NoError(t, err)
+			want := map[int64][]int32{}
+			full := map[int64][]int32{}
+			for i := 0; i < tc.prompts; i++ {
+				p := seq(100*i, tc.promptTokens)
+				h, err := s.Submit(p, 4)
+				require.NoError(t, err)
+				want[h], full[h] = reference(p, 4, -1), p
+			}
+			got := map[int64][]int32{}
+			for step := 0; s.Pending() > 0; step++ {
+				require.Less(t, step, 1000, "the requests make progress")
+				b, err := s.Next()
+				require.NoError(t, err)
+				require.NotEmpty(t, b.Entries, "step %d schedules work while %d requests are pending", step, s.Pending())
+				done, err := s.Complete(fakeStep(t, a, b, full))
+				require.NoError(t, err)
+				for _, f := range done {
+					got[f.Handle] = append([]int32(nil), f.Output...)
+				}
+			}
+			assert.Equal(t, want, got)
+			assert.Positive(t, s.Stats().Preemptions)
+			require.NoError(t, a.check(map[ReqID][]int32{}))
+		})
+	}
+}

@@ -10,12 +10,12 @@
 #   CGO_ENABLED=0 go test -c -o build/kvpage.test ./kvpage
 #   bash scripts/gpu_kvpage.sh
 #
-# It runs the kvpage benchmarks (allocator decode step, table fill, table
+# It runs the kvpage benchmarks (allocator decode step, scheduler step, table fill, table
 # step with its upload, the whole host step) on device 0, then the package's
-# tests on the mock-free paths (the allocator's property and unit tests).
+# pure-Go tests (the allocator's property and unit tests, the scheduler's).
 # Output: the benchmark lines (ns/op, cpu-ns/op, allocs/op, pages/step,
 # upload-B/step), also in $OUT/kvpage_bench.txt when $OUT is set.
-set -u
+set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 out=${OUT:-$root/build/gpu_kvpage}
@@ -26,7 +26,7 @@ done
 nvidia-smi -L || true
 rc=0
 GPURT_KVPAGE_BENCH_ENV=1 GPURT_BACKEND=cuda GPURT_PLUGIN_PATH="$root/build" \
-  timeout 300 build/kvpage.test -test.run '^$' -test.bench 'TableFill|TableStep|DecodeStepHost|AllocatorDecodeStep' \
+  timeout 300 build/kvpage.test -test.run '^$' -test.bench 'TableFill|TableStep|DecodeStepHost|AllocatorDecodeStep|SchedulerDecodeStep' \
   -test.benchtime 3s -test.count 3 2>&1 | tee "$out/kvpage_bench.txt" || rc=1
-timeout 120 build/kvpage.test -test.run 'Allocator|Prefix|CopyOnWrite|LRU|Errors|NewChecks' 2>&1 | tail -3 | tee -a "$out/kvpage_bench.txt" || rc=1
+timeout 120 build/kvpage.test -test.run '^Test(AllocatorProperty|AllocatorZeroAllocs|NewChecks|PrefixHits|CopyOnWrite|LRUOrder|Errors|Scheduler(Load|ChunkedPrefill|Errors|LongPromptsPreempt))$' 2>&1 | tail -3 | tee -a "$out/kvpage_bench.txt" || rc=1
 exit $rc
