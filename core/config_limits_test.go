@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -88,19 +89,19 @@ func TestKVCacheSizeOverflow(t *testing.T) {
 	small, err := d.Alloc(4096)
 	require.NoError(t, err)
 	defer small.Free()
-	base := core.KVCacheDesc{DType: core.F16, Layout: core.KVLayoutNHD, PageSize: 16, NumKVHeads: 8, HeadDim: 128, NumPages: 4}
+	base := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 16, NumKVHeads: 8, HeadDim: 128, NumPages: 4}
 	cases := []struct {
 		name string
-		edit func(*core.KVCacheDesc)
+		edit func(*attention.KVCacheDesc)
 		msg  string
 	}{
 		// 2^62 pages of 32 KiB wrap to 0 bytes in 64 bits.
-		{"pages x page bytes wraps to zero", func(d *core.KVCacheDesc) { d.NumPages = 1 << 62 }, "pages of 32768 bytes overflow the byte count"},
-		{"pages x page bytes past MaxInt", func(d *core.KVCacheDesc) { d.NumPages = math.MaxInt / 32768 * 2 }, "overflow the byte count"},
-		{"one page overflows", func(d *core.KVCacheDesc) {
+		{"pages x page bytes wraps to zero", func(d *attention.KVCacheDesc) { d.NumPages = 1 << 62 }, "pages of 32768 bytes overflow the byte count"},
+		{"pages x page bytes past MaxInt", func(d *attention.KVCacheDesc) { d.NumPages = math.MaxInt / 32768 * 2 }, "overflow the byte count"},
+		{"one page overflows", func(d *attention.KVCacheDesc) {
 			d.PageSize, d.NumKVHeads, d.HeadDim = math.MaxInt32, math.MaxInt32, math.MaxInt32
 		}, "overflows the byte count"},
-		{"one page wraps to a small count", func(d *core.KVCacheDesc) {
+		{"one page wraps to a small count", func(d *attention.KVCacheDesc) {
 			d.PageSize, d.NumKVHeads, d.HeadDim = 1<<30, 1<<30, 1<<3 // x 2 bytes = 2^64: wraps to 0
 		}, "overflows the byte count"},
 	}
@@ -110,14 +111,14 @@ func TestKVCacheSizeOverflow(t *testing.T) {
 			tc.edit(&desc)
 			before, err := rt.Stats()
 			require.NoError(t, err)
-			c, err := d.AllocKVCache(desc)
+			c, err := attention.AllocKVCache(d, desc)
 			require.ErrorIs(t, err, core.ErrOutOfRange)
 			assert.Nil(t, c)
 			assert.Contains(t, err.Error(), tc.msg)
 			after, err := rt.Stats()
 			require.NoError(t, err)
 			assert.Equal(t, before, after, "nothing allocated")
-			c, err = core.NewKVCache(desc, small, small)
+			c, err = attention.NewKVCache(desc, small, small)
 			require.ErrorIs(t, err, core.ErrOutOfRange)
 			assert.Nil(t, c)
 			assert.Contains(t, err.Error(), tc.msg)
@@ -131,7 +132,7 @@ func TestKVCacheSizeOverflow(t *testing.T) {
 func TestKVCacheOverlap(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	desc := core.KVCacheDesc{DType: core.F16, Layout: core.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 2}
+	desc := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 2}
 	need := desc.NumPages * desc.PageBytes()
 	buf, err := d.Alloc(3 * need)
 	require.NoError(t, err)
@@ -155,7 +156,7 @@ func TestKVCacheOverlap(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := core.NewKVCache(desc, tc.k, tc.v)
+			c, err := attention.NewKVCache(desc, tc.k, tc.v)
 			if tc.msg == "" {
 				require.NoError(t, err)
 				require.NotNil(t, c)
