@@ -5,6 +5,7 @@ package core
 import (
 	"unsafe"
 
+	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
 )
@@ -19,6 +20,36 @@ func init() {
 	bridge.Core.Operand = bridgeOperand
 	bridge.Core.Submit = bridgeSubmit
 	bridge.Core.Finish = bridgeFinish
+	bridge.Core.DeviceBegin = func(d any, op string) (*bind.Plugin, abi.Runtime, uint32, error) {
+		dev, _ := d.(*Device)
+		if err := dev.enter(op); err != nil {
+			return nil, 0, 0, err
+		}
+		return dev.rt.p, dev.rt.h, dev.index, nil
+	}
+	bridge.Core.DeviceEnd = func(d any) { d.(*Device).rt.exit() }
+	bridge.Core.NewLife = func(d any, what string) (unsafe.Pointer, func()) {
+		dev := d.(*Device)
+		l := new(life)
+		n := leakNote{rt: dev.rt.self, l: l, what: what}
+		return unsafe.Pointer(l), func() {
+			if rt := n.rt.Value(); rt != nil && n.l.alive() && rt.l.alive() {
+				rt.log.Warn("leak: a "+n.what+" was garbage collected without Close", "backend", rt.p.Backend)
+			}
+		}
+	}
+	bridge.Core.Acquire = func(l unsafe.Pointer) bool { return (*life)(l).acquire() }
+	bridge.Core.Release = func(l unsafe.Pointer) { (*life)(l).release() }
+	bridge.Core.Destroy = func(d any, l unsafe.Pointer, op, what string, free func() error) error {
+		return destroy(d.(*Device).rt, (*life)(l), op, what, errClosed, free)
+	}
+	bridge.Core.Region = func(op string, r unsafe.Pointer) (any, any, uint64, uint64, error) {
+		b, off, n, err := resolve(op, *(*Region)(r))
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		return b.dev, b, off, n, nil
+	}
 }
 
 func bridgeStream(c *bridge.Op) *Stream {
@@ -102,6 +133,9 @@ func bridgeSubmit(c *bridge.Op, slot bind.Slot, obj uintptr, args unsafe.Pointer
 		sub.timed, sub.metric = true, opQuantMatmul
 	case bridge.MetricGroupedGemm:
 		sub.timed, sub.metric = true, opGroupedGemm
+	case bridge.MetricAttentionRun:
+		sub.timed, sub.metric = true, opAttentionRun
 	}
+	sub.lives[0] = (*life)(c.Hold)
 	return bridgeStream(c).submit(c.Name, &sub)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 )
 
 // The capture rules of Stream.Capture (issue 22, items 7 and 9): work on
@@ -155,9 +156,9 @@ func TestCaptureReleasesHolds(t *testing.T) {
 type attentionEnv struct {
 	d     *core.Device
 	s     *core.Stream
-	cache *core.KVCache
-	a     *core.Attention
-	pages core.PageTable
+	cache *attention.KVCache
+	a     *attention.Attention
+	pages attention.PageTable
 	q     *core.Buffer
 	row   int // bytes of one query row
 }
@@ -168,8 +169,8 @@ func newAttentionEnv(t *testing.T) *attentionEnv {
 	s, err := d.NewStream()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
-	cd := core.KVCacheDesc{DType: core.F16, Layout: core.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
-	cache, err := d.AllocKVCache(cd)
+	cd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
+	cache, err := attention.AllocKVCache(d, cd)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cache.Free() })
 	require.NoError(t, core.Memset(cache.K(), 0x11))
@@ -188,16 +189,16 @@ func newAttentionEnv(t *testing.T) *attentionEnv {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Free() })
 	require.NoError(t, core.Memset(q, 0x33))
-	a, err := d.NewAttention(core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: 4, Cache: cd, MaxBatch: 2})
+	a, err := attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: 4, Cache: cd, MaxBatch: 2})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
 	return &attentionEnv{d: d, s: s, cache: cache, a: a, q: q, row: row,
-		pages: core.PageTable{Indptr: indptr, Indices: indices, LastPageLen: last}}
+		pages: attention.PageTable{Indptr: indptr, Indices: indices, LastPageLen: last}}
 }
 
 var (
-	schedOne = core.AttentionSchedule{KVIndptr: []int32{0, 2}, KVLastPageLen: []int32{1}}
-	schedTwo = core.AttentionSchedule{KVIndptr: []int32{0, 2, 3}, KVLastPageLen: []int32{1, 4}}
+	schedOne = attention.Schedule{KVIndptr: []int32{0, 2}, KVLastPageLen: []int32{1}}
+	schedTwo = attention.Schedule{KVIndptr: []int32{0, 2, 3}, KVLastPageLen: []int32{1, 4}}
 )
 
 // RunAttention racing PlanAttention on one Attention (issue 22 item 3):
@@ -213,8 +214,8 @@ func TestAttentionPlanRunRace(t *testing.T) {
 	require.NoError(t, core.Memset(big, 0x5a))
 	o, err := big.View(0, e.row)
 	require.NoError(t, err)
-	ops := core.AttentionOperands{Q: e.q, O: o, Pages: e.pages}
-	require.NoError(t, e.s.PlanAttention(e.a, schedOne))
+	ops := attention.Operands{Q: e.q, O: o, Pages: e.pages}
+	require.NoError(t, e.a.Plan(e.s, schedOne))
 
 	const rounds = 300
 	var wg sync.WaitGroup
@@ -223,15 +224,15 @@ func TestAttentionPlanRunRace(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < rounds && planErr == nil; i++ {
-			planErr = e.s.PlanAttention(e.a, schedTwo)
+			planErr = e.a.Plan(e.s, schedTwo)
 			if planErr == nil {
-				planErr = e.s.PlanAttention(e.a, schedOne)
+				planErr = e.a.Plan(e.s, schedOne)
 			}
 		}
 	}()
 	ran, refused := 0, 0
 	for i := 0; i < rounds; i++ {
-		err := e.s.RunAttention(e.a, e.cache, ops)
+		err := e.a.Run(e.s, e.cache, ops)
 		if err != nil {
 			require.ErrorIs(t, err, core.ErrOutOfRange, "a run against a plan of two rows")
 			refused++
@@ -263,17 +264,17 @@ func TestAttentionOnCapturingStream(t *testing.T) {
 	o, err := e.d.Alloc(2 * e.row)
 	require.NoError(t, err)
 	defer o.Free()
-	ops := core.AttentionOperands{Q: e.q, O: o, Pages: e.pages}
-	require.NoError(t, e.s.PlanAttention(e.a, schedTwo))
+	ops := attention.Operands{Q: e.q, O: o, Pages: e.pages}
+	require.NoError(t, e.a.Plan(e.s, schedTwo))
 	tests := []struct {
 		name string
 		op   func(cs *core.Stream) error
 		want error // nil: recorded
 	}{
-		{"plan", func(cs *core.Stream) error { return cs.PlanAttention(e.a, schedTwo) }, core.ErrFailedPrecondition},
-		{"run", func(cs *core.Stream) error { return cs.RunAttention(e.a, e.cache, ops) }, nil},
+		{"plan", func(cs *core.Stream) error { return e.a.Plan(cs, schedTwo) }, core.ErrFailedPrecondition},
+		{"run", func(cs *core.Stream) error { return e.a.Run(cs, e.cache, ops) }, nil},
 		{"append", func(cs *core.Stream) error {
-			return cs.AppendKV(e.cache, e.pages, 2, core.KVRows{K: e.q, V: e.q, BatchIndices: e.pages.Indices, Positions: e.pages.Indices, NNZ: 1})
+			return e.cache.Append(cs, e.pages, 2, attention.KVRows{K: e.q, V: e.q, BatchIndices: e.pages.Indices, Positions: e.pages.Indices, NNZ: 1})
 		}, nil},
 	}
 	for _, tc := range tests {
@@ -296,10 +297,10 @@ func TestAttentionOnCapturingStream(t *testing.T) {
 		})
 	}
 	t.Run("attention closed while a graph holds it", func(t *testing.T) {
-		a, err := e.d.NewAttention(e.a.Desc())
+		a, err := attention.New(e.d, e.a.Desc())
 		require.NoError(t, err)
-		require.NoError(t, e.s.PlanAttention(a, schedTwo))
-		g, err := e.s.Capture(func(cs *core.Stream) error { return cs.RunAttention(a, e.cache, ops) })
+		require.NoError(t, a.Plan(e.s, schedTwo))
+		g, err := e.s.Capture(func(cs *core.Stream) error { return a.Run(cs, e.cache, ops) })
 		require.NoError(t, err)
 		require.ErrorIs(t, a.Close(), core.ErrFailedPrecondition)
 		require.NoError(t, g.Close())
@@ -313,20 +314,20 @@ func TestAttentionOperandErrorPrefix(t *testing.T) {
 	o, err := e.d.Alloc(2 * e.row)
 	require.NoError(t, err)
 	require.NoError(t, o.Free())
-	require.NoError(t, e.s.PlanAttention(e.a, schedTwo))
+	require.NoError(t, e.a.Plan(e.s, schedTwo))
 	tests := []struct {
 		name string
 		fn   func() error
 		want error
 	}{
 		{"freed O", func() error {
-			return e.s.RunAttention(e.a, e.cache, core.AttentionOperands{Q: e.q, O: o, Pages: e.pages})
+			return e.a.Run(e.s, e.cache, attention.Operands{Q: e.q, O: o, Pages: e.pages})
 		}, core.ErrFreed},
 		{"nil Q", func() error {
-			return e.s.RunAttention(e.a, e.cache, core.AttentionOperands{O: e.q, Pages: e.pages})
+			return e.a.Run(e.s, e.cache, attention.Operands{O: e.q, Pages: e.pages})
 		}, core.ErrInvalidArgument},
 		{"freed K rows", func() error {
-			return e.s.AppendKV(e.cache, e.pages, 2, core.KVRows{K: o, V: e.q, BatchIndices: e.pages.Indices, Positions: e.pages.Indices, NNZ: 1})
+			return e.cache.Append(e.s, e.pages, 2, attention.KVRows{K: o, V: e.q, BatchIndices: e.pages.Indices, Positions: e.pages.Indices, NNZ: 1})
 		}, core.ErrFreed},
 	}
 	for _, tc := range tests {

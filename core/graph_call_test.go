@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/quant"
 )
@@ -58,7 +59,7 @@ func TestGraphReplayMatchesEagerCalls(t *testing.T) {
 
 	// Attention: the decode step of newAttentionEnv, planned once.
 	ao := upload(t, d, make([]byte, 2*e.row))
-	require.NoError(t, e.s.PlanAttention(e.a, schedTwo))
+	require.NoError(t, e.a.Plan(e.s, schedTwo))
 	require.NoError(t, core.CopyFromHost(e.q, randHalves(r, 2*e.row/2)))
 
 	// KV append: one new row for each request at its last position
@@ -88,10 +89,10 @@ func TestGraphReplayMatchesEagerCalls(t *testing.T) {
 				core.ArgBuffer(ny), core.ArgBuffer(nx), core.ArgBuffer(nw), core.ArgF32(1e-5), core.ArgU64(4), core.ArgU64(64))
 		}, nil},
 		{"attention_run", []core.Region{ao}, func(s *core.Stream) error {
-			return s.RunAttention(e.a, e.cache, core.AttentionOperands{Q: e.q, O: ao, Pages: e.pages})
+			return e.a.Run(s, e.cache, attention.Operands{Q: e.q, O: ao, Pages: e.pages})
 		}, nil},
 		{"kv_append", []core.Region{e.cache.K(), e.cache.V()}, func(s *core.Stream) error {
-			return s.AppendKV(e.cache, e.pages, 2, core.KVRows{K: kr, V: vr, BatchIndices: bidx, Positions: pos, NNZ: 2})
+			return e.cache.Append(s, e.pages, 2, attention.KVRows{K: kr, V: vr, BatchIndices: bidx, Positions: pos, NNZ: 2})
 		}, nil},
 	}
 	read := func(t *testing.T, regs []core.Region) []byte {

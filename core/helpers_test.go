@@ -35,3 +35,12 @@ func halves(t core.DType, v []float32) []byte {
 	}
 	return out
 }
+
+// i32le is v as little-endian int32 bytes.
+func i32le(v ...int32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+	return b
+}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package kvpage manages the pages of a paged KV cache (core.KVCache) for
+// Package kvpage manages the pages of a paged KV cache (attention.KVCache) for
 // a server: an Allocator hands pages to requests, counts their
 // references, shares full pages between requests whose token prefixes are
 // equal (prefix caching, as vLLM's block manager does: each full page is

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 )
 
 type rowKey struct {
@@ -68,10 +69,10 @@ func runSched(t *testing.T, r *rig, s *Scheduler) (map[rowKey][]byte, map[int64]
 		require.NoError(t, core.CopyFromHost(r.k, kb))
 		require.NoError(t, core.CopyFromHost(r.v, vb))
 		require.NoError(t, core.CopyFromHost(r.q, qb))
-		require.NoError(t, r.s.AppendKV(r.cache, st.PageTable, st.Batch, st.KVRows(r.k, r.v)))
-		require.NoError(t, r.s.PlanAttention(r.pre, st.Schedule(true)))
-		require.NoError(t, r.s.RunAttention(r.pre, r.cache,
-			core.AttentionOperands{Q: r.q, O: r.o, Pages: st.PageTable, QOIndptr: st.QOIndptr}))
+		require.NoError(t, r.cache.Append(r.s, st.PageTable, st.Batch, st.KVRows(r.k, r.v)))
+		require.NoError(t, r.pre.Plan(r.s, st.Schedule(true)))
+		require.NoError(t, r.pre.Run(r.s, r.cache,
+			attention.Operands{Q: r.q, O: r.o, Pages: st.PageTable, QOIndptr: st.QOIndptr}))
 		require.NoError(t, r.s.Synchronize())
 		out := make([]byte, st.Rows*qRow)
 		require.NoError(t, core.CopyToHost(out, r.o))

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 )
 
 // TableConfig bounds a Table's steps.
@@ -25,7 +26,7 @@ type TableConfig struct {
 // Table builds each step's device page table: Begin, Add each request of
 // the batch, then Upload. It writes the step's int32 arrays (FlashInfer's
 // Indptr, Indices and LastPageLen, the query rows' QOIndptr, and each new
-// row's batch index and position for Stream.AppendKV) into one pinned
+// row's batch index and position for attention.KVCache.Append) into one pinned
 // staging buffer on the host and uploads them with a single copy, so a
 // step costs one host→device copy whatever its batch. The arrays sit at
 // fixed offsets (sized by the TableConfig, the page indices last), and
@@ -55,7 +56,7 @@ type Table struct {
 	oLast, oQO, oBidx, oPos, oIdx, words int
 
 	// The regions of the device arrays, boxed once.
-	pt               core.PageTable
+	pt               attention.PageTable
 	qoR, bidxR, posR core.Region
 
 	w []int32 // the current staging buffer as int32s
@@ -73,7 +74,7 @@ type Step struct {
 	// new tokens.
 	Batch, Pages, Rows int
 	// PageTable is the device page table.
-	PageTable core.PageTable
+	PageTable attention.PageTable
 	// QOIndptr (batch+1) is the device query row offsets; BatchIndices
 	// and Positions (Rows each) say where each new row goes.
 	QOIndptr, BatchIndices, Positions core.Region
@@ -82,20 +83,20 @@ type Step struct {
 	KVIndptr, KVLastPageLen, QORows []int32
 }
 
-// Schedule is the step's host counts for Stream.PlanAttention: with the
+// Schedule is the step's host counts for attention.Attention.Plan: with the
 // query row offsets for a prefill attention, without for decode.
-func (st *Step) Schedule(prefill bool) core.AttentionSchedule {
-	s := core.AttentionSchedule{KVIndptr: st.KVIndptr, KVLastPageLen: st.KVLastPageLen}
+func (st *Step) Schedule(prefill bool) attention.Schedule {
+	s := attention.Schedule{KVIndptr: st.KVIndptr, KVLastPageLen: st.KVLastPageLen}
 	if prefill {
 		s.QOIndptr = st.QORows
 	}
 	return s
 }
 
-// KVRows are the step's new rows for Stream.AppendKV, K and V holding
+// KVRows are the step's new rows for attention.KVCache.Append, K and V holding
 // Rows rows in the order the requests were added.
-func (st *Step) KVRows(k, v core.Region) core.KVRows {
-	return core.KVRows{K: k, V: v, BatchIndices: st.BatchIndices, Positions: st.Positions, NNZ: st.Rows}
+func (st *Step) KVRows(k, v core.Region) attention.KVRows {
+	return attention.KVRows{K: k, V: v, BatchIndices: st.BatchIndices, Positions: st.Positions, NNZ: st.Rows}
 }
 
 const spanGrain = 4096
@@ -135,7 +136,7 @@ func NewTable(d *core.Device, cfg TableConfig) (*Table, error) {
 	if t.dev, err = d.Alloc(n); err != nil {
 		return nil, fmt.Errorf("kvpage: table: device buffer: %w", err)
 	}
-	t.pt = core.PageTable{Indptr: t.view(0, b+1), Indices: t.view(t.oIdx, cfg.MaxPages), LastPageLen: t.view(t.oLast, b)}
+	t.pt = attention.PageTable{Indptr: t.view(0, b+1), Indices: t.view(t.oIdx, cfg.MaxPages), LastPageLen: t.view(t.oLast, b)}
 	t.qoR, t.bidxR, t.posR = t.view(t.oQO, b+1), t.view(t.oBidx, cfg.MaxRows), t.view(t.oPos, cfg.MaxRows)
 	for i := range t.stage {
 		if t.stage[i], err = d.Runtime().AllocHost(n); err != nil {
@@ -296,7 +297,7 @@ func (t *Table) UploadBytes(pages int) int {
 
 // CopyPage enqueues the copy-on-write Append asked for: K and V of page
 // cp.Src to page cp.Dst of cache c, on s (before the step's AppendKV).
-func CopyPage(s *core.Stream, c *core.KVCache, cp Copy) error {
+func CopyPage(s *core.Stream, c *attention.KVCache, cp Copy) error {
 	d := c.Desc()
 	if cp.Src < 0 || cp.Dst < 0 || int(cp.Src) >= d.NumPages || int(cp.Dst) >= d.NumPages || cp.Src == cp.Dst {
 		return fmt.Errorf("kvpage: copy page: pages %d -> %d of a cache of %d", cp.Src, cp.Dst, d.NumPages)

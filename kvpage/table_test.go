@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/internal/testutil"
 )
@@ -32,7 +33,7 @@ const (
 	tHeadDim = 64
 )
 
-var tCache = core.KVCacheDesc{DType: core.F16, Layout: core.KVLayoutNHD, PageSize: tPS, NumKVHeads: tKVHeads, HeadDim: tHeadDim, NumPages: 32}
+var tCache = attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: tPS, NumKVHeads: tKVHeads, HeadDim: tHeadDim, NumPages: 32}
 
 // row is one f16 row of heads x head dim, a smooth function of a token
 // and its position (so equal prefixes give equal K/V, as in a model).
@@ -51,10 +52,10 @@ type rig struct {
 	t       *testing.T
 	a       *Allocator
 	tab     *Table
-	cache   *core.KVCache
+	cache   *attention.KVCache
 	s       *core.Stream
-	dec     *core.Attention
-	pre     *core.Attention
+	dec     *attention.Attention
+	pre     *attention.Attention
 	k, v, q *core.Buffer
 	o       *core.Buffer
 	toks    map[ReqID][]int32 // each request's tokens (the host model)
@@ -66,7 +67,7 @@ func newRig(t *testing.T, d *core.Device) *rig {
 	tab, err := NewTable(d, TableConfig{MaxBatch: 8, MaxPages: 32, MaxRows: 64})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tab.Close()) })
-	cache, err := d.AllocKVCache(tCache)
+	cache, err := attention.AllocKVCache(d, tCache)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cache.Free() })
 	require.NoError(t, core.Memset(cache.K(), 0))
@@ -75,10 +76,10 @@ func newRig(t *testing.T, d *core.Device) *rig {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	r := &rig{t: t, a: a, tab: tab, cache: cache, s: s, toks: map[ReqID][]int32{}}
-	r.dec, err = d.NewAttention(core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: tQOHeads, Cache: tCache, MaxBatch: 8})
+	r.dec, err = attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: tQOHeads, Cache: tCache, MaxBatch: 8})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.dec.Close() })
-	r.pre, err = d.NewAttention(core.AttentionDesc{Kind: core.AttentionPrefill, NumQOHeads: tQOHeads, Cache: tCache,
+	r.pre, err = attention.New(d, attention.Desc{Kind: attention.Prefill, NumQOHeads: tQOHeads, Cache: tCache,
 		Causal: true, MaxBatch: 8, MaxRows: 64})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.pre.Close() })
@@ -111,7 +112,7 @@ type entry struct {
 // step appends each entry's tokens, uploads the step's table, writes the
 // new rows' K/V and runs attention of kind (none when kind < 0); it
 // returns O's bytes (nil without attention) and the step.
-func (r *rig) step(kind core.AttentionKind, entries ...entry) ([]byte, Step) {
+func (r *rig) step(kind attention.Kind, entries ...entry) ([]byte, Step) {
 	t := r.t
 	for _, e := range entries {
 		cp, ok, err := r.a.Append(e.id, e.add)
@@ -145,19 +146,19 @@ func (r *rig) step(kind core.AttentionKind, entries ...entry) ([]byte, Step) {
 	require.NoError(t, core.CopyFromHost(r.k, kb))
 	require.NoError(t, core.CopyFromHost(r.v, vb))
 	require.NoError(t, core.CopyFromHost(r.q, qb))
-	require.NoError(t, r.s.AppendKV(r.cache, st.PageTable, st.Batch, st.KVRows(r.k, r.v)))
+	require.NoError(t, r.cache.Append(r.s, st.PageTable, st.Batch, st.KVRows(r.k, r.v)))
 	if kind < 0 {
 		require.NoError(t, r.s.Synchronize())
 		return nil, st
 	}
 	att := r.dec
-	ops := core.AttentionOperands{Q: r.q, O: r.o, Pages: st.PageTable}
-	if kind == core.AttentionPrefill {
+	ops := attention.Operands{Q: r.q, O: r.o, Pages: st.PageTable}
+	if kind == attention.Prefill {
 		att = r.pre
 		ops.QOIndptr = st.QOIndptr
 	}
-	require.NoError(t, r.s.PlanAttention(att, st.Schedule(kind == core.AttentionPrefill)))
-	require.NoError(t, r.s.RunAttention(att, r.cache, ops))
+	require.NoError(t, att.Plan(r.s, st.Schedule(kind == attention.Prefill)))
+	require.NoError(t, att.Run(r.s, r.cache, ops))
 	require.NoError(t, r.s.Synchronize())
 	out := make([]byte, st.Rows*qRow)
 	require.NoError(t, core.CopyToHost(out, r.o))
@@ -214,7 +215,7 @@ func TestTableSharedPrefixOnMock(t *testing.T) {
 		r := newRig(t, d)
 		// Step 1: p0's prefill.
 		id0, rest0 := r.join(p0, share)
-		o, _ := r.step(core.AttentionPrefill, entry{id0, rest0})
+		o, _ := r.step(attention.Prefill, entry{id0, rest0})
 		outs = append(outs, o)
 		// Step 2: p1 and p2 join; with sharing they find sys's two full
 		// pages and prefill only the rest. Without, their first 8 tokens
@@ -227,7 +228,7 @@ func TestTableSharedPrefixOnMock(t *testing.T) {
 			rest1, rest2 = rest1[8:], rest2[8:]
 		}
 		e2 := []entry{{id1, rest1}, {id2, rest2}}
-		o, st := r.step(core.AttentionPrefill, e2...)
+		o, st := r.step(attention.Prefill, e2...)
 		r.checkTable(st, e2...)
 		outs = append(outs, o)
 		// Step 3: p1 forks mid-page; each of the four decodes a token of
@@ -245,7 +246,7 @@ func TestTableSharedPrefixOnMock(t *testing.T) {
 			r.step(-1, entry{idf, rest})
 		}
 		e3 := []entry{{id0, []int32{7}}, {id1, []int32{8}}, {id2, []int32{9}}, {idf, []int32{10}}}
-		o, st = r.step(core.AttentionDecode, e3...)
+		o, st = r.step(attention.Decode, e3...)
 		r.checkTable(st, e3...)
 		outs = append(outs, o)
 		if share {
@@ -333,7 +334,7 @@ func TestTableZeroAllocs(t *testing.T) {
 		id, rest := r.join(cat(seq(100, 6), seq(10*i, 3)), true)
 		es = append(es, entry{id, rest})
 	}
-	r.step(core.AttentionPrefill, es...)
+	r.step(attention.Prefill, es...)
 	step := func() {
 		if err := r.tab.Begin(); err != nil {
 			panic(err)
@@ -347,10 +348,10 @@ func TestTableZeroAllocs(t *testing.T) {
 		if err != nil {
 			panic(err)
 		}
-		if err := r.s.PlanAttention(r.dec, st.Schedule(false)); err != nil {
+		if err := r.dec.Plan(r.s, st.Schedule(false)); err != nil {
 			panic(err)
 		}
-		if err := r.s.RunAttention(r.dec, r.cache, core.AttentionOperands{Q: r.q, O: r.o, Pages: st.PageTable}); err != nil {
+		if err := r.dec.Run(r.s, r.cache, attention.Operands{Q: r.q, O: r.o, Pages: st.PageTable}); err != nil {
 			panic(err)
 		}
 	}

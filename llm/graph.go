@@ -15,8 +15,8 @@ import (
 // with graphs; from ABI 1.7 a plugin marks other slots recordable).
 const (
 	opKernels   = ""              // launches and GEMMs: always recorded
-	opKVAppend  = "kv_append"     // Stream.AppendKV
-	opAttention = "attention_run" // Stream.RunAttention
+	opKVAppend  = "kv_append"     // attention.KVCache.Append
+	opAttention = "attention_run" // attention.Attention.Run
 	opQuant     = "quant_matmul"  // matmul.Quant (int8 weights)
 )
 

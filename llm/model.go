@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/quant"
@@ -123,7 +124,7 @@ type layer struct {
 	wq, wo, wd        linear
 	wkv, wgu          linear // bf16: the pairs (K,V) and (gate,up), batched GEMMs
 	wk, wv, wg, wu    linear // int8 (and K, V with biases)
-	cache             *core.KVCache
+	cache             *attention.KVCache
 }
 
 // Model is a decoder on one device, with buffers for up to batch
@@ -142,7 +143,7 @@ type Model struct {
 	lm                           linear
 	layers                       []layer
 	owned                        []*core.Buffer
-	caches                       []*core.KVCache
+	caches                       []*attention.KVCache
 
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
@@ -154,7 +155,7 @@ type Model struct {
 	// signed half-swap matrix, bf16 ones (bias of int8 linears)
 	cosQ, sinQ, cosK, sinK, rotA, rotB, ones *core.Buffer
 	swap                                     linear
-	dec, pre                                 *core.Attention
+	dec, pre                                 *attention.Attention
 	graphs                                   map[graphKey]*stepGraph
 	stage                                    *stepStage
 	recordable                               map[string]bool // op kind -> the plugin records it (probed once)
@@ -370,7 +371,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	}
 	ps := c.pageSize()
 	m.maxPages = (maxLen + ps - 1) / ps
-	kvDesc := core.KVCacheDesc{DType: core.BF16, Layout: core.KVLayoutNHD, PageSize: ps, NumKVHeads: c.KVHeads,
+	kvDesc := attention.KVCacheDesc{DType: core.BF16, Layout: attention.KVLayoutNHD, PageSize: ps, NumKVHeads: c.KVHeads,
 		HeadDim: hd, NumPages: batch * m.maxPages}
 	m.layers = make([]layer, c.Layers)
 	for l := range m.layers {
@@ -428,7 +429,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 				}
 			}
 		}
-		if L.cache, err = dev.AllocKVCache(kvDesc); err != nil {
+		if L.cache, err = attention.AllocKVCache(dev, kvDesc); err != nil {
 			return nil, fmt.Errorf("llm: layer %d: KV cache of %d pages: %w", l, kvDesc.NumPages, err)
 		}
 		m.caches = append(m.caches, L.cache)
@@ -487,13 +488,13 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 			return nil, err
 		}
 	}
-	ad := core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: c.Heads, Cache: kvDesc, MaxBatch: batch}
-	if m.dec, err = dev.NewAttention(ad); err != nil {
+	ad := attention.Desc{Kind: attention.Decode, NumQOHeads: c.Heads, Cache: kvDesc, MaxBatch: batch}
+	if m.dec, err = attention.New(dev, ad); err != nil {
 		return nil, fmt.Errorf("llm: decode attention: %w", err)
 	}
 	if maxPrompt > 1 {
-		ad.Kind, ad.Causal, ad.MaxRows = core.AttentionPrefill, true, T
-		if m.pre, err = dev.NewAttention(ad); err != nil {
+		ad.Kind, ad.Causal, ad.MaxRows = attention.Prefill, true, T
+		if m.pre, err = attention.New(dev, ad); err != nil {
 			return nil, fmt.Errorf("llm: prefill attention: %w", err)
 		}
 	}
@@ -535,7 +536,7 @@ func (m *Model) Close() {
 		_ = g.close()
 	}
 	m.graphs = nil
-	for _, a := range []*core.Attention{m.dec, m.pre} {
+	for _, a := range []*attention.Attention{m.dec, m.pre} {
 		if a != nil {
 			_ = a.Close()
 		}
@@ -701,8 +702,8 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	return nil
 }
 
-func (m *Model) pages() core.PageTable {
-	return core.PageTable{Indptr: view(m.indptr, 0, 4*(m.batch+1)), Indices: m.indices, LastPageLen: view(m.lastLen, 0, 4*m.batch)}
+func (m *Model) pages() attention.PageTable {
+	return attention.PageTable{Indptr: view(m.indptr, 0, 4*(m.batch+1)), Indices: m.indices, LastPageLen: view(m.lastLen, 0, 4*m.batch)}
 }
 
 // attend appends the layer's K and V rows and runs the attention (eager:
@@ -712,13 +713,13 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 	hd := c.HeadDim()
 	Q, KV := c.Heads*hd, c.KVHeads*hd
 	pt := m.pages()
-	rows := core.KVRows{K: view(m.kv, 0, 2*T*KV), V: view(m.kv, 2*T*KV, 2*T*KV), BatchIndices: view(m.bidx, 0, 4*T),
+	rows := attention.KVRows{K: view(m.kv, 0, 2*T*KV), V: view(m.kv, 2*T*KV, 2*T*KV), BatchIndices: view(m.bidx, 0, 4*T),
 		Positions: view(m.pos, 0, 4*T), NNZ: T}
-	a, ops := m.dec, core.AttentionOperands{Q: view(m.q, 0, 2*T*Q), O: view(m.o, 0, 2*T*Q), Pages: pt}
+	a, ops := m.dec, attention.Operands{Q: view(m.q, 0, 2*T*Q), O: view(m.o, 0, 2*T*Q), Pages: pt}
 	if prefill {
 		a, ops.QOIndptr = m.pre, view(m.qoIndptr, 0, 4*(m.batch+1))
 	}
-	if err := firstErr(s.AppendKV(L.cache, pt, m.batch, rows), s.RunAttention(a, L.cache, ops)); err != nil {
+	if err := firstErr(L.cache.Append(s, pt, m.batch, rows), a.Run(s, L.cache, ops)); err != nil {
 		return fmt.Errorf("llm: layer %d attention: %w", l, err)
 	}
 	return nil
@@ -728,9 +729,9 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 // per request) to its cache.
 func (m *Model) appendKV(s *core.Stream, l, B int) error {
 	KV := m.cfg.KVHeads * m.cfg.HeadDim()
-	rows := core.KVRows{K: view(m.kv, 0, 2*B*KV), V: view(m.kv, 2*B*KV, 2*B*KV), BatchIndices: view(m.bidx, 0, 4*B),
+	rows := attention.KVRows{K: view(m.kv, 0, 2*B*KV), V: view(m.kv, 2*B*KV, 2*B*KV), BatchIndices: view(m.bidx, 0, 4*B),
 		Positions: view(m.pos, 0, 4*B), NNZ: B}
-	if err := s.AppendKV(m.layers[l].cache, m.pages(), m.batch, rows); err != nil {
+	if err := m.layers[l].cache.Append(s, m.pages(), m.batch, rows); err != nil {
 		return fmt.Errorf("llm: layer %d kv append: %w", l, err)
 	}
 	return nil
@@ -739,8 +740,8 @@ func (m *Model) appendKV(s *core.Stream, l, B int) error {
 // attendDecode runs the layer's decode attention (the plan made outside).
 func (m *Model) attendDecode(s *core.Stream, l, B int) error {
 	Q := m.cfg.Heads * m.cfg.HeadDim()
-	ops := core.AttentionOperands{Q: view(m.q, 0, 2*B*Q), O: view(m.o, 0, 2*B*Q), Pages: m.pages()}
-	if err := s.RunAttention(m.dec, m.layers[l].cache, ops); err != nil {
+	ops := attention.Operands{Q: view(m.q, 0, 2*B*Q), O: view(m.o, 0, 2*B*Q), Pages: m.pages()}
+	if err := m.dec.Run(s, m.layers[l].cache, ops); err != nil {
 		return fmt.Errorf("llm: layer %d attention: %w", l, err)
 	}
 	return nil
@@ -1016,7 +1017,7 @@ func (m *Model) Prefill(prompts [][]int32, sp *Sampling) error {
 		err = st.end(s)
 	}
 	if err == nil {
-		err = firstErr(s.PlanAttention(m.pre, core.AttentionSchedule{QOIndptr: qo, KVIndptr: indptr, KVLastPageLen: last}),
+		err = firstErr(m.pre.Plan(s, attention.Schedule{QOIndptr: qo, KVIndptr: indptr, KVLastPageLen: last}),
 			m.embedTokens(s, T))
 	}
 	for l := 0; err == nil && l < m.cfg.Layers; l++ {
@@ -1094,7 +1095,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	// fixed device buffers, before the step's work (FlashInfer's CUDA-graph
 	// wrappers' way): the graph replays read the plan of their step.
 	if err == nil {
-		err = firstErr(st.end(s), s.PlanAttention(m.dec, core.AttentionSchedule{KVIndptr: indptr, KVLastPageLen: last}))
+		err = firstErr(st.end(s), m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}))
 	}
 	if err == nil && graph {
 		var g *stepGraph

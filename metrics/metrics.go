@@ -22,8 +22,8 @@
 //	gpurt_launch_batches_total            LaunchBatch.Submit (gpurt_batch_launches_total: their kernels)
 //	gpurt_gemms_total                     Stream.Gemm
 //	gpurt_attention_runs_total            Stream.RunAttention
-//	gpurt_quant_matmuls_total             Stream.QuantMatmul
-//	gpurt_grouped_gemms_total             Stream.GroupedGemm
+//	gpurt_quant_matmuls_total             matmul.Quant
+//	gpurt_grouped_gemms_total             matmul.Grouped
 //	gpurt_collectives_total               Comm.Run
 //	gpurt_bytes_copied_total              bytes of copies (label direction: host_to_device, device_to_host, device_to_device)
 //	gpurt_op_latency_seconds              histogram of each op's host time (label op: stream_synchronize,
@@ -83,8 +83,8 @@ var defs = []metricDef{
 	{"batch_launches_total", "Kernels enqueued through launch batches.", nil},
 	{"gemms_total", "GEMMs enqueued by Stream.Gemm.", nil},
 	{"attention_runs_total", "Attention runs enqueued by Stream.RunAttention.", nil},
-	{"quant_matmuls_total", "Quantized matmuls enqueued by Stream.QuantMatmul.", nil},
-	{"grouped_gemms_total", "Grouped GEMMs enqueued by Stream.GroupedGemm.", nil},
+	{"quant_matmuls_total", "Quantized matmuls enqueued by matmul.Quant.", nil},
+	{"grouped_gemms_total", "Grouped GEMMs enqueued by matmul.Grouped.", nil},
 	{"collectives_total", "Collectives enqueued by Comm.Run.", nil},
 	{"bytes_copied_total", "Bytes of successful copies, by direction.", []string{"direction"}},
 	{"op_latency_seconds", "Host time of successful calls, by operation: for synchronize and synchronous copies the wait, for stream operations the enqueue.", []string{"op"}},

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	gtest "github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/metrics"
 )
@@ -175,11 +176,11 @@ func TestOpMetrics(t *testing.T) {
 		core.GemmOperands{A: a, B: b, D: d, Alpha: 1}))
 	// an int8 matmul (MLX, group 64) and a grouped bf16 GEMM of two groups
 	const m, k = 4, 64
-	require.NoError(t, s.QuantMatmul(core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: 1, K: k},
-		core.QuantMatmulOperands{W: alloc(dev, m*k), Scales: alloc(dev, 2*m*k/64), Biases: alloc(dev, 2*m*k/64),
+	require.NoError(t, matmul.Quant(s, matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: 1, K: k},
+		matmul.QuantOperands{W: alloc(dev, m*k), Scales: alloc(dev, 2*m*k/64), Biases: alloc(dev, 2*m*k/64),
 			X: alloc(dev, 2*k), Y: alloc(dev, 2*m)}))
-	require.NoError(t, s.GroupedGemm(core.GroupedGemmDesc{ABType: core.BF16, DType: core.BF16, N: 8, K: 16, MSizes: []int{2, 3}},
-		core.GroupedGemmOperands{A: alloc(dev, 5*16*2), B: alloc(dev, 2*8*16*2), D: alloc(dev, 5*8*2)}))
+	require.NoError(t, matmul.Grouped(s, matmul.GroupedDesc{ABType: core.BF16, DType: core.BF16, N: 8, K: 16, MSizes: []int{2, 3}},
+		matmul.GroupedOperands{A: alloc(dev, 5*16*2), B: alloc(dev, 2*8*16*2), D: alloc(dev, 5*8*2)}))
 	// an all-reduce over the two devices
 	c, err := rt.NewComm(devs...)
 	require.NoError(t, err)
@@ -207,10 +208,10 @@ gpurt_bytes_copied_total{backend="mock",direction="host_to_device"} 1000
 # HELP gpurt_gemms_total GEMMs enqueued by Stream.Gemm.
 # TYPE gpurt_gemms_total counter
 gpurt_gemms_total{backend="mock"} 1
-# HELP gpurt_quant_matmuls_total Quantized matmuls enqueued by Stream.QuantMatmul.
+# HELP gpurt_quant_matmuls_total Quantized matmuls enqueued by matmul.Quant.
 # TYPE gpurt_quant_matmuls_total counter
 gpurt_quant_matmuls_total{backend="mock"} 1
-# HELP gpurt_grouped_gemms_total Grouped GEMMs enqueued by Stream.GroupedGemm.
+# HELP gpurt_grouped_gemms_total Grouped GEMMs enqueued by matmul.Grouped.
 # TYPE gpurt_grouped_gemms_total counter
 gpurt_grouped_gemms_total{backend="mock"} 1
 # HELP gpurt_collectives_total Collectives enqueued by Comm.Run.

@@ -18,6 +18,9 @@
 #             $logs/bench.txt: the Go benchmark format lines benchstat reads
 #   quant     build/gpurt-quantbench -plugin-path build -only gemv -iters 5
 #   attn      build/gpurt-attnbench -plugin-path build -only decode -iters 5
+#   hook      with build/core.test (CGO_ENABLED=0 go test -c -o build/core.test
+#             ./core): the metrics hooks' own cost, timing off and on
+#             (BenchmarkMetricsHook; needs no plugin), on a quiet CPU
 # Logs in build/gpu_cli/; with $OUT set, copied there. Exit status: 0 when
 # every step passed.
 set -u
@@ -57,6 +60,9 @@ step bench 300 build/gpurt bench --quick --plugin-path build --benchfmt "$logs/b
 step benchfmt 10 grep -E '^Benchmark[A-Z][^ ]*-[0-9]+	1	[^ ]+ [^ ]+$' "$logs/bench.txt"
 step quant 300 build/gpurt-quantbench -plugin-path build -only gemv -iters 5
 step attn 300 build/gpurt-attnbench -plugin-path build -only decode -iters 5
+if [ -x build/core.test ]; then
+  step hook 120 build/core.test -test.run '^$' -test.bench MetricsHook -test.count 5 -test.benchmem
+fi
 
 printf '%s\n' "${summary[@]}"
 if [ -n "${OUT:-}" ]; then cp -r "$logs" "$OUT/" 2>/dev/null; fi

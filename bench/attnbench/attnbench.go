@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package attnbench times attention over a paged KV cache (ABI 1.5:
-// Stream.PlanAttention, Stream.RunAttention) on one GPU; the command
+// attention.Attention.Plan, attention.Attention.Run) on one GPU; the command
 // gpurt-attnbench runs it, and scripts/gpu_attention.sh runs that on the H200 next to FlashInfer's own
 // Python API and torch's scaled_dot_product_attention on the same shapes
 // (scripts/gpu_attention_ref.py).
@@ -35,6 +35,7 @@ import (
 
 	gbench "github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/floatbits"
 )
 
@@ -208,9 +209,9 @@ func (b *bench) run(sh shape) (Result, error) {
 	}
 	pagesPer := (sh.kv + page - 1) / page
 	numPages := pagesPer * sh.batch
-	desc := core.KVCacheDesc{DType: core.BF16, Layout: core.KVLayoutNHD, PageSize: page, NumKVHeads: hk, HeadDim: dim,
+	desc := attention.KVCacheDesc{DType: core.BF16, Layout: attention.KVLayoutNHD, PageSize: page, NumKVHeads: hk, HeadDim: dim,
 		NumPages: numPages}
-	cache, err := b.dev.AllocKVCache(desc)
+	cache, err := attention.AllocKVCache(b.dev, desc)
 	if err != nil {
 		return r, err
 	}
@@ -290,28 +291,28 @@ func (b *bench) run(sh shape) (Result, error) {
 			return r, err
 		}
 	}
-	ad := core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: hq, Cache: desc, MaxBatch: sh.batch}
-	sched := core.AttentionSchedule{KVIndptr: indptr, KVLastPageLen: last}
+	ad := attention.Desc{Kind: attention.Decode, NumQOHeads: hq, Cache: desc, MaxBatch: sh.batch}
+	sched := attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}
 	view := func(x *core.Buffer, n int) core.Region {
 		v, _ := x.View(0, n)
 		return v
 	}
-	ops := core.AttentionOperands{Q: q, O: o, Pages: core.PageTable{Indptr: view(dIndptr, 4*len(indptr)),
+	ops := attention.Operands{Q: q, O: o, Pages: attention.PageTable{Indptr: view(dIndptr, 4*len(indptr)),
 		Indices: view(dIdx, 4*len(idx)), LastPageLen: view(dLast, 4*len(last))}}
 	if sh.prefill {
-		ad.Kind = core.AttentionPrefill
+		ad.Kind = attention.Prefill
 		ad.Causal = true
 		ad.MaxRows = rows
 		sched.QOIndptr = qoIndptr
 		ops.QOIndptr = view(dQO, 4*len(qoIndptr))
 	}
-	a, err := b.dev.NewAttention(ad)
+	a, err := attention.New(b.dev, ad)
 	if err != nil {
 		return r, err
 	}
 	defer a.Close()
 	// Plan host cost: the mean of many plans on an idle stream.
-	if err := b.s.PlanAttention(a, sched); err != nil {
+	if err := a.Plan(b.s, sched); err != nil {
 		return r, err
 	}
 	if err := b.s.Synchronize(); err != nil {
@@ -320,7 +321,7 @@ func (b *bench) run(sh shape) (Result, error) {
 	const plans = 200
 	t0 := time.Now()
 	for i := 0; i < plans; i++ {
-		if err := b.s.PlanAttention(a, sched); err != nil {
+		if err := a.Plan(b.s, sched); err != nil {
 			return r, err
 		}
 	}
@@ -328,7 +329,7 @@ func (b *bench) run(sh shape) (Result, error) {
 	if err := b.s.Synchronize(); err != nil {
 		return r, err
 	}
-	gpu, wall, err := b.time(func() error { return b.s.RunAttention(a, cache, ops) })
+	gpu, wall, err := b.time(func() error { return a.Run(b.s, cache, ops) })
 	if err != nil {
 		return r, err
 	}

@@ -55,6 +55,7 @@ const (
 	MetricNone Metric = iota
 	MetricQuantMatmul
 	MetricGroupedGemm
+	MetricAttentionRun
 )
 
 // Op is one stream operation's state, on its caller's stack.
@@ -62,6 +63,10 @@ type Op struct {
 	S      any    // the *core.Stream
 	Name   string // the operation, as in errors ("quant_matmul")
 	Metric Metric // what its eager calls count in
+	// Hold is an object's lifetime (from NewLife) that a recording of the
+	// operation holds until the graph is closed (the attention of a run);
+	// nil for none.
+	Hold unsafe.Pointer
 	// Set by Begin: the stream's plugin and runtime handle.
 	P   *bind.Plugin
 	RT  abi.Runtime
@@ -74,6 +79,50 @@ var Core struct {
 	Operand func(c *Op, i int, name string, r unsafe.Pointer, need, align uint64) error
 	Submit  func(c *Op, slot bind.Slot, obj uintptr, args unsafe.Pointer, size uintptr, fix func(unsafe.Pointer, *[]uint64)) error
 	Finish  func(c *Op, err *error)
+
+	// Devices and objects with a plugin handle.
+	DeviceBegin func(d any, op string) (p *bind.Plugin, rt abi.Runtime, index uint32, err error)
+	DeviceEnd   func(d any)
+	NewLife     func(d any, what string) (life unsafe.Pointer, leak func())
+	Acquire     func(life unsafe.Pointer) bool
+	Release     func(life unsafe.Pointer)
+	Destroy     func(d any, life unsafe.Pointer, op, what string, free func() error) error
+	// Region resolves the region *r (a *core.Region): its device (a
+	// *core.Device), its buffer (a *core.Buffer), offset and length.
+	Region func(op string, r unsafe.Pointer) (dev, buf any, off, n uint64, err error)
+}
+
+// DeviceBegin begins a use of device d (a *core.Device) and its runtime
+// for op; end it with DeviceEnd.
+func DeviceBegin(d any, op string) (*bind.Plugin, abi.Runtime, uint32, error) {
+	return Core.DeviceBegin(d, op)
+}
+
+// DeviceEnd ends a use begun by DeviceBegin.
+func DeviceEnd(d any) { Core.DeviceEnd(d) }
+
+// NewLife is the lifetime of a new object of device d holding a plugin
+// handle, as core's own objects have (uses, holds by graphs, a dead bit),
+// and leak, to run from a cleanup of the object: it logs a leak when the
+// object was not closed.
+func NewLife(d any, what string) (unsafe.Pointer, func()) { return Core.NewLife(d, what) }
+
+// Acquire begins a use of the object; false when it is closed.
+func Acquire(life unsafe.Pointer) bool { return Core.Acquire(life) }
+
+// Release ends a use begun by Acquire.
+func Release(life unsafe.Pointer) { Core.Release(life) }
+
+// Destroy closes the object (waiting for its uses, refused while a graph
+// holds it) and frees its handle with free, as core's Close methods do.
+func Destroy(d any, life unsafe.Pointer, op, what string, free func() error) error {
+	return Core.Destroy(d, life, op, what, free)
+}
+
+// Region resolves the region r points to (a *core.Region): its device,
+// its buffer, its offset in the buffer and its length.
+func Region(op string, r unsafe.Pointer) (dev, buf any, off, n uint64, err error) {
+	return Core.Region(op, Hide(r))
 }
 
 // Begin begins a use of c.S (a *core.Stream) for operation c.Name and
