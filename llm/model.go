@@ -1055,8 +1055,10 @@ func (m *Model) checkIDs(ids []int32) error {
 
 // Decode appends one token to each request of the batch at its own
 // position: ids (one per request), or nil for the tokens the last step
-// picked (they stay on the device); graph replays the step's captured
-// segments (captured on first use). The logits and the picked tokens
+// picked (they stay on the device); graph replays the step captured for
+// the batch size (on first use): one graph launch when the plugin records
+// every op of the step, else graphs around the ops it does not record
+// (GraphInfo says which). The logits and the picked tokens
 // (greedy, or drawn with sp at step) follow, as after Prefill.
 func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	B, s := m.batch, m.s
@@ -1161,7 +1163,7 @@ type Run struct {
 // (one token per request), when given, is fed as the k-th token after the
 // prompt instead of the one picked (teacher forcing; the picked tokens are
 // still reported). Sample draws tokens instead of the argmax. Graph
-// replays each step's graph segments, Collect reads the logits every step.
+// replays each step's graph (Decode), Collect reads the logits every step.
 type GenOptions struct {
 	Prompts [][]int32
 	Prompt  []int32
