@@ -19,23 +19,8 @@ const (
 // EntrySymbol is the one symbol a plugin exports.
 const EntrySymbol = "gpurt_plugin_negotiate"
 
-// Error codes (GPURT_ERR_*).
-const (
-	OK                    = 0
-	ErrInvalidArgument    = 1
-	ErrInvalidHandle      = 2
-	ErrOutOfRange         = 3
-	ErrOutOfMemory        = 4
-	ErrNotFound           = 5
-	ErrUnsupported        = 6
-	ErrUnavailable        = 7
-	ErrDeviceLost         = 8
-	ErrLaunchFailed       = 9
-	ErrNotReady           = 10
-	ErrABIMismatch        = 11
-	ErrInternal           = 12
-	ErrFailedPrecondition = 13
-)
+// Error codes (GPURT_OK, GPURT_ERR_*): generated into zerrors.go with
+// their names, the one error vocabulary.
 
 // Probe reasons (GPURT_PROBE_*).
 const (

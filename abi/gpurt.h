@@ -661,10 +661,11 @@ typedef struct gpurt_graph_item {
    * call would be, with the eager call's messages (prefixed "item N: ");
    * a slot the plugin does not record (graph_recordable answers 0) is
    * GPURT_ERR_UNSUPPORTED naming it. A recorded attention_run runs the
-   * plan its attention holds when the replay executes (plan between
-   * replays, into the same fixed buffers): graph_create needs a plan to
-   * check the run against, and each graph_launch checks the run against
-   * the current plan and its stream as the eager call would. The older kinds stay valid; an item
+   * plan its attention holds at the replay's point in the stream's order,
+   * as an eager run enqueued there would (plan between replays, into the
+   * same fixed buffers): graph_create needs a plan to check the run
+   * against, and each graph_launch checks the run against the current
+   * plan and its stream as the eager call would. The older kinds stay valid; an item
    * whose struct_size ends before `args` cannot be a CALL. */
   uint64_t slot;                        /* CALL */
   void *object;                         /* CALL: a handle, or NULL */

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 )
 
 // attnCase is one attention check: a cache shape, an attention and a
@@ -17,9 +18,9 @@ import (
 // and, for prefill, maxQO query rows.
 type attnCase struct {
 	name     string
-	kind     core.AttentionKind
+	kind     attention.Kind
 	dt       core.DType
-	layout   core.KVLayout
+	layout   attention.KVLayout
 	page     int
 	hq, hk   int
 	dim      int
@@ -37,8 +38,8 @@ type attnCase struct {
 }
 
 func attentionCases() []attnCase {
-	dec, pre := core.AttentionDecode, core.AttentionPrefill
-	nhd, hnd := core.KVLayoutNHD, core.KVLayoutHND
+	dec, pre := attention.Decode, attention.Prefill
+	nhd, hnd := attention.KVLayoutNHD, attention.KVLayoutHND
 	return []attnCase{
 		{name: "decode/f16/nhd/p16/gqa1/d64", kind: dec, dt: core.F16, layout: nhd, page: 16, hq: 8, hk: 8, dim: 64, batch: 5, minKV: 1, maxKV: 200},
 		{name: "decode/bf16/hnd/p1/gqa7/d128", kind: dec, dt: core.BF16, layout: hnd, page: 1, hq: 28, hk: 4, dim: 128, batch: 3, minKV: 1, maxKV: 100},
@@ -90,7 +91,7 @@ func attnSkip(err error) error {
 
 // attnBatch is a batch's page table and data on the host.
 type attnBatch struct {
-	desc              core.KVCacheDesc
+	desc              attention.KVCacheDesc
 	kvLen, qoLen      []int
 	indptr, last, idx []int32
 	qoIndptr          []int32
@@ -117,7 +118,7 @@ func newAttnBatch(e *env, c attnCase, extra int) *attnBatch {
 		}
 		b.kvLen[i] = n
 		b.qoLen[i] = 1
-		if c.kind == core.AttentionPrefill {
+		if c.kind == attention.Prefill {
 			q := 1 + e.rng.IntN(c.maxQO)
 			if c.causal && q > n {
 				q = n
@@ -133,7 +134,7 @@ func newAttnBatch(e *env, c attnCase, extra int) *attnBatch {
 		pages += (n+extra+c.page-1)/c.page + 1
 	}
 	perm := e.rng.Perm(pages)
-	b.desc = core.KVCacheDesc{DType: c.dt, Layout: c.layout, PageSize: c.page, NumKVHeads: c.hk, HeadDim: c.dim, NumPages: pages}
+	b.desc = attention.KVCacheDesc{DType: c.dt, Layout: c.layout, PageSize: c.page, NumKVHeads: c.hk, HeadDim: c.dim, NumPages: pages}
 	b.k = make([][]float64, c.batch)
 	b.v = make([][]float64, c.batch)
 	row := c.hk * c.dim
@@ -241,7 +242,7 @@ func attnTol(t core.DType) (atol, rtol float64) {
 
 // attnDev holds a case's device memory.
 type attnDev struct {
-	cache             *core.KVCache
+	cache             *attention.KVCache
 	indptr, idx, last *core.Buffer
 	qoIndptr          *core.Buffer
 	q, o              *core.Buffer
@@ -273,7 +274,7 @@ func (d *attnDev) upload(b *attnBatch, c attnCase) error {
 }
 
 // appendTokens appends tokens [from[r], to[r]) of every request through
-// Stream.AppendKV.
+// attention.KVCache.Append.
 func appendTokens(e *env, s *core.Stream, c attnCase, b *attnBatch, d *attnDev, from, to []int) error {
 	row := c.hk * c.dim
 	var kr, vr []float64
@@ -323,8 +324,8 @@ func appendTokens(e *env, s *core.Stream, c attnCase, b *attnBatch, d *attnDev, 
 		core.CopyFromHost(biv, i32bytes(bi2)), core.CopyFromHost(posv, i32bytes(pos2))); err != nil {
 		return err
 	}
-	pt := core.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}
-	if err := s.AppendKV(d.cache, pt, c.batch, core.KVRows{K: kbuf, V: vbuf, BatchIndices: biv, Positions: posv, NNZ: nnz}); err != nil {
+	pt := attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}
+	if err := d.cache.Append(s, pt, c.batch, attention.KVRows{K: kbuf, V: vbuf, BatchIndices: biv, Positions: posv, NNZ: nnz}); err != nil {
 		return err
 	}
 	return s.Synchronize() // the rows' buffers are freed on return
@@ -336,7 +337,7 @@ func runAttnCase(e *env, c attnCase) error {
 	d := &attnDev{}
 	defer d.free()
 	var err error
-	if d.cache, err = e.dev.AllocKVCache(b.desc); err != nil {
+	if d.cache, err = attention.AllocKVCache(e.dev, b.desc); err != nil {
 		return err
 	}
 	// Poison the cache: a token the append misses shows.
@@ -366,7 +367,7 @@ func runAttnCase(e *env, c attnCase) error {
 		return err
 	}
 	defer s.Close()
-	att, err := e.dev.NewAttention(core.AttentionDesc{Kind: c.kind, NumQOHeads: c.hq, Cache: b.desc, Causal: c.causal,
+	att, err := attention.New(e.dev, attention.Desc{Kind: c.kind, NumQOHeads: c.hq, Cache: b.desc, Causal: c.causal,
 		SMScale: c.smScale, LogitsSoftCap: c.softCap, MaxBatch: c.batch, MaxRows: maxRows})
 	if err != nil {
 		return attnSkip(err)
@@ -404,18 +405,18 @@ func runAttnCase(e *env, c attnCase) error {
 		if err := core.CopyFromHost(d.o, out); err != nil {
 			return err
 		}
-		sched := core.AttentionSchedule{KVIndptr: b.indptr, KVLastPageLen: b.last}
-		ops := core.AttentionOperands{Q: d.q, O: d.o, Pages: core.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}}
-		if c.kind == core.AttentionPrefill {
+		sched := attention.Schedule{KVIndptr: b.indptr, KVLastPageLen: b.last}
+		ops := attention.Operands{Q: d.q, O: d.o, Pages: attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}}
+		if c.kind == attention.Prefill {
 			sched.QOIndptr = b.qoIndptr
 			ops.QOIndptr = d.qoIndptr
 		}
-		if err := s.PlanAttention(att, sched); err != nil {
+		if err := att.Plan(s, sched); err != nil {
 			return fmt.Errorf("step %d: plan: %w", step, err)
 		}
 		// Two runs of one plan (two layers): the second must match too.
 		for run := 0; run < 2; run++ {
-			if err := s.RunAttention(att, d.cache, ops); err != nil {
+			if err := att.Run(s, d.cache, ops); err != nil {
 				return fmt.Errorf("step %d: run %d: %w", step, run, err)
 			}
 		}
@@ -449,13 +450,13 @@ func lenSummary(v []int) string {
 // attnAppendLayout appends rows and compares the cache's bytes with
 // where KVCacheDesc.Offset says each row goes, for both layouts.
 func attnAppendLayout(e *env) error {
-	for _, lay := range []core.KVLayout{core.KVLayoutNHD, core.KVLayoutHND} {
-		c := attnCase{kind: core.AttentionDecode, dt: core.BF16, layout: lay, page: 4, hq: 6, hk: 3, dim: 64, batch: 3, minKV: 1, maxKV: 11}
+	for _, lay := range []attention.KVLayout{attention.KVLayoutNHD, attention.KVLayoutHND} {
+		c := attnCase{kind: attention.Decode, dt: core.BF16, layout: lay, page: 4, hq: 6, hk: 3, dim: 64, batch: 3, minKV: 1, maxKV: 11}
 		b := newAttnBatch(e, c, 0)
 		d := &attnDev{}
 		err := func() error {
 			var err error
-			if d.cache, err = e.dev.AllocKVCache(b.desc); err != nil {
+			if d.cache, err = attention.AllocKVCache(e.dev, b.desc); err != nil {
 				return err
 			}
 			if d.indptr, err = d.alloc(e, 4*(c.batch+1)); err != nil {
@@ -520,9 +521,9 @@ func attnAppendLayout(e *env) error {
 // attnUnsupported: what 1.5 does not define is ErrUnsupported naming the
 // field.
 func attnUnsupported(e *env) error {
-	base := core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: 4, MaxBatch: 1,
-		Cache: core.KVCacheDesc{DType: core.BF16, PageSize: 16, NumKVHeads: 2, HeadDim: 128}}
-	a, err := e.dev.NewAttention(base)
+	base := attention.Desc{Kind: attention.Decode, NumQOHeads: 4, MaxBatch: 1,
+		Cache: attention.KVCacheDesc{DType: core.BF16, PageSize: 16, NumKVHeads: 2, HeadDim: 128}}
+	a, err := attention.New(e.dev, base)
 	if err != nil {
 		return attnSkip(err)
 	}
@@ -531,14 +532,14 @@ func attnUnsupported(e *env) error {
 	}
 	for _, c := range []struct {
 		field string
-		mod   func(d *core.AttentionDesc)
+		mod   func(d *attention.Desc)
 	}{
-		{"dtype", func(d *core.AttentionDesc) { d.Cache.DType = core.F32 }},
-		{"head_dim", func(d *core.AttentionDesc) { d.Cache.HeadDim = 96 }},
+		{"dtype", func(d *attention.Desc) { d.Cache.DType = core.F32 }},
+		{"head_dim", func(d *attention.Desc) { d.Cache.HeadDim = 96 }},
 	} {
 		d := base
 		c.mod(&d)
-		a, err := e.dev.NewAttention(d)
+		a, err := attention.New(e.dev, d)
 		if err == nil {
 			a.Close()
 			return fmt.Errorf("%s: no error, want ErrUnsupported", c.field)
@@ -555,16 +556,16 @@ func attnUnsupported(e *env) error {
 
 // attnMisuse: wrong calls are errors, never crashes.
 func attnMisuse(e *env) error {
-	c := attnCase{kind: core.AttentionPrefill, dt: core.F16, layout: core.KVLayoutNHD, page: 16, hq: 4, hk: 2, dim: 64, batch: 2, minKV: 5, maxKV: 20, maxQO: 4, causal: true}
+	c := attnCase{kind: attention.Prefill, dt: core.F16, layout: attention.KVLayoutNHD, page: 16, hq: 4, hk: 2, dim: 64, batch: 2, minKV: 5, maxKV: 20, maxQO: 4, causal: true}
 	b := newAttnBatch(e, c, 0)
-	a, err := e.dev.NewAttention(core.AttentionDesc{Kind: c.kind, NumQOHeads: c.hq, Cache: b.desc, Causal: true, MaxBatch: 2, MaxRows: 8})
+	a, err := attention.New(e.dev, attention.Desc{Kind: c.kind, NumQOHeads: c.hq, Cache: b.desc, Causal: true, MaxBatch: 2, MaxRows: 8})
 	if err != nil {
 		return attnSkip(err)
 	}
 	defer a.Close()
 	d := &attnDev{}
 	defer d.free()
-	if d.cache, err = e.dev.AllocKVCache(b.desc); err != nil {
+	if d.cache, err = attention.AllocKVCache(e.dev, b.desc); err != nil {
 		return err
 	}
 	bufs := make([]*core.Buffer, 6)
@@ -587,8 +588,8 @@ func attnMisuse(e *env) error {
 		return err
 	}
 	defer s2.Close()
-	ops := core.AttentionOperands{Q: d.q, O: d.o, QOIndptr: d.qoIndptr, Pages: core.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}}
-	sched := core.AttentionSchedule{QOIndptr: b.qoIndptr, KVIndptr: b.indptr, KVLastPageLen: b.last}
+	ops := attention.Operands{Q: d.q, O: d.o, QOIndptr: d.qoIndptr, Pages: attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}}
+	sched := attention.Schedule{QOIndptr: b.qoIndptr, KVIndptr: b.indptr, KVLastPageLen: b.last}
 	small, _ := d.q.View(0, 64)
 	tooBigQO := append([]int32(nil), b.qoIndptr...)
 	tooBigQO[2] = tooBigQO[1] + int32(b.kvLen[1]) + 1 // more rows than tokens, causal
@@ -599,31 +600,31 @@ func attnMisuse(e *env) error {
 		fn   func() error
 		want error
 	}{
-		{"run before any plan", func() error { return s1.RunAttention(a, d.cache, ops) }, core.ErrFailedPrecondition},
+		{"run before any plan", func() error { return a.Run(s1, d.cache, ops) }, core.ErrFailedPrecondition},
 		{"plan: causal with more rows than tokens", func() error {
-			return s1.PlanAttention(a, core.AttentionSchedule{QOIndptr: tooBigQO, KVIndptr: b.indptr, KVLastPageLen: b.last})
+			return a.Plan(s1, attention.Schedule{QOIndptr: tooBigQO, KVIndptr: b.indptr, KVLastPageLen: b.last})
 		}, core.ErrInvalidArgument},
 		{"plan: last page length beyond the page", func() error {
-			return s1.PlanAttention(a, core.AttentionSchedule{QOIndptr: b.qoIndptr, KVIndptr: b.indptr, KVLastPageLen: badLast})
+			return a.Plan(s1, attention.Schedule{QOIndptr: b.qoIndptr, KVIndptr: b.indptr, KVLastPageLen: badLast})
 		}, core.ErrInvalidArgument},
 		{"plan: decode schedule for prefill", func() error {
-			return s1.PlanAttention(a, core.AttentionSchedule{KVIndptr: b.indptr, KVLastPageLen: b.last})
+			return a.Plan(s1, attention.Schedule{KVIndptr: b.indptr, KVLastPageLen: b.last})
 		}, core.ErrInvalidArgument},
-		{"plan", func() error { return s1.PlanAttention(a, sched) }, nil},
-		{"run on another stream than the plan's", func() error { return s2.RunAttention(a, d.cache, ops) }, core.ErrFailedPrecondition},
+		{"plan", func() error { return a.Plan(s1, sched) }, nil},
+		{"run on another stream than the plan's", func() error { return a.Run(s2, d.cache, ops) }, core.ErrFailedPrecondition},
 		{"run with a q region too small", func() error {
 			o := ops
 			o.Q = small
-			return s1.RunAttention(a, d.cache, o)
+			return a.Run(s1, d.cache, o)
 		}, core.ErrOutOfRange},
 		{"run with a nil page table", func() error {
 			o := ops
 			o.Pages.Indices = nil
-			return s1.RunAttention(a, d.cache, o)
+			return a.Run(s1, d.cache, o)
 		}, core.ErrInvalidArgument},
-		{"run", func() error { return s1.RunAttention(a, d.cache, ops) }, nil},
+		{"run", func() error { return a.Run(s1, d.cache, ops) }, nil},
 		{"append with a nil cache", func() error {
-			return s1.AppendKV(nil, ops.Pages, 2, core.KVRows{K: d.q, V: d.o, BatchIndices: d.indptr, Positions: d.indptr, NNZ: 1})
+			return (*attention.KVCache)(nil).Append(s1, ops.Pages, 2, attention.KVRows{K: d.q, V: d.o, BatchIndices: d.indptr, Positions: d.indptr, NNZ: 1})
 		}, core.ErrInvalidArgument},
 	} {
 		err := m.fn()
@@ -643,5 +644,5 @@ func attnMisuse(e *env) error {
 	if err := a.Close(); err != nil {
 		return err
 	}
-	return expect("plan after close", s1.PlanAttention(a, sched), core.ErrClosed)
+	return expect("plan after close", a.Plan(s1, sched), core.ErrClosed)
 }

@@ -3,10 +3,12 @@
 package conform
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 )
 
 // kvBoundsChecks check that AppendKV and RunAttention bound their page
@@ -17,6 +19,7 @@ import (
 func kvBoundsChecks() []check {
 	return []check{
 		{"attention/kv_bounds", kvBounds},
+		{"attention/kv_append_beyond_indices", kvAppendBeyondIndices},
 	}
 }
 
@@ -25,8 +28,8 @@ func kvBoundsChecks() []check {
 type kvEnv struct {
 	e                 *env
 	s                 *core.Stream
-	cache             *core.KVCache
-	attn              *core.Attention
+	cache             *attention.KVCache
+	attn              *attention.Attention
 	indptr, idx, last *core.Buffer
 	rows, meta, q, o  *core.Buffer
 	bufs              []*core.Buffer
@@ -36,17 +39,17 @@ type kvEnv struct {
 const kvBatch = 3
 
 func newKVEnv(e *env) (*kvEnv, error) {
-	desc := core.KVCacheDesc{DType: core.F16, Layout: core.KVLayoutNHD, PageSize: 16, NumKVHeads: 1, HeadDim: 64, NumPages: 4}
+	desc := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 16, NumKVHeads: 1, HeadDim: 64, NumPages: 4}
 	k := &kvEnv{e: e, batch: kvBatch, rowBytes: desc.NumKVHeads * desc.HeadDim * 2}
 	var err error
 	if k.s, err = e.dev.NewStream(); err != nil {
 		return nil, err
 	}
-	if k.cache, err = e.dev.AllocKVCache(desc); err != nil {
+	if k.cache, err = attention.AllocKVCache(e.dev, desc); err != nil {
 		k.free()
 		return nil, attnSkip(err)
 	}
-	if k.attn, err = e.dev.NewAttention(core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: 1, Cache: desc,
+	if k.attn, err = attention.New(e.dev, attention.Desc{Kind: attention.Decode, NumQOHeads: 1, Cache: desc,
 		MaxBatch: kvBatch}); err != nil {
 		k.free()
 		return nil, attnSkip(err)
@@ -74,8 +77,8 @@ func newKVEnv(e *env) (*kvEnv, error) {
 		k.free()
 		return nil, err
 	}
-	sched := core.AttentionSchedule{KVIndptr: indptr[:kvBatch+1], KVLastPageLen: last[:kvBatch]}
-	if err := k.s.PlanAttention(k.attn, sched); err != nil {
+	sched := attention.Schedule{KVIndptr: indptr[:kvBatch+1], KVLastPageLen: last[:kvBatch]}
+	if err := k.attn.Plan(k.s, sched); err != nil {
 		k.free()
 		return nil, err
 	}
@@ -106,23 +109,23 @@ func view(b *core.Buffer, n int) core.Region {
 	return v
 }
 
-func (k *kvEnv) appendKV(pt core.PageTable) error {
-	rows := core.KVRows{K: view(k.rows, kvBatch*k.rowBytes), V: view(k.rows, kvBatch*k.rowBytes),
+func (k *kvEnv) appendKV(pt attention.PageTable) error {
+	rows := attention.KVRows{K: view(k.rows, kvBatch*k.rowBytes), V: view(k.rows, kvBatch*k.rowBytes),
 		BatchIndices: view(k.meta, 4*kvBatch), NNZ: kvBatch}
 	pos, err := k.meta.View(4*kvBatch, 4*kvBatch)
 	if err != nil {
 		return err
 	}
 	rows.Positions = pos
-	if err := k.s.AppendKV(k.cache, pt, kvBatch, rows); err != nil {
+	if err := k.cache.Append(k.s, pt, kvBatch, rows); err != nil {
 		return err
 	}
 	return k.s.Synchronize()
 }
 
-func (k *kvEnv) run(pt core.PageTable) error {
-	ops := core.AttentionOperands{Q: view(k.q, kvBatch*k.rowBytes), O: view(k.o, kvBatch*k.rowBytes), Pages: pt}
-	if err := k.s.RunAttention(k.attn, k.cache, ops); err != nil {
+func (k *kvEnv) run(pt attention.PageTable) error {
+	ops := attention.Operands{Q: view(k.q, kvBatch*k.rowBytes), O: view(k.o, kvBatch*k.rowBytes), Pages: pt}
+	if err := k.attn.Run(k.s, k.cache, ops); err != nil {
 		return err
 	}
 	return k.s.Synchronize()
@@ -138,11 +141,11 @@ func kvBounds(e *env) error {
 		return err
 	}
 	defer k.free()
-	exact := core.PageTable{Indptr: view(k.indptr, 4*(kvBatch+1)), Indices: view(k.idx, 4*kvBatch),
+	exact := attention.PageTable{Indptr: view(k.indptr, 4*(kvBatch+1)), Indices: view(k.idx, 4*kvBatch),
 		LastPageLen: view(k.last, 4*kvBatch)}
 	calls := []struct {
 		name string
-		call func(core.PageTable) error
+		call func(attention.PageTable) error
 	}{{"AppendKV", k.appendKV}, {"RunAttention", k.run}}
 	for _, c := range calls {
 		if err := c.call(exact); err != nil {
@@ -173,13 +176,13 @@ func kvBounds(e *env) error {
 	// only until it is.
 	cases := []struct {
 		name    string
-		pt      core.PageTable
+		pt      attention.PageTable
 		runOnly bool
 	}{
-		{"Indptr buffer of batch entries", core.PageTable{Indptr: shortIndptr, Indices: exact.Indices, LastPageLen: exact.LastPageLen}, false},
-		{"LastPageLen buffer of batch-1 entries", core.PageTable{Indptr: exact.Indptr, Indices: exact.Indices, LastPageLen: shortLast}, false},
-		{"Indptr view of batch entries", core.PageTable{Indptr: view(k.indptr, 4*kvBatch), Indices: exact.Indices, LastPageLen: exact.LastPageLen}, true},
-		{"LastPageLen view of batch-1 entries", core.PageTable{Indptr: exact.Indptr, Indices: exact.Indices, LastPageLen: view(k.last, 4*(kvBatch-1))}, true},
+		{"Indptr buffer of batch entries", attention.PageTable{Indptr: shortIndptr, Indices: exact.Indices, LastPageLen: exact.LastPageLen}, false},
+		{"LastPageLen buffer of batch-1 entries", attention.PageTable{Indptr: exact.Indptr, Indices: exact.Indices, LastPageLen: shortLast}, false},
+		{"Indptr view of batch entries", attention.PageTable{Indptr: view(k.indptr, 4*kvBatch), Indices: exact.Indices, LastPageLen: exact.LastPageLen}, true},
+		{"LastPageLen view of batch-1 entries", attention.PageTable{Indptr: exact.Indptr, Indices: exact.Indices, LastPageLen: view(k.last, 4*(kvBatch-1))}, true},
 	}
 	for _, c := range calls {
 		for _, tc := range cases {
@@ -193,4 +196,54 @@ func kvBounds(e *env) error {
 		}
 	}
 	return nil
+}
+
+// kvAppendBeyondIndices: an append whose device page table names index
+// entries past the end of the Indices buffer (request 2's page is entry 2
+// of a 2-entry buffer) skips those rows and writes the others; nothing
+// else of the cache changes, and the device stays usable (a GPU kernel
+// that read past the buffer would write a row into an arbitrary page, or
+// fault).
+func kvAppendBeyondIndices(e *env) error {
+	k, err := newKVEnv(e)
+	if err != nil {
+		return err
+	}
+	defer k.free()
+	two, err := e.dev.Alloc(8)
+	if err != nil {
+		return err
+	}
+	defer two.Free()
+	if err := firstErr(core.CopyFromHost(two, i32bytes([]int32{2, 0})), core.Memset(k.cache.K(), 0x11),
+		core.Memset(k.cache.V(), 0x11), core.Memset(k.rows, 0x22)); err != nil {
+		return err
+	}
+	pt := attention.PageTable{Indptr: view(k.indptr, 4*(kvBatch+1)), Indices: two, LastPageLen: view(k.last, 4*kvBatch)}
+	if err := k.appendKV(pt); err != nil {
+		return fmt.Errorf("AppendKV naming index entries beyond the Indices buffer: %w", err)
+	}
+	desc := k.cache.Desc()
+	for _, region := range []struct {
+		name string
+		r    core.Region
+	}{{"K", k.cache.K()}, {"V", k.cache.V()}} {
+		got := make([]byte, region.r.Len())
+		if err := core.CopyToHost(got, region.r); err != nil {
+			return err
+		}
+		// Rows written: request 0 at token 0 (page 2, slot 0), request 1 at
+		// token 4 (page 0, slot 4); NHD with one KV head: a token's row is
+		// rowBytes at (page*PageSize + slot) * rowBytes.
+		want := bytes.Repeat([]byte{0x11}, len(got))
+		for _, at := range []int{2*desc.PageSize + 0, 0*desc.PageSize + 4} {
+			copy(want[at*k.rowBytes:(at+1)*k.rowBytes], bytes.Repeat([]byte{0x22}, k.rowBytes))
+		}
+		if i := firstDiff(got, want); i >= 0 {
+			return fmt.Errorf("%s cache byte %d (page %d) is %#x, want %#x: the skipped row (or another) was "+
+				"written where it should not be, or a valid row is missing", region.name, i,
+				i/(desc.PageSize*k.rowBytes), got[i], want[i])
+		}
+	}
+	return k.s.Synchronize()
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/quant"
 )
 
@@ -207,7 +208,7 @@ func runQuantCase(e *env, c quantCase) error {
 	}
 	yPoison := make([]byte, 2*c.n*c.m)
 	poison(yPoison)
-	var ops core.QuantMatmulOperands
+	var ops matmul.QuantOperands
 	for _, u := range []struct {
 		dst  *core.Region
 		data []byte
@@ -223,8 +224,8 @@ func runQuantCase(e *env, c quantCase) error {
 		return err
 	}
 	defer s.Close()
-	desc := core.QuantMatmulDesc{XType: c.xt, ScaleType: c.st, Bits: 8, GroupSize: c.gs, M: c.m, N: c.n, K: c.k}
-	if err := firstErr(s.QuantMatmul(desc, ops), s.Synchronize()); err != nil {
+	desc := matmul.QuantDesc{XType: c.xt, ScaleType: c.st, Bits: 8, GroupSize: c.gs, M: c.m, N: c.n, K: c.k}
+	if err := firstErr(matmul.Quant(s, desc, ops), s.Synchronize()); err != nil {
 		return err
 	}
 	got, err := readChecked(ops.Y.(*core.Buffer), c.xt, c.n*c.m)
@@ -313,7 +314,7 @@ func runGroupedCase(e *env, c groupedCase) error {
 	}
 	dPoison := make([]byte, 2*total*c.n)
 	poison(dPoison)
-	var ops core.GroupedGemmOperands
+	var ops matmul.GroupedOperands
 	in := []struct {
 		dst  *core.Region
 		data []byte
@@ -339,8 +340,8 @@ func runGroupedCase(e *env, c groupedCase) error {
 		return err
 	}
 	defer s.Close()
-	desc := core.GroupedGemmDesc{ABType: ab, DType: core.BF16, N: c.n, K: c.k, MSizes: c.ms}
-	if err := firstErr(s.GroupedGemm(desc, ops), s.Synchronize()); err != nil {
+	desc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: c.n, K: c.k, MSizes: c.ms}
+	if err := firstErr(matmul.Grouped(s, desc, ops), s.Synchronize()); err != nil {
 		return err
 	}
 	got, err := readChecked(ops.D.(*core.Buffer), core.BF16, total*c.n)
@@ -404,44 +405,44 @@ func quantMisuse(e *env) error {
 		return err
 	}
 	defer done()
-	qd := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, GroupSize: 64, M: 8, N: 2, K: 128}
-	qo := core.QuantMatmulOperands{W: b, Scales: b, Biases: b, X: b, Y: b}
-	gd := core.GroupedGemmDesc{ABType: core.BF16, N: 8, K: 64, MSizes: []int{2, 0, 3}}
-	gop := core.GroupedGemmOperands{A: b, B: b, D: b}
+	qd := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, GroupSize: 64, M: 8, N: 2, K: 128}
+	qo := matmul.QuantOperands{W: b, Scales: b, Biases: b, X: b, Y: b}
+	gd := matmul.GroupedDesc{ABType: core.BF16, N: 8, K: 64, MSizes: []int{2, 0, 3}}
+	gop := matmul.GroupedOperands{A: b, B: b, D: b}
 	odd, _ := b.View(8, 4096)
 	short, _ := b.View(0, 30)
-	q := func(f func(*core.QuantMatmulDesc, *core.QuantMatmulOperands)) func() error {
+	q := func(f func(*matmul.QuantDesc, *matmul.QuantOperands)) func() error {
 		return func() error {
 			d, o := qd, qo
 			f(&d, &o)
-			return s.QuantMatmul(d, o)
+			return matmul.Quant(s, d, o)
 		}
 	}
-	g := func(f func(*core.GroupedGemmDesc, *core.GroupedGemmOperands)) func() error {
+	g := func(f func(*matmul.GroupedDesc, *matmul.GroupedOperands)) func() error {
 		return func() error {
 			d, o := gd, gop
 			f(&d, &o)
-			return s.GroupedGemm(d, o)
+			return matmul.Grouped(s, d, o)
 		}
 	}
 	err = runMisuse([]misuse{
-		{"quant: 4 bits", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.Bits = 4 }), core.ErrUnsupported},
-		{"quant: group 16", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.GroupSize = 16 }), core.ErrUnsupported},
-		{"quant: f32 x", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.XType = core.F32 }), core.ErrUnsupported},
-		{"quant: k not a multiple of the group", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.K = 96 }), core.ErrInvalidArgument},
-		{"quant: n 0", q(func(d *core.QuantMatmulDesc, _ *core.QuantMatmulOperands) { d.N = 0 }), core.ErrInvalidArgument},
-		{"quant: no biases", q(func(_ *core.QuantMatmulDesc, o *core.QuantMatmulOperands) { o.Biases = nil }), core.ErrInvalidArgument},
-		{"quant: misaligned W", q(func(_ *core.QuantMatmulDesc, o *core.QuantMatmulOperands) { o.W = odd }), core.ErrInvalidArgument},
-		{"quant: short y", q(func(_ *core.QuantMatmulDesc, o *core.QuantMatmulOperands) { o.Y = short }), core.ErrOutOfRange},
-		{"grouped: f16", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) { d.ABType = core.F16 }), core.ErrUnsupported},
-		{"grouped: fp8 k 64", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) { d.ABType = core.FP8E4M3 }), core.ErrInvalidArgument},
-		{"grouped: no groups", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) { d.MSizes = nil }), core.ErrInvalidArgument},
-		{"grouped: negative rows", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) { d.MSizes = []int{1, -2} }), core.ErrInvalidArgument},
-		{"grouped: scales on bf16", g(func(_ *core.GroupedGemmDesc, o *core.GroupedGemmOperands) { o.ScaleB = b }), core.ErrInvalidArgument},
-		{"grouped: fp8 without scales", g(func(d *core.GroupedGemmDesc, _ *core.GroupedGemmOperands) {
+		{"quant: 4 bits", q(func(d *matmul.QuantDesc, _ *matmul.QuantOperands) { d.Bits = 4 }), core.ErrUnsupported},
+		{"quant: group 16", q(func(d *matmul.QuantDesc, _ *matmul.QuantOperands) { d.GroupSize = 16 }), core.ErrUnsupported},
+		{"quant: f32 x", q(func(d *matmul.QuantDesc, _ *matmul.QuantOperands) { d.XType = core.F32 }), core.ErrUnsupported},
+		{"quant: k not a multiple of the group", q(func(d *matmul.QuantDesc, _ *matmul.QuantOperands) { d.K = 96 }), core.ErrInvalidArgument},
+		{"quant: n 0", q(func(d *matmul.QuantDesc, _ *matmul.QuantOperands) { d.N = 0 }), core.ErrInvalidArgument},
+		{"quant: no biases", q(func(_ *matmul.QuantDesc, o *matmul.QuantOperands) { o.Biases = nil }), core.ErrInvalidArgument},
+		{"quant: misaligned W", q(func(_ *matmul.QuantDesc, o *matmul.QuantOperands) { o.W = odd }), core.ErrInvalidArgument},
+		{"quant: short y", q(func(_ *matmul.QuantDesc, o *matmul.QuantOperands) { o.Y = short }), core.ErrOutOfRange},
+		{"grouped: f16", g(func(d *matmul.GroupedDesc, _ *matmul.GroupedOperands) { d.ABType = core.F16 }), core.ErrUnsupported},
+		{"grouped: fp8 k 64", g(func(d *matmul.GroupedDesc, _ *matmul.GroupedOperands) { d.ABType = core.FP8E4M3 }), core.ErrInvalidArgument},
+		{"grouped: no groups", g(func(d *matmul.GroupedDesc, _ *matmul.GroupedOperands) { d.MSizes = nil }), core.ErrInvalidArgument},
+		{"grouped: negative rows", g(func(d *matmul.GroupedDesc, _ *matmul.GroupedOperands) { d.MSizes = []int{1, -2} }), core.ErrInvalidArgument},
+		{"grouped: scales on bf16", g(func(_ *matmul.GroupedDesc, o *matmul.GroupedOperands) { o.ScaleB = b }), core.ErrInvalidArgument},
+		{"grouped: fp8 without scales", g(func(d *matmul.GroupedDesc, _ *matmul.GroupedOperands) {
 			d.ABType, d.K = core.FP8E4M3, 128
 		}), core.ErrInvalidArgument},
-		{"grouped: short D", g(func(d *core.GroupedGemmDesc, o *core.GroupedGemmOperands) { d.N, o.D = 64, short }), core.ErrOutOfRange},
+		{"grouped: short D", g(func(d *matmul.GroupedDesc, o *matmul.GroupedOperands) { d.N, o.D = 64, short }), core.ErrOutOfRange},
 	})
 	return firstErr(err, s.Synchronize())
 }

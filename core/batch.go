@@ -267,13 +267,10 @@ func (b *LaunchBatch) Submit() (enqueued int, err error) {
 		return 0, nil
 	}
 	s := b.s
-	if err := s.enter(op); err != nil {
+	if err := s.enterSync(op); err != nil {
 		return 0, err
 	}
 	defer s.exit()
-	if s.rec != nil {
-		return 0, s.rec.refuse(op, "a LaunchBatch is not recorded: call Launch on the capturing stream")
-	}
 	// The pointers are set now because append may have moved the arrays
 	// while the batch grew.
 	for i := range b.items {

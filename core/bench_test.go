@@ -18,7 +18,7 @@ import (
 // Benchmarks of the figures `gpurt bench` prints, on the mock: dispatch
 // (one plugin call through the core), copies, launches and the host cost
 // of a GEMM. `go test -bench . -run ^$ ./core/`. The cgo baseline of the
-// dispatch figure is in internal/cgobaseline (BenchmarkDispatch there
+// dispatch figure is in bench/cgobaseline (BenchmarkDispatch there
 // prints gpurt and cgo in one run). Timings are never asserted;
 // allocation counts are (TestHotPathsAllocateNothing).
 

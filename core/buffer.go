@@ -5,6 +5,7 @@ package core
 import (
 	"fmt"
 	"runtime"
+	"unsafe"
 	"weak"
 
 	"github.com/metrale/gpurt/abi"
@@ -306,9 +307,9 @@ func Copy(dst, src Region) error {
 	return rt.metrics.copy(opCopyDevice, copyDeviceToDevice, sn, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
 }
 
-// memset fills r with a pattern of elem bytes, on stream s (0: default
-// ordering, synchronous).
-func memset(op string, s abi.Stream, sdev *Device, r Region, value uint32, elem uint32) error {
+// memset fills r with a pattern of elem bytes: enqueued on s (through the
+// call-or-record funnel), or synchronously when s is nil.
+func memset(op string, s *Stream, sdev *Device, r Region, value uint32, elem uint32) error {
 	b, off, n, err := use(op, r)
 	if err != nil {
 		return err
@@ -317,7 +318,7 @@ func memset(op string, s abi.Stream, sdev *Device, r Region, value uint32, elem 
 	if sdev != nil && b.dev != sdev {
 		return errf(CodeInvalidArgument, op, "%s", misplaced("the buffer", b.dev, "stream", sdev))
 	}
-	if s == 0 {
+	if s == nil {
 		if err := b.dev.capturingErr(op); err != nil {
 			return err
 		}
@@ -329,19 +330,24 @@ func memset(op string, s abi.Stream, sdev *Device, r Region, value uint32, elem 
 		return nil
 	}
 	rt := b.dev.rt
-	a := abi.MemsetArgs{StructSize: abi.SizeofMemsetArgs, Stream: s, Buffer: b.h, Offset: off, Size: n, Value: value, ElementSize: elem}
-	return rt.p.Memset(op, rt.h, &a)
+	a := abi.MemsetArgs{StructSize: abi.SizeofMemsetArgs, Buffer: b.h, Offset: off, Size: n, Value: value, ElementSize: elem}
+	if s == nil {
+		return rt.p.Memset(op, rt.h, &a)
+	}
+	a.Stream = s.h
+	c := submission{slot: bind.SlotMemset, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), lives: [2]*life{b.l}}
+	return s.submit(op, &c)
 }
 
 // Memset sets every byte of r to value, after all work submitted earlier
 // to the device, and returns when done.
-func Memset(r Region, value byte) error { return memset("memset", 0, nil, r, uint32(value), 1) }
+func Memset(r Region, value byte) error { return memset("memset", nil, nil, r, uint32(value), 1) }
 
 // Memset16 fills r with a 2-byte pattern (offset and length even).
-func Memset16(r Region, value uint16) error { return memset("memset", 0, nil, r, uint32(value), 2) }
+func Memset16(r Region, value uint16) error { return memset("memset", nil, nil, r, uint32(value), 2) }
 
 // Memset32 fills r with a 4-byte pattern (offset and length multiples of 4).
-func Memset32(r Region, value uint32) error { return memset("memset", 0, nil, r, value, 4) }
+func Memset32(r Region, value uint32) error { return memset("memset", nil, nil, r, value, 4) }
 
 // watchLeak registers a cleanup that logs when obj becomes unreachable
 // without having been freed while its runtime is open. It reports; it

@@ -369,8 +369,8 @@ func (c *Comm) prepare(op string, i int, o *CollOp, a *abi.CollOp, held *[3]*lif
 	if s.dev != dev {
 		return errf(CodeInvalidArgument, op, "op %d: %s", i, misplaced("the stream", s.dev, "rank "+fmt.Sprint(o.Rank), dev))
 	}
-	if s.rec != nil {
-		return errf(CodeFailedPrecondition, op, "op %d: the stream is capturing a graph (collectives are not recorded)", i)
+	if err := s.syncErr(op); err != nil {
+		return errf(CodeFailedPrecondition, op, "op %d: collectives are not recorded in graphs: %s", i, messageOf(err))
 	}
 	if !s.l.acquire() {
 		return errClosed(op, "stream")

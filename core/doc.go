@@ -36,7 +36,9 @@
 //
 // # Concurrency
 //
-// Every type is safe for concurrent use by any number of goroutines.
+// Every type is safe for concurrent use by any number of goroutines,
+// except LaunchBatch, which one goroutine fills and submits at a time (its
+// doc says so).
 // Each object that owns a plugin handle carries a use count with a dead
 // bit (an atomic word, no lock on the call path): a call acquires the
 // runtime and each object it passes to the plugin, and releases them when
@@ -55,6 +57,24 @@
 // that enqueued work still uses is the caller's business: synchronize
 // before freeing memory, or before reading a pinned destination (Buffer,
 // HostBuffer and HostSlice Free wait for the device's queued work).
+//
+// # Graphs
+//
+// Stream.Capture records what its function enqueues on the capturing
+// stream it is given into a Graph, which Graph.Launch replays with one
+// call into the plugin. Every stream operation ends in one call-or-record
+// step, so the rules are the same for all of them: an operation the
+// plugin can record is recorded (launches, the built-in kernels included,
+// GEMMs, copies, memsets and events; on ABI 1.7 plugins also what the
+// plugin marks recordable), any other is refused with an error wrapping
+// ErrFailedPrecondition that also fails the capture. While a capture
+// lasts, work enqueued on the captured stream itself (not the capturing
+// view) and a nested Capture of it are refused with
+// ErrFailedPrecondition, and synchronous calls on the device are refused.
+// A graph holds what its operations use until Graph.Close; a capture that
+// fails or panics gives its holds back, and so does a Graph that is
+// garbage collected without Close (with a leak warning). Stream.Capture
+// states the rules in full.
 //
 // Misuse returns an error, never a crash: a freed buffer, a double free, an
 // out-of-range copy, memset or view, launch arguments of the wrong kind or
@@ -90,25 +110,25 @@
 //
 // # Quantized and grouped matmul
 //
-// Stream.QuantMatmul (ABI 1.4) multiplies activations by weights in MLX's
-// int8 affine format (package quant converts weights, bit-exact with
-// mlx.core.quantize); Stream.GroupedGemm runs the per-expert GEMMs of a
-// mixture-of-experts layer, bf16 or fp8 with DeepSeek-style block scales,
-// in one call. Both check their arguments in Go and allocate nothing.
+// # The LLM families
 //
-// # Attention
+// The operations of one audience live in their own packages under core,
+// over an internal bridge into this package (the same stream uses, holds
+// and call-or-record step as core's own operations):
 //
-// Attention over a paged KV cache (ABI 1.5) follows FlashInfer's layout: a
-// KVCache (Device.AllocKVCache or NewKVCache over existing memory) holds
-// the pages, a PageTable (device int32 arrays indptr / indices /
-// last_page_len) says which pages each request owns, Stream.AppendKV writes
-// new K/V rows, and an Attention (Device.NewAttention, one per shape) is
-// planned once per step from host copies of the counts
-// (Stream.PlanAttention) and run once per layer (Stream.RunAttention) on
-// the plan's stream. The plugin owns the plan's workspace. Decode and
-// prefill (ragged query rows, causal or not), any GQA group size, a logits
-// soft cap and sm_scale; f16/bf16 and head dims 64/128/256. The mock is the
-// float64 reference; a plain warm plan and run allocate nothing.
+//   - core/matmul: matmul.Quant (ABI 1.4) multiplies activations by
+//     weights in MLX's int8 affine format (package quant converts weights,
+//     bit-exact with mlx.core.quantize); matmul.Grouped runs the per-expert
+//     GEMMs of a mixture-of-experts layer, bf16 or fp8 with DeepSeek-style
+//     block scales, in one call.
+//   - core/attention: attention over a paged KV cache (ABI 1.5) in
+//     FlashInfer's layout: a KVCache holds the pages, a PageTable says which
+//     pages each request owns, KVCache.Append writes new K/V rows, and an
+//     Attention (attention.New, one per shape) is planned once per step
+//     (Attention.Plan) and run once per layer (Attention.Run).
+//
+// Both check their arguments in Go, allocate nothing on a warm call, and
+// are recorded in graphs on plugins of ABI 1.7.
 //
 // # Several GPUs
 //

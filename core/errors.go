@@ -77,28 +77,40 @@ const (
 	CodeUnknownBackend     ErrorCode = 1005 // the requested backend is not one gpurt knows or found
 )
 
+// codeInfo names each code and gives its sentinel. The names of the
+// ABI's codes are the header's (abi.ErrorCodes, generated from its enum):
+// one vocabulary for the plugin's errors and the core's.
 var codeInfo = map[ErrorCode]struct {
 	name     string
 	sentinel error
 }{
-	CodeInvalidArgument:    {"invalid argument", ErrInvalidArgument},
-	CodeInvalidHandle:      {"invalid handle", ErrInvalidHandle},
-	CodeOutOfRange:         {"out of range", ErrOutOfRange},
-	CodeOutOfMemory:        {"out of memory", ErrOutOfMemory},
-	CodeNotFound:           {"not found", ErrNotFound},
-	CodeUnsupported:        {"unsupported", ErrUnsupported},
-	CodeUnavailable:        {"unavailable", ErrUnavailable},
-	CodeDeviceLost:         {"device lost", ErrDeviceLost},
-	CodeLaunchFailed:       {"launch failed", ErrLaunchFailed},
-	CodeNotReady:           {"not ready", ErrNotReady},
-	CodeABIMismatch:        {"abi mismatch", ErrABI},
-	CodeInternal:           {"internal", ErrInternal},
-	CodeFailedPrecondition: {"failed precondition", ErrFailedPrecondition},
 	CodeClosed:             {"closed", ErrClosed},
 	CodeFreed:              {"freed", ErrFreed},
 	CodeNoBackend:          {"no usable backend", ErrNoBackend},
 	CodeBackendUnavailable: {"backend unavailable", ErrBackendUnavailable},
 	CodeUnknownBackend:     {"unknown backend", ErrUnknownBackend},
+}
+
+// abiSentinels are the sentinels of the ABI's codes, by code.
+var abiSentinels = map[ErrorCode]error{
+	CodeInvalidArgument: ErrInvalidArgument, CodeInvalidHandle: ErrInvalidHandle,
+	CodeOutOfRange: ErrOutOfRange, CodeOutOfMemory: ErrOutOfMemory, CodeNotFound: ErrNotFound,
+	CodeUnsupported: ErrUnsupported, CodeUnavailable: ErrUnavailable, CodeDeviceLost: ErrDeviceLost,
+	CodeLaunchFailed: ErrLaunchFailed, CodeNotReady: ErrNotReady, CodeABIMismatch: ErrABI,
+	CodeInternal: ErrInternal, CodeFailedPrecondition: ErrFailedPrecondition,
+}
+
+func init() {
+	for _, c := range abi.ErrorCodes {
+		sentinel, ok := abiSentinels[ErrorCode(c.Code)]
+		if !ok {
+			panic("gpurt: core has no sentinel for " + c.Enum + " (add its Code constant and Err variable to core/errors.go)")
+		}
+		codeInfo[ErrorCode(c.Code)] = struct {
+			name     string
+			sentinel error
+		}{c.Name, sentinel}
+	}
 }
 
 // String is the code's name ("out of memory"), or "code N" for a code
@@ -114,19 +126,19 @@ func (c ErrorCode) String() string {
 // *Error with that code, whether the plugin or the core raised it. They
 // are only for matching; the errors returned are *Error values.
 var (
-	ErrInvalidArgument    = errors.New("gpurt: invalid argument")
-	ErrInvalidHandle      = errors.New("gpurt: invalid handle")
-	ErrOutOfRange         = errors.New("gpurt: out of range")
-	ErrOutOfMemory        = errors.New("gpurt: out of memory")
-	ErrNotFound           = errors.New("gpurt: not found")
-	ErrUnsupported        = errors.New("gpurt: unsupported")
-	ErrUnavailable        = errors.New("gpurt: unavailable")
-	ErrDeviceLost         = errors.New("gpurt: device lost")
-	ErrLaunchFailed       = errors.New("gpurt: launch failed")
-	ErrNotReady           = errors.New("gpurt: not ready")
-	ErrABI                = errors.New("gpurt: abi mismatch")
+	ErrInvalidArgument    = sentinel(abi.ErrInvalidArgument)
+	ErrInvalidHandle      = sentinel(abi.ErrInvalidHandle)
+	ErrOutOfRange         = sentinel(abi.ErrOutOfRange)
+	ErrOutOfMemory        = sentinel(abi.ErrOutOfMemory)
+	ErrNotFound           = sentinel(abi.ErrNotFound)
+	ErrUnsupported        = sentinel(abi.ErrUnsupported)
+	ErrUnavailable        = sentinel(abi.ErrUnavailable)
+	ErrDeviceLost         = sentinel(abi.ErrDeviceLost)
+	ErrLaunchFailed       = sentinel(abi.ErrLaunchFailed)
+	ErrNotReady           = sentinel(abi.ErrNotReady)
+	ErrABI                = sentinel(abi.ErrABIMismatch)
 	ErrInternal           = errors.New("gpurt: internal error")
-	ErrFailedPrecondition = errors.New("gpurt: failed precondition")
+	ErrFailedPrecondition = sentinel(abi.ErrFailedPrecondition)
 
 	// ErrClosed matches CodeClosed: the runtime, stream, event or module
 	// was closed (or its runtime was). Every call on anything of a closed
@@ -222,3 +234,33 @@ func chooseError(op string, err error) error {
 	}
 	return &Error{Code: c, Op: op, Message: strings.TrimPrefix(le.Msg, "gpurt: "), Report: reportOf(le.Report)}
 }
+
+// within is err (an *Error) as an error of op with prefix before its
+// message, keeping its code: the error of one part of a call ("operand
+// Q: ") quoted by the call, without a second "gpurt: op:" in the text.
+func within(op, prefix string, err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return errf(CodeInvalidArgument, op, "%s%v", prefix, err)
+	}
+	c := *e
+	c.Op = op
+	if c.Message == "" {
+		c.Message = c.Code.String()
+	}
+	c.Message = prefix + c.Message
+	return &c
+}
+
+// messageOf is err's message without the "gpurt: [backend: ]op: code: "
+// its text begins with.
+func messageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Message != "" {
+		return e.Message
+	}
+	return strings.TrimPrefix(err.Error(), "gpurt: ")
+}
+
+// sentinel is the sentinel error of ABI code c: "gpurt: " and its name.
+func sentinel(c int32) error { return errors.New("gpurt: " + abi.ErrorName(c)) }

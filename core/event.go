@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // Event marks a point in a stream's work: Record places it, Query and
@@ -69,11 +70,12 @@ func (ev *Event) exit() { exitLife(ev.dev.rt, ev.l) }
 
 // Record places the event after the work enqueued on s so far. The
 // stream must be on the event's device.
-func (ev *Event) Record(s *Stream) error {
+func (ev *Event) Record(s *Stream) (err error) {
 	const op = "event_record"
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	defer s.exit()
 	if err := ev.use(op); err != nil {
 		return err
@@ -82,11 +84,8 @@ func (ev *Event) Record(s *Stream) error {
 	if ev.dev != s.dev {
 		return errf(CodeInvalidArgument, op, "%s", misplaced("the event", ev.dev, "stream", s.dev))
 	}
-	if s.rec != nil {
-		return s.rec.event(op, abi.GraphOpEventRecord, ev)
-	}
-	rt := s.dev.rt
-	return rt.p.EventRecord(op, rt.h, ev.h, s.h)
+	c := submission{slot: bind.SlotEventRecord, obj: uintptr(ev.h), lives: [2]*life{ev.l}}
+	return s.submit(op, &c)
 }
 
 // Query reports whether the work before the event has completed (true for
@@ -159,8 +158,8 @@ func (s *Stream) Time(fn func() error) (time.Duration, error) {
 	if fn == nil {
 		return 0, errf(CodeInvalidArgument, "time", "nil function")
 	}
-	if s.rec != nil {
-		return 0, s.rec.refuseSync("time")
+	if err := s.syncErr("time"); err != nil {
+		return 0, err
 	}
 	start, err := s.dev.NewEvent(true)
 	if err != nil {

@@ -5,6 +5,7 @@ package core
 import (
 	"math"
 	"math/bits"
+	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
@@ -122,14 +123,15 @@ func (g *gemmCall) finish() {
 // an error wrapping ErrUnsupported naming the versions; a descriptor the
 // plugin cannot run gives ErrUnsupported naming the field. A warm call
 // allocates nothing.
-func (s *Stream) Gemm(desc GemmDesc, ops GemmOperands) error {
+func (s *Stream) Gemm(desc GemmDesc, ops GemmOperands) (err error) {
 	if err := s.enter("gemm"); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	g := gemmCall{s: s}
 	defer g.finish()
 	m := &s.dev.rt.metrics
-	err := m.end(opGemm, m.begin(), g.run(&desc, &ops))
+	err = m.end(opGemm, m.begin(), g.run(&desc, &ops))
 	if err == nil {
 		m.gemms.Add(1)
 	}
@@ -331,7 +333,6 @@ func (g *gemmCall) fits(d *abi.GemmDesc, need *[5]uint64) error {
 
 // enqueue runs the held plan on the held operands.
 func (g *gemmCall) enqueue(ops *GemmOperands) error {
-	rt := g.s.dev.rt
 	opr := &g.opr
 	ra := abi.GemmRunArgs{StructSize: abi.SizeofGemmRunArgs, Alpha: ops.Alpha, Beta: ops.Beta}
 	ra.A, ra.AOffset = opr[0].handle()
@@ -344,10 +345,9 @@ func (g *gemmCall) enqueue(ops *GemmOperands) error {
 	ra.ScaleD, ra.ScaleDOffset = opr[7].handle()
 	ra.Workspace, ra.WorkspaceOffset = opr[8].handle()
 	ra.WorkspaceSize = opr[8].n
-	if g.s.rec != nil {
-		return g.s.rec.gemm(g, ops)
-	}
-	return rt.p.GemmRun("gemm", rt.h, g.s.h, g.plan.h, &ra)
+	c := submission{slot: bind.SlotGemmRun, obj: uintptr(g.plan.h), args: unsafe.Pointer(&ra), size: unsafe.Sizeof(ra),
+		opr: opr[:], plan: g.plan}
+	return g.s.submit("gemm", &c)
 }
 
 func (o *gemmOperand) handle() (abi.Buffer, uint64) {

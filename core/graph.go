@@ -3,7 +3,10 @@
 package core
 
 import (
+	"runtime"
 	"sync"
+	"unsafe"
+	"weak"
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
@@ -62,6 +65,8 @@ type recording struct {
 	gemms   []abi.GemmRunArgs
 	copies  []abi.CopyArgs
 	memsets []abi.MemsetArgs
+	calls   [][]uint64   // per CALL item: its copy of the argument struct
+	keep    [][]uint64   // Go memory recorded arguments name (grouped GEMM counts)
 	lives   []*life      // holds taken (nil entries hold nothing)
 	plans   []*planEntry // op-cache references taken (one per gemm)
 }
@@ -69,23 +74,41 @@ type recording struct {
 const graphItemSize = abi.SizeofGraphItem
 
 // Capture records the operations fn enqueues on the stream it is given,
-// and builds them into a Graph without running them. Inside fn, the
-// given stream (a capturing view of s) records Launch, Gemm (with its
-// workspace), CopyFromPinned, CopyToPinned, CopyDevice, Memset*,
-// WaitEvent and Event.Record on it, with the same checks as when they
-// enqueue; the first error of a recorded call is also Capture's error,
-// and nothing is built. Making GEMM plans (the op cache) is fine during
-// capture. Synchronous calls are errors wrapping ErrFailedPrecondition:
-// Synchronize, Query, Time and Close of the capturing stream, and, on the
-// stream's device, CopyFromHost, CopyToHost, Copy, Memset and
-// Device.Synchronize from any goroutine while the capture lasts (as
-// CUDA's global capture mode). The capturing stream must not be used
-// after fn returns. fn may use other streams as usual (they are not
-// captured).
+// and builds them into a Graph without running them.
+//
+// The capture rules:
+//
+//   - Inside fn, the given stream (a capturing view of s) records every
+//     operation the plugin can put in a graph, with the same checks as
+//     when it enqueues: Launch (the built-in kernels included), Gemm (with
+//     its workspace), CopyFromPinned, CopyToPinned, CopyDevice, Memset*,
+//     WaitEvent and Event.Record; on plugins of ABI 1.7 and later also
+//     the operations the plugin marks recordable. Any other operation on
+//     it (attention, quantized or grouped matmul on an older plugin; a
+//     LaunchBatch; a collective) is refused with an error wrapping
+//     ErrFailedPrecondition. The first error of a recorded call is also
+//     Capture's error, and nothing is built.
+//   - Work enqueued on s itself (the *Stream Capture was called on), from
+//     any goroutine, while the capture lasts is refused with
+//     ErrFailedPrecondition rather than run eagerly and missing from the
+//     graph. A Capture of s inside fn (nested, or from another goroutine
+//     while one is in progress) is refused the same way.
+//   - Synchronous calls are refused with ErrFailedPrecondition:
+//     Synchronize, Query, Time and Close of the capturing stream or of s,
+//     and, on the stream's device, CopyFromHost, CopyToHost, Copy, Memset
+//     and Device.Synchronize from any goroutine while the capture lasts
+//     (as CUDA's global capture mode). Making GEMM plans (the op cache)
+//     is fine.
+//   - The capturing stream must not be used after fn returns. fn may use
+//     other streams as usual (they are not captured).
+//   - A recorded operation holds what it uses (buffers, host buffers,
+//     modules, events, plans) until Graph.Close; when fn fails or panics
+//     the holds are released before Capture returns (or the panic goes
+//     on).
 //
 // The plugin captures the whole list inside one call (ABI 1.3); a plugin
 // without graphs gives an error wrapping ErrUnsupported.
-func (s *Stream) Capture(fn func(s *Stream) error) (*Graph, error) {
+func (s *Stream) Capture(fn func(s *Stream) error) (g *Graph, err error) {
 	const op = "graph_create"
 	if err := s.enter(op); err != nil {
 		return nil, err
@@ -103,25 +126,28 @@ func (s *Stream) Capture(fn func(s *Stream) error) (*Graph, error) {
 			return nil, rt.p.Unsupported(op, slot)
 		}
 	}
+	if !s.capturing.CompareAndSwap(false, true) {
+		return nil, errf(CodeFailedPrecondition, op, "a Stream.Capture of this stream is in progress: captures cannot be nested, nor run on one stream from two goroutines at once")
+	}
 	r := &recording{s: s}
-	// No plugin handle: a method that does not know capture (a newer op)
-	// fails in the plugin ("stream is NULL") rather than running eagerly.
+	// Whatever happens below (an error, a panic in fn), a recording that
+	// did not become a graph lets go of its holds.
+	defer func() {
+		if g == nil {
+			r.release(rt)
+		}
+	}()
+	// No plugin handle: the capturing view never reaches the plugin (every
+	// stream operation goes through Stream.submit, which records).
 	cs := &Stream{dev: s.dev, l: s.l, rec: r}
-	err := r.run(fn, cs)
+	err = r.run(fn, cs)
 	if err == nil && len(r.items) == 0 {
 		err = errf(CodeInvalidArgument, op, "nothing was recorded: the capture function enqueued no operation on the stream it was given")
 	}
 	if err != nil {
-		r.release(rt)
 		return nil, err
 	}
-	g, err := r.build(op)
-	if err != nil {
-		r.release(rt)
-		return nil, err
-	}
-	watchLeak(g, rt, g.l, "graph", 0)
-	return g, nil
+	return r.build(op)
 }
 
 // run calls fn with the capturing stream while the device counts a
@@ -137,6 +163,7 @@ func (r *recording) run(fn func(*Stream) error, cs *Stream) (err error) {
 			err = r.err
 		}
 		r.mu.Unlock()
+		r.s.capturing.Store(false)
 	}()
 	return fn(cs)
 }
@@ -155,7 +182,37 @@ func (r *recording) build(op string) (*Graph, error) {
 	n := len(r.items)
 	g := &Graph{dev: s.dev, h: h, l: new(life), r: r, stream: s,
 		dirty: make([]uint64, 0, n), isDirty: make([]bool, n), upd: make([]abi.GraphItem, 0, n)}
+	runtime.AddCleanup(g, releaseDroppedGraph, droppedGraph{rt: rt.self, h: h, l: g.l, r: r})
 	return g, nil
+}
+
+// droppedGraph is what a Graph's cleanup needs (never the Graph itself).
+type droppedGraph struct {
+	rt weak.Pointer[Runtime]
+	h  abi.Graph
+	l  *life
+	r  *recording
+}
+
+// releaseDroppedGraph runs when a Graph is garbage collected without
+// Close: it logs the leak, destroys the plugin's graph and lets go of
+// everything the graph held, as Close would (replays already enqueued
+// still complete, as after Close). After Runtime.Close there is nothing
+// left to free.
+func releaseDroppedGraph(d droppedGraph) {
+	if d.l.kill() != killed {
+		return // closed
+	}
+	rt := d.rt.Value()
+	if rt == nil || rt.enter("graph_destroy") != nil {
+		d.r.release(nil)
+		return
+	}
+	defer rt.exit()
+	rt.log.Warn("leak: a Graph was garbage collected without Close; it is destroyed and its holds released now",
+		"items", len(d.r.items), "holds", len(d.r.lives), "backend", rt.p.Backend)
+	_ = rt.p.GraphDestroy("graph_destroy", rt.h, d.h)
+	d.r.release(rt)
 }
 
 // pointers sets the items' pointers into the argument arrays (append may
@@ -191,7 +248,9 @@ func (r *recording) release(rt *Runtime) {
 		r.lives[i] = nil
 	}
 	for _, e := range r.plans {
-		rt.plans.put(e)
+		if rt != nil {
+			rt.plans.put(e)
+		}
 	}
 	r.lives, r.plans = nil, nil
 }
@@ -206,6 +265,15 @@ func (r *recording) refuse(op, why string) error {
 	}
 	r.mu.Unlock()
 	return err
+}
+
+// fail makes err the capture's error unless it has one.
+func (r *recording) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
 }
 
 // refuseSync is refuse for a synchronous call on the capturing stream.
@@ -233,32 +301,6 @@ func (r *recording) end(err error) error {
 	return err
 }
 
-// add appends an item of kind k (sub: its index in its kind's array) whose
-// holds are ls (already taken).
-func (r *recording) add(k int32, sub int, k2 *Kernel, ls ...*life) {
-	r.items = append(r.items, abi.GraphItem{StructSize: graphItemSize, Kind: k})
-	r.sub = append(r.sub, sub)
-	r.lo = append(r.lo, len(r.lives))
-	r.kernels = append(r.kernels, k2)
-	r.lives = append(r.lives, ls...)
-}
-
-// holdAll takes a hold of each non-nil life; on failure it undoes the
-// holds it took and returns false.
-func holdAll(ls []*life) bool {
-	for i, l := range ls {
-		if l != nil && !l.hold() {
-			for _, l2 := range ls[:i] {
-				if l2 != nil {
-					l2.unhold()
-				}
-			}
-			return false
-		}
-	}
-	return true
-}
-
 // NextNode is the Node the next operation recorded on s gets; -1 when s
 // is not a capturing stream.
 func (s *Stream) NextNode() Node {
@@ -270,54 +312,185 @@ func (s *Stream) NextNode() Node {
 	return Node(len(s.rec.items))
 }
 
-// launch records a launch (Stream.Launch on a capturing stream), checked
-// as Launch checks it; it holds each buffer argument and the module.
-func (r *recording) launch(s *Stream, k *Kernel, cfg *LaunchConfig, args []Arg) error {
-	const op = "launch"
-	if err := s.enter(op); err != nil {
-		return err
-	}
-	defer s.exit()
+// record appends the submitted operation c to the recording as one graph
+// item, holding what it uses until the graph is closed (or the capture
+// fails). It is the recording half of Stream.submit, and the one place
+// that decides which operations a graph records.
+func (r *recording) record(op string, c *submission) error {
 	if err := r.begin(op); err != nil {
 		return err
 	}
-	if err := checkKernel(op, -1, s, k, len(args)); err != nil {
-		return r.end(err)
-	}
-	off, nl := len(r.kargs), len(r.lives)
-	r.kargs = grow(r.kargs, len(args))
-	ka := r.kargs[off : off+len(args)]
-	params := k.info.Params[:len(args)]
-	for i := range args {
-		buf, err := packArg(op, -1, s, k, i, &args[i], params[i], &ka[i])
-		var l *life
-		if err == nil && buf != nil {
-			if l = buf.l; !l.hold() {
-				err = argFreed(op, -1, k, i)
-			}
+	return r.end(r.item(op, c))
+}
+
+// item records c; r.mu is held.
+func (r *recording) item(op string, c *submission) error {
+	switch c.slot {
+	case bind.SlotLaunch:
+		return r.launch(op, c)
+	case bind.SlotGemmRun:
+		nl := len(r.lives)
+		if !r.holdAll(c) {
+			return errFreed(op, "buffer")
 		}
-		if err != nil {
-			r.undo(off, nl)
-			return r.end(err)
+		c.plan.refs.Add(1) // the graph holds one: the plan cannot be destroyed meanwhile
+		r.plans = append(r.plans, c.plan)
+		r.add(abi.GraphOpGemm, len(r.gemms), nil, nl)
+		r.items[len(r.items)-1].Plan = abi.GemmPlan(c.obj)
+		r.gemms = append(r.gemms, *(*abi.GemmRunArgs)(c.args))
+	case bind.SlotCopy:
+		nl := len(r.lives)
+		if !r.holdAll(c) {
+			return errFreed(op, "buffer")
+		}
+		r.add(abi.GraphOpCopy, len(r.copies), nil, nl)
+		r.copies = append(r.copies, *(*abi.CopyArgs)(c.args))
+	case bind.SlotMemset:
+		nl := len(r.lives)
+		if !r.holdAll(c) {
+			return errFreed(op, "buffer")
+		}
+		r.add(abi.GraphOpMemset, len(r.memsets), nil, nl)
+		r.memsets = append(r.memsets, *(*abi.MemsetArgs)(c.args))
+	case bind.SlotEventRecord, bind.SlotStreamWaitEvent:
+		nl := len(r.lives)
+		if !r.holdAll(c) {
+			return errClosed(op, "event")
+		}
+		kind := int32(abi.GraphOpEventRecord)
+		if c.slot == bind.SlotStreamWaitEvent {
+			kind = abi.GraphOpEventWait
+		}
+		r.add(kind, 0, nil, nl)
+		r.items[len(r.items)-1].Event = abi.Event(c.obj)
+	default:
+		return r.call(op, c)
+	}
+	return nil
+}
+
+// call records an operation of any other slot as a CALL item (ABI 1.7):
+// the slot's offset in the table, its object and a copy of its argument
+// struct, checked by the plugin at graph_create as the eager call would
+// be. The plugin says which slots it records (graph_recordable); any
+// other, and every slot on plugins of ABI 1.6 and older (which record
+// only launches, GEMMs, copies, memsets and events), is refused with an
+// error naming the operation.
+func (r *recording) call(op string, c *submission) error {
+	p := r.s.dev.rt.p
+	if !r.recordable(c.slot) {
+		return errf(CodeFailedPrecondition, op, "during Stream.Capture: this operation is not recorded in graphs by this plugin (%s, ABI %d.%d, records launches, GEMMs, copies, memsets and events, and from ABI 1.7 the operations it marks recordable); enqueue it before or after the capture",
+			p.Backend, p.Major, p.Minor)
+	}
+	nl := len(r.lives)
+	if !r.holdAll(c) {
+		return errf(CodeFailedPrecondition, op, "during Stream.Capture: an object of the operation was freed or closed")
+	}
+	// The copy is the recording's own (8-byte aligned words), as long as
+	// the graph lives; fix repoints what it names in the caller's memory.
+	args := make([]uint64, (c.size+7)/8)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), c.size), unsafe.Slice((*byte)(c.args), c.size))
+	if c.fix != nil {
+		var keep []uint64
+		c.fix(unsafe.Pointer(&args[0]), &keep)
+		r.keep = append(r.keep, keep)
+	}
+	r.add(abi.GraphOpCall, len(r.calls), nil, nl)
+	it := &r.items[len(r.items)-1]
+	it.Slot, it.Object, it.Args = c.slot.Offset(), c.obj, unsafe.Pointer(&args[0])
+	r.calls = append(r.calls, args)
+	return nil
+}
+
+// recordable reports whether the plugin records calls of slot in graphs
+// (graph_recordable, ABI 1.7; false on older plugins).
+func (r *recording) recordable(slot bind.Slot) bool {
+	rt := r.s.dev.rt
+	if !rt.p.Has(bind.SlotGraphRecordable) {
+		return false
+	}
+	var out uint8
+	err := rt.p.GraphRecordable("graph_recordable", rt.h, slot.Offset(), &out)
+	return err == nil && out == 1
+}
+
+// holdAll takes a hold of every object c names (its operands' buffers and
+// c.lives), appended to r.lives; on failure it drops the holds it took
+// and returns false.
+func (r *recording) holdAll(c *submission) bool {
+	nl := len(r.lives)
+	ok := true
+	for i := range c.opr {
+		if b := c.opr[i].b; b != nil {
+			if !b.l.hold() {
+				ok = false
+				break
+			}
+			r.lives = append(r.lives, b.l)
+		}
+	}
+	for _, l := range c.lives {
+		if !ok {
+			break
+		}
+		if l != nil {
+			if !l.hold() {
+				ok = false
+				break
+			}
+			r.lives = append(r.lives, l)
+		}
+	}
+	if !ok {
+		r.undo(len(r.kargs), nl)
+	}
+	return ok
+}
+
+// launch records a checked launch: its packed arguments are copied, and
+// each buffer argument (one hold per argument, so SetArg can swap it) and
+// the module are held.
+func (r *recording) launch(op string, c *submission) error {
+	la := *(*abi.LaunchArgs)(c.args)
+	k := c.kernel
+	off, nl := len(r.kargs), len(r.lives)
+	for i := range c.kargs {
+		var l *life
+		if a := &c.kargs[i]; a.kind == ArgKindBuffer {
+			if l = a.buf.l; !l.hold() {
+				r.undo(off, nl)
+				return argFreed(op, -1, k, i)
+			}
 		}
 		r.lives = append(r.lives, l)
 	}
 	if !k.mod.l.hold() {
 		r.undo(off, nl)
-		return r.end(moduleClosed(op, -1, k))
+		return moduleClosed(op, -1, k)
 	}
 	r.lives = append(r.lives, k.mod.l)
-	// The item's holds are the ones just appended: add them by hand.
-	r.items = append(r.items, abi.GraphItem{StructSize: graphItemSize, Kind: abi.GraphOpLaunch, Kernel: k.h})
-	r.sub = append(r.sub, len(r.las))
-	r.lo = append(r.lo, nl)
-	r.kernels = append(r.kernels, k)
-	r.las = append(r.las, launchArgs(cfg, len(args)))
+	if la.NumArgs != 0 {
+		r.kargs = append(r.kargs, unsafe.Slice(la.Args, la.NumArgs)...)
+	}
+	la.Args = nil // set by pointers() once the recording stops growing
+	r.add(abi.GraphOpLaunch, len(r.las), k, nl)
+	r.items[len(r.items)-1].Kernel = abi.Kernel(c.obj)
+	r.las = append(r.las, la)
 	r.kargOff = append(r.kargOff, off)
-	return r.end(nil)
+	return nil
 }
 
-// undo drops a failed launch's arguments and holds.
+// add appends an item of kind k (sub: its index in its kind's array)
+// whose holds begin at r.lives[lo].
+func (r *recording) add(kind int32, sub int, k *Kernel, lo int) {
+	r.items = append(r.items, abi.GraphItem{StructSize: graphItemSize, Kind: kind})
+	r.sub = append(r.sub, sub)
+	r.lo = append(r.lo, lo)
+	r.kernels = append(r.kernels, k)
+}
+
+// undo drops the arguments and holds a failed item took (kargs from off,
+// lives from nl).
 func (r *recording) undo(off, nl int) {
 	r.kargs = r.kargs[:off]
 	for i := nl; i < len(r.lives); i++ {
@@ -327,105 +500,6 @@ func (r *recording) undo(off, nl int) {
 		r.lives[i] = nil
 	}
 	r.lives = r.lives[:nl]
-}
-
-// gemm records a checked GEMM (gemmCall.enqueue on a capturing stream):
-// it holds every operand's buffer and a reference on the plan.
-func (r *recording) gemm(g *gemmCall, ops *GemmOperands) error {
-	const op = "gemm"
-	if err := r.begin(op); err != nil {
-		return err
-	}
-	var ls [9]*life
-	for i := range g.opr {
-		if g.opr[i].b != nil {
-			ls[i] = g.opr[i].b.l
-		}
-	}
-	if !holdAll(ls[:]) {
-		return r.end(errFreed(op, "buffer"))
-	}
-	opr := &g.opr
-	ra := abi.GemmRunArgs{StructSize: abi.SizeofGemmRunArgs, Alpha: ops.Alpha, Beta: ops.Beta}
-	ra.A, ra.AOffset = opr[0].handle()
-	ra.B, ra.BOffset = opr[1].handle()
-	ra.C, ra.COffset = opr[2].handle()
-	ra.D, ra.DOffset = opr[3].handle()
-	ra.Bias, ra.BiasOffset = opr[4].handle()
-	ra.ScaleA, ra.ScaleAOffset = opr[5].handle()
-	ra.ScaleB, ra.ScaleBOffset = opr[6].handle()
-	ra.ScaleD, ra.ScaleDOffset = opr[7].handle()
-	ra.Workspace, ra.WorkspaceOffset = opr[8].handle()
-	ra.WorkspaceSize = opr[8].n
-	g.plan.refs.Add(1) // the call holds one: the plan cannot be destroyed meanwhile
-	r.plans = append(r.plans, g.plan)
-	r.add(abi.GraphOpGemm, len(r.gemms), nil, ls[:]...)
-	r.items[len(r.items)-1].Plan = g.plan.h
-	r.gemms = append(r.gemms, ra)
-	return r.end(nil)
-}
-
-// copy records a checked copy (a.Stream is cleared: the replay's stream
-// orders it), holding both sides.
-func (r *recording) copy(op string, a *abi.CopyArgs, dst, src *life) error {
-	if err := r.begin(op); err != nil {
-		return err
-	}
-	if !holdAll([]*life{dst, src}) {
-		return r.end(errFreed(op, "buffer"))
-	}
-	c := *a
-	c.Stream = 0
-	r.add(abi.GraphOpCopy, len(r.copies), nil, dst, src)
-	r.copies = append(r.copies, c)
-	return r.end(nil)
-}
-
-// memset records Stream.Memset* on a capturing stream, checked as memset
-// checks it.
-func (r *recording) memset(s *Stream, reg Region, value, elem uint32) error {
-	const op = "memset"
-	if err := s.enter(op); err != nil {
-		return err
-	}
-	defer s.exit()
-	if err := r.begin(op); err != nil {
-		return err
-	}
-	b, off, n, err := use(op, reg)
-	if err != nil {
-		return r.end(err)
-	}
-	defer b.done()
-	if b.dev != s.dev {
-		return r.end(errf(CodeInvalidArgument, op, "the buffer is on %v, the stream on %v", b.dev, s.dev))
-	}
-	if off%uint64(elem) != 0 || n%uint64(elem) != 0 {
-		return r.end(errf(CodeInvalidArgument, op, "offset %d and length %d must be multiples of the %d-byte pattern", off, n, elem))
-	}
-	if n == 0 {
-		return r.end(nil)
-	}
-	if !b.l.hold() {
-		return r.end(errFreed(op, "buffer"))
-	}
-	r.add(abi.GraphOpMemset, len(r.memsets), nil, b.l)
-	r.memsets = append(r.memsets, abi.MemsetArgs{StructSize: abi.SizeofMemsetArgs, Buffer: b.h, Offset: off, Size: n, Value: value, ElementSize: elem})
-	return r.end(nil)
-}
-
-// event records Event.Record (kind GraphOpEventRecord) or
-// Stream.WaitEvent (GraphOpEventWait) of a checked event.
-func (r *recording) event(op string, kind int32, ev *Event) error {
-	if err := r.begin(op); err != nil {
-		return err
-	}
-	if !ev.l.hold() {
-		return r.end(errClosed(op, "event"))
-	}
-	r.add(kind, 0, nil, ev.l)
-	r.items[len(r.items)-1].Event = ev.h
-	return r.end(nil)
 }
 
 // ok reports whether g was made by Capture (see valid.go).

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // LaunchConfig is a launch's geometry: blocks in the grid, threads in a
@@ -66,16 +68,14 @@ func (cfg *LaunchConfig) why1D() string {
 // kind and size where the plugin knows them); buffers must be live, of the
 // stream's runtime and on its device. It returns once the launch is
 // enqueued.
-func (s *Stream) Launch(k *Kernel, cfg LaunchConfig, args ...Arg) error {
-	if s != nil && s.rec != nil {
-		return s.rec.launch(s, k, &cfg, args)
-	}
+func (s *Stream) Launch(k *Kernel, cfg LaunchConfig, args ...Arg) (err error) {
 	if err := s.enter("launch"); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	l := launchCall{s: s, args: args}
 	defer l.finish()
-	err := l.run(s, k, &cfg)
+	err = l.run(s, k, &cfg)
 	if err == nil {
 		s.dev.rt.metrics.launches.Add(1)
 	}
@@ -122,7 +122,6 @@ func (l *launchCall) run(s *Stream, k *Kernel, cfg *LaunchConfig) error {
 		return moduleClosed(op, -1, k)
 	}
 	l.m = m
-	rt := s.dev.rt
 	la := launchArgs(cfg, len(l.args))
 	// la.Args is a Go pointer: the array may live on the stack.
 	if len(l.args) <= launchSmall {
@@ -131,14 +130,16 @@ func (l *launchCall) run(s *Stream, k *Kernel, cfg *LaunchConfig) error {
 			return err
 		}
 		la.Args = &ka[0]
-		return rt.p.Launch(op, rt.h, s.h, k.h, &la)
+		c := submission{slot: bind.SlotLaunch, obj: uintptr(k.h), args: unsafe.Pointer(&la), size: unsafe.Sizeof(la), kernel: k, kargs: l.args}
+		return s.submit(op, &c)
 	}
 	var ka [abi.MaxKernelParams]abi.KernelArg
 	if err := l.pack(s, k, ka[:len(l.args)]); err != nil {
 		return err
 	}
 	la.Args = &ka[0]
-	return rt.p.Launch(op, rt.h, s.h, k.h, &la)
+	c := submission{slot: bind.SlotLaunch, obj: uintptr(k.h), args: unsafe.Pointer(&la), size: unsafe.Sizeof(la), kernel: k, kargs: l.args}
+	return s.submit(op, &c)
 }
 
 // launchErr is a launch's core-side error; in a batch (item >= 0) the

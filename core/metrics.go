@@ -179,8 +179,8 @@ type Metrics struct {
 	BatchLaunches uint64 // kernels enqueued through launch batches
 	GEMMs         uint64 // GEMMs enqueued by Stream.Gemm
 	AttentionRuns uint64 // Stream.RunAttention calls that ran
-	QuantMatmuls  uint64 // Stream.QuantMatmul calls that ran
-	GroupedGEMMs  uint64 // Stream.GroupedGemm calls that ran
+	QuantMatmuls  uint64 // matmul.Quant calls that ran
+	GroupedGEMMs  uint64 // matmul.Grouped calls that ran
 	Collectives   uint64 // Comm.Run calls that enqueued a collective
 	// BytesCopied are the bytes of successful copies by direction:
 	// "host_to_device", "device_to_host", "device_to_device" (all three

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -192,7 +193,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.Kernel)(nil), &core.Kernel{},
 		(*core.LaunchBatch)(nil), &core.LaunchBatch{},
 		(*core.Graph)(nil), &core.Graph{},
-		(*core.Attention)(nil), &core.Attention{}, (*core.KVCache)(nil), &core.KVCache{}, core.KVCacheDesc{},
+		(*attention.Attention)(nil), &attention.Attention{}, (*attention.KVCache)(nil), &attention.KVCache{}, attention.KVCacheDesc{},
 		(*core.Comm)(nil), &core.Comm{}, core.CollKind(0), core.ReduceOp(0),
 		core.Arg{}, core.ArgKind(0), core.DType(0), core.Epilogue(0),
 	}

@@ -60,7 +60,8 @@ type Runtime struct {
 // Entries are used only from a folder and files the loader trusts (owned
 // by the user or root, writable by no one else, regular files, bounded
 // in size); anything else is a miss. The folder is pruned whenever an
-// entry is written: at most 64 entries, none older than 7 days. A cached
+// entry is written: at most 64 entries, none older than 7 days; a result
+// saying a plugin cannot run is used for 10 minutes only. A cached
 // report's free memory is the one measured when it was probed.
 func Open(cfg Config) (*Runtime, error) {
 	set, err := cfg.resolve("open")

@@ -3,10 +3,11 @@
 package core
 
 import (
-	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
 )
 
 // Stream is an ordered queue of work on one device: copies, memsets,
@@ -27,8 +28,12 @@ type Stream struct {
 	gemmMemo [1 << gemmMemoBits]atomic.Pointer[planEntry]
 
 	// rec is set on the capturing stream Capture passes to its function:
-	// its methods record instead of enqueueing (graph.go).
+	// Stream.submit records its operations instead of enqueueing them
+	// (submit.go, graph.go).
 	rec *recording
+	// capturing is set while a Capture of this stream is in progress:
+	// operations on the stream itself are refused (submit.go).
+	capturing atomic.Bool
 }
 
 // NewStream creates a stream on the device. The caller must Close it.
@@ -81,6 +86,9 @@ func (s *Stream) Close() error {
 	if s.rec != nil {
 		return s.rec.refuse(op, "the capturing stream cannot be closed")
 	}
+	if s.capturing.Load() {
+		return s.capturedErr(op)
+	}
 	rt := s.dev.rt
 	return destroy(rt, s.l, op, "stream", errClosed, func() error { return rt.p.StreamDestroy(op, rt.h, s.h) })
 }
@@ -88,13 +96,10 @@ func (s *Stream) Close() error {
 // Synchronize waits until all work enqueued on the stream has completed.
 func (s *Stream) Synchronize() error {
 	const op = "stream_synchronize"
-	if err := s.enter(op); err != nil {
+	if err := s.enterSync(op); err != nil {
 		return err
 	}
 	defer s.exit()
-	if s.rec != nil {
-		return s.rec.refuseSync(op)
-	}
 	rt := s.dev.rt
 	return rt.metrics.end(opStreamSynchronize, rt.metrics.begin(), rt.p.StreamSynchronize(op, rt.h, s.h))
 }
@@ -103,13 +108,10 @@ func (s *Stream) Synchronize() error {
 // without waiting.
 func (s *Stream) Query() (bool, error) {
 	const op = "stream_query"
-	if err := s.enter(op); err != nil {
+	if err := s.enterSync(op); err != nil {
 		return false, err
 	}
 	defer s.exit()
-	if s.rec != nil {
-		return false, s.rec.refuseSync(op)
-	}
 	rt := s.dev.rt
 	return notReady(rt.p.StreamQuery(op, rt.h, s.h))
 }
@@ -127,11 +129,12 @@ func notReady(err error) (bool, error) {
 
 // WaitEvent makes work enqueued on s later wait until ev has completed.
 // The event may be of another stream or device of the same runtime.
-func (s *Stream) WaitEvent(ev *Event) error {
+func (s *Stream) WaitEvent(ev *Event) (err error) {
 	const op = "stream_wait_event"
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	defer s.exit()
 	if err := ev.use(op); err != nil {
 		return err
@@ -141,10 +144,8 @@ func (s *Stream) WaitEvent(ev *Event) error {
 	if ev.dev.rt != rt {
 		return errf(CodeInvalidArgument, op, "the event belongs to another runtime")
 	}
-	if s.rec != nil {
-		return s.rec.event(op, abi.GraphOpEventWait, ev)
-	}
-	return rt.p.StreamWaitEvent(op, rt.h, s.h, ev.h)
+	c := submission{slot: bind.SlotStreamWaitEvent, obj: uintptr(ev.h), lives: [2]*life{ev.l}}
+	return s.submit(op, &c)
 }
 
 // CopyFromPinned enqueues a copy of src.Len() bytes from pinned memory to
@@ -163,10 +164,11 @@ func (s *Stream) CopyToPinned(dst Pinned, src Region) error {
 
 // copyPinned enqueues a copy of pm.Len() bytes between pinned memory pm
 // and the start of device region r: into pm when toPinned, else out of it.
-func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error {
+func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) (err error) {
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	defer s.exit()
 	p, err := usePinned(op, pm)
 	if err != nil {
@@ -203,13 +205,12 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error
 	} else {
 		a.DstBuffer, a.DstOffset, a.SrcHost, a.SrcOffset = b.h, off, p.h, p.off
 	}
-	if s.rec != nil {
-		return s.rec.copy(op, &a, b.l, p.l)
-	}
+	c := submission{slot: bind.SlotCopy, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), lives: [2]*life{b.l, p.l},
+		timed: true, metric: opCopyFromPinned, dir: copyHostToDevice, bytes: p.n}
 	if toPinned {
-		return rt.metrics.copy(opCopyToPinned, copyDeviceToHost, p.n, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
+		c.metric, c.dir = opCopyToPinned, copyDeviceToHost
 	}
-	return rt.metrics.copy(opCopyFromPinned, copyHostToDevice, p.n, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
+	return s.submit(op, &c)
 }
 
 // CopyDevice enqueues a device-to-device copy of src.Len() bytes, dst at
@@ -219,11 +220,12 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) error
 // only; work on the other device that touches either region must be
 // ordered with an event (Event.Record there, Stream.WaitEvent here). A
 // capturing stream records only copies on its own device.
-func (s *Stream) CopyDevice(dst, src Region) error {
+func (s *Stream) CopyDevice(dst, src Region) (err error) {
 	const op = "copy_device"
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	defer s.exit()
 	db, doff, dn, err := use(op, dst)
 	if err != nil {
@@ -235,7 +237,7 @@ func (s *Stream) CopyDevice(dst, src Region) error {
 		return err
 	}
 	defer sb.done()
-	peer := s.rec == nil && db.dev.rt == s.dev.rt && sb.dev.rt == s.dev.rt && db.dev != sb.dev &&
+	peer := s.rec == nil && !s.capturing.Load() && db.dev.rt == s.dev.rt && sb.dev.rt == s.dev.rt && db.dev != sb.dev &&
 		(db.dev == s.dev || sb.dev == s.dev)
 	if db.dev != s.dev && !peer {
 		return errf(CodeInvalidArgument, op, "%s", misplaced("the destination", db.dev, "stream", s.dev))
@@ -249,12 +251,10 @@ func (s *Stream) CopyDevice(dst, src Region) error {
 	if sn == 0 {
 		return nil
 	}
-	rt := s.dev.rt
 	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Stream: s.h, Size: sn, DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
-	if s.rec != nil {
-		return s.rec.copy(op, &a, db.l, sb.l)
-	}
-	return rt.metrics.copy(opStreamCopyDevice, copyDeviceToDevice, sn, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
+	c := submission{slot: bind.SlotCopy, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), lives: [2]*life{db.l, sb.l},
+		timed: true, metric: opStreamCopyDevice, dir: copyDeviceToDevice, bytes: sn}
+	return s.submit(op, &c)
 }
 
 // Memset enqueues setting every byte of r to value.
@@ -266,16 +266,12 @@ func (s *Stream) Memset16(r Region, value uint16) error { return s.memset(r, uin
 // Memset32 enqueues filling r with a 4-byte pattern.
 func (s *Stream) Memset32(r Region, value uint32) error { return s.memset(r, value, 4) }
 
-func (s *Stream) memset(r Region, value, elem uint32) error {
+func (s *Stream) memset(r Region, value, elem uint32) (err error) {
 	const op = "memset"
-	if s != nil && s.rec != nil {
-		return s.rec.memset(s, r, value, elem)
-	}
 	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.sticky(&err)
 	defer s.exit()
-	err := memset(op, s.h, s.dev, r, value, elem)
-	runtime.KeepAlive(s)
-	return err
+	return memset(op, s, s.dev, r, value, elem)
 }

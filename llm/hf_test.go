@@ -366,6 +366,12 @@ func TestHFCheckpointGraphAndInt8(t *testing.T) {
 		// group's range per weight
 		runAgainstRef(t, rt, dev, dir, w, Options{Batch: 2, MaxLen: 16, MaxPrompt: 6, Int8: true}, prompts, force, 4, 0.06, false)
 	})
+	t.Run("int8 at load with biases (qwen2)", func(t *testing.T) {
+		qdir := t.TempDir()
+		qw, err := tinyckpt.Write(qdir, tinySpecs()["qwen2 biases tied f16"])
+		require.NoError(t, err)
+		runAgainstRef(t, rt, dev, qdir, qw, Options{Batch: 2, MaxLen: 16, MaxPrompt: 6, Int8: true}, prompts, force, 4, 0.06, false)
+	})
 }
 
 // Prefill and Decode directly: requests at their own positions, tokens

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package llm is a Llama-style decoder on gpurt: the model of
-// examples/llama and of `gpurt bench --decoder`. Weights come from a counter
-// hash of a seed (scripts/llama_torch.py makes the same ones), decode runs
-// over a paged KV cache, eagerly or replayed as graphs.
+// examples/llama and of `gpurt bench --decoder`. Weights come from a
+// Hugging Face checkpoint (Load: Llama, Mistral and Qwen2 safetensors) or
+// from a counter hash of a seed (NewModel; scripts/llama_torch.py makes the
+// same ones). Prefill takes ragged prompts over a paged KV cache, Decode
+// one token per request at each request's own position, eagerly or
+// replayed as graphs, greedy or sampled; Generate runs a request set.
 package llm
 
 import (
@@ -14,6 +17,8 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/quant"
 )
@@ -35,7 +40,7 @@ type Config struct {
 	Theta                                        float64 // rotary base
 	Eps                                          float32 // RMSNorm epsilon
 	Seed                                         uint64
-	Int8                                         bool   // int8 MLX weights for the blocks' linears (QuantMatmul)
+	Int8                                         bool   // int8 MLX weights for the blocks' linears (matmul.Quant)
 	GroupSize                                    int    // int8 group size (0: 64)
 	Rope                                         string // "neox" (half-split, as Hugging Face) or "llama" (interleaved)
 	PageSize                                     int    // KV cache page (0: 16)
@@ -117,7 +122,7 @@ type layer struct {
 	wq, wo, wd        linear
 	wkv, wgu          linear // bf16: the pairs (K,V) and (gate,up), batched GEMMs
 	wk, wv, wg, wu    linear // int8 (and K, V with biases)
-	cache             *core.KVCache
+	cache             *attention.KVCache
 }
 
 // Model is a decoder on one device, with buffers for up to batch
@@ -136,7 +141,7 @@ type Model struct {
 	lm                           linear
 	layers                       []layer
 	owned                        []*core.Buffer
-	caches                       []*core.KVCache
+	caches                       []*attention.KVCache
 
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
@@ -148,7 +153,7 @@ type Model struct {
 	// signed half-swap matrix, bf16 ones (bias of int8 linears)
 	cosQ, sinQ, cosK, sinK, rotA, rotB, ones *core.Buffer
 	swap                                     linear
-	dec, pre                                 *core.Attention
+	dec, pre                                 *attention.Attention
 	graphs                                   []*core.Graph
 	stage                                    *stepStage
 
@@ -330,7 +335,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	}
 	ps := c.pageSize()
 	m.maxPages = (maxLen + ps - 1) / ps
-	kvDesc := core.KVCacheDesc{DType: core.BF16, Layout: core.KVLayoutNHD, PageSize: ps, NumKVHeads: c.KVHeads,
+	kvDesc := attention.KVCacheDesc{DType: core.BF16, Layout: attention.KVLayoutNHD, PageSize: ps, NumKVHeads: c.KVHeads,
 		HeadDim: hd, NumPages: batch * m.maxPages}
 	m.layers = make([]layer, c.Layers)
 	for l := range m.layers {
@@ -388,7 +393,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 				}
 			}
 		}
-		if L.cache, err = dev.AllocKVCache(kvDesc); err != nil {
+		if L.cache, err = attention.AllocKVCache(dev, kvDesc); err != nil {
 			return nil, fmt.Errorf("llm: layer %d: KV cache of %d pages: %w", l, kvDesc.NumPages, err)
 		}
 		m.caches = append(m.caches, L.cache)
@@ -447,13 +452,13 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 			return nil, err
 		}
 	}
-	ad := core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: c.Heads, Cache: kvDesc, MaxBatch: batch}
-	if m.dec, err = dev.NewAttention(ad); err != nil {
+	ad := attention.Desc{Kind: attention.Decode, NumQOHeads: c.Heads, Cache: kvDesc, MaxBatch: batch}
+	if m.dec, err = attention.New(dev, ad); err != nil {
 		return nil, fmt.Errorf("llm: decode attention: %w", err)
 	}
 	if maxPrompt > 1 {
-		ad.Kind, ad.Causal, ad.MaxRows = core.AttentionPrefill, true, T
-		if m.pre, err = dev.NewAttention(ad); err != nil {
+		ad.Kind, ad.Causal, ad.MaxRows = attention.Prefill, true, T
+		if m.pre, err = attention.New(dev, ad); err != nil {
 			return nil, fmt.Errorf("llm: prefill attention: %w", err)
 		}
 	}
@@ -495,7 +500,7 @@ func (m *Model) Close() {
 		_ = g.Close()
 	}
 	m.graphs = nil
-	for _, a := range []*core.Attention{m.dec, m.pre} {
+	for _, a := range []*attention.Attention{m.dec, m.pre} {
 		if a != nil {
 			_ = a.Close()
 		}
@@ -610,17 +615,17 @@ func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) e
 
 // mm is y[T][out] = x[T][in] * W^T (plus y when residual, plus the bias):
 // one GEMM for bf16 (pair: a batch of two, W and y each two matrices one
-// after the other; no bias), QuantMatmul for int8 (a residual through tmp
+// after the other; no bias), matmul.Quant for int8 (a residual through tmp
 // and add_T, a bias as a rank-one GEMM).
 func (m *Model) mm(s *core.Stream, w linear, x, y core.Region, T int, residual, pair bool) error {
 	if w.qw != nil {
-		d := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: m.cfg.groupSize(), M: w.out, N: T, K: w.in}
+		d := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: m.cfg.groupSize(), M: w.out, N: T, K: w.in}
 		var err error
 		if !residual {
-			err = s.QuantMatmul(d, core.QuantMatmulOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: y})
+			err = matmul.Quant(s, d, matmul.QuantOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: y})
 		} else {
 			t := view(m.tmp, 0, 2*T*w.out)
-			err = firstErr(s.QuantMatmul(d, core.QuantMatmulOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: t}),
+			err = firstErr(matmul.Quant(s, d, matmul.QuantOperands{W: w.qw, Scales: w.qs, Biases: w.qb, X: x, Y: t}),
 				m.elementwise(s, m.kAdd, y, y, t, T*w.out))
 		}
 		if err == nil && w.bias != nil { // y += bias (M x 1) * ones (1 x T)
@@ -665,8 +670,8 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	return nil
 }
 
-func (m *Model) pages() core.PageTable {
-	return core.PageTable{Indptr: view(m.indptr, 0, 4*(m.batch+1)), Indices: m.indices, LastPageLen: view(m.lastLen, 0, 4*m.batch)}
+func (m *Model) pages() attention.PageTable {
+	return attention.PageTable{Indptr: view(m.indptr, 0, 4*(m.batch+1)), Indices: m.indices, LastPageLen: view(m.lastLen, 0, 4*m.batch)}
 }
 
 // attend appends the layer's K and V rows and runs the attention (eager:
@@ -676,13 +681,13 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 	hd := c.HeadDim()
 	Q, KV := c.Heads*hd, c.KVHeads*hd
 	pt := m.pages()
-	rows := core.KVRows{K: view(m.kv, 0, 2*T*KV), V: view(m.kv, 2*T*KV, 2*T*KV), BatchIndices: view(m.bidx, 0, 4*T),
+	rows := attention.KVRows{K: view(m.kv, 0, 2*T*KV), V: view(m.kv, 2*T*KV, 2*T*KV), BatchIndices: view(m.bidx, 0, 4*T),
 		Positions: view(m.pos, 0, 4*T), NNZ: T}
-	a, ops := m.dec, core.AttentionOperands{Q: view(m.q, 0, 2*T*Q), O: view(m.o, 0, 2*T*Q), Pages: pt}
+	a, ops := m.dec, attention.Operands{Q: view(m.q, 0, 2*T*Q), O: view(m.o, 0, 2*T*Q), Pages: pt}
 	if prefill {
 		a, ops.QOIndptr = m.pre, view(m.qoIndptr, 0, 4*(m.batch+1))
 	}
-	if err := firstErr(s.AppendKV(L.cache, pt, m.batch, rows), s.RunAttention(a, L.cache, ops)); err != nil {
+	if err := firstErr(L.cache.Append(s, pt, m.batch, rows), a.Run(s, L.cache, ops)); err != nil {
 		return fmt.Errorf("llm: layer %d attention: %w", l, err)
 	}
 	return nil
@@ -954,7 +959,7 @@ func (m *Model) Prefill(prompts [][]int32, sp *Sampling) error {
 		err = st.end(s)
 	}
 	if err == nil {
-		err = firstErr(s.PlanAttention(m.pre, core.AttentionSchedule{QOIndptr: qo, KVIndptr: indptr, KVLastPageLen: last}),
+		err = firstErr(m.pre.Plan(s, attention.Schedule{QOIndptr: qo, KVIndptr: indptr, KVLastPageLen: last}),
 			m.embedTokens(s, T))
 	}
 	for l := 0; err == nil && l < m.cfg.Layers; l++ {
@@ -1034,7 +1039,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		err = m.putRope(s, pos)
 	}
 	if err == nil {
-		err = firstErr(st.end(s), s.PlanAttention(m.dec, core.AttentionSchedule{KVIndptr: indptr, KVLastPageLen: last}))
+		err = firstErr(st.end(s), m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}))
 	}
 	if err == nil && graph {
 		err = m.graphs[0].Launch(s)

@@ -4,9 +4,11 @@
 // Prometheus collector (NewCollector) and an expvar variable (Publish).
 // It is a separate package so that core itself depends on neither.
 //
-// What is exported, all labelled with the backend:
+// What is exported, all labelled with the backend (every label value is
+// snake_case):
 //
-//	gpurt_device_memory_allocated_bytes   device bytes the runtime holds (plugin counter)
+//	gpurt_device_memory_allocated_bytes   device bytes the runtime holds (plugin counter; device="all")
+//	gpurt_device_buffer_bytes             live Device.Alloc bytes per device (label device)
 //	gpurt_device_memory_total_bytes       per device (label device), as read at Open
 //	gpurt_device_memory_free_bytes        per device, read at each scrape (Device.Refresh)
 //	gpurt_pinned_host_bytes               pinned host bytes the runtime holds
@@ -19,8 +21,18 @@
 //	gpurt_kernel_launches_total           Stream.Launch
 //	gpurt_launch_batches_total            LaunchBatch.Submit (gpurt_batch_launches_total: their kernels)
 //	gpurt_gemms_total                     Stream.Gemm
-//	gpurt_plugin_errors_total             errors returned by the plugin (label code)
+//	gpurt_attention_runs_total            Stream.RunAttention
+//	gpurt_quant_matmuls_total             matmul.Quant
+//	gpurt_grouped_gemms_total             matmul.Grouped
+//	gpurt_collectives_total               Comm.Run
+//	gpurt_bytes_copied_total              bytes of copies (label direction: host_to_device, device_to_host, device_to_device)
+//	gpurt_op_latency_seconds              histogram of each op's host time (label op: stream_synchronize,
+//	                                      copy_from_host, gemm, attention_run, ...; see core.Metrics.Latency)
+//	gpurt_plugin_errors_total             errors returned by the plugin (label code: invalid_argument, ...)
 //	gpurt_device_lost                     1 once a device was lost
+//
+// NewCollector turns the runtime's op timing on (core.Runtime.SetOpTiming),
+// which the latency histograms need: two clock reads per timed call.
 //
 // A scrape never fails: what cannot be read (a closed runtime's plugin
 // counters) is left out, and gpurt_up says whether the plugin answered.
@@ -29,6 +41,7 @@ package metrics
 import (
 	"expvar"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -51,7 +64,8 @@ type metricDef struct {
 
 var defs = []metricDef{
 	{"up", "1 when the runtime's plugin answered this scrape, 0 when it is closed or failed.", nil},
-	{"device_memory_allocated_bytes", "Device bytes allocated by the runtime (buffers, staging, workspaces).", nil},
+	{"device_memory_allocated_bytes", "Device bytes allocated by the runtime (buffers, staging, workspaces); device=\"all\": the plugin counts them for all devices together.", []string{"device"}},
+	{"device_buffer_bytes", "Bytes of the live buffers allocated with Device.Alloc, per device.", []string{"device"}},
 	{"device_memory_total_bytes", "Device memory size, as read at Open.", []string{"device"}},
 	{"device_memory_free_bytes", "Device memory free, read at this scrape.", []string{"device"}},
 	{"pinned_host_bytes", "Pinned host bytes allocated by the runtime.", nil},
@@ -68,13 +82,21 @@ var defs = []metricDef{
 	{"launch_batches_total", "Launch batches submitted whole.", nil},
 	{"batch_launches_total", "Kernels enqueued through launch batches.", nil},
 	{"gemms_total", "GEMMs enqueued by Stream.Gemm.", nil},
+	{"attention_runs_total", "Attention runs enqueued by Stream.RunAttention.", nil},
+	{"quant_matmuls_total", "Quantized matmuls enqueued by matmul.Quant.", nil},
+	{"grouped_gemms_total", "Grouped GEMMs enqueued by matmul.Grouped.", nil},
+	{"collectives_total", "Collectives enqueued by Comm.Run.", nil},
+	{"bytes_copied_total", "Bytes of successful copies, by direction.", []string{"direction"}},
+	{"op_latency_seconds", "Host time of successful calls, by operation: for synchronize and synchronous copies the wait, for stream operations the enqueue.", []string{"op"}},
 	{"plugin_errors_total", "Errors returned by the plugin, by code.", []string{"code"}},
 	{"device_lost", "1 once a call returned a device-lost error.", nil},
 }
 
-// NewCollector returns a collector for rt. The runtime's backend is a
-// constant label on every metric.
+// NewCollector returns a collector for rt and turns rt's op timing on
+// (the latency histograms). The runtime's backend is a constant label on
+// every metric.
 func NewCollector(rt *core.Runtime) *Collector {
+	rt.SetOpTiming(true)
 	c := &Collector{rt: rt, descs: make(map[string]*prometheus.Desc, len(defs))}
 	constLabels := prometheus.Labels{"backend": rt.Backend()}
 	for _, d := range defs {
@@ -99,7 +121,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
 	emit("up", gauge, b2f(s.Up))
 	if s.Up {
-		emit("device_memory_allocated_bytes", gauge, float64(s.Stats.DeviceBytes))
+		emit("device_memory_allocated_bytes", gauge, float64(s.Stats.DeviceBytes), "all")
 		emit("pinned_host_bytes", gauge, float64(s.Stats.HostBytes))
 		for kind, n := range map[string]uint64{
 			"buffers": s.Stats.LiveBuffers, "host_buffers": s.Stats.LiveHostBuffers,
@@ -111,6 +133,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, d := range s.Devices {
 		idx := strconv.Itoa(d.Index)
+		emit("device_buffer_bytes", gauge, float64(s.Ops.BufferBytes[d.Index]), idx)
 		emit("device_memory_total_bytes", gauge, float64(d.MemoryTotal), idx)
 		if d.FreeKnown {
 			emit("device_memory_free_bytes", gauge, float64(d.MemoryFree), idx)
@@ -130,8 +153,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	emit("launch_batches_total", counter, float64(s.Ops.LaunchBatches))
 	emit("batch_launches_total", counter, float64(s.Ops.BatchLaunches))
 	emit("gemms_total", counter, float64(s.Ops.GEMMs))
+	emit("attention_runs_total", counter, float64(s.Ops.AttentionRuns))
+	emit("quant_matmuls_total", counter, float64(s.Ops.QuantMatmuls))
+	emit("grouped_gemms_total", counter, float64(s.Ops.GroupedGEMMs))
+	emit("collectives_total", counter, float64(s.Ops.Collectives))
+	for dir, n := range s.Ops.BytesCopied {
+		emit("bytes_copied_total", counter, float64(n), dir)
+	}
+	bounds := core.LatencyBounds()
+	for op, h := range s.Ops.Latency {
+		buckets := make(map[float64]uint64, len(bounds))
+		for i, b := range bounds {
+			buckets[b.Seconds()] = h.Buckets[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.descs["op_latency_seconds"], h.Count, h.Sum.Seconds(), buckets, op)
+	}
 	for code, n := range s.Ops.Errors {
-		emit("plugin_errors_total", counter, float64(n), code.String())
+		emit("plugin_errors_total", counter, float64(n), snake(code.String()))
 	}
 	emit("device_lost", gauge, b2f(s.Ops.DeviceLost))
 }
@@ -188,11 +226,15 @@ func Publish(name string, rt *core.Runtime) {
 func expvarView(s Snapshot) map[string]any {
 	errs := make(map[string]uint64, len(s.Ops.Errors))
 	for c, n := range s.Ops.Errors {
-		errs[c.String()] = n
+		errs[snake(c.String())] = n
+	}
+	lat := make(map[string]map[string]any, len(s.Ops.Latency))
+	for op, h := range s.Ops.Latency {
+		lat[op] = map[string]any{"count": h.Count, "sum_seconds": h.Sum.Seconds()}
 	}
 	devs := make([]map[string]any, 0, len(s.Devices))
 	for _, d := range s.Devices {
-		m := map[string]any{"index": d.Index, "memory_total": d.MemoryTotal}
+		m := map[string]any{"index": d.Index, "memory_total": d.MemoryTotal, "buffer_bytes": s.Ops.BufferBytes[d.Index]}
 		if d.FreeKnown {
 			m["memory_free"] = d.MemoryFree
 		}
@@ -218,8 +260,25 @@ func expvarView(s Snapshot) map[string]any {
 		},
 		"launches": s.Ops.Launches, "launch_batches": s.Ops.LaunchBatches,
 		"batch_launches": s.Ops.BatchLaunches, "gemms": s.Ops.GEMMs,
+		"attention_runs": s.Ops.AttentionRuns, "quant_matmuls": s.Ops.QuantMatmuls,
+		"grouped_gemms": s.Ops.GroupedGEMMs, "collectives": s.Ops.Collectives,
+		"bytes_copied": s.Ops.BytesCopied, "latency": lat,
 		"errors": errs, "device_lost": s.Ops.DeviceLost,
 	}
+}
+
+// snake is a label value in snake_case ("invalid argument" ->
+// "invalid_argument", "code 99" -> "code_99").
+func snake(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '_'
+	}, s)
 }
 
 func b2f(b bool) float64 {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	gtest "github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/metrics"
 )
@@ -78,7 +79,8 @@ func TestPrometheusCollector(t *testing.T) {
 		assert.Contains(t, body, want)
 	}
 	assert.NotContains(t, body, "gpurt_plugin_errors_total")
-	assert.Contains(t, body, `gpurt_device_memory_allocated_bytes{backend="mock"}`)
+	assert.Contains(t, body, `gpurt_device_memory_allocated_bytes{backend="mock",device="all"}`)
+	assert.Contains(t, body, `gpurt_device_buffer_bytes{backend="mock",device="0"} 4096`)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP gpurt_gemms_total GEMMs enqueued by Stream.Gemm.
 # TYPE gpurt_gemms_total counter
@@ -93,7 +95,7 @@ gpurt_gemms_total{backend="mock"} 0
 	require.ErrorIs(t, err, core.ErrDeviceLost)
 	body = scrape()
 	assert.Contains(t, body, `gpurt_device_lost{backend="mock"} 1`)
-	assert.Regexp(t, `gpurt_plugin_errors_total\{backend="mock",code="[a-z_ ]+"\} [1-9]`, body)
+	assert.Regexp(t, `gpurt_plugin_errors_total\{backend="mock",code="device_lost"\} [1-9]`, body)
 
 	// A closed runtime still scrapes: up 0, the counters stay.
 	require.NoError(t, rt.Close())
@@ -134,4 +136,120 @@ func TestCoreHasNoMetricsDependency(t *testing.T) {
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "github.com/metrale/gpurt/core\n")
 	assert.NotContains(t, string(out), "prometheus")
+}
+
+// TestOpMetrics: with a collector registered (op timing on), copies,
+// synchronizes, GEMMs, quantized and grouped matmuls and collectives fill
+// their counters and latency histograms; every label value is snake_case.
+func TestOpMetrics(t *testing.T) {
+	dir := gtest.MockPlugin(t)
+	rt, err := core.Open(core.Config{PluginPaths: []string{dir}, Backend: "mock", PluginOptions: "devices=2;delay_us=0"})
+	require.NoError(t, err)
+	defer rt.Close()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(metrics.NewCollector(rt)))
+	devs := rt.Devices()
+	dev := devs[0]
+	alloc := func(d *core.Device, n int) *core.Buffer {
+		b, err := d.Alloc(n)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Free() })
+		require.NoError(t, core.Memset(b, 0))
+		return b
+	}
+	s, err := dev.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+
+	// copies: 1000 up, 600 down, 256 device to device
+	buf := alloc(dev, 4096)
+	require.NoError(t, core.CopyFromHost(buf, make([]byte, 1000)))
+	require.NoError(t, core.CopyToHost(make([]byte, 600), buf))
+	v, err := buf.View(0, 256)
+	require.NoError(t, err)
+	w, err := buf.View(1024, 256)
+	require.NoError(t, err)
+	require.NoError(t, core.Copy(w, v))
+	// a bf16 GEMM 16x16x16
+	a, b, d := alloc(dev, 512), alloc(dev, 512), alloc(dev, 512)
+	require.NoError(t, s.Gemm(core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, M: 16, N: 16, K: 16},
+		core.GemmOperands{A: a, B: b, D: d, Alpha: 1}))
+	// an int8 matmul (MLX, group 64) and a grouped bf16 GEMM of two groups
+	const m, k = 4, 64
+	require.NoError(t, matmul.Quant(s, matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: 1, K: k},
+		matmul.QuantOperands{W: alloc(dev, m*k), Scales: alloc(dev, 2*m*k/64), Biases: alloc(dev, 2*m*k/64),
+			X: alloc(dev, 2*k), Y: alloc(dev, 2*m)}))
+	require.NoError(t, matmul.Grouped(s, matmul.GroupedDesc{ABType: core.BF16, DType: core.BF16, N: 8, K: 16, MSizes: []int{2, 3}},
+		matmul.GroupedOperands{A: alloc(dev, 5*16*2), B: alloc(dev, 2*8*16*2), D: alloc(dev, 5*8*2)}))
+	// an all-reduce over the two devices
+	c, err := rt.NewComm(devs...)
+	require.NoError(t, err)
+	defer c.Close()
+	ops := make([]core.CollOp, 2)
+	for r, dv := range devs {
+		st, err := dv.NewStream()
+		require.NoError(t, err)
+		defer st.Close()
+		cb := alloc(dv, 64)
+		ops[r] = core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: r, Count: 16, Stream: st, Send: cb, Recv: cb}
+	}
+	require.NoError(t, c.Run(ops...))
+	for _, o := range ops {
+		require.NoError(t, o.Stream.Synchronize())
+	}
+	require.NoError(t, s.Synchronize())
+
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP gpurt_bytes_copied_total Bytes of successful copies, by direction.
+# TYPE gpurt_bytes_copied_total counter
+gpurt_bytes_copied_total{backend="mock",direction="device_to_device"} 256
+gpurt_bytes_copied_total{backend="mock",direction="device_to_host"} 600
+gpurt_bytes_copied_total{backend="mock",direction="host_to_device"} 1000
+# HELP gpurt_gemms_total GEMMs enqueued by Stream.Gemm.
+# TYPE gpurt_gemms_total counter
+gpurt_gemms_total{backend="mock"} 1
+# HELP gpurt_quant_matmuls_total Quantized matmuls enqueued by matmul.Quant.
+# TYPE gpurt_quant_matmuls_total counter
+gpurt_quant_matmuls_total{backend="mock"} 1
+# HELP gpurt_grouped_gemms_total Grouped GEMMs enqueued by matmul.Grouped.
+# TYPE gpurt_grouped_gemms_total counter
+gpurt_grouped_gemms_total{backend="mock"} 1
+# HELP gpurt_collectives_total Collectives enqueued by Comm.Run.
+# TYPE gpurt_collectives_total counter
+gpurt_collectives_total{backend="mock"} 1
+# HELP gpurt_attention_runs_total Attention runs enqueued by Stream.RunAttention.
+# TYPE gpurt_attention_runs_total counter
+gpurt_attention_runs_total{backend="mock"} 0
+`), "gpurt_bytes_copied_total", "gpurt_gemms_total", "gpurt_quant_matmuls_total", "gpurt_grouped_gemms_total",
+		"gpurt_collectives_total", "gpurt_attention_runs_total"))
+
+	// one histogram series per op that ran, each with its count
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	counts := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				assert.Regexp(t, `^[a-z0-9_]+$`, l.GetValue(), "%s{%s}: label values are snake_case", mf.GetName(), l.GetName())
+			}
+			if mf.GetName() != "gpurt_op_latency_seconds" {
+				continue
+			}
+			h := m.GetHistogram()
+			require.NotNil(t, h)
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" {
+					counts[l.GetValue()] = h.GetSampleCount()
+				}
+			}
+			assert.Len(t, h.GetBucket(), len(core.LatencyBounds()))
+		}
+	}
+	for op, n := range map[string]uint64{"copy_from_host": 1, "copy_to_host": 1, "copy_device": 1, "gemm": 1,
+		"quant_matmul": 1, "grouped_gemm": 1, "comm_run": 1} {
+		assert.Equal(t, n, counts[op], op)
+	}
+	assert.GreaterOrEqual(t, counts["stream_synchronize"], uint64(3))
+	assert.Equal(t, 1, testutil.CollectAndCount(metrics.NewCollector(rt), "gpurt_device_memory_allocated_bytes"))
+	assert.Equal(t, 2, testutil.CollectAndCount(metrics.NewCollector(rt), "gpurt_device_buffer_bytes"), "one per device")
 }

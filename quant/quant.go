@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package quant converts weights to MLX's affine quantized format, the
-// format Stream.QuantMatmul reads (see core.QuantMatmulDesc).
+// format matmul.Quant reads (see core/matmul.QuantDesc).
 //
 // Quantize reproduces mlx.core.quantize(w, group_size, bits,
 // mode="affine") bit for bit (checked against vectors made by MLX itself,
@@ -204,7 +204,7 @@ func (q *Weights) Bias(r, c int) float64 {
 }
 
 // Dequantize returns s*q + b for every element (row-major), computed in
-// float64 from the stored scales and biases: the weights QuantMatmul
+// float64 from the stored scales and biases: the weights matmul.Quant
 // multiplies by.
 func (q *Weights) Dequantize() []float64 {
 	out := make([]float64, q.Rows*q.Cols)

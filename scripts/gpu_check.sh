@@ -159,7 +159,7 @@ fi
 
 # ---- benchmarks ----------------------------------------------------------------
 if [ -x build/rawbench ]; then
-  step rawbench 600 bash -o pipefail -c "build/rawbench --plugin '$root/build/libgpurt_cuda.so' | tee '$logs/rawbench.jsonl'"
+  step rawbench 600 bash -o pipefail -c "build/rawbench --plugin-path '$root/build/libgpurt_cuda.so' | tee '$logs/rawbench.jsonl'"
 else
   skip rawbench "rawbench not built"
 fi

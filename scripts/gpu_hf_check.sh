@@ -66,6 +66,10 @@ for f in build/llama build/libgpurt_$backend.so; do
     exit 1
   fi
 done
+# the loader refuses folders and plugins that group or others can write
+# (the carried files' modes may not have survived the trip)
+chmod 755 build 2>/dev/null || true
+chmod 644 "build/libgpurt_$backend.so" 2>/dev/null || true
 ls -la build/llama "build/libgpurt_$backend.so"
 df -h "$work" | tail -1
 free -g | head -2
@@ -82,7 +86,7 @@ limit() {
 for m in $models; do
   echo "== [$m] (limit $(limit "$m")s)"
   step "$m" "$(limit "$m")" $py scripts/hf_check.py model "$m" --llama build/llama --backend "$backend" \
-    --plugin-path build --device "$device" --work "$work" --out "$out" \
+    --plugin-path "$root/build/libgpurt_$backend.so" --device "$device" --work "$work" --out "$out" \
     --prompt "${PROMPT:-512}" --steps "${DECODE_STEPS:-64}" --batches "${BATCHES:-1,8}" \
     --gpurt-timeout $(($(limit "$m") - 20))
   rm -rf "${work:?}/$m" "$work/$m"_logits_*

@@ -15,7 +15,7 @@
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iabi -I/usr/local/cuda/include bench/raw/rawbench.c \
  *      -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcublasLt -lcuda -ldl -lm \
  *      -o build/rawbench
- * Run: build/rawbench [--quick] [--plugin build/libgpurt_cuda.so]
+ * Run: build/rawbench [--quick] [--plugin-path build/libgpurt_cuda.so]
  *
  * Timings: host costs are wall-clock medians over batches; GPU times are
  * CUDA events around each run, median after warm-up. GEMM inputs are random
@@ -632,12 +632,18 @@ static void bench_gemm(CUstream s) {
 int main(int argc, char **argv) {
   const char *plugin = "build/libgpurt_cuda.so";
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--quick") == 0)
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      printf("usage: rawbench [--quick] [--plugin-path PLUGIN_FILE]\n");
+      return 0;
+    } else if (strcmp(argv[i], "--quick") == 0 || strcmp(argv[i], "-quick") == 0)
       quick = 1;
-    else if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc)
+    else if ((strcmp(argv[i], "--plugin-path") == 0 || strcmp(argv[i], "-plugin-path") == 0) && i + 1 < argc)
       plugin = argv[++i];
-    else {
-      fprintf(stderr, "usage: rawbench [--quick] [--plugin PATH]\n");
+    else if (strcmp(argv[i], "--plugin") == 0 || strcmp(argv[i], "-plugin") == 0) {
+      fprintf(stderr, "rawbench: %s was renamed: use --plugin-path PLUGIN_FILE\n", argv[i]);
+      return 2;
+    } else {
+      fprintf(stderr, "rawbench: unknown argument %s\nusage: rawbench [--quick] [--plugin-path PLUGIN_FILE]\n", argv[i]);
       return 2;
     }
   }

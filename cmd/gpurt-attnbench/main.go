@@ -1,334 +1,48 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Command gpurt-attnbench times attention over a paged KV cache (ABI 1.5:
-// Stream.PlanAttention, Stream.RunAttention) on one GPU;
-// scripts/gpu_attention.sh runs it on the H200 next to FlashInfer's own
-// Python API and torch's scaled_dot_product_attention on the same shapes
-// (scripts/gpu_attention_ref.py). It needs no cgo (CGO_ENABLED=0).
-//
-// Shapes (bf16, 32 query heads, 8 KV heads, head dim 128, page 16, NHD,
-// pages assigned in a shuffled order):
-//
-//   - decode: batch 1, 16, 64 x context 1K and 8K (every request the same
-//     length);
-//   - prefill (causal): 1 x 1K rows over 1K tokens, 1 x 4K over 4K, 4 x 512
-//     new rows over 4K tokens (chunked prefill), 16 x 128 over 2K.
-//
-// Each figure is GPU time per run: the stream is held by a sleep_ns
-// kernel long enough for every timed run to be enqueued behind it, so the
-// events measure the device's work; "wall" is the host-inclusive time of
-// the same runs without the hold; "plan" is the host time of one
-// PlanAttention (which enqueues the schedule's upload). Decode reports the
-// KV bytes read per second (K and V of every token, once), prefill TFLOP/s
-// (4 * rows * visible tokens * heads * head dim). Every line of output is
-// one JSON object; the shell script makes the table.
+// Command gpurt-attnbench times attention over a paged KV cache on one GPU:
+// package bench/attnbench, whose doc says what and how
+// (scripts/gpu_attention.sh runs it on the H200; it needs no cgo and is
+// built with CGO_ENABLED=0). Every line of output is one JSON object.
 package main
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"io"
-	"math/rand/v2"
 	"os"
-	"time"
 
 	gbench "github.com/metrale/gpurt/bench"
-	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/bench/attnbench"
 	"github.com/metrale/gpurt/internal/cli"
 )
 
-type result struct {
-	Name   string  `json:"name"`
-	Impl   string  `json:"impl"`
-	Kind   string  `json:"kind"`
-	Batch  int     `json:"batch"`
-	KVLen  int     `json:"kv_len"`
-	QOLen  int     `json:"qo_len"`
-	GPUus  float64 `json:"gpu_us"`
-	WallUs float64 `json:"wall_us"`
-	PlanUs float64 `json:"plan_us"`
-	KVGBs  float64 `json:"kv_gb_s,omitempty"`
-	TFLOPs float64 `json:"tflops,omitempty"`
-	Note   string  `json:"note,omitempty"`
-}
-
-// shape is one benchmark case; the Python reference script has the same
-// list (keep them in step).
-type shape struct {
-	name          string
-	prefill       bool
-	batch, kv, qo int
-}
-
-var shapes = []shape{
-	{"decode/b1/kv1k", false, 1, 1024, 1},
-	{"decode/b1/kv8k", false, 1, 8192, 1},
-	{"decode/b16/kv1k", false, 16, 1024, 1},
-	{"decode/b16/kv8k", false, 16, 8192, 1},
-	{"decode/b64/kv1k", false, 64, 1024, 1},
-	{"decode/b64/kv8k", false, 64, 8192, 1},
-	{"prefill/b1/qo1k/kv1k", true, 1, 1024, 1024},
-	{"prefill/b1/qo4k/kv4k", true, 1, 4096, 4096},
-	{"prefill/b4/qo512/kv4k", true, 4, 4096, 512},
-	{"prefill/b16/qo128/kv2k", true, 16, 2048, 128},
-}
-
-const (
-	hq, hk, dim, page = 32, 8, 128, 16
-)
-
-type bench struct {
-	dev   *core.Device
-	s     *core.Stream
-	t     *gbench.GPUTimer
-	iters int
-	out   *json.Encoder
-	rng   *rand.Rand
-}
-
-var shrink = 1
-
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-func run(args []string, stdout, stderr io.Writer) (status int) {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-attnbench", "[flags]",
 		"Times attention over a paged KV cache (PlanAttention, RunAttention) on one GPU; one JSON\nobject per output line (scripts/gpu_attention.sh makes the table). -backend mock\n-shrink N checks the program on the mock.", stdout, stderr)
 	paths := fs.PluginPath()
-	iters := fs.Int("iters", 50, "timed runs per figure")
-	only := fs.String("only", "", "run only decode or prefill")
+	o := attnbench.Options{Out: stdout}
+	fs.IntVar(&o.Iters, "iters", 50, "timed runs per figure")
+	fs.StringVar(&o.Only, "only", "", "run only decode or prefill")
 	backend := fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
-	fs.IntVar(&shrink, "shrink", 1, "divide every length by this, 1 to 8192 (a quick run on the mock)")
+	fs.IntVar(&o.Shrink, "shrink", 1, "divide every length by this, 1 to 8192 (a quick run on the mock)")
 	if st, ok := fs.Parse(args, false); !ok {
 		return st
 	}
-	switch {
-	case shrink < 1 || shrink > 8192:
-		return fs.Usage("-shrink %d: want 1 to 8192", shrink)
-	case *iters < 1:
-		return fs.Usage("-iters %d: want at least 1", *iters)
-	case *only != "" && *only != "decode" && *only != "prefill":
-		return fs.Usage("-only %q: want decode or prefill", *only)
+	if err := o.Check(); err != nil {
+		return fs.Usage("-%v", err)
 	}
 	if err := paths.Check(); err != nil {
 		return fs.Fail(err)
 	}
-	defer fs.Recover(&status)
 	t, err := gbench.OpenGPUTimer(*paths, *backend)
 	if err != nil {
 		return fs.Fail(err)
 	}
 	defer t.Close()
-	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, out: json.NewEncoder(stdout),
-		rng: rand.New(rand.NewPCG(1, 2))}
-	for _, sh := range shapes {
-		if (*only == "decode" && sh.prefill) || (*only == "prefill" && !sh.prefill) {
-			continue
-		}
-		sh.kv = max(1, sh.kv/shrink)
-		sh.qo = max(1, min(sh.qo/shrink, sh.kv))
-		if !sh.prefill {
-			sh.qo = 1
-		}
-		r, err := b.run(sh)
-		if err != nil {
-			r = result{Name: sh.name, Impl: "gpurt", Note: "error: " + err.Error()}
-		}
-		b.emit(r)
+	o.Timer = t
+	if err := attnbench.Run(o); err != nil {
+		return fs.Fail(err)
 	}
 	return cli.ExitOK
-}
-
-// fail stops the program with err (status 1).
-func fail(err error) { cli.Abort(err) }
-
-func (b *bench) emit(r result) {
-	if err := b.out.Encode(r); err != nil {
-		fail(err)
-	}
-}
-
-func i32bytes(v []int32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
-	}
-	return out
-}
-
-// randomBF16 is n bf16 values uniform in [-1, 1).
-func (b *bench) randomBF16(n int) []byte {
-	out := make([]byte, 2*n)
-	for i := 0; i < n; i++ {
-		binary.LittleEndian.PutUint16(out[2*i:], floatbits.BF16FromFloat32(b.rng.Float32()*2-1))
-	}
-	return out
-}
-
-// fill writes random values into r, repeating a 16 MiB block.
-func (b *bench) fill(r *core.Buffer) error {
-	block := b.randomBF16(8 << 20)
-	for off := 0; off < r.Len(); off += len(block) {
-		n := min(len(block), r.Len()-off)
-		v, err := r.View(off, n)
-		if err != nil {
-			return err
-		}
-		if err := core.CopyFromHost(v, block[:n]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (b *bench) run(sh shape) (result, error) {
-	r := result{Name: sh.name, Impl: "gpurt", Kind: "decode", Batch: sh.batch, KVLen: sh.kv, QOLen: sh.qo}
-	if sh.prefill {
-		r.Kind = "prefill"
-	}
-	pagesPer := (sh.kv + page - 1) / page
-	numPages := pagesPer * sh.batch
-	desc := core.KVCacheDesc{DType: core.BF16, Layout: core.KVLayoutNHD, PageSize: page, NumKVHeads: hk, HeadDim: dim,
-		NumPages: numPages}
-	cache, err := b.dev.AllocKVCache(desc)
-	if err != nil {
-		return r, err
-	}
-	defer cache.Free()
-	var bufs []*core.Buffer
-	defer func() {
-		for _, x := range bufs {
-			x.Free()
-		}
-	}()
-	alloc := func(n int) (*core.Buffer, error) {
-		x, err := b.dev.Alloc(max(n, 16))
-		if err == nil {
-			bufs = append(bufs, x)
-		}
-		return x, err
-	}
-	// Random K/V: the cache's buffers are its regions.
-	for _, reg := range []core.Region{cache.K(), cache.V()} {
-		if buf, ok := reg.(*core.Buffer); ok {
-			if err := b.fill(buf); err != nil {
-				return r, err
-			}
-		}
-	}
-	perm := b.rng.Perm(numPages)
-	indptr := []int32{0}
-	idx := make([]int32, 0, numPages)
-	last := make([]int32, 0, sh.batch)
-	qoIndptr := []int32{0}
-	for i := 0; i < sh.batch; i++ {
-		for j := 0; j < pagesPer; j++ {
-			idx = append(idx, int32(perm[i*pagesPer+j]))
-		}
-		indptr = append(indptr, int32(len(idx)))
-		last = append(last, int32(sh.kv-(pagesPer-1)*page))
-		qoIndptr = append(qoIndptr, qoIndptr[len(qoIndptr)-1]+int32(sh.qo))
-	}
-	rows := sh.batch * sh.qo
-	rowBytes := hq * dim * 2
-	q, err := alloc(rows * rowBytes)
-	if err != nil {
-		return r, err
-	}
-	o, err := alloc(rows * rowBytes)
-	if err != nil {
-		return r, err
-	}
-	if err := b.fill(q); err != nil {
-		return r, err
-	}
-	dIndptr, err := alloc(4 * len(indptr))
-	if err != nil {
-		return r, err
-	}
-	dIdx, err := alloc(4 * len(idx))
-	if err != nil {
-		return r, err
-	}
-	dLast, err := alloc(4 * len(last))
-	if err != nil {
-		return r, err
-	}
-	dQO, err := alloc(4 * len(qoIndptr))
-	if err != nil {
-		return r, err
-	}
-	for _, c := range []struct {
-		dst *core.Buffer
-		src []int32
-	}{{dIndptr, indptr}, {dIdx, idx}, {dLast, last}, {dQO, qoIndptr}} {
-		v, err := c.dst.View(0, 4*len(c.src))
-		if err != nil {
-			return r, err
-		}
-		if err := core.CopyFromHost(v, i32bytes(c.src)); err != nil {
-			return r, err
-		}
-	}
-	ad := core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: hq, Cache: desc, MaxBatch: sh.batch}
-	sched := core.AttentionSchedule{KVIndptr: indptr, KVLastPageLen: last}
-	view := func(x *core.Buffer, n int) core.Region {
-		v, _ := x.View(0, n)
-		return v
-	}
-	ops := core.AttentionOperands{Q: q, O: o, Pages: core.PageTable{Indptr: view(dIndptr, 4*len(indptr)),
-		Indices: view(dIdx, 4*len(idx)), LastPageLen: view(dLast, 4*len(last))}}
-	if sh.prefill {
-		ad.Kind = core.AttentionPrefill
-		ad.Causal = true
-		ad.MaxRows = rows
-		sched.QOIndptr = qoIndptr
-		ops.QOIndptr = view(dQO, 4*len(qoIndptr))
-	}
-	a, err := b.dev.NewAttention(ad)
-	if err != nil {
-		return r, err
-	}
-	defer a.Close()
-	// Plan host cost: the mean of many plans on an idle stream.
-	if err := b.s.PlanAttention(a, sched); err != nil {
-		return r, err
-	}
-	if err := b.s.Synchronize(); err != nil {
-		return r, err
-	}
-	const plans = 200
-	t0 := time.Now()
-	for i := 0; i < plans; i++ {
-		if err := b.s.PlanAttention(a, sched); err != nil {
-			return r, err
-		}
-	}
-	r.PlanUs = float64(time.Since(t0).Nanoseconds()) / 1e3 / plans
-	if err := b.s.Synchronize(); err != nil {
-		return r, err
-	}
-	gpu, wall, err := b.time(func() error { return b.s.RunAttention(a, cache, ops) })
-	if err != nil {
-		return r, err
-	}
-	r.GPUus, r.WallUs = gpu, wall
-	if sh.prefill {
-		// Causal: row i of a request sees kv - qo + i + 1 tokens.
-		vis := 0.0
-		for i := 0; i < sh.qo; i++ {
-			vis += float64(sh.kv - sh.qo + i + 1)
-		}
-		flops := 4 * vis * float64(sh.batch) * hq * dim
-		r.TFLOPs = flops / (gpu * 1e-6) / 1e12
-	} else {
-		bytes := float64(sh.batch) * float64(sh.kv) * hk * dim * 2 * 2
-		r.KVGBs = bytes / (gpu * 1e-6) / 1e9
-	}
-	return r, nil
-}
-
-// time is b.t.Time with b.iters calls (bench.GPUTimer.Time).
-func (b *bench) time(fn func() error) (gpu, wall float64, err error) {
-	return b.t.Time(b.iters, fn)
 }

@@ -3,17 +3,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/cli/clitest"
-	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // TestConvention: the CLI convention of internal/cli, and this program's
@@ -26,22 +20,4 @@ func TestConvention(t *testing.T) {
 		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
 	))
-}
-
-// TestOnMock: every shape's line, shrunk, on the mock.
-func TestOnMock(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	var stdout, stderr bytes.Buffer
-	st := run([]string{"-plugin-path", dir, "-backend", "mock", "-shrink", "128", "-iters", "2"}, &stdout, &stderr)
-	require.Equal(t, cli.ExitOK, st, "stderr: %s", stderr.String())
-	n := 0
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		var r result
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
-		assert.Empty(t, r.Note, "%+v", r)
-		assert.Positive(t, r.GPUus, "%+v", r)
-		n++
-	}
-	assert.Equal(t, len(shapes), n)
 }

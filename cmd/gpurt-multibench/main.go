@@ -1,22 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Command gpurt-multibench times the several-GPU paths of gpurt
+// Command gpurt-multibench times the several-GPU paths of gpurt, all-reduce
+// and peer copies: package bench/multibench, whose doc says what and how
 // (scripts/gpu_multi.sh runs it on 2 GPUs; it needs no cgo and is built
-// with CGO_ENABLED=0):
-//
-//   - all-reduce (Comm.Run, sum) at 8 KiB .. 1 GiB: one process driving
-//     every GPU (Runtime.NewComm), and with -procs one process per GPU
-//     (this program started once per rank, joined by a unique id made
-//     here: Runtime.JoinComm);
-//   - peer copies (Stream.CopyDevice between device 0 and 1, both ways).
-//
-// Timing is what torch.distributed users measure (scripts/multi_torch.py
-// does the same): after warm-up, every stream is synchronised, N
-// operations are enqueued back to back, every stream is synchronised
-// again; the figure is the wall time over N. Bus bandwidth is NCCL's
-// definition: algbw = bytes / time, busbw = algbw * 2 (n-1) / n for an
-// all-reduce. Every line of output is one JSON object; the shell script
-// makes the table.
+// with CGO_ENABLED=0). With -procs it starts itself once per rank. Every
+// line of output is one JSON object.
 package main
 
 import (
@@ -31,21 +19,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metrale/gpurt/bench/multibench"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/bytesize"
 	"github.com/metrale/gpurt/internal/cli"
 )
-
-type result struct {
-	Name  string  `json:"name"`
-	Impl  string  `json:"impl"`
-	Bytes int64   `json:"bytes"`
-	Us    float64 `json:"us"`
-	AlgBW float64 `json:"algbw_gb_s"`
-	BusBW float64 `json:"busbw_gb_s"`
-	Iters int     `json:"iters"`
-	Note  string  `json:"note,omitempty"`
-}
 
 // The flags (set by run).
 var (
@@ -59,7 +37,7 @@ var (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-func run(args []string, stdout, stderr io.Writer) (status int) {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-multibench", "[flags]",
 		"Times all-reduce (one process, and with -procs one process per GPU) and peer copies\nacross GPUs; one JSON object per output line (scripts/gpu_multi.sh makes the table).\n-backend mock -options devices=2 -shrink N checks the program on the mock.", stdout, stderr)
 	stdoutW, stderrW = stdout, stderr
@@ -104,7 +82,6 @@ func run(args []string, stdout, stderr io.Writer) (status int) {
 	if err := paths.Check(); err != nil {
 		return fs.Fail(err)
 	}
-	defer fs.Recover(&status)
 	rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend, PluginOptions: *options})
 	if err != nil {
 		return fs.Fail(err)
@@ -130,24 +107,23 @@ func run(args []string, stdout, stderr io.Writer) (status int) {
 		if err != nil {
 			return fs.Fail(err)
 		}
-		sweep(out, "gpurt", c, devs, sizes, dt)
-		if err := c.Close(); err != nil {
+		if err := errors.Join(multibench.Sweep(out, "gpurt", c, devs, sizes, dt), c.Close()); err != nil {
 			return fs.Fail(err)
 		}
 		if *procs && rt.Backend() == "mock" {
 			// The mock's ranks meet inside one process only.
-			_ = out.Encode(result{Name: "all_reduce", Impl: "gpurt 1 proc/GPU", Note: "skipped: the mock has no transport between processes"})
+			_ = out.Encode(multibench.Result{Name: "all_reduce", Impl: "gpurt 1 proc/GPU", Note: "skipped: the mock has no transport between processes"})
 		} else if *procs {
 			if err := parent(rt, out); err != nil {
 				fmt.Fprintln(stderr, "gpurt-multibench: one process per GPU:", err)
-				_ = out.Encode(result{Name: "all_reduce", Impl: "gpurt 1 proc/GPU", Note: err.Error()})
+				_ = out.Encode(multibench.Result{Name: "all_reduce", Impl: "gpurt 1 proc/GPU", Note: err.Error()})
 			}
 		}
 	}
 	if *only == "" || *only == "peer" {
 		if peerN > 0 && len(devs) >= 2 {
-			peer(out, devs[0], devs[1], peerN)
-			peer(out, devs[1], devs[0], peerN)
+			multibench.Peer(out, devs[0], devs[1], peerN)
+			multibench.Peer(out, devs[1], devs[0], peerN)
 		}
 	}
 	return cli.ExitOK
@@ -206,152 +182,6 @@ func parseSizes(s string) ([]int64, error) {
 	return out, nil
 }
 
-// iters is how many timed operations a size gets (about 0.2 s of a 300
-// GB/s link, between 5 and 200).
-func iters(bytes int64) int {
-	return int(max(5, min(200, int64(60e9)/max(bytes, 1))))
-}
-
-// rankSet is one stream and buffer per local rank.
-type rankSet struct {
-	streams []*core.Stream
-	bufs    []*core.Buffer
-}
-
-func (r *rankSet) close() {
-	for _, s := range r.streams {
-		_ = s.Synchronize()
-		_ = s.Close()
-	}
-	for _, b := range r.bufs {
-		_ = b.Free()
-	}
-}
-
-func (r *rankSet) sync() error {
-	for _, s := range r.streams {
-		if err := s.Synchronize(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// sweep times an in-place all-reduce of every size on c (whose local ranks
-// are devs, ranks first..) and prints one result per size.
-func sweep(out *json.Encoder, impl string, c *core.Comm, devs []*core.Device, sizes []int64, dt core.DType) {
-	first, _ := c.LocalRanks()
-	n := c.NRanks()
-	maxB := int64(0)
-	for _, s := range sizes {
-		maxB = max(maxB, s)
-	}
-	r := &rankSet{}
-	defer r.close()
-	for _, d := range devs {
-		s, err := d.NewStream()
-		if err != nil {
-			fail(err)
-		}
-		r.streams = append(r.streams, s)
-		b, err := d.Alloc(int(max(maxB, 256)))
-		if err != nil {
-			fail(err)
-		}
-		if err := core.Memset(b, 0); err != nil { // zeros stay zeros: no overflow over many sums
-			fail(err)
-		}
-		r.bufs = append(r.bufs, b)
-	}
-	ops := make([]core.CollOp, len(devs))
-	for _, bytes := range sizes {
-		count := int(bytes / int64(dt.Size()))
-		for k := range devs {
-			ops[k] = core.CollOp{Kind: core.AllReduce, DType: dt, Rank: first + k, Count: count, Stream: r.streams[k], Send: r.bufs[k], Recv: r.bufs[k]}
-		}
-		it := iters(bytes)
-		run := func(times int) error {
-			for i := 0; i < times; i++ {
-				if err := c.Run(ops...); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if err := errors.Join(run(5), r.sync()); err != nil {
-			_ = out.Encode(result{Name: "all_reduce " + bytesize.Format(bytes), Impl: impl, Bytes: bytes, Note: err.Error()})
-			continue
-		}
-		t0 := time.Now()
-		err := errors.Join(run(it), r.sync())
-		el := time.Since(t0)
-		if err == nil {
-			err = c.Err()
-		}
-		res := result{Name: "all_reduce " + bytesize.Format(bytes), Impl: impl, Bytes: bytes, Iters: it}
-		if err != nil {
-			res.Note = err.Error()
-		} else {
-			res.Us = float64(el.Nanoseconds()) / 1e3 / float64(it)
-			res.AlgBW = float64(bytes) / (res.Us * 1e3)
-			res.BusBW = res.AlgBW * 2 * float64(n-1) / float64(n)
-		}
-		if first == 0 {
-			_ = out.Encode(res)
-		}
-	}
-}
-
-// peer times copies of n bytes from src to dst on a stream of src.
-func peer(out *json.Encoder, src, dst *core.Device, n int64) {
-	name := fmt.Sprintf("peer_copy %s %d->%d", bytesize.Format(n), src.Index(), dst.Index())
-	res := result{Name: name, Impl: "gpurt", Bytes: n}
-	err := func() error {
-		a, err := src.Alloc(int(n))
-		if err != nil {
-			return err
-		}
-		defer a.Free()
-		b, err := dst.Alloc(int(n))
-		if err != nil {
-			return err
-		}
-		defer b.Free()
-		s, err := src.NewStream()
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		for i := 0; i < 3; i++ {
-			if err := s.CopyDevice(b, a); err != nil {
-				return err
-			}
-		}
-		if err := s.Synchronize(); err != nil {
-			return err
-		}
-		it := iters(n) / 2
-		t0 := time.Now()
-		for i := 0; i < it; i++ {
-			if err := s.CopyDevice(b, a); err != nil {
-				return err
-			}
-		}
-		if err := s.Synchronize(); err != nil {
-			return err
-		}
-		res.Iters = it
-		res.Us = float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(it)
-		res.AlgBW = float64(n) / (res.Us * 1e3)
-		res.BusBW = res.AlgBW
-		return nil
-	}()
-	if err != nil {
-		res.Note = err.Error()
-	}
-	_ = out.Encode(res)
-}
-
 // parent makes the unique id and runs this program once per rank; rank
 // 0's results are printed.
 func parent(rt *core.Runtime, out *json.Encoder) error {
@@ -403,9 +233,5 @@ func child(rt *core.Runtime, out *json.Encoder, sizes []int64, dt core.DType) er
 	if err != nil {
 		return err
 	}
-	sweep(out, "gpurt 1 proc/GPU", c, []*core.Device{d}, sizes, dt)
-	return c.Close()
+	return errors.Join(multibench.Sweep(out, "gpurt 1 proc/GPU", c, []*core.Device{d}, sizes, dt), c.Close())
 }
-
-// fail stops the program with err (status 1).
-func fail(err error) { cli.Abort(err) }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/bench/multibench"
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
@@ -46,7 +47,7 @@ func TestOnMock(t *testing.T) {
 	var names []string
 	sc := bufio.NewScanner(&stdout)
 	for sc.Scan() {
-		var r result
+		var r multibench.Result
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
 		names = append(names, r.Name+" | "+r.Impl)
 		if r.Impl == "gpurt" {

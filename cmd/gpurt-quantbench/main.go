@@ -1,384 +1,51 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Command gpurt-quantbench times the 1.4 ops against cuBLASLt on one GPU
-// (scripts/gpu_quant_bench.sh runs it on the H200; it needs no cgo and is
-// built with CGO_ENABLED=0):
-//
-//   - int8 GEMV (Stream.QuantMatmul, MLX format, group 64) vs a bf16
-//     cuBLASLt GEMV (Stream.Gemm) at 4096x4096 and 14336x4096, n = 1 and 8;
-//   - int8 GEMM at n = 2048 vs bf16 cuBLASLt;
-//   - grouped GEMM (Stream.GroupedGemm, bf16 and fp8 with block scales) of
-//     8 and 64 experts with skewed row counts vs one cuBLASLt GEMM per
-//     expert (Stream.Gemm; fp8 there has per-tensor scales, the same work).
-//
-// Each figure is GPU time per call: the stream is first held by a sleep_ns
-// kernel long enough for every timed call to be enqueued behind it, so the
-// events measure the device's work, not the host's enqueueing; "wall" is
-// the host-inclusive time of the same calls without the sleep. Every line of
-// output is one JSON object; the shell script makes the table.
+// Command gpurt-quantbench times the 1.4 ops (quantized and grouped
+// matmul) against cuBLASLt on one GPU: package bench/quantbench, whose doc
+// says what and how (scripts/gpu_quant_bench.sh runs it on the H200; it
+// needs no cgo and is built with CGO_ENABLED=0). Every line of output is
+// one JSON object.
 package main
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"os"
 
 	gbench "github.com/metrale/gpurt/bench"
-	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/bench/quantbench"
 	"github.com/metrale/gpurt/internal/cli"
 )
 
-type result struct {
-	Name   string  `json:"name"`
-	Impl   string  `json:"impl"`
-	GPUus  float64 `json:"gpu_us"`
-	WallUs float64 `json:"wall_us"`
-	TFLOPs float64 `json:"tflops"`
-	GBs    float64 `json:"gb_s"`
-	Note   string  `json:"note,omitempty"`
-	// MSizes are a grouped case's rows per expert (for the torch script).
-	MSizes []int `json:"m_sizes,omitempty"`
-	// Sets is how many weight sets the calls took in turn (-rotate).
-	Sets int `json:"sets,omitempty"`
-}
-
-type bench struct {
-	dev    *core.Device
-	s      *core.Stream
-	t      *gbench.GPUTimer
-	iters  int
-	rotate int // MiB of weights the timed calls rotate through (quantVsBF16)
-	out    *json.Encoder
-}
-
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-func run(args []string, stdout, stderr io.Writer) (status int) {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-quantbench", "[flags]",
 		"Times the quantized and grouped matmuls against cuBLASLt on one GPU; one JSON object\nper output line (scripts/gpu_quant_bench.sh makes the table). -backend mock -shrink N\nchecks the program on the mock.", stdout, stderr)
 	paths := fs.PluginPath()
-	iters := fs.Int("iters", 50, "timed calls per figure")
-	only := fs.String("only", "", "run only gemv, gemm or grouped")
+	o := quantbench.Options{Out: stdout}
+	fs.IntVar(&o.Iters, "iters", 50, "timed calls per figure")
+	fs.StringVar(&o.Only, "only", "", "run only gemv, gemm or grouped")
 	backend := fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
-	shrinkF := fs.Int("shrink", 1, fmt.Sprintf("divide every size by this, 1 to %d (a quick run on the mock; K stays a multiple of 128)", maxShrink))
-	rotate := fs.Int("rotate", 0, "int8 and bf16 matmul: rotate the calls through copies of the weights spanning this many MiB (0: one copy, read by every call; rows get the suffix \" rot\")")
+	fs.IntVar(&o.Shrink, "shrink", 1, fmt.Sprintf("divide every size by this, 1 to %d (a quick run on the mock; K stays a multiple of 128)", quantbench.MaxShrink))
+	fs.IntVar(&o.RotateMiB, "rotate", 0, "int8 and bf16 matmul: rotate the calls through copies of the weights spanning this many MiB (0: one copy, read by every call; rows get the suffix \" rot\")")
 	if st, ok := fs.Parse(args, false); !ok {
 		return st
 	}
-	switch {
-	case *shrinkF < 1 || *shrinkF > maxShrink:
-		return fs.Usage("-shrink %d: want 1 to %d", *shrinkF, maxShrink)
-	case *iters < 1:
-		return fs.Usage("-iters %d: want at least 1", *iters)
-	case *only != "" && *only != "gemv" && *only != "gemm" && *only != "grouped":
-		return fs.Usage("-only %q: want gemv, gemm or grouped", *only)
-	case *rotate < 0 || *rotate > 1<<20:
-		return fs.Usage("-rotate %d: want 0 to %d MiB", *rotate, 1<<20)
+	if err := o.Check(); err != nil {
+		return fs.Usage("-%v", err)
 	}
-	shrink = *shrinkF
 	if err := paths.Check(); err != nil {
 		return fs.Fail(err)
 	}
-	defer fs.Recover(&status)
 	t, err := gbench.OpenGPUTimer(*paths, *backend)
 	if err != nil {
 		return fs.Fail(err)
 	}
 	defer t.Close()
-	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: *iters, rotate: *rotate, out: json.NewEncoder(stdout)}
-	if *only == "" || *only == "gemv" {
-		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
-			for _, n := range []int{1, 8} {
-				b.quantVsBF16(mk[0], n, mk[1])
-			}
-		}
-	}
-	if *only == "" || *only == "gemm" {
-		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
-			b.quantVsBF16(mk[0], 2048, mk[1])
-		}
-	}
-	if *only == "" || *only == "grouped" {
-		for _, g := range []int{8, 64} {
-			for _, fp8 := range []bool{false, true} {
-				b.grouped(g, fp8)
-			}
-		}
+	o.Timer = t
+	if err := quantbench.Run(o); err != nil {
+		return fs.Fail(err)
 	}
 	return cli.ExitOK
-}
-
-// maxShrink bounds -shrink: every size divided by it is still at least 1.
-const maxShrink = 2048
-
-// fail stops the program with err (status 1).
-func fail(err error) { cli.Abort(err) }
-
-// shrunk is v divided by -shrink, rounded up to a multiple of align (K:
-// the int8 group of 64, fp8's 128-wide block scales) and at least align.
-func shrunk(v, align int) int {
-	v /= shrink
-	return max(align, (v+align-1)/align*align)
-}
-
-// time is bench.GPUTimer.Time with b.iters calls. ops is the number of
-// launches one fn makes: iters shrinks so that at most 800 wait behind the
-// sleep (a stream's queue holds about a thousand before the host blocks,
-// which would put host time back into the figure).
-func (b *bench) time(ops int, fn func() error) (gpu, wall float64, err error) {
-	iters := b.iters
-	if iters*ops > 800 {
-		iters = max(2, 800/ops)
-	}
-	return b.t.Time(iters, fn)
-}
-
-func (b *bench) emit(r result) {
-	if err := b.out.Encode(r); err != nil {
-		fail(err)
-	}
-}
-
-func (b *bench) alloc(n int, fill func([]byte)) *core.Buffer {
-	buf, err := b.dev.Alloc(n)
-	if err != nil {
-		fail(err)
-	}
-	data := make([]byte, n)
-	fill(data)
-	if err := core.CopyFromHost(buf, data); err != nil {
-		fail(err)
-	}
-	return buf
-}
-
-var rng = rand.New(rand.NewPCG(7, 11))
-
-// shrink divides every size (-shrink).
-var shrink = 1
-
-func randBF16(p []byte) {
-	for i := 0; i+1 < len(p); i += 2 {
-		binary.LittleEndian.PutUint16(p[i:], floatbits.BF16FromFloat32(float32(rng.NormFloat64())))
-	}
-}
-
-func randBytes(p []byte) {
-	for i := range p {
-		p[i] = byte(rng.Uint32())
-	}
-}
-
-// randFP8 fills e4m3 values of moderate size (no NaN).
-func randFP8(p []byte) {
-	for i := range p {
-		p[i] = floatbits.E4M3FromFloat32(float32(rng.NormFloat64() * 4))
-	}
-}
-
-func randScale(p []byte) {
-	for i := 0; i+3 < len(p); i += 4 {
-		binary.LittleEndian.PutUint32(p[i:], math.Float32bits(float32(0.01*(0.5+rng.Float64()))))
-	}
-}
-
-func scaleBF16(p []byte) {
-	for i := 0; i+1 < len(p); i += 2 {
-		binary.LittleEndian.PutUint16(p[i:], floatbits.BF16FromFloat32(float32(0.01*(0.5+rng.Float64()))))
-	}
-}
-
-// quantVsBF16 times y (n x m) = x (n x k) * W^T: int8 W (MLX, group 64)
-// against bf16 W through cuBLASLt (column-major D = W x^T, "TN").
-func (b *bench) quantVsBF16(m, n, k int) {
-	m, k = shrunk(m, 1), shrunk(k, 64)
-	if n > 8 {
-		n = shrunk(n, 1)
-	}
-	name := fmt.Sprintf("%dx%d n=%d", m, k, n)
-	if b.rotate > 0 {
-		name += " rot"
-	}
-	x := b.alloc(2*n*k, randBF16)
-	defer x.Free()
-	y, err := b.dev.Alloc(2 * n * m)
-	if err != nil {
-		fail(err)
-	}
-	defer y.Free()
-	flops := 2 * float64(m) * float64(n) * float64(k)
-	{
-		d := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: 64, M: m, N: n, K: k}
-		sets := b.sets(m*k + 4*m*k/64)
-		ops := make([]core.QuantMatmulOperands, sets)
-		for i := range ops {
-			ops[i] = core.QuantMatmulOperands{W: b.alloc(m*k, randBytes), Scales: b.alloc(2*m*k/64, scaleBF16),
-				Biases: b.alloc(2*m*k/64, scaleBF16), X: x, Y: y}
-		}
-		call := 0
-		gpu, wall, err := b.time(1, func() error {
-			call++
-			return b.s.QuantMatmul(d, ops[call%sets])
-		})
-		r := result{Name: name, Impl: "gpurt int8", GPUus: gpu, WallUs: wall, Sets: sets,
-			TFLOPs: flops / gpu / 1e6, GBs: float64(m*k+4*m*k/64+2*n*k+2*n*m) / gpu / 1e3}
-		if err != nil {
-			r.Note = err.Error()
-		}
-		b.emit(r)
-		for _, o := range ops {
-			o.W.(*core.Buffer).Free()
-			o.Scales.(*core.Buffer).Free()
-			o.Biases.(*core.Buffer).Free()
-		}
-	}
-	{
-		d := core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: m, N: n, K: k}
-		sets := b.sets(2 * m * k)
-		ops := make([]core.GemmOperands, sets)
-		for i := range ops {
-			ops[i] = core.GemmOperands{A: b.alloc(2*m*k, randBF16), B: x, D: y, Alpha: 1}
-		}
-		call := 0
-		gpu, wall, err := b.time(1, func() error {
-			call++
-			return b.s.Gemm(d, ops[call%sets])
-		})
-		r := result{Name: name, Impl: "cuBLASLt bf16", GPUus: gpu, WallUs: wall, Sets: sets,
-			TFLOPs: flops / gpu / 1e6, GBs: float64(2*m*k+2*n*k+2*n*m) / gpu / 1e3}
-		if err != nil {
-			r.Note = err.Error()
-		}
-		b.emit(r)
-		for _, o := range ops {
-			o.A.(*core.Buffer).Free()
-		}
-	}
-}
-
-// sets is how many copies of an implementation's weights (bytes each) the
-// timed calls take in turn: enough to span -rotate MiB, so that a weight
-// set that fits the GPU's L2 (50 MB on the H200) is not read from the
-// cache by the next call; 1 with -rotate 0 (every call reads one set).
-func (b *bench) sets(bytes int) int {
-	if b.rotate <= 0 {
-		return 1
-	}
-	n := (b.rotate<<20 + bytes - 1) / bytes
-	return min(max(n, 1), 16)
-}
-
-// skewed splits total rows over g experts with weights 1/(i+1) (some
-// experts get none when g is large), as a router's load often is.
-func skewed(g, total int) []int {
-	ms := make([]int, g)
-	var sum float64
-	for i := range ms {
-		sum += 1 / float64(i+1)
-	}
-	left := total
-	for i := range ms {
-		ms[i] = int(float64(total) / float64(i+1) / sum)
-		left -= ms[i]
-	}
-	ms[0] += left
-	// a few empty experts
-	if g >= 16 {
-		ms[0] += ms[g-1] + ms[g/2]
-		ms[g-1], ms[g/2] = 0, 0
-	}
-	return ms
-}
-
-// grouped times the grouped GEMM of g experts (n 2048, k 4096, skewed m)
-// against one cuBLASLt GEMM per expert.
-func (b *bench) grouped(g int, fp8 bool) {
-	n, k := shrunk(2048, 1), shrunk(4096, 128)
-	total := shrunk(8192, 1)
-	if g == 64 {
-		total = shrunk(16384, 1)
-	}
-	ms := skewed(g, total)
-	kind := "bf16"
-	es := 2
-	fillAB := randBF16
-	ab := core.BF16
-	if fp8 {
-		kind, es, fillAB, ab = "fp8", 1, randFP8, core.FP8E4M3
-	}
-	name := fmt.Sprintf("%d experts %s n=%d k=%d rows=%d (max %d)", g, kind, n, k, total, ms[0])
-	a := b.alloc(total*k*es, fillAB)
-	defer a.Free()
-	w := b.alloc(g*n*k*es, fillAB)
-	defer w.Free()
-	d, err := b.dev.Alloc(2 * total * n)
-	if err != nil {
-		fail(err)
-	}
-	defer d.Free()
-	flops := 2 * float64(total) * float64(n) * float64(k)
-	ops := core.GroupedGemmOperands{A: a, B: w, D: d}
-	if fp8 {
-		sa := b.alloc(4*total*k/128, randScale)
-		defer sa.Free()
-		sb := b.alloc(4*g*((n+127)/128)*(k/128), randScale)
-		defer sb.Free()
-		ops.ScaleA, ops.ScaleB = sa, sb
-	}
-	desc := core.GroupedGemmDesc{ABType: ab, DType: core.BF16, N: n, K: k, MSizes: ms}
-	gpu, wall, err := b.time(1, func() error { return b.s.GroupedGemm(desc, ops) })
-	r := result{Name: name, Impl: "gpurt grouped", GPUus: gpu, WallUs: wall, TFLOPs: flops / gpu / 1e6, MSizes: ms}
-	if err != nil {
-		r.Note = err.Error()
-	}
-	b.emit(r)
-	// One cuBLASLt GEMM per expert: D_e (col-major n x m_e) = W_e x_e^T.
-	var one *core.Buffer
-	if fp8 {
-		one = b.alloc(4, func(p []byte) { binary.LittleEndian.PutUint32(p, math.Float32bits(1)) })
-		defer one.Free()
-	}
-	type call struct {
-		d core.GemmDesc
-		o core.GemmOperands
-	}
-	var calls []call
-	row := 0
-	for e, m := range ms {
-		if m == 0 {
-			continue
-		}
-		av, _ := a.View(row*k*es, m*k*es)
-		wv, _ := w.View(e*n*k*es, n*k*es)
-		dv, _ := d.View(row*n*2, m*n*2)
-		c := call{d: core.GemmDesc{AType: ab, BType: ab, DType: core.BF16, TransA: true, M: n, N: m, K: k},
-			o: core.GemmOperands{A: wv, B: av, D: dv, Alpha: 1}}
-		if fp8 {
-			c.o.ScaleA, c.o.ScaleB = one, one
-		}
-		calls = append(calls, c)
-		row += m
-	}
-	gpu, wall, err = b.time(len(calls), func() error {
-		for i := range calls {
-			if err := b.s.Gemm(calls[i].d, calls[i].o); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	r = result{Name: name, Impl: "cuBLASLt per expert", GPUus: gpu, WallUs: wall, TFLOPs: flops / gpu / 1e6,
-		Note: fmt.Sprintf("%d calls", len(calls))}
-	if fp8 {
-		r.Note += "; per-tensor scales (cuBLASLt), same work"
-	}
-	if err != nil {
-		r.Note = err.Error()
-	}
-	b.emit(r)
 }

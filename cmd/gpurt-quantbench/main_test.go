@@ -3,17 +3,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/cli/clitest"
-	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // TestConvention: the CLI convention of internal/cli, and this program's
@@ -30,31 +24,4 @@ func TestConvention(t *testing.T) {
 		clitest.Case{Name: "no plugin there", Args: []string{"-plugin-path", t.TempDir(), "-backend", "mock"}, Status: cli.ExitError,
 			Stderr: []string{"gpurt-quantbench: "}},
 	))
-}
-
-// TestShrinkOnMock: every figure's line on the mock, at -shrink 64 (which
-// once divided fp8's K below one 128-wide scale block: "size 0") and 256.
-func TestShrinkOnMock(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	for _, shrink := range []string{"64", "256"} {
-		t.Run(shrink, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			st := run([]string{"-plugin-path", dir, "-backend", "mock", "-shrink", shrink, "-iters", "2"}, &out, &errb)
-			require.Equal(t, cli.ExitOK, st, "stderr: %s", errb.String())
-			impls := map[string]int{}
-			sc := bufio.NewScanner(&out)
-			for sc.Scan() {
-				var r result
-				require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
-				if r.Impl == "cuBLASLt per expert" {
-					assert.Regexp(t, `^\d+ calls`, r.Note, "an error instead of the calls: %+v", r)
-				} else {
-					assert.Empty(t, r.Note, "an error instead of a figure: %+v", r)
-				}
-				assert.Positive(t, r.GPUus, "%+v", r)
-				impls[r.Impl]++
-			}
-			assert.Equal(t, map[string]int{"gpurt int8": 6, "cuBLASLt bf16": 6, "gpurt grouped": 4, "cuBLASLt per expert": 4}, impls)
-		})
-	}
 }

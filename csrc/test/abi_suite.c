@@ -1118,6 +1118,64 @@ out:
     if (bs[i]) ok("call: buffer_free", api->buffer_free(rt, bs[i]));
 }
 
+static void call_kv_append(gpurt_runtime *rt, gpurt_stream *s) {
+  const uint32_t D = 64, ps = 16, npages = 4, batch = 2;
+  const int32_t indptr[3] = {0, 1, 2}, indices[2] = {2, 0}, last[2] = {3, 5}, meta[6] = {0, 0, 1, 0, 2, 4};
+  const uint64_t nnz = 3, kv = (uint64_t)npages * ps * D * 2, rows = nnz * D;
+  uint64_t st = 5;
+  gpurt_buffer *k = alloc(rt, kv), *v = alloc(rt, kv), *kr = alloc_f16(rt, rows, &st), *vr = alloc_f16(rt, rows, &st);
+  gpurt_buffer *ip = alloc(rt, sizeof indptr), *ix = alloc(rt, sizeof indices), *lp = alloc(rt, sizeof last);
+  gpurt_buffer *mb = alloc(rt, sizeof meta);
+  unsigned char *ek = malloc(kv), *ev = malloc(kv);
+  if (!k || !v || !kr || !vr || !ip || !ix || !lp || !mb || !ek || !ev) {
+    result(0, "call: kv_append: setup");
+    goto out;
+  }
+  ok("call: upload indptr", upload(rt, ip, indptr, sizeof indptr));
+  ok("call: upload indices", upload(rt, ix, indices, sizeof indices));
+  ok("call: upload last", upload(rt, lp, last, sizeof last));
+  ok("call: upload rows' batch indices and positions", upload(rt, mb, meta, sizeof meta));
+  gpurt_memset_args zk = memset_args(k, 0, kv, 0, 1), zv = memset_args(v, 0, kv, 0, 1);
+  ok("call: clear k", api->memset(rt, &zk));
+  ok("call: clear v", api->memset(rt, &zv));
+  gpurt_kv_append_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.layout.dtype = GPURT_DTYPE_F16;
+  a.layout.layout = GPURT_KV_LAYOUT_NHD;
+  a.layout.page_size = ps;
+  a.layout.num_kv_heads = 1;
+  a.layout.head_dim = D;
+  a.pages.k = k;
+  a.pages.v = v;
+  a.pages.num_pages = npages;
+  a.pages.indptr = ip;
+  a.pages.indices = ix;
+  a.pages.last_page_len = lp;
+  a.batch_size = batch;
+  a.nnz = nnz;
+  a.k_rows = kr;
+  a.v_rows = vr;
+  a.batch_indices = mb;
+  a.positions = mb;
+  a.positions_offset = 12;
+  ok("call: kv_append eager", api->kv_append(rt, s, &a));
+  ok("call: kv_append eager sync", api->stream_synchronize(rt, s));
+  ok("call: download eager k", download(rt, ek, k, kv));
+  ok("call: download eager v", download(rt, ev, v, kv));
+  ok("call: clear k", api->memset(rt, &zk));
+  ok("call: clear v", api->memset(rt, &zv));
+  ok("call: kv_append recorded", replay_call(rt, s, offsetof(gpurt_api, kv_append), NULL, &a));
+  same_bytes("call: kv_append (K)", rt, k, kv, ek);
+  same_bytes("call: kv_append (V)", rt, v, kv, ev);
+out:
+  free(ek);
+  free(ev);
+  gpurt_buffer *bs[] = {k, v, kr, vr, ip, ix, lp, mb};
+  for (size_t i = 0; i < 8; i++)
+    if (bs[i]) ok("call: buffer_free", api->buffer_free(rt, bs[i]));
+}
+
 static void call_checks(gpurt_runtime *rt, gpurt_stream *s) {
   if (!GPURT_API_HAS(api, graph_recordable) || !GPURT_API_HAS(api, graph_create)) {
     skip("graph CALL items (1.7): the plugin has no graph_recordable slot");
@@ -1143,8 +1201,9 @@ static void call_checks(gpurt_runtime *rt, gpurt_stream *s) {
     const char *name;
     void (*run)(gpurt_runtime *, gpurt_stream *);
   } ops[] = {{offsetof(gpurt_api, quant_matmul), "quant_matmul", call_quant},
-             {offsetof(gpurt_api, attention_run), "attention_run", call_attention}};
-  for (size_t i = 0; i < 2; i++) {
+             {offsetof(gpurt_api, attention_run), "attention_run", call_attention},
+             {offsetof(gpurt_api, kv_append), "kv_append", call_kv_append}};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     r = 0;
     ok("graph_recordable", api->graph_recordable(rt, ops[i].slot, &r));
     if (r) ops[i].run(rt, s);

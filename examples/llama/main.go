@@ -21,7 +21,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -34,6 +33,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/llm"
 )
 
@@ -43,19 +43,6 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
-
-// pathList collects -plugin-path values (repeatable; ':' separates several).
-type pathList []string
-
-func (p *pathList) String() string { return strings.Join(*p, ":") }
-func (p *pathList) Set(v string) error {
-	for _, s := range strings.Split(v, ":") {
-		if s != "" {
-			*p = append(*p, s)
-		}
-	}
-	return nil
-}
 
 func ints(s string) ([]int, error) {
 	var out []int
@@ -94,24 +81,17 @@ func idLists(s string) ([][]int32, error) {
 	return out, nil
 }
 
-func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
-	var ue usageError
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "llama: %v\nRun 'llama -h' for usage.\n", err)
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "llama:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("llama", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+const about = `Runs a Llama-style decoder through gpurt: a Hugging Face checkpoint (-model
+DIR: Llama, Mistral or Qwen2 safetensors) or weights generated from a seed
+(-preset), a prefill of the prompts, then decode steps over a paged KV
+cache, eager and replayed as graphs. Prints JSON lines: one per step
+(every request's tokens), one summary per run, and with -model a load line.`
+
+// run is the command; it returns the exit status (cli's convention).
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := cli.New("llama", "[flags]", about, stdout, stderr)
 	model := fs.String("model", "", "Hugging Face model directory (config.json, *.safetensors); instead of -preset")
 	preset := fs.String("preset", "tiny", "seeded weights: tiny, 1b or 8b (the size flags override its fields)")
 	layers := fs.Int("layers", 0, "seeded: decoder layers")
@@ -142,295 +122,282 @@ func run(args []string, stdout, stderr io.Writer) error {
 	sampleSeed := fs.Uint64("sample-seed", 1, "sampling seed")
 	progress := fs.String("progress", "auto", "loading progress: auto (a bar on a terminal, else one line), bar, line or none")
 	backend := fs.String("backend", "", "gpurt backend (auto, cuda, metal, mock)")
-	var paths pathList
-	fs.Var(&paths, "plugin-path", "folder or plugin file to search first (repeatable; ':' separates several; also GPURT_PLUGIN_PATH)")
-	for _, old := range []string{"plugin-dir", "plugin", "plugins"} {
-		fs.Bool(old, false, "")
+	paths := fs.PluginPath()
+	if status, ok := fs.Parse(args, false); !ok {
+		return status
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "Usage: llama [flags]\n\nRuns a Llama-style decoder through gpurt (a Hugging Face checkpoint with -model, or seeded weights).\n\nFlags:")
-			fs.SetOutput(stdout)
-			fs.VisitAll(func(f *flag.Flag) {
-				if f.Usage != "" {
-					fmt.Fprintf(stdout, "  -%s\t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
+	err := func() error {
+		if *model != "" {
+			for _, f := range []string{"preset", "layers", "hidden", "heads", "kv-heads", "inter", "vocab", "theta", "rope", "seed"} {
+				if fs.Given(f) {
+					return usagef("-%s sets seeded weights; it makes no sense with -model", f)
 				}
-			})
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, old := range []string{"plugin-dir", "plugin", "plugins"} {
-		if set[old] {
-			return usagef("-%s is gone: use -plugin-path (a folder or plugin file; ':' separates several)", old)
-		}
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q (flags only)", fs.Arg(0))
-	}
-	if *model != "" {
-		for _, f := range []string{"preset", "layers", "hidden", "heads", "kv-heads", "inter", "vocab", "theta", "rope", "seed"} {
-			if set[f] {
-				return usagef("-%s sets seeded weights; it makes no sense with -model", f)
 			}
 		}
-	}
-	nPromptSrc := 0
-	for _, f := range []string{"prompt", "prompt-ids", "prompt-file"} {
-		if set[f] {
-			nPromptSrc++
-		}
-	}
-	if nPromptSrc > 1 {
-		return usagef("-prompt, -prompt-ids and -prompt-file exclude each other")
-	}
-	if set["logits-n"] && !*logits {
-		return usagef("-logits-n is ignored without -logits")
-	}
-	for _, f := range []string{"top-k", "top-p", "sample-seed"} {
-		if set[f] && *temp <= 0 {
-			return usagef("-%s is ignored without -temperature above 0", f)
-		}
-	}
-	var sampling *llm.Sampling
-	if *temp > 0 {
-		if *topK < 0 || !(*topP > 0 && *topP <= 1) {
-			return usagef("-top-k %d must not be negative and -top-p %g must be in (0, 1]", *topK, *topP)
-		}
-		sampling = &llm.Sampling{TopK: *topK, TopP: float32(*topP), Temperature: float32(*temp), Seed: *sampleSeed}
-	} else if *temp < 0 {
-		return usagef("-temperature %g is negative", *temp)
-	}
-	switch *progress {
-	case "auto", "bar", "line", "none":
-	default:
-		return usagef("-progress %q is not auto, bar, line or none", *progress)
-	}
-	if _, ok := llm.Presets[*preset]; !ok && *model == "" {
-		return usagef("-preset %q is not tiny, 1b or 8b", *preset)
-	}
-	if *weights != "bf16" && *weights != "int8" {
-		return usagef("-weights %q is neither bf16 nor int8", *weights)
-	}
-	bs, err := ints(*batches)
-	if err != nil {
-		return usagef("-batch: %v", err)
-	}
-	cs, err := ints(*ctxs)
-	if err != nil {
-		return usagef("-ctx: %v", err)
-	}
-	var ms []string
-	for _, m := range strings.Split(*modes, ",") {
-		if m != "eager" && m != "graph" {
-			return usagef("-modes: %q is neither eager nor graph", m)
-		}
-		ms = append(ms, m)
-	}
-	if *prompt < 1 || *steps < 1 || *warm < 0 {
-		return usagef("-prompt %d and -steps %d must be at least 1, -warmup %d not negative", *prompt, *steps, *warm)
-	}
-	maxB, maxC := 0, 0
-	for _, b := range bs {
-		if b == 0 {
-			return usagef("-batch: batch sizes must be positive")
-		}
-		maxB = max(maxB, b)
-	}
-	for _, c := range cs {
-		maxC = max(maxC, c)
-	}
-	if *logitsOut != "" && len(bs)*len(cs)*len(ms) > 1 {
-		for _, ph := range []struct {
-			n    int
-			name string
-		}{{len(bs), "{batch}"}, {len(cs), "{ctx}"}, {len(ms), "{mode}"}} {
-			if ph.n > 1 && !strings.Contains(*logitsOut, ph.name) {
-				return usagef("-logits-out %q: several runs need %s in the name", *logitsOut, ph.name)
+		nPromptSrc := 0
+		for _, f := range []string{"prompt", "prompt-ids", "prompt-file"} {
+			if fs.Given(f) {
+				nPromptSrc++
 			}
 		}
-	}
-	var prompts [][]int32 // explicit prompts (nil: generated)
-	switch {
-	case *promptIDs != "":
-		if prompts, err = idLists(*promptIDs); err != nil {
-			return usagef("-prompt-ids: %v", err)
+		if nPromptSrc > 1 {
+			return usagef("-prompt, -prompt-ids and -prompt-file exclude each other")
 		}
-	case *promptFile != "":
-		raw, err := os.ReadFile(*promptFile)
-		if err != nil {
-			return err
+		if fs.Given("logits-n") && !*logits {
+			return usagef("-logits-n is ignored without -logits")
 		}
-		if prompts, err = idLists(string(raw)); err != nil {
-			return fmt.Errorf("-prompt-file %s: %w", *promptFile, err)
+		for _, f := range []string{"top-k", "top-p", "sample-seed"} {
+			if fs.Given(f) && *temp <= 0 {
+				return usagef("-%s is ignored without -temperature above 0", f)
+			}
 		}
-	}
-	if prompts != nil && len(prompts) != 1 && len(prompts) < maxB {
-		return usagef("%d prompts for a batch of %d (give one for every request, or one for all)", len(prompts), maxB)
-	}
-	var force [][]int32 // [request][k]
-	if *forceFile != "" {
-		raw, err := os.ReadFile(*forceFile)
-		if err != nil {
-			return err
+		var sampling *llm.Sampling
+		if *temp > 0 {
+			if *topK < 0 || !(*topP > 0 && *topP <= 1) {
+				return usagef("-top-k %d must not be negative and -top-p %g must be in (0, 1]", *topK, *topP)
+			}
+			sampling = &llm.Sampling{TopK: *topK, TopP: float32(*topP), Temperature: float32(*temp), Seed: *sampleSeed}
+		} else if *temp < 0 {
+			return usagef("-temperature %g is negative", *temp)
 		}
-		if force, err = idLists(string(raw)); err != nil {
-			return fmt.Errorf("-force-file %s: %w", *forceFile, err)
+		switch *progress {
+		case "auto", "bar", "line", "none":
+		default:
+			return usagef("-progress %q is not auto, bar, line or none", *progress)
 		}
-		if len(force) != 1 && len(force) < maxB {
-			return usagef("-force-file: %d lines for a batch of %d (one per request, or one for all)", len(force), maxB)
-		}
-	}
-	maxP := *prompt
-	for _, p := range prompts {
-		maxP = max(maxP, len(p))
-	}
-
-	rt, err := core.Open(core.Config{PluginPaths: paths, Backend: *backend})
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	dev, err := rt.Device(0)
-	if err != nil {
-		return err
-	}
-	out := json.NewEncoder(stdout)
-	opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights == "int8"}
-	var m *llm.Model
-	var cfg llm.Config
-	if *model != "" {
-		cfg, err = llm.ReadConfig(*model)
-		if err != nil {
-			return err
-		}
-		cfg.Int8 = opts.Int8
-		bar := newProgress(*progress, stderr)
-		opts.Progress = bar.update
-		m, err = llm.LoadConfig(dev, *model, cfg, opts)
-		bar.finish()
-		if err != nil {
-			return err
-		}
-		st := m.LoadStats
-		fmt.Fprintf(stderr, "llama: loaded %s: %.2f GB of bf16 weights (%.2f GB of files) in %.2f s, %.2f GB/s (%.2f s with the caches and buffers)\n",
-			*model, float64(st.Bytes)/1e9, float64(st.FileBytes)/1e9, st.Elapsed.Seconds(), st.GBps(), st.Total.Seconds())
-		_ = out.Encode(map[string]any{"kind": "load", "impl": "gpurt", "model": *model, "gb": float64(st.Bytes) / 1e9,
-			"file_gb": float64(st.FileBytes) / 1e9, "seconds": st.Elapsed.Seconds(), "gbps": st.GBps(), "total_seconds": st.Total.Seconds()})
-	} else {
-		var ok bool
-		cfg, ok = llm.Presets[*preset]
-		if !ok {
+		if _, ok := llm.Presets[*preset]; !ok && *model == "" {
 			return usagef("-preset %q is not tiny, 1b or 8b", *preset)
 		}
-		cfg.Eps, cfg.Seed, cfg.Rope, cfg.Int8 = 1e-5, *seed, *rope, opts.Int8
-		for _, o := range []struct {
-			v   int
-			dst *int
-		}{{*layers, &cfg.Layers}, {*hidden, &cfg.Hidden}, {*heads, &cfg.Heads}, {*kvHeads, &cfg.KVHeads}, {*inter, &cfg.Inter}, {*vocab, &cfg.Vocab}} {
-			if o.v != 0 {
-				*o.dst = o.v
+		if *weights != "bf16" && *weights != "int8" {
+			return usagef("-weights %q is neither bf16 nor int8", *weights)
+		}
+		bs, err := ints(*batches)
+		if err != nil {
+			return usagef("-batch: %v", err)
+		}
+		cs, err := ints(*ctxs)
+		if err != nil {
+			return usagef("-ctx: %v", err)
+		}
+		var ms []string
+		for _, m := range strings.Split(*modes, ",") {
+			if m != "eager" && m != "graph" {
+				return usagef("-modes: %q is neither eager nor graph", m)
 			}
+			ms = append(ms, m)
 		}
-		if *theta != 0 {
-			cfg.Theta = *theta
+		if *prompt < 1 || *steps < 1 || *warm < 0 {
+			return usagef("-prompt %d and -steps %d must be at least 1, -warmup %d not negative", *prompt, *steps, *warm)
 		}
-		if m, err = llm.NewModel(dev, cfg, opts.Batch, opts.MaxLen, opts.MaxPrompt); err != nil {
-			return err
-		}
-	}
-	defer m.Close()
-	cfg = m.Config()
-	_ = out.Encode(map[string]any{"kind": "config", "impl": "gpurt", "backend": rt.Backend(), "preset": *preset, "model": *model,
-		"family": cfg.Family, "layers": cfg.Layers, "hidden": cfg.Hidden, "heads": cfg.Heads, "kv_heads": cfg.KVHeads,
-		"head_dim": cfg.HeadDim(), "inter": cfg.Inter, "vocab": cfg.Vocab, "theta": cfg.Theta, "rope": cfg.Rope,
-		"rope_scaling": cfg.Scaling, "tied": cfg.Tied, "qkv_bias": cfg.QKVBias, "seed": cfg.Seed, "weights": *weights})
-	var failed error
-	for _, b := range bs {
-		if err := m.SetBatch(b); err != nil {
-			return err
+		maxB, maxC := 0, 0
+		for _, b := range bs {
+			if b == 0 {
+				return usagef("-batch: batch sizes must be positive")
+			}
+			maxB = max(maxB, b)
 		}
 		for _, c := range cs {
-			var reqs [][]int32
-			if prompts != nil {
-				for i := 0; i < b; i++ {
-					reqs = append(reqs, prompts[min(i, len(prompts)-1)])
+			maxC = max(maxC, c)
+		}
+		if *logitsOut != "" && len(bs)*len(cs)*len(ms) > 1 {
+			for _, ph := range []struct {
+				n    int
+				name string
+			}{{len(bs), "{batch}"}, {len(cs), "{ctx}"}, {len(ms), "{mode}"}} {
+				if ph.n > 1 && !strings.Contains(*logitsOut, ph.name) {
+					return usagef("-logits-out %q: several runs need %s in the name", *logitsOut, ph.name)
 				}
-			} else {
-				p := llm.PromptTokens(cfg.Seed, b, *prompt, cfg.Vocab)
-				for i := 0; i < b; i++ {
-					reqs = append(reqs, p[i**prompt:(i+1)**prompt])
-				}
-			}
-			var forced [][]int32 // [k][request]
-			if force != nil {
-				n := len(force[0])
-				for i := 0; i < b; i++ {
-					n = min(n, len(force[min(i, len(force)-1)]))
-				}
-				for k := 0; k < n; k++ {
-					row := make([]int32, b)
-					for i := range row {
-						row[i] = force[min(i, len(force)-1)][k]
-					}
-					forced = append(forced, row)
-				}
-			}
-			for _, mode := range ms {
-				if mode == "graph" && cfg.Int8 {
-					_ = out.Encode(map[string]any{"kind": "skip", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c,
-						"why": "graphs do not record quant_matmul (ABI 1.3 records launches, GEMMs, copies, memsets, events)"})
-					continue
-				}
-				o := llm.GenOptions{Prompts: reqs, Ctx: c, Graph: mode == "graph", Force: forced, Sample: sampling}
-				var r *llm.Run
-				var err error
-				if *warm > 0 {
-					o.Steps = *warm
-					_, err = m.Generate(rt, o)
-				}
-				if err == nil {
-					o.Steps, o.Collect = *steps, *logits || *logitsOut != ""
-					r, err = m.Generate(rt, o)
-				}
-				if err == nil && *logitsOut != "" {
-					err = writeLogits(expand(*logitsOut, b, c, mode), r.Logits)
-				}
-				if err != nil { // reported; the other runs go on
-					failed = fmt.Errorf("batch %d ctx %d %s: %w", b, c, mode, err)
-					fmt.Fprintln(stderr, "llama:", failed)
-					_ = out.Encode(map[string]any{"kind": "error", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "error": failed.Error()})
-					continue
-				}
-				for i, tk := range r.Tokens {
-					line := map[string]any{"kind": "step", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "step": i, "tokens": tk}
-					if *logits {
-						n := cfg.Vocab
-						if *logitsN > 0 {
-							n = min(n, *logitsN)
-						}
-						line["logits"] = finite(r.Logits[i][:n])
-					}
-					_ = out.Encode(line)
-				}
-				sum := map[string]any{"kind": "summary", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "weights": *weights,
-					"decode_steps": r.Decoded, "preset": *preset, "model": *model}
-				if *logitsOut != "" {
-					sum["logits_file"] = expand(*logitsOut, b, c, mode)
-					sum["logits_shape"] = []int{len(r.Logits), b, cfg.Vocab}
-				}
-				if r.Decoded > 0 {
-					per := r.DecodeTime.Seconds() / float64(r.Decoded)
-					sum["ms_per_step"] = per * 1e3
-					sum["tokens_per_s"] = float64(b) / per
-				}
-				_ = out.Encode(sum)
 			}
 		}
+		var prompts [][]int32 // explicit prompts (nil: generated)
+		switch {
+		case *promptIDs != "":
+			if prompts, err = idLists(*promptIDs); err != nil {
+				return usagef("-prompt-ids: %v", err)
+			}
+		case *promptFile != "":
+			raw, err := os.ReadFile(*promptFile)
+			if err != nil {
+				return err
+			}
+			if prompts, err = idLists(string(raw)); err != nil {
+				return fmt.Errorf("-prompt-file %s: %w", *promptFile, err)
+			}
+		}
+		if prompts != nil && len(prompts) != 1 && len(prompts) < maxB {
+			return usagef("%d prompts for a batch of %d (give one for every request, or one for all)", len(prompts), maxB)
+		}
+		var force [][]int32 // [request][k]
+		if *forceFile != "" {
+			raw, err := os.ReadFile(*forceFile)
+			if err != nil {
+				return err
+			}
+			if force, err = idLists(string(raw)); err != nil {
+				return fmt.Errorf("-force-file %s: %w", *forceFile, err)
+			}
+			if len(force) != 1 && len(force) < maxB {
+				return usagef("-force-file: %d lines for a batch of %d (one per request, or one for all)", len(force), maxB)
+			}
+		}
+		maxP := *prompt
+		for _, p := range prompts {
+			maxP = max(maxP, len(p))
+		}
+
+		rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend})
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		dev, err := rt.Device(0)
+		if err != nil {
+			return err
+		}
+		out := json.NewEncoder(stdout)
+		opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights == "int8"}
+		var m *llm.Model
+		var cfg llm.Config
+		if *model != "" {
+			cfg, err = llm.ReadConfig(*model)
+			if err != nil {
+				return err
+			}
+			cfg.Int8 = opts.Int8
+			bar := newProgress(*progress, stderr)
+			opts.Progress = bar.update
+			m, err = llm.LoadConfig(dev, *model, cfg, opts)
+			bar.finish()
+			if err != nil {
+				return err
+			}
+			st := m.LoadStats
+			fmt.Fprintf(stderr, "llama: loaded %s: %.2f GB of bf16 weights (%.2f GB of files) in %.2f s, %.2f GB/s (%.2f s with the caches and buffers)\n",
+				*model, float64(st.Bytes)/1e9, float64(st.FileBytes)/1e9, st.Elapsed.Seconds(), st.GBps(), st.Total.Seconds())
+			_ = out.Encode(map[string]any{"kind": "load", "impl": "gpurt", "model": *model, "gb": float64(st.Bytes) / 1e9,
+				"file_gb": float64(st.FileBytes) / 1e9, "seconds": st.Elapsed.Seconds(), "gbps": st.GBps(), "total_seconds": st.Total.Seconds()})
+		} else {
+			var ok bool
+			cfg, ok = llm.Presets[*preset]
+			if !ok {
+				return usagef("-preset %q is not tiny, 1b or 8b", *preset)
+			}
+			cfg.Eps, cfg.Seed, cfg.Rope, cfg.Int8 = 1e-5, *seed, *rope, opts.Int8
+			for _, o := range []struct {
+				v   int
+				dst *int
+			}{{*layers, &cfg.Layers}, {*hidden, &cfg.Hidden}, {*heads, &cfg.Heads}, {*kvHeads, &cfg.KVHeads}, {*inter, &cfg.Inter}, {*vocab, &cfg.Vocab}} {
+				if o.v != 0 {
+					*o.dst = o.v
+				}
+			}
+			if *theta != 0 {
+				cfg.Theta = *theta
+			}
+			if m, err = llm.NewModel(dev, cfg, opts.Batch, opts.MaxLen, opts.MaxPrompt); err != nil {
+				return err
+			}
+		}
+		defer m.Close()
+		cfg = m.Config()
+		_ = out.Encode(map[string]any{"kind": "config", "impl": "gpurt", "backend": rt.Backend(), "preset": *preset, "model": *model,
+			"family": cfg.Family, "layers": cfg.Layers, "hidden": cfg.Hidden, "heads": cfg.Heads, "kv_heads": cfg.KVHeads,
+			"head_dim": cfg.HeadDim(), "inter": cfg.Inter, "vocab": cfg.Vocab, "theta": cfg.Theta, "rope": cfg.Rope,
+			"rope_scaling": cfg.Scaling, "tied": cfg.Tied, "qkv_bias": cfg.QKVBias, "seed": cfg.Seed, "weights": *weights})
+		var failed error
+		for _, b := range bs {
+			if err := m.SetBatch(b); err != nil {
+				return err
+			}
+			for _, c := range cs {
+				var reqs [][]int32
+				if prompts != nil {
+					for i := 0; i < b; i++ {
+						reqs = append(reqs, prompts[min(i, len(prompts)-1)])
+					}
+				} else {
+					p := llm.PromptTokens(cfg.Seed, b, *prompt, cfg.Vocab)
+					for i := 0; i < b; i++ {
+						reqs = append(reqs, p[i**prompt:(i+1)**prompt])
+					}
+				}
+				var forced [][]int32 // [k][request]
+				if force != nil {
+					n := len(force[0])
+					for i := 0; i < b; i++ {
+						n = min(n, len(force[min(i, len(force)-1)]))
+					}
+					for k := 0; k < n; k++ {
+						row := make([]int32, b)
+						for i := range row {
+							row[i] = force[min(i, len(force)-1)][k]
+						}
+						forced = append(forced, row)
+					}
+				}
+				for _, mode := range ms {
+					if mode == "graph" && cfg.Int8 {
+						_ = out.Encode(map[string]any{"kind": "skip", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c,
+							"why": "graphs do not record quant_matmul (ABI 1.3 records launches, GEMMs, copies, memsets, events)"})
+						continue
+					}
+					o := llm.GenOptions{Prompts: reqs, Ctx: c, Graph: mode == "graph", Force: forced, Sample: sampling}
+					var r *llm.Run
+					var err error
+					if *warm > 0 {
+						o.Steps = *warm
+						_, err = m.Generate(rt, o)
+					}
+					if err == nil {
+						o.Steps, o.Collect = *steps, *logits || *logitsOut != ""
+						r, err = m.Generate(rt, o)
+					}
+					if err == nil && *logitsOut != "" {
+						err = writeLogits(expand(*logitsOut, b, c, mode), r.Logits)
+					}
+					if err != nil { // reported; the other runs go on
+						failed = fmt.Errorf("batch %d ctx %d %s: %w", b, c, mode, err)
+						fmt.Fprintln(stderr, "llama:", failed)
+						_ = out.Encode(map[string]any{"kind": "error", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "error": failed.Error()})
+						continue
+					}
+					for i, tk := range r.Tokens {
+						line := map[string]any{"kind": "step", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "step": i, "tokens": tk}
+						if *logits {
+							n := cfg.Vocab
+							if *logitsN > 0 {
+								n = min(n, *logitsN)
+							}
+							line["logits"] = finite(r.Logits[i][:n])
+						}
+						_ = out.Encode(line)
+					}
+					sum := map[string]any{"kind": "summary", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "weights": *weights,
+						"decode_steps": r.Decoded, "preset": *preset, "model": *model}
+					if *logitsOut != "" {
+						sum["logits_file"] = expand(*logitsOut, b, c, mode)
+						sum["logits_shape"] = []int{len(r.Logits), b, cfg.Vocab}
+					}
+					if r.Decoded > 0 {
+						per := r.DecodeTime.Seconds() / float64(r.Decoded)
+						sum["ms_per_step"] = per * 1e3
+						sum["tokens_per_s"] = float64(b) / per
+					}
+					_ = out.Encode(sum)
+				}
+			}
+		}
+		return failed
+	}()
+	var ue usageError
+	switch {
+	case err == nil:
+		return cli.ExitOK
+	case errors.As(err, &ue):
+		return fs.Usage("%s", ue.msg)
+	default:
+		return fs.Fail(err)
 	}
-	return failed
 }
 
 // finite maps NaN and infinities (which JSON cannot hold) to null.

@@ -5,8 +5,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,58 +15,39 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/internal/cli"
+	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/internal/tinyckpt"
 )
 
-// Bad flags are usage errors naming the flag, before any runtime is opened.
-func TestRunBadFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-preset", "huge"}, "-preset"},
-		{[]string{"-weights", "int4"}, "-weights"},
-		{[]string{"-modes", "fast"}, "-modes"},
-		{[]string{"-steps", "0"}, "-steps"},
-		{[]string{"-batch", "x"}, "-batch"},
-		{[]string{"-plugin-dir", "build"}, "use -plugin-path"},
-		{[]string{"-plugins", "build"}, "use -plugin-path"},
-		{[]string{"-model", "dir", "-preset", "1b"}, "-preset sets seeded weights"},
-		{[]string{"-prompt", "4", "-prompt-ids", "1,2"}, "exclude each other"},
-		{[]string{"-prompt-ids", "1,x"}, "-prompt-ids"},
-		{[]string{"-logits-n", "3"}, "-logits-n is ignored without -logits"},
-		{[]string{"-top-k", "3"}, "-top-k is ignored"},
-		{[]string{"-temperature", "1", "-top-p", "2"}, "-top-p"},
-		{[]string{"-progress", "fancy"}, "-progress"},
-		{[]string{"-batch", "1,2", "-logits-out", "x.f32"}, "{batch}"},
-		{[]string{"-batch", "2", "-prompt-ids", "1;2;3"}, ""},
-		{[]string{"-nope"}, "-nope"},
-		{[]string{"stray"}, "unexpected argument"},
-	} {
-		t.Run(tc.want, func(t *testing.T) {
-			var o, e bytes.Buffer
-			err := run(tc.args, &o, &e)
-			if tc.want == "" { // three prompts for a batch of 2: fine (the first two)
-				var ue usageError
-				assert.False(t, errors.As(err, &ue), "%v", err)
-				return
-			}
-			var ue usageError
-			if assert.True(t, errors.As(err, &ue), "%v: %v", tc.args, err) {
-				assert.Contains(t, err.Error(), tc.want)
-			}
-		})
+// The CLI convention, and bad flags as usage errors naming the flag,
+// before any runtime is opened.
+func TestRunFlags(t *testing.T) {
+	usage := func(name string, args []string, want string) clitest.Case {
+		return clitest.Case{Name: name, Args: args, Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}
 	}
-}
-
-func TestHelp(t *testing.T) {
-	var o, e bytes.Buffer
-	err := run([]string{"-h"}, &o, &e)
-	assert.True(t, errors.Is(err, flag.ErrHelp))
-	assert.Contains(t, o.String(), "-plugin-path")
-	assert.Contains(t, o.String(), "-model")
-	assert.Empty(t, e.String())
+	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+		clitest.Case{Name: "help names -model", Args: []string{"-h"}, Status: cli.ExitOK, Stdout: []string{"-model", "-prompt-ids", "-logits-out"}},
+		usage("preset", []string{"-preset", "huge"}, "-preset"),
+		usage("weights", []string{"-weights", "int4"}, "-weights"),
+		usage("modes", []string{"-modes", "fast"}, "-modes"),
+		usage("steps", []string{"-steps", "0"}, "-steps"),
+		usage("batch", []string{"-batch", "x"}, "-batch"),
+		usage("seeded flag with -model", []string{"-model", "dir", "-preset", "1b"}, "-preset sets seeded weights"),
+		usage("two prompt sources", []string{"-prompt", "4", "-prompt-ids", "1,2"}, "exclude each other"),
+		usage("bad prompt ids", []string{"-prompt-ids", "1,x"}, "-prompt-ids"),
+		usage("logits-n without logits", []string{"-logits-n", "3"}, "-logits-n is ignored without -logits"),
+		usage("top-k without temperature", []string{"-top-k", "3"}, "-top-k is ignored"),
+		usage("top-p out of range", []string{"-temperature", "1", "-top-p", "2"}, "-top-p"),
+		usage("progress", []string{"-progress", "fancy"}, "-progress"),
+		usage("logits-out without {batch}", []string{"-batch", "1,2", "-logits-out", "x.f32"}, "{batch}"),
+		usage("too few prompts", []string{"-batch", "3", "-prompt-ids", "1;2"}, "2 prompts for a batch of 3"),
+		usage("stray argument", []string{"stray"}, "unexpected argument"),
+		// a setup error, not a usage one: exit 1
+		clitest.Case{Name: "missing model", Args: []string{"-model", "/nonexistent/model", "-backend", "mock",
+			"-plugin-path", testutil.MockPlugin(t)}, Status: cli.ExitError, Stderr: []string{"llama: llm: model config: ", "config.json"}},
+	))
 }
 
 // The command on a tiny Hugging Face checkpoint on the mock: the load
@@ -83,9 +62,9 @@ func TestModelOnMock(t *testing.T) {
 	require.NoError(t, os.WriteFile(force, []byte("7,8,9\n10,11,12\n"), 0o644))
 	lo := filepath.Join(dir, "logits_{batch}_{mode}.f32")
 	var o, e bytes.Buffer
-	err = run([]string{"-model", dir, "-backend", "mock", "-plugin-path", testutil.MockPlugin(t), "-batch", "1,2",
+	status := run([]string{"-model", dir, "-backend", "mock", "-plugin-path", testutil.MockPlugin(t), "-batch", "1,2",
 		"-prompt-ids", "1,2,3,4;5,6", "-force-file", force, "-steps", "4", "-warmup", "1", "-logits-out", lo, "-progress", "line"}, &o, &e)
-	require.NoError(t, err, e.String())
+	require.Equal(t, cli.ExitOK, status, e.String())
 	assert.Contains(t, e.String(), "llama: loaded "+dir)
 	kinds := map[string]int{}
 	var steps []map[string]any
@@ -120,9 +99,4 @@ func TestModelOnMock(t *testing.T) {
 		}
 		byKey[key] = s["tokens"].([]any)
 	}
-	// a missing model directory is a runtime error (exit 1), not a usage one
-	err = run([]string{"-model", filepath.Join(dir, "nope"), "-backend", "mock", "-plugin-path", testutil.MockPlugin(t)}, &o, &e)
-	var ue usageError
-	assert.ErrorContains(t, err, "config.json")
-	assert.False(t, errors.As(err, &ue))
 }

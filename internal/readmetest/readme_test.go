@@ -131,7 +131,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`^make mock$|^scripts/build_mock\.sh OUTDIR$`), action: skip,
 		reason: "make run runs it (make run builds make mock, which runs scripts/build_mock.sh build)"},
 	{re: regexp.MustCompile(`^scripts/dist_check\.sh$`), action: skip, reason: "make test's dist-check step runs it"},
-	{re: regexp.MustCompile(`^go test -bench `), action: skip,
+	{re: regexp.MustCompile(`^go test (\./[\w/.]+ )?-bench `), action: skip,
 		reason: "benchmarks (minutes); make test runs these packages' tests"},
 	// macOS only.
 	{re: regexp.MustCompile(`build_metal\.sh`), action: skip, reason: "needs macOS (Xcode's Metal toolchain)"},

@@ -6,6 +6,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,4 +102,28 @@ func PrivateCopy(t testing.TB, name string, data []byte) string {
 // MockPluginPath is the absolute path of the built mock plugin.
 func MockPluginPath(t testing.TB) string {
 	return filepath.Join(MockPlugin(t), "libgpurt_mock"+PluginExt())
+}
+
+// MockPluginForMain builds the mock plugin into a new private (0700)
+// folder for a TestMain, whose runnable examples have no testing.T: it
+// returns the folder and a function that removes it. The error says why
+// there is no plugin (no C compiler, a failed build).
+func MockPluginForMain() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "gpurt-mock-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "build_mock.sh"), dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("scripts/build_mock.sh: %w\n%s", err, out)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return dir, cleanup, nil
 }

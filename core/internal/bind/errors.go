@@ -29,50 +29,33 @@ const (
 	CodeFailedPrecondition Code = abi.ErrFailedPrecondition
 )
 
-var codeNames = map[Code]string{
-	CodeInvalidArgument: "invalid argument", CodeInvalidHandle: "invalid handle",
-	CodeOutOfRange: "out of range", CodeOutOfMemory: "out of memory",
-	CodeNotFound: "not found", CodeUnsupported: "unsupported",
-	CodeUnavailable: "unavailable", CodeDeviceLost: "device lost",
-	CodeLaunchFailed: "launch failed", CodeNotReady: "not ready",
-	CodeABIMismatch: "abi mismatch", CodeInternal: "internal",
-	CodeFailedPrecondition: "failed precondition",
-}
-
 func (c Code) String() string {
-	if s, ok := codeNames[c]; ok {
+	if s := abi.ErrorName(int32(c)); s != "" && c != 0 {
 		return s
 	}
 	return fmt.Sprintf("code %d", int32(c))
 }
 
-// Sentinels, one per code: errors.Is(err, ErrOutOfMemory) matches any
-// *Error with that code.
+// Sentinels: errors.Is(err, ErrUnsupported) matches any *Error with that
+// code. The package names the ones it uses; every code of the header
+// (abi.ErrorCodes) has one in sentinels, named as the header names it.
 var (
-	ErrInvalidArgument    = errors.New("gpurt: invalid argument")
-	ErrInvalidHandle      = errors.New("gpurt: invalid handle")
-	ErrOutOfRange         = errors.New("gpurt: out of range")
-	ErrOutOfMemory        = errors.New("gpurt: out of memory")
-	ErrNotFound           = errors.New("gpurt: not found")
-	ErrUnsupported        = errors.New("gpurt: unsupported")
-	ErrUnavailable        = errors.New("gpurt: unavailable")
-	ErrDeviceLost         = errors.New("gpurt: device lost")
-	ErrLaunchFailed       = errors.New("gpurt: launch failed")
-	ErrNotReady           = errors.New("gpurt: not ready")
-	ErrABI                = errors.New("gpurt: abi mismatch")
-	ErrInternal           = errors.New("gpurt: internal error")
-	ErrFailedPrecondition = errors.New("gpurt: failed precondition")
+	ErrInvalidHandle = errors.New("gpurt: invalid handle")
+	ErrUnsupported   = errors.New("gpurt: unsupported")
+	ErrABI           = errors.New("gpurt: abi mismatch")
+	ErrInternal      = errors.New("gpurt: internal error")
 )
 
-var sentinels = map[Code]error{
-	CodeInvalidArgument: ErrInvalidArgument, CodeInvalidHandle: ErrInvalidHandle,
-	CodeOutOfRange: ErrOutOfRange, CodeOutOfMemory: ErrOutOfMemory,
-	CodeNotFound: ErrNotFound, CodeUnsupported: ErrUnsupported,
-	CodeUnavailable: ErrUnavailable, CodeDeviceLost: ErrDeviceLost,
-	CodeLaunchFailed: ErrLaunchFailed, CodeNotReady: ErrNotReady,
-	CodeABIMismatch: ErrABI, CodeInternal: ErrInternal,
-	CodeFailedPrecondition: ErrFailedPrecondition,
-}
+var sentinels = func() map[Code]error {
+	m := map[Code]error{CodeInvalidHandle: ErrInvalidHandle, CodeUnsupported: ErrUnsupported,
+		CodeABIMismatch: ErrABI, CodeInternal: ErrInternal}
+	for _, c := range abi.ErrorCodes {
+		if m[Code(c.Code)] == nil {
+			m[Code(c.Code)] = errors.New("gpurt: " + c.Name)
+		}
+	}
+	return m
+}()
 
 // Sentinel returns the sentinel error of a code (ErrInternal when unknown).
 func Sentinel(c Code) error {

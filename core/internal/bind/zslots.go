@@ -6,6 +6,7 @@
 package bind
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -259,6 +260,174 @@ func (p *Plugin) fn(s Slot) uintptr {
 		return p.API.GraphRecordable
 	}
 	return 0
+}
+
+// Offset is the byte offset of the slot in gpurt_api (offsetof), as a
+// graph item of kind GPURT_GRAPH_OP_CALL names it.
+func (s Slot) Offset() uint64 {
+	var a abi.API
+	switch s {
+	case SlotErrorGet:
+		return uint64(unsafe.Offsetof(a.ErrorGet))
+	case SlotErrorDestroy:
+		return uint64(unsafe.Offsetof(a.ErrorDestroy))
+	case SlotPluginInfo:
+		return uint64(unsafe.Offsetof(a.PluginInfo))
+	case SlotProbe:
+		return uint64(unsafe.Offsetof(a.Probe))
+	case SlotShutdown:
+		return uint64(unsafe.Offsetof(a.Shutdown))
+	case SlotRuntimeCreate:
+		return uint64(unsafe.Offsetof(a.RuntimeCreate))
+	case SlotRuntimeDestroy:
+		return uint64(unsafe.Offsetof(a.RuntimeDestroy))
+	case SlotRuntimeStats:
+		return uint64(unsafe.Offsetof(a.RuntimeStats))
+	case SlotRuntimeControl:
+		return uint64(unsafe.Offsetof(a.RuntimeControl))
+	case SlotDeviceCount:
+		return uint64(unsafe.Offsetof(a.DeviceCount))
+	case SlotDeviceInfo:
+		return uint64(unsafe.Offsetof(a.DeviceInfo))
+	case SlotDeviceSynchronize:
+		return uint64(unsafe.Offsetof(a.DeviceSynchronize))
+	case SlotBufferAlloc:
+		return uint64(unsafe.Offsetof(a.BufferAlloc))
+	case SlotBufferFree:
+		return uint64(unsafe.Offsetof(a.BufferFree))
+	case SlotHostAlloc:
+		return uint64(unsafe.Offsetof(a.HostAlloc))
+	case SlotHostFree:
+		return uint64(unsafe.Offsetof(a.HostFree))
+	case SlotCopy:
+		return uint64(unsafe.Offsetof(a.Copy))
+	case SlotMemset:
+		return uint64(unsafe.Offsetof(a.Memset))
+	case SlotStreamCreate:
+		return uint64(unsafe.Offsetof(a.StreamCreate))
+	case SlotStreamDestroy:
+		return uint64(unsafe.Offsetof(a.StreamDestroy))
+	case SlotStreamSynchronize:
+		return uint64(unsafe.Offsetof(a.StreamSynchronize))
+	case SlotStreamQuery:
+		return uint64(unsafe.Offsetof(a.StreamQuery))
+	case SlotStreamWaitEvent:
+		return uint64(unsafe.Offsetof(a.StreamWaitEvent))
+	case SlotEventCreate:
+		return uint64(unsafe.Offsetof(a.EventCreate))
+	case SlotEventDestroy:
+		return uint64(unsafe.Offsetof(a.EventDestroy))
+	case SlotEventRecord:
+		return uint64(unsafe.Offsetof(a.EventRecord))
+	case SlotEventQuery:
+		return uint64(unsafe.Offsetof(a.EventQuery))
+	case SlotEventSynchronize:
+		return uint64(unsafe.Offsetof(a.EventSynchronize))
+	case SlotEventElapsed:
+		return uint64(unsafe.Offsetof(a.EventElapsed))
+	case SlotModuleLoad:
+		return uint64(unsafe.Offsetof(a.ModuleLoad))
+	case SlotModuleUnload:
+		return uint64(unsafe.Offsetof(a.ModuleUnload))
+	case SlotKernelGet:
+		return uint64(unsafe.Offsetof(a.KernelGet))
+	case SlotKernelInfo:
+		return uint64(unsafe.Offsetof(a.KernelInfo))
+	case SlotLaunch:
+		return uint64(unsafe.Offsetof(a.Launch))
+	case SlotGemmPlanCreate:
+		return uint64(unsafe.Offsetof(a.GemmPlanCreate))
+	case SlotGemmPlanDestroy:
+		return uint64(unsafe.Offsetof(a.GemmPlanDestroy))
+	case SlotGemmRun:
+		return uint64(unsafe.Offsetof(a.GemmRun))
+	case SlotLaunchBatch:
+		return uint64(unsafe.Offsetof(a.LaunchBatch))
+	case SlotGraphCreate:
+		return uint64(unsafe.Offsetof(a.GraphCreate))
+	case SlotGraphLaunch:
+		return uint64(unsafe.Offsetof(a.GraphLaunch))
+	case SlotGraphUpdate:
+		return uint64(unsafe.Offsetof(a.GraphUpdate))
+	case SlotGraphDestroy:
+		return uint64(unsafe.Offsetof(a.GraphDestroy))
+	case SlotQuantMatmul:
+		return uint64(unsafe.Offsetof(a.QuantMatmul))
+	case SlotGroupedGemm:
+		return uint64(unsafe.Offsetof(a.GroupedGemm))
+	case SlotKVAppend:
+		return uint64(unsafe.Offsetof(a.KVAppend))
+	case SlotAttentionCreate:
+		return uint64(unsafe.Offsetof(a.AttentionCreate))
+	case SlotAttentionDestroy:
+		return uint64(unsafe.Offsetof(a.AttentionDestroy))
+	case SlotAttentionPlan:
+		return uint64(unsafe.Offsetof(a.AttentionPlan))
+	case SlotAttentionRun:
+		return uint64(unsafe.Offsetof(a.AttentionRun))
+	case SlotCommUniqueID:
+		return uint64(unsafe.Offsetof(a.CommUniqueID))
+	case SlotCommCreate:
+		return uint64(unsafe.Offsetof(a.CommCreate))
+	case SlotCommDestroy:
+		return uint64(unsafe.Offsetof(a.CommDestroy))
+	case SlotCommAbort:
+		return uint64(unsafe.Offsetof(a.CommAbort))
+	case SlotCommQuery:
+		return uint64(unsafe.Offsetof(a.CommQuery))
+	case SlotCommRun:
+		return uint64(unsafe.Offsetof(a.CommRun))
+	case SlotGraphRecordable:
+		return uint64(unsafe.Offsetof(a.GraphRecordable))
+	}
+	return 0
+}
+
+// IsStreamOp reports whether the slot enqueues work on a stream: it takes,
+// after the runtime, a stream and at most one other handle and one
+// argument struct, or an argument struct with a stream field. Submit
+// calls exactly these.
+func (s Slot) IsStreamOp() bool {
+	switch s {
+	case SlotCopy, SlotMemset, SlotStreamWaitEvent, SlotEventRecord, SlotLaunch, SlotGemmRun, SlotGraphLaunch, SlotQuantMatmul, SlotGroupedGemm, SlotKVAppend, SlotAttentionPlan, SlotAttentionRun:
+		return true
+	}
+	return false
+}
+
+// Submit calls the stream operation slot (IsStreamOp) with the stream s,
+// the other handle obj (0 when the slot takes none) and the argument
+// struct args (of the slot's own type; nil when it takes none). The
+// core's call-or-record funnel calls it for every eager stream
+// operation. Any other slot is an internal error. Allocates nothing.
+func (p *Plugin) Submit(op string, slot Slot, rt abi.Runtime, s abi.Stream, obj uintptr, args unsafe.Pointer) error {
+	switch slot {
+	case SlotCopy:
+		return p.Copy(op, rt, (*abi.CopyArgs)(args))
+	case SlotMemset:
+		return p.Memset(op, rt, (*abi.MemsetArgs)(args))
+	case SlotStreamWaitEvent:
+		return p.StreamWaitEvent(op, rt, s, abi.Event(obj))
+	case SlotEventRecord:
+		return p.EventRecord(op, rt, abi.Event(obj), s)
+	case SlotLaunch:
+		return p.Launch(op, rt, s, abi.Kernel(obj), (*abi.LaunchArgs)(args))
+	case SlotGemmRun:
+		return p.GemmRun(op, rt, s, abi.GemmPlan(obj), (*abi.GemmRunArgs)(args))
+	case SlotGraphLaunch:
+		return p.GraphLaunch(op, rt, abi.Graph(obj), s)
+	case SlotQuantMatmul:
+		return p.QuantMatmul(op, rt, s, (*abi.QuantMatmulArgs)(args))
+	case SlotGroupedGemm:
+		return p.GroupedGemm(op, rt, s, (*abi.GroupedGemmArgs)(args))
+	case SlotKVAppend:
+		return p.KVAppend(op, rt, s, (*abi.KVAppendArgs)(args))
+	case SlotAttentionPlan:
+		return p.AttentionPlan(op, rt, s, abi.Attention(obj), (*abi.AttentionPlanArgs)(args))
+	case SlotAttentionRun:
+		return p.AttentionRun(op, rt, s, abi.Attention(obj), (*abi.AttentionRunArgs)(args))
+	}
+	return NewError(CodeInternal, 0, fmt.Sprintf("slot %d is not a stream operation", slot), op, p.Backend)
 }
 
 // ErrorGet calls gpurt_api.error_get (ABI 1.0; its contract is the comment

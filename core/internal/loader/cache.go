@@ -18,7 +18,10 @@ package loader
 //
 // The folder is pruned whenever an entry is written: entries older than
 // cacheMaxAge and all but the cacheMaxEntries most recently used go (a
-// hit refreshes an entry's time), as do leftover temporary files.
+// hit refreshes an entry's time), as do leftover temporary files. A result
+// saying the plugin cannot run (skipped, failed) is used for
+// cacheNegativeAge after it was written, never refreshed: the library it
+// missed may be installed meanwhile.
 
 import (
 	"crypto/sha256"
@@ -43,6 +46,11 @@ const (
 	// cacheTmpAge: a temporary file older than this was left by a
 	// process that died while writing.
 	cacheTmpAge = 10 * time.Minute
+	// cacheNegativeAge bounds the life on disk of a result saying a
+	// plugin cannot run (skipped or failed): what it depends on may
+	// change without changing the key (a missing library installed, a
+	// device freed), and a hit does not refresh it.
+	cacheNegativeAge = 10 * time.Minute
 )
 
 // probeCache holds isolated probe results: in memory for this process,
@@ -130,17 +138,22 @@ func cacheGet(opts Options, key, path string, log hclog.Logger) (Candidate, bool
 	if dir == "" {
 		return Candidate{}, false
 	}
-	b, why := readCacheEntry(dir, key, uint32(os.Geteuid()))
+	b, mod, why := readCacheEntry(dir, key, uint32(os.Geteuid()))
 	if why != "" {
 		log.Debug("probe cache: miss", "dir", dir, "key", key, "why", why)
 		return Candidate{}, false
 	}
 	r, why := decodeCacheEntry(b, path)
+	if why == "" && r.State != StateAvailable && time.Since(mod) > cacheNegativeAge {
+		why = fmt.Sprintf("a %s result older than %s", r.State, cacheNegativeAge)
+	}
 	if why != "" {
 		log.Debug("probe cache: miss", "dir", dir, "key", key, "why", why)
 		return Candidate{}, false
 	}
-	touchCacheEntry(dir, key)
+	if r.State == StateAvailable {
+		touchCacheEntry(dir, key) // a negative result keeps its age
+	}
 	probeCache.m[key] = r
 	return r, true
 }

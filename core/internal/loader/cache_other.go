@@ -4,12 +4,16 @@
 
 package loader
 
-import "github.com/hashicorp/go-hclog"
+import (
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
 
 // Isolated probes need linux or darwin; elsewhere the disk cache is off.
 
-func readCacheEntry(dir, key string, euid uint32) ([]byte, string) {
-	return nil, "no disk cache on this platform"
+func readCacheEntry(dir, key string, euid uint32) ([]byte, time.Time, string) {
+	return nil, time.Time{}, "no disk cache on this platform"
 }
 
 func touchCacheEntry(dir, key string) {}

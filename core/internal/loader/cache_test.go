@@ -131,6 +131,9 @@ func TestProbeCacheTrust(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), b, 0o600))
 			return d, euid
 		}, "entry for"},
+		{"no folder yet", func(t *testing.T) (string, uint32) {
+			return filepath.Join(privDir(t), "gpurt", "probe"), euid
+		}, "no cache folder yet"},
 		{"entry in no final state", func(t *testing.T) (string, uint32) {
 			d := privDir(t)
 			b := bytes.Replace(entryJSON(t, 5), []byte(`"available"`), []byte(`"selected"`), 1)
@@ -146,7 +149,7 @@ func TestProbeCacheTrust(t *testing.T) {
 				why string
 			}
 			done := make(chan res, 1)
-			go func() { b, why := readCacheEntry(dir, key, as); done <- res{b, why} }()
+			go func() { b, _, why := readCacheEntry(dir, key, as); done <- res{b, why} }()
 			var r res
 			select {
 			case r = <-done:
@@ -279,4 +282,52 @@ func TestProbeCachePrune(t *testing.T) {
 	assert.True(t, exists("README"), "files that are not entries stay")
 	assert.True(t, exists(name(999)), "a symbolic link is not followed nor removed")
 	assert.Contains(t, buf.String(), "probe cache: pruned")
+}
+
+// TestProbeCacheNegativeAge: a result saying the plugin cannot run is
+// used for cacheNegativeAge after it was written, and a hit does not
+// refresh it; an available result is refreshed by each hit.
+func TestProbeCacheNegativeAge(t *testing.T) {
+	key := strings.Repeat("cd", 32)
+	entry := func(t *testing.T, state State) []byte {
+		b, err := json.Marshal(childReport{Version: reportVersion, Candidate: Candidate{
+			Path: testPluginPath, Backend: "mock", State: state, Reason: "probe: unavailable (driver missing)", Devices: []Device{},
+		}})
+		require.NoError(t, err)
+		return b
+	}
+	cases := []struct {
+		name    string
+		state   State
+		age     time.Duration
+		hit     bool
+		touched bool // the hit refreshed the entry's time
+	}{
+		{"skipped, fresh", StateSkipped, time.Minute, true, false},
+		{"skipped, old", StateSkipped, cacheNegativeAge + time.Minute, false, false},
+		{"failed, old", StateFailed, cacheNegativeAge + time.Minute, false, false},
+		{"available, a day old", StateAvailable, 24 * time.Hour, true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := privDir(t)
+			p := filepath.Join(dir, cacheEntryName(key))
+			require.NoError(t, os.WriteFile(p, entry(t, tc.state), 0o600))
+			then := time.Now().Add(-tc.age)
+			require.NoError(t, os.Chtimes(p, then, then))
+			resetProbeCache()
+			var buf bytes.Buffer
+			log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: &buf})
+			r, hit := cacheGet(Options{ProbeCacheDir: dir}, key, testPluginPath, log)
+			assert.Equal(t, tc.hit, hit, buf.String())
+			if !tc.hit {
+				assert.Contains(t, buf.String(), fmt.Sprintf("a %s result older than", tc.state))
+				return
+			}
+			assert.Equal(t, tc.state, r.State)
+			fi, err := os.Stat(p)
+			require.NoError(t, err)
+			assert.Equal(t, tc.touched, fi.ModTime().After(then.Add(time.Second)), "modified %v, written %v", fi.ModTime(), then)
+		})
+	}
 }

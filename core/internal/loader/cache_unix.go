@@ -19,41 +19,45 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// readCacheEntry reads key's entry in dir under the rules of cache.go;
-// why says what made it a miss ("" on success).
-func readCacheEntry(dir, key string, euid uint32) (b []byte, why string) {
+// readCacheEntry reads key's entry in dir under the rules of cache.go,
+// and says when it was last written or used; why says what made it a
+// miss ("" on success).
+func readCacheEntry(dir, key string, euid uint32) (b []byte, mod time.Time, why string) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, time.Time{}, "no cache folder yet"
+	}
 	real, r := trustedFolderAs(dir, euid)
 	if r != nil {
-		return nil, "folder not trusted: " + r.reason + detailSuffix(r.detail)
+		return nil, time.Time{}, "folder not trusted: " + r.reason + detailSuffix(r.detail)
 	}
 	f, err := os.OpenFile(filepath.Join(real, cacheEntryName(key)), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, "no entry"
+		return nil, time.Time{}, "no entry"
 	case errors.Is(err, syscall.ELOOP):
-		return nil, "the entry is a symbolic link"
+		return nil, time.Time{}, "the entry is a symbolic link"
 	case err != nil:
-		return nil, "cannot open the entry: " + err.Error()
+		return nil, time.Time{}, "cannot open the entry: " + err.Error()
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, "cannot read the entry: " + err.Error()
+		return nil, time.Time{}, "cannot read the entry: " + err.Error()
 	}
 	if why := entryRefusal(fi, euid); why != "" {
-		return nil, why
+		return nil, time.Time{}, why
 	}
 	if fi.Size() > maxCacheEntry {
-		return nil, fmt.Sprintf("the entry is %d bytes, more than %d", fi.Size(), maxCacheEntry)
+		return nil, time.Time{}, fmt.Sprintf("the entry is %d bytes, more than %d", fi.Size(), maxCacheEntry)
 	}
 	b, err = io.ReadAll(io.LimitReader(f, maxCacheEntry+1))
 	if err != nil {
-		return nil, "cannot read the entry: " + err.Error()
+		return nil, time.Time{}, "cannot read the entry: " + err.Error()
 	}
 	if len(b) > maxCacheEntry {
-		return nil, fmt.Sprintf("the entry grew past %d bytes while read", maxCacheEntry)
+		return nil, time.Time{}, fmt.Sprintf("the entry grew past %d bytes while read", maxCacheEntry)
 	}
-	return b, ""
+	return b, fi.ModTime(), ""
 }
 
 // entryRefusal applies the file rules to an entry: a regular file of the

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+//go:build (linux || darwin) && (amd64 || arm64)
+
 package loader
 
 import (

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -209,4 +210,148 @@ func selfReplaceHelper(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, p)
 	fmt.Println("self-replaced; chose", rep.Backend)
+}
+
+// TestPinnedConcurrentChoose: many goroutines choosing the same plugin at
+// once all load it, through one descriptor kept for it (a second name for
+// one library would be a descriptor that can never be closed).
+func TestPinnedConcurrentChoose(t *testing.T) {
+	requireLinux(t) // macOS loads by path: nothing is pinned
+	dir := privDir(t)
+	pl := buildPlugin(t, dir, "mock")
+	resetLoaded()
+	opts, _ := testOpts(t, dir)
+	opts.ProbeInProcess = true
+	const n = 16
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			rep, p, err := Choose(opts)
+			if err == nil && (p == nil || rep.Selected != pl) {
+				err = fmt.Errorf("selected %q", rep.Selected)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		require.NoError(t, <-errs)
+	}
+	fi, err := os.Stat(pl)
+	require.NoError(t, err)
+	id := identityOf(fi)
+	pinned.Lock()
+	kept, ok := pinned.m[[2]uint64{id.dev, id.ino}]
+	total := len(pinned.m)
+	pinned.Unlock()
+	require.True(t, ok, "the loaded file is pinned")
+	assert.Equal(t, id, kept.id)
+	assert.Equal(t, 1, total, "one descriptor for one file")
+}
+
+// TestPinnedNoDescriptorLeak: choosing again and again, with plugins that
+// load, fail or are skipped, leaves no descriptor open beyond the one kept
+// per loaded file.
+func TestPinnedNoDescriptorLeak(t *testing.T) {
+	requireLinux(t)
+	dir := privDir(t)
+	buildPlugin(t, dir, "mock")
+	buildPlugin(t, dir, "cuda", "-DUNAVAILABLE", "-DPRIORITY=300")
+	writeFile(t, dir, "libgpurt_metal"+pluginExt(), []byte("not a plugin"))
+	opts, _ := testOpts(t, dir)
+	opts.ProbeInProcess = true
+	fds := func() int {
+		des, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(des)
+	}
+	_, _, err := Choose(opts) // the first load pins the files it loads
+	require.NoError(t, err)
+	before := fds()
+	for i := 0; i < 20; i++ {
+		_, _, err := Choose(opts)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, before, fds())
+}
+
+// TestOriginPluginLoadsByPath: a plugin whose RUNPATH names $ORIGIN is
+// loaded by its path (through /proc/self/fd, $ORIGIN would name
+// /proc/self/fd), and still checked: it loads when nothing moved; a file
+// swapped in before the load is refused before loading, one swapped in
+// during the load is refused after it (its initialiser has run: the
+// price of $ORIGIN, said in pin_unix.go), and none of its functions is
+// called.
+func TestOriginPluginLoadsByPath(t *testing.T) {
+	requireLinux(t)
+	cases := []struct {
+		name   string
+		hook   func(pl, evil string) // installs the swap
+		reason string                // "" = selected
+		ran    bool                  // the swapped file's initialiser ran
+	}{
+		{"unchanged", func(pl, evil string) {}, "", false},
+		{"swapped before the load", func(pl, evil string) {
+			testHookVerified = func(path string) {
+				if path == pl {
+					_ = os.Rename(evil, pl)
+				}
+			}
+		}, "was replaced on disk before loading", false},
+		{"swapped during the load", func(pl, evil string) {
+			testHookBeforePathLoad = func(path string) {
+				if path == pl {
+					_ = os.Rename(evil, pl)
+				}
+			}
+		}, "was replaced on disk while it was loaded", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := privDir(t)
+			pl := buildPlugin(t, dir, "mock", "-Wl,-rpath,$ORIGIN")
+			evil := buildPlugin(t, privDir(t), "mock", "-DSCORE=99", "-DRAN_MARK", "-Wl,-rpath,$ORIGIN")
+			mark := filepath.Join(privDir(t), "ran")
+			t.Setenv("GPURT_TEST_RAN_MARK", mark)
+			resetLoaded()
+			tc.hook(pl, evil)
+			t.Cleanup(func() { testHookVerified, testHookBeforePathLoad = nil, nil })
+			opts, logs := testOpts(t, dir)
+			opts.ProbeInProcess = true
+			rep, p, err := Choose(opts)
+			c := find(t, rep, pl)
+			if tc.reason == "" {
+				require.NoError(t, err)
+				require.NotNil(t, p)
+				assert.Equal(t, StateSelected, c.State)
+				assert.Contains(t, logs.String(), "origin_rpath=true", "the $ORIGIN RUNPATH was seen")
+				return
+			}
+			require.Error(t, err)
+			assert.Nil(t, p)
+			assert.Equal(t, StateFailed, c.State)
+			assert.Contains(t, c.Reason, tc.reason)
+			assert.NotEqual(t, int32(99), c.Score)
+			b, _ := os.ReadFile(mark)
+			assert.NotContains(t, string(b), "negotiated", "a function of the swapped file was called")
+			assert.Equal(t, tc.ran, len(b) > 0, "initialiser marks: %q", b)
+		})
+	}
+}
+
+// TestMappedIsPinned: /proc/self/maps names the file a loaded library
+// was mapped from; another file's identity does not match it.
+func TestMappedIsPinned(t *testing.T) {
+	requireLinux(t)
+	pl := buildPlugin(t, privDir(t), "mock")
+	fi, err := os.Stat(pl)
+	require.NoError(t, err)
+	h, err := purego.Dlopen(pl, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	require.NoError(t, err)
+	c := &cand{real: pl, ident: identityOf(fi)}
+	assert.Nil(t, c.mappedIsPinned(h))
+	c.ident.ino++
+	r := c.mappedIsPinned(h)
+	require.NotNil(t, r)
+	assert.Contains(t, r.reason, "is not the file checked")
+	assert.Contains(t, r.detail, fmt.Sprintf("inode %d", c.ident.ino-1))
 }

@@ -90,6 +90,10 @@ type pinnedFile struct {
 	id fileID
 }
 
+// testHookBeforePathLoad, when set (tests only), runs just before a load
+// by path (macOS, $ORIGIN): a test swaps the file there.
+var testHookBeforePathLoad func(path string)
+
 // fdLoad says whether c is loaded through its descriptor.
 func fdLoad(c *cand) bool { return runtime.GOOS == "linux" && !c.origin }
 
@@ -103,6 +107,9 @@ func dlopenVerified(c *cand, open func(string) (uintptr, error)) (h uintptr, r *
 	if !fdLoad(c) {
 		if r := c.sameOnDisk("before loading"); r != nil {
 			return 0, r, nil
+		}
+		if testHookBeforePathLoad != nil {
+			testHookBeforePathLoad(c.real)
 		}
 		if h, err := open(c.real); err != nil {
 			return 0, nil, err

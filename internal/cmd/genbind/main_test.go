@@ -98,3 +98,34 @@ func TestGeneratedFilesAreFresh(t *testing.T) {
 		assert.True(t, strings.HasPrefix(string(files[i]), "// "+Command+"\n// Code generated "), "line 1 is the command")
 	}
 }
+
+func TestErrorVocabulary(t *testing.T) {
+	h, err := ParseHeader(api("0", "/* ---- 1.0 ---- */ void (*a)(void);") + `
+enum {
+  GPURT_OK = 0,
+  GPURT_ERR_OUT_OF_MEMORY = 4, /* device or pinned host memory */
+  GPURT_ERR_ABI_MISMATCH = 11,
+  GPURT_ERR_NEW_THING = 14
+};`)
+	require.NoError(t, err)
+	require.Len(t, h.Errors, 4)
+	tests := []struct{ enum, goName, name string }{
+		{"GPURT_OK", "OK", "ok"},
+		{"GPURT_ERR_OUT_OF_MEMORY", "ErrOutOfMemory", "out of memory"},
+		{"GPURT_ERR_ABI_MISMATCH", "ErrABIMismatch", "abi mismatch"},
+		{"GPURT_ERR_NEW_THING", "ErrNewThing", "new thing"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.enum, func(t *testing.T) {
+			assert.Equal(t, tc.enum, h.Errors[i].Enum)
+			assert.Equal(t, tc.goName, h.Errors[i].GoName())
+			assert.Equal(t, tc.name, h.Errors[i].Name())
+		})
+	}
+	src, err := emitErrors(h, nil)
+	require.NoError(t, err)
+	// A new code of the header is in the generated vocabulary, by itself.
+	assert.Contains(t, string(src), `{ErrNewThing, "GPURT_ERR_NEW_THING", "new thing"}`)
+	_, err = emitErrors(&Header{}, nil)
+	require.ErrorContains(t, err, "no error-code enum")
+}

@@ -208,6 +208,7 @@ static gpurt_error *stream_of(gpurt_runtime *h, gpurt_stream *sh, const char *w,
  * last_page_len of a call: offsets checked as the mock checks them. */
 typedef struct cu_pages {
   CUdeviceptr k, v, indptr, indices, last;
+  uint64_t indices_avail; /* int32 entries from indices to its buffer's end */
 } cu_pages;
 
 static gpurt_error *pages_of(cu_runtime *rt, uint32_t dev, const gpurt_kv_layout *l, const gpurt_kv_pages *p,
@@ -225,6 +226,8 @@ static gpurt_error *pages_of(cu_runtime *rt, uint32_t dev, const gpurt_kv_layout
       (e = VIEW(indices, indices_offset, x.indices, "indices", indices)))
     return e;
 #undef VIEW
+  const cu_buffer *ib = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)p->indices);
+  out->indices_avail = ib != NULL ? (ib->size - p->indices_offset) / 4 : x.indices / 4;
   return NULL;
 }
 
@@ -271,7 +274,7 @@ gpurt_error *cu_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_app
       .indptr = (const int32_t *)(uintptr_t)p.indptr, .indices = (const int32_t *)(uintptr_t)p.indices,
       .last = (const int32_t *)(uintptr_t)p.last, .nnz = a.nnz, .num_pages = a.pages.num_pages,
       .batch = a.batch_size, .num_kv_heads = l->num_kv_heads, .head_dim = l->head_dim,
-      .page_size = l->page_size, .layout = l->layout};
+      .page_size = l->page_size, .layout = l->layout, .n_indices = p.indices_avail};
   cu_fi_status fs;
   if (cu_fi_kv_append(&ka, (void *)st->s, &fs) != CU_FI_OK) return fi_err(&fs, w);
   return NULL;

@@ -331,7 +331,7 @@ __global__ void gpurt_kv_append_kernel(uint4 *k, uint4 *v, const uint4 *kr, cons
                                        const int32_t *bi, const int32_t *pos, const int32_t *indptr,
                                        const int32_t *indices, const int32_t *last, uint64_t nnz,
                                        uint64_t num_pages, uint32_t batch, uint32_t heads,
-                                       uint32_t chunks, uint32_t page_size, int hnd) {
+                                       uint32_t chunks, uint32_t page_size, int hnd, uint64_t n_indices) {
   uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   uint64_t per_row = (uint64_t)heads * chunks;
   if (t >= nnz * per_row) return;
@@ -341,7 +341,7 @@ __global__ void gpurt_kv_append_kernel(uint4 *k, uint4 *v, const uint4 *kr, cons
   int32_t b = bi[i], p = pos[i];
   if (b < 0 || (uint32_t)b >= batch || p < 0) return;
   int32_t p0 = indptr[b], p1 = indptr[b + 1], lp = last[b];
-  if (p0 < 0 || p1 <= p0 || lp < 1 || (uint32_t)lp > page_size) return;
+  if (p0 < 0 || p1 <= p0 || (uint64_t)p1 > n_indices || lp < 1 || (uint32_t)lp > page_size) return;
   uint64_t len = (uint64_t)(p1 - p0 - 1) * page_size + (uint64_t)lp;
   if ((uint64_t)p >= len) return;
   int32_t page = indices[p0 + p / page_size];
@@ -388,7 +388,7 @@ extern "C" int cu_fi_kv_append(const cu_kv_append_args *a, void *stream, cu_fi_s
         static_cast<uint4 *>(a->k), static_cast<uint4 *>(a->v),
         static_cast<const uint4 *>(a->k_rows), static_cast<const uint4 *>(a->v_rows),
         a->batch_indices, a->positions, a->indptr, a->indices, a->last, a->nnz, a->num_pages,
-        a->batch, a->num_kv_heads, chunks, a->page_size, a->layout == FI_LAYOUT_HND);
+        a->batch, a->num_kv_heads, chunks, a->page_size, a->layout == FI_LAYOUT_HND, a->n_indices);
     return cudaGetLastError();
   });
 }

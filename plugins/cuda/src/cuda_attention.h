@@ -81,6 +81,9 @@ typedef struct cu_kv_append_args {
   uint64_t nnz, num_pages;
   uint32_t batch, num_kv_heads, head_dim, page_size;
   int32_t layout;
+  uint64_t n_indices; /* entries of indices readable (to the buffer's end):
+                         a row whose request's pages end beyond is skipped,
+                         as the mock skips it */
 } cu_kv_append_args;
 
 /* Enqueues the append kernel (16-bit elements) on stream. */

@@ -31,6 +31,10 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+
+/* The CALL slots (1.7) this plugin records (cu_graph_capture runs them). */
+static const uint64_t cu_calls[] = {offsetof(gpurt_api, kv_append)};
+#define CU_NCALLS (sizeof cu_calls / sizeof cu_calls[0])
 #include "gp_graph.h"
 
 typedef struct cu_graph {
@@ -116,6 +120,11 @@ static gpurt_error *cu_graph_capture(gpurt_runtime *h, cu_runtime *rt, cu_graph 
         e = cu_memset(h, &m);
         break;
       }
+      case GPURT_GRAPH_OP_CALL: /* one of cu_calls (cu_graph_recordable) */
+        if (n->slot == offsetof(gpurt_api, kv_append)) e = cu_kv_append(h, g->cap, &n->call.kv_append);
+        else e = gp_err(GPURT_ERR_INTERNAL, "call: slot %llu is not recorded by this plugin",
+                        (unsigned long long)n->slot);
+        break;
       default:
         e = cu_graph_event(rt, st, n);
         break;
@@ -147,6 +156,7 @@ static void cu_graph_free(cu_graph *g) {
   if (g->exec) cu_drv.p_cuGraphExecDestroy(g->exec);
   if (g->graph) cu_drv.p_cuGraphDestroy(g->graph);
   pthread_mutex_destroy(&g->mu);
+  for (uint64_t i = 0; g->nodes != NULL && i < g->count; i++) gp_graph_node_release(&g->nodes[i]);
   free(g->nodes);
   free(g->knodes);
   free(g);
@@ -185,7 +195,7 @@ gpurt_error *cu_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *ar
                   (unsigned long long)a.count);
   }
   for (uint64_t i = 0; i < a.count; i++) {
-    if ((e = gp_graph_item_read(a.items, a.item_size, i, &g->nodes[i]))) {
+    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &g->nodes[i], cu_calls, CU_NCALLS))) {
       cu_graph_free(g);
       return gp_err_wrap(e, "graph_create: item %llu", (unsigned long long)i);
     }
@@ -297,7 +307,7 @@ gpurt_error *cu_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_upda
                  (unsigned long long)g->count);
       break;
     }
-    if ((e = gp_graph_item_read(a.items, a.item_size, i, &upd[i]))) {
+    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &upd[i], cu_calls, CU_NCALLS))) {
       e = gp_err_wrap(e, "graph_update: item %llu", (unsigned long long)at);
       break;
     }
@@ -393,12 +403,14 @@ gpurt_error *cu_graph_destroy(gpurt_runtime *h, gpurt_graph *gh) {
 }
 
 /* 1.7: the slots this plugin records in a graph. CALL items of launch,
- * gemm_run, copy and memset are read as their own kinds (csrc); the CALL
- * slots without a kind of their own are not recorded yet (each needs its
- * lazy allocations made before the capture, as cu_gemm_graph_warm does
- * for GEMM). */
+ * gemm_run, copy and memset are read as their own kinds (csrc); of the
+ * CALL slots without a kind of their own, kv_append (one kernel, nothing
+ * lazy) is captured like the others. quant_matmul and grouped_gemm need
+ * their lazy module load and scratch growth made before the capture (as
+ * cu_gemm_graph_warm does for GEMM), attention_run FlashInfer's
+ * CUDA-graph plan mode: not recorded yet. */
 gpurt_error *cu_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out) {
   gpurt_error *e = NULL;
   if (cu_rt(h, &e) == NULL) return e;
-  return gp_graph_recordable(slot, NULL, 0, out);
+  return gp_graph_recordable(slot, cu_calls, CU_NCALLS, out);
 }

@@ -3,7 +3,7 @@
 // Package cgobaseline is the cgo side of gpurt's dispatch benchmark: it
 // loads a plugin on its own (dlopen, the same negotiation the core does,
 // runtime_create, stream_create) and calls a table slot from C through
-// cgo, so that `go test -bench Dispatch ./internal/cgobaseline/` and
+// cgo, so that `go test -bench Dispatch ./bench/cgobaseline/` and
 // cmd/gpurt-cgobench can print gpurt's zero-allocation call path beside a
 // cgo call of the same C function, measured in the same run.
 //

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package core_test
+package attention_test
 
 import (
 	"encoding/binary"
@@ -10,7 +10,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/internal/testutil"
 )
+
+func openMock(t testing.TB, options string) *core.Runtime {
+	t.Helper()
+	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: options})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+func dev0(t testing.TB, rt *core.Runtime) *core.Device {
+	d, err := rt.Device(0)
+	require.NoError(t, err)
+	return d
+}
 
 func i32le(v ...int32) []byte {
 	b := make([]byte, 4*len(v))
@@ -28,8 +44,8 @@ func TestAttentionDecode(t *testing.T) {
 	s, err := d.NewStream()
 	require.NoError(t, err)
 	defer s.Close()
-	cd := core.KVCacheDesc{DType: core.F16, Layout: core.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
-	cache, err := d.AllocKVCache(cd)
+	cd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
+	cache, err := attention.AllocKVCache(d, cd)
 	require.NoError(t, err)
 	defer cache.Free()
 	require.NoError(t, core.Memset(cache.K(), 0x11))
@@ -52,36 +68,36 @@ func TestAttentionDecode(t *testing.T) {
 	defer o.Free()
 	require.NoError(t, core.Memset(q, 0x33))
 
-	a, err := d.NewAttention(core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: 4, Cache: cd, MaxBatch: 2})
+	a, err := attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: 4, Cache: cd, MaxBatch: 2})
 	require.NoError(t, err)
-	sched := core.AttentionSchedule{KVIndptr: []int32{0, 2, 3}, KVLastPageLen: []int32{1, 4}}
-	ops := core.AttentionOperands{Q: q, O: o, Pages: core.PageTable{Indptr: indptr, Indices: indices, LastPageLen: last}}
+	sched := attention.Schedule{KVIndptr: []int32{0, 2, 3}, KVLastPageLen: []int32{1, 4}}
+	ops := attention.Operands{Q: q, O: o, Pages: attention.PageTable{Indptr: indptr, Indices: indices, LastPageLen: last}}
 
 	tests := []struct {
 		name string
 		fn   func() error
 		want error
 	}{
-		{"run before plan", func() error { return s.RunAttention(a, cache, ops) }, core.ErrFailedPrecondition},
+		{"run before plan", func() error { return a.Run(s, cache, ops) }, core.ErrFailedPrecondition},
 		{"plan without last page lengths", func() error {
-			return s.PlanAttention(a, core.AttentionSchedule{KVIndptr: []int32{0, 1}})
+			return a.Plan(s, attention.Schedule{KVIndptr: []int32{0, 1}})
 		}, core.ErrInvalidArgument},
 		{"plan beyond max batch", func() error {
-			return s.PlanAttention(a, core.AttentionSchedule{KVIndptr: []int32{0, 1, 2, 3}, KVLastPageLen: []int32{1, 1, 1}})
+			return a.Plan(s, attention.Schedule{KVIndptr: []int32{0, 1, 2, 3}, KVLastPageLen: []int32{1, 1, 1}})
 		}, core.ErrInvalidArgument},
-		{"plan", func() error { return s.PlanAttention(a, sched) }, nil},
+		{"plan", func() error { return a.Plan(s, sched) }, nil},
 		{"run with a view too small", func() error {
 			small, _ := o.View(0, rowBytes)
 			bad := ops
 			bad.O = small
-			return s.RunAttention(a, cache, bad)
+			return a.Run(s, cache, bad)
 		}, core.ErrOutOfRange},
 		{"run with a qo_indptr for decode", func() error {
 			bad := ops
 			bad.QOIndptr = indptr
-			return s.RunAttention(a, cache, bad)
+			return a.Run(s, cache, bad)
 		}, core.ErrInvalidArgument},
-		{"run", func() error { return s.RunAttention(a, cache, ops) }, nil},
+		{"run", func() error { return a.Run(s, cache, ops) }, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,10 +110,10 @@ func TestAttentionDecode(t *testing.T) {
 		})
 	}
 	allocs := testing.AllocsPerRun(50, func() {
-		if err := s.PlanAttention(a, sched); err != nil {
+		if err := a.Plan(s, sched); err != nil {
 			panic(err)
 		}
-		if err := s.RunAttention(a, cache, ops); err != nil {
+		if err := a.Run(s, cache, ops); err != nil {
 			panic(err)
 		}
 	})
@@ -105,29 +121,29 @@ func TestAttentionDecode(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	require.NoError(t, a.Close())
 	require.ErrorIs(t, a.Close(), core.ErrClosed)
-	require.ErrorIs(t, s.RunAttention(a, cache, ops), core.ErrClosed)
+	require.ErrorIs(t, a.Run(s, cache, ops), core.ErrClosed)
 }
 
 func TestAttentionDescChecks(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	cd := core.KVCacheDesc{DType: core.BF16, PageSize: 16, NumKVHeads: 2, HeadDim: 128}
+	cd := attention.KVCacheDesc{DType: core.BF16, PageSize: 16, NumKVHeads: 2, HeadDim: 128}
 	tests := []struct {
 		name string
-		desc core.AttentionDesc
+		desc attention.Desc
 		want error
 	}{
-		{"heads not a multiple", core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: 3, Cache: cd, MaxBatch: 1}, core.ErrInvalidArgument},
-		{"no kind", core.AttentionDesc{NumQOHeads: 2, Cache: cd, MaxBatch: 1}, core.ErrInvalidArgument},
-		{"prefill without max rows", core.AttentionDesc{Kind: core.AttentionPrefill, NumQOHeads: 2, Cache: cd, MaxBatch: 1}, core.ErrInvalidArgument},
-		{"causal decode", core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: 2, Cache: cd, MaxBatch: 1, Causal: true}, core.ErrInvalidArgument},
-		{"f32 is unsupported", core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: 2, MaxBatch: 1,
-			Cache: core.KVCacheDesc{DType: core.F32, PageSize: 16, NumKVHeads: 2, HeadDim: 128}}, core.ErrUnsupported},
-		{"gqa 7 decode", core.AttentionDesc{Kind: core.AttentionDecode, NumQOHeads: 14, Cache: cd, MaxBatch: 1}, nil},
+		{"heads not a multiple", attention.Desc{Kind: attention.Decode, NumQOHeads: 3, Cache: cd, MaxBatch: 1}, core.ErrInvalidArgument},
+		{"no kind", attention.Desc{NumQOHeads: 2, Cache: cd, MaxBatch: 1}, core.ErrInvalidArgument},
+		{"prefill without max rows", attention.Desc{Kind: attention.Prefill, NumQOHeads: 2, Cache: cd, MaxBatch: 1}, core.ErrInvalidArgument},
+		{"causal decode", attention.Desc{Kind: attention.Decode, NumQOHeads: 2, Cache: cd, MaxBatch: 1, Causal: true}, core.ErrInvalidArgument},
+		{"f32 is unsupported", attention.Desc{Kind: attention.Decode, NumQOHeads: 2, MaxBatch: 1,
+			Cache: attention.KVCacheDesc{DType: core.F32, PageSize: 16, NumKVHeads: 2, HeadDim: 128}}, core.ErrUnsupported},
+		{"gqa 7 decode", attention.Desc{Kind: attention.Decode, NumQOHeads: 14, Cache: cd, MaxBatch: 1}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := d.NewAttention(tc.desc)
+			a, err := attention.New(d, tc.desc)
 			if tc.want == nil {
 				require.NoError(t, err)
 				require.NoError(t, a.Close())

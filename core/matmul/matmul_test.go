@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package core_test
+package matmul_test
 
 import (
 	"encoding/binary"
@@ -12,9 +12,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/quant"
 )
+
+func openMock(t testing.TB, options string) *core.Runtime {
+	t.Helper()
+	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: options})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+func dev0(t testing.TB, rt *core.Runtime) *core.Device {
+	d, err := rt.Device(0)
+	require.NoError(t, err)
+	return d
+}
 
 func upload(t *testing.T, d *core.Device, data []byte) *core.Buffer {
 	t.Helper()
@@ -79,8 +95,8 @@ func TestQuantMatmulMock(t *testing.T) {
 			s, err := d.NewStream()
 			require.NoError(t, err)
 			defer s.Close()
-			require.NoError(t, s.QuantMatmul(core.QuantMatmulDesc{XType: tc.xt, ScaleType: tc.st, GroupSize: tc.gs, M: tc.m, N: tc.n, K: tc.k},
-				core.QuantMatmulOperands{W: bw, Scales: bs, Biases: bb, X: bx, Y: by}))
+			require.NoError(t, matmul.Quant(s, matmul.QuantDesc{XType: tc.xt, ScaleType: tc.st, GroupSize: tc.gs, M: tc.m, N: tc.n, K: tc.k},
+				matmul.QuantOperands{W: bw, Scales: bs, Biases: bb, X: bx, Y: by}))
 			require.NoError(t, s.Synchronize())
 			got := make([]byte, 2*tc.n*tc.m)
 			require.NoError(t, core.CopyToHost(got, by))
@@ -155,7 +171,7 @@ func TestGroupedGemmMock(t *testing.T) {
 			for i := range sb {
 				sb[i] = float32(0.01 + r.Float64()/10)
 			}
-			ops := core.GroupedGemmOperands{A: upload(t, d, ar), B: upload(t, d, br)}
+			ops := matmul.GroupedOperands{A: upload(t, d, ar), B: upload(t, d, br)}
 			bd, err := d.Alloc(2 * total * n)
 			require.NoError(t, err)
 			defer bd.Free()
@@ -168,7 +184,7 @@ func TestGroupedGemmMock(t *testing.T) {
 			s, err := d.NewStream()
 			require.NoError(t, err)
 			defer s.Close()
-			require.NoError(t, s.GroupedGemm(core.GroupedGemmDesc{ABType: ab, N: n, K: k, MSizes: ms}, ops))
+			require.NoError(t, matmul.Grouped(s, matmul.GroupedDesc{ABType: ab, N: n, K: k, MSizes: ms}, ops))
 			require.NoError(t, s.Synchronize())
 			got := make([]byte, 2*total*n)
 			require.NoError(t, core.CopyToHost(got, bd))
@@ -204,12 +220,12 @@ func TestQuantOpsMisuse(t *testing.T) {
 	s, err := d.NewStream()
 	require.NoError(t, err)
 	defer s.Close()
-	qd := core.QuantMatmulDesc{XType: core.BF16, ScaleType: core.BF16, GroupSize: 64, M: 8, N: 2, K: 128}
-	qo := core.QuantMatmulOperands{W: b, Scales: b, Biases: b, X: b, Y: b}
-	require.NoError(t, s.QuantMatmul(qd, qo))
-	gd := core.GroupedGemmDesc{ABType: core.BF16, N: 8, K: 64, MSizes: []int{2, 0, 3}}
-	gop := core.GroupedGemmOperands{A: b, B: b, D: b}
-	require.NoError(t, s.GroupedGemm(gd, gop))
+	qd := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, GroupSize: 64, M: 8, N: 2, K: 128}
+	qo := matmul.QuantOperands{W: b, Scales: b, Biases: b, X: b, Y: b}
+	require.NoError(t, matmul.Quant(s, qd, qo))
+	gd := matmul.GroupedDesc{ABType: core.BF16, N: 8, K: 64, MSizes: []int{2, 0, 3}}
+	gop := matmul.GroupedOperands{A: b, B: b, D: b}
+	require.NoError(t, matmul.Grouped(s, gd, gop))
 	odd, _ := b.View(8, 1024)
 	small, _ := b.View(0, 100)
 	for _, tc := range []struct {
@@ -217,26 +233,26 @@ func TestQuantOpsMisuse(t *testing.T) {
 		run  func() error
 		want error
 	}{
-		{"q bits 4", func() error { d := qd; d.Bits = 4; return s.QuantMatmul(d, qo) }, core.ErrUnsupported},
-		{"q group 16", func() error { d := qd; d.GroupSize = 16; return s.QuantMatmul(d, qo) }, core.ErrUnsupported},
-		{"q f32 x", func() error { d := qd; d.XType = core.F32; return s.QuantMatmul(d, qo) }, core.ErrUnsupported},
-		{"q k not a multiple", func() error { d := qd; d.K = 96; return s.QuantMatmul(d, qo) }, core.ErrInvalidArgument},
-		{"q m 0", func() error { d := qd; d.M = 0; return s.QuantMatmul(d, qo) }, core.ErrInvalidArgument},
-		{"q no scales", func() error { o := qo; o.Scales = nil; return s.QuantMatmul(qd, o) }, core.ErrInvalidArgument},
-		{"q misaligned x", func() error { o := qo; o.X = odd; return s.QuantMatmul(qd, o) }, core.ErrInvalidArgument},
-		{"q short y", func() error { o := qo; o.Y, _ = b.View(0, 30); return s.QuantMatmul(qd, o) }, core.ErrOutOfRange},
-		{"g fp8 k 64", func() error { d := gd; d.ABType = core.FP8E4M3; return s.GroupedGemm(d, gop) }, core.ErrInvalidArgument},
-		{"g f16", func() error { d := gd; d.ABType = core.F16; return s.GroupedGemm(d, gop) }, core.ErrUnsupported},
-		{"g f32 out", func() error { d := gd; d.DType = core.F32; return s.GroupedGemm(d, gop) }, core.ErrUnsupported},
-		{"g no groups", func() error { d := gd; d.MSizes = nil; return s.GroupedGemm(d, gop) }, core.ErrInvalidArgument},
-		{"g negative m", func() error { d := gd; d.MSizes = []int{1, -1}; return s.GroupedGemm(d, gop) }, core.ErrInvalidArgument},
-		{"g scales on bf16", func() error { o := gop; o.ScaleA = b; return s.GroupedGemm(gd, o) }, core.ErrInvalidArgument},
+		{"q bits 4", func() error { d := qd; d.Bits = 4; return matmul.Quant(s, d, qo) }, core.ErrUnsupported},
+		{"q group 16", func() error { d := qd; d.GroupSize = 16; return matmul.Quant(s, d, qo) }, core.ErrUnsupported},
+		{"q f32 x", func() error { d := qd; d.XType = core.F32; return matmul.Quant(s, d, qo) }, core.ErrUnsupported},
+		{"q k not a multiple", func() error { d := qd; d.K = 96; return matmul.Quant(s, d, qo) }, core.ErrInvalidArgument},
+		{"q m 0", func() error { d := qd; d.M = 0; return matmul.Quant(s, d, qo) }, core.ErrInvalidArgument},
+		{"q no scales", func() error { o := qo; o.Scales = nil; return matmul.Quant(s, qd, o) }, core.ErrInvalidArgument},
+		{"q misaligned x", func() error { o := qo; o.X = odd; return matmul.Quant(s, qd, o) }, core.ErrInvalidArgument},
+		{"q short y", func() error { o := qo; o.Y, _ = b.View(0, 30); return matmul.Quant(s, qd, o) }, core.ErrOutOfRange},
+		{"g fp8 k 64", func() error { d := gd; d.ABType = core.FP8E4M3; return matmul.Grouped(s, d, gop) }, core.ErrInvalidArgument},
+		{"g f16", func() error { d := gd; d.ABType = core.F16; return matmul.Grouped(s, d, gop) }, core.ErrUnsupported},
+		{"g f32 out", func() error { d := gd; d.DType = core.F32; return matmul.Grouped(s, d, gop) }, core.ErrUnsupported},
+		{"g no groups", func() error { d := gd; d.MSizes = nil; return matmul.Grouped(s, d, gop) }, core.ErrInvalidArgument},
+		{"g negative m", func() error { d := gd; d.MSizes = []int{1, -1}; return matmul.Grouped(s, d, gop) }, core.ErrInvalidArgument},
+		{"g scales on bf16", func() error { o := gop; o.ScaleA = b; return matmul.Grouped(s, gd, o) }, core.ErrInvalidArgument},
 		{"g fp8 without scales", func() error {
 			d := gd
 			d.ABType, d.K = core.FP8E4M3, 128
-			return s.GroupedGemm(d, gop)
+			return matmul.Grouped(s, d, gop)
 		}, core.ErrInvalidArgument},
-		{"g short D", func() error { o := gop; o.D = small; d := gd; d.N = 64; return s.GroupedGemm(d, o) }, core.ErrOutOfRange},
+		{"g short D", func() error { o := gop; o.D = small; d := gd; d.N = 64; return matmul.Grouped(s, d, o) }, core.ErrOutOfRange},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.run()
@@ -251,12 +267,12 @@ func TestQuantOpsMisuse(t *testing.T) {
 		require.NoError(t, x.Free())
 		o := qo
 		o.X = x
-		assert.ErrorIs(t, s.QuantMatmul(qd, o), core.ErrFreed)
+		assert.ErrorIs(t, matmul.Quant(s, qd, o), core.ErrFreed)
 	})
 	t.Run("zero allocations", func(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(50, func() {
-			_ = s.QuantMatmul(qd, qo)
-			_ = s.GroupedGemm(gd, gop)
+			_ = matmul.Quant(s, qd, qo)
+			_ = matmul.Grouped(s, gd, gop)
 		}))
 		require.NoError(t, s.Synchronize())
 	})

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/internal/cgobaseline"
+	"github.com/metrale/gpurt/bench/cgobaseline"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/bench/cgobaseline"
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/internal/cgobaseline"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -36,7 +36,7 @@ func pair(tb testing.TB) (*core.Stream, *cgobaseline.Plugin) {
 
 // BenchmarkDispatch is the dispatch figure: stream_query on an idle
 // stream, through gpurt's Stream.Query and through a cgo call of the same
-// table slot, in one run. `go test -bench Dispatch ./internal/cgobaseline/`
+// table slot, in one run. `go test -bench Dispatch ./bench/cgobaseline/`
 // prints the pair; the ratio gpurt/cgo is the figure (goal <= 2x, and 0
 // allocs/op for gpurt).
 func BenchmarkDispatch(b *testing.B) {

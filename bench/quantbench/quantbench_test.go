@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package quantbench_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/bench"
+	"github.com/metrale/gpurt/bench/quantbench"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// TestShrinkOnMock: every figure's line on the mock, at -shrink 64 (which
+// once divided fp8's K below one 128-wide scale block: "size 0") and 256.
+func TestShrinkOnMock(t *testing.T) {
+	dir := testutil.MockPlugin(t)
+	for _, shrink := range []int{64, 256} {
+		t.Run(fmt.Sprint(shrink), func(t *testing.T) {
+			tm, err := bench.OpenGPUTimer([]string{dir}, "mock")
+			require.NoError(t, err)
+			defer tm.Close()
+			var out bytes.Buffer
+			require.NoError(t, quantbench.Run(quantbench.Options{Timer: tm, Iters: 2, Shrink: shrink, Out: &out}))
+			impls := map[string]int{}
+			sc := bufio.NewScanner(&out)
+			for sc.Scan() {
+				var r quantbench.Result
+				require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+				if r.Impl == "cuBLASLt per expert" {
+					assert.Regexp(t, `^\d+ calls`, r.Note, "an error instead of the calls: %+v", r)
+				} else {
+					assert.Empty(t, r.Note, "an error instead of a figure: %+v", r)
+				}
+				assert.Positive(t, r.GPUus, "%+v", r)
+				impls[r.Impl]++
+			}
+			assert.Equal(t, map[string]int{"gpurt int8": 6, "cuBLASLt bf16": 6, "gpurt grouped": 4, "cuBLASLt per expert": 4}, impls)
+		})
+	}
+}
+
+func TestOptionsCheck(t *testing.T) {
+	for _, c := range []struct {
+		o   quantbench.Options
+		err string
+	}{
+		{quantbench.Options{Shrink: 0, Iters: 1}, "shrink 0: want 1 to 2048"},
+		{quantbench.Options{Shrink: 1, Iters: 0}, "iters 0: want at least 1"},
+		{quantbench.Options{Shrink: 1, Iters: 1, Only: "x"}, `only "x"`},
+		{quantbench.Options{Shrink: 1, Iters: 1, RotateMiB: -1}, "rotate -1"},
+		{quantbench.Options{Shrink: 1, Iters: 1}, ""},
+	} {
+		err := c.o.Check()
+		if c.err == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		assert.ErrorContains(t, err, c.err)
+	}
+	assert.ErrorContains(t, quantbench.Run(quantbench.Options{Shrink: 1, Iters: 1}), "Options.Timer and Options.Out are required")
+}

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"unsafe"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/core/internal/bridge"
+)
+
+// The internal bridge (core/internal/bridge) to the LLM family packages
+// under core: a stream operation of a family enters the stream, resolves
+// and holds its operands and ends in Stream.submit, exactly as core's own
+// operations do.
+
+func init() {
+	bridge.Core.Begin = bridgeBegin
+	bridge.Core.Operand = bridgeOperand
+	bridge.Core.Submit = bridgeSubmit
+	bridge.Core.Finish = bridgeFinish
+	bridge.Core.DeviceBegin = func(d any, op string) (*bind.Plugin, abi.Runtime, uint32, error) {
+		dev, _ := d.(*Device)
+		if err := dev.enter(op); err != nil {
+			return nil, 0, 0, err
+		}
+		return dev.rt.p, dev.rt.h, dev.index, nil
+	}
+	bridge.Core.DeviceEnd = func(d any) { d.(*Device).rt.exit() }
+	bridge.Core.NewLife = func(d any, what string) (unsafe.Pointer, func()) {
+		dev := d.(*Device)
+		l := new(life)
+		n := leakNote{rt: dev.rt.self, l: l, what: what}
+		return unsafe.Pointer(l), func() {
+			if rt := n.rt.Value(); rt != nil && n.l.alive() && rt.l.alive() {
+				rt.log.Warn("leak: a "+n.what+" was garbage collected without Close", "backend", rt.p.Backend)
+			}
+		}
+	}
+	bridge.Core.Acquire = func(l unsafe.Pointer) bool { return (*life)(l).acquire() }
+	bridge.Core.Release = func(l unsafe.Pointer) { (*life)(l).release() }
+	bridge.Core.Destroy = func(d any, l unsafe.Pointer, op, what string, free func() error) error {
+		return destroy(d.(*Device).rt, (*life)(l), op, what, errClosed, free)
+	}
+	bridge.Core.Region = func(op string, r unsafe.Pointer) (any, any, uint64, uint64, error) {
+		b, off, n, err := resolve(op, *(*Region)(r))
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		return b.dev, b, off, n, nil
+	}
+}
+
+func bridgeStream(c *bridge.Op) *Stream {
+	s, _ := c.S.(*Stream)
+	return s
+}
+
+func bridgeBegin(c *bridge.Op) error {
+	s := bridgeStream(c)
+	if err := s.enter(c.Name); err != nil {
+		return err
+	}
+	c.P, c.RT = s.dev.rt.p, s.dev.rt.h
+	return nil
+}
+
+func bridgeFinish(c *bridge.Op, err *error) {
+	s := bridgeStream(c)
+	s.sticky(err)
+	for i := range c.Opr {
+		if o := &c.Opr[i]; o.IsHeld() {
+			o.Buf.(*Buffer).l.release()
+			o.SetHeld(false)
+		}
+	}
+	s.exit()
+}
+
+// bridgeOperand resolves *r as operand i of c: on the stream's device,
+// aligned, long enough; it holds a use of the buffer (one per distinct
+// buffer of the operation).
+func bridgeOperand(c *bridge.Op, i int, name string, rp unsafe.Pointer, need, align uint64) error {
+	op := c.Name
+	r := *(*Region)(rp)
+	if r == nil {
+		return errf(CodeInvalidArgument, op, "operand %s is required", name)
+	}
+	b, off, n, err := resolve(op, r)
+	if err != nil {
+		return within(op, "operand "+name+": ", err)
+	}
+	s := bridgeStream(c)
+	if b.dev != s.dev {
+		return errf(CodeInvalidArgument, op, "%s", misplaced("operand "+name, b.dev, "stream", s.dev))
+	}
+	held := false
+	for j := range c.Opr {
+		if o := &c.Opr[j]; o.IsHeld() && o.Buf.(*Buffer) == b {
+			held = true
+			break
+		}
+	}
+	o := &c.Opr[i]
+	*o = bridge.Operand{Buf: b, H: b.h, Off: off, N: n}
+	if !held {
+		if !b.l.acquire() {
+			o.Buf = nil
+			return errFreed(op, "operand "+name+": buffer")
+		}
+		o.SetHeld(true)
+	}
+	if off%align != 0 {
+		return errf(CodeInvalidArgument, op, "operand %s starts at offset %d of its buffer, not a multiple of %d", name, off, align)
+	}
+	if need > n {
+		return errf(CodeOutOfRange, op, "operand %s needs %d bytes, its region has %d", name, need, n)
+	}
+	return nil
+}
+
+func bridgeSubmit(c *bridge.Op, slot bind.Slot, obj uintptr, args unsafe.Pointer, size uintptr, fix func(unsafe.Pointer, *[]uint64)) error {
+	var opr [bridge.MaxOperands]gemmOperand
+	for i := range c.Opr {
+		if b, ok := c.Opr[i].Buf.(*Buffer); ok {
+			opr[i] = gemmOperand{b, c.Opr[i].Off, c.Opr[i].N}
+		}
+	}
+	sub := submission{slot: slot, obj: obj, args: args, size: size, opr: opr[:], fix: fix}
+	switch c.Metric {
+	case bridge.MetricQuantMatmul:
+		sub.timed, sub.metric = true, opQuantMatmul
+	case bridge.MetricGroupedGemm:
+		sub.timed, sub.metric = true, opGroupedGemm
+	case bridge.MetricAttentionRun:
+		sub.timed, sub.metric = true, opAttentionRun
+	}
+	sub.lives[0] = (*life)(c.Hold)
+	return bridgeStream(c).submit(c.Name, &sub)
+}

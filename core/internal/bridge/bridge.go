@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package bridge is how the LLM family packages under core (core/matmul,
+// ...) reach core's internals without widening core's public API: core
+// fills Core when it initializes, and a family package calls the
+// functions below, which keep its call path free of allocations.
+//
+// A family operation on a stream is, in order: Begin (a use of the
+// stream, and its plugin), Operand for each region (resolved, checked and
+// held), the argument struct filled from the operands, Submit (core's
+// call-or-record funnel: an eager call, or a graph item on a capturing
+// stream), and Finish, deferred right after a successful Begin (the
+// capture's sticky error, then the uses given back).
+package bridge
+
+import (
+	"unsafe"
+
+	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/internal/bind"
+)
+
+// Operand is a resolved region: its buffer (a *core.Buffer; nil when the
+// operand is absent), the buffer's plugin handle, the offset and length.
+type Operand struct {
+	Buf    any
+	H      abi.Buffer
+	Off, N uint64
+	held   bool
+}
+
+// Handle is the operand's plugin handle and offset (0, 0 when absent).
+func (o *Operand) Handle() (abi.Buffer, uint64) {
+	if o.Buf == nil {
+		return 0, 0
+	}
+	return o.H, o.Off
+}
+
+// Held marks the operand as holding a use of its buffer (core sets it).
+func (o *Operand) SetHeld(v bool) { o.held = v }
+
+// IsHeld reports whether the operand holds a use of its buffer.
+func (o *Operand) IsHeld() bool { return o.held }
+
+// MaxOperands is the most operands one operation has.
+const MaxOperands = 9
+
+// Metric names the counter and latency histogram of core's metrics an
+// operation's eager calls count in (MetricNone: none).
+type Metric uint8
+
+// The metrics of the family operations.
+const (
+	MetricNone Metric = iota
+	MetricQuantMatmul
+	MetricGroupedGemm
+	MetricAttentionRun
+)
+
+// Op is one stream operation's state, on its caller's stack.
+type Op struct {
+	S      any    // the *core.Stream
+	Name   string // the operation, as in errors ("quant_matmul")
+	Metric Metric // what its eager calls count in
+	// Hold is an object's lifetime (from NewLife) that a recording of the
+	// operation holds until the graph is closed (the attention of a run);
+	// nil for none.
+	Hold unsafe.Pointer
+	// Set by Begin: the stream's plugin and runtime handle.
+	P   *bind.Plugin
+	RT  abi.Runtime
+	Opr [MaxOperands]Operand
+}
+
+// Core is filled by package core at init.
+var Core struct {
+	Begin   func(c *Op) error
+	Operand func(c *Op, i int, name string, r unsafe.Pointer, need, align uint64) error
+	Submit  func(c *Op, slot bind.Slot, obj uintptr, args unsafe.Pointer, size uintptr, fix func(unsafe.Pointer, *[]uint64)) error
+	Finish  func(c *Op, err *error)
+
+	// Devices and objects with a plugin handle.
+	DeviceBegin func(d any, op string) (p *bind.Plugin, rt abi.Runtime, index uint32, err error)
+	DeviceEnd   func(d any)
+	NewLife     func(d any, what string) (life unsafe.Pointer, leak func())
+	Acquire     func(life unsafe.Pointer) bool
+	Release     func(life unsafe.Pointer)
+	Destroy     func(d any, life unsafe.Pointer, op, what string, free func() error) error
+	// Region resolves the region *r (a *core.Region): its device (a
+	// *core.Device), its buffer (a *core.Buffer), offset and length.
+	Region func(op string, r unsafe.Pointer) (dev, buf any, off, n uint64, err error)
+}
+
+// DeviceBegin begins a use of device d (a *core.Device) and its runtime
+// for op; end it with DeviceEnd.
+func DeviceBegin(d any, op string) (*bind.Plugin, abi.Runtime, uint32, error) {
+	return Core.DeviceBegin(d, op)
+}
+
+// DeviceEnd ends a use begun by DeviceBegin.
+func DeviceEnd(d any) { Core.DeviceEnd(d) }
+
+// NewLife is the lifetime of a new object of device d holding a plugin
+// handle, as core's own objects have (uses, holds by graphs, a dead bit),
+// and leak, to run from a cleanup of the object: it logs a leak when the
+// object was not closed.
+func NewLife(d any, what string) (unsafe.Pointer, func()) { return Core.NewLife(d, what) }
+
+// Acquire begins a use of the object; false when it is closed.
+func Acquire(life unsafe.Pointer) bool { return Core.Acquire(life) }
+
+// Release ends a use begun by Acquire.
+func Release(life unsafe.Pointer) { Core.Release(life) }
+
+// Destroy closes the object (waiting for its uses, refused while a graph
+// holds it) and frees its handle with free, as core's Close methods do.
+func Destroy(d any, life unsafe.Pointer, op, what string, free func() error) error {
+	return Core.Destroy(d, life, op, what, free)
+}
+
+// Region resolves the region r points to (a *core.Region): its device,
+// its buffer, its offset in the buffer and its length.
+func Region(op string, r unsafe.Pointer) (dev, buf any, off, n uint64, err error) {
+	return Core.Region(op, Hide(r))
+}
+
+// Begin begins a use of c.S (a *core.Stream) for operation c.Name and
+// sets c.P and c.RT; on success defer Finish(c, &err).
+func Begin(c *Op) error { return Core.Begin(hide(c)) }
+
+// OperandOf resolves the region *r (r is a *core.Region) as operand i,
+// named name in errors: it must be on the stream's device, start at an
+// offset aligned to align and hold need bytes; its buffer is held until
+// Finish. A nil region is an error naming the operand.
+func OperandOf(c *Op, i int, name string, r unsafe.Pointer, need, align uint64) error {
+	return Core.Operand(hide(c), i, name, Hide(r), need, align)
+}
+
+// Submit ends the operation in core's call-or-record funnel: the slot is
+// called with c's stream, obj and the argument struct args (size bytes),
+// or recorded when the stream is a capturing one (fix repoints Go memory
+// the recorded copy names, as for core's own operations).
+func Submit(c *Op, slot bind.Slot, obj uintptr, args unsafe.Pointer, size uintptr, fix func(unsafe.Pointer, *[]uint64)) error {
+	return Core.Submit(hide(c), slot, obj, Hide(args), size, fix)
+}
+
+// Finish makes *err the capture's error on a capturing stream, gives back
+// the operands' uses and ends the use of the stream.
+func Finish(c *Op, err *error) { Core.Finish(hide(c), (*error)(Hide(unsafe.Pointer(err)))) }
+
+func hide(c *Op) *Op { return (*Op)(Hide(unsafe.Pointer(c))) }
+
+// Hide hides p from escape analysis (the identity function to the
+// machine): the functions of Core retain nothing of what their arguments
+// point to, but the compiler cannot see through a function variable and
+// would move every caller's argument structs to the heap.
+//
+//go:nosplit
+func Hide(p unsafe.Pointer) unsafe.Pointer {
+	x := uintptr(p)
+	return *(*unsafe.Pointer)(unsafe.Pointer(&x))
+}
