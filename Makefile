@@ -16,7 +16,7 @@
 #            and once more in full with cgo off (core, conform, cmd), the modules of their own (metrics,
 #            internal/cmd/decodeplot; scripts/mod_check.sh: what a module
 #            importing only core compiles) and the make-dist check
-#            (scripts/dist_check.sh). About 6 minutes cold on 2 cores.
+#            (scripts/dist_check.sh). Cold: 16 CPU-minutes (8+ minutes on 2 cores).
 # make test-cuda  the CUDA plugin built as shipped, with FlashInfer's and
 #            CUTLASS's adapters (scripts/build_cuda.sh --ci, which fetches
 #            nvcc from PyPI; the adapters' objects are cached in
