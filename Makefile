@@ -16,7 +16,7 @@
 #            and once more in full with cgo off (core, conform, cmd), the modules of their own (metrics,
 #            internal/cmd/decodeplot; scripts/mod_check.sh: what a module
 #            importing only core compiles) and the make-dist check
-#            (scripts/dist_check.sh). About 6 minutes cold on 2 cores.
+#            (scripts/dist_check.sh). Cold: 16 CPU-minutes (8+ minutes on 2 cores).
 # make test-cuda  the CUDA plugin built as shipped, with FlashInfer's and
 #            CUTLASS's adapters (scripts/build_cuda.sh --ci, which fetches
 #            nvcc from PyPI; the adapters' objects are cached in
@@ -44,7 +44,7 @@ CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
 .PHONY: run build mock cuda metal gpurt test test-cuda generate gen-check fmt-check vet cross abi-test abi-suite \
-        go-test go-test-nocgo mod-test cuda-check cgobench clean dist dist-check gpu-artifacts decodeplot
+        go-test go-test-nocgo mod-test tidy cuda-check cgobench clean dist dist-check gpu-artifacts decodeplot
 
 run: build
 	@echo "== $(BUILD)/gpurt probe"
@@ -177,10 +177,18 @@ go-test-nocgo:
 mod-test:
 	@for m in $(SUBMODULES); do \
 	  echo "== [$(T)] $$m (own module): go vet ./... && go test ./..."; \
-	  (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...); \
+	  (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...) || \
+	  { echo "mod-test: $$m failed; after a change to the root go.mod, 'make tidy' updates the modules' go.mod and go.sum"; exit 1; }; \
 	done
 	@echo "== [$(T)] scripts/mod_check.sh (a module importing only core compiles purego, go-hclog, x/sys)"
 	bash scripts/mod_check.sh
+
+# go mod tidy in the root module and in each module of its own (whose
+# go.mod lists the root module's requirements it builds with, through the
+# replace directive).
+tidy:
+	$(GO) mod tidy
+	@for m in $(SUBMODULES); do echo "(cd $$m && $(GO) mod tidy)"; (cd $$m && $(GO) mod tidy); done
 
 # The compile check alone (make test-cuda runs it within plugins/cuda's tests).
 cuda-check:
