@@ -3,6 +3,7 @@
 package attention_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -152,4 +153,105 @@ func TestAttentionDescChecks(t *testing.T) {
 			require.ErrorIs(t, err, tc.want)
 		})
 	}
+}
+
+// Append bounds every view of its page table and rows with the check a
+// run uses (only Go knows a view's length): a short view is ErrOutOfRange
+// naming the operand, and nothing is enqueued (the cache is untouched).
+func TestAppendViewBounds(t *testing.T) {
+	rt := openMock(t, "")
+	d := dev0(t, rt)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	cd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
+	cache, err := attention.AllocKVCache(d, cd)
+	require.NoError(t, err)
+	defer cache.Free()
+	require.NoError(t, core.Memset(cache.K(), 0x11))
+	require.NoError(t, core.Memset(cache.V(), 0x22))
+	tables, err := d.Alloc(256)
+	require.NoError(t, err)
+	defer tables.Free()
+	view := func(off, n int) core.View {
+		v, err := tables.View(off, n)
+		require.NoError(t, err)
+		return v
+	}
+	// Request 0 owns pages 3, 0 (5 tokens), request 1 page 2 (4 tokens);
+	// the new rows are token 4 of request 0 and token 3 of request 1.
+	pt := attention.PageTable{Indptr: view(0, 12), Indices: view(16, 12), LastPageLen: view(32, 8)}
+	bidx, pos := view(48, 8), view(64, 8)
+	require.NoError(t, core.CopyFromHost(pt.Indptr, i32le(0, 2, 3)))
+	require.NoError(t, core.CopyFromHost(pt.Indices, i32le(3, 0, 2)))
+	require.NoError(t, core.CopyFromHost(pt.LastPageLen, i32le(1, 4)))
+	require.NoError(t, core.CopyFromHost(bidx, i32le(0, 1)))
+	require.NoError(t, core.CopyFromHost(pos, i32le(4, 3)))
+	rowBytes := 2 * 64 * 2
+	k, err := d.Alloc(2 * rowBytes)
+	require.NoError(t, err)
+	defer k.Free()
+	v, err := d.Alloc(2 * rowBytes)
+	require.NoError(t, err)
+	defer v.Free()
+	require.NoError(t, core.Memset(k, 0x55))
+	require.NoError(t, core.Memset(v, 0x66))
+	rows := attention.KVRows{K: k, V: v, BatchIndices: bidx, Positions: pos, NNZ: 2}
+	kHalf, _ := k.View(0, rowBytes)
+	vHalf, _ := v.View(0, rowBytes)
+
+	tests := []struct {
+		name, operand string
+		pt            func(*attention.PageTable)
+		rows          func(*attention.KVRows)
+	}{
+		{"Indptr of batch entries", "Indptr", func(p *attention.PageTable) { p.Indptr = view(0, 8) }, nil},
+		{"Indptr of no entries", "Indptr", func(p *attention.PageTable) { p.Indptr = view(0, 0) }, nil},
+		{"LastPageLen of batch-1 entries", "LastPageLen", func(p *attention.PageTable) { p.LastPageLen = view(32, 4) }, nil},
+		{"Indices under a page a request", "Indices", func(p *attention.PageTable) { p.Indices = view(16, 4) }, nil},
+		{"BatchIndices under NNZ", "BatchIndices", nil, func(r *attention.KVRows) { r.BatchIndices = view(48, 4) }},
+		{"Positions under NNZ", "Positions", nil, func(r *attention.KVRows) { r.Positions = view(64, 6) }},
+		{"K rows under NNZ", "K rows", nil, func(r *attention.KVRows) { r.K = kHalf }},
+		{"V rows under NNZ", "V rows", nil, func(r *attention.KVRows) { r.V = vHalf }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, r := pt, rows
+			if tc.pt != nil {
+				tc.pt(&p)
+			}
+			if tc.rows != nil {
+				tc.rows(&r)
+			}
+			err := cache.Append(s, p, 2, r)
+			require.ErrorIs(t, err, core.ErrOutOfRange)
+			assert.Contains(t, err.Error(), "operand "+tc.operand+" ")
+			assert.Contains(t, err.Error(), "kv_append")
+		})
+	}
+	require.NoError(t, s.Synchronize())
+	got := make([]byte, cd.NumPages*cd.PageBytes())
+	require.NoError(t, core.CopyToHost(got, cache.K()))
+	assert.Equal(t, bytes.Repeat([]byte{0x11}, len(got)), got, "a refused append wrote K")
+	require.NoError(t, core.CopyToHost(got, cache.V()))
+	assert.Equal(t, bytes.Repeat([]byte{0x22}, len(got)), got, "a refused append wrote V")
+
+	// The same call with whole views appends both rows where the page
+	// table says.
+	require.NoError(t, cache.Append(s, pt, 2, rows))
+	require.NoError(t, s.Synchronize())
+	require.NoError(t, core.CopyToHost(got, cache.K()))
+	for _, at := range []struct{ page, slot int }{{0, 0}, {2, 3}} {
+		for h := 0; h < cd.NumKVHeads; h++ {
+			off := cd.Offset(at.page, at.slot, h)
+			assert.Equal(t, bytes.Repeat([]byte{0x55}, cd.HeadDim*2), got[off:off+cd.HeadDim*2], "page %d slot %d head %d", at.page, at.slot, h)
+		}
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := cache.Append(s, pt, 2, rows); err != nil {
+			panic(err)
+		}
+	})
+	assert.Zero(t, allocs, "allocations per warm append")
+	require.NoError(t, s.Synchronize())
 }
