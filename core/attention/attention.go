@@ -57,13 +57,35 @@ type KVCacheDesc struct {
 func (d KVCacheDesc) PageBytes() int { return d.PageSize * d.NumKVHeads * d.HeadDim * d.DType.Size() }
 
 // Offset is the byte offset of token slot of head in page, in a K or V
-// region of this layout (to fill or read a cache from the host).
-func (d KVCacheDesc) Offset(page, slot, head int) int {
+// region of this layout (to fill or read a cache from the host). The
+// slot must be below PageSize, the head below NumKVHeads and the page
+// below NumPages (not negative and not bounded above when NumPages is 0,
+// as in an Attention's Desc.Cache): an index out of its range would name
+// another page's, slot's or head's bytes, so it is an error wrapping
+// core.ErrOutOfRange naming the index, as is an invalid descriptor
+// (ErrInvalidArgument) or an offset past the largest int.
+func (d KVCacheDesc) Offset(page, slot, head int) (int, error) {
+	const op = "kv_offset"
+	if err := d.check(op, false); err != nil {
+		return 0, err
+	}
+	switch {
+	case page < 0 || (d.NumPages > 0 && page >= d.NumPages):
+		return 0, errorf(core.CodeOutOfRange, op, "page %d is outside the cache's %d pages", page, d.NumPages)
+	case slot < 0 || slot >= d.PageSize:
+		return 0, errorf(core.CodeOutOfRange, op, "slot %d is outside a page of %d tokens", slot, d.PageSize)
+	case head < 0 || head >= d.NumKVHeads:
+		return 0, errorf(core.CodeOutOfRange, op, "head %d is outside the %d kv heads", head, d.NumKVHeads)
+	}
+	pb := uint64(d.PageBytes()) // fits an int: check
+	if hi, lo := bits.Mul64(uint64(page), pb); hi != 0 || lo > math.MaxInt-pb {
+		return 0, errorf(core.CodeOutOfRange, op, "page %d of %d bytes is past the largest offset", page, pb)
+	}
 	es := d.DType.Size()
 	if d.Layout == KVLayoutHND {
-		return page*d.PageBytes() + (head*d.PageSize+slot)*d.HeadDim*es
+		return page*int(pb) + (head*d.PageSize+slot)*d.HeadDim*es, nil
 	}
-	return page*d.PageBytes() + (slot*d.NumKVHeads+head)*d.HeadDim*es
+	return page*int(pb) + (slot*d.NumKVHeads+head)*d.HeadDim*es, nil
 }
 
 func (d *KVCacheDesc) abiLayout() abi.KVLayout {
@@ -499,14 +521,14 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 	}
 	regions := [9]*core.Region{&rows.K, &rows.V, &c.k, &c.v, &pt.Indptr, &pt.Indices, &pt.LastPageLen, &rows.BatchIndices, &rows.Positions}
 	names := [9]string{"K rows", "V rows", "K", "V", "Indptr", "Indices", "LastPageLen", "BatchIndices", "Positions"}
-	// The page table's views are bounded as a run's are (Indices by the
-	// one page each request owns at least: the page count is on the
-	// device).
+	// The page table's views are bounded as a run's are, but for
+	// Indices: its entry count is on the device (Indptr[batch]), so the
+	// plugin bounds its index reads by the Indices buffer instead.
 	rowsBytes := uint64(rows.NNZ) * uint64(c.desc.NumKVHeads) * uint64(c.desc.HeadDim) * uint64(c.desc.DType.Size())
 	b, n := uint64(batch), uint64(rows.NNZ)
-	need := [9]uint64{rowsBytes, rowsBytes, 0, 0, 4 * (b + 1), 4 * b, 4 * b, 4 * n, 4 * n}
+	need := [9]uint64{rowsBytes, rowsBytes, 0, 0, 4 * (b + 1), 0, 4 * b, 4 * n, 4 * n}
 	if err := views(&call, regions[:], names[:], need[:]); err != nil {
-		return extentError(err, "batch %d, %d rows of %d bytes, at least one page a request", b, n, rowsBytes/n)
+		return extentError(err, "batch %d, %d rows of %d bytes", b, n, rowsBytes/n)
 	}
 	aa := abi.KVAppendArgs{StructSize: abi.SizeofKVAppendArgs, Layout: c.desc.abiLayout(), BatchSize: uint32(batch), NNZ: uint64(rows.NNZ)}
 	pages(&call, &aa.Pages, c)

@@ -208,7 +208,6 @@ func TestAppendViewBounds(t *testing.T) {
 		{"Indptr of batch entries", "Indptr", func(p *attention.PageTable) { p.Indptr = view(0, 8) }, nil},
 		{"Indptr of no entries", "Indptr", func(p *attention.PageTable) { p.Indptr = view(0, 0) }, nil},
 		{"LastPageLen of batch-1 entries", "LastPageLen", func(p *attention.PageTable) { p.LastPageLen = view(32, 4) }, nil},
-		{"Indices under a page a request", "Indices", func(p *attention.PageTable) { p.Indices = view(16, 4) }, nil},
 		{"BatchIndices under NNZ", "BatchIndices", nil, func(r *attention.KVRows) { r.BatchIndices = view(48, 4) }},
 		{"Positions under NNZ", "Positions", nil, func(r *attention.KVRows) { r.Positions = view(64, 6) }},
 		{"K rows under NNZ", "K rows", nil, func(r *attention.KVRows) { r.K = kHalf }},
@@ -243,7 +242,8 @@ func TestAppendViewBounds(t *testing.T) {
 	require.NoError(t, core.CopyToHost(got, cache.K()))
 	for _, at := range []struct{ page, slot int }{{0, 0}, {2, 3}} {
 		for h := 0; h < cd.NumKVHeads; h++ {
-			off := cd.Offset(at.page, at.slot, h)
+			off, err := cd.Offset(at.page, at.slot, h)
+			require.NoError(t, err)
 			assert.Equal(t, bytes.Repeat([]byte{0x55}, cd.HeadDim*2), got[off:off+cd.HeadDim*2], "page %d slot %d head %d", at.page, at.slot, h)
 		}
 	}
@@ -254,4 +254,51 @@ func TestAppendViewBounds(t *testing.T) {
 	})
 	assert.Zero(t, allocs, "allocations per warm append")
 	require.NoError(t, s.Synchronize())
+}
+
+// Offset bounds each index: one out of its range would name another
+// page's, slot's or head's bytes.
+func TestKVOffsetBounds(t *testing.T) {
+	nhd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 3}
+	hnd := nhd
+	hnd.Layout = attention.KVLayoutHND
+	noPages := nhd
+	noPages.NumPages = 0
+	huge := noPages
+	huge.PageSize = 1 << 20
+	tests := []struct {
+		name             string
+		desc             attention.KVCacheDesc
+		page, slot, head int
+		want             int
+		err              error
+		msg              string
+	}{
+		{"first", nhd, 0, 0, 0, 0, nil, ""},
+		{"nhd last", nhd, 2, 3, 1, 2*1024 + (3*2+1)*128, nil, ""},
+		{"hnd last", hnd, 2, 3, 1, 2*1024 + (1*4+3)*128, nil, ""},
+		{"no page count bounds only below", noPages, 1000, 0, 0, 1000 * 1024, nil, ""},
+		{"page at the count", nhd, 3, 0, 0, 0, core.ErrOutOfRange, "page 3 is outside the cache's 3 pages"},
+		{"negative page", noPages, -1, 0, 0, 0, core.ErrOutOfRange, "page -1"},
+		{"slot at the page size", nhd, 0, 4, 0, 0, core.ErrOutOfRange, "slot 4 is outside a page of 4 tokens"},
+		{"negative slot", hnd, 0, -1, 0, 0, core.ErrOutOfRange, "slot -1"},
+		{"head at the head count", nhd, 0, 0, 2, 0, core.ErrOutOfRange, "head 2 is outside the 2 kv heads"},
+		{"negative head", hnd, 0, 0, -1, 0, core.ErrOutOfRange, "head -1"},
+		{"offset past the largest int", huge, 1 << 45, 0, 0, 0, core.ErrOutOfRange, "past the largest offset"},
+		{"invalid descriptor", attention.KVCacheDesc{DType: core.F16}, 0, 0, 0, 0, core.ErrInvalidArgument, "page size 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.desc.Offset(tc.page, tc.slot, tc.head)
+			if tc.err == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, got)
+				return
+			}
+			require.ErrorIs(t, err, tc.err)
+			assert.Contains(t, err.Error(), "gpurt: kv_offset: ")
+			assert.Contains(t, err.Error(), tc.msg)
+			assert.Zero(t, got)
+		})
+	}
 }
