@@ -135,9 +135,16 @@ func (m *metrics) end(op opKind, t0 int64, err error) error {
 		d := max(int64(time.Since(epoch))+1-t0, 0)
 		s.timed.Add(1)
 		s.sumNs.Add(uint64(d))
-		s.buckets[min(bits.Len64(uint64(d)/1000), numLatencyBuckets-1)].Add(1)
+		s.buckets[latencyBucket(d)].Add(1)
 	}
 	return nil
+}
+
+// latencyBucket is the histogram bucket of a latency of d nanoseconds:
+// under 1us bucket 0, [2^(i-1), 2^i) us bucket i, the last bucket beyond
+// the last bound.
+func latencyBucket(d int64) int {
+	return min(bits.Len64(uint64(max(d, 0))/1000), numLatencyBuckets-1)
 }
 
 // copy is end for a copy of n bytes in direction dir.
