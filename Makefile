@@ -155,17 +155,20 @@ abi-suite:
 # core's data-volume tests (TestCopyPool, TestRoundTrips, TestStagedCopies:
 # a race-instrumented loop over every byte) at their smaller sizes under
 # the race detector; go-test-nocgo runs them in full, without it.
-go-test:
+# Both passes use the mock plugin `make mock` built (GPURT_TEST_MOCK_PLUGIN:
+# internal/testutil), not one build per test binary.
+TEST_MOCK = GPURT_TEST_MOCK_PLUGIN=$(abspath $(BUILD))/libgpurt_mock$(if $(filter Darwin,$(UNAME)),.dylib,.so)
+go-test: mock
 	@echo "== [$(T)] go test -race -short ./... but $(CUDA_PKGS) (cgo on)"
-	CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) \
+	$(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) \
 	  $$($(GO) list ./... | grep -v '$(CUDA_PKGS:./%=/%)$$')
 
 # The shipped binary runs with cgo off (purego's fakecgo): run the tests of
 # the call path, the loader, the core, the conformance suite and the CLI
 # that way too, in full.
-go-test-nocgo:
+go-test-nocgo: mock
 	@echo "== [$(T)] go test (cgo off) ./core/... ./conform ./cmd/..."
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/... ./conform ./cmd/...
+	$(TEST_MOCK) CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/... ./conform ./cmd/...
 
 # The modules of their own: vet and their tests (one build of their
 # dependencies serves both; -race would compile Prometheus and gonum/plot
