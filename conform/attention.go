@@ -495,7 +495,10 @@ func attnAppendLayout(e *env) error {
 					for t := 0; t < n; t++ {
 						page := int(b.idx[int(b.indptr[r])+t/c.page])
 						for h := 0; h < c.hk; h++ {
-							off := b.desc.Offset(page, t%c.page, h)
+							off, err := b.desc.Offset(page, t%c.page, h)
+							if err != nil {
+								return fmt.Errorf("layout %d: request %d token %d head %d: %w", lay, r, t, h, err)
+							}
 							got := decode(c.dt, raw[off:off+c.dim*2])
 							want := vals[r][(t*c.hk+h)*c.dim:][:c.dim]
 							for i := range got {

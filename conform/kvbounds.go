@@ -171,24 +171,18 @@ func kvBounds(e *env) error {
 	}
 	defer free2()
 	// A view is bounded by the core (the plugin sees a buffer and an
-	// offset); AppendKV's views are not bounded by core/attention.go yet
-	// (issue 22 item 5, the Go side): they are checked for RunAttention
-	// only until it is.
+	// offset), for both calls through one check in core/attention.
 	cases := []struct {
-		name    string
-		pt      attention.PageTable
-		runOnly bool
+		name string
+		pt   attention.PageTable
 	}{
-		{"Indptr buffer of batch entries", attention.PageTable{Indptr: shortIndptr, Indices: exact.Indices, LastPageLen: exact.LastPageLen}, false},
-		{"LastPageLen buffer of batch-1 entries", attention.PageTable{Indptr: exact.Indptr, Indices: exact.Indices, LastPageLen: shortLast}, false},
-		{"Indptr view of batch entries", attention.PageTable{Indptr: view(k.indptr, 4*kvBatch), Indices: exact.Indices, LastPageLen: exact.LastPageLen}, true},
-		{"LastPageLen view of batch-1 entries", attention.PageTable{Indptr: exact.Indptr, Indices: exact.Indices, LastPageLen: view(k.last, 4*(kvBatch-1))}, true},
+		{"Indptr buffer of batch entries", attention.PageTable{Indptr: shortIndptr, Indices: exact.Indices, LastPageLen: exact.LastPageLen}},
+		{"LastPageLen buffer of batch-1 entries", attention.PageTable{Indptr: exact.Indptr, Indices: exact.Indices, LastPageLen: shortLast}},
+		{"Indptr view of batch entries", attention.PageTable{Indptr: view(k.indptr, 4*kvBatch), Indices: exact.Indices, LastPageLen: exact.LastPageLen}},
+		{"LastPageLen view of batch-1 entries", attention.PageTable{Indptr: exact.Indptr, Indices: exact.Indices, LastPageLen: view(k.last, 4*(kvBatch-1))}},
 	}
 	for _, c := range calls {
 		for _, tc := range cases {
-			if tc.runOnly && c.name == "AppendKV" {
-				continue
-			}
 			err := c.call(tc.pt)
 			if !errors.Is(err, core.ErrOutOfRange) {
 				return fmt.Errorf("%s with an %s: got %v, want an error matching ErrOutOfRange", c.name, tc.name, err)

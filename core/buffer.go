@@ -272,8 +272,10 @@ func CopyToHost(dst []byte, src Region) error {
 // copy), and returns when it completed. Both regions must be of one
 // runtime; they may be on two of its devices (a peer copy: CUDA enables
 // peer access where the hardware allows, else the driver stages the copy
-// through host memory). dst must be at least as long as src. Overlapping
-// ranges are undefined.
+// through host memory). dst must be at least as long as src. The source
+// and the destination's first src.Len() bytes must not overlap in one
+// buffer (CUDA's copy of overlapping ranges is undefined): that is
+// ErrInvalidArgument naming both ranges.
 func Copy(dst, src Region) error {
 	const op = "copy_device"
 	db, doff, dn, err := use(op, dst)
@@ -298,6 +300,9 @@ func Copy(dst, src Region) error {
 	if sn > dn {
 		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
 	}
+	if err := overlapErr(op, db, doff, sb, soff, sn); err != nil {
+		return err
+	}
 	if sn == 0 {
 		return nil
 	}
@@ -305,6 +310,17 @@ func Copy(dst, src Region) error {
 	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: sn,
 		DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
 	return rt.metrics.copy(opCopyDevice, copyDeviceToDevice, sn, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
+}
+
+// overlapErr refuses a device-to-device copy of n bytes whose source
+// and destination overlap in one buffer (Copy and Stream.CopyDevice):
+// the mock would memmove, CUDA's copy is undefined.
+func overlapErr(op string, db *Buffer, doff uint64, sb *Buffer, soff, n uint64) error {
+	if db != sb || n == 0 || doff >= soff+n || soff >= doff+n {
+		return nil
+	}
+	return errf(CodeInvalidArgument, op, "the destination [%d, %d) and the source [%d, %d) overlap in one buffer (a device-to-device copy within a buffer needs disjoint ranges)",
+		doff, doff+n, soff, soff+n)
 }
 
 // memset fills r with a pattern of elem bytes: enqueued on s (through the

@@ -219,7 +219,8 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) (err 
 // same runtime: the stream orders the copy after its own earlier work
 // only; work on the other device that touches either region must be
 // ordered with an event (Event.Record there, Stream.WaitEvent here). A
-// capturing stream records only copies on its own device.
+// capturing stream records only copies on its own device. Overlapping
+// ranges of one buffer are refused, as by Copy.
 func (s *Stream) CopyDevice(dst, src Region) (err error) {
 	const op = "copy_device"
 	if err := s.enter(op); err != nil {
@@ -247,6 +248,9 @@ func (s *Stream) CopyDevice(dst, src Region) (err error) {
 	}
 	if sn > dn {
 		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
+	}
+	if err := overlapErr(op, db, doff, sb, soff, sn); err != nil {
+		return err
 	}
 	if sn == 0 {
 		return nil

@@ -73,7 +73,8 @@ void gp_strlcpy(char *dst, size_t cap, const char *src);
 /* ---- options: "key=value;key=value" or "key=value,key=value" --------------- */
 
 /* Calls fn for every key=value pair; stops at the first error fn returns.
- * An item without '=' is INVALID_ARGUMENT. */
+ * An item without '=' is INVALID_ARGUMENT, and so is a key given twice
+ * (naming both values: the last would otherwise win silently). */
 typedef gpurt_error *(*gp_option_fn)(void *user, const char *key,
                                      size_t key_len, const char *val,
                                      size_t val_len);

@@ -182,30 +182,56 @@ void gp_strlcpy(char *dst, size_t cap, const char *src) {
 
 static int gp_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* One key=value item of an option string: [kb, ke) the key, [vs, ve) the
+ * value, spaces around both trimmed; next is where the next item starts
+ * (len when none). Returns 0 for an empty item, -1 for one without '=',
+ * else 1. */
+static int gp_option_item(const char *s, size_t len, const char *seps, size_t i, size_t *kb,
+                          size_t *ke, size_t *vs, size_t *ve, size_t *next) {
+  size_t j = i;
+  while (j < len && strchr(seps, s[j]) == NULL && s[j] != 0) j++;
+  *next = (j < len && s[j] != 0) ? j + 1 : len;
+  size_t a = i, b = j;
+  while (a < b && gp_is_space(s[a])) a++;
+  while (b > a && gp_is_space(s[b - 1])) b--;
+  *kb = a;
+  *ve = b;
+  if (b == a) return 0;
+  const char *eq = memchr(s + a, '=', b - a);
+  if (eq == NULL) return -1;
+  *ke = (size_t)(eq - s);
+  *vs = *ke + 1;
+  while (*ke > a && gp_is_space(s[*ke - 1])) (*ke)--;
+  while (*vs < b && gp_is_space(s[*vs])) (*vs)++;
+  return 1;
+}
+
 gpurt_error *gp_parse_options(const char *s, size_t len, const char *seps,
                               const char *what, gp_option_fn fn, void *user) {
   if (s == NULL) return NULL;
   size_t i = 0;
   while (i < len) {
-    size_t j = i;
-    while (j < len && strchr(seps, s[j]) == NULL && s[j] != 0) j++;
-    size_t a = i, b = j;
-    while (a < b && gp_is_space(s[a])) a++;
-    while (b > a && gp_is_space(s[b - 1])) b--;
-    if (b > a) {
-      const char *eq = memchr(s + a, '=', b - a);
-      if (eq == NULL)
-        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: \"%.*s\" is not key=value",
-                      what, (int)(b - a), s + a);
-      size_t ke = (size_t)(eq - s), vs = ke + 1;
-      size_t kb = a;
-      while (ke > kb && gp_is_space(s[ke - 1])) ke--;
-      while (vs < b && gp_is_space(s[vs])) vs++;
-      gpurt_error *e = fn(user, s + kb, ke - kb, s + vs, b - vs);
+    size_t kb, ke, vs, ve, next;
+    int k = gp_option_item(s, len, seps, i, &kb, &ke, &vs, &ve, &next);
+    if (k < 0)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: \"%.*s\" is not key=value",
+                    what, (int)(ve - kb), s + kb);
+    if (k > 0) {
+      /* A repeated key would silently take its last value: refuse it,
+       * naming both values (the items before i are well-formed). */
+      for (size_t p = 0; p < i;) {
+        size_t pkb, pke, pvs, pve, pnext;
+        if (gp_option_item(s, len, seps, p, &pkb, &pke, &pvs, &pve, &pnext) > 0 && pke - pkb == ke - kb &&
+            memcmp(s + pkb, s + kb, ke - kb) == 0)
+          return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %.*s=\"%.*s\" repeats the key (%.*s=\"%.*s\" came first)",
+                        what, (int)(ke - kb), s + kb, (int)(ve - vs), s + vs, (int)(pke - pkb), s + pkb,
+                        (int)(pve - pvs), s + pvs);
+        p = pnext;
+      }
+      gpurt_error *e = fn(user, s + kb, ke - kb, s + vs, ve - vs);
       if (e != NULL) return e;
     }
-    if (j < len && s[j] == 0) break;
-    i = j + 1;
+    i = next;
   }
   return NULL;
 }

@@ -99,9 +99,6 @@ static gpurt_error *call_read(gpurt_graph_item *it, gp_graph_node *n, const uint
   if (cs == NULL)
     return gp_err(GPURT_ERR_UNSUPPORTED, "call: the slot at offset %llu of gpurt_api is not one a graph records",
                   U(it->slot));
-  if (cs->as_kind == GPURT_GRAPH_OP_CALL && !listed(it->slot, calls, ncalls))
-    return gp_err(GPURT_ERR_UNSUPPORTED, "call: this plugin does not record %s in a graph (graph_recordable "
-                  "says 0)", cs->name);
   if (it->args == NULL)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "call: args is NULL (%s needs its argument struct)", cs->name);
   if (cs->object && it->object == NULL)
@@ -109,6 +106,11 @@ static gpurt_error *call_read(gpurt_graph_item *it, gp_graph_node *n, const uint
   if (!cs->object && it->object != NULL)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "call: object is %#llx but %s takes no handle", H(it->object),
                   cs->name);
+  /* The item's own shape is the caller's to get right on every plugin,
+   * so it is checked before what this plugin can record. */
+  if (cs->as_kind == GPURT_GRAPH_OP_CALL && !listed(it->slot, calls, ncalls))
+    return gp_err(GPURT_ERR_UNSUPPORTED, "call: this plugin does not record %s in a graph (graph_recordable "
+                  "says 0)", cs->name);
   if (it->kernel || it->launch || it->plan || it->gemm || it->copy || it->memset || it->event)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "call: a field of another kind of item is set (only slot, object "
                   "and args may be)");

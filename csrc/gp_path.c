@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gp_path.c — see gp_path.h. Only POSIX calls (lstat, readlink, geteuid),
- * plus getauxval on Linux and issetugid on macOS.
+ * gp_path.c — see gp_path.h. Only POSIX calls (lstat, readlink, geteuid,
+ * open, fstat, fcntl), plus getauxval on Linux and issetugid on macOS.
  */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE
@@ -10,6 +10,7 @@
 #include "gp_path.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,7 +62,9 @@ static int check_component(const char *p, const struct stat *st, uid_t euid, cha
   return 0;
 }
 
-int gp_trusted_file(const char *path, char *resolved, size_t rcap, char *why, size_t wcap) {
+/* gp_trusted_file, also giving the lstat of the resolved file (*fst). */
+static int trusted_file_st(const char *path, char *resolved, size_t rcap, char *why, size_t wcap,
+                           struct stat *fst) {
   char cur[PATH_MAX], rest[PATH_MAX], target[PATH_MAX], next[PATH_MAX];
   struct stat st;
   uid_t euid = geteuid();
@@ -124,6 +127,56 @@ int gp_trusted_file(const char *path, char *resolved, size_t rcap, char *why, si
     if (strlen(cur) >= rcap) return refuse(why, wcap, "resolved path of %s is too long", path);
     strcpy(resolved, cur);
   }
+  *fst = st;
+  return 0;
+}
+
+int gp_trusted_file(const char *path, char *resolved, size_t rcap, char *why, size_t wcap) {
+  struct stat st;
+  return trusted_file_st(path, resolved, rcap, why, wcap, &st);
+}
+
+int gp_trusted_open(const char *path, int *fd, char *fdpath, size_t fcap, char *why, size_t wcap) {
+  char real[PATH_MAX];
+  struct stat checked, opened;
+  *fd = -1;
+  if (fdpath != NULL && fcap > 0) fdpath[0] = 0;
+  if (trusted_file_st(path, real, sizeof real, why, wcap, &checked) != 0) return -1;
+  /* real has no symbolic links left: O_NOFOLLOW refuses one swapped in;
+   * O_NONBLOCK keeps a FIFO swapped in from hanging the open. */
+  int f = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (f < 0) return refuse(why, wcap, "cannot open %s: %s", real, strerror(errno));
+  if (fstat(f, &opened) != 0) {
+    int err = errno;
+    close(f);
+    return refuse(why, wcap, "cannot read %s: %s", real, strerror(err));
+  }
+  uid_t euid = geteuid();
+  if (!S_ISREG(opened.st_mode) || opened.st_dev != checked.st_dev || opened.st_ino != checked.st_ino ||
+      opened.st_size != checked.st_size) {
+    close(f);
+    return refuse(why, wcap, "%s was replaced while it was checked", real);
+  }
+  if (check_component(real, &opened, euid, why, wcap) != 0) {
+    close(f);
+    return -1;
+  }
+  int fl = fcntl(f, F_GETFL);
+  if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    close(f);
+    return refuse(why, wcap, "cannot clear O_NONBLOCK on %s: %s", real, strerror(err));
+  }
+#if defined(__linux__)
+  int n = snprintf(fdpath, fcap, "/proc/self/fd/%d", f);
+#else
+  int n = snprintf(fdpath, fcap, "/dev/fd/%d", f);
+#endif
+  if (n < 0 || (size_t)n >= fcap) {
+    close(f);
+    return refuse(why, wcap, "descriptor path of %s does not fit %zu bytes", real, fcap);
+  }
+  *fd = f;
   return 0;
 }
 

@@ -56,7 +56,7 @@ func OpenCheckpoint(dir string) (ck *Checkpoint, err error) {
 	var files []string
 	var index map[string]string
 	idxPath := filepath.Join(dir, "model.safetensors.index.json")
-	if raw, err := os.ReadFile(idxPath); err == nil {
+	if raw, err := readRegular(idxPath, maxJSON); err == nil {
 		var idx struct {
 			WeightMap map[string]string `json:"weight_map"`
 		}
@@ -119,15 +119,11 @@ func OpenCheckpoint(dir string) (ck *Checkpoint, err error) {
 }
 
 func openShard(p string) (*shard, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	f, fi, err := openRegular(p)
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
+	defer f.Close()
 	if fi.Size() < 8 {
 		return nil, fmt.Errorf("llm: %s: truncated: %d bytes, not even the 8-byte header length", p, fi.Size())
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 )
 
@@ -74,7 +73,7 @@ var families = map[string]struct {
 // a Config with Rope "neox" (the half-split rotation of these families).
 func ReadConfig(dir string) (Config, error) {
 	path := filepath.Join(dir, "config.json")
-	raw, err := os.ReadFile(path)
+	raw, err := readRegular(path, maxJSON)
 	if err != nil {
 		return Config{}, fmt.Errorf("llm: model config: %w", err)
 	}

@@ -196,7 +196,7 @@ func (r *ref) token(b, id, pos int) []float64 {
 	return matvec(r.lm, r.rmsnorm(h, r.fnorm), c.Vocab)
 }
 
-func openMock(t *testing.T) (*core.Runtime, *core.Device) {
+func openMock(t testing.TB) (*core.Runtime, *core.Device) {
 	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })

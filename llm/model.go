@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/metrale/gpurt/core"
@@ -154,8 +156,9 @@ type Model struct {
 	cosQ, sinQ, cosK, sinK, rotA, rotB, ones *core.Buffer
 	swap                                     linear
 	dec, pre                                 *attention.Attention
-	graphs                                   []*core.Graph
+	graphs                                   map[graphKey]*stepGraph
 	stage                                    *stepStage
+	recordable                               map[string]bool // op kind -> the plugin records it (probed once)
 
 	// LoadStats are the figures of Load (zero for NewModel).
 	LoadStats LoadStats
@@ -230,7 +233,7 @@ func (m *Model) quantized(up *uploader, t tensorSpec) (linear, error) {
 	if err != nil {
 		return linear{}, err
 	}
-	q, err := quant.Quantize(f, t.rows, t.cols, quant.Options{GroupSize: m.cfg.groupSize(), Bits: 8, ScaleType: core.BF16})
+	q, err := quantizeRows(f, t.rows, t.cols, quant.Options{GroupSize: m.cfg.groupSize(), Bits: 8, ScaleType: core.BF16})
 	if err != nil {
 		return linear{}, fmt.Errorf("llm: quantizing %s: %w", t.name, err)
 	}
@@ -251,6 +254,39 @@ func (m *Model) quantized(up *uploader, t tensorSpec) (linear, error) {
 	}
 	up.advance(int64(2 * t.elems()))
 	return l, nil
+}
+
+// quantizeRows is quant.Quantize over stretches of rows in parallel (its
+// groups run along a row, row-major: the stretches' outputs, one after
+// the other, are the whole matrix's).
+func quantizeRows(f []float32, rows, cols int, o quant.Options) (*quant.Weights, error) {
+	n := min(runtime.GOMAXPROCS(0), rows, max(1, rows*cols/(1<<20)))
+	if n <= 1 {
+		return quant.Quantize(f, rows, cols, o)
+	}
+	parts := make([]*quant.Weights, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range parts {
+		lo, hi := i*rows/n, (i+1)*rows/n
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i], errs[i] = quant.Quantize(f[lo*cols:hi*cols], hi-lo, cols, o)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := *parts[0]
+	out.Rows = rows
+	for _, p := range parts[1:] {
+		out.Q = append(out.Q, p.Q...)
+		out.Scales = append(out.Scales, p.Scales...)
+		out.Biases = append(out.Biases, p.Biases...)
+	}
+	return &out, nil
 }
 
 // NewModel generates the weights on the host from cfg.Seed and uploads
@@ -497,7 +533,7 @@ func (m *Model) Close() {
 	m.stage.close()
 	m.stage = nil
 	for _, g := range m.graphs {
-		_ = g.Close()
+		_ = g.close()
 	}
 	m.graphs = nil
 	for _, a := range []*attention.Attention{m.dec, m.pre} {
@@ -521,7 +557,8 @@ func (m *Model) Close() {
 }
 
 // SetBatch makes later calls run b requests (at most the batch the model
-// was made for), all empty; the captured graphs are dropped.
+// was made for), all empty. The graphs captured for each batch size are
+// kept (a batch-size bucket each: the buffers are the model's, fixed).
 func (m *Model) SetBatch(b int) error {
 	if b <= 0 || b > m.capBatch {
 		return fmt.Errorf("llm: batch %d is outside 1 .. %d (the model's buffers)", b, m.capBatch)
@@ -529,12 +566,7 @@ func (m *Model) SetBatch(b int) error {
 	if err := m.s.Synchronize(); err != nil {
 		return err
 	}
-	for _, g := range m.graphs {
-		if err := g.Close(); err != nil {
-			return err
-		}
-	}
-	m.graphs, m.batch = nil, b
+	m.batch = b
 	return m.Reset(0)
 }
 
@@ -693,6 +725,28 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 	return nil
 }
 
+// appendKV appends the layer's K and V rows of a decode step (one token
+// per request) to its cache.
+func (m *Model) appendKV(s *core.Stream, l, B int) error {
+	KV := m.cfg.KVHeads * m.cfg.HeadDim()
+	rows := attention.KVRows{K: view(m.kv, 0, 2*B*KV), V: view(m.kv, 2*B*KV, 2*B*KV), BatchIndices: view(m.bidx, 0, 4*B),
+		Positions: view(m.pos, 0, 4*B), NNZ: B}
+	if err := m.layers[l].cache.Append(s, m.pages(), m.batch, rows); err != nil {
+		return fmt.Errorf("llm: layer %d kv append: %w", l, err)
+	}
+	return nil
+}
+
+// attendDecode runs the layer's decode attention (the plan made outside).
+func (m *Model) attendDecode(s *core.Stream, l, B int) error {
+	Q := m.cfg.Heads * m.cfg.HeadDim()
+	ops := attention.Operands{Q: view(m.q, 0, 2*B*Q), O: view(m.o, 0, 2*B*Q), Pages: m.pages()}
+	if err := m.dec.Run(s, m.layers[l].cache, ops); err != nil {
+		return fmt.Errorf("llm: layer %d attention: %w", l, err)
+	}
+	return nil
+}
+
 // partB: the attention output projection and the MLP block.
 func (m *Model) partB(s *core.Stream, l, T int) error {
 	c, L := &m.cfg, &m.layers[l]
@@ -780,6 +834,7 @@ type stepStage struct {
 	cur, off int
 	ev       [2]*core.Event
 	used     [2]bool
+	waited   time.Duration // in begin, waiting for a half's last copies
 }
 
 func newStepStage(m *Model) (*stepStage, error) {
@@ -822,7 +877,10 @@ func (st *stepStage) begin() error {
 	st.cur ^= 1
 	st.off = 0
 	if st.used[st.cur] {
-		return st.ev[st.cur].Synchronize()
+		t0 := time.Now()
+		err := st.ev[st.cur].Synchronize()
+		st.waited += time.Since(t0)
+		return err
 	}
 	return nil
 }
@@ -997,8 +1055,10 @@ func (m *Model) checkIDs(ids []int32) error {
 
 // Decode appends one token to each request of the batch at its own
 // position: ids (one per request), or nil for the tokens the last step
-// picked (they stay on the device); graph replays the step's captured
-// segments (captured on first use). The logits and the picked tokens
+// picked (they stay on the device); graph replays the step captured for
+// the batch size (on first use): one graph launch when the plugin records
+// every op of the step, else graphs around the ops it does not record
+// (GraphInfo says which). The logits and the picked tokens
 // (greedy, or drawn with sp at step) follow, as after Prefill.
 func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	B, s := m.batch, m.s
@@ -1019,11 +1079,6 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		}
 		pos[b], lens[b], seq[b] = int32(m.lens[b]), m.lens[b]+1, int32(b)
 	}
-	if graph && len(m.graphs) == 0 {
-		if err := m.capture(); err != nil {
-			return err
-		}
-	}
 	indptr, indices, last := m.schedule(lens)
 	st := m.stage
 	err := st.begin()
@@ -1038,25 +1093,26 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	if err == nil && m.cfg.Scaling != nil {
 		err = m.putRope(s, pos)
 	}
+	// The attention plan runs outside any graph, into the attention's
+	// fixed device buffers, before the step's work (FlashInfer's CUDA-graph
+	// wrappers' way): the graph replays read the plan of their step.
 	if err == nil {
 		err = firstErr(st.end(s), m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}))
 	}
 	if err == nil && graph {
-		err = m.graphs[0].Launch(s)
-		for l := 0; err == nil && l < m.cfg.Layers; l++ {
-			err = firstErr(m.attend(s, l, B, false), m.graphs[l+1].Launch(s))
+		var g *stepGraph
+		if g, err = m.stepGraph(sp); err == nil {
+			err = g.launch(s, sp, step)
 		}
 	} else if err == nil {
-		err = m.embedTokens(s, B)
-		for l := 0; err == nil && l < m.cfg.Layers; l++ {
-			err = firstErr(m.partA(s, l, B), m.attend(s, l, B, false), m.partB(s, l, B))
+		for _, op := range m.decodeOps() {
+			if err = op.run(s); err != nil {
+				break
+			}
 		}
 		if err == nil {
-			err = m.head(s, view(m.h, 0, 2*B*m.cfg.Hidden))
+			err = m.pick(s, sp, step)
 		}
-	}
-	if err == nil {
-		err = m.pick(s, sp, step)
 	}
 	if err != nil {
 		return fmt.Errorf("llm: decode: %w", err)
@@ -1096,7 +1152,8 @@ type Run struct {
 	Tokens     [][]int32
 	Logits     [][]float32
 	DecodeTime time.Duration
-	Decoded    int // decode steps timed
+	Decoded    int           // decode steps timed
+	HostTime   time.Duration // of DecodeTime, the time inside Decode calls less their waits for the device (the host cost of enqueueing the steps)
 }
 
 // GenOptions: the prompts, either Prompts (one per request, ragged) or
@@ -1106,7 +1163,7 @@ type Run struct {
 // (one token per request), when given, is fed as the k-th token after the
 // prompt instead of the one picked (teacher forcing; the picked tokens are
 // still reported). Sample draws tokens instead of the argmax. Graph
-// replays each step's graph segments, Collect reads the logits every step.
+// replays each step's graph (Decode), Collect reads the logits every step.
 type GenOptions struct {
 	Prompts [][]int32
 	Prompt  []int32
@@ -1214,7 +1271,10 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 		default:
 			fed++
 		}
-		if err := firstErr(m.Decode(ids, o.Graph, o.Sample, step), collect()); err != nil {
+		th, w0 := time.Now(), m.stage.waited
+		err := m.Decode(ids, o.Graph, o.Sample, step)
+		run.HostTime += time.Since(th) - (m.stage.waited - w0)
+		if err := firstErr(err, collect()); err != nil {
 			return nil, fmt.Errorf("llm: decode step %d: %w", step, err)
 		}
 		decoded++
@@ -1228,33 +1288,6 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 		run.Tokens = append(run.Tokens, all[i*B:(i+1)*B])
 	}
 	return run, nil
-}
-
-// capture records the decode step's graph segments: embed + layer 0's
-// input; each layer's output and the next layer's input; the last layer's
-// output and the head's logits.
-func (m *Model) capture() error {
-	B, L := m.batch, m.cfg.Layers
-	hl := view(m.h, 0, 2*B*m.cfg.Hidden)
-	for i := 0; i <= L; i++ {
-		g, err := m.s.Capture(func(cs *core.Stream) error {
-			if i == 0 {
-				return firstErr(m.embedTokens(cs, B), m.partA(cs, 0, B))
-			}
-			if err := m.partB(cs, i-1, B); err != nil {
-				return err
-			}
-			if i < L {
-				return m.partA(cs, i, B)
-			}
-			return m.head(cs, hl)
-		})
-		if err != nil {
-			return fmt.Errorf("llm: capturing graph segment %d: %w", i, err)
-		}
-		m.graphs = append(m.graphs, g)
-	}
-	return nil
 }
 
 // bf16 helpers for the reference and the output.

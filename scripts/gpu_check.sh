@@ -149,6 +149,18 @@ if [ -x build/gpurt ]; then
     # is reported.
     step cublaslt_path_refused 120 bash -c 'GPURT_CUBLASLT_PATH=libcublasLt.so.13 build/gpurt conform --backend cuda \
       --run "^gemm/large$" 2>&1 | grep -m1 "GPURT_CUBLASLT_PATH=libcublasLt.so.13 refused: libcublasLt.so.13 is not an absolute path"'
+    # An absolute GPURT_CUBLASLT_PATH is checked, opened once and loaded
+    # through its descriptor (/proc/self/fd/N, csrc/gp_path.c
+    # gp_trusted_open): GEMM must work through it.
+    lt=""
+    for d in /usr/local/cuda/targets/*/lib /usr/local/cuda/lib64 "$root"/.cuda-venv/lib/python3*/site-packages/nvidia/cu13/lib; do
+      if [ -f "$d/libcublasLt.so.13" ]; then lt=$(readlink -f "$d/libcublasLt.so.13"); break; fi
+    done
+    if [ -n "$lt" ]; then
+      step cublaslt_path_fd 300 env GPURT_CUBLASLT_PATH="$lt" build/gpurt conform --backend cuda --run "^gemm/"
+    else
+      skip cublaslt_path_fd "no libcublasLt.so.13 found to name"
+    fi
   else
     skip conform_cuda "build/gpurt has no conform subcommand"
   fi

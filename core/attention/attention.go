@@ -57,13 +57,35 @@ type KVCacheDesc struct {
 func (d KVCacheDesc) PageBytes() int { return d.PageSize * d.NumKVHeads * d.HeadDim * d.DType.Size() }
 
 // Offset is the byte offset of token slot of head in page, in a K or V
-// region of this layout (to fill or read a cache from the host).
-func (d KVCacheDesc) Offset(page, slot, head int) int {
+// region of this layout (to fill or read a cache from the host). The
+// slot must be below PageSize, the head below NumKVHeads and the page
+// below NumPages (not negative and not bounded above when NumPages is 0,
+// as in an Attention's Desc.Cache): an index out of its range would name
+// another page's, slot's or head's bytes, so it is an error wrapping
+// core.ErrOutOfRange naming the index, as is an invalid descriptor
+// (ErrInvalidArgument) or an offset past the largest int.
+func (d KVCacheDesc) Offset(page, slot, head int) (int, error) {
+	const op = "kv_offset"
+	if err := d.check(op, false); err != nil {
+		return 0, err
+	}
+	switch {
+	case page < 0 || (d.NumPages > 0 && page >= d.NumPages):
+		return 0, errorf(core.CodeOutOfRange, op, "page %d is outside the cache's %d pages", page, d.NumPages)
+	case slot < 0 || slot >= d.PageSize:
+		return 0, errorf(core.CodeOutOfRange, op, "slot %d is outside a page of %d tokens", slot, d.PageSize)
+	case head < 0 || head >= d.NumKVHeads:
+		return 0, errorf(core.CodeOutOfRange, op, "head %d is outside the %d kv heads", head, d.NumKVHeads)
+	}
+	pb := uint64(d.PageBytes()) // fits an int: check
+	if hi, lo := bits.Mul64(uint64(page), pb); hi != 0 || lo > math.MaxInt-pb {
+		return 0, errorf(core.CodeOutOfRange, op, "page %d of %d bytes is past the largest offset", page, pb)
+	}
 	es := d.DType.Size()
 	if d.Layout == KVLayoutHND {
-		return page*d.PageBytes() + (head*d.PageSize+slot)*d.HeadDim*es
+		return page*int(pb) + (head*d.PageSize+slot)*d.HeadDim*es, nil
 	}
-	return page*d.PageBytes() + (slot*d.NumKVHeads+head)*d.HeadDim*es
+	return page*int(pb) + (slot*d.NumKVHeads+head)*d.HeadDim*es, nil
 }
 
 func (d *KVCacheDesc) abiLayout() abi.KVLayout {
@@ -444,29 +466,30 @@ func (a *Attention) Run(s *core.Stream, c *KVCache, ops Operands) (err error) {
 	}
 	prefill := a.desc.Kind == Prefill
 	regions := [8]*core.Region{&ops.Q, &ops.O, &c.k, &c.v, &ops.Pages.Indptr, &ops.Pages.Indices, &ops.Pages.LastPageLen, &ops.QOIndptr}
-	for i, r := range regions {
-		if i == 7 && !prefill {
-			if *r != nil {
-				return errorf(core.CodeInvalidArgument, op, "QOIndptr is set for decode")
-			}
-			continue
+	if !prefill {
+		if ops.QOIndptr != nil {
+			return errorf(core.CodeInvalidArgument, op, "QOIndptr is set for decode")
 		}
-		if err := bridge.OperandOf(&call, i, operandNames[i], unsafe.Pointer(r), 0, 1); err != nil {
-			return err
-		}
+		regions[7] = nil
+	}
+	// The extent check and the plugin's run see the same plan: a Plan
+	// waits until the run is enqueued (or recorded).
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var need [8]uint64
+	p := a.plan
+	if p.batch != 0 { // else no plan yet: the plugin says so
+		rowBytes := uint64(a.desc.NumQOHeads) * uint64(a.desc.Cache.HeadDim) * uint64(a.desc.Cache.DType.Size())
+		need = [8]uint64{p.rows * rowBytes, p.rows * rowBytes, 0, 0, 4 * (p.batch + 1), 4 * p.pages, 4 * p.batch, 4 * (p.batch + 1)}
+	}
+	if err := views(&call, regions[:], operandNames[:], need[:]); err != nil {
+		return extentError(err, "the plan has batch %d, %d rows, %d pages", p.batch, p.rows, p.pages)
 	}
 	ra := abi.AttentionRunArgs{StructSize: abi.SizeofAttentionRunArgs}
 	ra.Q, ra.QOffset = call.Opr[0].Handle()
 	ra.O, ra.OOffset = call.Opr[1].Handle()
 	pages(&call, &ra.Pages, c)
 	ra.QOIndptr, ra.QOIndptrOffset = call.Opr[7].Handle()
-	// The extent check and the plugin's run see the same plan: a Plan
-	// waits until the run is enqueued (or recorded).
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if err := a.fits(&call); err != nil {
-		return err
-	}
 	call.Hold = a.l
 	return bridge.Submit(&call, bind.SlotAttentionRun, uintptr(a.h), unsafe.Pointer(&ra), unsafe.Sizeof(ra), nil)
 }
@@ -498,22 +521,14 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 	}
 	regions := [9]*core.Region{&rows.K, &rows.V, &c.k, &c.v, &pt.Indptr, &pt.Indices, &pt.LastPageLen, &rows.BatchIndices, &rows.Positions}
 	names := [9]string{"K rows", "V rows", "K", "V", "Indptr", "Indices", "LastPageLen", "BatchIndices", "Positions"}
-	for i, r := range regions {
-		if err := bridge.OperandOf(&call, i, names[i], unsafe.Pointer(r), 0, 1); err != nil {
-			return err
-		}
-	}
-	es := uint64(c.desc.DType.Size())
-	need := uint64(rows.NNZ) * uint64(c.desc.NumKVHeads) * uint64(c.desc.HeadDim) * es
-	for i := 0; i < 2; i++ {
-		if call.Opr[i].N < need {
-			return errorf(core.CodeOutOfRange, op, "%s region has %d bytes; %d rows need %d", names[i], call.Opr[i].N, rows.NNZ, need)
-		}
-	}
-	for i := 7; i < 9; i++ {
-		if call.Opr[i].N < 4*uint64(rows.NNZ) {
-			return errorf(core.CodeOutOfRange, op, "%s region has %d bytes; %d int32 need %d", names[i], call.Opr[i].N, rows.NNZ, 4*rows.NNZ)
-		}
+	// The page table's views are bounded as a run's are, but for
+	// Indices: its entry count is on the device (Indptr[batch]), so the
+	// plugin bounds its index reads by the Indices buffer instead.
+	rowsBytes := uint64(rows.NNZ) * uint64(c.desc.NumKVHeads) * uint64(c.desc.HeadDim) * uint64(c.desc.DType.Size())
+	b, n := uint64(batch), uint64(rows.NNZ)
+	need := [9]uint64{rowsBytes, rowsBytes, 0, 0, 4 * (b + 1), 0, 4 * b, 4 * n, 4 * n}
+	if err := views(&call, regions[:], names[:], need[:]); err != nil {
+		return extentError(err, "batch %d, %d rows of %d bytes", b, n, rowsBytes/n)
 	}
 	aa := abi.KVAppendArgs{StructSize: abi.SizeofKVAppendArgs, Layout: c.desc.abiLayout(), BatchSize: uint32(batch), NNZ: uint64(rows.NNZ)}
 	pages(&call, &aa.Pages, c)
@@ -540,25 +555,31 @@ func (a *Attention) use(op string, s *core.Stream) error {
 	return nil
 }
 
-// fits checks the run's operands against the last plan (the plugin
-// checks them too, but sees only offsets, not a View's length); a.mu is
-// held.
-func (a *Attention) fits(call *bridge.Op) error {
-	const op = "attention_run"
-	p := a.plan
-	if p.batch == 0 {
-		return nil // no plan yet: the plugin says so
-	}
-	batch, pages, rows := p.batch, p.pages, p.rows
-	rowBytes := uint64(a.desc.NumQOHeads) * uint64(a.desc.Cache.HeadDim) * uint64(a.desc.Cache.DType.Size())
-	need := [8]uint64{rows * rowBytes, rows * rowBytes, 0, 0, 4 * (batch + 1), 4 * pages, 4 * batch, 4 * (batch + 1)}
-	for i, n := range need {
-		if o := &call.Opr[i]; o.Buf != nil && o.N < n {
-			return errorf(core.CodeOutOfRange, op, "operand %s has %d bytes; the plan (batch %d, %d rows, %d pages) needs %d",
-				operandNames[i], o.N, batch, rows, pages, n)
+// views resolves regions into call's operands 0.. (a nil entry is
+// skipped) with the least byte count each needs (need[i], 0 for none):
+// the one bound on views of a run and of an append. The plugin checks
+// the rest, but it sees a handle and an offset, never a View's length, so
+// only Go can bound a view; a short one is ErrOutOfRange naming the
+// operand, before anything is enqueued or recorded.
+func views(call *bridge.Op, regions []*core.Region, names []string, need []uint64) error {
+	for i, r := range regions {
+		if r == nil {
+			continue
+		}
+		if err := bridge.OperandOf(call, i, names[i], unsafe.Pointer(r), need[i], 1); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// extentError adds to a view's ErrOutOfRange what its need came from
+// (formatted only on the error path: a warm call allocates nothing).
+func extentError(err error, format string, a, b, c uint64) error {
+	if e, ok := err.(*core.Error); ok && e.Code == core.CodeOutOfRange {
+		e.Message += " (" + fmt.Sprintf(format, a, b, c) + ")"
+	}
+	return err
 }
 
 // pages fills the ABI page table from operands 2..6 (K, V, Indptr,

@@ -3,6 +3,7 @@
 package attention_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -150,6 +151,154 @@ func TestAttentionDescChecks(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, tc.want)
+		})
+	}
+}
+
+// Append bounds every view of its page table and rows with the check a
+// run uses (only Go knows a view's length): a short view is ErrOutOfRange
+// naming the operand, and nothing is enqueued (the cache is untouched).
+func TestAppendViewBounds(t *testing.T) {
+	rt := openMock(t, "")
+	d := dev0(t, rt)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	cd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
+	cache, err := attention.AllocKVCache(d, cd)
+	require.NoError(t, err)
+	defer cache.Free()
+	require.NoError(t, core.Memset(cache.K(), 0x11))
+	require.NoError(t, core.Memset(cache.V(), 0x22))
+	tables, err := d.Alloc(256)
+	require.NoError(t, err)
+	defer tables.Free()
+	view := func(off, n int) core.View {
+		v, err := tables.View(off, n)
+		require.NoError(t, err)
+		return v
+	}
+	// Request 0 owns pages 3, 0 (5 tokens), request 1 page 2 (4 tokens);
+	// the new rows are token 4 of request 0 and token 3 of request 1.
+	pt := attention.PageTable{Indptr: view(0, 12), Indices: view(16, 12), LastPageLen: view(32, 8)}
+	bidx, pos := view(48, 8), view(64, 8)
+	require.NoError(t, core.CopyFromHost(pt.Indptr, i32le(0, 2, 3)))
+	require.NoError(t, core.CopyFromHost(pt.Indices, i32le(3, 0, 2)))
+	require.NoError(t, core.CopyFromHost(pt.LastPageLen, i32le(1, 4)))
+	require.NoError(t, core.CopyFromHost(bidx, i32le(0, 1)))
+	require.NoError(t, core.CopyFromHost(pos, i32le(4, 3)))
+	rowBytes := 2 * 64 * 2
+	k, err := d.Alloc(2 * rowBytes)
+	require.NoError(t, err)
+	defer k.Free()
+	v, err := d.Alloc(2 * rowBytes)
+	require.NoError(t, err)
+	defer v.Free()
+	require.NoError(t, core.Memset(k, 0x55))
+	require.NoError(t, core.Memset(v, 0x66))
+	rows := attention.KVRows{K: k, V: v, BatchIndices: bidx, Positions: pos, NNZ: 2}
+	kHalf, _ := k.View(0, rowBytes)
+	vHalf, _ := v.View(0, rowBytes)
+
+	tests := []struct {
+		name, operand string
+		pt            func(*attention.PageTable)
+		rows          func(*attention.KVRows)
+	}{
+		{"Indptr of batch entries", "Indptr", func(p *attention.PageTable) { p.Indptr = view(0, 8) }, nil},
+		{"Indptr of no entries", "Indptr", func(p *attention.PageTable) { p.Indptr = view(0, 0) }, nil},
+		{"LastPageLen of batch-1 entries", "LastPageLen", func(p *attention.PageTable) { p.LastPageLen = view(32, 4) }, nil},
+		{"BatchIndices under NNZ", "BatchIndices", nil, func(r *attention.KVRows) { r.BatchIndices = view(48, 4) }},
+		{"Positions under NNZ", "Positions", nil, func(r *attention.KVRows) { r.Positions = view(64, 6) }},
+		{"K rows under NNZ", "K rows", nil, func(r *attention.KVRows) { r.K = kHalf }},
+		{"V rows under NNZ", "V rows", nil, func(r *attention.KVRows) { r.V = vHalf }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, r := pt, rows
+			if tc.pt != nil {
+				tc.pt(&p)
+			}
+			if tc.rows != nil {
+				tc.rows(&r)
+			}
+			err := cache.Append(s, p, 2, r)
+			require.ErrorIs(t, err, core.ErrOutOfRange)
+			assert.Contains(t, err.Error(), "operand "+tc.operand+" ")
+			assert.Contains(t, err.Error(), "kv_append")
+		})
+	}
+	require.NoError(t, s.Synchronize())
+	got := make([]byte, cd.NumPages*cd.PageBytes())
+	require.NoError(t, core.CopyToHost(got, cache.K()))
+	assert.Equal(t, bytes.Repeat([]byte{0x11}, len(got)), got, "a refused append wrote K")
+	require.NoError(t, core.CopyToHost(got, cache.V()))
+	assert.Equal(t, bytes.Repeat([]byte{0x22}, len(got)), got, "a refused append wrote V")
+
+	// The same call with whole views appends both rows where the page
+	// table says.
+	require.NoError(t, cache.Append(s, pt, 2, rows))
+	require.NoError(t, s.Synchronize())
+	require.NoError(t, core.CopyToHost(got, cache.K()))
+	for _, at := range []struct{ page, slot int }{{0, 0}, {2, 3}} {
+		for h := 0; h < cd.NumKVHeads; h++ {
+			off, err := cd.Offset(at.page, at.slot, h)
+			require.NoError(t, err)
+			assert.Equal(t, bytes.Repeat([]byte{0x55}, cd.HeadDim*2), got[off:off+cd.HeadDim*2], "page %d slot %d head %d", at.page, at.slot, h)
+		}
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := cache.Append(s, pt, 2, rows); err != nil {
+			panic(err)
+		}
+	})
+	assert.Zero(t, allocs, "allocations per warm append")
+	require.NoError(t, s.Synchronize())
+}
+
+// Offset bounds each index: one out of its range would name another
+// page's, slot's or head's bytes.
+func TestKVOffsetBounds(t *testing.T) {
+	nhd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 3}
+	hnd := nhd
+	hnd.Layout = attention.KVLayoutHND
+	noPages := nhd
+	noPages.NumPages = 0
+	huge := noPages
+	huge.PageSize = 1 << 20
+	tests := []struct {
+		name             string
+		desc             attention.KVCacheDesc
+		page, slot, head int
+		want             int
+		err              error
+		msg              string
+	}{
+		{"first", nhd, 0, 0, 0, 0, nil, ""},
+		{"nhd last", nhd, 2, 3, 1, 2*1024 + (3*2+1)*128, nil, ""},
+		{"hnd last", hnd, 2, 3, 1, 2*1024 + (1*4+3)*128, nil, ""},
+		{"no page count bounds only below", noPages, 1000, 0, 0, 1000 * 1024, nil, ""},
+		{"page at the count", nhd, 3, 0, 0, 0, core.ErrOutOfRange, "page 3 is outside the cache's 3 pages"},
+		{"negative page", noPages, -1, 0, 0, 0, core.ErrOutOfRange, "page -1"},
+		{"slot at the page size", nhd, 0, 4, 0, 0, core.ErrOutOfRange, "slot 4 is outside a page of 4 tokens"},
+		{"negative slot", hnd, 0, -1, 0, 0, core.ErrOutOfRange, "slot -1"},
+		{"head at the head count", nhd, 0, 0, 2, 0, core.ErrOutOfRange, "head 2 is outside the 2 kv heads"},
+		{"negative head", hnd, 0, 0, -1, 0, core.ErrOutOfRange, "head -1"},
+		{"offset past the largest int", huge, 1 << 45, 0, 0, 0, core.ErrOutOfRange, "past the largest offset"},
+		{"invalid descriptor", attention.KVCacheDesc{DType: core.F16}, 0, 0, 0, 0, core.ErrInvalidArgument, "page size 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.desc.Offset(tc.page, tc.slot, tc.head)
+			if tc.err == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, got)
+				return
+			}
+			require.ErrorIs(t, err, tc.err)
+			assert.Contains(t, err.Error(), "gpurt: kv_offset: ")
+			assert.Contains(t, err.Error(), tc.msg)
+			assert.Zero(t, got)
 		})
 	}
 }

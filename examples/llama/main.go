@@ -336,11 +336,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 					}
 				}
 				for _, mode := range ms {
-					if mode == "graph" && cfg.Int8 {
-						_ = out.Encode(map[string]any{"kind": "skip", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c,
-							"why": "graphs do not record quant_matmul (ABI 1.3 records launches, GEMMs, copies, memsets, events)"})
-						continue
-					}
 					o := llm.GenOptions{Prompts: reqs, Ctx: c, Graph: mode == "graph", Force: forced, Sample: sampling}
 					var r *llm.Run
 					var err error
@@ -378,7 +373,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 						sum["logits_file"] = expand(*logitsOut, b, c, mode)
 						sum["logits_shape"] = []int{len(r.Logits), b, cfg.Vocab}
 					}
+					if mode == "graph" {
+						// one launch when the plugin records the whole step; else the
+						// op kinds it does not record broke the step into segments
+						n, broke, _ := m.GraphInfo(sampling != nil)
+						sum["graph_launches_per_step"] = n
+						sum["graph_broken_by"] = append([]string{}, broke...)
+					}
 					if r.Decoded > 0 {
+						sum["host_us_per_step"] = r.HostTime.Seconds() / float64(r.Decoded) * 1e6
 						per := r.DecodeTime.Seconds() / float64(r.Decoded)
 						sum["ms_per_step"] = per * 1e3
 						sum["tokens_per_s"] = float64(b) / per

@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/metrale/gpurt/internal/testutil"
 )
@@ -26,7 +29,7 @@ func buildPathCheck(t *testing.T) string {
 	root := testutil.RepoRoot(t)
 	out := filepath.Join(privDir(t), "pathcheck")
 	args := []string{"-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-I" + filepath.Join(root, "csrc"),
-		"-o", out, filepath.Join("testdata", "pathcheck.c"), filepath.Join(root, "csrc", "gp_path.c")}
+		"-o", out, filepath.Join("testdata", "pathcheck.c"), filepath.Join(root, "csrc", "gp_path.c"), "-ldl"}
 	b, err := exec.Command(cc, args...).CombinedOutput()
 	require.NoError(t, err, "%s %v\n%s", cc, args, b)
 	return out
@@ -73,6 +76,63 @@ func TestTrustedFileInC(t *testing.T) {
 		out, err := exec.Command(bin, p).Output()
 		require.NoError(t, err)
 		assert.Equal(t, "refused\tfile "+p+" is writable by group or others (mode 0664)\n", string(out))
+	})
+}
+
+// TestTrustedOpenInC: gp_trusted_open (GPURT_CUBLASLT_PATH and
+// GPURT_NCCL_PATH on CUDA: check, open once, dlopen the descriptor) gives
+// the path checks' verdict on every layout, a descriptor naming the
+// resolved file, and a dlopen through it that loads that file; a FIFO is
+// refused at once.
+func TestTrustedOpenInC(t *testing.T) {
+	bin := buildPathCheck(t)
+	for _, tc := range trustCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			_, path := tc.setup(t)
+			goReal, _, r := trustedFile(path)
+			out, err := exec.Command(bin, "--open", path).Output()
+			require.NoError(t, err)
+			f := strings.Split(strings.TrimSuffix(string(out), "\n"), "\t")
+			if r == nil {
+				require.Len(t, f, 3, "%q", out)
+				assert.Equal(t, "ok", f[0])
+				assert.Regexp(t, `^(/proc/self/fd|/dev/fd)/[0-9]+$`, f[1])
+				if runtime.GOOS == "linux" {
+					assert.Equal(t, goReal, f[2], "the descriptor names the checked file")
+				}
+				return
+			}
+			require.Len(t, f, 2, "%q", out)
+			assert.Equal(t, "refused", f[0])
+			assert.Equal(t, normalize(r.reason), normalize(f[1]))
+		})
+	}
+	t.Run("dlopen through the descriptor", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("loading through /proc/self/fd is Linux's")
+		}
+		p := buildPlugin(t, privDir(t), "mock")
+		out, err := exec.Command(bin, "--open", p, "gpurt_plugin_negotiate").Output()
+		require.NoError(t, err)
+		assert.Regexp(t, `^ok\t/proc/self/fd/[0-9]+\t`+regexp.QuoteMeta(p)+`\tsymbol found\n$`, string(out))
+	})
+	t.Run("FIFO", func(t *testing.T) {
+		dir := privDir(t)
+		p := filepath.Join(dir, "libcublasLt.so.13")
+		require.NoError(t, unix.Mkfifo(p, 0o600))
+		cmd := exec.Command(bin, "--open", p)
+		done := make(chan struct{})
+		var out []byte
+		var err error
+		go func() { out, err = cmd.Output(); close(done) }()
+		select {
+		case <-done:
+			require.NoError(t, err)
+			assert.Equal(t, "refused\t"+p+" is not a regular file\n", string(out))
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatal("gp_trusted_open blocked on a FIFO")
+		}
 	})
 }
 

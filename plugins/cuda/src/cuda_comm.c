@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda_comm.h"
 #include "gp_comm.h"
@@ -117,19 +118,27 @@ static gpurt_error *nc_load(const char *what) {
     char tried[600] = "";
     void *h = NULL;
     const char *env = gp_secure_getenv("GPURT_NCCL_PATH");
-    char env_real[4096];
+    /* The named file is checked and opened once, and loaded through its
+     * descriptor (/proc/self/fd/N): a file renamed into place after the
+     * checks is never loaded (as core/internal/loader/pin_unix.go). */
+    char env_fd[64];
+    int env_fdn = -1;
     if (env != NULL && env[0] != 0) {
       char why_env[512];
-      if (gp_trusted_file(env, env_real, sizeof env_real, why_env, sizeof why_env) != 0) {
+      if (gp_trusted_open(env, &env_fdn, env_fd, sizeof env_fd, why_env, sizeof why_env) != 0) {
         snprintf(nc_why, sizeof nc_why, "NCCL unavailable: GPURT_NCCL_PATH=%s refused: %s", env, why_env);
         nc_state = -1;
         goto done;
       }
-      env = env_real;
+      env = env_fd;
     }
     const char *cands[] = {env, "libnccl.so.2"};
-    h = cu_dlopen_first(cands, sizeof cands / sizeof cands[0], 1 /* an explicit file is never replaced */, tried,
-                        sizeof tried);
+    if (env_fdn >= 0) snprintf(tried, sizeof tried, "GPURT_NCCL_PATH=%.200s as %s: ", gp_secure_getenv("GPURT_NCCL_PATH"), env_fd);
+    h = cu_dlopen_first(cands, sizeof cands / sizeof cands[0], 1 /* an explicit file is never replaced */,
+                        tried + strlen(tried), sizeof tried - strlen(tried));
+    /* A descriptor whose name a dlopen went through stays open (glibc
+     * would hand this library back for a reused number). */
+    if (h == NULL && env_fdn >= 0) close(env_fdn);
     if (h == NULL) {
       snprintf(nc_why, sizeof nc_why,
                "NCCL unavailable: libnccl.so.2 could not be opened (%s; install the nvidia-nccl-cu13 wheel "

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cublasLt.h>
 
@@ -66,16 +67,20 @@ static int lt_load(char *why, size_t cap) {
      * rule (csrc/gp_path.h), or cuBLASLt is unavailable with the reason:
      * an explicit library that is refused is never replaced silently. */
     const char *env = gp_secure_getenv("GPURT_CUBLASLT_PATH");
-    char env_real[4096];
+    /* The named file is checked and opened once, and loaded through its
+     * descriptor (/proc/self/fd/N): a file renamed into place after the
+     * checks is never loaded (as core/internal/loader/pin_unix.go). */
+    char env_fd[64];
+    int env_fdn = -1;
     if (env != NULL && env[0] != 0) {
       char why_env[512];
-      if (gp_trusted_file(env, env_real, sizeof env_real, why_env, sizeof why_env) != 0) {
+      if (gp_trusted_open(env, &env_fdn, env_fd, sizeof env_fd, why_env, sizeof why_env) != 0) {
         snprintf(lt_why, sizeof lt_why, "cuBLASLt unavailable: GPURT_CUBLASLT_PATH=%s refused: %s",
                  env, why_env);
         lt_state = -1;
         goto done;
       }
-      env = env_real;
+      env = env_fd;
     }
     const char *cands[] = {env, "libcublasLt.so.13",
 #if defined(__aarch64__)
@@ -84,7 +89,12 @@ static int lt_load(char *why, size_t cap) {
                            "/usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13",
 #endif
                            "/usr/local/cuda/lib64/libcublasLt.so.13"};
-    h = cu_dlopen_first(cands, sizeof cands / sizeof cands[0], 0, tried, sizeof tried);
+    if (env_fdn >= 0) snprintf(tried, sizeof tried, "GPURT_CUBLASLT_PATH=%.200s as %s: ", gp_secure_getenv("GPURT_CUBLASLT_PATH"), env_fd);
+    h = cu_dlopen_first(cands, sizeof cands / sizeof cands[0], 0, tried + strlen(tried), sizeof tried - strlen(tried));
+    /* The descriptor stays open once a dlopen may have gone through its
+     * name (glibc would hand this library back for a reused number);
+     * with no library loaded it is closed. */
+    if (h == NULL && env_fdn >= 0) close(env_fdn);
     if (h == NULL) {
       snprintf(lt_why, sizeof lt_why,
                "cuBLASLt unavailable: libcublasLt.so.13 not found (%s; also tried "

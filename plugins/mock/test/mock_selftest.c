@@ -293,6 +293,29 @@ static void test_devices(void) {
   gpurt_runtime_create_args ca = {sizeof ca, NULL, NULL, "colour=blue", 11};
   gpurt_runtime *r2 = NULL;
   ERR(api->runtime_create(&ca, &r2), GPURT_ERR_UNSUPPORTED, "colour");
+  /* A repeated key is refused, naming it and both values, whatever its
+   * spelling around the separators (the last value must not win
+   * silently); distinct keys still parse. */
+  static const struct { const char *opts, *sub; } repeats[] = {
+      {"devices=2;devices=3", "runtime options: devices=\"3\" repeats the key (devices=\"2\" came first)"},
+      {"devices=2, memory=1M; devices=2", "devices=\"2\" repeats the key"},
+      {" memory = 1M ;;memory=2M", "memory=\"2M\" repeats the key (memory=\"1M\" came first)"},
+      {"lose_device=0;fail_alloc_nth=1;lose_device=1", "lose_device=\"1\" repeats the key"},
+  };
+  for (size_t i = 0; i < sizeof repeats / sizeof repeats[0]; i++) {
+    gpurt_runtime_create_args rc = {sizeof rc, NULL, NULL, repeats[i].opts, strlen(repeats[i].opts)};
+    r2 = NULL;
+    ERR(api->runtime_create(&rc, &r2), GPURT_ERR_INVALID_ARGUMENT, repeats[i].sub);
+    CHECK(r2 == NULL, "runtime made from repeated options \"%s\"", repeats[i].opts);
+  }
+  setenv("GPURT_MOCK_FAULTS", "fail_alloc_nth=1,fail_alloc_nth=2", 1);
+  ca.options = NULL;
+  ca.options_len = 0;
+  ERR(api->runtime_create(&ca, &r2), GPURT_ERR_INVALID_ARGUMENT,
+      "GPURT_MOCK_FAULTS: fail_alloc_nth=\"2\" repeats the key");
+  unsetenv("GPURT_MOCK_FAULTS");
+  r2 = new_rt("devices=2;memory=1M;delay_us=0");
+  OK(api->runtime_destroy(r2));
   OK(api->runtime_destroy(rt));
   ERR(api->device_count(rt, &n), GPURT_ERR_INVALID_HANDLE, "runtime");
 }

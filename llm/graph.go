@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/metrale/gpurt/core"
+)
+
+// The op kinds of a decode step that a plugin may or may not record in a
+// graph (core records launches, GEMMs, copies and memsets on every plugin
+// with graphs; from ABI 1.7 a plugin marks other slots recordable).
+const (
+	opKernels   = ""              // launches and GEMMs: always recorded
+	opKVAppend  = "kv_append"     // attention.KVCache.Append
+	opAttention = "attention_run" // attention.Attention.Run
+	opQuant     = "quant_matmul"  // matmul.Quant (int8 weights)
+)
+
+// stepOp is one operation of a decode step, in the order the step runs
+// them.
+type stepOp struct {
+	name string // for the summary: "layer 3 attention_run"
+	kind string // opKernels or the slot that a plugin may not record
+	run  func(s *core.Stream) error
+}
+
+// decodeOps is the decode step at the current batch without the pick:
+// embed, every layer (norm, QKV and rotary; KV append; attention; output
+// projection and MLP), the final norm and the head's logits. Eager mode
+// runs them in order; graph mode records them.
+func (m *Model) decodeOps() []stepOp {
+	B, L := m.batch, m.cfg.Layers
+	lin := opKernels
+	if m.cfg.Int8 {
+		lin = opQuant
+	}
+	ops := make([]stepOp, 0, 4*L+2)
+	ops = append(ops, stepOp{"embed", opKernels, func(s *core.Stream) error { return m.embedTokens(s, B) }})
+	for l := 0; l < L; l++ {
+		ops = append(ops,
+			stepOp{fmt.Sprintf("layer %d qkv", l), lin, func(s *core.Stream) error { return m.partA(s, l, B) }},
+			stepOp{fmt.Sprintf("layer %d kv_append", l), opKVAppend, func(s *core.Stream) error { return m.appendKV(s, l, B) }},
+			stepOp{fmt.Sprintf("layer %d attention_run", l), opAttention, func(s *core.Stream) error { return m.attendDecode(s, l, B) }},
+			stepOp{fmt.Sprintf("layer %d mlp", l), lin, func(s *core.Stream) error { return m.partB(s, l, B) }})
+	}
+	hl := view(m.h, 0, 2*B*m.cfg.Hidden)
+	ops = append(ops, stepOp{"head", opKernels, func(s *core.Stream) error { return m.head(s, hl) }})
+	return ops
+}
+
+// graphKey is a batch-size bucket and whether the step samples (the pick
+// is a different kernel).
+type graphKey struct {
+	batch   int
+	sampled bool
+}
+
+// stepGraph is a decode step captured for one batch size: one graph when
+// the plugin records every op of the step, else graphs of the stretches
+// between the ops it does not record, which run eagerly in between.
+type stepGraph struct {
+	segs     []stepSeg
+	launches int      // graph launches a step makes
+	broke    []string // the op kinds that broke the step's graph (sorted, distinct)
+	pickSeg  int      // the segment whose graph holds the pick (sampling: its seed is set per step)
+	pick     core.Node
+	last     Sampling // the sampling arguments the pick node has
+}
+
+// stepSeg is a captured stretch (g) or one op run eagerly (op).
+type stepSeg struct {
+	g  *core.Graph
+	op *stepOp
+}
+
+func (g *stepGraph) close() error {
+	var err error
+	for _, s := range g.segs {
+		if s.g != nil {
+			err = firstErr(err, s.g.Close())
+		}
+	}
+	return err
+}
+
+// GraphInfo says how graph mode runs a decode step at the current batch
+// (after a graph step at that batch): the graph launches per step (1 when
+// the plugin records the whole step) and the op kinds the plugin does not
+// record, which broke the step into segments. ok is false before the
+// step's graph was captured.
+func (m *Model) GraphInfo(sampled bool) (launches int, broke []string, ok bool) {
+	g := m.graphs[graphKey{m.batch, sampled}]
+	if g == nil {
+		return 0, nil, false
+	}
+	return g.launches, append([]string(nil), g.broke...), true
+}
+
+// probe says whether the plugin records op in a graph: it captures op
+// alone (nothing runs) and drops the graph. A refusal wrapping
+// core.ErrFailedPrecondition means not recorded; any other error is the
+// op's own.
+func (m *Model) probe(op *stepOp) (bool, error) {
+	if op.kind == opKernels {
+		return true, nil
+	}
+	if r, ok := m.recordable[op.kind]; ok {
+		return r, nil
+	}
+	g, err := m.s.Capture(op.run)
+	switch {
+	case err == nil:
+		err = g.Close()
+	case errors.Is(err, core.ErrFailedPrecondition):
+		err = nil
+	default:
+		return false, fmt.Errorf("llm: probing whether the plugin records %s in graphs: %w", op.kind, err)
+	}
+	if m.recordable == nil {
+		m.recordable = map[string]bool{}
+	}
+	m.recordable[op.kind] = g != nil
+	return g != nil, err
+}
+
+// stepGraph returns the decode step's graphs at the current batch,
+// capturing them on first use: the step's ops and the pick, recorded in
+// stretches split at the ops the plugin does not record.
+func (m *Model) stepGraph(sp *Sampling) (*stepGraph, error) {
+	key := graphKey{m.batch, sp != nil}
+	if g := m.graphs[key]; g != nil {
+		return g, nil
+	}
+	ops := m.decodeOps()
+	g := &stepGraph{pickSeg: -1, pick: -1}
+	if sp != nil {
+		g.last = *sp
+	}
+	ops = append(ops, stepOp{"pick", opKernels, func(s *core.Stream) error {
+		g.pick = s.NextNode()
+		return m.pick(s, sp, 0)
+	}})
+	broke := map[string]bool{}
+	var run []*stepOp
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		stretch := run
+		run = nil
+		hasPick := stretch[len(stretch)-1].name == "pick"
+		cg, err := m.s.Capture(func(cs *core.Stream) error {
+			for _, op := range stretch {
+				if err := op.run(cs); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("llm: capturing the decode step from %s to %s: %w", stretch[0].name, stretch[len(stretch)-1].name, err)
+		}
+		if hasPick {
+			g.pickSeg = len(g.segs)
+		}
+		g.segs = append(g.segs, stepSeg{g: cg})
+		g.launches++
+		return nil
+	}
+	var err error
+	for i := range ops {
+		op := &ops[i]
+		var rec bool
+		if rec, err = m.probe(op); err != nil {
+			break
+		}
+		if rec {
+			run = append(run, op)
+			continue
+		}
+		broke[op.kind] = true
+		if err = flush(); err != nil {
+			break
+		}
+		g.segs = append(g.segs, stepSeg{op: op})
+	}
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		_ = g.close()
+		return nil, err
+	}
+	for k := range broke {
+		g.broke = append(g.broke, k)
+	}
+	slices.Sort(g.broke)
+	if m.graphs == nil {
+		m.graphs = map[graphKey]*stepGraph{}
+	}
+	m.graphs[key] = g
+	return g, nil
+}
+
+// launch replays the step: its graphs, and between them the ops the
+// plugin does not record. A sampled step sets the pick's arguments that
+// changed (the seed, every step) first.
+func (g *stepGraph) launch(s *core.Stream, sp *Sampling, step int) error {
+	if sp != nil {
+		if g.pickSeg < 0 {
+			return errors.New("llm: the step's graph has no pick")
+		}
+		pg := g.segs[g.pickSeg].g
+		err := pg.SetArg(g.pick, 7, core.ArgU64(sp.Seed+uint64(step)))
+		if err == nil && sp.TopK != g.last.TopK {
+			err = pg.SetArg(g.pick, 4, core.ArgU64(uint64(sp.TopK)))
+		}
+		if err == nil && sp.TopP != g.last.TopP {
+			err = pg.SetArg(g.pick, 5, core.ArgF32(sp.TopP))
+		}
+		if err == nil && sp.Temperature != g.last.Temperature {
+			err = pg.SetArg(g.pick, 6, core.ArgF32(sp.Temperature))
+		}
+		if err != nil {
+			return fmt.Errorf("llm: setting the sampling arguments of the step's graph: %w", err)
+		}
+		g.last = *sp
+	}
+	for i := range g.segs {
+		seg := &g.segs[i]
+		var err error
+		if seg.g != nil {
+			err = seg.g.Launch(s)
+		} else {
+			err = seg.op.run(s)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
