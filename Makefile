@@ -12,7 +12,7 @@
 #            gofmt, go vet, the four CGO_ENABLED=0 cross-builds, the C ABI
 #            suite on the mock (plain, ASan+UBSan, TSan), the Go tests with
 #            -race -short (every package but plugins/cuda, the ABI layout
-#            check and the README-commands test included; RACE_SKIP below)
+#            check and the README-commands test included)
 #            and once more in full with cgo off (core, conform, cmd), the modules of their own (metrics,
 #            internal/cmd/decodeplot; scripts/mod_check.sh: what a module
 #            importing only core compiles) and the make-dist check
@@ -151,25 +151,24 @@ abi-suite:
 	@echo "== [$(T)] C ABI suite on the mock (plain, asan+ubsan, tsan)"
 	bash scripts/abi_suite.sh --mock
 
-# -short: the conformance suite quick and the stress test 100 rounds under
-# the race detector; RACE_SKIP: core's tests that move hundreds of MiB
-# byte by byte (a race-instrumented loop over every byte: 1.5-2.5 of the 9
-# minutes core's tests took under -race); all of them run in full in
-# go-test-nocgo, without it. Core's concurrency tests (copies racing Close,
-# Trim and device loss, concurrent staged copies, the pool's start and
-# finish) stay under the race detector.
-RACE_SKIP ?= ^(TestCopyPool|TestRoundTrips|TestStagedCopies|TestLaunchBatch)$$
-go-test:
-	@echo "== [$(T)] go test -race -short ./... but $(CUDA_PKGS) (cgo on; -skip '$(RACE_SKIP)')"
-	CGO_ENABLED=1 $(GO) test -race -short -skip '$(RACE_SKIP)' -count=1 -timeout $(TEST_TIMEOUT) \
+# -short: the conformance suite quick, the stress test 100 rounds and
+# core's data-volume tests (TestCopyPool, TestRoundTrips, TestStagedCopies:
+# a race-instrumented loop over every byte) at their smaller sizes under
+# the race detector; go-test-nocgo runs them in full, without it.
+# Both passes use the mock plugin `make mock` built (GPURT_TEST_MOCK_PLUGIN:
+# internal/testutil), not one build per test binary.
+TEST_MOCK = GPURT_TEST_MOCK_PLUGIN=$(abspath $(BUILD))/libgpurt_mock$(if $(filter Darwin,$(UNAME)),.dylib,.so)
+go-test: mock
+	@echo "== [$(T)] go test -race -short ./... but $(CUDA_PKGS) (cgo on)"
+	$(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) \
 	  $$($(GO) list ./... | grep -v '$(CUDA_PKGS:./%=/%)$$')
 
 # The shipped binary runs with cgo off (purego's fakecgo): run the tests of
 # the call path, the loader, the core, the conformance suite and the CLI
 # that way too, in full.
-go-test-nocgo:
+go-test-nocgo: mock
 	@echo "== [$(T)] go test (cgo off) ./core/... ./conform ./cmd/..."
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/... ./conform ./cmd/...
+	$(TEST_MOCK) CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/... ./conform ./cmd/...
 
 # The modules of their own: vet and their tests (one build of their
 # dependencies serves both; -race would compile Prometheus and gonum/plot

@@ -5,8 +5,13 @@
 #                          $CC (default cc) and run it against PLUGIN (any
 #                          libgpurt_*.so / .dylib, on its device 0)
 # abi_suite.sh --mock      build the mock plugin and the suite three ways
-#                          (plain, ASan+UBSan, TSan) in a temporary folder and
-#                          run the suite against each (what `make test` runs)
+#                          (plain, ASan+UBSan, TSan) and run the suite
+#                          against each (what `make test` runs); the
+#                          sanitizer builds of the plugin stay in
+#                          build/sanitize/NAME/ with a stamp (the compiler's
+#                          resolved path and the flags), where plugins/mock's
+#                          TestSelftest reuses them while they are newer than
+#                          their sources (it builds its own otherwise)
 #
 # The suite prints one line per check and last "N passed, M failed"; this
 # script exits non-zero when any run has a failure. A sanitizer the compiler
@@ -50,7 +55,7 @@ run() {
 }
 
 if [ $# -ne 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
-  sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -eq 1 ] && exit 0
   exit 2
 fi
@@ -75,8 +80,18 @@ for cfg in "plain|" \
     continue
   fi
   dir=$tmp/$name
+  if [ ${#flags[@]} -gt 0 ]; then
+    dir=$root/build/sanitize/$name
+    rm -rf "$dir"
+  fi
   mkdir -p "$dir"
   CC=$cc GPURT_MOCK_CFLAGS="${flags[*]:-}" bash "$root/scripts/build_mock.sh" "$dir" >/dev/null
+  if [ ${#flags[@]} -gt 0 ]; then
+    # The stamp TestSelftest compares: the compiler (symlinks resolved, so
+    # cc and gcc name one compiler) and the flags, one per line.
+    ccpath=$(command -v "${cc%% *}")
+    printf '%s\n%s\n' "$(realpath "$ccpath")" "${flags[*]}" >"$dir/stamp"
+  fi
   build_suite "$dir/abi_suite" "${flags[@]}"
   run "$name" "$dir/abi_suite" "$dir/libgpurt_mock.$ext" || fail=1
 done

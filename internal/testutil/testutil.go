@@ -57,9 +57,23 @@ func PluginExt() string {
 // loader requires; one per test, so nothing is left behind in shared
 // folders). It fails the test when the build fails and skips when there is
 // no compiler.
+//
+// When $GPURT_TEST_MOCK_PLUGIN names a built plugin (make test sets it to
+// the one `make mock` built, so that its twenty-odd test binaries per pass
+// do not build it again, ~6 CPU-s each), its bytes are used instead.
 func MockPlugin(t testing.TB) string {
-	cc := CC(t)
+	var cc string
+	if os.Getenv(mockEnv) == "" {
+		cc = CC(t) // skips the test without a compiler (outside the Once)
+	}
 	mockOnce.Do(func() {
+		if lib, ok, err := prebuiltMock(); err != nil {
+			mockErr = err.Error()
+			return
+		} else if ok {
+			mockLib = lib
+			return
+		}
 		dir := t.TempDir()
 		cmd := exec.Command("bash", filepath.Join(RepoRoot(t), "scripts", "build_mock.sh"), dir)
 		cmd.Env = append(os.Environ(), "CC="+cc)
@@ -84,6 +98,26 @@ func MockPlugin(t testing.TB) string {
 	mockDirs.Store(t, dir)
 	t.Cleanup(func() { mockDirs.Delete(t) })
 	return dir
+}
+
+// mockEnv names the prebuilt mock plugin the tests use when it is set.
+const mockEnv = "GPURT_TEST_MOCK_PLUGIN"
+
+// prebuiltMock reads the plugin $GPURT_TEST_MOCK_PLUGIN names: ok is false
+// when it is unset; an error names the variable and the cause.
+func prebuiltMock() (lib []byte, ok bool, err error) {
+	p := os.Getenv(mockEnv)
+	if p == "" {
+		return nil, false, nil
+	}
+	if want := "libgpurt_mock" + PluginExt(); filepath.Base(p) != want {
+		return nil, false, fmt.Errorf("testutil: %s=%s: not a file named %s", mockEnv, p, want)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false, fmt.Errorf("testutil: %s: %w", mockEnv, err)
+	}
+	return b, true, nil
 }
 
 // PrivateCopy writes data as file name (mode 0755) into a new private
@@ -114,6 +148,19 @@ func MockPluginForMain() (string, func(), error) {
 		return "", nil, err
 	}
 	cleanup := func() { _ = os.RemoveAll(dir) }
+	if lib, ok, err := prebuiltMock(); err != nil || ok {
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "libgpurt_mock"+PluginExt()), lib, 0o755)
+		}
+		if err == nil {
+			err = os.Chmod(dir, 0o700)
+		}
+		if err != nil {
+			cleanup()
+			return "", nil, err
+		}
+		return dir, cleanup, nil
+	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	cmd := exec.Command("bash", filepath.Join(root, "scripts", "build_mock.sh"), dir)

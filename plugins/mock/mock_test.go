@@ -75,8 +75,53 @@ func supports(t *testing.T, cc, flags string) bool {
 	return exec.Command(bin).Run() == nil
 }
 
+// sanitizedMock returns the sanitizer build of the mock that
+// `scripts/abi_suite.sh --mock` left in build/sanitize/NAME/ when it is
+// there, was built by cc (symlinks resolved) with flags (its stamp says),
+// and is newer than every file it is built from; otherwise "" and why not.
+func sanitizedMock(root, cc, name, flags string) (lib, why string) {
+	dir := filepath.Join(root, "build", "sanitize", name)
+	lib = filepath.Join(dir, "libgpurt_mock"+testutil.PluginExt())
+	st, err := os.Stat(lib)
+	if err != nil {
+		return "", "none prebuilt"
+	}
+	stamp, err := os.ReadFile(filepath.Join(dir, "stamp"))
+	if err != nil {
+		return "", "no stamp beside " + lib
+	}
+	real, err := filepath.EvalSymlinks(cc)
+	if err != nil {
+		return "", err.Error()
+	}
+	if want := real + "\n" + flags + "\n"; string(stamp) != want {
+		return "", "built by another compiler or with other flags"
+	}
+	var inputs []string
+	for _, pat := range []string{"csrc/*.c", "csrc/*.h", "plugins/mock/src/*", "abi/*.h", "scripts/build_mock.sh"} {
+		m, err := filepath.Glob(filepath.Join(root, pat))
+		if err != nil {
+			return "", err.Error()
+		}
+		inputs = append(inputs, m...)
+	}
+	for _, in := range inputs {
+		fi, err := os.Stat(in)
+		if err != nil {
+			return "", err.Error()
+		}
+		if !fi.ModTime().Before(st.ModTime()) {
+			return "", filepath.Base(in) + " is newer than " + lib
+		}
+	}
+	return lib, ""
+}
+
 // TestSelftest compiles plugins/mock/test/mock_selftest.c with `go env CC`
 // and runs it against the built plugin; it prints "N passed, M failed".
+// The sanitizer builds of the plugin come from build/sanitize/ when
+// `scripts/abi_suite.sh --mock` (make test's abi-suite step) left them
+// there up to date; otherwise the test builds them.
 func TestSelftest(t *testing.T) {
 	cc := testutil.CC(t)
 	root := testutil.RepoRoot(t)
@@ -87,12 +132,18 @@ func TestSelftest(t *testing.T) {
 				if !supports(t, cc, sz.flags) {
 					t.Skipf("%s does not support %s here", cc, sz.flags)
 				}
-				dir := t.TempDir()
-				cmd := exec.Command("bash", filepath.Join(root, "scripts", "build_mock.sh"), dir)
-				cmd.Env = append(os.Environ(), "CC="+cc, "GPURT_MOCK_CFLAGS="+sz.flags)
-				out, err := cmd.CombinedOutput()
-				require.NoError(t, err, "building the %s plugin: %s", sz.name, out)
-				lib = filepath.Join(dir, "libgpurt_mock"+testutil.PluginExt())
+				if prebuilt, why := sanitizedMock(root, cc, sz.name, sz.flags); prebuilt != "" {
+					t.Logf("the %s plugin scripts/abi_suite.sh --mock built: %s", sz.name, prebuilt)
+					lib = prebuilt
+				} else {
+					t.Logf("building the %s plugin (%s)", sz.name, why)
+					dir := t.TempDir()
+					cmd := exec.Command("bash", filepath.Join(root, "scripts", "build_mock.sh"), dir)
+					cmd.Env = append(os.Environ(), "CC="+cc, "GPURT_MOCK_CFLAGS="+sz.flags)
+					out, err := cmd.CombinedOutput()
+					require.NoError(t, err, "building the %s plugin: %s", sz.name, out)
+					lib = filepath.Join(dir, "libgpurt_mock"+testutil.PluginExt())
+				}
 			}
 			bin := filepath.Join(t.TempDir(), "mock_selftest")
 			src := filepath.Join(root, "plugins", "mock", "test", "mock_selftest.c")
