@@ -145,10 +145,31 @@ qfatbin=$tmp/quant.fatbin
 # as Go's build cache is: a fresh clone on a machine that built them once
 # links them in seconds instead of compiling FlashInfer and CUTLASS for
 # minutes), else .fi/cache/ when that folder cannot be made or written.
+# The folder is trusted only when it is a real folder (not a symbolic
+# link) owned by this user and writable by nobody else: an object planted
+# there would be linked into the plugin (and make dist records the
+# plugin's checksum as trusted), and a lock file held by someone else
+# would stall every build. An untrusted folder is passed over, with the
+# reason, for .fi/cache/ (made private).
+cache_untrusted() { # DIR: prints why DIR is not trusted; empty when it is
+  local d=$1 owner mode
+  [ -L "$d" ] && { echo "it is a symbolic link"; return; }
+  [ -d "$d" ] || { echo "it is not a folder"; return; }
+  read -r owner mode < <(stat -c '%u %a' "$d") || { echo "stat failed"; return; }
+  [ "$owner" = "$(id -u)" ] || { echo "it is owned by uid $owner, not $(id -u)"; return; }
+  (( (8#$mode & 8#022) == 0 )) || echo "group or others can write it (mode $mode)"
+}
 objcache=${GPURT_NVCC_CACHE:-${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/gpurt/nvcc}
-if ! { mkdir -p "$objcache" 2>/dev/null && [ -w "$objcache" ]; }; then
+if ! { mkdir -p -m 700 "$objcache" 2>/dev/null && [ -w "$objcache" ]; }; then
   objcache=$root/.fi/cache
-  mkdir -p "$objcache" || die "cannot create $objcache"
+elif why=$(cache_untrusted "$objcache") && [ -n "$why" ]; then
+  say "object cache $objcache not used: $why; using .fi/cache/"
+  objcache=$root/.fi/cache
+fi
+if [ "$objcache" = "$root/.fi/cache" ]; then
+  mkdir -p -m 700 "$objcache" || die "cannot create $objcache"
+  why=$(cache_untrusted "$objcache")
+  [ -z "$why" ] || die "object cache $objcache not usable: $why"
 fi
 # cached_nvcc OBJ LOCK WHAT SOURCE FLAGS...: nvcc FLAGS -o OBJ SOURCE, unless
 # OBJ (in $objcache) is there already, under flock on LOCK (two builds never
@@ -159,7 +180,8 @@ cached_nvcc() {
   shift 4
   (
     flock 9
-    if [ ! -f "$obj" ]; then
+    if [ -L "$obj" ] || [ ! -f "$obj" ]; then
+      rm -f "$obj"
       say "compiling ${srcf#"$root"/} ($what) ..."
       t0=$(date +%s)
       "$nvcc" "$@" -o "$obj.tmp" "$srcf" || exit 1
