@@ -110,7 +110,7 @@ test-cuda:
 	@echo "== [$(T)] go test ./plugins/cuda (scripts/build_cuda.sh --ci: the plugin with its adapters)"
 	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) $(CUDA_PKGS) 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'
 	@echo "== [$(T)] the tests that use nvcc and the CUDA headers (decodestep's PTX, the cgo baseline's declarations)"
-	$(GO) test -count=1 -v -run 'TestPTXUpToDate|TestRawDeclarationsMatchTheHeaders' ./bench/decodestep ./internal/cgobaseline 2>&1 | \
+	$(GO) test -count=1 -v -run 'TestPTXUpToDate|TestRawDeclarationsMatchTheHeaders' ./bench/decodestep ./bench/cgobaseline 2>&1 | \
 	  grep -v '^=== \(RUN\|PAUSE\|CONT\)'
 	@echo "== [$(T)] make test-cuda: all passed"
 
