@@ -12,22 +12,14 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
-	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
-func openMock(t testing.TB, options string) *core.Runtime {
-	t.Helper()
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: options})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	return rt
-}
-
-func dev0(t testing.TB, rt *core.Runtime) *core.Device {
-	d, err := rt.Device(0)
-	require.NoError(t, err)
-	return d
-}
+// openMock and dev0: the family packages' shared mock runtime.
+var (
+	openMock = mockrt.Open
+	dev0     = mockrt.Device0
+)
 
 func i32le(v ...int32) []byte {
 	b := make([]byte, 4*len(v))

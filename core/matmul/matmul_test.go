@@ -14,23 +14,15 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
-	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/quant"
 )
 
-func openMock(t testing.TB, options string) *core.Runtime {
-	t.Helper()
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: options})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	return rt
-}
-
-func dev0(t testing.TB, rt *core.Runtime) *core.Device {
-	d, err := rt.Device(0)
-	require.NoError(t, err)
-	return d
-}
+// openMock and dev0: the family packages' shared mock runtime.
+var (
+	openMock = mockrt.Open
+	dev0     = mockrt.Device0
+)
 
 func upload(t *testing.T, d *core.Device, data []byte) *core.Buffer {
 	t.Helper()
