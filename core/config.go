@@ -33,6 +33,7 @@ import (
 //	StageSlots     GPURT_STAGE_SLOTS    4
 //	CopyWorkers    GPURT_COPY_WORKERS   min(GOMAXPROCS-1, 12), at least 1
 //	ProbeCacheDir  GPURT_PROBE_CACHE    the user's cache folder/gpurt/probe
+//	PoolBudget     GPURT_POOL_BUDGET    the device's memory
 //
 // GPURT_PLUGIN_PATH (folders searched after PluginPaths) and
 // GPURT_ALLOW_UNVERIFIED (the default of AllowUnverifiedPlugins) are read
@@ -106,6 +107,11 @@ type Config struct {
 	// GPURT_ALLOW_UNVERIFIED=1 does the same. Plugins beside the
 	// executable must always match.
 	AllowUnverifiedPlugins bool
+	// PoolBudget bounds the bytes each device's memory pool (Device.Pool)
+	// may reserve: a fraction in (0, 1] of the device's memory (0.9, as
+	// servers set it) or a byte count above 1. Zero: GPURT_POOL_BUDGET
+	// (the same, with K, M, G, T suffixes), else the device's memory.
+	PoolBudget float64
 }
 
 // settings is a Config with the environment and the defaults applied.
@@ -113,6 +119,7 @@ type settings struct {
 	log         hclog.Logger
 	opCacheSize int
 	stage       stageSettings
+	poolBudget  poolBudget
 }
 
 // stageSettings are the staging parameters of synchronous copies of Go
@@ -241,6 +248,11 @@ func (cfg *Config) resolveEnv(op string, getenv func(string) string, procs int) 
 	} else if ok {
 		s.stage.Workers = n
 	}
+	pb, err := resolvePoolBudget(op, cfg.PoolBudget, getenv)
+	if err != nil {
+		return settings{}, err
+	}
+	s.poolBudget = pb
 	return s, nil
 }
 

@@ -31,6 +31,8 @@ type Runtime struct {
 	plans   *opCache
 	self    weak.Pointer[Runtime] // for cleanups, which must not keep rt reachable
 	metrics metrics
+
+	poolBudget poolBudget // Config.PoolBudget resolved (pool.go)
 }
 
 // Open loads a plugin as cfg says (see Config), creates its runtime and
@@ -78,7 +80,7 @@ func Open(cfg Config) (*Runtime, error) {
 // openPlugin creates a runtime on an already bound plugin.
 func openPlugin(cfg Config, set settings, rep *Report, p *bind.Plugin) (*Runtime, error) {
 	log := set.log
-	rt := &Runtime{report: rep, log: log, stage: set.stage, pool: copyPoolOf(set.stage.Workers)}
+	rt := &Runtime{report: rep, log: log, stage: set.stage, pool: copyPoolOf(set.stage.Workers), poolBudget: set.poolBudget}
 	// The runtime's own copy of the plugin, whose error hook counts the
 	// plugin's errors in this runtime's metrics.
 	pc := *p
