@@ -30,6 +30,12 @@
 //	                                      copy_from_host, gemm, attention_run, ...; see core.Metrics.Latency)
 //	gpurt_plugin_errors_total             errors returned by the plugin (label code: invalid_argument, ...)
 //	gpurt_device_lost                     1 once a device was lost
+//	gpurt_pool_bytes                      a device's memory pool (Device.Pool) by state: budget, reserved,
+//	                                      in_use, cached, peak_reserved, peak_in_use (labels device, state)
+//	gpurt_pool_fragmentation_ratio        (reserved - in use) / reserved (label device)
+//	gpurt_pool_blocks                     pool blocks (labels device, state: live, cached)
+//	gpurt_pool_hits_total / _misses_total / _stream_waits_total / _released_total / _out_of_memory_total
+//	                                      the pool's counters (label device); pools never used are left out
 //
 // NewCollector turns the runtime's op timing on (core.Runtime.SetOpTiming),
 // which the latency histograms need: two clock reads per timed call.
@@ -90,6 +96,14 @@ var defs = []metricDef{
 	{"op_latency_seconds", "Host time of successful calls, by operation: for synchronize and synchronous copies the wait, for stream operations the enqueue.", []string{"op"}},
 	{"plugin_errors_total", "Errors returned by the plugin, by code.", []string{"code"}},
 	{"device_lost", "1 once a call returned a device-lost error.", nil},
+	{"pool_bytes", "A device memory pool's bytes by state (budget, reserved, in_use, cached, peak_reserved, peak_in_use).", []string{"device", "state"}},
+	{"pool_fragmentation_ratio", "A device memory pool's (reserved - in use) / reserved.", []string{"device"}},
+	{"pool_blocks", "A device memory pool's blocks by state (live, cached).", []string{"device", "state"}},
+	{"pool_hits_total", "Pool allocations served from a cached block.", []string{"device"}},
+	{"pool_misses_total", "Pool allocations that took a new block from the plugin.", []string{"device"}},
+	{"pool_stream_waits_total", "Pool hits on another stream, ordered by a stream wait on the last owner's event.", []string{"device"}},
+	{"pool_released_total", "Cached pool blocks returned to the plugin (trims).", []string{"device"}},
+	{"pool_out_of_memory_total", "Pool allocations refused (budget or device full).", []string{"device"}},
 }
 
 // NewCollector returns a collector for rt and turns rt's op timing on
@@ -172,6 +186,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		emit("plugin_errors_total", counter, float64(n), snake(code.String()))
 	}
 	emit("device_lost", gauge, b2f(s.Ops.DeviceLost))
+	for _, p := range s.Pools {
+		idx := strconv.Itoa(p.Device)
+		st := p.Stats
+		for state, v := range map[string]uint64{"budget": st.Budget, "reserved": st.Reserved, "in_use": st.InUse,
+			"cached": st.Cached, "peak_reserved": st.PeakReserved, "peak_in_use": st.PeakInUse} {
+			emit("pool_bytes", gauge, float64(v), idx, state)
+		}
+		emit("pool_fragmentation_ratio", gauge, st.Fragmentation(), idx)
+		emit("pool_blocks", gauge, float64(st.LiveBlocks), idx, "live")
+		emit("pool_blocks", gauge, float64(st.CachedBlocks), idx, "cached")
+		emit("pool_hits_total", counter, float64(st.Hits), idx)
+		emit("pool_misses_total", counter, float64(st.Misses), idx)
+		emit("pool_stream_waits_total", counter, float64(st.StreamWaits), idx)
+		emit("pool_released_total", counter, float64(st.Released), idx)
+		emit("pool_out_of_memory_total", counter, float64(st.OutOfMemory), idx)
+	}
 }
 
 // Snapshot is everything this package exports, read at once.
@@ -183,6 +213,13 @@ type Snapshot struct {
 	Heap    core.HeapStats
 	OpCache core.OpCacheStats
 	Ops     core.Metrics
+	Pools   []Pool // the device memory pools in use, by device
+}
+
+// Pool is one device's memory pool.
+type Pool struct {
+	Device int
+	Stats  core.PoolStats
 }
 
 // DeviceMemory is one device's memory.
@@ -210,6 +247,9 @@ func Read(rt *core.Runtime) Snapshot {
 			}
 		}
 		s.Devices = append(s.Devices, dm)
+		if ps, ok := d.PoolStats(); ok {
+			s.Pools = append(s.Pools, Pool{Device: d.Index(), Stats: ps})
+		}
 	}
 	return s
 }
@@ -240,6 +280,15 @@ func expvarView(s Snapshot) map[string]any {
 		}
 		devs = append(devs, m)
 	}
+	pools := make([]map[string]any, 0, len(s.Pools))
+	for _, p := range s.Pools {
+		st := p.Stats
+		pools = append(pools, map[string]any{"device": p.Device, "budget": st.Budget, "reserved": st.Reserved,
+			"in_use": st.InUse, "cached": st.Cached, "peak_reserved": st.PeakReserved, "peak_in_use": st.PeakInUse,
+			"fragmentation": st.Fragmentation(), "live_blocks": st.LiveBlocks, "cached_blocks": st.CachedBlocks,
+			"hits": st.Hits, "misses": st.Misses, "stream_waits": st.StreamWaits, "released": st.Released,
+			"out_of_memory": st.OutOfMemory})
+	}
 	return map[string]any{
 		"backend":      s.Backend,
 		"up":           s.Up,
@@ -264,6 +313,7 @@ func expvarView(s Snapshot) map[string]any {
 		"grouped_gemms": s.Ops.GroupedGEMMs, "collectives": s.Ops.Collectives,
 		"bytes_copied": s.Ops.BytesCopied, "latency": lat,
 		"errors": errs, "device_lost": s.Ops.DeviceLost,
+		"pools": pools,
 	}
 }
 

@@ -253,3 +253,65 @@ gpurt_attention_runs_total{backend="mock"} 0
 	assert.Equal(t, 1, testutil.CollectAndCount(metrics.NewCollector(rt), "gpurt_device_memory_allocated_bytes"))
 	assert.Equal(t, 2, testutil.CollectAndCount(metrics.NewCollector(rt), "gpurt_device_buffer_bytes"), "one per device")
 }
+
+func TestPoolMetrics(t *testing.T) {
+	rt, _ := workload(t)
+	assert.Empty(t, metrics.Read(rt).Pools, "a pool never used is left out")
+	dev, err := rt.Device(0)
+	require.NoError(t, err)
+	s, err := dev.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	b, err := dev.Pool().Alloc(s, 1000)
+	require.NoError(t, err)
+	require.NoError(t, b.Free(s))
+	b, err = dev.Pool().Alloc(s, 900) // a hit (class 1024), 900 of 1024 in use
+	require.NoError(t, err)
+	defer b.Free(s)
+
+	snap := metrics.Read(rt)
+	require.Len(t, snap.Pools, 1)
+	assert.Equal(t, uint64(900), snap.Pools[0].Stats.InUse)
+
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(metrics.NewCollector(rt)))
+	for name, want := range map[string]float64{
+		`gpurt_pool_hits_total`:   1,
+		`gpurt_pool_misses_total`: 1,
+	} {
+		n, err := testutil.GatherAndCount(reg, name)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, name)
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				assert.Equal(t, want, mf.GetMetric()[0].GetCounter().GetValue(), name)
+			}
+		}
+	}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "state" {
+					key += "/" + l.GetValue()
+				}
+			}
+			got[key] = m.GetGauge().GetValue()
+		}
+	}
+	assert.Equal(t, 1024.0, got["gpurt_pool_bytes/reserved"])
+	assert.Equal(t, 900.0, got["gpurt_pool_bytes/in_use"])
+	assert.InDelta(t, 124.0/1024, got["gpurt_pool_fragmentation_ratio"], 1e-12)
+	assert.Equal(t, 1.0, got["gpurt_pool_blocks/live"])
+
+	v := metrics.Read(rt)
+	require.Len(t, v.Pools, 1)
+	js, err := json.Marshal(v.Pools[0].Stats)
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"InUse":900`)
+}
