@@ -65,9 +65,10 @@ func (p *Paged) MaxBatch() int { return p.m.capBatch }
 
 // Step enqueues one step: st (uploaded on Stream), ids its Rows tokens in
 // row order, sample the rows (ascending, at most MaxBatch) whose logits
-// pick a token: greedy when sp is nil, else drawn with sp at seed step
-// (one Sampling for the step; per-request sampling goes here when the
-// sampler takes per-row parameters).
+// pick a token (none: a step of prompt chunks only): greedy when sp is
+// nil, else drawn with sp at seed step (one Sampling for the step;
+// per-request sampling plugs in here once the sampler takes per-row
+// parameters).
 func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step int) error {
 	m, s := p.m, p.m.s
 	if st == nil {
@@ -83,8 +84,8 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 		return fmt.Errorf("llm: paged: %d requests exceed the model's batch of %d", B, m.capBatch)
 	case len(ids) != T:
 		return fmt.Errorf("llm: paged: %d tokens for a step of %d rows", len(ids), T)
-	case len(sample) == 0 || len(sample) > m.capBatch:
-		return fmt.Errorf("llm: paged: %d sampled rows (1 to %d)", len(sample), m.capBatch)
+	case len(sample) > m.capBatch:
+		return fmt.Errorf("llm: paged: %d sampled rows (at most %d)", len(sample), m.capBatch)
 	case len(st.QORows) != B+1 || len(st.KVIndptr) != B+1 || len(st.KVLastPageLen) != B:
 		return fmt.Errorf("llm: paged: the step's host arrays (%d, %d, %d) do not match its %d requests", len(st.QORows), len(st.KVIndptr), len(st.KVLastPageLen), B)
 	}
@@ -148,7 +149,7 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 		err = s.CopyDevice(view(m.hl, 2*i*H, 2*(j-i)*H), view(m.h, 2*int(sample[i])*H, 2*(j-i)*H))
 		i = j
 	}
-	if err == nil {
+	if err == nil && n > 0 {
 		err = p.head(s, n, sp, step)
 	}
 	if err != nil {

@@ -228,7 +228,7 @@ type Result struct {
 	TTFT         Latency `json:"ttft"`
 	TPOT         Latency `json:"tpot"`
 
-	PrefixHitRate float64 `json:"prefix_hit_rate"`       // prompt pages found in the cache / pages looked up
+	PrefixHitRate float64 `json:"prefix_hit_rate"`        // prompt pages found in the cache / pages looked up
 	SharedSkipped float64 `json:"shared_prefill_skipped"` // shared-prompt tokens served by hits / shared-prompt tokens asked
 	CachedTokens  int64   `json:"cached_tokens"`
 	PrefillTokens int64   `json:"prefill_tokens"` // computed
@@ -375,7 +375,12 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 			return nil, err
 		}
 		sampled = append(sampled[:0], make([]int32, len(rows))...)
-		if err := p.Tokens(sampled); err != nil {
+		if len(rows) > 0 {
+			err = p.Tokens(sampled)
+		} else {
+			err = s.Synchronize()
+		}
+		if err != nil {
 			return nil, err
 		}
 		t1 := time.Now()
@@ -516,4 +521,105 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// SweepOptions are a sweep of arrival rates on one model.
+type SweepOptions struct {
+	Server ServerOptions
+	Load   LoadOptions // Rate is set by the sweep
+	// Rates are the arrival rates to run, in order (0: all at once). Nil:
+	// auto: first all at once with Load.Requests (the offline capacity C,
+	// requests per second), then Fractions of C with SweepRequests each.
+	Rates         []float64
+	Fractions     []float64
+	SweepRequests int // requests of each rate point (0: Load.Requests)
+	// Bandwidth is the read bandwidth to compare with (GB/s; How says how
+	// it was measured).
+	Bandwidth float64
+	How       string
+	// Deadline, when not zero, skips the rate points that would not end
+	// before it (a point's expected time: its requests over its rate, plus
+	// the offline run's time).
+	Deadline time.Time
+	// Emit receives every result and note as it comes (JSON-ready).
+	Emit func(v any)
+}
+
+// Skip is a rate point left out.
+type Skip struct {
+	Kind   string  `json:"kind"` // "skip"
+	Model  string  `json:"model"`
+	Rate   float64 `json:"rate"`
+	Reason string  `json:"reason"`
+}
+
+// Sweep loads the model once and serves the rate points.
+func Sweep(d *core.Device, o SweepOptions) ([]*Result, error) {
+	t0 := time.Now()
+	sv, err := NewServer(d, o.Server)
+	if err != nil {
+		return nil, err
+	}
+	defer sv.Close()
+	emit := o.Emit
+	if emit == nil {
+		emit = func(any) {}
+	}
+	name := modelName(o.Server.Model)
+	emit(map[string]any{"kind": "model", "model": name, "load_s": time.Since(t0).Seconds(),
+		"weight_bytes": o.Server.Model.WeightBytes(), "kv_bytes_per_token": o.Server.Model.KVBytesPerToken(),
+		"kv_tokens": o.Server.KVTokens, "kv_pages": sv.p.NumPages()})
+	var out []*Result
+	run := func(rate float64, n int, est time.Duration) error {
+		if !o.Deadline.IsZero() && time.Now().Add(est).After(o.Deadline) {
+			emit(Skip{Kind: "skip", Model: name, Rate: rate, Reason: fmt.Sprintf("expected %.0f s, %.0f s left before the deadline", est.Seconds(), time.Until(o.Deadline).Seconds())})
+			return nil
+		}
+		lo := o.Load
+		lo.Rate, lo.Requests = rate, n
+		load, err := NewLoad(lo)
+		if err != nil {
+			return err
+		}
+		r, err := sv.Run(load, o.Bandwidth, o.How)
+		if err != nil {
+			return fmt.Errorf("servebench: %s at rate %g: %w", name, rate, err)
+		}
+		out = append(out, r)
+		emit(r)
+		return nil
+	}
+	sweepN := o.SweepRequests
+	if sweepN == 0 {
+		sweepN = o.Load.Requests
+	}
+	if o.Rates != nil {
+		for _, r := range o.Rates {
+			est := time.Duration(0)
+			if r > 0 {
+				est = time.Duration(float64(sweepN) / r * float64(time.Second))
+			}
+			if err := run(r, sweepN, est); err != nil {
+				return out, err
+			}
+		}
+		return out, nil
+	}
+	if err := run(0, o.Load.Requests, 0); err != nil || len(out) == 0 {
+		return out, err
+	}
+	off := out[0]
+	capacity := off.ReqPerS
+	perReq := time.Duration(off.WallS / float64(off.Requests) * float64(sweepN) * float64(time.Second))
+	for _, f := range o.Fractions {
+		rate := f * capacity
+		if rate <= 0 {
+			continue
+		}
+		est := max(time.Duration(float64(sweepN)/rate*float64(time.Second)), perReq) + perReq/4
+		if err := run(rate, sweepN, est); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }

@@ -69,16 +69,23 @@ func TestServeOnMock(t *testing.T) {
 	require.GreaterOrEqual(t, shared, 2, "the seed gives shared prompts")
 	want := unbatched(t, d, load)
 
+	// The same requests all at once.
+	burst := &Load{Options: load.Options, Requests: append([]Request(nil), load.Requests...)}
+	burst.Options.Rate = 0
+	for i := range burst.Requests {
+		burst.Requests[i].Arrival = 0
+	}
 	for _, c := range []struct {
-		name     string
-		kvTokens int
-		preempt  bool
-	}{{"roomy", 1024, false}, {"tight", 192, true}} {
+		name            string
+		load            *Load
+		kvTokens, chunk int
+		preempt         bool
+	}{{"roomy", load, 1024, 16, false}, {"tight burst", burst, 192, 8, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			sv, err := NewServer(d, ServerOptions{Model: tiny(), TokenBudget: 24, MaxBatch: 4, ChunkSize: 16, KVTokens: c.kvTokens})
+			sv, err := NewServer(d, ServerOptions{Model: tiny(), TokenBudget: 24, MaxBatch: 4, ChunkSize: c.chunk, KVTokens: c.kvTokens})
 			require.NoError(t, err)
 			defer sv.Close()
-			res, err := sv.Run(load, 0, "")
+			res, err := sv.Run(c.load, 0, "")
 			require.NoError(t, err)
 			var outTok int64
 			for i, r := range load.Requests {

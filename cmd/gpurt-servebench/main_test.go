@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/cli"
+	"github.com/metrale/gpurt/internal/cli/clitest"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// TestConvention: the CLI convention of internal/cli, and this program's
+// usage and setup errors.
+func TestConvention(t *testing.T) {
+	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+		clitest.Case{Name: "preset", Args: []string{"-preset", "70b"}, Status: cli.ExitUsage, Stderr: []string{`-preset "70b": want tiny, 1b or 8b`}},
+		clitest.Case{Name: "rates", Args: []string{"-rates", "1,x"}, Status: cli.ExitUsage, Stderr: []string{`-rates: "x" is not a number >= 0`}},
+		clitest.Case{Name: "prompt", Args: []string{"-prompt", "9-3"}, Status: cli.ExitUsage, Stderr: []string{`-prompt: "9-3": want MIN-MAX`}},
+		clitest.Case{Name: "batch", Args: []string{"-max-batch", "0"}, Status: cli.ExitUsage, Stderr: []string{"max batch 0"}},
+		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
+		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
+			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+	))
+}
+
+// TestMockSweep: the whole program on the mock, auto rates: the offline
+// run, then two rate points, every line JSON, each result complete.
+func TestMockSweep(t *testing.T) {
+	var out, errb bytes.Buffer
+	st := run([]string{"-plugin-path", testutil.MockPlugin(t), "-backend", "mock", "-preset", "tiny", "-requests", "8",
+		"-sweep-requests", "4", "-prompt", "5-30", "-output", "2-6", "-shared", "32", "-token-budget", "24", "-max-batch", "4",
+		"-chunk", "16", "-copy-mib", "2", "-fractions", "0.5,2"}, &out, &errb)
+	require.Equal(t, cli.ExitOK, st, errb.String())
+	kinds := map[string]int{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+		k, _ := m["kind"].(string)
+		kinds[k]++
+		if k == "serve" {
+			assert.Positive(t, m["output_tokens_per_s"])
+			assert.Equal(t, m["kv_pages"], m["kv_pages_free_at_end"])
+		}
+	}
+	assert.Equal(t, map[string]int{"env": 1, "bandwidth": 1, "model": 1, "serve": 3, "pool": 1}, kinds)
+}
