@@ -45,8 +45,22 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 	title := fs.String("title", "", "title (default: by metric)")
 	xlabel := fs.String("xlabel", "hidden/intermediate/layers, batch", "the x axis' label (e.g. \"model, weights, context, batch\" for the decoder's summaries)")
 	variant := fs.String("variant", "", "plot only this variant (plain or fused; default: every variant, named in the labels when there are several)")
+	serve := fs.Bool("serve", false, "plot gpurt-servebench results instead (scripts/gpu_serve.sh's serve.jsonl): output tokens/s and p99 time per output token over the arrival rate, a PNG (-o default bench/plots/serve.png)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *serve {
+		if fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "decodeplot: no input: name the JSON lines files (- for standard input)")
+			return 2
+		}
+		o := "bench/plots/serve.png"
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "o" {
+				o = *out
+			}
+		})
+		return runServe(fs.Args(), stdin, o, *title, stderr)
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "decodeplot: no input: name the JSON lines files (- for standard input)")

@@ -154,3 +154,39 @@ func TestLoadLlamaSummaries(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "<svg")
 }
+
+// serveSample is made-up gpurt-servebench output: notes, an offline run
+// (rate 0, left out), two models at two rates each.
+const serveSample = `{"kind":"env","backend":"cuda"}
+{"kind":"serve","model":"1b","rate":0,"output_tokens_per_s":9000,"tpot":{"p50_ms":20,"p99_ms":90}}
+{"kind":"serve","model":"1b","rate":10,"output_tokens_per_s":2700,"tpot":{"p50_ms":8,"p99_ms":12}}
+{"kind":"serve","model":"1b","rate":30,"output_tokens_per_s":7900,"tpot":{"p50_ms":15,"p99_ms":40}}
+{"kind":"serve","model":"8b","rate":3,"output_tokens_per_s":800,"tpot":{"p50_ms":14,"p99_ms":21}}
+{"kind":"skip","model":"8b","rate":1,"reason":"deadline"}
+{"kind":"serve","model":"8b","rate":9,"output_tokens_per_s":2300,"tpot":{"p50_ms":30,"p99_ms":75}}
+`
+
+func TestServePlot(t *testing.T) {
+	rows, err := loadServe("sample", strings.NewReader(serveSample))
+	require.NoError(t, err)
+	require.Len(t, rows, 4, "the rate-0 run and the notes are left out")
+	assert.Equal(t, 75.0, rows[3].TPOT.P99)
+
+	dir := t.TempDir()
+	in := filepath.Join(dir, "serve.jsonl")
+	require.NoError(t, os.WriteFile(in, []byte(serveSample), 0o644))
+	out := filepath.Join(dir, "plots", "serve.png")
+	var stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"-serve", "-o", out, in}, strings.NewReader(""), &stderr), stderr.String())
+	png, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "a PNG")
+	assert.Greater(t, len(png), 10000)
+
+	stderr.Reset()
+	assert.Equal(t, 1, run([]string{"-serve", "-o", out, "-"}, strings.NewReader(`{"kind":"env"}`), &stderr))
+	assert.Contains(t, stderr.String(), "no serve results with an arrival rate")
+	stderr.Reset()
+	assert.Equal(t, 1, run([]string{"-serve", "-o", out, "-"}, strings.NewReader("{\"kind\":\"serve\",\n"), &stderr))
+	assert.Contains(t, stderr.String(), "standard input:1:")
+}
