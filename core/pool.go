@@ -24,7 +24,8 @@ import (
 //     and makes the new stream wait for its event (Stream.WaitEvent), so
 //     the new owner's work never runs before the old owner's last use.
 //   - Reserved bytes (every block the pool holds, cached or handed out)
-//     never exceed the budget (Config.PoolBudget). A miss that would pass
+//     never exceed the budget (Config.PoolBudget). The budget bounds the
+//     pool alone: memory from Device.Alloc outside it is not counted. A miss that would pass
 //     it first returns cached blocks to the plugin (trim), then fails with
 //     an error wrapping ErrOutOfMemory that names the budget, the request
 //     and what is reserved and in use. A plugin allocation that fails for
@@ -369,7 +370,7 @@ func (p *Pool) release(want uint64) {
 }
 
 // Trim returns every cached block to the plugin (after the work of its
-// last owner). Blocks in use stay.
+// last owner); Runtime.Trim does it for every device. Blocks in use stay.
 func (p *Pool) Trim() error {
 	const op = "pool_trim"
 	if p == nil || p.dev == nil {
@@ -380,10 +381,18 @@ func (p *Pool) Trim() error {
 		return err
 	}
 	defer rt.exit()
+	p.trim()
+	return nil
+}
+
+// trim releases every cached block (a nil pool: nothing).
+func (p *Pool) trim() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.release(p.stats.Cached)
-	return nil
 }
 
 // Free returns the block to the pool after the work enqueued so far on s

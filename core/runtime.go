@@ -294,7 +294,7 @@ func (rt *Runtime) Synchronize() error {
 }
 
 // Trim returns cached resources to the plugin: idle staging streams and
-// buffers, cached GEMM plans (after synchronizing the devices) and
+// buffers, the device memory pools' cached blocks, cached GEMM plans (after synchronizing the devices) and
 // host-heap blocks with nothing allocated in them. Afterwards Stats counts
 // only what the caller holds.
 func (rt *Runtime) Trim() error {
@@ -310,6 +310,7 @@ func (rt *Runtime) Trim() error {
 	}
 	for _, d := range rt.devices {
 		keep(d.trimStagers())
+		d.pool.Load().trim()
 	}
 	keep(rt.plans.clear())
 	keep(rt.heap.trim())
