@@ -17,7 +17,7 @@
 #              offline capacity C), then SWEEP_REQUESTS at each of FRACTIONS x C
 #              (highest first; points that would pass the step's deadline are
 #              skipped with a "skip" line)
-#   serve_8b   the same, 8B, with what is left
+#   serve_8b   the same, 8B (token budget 1024), with what is left
 #   report     serve.md: one table row per (model, rate) from the JSON lines
 # Results in $OUT (default build/gpu_serve): serve_1b.jsonl, serve_8b.jsonl,
 # serve.jsonl (both, and the bandwidth line), serve.md, the logs, steps.txt.
@@ -69,22 +69,30 @@ case "$skip" in *" bandwidth "*) ;; *)
   fi ;;
 esac
 
+preset_flags() {
+  local v="FLAGS_$1"
+  if [ -n "${!v+x}" ]; then echo "${!v}"; elif [ "$1" = 8b ]; then echo "-token-budget 1024"; fi
+}
 serve() { # serve PRESET SECONDS
   local p=$1 secs=$2
   case "$skip" in *" serve_$p "*) return 0 ;; esac
   # shellcheck disable=SC2086 # SERVE_FLAGS are words
   step "serve_$p" $((secs + 30)) build/gpurt-servebench -plugin-path "$plugin" -backend "$backend" -preset "$p" \
     -requests "$requests" -sweep-requests "$sweep" -fractions "$fractions" -deadline "$secs" \
-    -hbm-gbps "$gbps" -hbm-how "$how" -json "$out/serve_$p.jsonl" ${SERVE_FLAGS:-}
+    -hbm-gbps "$gbps" -hbm-how "$how" -json "$out/serve_$p.jsonl" $(preset_flags "$p") ${SERVE_FLAGS:-}
 }
-# Each preset's share of what is left (less the report's 45 s): 1B, the
-# faster, 2/5 when a larger one follows; the last one all of the rest.
+# Each preset's share of what is left (less the report's 45 s): a third
+# when another follows (1B, the faster, first), the last one all of the
+# rest. Per preset flags: FLAGS_<preset> (8B: a token budget of 1024, so
+# a mixed step's prefill keeps the time per output token near the 50 ms
+# goal; 2048 elsewhere).
+# shellcheck disable=SC2086 # the presets are words
 set -- $presets
 : >"$out/serve.jsonl"
 cat "$out/bandwidth.jsonl" >>"$out/serve.jsonl" 2>/dev/null
 while [ $# -gt 0 ]; do
   l=$(( $(left) - 45 ))
-  if [ $# -gt 1 ]; then secs=$(( l * 2 / 5 )); else secs=$l; fi
+  if [ $# -gt 1 ]; then secs=$(( l / 3 )); else secs=$l; fi
   [ "$secs" -ge 20 ] || { echo "== [serve_$1] not run: ${secs}s left" | tee -a "$out/steps.txt"; failed=1; shift; continue; }
   serve "$1" "$secs"
   cat "$out/serve_$1.jsonl" >>"$out/serve.jsonl" 2>/dev/null
