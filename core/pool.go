@@ -120,9 +120,9 @@ func poolClass(n uint64) uint64 {
 }
 
 // Pool is the device's memory pool (made at first use, with the
-// runtime's budget).
+// runtime's budget); nil for a nil or zero-value device.
 func (d *Device) Pool() *Pool {
-	if d == nil {
+	if !d.ok() {
 		return nil
 	}
 	if p := d.pool.Load(); p != nil {

@@ -5,7 +5,9 @@ package core_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -407,4 +409,19 @@ func BenchmarkPoolAllocFree(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Nil and zero-value pools and blocks return errors or zero values, never
+// panic (as TestNilAndZeroReceiversNeverPanic for the other types).
+func TestPoolNilAndZeroReceivers(t *testing.T) {
+	for _, v := range []any{(*core.Pool)(nil), &core.Pool{}, (*core.PoolBlock)(nil), &core.PoolBlock{}, core.PoolStats{}} {
+		name := fmt.Sprintf("%T", v)
+		t.Run(name, func(t *testing.T) { callAll(t, name, reflect.ValueOf(v)) })
+	}
+	_, err := (&core.Pool{}).Alloc(nil, 1)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.ErrorIs(t, (&core.PoolBlock{}).Free(nil), core.ErrInvalidArgument)
+	assert.Nil(t, (&core.Device{}).Pool())
+	_, ok := (*core.Device)(nil).PoolStats()
+	assert.False(t, ok)
 }
