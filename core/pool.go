@@ -231,7 +231,7 @@ func (p *Pool) streamErr(op string, s *Stream) error {
 
 // reuse takes a cached block of the class for s (p.mu held): the newest
 // one last used on s, else the oldest, made safe for s by a wait on its
-// event unless that completed. Nil when the class has none.
+// Free's event. Nil when the class has none.
 func (p *Pool) reuse(s *Stream, class uint64) (*PoolBlock, error) {
 	l := p.lists[class]
 	if l == nil || len(l.blocks) == 0 {
