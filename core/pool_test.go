@@ -425,3 +425,43 @@ func TestPoolNilAndZeroReceivers(t *testing.T) {
 	_, ok := (*core.Device)(nil).PoolStats()
 	assert.False(t, ok)
 }
+
+// ExamplePool: a server's scratch memory from the device pool, with a
+// budget of 90% of the device's memory. (Compiled, not run: it needs a
+// plugin beside the test binary.)
+func ExamplePool() {
+	run := func(steps int) error {
+		rt, err := core.Open(core.Config{PoolBudget: 0.9})
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		dev, err := rt.Device(0)
+		if err != nil {
+			return err
+		}
+		s, err := dev.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for range steps {
+			// The same size each step: after the first, a cached block,
+			// handed out again at once on the stream that freed it.
+			blk, err := dev.Pool().Alloc(s, 64<<20)
+			if err != nil {
+				return err // past the budget: names it, the request, reserved and in use
+			}
+			if err := s.Memset(blk.View(), 0); err != nil {
+				return err
+			}
+			if err := blk.Free(s); err != nil { // after the work enqueued on s
+				return err
+			}
+		}
+		st := dev.Pool().Stats()
+		_ = st.Fragmentation()
+		return s.Synchronize()
+	}
+	_ = run
+}

@@ -112,15 +112,15 @@ for line in open(sys.argv[1]):
     elif r.get("kind") in ("skip", "error", "bandwidth", "model"):
         notes.append(r)
 with open(sys.argv[2], "w") as f:
-    f.write("| model | rate req/s | requests | output tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | prefix hit rate | shared prefill skipped | decode steps (mean batch) | decode GB/s wall / GPU | share of measured BW wall / GPU | preemptions |\n")
-    f.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    f.write("| model | rate req/s | requests | output tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | prefix hit rate | shared prefill skipped | decode steps (mean batch) | decode GB/s wall / GPU | share of measured BW wall / GPU | preemptions | host ms/step |\n")
+    f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
         rate = "all at once" if r["rate"] == 0 else "%.2f" % r["rate"]
-        f.write("| %s | %s | %d | %.0f | %.0f / %.0f | %.1f / %.1f | %.3f | %.3f | %d (%.1f) | %.0f / %.0f | %.2f / %.2f | %d |\n" % (
+        f.write("| %s | %s | %d | %.0f | %.0f / %.0f | %.1f / %.1f | %.3f | %.3f | %d (%.1f) | %.0f / %.0f | %.2f / %.2f | %d | %.2f |\n" % (
             r["model"], rate, r["requests"], r["output_tokens_per_s"], r["ttft"]["p50_ms"], r["ttft"]["p99_ms"],
             r["tpot"]["p50_ms"], r["tpot"]["p99_ms"], r["prefix_hit_rate"], r["shared_prefill_skipped"],
             r["decode_steps"], r["decode_batch_mean"], r["decode_gbps"], r["decode_gpu_gbps"],
-            r["decode_bw_share"], r["decode_gpu_bw_share"], r["preemptions"]))
+            r["decode_bw_share"], r["decode_gpu_bw_share"], r["preemptions"], r.get("host_ms_per_step", 0)))
     f.write("\n")
     for n in notes:
         f.write("- %s\n" % json.dumps(n))

@@ -233,6 +233,7 @@ type Result struct {
 	CachedTokens  int64   `json:"cached_tokens"`
 	PrefillTokens int64   `json:"prefill_tokens"` // computed
 	Steps         int64   `json:"steps"`
+	HostMsPerStep float64 `json:"host_ms_per_step"` // mean host time to plan and enqueue a step (scheduler, page table, model ops)
 	Preemptions   int64   `json:"preemptions"`
 	MaxSeqs       int64   `json:"max_seqs"`
 
@@ -301,6 +302,7 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 		decBatch           int
 		sharedAsked        int64
 		sharedHit          int64
+		hostS              float64
 		firstAt            = make([]time.Time, n)
 	)
 	start := time.Now()
@@ -322,6 +324,7 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 			time.Sleep(time.Until(start.Add(load.Requests[next].Arrival)))
 			continue
 		}
+		th := time.Now()
 		b, err := sched.Next()
 		if err != nil {
 			return nil, fmt.Errorf("servebench: step: %w", err)
@@ -374,6 +377,7 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 		if err != nil {
 			return nil, err
 		}
+		hostS += time.Since(th).Seconds()
 		sampled = append(sampled[:0], make([]int32, len(rows))...)
 		if len(rows) > 0 {
 			err = p.Tokens(sampled)
@@ -442,6 +446,9 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 	}
 	res.CachedTokens, res.PrefillTokens = ss.CachedTokens, ss.PrefillTokens
 	res.Steps, res.Preemptions, res.MaxSeqs = ss.Steps, ss.Preemptions, ss.MaxSeqs
+	if ss.Steps > 0 {
+		res.HostMsPerStep = hostS * 1e3 / float64(ss.Steps)
+	}
 	if res.DecodeSteps > 0 {
 		res.DecodeBatch = float64(decBatch) / float64(res.DecodeSteps)
 		res.DecodeGBps = res.DecodeBytes / res.DecodeWallS / 1e9

@@ -100,6 +100,7 @@ func TestServeOnMock(t *testing.T) {
 			assert.Positive(t, res.SharedSkipped)
 			assert.LessOrEqual(t, res.SharedSkipped, 1.0)
 			assert.Positive(t, res.DecodeSteps)
+			assert.Positive(t, res.HostMsPerStep)
 			assert.Positive(t, res.DecodeBytes)
 			assert.Positive(t, res.TTFT.P99)
 			assert.GreaterOrEqual(t, res.TTFT.P99, res.TTFT.P50)
