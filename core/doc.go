@@ -105,8 +105,10 @@
 // arguments between replays. Launch packs up to 32 arguments in a
 // fixed array; a small synchronous copy and a GEMM with a warm op cache
 // allocate nothing either. The op cache (GEMM plans keyed by shape, dtype,
-// layout, alignment and device; an LRU bounded by GPURT_OPCACHE_SIZE) and
-// the host heap live in Go, so they behave the same on every plugin.
+// layout, alignment and device; an LRU bounded by GPURT_OPCACHE_SIZE),
+// the host heap and the device memory pool (Device.Pool: stream-ordered
+// reuse of freed blocks, a budget from Config.PoolBudget) live in Go, so
+// they behave the same on every plugin.
 //
 // # Quantized and grouped matmul
 //
