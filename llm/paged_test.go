@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package llm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/kvpage"
+)
+
+// WeightBytes, the bytes a decode step reads, is every tensor the model
+// holds but the embedding (whose rows are gathered), in bf16; the LM head
+// is the embedding when tied.
+func TestWeightBytes(t *testing.T) {
+	for _, name := range []string{"tiny", "1b", "8b"} {
+		for _, tied := range []bool{false, true} {
+			c := Presets[name]
+			c.Tied = tied
+			var want int64
+			for _, s := range c.specs() {
+				if s.name != "embed" {
+					want += int64(2 * s.elems())
+				}
+			}
+			if tied {
+				want += int64(2 * c.Vocab * c.Hidden)
+			}
+			assert.Equal(t, want, c.WeightBytes(), "%s tied=%v", name, tied)
+		}
+		c := Presets[name]
+		assert.Equal(t, int64(c.Layers*2*c.KVHeads*c.HeadDim()*2), c.KVBytesPerToken(), name)
+	}
+}
+
+// Paged refuses a model without a prefill attention, and every bad step
+// with an error naming the cause (nothing enqueued).
+func TestPagedChecks(t *testing.T) {
+	_, d := openMock(t)
+	one, err := NewModel(d, tinyConfig(), 2, 32, 1)
+	require.NoError(t, err)
+	defer one.Close()
+	_, err = NewPaged(one)
+	require.ErrorContains(t, err, "no prefill attention")
+	_, err = NewPaged(nil)
+	require.ErrorContains(t, err, "nil or closed model")
+
+	m, err := NewModel(d, tinyConfig(), 2, 32, 4)
+	require.NoError(t, err)
+	defer m.Close()
+	p, err := NewPaged(m)
+	require.NoError(t, err)
+	assert.Equal(t, 8, p.MaxRows())
+	assert.Equal(t, 2, p.MaxBatch())
+	assert.Equal(t, 16, p.PageSize())
+	assert.Equal(t, 4, p.NumPages())
+	assert.Len(t, p.Caches(), tinyConfig().Layers)
+
+	a, err := kvpage.New(kvpage.Config{NumPages: p.NumPages(), PageSize: p.PageSize(), MaxRequests: 2})
+	require.NoError(t, err)
+	tab, err := kvpage.NewTable(d, kvpage.TableConfig{MaxBatch: 2, MaxPages: 4, MaxRows: 8})
+	require.NoError(t, err)
+	defer tab.Close()
+	id, _, err := a.Join([]int32{1, 2, 3})
+	require.NoError(t, err)
+	_, _, err = a.Append(id, []int32{1, 2, 3})
+	require.NoError(t, err)
+	require.NoError(t, tab.Begin())
+	_, err = tab.Add(a, id, 3)
+	require.NoError(t, err)
+	st, err := tab.Upload(p.Stream())
+	require.NoError(t, err)
+
+	require.ErrorContains(t, p.Step(nil, nil, nil, nil, 0), "nil step")
+	require.ErrorContains(t, p.Step(&st, []int32{1, 2}, []int32{2}, nil, 0), "2 tokens for a step of 3 rows")
+	require.ErrorContains(t, p.Step(&st, []int32{1, 2, 3}, []int32{3}, nil, 0), "sampled row 0 is 3")
+	require.ErrorContains(t, p.Step(&st, []int32{1, 2, 3}, []int32{1, 1}, nil, 0), "sampled row 1 is 1")
+	require.ErrorContains(t, p.Step(&st, []int32{1, 2, 3}, []int32{0, 1, 2}, nil, 0), "3 sampled rows (at most 2)")
+	require.ErrorContains(t, p.Step(&st, []int32{1, 2, 999}, []int32{2}, nil, 0), "outside the vocab")
+	big := st
+	big.Rows = 9
+	require.ErrorContains(t, p.Step(&big, make([]int32, 9), []int32{8}, nil, 0), "9 rows exceed the model's 8")
+	require.ErrorContains(t, p.Tokens(nil), "0 tokens asked")
+
+	// A good step: the last row's token, the argmax of its logits.
+	require.NoError(t, p.Step(&st, []int32{1, 2, 3}, []int32{2}, nil, 0))
+	got := make([]int32, 1)
+	require.NoError(t, p.Tokens(got))
+	assert.True(t, got[0] >= 0 && int(got[0]) < tinyConfig().Vocab)
+}
