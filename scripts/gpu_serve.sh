@@ -56,6 +56,9 @@ for f in build/gpurt-servebench "$plugin"; do
   [ -f "$f" ] || { echo "gpu_serve: $f is missing (make gpu-artifacts, carry build)"; exit 2; }
 done
 left() { echo $((total - ($(date +%s) - t_start))); }
+# A step's row count changes from step to step, and each count is a GEMM
+# shape of its own: a plan cache larger than the default 1024 keeps them.
+export GPURT_OPCACHE_SIZE=${GPURT_OPCACHE_SIZE:-16384}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$out/env.txt" 2>&1 || true
 
 gbps=0
