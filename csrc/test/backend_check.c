@@ -78,7 +78,7 @@ int main(void) {
       {"graph_begin unset at 1.2", offsetof(gp_backend, graph_begin), 2, 0},
       {"launch unset at 1.0", offsetof(gp_backend, launch), 0, 1},
       {"launch_many (optional) unset", offsetof(gp_backend, launch_many), GPURT_ABI_MINOR, 0},
-      {"graph_patch (optional) unset", offsetof(gp_backend, graph_patch), GPURT_ABI_MINOR, 0},
+      {"control (optional) unset", offsetof(gp_backend, control), GPURT_ABI_MINOR, 0},
       {"comm_run (optional) unset", offsetof(gp_backend, comm_run), GPURT_ABI_MINOR, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
