@@ -2,7 +2,8 @@
 /*
  * gp_backend.h — the internal backend table under csrc's framework.
  *
- * csrc implements gpurt_api (abi/gpurt.h) once for every plugin: the
+ * csrc implements gpurt_api (abi/gpurt.h) once for every plugin (the
+ * engine, csrc/gp_engine*.c; the mock is on it, CUDA and Metal are next): the
  * negotiation, the table, the handle tables, lifetimes, the lost-device
  * state, stats, and each slot's front half (read the caller's struct by its
  * struct_size, check the contract, resolve every handle and operand to the
@@ -11,20 +12,24 @@
  * the copy kinds, memset, modules, launch, streams, events, graph build
  * and replay) and one `run` per operation that receives already-resolved
  * pointers and descriptors. A backend implements this table and nothing
- * else; it never sees a gpurt_* handle, an argument struct of the caller
- * or a struct_size (ggml-backend's iface structs and database/sql's driver
- * package have the same shape).
+ * else; it never sees a gpurt_* handle, a caller's struct or a
+ * struct_size: where an entry takes an ABI struct it is the framework's
+ * checked, full-size copy (ggml-backend's iface structs and database/sql's
+ * driver package have the same shape).
  *
  * Who calls what, and under which lock:
  *   - The framework calls every entry; never two calls of one entry for one
  *     object at once unless the entry says so. No framework lock is held
- *     while a backend entry runs.
+ *     while a backend entry runs, except a graph's (its replay is recorded
+ *     and launched under it) and an attention object's around
+ *     attention_plan.
  *   - `ctx` is the backend's runtime object (from `open`); `dev` an index
  *     below the device count `open` returned, checked and not lost.
  *   - An entry returns NULL or a new gpurt_error made with gp_err (the
  *     plugin's prefix is added there). A vendor code goes through
- *     gp_err_vendor. DEVICE_LOST from any entry makes the framework mark
- *     the device lost (sticky, as the header says).
+ *     gp_err_vendor. The framework's sticky lost state of a device comes
+ *     from device_check (asked after open and after every control); an
+ *     entry's DEVICE_LOST is passed to the caller as it is.
  *   - Entries marked "(optional)" may be NULL; the framework then answers
  *     the slot with GPURT_ERR_UNSUPPORTED naming it, or (where said) falls
  *     back. Every other entry must be set for the ABI minor the backend

@@ -9,7 +9,8 @@
  *     return gp_engine_negotiate(a, &my_backend);
  *   }
  *
- * Files (one concept each, a file uses only the ones above it in this list):
+ * Files (one concept each, from the top floor down; a file uses only the
+ * files below it):
  *   gp_engine_api.c    the table, negotiation, plugin info, probe, runtimes,
  *                      devices, stats, control
  *   gp_engine_graph.c  graphs: items kept, re-resolved and recorded per replay
@@ -19,9 +20,11 @@
  *   gp_engine_rt.c     the bottom floor: the runtime table, lookups, the lost
  *                      state, draining, operand views
  *
- * Locking: the global mutex guards the runtime table; a runtime's `mu`
- * guards its handle tables and counters, and is a leaf (no backend entry
- * runs under it); a graph's `mu` guards its items and replay order and is
+ * Locking: the global mutex guards the runtime table; handle lookups are
+ * lock-free and each table locks its own inserts and removes (a leaf,
+ * gp_handles.c); a runtime's `mu` guards its byte counters, the streams'
+ * references and a module's kernel list, and no backend entry runs under
+ * it; a graph's `mu` guards its items and replay order and is
  * held while its replay is recorded and launched (backend entries run
  * under it).
  */
@@ -120,9 +123,9 @@ void gp_rt_unregister(gpurt_runtime *h);
 uint32_t gp_rt_live(int free_when_empty);
 gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out);
 gpurt_error *gp_lookup(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
-/* Inserts obj into t under rt->mu; OUT_OF_MEMORY "<op>: too many <kind>s". */
+/* Inserts obj into t; OUT_OF_MEMORY "<op>: too many <kind>s". */
 gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op, uintptr_t *out);
-/* Takes h out of t under rt->mu (the handle's error otherwise). */
+/* Takes h out of t (the handle's error otherwise). */
 gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
 int gp_is_lost(gp_rt *rt, uint32_t dev);
 gpurt_error *gp_lost_err(gp_rt *rt, const char *what, uint32_t dev);

@@ -24,6 +24,11 @@ static gpurt_error *e_plugin_info(gpurt_plugin_info *out) {
   return NULL;
 }
 
+/* The most devices a probe reports in detail (more are counted). */
+#define GP_PROBE_MAX 64
+
+/* The backend fills full-size, zeroed infos of the engine's; the engine
+ * writes each into the caller's struct within its struct_size. */
 static gpurt_error *e_probe(gpurt_probe_args *args) {
   gpurt_error *e = gp_check_out(args, "probe: args");
   if (e) return e;
@@ -31,7 +36,22 @@ static gpurt_error *e_probe(gpurt_probe_args *args) {
   if ((e = gp_read_struct(&a, sizeof a, args, "probe: args"))) return e;
   if (a.device_capacity > 0 && a.devices == NULL)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "probe: devices is NULL with device_capacity %u", a.device_capacity);
+  gpurt_device_info devs[GP_PROBE_MAX];
+  gpurt_device_info *caller = a.devices;
+  uint32_t caller_cap = a.device_capacity;
+  uint32_t cap = a.device_capacity < GP_PROBE_MAX ? a.device_capacity : GP_PROBE_MAX;
+  memset(devs, 0, cap * sizeof devs[0]);
+  for (uint32_t d = 0; d < cap; d++) devs[d].struct_size = sizeof devs[d];
+  a.devices = devs;
+  a.device_capacity = cap;
   if ((e = gp_eb->probe(&a))) return e;
+  for (uint32_t d = 0; d < a.device_count && d < cap; d++) {
+    if (caller[d].struct_size < sizeof(uint64_t))
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "probe: devices[%u] has struct_size below 8", d);
+    gp_write_struct(&caller[d], &devs[d], sizeof devs[d]);
+  }
+  a.devices = caller;
+  a.device_capacity = caller_cap;
   gp_write_struct(args, &a, sizeof a);
   return NULL;
 }
@@ -69,13 +89,19 @@ static gpurt_error *e_runtime_create(const gpurt_runtime_create_args *args, gpur
   if (args != NULL && (e = gp_read_struct(&a, sizeof a, args, "runtime_create: args"))) return e;
   gp_rt *rt = calloc(1, sizeof *rt);
   if (rt == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: no memory");
+  pthread_mutex_init(&rt->mu, NULL);
+  static const uint32_t kinds[10] = {GP_KIND_BUFFER, GP_KIND_HOST_BUFFER, GP_KIND_STREAM,    GP_KIND_EVENT,
+                                     GP_KIND_MODULE, GP_KIND_KERNEL,      GP_KIND_GEMM_PLAN, GP_KIND_GRAPH,
+                                     GP_KIND_ATTENTION, GP_KIND_COMM};
+  size_t nt;
+  gp_handle_table *tt = tables(rt, &nt);
+  for (size_t i = 0; i < nt; i++) gp_table_init(&tt[i], kinds[i], 0);
   if ((e = gp_eb->open(&a, &rt->ctx, &rt->ndev, &rt->lim))) {
-    free(rt);
+    rt_free(rt);
     return e;
   }
   rt->lost = calloc(rt->ndev, sizeof *rt->lost);
   rt->lost_why = calloc(rt->ndev, sizeof *rt->lost_why);
-  pthread_mutex_init(&rt->mu, NULL);
   if (rt->lost == NULL || rt->lost_why == NULL) {
     gp_eb->close(rt->ctx);
     rt_free(rt);
@@ -85,12 +111,9 @@ static gpurt_error *e_runtime_create(const gpurt_runtime_create_args *args, gpur
   gp_poll_lost(rt);
   uintptr_t h;
   int r = gp_rt_register(rt, &h);
-  static const uint32_t kinds[10] = {GP_KIND_BUFFER, GP_KIND_HOST_BUFFER, GP_KIND_STREAM,    GP_KIND_EVENT,
-                                     GP_KIND_MODULE, GP_KIND_KERNEL,      GP_KIND_GEMM_PLAN, GP_KIND_GRAPH,
-                                     GP_KIND_ATTENTION, GP_KIND_COMM};
   size_t n;
   gp_handle_table *t = tables(rt, &n);
-  for (size_t i = 0; i < n; i++) gp_table_init(&t[i], kinds[i], rt->serial);
+  for (size_t i = 0; i < n; i++) t[i].owner = rt->serial & 0xffff; /* no handle made yet */
   if (r != 0) {
     gp_eb->close(rt->ctx);
     rt_free(rt);
@@ -335,7 +358,8 @@ int32_t gp_engine_negotiate(gpurt_negotiate_args *args, const gp_backend *b) {
       args->plugin_abi_major = GPURT_ABI_MAJOR;
       args->plugin_abi_minor = b->abi_minor;
       args->api = NULL;
-      gp_strlcpy(args->message, sizeof args->message, i.message);
+      size_t skip = strlen(gp_plugin_prefix) + 2; /* its "<prefix>: " */
+      gp_strlcpy(args->message, sizeof args->message, i.message_len > skip ? i.message + skip : i.message);
     }
     return GPURT_ERR_INTERNAL;
   }

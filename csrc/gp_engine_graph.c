@@ -125,9 +125,7 @@ gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *
     return e;
   }
   uintptr_t hg;
-  pthread_mutex_lock(&rt->mu);
   int r = gp_table_insert(&rt->graphs, g, &hg);
-  pthread_mutex_unlock(&rt->mu);
   if (r != 0) {
     gp_graph_free(rt, g);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_create: too many graphs");
@@ -139,7 +137,7 @@ gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *
 /* Records the replay on a recording queue of the backend (g->mu held). An
  * item the backend refuses while recording ends the recording: nothing was
  * enqueued. */
-static gpurt_error *record(gp_rt *rt, gp_graph *g, gp_stream *s, gpurt_stream *sh, void **exec) {
+static gpurt_error *record(gp_rt *rt, gp_graph *g, gpurt_stream *sh, void **exec) {
   gp_stream rs;
   memset(&rs, 0, sizeof rs);
   gpurt_error *e = gp_eb->graph_begin(rt->ctx, g->dev, &rs.q);
@@ -153,7 +151,6 @@ static gpurt_error *record(gp_rt *rt, gp_graph *g, gp_stream *s, gpurt_stream *s
     if ((e = node_on(rt, &rs, sh, &g->nodes[i], 1)))
       e = gp_err_append(gp_err_wrap(e, "graph_launch: item %llu", U(i)), "; nothing was enqueued");
   if (!e && (e = gp_eb->event_record(rt->ctx, g->order_ev, &rs.q))) e = gp_err_wrap(e, "graph_launch");
-  (void)s;
   gpurt_error *end = gp_eb->graph_end(rt->ctx, &rs.q, e != NULL, exec);
   if (e) {
     gp_error_destroy(end);
@@ -180,7 +177,7 @@ gpurt_error *gp_e_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *
   for (uint64_t i = 0; i < g->count && !e; i++)
     if ((e = node_on(rt, s, sh, &g->nodes[i], 0))) e = gp_err_wrap(e, "graph_launch: item %llu", U(i));
   void *exec = NULL;
-  if (!e) e = record(rt, g, s, sh, &exec);
+  if (!e) e = record(rt, g, sh, &exec);
   if (!e) {
     e = gp_eb->graph_launch(rt->ctx, exec, &s->q);
     gp_eb->graph_destroy(rt->ctx, exec);

@@ -160,9 +160,7 @@ gpurt_error *gp_e_attention_create(gpurt_runtime *h, uint32_t dev, const gpurt_a
   a->d = d;
   pthread_mutex_init(&a->mu, NULL);
   uintptr_t ha;
-  pthread_mutex_lock(&rt->mu);
   int r = gp_table_insert(&rt->attns, a, &ha);
-  pthread_mutex_unlock(&rt->mu);
   if (r != 0) {
     gp_attn_free(rt, a);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: too many attention objects", w);

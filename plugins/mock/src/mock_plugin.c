@@ -16,9 +16,7 @@ const char gp_plugin_prefix[] = "mock";
 
 static void fill_device_info(gpurt_device_info *out, uint32_t d, uint64_t total,
                              uint64_t free_b) {
-  gpurt_device_info i;
-  memset(&i, 0, sizeof i);
-  i.struct_size = sizeof i;
+  gpurt_device_info i = *out; /* the engine's, full size and zeroed */
   snprintf(i.name, sizeof i.name, "gpurt mock CPU device %u", d);
   gp_strlcpy(i.vendor, sizeof i.vendor, "gpurt");
   gp_strlcpy(i.arch, sizeof i.arch, "cpu");
@@ -35,7 +33,7 @@ static void fill_device_info(gpurt_device_info *out, uint32_t d, uint64_t total,
   snprintf(i.pci_bus_id, sizeof i.pci_bus_id, "0000:%02x:00.0", (d + 1) & 0xff);
   /* Like a real UUID, the first group tells devices apart. */
   snprintf(i.uuid, sizeof i.uuid, "GPU-%08x-6d6f-436b-8000-%012x", (unsigned)((d + 1) * 0x9e3779b1u), d);
-  gp_write_struct(out, &i, sizeof i);
+  *out = i;
 }
 
 /* Reads an unsigned env setting; -1 when unset, -2 when malformed. */
@@ -53,8 +51,6 @@ static gpurt_error *m_probe(gpurt_probe_args *a) {
   int64_t mem = env_i64("GPURT_MOCK_MEMORY", 1);
   uint64_t memory = mem > 0 ? (uint64_t)mem : MOCK_DEFAULT_MEMORY;
   for (uint32_t d = 0; d < ndev && d < a->device_capacity; d++) {
-    if (a->devices[d].struct_size < sizeof(uint64_t))
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "probe: devices[%u] has struct_size below 8", d);
     fill_device_info(&a->devices[d], d, memory, memory);
   }
   a->device_count = ndev;

@@ -158,8 +158,9 @@ void mock_submit(gp_queue *q, mock_op *op) {
     return;
   }
   mock_stream *s = q->q;
+  int sync = op->sync; /* read first: the worker frees an async op */
   mock_enqueue_many(s, &op, 1);
-  if (!op->sync) return;
+  if (!sync) return;
   pthread_mutex_lock(&s->mu);
   while (!op->finished) pthread_cond_wait(&s->done_cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
