@@ -166,6 +166,9 @@ typedef struct gp_coll_item {
   gp_mem send, recv;            /* zero when unused */
 } gp_coll_item;
 
+/* gp_backend.unrecordable bits. */
+enum { GP_REC_QUANT_MATMUL = 1, GP_REC_GROUPED_GEMM = 2, GP_REC_KV_APPEND = 4, GP_REC_ATTENTION_RUN = 8 };
+
 /* ---- the table --------------------------------------------------------------- */
 
 typedef struct gp_backend {
@@ -177,6 +180,10 @@ typedef struct gp_backend {
    * resolves it and passes the buffer to control (NULL-terminated; may be
    * NULL). */
   const char *const *buffer_keys;
+  /* The recordable ops (GPURT_GRAPH_OP_CALL items) the backend cannot
+   * record yet, GP_REC_* bits (0: all of them are). graph_recordable
+   * answers 0 for them and a CALL item of one is refused naming the slot. */
+  uint32_t unrecordable;
 
   /* ---- process (no lock held) ---- */
   /* Whether the backend can run here, without side effects on the device

@@ -5,6 +5,7 @@
  * core answers it UNSUPPORTED), negotiation, plugin info, probe, shutdown,
  * runtimes (create, destroy, stats, control) and devices.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -347,21 +348,18 @@ static void build_api(void) {
 int32_t gp_engine_negotiate(gpurt_negotiate_args *args, const gp_backend *b) {
   gp_eb = b;
   pthread_once(&api_once, build_api);
-  if (api_err) {
-    /* A backend table that breaks its promises is a bug of the plugin:
-     * the negotiation says which entry. */
+  int32_t rc = gp_negotiate(args, &api);
+  if (rc != GPURT_OK || api_err == NULL) return rc;
+  /* A backend table that breaks its promises is a bug of the plugin: the
+   * negotiation fails naming the entry (the slot would crash when called). */
+  args->api = NULL;
+  if (args->struct_size >= offsetof(gpurt_negotiate_args, message) + sizeof args->message) {
     gpurt_error_info i;
     memset(&i, 0, sizeof i);
     i.struct_size = sizeof i;
     gp_error_get(api_err, &i);
-    if (args != NULL && args->struct_size >= offsetof(gpurt_negotiate_args, message) + sizeof args->message) {
-      args->plugin_abi_major = GPURT_ABI_MAJOR;
-      args->plugin_abi_minor = b->abi_minor;
-      args->api = NULL;
-      size_t skip = strlen(gp_plugin_prefix) + 2; /* its "<prefix>: " */
-      gp_strlcpy(args->message, sizeof args->message, i.message_len > skip ? i.message + skip : i.message);
-    }
-    return GPURT_ERR_INTERNAL;
+    snprintf(args->message, sizeof args->message, "%s: negotiation: %.*s", gp_plugin_prefix,
+             (int)(i.message_len - (strlen(gp_plugin_prefix) + 2)), i.message + strlen(gp_plugin_prefix) + 2);
   }
-  return gp_negotiate(args, &api);
+  return GPURT_ERR_INTERNAL;
 }

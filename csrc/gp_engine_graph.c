@@ -28,11 +28,22 @@ typedef struct gp_graph {
   gpurt_stream *last_on; /* the stream of the latest replay (compared, never used) */
 } gp_graph;
 
-/* The CALL slots the engine records, and their front halves. */
-static const uint64_t calls[] = {offsetof(gpurt_api, quant_matmul), offsetof(gpurt_api, grouped_gemm),
-                                 offsetof(gpurt_api, kv_append), offsetof(gpurt_api, attention_run)};
+/* The CALL slots the engine can record, their front halves and the bit a
+ * backend clears them with (gp_backend.unrecordable). */
+static const uint64_t all_calls[] = {offsetof(gpurt_api, quant_matmul), offsetof(gpurt_api, grouped_gemm),
+                                     offsetof(gpurt_api, kv_append), offsetof(gpurt_api, attention_run)};
 static const gp_call_fn call_fns[] = {gp_quant_on, gp_grouped_on, gp_kv_append_on, gp_attention_run_on};
-#define NCALLS (sizeof calls / sizeof calls[0])
+static const uint32_t call_bits[] = {GP_REC_QUANT_MATMUL, GP_REC_GROUPED_GEMM, GP_REC_KV_APPEND,
+                                     GP_REC_ATTENTION_RUN};
+#define NALL (sizeof all_calls / sizeof all_calls[0])
+
+/* The slots this backend records (n of them into calls). */
+static size_t backend_calls(uint64_t calls[NALL]) {
+  size_t n = 0;
+  for (size_t i = 0; i < NALL; i++)
+    if (!(gp_eb->unrecordable & call_bits[i])) calls[n++] = all_calls[i];
+  return n;
+}
 
 static void nodes_free(gp_graph_node *nodes, uint64_t count) {
   if (nodes == NULL) return;
@@ -53,7 +64,9 @@ gpurt_error *gp_e_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
   if (e) return e;
-  return gp_graph_recordable(slot, calls, NCALLS, out);
+  uint64_t calls[NALL];
+  size_t n = backend_calls(calls);
+  return gp_graph_recordable(slot, calls, n, out);
 }
 
 /* Checks node n against stream s exactly as its eager call would and, when
@@ -62,8 +75,8 @@ gpurt_error *gp_e_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out
 static gpurt_error *node_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, const gp_graph_node *n, int run) {
   switch (n->kind) {
     case GPURT_GRAPH_OP_CALL:
-      for (size_t i = 0; i < NCALLS; i++)
-        if (calls[i] == n->slot) return call_fns[i](rt, s, sh, n->object, &n->call, run);
+      for (size_t i = 0; i < NALL; i++)
+        if (all_calls[i] == n->slot) return call_fns[i](rt, s, sh, n->object, &n->call, run);
       return gp_err(GPURT_ERR_INTERNAL, "call: slot %llu has no front half", U(n->slot));
     case GPURT_GRAPH_OP_LAUNCH: {
       gp_launch_op op;
@@ -108,8 +121,10 @@ gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_create: no memory for %llu items", U(a.count));
   }
   gp_stream s = stream_of(a.device);
+  uint64_t calls[NALL];
+  size_t ncalls = backend_calls(calls);
   for (uint64_t i = 0; i < a.count; i++) {
-    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], calls, NCALLS)) ||
+    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], calls, ncalls)) ||
         (e = node_on(rt, &s, NULL, &nodes[i], 0))) {
       free(g);
       nodes_free(nodes, i + 1);
@@ -205,6 +220,8 @@ gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_up
   gp_graph_node *nodes = a.count <= SIZE_MAX / sizeof *nodes ? calloc((size_t)a.count, sizeof *nodes) : NULL;
   if (!nodes) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_update: no memory for %llu items", U(a.count));
   gp_stream s = stream_of(g->dev);
+  uint64_t calls[NALL];
+  size_t ncalls = backend_calls(calls);
   uint64_t read = 0; /* nodes read (to release on error) */
   pthread_mutex_lock(&g->mu);
   for (uint64_t i = 0; i < a.count && !e; i++) {
@@ -216,7 +233,7 @@ gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_up
     }
     const gp_graph_node *old = &g->nodes[at];
     read = i + 1;
-    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], calls, NCALLS)) ||
+    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], calls, ncalls)) ||
         (e = node_on(rt, &s, NULL, &nodes[i], 0))) {
       e = gp_err_wrap(e, "graph_update: item %llu", U(at));
       break;
