@@ -228,6 +228,8 @@ gpurt_error *gp_e_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, c
   return gp_eb->launch(rt->ctx, &s->q, &op);
 }
 
+#define GP_BATCH_ON_STACK 4
+
 /* Every item is checked and resolved before any is enqueued, so a bad item
  * enqueues nothing; the backend then enqueues them in one go (launch_many)
  * or one by one. */
@@ -242,11 +244,14 @@ gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t coun
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   if (gp_is_lost(rt, s->q.dev)) return gp_lost_err(rt, "launch_batch", s->q.dev);
-  gp_launch_op *ops = count <= SIZE_MAX / sizeof *ops ? malloc((size_t)count * sizeof *ops) : NULL;
+  /* Small batches (a decode step's) resolve on the stack: no allocation. */
+  gp_launch_op small[GP_BATCH_ON_STACK];
+  gp_launch_op *ops = count <= GP_BATCH_ON_STACK ? small
+                      : count <= SIZE_MAX / sizeof *ops ? malloc((size_t)count * sizeof *ops) : NULL;
   if (!ops) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "launch_batch: no memory for %llu items", U(count));
   for (uint64_t i = 0; i < count; i++) {
     if ((e = gp_launch_resolve(rt, s, items[i].kernel, items[i].args, &ops[i]))) {
-      free(ops);
+      if (ops != small) free(ops);
       return gp_batch_item_error(e, i);
     }
   }
@@ -257,7 +262,7 @@ gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t coun
     for (; n < count && !(e = gp_eb->launch(rt->ctx, &s->q, &ops[n])); n++) {
     }
   }
-  free(ops);
+  if (ops != small) free(ops);
   if (out_enqueued) *out_enqueued = n;
   if (e) return gp_batch_midway_error(e, n);
   return NULL;
