@@ -2,7 +2,8 @@
 /*
  * gp_backend.h — the internal backend table under csrc's framework.
  *
- * csrc implements gpurt_api (abi/gpurt.h) once for every plugin: the
+ * csrc implements gpurt_api (abi/gpurt.h) once for every plugin (the
+ * engine, csrc/gp_engine*.c; the mock is on it, CUDA and Metal are next): the
  * negotiation, the table, the handle tables, lifetimes, the lost-device
  * state, stats, and each slot's front half (read the caller's struct by its
  * struct_size, check the contract, resolve every handle and operand to the
@@ -11,22 +12,24 @@
  * the copy kinds, memset, modules, launch, streams, events, graph build
  * and replay) and one `run` per operation that receives already-resolved
  * pointers and descriptors. A backend implements this table and nothing
- * else; it never sees a gpurt_* handle, an argument struct of the caller
- * or a struct_size (ggml-backend's iface structs and database/sql's driver
- * package have the same shape).
+ * else; it never sees a gpurt_* handle, a caller's struct or a
+ * struct_size: where an entry takes an ABI struct it is the framework's
+ * checked, full-size copy (ggml-backend's iface structs and database/sql's
+ * driver package have the same shape).
  *
  * Who calls what, and under which lock:
  *   - The framework calls every entry; never two calls of one entry for one
  *     object at once unless the entry says so. No framework lock is held
- *     while a backend entry runs, except where an entry says "under the
- *     queue's order lock" (gp_queue.order: the framework holds it so that a
- *     graph replay's items land contiguously, as eager calls would).
+ *     while a backend entry runs, except a graph's (its replay is recorded
+ *     and launched under it) and an attention object's around
+ *     attention_plan.
  *   - `ctx` is the backend's runtime object (from `open`); `dev` an index
  *     below the device count `open` returned, checked and not lost.
  *   - An entry returns NULL or a new gpurt_error made with gp_err (the
  *     plugin's prefix is added there). A vendor code goes through
- *     gp_err_vendor. DEVICE_LOST from any entry makes the framework mark
- *     the device lost (sticky, as the header says).
+ *     gp_err_vendor. The framework's sticky lost state of a device comes
+ *     from device_check (asked after open and after every control); an
+ *     entry's DEVICE_LOST is passed to the caller as it is.
  *   - Entries marked "(optional)" may be NULL; the framework then answers
  *     the slot with GPURT_ERR_UNSUPPORTED naming it, or (where said) falls
  *     back. Every other entry must be set for the ABI minor the backend
@@ -42,7 +45,9 @@
 #ifndef GPURT_CSRC_BACKEND_H_
 #define GPURT_CSRC_BACKEND_H_
 
+#include "gp_attention.h"
 #include "gp_common.h"
+#include "gp_quant.h"
 
 /* ---- resolved operands ---------------------------------------------------- */
 
@@ -51,8 +56,9 @@
  * mem_alloc / host_alloc (its buffer object), `addr` the device address of
  * byte `offset` when the backend has flat addresses (CUDA: a CUdeviceptr;
  * mock: the host address of its private allocation), 0 otherwise (Metal:
- * use obj + offset), `size` the bytes from `offset` the operation may
- * touch (already checked against the allocation). */
+ * use obj + offset), `size` the bytes from `offset` to the end of the
+ * allocation (the framework has checked that what the operation touches
+ * fits). A NULL operand is all zero. */
 typedef struct gp_mem {
   void *obj;
   uint64_t addr;
@@ -68,7 +74,7 @@ typedef struct gp_mem {
 typedef struct gp_queue {
   void *q;
   uint32_t dev;
-  uint32_t capturing; /* 1 while graph_begin..graph_end records into it */
+  uint32_t capturing; /* 1: a recording queue of graph_begin */
 } gp_queue;
 
 /* The copy kinds (the framework has already checked ranges and flags). */
@@ -76,43 +82,62 @@ enum {
   GP_COPY_H2D = 1, /* src.addr is a host pointer (pageable or pinned) */
   GP_COPY_D2H = 2, /* dst.addr is a host pointer */
   GP_COPY_D2D = 3,
-  GP_COPY_H2H = 4  /* pinned to pinned, ordered on a stream */
+  GP_COPY_H2H = 4  /* host to host (pinned or pageable) */
 };
 
 typedef struct gp_copy {
   int kind;            /* GP_COPY_* */
+  int sync;            /* 1: return when the copy has completed */
   gp_mem dst, src;     /* host ends: addr is the host pointer, obj NULL
                           for pageable memory */
   uint64_t size;       /* > 0 */
 } gp_copy;
 
-/* ---- per-op descriptors (what each run receives) ----------------------------------------------- */
+/* What the framework checks a launch's geometry against (open fills it;
+ * the strictest of the backend's devices). */
+typedef struct gp_limits {
+  uint32_t max_threads;  /* per block */
+  uint32_t max_block_z;
+  uint32_t max_grid[3];
+  uint32_t max_shared;   /* dynamic shared memory, bytes */
+} gp_limits;
+
+/* ---- per-op descriptors (what each run receives) ------------------------------- */
 /* Each op's run gets its caller struct already read and checked and its
  * operands resolved. The structs below are the framework's, so a new field
- * of the ABI struct is one line here, one in the front half. */
+ * of the ABI struct is one line here, one in the front half. Handle fields
+ * of an embedded ABI struct are never to be read by a backend. */
 
 typedef struct gp_launch_op {
-  void *kernel;                 /* the backend's kernel object (kernel_get) */
+  void *kernel;                     /* the backend's kernel object (kernel_get) */
   const gp_builtin_kernel *builtin; /* the built-in's row, NULL otherwise */
+  const char *name;                 /* the kernel's name, for messages */
   uint32_t grid[3], block[3];
   uint32_t shared_bytes;
   uint32_t num_args;
   gp_mem bufs[GPURT_MAX_KERNEL_PARAMS];     /* BUFFER args (by index) */
-  uint64_t scalar[GPURT_MAX_KERNEL_PARAMS]; /* scalar bits (by index) */
+  uint64_t scalar[GPURT_MAX_KERNEL_PARAMS]; /* scalar bits (by index), masked to their size */
   int32_t kinds[GPURT_MAX_KERNEL_PARAMS];
+  uint32_t sizes[GPURT_MAX_KERNEL_PARAMS];
 } gp_launch_op;
 
 typedef struct gp_gemm_op {
   void *plan;                   /* the backend's plan (gemm_plan), or NULL */
   gpurt_gemm_desc d;
   gp_mem a, b, c, dd, bias, scale_a, scale_b, scale_d, workspace;
+  uint64_t workspace_size;
   double alpha, beta;
 } gp_gemm_op;
 
 typedef struct gp_quant_op {
-  gpurt_quant_matmul_args a;    /* checked; handles not to be read */
+  gp_quant_mm c;                /* checked (gp_quant.h) */
   gp_mem w, scales, biases, x, y;
 } gp_quant_op;
+
+typedef struct gp_grouped_op {
+  gp_grouped c;                 /* checked; c.a.m_sizes borrowed for the call */
+  gp_mem a, b, d, scale_a, scale_b;
+} gp_grouped_op;
 
 typedef struct gp_kv_pages_op {
   gp_mem k, v, indptr, indices, last_page_len;
@@ -122,48 +147,75 @@ typedef struct gp_kv_pages_op {
 typedef struct gp_kv_append_op {
   gpurt_kv_layout layout;
   uint32_t batch;
-  uint64_t nnz;
+  uint64_t nnz;                 /* >= 1 */
   gp_kv_pages_op pages;
   gp_mem k_rows, v_rows, batch_indices, positions;
 } gp_kv_append_op;
 
 typedef struct gp_attention_op {
   void *obj;                    /* the backend's attention (attention_create) */
-  gp_mem q, o, qo_indptr;
+  gp_mem q, o, qo_indptr;       /* qo_indptr: prefill only */
   gp_kv_pages_op pages;
 } gp_attention_op;
+
+/* One operation of a comm_run group, checked and resolved. */
+typedef struct gp_coll_item {
+  gpurt_coll_op op;             /* checked (gp_coll_op_read) */
+  gp_queue *q;                  /* the rank's stream */
+  uint32_t dev;                 /* the rank's device */
+  gp_mem send, recv;            /* zero when unused */
+} gp_coll_item;
+
+/* gp_backend.unrecordable bits. */
+enum { GP_REC_QUANT_MATMUL = 1, GP_REC_GROUPED_GEMM = 2, GP_REC_KV_APPEND = 4, GP_REC_ATTENTION_RUN = 8 };
 
 /* ---- the table --------------------------------------------------------------- */
 
 typedef struct gp_backend {
   const char *name;     /* "mock", "cuda", "metal": the message prefix */
-  const char *version;  /* gp_plugin_version(): derived from GPURT_ABI_MINOR */
+  const char *version;  /* derived from GPURT_ABI_MINOR (GP_ABI_VERSION ".N") */
   uint32_t abi_minor;   /* the minor this backend implements */
   int32_t priority;
+  /* runtime_control keys whose value is a buffer handle: the framework
+   * resolves it and passes the buffer to control (NULL-terminated; may be
+   * NULL). */
+  const char *const *buffer_keys;
+  /* The recordable ops (GPURT_GRAPH_OP_CALL items) the backend cannot
+   * record yet, GP_REC_* bits (0: all of them are). graph_recordable
+   * answers 0 for them and a CALL item of one is refused naming the slot. */
+  uint32_t unrecordable;
 
   /* ---- process (no lock held) ---- */
   /* Whether the backend can run here, without side effects on the device
-   * (gpurt.h's probe rules); fills a (checked, zeroed) probe result. */
+   * (gpurt.h's probe rules); a is read and checked, its devices array
+   * checked; the framework writes it back. */
   gpurt_error *(*probe)(gpurt_probe_args *a);
-  /* Opens the backend for a runtime: parses its own options (key=value
-   * pairs the framework did not know), makes its context, returns the
-   * device count. */
-  gpurt_error *(*open)(const char *options, uint64_t options_len, void **ctx, uint32_t *ndev);
+  /* Opens the backend for a runtime: parses its own options (a is read and
+   * checked; options may be NULL), makes its context, returns the device
+   * count and the launch limits. */
+  gpurt_error *(*open)(const gpurt_runtime_create_args *a, void **ctx, uint32_t *ndev, gp_limits *lim);
   /* Frees the context after every object of it was destroyed. */
   void (*close)(void *ctx);
+  /* Fills a zeroed, full-size info (the framework writes it back). */
   gpurt_error *(*device_info)(void *ctx, uint32_t dev, gpurt_device_info *out);
-  /* Driver-level loss test (optional): DEVICE_LOST when the device fell off. */
+  /* Loss test (optional): DEVICE_LOST, with the cause as its message
+   * ("injected fault"), when the device fell off; asked after open and
+   * after every control. */
   gpurt_error *(*device_check)(void *ctx, uint32_t dev);
+  /* runtime_control for the backend's own keys (optional: UNSUPPORTED);
+   * buf is the resolved buffer when the key is one of buffer_keys. */
+  gpurt_error *(*control)(void *ctx, const char *key, uint64_t key_len, int64_t value, const gp_mem *buf);
 
   /* ---- memory (no lock held) ---- */
   gpurt_error *(*mem_alloc)(void *ctx, uint32_t dev, uint64_t size, gp_mem *out);
-  /* Waits for nothing: the framework has drained the device's queues that
-   * used the memory when the contract says so. */
-  void (*mem_free)(void *ctx, gp_mem *m);
+  /* The framework has drained the device's queues first. An error (the
+   * memory is freed all the same) is wrapped "buffer H (N bytes on device
+   * D): ". */
+  gpurt_error *(*mem_free)(void *ctx, gp_mem *m);
   gpurt_error *(*host_alloc)(void *ctx, uint64_t size, gp_mem *out, void **host_ptr);
   void (*host_free)(void *ctx, gp_mem *m);
-  /* q NULL: synchronous (returns when the copy is done, after the work the
-   * contract orders before it). */
+  /* q NULL: synchronous and immediate (the framework has drained the
+   * devices the contract orders the copy after). */
   gpurt_error *(*copy)(void *ctx, gp_queue *q, const gp_copy *c);
   gpurt_error *(*memset)(void *ctx, gp_queue *q, const gp_mem *dst, uint64_t size, uint32_t value,
                          uint32_t element_size);
@@ -174,69 +226,78 @@ typedef struct gp_backend {
   /* Waits for the queue's work, then frees it. */
   void (*queue_destroy)(void *ctx, gp_queue *q);
   gpurt_error *(*queue_sync)(void *ctx, gp_queue *q);
-  /* NULL when idle, NOT_READY when work is pending. */
-  gpurt_error *(*queue_query)(void *ctx, gp_queue *q);
+  /* *pending: the operations queued or running (0 when idle). */
+  gpurt_error *(*queue_query)(void *ctx, gp_queue *q, uint64_t *pending);
   gpurt_error *(*event_create)(void *ctx, uint32_t dev, uint32_t flags, void **ev);
   void (*event_destroy)(void *ctx, void *ev);
+  /* q NULL: the event completes now (the framework drained the device). */
   gpurt_error *(*event_record)(void *ctx, void *ev, gp_queue *q);
   gpurt_error *(*event_wait)(void *ctx, gp_queue *q, void *ev);
-  gpurt_error *(*event_query)(void *ctx, void *ev);
+  /* *done: 1 when complete or never recorded. */
+  gpurt_error *(*event_query)(void *ctx, void *ev, int *done);
   gpurt_error *(*event_sync)(void *ctx, void *ev);
-  gpurt_error *(*event_elapsed)(void *ctx, void *start, void *end, double *ms);
+  /* FAILED_PRECONDITION (never recorded) or NOT_READY, *which 0 for
+   * start and 1 for end (the framework words the message). */
+  gpurt_error *(*event_elapsed)(void *ctx, void *start, void *end, double *ms, int *which);
 
   /* ---- modules and launch ---- */
   gpurt_error *(*module_load)(void *ctx, uint32_t dev, const gpurt_module_load_args *a, void **mod);
   void (*module_unload)(void *ctx, void *mod);
   /* The kernel's object and what the backend knows of its parameters
-   * (info->num_params GP_PARAMS_UNKNOWN when it cannot tell). */
+   * (info->num_params GP_PARAMS_UNKNOWN when it cannot tell). For a
+   * built-in module the framework has found the name in gp_builtin_kernels. */
   gpurt_error *(*kernel_get)(void *ctx, void *mod, const char *name, uint64_t len, void **kernel,
                              gpurt_kernel_info *info);
   /* Enqueues one resolved launch; the framework checked it against
-   * kernel_get's parameters and the built-in table. */
+   * kernel_get's parameters, the limits and the built-in table. */
   gpurt_error *(*launch)(void *ctx, gp_queue *q, const gp_launch_op *l);
   /* Enqueues n launches contiguously (optional: the framework loops over
-   * launch, under the queue's order lock). *enqueued: how many were. */
+   * launch). *enqueued: how many were, also on an error. */
   gpurt_error *(*launch_many)(void *ctx, gp_queue *q, const gp_launch_op *l, uint64_t n,
                               uint64_t *enqueued);
 
   /* ---- graphs ---- */
-  /* Recording: graph_begin returns a queue that records instead of running
+  /* Recording: graph_begin makes a queue that records instead of running
    * (mock: a list of operations; CUDA: a private stream in capture mode;
-   * Metal: an indirect command buffer / recorded encoder list); the
-   * framework then calls the items' runs on it, in order, and graph_end
-   * turns the recording into an executable graph (*exec). A failed item
-   * makes the framework call graph_end with abort 1 (nothing made). */
+   * Metal: an indirect command buffer); the framework then calls the
+   * items' runs (and event_record / event_wait) on it, in order, and
+   * graph_end turns the recording into an executable (*exec), or frees it
+   * when abort is 1. The framework records at every graph_launch, from
+   * its own copy of the items resolved again (a stale handle is an error,
+   * never a crash), launches the executable once and destroys it. */
   gpurt_error *(*graph_begin)(void *ctx, uint32_t dev, gp_queue *rec);
   gpurt_error *(*graph_end)(void *ctx, gp_queue *rec, int abort, void **exec);
-  /* Enqueues one replay on q, after every earlier replay of exec (the
-   * header's order rule, on any stream). */
+  /* Enqueues the executable on q, contiguously. */
   gpurt_error *(*graph_launch)(void *ctx, void *exec, gp_queue *q);
   void (*graph_destroy)(void *ctx, void *exec);
-  /* Patches item i's run in place (optional: the framework re-records the
-   * whole graph; it reports GPURT_GRAPH_UPDATE_REINSTANTIATED). */
-  gpurt_error *(*graph_patch)(void *ctx, void *exec, uint64_t i, int32_t kind, const void *run);
 
   /* ---- operations: one run each (the front half is the framework's) ----
    * Each enqueues on q (a recording queue inside graph_begin..graph_end,
-   * when the framework's recordable list names the slot). */
+   * for the slots graph_recordable names). */
   gpurt_error *(*gemm_plan)(void *ctx, uint32_t dev, const gpurt_gemm_desc *d, void **plan); /* (optional) */
   void (*gemm_plan_free)(void *ctx, void *plan);                                              /* (optional) */
   gpurt_error *(*gemm_run)(void *ctx, gp_queue *q, const gp_gemm_op *r);
   gpurt_error *(*quant_matmul)(void *ctx, gp_queue *q, const gp_quant_op *r);                  /* 1.4 */
-  gpurt_error *(*grouped_gemm)(void *ctx, gp_queue *q, const gpurt_grouped_gemm_args *checked,
-                               const gp_mem *operands, uint64_t n_operands);                    /* 1.4 */
-  gpurt_error *(*kv_append)(void *ctx, gp_queue *q, const gp_kv_append_op *r);                /* 1.5 */
+  /* r->c.total_m >= 1 */
+  gpurt_error *(*grouped_gemm)(void *ctx, gp_queue *q, const gp_grouped_op *r);                /* 1.4 */
+  gpurt_error *(*kv_append)(void *ctx, gp_queue *q, const gp_kv_append_op *r);                 /* 1.5 */
   gpurt_error *(*attention_create)(void *ctx, uint32_t dev, const gpurt_attention_desc *d, void **obj);
   void (*attention_destroy)(void *ctx, void *obj);
   /* Plans on q from checked host counts (the framework ran
    * gp_attention_plan_check); the backend keeps the plan its runs use. */
   gpurt_error *(*attention_plan)(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *a,
-                                 const void *sched /* gp_attention_sched */);
+                                 const gp_attention_sched *sched);
   gpurt_error *(*attention_run)(void *ctx, gp_queue *q, const gp_attention_op *r);
-  /* Collectives (1.6, optional: UNSUPPORTED when NULL). */
-  gpurt_error *(*comm_create)(void *ctx, const gpurt_comm_create_args *a, void **comm);
+  /* Collectives (1.6, optional: UNSUPPORTED when comm_create is NULL). */
+  gpurt_error *(*comm_unique_id)(void *ctx, uint8_t id[GPURT_COMM_ID_BYTES]);
+  /* a is checked (devices on live devices); nranks is the communicator's size. */
+  gpurt_error *(*comm_create)(void *ctx, const gpurt_comm_create_args *a, uint32_t nranks, void **comm);
   void (*comm_destroy)(void *ctx, void *comm);
-  gpurt_error *(*comm_run)(void *ctx, void *comm, const gpurt_comm_run_args *a);
+  void (*comm_abort)(void *ctx, void *comm);
+  /* NULL while healthy, else "<what>: the communicator is broken: ...". */
+  gpurt_error *(*comm_query)(void *ctx, void *comm, const char *what);
+  /* Enqueues a checked group (each item on its rank's queue). */
+  gpurt_error *(*comm_run)(void *ctx, void *comm, const gp_coll_item *items, uint64_t n);
 } gp_backend;
 
 /* The entries a backend must set for each ABI minor (the rest are

@@ -9,7 +9,9 @@
 #ifndef GPURT_CSRC_COMMON_H_
 #define GPURT_CSRC_COMMON_H_
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,7 +91,13 @@ int gp_parse_i64(const char *s, size_t len, int allow_suffix, int64_t *out);
 /* A handle is a pointer-sized value, never dereferenced:
  *   bits 56..63 kind tag, 40..55 owner serial (the runtime), 24..39
  *   generation, 0..23 slot index + 1.
- * The table itself is not locked; its owner holds a lock around calls. */
+ * Lookups are lock-free (an acquire load of the slot's handle: what every
+ * call does for each handle it is given); inserts and removes take the
+ * table's own mutex. Slots live in buckets that never move (bucket b holds
+ * 16 << b slots), so a reader never sees memory being freed or moved;
+ * freed slots are reused first in, first out, each with a new generation.
+ * The object a lookup returns stays valid while the caller keeps it from
+ * being destroyed (gpurt.h: a handle is not destroyed while a call uses it). */
 enum {
   GP_KIND_RUNTIME = 0x11,
   GP_KIND_BUFFER = 0x12,
@@ -103,14 +111,22 @@ enum {
   GP_KIND_ATTENTION = 0x1C /* 1.5 */
 };
 
+#define GP_TABLE_BUCKETS 21 /* 16 << 20 slots in the last: past 2^24 */
+
+typedef struct gp_hslot {
+  _Atomic uint64_t handle; /* the live handle of the slot, 0 when free */
+  _Atomic(void *) obj;
+  uint32_t gen;            /* under mu */
+  uint32_t next;           /* free-list link, under mu */
+} gp_hslot;
+
 typedef struct gp_handle_table {
   uint32_t kind;
   uint32_t owner;   /* serial written into every handle */
-  void **objs;
-  uint32_t *gens;
-  uint32_t *next;   /* free-list links */
-  uint32_t cap;
-  uint32_t live;
+  pthread_mutex_t mu; /* inserts and removes */
+  _Atomic(gp_hslot *) buckets[GP_TABLE_BUCKETS];
+  _Atomic uint32_t cap; /* slots made so far (indices below it exist) */
+  _Atomic uint32_t live;
   uint32_t free_head, free_tail; /* FIFO free list, UINT32_MAX when empty */
 } gp_handle_table;
 

@@ -23,7 +23,7 @@ int32_t gp_negotiate(gpurt_negotiate_args *args, const gpurt_api *api) {
   int has_api = sz >= offsetof(gpurt_negotiate_args, api) + sizeof args->api;
   int has_msg = sz >= offsetof(gpurt_negotiate_args, message) + sizeof args->message;
   args->plugin_abi_major = GPURT_ABI_MAJOR;
-  args->plugin_abi_minor = GPURT_ABI_MINOR;
+  args->plugin_abi_minor = api != NULL ? api->abi_minor : GPURT_ABI_MINOR;
   if (has_api) args->api = NULL;
   if (has_msg) args->message[0] = 0;
   if (args->host_abi_major != GPURT_ABI_MAJOR) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gp_backend.h"
+#include "gp_engine.h"
 
 const char gp_plugin_prefix[] = "test";
 
@@ -78,7 +79,7 @@ int main(void) {
       {"graph_begin unset at 1.2", offsetof(gp_backend, graph_begin), 2, 0},
       {"launch unset at 1.0", offsetof(gp_backend, launch), 0, 1},
       {"launch_many (optional) unset", offsetof(gp_backend, launch_many), GPURT_ABI_MINOR, 0},
-      {"graph_patch (optional) unset", offsetof(gp_backend, graph_patch), GPURT_ABI_MINOR, 0},
+      {"control (optional) unset", offsetof(gp_backend, control), GPURT_ABI_MINOR, 0},
       {"comm_run (optional) unset", offsetof(gp_backend, comm_run), GPURT_ABI_MINOR, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -93,6 +94,20 @@ int main(void) {
   result(msg != NULL && strstr(msg, "newer than the header") != NULL, "a minor newer than the header is refused",
          msg);
   result(take(gp_backend_check(NULL), m, sizeof m) != NULL, "a NULL table is refused", NULL);
+
+  /* The engine refuses to negotiate over a table that breaks its promise:
+   * the plugin fails to load, naming the entry, instead of crashing on
+   * the first call of the slot. */
+  b = full(GPURT_ABI_MINOR);
+  unset(&b, offsetof(gp_backend, kv_append));
+  gpurt_negotiate_args na;
+  memset(&na, 0, sizeof na);
+  na.struct_size = sizeof na;
+  na.host_abi_major = GPURT_ABI_MAJOR;
+  na.host_abi_minor = GPURT_ABI_MINOR;
+  int32_t rc = gp_engine_negotiate(&na, &b);
+  result(rc == GPURT_ERR_INTERNAL && na.api == NULL && strstr(na.message, "entry kv_append is unset") != NULL,
+         "gp_engine_negotiate refuses a table without kv_append", na.message);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -168,3 +168,45 @@ func TestCirclesFindsACircle(t *testing.T) {
 		})
 	}
 }
+
+// The mock is a backend of csrc's engine (csrc/gp_backend.h, issue 21):
+// the engine implements every gpurt_api slot (handles, the caller's
+// structs, checks, errors) and the mock implements gp_backend entries and
+// its math only. So no file of plugins/mock/src names a gpurt_* handle
+// type, the api table, a struct_size, or the engine's struct and handle
+// helpers; only mock_plugin.c includes gp_engine.h (for the entry).
+func TestMockIsOnlyABackend(t *testing.T) {
+	forbidden := map[string]string{
+		"gpurt_api": "the ABI table (the engine's)", "struct_size": "a caller's struct (the engine reads it)",
+		"gp_read_struct": "a caller's struct", "gp_write_struct": "a caller's struct", "gp_check_out": "a caller's struct",
+		"gp_table_insert": "a handle table", "gp_table_lookup": "a handle table", "gp_handle_error": "a handle",
+		"gp_negotiate": "negotiation (gp_engine_negotiate is the entry)",
+	}
+	for _, h := range []string{"runtime", "buffer", "host_buffer", "stream", "event", "module", "kernel",
+		"gemm_plan", "graph", "attention", "comm"} {
+		forbidden["gpurt_"+h] = "a gpurt_* handle"
+	}
+	files, err := filepath.Glob(filepath.Join("src", "*.[ch]"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		text := reComment.ReplaceAllString(string(b), " ")
+		for _, tok := range reTok.FindAllString(text, -1) {
+			if why, ok := forbidden[tok]; ok {
+				t.Errorf("%s uses %s: %s; a backend sees resolved operands only (csrc/gp_backend.h)", f, tok, why)
+			}
+		}
+		if filepath.Base(f) != "mock_plugin.c" {
+			require.NotContains(t, string(b), `#include "gp_engine.h"`, "%s includes the engine's header", f)
+		}
+	}
+}
+
+// The checker above finds what it must: a file with a slot function.
+func TestMockIsOnlyABackendFinds(t *testing.T) {
+	text := reComment.ReplaceAllString("gpurt_error *m_copy(gpurt_runtime *h) { /* gpurt_api */ }", " ")
+	require.Contains(t, reTok.FindAllString(text, -1), "gpurt_runtime")
+	require.NotContains(t, reTok.FindAllString(text, -1), "gpurt_api")
+}

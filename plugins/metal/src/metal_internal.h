@@ -34,7 +34,9 @@
 
 #include "gp_common.h"
 
-#define GM_VERSION "1.6.0"
+/* The ABI it implements, then its own patch level (a minor bump is one
+ * edit, in gpurt.h). */
+#define GM_VERSION GP_ABI_VERSION ".0"
 #define GM_PRIORITY 200
 
 /* The built-in library, made by scripts/build_metal.sh (gm_embedded.c): a

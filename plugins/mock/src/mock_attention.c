@@ -24,50 +24,16 @@
 /* Helpers: streams, device memory views, stream calls, the table      */
 /* ------------------------------------------------------------------ */
 
-/* A stream handle (non-NULL, valid, device not lost); writes its device. */
-static gpurt_error *stream_get(mock_rt *rt, gpurt_stream *h, const char *what, mock_stream **out, uint32_t *dev) {
-  gpurt_error *ns = gp_need_stream(what, h);
-  if (ns) return ns;
-  mock_stream *s;
-  gpurt_error *e = mock_lookup(rt, &rt->streams, h, (void **)&s);
-  if (e) return gp_err_wrap(e, "%s", what);
-  if (mock_is_lost(rt, s->dev)) return mock_lost_err(what, s->dev);
-  *out = s;
-  *dev = s->dev;
-  return NULL;
-}
-
-/* Device memory: buffer h on device dev, bytes [off, off+size) inside it;
- * writes the host address of byte off and, when avail is not NULL, the
- * bytes from off to the buffer's end. */
-static gpurt_error *buffer_view(mock_rt *rt, uint32_t dev, gpurt_buffer *h, uint64_t off, uint64_t size,
-                                const char *what, const char *name, unsigned char **out, uint64_t *avail) {
-  if (h == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", what, name);
-  mock_buf *b;
-  gpurt_error *e = mock_lookup(rt, &rt->bufs, h, (void **)&b);
-  if (e) return gp_err_wrap(e, "%s: %s", what, name);
-  if (b->dev != dev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %s %#llx is on device %u but the stream is on device %u", what,
-                  name, H(h), b->dev, dev);
-  if (!gp_in_range(b->size, off, size))
-    return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes from offset %llu, beyond buffer %#llx of %llu "
-                  "bytes", what, name, U(size), U(off), H(h), U(b->size));
-  *out = b->data + off;
-  if (avail) *avail = b->size - off;
-  return NULL;
-}
-
 typedef struct m_attn {
   uint32_t dev;
   gpurt_attention_desc d;
   pthread_mutex_t mu;    /* guards the plan below */
-  int planned;
-  gpurt_stream *stream;  /* the stream of the last plan */
   gp_attention_sched sched;
   int32_t *counts;       /* qo_indptr[max+1] | kv_indptr[max+1] | last[max] */
 } m_attn;
 
-void mock_attention_free(void *obj) {
+void mock_attention_destroy(void *ctx, void *obj) {
+  (void)ctx;
   m_attn *a = obj;
   if (a == NULL) return;
   pthread_mutex_destroy(&a->mu);
@@ -93,27 +59,15 @@ typedef struct m_pages {
   uint64_t indices_avail; /* entries readable at indices */
 } m_pages;
 
-/* Resolves the pages: K/V regions of num_pages pages, indptr (batch+1),
- * last_page_len (batch), and indices (`indices_min` entries at least). */
-static gpurt_error *pages_view(mock_rt *rt, uint32_t dev, const gpurt_kv_layout *l, const gpurt_kv_pages *p,
-                                uint32_t batch, uint64_t indices_min, const char *w, m_pages *out) {
-  gpurt_error *e;
-  gp_kv_extent x;
-  unsigned char *ind;
-  uint64_t avail = 0;
-  if ((e = gp_kv_pages_check(l, p, batch, indices_min, UINT64_MAX, w, &x)) ||
-      (e = buffer_view(rt, dev, p->k, p->k_offset, x.kv, w, "k", &out->k, NULL)) ||
-      (e = buffer_view(rt, dev, p->v, p->v_offset, x.kv, w, "v", &out->v, NULL)) ||
-      (e = buffer_view(rt, dev, p->indptr, p->indptr_offset, x.indptr, w, "indptr",
-                       (unsigned char **)&out->indptr, NULL)) ||
-      (e = buffer_view(rt, dev, p->last_page_len, p->last_page_len_offset, x.last, w, "last_page_len",
-                       (unsigned char **)&out->last, NULL)) ||
-      (e = buffer_view(rt, dev, p->indices, p->indices_offset, x.indices, w, "indices", &ind, &avail)))
-    return e;
-  out->indices = ind;
-  out->indices_avail = avail / 4;
+/* The pages the engine resolved, as the worker reads them. */
+static void pages_of(const gp_kv_pages_op *p, m_pages *out) {
+  out->k = mock_ptr(&p->k);
+  out->v = mock_ptr(&p->v);
   out->num_pages = p->num_pages;
-  return NULL;
+  out->indptr = mock_ptr(&p->indptr);
+  out->indices = mock_ptr(&p->indices);
+  out->last = mock_ptr(&p->last_page_len);
+  out->indices_avail = p->indices.size / 4;
 }
 
 /* ------------------------------------------------------------------ */
@@ -153,134 +107,58 @@ static void append_run(void *ctx) {
   }
 }
 
-gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
-                                    mock_op **out) {
-  (void)sh;
-  (void)object;
-  const char *w = "kv_append";
-  uint32_t dev = s->dev;
-  gpurt_error *e;
-  *out = NULL;
-  gpurt_kv_append_args a;
-  uint64_t rows;
-  if ((e = gp_kv_append_check(args, &a, &rows))) return e;
-  if (a.nnz == 0) return NULL;
+gpurt_error *mock_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
+  (void)ctx;
   m_append *x = calloc(1, sizeof *x);
-  if (!x) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", w);
-  x->l = a.layout;
-  x->batch = a.batch_size;
-  x->nnz = a.nnz;
-  unsigned char *kr, *vr, *bi, *pos;
-  if ((e = pages_view(rt, dev, &a.layout, &a.pages, a.batch_size, 1, w, &x->p)) ||
-      (e = gp_attention_align(w, "k_rows", a.k_rows_offset, 16)) ||
-      (e = gp_attention_align(w, "v_rows", a.v_rows_offset, 16)) ||
-      (e = gp_attention_align(w, "batch_indices", a.batch_indices_offset, 4)) ||
-      (e = gp_attention_align(w, "positions", a.positions_offset, 4)) ||
-      (e = buffer_view(rt, dev, a.k_rows, a.k_rows_offset, rows, w, "k_rows", &kr, NULL)) ||
-      (e = buffer_view(rt, dev, a.v_rows, a.v_rows_offset, rows, w, "v_rows", &vr, NULL)) ||
-      (e = buffer_view(rt, dev, a.batch_indices, a.batch_indices_offset, 4 * a.nnz, w, "batch_indices", &bi,
-                            NULL)) ||
-      (e = buffer_view(rt, dev, a.positions, a.positions_offset, 4 * a.nnz, w, "positions", &pos, NULL))) {
-    free(x);
-    return e;
-  }
-  x->k_rows = kr;
-  x->v_rows = vr;
-  x->bi = bi;
-  x->pos = pos;
-  return mock_fn_op(w, append_run, free, x, out);
-}
-
-gpurt_error *m_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args) {
-  return mock_call(h, sh, "kv_append", 1, mock_kv_append_prepare, NULL, args);
+  if (!x) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "kv_append: no memory");
+  x->l = r->layout;
+  x->batch = r->batch;
+  x->nnz = r->nnz;
+  pages_of(&r->pages, &x->p);
+  x->k_rows = mock_ptr(&r->k_rows);
+  x->v_rows = mock_ptr(&r->v_rows);
+  x->bi = mock_ptr(&r->batch_indices);
+  x->pos = mock_ptr(&r->positions);
+  return mock_submit_fn(q, "kv_append", append_run, free, x);
 }
 
 /* ------------------------------------------------------------------ */
 /* Attention objects and plans                                         */
 /* ------------------------------------------------------------------ */
 
-gpurt_error *m_attention_create(gpurt_runtime *h, uint32_t dev, const gpurt_attention_desc *desc,
-                                   gpurt_attention **out) {
-  const char *w = "attention_create";
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: out is NULL", w);
-  *out = NULL;
-  if ((e = mock_check_dev(rt, dev, w))) return e;
-  gpurt_attention_desc d;
-  if ((e = gp_read_struct(&d, sizeof d, desc, "attention_create: desc"))) return e;
-  if ((e = gp_attention_desc_check(&d))) return e;
+gpurt_error *mock_attention_create(void *ctx, uint32_t dev, const gpurt_attention_desc *d, void **obj) {
+  (void)ctx;
   m_attn *a = calloc(1, sizeof *a);
-  uint64_t n = d.max_batch_size;
+  uint64_t n = d->max_batch_size;
   int32_t *counts = calloc(3 * n + 2, sizeof *counts);
   if (!a || !counts) {
     free(a);
     free(counts);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory for max_batch_size %llu", w, U(n));
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "attention_create: no memory for max_batch_size %llu", U(n));
   }
   a->dev = dev;
-  a->d = d;
+  a->d = *d;
   a->counts = counts;
   pthread_mutex_init(&a->mu, NULL);
-  uintptr_t ha;
-  pthread_mutex_lock(&rt->mu);
-  int r = gp_table_insert(&rt->attns, a, &ha);
-  pthread_mutex_unlock(&rt->mu);
-  if (r != 0) {
-    mock_attention_free(a);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: too many attention objects", w);
-  }
-  *out = (gpurt_attention *)ha;
+  *obj = a;
   return NULL;
 }
 
-gpurt_error *m_attention_destroy(gpurt_runtime *h, gpurt_attention *ah) {
-  if (ah == NULL) return NULL;
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  void *o = NULL;
-  pthread_mutex_lock(&rt->mu);
-  int st = gp_table_lookup(&rt->attns, (uintptr_t)ah, &o);
-  if (st == GP_HANDLE_OK) gp_table_remove(&rt->attns, (uintptr_t)ah);
-  pthread_mutex_unlock(&rt->mu);
-  if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_ATTENTION, (uintptr_t)ah);
-  m_attn *a = o;
-  /* Enqueued runs own copies of what they need: nothing to wait for. */
-  mock_attention_free(a);
-  return NULL;
-}
-
-gpurt_error *m_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                                 const gpurt_attention_plan_args *args) {
-  const char *w = "attention_plan";
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  uint32_t dev = 0;
-  if ((e = stream_get(rt, sh, w, &s, &dev))) return e;
-  m_attn *a;
-  if ((e = mock_lookup(rt, &rt->attns, ah, (void **)&a))) return gp_err_wrap(e, "%s", w);
-  if (a->dev != dev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: attention %#llx is for device %u but the stream is on device %u",
-                  w, H(ah), a->dev, dev);
-  gpurt_attention_plan_args pa;
-  if ((e = gp_read_struct(&pa, sizeof pa, args, "attention_plan: args"))) return e;
-  gp_attention_sched sc;
-  if ((e = gp_attention_plan_check(&a->d, &pa, &sc))) return e;
-  uint64_t n = a->d.max_batch_size, b = pa.batch_size;
+/* Keeps the plan's counts (the runs copy them into their ops). */
+gpurt_error *mock_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *pa,
+                                 const gp_attention_sched *sc) {
+  (void)ctx;
+  (void)q;
+  m_attn *a = obj;
+  uint64_t n = a->d.max_batch_size, b = pa->batch_size;
   pthread_mutex_lock(&a->mu);
   int32_t *qo = a->counts, *kv = a->counts + n + 1, *last = a->counts + 2 * n + 2;
   for (uint64_t i = 0; i <= b; i++) {
-    qo[i] = pa.qo_indptr ? pa.qo_indptr[i] : (int32_t)i;
-    kv[i] = pa.kv_indptr[i];
-    if (i < b) last[i] = pa.kv_last_page_len[i];
+    qo[i] = pa->qo_indptr ? pa->qo_indptr[i] : (int32_t)i;
+    kv[i] = pa->kv_indptr[i];
+    if (i < b) last[i] = pa->kv_last_page_len[i];
   }
-  a->sched = sc;
-  a->stream = sh;
-  a->planned = 1;
+  a->sched = *sc;
   pthread_mutex_unlock(&a->mu);
   return NULL;
 }
@@ -403,78 +281,32 @@ out:
   free(qd);
 }
 
-gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object,
-                                        const void *args, mock_op **out) {
-  gpurt_attention *ah = object;
-  const char *w = "attention_run";
-  uint32_t dev = s->dev;
-  gpurt_error *e;
-  *out = NULL;
-  m_attn *a;
-  if ((e = mock_lookup(rt, &rt->attns, ah, (void **)&a))) return gp_err_wrap(e, "%s", w);
-  gpurt_attention_run_args ra;
-  if ((e = gp_read_struct(&ra, sizeof ra, args, "attention_run: args"))) return e;
+gpurt_error *mock_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r) {
+  (void)ctx;
+  m_attn *a = r->obj;
   m_run *x = calloc(1, sizeof *x);
   uint64_t n = a->d.max_batch_size;
   int32_t *counts = calloc(3 * n + 2, sizeof *counts);
   if (!x || !counts) {
     free(x);
     free(counts);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", w);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "attention_run: no memory");
   }
   x->qo = counts;
   pthread_mutex_lock(&a->mu);
-  int planned = a->planned;
-  gpurt_stream *ps = a->stream;
-  uint64_t b = a->sched.batch;
-  if (planned) {
-    memcpy(counts, a->counts, (3 * n + 2) * sizeof *counts);
-    x->batch = a->sched.batch;
-    x->rows = a->sched.rows;
-    x->pages = a->sched.pages;
-  }
+  memcpy(counts, a->counts, (3 * n + 2) * sizeof *counts);
+  x->batch = a->sched.batch;
+  x->rows = a->sched.rows;
+  x->pages = a->sched.pages;
   pthread_mutex_unlock(&a->mu);
-  if (!planned || (sh != NULL && ps != sh)) {
-    run_drop(x);
-    if (!planned)
-      return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx has no plan (call attention_plan first)", w,
-                    H(ah));
-    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: stream %#llx is not the stream of the last plan (%#llx); "
-                  "runs go on the plan's stream", w, H(sh), H(ps));
-  }
   /* Pack the counts: qo[b+1] | kv[b+1] | last[b] are at fixed offsets of n. */
   x->kv = counts + n + 1;
   x->last = counts + 2 * n + 2;
   x->d = a->d;
   x->scale = gp_attention_sm_scale(&a->d);
-  const gpurt_kv_layout *l = &a->d.layout;
-  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(l->dtype);
-  unsigned char *q, *o, *qo_dev = NULL;
-  if ((e = gp_attention_align(w, "q", ra.q_offset, 16)) || (e = gp_attention_align(w, "o", ra.o_offset, 16)) ||
-      (e = buffer_view(rt, dev, ra.q, ra.q_offset, x->rows * row_bytes, w, "q", &q, NULL)) ||
-      (e = buffer_view(rt, dev, ra.o, ra.o_offset, x->rows * row_bytes, w, "o", &o, NULL)) ||
-      (e = pages_view(rt, dev, l, &ra.pages, (uint32_t)b, x->pages, w, &x->p))) {
-    run_drop(x);
-    return e;
-  }
-  if (a->d.kind == GPURT_ATTENTION_PREFILL) {
-    if ((e = gp_attention_align(w, "qo_indptr", ra.qo_indptr_offset, 4)) ||
-        (e = buffer_view(rt, dev, ra.qo_indptr, ra.qo_indptr_offset, 4 * (b + 1), w, "qo_indptr", &qo_dev,
-                              NULL))) {
-      run_drop(x);
-      return e;
-    }
-  } else if (ra.qo_indptr != NULL) {
-    run_drop(x);
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: qo_indptr is set for decode (pass NULL)", w);
-  }
-  x->q = q;
-  x->o = o;
-  x->qo_dev = qo_dev;
-  return mock_fn_op(w, run_run, run_drop, x, out);
-}
-
-gpurt_error *m_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                             const gpurt_attention_run_args *args) {
-  return mock_call(h, sh, "attention_run", 1, mock_attention_run_prepare, ah, args);
+  pages_of(&r->pages, &x->p);
+  x->q = mock_ptr(&r->q);
+  x->o = mock_ptr(&r->o);
+  x->qo_dev = mock_ptr(&r->qo_indptr);
+  return mock_submit_fn(q, "attention_run", run_run, run_drop, x);
 }

@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gp_comm.h"
 #include "mock_internal.h"
 
 typedef struct coll_inst {
@@ -429,12 +428,6 @@ static void rank_release(void *arg) {
 /* Entry points                                                        */
 /* ------------------------------------------------------------------ */
 
-static gpurt_error *get_comm(mock_rt *rt, gpurt_comm *h, const char *what, mock_comm **out) {
-  gpurt_error *e = mock_lookup(rt, &rt->comms, h, (void **)out);
-  if (e) return gp_err_wrap(e, "%s", what);
-  return NULL;
-}
-
 static gpurt_error *group_error(comm_group *g, const char *what) {
   gpurt_error *e = NULL;
   pthread_mutex_lock(&g->mu);
@@ -444,43 +437,31 @@ static gpurt_error *group_error(comm_group *g, const char *what) {
   return e;
 }
 
-void mock_comm_free(void *obj) {
+void mock_comm_destroy(void *ctx, void *obj) {
+  (void)ctx;
   mock_comm *c = obj;
   if (!c) return;
   group_unref(c->g);
   free(c);
 }
 
-gpurt_error *m_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if ((e = gp_check_out(out, "comm_unique_id: out"))) return e;
-  gpurt_comm_id id;
-  memset(&id, 0, sizeof id);
-  id.struct_size = sizeof id;
+gpurt_error *mock_comm_unique_id(void *ctx, uint8_t id[GPURT_COMM_ID_BYTES]) {
+  (void)ctx;
   pthread_mutex_lock(&g_comm_mu);
   uint64_t k = ++g_id_counter;
   pthread_mutex_unlock(&g_comm_mu);
   uint64_t pid = (uint64_t)getpid(), ns = mock_now_ns();
-  memcpy(id.bytes, "gpurt-mock-comm", 16);
-  memcpy(id.bytes + 16, &k, 8);
-  memcpy(id.bytes + 24, &pid, 8);
-  memcpy(id.bytes + 32, &ns, 8);
-  gp_write_struct(out, &id, sizeof id);
+  memcpy(id, "gpurt-mock-comm", 16);
+  memcpy(id + 16, &k, 8);
+  memcpy(id + 24, &pid, 8);
+  memcpy(id + 32, &ns, 8);
   return NULL;
 }
 
-gpurt_error *m_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "comm_create: out is NULL");
-  *out = NULL;
-  gpurt_comm_create_args a;
-  if ((e = gp_comm_create_check(args, &a, rt->ndev))) return e;
-  for (uint32_t i = 0; i < a.device_count; i++)
-    if (mock_is_lost(rt, a.devices[i])) return mock_lost_err("comm_create", a.devices[i]);
+gpurt_error *mock_comm_create(void *ctx, const gpurt_comm_create_args *ap, uint32_t nranks, void **out) {
+  (void)ctx;
+  (void)nranks;
+  const gpurt_comm_create_args a = *ap;
   mock_comm *c = calloc(1, sizeof *c);
   if (!c) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_create: no memory");
   c->first_rank = a.first_rank;
@@ -555,128 +536,48 @@ gpurt_error *m_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args,
     pthread_mutex_unlock(&g->mu);
   }
   c->g = g;
-  uintptr_t hh;
-  pthread_mutex_lock(&rt->mu);
-  int r = gp_table_insert(&rt->comms, c, &hh);
-  pthread_mutex_unlock(&rt->mu);
-  if (r != 0) {
-    mock_comm_free(c);
-    return gp_table_full_error("comm_create", GP_KIND_COMM);
-  }
-  *out = (gpurt_comm *)hh;
+  *out = c;
   return NULL;
 }
 
-gpurt_error *m_comm_destroy(gpurt_runtime *h, gpurt_comm *ch) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if (ch == NULL) return NULL;
-  void *obj;
-  pthread_mutex_lock(&rt->mu);
-  int st = gp_table_take(&rt->comms, (uintptr_t)ch, &obj);
-  pthread_mutex_unlock(&rt->mu);
-  if (st != GP_HANDLE_OK) return gp_err_wrap(gp_handle_error(st, GP_KIND_COMM, (uintptr_t)ch), "comm_destroy");
+void mock_comm_abort(void *ctx, void *obj) {
+  (void)ctx;
   mock_comm *c = obj;
-  /* The communicator's work on its devices completes first (as
-   * ncclCommDestroy); an aborted one has nothing left to wait for. */
-  for (uint32_t i = 0; i < c->local && !c->aborted; i++) {
-    gpurt_error *d = mock_drain_device(rt, c->devs[i]);
-    if (d && !e) e = d;
-    else if (d) gp_error_destroy(d);
-  }
-  mock_comm_free(c);
-  return e;
-}
-
-gpurt_error *m_comm_abort(gpurt_runtime *h, gpurt_comm *ch) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_comm *c;
-  if ((e = get_comm(rt, ch, "comm_abort", &c))) return e;
   pthread_mutex_lock(&c->g->mu);
   c->aborted = 1;
   group_break(c->g, GPURT_ERR_FAILED_PRECONDITION, "ranks %u..%u aborted the communicator", c->first_rank,
               c->first_rank + c->local - 1);
   pthread_mutex_unlock(&c->g->mu);
-  return NULL;
 }
 
-gpurt_error *m_comm_query(gpurt_runtime *h, gpurt_comm *ch) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_comm *c;
-  if ((e = get_comm(rt, ch, "comm_query", &c))) return e;
-  if (c->aborted)
-    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "comm_query: the communicator was aborted (destroy it)");
-  return group_error(c->g, "comm_query");
+gpurt_error *mock_comm_query(void *ctx, void *obj, const char *what) {
+  (void)ctx;
+  mock_comm *c = obj;
+  return group_error(c->g, what);
 }
 
-gpurt_error *m_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_args *args) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_comm *c;
-  if ((e = get_comm(rt, ch, "comm_run", &c))) return e;
-  if (c->aborted)
-    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "comm_run: the communicator was aborted (destroy it)");
-  if ((e = group_error(c->g, "comm_run"))) return e;
-  gpurt_comm_run_args a;
-  if ((e = gp_comm_run_read(args, &a))) return e;
+/* One work per local rank with ops, each op in call order; sequence
+ * numbers and enqueueing under g->mu, so the streams' order is the
+ * numbers' order whatever other threads call. */
+gpurt_error *mock_comm_run(void *ctx, void *obj, const gp_coll_item *items, uint64_t count) {
+  mock_rt *rt = ctx;
+  mock_comm *c = obj;
   comm_group *g = c->g;
-  gp_comm_ranks rk = {g->nranks, c->first_rank, c->local};
-  gpurt_coll_op *ops = calloc((size_t)a.count, sizeof *ops);
+  gpurt_error *e = NULL;
   rank_work **works = calloc(c->local, sizeof *works);
-  mock_stream **streams = calloc(c->local, sizeof *streams);
-  const unsigned char **sendp = calloc((size_t)a.count, sizeof *sendp);
-  unsigned char **recvp = calloc((size_t)a.count, sizeof *recvp);
-  if (!ops || !works || !streams || !sendp || !recvp) {
-    e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_run: no memory for %llu ops", U(a.count));
+  gp_queue **queues = calloc(c->local, sizeof *queues);
+  mock_op **qops = calloc(c->local, sizeof *qops);
+  if (!works || !queues || !qops) {
+    e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_run: no memory for %llu ops", U(count));
     goto out;
   }
-  for (uint64_t i = 0; i < a.count; i++) {
-    if ((e = gp_coll_op_read(&a, i, &rk, &ops[i]))) goto out;
-    gpurt_coll_op *o = &ops[i];
-    uint32_t dev = c->devs[o->rank - c->first_rank];
-    mock_stream *s;
-    if ((e = mock_lookup(rt, &rt->streams, o->stream, (void **)&s))) {
-      e = gp_err_wrap(e, "comm_run: op %llu: stream", U(i));
-      goto out;
-    }
-    if ((e = gp_coll_device(i, NULL, o->rank, dev, s->dev))) goto out;
-    if (mock_is_lost(rt, dev)) {
-      e = mock_lost_err("comm_run", dev);
-      goto out;
-    }
-    uint64_t sb, rb;
-    gp_coll_bytes(o, g->nranks, &sb, &rb);
-    const char *side[2] = {"send", "recv"};
-    gpurt_buffer *bh[2] = {gp_coll_uses_send(o) ? o->send : NULL, o->recv};
-    uint64_t off[2] = {o->send_offset, o->recv_offset}, need[2] = {sb, rb};
-    for (int k = 0; k < 2; k++) {
-      if (bh[k] == NULL) continue;
-      mock_buf *b;
-      if ((e = mock_lookup(rt, &rt->bufs, bh[k], (void **)&b))) {
-        e = gp_err_wrap(e, "comm_run: op %llu: %s", U(i), side[k]);
-        goto out;
-      }
-      if ((e = gp_coll_device(i, side[k], o->rank, dev, b->dev))) goto out;
-      if ((e = gp_coll_range(i, side[k], b->size, off[k], need[k]))) goto out;
-      if (k == 0) sendp[i] = b->data + off[k];
-      else recvp[i] = b->data + off[k];
-    }
-    streams[o->rank - c->first_rank] = s;
-  }
-  if ((e = gp_comm_group_check(ops, a.count, &rk))) goto out;
-  /* One work per local rank with ops, each op in call order. */
   for (uint32_t l = 0; l < c->local; l++) {
     uint64_t n = 0;
-    for (uint64_t i = 0; i < a.count; i++) n += ops[i].rank == c->first_rank + l;
+    for (uint64_t i = 0; i < count; i++) n += items[i].op.rank == c->first_rank + l;
     if (n == 0) continue;
     rank_work *w = calloc(1, sizeof *w + n * sizeof(rank_op));
-    if (!w) {
+    if (!w || !(qops[l] = calloc(1, sizeof(mock_op)))) {
+      free(w);
       e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_run: no memory");
       goto out;
     }
@@ -684,31 +585,16 @@ gpurt_error *m_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_a
     w->g = g;
     w->rank = c->first_rank + l;
     w->dev = c->devs[l];
-    for (uint64_t i = 0; i < a.count; i++) {
-      if (ops[i].rank != w->rank) continue;
+    for (uint64_t i = 0; i < count; i++) {
+      if (items[i].op.rank != w->rank) continue;
       rank_op *ro = &w->ops[w->n++];
-      ro->op = ops[i];
-      ro->send = sendp[i];
-      ro->recv = recvp[i];
+      ro->op = items[i].op;
+      ro->send = mock_ptr(&items[i].send);
+      ro->recv = mock_ptr(&items[i].recv);
+      queues[l] = items[i].q;
     }
     works[l] = w;
   }
-  mock_op **qops = calloc(c->local, sizeof *qops);
-  if (!qops) {
-    e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_run: no memory");
-    goto out;
-  }
-  for (uint32_t l = 0; l < c->local; l++) {
-    if (!works[l]) continue;
-    if (!(qops[l] = calloc(1, sizeof(mock_op)))) {
-      for (uint32_t k = 0; k < l; k++) free(qops[k]);
-      free(qops);
-      e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_run: no memory");
-      goto out;
-    }
-  }
-  /* Sequence numbers and enqueue under g->mu: the streams' order is the
-   * numbers' order, whatever other threads call. */
   pthread_mutex_lock(&g->mu);
   for (uint32_t l = 0; l < c->local; l++) {
     rank_work *w = works[l];
@@ -727,17 +613,17 @@ gpurt_error *m_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_a
     q->u.fn.release = rank_release;
     q->u.fn.arg = w;
     works[l] = NULL; /* the op owns it now */
-    mock_submit(streams[l], q);
+    qops[l] = NULL;
+    mock_submit(queues[l], q);
   }
   pthread_mutex_unlock(&g->mu);
-  free(qops);
 out:
   if (works)
     for (uint32_t l = 0; l < c->local; l++) free(works[l]);
+  if (qops)
+    for (uint32_t l = 0; l < c->local; l++) free(qops[l]);
   free(works);
-  free(streams);
-  free(ops);
-  free(sendp);
-  free(recvp);
+  free(queues);
+  free(qops);
   return e;
 }

@@ -50,24 +50,6 @@ static void st_half(int32_t t, void *base, uint64_t i, double v) {
   memcpy((unsigned char *)base + 2 * i, &h, 2);
 }
 
-/* ---- the op plumbing: stream, operands, submission -------------------------- */
-
-/* A buffer on the stream's device with [off, off + bytes) inside it. */
-static gpurt_error *op_operand(mock_rt *rt, mock_stream *s, const char *what, const char *name, gpurt_buffer *bh,
-                               uint64_t off, uint64_t bytes, void **out) {
-  mock_buf *b;
-  gpurt_error *e = mock_lookup(rt, &rt->bufs, bh, (void **)&b);
-  if (e) return gp_err_wrap(e, "%s: operand %s", what, name);
-  if (b->dev != s->dev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: operand %s: buffer %#llx is on device %u but the stream is "
-                  "on device %u", what, name, H(bh), b->dev, s->dev);
-  if (!gp_in_range(b->size, off, bytes))
-    return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: operand %s spans %llu bytes from offset %llu, beyond buffer "
-                  "%#llx of %llu bytes", what, name, U(bytes), U(off), H(bh), U(b->size));
-  *out = b->data + off;
-  return NULL;
-}
-
 static int op_threads(const mock_rt *rt) { return rt->gemm_threads < 1 ? 1 : rt->gemm_threads; }
 
 /* ---- a parallel loop over rows ------------------------------------------- */
@@ -149,39 +131,18 @@ static void qmm_run(void *p) {
   par_rows(j->threads, j->a.m, qmm_rows, j);
 }
 
-gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
-                                mock_op **out) {
-  (void)sh;
-  (void)object;
-  const char *what = "quant_matmul";
-  gpurt_error *e;
-  *out = NULL;
-  gp_quant_mm c;
-  if ((e = gp_quant_mm_check(args, &c))) return e;
-  const gpurt_quant_matmul_args *a = &c.a;
+gpurt_error *mock_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r) {
+  mock_rt *rt = ctx;
   qmm_job *j = calloc(1, sizeof *j);
-  if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
-  void *w, *sc, *bi, *x, *y;
-  if ((e = op_operand(rt, s, what, "w", a->w, a->w_offset, c.w_bytes, &w)) ||
-      (e = op_operand(rt, s, what, "scales", a->scales, a->scales_offset, c.s_bytes, &sc)) ||
-      (e = op_operand(rt, s, what, "biases", a->biases, a->biases_offset, c.s_bytes, &bi)) ||
-      (e = op_operand(rt, s, what, "x", a->x, a->x_offset, c.x_bytes, &x)) ||
-      (e = op_operand(rt, s, what, "y", a->y, a->y_offset, c.y_bytes, &y))) {
-    free(j);
-    return e;
-  }
-  j->a = *a;
-  j->w = w;
-  j->s = sc;
-  j->b = bi;
-  j->x = x;
-  j->y = y;
+  if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "quant_matmul: no memory");
+  j->a = r->c.a;
+  j->w = mock_ptr(&r->w);
+  j->s = mock_ptr(&r->scales);
+  j->b = mock_ptr(&r->biases);
+  j->x = mock_ptr(&r->x);
+  j->y = mock_ptr(&r->y);
   j->threads = op_threads(rt);
-  return mock_fn_op(what, qmm_run, free, j, out);
-}
-
-gpurt_error *m_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
-  return mock_call(h, sh, "quant_matmul", 0, mock_quant_prepare, NULL, args);
+  return mock_submit_fn(q, "quant_matmul", qmm_run, free, j);
 }
 
 /* ---- grouped_gemm ------------------------------------------------------------ */
@@ -237,33 +198,12 @@ static void gg_release(void *p) {
   free(j);
 }
 
-gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
-                                  mock_op **out) {
-  (void)sh;
-  (void)object;
+gpurt_error *mock_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r) {
+  mock_rt *rt = ctx;
   const char *what = "grouped_gemm";
-  gpurt_error *e;
-  *out = NULL;
   gg_job *j = calloc(1, sizeof *j);
   if (!j) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
-  if ((e = gp_grouped_check(args, &j->c))) {
-    free(j);
-    return e;
-  }
-  const gpurt_grouped_gemm_args *a = &j->c.a;
-  void *pa, *pb, *pd, *psa = NULL, *psb = NULL;
-  if ((e = op_operand(rt, s, what, "a", a->a, a->a_offset, j->c.a_bytes, &pa)) ||
-      (e = op_operand(rt, s, what, "b", a->b, a->b_offset, j->c.b_bytes, &pb)) ||
-      (e = op_operand(rt, s, what, "d", a->d, a->d_offset, j->c.d_bytes, &pd)) ||
-      (j->c.fp8 && (e = op_operand(rt, s, what, "scale_a", a->scale_a, a->scale_a_offset, j->c.sa_bytes, &psa))) ||
-      (j->c.fp8 && (e = op_operand(rt, s, what, "scale_b", a->scale_b, a->scale_b_offset, j->c.sb_bytes, &psb)))) {
-    free(j);
-    return e;
-  }
-  if (j->c.total_m == 0) { /* nothing to compute */
-    free(j);
-    return NULL;
-  }
+  j->c = r->c;
   j->row_group = malloc(j->c.total_m * sizeof *j->row_group);
   if (!j->row_group) {
     unsigned long long rows = j->c.total_m;
@@ -271,19 +211,16 @@ gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh,
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory for %llu rows", what, rows);
   }
   /* m_sizes is borrowed: copy what the worker needs now. */
-  uint64_t r = 0;
+  const gpurt_grouped_gemm_args *a = &r->c.a;
+  uint64_t row = 0;
   for (uint64_t g = 0; g < a->group_count; g++)
-    for (uint64_t i = 0; i < a->m_sizes[g]; i++) j->row_group[r++] = g;
+    for (uint64_t i = 0; i < a->m_sizes[g]; i++) j->row_group[row++] = g;
   j->c.a.m_sizes = NULL;
-  j->a = pa;
-  j->b = pb;
-  j->d = pd;
-  j->sa = psa;
-  j->sb = psb;
+  j->a = mock_ptr(&r->a);
+  j->b = mock_ptr(&r->b);
+  j->d = mock_ptr(&r->d);
+  j->sa = mock_ptr(&r->scale_a);
+  j->sb = mock_ptr(&r->scale_b);
   j->threads = op_threads(rt);
-  return mock_fn_op(what, gg_run, gg_release, j, out);
-}
-
-gpurt_error *m_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
-  return mock_call(h, sh, "grouped_gemm", 0, mock_grouped_prepare, NULL, args);
+  return mock_submit_fn(q, what, gg_run, gg_release, j);
 }

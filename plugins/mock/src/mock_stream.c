@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mock_stream.c — the mock plugin's stream workers (one thread and FIFO per stream),
- * streams and events.
+ * mock_stream.c — the mock's stream workers (one thread and FIFO per queue), queues
+ * (a recording queue appends instead), events and their records.
  * See mock_internal.h for the objects and the locking.
  */
 #include <stdlib.h>
@@ -40,10 +40,18 @@ static void rec_wait(mock_rt *rt, ev_rec *r) {
 /* ------------------------------------------------------------------ */
 
 void mock_op_free(mock_rt *rt, mock_op *op) {
-  if (op->kind == OP_RECORD || op->kind == OP_WAIT) mock_rec_release(rt, op->u.rec);
+  if (op->kind == OP_RECORD || op->kind == OP_WAIT) mock_rec_release(rt, op->u.ev.rec);
   if (op->kind == OP_GEMM) free(op->u.gemm);
   if (op->kind == OP_FN && op->u.fn.release) op->u.fn.release(op->u.fn.arg);
   free(op);
+}
+
+gpurt_error *mock_op_new(const char *what, int kind, mock_op **out) {
+  mock_op *op = calloc(1, sizeof *op);
+  if (!op) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: no memory", what);
+  op->kind = kind;
+  *out = op;
+  return NULL;
 }
 
 gpurt_error *mock_fn_op(const char *what, void (*fn)(void *), void (*release)(void *), void *arg, mock_op **out) {
@@ -60,24 +68,8 @@ gpurt_error *mock_fn_op(const char *what, void (*fn)(void *), void (*release)(vo
   return NULL;
 }
 
-gpurt_error *mock_call(gpurt_runtime *h, gpurt_stream *sh, const char *what, int wrap, mock_prepare_fn prep,
-                       void *object, const void *args) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if ((e = gp_need_stream(what, sh))) return e;
-  mock_stream *s;
-  if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return wrap ? gp_err_wrap(e, "%s", what) : e;
-  if (mock_is_lost(rt, s->dev)) return mock_lost_err(what, s->dev);
-  mock_op *op;
-  if ((e = prep(rt, s, sh, object, args, &op))) return e;
-  if (op) mock_submit(s, op);
-  return NULL;
-}
-
-void mock_op_run(mock_stream *s, mock_op *op) {
-  mock_rt *rt = s->rt;
-  int lost = mock_is_lost(rt, s->dev);
+void mock_op_run(mock_rt *rt, uint32_t dev, mock_op *op) {
+  int lost = mock_is_lost(rt, dev);
   switch (op->kind) {
     case OP_COPY:
       if (!lost && op->u.copy.size) memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.size);
@@ -96,10 +88,10 @@ void mock_op_run(mock_stream *s, mock_op *op) {
       if (!lost) gp_launch_run(&op->u.launch);
       break;
     case OP_RECORD:
-      rec_complete(rt, op->u.rec);
+      rec_complete(rt, op->u.ev.rec);
       break;
     case OP_WAIT:
-      rec_wait(rt, op->u.rec);
+      rec_wait(rt, op->u.ev.rec);
       break;
     case OP_GEMM:
       if (!lost) gp_gemm_run(op->u.gemm);
@@ -128,7 +120,7 @@ static void *stream_main(void *arg) {
     unsigned d = s->rt->delay_us;
     if (d) usleep(d);
     else sched_yield();
-    mock_op_run(s, op);
+    mock_op_run(s->rt, s->dev, op);
 
     /* A sync op belongs to its waiter once `finished` is set. */
     int sync = op->sync;
@@ -156,91 +148,43 @@ void mock_enqueue_many(mock_stream *s, mock_op *const *ops, uint64_t n) {
   pthread_mutex_unlock(&s->mu);
 }
 
-static void enqueue(mock_stream *s, mock_op *op) { mock_enqueue_many(s, &op, 1); }
-
-/* Enqueues op and, when sync, waits for it and frees it. */
-void mock_submit(mock_stream *s, mock_op *op) {
-  if (!op->sync) {
-    enqueue(s, op);
+void mock_submit(gp_queue *q, mock_op *op) {
+  if (q->capturing) {
+    mock_recording *r = q->q;
+    op->next = NULL;
+    if (r->tail) r->tail->next = op;
+    else r->head = op;
+    r->tail = op;
     return;
   }
-  enqueue(s, op);
+  mock_stream *s = q->q;
+  int sync = op->sync; /* read first: the worker frees an async op */
+  mock_enqueue_many(s, &op, 1);
+  if (!sync) return;
   pthread_mutex_lock(&s->mu);
   while (!op->finished) pthread_cond_wait(&s->done_cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
   mock_op_free(s->rt, op);
 }
 
-static void stream_drain(mock_stream *s) {
-  pthread_mutex_lock(&s->mu);
-  while (s->pending > 0) pthread_cond_wait(&s->done_cv, &s->mu);
-  pthread_mutex_unlock(&s->mu);
-}
-
-static void stream_unref(mock_rt *rt, mock_stream *s) {
-  pthread_mutex_lock(&rt->mu);
-  int left = --s->refs;
-  pthread_mutex_unlock(&rt->mu);
-  if (left == 0) {
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->work_cv);
-    pthread_cond_destroy(&s->done_cv);
-    free(s);
-  }
-}
-
-/* Waits until every stream of the runtime on dev (UINT32_MAX: all) drained. */
-gpurt_error *mock_drain_device(mock_rt *rt, uint32_t dev) {
-  pthread_mutex_lock(&rt->mu);
-  uint32_t cap = gp_table_cap(&rt->streams), n = 0;
-  mock_stream **list = cap ? malloc(cap * sizeof *list) : NULL;
-  if (cap && list == NULL) {
-    pthread_mutex_unlock(&rt->mu);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "synchronize: no memory");
-  }
-  for (uint32_t i = 0; i < cap; i++) {
-    mock_stream *s = gp_table_at(&rt->streams, i);
-    if (s && (dev == UINT32_MAX || s->dev == dev)) {
-      s->refs++;
-      list[n++] = s;
-    }
-  }
-  pthread_mutex_unlock(&rt->mu);
-  for (uint32_t i = 0; i < n; i++) {
-    stream_drain(list[i]);
-    stream_unref(rt, list[i]);
-  }
-  free(list);
+gpurt_error *mock_submit_fn(gp_queue *q, const char *what, void (*fn)(void *), void (*release)(void *), void *arg) {
+  mock_op *op = NULL;
+  gpurt_error *e = mock_fn_op(what, fn, release, arg, &op);
+  if (e) return e;
+  mock_submit(q, op);
   return NULL;
 }
 
-/* Stops the worker after it drained, joins it and drops the table's ref. */
-void mock_stream_finish(mock_rt *rt, mock_stream *s) {
-  stream_drain(s);
-  pthread_mutex_lock(&s->mu);
-  s->stop = 1;
-  pthread_cond_signal(&s->work_cv);
-  pthread_mutex_unlock(&s->mu);
-  pthread_join(s->thread, NULL);
-  stream_unref(rt, s);
-}
-
 /* ------------------------------------------------------------------ */
-/* Streams and events                                                  */
+/* Queues                                                              */
 /* ------------------------------------------------------------------ */
 
-gpurt_error *m_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
-  *out = NULL;
-  if ((e = mock_check_dev(rt, d, "stream_create"))) return e;
+gpurt_error *mock_queue_create(void *ctx, uint32_t dev, gp_queue *out) {
+  mock_rt *rt = ctx;
   mock_stream *s = calloc(1, sizeof *s);
   if (!s) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: no memory");
   s->rt = rt;
-  s->dev = d;
-  s->refs = 1;
+  s->dev = dev;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->work_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
@@ -252,140 +196,112 @@ gpurt_error *m_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out) {
     free(s);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: cannot start the worker thread: %s", strerror(r));
   }
-  uintptr_t hs;
-  pthread_mutex_lock(&rt->mu);
-  r = gp_table_insert(&rt->streams, s, &hs);
-  pthread_mutex_unlock(&rt->mu);
-  if (r != 0) {
-    mock_stream_finish(rt, s);
-    return gp_table_full_error("stream_create", GP_KIND_STREAM);
-  }
-  *out = (gpurt_stream *)hs;
+  out->q = s;
   return NULL;
 }
 
-gpurt_error *m_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
-  if (sh == NULL) return NULL;
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  pthread_mutex_lock(&rt->mu);
-  void *o = NULL;
-  int st = gp_table_take(&rt->streams, (uintptr_t)sh, &o);
-  pthread_mutex_unlock(&rt->mu);
-  if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_STREAM, (uintptr_t)sh);
-  mock_stream_finish(rt, o);
-  return NULL;
-}
-
-gpurt_error *m_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
-  stream_drain(s);
-  if (mock_is_lost(rt, s->dev)) return mock_lost_err("stream_synchronize", s->dev);
-  return NULL;
-}
-
-gpurt_error *m_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
-  if (mock_is_lost(rt, s->dev)) return mock_lost_err("stream_query", s->dev);
+static void stream_drain(mock_stream *s) {
   pthread_mutex_lock(&s->mu);
-  uint64_t p = s->pending;
+  while (s->pending > 0) pthread_cond_wait(&s->done_cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
-  if (p) return gp_err(GPURT_ERR_NOT_READY, "stream %#llx has %llu operation(s) pending", H(sh), U(p));
+}
+
+/* Stops the worker after it drained, joins it and frees the stream. */
+void mock_queue_destroy(void *ctx, gp_queue *q) {
+  (void)ctx;
+  mock_stream *s = q->q;
+  stream_drain(s);
+  pthread_mutex_lock(&s->mu);
+  s->stop = 1;
+  pthread_cond_signal(&s->work_cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->thread, NULL);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->work_cv);
+  pthread_cond_destroy(&s->done_cv);
+  free(s);
+}
+
+gpurt_error *mock_queue_sync(void *ctx, gp_queue *q) {
+  (void)ctx;
+  stream_drain(q->q);
   return NULL;
 }
 
-gpurt_error *m_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_event **out) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
-  *out = NULL;
-  if ((e = mock_check_dev(rt, d, "event_create"))) return e;
-  if (flags & ~GPURT_EVENT_TIMING)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: unknown flags %#x", flags & ~GPURT_EVENT_TIMING);
+gpurt_error *mock_queue_query(void *ctx, gp_queue *q, uint64_t *pending) {
+  (void)ctx;
+  mock_stream *s = q->q;
+  pthread_mutex_lock(&s->mu);
+  *pending = s->pending;
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Events                                                              */
+/* ------------------------------------------------------------------ */
+
+gpurt_error *mock_event_create(void *ctx, uint32_t dev, uint32_t flags, void **out) {
+  (void)ctx;
   mock_event *ev = calloc(1, sizeof *ev);
   if (!ev) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: no memory");
-  ev->dev = d;
+  ev->dev = dev;
   ev->flags = flags;
-  uintptr_t he;
-  pthread_mutex_lock(&rt->mu);
-  int r = gp_table_insert(&rt->events, ev, &he);
-  pthread_mutex_unlock(&rt->mu);
-  if (r != 0) {
-    free(ev);
-    return gp_table_full_error("event_create", GP_KIND_EVENT);
-  }
-  *out = (gpurt_event *)he;
+  *out = ev;
   return NULL;
 }
 
-gpurt_error *m_event_destroy(gpurt_runtime *h, gpurt_event *eh) {
-  if (eh == NULL) return NULL;
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  pthread_mutex_lock(&rt->mu);
-  void *o = NULL;
-  int st = gp_table_take(&rt->events, (uintptr_t)eh, &o);
-  pthread_mutex_unlock(&rt->mu);
-  if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_EVENT, (uintptr_t)eh);
-  mock_event *ev = o;
+void mock_event_destroy(void *ctx, void *p) {
+  mock_rt *rt = ctx;
+  mock_event *ev = p;
+  if (ev == NULL) return;
   pthread_mutex_lock(&rt->ev_mu);
   ev_rec *r = ev->latest;
   ev->latest = NULL;
   pthread_mutex_unlock(&rt->ev_mu);
   mock_rec_release(rt, r);
   free(ev);
-  return NULL;
 }
 
-gpurt_error *m_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_event *ev;
-  if ((e = mock_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
-  mock_stream *s = NULL;
-  if (sh && (e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
-  if (mock_is_lost(rt, ev->dev)) return mock_lost_err("event_record", ev->dev);
-  if (s && s->dev != ev->dev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_record: event %#llx is on device %u but stream %#llx is "
-                  "on device %u", H(eh), ev->dev, H(sh), s->dev);
+ev_rec *mock_rec_publish(mock_rt *rt, mock_event *ev) {
   ev_rec *r = calloc(1, sizeof *r);
-  mock_op *op = s ? calloc(1, sizeof *op) : NULL;
-  if (!r || (s && !op)) {
-    free(r);
-    free(op);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_record: no memory");
-  }
-  r->refs = s ? 2 : 1;
+  if (!r) return NULL;
+  r->refs = 2; /* the event's and the record op's */
   pthread_mutex_lock(&rt->ev_mu);
   ev_rec *old = ev->latest;
   ev->latest = r;
   pthread_mutex_unlock(&rt->ev_mu);
   mock_rec_release(rt, old);
-  if (s) {
-    op->kind = OP_RECORD;
-    op->u.rec = r;
-    mock_submit(s, op);
+  return r;
+}
+
+gpurt_error *mock_event_record(void *ctx, void *p, gp_queue *q) {
+  mock_rt *rt = ctx;
+  mock_event *ev = p;
+  mock_op *op = NULL;
+  gpurt_error *e;
+  if (q && (e = mock_op_new("event_record", OP_RECORD, &op))) return e;
+  if (q && q->capturing) { /* published when the replay is launched */
+    op->u.ev.ev = ev;
+    mock_submit(q, op);
     return NULL;
   }
-  /* NULL stream: the device's default ordering. */
-  if ((e = mock_drain_device(rt, ev->dev))) return e;
+  ev_rec *r = mock_rec_publish(rt, ev);
+  if (!r) {
+    free(op);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_record: no memory");
+  }
+  if (q) {
+    op->u.ev.rec = r;
+    mock_submit(q, op);
+    return NULL;
+  }
+  /* NULL queue: the engine drained the device; the record completes now. */
   rec_complete(rt, r);
+  mock_rec_release(rt, r);
   return NULL;
 }
 
-/* The event's latest record with a reference, or NULL (never recorded). */
 ev_rec *mock_latest_ref(mock_rt *rt, mock_event *ev) {
   pthread_mutex_lock(&rt->ev_mu);
   ev_rec *r = ev->latest;
@@ -394,83 +310,65 @@ ev_rec *mock_latest_ref(mock_rt *rt, mock_event *ev) {
   return r;
 }
 
-gpurt_error *m_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_stream *s;
-  if ((e = mock_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
-  mock_event *ev;
-  if ((e = mock_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
-  if (mock_is_lost(rt, s->dev)) return mock_lost_err("stream_wait_event", s->dev);
+gpurt_error *mock_event_wait(void *ctx, gp_queue *q, void *p) {
+  mock_rt *rt = ctx;
+  mock_event *ev = p;
+  mock_op *op = NULL;
+  if (q->capturing) { /* the latest record is taken when the replay is launched */
+    gpurt_error *e = mock_op_new("stream_wait_event", OP_WAIT, &op);
+    if (e) return e;
+    op->u.ev.ev = ev;
+    mock_submit(q, op);
+    return NULL;
+  }
   ev_rec *r = mock_latest_ref(rt, ev);
   if (r == NULL) return NULL; /* never recorded: nothing to wait for */
-  mock_op *op = calloc(1, sizeof *op);
-  if (!op) {
+  gpurt_error *e = mock_op_new("stream_wait_event", OP_WAIT, &op);
+  if (e) {
     mock_rec_release(rt, r);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_wait_event: no memory");
+    return e;
   }
-  op->kind = OP_WAIT;
-  op->u.rec = r;
-  mock_submit(s, op);
+  op->u.ev.rec = r;
+  mock_submit(q, op);
   return NULL;
 }
 
-gpurt_error *m_event_query(gpurt_runtime *h, gpurt_event *eh) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_event *ev;
-  if ((e = mock_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
-  if (mock_is_lost(rt, ev->dev)) return mock_lost_err("event_query", ev->dev);
+gpurt_error *mock_event_query(void *ctx, void *p, int *done) {
+  mock_rt *rt = ctx;
+  mock_event *ev = p;
   pthread_mutex_lock(&rt->ev_mu);
-  int pending = ev->latest != NULL && !ev->latest->done;
+  *done = ev->latest == NULL || ev->latest->done;
   pthread_mutex_unlock(&rt->ev_mu);
-  if (pending) return gp_err(GPURT_ERR_NOT_READY, "event %#llx has not completed yet", H(eh));
   return NULL;
 }
 
-gpurt_error *m_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  mock_event *ev;
-  if ((e = mock_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
-  ev_rec *r = mock_latest_ref(rt, ev);
+gpurt_error *mock_event_sync(void *ctx, void *p) {
+  mock_rt *rt = ctx;
+  ev_rec *r = mock_latest_ref(rt, p);
   if (r) {
     rec_wait(rt, r);
     mock_rec_release(rt, r);
   }
-  if (mock_is_lost(rt, ev->dev)) return mock_lost_err("event_synchronize", ev->dev);
   return NULL;
 }
 
-gpurt_error *m_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh, double *out_ms) {
-  mock_rt *rt;
-  gpurt_error *e = mock_get_rt(h, &rt);
-  if (e) return e;
-  if (out_ms == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_elapsed: out_ms is NULL");
-  mock_event *a, *b;
-  if ((e = mock_lookup(rt, &rt->events, sh, (void **)&a))) return e;
-  if ((e = mock_lookup(rt, &rt->events, eh, (void **)&b))) return e;
-  if (mock_is_lost(rt, a->dev)) return mock_lost_err("event_elapsed", a->dev);
-  if (mock_is_lost(rt, b->dev)) return mock_lost_err("event_elapsed", b->dev);
-  if (!(a->flags & GPURT_EVENT_TIMING) || !(b->flags & GPURT_EVENT_TIMING))
-    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "event_elapsed: %s event %#llx was created without "
-                  "GPURT_EVENT_TIMING", (a->flags & GPURT_EVENT_TIMING) ? "end" : "start",
-                  H((a->flags & GPURT_EVENT_TIMING) ? eh : sh));
+gpurt_error *mock_event_elapsed(void *ctx, void *start, void *end, double *ms, int *which) {
+  mock_rt *rt = ctx;
+  mock_event *a = start, *b = end;
   pthread_mutex_lock(&rt->ev_mu);
   ev_rec *ra = a->latest, *rb = b->latest;
   int na = ra == NULL, nb = rb == NULL;
   int pa = ra && !ra->done, pb = rb && !rb->done;
   uint64_t ta = ra ? ra->ns : 0, tb = rb ? rb->ns : 0;
   pthread_mutex_unlock(&rt->ev_mu);
-  if (na || nb)
-    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "event_elapsed: %s event %#llx was never recorded",
-                  na ? "start" : "end", H(na ? sh : eh));
-  if (pa || pb)
-    return gp_err(GPURT_ERR_NOT_READY, "event_elapsed: %s event %#llx has not completed yet",
-                  pa ? "start" : "end", H(pa ? sh : eh));
-  *out_ms = ((double)tb - (double)ta) / 1e6;
+  if (na || nb) {
+    *which = na ? 0 : 1;
+    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "never recorded");
+  }
+  if (pa || pb) {
+    *which = pa ? 0 : 1;
+    return gp_err(GPURT_ERR_NOT_READY, "not completed");
+  }
+  *ms = ((double)tb - (double)ta) / 1e6;
   return NULL;
 }

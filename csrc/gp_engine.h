@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gp_engine.h — csrc's implementation of gpurt_api over a gp_backend
+ * (gp_backend.h): the runtime and handle tables, lifetimes, the lost-device
+ * state, stats and every slot's front half. A plugin on the engine defines
+ * its gp_backend and its entry is
+ *
+ *   GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *a) {
+ *     return gp_engine_negotiate(a, &my_backend);
+ *   }
+ *
+ * Files (one concept each, from the top floor down; a file uses only the
+ * files below it):
+ *   gp_engine_api.c    the table, negotiation, plugin info, probe, runtimes,
+ *                      devices, stats, control
+ *   gp_engine_graph.c  graphs: items kept, re-resolved and recorded per replay
+ *   gp_engine_ops.c    quant/grouped matmul, kv_append, attention, collectives
+ *   gp_engine_exec.c   modules, kernels, launch, launch_batch, GEMM
+ *   gp_engine_mem.c    buffers, host buffers, copy, memset, streams, events
+ *   gp_engine_rt.c     the bottom floor: the runtime table, lookups, the lost
+ *                      state, draining, operand views
+ *
+ * Locking: the global mutex guards the runtime table; handle lookups are
+ * lock-free and each table locks its own inserts and removes (a leaf,
+ * gp_handles.c); a runtime's `mu` guards its byte counters, the streams'
+ * references and a module's kernel list, and no backend entry runs under
+ * it; a graph's `mu` guards its items and replay order and is
+ * held while its replay is recorded and launched (backend entries run
+ * under it).
+ */
+#ifndef GPURT_CSRC_ENGINE_H_
+#define GPURT_CSRC_ENGINE_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "gp_backend.h"
+#include "gp_comm.h"
+#include "gp_graph.h"
+
+#define H(p) ((unsigned long long)(uintptr_t)(p))
+#define U(x) ((unsigned long long)(x))
+
+/* The backend the plugin negotiated with (gp_engine_negotiate sets it,
+ * before the core can call any slot). */
+extern const gp_backend *gp_eb;
+
+typedef struct gp_rt {
+  uint32_t serial;
+  uint32_t ndev;
+  void *ctx; /* the backend's */
+  gp_limits lim;
+  pthread_mutex_t mu;
+  gp_handle_table bufs, hosts, streams, events, modules, kernels, plans, graphs, attns, comms;
+  uint64_t device_bytes, host_bytes;
+  atomic_int *lost;        /* per device, sticky */
+  char (*lost_why)[96];    /* the cause, written before lost is set */
+} gp_rt;
+
+typedef struct gp_buf {
+  gp_mem m; /* offset 0, size = the allocation */
+} gp_buf;
+
+typedef struct gp_host {
+  gp_mem m;
+  void *ptr;
+} gp_host;
+
+typedef struct gp_stream {
+  gp_queue q;
+  int refs; /* guarded by rt->mu: the table's and drainers' */
+} gp_stream;
+
+typedef struct gp_event {
+  void *ev;
+  uint32_t dev, flags;
+} gp_event;
+
+typedef struct gp_module {
+  void *mod;
+  uint32_t dev;
+  int32_t format;
+  char name[64];
+  uintptr_t *kernels; /* built-in modules: one cached handle per built-in */
+  uint32_t nkernels, capk;
+} gp_module;
+
+typedef struct gp_kernel {
+  void *k;
+  uint32_t dev;
+  uintptr_t module;
+  const gp_builtin_kernel *builtin;
+  char name[128];
+  gpurt_kernel_info info;
+} gp_kernel;
+
+typedef struct gp_plan {
+  void *plan;
+  uint32_t dev;
+  gpurt_gemm_desc desc;
+} gp_plan;
+
+typedef struct gp_attn {
+  void *obj;
+  uint32_t dev;
+  gpurt_attention_desc d;
+  pthread_mutex_t mu; /* guards the plan state below */
+  int planned;
+  gpurt_stream *stream; /* the stream of the last plan */
+  gp_attention_sched sched;
+} gp_attn;
+
+typedef struct gp_comm {
+  void *obj;
+  uint32_t nranks, first_rank, local;
+  uint32_t devs[GP_COMM_MAX_LOCAL];
+  atomic_int aborted;
+} gp_comm;
+
+/* ---- gp_engine_rt.c: the bottom floor ---- */
+int gp_rt_register(gp_rt *rt, uintptr_t *h);
+void gp_rt_unregister(gpurt_runtime *h);
+uint32_t gp_rt_live(int free_when_empty);
+gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out);
+gpurt_error *gp_lookup(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
+/* Inserts obj into t; OUT_OF_MEMORY "<op>: too many <kind>s". */
+gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op, uintptr_t *out);
+/* Takes h out of t (the handle's error otherwise). */
+gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
+int gp_is_lost(gp_rt *rt, uint32_t dev);
+gpurt_error *gp_lost_err(gp_rt *rt, const char *what, uint32_t dev);
+/* A device index the caller named: exists and is not lost. */
+gpurt_error *gp_check_dev(gp_rt *rt, uint32_t dev, const char *what);
+/* Asks the backend's device_check for every device not yet lost. */
+void gp_poll_lost(gp_rt *rt);
+/* Waits until every stream of the runtime on dev (UINT32_MAX: all) drained. */
+gpurt_error *gp_drain_device(gp_rt *rt, uint32_t dev);
+void gp_stream_unref(gp_rt *rt, gp_stream *s);
+/* An enqueueing call's stream: non-NULL, valid, its device not lost; a
+ * failed lookup is wrapped "<what>: " when wrap. */
+gpurt_error *gp_stream_get(gp_rt *rt, gpurt_stream *sh, const char *what, int wrap, gp_stream **out);
+/* The buffer of handle h resolved at off (no range check). */
+gpurt_error *gp_buf_get(gp_rt *rt, gpurt_buffer *h, gp_buf **out);
+void gp_mem_at(const gp_buf *b, uint64_t off, gp_mem *out);
+
+/* Operand views: buffer h on device dev with [off, off + bytes) inside it,
+ * resolved into *out. The three wordings of the families (each family's
+ * messages are part of the contract):
+ *   GP_VIEW_OPERAND  "<what>: operand <name>: ..." / "spans N bytes"  (1.4)
+ *   GP_VIEW_NAMED    "<what>: <name> ..." / "needs N bytes"           (1.5)
+ *   GP_VIEW_GEMM     as OPERAND, the extent in elements of dtype      (1.1) */
+enum { GP_VIEW_OPERAND = 1, GP_VIEW_NAMED = 2, GP_VIEW_GEMM = 3 };
+gpurt_error *gp_view(gp_rt *rt, int style, uint32_t dev, const char *what, const char *name, gpurt_buffer *h,
+                     uint64_t off, uint64_t bytes, int32_t dtype, gp_mem *out);
+
+/* ---- gp_engine_mem.c ---- */
+gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpurt_buffer **out);
+gpurt_error *gp_e_buffer_free(gpurt_runtime *h, gpurt_buffer *buf);
+gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out, void **out_ptr);
+gpurt_error *gp_e_host_free(gpurt_runtime *h, gpurt_host_buffer *buf);
+gpurt_error *gp_e_copy(gpurt_runtime *h, const gpurt_copy_args *args);
+gpurt_error *gp_e_memset(gpurt_runtime *h, const gpurt_memset_args *args);
+gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out);
+gpurt_error *gp_e_stream_destroy(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *gp_e_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh);
+gpurt_error *gp_e_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh);
+gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_event **out);
+gpurt_error *gp_e_event_destroy(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *gp_e_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh);
+gpurt_error *gp_e_event_query(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *gp_e_event_synchronize(gpurt_runtime *h, gpurt_event *eh);
+gpurt_error *gp_e_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh, double *out_ms);
+/* Front halves the graphs share (s: the stream, or a recording queue's
+ * stand-in; run 0: check only). A graph copy's stream is the replay's. */
+gpurt_error *gp_copy_async(gp_rt *rt, gp_stream *s, const gpurt_copy_args *args, int run);
+gpurt_error *gp_memset_on(gp_rt *rt, gp_stream *s, const gpurt_memset_args *args, int run);
+/* An event item of a graph: record (1) or wait (0) on s. */
+gpurt_error *gp_event_on(gp_rt *rt, gp_stream *s, gpurt_event *eh, int record, int run);
+
+/* ---- gp_engine_exec.c ---- */
+gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *args, gpurt_module **out);
+gpurt_error *gp_e_module_unload(gpurt_runtime *h, gpurt_module *mh);
+gpurt_error *gp_e_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name, uint64_t name_len,
+                             gpurt_kernel **out);
+gpurt_error *gp_e_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info *out);
+gpurt_error *gp_e_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, const gpurt_launch_args *args);
+gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, const gpurt_launch_item *items,
+                               uint64_t *out_enqueued);
+gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_desc *desc,
+                                   gpurt_gemm_plan **out);
+gpurt_error *gp_e_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph);
+gpurt_error *gp_e_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph, const gpurt_gemm_run_args *args);
+/* One launch checked against s and resolved into *out. */
+gpurt_error *gp_launch_resolve(gp_rt *rt, gp_stream *s, gpurt_kernel *kh, const gpurt_launch_args *args,
+                               gp_launch_op *out);
+gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpurt_gemm_run_args *args, int run);
+void gp_module_free(gp_rt *rt, gp_module *m);
+
+/* ---- gp_engine_ops.c ---- */
+/* The recordable ops of 1.4 and 1.5, one signature: the eager call's checks
+ * and resolution against s, then (run) the backend's run on s. sh is the
+ * stream's handle (NULL when only checking: attention_run then does not
+ * check the plan's stream); object the handle the slot takes, or NULL. */
+typedef gpurt_error *(*gp_call_fn)(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                   int run);
+gpurt_error *gp_quant_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run);
+gpurt_error *gp_grouped_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run);
+gpurt_error *gp_kv_append_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run);
+gpurt_error *gp_attention_run_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args,
+                                 int run);
+gpurt_error *gp_e_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args);
+gpurt_error *gp_e_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args);
+gpurt_error *gp_e_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args);
+gpurt_error *gp_e_attention_create(gpurt_runtime *h, uint32_t d, const gpurt_attention_desc *desc,
+                                   gpurt_attention **out);
+gpurt_error *gp_e_attention_destroy(gpurt_runtime *h, gpurt_attention *ah);
+gpurt_error *gp_e_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
+                                 const gpurt_attention_plan_args *args);
+gpurt_error *gp_e_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
+                                const gpurt_attention_run_args *args);
+void gp_attn_free(gp_rt *rt, gp_attn *a);
+gpurt_error *gp_e_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out);
+gpurt_error *gp_e_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out);
+gpurt_error *gp_e_comm_destroy(gpurt_runtime *h, gpurt_comm *ch);
+gpurt_error *gp_e_comm_abort(gpurt_runtime *h, gpurt_comm *ch);
+gpurt_error *gp_e_comm_query(gpurt_runtime *h, gpurt_comm *ch);
+gpurt_error *gp_e_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_args *args);
+void gp_comm_free(gp_rt *rt, gp_comm *c);
+
+/* ---- gp_engine_graph.c ---- */
+gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args, gpurt_graph **out);
+gpurt_error *gp_e_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh);
+gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_update_args *args);
+gpurt_error *gp_e_graph_destroy(gpurt_runtime *h, gpurt_graph *gh);
+gpurt_error *gp_e_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out);
+void gp_graph_free(gp_rt *rt, void *g);
+
+/* ---- gp_engine_api.c ---- */
+int32_t gp_engine_negotiate(gpurt_negotiate_args *args, const gp_backend *b);
+
+#endif /* GPURT_CSRC_ENGINE_H_ */

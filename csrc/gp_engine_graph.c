@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gp_engine_graph.c — graphs (1.3, CALL items 1.7) for every backend.
+ *
+ * A graph is the recorded list, validated, with private copies of every
+ * item's arguments (gp_graph.c reads them). graph_launch checks every item
+ * again exactly as its eager call would (a stale handle is an error, never
+ * a crash), then records the replay through the backend: graph_begin, each
+ * item's run (the eager front half with the recording queue as its
+ * stream), graph_end, one graph_launch of the executable on the stream. A
+ * replay waits for the previous one when that went to another stream (an
+ * event recorded at the end of every replay), so a later replay runs after
+ * an earlier one on any stream. graph_update swaps in new arguments after
+ * checking them the same way.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_engine.h"
+
+typedef struct gp_graph {
+  uint32_t dev;
+  uint64_t count;
+  gp_graph_node *nodes;
+  pthread_mutex_t mu;   /* nodes, and the replay order below */
+  void *order_ev;       /* the backend's event recorded at the end of every replay */
+  int replayed;
+  gpurt_stream *last_on; /* the stream of the latest replay (compared, never used) */
+} gp_graph;
+
+/* The CALL slots the engine can record, their front halves and the bit a
+ * backend clears them with (gp_backend.unrecordable). */
+static const uint64_t all_calls[] = {offsetof(gpurt_api, quant_matmul), offsetof(gpurt_api, grouped_gemm),
+                                     offsetof(gpurt_api, kv_append), offsetof(gpurt_api, attention_run)};
+static const gp_call_fn call_fns[] = {gp_quant_on, gp_grouped_on, gp_kv_append_on, gp_attention_run_on};
+static const uint32_t call_bits[] = {GP_REC_QUANT_MATMUL, GP_REC_GROUPED_GEMM, GP_REC_KV_APPEND,
+                                     GP_REC_ATTENTION_RUN};
+#define NALL (sizeof all_calls / sizeof all_calls[0])
+
+/* The slots this backend records (n of them into calls). */
+static size_t backend_calls(uint64_t calls[NALL]) {
+  size_t n = 0;
+  for (size_t i = 0; i < NALL; i++)
+    if (!(gp_eb->unrecordable & call_bits[i])) calls[n++] = all_calls[i];
+  return n;
+}
+
+static void nodes_free(gp_graph_node *nodes, uint64_t count) {
+  if (nodes == NULL) return;
+  for (uint64_t i = 0; i < count; i++) gp_graph_node_release(&nodes[i]);
+  free(nodes);
+}
+
+void gp_graph_free(gp_rt *rt, void *p) {
+  gp_graph *g = p;
+  if (g == NULL) return;
+  pthread_mutex_destroy(&g->mu);
+  if (g->order_ev) gp_eb->event_destroy(rt->ctx, g->order_ev);
+  nodes_free(g->nodes, g->count);
+  free(g);
+}
+
+gpurt_error *gp_e_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out) {
+  gp_rt *rt;
+  gpurt_error *e = gp_get_rt(h, &rt);
+  if (e) return e;
+  uint64_t calls[NALL];
+  size_t n = backend_calls(calls);
+  return gp_graph_recordable(slot, calls, n, out);
+}
+
+/* Checks node n against stream s exactly as its eager call would and, when
+ * run, enqueues it on s (a recording queue). sh: the replay's stream
+ * handle (NULL when only checking). */
+static gpurt_error *node_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, const gp_graph_node *n, int run) {
+  switch (n->kind) {
+    case GPURT_GRAPH_OP_CALL:
+      for (size_t i = 0; i < NALL; i++)
+        if (all_calls[i] == n->slot) return call_fns[i](rt, s, sh, n->object, &n->call, run);
+      return gp_err(GPURT_ERR_INTERNAL, "call: slot %llu has no front half", U(n->slot));
+    case GPURT_GRAPH_OP_LAUNCH: {
+      gp_launch_op op;
+      gpurt_error *e = gp_launch_resolve(rt, s, n->kernel, &n->launch, &op);
+      if (e || !run) return e;
+      return gp_eb->launch(rt->ctx, &s->q, &op);
+    }
+    case GPURT_GRAPH_OP_GEMM:
+      return gp_gemm_on(rt, s, n->plan, &n->gemm, run);
+    case GPURT_GRAPH_OP_COPY:
+      return gp_copy_async(rt, s, &n->copy, run);
+    case GPURT_GRAPH_OP_MEMSET:
+      return gp_memset_on(rt, s, &n->memset, run);
+    default:
+      return gp_event_on(rt, s, n->event, n->kind == GPURT_GRAPH_OP_EVENT_RECORD, run);
+  }
+}
+
+/* A stand-in for a stream of device dev: the front halves read only its
+ * device when they only check. */
+static gp_stream stream_of(uint32_t dev) {
+  gp_stream s;
+  memset(&s, 0, sizeof s);
+  s.q.dev = dev;
+  return s;
+}
+
+gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args, gpurt_graph **out) {
+  gp_rt *rt;
+  gpurt_error *e = gp_get_rt(h, &rt);
+  if (e) return e;
+  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_create: out is NULL");
+  *out = NULL;
+  gpurt_graph_create_args a;
+  if ((e = gp_graph_create_check(args, &a))) return e;
+  if ((e = gp_check_dev(rt, a.device, "graph_create"))) return e;
+  gp_graph *g = calloc(1, sizeof *g);
+  gp_graph_node *nodes = a.count <= SIZE_MAX / sizeof *nodes ? calloc((size_t)a.count, sizeof *nodes) : NULL;
+  if (!g || !nodes) {
+    free(g);
+    free(nodes);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_create: no memory for %llu items", U(a.count));
+  }
+  gp_stream s = stream_of(a.device);
+  uint64_t calls[NALL];
+  size_t ncalls = backend_calls(calls);
+  for (uint64_t i = 0; i < a.count; i++) {
+    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], calls, ncalls)) ||
+        (e = node_on(rt, &s, NULL, &nodes[i], 0))) {
+      free(g);
+      nodes_free(nodes, i + 1);
+      return gp_err_wrap(e, "graph_create: item %llu", U(i));
+    }
+  }
+  g->dev = a.device;
+  g->count = a.count;
+  g->nodes = nodes;
+  pthread_mutex_init(&g->mu, NULL);
+  if ((e = gp_eb->event_create(rt->ctx, a.device, 0, &g->order_ev))) {
+    gp_graph_free(rt, g);
+    return e;
+  }
+  uintptr_t hg;
+  int r = gp_table_insert(&rt->graphs, g, &hg);
+  if (r != 0) {
+    gp_graph_free(rt, g);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_create: too many graphs");
+  }
+  *out = (gpurt_graph *)hg;
+  return NULL;
+}
+
+/* Records the replay on a recording queue of the backend (g->mu held). An
+ * item the backend refuses while recording ends the recording: nothing was
+ * enqueued. */
+static gpurt_error *record(gp_rt *rt, gp_graph *g, gpurt_stream *sh, void **exec) {
+  gp_stream rs;
+  memset(&rs, 0, sizeof rs);
+  gpurt_error *e = gp_eb->graph_begin(rt->ctx, g->dev, &rs.q);
+  if (e) return gp_err_wrap(e, "graph_launch");
+  rs.q.dev = g->dev;
+  rs.q.capturing = 1;
+  uint64_t i = 0;
+  if (g->replayed && g->last_on != sh && (e = gp_eb->event_wait(rt->ctx, &rs.q, g->order_ev)))
+    e = gp_err_wrap(e, "graph_launch");
+  for (; !e && i < g->count; i++)
+    if ((e = node_on(rt, &rs, sh, &g->nodes[i], 1)))
+      e = gp_err_append(gp_err_wrap(e, "graph_launch: item %llu", U(i)), "; nothing was enqueued");
+  if (!e && (e = gp_eb->event_record(rt->ctx, g->order_ev, &rs.q))) e = gp_err_wrap(e, "graph_launch");
+  gpurt_error *end = gp_eb->graph_end(rt->ctx, &rs.q, e != NULL, exec);
+  if (e) {
+    gp_error_destroy(end);
+    return e;
+  }
+  return end ? gp_err_wrap(end, "graph_launch") : NULL;
+}
+
+gpurt_error *gp_e_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh) {
+  gp_rt *rt;
+  gpurt_error *e = gp_get_rt(h, &rt);
+  if (e) return e;
+  gp_graph *g;
+  if ((e = gp_lookup(rt, &rt->graphs, gh, (void **)&g))) return gp_err_wrap(e, "graph_launch");
+  if ((e = gp_need_stream("graph_launch", sh))) return e;
+  gp_stream *s;
+  if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return gp_err_wrap(e, "graph_launch");
+  if (s->q.dev != g->dev)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_launch: graph %#llx was built for device %u but stream %#llx "
+                  "is on device %u", H(gh), g->dev, H(sh), s->q.dev);
+  if (gp_is_lost(rt, s->q.dev)) return gp_lost_err(rt, "graph_launch", s->q.dev);
+  pthread_mutex_lock(&g->mu);
+  /* Pass 1: every item checked against the replay's stream. */
+  for (uint64_t i = 0; i < g->count && !e; i++)
+    if ((e = node_on(rt, s, sh, &g->nodes[i], 0))) e = gp_err_wrap(e, "graph_launch: item %llu", U(i));
+  void *exec = NULL;
+  if (!e) e = record(rt, g, sh, &exec);
+  if (!e) {
+    e = gp_eb->graph_launch(rt->ctx, exec, &s->q);
+    gp_eb->graph_destroy(rt->ctx, exec);
+    if (!e) {
+      g->replayed = 1;
+      g->last_on = sh;
+    }
+  }
+  pthread_mutex_unlock(&g->mu);
+  return e;
+}
+
+gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_update_args *args) {
+  gp_rt *rt;
+  gpurt_error *e = gp_get_rt(h, &rt);
+  if (e) return e;
+  gp_graph *g;
+  if ((e = gp_lookup(rt, &rt->graphs, gh, (void **)&g))) return gp_err_wrap(e, "graph_update");
+  gpurt_graph_update_args a;
+  if ((e = gp_graph_update_check(args, &a))) return e;
+  if (a.count == 0) {
+    gp_write_struct(args, &a, sizeof a);
+    return NULL;
+  }
+  gp_graph_node *nodes = a.count <= SIZE_MAX / sizeof *nodes ? calloc((size_t)a.count, sizeof *nodes) : NULL;
+  if (!nodes) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_update: no memory for %llu items", U(a.count));
+  gp_stream s = stream_of(g->dev);
+  uint64_t calls[NALL];
+  size_t ncalls = backend_calls(calls);
+  uint64_t read = 0; /* nodes read (to release on error) */
+  pthread_mutex_lock(&g->mu);
+  for (uint64_t i = 0; i < a.count && !e; i++) {
+    uint64_t at = a.indices[i];
+    if (at >= g->count) {
+      e = gp_err(GPURT_ERR_OUT_OF_RANGE, "graph_update: update %llu: item %llu does not exist (the graph has %llu)",
+                 U(i), U(at), U(g->count));
+      break;
+    }
+    const gp_graph_node *old = &g->nodes[at];
+    read = i + 1;
+    if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], calls, ncalls)) ||
+        (e = node_on(rt, &s, NULL, &nodes[i], 0))) {
+      e = gp_err_wrap(e, "graph_update: item %llu", U(at));
+      break;
+    }
+    const char *why = gp_graph_update_forbids(old, &nodes[i]);
+    if (why)
+      e = gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_update: item %llu (%s): an update cannot change %s", U(at),
+                 gp_graph_op_name(old->kind), why);
+  }
+  if (!e) {
+    for (uint64_t i = 0; i < a.count; i++) {
+      gp_graph_node *dst = &g->nodes[a.indices[i]];
+      gp_graph_node_release(dst);
+      *dst = nodes[i];
+      nodes[i].owned = NULL; /* moved */
+      gp_graph_node_fix(dst);
+    }
+    /* The items are patched in place: every later replay records them. */
+    a.applied = GPURT_GRAPH_UPDATE_PATCHED;
+    read = a.count;
+  }
+  pthread_mutex_unlock(&g->mu);
+  nodes_free(nodes, read);
+  if (e) return e;
+  gp_write_struct(args, &a, sizeof a);
+  return NULL;
+}
+
+gpurt_error *gp_e_graph_destroy(gpurt_runtime *h, gpurt_graph *gh) {
+  if (gh == NULL) return NULL;
+  gp_rt *rt;
+  gpurt_error *e = gp_get_rt(h, &rt);
+  if (e) return e;
+  void *o;
+  if ((e = gp_take(rt, &rt->graphs, gh, &o))) return gp_err_wrap(e, "graph_destroy");
+  gp_graph_free(rt, o);
+  return NULL;
+}
