@@ -133,6 +133,7 @@ gpurt_error *gp_lost_err(gp_rt *rt, const char *what, uint32_t dev);
 gpurt_error *gp_check_dev(gp_rt *rt, uint32_t dev, const char *what);
 /* Asks the backend's device_check for every device not yet lost. */
 void gp_poll_lost(gp_rt *rt);
+gpurt_error *gp_after_wait(gp_rt *rt, const char *what, uint32_t dev);
 /* Waits until every stream of the runtime on dev (UINT32_MAX: all) drained. */
 gpurt_error *gp_drain_device(gp_rt *rt, uint32_t dev);
 void gp_stream_unref(gp_rt *rt, gp_stream *s);

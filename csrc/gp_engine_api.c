@@ -250,8 +250,7 @@ static gpurt_error *e_device_synchronize(gpurt_runtime *h, uint32_t d) {
   if (e) return e;
   if (d >= rt->ndev) return gp_check_dev(rt, d, "device_synchronize");
   if ((e = gp_drain_device(rt, d))) return e;
-  if (gp_is_lost(rt, d)) return gp_lost_err(rt, "device_synchronize", d);
-  return NULL;
+  return gp_after_wait(rt, "device_synchronize", d);
 }
 
 /* ---- the table and negotiation ------------------------------------------------------------ */

@@ -221,8 +221,7 @@ gpurt_error *gp_e_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
   copy_desc(&dst, &src, a.size, sync, &c);
   if (s) {
     if ((e = gp_eb->copy(rt->ctx, &s->q, &c))) return e;
-    if (sync && gp_is_lost(rt, sdev)) return gp_lost_err(rt, "copy", sdev);
-    return NULL;
+    return sync ? gp_after_wait(rt, "copy", sdev) : NULL;
   }
   /* Synchronous on the default ordering: after all work of the devices. */
   if (dk != GP_END_BUFFER && sk != GP_END_BUFFER) e = gp_drain_device(rt, UINT32_MAX);
@@ -232,7 +231,10 @@ gpurt_error *gp_e_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
       e = gp_drain_device(rt, src.m.dev);
   }
   if (e) return e;
-  return gp_eb->copy(rt->ctx, NULL, &c);
+  if ((e = gp_eb->copy(rt->ctx, NULL, &c))) return e;
+  if (dk == GP_END_BUFFER && (e = gp_after_wait(rt, "copy", dst.m.dev))) return e;
+  if (sk == GP_END_BUFFER) return gp_after_wait(rt, "copy", src.m.dev);
+  return NULL;
 }
 
 gpurt_error *gp_memset_on(gp_rt *rt, gp_stream *s, const gpurt_memset_args *args, int run) {
@@ -307,8 +309,7 @@ gpurt_error *gp_e_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   if ((e = gp_eb->queue_sync(rt->ctx, &s->q))) return e;
-  if (gp_is_lost(rt, s->q.dev)) return gp_lost_err(rt, "stream_synchronize", s->q.dev);
-  return NULL;
+  return gp_after_wait(rt, "stream_synchronize", s->q.dev);
 }
 
 gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
@@ -321,7 +322,7 @@ gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
   uint64_t p = 0;
   if ((e = gp_eb->queue_query(rt->ctx, &s->q, &p))) return e;
   if (p) return gp_err(GPURT_ERR_NOT_READY, "stream %#llx has %llu operation(s) pending", H(sh), U(p));
-  return NULL;
+  return gp_after_wait(rt, "stream_query", s->q.dev);
 }
 
 /* ---- events ----------------------------------------------------------------------- */
@@ -418,7 +419,7 @@ gpurt_error *gp_e_event_query(gpurt_runtime *h, gpurt_event *eh) {
   int done = 1;
   if ((e = gp_eb->event_query(rt->ctx, ev->ev, &done))) return e;
   if (!done) return gp_err(GPURT_ERR_NOT_READY, "event %#llx has not completed yet", H(eh));
-  return NULL;
+  return gp_after_wait(rt, "event_query", ev->dev);
 }
 
 gpurt_error *gp_e_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
@@ -428,8 +429,7 @@ gpurt_error *gp_e_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
   gp_event *ev;
   if ((e = gp_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
   if ((e = gp_eb->event_sync(rt->ctx, ev->ev))) return e;
-  if (gp_is_lost(rt, ev->dev)) return gp_lost_err(rt, "event_synchronize", ev->dev);
-  return NULL;
+  return gp_after_wait(rt, "event_synchronize", ev->dev);
 }
 
 gpurt_error *gp_e_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh, double *out_ms) {

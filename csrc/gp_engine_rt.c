@@ -102,24 +102,35 @@ gpurt_error *gp_check_dev(gp_rt *rt, uint32_t dev, const char *what) {
   return NULL;
 }
 
+/* Asks the backend whether device d is lost and, the first time it is,
+ * records the cause. */
+static void poll_one(gp_rt *rt, uint32_t d) {
+  if (gp_eb->device_check == NULL || d >= rt->ndev || gp_is_lost(rt, d)) return;
+  gpurt_error *e = gp_eb->device_check(rt->ctx, d);
+  if (e == NULL) return;
+  gpurt_error_info i;
+  memset(&i, 0, sizeof i);
+  i.struct_size = sizeof i;
+  gp_error_get(e, &i);
+  /* The cause without the plugin's "<prefix>: ". */
+  size_t skip = strlen(gp_plugin_prefix) + 2;
+  const char *m = i.message_len > skip ? i.message + skip : "lost";
+  int n = i.message_len > skip ? (int)(i.message_len - skip) : 4;
+  snprintf(rt->lost_why[d], sizeof rt->lost_why[d], "%.*s", n, m);
+  gp_error_destroy(e);
+  atomic_store(&rt->lost[d], 1);
+}
+
 void gp_poll_lost(gp_rt *rt) {
-  if (gp_eb->device_check == NULL) return;
-  for (uint32_t d = 0; d < rt->ndev; d++) {
-    if (gp_is_lost(rt, d)) continue;
-    gpurt_error *e = gp_eb->device_check(rt->ctx, d);
-    if (e == NULL) continue;
-    gpurt_error_info i;
-    memset(&i, 0, sizeof i);
-    i.struct_size = sizeof i;
-    gp_error_get(e, &i);
-    /* The cause without the plugin's "<prefix>: ". */
-    size_t skip = strlen(gp_plugin_prefix) + 2;
-    const char *m = i.message_len > skip ? i.message + skip : "lost";
-    int n = i.message_len > skip ? (int)(i.message_len - skip) : 4;
-    snprintf(rt->lost_why[d], sizeof rt->lost_why[d], "%.*s", n, m);
-    gp_error_destroy(e);
-    atomic_store(&rt->lost[d], 1);
-  }
+  for (uint32_t d = 0; d < rt->ndev; d++) poll_one(rt, d);
+}
+
+/* After a wait: a backend drops the work queued on a device it has lost
+ * and its wait then returns, so the wait's success proves nothing until
+ * the backend is asked again. Every wait that reports completion ends here. */
+gpurt_error *gp_after_wait(gp_rt *rt, const char *what, uint32_t dev) {
+  poll_one(rt, dev);
+  return gp_is_lost(rt, dev) ? gp_lost_err(rt, what, dev) : NULL;
 }
 
 /* ---- streams: references and draining ------------------------------------------ */
