@@ -11,9 +11,10 @@ import (
 
 // TestOneTokenFusion: at batch 1 a decode step computes Q, K and V with
 // one GEMM, and gate and up with one, over weights concatenated at load
-// (the parts are views of them); on the mock (float64 per element) the
-// tokens and logits are those of the unfused GEMMs, eager and in graphs.
-// With Q/K/V biases there is no QKV fusion.
+// (the parts are views of them), and rotates q's and k's heads with one
+// launch (plain rotary frequencies); on the mock (float64 per element)
+// the tokens and logits are those of the unfused GEMMs, eager and in
+// graphs. With Q/K/V biases there is no QKV fusion.
 func TestOneTokenFusion(t *testing.T) {
 	rt, dev := openMock(t)
 	for _, tc := range []struct {

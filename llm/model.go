@@ -785,7 +785,11 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	default:
 		err = firstErr(m.mm(s, L.wq, xn, q, T, false, false), m.mm(s, L.wkv, xn, view(m.qkvb, 2*T*Q, 4*T*KV), T, false, true))
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case T == 1 && c.Scaling == nil: // one token: q's heads then k's, one rotation
+		err = m.rope(s, view(m.qkvb, 0, 2*(Q+KV)), 1, c.Heads+c.KVHeads, false)
+	default:
 		err = firstErr(m.rope(s, q, T, c.Heads, false), m.rope(s, k, T, c.KVHeads, true))
 	}
 	if err != nil {
