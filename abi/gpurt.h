@@ -665,7 +665,12 @@ typedef struct gpurt_graph_item {
    * as an eager run enqueued there would (plan between replays, into the
    * same fixed buffers): graph_create needs a plan to check the run
    * against, and each graph_launch checks the run against the current
-   * plan and its stream as the eager call would. The older kinds stay valid; an item
+   * plan and its stream as the eager call would. A plugin whose captured
+   * kernels depend on the plan's shape refuses, at graph_launch, a plan of
+   * another batch size than the one captured (GPURT_ERR_FAILED_PRECONDITION
+   * naming both: capture a graph per batch-size bucket, or pad the batch);
+   * the CUDA plugin does. A recorded grouped_gemm replays the m_sizes its
+   * item was read with (host values, copied). The older kinds stay valid; an item
    * whose struct_size ends before `args` cannot be a CALL. */
   uint64_t slot;                        /* CALL */
   void *object;                         /* CALL: a handle, or NULL */

@@ -109,6 +109,7 @@ func checks() []check {
 	cs = append(cs, batchChecks()...)
 	cs = append(cs, graphChecks()...)
 	cs = append(cs, graphOrderChecks()...)
+	cs = append(cs, graphAttentionChecks()...)
 	cs = append(cs, orderChecks()...)
 	cs = append(cs, concurrencyChecks()...)
 	cs = append(cs, gemmChecks()...)

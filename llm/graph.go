@@ -102,8 +102,10 @@ func (m *Model) GraphInfo(sampled bool) (launches int, broke []string, ok bool) 
 
 // probe says whether the plugin records op in a graph: it captures op
 // alone (nothing runs) and drops the graph. A refusal wrapping
-// core.ErrFailedPrecondition means not recorded; any other error is the
-// op's own.
+// core.ErrFailedPrecondition (the slot is not recorded) or
+// core.ErrUnsupported (the plugin records the slot but not this object:
+// CUDA records decode attention on FlashInfer's decode kernel only) means
+// not recorded; any other error is the op's own.
 func (m *Model) probe(op *stepOp) (bool, error) {
 	if op.kind == opKernels {
 		return true, nil
@@ -115,7 +117,7 @@ func (m *Model) probe(op *stepOp) (bool, error) {
 	switch {
 	case err == nil:
 		err = g.Close()
-	case errors.Is(err, core.ErrFailedPrecondition):
+	case errors.Is(err, core.ErrFailedPrecondition), errors.Is(err, core.ErrUnsupported):
 		err = nil
 	default:
 		return false, fmt.Errorf("llm: probing whether the plugin records %s in graphs: %w", op.kind, err)

@@ -124,7 +124,14 @@ type layer struct {
 	wq, wo, wd        linear
 	wkv, wgu          linear // bf16: the pairs (K,V) and (gate,up), batched GEMMs
 	wk, wv, wg, wu    linear // int8 (and K, V with biases)
-	cache             *attention.KVCache
+	// One token (T = 1): Q, K and V as one GEMM of Q+2KV rows, gate and up
+	// as one of 2I rows: their weights are one allocation, rows one after
+	// the other (wq, wkv / wk, wv, wg, wu are views of it), so the
+	// product of the concatenation is the outputs one after the other, as
+	// the activations lie. Unset (w and qw nil) where not fused: K and V
+	// with biases.
+	wqkv, wgu1 linear
+	cache      *attention.KVCache
 }
 
 // Model is a decoder on one device, with buffers for up to batch
@@ -148,7 +155,10 @@ type Model struct {
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
 	// activations, [tokens][features] row-major
-	h, xn, q, kv, o, gu, act, tmp, hl, xl, logits *core.Buffer
+	// qkv: a step of T tokens has q [T][Q], then k [T][KV], then v
+	// [T][KV] (Model.qkv), so that one token's q, k and v are one GEMM's
+	// output.
+	h, xn, qkvb, o, gu, act, tmp, hl, xl, logits *core.Buffer
 	// int32 arrays
 	ids, pos, bidx, indptr, indices, lastLen, qoIndptr *core.Buffer
 	// scaled rope: cos/sin tables of q and k, two scratch buffers, the
@@ -229,19 +239,54 @@ func (m *Model) tensor(up *uploader, ts ...tensorSpec) (*core.Buffer, error) {
 
 // quantized makes t's int8 MLX weights (quantized from its bf16 values).
 func (m *Model) quantized(up *uploader, t tensorSpec) (linear, error) {
-	f, err := up.src.floats(t)
-	if err != nil {
-		return linear{}, err
+	l, _, err := m.quantizedCat(up, t)
+	return l, err
+}
+
+// quantizedCat quantizes the tensors ts (of one column count) and uploads
+// their codes, scales and biases each one after the other: the whole
+// (rows added) and each tensor's part, views of it. Groups run along a
+// row, so the concatenation of rows quantizes as the parts do.
+func (m *Model) quantizedCat(up *uploader, ts ...tensorSpec) (linear, []linear, error) {
+	var codes, scales, biases []byte
+	parts := make([]linear, len(ts))
+	rows := 0
+	for i, t := range ts {
+		f, err := up.src.floats(t)
+		if err != nil {
+			return linear{}, nil, err
+		}
+		q, err := quantizeRows(f, t.rows, t.cols, quant.Options{GroupSize: m.cfg.groupSize(), Bits: 8, ScaleType: core.BF16})
+		if err != nil {
+			return linear{}, nil, fmt.Errorf("llm: quantizing %s: %w", t.name, err)
+		}
+		if len(ts) == 1 {
+			codes, scales, biases = q.Q, q.Scales, q.Biases
+		} else {
+			codes, scales, biases = append(codes, q.Q...), append(scales, q.Scales...), append(biases, q.Biases...)
+		}
+		parts[i] = linear{out: t.rows, in: t.cols}
+		rows += t.rows
 	}
-	q, err := quantizeRows(f, t.rows, t.cols, quant.Options{GroupSize: m.cfg.groupSize(), Bits: 8, ScaleType: core.BF16})
-	if err != nil {
-		return linear{}, fmt.Errorf("llm: quantizing %s: %w", t.name, err)
-	}
-	l := linear{out: t.rows, in: t.cols}
-	for i, data := range [][]byte{q.Q, q.Scales, q.Biases} {
+	l := linear{out: rows, in: ts[0].cols}
+	for i, data := range [][]byte{codes, scales, biases} {
 		b, err := m.upload(data)
 		if err != nil {
-			return linear{}, fmt.Errorf("llm: %s: %w", t.name, err)
+			return linear{}, nil, fmt.Errorf("llm: %s: %w", ts[0].name, err)
+		}
+		off := 0
+		for j := range parts {
+			n := len(data) * parts[j].out / rows
+			p := view(b, off, n)
+			off += n
+			switch i {
+			case 0:
+				parts[j].qw = p
+			case 1:
+				parts[j].qs = p
+			case 2:
+				parts[j].qb = p
+			}
 		}
 		switch i {
 		case 0:
@@ -252,8 +297,13 @@ func (m *Model) quantized(up *uploader, t tensorSpec) (linear, error) {
 			l.qb = b
 		}
 	}
-	up.advance(int64(2 * t.elems()))
-	return l, nil
+	for _, t := range ts {
+		up.advance(int64(2 * t.elems()))
+	}
+	if len(ts) == 1 {
+		parts[0] = l
+	}
+	return l, parts, nil
 }
 
 // quantizeRows is quant.Quantize over stretches of rows in parallel (its
@@ -387,11 +437,32 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 			for _, x := range []struct {
 				dst *linear
 				k   int
-			}{{&L.wq, tWQ}, {&L.wk, tWK}, {&L.wv, tWV}, {&L.wo, tWO}, {&L.wg, tWG}, {&L.wu, tWU}, {&L.wd, tWD}} {
+			}{{&L.wo, tWO}, {&L.wd, tWD}} {
 				if *x.dst, err = m.quantized(up, t(x.k)); err != nil {
 					return nil, err
 				}
 			}
+			// Q, K, V and gate, up: one allocation each (the one-token
+			// GEMMs), parts as views; with Q/K/V biases no QKV fusion.
+			var parts []linear
+			if c.QKVBias {
+				for _, x := range []struct {
+					dst *linear
+					k   int
+				}{{&L.wq, tWQ}, {&L.wk, tWK}, {&L.wv, tWV}} {
+					if *x.dst, err = m.quantized(up, t(x.k)); err != nil {
+						return nil, err
+					}
+				}
+			} else if L.wqkv, parts, err = m.quantizedCat(up, t(tWQ), t(tWK), t(tWV)); err != nil {
+				return nil, err
+			} else {
+				L.wq, L.wk, L.wv = parts[0], parts[1], parts[2]
+			}
+			if L.wgu1, parts, err = m.quantizedCat(up, t(tWG), t(tWU)); err != nil {
+				return nil, err
+			}
+			L.wg, L.wu = parts[0], parts[1]
 		} else {
 			kv := []*linear{&L.wkv}
 			kvk := [][]int{{tWK, tWV}}
@@ -413,10 +484,26 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 					sp = append(sp, t(k))
 				}
 				x.dst.out, x.dst.in = sp[0].rows, sp[0].cols
+				if i == 0 && len(kv) == 1 { // Q, K, V one after the other
+					sp = append(sp, t(tWK), t(tWV))
+					b, err := m.tensor(up, sp...)
+					if err != nil {
+						return nil, err
+					}
+					qb := 2 * sp[0].elems()
+					L.wq.w, L.wkv.w = view(b, 0, qb), view(b, qb, b.Len()-qb)
+					L.wqkv = linear{out: sp[0].rows + sp[1].rows + sp[2].rows, in: sp[0].cols, w: b}
+					continue
+				}
+				if i == 1 && len(kv) == 1 {
+					x.dst.out, x.dst.in = sp[0].rows, sp[0].cols // its weights came with Q's
+					continue
+				}
 				if x.dst.w, err = m.tensor(up, sp...); err != nil {
 					return nil, err
 				}
 			}
+			L.wgu1 = linear{out: 2 * L.wgu.out, in: L.wgu.in, w: L.wgu.w}
 		}
 		for _, b := range []struct {
 			on  bool
@@ -445,7 +532,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	bufs := []struct {
 		dst   **core.Buffer
 		bytes int
-	}{{&m.h, 2 * T * H}, {&m.xn, 2 * T * H}, {&m.q, 2 * T * Q}, {&m.kv, 2 * 2 * T * KV}, {&m.o, 2 * T * Q},
+	}{{&m.h, 2 * T * H}, {&m.xn, 2 * T * H}, {&m.qkvb, 2 * T * (Q + 2*KV)}, {&m.o, 2 * T * Q},
 		{&m.gu, 2 * 2 * T * I}, {&m.act, 2 * T * I}, {&m.tmp, 2 * T * max(H, Q, KV)}, {&m.hl, 2 * batch * H}, {&m.xl, 2 * batch * H},
 		{&m.logits, 4 * batch * c.Vocab}, {&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.bidx, 4 * T},
 		{&m.indptr, 4 * (batch + 1)}, {&m.indices, 4 * batch * m.maxPages}, {&m.lastLen, 4 * batch}, {&m.qoIndptr, 4 * (batch + 1)}}
@@ -686,14 +773,23 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	hd := c.HeadDim()
 	Q, KV := c.Heads*hd, c.KVHeads*hd
 	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
-	q, k, v := view(m.q, 0, 2*T*Q), view(m.kv, 0, 2*T*KV), view(m.kv, 2*T*KV, 2*T*KV)
-	err := firstErr(m.rmsnorm(s, xn, h, L.attnNorm, T), m.mm(s, L.wq, xn, q, T, false, false))
-	if err == nil && L.wkv.w == nil {
-		err = firstErr(m.mm(s, L.wk, xn, k, T, false, false), m.mm(s, L.wv, xn, v, T, false, false))
-	} else if err == nil {
-		err = m.mm(s, L.wkv, xn, view(m.kv, 0, 4*T*KV), T, false, true)
+	q, k, v := m.qkv(T)
+	err := m.rmsnorm(s, xn, h, L.attnNorm, T)
+	switch {
+	case err != nil:
+	case T == 1 && L.wqkv.set(): // one token: q, k, v one GEMM's output
+		err = m.mm(s, L.wqkv, xn, view(m.qkvb, 0, 2*(Q+2*KV)), 1, false, false)
+	case L.wkv.w == nil:
+		err = firstErr(m.mm(s, L.wq, xn, q, T, false, false), m.mm(s, L.wk, xn, k, T, false, false),
+			m.mm(s, L.wv, xn, v, T, false, false))
+	default:
+		err = firstErr(m.mm(s, L.wq, xn, q, T, false, false), m.mm(s, L.wkv, xn, view(m.qkvb, 2*T*Q, 4*T*KV), T, false, true))
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case T == 1 && c.Scaling == nil: // one token: q's heads then k's, one rotation
+		err = m.rope(s, view(m.qkvb, 0, 2*(Q+KV)), 1, c.Heads+c.KVHeads, false)
+	default:
 		err = firstErr(m.rope(s, q, T, c.Heads, false), m.rope(s, k, T, c.KVHeads, true))
 	}
 	if err != nil {
@@ -701,6 +797,16 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	}
 	return nil
 }
+
+// qkv is a step's q, k and v ([T][Q], [T][KV], [T][KV], one after the
+// other).
+func (m *Model) qkv(T int) (q, k, v core.View) {
+	Q, KV := m.cfg.Heads*m.cfg.HeadDim(), m.cfg.KVHeads*m.cfg.HeadDim()
+	return view(m.qkvb, 0, 2*T*Q), view(m.qkvb, 2*T*Q, 2*T*KV), view(m.qkvb, 2*T*(Q+KV), 2*T*KV)
+}
+
+// set says whether the linear has weights (a fused one may not).
+func (w linear) set() bool { return w.w != nil || w.qw != nil }
 
 func (m *Model) pages() attention.PageTable {
 	return attention.PageTable{Indptr: view(m.indptr, 0, 4*(m.batch+1)), Indices: m.indices, LastPageLen: view(m.lastLen, 0, 4*m.batch)}
@@ -710,12 +816,11 @@ func (m *Model) pages() attention.PageTable {
 // graphs do not record attention).
 func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 	c, L := &m.cfg, &m.layers[l]
-	hd := c.HeadDim()
-	Q, KV := c.Heads*hd, c.KVHeads*hd
+	Q := c.Heads * c.HeadDim()
 	pt := m.pages()
-	rows := attention.KVRows{K: view(m.kv, 0, 2*T*KV), V: view(m.kv, 2*T*KV, 2*T*KV), BatchIndices: view(m.bidx, 0, 4*T),
-		Positions: view(m.pos, 0, 4*T), NNZ: T}
-	a, ops := m.dec, attention.Operands{Q: view(m.q, 0, 2*T*Q), O: view(m.o, 0, 2*T*Q), Pages: pt}
+	q, k, v := m.qkv(T)
+	rows := attention.KVRows{K: k, V: v, BatchIndices: view(m.bidx, 0, 4*T), Positions: view(m.pos, 0, 4*T), NNZ: T}
+	a, ops := m.dec, attention.Operands{Q: q, O: view(m.o, 0, 2*T*Q), Pages: pt}
 	if prefill {
 		a, ops.QOIndptr = m.pre, view(m.qoIndptr, 0, 4*(m.batch+1))
 	}
@@ -728,9 +833,8 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 // appendKV appends the layer's K and V rows of a decode step (one token
 // per request) to its cache.
 func (m *Model) appendKV(s *core.Stream, l, B int) error {
-	KV := m.cfg.KVHeads * m.cfg.HeadDim()
-	rows := attention.KVRows{K: view(m.kv, 0, 2*B*KV), V: view(m.kv, 2*B*KV, 2*B*KV), BatchIndices: view(m.bidx, 0, 4*B),
-		Positions: view(m.pos, 0, 4*B), NNZ: B}
+	_, k, v := m.qkv(B)
+	rows := attention.KVRows{K: k, V: v, BatchIndices: view(m.bidx, 0, 4*B), Positions: view(m.pos, 0, 4*B), NNZ: B}
 	if err := m.layers[l].cache.Append(s, m.pages(), m.batch, rows); err != nil {
 		return fmt.Errorf("llm: layer %d kv append: %w", l, err)
 	}
@@ -740,7 +844,8 @@ func (m *Model) appendKV(s *core.Stream, l, B int) error {
 // attendDecode runs the layer's decode attention (the plan made outside).
 func (m *Model) attendDecode(s *core.Stream, l, B int) error {
 	Q := m.cfg.Heads * m.cfg.HeadDim()
-	ops := attention.Operands{Q: view(m.q, 0, 2*B*Q), O: view(m.o, 0, 2*B*Q), Pages: m.pages()}
+	q, _, _ := m.qkv(B)
+	ops := attention.Operands{Q: q, O: view(m.o, 0, 2*B*Q), Pages: m.pages()}
 	if err := m.dec.Run(s, m.layers[l].cache, ops); err != nil {
 		return fmt.Errorf("llm: layer %d attention: %w", l, err)
 	}
@@ -754,7 +859,9 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
 	g, u, act := view(m.gu, 0, 2*T*I), view(m.gu, 2*T*I, 2*T*I), view(m.act, 0, 2*T*I)
 	err := firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false), m.rmsnorm(s, xn, h, L.mlpNorm, T))
-	if err == nil && c.Int8 {
+	if err == nil && T == 1 && L.wgu1.set() { // one token: gate, up one GEMM's output
+		err = m.mm(s, L.wgu1, xn, view(m.gu, 0, 4*I), 1, false, false)
+	} else if err == nil && c.Int8 {
 		err = firstErr(m.mm(s, L.wg, xn, g, T, false, false), m.mm(s, L.wu, xn, u, T, false, false))
 	} else if err == nil {
 		err = m.mm(s, L.wgu, xn, view(m.gu, 0, 4*T*I), T, false, true)

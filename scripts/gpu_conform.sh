@@ -26,5 +26,8 @@ grep -E '^(FAIL)' "$out/conform_cuda.log" | head -30
 # issue 22 item 4: sample_T/argmax_T on NaN, +Inf (an f16 overflow), all -Inf, all NaN.
 echo "non-finite sampling: $(grep -E 'kernel/sample_nonfinite/' "$out/conform_cuda.log" | awk '{print $1}' | sort | uniq -c | tr -s ' \n' ' ')"
 grep -E 'graph/replays_ordered_across_streams|attention/kv_bounds' "$out/conform_cuda.log" | sed 's/^/issue 22: /'
+# issue 24: kv_append + attention_run + quant_matmul recorded in one graph,
+# replanned between replays, each replay byte for byte the eager step.
+grep -E 'graph/decode_step_attention' "$out/conform_cuda.log" | sed 's/^/issue 24: /'
 echo "conform: $(tail -n 1 "$out/conform_cuda.log")"
 exit $rc

@@ -437,6 +437,42 @@ gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attenti
   return e;
 }
 
+/* Enqueues a run of a's current plan on st (a->mu held, a planned):
+ * views the operands against the plan, then FlashInfer's kernel(s). *pg:
+ * the page table's views. */
+static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, const gpurt_attention_run_args *ra,
+                                 const char *w, cu_pages *pg) {
+  uint32_t dev = st->dev;
+  const gpurt_kv_layout *l = &a->d.layout;
+  gp_attention_sched sc = a->sched;
+  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(l->dtype);
+  CUdeviceptr q, o, qo = 0;
+  int prefill = a->d.kind == GPURT_ATTENTION_PREFILL;
+  gpurt_error *e;
+  if ((e = view(rt, dev, ra->q, ra->q_offset, sc.rows * row_bytes, 16, w, "q", &q)) ||
+      (e = view(rt, dev, ra->o, ra->o_offset, sc.rows * row_bytes, 16, w, "o", &o)) ||
+      (e = pages_of(rt, dev, l, &ra->pages, sc.batch, sc.pages, w, pg)))
+    return e;
+  if (prefill) {
+    if ((e = view(rt, dev, ra->qo_indptr, ra->qo_indptr_offset, 4ull * (sc.batch + 1), 4, w, "qo_indptr", &qo)))
+      return e;
+  } else if (ra->qo_indptr != NULL) {
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: qo_indptr is set for decode (pass NULL)", w);
+  } else {
+    qo = a->iota;
+  }
+  if ((e = cu_enter(rt, dev))) return e;
+  cu_fi_run_args fa = {
+      .q = (void *)(uintptr_t)q, .o = (void *)(uintptr_t)o, .k = (void *)(uintptr_t)pg->k,
+      .v = (void *)(uintptr_t)pg->v, .indptr = (int32_t *)(uintptr_t)pg->indptr,
+      .indices = (int32_t *)(uintptr_t)pg->indices, .last = (int32_t *)(uintptr_t)pg->last,
+      .qo_indptr = (int32_t *)(uintptr_t)qo, .batch = sc.batch,
+      .float_ws = (void *)(uintptr_t)a->fws, .int_ws = (void *)(uintptr_t)a->iws};
+  cu_fi_status fs;
+  if (cu_fi_run(&a->cfg, &a->plan, &fa, (void *)st->s, &fs) != CU_FI_OK) return fi_err(&fs, w);
+  return NULL;
+}
+
 gpurt_error *cu_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
                               const gpurt_attention_run_args *args) {
   const char *w = "attention_run";
@@ -448,7 +484,6 @@ gpurt_error *cu_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attentio
   if (a == NULL) return gp_err_wrap(e, "%s", w);
   gpurt_attention_run_args ra;
   if ((e = gp_read_struct(&ra, sizeof ra, args, "attention_run: args"))) return e;
-  uint32_t dev = st->dev;
   pthread_mutex_lock(&a->mu);
   if (!a->planned || a->stream != sh) {
     int planned = a->planned;
@@ -460,37 +495,87 @@ gpurt_error *cu_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attentio
     return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: stream %#llx is not the stream of the last plan (%#llx); "
                   "runs go on the plan's stream", w, U((uintptr_t)sh), U((uintptr_t)ps));
   }
-  const gpurt_kv_layout *l = &a->d.layout;
-  gp_attention_sched sc = a->sched;
-  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(l->dtype);
-  CUdeviceptr q, o, qo = 0;
   cu_pages p;
-  int prefill = a->d.kind == GPURT_ATTENTION_PREFILL;
-  if ((e = view(rt, dev, ra.q, ra.q_offset, sc.rows * row_bytes, 16, w, "q", &q)) ||
-      (e = view(rt, dev, ra.o, ra.o_offset, sc.rows * row_bytes, 16, w, "o", &o)) ||
-      (e = pages_of(rt, dev, l, &ra.pages, sc.batch, sc.pages, w, &p)))
-    goto out;
-  if (prefill) {
-    if ((e = view(rt, dev, ra.qo_indptr, ra.qo_indptr_offset, 4ull * (sc.batch + 1), 4, w, "qo_indptr", &qo)))
-      goto out;
-  } else if (ra.qo_indptr != NULL) {
-    e = gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: qo_indptr is set for decode (pass NULL)", w);
-    goto out;
-  } else {
-    qo = a->iota;
+  e = attn_enqueue(rt, a, st, &ra, w, &p);
+  pthread_mutex_unlock(&a->mu);
+  return e;
+}
+
+/* ---- runs recorded in graphs (cuda_graph.c) ------------------------------------------- */
+
+/* A decode object on FlashInfer's decode kernel plans in its CUDA-graph
+ * mode (cuda_attention.cu): for a given batch size every plan writes its
+ * schedule to the same addresses of the int workspace, and the kernels'
+ * grid and arguments do not change. So a run captured once replays any
+ * later plan of the same batch: the plan stays outside the graph and is
+ * uploaded on the plan's stream, where the replay is ordered after it.
+ * What the captured kernels baked in (the batch, the workspace addresses,
+ * how many page indices the captured view holds) is kept in *snap and
+ * checked before every replay (cu_attention_replay_check). The capture
+ * stream is the graph's own; the plan's stream is checked at replay. */
+gpurt_error *cu_attention_capture(gpurt_runtime *h, gpurt_stream *cap, gpurt_attention *ah,
+                                  const gpurt_attention_run_args *args, cu_attn_snap *snap) {
+  const char *w = "attention_run";
+  cu_runtime *rt;
+  cu_stream *st;
+  gpurt_error *e = stream_of(h, cap, w, &rt, &st);
+  if (e) return e;
+  cu_attn *a = cu_get(&rt->attns, ah, &e);
+  if (a == NULL) return gp_err_wrap(e, "%s", w);
+  if (a->dev != st->dev)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: attention %#llx is for device %u but the graph is on device %u",
+                  w, U((uintptr_t)ah), a->dev, st->dev);
+  gpurt_attention_run_args ra;
+  if ((e = gp_read_struct(&ra, sizeof ra, args, "attention_run: args"))) return e;
+  if (a->cfg.prefill_kernel)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: attention %#llx runs FlashInfer's prefill kernel (%s); this plugin "
+                  "records in a graph the decode attention on FlashInfer's decode kernel only (group sizes 1, 2, 3, "
+                  "4, 6, 8, 16): run it eagerly between graphs", w, U((uintptr_t)ah),
+                  a->d.kind == GPURT_ATTENTION_PREFILL ? "a prefill object" : "a decode group size its decode "
+                  "kernel lacks");
+  pthread_mutex_lock(&a->mu);
+  if (!a->planned) {
+    pthread_mutex_unlock(&a->mu);
+    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx has no plan: plan before recording its run "
+                  "(the plan stays outside the graph; its batch is the one the graph replays)", w, U((uintptr_t)ah));
   }
-  if ((e = cu_enter(rt, dev))) goto out;
-  {
-    cu_fi_run_args fa = {
-        .q = (void *)(uintptr_t)q, .o = (void *)(uintptr_t)o, .k = (void *)(uintptr_t)p.k,
-        .v = (void *)(uintptr_t)p.v, .indptr = (int32_t *)(uintptr_t)p.indptr,
-        .indices = (int32_t *)(uintptr_t)p.indices, .last = (int32_t *)(uintptr_t)p.last,
-        .qo_indptr = (int32_t *)(uintptr_t)qo, .batch = sc.batch,
-        .float_ws = (void *)(uintptr_t)a->fws, .int_ws = (void *)(uintptr_t)a->iws};
-    cu_fi_status fs;
-    if (cu_fi_run(&a->cfg, &a->plan, &fa, (void *)st->s, &fs) != CU_FI_OK) e = fi_err(&fs, w);
+  cu_pages p;
+  if ((e = attn_enqueue(rt, a, st, &ra, w, &p)) == NULL) {
+    snap->handle = ah;
+    snap->batch = a->sched.batch;
+    snap->pages_avail = p.indices_avail;
+    snap->fws = a->fws;
+    snap->iws = a->iws;
   }
-out:
+  pthread_mutex_unlock(&a->mu);
+  return e;
+}
+
+gpurt_error *cu_attention_replay_check(cu_runtime *rt, const cu_attn_snap *snap, gpurt_stream *sh) {
+  const char *w = "graph_launch";
+  cu_attn *a = cu_table_lookup(&rt->attns, (uint64_t)(uintptr_t)snap->handle);
+  if (a == NULL)
+    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx, whose run the graph recorded, was destroyed",
+                  w, U((uintptr_t)snap->handle));
+  gpurt_error *e = NULL;
+  pthread_mutex_lock(&a->mu);
+  if (!a->planned)
+    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx has no plan (plan it before each replay)", w,
+               U((uintptr_t)snap->handle));
+  else if (a->stream != sh)
+    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: stream %#llx is not the stream of attention %#llx's last plan "
+               "(%#llx); a graph with its runs replays on the plan's stream", w, U((uintptr_t)sh),
+               U((uintptr_t)snap->handle), U((uintptr_t)a->stream));
+  else if (a->sched.batch != snap->batch)
+    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx is planned for batch %u but the graph recorded "
+               "its runs at batch %u: a graph replays the batch it was captured at (capture one per batch size, "
+               "or pad the batch to the captured one)", w, U((uintptr_t)snap->handle), a->sched.batch, snap->batch);
+  else if (a->fws != snap->fws || a->iws != snap->iws)
+    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx's workspace was reallocated since the graph "
+               "recorded its runs (a plan needed more): capture the graph again", w, U((uintptr_t)snap->handle));
+  else if (a->sched.pages > snap->pages_avail)
+    e = gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: attention %#llx's plan has %llu pages but the page indices the graph "
+               "recorded hold %llu", w, U((uintptr_t)snap->handle), U(a->sched.pages), U(snap->pages_avail));
   pthread_mutex_unlock(&a->mu);
   return e;
 }

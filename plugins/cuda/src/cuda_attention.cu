@@ -111,6 +111,15 @@ using Variant = DefaultAttention</*custom_mask=*/false, /*sliding_window=*/false
 
 constexpr PosEncodingMode kPos = PosEncodingMode::kNone;
 
+// Decode plans in FlashInfer's CUDA-graph mode, always (eager runs too):
+// the schedule's shape (split-KV or not, the padded grid, every offset
+// into the workspaces) then depends on the batch size alone, never on the
+// lengths, so a run captured in a graph (cuda_graph.c) stays valid across
+// replans of the same batch: each plan rewrites the same int-workspace
+// addresses, and CTAs beyond the split schedule skip through the
+// block-valid mask.
+constexpr bool kGraphMode = true;
+
 // Calls f.template operator()<T, HD, CAP>() for the config's types.
 template <class F>
 cudaError_t dispatch(const cu_fi_config *c, F &&f) {
@@ -175,13 +184,13 @@ struct plan_call {
         DecodePlanInfo info;
         try {
           e = DecodePlan<HD, kPos, V, P>(fws, fb, iws, pinned, ib, info, kv, batch,
-                                         c->num_qo_heads, c->page_size, false, s, est);
+                                         c->num_qo_heads, c->page_size, kGraphMode, s, est);
         } catch (const flashinfer::Error &) {
           // Thrown before the upload is enqueued (the allocator's check):
           // a workspace too small is a growth, anything else is passed on.
           size_t fneed = 0, ineed = 0;
           if (DecodePlanWorkspaceSize<HD, kPos, V, P>(fneed, ineed, kv, batch, c->num_qo_heads,
-                                                      c->page_size, false, s, est) == cudaSuccess &&
+                                                      c->page_size, kGraphMode, s, est) == cudaSuccess &&
               (fneed > fb || ineed > ib))
             throw grow(fneed, ineed);
           throw;
@@ -264,6 +273,10 @@ struct run_call {
       if (info.split_kv) {
         tmp_v = GetPtrFromBaseOffset<T>(fws, info.v_offset);
         tmp_s = GetPtrFromBaseOffset<float>(fws, info.s_offset);
+        // Graph mode pads the grid to the whole GPU: the mask says which
+        // CTAs have work in this plan.
+        if (info.enable_cuda_graph)
+          p.block_valid_mask = GetPtrFromBaseOffset<bool>(iws, info.block_valid_mask_offset);
       }
       p.padded_batch_size = (uint32_t)info.padded_batch_size;
       return BatchDecodeWithPagedKVCacheDispatched<HD, kPos, V>(p, tmp_v, tmp_s, false, s);

@@ -1110,6 +1110,13 @@ gpurt_error *cu_gemm_tn_ptrs(cu_runtime *rt, cu_stream *st, int32_t t, uint64_t 
   return e;
 }
 
+gpurt_error *cu_gemm_lt_warm(cu_runtime *rt, uint32_t dev) {
+  char why[700];
+  if (!lt_load(why, sizeof why)) return gp_err(GPURT_ERR_UNAVAILABLE, "quant_matmul: %s", why);
+  cublasLtHandle_t lh = NULL;
+  return lt_handle(&rt->devs[dev], &lh);
+}
+
 /* Graphs (1.3): see cuda_internal.h. The allocations are the ones
  * plan_c_scratch, cu_stream_workspace, stream_slots and stream_bias16 make
  * lazily; a run captured afterwards finds them and makes none. */

@@ -22,6 +22,16 @@
  * replays are ordered on the replay stream; concurrent replays of one
  * graph on different streams share that memory, as CUDA graphs do.
  *
+ * CALL items (1.7): kv_append, attention_run, quant_matmul and
+ * grouped_gemm are captured through their eager entry points too, after
+ * the lazy work of quant_matmul and grouped_gemm was made on the graph's
+ * stream (cu_graph_warm_call). attention_run records the kernels of the
+ * object's current plan, made in FlashInfer's CUDA-graph mode: plans made
+ * between replays rewrite the same workspace, so the replay runs the
+ * latest plan; graph_launch first checks, per attention object, that it
+ * is planned on the replay stream, for the captured batch, into the
+ * captured workspace (cu_attention_replay_check), and refuses otherwise.
+ *
  * Update. Launch items only: their kernel nodes are patched in place
  * (cuGraphExecKernelNodeSetParams_v2) after launch's checks of the new
  * arguments. Otherwise the list with the new items is captured again and
@@ -33,7 +43,8 @@
 #include "cuda_internal.h"
 
 /* The CALL slots (1.7) this plugin records (cu_graph_capture runs them). */
-static const uint64_t cu_calls[] = {offsetof(gpurt_api, kv_append)};
+static const uint64_t cu_calls[] = {offsetof(gpurt_api, kv_append), offsetof(gpurt_api, attention_run),
+                                    offsetof(gpurt_api, quant_matmul), offsetof(gpurt_api, grouped_gemm)};
 #define CU_NCALLS (sizeof cu_calls / sizeof cu_calls[0])
 #include "gp_graph.h"
 
@@ -46,6 +57,8 @@ typedef struct cu_graph {
   CUgraph graph;       /* the graph `exec` was instantiated from */
   CUgraphExec exec;
   int has_records;     /* an EVENT_RECORD item: launch marks its events recorded */
+  cu_attn_snap *snaps; /* per attention object whose runs were captured (count at most) */
+  uint64_t nsnaps;     /* checked before every replay (cu_attention_replay_check) */
   pthread_mutex_t mu;  /* nodes, knodes, graph, exec: update against launch */
 } cu_graph;
 
@@ -77,15 +90,34 @@ static gpurt_error *cu_graph_event(cu_runtime *rt, cu_stream *st, const gp_graph
 
 /* Captures nodes[0..count) on the graph's stream into *out (knodes: the
  * launch items' nodes). Errors name the item; nothing is left capturing. */
+/* Records the snapshot of a captured attention run in snaps (one entry
+ * per object: the runs of one object share its plan). */
+static void cu_graph_snap(cu_attn_snap *snaps, uint64_t *n, const cu_attn_snap *s) {
+  for (uint64_t j = 0; j < *n; j++)
+    if (snaps[j].handle == s->handle) {
+      if (s->pages_avail < snaps[j].pages_avail) snaps[j].pages_avail = s->pages_avail;
+      return;
+    }
+  snaps[(*n)++] = *s;
+}
+
+/* Makes, before the capture, what a CALL item's call makes lazily. */
+static gpurt_error *cu_graph_warm_call(gpurt_runtime *h, cu_graph *g, const gp_graph_node *n) {
+  if (n->slot == offsetof(gpurt_api, quant_matmul)) return cu_quant_graph_warm(h, g->cap, &n->call.quant);
+  if (n->slot == offsetof(gpurt_api, grouped_gemm)) return cu_grouped_graph_warm(h, g->cap, &n->call.grouped);
+  return NULL; /* kv_append: one kernel; attention_run: its plan made the workspace */
+}
+
 static gpurt_error *cu_graph_capture(gpurt_runtime *h, cu_runtime *rt, cu_graph *g,
                                      const gp_graph_node *nodes, const char *op, CUgraph *out,
-                                     CUgraphNode *knodes) {
+                                     CUgraphNode *knodes, cu_attn_snap *snaps, uint64_t *nsnaps) {
   gpurt_error *e = NULL;
+  *nsnaps = 0;
   cu_stream *st = cu_get(&rt->streams, g->cap, &e);
   if (st == NULL) return gp_err_wrap(e, "%s: the graph's stream", op);
   for (uint64_t i = 0; i < g->count; i++)
-    if (nodes[i].kind == GPURT_GRAPH_OP_GEMM &&
-        (e = cu_gemm_graph_warm(rt, st, nodes[i].plan, &nodes[i].gemm)))
+    if ((nodes[i].kind == GPURT_GRAPH_OP_GEMM && (e = cu_gemm_graph_warm(rt, st, nodes[i].plan, &nodes[i].gemm))) ||
+        (nodes[i].kind == GPURT_GRAPH_OP_CALL && (e = cu_graph_warm_call(h, g, &nodes[i]))))
       return gp_err_wrap(e, "%s: item %llu", op, (unsigned long long)i);
   if ((e = cu_enter(rt, g->dev))) return e;
   CUresult r = cu_drv.p_cuStreamBeginCapture(st->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -121,9 +153,20 @@ static gpurt_error *cu_graph_capture(gpurt_runtime *h, cu_runtime *rt, cu_graph 
         break;
       }
       case GPURT_GRAPH_OP_CALL: /* one of cu_calls (cu_graph_recordable) */
-        if (n->slot == offsetof(gpurt_api, kv_append)) e = cu_kv_append(h, g->cap, &n->call.kv_append);
-        else e = gp_err(GPURT_ERR_INTERNAL, "call: slot %llu is not recorded by this plugin",
-                        (unsigned long long)n->slot);
+        if (n->slot == offsetof(gpurt_api, kv_append)) {
+          e = cu_kv_append(h, g->cap, &n->call.kv_append);
+        } else if (n->slot == offsetof(gpurt_api, attention_run)) {
+          cu_attn_snap sn;
+          e = cu_attention_capture(h, g->cap, (gpurt_attention *)n->object, &n->call.attention, &sn);
+          if (e == NULL) cu_graph_snap(snaps, nsnaps, &sn);
+        } else if (n->slot == offsetof(gpurt_api, quant_matmul)) {
+          e = cu_quant_matmul(h, g->cap, &n->call.quant);
+        } else if (n->slot == offsetof(gpurt_api, grouped_gemm)) {
+          e = cu_grouped_gemm(h, g->cap, &n->call.grouped);
+        } else {
+          e = gp_err(GPURT_ERR_INTERNAL, "call: slot %llu is not recorded by this plugin",
+                     (unsigned long long)n->slot);
+        }
         break;
       default:
         e = cu_graph_event(rt, st, n);
@@ -159,6 +202,7 @@ static void cu_graph_free(cu_graph *g) {
   for (uint64_t i = 0; g->nodes != NULL && i < g->count; i++) gp_graph_node_release(&g->nodes[i]);
   free(g->nodes);
   free(g->knodes);
+  free(g->snaps);
   free(g);
 }
 
@@ -188,8 +232,9 @@ gpurt_error *cu_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *ar
   g->count = a.count;
   g->nodes = calloc((size_t)a.count, sizeof *g->nodes);
   g->knodes = calloc((size_t)a.count, sizeof *g->knodes);
+  g->snaps = calloc((size_t)a.count, sizeof *g->snaps);
   pthread_mutex_init(&g->mu, NULL);
-  if (g->nodes == NULL || g->knodes == NULL) {
+  if (g->nodes == NULL || g->knodes == NULL || g->snaps == NULL) {
     cu_graph_free(g);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_create: out of host memory for %llu items",
                   (unsigned long long)a.count);
@@ -205,7 +250,7 @@ gpurt_error *cu_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *ar
     cu_graph_free(g);
     return gp_err_wrap(e, "graph_create: the graph's stream");
   }
-  if ((e = cu_graph_capture(h, rt, g, g->nodes, "graph_create", &g->graph, g->knodes)) ||
+  if ((e = cu_graph_capture(h, rt, g, g->nodes, "graph_create", &g->graph, g->knodes, g->snaps, &g->nsnaps)) ||
       (e = cu_graph_instantiate(rt, g->dev, g->graph, &g->exec))) {
     gpurt_stream *cap = g->cap;
     cu_enter_quiet(rt, g->dev);
@@ -237,6 +282,13 @@ gpurt_error *cu_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh
                   "on device %u: a graph replays on its own device", g->dev, st->dev);
   if ((e = cu_enter(rt, g->dev))) return e;
   pthread_mutex_lock(&g->mu);
+  /* Recorded attention runs: their objects' plans still fit what was
+   * captured (the plan is made outside the graph, between replays). */
+  for (uint64_t i = 0; i < g->nsnaps; i++)
+    if ((e = cu_attention_replay_check(rt, &g->snaps[i], sh))) {
+      pthread_mutex_unlock(&g->mu);
+      return e;
+    }
   CUresult r = cu_drv.p_cuGraphLaunch(g->exec, st->s);
   if (r == CUDA_SUCCESS && g->has_records)
     for (uint64_t i = 0; i < g->count; i++)
@@ -291,10 +343,13 @@ gpurt_error *cu_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_upda
   gp_graph_node *upd = calloc((size_t)a.count, sizeof *upd);
   gp_graph_node *next = calloc((size_t)g->count, sizeof *next);
   CUgraphNode *kn = calloc((size_t)g->count, sizeof *kn);
-  if (!upd || !next || !kn) {
+  cu_attn_snap *sn = calloc((size_t)g->count, sizeof *sn);
+  uint64_t nsn = 0;
+  if (!upd || !next || !kn || !sn) {
     free(upd);
     free(next);
     free(kn);
+    free(sn);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_update: out of host memory");
   }
   pthread_mutex_lock(&g->mu);
@@ -344,7 +399,7 @@ gpurt_error *cu_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_upda
     for (uint64_t i = 0; i < a.count; i++) next[a.indices[i]] = upd[i];
     for (uint64_t i = 0; i < g->count; i++) gp_graph_node_fix(&next[i]);
     CUgraph graph = NULL;
-    if (!(e = cu_graph_capture(h, rt, g, next, "graph_update", &graph, kn))) {
+    if (!(e = cu_graph_capture(h, rt, g, next, "graph_update", &graph, kn, sn, &nsn))) {
       CUgraphExecUpdateResultInfo info;
       memset(&info, 0, sizeof info);
       if (cu_drv.p_cuGraphExecUpdate(g->exec, graph, &info) == CUDA_SUCCESS) {
@@ -370,6 +425,8 @@ gpurt_error *cu_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_upda
       if (!e) {
         memcpy(g->nodes, next, (size_t)g->count * sizeof *next);
         for (uint64_t i = 0; i < g->count; i++) gp_graph_node_fix(&g->nodes[i]);
+        memcpy(g->snaps, sn, (size_t)nsn * sizeof *sn);
+        g->nsnaps = nsn;
       }
     }
   }
@@ -377,6 +434,7 @@ gpurt_error *cu_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_upda
   free(upd);
   free(next);
   free(kn);
+  free(sn);
   if (e) return e;
   gp_write_struct(args, &a, sizeof a);
   return NULL;
@@ -404,11 +462,17 @@ gpurt_error *cu_graph_destroy(gpurt_runtime *h, gpurt_graph *gh) {
 
 /* 1.7: the slots this plugin records in a graph. CALL items of launch,
  * gemm_run, copy and memset are read as their own kinds (csrc); of the
- * CALL slots without a kind of their own, kv_append (one kernel, nothing
- * lazy) is captured like the others. quant_matmul and grouped_gemm need
- * their lazy module load and scratch growth made before the capture (as
- * cu_gemm_graph_warm does for GEMM), attention_run FlashInfer's
- * CUDA-graph plan mode: not recorded yet. */
+ * CALL slots without a kind of their own, every one: kv_append (one
+ * kernel, nothing lazy); quant_matmul and grouped_gemm, their lazy module
+ * load, scratch growth and cuBLASLt handle made before the capture
+ * (cu_quant_graph_warm, as cu_gemm_graph_warm for GEMM; grouped_gemm's
+ * m_sizes are host values, copied when the item is read: the graph
+ * replays the routing it was recorded with, an update with new m_sizes
+ * captures again); attention_run of a decode object on FlashInfer's
+ * decode kernel, planned in FlashInfer's CUDA-graph mode (the plan stays
+ * outside the graph and rewrites the same workspace between replays; a
+ * replay needs the plan's batch to be the captured one, checked at
+ * graph_launch: cu_attention_replay_check). */
 gpurt_error *cu_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out) {
   gpurt_error *e = NULL;
   if (cu_rt(h, &e) == NULL) return e;

@@ -467,6 +467,17 @@ CU_HIDDEN gpurt_error *cu_gemm_tn_ptrs(cu_runtime *rt, cu_stream *st, int32_t t,
                                        CUdeviceptr D, CUdeviceptr ws, size_t ws_size);
 /* The size of a stream's GEMM workspace (cu_stream_workspace). */
 CU_HIDDEN size_t cu_gemm_workspace_bytes(void);
+/* Before a graph captures calls of cu_gemm_tn_ptrs: loads cuBLASLt and
+ * makes device dev's handle (cuda_gemm.c; context current). */
+CU_HIDDEN gpurt_error *cu_gemm_lt_warm(cu_runtime *rt, uint32_t dev);
+/* Before a graph captures quant_matmul / grouped_gemm with these args on
+ * its stream cap: what the call makes lazily (its kernel's module, the
+ * stream's scratch and GEMM workspace, cuBLASLt's handle), nothing
+ * enqueued (cuda_quant.c). The argument checks are the call's own. */
+CU_HIDDEN gpurt_error *cu_quant_graph_warm(gpurt_runtime *h, gpurt_stream *cap,
+                                           const gpurt_quant_matmul_args *args);
+CU_HIDDEN gpurt_error *cu_grouped_graph_warm(gpurt_runtime *h, gpurt_stream *cap,
+                                             const gpurt_grouped_gemm_args *args);
 /* Unloads a device's quant kernels (runtime teardown, context current). */
 CU_HIDDEN void cu_quant_device_release(cu_device *d);
 
@@ -508,6 +519,25 @@ CU_HIDDEN gpurt_error *cu_attention_run(gpurt_runtime *h, gpurt_stream *s, gpurt
                                         const gpurt_attention_run_args *args);
 /* Runtime teardown: frees an attention object (its context made current). */
 CU_HIDDEN void cu_release_attention(void *u, void *o);
+
+/* Graphs (cuda_graph.c): a decode run recorded in a graph, and what its
+ * captured kernels baked in, checked before every replay. */
+typedef struct cu_attn_snap {
+  gpurt_attention *handle;
+  uint32_t batch;         /* the plan's batch at capture: the one replays need */
+  uint64_t pages_avail;   /* int32 entries readable from the captured indices view */
+  CUdeviceptr fws, iws;   /* the workspace the captured kernels point into */
+} cu_attn_snap;
+/* Captures a run of the object's current plan on the capturing stream cap
+ * (without eager run's plan-stream check; decode objects on FlashInfer's
+ * decode kernel only, else UNSUPPORTED), filling *snap. */
+CU_HIDDEN gpurt_error *cu_attention_capture(gpurt_runtime *h, gpurt_stream *cap, gpurt_attention *a,
+                                            const gpurt_attention_run_args *args, cu_attn_snap *snap);
+/* Before a replay on stream sh: the object still exists, is planned on sh,
+ * for the captured batch, into the captured workspace, with no more pages
+ * than the captured indices hold (FAILED_PRECONDITION / OUT_OF_RANGE
+ * naming what differs). Takes cu_attn.mu (under cu_graph.mu). */
+CU_HIDDEN gpurt_error *cu_attention_replay_check(cu_runtime *rt, const cu_attn_snap *snap, gpurt_stream *sh);
 
 /* ---- the embedded kernels (cuda_fatbin.S) ------------------------------------------ */
 

@@ -215,7 +215,8 @@ static gpurt_error *stream_scratch(cu_runtime *rt, cu_stream *st, uint64_t need,
  * cuBLASLt (column-major: y = (W')^T-as-stored times x, see
  * cu_gemm_tn_ptrs). */
 static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_matmul_args *a, CUdeviceptr w,
-                            CUdeviceptr sc, CUdeviceptr bi, CUdeviceptr x, CUdeviceptr y, uint32_t gshift) {
+                            CUdeviceptr sc, CUdeviceptr bi, CUdeviceptr x, CUdeviceptr y, uint32_t gshift,
+                            int warm) {
   const uint32_t dev = st->dev;
   const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
 #ifdef GPURT_HAVE_CUTLASS_MIXED
@@ -254,6 +255,10 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
         pthread_mutex_unlock(&st->slot_mu);
         return ce;
       }
+      if (warm) { /* a graph's capture follows: the scratch is all it needed */
+        pthread_mutex_unlock(&st->slot_mu);
+        return NULL;
+      }
       cl.scratch = (void *)(uintptr_t)st->qscratch;
       cl.scratch_bytes = (size_t)st->qscratch_cap;
       const int rc = cu_clm_qgemm_run(&cl, msg, sizeof msg);
@@ -283,6 +288,10 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
     pthread_mutex_unlock(&st->slot_mu);
     return e;
   }
+  if (warm) {
+    pthread_mutex_unlock(&st->slot_mu);
+    return cu_gemm_lt_warm(rt, dev);
+  }
   const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
   const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
   uint16_t *po = (uint16_t *)(uintptr_t)st->qscratch;
@@ -295,7 +304,11 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   return e;
 }
 
-gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+/* quant_matmul; warm: before a graph captures the call on sh (the graph's
+ * stream), only what the call would make lazily (the module's kernel, the
+ * stream's scratch and workspace, cuBLASLt's handle), nothing enqueued:
+ * no allocation or stream synchronization may run while it captures. */
+static gpurt_error *qmm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args, int warm) {
   gpurt_error *e = NULL;
   cu_runtime *rt;
   if ((e = gp_need_stream("quant_matmul", sh))) return e;
@@ -322,7 +335,8 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
      * rounded to 16 bits, ~40% fewer instructions); 32: dequantizing. */
     const int fac = a->group_size >= 64 && !qgemv_switches().dequant;
     snprintf(name, sizeof name, "gpurt_qgemv%s_%s_%s_n%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type), n);
-    if ((e = quant_fn(rt, dev, (fac ? QV_GEMVF : QV_GEMV) + (xi * 2 + si) * 8 + (int)(n - 1), name, &f))) return e;
+    if ((e = quant_fn(rt, dev, (fac ? QV_GEMVF : QV_GEMV) + (xi * 2 + si) * 8 + (int)(n - 1), name, &f)) || warm)
+      return e;
     const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
     const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
     const uint16_t *px = (const uint16_t *)(uintptr_t)x;
@@ -339,9 +353,9 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
     if (nw > batches) nw = batches;
     return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
   }
-  if (n >= QMM_LT_MIN_N) return prefill(rt, st, a, w, sc, bi, x, y, gshift);
+  if (n >= QMM_LT_MIN_N) return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
-  if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f))) return e;
+  if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;
   /* The tiled kernel with one group: A = x (n rows), B = W (m rows). */
   gg_args ga = {(const void *)(uintptr_t)x, (const void *)(uintptr_t)w, (uint16_t *)(uintptr_t)y,
                 (const uint16_t *)(uintptr_t)sc, (const uint16_t *)(uintptr_t)bi, NULL, NULL, m, k, gshift};
@@ -357,6 +371,14 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
   return launch(rt, st, f, name, tiles, 256, params);
 }
 
+gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+  return qmm(h, sh, args, 0);
+}
+
+gpurt_error *cu_quant_graph_warm(gpurt_runtime *h, gpurt_stream *cap, const gpurt_quant_matmul_args *args) {
+  return qmm(h, cap, args, 1);
+}
+
 #ifdef GPURT_HAVE_CUTLASS
 /* grouped_gemm through CUTLASS (cuda_cutlass.cu) on sm_90 when the shape
  * suits its TMA loads and stores: every group with rows in one launch
@@ -366,7 +388,7 @@ gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_qua
  * CU_CL_MAX_GROUPS groups with rows, or GPURT_CUDA_GROUPED=kernel. */
 static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_grouped_gemm_args *a, int fp8,
                                     CUdeviceptr pa, CUdeviceptr pb, CUdeviceptr pd, CUdeviceptr psa,
-                                    CUdeviceptr psb, int *done) {
+                                    CUdeviceptr psb, int warm, int *done) {
   *done = 0;
   const uint32_t dev = st->dev;
   const cu_device *d = &rt->devs[dev];
@@ -398,7 +420,7 @@ static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_g
   if (need == 0) return gp_err(GPURT_ERR_INTERNAL, "grouped_gemm: %s", msg);
   pthread_mutex_lock(&st->slot_mu);
   gpurt_error *e = stream_scratch(rt, st, need, "grouped_gemm", "CUTLASS's arrays and workspace");
-  if (e) {
+  if (e || warm) { /* warm: the own kernel's needs are made too (CUTLASS may refuse the shape at capture) */
     pthread_mutex_unlock(&st->slot_mu);
     return e;
   }
@@ -418,7 +440,8 @@ static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_g
 }
 #endif
 
-gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+/* grouped_gemm; warm as qmm's. */
+static gpurt_error *ggemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args, int warm) {
   gpurt_error *e = NULL;
   cu_runtime *rt;
   if ((e = gp_need_stream("grouped_gemm", sh))) return e;
@@ -443,13 +466,22 @@ gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_gro
 #ifdef GPURT_HAVE_CUTLASS
   {
     int done = 0;
-    if ((e = cutlass_grouped(rt, st, a, c.fp8, pa, pb, pd, psa, psb, &done))) return e;
+    if ((e = cutlass_grouped(rt, st, a, c.fp8, pa, pb, pd, psa, psb, warm, &done))) return e;
     if (done) return NULL;
   }
 #endif
   const char *name = c.fp8 ? "gpurt_ggemm_fp8" : "gpurt_ggemm_bf16";
   CUfunction f;
   if ((e = quant_fn(rt, dev, c.fp8 ? QV_GG_FP8 : QV_GG_BF16, name, &f))) return e;
+  if (warm) {
+    for (uint64_t g = 0; !c.fp8 && g < a->group_count; g++)
+      if (a->m_sizes[g] >= GG_LT_MIN_M) {
+        CUdeviceptr ws;
+        if ((e = cu_stream_workspace(rt, st, cu_gemm_workspace_bytes(), &ws))) return e;
+        return cu_gemm_lt_warm(rt, dev);
+      }
+    return NULL;
+  }
   gg_args ga = {(const void *)(uintptr_t)pa, (const void *)(uintptr_t)pb, (uint16_t *)(uintptr_t)pd, NULL, NULL,
                 (const float *)(uintptr_t)psa, (const float *)(uintptr_t)psb, (uint32_t)a->n, (uint32_t)a->k, 0};
   /* bf16: the large groups through cuBLASLt, D_g (column-major n x m_g) =
@@ -495,4 +527,12 @@ gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_gro
     if ((e = launch(rt, st, f, name, tiles, 256, params))) return e;
   }
   return NULL;
+}
+
+gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+  return ggemm(h, sh, args, 0);
+}
+
+gpurt_error *cu_grouped_graph_warm(gpurt_runtime *h, gpurt_stream *cap, const gpurt_grouped_gemm_args *args) {
+  return ggemm(h, cap, args, 1);
 }
