@@ -163,10 +163,10 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 func (p *Paged) attend(s *core.Stream, a *attention.Attention, st *kvpage.Step, l, T int, prefill bool) error {
 	m := p.m
 	c, L := &m.cfg, &m.layers[l]
-	hd := c.HeadDim()
-	Q, KV := c.Heads*hd, c.KVHeads*hd
-	rows := st.KVRows(view(m.kv, 0, 2*T*KV), view(m.kv, 2*T*KV, 2*T*KV))
-	ops := attention.Operands{Q: view(m.q, 0, 2*T*Q), O: view(m.o, 0, 2*T*Q), Pages: st.PageTable}
+	Q := c.Heads * c.HeadDim()
+	q, k, v := m.qkv(T)
+	rows := st.KVRows(k, v)
+	ops := attention.Operands{Q: q, O: view(m.o, 0, 2*T*Q), Pages: st.PageTable}
 	if prefill {
 		ops.QOIndptr = st.QOIndptr
 	}
