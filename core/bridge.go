@@ -43,6 +43,40 @@ func init() {
 	bridge.Core.Destroy = func(d any, l unsafe.Pointer, op, what string, free func() error) error {
 		return destroy(d.(*Device).rt, (*life)(l), op, what, errClosed, free)
 	}
+	bridge.Core.RuntimeBegin = func(r any, op string) (*bind.Plugin, abi.Runtime, error) {
+		rt, _ := r.(*Runtime)
+		if err := rt.enter(op); err != nil {
+			return nil, 0, err
+		}
+		return rt.p, rt.h, nil
+	}
+	bridge.Core.RuntimeEnd = func(r any) { r.(*Runtime).exit() }
+	bridge.Core.DeviceOf = func(d any) (any, uint32, bool) {
+		dev, _ := d.(*Device)
+		if !dev.ok() {
+			return nil, 0, false
+		}
+		return dev.rt, dev.index, true
+	}
+	bridge.Core.StreamOf = func(x any) (any, abi.Stream, unsafe.Pointer, bool) {
+		s, _ := x.(*Stream)
+		if !s.ok() {
+			return nil, 0, nil, false
+		}
+		return s.dev, s.h, unsafe.Pointer(s.l), true
+	}
+	bridge.Core.Capturing = func(s any, op string) error { return s.(*Stream).syncErr(op) }
+	bridge.Core.BufferOf = func(x any) (abi.Buffer, unsafe.Pointer) {
+		b := x.(*Buffer)
+		return b.h, unsafe.Pointer(b.l)
+	}
+	bridge.Core.MetricBegin = func(r any) int64 { return r.(*Runtime).metrics.begin() }
+	bridge.Core.MetricEnd = func(r any, m bridge.Metric, t0 int64, err error) error {
+		if m != bridge.MetricCommRun {
+			return err
+		}
+		return r.(*Runtime).metrics.end(opCommRun, t0, err)
+	}
 	bridge.Core.Region = func(op string, r unsafe.Pointer) (any, any, uint64, uint64, error) {
 		b, off, n, err := resolve(op, *(*Region)(r))
 		if err != nil {

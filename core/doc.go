@@ -135,11 +135,11 @@
 // Copy and Stream.CopyDevice copy between devices of one runtime (peer
 // copies; CopyDevice on a stream of either device). Runtime.FindDevice
 // names a device by index, UUID or PCI bus id. Collectives (ABI 1.6) are
-// NCCL's: a Comm (Runtime.NewComm for one process driving several
-// devices, Runtime.NewCommID + JoinComm for one process per GPU) runs
-// groups of CollOps with Comm.Run, one plugin call per group; Err, Abort
-// and Close handle a broken one. A group of up to 16 ops allocates
-// nothing. The mock is the float64 reference across its devices.
+// NCCL's and live in package core/collective: a collective.Comm
+// (collective.New for one process driving several devices, NewID + Join
+// for one process per GPU) runs groups of operations with Comm.Run, one
+// plugin call per group; Err, Abort and Close handle a broken one. A group
+// of up to 16 ops allocates nothing. The mock is the float64 reference across its devices.
 //
 // # Adding an operation
 //

@@ -20,6 +20,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -194,7 +195,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.LaunchBatch)(nil), &core.LaunchBatch{},
 		(*core.Graph)(nil), &core.Graph{},
 		(*attention.Attention)(nil), &attention.Attention{}, (*attention.KVCache)(nil), &attention.KVCache{}, attention.KVCacheDesc{},
-		(*core.Comm)(nil), &core.Comm{}, core.CollKind(0), core.ReduceOp(0),
+		(*collective.Comm)(nil), &collective.Comm{}, collective.Kind(0), collective.ReduceOp(0),
 		core.Arg{}, core.ArgKind(0), core.DType(0), core.Epilogue(0),
 	}
 	for _, v := range values {
