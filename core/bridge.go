@@ -77,6 +77,16 @@ func init() {
 		}
 		return r.(*Runtime).metrics.end(opCommRun, t0, err)
 	}
+	bridge.Core.Error = func(kind error, op, msg string) error {
+		c := codeInternal
+		for code, i := range codeInfo {
+			if i.sentinel == kind {
+				c = code
+				break
+			}
+		}
+		return &Error{Code: c, Op: op, Message: msg}
+	}
 	bridge.Core.Region = func(op string, r unsafe.Pointer) (any, any, uint64, uint64, error) {
 		b, off, n, err := resolve(op, *(*Region)(r))
 		if err != nil {
@@ -119,7 +129,7 @@ func bridgeOperand(c *bridge.Op, i int, name string, rp unsafe.Pointer, need, al
 	op := c.Name
 	r := *(*Region)(rp)
 	if r == nil {
-		return errf(CodeInvalidArgument, op, "operand %s is required", name)
+		return errf(codeInvalidArgument, op, "operand %s is required", name)
 	}
 	b, off, n, err := resolve(op, r)
 	if err != nil {
@@ -127,7 +137,7 @@ func bridgeOperand(c *bridge.Op, i int, name string, rp unsafe.Pointer, need, al
 	}
 	s := bridgeStream(c)
 	if b.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "%s", misplaced("operand "+name, b.dev, "stream", s.dev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("operand "+name, b.dev, "stream", s.dev))
 	}
 	held := false
 	for j := range c.Opr {
@@ -146,10 +156,10 @@ func bridgeOperand(c *bridge.Op, i int, name string, rp unsafe.Pointer, need, al
 		o.SetHeld(true)
 	}
 	if off%align != 0 {
-		return errf(CodeInvalidArgument, op, "operand %s starts at offset %d of its buffer, not a multiple of %d", name, off, align)
+		return errf(codeInvalidArgument, op, "operand %s starts at offset %d of its buffer, not a multiple of %d", name, off, align)
 	}
 	if need > n {
-		return errf(CodeOutOfRange, op, "operand %s needs %d bytes, its region has %d", name, need, n)
+		return errf(codeOutOfRange, op, "operand %s needs %d bytes, its region has %d", name, need, n)
 	}
 	return nil
 }

@@ -85,7 +85,7 @@ func newHostHeap(rt *Runtime) *HostHeap {
 func (hh *HostHeap) Alloc(n int) (*HostSlice, error) {
 	const op = "host_heap_alloc"
 	if n <= 0 {
-		return nil, errf(CodeInvalidArgument, op, "size %d: a host slice needs at least one byte", n)
+		return nil, errf(codeInvalidArgument, op, "size %d: a host slice needs at least one byte", n)
 	}
 	if !hh.ok() {
 		return nil, errInvalid(op, "host heap")
@@ -248,10 +248,10 @@ func (hs *HostSlice) Len() int {
 // View is the sub-range [off, off+n) of the slice.
 func (hs *HostSlice) View(off, n int) (PinnedView, error) {
 	if hs == nil {
-		return PinnedView{}, errf(CodeInvalidArgument, "view", "nil host slice")
+		return PinnedView{}, errf(codeInvalidArgument, "view", "nil host slice")
 	}
 	if off < 0 || n < 0 || uint64(off)+uint64(n) > hs.size {
-		return PinnedView{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the host slice's %d bytes", off, n, hs.size)
+		return PinnedView{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the host slice's %d bytes", off, n, hs.size)
 	}
 	return PinnedView{hs: hs, off: uint64(off), n: uint64(n)}, nil
 }
@@ -276,13 +276,13 @@ func (hs *HostSlice) Free() error {
 	case killDead:
 		return errFreed(op, "host slice")
 	case killRefused:
-		return errf(CodeFailedPrecondition, op, "the host slice is held by a live Graph: Close the graph first")
+		return errf(codeFailedPrecondition, op, "the host slice is held by a live Graph: Close the graph first")
 	}
 	if m := hs.queued.Load(); m != 0 {
 		for _, d := range hh.rt.devices {
 			if m&(1<<(d.index%64)) != 0 {
 				if err := d.sync(); err != nil {
-					e := &Error{Op: op, Code: CodeInternal, Message: err.Error()}
+					e := &Error{Op: op, Code: codeInternal, Message: err.Error()}
 					if pe, ok := err.(*Error); ok {
 						e.Code, e.Backend, e.VendorCode = pe.Code, pe.Backend, pe.VendorCode
 						e.Message = pe.Op + ": " + pe.Message

@@ -25,7 +25,7 @@ type HostBuffer struct {
 func (rt *Runtime) AllocHost(size int) (*HostBuffer, error) {
 	const op = "host_alloc"
 	if size <= 0 {
-		return nil, errf(CodeInvalidArgument, op, "size %d: a host buffer needs at least one byte", size)
+		return nil, errf(codeInvalidArgument, op, "size %d: a host buffer needs at least one byte", size)
 	}
 	if err := rt.enter(op); err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func (rt *Runtime) AllocHost(size int) (*HostBuffer, error) {
 func (rt *Runtime) hostAlloc(size uint64) (h abi.HostBuffer, ptr uintptr, err error) {
 	err = rt.p.HostAlloc("host_alloc", rt.h, size, &h, &ptr)
 	if err == nil && (h == 0 || ptr == 0) {
-		err = errf(CodeInternal, "host_alloc", "the plugin returned no handle or no memory for %d bytes", size)
+		err = errf(codeInternal, "host_alloc", "the plugin returned no handle or no memory for %d bytes", size)
 	}
 	return h, ptr, err
 }
@@ -71,10 +71,10 @@ func (hb *HostBuffer) Len() int {
 // View is the sub-range [off, off+n) of the buffer.
 func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
 	if hb == nil {
-		return PinnedView{}, errf(CodeInvalidArgument, "view", "nil host buffer")
+		return PinnedView{}, errf(codeInvalidArgument, "view", "nil host buffer")
 	}
 	if off < 0 || n < 0 || uint64(off)+uint64(n) > hb.size {
-		return PinnedView{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the host buffer's %d bytes", off, n, hb.size)
+		return PinnedView{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the host buffer's %d bytes", off, n, hb.size)
 	}
 	return PinnedView{hb: hb, off: uint64(off), n: uint64(n)}, nil
 }
@@ -177,5 +177,5 @@ func usePinned(op string, p Pinned) (ref pinnedRef, err error) {
 		}
 		return pinnedRef{rt: hs.heap.rt, h: hs.blk.h, off: hs.off + off, n: n, l: hs.l, hs: hs}, nil
 	}
-	return ref, errf(CodeInvalidArgument, op, "nil pinned memory")
+	return ref, errf(codeInvalidArgument, op, "nil pinned memory")
 }

@@ -171,7 +171,7 @@ func (m *metrics) pluginError(c ErrorCode) {
 		i = 0
 	}
 	m.errs[i].Add(1)
-	if c == CodeDeviceLost {
+	if c == codeDeviceLost {
 		m.deviceLost.Store(true)
 	}
 }

@@ -68,10 +68,10 @@ type ParamInfo struct {
 func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Module, error) {
 	const op = "module_load"
 	if name == "" {
-		return nil, errf(CodeInvalidArgument, op, "empty module name")
+		return nil, errf(codeInvalidArgument, op, "empty module name")
 	}
 	if format != ModuleBuiltin && len(data) == 0 {
-		return nil, errf(CodeInvalidArgument, op, "module %q: no data", name)
+		return nil, errf(codeInvalidArgument, op, "module %q: no data", name)
 	}
 	if err := d.enter(op); err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Mod
 	d.modMu.Lock()
 	defer d.modMu.Unlock()
 	if _, dup := d.modules[name]; dup {
-		return nil, errf(CodeInvalidArgument, op, "a module named %q is already loaded on %v", name, d)
+		return nil, errf(codeInvalidArgument, op, "a module named %q is already loaded on %v", name, d)
 	}
 	a := abi.ModuleLoadArgs{StructSize: abi.SizeofModuleLoadArgs, Device: d.index,
 		Format: int32(format), DataLen: uint64(len(data)), NameLen: uint64(len(name))}
@@ -139,7 +139,7 @@ func (d *Device) Module(name string) (*Module, error) {
 	if m, ok := d.modules[name]; ok {
 		return m, nil
 	}
-	return nil, errf(CodeNotFound, "module", "no module named %q on %v", name, d)
+	return nil, errf(codeNotFound, "module", "no module named %q on %v", name, d)
 }
 
 // Name is the module's registry name.
@@ -174,7 +174,7 @@ func (m *Module) Unload() error {
 	case killDead:
 		return errClosed(op, "module "+m.name)
 	case killRefused:
-		return errf(CodeFailedPrecondition, op, "module %s is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first", m.name)
+		return errf(codeFailedPrecondition, op, "module %s is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first", m.name)
 	}
 	m.dev.modMu.Lock()
 	if m.dev.modules[m.name] == m {
@@ -214,7 +214,7 @@ func (m *Module) Kernel(name string) (*Kernel, error) {
 		return nil, err
 	}
 	if in.NumParams > abi.MaxKernelParams {
-		return nil, errf(CodeInternal, "kernel_info", "kernel %q reports %d parameters (at most %d)", name, in.NumParams, abi.MaxKernelParams)
+		return nil, errf(codeInternal, "kernel_info", "kernel %q reports %d parameters (at most %d)", name, in.NumParams, abi.MaxKernelParams)
 	}
 	k := &Kernel{mod: m, name: name, h: h, info: KernelInfo{
 		MaxThreadsPerBlock: in.MaxThreadsPerBlock, StaticSharedBytes: in.StaticSharedBytes,

@@ -221,7 +221,7 @@ func (rt *Runtime) Device(i int) (*Device, error) {
 		return nil, errInvalid("device", "runtime")
 	}
 	if i < 0 || i >= len(rt.devices) {
-		return nil, errf(CodeInvalidArgument, "device", "no device %d (the runtime has %d)", i, len(rt.devices))
+		return nil, errf(codeInvalidArgument, "device", "no device %d (the runtime has %d)", i, len(rt.devices))
 	}
 	return rt.devices[i], nil
 }

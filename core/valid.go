@@ -34,5 +34,5 @@ func misplaced(what string, x *Device, whose string, ref *Device) string {
 // errInvalid is the error for a nil or zero-value object (what: "buffer",
 // "stream", ...).
 func errInvalid(op, what string) error {
-	return errf(CodeInvalidArgument, op, "nil or zero-value %s (not made by gpurt)", what)
+	return errf(codeInvalidArgument, op, "nil or zero-value %s (not made by gpurt)", what)
 }

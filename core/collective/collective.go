@@ -175,11 +175,11 @@ type JoinConfig struct {
 func Join(rt *core.Runtime, j JoinConfig) (*Comm, error) {
 	const op = "comm_create"
 	if j.NRanks <= 0 || j.NRanks > math.MaxInt32 || j.FirstRank < 0 || j.FirstRank+len(j.Devices) > j.NRanks {
-		return nil, errorf(core.CodeInvalidArgument, op, "ranks %d..%d of %d: NRanks must be positive and the ranks inside 0..NRanks-1",
+		return nil, errorf(core.ErrInvalidArgument, op, "ranks %d..%d of %d: NRanks must be positive and the ranks inside 0..NRanks-1",
 			j.FirstRank, j.FirstRank+len(j.Devices)-1, j.NRanks)
 	}
 	if j.Timeout < 0 {
-		return nil, errorf(core.CodeInvalidArgument, op, "timeout %v is negative", j.Timeout)
+		return nil, errorf(core.ErrInvalidArgument, op, "timeout %v is negative", j.Timeout)
 	}
 	ms := uint64(j.Timeout / time.Millisecond)
 	if j.Timeout > 0 && ms == 0 {
@@ -198,23 +198,23 @@ func newComm(rt *core.Runtime, op string, devs []*core.Device, nranks, first int
 		return nil, err
 	}
 	if len(devs) == 0 {
-		return nil, errorf(core.CodeInvalidArgument, op, "no devices (a communicator's handle has at least one local rank)")
+		return nil, errorf(core.ErrInvalidArgument, op, "no devices (a communicator's handle has at least one local rank)")
 	}
 	if len(devs) > 64 {
-		return nil, errorf(core.CodeInvalidArgument, op, "%d devices: a handle has at most 64 local ranks", len(devs))
+		return nil, errorf(core.ErrInvalidArgument, op, "%d devices: a handle has at most 64 local ranks", len(devs))
 	}
 	idx := make([]uint32, len(devs))
 	for i, d := range devs {
 		drt, index, ok := bridge.DeviceOf(d)
 		if !ok {
-			return nil, errorf(core.CodeInvalidArgument, op, "device %d: nil or zero-value device (not made by gpurt)", i)
+			return nil, errorf(core.ErrInvalidArgument, op, "device %d: nil or zero-value device (not made by gpurt)", i)
 		}
 		if drt.(*core.Runtime) != rt {
-			return nil, errorf(core.CodeInvalidArgument, op, "device %d (%v) belongs to another runtime", i, d)
+			return nil, errorf(core.ErrInvalidArgument, op, "device %d (%v) belongs to another runtime", i, d)
 		}
 		for j := 0; j < i; j++ {
 			if devs[j] == d {
-				return nil, errorf(core.CodeInvalidArgument, op, "devices %d and %d are both %v (one rank per device)", j, i, d)
+				return nil, errorf(core.ErrInvalidArgument, op, "devices %d and %d are both %v (one rank per device)", j, i, d)
 			}
 		}
 		idx[i] = index
@@ -261,7 +261,7 @@ func (c *Comm) Device(rank int) (*core.Device, error) {
 		return nil, errInvalid("comm")
 	}
 	if rank < c.first || rank >= c.first+len(c.devs) {
-		return nil, errorf(core.CodeInvalidArgument, "comm", "rank %d is not local (ranks %d..%d of %d)", rank, c.first, c.first+len(c.devs)-1, c.nranks)
+		return nil, errorf(core.ErrInvalidArgument, "comm", "rank %d is not local (ranks %d..%d of %d)", rank, c.first, c.first+len(c.devs)-1, c.nranks)
 	}
 	return c.devs[rank-c.first], nil
 }
@@ -312,7 +312,7 @@ func (c *Comm) enter(op string) error {
 	}
 	if !bridge.Acquire(c.l) {
 		bridge.RuntimeEnd(c.rt)
-		return errorf(core.CodeClosed, op, "communicator is closed")
+		return errorf(core.ErrClosed, op, "communicator is closed")
 	}
 	return nil
 }
@@ -337,7 +337,7 @@ func (c *Comm) Run(ops ...Op) error {
 	}
 	defer c.exit()
 	if len(ops) == 0 {
-		return errorf(core.CodeInvalidArgument, op, "no ops")
+		return errorf(core.ErrInvalidArgument, op, "no ops")
 	}
 	var stackOps [maxStackOps]abi.CollOp
 	var stackHeld [maxStackOps][3]unsafe.Pointer
@@ -371,34 +371,34 @@ func (c *Comm) Run(ops ...Op) error {
 // buffers into held, and fills its ABI form.
 func (c *Comm) prepare(op string, i int, o *Op, a *abi.CollOp, held *[3]unsafe.Pointer) error {
 	if o.Rank < c.first || o.Rank >= c.first+len(c.devs) {
-		return errorf(core.CodeInvalidArgument, op, "op %d: rank %d is not one of this Comm's (%d..%d of %d)", i, o.Rank, c.first, c.first+len(c.devs)-1, c.nranks)
+		return errorf(core.ErrInvalidArgument, op, "op %d: rank %d is not one of this Comm's (%d..%d of %d)", i, o.Rank, c.first, c.first+len(c.devs)-1, c.nranks)
 	}
 	if o.Peer < 0 || o.Peer >= c.nranks {
-		return errorf(core.CodeInvalidArgument, op, "op %d: peer %d is outside ranks 0..%d", i, o.Peer, c.nranks-1)
+		return errorf(core.ErrInvalidArgument, op, "op %d: peer %d is outside ranks 0..%d", i, o.Peer, c.nranks-1)
 	}
 	if o.Count < 0 {
-		return errorf(core.CodeInvalidArgument, op, "op %d: count %d is negative", i, o.Count)
+		return errorf(core.ErrInvalidArgument, op, "op %d: count %d is negative", i, o.Count)
 	}
 	es := o.DType.Size()
 	if es == 0 {
-		return errorf(core.CodeInvalidArgument, op, "op %d: dtype %v is not an element type", i, o.DType)
+		return errorf(core.ErrInvalidArgument, op, "op %d: dtype %v is not an element type", i, o.DType)
 	}
 	if uint64(o.Count) > (uint64(1)<<62)/uint64(es)/uint64(c.nranks) {
-		return errorf(core.CodeInvalidArgument, op, "op %d: count %d is too large", i, o.Count)
+		return errorf(core.ErrInvalidArgument, op, "op %d: count %d is too large", i, o.Count)
 	}
 	dev := c.devs[o.Rank-c.first]
 	sdev, sh, sl, ok := bridge.StreamOf(o.Stream)
 	if !ok {
-		return errorf(core.CodeInvalidArgument, op, "op %d: nil or zero-value stream (not made by gpurt)", i)
+		return errorf(core.ErrInvalidArgument, op, "op %d: nil or zero-value stream (not made by gpurt)", i)
 	}
 	if sd := sdev.(*core.Device); sd != dev {
-		return errorf(core.CodeInvalidArgument, op, "op %d: %s", i, misplaced("the stream", sd, "rank "+fmt.Sprint(o.Rank), dev))
+		return errorf(core.ErrInvalidArgument, op, "op %d: %s", i, misplaced("the stream", sd, "rank "+fmt.Sprint(o.Rank), dev))
 	}
 	if err := bridge.Capturing(o.Stream, op); err != nil {
-		return errorf(core.CodeFailedPrecondition, op, "op %d: collectives are not recorded in graphs: %s", i, messageOf(err))
+		return errorf(core.ErrFailedPrecondition, op, "op %d: collectives are not recorded in graphs: %s", i, messageOf(err))
 	}
 	if !bridge.Acquire(sl) {
-		return errorf(core.CodeClosed, op, "stream is closed")
+		return errorf(core.ErrClosed, op, "stream is closed")
 	}
 	held[0] = sl
 	b := uint64(o.Count) * uint64(es)
@@ -418,7 +418,7 @@ func (c *Comm) prepare(op string, i int, o *Op, a *abi.CollOp, held *[3]unsafe.P
 		sendN = 0
 	case AllReduce:
 	default:
-		return errorf(core.CodeInvalidArgument, op, "op %d: kind %d is not a collective.Kind", i, o.Kind)
+		return errorf(core.ErrInvalidArgument, op, "op %d: kind %d is not a collective.Kind", i, o.Kind)
 	}
 	*a = abi.CollOp{StructSize: abi.SizeofCollOp, Kind: int32(o.Kind), DType: int32(o.DType), Reduce: int32(o.Reduce),
 		Rank: uint32(o.Rank), Peer: uint32(o.Peer), Count: uint64(o.Count), Stream: sh}
@@ -432,7 +432,7 @@ func (c *Comm) prepare(op string, i int, o *Op, a *abi.CollOp, held *[3]unsafe.P
 	for k, sd := range sides {
 		if !sd.use {
 			if *sd.r != nil && o.Kind != Broadcast {
-				return errorf(core.CodeInvalidArgument, op, "op %d: %v has a %s region (must be nil)", i, o.Kind, sd.name)
+				return errorf(core.ErrInvalidArgument, op, "op %d: %v has a %s region (must be nil)", i, o.Kind, sd.name)
 			}
 			continue
 		}
@@ -440,21 +440,21 @@ func (c *Comm) prepare(op string, i int, o *Op, a *abi.CollOp, held *[3]unsafe.P
 			if o.Count == 0 {
 				continue
 			}
-			return errorf(core.CodeInvalidArgument, op, "op %d: %v needs a %s region", i, o.Kind, sd.name)
+			return errorf(core.ErrInvalidArgument, op, "op %d: %v needs a %s region", i, o.Kind, sd.name)
 		}
 		bdev, buf, off, rn, err := bridge.Region(op, unsafe.Pointer(sd.r))
 		if err != nil {
-			return errorf(core.CodeInvalidArgument, op, "op %d: %s: %v", i, sd.name, err)
+			return errorf(core.ErrInvalidArgument, op, "op %d: %s: %v", i, sd.name, err)
 		}
 		if bd := bdev.(*core.Device); bd != dev {
-			return errorf(core.CodeInvalidArgument, op, "op %d: %s", i, misplaced("the "+sd.name+" region", bd, "rank "+fmt.Sprint(o.Rank), dev))
+			return errorf(core.ErrInvalidArgument, op, "op %d: %s", i, misplaced("the "+sd.name+" region", bd, "rank "+fmt.Sprint(o.Rank), dev))
 		}
 		if rn < sd.need {
-			return errorf(core.CodeOutOfRange, op, "op %d: the %s region has %d bytes; %v of %d %v needs %d", i, sd.name, rn, o.Kind, o.Count, o.DType, sd.need)
+			return errorf(core.ErrOutOfRange, op, "op %d: the %s region has %d bytes; %v of %d %v needs %d", i, sd.name, rn, o.Kind, o.Count, o.DType, sd.need)
 		}
 		bh, bl := bridge.BufferOf(buf)
 		if !bridge.Acquire(bl) {
-			return errorf(core.CodeFreed, op, "buffer was freed")
+			return errorf(core.ErrFreed, op, "buffer was freed")
 		}
 		held[1+k] = bl
 		if k == 0 {
@@ -466,13 +466,15 @@ func (c *Comm) prepare(op string, i int, o *Op, a *abi.CollOp, held *[3]unsafe.P
 	return nil
 }
 
-func errorf(c core.ErrorCode, op, format string, args ...any) error {
-	return &core.Error{Code: c, Op: op, Message: fmt.Sprintf(format, args...)}
+// errorf is a *core.Error of the code whose sentinel is kind
+// (core.ErrInvalidArgument, ...).
+func errorf(kind error, op, format string, args ...any) error {
+	return bridge.Error(kind, op, fmt.Sprintf(format, args...))
 }
 
 // errInvalid is the error for a nil or zero-value Comm.
 func errInvalid(op string) error {
-	return errorf(core.CodeInvalidArgument, op, "nil or zero-value communicator (not made by collective.New or Join)")
+	return errorf(core.ErrInvalidArgument, op, "nil or zero-value communicator (not made by collective.New or Join)")
 }
 
 // misplaced says that what (on device x) is not on the device of whose

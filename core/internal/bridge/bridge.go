@@ -101,7 +101,15 @@ var Core struct {
 	BufferOf     func(b any) (h abi.Buffer, life unsafe.Pointer)
 	MetricBegin  func(rt any) int64
 	MetricEnd    func(rt any, m Metric, t0 int64, err error) error
+
+	// Error makes a *core.Error of the code whose sentinel is kind.
+	Error func(kind error, op, msg string) error
 }
+
+// Error is a *core.Error of op with message msg and the code whose
+// sentinel (core.ErrInvalidArgument, core.ErrOutOfRange, ...) is kind;
+// an error that is no sentinel gives the internal code.
+func Error(kind error, op, msg string) error { return Core.Error(kind, op, msg) }
 
 // RuntimeBegin begins a use of rt (a *core.Runtime) for op: its plugin and
 // handle; end it with RuntimeEnd. A nil, zero or closed runtime is an
