@@ -233,14 +233,14 @@ func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p ParamIn
 	if a.kind == 0 {
 		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: zero Arg", k.name, i)
 	}
-	if p.Kind == ArgKindAny {
+	if p.kind == argKindAny {
 		if p.Size != 0 && a.size != p.Size {
 			return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.Size)
 		}
-	} else if p.Kind != a.kind {
-		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.Kind)
+	} else if p.kind != a.kind {
+		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.kind)
 	}
-	if a.kind != ArgKindBuffer {
+	if a.kind != argKindBuffer {
 		*ka = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val}
 		return nil, nil
 	}

@@ -55,11 +55,13 @@ type KernelInfo struct {
 	Params             []ParamInfo
 }
 
-// ParamInfo is one kernel parameter: its kind (an Arg kind; ArgKindAny
-// when the plugin knows only the size) and its size in bytes.
+// ParamInfo is one kernel parameter: its kind, as the Arg constructors
+// name it ("buffer", "i8" .. "u64", "f16", "bf16", "f32", "f64"; "any"
+// when the plugin knows only the size), and its size in bytes.
 type ParamInfo struct {
-	Kind ArgKind
+	Kind string
 	Size uint32
+	kind argKind
 }
 
 // LoadModule loads code onto the device and registers it under name
@@ -220,7 +222,7 @@ func (m *Module) Kernel(name string) (*Kernel, error) {
 		MaxThreadsPerBlock: in.MaxThreadsPerBlock, StaticSharedBytes: in.StaticSharedBytes,
 		Params: make([]ParamInfo, in.NumParams)}}
 	for i := range k.info.Params {
-		k.info.Params[i] = ParamInfo{Kind: ArgKind(in.ParamKind[i]), Size: in.ParamSize[i]}
+		k.info.Params[i] = ParamInfo{Kind: argKind(in.ParamKind[i]).String(), Size: in.ParamSize[i], kind: argKind(in.ParamKind[i])}
 	}
 	m.kernels[name] = k
 	return k, nil

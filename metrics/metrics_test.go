@@ -44,7 +44,7 @@ func workload(t *testing.T) (*core.Runtime, *core.Buffer) {
 	fill, err := mod.Kernel("fill_f32")
 	require.NoError(t, err)
 	for i := 0; i < 3; i++ {
-		require.NoError(t, s.Launch(fill, core.Grid1D(1024, 256), core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1024)))
+		require.NoError(t, s.Launch(fill, core.Grid1D(1024, 256), core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1024)))
 	}
 	require.NoError(t, s.Synchronize())
 	return rt, buf
