@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/loader"
 )
@@ -47,7 +48,7 @@ type Error struct {
 	// Report is the loader's account of the search, for the errors of
 	// Open and Probe that choose a backend (ErrNoBackend,
 	// ErrBackendUnavailable, ErrUnknownBackend); nil for every other error.
-	Report *Report
+	Report *diag.Report
 }
 
 // ErrorCode classifies an *Error; its sentinel (Err*) is what errors.Is

@@ -15,6 +15,7 @@ import (
 
 	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -168,7 +169,7 @@ func TestBackendsListsFound(t *testing.T) {
 	for _, c := range rep.Candidates {
 		if c.Path == other {
 			found = true
-			assert.Equal(t, core.StateFailed, c.State)
+			assert.Equal(t, diag.StateFailed, c.State)
 			assert.Contains(t, c.Reason, `file name says backend "rocm" but the plugin says "mock"`)
 		}
 	}

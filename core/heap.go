@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 )
 
@@ -26,17 +27,7 @@ type HostHeap struct {
 
 	mu     sync.Mutex
 	blocks []*heapBlock
-	stats  HeapStats
-}
-
-// HeapStats describes the host heap.
-type HeapStats struct {
-	InUse    uint64 // bytes in live slices (rounded to 256)
-	Reserved uint64 // bytes of pinned blocks held
-	Peak     uint64 // the highest InUse seen
-	Blocks   uint64 // pinned blocks held
-	Live     uint64 // live slices
-	Allocs   uint64 // slices handed out since the heap was made
+	stats  diag.Heap
 }
 
 const (
@@ -171,9 +162,9 @@ func (b *heapBlock) give(off, n uint64) {
 }
 
 // Stats returns the heap's counters.
-func (hh *HostHeap) Stats() HeapStats {
+func (hh *HostHeap) Stats() diag.Heap {
 	if hh == nil {
-		return HeapStats{}
+		return diag.Heap{}
 	}
 	hh.mu.Lock()
 	defer hh.mu.Unlock()

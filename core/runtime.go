@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/loader"
 )
@@ -21,7 +22,7 @@ type Runtime struct {
 	p      *bind.Plugin // every plugin call goes through its methods
 	h      abi.Runtime
 	l      life
-	report *Report
+	report *diag.Report
 	log    hclog.Logger
 	stage  stageSettings // Config.StageChunk, StageSlots, CopyWorkers
 	pool   *copyPool     // the memmove pool of staged copies (CopyWorkers)
@@ -76,7 +77,7 @@ func Open(cfg Config) (*Runtime, error) {
 }
 
 // openPlugin creates a runtime on an already bound plugin.
-func openPlugin(cfg Config, set settings, rep *Report, p *bind.Plugin) (*Runtime, error) {
+func openPlugin(cfg Config, set settings, rep *diag.Report, p *bind.Plugin) (*Runtime, error) {
 	log := set.log
 	rt := &Runtime{report: rep, log: log, stage: set.stage, pool: copyPoolOf(set.stage.Workers)}
 	// The runtime's own copy of the plugin, whose error hook counts the
@@ -183,7 +184,7 @@ func (rt *Runtime) PluginVersion() (version string, abiMajor, abiMinor uint32) {
 
 // Report is the loader's report from Open (nil when the runtime was made
 // without the loader).
-func (rt *Runtime) Report() *Report {
+func (rt *Runtime) Report() *diag.Report {
 	if rt == nil {
 		return nil
 	}
@@ -226,33 +227,22 @@ func (rt *Runtime) Device(i int) (*Device, error) {
 	return rt.devices[i], nil
 }
 
-// Stats are the plugin's live-object counters of one runtime.
-type Stats struct {
-	LiveBuffers     uint64
-	LiveHostBuffers uint64
-	LiveStreams     uint64
-	LiveEvents      uint64
-	LiveModules     uint64
-	LivePlans       uint64
-	DeviceBytes     uint64 // device bytes allocated
-	HostBytes       uint64 // pinned host bytes allocated
-}
-
 // Stats reads the plugin's live counters. They include the runtime's own
 // objects: host-heap blocks, staging streams and buffers, cached GEMM
 // plans (Trim releases the idle ones).
-func (rt *Runtime) Stats() (Stats, error) {
+func (rt *Runtime) Stats() (diag.Stats, error) {
 	if err := rt.enter("runtime_stats"); err != nil {
-		return Stats{}, err
+		return diag.Stats{}, err
 	}
 	defer rt.exit()
 	var s abi.RuntimeStats
 	s.StructSize = abi.SizeofRuntimeStats
 	if err := rt.p.RuntimeStats("runtime_stats", rt.h, &s); err != nil {
-		return Stats{}, err
+		return diag.Stats{}, err
 	}
-	return Stats{s.LiveBuffers, s.LiveHostBuffers, s.LiveStreams, s.LiveEvents,
-		s.LiveModules, s.LivePlans, s.DeviceBytes, s.HostBytes}, nil
+	return diag.Stats{LiveBuffers: s.LiveBuffers, LiveHostBuffers: s.LiveHostBuffers, LiveStreams: s.LiveStreams,
+		LiveEvents: s.LiveEvents, LiveModules: s.LiveModules, LivePlans: s.LivePlans, DeviceBytes: s.DeviceBytes,
+		HostBytes: s.HostBytes}, nil
 }
 
 // Control sets a named integer control of the plugin (fault injection,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/collective"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/matmul"
 	gtest "github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/metrics"
@@ -243,7 +244,7 @@ gpurt_attention_runs_total{backend="mock"} 0
 					counts[l.GetValue()] = h.GetSampleCount()
 				}
 			}
-			assert.Len(t, h.GetBucket(), len(core.LatencyBounds()))
+			assert.Len(t, h.GetBucket(), len(diag.LatencyBounds()))
 		}
 	}
 	for op, n := range map[string]uint64{"copy_from_host": 1, "copy_to_host": 1, "copy_device": 1, "gemm": 1,

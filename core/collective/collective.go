@@ -17,7 +17,7 @@
 // are *core.Error values, matched with errors.Is against core's sentinels
 // (a plugin older than ABI 1.6 gives core.ErrUnsupported). A Run of up to
 // 16 operations allocates nothing; each counts in the runtime's metrics
-// (core.Stats.Collectives).
+// (diag.Metrics.Collectives).
 package collective
 
 import (
