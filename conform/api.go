@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // apiChecks: every API function once, on its happy path.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // TestPlanUnsupported: only an unsupported error from plan creation skips

@@ -7,8 +7,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 var elemTypes = []core.DType{core.F32, core.F16, core.BF16}

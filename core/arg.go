@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // argKind is the kind of a kernel argument (GPURT_ARG_*).

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // LaunchBatch is a reusable list of kernel launches on one stream,

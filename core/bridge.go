@@ -5,9 +5,9 @@ package core
 import (
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // The internal bridge (core/internal/bridge) to the LLM family packages

@@ -8,8 +8,8 @@ import (
 	"unsafe"
 	"weak"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Buffer is device memory, allocated with Device.Alloc and released with

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/loader"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Error is the one error type of gpurt: every error a method of this

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/internal/abi"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 

@@ -5,8 +5,8 @@ package core
 import (
 	"time"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Event marks a point in a stream's work: Record places it, Query and

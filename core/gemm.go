@@ -7,8 +7,8 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // ComputeType is a GEMM's accumulation (GPURT_COMPUTE_*).

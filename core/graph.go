@@ -8,8 +8,8 @@ import (
 	"unsafe"
 	"weak"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Graph is a recorded list of stream operations that the plugin has

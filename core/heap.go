@@ -8,9 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // HostHeap sub-allocates pinned host memory from large blocks (64 MiB, or

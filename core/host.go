@@ -3,8 +3,8 @@
 package core
 
 import (
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // HostBuffer is pinned (page-locked) host memory owned by the plugin,

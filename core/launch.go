@@ -8,8 +8,8 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // LaunchConfig is a launch's geometry: blocks in the grid, threads in a

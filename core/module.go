@@ -5,8 +5,8 @@ package core
 import (
 	"sync"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // ModuleFormat says what the data of a module is.

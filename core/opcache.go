@@ -7,8 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // The op cache: GEMM plans keyed by everything that selects an algorithm

@@ -9,10 +9,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/loader"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Runtime is one plugin runtime: its devices and everything allocated

@@ -2,7 +2,7 @@
 
 package core
 
-import "github.com/metrale/gpurt/abi"
+import "github.com/metrale/gpurt/internal/abi"
 
 // Staged synchronous copies of Go slices.
 //

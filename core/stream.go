@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Stream is an ordered queue of work on one device: copies, memsets,

@@ -27,10 +27,10 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // KVLayout is the order of one page's axes (GPURT_KV_LAYOUT_*).

@@ -28,10 +28,10 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // ID is a communicator's unique id: made once (NewID) in any one process

@@ -18,10 +18,10 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // QuantDesc describes y = x * dequant(W)^T with W in MLX's affine

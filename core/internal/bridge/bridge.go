@@ -16,8 +16,8 @@ package bridge
 import (
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Operand is a resolved region: its buffer (a *core.Buffer; nil when the

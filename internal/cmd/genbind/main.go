@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command genbind generates, from abi/gpurt.h (the slots of gpurt_api
-// with their C parameter lists, the struct and handle typedefs) and
-// abi/abi.go (the Go mirror: the field of abi.API for each slot, the Go
-// type of each struct and opaque handle):
+// with their C parameter lists, the struct and handle typedefs, the
+// enumerators and #defines) and internal/abi (the Go mirror: the field of
+// abi.API for each slot, the Go type of each struct and opaque handle):
 //
 //   - core/internal/bind/zslots.go: the typed methods through which the
 //     core calls a plugin, one per slot of gpurt_api;
-//   - abi/zsizes.go: a Sizeof constant per mirrored struct (the value a
-//     caller puts in struct_size). A header struct without a Go mirror is
-//     an error here.
+//   - internal/abi/zsizes.go: a Sizeof constant per mirrored struct (the
+//     value a caller puts in struct_size). A header struct without a Go
+//     mirror is an error here.
+//   - internal/abi/zerrors.go: the error codes and their names.
+//   - internal/abi/zconsts.go: every other constant of the header (each
+//     enumerator and object-like #define), named by one rule (GoConstName).
+//   - internal/abi/zmirrored_test.go: the layout test's lists (every
+//     struct with its mirror, every constant with its C name).
 //
 // Run it from the module root (make generate, or go generate
 // ./core/internal/bind):
@@ -44,11 +49,12 @@ const Command = "go run ./internal/cmd/genbind"
 
 func main() {
 	header := flag.String("header", "abi/gpurt.h", "the C header")
-	mirror := flag.String("abi", "abi", "the folder of the Go mirror of the header (its non-test, non-generated files)")
+	mirror := flag.String("abi", "internal/abi", "the folder of the Go mirror of the header (its non-test, non-generated files)")
 	slots := flag.String("slots", "core/internal/bind/zslots.go", "the bind methods to write")
-	sizes := flag.String("sizes", "abi/zsizes.go", "the abi size constants to write")
-	errs := flag.String("errors", "abi/zerrors.go", "the abi error vocabulary to write")
-	mirrored := flag.String("mirrored", "abi/zmirrored_test.go", "the layout test's list of mirrored structs to write")
+	sizes := flag.String("sizes", "internal/abi/zsizes.go", "the abi size constants to write")
+	errs := flag.String("errors", "internal/abi/zerrors.go", "the abi error vocabulary to write")
+	mirrored := flag.String("mirrored", "internal/abi/zmirrored_test.go", "the layout test's lists of mirrored structs and constants to write")
+	consts := flag.String("consts", "internal/abi/zconsts.go", "the abi constants to write")
 	check := flag.Bool("check", false, "write nothing; fail when a file on disk is not what would be generated")
 	flag.Parse()
 	if err := chdirRoot(); err != nil {
@@ -61,7 +67,7 @@ func main() {
 	for _, f := range []struct {
 		path string
 		src  []byte
-	}{{*slots, files[0]}, {*sizes, files[1]}, {*errs, files[2]}, {*mirrored, files[3]}} {
+	}{{*slots, files[0]}, {*sizes, files[1]}, {*errs, files[2]}, {*mirrored, files[3]}, {*consts, files[4]}} {
 		if *check {
 			old, err := os.ReadFile(f.path)
 			if err != nil {
@@ -104,8 +110,8 @@ func chdirRoot() error {
 
 // generate returns the bind methods, the abi size constants and the abi
 // error vocabulary.
-func generate(headerPath, mirrorPath string) ([4][]byte, error) {
-	var none [4][]byte
+func generate(headerPath, mirrorPath string) ([5][]byte, error) {
+	var none [5][]byte
 	hdr, err := os.ReadFile(headerPath)
 	if err != nil {
 		return none, err
@@ -118,8 +124,8 @@ func generate(headerPath, mirrorPath string) ([4][]byte, error) {
 	if err != nil {
 		return none, err
 	}
-	var out [4][]byte
-	for i, gen := range []func(*Header, *Mirror) ([]byte, error){emit, emitSizes, emitErrors, emitMirrored} {
+	var out [5][]byte
+	for i, gen := range []func(*Header, *Mirror) ([]byte, error){emit, emitSizes, emitErrors, emitMirrored, emitConsts} {
 		src, err := gen(h, m)
 		if err != nil {
 			return none, err
@@ -131,7 +137,7 @@ func generate(headerPath, mirrorPath string) ([4][]byte, error) {
 	return out, nil
 }
 
-// emitSizes writes abi/zsizes.go: one constant per header struct.
+// emitSizes writes internal/abi/zsizes.go: one constant per header struct.
 func emitSizes(h *Header, m *Mirror) ([]byte, error) {
 	var b bytes.Buffer
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -143,7 +149,7 @@ func emitSizes(h *Header, m *Mirror) ([]byte, error) {
 	for _, c := range h.Structs {
 		g, ok := m.Types[c]
 		if !ok {
-			return nil, fmt.Errorf("struct %s of gpurt.h has no Go mirror in package abi (a struct whose doc says \"X mirrors %s\", fields tagged c:\"name\", listed in abi/layout_test.go)", c, c)
+			return nil, fmt.Errorf("struct %s of gpurt.h has no Go mirror in package abi (a struct whose doc says \"X mirrors %s\", fields tagged c:\"name\")", c, c)
 		}
 		pf("Sizeof%s = uint64(unsafe.Sizeof(%s{})) // sizeof(%s)\n", g, g, c)
 	}
@@ -163,6 +169,21 @@ type Header struct {
 	// StreamStructs are the structs with a `gpurt_stream *stream;` field
 	// (an op that names its stream inside its arguments: copy, memset).
 	StreamStructs map[string]bool
+	// Consts are the header's other constants (enumerators and
+	// object-like #defines but the error codes), in groups, in order.
+	Consts []ConstGroup
+}
+
+// ConstGroup is one enum of the header, or one run of #defines.
+type ConstGroup struct {
+	Doc   string // the comment above it, one line ("" for none)
+	Items []Const
+}
+
+// Const is one constant of the header.
+type Const struct {
+	C     string // GPURT_DTYPE_F32
+	Value string // a decimal integer, or a Go-quoted string
 }
 
 // Slot is one function pointer of gpurt_api.
@@ -224,6 +245,10 @@ func ParseHeader(src string) (*Header, error) {
 	for _, m := range reErrorCode.FindAllStringSubmatch(src, -1) {
 		v, _ := strconv.Atoi(m[2])
 		h.Errors = append(h.Errors, ErrorCode{Enum: m[1], Value: v})
+	}
+	var err error
+	if h.Consts, err = parseConsts(src); err != nil {
+		return nil, err
 	}
 	h.StreamStructs = map[string]bool{}
 	for _, m := range reStruct.FindAllStringSubmatchIndex(src, -1) {
@@ -564,7 +589,7 @@ func emit(h *Header, m *Mirror) ([]byte, error) {
 	pf("// Code generated by the command above from abi/gpurt.h and package abi; DO NOT EDIT.\n\n")
 	pf("// SPDX-License-Identifier: Apache-2.0\n\n")
 	pf("package bind\n\n")
-	pf("import (\n\"fmt\"\n\"runtime\"\n\"unsafe\"\n\n\"github.com/metrale/gpurt/abi\"\n\"github.com/metrale/gpurt/core/internal/ffi\"\n)\n\n")
+	pf("import (\n\"fmt\"\n\"runtime\"\n\"unsafe\"\n\n\"github.com/metrale/gpurt/internal/abi\"\n\"github.com/metrale/gpurt/core/internal/ffi\"\n)\n\n")
 	pf("// Slot names one function pointer of gpurt_api.\ntype Slot int\n\n")
 	pf("// The slots, in the table's order.\nconst (\n")
 	for i, s := range h.Slots {
@@ -760,7 +785,7 @@ func (e ErrorCode) Name() string {
 	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(e.Enum, "GPURT_ERR_"), "_", " "))
 }
 
-// emitErrors writes abi/zerrors.go: the error codes and their names, the
+// emitErrors writes internal/abi/zerrors.go: the error codes and their names, the
 // one error vocabulary of the Go side (core, bind and the loader name
 // codes through it).
 func emitErrors(h *Header, m *Mirror) ([]byte, error) {
@@ -792,7 +817,7 @@ func emitErrors(h *Header, m *Mirror) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// emitMirrored writes abi/zmirrored_test.go: every header struct paired
+// emitMirrored writes internal/abi/zmirrored_test.go: every header struct paired
 // with its Go mirror, the list TestLayoutMatchesHeader checks (a new
 // struct is checked without a hand-written entry).
 func emitMirrored(h *Header, m *Mirror) ([]byte, error) {
@@ -810,6 +835,175 @@ func emitMirrored(h *Header, m *Mirror) ([]byte, error) {
 		}
 		pf("{%q, %s{}},\n", c, g)
 	}
+	pf("}\n\n")
+	pf("// constants pairs every integer constant of the header with its Go\n// constant (TestLayoutMatchesHeader compares the values).\nvar constants = map[string]int64{\n")
+	for _, e := range h.Errors {
+		pf("%q: %s,\n", e.Enum, e.GoName())
+	}
+	for _, g := range h.Consts {
+		for _, c := range g.Items {
+			if !strings.HasPrefix(c.Value, "\"") {
+				pf("%q: %s,\n", c.C, GoConstName(c.C))
+			}
+		}
+	}
 	pf("}\n")
+	return b.Bytes(), nil
+}
+
+var (
+	reEnumOpen   = regexp.MustCompile(`^enum \{$`)
+	reEnumerator = regexp.MustCompile(`^(GPURT_[A-Z0-9_]+) = (-?\d+),?$`)
+	reDefineInt  = regexp.MustCompile(`^#define (GPURT_[A-Z0-9_]+) (\d+)u?$`)
+	reDefineStr  = regexp.MustCompile(`^#define (GPURT_[A-Z0-9_]+) ("[^"\\]*")$`)
+	reDefineAny  = regexp.MustCompile(`^#define (GPURT_[A-Z0-9_]+)(\(| |$)`)
+	reLineDoc    = regexp.MustCompile(`^/\* (.*?) \*/$`)
+	reCComment   = regexp.MustCompile(`(?s)/\*.*?\*/`)
+)
+
+// notConsts are the header's object-like macros that are not ABI
+// constants.
+var notConsts = map[string]bool{"GPURT_H_": true, "GPURT_EXPORT": true}
+
+// parseConsts reads every enumerator and object-like #define of the
+// header but the error codes (zerrors.go has those), grouped by enum or
+// run of #defines, each group with the one-line comment above it. An
+// enumerator without an explicit decimal value, or a #define whose value
+// is not a decimal integer (an optional u suffix) or a plain string, is
+// an error naming it: the generated Go must have the header's value.
+func parseConsts(src string) ([]ConstGroup, error) {
+	lines := strings.Split(src, "\n")
+	var groups []ConstGroup
+	doc := ""
+	inDefines := false
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimSpace(lines[i])
+		switch {
+		case l == "":
+			inDefines = false
+			doc = ""
+		case reLineDoc.MatchString(l):
+			doc = reLineDoc.FindStringSubmatch(l)[1]
+			if strings.HasPrefix(doc, "---") {
+				doc = ""
+			}
+			inDefines = false
+		case reEnumOpen.MatchString(l):
+			g := ConstGroup{Doc: doc}
+			for i++; i < len(lines); i++ {
+				e := strings.TrimSpace(lines[i])
+				if e == "};" {
+					break
+				}
+				// Drop a trailing comment (which may go on over lines).
+				if j := strings.Index(e, "/*"); j >= 0 {
+					rest := strings.Join(lines[i:], "\n")
+					k := strings.Index(rest, "*/")
+					if k < 0 {
+						return nil, fmt.Errorf("line %d: unterminated comment", i+1)
+					}
+					i += strings.Count(rest[:k], "\n")
+					e = strings.TrimSpace(e[:j])
+				}
+				if e == "" {
+					continue
+				}
+				m := reEnumerator.FindStringSubmatch(e)
+				if m == nil {
+					return nil, fmt.Errorf("line %d: enumerator %q: write NAME = <decimal value>, (genbind writes the value into Go)", i+1, e)
+				}
+				g.Items = append(g.Items, Const{C: m[1], Value: m[2]})
+			}
+			if len(g.Items) > 0 && (g.Items[0].C == "GPURT_OK" || strings.HasPrefix(g.Items[0].C, "GPURT_ERR_")) {
+				g.Items = nil // the error codes: zerrors.go
+			}
+			if len(g.Items) > 0 {
+				groups = append(groups, g)
+			}
+			doc, inDefines = "", false
+		case strings.HasPrefix(l, "#define "):
+			code := strings.TrimSpace(reCComment.ReplaceAllString(l, ""))
+			m := reDefineAny.FindStringSubmatch(code)
+			if m == nil || m[2] == "(" || notConsts[m[1]] {
+				continue
+			}
+			var c Const
+			if mi := reDefineInt.FindStringSubmatch(code); mi != nil {
+				c = Const{C: mi[1], Value: mi[2]}
+			} else if ms := reDefineStr.FindStringSubmatch(code); ms != nil {
+				c = Const{C: ms[1], Value: ms[2]}
+			} else {
+				return nil, fmt.Errorf("line %d: #define %s: the value must be a decimal integer (u suffix allowed) or a plain string", i+1, m[1])
+			}
+			if !inDefines {
+				groups = append(groups, ConstGroup{Doc: doc})
+				inDefines = true
+			}
+			g := &groups[len(groups)-1]
+			g.Items = append(g.Items, c)
+			doc = ""
+		default:
+			doc, inDefines = "", false
+		}
+	}
+	return groups, nil
+}
+
+// constInitialisms are the words GoConstName keeps in capitals (a word
+// with a digit is kept as it is too: F32, FP8, E4M3).
+var constInitialisms = map[string]bool{"OK": true, "ID": true, "KV": true, "NHD": true, "HND": true, "PTX": true, "ABI": true}
+
+// constNames are the constants whose Go names are not made by the rule.
+var constNames = map[string]string{
+	"GPURT_ABI_MAJOR": "Major", "GPURT_ABI_MINOR": "Minor", "GPURT_ENTRY_SYMBOL": "EntrySymbol",
+}
+
+// GoConstName is the Go name of header constant c: GPURT_ dropped, each
+// word capitalised (initialisms and words with digits kept, DTYPE as
+// DType): GPURT_DTYPE_FP8_E4M3 is DTypeFP8E4M3, GPURT_KV_LAYOUT_NHD
+// KVLayoutNHD, GPURT_COMM_ID_BYTES CommIDBytes.
+func GoConstName(c string) string {
+	if n, ok := constNames[c]; ok {
+		return n
+	}
+	var n strings.Builder
+	for _, w := range strings.Split(strings.TrimPrefix(c, "GPURT_"), "_") {
+		switch {
+		case w == "DTYPE":
+			n.WriteString("DType")
+		case constInitialisms[w] || strings.ContainsAny(w, "0123456789"):
+			n.WriteString(w)
+		default:
+			n.WriteString(w[:1] + strings.ToLower(w[1:]))
+		}
+	}
+	return n.String()
+}
+
+// emitConsts writes internal/abi/zconsts.go: the header's constants (but
+// the error codes), group by group, each named by GoConstName.
+func emitConsts(h *Header, m *Mirror) ([]byte, error) {
+	var b bytes.Buffer
+	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	pf("// %s\n", Command)
+	pf("// Code generated by the command above from abi/gpurt.h; DO NOT EDIT.\n\n")
+	pf("// SPDX-License-Identifier: Apache-2.0\n\n")
+	pf("package abi\n\n")
+	seen := map[string]string{}
+	for _, g := range h.Consts {
+		if g.Doc != "" {
+			pf("// %s\n", g.Doc)
+		}
+		pf("const (\n")
+		for _, c := range g.Items {
+			n := GoConstName(c.C)
+			if prev, dup := seen[n]; dup {
+				return nil, fmt.Errorf("%s and %s both make the Go name %s (add one to constNames)", prev, c.C, n)
+			}
+			seen[n] = c.C
+			pf("%s = %s // %s\n", n, c.Value, c.C)
+		}
+		pf(")\n\n")
+	}
 	return b.Bytes(), nil
 }
