@@ -185,16 +185,21 @@ func TestBackendsListsFound(t *testing.T) {
 func TestGoDocShowsFields(t *testing.T) {
 	gobin := filepath.Join(goroot(t), "bin", "go")
 	for sym, fields := range map[string][]string{
-		"Error":     {"Op string", "Code ErrorCode", "Message string", "Backend string", "VendorCode int64", "Report *Report"},
-		"Report":    {"Requested string", "Candidates []Candidate", "Selected string"},
-		"Candidate": {"State CandidateState", "Reason string", "Devices []ProbedDevice"},
+		"core.Error":     {"Op string", "Code ErrorCode", "Message string", "Backend string", "VendorCode int64", "Report *diag.Report"},
+		"diag.Report":    {"Requested string", "Candidates []Candidate", "Selected string"},
+		"diag.Candidate": {"State CandidateState", "Reason string", "Devices []ProbedDevice"},
 	} {
-		out, err := exec.Command(gobin, "doc", "github.com/metrale/gpurt/core", sym).CombinedOutput()
+		pkg, name, _ := strings.Cut(sym, ".")
+		path := "github.com/metrale/gpurt/core"
+		if pkg != "core" {
+			path += "/" + pkg
+		}
+		out, err := exec.Command(gobin, "doc", path, name).CombinedOutput()
 		if err != nil && errors.Is(err, exec.ErrNotFound) {
 			t.Skipf("no go command: %v", err)
 		}
 		require.NoError(t, err, string(out))
-		assert.NotContains(t, string(out), "type "+sym+" = ", "%s is an alias:\n%s", sym, out)
+		assert.NotContains(t, string(out), "type "+name+" = ", "%s is an alias:\n%s", sym, out)
 		for _, f := range fields {
 			assert.Regexp(t, `\n\s+`+strings.ReplaceAll(strings.ReplaceAll(f, "[", `\[`), "*", `\*`), string(out), "%s: field %s", sym, f)
 		}
