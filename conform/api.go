@@ -75,7 +75,7 @@ func apiChecks() []check {
 		{"api/host_heap", func(e *env) error {
 			hh := e.rt.HostHeap()
 			before := hh.Stats()
-			var sl []*core.HostSlice
+			var sl []*core.HostBuffer
 			for i := 0; i < 64; i++ {
 				s, err := hh.Alloc(1 + e.rng.IntN(300000))
 				if err != nil {

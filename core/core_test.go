@@ -239,7 +239,7 @@ func TestClosedRuntimeAndStream(t *testing.T) {
 func TestHostHeap(t *testing.T) {
 	rt := openMock(t, "")
 	hh := rt.HostHeap()
-	var slices []*core.HostSlice
+	var slices []*core.HostBuffer
 	for i := 1; i <= 100; i++ {
 		s, err := hh.Alloc(i * 1000)
 		require.NoError(t, err)

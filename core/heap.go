@@ -45,9 +45,10 @@ type heapBlock struct {
 
 type span struct{ off, n uint64 }
 
-// HostSlice is a piece of the host heap: pinned memory usable by
-// asynchronous copies. Free returns it to the heap.
-type HostSlice struct {
+// heapSlice is a piece of the host heap: pinned memory usable by
+// asynchronous copies (a HostBuffer from HostHeap.Alloc holds one). Free
+// returns it to the heap.
+type heapSlice struct {
 	heap *HostHeap
 	blk  *heapBlock
 	off  uint64 // in the block
@@ -61,7 +62,7 @@ type HostSlice struct {
 }
 
 // queuedOn records that a copy with the slice is being enqueued on d.
-func (hs *HostSlice) queuedOn(d *Device) {
+func (hs *heapSlice) queuedOn(d *Device) {
 	bit := uint64(1) << (d.index % 64)
 	if hs.queued.Load()&bit == 0 {
 		hs.queued.Or(bit)
@@ -72,8 +73,18 @@ func newHostHeap(rt *Runtime) *HostHeap {
 	return &HostHeap{rt: rt, blockSize: heapBlockSize}
 }
 
-// Alloc returns n bytes of pinned memory, 256-byte aligned.
-func (hh *HostHeap) Alloc(n int) (*HostSlice, error) {
+// Alloc returns n bytes of pinned memory from the heap, 256-byte
+// aligned, as a HostBuffer (its Free returns the bytes to the heap).
+func (hh *HostHeap) Alloc(n int) (*HostBuffer, error) {
+	hs, err := hh.alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	return &HostBuffer{hs: hs}, nil
+}
+
+// alloc is Alloc's slice, for the runtime's own (staging) slots too.
+func (hh *HostHeap) alloc(n int) (*heapSlice, error) {
 	const op = "host_heap_alloc"
 	if n <= 0 {
 		return nil, errf(codeInvalidArgument, op, "size %d: a host slice needs at least one byte", n)
@@ -119,7 +130,7 @@ func (hh *HostHeap) Alloc(n int) (*HostSlice, error) {
 	}
 	hh.stats.Live++
 	hh.stats.Allocs++
-	hs := &HostSlice{heap: hh, blk: blk, off: off, size: uint64(n), span: sz, l: new(life)}
+	hs := &heapSlice{heap: hh, blk: blk, off: off, size: uint64(n), span: sz, l: new(life)}
 	watchLeak(hs, rt, hs.l, "host heap slice", uint64(n))
 	return hs, nil
 }
@@ -216,7 +227,7 @@ func (hh *HostHeap) closed() {
 // after that the memory may belong to another slice, so drop it. Bytes
 // returns nil once Free or Close has begun (and for a nil or zero-value
 // slice), so a late call never hands out memory that is gone or reused.
-func (hs *HostSlice) Bytes() []byte {
+func (hs *heapSlice) Bytes() []byte {
 	if !hs.ok() || !hs.l.alive() || !hs.heap.rt.l.alive() {
 		return nil
 	}
@@ -226,10 +237,10 @@ func (hs *HostSlice) Bytes() []byte {
 // mem is the slice's memory without Bytes's checks, for the runtime's own
 // slices (staging slots), used inside a use of the runtime: Close may
 // have begun, but runtime_destroy waits for that use to end.
-func (hs *HostSlice) mem() []byte { return bind.HostBytes(hs.blk.ptr, hs.off, hs.size) }
+func (hs *heapSlice) mem() []byte { return bind.HostBytes(hs.blk.ptr, hs.off, hs.size) }
 
 // Len is the size asked for, in bytes.
-func (hs *HostSlice) Len() int {
+func (hs *heapSlice) Len() int {
 	if hs == nil {
 		return 0
 	}
@@ -237,7 +248,7 @@ func (hs *HostSlice) Len() int {
 }
 
 // View is the sub-range [off, off+n) of the slice.
-func (hs *HostSlice) View(off, n int) (PinnedView, error) {
+func (hs *heapSlice) View(off, n int) (PinnedView, error) {
 	if hs == nil {
 		return PinnedView{}, errf(codeInvalidArgument, "view", "nil host slice")
 	}
@@ -253,7 +264,7 @@ func (hs *HostSlice) View(off, n int) (PinnedView, error) {
 // was enqueued on), so the span is never handed to another slice while a
 // copy may still write it; when that synchronize fails, the span stays
 // out of the heap and the error is returned.
-func (hs *HostSlice) Free() error {
+func (hs *heapSlice) Free() error {
 	const op = "host_heap_free"
 	if !hs.ok() {
 		return errInvalid(op, "host slice")

@@ -8,16 +8,20 @@ import (
 )
 
 // HostBuffer is pinned (page-locked) host memory owned by the plugin,
-// seen from Go as a []byte. Asynchronous copies take only pinned memory:
-// a HostBuffer, a HostSlice of the host heap, or a PinnedView of either.
-// For many small buffers prefer the host heap (Runtime.HostHeap), which
-// does not pay the driver's pinned-allocation cost per request.
+// seen from Go as a []byte: one allocation of its own (Runtime.AllocHost)
+// or a piece of the host heap (HostHeap.Alloc). Asynchronous copies take
+// only pinned memory: a HostBuffer or a PinnedView of one. For many small
+// buffers prefer the host heap (Runtime.HostHeap), which does not pay the
+// driver's pinned-allocation cost per request.
 type HostBuffer struct {
 	rt   *Runtime
 	h    abi.HostBuffer
 	ptr  uintptr // plugin memory
 	size uint64
 	l    *life
+	// hs is the heap's piece when the buffer came from HostHeap.Alloc
+	// (the fields above are then unused).
+	hs *heapSlice
 }
 
 // AllocHost allocates size bytes of pinned host memory. The caller must
@@ -54,6 +58,9 @@ func (rt *Runtime) hostAlloc(size uint64) (h abi.HostBuffer, ptr uintptr, err er
 // returns nil once Free or Close has begun (and for a nil or zero-value
 // buffer), so a late call never hands out freed memory.
 func (hb *HostBuffer) Bytes() []byte {
+	if hb != nil && hb.hs != nil {
+		return hb.hs.Bytes()
+	}
 	if !hb.ok() || !hb.l.alive() || !hb.rt.l.alive() {
 		return nil
 	}
@@ -65,6 +72,9 @@ func (hb *HostBuffer) Len() int {
 	if hb == nil {
 		return 0
 	}
+	if hb.hs != nil {
+		return hb.hs.Len()
+	}
 	return int(hb.size)
 }
 
@@ -72,6 +82,9 @@ func (hb *HostBuffer) Len() int {
 func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
 	if hb == nil {
 		return PinnedView{}, errf(codeInvalidArgument, "view", "nil host buffer")
+	}
+	if hb.hs != nil {
+		return hb.hs.View(off, n)
 	}
 	if off < 0 || n < 0 || uint64(off)+uint64(n) > hb.size {
 		return PinnedView{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the host buffer's %d bytes", off, n, hb.size)
@@ -83,6 +96,9 @@ func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
 // Copies enqueued from or to it must have completed.
 func (hb *HostBuffer) Free() error {
 	const op = "host_free"
+	if hb != nil && hb.hs != nil {
+		return hb.hs.Free()
+	}
 	if !hb.ok() {
 		return errInvalid(op, "host buffer")
 	}
@@ -90,31 +106,29 @@ func (hb *HostBuffer) Free() error {
 }
 
 // Pinned is pinned host memory an asynchronous copy can use: a
-// *HostBuffer, a *HostSlice or a PinnedView. Only this package implements
-// it.
+// *HostBuffer or a PinnedView. Only this package implements it.
 type Pinned interface {
 	Len() int
 	isPinned()
 }
 
-// PinnedView is a sub-range of a HostBuffer or a HostSlice.
+// PinnedView is a sub-range of a HostBuffer.
 type PinnedView struct {
 	hb  *HostBuffer
-	hs  *HostSlice
+	hs  *heapSlice
 	off uint64
 	n   uint64
 }
 
 func (*HostBuffer) isPinned() {}
-func (*HostSlice) isPinned()  {}
+func (*heapSlice) isPinned()  {}
 func (PinnedView) isPinned()  {}
 
 // Len is the view's length in bytes.
 func (v PinnedView) Len() int { return int(v.n) }
 
 // Bytes is the view's memory (valid as long as the memory it views; nil
-// once that was freed or its runtime closed, as HostBuffer.Bytes and
-// HostSlice.Bytes).
+// once that was freed or its runtime closed, as HostBuffer.Bytes).
 func (v PinnedView) Bytes() []byte {
 	var b []byte
 	switch {
@@ -137,21 +151,23 @@ type pinnedRef struct {
 	off uint64
 	n   uint64
 	l   *life
-	hs  *HostSlice // when the memory is a host-heap slice
+	hs  *heapSlice // when the memory is a host-heap slice
 }
 
 // usePinned resolves p and acquires it; the caller releases ref.l.
 func usePinned(op string, p Pinned) (ref pinnedRef, err error) {
 	var hb *HostBuffer
-	var hs *HostSlice
+	var hs *heapSlice
 	var off, n uint64
 	switch v := p.(type) {
 	case *HostBuffer:
 		hb, n = v, 0
-		if v != nil {
+		if v != nil && v.hs != nil {
+			hb, hs, n = nil, v.hs, v.hs.size
+		} else if v != nil {
 			n = v.size
 		}
-	case *HostSlice:
+	case *heapSlice:
 		hs, n = v, 0
 		if v != nil {
 			n = v.size

@@ -186,7 +186,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.Device)(nil), &core.Device{},
 		(*core.Buffer)(nil), &core.Buffer{}, core.View{},
 		(*core.HostBuffer)(nil), &core.HostBuffer{},
-		(*core.HostSlice)(nil), &core.HostSlice{}, core.PinnedView{},
+		core.PinnedView{},
 		(*core.HostHeap)(nil), &core.HostHeap{},
 		(*core.Stream)(nil), &core.Stream{},
 		(*core.Event)(nil), &core.Event{},

@@ -143,8 +143,8 @@ func (rt *Runtime) exit() { rt.l.release() }
 // Close waits for calls in flight, then frees everything the runtime owns
 // in the plugin (buffers, host memory, streams, events, modules, plans).
 // Afterwards every method of the runtime and of anything made from it
-// returns an error wrapping ErrClosed; slices from HostBuffer.Bytes and
-// HostSlice.Bytes must not be used any more. A second Close returns an
+// returns an error wrapping ErrClosed; slices from HostBuffer.Bytes
+// must not be used any more. A second Close returns an
 // error wrapping ErrClosed.
 func (rt *Runtime) Close() error {
 	if !rt.ok() {

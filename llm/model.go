@@ -829,7 +829,7 @@ func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
 // positions, page tables, rope tables): two halves, a step taking the one
 // that the step before the last used once its copies are done (an event).
 type stepStage struct {
-	hs       *core.HostSlice
+	hs       *core.HostBuffer
 	half     int
 	cur, off int
 	ev       [2]*core.Event
