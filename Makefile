@@ -5,7 +5,7 @@
 #            `gpurt bench --quick`.
 #            The CUDA plugin is built only where nvcc is installed (or was
 #            fetched before); `make run CUDA=1` fetches it from PyPI.
-# make generate  regenerate core/internal/bind/zslots.go and abi/zsizes.go
+# make generate  regenerate core/internal/bind/zslots.go and internal/abi/z*.go
 #            from abi/gpurt.h (go run ./internal/cmd/genbind).
 # make test  everything that runs without a GPU and without nvcc: that the
 #            generated files are what the generator makes (gen-check),
@@ -143,7 +143,7 @@ cross:
 # The layout check alone (make test runs it within go-test).
 abi-test:
 	@echo "== [$(T)] abi layout check"
-	$(GO) test -count=1 -run 'Layout' ./abi/
+	$(GO) test -count=1 -run 'Layout' ./internal/abi/
 
 # The plugin-agnostic C ABI suite (csrc/test/abi_suite.c) on the mock, built
 # plain, with ASan+UBSan and with TSan; scripts/gpu_check.sh runs it on CUDA.

@@ -65,7 +65,7 @@ func (t *GPUTimer) BehindSleep(hold time.Duration, iters int, fn func() error) (
 		return 0, err
 	}
 	defer end.Close()
-	if err := t.Stream.Launch(t.sleep, core.Grid1D(1, 1), core.ArgU64(uint64(min(hold, 2*time.Second).Nanoseconds()))); err != nil {
+	if err := t.Stream.Launch(t.sleep, core.Grid1D(1, 1), core.ArgScalar[uint64](uint64(min(hold, 2*time.Second).Nanoseconds()))); err != nil {
 		return 0, err
 	}
 	if err := start.Record(t.Stream); err != nil {

@@ -31,7 +31,9 @@ func (r *runner) launch() error {
 	defer buf.Free()
 	s := r.stream
 	cfg := core.Grid1D(1, 1)
-	one := func() error { return s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)) }
+	one := func() error {
+		return s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
+	}
 	if err := one(); err != nil {
 		return err
 	}
@@ -123,7 +125,7 @@ func launchBatch(s *core.Stream, fill *core.Kernel, buf *core.Buffer, cfg core.L
 	b := s.NewLaunchBatch()
 	one := func() error {
 		for i := 0; i < launchBatchSize; i++ {
-			if err := b.Add(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)); err != nil {
+			if err := b.Add(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1)); err != nil {
 				return err
 			}
 		}

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // apiChecks: every API function once, on its happy path.
@@ -75,7 +75,7 @@ func apiChecks() []check {
 		{"api/host_heap", func(e *env) error {
 			hh := e.rt.HostHeap()
 			before := hh.Stats()
-			var sl []*core.HostSlice
+			var sl []*core.HostBuffer
 			for i := 0; i < 64; i++ {
 				s, err := hh.Alloc(1 + e.rng.IntN(300000))
 				if err != nil {
@@ -149,7 +149,7 @@ func apiChecks() []check {
 					return fmt.Errorf("%s: %d parameters, want %d", bk.Name, len(ps), len(bk.Params))
 				}
 				for i, p := range ps {
-					if want := core.ArgKind(bk.Params[i]); p.Kind != want {
+					if want := argKindNames[bk.Params[i]]; p.Kind != want {
 						return fmt.Errorf("%s: parameter %d is %v, want %v", bk.Name, i, p.Kind, want)
 					}
 				}
@@ -163,3 +163,11 @@ func apiChecks() []check {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// argKindNames are the header's GPURT_ARG_* kinds by the names
+// core.ParamInfo.Kind gives them.
+var argKindNames = map[int32]string{
+	abi.ArgBuffer: "buffer", abi.ArgI8: "i8", abi.ArgI16: "i16", abi.ArgI32: "i32", abi.ArgI64: "i64",
+	abi.ArgU8: "u8", abi.ArgU16: "u16", abi.ArgU32: "u32", abi.ArgU64: "u64", abi.ArgF16: "f16",
+	abi.ArgBF16: "bf16", abi.ArgF32: "f32", abi.ArgF64: "f64", abi.ArgAny: "any",
+}

@@ -94,7 +94,7 @@ func (be *batchEnv) expectAll(b *core.Buffer, want float64) error {
 
 // fillArgs are fill_f32's arguments for all of b with v.
 func (be *batchEnv) fillArgs(b *core.Buffer, v float32) []core.Arg {
-	return []core.Arg{core.ArgBuffer(b), core.ArgF32(v), core.ArgU64(uint64(be.n))}
+	return []core.Arg{core.ArgBuffer(b), core.ArgScalar[float32](v), core.ArgScalar[uint64](uint64(be.n))}
 }
 
 // batchDependent: each launch reads what the previous wrote; the result
@@ -119,14 +119,14 @@ func batchDependent(e *env) error {
 	c := float32(roundTo(core.F32, 1+e.rng.Float64()))
 	a := float32(0.5 + e.rng.Float64())
 	bb := float32(0.5 + e.rng.Float64())
-	N := core.ArgU64(n)
+	N := core.ArgScalar[uint64](n)
 	b := be.s.NewLaunchBatch()
 	err = firstErr(
-		b.Add(be.fill, be.cfg, core.ArgBuffer(t), core.ArgF32(c), N),                               // t = c
-		b.Add(be.axpy, be.cfg, core.ArgBuffer(t), core.ArgBuffer(be.x), core.ArgF32(a), N),         // t += a*x
-		b.Add(be.mul, be.cfg, core.ArgBuffer(t), core.ArgBuffer(t), core.ArgBuffer(be.y), N),       // t *= y
-		b.Add(be.scale, be.cfg, core.ArgBuffer(t), core.ArgBuffer(t), core.ArgF32(bb), N),          // t *= bb
-		b.Add(be.add, be.cfg, core.ArgBuffer(t.All()), core.ArgBuffer(t), core.ArgBuffer(be.x), N)) // t += x
+		b.Add(be.fill, be.cfg, core.ArgBuffer(t), core.ArgScalar[float32](c), N),                       // t = c
+		b.Add(be.axpy, be.cfg, core.ArgBuffer(t), core.ArgBuffer(be.x), core.ArgScalar[float32](a), N), // t += a*x
+		b.Add(be.mul, be.cfg, core.ArgBuffer(t), core.ArgBuffer(t), core.ArgBuffer(be.y), N),           // t *= y
+		b.Add(be.scale, be.cfg, core.ArgBuffer(t), core.ArgBuffer(t), core.ArgScalar[float32](bb), N),  // t *= bb
+		b.Add(be.add, be.cfg, core.ArgBuffer(t.All()), core.ArgBuffer(t), core.ArgBuffer(be.x), N))     // t += x
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func batchInvalidItem(e *env) error {
 	if err := firstErr(b.Add(be.fill, be.cfg, be.fillArgs(be.x, 1)...), b.Add(be.fill, be.cfg, be.fillArgs(be.x, 2)...)); err != nil {
 		return err
 	}
-	addErr := b.Add(be.fill, be.cfg, core.ArgBuffer(be.x), core.ArgF32(3)) // 2 of 3 arguments
+	addErr := b.Add(be.fill, be.cfg, core.ArgBuffer(be.x), core.ArgScalar[float32](3)) // 2 of 3 arguments
 	if err := expect("Add with 2 of fill_f32's 3 arguments", addErr, core.ErrInvalidArgument); err != nil {
 		return err
 	}
@@ -246,10 +246,10 @@ func batchThousand(e *env) error {
 	}
 	defer done()
 	b := be.s.NewLaunchBatch()
-	N := core.ArgU64(uint64(be.n))
+	N := core.ArgScalar[uint64](uint64(be.n))
 	err = firstErr(b.Add(be.fill, be.cfg, be.fillArgs(be.x, 1)...), b.Add(be.fill, be.cfg, be.fillArgs(be.y, 0.5)...))
 	for i := 2; i < 1000 && err == nil; i++ {
-		err = b.Add(be.axpy, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgF32(1), N)
+		err = b.Add(be.axpy, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](1), N)
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/collective"
 )
 
 // Several devices: peer copies, device choice and the collectives of ABI
@@ -43,28 +44,32 @@ func commChecks() []check {
 		}})
 	}
 	for _, dt := range []core.DType{core.F32, core.F16, core.BF16} {
-		for _, red := range []core.ReduceOp{core.ReduceSum, core.ReduceMax} {
+		for _, red := range []collective.ReduceOp{collective.ReduceSum, collective.ReduceMax} {
 			add(fmt.Sprintf("all_reduce/%v/%s", dt, redName(red)), func(e *env) error {
-				return commReduce(e, core.AllReduce, dt, red, commCount(e), false)
+				return commReduce(e, collective.AllReduce, dt, red, commCount(e), false)
 			})
 		}
 		add(fmt.Sprintf("reduce_scatter/%v/sum", dt), func(e *env) error {
-			return commReduce(e, core.ReduceScatter, dt, core.ReduceSum, commCount(e)/4+1, false)
+			return commReduce(e, collective.ReduceScatter, dt, collective.ReduceSum, commCount(e)/4+1, false)
 		})
 	}
-	add("reduce_scatter/f32/max", func(e *env) error { return commReduce(e, core.ReduceScatter, core.F32, core.ReduceMax, 333, false) })
-	add("all_reduce/in_place", func(e *env) error { return commReduce(e, core.AllReduce, core.BF16, core.ReduceSum, 1000, true) })
+	add("reduce_scatter/f32/max", func(e *env) error {
+		return commReduce(e, collective.ReduceScatter, core.F32, collective.ReduceMax, 333, false)
+	})
+	add("all_reduce/in_place", func(e *env) error {
+		return commReduce(e, collective.AllReduce, core.BF16, collective.ReduceSum, 1000, true)
+	})
 	add("all_reduce/sizes", func(e *env) error {
 		for _, n := range []int{1, 2, 7, 64, 1023, 4099} {
-			if err := commReduce(e, core.AllReduce, core.F32, core.ReduceSum, n, false); err != nil {
+			if err := commReduce(e, collective.AllReduce, core.F32, collective.ReduceSum, n, false); err != nil {
 				return fmt.Errorf("count %d: %w", n, err)
 			}
 		}
 		return nil
 	})
-	add("all_gather", func(e *env) error { return commMove(e, core.AllGather, 777) })
-	add("broadcast", func(e *env) error { return commMove(e, core.Broadcast, 1001) })
-	add("send_recv_ring", func(e *env) error { return commMove(e, core.Send, 513) })
+	add("all_gather", func(e *env) error { return commMove(e, collective.AllGather, 777) })
+	add("broadcast", func(e *env) error { return commMove(e, collective.Broadcast, 1001) })
+	add("send_recv_ring", func(e *env) error { return commMove(e, collective.Send, 513) })
 	add("group_mixed", commGroupMixed)
 	add("count_zero", commCountZero)
 	add("multi_runtime", commMultiRuntime)
@@ -81,8 +86,8 @@ func has16(e *env) error {
 	return nil
 }
 
-func redName(r core.ReduceOp) string {
-	if r == core.ReduceMax {
+func redName(r collective.ReduceOp) string {
+	if r == collective.ReduceMax {
 		return "max"
 	}
 	return "sum"
@@ -176,13 +181,13 @@ func download(b core.Region, n int) ([]byte, error) {
 	return out, core.CopyToHost(out, b)
 }
 
-func openComm(e *env) (*core.Comm, *ranks, error) {
+func openComm(e *env) (*collective.Comm, *ranks, error) {
 	devs := e.rt.Devices()
 	r, err := newRanks(e, devs)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := e.rt.NewComm(devs...)
+	c, err := collective.New(e.rt, devs...)
 	if err != nil {
 		r.close()
 		return nil, nil, err
@@ -190,7 +195,7 @@ func openComm(e *env) (*core.Comm, *ranks, error) {
 	return c, r, nil
 }
 
-func closeComm(c *core.Comm, r *ranks) {
+func closeComm(c *collective.Comm, r *ranks) {
 	_ = r.sync()
 	_ = c.Close()
 	r.close()
@@ -198,7 +203,7 @@ func closeComm(c *core.Comm, r *ranks) {
 
 // commReduce checks all_reduce or reduce_scatter of count (per-rank
 // result) elements.
-func commReduce(e *env, kind core.CollKind, dt core.DType, red core.ReduceOp, count int, inPlace bool) error {
+func commReduce(e *env, kind collective.Kind, dt core.DType, red collective.ReduceOp, count int, inPlace bool) error {
 	c, r, err := openComm(e)
 	if err != nil {
 		return err
@@ -206,12 +211,12 @@ func commReduce(e *env, kind core.CollKind, dt core.DType, red core.ReduceOp, co
 	defer closeComm(c, r)
 	n := c.NRanks()
 	in := count
-	if kind == core.ReduceScatter {
+	if kind == collective.ReduceScatter {
 		in = count * n
 	}
 	es := dt.Size()
 	vals := make([][]float64, n)
-	ops := make([]core.CollOp, n)
+	ops := make([]collective.Op, n)
 	recvs := make([]*core.Buffer, n)
 	for k := 0; k < n; k++ {
 		vals[k] = randomValues(e.rng, dt, in, 4)
@@ -228,7 +233,7 @@ func commReduce(e *env, kind core.CollKind, dt core.DType, red core.ReduceOp, co
 			}
 		}
 		recvs[k] = recv
-		ops[k] = core.CollOp{Kind: kind, DType: dt, Reduce: red, Rank: k, Count: count, Stream: r.streams[k], Send: send, Recv: recv}
+		ops[k] = collective.Op{Kind: kind, DType: dt, Reduce: red, Rank: k, Count: count, Stream: r.streams[k], Send: send, Recv: recv}
 	}
 	if err := c.Run(ops...); err != nil {
 		return err
@@ -246,14 +251,14 @@ func commReduce(e *env, kind core.CollKind, dt core.DType, red core.ReduceOp, co
 		}
 		got := decode(dt, raw)
 		base := 0
-		if kind == core.ReduceScatter {
+		if kind == collective.ReduceScatter {
 			base = k * count
 		}
 		for i := 0; i < count; i++ {
 			acc, mag := vals[0][base+i], math.Abs(vals[0][base+i])
 			for q := 1; q < n; q++ {
 				x := vals[q][base+i]
-				if red == core.ReduceMax {
+				if red == collective.ReduceMax {
 					acc = math.Max(acc, x)
 				} else {
 					acc += x
@@ -262,7 +267,7 @@ func commReduce(e *env, kind core.CollKind, dt core.DType, red core.ReduceOp, co
 			}
 			want := roundTo(dt, acc)
 			tol := 0.0
-			if red == core.ReduceSum {
+			if red == collective.ReduceSum {
 				tol = float64(n)*dtEps(dt)*mag + 1e-30
 			}
 			if d := math.Abs(got[i] - want); !(d <= tol) {
@@ -276,7 +281,7 @@ func commReduce(e *env, kind core.CollKind, dt core.DType, red core.ReduceOp, co
 
 // commMove checks all_gather, broadcast (root: the last rank) or a ring
 // of send/recv (rank k sends to k+1, receives from k-1, one group).
-func commMove(e *env, kind core.CollKind, count int) error {
+func commMove(e *env, kind collective.Kind, count int) error {
 	c, r, err := openComm(e)
 	if err != nil {
 		return err
@@ -287,9 +292,9 @@ func commMove(e *env, kind core.CollKind, count int) error {
 	es := dt.Size()
 	data := make([][]byte, n)
 	recvs := make([]*core.Buffer, n)
-	var ops []core.CollOp
+	var ops []collective.Op
 	outN := count * es
-	if kind == core.AllGather {
+	if kind == collective.AllGather {
 		outN *= n
 	}
 	root := n - 1
@@ -305,17 +310,17 @@ func commMove(e *env, kind core.CollKind, count int) error {
 			return err
 		}
 		switch kind {
-		case core.AllGather:
-			ops = append(ops, core.CollOp{Kind: kind, DType: dt, Rank: k, Count: count, Stream: r.streams[k], Send: send, Recv: recvs[k]})
-		case core.Broadcast:
-			o := core.CollOp{Kind: kind, DType: dt, Rank: k, Peer: root, Count: count, Stream: r.streams[k], Recv: recvs[k]}
+		case collective.AllGather:
+			ops = append(ops, collective.Op{Kind: kind, DType: dt, Rank: k, Count: count, Stream: r.streams[k], Send: send, Recv: recvs[k]})
+		case collective.Broadcast:
+			o := collective.Op{Kind: kind, DType: dt, Rank: k, Peer: root, Count: count, Stream: r.streams[k], Recv: recvs[k]}
 			if k == root {
 				o.Send = send
 			}
 			ops = append(ops, o)
 		default: // ring: the recv first on even ranks, the send first on odd ones (a group has no order)
-			sendOp := core.CollOp{Kind: core.Send, DType: dt, Rank: k, Peer: (k + 1) % n, Count: count, Stream: r.streams[k], Send: send}
-			recvOp := core.CollOp{Kind: core.Recv, DType: dt, Rank: k, Peer: (k + n - 1) % n, Count: count, Stream: r.streams[k], Recv: recvs[k]}
+			sendOp := collective.Op{Kind: collective.Send, DType: dt, Rank: k, Peer: (k + 1) % n, Count: count, Stream: r.streams[k], Send: send}
+			recvOp := collective.Op{Kind: collective.Recv, DType: dt, Rank: k, Peer: (k + n - 1) % n, Count: count, Stream: r.streams[k], Recv: recvs[k]}
 			if k%2 == 0 {
 				ops = append(ops, recvOp, sendOp)
 			} else {
@@ -339,9 +344,9 @@ func commMove(e *env, kind core.CollKind, count int) error {
 		}
 		var want []byte
 		switch kind {
-		case core.AllGather:
+		case collective.AllGather:
 			want = bytes.Join(data, nil)
-		case core.Broadcast:
+		case collective.Broadcast:
 			want = data[root]
 		default:
 			want = data[(k+n-1)%n]
@@ -366,7 +371,7 @@ func commGroupMixed(e *env) error {
 	vals := make([][]float64, n)
 	red := make([]*core.Buffer, n)
 	gat := make([]*core.Buffer, n)
-	var ops []core.CollOp
+	var ops []collective.Op
 	for k := 0; k < n; k++ {
 		vals[k] = randomValues(e.rng, core.F32, cnt, 2)
 		if red[k], err = r.upload(r.devs[k], encode(core.F32, vals[k]), 0); err != nil {
@@ -376,8 +381,8 @@ func commGroupMixed(e *env) error {
 			return err
 		}
 		ops = append(ops,
-			core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: k, Count: cnt, Stream: r.streams[k], Send: red[k], Recv: red[k]},
-			core.CollOp{Kind: core.AllGather, DType: core.F32, Rank: k, Count: cnt, Stream: r.streams[k], Send: red[k], Recv: gat[k]})
+			collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: k, Count: cnt, Stream: r.streams[k], Send: red[k], Recv: red[k]},
+			collective.Op{Kind: collective.AllGather, DType: core.F32, Rank: k, Count: cnt, Stream: r.streams[k], Send: red[k], Recv: gat[k]})
 	}
 	if err := c.Run(ops...); err != nil {
 		return err
@@ -385,7 +390,7 @@ func commGroupMixed(e *env) error {
 	// A second group reads what the first wrote: all_reduce again in place.
 	ops = ops[:0]
 	for k := 0; k < n; k++ {
-		ops = append(ops, core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: k, Count: cnt, Stream: r.streams[k], Send: red[k], Recv: red[k]})
+		ops = append(ops, collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: k, Count: cnt, Stream: r.streams[k], Send: red[k], Recv: red[k]})
 	}
 	if err := c.Run(ops...); err != nil {
 		return err
@@ -431,9 +436,9 @@ func commCountZero(e *env) error {
 		return err
 	}
 	defer closeComm(c, r)
-	var ops []core.CollOp
+	var ops []collective.Op
 	for k := 0; k < c.NRanks(); k++ {
-		ops = append(ops, core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: k, Stream: r.streams[k]})
+		ops = append(ops, collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: k, Stream: r.streams[k]})
 	}
 	if err := c.Run(ops...); err != nil {
 		return err
@@ -468,7 +473,7 @@ func commMultiRuntime(e *env) error {
 			return fmt.Errorf("a new runtime has %d devices, the first %d", rt.NumDevices(), n)
 		}
 	}
-	id, err := e.rt.NewCommID()
+	id, err := collective.NewID(e.rt)
 	if err != nil {
 		return err
 	}
@@ -491,7 +496,7 @@ func commMultiRuntime(e *env) error {
 				if err != nil {
 					return err
 				}
-				c, err := rts[k].JoinComm(core.CommJoin{ID: id, NRanks: n, FirstRank: k, Devices: []*core.Device{d}, Timeout: 30 * time.Second})
+				c, err := collective.Join(rts[k], collective.JoinConfig{ID: id, NRanks: n, FirstRank: k, Devices: []*core.Device{d}, Timeout: 30 * time.Second})
 				if err != nil {
 					return err
 				}
@@ -509,12 +514,12 @@ func commMultiRuntime(e *env) error {
 				if err != nil {
 					return err
 				}
-				ops := []core.CollOp{{Kind: core.AllReduce, DType: core.BF16, Rank: k, Count: cnt, Stream: r.streams[0], Send: b, Recv: b}}
+				ops := []collective.Op{{Kind: collective.AllReduce, DType: core.BF16, Rank: k, Count: cnt, Stream: r.streams[0], Send: b, Recv: b}}
 				switch k {
 				case 0:
-					ops = append(ops, core.CollOp{Kind: core.Send, DType: core.U8, Rank: 0, Peer: 1, Count: 96, Stream: r.streams[0], Send: pb})
+					ops = append(ops, collective.Op{Kind: collective.Send, DType: core.U8, Rank: 0, Peer: 1, Count: 96, Stream: r.streams[0], Send: pb})
 				case 1:
-					ops = append(ops, core.CollOp{Kind: core.Recv, DType: core.U8, Rank: 1, Peer: 0, Count: 96, Stream: r.streams[0], Recv: pb})
+					ops = append(ops, collective.Op{Kind: collective.Recv, DType: core.U8, Rank: 1, Peer: 0, Count: 96, Stream: r.streams[0], Recv: pb})
 				}
 				if err := c.Run(ops...); err != nil {
 					return err
@@ -578,10 +583,10 @@ func commMisuse(e *env) error {
 			return err
 		}
 	}
-	all := func(count int) []core.CollOp {
-		var ops []core.CollOp
+	all := func(count int) []collective.Op {
+		var ops []collective.Op
 		for k := 0; k < n; k++ {
-			ops = append(ops, core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: k, Count: count, Stream: r.streams[k], Send: bufs[k], Recv: bufs[k]})
+			ops = append(ops, collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: k, Count: count, Stream: r.streams[k], Send: bufs[k], Recv: bufs[k]})
 		}
 		return ops
 	}
@@ -594,37 +599,37 @@ func commMisuse(e *env) error {
 	_ = freed.Free()
 	for _, m := range []struct {
 		name string
-		ops  func() []core.CollOp
+		ops  func() []collective.Op
 		want error
 	}{
-		{"mismatched counts", func() []core.CollOp { o := all(16); o[n-1].Count = 8; return o }, core.ErrInvalidArgument},
-		{"mismatched kinds", func() []core.CollOp { o := all(4); o[1].Kind = core.AllGather; return o }, core.ErrInvalidArgument},
-		{"a rank missing", func() []core.CollOp { return all(16)[:n-1] }, core.ErrInvalidArgument},
-		{"stream of another device", func() []core.CollOp { o := all(16); o[0].Stream = r.streams[1]; return o }, core.ErrInvalidArgument},
-		{"buffer of another device", func() []core.CollOp { o := all(16); o[0].Recv = bufs[1]; return o }, core.ErrInvalidArgument},
-		{"view too small", func() []core.CollOp { o := all(16); o[0].Recv = small; return o }, core.ErrOutOfRange},
-		{"buffer too small", func() []core.CollOp { return all(65) }, core.ErrOutOfRange},
-		{"freed buffer", func() []core.CollOp { o := all(4); o[0].Send = freed; return o }, core.ErrFreed},
-		{"rank outside", func() []core.CollOp { o := all(16); o[0].Rank = n; return o }, core.ErrInvalidArgument},
-		{"reduce of int32", func() []core.CollOp {
+		{"mismatched counts", func() []collective.Op { o := all(16); o[n-1].Count = 8; return o }, core.ErrInvalidArgument},
+		{"mismatched kinds", func() []collective.Op { o := all(4); o[1].Kind = collective.AllGather; return o }, core.ErrInvalidArgument},
+		{"a rank missing", func() []collective.Op { return all(16)[:n-1] }, core.ErrInvalidArgument},
+		{"stream of another device", func() []collective.Op { o := all(16); o[0].Stream = r.streams[1]; return o }, core.ErrInvalidArgument},
+		{"buffer of another device", func() []collective.Op { o := all(16); o[0].Recv = bufs[1]; return o }, core.ErrInvalidArgument},
+		{"view too small", func() []collective.Op { o := all(16); o[0].Recv = small; return o }, core.ErrOutOfRange},
+		{"buffer too small", func() []collective.Op { return all(65) }, core.ErrOutOfRange},
+		{"freed buffer", func() []collective.Op { o := all(4); o[0].Send = freed; return o }, core.ErrFreed},
+		{"rank outside", func() []collective.Op { o := all(16); o[0].Rank = n; return o }, core.ErrInvalidArgument},
+		{"reduce of int32", func() []collective.Op {
 			o := all(16)
 			for k := range o {
 				o[k].DType = core.I32
 			}
 			return o
 		}, core.ErrUnsupported},
-		{"send without its recv", func() []core.CollOp {
-			return []core.CollOp{{Kind: core.Send, DType: core.U8, Rank: 0, Peer: 1, Count: 8, Stream: r.streams[0], Send: bufs[0]}}
+		{"send without its recv", func() []collective.Op {
+			return []collective.Op{{Kind: collective.Send, DType: core.U8, Rank: 0, Peer: 1, Count: 8, Stream: r.streams[0], Send: bufs[0]}}
 		}, core.ErrInvalidArgument},
-		{"send and recv of different sizes", func() []core.CollOp {
-			return []core.CollOp{{Kind: core.Send, DType: core.U8, Rank: 0, Peer: 1, Count: 8, Stream: r.streams[0], Send: bufs[0]},
-				{Kind: core.Recv, DType: core.U8, Rank: 1, Peer: 0, Count: 4, Stream: r.streams[1], Recv: bufs[1]}}
+		{"send and recv of different sizes", func() []collective.Op {
+			return []collective.Op{{Kind: collective.Send, DType: core.U8, Rank: 0, Peer: 1, Count: 8, Stream: r.streams[0], Send: bufs[0]},
+				{Kind: collective.Recv, DType: core.U8, Rank: 1, Peer: 0, Count: 4, Stream: r.streams[1], Recv: bufs[1]}}
 		}, core.ErrInvalidArgument},
-		{"recv with a send region", func() []core.CollOp {
-			return []core.CollOp{{Kind: core.Recv, DType: core.U8, Rank: 1, Peer: 0, Count: 4, Stream: r.streams[1], Recv: bufs[1], Send: bufs[1]}}
+		{"recv with a send region", func() []collective.Op {
+			return []collective.Op{{Kind: collective.Recv, DType: core.U8, Rank: 1, Peer: 0, Count: 4, Stream: r.streams[1], Recv: bufs[1], Send: bufs[1]}}
 		}, core.ErrInvalidArgument},
-		{"no stream", func() []core.CollOp { o := all(16); o[0].Stream = nil; return o }, core.ErrInvalidArgument},
-		{"empty group", func() []core.CollOp { return nil }, core.ErrInvalidArgument},
+		{"no stream", func() []collective.Op { o := all(16); o[0].Stream = nil; return o }, core.ErrInvalidArgument},
+		{"empty group", func() []collective.Op { return nil }, core.ErrInvalidArgument},
 	} {
 		if err := expect(m.name, c.Run(m.ops()...), m.want); err != nil {
 			closeComm(c, r)
@@ -638,7 +643,7 @@ func commMisuse(e *env) error {
 			return err
 		}
 		o := all(4)
-		o = append(o, core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: 0, Count: 4, Stream: s2, Send: bufs[0], Recv: bufs[0]})
+		o = append(o, collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: 0, Count: 4, Stream: s2, Send: bufs[0], Recv: bufs[0]})
 		err = expect("a second stream for a rank", c.Run(o...), core.ErrInvalidArgument)
 		_ = s2.Close()
 		if err != nil {
@@ -646,7 +651,7 @@ func commMisuse(e *env) error {
 			return err
 		}
 	}
-	if _, err := e.rt.NewComm(r.devs[0], r.devs[0]); expect("a device twice", err, core.ErrInvalidArgument) != nil {
+	if _, err := collective.New(e.rt, r.devs[0], r.devs[0]); expect("a device twice", err, core.ErrInvalidArgument) != nil {
 		closeComm(c, r)
 		return expect("a device twice", err, core.ErrInvalidArgument)
 	}
@@ -666,25 +671,25 @@ func commMisuse(e *env) error {
 	return expect("close twice", c.Close(), core.ErrClosed)
 }
 
-// commJoinTimeout: a rank that never comes makes JoinComm fail after its
+// commJoinTimeout: a rank that never comes makes collective.Join fail after its
 // timeout with ErrUnavailable (and not hang).
 func commJoinTimeout(e *env) error {
-	id, err := e.rt.NewCommID()
+	id, err := collective.NewID(e.rt)
 	if err != nil {
 		return err
 	}
 	d := e.rt.Devices()[0]
 	t0 := time.Now()
-	c, err := e.rt.JoinComm(core.CommJoin{ID: id, NRanks: 2, FirstRank: 0, Devices: []*core.Device{d}, Timeout: 300 * time.Millisecond})
+	c, err := collective.Join(e.rt, collective.JoinConfig{ID: id, NRanks: 2, FirstRank: 0, Devices: []*core.Device{d}, Timeout: 300 * time.Millisecond})
 	if err == nil {
 		_ = c.Close()
-		return fmt.Errorf("JoinComm of rank 0 of 2 succeeded without rank 1")
+		return fmt.Errorf("Join of rank 0 of 2 succeeded without rank 1")
 	}
 	if err := expect("join without the other rank", err, core.ErrUnavailable); err != nil {
 		return err
 	}
 	if el := time.Since(t0); el > 20*time.Second {
-		return fmt.Errorf("JoinComm took %v to time out (asked 300ms)", el)
+		return fmt.Errorf("Join took %v to time out (asked 300ms)", el)
 	}
 	return nil
 }
@@ -702,7 +707,7 @@ func commAbort(e *env) error {
 		_ = c.Close()
 		return err
 	}
-	errRun := c.Run(core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: 0, Stream: r.streams[0]})
+	errRun := c.Run(collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: 0, Stream: r.streams[0]})
 	errQ := c.Err()
 	if err := c.Close(); err != nil {
 		return fmt.Errorf("close after abort: %w", err)
@@ -725,19 +730,19 @@ func commAbort(e *env) error {
 		return err
 	}
 	defer rt2.Close()
-	id, err := e.rt.NewCommID()
+	id, err := collective.NewID(e.rt)
 	if err != nil {
 		return err
 	}
-	var c1 *core.Comm
+	var c1 *collective.Comm
 	var err1 error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		d1, _ := rt2.Device(1)
-		c1, err1 = rt2.JoinComm(core.CommJoin{ID: id, NRanks: 2, FirstRank: 1, Devices: []*core.Device{d1}, Timeout: 10 * time.Second})
+		c1, err1 = collective.Join(rt2, collective.JoinConfig{ID: id, NRanks: 2, FirstRank: 1, Devices: []*core.Device{d1}, Timeout: 10 * time.Second})
 	}()
-	c0, err := e.rt.JoinComm(core.CommJoin{ID: id, NRanks: 2, FirstRank: 0, Devices: []*core.Device{r.devs[0]}, Timeout: 10 * time.Second})
+	c0, err := collective.Join(e.rt, collective.JoinConfig{ID: id, NRanks: 2, FirstRank: 0, Devices: []*core.Device{r.devs[0]}, Timeout: 10 * time.Second})
 	<-done
 	if err != nil || err1 != nil {
 		if c0 != nil {
@@ -762,8 +767,8 @@ func commAbort(e *env) error {
 		_ = c1.Close()
 		return err
 	}
-	e0 := c0.Run(core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: 0, Count: 16, Stream: r.streams[0], Send: b0, Recv: b0})
-	e1 := c1.Run(core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: 1, Count: 8, Stream: r1.streams[0], Send: b1, Recv: b1})
+	e0 := c0.Run(collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: 0, Count: 16, Stream: r.streams[0], Send: b0, Recv: b0})
+	e1 := c1.Run(collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: 1, Count: 8, Stream: r1.streams[0], Send: b1, Recv: b1})
 	_ = r.sync()
 	_ = r1.sync()
 	q := c0.Err()
@@ -783,7 +788,7 @@ func commAbort(e *env) error {
 	return nil
 }
 
-func c1Dev(c *core.Comm) *core.Device {
+func c1Dev(c *collective.Comm) *core.Device {
 	first, _ := c.LocalRanks()
 	d, _ := c.Device(first)
 	return d

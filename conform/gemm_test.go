@@ -10,12 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // TestPlanUnsupported: only an unsupported error from plan creation skips
 // a GEMM case, with the plugin's message; everything else fails it.
 func TestPlanUnsupported(t *testing.T) {
-	refused := &core.Error{Code: core.CodeUnsupported, Op: "gemm_plan_create", Backend: "cuda",
+	refused := &core.Error{Code: core.ErrorCode(abi.ErrUnsupported), Op: "gemm_plan_create", Backend: "cuda",
 		Message: "bf16 A/B/D with an f32 bias: no cuBLASLt algorithm"}
 	for _, tc := range []struct {
 		name string
@@ -24,9 +25,9 @@ func TestPlanUnsupported(t *testing.T) {
 	}{
 		{"plan create unsupported", refused, true},
 		{"wrapped", fmt.Errorf("gemm case: %w", refused), true},
-		{"run unsupported", &core.Error{Code: core.CodeUnsupported, Op: "gemm", Backend: "cuda", Message: "fp8 at run time"}, false},
-		{"plan create other error", &core.Error{Code: core.CodeInternal, Op: "gemm_plan_create", Message: "heuristic failed"}, false},
-		{"plan create out of memory", &core.Error{Code: core.CodeOutOfMemory, Op: "gemm_plan_create"}, false},
+		{"run unsupported", &core.Error{Code: core.ErrorCode(abi.ErrUnsupported), Op: "gemm", Backend: "cuda", Message: "fp8 at run time"}, false},
+		{"plan create other error", &core.Error{Code: core.ErrorCode(abi.ErrInternal), Op: "gemm_plan_create", Message: "heuristic failed"}, false},
+		{"plan create out of memory", &core.Error{Code: core.ErrorCode(abi.ErrOutOfMemory), Op: "gemm_plan_create"}, false},
 		{"not a core error", errors.New("boom"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

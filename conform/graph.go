@@ -52,15 +52,17 @@ type graphWork struct {
 //	D = A * t (GEMM, t as a k x n2 matrix); host = D; w += alpha*t.
 func (gw *graphWork) run(s *core.Stream) error {
 	be := gw.be
-	N := core.ArgU64(uint64(be.n))
+	N := core.ArgScalar[uint64](uint64(be.n))
 	head, err := be.x.View(0, 64)
 	if err != nil {
 		return err
 	}
 	return firstErrOf(
-		func() error { return s.Launch(be.fill, be.cfg, core.ArgBuffer(gw.t), core.ArgF32(gw.c1), N) },
 		func() error {
-			return s.Launch(be.axpy, be.cfg, core.ArgBuffer(gw.t), core.ArgBuffer(be.x), core.ArgF32(gw.alpha), N)
+			return s.Launch(be.fill, be.cfg, core.ArgBuffer(gw.t), core.ArgScalar[float32](gw.c1), N)
+		},
+		func() error {
+			return s.Launch(be.axpy, be.cfg, core.ArgBuffer(gw.t), core.ArgBuffer(be.x), core.ArgScalar[float32](gw.alpha), N)
 		},
 		func() error {
 			return s.Launch(be.mul, be.cfg, core.ArgBuffer(gw.t), core.ArgBuffer(gw.t), core.ArgBuffer(be.y), N)
@@ -72,7 +74,7 @@ func (gw *graphWork) run(s *core.Stream) error {
 		},
 		func() error { return s.CopyToPinned(gw.host, gw.d) },
 		func() error {
-			return s.Launch(be.axpy, be.cfg, core.ArgBuffer(gw.w), core.ArgBuffer(gw.t), core.ArgF32(gw.alpha), N)
+			return s.Launch(be.axpy, be.cfg, core.ArgBuffer(gw.w), core.ArgBuffer(gw.t), core.ArgScalar[float32](gw.alpha), N)
 		},
 	)
 }
@@ -218,11 +220,11 @@ func graphSetArg(e *env) error {
 			_ = z.Free()
 		}
 	}()
-	N := core.ArgU64(uint64(be.n))
+	N := core.ArgScalar[uint64](uint64(be.n))
 	var node core.Node
 	g, err := capture(be.s, func(s *core.Stream) error {
 		node = s.NextNode()
-		return s.Launch(be.fill, be.cfg, core.ArgBuffer(be.x), core.ArgF32(1.5), N)
+		return s.Launch(be.fill, be.cfg, core.ArgBuffer(be.x), core.ArgScalar[float32](1.5), N)
 	})
 	if err != nil {
 		return err
@@ -231,13 +233,13 @@ func graphSetArg(e *env) error {
 	if err := firstErr(g.Launch(be.s), be.expectAll(be.x, 1.5)); err != nil {
 		return fmt.Errorf("first replay: %w", err)
 	}
-	if err := firstErr(g.SetArg(node, 1, core.ArgF32(-2.25)), g.Launch(be.s), be.expectAll(be.x, -2.25)); err != nil {
+	if err := firstErr(g.SetArg(node, 1, core.ArgScalar[float32](-2.25)), g.Launch(be.s), be.expectAll(be.x, -2.25)); err != nil {
 		return fmt.Errorf("after SetArg of the value: %w", err)
 	}
 	if err := core.Memset(be.x, 0); err != nil {
 		return err
 	}
-	if err := firstErr(g.SetArg(node, 0, core.ArgBuffer(z)), g.SetArg(node, 1, core.ArgF32(3)), g.Launch(be.s)); err != nil {
+	if err := firstErr(g.SetArg(node, 0, core.ArgBuffer(z)), g.SetArg(node, 1, core.ArgScalar[float32](3)), g.Launch(be.s)); err != nil {
 		return fmt.Errorf("after SetArg of the buffer: %w", err)
 	}
 	if err := firstErr(be.expectAll(z, 3), be.expectAll(be.x, 0)); err != nil {
@@ -246,7 +248,7 @@ func graphSetArg(e *env) error {
 	if err := expect("Free of the buffer SetArg put into a live graph", z.Free(), core.ErrFailedPrecondition); err != nil {
 		return err
 	}
-	if err := expect("SetArg with an i32 for fill_f32's f32", g.SetArg(node, 1, core.ArgI32(1)), core.ErrInvalidArgument); err != nil {
+	if err := expect("SetArg with an i32 for fill_f32's f32", g.SetArg(node, 1, core.ArgScalar[int32](1)), core.ErrInvalidArgument); err != nil {
 		return err
 	}
 	if err := firstErr(be.s.Synchronize(), g.Close(), z.Free()); err != nil {
@@ -267,9 +269,9 @@ func graphSetArgEveryReplay(e *env) error {
 	if err := firstErr(core.CopyFromHost(be.x, encode(core.F32, constant(be.n, 1))), core.Memset(be.y, 0)); err != nil {
 		return err
 	}
-	N := core.ArgU64(uint64(be.n))
+	N := core.ArgScalar[uint64](uint64(be.n))
 	g, err := capture(be.s, func(s *core.Stream) error {
-		return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgF32(0), N)
+		return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](0), N)
 	})
 	if err != nil {
 		return err
@@ -277,7 +279,7 @@ func graphSetArgEveryReplay(e *env) error {
 	defer g.Close()
 	want := 0.0
 	for i := 1; i <= 200; i++ {
-		if err := firstErr(g.SetArg(0, 2, core.ArgF32(float32(i))), g.Launch(be.s)); err != nil {
+		if err := firstErr(g.SetArg(0, 2, core.ArgScalar[float32](float32(i))), g.Launch(be.s)); err != nil {
 			return fmt.Errorf("replay %d: %w", i, err)
 		}
 		want += float64(i)
@@ -313,12 +315,12 @@ func graphEvents(e *env) error {
 	if err != nil {
 		return err
 	}
-	N := core.ArgU64(uint64(be.n))
+	N := core.ArgScalar[uint64](uint64(be.n))
 	g, err := capture(be.s, func(s *core.Stream) error {
 		return firstErrOf(
 			func() error { return s.WaitEvent(before) },
 			func() error {
-				return s.Launch(be.scale, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgF32(2), N)
+				return s.Launch(be.scale, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](2), N)
 			},
 			func() error { return after.Record(s) },
 		)
@@ -444,7 +446,7 @@ func graphMisuseClosed(e *env) error {
 	}
 	return firstErr(
 		expect("Launch of a closed graph", g.Launch(be.s), core.ErrClosed),
-		expect("SetArg of a closed graph", g.SetArg(0, 1, core.ArgF32(2)), core.ErrClosed),
+		expect("SetArg of a closed graph", g.SetArg(0, 1, core.ArgScalar[float32](2)), core.ErrClosed),
 		expect("second Close", g.Close(), core.ErrClosed))
 }
 

@@ -49,14 +49,14 @@ func graphReplaysOrderedAcrossStreams(e *env) error {
 		be.s.Launch(be.fill, be.cfg, be.fillArgs(be.y, 1)...), be.s.Synchronize()); err != nil {
 		return err
 	}
-	N := core.ArgU64(uint64(be.n))
+	N := core.ArgScalar[uint64](uint64(be.n))
 	g, err := capture(be.s, func(s *core.Stream) error {
 		return firstErrOf(
 			func() error { return s.CopyDevice(t, be.x) },
 			func() error { return s.Launch(sleep, core.Grid1D(1, 1), sleepArg(300*time.Microsecond)) },
 			func() error { return s.CopyDevice(be.x, t) },
 			func() error {
-				return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.x), core.ArgBuffer(be.y), core.ArgF32(1), N)
+				return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.x), core.ArgBuffer(be.y), core.ArgScalar[float32](1), N)
 			},
 		)
 	})

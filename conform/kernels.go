@@ -7,8 +7,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 var elemTypes = []core.DType{core.F32, core.F16, core.BF16}
@@ -33,7 +33,7 @@ func valueArg(t core.DType, v float64) core.Arg {
 	case core.BF16:
 		return core.ArgBF16(float32(v))
 	}
-	return core.ArgF32(float32(v))
+	return core.ArgScalar[float32](float32(v))
 }
 
 // kernelChecks has one check per built-in kernel of abi.BuiltinKernels
@@ -75,7 +75,7 @@ func checkSleep(e *env) error {
 		return err
 	}
 	defer s.Close()
-	if err := firstErr(s.Launch(kn, core.Grid1D(1, 1), core.ArgU64(1000)), s.Synchronize()); err != nil {
+	if err := firstErr(s.Launch(kn, core.Grid1D(1, 1), core.ArgScalar[uint64](1000)), s.Synchronize()); err != nil {
 		return err
 	}
 	done, err := s.Query()
@@ -123,33 +123,33 @@ func checkKernel(e *env, name string, t core.DType) error {
 		f := func(v float64) float64 { return float64(float32(v)) }
 		switch name {
 		case "fill":
-			args = []core.Arg{core.ArgBuffer(out), valueArg(t, value), core.ArgU64(n)}
+			args = []core.Arg{core.ArgBuffer(out), valueArg(t, value), core.ArgScalar[uint64](n)}
 			ref = func(i int) (float64, float64) { return value, math.Abs(value) }
 		case "scale":
-			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgF32(float32(alpha)), core.ArgU64(n)}
+			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgScalar[float32](float32(alpha)), core.ArgScalar[uint64](n)}
 			ref = func(i int) (float64, float64) { r := f(alpha * x[i]); return r, math.Abs(r) }
 		case "axpy": // out is y here: copy y into out first
 			if err := core.Copy(out, yv); err != nil {
 				return err
 			}
-			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgF32(float32(alpha)), core.ArgU64(n)}
+			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgScalar[float32](float32(alpha)), core.ArgScalar[uint64](n)}
 			ref = func(i int) (float64, float64) {
 				return f(f(alpha*x[i]) + y[i]), math.Abs(alpha*x[i]) + math.Abs(y[i])
 			}
 		case "add":
-			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgBuffer(yv), core.ArgU64(n)}
+			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgBuffer(yv), core.ArgScalar[uint64](n)}
 			ref = func(i int) (float64, float64) { return f(x[i] + y[i]), math.Abs(x[i]) + math.Abs(y[i]) }
 		case "mul":
-			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgBuffer(yv), core.ArgU64(n)}
+			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgBuffer(yv), core.ArgScalar[uint64](n)}
 			ref = func(i int) (float64, float64) { r := f(x[i] * y[i]); return r, math.Abs(r) }
 		case "silu_mul": // x is the gate, y the up projection
-			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgBuffer(yv), core.ArgU64(n)}
+			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgBuffer(yv), core.ArgScalar[uint64](n)}
 			ref = func(i int) (float64, float64) {
 				r := x[i] / (1 + math.Exp(-x[i])) * y[i]
 				return r, math.Abs(x[i]*y[i]) + math.Abs(r)
 			}
 		case "softcap": // cap in [1, 3) against |x| up to 2: the tanh bends
-			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgF32(float32(alpha * 2)), core.ArgU64(n)}
+			args = []core.Arg{core.ArgBuffer(out), core.ArgBuffer(xv), core.ArgScalar[float32](float32(alpha * 2)), core.ArgScalar[uint64](n)}
 			ref = func(i int) (float64, float64) {
 				c := float64(float32(alpha * 2))
 				r := c * math.Tanh(x[i]/c)

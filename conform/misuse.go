@@ -70,7 +70,7 @@ func misuseChecks() []check {
 				{"device copy from a freed buffer", func() error { return s.CopyDevice(v, v) }, core.ErrFreed},
 				{"async copy to a freed buffer", func() error { return s.CopyFromPinned(v, hb) }, core.ErrFreed},
 				{"launch with a freed buffer", func() error {
-					return s.Launch(k, core.Grid1D(4, 4), core.ArgBuffer(v), core.ArgF32(1), core.ArgU64(4))
+					return s.Launch(k, core.Grid1D(4, 4), core.ArgBuffer(v), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
 				}, core.ErrFreed},
 			})
 		}},
@@ -112,17 +112,27 @@ func misuseChecks() []check {
 			}
 			g := core.Grid1D(16, 16)
 			return runMisuse([]misuse{
-				{"too few", func() error { return s.Launch(k, g, core.ArgBuffer(b), core.ArgF32(1)) }, core.ErrInvalidArgument},
+				{"too few", func() error { return s.Launch(k, g, core.ArgBuffer(b), core.ArgScalar[float32](1)) }, core.ErrInvalidArgument},
 				{"too many", func() error {
-					return s.Launch(k, g, core.ArgBuffer(b), core.ArgF32(1), core.ArgU64(16), core.ArgU64(1))
+					return s.Launch(k, g, core.ArgBuffer(b), core.ArgScalar[float32](1), core.ArgScalar[uint64](16), core.ArgScalar[uint64](1))
 				}, core.ErrInvalidArgument},
 				{"none", func() error { return s.Launch(k, g) }, core.ErrInvalidArgument},
-				{"f64 for f32", func() error { return s.Launch(k, g, core.ArgBuffer(b), core.ArgF64(1), core.ArgU64(16)) }, core.ErrInvalidArgument},
-				{"u32 for u64", func() error { return s.Launch(k, g, core.ArgBuffer(b), core.ArgF32(1), core.ArgU32(16)) }, core.ErrInvalidArgument},
-				{"scalar for a buffer", func() error { return s.Launch(k, g, core.ArgU64(0), core.ArgF32(1), core.ArgU64(16)) }, core.ErrInvalidArgument},
-				{"buffer for a scalar", func() error { return s.Launch(k, g, core.ArgBuffer(b), core.ArgBuffer(b), core.ArgU64(16)) }, core.ErrInvalidArgument},
-				{"nil buffer", func() error { return s.Launch(k, g, core.ArgBuffer(nil), core.ArgF32(1), core.ArgU64(16)) }, core.ErrInvalidArgument},
-				{"zero Arg", func() error { return s.Launch(k, g, core.Arg{}, core.ArgF32(1), core.ArgU64(16)) }, core.ErrInvalidArgument},
+				{"f64 for f32", func() error {
+					return s.Launch(k, g, core.ArgBuffer(b), core.ArgScalar[float64](1), core.ArgScalar[uint64](16))
+				}, core.ErrInvalidArgument},
+				{"u32 for u64", func() error {
+					return s.Launch(k, g, core.ArgBuffer(b), core.ArgScalar[float32](1), core.ArgScalar[uint32](16))
+				}, core.ErrInvalidArgument},
+				{"scalar for a buffer", func() error {
+					return s.Launch(k, g, core.ArgScalar[uint64](0), core.ArgScalar[float32](1), core.ArgScalar[uint64](16))
+				}, core.ErrInvalidArgument},
+				{"buffer for a scalar", func() error { return s.Launch(k, g, core.ArgBuffer(b), core.ArgBuffer(b), core.ArgScalar[uint64](16)) }, core.ErrInvalidArgument},
+				{"nil buffer", func() error {
+					return s.Launch(k, g, core.ArgBuffer(nil), core.ArgScalar[float32](1), core.ArgScalar[uint64](16))
+				}, core.ErrInvalidArgument},
+				{"zero Arg", func() error {
+					return s.Launch(k, g, core.Arg{}, core.ArgScalar[float32](1), core.ArgScalar[uint64](16))
+				}, core.ErrInvalidArgument},
 				{"nil kernel", func() error { return s.Launch(nil, g) }, core.ErrInvalidArgument},
 			})
 		}},
@@ -321,7 +331,7 @@ func misuseChecks() []check {
 
 // fill16 launches fill_f32 (k) on s over 16 f32 values of r.
 func fill16(s *core.Stream, k *core.Kernel, r core.Region) error {
-	return s.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(r), core.ArgF32(1), core.ArgU64(16))
+	return s.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(r), core.ArgScalar[float32](1), core.ArgScalar[uint64](16))
 }
 
 // kernel returns a built-in kernel of d.

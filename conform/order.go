@@ -23,7 +23,7 @@ func allEqual(v []float64, want float64) error {
 	return nil
 }
 
-func sleepArg(d time.Duration) core.Arg { return core.ArgU64(uint64(d.Nanoseconds())) }
+func sleepArg(d time.Duration) core.Arg { return core.ArgScalar[uint64](uint64(d.Nanoseconds())) }
 
 func orderChecks() []check {
 	return []check{
@@ -62,11 +62,11 @@ func orderChecks() []check {
 			poison(out.Bytes())
 			err = firstErr(
 				s.Launch(ks["sleep_ns"], one, sleepArg(3*time.Millisecond)),
-				s.Launch(ks["fill_f32"], g, core.ArgBuffer(y), core.ArgF32(1.5), core.ArgU64(n)),
+				s.Launch(ks["fill_f32"], g, core.ArgBuffer(y), core.ArgScalar[float32](1.5), core.ArgScalar[uint64](n)),
 				s.Launch(ks["sleep_ns"], one, sleepArg(3*time.Millisecond)),
-				s.Launch(ks["scale_f32"], g, core.ArgBuffer(z), core.ArgBuffer(y), core.ArgF32(2), core.ArgU64(n)),  // z = 3
-				s.Launch(ks["axpy_f32"], g, core.ArgBuffer(y), core.ArgBuffer(z), core.ArgF32(1), core.ArgU64(n)),   // y = 4.5
-				s.Launch(ks["mul_f32"], g, core.ArgBuffer(w), core.ArgBuffer(y), core.ArgBuffer(z), core.ArgU64(n)), // w = 13.5
+				s.Launch(ks["scale_f32"], g, core.ArgBuffer(z), core.ArgBuffer(y), core.ArgScalar[float32](2), core.ArgScalar[uint64](n)), // z = 3
+				s.Launch(ks["axpy_f32"], g, core.ArgBuffer(y), core.ArgBuffer(z), core.ArgScalar[float32](1), core.ArgScalar[uint64](n)),  // y = 4.5
+				s.Launch(ks["mul_f32"], g, core.ArgBuffer(w), core.ArgBuffer(y), core.ArgBuffer(z), core.ArgScalar[uint64](n)),            // w = 13.5
 				s.Launch(ks["sleep_ns"], one, sleepArg(3*time.Millisecond)),
 				s.CopyToPinned(out, w),
 				s.Synchronize())
@@ -81,7 +81,7 @@ func orderChecks() []check {
 			got := make([]byte, 4*n)
 			err = firstErr(
 				s.Launch(ks["sleep_ns"], one, sleepArg(5*time.Millisecond)),
-				s.Launch(ks["fill_f32"], g, core.ArgBuffer(w), core.ArgF32(-7), core.ArgU64(n)),
+				s.Launch(ks["fill_f32"], g, core.ArgBuffer(w), core.ArgScalar[float32](-7), core.ArgScalar[uint64](n)),
 				core.CopyToHost(got, w))
 			if err != nil {
 				return err
@@ -133,10 +133,10 @@ func orderChecks() []check {
 				err = firstErr(
 					core.Memset(y, 0),
 					s1.Launch(sleep, core.Grid1D(1, 1), sleepArg(20*time.Millisecond)),
-					s1.Launch(fill, g, core.ArgBuffer(y), core.ArgF32(v), core.ArgU64(n)),
+					s1.Launch(fill, g, core.ArgBuffer(y), core.ArgScalar[float32](v), core.ArgScalar[uint64](n)),
 					ev.Record(s1),
 					s2.WaitEvent(ev),
-					s2.Launch(scale, g, core.ArgBuffer(z), core.ArgBuffer(y), core.ArgF32(2), core.ArgU64(n)),
+					s2.Launch(scale, g, core.ArgBuffer(z), core.ArgBuffer(y), core.ArgScalar[float32](2), core.ArgScalar[uint64](n)),
 					s2.CopyToPinned(out, z),
 					s2.Synchronize(),
 					s1.Synchronize())
@@ -289,7 +289,7 @@ func worker(e *env, g, iters int, fill, scale *core.Kernel) error {
 		src := encode(core.F32, constant(n, float64(v)))
 		err = firstErr(
 			core.CopyFromHost(x, src),
-			s.Launch(scale, core.Grid1D(n, 128), core.ArgBuffer(y), core.ArgBuffer(x), core.ArgF32(0.5), core.ArgU64(uint64(n))),
+			s.Launch(scale, core.Grid1D(n, 128), core.ArgBuffer(y), core.ArgBuffer(x), core.ArgScalar[float32](0.5), core.ArgScalar[uint64](uint64(n))),
 			s.Synchronize())
 		got := make([]byte, 4*n)
 		if err == nil {
@@ -301,7 +301,7 @@ func worker(e *env, g, iters int, fill, scale *core.Kernel) error {
 			}
 		}
 		if err == nil {
-			err = firstErr(s.Launch(fill, core.Grid1D(n, 64), core.ArgBuffer(x), core.ArgF32(-v), core.ArgU64(uint64(n))), s.Synchronize())
+			err = firstErr(s.Launch(fill, core.Grid1D(n, 64), core.ArgBuffer(x), core.ArgScalar[float32](-v), core.ArgScalar[uint64](uint64(n))), s.Synchronize())
 		}
 		err = firstErr(err, x.Free(), y.Free())
 		if err != nil {

@@ -147,7 +147,7 @@ func checkRMSNorm(e *env, t core.DType) error {
 		}
 		defer wb.free()
 		if err := launchRow(e, "rmsnorm", t, c.grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(xb.v), core.ArgBuffer(wb.v),
-			core.ArgF32(eps), core.ArgU64(uint64(c.rows)), core.ArgU64(uint64(c.cols))); err != nil {
+			core.ArgScalar[float32](eps), core.ArgScalar[uint64](uint64(c.rows)), core.ArgScalar[uint64](uint64(c.cols))); err != nil {
 			return err
 		}
 		raw, err := y.read("y")
@@ -212,8 +212,8 @@ func checkRope(e *env, op string, t core.DType) error {
 			return err
 		}
 		defer pb.free()
-		if err := launchRow(e, op, t, grid, c.block, core.ArgBuffer(xb.v), core.ArgBuffer(pb.v), core.ArgF32(float32(c.theta)),
-			core.ArgU64(uint64(c.tokens)), core.ArgU64(uint64(c.heads)), core.ArgU64(uint64(c.hd))); err != nil {
+		if err := launchRow(e, op, t, grid, c.block, core.ArgBuffer(xb.v), core.ArgBuffer(pb.v), core.ArgScalar[float32](float32(c.theta)),
+			core.ArgScalar[uint64](uint64(c.tokens)), core.ArgScalar[uint64](uint64(c.heads)), core.ArgScalar[uint64](uint64(c.hd))); err != nil {
 			return err
 		}
 		raw, err := xb.read("x")
@@ -287,7 +287,7 @@ func checkEmbed(e *env, t core.DType) error {
 		}
 		defer ib.free()
 		if err := launchRow(e, "embed", t, grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(tb.v), core.ArgBuffer(ib.v),
-			core.ArgU64(uint64(c.tokens)), core.ArgU64(uint64(c.cols)), core.ArgU64(vocab)); err != nil {
+			core.ArgScalar[uint64](uint64(c.tokens)), core.ArgScalar[uint64](uint64(c.cols)), core.ArgScalar[uint64](vocab)); err != nil {
 			return err
 		}
 		raw, err := y.read("y")
@@ -362,7 +362,7 @@ func rowArgmax(e *env, name string, t core.DType, x []float64, rows, cols, grid,
 	if err := core.Memset(ib.v, 0xee); err != nil {
 		return nil, err
 	}
-	args := append([]core.Arg{core.ArgBuffer(ib.v), core.ArgBuffer(xb.v), core.ArgU64(uint64(rows)), core.ArgU64(uint64(cols))}, extra...)
+	args := append([]core.Arg{core.ArgBuffer(ib.v), core.ArgBuffer(xb.v), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(cols))}, extra...)
 	if err := launchRow(e, name, t, grid, block, args...); err != nil {
 		return nil, err
 	}
@@ -515,7 +515,7 @@ func checkSample(e *env, t core.DType) error {
 	} {
 		x := randomValues(e.rng, t, c.rows*c.cols, 3)
 		seed := e.rng.Uint64()
-		extra := []core.Arg{core.ArgU64(uint64(c.topK)), core.ArgF32(float32(c.topP)), core.ArgF32(float32(c.temp)), core.ArgU64(seed)}
+		extra := []core.Arg{core.ArgScalar[uint64](uint64(c.topK)), core.ArgScalar[float32](float32(c.topP)), core.ArgScalar[float32](float32(c.temp)), core.ArgScalar[uint64](seed)}
 		got, err := rowArgmax(e, "sample", t, x, c.rows, c.cols, c.rows, c.block, extra...)
 		if err != nil {
 			return err
@@ -548,7 +548,7 @@ func checkSample(e *env, t core.DType) error {
 	for r := 0; r < rows; r++ {
 		copy(x[r*cols:], base)
 	}
-	got, err := rowArgmax(e, "sample", t, x, rows, cols, rows, 32, core.ArgU64(topK), core.ArgF32(1), core.ArgF32(1), core.ArgU64(e.rng.Uint64()))
+	got, err := rowArgmax(e, "sample", t, x, rows, cols, rows, 32, core.ArgScalar[uint64](topK), core.ArgScalar[float32](1), core.ArgScalar[float32](1), core.ArgScalar[uint64](e.rng.Uint64()))
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,7 @@ func checkSampleNonFinite(e *env, t core.DType) error {
 		extra []core.Arg
 	}{
 		{"argmax", nil},
-		{"sample", []core.Arg{core.ArgU64(0), core.ArgF32(1), core.ArgF32(1), core.ArgU64(e.rng.Uint64())}},
+		{"sample", []core.Arg{core.ArgScalar[uint64](0), core.ArgScalar[float32](1), core.ArgScalar[float32](1), core.ArgScalar[uint64](e.rng.Uint64())}},
 	} {
 		_, err := rowArgmax(e, k.name, t, nil, 3, 0, 3, 32, k.extra...)
 		if !errors.Is(err, core.ErrInvalidArgument) {
@@ -136,7 +136,7 @@ func checkSampleNonFinite(e *env, t core.DType) error {
 		}
 		for _, p := range params {
 			seed := e.rng.Uint64()
-			extra := []core.Arg{core.ArgU64(uint64(p.topK)), core.ArgF32(float32(p.topP)), core.ArgF32(float32(p.temp)), core.ArgU64(seed)}
+			extra := []core.Arg{core.ArgScalar[uint64](uint64(p.topK)), core.ArgScalar[float32](float32(p.topP)), core.ArgScalar[float32](float32(p.temp)), core.ArgScalar[uint64](seed)}
 			got, err := rowArgmax(e, "sample", t, x, n, cols, n, block, extra...)
 			if err != nil {
 				return err

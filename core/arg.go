@@ -6,48 +6,48 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
-// ArgKind is the kind of a kernel argument (GPURT_ARG_*).
-type ArgKind int32
+// argKind is the kind of a kernel argument (GPURT_ARG_*).
+type argKind int32
 
 // Argument kinds.
 const (
-	ArgKindBuffer ArgKind = abi.ArgBuffer
-	ArgKindI8     ArgKind = abi.ArgI8
-	ArgKindI16    ArgKind = abi.ArgI16
-	ArgKindI32    ArgKind = abi.ArgI32
-	ArgKindI64    ArgKind = abi.ArgI64
-	ArgKindU8     ArgKind = abi.ArgU8
-	ArgKindU16    ArgKind = abi.ArgU16
-	ArgKindU32    ArgKind = abi.ArgU32
-	ArgKindU64    ArgKind = abi.ArgU64
-	ArgKindF16    ArgKind = abi.ArgF16
-	ArgKindBF16   ArgKind = abi.ArgBF16
-	ArgKindF32    ArgKind = abi.ArgF32
-	ArgKindF64    ArgKind = abi.ArgF64
-	ArgKindAny    ArgKind = abi.ArgAny // in ParamInfo only
+	argKindBuffer argKind = abi.ArgBuffer
+	argKindI8     argKind = abi.ArgI8
+	argKindI16    argKind = abi.ArgI16
+	argKindI32    argKind = abi.ArgI32
+	argKindI64    argKind = abi.ArgI64
+	argKindU8     argKind = abi.ArgU8
+	argKindU16    argKind = abi.ArgU16
+	argKindU32    argKind = abi.ArgU32
+	argKindU64    argKind = abi.ArgU64
+	argKindF16    argKind = abi.ArgF16
+	argKindBF16   argKind = abi.ArgBF16
+	argKindF32    argKind = abi.ArgF32
+	argKindF64    argKind = abi.ArgF64
+	argKindAny    argKind = abi.ArgAny // in ParamInfo only
 )
 
-var argKindNames = map[ArgKind]string{
-	ArgKindBuffer: "buffer", ArgKindI8: "i8", ArgKindI16: "i16", ArgKindI32: "i32", ArgKindI64: "i64",
-	ArgKindU8: "u8", ArgKindU16: "u16", ArgKindU32: "u32", ArgKindU64: "u64", ArgKindF16: "f16",
-	ArgKindBF16: "bf16", ArgKindF32: "f32", ArgKindF64: "f64", ArgKindAny: "any",
+var argKindNames = map[argKind]string{
+	argKindBuffer: "buffer", argKindI8: "i8", argKindI16: "i16", argKindI32: "i32", argKindI64: "i64",
+	argKindU8: "u8", argKindU16: "u16", argKindU32: "u32", argKindU64: "u64", argKindF16: "f16",
+	argKindBF16: "bf16", argKindF32: "f32", argKindF64: "f64", argKindAny: "any",
 }
 
-func (k ArgKind) String() string {
+func (k argKind) String() string {
 	if s, ok := argKindNames[k]; ok {
 		return s
 	}
 	return fmt.Sprintf("kind %d", int32(k))
 }
 
-// Arg is one typed kernel argument, made by ArgBuffer, ArgI32, ... It is
+// Arg is one typed kernel argument, made by ArgBuffer, ArgScalar, ArgF16 or ArgBF16. It is
 // a small value; the zero Arg is invalid.
 type Arg struct {
-	kind ArgKind
+	kind argKind
 	size uint32
 	val  uint64
 	buf  *Buffer
@@ -60,41 +60,56 @@ func ArgBuffer(r Region) Arg {
 	switch v := r.(type) {
 	case *Buffer:
 		if v != nil {
-			return Arg{kind: ArgKindBuffer, size: 8, buf: v, n: v.size}
+			return Arg{kind: argKindBuffer, size: 8, buf: v, n: v.size}
 		}
 	case View:
 		if v.buf != nil {
-			return Arg{kind: ArgKindBuffer, size: 8, buf: v.buf, off: v.off, n: v.n}
+			return Arg{kind: argKindBuffer, size: 8, buf: v.buf, off: v.off, n: v.n}
 		}
 	}
-	return Arg{kind: ArgKindBuffer, size: 8} // nil: rejected by Launch
+	return Arg{kind: argKindBuffer, size: 8} // nil: rejected by Launch
 }
 
-func scalar(k ArgKind, size uint32, v uint64) Arg { return Arg{kind: k, size: size, val: v} }
+func scalar(k argKind, size uint32, v uint64) Arg { return Arg{kind: k, size: size, val: v} }
 
-// Scalar arguments of each width.
-func ArgI8(v int8) Arg     { return scalar(ArgKindI8, 1, uint64(uint8(v))) }
-func ArgI16(v int16) Arg   { return scalar(ArgKindI16, 2, uint64(uint16(v))) }
-func ArgI32(v int32) Arg   { return scalar(ArgKindI32, 4, uint64(uint32(v))) }
-func ArgI64(v int64) Arg   { return scalar(ArgKindI64, 8, uint64(v)) }
-func ArgU8(v uint8) Arg    { return scalar(ArgKindU8, 1, uint64(v)) }
-func ArgU16(v uint16) Arg  { return scalar(ArgKindU16, 2, uint64(v)) }
-func ArgU32(v uint32) Arg  { return scalar(ArgKindU32, 4, uint64(v)) }
-func ArgU64(v uint64) Arg  { return scalar(ArgKindU64, 8, v) }
-func ArgF32(v float32) Arg { return scalar(ArgKindF32, 4, uint64(math.Float32bits(v))) }
-func ArgF64(v float64) Arg { return scalar(ArgKindF64, 8, math.Float64bits(v)) }
+// ArgScalar passes v as a scalar argument of v's type: a fixed-width
+// integer (int8 .. uint64) or a float (float32, float64). Give the type
+// where v is an untyped constant: ArgScalar[uint32](256). For f16 and
+// bf16 see ArgF16 and ArgBF16.
+func ArgScalar[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64](v T) Arg {
+	switch x := any(v).(type) {
+	case int8:
+		return scalar(argKindI8, 1, uint64(uint8(x)))
+	case int16:
+		return scalar(argKindI16, 2, uint64(uint16(x)))
+	case int32:
+		return scalar(argKindI32, 4, uint64(uint32(x)))
+	case int64:
+		return scalar(argKindI64, 8, uint64(x))
+	case uint8:
+		return scalar(argKindU8, 1, uint64(x))
+	case uint16:
+		return scalar(argKindU16, 2, uint64(x))
+	case uint32:
+		return scalar(argKindU32, 4, uint64(x))
+	case uint64:
+		return scalar(argKindU64, 8, x)
+	case float32:
+		return scalar(argKindF32, 4, uint64(math.Float32bits(x)))
+	case float64:
+		return scalar(argKindF64, 8, math.Float64bits(x))
+	}
+	panic("unreachable: ArgScalar's type set is the cases above")
+}
 
 // ArgF16 passes v rounded to f16 (round to nearest even).
-func ArgF16(v float32) Arg { return scalar(ArgKindF16, 2, uint64(floatbits.F16FromFloat32(v))) }
+func ArgF16(v float32) Arg { return scalar(argKindF16, 2, uint64(floatbits.F16FromFloat32(v))) }
 
 // ArgF16Bits passes raw f16 bits.
-func ArgF16Bits(bits uint16) Arg { return scalar(ArgKindF16, 2, uint64(bits)) }
+func ArgF16Bits(bits uint16) Arg { return scalar(argKindF16, 2, uint64(bits)) }
 
 // ArgBF16 passes v rounded to bf16 (round to nearest even).
-func ArgBF16(v float32) Arg { return scalar(ArgKindBF16, 2, uint64(floatbits.BF16FromFloat32(v))) }
+func ArgBF16(v float32) Arg { return scalar(argKindBF16, 2, uint64(floatbits.BF16FromFloat32(v))) }
 
 // ArgBF16Bits passes raw bf16 bits.
-func ArgBF16Bits(bits uint16) Arg { return scalar(ArgKindBF16, 2, uint64(bits)) }
-
-// Kind is the argument's kind.
-func (a Arg) Kind() ArgKind { return a.kind }
+func ArgBF16Bits(bits uint16) Arg { return scalar(argKindBF16, 2, uint64(bits)) }

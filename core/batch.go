@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // LaunchBatch is a reusable list of kernel launches on one stream,
@@ -131,7 +131,7 @@ func (b *LaunchBatch) Len() int {
 func (b *LaunchBatch) Add(k *Kernel, cfg LaunchConfig, args ...Arg) error {
 	const op = "launch_batch"
 	if b == nil {
-		return errf(CodeInvalidArgument, op, "nil LaunchBatch")
+		return errf(codeInvalidArgument, op, "nil LaunchBatch")
 	}
 	if b.err != nil {
 		return b.err
@@ -147,7 +147,7 @@ func (b *LaunchBatch) add(op string, k *Kernel, cfg *LaunchConfig, args []Arg) e
 	s := b.s
 	item := len(b.items)
 	if !s.ok() {
-		return launchErr(CodeInvalidArgument, op, item, "nil or zero-value stream")
+		return launchErr(codeInvalidArgument, op, item, "nil or zero-value stream")
 	}
 	if !s.dev.rt.l.alive() {
 		return errClosed(op, "runtime")
@@ -256,7 +256,7 @@ func (b *LaunchBatch) Reset() {
 func (b *LaunchBatch) Submit() (enqueued int, err error) {
 	const op = "launch_batch"
 	if b == nil {
-		return 0, errf(CodeInvalidArgument, op, "nil LaunchBatch")
+		return 0, errf(codeInvalidArgument, op, "nil LaunchBatch")
 	}
 	defer b.Reset()
 	if b.err != nil {

@@ -92,11 +92,11 @@ func TestLaunchBatch(t *testing.T) {
 
 			t.Run("dependent launches", func(t *testing.T) {
 				// x = 2; y = 3; y = 0.5*x + y; x = 4*x; y = 1*x + y
-				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(2), ArgU64(n)))
-				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y.All()), ArgF32(3), ArgU64(n)))
-				require.NoError(t, b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(x), ArgF32(0.5), ArgU64(n)))
-				require.NoError(t, b.Add(scale, cfg, ArgBuffer(x), ArgBuffer(x), ArgF32(4), ArgU64(n)))
-				require.NoError(t, b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(x), ArgF32(1), ArgU64(n)))
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](2), ArgScalar[uint64](n)))
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y.All()), ArgScalar[float32](3), ArgScalar[uint64](n)))
+				require.NoError(t, b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(x), ArgScalar[float32](0.5), ArgScalar[uint64](n)))
+				require.NoError(t, b.Add(scale, cfg, ArgBuffer(x), ArgBuffer(x), ArgScalar[float32](4), ArgScalar[uint64](n)))
+				require.NoError(t, b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)))
 				assert.Equal(t, 5, b.Len())
 				got, err := b.Submit()
 				require.NoError(t, err)
@@ -109,14 +109,14 @@ func TestLaunchBatch(t *testing.T) {
 
 			t.Run("Add error is sticky and enqueues nothing", func(t *testing.T) {
 				require.NoError(t, CopyFromHost(x, f32Bytes(constant(7))))
-				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)))
-				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y), ArgF32(1), ArgU64(n)))
-				err := b.Add(fill, cfg, ArgBuffer(x), ArgF32(1)) // 2 of 3 arguments
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)))
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y), ArgScalar[float32](1), ArgScalar[uint64](n)))
+				err := b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1)) // 2 of 3 arguments
 				require.ErrorIs(t, err, ErrInvalidArgument)
 				assert.Contains(t, err.Error(), "item 2:")
 				assert.Contains(t, err.Error(), "takes 3 arguments, got 2")
 				assert.Equal(t, 2, b.Len())
-				assert.Equal(t, err, b.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)))
+				assert.Equal(t, err, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)))
 				got, err2 := b.Submit()
 				assert.Equal(t, err, err2)
 				assert.Zero(t, got)
@@ -134,20 +134,24 @@ func TestLaunchBatch(t *testing.T) {
 				msg  string
 			}{
 				{"nil kernel", func() error { return b.Add(nil, cfg) }, ErrInvalidArgument, "item 1: nil kernel"},
-				{"wrong kind", func() error { return b.Add(fill, cfg, ArgBuffer(x), ArgU32(1), ArgU64(n)) }, ErrInvalidArgument, "item 1: kernel \"fill_f32\" argument 1"},
-				{"zero Arg", func() error { return b.Add(fill, cfg, ArgBuffer(x), Arg{}, ArgU64(n)) }, ErrInvalidArgument, "zero Arg"},
-				{"nil buffer", func() error { return b.Add(fill, cfg, ArgBuffer((*Buffer)(nil)), ArgF32(1), ArgU64(n)) }, ErrInvalidArgument, "nil buffer"},
-				{"freed buffer", func() error { return b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(freed), ArgF32(1), ArgU64(n)) }, ErrFreed, "item 1: kernel \"axpy_f32\" argument 1"},
+				{"wrong kind", func() error { return b.Add(fill, cfg, ArgBuffer(x), ArgScalar[uint32](1), ArgScalar[uint64](n)) }, ErrInvalidArgument, "item 1: kernel \"fill_f32\" argument 1"},
+				{"zero Arg", func() error { return b.Add(fill, cfg, ArgBuffer(x), Arg{}, ArgScalar[uint64](n)) }, ErrInvalidArgument, "zero Arg"},
+				{"nil buffer", func() error {
+					return b.Add(fill, cfg, ArgBuffer((*Buffer)(nil)), ArgScalar[float32](1), ArgScalar[uint64](n))
+				}, ErrInvalidArgument, "nil buffer"},
+				{"freed buffer", func() error {
+					return b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(freed), ArgScalar[float32](1), ArgScalar[uint64](n))
+				}, ErrFreed, "item 1: kernel \"axpy_f32\" argument 1"},
 			} {
 				t.Run(c.name, func(t *testing.T) {
-					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)))
+					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)))
 					err := c.add()
 					require.ErrorIs(t, err, c.want)
 					assert.Contains(t, err.Error(), c.msg)
 					b.Reset()
 					assert.Zero(t, b.Len())
 					assert.Equal(t, zero, uses())
-					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)), "Reset clears the error")
+					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)), "Reset clears the error")
 					b.Reset()
 				})
 			}
@@ -156,9 +160,9 @@ func TestLaunchBatch(t *testing.T) {
 				require.NoError(t, CopyFromHost(x, f32Bytes(constant(7))))
 				big := LaunchConfig{Grid: [3]uint32{1}, Block: [3]uint32{2048}} // over 1024 threads: only the plugin knows
 				for i := 0; i < 3; i++ {
-					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(float32(i)), ArgU64(n)))
+					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](float32(i)), ArgScalar[uint64](n)))
 				}
-				require.NoError(t, b.Add(fill, big, ArgBuffer(x), ArgF32(9), ArgU64(n)))
+				require.NoError(t, b.Add(fill, big, ArgBuffer(x), ArgScalar[float32](9), ArgScalar[uint64](n)))
 				got, err := b.Submit()
 				require.ErrorIs(t, err, ErrInvalidArgument)
 				assert.Contains(t, err.Error(), "item 3")
@@ -175,7 +179,7 @@ func TestLaunchBatch(t *testing.T) {
 			t.Run("driver fails midway", func(t *testing.T) {
 				require.NoError(t, rt.Control("fail_launch_nth", 3))
 				for i := 0; i < 5; i++ {
-					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(float32(i)), ArgU64(n)))
+					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](float32(i)), ArgScalar[uint64](n)))
 				}
 				got, err := b.Submit()
 				require.ErrorIs(t, err, ErrLaunchFailed)
@@ -194,7 +198,7 @@ func TestLaunchBatch(t *testing.T) {
 			t.Run("1000 launches, reused", func(t *testing.T) {
 				for round := 0; round < 3; round++ {
 					for i := 0; i < 1000; i++ {
-						require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgF32(float32(i+round)), ArgU64(n)))
+						require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](float32(i+round)), ArgScalar[uint64](n)))
 					}
 					got, err := b.Submit()
 					require.NoError(t, err)
@@ -210,9 +214,9 @@ func TestLaunchBatch(t *testing.T) {
 				one := Grid1D(1, 1)
 				allocs := testing.AllocsPerRun(50, func() {
 					for i := 0; i < 64; i++ {
-						_ = b.Add(fill, one, ArgBuffer(v), ArgF32(1), ArgU64(1))
+						_ = b.Add(fill, one, ArgBuffer(v), ArgScalar[float32](1), ArgScalar[uint64](1))
 					}
-					_ = b.Add(axpy, one, ArgBuffer(y), ArgBuffer(x), ArgF32(1), ArgU64(1))
+					_ = b.Add(axpy, one, ArgBuffer(y), ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](1))
 					if _, err := b.Submit(); err != nil {
 						panic(err)
 					}
@@ -225,12 +229,12 @@ func TestLaunchBatch(t *testing.T) {
 				s2, err := dev.NewStream()
 				require.NoError(t, err)
 				b2 := s2.NewLaunchBatch()
-				require.NoError(t, b2.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)))
+				require.NoError(t, b2.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)))
 				require.NoError(t, s2.Close())
 				got, err := b2.Submit()
 				require.ErrorIs(t, err, ErrClosed)
 				assert.Zero(t, got)
-				assert.ErrorIs(t, b2.Add(fill, cfg, ArgBuffer(x), ArgF32(1), ArgU64(n)), ErrClosed)
+				assert.ErrorIs(t, b2.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)), ErrClosed)
 				b2.Reset()
 				assert.Equal(t, zero, uses())
 			})
@@ -246,13 +250,13 @@ func TestLaunchBatch(t *testing.T) {
 			z, err := dev.Alloc(4 * n)
 			require.NoError(t, err)
 			b := s.NewLaunchBatch()
-			require.NoError(t, b.Add(fill, cfg, ArgBuffer(z), ArgF32(5), ArgU64(n)))
+			require.NoError(t, b.Add(fill, cfg, ArgBuffer(z), ArgScalar[float32](5), ArgScalar[uint64](n)))
 			err = z.Free()
 			require.ErrorIs(t, err, ErrFailedPrecondition)
 			assert.Contains(t, err.Error(), "pending LaunchBatch")
 			// the buffer is still alive and usable
 			probe := s.NewLaunchBatch()
-			require.NoError(t, probe.Add(fill, cfg, ArgBuffer(z), ArgF32(1), ArgU64(n)))
+			require.NoError(t, probe.Add(fill, cfg, ArgBuffer(z), ArgScalar[float32](1), ArgScalar[uint64](n)))
 			probe.Reset()
 			if end == "Submit" {
 				got, err := b.Submit()
@@ -263,7 +267,7 @@ func TestLaunchBatch(t *testing.T) {
 				b.Reset()
 			}
 			require.NoError(t, z.Free())
-			assert.ErrorIs(t, b.Add(fill, cfg, ArgBuffer(z), ArgF32(1), ArgU64(n)), ErrFreed)
+			assert.ErrorIs(t, b.Add(fill, cfg, ArgBuffer(z), ArgScalar[float32](1), ArgScalar[uint64](n)), ErrFreed)
 			b.Reset()
 		})
 	}

@@ -78,7 +78,7 @@ func newBenchEnv(tb testing.TB) *benchEnv {
 }
 
 func (e *benchEnv) launch() error {
-	return e.s.Launch(e.fill, core.Grid1D(1, 1), core.ArgBuffer(e.view), core.ArgF32(1), core.ArgU64(1))
+	return e.s.Launch(e.fill, core.Grid1D(1, 1), core.ArgBuffer(e.view), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
 }
 
 func randomBytes(n int, seed uint64) []byte {

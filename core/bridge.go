@@ -5,9 +5,9 @@ package core
 import (
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // The internal bridge (core/internal/bridge) to the LLM family packages
@@ -42,6 +42,50 @@ func init() {
 	bridge.Core.Release = func(l unsafe.Pointer) { (*life)(l).release() }
 	bridge.Core.Destroy = func(d any, l unsafe.Pointer, op, what string, free func() error) error {
 		return destroy(d.(*Device).rt, (*life)(l), op, what, errClosed, free)
+	}
+	bridge.Core.RuntimeBegin = func(r any, op string) (*bind.Plugin, abi.Runtime, error) {
+		rt, _ := r.(*Runtime)
+		if err := rt.enter(op); err != nil {
+			return nil, 0, err
+		}
+		return rt.p, rt.h, nil
+	}
+	bridge.Core.RuntimeEnd = func(r any) { r.(*Runtime).exit() }
+	bridge.Core.DeviceOf = func(d any) (any, uint32, bool) {
+		dev, _ := d.(*Device)
+		if !dev.ok() {
+			return nil, 0, false
+		}
+		return dev.rt, dev.index, true
+	}
+	bridge.Core.StreamOf = func(x any) (any, abi.Stream, unsafe.Pointer, bool) {
+		s, _ := x.(*Stream)
+		if !s.ok() {
+			return nil, 0, nil, false
+		}
+		return s.dev, s.h, unsafe.Pointer(s.l), true
+	}
+	bridge.Core.Capturing = func(s any, op string) error { return s.(*Stream).syncErr(op) }
+	bridge.Core.BufferOf = func(x any) (abi.Buffer, unsafe.Pointer) {
+		b := x.(*Buffer)
+		return b.h, unsafe.Pointer(b.l)
+	}
+	bridge.Core.MetricBegin = func(r any) int64 { return r.(*Runtime).metrics.begin() }
+	bridge.Core.MetricEnd = func(r any, m bridge.Metric, t0 int64, err error) error {
+		if m != bridge.MetricCommRun {
+			return err
+		}
+		return r.(*Runtime).metrics.end(opCommRun, t0, err)
+	}
+	bridge.Core.Error = func(kind error, op, msg string) error {
+		c := codeInternal
+		for code, i := range codeInfo {
+			if i.sentinel == kind {
+				c = code
+				break
+			}
+		}
+		return &Error{Code: c, Op: op, Message: msg}
 	}
 	bridge.Core.Region = func(op string, r unsafe.Pointer) (any, any, uint64, uint64, error) {
 		b, off, n, err := resolve(op, *(*Region)(r))
@@ -85,7 +129,7 @@ func bridgeOperand(c *bridge.Op, i int, name string, rp unsafe.Pointer, need, al
 	op := c.Name
 	r := *(*Region)(rp)
 	if r == nil {
-		return errf(CodeInvalidArgument, op, "operand %s is required", name)
+		return errf(codeInvalidArgument, op, "operand %s is required", name)
 	}
 	b, off, n, err := resolve(op, r)
 	if err != nil {
@@ -93,7 +137,7 @@ func bridgeOperand(c *bridge.Op, i int, name string, rp unsafe.Pointer, need, al
 	}
 	s := bridgeStream(c)
 	if b.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "%s", misplaced("operand "+name, b.dev, "stream", s.dev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("operand "+name, b.dev, "stream", s.dev))
 	}
 	held := false
 	for j := range c.Opr {
@@ -112,10 +156,10 @@ func bridgeOperand(c *bridge.Op, i int, name string, rp unsafe.Pointer, need, al
 		o.SetHeld(true)
 	}
 	if off%align != 0 {
-		return errf(CodeInvalidArgument, op, "operand %s starts at offset %d of its buffer, not a multiple of %d", name, off, align)
+		return errf(codeInvalidArgument, op, "operand %s starts at offset %d of its buffer, not a multiple of %d", name, off, align)
 	}
 	if need > n {
-		return errf(CodeOutOfRange, op, "operand %s needs %d bytes, its region has %d", name, need, n)
+		return errf(codeOutOfRange, op, "operand %s needs %d bytes, its region has %d", name, need, n)
 	}
 	return nil
 }

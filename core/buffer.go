@@ -8,8 +8,8 @@ import (
 	"unsafe"
 	"weak"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Buffer is device memory, allocated with Device.Alloc and released with
@@ -83,10 +83,10 @@ func (b *Buffer) All() View {
 // error wrapping ErrOutOfRange. A view of a view: View.Sub.
 func (b *Buffer) View(off, n int) (View, error) {
 	if b == nil {
-		return View{}, errf(CodeInvalidArgument, "view", "nil buffer")
+		return View{}, errf(codeInvalidArgument, "view", "nil buffer")
 	}
 	if off < 0 || n < 0 || uint64(off)+uint64(n) > b.size {
-		return View{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the buffer's %d bytes", off, n, b.size)
+		return View{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the buffer's %d bytes", off, n, b.size)
 	}
 	return View{buf: b, off: uint64(off), n: uint64(n)}, nil
 }
@@ -94,10 +94,10 @@ func (b *Buffer) View(off, n int) (View, error) {
 // Sub is the sub-range [off, off+n) of the view.
 func (v View) Sub(off, n int) (View, error) {
 	if v.buf == nil {
-		return View{}, errf(CodeInvalidArgument, "view", "zero View")
+		return View{}, errf(codeInvalidArgument, "view", "zero View")
 	}
 	if off < 0 || n < 0 || uint64(off)+uint64(n) > v.n {
-		return View{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the view's %d bytes", off, n, v.n)
+		return View{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the view's %d bytes", off, n, v.n)
 	}
 	return View{buf: v.buf, off: v.off + uint64(off), n: uint64(n)}, nil
 }
@@ -120,14 +120,14 @@ func resolve(op string, r Region) (b *Buffer, off, n uint64, err error) {
 		return v, 0, v.size, nil
 	case View:
 		if v.buf == nil {
-			return nil, 0, 0, errf(CodeInvalidArgument, op, "zero View")
+			return nil, 0, 0, errf(codeInvalidArgument, op, "zero View")
 		}
 		if !v.buf.ok() {
 			return nil, 0, 0, errInvalid(op, "buffer")
 		}
 		return v.buf, v.off, v.n, nil
 	}
-	return nil, 0, 0, errf(CodeInvalidArgument, op, "nil region")
+	return nil, 0, 0, errf(codeInvalidArgument, op, "nil region")
 }
 
 // use resolves r and begins a use of its runtime and buffer; on success
@@ -151,7 +151,7 @@ func (b *Buffer) done() { exitLife(b.dev.rt, b.l) }
 func (d *Device) Alloc(size int) (*Buffer, error) {
 	const op = "buffer_alloc"
 	if size <= 0 {
-		return nil, errf(CodeInvalidArgument, op, "size %d: a buffer needs at least one byte", size)
+		return nil, errf(codeInvalidArgument, op, "size %d: a buffer needs at least one byte", size)
 	}
 	if err := d.enter(op); err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (d *Device) Alloc(size int) (*Buffer, error) {
 		if in, err := d.queryInfo(); err == nil {
 			free = in.MemoryFree
 		}
-		return nil, errf(CodeOutOfMemory, op, "%d bytes asked on device %d, which has %d bytes in all and %d free", size, d.index, d.info.MemoryTotal, free)
+		return nil, errf(codeOutOfMemory, op, "%d bytes asked on device %d, which has %d bytes in all and %d free", size, d.index, d.info.MemoryTotal, free)
 	}
 	var h abi.Buffer
 	if err := rt.metrics.buffer(d.index, int64(size), rt.p.BufferAlloc(op, rt.h, d.index, uint64(size), &h)); err != nil {
@@ -190,7 +190,7 @@ func (b *Buffer) Free() error {
 	case killDead:
 		return errFreed(op, "buffer")
 	case killRefused:
-		return errf(CodeFailedPrecondition, op, "the buffer is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first")
+		return errf(codeFailedPrecondition, op, "the buffer is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first")
 	}
 	return rt.metrics.buffer(b.dev.index, -int64(b.size), rt.p.BufferFree(op, rt.h, b.h))
 }
@@ -208,7 +208,7 @@ const directMax = 64 << 10
 func CopyFromHost(dst Region, src []byte) error {
 	const op = "copy_from_host"
 	if src == nil {
-		return errf(CodeInvalidArgument, op, "nil source slice")
+		return errf(codeInvalidArgument, op, "nil source slice")
 	}
 	b, off, n, err := use(op, dst)
 	if err != nil {
@@ -219,7 +219,7 @@ func CopyFromHost(dst Region, src []byte) error {
 		return err
 	}
 	if uint64(len(src)) > n {
-		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", len(src), n)
+		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", len(src), n)
 	}
 	if len(src) == 0 {
 		return nil
@@ -241,7 +241,7 @@ func CopyFromHost(dst Region, src []byte) error {
 func CopyToHost(dst []byte, src Region) error {
 	const op = "copy_to_host"
 	if dst == nil {
-		return errf(CodeInvalidArgument, op, "nil destination slice")
+		return errf(codeInvalidArgument, op, "nil destination slice")
 	}
 	b, off, n, err := use(op, src)
 	if err != nil {
@@ -252,7 +252,7 @@ func CopyToHost(dst []byte, src Region) error {
 		return err
 	}
 	if uint64(len(dst)) > n {
-		return errf(CodeOutOfRange, op, "%d bytes asked from a source of %d", len(dst), n)
+		return errf(codeOutOfRange, op, "%d bytes asked from a source of %d", len(dst), n)
 	}
 	if len(dst) == 0 {
 		return nil
@@ -289,7 +289,7 @@ func Copy(dst, src Region) error {
 	}
 	defer sb.done()
 	if db.dev.rt != sb.dev.rt {
-		return errf(CodeInvalidArgument, op, "%s: copies stay within one runtime", misplaced("the source", sb.dev, "destination", db.dev))
+		return errf(codeInvalidArgument, op, "%s: copies stay within one runtime", misplaced("the source", sb.dev, "destination", db.dev))
 	}
 	if err := db.dev.capturingErr(op); err != nil {
 		return err
@@ -298,7 +298,7 @@ func Copy(dst, src Region) error {
 		return err
 	}
 	if sn > dn {
-		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
+		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
 	}
 	if err := overlapErr(op, db, doff, sb, soff, sn); err != nil {
 		return err
@@ -319,7 +319,7 @@ func overlapErr(op string, db *Buffer, doff uint64, sb *Buffer, soff, n uint64) 
 	if db != sb || n == 0 || doff >= soff+n || soff >= doff+n {
 		return nil
 	}
-	return errf(CodeInvalidArgument, op, "the destination [%d, %d) and the source [%d, %d) overlap in one buffer (a device-to-device copy within a buffer needs disjoint ranges)",
+	return errf(codeInvalidArgument, op, "the destination [%d, %d) and the source [%d, %d) overlap in one buffer (a device-to-device copy within a buffer needs disjoint ranges)",
 		doff, doff+n, soff, soff+n)
 }
 
@@ -332,7 +332,7 @@ func memset(op string, s *Stream, sdev *Device, r Region, value uint32, elem uin
 	}
 	defer b.done()
 	if sdev != nil && b.dev != sdev {
-		return errf(CodeInvalidArgument, op, "%s", misplaced("the buffer", b.dev, "stream", sdev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("the buffer", b.dev, "stream", sdev))
 	}
 	if s == nil {
 		if err := b.dev.capturingErr(op); err != nil {
@@ -340,7 +340,7 @@ func memset(op string, s *Stream, sdev *Device, r Region, value uint32, elem uin
 		}
 	}
 	if off%uint64(elem) != 0 || n%uint64(elem) != 0 {
-		return errf(CodeInvalidArgument, op, "offset %d and length %d must be multiples of the %d-byte pattern", off, n, elem)
+		return errf(codeInvalidArgument, op, "offset %d and length %d must be multiples of the %d-byte pattern", off, n, elem)
 	}
 	if n == 0 {
 		return nil

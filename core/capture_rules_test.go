@@ -25,7 +25,7 @@ func TestCaptureRules(t *testing.T) {
 	e := newGraphEnv(t)
 	cfg := core.Grid1D(graphN, 32)
 	fill := func(s *core.Stream, b *core.Buffer, v float32) error {
-		return s.Launch(e.fill, cfg, core.ArgBuffer(b), core.ArgF32(v), core.ArgU64(graphN))
+		return s.Launch(e.fill, cfg, core.ArgBuffer(b), core.ArgScalar[float32](v), core.ArgScalar[uint64](graphN))
 	}
 	tests := []struct {
 		name  string
@@ -39,7 +39,7 @@ func TestCaptureRules(t *testing.T) {
 		{"query of the outer stream", func() error { _, err := e.s.Query(); return err }, "being captured"},
 		{"launch batch on the outer stream", func() error {
 			b := e.s.NewLaunchBatch()
-			if err := b.Add(e.fill, cfg, core.ArgBuffer(e.y), core.ArgF32(1), core.ArgU64(graphN)); err != nil {
+			if err := b.Add(e.fill, cfg, core.ArgBuffer(e.y), core.ArgScalar[float32](1), core.ArgScalar[uint64](graphN)); err != nil {
 				return err
 			}
 			_, err := b.Submit()
@@ -96,7 +96,7 @@ func TestCaptureReleasesHolds(t *testing.T) {
 		{"capture function panics", func(b *core.Buffer) {
 			assert.PanicsWithValue(t, "boom", func() {
 				_, _ = e.s.Capture(func(cs *core.Stream) error {
-					if err := cs.Launch(e.fill, cfg, core.ArgBuffer(b), core.ArgF32(1), core.ArgU64(graphN)); err != nil {
+					if err := cs.Launch(e.fill, cfg, core.ArgBuffer(b), core.ArgScalar[float32](1), core.ArgScalar[uint64](graphN)); err != nil {
 						return err
 					}
 					panic("boom")
@@ -105,7 +105,7 @@ func TestCaptureReleasesHolds(t *testing.T) {
 		}},
 		{"capture function fails", func(b *core.Buffer) {
 			_, err := e.s.Capture(func(cs *core.Stream) error {
-				if err := cs.Launch(e.fill, cfg, core.ArgBuffer(b), core.ArgF32(1), core.ArgU64(graphN)); err != nil {
+				if err := cs.Launch(e.fill, cfg, core.ArgBuffer(b), core.ArgScalar[float32](1), core.ArgScalar[uint64](graphN)); err != nil {
 					return err
 				}
 				return errTest
@@ -114,7 +114,7 @@ func TestCaptureReleasesHolds(t *testing.T) {
 		}},
 		{"graph dropped without Close", func(b *core.Buffer) {
 			g, err := e.s.Capture(func(cs *core.Stream) error {
-				return cs.Launch(e.fill, cfg, core.ArgBuffer(b), core.ArgF32(1), core.ArgU64(graphN))
+				return cs.Launch(e.fill, cfg, core.ArgBuffer(b), core.ArgScalar[float32](1), core.ArgScalar[uint64](graphN))
 			})
 			require.NoError(t, err)
 			require.ErrorIs(t, b.Free(), core.ErrFailedPrecondition, "a live graph holds the buffer")
@@ -143,7 +143,7 @@ func TestCaptureReleasesHolds(t *testing.T) {
 			require.NoError(t, err, "every hold of the capture was given back")
 			// The stream captures again (the capture flag was cleared).
 			g, err := e.s.Capture(func(cs *core.Stream) error {
-				return cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgF32(1), core.ArgU64(graphN))
+				return cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgScalar[float32](1), core.ArgScalar[uint64](graphN))
 			})
 			require.NoError(t, err)
 			require.NoError(t, g.Close())

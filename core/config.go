@@ -150,7 +150,7 @@ func (cfg *Config) resolve(op string) (settings, error) {
 func (cfg *Config) resolveEnv(op string, getenv func(string) string, procs int) (settings, error) {
 	var s settings
 	bad := func(name string, v any, want string) (settings, error) {
-		return settings{}, errf(CodeInvalidArgument, op, "%s=%q: want %s", name, fmt.Sprint(v), want)
+		return settings{}, errf(codeInvalidArgument, op, "%s=%q: want %s", name, fmt.Sprint(v), want)
 	}
 
 	level := cfg.LogLevel
@@ -210,7 +210,7 @@ func (cfg *Config) resolveEnv(op string, getenv func(string) string, procs int) 
 	}
 
 	if i := strings.IndexByte(cfg.PluginOptions, 0); i >= 0 {
-		return settings{}, errf(CodeInvalidArgument, op, "Config.PluginOptions=%q: NUL byte at offset %d (the plugin would see only %q)",
+		return settings{}, errf(codeInvalidArgument, op, "Config.PluginOptions=%q: NUL byte at offset %d (the plugin would see only %q)",
 			cfg.PluginOptions, i, cfg.PluginOptions[:i])
 	}
 	for i, p := range cfg.PluginPaths {
@@ -282,7 +282,7 @@ func (cfg *Config) probeCacheDir(op string, getenv func(string) string) (string,
 	case pc == "off":
 		return "-", nil
 	case !filepath.IsAbs(pc) || strings.IndexByte(pc, 0) >= 0:
-		return "", errf(CodeInvalidArgument, op, "%s=%q: want an absolute folder, or \"off\"", from, pc)
+		return "", errf(codeInvalidArgument, op, "%s=%q: want an absolute folder, or \"off\"", from, pc)
 	}
 	return filepath.Clean(pc), nil
 }

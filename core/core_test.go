@@ -136,7 +136,7 @@ func TestMisuse(t *testing.T) {
 		{"copy from freed", func() error { return core.CopyToHost(make([]byte, 1), freed) }, core.ErrFreed},
 		{"memset freed", func() error { return core.Memset(freed, 0) }, core.ErrFreed},
 		{"launch with freed", func() error {
-			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(freed), core.ArgF32(1), core.ArgU64(1))
+			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(freed), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
 		}, core.ErrFreed},
 		{"copy too large", func() error { return core.CopyFromHost(good, make([]byte, 65)) }, core.ErrOutOfRange},
 		{"copy out too large", func() error { return core.CopyToHost(make([]byte, 65), good) }, core.ErrOutOfRange},
@@ -152,16 +152,16 @@ func TestMisuse(t *testing.T) {
 		{"zero view", func() error { return core.Memset(core.View{}, 1) }, core.ErrInvalidArgument},
 		{"launch too few args", func() error { return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(good)) }, core.ErrInvalidArgument},
 		{"launch wrong kind", func() error {
-			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(good), core.ArgF64(1), core.ArgU64(1))
+			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(good), core.ArgScalar[float64](1), core.ArgScalar[uint64](1))
 		}, core.ErrInvalidArgument},
 		{"launch scalar for buffer", func() error {
-			return s.Launch(fill, core.Grid1D(1, 1), core.ArgU64(0), core.ArgF32(1), core.ArgU64(1))
+			return s.Launch(fill, core.Grid1D(1, 1), core.ArgScalar[uint64](0), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
 		}, core.ErrInvalidArgument},
 		{"launch other device", func() error {
-			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(onDev1), core.ArgF32(1), core.ArgU64(1))
+			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(onDev1), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
 		}, core.ErrInvalidArgument},
 		{"launch other runtime", func() error {
-			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(foreign), core.ArgF32(1), core.ArgU64(1))
+			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(foreign), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
 		}, core.ErrInvalidArgument},
 		{"peer copy too large", func() error {
 			v, err := onDev1.View(8, 8)
@@ -239,7 +239,7 @@ func TestClosedRuntimeAndStream(t *testing.T) {
 func TestHostHeap(t *testing.T) {
 	rt := openMock(t, "")
 	hh := rt.HostHeap()
-	var slices []*core.HostSlice
+	var slices []*core.HostBuffer
 	for i := 1; i <= 100; i++ {
 		s, err := hh.Alloc(i * 1000)
 		require.NoError(t, err)

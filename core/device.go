@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Device is one device of a runtime. It lives as long as the runtime; its

@@ -26,30 +26,30 @@ func (rt *Runtime) FindDevice(s string) (*Device, error) {
 	}
 	name := strings.TrimSpace(s)
 	if name == "" {
-		return nil, errf(CodeInvalidArgument, op, "empty device name (an index, a GPU- UUID or a PCI bus id)")
+		return nil, errf(codeInvalidArgument, op, "empty device name (an index, a GPU- UUID or a PCI bus id)")
 	}
 	if i, err := strconv.ParseUint(name, 10, 32); err == nil {
 		if i >= uint64(len(rt.devices)) {
-			return nil, errf(CodeNotFound, op, "no device %d: the runtime has %d (%s)", i, len(rt.devices), rt.deviceList())
+			return nil, errf(codeNotFound, op, "no device %d: the runtime has %d (%s)", i, len(rt.devices), rt.deviceList())
 		}
 		return rt.devices[i], nil
 	}
 	lower := strings.ToLower(name)
 	if strings.HasPrefix(lower, "gpu-") || strings.HasPrefix(lower, "mig-") {
 		if len(lower) < len("gpu-")+8 {
-			return nil, errf(CodeInvalidArgument, op, "UUID prefix %q is too short (GPU- and at least 8 hex digits)", name)
+			return nil, errf(codeInvalidArgument, op, "UUID prefix %q is too short (GPU- and at least 8 hex digits)", name)
 		}
 		var found *Device
 		for _, d := range rt.devices {
 			if u := strings.ToLower(d.info.UUID); u != "" && strings.HasPrefix(u, lower) {
 				if found != nil {
-					return nil, errf(CodeInvalidArgument, op, "UUID prefix %q matches %v and %v (%s)", name, found, d, rt.deviceList())
+					return nil, errf(codeInvalidArgument, op, "UUID prefix %q matches %v and %v (%s)", name, found, d, rt.deviceList())
 				}
 				found = d
 			}
 		}
 		if found == nil {
-			return nil, errf(CodeNotFound, op, "no device has UUID %q (%s)", name, rt.deviceList())
+			return nil, errf(codeNotFound, op, "no device has UUID %q (%s)", name, rt.deviceList())
 		}
 		return found, nil
 	}
@@ -59,9 +59,9 @@ func (rt *Runtime) FindDevice(s string) (*Device, error) {
 				return d, nil
 			}
 		}
-		return nil, errf(CodeNotFound, op, "no device has PCI bus id %q (%s)", name, rt.deviceList())
+		return nil, errf(codeNotFound, op, "no device has PCI bus id %q (%s)", name, rt.deviceList())
 	}
-	return nil, errf(CodeInvalidArgument, op, "%q is neither a device index, a GPU- UUID nor a PCI bus id like 0000:3b:00.0", name)
+	return nil, errf(codeInvalidArgument, op, "%q is neither a device index, a GPU- UUID nor a PCI bus id like 0000:3b:00.0", name)
 }
 
 // normPCI parses [domain:]bus:device.function (hex) into a canonical

@@ -29,7 +29,7 @@
 //
 // Synchronous copies (CopyFromHost, CopyToHost) take Go slices and return
 // when done; asynchronous copies (Stream.CopyFromPinned, CopyToPinned)
-// take only pinned memory owned by the plugin (HostBuffer, HostSlice),
+// take only pinned memory owned by the plugin (HostBuffer),
 // because C must never hold a Go pointer after a call returns. Large
 // synchronous copies are staged through the pinned host heap in chunks,
 // overlapping the memmove of one chunk with the DMA of the previous one.
@@ -56,7 +56,7 @@
 // earlier to any stream of the device. What the device does with memory
 // that enqueued work still uses is the caller's business: synchronize
 // before freeing memory, or before reading a pinned destination (Buffer,
-// HostBuffer and HostSlice Free wait for the device's queued work).
+// HostBuffer Free wait for the device's queued work).
 //
 // # Graphs
 //
@@ -84,7 +84,7 @@
 // nil slice, a nil or zero-value receiver or argument (&Buffer{},
 // a *Device from a failed Runtime.Device, a nil func: an error wrapping
 // ErrInvalidArgument; accessors such as Len or Name return zero values).
-// HostBuffer.Bytes and HostSlice.Bytes return nil once Free or Close has
+// HostBuffer.Bytes returns nil once Free or Close has
 // begun, never memory that is gone or reused. A zero-length View as a
 // kernel argument, a Grid1D with no grid (more blocks than a uint32
 // holds), a negative GEMM leading dimension and a GEMM operand extent
@@ -137,11 +137,11 @@
 // Copy and Stream.CopyDevice copy between devices of one runtime (peer
 // copies; CopyDevice on a stream of either device). Runtime.FindDevice
 // names a device by index, UUID or PCI bus id. Collectives (ABI 1.6) are
-// NCCL's: a Comm (Runtime.NewComm for one process driving several
-// devices, Runtime.NewCommID + JoinComm for one process per GPU) runs
-// groups of CollOps with Comm.Run, one plugin call per group; Err, Abort
-// and Close handle a broken one. A group of up to 16 ops allocates
-// nothing. The mock is the float64 reference across its devices.
+// NCCL's and live in package core/collective: a collective.Comm
+// (collective.New for one process driving several devices, NewID + Join
+// for one process per GPU) runs groups of operations with Comm.Run, one
+// plugin call per group; Err, Abort and Close handle a broken one. A group
+// of up to 16 ops allocates nothing. The mock is the float64 reference across its devices.
 //
 // # Adding an operation
 //

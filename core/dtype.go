@@ -5,7 +5,7 @@ package core
 import (
 	"fmt"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // DType is an element type (GPURT_DTYPE_*).

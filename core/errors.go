@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/loader"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Error is the one error type of gpurt: every error a method of this
@@ -18,15 +19,16 @@ import (
 // buffer, a closed stream, an argument checked in Go).
 //
 // Match it with errors.Is against the sentinels (ErrOutOfMemory,
-// ErrFreed, ErrNoBackend, ...), or read its fields with errors.As:
+// ErrFreed, ErrNoBackend, ...): they are the vocabulary, one per code.
+// Read its fields with errors.As:
 //
 //	var e *core.Error
-//	if errors.As(err, &e) && e.Code == core.CodeOutOfMemory { ... }
+//	if errors.As(err, &e) && errors.Is(e, core.ErrOutOfMemory) { log(e.Backend, e.VendorCode) }
 //
 // Its text is "gpurt: [backend: ]op: code: message[ (vendor code N)]";
-// for the codes only the core raises (CodeClosed, CodeFreed, the backend
-// codes), whose message already says it ("stream is closed"), the code's
-// name is left out.
+// for the codes only the core raises (closed, freed, the backend codes),
+// whose message already says it ("stream is closed"), the code's name is
+// left out.
 type Error struct {
 	// Op is the operation that failed: the ABI slot the plugin ran
 	// ("buffer_alloc", "launch", "gemm_plan_create") or, for an error the
@@ -46,35 +48,38 @@ type Error struct {
 	// Report is the loader's account of the search, for the errors of
 	// Open and Probe that choose a backend (ErrNoBackend,
 	// ErrBackendUnavailable, ErrUnknownBackend); nil for every other error.
-	Report *Report
+	Report *diag.Report
 }
 
-// ErrorCode classifies an *Error. Codes 1 to 999 are the ABI's
-// GPURT_ERR_* values, which plugins return; the others are raised by the
-// core alone (CodeClosed, CodeFreed and the backend-choice codes).
+// ErrorCode classifies an *Error; its sentinel (Err*) is what errors.Is
+// matches, its String the name in the error's text. Codes 1 to 999 are
+// the ABI's GPURT_ERR_* values, which plugins return; 1001 to 1005 are
+// raised by the core alone (closed, freed and the three backend-choice
+// codes).
 type ErrorCode int32
 
-// Error codes. The first thirteen are gpurt.h's GPURT_ERR_* values.
+// Error codes. The first thirteen are gpurt.h's GPURT_ERR_* values; the
+// sentinels below are their public names.
 const (
-	CodeInvalidArgument    ErrorCode = abi.ErrInvalidArgument    // a bad value, size, kind or count
-	CodeInvalidHandle      ErrorCode = abi.ErrInvalidHandle      // a handle the plugin does not know
-	CodeOutOfRange         ErrorCode = abi.ErrOutOfRange         // an offset or length past the end
-	CodeOutOfMemory        ErrorCode = abi.ErrOutOfMemory        // device or pinned memory exhausted
-	CodeNotFound           ErrorCode = abi.ErrNotFound           // no such kernel, module, device
-	CodeUnsupported        ErrorCode = abi.ErrUnsupported        // the backend or its ABI version cannot do it
-	CodeUnavailable        ErrorCode = abi.ErrUnavailable        // the backend cannot run here (no driver, no device)
-	CodeDeviceLost         ErrorCode = abi.ErrDeviceLost         // the device or its context is gone; close the runtime
-	CodeLaunchFailed       ErrorCode = abi.ErrLaunchFailed       // a kernel failed to launch or faulted
-	CodeNotReady           ErrorCode = abi.ErrNotReady           // work has not completed yet
-	CodeABIMismatch        ErrorCode = abi.ErrABIMismatch        // the plugin speaks another ABI major
-	CodeInternal           ErrorCode = abi.ErrInternal           // a bug or an unexpected vendor error
-	CodeFailedPrecondition ErrorCode = abi.ErrFailedPrecondition // the object is not in a state that allows it
+	codeInvalidArgument    ErrorCode = abi.ErrInvalidArgument    // a bad value, size, kind or count
+	codeInvalidHandle      ErrorCode = abi.ErrInvalidHandle      // a handle the plugin does not know
+	codeOutOfRange         ErrorCode = abi.ErrOutOfRange         // an offset or length past the end
+	codeOutOfMemory        ErrorCode = abi.ErrOutOfMemory        // device or pinned memory exhausted
+	codeNotFound           ErrorCode = abi.ErrNotFound           // no such kernel, module, device
+	codeUnsupported        ErrorCode = abi.ErrUnsupported        // the backend or its ABI version cannot do it
+	codeUnavailable        ErrorCode = abi.ErrUnavailable        // the backend cannot run here (no driver, no device)
+	codeDeviceLost         ErrorCode = abi.ErrDeviceLost         // the device or its context is gone; close the runtime
+	codeLaunchFailed       ErrorCode = abi.ErrLaunchFailed       // a kernel failed to launch or faulted
+	codeNotReady           ErrorCode = abi.ErrNotReady           // work has not completed yet
+	codeABIMismatch        ErrorCode = abi.ErrABIMismatch        // the plugin speaks another ABI major
+	codeInternal           ErrorCode = abi.ErrInternal           // a bug or an unexpected vendor error
+	codeFailedPrecondition ErrorCode = abi.ErrFailedPrecondition // the object is not in a state that allows it
 
-	CodeClosed             ErrorCode = 1001 // the runtime, stream, event or module was closed
-	CodeFreed              ErrorCode = 1002 // the buffer, host buffer or host slice was freed
-	CodeNoBackend          ErrorCode = 1003 // auto found no usable plugin
-	CodeBackendUnavailable ErrorCode = 1004 // the requested backend cannot run here
-	CodeUnknownBackend     ErrorCode = 1005 // the requested backend is not one gpurt knows or found
+	codeClosed             ErrorCode = 1001 // the runtime, stream, event or module was closed
+	codeFreed              ErrorCode = 1002 // the buffer, host buffer or host slice was freed
+	codeNoBackend          ErrorCode = 1003 // auto found no usable plugin
+	codeBackendUnavailable ErrorCode = 1004 // the requested backend cannot run here
+	codeUnknownBackend     ErrorCode = 1005 // the requested backend is not one gpurt knows or found
 )
 
 // codeInfo names each code and gives its sentinel. The names of the
@@ -84,27 +89,27 @@ var codeInfo = map[ErrorCode]struct {
 	name     string
 	sentinel error
 }{
-	CodeClosed:             {"closed", ErrClosed},
-	CodeFreed:              {"freed", ErrFreed},
-	CodeNoBackend:          {"no usable backend", ErrNoBackend},
-	CodeBackendUnavailable: {"backend unavailable", ErrBackendUnavailable},
-	CodeUnknownBackend:     {"unknown backend", ErrUnknownBackend},
+	codeClosed:             {"closed", ErrClosed},
+	codeFreed:              {"freed", ErrFreed},
+	codeNoBackend:          {"no usable backend", ErrNoBackend},
+	codeBackendUnavailable: {"backend unavailable", ErrBackendUnavailable},
+	codeUnknownBackend:     {"unknown backend", ErrUnknownBackend},
 }
 
 // abiSentinels are the sentinels of the ABI's codes, by code.
 var abiSentinels = map[ErrorCode]error{
-	CodeInvalidArgument: ErrInvalidArgument, CodeInvalidHandle: ErrInvalidHandle,
-	CodeOutOfRange: ErrOutOfRange, CodeOutOfMemory: ErrOutOfMemory, CodeNotFound: ErrNotFound,
-	CodeUnsupported: ErrUnsupported, CodeUnavailable: ErrUnavailable, CodeDeviceLost: ErrDeviceLost,
-	CodeLaunchFailed: ErrLaunchFailed, CodeNotReady: ErrNotReady, CodeABIMismatch: ErrABI,
-	CodeInternal: ErrInternal, CodeFailedPrecondition: ErrFailedPrecondition,
+	codeInvalidArgument: ErrInvalidArgument, codeInvalidHandle: ErrInvalidHandle,
+	codeOutOfRange: ErrOutOfRange, codeOutOfMemory: ErrOutOfMemory, codeNotFound: ErrNotFound,
+	codeUnsupported: ErrUnsupported, codeUnavailable: ErrUnavailable, codeDeviceLost: ErrDeviceLost,
+	codeLaunchFailed: ErrLaunchFailed, codeNotReady: ErrNotReady, codeABIMismatch: ErrABI,
+	codeInternal: ErrInternal, codeFailedPrecondition: ErrFailedPrecondition,
 }
 
 func init() {
 	for _, c := range abi.ErrorCodes {
 		sentinel, ok := abiSentinels[ErrorCode(c.Code)]
 		if !ok {
-			panic("gpurt: core has no sentinel for " + c.Enum + " (add its Code constant and Err variable to core/errors.go)")
+			panic("gpurt: core has no sentinel for " + c.Enum + " (add its code constant and Err sentinel to core/errors.go)")
 		}
 		codeInfo[ErrorCode(c.Code)] = struct {
 			name     string
@@ -140,22 +145,22 @@ var (
 	ErrInternal           = errors.New("gpurt: internal error")
 	ErrFailedPrecondition = sentinel(abi.ErrFailedPrecondition)
 
-	// ErrClosed matches CodeClosed: the runtime, stream, event or module
+	// ErrClosed: the runtime, stream, event or module
 	// was closed (or its runtime was). Every call on anything of a closed
 	// runtime returns it.
 	ErrClosed = errors.New("gpurt: closed")
-	// ErrFreed matches CodeFreed: the buffer, host buffer or host slice
+	// ErrFreed: the buffer, host buffer or host slice
 	// was freed (a second Free returns it too).
 	ErrFreed = errors.New("gpurt: freed")
 
-	// ErrNoBackend matches CodeNoBackend: Open or Probe in auto mode found
+	// ErrNoBackend: Open or Probe in auto mode found
 	// no plugin that can run here. The *Error's Report says why.
 	ErrNoBackend = errors.New("gpurt: no usable backend")
-	// ErrBackendUnavailable matches CodeBackendUnavailable: the backend
+	// ErrBackendUnavailable: the backend
 	// asked for (Config.Backend or GPURT_BACKEND) cannot run here: no
 	// plugin file of it was found, or it failed its checks or its probe.
 	ErrBackendUnavailable = errors.New("gpurt: requested backend unavailable")
-	// ErrUnknownBackend matches CodeUnknownBackend: the backend asked for
+	// ErrUnknownBackend: the backend asked for
 	// is neither a built-in name nor the name of a plugin file found.
 	ErrUnknownBackend = errors.New("gpurt: unknown backend")
 )
@@ -174,7 +179,7 @@ func (e *Error) Error() string {
 	switch {
 	case e.Message == "":
 		b.WriteString(e.Code.String())
-	case e.Code >= CodeClosed:
+	case e.Code >= codeClosed:
 		b.WriteString(e.Message)
 	default:
 		b.WriteString(e.Code.String())
@@ -210,12 +215,12 @@ func errf(c ErrorCode, op, format string, args ...any) error {
 
 // errClosed says that what (a runtime, stream, ...) is closed.
 func errClosed(op, what string) error {
-	return &Error{Code: CodeClosed, Op: op, Message: what + " is closed"}
+	return &Error{Code: codeClosed, Op: op, Message: what + " is closed"}
 }
 
 // errFreed says that what (a buffer, ...) was freed.
 func errFreed(op, what string) error {
-	return &Error{Code: CodeFreed, Op: op, Message: what + " was freed"}
+	return &Error{Code: codeFreed, Op: op, Message: what + " was freed"}
 }
 
 // chooseError turns the loader's error into an *Error of op ("open",
@@ -225,12 +230,12 @@ func chooseError(op string, err error) error {
 	if !errors.As(err, &le) {
 		return err
 	}
-	c := CodeNoBackend
+	c := codeNoBackend
 	switch {
 	case errors.Is(le.Kind, loader.ErrBackendUnavailable):
-		c = CodeBackendUnavailable
+		c = codeBackendUnavailable
 	case errors.Is(le.Kind, loader.ErrUnknownBackend):
-		c = CodeUnknownBackend
+		c = codeUnknownBackend
 	}
 	return &Error{Code: c, Op: op, Message: strings.TrimPrefix(le.Msg, "gpurt: "), Report: reportOf(le.Report)}
 }
@@ -241,7 +246,7 @@ func chooseError(op string, err error) error {
 func within(op, prefix string, err error) error {
 	var e *Error
 	if !errors.As(err, &e) {
-		return errf(CodeInvalidArgument, op, "%s%v", prefix, err)
+		return errf(codeInvalidArgument, op, "%s%v", prefix, err)
 	}
 	c := *e
 	c.Op = op

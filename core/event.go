@@ -5,8 +5,8 @@ package core
 import (
 	"time"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Event marks a point in a stream's work: Record places it, Query and
@@ -82,7 +82,7 @@ func (ev *Event) Record(s *Stream) (err error) {
 	}
 	defer ev.l.release()
 	if ev.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "%s", misplaced("the event", ev.dev, "stream", s.dev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("the event", ev.dev, "stream", s.dev))
 	}
 	c := submission{slot: bind.SlotEventRecord, obj: uintptr(ev.h), lives: [2]*life{ev.l}}
 	return s.submit(op, &c)
@@ -136,10 +136,10 @@ func Elapsed(start, end *Event) (time.Duration, error) {
 	defer end.l.release()
 	rt := start.dev.rt
 	if end.dev.rt != rt {
-		return 0, errf(CodeInvalidArgument, op, "the events belong to different runtimes")
+		return 0, errf(codeInvalidArgument, op, "the events belong to different runtimes")
 	}
 	if !start.timing || !end.timing {
-		return 0, errf(CodeInvalidArgument, op, "both events must be created with timing")
+		return 0, errf(codeInvalidArgument, op, "both events must be created with timing")
 	}
 	var ms float64
 	if err := rt.p.EventElapsed(op, rt.h, start.h, end.h, &ms); err != nil {
@@ -156,7 +156,7 @@ func (s *Stream) Time(fn func() error) (time.Duration, error) {
 		return 0, errInvalid("time", "stream")
 	}
 	if fn == nil {
-		return 0, errf(CodeInvalidArgument, "time", "nil function")
+		return 0, errf(codeInvalidArgument, "time", "nil function")
 	}
 	if err := s.syncErr("time"); err != nil {
 		return 0, err

@@ -41,7 +41,7 @@ func Example() {
 		if err != nil {
 			return err
 		}
-		if err := s.Launch(fill, core.Grid1D(n, 256), core.ArgBuffer(buf), core.ArgF32(1.5), core.ArgU64(uint64(n))); err != nil {
+		if err := s.Launch(fill, core.Grid1D(n, 256), core.ArgBuffer(buf), core.ArgScalar[float32](1.5), core.ArgScalar[uint64](uint64(n))); err != nil {
 			return err
 		}
 		return s.Synchronize()

@@ -7,8 +7,8 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // ComputeType is a GEMM's accumulation (GPURT_COMPUTE_*).
@@ -178,11 +178,11 @@ func (g *gemmCall) run(desc *GemmDesc, ops *GemmOperands) error {
 		if regions[i] == nil {
 			switch {
 			case i == 0 || i == 1 || i == 3:
-				return errf(CodeInvalidArgument, op, "operand %s is required", gemmOperandNames[i])
+				return errf(codeInvalidArgument, op, "operand %s is required", gemmOperandNames[i])
 			case i == 2 && ops.Beta != 0:
-				return errf(CodeInvalidArgument, op, "operand C is required when beta is %g", ops.Beta)
+				return errf(codeInvalidArgument, op, "operand C is required when beta is %g", ops.Beta)
 			case i == 4 && desc.Epilogue.HasBias():
-				return errf(CodeInvalidArgument, op, "the epilogue needs a bias operand")
+				return errf(codeInvalidArgument, op, "the epilogue needs a bias operand")
 			}
 			continue
 		}
@@ -242,7 +242,7 @@ func (g *gemmCall) operand(i int, r Region, unused bool) error {
 			return err
 		}
 		b.done()
-		return errf(CodeInvalidArgument, op, "%s", misplaced("operand "+gemmOperandNames[i], b.dev, "stream", s.dev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("operand "+gemmOperandNames[i], b.dev, "stream", s.dev))
 	}
 	if unused {
 		if !b.l.alive() {
@@ -312,20 +312,20 @@ func (g *gemmCall) fits(d *abi.GemmDesc, need *[5]uint64) error {
 	const op = "gemm"
 	for i := 0; i < 5; i++ {
 		if g.opr[i].b != nil && need[i] == needOverflow {
-			return errf(CodeOutOfRange, op, "operand %s spans 2^64 bytes or more: its extent (m %d, n %d, k %d, leading dimensions, batch %d and strides) overflows 64 bits", gemmOperandNames[i], d.M, d.N, d.K, d.BatchCount)
+			return errf(codeOutOfRange, op, "operand %s spans 2^64 bytes or more: its extent (m %d, n %d, k %d, leading dimensions, batch %d and strides) overflows 64 bits", gemmOperandNames[i], d.M, d.N, d.K, d.BatchCount)
 		}
 	}
 	for i := 0; i < 4; i++ {
 		if g.opr[i].b != nil && need[i] > g.opr[i].n {
-			return errf(CodeOutOfRange, op, "operand %s needs %d bytes, its region has %d", gemmOperandNames[i], need[i], g.opr[i].n)
+			return errf(codeOutOfRange, op, "operand %s needs %d bytes, its region has %d", gemmOperandNames[i], need[i], g.opr[i].n)
 		}
 	}
 	if g.opr[4].b != nil && need[4] > g.opr[4].n {
-		return errf(CodeOutOfRange, op, "bias needs %d elements of %v, its region has %d bytes", d.M, DType(d.BiasType), g.opr[4].n)
+		return errf(codeOutOfRange, op, "bias needs %d elements of %v, its region has %d bytes", d.M, DType(d.BiasType), g.opr[4].n)
 	}
 	for i := 5; i < 8; i++ {
 		if g.opr[i].b != nil && g.opr[i].n < 4 {
-			return errf(CodeOutOfRange, op, "operand %s needs 4 bytes (one f32), its region has %d", gemmOperandNames[i], g.opr[i].n)
+			return errf(codeOutOfRange, op, "operand %s needs 4 bytes (one f32), its region has %d", gemmOperandNames[i], g.opr[i].n)
 		}
 	}
 	return nil
@@ -363,20 +363,20 @@ func gemmABIDesc(g *GemmDesc) (abi.GemmDesc, error) {
 	const op = "gemm"
 	var d abi.GemmDesc
 	if g.M <= 0 || g.N <= 0 || g.K <= 0 {
-		return d, errf(CodeInvalidArgument, op, "m, n and k must be positive (m %d, n %d, k %d)", g.M, g.N, g.K)
+		return d, errf(codeInvalidArgument, op, "m, n and k must be positive (m %d, n %d, k %d)", g.M, g.N, g.K)
 	}
 	if g.Batch < 0 {
-		return d, errf(CodeInvalidArgument, op, "batch %d is negative", g.Batch)
+		return d, errf(codeInvalidArgument, op, "batch %d is negative", g.Batch)
 	}
 	if g.StrideA < 0 || g.StrideB < 0 || g.StrideC < 0 || g.StrideD < 0 {
-		return d, errf(CodeInvalidArgument, op, "strides must not be negative")
+		return d, errf(codeInvalidArgument, op, "strides must not be negative")
 	}
 	for _, t := range [...]struct {
 		name string
 		t    DType
 	}{{"a_type", g.AType}, {"b_type", g.BType}, {"d_type", g.DType}} {
 		if t.t.Size() == 0 {
-			return d, errf(CodeInvalidArgument, op, "%s: %v is not an element type", t.name, t.t)
+			return d, errf(codeInvalidArgument, op, "%s: %v is not an element type", t.name, t.t)
 		}
 	}
 	ct, bt := g.CType, g.BiasType
@@ -387,7 +387,7 @@ func gemmABIDesc(g *GemmDesc) (abi.GemmDesc, error) {
 		bt = g.DType
 	}
 	if ct.Size() == 0 || bt.Size() == 0 {
-		return d, errf(CodeInvalidArgument, op, "c_type %v or bias_type %v is not an element type", ct, bt)
+		return d, errf(codeInvalidArgument, op, "c_type %v or bias_type %v is not an element type", ct, bt)
 	}
 	m, n, k := uint64(g.M), uint64(g.N), uint64(g.K)
 	ra := m
@@ -403,14 +403,14 @@ func gemmABIDesc(g *GemmDesc) (abi.GemmDesc, error) {
 	rows := [4]uint64{ra, rb, m, m}
 	for i, name := range [4]string{"lda", "ldb", "ldc", "ldd"} {
 		if ldIn[i] < 0 {
-			return d, errf(CodeInvalidArgument, op, "%s %d is negative (0 means packed)", name, ldIn[i])
+			return d, errf(codeInvalidArgument, op, "%s %d is negative (0 means packed)", name, ldIn[i])
 		}
 		lds[i] = uint64(ldIn[i])
 		if lds[i] == 0 {
 			lds[i] = rows[i]
 		}
 		if lds[i] < rows[i] {
-			return d, errf(CodeInvalidArgument, op, "%s %d is smaller than the %d rows of the stored matrix", name, lds[i], rows[i])
+			return d, errf(codeInvalidArgument, op, "%s %d is smaller than the %d rows of the stored matrix", name, lds[i], rows[i])
 		}
 	}
 	batch := uint64(g.Batch)

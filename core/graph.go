@@ -8,8 +8,8 @@ import (
 	"unsafe"
 	"weak"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Graph is a recorded list of stream operations that the plugin has
@@ -118,7 +118,7 @@ func (s *Stream) Capture(fn func(s *Stream) error) (g *Graph, err error) {
 		return nil, s.rec.refuse(op, "a capture cannot be nested")
 	}
 	if fn == nil {
-		return nil, errf(CodeInvalidArgument, op, "nil capture function")
+		return nil, errf(codeInvalidArgument, op, "nil capture function")
 	}
 	rt := s.dev.rt
 	for _, slot := range []bind.Slot{bind.SlotGraphCreate, bind.SlotGraphLaunch, bind.SlotGraphDestroy} {
@@ -127,7 +127,7 @@ func (s *Stream) Capture(fn func(s *Stream) error) (g *Graph, err error) {
 		}
 	}
 	if !s.capturing.CompareAndSwap(false, true) {
-		return nil, errf(CodeFailedPrecondition, op, "a Stream.Capture of this stream is in progress: captures cannot be nested, nor run on one stream from two goroutines at once")
+		return nil, errf(codeFailedPrecondition, op, "a Stream.Capture of this stream is in progress: captures cannot be nested, nor run on one stream from two goroutines at once")
 	}
 	r := &recording{s: s}
 	// Whatever happens below (an error, a panic in fn), a recording that
@@ -142,7 +142,7 @@ func (s *Stream) Capture(fn func(s *Stream) error) (g *Graph, err error) {
 	cs := &Stream{dev: s.dev, l: s.l, rec: r}
 	err = r.run(fn, cs)
 	if err == nil && len(r.items) == 0 {
-		err = errf(CodeInvalidArgument, op, "nothing was recorded: the capture function enqueued no operation on the stream it was given")
+		err = errf(codeInvalidArgument, op, "nothing was recorded: the capture function enqueued no operation on the stream it was given")
 	}
 	if err != nil {
 		return nil, err
@@ -258,7 +258,7 @@ func (r *recording) release(rt *Runtime) {
 // refuse is the error of a call the capturing stream cannot record; it
 // is also the capture's error.
 func (r *recording) refuse(op, why string) error {
-	err := errf(CodeFailedPrecondition, op, "during Stream.Capture: %s", why)
+	err := errf(codeFailedPrecondition, op, "during Stream.Capture: %s", why)
 	r.mu.Lock()
 	if r.err == nil {
 		r.err = err
@@ -287,7 +287,7 @@ func (r *recording) begin(op string) error {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
-		return errf(CodeFailedPrecondition, op, "the capture has ended: the stream given to the capture function records nothing after it returns (use the stream Capture was called on)")
+		return errf(codeFailedPrecondition, op, "the capture has ended: the stream given to the capture function records nothing after it returns (use the stream Capture was called on)")
 	}
 	return nil
 }
@@ -379,12 +379,12 @@ func (r *recording) item(op string, c *submission) error {
 func (r *recording) call(op string, c *submission) error {
 	p := r.s.dev.rt.p
 	if !r.recordable(c.slot) {
-		return errf(CodeFailedPrecondition, op, "during Stream.Capture: this operation is not recorded in graphs by this plugin (%s, ABI %d.%d, records launches, GEMMs, copies, memsets and events, and from ABI 1.7 the operations it marks recordable); enqueue it before or after the capture",
+		return errf(codeFailedPrecondition, op, "during Stream.Capture: this operation is not recorded in graphs by this plugin (%s, ABI %d.%d, records launches, GEMMs, copies, memsets and events, and from ABI 1.7 the operations it marks recordable); enqueue it before or after the capture",
 			p.Backend, p.Major, p.Minor)
 	}
 	nl := len(r.lives)
 	if !r.holdAll(c) {
-		return errf(CodeFailedPrecondition, op, "during Stream.Capture: an object of the operation was freed or closed")
+		return errf(codeFailedPrecondition, op, "during Stream.Capture: an object of the operation was freed or closed")
 	}
 	// The copy is the recording's own (8-byte aligned words), as long as
 	// the graph lives; fix repoints what it names in the caller's memory.
@@ -456,7 +456,7 @@ func (r *recording) launch(op string, c *submission) error {
 	off, nl := len(r.kargs), len(r.lives)
 	for i := range c.kargs {
 		var l *life
-		if a := &c.kargs[i]; a.kind == ArgKindBuffer {
+		if a := &c.kargs[i]; a.kind == argKindBuffer {
 			if l = a.buf.l; !l.hold() {
 				r.undo(off, nl)
 				return argFreed(op, -1, k, i)
@@ -543,7 +543,7 @@ func (g *Graph) Launch(s *Stream) error {
 	}
 	defer g.l.release()
 	if s.dev != g.dev {
-		return errf(CodeInvalidArgument, op, "the graph was captured on %v, the stream is on %v: a graph replays on its own device", g.dev, s.dev)
+		return errf(codeInvalidArgument, op, "the graph was captured on %v, the stream is on %v: a graph replays on its own device", g.dev, s.dev)
 	}
 	rt := s.dev.rt
 	g.mu.Lock()
@@ -639,14 +639,14 @@ func (g *Graph) SetArg(node Node, i int, arg Arg) error {
 	defer g.mu.Unlock()
 	r := g.r
 	if node < 0 || int(node) >= len(r.items) {
-		return errf(CodeOutOfRange, op, "node %d does not exist (the graph has %d)", node, len(r.items))
+		return errf(codeOutOfRange, op, "node %d does not exist (the graph has %d)", node, len(r.items))
 	}
 	k := r.kernels[node]
 	if k == nil {
-		return errf(CodeInvalidArgument, op, "node %d is not a kernel launch", node)
+		return errf(codeInvalidArgument, op, "node %d is not a kernel launch", node)
 	}
 	if i < 0 || i >= len(k.info.Params) {
-		return errf(CodeOutOfRange, op, "node %d: kernel %q has %d arguments, not an argument %d", node, k.name, len(k.info.Params), i)
+		return errf(codeOutOfRange, op, "node %d: kernel %q has %d arguments, not an argument %d", node, k.name, len(k.info.Params), i)
 	}
 	var ka abi.KernelArg
 	buf, err := packArg(op, int(node), g.stream, k, i, &arg, k.info.Params[i], &ka)
@@ -702,5 +702,5 @@ func (d *Device) capturingErr(op string) error {
 	if d.capturing.Load() == 0 {
 		return nil
 	}
-	return errf(CodeFailedPrecondition, op, "a Stream.Capture is in progress on %v: synchronous calls on the device are refused until it returns (they cannot be recorded)", d)
+	return errf(codeFailedPrecondition, op, "a Stream.Capture is in progress on %v: synchronous calls on the device are refused until it returns (they cannot be recorded)", d)
 }

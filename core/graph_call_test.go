@@ -86,7 +86,7 @@ func TestGraphReplayMatchesEagerCalls(t *testing.T) {
 		}, func() { msizes[0], msizes[2] = 8, 0 }},
 		{"rmsnorm_bf16", []core.Region{ny}, func(s *core.Stream) error {
 			return s.Launch(rms, core.LaunchConfig{Grid: [3]uint32{4, 1, 1}, Block: [3]uint32{64, 1, 1}},
-				core.ArgBuffer(ny), core.ArgBuffer(nx), core.ArgBuffer(nw), core.ArgF32(1e-5), core.ArgU64(4), core.ArgU64(64))
+				core.ArgBuffer(ny), core.ArgBuffer(nx), core.ArgBuffer(nw), core.ArgScalar[float32](1e-5), core.ArgScalar[uint64](4), core.ArgScalar[uint64](64))
 		}, nil},
 		{"attention_run", []core.Region{ao}, func(s *core.Stream) error {
 			return e.a.Run(s, e.cache, attention.Operands{Q: e.q, O: ao, Pages: e.pages})

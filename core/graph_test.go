@@ -50,13 +50,17 @@ func newGraphEnv(t *testing.T) *graphEnv {
 func (e *graphEnv) step(s *core.Stream, a float32) error {
 	cfg := core.Grid1D(graphN, 32)
 	for _, f := range []func() error{
-		func() error { return s.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgF32(2), core.ArgU64(graphN)) },
-		func() error { return s.Launch(e.fill, cfg, core.ArgBuffer(e.y), core.ArgF32(3), core.ArgU64(graphN)) },
 		func() error {
-			return s.Launch(e.axpy, cfg, core.ArgBuffer(e.y), core.ArgBuffer(e.x), core.ArgF32(a), core.ArgU64(graphN))
+			return s.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgScalar[float32](2), core.ArgScalar[uint64](graphN))
 		},
 		func() error {
-			return s.Launch(e.add, cfg, core.ArgBuffer(e.z), core.ArgBuffer(e.x), core.ArgBuffer(e.y), core.ArgU64(graphN))
+			return s.Launch(e.fill, cfg, core.ArgBuffer(e.y), core.ArgScalar[float32](3), core.ArgScalar[uint64](graphN))
+		},
+		func() error {
+			return s.Launch(e.axpy, cfg, core.ArgBuffer(e.y), core.ArgBuffer(e.x), core.ArgScalar[float32](a), core.ArgScalar[uint64](graphN))
+		},
+		func() error {
+			return s.Launch(e.add, cfg, core.ArgBuffer(e.z), core.ArgBuffer(e.x), core.ArgBuffer(e.y), core.ArgScalar[uint64](graphN))
 		},
 	} {
 		if err := f(); err != nil {
@@ -98,14 +102,14 @@ func TestGraphSetArg(t *testing.T) {
 	var axpyNode core.Node
 	g, err := e.s.Capture(func(cs *core.Stream) error {
 		cfg := core.Grid1D(graphN, 32)
-		if err := cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgF32(2), core.ArgU64(graphN)); err != nil {
+		if err := cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgScalar[float32](2), core.ArgScalar[uint64](graphN)); err != nil {
 			return err
 		}
 		if err := cs.Memset32(e.x.All(), 0x40000000); err != nil { // 2.0
 			return err
 		}
 		axpyNode = cs.NextNode()
-		return cs.Launch(e.axpy, cfg, core.ArgBuffer(e.y), core.ArgBuffer(e.x), core.ArgF32(1), core.ArgU64(graphN))
+		return cs.Launch(e.axpy, cfg, core.ArgBuffer(e.y), core.ArgBuffer(e.x), core.ArgScalar[float32](1), core.ArgScalar[uint64](graphN))
 	})
 	require.NoError(t, err)
 	defer g.Close()
@@ -116,7 +120,7 @@ func TestGraphSetArg(t *testing.T) {
 	assert.Equal(t, float32(2), e.read(t, e.y)[0])
 
 	// A scalar and a buffer pointer change between replays.
-	require.NoError(t, g.SetArg(axpyNode, 2, core.ArgF32(4)))
+	require.NoError(t, g.SetArg(axpyNode, 2, core.ArgScalar[float32](4)))
 	require.NoError(t, g.SetArg(axpyNode, 0, core.ArgBuffer(e.z)))
 	require.NoError(t, g.Launch(e.s))
 	assert.Equal(t, float32(8), e.read(t, e.z)[0])
@@ -132,10 +136,10 @@ func TestGraphSetArg(t *testing.T) {
 		arg  core.Arg
 		want error
 	}{
-		{"no such node", 7, 0, core.ArgF32(1), core.ErrOutOfRange},
-		{"not a launch", 1, 0, core.ArgF32(1), core.ErrInvalidArgument},
-		{"no such argument", axpyNode, 4, core.ArgF32(1), core.ErrOutOfRange},
-		{"wrong kind", axpyNode, 2, core.ArgI32(1), core.ErrInvalidArgument},
+		{"no such node", 7, 0, core.ArgScalar[float32](1), core.ErrOutOfRange},
+		{"not a launch", 1, 0, core.ArgScalar[float32](1), core.ErrInvalidArgument},
+		{"no such argument", axpyNode, 4, core.ArgScalar[float32](1), core.ErrOutOfRange},
+		{"wrong kind", axpyNode, 2, core.ArgScalar[int32](1), core.ErrInvalidArgument},
 		{"freed buffer", axpyNode, 0, core.ArgBuffer(e.y), core.ErrFreed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,7 +176,9 @@ func TestGraphCopiesEventsAndGemm(t *testing.T) {
 	g, err := e.s.Capture(func(cs *core.Stream) error {
 		cfg := core.Grid1D(graphN, 32)
 		for _, f := range []func() error{
-			func() error { return cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgF32(7), core.ArgU64(graphN)) },
+			func() error {
+				return cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgScalar[float32](7), core.ArgScalar[uint64](graphN))
+			},
 			func() error { return cs.CopyDevice(e.y, e.x) },
 			func() error {
 				return cs.Gemm(desc, core.GemmOperands{A: idb, B: e.y, D: e.z, Alpha: 2})
@@ -208,7 +214,7 @@ func TestGraphMisuse(t *testing.T) {
 	e := newGraphEnv(t)
 	cfg := core.Grid1D(graphN, 32)
 	fillX := func(cs *core.Stream) error {
-		return cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgF32(1), core.ArgU64(graphN))
+		return cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgScalar[float32](1), core.ArgScalar[uint64](graphN))
 	}
 	for _, tc := range []struct {
 		name string
@@ -224,7 +230,7 @@ func TestGraphMisuse(t *testing.T) {
 		{"query", func(cs *core.Stream) error { _, err := cs.Query(); return err }, core.ErrFailedPrecondition},
 		{"close", func(cs *core.Stream) error { return cs.Close() }, core.ErrFailedPrecondition},
 		{"bad launch, error dropped", func(cs *core.Stream) error {
-			_ = cs.Launch(e.fill, cfg, core.ArgF32(1))
+			_ = cs.Launch(e.fill, cfg, core.ArgScalar[float32](1))
 			return fillX(cs)
 		}, core.ErrInvalidArgument},
 		{"nothing recorded", func(cs *core.Stream) error { return nil }, core.ErrInvalidArgument},
@@ -235,7 +241,7 @@ func TestGraphMisuse(t *testing.T) {
 		}, core.ErrFailedPrecondition},
 		{"batch", func(cs *core.Stream) error {
 			b := cs.NewLaunchBatch()
-			_ = b.Add(e.fill, cfg, core.ArgBuffer(e.x), core.ArgF32(1), core.ArgU64(graphN))
+			_ = b.Add(e.fill, cfg, core.ArgBuffer(e.x), core.ArgScalar[float32](1), core.ArgScalar[uint64](graphN))
 			_, err := b.Submit()
 			return err
 		}, core.ErrFailedPrecondition},
@@ -324,7 +330,7 @@ func TestGraphLaunchAllocatesNothing(t *testing.T) {
 	defer g.Close()
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = g.Launch(e.s) }))
 	assert.Zero(t, testing.AllocsPerRun(100, func() {
-		_ = g.SetArg(2, 2, core.ArgF32(3))
+		_ = g.SetArg(2, 2, core.ArgScalar[float32](3))
 		_ = g.Launch(e.s)
 	}))
 	require.NoError(t, e.s.Synchronize())

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // HostHeap sub-allocates pinned host memory from large blocks (64 MiB, or
@@ -26,17 +27,7 @@ type HostHeap struct {
 
 	mu     sync.Mutex
 	blocks []*heapBlock
-	stats  HeapStats
-}
-
-// HeapStats describes the host heap.
-type HeapStats struct {
-	InUse    uint64 // bytes in live slices (rounded to 256)
-	Reserved uint64 // bytes of pinned blocks held
-	Peak     uint64 // the highest InUse seen
-	Blocks   uint64 // pinned blocks held
-	Live     uint64 // live slices
-	Allocs   uint64 // slices handed out since the heap was made
+	stats  diag.Heap
 }
 
 const (
@@ -54,9 +45,10 @@ type heapBlock struct {
 
 type span struct{ off, n uint64 }
 
-// HostSlice is a piece of the host heap: pinned memory usable by
-// asynchronous copies. Free returns it to the heap.
-type HostSlice struct {
+// heapSlice is a piece of the host heap: pinned memory usable by
+// asynchronous copies (a HostBuffer from HostHeap.Alloc holds one). Free
+// returns it to the heap.
+type heapSlice struct {
 	heap *HostHeap
 	blk  *heapBlock
 	off  uint64 // in the block
@@ -70,7 +62,7 @@ type HostSlice struct {
 }
 
 // queuedOn records that a copy with the slice is being enqueued on d.
-func (hs *HostSlice) queuedOn(d *Device) {
+func (hs *heapSlice) queuedOn(d *Device) {
 	bit := uint64(1) << (d.index % 64)
 	if hs.queued.Load()&bit == 0 {
 		hs.queued.Or(bit)
@@ -81,11 +73,21 @@ func newHostHeap(rt *Runtime) *HostHeap {
 	return &HostHeap{rt: rt, blockSize: heapBlockSize}
 }
 
-// Alloc returns n bytes of pinned memory, 256-byte aligned.
-func (hh *HostHeap) Alloc(n int) (*HostSlice, error) {
+// Alloc returns n bytes of pinned memory from the heap, 256-byte
+// aligned, as a HostBuffer (its Free returns the bytes to the heap).
+func (hh *HostHeap) Alloc(n int) (*HostBuffer, error) {
+	hs, err := hh.alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	return &HostBuffer{hs: hs}, nil
+}
+
+// alloc is Alloc's slice, for the runtime's own (staging) slots too.
+func (hh *HostHeap) alloc(n int) (*heapSlice, error) {
 	const op = "host_heap_alloc"
 	if n <= 0 {
-		return nil, errf(CodeInvalidArgument, op, "size %d: a host slice needs at least one byte", n)
+		return nil, errf(codeInvalidArgument, op, "size %d: a host slice needs at least one byte", n)
 	}
 	if !hh.ok() {
 		return nil, errInvalid(op, "host heap")
@@ -128,7 +130,7 @@ func (hh *HostHeap) Alloc(n int) (*HostSlice, error) {
 	}
 	hh.stats.Live++
 	hh.stats.Allocs++
-	hs := &HostSlice{heap: hh, blk: blk, off: off, size: uint64(n), span: sz, l: new(life)}
+	hs := &heapSlice{heap: hh, blk: blk, off: off, size: uint64(n), span: sz, l: new(life)}
 	watchLeak(hs, rt, hs.l, "host heap slice", uint64(n))
 	return hs, nil
 }
@@ -171,9 +173,9 @@ func (b *heapBlock) give(off, n uint64) {
 }
 
 // Stats returns the heap's counters.
-func (hh *HostHeap) Stats() HeapStats {
+func (hh *HostHeap) Stats() diag.Heap {
 	if hh == nil {
-		return HeapStats{}
+		return diag.Heap{}
 	}
 	hh.mu.Lock()
 	defer hh.mu.Unlock()
@@ -225,7 +227,7 @@ func (hh *HostHeap) closed() {
 // after that the memory may belong to another slice, so drop it. Bytes
 // returns nil once Free or Close has begun (and for a nil or zero-value
 // slice), so a late call never hands out memory that is gone or reused.
-func (hs *HostSlice) Bytes() []byte {
+func (hs *heapSlice) Bytes() []byte {
 	if !hs.ok() || !hs.l.alive() || !hs.heap.rt.l.alive() {
 		return nil
 	}
@@ -235,10 +237,10 @@ func (hs *HostSlice) Bytes() []byte {
 // mem is the slice's memory without Bytes's checks, for the runtime's own
 // slices (staging slots), used inside a use of the runtime: Close may
 // have begun, but runtime_destroy waits for that use to end.
-func (hs *HostSlice) mem() []byte { return bind.HostBytes(hs.blk.ptr, hs.off, hs.size) }
+func (hs *heapSlice) mem() []byte { return bind.HostBytes(hs.blk.ptr, hs.off, hs.size) }
 
 // Len is the size asked for, in bytes.
-func (hs *HostSlice) Len() int {
+func (hs *heapSlice) Len() int {
 	if hs == nil {
 		return 0
 	}
@@ -246,12 +248,12 @@ func (hs *HostSlice) Len() int {
 }
 
 // View is the sub-range [off, off+n) of the slice.
-func (hs *HostSlice) View(off, n int) (PinnedView, error) {
+func (hs *heapSlice) View(off, n int) (PinnedView, error) {
 	if hs == nil {
-		return PinnedView{}, errf(CodeInvalidArgument, "view", "nil host slice")
+		return PinnedView{}, errf(codeInvalidArgument, "view", "nil host slice")
 	}
 	if off < 0 || n < 0 || uint64(off)+uint64(n) > hs.size {
-		return PinnedView{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the host slice's %d bytes", off, n, hs.size)
+		return PinnedView{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the host slice's %d bytes", off, n, hs.size)
 	}
 	return PinnedView{hs: hs, off: uint64(off), n: uint64(n)}, nil
 }
@@ -262,7 +264,7 @@ func (hs *HostSlice) View(off, n int) (PinnedView, error) {
 // was enqueued on), so the span is never handed to another slice while a
 // copy may still write it; when that synchronize fails, the span stays
 // out of the heap and the error is returned.
-func (hs *HostSlice) Free() error {
+func (hs *heapSlice) Free() error {
 	const op = "host_heap_free"
 	if !hs.ok() {
 		return errInvalid(op, "host slice")
@@ -276,13 +278,13 @@ func (hs *HostSlice) Free() error {
 	case killDead:
 		return errFreed(op, "host slice")
 	case killRefused:
-		return errf(CodeFailedPrecondition, op, "the host slice is held by a live Graph: Close the graph first")
+		return errf(codeFailedPrecondition, op, "the host slice is held by a live Graph: Close the graph first")
 	}
 	if m := hs.queued.Load(); m != 0 {
 		for _, d := range hh.rt.devices {
 			if m&(1<<(d.index%64)) != 0 {
 				if err := d.sync(); err != nil {
-					e := &Error{Op: op, Code: CodeInternal, Message: err.Error()}
+					e := &Error{Op: op, Code: codeInternal, Message: err.Error()}
 					if pe, ok := err.(*Error); ok {
 						e.Code, e.Backend, e.VendorCode = pe.Code, pe.Backend, pe.VendorCode
 						e.Message = pe.Op + ": " + pe.Message

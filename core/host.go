@@ -3,21 +3,25 @@
 package core
 
 import (
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // HostBuffer is pinned (page-locked) host memory owned by the plugin,
-// seen from Go as a []byte. Asynchronous copies take only pinned memory:
-// a HostBuffer, a HostSlice of the host heap, or a PinnedView of either.
-// For many small buffers prefer the host heap (Runtime.HostHeap), which
-// does not pay the driver's pinned-allocation cost per request.
+// seen from Go as a []byte: one allocation of its own (Runtime.AllocHost)
+// or a piece of the host heap (HostHeap.Alloc). Asynchronous copies take
+// only pinned memory: a HostBuffer or a PinnedView of one. For many small
+// buffers prefer the host heap (Runtime.HostHeap), which does not pay the
+// driver's pinned-allocation cost per request.
 type HostBuffer struct {
 	rt   *Runtime
 	h    abi.HostBuffer
 	ptr  uintptr // plugin memory
 	size uint64
 	l    *life
+	// hs is the heap's piece when the buffer came from HostHeap.Alloc
+	// (the fields above are then unused).
+	hs *heapSlice
 }
 
 // AllocHost allocates size bytes of pinned host memory. The caller must
@@ -25,7 +29,7 @@ type HostBuffer struct {
 func (rt *Runtime) AllocHost(size int) (*HostBuffer, error) {
 	const op = "host_alloc"
 	if size <= 0 {
-		return nil, errf(CodeInvalidArgument, op, "size %d: a host buffer needs at least one byte", size)
+		return nil, errf(codeInvalidArgument, op, "size %d: a host buffer needs at least one byte", size)
 	}
 	if err := rt.enter(op); err != nil {
 		return nil, err
@@ -43,7 +47,7 @@ func (rt *Runtime) AllocHost(size int) (*HostBuffer, error) {
 func (rt *Runtime) hostAlloc(size uint64) (h abi.HostBuffer, ptr uintptr, err error) {
 	err = rt.p.HostAlloc("host_alloc", rt.h, size, &h, &ptr)
 	if err == nil && (h == 0 || ptr == 0) {
-		err = errf(CodeInternal, "host_alloc", "the plugin returned no handle or no memory for %d bytes", size)
+		err = errf(codeInternal, "host_alloc", "the plugin returned no handle or no memory for %d bytes", size)
 	}
 	return h, ptr, err
 }
@@ -54,6 +58,9 @@ func (rt *Runtime) hostAlloc(size uint64) (h abi.HostBuffer, ptr uintptr, err er
 // returns nil once Free or Close has begun (and for a nil or zero-value
 // buffer), so a late call never hands out freed memory.
 func (hb *HostBuffer) Bytes() []byte {
+	if hb != nil && hb.hs != nil {
+		return hb.hs.Bytes()
+	}
 	if !hb.ok() || !hb.l.alive() || !hb.rt.l.alive() {
 		return nil
 	}
@@ -65,16 +72,22 @@ func (hb *HostBuffer) Len() int {
 	if hb == nil {
 		return 0
 	}
+	if hb.hs != nil {
+		return hb.hs.Len()
+	}
 	return int(hb.size)
 }
 
 // View is the sub-range [off, off+n) of the buffer.
 func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
 	if hb == nil {
-		return PinnedView{}, errf(CodeInvalidArgument, "view", "nil host buffer")
+		return PinnedView{}, errf(codeInvalidArgument, "view", "nil host buffer")
+	}
+	if hb.hs != nil {
+		return hb.hs.View(off, n)
 	}
 	if off < 0 || n < 0 || uint64(off)+uint64(n) > hb.size {
-		return PinnedView{}, errf(CodeOutOfRange, "view", "offset %d + length %d beyond the host buffer's %d bytes", off, n, hb.size)
+		return PinnedView{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the host buffer's %d bytes", off, n, hb.size)
 	}
 	return PinnedView{hb: hb, off: uint64(off), n: uint64(n)}, nil
 }
@@ -83,6 +96,9 @@ func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
 // Copies enqueued from or to it must have completed.
 func (hb *HostBuffer) Free() error {
 	const op = "host_free"
+	if hb != nil && hb.hs != nil {
+		return hb.hs.Free()
+	}
 	if !hb.ok() {
 		return errInvalid(op, "host buffer")
 	}
@@ -90,31 +106,29 @@ func (hb *HostBuffer) Free() error {
 }
 
 // Pinned is pinned host memory an asynchronous copy can use: a
-// *HostBuffer, a *HostSlice or a PinnedView. Only this package implements
-// it.
+// *HostBuffer or a PinnedView. Only this package implements it.
 type Pinned interface {
 	Len() int
 	isPinned()
 }
 
-// PinnedView is a sub-range of a HostBuffer or a HostSlice.
+// PinnedView is a sub-range of a HostBuffer.
 type PinnedView struct {
 	hb  *HostBuffer
-	hs  *HostSlice
+	hs  *heapSlice
 	off uint64
 	n   uint64
 }
 
 func (*HostBuffer) isPinned() {}
-func (*HostSlice) isPinned()  {}
+func (*heapSlice) isPinned()  {}
 func (PinnedView) isPinned()  {}
 
 // Len is the view's length in bytes.
 func (v PinnedView) Len() int { return int(v.n) }
 
 // Bytes is the view's memory (valid as long as the memory it views; nil
-// once that was freed or its runtime closed, as HostBuffer.Bytes and
-// HostSlice.Bytes).
+// once that was freed or its runtime closed, as HostBuffer.Bytes).
 func (v PinnedView) Bytes() []byte {
 	var b []byte
 	switch {
@@ -137,21 +151,23 @@ type pinnedRef struct {
 	off uint64
 	n   uint64
 	l   *life
-	hs  *HostSlice // when the memory is a host-heap slice
+	hs  *heapSlice // when the memory is a host-heap slice
 }
 
 // usePinned resolves p and acquires it; the caller releases ref.l.
 func usePinned(op string, p Pinned) (ref pinnedRef, err error) {
 	var hb *HostBuffer
-	var hs *HostSlice
+	var hs *heapSlice
 	var off, n uint64
 	switch v := p.(type) {
 	case *HostBuffer:
 		hb, n = v, 0
-		if v != nil {
+		if v != nil && v.hs != nil {
+			hb, hs, n = nil, v.hs, v.hs.size
+		} else if v != nil {
 			n = v.size
 		}
-	case *HostSlice:
+	case *heapSlice:
 		hs, n = v, 0
 		if v != nil {
 			n = v.size
@@ -177,5 +193,5 @@ func usePinned(op string, p Pinned) (ref pinnedRef, err error) {
 		}
 		return pinnedRef{rt: hs.heap.rt, h: hs.blk.h, off: hs.off + off, n: n, l: hs.l, hs: hs}, nil
 	}
-	return ref, errf(CodeInvalidArgument, op, "nil pinned memory")
+	return ref, errf(codeInvalidArgument, op, "nil pinned memory")
 }

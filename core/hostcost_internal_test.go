@@ -71,7 +71,7 @@ func BenchmarkGoSide(b *testing.B) {
 	b.Run("launch", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := s.Launch(fill, Grid1D(1, 1), ArgBuffer(view), ArgF32(1), ArgU64(1)); err != nil {
+			if err := s.Launch(fill, Grid1D(1, 1), ArgBuffer(view), ArgScalar[float32](1), ArgScalar[uint64](1)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,8 +8,8 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // LaunchConfig is a launch's geometry: blocks in the grid, threads in a
@@ -47,7 +47,7 @@ func Grid1D(n, block int) LaunchConfig {
 // checkConfig refuses a config Grid1D could not make.
 func checkConfig(op string, item int, cfg *LaunchConfig) error {
 	if cfg.bad1D {
-		return launchErr(CodeInvalidArgument, op, item, "Grid1D(%d, %d) has no grid: %s", cfg.n1D, cfg.block1D, cfg.why1D())
+		return launchErr(codeInvalidArgument, op, item, "Grid1D(%d, %d) has no grid: %s", cfg.n1D, cfg.block1D, cfg.why1D())
 	}
 	return nil
 }
@@ -163,16 +163,16 @@ func itemPrefix(item int) string {
 // of the kernel alone: shared by Stream.Launch and LaunchBatch.Add.
 func checkKernel(op string, item int, s *Stream, k *Kernel, nargs int) error {
 	if k == nil {
-		return launchErr(CodeInvalidArgument, op, item, "nil kernel")
+		return launchErr(codeInvalidArgument, op, item, "nil kernel")
 	}
 	if !k.ok() {
-		return launchErr(CodeInvalidArgument, op, item, "zero-value kernel (not made by Module.Kernel)")
+		return launchErr(codeInvalidArgument, op, item, "zero-value kernel (not made by Module.Kernel)")
 	}
 	if k.mod.dev != s.dev {
-		return launchErr(CodeInvalidArgument, op, item, "%s", misplaced(fmt.Sprintf("kernel %q", k.name), k.mod.dev, "stream", s.dev))
+		return launchErr(codeInvalidArgument, op, item, "%s", misplaced(fmt.Sprintf("kernel %q", k.name), k.mod.dev, "stream", s.dev))
 	}
 	if nargs != len(k.info.Params) {
-		return launchErr(CodeInvalidArgument, op, item, "kernel %q takes %d arguments, got %d", k.name, len(k.info.Params), nargs)
+		return launchErr(codeInvalidArgument, op, item, "kernel %q takes %d arguments, got %d", k.name, len(k.info.Params), nargs)
 	}
 	return nil
 }
@@ -231,31 +231,31 @@ func (l *launchCall) pack(s *Stream, k *Kernel, ka []abi.KernelArg) error {
 // LaunchBatch.Add; item is the batch item (-1 for Launch).
 func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p ParamInfo, ka *abi.KernelArg) (*Buffer, error) {
 	if a.kind == 0 {
-		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: zero Arg", k.name, i)
+		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: zero Arg", k.name, i)
 	}
-	if p.Kind == ArgKindAny {
+	if p.kind == argKindAny {
 		if p.Size != 0 && a.size != p.Size {
-			return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.Size)
+			return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.Size)
 		}
-	} else if p.Kind != a.kind {
-		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.Kind)
+	} else if p.kind != a.kind {
+		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.kind)
 	}
-	if a.kind != ArgKindBuffer {
+	if a.kind != argKindBuffer {
 		*ka = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val}
 		return nil, nil
 	}
 	b := a.buf
 	if b == nil {
-		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: nil buffer", k.name, i)
+		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: nil buffer", k.name, i)
 	}
 	if !b.ok() {
-		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: zero-value buffer", k.name, i)
+		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: zero-value buffer", k.name, i)
 	}
 	if a.n == 0 {
-		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: a zero-length view (the plugin would read length 0 as the rest of the buffer)", k.name, i)
+		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: a zero-length view (the plugin would read length 0 as the rest of the buffer)", k.name, i)
 	}
 	if b.dev != s.dev {
-		return nil, launchErr(CodeInvalidArgument, op, item, "kernel %q argument %d: %s", k.name, i, misplaced("the buffer", b.dev, "stream", s.dev))
+		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %s", k.name, i, misplaced("the buffer", b.dev, "stream", s.dev))
 	}
 	*ka = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val, Buffer: b.h, Offset: a.off, Length: a.n}
 	return b, nil

@@ -49,7 +49,7 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 		require.NoError(t, CopyFromHost(x, in))
 		v, err := x.View(0, 16)
 		require.NoError(t, err)
-		require.NoError(t, s.Launch(add, Grid1D(4, 4), ArgBuffer(v), ArgBuffer(x), ArgBuffer(v), ArgU64(4)))
+		require.NoError(t, s.Launch(add, Grid1D(4, 4), ArgBuffer(v), ArgBuffer(x), ArgBuffer(v), ArgScalar[uint64](4)))
 		require.NoError(t, s.Synchronize())
 		out := make([]byte, 16)
 		require.NoError(t, CopyToHost(out, x))
@@ -64,9 +64,9 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 	// and the stream).
 	params := make([]ParamInfo, 12)
 	for i := range params {
-		params[i] = ParamInfo{Kind: ArgKindBuffer, Size: 8}
+		params[i] = ParamInfo{Kind: "buffer", Size: 8, kind: argKindBuffer}
 		if i%3 == 2 {
-			params[i] = ParamInfo{Kind: ArgKindAny, Size: 4}
+			params[i] = ParamInfo{Kind: "any", Size: 4, kind: argKindAny}
 		}
 	}
 	big := &Kernel{mod: mod, name: "big", info: KernelInfo{Params: params}}
@@ -75,7 +75,7 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 		for i := range a {
 			switch {
 			case i%3 == 2:
-				a[i] = ArgU32(uint32(i))
+				a[i] = ArgScalar[uint32](uint32(i))
 			case i%2 == 0:
 				a[i] = ArgBuffer(x)
 			default:
@@ -94,17 +94,17 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 		last Arg
 		err  error
 	}{
-		{"ok", ArgU32(7), nil},
+		{"ok", ArgScalar[uint32](7), nil},
 		{"freed last", ArgBuffer(freed), ErrFreed},
 		{"zero Arg last", Arg{}, ErrInvalidArgument},
 	}
 	for _, c := range cases {
 		t.Run("12 arguments "+c.name, func(t *testing.T) {
 			a := args(c.last)
-			if c.last.kind == ArgKindBuffer {
-				big.info.Params[11] = ParamInfo{Kind: ArgKindBuffer, Size: 8}
+			if c.last.kind == argKindBuffer {
+				big.info.Params[11] = ParamInfo{Kind: "buffer", Size: 8, kind: argKindBuffer}
 			} else {
-				big.info.Params[11] = ParamInfo{Kind: ArgKindAny, Size: 4}
+				big.info.Params[11] = ParamInfo{Kind: "any", Size: 4, kind: argKindAny}
 			}
 			err := s.Launch(big, Grid1D(1, 1), a...)
 			if c.err == nil {

@@ -43,7 +43,7 @@ func TestLaunchFillAndTail(t *testing.T) {
 	require.NoError(t, core.Memset(buf, 0xff)) // poison (NaN)
 	// 3 blocks of 256 = 768 threads: the tail stays poisoned
 	require.NoError(t, s.Launch(fill, core.LaunchConfig{Grid: [3]uint32{3}, Block: [3]uint32{256}},
-		core.ArgBuffer(buf), core.ArgF32(2.5), core.ArgU64(n)))
+		core.ArgBuffer(buf), core.ArgScalar[float32](2.5), core.ArgScalar[uint64](n)))
 	require.NoError(t, s.Synchronize())
 	got := make([]byte, 4*n)
 	require.NoError(t, core.CopyToHost(got, buf))
@@ -72,7 +72,7 @@ func TestZeroAllocations(t *testing.T) {
 	cfg := core.Grid1D(256, 256)
 	t.Run("launch", func(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(200, func() {
-			_ = s.Launch(fill, cfg, core.ArgBuffer(view), core.ArgF32(1), core.ArgU64(256))
+			_ = s.Launch(fill, cfg, core.ArgBuffer(view), core.ArgScalar[float32](1), core.ArgScalar[uint64](256))
 		}))
 		require.NoError(t, s.Synchronize())
 	})
@@ -115,7 +115,7 @@ func TestEventsAndTiming(t *testing.T) {
 	sleep, err := mod.Kernel("sleep_ns")
 	require.NoError(t, err)
 	el, err := s.Time(func() error {
-		return s.Launch(sleep, core.Grid1D(1, 1), core.ArgU64(uint64(2*time.Millisecond)))
+		return s.Launch(sleep, core.Grid1D(1, 1), core.ArgScalar[uint64](uint64(2*time.Millisecond)))
 	})
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, el, time.Millisecond)

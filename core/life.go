@@ -128,7 +128,7 @@ func destroy(rt *Runtime, l *life, op, what string, gone func(op, what string) e
 	case killDead:
 		return gone(op, what)
 	case killRefused:
-		return errf(CodeFailedPrecondition, op, "the %s is held by a live Graph: Close the graph first", what)
+		return errf(codeFailedPrecondition, op, "the %s is held by a live Graph: Close the graph first", what)
 	}
 	return free()
 }

@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+
+	"github.com/metrale/gpurt/core/diag"
 )
 
 // metrics are a runtime's operation counters and latency histograms:
@@ -91,17 +93,6 @@ var copyDirNames = [numCopyDirs]string{"host_to_device", "device_to_host", "devi
 // holds calls under 2^i microseconds, the last everything slower.
 const numLatencyBuckets = 25
 
-// LatencyBounds are the upper bounds of the latency histograms' buckets
-// (1us, 2us, 4us, ... 8.4s; the last bucket, above them all, is
-// unbounded). It returns a new slice.
-func LatencyBounds() []time.Duration {
-	b := make([]time.Duration, numLatencyBuckets-1)
-	for i := range b {
-		b[i] = time.Microsecond << i
-	}
-	return b
-}
-
 // opStats are one op's counter and histogram.
 type opStats struct {
 	n       atomic.Uint64 // successful calls (timed or not)
@@ -171,54 +162,9 @@ func (m *metrics) pluginError(c ErrorCode) {
 		i = 0
 	}
 	m.errs[i].Add(1)
-	if c == CodeDeviceLost {
+	if c == codeDeviceLost {
 		m.deviceLost.Store(true)
 	}
-}
-
-// Metrics are counters of what a runtime did since Open, for monitoring
-// (the package github.com/metrale/gpurt/metrics exports them to
-// Prometheus and expvar). Every counter only grows; DeviceLost and
-// BufferBytes are states.
-type Metrics struct {
-	Launches      uint64 // kernels enqueued by Stream.Launch
-	LaunchBatches uint64 // LaunchBatch.Submit calls that enqueued everything
-	BatchLaunches uint64 // kernels enqueued through launch batches
-	GEMMs         uint64 // GEMMs enqueued by Stream.Gemm
-	AttentionRuns uint64 // Stream.RunAttention calls that ran
-	QuantMatmuls  uint64 // matmul.Quant calls that ran
-	GroupedGEMMs  uint64 // matmul.Grouped calls that ran
-	Collectives   uint64 // Comm.Run calls that enqueued a collective
-	// BytesCopied are the bytes of successful copies by direction:
-	// "host_to_device", "device_to_host", "device_to_device" (all three
-	// always present).
-	BytesCopied map[string]uint64
-	// BufferBytes are the bytes of live Device.Alloc buffers, by device
-	// index (devices with none are absent).
-	BufferBytes map[int]uint64
-	// Latency holds, while op timing is on (SetOpTiming), a histogram of
-	// the host time of each successful call by operation (snake_case:
-	// "stream_synchronize", "copy_from_host", "gemm", "attention_run",
-	// ...): for synchronize and the synchronous copies the wait, for the
-	// stream operations the time to enqueue. Only operations timed at
-	// least once are present.
-	Latency map[string]LatencyHistogram
-	// Errors counts the error objects returned by the plugin, by code
-	// (core-side argument checks that never reach the plugin are not
-	// counted). Only codes seen at least once are present.
-	Errors map[ErrorCode]uint64
-	// DeviceLost is true once any call returned a device-lost error.
-	DeviceLost bool
-}
-
-// LatencyHistogram is one operation's latencies: Count calls took Sum in
-// all; Buckets[i] counts the calls under LatencyBounds()[i] (cumulative,
-// as Prometheus has it), the calls above every bound are Count minus the
-// last bucket.
-type LatencyHistogram struct {
-	Count   uint64
-	Sum     time.Duration
-	Buckets []uint64
 }
 
 // SetOpTiming turns the latency histograms of Metrics on or off (off at
@@ -233,13 +179,13 @@ func (rt *Runtime) SetOpTiming(on bool) {
 
 // Metrics returns a snapshot of the runtime's counters. It is cheap, safe
 // for concurrent use and works on a closed runtime (the counters stay).
-func (rt *Runtime) Metrics() Metrics {
+func (rt *Runtime) Metrics() diag.Metrics {
 	if rt == nil {
-		return Metrics{Errors: map[ErrorCode]uint64{}, BytesCopied: map[string]uint64{},
-			BufferBytes: map[int]uint64{}, Latency: map[string]LatencyHistogram{}}
+		return diag.Metrics{Errors: map[string]uint64{}, BytesCopied: map[string]uint64{},
+			BufferBytes: map[int]uint64{}, Latency: map[string]diag.LatencyHistogram{}}
 	}
 	m := &rt.metrics
-	out := Metrics{
+	out := diag.Metrics{
 		Launches:      m.launches.Load(),
 		LaunchBatches: m.batches.Load(),
 		BatchLaunches: m.batchLaunches.Load(),
@@ -250,8 +196,8 @@ func (rt *Runtime) Metrics() Metrics {
 		Collectives:   m.ops[opCommRun].n.Load(),
 		BytesCopied:   make(map[string]uint64, numCopyDirs),
 		BufferBytes:   map[int]uint64{},
-		Latency:       map[string]LatencyHistogram{},
-		Errors:        map[ErrorCode]uint64{},
+		Latency:       map[string]diag.LatencyHistogram{},
+		Errors:        map[string]uint64{},
 		DeviceLost:    m.deviceLost.Load(),
 	}
 	for d := range m.copied {
@@ -268,7 +214,7 @@ func (rt *Runtime) Metrics() Metrics {
 		if n == 0 {
 			continue
 		}
-		h := LatencyHistogram{Count: n, Sum: time.Duration(s.sumNs.Load()), Buckets: make([]uint64, numLatencyBuckets-1)}
+		h := diag.LatencyHistogram{Count: n, Sum: time.Duration(s.sumNs.Load()), Buckets: make([]uint64, numLatencyBuckets-1)}
 		var cum uint64
 		for i := range h.Buckets {
 			cum += s.buckets[i].Load()
@@ -281,7 +227,7 @@ func (rt *Runtime) Metrics() Metrics {
 	}
 	for i := range m.errs {
 		if n := m.errs[i].Load(); n != 0 {
-			out.Errors[ErrorCode(i)] = n
+			out.Errors[ErrorCode(i).String()] = n
 		}
 	}
 	return out

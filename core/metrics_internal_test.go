@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkMetricsHook is the hooks' own cost per op (begin and end, no
@@ -57,5 +59,16 @@ func TestEndFilesLatency(t *testing.T) {
 		assert.GreaterOrEqual(t, got, latencyBucket(int64(d)), "%v", d)
 		assert.Equal(t, uint64(1), m.ops[opAttentionRun].n.Load())
 		assert.Equal(t, uint64(1), m.ops[opAttentionRun].timed.Load())
+	}
+}
+
+// TestLatencyBoundsMatchBuckets: diag.LatencyBounds names the bounds of
+// exactly the buckets core fills (all but the last, unbounded one).
+func TestLatencyBoundsMatchBuckets(t *testing.T) {
+	b := diag.LatencyBounds()
+	require.Len(t, b, numLatencyBuckets-1)
+	for i, d := range b {
+		assert.Equal(t, i, latencyBucket(int64(d)-1), "a call just under bound %d (%v) is in bucket %d", i, d, i)
+		assert.Equal(t, i+1, latencyBucket(int64(d)), "a call at bound %d (%v) is in bucket %d", i, d, i+1)
 	}
 }

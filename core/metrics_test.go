@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/diag"
 )
 
 // TestMetricsCountersAndHistograms: copies count their bytes by
@@ -55,7 +56,7 @@ func TestMetricsCountersAndHistograms(t *testing.T) {
 	got := map[string]uint64{}
 	for op, h := range m2.Latency {
 		got[op] = h.Count
-		require.Len(t, h.Buckets, len(core.LatencyBounds()), op)
+		require.Len(t, h.Buckets, len(diag.LatencyBounds()), op)
 		assert.Positive(t, h.Sum, op)
 		for i := 1; i < len(h.Buckets); i++ {
 			assert.LessOrEqual(t, h.Buckets[i-1], h.Buckets[i], "%s: cumulative", op)
@@ -75,12 +76,12 @@ func TestMetricsCountersAndHistograms(t *testing.T) {
 }
 
 func TestLatencyBounds(t *testing.T) {
-	b := core.LatencyBounds()
+	b := diag.LatencyBounds()
 	require.Len(t, b, 24)
 	assert.Equal(t, time.Microsecond, b[0])
 	assert.Equal(t, 8388608*time.Microsecond, b[23])
 	b[0] = 0
-	assert.Equal(t, time.Microsecond, core.LatencyBounds()[0], "a new slice each time")
+	assert.Equal(t, time.Microsecond, diag.LatencyBounds()[0], "a new slice each time")
 }
 
 // TestHotPathsAllocateNothingTimed: with op timing on, the hot paths

@@ -5,8 +5,8 @@ package core
 import (
 	"sync"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // ModuleFormat says what the data of a module is.
@@ -55,11 +55,13 @@ type KernelInfo struct {
 	Params             []ParamInfo
 }
 
-// ParamInfo is one kernel parameter: its kind (an Arg kind; ArgKindAny
-// when the plugin knows only the size) and its size in bytes.
+// ParamInfo is one kernel parameter: its kind, as the Arg constructors
+// name it ("buffer", "i8" .. "u64", "f16", "bf16", "f32", "f64"; "any"
+// when the plugin knows only the size), and its size in bytes.
 type ParamInfo struct {
-	Kind ArgKind
+	Kind string
 	Size uint32
+	kind argKind
 }
 
 // LoadModule loads code onto the device and registers it under name
@@ -68,10 +70,10 @@ type ParamInfo struct {
 func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Module, error) {
 	const op = "module_load"
 	if name == "" {
-		return nil, errf(CodeInvalidArgument, op, "empty module name")
+		return nil, errf(codeInvalidArgument, op, "empty module name")
 	}
 	if format != ModuleBuiltin && len(data) == 0 {
-		return nil, errf(CodeInvalidArgument, op, "module %q: no data", name)
+		return nil, errf(codeInvalidArgument, op, "module %q: no data", name)
 	}
 	if err := d.enter(op); err != nil {
 		return nil, err
@@ -81,7 +83,7 @@ func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Mod
 	d.modMu.Lock()
 	defer d.modMu.Unlock()
 	if _, dup := d.modules[name]; dup {
-		return nil, errf(CodeInvalidArgument, op, "a module named %q is already loaded on %v", name, d)
+		return nil, errf(codeInvalidArgument, op, "a module named %q is already loaded on %v", name, d)
 	}
 	a := abi.ModuleLoadArgs{StructSize: abi.SizeofModuleLoadArgs, Device: d.index,
 		Format: int32(format), DataLen: uint64(len(data)), NameLen: uint64(len(name))}
@@ -139,7 +141,7 @@ func (d *Device) Module(name string) (*Module, error) {
 	if m, ok := d.modules[name]; ok {
 		return m, nil
 	}
-	return nil, errf(CodeNotFound, "module", "no module named %q on %v", name, d)
+	return nil, errf(codeNotFound, "module", "no module named %q on %v", name, d)
 }
 
 // Name is the module's registry name.
@@ -174,7 +176,7 @@ func (m *Module) Unload() error {
 	case killDead:
 		return errClosed(op, "module "+m.name)
 	case killRefused:
-		return errf(CodeFailedPrecondition, op, "module %s is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first", m.name)
+		return errf(codeFailedPrecondition, op, "module %s is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first", m.name)
 	}
 	m.dev.modMu.Lock()
 	if m.dev.modules[m.name] == m {
@@ -214,13 +216,13 @@ func (m *Module) Kernel(name string) (*Kernel, error) {
 		return nil, err
 	}
 	if in.NumParams > abi.MaxKernelParams {
-		return nil, errf(CodeInternal, "kernel_info", "kernel %q reports %d parameters (at most %d)", name, in.NumParams, abi.MaxKernelParams)
+		return nil, errf(codeInternal, "kernel_info", "kernel %q reports %d parameters (at most %d)", name, in.NumParams, abi.MaxKernelParams)
 	}
 	k := &Kernel{mod: m, name: name, h: h, info: KernelInfo{
 		MaxThreadsPerBlock: in.MaxThreadsPerBlock, StaticSharedBytes: in.StaticSharedBytes,
 		Params: make([]ParamInfo, in.NumParams)}}
 	for i := range k.info.Params {
-		k.info.Params[i] = ParamInfo{Kind: ArgKind(in.ParamKind[i]), Size: in.ParamSize[i]}
+		k.info.Params[i] = ParamInfo{Kind: argKind(in.ParamKind[i]).String(), Size: in.ParamSize[i], kind: argKind(in.ParamKind[i])}
 	}
 	m.kernels[name] = k
 	return k, nil

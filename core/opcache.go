@@ -7,7 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // The op cache: GEMM plans keyed by everything that selects an algorithm
@@ -67,17 +68,7 @@ type opCache struct {
 	mu    sync.Mutex
 	m     map[planKey]*planEntry
 	dead  []*planEntry
-	stats OpCacheStats // Misses and Evictions (Hits from the clock)
-}
-
-// OpCacheStats are the op cache's counters.
-type OpCacheStats struct {
-	Hits      uint64
-	Misses    uint64
-	Evictions uint64
-	Size      int // plans cached
-	Capacity  int
-	Pending   int // evicted plans waiting for a device synchronize
+	stats diag.OpCache // Misses and Evictions (Hits from the clock)
 }
 
 func newOpCache(rt *Runtime, capacity int) *opCache {
@@ -88,9 +79,9 @@ func newOpCache(rt *Runtime, capacity int) *opCache {
 }
 
 // OpCacheStats returns the op cache's counters.
-func (rt *Runtime) OpCacheStats() OpCacheStats {
+func (rt *Runtime) OpCacheStats() diag.OpCache {
 	if !rt.ok() {
-		return OpCacheStats{}
+		return diag.OpCache{}
 	}
 	c := rt.plans
 	c.mu.Lock()

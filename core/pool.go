@@ -185,7 +185,7 @@ func (p *Pool) Alloc(s *Stream, n int) (*PoolBlock, error) {
 		return nil, errInvalid(op, "pool")
 	}
 	if n <= 0 {
-		return nil, errf(CodeInvalidArgument, op, "size %d: a block needs at least one byte", n)
+		return nil, errf(codeInvalidArgument, op, "size %d: a block needs at least one byte", n)
 	}
 	if err := p.streamErr(op, s); err != nil {
 		return nil, err
@@ -221,10 +221,10 @@ func (p *Pool) streamErr(op string, s *Stream) error {
 		return errInvalid(op, "stream")
 	}
 	if s.dev != p.dev {
-		return errf(CodeInvalidArgument, op, "%s", misplaced("the pool", p.dev, "stream", s.dev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("the pool", p.dev, "stream", s.dev))
 	}
 	if s.rec != nil || s.capturing.Load() {
-		return errf(CodeFailedPrecondition, op, "the stream is being captured: allocate from the pool before the Capture")
+		return errf(codeFailedPrecondition, op, "the stream is being captured: allocate from the pool before the Capture")
 	}
 	return nil
 }
@@ -319,7 +319,7 @@ func (p *Pool) grow(op string, class, n uint64) (*PoolBlock, error) {
 
 // oom is the pool's out-of-memory error for a request of n bytes.
 func (p *Pool) oom(op string, n, class uint64, why string) error {
-	return errf(CodeOutOfMemory, op, "%s", p.account(n, class, why))
+	return errf(codeOutOfMemory, op, "%s", p.account(n, class, why))
 }
 
 func (p *Pool) account(n, class uint64, why string) string {
@@ -506,7 +506,7 @@ func resolvePoolBudget(op string, v float64, getenv func(string) string) (poolBu
 	if v != 0 {
 		switch {
 		case v < 0 || v != v || v > 1<<62:
-			return poolBudget{}, errf(CodeInvalidArgument, op, "Config.PoolBudget=%q: want %s", strconv.FormatFloat(v, 'g', -1, 64), want)
+			return poolBudget{}, errf(codeInvalidArgument, op, "Config.PoolBudget=%q: want %s", strconv.FormatFloat(v, 'g', -1, 64), want)
 		case v <= 1:
 			return poolBudget{fraction: v, from: "Config.PoolBudget"}, nil
 		}
@@ -532,7 +532,7 @@ func resolvePoolBudget(op string, v float64, getenv func(string) string) (poolBu
 	}
 	f, err := strconv.ParseFloat(t, 64)
 	if err != nil || f <= 0 || f != f || f*float64(mul) > 1<<62 || (mul > 1 && f < 1) {
-		return poolBudget{}, errf(CodeInvalidArgument, op, "GPURT_POOL_BUDGET=%q: want %s (K, M, G, T suffixes)", s, want)
+		return poolBudget{}, errf(codeInvalidArgument, op, "GPURT_POOL_BUDGET=%q: want %s (K, M, G, T suffixes)", s, want)
 	}
 	if mul == 1 && f <= 1 {
 		return poolBudget{fraction: f, from: "GPURT_POOL_BUDGET"}, nil

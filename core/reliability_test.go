@@ -20,6 +20,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -185,7 +186,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.Device)(nil), &core.Device{},
 		(*core.Buffer)(nil), &core.Buffer{}, core.View{},
 		(*core.HostBuffer)(nil), &core.HostBuffer{},
-		(*core.HostSlice)(nil), &core.HostSlice{}, core.PinnedView{},
+		core.PinnedView{},
 		(*core.HostHeap)(nil), &core.HostHeap{},
 		(*core.Stream)(nil), &core.Stream{},
 		(*core.Event)(nil), &core.Event{},
@@ -194,8 +195,8 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.LaunchBatch)(nil), &core.LaunchBatch{},
 		(*core.Graph)(nil), &core.Graph{},
 		(*attention.Attention)(nil), &attention.Attention{}, (*attention.KVCache)(nil), &attention.KVCache{}, attention.KVCacheDesc{},
-		(*core.Comm)(nil), &core.Comm{}, core.CollKind(0), core.ReduceOp(0),
-		core.Arg{}, core.ArgKind(0), core.DType(0), core.Epilogue(0),
+		(*collective.Comm)(nil), &collective.Comm{}, collective.Kind(0), collective.ReduceOp(0),
+		core.Arg{}, core.DType(0), core.Epilogue(0),
 	}
 	for _, v := range values {
 		name := fmt.Sprintf("%T", v)
@@ -355,11 +356,11 @@ func TestZeroLengthViewKernelArgument(t *testing.T) {
 	require.NoError(t, err)
 	for name, launch := range map[string]func() error{
 		"Launch": func() error {
-			return s.Launch(fill, core.Grid1D(4, 4), core.ArgBuffer(empty), core.ArgF32(1), core.ArgU64(4))
+			return s.Launch(fill, core.Grid1D(4, 4), core.ArgBuffer(empty), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
 		},
 		"LaunchBatch": func() error {
 			b := s.NewLaunchBatch()
-			addErr := b.Add(fill, core.Grid1D(4, 4), core.ArgBuffer(empty), core.ArgF32(1), core.ArgU64(4))
+			addErr := b.Add(fill, core.Grid1D(4, 4), core.ArgBuffer(empty), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
 			n, err := b.Submit()
 			assert.Zero(t, n)
 			assert.Equal(t, addErr, err)
@@ -437,11 +438,11 @@ func TestGrid1DOverflow(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d/%d", tc.n, tc.block), func(t *testing.T) {
 			cfg := core.Grid1D(tc.n, tc.block)
-			err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(4))
+			err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
 			require.ErrorIs(t, err, core.ErrInvalidArgument)
 			assert.Contains(t, err.Error(), tc.want)
 			b := s.NewLaunchBatch()
-			require.ErrorIs(t, b.Add(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(4)), core.ErrInvalidArgument)
+			require.ErrorIs(t, b.Add(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](4)), core.ErrInvalidArgument)
 			b.Reset()
 		})
 	}
@@ -576,7 +577,7 @@ func TestDroppedLaunchBatchReleasesHolds(t *testing.T) {
 	gone := make(chan struct{})
 	func() {
 		b := s.NewLaunchBatch()
-		require.NoError(t, b.Add(fill, core.Grid1D(16, 16), core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(16)))
+		require.NoError(t, b.Add(fill, core.Grid1D(16, 16), core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](16)))
 		require.ErrorIs(t, buf.Free(), core.ErrFailedPrecondition) // held while the batch lives
 		runtime.AddCleanup(b, func(ch chan struct{}) { close(ch) }, gone)
 	}()
@@ -679,13 +680,13 @@ func TestAnotherRuntimeErrors(t *testing.T) {
 		"CopyDevice":     func() error { return sa.CopyDevice(bufA, bufB) },
 		"Gemm":           func() error { return sa.Gemm(gemm, core.GemmOperands{A: bufA, B: bufB, D: bufA, Alpha: 1}) },
 		"Launch kernel": func() error {
-			return sa.Launch(fillB, core.Grid1D(4, 4), core.ArgBuffer(bufA), core.ArgF32(1), core.ArgU64(4))
+			return sa.Launch(fillB, core.Grid1D(4, 4), core.ArgBuffer(bufA), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
 		},
 		"Launch arg": func() error {
-			return sa.Launch(fillA, core.Grid1D(4, 4), core.ArgBuffer(bufB), core.ArgF32(1), core.ArgU64(4))
+			return sa.Launch(fillA, core.Grid1D(4, 4), core.ArgBuffer(bufB), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
 		},
 		"LaunchBatch.Add": func() error {
-			return sa.NewLaunchBatch().Add(fillB, core.Grid1D(4, 4), core.ArgBuffer(bufA), core.ArgF32(1), core.ArgU64(4))
+			return sa.NewLaunchBatch().Add(fillB, core.Grid1D(4, 4), core.ArgBuffer(bufA), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

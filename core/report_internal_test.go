@@ -8,15 +8,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/loader"
 )
 
 // TestReportMirrorsLoader: every field of the loader's report and
 // candidate has a public twin of the same name, so a field the loader
-// gains is not silently dropped by reportOf (ProbedDevice is converted
+// gains is not silently dropped by reportOf (diag.ProbedDevice is converted
 // from loader.Device, which the compiler checks).
 func TestReportMirrorsLoader(t *testing.T) {
-	for _, pair := range [][2]any{{loader.Report{}, Report{}}, {loader.Candidate{}, Candidate{}}} {
+	for _, pair := range [][2]any{{loader.Report{}, diag.Report{}}, {loader.Candidate{}, diag.Candidate{}}} {
 		in, pub := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
 		for i := range in.NumField() {
 			f := in.Field(i)
@@ -32,8 +33,8 @@ func TestReportMirrorsLoader(t *testing.T) {
 		Candidates: []loader.Candidate{{Path: "/a/x", Backend: "mock", Version: "1", ABI: "1.2", Priority: 100,
 			Score: 5, State: loader.StateSelected, Reason: "r", Detail: "d", Devices: []loader.Device{{Name: "cpu", MemoryTotal: 9}}}}}
 	r := reportOf(lr)
-	assert.Equal(t, Candidate{Path: "/a/x", Backend: "mock", Version: "1", ABI: "1.2", Priority: 100, Score: 5,
-		State: StateSelected, Reason: "r", Detail: "d", Devices: []ProbedDevice{{Name: "cpu", MemoryTotal: 9}}}, r.Candidates[0])
+	assert.Equal(t, diag.Candidate{Path: "/a/x", Backend: "mock", Version: "1", ABI: "1.2", Priority: 100, Score: 5,
+		State: diag.StateSelected, Reason: "r", Detail: "d", Devices: []diag.ProbedDevice{{Name: "cpu", MemoryTotal: 9}}}, r.Candidates[0])
 	assert.Equal(t, []string{"/a"}, r.Searched)
 	assert.Equal(t, "/a/x", r.Selected)
 }

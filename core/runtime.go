@@ -9,9 +9,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/loader"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Runtime is one plugin runtime: its devices and everything allocated
@@ -21,7 +22,7 @@ type Runtime struct {
 	p      *bind.Plugin // every plugin call goes through its methods
 	h      abi.Runtime
 	l      life
-	report *Report
+	report *diag.Report
 	log    hclog.Logger
 	stage  stageSettings // Config.StageChunk, StageSlots, CopyWorkers
 	pool   *copyPool     // the memmove pool of staged copies (CopyWorkers)
@@ -78,7 +79,7 @@ func Open(cfg Config) (*Runtime, error) {
 }
 
 // openPlugin creates a runtime on an already bound plugin.
-func openPlugin(cfg Config, set settings, rep *Report, p *bind.Plugin) (*Runtime, error) {
+func openPlugin(cfg Config, set settings, rep *diag.Report, p *bind.Plugin) (*Runtime, error) {
 	log := set.log
 	rt := &Runtime{report: rep, log: log, stage: set.stage, pool: copyPoolOf(set.stage.Workers), poolBudget: set.poolBudget}
 	// The runtime's own copy of the plugin, whose error hook counts the
@@ -144,8 +145,8 @@ func (rt *Runtime) exit() { rt.l.release() }
 // Close waits for calls in flight, then frees everything the runtime owns
 // in the plugin (buffers, host memory, streams, events, modules, plans).
 // Afterwards every method of the runtime and of anything made from it
-// returns an error wrapping ErrClosed; slices from HostBuffer.Bytes and
-// HostSlice.Bytes must not be used any more. A second Close returns an
+// returns an error wrapping ErrClosed; slices from HostBuffer.Bytes
+// must not be used any more. A second Close returns an
 // error wrapping ErrClosed.
 func (rt *Runtime) Close() error {
 	if !rt.ok() {
@@ -185,7 +186,7 @@ func (rt *Runtime) PluginVersion() (version string, abiMajor, abiMinor uint32) {
 
 // Report is the loader's report from Open (nil when the runtime was made
 // without the loader).
-func (rt *Runtime) Report() *Report {
+func (rt *Runtime) Report() *diag.Report {
 	if rt == nil {
 		return nil
 	}
@@ -223,38 +224,27 @@ func (rt *Runtime) Device(i int) (*Device, error) {
 		return nil, errInvalid("device", "runtime")
 	}
 	if i < 0 || i >= len(rt.devices) {
-		return nil, errf(CodeInvalidArgument, "device", "no device %d (the runtime has %d)", i, len(rt.devices))
+		return nil, errf(codeInvalidArgument, "device", "no device %d (the runtime has %d)", i, len(rt.devices))
 	}
 	return rt.devices[i], nil
-}
-
-// Stats are the plugin's live-object counters of one runtime.
-type Stats struct {
-	LiveBuffers     uint64
-	LiveHostBuffers uint64
-	LiveStreams     uint64
-	LiveEvents      uint64
-	LiveModules     uint64
-	LivePlans       uint64
-	DeviceBytes     uint64 // device bytes allocated
-	HostBytes       uint64 // pinned host bytes allocated
 }
 
 // Stats reads the plugin's live counters. They include the runtime's own
 // objects: host-heap blocks, staging streams and buffers, cached GEMM
 // plans (Trim releases the idle ones).
-func (rt *Runtime) Stats() (Stats, error) {
+func (rt *Runtime) Stats() (diag.Stats, error) {
 	if err := rt.enter("runtime_stats"); err != nil {
-		return Stats{}, err
+		return diag.Stats{}, err
 	}
 	defer rt.exit()
 	var s abi.RuntimeStats
 	s.StructSize = abi.SizeofRuntimeStats
 	if err := rt.p.RuntimeStats("runtime_stats", rt.h, &s); err != nil {
-		return Stats{}, err
+		return diag.Stats{}, err
 	}
-	return Stats{s.LiveBuffers, s.LiveHostBuffers, s.LiveStreams, s.LiveEvents,
-		s.LiveModules, s.LivePlans, s.DeviceBytes, s.HostBytes}, nil
+	return diag.Stats{LiveBuffers: s.LiveBuffers, LiveHostBuffers: s.LiveHostBuffers, LiveStreams: s.LiveStreams,
+		LiveEvents: s.LiveEvents, LiveModules: s.LiveModules, LivePlans: s.LivePlans, DeviceBytes: s.DeviceBytes,
+		HostBytes: s.HostBytes}, nil
 }
 
 // Control sets a named integer control of the plugin (fault injection,

@@ -2,7 +2,7 @@
 
 package core
 
-import "github.com/metrale/gpurt/abi"
+import "github.com/metrale/gpurt/internal/abi"
 
 // Staged synchronous copies of Go slices.
 //
@@ -71,7 +71,7 @@ func (s stageSettings) maxChunk() int {
 type stager struct {
 	stream abi.Stream
 	ev     []abi.Event
-	slot   []*HostSlice
+	slot   []*heapSlice
 	mem    [][]byte
 	size   uint64   // bytes per slot
 	job    []memJob // per slot: the parallel memmove into or out of it
@@ -122,7 +122,7 @@ func (d *Device) putStager(st *stager) {
 
 func (d *Device) newStager() (*stager, error) {
 	cfg := stageConfig(d.rt)
-	st := &stager{ev: make([]abi.Event, cfg.Slots), slot: make([]*HostSlice, cfg.Slots),
+	st := &stager{ev: make([]abi.Event, cfg.Slots), slot: make([]*heapSlice, cfg.Slots),
 		mem: make([][]byte, cfg.Slots), job: make([]memJob, cfg.Slots)}
 	var err error
 	if st.stream, err = d.newStream(); err == nil {
@@ -152,7 +152,7 @@ func (d *Device) sizeSlots(st *stager, size uint64) error {
 		return err
 	}
 	for i := range st.slot {
-		h, err := d.rt.heap.Alloc(int(size))
+		h, err := d.rt.heap.alloc(int(size))
 		if err != nil {
 			d.freeSlots(st)
 			return err

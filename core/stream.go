@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Stream is an ordered queue of work on one device: copies, memsets,
@@ -121,7 +121,7 @@ func notReady(err error) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	if e, ok := err.(*Error); ok && e.Code == CodeNotReady {
+	if e, ok := err.(*Error); ok && e.Code == codeNotReady {
 		return false, nil
 	}
 	return false, err
@@ -142,7 +142,7 @@ func (s *Stream) WaitEvent(ev *Event) (err error) {
 	defer ev.l.release()
 	rt := s.dev.rt
 	if ev.dev.rt != rt {
-		return errf(CodeInvalidArgument, op, "the event belongs to another runtime")
+		return errf(codeInvalidArgument, op, "the event belongs to another runtime")
 	}
 	c := submission{slot: bind.SlotStreamWaitEvent, obj: uintptr(ev.h), lives: [2]*life{ev.l}}
 	return s.submit(op, &c)
@@ -182,16 +182,16 @@ func (s *Stream) copyPinned(op string, pm Pinned, r Region, toPinned bool) (err 
 	defer b.done()
 	rt := s.dev.rt
 	if p.rt != rt {
-		return errf(CodeInvalidArgument, op, "the pinned memory belongs to another runtime than the stream")
+		return errf(codeInvalidArgument, op, "the pinned memory belongs to another runtime than the stream")
 	}
 	if b.dev != s.dev {
-		return errf(CodeInvalidArgument, op, "%s", misplaced("the buffer", b.dev, "stream", s.dev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("the buffer", b.dev, "stream", s.dev))
 	}
 	if p.n > n {
 		if toPinned {
-			return errf(CodeOutOfRange, op, "%d bytes asked from a source of %d", p.n, n)
+			return errf(codeOutOfRange, op, "%d bytes asked from a source of %d", p.n, n)
 		}
-		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", p.n, n)
+		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", p.n, n)
 	}
 	if p.n == 0 {
 		return nil
@@ -241,13 +241,13 @@ func (s *Stream) CopyDevice(dst, src Region) (err error) {
 	peer := s.rec == nil && !s.capturing.Load() && db.dev.rt == s.dev.rt && sb.dev.rt == s.dev.rt && db.dev != sb.dev &&
 		(db.dev == s.dev || sb.dev == s.dev)
 	if db.dev != s.dev && !peer {
-		return errf(CodeInvalidArgument, op, "%s", misplaced("the destination", db.dev, "stream", s.dev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("the destination", db.dev, "stream", s.dev))
 	}
 	if sb.dev != s.dev && !peer {
-		return errf(CodeInvalidArgument, op, "%s", misplaced("the source", sb.dev, "stream", s.dev))
+		return errf(codeInvalidArgument, op, "%s", misplaced("the source", sb.dev, "stream", s.dev))
 	}
 	if sn > dn {
-		return errf(CodeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
+		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
 	}
 	if err := overlapErr(op, db, doff, sb, soff, sn); err != nil {
 		return err

@@ -92,7 +92,7 @@ func (s *Stream) submit(op string, c *submission) error {
 // capturedErr is the error of a call on a stream that a Stream.Capture is
 // recording, through the stream rather than the capture function's view.
 func (s *Stream) capturedErr(op string) error {
-	return errf(CodeFailedPrecondition, op, "the stream is being captured by Stream.Capture: enqueue on the stream given to the capture function (work enqueued here would run now and be missing from the graph)")
+	return errf(codeFailedPrecondition, op, "the stream is being captured by Stream.Capture: enqueue on the stream given to the capture function (work enqueued here would run now and be missing from the graph)")
 }
 
 // enterSync begins a use of s for a synchronous call (Synchronize, Query,

@@ -10,16 +10,18 @@ import "fmt"
 // return an error wrapping ErrInvalidArgument, accessors return the zero
 // value. ok reports whether an object was made by this package.
 
-func (rt *Runtime) ok() bool    { return rt != nil && rt.p != nil && rt.heap != nil && rt.plans != nil }
-func (d *Device) ok() bool      { return d != nil && d.rt.ok() && d.stageTokens != nil }
-func (b *Buffer) ok() bool      { return b != nil && b.l != nil && b.dev.ok() }
-func (hb *HostBuffer) ok() bool { return hb != nil && hb.l != nil && hb.rt.ok() }
-func (hh *HostHeap) ok() bool   { return hh != nil && hh.rt.ok() }
-func (hs *HostSlice) ok() bool  { return hs != nil && hs.l != nil && hs.blk != nil && hs.heap.ok() }
-func (s *Stream) ok() bool      { return s != nil && s.l != nil && s.dev.ok() }
-func (ev *Event) ok() bool      { return ev != nil && ev.l != nil && ev.dev.ok() }
-func (m *Module) ok() bool      { return m != nil && m.l != nil && m.dev.ok() }
-func (k *Kernel) ok() bool      { return k != nil && k.mod.ok() }
+func (rt *Runtime) ok() bool { return rt != nil && rt.p != nil && rt.heap != nil && rt.plans != nil }
+func (d *Device) ok() bool   { return d != nil && d.rt.ok() && d.stageTokens != nil }
+func (b *Buffer) ok() bool   { return b != nil && b.l != nil && b.dev.ok() }
+func (hb *HostBuffer) ok() bool {
+	return hb != nil && ((hb.hs != nil && hb.hs.ok()) || (hb.l != nil && hb.rt.ok()))
+}
+func (hh *HostHeap) ok() bool  { return hh != nil && hh.rt.ok() }
+func (hs *heapSlice) ok() bool { return hs != nil && hs.l != nil && hs.blk != nil && hs.heap.ok() }
+func (s *Stream) ok() bool     { return s != nil && s.l != nil && s.dev.ok() }
+func (ev *Event) ok() bool     { return ev != nil && ev.l != nil && ev.dev.ok() }
+func (m *Module) ok() bool     { return m != nil && m.l != nil && m.dev.ok() }
+func (k *Kernel) ok() bool     { return k != nil && k.mod.ok() }
 
 // misplaced describes, for an error, what (an object on device x) used
 // with the object whose lives on ref: the runtimes when they differ
@@ -34,5 +36,5 @@ func misplaced(what string, x *Device, whose string, ref *Device) string {
 // errInvalid is the error for a nil or zero-value object (what: "buffer",
 // "stream", ...).
 func errInvalid(op, what string) error {
-	return errf(CodeInvalidArgument, op, "nil or zero-value %s (not made by gpurt)", what)
+	return errf(codeInvalidArgument, op, "nil or zero-value %s (not made by gpurt)", what)
 }

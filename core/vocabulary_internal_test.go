@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Every error code of the header (abi.ErrorCodes, generated from its enum)

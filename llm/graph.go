@@ -217,15 +217,15 @@ func (g *stepGraph) launch(s *core.Stream, sp *Sampling, step int) error {
 			return errors.New("llm: the step's graph has no pick")
 		}
 		pg := g.segs[g.pickSeg].g
-		err := pg.SetArg(g.pick, 7, core.ArgU64(sp.Seed+uint64(step)))
+		err := pg.SetArg(g.pick, 7, core.ArgScalar[uint64](sp.Seed+uint64(step)))
 		if err == nil && sp.TopK != g.last.TopK {
-			err = pg.SetArg(g.pick, 4, core.ArgU64(uint64(sp.TopK)))
+			err = pg.SetArg(g.pick, 4, core.ArgScalar[uint64](uint64(sp.TopK)))
 		}
 		if err == nil && sp.TopP != g.last.TopP {
-			err = pg.SetArg(g.pick, 5, core.ArgF32(sp.TopP))
+			err = pg.SetArg(g.pick, 5, core.ArgScalar[float32](sp.TopP))
 		}
 		if err == nil && sp.Temperature != g.last.Temperature {
-			err = pg.SetArg(g.pick, 6, core.ArgF32(sp.Temperature))
+			err = pg.SetArg(g.pick, 6, core.ArgScalar[float32](sp.Temperature))
 		}
 		if err != nil {
 			return fmt.Errorf("llm: setting the sampling arguments of the step's graph: %w", err)

@@ -119,7 +119,7 @@ func LoadConfig(dev *core.Device, dir string, cfg Config, o Options) (*Model, er
 type uploader struct {
 	s        *core.Stream
 	src      source
-	slots    []*core.HostSlice
+	slots    []*core.HostBuffer
 	evs      []*core.Event
 	used     []bool
 	next     int

@@ -702,11 +702,11 @@ func grid(g int, block uint32) core.LaunchConfig {
 func (m *Model) rmsnorm(s *core.Stream, y, x, w core.Region, rows int) error {
 	H := m.cfg.Hidden
 	return s.Launch(m.kRMS, grid(rows, rowBlock(H)), core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
-		core.ArgF32(m.cfg.Eps), core.ArgU64(uint64(rows)), core.ArgU64(uint64(H)))
+		core.ArgScalar[float32](m.cfg.Eps), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(H)))
 }
 
 func (m *Model) elementwise(s *core.Stream, k *core.Kernel, y, a, b core.Region, n int) error {
-	return s.Launch(k, grid((n+255)/256, 256), core.ArgBuffer(y), core.ArgBuffer(a), core.ArgBuffer(b), core.ArgU64(uint64(n)))
+	return s.Launch(k, grid((n+255)/256, 256), core.ArgBuffer(y), core.ArgBuffer(a), core.ArgBuffer(b), core.ArgScalar[uint64](uint64(n)))
 }
 
 // rope rotates x ([tokens][heads][head_dim]) at the tokens' positions:
@@ -718,7 +718,7 @@ func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) e
 	if m.cfg.Scaling == nil {
 		n := tokens * heads * hd / 2
 		return s.Launch(m.kRope, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(view(m.pos, 0, 4*tokens)),
-			core.ArgF32(float32(m.cfg.Theta)), core.ArgU64(uint64(tokens)), core.ArgU64(uint64(heads)), core.ArgU64(uint64(hd)))
+			core.ArgScalar[float32](float32(m.cfg.Theta)), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
 	}
 	n := tokens * heads * hd
 	cos, sin := m.cosQ, m.sinQ
@@ -878,7 +878,7 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 func (m *Model) embedTokens(s *core.Stream, T int) error {
 	H, V := m.cfg.Hidden, m.cfg.Vocab
 	return s.Launch(m.kEmbed, grid((T*H+255)/256, 256), core.ArgBuffer(view(m.h, 0, 2*T*H)), core.ArgBuffer(m.embed),
-		core.ArgBuffer(view(m.ids, 0, 4*T)), core.ArgU64(uint64(T)), core.ArgU64(uint64(H)), core.ArgU64(uint64(V)))
+		core.ArgBuffer(view(m.ids, 0, 4*T)), core.ArgScalar[uint64](uint64(T)), core.ArgScalar[uint64](uint64(H)), core.ArgScalar[uint64](uint64(V)))
 }
 
 // head: final norm of hl, f32 logits.
@@ -909,10 +909,10 @@ func (m *Model) pick(s *core.Stream, sp *Sampling, step int) error {
 	B, V := m.batch, m.cfg.Vocab
 	ids := core.ArgBuffer(view(m.ids, 0, 4*B))
 	if sp == nil {
-		return s.Launch(m.kArgmax, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgU64(uint64(B)), core.ArgU64(uint64(V)))
+		return s.Launch(m.kArgmax, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(B)), core.ArgScalar[uint64](uint64(V)))
 	}
-	return s.Launch(m.kSample, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgU64(uint64(B)), core.ArgU64(uint64(V)),
-		core.ArgU64(uint64(sp.TopK)), core.ArgF32(sp.TopP), core.ArgF32(sp.Temperature), core.ArgU64(sp.Seed+uint64(step)))
+	return s.Launch(m.kSample, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(B)), core.ArgScalar[uint64](uint64(V)),
+		core.ArgScalar[uint64](uint64(sp.TopK)), core.ArgScalar[float32](sp.TopP), core.ArgScalar[float32](sp.Temperature), core.ArgScalar[uint64](sp.Seed+uint64(step)))
 }
 
 // schedule is the page table of the batch's requests at lengths lens
@@ -936,7 +936,7 @@ func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
 // positions, page tables, rope tables): two halves, a step taking the one
 // that the step before the last used once its copies are done (an event).
 type stepStage struct {
-	hs       *core.HostSlice
+	hs       *core.HostBuffer
 	half     int
 	cur, off int
 	ev       [2]*core.Event

@@ -189,10 +189,10 @@ func (p *Paged) head(s *core.Stream, n int, sp *Sampling, step int) error {
 	}
 	ids := core.ArgBuffer(view(m.ids, 0, 4*n))
 	if sp == nil {
-		return s.Launch(m.kArgmax, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgU64(uint64(n)), core.ArgU64(uint64(V)))
+		return s.Launch(m.kArgmax, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(n)), core.ArgScalar[uint64](uint64(V)))
 	}
-	return s.Launch(m.kSample, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgU64(uint64(n)), core.ArgU64(uint64(V)),
-		core.ArgU64(uint64(sp.TopK)), core.ArgF32(sp.TopP), core.ArgF32(sp.Temperature), core.ArgU64(sp.Seed+uint64(step)))
+	return s.Launch(m.kSample, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(n)), core.ArgScalar[uint64](uint64(V)),
+		core.ArgScalar[uint64](uint64(sp.TopK)), core.ArgScalar[float32](sp.TopP), core.ArgScalar[float32](sp.Temperature), core.ArgScalar[uint64](sp.Seed+uint64(step)))
 }
 
 // Tokens waits for the last step and writes its len(dst) picked tokens

@@ -27,7 +27,7 @@
 //	gpurt_collectives_total               Comm.Run
 //	gpurt_bytes_copied_total              bytes of copies (label direction: host_to_device, device_to_host, device_to_device)
 //	gpurt_op_latency_seconds              histogram of each op's host time (label op: stream_synchronize,
-//	                                      copy_from_host, gemm, attention_run, ...; see core.Metrics.Latency)
+//	                                      copy_from_host, gemm, attention_run, ...; see diag.Metrics.Latency)
 //	gpurt_plugin_errors_total             errors returned by the plugin (label code: invalid_argument, ...)
 //	gpurt_device_lost                     1 once a device was lost
 //	gpurt_pool_bytes                      a device's memory pool (Device.Pool) by state: budget, reserved,
@@ -52,6 +52,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/diag"
 )
 
 // Collector is a prometheus.Collector for one runtime. Register it with a
@@ -174,7 +175,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for dir, n := range s.Ops.BytesCopied {
 		emit("bytes_copied_total", counter, float64(n), dir)
 	}
-	bounds := core.LatencyBounds()
+	bounds := diag.LatencyBounds()
 	for op, h := range s.Ops.Latency {
 		buckets := make(map[float64]uint64, len(bounds))
 		for i, b := range bounds {
@@ -183,7 +184,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(c.descs["op_latency_seconds"], h.Count, h.Sum.Seconds(), buckets, op)
 	}
 	for code, n := range s.Ops.Errors {
-		emit("plugin_errors_total", counter, float64(n), snake(code.String()))
+		emit("plugin_errors_total", counter, float64(n), snake(code))
 	}
 	emit("device_lost", gauge, b2f(s.Ops.DeviceLost))
 	for _, p := range s.Pools {
@@ -208,11 +209,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 type Snapshot struct {
 	Backend string
 	Up      bool       // the plugin answered Stats
-	Stats   core.Stats // zero when !Up
+	Stats   diag.Stats // zero when !Up
 	Devices []DeviceMemory
-	Heap    core.HeapStats
-	OpCache core.OpCacheStats
-	Ops     core.Metrics
+	Heap    diag.Heap
+	OpCache diag.OpCache
+	Ops     diag.Metrics
 	Pools   []Pool // the device memory pools in use, by device
 }
 
@@ -266,7 +267,7 @@ func Publish(name string, rt *core.Runtime) {
 func expvarView(s Snapshot) map[string]any {
 	errs := make(map[string]uint64, len(s.Ops.Errors))
 	for c, n := range s.Ops.Errors {
-		errs[snake(c.String())] = n
+		errs[snake(c)] = n
 	}
 	lat := make(map[string]map[string]any, len(s.Ops.Latency))
 	for op, h := range s.Ops.Latency {

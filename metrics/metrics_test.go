@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/collective"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/matmul"
 	gtest "github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/metrics"
@@ -43,7 +45,7 @@ func workload(t *testing.T) (*core.Runtime, *core.Buffer) {
 	fill, err := mod.Kernel("fill_f32")
 	require.NoError(t, err)
 	for i := 0; i < 3; i++ {
-		require.NoError(t, s.Launch(fill, core.Grid1D(1024, 256), core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1024)))
+		require.NoError(t, s.Launch(fill, core.Grid1D(1024, 256), core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1024)))
 	}
 	require.NoError(t, s.Synchronize())
 	return rt, buf
@@ -182,16 +184,16 @@ func TestOpMetrics(t *testing.T) {
 	require.NoError(t, matmul.Grouped(s, matmul.GroupedDesc{ABType: core.BF16, DType: core.BF16, N: 8, K: 16, MSizes: []int{2, 3}},
 		matmul.GroupedOperands{A: alloc(dev, 5*16*2), B: alloc(dev, 2*8*16*2), D: alloc(dev, 5*8*2)}))
 	// an all-reduce over the two devices
-	c, err := rt.NewComm(devs...)
+	c, err := collective.New(rt, devs...)
 	require.NoError(t, err)
 	defer c.Close()
-	ops := make([]core.CollOp, 2)
+	ops := make([]collective.Op, 2)
 	for r, dv := range devs {
 		st, err := dv.NewStream()
 		require.NoError(t, err)
 		defer st.Close()
 		cb := alloc(dv, 64)
-		ops[r] = core.CollOp{Kind: core.AllReduce, DType: core.F32, Rank: r, Count: 16, Stream: st, Send: cb, Recv: cb}
+		ops[r] = collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: r, Count: 16, Stream: st, Send: cb, Recv: cb}
 	}
 	require.NoError(t, c.Run(ops...))
 	for _, o := range ops {
@@ -242,7 +244,7 @@ gpurt_attention_runs_total{backend="mock"} 0
 					counts[l.GetValue()] = h.GetSampleCount()
 				}
 			}
-			assert.Len(t, h.GetBucket(), len(core.LatencyBounds()))
+			assert.Len(t, h.GetBucket(), len(diag.LatencyBounds()))
 		}
 	}
 	for op, n := range map[string]uint64{"copy_from_host": 1, "copy_to_host": 1, "copy_device": 1, "gemm": 1,

@@ -33,7 +33,7 @@ func TestNoCgo(t *testing.T) {
 		t.Run(target, func(t *testing.T) {
 			goos, goarch, _ := strings.Cut(target, "/")
 			cmd := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}} {{join .CgoFiles \",\"}}",
-				"./core/...", "./abi/...", "./cmd/...")
+				"./core/...", "./internal/abi/...", "./cmd/...")
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=1", "GOFLAGS=-mod=mod")
 			var stderr bytes.Buffer

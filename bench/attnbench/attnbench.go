@@ -127,15 +127,7 @@ func Run(o Options) (err error) {
 	if o.Timer == nil || o.Out == nil {
 		return errors.New("attnbench: Options.Timer and Options.Out are required")
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(failure)
-			if !ok {
-				panic(r)
-			}
-			err = f.err
-		}
-	}()
+	defer gbench.Guard(&err)
 	t := o.Timer
 	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: o.Iters, out: json.NewEncoder(o.Out),
 		rng: rand.New(rand.NewPCG(1, 2))}
@@ -157,11 +149,8 @@ func Run(o Options) (err error) {
 	return nil
 }
 
-// failure carries an error from deep inside a figure to Run.
-type failure struct{ err error }
-
-// fail ends Run with err.
-func fail(err error) { panic(failure{err}) }
+// fail ends Run with err (bench.Guard returns it).
+func fail(err error) { gbench.Abort(err) }
 
 func (b *bench) emit(r Result) {
 	if err := b.out.Encode(r); err != nil {

@@ -84,7 +84,7 @@ func BenchmarkLaunch(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)); err != nil {
+			if err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1)); err != nil {
 				b.Fatal(err)
 			}
 			if i++; i%1000 == 0 {

@@ -256,7 +256,7 @@ func (ms *measurer) launch(d *core.Device, s *core.Stream, pl *Plugin, raw *Raw,
 	sides := []side{
 		{"gpurt", func(n int) error {
 			for i := 0; i < n; i++ {
-				if err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)); err != nil {
+				if err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1)); err != nil {
 					return err
 				}
 			}
@@ -284,7 +284,7 @@ func (ms *measurer) launch(d *core.Device, s *core.Stream, pl *Plugin, raw *Raw,
 				for n > 0 {
 					c := min(n, batchOf)
 					for i := 0; i < c; i++ {
-						if err := lb.Add(fill, cfg, core.ArgBuffer(buf), core.ArgF32(1), core.ArgU64(1)); err != nil {
+						if err := lb.Add(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1)); err != nil {
 							return err
 						}
 					}

@@ -593,7 +593,7 @@ func (m *model) ops() int {
 // step enqueues (or, on a capturing stream, records) one decode step on s.
 func (m *model) step(s *core.Stream) error {
 	k := m.k
-	nH, nI := core.ArgU64(uint64(m.batch*m.c.Hidden)), core.ArgU64(uint64(m.batch*m.c.Inter))
+	nH, nI := core.ArgScalar[uint64](uint64(m.batch*m.c.Hidden)), core.ArgScalar[uint64](uint64(m.batch*m.c.Inter))
 	if err := s.CopyDevice(m.h, m.xin); err != nil {
 		return err
 	}
@@ -639,10 +639,10 @@ func (m *model) rmsnorm(s *core.Stream, y, x, w *core.Buffer) error {
 	}
 	if m.k.normName == "builtin" { // rmsnorm_T(y, x, w, eps, rows, cols)
 		return s.Launch(m.k.norm, m.normCfg, core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
-			core.ArgF32(Eps), core.ArgU64(uint64(m.batch)), core.ArgU64(uint64(m.c.Hidden)))
+			core.ArgScalar[float32](Eps), core.ArgScalar[uint64](uint64(m.batch)), core.ArgScalar[uint64](uint64(m.c.Hidden)))
 	}
 	return s.Launch(m.k.norm, m.normCfg, core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
-		core.ArgF32(Eps), core.ArgU64(uint64(m.c.Hidden)))
+		core.ArgScalar[float32](Eps), core.ArgScalar[uint64](uint64(m.c.Hidden)))
 }
 
 // composedNorm is RMSNorm from built-in kernels and GEMMs, for backends
@@ -694,7 +694,7 @@ func (cn *composedNorm) ops() int { return 7 + 4*newtonIters }
 func (cn *composedNorm) run(s *core.Stream, y, x, w *core.Buffer) error {
 	k := cn.m.k
 	H, B := cn.m.c.Hidden, cn.m.batch
-	nN, nB := core.ArgU64(uint64(B*H)), core.ArgU64(uint64(B))
+	nN, nB := core.ArgScalar[uint64](uint64(B*H)), core.ArgScalar[uint64](uint64(B))
 	ones, err := cn.ones.View(0, 2*H)
 	if err != nil {
 		return err
@@ -708,10 +708,10 @@ func (cn *composedNorm) run(s *core.Stream, y, x, w *core.Buffer) error {
 			return s.Gemm(cn.meanD, core.GemmOperands{A: ones, B: cn.sq, D: cn.ms, Alpha: 1 / float64(H)})
 		},
 		func() error {
-			return s.Launch(k.axpy, cn.cfgB, core.ArgBuffer(cn.ms), core.ArgBuffer(cn.onesB), core.ArgF32(Eps), nB)
+			return s.Launch(k.axpy, cn.cfgB, core.ArgBuffer(cn.ms), core.ArgBuffer(cn.onesB), core.ArgScalar[float32](Eps), nB)
 		},
 		func() error {
-			return s.Launch(k.scale, cn.cfgB, core.ArgBuffer(cn.msh), core.ArgBuffer(cn.ms), core.ArgF32(-0.5), nB)
+			return s.Launch(k.scale, cn.cfgB, core.ArgBuffer(cn.msh), core.ArgBuffer(cn.ms), core.ArgScalar[float32](-0.5), nB)
 		},
 		func() error { return s.Launch(k.fill, cn.cfgB, r, core.ArgBF16(0.25), nB) },
 	}
@@ -727,7 +727,7 @@ func (cn *composedNorm) run(s *core.Stream, y, x, w *core.Buffer) error {
 		if err := s.Launch(k.mul, cn.cfgB, t, t, core.ArgBuffer(cn.msh), nB); err != nil {
 			return err
 		}
-		if err := s.Launch(k.axpy, cn.cfgB, t, core.ArgBuffer(cn.onesB), core.ArgF32(1.5), nB); err != nil {
+		if err := s.Launch(k.axpy, cn.cfgB, t, core.ArgBuffer(cn.onesB), core.ArgScalar[float32](1.5), nB); err != nil {
 			return err
 		}
 		if err := s.Launch(k.mul, cn.cfgB, r, r, t, nB); err != nil {

@@ -4,9 +4,9 @@
 // gpurt-multibench runs it; scripts/gpu_multi.sh runs that on 2 GPUs):
 //
 //   - all-reduce (Comm.Run, sum) at 8 KiB .. 1 GiB: one process driving
-//     every GPU (Runtime.NewComm), and with -procs one process per GPU
+//     every GPU (collective.New), and with -procs one process per GPU
 //     (the command starts itself once per rank, joined by a unique id:
-//     Runtime.JoinComm);
+//     collective.Join);
 //   - peer copies (Stream.CopyDevice between device 0 and 1, both ways).
 //
 // Timing is what torch.distributed users measure (scripts/multi_torch.py
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/internal/bytesize"
 )
 
@@ -73,7 +74,7 @@ func (r *rankSet) sync() error {
 
 // Sweep times an in-place all-reduce of every size on c (whose local ranks
 // are devs, ranks first..) and prints one result per size.
-func Sweep(out *json.Encoder, impl string, c *core.Comm, devs []*core.Device, sizes []int64, dt core.DType) error {
+func Sweep(out *json.Encoder, impl string, c *collective.Comm, devs []*core.Device, sizes []int64, dt core.DType) error {
 	first, _ := c.LocalRanks()
 	n := c.NRanks()
 	maxB := int64(0)
@@ -97,11 +98,11 @@ func Sweep(out *json.Encoder, impl string, c *core.Comm, devs []*core.Device, si
 		}
 		r.bufs = append(r.bufs, b)
 	}
-	ops := make([]core.CollOp, len(devs))
+	ops := make([]collective.Op, len(devs))
 	for _, bytes := range sizes {
 		count := int(bytes / int64(dt.Size()))
 		for k := range devs {
-			ops[k] = core.CollOp{Kind: core.AllReduce, DType: dt, Rank: first + k, Count: count, Stream: r.streams[k], Send: r.bufs[k], Recv: r.bufs[k]}
+			ops[k] = collective.Op{Kind: collective.AllReduce, DType: dt, Rank: first + k, Count: count, Stream: r.streams[k], Send: r.bufs[k], Recv: r.bufs[k]}
 		}
 		it := Iters(bytes)
 		run := func(times int) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metrale/gpurt/bench/multibench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -30,7 +31,7 @@ func TestSweepAndPeerOnMock(t *testing.T) {
 	require.NoError(t, err)
 	defer rt.Close()
 	devs := rt.Devices()
-	c, err := rt.NewComm(devs...)
+	c, err := collective.New(rt, devs...)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)

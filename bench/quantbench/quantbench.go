@@ -100,15 +100,7 @@ func Run(o Options) (err error) {
 	if o.Timer == nil || o.Out == nil {
 		return errors.New("quantbench: Options.Timer and Options.Out are required")
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(failure)
-			if !ok {
-				panic(r)
-			}
-			err = f.err
-		}
-	}()
+	defer gbench.Guard(&err)
 	t := o.Timer
 	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: o.Iters, rotate: o.RotateMiB, shrink: o.Shrink,
 		out: json.NewEncoder(o.Out), rng: rand.New(rand.NewPCG(7, 11))}
@@ -134,11 +126,8 @@ func Run(o Options) (err error) {
 	return nil
 }
 
-// failure carries a setup error from deep inside a figure to Run.
-type failure struct{ err error }
-
-// fail ends Run with err.
-func fail(err error) { panic(failure{err}) }
+// fail ends Run with err (bench.Guard returns it).
+func fail(err error) { gbench.Abort(err) }
 
 // shrunk is v divided by the shrink, rounded up to a multiple of align (K:
 // the int8 group of 64, fp8's 128-wide block scales) and at least align.

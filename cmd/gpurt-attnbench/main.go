@@ -20,29 +20,11 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-attnbench", "[flags]",
 		"Times attention over a paged KV cache (PlanAttention, RunAttention) on one GPU; one JSON\nobject per output line (scripts/gpu_attention.sh makes the table). -backend mock\n-shrink N checks the program on the mock.", stdout, stderr)
-	paths := fs.PluginPath()
 	o := attnbench.Options{Out: stdout}
-	fs.IntVar(&o.Iters, "iters", 50, "timed runs per figure")
-	fs.StringVar(&o.Only, "only", "", "run only decode or prefill")
-	backend := fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
-	fs.IntVar(&o.Shrink, "shrink", 1, "divide every length by this, 1 to 8192 (a quick run on the mock)")
-	if st, ok := fs.Parse(args, false); !ok {
-		return st
-	}
-	if err := o.Check(); err != nil {
-		return fs.Usage("-%v", err)
-	}
-	if err := paths.Check(); err != nil {
-		return fs.Fail(err)
-	}
-	t, err := gbench.OpenGPUTimer(*paths, *backend)
-	if err != nil {
-		return fs.Fail(err)
-	}
-	defer t.Close()
-	o.Timer = t
-	if err := attnbench.Run(o); err != nil {
-		return fs.Fail(err)
-	}
-	return cli.ExitOK
+	tf := gbench.AddTimedFlags(fs, &o.Iters, &o.Only, &o.Shrink, "run only decode or prefill",
+		"divide every length by this, 1 to 8192 (a quick run on the mock)")
+	return tf.TimedMain(fs, args, func() error { return o.Check() }, func(t *gbench.GPUTimer) error {
+		o.Timer = t
+		return attnbench.Run(o)
+	})
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/metrale/gpurt/bench/multibench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/internal/bytesize"
 	"github.com/metrale/gpurt/internal/cli"
 )
@@ -103,7 +104,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "device %d: %s, %s, PCI %s\n", d.Index(), i.Name, i.UUID, i.PCIBusID)
 	}
 	if *only == "" || *only == "allreduce" {
-		c, err := rt.NewComm(devs...)
+		c, err := collective.New(rt, devs...)
 		if err != nil {
 			return fs.Fail(err)
 		}
@@ -185,7 +186,7 @@ func parseSizes(s string) ([]int64, error) {
 // parent makes the unique id and runs this program once per rank; rank
 // 0's results are printed.
 func parent(rt *core.Runtime, out *json.Encoder) error {
-	id, err := rt.NewCommID()
+	id, err := collective.NewID(rt)
 	if err != nil {
 		return err
 	}
@@ -220,16 +221,16 @@ func parent(rt *core.Runtime, out *json.Encoder) error {
 // child is rank -child-rank of -procs: its own runtime, device rank.
 func child(rt *core.Runtime, out *json.Encoder, sizes []int64, dt core.DType) error {
 	raw, err := hex.DecodeString(*childID)
-	if err != nil || len(raw) != len(core.CommID{}) {
-		return fmt.Errorf("-child-id is not a %d-byte hex id", len(core.CommID{}))
+	if err != nil || len(raw) != len(collective.ID{}) {
+		return fmt.Errorf("-child-id is not a %d-byte hex id", len(collective.ID{}))
 	}
-	var id core.CommID
+	var id collective.ID
 	copy(id[:], raw)
 	d, err := rt.Device(*childRank)
 	if err != nil {
 		return err
 	}
-	c, err := rt.JoinComm(core.CommJoin{ID: id, NRanks: *ranksF, FirstRank: *childRank, Devices: []*core.Device{d}, Timeout: 120 * time.Second})
+	c, err := collective.Join(rt, collective.JoinConfig{ID: id, NRanks: *ranksF, FirstRank: *childRank, Devices: []*core.Device{d}, Timeout: 120 * time.Second})
 	if err != nil {
 		return err
 	}

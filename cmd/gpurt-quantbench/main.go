@@ -22,30 +22,12 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-quantbench", "[flags]",
 		"Times the quantized and grouped matmuls against cuBLASLt on one GPU; one JSON object\nper output line (scripts/gpu_quant_bench.sh makes the table). -backend mock -shrink N\nchecks the program on the mock.", stdout, stderr)
-	paths := fs.PluginPath()
 	o := quantbench.Options{Out: stdout}
-	fs.IntVar(&o.Iters, "iters", 50, "timed calls per figure")
-	fs.StringVar(&o.Only, "only", "", "run only gemv, gemm or grouped")
-	backend := fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
-	fs.IntVar(&o.Shrink, "shrink", 1, fmt.Sprintf("divide every size by this, 1 to %d (a quick run on the mock; K stays a multiple of 128)", quantbench.MaxShrink))
+	tf := gbench.AddTimedFlags(fs, &o.Iters, &o.Only, &o.Shrink, "run only gemv, gemm or grouped",
+		fmt.Sprintf("divide every size by this, 1 to %d (a quick run on the mock; K stays a multiple of 128)", quantbench.MaxShrink))
 	fs.IntVar(&o.RotateMiB, "rotate", 0, "int8 and bf16 matmul: rotate the calls through copies of the weights spanning this many MiB (0: one copy, read by every call; rows get the suffix \" rot\")")
-	if st, ok := fs.Parse(args, false); !ok {
-		return st
-	}
-	if err := o.Check(); err != nil {
-		return fs.Usage("-%v", err)
-	}
-	if err := paths.Check(); err != nil {
-		return fs.Fail(err)
-	}
-	t, err := gbench.OpenGPUTimer(*paths, *backend)
-	if err != nil {
-		return fs.Fail(err)
-	}
-	defer t.Close()
-	o.Timer = t
-	if err := quantbench.Run(o); err != nil {
-		return fs.Fail(err)
-	}
-	return cli.ExitOK
+	return tf.TimedMain(fs, args, func() error { return o.Check() }, func(t *gbench.GPUTimer) error {
+		o.Timer = t
+		return quantbench.Run(o)
+	})
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/diag"
 )
 
 // Paths, reasons and device strings come from the file system and from
@@ -47,9 +47,9 @@ func jsonText(s string) string {
 }
 
 // jsonReport is a copy of rep with every string passed through jsonText.
-func jsonReport(rep *core.Report) *core.Report {
+func jsonReport(rep *diag.Report) *diag.Report {
 	if rep == nil {
-		return &core.Report{Searched: []string{}, Candidates: []core.Candidate{}}
+		return &diag.Report{Searched: []string{}, Candidates: []diag.Candidate{}}
 	}
 	out := *rep
 	out.Requested, out.Selected, out.Backend = jsonText(rep.Requested), jsonText(rep.Selected), jsonText(rep.Backend)
@@ -57,11 +57,11 @@ func jsonReport(rep *core.Report) *core.Report {
 	for i, s := range rep.Searched {
 		out.Searched[i] = jsonText(s)
 	}
-	out.Candidates = make([]core.Candidate, len(rep.Candidates))
+	out.Candidates = make([]diag.Candidate, len(rep.Candidates))
 	for i, c := range rep.Candidates {
 		c.Path, c.Backend, c.Version, c.ABI = jsonText(c.Path), jsonText(c.Backend), jsonText(c.Version), jsonText(c.ABI)
 		c.Reason, c.Detail = jsonText(c.Reason), jsonText(c.Detail)
-		devs := make([]core.ProbedDevice, len(c.Devices))
+		devs := make([]diag.ProbedDevice, len(c.Devices))
 		for j, d := range c.Devices {
 			d.Name, d.Vendor, d.Arch = jsonText(d.Name), jsonText(d.Vendor), jsonText(d.Arch)
 			d.PCIBusID, d.DriverVersion = jsonText(d.PCIBusID), jsonText(d.DriverVersion)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/internal/bytesize"
 	"github.com/metrale/gpurt/internal/cli"
 )
@@ -25,7 +26,7 @@ func init() {
 // and the error, if any ("" when a backend was chosen). README documents
 // every field; keep them stable.
 type probeJSON struct {
-	*core.Report
+	*diag.Report
 	Error string `json:"error"`
 }
 
@@ -85,7 +86,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 
 // writeProbeJSON prints the JSON report with err in it; false when it
 // could not be written (the error printed).
-func writeProbeJSON(stdout, stderr io.Writer, rep *core.Report, err error) bool {
+func writeProbeJSON(stdout, stderr io.Writer, rep *diag.Report, err error) bool {
 	out := probeJSON{Report: jsonReport(rep)}
 	if err != nil {
 		out.Error = jsonText(err.Error())
@@ -99,7 +100,7 @@ func writeProbeJSON(stdout, stderr io.Writer, rep *core.Report, err error) bool 
 	return true
 }
 
-func printReport(w io.Writer, rep *core.Report) {
+func printReport(w io.Writer, rep *diag.Report) {
 	fmt.Fprintf(w, "requested backend: %s\n", text(rep.Requested))
 	fmt.Fprintln(w, "folders searched:")
 	for _, s := range rep.Searched {

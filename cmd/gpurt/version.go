@@ -15,8 +15,8 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Stamped by `make` and scripts/dist.sh with -ldflags "-X

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/internal/abi"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 

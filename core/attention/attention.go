@@ -19,6 +19,7 @@
 package attention
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -26,10 +27,10 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // KVLayout is the order of one page's axes (GPURT_KV_LAYOUT_*).
@@ -71,15 +72,15 @@ func (d KVCacheDesc) Offset(page, slot, head int) (int, error) {
 	}
 	switch {
 	case page < 0 || (d.NumPages > 0 && page >= d.NumPages):
-		return 0, errorf(core.CodeOutOfRange, op, "page %d is outside the cache's %d pages", page, d.NumPages)
+		return 0, errorf(core.ErrOutOfRange, op, "page %d is outside the cache's %d pages", page, d.NumPages)
 	case slot < 0 || slot >= d.PageSize:
-		return 0, errorf(core.CodeOutOfRange, op, "slot %d is outside a page of %d tokens", slot, d.PageSize)
+		return 0, errorf(core.ErrOutOfRange, op, "slot %d is outside a page of %d tokens", slot, d.PageSize)
 	case head < 0 || head >= d.NumKVHeads:
-		return 0, errorf(core.CodeOutOfRange, op, "head %d is outside the %d kv heads", head, d.NumKVHeads)
+		return 0, errorf(core.ErrOutOfRange, op, "head %d is outside the %d kv heads", head, d.NumKVHeads)
 	}
 	pb := uint64(d.PageBytes()) // fits an int: check
 	if hi, lo := bits.Mul64(uint64(page), pb); hi != 0 || lo > math.MaxInt-pb {
-		return 0, errorf(core.CodeOutOfRange, op, "page %d of %d bytes is past the largest offset", page, pb)
+		return 0, errorf(core.ErrOutOfRange, op, "page %d of %d bytes is past the largest offset", page, pb)
 	}
 	es := d.DType.Size()
 	if d.Layout == KVLayoutHND {
@@ -97,29 +98,29 @@ func (d *KVCacheDesc) abiLayout() abi.KVLayout {
 // rest, and says which dtypes and head dims it supports).
 func (d *KVCacheDesc) check(op string, pages bool) error {
 	if d.DType.Size() == 0 {
-		return errorf(core.CodeInvalidArgument, op, "dtype %v is not an element type", d.DType)
+		return errorf(core.ErrInvalidArgument, op, "dtype %v is not an element type", d.DType)
 	}
 	if d.Layout != KVLayoutNHD && d.Layout != KVLayoutHND {
-		return errorf(core.CodeInvalidArgument, op, "layout %d is neither KVLayoutNHD nor KVLayoutHND", d.Layout)
+		return errorf(core.ErrInvalidArgument, op, "layout %d is neither KVLayoutNHD nor KVLayoutHND", d.Layout)
 	}
 	if d.PageSize <= 0 || d.NumKVHeads <= 0 || d.HeadDim <= 0 || d.PageSize > math.MaxInt32 ||
 		d.NumKVHeads > math.MaxInt32 || d.HeadDim > math.MaxInt32 {
-		return errorf(core.CodeInvalidArgument, op, "page size %d, kv heads %d and head dim %d must be positive int32s",
+		return errorf(core.ErrInvalidArgument, op, "page size %d, kv heads %d and head dim %d must be positive int32s",
 			d.PageSize, d.NumKVHeads, d.HeadDim)
 	}
 	if pages && d.NumPages <= 0 {
-		return errorf(core.CodeInvalidArgument, op, "num pages %d must be positive", d.NumPages)
+		return errorf(core.ErrInvalidArgument, op, "num pages %d must be positive", d.NumPages)
 	}
 	// Byte counts must fit an int: a product that wraps would make a
 	// cache whose regions are smaller than its shape says.
 	hi, page := bits.Mul64(uint64(d.PageSize)*uint64(d.NumKVHeads), uint64(d.HeadDim)*uint64(d.DType.Size()))
 	if hi != 0 || page > math.MaxInt {
-		return errorf(core.CodeOutOfRange, op, "page of %d tokens x %d kv heads x %d x %d-byte elements overflows the byte count",
+		return errorf(core.ErrOutOfRange, op, "page of %d tokens x %d kv heads x %d x %d-byte elements overflows the byte count",
 			d.PageSize, d.NumKVHeads, d.HeadDim, d.DType.Size())
 	}
 	if pages {
 		if hi, total := bits.Mul64(uint64(d.NumPages), page); hi != 0 || total > math.MaxInt {
-			return errorf(core.CodeOutOfRange, op, "%d pages of %d bytes overflow the byte count", d.NumPages, page)
+			return errorf(core.ErrOutOfRange, op, "%d pages of %d bytes overflow the byte count", d.NumPages, page)
 		}
 	}
 	return nil
@@ -152,16 +153,16 @@ func NewKVCache(desc KVCacheDesc, k, v core.Region) (*KVCache, error) {
 			return nil, err
 		}
 		if n < need {
-			return nil, errorf(core.CodeOutOfRange, op, "%s region has %d bytes; %d pages of %d bytes need %d",
+			return nil, errorf(core.ErrOutOfRange, op, "%s region has %d bytes; %d pages of %d bytes need %d",
 				[2]string{"K", "V"}[i], n, desc.NumPages, desc.PageBytes(), need)
 		}
 		devs[i], bufs[i], offs[i] = dev, buf, off
 	}
 	if devs[0] != devs[1] {
-		return nil, errorf(core.CodeInvalidArgument, op, "K and V are on different devices (%v, %v)", devs[0], devs[1])
+		return nil, errorf(core.ErrInvalidArgument, op, "K and V are on different devices (%v, %v)", devs[0], devs[1])
 	}
 	if bufs[0] == bufs[1] && offs[0] < offs[1]+need && offs[1] < offs[0]+need {
-		return nil, errorf(core.CodeInvalidArgument, op, "K pages [%d, %d) and V pages [%d, %d) overlap in one buffer",
+		return nil, errorf(core.ErrInvalidArgument, op, "K pages [%d, %d) and V pages [%d, %d) overlap in one buffer",
 			offs[0], offs[0]+need, offs[1], offs[1]+need)
 	}
 	return &KVCache{desc: desc, k: k, v: v}, nil
@@ -214,7 +215,7 @@ func (c *KVCache) V() core.Region {
 // NewKVCache it does nothing (the caller owns the memory).
 func (c *KVCache) Free() error {
 	if c == nil {
-		return errorf(core.CodeInvalidArgument, "kv_cache_free", "nil KV cache")
+		return errorf(core.ErrInvalidArgument, "kv_cache_free", "nil KV cache")
 	}
 	var first error
 	for _, b := range c.owned {
@@ -314,18 +315,18 @@ func New(d *core.Device, desc Desc) (*Attention, error) {
 		return nil, err
 	}
 	if desc.Kind != Decode && desc.Kind != Prefill {
-		return nil, errorf(core.CodeInvalidArgument, op, "kind %d is neither Decode nor Prefill", desc.Kind)
+		return nil, errorf(core.ErrInvalidArgument, op, "kind %d is neither Decode nor Prefill", desc.Kind)
 	}
 	if desc.NumQOHeads <= 0 || desc.NumQOHeads%desc.Cache.NumKVHeads != 0 || desc.NumQOHeads > math.MaxInt32 {
-		return nil, errorf(core.CodeInvalidArgument, op, "query heads %d must be a positive multiple of the %d kv heads",
+		return nil, errorf(core.ErrInvalidArgument, op, "query heads %d must be a positive multiple of the %d kv heads",
 			desc.NumQOHeads, desc.Cache.NumKVHeads)
 	}
 	if desc.MaxBatch <= 0 || desc.MaxBatch > math.MaxInt32 || desc.MaxRows < 0 {
-		return nil, errorf(core.CodeInvalidArgument, op, "max batch %d must be a positive int32, max rows %d not negative",
+		return nil, errorf(core.ErrInvalidArgument, op, "max batch %d must be a positive int32, max rows %d not negative",
 			desc.MaxBatch, desc.MaxRows)
 	}
 	if desc.Kind == Prefill && desc.MaxRows == 0 {
-		return nil, errorf(core.CodeInvalidArgument, op, "prefill needs MaxRows (the most query rows of a plan)")
+		return nil, errorf(core.ErrInvalidArgument, op, "prefill needs MaxRows (the most query rows of a plan)")
 	}
 	ad := abi.AttentionDesc{StructSize: abi.SizeofAttentionDesc, Kind: int32(desc.Kind), NumQOHeads: uint32(desc.NumQOHeads),
 		Layout: desc.Cache.abiLayout(), SMScale: desc.SMScale, LogitsSoftCap: desc.LogitsSoftCap,
@@ -372,7 +373,7 @@ func (a *Attention) ok() bool { return a != nil && a.l != nil }
 func (a *Attention) Close() error {
 	const op = "attention_destroy"
 	if !a.ok() {
-		return errorf(core.CodeInvalidArgument, op, "nil or zero-value attention (not made by attention.New)")
+		return errorf(core.ErrInvalidArgument, op, "nil or zero-value attention (not made by attention.New)")
 	}
 	return bridge.Destroy(a.dev, a.l, op, "attention", func() error { return a.p.AttentionDestroy(op, a.rt, a.h) })
 }
@@ -404,16 +405,16 @@ func (a *Attention) Plan(s *core.Stream, sched Schedule) (err error) {
 	defer bridge.Release(a.l)
 	n := len(sched.KVLastPageLen)
 	if n == 0 || len(sched.KVIndptr) != n+1 {
-		return errorf(core.CodeInvalidArgument, op, "KVIndptr has %d entries and KVLastPageLen %d (batch+1 and batch, batch >= 1)",
+		return errorf(core.ErrInvalidArgument, op, "KVIndptr has %d entries and KVLastPageLen %d (batch+1 and batch, batch >= 1)",
 			len(sched.KVIndptr), n)
 	}
 	prefill := a.desc.Kind == Prefill
 	if prefill != (sched.QOIndptr != nil) || (prefill && len(sched.QOIndptr) != n+1) {
-		return errorf(core.CodeInvalidArgument, op, "QOIndptr has %d entries: prefill needs batch+1 (%d), decode none",
+		return errorf(core.ErrInvalidArgument, op, "QOIndptr has %d entries: prefill needs batch+1 (%d), decode none",
 			len(sched.QOIndptr), n+1)
 	}
 	if n > a.desc.MaxBatch {
-		return errorf(core.CodeInvalidArgument, op, "batch %d exceeds the attention's max batch %d", n, a.desc.MaxBatch)
+		return errorf(core.ErrInvalidArgument, op, "batch %d exceeds the attention's max batch %d", n, a.desc.MaxBatch)
 	}
 	pa := abi.AttentionPlanArgs{StructSize: abi.SizeofAttentionPlanArgs, BatchSize: uint32(n),
 		KVIndptr: &sched.KVIndptr[0], KVLastPageLen: &sched.KVLastPageLen[0]}
@@ -468,7 +469,7 @@ func (a *Attention) Run(s *core.Stream, c *KVCache, ops Operands) (err error) {
 	regions := [8]*core.Region{&ops.Q, &ops.O, &c.k, &c.v, &ops.Pages.Indptr, &ops.Pages.Indices, &ops.Pages.LastPageLen, &ops.QOIndptr}
 	if !prefill {
 		if ops.QOIndptr != nil {
-			return errorf(core.CodeInvalidArgument, op, "QOIndptr is set for decode")
+			return errorf(core.ErrInvalidArgument, op, "QOIndptr is set for decode")
 		}
 		regions[7] = nil
 	}
@@ -511,10 +512,10 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 		return err
 	}
 	if c == nil {
-		return errorf(core.CodeInvalidArgument, op, "nil KV cache")
+		return errorf(core.ErrInvalidArgument, op, "nil KV cache")
 	}
 	if batch <= 0 || batch > math.MaxInt32 || rows.NNZ < 0 {
-		return errorf(core.CodeInvalidArgument, op, "batch %d must be a positive int32 and NNZ %d not negative", batch, rows.NNZ)
+		return errorf(core.ErrInvalidArgument, op, "batch %d must be a positive int32 and NNZ %d not negative", batch, rows.NNZ)
 	}
 	if rows.NNZ == 0 {
 		return nil
@@ -544,13 +545,13 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 // bridge.Release(a.l).
 func (a *Attention) use(op string, s *core.Stream) error {
 	if !a.ok() {
-		return errorf(core.CodeInvalidArgument, op, "nil or zero-value attention (not made by attention.New)")
+		return errorf(core.ErrInvalidArgument, op, "nil or zero-value attention (not made by attention.New)")
 	}
 	if a.dev != s.Device() {
-		return errorf(core.CodeInvalidArgument, op, "the attention is on %v, the stream on %v", a.dev, s.Device())
+		return errorf(core.ErrInvalidArgument, op, "the attention is on %v, the stream on %v", a.dev, s.Device())
 	}
 	if !bridge.Acquire(a.l) {
-		return &core.Error{Code: core.CodeClosed, Op: op, Message: "attention is closed"}
+		return errorf(core.ErrClosed, op, "attention is closed")
 	}
 	return nil
 }
@@ -576,7 +577,7 @@ func views(call *bridge.Op, regions []*core.Region, names []string, need []uint6
 // extentError adds to a view's ErrOutOfRange what its need came from
 // (formatted only on the error path: a warm call allocates nothing).
 func extentError(err error, format string, a, b, c uint64) error {
-	if e, ok := err.(*core.Error); ok && e.Code == core.CodeOutOfRange {
+	if e, ok := err.(*core.Error); ok && errors.Is(e, core.ErrOutOfRange) {
 		e.Message += " (" + fmt.Sprintf(format, a, b, c) + ")"
 	}
 	return err
@@ -594,19 +595,21 @@ func pages(call *bridge.Op, p *abi.KVPages, c *KVCache) {
 }
 
 // errorf is an error of op raised before the call crosses.
-func errorf(c core.ErrorCode, op, format string, args ...any) error {
-	return &core.Error{Code: c, Op: op, Message: fmt.Sprintf(format, args...)}
+// errorf is a *core.Error of the code whose sentinel is kind
+// (core.ErrInvalidArgument, ...).
+func errorf(kind error, op, format string, args ...any) error {
+	return bridge.Error(kind, op, fmt.Sprintf(format, args...))
 }
 
 // compatible checks that the cache has the attention's layout.
 func (c *KVCache) compatible(op string, want *KVCacheDesc) error {
 	if c == nil {
-		return errorf(core.CodeInvalidArgument, op, "nil KV cache")
+		return errorf(core.ErrInvalidArgument, op, "nil KV cache")
 	}
 	d := &c.desc
 	if d.DType != want.DType || d.Layout != want.Layout || d.PageSize != want.PageSize ||
 		d.NumKVHeads != want.NumKVHeads || d.HeadDim != want.HeadDim {
-		return errorf(core.CodeInvalidArgument, op, "the cache (%v, layout %d, page %d, %d kv heads, head dim %d) is not the attention's (%v, layout %d, page %d, %d kv heads, head dim %d)",
+		return errorf(core.ErrInvalidArgument, op, "the cache (%v, layout %d, page %d, %d kv heads, head dim %d) is not the attention's (%v, layout %d, page %d, %d kv heads, head dim %d)",
 			d.DType, d.Layout, d.PageSize, d.NumKVHeads, d.HeadDim, want.DType, want.Layout, want.PageSize, want.NumKVHeads, want.HeadDim)
 	}
 	return nil

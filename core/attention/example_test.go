@@ -16,17 +16,7 @@ import (
 
 // TestMain puts a freshly built mock plugin on GPURT_PLUGIN_PATH, for the
 // runnable examples (they open a runtime as a program would).
-func TestMain(m *testing.M) {
-	dir, cleanup, err := testutil.MockPluginForMain()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "attention tests: no mock plugin:", err)
-		os.Exit(1)
-	}
-	os.Setenv("GPURT_PLUGIN_PATH", dir)
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "attention")) }
 
 // One decode step of one request whose 3 cached tokens all have V = 2: the
 // attention output is 2 whatever the scores, in every head.

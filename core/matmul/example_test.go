@@ -17,17 +17,7 @@ import (
 
 // TestMain puts a freshly built mock plugin on GPURT_PLUGIN_PATH, for the
 // runnable examples (they open a runtime as a program would).
-func TestMain(m *testing.M) {
-	dir, cleanup, err := testutil.MockPluginForMain()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "matmul tests: no mock plugin:", err)
-		os.Exit(1)
-	}
-	os.Setenv("GPURT_PLUGIN_PATH", dir)
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "matmul")) }
 
 // Quant multiplies two tokens by int8 weights quantized on the host.
 func ExampleQuant() {

@@ -18,10 +18,10 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // QuantDesc describes y = x * dequant(W)^T with W in MLX's affine
@@ -102,19 +102,19 @@ func Quant(s *core.Stream, d QuantDesc, o QuantOperands) (err error) {
 	}
 	switch {
 	case !isHalf(d.XType):
-		return errorf(core.CodeUnsupported, op, "x type %v is not supported (f16 or bf16)", d.XType)
+		return errorf(core.ErrUnsupported, op, "x type %v is not supported (f16 or bf16)", d.XType)
 	case !isHalf(d.ScaleType):
-		return errorf(core.CodeUnsupported, op, "scale type %v is not supported (f16 or bf16)", d.ScaleType)
+		return errorf(core.ErrUnsupported, op, "scale type %v is not supported (f16 or bf16)", d.ScaleType)
 	case bitsN != 8:
-		return errorf(core.CodeUnsupported, op, "%d bits are not supported (8)", bitsN)
+		return errorf(core.ErrUnsupported, op, "%d bits are not supported (8)", bitsN)
 	case d.GroupSize != 32 && d.GroupSize != 64 && d.GroupSize != 128:
-		return errorf(core.CodeUnsupported, op, "group size %d is not supported (32, 64 or 128)", d.GroupSize)
+		return errorf(core.ErrUnsupported, op, "group size %d is not supported (32, 64 or 128)", d.GroupSize)
 	case d.M <= 0 || d.N <= 0 || d.K <= 0:
-		return errorf(core.CodeInvalidArgument, op, "m, n and k must be positive (m %d, n %d, k %d)", d.M, d.N, d.K)
+		return errorf(core.ErrInvalidArgument, op, "m, n and k must be positive (m %d, n %d, k %d)", d.M, d.N, d.K)
 	case d.K%d.GroupSize != 0:
-		return errorf(core.CodeInvalidArgument, op, "k %d is not a multiple of the group size %d", d.K, d.GroupSize)
+		return errorf(core.ErrInvalidArgument, op, "k %d is not a multiple of the group size %d", d.K, d.GroupSize)
 	case uint64(d.M) > 1<<32-1 || uint64(d.N) > 1<<32-1 || uint64(d.K) > 1<<32-1:
-		return errorf(core.CodeUnsupported, op, "m, n and k must each be below 2^32 (m %d, n %d, k %d)", d.M, d.N, d.K)
+		return errorf(core.ErrUnsupported, op, "m, n and k must each be below 2^32 (m %d, n %d, k %d)", d.M, d.N, d.K)
 	}
 	m, n, k := uint64(d.M), uint64(d.N), uint64(d.K)
 	wb, ok1 := mulOK(m, k)
@@ -122,7 +122,7 @@ func Quant(s *core.Stream, d QuantDesc, o QuantOperands) (err error) {
 	xb, ok3 := mulOK(n, 2*k)
 	yb, ok4 := mulOK(n, 2*m)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return errorf(core.CodeInvalidArgument, op, "the operands' sizes overflow 64 bits")
+		return errorf(core.ErrInvalidArgument, op, "the operands' sizes overflow 64 bits")
 	}
 	if err := firstErr(
 		operand(&c, 0, "W", &o.W, wb, 16),
@@ -164,26 +164,26 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 	fp8 := d.ABType == core.FP8E4M3
 	switch {
 	case d.ABType != core.BF16 && !fp8:
-		return errorf(core.CodeUnsupported, op, "a/b type %v is not supported (bf16 or fp8_e4m3)", d.ABType)
+		return errorf(core.ErrUnsupported, op, "a/b type %v is not supported (bf16 or fp8_e4m3)", d.ABType)
 	case dt != core.BF16:
-		return errorf(core.CodeUnsupported, op, "d type %v is not supported (bf16)", dt)
+		return errorf(core.ErrUnsupported, op, "d type %v is not supported (bf16)", dt)
 	case len(d.MSizes) == 0:
-		return errorf(core.CodeInvalidArgument, op, "no groups (MSizes is empty)")
+		return errorf(core.ErrInvalidArgument, op, "no groups (MSizes is empty)")
 	case d.N <= 0 || d.K <= 0:
-		return errorf(core.CodeInvalidArgument, op, "n and k must be positive (n %d, k %d)", d.N, d.K)
+		return errorf(core.ErrInvalidArgument, op, "n and k must be positive (n %d, k %d)", d.N, d.K)
 	case fp8 && d.K%128 != 0:
-		return errorf(core.CodeInvalidArgument, op, "k %d is not a multiple of 128 (fp8 block scales cover 128 x 128 blocks)", d.K)
+		return errorf(core.ErrInvalidArgument, op, "k %d is not a multiple of 128 (fp8 block scales cover 128 x 128 blocks)", d.K)
 	case uint64(d.N) > 1<<32-1 || uint64(d.K) > 1<<32-1 || uint64(len(d.MSizes)) > 1<<32-1:
-		return errorf(core.CodeUnsupported, op, "group count, n and k must each be below 2^32")
+		return errorf(core.ErrUnsupported, op, "group count, n and k must each be below 2^32")
 	}
 	var total uint64
 	for g, m := range d.MSizes {
 		if m < 0 {
-			return errorf(core.CodeInvalidArgument, op, "MSizes[%d] is %d (must be >= 0)", g, m)
+			return errorf(core.ErrInvalidArgument, op, "MSizes[%d] is %d (must be >= 0)", g, m)
 		}
 		total += uint64(m)
 		if uint64(m) > 1<<32-1 || total > 1<<32-1 {
-			return errorf(core.CodeUnsupported, op, "MSizes[%d] = %d takes the total rows past 2^32 - 1", g, m)
+			return errorf(core.ErrUnsupported, op, "MSizes[%d] = %d takes the total rows past 2^32 - 1", g, m)
 		}
 	}
 	G, n, k := uint64(len(d.MSizes)), uint64(d.N), uint64(d.K)
@@ -196,7 +196,7 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 	bb, ok3 := mulOK(G, nk)
 	db, ok4 := mulOK(total, 2*n)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return errorf(core.CodeInvalidArgument, op, "the operands' sizes overflow 64 bits")
+		return errorf(core.ErrInvalidArgument, op, "the operands' sizes overflow 64 bits")
 	}
 	if err := firstErr(
 		operand(&c, 0, "A", &o.A, ab, 16),
@@ -209,13 +209,13 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 		sab, ok1 := mulOK(total, 4*kb)
 		sbb, ok2 := mulOK(G*nb, 4*kb)
 		if !ok1 || !ok2 {
-			return errorf(core.CodeInvalidArgument, op, "the scales' sizes overflow 64 bits")
+			return errorf(core.ErrInvalidArgument, op, "the scales' sizes overflow 64 bits")
 		}
 		if err := firstErr(operand(&c, 3, "scale A", &o.ScaleA, sab, 4), operand(&c, 4, "scale B", &o.ScaleB, sbb, 4)); err != nil {
 			return err
 		}
 	} else if o.ScaleA != nil || o.ScaleB != nil {
-		return errorf(core.CodeInvalidArgument, op, "scales apply to fp8 operands only (a/b type %v)", d.ABType)
+		return errorf(core.ErrInvalidArgument, op, "scales apply to fp8 operands only (a/b type %v)", d.ABType)
 	}
 	a := abi.GroupedGemmArgs{StructSize: abi.SizeofGroupedGemmArgs, ABType: int32(d.ABType), DType: int32(dt),
 		GroupCount: G, N: n, K: k}
@@ -227,7 +227,7 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 	// MSizes as uint64s: int is 64 bits on every platform with a call
 	// path (amd64, arm64) and every entry was checked to be >= 0.
 	if a.MSizes = bind.IntsData(d.MSizes); a.MSizes == nil {
-		return errorf(core.CodeUnsupported, op, "needs a 64-bit platform")
+		return errorf(core.ErrUnsupported, op, "needs a 64-bit platform")
 	}
 	return bridge.Submit(&c, bind.SlotGroupedGemm, 0, unsafe.Pointer(&a), unsafe.Sizeof(a), fixGroupedGemm)
 }
@@ -246,8 +246,10 @@ func fixGroupedGemm(args unsafe.Pointer, keep *[]uint64) {
 }
 
 // errorf is an error of op raised before the call crosses.
-func errorf(c core.ErrorCode, op, format string, args ...any) error {
-	return &core.Error{Code: c, Op: op, Message: fmt.Sprintf(format, args...)}
+// errorf is a *core.Error of the code whose sentinel is kind
+// (core.ErrInvalidArgument, ...).
+func errorf(kind error, op, format string, args ...any) error {
+	return bridge.Error(kind, op, fmt.Sprintf(format, args...))
 }
 
 // operand resolves operand i of c (see bridge.OperandOf).

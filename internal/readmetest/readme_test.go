@@ -146,7 +146,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`^go run \./internal/cmd/genbind -check$`), action: run},
 	{re: regexp.MustCompile(`^bash scripts/abi_suite\.sh PLUGIN$`), action: run, want: " 0 failed"},
 	{re: regexp.MustCompile(`^gofmt -l$|^go vet \./\.\.\.$|^CGO_ENABLED=0 go build (-o build/gpurt )?\./(cmd/gpurt|\.\.\.)$`), action: run},
-	{re: regexp.MustCompile(`^go test -run Layout \./abi/$`), action: run, want: "ok"},
+	{re: regexp.MustCompile(`^go test -run Layout \./internal/abi/$`), action: run, want: "ok"},
 	{re: regexp.MustCompile(`^GPURT_PLUGIN_PATH=\$PWD/build go run \./examples/llama `), action: run, want: `"tokens"`},
 }
 

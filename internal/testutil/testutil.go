@@ -138,6 +138,27 @@ func MockPluginPath(t testing.TB) string {
 	return filepath.Join(MockPlugin(t), "libgpurt_mock"+PluginExt())
 }
 
+// RunWithMockPlugin is the body of a TestMain whose runnable examples
+// open a runtime as a program would (they have no testing.T): it puts a
+// freshly built mock plugin on GPURT_PLUGIN_PATH, runs the tests and
+// removes the plugin, and returns the exit code (1, naming pkg, when there
+// is no plugin).
+//
+//	func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "attention")) }
+func RunWithMockPlugin(m *testing.M, pkg string) int {
+	dir, cleanup, err := MockPluginForMain()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, pkg+" tests: no mock plugin:", err)
+		return 1
+	}
+	defer cleanup()
+	if err := os.Setenv("GPURT_PLUGIN_PATH", dir); err != nil {
+		fmt.Fprintln(os.Stderr, pkg+" tests:", err)
+		return 1
+	}
+	return m.Run()
+}
+
 // MockPluginForMain builds the mock plugin into a new private (0700)
 // folder for a TestMain, whose runnable examples have no testing.T: it
 // returns the folder and a function that removes it. The error says why

@@ -28,7 +28,7 @@ import (
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/internal/abi"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 

@@ -22,7 +22,7 @@
 // # Regenerating
 //
 // After changing gpurt_api in abi/gpurt.h (and its mirror abi.API in
-// abi/abi.go), run from the module root
+// internal/abi/abi.go), run from the module root
 //
 //	make generate        # or: go generate ./core/internal/bind
 //
@@ -39,8 +39,8 @@ import (
 	"runtime"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Plugin is a negotiated, bound plugin. Its table never changes after Bind.

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/internal/abi"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Code is a GPURT_ERR_* value.

@@ -10,8 +10,8 @@ import (
 	"runtime"
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/ffi"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Slot names one function pointer of gpurt_api.

@@ -16,8 +16,8 @@ package bridge
 import (
 	"unsafe"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Operand is a resolved region: its buffer (a *core.Buffer; nil when the
@@ -56,6 +56,7 @@ const (
 	MetricQuantMatmul
 	MetricGroupedGemm
 	MetricAttentionRun
+	MetricCommRun
 )
 
 // Op is one stream operation's state, on its caller's stack.
@@ -90,7 +91,59 @@ var Core struct {
 	// Region resolves the region *r (a *core.Region): its device (a
 	// *core.Device), its buffer (a *core.Buffer), offset and length.
 	Region func(op string, r unsafe.Pointer) (dev, buf any, off, n uint64, err error)
+
+	// Objects of a runtime, not of one device (communicators).
+	RuntimeBegin func(rt any, op string) (p *bind.Plugin, h abi.Runtime, err error)
+	RuntimeEnd   func(rt any)
+	DeviceOf     func(d any) (rt any, index uint32, ok bool)
+	StreamOf     func(s any) (dev any, h abi.Stream, life unsafe.Pointer, ok bool)
+	Capturing    func(s any, op string) error
+	BufferOf     func(b any) (h abi.Buffer, life unsafe.Pointer)
+	MetricBegin  func(rt any) int64
+	MetricEnd    func(rt any, m Metric, t0 int64, err error) error
+
+	// Error makes a *core.Error of the code whose sentinel is kind.
+	Error func(kind error, op, msg string) error
 }
+
+// Error is a *core.Error of op with message msg and the code whose
+// sentinel (core.ErrInvalidArgument, core.ErrOutOfRange, ...) is kind;
+// an error that is no sentinel gives the internal code.
+func Error(kind error, op, msg string) error { return Core.Error(kind, op, msg) }
+
+// RuntimeBegin begins a use of rt (a *core.Runtime) for op: its plugin and
+// handle; end it with RuntimeEnd. A nil, zero or closed runtime is an
+// error naming op.
+func RuntimeBegin(rt any, op string) (*bind.Plugin, abi.Runtime, error) {
+	return Core.RuntimeBegin(rt, op)
+}
+
+// RuntimeEnd ends a use begun by RuntimeBegin.
+func RuntimeEnd(rt any) { Core.RuntimeEnd(rt) }
+
+// DeviceOf is device d's runtime (a *core.Runtime) and index; ok is false
+// for a nil or zero-value device.
+func DeviceOf(d any) (rt any, index uint32, ok bool) { return Core.DeviceOf(d) }
+
+// StreamOf is stream s's device (a *core.Device), plugin handle and
+// lifetime (for Acquire); ok is false for a nil or zero-value stream.
+func StreamOf(s any) (dev any, h abi.Stream, life unsafe.Pointer, ok bool) { return Core.StreamOf(s) }
+
+// Capturing is nil unless s is capturing (or recording) a graph: then the
+// error op gets for an operation that is not recorded.
+func Capturing(s any, op string) error { return Core.Capturing(s, op) }
+
+// BufferOf is buffer b's plugin handle and lifetime (for Acquire); b is a
+// *core.Buffer from Region.
+func BufferOf(b any) (abi.Buffer, unsafe.Pointer) { return Core.BufferOf(b) }
+
+// MetricBegin is the start time of a timed operation of runtime rt (0
+// when op timing is off), for MetricEnd.
+func MetricBegin(rt any) int64 { return Core.MetricBegin(rt) }
+
+// MetricEnd counts a successful operation in m (and its latency when t0 is
+// not 0) and returns err unchanged.
+func MetricEnd(rt any, m Metric, t0 int64, err error) error { return Core.MetricEnd(rt, m, t0, err) }
 
 // DeviceBegin begins a use of device d (a *core.Device) and its runtime
 // for op; end it with DeviceEnd.

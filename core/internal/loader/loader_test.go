@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/metrale/gpurt/abi"
+	"github.com/metrale/gpurt/internal/abi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 

@@ -11,8 +11,8 @@ import (
 	"github.com/ebitengine/purego"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/metrale/gpurt/abi"
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // platformOK: this platform can dlopen and call plugins.

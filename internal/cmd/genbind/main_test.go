@@ -89,9 +89,10 @@ func TestGoParamsRefusesUnknownTypes(t *testing.T) {
 // files are what the generator makes from the header.
 func TestGeneratedFilesAreFresh(t *testing.T) {
 	require.NoError(t, chdirRoot())
-	files, err := generate("abi/gpurt.h", "abi")
+	files, err := generate("abi/gpurt.h", "internal/abi")
 	require.NoError(t, err)
-	for i, path := range []string{"core/internal/bind/zslots.go", "abi/zsizes.go"} {
+	for i, path := range []string{"core/internal/bind/zslots.go", "internal/abi/zsizes.go", "internal/abi/zerrors.go",
+		"internal/abi/zmirrored_test.go", "internal/abi/zconsts.go"} {
 		old, err := os.ReadFile(path)
 		require.NoError(t, err)
 		assert.True(t, string(old) == string(files[i]), "%s is stale: run `make generate`", path)
@@ -128,4 +129,58 @@ enum {
 	assert.Contains(t, string(src), `{ErrNewThing, "GPURT_ERR_NEW_THING", "new thing"}`)
 	_, err = emitErrors(&Header{}, nil)
 	require.ErrorContains(t, err, "no error-code enum")
+}
+
+// TestConstants: every enumerator and #define of the header becomes a Go
+// constant named by the rule, grouped with its comment; error codes are
+// left to zerrors.go; a value the generator cannot copy is an error.
+func TestConstants(t *testing.T) {
+	h, err := ParseHeader(api("0", "/* ---- 1.0 ---- */ void (*a)(void);") + `
+#define GPURT_ABI_MAJOR 1
+#define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
+#define GPURT_EXPORT __attribute__((visibility("default")))
+#define GPURT_API_HAS(api, field) ((api)->field != 0)
+enum {
+  GPURT_OK = 0,
+  GPURT_ERR_OUT_OF_MEMORY = 4
+};
+
+/* Element types. */
+enum {
+  GPURT_DTYPE_FP8_E4M3 = 7, /* a comment */
+  GPURT_NEW_THING = 8       /* a comment that goes
+                               on over a line */
+};
+
+/* Device capability flags. */
+#define GPURT_DEVICE_BF16 2u
+#define GPURT_COMM_ID_BYTES 128 /* bytes */
+`)
+	require.NoError(t, err)
+	src, err := emitConsts(h, nil)
+	require.NoError(t, err)
+	text := string(src)
+	for _, want := range []string{
+		"Major = 1 // GPURT_ABI_MAJOR",
+		`EntrySymbol = "gpurt_plugin_negotiate" // GPURT_ENTRY_SYMBOL`,
+		"// Element types.\nconst (\nDTypeFP8E4M3 = 7 // GPURT_DTYPE_FP8_E4M3\nNewThing = 8 // GPURT_NEW_THING\n)",
+		"// Device capability flags.\nconst (\nDeviceBF16 = 2 // GPURT_DEVICE_BF16\nCommIDBytes = 128 // GPURT_COMM_ID_BYTES\n)",
+	} {
+		assert.Contains(t, text, want)
+	}
+	for _, not := range []string{"GPURT_OK", "GPURT_ERR_", "GPURT_EXPORT", "GPURT_API_HAS"} {
+		assert.NotContains(t, text, not)
+	}
+	for c, g := range map[string]string{"GPURT_KV_LAYOUT_NHD": "KVLayoutNHD", "GPURT_COMPUTE_F32_TF32": "ComputeF32TF32",
+		"GPURT_MODULE_METAL_SOURCE": "ModuleMetalSource", "GPURT_PROBE_OK": "ProbeOK", "GPURT_ABI_MINOR": "Minor"} {
+		assert.Equal(t, g, GoConstName(c))
+	}
+	for _, bad := range []string{"enum {\n  GPURT_X_A,\n  GPURT_X_B\n};\n", "#define GPURT_X (1u << 3)\n", "enum {\n  GPURT_X_A = 0x10\n};\n"} {
+		_, err := ParseHeader(api("0", "/* ---- 1.0 ---- */ void (*a)(void);") + bad)
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "GPURT_X", bad)
+	}
+	h.Consts = append(h.Consts, ConstGroup{Items: []Const{{C: "GPURT_NEW_THING", Value: "9"}}})
+	_, err = emitConsts(h, nil)
+	require.ErrorContains(t, err, "both make the Go name NewThing")
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package mockrt opens a runtime on the mock plugin for the tests of
-// core's family packages (core/attention, core/matmul): one place for what
+// core's family packages (core/attention, core/matmul, core/collective): one place for what
 // each of them wrote out.
 package mockrt
 

@@ -1,105 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package abi is the Go mirror of gpurt.h, the C ABI between the core and
-// its plugins. Every struct here has the exact layout of its C twin (field
-// `c` tags name the C field); TestLayoutMatchesHeader compiles the header
-// at test time and fails on any drift in a size, an offset or a constant.
+// Package abi is the Go mirror of abi/gpurt.h (at the repository's root:
+// the public C contract), the C ABI between the core and its plugins. It
+// is internal: programs use package core; plugin authors use the header.
+// Every struct here has the exact layout of its C twin (field `c` tags
+// name the C field); TestLayoutMatchesHeader compiles the header at test
+// time and fails on any drift in a size, an offset or a constant.
 //
 // Nothing here calls anything: the binding layer (core/internal/bind) does.
 package abi
 
 import "unsafe"
 
-// Version of the ABI this core speaks. Majors must match; minors only add.
-const (
-	Major = 1
-	Minor = 7
-)
-
-// EntrySymbol is the one symbol a plugin exports.
-const EntrySymbol = "gpurt_plugin_negotiate"
-
-// Error codes (GPURT_OK, GPURT_ERR_*): generated into zerrors.go with
-// their names, the one error vocabulary.
-
-// Probe reasons (GPURT_PROBE_*).
-const (
-	ProbeOK                  = 0
-	ProbeDriverMissing       = 1
-	ProbeNoDevice            = 2
-	ProbeDriverTooOld        = 3
-	ProbePlatformUnsupported = 4
-	ProbeInitFailed          = 5
-	ProbeDisabled            = 6
-)
-
-// Element types (GPURT_DTYPE_*).
-const (
-	DTypeInvalid = 0
-	DTypeF32     = 1
-	DTypeF16     = 2
-	DTypeBF16    = 3
-	DTypeF64     = 4
-	DTypeI8      = 5
-	DTypeI32     = 6
-	DTypeFP8E4M3 = 7
-	DTypeFP8E5M2 = 8
-	DTypeU8      = 9
-)
-
-// Kernel argument kinds (GPURT_ARG_*).
-const (
-	ArgBuffer = 1
-	ArgI8     = 2
-	ArgI16    = 3
-	ArgI32    = 4
-	ArgI64    = 5
-	ArgU8     = 6
-	ArgU16    = 7
-	ArgU32    = 8
-	ArgU64    = 9
-	ArgF16    = 10
-	ArgBF16   = 11
-	ArgF32    = 12
-	ArgF64    = 13
-	ArgAny    = 14
-)
-
-// Module formats (GPURT_MODULE_*).
-const (
-	ModuleBuiltin     = 0
-	ModulePTX         = 1
-	ModuleCubin       = 2
-	ModuleFatbin      = 3
-	ModuleMetallib    = 4
-	ModuleMetalSource = 5
-)
-
-// Flags.
-const (
-	CopySync            = 1
-	EventTiming         = 1
-	DeviceUnifiedMemory = 1
-	DeviceBF16          = 2
-	DeviceFP8           = 4
-	MaxKernelParams     = 32
-	NameLen             = 256
-)
-
-// GEMM compute types and epilogues (1.1).
-const (
-	ComputeDefault = 0
-	ComputeF32     = 1
-	ComputeF32TF32 = 2
-	ComputeF16     = 3
-
-	EpilogueNone     = 0
-	EpilogueBias     = 1
-	EpilogueRelu     = 2
-	EpilogueBiasRelu = 3
-	EpilogueGelu     = 4
-	EpilogueBiasGelu = 5
-)
+// The header's constants are generated (go run ./internal/cmd/genbind):
+// the error codes with their names into zerrors.go, every other
+// enumerator and #define into zconsts.go.
 
 // Opaque handles: pointers the plugin owns and Go never dereferences. The
 // line comment names the C type (internal/cmd/genbind reads it).
@@ -335,25 +250,6 @@ type GemmRunArgs struct {
 	WorkspaceOffset uint64  `c:"workspace_offset"`
 	WorkspaceSize   uint64  `c:"workspace_size"`
 }
-
-// Graph operation kinds (GPURT_GRAPH_OP_*, 1.3).
-const (
-	GraphOpLaunch      = 1
-	GraphOpGemm        = 2
-	GraphOpCopy        = 3
-	GraphOpMemset      = 4
-	GraphOpEventRecord = 5
-	GraphOpEventWait   = 6
-	GraphOpCall        = 7 // 1.7: Slot + Object + Args
-)
-
-// How graph_update applied a change (GPURT_GRAPH_UPDATE_*, 1.3).
-const (
-	GraphUpdateNone           = 0
-	GraphUpdatePatched        = 1
-	GraphUpdateExecUpdate     = 2
-	GraphUpdateReinstantiated = 3
-)
 
 // GraphItem mirrors gpurt_graph_item (1.3).
 type GraphItem struct {

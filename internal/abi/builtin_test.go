@@ -38,7 +38,7 @@ func builtinLines() []string {
 func TestBuiltinsMatchCsrc(t *testing.T) {
 	compiler := cc(t)
 	dir := t.TempDir()
-	here, err := filepath.Abs(".")
+	here, err := filepath.Abs(headerDir)
 	require.NoError(t, err)
 	csrc := filepath.Join(here, "..", "csrc")
 	srcs, err := filepath.Glob(filepath.Join(csrc, "*.c"))
@@ -77,7 +77,7 @@ int main(void) {
 // TestBuiltinsMatchHeader reads the list in gpurt.h's "Built-in kernels"
 // comment and compares it with BuiltinKernels.
 func TestBuiltinsMatchHeader(t *testing.T) {
-	hdr, err := os.ReadFile("gpurt.h")
+	hdr, err := os.ReadFile(headerPath)
 	require.NoError(t, err)
 	text := string(hdr)
 	i := strings.Index(text, "/* Built-in kernels")

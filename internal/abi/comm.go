@@ -7,26 +7,6 @@ package abi
 // Comm is an opaque handle to a communicator's local ranks.
 type Comm uintptr // gpurt_comm*
 
-// CommIDBytes is the size of a communicator's unique id
-// (GPURT_COMM_ID_BYTES).
-const CommIDBytes = 128
-
-// Collective operations (GPURT_COLL_*).
-const (
-	CollAllReduce     = 1
-	CollAllGather     = 2
-	CollReduceScatter = 3
-	CollBroadcast     = 4
-	CollSend          = 5
-	CollRecv          = 6
-)
-
-// Reductions (GPURT_REDUCE_*).
-const (
-	ReduceSum = 0
-	ReduceMax = 1
-)
-
 // CommID mirrors gpurt_comm_id.
 type CommID struct {
 	StructSize uint64            `c:"struct_size"`

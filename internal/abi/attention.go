@@ -7,18 +7,6 @@ package abi
 // Attention is an opaque handle to an attention object.
 type Attention uintptr // gpurt_attention*
 
-// Paged KV cache layouts (GPURT_KV_LAYOUT_*).
-const (
-	KVLayoutNHD = 0
-	KVLayoutHND = 1
-)
-
-// Attention kinds (GPURT_ATTENTION_*).
-const (
-	AttentionDecode  = 1
-	AttentionPrefill = 2
-)
-
 // KVLayout mirrors gpurt_kv_layout.
 type KVLayout struct {
 	DType      int32  `c:"dtype"`

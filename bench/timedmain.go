@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import "github.com/metrale/gpurt/internal/cli"
+
+// TimedFlags are the flags the GPU-timed benchmark commands
+// (gpurt-attnbench, gpurt-quantbench) share: -iters, -only, -backend and
+// -shrink, registered on one cli.Flags with their help texts, and the
+// plugin search path.
+type TimedFlags struct {
+	Paths   *cli.PathList
+	Backend *string
+}
+
+// AddTimedFlags registers the shared flags on fs into iters, only and
+// shrink; onlyHelp and shrinkHelp say what -only and -shrink take.
+func AddTimedFlags(fs *cli.Flags, iters *int, only *string, shrink *int, onlyHelp, shrinkHelp string) TimedFlags {
+	tf := TimedFlags{Paths: fs.PluginPath()}
+	fs.IntVar(iters, "iters", 50, "timed calls per figure")
+	fs.StringVar(only, "only", "", onlyHelp)
+	tf.Backend = fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
+	fs.IntVar(shrink, "shrink", 1, shrinkHelp)
+	return tf
+}
+
+// TimedMain is the rest of such a command's run: it parses args, checks
+// the options (check, called after parsing: a closure over the options,
+// not a method value bound before; an error is a usage error) and the
+// plugin path,
+// opens a GPUTimer on the backend, runs run with it and closes it. It
+// returns the exit status.
+func (tf TimedFlags) TimedMain(fs *cli.Flags, args []string, check func() error, run func(*GPUTimer) error) int {
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
+	}
+	if err := check(); err != nil {
+		return fs.Usage("-%v", err)
+	}
+	if err := tf.Paths.Check(); err != nil {
+		return fs.Fail(err)
+	}
+	t, err := OpenGPUTimer(*tf.Paths, *tf.Backend)
+	if err != nil {
+		return fs.Fail(err)
+	}
+	defer t.Close()
+	if err := run(t); err != nil {
+		return fs.Fail(err)
+	}
+	return cli.ExitOK
+}
+
+// Abort ends a benchmark's Run from deep inside a figure with err (a
+// setup step or the output failed): it panics with a value only Guard
+// recovers.
+func Abort(err error) { panic(abort{err}) }
+
+type abort struct{ err error }
+
+// Guard, deferred by a benchmark's Run (defer bench.Guard(&err)), makes
+// an Abort's error Run's; any other panic goes on.
+func Guard(err *error) {
+	if r := recover(); r != nil {
+		a, ok := r.(abort)
+		if !ok {
+			panic(r)
+		}
+		*err = a.err
+	}
+}
