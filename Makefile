@@ -36,8 +36,11 @@ TEST_TIMEOUT ?= 15m
 VERSION := $(shell bash scripts/version.sh 2>/dev/null || echo unknown)
 COMMIT := $(shell bash scripts/version.sh --commit 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-# The modules of their own (each with its go.mod), tested by make test.
-SUBMODULES := metrics internal/cmd/decodeplot
+# The modules of their own (each with its go.mod), tested by make test:
+# llm (its safetensors parser), the examples (llm, a progress bar, x/term),
+# internal/tinyckpt (the tests' checkpoint writer), metrics (Prometheus),
+# decodeplot (gonum/plot); none of theirs is in the root module's go.mod.
+SUBMODULES := internal/tinyckpt llm examples metrics internal/cmd/decodeplot
 # Packages make test runs with -race: all but the CUDA plugin's (make test-cuda).
 CUDA_PKGS := ./plugins/cuda
 CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
@@ -173,10 +176,10 @@ go-test-nocgo: mock
 # The modules of their own: vet and their tests (one build of their
 # dependencies serves both; -race would compile Prometheus and gonum/plot
 # a second time for code that starts no goroutine of its own).
-mod-test:
+mod-test: mock
 	@for m in $(SUBMODULES); do \
 	  echo "== [$(T)] $$m (own module): go vet ./... && go test ./..."; \
-	  (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...) || \
+	  (cd $$m && $(GO) vet ./... && $(TEST_MOCK) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...) || \
 	  { echo "mod-test: $$m failed; after a change to the root go.mod, 'make tidy' updates the modules' go.mod and go.sum"; exit 1; }; \
 	done
 	@echo "== [$(T)] scripts/mod_check.sh (a module importing only core compiles purego, go-hclog, x/sys)"
@@ -208,8 +211,9 @@ gpu-artifacts: mock cgobench
 	@for d in cmd/* examples/*; do \
 	  [ -d "$$d" ] && [ "$$d" != cmd/gpurt-cgobench ] || continue; \
 	  ls $$d/*.go >/dev/null 2>&1 || continue; \
-	  echo "== CGO_ENABLED=0 go build -o $(BUILD)/$$(basename $$d) ./$$d"; \
-	  CGO_ENABLED=0 $(GO) build -o $(BUILD)/$$(basename $$d) ./$$d; \
+	  m=.; [ "$${d%%/*}" = examples ] && m=examples; \
+	  echo "== CGO_ENABLED=0 go -C $$m build -o $(abspath $(BUILD))/$$(basename $$d) ./$${d#$$m/}"; \
+	  CGO_ENABLED=0 $(GO) -C $$m build -o $(abspath $(BUILD))/$$(basename $$d) ./$${d#$$m/}; \
 	done
 	chmod go-w $(BUILD) $(BUILD)/libgpurt_* 2>/dev/null || true
 	@du -sh $(BUILD)

@@ -33,7 +33,7 @@ var (
 	// repository's docs run (optionally after VAR=value assignments) and
 	// has an argument (go: a verb and an argument; a bare "go build" is a
 	// mention of the tool), or names a script of scripts/ or .ci/ to run.
-	spanCmdRe = regexp.MustCompile(`^(?:[A-Z][A-Z0-9_]*=\S*\s+)*(?:(?:make|bash|build/\S+)\s+\S|go\s+\w+\s+\S|(?:scripts/\S+\.sh|\.ci/run)(?:\s|$))`)
+	spanCmdRe = regexp.MustCompile(`^(?:[A-Z][A-Z0-9_]*=\S*\s+)*(?:(?:make|bash|build/\S+)\s+\S|go\s+(?:-C\s+\S+\s+)?\w+\s+\S|(?:scripts/\S+\.sh|\.ci/run)(?:\s|$))`)
 )
 
 // extract returns every command of a README: each line of its sh, bash and
@@ -147,7 +147,8 @@ var rules = []rule{
 	{re: regexp.MustCompile(`^bash scripts/abi_suite\.sh PLUGIN$`), action: run, want: " 0 failed"},
 	{re: regexp.MustCompile(`^gofmt -l$|^go vet \./\.\.\.$|^CGO_ENABLED=0 go build (-o build/gpurt )?\./(cmd/gpurt|\.\.\.)$`), action: run},
 	{re: regexp.MustCompile(`^go test -run Layout \./abi/$`), action: run, want: "ok"},
-	{re: regexp.MustCompile(`^GPURT_PLUGIN_PATH=\$PWD/build go run \./examples/llama `), action: run, want: `"tokens"`},
+	{re: regexp.MustCompile(`^GPURT_PLUGIN_PATH=\$PWD/build go -C examples run \./llama `), action: run, want: `"tokens"`},
+	{re: regexp.MustCompile(`^GPURT_PLUGIN_PATH=\$PWD/build go -C examples run \./decoderbench `), action: run, want: "decoder tiny on mock"},
 }
 
 func classify(cmd string) (rule, bool) {
@@ -161,12 +162,12 @@ func classify(cmd string) (rule, bool) {
 
 func TestExtract(t *testing.T) {
 	readme := "# t\n\n```sh\nmake run    # a comment\n            # more comment\nmake test\n```\n\n" +
-		"Text with `make mock` and `build/gpurt` and\n`GPURT_PLUGIN_PATH=$PWD/build go run\n./examples/llama -steps 8` too.\n\n" +
+		"Text with `make mock` and `build/gpurt` and\n`GPURT_PLUGIN_PATH=$PWD/build go -C\nexamples run ./llama -steps 8` too.\n\n" +
 		"```go\nrt, err := core.Open(core.Config{})\n```\n\n`scripts/gpu_check.sh` and `scripts/x.py`.\n"
 	got := extract(readme)
 	want := []command{
 		{"make run", 4}, {"make test", 6},
-		{"make mock", 9}, {"GPURT_PLUGIN_PATH=$PWD/build go run ./examples/llama -steps 8", 9},
+		{"make mock", 9}, {"GPURT_PLUGIN_PATH=$PWD/build go -C examples run ./llama -steps 8", 9},
 		{"scripts/gpu_check.sh", 17},
 	}
 	assert.Equal(t, want, got)
@@ -185,7 +186,8 @@ func TestRules(t *testing.T) {
 		{"scripts/build_cuda.sh OUTDIR", skip, true},
 		{"scripts/build_mock.sh OUTDIR", skip, true},
 		{"bash scripts/abi_suite.sh PLUGIN", run, true},
-		{"GPURT_PLUGIN_PATH=$PWD/build go run ./examples/llama -preset tiny", run, true},
+		{"GPURT_PLUGIN_PATH=$PWD/build go -C examples run ./llama -preset tiny", run, true},
+		{"GPURT_PLUGIN_PATH=$PWD/build go -C examples run ./decoderbench -preset tiny", run, true},
 		{"make frobnicate", 0, false},
 	}
 	for _, tc := range cases {
@@ -215,13 +217,15 @@ func TestEveryREADMECommandHasARule(t *testing.T) {
 
 // env is the environment the commands run in: this one without make's
 // own variables (a make inside go test inside make must not join the
-// outer make's jobserver) and without gpurt's plugin settings.
+// outer make's jobserver), without gpurt's plugin settings and without
+// CGO_ENABLED (make test's test passes set it; the README's commands run
+// as a user runs them, with Go's default).
 func env() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "GPURT_PLUGIN_PATH", "GPURT_BACKEND":
+		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "GPURT_PLUGIN_PATH", "GPURT_BACKEND", "CGO_ENABLED":
 			continue
 		}
 		out = append(out, kv)
