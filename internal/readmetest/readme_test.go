@@ -217,15 +217,13 @@ func TestEveryREADMECommandHasARule(t *testing.T) {
 
 // env is the environment the commands run in: this one without make's
 // own variables (a make inside go test inside make must not join the
-// outer make's jobserver), without gpurt's plugin settings and without
-// CGO_ENABLED (make test's test passes set it; the README's commands run
-// as a user runs them, with Go's default).
+// outer make's jobserver) and without gpurt's plugin settings.
 func env() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "GPURT_PLUGIN_PATH", "GPURT_BACKEND", "CGO_ENABLED":
+		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "GPURT_PLUGIN_PATH", "GPURT_BACKEND":
 			continue
 		}
 		out = append(out, kv)
