@@ -83,4 +83,3 @@ func TestBenchCommand(t *testing.T) {
 		assert.Contains(t, stderr.String(), "unknown backend")
 	})
 }
-

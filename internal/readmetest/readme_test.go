@@ -131,6 +131,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`^make mock$|^scripts/build_mock\.sh OUTDIR$`), action: skip,
 		reason: "make run runs it (make run builds make mock, which runs scripts/build_mock.sh build)"},
 	{re: regexp.MustCompile(`^scripts/dist_check\.sh$`), action: skip, reason: "make test's dist-check step runs it"},
+	{re: regexp.MustCompile(`^scripts/test_cpu\.sh$`), action: skip, reason: "runs make test's steps again in a fresh clone, to measure them"},
 	{re: regexp.MustCompile(`^go test (\./[\w/.]+ )?-bench `), action: skip,
 		reason: "benchmarks (minutes); make test runs these packages' tests"},
 	// macOS only.
@@ -143,6 +144,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`^build/gpurt version$`), action: run, want: "abi "},
 	{re: regexp.MustCompile(`^scripts/version\.sh$`), action: run, want: "v"},
 	{re: regexp.MustCompile(`^scripts/mod_check\.sh$`), action: run, want: "mod_check: ok"},
+	{re: regexp.MustCompile(`^go list -m all$`), action: run, want: "github.com/ebitengine/purego"},
 	{re: regexp.MustCompile(`^go run \./internal/cmd/genbind -check$`), action: run},
 	{re: regexp.MustCompile(`^bash scripts/abi_suite\.sh PLUGIN$`), action: run, want: " 0 failed"},
 	{re: regexp.MustCompile(`^gofmt -l$|^go vet \./\.\.\.$|^CGO_ENABLED=0 go build (-o build/gpurt )?\./(cmd/gpurt|\.\.\.)$`), action: run},
