@@ -125,6 +125,12 @@ T = $$(date -u +%T)
 test: gen-check fmt-check vet cross abi-suite go-test go-test-race mod-test dist-check
 	@echo "== [$(T)] make test: all passed (the CUDA plugin's build and tests: make test-cuda)"
 
+# -trimpath for make test's Go steps (and the commands they run), as make
+# dist builds: then the dist check's build of bin/gpurt reuses the plain
+# pass's compile instead of compiling the tree and its standard library
+# again (testutil.RepoRoot finds the checkout from the working folder).
+test gen-check vet cross go-test go-test-race mod-test dist-check: export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS 2>/dev/null) -trimpath)
+
 # What needs nvcc (fetched from PyPI into .cuda-venv/ when none is
 # installed, ~870 MB) but no GPU: the plugin built as shipped, FlashInfer's
 # and CUTLASS's adapters included (minutes the first time; their objects
