@@ -215,3 +215,19 @@ func MockPluginForMain() (string, func(), error) {
 	}
 	return dir, cleanup, nil
 }
+
+// GoTool is the go command that built this test: $GOROOT/bin/go, or, in
+// a build with -trimpath (where runtime.GOROOT is empty), the go on PATH.
+func GoTool(t testing.TB) string {
+	if root := runtime.GOROOT(); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("testutil: no go command: runtime.GOROOT() is %q and PATH has none: %v", runtime.GOROOT(), err)
+	}
+	return p
+}
