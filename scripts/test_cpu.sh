@@ -20,7 +20,7 @@ export GOCACHE=$tmp/gocache
 mkdir -p "$GOCACHE"
 cd "$tmp/src"
 # make test's prerequisites, in its order (make -pn prints the rule).
-targets=$(make -pn test 2>/dev/null | sed -n 's/^test: *//p' | head -n 1)
+targets=$(make -pn test 2>/dev/null | grep -v '=' | sed -n 's/^test: *//p' | head -n 1)
 [ -n "$targets" ] || { echo "test_cpu: no 'test:' rule found" >&2; exit 1; }
 printf '%-16s %9s %8s\n' target cpu_s wall_s
 tot_cpu=0 tot_wall=0
