@@ -7,16 +7,34 @@
 #            fetched before); `make run CUDA=1` fetches it from PyPI.
 # make generate  regenerate core/internal/bind/zslots.go and internal/abi/z*.go
 #            from abi/gpurt.h (go run ./internal/cmd/genbind).
-# make test  everything that runs without a GPU and without nvcc: that the
-#            generated files are what the generator makes (gen-check),
-#            gofmt, go vet, the four CGO_ENABLED=0 cross-builds, the C ABI
-#            suite on the mock (plain, ASan+UBSan, TSan), the Go tests with
-#            -race -short (every package but plugins/cuda, the ABI layout
-#            check and the README-commands test included)
-#            and once more in full with cgo off (core, conform, cmd), the modules of their own (metrics,
-#            internal/cmd/decodeplot; scripts/mod_check.sh: what a module
-#            importing only core compiles) and the make-dist check
-#            (scripts/dist_check.sh). Cold: 16 CPU-minutes (8+ minutes on 2 cores).
+# make test  everything that runs without a GPU and without nvcc, in
+#            passes that share one build where they can (one GOCACHE: the
+#            CGO_ENABLED=0 linux/amd64 build serves gen-check, vet, cross,
+#            go-test, mod-test and the README commands):
+#            gen-check   the generated files are what the generator makes;
+#            fmt-check   gofmt;
+#            vet         go vet, every module (cgo off; the cgo packages
+#                        bench/cgobaseline and cmd/gpurt-cgobench with cgo);
+#            cross       CGO_ENABLED=0 go build ./... for linux/amd64, and
+#                        every module type-checked for linux/arm64,
+#                        darwin/amd64 and darwin/arm64 (internal/cmd/crosscheck:
+#                        the compiler's front-end checks, no code generation);
+#            abi-suite   the C ABI suite on the mock (plain, ASan+UBSan, TSan);
+#            go-test     every package's tests but plugins/cuda's (make
+#                        test-cuda), every module but llm's, full sizes, cgo
+#                        off as the shipped binary runs (the ABI layout check
+#                        and the README-commands test included);
+#            go-test-race  with -race -short and cgo on, the packages whose
+#                        tests run goroutines: core/..., conform (but the
+#                        grouped/ and quant/ numeric checks), switches,
+#                        bench, and the llm module (its loader's goroutines);
+#            mod-test    scripts/mod_check.sh (what a module importing only
+#                        core compiles and lists);
+#            dist-check  make dist's archive (scripts/dist_check.sh).
+#            Cold (scripts/test_cpu.sh: CPU per step, fresh clone, empty
+#            GOCACHE): 10.6 CPU-minutes (gen-check 30 s, vet 168, cross 35,
+#            abi-suite 30, go-test 174, go-test-race 185, mod-test 1,
+#            dist-check 15), about 5.5 minutes on 2 idle cores.
 # make test-cuda  the CUDA plugin built as shipped, with FlashInfer's and
 #            CUTLASS's adapters (scripts/build_cuda.sh --ci, which fetches
 #            nvcc from PyPI; the adapters' objects are cached in
@@ -36,15 +54,24 @@ TEST_TIMEOUT ?= 15m
 VERSION := $(shell bash scripts/version.sh 2>/dev/null || echo unknown)
 COMMIT := $(shell bash scripts/version.sh --commit 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-# The modules of their own (each with its go.mod), tested by make test.
-SUBMODULES := metrics internal/cmd/decodeplot
-# Packages make test runs with -race: all but the CUDA plugin's (make test-cuda).
+# The modules of their own (each with its go.mod), tested by make test:
+# llm (its safetensors parser), the examples (llm, a progress bar, x/term),
+# internal/tinyckpt (the tests' checkpoint writer), metrics (Prometheus),
+# decodeplot (gonum/plot); none of theirs is in the root module's go.mod.
+SUBMODULES := internal/tinyckpt llm examples metrics internal/cmd/decodeplot
+# The CUDA plugin's package: make test-cuda tests it, make test does not.
 CUDA_PKGS := ./plugins/cuda
-CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+# Packages make test runs with -race -short (cgo on): those whose tests run
+# goroutines of their own or call into core from several; and the modules
+# of their own tested that way (only there).
+RACE_PKGS := ./core/... ./conform ./switches ./bench
+RACE_MODULES := llm
+# The targets other than linux/amd64 that cross type-checks.
+CROSS := linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
 .PHONY: run build mock cuda metal gpurt test test-cuda generate gen-check fmt-check vet cross abi-test abi-suite \
-        go-test go-test-nocgo mod-test tidy cuda-check cgobench clean dist dist-check gpu-artifacts decodeplot
+        go-test go-test-race mod-test tidy cuda-check cgobench clean dist dist-check gpu-artifacts decodeplot
 
 run: build
 	@echo "== $(BUILD)/gpurt probe"
@@ -97,8 +124,14 @@ decodeplot:
 # minutes go.
 T = $$(date -u +%T)
 
-test: gen-check fmt-check vet cross abi-suite go-test go-test-nocgo mod-test dist-check
+test: gen-check fmt-check vet cross abi-suite go-test go-test-race mod-test dist-check
 	@echo "== [$(T)] make test: all passed (the CUDA plugin's build and tests: make test-cuda)"
+
+# -trimpath for make test's Go steps (and the commands they run), as make
+# dist builds: then the dist check's build of bin/gpurt reuses the plain
+# pass's compile instead of compiling the tree and its standard library
+# again (testutil.RepoRoot finds the checkout from the working folder).
+test gen-check vet cross go-test go-test-race mod-test dist-check: export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS 2>/dev/null) -trimpath)
 
 # What needs nvcc (fetched from PyPI into .cuda-venv/ when none is
 # installed, ~870 MB) but no GPU: the plugin built as shipped, FlashInfer's
@@ -122,22 +155,33 @@ generate:
 # comparing in memory, so it also holds in a tree with uncommitted edits).
 gen-check:
 	@echo "== [$(T)] go run ./internal/cmd/genbind -check (generated files up to date)"
-	$(GO) run ./internal/cmd/genbind -check
+	CGO_ENABLED=0 $(GO) run ./internal/cmd/genbind -check
 
 fmt-check:
 	@echo "== [$(T)] gofmt -l"
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './build/*' -not -path './.*' -not -path '*/testdata/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# Cgo off, as go-test builds (one compile of the dependencies serves
+# both); then the packages with cgo files, with cgo.
 vet:
-	@echo "== [$(T)] go vet ./..."
-	$(GO) vet ./...
+	@echo "== [$(T)] go vet ./... (cgo off), every module"
+	CGO_ENABLED=0 $(GO) vet ./...
+	@for m in $(SUBMODULES); do echo "(cd $$m && go vet ./...)"; (cd $$m && CGO_ENABLED=0 $(GO) vet ./...); done
+	CGO_ENABLED=1 $(GO) vet ./bench/cgobaseline
 	CGO_ENABLED=1 $(GO) vet -tags cgobench ./cmd/gpurt-cgobench/
 
+# linux/amd64 built (the binaries go-test links share its compile); the
+# other targets type-checked from source by internal/cmd/crosscheck, every
+# module: a cross-build compiles the standard library again for each
+# (a CPU-minute a target), the type check takes seconds and reports the
+# same front-end errors. make dist builds linux/arm64 and darwin/arm64.
 cross:
-	@for t in $(CROSS); do \
-	  echo "== [$(T)] CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} go build ./..."; \
-	  CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./... ; \
+	@echo "== [$(T)] CGO_ENABLED=0 go build ./... (linux/amd64)"
+	CGO_ENABLED=0 $(GO) build ./...
+	@for m in . $(SUBMODULES); do \
+	  echo "== [$(T)] go run ./internal/cmd/crosscheck -C $$m $(CROSS) -- ./..."; \
+	  CGO_ENABLED=0 $(GO) run ./internal/cmd/crosscheck -C $$m $(CROSS) -- ./...; \
 	done
 
 # The layout check alone (make test runs it within go-test).
@@ -151,36 +195,43 @@ abi-suite:
 	@echo "== [$(T)] C ABI suite on the mock (plain, asan+ubsan, tsan)"
 	bash scripts/abi_suite.sh --mock
 
-# -short: the conformance suite quick, the stress test 100 rounds and
-# core's data-volume tests (TestCopyPool, TestRoundTrips, TestStagedCopies:
-# a race-instrumented loop over every byte) at their smaller sizes under
-# the race detector; go-test-nocgo runs them in full, without it.
-# Both passes use the mock plugin `make mock` built (GPURT_TEST_MOCK_PLUGIN:
-# internal/testutil), not one build per test binary.
+# Both test passes use the mock plugin `make mock` built
+# (GPURT_TEST_MOCK_PLUGIN: internal/testutil), not one build per test binary.
 TEST_MOCK = GPURT_TEST_MOCK_PLUGIN=$(abspath $(BUILD))/libgpurt_mock$(if $(filter Darwin,$(UNAME)),.dylib,.so)
+
+# The plain pass: every package (but the CUDA plugin's) and every module
+# (but those of RACE_MODULES), full sizes, cgo off (the shipped binary runs
+# with purego's fakecgo).
 go-test: mock
-	@echo "== [$(T)] go test -race -short ./... but $(CUDA_PKGS) (cgo on)"
-	$(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) \
+	@echo "== [$(T)] go test (cgo off) ./... but $(CUDA_PKGS), and the modules $(filter-out $(RACE_MODULES),$(SUBMODULES))"
+	$(TEST_MOCK) CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) \
 	  $$($(GO) list ./... | grep -v '$(CUDA_PKGS:./%=/%)$$')
-
-# The shipped binary runs with cgo off (purego's fakecgo): run the tests of
-# the call path, the loader, the core, the conformance suite and the CLI
-# that way too, in full.
-go-test-nocgo: mock
-	@echo "== [$(T)] go test (cgo off) ./core/... ./conform ./cmd/..."
-	$(TEST_MOCK) CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./core/... ./conform ./cmd/...
-
-# The modules of their own: vet and their tests (one build of their
-# dependencies serves both; -race would compile Prometheus and gonum/plot
-# a second time for code that starts no goroutine of its own).
-mod-test:
-	@for m in $(SUBMODULES); do \
-	  echo "== [$(T)] $$m (own module): go vet ./... && go test ./..."; \
-	  (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...) || \
-	  { echo "mod-test: $$m failed; after a change to the root go.mod, 'make tidy' updates the modules' go.mod and go.sum"; exit 1; }; \
+	@for m in $(filter-out $(RACE_MODULES),$(SUBMODULES)); do \
+	  echo "== [$(T)] $$m (own module): go test ./... (cgo off)"; \
+	  (cd $$m && $(TEST_MOCK) CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...) || \
+	  { echo "go-test: $$m failed; after a change to the root go.mod, 'make tidy' updates the modules' go.mod and go.sum"; exit 1; }; \
 	done
-	@echo "== [$(T)] scripts/mod_check.sh (a module importing only core compiles purego, go-hclog, x/sys)"
-	bash scripts/mod_check.sh
+
+# The race pass: -race -short, cgo on (which -race needs), the packages
+# whose tests run goroutines of their own (RACE_PKGS) and RACE_MODULES.
+# -short: the conformance suite quick (without its grouped/ and quant/
+# GEMM checks: numeric, single-goroutine, minutes under -race), the stress
+# test 100 rounds and core's data-volume tests (TestCopyPool,
+# TestRoundTrips, TestStagedCopies: a race-instrumented loop over every
+# byte) at their smaller sizes; go-test runs them all in full.
+go-test-race: mock
+	@echo "== [$(T)] go test -race -short $(RACE_PKGS) (cgo on)"
+	$(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	@for m in $(RACE_MODULES); do \
+	  echo "== [$(T)] $$m (own module): go test -race -short ./..."; \
+	  (cd $$m && $(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) ./...); \
+	done
+
+# What a module importing only core compiles and lists (the modules of
+# their own are vetted by vet and tested by go-test or go-test-race).
+mod-test:
+	@echo "== [$(T)] scripts/mod_check.sh (a module importing only core: what it compiles, its go list -m all)"
+	CGO_ENABLED=0 bash scripts/mod_check.sh
 
 # go mod tidy in the root module and in each module of its own (whose
 # go.mod lists the root module's requirements it builds with, through the
@@ -208,8 +259,9 @@ gpu-artifacts: mock cgobench
 	@for d in cmd/* examples/*; do \
 	  [ -d "$$d" ] && [ "$$d" != cmd/gpurt-cgobench ] || continue; \
 	  ls $$d/*.go >/dev/null 2>&1 || continue; \
-	  echo "== CGO_ENABLED=0 go build -o $(BUILD)/$$(basename $$d) ./$$d"; \
-	  CGO_ENABLED=0 $(GO) build -o $(BUILD)/$$(basename $$d) ./$$d; \
+	  m=.; [ "$${d%%/*}" = examples ] && m=examples; \
+	  echo "== CGO_ENABLED=0 go -C $$m build -o $(abspath $(BUILD))/$$(basename $$d) ./$${d#$$m/}"; \
+	  CGO_ENABLED=0 $(GO) -C $$m build -o $(abspath $(BUILD))/$$(basename $$d) ./$${d#$$m/}; \
 	done
 	chmod go-w $(BUILD) $(BUILD)/libgpurt_* 2>/dev/null || true
 	@du -sh $(BUILD)

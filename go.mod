@@ -5,18 +5,13 @@ go 1.25.0
 require (
 	github.com/ebitengine/purego v0.11.3
 	github.com/hashicorp/go-hclog v1.6.3
-	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c
-	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.47.0
-	golang.org/x/term v0.44.0
 )
 
 require (
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
-	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
-	github.com/rivo/uniseg v0.4.7 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -112,7 +111,7 @@ func TestParseSizes(t *testing.T) {
 func TestCgoBaseline(t *testing.T) {
 	testutil.CC(t)
 	bin := filepath.Join(t.TempDir(), bench.CgoBenchName)
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-tags", "cgobench", "-o", bin, "./cmd/gpurt-cgobench")
+	cmd := exec.Command(testutil.GoTool(t), "build", "-tags", "cgobench", "-o", bin, "./cmd/gpurt-cgobench")
 	cmd.Dir = testutil.RepoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	out, err := cmd.CombinedOutput()

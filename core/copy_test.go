@@ -3,6 +3,7 @@
 package core_test
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"testing"
@@ -46,11 +47,10 @@ func TestStagedCopies(t *testing.T) {
 				require.Equal(t, src, got)
 				all := make([]byte, off+n+guard)
 				require.NoError(t, core.CopyToHost(all, buf))
-				for i, x := range all {
-					if i < off || i >= off+n {
-						require.Equal(t, byte(0x5a), x, "byte %d outside the view", i)
-					}
-				}
+				// the bytes outside the view kept the fill (counted, not
+				// compared one by one: under -race each comparison costs)
+				require.Equal(t, off, bytes.Count(all[:off], []byte{0x5a}), "a byte before the view changed")
+				require.Equal(t, guard, bytes.Count(all[off+n:], []byte{0x5a}), "a byte after the view changed")
 				// A prefix of the view, down into a larger slice's middle.
 				part := make([]byte, n/2+7)
 				require.NoError(t, core.CopyToHost(part[7:], v))

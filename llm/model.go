@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package llm is a Llama-style decoder on gpurt: the model of
-// examples/llama and of `gpurt bench --decoder`. Weights come from a
+// examples/llama and of examples/decoderbench. Weights come from a
 // Hugging Face checkpoint (Load: Llama, Mistral and Qwen2 safetensors) or
 // from a counter hash of a seed (NewModel; scripts/llama_torch.py makes the
 // same ones). Prefill takes ragged prompts over a paged KV cache, Decode

@@ -24,7 +24,7 @@
 # reported and the next one runs.
 #
 # Needs, carried from the machine that built them (make gpu-artifacts):
-#   build/llama              CGO_ENABLED=0 go build -o build/llama ./examples/llama
+#   build/llama              CGO_ENABLED=0 go -C examples build -o ../build/llama ./llama
 #   build/libgpurt_cuda.so   scripts/build_cuda.sh build
 # and python3 with torch (CUDA) and transformers 5. No network.
 #

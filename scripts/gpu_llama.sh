@@ -19,7 +19,7 @@
 #   then the tokens/s table (last).
 #
 # Needs, from the machine that built them (CGO_ENABLED=0 Go, the CUDA plugin):
-#   build/llama            go build -o build/llama ./examples/llama
+#   build/llama            go -C examples build -o ../build/llama ./llama
 #   build/gpurt            go build -o build/gpurt ./cmd/gpurt
 #   build/libgpurt_cuda.so scripts/build_cuda.sh build
 # and python3 with torch (CUDA). Every step's failure is reported; later

@@ -7,7 +7,7 @@
 # uses them), a sweep of Poisson arrival rates each.
 #
 # Built elsewhere (carry ["build"]):  make gpu-artifacts
-#   build/gpurt-servebench (cmd/gpurt-servebench), build/libgpurt_cuda.so
+#   build/gpurt-servebench (examples/gpurt-servebench), build/libgpurt_cuda.so
 #
 # Steps (each under its own timeout, cut to what is left of TOTAL):
 #   bandwidth  python3 scripts/decode_twin.py bandwidth (gpu_roofline.sh's read

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -28,7 +27,7 @@ const module = "github.com/metrale/gpurt"
 // files that would only build with cgo count too.
 func TestNoCgo(t *testing.T) {
 	root := testutil.RepoRoot(t)
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin := testutil.GoTool(t)
 	for _, target := range []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"} {
 		t.Run(target, func(t *testing.T) {
 			goos, goarch, _ := strings.Cut(target, "/")

@@ -25,8 +25,8 @@ func init() {
 const cgoBenchHint = "build it with `make cgobench`, or: CGO_ENABLED=1 go build -tags cgobench -o build/gpurt-cgobench ./cmd/gpurt-cgobench"
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := cli.New("gpurt bench", "[--quick] [--json | --benchfmt FILE] [--backend NAME] [--plugin-path PATH]... [--decoder PRESET ...]",
-		"Measures dispatch, copies, launches, GEMM and startup on a backend (with --decoder:\nthe Llama-style decoder's tokens per second instead). --benchfmt writes the figures\nin the Go benchmark format as well, for benchstat.", stdout, stderr)
+	fs := cli.New("gpurt bench", "[--quick] [--json | --benchfmt FILE] [--backend NAME] [--plugin-path PATH]...",
+		"Measures dispatch, copies, launches, GEMM and startup on a backend. --benchfmt writes\nthe figures in the Go benchmark format as well, for benchstat. (The decoder's\ntokens per second: examples/decoderbench.)", stdout, stderr)
 	quick := fs.Bool("quick", false, "fewer, smaller measurements (a few seconds on the mock)")
 	asJSON := fs.Bool("json", false, `one JSON object per line: {"metric", "value", "unit", "baseline", "ratio"}`)
 	benchfmt := fs.String("benchfmt", "", "also write the figures in the Go benchmark format (for benchstat) to this file; \"-\": to stdout instead of the table or JSON")
@@ -35,33 +35,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	sizes := fs.String("sizes", "", "copy sizes, comma-separated, e.g. 64K,1M,16M,256M,1G (default: by backend and --quick)")
 	options := fs.String("options", "", "plugin runtime options (key=value;...)")
 	cgoBin := fs.String("cgobench", "", "path of the gpurt-cgobench binary (default: beside this executable)")
-	var dec decoderBench
-	fs.StringVar(&dec.preset, "decoder", "", "instead: the Llama-style decoder of examples/llama (preset tiny, 1b or 8b), eager and graph tokens/s")
-	fs.IntVar(&dec.batch, "decoder-batch", 1, "with --decoder: requests decoded together (1 to 4096)")
-	fs.IntVar(&dec.ctx, "decoder-ctx", 0, "with --decoder: context already in the cache (tokens; context, warm-up and steps together at most 1048576)")
-	fs.IntVar(&dec.steps, "decoder-steps", 16, "with --decoder: timed decode steps")
-	fs.IntVar(&dec.warm, "decoder-warmup", 2, "with --decoder: untimed decode steps first")
 	if st, ok := fs.Parse(args, false); !ok {
 		return st
 	}
 	if *asJSON && *benchfmt == "-" {
 		return fs.Usage("--json and --benchfmt - both want stdout: give --benchfmt a file")
-	}
-	if dec.preset == "" {
-		for _, f := range []string{"decoder-batch", "decoder-ctx", "decoder-steps", "decoder-warmup"} {
-			if fs.Given(f) {
-				return fs.Usage("--%s is ignored without --decoder PRESET", f)
-			}
-		}
-	} else {
-		for _, f := range []string{"quick", "sizes", "cgobench"} {
-			if fs.Given(f) {
-				return fs.Usage("--%s does not apply to --decoder (it measures the decoder only)", f)
-			}
-		}
-		if err := dec.check(); err != nil {
-			return fs.Usage("%v", err)
-		}
 	}
 	var sz []int
 	if *sizes != "" {
@@ -73,25 +51,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if err := paths.Check(); err != nil {
 		return fs.Fail(err)
 	}
-	var rep *bench.Report
-	var err error
-	if dec.preset != "" {
-		cfg := core.Config{Backend: *backend, PluginPaths: *paths, PluginOptions: *options}
-		var tbl io.Writer = stdout
-		if *asJSON || *benchfmt == "-" {
-			tbl = nil
-		}
-		rep, err = dec.run(cfg, tbl)
-	} else {
-		opts := bench.Options{Quick: *quick, Backend: *backend, PluginPaths: *paths, PluginOptions: *options,
-			Progress: stderr, CgoBench: *cgoBin, CgoBenchHint: cgoBenchHint, Sizes: sz}
-		if opts.CgoBench == "" {
-			opts.CgoBench = findCgoBench()
-		}
-		rep, err = bench.Run(opts)
+	opts := bench.Options{Quick: *quick, Backend: *backend, PluginPaths: *paths, PluginOptions: *options,
+		Progress: stderr, CgoBench: *cgoBin, CgoBenchHint: cgoBenchHint, Sizes: sz}
+	if opts.CgoBench == "" {
+		opts.CgoBench = findCgoBench()
 	}
+	rep, err := bench.Run(opts)
 	if rep != nil {
-		if e := writeReport(rep, dec.preset != "", *asJSON, *benchfmt, stdout, stderr); e != nil {
+		if e := writeReport(rep, *asJSON, *benchfmt, stdout, stderr); e != nil {
 			return fs.Fail(e)
 		}
 	}
@@ -104,10 +71,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
-// writeReport prints rep as JSON lines, as the table (decoder: its lines
-// were printed as measured) or, with benchfmt "-", in the Go benchmark
-// format; benchfmt naming a file writes that format there as well.
-func writeReport(rep *bench.Report, decoder, asJSON bool, benchfmt string, stdout, stderr io.Writer) error {
+// writeReport prints rep as JSON lines, as the table or, with benchfmt
+// "-", in the Go benchmark format; benchfmt naming a file writes that
+// format there as well.
+func writeReport(rep *bench.Report, asJSON bool, benchfmt string, stdout, stderr io.Writer) error {
 	switch {
 	case benchfmt == "-":
 		if err := rep.WriteBenchfmt(stdout, runtime.GOMAXPROCS(0)); err != nil {
@@ -123,7 +90,7 @@ func writeReport(rep *bench.Report, decoder, asJSON bool, benchfmt string, stdou
 		for _, n := range rep.Notes {
 			fmt.Fprintln(stderr, n)
 		}
-	case !decoder:
+	default:
 		if err := rep.WriteTable(stdout); err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -83,30 +82,4 @@ func TestBenchCommand(t *testing.T) {
 		assert.Equal(t, 2, runBench([]string{"--quick", "--backend", "nonesuch", "--plugin-path", dir}, &stdout, &stderr))
 		assert.Contains(t, stderr.String(), "unknown backend")
 	})
-}
-
-// gpurt bench --decoder: the example's decoder on the mock, both modes,
-// positive tokens/s as JSON lines; a bad preset or size is a usage error.
-func TestBenchDecoder(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	var stdout, stderr bytes.Buffer
-	code := runBench([]string{"--json", "--backend", "mock", "--plugin-path", dir, "--decoder", "tiny", "--decoder-steps", "2",
-		"--decoder-warmup", "1"}, &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
-	seen := map[string]float64{}
-	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-		var m struct {
-			Metric string  `json:"metric"`
-			Value  float64 `json:"value"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
-		seen[m.Metric] = m.Value
-	}
-	assert.Greater(t, seen["decoder_eager_tokens_per_s"], 0.0)
-	assert.Greater(t, seen["decoder_graph_tokens_per_s"], 0.0)
-	for _, args := range [][]string{{"--decoder", "huge"}, {"--decoder", "tiny", "--decoder-steps", "0"}} {
-		stderr.Reset()
-		assert.Equal(t, 2, runBench(append([]string{"--backend", "mock", "--plugin-path", dir}, args...), &stdout, &stderr))
-		assert.Contains(t, stderr.String(), "--decoder")
-	}
 }

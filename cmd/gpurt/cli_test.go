@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,8 +94,6 @@ func TestConventionConform(t *testing.T) {
 
 func TestConventionBench(t *testing.T) {
 	quietEnv(t)
-	mock := testutil.MockPlugin(t)
-	m := []string{"--backend", "mock", "--plugin-path", mock}
 	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return runBench(a, o, e) }, append(clitest.Convention(),
 		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
 		clitest.Case{Name: "bad sizes", Args: []string{"--sizes", "lots"}, Status: cli.ExitUsage, Stderr: []string{`--sizes: byte count "lots"`}},
@@ -104,27 +101,5 @@ func TestConventionBench(t *testing.T) {
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
 		clitest.Case{Name: "json and benchfmt on stdout", Args: []string{"--json", "--benchfmt", "-"}, Status: cli.ExitUsage,
 			Stderr: []string{"--json and --benchfmt -"}},
-		// issue 22 item 10
-		clitest.Case{Name: "decoder not a preset", Args: append([]string{"--decoder", "huge"}, m...), Status: cli.ExitUsage,
-			NoStdout: true, Stderr: []string{`--decoder "huge": not a preset`}},
-		clitest.Case{Name: "decoder steps 0", Args: append([]string{"--decoder", "tiny", "--decoder-steps", "0"}, m...), Status: cli.ExitUsage,
-			Stderr: []string{"--decoder-steps 0: want 1 to"}},
-		clitest.Case{Name: "decoder batch 0", Args: append([]string{"--decoder", "tiny", "--decoder-batch", "0"}, m...), Status: cli.ExitUsage,
-			Stderr: []string{"--decoder-batch 0: want 1 to 4096"}},
-		clitest.Case{Name: "decoder huge ctx", Args: append([]string{"--decoder", "tiny", "--decoder-ctx", "9223372036854775000"}, m...),
-			Status: cli.ExitUsage, Stderr: []string{"--decoder-ctx 9223372036854775000: want 0 to 1048576"}},
-		clitest.Case{Name: "decoder ctx and steps together", Args: append([]string{"--decoder", "tiny", "--decoder-ctx", "1048000", "--decoder-steps", "1000"}, m...),
-			Status: cli.ExitUsage, Stderr: []string{"together at most 1048576 tokens"}},
-		clitest.Case{Name: "decoder flag without --decoder", Args: append([]string{"--decoder-ctx", "64"}, m...), Status: cli.ExitUsage,
-			NoStdout: true, Stderr: []string{"--decoder-ctx is ignored without --decoder PRESET"}},
-		clitest.Case{Name: "quick with --decoder", Args: append([]string{"--decoder", "tiny", "--quick"}, m...), Status: cli.ExitUsage,
-			Stderr: []string{"--quick does not apply to --decoder"}},
-		clitest.Case{Name: "decoder honours --options", Args: append([]string{"--decoder", "tiny", "--options", "devices=x"}, m...),
-			Status: cli.ExitError, Stderr: []string{"devices"}},
 	))
-	// no negative number anywhere in a bounded message
-	var stdout, stderr bytes.Buffer
-	runBench(append([]string{"--decoder", "tiny", "--decoder-ctx", "9223372036854775000", "--decoder-steps", "1000"}, m...), &stdout, &stderr)
-	assert.NotContains(t, stderr.String(), "-9", "no overflow into a negative count")
-	assert.False(t, strings.Contains(stderr.String(), "pages"), stderr.String())
 }

@@ -33,7 +33,7 @@ var (
 	// repository's docs run (optionally after VAR=value assignments) and
 	// has an argument (go: a verb and an argument; a bare "go build" is a
 	// mention of the tool), or names a script of scripts/ or .ci/ to run.
-	spanCmdRe = regexp.MustCompile(`^(?:[A-Z][A-Z0-9_]*=\S*\s+)*(?:(?:make|bash|build/\S+)\s+\S|go\s+\w+\s+\S|(?:scripts/\S+\.sh|\.ci/run)(?:\s|$))`)
+	spanCmdRe = regexp.MustCompile(`^(?:[A-Z][A-Z0-9_]*=\S*\s+)*(?:(?:make|bash|build/\S+)\s+\S|go\s+(?:-C\s+\S+\s+)?\w+\s+\S|(?:scripts/\S+\.sh|\.ci/run)(?:\s|$))`)
 )
 
 // extract returns every command of a README: each line of its sh, bash and
@@ -126,11 +126,12 @@ var rules = []rule{
 	// long ones it runs as steps.
 	{re: regexp.MustCompile(`^make test$|^\.ci/run$`), action: skip, reason: itself},
 	{re: regexp.MustCompile(`^go test -race\b.* \./\.\.\.$`), action: skip, reason: "is make test's go-test step, which runs this test"},
-	{re: regexp.MustCompile(`^go test \./conform$`), action: skip, reason: "make test's go-test-nocgo step runs it in full"},
+	{re: regexp.MustCompile(`^go test \./conform$`), action: skip, reason: "make test's go-test step runs it in full"},
 	{re: regexp.MustCompile(`^scripts/abi_suite\.sh --mock$`), action: skip, reason: "make test's abi-suite step runs it"},
 	{re: regexp.MustCompile(`^make mock$|^scripts/build_mock\.sh OUTDIR$`), action: skip,
 		reason: "make run runs it (make run builds make mock, which runs scripts/build_mock.sh build)"},
 	{re: regexp.MustCompile(`^scripts/dist_check\.sh$`), action: skip, reason: "make test's dist-check step runs it"},
+	{re: regexp.MustCompile(`^scripts/test_cpu\.sh$`), action: skip, reason: "runs make test's steps again in a fresh clone, to measure them"},
 	{re: regexp.MustCompile(`^go test (\./[\w/.]+ )?-bench `), action: skip,
 		reason: "benchmarks (minutes); make test runs these packages' tests"},
 	// macOS only.
@@ -143,11 +144,13 @@ var rules = []rule{
 	{re: regexp.MustCompile(`^build/gpurt version$`), action: run, want: "abi "},
 	{re: regexp.MustCompile(`^scripts/version\.sh$`), action: run, want: "v"},
 	{re: regexp.MustCompile(`^scripts/mod_check\.sh$`), action: run, want: "mod_check: ok"},
+	{re: regexp.MustCompile(`^go list -m all$`), action: run, want: "github.com/ebitengine/purego"},
 	{re: regexp.MustCompile(`^go run \./internal/cmd/genbind -check$`), action: run},
 	{re: regexp.MustCompile(`^bash scripts/abi_suite\.sh PLUGIN$`), action: run, want: " 0 failed"},
 	{re: regexp.MustCompile(`^gofmt -l$|^go vet \./\.\.\.$|^CGO_ENABLED=0 go build (-o build/gpurt )?\./(cmd/gpurt|\.\.\.)$`), action: run},
 	{re: regexp.MustCompile(`^go test -run Layout \./internal/abi/$`), action: run, want: "ok"},
-	{re: regexp.MustCompile(`^GPURT_PLUGIN_PATH=\$PWD/build go run \./examples/llama `), action: run, want: `"tokens"`},
+	{re: regexp.MustCompile(`^GPURT_PLUGIN_PATH=\$PWD/build go -C examples run \./llama `), action: run, want: `"tokens"`},
+	{re: regexp.MustCompile(`^GPURT_PLUGIN_PATH=\$PWD/build go -C examples run \./decoderbench `), action: run, want: "decoder tiny on mock"},
 }
 
 func classify(cmd string) (rule, bool) {
@@ -161,12 +164,12 @@ func classify(cmd string) (rule, bool) {
 
 func TestExtract(t *testing.T) {
 	readme := "# t\n\n```sh\nmake run    # a comment\n            # more comment\nmake test\n```\n\n" +
-		"Text with `make mock` and `build/gpurt` and\n`GPURT_PLUGIN_PATH=$PWD/build go run\n./examples/llama -steps 8` too.\n\n" +
+		"Text with `make mock` and `build/gpurt` and\n`GPURT_PLUGIN_PATH=$PWD/build go -C\nexamples run ./llama -steps 8` too.\n\n" +
 		"```go\nrt, err := core.Open(core.Config{})\n```\n\n`scripts/gpu_check.sh` and `scripts/x.py`.\n"
 	got := extract(readme)
 	want := []command{
 		{"make run", 4}, {"make test", 6},
-		{"make mock", 9}, {"GPURT_PLUGIN_PATH=$PWD/build go run ./examples/llama -steps 8", 9},
+		{"make mock", 9}, {"GPURT_PLUGIN_PATH=$PWD/build go -C examples run ./llama -steps 8", 9},
 		{"scripts/gpu_check.sh", 17},
 	}
 	assert.Equal(t, want, got)
@@ -185,7 +188,8 @@ func TestRules(t *testing.T) {
 		{"scripts/build_cuda.sh OUTDIR", skip, true},
 		{"scripts/build_mock.sh OUTDIR", skip, true},
 		{"bash scripts/abi_suite.sh PLUGIN", run, true},
-		{"GPURT_PLUGIN_PATH=$PWD/build go run ./examples/llama -preset tiny", run, true},
+		{"GPURT_PLUGIN_PATH=$PWD/build go -C examples run ./llama -preset tiny", run, true},
+		{"GPURT_PLUGIN_PATH=$PWD/build go -C examples run ./decoderbench -preset tiny", run, true},
 		{"make frobnicate", 0, false},
 	}
 	for _, tc := range cases {

@@ -16,10 +16,48 @@ import (
 	"testing"
 )
 
-// RepoRoot is the folder holding go.mod.
+// RepoRoot is the folder holding gpurt's go.mod.
 func RepoRoot(t testing.TB) string {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("testutil: %v", err)
+	}
+	return root
+}
+
+// repoRoot is the folder holding gpurt's go.mod: two above this file's,
+// or, in a build with -trimpath (whose file names are module paths, as
+// make test builds), the first folder above the working one (a test's
+// package folder) whose go.mod is gpurt's.
+func repoRoot() (string, error) {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	if filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..")), nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == "github.com/metrale/gpurt" {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no go.mod of github.com/metrale/gpurt above the working folder (built with -trimpath: %s)", file)
+		}
+		dir = up
+	}
+}
+
+// modulePath is the path on a go.mod's module line.
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
+	}
+	return ""
 }
 
 // CC returns the C compiler, or skips the test when there is none.
@@ -182,8 +220,11 @@ func MockPluginForMain() (string, func(), error) {
 		}
 		return dir, cleanup, nil
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	root, err := repoRoot()
+	if err != nil {
+		cleanup()
+		return "", nil, err
+	}
 	cmd := exec.Command("bash", filepath.Join(root, "scripts", "build_mock.sh"), dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		cleanup()
@@ -194,4 +235,20 @@ func MockPluginForMain() (string, func(), error) {
 		return "", nil, err
 	}
 	return dir, cleanup, nil
+}
+
+// GoTool is the go command that built this test: $GOROOT/bin/go, or, in
+// a build with -trimpath (where runtime.GOROOT is empty), the go on PATH.
+func GoTool(t testing.TB) string {
+	if root := runtime.GOROOT(); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("testutil: no go command: runtime.GOROOT() is %q and PATH has none: %v", runtime.GOROOT(), err)
+	}
+	return p
 }

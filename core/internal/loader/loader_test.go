@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -36,9 +37,26 @@ func privDir(t *testing.T) string {
 
 // buildPlugin compiles testdata/plugin.c with the given -D flags into
 // dir/libgpurt_<backend>.<ext> (mode 0755) and returns its path.
+//
+// The package's tests build the same few plugins about 90 times: each
+// build is compiled once per test binary (the cache below, keyed by the
+// backend and flags) and written as a new file (a new inode, as the
+// compiler writes it) at each later request.
 func buildPlugin(t *testing.T, dir, backend string, defs ...string) string {
 	cc := testutil.CC(t)
 	out := filepath.Join(dir, "libgpurt_"+backend+pluginExt())
+	key := backend + "\x00" + strings.Join(defs, "\x00")
+	builtMu.Lock()
+	lib, ok := built[key]
+	builtMu.Unlock()
+	if ok {
+		if err := os.Remove(out); err != nil && !errors.Is(err, os.ErrNotExist) {
+			require.NoError(t, err)
+		}
+		require.NoError(t, os.WriteFile(out, lib, 0o755))
+		require.NoError(t, os.Chmod(out, 0o755))
+		return out
+	}
 	args := []string{"-shared", "-fPIC", "-O1", "-I" + filepath.Join(testutil.RepoRoot(t), "abi"),
 		`-DBACKEND="` + backend + `"`}
 	args = append(args, defs...)
@@ -46,8 +64,18 @@ func buildPlugin(t *testing.T, dir, backend string, defs ...string) string {
 	b, err := exec.Command(cc, args...).CombinedOutput()
 	require.NoError(t, err, "%s %v\n%s", cc, args, b)
 	require.NoError(t, os.Chmod(out, 0o755))
+	lib, err = os.ReadFile(out)
+	require.NoError(t, err)
+	builtMu.Lock()
+	built[key] = lib
+	builtMu.Unlock()
 	return out
 }
+
+var (
+	builtMu sync.Mutex
+	built   = map[string][]byte{} // buildPlugin's plugins by backend and flags
+)
 
 // writeFile writes a plugin-named file with the given bytes (mode 0644).
 func writeFile(t *testing.T, dir, name string, data []byte) string {

@@ -20,7 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// serveRow is the part of a gpurt-servebench result (bench/servebench
+// serveRow is the part of a gpurt-servebench result (examples/internal/servebench
 // Result, "kind": "serve") the plot uses.
 type serveRow struct {
 	Kind       string  `json:"kind"`

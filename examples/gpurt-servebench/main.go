@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command gpurt-servebench measures continuous batching on one GPU
-// (issue 26, item 5): package bench/servebench, whose doc says what and
+// (issue 26, item 5): package examples/internal/servebench, whose doc says what and
 // how. For each model preset it loads random weights, then serves a
 // synthetic load at a sweep of Poisson arrival rates and prints one JSON
 // object per line (results, notes, skipped points); -json also writes
@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metrale/gpurt/bench/servebench"
+	"github.com/metrale/gpurt/examples/internal/servebench"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/llm"

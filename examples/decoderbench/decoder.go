@@ -12,8 +12,8 @@ import (
 	"github.com/metrale/gpurt/llm"
 )
 
-// decoderBench is `gpurt bench --decoder PRESET`: the Llama-style decoder
-// of examples/llama (weights from seed 1, bf16), decode steps eager and
+// decoderBench is one measurement: the Llama-style decoder of
+// examples/llama (weights from seed 1, bf16), decode steps eager and
 // replayed as graphs, tokens per second; the same model scripts/gpu_llama.sh
 // compares with PyTorch.
 type decoderBench struct {
@@ -22,30 +22,30 @@ type decoderBench struct {
 	steps, warm int
 }
 
-// The bounds of the --decoder-* flags: a context of a million tokens is
+// The bounds of the flags: a context of a million tokens is
 // beyond any preset's use and keeps every page count far from overflowing.
 const (
 	maxDecoderBatch  = 4096
 	maxDecoderTokens = 1 << 20 // context + warm-up + steps, per request
 )
 
-// check is the usage check of the --decoder flags; its error names the
+// check is the usage check of the flags; its error names the
 // flag and the cause.
 func (d decoderBench) check() error {
 	if _, ok := llm.Presets[d.preset]; !ok {
-		return fmt.Errorf("--decoder %q: not a preset (tiny, 1b, 8b)", d.preset)
+		return fmt.Errorf("-preset %q: not a preset (tiny, 1b, 8b)", d.preset)
 	}
 	switch {
 	case d.batch < 1 || d.batch > maxDecoderBatch:
-		return fmt.Errorf("--decoder-batch %d: want 1 to %d", d.batch, maxDecoderBatch)
+		return fmt.Errorf("-batch %d: want 1 to %d", d.batch, maxDecoderBatch)
 	case d.steps < 1 || d.steps > maxDecoderTokens:
-		return fmt.Errorf("--decoder-steps %d: want 1 to %d", d.steps, maxDecoderTokens)
+		return fmt.Errorf("-steps %d: want 1 to %d", d.steps, maxDecoderTokens)
 	case d.warm < 0 || d.warm > maxDecoderTokens:
-		return fmt.Errorf("--decoder-warmup %d: want 0 to %d", d.warm, maxDecoderTokens)
+		return fmt.Errorf("-warmup %d: want 0 to %d", d.warm, maxDecoderTokens)
 	case d.ctx < 0 || d.ctx > maxDecoderTokens:
-		return fmt.Errorf("--decoder-ctx %d: want 0 to %d", d.ctx, maxDecoderTokens)
+		return fmt.Errorf("-ctx %d: want 0 to %d", d.ctx, maxDecoderTokens)
 	case d.ctx+d.steps+d.warm > maxDecoderTokens:
-		return fmt.Errorf("--decoder-ctx %d, --decoder-warmup %d and --decoder-steps %d: together at most %d tokens",
+		return fmt.Errorf("-ctx %d, -warmup %d and -steps %d: together at most %d tokens",
 			d.ctx, d.warm, d.steps, maxDecoderTokens)
 	}
 	return nil

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Command decoderbench measures the Llama-style decoder of examples/llama
+// (package github.com/metrale/gpurt/llm, weights from a seed) on a
+// backend: decode steps eager and replayed as graphs, tokens per second
+// and microseconds a step, as a table, as JSON lines (the metric lines
+// of gpurt bench --json) or in the Go benchmark format (for benchstat).
+// It was gpurt bench --decoder; it lives in the examples module so that
+// gpurt's own module does not require llm's safetensors parser.
+//
+//	decoderbench -preset tiny -backend mock
+//	decoderbench -preset 8b -batch 32 -ctx 8192 -steps 32 -json
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/metrale/gpurt/bench"
+	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/cli"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+const about = `Measures the Llama-style decoder of examples/llama (weights from seed 1,
+bf16) on a backend: decode steps eager and replayed as graphs, tokens per
+second. -benchfmt writes the figures in the Go benchmark format as well,
+for benchstat.`
+
+// run is the command; it returns the exit status (cli's convention).
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := cli.New("decoderbench", "[-preset tiny|1b|8b] [-batch N] [-ctx N] [-steps N] [-warmup N] [-json | -benchfmt FILE] [-backend NAME] [-plugin-path PATH]...",
+		about, stdout, stderr)
+	var d decoderBench
+	fs.StringVar(&d.preset, "preset", "tiny", "model preset: tiny, 1b or 8b")
+	fs.IntVar(&d.batch, "batch", 1, "requests decoded together (1 to 4096)")
+	fs.IntVar(&d.ctx, "ctx", 0, "context already in the cache (tokens; context, warm-up and steps together at most 1048576)")
+	fs.IntVar(&d.steps, "steps", 16, "timed decode steps")
+	fs.IntVar(&d.warm, "warmup", 2, "untimed decode steps first")
+	asJSON := fs.Bool("json", false, `one JSON object per line: {"metric", "value", "unit", "note"}`)
+	benchfmt := fs.String("benchfmt", "", "also write the figures in the Go benchmark format (for benchstat) to this file; \"-\": to stdout instead of the table or JSON")
+	backend := fs.String("backend", "", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
+	paths := fs.PluginPath()
+	options := fs.String("options", "", "plugin runtime options (key=value;...)")
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
+	}
+	if *asJSON && *benchfmt == "-" {
+		return fs.Usage("-json and -benchfmt - both want stdout: give -benchfmt a file")
+	}
+	if err := d.check(); err != nil {
+		return fs.Usage("%v", err)
+	}
+	if err := paths.Check(); err != nil {
+		return fs.Fail(err)
+	}
+	var tbl io.Writer = stdout
+	if *asJSON || *benchfmt == "-" {
+		tbl = nil
+	}
+	rep, err := d.run(core.Config{Backend: *backend, PluginPaths: *paths, PluginOptions: *options}, tbl)
+	if err != nil && *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
+		return fs.Usage("-backend: %s", strings.TrimPrefix(err.Error(), "gpurt: "))
+	}
+	if err != nil {
+		return fs.Fail(err)
+	}
+	if err := writeReport(rep, *asJSON, *benchfmt, stdout, stderr); err != nil {
+		return fs.Fail(err)
+	}
+	return cli.ExitOK
+}
+
+// writeReport prints rep as JSON lines or, with benchfmt "-", in the Go
+// benchmark format (the table was printed as measured); benchfmt naming a
+// file writes that format there as well.
+func writeReport(rep *bench.Report, asJSON bool, benchfmt string, stdout, stderr io.Writer) error {
+	switch {
+	case benchfmt == "-":
+		if err := rep.WriteBenchfmt(stdout, runtime.GOMAXPROCS(0)); err != nil {
+			return err
+		}
+	case asJSON:
+		if err := rep.WriteJSON(stdout); err != nil {
+			return err
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintln(stderr, n)
+	}
+	if benchfmt == "" || benchfmt == "-" {
+		return nil
+	}
+	f, err := os.Create(benchfmt)
+	if err != nil {
+		return fmt.Errorf("-benchfmt: %w", err)
+	}
+	if err := rep.WriteBenchfmt(f, runtime.GOMAXPROCS(0)); err != nil {
+		f.Close()
+		return fmt.Errorf("-benchfmt: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("-benchfmt: %w", err)
+	}
+	return nil
+}

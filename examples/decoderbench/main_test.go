@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/cli"
+	"github.com/metrale/gpurt/internal/cli/clitest"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// The decoder on the mock, both modes: positive tokens/s as JSON lines,
+// and the same metrics in the Go benchmark format in the -benchfmt file.
+func TestDecoderOnMock(t *testing.T) {
+	t.Setenv("GPURT_PLUGIN_PATH", "")
+	t.Setenv("GPURT_BACKEND", "")
+	dir := testutil.MockPlugin(t)
+	bf := filepath.Join(t.TempDir(), "bench.txt")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-json", "-benchfmt", bf, "-backend", "mock", "-plugin-path", dir, "-preset", "tiny", "-steps", "2",
+		"-warmup", "1"}, &stdout, &stderr)
+	require.Equal(t, cli.ExitOK, code, stderr.String())
+	seen := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var m struct {
+			Metric string  `json:"metric"`
+			Value  float64 `json:"value"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		seen[m.Metric] = m.Value
+	}
+	assert.Greater(t, seen["decoder_eager_tokens_per_s"], 0.0)
+	assert.Greater(t, seen["decoder_graph_tokens_per_s"], 0.0)
+	assert.Greater(t, seen["decoder_eager_step_us"], 0.0)
+	assert.Greater(t, seen["decoder_graph_step_us"], 0.0)
+	f, err := os.Open(bf)
+	require.NoError(t, err)
+	defer f.Close()
+	var bench []string
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "Benchmark") {
+			bench = append(bench, sc.Text())
+		}
+	}
+	require.NotEmpty(t, bench, "no Benchmark lines in the -benchfmt file")
+	all := strings.Join(bench, "\n")
+	assert.Regexp(t, `(?m)^BenchmarkDecoder_eager_tokens_per_s-\d+\t1\t[0-9.e+]+ tokens/s$`, all)
+	assert.Regexp(t, `(?m)^BenchmarkDecoder_graph_step_us-\d+\t1\t[0-9.e+]+ ns/op$`, all)
+
+	// The table: a header line and one line per mode.
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"-backend", "mock", "-plugin-path", dir, "-steps", "1", "-warmup", "0"}, &stdout, &stderr)
+	require.Equal(t, cli.ExitOK, code, stderr.String())
+	assert.Contains(t, stdout.String(), "decoder tiny on mock: batch 1, context 0, 1 decode steps")
+	assert.Regexp(t, `(?m)^  eager +\d`, stdout.String())
+	assert.Regexp(t, `(?m)^  graph +\d`, stdout.String())
+}
+
+// The CLI convention; bad sizes are usage errors naming the flag, before
+// a runtime is opened; --options reaches the plugin.
+func TestConvention(t *testing.T) {
+	t.Setenv("GPURT_PLUGIN_PATH", "")
+	t.Setenv("GPURT_BACKEND", "")
+	t.Setenv("GPURT_LOG_LEVEL", "off")
+	m := []string{"-backend", "mock", "-plugin-path", testutil.MockPlugin(t)}
+	usage := func(name string, args []string, want string) clitest.Case {
+		return clitest.Case{Name: name, Args: append(append([]string{}, m...), args...), Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}
+	}
+	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+		usage("stray argument", []string{"now"}, `unexpected argument "now"`),
+		usage("not a preset", []string{"-preset", "huge"}, `-preset "huge": not a preset`),
+		usage("steps 0", []string{"-steps", "0"}, "-steps 0: want 1 to"),
+		usage("batch 0", []string{"-batch", "0"}, "-batch 0: want 1 to 4096"),
+		usage("warmup negative", []string{"-warmup", "-1"}, "-warmup -1: want 0 to"),
+		usage("huge ctx", []string{"-ctx", "9223372036854775000"}, "-ctx 9223372036854775000: want 0 to 1048576"),
+		usage("ctx and steps together", []string{"-ctx", "1048000", "-steps", "1000"}, "together at most 1048576 tokens"),
+		usage("json and benchfmt on stdout", []string{"-json", "-benchfmt", "-"}, "-json and -benchfmt -"),
+		usage("unknown backend", []string{"-backend", "nonesuch"}, "unknown backend"),
+		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
+			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+		clitest.Case{Name: "honours -options", Args: append([]string{"-options", "devices=x"}, m...),
+			Status: cli.ExitError, Stderr: []string{"devices"}},
+	))
+	// no negative number anywhere in a bounded message
+	var stdout, stderr bytes.Buffer
+	run(append([]string{"-ctx", "9223372036854775000", "-steps", "1000"}, m...), &stdout, &stderr)
+	assert.NotContains(t, stderr.String(), "-9", "no overflow into a negative count")
+	assert.NotContains(t, stderr.String(), "pages")
+}
