@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/metrale/gpurt/internal/bytesize"
 )
 
 // Pool is a device's stream-ordered caching allocator over Device.Alloc
@@ -500,7 +502,7 @@ func (pb poolBudget) of(total uint64) (uint64, string) {
 
 // resolvePoolBudget reads Config.PoolBudget, else GPURT_POOL_BUDGET: a
 // fraction in (0, 1] of each device's memory, or a byte count (above 1;
-// the variable takes K, M, G and T suffixes, binary).
+// the variable reads it as internal/bytesize does: K, M, G, T, binary).
 func resolvePoolBudget(op string, v float64, getenv func(string) string) (poolBudget, error) {
 	want := "a fraction in (0, 1] of the device's memory, or a byte count above 1"
 	if v != 0 {
@@ -516,26 +518,12 @@ func resolvePoolBudget(op string, v float64, getenv func(string) string) (poolBu
 	if s == "" {
 		return poolBudget{}, nil
 	}
-	t, mul := s, uint64(1)
-	switch s[len(s)-1] {
-	case 'k', 'K':
-		mul = 1 << 10
-	case 'm', 'M':
-		mul = 1 << 20
-	case 'g', 'G':
-		mul = 1 << 30
-	case 't', 'T':
-		mul = 1 << 40
+	if n, err := bytesize.Parse(s); err == nil && n > 1 {
+		return poolBudget{bytes: uint64(n), from: "GPURT_POOL_BUDGET=" + s}, nil
 	}
-	if mul > 1 {
-		t = t[:len(t)-1]
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		return poolBudget{}, errf(codeInvalidArgument, op, "GPURT_POOL_BUDGET=%q: want %s (%v)", s, want, bytesize.ErrSyntax)
 	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f <= 0 || f != f || f*float64(mul) > 1<<62 || (mul > 1 && f < 1) {
-		return poolBudget{}, errf(codeInvalidArgument, op, "GPURT_POOL_BUDGET=%q: want %s (K, M, G, T suffixes)", s, want)
-	}
-	if mul == 1 && f <= 1 {
-		return poolBudget{fraction: f, from: "GPURT_POOL_BUDGET"}, nil
-	}
-	return poolBudget{bytes: uint64(f * float64(mul)), from: "GPURT_POOL_BUDGET=" + s}, nil
+	return poolBudget{fraction: f, from: "GPURT_POOL_BUDGET"}, nil
 }

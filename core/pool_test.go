@@ -186,16 +186,19 @@ func TestPoolBudgetBytesAndErrors(t *testing.T) {
 		{-1, "", "Config.PoolBudget=\"-1\""},
 		{0, "abc", "GPURT_POOL_BUDGET=\"abc\""},
 		{0, "0", "GPURT_POOL_BUDGET=\"0\""},
-		{0, "0.5G", "GPURT_POOL_BUDGET=\"0.5G\""},
+		{0, "1.5", "GPURT_POOL_BUDGET=\"1.5\""},
+		{0, "-1G", "GPURT_POOL_BUDGET=\"-1G\""},
 	} {
 		t.Setenv("GPURT_POOL_BUDGET", c.env)
 		_, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PoolBudget: c.budget})
 		require.ErrorIs(t, err, core.ErrInvalidArgument, c.want)
 		assert.Contains(t, err.Error(), c.want)
 	}
-	t.Setenv("GPURT_POOL_BUDGET", "3M")
-	_, d = poolRT(t, "delay_us=0", 0)
-	assert.Equal(t, uint64(3<<20), d.Pool().Budget())
+	for env, want := range map[string]uint64{"3M": 3 << 20, "1.5MiB": 3 << 19, "2097152": 2 << 20} {
+		t.Setenv("GPURT_POOL_BUDGET", env)
+		_, d = poolRT(t, "delay_us=0", 0)
+		assert.Equal(t, want, d.Pool().Budget(), env)
+	}
 }
 
 func TestPoolStreamChecks(t *testing.T) {
