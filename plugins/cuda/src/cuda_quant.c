@@ -54,7 +54,10 @@ CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
  * type, scale type), grouped bf16, grouped fp8. */
 enum { QV_GEMV = 0, QV_GEMVF = 32, QV_QGEMM = 64, QV_GG_BF16 = 68, QV_GG_FP8 = 69, QV_DEQ = 70, QV_COUNT = 74 };
 
-/* From this many tokens on, quant_matmul dequantizes W and runs cuBLASLt. */
+/* From this many tokens on (default), quant_matmul takes the prefill path
+ * (CUTLASS's mixed-input GEMM, else W dequantized and cuBLASLt);
+ * GPURT_CUDA_QMM_MIN_N=9..65536 moves the crossover (scripts/gpu_serve.sh
+ * measures both sides of it with gpurt-quantbench). */
 #define QMM_LT_MIN_N 128
 /* bf16 groups of this many rows or more run as their own cuBLASLt GEMM. */
 #define GG_LT_MIN_M 256
@@ -150,6 +153,21 @@ static qgemv_env qgemv_switches(void) {
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (qgemv_env){v & 0xff, v >> 8};
+}
+
+/* The prefill path's first n: QMM_LT_MIN_N or GPURT_CUDA_QMM_MIN_N, read
+ * once (a value outside 9..65536 is ignored: n <= 8 is the GEMV's). */
+static uint32_t qmm_min_n(void) {
+  static _Atomic int64_t cached = -1;
+  int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("GPURT_CUDA_QMM_MIN_N");
+    char *end = NULL;
+    long long n = e != NULL ? strtoll(e, &end, 10) : 0;
+    v = e != NULL && end != e && *end == 0 && n >= 9 && n <= 65536 ? n : QMM_LT_MIN_N;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return (uint32_t)v;
 }
 
 static uint32_t log2u(uint32_t v) {
@@ -353,7 +371,7 @@ static gpurt_error *qmm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_ma
     if (nw > batches) nw = batches;
     return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
   }
-  if (n >= QMM_LT_MIN_N) return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
+  if (n >= qmm_min_n()) return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;
   /* The tiled kernel with one group: A = x (n rows), B = W (m rows). */
