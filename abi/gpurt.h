@@ -327,6 +327,45 @@ enum {
  *       element is never drawn. Softmax's limit puts all the mass on a
  *       +Inf logit, hence the argmax; NaN carries no information, hence
  *       weight 0 and the lowest rank, as argmax_T ranks it.
+ *   sample_rows_T(BUFFER out, BUFFER x, BUFFER params, U64 rows, U64 cols, U64 hist)
+ *       (1.8) per-request sampling, one block per row: row r of x (logits,
+ *       rows x cols, cols in 1 .. 2^31-1) is request r, with its own
+ *       parameters in params, which holds per-row arrays of all `rows`
+ *       rows (R = rows; byte offsets): u64 seed[R] at 0, u64 offset[R] at
+ *       8R, f32 temperature[R] at 16R, i32 top_k[R] at 20R, f32 top_p[R]
+ *       at 24R, f32 min_p[R] at 28R, f32 repetition_penalty[R] at 32R,
+ *       f32 presence_penalty[R] at 36R, i32 history[R][hist] at 40R
+ *       (hist <= 65536 slots per row; 40R + 4R*hist bytes in all; any
+ *       alignment). out: i32 token[R] at 0, f32 logprob[R] at 4R.
+ *       1. Penalties, in place on x (rounded to T): for each distinct id
+ *       of the row's history in [0, cols) (others, e.g. -1 padding, are
+ *       skipped), v = x[id]; if repetition_penalty is finite, > 0 and not
+ *       1: v = v > 0 ? v / rp : v * rp; if presence_penalty is finite and
+ *       not 0: v = v - pp; x[id] = v.
+ *       2. Order the row as argmax_T (value descending, index ascending;
+ *       NaN lowest). If the maximum is not finite, token is argmax_T's
+ *       choice (sample_T's non-finite rule) and logprob is NaN. Else with
+ *       t = temperature when temperature > 0, 1 otherwise (0, negative
+ *       and NaN are greedy), w[c] = exp((x[c] - max) / t), a NaN w being 0.
+ *       3. Greedy or top_k == 1: token is the argmax. Else the kept set
+ *       is, in order: the first top_k elements (top_k <= 0 or >= cols:
+ *       all); of those, the shortest prefix whose w sum is at least top_p
+ *       times their w sum (top_p >= 1 or NaN: all; <= 0: the first
+ *       element); of those, the elements with w >= min_p (min_p <= 0 or
+ *       NaN: all; the argmax is always kept). With u = (philox(seed,
+ *       offset) >> 8) / 2^24 in [0, 1), where philox is the first 32-bit
+ *       word of Philox4x32-10 with key (seed low, seed high) and counter
+ *       (offset low, offset high, 0, 0) (curand's philox4_32_10 with
+ *       subsequence 0 and offset 4 * offset), token is the first kept
+ *       element, in order, whose running w sum exceeds u times the kept
+ *       sum. The draw depends on the request's seed and offset only, not
+ *       on its row: a caller advances offset by one per step.
+ *       4. logprob = (x[token] - max) / t - log(sum over the whole row of
+ *       w): the chosen token's log-probability after the penalties and
+ *       the temperature, before top-k, top-p and min-p.
+ *       Rows at or past grid.x are left unwritten; backends agree up to
+ *       the rounding of the w sums at a boundary (the mock sums in
+ *       double).
  */
 
 /* ------------------------------------------------------------------ */

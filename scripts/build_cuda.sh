@@ -348,8 +348,9 @@ done
 # access, the contract's checks, handle tables, graphs, the ops' checks; a
 # new file is compiled without an edit here) except the CPU reference math,
 # which is the mock's and pulls in libm: gp_dtype.c (conversions),
-# gp_kernels.c (the built-ins on the CPU), gp_gemm.c (the reference GEMM).
-cpu_reference=" gp_dtype gp_kernels gp_gemm "
+# gp_kernels.c (the built-ins on the CPU), gp_gemm.c (the reference GEMM),
+# gp_sample_rows.c (sample_rows_T on the CPU).
+cpu_reference=" gp_dtype gp_kernels gp_gemm gp_sample_rows "
 for c in "$root"/csrc/*.c; do
   f=$(basename "$c" .c)
   case "$cpu_reference" in *" $f "*) continue ;; esac
