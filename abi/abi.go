@@ -13,7 +13,7 @@ import "unsafe"
 // Version of the ABI this core speaks. Majors must match; minors only add.
 const (
 	Major = 1
-	Minor = 7
+	Minor = 8
 )
 
 // EntrySymbol is the one symbol a plugin exports.

@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 7
+#define GPURT_ABI_MINOR 8
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -837,7 +837,20 @@ typedef struct gpurt_grouped_gemm_args {
  * What 1.5 defines: dtype F16 or BF16 (cache, queries and outputs alike),
  * head_dim 64, 128 or 256, any page_size >= 1, both layouts, causal or not
  * (prefill; decode has nothing to mask). A plugin that cannot run a
- * combination says GPURT_ERR_UNSUPPORTED naming the field. */
+ * combination says GPURT_ERR_UNSUPPORTED naming the field.
+ *
+ * fp8 KV caches (1.8): layout.dtype GPURT_DTYPE_FP8_E4M3 (OCP e4m3fn) makes
+ * the pages one byte per element; layout.qo_dtype (F16 or BF16) is then the
+ * type of the queries, the outputs and the rows kv_append writes (0 for a
+ * 16-bit cache, whose queries are of its dtype). One scale per cache for K
+ * and one for V (per layer: a cache is one layer's K and V), passed with
+ * every kv_append and attention_run of the cache: k_scale, v_scale
+ * positive and finite (ignored for a 16-bit cache). kv_append stores
+ * e4m3(row / scale), rounded to nearest even and saturated to +-448 (NaN
+ * stays NaN); attention reads element * scale. Per cache, not per head:
+ * FlashInfer's kernels take the K scale folded into sm_scale and the V
+ * scale as a multiply of the output, both scalars, as vLLM's per-layer
+ * k_scale / v_scale. */
 
 /* The cache's shape (no struct_size: embedded, fixed forever). */
 typedef struct gpurt_kv_layout {
@@ -846,7 +859,9 @@ typedef struct gpurt_kv_layout {
   uint32_t page_size;    /* tokens per page, >= 1 */
   uint32_t num_kv_heads; /* >= 1 */
   uint32_t head_dim;     /* 64, 128, 256 */
-  uint32_t reserved;     /* 0 */
+  int32_t qo_dtype;      /* 1.8 (before: reserved, 0): dtype FP8_E4M3: the
+                            queries', outputs' and appended rows' type, F16
+                            or BF16; else 0 */
 } gpurt_kv_layout;
 
 /* The cache's memory and page table (embedded, fixed forever). Buffers
@@ -877,6 +892,7 @@ typedef struct gpurt_kv_append_args {
   gpurt_buffer *v_rows; uint64_t v_rows_offset;
   gpurt_buffer *batch_indices; uint64_t batch_indices_offset; /* int32 [nnz] */
   gpurt_buffer *positions; uint64_t positions_offset;         /* int32 [nnz] */
+  float k_scale, v_scale; /* 1.8: an fp8 cache's scales (> 0, finite) */
 } gpurt_kv_append_args;
 
 /* What stays fixed across steps: an attention object is made once per
@@ -918,6 +934,7 @@ typedef struct gpurt_attention_run_args {
   gpurt_buffer *o; uint64_t o_offset;
   gpurt_kv_pages pages;
   gpurt_buffer *qo_indptr; uint64_t qo_indptr_offset; /* prefill: int32 [batch + 1] */
+  float k_scale, v_scale; /* 1.8: an fp8 cache's scales (> 0, finite) */
 } gpurt_attention_run_args;
 
 /* ---- Collectives (1.6) ----------------------------------------------
@@ -1243,6 +1260,12 @@ typedef struct gpurt_api {
    * is GPURT_ERR_INVALID_ARGUMENT; *out is an output. */
   gpurt_error *(*graph_recordable)(gpurt_runtime *rt, uint64_t slot,
                                    uint8_t *out);
+
+  /* ---- 1.8 ---- */
+
+  /* No new slot: the built-in kernels sample_rows_T (per-request
+   * sampling) and fp8 KV caches (gpurt_kv_layout.qo_dtype, the k_scale
+   * and v_scale of kv_append and attention_run). */
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

@@ -126,12 +126,12 @@ typedef struct m_append {
   uint32_t batch;
   uint64_t nnz;
   const unsigned char *k_rows, *v_rows, *bi, *pos;
+  float k_scale, v_scale; /* an fp8 cache's (1.8) */
 } m_append;
 
 static void append_run(void *ctx) {
   m_append *x = ctx;
   const gpurt_kv_layout *l = &x->l;
-  uint64_t es = gp_dtype_size(l->dtype), row = (uint64_t)l->head_dim * es;
   for (uint64_t i = 0; i < x->nnz; i++) {
     int32_t b = rd32(x->bi, i), pos = rd32(x->pos, i);
     if (b < 0 || (uint32_t)b >= x->batch || pos < 0) continue;
@@ -145,10 +145,10 @@ static void append_run(void *ctx) {
     if (page < 0 || (uint64_t)page >= x->p.num_pages) continue;
     uint64_t slot = (uint64_t)pos % l->page_size;
     for (uint32_t h = 0; h < l->num_kv_heads; h++) {
-      uint64_t dst = gp_kv_elem(l, (uint64_t)page, slot, h) * es;
-      uint64_t src = (i * l->num_kv_heads + h) * row;
-      memcpy(x->p.k + dst, x->k_rows + src, row);
-      memcpy(x->p.v + dst, x->v_rows + src, row);
+      uint64_t dst = gp_kv_elem(l, (uint64_t)page, slot, h);
+      uint64_t src = (i * l->num_kv_heads + h) * l->head_dim;
+      mock_kv_store_row(l, x->p.k, dst, x->k_rows, src, x->k_scale);
+      mock_kv_store_row(l, x->p.v, dst, x->v_rows, src, x->v_scale);
     }
   }
 }
@@ -170,6 +170,8 @@ gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *s
   x->l = a.layout;
   x->batch = a.batch_size;
   x->nnz = a.nnz;
+  x->k_scale = a.k_scale;
+  x->v_scale = a.v_scale;
   unsigned char *kr, *vr, *bi, *pos;
   if ((e = pages_view(rt, dev, &a.layout, &a.pages, a.batch_size, 1, w, &x->p)) ||
       (e = gp_attention_align(w, "k_rows", a.k_rows_offset, 16)) ||
@@ -299,6 +301,7 @@ typedef struct m_run {
   unsigned char *o;
   m_pages p;
   const unsigned char *qo_dev; /* prefill */
+  float k_scale, v_scale; /* an fp8 cache's (1.8) */
 } m_run;
 
 static void run_drop(void *ctx) {
@@ -310,13 +313,13 @@ static void run_drop(void *ctx) {
 /* Writes NaN into rows [r0, r1) of the output. */
 static void nan_rows(m_run *x, uint64_t r0, uint64_t r1) {
   uint64_t per = (uint64_t)x->d.num_qo_heads * x->d.layout.head_dim;
-  for (uint64_t i = r0 * per; i < r1 * per; i++) gp_store(x->d.layout.dtype, x->o, i, NAN);
+  for (uint64_t i = r0 * per; i < r1 * per; i++) gp_store(gp_kv_qo_dtype(&x->d.layout), x->o, i, NAN);
 }
 
 static void run_run(void *ctx) {
   m_run *x = ctx;
   const gpurt_kv_layout *l = &x->d.layout;
-  int32_t dt = l->dtype;
+  int32_t dt = gp_kv_qo_dtype(l); /* queries and outputs */
   uint32_t D = l->head_dim, Hq = x->d.num_qo_heads, Hk = l->num_kv_heads, group = Hq / Hk;
   uint32_t ps = l->page_size;
   int prefill = x->d.kind == GPURT_ATTENTION_PREFILL;
@@ -362,8 +365,8 @@ static void run_run(void *ctx) {
         uint64_t pg = (uint64_t)rd32(x->p.indices, (uint64_t)x->kv[b] + t / ps);
         uint64_t at = gp_kv_elem(l, pg, t % ps, hk);
         for (uint32_t d = 0; d < D; d++) {
-          kf[t * D + d] = gp_load(dt, x->p.k, at + d);
-          vf[t * D + d] = gp_load(dt, x->p.v, at + d);
+          kf[t * D + d] = mock_kv_load(l, x->p.k, at + d, x->k_scale);
+          vf[t * D + d] = mock_kv_load(l, x->p.v, at + d, x->v_scale);
         }
       }
       for (uint32_t hq = hk * group; hq < (hk + 1) * group; hq++) {
@@ -448,9 +451,12 @@ gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_strea
   x->d = a->d;
   x->scale = gp_attention_sm_scale(&a->d);
   const gpurt_kv_layout *l = &a->d.layout;
-  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(l->dtype);
+  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(gp_kv_qo_dtype(l));
   unsigned char *q, *o, *qo_dev = NULL;
-  if ((e = gp_attention_align(w, "q", ra.q_offset, 16)) || (e = gp_attention_align(w, "o", ra.o_offset, 16)) ||
+  x->k_scale = ra.k_scale;
+  x->v_scale = ra.v_scale;
+  if ((e = gp_kv_scales_check(l, ra.k_scale, ra.v_scale, w)) ||
+      (e = gp_attention_align(w, "q", ra.q_offset, 16)) || (e = gp_attention_align(w, "o", ra.o_offset, 16)) ||
       (e = buffer_view(rt, dev, ra.q, ra.q_offset, x->rows * row_bytes, w, "q", &q, NULL)) ||
       (e = buffer_view(rt, dev, ra.o, ra.o_offset, x->rows * row_bytes, w, "o", &o, NULL)) ||
       (e = pages_view(rt, dev, l, &ra.pages, (uint32_t)b, x->pages, w, &x->p))) {

@@ -264,6 +264,14 @@ gpurt_error *mock_quant_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, v
                                 mock_op **out);
 gpurt_error *mock_grouped_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
                                   mock_op **out);
+/* fp8 KV caches (mock_fp8.c): one row of head_dim elements of an
+ * appended row (rows, element src_elem, layout's qo type) into a page
+ * region (element dst_elem): bytes copied for a 16-bit cache, e4m3(x /
+ * scale) for an fp8 one; and one cache element as a float (times scale for
+ * fp8). */
+void mock_kv_store_row(const gpurt_kv_layout *l, unsigned char *page_base, uint64_t dst_elem,
+                       const unsigned char *rows, uint64_t src_elem, float scale);
+float mock_kv_load(const gpurt_kv_layout *l, const unsigned char *page_base, uint64_t elem, float scale);
 gpurt_error *mock_kv_append_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object, const void *args,
                                     mock_op **out);
 gpurt_error *mock_attention_run_prepare(mock_rt *rt, mock_stream *s, gpurt_stream *sh, void *object,
