@@ -24,7 +24,9 @@ func bf16Bytes(x []float64) []byte {
 	return b
 }
 
-func bf16Round(v float64) float64 { return float64(floatbits.BF16ToFloat32(floatbits.BF16FromFloat32(float32(v)))) }
+func bf16Round(v float64) float64 {
+	return float64(floatbits.BF16ToFloat32(floatbits.BF16FromFloat32(float32(v))))
+}
 
 // fp8Run appends tokens rows of K and V (bf16 values, one request, one
 // page per pageSize tokens) into a cache of desc and runs one decode row
