@@ -26,5 +26,6 @@ grep -E '^(FAIL)' "$out/conform_cuda.log" | head -30
 # issue 22 item 4: sample_T/argmax_T on NaN, +Inf (an f16 overflow), all -Inf, all NaN.
 echo "non-finite sampling: $(grep -E 'kernel/sample_nonfinite/' "$out/conform_cuda.log" | awk '{print $1}' | sort | uniq -c | tr -s ' \n' ' ')"
 grep -E 'graph/replays_ordered_across_streams|attention/kv_bounds' "$out/conform_cuda.log" | sed 's/^/issue 22: /'
+grep -E 'kernel/sample_rows_|attention/fp8/' "$out/conform_cuda.log" | sed 's/^/issue 26: /'
 echo "conform: $(tail -n 1 "$out/conform_cuda.log")"
 exit $rc
