@@ -450,3 +450,57 @@ func TestSampleErrors(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	assert.Equal(t, 0.0, allocs, "Sampler.Sample allocates nothing")
 }
+
+// A sampling step recorded into a graph and replayed draws what the eager
+// launch draws; advancing the offsets between replays draws anew.
+func TestSampleInGraph(t *testing.T) {
+	d := dev(t)
+	rng := rand.New(rand.NewPCG(13, 14))
+	const rows, cols = 6, 200
+	x := make([]float64, 0, rows*cols)
+	b, err := NewBatch(rows, cols, 0)
+	require.NoError(t, err)
+	for r := range rows {
+		x = append(x, randomRow(rng, core.BF16, cols, 2)...)
+		p := Params{Temperature: 1, TopP: 0.9, Seed: rng.Uint64()}
+		require.NoError(t, b.Set(r, &p))
+	}
+	sm, err := NewSampler(d, core.BF16)
+	require.NoError(t, err)
+	xb, _ := d.Alloc(2 * rows * cols)
+	pb, _ := d.Alloc(len(b.Bytes()))
+	ob, _ := d.Alloc(OutBytes(rows))
+	defer xb.Free()
+	defer pb.Free()
+	defer ob.Free()
+	require.NoError(t, core.CopyFromHost(xb, encode(core.BF16, x)))
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	read := func() []byte {
+		require.NoError(t, s.Synchronize())
+		raw := make([]byte, OutBytes(rows))
+		require.NoError(t, core.CopyToHost(raw, ob))
+		return raw
+	}
+	var steps [][]byte
+	for range 3 { // eager: three steps
+		require.NoError(t, core.CopyFromHost(pb, b.Bytes()))
+		require.NoError(t, sm.Sample(s, ob, xb, pb, rows, cols, 0))
+		steps = append(steps, read())
+		b.Advance()
+	}
+	g, err := s.Capture(func(cs *core.Stream) error { return sm.Sample(cs, ob, xb, pb, rows, cols, 0) })
+	require.NoError(t, err)
+	defer g.Close()
+	for r := range rows {
+		require.NoError(t, b.SetOffset(r, 0))
+	}
+	for i := range 3 {
+		require.NoError(t, core.CopyFromHost(pb, b.Bytes()))
+		require.NoError(t, g.Launch(s))
+		assert.Equal(t, steps[i], read(), "replay %d", i)
+		b.Advance()
+	}
+	assert.NotEqual(t, steps[0], steps[1], "another offset draws anew")
+}
