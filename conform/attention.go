@@ -337,6 +337,9 @@ func appendTokens(e *env, s *core.Stream, c attnCase, b *attnBatch, d *attnDev, 
 }
 
 func runAttnCase(e *env, c attnCase) error {
+	if _, _, minor := e.rt.PluginVersion(); c.fp8 && minor < 8 {
+		return skip("the plugin speaks ABI 1.%d; fp8 KV caches need 1.8", minor)
+	}
 	steps := max(c.steps, 1)
 	b := newAttnBatch(e, c, steps-1)
 	var truth *attnBatch // fp8: the unquantised K and V

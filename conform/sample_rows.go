@@ -104,6 +104,9 @@ func sampleRowsParams(e *env, kind, cols, hist int) sampling.Params {
 }
 
 func checkSampleRows(e *env, t core.DType) error {
+	if _, _, minor := e.rt.PluginVersion(); minor < 8 {
+		return skip("the plugin speaks ABI 1.%d; sample_rows_T needs 1.8", minor)
+	}
 	nan, inf := math.NaN(), math.Inf(1)
 	for _, c := range []struct{ rows, cols, hist, grid, block int }{
 		{6, 1, 0, 6, 1}, {12, 100, 8, 12, 32}, {8, 1000, 4, 8, 256}, {5, 4099, 16, 5, 1024}, {7, 333, 2, 4, 100},
