@@ -42,7 +42,7 @@ func ExampleSampler_Sample() {
 	defer s.Close()
 
 	const rows, vocab, hist = 2, 4, 8
-	logits := []float32{0.5, 2, 1, -1, /* row 1 */ 0.5, 2, 3, -1}
+	logits := []float32{0.5, 2, 1, -1 /* row 1 */, 0.5, 2, 3, -1}
 	raw := make([]byte, 4*len(logits))
 	for i, v := range logits {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
