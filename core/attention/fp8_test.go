@@ -33,6 +33,13 @@ func bf16Round(v float64) float64 {
 // of query q; it returns the output and the cache's K and V bytes.
 func fp8Run(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, tokens int, k, v, q []float64) ([]float64, []byte, []byte) {
 	t.Helper()
+	return fp8RunOn(t, d, desc, hq, tokens, k, v, q, false)
+}
+
+// fp8RunOn is fp8Run, with the append and the run recorded in a graph
+// (planned before the capture) and the graph launched when graph is set.
+func fp8RunOn(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, tokens int, k, v, q []float64, graph bool) ([]float64, []byte, []byte) {
+	t.Helper()
 	s, err := d.NewStream()
 	require.NoError(t, err)
 	defer s.Close()
@@ -58,7 +65,6 @@ func fp8Run(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, tokens
 	last := int32(tokens - (np-1)*desc.PageSize)
 	pt := attention.PageTable{Indptr: up(i32le(0, int32(np))), Indices: up(i32le(idx...)), LastPageLen: up(i32le(last))}
 	rows := attention.KVRows{K: up(bf16Bytes(k)), V: up(bf16Bytes(v)), BatchIndices: up(i32le(bi...)), Positions: up(i32le(pos...)), NNZ: tokens}
-	require.NoError(t, cache.Append(s, pt, 1, rows))
 	qb := up(bf16Bytes(q))
 	ob, err := d.Alloc(len(q) * 2)
 	require.NoError(t, err)
@@ -67,7 +73,20 @@ func fp8Run(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, tokens
 	require.NoError(t, err)
 	defer a.Close()
 	require.NoError(t, a.Plan(s, attention.Schedule{KVIndptr: []int32{0, int32(np)}, KVLastPageLen: []int32{last}}))
-	require.NoError(t, a.Run(s, cache, attention.Operands{Q: qb, O: ob, Pages: pt}))
+	step := func(s *core.Stream) error {
+		if err := cache.Append(s, pt, 1, rows); err != nil {
+			return err
+		}
+		return a.Run(s, cache, attention.Operands{Q: qb, O: ob, Pages: pt})
+	}
+	if graph {
+		g, err := s.Capture(step)
+		require.NoError(t, err)
+		defer g.Close()
+		require.NoError(t, g.Launch(s))
+	} else {
+		require.NoError(t, step(s))
+	}
 	require.NoError(t, s.Synchronize())
 	raw := make([]byte, len(q)*2)
 	require.NoError(t, core.CopyToHost(raw, ob))
@@ -207,6 +226,35 @@ func TestFP8KVCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []byte{0x7e, 0xfe, 0x7f}, kb1[off:off+3], "K: 1000/0.5 and -300/0.5 saturate, NaN stays NaN")
 	assert.Equal(t, []byte{0xfe, floatbits.E4M3FromFloat32(1.5)}, vb1[off:off+2], "V: -1e6/2 saturates, 3/2 is 1.5")
+}
+
+// An fp8 cache's append and attention recorded in a graph (the engine's
+// CALL items carry the scales) replay what the eager calls compute, byte
+// for byte: pages and output.
+func TestFP8KVCacheInGraph(t *testing.T) {
+	rt := openMock(t, "")
+	d := dev0(t, rt)
+	rng := rand.New(rand.NewPCG(13, 14))
+	const hq, hk, D, tokens, page = 4, 1, 64, 37, 8
+	k, v, q := make([]float64, tokens*hk*D), make([]float64, tokens*hk*D), make([]float64, hq*D)
+	for i := range k {
+		k[i], v[i] = bf16Round(3*rng.NormFloat64()), bf16Round(rng.NormFloat64())
+	}
+	for i := range q {
+		q[i] = bf16Round(rng.NormFloat64())
+	}
+	desc := attention.KVCacheDesc{DType: core.FP8E4M3, QODType: core.BF16, KScale: 0.03, VScale: 0.011, Layout: attention.KVLayoutHND,
+		PageSize: page, NumKVHeads: hk, HeadDim: D, NumPages: (tokens + page - 1) / page}
+	oe, ke, ve := fp8RunOn(t, d, desc, hq, tokens, k, v, q, false)
+	og, kg, vg := fp8RunOn(t, d, desc, hq, tokens, k, v, q, true)
+	assert.Equal(t, ke, kg, "K pages")
+	assert.Equal(t, ve, vg, "V pages")
+	assert.Equal(t, oe, og, "output")
+	// A different scale changes both: the replay did not drop the scales.
+	desc.VScale = 0.02
+	o2, _, v2 := fp8RunOn(t, d, desc, hq, tokens, k, v, q, true)
+	assert.NotEqual(t, vg, v2)
+	assert.NotEqual(t, og, o2)
 }
 
 func TestFP8KVCacheChecks(t *testing.T) {
