@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metrale/gpurt/examples/internal/servebench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/examples/internal/servebench"
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/llm"
 )
