@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 7
+#define GPURT_ABI_MINOR 8
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -327,6 +327,45 @@ enum {
  *       element is never drawn. Softmax's limit puts all the mass on a
  *       +Inf logit, hence the argmax; NaN carries no information, hence
  *       weight 0 and the lowest rank, as argmax_T ranks it.
+ *   sample_rows_T(BUFFER out, BUFFER x, BUFFER params, U64 rows, U64 cols, U64 hist)
+ *       (1.8) per-request sampling, one block per row: row r of x (logits,
+ *       rows x cols, cols in 1 .. 2^31-1) is request r, with its own
+ *       parameters in params, which holds per-row arrays of all `rows`
+ *       rows (R = rows; byte offsets): u64 seed[R] at 0, u64 offset[R] at
+ *       8R, f32 temperature[R] at 16R, i32 top_k[R] at 20R, f32 top_p[R]
+ *       at 24R, f32 min_p[R] at 28R, f32 repetition_penalty[R] at 32R,
+ *       f32 presence_penalty[R] at 36R, i32 history[R][hist] at 40R
+ *       (hist <= 65536 slots per row; 40R + 4R*hist bytes in all; any
+ *       alignment). out: i32 token[R] at 0, f32 logprob[R] at 4R.
+ *       1. Penalties, in place on x (rounded to T): for each distinct id
+ *       of the row's history in [0, cols) (others, e.g. -1 padding, are
+ *       skipped), v = x[id]; if repetition_penalty is finite, > 0 and not
+ *       1: v = v > 0 ? v / rp : v * rp; if presence_penalty is finite and
+ *       not 0: v = v - pp; x[id] = v.
+ *       2. Order the row as argmax_T (value descending, index ascending;
+ *       NaN lowest). If the maximum is not finite, token is argmax_T's
+ *       choice (sample_T's non-finite rule) and logprob is NaN. Else with
+ *       t = temperature when temperature > 0, 1 otherwise (0, negative
+ *       and NaN are greedy), w[c] = exp((x[c] - max) / t), a NaN w being 0.
+ *       3. Greedy or top_k == 1: token is the argmax. Else the kept set
+ *       is, in order: the first top_k elements (top_k <= 0 or >= cols:
+ *       all); of those, the shortest prefix whose w sum is at least top_p
+ *       times their w sum (top_p >= 1 or NaN: all; <= 0: the first
+ *       element); of those, the elements with w >= min_p (min_p <= 0 or
+ *       NaN: all; the argmax is always kept). With u = (philox(seed,
+ *       offset) >> 8) / 2^24 in [0, 1), where philox is the first 32-bit
+ *       word of Philox4x32-10 with key (seed low, seed high) and counter
+ *       (offset low, offset high, 0, 0) (curand's philox4_32_10 with
+ *       subsequence 0 and offset 4 * offset), token is the first kept
+ *       element, in order, whose running w sum exceeds u times the kept
+ *       sum. The draw depends on the request's seed and offset only, not
+ *       on its row: a caller advances offset by one per step.
+ *       4. logprob = (x[token] - max) / t - log(sum over the whole row of
+ *       w): the chosen token's log-probability after the penalties and
+ *       the temperature, before top-k, top-p and min-p.
+ *       Rows at or past grid.x are left unwritten; backends agree up to
+ *       the rounding of the w sums at a boundary (the mock sums in
+ *       double).
  */
 
 /* ------------------------------------------------------------------ */
@@ -803,7 +842,20 @@ typedef struct gpurt_grouped_gemm_args {
  * What 1.5 defines: dtype F16 or BF16 (cache, queries and outputs alike),
  * head_dim 64, 128 or 256, any page_size >= 1, both layouts, causal or not
  * (prefill; decode has nothing to mask). A plugin that cannot run a
- * combination says GPURT_ERR_UNSUPPORTED naming the field. */
+ * combination says GPURT_ERR_UNSUPPORTED naming the field.
+ *
+ * fp8 KV caches (1.8): layout.dtype GPURT_DTYPE_FP8_E4M3 (OCP e4m3fn) makes
+ * the pages one byte per element; layout.qo_dtype (F16 or BF16) is then the
+ * type of the queries, the outputs and the rows kv_append writes (0 for a
+ * 16-bit cache, whose queries are of its dtype). One scale per cache for K
+ * and one for V (per layer: a cache is one layer's K and V), passed with
+ * every kv_append and attention_run of the cache: k_scale, v_scale
+ * positive and finite (ignored for a 16-bit cache). kv_append stores
+ * e4m3(row / scale), rounded to nearest even and saturated to +-448 (NaN
+ * stays NaN); attention reads element * scale. Per cache, not per head:
+ * FlashInfer's kernels take the K scale folded into sm_scale and the V
+ * scale as a multiply of the output, both scalars, as vLLM's per-layer
+ * k_scale / v_scale. */
 
 /* The cache's shape (no struct_size: embedded, fixed forever). */
 typedef struct gpurt_kv_layout {
@@ -812,7 +864,9 @@ typedef struct gpurt_kv_layout {
   uint32_t page_size;    /* tokens per page, >= 1 */
   uint32_t num_kv_heads; /* >= 1 */
   uint32_t head_dim;     /* 64, 128, 256 */
-  uint32_t reserved;     /* 0 */
+  int32_t qo_dtype;      /* 1.8 (before: reserved, 0): dtype FP8_E4M3: the
+                            queries', outputs' and appended rows' type, F16
+                            or BF16; else 0 */
 } gpurt_kv_layout;
 
 /* The cache's memory and page table (embedded, fixed forever). Buffers
@@ -843,6 +897,7 @@ typedef struct gpurt_kv_append_args {
   gpurt_buffer *v_rows; uint64_t v_rows_offset;
   gpurt_buffer *batch_indices; uint64_t batch_indices_offset; /* int32 [nnz] */
   gpurt_buffer *positions; uint64_t positions_offset;         /* int32 [nnz] */
+  float k_scale, v_scale; /* 1.8: an fp8 cache's scales (> 0, finite) */
 } gpurt_kv_append_args;
 
 /* What stays fixed across steps: an attention object is made once per
@@ -884,6 +939,7 @@ typedef struct gpurt_attention_run_args {
   gpurt_buffer *o; uint64_t o_offset;
   gpurt_kv_pages pages;
   gpurt_buffer *qo_indptr; uint64_t qo_indptr_offset; /* prefill: int32 [batch + 1] */
+  float k_scale, v_scale; /* 1.8: an fp8 cache's scales (> 0, finite) */
 } gpurt_attention_run_args;
 
 /* ---- Collectives (1.6) ----------------------------------------------
@@ -1209,6 +1265,12 @@ typedef struct gpurt_api {
    * is GPURT_ERR_INVALID_ARGUMENT; *out is an output. */
   gpurt_error *(*graph_recordable)(gpurt_runtime *rt, uint64_t slot,
                                    uint8_t *out);
+
+  /* ---- 1.8 ---- */
+
+  /* No new slot: the built-in kernels sample_rows_T (per-request
+   * sampling) and fp8 KV caches (gpurt_kv_layout.qo_dtype, the k_scale
+   * and v_scale of kv_append and attention_run). */
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

@@ -35,6 +35,7 @@ type attnCase struct {
 	steps    int  // decode steps: >1 appends a token per request and plans again
 	fullKV   bool // prefill: qo == kv for every request
 	exactLen bool // every request has maxKV tokens
+	fp8      bool // an fp8 e4m3 cache (ABI 1.8); dt is the queries' and rows' type
 }
 
 func attentionCases() []attnCase {
@@ -51,6 +52,10 @@ func attentionCases() []attnCase {
 		{name: "prefill/bf16/hnd/p1/gqa7/d64", kind: pre, dt: core.BF16, layout: hnd, page: 1, hq: 14, hk: 2, dim: 64, batch: 3, minKV: 1, maxKV: 70, maxQO: 30},
 		{name: "prefill/bf16/nhd/p16/gqa1/d256/causal/softcap", kind: pre, dt: core.BF16, layout: nhd, page: 16, hq: 4, hk: 4, dim: 256, batch: 2, minKV: 20, maxKV: 60, maxQO: 20, causal: true, softCap: 20, smScale: 0.05},
 		{name: "prefill/f16/hnd/p16/gqa3/d128/full", kind: pre, dt: core.F16, layout: hnd, page: 16, hq: 12, hk: 4, dim: 128, batch: 2, minKV: 1, maxKV: 150, maxQO: 150, causal: true, fullKV: true},
+		// fp8 e4m3 caches (ABI 1.8; attention_fp8.go): quantised on append, per-cache scales.
+		{name: "fp8/decode/bf16/nhd/p16/gqa4/d128/steps", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 16, hk: 4, dim: 128, batch: 5, minKV: 1, maxKV: 150, steps: 2, fp8: true},
+		{name: "fp8/decode/f16/hnd/p1/gqa8/d128", kind: dec, dt: core.F16, layout: hnd, page: 1, hq: 16, hk: 2, dim: 128, batch: 3, minKV: 1, maxKV: 60, fp8: true},
+		{name: "fp8/prefill/bf16/nhd/p16/gqa4/d128/causal", kind: pre, dt: core.BF16, layout: nhd, page: 16, hq: 8, hk: 2, dim: 128, batch: 3, minKV: 1, maxKV: 120, maxQO: 40, causal: true, fp8: true},
 		// Long contexts (Options.Long): what a GPU runs in production.
 		{name: "long/decode/bf16/nhd/p16/gqa4/d128/batch64x8k", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 32, hk: 8, dim: 128, batch: 64, minKV: 1, maxKV: 8192, long: true},
 		{name: "long/decode/f16/hnd/p16/gqa7/d128/32k", kind: dec, dt: core.F16, layout: hnd, page: 16, hq: 28, hk: 4, dim: 128, batch: 2, minKV: 32768, maxKV: 32768, long: true, exactLen: true},
@@ -332,8 +337,15 @@ func appendTokens(e *env, s *core.Stream, c attnCase, b *attnBatch, d *attnDev, 
 }
 
 func runAttnCase(e *env, c attnCase) error {
+	if _, _, minor := e.rt.PluginVersion(); c.fp8 && minor < 8 {
+		return skip("the plugin speaks ABI 1.%d; fp8 KV caches need 1.8", minor)
+	}
 	steps := max(c.steps, 1)
 	b := newAttnBatch(e, c, steps-1)
+	var truth *attnBatch // fp8: the unquantised K and V
+	if c.fp8 {
+		truth = fp8Batch(b)
+	}
 	d := &attnDev{}
 	defer d.free()
 	var err error
@@ -370,6 +382,9 @@ func runAttnCase(e *env, c attnCase) error {
 	att, err := attention.New(e.dev, attention.Desc{Kind: c.kind, NumQOHeads: c.hq, Cache: b.desc, Causal: c.causal,
 		SMScale: c.smScale, LogitsSoftCap: c.softCap, MaxBatch: c.batch, MaxRows: maxRows})
 	if err != nil {
+		if c.fp8 && errors.Is(err, core.ErrUnsupported) { // ABI 1.8, optional per plugin
+			return skip("the plugin has no fp8 KV caches: %v", err)
+		}
 		return attnSkip(err)
 	}
 	defer att.Close()
@@ -378,8 +393,13 @@ func runAttnCase(e *env, c attnCase) error {
 		return err
 	}
 	zero := make([]int, c.batch)
-	if err := appendTokens(e, s, c, b, d, zero, b.kvLen); err != nil {
+	if err := appendTokens(e, s, c, truth.or(b), d, zero, b.kvLen); err != nil {
 		return fmt.Errorf("append: %w", err)
+	}
+	if c.fp8 {
+		if err := checkFP8Pages(c, truth, d.cache, b.kvLen); err != nil {
+			return err
+		}
 	}
 	for step := 0; step < steps; step++ {
 		if step > 0 { // one more token per request: page table first, then the rows
@@ -391,7 +411,10 @@ func runAttnCase(e *env, c attnCase) error {
 			if err := d.upload(b, c); err != nil {
 				return err
 			}
-			if err := appendTokens(e, s, c, b, d, from, b.kvLen); err != nil {
+			if c.fp8 {
+				truth.kvLen, truth.indptr, truth.last, truth.idx = b.kvLen, b.indptr, b.last, b.idx
+			}
+			if err := appendTokens(e, s, c, truth.or(b), d, from, b.kvLen); err != nil {
 				return fmt.Errorf("step %d: append: %w", step, err)
 			}
 		}
@@ -427,8 +450,13 @@ func runAttnCase(e *env, c attnCase) error {
 			return err
 		}
 		got := decode(c.dt, out)
-		want := attnRef(c, b, q)
+		want := attnRef(c, b, q) // fp8: on the dequantised K and V
 		atol, rtol := attnTol(c.dt)
+		if c.fp8 {
+			if err := fp8Accuracy(c, truth, b, q, got, want); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+		}
 		for i := range want {
 			if diff := math.Abs(got[i] - want[i]); !(diff <= atol+rtol*math.Abs(want[i])) {
 				per := c.hq * c.dim

@@ -105,8 +105,9 @@ func (d *Device) LoadModule(name string, format ModuleFormat, data []byte) (*Mod
 // use, then from the registry). Every plugin's built-in module has the
 // kernels listed in gpurt.h (abi.BuiltinKernels): the element-wise
 // fill_T, scale_T, axpy_T, add_T, mul_T, silu_mul_T and softcap_T, the
-// row kernels rmsnorm_T, rope_llama_T, rope_neox_T, embed_T, argmax_T and
-// sample_T, for T in f32, f16, bf16, and sleep_ns.
+// row kernels rmsnorm_T, rope_llama_T, rope_neox_T, embed_T, argmax_T,
+// sample_T and (ABI 1.8) sample_rows_T (per-request sampling: package
+// sampling), for T in f32, f16, bf16, and sleep_ns.
 //
 // argmax_T and sample_T on non-finite logits, the same on every backend:
 // the token is always an index of the row, never -1. NaN ranks below

@@ -8,9 +8,13 @@
 #define U(x) ((unsigned long long)(x))
 
 gpurt_error *gp_kv_layout_check(const gpurt_kv_layout *l, const char *what) {
-  if (l->dtype != GPURT_DTYPE_F16 && l->dtype != GPURT_DTYPE_BF16)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: dtype %s (%d) is not supported (f16, bf16)", what,
+  if (l->dtype != GPURT_DTYPE_F16 && l->dtype != GPURT_DTYPE_BF16 && l->dtype != GPURT_DTYPE_FP8_E4M3)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: dtype %s (%d) is not supported (f16, bf16, fp8_e4m3)", what,
                   gp_dtype_name(l->dtype), l->dtype);
+  if (l->dtype == GPURT_DTYPE_FP8_E4M3 && l->qo_dtype != GPURT_DTYPE_F16 && l->qo_dtype != GPURT_DTYPE_BF16)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "%s: layout.qo_dtype %s (%d) must be f16 or bf16 for an fp8_e4m3 cache (the queries', "
+                  "outputs' and appended rows' type)", what, gp_dtype_name(l->qo_dtype), l->qo_dtype);
   if (l->head_dim != 64 && l->head_dim != 128 && l->head_dim != 256)
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: head_dim %u is not supported (64, 128, 256)", what,
                   l->head_dim);
@@ -21,8 +25,10 @@ gpurt_error *gp_kv_layout_check(const gpurt_kv_layout *l, const char *what) {
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: page_size is 0 (must be >= 1)", what);
   if (l->num_kv_heads == 0)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: num_kv_heads is 0 (must be >= 1)", what);
-  if (l->reserved != 0)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: layout.reserved is %u (must be 0)", what, l->reserved);
+  if (l->dtype != GPURT_DTYPE_FP8_E4M3 && l->qo_dtype != 0)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "%s: layout.qo_dtype is %d (must be 0 for a %s cache: its queries are %s)", what, l->qo_dtype,
+                  gp_dtype_name(l->dtype), gp_dtype_name(l->dtype));
   if ((uint64_t)l->page_size * l->num_kv_heads * l->head_dim > (1ull << 31))
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: page_size %u x num_kv_heads %u x head_dim %u elements per page "
                   "exceed 2^31", what, l->page_size, l->num_kv_heads, l->head_dim);
@@ -167,6 +173,16 @@ gpurt_error *gp_kv_append_check(const gpurt_kv_append_args *in, gpurt_kv_append_
   if ((e = gp_kv_layout_check(&a->layout, w))) return e;
   if (a->batch_size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_size is 0 (must be >= 1)", w);
   if (a->nnz > (1ull << 31)) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: nnz %llu exceeds 2^31", w, U(a->nnz));
-  *row_bytes = a->nnz * a->layout.num_kv_heads * a->layout.head_dim * gp_dtype_size(a->layout.dtype);
+  if ((e = gp_kv_scales_check(&a->layout, a->k_scale, a->v_scale, w))) return e;
+  *row_bytes = a->nnz * a->layout.num_kv_heads * a->layout.head_dim * gp_dtype_size(gp_kv_qo_dtype(&a->layout));
+  return NULL;
+}
+
+gpurt_error *gp_kv_scales_check(const gpurt_kv_layout *l, float k_scale, float v_scale, const char *w) {
+  if (l->dtype != GPURT_DTYPE_FP8_E4M3) return NULL;
+  if (!(k_scale > 0 && k_scale <= 3.4028234663852886e38f) || !(v_scale > 0 && v_scale <= 3.4028234663852886e38f))
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "%s: k_scale %g and v_scale %g of an fp8_e4m3 cache must be positive and finite", w,
+                  (double)k_scale, (double)v_scale);
   return NULL;
 }

@@ -72,6 +72,16 @@ static inline uint64_t gp_kv_page_elems(const gpurt_kv_layout *l) {
   return (uint64_t)l->page_size * l->num_kv_heads * l->head_dim;
 }
 
+/* The type of the queries, outputs and appended rows: qo_dtype for an fp8
+ * cache (1.8), else the cache's dtype. */
+static inline int32_t gp_kv_qo_dtype(const gpurt_kv_layout *l) {
+  return l->dtype == GPURT_DTYPE_FP8_E4M3 ? l->qo_dtype : l->dtype;
+}
+
+/* An fp8 cache's scales (1.8): positive and finite; nothing for a 16-bit
+ * cache. */
+gpurt_error *gp_kv_scales_check(const gpurt_kv_layout *l, float k_scale, float v_scale, const char *w);
+
 /* Element offset of (page, slot, head, 0) in a K or V region. */
 static inline uint64_t gp_kv_elem(const gpurt_kv_layout *l, uint64_t page,
                                   uint64_t slot, uint64_t head) {

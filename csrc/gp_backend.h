@@ -150,12 +150,14 @@ typedef struct gp_kv_append_op {
   uint64_t nnz;                 /* >= 1 */
   gp_kv_pages_op pages;
   gp_mem k_rows, v_rows, batch_indices, positions;
+  float k_scale, v_scale;       /* an fp8_e4m3 cache's (1.8): checked positive and finite; else 0 */
 } gp_kv_append_op;
 
 typedef struct gp_attention_op {
   void *obj;                    /* the backend's attention (attention_create) */
   gp_mem q, o, qo_indptr;       /* qo_indptr: prefill only */
   gp_kv_pages_op pages;
+  float k_scale, v_scale;       /* an fp8_e4m3 cache's (1.8): checked positive and finite; else 0 */
 } gp_attention_op;
 
 /* One operation of a comm_run group, checked and resolved. */

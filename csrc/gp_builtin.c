@@ -28,12 +28,20 @@
   {"argmax_" sfx, GP_BK_ARGMAX, dt, 4, {B, B, U64, U64}, {8, 8, 8, 8}, 2, 2},                      \
   {"sample_" sfx, GP_BK_SAMPLE, dt, 8, {B, B, U64, U64, U64, F32, F32, U64}, {8, 8, 8, 8, 8, 4, 4, 8}, 2, 2}
 
+/* Per-request sampling (1.8): sample_rows_T(out, x, params, rows, cols, hist). */
+#define GP_SAMPLE_ROWS_OF(sfx, dt) \
+  {"sample_rows_" sfx, GP_BK_SAMPLE_ROWS, dt, 6, {B, B, B, U64, U64, U64}, {8, 8, 8, 8, 8, 8}, 3, 3}
+
 const gp_builtin_kernel gp_builtin_kernels[] = {
     GP_KERNELS_OF("f32", GPURT_DTYPE_F32, GPURT_ARG_F32, 4),
     GP_KERNELS_OF("f16", GPURT_DTYPE_F16, GPURT_ARG_F16, 2),
     GP_KERNELS_OF("bf16", GPURT_DTYPE_BF16, GPURT_ARG_BF16, 2),
+    GP_SAMPLE_ROWS_OF("f32", GPURT_DTYPE_F32),
+    GP_SAMPLE_ROWS_OF("f16", GPURT_DTYPE_F16),
+    GP_SAMPLE_ROWS_OF("bf16", GPURT_DTYPE_BF16),
     {"sleep_ns", GP_BK_SLEEP, GPURT_DTYPE_INVALID, 1, {U64, 0, 0, 0}, {8, 0, 0, 0}, 0, 0},
 };
+#undef GP_SAMPLE_ROWS_OF
 #undef B
 #undef U64
 #undef F32
@@ -96,6 +104,15 @@ void gp_builtin_need(const gp_builtin_kernel *k, const uint64_t *scalar, const u
       uint64_t rows = scalar[2] < grid[0] ? scalar[2] : grid[0];
       need[0] = gp_smul(rows, 4);
       need[1] = gp_smul(gp_smul(rows, scalar[3]), es);
+      return;
+    }
+    case GP_BK_SAMPLE_ROWS: { /* out: int32 tokens then f32 logprobs, [rows] each; x: rows x cols;
+                                 params: the per-row arrays of all rows (GP_SR_*) */
+      uint64_t all = scalar[3], rows = all < grid[0] ? all : grid[0];
+      if (rows == 0) return;
+      need[0] = gp_smul(all, 8);
+      need[1] = gp_smul(gp_smul(rows, scalar[4]), es);
+      need[2] = gp_smul(all, 40u + gp_smul(scalar[5], 4));
       return;
     }
     default: {

@@ -178,7 +178,7 @@ void gp_store(int32_t dtype, void *base, uint64_t i, float v);
  * implementation in every plugin. */
 enum { GP_BK_FILL, GP_BK_SCALE, GP_BK_AXPY, GP_BK_ADD, GP_BK_MUL, GP_BK_SLEEP, GP_BK_SILU_MUL,
        GP_BK_SOFTCAP, GP_BK_RMSNORM, GP_BK_ROPE_LLAMA, GP_BK_ROPE_NEOX, GP_BK_EMBED, GP_BK_ARGMAX,
-       GP_BK_SAMPLE };
+       GP_BK_SAMPLE, GP_BK_SAMPLE_ROWS };
 
 /* The most parameters of a built-in kernel (the table's arrays). */
 #define GP_BK_MAX_PARAMS 8
@@ -220,6 +220,24 @@ void gp_builtin_need(const gp_builtin_kernel *k, const uint64_t *scalar, const u
 uint64_t gp_splitmix64(uint64_t z);
 /* The CPU execution of a launch (gp_kernels.c; needs gp_dtype.c). */
 void gp_launch_run(const gp_launch_exec *e);
+/* sample_rows_T's per-row parameter arrays (gpurt.h): byte offsets of each
+ * array in the params buffer of a launch of `rows` rows and `hist` history
+ * slots per row, and the buffer's size. */
+#define GP_SR_SEED(rows) 0u
+#define GP_SR_OFFSET(rows) (8u * (uint64_t)(rows))
+#define GP_SR_TEMP(rows) (16u * (uint64_t)(rows))
+#define GP_SR_TOPK(rows) (20u * (uint64_t)(rows))
+#define GP_SR_TOPP(rows) (24u * (uint64_t)(rows))
+#define GP_SR_MINP(rows) (28u * (uint64_t)(rows))
+#define GP_SR_REP(rows) (32u * (uint64_t)(rows))
+#define GP_SR_PRES(rows) (36u * (uint64_t)(rows))
+#define GP_SR_HIST(rows) (40u * (uint64_t)(rows))
+#define GP_SR_MAX_HIST 65536u /* hist slots per row at most */
+/* sample_rows_T on the CPU, the float64 reference (gp_sample_rows.c). */
+void gp_sample_rows_run(const gp_launch_exec *e);
+/* Philox4x32-10 of key (seed) and counter (offset low, offset high, 0, 0):
+ * the first output word (gpurt.h: sample_rows_T's draw). */
+uint32_t gp_philox_first(uint64_t seed, uint64_t offset);
 
 /* ---- the ABI contract (gp_contract.c) ----------------------------------------- */
 /*

@@ -253,6 +253,19 @@ static gpurt_error *gp_builtin_check_rows(const gp_builtin_kernel *k, const gpur
                       "launch \"%s\": cols %llu must be in 1 .. 2^31-1 (an int32 index)", k->name,
                       U(sc[3]));
       break;
+    case GP_BK_SAMPLE_ROWS:
+      if (sc[4] == 0 || sc[4] > 0x7fffffffu)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch \"%s\": cols %llu must be in 1 .. 2^31-1 (an int32 index)", k->name,
+                      U(sc[4]));
+      if (sc[5] > GP_SR_MAX_HIST)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                      "launch \"%s\": hist %llu exceeds %u history slots per row", k->name, U(sc[5]),
+                      GP_SR_MAX_HIST);
+      if (sc[3] > 0x7fffffffu)
+        return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": rows %llu exceeds 2^31-1", k->name,
+                      U(sc[3]));
+      break;
     case GP_BK_EMBED:
       if (sc[5] > 0x80000000u)
         return gp_err(GPURT_ERR_INVALID_ARGUMENT,

@@ -111,6 +111,7 @@ gpurt_error *gp_kv_append_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *ob
   r.layout = a.layout;
   r.batch = a.batch_size;
   r.nnz = a.nnz;
+  if (a.layout.dtype == GPURT_DTYPE_FP8_E4M3) r.k_scale = a.k_scale, r.v_scale = a.v_scale;
   int n = GP_VIEW_NAMED;
   if ((e = pages_view(rt, dev, &a.layout, &a.pages, a.batch_size, 1, w, &r.pages)) ||
       (e = gp_attention_align(w, "k_rows", a.k_rows_offset, 16)) ||
@@ -231,12 +232,13 @@ gpurt_error *gp_attention_run_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void
     return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: stream %#llx is not the stream of the last plan (%#llx); "
                   "runs go on the plan's stream", w, H(sh), H(ps));
   const gpurt_kv_layout *l = &a->d.layout;
-  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(l->dtype);
+  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(gp_kv_qo_dtype(l));
   gp_attention_op r;
   memset(&r, 0, sizeof r);
   r.obj = a->obj;
+  if (l->dtype == GPURT_DTYPE_FP8_E4M3) r.k_scale = ra.k_scale, r.v_scale = ra.v_scale;
   int n = GP_VIEW_NAMED;
-  if ((e = gp_attention_align(w, "q", ra.q_offset, 16)) || (e = gp_attention_align(w, "o", ra.o_offset, 16)) ||
+  if ((e = gp_kv_scales_check(l, ra.k_scale, ra.v_scale, w)) || (e = gp_attention_align(w, "q", ra.q_offset, 16)) || (e = gp_attention_align(w, "o", ra.o_offset, 16)) ||
       (e = gp_view(rt, n, dev, w, "q", ra.q, ra.q_offset, sc.rows * row_bytes, 0, &r.q)) ||
       (e = gp_view(rt, n, dev, w, "o", ra.o, ra.o_offset, sc.rows * row_bytes, 0, &r.o)) ||
       (e = pages_view(rt, dev, l, &ra.pages, sc.batch, sc.pages, w, &r.pages)))

@@ -176,6 +176,9 @@ static void gp_launch_rows(const gp_launch_exec *e) {
       }
       break;
     }
+    case GP_BK_SAMPLE_ROWS:
+      gp_sample_rows_run(e);
+      break;
     default:
       break;
   }

@@ -212,6 +212,7 @@ cached_nvcc() {
 fi_pin=0.7.4
 fi_data=${GPURT_FLASHINFER_DATA:-$root/.fi/flashinfer/data}
 fi_obj=""
+fi8_obj=""
 if { [ ! -f "$fi_data/include/flashinfer/attention/decode.cuh" ] ||
      [ ! -f "$fi_data/cutlass/include/cutlass/version.h" ]; } && [ -z "${GPURT_FLASHINFER_DATA:-}" ] &&
    [ $noinstall = 0 ]; then
@@ -244,6 +245,15 @@ if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
   cached_nvcc "$fi_obj" "$objcache/lock" "FlashInfer $fi_pin; ${fi_gencode[*]}" "$src/cuda_attention.cu" \
     "${fi_flags[@]}" --threads "${GPURT_NVCC_THREADS:-2}" ||
     die "nvcc could not compile plugins/cuda/src/cuda_attention.cu"
+  # fp8 KV caches (ABI 1.8): their own adapter over the same headers and
+  # flags (cuda_attention_fp8.cu: e4m3 pages, head dim 128, f16/bf16
+  # queries), cached apart so that cuda_attention.cu's object stays valid.
+  fi8_key=$( { cat "$src/cuda_attention_fp8.cu" "$src/cuda_attention_fp8.h" "$src/cuda_attention.h";
+              echo "${fi_flags[*]}" | sed "s|$root||g"; "$nvcc" --version; echo "$fi_pin"; } | sha256sum | cut -c1-16)
+  fi8_obj=$objcache/cuda_attention_fp8-$fi8_key.o
+  cached_nvcc "$fi8_obj" "$objcache/lock" "FlashInfer $fi_pin fp8 KV; ${fi_gencode[*]}" "$src/cuda_attention_fp8.cu" \
+    "${fi_flags[@]}" --threads "${GPURT_NVCC_THREADS:-2}" ||
+    die "nvcc could not compile plugins/cuda/src/cuda_attention_fp8.cu"
 else
   # No headers (a machine without network, such as the GPU machine): the
   # plugin is built without attention, which its slots then say.
@@ -341,6 +351,7 @@ for c in "$src"/cuda_*.c; do
   f=$(basename "$c" .c)
   extra=()
   [ "$f" = cuda_attention ] && [ -z "$fi_obj" ] && extra=(-DGPURT_CUDA_NO_FLASHINFER)
+  [ "$f" = cuda_attention ] && [ -z "$fi8_obj" ] && extra+=(-DGPURT_CUDA_NO_FI8)
   "$cc" "${cflags[@]}" "${extra[@]}" -c -o "$tmp/$f.o" "$c" || die "could not compile plugins/cuda/src/$f.c"
   objs+=("$tmp/$f.o")
 done
@@ -348,8 +359,9 @@ done
 # access, the contract's checks, handle tables, graphs, the ops' checks; a
 # new file is compiled without an edit here) except the CPU reference math,
 # which is the mock's and pulls in libm: gp_dtype.c (conversions),
-# gp_kernels.c (the built-ins on the CPU), gp_gemm.c (the reference GEMM).
-cpu_reference=" gp_dtype gp_kernels gp_gemm "
+# gp_kernels.c (the built-ins on the CPU), gp_gemm.c (the reference GEMM),
+# gp_sample_rows.c (sample_rows_T on the CPU).
+cpu_reference=" gp_dtype gp_kernels gp_gemm gp_sample_rows "
 for c in "$root"/csrc/*.c; do
   f=$(basename "$c" .c)
   case "$cpu_reference" in *" $f "*) continue ;; esac
@@ -359,7 +371,7 @@ done
 lib=$out/libgpurt_cuda.so
 if [ -n "$fi_obj$cl_obj$clm_obj" ]; then
   # The adapters: C++ and the CUDA runtime, both linked statically.
-  "${CXX:-g++}" -shared -o "$lib.tmp" "${objs[@]}" ${fi_obj:+"$fi_obj"} ${cl_obj:+"$cl_obj"} ${clm_obj:+"$clm_obj"} \
+  "${CXX:-g++}" -shared -o "$lib.tmp" "${objs[@]}" ${fi_obj:+"$fi_obj"} ${fi8_obj:+"$fi8_obj"} ${cl_obj:+"$cl_obj"} ${clm_obj:+"$clm_obj"} \
     "$cudart_static" \
     -static-libstdc++ -static-libgcc \
     -Wl,--version-script="$src/exports.map" -Wl,-z,noexecstack -Wl,-z,now \

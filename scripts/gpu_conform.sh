@@ -29,5 +29,6 @@ grep -E 'graph/replays_ordered_across_streams|attention/kv_bounds' "$out/conform
 # issue 24: kv_append + attention_run + quant_matmul recorded in one graph,
 # replanned between replays, each replay byte for byte the eager step.
 grep -E 'graph/decode_step_attention' "$out/conform_cuda.log" | sed 's/^/issue 24: /'
+grep -E 'kernel/sample_rows_|attention/fp8/' "$out/conform_cuda.log" | sed 's/^/issue 26: /'
 echo "conform: $(tail -n 1 "$out/conform_cuda.log")"
 exit $rc

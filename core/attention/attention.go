@@ -45,6 +45,13 @@ const (
 // KVCacheDesc is the shape of a paged KV cache: NumPages pages of
 // PageSize tokens of NumKVHeads heads of HeadDim elements of DType (F16 or
 // BF16; head dims 64, 128, 256), for K and for V alike.
+//
+// An fp8 cache (ABI 1.8): DType core.FP8E4M3 stores one byte per element;
+// QODType (F16 or BF16) is then the type of the queries, outputs and
+// appended rows, and KScale and VScale the cache's scales (one each per
+// cache, that is per layer): Append stores e4m3(row / scale) (nearest
+// even, saturated to +-448) and attention reads element * scale. Zero
+// scales mean 1. A 16-bit cache leaves QODType, KScale and VScale zero.
 type KVCacheDesc struct {
 	DType      core.DType
 	Layout     KVLayout
@@ -52,6 +59,30 @@ type KVCacheDesc struct {
 	NumKVHeads int
 	HeadDim    int
 	NumPages   int
+	QODType    core.DType // fp8 caches: the queries', outputs' and rows' type
+	KScale     float32    // fp8 caches: K's scale (0: 1)
+	VScale     float32    // fp8 caches: V's scale (0: 1)
+}
+
+// RowType is the type of the queries, outputs and appended rows: QODType
+// for an fp8 cache, else DType.
+func (d KVCacheDesc) RowType() core.DType {
+	if d.DType == core.FP8E4M3 {
+		return d.QODType
+	}
+	return d.DType
+}
+
+// scales are the scales the plugin is passed (1 for a zero).
+func (d *KVCacheDesc) scales() (k, v float32) {
+	k, v = d.KScale, d.VScale
+	if k == 0 {
+		k = 1
+	}
+	if v == 0 {
+		v = 1
+	}
+	return k, v
 }
 
 // PageBytes is the size of one page of K (or of V) in bytes.
@@ -91,7 +122,7 @@ func (d KVCacheDesc) Offset(page, slot, head int) (int, error) {
 
 func (d *KVCacheDesc) abiLayout() abi.KVLayout {
 	return abi.KVLayout{DType: int32(d.DType), Layout: int32(d.Layout), PageSize: uint32(d.PageSize),
-		NumKVHeads: uint32(d.NumKVHeads), HeadDim: uint32(d.HeadDim)}
+		NumKVHeads: uint32(d.NumKVHeads), HeadDim: uint32(d.HeadDim), QODType: int32(d.QODType)}
 }
 
 // check validates what the core checks itself (the plugin checks the
@@ -102,6 +133,18 @@ func (d *KVCacheDesc) check(op string, pages bool) error {
 	}
 	if d.Layout != KVLayoutNHD && d.Layout != KVLayoutHND {
 		return errorf(core.ErrInvalidArgument, op, "layout %d is neither KVLayoutNHD nor KVLayoutHND", d.Layout)
+	}
+	for _, sc := range [2]struct {
+		name string
+		v    float32
+	}{{"KScale", d.KScale}, {"VScale", d.VScale}} {
+		if !(sc.v >= 0 && sc.v <= math.MaxFloat32) {
+			return errorf(core.ErrInvalidArgument, op, "%s %g must be finite and >= 0 (0 is 1)", sc.name, sc.v)
+		}
+	}
+	if d.DType != core.FP8E4M3 && (d.QODType != 0 || d.KScale != 0 || d.VScale != 0) {
+		return errorf(core.ErrInvalidArgument, op, "QODType %v, KScale %g and VScale %g are for fp8e4m3 caches; a %v cache leaves them 0",
+			d.QODType, d.KScale, d.VScale, d.DType)
 	}
 	if d.PageSize <= 0 || d.NumKVHeads <= 0 || d.HeadDim <= 0 || d.PageSize > math.MaxInt32 ||
 		d.NumKVHeads > math.MaxInt32 || d.HeadDim > math.MaxInt32 {
@@ -480,7 +523,7 @@ func (a *Attention) Run(s *core.Stream, c *KVCache, ops Operands) (err error) {
 	var need [8]uint64
 	p := a.plan
 	if p.batch != 0 { // else no plan yet: the plugin says so
-		rowBytes := uint64(a.desc.NumQOHeads) * uint64(a.desc.Cache.HeadDim) * uint64(a.desc.Cache.DType.Size())
+		rowBytes := uint64(a.desc.NumQOHeads) * uint64(a.desc.Cache.HeadDim) * uint64(a.desc.Cache.RowType().Size())
 		need = [8]uint64{p.rows * rowBytes, p.rows * rowBytes, 0, 0, 4 * (p.batch + 1), 4 * p.pages, 4 * p.batch, 4 * (p.batch + 1)}
 	}
 	if err := views(&call, regions[:], operandNames[:], need[:]); err != nil {
@@ -491,6 +534,7 @@ func (a *Attention) Run(s *core.Stream, c *KVCache, ops Operands) (err error) {
 	ra.O, ra.OOffset = call.Opr[1].Handle()
 	pages(&call, &ra.Pages, c)
 	ra.QOIndptr, ra.QOIndptrOffset = call.Opr[7].Handle()
+	ra.KScale, ra.VScale = c.desc.scales()
 	call.Hold = a.l
 	return bridge.Submit(&call, bind.SlotAttentionRun, uintptr(a.h), unsafe.Pointer(&ra), unsafe.Sizeof(ra), nil)
 }
@@ -525,7 +569,7 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 	// The page table's views are bounded as a run's are, but for
 	// Indices: its entry count is on the device (Indptr[batch]), so the
 	// plugin bounds its index reads by the Indices buffer instead.
-	rowsBytes := uint64(rows.NNZ) * uint64(c.desc.NumKVHeads) * uint64(c.desc.HeadDim) * uint64(c.desc.DType.Size())
+	rowsBytes := uint64(rows.NNZ) * uint64(c.desc.NumKVHeads) * uint64(c.desc.HeadDim) * uint64(c.desc.RowType().Size())
 	b, n := uint64(batch), uint64(rows.NNZ)
 	need := [9]uint64{rowsBytes, rowsBytes, 0, 0, 4 * (b + 1), 0, 4 * b, 4 * n, 4 * n}
 	if err := views(&call, regions[:], names[:], need[:]); err != nil {
@@ -537,6 +581,7 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 	aa.VRows, aa.VRowsOffset = call.Opr[1].Handle()
 	aa.BatchIndices, aa.BatchIndicesOffset = call.Opr[7].Handle()
 	aa.Positions, aa.PositionsOffset = call.Opr[8].Handle()
+	aa.KScale, aa.VScale = c.desc.scales()
 	return bridge.Submit(&call, bind.SlotKVAppend, 0, unsafe.Pointer(&aa), unsafe.Sizeof(aa), nil)
 }
 
@@ -608,9 +653,9 @@ func (c *KVCache) compatible(op string, want *KVCacheDesc) error {
 	}
 	d := &c.desc
 	if d.DType != want.DType || d.Layout != want.Layout || d.PageSize != want.PageSize ||
-		d.NumKVHeads != want.NumKVHeads || d.HeadDim != want.HeadDim {
-		return errorf(core.ErrInvalidArgument, op, "the cache (%v, layout %d, page %d, %d kv heads, head dim %d) is not the attention's (%v, layout %d, page %d, %d kv heads, head dim %d)",
-			d.DType, d.Layout, d.PageSize, d.NumKVHeads, d.HeadDim, want.DType, want.Layout, want.PageSize, want.NumKVHeads, want.HeadDim)
+		d.NumKVHeads != want.NumKVHeads || d.HeadDim != want.HeadDim || d.QODType != want.QODType {
+		return errorf(core.ErrInvalidArgument, op, "the cache (%v/%v, layout %d, page %d, %d kv heads, head dim %d) is not the attention's (%v/%v, layout %d, page %d, %d kv heads, head dim %d)",
+			d.DType, d.RowType(), d.Layout, d.PageSize, d.NumKVHeads, d.HeadDim, want.DType, want.RowType(), want.Layout, want.PageSize, want.NumKVHeads, want.HeadDim)
 	}
 	return nil
 }

@@ -272,11 +272,12 @@ static int negotiate(void *lib) {
   REQ(6, comm_unique_id) REQ(6, comm_create) REQ(6, comm_destroy) REQ(6, comm_abort) REQ(6, comm_query)
   REQ(6, comm_run)
   REQ(7, graph_recordable)
+  /* 1.8: no new slot (sample_rows_T, fp8 KV caches) */
 #undef REQ
   result(missing == 0, "table: every slot of the minors 1.3-1.%u the plugin claims is set", pm);
   /* The suite knows this header's minors: a new minor needs its slots
    * listed above (the guard of CONTRIBUTING.md's "Adding an operation"). */
-  _Static_assert(GPURT_ABI_MINOR == 7, "abi_suite.c: list the new minor's slots in negotiate()'s REQ list, "
+  _Static_assert(GPURT_ABI_MINOR == 8, "abi_suite.c: list the new minor's slots in negotiate()'s REQ list, "
                                        "then raise this number");
   return 0;
 }
@@ -1283,6 +1284,33 @@ static void minor_checks(gpurt_runtime *rt) {
     memset(&ra, 0, sizeof ra);
     ra.struct_size = sizeof ra;
     code_is("attention_run: made-up attention", api->attention_run(rt, s, fake, &ra), GPURT_ERR_INVALID_HANDLE);
+    if (api->abi_minor >= 8) { /* fp8 KV caches: csrc's layout and scale checks */
+      gpurt_attention_desc d;
+      memset(&d, 0, sizeof d);
+      d.struct_size = sizeof d;
+      d.kind = GPURT_ATTENTION_DECODE;
+      d.num_qo_heads = 2;
+      d.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, 0};
+      d.max_batch_size = 1;
+      msg_is("attention_create: fp8 cache without qo_dtype", api->attention_create(rt, 0, &d, &at),
+             GPURT_ERR_INVALID_ARGUMENT,
+             "attention_create: layout.qo_dtype invalid (0) must be f16 or bf16 for an fp8_e4m3 cache (the "
+             "queries', outputs' and appended rows' type)");
+      d.layout.dtype = GPURT_DTYPE_BF16;
+      d.layout.qo_dtype = GPURT_DTYPE_F16;
+      msg_is("attention_create: qo_dtype on a bf16 cache", api->attention_create(rt, 0, &d, &at),
+             GPURT_ERR_INVALID_ARGUMENT,
+             "attention_create: layout.qo_dtype is 2 (must be 0 for a bf16 cache: its queries are bf16)");
+      memset(&ka, 0, sizeof ka);
+      ka.struct_size = sizeof ka;
+      ka.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, GPURT_DTYPE_BF16};
+      ka.batch_size = 1;
+      ka.k_scale = 0.5f;
+      msg_is("kv_append: fp8 cache with v_scale 0", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
+             "kv_append: k_scale 0.5 and v_scale 0 of an fp8_e4m3 cache must be positive and finite");
+    } else {
+      skip("fp8 KV caches (1.8): the plugin speaks an older minor");
+    }
   } else {
     skip("attention (1.5): the plugin has no attention slots");
   }

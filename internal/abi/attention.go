@@ -14,7 +14,7 @@ type KVLayout struct {
 	PageSize   uint32 `c:"page_size"`
 	NumKVHeads uint32 `c:"num_kv_heads"`
 	HeadDim    uint32 `c:"head_dim"`
-	Reserved   uint32 `c:"reserved"`
+	QODType    int32  `c:"qo_dtype"` // 1.8: an FP8E4M3 cache's query/output/row type; else 0
 }
 
 // KVPages mirrors gpurt_kv_pages.
@@ -48,6 +48,8 @@ type KVAppendArgs struct {
 	BatchIndicesOffset uint64   `c:"batch_indices_offset"`
 	Positions          Buffer   `c:"positions"`
 	PositionsOffset    uint64   `c:"positions_offset"`
+	KScale             float32  `c:"k_scale"` // 1.8: an fp8 cache's scales
+	VScale             float32  `c:"v_scale"`
 }
 
 // AttentionDesc mirrors gpurt_attention_desc.
@@ -86,4 +88,6 @@ type AttentionRunArgs struct {
 	Pages          KVPages `c:"pages"`
 	QOIndptr       Buffer  `c:"qo_indptr"`
 	QOIndptrOffset uint64  `c:"qo_indptr_offset"`
+	KScale         float32 `c:"k_scale"` // 1.8: an fp8 cache's scales
+	VScale         float32 `c:"v_scale"`
 }

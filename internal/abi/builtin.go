@@ -50,6 +50,8 @@ var typedOps = []struct {
 	{"embed", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64, ArgU64, ArgU64}},               // embed_T(y, table, ids, tokens, cols, vocab)
 	{"argmax", []int32{ArgBuffer, ArgBuffer, ArgU64, ArgU64}},                                 // argmax_T(idx, x, rows, cols), one block per row
 	{"sample", []int32{ArgBuffer, ArgBuffer, ArgU64, ArgU64, ArgU64, ArgF32, ArgF32, ArgU64}}, // sample_T(idx, x, rows, cols, top_k, top_p, temperature, seed)
+	// Per-request sampling (1.8): per-row parameter arrays in params (gpurt.h).
+	{"sample_rows", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64, ArgU64, ArgU64}}, // sample_rows_T(out, x, params, rows, cols, hist)
 }
 
 func builtinKernels() []BuiltinKernel {

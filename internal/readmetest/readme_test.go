@@ -127,6 +127,7 @@ var rules = []rule{
 	{re: regexp.MustCompile(`^make test$|^\.ci/run$`), action: skip, reason: itself},
 	{re: regexp.MustCompile(`^go test -race\b.* \./\.\.\.$`), action: skip, reason: "is make test's go-test step, which runs this test"},
 	{re: regexp.MustCompile(`^go test \./conform$`), action: skip, reason: "make test's go-test step runs it in full"},
+	{re: regexp.MustCompile(`^go test \./core/attention -run FP8 -v$`), action: skip, reason: "make test's go-test step runs core/attention's FP8 tests"},
 	{re: regexp.MustCompile(`^scripts/abi_suite\.sh --mock$`), action: skip, reason: "make test's abi-suite step runs it"},
 	{re: regexp.MustCompile(`^make mock$|^scripts/build_mock\.sh OUTDIR$`), action: skip,
 		reason: "make run runs it (make run builds make mock, which runs scripts/build_mock.sh build)"},

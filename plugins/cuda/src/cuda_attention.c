@@ -37,6 +37,7 @@
 
 #include "cuda_attention.h"
 #include "cuda_internal.h"
+#include "cuda_attention_fp8.h"
 #include "gp_attention.h"
 
 /* cuda_attention.cu (C++, without gpurt.h) copies these three values. */
@@ -65,6 +66,42 @@ int cu_fi_run(const cu_fi_config *c, const cu_fi_plan *p, const cu_fi_run_args *
 }
 int cu_fi_kv_append(const cu_kv_append_args *a, void *s, cu_fi_status *st) { return no_fi(st); }
 int cu_fi_has_arch(int major, int minor) { return 0; }
+#endif
+
+#if defined(GPURT_CUDA_NO_FI8) && !defined(GPURT_CUDA_NO_FLASHINFER)
+/* Built without the fp8 KV adapter (cuda_attention_fp8.cu): an fp8 cache
+ * is answered unsupported. */
+static int no_fi8(cu_fi_status *st) {
+  memset(st, 0, sizeof *st);
+  st->code = CU_FI_UNSUPPORTED;
+  snprintf(st->msg, sizeof st->msg, "this plugin was built without the fp8 KV cache adapter");
+  return st->code;
+}
+int cu_fi8_plan_make(const cu_fi_config *c, void *f, uint64_t fb, void *i, void *p, uint64_t ib,
+                     const int32_t *q, const int32_t *kv, uint32_t b, uint32_t r, void *s, cu_fi_plan *plan,
+                     cu_fi_status *st) {
+  return no_fi8(st);
+}
+int cu_fi8_run(const cu_fi_config *c, const cu_fi_plan *p, const cu_fi_run_args *a, uint64_t rows, float ks,
+               float vs, void *s, cu_fi_status *st) {
+  return no_fi8(st);
+}
+int cu_fi8_kv_append(const cu_kv_append_args *a, int32_t qo, float ks, float vs, void *s, cu_fi_status *st) {
+  return no_fi8(st);
+}
+#elif defined(GPURT_CUDA_NO_FLASHINFER)
+int cu_fi8_plan_make(const cu_fi_config *c, void *f, uint64_t fb, void *i, void *p, uint64_t ib,
+                     const int32_t *q, const int32_t *kv, uint32_t b, uint32_t r, void *s, cu_fi_plan *plan,
+                     cu_fi_status *st) {
+  return no_fi(st);
+}
+int cu_fi8_run(const cu_fi_config *c, const cu_fi_plan *p, const cu_fi_run_args *a, uint64_t rows, float ks,
+               float vs, void *s, cu_fi_status *st) {
+  return no_fi(st);
+}
+int cu_fi8_kv_append(const cu_kv_append_args *a, int32_t qo, float ks, float vs, void *s, cu_fi_status *st) {
+  return no_fi(st);
+}
 #endif
 
 typedef struct cu_attn {
@@ -276,7 +313,10 @@ gpurt_error *cu_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_app
       .batch = a.batch_size, .num_kv_heads = l->num_kv_heads, .head_dim = l->head_dim,
       .page_size = l->page_size, .layout = l->layout, .n_indices = p.indices_avail};
   cu_fi_status fs;
-  if (cu_fi_kv_append(&ka, (void *)st->s, &fs) != CU_FI_OK) return fi_err(&fs, w);
+  int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
+               ? cu_fi8_kv_append(&ka, l->qo_dtype, a.k_scale, a.v_scale, (void *)st->s, &fs)
+               : cu_fi_kv_append(&ka, (void *)st->s, &fs);
+  if (rc != CU_FI_OK) return fi_err(&fs, w);
   return NULL;
 }
 
@@ -315,7 +355,7 @@ gpurt_error *cu_attention_create(gpurt_runtime *h, uint32_t dev, const gpurt_att
   pthread_mutex_init(&a->mu, NULL);
   uint32_t group = d.num_qo_heads / d.layout.num_kv_heads;
   a->cfg = (cu_fi_config){
-      .dtype = d.layout.dtype, .layout = d.layout.layout, .head_dim = d.layout.head_dim,
+      .dtype = gp_kv_qo_dtype(&d.layout), .layout = d.layout.layout, .head_dim = d.layout.head_dim,
       .num_qo_heads = d.num_qo_heads, .num_kv_heads = d.layout.num_kv_heads,
       .page_size = d.layout.page_size,
       .prefill_kernel = d.kind == GPURT_ATTENTION_PREFILL || !decode_group(group),
@@ -406,9 +446,9 @@ gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attenti
     }
     cu_fi_status fs;
     cu_fi_plan plan = {{0}};
-    int rc = cu_fi_plan_make(&a->cfg, (void *)(uintptr_t)a->fws, a->fws_bytes, (void *)(uintptr_t)a->iws,
-                             a->pinned[idx], a->iws_bytes, pa.qo_indptr, pa.kv_indptr, sc.batch,
-                             (uint32_t)sc.rows, (void *)st->s, &plan, &fs);
+    int rc = (a->d.layout.dtype == GPURT_DTYPE_FP8_E4M3 ? cu_fi8_plan_make : cu_fi_plan_make)(
+        &a->cfg, (void *)(uintptr_t)a->fws, a->fws_bytes, (void *)(uintptr_t)a->iws, a->pinned[idx],
+        a->iws_bytes, pa.qo_indptr, pa.kv_indptr, sc.batch, (uint32_t)sc.rows, (void *)st->s, &plan, &fs);
     if (rc == CU_FI_GROW && tries == 0) {
       if ((e = ws_grow(rt, a, fs.float_need, fs.int_need, w))) break;
       continue;
@@ -445,11 +485,12 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
   uint32_t dev = st->dev;
   const gpurt_kv_layout *l = &a->d.layout;
   gp_attention_sched sc = a->sched;
-  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(l->dtype);
+  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(gp_kv_qo_dtype(l));
   CUdeviceptr q, o, qo = 0;
   int prefill = a->d.kind == GPURT_ATTENTION_PREFILL;
   gpurt_error *e;
-  if ((e = view(rt, dev, ra->q, ra->q_offset, sc.rows * row_bytes, 16, w, "q", &q)) ||
+  if ((e = gp_kv_scales_check(l, ra->k_scale, ra->v_scale, w)) ||
+      (e = view(rt, dev, ra->q, ra->q_offset, sc.rows * row_bytes, 16, w, "q", &q)) ||
       (e = view(rt, dev, ra->o, ra->o_offset, sc.rows * row_bytes, 16, w, "o", &o)) ||
       (e = pages_of(rt, dev, l, &ra->pages, sc.batch, sc.pages, w, pg)))
     return e;
@@ -469,7 +510,10 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
       .qo_indptr = (int32_t *)(uintptr_t)qo, .batch = sc.batch,
       .float_ws = (void *)(uintptr_t)a->fws, .int_ws = (void *)(uintptr_t)a->iws};
   cu_fi_status fs;
-  if (cu_fi_run(&a->cfg, &a->plan, &fa, (void *)st->s, &fs) != CU_FI_OK) return fi_err(&fs, w);
+  int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
+               ? cu_fi8_run(&a->cfg, &a->plan, &fa, sc.rows, ra->k_scale, ra->v_scale, (void *)st->s, &fs)
+               : cu_fi_run(&a->cfg, &a->plan, &fa, (void *)st->s, &fs);
+  if (rc != CU_FI_OK) return fi_err(&fs, w);
   return NULL;
 }
 
@@ -527,6 +571,10 @@ gpurt_error *cu_attention_capture(gpurt_runtime *h, gpurt_stream *cap, gpurt_att
                   w, U((uintptr_t)ah), a->dev, st->dev);
   gpurt_attention_run_args ra;
   if ((e = gp_read_struct(&ra, sizeof ra, args, "attention_run: args"))) return e;
+  if (a->d.layout.dtype == GPURT_DTYPE_FP8_E4M3)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: attention %#llx reads an fp8 e4m3 KV cache, whose plans are not in "
+                  "FlashInfer's CUDA-graph mode: this plugin does not record its runs in a graph (run it eagerly "
+                  "between graphs)", w, U((uintptr_t)ah));
   if (a->cfg.prefill_kernel)
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: attention %#llx runs FlashInfer's prefill kernel (%s); this plugin "
                   "records in a graph the decode attention on FlashInfer's decode kernel only (group sizes 1, 2, 3, "

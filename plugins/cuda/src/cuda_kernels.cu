@@ -299,3 +299,6 @@ extern "C" __global__ void gpurt_internal_f32_to_f16(__half *y, const float *x, 
   u64 i = gpurt_index();
   if (i < n) y[i] = __float2half_rn(x[i]);
 }
+
+// sample_rows_T (1.8): per-request sampling, in its own file.
+#include "cuda_sample.cu"

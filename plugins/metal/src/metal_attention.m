@@ -146,6 +146,8 @@ gpurt_error *gm_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_app
     gpurt_kv_append_args a;
     if ((e = gp_read_struct(&a, sizeof a, args, "kv_append: args"))) return e;
     if ((e = gp_kv_layout_check(&a.layout, op))) return e;
+    if (a.layout.dtype == GPURT_DTYPE_FP8_E4M3) /* ABI 1.8: not on Metal yet */
+      return gp_err(GPURT_ERR_UNSUPPORTED, "%s: dtype fp8_e4m3 caches are not supported by the Metal plugin", op);
     if (a.batch_size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_size is 0 (must be >= 1)", op);
     if (a.nnz == 0) return NULL;
     if (a.nnz > (1ull << 31))
@@ -209,6 +211,9 @@ gpurt_error *gm_attention_create(gpurt_runtime *h, uint32_t device, const gpurt_
     gpurt_attention_desc dd;
     if ((e = gp_read_struct(&dd, sizeof dd, desc, "attention_create: desc"))) return e;
     if ((e = gp_attention_desc_check(&dd))) return e;
+    if (dd.layout.dtype == GPURT_DTYPE_FP8_E4M3) /* ABI 1.8: not on Metal yet */
+      return gp_err(GPURT_ERR_UNSUPPORTED, "attention_create: dtype fp8_e4m3 caches are not supported by the "
+                    "Metal plugin");
     GMAttention *a = [[GMAttention alloc] init];
     a->device = device;
     a->desc = dd;

@@ -80,12 +80,12 @@ typedef struct m_append {
   uint32_t batch;
   uint64_t nnz;
   const unsigned char *k_rows, *v_rows, *bi, *pos;
+  float k_scale, v_scale; /* an fp8 cache's (1.8) */
 } m_append;
 
 static void append_run(void *ctx) {
   m_append *x = ctx;
   const gpurt_kv_layout *l = &x->l;
-  uint64_t es = gp_dtype_size(l->dtype), row = (uint64_t)l->head_dim * es;
   for (uint64_t i = 0; i < x->nnz; i++) {
     int32_t b = rd32(x->bi, i), pos = rd32(x->pos, i);
     if (b < 0 || (uint32_t)b >= x->batch || pos < 0) continue;
@@ -99,10 +99,10 @@ static void append_run(void *ctx) {
     if (page < 0 || (uint64_t)page >= x->p.num_pages) continue;
     uint64_t slot = (uint64_t)pos % l->page_size;
     for (uint32_t h = 0; h < l->num_kv_heads; h++) {
-      uint64_t dst = gp_kv_elem(l, (uint64_t)page, slot, h) * es;
-      uint64_t src = (i * l->num_kv_heads + h) * row;
-      memcpy(x->p.k + dst, x->k_rows + src, row);
-      memcpy(x->p.v + dst, x->v_rows + src, row);
+      uint64_t dst = gp_kv_elem(l, (uint64_t)page, slot, h);
+      uint64_t src = (i * l->num_kv_heads + h) * l->head_dim;
+      mock_kv_store_row(l, x->p.k, dst, x->k_rows, src, x->k_scale);
+      mock_kv_store_row(l, x->p.v, dst, x->v_rows, src, x->v_scale);
     }
   }
 }
@@ -114,6 +114,8 @@ gpurt_error *mock_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
   x->l = r->layout;
   x->batch = r->batch;
   x->nnz = r->nnz;
+  x->k_scale = r->k_scale;
+  x->v_scale = r->v_scale;
   pages_of(&r->pages, &x->p);
   x->k_rows = mock_ptr(&r->k_rows);
   x->v_rows = mock_ptr(&r->v_rows);
@@ -177,6 +179,7 @@ typedef struct m_run {
   unsigned char *o;
   m_pages p;
   const unsigned char *qo_dev; /* prefill */
+  float k_scale, v_scale; /* an fp8 cache's (1.8) */
 } m_run;
 
 static void run_drop(void *ctx) {
@@ -188,13 +191,13 @@ static void run_drop(void *ctx) {
 /* Writes NaN into rows [r0, r1) of the output. */
 static void nan_rows(m_run *x, uint64_t r0, uint64_t r1) {
   uint64_t per = (uint64_t)x->d.num_qo_heads * x->d.layout.head_dim;
-  for (uint64_t i = r0 * per; i < r1 * per; i++) gp_store(x->d.layout.dtype, x->o, i, NAN);
+  for (uint64_t i = r0 * per; i < r1 * per; i++) gp_store(gp_kv_qo_dtype(&x->d.layout), x->o, i, NAN);
 }
 
 static void run_run(void *ctx) {
   m_run *x = ctx;
   const gpurt_kv_layout *l = &x->d.layout;
-  int32_t dt = l->dtype;
+  int32_t dt = gp_kv_qo_dtype(l); /* queries and outputs */
   uint32_t D = l->head_dim, Hq = x->d.num_qo_heads, Hk = l->num_kv_heads, group = Hq / Hk;
   uint32_t ps = l->page_size;
   int prefill = x->d.kind == GPURT_ATTENTION_PREFILL;
@@ -240,8 +243,8 @@ static void run_run(void *ctx) {
         uint64_t pg = (uint64_t)rd32(x->p.indices, (uint64_t)x->kv[b] + t / ps);
         uint64_t at = gp_kv_elem(l, pg, t % ps, hk);
         for (uint32_t d = 0; d < D; d++) {
-          kf[t * D + d] = gp_load(dt, x->p.k, at + d);
-          vf[t * D + d] = gp_load(dt, x->p.v, at + d);
+          kf[t * D + d] = mock_kv_load(l, x->p.k, at + d, x->k_scale);
+          vf[t * D + d] = mock_kv_load(l, x->p.v, at + d, x->v_scale);
         }
       }
       for (uint32_t hq = hk * group; hq < (hk + 1) * group; hq++) {
@@ -304,6 +307,8 @@ gpurt_error *mock_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r
   x->last = counts + 2 * n + 2;
   x->d = a->d;
   x->scale = gp_attention_sm_scale(&a->d);
+  x->k_scale = r->k_scale;
+  x->v_scale = r->v_scale;
   pages_of(&r->pages, &x->p);
   x->q = mock_ptr(&r->q);
   x->o = mock_ptr(&r->o);

@@ -231,6 +231,14 @@ void mock_attention_destroy(void *ctx, void *obj);
 gpurt_error *mock_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *a,
                                  const gp_attention_sched *sched);
 gpurt_error *mock_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r);
+/* fp8 KV caches (mock_fp8.c, 1.8): one row of head_dim elements of an
+ * appended row (rows, element src_elem, the layout's qo type) into a page
+ * region (element dst_elem): bytes copied for a 16-bit cache, e4m3(x /
+ * scale) for an fp8 one; and one cache element as a float (times scale for
+ * fp8). */
+void mock_kv_store_row(const gpurt_kv_layout *l, unsigned char *page_base, uint64_t dst_elem,
+                       const unsigned char *rows, uint64_t src_elem, float scale);
+float mock_kv_load(const gpurt_kv_layout *l, const unsigned char *page_base, uint64_t elem, float scale);
 /* mock_comm.c (1.6) */
 gpurt_error *mock_comm_unique_id(void *ctx, uint8_t id[GPURT_COMM_ID_BYTES]);
 gpurt_error *mock_comm_create(void *ctx, const gpurt_comm_create_args *a, uint32_t nranks, void **comm);
