@@ -10,6 +10,8 @@
  *                         block, k split among its warps (tensor cores, n as
  *                         8 columns)
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
+ *                         (sm_90 with CUTLASS: only where CUTLASS refuses
+ *                         the shape; n >= 9 goes to CUTLASS, see QMM_CL_MIN_N)
  *  quant_matmul, n >= 128 sm_90 (built with CUTLASS): CUTLASS's mixed-input
  *                         GEMM (cuda_cutlass_mixed.cu), W's codes dequantized
  *                         in its mainloop, after a small kernel writes the
@@ -54,11 +56,16 @@ CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
  * type, scale type), grouped bf16, grouped fp8. */
 enum { QV_GEMV = 0, QV_GEMVF = 32, QV_QGEMM = 64, QV_GG_BF16 = 68, QV_GG_FP8 = 69, QV_DEQ = 70, QV_COUNT = 74 };
 
-/* From this many tokens on (default), quant_matmul takes the prefill path
- * (CUTLASS's mixed-input GEMM, else W dequantized and cuBLASLt);
- * GPURT_CUDA_QMM_MIN_N=9..65536 moves the crossover (scripts/gpu_serve.sh
- * measures both sides of it with gpurt-quantbench). */
+/* From this many tokens on, quant_matmul takes the prefill path (CUTLASS's
+ * mixed-input GEMM, else W dequantized and cuBLASLt); from QMM_CL_MIN_N on
+ * where CUTLASS's mixed-input GEMM takes the shape (sm_90). Measured on the
+ * H200 (2026-12-03, bench/results/h200-2026-12-03/int8/): the decoder's
+ * int8 graph step at n = 16 / 32 / 64 runs 2.1x / 2.0x / 2.0x (1B) and
+ * 2.0x at n = 32 (8B) faster on CUTLASS than on the tiled gpurt_qgemm,
+ * and the same at n = 8 (the GEMV's). GPURT_CUDA_QMM_MIN_N=9..65536 moves
+ * the CUTLASS crossover (comparisons). */
 #define QMM_LT_MIN_N 128
+#define QMM_CL_MIN_N 9
 /* bf16 groups of this many rows or more run as their own cuBLASLt GEMM. */
 #define GG_LT_MIN_M 256
 
@@ -155,8 +162,8 @@ static qgemv_env qgemv_switches(void) {
   return (qgemv_env){v & 0xff, v >> 8};
 }
 
-/* The prefill path's first n: QMM_LT_MIN_N or GPURT_CUDA_QMM_MIN_N, read
- * once (a value outside 9..65536 is ignored: n <= 8 is the GEMV's). */
+/* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
+ * (a value outside 9..65536 is ignored: n <= 8 is the GEMV's). */
 static uint32_t qmm_min_n(void) {
   static _Atomic int64_t cached = -1;
   int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
@@ -164,10 +171,26 @@ static uint32_t qmm_min_n(void) {
     const char *e = getenv("GPURT_CUDA_QMM_MIN_N");
     char *end = NULL;
     long long n = e != NULL ? strtoll(e, &end, 10) : 0;
-    v = e != NULL && end != e && *end == 0 && n >= 9 && n <= 65536 ? n : QMM_LT_MIN_N;
+    v = e != NULL && end != e && *end == 0 && n >= 9 && n <= 65536 ? n : QMM_CL_MIN_N;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (uint32_t)v;
+}
+
+/* Whether CUTLASS's mixed-input GEMM takes this call (built in, sm_90, a
+ * shape and alignment it accepts): below QMM_LT_MIN_N only it beats the
+ * tiled kernel; the dequantizing fallback is not measured there. */
+static int qmm_cutlass_takes(const cu_runtime *rt, uint32_t dev, const gpurt_quant_matmul_args *a, CUdeviceptr w,
+                             CUdeviceptr x, CUdeviceptr y) {
+#ifdef GPURT_HAVE_CUTLASS_MIXED
+  const cu_device *d = &rt->devs[dev];
+  return cu_clm_arch_ok(d->cc_major, d->cc_minor) &&
+         cu_clm_qgemm_ok(a->x_type == GPURT_DTYPE_F16, a->scale_type == GPURT_DTYPE_F16, a->m, a->n, a->k,
+                         a->group_size, (uintptr_t)w, (uintptr_t)x, (uintptr_t)y);
+#else
+  (void)rt, (void)dev, (void)a, (void)w, (void)x, (void)y;
+  return 0;
+#endif
 }
 
 static uint32_t log2u(uint32_t v) {
@@ -371,7 +394,8 @@ static gpurt_error *qmm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_ma
     if (nw > batches) nw = batches;
     return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
   }
-  if (n >= qmm_min_n()) return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
+  if (n >= QMM_LT_MIN_N || (n >= qmm_min_n() && qmm_cutlass_takes(rt, dev, a, w, x, y)))
+    return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;
   /* The tiled kernel with one group: A = x (n rows), B = W (m rows). */
