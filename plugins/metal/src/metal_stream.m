@@ -147,7 +147,7 @@ void gm_stream_wait(GMStream *s) {
 gpurt_error *gm_submit(gp_queue *q, NSString *what, gm_encode_fn fn) {
   if (q->capturing) {
     GMRecording *r = (__bridge GMRecording *)q->q;
-    [r->steps addObject:fn];
+    [r->steps addObject:[fn copy]]; /* off the stack: the block outlives this call */
     [r->names addObject:what];
     return NULL;
   }
