@@ -94,7 +94,20 @@ embedded=$work/gm_embedded.c
   echo "const unsigned long gm_metal_source_len = $(wc -c <"$source_all" | tr -d ' ');"
 } >"$embedded"
 
-# 3. The dylib.
+# 3. The dylib: every plugins/metal/src/*.m (the backend: its gp_backend
+# table and what only Metal does) and every csrc/*.c (the engine that
+# implements gpurt_api over that table, csrc/gp_engine*.c, and the framework
+# under it: errors, ABI struct access, the contract's checks, handle tables,
+# graphs, the ops' checks; a new file is built without an edit here) except
+# the CPU reference math, which is the mock's (as scripts/build_cuda.sh
+# leaves it out): gp_dtype.c, gp_kernels.c, gp_gemm.c, gp_sample_rows.c.
+cpu_reference=" gp_dtype gp_kernels gp_gemm gp_sample_rows "
+csrc_files=()
+for c in "$root"/csrc/*.c; do
+  f=$(basename "$c" .c)
+  case "$cpu_reference" in *" $f "*) continue ;; esac
+  csrc_files+=("$c")
+done
 archs=(-arch "$(uname -m)")
 [ "$universal" -eq 1 ] && archs=(-arch arm64 -arch x86_64)
 # shellcheck disable=SC2206
@@ -105,7 +118,7 @@ xcrun -sdk macosx clang "${archs[@]}" -mmacosx-version-min="$min_macos" \
   -I"$root/abi" -I"$root/csrc" -I"$src/src" "${extra[@]}" \
   -dynamiclib -install_name @rpath/libgpurt_metal.dylib \
   -o "$lib.tmp" \
-  "$src"/src/*.m "$root"/csrc/*.c "$embedded" \
+  "$src"/src/*.m "${csrc_files[@]}" "$embedded" \
   -framework Metal -framework MetalPerformanceShaders -framework Foundation \
   -Wl,-exported_symbols_list,"$src/src/exports.txt"
 mv -f "$lib.tmp" "$lib"

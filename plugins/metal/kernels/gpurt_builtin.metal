@@ -351,6 +351,182 @@ GPURT_DEFINE_ROWS(f32, f32_t)
 GPURT_DEFINE_ROWS(f16, f16_t)
 GPURT_DEFINE_ROWS(bf16, bf16_t)
 
+// ---- sample_rows_T (gpurt.h, 1.8): per-request sampling -----------------
+// One threadgroup per row (row tgp.x, its threads striding over the row),
+// the semantics of csrc/gp_sample_rows.c (the float64 reference) and of the
+// CUDA kernel (plugins/cuda/src/cuda_sample.cu), in f32: the penalties in
+// place on x (rounded to T), the order of argmax_T (the 64-bit rank key:
+// value descending, then the lower index), top-k, then top-p over the top-k
+// set, then min-p, a Philox4x32-10 draw keyed by the request's (seed,
+// offset) only (never by its row in the batch), and the logprob of the
+// chosen token over the whole penalised, tempered row. A row whose maximum
+// is not finite gives the argmax and a NaN logprob. params holds per-row
+// arrays at any alignment, so it is read byte by byte.
+
+static inline uint gpurt_sr_u32(device const uchar *p) {
+  return uint(p[0]) | (uint(p[1]) << 8) | (uint(p[2]) << 16) | (uint(p[3]) << 24);
+}
+static inline ulong gpurt_sr_u64(device const uchar *p) {
+  return ulong(gpurt_sr_u32(p)) | (ulong(gpurt_sr_u32(p + 4)) << 32);
+}
+static inline float gpurt_sr_f32(device const uchar *p) { return as_type<float>(gpurt_sr_u32(p)); }
+static inline void gpurt_sr_put_u32(device uchar *p, uint v) {
+  p[0] = uchar(v);
+  p[1] = uchar(v >> 8);
+  p[2] = uchar(v >> 16);
+  p[3] = uchar(v >> 24);
+}
+
+// Philox4x32-10: the first output word for key seed, counter (offset, 0),
+// as csrc's gp_philox_first.
+static inline uint gpurt_philox_first(ulong seed, ulong offset) {
+  uint k0 = uint(seed), k1 = uint(seed >> 32);
+  uint c0 = uint(offset), c1 = uint(offset >> 32), c2 = 0u, c3 = 0u;
+  for (int i = 0; i < 10; i++) {
+    if (i > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    uint hi0 = mulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    uint hi1 = mulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    uint n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+  }
+  return c0;
+}
+
+struct gpurt_sr_row {
+  float mx, t, minp; // the row's (finite) maximum, the temperature, min-p's floor weight
+  ulong best, floor; // the argmax's key; keys below floor are cut (top-k / top-p)
+};
+
+// exp((x - max) / t); NaN (a NaN logit) is 0.
+static inline float gpurt_sr_w(float v, thread const gpurt_sr_row &R) {
+  float w = precise::exp((v - R.mx) / R.t);
+  return w == w ? w : 0.0f;
+}
+
+// The kept mass (weights, or the count when count is set) of the keys >= thr.
+template <typename T>
+static inline float gpurt_sr_mass(device const typename T::storage *xr, ulong cols, thread const gpurt_sr_row &R,
+                                  ulong thr, bool count, threadgroup float *sh, uint t, uint n) {
+  float m = 0.0f;
+  for (ulong c = t; c < cols; c += n) {
+    float v = T::load(xr[c]);
+    ulong k = gpurt_rank_key(v, c);
+    if (k < thr || k < R.floor) continue;
+    float w = gpurt_sr_w(v, R);
+    if (w >= R.minp || k == R.best) m += count ? 1.0f : w;
+  }
+  return gpurt_tg_sum(m, sh, t, n);
+}
+
+// The largest key t whose kept mass is >= want (> want when strict).
+template <typename T>
+static inline ulong gpurt_sr_search(device const typename T::storage *xr, ulong cols, thread const gpurt_sr_row &R,
+                                    float want, bool count, bool strict, threadgroup float *sh, uint t, uint n) {
+  ulong r = 0;
+  for (int b = 63; b >= 0; b--) {
+    ulong cand = r | (1ul << b);
+    float m = gpurt_sr_mass<T>(xr, cols, R, cand, count, sh, t, n);
+    if (strict ? m > want : m >= want) r = cand;
+  }
+  return r;
+}
+
+template <typename T>
+static inline void gpurt_sample_rows(device uchar *out, device typename T::storage *x, device const uchar *p,
+                                     ulong rows, ulong cols, ulong hist, threadgroup float *sh,
+                                     threadgroup ulong *shk, uint row, uint t, uint n) {
+  ulong r = ulong(row);
+  if (r >= rows) return; // the whole threadgroup: no barrier is skipped by part of it
+  device typename T::storage *xr = x + r * cols;
+  float temp = gpurt_sr_f32(p + 16 * rows + 4 * r);
+  int topk = int(gpurt_sr_u32(p + 20 * rows + 4 * r));
+  float topp = gpurt_sr_f32(p + 24 * rows + 4 * r);
+  float minp = gpurt_sr_f32(p + 28 * rows + 4 * r);
+  float rep = gpurt_sr_f32(p + 32 * rows + 4 * r);
+  float pres = gpurt_sr_f32(p + 36 * rows + 4 * r);
+  // 1. the penalties, in place, each distinct history id in [0, cols) once
+  bool use_rep = isfinite(rep) && rep > 0.0f && rep != 1.0f;
+  bool use_pres = isfinite(pres) && pres != 0.0f;
+  if (use_rep || use_pres) {
+    device const uchar *h = p + 40 * rows + 4 * r * hist;
+    for (ulong j = t; j < hist; j += n) {
+      int id = int(gpurt_sr_u32(h + 4 * j));
+      if (id < 0 || ulong(id) >= cols) continue;
+      bool seen = false;
+      for (ulong i = 0; i < j && !seen; i++) seen = int(gpurt_sr_u32(h + 4 * i)) == id;
+      if (seen) continue;
+      float v = T::load(xr[id]);
+      if (use_rep) v = v > 0.0f ? v / rep : v * rep;
+      if (use_pres) v = v - pres;
+      xr[id] = T::store(v);
+    }
+    // the penalised row is what every thread of the row reads next
+    threadgroup_barrier(mem_flags::mem_device);
+  }
+  // 2. the order's maximum
+  ulong best = 0;
+  for (ulong c = t; c < cols; c += n) {
+    ulong k = gpurt_rank_key(T::load(xr[c]), c);
+    if (k > best) best = k;
+  }
+  best = gpurt_tg_max(best, shk, t, n);
+  uint bi = 0xffffffffu - uint(best);
+  float mx = T::load(xr[bi]);
+  float lp = as_type<float>(0x7fc00000u); // NaN: no finite maximum
+  if (isfinite(mx)) {
+    bool greedy = !(temp > 0.0f);
+    gpurt_sr_row R = {mx, greedy ? 1.0f : temp, 0.0f, best, 0};
+    float zall = gpurt_sr_mass<T>(xr, cols, R, 0, false, sh, t, n);
+    // 3. the kept set and the draw
+    if (!greedy && topk != 1) {
+      if (topk > 0 && ulong(topk) < cols) R.floor = gpurt_sr_search<T>(xr, cols, R, float(topk), true, false, sh, t, n);
+      if (topp < 1.0f) {
+        if (topp > 0.0f) {
+          float z = gpurt_sr_mass<T>(xr, cols, R, 0, false, sh, t, n);
+          R.floor = gpurt_sr_search<T>(xr, cols, R, topp * z, false, false, sh, t, n);
+        } else {
+          R.floor = best;
+        }
+      }
+      if (minp > 0.0f) R.minp = minp;
+      float z = gpurt_sr_mass<T>(xr, cols, R, 0, false, sh, t, n);
+      ulong seed = gpurt_sr_u64(p + 8 * r), off = gpurt_sr_u64(p + 8 * rows + 8 * r);
+      float u = float(gpurt_philox_first(seed, off) >> 8) * (1.0f / 16777216.0f);
+      ulong tk = gpurt_sr_search<T>(xr, cols, R, u * z, false, true, sh, t, n);
+      bi = 0xffffffffu - uint(tk);
+    }
+    // 4. the logprob after the penalties and the temperature
+    lp = (T::load(xr[bi]) - mx) / R.t - precise::log(zall);
+  }
+  if (t == 0) {
+    gpurt_sr_put_u32(out + 4 * r, bi);
+    gpurt_sr_put_u32(out + 4 * rows + 4 * r, as_type<uint>(lp));
+  }
+}
+
+#define GPURT_DEFINE_SAMPLE_ROWS(SUFFIX, T)                                                   \
+  kernel void sample_rows_##SUFFIX(device uchar *out [[buffer(0)]],                          \
+                                   device T::storage *x [[buffer(1)]],                       \
+                                   device const uchar *params [[buffer(2)]],                 \
+                                   constant ulong &rows [[buffer(3)]],                       \
+                                   constant ulong &cols [[buffer(4)]],                       \
+                                   constant ulong &hist [[buffer(5)]],                       \
+                                   GPURT_THREAD_ARGS) {                                      \
+    threadgroup float sh[1024];                                                               \
+    threadgroup ulong shk[1024];                                                              \
+    gpurt_sample_rows<T>(out, x, params, rows, cols, hist, sh, shk, tgp.x, tid.x, tpt.x);      \
+  }
+
+GPURT_DEFINE_SAMPLE_ROWS(f32, f32_t)
+GPURT_DEFINE_SAMPLE_ROWS(f16, f16_t)
+GPURT_DEFINE_SAMPLE_ROWS(bf16, bf16_t)
+
 // ---- sleep_ns ------------------------------------------------------------
 
 // MSL has no clock, so sleep_ns is a bounded spin: ns * iters_per_ns

@@ -3,27 +3,55 @@
  * metal_internal.h — the Metal plugin's objects (Objective-C, ARC) and the
  * functions its files share.
  *
- * Files (one prefix, one concept each):
- *   metal_plugin.m  negotiate, the table, probe, runtimes, devices
- *   metal_memory.m  buffers, host buffers, copy, memset
- *   metal_stream.m  command-buffer streams, events
- *   metal_module.m  modules (BUILTIN, METALLIB, METAL_SOURCE), kernels, launch
- *   metal_gemm.m    GEMM plans and runs
+ * The plugin is a backend of csrc's engine (csrc/gp_engine*.c implements
+ * every slot of gpurt_api: negotiation, handles, lifetimes, the lost-device
+ * state, stats, and each slot's front half: the caller's structs read and
+ * checked, every handle and operand resolved, the errors). The plugin fills
+ * a gp_backend table (csrc/gp_backend.h) and sees resolved operands only:
+ *   - a device buffer is a gp_mem whose `obj` is the id<MTLBuffer>
+ *     (CFBridgingRetain'd by mem_alloc, released by mem_free), `addr` 0
+ *     (Metal has no flat addresses), bound at `offset`;
+ *   - pinned host memory is a gp_mem whose `obj` is a GMHostBuffer and
+ *     `addr` the host address (the GPU sees it through gm_host_wrapper);
+ *   - a gp_queue's `q` is a GMStream (or, while the engine records a graph
+ *     replay, a GMRecording: gp_queue.capturing is 1);
+ *   - the runtime's context is a GMContext, events GMEvent, modules
+ *     GMModule, kernels GMKernel (owned by their module), GEMM plans
+ *     GMPlan, attention objects GMAttention (each CFBridgingRetain'd by the
+ *     entry that makes it and released by the one that frees it).
  *
- * Handles are generational ids from csrc's gp_handle_table, never object
- * pointers. A table slot holds a +1 reference taken with CFBridgingRetain
- * when the handle is made and dropped with CFBridgingRelease when it is
- * freed; gm_lookup turns a handle back into a strong local (ARC retains it
- * while the runtime's lock is held), so an object outlives every call that
- * is using it even if another thread frees its handle meanwhile.
+ * Every operation is one encode function (gm_encode_fn) handed to
+ * gm_submit: on a stream it is encoded into a new command buffer, committed
+ * at once; on a recording it is kept and encoded when the replay is
+ * launched, all of a replay's operations into ONE command buffer (so a
+ * decode step's kernels cost one commit).
+ *
+ * Files (one prefix, one concept each), from the top floor down; a file
+ * uses only files below it (plugins/mock/layers_test.go checks every
+ * plugin):
+ *   metal_plugin.m     probe, open (options), close, devices, loss check,
+ *                      runtime_control's keys, the gp_backend table, the entry
+ *   metal_graph.m      recording queues and their replay
+ *   metal_memory.m     buffers, host buffers, copy, memset
+ *   metal_module.m     modules (BUILTIN, METALLIB, METAL_SOURCE), kernels,
+ *                      launch, launch_many
+ *   metal_gemm.m       GEMM plans and runs (MPS, the generic kernel)
+ *   metal_quant.m      quantized and grouped matmul (1.4)
+ *   metal_attention.m  kv_append and attention over a paged KV cache (1.5)
+ *   metal_stream.m     streams (command queues), encoding and submission,
+ *                      events
+ *   metal_runtime.m    the bottom floor: the objects, time, errors, the lost
+ *                      state, the fault counters, the built-in library and
+ *                      its pipelines, the host-memory wrappers
  *
  * Locks, in the order they may nest (never the other way round):
- *   g_mu (the process-wide runtime table)
- *   GMRuntime.mu (its tables, counters, fault injection)
- *   GMStream.enc (held from gm_stream_begin to gm_stream_commit)
- *   GMStream.mu / GMEvent.mu / GMDevice.mu (leaves: short, never waited on
- *   while another lock is held)
- * No lock is held while waiting for the GPU.
+ *   GMStream.enc (held from gm_stream_begin to commit / abort)
+ *   GMContext.mu / GMStream.mu / GMEvent.mu / GMDevice.mu / GMModule.mu /
+ *   GMPlan.mu / GMAttention.mu / GMHostBuffer.mu (leaves: short, never
+ *   waited on while another lock is held)
+ * No lock is held while waiting for the GPU. The engine holds none of its
+ * locks while an entry runs, except a graph's (around a replay's recording
+ * and launch) and an attention object's (around attention_plan).
  */
 #ifndef GPURT_METAL_INTERNAL_H_
 #define GPURT_METAL_INTERNAL_H_
@@ -32,7 +60,7 @@
 #import <Metal/Metal.h>
 #include <pthread.h>
 
-#include "gp_common.h"
+#include "gp_backend.h"
 
 /* The ABI it implements, then its own patch level (a minor bump is one
  * edit, in gpurt.h). */
@@ -60,7 +88,7 @@ typedef struct gm_gemm_params {
   uint32_t pad;
 } gm_gemm_params;
 
-/* ---- objects ------------------------------------------------------------ */
+/* ---- objects (metal_runtime.m implements them) ------------------------------ */
 
 @interface GMDevice : NSObject {
 @public
@@ -70,16 +98,19 @@ typedef struct gm_gemm_params {
   id<MTLLibrary> builtin;  /* lazily loaded */
   NSMutableDictionary<NSString *, id<MTLComputePipelineState>> *psos;
   float sleep_iters_per_ns; /* 0 until calibrated */
-  int lost;                 /* sticky GPURT_ERR_DEVICE_LOST */
-  char lost_why[256];
+  int lost;                 /* sticky: device_check answers DEVICE_LOST */
+  char lost_why[160];
 }
 @end
 
-@interface GMBuffer : NSObject {
+/* The backend's runtime (open's ctx). */
+@interface GMContext : NSObject {
 @public
-  id<MTLBuffer> buf;
-  uint64_t size;
-  uint32_t device;
+  NSArray<GMDevice *> *devices;
+  pthread_mutex_t mu; /* guards the fault counters */
+  int64_t fail_alloc_nth, fail_launch_nth;
+  gpurt_log_fn log;
+  void *log_user;
 }
 @end
 
@@ -101,20 +132,6 @@ typedef struct gm_gemm_params {
 }
 @end
 
-@interface GMStream : NSObject {
-@public
-  GMDevice *device;
-  id<MTLCommandQueue> queue;
-  id<MTLSharedEvent> timeline; /* value n: the n-th command buffer is done */
-  pthread_mutex_t enc;  /* held from begin to commit: one encoder at a time */
-  pthread_mutex_t mu;   /* guards the counters and pending */
-  pthread_cond_t cv;    /* completed advanced */
-  uint64_t committed;   /* command buffers committed */
-  uint64_t completed;   /* command buffers whose completion handler ran */
-  gpurt_error *pending; /* the first command buffer error since the last sync */
-}
-@end
-
 @interface GMEvent : NSObject {
 @public
   GMDevice *device;
@@ -128,6 +145,47 @@ typedef struct gm_gemm_params {
 }
 @end
 
+@interface GMStream : NSObject {
+@public
+  GMDevice *device;
+  id<MTLCommandQueue> queue;
+  id<MTLSharedEvent> timeline; /* value n: the n-th command buffer is done */
+  pthread_mutex_t enc;  /* held from begin to commit: one command buffer at a time */
+  pthread_mutex_t mu;   /* guards the counters and pending */
+  pthread_cond_t cv;    /* completed advanced */
+  uint64_t committed;   /* command buffers committed */
+  uint64_t completed;   /* command buffers whose completion handler ran */
+  gpurt_error *pending; /* the first command buffer error since the last sync */
+}
+@end
+
+/* One command buffer being encoded: an eager operation's, or a whole graph
+ * replay's. A compute encoder stays open across consecutive dispatches
+ * (gm_compute) and is ended before anything else is encoded. */
+@interface GMEnc : NSObject {
+@public
+  GMDevice *device;
+  id<MTLCommandBuffer> cb;
+  id<MTLComputeCommandEncoder> compute; /* the open compute encoder, or nil */
+  uint32_t shared_set;                  /* threadgroup memory the open encoder has set */
+  NSMutableArray<GMEvent *> *signal_events; /* records encoded, with ... */
+  NSMutableArray<NSNumber *> *signal_values; /* ... their values */
+}
+@end
+
+/* Encodes one operation into x; NULL or an error (then nothing of the
+ * command buffer is committed). */
+typedef gpurt_error *(^gm_encode_fn)(GMEnc *x);
+
+/* graph_begin's queue: the operations of a replay, encoded at graph_launch. */
+@interface GMRecording : NSObject {
+@public
+  GMDevice *device;
+  NSMutableArray<gm_encode_fn> *steps;
+  NSMutableArray<NSString *> *names;
+}
+@end
+
 @interface GMKernel : NSObject {
 @public
   GMDevice *device;
@@ -136,8 +194,7 @@ typedef struct gm_gemm_params {
   const gp_builtin_kernel *builtin; /* NULL for user modules */
   uint32_t num_params;
   int32_t kinds[GPURT_MAX_KERNEL_PARAMS];
-  uint32_t sizes[GPURT_MAX_KERNEL_PARAMS];
-  uint32_t static_shared;
+  uint32_t sizes[GPURT_MAX_KERNEL_PARAMS]; /* reflected; for ANY, the scalar's size */
 }
 @end
 
@@ -147,166 +204,108 @@ typedef struct gm_gemm_params {
   id<MTLLibrary> lib;
   int builtin;
   NSString *name;
-  /* kernel name -> kernel handle (owned by the module); guarded by the
-   * runtime's lock */
-  NSMutableDictionary<NSString *, NSNumber *> *kernels;
+  pthread_mutex_t mu; /* guards kernels */
+  NSMutableDictionary<NSString *, GMKernel *> *kernels; /* owned: one per name */
 }
 @end
 
-@interface GMPlan : NSObject {
-@public
-  GMDevice *device;
-  gpurt_gemm_desc desc;
-  int use_mps;
-  pthread_mutex_t mu; /* guards the cached MPS kernel */
-  id mps;             /* MPSMatrixMultiplication for (alpha, beta) below */
-  double mps_alpha, mps_beta;
-}
-@end
-
-@interface GMRuntime : NSObject {
-@public
-  pthread_mutex_t mu;
-  uintptr_t handle;
-  uint32_t serial;
-  int closed;
-  NSArray<GMDevice *> *devices;
-  gp_handle_table buffers, hosts, streams, events, modules, kernels, plans;
-  gp_handle_table graphs; /* 1.3 (metal_graph.m) */
-  gp_handle_table attns;  /* 1.5 (metal_attention.m) */
-  uint64_t device_bytes, host_bytes;
-  /* fault injection (runtime_control), as in the mock */
-  int64_t fail_alloc_nth, fail_launch_nth;
-  gpurt_log_fn log;
-  void *log_user;
-}
-@end
-
-/* ---- helpers shared by the .m files ---------------------------------------- */
-
-/* NSError -> error object: the message includes localizedDescription, the
- * vendor code is the NSError code. */
-gpurt_error *gm_nserror(int32_t code, NSError *err, const char *fmt, ...)
-    GP_PRINTF(3, 4);
-
-gpurt_error *gm_get_rt(gpurt_runtime *h, GMRuntime *__strong *out);
-/* Looks h up in one of rt's tables; on success *out is a strong reference. */
-gpurt_error *gm_lookup(GMRuntime *rt, gp_handle_table *t, uintptr_t h,
-                       uint32_t kind, id __strong *out);
-/* Inserts obj (+1 retained by the table); writes the handle. */
-gpurt_error *gm_insert(GMRuntime *rt, gp_handle_table *t, id obj,
-                       uintptr_t *out, const char *what);
-gpurt_error *gm_device(GMRuntime *rt, uint32_t device, GMDevice *__strong *out);
-/* DEVICE_LOST when the device was lost. */
-gpurt_error *gm_check_lost(GMDevice *d);
-void gm_mark_lost(GMDevice *d, const char *why);
-void gm_log(GMRuntime *rt, int32_t level, const char *fmt, ...) GP_PRINTF(3, 4);
-
-/* The built-in library and an internal pipeline of it, loaded on first use. */
-gpurt_error *gm_builtin_library(GMDevice *d, id<MTLLibrary> __strong *out);
-gpurt_error *gm_builtin_pso(GMDevice *d, NSString *name,
-                            id<MTLComputePipelineState> __strong *out);
-
-/* Streams: begin takes s->enc and returns a command buffer that waits for
- * the stream's previous one; commit signals the timeline, installs the
- * completion handler (errors name `what`) and releases s->enc. On an
- * encoding failure call gm_stream_abort instead of commit. */
-gpurt_error *gm_stream_begin(GMStream *s, id<MTLCommandBuffer> __strong *out);
-void gm_stream_commit(GMStream *s, id<MTLCommandBuffer> cb, NSString *what,
-                      GMEvent *signal_event, uint64_t signal_value);
-void gm_stream_abort(GMStream *s);
-/* Waits until every command buffer committed so far has completed. */
-void gm_stream_wait(GMStream *s);
-/* Takes the stream's pending error (NULL when none). */
-gpurt_error *gm_stream_take_error(GMStream *s);
-/* Waits for every stream of rt on device (default ordering). */
-void gm_wait_device(GMRuntime *rt, uint32_t device);
-
-/* Encodes a 1-D internal kernel over n elements on cb. */
-gpurt_error *gm_encode_1d(GMDevice *d, id<MTLCommandBuffer> cb, NSString *kernel,
-                          id<MTLBuffer> b0, uint64_t off0, id<MTLBuffer> b1,
-                          uint64_t off1, const void *scalar, size_t scalar_len,
-                          uint64_t n);
-
-/* Resolves a device-side endpoint of a copy or argument. */
-id<MTLBuffer> gm_host_wrapper(GMHostBuffer *h, GMDevice *d);
+/* ---- metal_runtime.m: the bottom floor ----------------------------------------- */
 
 uint64_t gm_now_ns(void);
+/* NSError -> error object: the message ends with localizedDescription, the
+ * vendor code is the NSError code. */
+gpurt_error *gm_nserror(int32_t code, NSError *err, const char *fmt, ...) GP_PRINTF(3, 4);
+void gm_log(GMContext *c, int32_t level, const char *fmt, ...) GP_PRINTF(3, 4);
+/* The device of an index the engine checked. */
+GMDevice *gm_dev(void *ctx, uint32_t dev);
+/* The lost state: set once (the first cause stays), DEVICE_LOST from
+ * gm_check_lost (the engine asks through device_check). */
+void gm_mark_lost(GMDevice *d, const char *why);
+gpurt_error *gm_check_lost(GMDevice *d);
+/* Consumes one allocation from fail_alloc_nth; 1 when it must fail. */
+int gm_alloc_fault(GMContext *c);
+/* Counts n launches against fail_launch_nth: the index refused, or n. */
+uint64_t gm_launch_faults(GMContext *c, uint64_t n);
+/* The built-in library and a pipeline of it, loaded on first use. */
+gpurt_error *gm_builtin_library(GMDevice *d, id<MTLLibrary> __strong *out);
+gpurt_error *gm_builtin_pso(GMDevice *d, NSString *name, id<MTLComputePipelineState> __strong *out);
+/* The MTLBuffer through which device d sees pinned host memory (NULL when
+ * it cannot be wrapped). */
+id<MTLBuffer> gm_host_wrapper(GMHostBuffer *h, GMDevice *d);
+/* A resolved device operand's buffer (nil for a NULL operand). */
+static inline id<MTLBuffer> gm_buf(const gp_mem *m) { return (__bridge id<MTLBuffer>)m->obj; }
 
-/* metal_plugin.m: the runtime table and fault counters */
-id gm_remove_locked(gp_handle_table *t, uintptr_t h);
-int gm_alloc_fault(GMRuntime *rt);
+/* ---- metal_stream.m: streams, encoding, submission, events ----------------------- */
 
-/* metal_memory.m: the table's memory slots */
-gpurt_error *gm_buffer_alloc(gpurt_runtime *h, uint32_t device, uint64_t size,
-                             gpurt_buffer **out);
-gpurt_error *gm_buffer_free(gpurt_runtime *h, gpurt_buffer *buf);
-gpurt_error *gm_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out,
-                           void **out_ptr);
-gpurt_error *gm_host_free(gpurt_runtime *h, gpurt_host_buffer *buf);
-gpurt_error *gm_copy(gpurt_runtime *h, const gpurt_copy_args *args);
-gpurt_error *gm_memset(gpurt_runtime *h, const gpurt_memset_args *args);
+/* The open compute encoder of x, with no dynamic threadgroup memory set (a
+ * new one when none is open or the open one has it set); nil when Metal
+ * gives none. */
+id<MTLComputeCommandEncoder> gm_compute(GMEnc *x);
+/* Ends x's compute encoder, if one is open. */
+void gm_end_compute(GMEnc *x);
+/* Binds a resolved operand at index i (a NULL operand binds `instead`). */
+void gm_bind(id<MTLComputeCommandEncoder> enc, const gp_mem *m, const gp_mem *instead, NSUInteger i);
+/* The operation's tail: on a stream, one command buffer encoded by fn and
+ * committed (labelled `what`, which names it in a command-buffer error);
+ * on a recording, fn kept for the replay. */
+gpurt_error *gm_submit(gp_queue *q, NSString *what, gm_encode_fn fn);
+/* The device a queue (stream or recording) is on. */
+GMDevice *gm_queue_device(gp_queue *q);
+/* A new command buffer of s, ordered after the previous one (s->enc held
+ * until gm_stream_commit or gm_stream_abort). */
+gpurt_error *gm_stream_begin(GMStream *s, GMEnc *__strong *out);
+void gm_stream_commit(GMStream *s, GMEnc *x, NSString *what);
+/* Drops x uncommitted; the event records it had encoded complete now. */
+void gm_stream_abort(GMStream *s, GMEnc *x);
+/* Waits until every command buffer committed so far has completed. */
+void gm_stream_wait(GMStream *s);
+gpurt_error *gm_queue_create(void *ctx, uint32_t dev, gp_queue *out);
+void gm_queue_destroy(void *ctx, gp_queue *q);
+gpurt_error *gm_queue_sync(void *ctx, gp_queue *q);
+gpurt_error *gm_queue_query(void *ctx, gp_queue *q, uint64_t *pending);
+gpurt_error *gm_event_create(void *ctx, uint32_t dev, uint32_t flags, void **ev);
+void gm_event_destroy(void *ctx, void *ev);
+gpurt_error *gm_event_record(void *ctx, void *ev, gp_queue *q);
+gpurt_error *gm_event_wait(void *ctx, gp_queue *q, void *ev);
+gpurt_error *gm_event_query(void *ctx, void *ev, int *done);
+gpurt_error *gm_event_sync(void *ctx, void *ev);
+gpurt_error *gm_event_elapsed(void *ctx, void *start, void *end, double *ms, int *which);
 
-/* metal_stream.m: the table's stream and event slots; stream lookup */
-gpurt_error *gm_stream_create(gpurt_runtime *h, uint32_t device, gpurt_stream **out);
-gpurt_error *gm_get_stream(GMRuntime *rt, gpurt_stream *h, GMStream *__strong *out);
-gpurt_error *gm_stream_destroy(gpurt_runtime *h, gpurt_stream *sh);
-gpurt_error *gm_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh);
-gpurt_error *gm_stream_query(gpurt_runtime *h, gpurt_stream *sh);
-gpurt_error *gm_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh);
-gpurt_error *gm_event_create(gpurt_runtime *h, uint32_t device, uint32_t flags,
-                             gpurt_event **out);
-gpurt_error *gm_event_destroy(gpurt_runtime *h, gpurt_event *eh);
-gpurt_error *gm_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh);
-gpurt_error *gm_event_query(gpurt_runtime *h, gpurt_event *eh);
-gpurt_error *gm_event_synchronize(gpurt_runtime *h, gpurt_event *eh);
-gpurt_error *gm_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh,
-                              double *out_ms);
+/* ---- the op files --------------------------------------------------------------- */
 
-/* metal_module.m and metal_gemm.m: the table's module, launch and GEMM slots */
-gpurt_error *gm_module_load(gpurt_runtime *h, const gpurt_module_load_args *args,
-                            gpurt_module **out);
-gpurt_error *gm_module_unload(gpurt_runtime *h, gpurt_module *m);
-gpurt_error *gm_kernel_get(gpurt_runtime *h, gpurt_module *m, const char *name,
-                           uint64_t name_len, gpurt_kernel **out);
-gpurt_error *gm_kernel_info(gpurt_runtime *h, gpurt_kernel *k,
-                            gpurt_kernel_info *out);
-gpurt_error *gm_launch(gpurt_runtime *h, gpurt_stream *s, gpurt_kernel *k,
-                       const gpurt_launch_args *args);
-gpurt_error *gm_launch_batch(gpurt_runtime *h, gpurt_stream *s, uint64_t count,
-                             const gpurt_launch_item *items, uint64_t *out_enqueued);
-gpurt_error *gm_gemm_plan_create(gpurt_runtime *h, uint32_t device,
-                                 const gpurt_gemm_desc *desc,
-                                 gpurt_gemm_plan **out);
-gpurt_error *gm_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *p);
-gpurt_error *gm_gemm_run(gpurt_runtime *h, gpurt_stream *s, gpurt_gemm_plan *p,
-                         const gpurt_gemm_run_args *args);
-/* metal_attention.m: attention over a paged KV cache (1.5) */
-gpurt_error *gm_kv_append(gpurt_runtime *h, gpurt_stream *s, const gpurt_kv_append_args *args);
-gpurt_error *gm_attention_create(gpurt_runtime *h, uint32_t device, const gpurt_attention_desc *desc,
-                                 gpurt_attention **out);
-gpurt_error *gm_attention_destroy(gpurt_runtime *h, gpurt_attention *a);
-gpurt_error *gm_attention_plan(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
-                               const gpurt_attention_plan_args *args);
-gpurt_error *gm_attention_run(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
-                              const gpurt_attention_run_args *args);
-/* metal_comm.m: collectives (1.6): UNSUPPORTED */
-gpurt_error *gm_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out);
-gpurt_error *gm_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out);
-gpurt_error *gm_comm_destroy(gpurt_runtime *h, gpurt_comm *c);
-gpurt_error *gm_comm_abort(gpurt_runtime *h, gpurt_comm *c);
-gpurt_error *gm_comm_query(gpurt_runtime *h, gpurt_comm *c);
-gpurt_error *gm_comm_run(gpurt_runtime *h, gpurt_comm *c, const gpurt_comm_run_args *args);
-
-/* metal_quant.m: quantized and grouped matmul (1.4) */
-gpurt_error *gm_quant_matmul(gpurt_runtime *h, gpurt_stream *s, const gpurt_quant_matmul_args *args);
-gpurt_error *gm_grouped_gemm(gpurt_runtime *h, gpurt_stream *s, const gpurt_grouped_gemm_args *args);
-/* metal_graph.m: graphs (1.3) */
-gpurt_error *gm_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args, gpurt_graph **out);
-gpurt_error *gm_graph_launch(gpurt_runtime *h, gpurt_graph *g, gpurt_stream *s);
-gpurt_error *gm_graph_update(gpurt_runtime *h, gpurt_graph *g, gpurt_graph_update_args *args);
-gpurt_error *gm_graph_destroy(gpurt_runtime *h, gpurt_graph *g);
-/* Frees every kernel handle of a module (runtime lock held by the caller). */
-void gm_module_drop_kernels_locked(GMRuntime *rt, GMModule *m);
+/* metal_attention.m (1.5) */
+gpurt_error *gm_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r);
+gpurt_error *gm_attention_create(void *ctx, uint32_t dev, const gpurt_attention_desc *d, void **obj);
+void gm_attention_destroy(void *ctx, void *obj);
+gpurt_error *gm_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *a,
+                               const gp_attention_sched *sched);
+gpurt_error *gm_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r);
+/* metal_quant.m (1.4) */
+gpurt_error *gm_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r);
+gpurt_error *gm_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r);
+/* metal_gemm.m */
+gpurt_error *gm_gemm_plan(void *ctx, uint32_t dev, const gpurt_gemm_desc *d, void **plan);
+void gm_gemm_plan_free(void *ctx, void *plan);
+gpurt_error *gm_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r);
+/* metal_module.m */
+gpurt_error *gm_module_load(void *ctx, uint32_t dev, const gpurt_module_load_args *a, void **mod);
+void gm_module_unload(void *ctx, void *mod);
+gpurt_error *gm_kernel_get(void *ctx, void *mod, const char *name, uint64_t len, void **kernel,
+                           gpurt_kernel_info *info);
+gpurt_error *gm_launch(void *ctx, gp_queue *q, const gp_launch_op *l);
+gpurt_error *gm_launch_many(void *ctx, gp_queue *q, const gp_launch_op *l, uint64_t n, uint64_t *enqueued);
+/* metal_memory.m */
+gpurt_error *gm_mem_alloc(void *ctx, uint32_t dev, uint64_t size, gp_mem *out);
+gpurt_error *gm_mem_free(void *ctx, gp_mem *m);
+gpurt_error *gm_host_alloc(void *ctx, uint64_t size, gp_mem *out, void **host_ptr);
+void gm_host_free(void *ctx, gp_mem *m);
+gpurt_error *gm_copy(void *ctx, gp_queue *q, const gp_copy *c);
+gpurt_error *gm_memset(void *ctx, gp_queue *q, const gp_mem *dst, uint64_t size, uint32_t value,
+                       uint32_t element_size);
+/* metal_graph.m */
+gpurt_error *gm_graph_begin(void *ctx, uint32_t dev, gp_queue *rec);
+gpurt_error *gm_graph_end(void *ctx, gp_queue *rec, int abort, void **exec);
+gpurt_error *gm_graph_launch(void *ctx, void *exec, gp_queue *q);
+void gm_graph_destroy(void *ctx, void *exec);
 
 #endif /* GPURT_METAL_INTERNAL_H_ */

@@ -1,18 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The 1.4 ops on Metal: quant_matmul and grouped_gemm, with the kernels of
- * kernels/gpurt_quant.metal (compiled with the built-in library; kernel_get
- * does not reach them). Arguments are checked by csrc/gp_quant.c, as on the
- * other backends. The grouped GEMM is one dispatch per non-empty group in
+ * metal_quant.m — the 1.4 ops on Metal: quant_matmul and grouped_gemm,
+ * with the kernels of kernels/gpurt_quant.metal (compiled with the built-in
+ * library; kernel_get does not reach them). The engine checks the
+ * arguments (csrc/gp_quant.c) and resolves the operands, as for every
+ * backend. The grouped GEMM is one dispatch per non-empty group in
  * one command buffer. Written on Linux: not compiled or run yet.
  */
-#import <Foundation/Foundation.h>
-#import <Metal/Metal.h>
+#import "metal_internal.h"
 
 #include <string.h>
-
-#include "gp_quant.h"
-#include "metal_internal.h"
 
 typedef struct gq_mm_params {
   uint32_t m, n, k, gshift;
@@ -25,136 +22,74 @@ typedef struct gq_gg_params {
   uint32_t kb, nb;
 } gq_gg_params;
 
-typedef struct gq_operand {
-  GMBuffer *__unsafe_unretained b; /* kept alive by the caller's strong local */
-  uint64_t offset;
-} gq_operand;
-
-/* A buffer on the stream's device with [offset, offset + bytes) inside it. */
-static gpurt_error *gq_operand_get(GMRuntime *rt, GMStream *s, const char *op, const char *name,
-                                   gpurt_buffer *bh, uint64_t offset, uint64_t bytes, gq_operand *out,
-                                   id __strong *keep) {
-  id o;
-  gpurt_error *e = gm_lookup(rt, &rt->buffers, (uintptr_t)bh, GP_KIND_BUFFER, &o);
-  if (e) return gp_err_wrap(e, "%s: operand %s", op, name);
-  GMBuffer *b = o;
-  *keep = o;
-  if (b->device != s->device->index)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: operand %s: buffer %#llx is on device %u but the stream is on "
-                  "device %u", op, name, (unsigned long long)(uintptr_t)bh, b->device, s->device->index);
-  if (!gp_in_range(b->size, offset, bytes))
-    return gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: operand %s spans %llu bytes from offset %llu, beyond the buffer of "
-                  "%llu bytes", op, name, (unsigned long long)bytes, (unsigned long long)offset,
-                  (unsigned long long)b->size);
-  out->b = b;
-  out->offset = offset;
-  return NULL;
-}
-
-static gpurt_error *gq_stream(gpurt_runtime *h, gpurt_stream *sh, const char *op, GMRuntime *__strong *rt,
-                              GMStream *__strong *s) {
-  gpurt_error *e = gm_get_rt(h, rt);
-  if (e) return e;
-  if ((e = gp_need_stream(op, sh))) return e;
-  if ((e = gm_get_stream(*rt, sh, s))) return e;
-  return gm_check_lost((*s)->device);
-}
-
-gpurt_error *gm_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
+/* The operands were resolved by the engine (gp_quant.c's checks, every
+ * view in range and on the stream's device). */
+gpurt_error *gm_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r) {
+  (void)ctx;
   @autoreleasepool {
-    const char *op = "quant_matmul";
-    GMRuntime *rt;
-    GMStream *s;
-    gpurt_error *e = gq_stream(h, sh, op, &rt, &s);
-    if (e) return e;
-    gp_quant_mm c;
-    if ((e = gp_quant_mm_check(args, &c))) return e;
-    const gpurt_quant_matmul_args *a = &c.a;
-    gq_operand ow, os, ob, ox, oy;
-    id kw, ks, kb, kx, ky;
-    if ((e = gq_operand_get(rt, s, op, "w", a->w, a->w_offset, c.w_bytes, &ow, &kw)) ||
-        (e = gq_operand_get(rt, s, op, "scales", a->scales, a->scales_offset, c.s_bytes, &os, &ks)) ||
-        (e = gq_operand_get(rt, s, op, "biases", a->biases, a->biases_offset, c.s_bytes, &ob, &kb)) ||
-        (e = gq_operand_get(rt, s, op, "x", a->x, a->x_offset, c.x_bytes, &ox, &kx)) ||
-        (e = gq_operand_get(rt, s, op, "y", a->y, a->y_offset, c.y_bytes, &oy, &ky)))
-      return e;
+    const gpurt_quant_matmul_args *a = &r->c.a;
     id<MTLComputePipelineState> pso;
-    if ((e = gm_builtin_pso(s->device, @"gq_quant_matmul", &pso))) return e;
+    gpurt_error *e = gm_builtin_pso(gm_queue_device(q), @"gq_quant_matmul", &pso);
+    if (e) return e;
     uint32_t gshift = 0;
     while ((1u << gshift) < a->group_size) gshift++;
-    gq_mm_params prm = {(uint32_t)a->m, (uint32_t)a->n, (uint32_t)a->k, gshift,
-                        a->x_type == GPURT_DTYPE_F16, a->scale_type == GPURT_DTYPE_F16};
-    id<MTLCommandBuffer> cb;
-    if ((e = gm_stream_begin(s, &cb))) return e;
-    id<MTLComputeCommandEncoder> enc = [cb computeCommandEncoder];
-    if (enc == nil) {
-      gm_stream_abort(s);
-      return gp_err(GPURT_ERR_INTERNAL, "%s: no compute encoder", op);
-    }
-    [enc setComputePipelineState:pso];
-    [enc setBuffer:ow.b->buf offset:(NSUInteger)ow.offset atIndex:0];
-    [enc setBuffer:os.b->buf offset:(NSUInteger)os.offset atIndex:1];
-    [enc setBuffer:ob.b->buf offset:(NSUInteger)ob.offset atIndex:2];
-    [enc setBuffer:ox.b->buf offset:(NSUInteger)ox.offset atIndex:3];
-    [enc setBuffer:oy.b->buf offset:(NSUInteger)oy.offset atIndex:4];
-    [enc setBytes:&prm length:sizeof prm atIndex:5];
-    [enc dispatchThreadgroups:MTLSizeMake((NSUInteger)a->m, (NSUInteger)a->n, 1)
-        threadsPerThreadgroup:MTLSizeMake(32, 1, 1)];
-    [enc endEncoding];
-    gm_stream_commit(s, cb, @"quant_matmul (gq_quant_matmul)", nil, 0);
-    return NULL;
+    gq_mm_params prm = {(uint32_t)a->m, (uint32_t)a->n, (uint32_t)a->k, gshift, a->x_type == GPURT_DTYPE_F16,
+                        a->scale_type == GPURT_DTYPE_F16};
+    gp_mem w = r->w, sc = r->scales, bi = r->biases, x_ = r->x, y = r->y;
+    NSUInteger m = (NSUInteger)a->m, n = (NSUInteger)a->n;
+    return gm_submit(q, @"quant_matmul (gq_quant_matmul)", ^gpurt_error *(GMEnc *x) {
+      id<MTLComputeCommandEncoder> enc = gm_compute(x);
+      if (enc == nil) return gp_err(GPURT_ERR_INTERNAL, "quant_matmul: Metal gave no compute encoder");
+      [enc setComputePipelineState:pso];
+      gm_bind(enc, &w, NULL, 0);
+      gm_bind(enc, &sc, NULL, 1);
+      gm_bind(enc, &bi, NULL, 2);
+      gm_bind(enc, &x_, NULL, 3);
+      gm_bind(enc, &y, NULL, 4);
+      [enc setBytes:&prm length:sizeof prm atIndex:5];
+      [enc dispatchThreadgroups:MTLSizeMake(m, n, 1) threadsPerThreadgroup:MTLSizeMake(32, 1, 1)];
+      return NULL;
+    });
   }
 }
 
-gpurt_error *gm_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
+/* One dispatch per non-empty group, in one command buffer (r->c.total_m >=
+ * 1: the engine answers M = 0 itself). The group sizes are the caller's,
+ * borrowed for the call: the dispatches' parameters are made here. */
+gpurt_error *gm_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r) {
+  (void)ctx;
   @autoreleasepool {
-    const char *op = "grouped_gemm";
-    GMRuntime *rt;
-    GMStream *s;
-    gpurt_error *e = gq_stream(h, sh, op, &rt, &s);
-    if (e) return e;
-    gp_grouped c;
-    if ((e = gp_grouped_check(args, &c))) return e;
-    const gpurt_grouped_gemm_args *a = &c.a;
-    gq_operand oa, ob, od, osa = {nil, 0}, osb = {nil, 0};
-    id ka, kb, kd, ksa, ksb;
-    if ((e = gq_operand_get(rt, s, op, "a", a->a, a->a_offset, c.a_bytes, &oa, &ka)) ||
-        (e = gq_operand_get(rt, s, op, "b", a->b, a->b_offset, c.b_bytes, &ob, &kb)) ||
-        (e = gq_operand_get(rt, s, op, "d", a->d, a->d_offset, c.d_bytes, &od, &kd)) ||
-        (c.fp8 && (e = gq_operand_get(rt, s, op, "scale_a", a->scale_a, a->scale_a_offset, c.sa_bytes, &osa, &ksa))) ||
-        (c.fp8 && (e = gq_operand_get(rt, s, op, "scale_b", a->scale_b, a->scale_b_offset, c.sb_bytes, &osb, &ksb))))
-      return e;
-    if (c.total_m == 0) return NULL;
+    const gpurt_grouped_gemm_args *a = &r->c.a;
     id<MTLComputePipelineState> pso;
-    if ((e = gm_builtin_pso(s->device, @"gq_grouped_gemm", &pso))) return e;
-    id<MTLCommandBuffer> cb;
-    if ((e = gm_stream_begin(s, &cb))) return e;
-    id<MTLComputeCommandEncoder> enc = [cb computeCommandEncoder];
-    if (enc == nil) {
-      gm_stream_abort(s);
-      return gp_err(GPURT_ERR_INTERNAL, "%s: no compute encoder", op);
-    }
-    [enc setComputePipelineState:pso];
-    [enc setBuffer:oa.b->buf offset:(NSUInteger)oa.offset atIndex:0];
-    [enc setBuffer:ob.b->buf offset:(NSUInteger)ob.offset atIndex:1];
-    [enc setBuffer:od.b->buf offset:(NSUInteger)od.offset atIndex:2];
-    /* Unused scale slots are bound to D (every index is bound). */
-    [enc setBuffer:(osa.b ? osa.b->buf : od.b->buf) offset:(NSUInteger)(osa.b ? osa.offset : od.offset) atIndex:3];
-    [enc setBuffer:(osb.b ? osb.b->buf : od.b->buf) offset:(NSUInteger)(osb.b ? osb.offset : od.offset) atIndex:4];
+    gpurt_error *e = gm_builtin_pso(gm_queue_device(q), @"gq_grouped_gemm", &pso);
+    if (e) return e;
+    NSMutableData *groups = [NSMutableData data];
     uint64_t row = 0;
     for (uint64_t g = 0; g < a->group_count; g++) {
       uint64_t m = a->m_sizes[g];
       if (m > 0) {
         gq_gg_params prm = {(uint32_t)row, (uint32_t)m, (uint32_t)a->n, (uint32_t)a->k,
-                            (uint32_t)g, (uint32_t)c.fp8, (uint32_t)c.kb, (uint32_t)c.nb};
-        [enc setBytes:&prm length:sizeof prm atIndex:5];
-        [enc dispatchThreadgroups:MTLSizeMake((NSUInteger)a->n, (NSUInteger)m, 1)
-            threadsPerThreadgroup:MTLSizeMake(32, 1, 1)];
+                            (uint32_t)g, (uint32_t)r->c.fp8, (uint32_t)r->c.kb, (uint32_t)r->c.nb};
+        [groups appendBytes:&prm length:sizeof prm];
       }
       row += m;
     }
-    [enc endEncoding];
-    gm_stream_commit(s, cb, @"grouped_gemm (gq_grouped_gemm)", nil, 0);
-    return NULL;
+    gp_mem ma = r->a, mb = r->b, md = r->d, msa = r->scale_a, msb = r->scale_b;
+    return gm_submit(q, @"grouped_gemm (gq_grouped_gemm)", ^gpurt_error *(GMEnc *x) {
+      id<MTLComputeCommandEncoder> enc = gm_compute(x);
+      if (enc == nil) return gp_err(GPURT_ERR_INTERNAL, "grouped_gemm: Metal gave no compute encoder");
+      [enc setComputePipelineState:pso];
+      gm_bind(enc, &ma, NULL, 0);
+      gm_bind(enc, &mb, NULL, 1);
+      gm_bind(enc, &md, NULL, 2);
+      gm_bind(enc, &msa, &md, 3); /* unused scale slots are bound to D: every index is bound */
+      gm_bind(enc, &msb, &md, 4);
+      const gq_gg_params *gs = groups.bytes;
+      for (NSUInteger i = 0; i < groups.length / sizeof *gs; i++) {
+        [enc setBytes:&gs[i] length:sizeof gs[i] atIndex:5];
+        [enc dispatchThreadgroups:MTLSizeMake(gs[i].n, gs[i].rows, 1) threadsPerThreadgroup:MTLSizeMake(32, 1, 1)];
+      }
+      return NULL;
+    });
   }
 }

@@ -1,83 +1,129 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * metal_stream.m — streams (one MTLCommandQueue each: begin / commit / wait)
- * and events (MTLSharedEvent) on Metal.
+ * metal_stream.m — streams (one MTLCommandQueue each), the encoding of
+ * operations into command buffers and their submission (gm_submit: eager on
+ * a stream, kept on a recording), and events (MTLSharedEvent).
  *
- * Every entry point runs inside its own @autoreleasepool, because the
- * calling thread (a Go-managed OS thread) has no pool of its own.
+ * A stream is strictly ordered whatever resources its work touches: each
+ * command buffer waits for the previous one through the stream's timeline
+ * event and signals its own value. Completion handlers count finished
+ * command buffers (queue_sync waits on the count, no lock held), and the
+ * first command-buffer error surfaces at the next queue_sync, naming the
+ * operation, with the NSError text and its MTLCommandBufferError code as
+ * the vendor code. MTLCommandBufferErrorDeviceRemoved marks the device lost
+ * (the engine learns it through device_check). A failed command buffer's
+ * timeline value and event records are signalled from the CPU so work
+ * behind it does not hang.
+ *
+ * Every entry runs inside its own @autoreleasepool: the calling thread (a
+ * Go-managed OS thread) has no pool of its own.
  */
 #import "metal_internal.h"
 
-#include <errno.h>
-#include <mach/mach_time.h>
-#include <stdarg.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-/* ---- streams ------------------------------------------------------------------------------ */
+/* ---- encoding ------------------------------------------------------------------------ */
 
-gpurt_error *gm_stream_begin(GMStream *s, id<MTLCommandBuffer> __strong *out) {
-  gpurt_error *e = gm_check_lost(s->device);
-  if (e) return e;
+id<MTLComputeCommandEncoder> gm_compute(GMEnc *x) {
+  /* Threadgroup memory set for an earlier dispatch stays set: a dispatch
+   * that sets none gets a fresh encoder (same command buffer). */
+  if (x->shared_set > 0) gm_end_compute(x);
+  if (x->compute == nil) {
+    x->compute = [x->cb computeCommandEncoder];
+    x->shared_set = 0;
+  }
+  return x->compute;
+}
+
+void gm_end_compute(GMEnc *x) {
+  if (x->compute != nil) [x->compute endEncoding];
+  x->compute = nil;
+  x->shared_set = 0;
+}
+
+void gm_bind(id<MTLComputeCommandEncoder> enc, const gp_mem *m, const gp_mem *instead, NSUInteger i) {
+  if (m->obj == NULL && instead != NULL) m = instead; /* every index is bound */
+  [enc setBuffer:gm_buf(m) offset:(NSUInteger)m->offset atIndex:i];
+}
+
+GMDevice *gm_queue_device(gp_queue *q) {
+  if (q->capturing) return ((__bridge GMRecording *)q->q)->device;
+  return ((__bridge GMStream *)q->q)->device;
+}
+
+/* ---- streams -------------------------------------------------------------------------- */
+
+gpurt_error *gm_stream_begin(GMStream *s, GMEnc *__strong *out) {
   pthread_mutex_lock(&s->enc);
   id<MTLCommandBuffer> cb = [s->queue commandBuffer];
   if (cb == nil) {
     pthread_mutex_unlock(&s->enc);
-    return gp_err(GPURT_ERR_INTERNAL, "device %u: could not make a command buffer",
-                  s->device->index);
+    return gp_err(GPURT_ERR_INTERNAL, "device %u: Metal gave no command buffer", s->device->index);
   }
   pthread_mutex_lock(&s->mu);
   uint64_t prev = s->committed;
   pthread_mutex_unlock(&s->mu);
   /* Strict stream order, whatever resources the work touches. */
   if (prev > 0) [cb encodeWaitForEvent:s->timeline value:prev];
-  *out = cb;
+  GMEnc *x = [[GMEnc alloc] init];
+  x->device = s->device;
+  x->cb = cb;
+  *out = x;
   return NULL;
 }
 
-void gm_stream_abort(GMStream *s) { pthread_mutex_unlock(&s->enc); }
+/* An event record is done: its value signalled (from the CPU when failed
+ * is set) and its completion time taken. */
+static void event_done(GMEvent *ev, uint64_t v, int failed) {
+  if (failed && ev->ev.signaledValue < v) ev->ev.signaledValue = v;
+  uint64_t now = gm_now_ns();
+  pthread_mutex_lock(&ev->mu);
+  if (v > ev->done) {
+    ev->done = v;
+    ev->time_ns = now;
+  }
+  pthread_cond_broadcast(&ev->cv);
+  pthread_mutex_unlock(&ev->mu);
+}
 
-void gm_stream_commit(GMStream *s, id<MTLCommandBuffer> cb, NSString *what,
-                      GMEvent *signal_event, uint64_t signal_value) {
+void gm_stream_abort(GMStream *s, GMEnc *x) {
+  gm_end_compute(x);
+  for (NSUInteger i = 0; i < x->signal_events.count; i++)
+    event_done(x->signal_events[i], x->signal_values[i].unsignedLongLongValue, 1);
+  pthread_mutex_unlock(&s->enc);
+}
+
+void gm_stream_commit(GMStream *s, GMEnc *x, NSString *what) {
+  gm_end_compute(x);
   uint64_t seq;
   pthread_mutex_lock(&s->mu);
   seq = ++s->committed;
   pthread_mutex_unlock(&s->mu);
+  id<MTLCommandBuffer> cb = x->cb;
   cb.label = what;
-  if (signal_event != nil) [cb encodeSignalEvent:signal_event->ev value:signal_value];
   [cb encodeSignalEvent:s->timeline value:seq];
   GMStream *st = s; /* the handler keeps the stream alive until it runs */
   id<MTLSharedEvent> timeline = s->timeline;
   GMDevice *dev = s->device;
-  GMEvent *sev = signal_event;
+  NSArray<GMEvent *> *evs = [x->signal_events copy];
+  NSArray<NSNumber *> *vals = [x->signal_values copy];
   [cb addCompletedHandler:^(id<MTLCommandBuffer> done) {
     gpurt_error *err = NULL;
-    if (done.status == MTLCommandBufferStatusError) {
+    int failed = done.status == MTLCommandBufferStatusError;
+    if (failed) {
       NSError *ne = done.error;
       if (ne.code == MTLCommandBufferErrorDeviceRemoved) {
         gm_mark_lost(dev, "the device was removed");
-        err = gm_nserror(GPURT_ERR_DEVICE_LOST, ne, "device %u: %s: device removed",
-                         dev->index, what.UTF8String);
+        err = gm_nserror(GPURT_ERR_DEVICE_LOST, ne, "device %u: %s: device removed", dev->index,
+                         what.UTF8String);
       } else {
         err = gm_nserror(GPURT_ERR_LAUNCH_FAILED, ne, "device %u: %s failed (MTLCommandBufferError %ld)",
                          dev->index, what.UTF8String, (long)ne.code);
       }
       /* Work queued behind a failed command buffer must not wait forever. */
       if (timeline.signaledValue < seq) timeline.signaledValue = seq;
-      if (sev != nil && sev->ev.signaledValue < signal_value)
-        sev->ev.signaledValue = signal_value;
     }
-    if (sev != nil) {
-      uint64_t now = gm_now_ns();
-      pthread_mutex_lock(&sev->mu);
-      if (signal_value > sev->done) {
-        sev->done = signal_value;
-        sev->time_ns = now;
-      }
-      pthread_cond_broadcast(&sev->cv);
-      pthread_mutex_unlock(&sev->mu);
-    }
+    for (NSUInteger i = 0; i < evs.count; i++) event_done(evs[i], vals[i].unsignedLongLongValue, failed);
     pthread_mutex_lock(&st->mu);
     if (err != NULL) {
       if (st->pending == NULL) st->pending = err;
@@ -98,7 +144,55 @@ void gm_stream_wait(GMStream *s) {
   pthread_mutex_unlock(&s->mu);
 }
 
-gpurt_error *gm_stream_take_error(GMStream *s) {
+gpurt_error *gm_submit(gp_queue *q, NSString *what, gm_encode_fn fn) {
+  if (q->capturing) {
+    GMRecording *r = (__bridge GMRecording *)q->q;
+    [r->steps addObject:[fn copy]]; /* off the stack: the block outlives this call */
+    [r->names addObject:what];
+    return NULL;
+  }
+  GMStream *s = (__bridge GMStream *)q->q;
+  GMEnc *x;
+  gpurt_error *e = gm_stream_begin(s, &x);
+  if (e) return e;
+  if ((e = fn(x))) {
+    gm_stream_abort(s, x);
+    return e;
+  }
+  gm_stream_commit(s, x, what);
+  return NULL;
+}
+
+gpurt_error *gm_queue_create(void *ctx, uint32_t dev, gp_queue *out) {
+  @autoreleasepool {
+    GMDevice *d = gm_dev(ctx, dev);
+    GMStream *s = [[GMStream alloc] init];
+    s->device = d;
+    s->queue = [d->dev newCommandQueue];
+    s->timeline = [d->dev newSharedEvent];
+    if (s->queue == nil || s->timeline == nil)
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: device %u: Metal gave no command queue or shared event",
+                    dev);
+    s->queue.label = @"gpurt stream";
+    out->q = (void *)CFBridgingRetain(s);
+    return NULL;
+  }
+}
+
+void gm_queue_destroy(void *ctx, gp_queue *q) {
+  (void)ctx;
+  @autoreleasepool {
+    GMStream *s = CFBridgingRelease(q->q);
+    q->q = NULL;
+    gm_stream_wait(s);
+    /* An error nobody synchronised for goes with the stream. */
+  }
+}
+
+gpurt_error *gm_queue_sync(void *ctx, gp_queue *q) {
+  (void)ctx;
+  GMStream *s = (__bridge GMStream *)q->q;
+  gm_stream_wait(s);
   pthread_mutex_lock(&s->mu);
   gpurt_error *e = s->pending;
   s->pending = NULL;
@@ -106,176 +200,45 @@ gpurt_error *gm_stream_take_error(GMStream *s) {
   return e;
 }
 
-gpurt_error *gm_stream_create(gpurt_runtime *h, uint32_t device, gpurt_stream **out) {
-  @autoreleasepool {
-    GMRuntime *rt;
-    GMDevice *d;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
-    if ((e = gm_device(rt, device, &d))) return e;
-    GMStream *s = [[GMStream alloc] init];
-    s->device = d;
-    s->queue = [d->dev newCommandQueue];
-    s->timeline = [d->dev newSharedEvent];
-    if (s->queue == nil || s->timeline == nil)
-      return gp_err(GPURT_ERR_OUT_OF_MEMORY,
-                    "stream_create: device %u: no command queue or shared event", device);
-    s->queue.label = @"gpurt stream";
-    uintptr_t hs;
-    if ((e = gm_insert(rt, &rt->streams, s, &hs, "stream_create"))) return e;
-    *out = (gpurt_stream *)hs;
-    return NULL;
-  }
-}
-
-gpurt_error *gm_get_stream(GMRuntime *rt, gpurt_stream *h, GMStream *__strong *out) {
-  id o;
-  gpurt_error *e = gm_lookup(rt, &rt->streams, (uintptr_t)h, GP_KIND_STREAM, &o);
-  if (e) return e;
-  *out = o;
+gpurt_error *gm_queue_query(void *ctx, gp_queue *q, uint64_t *pending) {
+  (void)ctx;
+  GMStream *s = (__bridge GMStream *)q->q;
+  pthread_mutex_lock(&s->mu);
+  *pending = s->committed - s->completed;
+  pthread_mutex_unlock(&s->mu);
   return NULL;
 }
 
-gpurt_error *gm_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
-  if (sh == NULL) return NULL;
+/* ---- events ------------------------------------------------------------------------------ */
+
+gpurt_error *gm_event_create(void *ctx, uint32_t dev, uint32_t flags, void **out) {
   @autoreleasepool {
-    GMRuntime *rt;
-    GMStream *s;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if ((e = gm_get_stream(rt, sh, &s))) return e;
-    gm_stream_wait(s);
-    pthread_mutex_lock(&rt->mu);
-    id gone = gm_remove_locked(&rt->streams, (uintptr_t)sh);
-    pthread_mutex_unlock(&rt->mu);
-    if (gone == nil) return gp_handle_error(GP_HANDLE_STALE, GP_KIND_STREAM, (uintptr_t)sh);
-    /* An error nobody synchronised for is still reported, once. */
-    return gm_stream_take_error(s);
-  }
-}
-
-gpurt_error *gm_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
-  @autoreleasepool {
-    GMRuntime *rt;
-    GMStream *s;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if ((e = gm_get_stream(rt, sh, &s))) return e;
-    gm_stream_wait(s);
-    e = gm_stream_take_error(s);
-    gpurt_error *lost = gm_check_lost(s->device);
-    if (lost != NULL) {
-      gp_error_destroy(e);
-      return lost;
-    }
-    return e;
-  }
-}
-
-gpurt_error *gm_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
-  @autoreleasepool {
-    GMRuntime *rt;
-    GMStream *s;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if ((e = gm_get_stream(rt, sh, &s))) return e;
-    pthread_mutex_lock(&s->mu);
-    int busy = s->completed < s->committed;
-    pthread_mutex_unlock(&s->mu);
-    if (busy) return gp_err(GPURT_ERR_NOT_READY, "stream has pending work");
-    return NULL;
-  }
-}
-
-static gpurt_error *gm_get_event(GMRuntime *rt, gpurt_event *h, GMEvent *__strong *out) {
-  id o;
-  gpurt_error *e = gm_lookup(rt, &rt->events, (uintptr_t)h, GP_KIND_EVENT, &o);
-  if (e) return e;
-  *out = o;
-  return NULL;
-}
-
-gpurt_error *gm_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh) {
-  @autoreleasepool {
-    GMRuntime *rt;
-    GMStream *s;
-    GMEvent *ev;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if ((e = gm_get_stream(rt, sh, &s))) return e;
-    if ((e = gm_get_event(rt, eh, &ev))) return e;
-    if (ev->device != s->device)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "stream_wait_event: the event is on device %u, the stream on device %u",
-                    ev->device->index, s->device->index);
-    pthread_mutex_lock(&ev->mu);
-    uint64_t v = ev->recorded;
-    pthread_mutex_unlock(&ev->mu);
-    if (v == 0) return NULL; /* never recorded: nothing to wait for */
-    id<MTLCommandBuffer> cb;
-    if ((e = gm_stream_begin(s, &cb))) return e;
-    [cb encodeWaitForEvent:ev->ev value:v];
-    gm_stream_commit(s, cb, @"stream_wait_event", nil, 0);
-    return NULL;
-  }
-}
-
-/* ---- events ------------------------------------------------------------------------------------ */
-
-gpurt_error *gm_event_create(gpurt_runtime *h, uint32_t device, uint32_t flags,
-                             gpurt_event **out) {
-  @autoreleasepool {
-    GMRuntime *rt;
-    GMDevice *d;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
-    if ((e = gm_device(rt, device, &d))) return e;
-    if (flags & ~GPURT_EVENT_TIMING)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: unknown flags %#x",
-                    flags & ~GPURT_EVENT_TIMING);
+    GMDevice *d = gm_dev(ctx, dev);
     GMEvent *ev = [[GMEvent alloc] init];
     ev->device = d;
     ev->flags = flags;
     ev->ev = [d->dev newSharedEvent];
     if (ev->ev == nil)
-      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: device %u: no shared event", device);
-    uintptr_t he;
-    if ((e = gm_insert(rt, &rt->events, ev, &he, "event_create"))) return e;
-    *out = (gpurt_event *)he;
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "event_create: device %u: Metal gave no shared event", dev);
+    *out = (void *)CFBridgingRetain(ev);
     return NULL;
   }
 }
 
-gpurt_error *gm_event_destroy(gpurt_runtime *h, gpurt_event *eh) {
-  if (eh == NULL) return NULL;
+void gm_event_destroy(void *ctx, void *ev) {
+  (void)ctx;
   @autoreleasepool {
-    GMRuntime *rt;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    pthread_mutex_lock(&rt->mu);
-    void *o = NULL;
-    int st = gp_table_lookup(&rt->events, (uintptr_t)eh, &o);
-    id gone = st == GP_HANDLE_OK ? gm_remove_locked(&rt->events, (uintptr_t)eh) : nil;
-    pthread_mutex_unlock(&rt->mu);
-    (void)gone; /* in-flight records keep the event alive */
-    if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_EVENT, (uintptr_t)eh);
-    return NULL;
+    /* In-flight records hold their own reference (the completion handler's). */
+    (void)CFBridgingRelease(ev);
   }
 }
 
-gpurt_error *gm_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh) {
+gpurt_error *gm_event_record(void *ctx, void *evp, gp_queue *q) {
+  (void)ctx;
   @autoreleasepool {
-    GMRuntime *rt;
-    GMEvent *ev;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if ((e = gm_get_event(rt, eh, &ev))) return e;
-    if (sh == NULL) {
-      /* Default ordering: after all work on the device, recorded now. */
-      if ((e = gm_check_lost(ev->device))) return e;
-      gm_wait_device(rt, ev->device->index);
+    GMEvent *ev = (__bridge GMEvent *)evp;
+    if (q == NULL) {
+      /* The default ordering: the engine drained the device; recorded now. */
       uint64_t now = gm_now_ns();
       pthread_mutex_lock(&ev->mu);
       uint64_t v = ++ev->recorded;
@@ -286,83 +249,73 @@ gpurt_error *gm_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh
       pthread_mutex_unlock(&ev->mu);
       return NULL;
     }
-    GMStream *s;
-    if ((e = gm_get_stream(rt, sh, &s))) return e;
-    if (ev->device != s->device)
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "event_record: the event is on device %u, the stream on device %u",
-                    ev->device->index, s->device->index);
-    id<MTLCommandBuffer> cb;
-    if ((e = gm_stream_begin(s, &cb))) return e;
-    pthread_mutex_lock(&ev->mu);
-    uint64_t v = ++ev->recorded;
-    pthread_mutex_unlock(&ev->mu);
-    gm_stream_commit(s, cb, @"event_record", ev, v);
-    return NULL;
+    /* The record's value is taken when it is encoded: at once on a stream,
+     * when the replay is launched on a recording (as an eager record at
+     * that point would). */
+    return gm_submit(q, @"event_record", ^gpurt_error *(GMEnc *x) {
+      gm_end_compute(x);
+      pthread_mutex_lock(&ev->mu);
+      uint64_t v = ++ev->recorded;
+      pthread_mutex_unlock(&ev->mu);
+      [x->cb encodeSignalEvent:ev->ev value:v];
+      [x->signal_events addObject:ev];
+      [x->signal_values addObject:@(v)];
+      return NULL;
+    });
   }
 }
 
-gpurt_error *gm_event_query(gpurt_runtime *h, gpurt_event *eh) {
+gpurt_error *gm_event_wait(void *ctx, gp_queue *q, void *evp) {
+  (void)ctx;
   @autoreleasepool {
-    GMRuntime *rt;
-    GMEvent *ev;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if ((e = gm_get_event(rt, eh, &ev))) return e;
-    pthread_mutex_lock(&ev->mu);
-    int pending = ev->done < ev->recorded;
-    pthread_mutex_unlock(&ev->mu);
-    return pending ? gp_err(GPURT_ERR_NOT_READY, "event has not completed") : NULL;
+    GMEvent *ev = (__bridge GMEvent *)evp;
+    /* The latest record when encoded; never recorded: nothing to wait for. */
+    return gm_submit(q, @"stream_wait_event", ^gpurt_error *(GMEnc *x) {
+      pthread_mutex_lock(&ev->mu);
+      uint64_t v = ev->recorded;
+      pthread_mutex_unlock(&ev->mu);
+      if (v == 0) return NULL;
+      gm_end_compute(x);
+      [x->cb encodeWaitForEvent:ev->ev value:v];
+      return NULL;
+    });
   }
 }
 
-gpurt_error *gm_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
-  @autoreleasepool {
-    GMRuntime *rt;
-    GMEvent *ev;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if ((e = gm_get_event(rt, eh, &ev))) return e;
-    pthread_mutex_lock(&ev->mu);
-    uint64_t target = ev->recorded;
-    while (ev->done < target) pthread_cond_wait(&ev->cv, &ev->mu);
-    pthread_mutex_unlock(&ev->mu);
-    return gm_check_lost(ev->device);
-  }
+gpurt_error *gm_event_query(void *ctx, void *evp, int *done) {
+  (void)ctx;
+  GMEvent *ev = (__bridge GMEvent *)evp;
+  pthread_mutex_lock(&ev->mu);
+  *done = ev->done >= ev->recorded;
+  pthread_mutex_unlock(&ev->mu);
+  return NULL;
 }
 
-gpurt_error *gm_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh,
-                              double *out_ms) {
-  @autoreleasepool {
-    GMRuntime *rt;
-    GMEvent *a, *b;
-    gpurt_error *e = gm_get_rt(h, &rt);
-    if (e) return e;
-    if (out_ms == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_elapsed: out_ms is NULL");
-    if ((e = gm_get_event(rt, sh, &a))) return e;
-    if ((e = gm_get_event(rt, eh, &b))) return e;
-    if (!(a->flags & GPURT_EVENT_TIMING) || !(b->flags & GPURT_EVENT_TIMING))
-      return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                    "event_elapsed: both events need GPURT_EVENT_TIMING");
-    uint64_t ta = 0, tb = 0;
-    int ra, rb, da, db;
-    pthread_mutex_lock(&a->mu);
-    ra = a->recorded != 0;
-    da = a->done >= a->recorded;
-    ta = a->time_ns;
-    pthread_mutex_unlock(&a->mu);
-    pthread_mutex_lock(&b->mu);
-    rb = b->recorded != 0;
-    db = b->done >= b->recorded;
-    tb = b->time_ns;
-    pthread_mutex_unlock(&b->mu);
-    if (!ra || !rb)
-      return gp_err(GPURT_ERR_FAILED_PRECONDITION, "event_elapsed: the %s event was never recorded",
-                    !ra ? "start" : "end");
-    if (!da || !db) return gp_err(GPURT_ERR_NOT_READY, "event_elapsed: an event has not completed");
-    /* Host times taken in the completion handlers of the recording command
-     * buffers (mach_absolute_time): same clock for both events. */
-    *out_ms = ((double)tb - (double)ta) / 1e6;
-    return NULL;
+gpurt_error *gm_event_sync(void *ctx, void *evp) {
+  (void)ctx;
+  GMEvent *ev = (__bridge GMEvent *)evp;
+  pthread_mutex_lock(&ev->mu);
+  uint64_t target = ev->recorded;
+  while (ev->done < target) pthread_cond_wait(&ev->cv, &ev->mu);
+  pthread_mutex_unlock(&ev->mu);
+  return NULL;
+}
+
+gpurt_error *gm_event_elapsed(void *ctx, void *start, void *end, double *ms, int *which) {
+  (void)ctx;
+  GMEvent *ev[2] = {(__bridge GMEvent *)start, (__bridge GMEvent *)end};
+  uint64_t t[2];
+  for (int i = 0; i < 2; i++) {
+    pthread_mutex_lock(&ev[i]->mu);
+    int recorded = ev[i]->recorded != 0, done = ev[i]->done >= ev[i]->recorded;
+    t[i] = ev[i]->time_ns;
+    pthread_mutex_unlock(&ev[i]->mu);
+    *which = i;
+    if (!recorded) return gp_err(GPURT_ERR_FAILED_PRECONDITION, "never recorded");
+    if (!done) return gp_err(GPURT_ERR_NOT_READY, "not complete");
   }
+  /* Host times taken in the completion handlers of the recording command
+   * buffers (mach_absolute_time): the same clock for both events. */
+  *ms = ((double)t[1] - (double)t[0]) / 1e6;
+  return NULL;
 }
