@@ -131,12 +131,6 @@ func TestNoFileCircleInAnyPlugin(t *testing.T) {
 		name := filepath.Base(filepath.Dir(dir))
 		t.Run(name, func(t *testing.T) {
 			g := fileGraph(t, dir)
-			if c := circles(g); name == "metal" && len(c) > 0 {
-				// Issue 21: Metal gets its bottom floor (metal_runtime.m) in its
-				// own migration; until then its circle is reported, not failed.
-				t.Skipf("plugins/metal/src still has %d circle(s) of files (its migration is pending): %s",
-					len(c), strings.Join(c, "; "))
-			}
 			require.NotEmpty(t, g, "no C or Objective-C files in %s", dir)
 			var uses []string
 			for f, to := range g {
