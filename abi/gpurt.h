@@ -366,6 +366,15 @@ enum {
  *       Rows at or past grid.x are left unwritten; backends agree up to
  *       the rounding of the w sums at a boundary (the mock sums in
  *       double).
+ *   add_rmsnorm_T(BUFFER x, BUFFER r, BUFFER w, F32 eps, U64 rows, U64 cols)
+ *       the residual add fused into the next RMSNorm, in place on both
+ *       (as FlashInfer's fused_add_rmsnorm), one block per row (rows x
+ *       cols, cols >= 1): r[r][c] = x[r][c] + r[r][c] rounded to T, then
+ *       x[r][c] = rmsnorm_T of that rounded row of r: the same bits as
+ *       add_T into r followed by rmsnorm_T(x, r, w) on a backend; x and r
+ *       must not overlap. Not in ABI 1.8's list: a plugin may lack it
+ *       (kernel_get answers NOT_FOUND); callers fall back to add_T and
+ *       rmsnorm_T.
  */
 
 /* ------------------------------------------------------------------ */

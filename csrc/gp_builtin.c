@@ -32,6 +32,10 @@
 #define GP_SAMPLE_ROWS_OF(sfx, dt) \
   {"sample_rows_" sfx, GP_BK_SAMPLE_ROWS, dt, 6, {B, B, B, U64, U64, U64}, {8, 8, 8, 8, 8, 8}, 3, 3}
 
+/* The residual add fused into the next RMSNorm: add_rmsnorm_T(x, r, w, eps, rows, cols). */
+#define GP_ADD_RMSNORM_OF(sfx, dt) \
+  {"add_rmsnorm_" sfx, GP_BK_ADD_RMSNORM, dt, 6, {B, B, B, F32, U64, U64}, {8, 8, 8, 4, 8, 8}, 4, 3}
+
 const gp_builtin_kernel gp_builtin_kernels[] = {
     GP_KERNELS_OF("f32", GPURT_DTYPE_F32, GPURT_ARG_F32, 4),
     GP_KERNELS_OF("f16", GPURT_DTYPE_F16, GPURT_ARG_F16, 2),
@@ -39,9 +43,13 @@ const gp_builtin_kernel gp_builtin_kernels[] = {
     GP_SAMPLE_ROWS_OF("f32", GPURT_DTYPE_F32),
     GP_SAMPLE_ROWS_OF("f16", GPURT_DTYPE_F16),
     GP_SAMPLE_ROWS_OF("bf16", GPURT_DTYPE_BF16),
+    GP_ADD_RMSNORM_OF("f32", GPURT_DTYPE_F32),
+    GP_ADD_RMSNORM_OF("f16", GPURT_DTYPE_F16),
+    GP_ADD_RMSNORM_OF("bf16", GPURT_DTYPE_BF16),
     {"sleep_ns", GP_BK_SLEEP, GPURT_DTYPE_INVALID, 1, {U64, 0, 0, 0}, {8, 0, 0, 0}, 0, 0},
 };
 #undef GP_SAMPLE_ROWS_OF
+#undef GP_ADD_RMSNORM_OF
 #undef B
 #undef U64
 #undef F32
@@ -74,7 +82,8 @@ void gp_builtin_need(const gp_builtin_kernel *k, const uint64_t *scalar, const u
   uint64_t threads = (uint64_t)grid[0] * (uint64_t)block[0];
   need[0] = need[1] = need[2] = 0;
   switch (k->op) {
-    case GP_BK_RMSNORM: { /* y, x: rows x cols; w: cols */
+    case GP_BK_RMSNORM: /* y, x: rows x cols; w: cols */
+    case GP_BK_ADD_RMSNORM: { /* x, r: rows x cols; w: cols */
       uint64_t rows = scalar[4] < grid[0] ? scalar[4] : grid[0], cols = scalar[5];
       need[0] = need[1] = gp_smul(gp_smul(rows, cols), es);
       need[2] = rows ? gp_smul(cols, es) : 0;

@@ -101,6 +101,26 @@ static void gp_launch_rows(const gp_launch_exec *e) {
       }
       break;
     }
+    case GP_BK_ADD_RMSNORM: { /* r = x + r rounded to T, then x = rmsnorm_T of that r */
+      float eps = gp_bits_to_f32(e->scalar[3]);
+      uint64_t rows = e->scalar[4] < e->grid[0] ? e->scalar[4] : e->grid[0], cols = e->scalar[5];
+      for (uint64_t r = 0; r < rows; r++) {
+        char *x = (char *)e->bufs[0] + r * cols * es;
+        char *res = (char *)e->bufs[1] + r * cols * es;
+        float ss = 0;
+        for (uint64_t c = 0; c < cols; c++) {
+          gp_store(dt, res, c, gp_load(dt, x, c) + gp_load(dt, res, c));
+          float v = gp_load(dt, res, c);
+          ss += v * v;
+        }
+        float scale = 1.0f / sqrtf(ss / (float)cols + eps);
+        for (uint64_t c = 0; c < cols; c++) {
+          float v = gp_load(dt, res, c) * scale;
+          gp_store(dt, x, c, v * gp_load(dt, e->bufs[2], c));
+        }
+      }
+      break;
+    }
     case GP_BK_ROPE_LLAMA:
     case GP_BK_ROPE_NEOX: {
       float theta = gp_bits_to_f32(e->scalar[2]);
