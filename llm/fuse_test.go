@@ -63,3 +63,54 @@ func TestOneTokenFusion(t *testing.T) {
 		})
 	}
 }
+
+// TestAddNormFusion: with int8 weights the residual adds of the output and
+// down projections run fused into the next RMSNorm (add_rmsnorm_bf16; the
+// down projection's into the next layer's attention norm, the last layer's
+// unfused before the final norm); on the mock the tokens and logits are
+// those of matmul.Quant + add_T + rmsnorm_T, eager and in graphs, at batch
+// 1 (fused QKV) and 3. bf16 weights keep the residual in the GEMM epilogue.
+func TestAddNormFusion(t *testing.T) {
+	rt, dev := openMock(t)
+	for _, tc := range []struct {
+		name  string
+		batch int
+		int8  bool
+		obias bool
+	}{
+		{"int8 batch 1", 1, true, false},
+		{"int8 batch 3", 3, true, false},
+		{"int8 o bias batch 2", 2, true, true},
+		{"bf16 batch 2", 2, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tinyConfig()
+			c.Int8, c.OBias = tc.int8, tc.obias
+			c.Layers = 3
+			const ctx, P, steps = 5, 3, 4
+			m, err := NewModel(dev, c, tc.batch, ctx+P+steps+1, P)
+			require.NoError(t, err)
+			defer m.Close()
+			require.NotNil(t, m.kAddNorm, "the mock has add_rmsnorm_bf16")
+			for l, L := range m.layers {
+				assert.Equal(t, tc.int8 && !tc.obias, m.addNormed(L.wo), "layer %d: output projection fused", l)
+				assert.Equal(t, tc.int8, m.addNormed(L.wd), "layer %d: down projection fused", l)
+			}
+			o := GenOptions{Prompt: PromptTokens(c.Seed, tc.batch, P, c.Vocab), P: P, Ctx: ctx, Steps: steps, Collect: true}
+			fused, err := m.Generate(rt, o)
+			require.NoError(t, err)
+			o.Graph = true
+			graph, err := m.Generate(rt, o)
+			require.NoError(t, err)
+			assert.Equal(t, fused.Tokens, graph.Tokens)
+			assert.Equal(t, fused.Logits, graph.Logits)
+			m.kAddNorm = nil // add_T and rmsnorm_T
+			o.Graph = false
+			plain, err := m.Generate(rt, o)
+			require.NoError(t, err)
+			assert.NotEmpty(t, plain.Logits)
+			assert.Equal(t, plain.Tokens, fused.Tokens)
+			assert.Equal(t, plain.Logits, fused.Logits)
+		})
+	}
+}

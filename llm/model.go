@@ -146,11 +146,14 @@ type Model struct {
 	s                            *core.Stream
 	kRMS, kRope, kEmbed, kArgmax *core.Kernel
 	kSilu, kAdd, kMul, kSample   *core.Kernel
-	embed, finalNorm             core.Region
-	lm                           linear
-	layers                       []layer
-	owned                        []*core.Buffer
-	caches                       []*attention.KVCache
+	// kAddNorm is add_rmsnorm_bf16, nil where the plugin lacks it (it came
+	// after ABI 1.8): the int8 blocks' residual adds then run as add_T.
+	kAddNorm         *core.Kernel
+	embed, finalNorm core.Region
+	lm               linear
+	layers           []layer
+	owned            []*core.Buffer
+	caches           []*attention.KVCache
 
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
@@ -389,6 +392,11 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 		if *k.dst, err = mod.Kernel(k.name); err != nil {
 			return nil, fmt.Errorf("llm: built-in kernel %s: %w", k.name, err)
 		}
+	}
+	if m.kAddNorm, err = mod.Kernel("add_rmsnorm_bf16"); errors.Is(err, core.ErrNotFound) {
+		m.kAddNorm, err = nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("llm: built-in kernel add_rmsnorm_bf16: %w", err)
 	}
 	c := &m.cfg
 	hd := c.HeadDim()
@@ -705,6 +713,20 @@ func (m *Model) rmsnorm(s *core.Stream, y, x, w core.Region, rows int) error {
 		core.ArgScalar[float32](m.cfg.Eps), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(H)))
 }
 
+// addNormed says whether the residual add of w's output runs fused into
+// the next RMSNorm (add_rmsnorm_T): for int8 weights without a bias, whose
+// residual is otherwise matmul.Quant into a temporary plus add_T (a bf16
+// GEMM adds it in its epilogue instead, one rounding fewer, so it stays).
+// On the mock the bits are those of add_T then rmsnorm_T (gpurt.h).
+func (m *Model) addNormed(w linear) bool { return m.kAddNorm != nil && w.qw != nil && w.bias == nil }
+
+// addNorm is r += x, x = rmsnorm(r) * w over rows rows of the hidden size.
+func (m *Model) addNorm(s *core.Stream, x, r, w core.Region, rows int) error {
+	H := m.cfg.Hidden
+	return s.Launch(m.kAddNorm, grid(rows, rowBlock(H)), core.ArgBuffer(x), core.ArgBuffer(r), core.ArgBuffer(w),
+		core.ArgScalar[float32](m.cfg.Eps), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(H)))
+}
+
 func (m *Model) elementwise(s *core.Stream, k *core.Kernel, y, a, b core.Region, n int) error {
 	return s.Launch(k, grid((n+255)/256, 256), core.ArgBuffer(y), core.ArgBuffer(a), core.ArgBuffer(b), core.ArgScalar[uint64](uint64(n)))
 }
@@ -774,7 +796,10 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	Q, KV := c.Heads*hd, c.KVHeads*hd
 	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
 	q, k, v := m.qkv(T)
-	err := m.rmsnorm(s, xn, h, L.attnNorm, T)
+	var err error
+	if l == 0 || !m.addNormed(m.layers[l-1].wd) { // else partB(l-1) left the norm in xn
+		err = m.rmsnorm(s, xn, h, L.attnNorm, T)
+	}
 	switch {
 	case err != nil:
 	case T == 1 && L.wqkv.set(): // one token: q, k, v one GEMM's output
@@ -858,7 +883,12 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 	Q, I := c.Heads*c.HeadDim(), c.Inter
 	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
 	g, u, act := view(m.gu, 0, 2*T*I), view(m.gu, 2*T*I, 2*T*I), view(m.act, 0, 2*T*I)
-	err := firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false), m.rmsnorm(s, xn, h, L.mlpNorm, T))
+	var err error
+	if m.addNormed(L.wo) { // h += o Wo^T and xn = its norm: the projection into xn, then one launch
+		err = firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), xn, T, false, false), m.addNorm(s, xn, h, L.mlpNorm, T))
+	} else {
+		err = firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false), m.rmsnorm(s, xn, h, L.mlpNorm, T))
+	}
 	if err == nil && T == 1 && L.wgu1.set() { // one token: gate, up one GEMM's output
 		err = m.mm(s, L.wgu1, xn, view(m.gu, 0, 4*I), 1, false, false)
 	} else if err == nil && c.Int8 {
@@ -867,7 +897,14 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 		err = m.mm(s, L.wgu, xn, view(m.gu, 0, 4*T*I), T, false, true)
 	}
 	if err == nil {
-		err = firstErr(m.elementwise(s, m.kSilu, act, g, u, T*I), m.mm(s, L.wd, act, h, T, true, false))
+		err = m.elementwise(s, m.kSilu, act, g, u, T*I)
+	}
+	if err == nil && l+1 < c.Layers && m.addNormed(L.wd) {
+		// h += act Wd^T and the next layer's attention norm of it into xn
+		// (its partA then starts at the QKV projection).
+		err = firstErr(m.mm(s, L.wd, act, xn, T, false, false), m.addNorm(s, xn, h, m.layers[l+1].attnNorm, T))
+	} else if err == nil {
+		err = m.mm(s, L.wd, act, h, T, true, false)
 	}
 	if err != nil {
 		return fmt.Errorf("llm: layer %d mlp: %w", l, err)
