@@ -146,14 +146,15 @@ type Model struct {
 	s                            *core.Stream
 	kRMS, kRope, kEmbed, kArgmax *core.Kernel
 	kSilu, kAdd, kMul, kSample   *core.Kernel
+	embed, finalNorm             core.Region
+	lm                           linear
+	layers                       []layer
+	owned                        []*core.Buffer
+	caches                       []*attention.KVCache
+
 	// kAddNorm is add_rmsnorm_bf16, nil where the plugin lacks it (it came
 	// after ABI 1.8): the int8 blocks' residual adds then run as add_T.
-	kAddNorm         *core.Kernel
-	embed, finalNorm core.Region
-	lm               linear
-	layers           []layer
-	owned            []*core.Buffer
-	caches           []*attention.KVCache
+	kAddNorm *core.Kernel
 
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
