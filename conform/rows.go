@@ -13,7 +13,7 @@ import (
 
 // rowKernelOps are the decoder's row kernels (gpurt.h: rmsnorm_T and
 // after), checked by checkRowKernel against float64 references.
-var rowKernelOps = []string{"rmsnorm", "rope_llama", "rope_neox", "embed", "argmax", "sample", "sample_rows", "add_rmsnorm"}
+var rowKernelOps = []string{"rmsnorm", "rope_llama", "rope_neox", "embed", "argmax", "sample", "sample_rows", "add_rmsnorm", "rope_neox_freqs"}
 
 // rowBuf is a device buffer holding a view of n bytes at offset pad, the
 // bytes around it set to 0xff, so that writes outside the view show.
@@ -112,6 +112,8 @@ func checkRowKernel(e *env, op string, t core.DType) error {
 		return checkSampleRows(e, t)
 	case "add_rmsnorm":
 		return checkAddRMSNorm(e, t)
+	case "rope_neox_freqs":
+		return checkRopeFreqs(e, t)
 	}
 	return fmt.Errorf("row kernel %s has no reference in conform/rows.go", op)
 }

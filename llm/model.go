@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +25,11 @@ import (
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/quant"
 )
+
+// withoutFusedKernels builds models as on a plugin without the built-in
+// kernels that came after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T):
+// tests set it to compare the fused decoder with the unfused one.
+var withoutFusedKernels bool
 
 // Presets are the model sizes of the comparison (1b, 8b) and a
 // tiny one for tests and the mock.
@@ -155,6 +161,12 @@ type Model struct {
 	// kAddNorm is add_rmsnorm_bf16, nil where the plugin lacks it (it came
 	// after ABI 1.8): the int8 blocks' residual adds then run as add_T.
 	kAddNorm *core.Kernel
+	// kRopeF is rope_neox_freqs_bf16 (the same kind): with rope scaling,
+	// one launch from invFreq (the step's inv_freq, f32) instead of the
+	// cos/sin tables, rotate_half GEMM and three element-wise kernels.
+	kRopeF  *core.Kernel
+	invFreq *core.Buffer
+	invLast []float32 // the inv_freq invFreq holds (nil: none yet)
 
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
@@ -394,10 +406,15 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 			return nil, fmt.Errorf("llm: built-in kernel %s: %w", k.name, err)
 		}
 	}
-	if m.kAddNorm, err = mod.Kernel("add_rmsnorm_bf16"); errors.Is(err, core.ErrNotFound) {
-		m.kAddNorm, err = nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("llm: built-in kernel add_rmsnorm_bf16: %w", err)
+	for _, k := range []struct {
+		dst  **core.Kernel
+		name string
+	}{{&m.kAddNorm, "add_rmsnorm_bf16"}, {&m.kRopeF, "rope_neox_freqs_bf16"}} {
+		if *k.dst, err = mod.Kernel(k.name); errors.Is(err, core.ErrNotFound) || withoutFusedKernels {
+			*k.dst, err = nil, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("llm: built-in kernel %s: %w", k.name, err)
+		}
 	}
 	c := &m.cfg
 	hd := c.HeadDim()
@@ -545,7 +562,12 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 		{&m.gu, 2 * 2 * T * I}, {&m.act, 2 * T * I}, {&m.tmp, 2 * T * max(H, Q, KV)}, {&m.hl, 2 * batch * H}, {&m.xl, 2 * batch * H},
 		{&m.logits, 4 * batch * c.Vocab}, {&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.bidx, 4 * T},
 		{&m.indptr, 4 * (batch + 1)}, {&m.indices, 4 * batch * m.maxPages}, {&m.lastLen, 4 * batch}, {&m.qoIndptr, 4 * (batch + 1)}}
-	if c.Scaling != nil {
+	if c.Scaling != nil && m.kRopeF != nil {
+		bufs = append(bufs, struct {
+			dst   **core.Buffer
+			bytes int
+		}{&m.invFreq, 4 * (hd / 2)})
+	} else if c.Scaling != nil {
 		bufs = append(bufs, []struct {
 			dst   **core.Buffer
 			bytes int
@@ -568,7 +590,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 			return nil, err
 		}
 	}
-	if c.Scaling != nil {
+	if c.Scaling != nil && m.kRopeF == nil {
 		// r = x P^T with P[o][o+hd/2] = -1, P[o][o-hd/2] = 1: transformers'
 		// rotate_half as an exact bf16 GEMM
 		p := make([]uint16, hd*hd)
@@ -743,6 +765,11 @@ func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) e
 		return s.Launch(m.kRope, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(view(m.pos, 0, 4*tokens)),
 			core.ArgScalar[float32](float32(m.cfg.Theta)), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
 	}
+	if m.kRopeF != nil {
+		n := tokens * heads * hd / 2
+		return s.Launch(m.kRopeF, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(view(m.pos, 0, 4*tokens)),
+			core.ArgBuffer(m.invFreq), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
+	}
 	n := tokens * heads * hd
 	cos, sin := m.cosQ, m.sinQ
 	if k {
@@ -813,7 +840,7 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	}
 	switch {
 	case err != nil:
-	case T == 1 && c.Scaling == nil: // one token: q's heads then k's, one rotation
+	case T == 1 && (c.Scaling == nil || m.kRopeF != nil): // one token: q's heads then k's, one rotation
 		err = m.rope(s, view(m.qkvb, 0, 2*(Q+KV)), 1, c.Heads+c.KVHeads, false)
 	default:
 		err = firstErr(m.rope(s, q, T, c.Heads, false), m.rope(s, k, T, c.KVHeads, true))
@@ -1069,6 +1096,24 @@ func (m *Model) putRope(s *core.Stream, pos []int32) error {
 		seq = max(seq, int(p)+1)
 	}
 	inv := c.invFreq(seq)
+	if m.kRopeF != nil { // the frequencies only, when they change (dynamic scaling)
+		if slices.Equal(inv, m.invLast) {
+			return nil
+		}
+		p, err := m.stage.bytes(4 * len(inv))
+		if err != nil {
+			return err
+		}
+		b := p.Bytes()
+		for j, f := range inv {
+			binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(f))
+		}
+		if err := s.CopyFromPinned(view(m.invFreq, 0, 4*len(inv)), p); err != nil {
+			return err
+		}
+		m.invLast = inv
+		return nil
+	}
 	T := len(pos)
 	rowC := make([]uint16, hd)
 	rowS := make([]uint16, hd)

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The decoder's norms as built-in kernels (gpurt.h: rmsnorm_T and
-// add_rmsnorm_T), included by cuda_kernels.cu into the built-in fatbin (it
-// uses that file's ld/st and u64). The scheme is FlashInfer's RMSNorm and
+// The decoder's norms and scaled rotary embedding as built-in kernels
+// (gpurt.h: rmsnorm_T, add_rmsnorm_T, rope_neox_freqs_T), included by
+// cuda_kernels.cu into the built-in fatbin (it uses that file's ld/st, u64
+// and gpurt_index). The norms' scheme is FlashInfer's RMSNorm and
 // FusedAddRMSNorm (flashinfer/norm.cuh): one block per row, 16-byte vector
 // loads and stores, the sum of squares reduced by warp shuffles and then
 // across warps through shared memory. FlashInfer's kernels themselves
@@ -120,3 +121,35 @@ __device__ void gpurt_norm_row(T *y, T *x, T *res, const T *w, float eps, u64 ro
 GPURT_NORM_KERNELS(float, f32)
 GPURT_NORM_KERNELS(__half, f16)
 GPURT_NORM_KERNELS(__nv_bfloat16, bf16)
+
+// rope_neox_freqs_T (gpurt.h): rope_neox_T with a frequency table and
+// Hugging Face's arithmetic in T (cos and sin in double, rounded to f32 and
+// then to T; each product and sum rounded to T), so that a scaled rotary
+// embedding (Llama 3.1's, linear, dynamic) is one launch with the bits of
+// transformers' x*cos + rotate_half(x)*sin. One thread per pair.
+template <typename T> __device__ __forceinline__ float gpurt_rt(float v) { return ld(st<T>(v)); }
+
+template <typename T>
+__device__ void gpurt_rope_freqs(T *x, const int *pos, const float *inv, u64 tokens, u64 heads, u64 hd) {
+  u64 half = hd / 2, per = heads * half, i = gpurt_index();
+  if (per == 0 || i >= tokens * per) return;
+  u64 t = i / per, rem = i % per, h = rem / half, j = rem % half;
+  u64 i0 = (t * heads + h) * hd + j, i1 = i0 + half;
+  double a = (double)__fmul_rn((float)pos[t], inv[j]);
+  double sd, cd;
+  sincos(a, &sd, &cd);
+  float c = gpurt_rt<T>(__double2float_rn(cd)), s = gpurt_rt<T>(__double2float_rn(sd));
+  float u = ld(x[i0]), v = ld(x[i1]);
+  x[i0] = st<T>(__fsub_rn(gpurt_rt<T>(__fmul_rn(u, c)), gpurt_rt<T>(__fmul_rn(v, s))));
+  x[i1] = st<T>(__fadd_rn(gpurt_rt<T>(__fmul_rn(v, c)), gpurt_rt<T>(__fmul_rn(u, s))));
+}
+
+#define GPURT_ROPE_FREQS_KERNELS(T, SFX)                                                          \
+  extern "C" __global__ void rope_neox_freqs_##SFX(T *x, const int *pos, const float *inv,        \
+                                                   u64 tokens, u64 heads, u64 hd) {               \
+    gpurt_rope_freqs<T>(x, pos, inv, tokens, heads, hd);                                           \
+  }
+
+GPURT_ROPE_FREQS_KERNELS(float, f32)
+GPURT_ROPE_FREQS_KERNELS(__half, f16)
+GPURT_ROPE_FREQS_KERNELS(__nv_bfloat16, bf16)
