@@ -15,6 +15,10 @@ import (
 // after), checked by checkRowKernel against float64 references.
 var rowKernelOps = []string{"rmsnorm", "rope_llama", "rope_neox", "embed", "argmax", "sample", "sample_rows", "add_rmsnorm", "rope_neox_freqs"}
 
+// after18Ops are the built-in kernels that came after ABI 1.8's list
+// (gpurt.h): a plugin may lack them; their checks skip then.
+var after18Ops = []string{"add_rmsnorm", "rope_neox_freqs"}
+
 // rowBuf is a device buffer holding a view of n bytes at offset pad, the
 // bytes around it set to 0xff, so that writes outside the view show.
 type rowBuf struct {
