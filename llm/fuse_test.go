@@ -104,11 +104,14 @@ func TestFusedKernels(t *testing.T) {
 				c.Scaling = &RopeScaling{Type: "dynamic", Factor: 2, OriginalMaxPos: 6, AttentionFactor: 1}
 			}
 			const ctx, P, steps = 5, 3, 4
-			gen := func(graph bool) *Run {
-				m, err := NewModel(dev, c, tc.batch, ctx+P+steps+1, P)
+			gen := func(graph, unfused bool) *Run {
+				m, err := NewModelWith(dev, c, Options{Batch: tc.batch, MaxLen: ctx + P + steps + 1, MaxPrompt: P, Unfused: unfused})
 				require.NoError(t, err)
 				defer m.Close()
-				if !withoutFusedKernels {
+				if unfused {
+					require.Nil(t, m.kAddNorm)
+					require.Nil(t, m.kRopeF)
+				} else {
 					require.NotNil(t, m.kAddNorm, "the mock has add_rmsnorm_bf16")
 					require.NotNil(t, m.kRopeF, "the mock has rope_neox_freqs_bf16")
 					for l, L := range m.layers {
@@ -123,12 +126,10 @@ func TestFusedKernels(t *testing.T) {
 				require.NotEmpty(t, r.Logits)
 				return r
 			}
-			fused, graph := gen(false), gen(true)
+			fused, graph := gen(false, false), gen(true, false)
 			assert.Equal(t, fused.Tokens, graph.Tokens)
 			assert.Equal(t, fused.Logits, graph.Logits)
-			withoutFusedKernels = true
-			defer func() { withoutFusedKernels = false }()
-			plain := gen(false)
+			plain := gen(false, true)
 			assert.Equal(t, plain.Tokens, fused.Tokens)
 			assert.Equal(t, plain.Logits, fused.Logits)
 		})

@@ -26,11 +26,6 @@ import (
 	"github.com/metrale/gpurt/quant"
 )
 
-// withoutFusedKernels builds models as on a plugin without the built-in
-// kernels that came after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T):
-// tests set it to compare the fused decoder with the unfused one.
-var withoutFusedKernels bool
-
 // Presets are the model sizes of the comparison (1b, 8b) and a
 // tiny one for tests and the mock.
 var Presets = map[string]Config{
@@ -362,6 +357,11 @@ func NewModel(dev *core.Device, cfg Config, batch, maxLen, maxPrompt int) (m *Mo
 	return newModel(dev, cfg, seedSource{cfg.Seed}, Options{Batch: batch, MaxLen: maxLen, MaxPrompt: maxPrompt})
 }
 
+// NewModelWith is NewModel with its options (Int8 aside: cfg.Int8 says it).
+func NewModelWith(dev *core.Device, cfg Config, o Options) (*Model, error) {
+	return newModel(dev, cfg, seedSource{cfg.Seed}, o)
+}
+
 // Options size a model's buffers: Batch requests of up to MaxLen tokens
 // (context, prompt and generated) each, prefills of up to Batch*MaxPrompt
 // tokens in all; Progress (optional) is called as weights upload.
@@ -369,6 +369,10 @@ type Options struct {
 	Batch, MaxLen, MaxPrompt int
 	Int8                     bool // quantize the blocks' linears to int8 (MLX affine, group 64) at load
 	Progress                 func(done, total int64)
+	// Unfused builds the model as on a plugin without the built-in kernels
+	// that came after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T): the same
+	// tokens, more launches; to measure what they save.
+	Unfused bool
 }
 
 func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, err error) {
@@ -410,7 +414,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 		dst  **core.Kernel
 		name string
 	}{{&m.kAddNorm, "add_rmsnorm_bf16"}, {&m.kRopeF, "rope_neox_freqs_bf16"}} {
-		if *k.dst, err = mod.Kernel(k.name); errors.Is(err, core.ErrNotFound) || withoutFusedKernels {
+		if *k.dst, err = mod.Kernel(k.name); errors.Is(err, core.ErrNotFound) || o.Unfused {
 			*k.dst, err = nil, nil
 		} else if err != nil {
 			return nil, fmt.Errorf("llm: built-in kernel %s: %w", k.name, err)
