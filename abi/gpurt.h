@@ -379,7 +379,9 @@ enum {
  *       rope_neox_T with the frequencies of a table (f32 inv_freq[j], j <
  *       head_dim/2: any scaling, such as Llama 3.1's) and Hugging Face's
  *       arithmetic in T: a = f32(pos[t]) * inv_freq[j] (f32), c and s are
- *       cos(a) and sin(a) computed in double, rounded to f32 and then to T;
+ *       cos(a) and sin(a) rounded to f32 and then to T (computed in double
+ *       on the mock and CUDA; a device without double, Metal, may miss the
+ *       f32 rounding by a unit);
  *       (u, v) -> (T(T(u c) - T(v s)), T(T(v c) + T(u s))), each product
  *       and sum rounded to T (x*cos + rotate_half(x)*sin of tables in T).
  *       One thread per pair as rope_neox_T. Not in ABI 1.8's list, as

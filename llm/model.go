@@ -722,6 +722,16 @@ func view(b *core.Buffer, off, n int) core.View {
 	return v
 }
 
+// normBlock is the block of a norm's row: a thread per 16-byte vector of
+// bf16 (CUDA's norms load 8 elements at once), 32 to 1024.
+func normBlock(cols int) uint32 {
+	b := 32
+	for b < 1024 && b*8 < cols {
+		b *= 2
+	}
+	return uint32(b)
+}
+
 func rowBlock(cols int) uint32 {
 	b := 32
 	for b < 1024 && b*4 < cols {
@@ -736,7 +746,7 @@ func grid(g int, block uint32) core.LaunchConfig {
 
 func (m *Model) rmsnorm(s *core.Stream, y, x, w core.Region, rows int) error {
 	H := m.cfg.Hidden
-	return s.Launch(m.kRMS, grid(rows, rowBlock(H)), core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
+	return s.Launch(m.kRMS, grid(rows, normBlock(H)), core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
 		core.ArgScalar[float32](m.cfg.Eps), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(H)))
 }
 
@@ -750,7 +760,7 @@ func (m *Model) addNormed(w linear) bool { return m.kAddNorm != nil && w.qw != n
 // addNorm is r += x, x = rmsnorm(r) * w over rows rows of the hidden size.
 func (m *Model) addNorm(s *core.Stream, x, r, w core.Region, rows int) error {
 	H := m.cfg.Hidden
-	return s.Launch(m.kAddNorm, grid(rows, rowBlock(H)), core.ArgBuffer(x), core.ArgBuffer(r), core.ArgBuffer(w),
+	return s.Launch(m.kAddNorm, grid(rows, normBlock(H)), core.ArgBuffer(x), core.ArgBuffer(r), core.ArgBuffer(w),
 		core.ArgScalar[float32](m.cfg.Eps), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(H)))
 }
 
