@@ -366,6 +366,26 @@ enum {
  *       Rows at or past grid.x are left unwritten; backends agree up to
  *       the rounding of the w sums at a boundary (the mock sums in
  *       double).
+ *   add_rmsnorm_T(BUFFER x, BUFFER r, BUFFER w, F32 eps, U64 rows, U64 cols)
+ *       the residual add fused into the next RMSNorm, in place on both
+ *       (as FlashInfer's fused_add_rmsnorm), one block per row (rows x
+ *       cols, cols >= 1): r[r][c] = x[r][c] + r[r][c] rounded to T, then
+ *       x[r][c] = rmsnorm_T of that rounded row of r: the same bits as
+ *       add_T into r followed by rmsnorm_T(x, r, w) on a backend; x and r
+ *       must not overlap. Not in ABI 1.8's list: a plugin may lack it
+ *       (kernel_get answers NOT_FOUND); callers fall back to add_T and
+ *       rmsnorm_T.
+ *   rope_neox_freqs_T(BUFFER x, BUFFER pos, BUFFER inv_freq, U64 tokens, U64 heads, U64 head_dim)
+ *       rope_neox_T with the frequencies of a table (f32 inv_freq[j], j <
+ *       head_dim/2: any scaling, such as Llama 3.1's) and Hugging Face's
+ *       arithmetic in T: a = f32(pos[t]) * inv_freq[j] (f32), c and s are
+ *       cos(a) and sin(a) rounded to f32 and then to T (computed in double
+ *       on the mock and CUDA; a device without double, Metal, may miss the
+ *       f32 rounding by a unit);
+ *       (u, v) -> (T(T(u c) - T(v s)), T(T(v c) + T(u s))), each product
+ *       and sum rounded to T (x*cos + rotate_half(x)*sin of tables in T).
+ *       One thread per pair as rope_neox_T. Not in ABI 1.8's list, as
+ *       add_rmsnorm_T.
  */
 
 /* ------------------------------------------------------------------ */

@@ -13,7 +13,11 @@ import (
 
 // rowKernelOps are the decoder's row kernels (gpurt.h: rmsnorm_T and
 // after), checked by checkRowKernel against float64 references.
-var rowKernelOps = []string{"rmsnorm", "rope_llama", "rope_neox", "embed", "argmax", "sample", "sample_rows"}
+var rowKernelOps = []string{"rmsnorm", "rope_llama", "rope_neox", "embed", "argmax", "sample", "sample_rows", "add_rmsnorm", "rope_neox_freqs"}
+
+// after18Ops are the built-in kernels that came after ABI 1.8's list
+// (gpurt.h): a plugin may lack them; their checks skip then.
+var after18Ops = []string{"add_rmsnorm", "rope_neox_freqs"}
 
 // rowBuf is a device buffer holding a view of n bytes at offset pad, the
 // bytes around it set to 0xff, so that writes outside the view show.
@@ -110,6 +114,10 @@ func checkRowKernel(e *env, op string, t core.DType) error {
 		return checkSample(e, t)
 	case "sample_rows":
 		return checkSampleRows(e, t)
+	case "add_rmsnorm":
+		return checkAddRMSNorm(e, t)
+	case "rope_neox_freqs":
+		return checkRopeFreqs(e, t)
 	}
 	return fmt.Errorf("row kernel %s has no reference in conform/rows.go", op)
 }
@@ -124,13 +132,21 @@ func tinyOf(t core.DType) float64 {
 
 func checkRMSNorm(e *env, t core.DType) error {
 	sz := t.Size()
-	for _, c := range []struct{ rows, cols, grid, block int }{
-		{3, 1, 3, 1}, {5, 64, 5, 32}, {4, 1000, 4, 256}, {2, 4099, 2, 1024}, {6, 333, 4, 100},
+	for _, c := range []struct {
+		rows, cols, grid, block int
+		aligned                 bool // x and y 16-byte aligned (a backend's vector path), else off by elements
+	}{
+		{3, 1, 3, 1, false}, {5, 64, 5, 32, false}, {4, 1000, 4, 256, false}, {2, 4099, 2, 1024, false}, {6, 333, 4, 100, false},
+		{5, 64, 5, 32, true}, {2, 4096, 2, 512, true}, {3, 2048, 3, 37, true}, {4, 1000, 3, 1024, true},
 	} {
 		x := randomValues(e.rng, t, c.rows*c.cols, 2)
 		w := randomValues(e.rng, t, c.cols, 1.5)
 		eps := float32(1e-5 + e.rng.Float64()*1e-3)
-		y, err := newRowBuf(e, make([]byte, c.rows*c.cols*sz), sz)
+		ypad, xpad := sz, 2*sz
+		if c.aligned {
+			ypad, xpad = 16, 32
+		}
+		y, err := newRowBuf(e, make([]byte, c.rows*c.cols*sz), ypad)
 		if err != nil {
 			return err
 		}
@@ -138,7 +154,7 @@ func checkRMSNorm(e *env, t core.DType) error {
 		if err := core.Memset(y.v, 0xee); err != nil {
 			return err
 		}
-		xb, err := newRowBuf(e, encode(t, x), 2*sz)
+		xb, err := newRowBuf(e, encode(t, x), xpad)
 		if err != nil {
 			return err
 		}

@@ -32,6 +32,11 @@
 #define GP_SAMPLE_ROWS_OF(sfx, dt) \
   {"sample_rows_" sfx, GP_BK_SAMPLE_ROWS, dt, 6, {B, B, B, U64, U64, U64}, {8, 8, 8, 8, 8, 8}, 3, 3}
 
+/* After 1.8 (gpurt.h: a plugin may lack them): add_rmsnorm_T, rope_neox_freqs_T. */
+#define GP_FUSED_OF(sfx, dt) \
+  {"add_rmsnorm_" sfx, GP_BK_ADD_RMSNORM, dt, 6, {B, B, B, F32, U64, U64}, {8, 8, 8, 4, 8, 8}, 4, 3}, \
+  {"rope_neox_freqs_" sfx, GP_BK_ROPE_FREQS, dt, 6, {B, B, B, U64, U64, U64}, {8, 8, 8, 8, 8, 8}, 3, 3}
+
 const gp_builtin_kernel gp_builtin_kernels[] = {
     GP_KERNELS_OF("f32", GPURT_DTYPE_F32, GPURT_ARG_F32, 4),
     GP_KERNELS_OF("f16", GPURT_DTYPE_F16, GPURT_ARG_F16, 2),
@@ -39,9 +44,13 @@ const gp_builtin_kernel gp_builtin_kernels[] = {
     GP_SAMPLE_ROWS_OF("f32", GPURT_DTYPE_F32),
     GP_SAMPLE_ROWS_OF("f16", GPURT_DTYPE_F16),
     GP_SAMPLE_ROWS_OF("bf16", GPURT_DTYPE_BF16),
+    GP_FUSED_OF("f32", GPURT_DTYPE_F32),
+    GP_FUSED_OF("f16", GPURT_DTYPE_F16),
+    GP_FUSED_OF("bf16", GPURT_DTYPE_BF16),
     {"sleep_ns", GP_BK_SLEEP, GPURT_DTYPE_INVALID, 1, {U64, 0, 0, 0}, {8, 0, 0, 0}, 0, 0},
 };
 #undef GP_SAMPLE_ROWS_OF
+#undef GP_FUSED_OF
 #undef B
 #undef U64
 #undef F32
@@ -74,7 +83,8 @@ void gp_builtin_need(const gp_builtin_kernel *k, const uint64_t *scalar, const u
   uint64_t threads = (uint64_t)grid[0] * (uint64_t)block[0];
   need[0] = need[1] = need[2] = 0;
   switch (k->op) {
-    case GP_BK_RMSNORM: { /* y, x: rows x cols; w: cols */
+    case GP_BK_RMSNORM: /* y, x: rows x cols; w: cols */
+    case GP_BK_ADD_RMSNORM: { /* x, r: rows x cols; w: cols */
       uint64_t rows = scalar[4] < grid[0] ? scalar[4] : grid[0], cols = scalar[5];
       need[0] = need[1] = gp_smul(gp_smul(rows, cols), es);
       need[2] = rows ? gp_smul(cols, es) : 0;
@@ -88,6 +98,16 @@ void gp_builtin_need(const gp_builtin_kernel *k, const uint64_t *scalar, const u
       uint64_t t = (p == 0 || per == 0) ? 0 : (p - 1) / per + 1;
       need[0] = gp_smul(gp_smul(gp_smul(t, scalar[4]), scalar[5]), es);
       need[1] = gp_smul(t, 4);
+      return;
+    }
+    case GP_BK_ROPE_FREQS: { /* x: tokens x heads x head_dim; pos: tokens int32; inv_freq: head_dim/2 f32 */
+      uint64_t per = gp_smul(scalar[4], scalar[5] / 2);
+      uint64_t pairs = gp_smul(scalar[3], per);
+      uint64_t p = pairs < threads ? pairs : threads;
+      uint64_t t = (p == 0 || per == 0) ? 0 : (p - 1) / per + 1;
+      need[0] = gp_smul(gp_smul(gp_smul(t, scalar[4]), scalar[5]), es);
+      need[1] = gp_smul(t, 4);
+      need[2] = p == 0 ? 0 : gp_smul(p < scalar[5] / 2 ? p : scalar[5] / 2, 4);
       return;
     }
     case GP_BK_EMBED: { /* y: tokens x cols; table: vocab x cols; ids: tokens int32 */

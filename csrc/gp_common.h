@@ -178,7 +178,8 @@ void gp_store(int32_t dtype, void *base, uint64_t i, float v);
  * implementation in every plugin. */
 enum { GP_BK_FILL, GP_BK_SCALE, GP_BK_AXPY, GP_BK_ADD, GP_BK_MUL, GP_BK_SLEEP, GP_BK_SILU_MUL,
        GP_BK_SOFTCAP, GP_BK_RMSNORM, GP_BK_ROPE_LLAMA, GP_BK_ROPE_NEOX, GP_BK_EMBED, GP_BK_ARGMAX,
-       GP_BK_SAMPLE, GP_BK_SAMPLE_ROWS };
+       GP_BK_SAMPLE, GP_BK_SAMPLE_ROWS, GP_BK_ADD_RMSNORM,
+       GP_BK_ROPE_FREQS };
 
 /* The most parameters of a built-in kernel (the table's arrays). */
 #define GP_BK_MAX_PARAMS 8

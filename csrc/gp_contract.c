@@ -235,12 +235,14 @@ static gpurt_error *gp_builtin_check_rows(const gp_builtin_kernel *k, const gpur
   }
   switch (k->op) {
     case GP_BK_RMSNORM:
+    case GP_BK_ADD_RMSNORM:
       if (sc[5] == 0)
         return gp_err(GPURT_ERR_INVALID_ARGUMENT, "launch \"%s\": cols is 0 (a row needs an element)",
                       k->name);
       break;
     case GP_BK_ROPE_LLAMA:
     case GP_BK_ROPE_NEOX:
+    case GP_BK_ROPE_FREQS:
       if (sc[5] == 0 || sc[5] % 2 != 0)
         return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                       "launch \"%s\": head_dim %llu must be even and positive (rotation pairs)",

@@ -75,6 +75,13 @@ static uint64_t gp_sample_search(int32_t dt, const void *row, uint64_t cols, uin
 
 static void gp_store_i32(void *base, uint64_t i, int32_t v) { memcpy((char *)base + 4 * i, &v, 4); }
 
+/* v rounded to the element type (f32 for f32). */
+static float gp_round_to(int32_t dt, float v) {
+  unsigned char b[4];
+  gp_store(dt, b, 0, v);
+  return gp_load(dt, b, 0);
+}
+
 /* The row kernels (rmsnorm_T and after in gpurt.h), one-dimensional. */
 static void gp_launch_rows(const gp_launch_exec *e) {
   const gp_builtin_kernel *k = e->k;
@@ -101,6 +108,26 @@ static void gp_launch_rows(const gp_launch_exec *e) {
       }
       break;
     }
+    case GP_BK_ADD_RMSNORM: { /* r = x + r rounded to T, then x = rmsnorm_T of that r */
+      float eps = gp_bits_to_f32(e->scalar[3]);
+      uint64_t rows = e->scalar[4] < e->grid[0] ? e->scalar[4] : e->grid[0], cols = e->scalar[5];
+      for (uint64_t r = 0; r < rows; r++) {
+        char *x = (char *)e->bufs[0] + r * cols * es;
+        char *res = (char *)e->bufs[1] + r * cols * es;
+        float ss = 0;
+        for (uint64_t c = 0; c < cols; c++) {
+          gp_store(dt, res, c, gp_load(dt, x, c) + gp_load(dt, res, c));
+          float v = gp_load(dt, res, c);
+          ss += v * v;
+        }
+        float scale = 1.0f / sqrtf(ss / (float)cols + eps);
+        for (uint64_t c = 0; c < cols; c++) {
+          float v = gp_load(dt, res, c) * scale;
+          gp_store(dt, x, c, v * gp_load(dt, e->bufs[2], c));
+        }
+      }
+      break;
+    }
     case GP_BK_ROPE_LLAMA:
     case GP_BK_ROPE_NEOX: {
       float theta = gp_bits_to_f32(e->scalar[2]);
@@ -122,6 +149,25 @@ static void gp_launch_rows(const gp_launch_exec *e) {
         float a = x0 * cs, b = x1 * sn, c = x0 * sn, d = x1 * cs;
         gp_store(dt, e->bufs[0], i0, a - b);
         gp_store(dt, e->bufs[0], i1, c + d);
+      }
+      break;
+    }
+    case GP_BK_ROPE_FREQS: { /* half-split pairs, Hugging Face's arithmetic in T */
+      uint64_t heads = e->scalar[4], hd = e->scalar[5], half = hd / 2, per = heads * half;
+      uint64_t pairs = e->scalar[3] * per, n = pairs < threads ? pairs : threads;
+      const int32_t *pos = e->bufs[1];
+      for (uint64_t i = 0; i < n; i++) {
+        uint64_t t = i / per, rem = i % per, h = rem / half, j = rem % half;
+        uint64_t i0 = (t * heads + h) * hd + j, i1 = i0 + half;
+        int32_t p;
+        float f;
+        memcpy(&p, (const char *)pos + 4 * t, 4);
+        memcpy(&f, (const char *)e->bufs[2] + 4 * j, 4);
+        double a = (double)((float)p * f);
+        float cs = gp_round_to(dt, (float)cos(a)), sn = gp_round_to(dt, (float)sin(a));
+        float u = gp_load(dt, e->bufs[0], i0), v = gp_load(dt, e->bufs[0], i1);
+        gp_store(dt, e->bufs[0], i0, gp_round_to(dt, u * cs) - gp_round_to(dt, v * sn));
+        gp_store(dt, e->bufs[0], i1, gp_round_to(dt, v * cs) + gp_round_to(dt, u * sn));
       }
       break;
     }

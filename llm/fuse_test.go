@@ -63,3 +63,75 @@ func TestOneTokenFusion(t *testing.T) {
 		})
 	}
 }
+
+// TestFusedKernels: the built-ins after ABI 1.8 in the decoder. With
+// int8 weights the residual adds of the output and down projections run
+// fused into the next RMSNorm (add_rmsnorm_bf16; the down projection's into
+// the next layer's attention norm, the last layer's unfused before the
+// final norm); with rope scaling the rotary embedding is one
+// rope_neox_freqs_bf16 launch (q and k together at batch 1) instead of the
+// cos/sin tables, a rotate_half GEMM and three element-wise kernels. On the
+// mock the tokens and logits are those of a model built without the
+// kernels (as on a plugin that lacks them), eager and in graphs, at batch 1
+// (fused QKV) and more. bf16 weights keep the residual in the GEMM epilogue.
+func TestFusedKernels(t *testing.T) {
+	rt, dev := openMock(t)
+	for _, tc := range []struct {
+		name          string
+		batch         int
+		int8, obias   bool
+		scaling       string
+		addNormO, rot bool
+	}{
+		{"int8 batch 1", 1, true, false, "", true, false},
+		{"int8 batch 3", 3, true, false, "", true, false},
+		{"int8 o bias batch 2", 2, true, true, "", false, false},
+		{"bf16 llama3 rope batch 1", 1, false, false, "llama3", false, true},
+		{"bf16 llama3 rope batch 3", 3, false, false, "llama3", false, true},
+		{"int8 dynamic rope batch 2", 2, true, false, "dynamic", true, true},
+		{"bf16 batch 2", 2, false, false, "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tinyConfig()
+			c.Int8, c.OBias = tc.int8, tc.obias
+			c.Layers = 3
+			switch tc.scaling {
+			case "llama3":
+				c.Rope = "neox"
+				c.Scaling = &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8, AttentionFactor: 1}
+			case "dynamic":
+				c.Rope = "neox"
+				c.Scaling = &RopeScaling{Type: "dynamic", Factor: 2, OriginalMaxPos: 6, AttentionFactor: 1}
+			}
+			const ctx, P, steps = 5, 3, 4
+			gen := func(graph, unfused bool) *Run {
+				m, err := NewModelWith(dev, c, Options{Batch: tc.batch, MaxLen: ctx + P + steps + 1, MaxPrompt: P, Unfused: unfused})
+				require.NoError(t, err)
+				defer m.Close()
+				if unfused {
+					require.Nil(t, m.kAddNorm)
+					require.Nil(t, m.kRopeF)
+				} else {
+					require.NotNil(t, m.kAddNorm, "the mock has add_rmsnorm_bf16")
+					require.NotNil(t, m.kRopeF, "the mock has rope_neox_freqs_bf16")
+					for l, L := range m.layers {
+						assert.Equal(t, tc.addNormO, m.addNormed(L.wo), "layer %d: output projection fused", l)
+						assert.Equal(t, tc.int8, m.addNormed(L.wd), "layer %d: down projection fused", l)
+					}
+					assert.Equal(t, tc.rot, m.cosQ == nil && m.invFreq != nil, "rotation from inv_freq")
+				}
+				o := GenOptions{Prompt: PromptTokens(c.Seed, tc.batch, P, c.Vocab), P: P, Ctx: ctx, Steps: steps, Collect: true, Graph: graph}
+				r, err := m.Generate(rt, o)
+				require.NoError(t, err)
+				require.NotEmpty(t, r.Logits)
+				return r
+			}
+			fused, graph := gen(false, false), gen(true, false)
+			assert.Equal(t, fused.Tokens, graph.Tokens)
+			assert.Equal(t, fused.Logits, graph.Logits)
+			plain := gen(false, true)
+			assert.Equal(t, plain.Tokens, fused.Tokens)
+			assert.Equal(t, plain.Logits, fused.Logits)
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -151,6 +152,16 @@ type Model struct {
 	layers                       []layer
 	owned                        []*core.Buffer
 	caches                       []*attention.KVCache
+
+	// kAddNorm is add_rmsnorm_bf16, nil where the plugin lacks it (it came
+	// after ABI 1.8): the int8 blocks' residual adds then run as add_T.
+	kAddNorm *core.Kernel
+	// kRopeF is rope_neox_freqs_bf16 (the same kind): with rope scaling,
+	// one launch from invFreq (the step's inv_freq, f32) instead of the
+	// cos/sin tables, rotate_half GEMM and three element-wise kernels.
+	kRopeF  *core.Kernel
+	invFreq *core.Buffer
+	invLast []float32 // the inv_freq invFreq holds (nil: none yet)
 
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
@@ -346,6 +357,11 @@ func NewModel(dev *core.Device, cfg Config, batch, maxLen, maxPrompt int) (m *Mo
 	return newModel(dev, cfg, seedSource{cfg.Seed}, Options{Batch: batch, MaxLen: maxLen, MaxPrompt: maxPrompt})
 }
 
+// NewModelWith is NewModel with its options (Int8 aside: cfg.Int8 says it).
+func NewModelWith(dev *core.Device, cfg Config, o Options) (*Model, error) {
+	return newModel(dev, cfg, seedSource{cfg.Seed}, o)
+}
+
 // Options size a model's buffers: Batch requests of up to MaxLen tokens
 // (context, prompt and generated) each, prefills of up to Batch*MaxPrompt
 // tokens in all; Progress (optional) is called as weights upload.
@@ -353,6 +369,10 @@ type Options struct {
 	Batch, MaxLen, MaxPrompt int
 	Int8                     bool // quantize the blocks' linears to int8 (MLX affine, group 64) at load
 	Progress                 func(done, total int64)
+	// Unfused builds the model as on a plugin without the built-in kernels
+	// that came after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T): the same
+	// tokens, more launches; to measure what they save.
+	Unfused bool
 }
 
 func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, err error) {
@@ -387,6 +407,16 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 		{&m.kArgmax, "argmax_f32"}, {&m.kSilu, "silu_mul_bf16"}, {&m.kAdd, "add_bf16"}, {&m.kMul, "mul_bf16"},
 		{&m.kSample, "sample_f32"}} {
 		if *k.dst, err = mod.Kernel(k.name); err != nil {
+			return nil, fmt.Errorf("llm: built-in kernel %s: %w", k.name, err)
+		}
+	}
+	for _, k := range []struct {
+		dst  **core.Kernel
+		name string
+	}{{&m.kAddNorm, "add_rmsnorm_bf16"}, {&m.kRopeF, "rope_neox_freqs_bf16"}} {
+		if *k.dst, err = mod.Kernel(k.name); errors.Is(err, core.ErrNotFound) || o.Unfused {
+			*k.dst, err = nil, nil
+		} else if err != nil {
 			return nil, fmt.Errorf("llm: built-in kernel %s: %w", k.name, err)
 		}
 	}
@@ -536,7 +566,12 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 		{&m.gu, 2 * 2 * T * I}, {&m.act, 2 * T * I}, {&m.tmp, 2 * T * max(H, Q, KV)}, {&m.hl, 2 * batch * H}, {&m.xl, 2 * batch * H},
 		{&m.logits, 4 * batch * c.Vocab}, {&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.bidx, 4 * T},
 		{&m.indptr, 4 * (batch + 1)}, {&m.indices, 4 * batch * m.maxPages}, {&m.lastLen, 4 * batch}, {&m.qoIndptr, 4 * (batch + 1)}}
-	if c.Scaling != nil {
+	if c.Scaling != nil && m.kRopeF != nil {
+		bufs = append(bufs, struct {
+			dst   **core.Buffer
+			bytes int
+		}{&m.invFreq, 4 * (hd / 2)})
+	} else if c.Scaling != nil {
 		bufs = append(bufs, []struct {
 			dst   **core.Buffer
 			bytes int
@@ -559,7 +594,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 			return nil, err
 		}
 	}
-	if c.Scaling != nil {
+	if c.Scaling != nil && m.kRopeF == nil {
 		// r = x P^T with P[o][o+hd/2] = -1, P[o][o-hd/2] = 1: transformers'
 		// rotate_half as an exact bf16 GEMM
 		p := make([]uint16, hd*hd)
@@ -687,6 +722,16 @@ func view(b *core.Buffer, off, n int) core.View {
 	return v
 }
 
+// normBlock is the block of a norm's row: a thread per 16-byte vector of
+// bf16 (CUDA's norms load 8 elements at once), 32 to 1024.
+func normBlock(cols int) uint32 {
+	b := 32
+	for b < 1024 && b*8 < cols {
+		b *= 2
+	}
+	return uint32(b)
+}
+
 func rowBlock(cols int) uint32 {
 	b := 32
 	for b < 1024 && b*4 < cols {
@@ -701,7 +746,21 @@ func grid(g int, block uint32) core.LaunchConfig {
 
 func (m *Model) rmsnorm(s *core.Stream, y, x, w core.Region, rows int) error {
 	H := m.cfg.Hidden
-	return s.Launch(m.kRMS, grid(rows, rowBlock(H)), core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
+	return s.Launch(m.kRMS, grid(rows, normBlock(H)), core.ArgBuffer(y), core.ArgBuffer(x), core.ArgBuffer(w),
+		core.ArgScalar[float32](m.cfg.Eps), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(H)))
+}
+
+// addNormed says whether the residual add of w's output runs fused into
+// the next RMSNorm (add_rmsnorm_T): for int8 weights without a bias, whose
+// residual is otherwise matmul.Quant into a temporary plus add_T (a bf16
+// GEMM adds it in its epilogue instead, one rounding fewer, so it stays).
+// On the mock the bits are those of add_T then rmsnorm_T (gpurt.h).
+func (m *Model) addNormed(w linear) bool { return m.kAddNorm != nil && w.qw != nil && w.bias == nil }
+
+// addNorm is r += x, x = rmsnorm(r) * w over rows rows of the hidden size.
+func (m *Model) addNorm(s *core.Stream, x, r, w core.Region, rows int) error {
+	H := m.cfg.Hidden
+	return s.Launch(m.kAddNorm, grid(rows, normBlock(H)), core.ArgBuffer(x), core.ArgBuffer(r), core.ArgBuffer(w),
 		core.ArgScalar[float32](m.cfg.Eps), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(H)))
 }
 
@@ -719,6 +778,11 @@ func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) e
 		n := tokens * heads * hd / 2
 		return s.Launch(m.kRope, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(view(m.pos, 0, 4*tokens)),
 			core.ArgScalar[float32](float32(m.cfg.Theta)), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
+	}
+	if m.kRopeF != nil {
+		n := tokens * heads * hd / 2
+		return s.Launch(m.kRopeF, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(view(m.pos, 0, 4*tokens)),
+			core.ArgBuffer(m.invFreq), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
 	}
 	n := tokens * heads * hd
 	cos, sin := m.cosQ, m.sinQ
@@ -774,7 +838,10 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	Q, KV := c.Heads*hd, c.KVHeads*hd
 	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
 	q, k, v := m.qkv(T)
-	err := m.rmsnorm(s, xn, h, L.attnNorm, T)
+	var err error
+	if l == 0 || !m.addNormed(m.layers[l-1].wd) { // else partB(l-1) left the norm in xn
+		err = m.rmsnorm(s, xn, h, L.attnNorm, T)
+	}
 	switch {
 	case err != nil:
 	case T == 1 && L.wqkv.set(): // one token: q, k, v one GEMM's output
@@ -787,7 +854,7 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	}
 	switch {
 	case err != nil:
-	case T == 1 && c.Scaling == nil: // one token: q's heads then k's, one rotation
+	case T == 1 && (c.Scaling == nil || m.kRopeF != nil): // one token: q's heads then k's, one rotation
 		err = m.rope(s, view(m.qkvb, 0, 2*(Q+KV)), 1, c.Heads+c.KVHeads, false)
 	default:
 		err = firstErr(m.rope(s, q, T, c.Heads, false), m.rope(s, k, T, c.KVHeads, true))
@@ -858,7 +925,12 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 	Q, I := c.Heads*c.HeadDim(), c.Inter
 	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
 	g, u, act := view(m.gu, 0, 2*T*I), view(m.gu, 2*T*I, 2*T*I), view(m.act, 0, 2*T*I)
-	err := firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false), m.rmsnorm(s, xn, h, L.mlpNorm, T))
+	var err error
+	if m.addNormed(L.wo) { // h += o Wo^T and xn = its norm: the projection into xn, then one launch
+		err = firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), xn, T, false, false), m.addNorm(s, xn, h, L.mlpNorm, T))
+	} else {
+		err = firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false), m.rmsnorm(s, xn, h, L.mlpNorm, T))
+	}
 	if err == nil && T == 1 && L.wgu1.set() { // one token: gate, up one GEMM's output
 		err = m.mm(s, L.wgu1, xn, view(m.gu, 0, 4*I), 1, false, false)
 	} else if err == nil && c.Int8 {
@@ -867,7 +939,14 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 		err = m.mm(s, L.wgu, xn, view(m.gu, 0, 4*T*I), T, false, true)
 	}
 	if err == nil {
-		err = firstErr(m.elementwise(s, m.kSilu, act, g, u, T*I), m.mm(s, L.wd, act, h, T, true, false))
+		err = m.elementwise(s, m.kSilu, act, g, u, T*I)
+	}
+	if err == nil && l+1 < c.Layers && m.addNormed(L.wd) {
+		// h += act Wd^T and the next layer's attention norm of it into xn
+		// (its partA then starts at the QKV projection).
+		err = firstErr(m.mm(s, L.wd, act, xn, T, false, false), m.addNorm(s, xn, h, m.layers[l+1].attnNorm, T))
+	} else if err == nil {
+		err = m.mm(s, L.wd, act, h, T, true, false)
 	}
 	if err != nil {
 		return fmt.Errorf("llm: layer %d mlp: %w", l, err)
@@ -1031,6 +1110,24 @@ func (m *Model) putRope(s *core.Stream, pos []int32) error {
 		seq = max(seq, int(p)+1)
 	}
 	inv := c.invFreq(seq)
+	if m.kRopeF != nil { // the frequencies only, when they change (dynamic scaling)
+		if slices.Equal(inv, m.invLast) {
+			return nil
+		}
+		p, err := m.stage.bytes(4 * len(inv))
+		if err != nil {
+			return err
+		}
+		b := p.Bytes()
+		for j, f := range inv {
+			binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(f))
+		}
+		if err := s.CopyFromPinned(view(m.invFreq, 0, 4*len(inv)), p); err != nil {
+			return err
+		}
+		m.invLast = inv
+		return nil
+	}
 	T := len(pos)
 	rowC := make([]uint16, hd)
 	rowS := make([]uint16, hd)

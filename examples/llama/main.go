@@ -103,6 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	theta := fs.Float64("theta", 0, "seeded: rotary base")
 	rope := fs.String("rope", "neox", "seeded: rotary style, neox (half-split) or llama (interleaved)")
 	seed := fs.Uint64("seed", 1, "seeded: weights seed (and the generated prompt's)")
+	unfused := fs.Bool("unfused", false, "build the model without the built-ins after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T): the same tokens, more launches")
+	ropeScaling := fs.String("rope-scaling", "none", "seeded: rope scaling, none or llama3 (Llama 3.1's: factor 8, low 1, high 4, 8192 original positions)")
 	weights := fs.String("weights", "bf16", "bf16, or int8 (MLX affine, group 64) for the blocks' linears (quantized at load)")
 	batches := fs.String("batch", "1", "batch sizes, comma-separated")
 	ctxs := fs.String("ctx", "0", "context lengths (zero K/V already in the cache), comma-separated")
@@ -128,7 +130,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	err := func() error {
 		if *model != "" {
-			for _, f := range []string{"preset", "layers", "hidden", "heads", "kv-heads", "inter", "vocab", "theta", "rope", "seed"} {
+			for _, f := range []string{"preset", "layers", "hidden", "heads", "kv-heads", "inter", "vocab", "theta", "rope", "seed", "rope-scaling"} {
 				if fs.Given(f) {
 					return usagef("-%s sets seeded weights; it makes no sense with -model", f)
 				}
@@ -255,7 +257,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		out := json.NewEncoder(stdout)
-		opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights == "int8"}
+		opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights == "int8", Unfused: *unfused}
 		var m *llm.Model
 		var cfg llm.Config
 		if *model != "" {
@@ -294,7 +296,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if *theta != 0 {
 				cfg.Theta = *theta
 			}
-			if m, err = llm.NewModel(dev, cfg, opts.Batch, opts.MaxLen, opts.MaxPrompt); err != nil {
+			switch *ropeScaling {
+			case "none":
+			case "llama3":
+				cfg.Scaling = &llm.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192, AttentionFactor: 1}
+			default:
+				return usagef("-rope-scaling %q is neither none nor llama3", *ropeScaling)
+			}
+			if m, err = llm.NewModelWith(dev, cfg, opts); err != nil {
 				return err
 			}
 		}
@@ -303,7 +312,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_ = out.Encode(map[string]any{"kind": "config", "impl": "gpurt", "backend": rt.Backend(), "preset": *preset, "model": *model,
 			"family": cfg.Family, "layers": cfg.Layers, "hidden": cfg.Hidden, "heads": cfg.Heads, "kv_heads": cfg.KVHeads,
 			"head_dim": cfg.HeadDim(), "inter": cfg.Inter, "vocab": cfg.Vocab, "theta": cfg.Theta, "rope": cfg.Rope,
-			"rope_scaling": cfg.Scaling, "tied": cfg.Tied, "qkv_bias": cfg.QKVBias, "seed": cfg.Seed, "weights": *weights})
+			"rope_scaling": cfg.Scaling, "tied": cfg.Tied, "qkv_bias": cfg.QKVBias, "seed": cfg.Seed, "weights": *weights, "unfused": *unfused})
 		var failed error
 		for _, b := range bs {
 			if err := m.SetBatch(b); err != nil {

@@ -52,6 +52,10 @@ var typedOps = []struct {
 	{"sample", []int32{ArgBuffer, ArgBuffer, ArgU64, ArgU64, ArgU64, ArgF32, ArgF32, ArgU64}}, // sample_T(idx, x, rows, cols, top_k, top_p, temperature, seed)
 	// Per-request sampling (1.8): per-row parameter arrays in params (gpurt.h).
 	{"sample_rows", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64, ArgU64, ArgU64}}, // sample_rows_T(out, x, params, rows, cols, hist)
+	// The residual add fused into the next RMSNorm (after 1.8: a plugin may lack it).
+	{"add_rmsnorm", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgF32, ArgU64, ArgU64}}, // add_rmsnorm_T(x, r, w, eps, rows, cols): r += x, x = rmsnorm(r) * w
+	// Rotary embedding from a frequency table (after 1.8: a plugin may lack it).
+	{"rope_neox_freqs", []int32{ArgBuffer, ArgBuffer, ArgBuffer, ArgU64, ArgU64, ArgU64}}, // rope_neox_freqs_T(x, pos, inv_freq, tokens, heads, head_dim)
 }
 
 func builtinKernels() []BuiltinKernel {

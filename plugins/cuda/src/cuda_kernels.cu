@@ -110,24 +110,6 @@ __device__ __forceinline__ u64 gpurt_rank_key(float v, u64 c) {
   return ((u64)u << 32) | (u64)(0xffffffffu - (unsigned)c);
 }
 
-template <typename T>
-__device__ void gpurt_rmsnorm(T *y, const T *x, const T *w, float eps, u64 rows, u64 cols) {
-  __shared__ float sh[1024];
-  u64 r = blockIdx.x;
-  if (r >= rows) return; // the whole block
-  const T *xr = x + r * cols;
-  T *yr = y + r * cols;
-  float ss = 0.0f;
-  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = ld(xr[c]);
-    ss = __fadd_rn(ss, __fmul_rn(v, v));
-  }
-  ss = gpurt_block_sum(ss, sh);
-  float s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)cols), eps)));
-  for (u64 c = threadIdx.x; c < cols; c += blockDim.x)
-    yr[c] = st<T>(__fmul_rn(__fmul_rn(ld(xr[c]), s), ld(w[c])));
-}
-
 template <typename T, bool LLAMA>
 __device__ void gpurt_rope(T *x, const int *pos, float theta, u64 tokens, u64 heads, u64 hd) {
   u64 half = hd / 2, per = heads * half, i = gpurt_index();
@@ -242,11 +224,10 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
   if (threadIdx.x == 0) idx[r] = (int)bi;
 }
 
+// rmsnorm_T and add_rmsnorm_T: cuda_fused.cu (vector loads, warp-shuffle sums).
+#include "cuda_fused.cu"
+
 #define GPURT_ROW_KERNELS(T, SFX)                                                                   \
-  extern "C" __global__ void rmsnorm_##SFX(T *y, const T *x, const T *w, float eps, u64 rows,      \
-                                           u64 cols) {                                             \
-    gpurt_rmsnorm<T>(y, x, w, eps, rows, cols);                                                     \
-  }                                                                                                 \
   extern "C" __global__ void rope_llama_##SFX(T *x, const int *pos, float theta, u64 tokens,       \
                                               u64 heads, u64 hd) {                                  \
     gpurt_rope<T, true>(x, pos, theta, tokens, heads, hd);                                          \
