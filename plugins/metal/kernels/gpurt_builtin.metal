@@ -351,6 +351,65 @@ GPURT_DEFINE_ROWS(f32, f32_t)
 GPURT_DEFINE_ROWS(f16, f16_t)
 GPURT_DEFINE_ROWS(bf16, bf16_t)
 
+// ---- after 1.8 (gpurt.h: a plugin may lack them) --------------------------
+// add_rmsnorm_T: the residual add fused into the next RMSNorm, one
+// threadgroup per row, in place on both: r = x + r rounded to T, then x =
+// rmsnorm_T of that rounded r (each thread rereads only the columns it
+// wrote, so no barrier is needed between the two passes but the sum's).
+// rope_neox_freqs_T: rope_neox_T with the frequencies of an f32 inv_freq
+// table and Hugging Face's arithmetic in T (cos and sin in float: Metal has
+// no double, so they may miss the f32 rounding by a unit, as gpurt.h
+// allows); each product and sum rounded to T.
+template <typename T>
+static inline float gpurt_round(float v) { return T::load(T::store(v)); }
+
+#define GPURT_DEFINE_FUSED(SUFFIX, T)                                                  \
+  kernel void add_rmsnorm_##SUFFIX(device T::storage *x [[buffer(0)]],                 \
+                                   device T::storage *r [[buffer(1)]],                 \
+                                   device const T::storage *w [[buffer(2)]],           \
+                                   constant float &eps [[buffer(3)]],                  \
+                                   constant ulong &rows [[buffer(4)]],                 \
+                                   constant ulong &cols [[buffer(5)]],                 \
+                                   GPURT_THREAD_ARGS) {                                \
+    threadgroup float sh[1024];                                                        \
+    if (ulong(tgp.x) >= rows) return;                                                  \
+    device T::storage *xr = x + ulong(tgp.x) * cols;                                   \
+    device T::storage *rr = r + ulong(tgp.x) * cols;                                   \
+    float ss = 0.0f;                                                                   \
+    for (ulong c = tid.x; c < cols; c += tpt.x) {                                      \
+      T::storage sum = T::store(T::load(xr[c]) + T::load(rr[c]));                      \
+      rr[c] = sum;                                                                     \
+      float v = T::load(sum);                                                          \
+      ss += v * v;                                                                     \
+    }                                                                                  \
+    ss = gpurt_tg_sum(ss, sh, tid.x, tpt.x);                                           \
+    float s = 1.0f / precise::sqrt(ss / float(cols) + eps);                            \
+    for (ulong c = tid.x; c < cols; c += tpt.x)                                        \
+      xr[c] = T::store((T::load(rr[c]) * s) * T::load(w[c]));                          \
+  }                                                                                    \
+  kernel void rope_neox_freqs_##SUFFIX(device T::storage *x [[buffer(0)]],             \
+                                       device const int *pos [[buffer(1)]],            \
+                                       device const float *inv_freq [[buffer(2)]],     \
+                                       constant ulong &tokens [[buffer(3)]],           \
+                                       constant ulong &heads [[buffer(4)]],            \
+                                       constant ulong &hd [[buffer(5)]],               \
+                                       GPURT_THREAD_ARGS) {                            \
+    ulong half_ = hd / 2, per = heads * half_, n = tokens * per;                       \
+    if (per == 0) return;                                                              \
+    GPURT_INDEX                                                                        \
+    ulong t = i / per, rem = i % per, h = rem / half_, j = rem % half_;                \
+    ulong i0 = (t * heads + h) * hd + j, i1 = i0 + half_;                              \
+    float a = float(pos[t]) * inv_freq[j];                                             \
+    float cs = gpurt_round<T>(precise::cos(a)), sn = gpurt_round<T>(precise::sin(a));  \
+    float u = T::load(x[i0]), v = T::load(x[i1]);                                      \
+    x[i0] = T::store(gpurt_round<T>(u * cs) - gpurt_round<T>(v * sn));                 \
+    x[i1] = T::store(gpurt_round<T>(v * cs) + gpurt_round<T>(u * sn));                 \
+  }
+
+GPURT_DEFINE_FUSED(f32, f32_t)
+GPURT_DEFINE_FUSED(f16, f16_t)
+GPURT_DEFINE_FUSED(bf16, bf16_t)
+
 // ---- sample_rows_T (gpurt.h, 1.8): per-request sampling -----------------
 // One threadgroup per row (row tgp.x, its threads striding over the row),
 // the semantics of csrc/gp_sample_rows.c (the float64 reference) and of the
