@@ -186,8 +186,8 @@ func headerItems(src string) (structs, opaque, consts []string) {
 	return structs, opaque, consts
 }
 
-// goMirrors reads this package's source: the C struct each Go struct says
-// it mirrors ("X mirrors gpurt_x" in its doc) and the C handle each
+// goMirrors reads this package's source (zabi.go, generated): the C
+// struct each Go struct says it mirrors ("X mirrors gpurt_x" in its doc) and the C handle each
 // uintptr type names in its line comment ("// gpurt_x*").
 func goMirrors(t *testing.T) (structs, handles map[string]string) {
 	structs, handles = map[string]string{}, map[string]string{}

@@ -483,7 +483,7 @@ func goParams(s Slot, m *Mirror) ([]goParam, error) {
 		case p.Ptr == 1 && strings.HasPrefix(p.Base, "gpurt_"):
 			t, ok := m.Types[p.Base]
 			if !ok {
-				return nil, bad("no Go mirror of " + p.Base + " in package abi (a struct whose doc says \"X mirrors " + p.Base + "\")")
+				return nil, bad("no struct " + p.Base + " in the header (a parameter's struct must be defined there: its Go mirror is generated from it)")
 			}
 			out = append(out, goParam{name: name, typ: "*abi." + t, keep: true,
 				args: []string{"uintptr(unsafe.Pointer(" + name + "))"}})
@@ -951,5 +951,5 @@ func (m *Mirror) mirrorOf(c string) (string, error) {
 	if g, ok := m.Types[c]; ok {
 		return g, nil
 	}
-	return "", fmt.Errorf("struct %s of gpurt.h has no Go mirror in package abi (a struct whose doc says \"X mirrors %s\", fields tagged c:\"name\")", c, c)
+	return "", fmt.Errorf("struct %s has no Go name (genbind names every struct of the header)", c)
 }

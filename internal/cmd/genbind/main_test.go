@@ -64,7 +64,7 @@ func TestGoParamsRefusesUnknownTypes(t *testing.T) {
 	cases := []struct{ decl, want string }{
 		{"gpurt_error *(*a)(double alpha)", "float register"},
 		{"gpurt_error *(*a)(const char *name)", "must be followed by `uint64_t name_len`"},
-		{"gpurt_error *(*a)(gpurt_unknown_args *args)", "no Go mirror of gpurt_unknown_args"},
+		{"gpurt_error *(*a)(gpurt_unknown_args *args)", "no struct gpurt_unknown_args in the header"},
 		{"gpurt_error *(*a)(size_t n)", "does not know by value"},
 		{"gpurt_error *(*a)(float *x)", "a parameter shape genbind does not know"},
 	}
