@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/abi"
 )
 
@@ -30,10 +31,10 @@ func apiChecks() []check {
 			return nil
 		}},
 		{"api/stats_and_control", func(e *env) error {
-			if _, err := e.rt.Stats(); err != nil {
+			if _, err := inspect.Stats(e.rt); err != nil {
 				return err
 			}
-			return expect("control of an unknown key", e.rt.Control("gpurt_conform_no_such_key", 1), core.ErrUnsupported)
+			return expect("control of an unknown key", inspect.Control(e.rt, "gpurt_conform_no_such_key", 1), core.ErrUnsupported)
 		}},
 		{"api/buffer_views", func(e *env) error {
 			b, err := e.dev.Alloc(1000)

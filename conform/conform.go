@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // Options tune a run.
@@ -151,7 +152,7 @@ func Run(ctx context.Context, rt *core.Runtime, opts Options) *Result {
 		return res
 	}
 	_ = rt.Trim()
-	base, baseErr := rt.Stats()
+	base, baseErr := inspect.Stats(rt)
 	_, builtinErr := dev.Module(core.BuiltinModuleName) // nil: the caller had it loaded
 	for _, c := range checks() {
 		if opts.Filter != nil && !opts.Filter.MatchString(c.name) {
@@ -178,7 +179,7 @@ func Run(ctx context.Context, rt *core.Runtime, opts Options) *Result {
 		}
 		if err := rt.Trim(); err != nil {
 			lc.Message = "trim: " + err.Error()
-		} else if now, err := rt.Stats(); err != nil {
+		} else if now, err := inspect.Stats(rt); err != nil {
 			lc.Message = "stats at the end: " + err.Error()
 		} else if now != base {
 			lc.Message = fmt.Sprintf("live objects at the start %+v, at the end %+v", base, now)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -46,7 +47,7 @@ func randBytes(n int, seed uint64) []byte {
 func TestOpenAndDevices(t *testing.T) {
 	rt := openMock(t, "devices=2")
 	assert.Equal(t, "mock", rt.Backend())
-	require.NotNil(t, rt.Report())
+	require.NotNil(t, inspect.Report(rt))
 	assert.Len(t, rt.Devices(), 2)
 	_, err := rt.Device(2)
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
@@ -182,7 +183,7 @@ func TestMisuse(t *testing.T) {
 		}, core.ErrInvalidArgument},
 		{"stream copy other runtime", func() error { return s.CopyDevice(good, foreign) }, core.ErrInvalidArgument},
 		{"unknown kernel", func() error { _, err := mod.Kernel("no_such_kernel"); return err }, core.ErrNotFound},
-		{"unknown control", func() error { return rt.Control("no_such_key", 1) }, core.ErrUnsupported},
+		{"unknown control", func() error { return inspect.Control(rt, "no_such_key", 1) }, core.ErrUnsupported},
 		{"nil stream", func() error { var ns *core.Stream; return ns.Synchronize() }, core.ErrInvalidArgument},
 	}
 	for _, c := range cases {
@@ -231,7 +232,7 @@ func TestClosedRuntimeAndStream(t *testing.T) {
 		"stream close": s.Close,
 		"host free":    hb.Free,
 		"alloc":        func() error { _, err := d.Alloc(1); return err },
-		"stats":        func() error { _, err := rt.Stats(); return err },
+		"stats":        func() error { _, err := inspect.Stats(rt); return err },
 		"module":       func() error { _, err := d.BuiltinModule(); return err },
 	} {
 		assert.ErrorIs(t, f(), core.ErrClosed, name)
@@ -334,7 +335,7 @@ func TestConcurrentFreeVsUse(t *testing.T) {
 			assert.True(t, errors.Is(e1, core.ErrFreed))
 		}
 	}
-	st, err := rt.Stats()
+	st, err := inspect.Stats(rt)
 	require.NoError(t, err)
 	assert.Zero(t, st.LiveBuffers)
 }

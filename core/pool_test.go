@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -118,7 +119,7 @@ func TestPoolCrossStreamWaits(t *testing.T) {
 	require.NoError(t, err)
 	defer other.Free()
 
-	require.NoError(t, rt.Control("delay_us", 20000)) // 20 ms before each queued op
+	require.NoError(t, inspect.Control(rt, "delay_us", 20000)) // 20 ms before each queued op
 	for range 4 {
 		require.NoError(t, a.Memset(other, 1))
 	}
@@ -131,7 +132,7 @@ func TestPoolCrossStreamWaits(t *testing.T) {
 	require.NoError(t, b.Memset(got.View(), 0xBB))
 	require.NoError(t, b.Synchronize())
 	require.NoError(t, a.Synchronize())
-	require.NoError(t, rt.Control("delay_us", 0))
+	require.NoError(t, inspect.Control(rt, "delay_us", 0))
 	out := make([]byte, n)
 	require.NoError(t, core.CopyToHost(out, got.View()))
 	assert.True(t, bytes.Equal(out, bytes.Repeat([]byte{0xBB}, n)), "stream B's write ran before stream A's (first bytes %x)", out[:8])
@@ -388,7 +389,7 @@ func TestPoolProperty(t *testing.T) {
 	assert.Zero(t, st.Reserved)
 	assert.Greater(t, st.Hits, uint64(0))
 	assert.Greater(t, st.Released, uint64(0), "the budget made the pool trim")
-	rs, err := d.Runtime().Stats()
+	rs, err := inspect.Stats(d.Runtime())
 	require.NoError(t, err)
 	assert.Zero(t, rs.LiveBuffers, "every block went back to the plugin")
 }
