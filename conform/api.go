@@ -75,7 +75,7 @@ func apiChecks() []check {
 		}},
 		{"api/host_heap", func(e *env) error {
 			hh := e.rt.HostHeap()
-			before := hh.Stats()
+			before := inspect.HostHeap(hh)
 			var sl []*core.HostBuffer
 			for i := 0; i < 64; i++ {
 				s, err := hh.Alloc(1 + e.rng.IntN(300000))
@@ -92,7 +92,7 @@ func apiChecks() []check {
 					return fmt.Errorf("slice %d overlaps another", i)
 				}
 			}
-			st := hh.Stats()
+			st := inspect.HostHeap(hh)
 			if st.Live != before.Live+64 || st.InUse <= before.InUse || st.Peak < st.InUse {
 				return fmt.Errorf("stats %+v after 64 allocations (before %+v)", st, before)
 			}
@@ -106,7 +106,7 @@ func apiChecks() []check {
 					return err
 				}
 			}
-			if st := hh.Stats(); st.InUse != before.InUse || st.Live != before.Live {
+			if st := inspect.HostHeap(hh); st.InUse != before.InUse || st.Live != before.Live {
 				return fmt.Errorf("stats %+v after freeing everything (before %+v)", st, before)
 			}
 			return expect("second free", sl[0].Free(), core.ErrFreed)

@@ -255,7 +255,7 @@ func TestHostHeap(t *testing.T) {
 		assert.Equal(t, byte(i+1), s.Bytes()[0])
 		assert.Equal(t, byte(i+1), s.Bytes()[s.Len()-1])
 	}
-	st := hh.Stats()
+	st := inspect.HostHeap(hh)
 	assert.EqualValues(t, 100, st.Live)
 	assert.EqualValues(t, 1, st.Blocks)
 	for i := 0; i < len(slices); i += 2 {
@@ -265,15 +265,15 @@ func TestHostHeap(t *testing.T) {
 		require.NoError(t, slices[i].Free())
 	}
 	assert.ErrorIs(t, slices[0].Free(), core.ErrFreed)
-	st = hh.Stats()
+	st = inspect.HostHeap(hh)
 	assert.Zero(t, st.InUse)
 	assert.NotZero(t, st.Peak)
 	big, err := hh.Alloc(100 << 20) // larger than a block: a block of its own
 	require.NoError(t, err)
 	require.NoError(t, big.Free())
-	assert.EqualValues(t, 2, hh.Stats().Blocks)
+	assert.EqualValues(t, 2, inspect.HostHeap(hh).Blocks)
 	require.NoError(t, hh.Trim())
-	assert.Zero(t, hh.Stats().Reserved)
+	assert.Zero(t, inspect.HostHeap(hh).Reserved)
 	// after coalescing, one block can hold 64 MiB again
 	s, err := hh.Alloc(64 << 20)
 	require.NoError(t, err)

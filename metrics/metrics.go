@@ -221,7 +221,7 @@ type Snapshot struct {
 // Pool is one device's memory pool.
 type Pool struct {
 	Device int
-	Stats  core.PoolStats
+	Stats  diag.Pool
 }
 
 // DeviceMemory is one device's memory.
@@ -235,7 +235,7 @@ type DeviceMemory struct {
 // Read takes a snapshot of rt. It never fails: what the plugin cannot
 // answer (a closed runtime) is left zero and Up is false.
 func Read(rt *core.Runtime) Snapshot {
-	s := Snapshot{Backend: rt.Backend(), Heap: rt.HostHeap().Stats(),
+	s := Snapshot{Backend: rt.Backend(), Heap: inspect.HostHeap(rt.HostHeap()),
 		OpCache: inspect.OpCache(rt), Ops: inspect.Metrics(rt)}
 	st, err := inspect.Stats(rt)
 	if err == nil {
@@ -249,7 +249,7 @@ func Read(rt *core.Runtime) Snapshot {
 			}
 		}
 		s.Devices = append(s.Devices, dm)
-		if ps, ok := d.PoolStats(); ok {
+		if ps, ok := inspect.DevicePool(d); ok {
 			s.Pools = append(s.Pools, Pool{Device: d.Index(), Stats: ps})
 		}
 	}

@@ -148,7 +148,7 @@ type LatencyHistogram struct {
 	Buckets []uint64
 }
 
-// Heap describes a runtime's pinned host heap (core.HostHeap.Stats).
+// Heap describes a runtime's pinned host heap (inspect.HostHeap).
 type Heap struct {
 	InUse    uint64 // bytes in live slices (rounded to 256)
 	Reserved uint64 // bytes of pinned blocks held
@@ -179,4 +179,34 @@ type Stats struct {
 	LivePlans       uint64
 	DeviceBytes     uint64 // device bytes allocated
 	HostBytes       uint64 // pinned host bytes allocated
+}
+
+// Pool are the counters of a device's memory pool (core.Pool;
+// inspect.Pool, inspect.DevicePool). Bytes in use are the bytes asked for;
+// the rest of reserved (rounding to the size class, cached blocks) is
+// the fragmentation.
+type Pool struct {
+	Budget        uint64 // the most bytes the pool may reserve
+	Reserved      uint64 // bytes of the blocks the pool holds (in use and cached)
+	InUse         uint64 // bytes asked for by the live blocks
+	Cached        uint64 // bytes of the cached (free) blocks
+	PeakReserved  uint64 // the highest Reserved seen
+	PeakInUse     uint64 // the highest InUse seen
+	LiveBlocks    uint64 // blocks handed out and not freed
+	CachedBlocks  uint64 // blocks on the free lists
+	Hits          uint64 // allocations served from a cached block
+	Misses        uint64 // allocations that took a new block from the plugin
+	StreamWaits   uint64 // hits on another stream, ordered after the last owner's event by a stream wait
+	Released      uint64 // cached blocks returned to the plugin (trims)
+	OutOfMemory   uint64 // allocations refused (budget or device full)
+	PluginRetries uint64 // plugin allocations retried after a trim
+}
+
+// Fragmentation is (Reserved - InUse) / Reserved: the share of reserved
+// memory not holding asked-for bytes (0 when nothing is reserved).
+func (s Pool) Fragmentation() float64 {
+	if s.Reserved == 0 {
+		return 0
+	}
+	return float64(s.Reserved-min(s.InUse, s.Reserved)) / float64(s.Reserved)
 }

@@ -2,7 +2,8 @@
 
 // Package inspect reads what a gpurt runtime says about itself, for
 // monitoring, tests and diagnosing a failed Open: its counters (Metrics,
-// OpCache), the plugin's live objects (Stats), which plugin was loaded and
+// OpCache, Pool, DevicePool, HostHeap, GraphUpdate), the plugin's live
+// objects (Stats), which plugin was loaded and
 // why (PluginPath, PluginVersion, Report, Probe, Backends), and the
 // plugin's named controls (Control: fault injection, tuning). The data
 // types are package core/diag's; package metrics exports Metrics to
@@ -79,3 +80,19 @@ func Probe(cfg core.Config) (*diag.Report, error) { return bridge.Diag.Probe(cfg
 // be asked for in Config.Backend, including ones gpurt does not ship (a
 // libgpurt_rocm.so found gives "rocm").
 func Backends(cfg core.Config) ([]string, error) { return bridge.Diag.Backends(cfg) }
+
+// Pool returns the counters of a device's memory pool (core.Device.Pool).
+func Pool(p *core.Pool) diag.Pool { return bridge.Diag.Pool(p) }
+
+// DevicePool returns the counters of d's memory pool without making the
+// pool; false when d's pool was never used (or d is nil).
+func DevicePool(d *core.Device) (diag.Pool, bool) { return bridge.Diag.DevicePool(d) }
+
+// HostHeap returns the counters of a runtime's pinned host heap
+// (core.Runtime.HostHeap).
+func HostHeap(hh *core.HostHeap) diag.Heap { return bridge.Diag.HostHeap(hh) }
+
+// GraphUpdate says how the plugin applied g's last Update: "none",
+// "patched" (nodes changed in place), "exec-update" (re-captured,
+// executable updated) or "reinstantiated".
+func GraphUpdate(g *core.Graph) string { return bridge.Diag.GraphUpdate(g) }

@@ -232,4 +232,8 @@ var Diag struct {
 	Control       func(rt any, key string, value int64) error
 	Probe         func(cfg any) (*diag.Report, error)
 	Backends      func(cfg any) ([]string, error)
+	Pool          func(p any) diag.Pool // p is a *core.Pool
+	DevicePool    func(d any) (diag.Pool, bool)
+	HostHeap      func(h any) diag.Heap // h is a *core.HostHeap
+	GraphUpdate   func(g any) string    // g is a *core.Graph
 }
