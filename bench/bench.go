@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // Options say what to run and on which backend.
@@ -79,7 +80,7 @@ func Run(opts Options) (*Report, error) {
 			return nil, err
 		}
 		cfg.PluginOptions = "delay_us=0"
-		cfg.PluginPaths = []string{rt.PluginPath()}
+		cfg.PluginPaths = []string{inspect.PluginPath(rt)}
 		if rt, err = core.Open(cfg); err != nil {
 			return nil, err
 		}
@@ -91,9 +92,9 @@ func Run(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, maj, min := rt.PluginVersion()
+	_, maj, min := inspect.PluginVersion(rt)
 	info := d.Info()
-	rep.Backend, rep.Plugin, rep.ABI = rt.Backend(), rt.PluginPath(), fmt.Sprintf("%d.%d", maj, min)
+	rep.Backend, rep.Plugin, rep.ABI = rt.Backend(), inspect.PluginPath(rt), fmt.Sprintf("%d.%d", maj, min)
 	rep.Device = fmt.Sprintf("device 0: %s (%s, %.1f GiB)", info.Name, info.Arch, float64(info.MemoryTotal)/(1<<30))
 	r := &runner{opts: opts, rt: rt, dev: d, rep: rep, gpu: rt.Backend() != "mock"}
 	r.stream, err = d.NewStream()
@@ -176,7 +177,7 @@ func (r *runner) dispatch() error {
 	} else {
 		var err error
 		var notes []string
-		cgo, notes, err = runCgoBench(r.opts.CgoBench, r.rt.PluginPath(), r.opts.PluginOptions, r.opts.Quick)
+		cgo, notes, err = runCgoBench(r.opts.CgoBench, inspect.PluginPath(r.rt), r.opts.PluginOptions, r.opts.Quick)
 		if err != nil {
 			r.rep.note("cgo baseline: %v", err)
 		}

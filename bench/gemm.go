@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/internal/stats"
 )
@@ -116,7 +117,7 @@ func fillBF16(buf *core.Buffer, seed uint64) error {
 // call, then prints the op cache's counters.
 func (r *runner) gemm() error {
 	s := r.stream
-	_, _, minor := r.rt.PluginVersion()
+	_, _, minor := inspect.PluginVersion(r.rt)
 	if minor < 1 {
 		r.rep.note("gemm: skipped: the plugin speaks ABI 1.%d; GEMM needs 1.1", minor)
 		return nil
@@ -152,7 +153,7 @@ func (r *runner) gemm() error {
 	if err := r.gemmHost(); err != nil {
 		return err
 	}
-	st := r.rt.OpCacheStats()
+	st := inspect.OpCache(r.rt)
 	r.rep.add(Result{Metric: "opcache_hits", Value: float64(st.Hits), Unit: "count"})
 	r.rep.add(Result{Metric: "opcache_misses", Value: float64(st.Misses), Unit: "count"})
 	r.rep.add(Result{Metric: "opcache_evictions", Value: float64(st.Evictions), Unit: "count",

@@ -2,7 +2,9 @@
 
 package bench
 
-import "github.com/metrale/gpurt/internal/cli"
+import (
+	"github.com/metrale/gpurt/internal/cli"
+)
 
 // TimedFlags are the flags the GPU-timed benchmark commands
 // (gpurt-attnbench, gpurt-quantbench) share: -iters, -only, -backend and

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/abi"
 )
 
@@ -31,10 +32,10 @@ func apiChecks() []check {
 			return nil
 		}},
 		{"api/stats_and_control", func(e *env) error {
-			if _, err := e.rt.Stats(); err != nil {
+			if _, err := inspect.Stats(e.rt); err != nil {
 				return err
 			}
-			return expect("control of an unknown key", e.rt.Control("gpurt_conform_no_such_key", 1), core.ErrUnsupported)
+			return expect("control of an unknown key", inspect.Control(e.rt, "gpurt_conform_no_such_key", 1), core.ErrUnsupported)
 		}},
 		{"api/buffer_views", func(e *env) error {
 			b, err := e.dev.Alloc(1000)
@@ -75,7 +76,7 @@ func apiChecks() []check {
 		}},
 		{"api/host_heap", func(e *env) error {
 			hh := e.rt.HostHeap()
-			before := hh.Stats()
+			before := inspect.HostHeap(hh)
 			var sl []*core.HostBuffer
 			for i := 0; i < 64; i++ {
 				s, err := hh.Alloc(1 + e.rng.IntN(300000))
@@ -92,7 +93,7 @@ func apiChecks() []check {
 					return fmt.Errorf("slice %d overlaps another", i)
 				}
 			}
-			st := hh.Stats()
+			st := inspect.HostHeap(hh)
 			if st.Live != before.Live+64 || st.InUse <= before.InUse || st.Peak < st.InUse {
 				return fmt.Errorf("stats %+v after 64 allocations (before %+v)", st, before)
 			}
@@ -106,7 +107,7 @@ func apiChecks() []check {
 					return err
 				}
 			}
-			if st := hh.Stats(); st.InUse != before.InUse || st.Live != before.Live {
+			if st := inspect.HostHeap(hh); st.InUse != before.InUse || st.Live != before.Live {
 				return fmt.Errorf("stats %+v after freeing everything (before %+v)", st, before)
 			}
 			return expect("second free", sl[0].Free(), core.ErrFreed)

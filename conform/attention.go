@@ -11,6 +11,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // attnCase is one attention check: a cache shape, an attention and a
@@ -337,7 +338,7 @@ func appendTokens(e *env, s *core.Stream, c attnCase, b *attnBatch, d *attnDev, 
 }
 
 func runAttnCase(e *env, c attnCase) error {
-	if _, _, minor := e.rt.PluginVersion(); c.fp8 && minor < 8 {
+	if _, _, minor := inspect.PluginVersion(e.rt); c.fp8 && minor < 8 {
 		return skip("the plugin speaks ABI 1.%d; fp8 KV caches need 1.8", minor)
 	}
 	steps := max(c.steps, 1)

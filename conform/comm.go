@@ -13,6 +13,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/collective"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // Several devices: peer copies, device choice and the collectives of ABI
@@ -80,7 +81,7 @@ func commChecks() []check {
 }
 
 func has16(e *env) error {
-	if _, _, minor := e.rt.PluginVersion(); minor < 6 {
+	if _, _, minor := inspect.PluginVersion(e.rt); minor < 6 {
 		return skip("the plugin speaks ABI 1.%d; collectives need 1.6", minor)
 	}
 	return nil

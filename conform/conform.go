@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // Options tune a run.
@@ -120,6 +121,38 @@ func checks() []check {
 	return cs
 }
 
+// slotChecks names, for every slot of gpurt_api, a check of the suite that
+// calls it (TestEverySlotHasAConformanceCheck holds the two lists together) (its name, or a prefix of names: "quant/" or "comm/all_reduce" for a family). The slots the
+// loader and the binding layer call themselves, on every run, are "".
+var slotChecks = map[string]string{
+	"error_get": "", "error_destroy": "", "plugin_info": "", "probe": "", "shutdown": "",
+	"runtime_create": "api/devices", "runtime_destroy": "api/devices",
+	"runtime_stats": "api/stats_and_control", "runtime_control": "api/stats_and_control",
+	"device_count": "api/devices", "device_info": "api/devices", "device_synchronize": "api/streams_and_events",
+	"buffer_alloc": "api/buffer_views", "buffer_free": "api/buffer_views",
+	"host_alloc": "api/host_buffer", "host_free": "api/host_buffer",
+	"copy": "data/roundtrip_sizes", "memset": "data/memset",
+	"stream_create": "api/streams_and_events", "stream_destroy": "api/streams_and_events",
+	"stream_synchronize": "api/streams_and_events", "stream_query": "api/streams_and_events",
+	"stream_wait_event": "order/across_streams",
+	"event_create":      "api/streams_and_events", "event_destroy": "api/streams_and_events",
+	"event_record": "api/streams_and_events", "event_query": "api/streams_and_events",
+	"event_synchronize": "api/streams_and_events", "event_elapsed": "order/elapsed_time",
+	"module_load": "api/modules", "module_unload": "api/modules", "kernel_get": "api/modules",
+	"kernel_info": "api/modules", "launch": "kernel/",
+	"gemm_plan_create": "gemm/f32", "gemm_plan_destroy": "gemm/op_cache_hits", "gemm_run": "gemm/f32",
+	"launch_batch": "batch/reuse",
+	"graph_create": "graph/replay_matches_eager", "graph_launch": "graph/replay_matches_eager",
+	"graph_update": "graph/set_arg", "graph_destroy": "graph/replay_matches_eager",
+	"quant_matmul": "quant/", "grouped_gemm": "grouped/",
+	"kv_append":        "attention/append",
+	"attention_create": "attention/decode", "attention_destroy": "attention/decode",
+	"attention_plan": "attention/decode", "attention_run": "attention/decode",
+	"comm_unique_id": "comm/multi_runtime", "comm_create": "comm/all_reduce", "comm_destroy": "comm/all_reduce",
+	"comm_abort": "comm/abort", "comm_query": "comm/abort", "comm_run": "comm/all_reduce",
+	"graph_recordable": "graph/decode_step_attention",
+}
+
 // Run runs the suite on rt and returns every check's outcome. It does not
 // close rt. The last check compares the plugin's live counters with those
 // at the start (after Runtime.Trim): nothing may leak. Safe to call while
@@ -151,7 +184,7 @@ func Run(ctx context.Context, rt *core.Runtime, opts Options) *Result {
 		return res
 	}
 	_ = rt.Trim()
-	base, baseErr := rt.Stats()
+	base, baseErr := inspect.Stats(rt)
 	_, builtinErr := dev.Module(core.BuiltinModuleName) // nil: the caller had it loaded
 	for _, c := range checks() {
 		if opts.Filter != nil && !opts.Filter.MatchString(c.name) {
@@ -178,7 +211,7 @@ func Run(ctx context.Context, rt *core.Runtime, opts Options) *Result {
 		}
 		if err := rt.Trim(); err != nil {
 			lc.Message = "trim: " + err.Error()
-		} else if now, err := rt.Stats(); err != nil {
+		} else if now, err := inspect.Stats(rt); err != nil {
 			lc.Message = "stats at the end: " + err.Error()
 		} else if now != base {
 			lc.Message = fmt.Sprintf("live objects at the start %+v, at the end %+v", base, now)

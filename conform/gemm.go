@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // gemmCase is one GEMM compared with a float64 reference.
@@ -113,13 +114,13 @@ func gemmChecks() []check {
 			if err := runGemmCase(e, gc); err != nil {
 				return err
 			}
-			before := e.rt.OpCacheStats()
+			before := inspect.OpCache(e.rt)
 			for i := 0; i < 3; i++ {
 				if err := runGemmCase(e, gc); err != nil {
 					return err
 				}
 			}
-			after := e.rt.OpCacheStats()
+			after := inspect.OpCache(e.rt)
 			if after.Hits < before.Hits+3 || after.Misses != before.Misses {
 				return fmt.Errorf("three repeats of one shape: hits %d -> %d, misses %d -> %d", before.Hits, after.Hits, before.Misses, after.Misses)
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // misuse is one thing a user can get wrong and the error it must give.
@@ -264,7 +265,7 @@ func misuseChecks() []check {
 					misuse{"closed runtime copy", func() error { return core.CopyFromHost(b2, []byte{1}) }, core.ErrClosed},
 					misuse{"closed runtime stream", s2.Synchronize, core.ErrClosed},
 					misuse{"closed runtime host free", hb2.Free, core.ErrClosed},
-					misuse{"closed runtime stats", func() error { return errOf(rt2.Stats()) }, core.ErrClosed},
+					misuse{"closed runtime stats", func() error { return errOf(inspect.Stats(rt2)) }, core.ErrClosed},
 					misuse{"closed runtime kernel", func() error { return errOf(m2.Kernel("fill_f32")) }, core.ErrClosed},
 				)
 			}

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/quant"
 )
@@ -46,7 +47,7 @@ type groupedCase struct {
 }
 
 func has14(e *env) error {
-	if _, _, minor := e.rt.PluginVersion(); minor < 4 {
+	if _, _, minor := inspect.PluginVersion(e.rt); minor < 4 {
 		return skip("the plugin speaks ABI 1.%d; quantized and grouped matmul need 1.4", minor)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/sampling"
 )
 
@@ -104,7 +105,7 @@ func sampleRowsParams(e *env, kind, cols, hist int) sampling.Params {
 }
 
 func checkSampleRows(e *env, t core.DType) error {
-	if _, _, minor := e.rt.PluginVersion(); minor < 8 {
+	if _, _, minor := inspect.PluginVersion(e.rt); minor < 8 {
 		return skip("the plugin speaks ABI 1.%d; sample_rows_T needs 1.8", minor)
 	}
 	nan, inf := math.NaN(), math.Inf(1)

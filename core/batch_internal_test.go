@@ -177,7 +177,7 @@ func TestLaunchBatch(t *testing.T) {
 			})
 
 			t.Run("driver fails midway", func(t *testing.T) {
-				require.NoError(t, rt.Control("fail_launch_nth", 3))
+				require.NoError(t, rt.control("fail_launch_nth", 3))
 				for i := 0; i < 5; i++ {
 					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](float32(i)), ArgScalar[uint64](n)))
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -234,7 +235,7 @@ func BenchmarkGemm(b *testing.B) {
 			}
 		}
 	})
-	st := e.rt.OpCacheStats()
+	st := inspect.OpCache(e.rt)
 	b.Logf("op cache: %d hits, %d misses, %d evictions", st.Hits, st.Misses, st.Evictions)
 }
 

@@ -5,6 +5,9 @@ package core
 import (
 	"unsafe"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/core/internal/bridge"
 	"github.com/metrale/gpurt/internal/abi"
@@ -16,6 +19,23 @@ import (
 // operations do.
 
 func init() {
+	// What core/inspect reads of a runtime.
+	bridge.Diag.Metrics = func(rt any) diag.Metrics { return rt.(*Runtime).snapshotMetrics() }
+	bridge.Diag.SetOpTiming = func(rt any, on bool) { rt.(*Runtime).setOpTiming(on) }
+	bridge.Diag.OpCache = func(rt any) diag.OpCache { return rt.(*Runtime).opCacheStats() }
+	bridge.Diag.Stats = func(rt any) (diag.Stats, error) { return rt.(*Runtime).liveStats() }
+	bridge.Diag.Report = func(rt any) *diag.Report { return rt.(*Runtime).loadReport() }
+	bridge.Diag.Logger = func(rt any) hclog.Logger { return rt.(*Runtime).logger() }
+	bridge.Diag.PluginPath = func(rt any) string { return rt.(*Runtime).pluginPath() }
+	bridge.Diag.PluginVersion = func(rt any) (string, uint32, uint32) { return rt.(*Runtime).pluginVersion() }
+	bridge.Diag.Control = func(rt any, key string, value int64) error { return rt.(*Runtime).control(key, value) }
+	bridge.Diag.Probe = func(cfg any) (*diag.Report, error) { return probeReport(cfg.(Config)) }
+	bridge.Diag.Backends = func(cfg any) ([]string, error) { return findBackends(cfg.(Config)) }
+	bridge.Diag.Pool = func(p any) diag.Pool { return p.(*Pool).snapshot() }
+	bridge.Diag.DevicePool = func(d any) (diag.Pool, bool) { return d.(*Device).poolStats() }
+	bridge.Diag.HostHeap = func(h any) diag.Heap { return h.(*HostHeap).snapshot() }
+	bridge.Diag.GraphUpdate = func(g any) string { return g.(*Graph).updateMethod() }
+
 	bridge.Core.Begin = bridgeBegin
 	bridge.Core.Operand = bridgeOperand
 	bridge.Core.Submit = bridgeSubmit

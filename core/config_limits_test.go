@@ -16,6 +16,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -57,7 +58,7 @@ func TestConfigRefusesSilentChanges(t *testing.T) {
 			require.ErrorIs(t, err, core.ErrInvalidArgument)
 			assert.Nil(t, rt)
 			assert.Contains(t, err.Error(), "gpurt: open: invalid argument: "+tc.msg)
-			rep, err := core.Probe(cfg)
+			rep, err := inspect.Probe(cfg)
 			require.ErrorIs(t, err, core.ErrInvalidArgument)
 			assert.Nil(t, rep)
 			assert.Contains(t, err.Error(), "gpurt: probe: invalid argument: "+tc.msg)
@@ -109,13 +110,13 @@ func TestKVCacheSizeOverflow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			desc := base
 			tc.edit(&desc)
-			before, err := rt.Stats()
+			before, err := inspect.Stats(rt)
 			require.NoError(t, err)
 			c, err := attention.AllocKVCache(d, desc)
 			require.ErrorIs(t, err, core.ErrOutOfRange)
 			assert.Nil(t, c)
 			assert.Contains(t, err.Error(), tc.msg)
-			after, err := rt.Stats()
+			after, err := inspect.Stats(rt)
 			require.NoError(t, err)
 			assert.Equal(t, before, after, "nothing allocated")
 			c, err = attention.NewKVCache(desc, small, small)
@@ -177,7 +178,7 @@ func TestProbeCacheDirWiring(t *testing.T) {
 	dir := testutil.MockPlugin(t)
 	cache := filepath.Join(t.TempDir(), "probe")
 	cfg := core.Config{PluginPaths: []string{dir}, Backend: "mock", ProbeCacheDir: cache}
-	_, err := core.Probe(cfg)
+	_, err := inspect.Probe(cfg)
 	require.NoError(t, err)
 	entries, err := filepath.Glob(filepath.Join(cache, "*.json"))
 	require.NoError(t, err)
@@ -228,7 +229,7 @@ func TestProbeCacheDirWiringChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestProbeCacheDirWiring")
 	}
-	rep, err := core.Probe(core.Config{PluginPaths: []string{dir}, Backend: "mock"})
+	rep, err := inspect.Probe(core.Config{PluginPaths: []string{dir}, Backend: "mock"})
 	require.NoError(t, err)
 	require.Equal(t, "mock", rep.Backend)
 }

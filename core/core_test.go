@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -46,7 +47,7 @@ func randBytes(n int, seed uint64) []byte {
 func TestOpenAndDevices(t *testing.T) {
 	rt := openMock(t, "devices=2")
 	assert.Equal(t, "mock", rt.Backend())
-	require.NotNil(t, rt.Report())
+	require.NotNil(t, inspect.Report(rt))
 	assert.Len(t, rt.Devices(), 2)
 	_, err := rt.Device(2)
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
@@ -182,7 +183,7 @@ func TestMisuse(t *testing.T) {
 		}, core.ErrInvalidArgument},
 		{"stream copy other runtime", func() error { return s.CopyDevice(good, foreign) }, core.ErrInvalidArgument},
 		{"unknown kernel", func() error { _, err := mod.Kernel("no_such_kernel"); return err }, core.ErrNotFound},
-		{"unknown control", func() error { return rt.Control("no_such_key", 1) }, core.ErrUnsupported},
+		{"unknown control", func() error { return inspect.Control(rt, "no_such_key", 1) }, core.ErrUnsupported},
 		{"nil stream", func() error { var ns *core.Stream; return ns.Synchronize() }, core.ErrInvalidArgument},
 	}
 	for _, c := range cases {
@@ -231,7 +232,7 @@ func TestClosedRuntimeAndStream(t *testing.T) {
 		"stream close": s.Close,
 		"host free":    hb.Free,
 		"alloc":        func() error { _, err := d.Alloc(1); return err },
-		"stats":        func() error { _, err := rt.Stats(); return err },
+		"stats":        func() error { _, err := inspect.Stats(rt); return err },
 		"module":       func() error { _, err := d.BuiltinModule(); return err },
 	} {
 		assert.ErrorIs(t, f(), core.ErrClosed, name)
@@ -254,7 +255,7 @@ func TestHostHeap(t *testing.T) {
 		assert.Equal(t, byte(i+1), s.Bytes()[0])
 		assert.Equal(t, byte(i+1), s.Bytes()[s.Len()-1])
 	}
-	st := hh.Stats()
+	st := inspect.HostHeap(hh)
 	assert.EqualValues(t, 100, st.Live)
 	assert.EqualValues(t, 1, st.Blocks)
 	for i := 0; i < len(slices); i += 2 {
@@ -264,15 +265,15 @@ func TestHostHeap(t *testing.T) {
 		require.NoError(t, slices[i].Free())
 	}
 	assert.ErrorIs(t, slices[0].Free(), core.ErrFreed)
-	st = hh.Stats()
+	st = inspect.HostHeap(hh)
 	assert.Zero(t, st.InUse)
 	assert.NotZero(t, st.Peak)
 	big, err := hh.Alloc(100 << 20) // larger than a block: a block of its own
 	require.NoError(t, err)
 	require.NoError(t, big.Free())
-	assert.EqualValues(t, 2, hh.Stats().Blocks)
+	assert.EqualValues(t, 2, inspect.HostHeap(hh).Blocks)
 	require.NoError(t, hh.Trim())
-	assert.Zero(t, hh.Stats().Reserved)
+	assert.Zero(t, inspect.HostHeap(hh).Reserved)
 	// after coalescing, one block can hold 64 MiB again
 	s, err := hh.Alloc(64 << 20)
 	require.NoError(t, err)
@@ -334,7 +335,7 @@ func TestConcurrentFreeVsUse(t *testing.T) {
 			assert.True(t, errors.Is(e1, core.ErrFreed))
 		}
 	}
-	st, err := rt.Stats()
+	st, err := inspect.Stats(rt)
 	require.NoError(t, err)
 	assert.Zero(t, st.LiveBuffers)
 }

@@ -11,8 +11,8 @@
 //	          -> abi (gpurt.h, mirrored in Go) -> plugin (cuda, metal, mock)
 //
 // User code never sees a uintptr, a purego call or a C struct. The loader
-// (core/internal/loader) finds and chooses the plugin; Probe and
-// Runtime.Report show what it decided.
+// (core/internal/loader) finds and chooses the plugin; inspect.Probe and
+// inspect.Report show what it decided.
 //
 // # Lifetimes
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/abi"
 	"github.com/metrale/gpurt/internal/testutil"
 )
@@ -74,7 +75,7 @@ func TestBackendSentinels(t *testing.T) {
 			require.NotNil(t, ce.Report)
 			assert.Len(t, ce.Report.Candidates, 1)
 
-			rep, perr := core.Probe(cfg)
+			rep, perr := inspect.Probe(cfg)
 			assert.ErrorIs(t, perr, tt.sentinel)
 			require.NotNil(t, rep)
 			assert.Len(t, rep.Candidates, 1)
@@ -134,7 +135,7 @@ func TestErrorText(t *testing.T) {
 // naming the backend.
 func TestPluginErrorIsCoreError(t *testing.T) {
 	rt := openMock(t, "")
-	err := rt.Control("no_such_control", 1)
+	err := inspect.Control(rt, "no_such_control", 1)
 	require.Error(t, err)
 	var ce *core.Error
 	require.ErrorAs(t, err, &ce)
@@ -156,12 +157,12 @@ func TestBackendsListsFound(t *testing.T) {
 	other := filepath.Join(dir, "libgpurt_rocm"+testutil.PluginExt())
 	require.NoError(t, os.WriteFile(other, data, 0o755))
 	cfg.PluginPaths = append(cfg.PluginPaths, dir)
-	got, err := core.Backends(cfg)
+	got, err := inspect.Backends(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"mock", "rocm"}, got)
 
 	cfg.Backend = "rocm"
-	rep, err := core.Probe(cfg)
+	rep, err := inspect.Probe(cfg)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, core.ErrBackendUnavailable, "a known name now, not ErrUnknownBackend")
 	require.NotNil(t, rep)
@@ -176,7 +177,7 @@ func TestBackendsListsFound(t *testing.T) {
 	assert.True(t, found)
 
 	cfg.LogLevel = "loud"
-	_, err = core.Backends(cfg)
+	_, err = inspect.Backends(cfg)
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
 }
 

@@ -118,7 +118,7 @@ func (g *gemmCall) finish() {
 
 // Gemm enqueues a GEMM on s, through the runtime's op cache: the plan for
 // the descriptor (with the alignment class of each pointer and the
-// device) is made once and reused; see Runtime.OpCacheStats. Operands
+// device) is made once and reused; see inspect.OpCache. Operands
 // must be on the stream's device. A plugin without GEMM (ABI 1.0) gives
 // an error wrapping ErrUnsupported naming the versions; a descriptor the
 // plugin cannot run gives ErrUnsupported naming the field. A warm call

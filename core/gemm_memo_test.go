@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // The stream's memo of plans (a repeated Gemm skips validation, the map
@@ -28,7 +29,7 @@ func TestGemmMemoKeepsChecks(t *testing.T) {
 	ops := core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}
 	require.NoError(t, s.Gemm(desc, ops)) // miss: the plan, then the memo
 	require.NoError(t, s.Gemm(desc, ops)) // memo hit
-	st := rt.OpCacheStats()
+	st := inspect.OpCache(rt)
 	assert.EqualValues(t, 1, st.Misses)
 	assert.EqualValues(t, 1, st.Hits)
 
@@ -63,36 +64,36 @@ func TestGemmMemoKeepsChecks(t *testing.T) {
 			}
 		})
 	}
-	before := rt.OpCacheStats()
+	before := inspect.OpCache(rt)
 	assert.Equal(t, 1, before.Size, "failed calls make no plan")
 
 	t.Run("alignment class is part of the key", func(t *testing.T) {
 		require.NoError(t, s.Gemm(desc, core.GemmOperands{A: off4, B: buf, D: buf, Alpha: 1}))
 		require.NoError(t, s.Gemm(desc, ops))
 		require.NoError(t, s.Gemm(desc, core.GemmOperands{A: off4, B: buf, D: buf, Alpha: 1}))
-		st := rt.OpCacheStats()
+		st := inspect.OpCache(rt)
 		assert.EqualValues(t, before.Misses+1, st.Misses)
 		assert.EqualValues(t, before.Hits+2, st.Hits)
 	})
 	t.Run("same plan from an equivalent descriptor", func(t *testing.T) {
-		before := rt.OpCacheStats()
+		before := inspect.OpCache(rt)
 		ld := desc
 		ld.LDA, ld.LDB, ld.LDD = 8, 8, 8
 		require.NoError(t, s.Gemm(ld, ops))
 		require.NoError(t, s.Gemm(ld, ops))
-		st := rt.OpCacheStats()
+		st := inspect.OpCache(rt)
 		assert.EqualValues(t, before.Misses, st.Misses)
 		assert.EqualValues(t, before.Hits+2, st.Hits)
 	})
 	t.Run("after Trim the memo is not used", func(t *testing.T) {
 		require.NoError(t, rt.Trim())
-		before := rt.OpCacheStats()
+		before := inspect.OpCache(rt)
 		require.NoError(t, s.Gemm(desc, ops))
 		require.NoError(t, s.Gemm(desc, ops))
-		st := rt.OpCacheStats()
+		st := inspect.OpCache(rt)
 		assert.EqualValues(t, before.Misses+1, st.Misses)
 		assert.EqualValues(t, before.Hits+1, st.Hits)
-		stats, err := rt.Stats()
+		stats, err := inspect.Stats(rt)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, stats.LivePlans)
 	})
@@ -102,15 +103,15 @@ func TestGemmMemoKeepsChecks(t *testing.T) {
 			dm.M = m
 			require.NoError(t, s.Gemm(dm, ops))
 		}
-		before := rt.OpCacheStats()
+		before := inspect.OpCache(rt)
 		dm := desc
 		dm.M = 1 // evicted: a miss, though the stream's memo still points at it
 		require.NoError(t, s.Gemm(dm, ops))
-		st := rt.OpCacheStats()
+		st := inspect.OpCache(rt)
 		assert.EqualValues(t, before.Misses+1, st.Misses)
 		assert.Equal(t, 4, st.Size)
 		require.NoError(t, d.Synchronize())
-		stats, err := rt.Stats()
+		stats, err := inspect.Stats(rt)
 		require.NoError(t, err)
 		assert.EqualValues(t, 4, stats.LivePlans)
 	})
@@ -159,6 +160,6 @@ func TestGemmMemoConcurrent(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, d.Synchronize())
-	st := rt.OpCacheStats()
+	st := inspect.OpCache(rt)
 	assert.EqualValues(t, 800, st.Hits+st.Misses)
 }

@@ -599,10 +599,9 @@ func (g *Graph) update() error {
 	return nil
 }
 
-// GraphUpdateMethod says how the plugin applied the last Update:
-// "none", "patched" (nodes changed in place), "exec-update" (re-captured,
-// executable updated) or "reinstantiated".
-func (g *Graph) GraphUpdateMethod() string {
+// updateMethod says how the plugin applied the last Update
+// (inspect.GraphUpdate).
+func (g *Graph) updateMethod() string {
 	if !g.ok() {
 		return "none"
 	}

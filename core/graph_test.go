@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // graphEnv is a stream, the built-in kernels and three 64-element f32
@@ -124,7 +125,7 @@ func TestGraphSetArg(t *testing.T) {
 	require.NoError(t, g.SetArg(axpyNode, 0, core.ArgBuffer(e.z)))
 	require.NoError(t, g.Launch(e.s))
 	assert.Equal(t, float32(8), e.read(t, e.z)[0])
-	assert.Equal(t, "patched", g.GraphUpdateMethod())
+	assert.Equal(t, "patched", inspect.GraphUpdate(g))
 	// The replaced buffer is let go, the new one is held.
 	require.NoError(t, e.y.Free())
 	assert.ErrorIs(t, e.z.Free(), core.ErrFailedPrecondition)

@@ -172,8 +172,8 @@ func (b *heapBlock) give(off, n uint64) {
 	b.free[i] = span{off, n}
 }
 
-// Stats returns the heap's counters.
-func (hh *HostHeap) Stats() diag.Heap {
+// snapshot returns the heap's counters (inspect.HostHeap).
+func (hh *HostHeap) snapshot() diag.Heap {
 	if hh == nil {
 		return diag.Heap{}
 	}

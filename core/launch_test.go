@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 func f32s(b []byte) []float32 {
@@ -149,23 +150,23 @@ func TestOpCacheEvictsAndCounts(t *testing.T) {
 			require.NoError(t, s.Gemm(desc, core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}))
 		}
 	}
-	st := rt.OpCacheStats()
+	st := inspect.OpCache(rt)
 	assert.EqualValues(t, 12, st.Misses)
 	assert.EqualValues(t, 12, st.Hits)
 	assert.EqualValues(t, 10, st.Evictions)
 	assert.Equal(t, 2, st.Size)
 	require.NoError(t, d.Synchronize())
-	assert.Zero(t, rt.OpCacheStats().Pending)
-	stats, err := rt.Stats()
+	assert.Zero(t, inspect.OpCache(rt).Pending)
+	stats, err := inspect.Stats(rt)
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, stats.LivePlans)
 	// another alignment class is another plan
 	v, _ := buf.View(4, 8*8*4)
 	require.NoError(t, s.Gemm(core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 4, N: 8, K: 8},
 		core.GemmOperands{A: v, B: buf, D: buf, Alpha: 1}))
-	assert.EqualValues(t, 13, rt.OpCacheStats().Misses)
+	assert.EqualValues(t, 13, inspect.OpCache(rt).Misses)
 	require.NoError(t, rt.Trim())
-	stats, err = rt.Stats()
+	stats, err = inspect.Stats(rt)
 	require.NoError(t, err)
 	assert.Zero(t, stats.LivePlans)
 }

@@ -12,8 +12,8 @@ import (
 
 // metrics are a runtime's operation counters and latency histograms:
 // plain atomics bumped on the call path (no lock, no allocation), read by
-// Runtime.Metrics. The histograms are filled only while op timing is on
-// (Runtime.SetOpTiming; the metrics package's collector turns it on); the
+// inspect.Metrics (package core/inspect). The histograms are filled only while op timing is on
+// (inspect.SetOpTiming; the metrics package's collector turns it on); the
 // counters always count.
 type metrics struct {
 	launches      atomic.Uint64
@@ -171,7 +171,7 @@ func (m *metrics) pluginError(c ErrorCode) {
 // Open). While on, each timed call reads the clock twice (tens of
 // nanoseconds; BenchmarkOpTiming measures it); off, a call costs one
 // atomic load. Safe for concurrent use.
-func (rt *Runtime) SetOpTiming(on bool) {
+func (rt *Runtime) setOpTiming(on bool) {
 	if rt != nil {
 		rt.metrics.timing.Store(on)
 	}
@@ -179,7 +179,7 @@ func (rt *Runtime) SetOpTiming(on bool) {
 
 // Metrics returns a snapshot of the runtime's counters. It is cheap, safe
 // for concurrent use and works on a closed runtime (the counters stay).
-func (rt *Runtime) Metrics() diag.Metrics {
+func (rt *Runtime) snapshotMetrics() diag.Metrics {
 	if rt == nil {
 		return diag.Metrics{Errors: map[string]uint64{}, BytesCopied: map[string]uint64{},
 			BufferBytes: map[int]uint64{}, Latency: map[string]diag.LatencyHistogram{}}

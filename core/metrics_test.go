@@ -11,6 +11,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // TestMetricsCountersAndHistograms: copies count their bytes by
@@ -18,22 +19,22 @@ import (
 // fill only while op timing is on.
 func TestMetricsCountersAndHistograms(t *testing.T) {
 	e := newBenchEnv(t)
-	m0 := e.rt.Metrics()
+	m0 := inspect.Metrics(e.rt)
 	assert.Equal(t, uint64(64<<10), m0.BufferBytes[0], "the env's one buffer")
 	assert.Empty(t, m0.Latency, "timing is off at Open")
 	big := randomBytes(256<<10, 3)
 	dbuf, err := e.dev.Alloc(len(big))
 	require.NoError(t, err)
-	assert.Equal(t, uint64(64<<10+256<<10), e.rt.Metrics().BufferBytes[0])
+	assert.Equal(t, uint64(64<<10+256<<10), inspect.Metrics(e.rt).BufferBytes[0])
 
 	// untimed: counters only
 	require.NoError(t, core.CopyFromHost(e.view, e.small))
 	require.NoError(t, e.s.Synchronize())
-	m1 := e.rt.Metrics()
+	m1 := inspect.Metrics(e.rt)
 	assert.Equal(t, uint64(512), m1.BytesCopied["host_to_device"]-m0.BytesCopied["host_to_device"])
 	assert.Empty(t, m1.Latency)
 
-	e.rt.SetOpTiming(true)
+	inspect.SetOpTiming(e.rt, true)
 	require.NoError(t, core.CopyFromHost(dbuf, big)) // staged
 	require.NoError(t, core.CopyToHost(big[:1000], dbuf))
 	head, err := dbuf.View(0, 4096)
@@ -44,7 +45,7 @@ func TestMetricsCountersAndHistograms(t *testing.T) {
 	require.NoError(t, e.s.Synchronize())
 	require.NoError(t, e.dev.Synchronize())
 	assert.Error(t, core.Copy(e.view, dbuf), "256 KiB into 4 KiB: a failed copy counts nothing")
-	m2 := e.rt.Metrics()
+	m2 := inspect.Metrics(e.rt)
 	assert.Equal(t, uint64(256<<10), m2.BytesCopied["host_to_device"]-m1.BytesCopied["host_to_device"])
 	assert.Equal(t, uint64(1000), m2.BytesCopied["device_to_host"]-m1.BytesCopied["device_to_host"])
 	assert.Equal(t, uint64(4096), m2.BytesCopied["device_to_device"]-m1.BytesCopied["device_to_device"])
@@ -65,14 +66,14 @@ func TestMetricsCountersAndHistograms(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 
-	e.rt.SetOpTiming(false)
+	inspect.SetOpTiming(e.rt, false)
 	require.NoError(t, e.s.Synchronize())
-	assert.Equal(t, uint64(2), e.rt.Metrics().Latency["stream_synchronize"].Count, "off again: not timed")
+	assert.Equal(t, uint64(2), inspect.Metrics(e.rt).Latency["stream_synchronize"].Count, "off again: not timed")
 
 	require.NoError(t, dbuf.Free())
-	assert.Equal(t, uint64(64<<10), e.rt.Metrics().BufferBytes[0], "Free takes its bytes off")
+	assert.Equal(t, uint64(64<<10), inspect.Metrics(e.rt).BufferBytes[0], "Free takes its bytes off")
 	require.Error(t, dbuf.Free())
-	assert.Equal(t, uint64(64<<10), e.rt.Metrics().BufferBytes[0], "a failed Free takes nothing off")
+	assert.Equal(t, uint64(64<<10), inspect.Metrics(e.rt).BufferBytes[0], "a failed Free takes nothing off")
 }
 
 func TestLatencyBounds(t *testing.T) {
@@ -88,7 +89,7 @@ func TestLatencyBounds(t *testing.T) {
 // still allocate nothing (TestHotPathsAllocateNothing covers timing off).
 func TestHotPathsAllocateNothingTimed(t *testing.T) {
 	e := newBenchEnv(t)
-	e.rt.SetOpTiming(true)
+	inspect.SetOpTiming(e.rt, true)
 	for _, c := range []struct {
 		name string
 		fn   func() error
@@ -111,7 +112,7 @@ func TestHotPathsAllocateNothingTimed(t *testing.T) {
 			require.NoError(t, e.s.Synchronize())
 		})
 	}
-	assert.NotEmpty(t, e.rt.Metrics().Latency)
+	assert.NotEmpty(t, inspect.Metrics(e.rt).Latency)
 }
 
 // BenchmarkOpTiming: the cost of the latency histograms on a hot path
@@ -121,7 +122,7 @@ func BenchmarkOpTiming(b *testing.B) {
 	e := newBenchEnv(b)
 	for _, on := range []bool{false, true} {
 		name := map[bool]string{false: "off", true: "on"}[on]
-		e.rt.SetOpTiming(on)
+		inspect.SetOpTiming(e.rt, on)
 		b.Run("synchronize/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {

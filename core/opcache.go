@@ -79,7 +79,7 @@ func newOpCache(rt *Runtime, capacity int) *opCache {
 }
 
 // OpCacheStats returns the op cache's counters.
-func (rt *Runtime) OpCacheStats() diag.OpCache {
+func (rt *Runtime) opCacheStats() diag.OpCache {
 	if !rt.ok() {
 		return diag.OpCache{}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/internal/bytesize"
 )
 
@@ -51,7 +52,7 @@ type Pool struct {
 
 	mu    sync.Mutex
 	lists map[uint64]*poolList // by class size
-	stats PoolStats
+	stats diag.Pool
 }
 
 // poolList is one size class's cached blocks, oldest first.
@@ -71,35 +72,6 @@ type PoolBlock struct {
 	// recorded: ev marks the end of the last owner's work (Free recorded
 	// it); false for a block never freed.
 	recorded bool
-}
-
-// PoolStats are a pool's counters. Bytes in use are the bytes asked for;
-// the rest of reserved (rounding to the size class, cached blocks) is
-// the fragmentation.
-type PoolStats struct {
-	Budget        uint64 // the most bytes the pool may reserve
-	Reserved      uint64 // bytes of the blocks the pool holds (in use and cached)
-	InUse         uint64 // bytes asked for by the live blocks
-	Cached        uint64 // bytes of the cached (free) blocks
-	PeakReserved  uint64 // the highest Reserved seen
-	PeakInUse     uint64 // the highest InUse seen
-	LiveBlocks    uint64 // blocks handed out and not freed
-	CachedBlocks  uint64 // blocks on the free lists
-	Hits          uint64 // allocations served from a cached block
-	Misses        uint64 // allocations that took a new block from the plugin
-	StreamWaits   uint64 // hits on another stream, ordered after the last owner's event by a stream wait
-	Released      uint64 // cached blocks returned to the plugin (trims)
-	OutOfMemory   uint64 // allocations refused (budget or device full)
-	PluginRetries uint64 // plugin allocations retried after a trim
-}
-
-// Fragmentation is (Reserved - InUse) / Reserved: the share of reserved
-// memory not holding asked-for bytes (0 when nothing is reserved).
-func (s PoolStats) Fragmentation() float64 {
-	if s.Reserved == 0 {
-		return 0
-	}
-	return float64(s.Reserved-min(s.InUse, s.Reserved)) / float64(s.Reserved)
 }
 
 const (
@@ -139,17 +111,17 @@ func (d *Device) Pool() *Pool {
 	return d.pool.Load()
 }
 
-// PoolStats returns the device pool's counters; false when the device's
-// pool was never used.
-func (d *Device) PoolStats() (PoolStats, bool) {
+// poolStats returns the device pool's counters; false when the device's
+// pool was never used (inspect.DevicePool).
+func (d *Device) poolStats() (diag.Pool, bool) {
 	if d == nil {
-		return PoolStats{}, false
+		return diag.Pool{}, false
 	}
 	p := d.pool.Load()
 	if p == nil {
-		return PoolStats{}, false
+		return diag.Pool{}, false
 	}
-	return p.Stats(), true
+	return p.snapshot(), true
 }
 
 // Device is the pool's device.
@@ -168,10 +140,10 @@ func (p *Pool) Budget() uint64 {
 	return p.budget
 }
 
-// Stats returns the pool's counters.
-func (p *Pool) Stats() PoolStats {
+// snapshot returns the pool's counters (inspect.Pool).
+func (p *Pool) snapshot() diag.Pool {
 	if p == nil {
-		return PoolStats{}
+		return diag.Pool{}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

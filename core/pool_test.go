@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -54,7 +56,7 @@ func TestPoolReuseOnOneStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, b, c, "a cached block of the class is handed out again on its stream")
 	assert.Same(t, b.Buffer(), c.Buffer())
-	st := p.Stats()
+	st := inspect.Pool(p)
 	assert.Equal(t, uint64(1), st.Hits)
 	assert.Equal(t, uint64(1), st.Misses)
 	assert.Equal(t, uint64(0), st.StreamWaits)
@@ -76,13 +78,13 @@ func TestPoolReuseOnOneStream(t *testing.T) {
 	assert.NotSame(t, b, e)
 	assert.Equal(t, 5120, e.Cap())
 	require.NoError(t, e.Free(s))
-	st, ok := d.PoolStats()
+	st, ok := inspect.DevicePool(d)
 	require.True(t, ok)
 	assert.Equal(t, uint64(2), st.Misses)
 	assert.Equal(t, uint64(0), st.InUse)
 	assert.Equal(t, uint64(2), st.CachedBlocks)
 	require.NoError(t, d.Runtime().Trim())
-	st = p.Stats()
+	st = inspect.Pool(p)
 	assert.Equal(t, uint64(0), st.Reserved, "Runtime.Trim trims the pools")
 	assert.Equal(t, uint64(2), st.Released)
 	assert.Equal(t, uint64(1024+5120), st.PeakReserved)
@@ -118,7 +120,7 @@ func TestPoolCrossStreamWaits(t *testing.T) {
 	require.NoError(t, err)
 	defer other.Free()
 
-	require.NoError(t, rt.Control("delay_us", 20000)) // 20 ms before each queued op
+	require.NoError(t, inspect.Control(rt, "delay_us", 20000)) // 20 ms before each queued op
 	for range 4 {
 		require.NoError(t, a.Memset(other, 1))
 	}
@@ -131,18 +133,18 @@ func TestPoolCrossStreamWaits(t *testing.T) {
 	require.NoError(t, b.Memset(got.View(), 0xBB))
 	require.NoError(t, b.Synchronize())
 	require.NoError(t, a.Synchronize())
-	require.NoError(t, rt.Control("delay_us", 0))
+	require.NoError(t, inspect.Control(rt, "delay_us", 0))
 	out := make([]byte, n)
 	require.NoError(t, core.CopyToHost(out, got.View()))
 	assert.True(t, bytes.Equal(out, bytes.Repeat([]byte{0xBB}, n)), "stream B's write ran before stream A's (first bytes %x)", out[:8])
-	assert.Equal(t, uint64(1), p.Stats().StreamWaits)
+	assert.Equal(t, uint64(1), inspect.Pool(p).StreamWaits)
 
 	// Freed on B, taken back on B: no wait.
 	require.NoError(t, got.Free(b))
 	again, err := p.Alloc(b, n)
 	require.NoError(t, err)
 	require.Same(t, blk, again)
-	assert.Equal(t, uint64(1), p.Stats().StreamWaits, "same-stream reuse needs no wait")
+	assert.Equal(t, uint64(1), inspect.Pool(p).StreamWaits, "same-stream reuse needs no wait")
 	require.NoError(t, again.Free(b))
 }
 
@@ -162,13 +164,13 @@ func TestPoolBudget(t *testing.T) {
 		"Config.PoolBudget=0.5 of the device's 67108864 bytes", "20971520 bytes reserved", "20971520 in use by 1 blocks"} {
 		assert.Contains(t, msg, want)
 	}
-	assert.Equal(t, uint64(1), p.Stats().OutOfMemory)
+	assert.Equal(t, uint64(1), inspect.Pool(p).OutOfMemory)
 
 	// Trim before failing: the cached 20 MiB block makes room for 16 MiB.
 	require.NoError(t, x.Free(s))
 	y, err := p.Alloc(s, 16<<20)
 	require.NoError(t, err)
-	st := p.Stats()
+	st := inspect.Pool(p)
 	assert.Equal(t, uint64(1), st.Released)
 	assert.Equal(t, uint64(16<<20), st.Reserved)
 	assert.LessOrEqual(t, st.PeakReserved, p.Budget())
@@ -313,7 +315,7 @@ func TestPoolConcurrent(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	st := p.Stats()
+	st := inspect.Pool(p)
 	assert.Zero(t, st.InUse)
 	assert.Zero(t, st.LiveBlocks)
 	assert.Equal(t, st.Reserved, st.Cached)
@@ -367,7 +369,7 @@ func TestPoolProperty(t *testing.T) {
 			live[b], bufs[b.Buffer()] = held{b, s}, true
 			order = append(order, b)
 		}
-		st := p.Stats()
+		st := inspect.Pool(p)
 		var inUse, classes uint64
 		for b := range live {
 			inUse += uint64(b.Len())
@@ -384,11 +386,11 @@ func TestPoolProperty(t *testing.T) {
 		require.NoError(t, b.Free(live[b].s))
 	}
 	require.NoError(t, p.Trim())
-	st := p.Stats()
+	st := inspect.Pool(p)
 	assert.Zero(t, st.Reserved)
 	assert.Greater(t, st.Hits, uint64(0))
 	assert.Greater(t, st.Released, uint64(0), "the budget made the pool trim")
-	rs, err := d.Runtime().Stats()
+	rs, err := inspect.Stats(d.Runtime())
 	require.NoError(t, err)
 	assert.Zero(t, rs.LiveBuffers, "every block went back to the plugin")
 }
@@ -417,7 +419,7 @@ func BenchmarkPoolAllocFree(b *testing.B) {
 // Nil and zero-value pools and blocks return errors or zero values, never
 // panic (as TestNilAndZeroReceiversNeverPanic for the other types).
 func TestPoolNilAndZeroReceivers(t *testing.T) {
-	for _, v := range []any{(*core.Pool)(nil), &core.Pool{}, (*core.PoolBlock)(nil), &core.PoolBlock{}, core.PoolStats{}} {
+	for _, v := range []any{(*core.Pool)(nil), &core.Pool{}, (*core.PoolBlock)(nil), &core.PoolBlock{}, diag.Pool{}} {
 		name := fmt.Sprintf("%T", v)
 		t.Run(name, func(t *testing.T) { callAll(t, name, reflect.ValueOf(v)) })
 	}
@@ -425,8 +427,10 @@ func TestPoolNilAndZeroReceivers(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	require.ErrorIs(t, (&core.PoolBlock{}).Free(nil), core.ErrInvalidArgument)
 	assert.Nil(t, (&core.Device{}).Pool())
-	_, ok := (*core.Device)(nil).PoolStats()
+	_, ok := inspect.DevicePool(nil)
 	assert.False(t, ok)
+	assert.Zero(t, inspect.Pool(nil))
+	assert.Zero(t, inspect.Pool(&core.Pool{}))
 }
 
 // ExamplePool: a server's scratch memory from the device pool, with a
@@ -462,7 +466,7 @@ func ExamplePool() {
 				return err
 			}
 		}
-		st := dev.Pool().Stats()
+		st := inspect.Pool(dev.Pool())
 		_ = st.Fragmentation()
 		return s.Synchronize()
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/core/collective"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -60,10 +61,10 @@ func TestStagedCopyWaitersWake(t *testing.T) {
 		fault func(rt *core.Runtime) error
 		want  error
 	}{
-		{"device lost", func(rt *core.Runtime) error { return rt.Control("lose_device", 0) }, core.ErrDeviceLost},
+		{"device lost", func(rt *core.Runtime) error { return inspect.Control(rt, "lose_device", 0) }, core.ErrDeviceLost},
 		// The first pinned allocation of the copies fails: one stager's
 		// slots cannot be made while others wait.
-		{"pinned memory exhausted", func(rt *core.Runtime) error { return rt.Control("fail_alloc_nth", 1) }, core.ErrOutOfMemory},
+		{"pinned memory exhausted", func(rt *core.Runtime) error { return inspect.Control(rt, "fail_alloc_nth", 1) }, core.ErrOutOfMemory},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := openMock(t, "delay_us=0")
@@ -485,7 +486,7 @@ func TestGemmDescChecks(t *testing.T) {
 			err := s.Gemm(g, ops)
 			require.ErrorIs(t, err, tc.want)
 			assert.Contains(t, err.Error(), tc.text)
-			st := rt.OpCacheStats()
+			st := inspect.OpCache(rt)
 			assert.Zero(t, st.Size, "a plan was cached")
 			assert.Zero(t, st.Misses, "a plan was made")
 		})
@@ -612,15 +613,15 @@ func TestLostDeviceReleasesPlans(t *testing.T) {
 	desc := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 8, N: 8, K: 8}
 	require.NoError(t, s.Gemm(desc, core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}))
 	require.NoError(t, s.Synchronize())
-	st, err := rt.Stats()
+	st, err := inspect.Stats(rt)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.LivePlans)
-	require.NoError(t, rt.Control("lose_device", 0))
+	require.NoError(t, inspect.Control(rt, "lose_device", 0))
 	_ = rt.Trim() // may report the lost device
-	st, err = rt.Stats()
+	st, err = inspect.Stats(rt)
 	require.NoError(t, err)
 	assert.Zero(t, st.LivePlans, "cached plans of a lost device outlive Trim")
-	assert.Zero(t, rt.OpCacheStats().Pending)
+	assert.Zero(t, inspect.OpCache(rt).Pending)
 }
 
 // Item 6: leak reports carry one "gpurt:" prefix (the logger's name),

@@ -40,7 +40,7 @@ func reportOf(r *loader.Report) *diag.Report {
 // not here; `gpurt probe` runs both to report what Open would do. The error is
 // an *Error matching ErrNoBackend, ErrBackendUnavailable or
 // ErrUnknownBackend, or a Config error. Safe from any goroutine.
-func Probe(cfg Config) (*diag.Report, error) {
+func probeReport(cfg Config) (*diag.Report, error) {
 	set, err := cfg.resolve("probe")
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func Probe(cfg Config) (*diag.Report, error) {
 // be unusable here (Probe says whether it is). Every name listed can be
 // asked for in Config.Backend, including ones gpurt does not ship (a
 // libgpurt_rocm.so found gives "rocm").
-func Backends(cfg Config) ([]string, error) {
+func findBackends(cfg Config) ([]string, error) {
 	set, err := cfg.resolve("backends")
 	if err != nil {
 		return nil, err

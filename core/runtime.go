@@ -169,7 +169,7 @@ func (rt *Runtime) Backend() string {
 }
 
 // PluginPath is the absolute path of the loaded plugin.
-func (rt *Runtime) PluginPath() string {
+func (rt *Runtime) pluginPath() string {
 	if !rt.ok() {
 		return ""
 	}
@@ -177,7 +177,7 @@ func (rt *Runtime) PluginPath() string {
 }
 
 // PluginVersion is the plugin's own version string and its ABI version.
-func (rt *Runtime) PluginVersion() (version string, abiMajor, abiMinor uint32) {
+func (rt *Runtime) pluginVersion() (version string, abiMajor, abiMinor uint32) {
 	if !rt.ok() {
 		return "", 0, 0
 	}
@@ -186,7 +186,7 @@ func (rt *Runtime) PluginVersion() (version string, abiMajor, abiMinor uint32) {
 
 // Report is the loader's report from Open (nil when the runtime was made
 // without the loader).
-func (rt *Runtime) Report() *diag.Report {
+func (rt *Runtime) loadReport() *diag.Report {
 	if rt == nil {
 		return nil
 	}
@@ -194,7 +194,7 @@ func (rt *Runtime) Report() *diag.Report {
 }
 
 // Logger is the runtime's logger.
-func (rt *Runtime) Logger() hclog.Logger {
+func (rt *Runtime) logger() hclog.Logger {
 	if rt == nil || rt.log == nil {
 		return hclog.NewNullLogger()
 	}
@@ -232,7 +232,7 @@ func (rt *Runtime) Device(i int) (*Device, error) {
 // Stats reads the plugin's live counters. They include the runtime's own
 // objects: host-heap blocks, staging streams and buffers, cached GEMM
 // plans (Trim releases the idle ones).
-func (rt *Runtime) Stats() (diag.Stats, error) {
+func (rt *Runtime) liveStats() (diag.Stats, error) {
 	if err := rt.enter("runtime_stats"); err != nil {
 		return diag.Stats{}, err
 	}
@@ -250,7 +250,7 @@ func (rt *Runtime) Stats() (diag.Stats, error) {
 // Control sets a named integer control of the plugin (fault injection,
 // tuning). The mock knows "fail_alloc_nth", "fail_launch_nth" and
 // "lose_device"; an unknown key is an error wrapping ErrUnsupported.
-func (rt *Runtime) Control(key string, value int64) error {
+func (rt *Runtime) control(key string, value int64) error {
 	if err := rt.enter("runtime_control"); err != nil {
 		return err
 	}

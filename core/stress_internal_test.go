@@ -140,7 +140,7 @@ func TestStressCloseCopiesTrimDeviceLoss(t *testing.T) {
 					for done.Load() < loseAfter && rt.l.alive() {
 						time.Sleep(20 * time.Microsecond)
 					}
-					if err := rt.Control("lose_device", 0); !expected(err) {
+					if err := rt.control("lose_device", 0); !expected(err) {
 						problem("lose_device", err)
 					}
 				}()

@@ -61,7 +61,7 @@ func TestEverySlotHasACaller(t *testing.T) {
 				return
 			}
 			assert.True(t, strings.Contains(all, "p."+name+"(") || strings.Contains(all, "bind.Slot"+name),
-				"slot %s (%s) has no caller in core: add its Go method (CONTRIBUTING.md, step 9)", name, api.Field(i).Tag.Get("c"))
+				"slot %s (%s) has no caller in core: add its Go method (CONTRIBUTING.md, step 11)", name, api.Field(i).Tag.Get("c"))
 		})
 	}
 }

@@ -37,7 +37,7 @@
 //	gpurt_pool_hits_total / _misses_total / _stream_waits_total / _released_total / _out_of_memory_total
 //	                                      the pool's counters (label device); pools never used are left out
 //
-// NewCollector turns the runtime's op timing on (core.Runtime.SetOpTiming),
+// NewCollector turns the runtime's op timing on (inspect.SetOpTiming),
 // which the latency histograms need: two clock reads per timed call.
 //
 // A scrape never fails: what cannot be read (a closed runtime's plugin
@@ -53,6 +53,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // Collector is a prometheus.Collector for one runtime. Register it with a
@@ -111,7 +112,7 @@ var defs = []metricDef{
 // (the latency histograms). The runtime's backend is a constant label on
 // every metric.
 func NewCollector(rt *core.Runtime) *Collector {
-	rt.SetOpTiming(true)
+	inspect.SetOpTiming(rt, true)
 	c := &Collector{rt: rt, descs: make(map[string]*prometheus.Desc, len(defs))}
 	constLabels := prometheus.Labels{"backend": rt.Backend()}
 	for _, d := range defs {
@@ -220,7 +221,7 @@ type Snapshot struct {
 // Pool is one device's memory pool.
 type Pool struct {
 	Device int
-	Stats  core.PoolStats
+	Stats  diag.Pool
 }
 
 // DeviceMemory is one device's memory.
@@ -234,9 +235,9 @@ type DeviceMemory struct {
 // Read takes a snapshot of rt. It never fails: what the plugin cannot
 // answer (a closed runtime) is left zero and Up is false.
 func Read(rt *core.Runtime) Snapshot {
-	s := Snapshot{Backend: rt.Backend(), Heap: rt.HostHeap().Stats(),
-		OpCache: rt.OpCacheStats(), Ops: rt.Metrics()}
-	st, err := rt.Stats()
+	s := Snapshot{Backend: rt.Backend(), Heap: inspect.HostHeap(rt.HostHeap()),
+		OpCache: inspect.OpCache(rt), Ops: inspect.Metrics(rt)}
+	st, err := inspect.Stats(rt)
 	if err == nil {
 		s.Up, s.Stats = true, st
 	}
@@ -248,7 +249,7 @@ func Read(rt *core.Runtime) Snapshot {
 			}
 		}
 		s.Devices = append(s.Devices, dm)
-		if ps, ok := d.PoolStats(); ok {
+		if ps, ok := inspect.DevicePool(d); ok {
 			s.Pools = append(s.Pools, Pool{Device: d.Index(), Stats: ps})
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/core/matmul"
 	gtest "github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/metrics"
@@ -91,7 +92,7 @@ gpurt_gemms_total{backend="mock"} 0
 
 	// Lose the device: the next call fails, the error is counted by code
 	// and device_lost turns 1.
-	require.NoError(t, rt.Control("lose_device", 0))
+	require.NoError(t, inspect.Control(rt, "lose_device", 0))
 	dev, _ := rt.Device(0)
 	_, err := dev.Alloc(64)
 	require.ErrorIs(t, err, core.ErrDeviceLost)

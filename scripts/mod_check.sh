@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # mod_check.sh — what a program that imports only gpurt's core gets: makes
-# a throwaway module in a temporary folder (main.go calls core.Probe; a
+# a throwaway module in a temporary folder (main.go calls inspect.Probe; a
 # replace directive points at this checkout), runs go mod tidy, and checks
 # two exact lists, so that a new dependency fails here until it is added
 # on purpose:
@@ -48,10 +48,11 @@ import (
 	"fmt"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 func main() {
-	rep, err := core.Probe(core.Config{})
+	rep, err := inspect.Probe(core.Config{})
 	fmt.Println(rep != nil, err)
 }
 EOM

@@ -15,6 +15,7 @@ import (
 
 	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/internal/stats"
 )
@@ -51,8 +52,8 @@ func (ms *measurer) measure(plugin, options string, quick bool) ([]bench.Result,
 		return nil, err
 	}
 	defer rt.Close()
-	if rt.PluginPath() != plugin {
-		return nil, fmt.Errorf("the core loaded %s, not %s", rt.PluginPath(), plugin)
+	if inspect.PluginPath(rt) != plugin {
+		return nil, fmt.Errorf("the core loaded %s, not %s", inspect.PluginPath(rt), plugin)
 	}
 	d, err := rt.Device(0)
 	if err != nil {
@@ -395,7 +396,7 @@ func (ms *measurer) gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *P
 		}
 		return nil, nil
 	}
-	if _, _, minor := rt.PluginVersion(); minor < 1 {
+	if _, _, minor := inspect.PluginVersion(rt); minor < 1 {
 		return skip(fmt.Errorf("the plugin speaks ABI 1.%d; GEMM needs 1.1", minor))
 	}
 	rng := rand.New(rand.NewPCG(7, 0x9e3779b97f4a7c15))
@@ -494,7 +495,7 @@ func (ms *measurer) gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *P
 	if us, withRaw, err = ms.batchedRaw(sides, syncs, batch, trials, "gemm_host_raw_us"); err != nil {
 		return nil, err
 	}
-	st := rt.OpCacheStats()
+	st := inspect.OpCache(rt)
 	if st.Misses != 1 {
 		return nil, fmt.Errorf("the op cache missed %d times (want 1: the warm-up)", st.Misses)
 	}

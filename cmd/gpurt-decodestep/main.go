@@ -21,6 +21,7 @@ import (
 
 	"github.com/metrale/gpurt/bench/decodestep"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/cli"
 )
 
@@ -88,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
 		return 1
 	}
-	ver, _, minor := rt.PluginVersion()
+	ver, _, minor := inspect.PluginVersion(rt)
 	fmt.Fprintf(stderr, "gpurt-decodestep: %s plugin %s (ABI 1.%d) on %s\n", rt.Backend(), ver, minor, dev.Info().Name)
 	enc := json.NewEncoder(stdout)
 	emit := func(r decodestep.Result) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/metrale/gpurt/conform"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/cli"
 )
 
@@ -69,8 +70,8 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	defer rt.Close()
 	if !*asJSON {
-		v, maj, min := rt.PluginVersion()
-		fmt.Fprintf(stdout, "backend %s (%s, version %s, ABI %d.%d), %d devices\n", rt.Backend(), rt.PluginPath(), v, maj, min, rt.NumDevices())
+		v, maj, min := inspect.PluginVersion(rt)
+		fmt.Fprintf(stdout, "backend %s (%s, version %s, ABI %d.%d), %d devices\n", rt.Backend(), inspect.PluginPath(rt), v, maj, min, rt.NumDevices())
 		opts.Progress = func(c conform.Check) {
 			status := "PASS"
 			switch {
@@ -98,7 +99,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		}
 		last = stderr
 	} else {
-		st := rt.OpCacheStats()
+		st := inspect.OpCache(rt)
 		fmt.Fprintf(stdout, "seed %d; op cache: %d hits, %d misses, %d evictions\n", res.Seed, st.Hits, st.Misses, st.Evictions)
 	}
 	fmt.Fprintln(last, res.Summary())

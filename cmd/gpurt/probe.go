@@ -13,6 +13,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/diag"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/bytesize"
 	"github.com/metrale/gpurt/internal/cli"
 )
@@ -40,7 +41,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		return st
 	}
 	cfg := core.Config{PluginPaths: *paths, Backend: *backend}
-	rep, err := core.Probe(cfg)
+	rep, err := inspect.Probe(cfg)
 	if *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
 		// A usage error; --json still prints the report, the error in it.
 		if *asJSON {

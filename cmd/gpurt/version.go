@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/abi"
 )
 
@@ -103,7 +104,7 @@ func versionInfo() versionReport {
 // its SHA-256. The probe's error (no backend usable) is no error here:
 // version reports what is there, usable or not.
 func pluginVersions(paths []string) ([]pluginVersion, []string) {
-	rep, _ := core.Probe(core.Config{PluginPaths: paths})
+	rep, _ := inspect.Probe(core.Config{PluginPaths: paths})
 	if rep == nil {
 		return []pluginVersion{}, nil
 	}

@@ -2,11 +2,11 @@
 
 // Package diag holds what a gpurt runtime says about itself, for
 // monitoring and for diagnosing a failed Open: the counters of
-// core.Runtime.Metrics (which package github.com/metrale/gpurt/metrics
+// inspect.Metrics (which package github.com/metrale/gpurt/metrics
 // exports to Prometheus and expvar), the plugin's live objects
-// (core.Runtime.Stats), the GEMM plan cache's and the host heap's counters,
-// and the loader's Report of its search for a plugin (core.Probe,
-// core.Runtime.Report, core.Error.Report; `gpurt probe --json` prints it).
+// (inspect.Stats), the GEMM plan cache's and the host heap's counters,
+// and the loader's Report of its search for a plugin (inspect.Probe,
+// inspect.Report, core.Error.Report; `gpurt probe --json` prints it).
 // It is plain data: core fills it, nothing here calls a plugin.
 package diag
 
@@ -14,7 +14,7 @@ import "time"
 
 // Report is the loader's account of one search for a plugin: where it
 // looked, every plugin file it found and what became of it, and the one
-// it selected. core.Probe returns it, core.Runtime.Report keeps the one of Open,
+// it selected. inspect.Probe returns it, inspect.Report keeps the one of Open,
 // and the *core.Error of a failed Open or Probe carries it. Its JSON form is what
 // `gpurt probe --json` prints.
 type Report struct {
@@ -103,7 +103,7 @@ func LatencyBounds() []time.Duration {
 }
 
 // Metrics are counters of what a runtime did since Open, for monitoring
-// (core.Runtime.Metrics; package github.com/metrale/gpurt/metrics exports
+// (inspect.Metrics; package github.com/metrale/gpurt/metrics exports
 // them to Prometheus and expvar). Every counter only grows; DeviceLost and
 // BufferBytes are states.
 type Metrics struct {
@@ -122,7 +122,7 @@ type Metrics struct {
 	// BufferBytes are the bytes of live core.Device.Alloc buffers, by device
 	// index (devices with none are absent).
 	BufferBytes map[int]uint64
-	// Latency holds, while op timing is on (core.Runtime.SetOpTiming), a histogram of
+	// Latency holds, while op timing is on (inspect.SetOpTiming), a histogram of
 	// the host time of each successful call by operation (snake_case:
 	// "stream_synchronize", "copy_from_host", "gemm", "attention_run",
 	// ...): for synchronize and the synchronous copies the wait, for the
@@ -148,7 +148,7 @@ type LatencyHistogram struct {
 	Buckets []uint64
 }
 
-// Heap describes a runtime's pinned host heap (core.HostHeap.Stats).
+// Heap describes a runtime's pinned host heap (inspect.HostHeap).
 type Heap struct {
 	InUse    uint64 // bytes in live slices (rounded to 256)
 	Reserved uint64 // bytes of pinned blocks held
@@ -159,7 +159,7 @@ type Heap struct {
 }
 
 // OpCache are the counters of a runtime's GEMM plan cache
-// (core.Runtime.OpCacheStats).
+// (inspect.OpCache).
 type OpCache struct {
 	Hits      uint64
 	Misses    uint64
@@ -179,4 +179,34 @@ type Stats struct {
 	LivePlans       uint64
 	DeviceBytes     uint64 // device bytes allocated
 	HostBytes       uint64 // pinned host bytes allocated
+}
+
+// Pool are the counters of a device's memory pool (core.Pool;
+// inspect.Pool, inspect.DevicePool). Bytes in use are the bytes asked for;
+// the rest of reserved (rounding to the size class, cached blocks) is
+// the fragmentation.
+type Pool struct {
+	Budget        uint64 // the most bytes the pool may reserve
+	Reserved      uint64 // bytes of the blocks the pool holds (in use and cached)
+	InUse         uint64 // bytes asked for by the live blocks
+	Cached        uint64 // bytes of the cached (free) blocks
+	PeakReserved  uint64 // the highest Reserved seen
+	PeakInUse     uint64 // the highest InUse seen
+	LiveBlocks    uint64 // blocks handed out and not freed
+	CachedBlocks  uint64 // blocks on the free lists
+	Hits          uint64 // allocations served from a cached block
+	Misses        uint64 // allocations that took a new block from the plugin
+	StreamWaits   uint64 // hits on another stream, ordered after the last owner's event by a stream wait
+	Released      uint64 // cached blocks returned to the plugin (trims)
+	OutOfMemory   uint64 // allocations refused (budget or device full)
+	PluginRetries uint64 // plugin allocations retried after a trim
+}
+
+// Fragmentation is (Reserved - InUse) / Reserved: the share of reserved
+// memory not holding asked-for bytes (0 when nothing is reserved).
+func (s Pool) Fragmentation() float64 {
+	if s.Reserved == 0 {
+		return 0
+	}
+	return float64(s.Reserved-min(s.InUse, s.Reserved)) / float64(s.Reserved)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/llm"
 )
 
@@ -69,8 +70,8 @@ func (d decoderBench) run(cfg core.Config, table io.Writer) (*bench.Report, erro
 	if err != nil {
 		return nil, err
 	}
-	_, maj, min := rt.PluginVersion()
-	rep := &bench.Report{Backend: rt.Backend(), Plugin: rt.PluginPath(), ABI: fmt.Sprintf("%d.%d", maj, min),
+	_, maj, min := inspect.PluginVersion(rt)
+	rep := &bench.Report{Backend: rt.Backend(), Plugin: inspect.PluginPath(rt), ABI: fmt.Sprintf("%d.%d", maj, min),
 		Device: "device 0: " + dev.Info().Name}
 	m, err := llm.NewModel(dev, mc, d.batch, d.ctx+d.steps+d.warm+2, 1)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/examples/internal/servebench"
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/llm"
@@ -161,7 +162,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			emit(map[string]any{"kind": "error", "model": strings.TrimSpace(names[i]), "error": err.Error()})
 			status = cli.ExitError
 		}
-		if ps, ok := d.PoolStats(); ok {
+		if ps, ok := inspect.DevicePool(d); ok {
 			emit(map[string]any{"kind": "pool", "stats": ps, "fragmentation": ps.Fragmentation()})
 		}
 	}

@@ -186,8 +186,8 @@ func headerItems(src string) (structs, opaque, consts []string) {
 	return structs, opaque, consts
 }
 
-// goMirrors reads this package's source: the C struct each Go struct says
-// it mirrors ("X mirrors gpurt_x" in its doc) and the C handle each
+// goMirrors reads this package's source (zabi.go, generated): the C
+// struct each Go struct says it mirrors ("X mirrors gpurt_x" in its doc) and the C handle each
 // uintptr type names in its line comment ("// gpurt_x*").
 func goMirrors(t *testing.T) (structs, handles map[string]string) {
 	structs, handles = map[string]string{}, map[string]string{}
@@ -240,19 +240,19 @@ func missingMirrors(t *testing.T, header string) []string {
 	for _, s := range structs {
 		switch g, ok := goStructs[s]; {
 		case !ok:
-			missing = append(missing, fmt.Sprintf("struct %s has no Go mirror: add a struct to package abi whose doc says \"X mirrors %s\", with a c:\"name\" tag per field", s, s))
+			missing = append(missing, fmt.Sprintf("struct %s has no Go mirror: run `make generate` (zabi.go is generated from the header; a field genbind cannot map is an error naming it)", s))
 		case !checked[s]:
 			missing = append(missing, fmt.Sprintf("struct %s (abi.%s) is not in mirrored (run `make generate`), so its layout is never checked", s, g))
 		}
 	}
 	for _, h := range opaque {
 		if _, ok := goHandles[h]; !ok {
-			missing = append(missing, fmt.Sprintf("handle %s has no Go type: add `X uintptr // %s*` to package abi", h, h))
+			missing = append(missing, fmt.Sprintf("handle %s has no Go type: run `make generate` (zabi.go is generated from the header)", h))
 		}
 	}
 	for _, c := range consts {
 		if _, ok := constants[c]; !ok && notConstants[c] == "" {
-			missing = append(missing, fmt.Sprintf("constant %s has no Go mirror in constants in layout_test.go (add the Go constant and the pair)", c))
+			missing = append(missing, fmt.Sprintf("constant %s has no Go mirror in constants (run `make generate`: zconsts.go and zmirrored_test.go are generated from the header)", c))
 		}
 	}
 	return missing

@@ -21,14 +21,14 @@
 //
 // # Regenerating
 //
-// After changing gpurt_api in abi/gpurt.h (and its mirror abi.API in
-// internal/abi/abi.go), run from the module root
+// After changing abi/gpurt.h (the Go mirror in internal/abi is generated
+// from it too), run from the module root
 //
 //	make generate        # or: go generate ./core/internal/bind
 //
-// which runs `go run ./internal/cmd/genbind` and rewrites zslots.go.
-// make test fails when zslots.go is not what the generator makes from the
-// header (genbind -check). Never edit zslots.go by hand; a slot shape the
+// which runs `go run ./internal/cmd/genbind` and rewrites zslots.go and
+// internal/abi/z*.go. make test fails when a generated file is not what the generator makes from the
+// header (genbind -check). Never edit them by hand; a slot shape the
 // generator does not know is an error naming the line of the header.
 package bind
 

@@ -16,6 +16,9 @@ package bridge
 import (
 	"unsafe"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/internal/abi"
 )
@@ -213,4 +216,24 @@ func hide(c *Op) *Op { return (*Op)(Hide(unsafe.Pointer(c))) }
 func Hide(p unsafe.Pointer) unsafe.Pointer {
 	x := uintptr(p)
 	return *(*unsafe.Pointer)(unsafe.Pointer(&x))
+}
+
+// Diag is filled by package core at init: what package core/inspect
+// reads of a runtime (rt is a *core.Runtime, cfg a core.Config).
+var Diag struct {
+	Metrics       func(rt any) diag.Metrics
+	SetOpTiming   func(rt any, on bool)
+	OpCache       func(rt any) diag.OpCache
+	Stats         func(rt any) (diag.Stats, error)
+	Report        func(rt any) *diag.Report
+	Logger        func(rt any) hclog.Logger
+	PluginPath    func(rt any) string
+	PluginVersion func(rt any) (version string, abiMajor, abiMinor uint32)
+	Control       func(rt any, key string, value int64) error
+	Probe         func(cfg any) (*diag.Report, error)
+	Backends      func(cfg any) ([]string, error)
+	Pool          func(p any) diag.Pool // p is a *core.Pool
+	DevicePool    func(d any) (diag.Pool, bool)
+	HostHeap      func(h any) diag.Heap // h is a *core.HostHeap
+	GraphUpdate   func(g any) string    // g is a *core.Graph
 }

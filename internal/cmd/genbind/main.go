@@ -33,10 +33,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"go/ast"
 	"go/format"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,32 +46,32 @@ const Command = "go run ./internal/cmd/genbind"
 
 func main() {
 	header := flag.String("header", "abi/gpurt.h", "the C header")
-	mirror := flag.String("abi", "internal/abi", "the folder of the Go mirror of the header (its non-test, non-generated files)")
 	slots := flag.String("slots", "core/internal/bind/zslots.go", "the bind methods to write")
 	sizes := flag.String("sizes", "internal/abi/zsizes.go", "the abi size constants to write")
 	errs := flag.String("errors", "internal/abi/zerrors.go", "the abi error vocabulary to write")
 	mirrored := flag.String("mirrored", "internal/abi/zmirrored_test.go", "the layout test's lists of mirrored structs and constants to write")
 	consts := flag.String("consts", "internal/abi/zconsts.go", "the abi constants to write")
+	structs := flag.String("structs", "internal/abi/zabi.go", "the abi handle types, structs and API table to write")
 	check := flag.Bool("check", false, "write nothing; fail when a file on disk is not what would be generated")
 	flag.Parse()
 	if err := chdirRoot(); err != nil {
 		fail(err)
 	}
-	files, err := generate(*header, *mirror)
+	files, err := generate(*header)
 	if err != nil {
 		fail(err)
 	}
 	for _, f := range []struct {
 		path string
 		src  []byte
-	}{{*slots, files[0]}, {*sizes, files[1]}, {*errs, files[2]}, {*mirrored, files[3]}, {*consts, files[4]}} {
+	}{{*slots, files[0]}, {*sizes, files[1]}, {*errs, files[2]}, {*mirrored, files[3]}, {*consts, files[4]}, {*structs, files[5]}} {
 		if *check {
 			old, err := os.ReadFile(f.path)
 			if err != nil {
 				fail(fmt.Errorf("%w (run `make generate`)", err))
 			}
 			if !bytes.Equal(old, f.src) {
-				fail(fmt.Errorf("%s is stale: it differs from what `%s` makes from %s and %s; run `make generate` and commit the result", f.path, Command, *header, *mirror))
+				fail(fmt.Errorf("%s is stale: it differs from what `%s` makes from %s; run `make generate` and commit the result", f.path, Command, *header))
 			}
 			continue
 		}
@@ -110,8 +107,8 @@ func chdirRoot() error {
 
 // generate returns the bind methods, the abi size constants and the abi
 // error vocabulary.
-func generate(headerPath, mirrorPath string) ([5][]byte, error) {
-	var none [5][]byte
+func generate(headerPath string) ([6][]byte, error) {
+	var none [6][]byte
 	hdr, err := os.ReadFile(headerPath)
 	if err != nil {
 		return none, err
@@ -120,12 +117,9 @@ func generate(headerPath, mirrorPath string) ([5][]byte, error) {
 	if err != nil {
 		return none, fmt.Errorf("%s: %w", headerPath, err)
 	}
-	m, err := parseMirror(mirrorPath)
-	if err != nil {
-		return none, err
-	}
-	var out [5][]byte
-	for i, gen := range []func(*Header, *Mirror) ([]byte, error){emit, emitSizes, emitErrors, emitMirrored, emitConsts} {
+	m := mirrorFromHeader(h)
+	var out [6][]byte
+	for i, gen := range []func(*Header, *Mirror) ([]byte, error){emit, emitSizes, emitErrors, emitMirrored, emitConsts, emitStructs} {
 		src, err := gen(h, m)
 		if err != nil {
 			return none, err
@@ -141,7 +135,7 @@ func generate(headerPath, mirrorPath string) ([5][]byte, error) {
 func emitSizes(h *Header, m *Mirror) ([]byte, error) {
 	var b bytes.Buffer
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	preamble(&b, "abi", true)
+	preamble(&b, "abi")
 	pf("import \"unsafe\"\n\n")
 	pf("// Sizes of the mirrored structs: what a caller puts in struct_size.\nconst (\n")
 	for _, c := range h.Structs {
@@ -170,6 +164,11 @@ type Header struct {
 	// Consts are the header's other constants (enumerators and
 	// object-like #defines but the error codes), in groups, in order.
 	Consts []ConstGroup
+	// Defs are the structs with their fields (all but gpurt_api), in
+	// order.
+	Defs []CStruct
+	// FnTypes are the function-pointer typedefs (gpurt_log_fn, ...).
+	FnTypes map[string]bool
 }
 
 // ConstGroup is one enum of the header, or one run of #defines.
@@ -247,6 +246,13 @@ func ParseHeader(src string) (*Header, error) {
 	var err error
 	if h.Consts, err = parseConsts(src); err != nil {
 		return nil, err
+	}
+	if h.Defs, err = parseStructs(src); err != nil {
+		return nil, err
+	}
+	h.FnTypes = map[string]bool{}
+	for _, m := range reFnTypedef.FindAllStringSubmatch(src, -1) {
+		h.FnTypes[m[1]] = true
 	}
 	h.StreamStructs = map[string]bool{}
 	for _, m := range reStruct.FindAllStringSubmatchIndex(src, -1) {
@@ -380,7 +386,7 @@ func parseSlot(decl string) (Slot, error) {
 	return s, nil
 }
 
-// Mirror is what genbind reads from package abi.
+// Mirror is the Go names of the header's types and slots.
 type Mirror struct {
 	Types     map[string]string // C struct or opaque name -> Go type name
 	Handles   map[string]bool   // C names that are opaque handles
@@ -388,86 +394,24 @@ type Mirror struct {
 	APIFields []string          // C names of abi.API's fields, in order
 }
 
-var reMirrors = regexp.MustCompile(`\bmirrors (gpurt_\w+)\b`)
-var reHandle = regexp.MustCompile(`^(gpurt_\w+)\*`)
-
-func parseMirror(dir string) (*Mirror, error) {
-	m := &Mirror{Types: map[string]string{}, Handles: map[string]bool{}, SlotField: map[string]string{}}
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		return nil, err
+// mirrorFromHeader names the Go mirror of every header type and slot by
+// GoName: the mirror (zabi.go) is generated from the header by the same
+// rule, so the two cannot drift.
+func mirrorFromHeader(h *Header) *Mirror {
+	m := &Mirror{Types: map[string]string{}, Handles: map[string]bool{}, SlotField: map[string]string{},
+		APIFields: []string{"struct_size", "abi_major", "abi_minor"}}
+	for _, o := range h.Opaque {
+		m.Types[o] = GoName(o)
+		m.Handles[o] = true
 	}
-	fset := token.NewFileSet()
-	for _, path := range files {
-		base := filepath.Base(path)
-		if strings.HasSuffix(base, "_test.go") || strings.HasPrefix(base, "z") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
-		if err != nil {
-			return nil, err
-		}
-		m.add(f)
+	for _, st := range h.Structs {
+		m.Types[st] = GoName(st)
 	}
-	if len(m.APIFields) == 0 {
-		return nil, fmt.Errorf("%s: no API struct mirroring gpurt_api", dir)
+	for _, s := range h.Slots {
+		m.SlotField[s.Name] = GoName(s.Name)
+		m.APIFields = append(m.APIFields, s.Name)
 	}
-	return m, nil
-}
-
-func (m *Mirror) add(f *ast.File) {
-	for _, d := range f.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.TYPE {
-			continue
-		}
-		for _, sp := range gd.Specs {
-			ts := sp.(*ast.TypeSpec)
-			doc := ts.Doc
-			if doc == nil && len(gd.Specs) == 1 {
-				doc = gd.Doc
-			}
-			switch t := ts.Type.(type) {
-			case *ast.StructType:
-				if doc == nil {
-					continue
-				}
-				if mm := reMirrors.FindStringSubmatch(doc.Text()); mm != nil {
-					m.Types[mm[1]] = ts.Name.Name
-				}
-				if ts.Name.Name == "API" {
-					for _, fld := range t.Fields.List {
-						tag := ""
-						if fld.Tag != nil {
-							tag = reflectTag(fld.Tag.Value)
-						}
-						for _, n := range fld.Names {
-							m.APIFields = append(m.APIFields, tag)
-							m.SlotField[tag] = n.Name
-						}
-					}
-				}
-			case *ast.Ident:
-				if t.Name != "uintptr" || ts.Comment == nil {
-					continue
-				}
-				if mm := reHandle.FindStringSubmatch(strings.TrimSpace(ts.Comment.Text())); mm != nil {
-					m.Types[mm[1]] = ts.Name.Name
-					m.Handles[mm[1]] = true
-				}
-			}
-		}
-	}
-}
-
-func reflectTag(lit string) string {
-	s, err := strconv.Unquote(lit)
-	if err != nil {
-		return ""
-	}
-	_, v, _ := strings.Cut(s, `c:"`)
-	v, _, _ = strings.Cut(v, `"`)
-	return v
+	return m
 }
 
 // goParam is one Go parameter of a generated method and how it crosses.
@@ -539,7 +483,7 @@ func goParams(s Slot, m *Mirror) ([]goParam, error) {
 		case p.Ptr == 1 && strings.HasPrefix(p.Base, "gpurt_"):
 			t, ok := m.Types[p.Base]
 			if !ok {
-				return nil, bad("no Go mirror of " + p.Base + " in package abi (a struct whose doc says \"X mirrors " + p.Base + "\")")
+				return nil, bad("no struct " + p.Base + " in the header (a parameter's struct must be defined there: its Go mirror is generated from it)")
 			}
 			out = append(out, goParam{name: name, typ: "*abi." + t, keep: true,
 				args: []string{"uintptr(unsafe.Pointer(" + name + "))"}})
@@ -583,7 +527,7 @@ func emit(h *Header, m *Mirror) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	preamble(&b, "bind", true)
+	preamble(&b, "bind")
 	pf("import (\n\"fmt\"\n\"runtime\"\n\"unsafe\"\n\n\"github.com/metrale/gpurt/internal/abi\"\n\"github.com/metrale/gpurt/core/internal/ffi\"\n)\n\n")
 	pf("// Slot names one function pointer of gpurt_api.\ntype Slot int\n\n")
 	pf("// The slots, in the table's order.\nconst (\n")
@@ -789,7 +733,7 @@ func emitErrors(h *Header, m *Mirror) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	preamble(&b, "abi", false)
+	preamble(&b, "abi")
 	pf("// Error codes (GPURT_OK, GPURT_ERR_*), from the header's error-code enum.\nconst (\n")
 	for _, e := range h.Errors {
 		pf("%s = %d // %s\n", e.GoName(), e.Value, e.Enum)
@@ -815,7 +759,7 @@ func emitErrors(h *Header, m *Mirror) ([]byte, error) {
 func emitMirrored(h *Header, m *Mirror) ([]byte, error) {
 	var b bytes.Buffer
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	preamble(&b, "abi", true)
+	preamble(&b, "abi")
 	pf("// mirrored pairs every struct of the header with its Go mirror, in the\n// header's order.\nvar mirrored = []struct {\nc   string\ngo_ any\n}{\n")
 	for _, c := range h.Structs {
 		g, err := m.mirrorOf(c)
@@ -974,7 +918,7 @@ func GoConstName(c string) string {
 func emitConsts(h *Header, m *Mirror) ([]byte, error) {
 	var b bytes.Buffer
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	preamble(&b, "abi", false)
+	preamble(&b, "abi")
 	seen := map[string]string{}
 	for _, g := range h.Consts {
 		if g.Doc != "" {
@@ -995,14 +939,9 @@ func emitConsts(h *Header, m *Mirror) ([]byte, error) {
 }
 
 // preamble writes a generated file's first lines: the command, the
-// "Code generated" line (naming package abi as a source too when
-// fromMirror), the licence and the package clause.
-func preamble(b *bytes.Buffer, pkg string, fromMirror bool) {
-	from := "abi/gpurt.h"
-	if fromMirror {
-		from += " and package abi"
-	}
-	fmt.Fprintf(b, "// %s\n// Code generated by the command above from %s; DO NOT EDIT.\n\n", Command, from)
+// "Code generated" line, the licence and the package clause.
+func preamble(b *bytes.Buffer, pkg string) {
+	fmt.Fprintf(b, "// %s\n// Code generated by the command above from abi/gpurt.h; DO NOT EDIT.\n\n", Command)
 	fmt.Fprintf(b, "// SPDX-License-Identifier: Apache-2.0\n\npackage %s\n\n", pkg)
 }
 
@@ -1012,5 +951,5 @@ func (m *Mirror) mirrorOf(c string) (string, error) {
 	if g, ok := m.Types[c]; ok {
 		return g, nil
 	}
-	return "", fmt.Errorf("struct %s of gpurt.h has no Go mirror in package abi (a struct whose doc says \"X mirrors %s\", fields tagged c:\"name\")", c, c)
+	return "", fmt.Errorf("struct %s has no Go name (genbind names every struct of the header)", c)
 }

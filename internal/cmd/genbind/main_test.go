@@ -64,7 +64,7 @@ func TestGoParamsRefusesUnknownTypes(t *testing.T) {
 	cases := []struct{ decl, want string }{
 		{"gpurt_error *(*a)(double alpha)", "float register"},
 		{"gpurt_error *(*a)(const char *name)", "must be followed by `uint64_t name_len`"},
-		{"gpurt_error *(*a)(gpurt_unknown_args *args)", "no Go mirror of gpurt_unknown_args"},
+		{"gpurt_error *(*a)(gpurt_unknown_args *args)", "no struct gpurt_unknown_args in the header"},
 		{"gpurt_error *(*a)(size_t n)", "does not know by value"},
 		{"gpurt_error *(*a)(float *x)", "a parameter shape genbind does not know"},
 	}
@@ -89,10 +89,10 @@ func TestGoParamsRefusesUnknownTypes(t *testing.T) {
 // files are what the generator makes from the header.
 func TestGeneratedFilesAreFresh(t *testing.T) {
 	require.NoError(t, chdirRoot())
-	files, err := generate("abi/gpurt.h", "internal/abi")
+	files, err := generate("abi/gpurt.h")
 	require.NoError(t, err)
 	for i, path := range []string{"core/internal/bind/zslots.go", "internal/abi/zsizes.go", "internal/abi/zerrors.go",
-		"internal/abi/zmirrored_test.go", "internal/abi/zconsts.go"} {
+		"internal/abi/zmirrored_test.go", "internal/abi/zconsts.go", "internal/abi/zabi.go"} {
 		old, err := os.ReadFile(path)
 		require.NoError(t, err)
 		assert.True(t, string(old) == string(files[i]), "%s is stale: run `make generate`", path)
@@ -183,4 +183,79 @@ enum {
 	h.Consts = append(h.Consts, ConstGroup{Items: []Const{{C: "GPURT_NEW_THING", Value: "9"}}})
 	_, err = emitConsts(h, nil)
 	require.ErrorContains(t, err, "both make the Go name NewThing")
+}
+
+// TestStructs: the header's structs become Go structs by the mirror's
+// rules (handles, embedded structs, arrays with constant lengths, Go
+// pointers for what the core fills, uintptr for what the plugin writes
+// out and for C functions), and a field genbind cannot map is an error
+// naming its line, struct and field.
+func TestStructs(t *testing.T) {
+	base := api("0", "/* ---- 1.0 ---- */ gpurt_error *(*kv_go)(gpurt_runtime *rt, const gpurt_x_args *args);") + `
+typedef struct gpurt_buffer gpurt_buffer;
+typedef void (*gpurt_log_fn)(void *user);
+#define GPURT_NAME_LEN 64
+typedef struct gpurt_kv_in {
+  int32_t dtype, qo_dtype; /* both */
+  uint8_t reserved[3];
+} gpurt_kv_in;
+typedef struct gpurt_x_args {
+  uint64_t struct_size;
+  gpurt_buffer *buffer; uint64_t buffer_offset;
+  gpurt_kv_in layout;
+  char name[GPURT_NAME_LEN]; /* out */
+  const char *message;  /* out: owned by the plugin */
+  const int32_t *indptr; /* borrowed */
+  const gpurt_kv_in *ins;
+  gpurt_log_fn log;
+  /* ---- 1.1: more ---- */
+  float k_scale;
+} gpurt_x_args;
+`
+	h, err := ParseHeader(base)
+	require.NoError(t, err)
+	src, err := emitStructs(h, nil)
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(src)), " ")
+	for _, want := range []string{
+		"Buffer uintptr // gpurt_buffer*",
+		"// KVIn mirrors gpurt_kv_in. type KVIn struct { DType int32 `c:\"dtype\"` // both QODType int32 `c:\"qo_dtype\"` // both Reserved [3]uint8 `c:\"reserved\"` }",
+		"Buffer Buffer `c:\"buffer\"` BufferOffset uint64 `c:\"buffer_offset\"` Layout KVIn `c:\"layout\"`",
+		"Name [NameLen]byte `c:\"name\"` // out",
+		"Message uintptr `c:\"message\"` // out: owned by the plugin",
+		"Indptr *int32 `c:\"indptr\"` // borrowed",
+		"Ins *KVIn `c:\"ins\"`",
+		"Log uintptr `c:\"log\"`",
+		"// 1.1: more KScale float32 `c:\"k_scale\"`",
+		"type API struct { StructSize uint64 `c:\"struct_size\"` ABIMajor uint32 `c:\"abi_major\"` ABIMinor uint32 `c:\"abi_minor\"` // 1.0 KVGo uintptr `c:\"kv_go\"` }",
+	} {
+		assert.Contains(t, text, want)
+	}
+	assert.NotContains(t, text, "import \"unsafe\"", "no void pointer here, so no unsafe")
+	for _, c := range []struct{ field, want string }{
+		{"void *user_data;", "line 27: gpurt_x_args.user_data (void *user_data): a void pointer: say in voidPointers"},
+		{"size_t n;", "gpurt_x_args.n (size_t n): a type genbind does not know by value"},
+		{"float *x;", ""},
+		{"bool *flag;", "gpurt_x_args.flag (bool *flag): a pointer type genbind does not know"},
+		{"uint32_t x[4], *y;", ""},
+		{"int (*cb)(void);", "line 27: gpurt_x_args: declarator \"(*cb)(void)\" is not of the shape"},
+		{"gpurt_buffer *bufs[2];", "an array of pointers"},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			h, err := ParseHeader(strings.Replace(base, "  float k_scale;", "  "+c.field, 1))
+			if err == nil {
+				_, err = emitStructs(h, nil)
+			}
+			if c.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+	for c, g := range map[string]string{"gpurt_kv_append_args": "KVAppendArgs", "pci_bus_id": "PCIBusID", "qo_dtype": "QODType",
+		"comm_unique_id": "CommUniqueID", "nranks": "NRanks", "timeout_ms": "TimeoutMS", "gpurt_api": "API", "ldd": "LDD"} {
+		assert.Equal(t, g, GoName(c))
+	}
 }

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package inspect_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/internal/testutil"
+)
+
+// TestMain puts a freshly built mock plugin on GPURT_PLUGIN_PATH, for the
+// runnable examples (they open a runtime as a program would).
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "inspect")) }
+
+// Example reads a runtime's plugin, counters and live objects, and uses a
+// control of the mock to make the next allocation fail.
+func Example() {
+	rt, err := core.Open(core.Config{Backend: "mock"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rt.Close()
+	_, major, minor := inspect.PluginVersion(rt)
+	fmt.Println("plugin:", rt.Backend(), "ABI", major, minor >= 8, inspect.Report(rt).Selected == inspect.PluginPath(rt))
+
+	dev, _ := rt.Device(0)
+	s, _ := dev.NewStream()
+	defer s.Close()
+	b, _ := dev.Alloc(1 << 20)
+	_ = core.CopyFromHost(b, make([]byte, 4096))
+	st, _ := inspect.Stats(rt)
+	fmt.Println("device bytes >= 1 MiB:", st.DeviceBytes >= 1<<20)
+	m := inspect.Metrics(rt)
+	fmt.Println("copied to the device:", m.BytesCopied["host_to_device"], "buffer bytes:", m.BufferBytes[0])
+
+	_ = inspect.Control(rt, "fail_alloc_nth", 1)
+	_, err = dev.Alloc(64)
+	fmt.Println("injected:", errors.Is(err, core.ErrOutOfMemory))
+	fmt.Println("unknown control:", errors.Is(inspect.Control(rt, "no_such_knob", 1), core.ErrUnsupported))
+	_ = b.Free()
+	// Output:
+	// plugin: mock ABI 1 true true
+	// device bytes >= 1 MiB: true
+	// copied to the device: 4096 buffer bytes: 1048576
+	// injected: true
+	// unknown control: true
+}
