@@ -186,6 +186,18 @@ typedef struct gp_backend {
    * record yet, GP_REC_* bits (0: all of them are). graph_recordable
    * answers 0 for them and a CALL item of one is refused naming the slot. */
   uint32_t unrecordable;
+  /* 1: an executable replays many times (CUDA: an instantiated CUDA
+   * graph). The framework then records a graph once, at graph_create and
+   * again after each graph_update, keeps the executable, and at every
+   * graph_launch checks the items' handles (all of them again only when
+   * an object of the runtime was destroyed since the last check; CALL
+   * items of attention_run always) before one graph_launch of it; the
+   * backend orders the replays of one executable among themselves (as
+   * cuGraphLaunch does) and may refuse a replay in graph_launch (a
+   * captured attention plan that no longer fits). 0 (mock): the
+   * framework records every replay anew and destroys it after its
+   * launch. */
+  uint32_t graph_once;
 
   /* ---- process (no lock held) ---- */
   /* Whether the backend can run here, without side effects on the device
@@ -264,12 +276,19 @@ typedef struct gp_backend {
    * Metal: an indirect command buffer); the framework then calls the
    * items' runs (and event_record / event_wait) on it, in order, and
    * graph_end turns the recording into an executable (*exec), or frees it
-   * when abort is 1. The framework records at every graph_launch, from
-   * its own copy of the items resolved again (a stale handle is an error,
-   * never a crash), launches the executable once and destroys it. */
+   * when abort is 1. Without graph_once the framework records at every
+   * graph_launch, from its own copy of the items resolved again (a stale
+   * handle is an error, never a crash), launches the executable once and
+   * destroys it; with graph_once it records at graph_create and
+   * graph_update and launches the one executable at every graph_launch
+   * (graph_update: a new recording, then the old executable destroyed).
+   * While recording, sh-dependent checks (attention_run's plan stream)
+   * are left to the launch's checks. */
   gpurt_error *(*graph_begin)(void *ctx, uint32_t dev, gp_queue *rec);
   gpurt_error *(*graph_end)(void *ctx, gp_queue *rec, int abort, void **exec);
-  /* Enqueues the executable on q, contiguously. */
+  /* Enqueues the executable on q, contiguously (graph_once: may be
+   * called many times for one executable, from many threads, under the
+   * graph's lock). */
   gpurt_error *(*graph_launch)(void *ctx, void *exec, gp_queue *q);
   void (*graph_destroy)(void *ctx, void *exec);
 

@@ -79,9 +79,9 @@ gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op,
 }
 
 gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out) {
-  (void)rt;
   int st = gp_table_take(t, (uintptr_t)h, out);
   if (st != GP_HANDLE_OK) return gp_handle_error(st, t->kind, (uintptr_t)h);
+  atomic_fetch_add(&rt->destroys, 1);
   return NULL;
 }
 
