@@ -74,8 +74,17 @@ typedef struct gp_mem {
 typedef struct gp_queue {
   void *q;
   uint32_t dev;
-  uint32_t capturing; /* 1: a recording queue of graph_begin */
+  uint32_t capturing; /* GP_QUEUE_*: 0 runs, else a recording queue of graph_begin */
 } gp_queue;
+
+/* gp_queue.capturing. */
+enum {
+  GP_QUEUE_RUN = 0,
+  GP_QUEUE_RECORD = 1,  /* entries record what they would enqueue */
+  GP_QUEUE_PREPARE = 2  /* graph_once with graph_capture: entries make what
+                           they make lazily (workspaces, modules, library
+                           handles) and enqueue and record nothing */
+};
 
 /* The copy kinds (the framework has already checked ranges and flags). */
 enum {
@@ -286,6 +295,14 @@ typedef struct gp_backend {
    * are left to the launch's checks. */
   gpurt_error *(*graph_begin)(void *ctx, uint32_t dev, gp_queue *rec);
   gpurt_error *(*graph_end)(void *ctx, gp_queue *rec, int abort, void **exec);
+  /* (optional) graph_once only: where the backend's recording cannot
+   * allocate or synchronize (a CUDA stream capture), the framework first
+   * passes every item but event records and waits once through its run on
+   * the recording queue with capturing GP_QUEUE_PREPARE (nothing is
+   * enqueued), then calls graph_capture (the recording starts for real:
+   * capturing becomes GP_QUEUE_RECORD), then records the items. NULL: no
+   * preparing pass. */
+  gpurt_error *(*graph_capture)(void *ctx, gp_queue *rec);
   /* Enqueues the executable on q, contiguously (graph_once: may be
    * called many times for one executable, from many threads, under the
    * graph's lock). */

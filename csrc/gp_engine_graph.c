@@ -193,9 +193,20 @@ static gpurt_error *record(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, g
   gpurt_error *e = gp_eb->graph_begin(rt->ctx, g->dev, &rs.q);
   if (e) return gp_err_wrap(e, "%s", op);
   rs.q.dev = g->dev;
-  rs.q.capturing = 1;
   int per_replay = !gp_eb->graph_once;
   uint64_t i = 0;
+  if (!per_replay && gp_eb->graph_capture) {
+    /* The preparing pass: what the runs make lazily, made before the
+     * recording starts (nothing enqueued). */
+    rs.q.capturing = GP_QUEUE_PREPARE;
+    for (; !e && i < g->count; i++)
+      if (nodes[i].kind != GPURT_GRAPH_OP_EVENT_RECORD && nodes[i].kind != GPURT_GRAPH_OP_EVENT_WAIT &&
+          (e = node_on(rt, &rs, sh, &nodes[i], 1)))
+        e = gp_err_wrap(e, "%s: item %llu", op, U(i));
+    if (!e && (e = gp_eb->graph_capture(rt->ctx, &rs.q))) e = gp_err_wrap(e, "%s", op);
+    i = 0;
+  }
+  rs.q.capturing = GP_QUEUE_RECORD;
   if (per_replay && g->replayed && g->last_on != sh && (e = gp_eb->event_wait(rt->ctx, &rs.q, g->order_ev)))
     e = gp_err_wrap(e, "%s", op);
   for (; !e && i < g->count; i++)

@@ -4,12 +4,14 @@
  * many times (gp_backend.graph_once, csrc/gp_engine_graph.c): recorded once
  * at graph_create and again at each graph_update, the kept executable
  * launched at every graph_launch after the items' checks (a destroyed
- * handle is refused before anything is launched), an update that fails
- * changing nothing, a recording the backend refuses leaking nothing.
+ * handle is refused before anything is launched), the preparing pass
+ * (GP_QUEUE_PREPARE) before graph_capture, an update that fails changing
+ * nothing, a recording or preparation the backend refuses leaking nothing.
  *
  * The backend here is a test double on host memory (one device, flat
- * addresses, everything synchronous): memset runs at once on a stream and
- * is appended to the recording on a recording queue; its executable is the
+ * addresses, everything synchronous): memset runs at once on a stream, is
+ * counted on a preparing queue and appended to the recording on a
+ * recording queue (after graph_capture only); its executable is the
  * recorded list, run at every graph_launch, so a replay's effect is seen
  * in the memory. Modules, kernels and GEMM are not used by the test and
  * answer UNSUPPORTED. Built with csrc and run by
@@ -44,10 +46,11 @@ typedef struct rec_op {
 typedef struct recording {
   rec_op ops[16];
   int n;
+  int captured; /* graph_capture ran */
 } recording;
 
 static struct {
-  int begins, ends, aborts, launches, live_execs;
+  int begins, ends, aborts, launches, live_execs, prepares, captures;
 } cnt;
 
 static gpurt_error *f_probe(gpurt_probe_args *a) {
@@ -113,8 +116,15 @@ static gpurt_error *f_memset(void *ctx, gp_queue *q, const gp_mem *dst, uint64_t
                              uint32_t element_size) {
   (void)ctx;
   if (element_size != 1) return gp_err(GPURT_ERR_UNSUPPORTED, "only 1-byte patterns in this test double");
+  if (q && q->capturing == GP_QUEUE_PREPARE) {
+    if (value == 0xEF) return gp_err(GPURT_ERR_UNSUPPORTED, "value 0xEF is refused while preparing");
+    if (((recording *)q->q)->captured) return gp_err(GPURT_ERR_INTERNAL, "prepared after graph_capture");
+    cnt.prepares++;
+    return NULL;
+  }
   if (q && q->capturing) {
     recording *r = q->q;
+    if (!r->captured) return gp_err(GPURT_ERR_INTERNAL, "recorded before graph_capture");
     if (value == 0xEE) return gp_err(GPURT_ERR_UNSUPPORTED, "value 0xEE is refused while recording");
     if (r->n == 16) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "the recording is full");
     r->ops[r->n++] = (rec_op){(uint8_t *)(uintptr_t)dst->addr, size, (uint8_t)value};
@@ -187,6 +197,13 @@ static gpurt_error *f_graph_begin(void *ctx, uint32_t dev, gp_queue *rec) {
   return NULL;
 }
 
+static gpurt_error *f_graph_capture(void *ctx, gp_queue *rec) {
+  (void)ctx;
+  ((recording *)rec->q)->captured = 1;
+  cnt.captures++;
+  return NULL;
+}
+
 static gpurt_error *f_graph_end(void *ctx, gp_queue *rec, int abort, void **exec) {
   (void)ctx;
   cnt.ends++;
@@ -248,6 +265,7 @@ static const gp_backend once_backend = {
     .gemm_run = f_gemm_run,
     .graph_begin = f_graph_begin,
     .graph_end = f_graph_end,
+    .graph_capture = f_graph_capture,
     .graph_launch = f_graph_launch,
     .graph_destroy = f_graph_destroy,
 };
@@ -353,6 +371,7 @@ int main(void) {
   e = api->graph_create(rt, &ga, &g);
   result(e == NULL && g != NULL, "graph_create", take(e, m, sizeof m));
   result(cnt.begins == 1 && cnt.ends == 1 && cnt.live_execs == 1, "graph_create records once", NULL);
+  result(cnt.prepares == 2 && cnt.captures == 1, "graph_create prepares each item once, then captures", NULL);
   result(holds(rt, a, 0, 0), "recording runs nothing", NULL);
 
   /* Three launches: one recording, three replays of it. */
@@ -364,7 +383,7 @@ int main(void) {
          holds(rt, a, 0x11, 0x22);
   }
   result(ok, "each graph_launch replays the kept executable", m);
-  result(cnt.begins == 1 && cnt.launches == 3, "graph_launch records nothing", NULL);
+  result(cnt.begins == 1 && cnt.launches == 3 && cnt.prepares == 2, "graph_launch records nothing", NULL);
 
   /* An update records again; the old executable goes. */
   gpurt_memset_args m1b = ms(a, 16, 0x33);
@@ -406,6 +425,19 @@ int main(void) {
   take(api->memset(rt, &z), m, sizeof m);
   e = api->graph_launch(rt, g, s);
   result(e == NULL && holds(rt, a, 0x11, 0x33), "the graph still replays its last good recording",
+         take(e, m, sizeof m));
+
+  /* An update the backend refuses while preparing changes nothing either. */
+  gpurt_memset_args unprepared = ms(a, 16, 0xEF);
+  upd = memset_item(&unprepared);
+  int captures = cnt.captures;
+  msg = take(api->graph_update(rt, g, &ua), m, sizeof m);
+  result(strstr(msg, "graph_update: item 1") != NULL && strstr(msg, "0xEF") != NULL,
+         "a preparation the backend refuses fails naming the item", msg);
+  result(cnt.captures == captures && cnt.aborts == 2 && cnt.live_execs == 1,
+         "the refused preparation captured nothing and was aborted", NULL);
+  e = api->graph_launch(rt, g, s);
+  result(e == NULL && holds(rt, a, 0x11, 0x33), "the graph still replays after a refused preparation",
          take(e, m, sizeof m));
 
   /* A destroy elsewhere makes the next launch check every item: still fine. */
