@@ -307,6 +307,8 @@ typedef struct gp_backend {
    * called many times for one executable, from many threads, under the
    * graph's lock). */
   gpurt_error *(*graph_launch)(void *ctx, void *exec, gp_queue *q);
+  /* graph_once: replays of exec may still be running; the backend keeps
+   * what they read alive until they finish (CUDA: synchronize first). */
   void (*graph_destroy)(void *ctx, void *exec);
 
   /* ---- operations: one run each (the front half is the framework's) ----
