@@ -124,7 +124,7 @@ typedef struct gp_comm {
 /* ---- gp_engine_rt.c: the bottom floor ---- */
 int gp_rt_register(gp_rt *rt, uintptr_t *h);
 void gp_rt_unregister(gpurt_runtime *h);
-uint32_t gp_rt_live(int free_when_empty);
+uint32_t gp_rt_live(void); /* the live runtimes */
 gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out);
 gpurt_error *gp_lookup(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
 /* Inserts obj into t; OUT_OF_MEMORY "<op>: too many <kind>s". */

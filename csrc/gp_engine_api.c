@@ -58,7 +58,7 @@ static gpurt_error *e_probe(gpurt_probe_args *args) {
 }
 
 static gpurt_error *e_shutdown(void) {
-  uint32_t live = gp_rt_live(1);
+  uint32_t live = gp_rt_live();
   if (live > 0)
     return gp_err(GPURT_ERR_FAILED_PRECONDITION, "shutdown: %u runtime(s) still alive; destroy them first", live);
   return NULL;
