@@ -75,6 +75,9 @@ typedef struct gp_queue {
   void *q;
   uint32_t dev;
   uint32_t capturing; /* GP_QUEUE_*: 0 runs, else a recording queue of graph_begin */
+  /* Recording queues: the graph's item count (set before graph_begin) and
+   * the index of the item being recorded (what graph_patch names). */
+  uint64_t items, item;
 } gp_queue;
 
 /* gp_queue.capturing. */
@@ -294,6 +297,10 @@ typedef struct gp_backend {
    * While recording, sh-dependent checks (attention_run's plan stream)
    * are left to the launch's checks. */
   gpurt_error *(*graph_begin)(void *ctx, uint32_t dev, gp_queue *rec);
+  /* graph_once: on entry *exec is the executable a graph_update's
+   * recording replaces (NULL otherwise); the backend may update that one
+   * in place and return it (the framework keeps it: EXEC_UPDATE) or return
+   * a new one (the old is destroyed: REINSTANTIATED). */
   gpurt_error *(*graph_end)(void *ctx, gp_queue *rec, int abort, void **exec);
   /* (optional) graph_once only: where the backend's recording cannot
    * allocate or synchronize (a CUDA stream capture), the framework first
@@ -303,6 +310,15 @@ typedef struct gp_backend {
    * capturing becomes GP_QUEUE_RECORD), then records the items. NULL: no
    * preparing pass. */
   gpurt_error *(*graph_capture)(void *ctx, gp_queue *rec);
+  /* (optional, both or neither) graph_once only: a graph_update of launch
+   * items only patches the kept executable in place instead of recording
+   * it again when graph_patchable answers 1 for every updated item (its
+   * recording kept a node for that item: gp_queue.item while it was
+   * recorded). graph_patch then gets each item's new launch, checked and
+   * resolved as an eager launch; an error leaves the items before it
+   * patched (the framework keeps those and says so). */
+  int (*graph_patchable)(void *ctx, void *exec, uint64_t item);
+  gpurt_error *(*graph_patch)(void *ctx, void *exec, uint64_t item, const gp_launch_op *l);
   /* Enqueues the executable on q, contiguously (graph_once: may be
    * called many times for one executable, from many threads, under the
    * graph's lock). */

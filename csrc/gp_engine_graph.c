@@ -22,7 +22,11 @@
  * destroyed since the last full check (rt->destroys moved: a stale handle
  * is an error, never a launch of freed memory), otherwise only the
  * attention_run items (whose plans change between replays); nothing is
- * allocated. The backend orders the replays of one executable itself.
+ * allocated. The backend orders the replays of one executable itself. An
+ * update of launch items only is patched into the executable when the
+ * backend kept their nodes (graph_patchable / graph_patch: the per-step
+ * update of a sampler's seed costs no recording); any other update
+ * records again, and graph_end may update the old executable in place.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +67,7 @@ static size_t backend_calls(uint64_t calls[NALL]) {
 static gpurt_error *record(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, gpurt_stream *sh,
                            const char *op, void **exec);
 static int is_attention(const gp_graph_node *n);
+static gp_stream stream_of(uint32_t dev);
 
 static void nodes_free(gp_graph_node *nodes, uint64_t count) {
   if (nodes == NULL) return;
@@ -190,6 +195,7 @@ static gpurt_error *record(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, g
                            const char *op, void **exec) {
   gp_stream rs;
   memset(&rs, 0, sizeof rs);
+  rs.q.items = g->count;
   gpurt_error *e = gp_eb->graph_begin(rt->ctx, g->dev, &rs.q);
   if (e) return gp_err_wrap(e, "%s", op);
   rs.q.dev = g->dev;
@@ -201,7 +207,7 @@ static gpurt_error *record(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, g
     rs.q.capturing = GP_QUEUE_PREPARE;
     for (; !e && i < g->count; i++)
       if (nodes[i].kind != GPURT_GRAPH_OP_EVENT_RECORD && nodes[i].kind != GPURT_GRAPH_OP_EVENT_WAIT &&
-          (e = node_on(rt, &rs, sh, &nodes[i], 1)))
+          (rs.q.item = i, e = node_on(rt, &rs, sh, &nodes[i], 1)))
         e = gp_err_wrap(e, "%s: item %llu", op, U(i));
     if (!e && (e = gp_eb->graph_capture(rt->ctx, &rs.q))) e = gp_err_wrap(e, "%s", op);
     i = 0;
@@ -210,7 +216,7 @@ static gpurt_error *record(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, g
   if (per_replay && g->replayed && g->last_on != sh && (e = gp_eb->event_wait(rt->ctx, &rs.q, g->order_ev)))
     e = gp_err_wrap(e, "%s", op);
   for (; !e && i < g->count; i++)
-    if ((e = node_on(rt, &rs, sh, &nodes[i], 1))) {
+    if ((rs.q.item = i, e = node_on(rt, &rs, sh, &nodes[i], 1))) {
       e = gp_err_wrap(e, "%s: item %llu", op, U(i));
       if (per_replay) e = gp_err_append(e, "; nothing was enqueued");
     }
@@ -287,16 +293,51 @@ static gpurt_error *rerecord(gp_rt *rt, gp_graph *g, gp_graph_node *nodes, gpurt
   memcpy(next, g->nodes, (size_t)g->count * sizeof *next);
   for (uint64_t i = 0; i < a->count; i++) next[a->indices[i]] = nodes[i];
   for (uint64_t i = 0; i < g->count; i++) gp_graph_node_fix(&next[i]);
-  void *exec = NULL;
+  void *exec = g->exec; /* the backend may update it in place */
   gpurt_error *e = record(rt, g, next, NULL, "graph_update", &exec);
   free(next); /* shallow: owns nothing */
   if (e) return e;
+  g->checked = checked;
+  if (exec == g->exec) {
+    a->applied = GPURT_GRAPH_UPDATE_EXEC_UPDATE;
+    return NULL;
+  }
   /* Replays already enqueued finish with the old executable (the backend
    * keeps what they use alive until they have). */
   gp_eb->graph_destroy(rt->ctx, g->exec);
   g->exec = exec;
-  g->checked = checked;
   a->applied = GPURT_GRAPH_UPDATE_REINSTANTIATED;
+  return NULL;
+}
+
+/* graph_once: whether the updates (nodes[i] for item a->indices[i]) can
+ * be patched into the kept executable: all launches, each a node the
+ * backend kept. */
+static int patchable(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, const gpurt_graph_update_args *a) {
+  if (!gp_eb->graph_patch || !gp_eb->graph_patchable) return 0;
+  for (uint64_t i = 0; i < a->count; i++)
+    if (nodes[i].kind != GPURT_GRAPH_OP_LAUNCH || !gp_eb->graph_patchable(rt->ctx, g->exec, a->indices[i]))
+      return 0;
+  return 1;
+}
+
+/* graph_once: patches the updates into the kept executable (g->mu held;
+ * each already checked). *done: how many were patched, also on an error. */
+static gpurt_error *patch(gp_rt *rt, gp_graph *g, gp_graph_node *nodes, gpurt_graph_update_args *a,
+                          uint64_t *done) {
+  gp_stream s = stream_of(g->dev);
+  gpurt_error *e = NULL;
+  for (*done = 0; *done < a->count; (*done)++) {
+    uint64_t i = *done, at = a->indices[i];
+    gp_launch_op op;
+    if ((e = gp_launch_resolve(rt, &s, nodes[i].kernel, &nodes[i].launch, &op)) ||
+        (e = gp_eb->graph_patch(rt->ctx, g->exec, at, &op))) {
+      e = gp_err_wrap(e, "graph_update: item %llu", U(at));
+      if (i > 0) e = gp_err_append(e, " (the %llu updates before it were applied)", U(i));
+      return e;
+    }
+  }
+  a->applied = GPURT_GRAPH_UPDATE_PATCHED;
   return NULL;
 }
 
@@ -339,9 +380,13 @@ gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_up
       e = gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_update: item %llu (%s): an update cannot change %s", U(at),
                  gp_graph_op_name(old->kind), why);
   }
-  if (!e && gp_eb->graph_once) e = rerecord(rt, g, nodes, &a, checked);
-  if (!e) {
-    for (uint64_t i = 0; i < a.count; i++) {
+  uint64_t patched = a.count; /* the updates applied (all, unless a patch fails) */
+  if (!e && gp_eb->graph_once) {
+    if (patchable(rt, g, nodes, &a)) e = patch(rt, g, nodes, &a, &patched);
+    else e = rerecord(rt, g, nodes, &a, checked);
+  }
+  if (!e || patched < a.count) {
+    for (uint64_t i = 0; i < patched; i++) {
       gp_graph_node *dst = &g->nodes[a.indices[i]];
       gp_graph_node_release(dst);
       *dst = nodes[i];

@@ -5,16 +5,19 @@
  * at graph_create and again at each graph_update, the kept executable
  * launched at every graph_launch after the items' checks (a destroyed
  * handle is refused before anything is launched), the preparing pass
- * (GP_QUEUE_PREPARE) before graph_capture, an update that fails changing
- * nothing, a recording or preparation the backend refuses leaking nothing.
+ * (GP_QUEUE_PREPARE) before graph_capture, an update of launches patched
+ * in place (graph_patch) where the backend kept their nodes and recorded
+ * again where it did not, an update that fails changing nothing, a
+ * recording or preparation the backend refuses leaking nothing.
  *
  * The backend here is a test double on host memory (one device, flat
  * addresses, everything synchronous): memset runs at once on a stream, is
  * counted on a preparing queue and appended to the recording on a
  * recording queue (after graph_capture only); its executable is the
  * recorded list, run at every graph_launch, so a replay's effect is seen
- * in the memory. Modules, kernels and GEMM are not used by the test and
- * answer UNSUPPORTED. Built with csrc and run by
+ * in the memory. Of modules and kernels it has the built-in fill_f32 (run
+ * on host memory, or recorded with a node to patch); GEMM answers
+ * UNSUPPORTED (unused). Built with csrc and run by
  * plugins/mock/backend_test.go; prints one line per check and last
  * "N passed, M failed".
  */
@@ -37,10 +40,17 @@ static void result(int ok, const char *what, const char *msg) {
 
 /* ---- the test double ---------------------------------------------------------- */
 
+/* A recorded op: a memset (n bytes of value8) or a fill_f32 launch (n
+ * floats of valuef) of item `item`; node 0 for a launch recorded without a
+ * node to patch. */
 typedef struct rec_op {
-  uint8_t *dst;
-  uint64_t size;
-  uint8_t value;
+  int fill;
+  void *dst;
+  uint64_t n;
+  uint8_t value8;
+  float valuef;
+  uint64_t item;
+  int node;
 } rec_op;
 
 typedef struct recording {
@@ -50,7 +60,7 @@ typedef struct recording {
 } recording;
 
 static struct {
-  int begins, ends, aborts, launches, live_execs, prepares, captures;
+  int begins, ends, aborts, launches, live_execs, prepares, captures, patches;
 } cnt;
 
 static gpurt_error *f_probe(gpurt_probe_args *a) {
@@ -127,7 +137,7 @@ static gpurt_error *f_memset(void *ctx, gp_queue *q, const gp_mem *dst, uint64_t
     if (!r->captured) return gp_err(GPURT_ERR_INTERNAL, "recorded before graph_capture");
     if (value == 0xEE) return gp_err(GPURT_ERR_UNSUPPORTED, "value 0xEE is refused while recording");
     if (r->n == 16) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "the recording is full");
-    r->ops[r->n++] = (rec_op){(uint8_t *)(uintptr_t)dst->addr, size, (uint8_t)value};
+    r->ops[r->n++] = (rec_op){0, (void *)(uintptr_t)dst->addr, size, (uint8_t)value, 0, q->item, 0};
     return NULL;
   }
   memset((void *)(uintptr_t)dst->addr, (int)value, (size_t)size);
@@ -169,19 +179,55 @@ static gpurt_error *f_event_elapsed(void *ctx, void *start, void *end, double *m
   return NULL;
 }
 
+/* The built-in module only, and of it fill_f32 only. */
+static int mod_token;
 static gpurt_error *f_module_load(void *ctx, uint32_t dev, const gpurt_module_load_args *a, void **mod) {
-  (void)ctx, (void)dev, (void)a, (void)mod;
-  return gp_err(GPURT_ERR_UNSUPPORTED, "no modules in this test double");
+  (void)ctx, (void)dev;
+  if (a->format != GPURT_MODULE_BUILTIN) return gp_err(GPURT_ERR_UNSUPPORTED, "only the built-in module here");
+  *mod = &mod_token;
+  return NULL;
 }
 static void f_module_unload(void *ctx, void *mod) { (void)ctx, (void)mod; }
 static gpurt_error *f_kernel_get(void *ctx, void *mod, const char *name, uint64_t len, void **kernel,
                                  gpurt_kernel_info *info) {
-  (void)ctx, (void)mod, (void)name, (void)len, (void)kernel, (void)info;
-  return gp_err(GPURT_ERR_UNSUPPORTED, "no kernels in this test double");
+  (void)ctx, (void)mod;
+  const gp_builtin_kernel *k = gp_builtin_find(name, (size_t)len);
+  if (k == NULL || len != 8 || memcmp(name, "fill_f32", 8) != 0)
+    return gp_err(GPURT_ERR_NOT_FOUND, "only fill_f32 in this test double");
+  info->num_params = k->num_params;
+  info->max_threads_per_block = 1024;
+  for (uint32_t p = 0; p < k->num_params; p++) {
+    info->param_kind[p] = k->kinds[p];
+    info->param_size[p] = k->sizes[p];
+  }
+  *kernel = (void *)k;
+  return NULL;
 }
+static float f32_of(uint64_t bits) {
+  uint32_t b = (uint32_t)bits;
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
+static void fill_run(const rec_op *op) {
+  for (uint64_t i = 0; i < op->n; i++) ((float *)op->dst)[i] = op->valuef;
+}
+/* fill_f32(buffer, f32, u64): run, or recorded with a node for its item
+ * (but a value of 3.0, recorded without one: an item the backend cannot
+ * patch). */
 static gpurt_error *f_launch(void *ctx, gp_queue *q, const gp_launch_op *l) {
-  (void)ctx, (void)q, (void)l;
-  return gp_err(GPURT_ERR_UNSUPPORTED, "no launches in this test double");
+  (void)ctx;
+  rec_op op = {1, (void *)(uintptr_t)l->bufs[0].addr, l->scalar[2], 0, f32_of(l->scalar[1]), q->item, 0};
+  if (q->capturing == GP_QUEUE_PREPARE) return NULL;
+  if (q->capturing) {
+    recording *r = q->q;
+    if (r->n == 16) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "the recording is full");
+    op.node = op.valuef != 3.0f;
+    r->ops[r->n++] = op;
+    return NULL;
+  }
+  fill_run(&op);
+  return NULL;
 }
 static gpurt_error *f_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
   (void)ctx, (void)q, (void)r;
@@ -196,6 +242,10 @@ static gpurt_error *f_graph_begin(void *ctx, uint32_t dev, gp_queue *rec) {
   cnt.begins++;
   return NULL;
 }
+
+/* 1: graph_end updates the executable it replaces in place when the
+ * recording has as many ops. */
+static int inplace;
 
 static gpurt_error *f_graph_capture(void *ctx, gp_queue *rec) {
   (void)ctx;
@@ -212,16 +262,49 @@ static gpurt_error *f_graph_end(void *ctx, gp_queue *rec, int abort, void **exec
     free(rec->q);
     return NULL;
   }
+  recording *r = rec->q, *old = *exec;
+  if (inplace && old != NULL && old->n == r->n) { /* as cuGraphExecUpdate of the same topology */
+    memcpy(old->ops, r->ops, sizeof r->ops);
+    free(r);
+    return NULL;
+  }
   cnt.live_execs++;
-  *exec = rec->q;
+  *exec = r;
   return NULL;
 }
 
 static gpurt_error *f_graph_launch(void *ctx, void *exec, gp_queue *q) {
   (void)ctx, (void)q;
   const recording *r = exec;
-  for (int i = 0; i < r->n; i++) memset(r->ops[i].dst, r->ops[i].value, (size_t)r->ops[i].size);
+  for (int i = 0; i < r->n; i++)
+    if (r->ops[i].fill) fill_run(&r->ops[i]);
+    else memset(r->ops[i].dst, r->ops[i].value8, (size_t)r->ops[i].n);
   cnt.launches++;
+  return NULL;
+}
+
+static rec_op *node_of(void *exec, uint64_t item) {
+  recording *r = exec;
+  for (int i = 0; i < r->n; i++)
+    if (r->ops[i].fill && r->ops[i].node && r->ops[i].item == item) return &r->ops[i];
+  return NULL;
+}
+
+static int f_graph_patchable(void *ctx, void *exec, uint64_t item) {
+  (void)ctx;
+  return node_of(exec, item) != NULL;
+}
+
+/* A value of 7.0 is refused (as a driver's refusal of a patch). */
+static gpurt_error *f_graph_patch(void *ctx, void *exec, uint64_t item, const gp_launch_op *l) {
+  (void)ctx;
+  rec_op *op = node_of(exec, item);
+  float v = f32_of(l->scalar[1]);
+  if (v == 7.0f) return gp_err(GPURT_ERR_LAUNCH_FAILED, "value 7 is refused by graph_patch");
+  op->dst = (void *)(uintptr_t)l->bufs[0].addr;
+  op->n = l->scalar[2];
+  op->valuef = v;
+  cnt.patches++;
   return NULL;
 }
 
@@ -266,6 +349,8 @@ static const gp_backend once_backend = {
     .graph_begin = f_graph_begin,
     .graph_end = f_graph_end,
     .graph_capture = f_graph_capture,
+    .graph_patchable = f_graph_patchable,
+    .graph_patch = f_graph_patch,
     .graph_launch = f_graph_launch,
     .graph_destroy = f_graph_destroy,
 };
@@ -334,6 +419,164 @@ static int holds(gpurt_runtime *rt, gpurt_buffer *b, uint8_t lo, uint8_t hi) {
       return 0;
     }
   return 1;
+}
+
+/* The first 8 floats of b all equal want. */
+static int floats_are(gpurt_runtime *rt, gpurt_buffer *b, float want) {
+  float got[8];
+  gpurt_copy_args c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.flags = GPURT_COPY_SYNC;
+  c.size = sizeof got;
+  c.src_buffer = b;
+  c.dst_ptr = got;
+  char m[300];
+  if (*take(api->copy(rt, &c), m, sizeof m)) {
+    printf("     read back: %s\n", m);
+    return 0;
+  }
+  for (int i = 0; i < 8; i++)
+    if (got[i] != want) {
+      printf("     float %d is %g, want %g\n", i, (double)got[i], (double)want);
+      return 0;
+    }
+  return 1;
+}
+
+static uint64_t f32_bits(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+/* Updates of launch items: patched in place when the backend kept their
+ * nodes, recorded again otherwise; a refused patch applies nothing. */
+static void patch_checks(gpurt_runtime *rt, gpurt_stream *s) {
+  char m[600];
+  gpurt_buffer *c = NULL;
+  gpurt_module *mod = NULL;
+  gpurt_kernel *fill = NULL;
+  gpurt_module_load_args ml;
+  memset(&ml, 0, sizeof ml);
+  ml.struct_size = sizeof ml;
+  ml.format = GPURT_MODULE_BUILTIN;
+  gpurt_error *e = api->buffer_alloc(rt, 0, 64, &c);
+  if (!e) e = api->module_load(rt, &ml, &mod);
+  if (!e) e = api->kernel_get(rt, mod, "fill_f32", 8, &fill);
+  result(e == NULL, "patch: buffer, module, fill_f32", take(e, m, sizeof m));
+  if (e) return;
+  gpurt_kernel_arg fa[3];
+  memset(fa, 0, sizeof fa);
+  fa[0].kind = GPURT_ARG_BUFFER;
+  fa[0].size = 8;
+  fa[0].buffer = c;
+  fa[0].length = 32;
+  fa[1].kind = GPURT_ARG_F32;
+  fa[1].size = 4;
+  fa[1].value = f32_bits(1.5f);
+  fa[2].kind = GPURT_ARG_U64;
+  fa[2].size = 8;
+  fa[2].value = 8;
+  gpurt_launch_args la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = sizeof la;
+  la.grid[0] = la.grid[1] = la.grid[2] = 1;
+  la.block[0] = 64;
+  la.block[1] = la.block[2] = 1;
+  la.num_args = 3;
+  la.args = fa;
+  gpurt_memset_args zm = ms(c, 32, 0);
+  gpurt_graph_item items[2] = {memset_item(&zm), memset_item(&zm)};
+  items[1].kind = GPURT_GRAPH_OP_LAUNCH;
+  items[1].memset = NULL;
+  items[1].kernel = fill;
+  items[1].launch = &la;
+  gpurt_graph_create_args ga;
+  memset(&ga, 0, sizeof ga);
+  ga.struct_size = sizeof ga;
+  ga.count = 2;
+  ga.items = items;
+  ga.item_size = sizeof items[0];
+  gpurt_graph *g = NULL;
+  int begins = cnt.begins;
+  e = api->graph_create(rt, &ga, &g);
+  if (!e) e = api->graph_launch(rt, g, s);
+  result(e == NULL && floats_are(rt, c, 1.5f), "patch: a graph with a launch replays it", take(e, m, sizeof m));
+
+  /* A new value: patched, not recorded again. */
+  fa[1].value = f32_bits(2.5f);
+  uint64_t idx = 1;
+  gpurt_graph_item upd = items[1];
+  gpurt_graph_update_args ua;
+  memset(&ua, 0, sizeof ua);
+  ua.struct_size = sizeof ua;
+  ua.count = 1;
+  ua.indices = &idx;
+  ua.items = &upd;
+  ua.item_size = sizeof upd;
+  e = api->graph_update(rt, g, &ua);
+  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_PATCHED && cnt.patches == 1 && cnt.begins == begins + 1,
+         "patch: a launch update is patched in place", take(e, m, sizeof m));
+  e = api->graph_launch(rt, g, s);
+  result(e == NULL && floats_are(rt, c, 2.5f), "patch: the replay runs the patched launch", take(e, m, sizeof m));
+
+  /* A patch the backend refuses applies nothing. */
+  fa[1].value = f32_bits(7.0f);
+  const char *msg = take(api->graph_update(rt, g, &ua), m, sizeof m);
+  result(strstr(msg, "graph_update: item 1: value 7 is refused") != NULL, "patch: a refused patch names the item",
+         msg);
+  /* Another item's update records again, from the items as they stand:
+   * the refused value is not among them. */
+  gpurt_memset_args zm2 = ms(c, 48, 0);
+  upd = memset_item(&zm2);
+  idx = 0;
+  e = api->graph_update(rt, g, &ua);
+  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED && cnt.begins == begins + 2,
+         "patch: a memset update records again", take(e, m, sizeof m));
+  e = api->graph_launch(rt, g, s);
+  result(e == NULL && floats_are(rt, c, 2.5f), "patch: the refused patch left the item as it was",
+         take(e, m, sizeof m));
+
+  /* A launch the backend kept no node for is recorded again: 3.0 patched
+   * in, then recorded (by a memset's update) without a node. */
+  fa[1].value = f32_bits(3.0f);
+  upd = items[1];
+  idx = 1;
+  e = api->graph_update(rt, g, &ua);
+  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_PATCHED, "patch: 3.0 patched in", take(e, m, sizeof m));
+  upd = memset_item(&zm);
+  idx = 0;
+  e = api->graph_update(rt, g, &ua);
+  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED, "patch: recorded again with 3.0",
+         take(e, m, sizeof m));
+  int patches = cnt.patches;
+  upd = items[1];
+  idx = 1;
+  fa[1].value = f32_bits(4.0f);
+  e = api->graph_update(rt, g, &ua);
+  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED && cnt.patches == patches,
+         "patch: an item recorded without a node is recorded again", take(e, m, sizeof m));
+  e = api->graph_launch(rt, g, s);
+  result(e == NULL && floats_are(rt, c, 4.0f), "patch: the replay runs the re-recorded launch", take(e, m, sizeof m));
+
+  /* graph_end may update the executable it replaces in place. */
+  inplace = 1;
+  gpurt_memset_args zm3 = ms(c, 48, 0);
+  upd = memset_item(&zm3);
+  idx = 0;
+  int live = cnt.live_execs;
+  e = api->graph_update(rt, g, &ua);
+  inplace = 0;
+  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_EXEC_UPDATE && cnt.live_execs == live,
+         "patch: an executable updated in place is kept", take(e, m, sizeof m));
+  e = api->graph_launch(rt, g, s);
+  result(e == NULL && floats_are(rt, c, 4.0f), "patch: the replay runs the updated executable",
+         take(e, m, sizeof m));
+  e = api->graph_destroy(rt, g);
+  if (!e) e = api->module_unload(rt, mod);
+  if (!e) e = api->buffer_free(rt, c);
+  result(e == NULL, "patch: teardown", take(e, m, sizeof m));
 }
 
 int main(void) {
@@ -455,6 +698,8 @@ int main(void) {
 
   e = api->graph_destroy(rt, g);
   result(e == NULL && cnt.live_execs == 0, "graph_destroy frees the executable", take(e, m, sizeof m));
+
+  patch_checks(rt, s);
 
   /* A recording the backend refuses at graph_create leaks nothing. */
   gpurt_buffer *b = NULL;
