@@ -74,8 +74,20 @@ typedef struct gp_mem {
 typedef struct gp_queue {
   void *q;
   uint32_t dev;
-  uint32_t capturing; /* 1: a recording queue of graph_begin */
+  uint32_t capturing; /* GP_QUEUE_*: 0 runs, else a recording queue of graph_begin */
+  /* Recording queues: the graph's item count (set before graph_begin) and
+   * the index of the item being recorded (what graph_patch names). */
+  uint64_t items, item;
 } gp_queue;
+
+/* gp_queue.capturing. */
+enum {
+  GP_QUEUE_RUN = 0,
+  GP_QUEUE_RECORD = 1,  /* entries record what they would enqueue */
+  GP_QUEUE_PREPARE = 2  /* graph_once with graph_capture: entries make what
+                           they make lazily (workspaces, modules, library
+                           handles) and enqueue and record nothing */
+};
 
 /* The copy kinds (the framework has already checked ranges and flags). */
 enum {
@@ -186,6 +198,18 @@ typedef struct gp_backend {
    * record yet, GP_REC_* bits (0: all of them are). graph_recordable
    * answers 0 for them and a CALL item of one is refused naming the slot. */
   uint32_t unrecordable;
+  /* 1: an executable replays many times (CUDA: an instantiated CUDA
+   * graph). The framework then records a graph once, at graph_create and
+   * again after each graph_update, keeps the executable, and at every
+   * graph_launch checks the items' handles (all of them again only when
+   * an object of the runtime was destroyed since the last check; CALL
+   * items of attention_run always) before one graph_launch of it; the
+   * backend orders the replays of one executable among themselves (as
+   * cuGraphLaunch does) and may refuse a replay in graph_launch (a
+   * captured attention plan that no longer fits). 0 (mock): the
+   * framework records every replay anew and destroys it after its
+   * launch. */
+  uint32_t graph_once;
 
   /* ---- process (no lock held) ---- */
   /* Whether the backend can run here, without side effects on the device
@@ -264,13 +288,43 @@ typedef struct gp_backend {
    * Metal: an indirect command buffer); the framework then calls the
    * items' runs (and event_record / event_wait) on it, in order, and
    * graph_end turns the recording into an executable (*exec), or frees it
-   * when abort is 1. The framework records at every graph_launch, from
-   * its own copy of the items resolved again (a stale handle is an error,
-   * never a crash), launches the executable once and destroys it. */
+   * when abort is 1. Without graph_once the framework records at every
+   * graph_launch, from its own copy of the items resolved again (a stale
+   * handle is an error, never a crash), launches the executable once and
+   * destroys it; with graph_once it records at graph_create and
+   * graph_update and launches the one executable at every graph_launch
+   * (graph_update: a new recording, then the old executable destroyed).
+   * While recording, sh-dependent checks (attention_run's plan stream)
+   * are left to the launch's checks. */
   gpurt_error *(*graph_begin)(void *ctx, uint32_t dev, gp_queue *rec);
+  /* graph_once: on entry *exec is the executable a graph_update's
+   * recording replaces (NULL otherwise); the backend may update that one
+   * in place and return it (the framework keeps it: EXEC_UPDATE) or return
+   * a new one (the old is destroyed: REINSTANTIATED). */
   gpurt_error *(*graph_end)(void *ctx, gp_queue *rec, int abort, void **exec);
-  /* Enqueues the executable on q, contiguously. */
+  /* (optional) graph_once only: where the backend's recording cannot
+   * allocate or synchronize (a CUDA stream capture), the framework first
+   * passes every item but event records and waits once through its run on
+   * the recording queue with capturing GP_QUEUE_PREPARE (nothing is
+   * enqueued), then calls graph_capture (the recording starts for real:
+   * capturing becomes GP_QUEUE_RECORD), then records the items. NULL: no
+   * preparing pass. */
+  gpurt_error *(*graph_capture)(void *ctx, gp_queue *rec);
+  /* (optional, both or neither) graph_once only: a graph_update of launch
+   * items only patches the kept executable in place instead of recording
+   * it again when graph_patchable answers 1 for every updated item (its
+   * recording kept a node for that item: gp_queue.item while it was
+   * recorded). graph_patch then gets each item's new launch, checked and
+   * resolved as an eager launch; an error leaves the items before it
+   * patched (the framework keeps those and says so). */
+  int (*graph_patchable)(void *ctx, void *exec, uint64_t item);
+  gpurt_error *(*graph_patch)(void *ctx, void *exec, uint64_t item, const gp_launch_op *l);
+  /* Enqueues the executable on q, contiguously (graph_once: may be
+   * called many times for one executable, from many threads, under the
+   * graph's lock). */
   gpurt_error *(*graph_launch)(void *ctx, void *exec, gp_queue *q);
+  /* graph_once: replays of exec may still be running; the backend keeps
+   * what they read alive until they finish (CUDA: synchronize first). */
   void (*graph_destroy)(void *ctx, void *exec);
 
   /* ---- operations: one run each (the front half is the framework's) ----

@@ -14,6 +14,7 @@
  *   gp_engine_api.c    the table, negotiation, plugin info, probe, runtimes,
  *                      devices, stats, control
  *   gp_engine_graph.c  graphs: items kept, re-resolved and recorded per replay
+ *                      (or once, for a backend with graph_once)
  *   gp_engine_ops.c    quant/grouped matmul, kv_append, attention, collectives
  *   gp_engine_exec.c   modules, kernels, launch, launch_batch, GEMM
  *   gp_engine_mem.c    buffers, host buffers, copy, memset, streams, events
@@ -53,6 +54,9 @@ typedef struct gp_rt {
   pthread_mutex_t mu;
   gp_handle_table bufs, hosts, streams, events, modules, kernels, plans, graphs, attns, comms;
   uint64_t device_bytes, host_bytes;
+  /* Bumped by every destroy of a handle (gp_take, module_unload): a
+   * graph recorded once re-checks all its items only when it moved. */
+  atomic_uint_fast64_t destroys;
   atomic_int *lost;        /* per device, sticky */
   char (*lost_why)[96];    /* the cause, written before lost is set */
 } gp_rt;
@@ -120,7 +124,7 @@ typedef struct gp_comm {
 /* ---- gp_engine_rt.c: the bottom floor ---- */
 int gp_rt_register(gp_rt *rt, uintptr_t *h);
 void gp_rt_unregister(gpurt_runtime *h);
-uint32_t gp_rt_live(int free_when_empty);
+uint32_t gp_rt_live(void); /* the live runtimes */
 gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out);
 gpurt_error *gp_lookup(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
 /* Inserts obj into t; OUT_OF_MEMORY "<op>: too many <kind>s". */

@@ -58,7 +58,7 @@ static gpurt_error *e_probe(gpurt_probe_args *args) {
 }
 
 static gpurt_error *e_shutdown(void) {
-  uint32_t live = gp_rt_live(1);
+  uint32_t live = gp_rt_live();
   if (live > 0)
     return gp_err(GPURT_ERR_FAILED_PRECONDITION, "shutdown: %u runtime(s) still alive; destroy them first", live);
   return NULL;
@@ -109,6 +109,7 @@ static gpurt_error *e_runtime_create(const gpurt_runtime_create_args *args, gpur
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: no memory");
   }
   for (uint32_t d = 0; d < rt->ndev; d++) atomic_init(&rt->lost[d], 0);
+  atomic_init(&rt->destroys, 0);
   gp_poll_lost(rt);
   uintptr_t h;
   int r = gp_rt_register(rt, &h);

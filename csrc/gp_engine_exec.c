@@ -65,6 +65,7 @@ gpurt_error *gp_e_module_unload(gpurt_runtime *h, gpurt_module *mh) {
   int st = gp_table_take(&rt->modules, (uintptr_t)mh, &o);
   if (st == GP_HANDLE_OK) module_drop_kernels_locked(rt, o);
   pthread_mutex_unlock(&rt->mu);
+  if (st == GP_HANDLE_OK) atomic_fetch_add(&rt->destroys, 1);
   if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_MODULE, (uintptr_t)mh);
   gp_module_free(rt, o);
   return NULL;
@@ -228,11 +229,23 @@ gpurt_error *gp_e_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, c
   return gp_eb->launch(rt->ctx, &s->q, &op);
 }
 
-#define GP_BATCH_ON_STACK 4
+/* Items resolved on the stack at a time (a gp_launch_op is ~1.8 KB): a
+ * decode step's batch fits in one; a larger batch is checked whole first,
+ * then resolved and enqueued a chunk at a time. No allocation either way. */
+#define GP_BATCH_CHUNK 16
+
+/* Enqueues ops[0..n) on s (launch_many, or one by one); *done counts them. */
+static gpurt_error *enqueue_ops(gp_rt *rt, gp_stream *s, const gp_launch_op *ops, uint64_t n, uint64_t *done) {
+  if (gp_eb->launch_many) return gp_eb->launch_many(rt->ctx, &s->q, ops, n, done);
+  gpurt_error *e = NULL;
+  for (*done = 0; *done < n && !(e = gp_eb->launch(rt->ctx, &s->q, &ops[*done])); (*done)++) {
+  }
+  return e;
+}
 
 /* Every item is checked and resolved before any is enqueued, so a bad item
  * enqueues nothing; the backend then enqueues them in one go (launch_many)
- * or one by one. */
+ * or one by one, a chunk at a time. */
 gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, const gpurt_launch_item *items,
                                uint64_t *out_enqueued) {
   if (out_enqueued) *out_enqueued = 0;
@@ -244,25 +257,23 @@ gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t coun
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   if (gp_is_lost(rt, s->q.dev)) return gp_lost_err(rt, "launch_batch", s->q.dev);
-  /* Small batches (a decode step's) resolve on the stack: no allocation. */
-  gp_launch_op small[GP_BATCH_ON_STACK];
-  gp_launch_op *ops = count <= GP_BATCH_ON_STACK ? small
-                      : count <= SIZE_MAX / sizeof *ops ? malloc((size_t)count * sizeof *ops) : NULL;
-  if (!ops) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "launch_batch: no memory for %llu items", U(count));
-  for (uint64_t i = 0; i < count; i++) {
-    if ((e = gp_launch_resolve(rt, s, items[i].kernel, items[i].args, &ops[i]))) {
-      if (ops != small) free(ops);
-      return gp_batch_item_error(e, i);
-    }
-  }
+  gp_launch_op ops[GP_BATCH_CHUNK];
+  if (count > GP_BATCH_CHUNK) /* check all first: the chunks below enqueue as they go */
+    for (uint64_t i = 0; i < count; i++)
+      if ((e = gp_launch_resolve(rt, s, items[i].kernel, items[i].args, &ops[0]))) return gp_batch_item_error(e, i);
   uint64_t n = 0;
-  if (gp_eb->launch_many) {
-    e = gp_eb->launch_many(rt->ctx, &s->q, ops, count, &n);
-  } else {
-    for (; n < count && !(e = gp_eb->launch(rt->ctx, &s->q, &ops[n])); n++) {
-    }
+  while (n < count && !e) {
+    uint64_t k = count - n < GP_BATCH_CHUNK ? count - n : GP_BATCH_CHUNK, done = 0;
+    for (uint64_t i = 0; i < k; i++)
+      if ((e = gp_launch_resolve(rt, s, items[n + i].kernel, items[n + i].args, &ops[i]))) {
+        if (n == 0) return gp_batch_item_error(e, i); /* nothing enqueued yet */
+        /* Changed since the check (a handle destroyed during the call) */
+        if (out_enqueued) *out_enqueued = n;
+        return gp_err_append(gp_batch_item_error(e, n + i), "; items 0..%llu stay enqueued", U(n - 1));
+      }
+    e = enqueue_ops(rt, s, ops, k, &done);
+    n += done;
   }
-  if (ops != small) free(ops);
   if (out_enqueued) *out_enqueued = n;
   if (e) return gp_batch_midway_error(e, n);
   return NULL;

@@ -12,6 +12,21 @@
  * event recorded at the end of every replay), so a later replay runs after
  * an earlier one on any stream. graph_update swaps in new arguments after
  * checking them the same way.
+ *
+ * A backend whose executables replay many times (gp_backend.graph_once:
+ * CUDA, where a capture and an instantiation cost milliseconds) gets its
+ * recording made once, at graph_create, and again at each graph_update
+ * (from the updated items; the old executable is destroyed only when the
+ * new one was made). graph_launch then checks the items and launches the
+ * kept executable: every item again when any object of the runtime was
+ * destroyed since the last full check (rt->destroys moved: a stale handle
+ * is an error, never a launch of freed memory), otherwise only the
+ * attention_run items (whose plans change between replays); nothing is
+ * allocated. The backend orders the replays of one executable itself. An
+ * update of launch items only is patched into the executable when the
+ * backend kept their nodes (graph_patchable / graph_patch: the per-step
+ * update of a sampler's seed costs no recording); any other update
+ * records again, and graph_end may update the old executable in place.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +41,10 @@ typedef struct gp_graph {
   void *order_ev;       /* the backend's event recorded at the end of every replay */
   int replayed;
   gpurt_stream *last_on; /* the stream of the latest replay (compared, never used) */
+  /* graph_once: */
+  void *exec;           /* the executable, recorded at create / update */
+  uint64_t checked;     /* rt->destroys when every item was last checked */
+  int has_attn;         /* an attention_run item (checked at every launch) */
 } gp_graph;
 
 /* The CALL slots the engine can record, their front halves and the bit a
@@ -45,6 +64,11 @@ static size_t backend_calls(uint64_t calls[NALL]) {
   return n;
 }
 
+static gpurt_error *record(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, gpurt_stream *sh,
+                           const char *op, void **exec);
+static int is_attention(const gp_graph_node *n);
+static gp_stream stream_of(uint32_t dev);
+
 static void nodes_free(gp_graph_node *nodes, uint64_t count) {
   if (nodes == NULL) return;
   for (uint64_t i = 0; i < count; i++) gp_graph_node_release(&nodes[i]);
@@ -55,6 +79,7 @@ void gp_graph_free(gp_rt *rt, void *p) {
   gp_graph *g = p;
   if (g == NULL) return;
   pthread_mutex_destroy(&g->mu);
+  if (g->exec) gp_eb->graph_destroy(rt->ctx, g->exec);
   if (g->order_ev) gp_eb->event_destroy(rt->ctx, g->order_ev);
   nodes_free(g->nodes, g->count);
   free(g);
@@ -123,6 +148,7 @@ gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *
   gp_stream s = stream_of(a.device);
   uint64_t calls[NALL];
   size_t ncalls = backend_calls(calls);
+  g->checked = atomic_load(&rt->destroys); /* before the checks: a destroy during them re-checks */
   for (uint64_t i = 0; i < a.count; i++) {
     if ((e = gp_graph_item_read_ex(a.items, a.item_size, i, &nodes[i], calls, ncalls)) ||
         (e = node_on(rt, &s, NULL, &nodes[i], 0))) {
@@ -134,8 +160,15 @@ gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *
   g->dev = a.device;
   g->count = a.count;
   g->nodes = nodes;
+  for (uint64_t i = 0; i < a.count; i++) g->has_attn |= is_attention(&nodes[i]);
   pthread_mutex_init(&g->mu, NULL);
-  if ((e = gp_eb->event_create(rt->ctx, a.device, 0, &g->order_ev))) {
+  if (gp_eb->graph_once) {
+    if ((e = record(rt, g, g->nodes, NULL, "graph_create", &g->exec))) {
+      g->exec = NULL;
+      gp_graph_free(rt, g);
+      return e;
+    }
+  } else if ((e = gp_eb->event_create(rt->ctx, a.device, 0, &g->order_ev))) {
     gp_graph_free(rt, g);
     return e;
   }
@@ -149,29 +182,67 @@ gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *
   return NULL;
 }
 
-/* Records the replay on a recording queue of the backend (g->mu held). An
+static int is_attention(const gp_graph_node *n) {
+  return n->kind == GPURT_GRAPH_OP_CALL && n->slot == offsetof(gpurt_api, attention_run);
+}
+
+/* Records nodes[0..g->count) on a recording queue of the backend (g->mu
+ * held, or g not yet shared) into *exec; op names the calling slot. An
  * item the backend refuses while recording ends the recording: nothing was
- * enqueued. */
-static gpurt_error *record(gp_rt *rt, gp_graph *g, gpurt_stream *sh, void **exec) {
+ * enqueued. Per replay (no graph_once), the replay waits for the previous
+ * one on another stream and records the order event at its end. */
+static gpurt_error *record(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, gpurt_stream *sh,
+                           const char *op, void **exec) {
   gp_stream rs;
   memset(&rs, 0, sizeof rs);
+  rs.q.items = g->count;
   gpurt_error *e = gp_eb->graph_begin(rt->ctx, g->dev, &rs.q);
-  if (e) return gp_err_wrap(e, "graph_launch");
+  if (e) return gp_err_wrap(e, "%s", op);
   rs.q.dev = g->dev;
-  rs.q.capturing = 1;
+  int per_replay = !gp_eb->graph_once;
   uint64_t i = 0;
-  if (g->replayed && g->last_on != sh && (e = gp_eb->event_wait(rt->ctx, &rs.q, g->order_ev)))
-    e = gp_err_wrap(e, "graph_launch");
+  if (!per_replay && gp_eb->graph_capture) {
+    /* The preparing pass: what the runs make lazily, made before the
+     * recording starts (nothing enqueued). */
+    rs.q.capturing = GP_QUEUE_PREPARE;
+    for (; !e && i < g->count; i++)
+      if (nodes[i].kind != GPURT_GRAPH_OP_EVENT_RECORD && nodes[i].kind != GPURT_GRAPH_OP_EVENT_WAIT &&
+          (rs.q.item = i, e = node_on(rt, &rs, sh, &nodes[i], 1)))
+        e = gp_err_wrap(e, "%s: item %llu", op, U(i));
+    if (!e && (e = gp_eb->graph_capture(rt->ctx, &rs.q))) e = gp_err_wrap(e, "%s", op);
+    i = 0;
+  }
+  rs.q.capturing = GP_QUEUE_RECORD;
+  if (per_replay && g->replayed && g->last_on != sh && (e = gp_eb->event_wait(rt->ctx, &rs.q, g->order_ev)))
+    e = gp_err_wrap(e, "%s", op);
   for (; !e && i < g->count; i++)
-    if ((e = node_on(rt, &rs, sh, &g->nodes[i], 1)))
-      e = gp_err_append(gp_err_wrap(e, "graph_launch: item %llu", U(i)), "; nothing was enqueued");
-  if (!e && (e = gp_eb->event_record(rt->ctx, g->order_ev, &rs.q))) e = gp_err_wrap(e, "graph_launch");
+    if ((rs.q.item = i, e = node_on(rt, &rs, sh, &nodes[i], 1))) {
+      e = gp_err_wrap(e, "%s: item %llu", op, U(i));
+      if (per_replay) e = gp_err_append(e, "; nothing was enqueued");
+    }
+  if (!e && per_replay && (e = gp_eb->event_record(rt->ctx, g->order_ev, &rs.q))) e = gp_err_wrap(e, "%s", op);
   gpurt_error *end = gp_eb->graph_end(rt->ctx, &rs.q, e != NULL, exec);
   if (e) {
     gp_error_destroy(end);
     return e;
   }
-  return end ? gp_err_wrap(end, "graph_launch") : NULL;
+  return end ? gp_err_wrap(end, "%s", op) : NULL;
+}
+
+/* graph_once: checks the items against the replay's stream s (every one
+ * when an object was destroyed since the last full check, else the
+ * attention runs) and launches the kept executable (g->mu held). */
+static gpurt_error *launch_kept(gp_rt *rt, gp_graph *g, gp_stream *s, gpurt_stream *sh) {
+  gpurt_error *e = NULL;
+  uint64_t now = atomic_load(&rt->destroys);
+  int all = now != g->checked;
+  if (all || g->has_attn)
+    for (uint64_t i = 0; i < g->count && !e; i++)
+      if ((all || is_attention(&g->nodes[i])) && (e = node_on(rt, s, sh, &g->nodes[i], 0)))
+        e = gp_err_wrap(e, "graph_launch: item %llu", U(i));
+  if (e) return e;
+  if (all) g->checked = now;
+  return gp_eb->graph_launch(rt->ctx, g->exec, &s->q);
 }
 
 gpurt_error *gp_e_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh) {
@@ -188,11 +259,16 @@ gpurt_error *gp_e_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *
                   "is on device %u", H(gh), g->dev, H(sh), s->q.dev);
   if (gp_is_lost(rt, s->q.dev)) return gp_lost_err(rt, "graph_launch", s->q.dev);
   pthread_mutex_lock(&g->mu);
+  if (gp_eb->graph_once) {
+    e = launch_kept(rt, g, s, sh);
+    pthread_mutex_unlock(&g->mu);
+    return e;
+  }
   /* Pass 1: every item checked against the replay's stream. */
   for (uint64_t i = 0; i < g->count && !e; i++)
     if ((e = node_on(rt, s, sh, &g->nodes[i], 0))) e = gp_err_wrap(e, "graph_launch: item %llu", U(i));
   void *exec = NULL;
-  if (!e) e = record(rt, g, sh, &exec);
+  if (!e) e = record(rt, g, g->nodes, sh, "graph_launch", &exec);
   if (!e) {
     e = gp_eb->graph_launch(rt->ctx, exec, &s->q);
     gp_eb->graph_destroy(rt->ctx, exec);
@@ -203,6 +279,66 @@ gpurt_error *gp_e_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *
   }
   pthread_mutex_unlock(&g->mu);
   return e;
+}
+
+/* graph_once: records the graph with the checked updates (nodes[i] for
+ * item a->indices[i]) into a new executable that replaces the kept one
+ * (g->mu held). On an error nothing changed. The recording reads a
+ * shallow copy of the items with the updates swapped in, in a scratch
+ * array (the update's path, not the launch's). */
+static gpurt_error *rerecord(gp_rt *rt, gp_graph *g, gp_graph_node *nodes, gpurt_graph_update_args *a,
+                             uint64_t checked) {
+  gp_graph_node *next = calloc((size_t)g->count, sizeof *next);
+  if (!next) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_update: no memory for %llu items", U(g->count));
+  memcpy(next, g->nodes, (size_t)g->count * sizeof *next);
+  for (uint64_t i = 0; i < a->count; i++) next[a->indices[i]] = nodes[i];
+  for (uint64_t i = 0; i < g->count; i++) gp_graph_node_fix(&next[i]);
+  void *exec = g->exec; /* the backend may update it in place */
+  gpurt_error *e = record(rt, g, next, NULL, "graph_update", &exec);
+  free(next); /* shallow: owns nothing */
+  if (e) return e;
+  g->checked = checked;
+  if (exec == g->exec) {
+    a->applied = GPURT_GRAPH_UPDATE_EXEC_UPDATE;
+    return NULL;
+  }
+  /* Replays already enqueued finish with the old executable (the backend
+   * keeps what they use alive until they have). */
+  gp_eb->graph_destroy(rt->ctx, g->exec);
+  g->exec = exec;
+  a->applied = GPURT_GRAPH_UPDATE_REINSTANTIATED;
+  return NULL;
+}
+
+/* graph_once: whether the updates (nodes[i] for item a->indices[i]) can
+ * be patched into the kept executable: all launches, each a node the
+ * backend kept. */
+static int patchable(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, const gpurt_graph_update_args *a) {
+  if (!gp_eb->graph_patch || !gp_eb->graph_patchable) return 0;
+  for (uint64_t i = 0; i < a->count; i++)
+    if (nodes[i].kind != GPURT_GRAPH_OP_LAUNCH || !gp_eb->graph_patchable(rt->ctx, g->exec, a->indices[i]))
+      return 0;
+  return 1;
+}
+
+/* graph_once: patches the updates into the kept executable (g->mu held;
+ * each already checked). *done: how many were patched, also on an error. */
+static gpurt_error *patch(gp_rt *rt, gp_graph *g, gp_graph_node *nodes, gpurt_graph_update_args *a,
+                          uint64_t *done) {
+  gp_stream s = stream_of(g->dev);
+  gpurt_error *e = NULL;
+  for (*done = 0; *done < a->count; (*done)++) {
+    uint64_t i = *done, at = a->indices[i];
+    gp_launch_op op;
+    if ((e = gp_launch_resolve(rt, &s, nodes[i].kernel, &nodes[i].launch, &op)) ||
+        (e = gp_eb->graph_patch(rt->ctx, g->exec, at, &op))) {
+      e = gp_err_wrap(e, "graph_update: item %llu", U(at));
+      if (i > 0) e = gp_err_append(e, " (the %llu updates before it were applied)", U(i));
+      return e;
+    }
+  }
+  a->applied = GPURT_GRAPH_UPDATE_PATCHED;
+  return NULL;
 }
 
 gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_update_args *args) {
@@ -224,6 +360,7 @@ gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_up
   size_t ncalls = backend_calls(calls);
   uint64_t read = 0; /* nodes read (to release on error) */
   pthread_mutex_lock(&g->mu);
+  uint64_t checked = atomic_load(&rt->destroys);
   for (uint64_t i = 0; i < a.count && !e; i++) {
     uint64_t at = a.indices[i];
     if (at >= g->count) {
@@ -243,16 +380,24 @@ gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_up
       e = gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_update: item %llu (%s): an update cannot change %s", U(at),
                  gp_graph_op_name(old->kind), why);
   }
-  if (!e) {
-    for (uint64_t i = 0; i < a.count; i++) {
+  uint64_t patched = a.count; /* the updates applied (all, unless a patch fails) */
+  if (!e && gp_eb->graph_once) {
+    if (patchable(rt, g, nodes, &a)) e = patch(rt, g, nodes, &a, &patched);
+    else e = rerecord(rt, g, nodes, &a, checked);
+  }
+  if (!e || patched < a.count) {
+    for (uint64_t i = 0; i < patched; i++) {
       gp_graph_node *dst = &g->nodes[a.indices[i]];
       gp_graph_node_release(dst);
       *dst = nodes[i];
       nodes[i].owned = NULL; /* moved */
       gp_graph_node_fix(dst);
     }
-    /* The items are patched in place: every later replay records them. */
-    a.applied = GPURT_GRAPH_UPDATE_PATCHED;
+    /* The items are patched in place: every later replay records them
+     * (graph_once: rerecord recorded them into a new executable). */
+    if (!gp_eb->graph_once) a.applied = GPURT_GRAPH_UPDATE_PATCHED;
+    g->has_attn = 0;
+    for (uint64_t i = 0; i < g->count; i++) g->has_attn |= is_attention(&g->nodes[i]);
     read = a.count;
   }
   pthread_mutex_unlock(&g->mu);

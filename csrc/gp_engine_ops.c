@@ -363,6 +363,9 @@ gpurt_error *gp_e_comm_query(gpurt_runtime *h, gpurt_comm *ch) {
   return gp_eb->comm_query(rt->ctx, c->obj, "comm_query");
 }
 
+/* Ops of a comm_run group resolved on the stack (as CUDA's comm_run). */
+#define GP_COMM_ON_STACK 16
+
 gpurt_error *gp_e_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_args *args) {
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
@@ -375,13 +378,19 @@ gpurt_error *gp_e_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_ru
   gpurt_comm_run_args a;
   if ((e = gp_comm_run_read(args, &a))) return e;
   gp_comm_ranks rk = {c->nranks, c->first_rank, c->local};
-  gp_coll_item *items = a.count <= SIZE_MAX / sizeof *items ? calloc((size_t)a.count, sizeof *items) : NULL;
-  gpurt_coll_op *ops = a.count <= SIZE_MAX / sizeof *ops ? calloc((size_t)a.count, sizeof *ops) : NULL;
+  /* A step's group (a few ops) resolves on the stack: no allocation. */
+  gp_coll_item stack_items[GP_COMM_ON_STACK];
+  gpurt_coll_op stack_ops[GP_COMM_ON_STACK];
+  int heap = a.count > GP_COMM_ON_STACK;
+  gp_coll_item *items = !heap ? stack_items
+                        : a.count <= SIZE_MAX / sizeof *items ? calloc((size_t)a.count, sizeof *items) : NULL;
+  gpurt_coll_op *ops = !heap ? stack_ops
+                       : a.count <= SIZE_MAX / sizeof *ops ? calloc((size_t)a.count, sizeof *ops) : NULL;
   if (!items || !ops) {
-    free(items);
-    free(ops);
+    if (heap) free(items), free(ops);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_run: no memory for %llu ops", U(a.count));
   }
+  if (!heap) memset(items, 0, (size_t)a.count * sizeof *items), memset(ops, 0, (size_t)a.count * sizeof *ops);
   for (uint64_t i = 0; i < a.count && !e; i++) {
     if ((e = gp_coll_op_read(&a, i, &rk, &ops[i]))) break;
     gpurt_coll_op *o = &ops[i];
@@ -421,7 +430,6 @@ gpurt_error *gp_e_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_ru
   }
   if (!e) e = gp_comm_group_check(ops, a.count, &rk);
   if (!e) e = gp_eb->comm_run(rt->ctx, c->obj, items, a.count);
-  free(items);
-  free(ops);
+  if (heap) free(items), free(ops);
   return e;
 }

@@ -14,19 +14,24 @@
 
 const gp_backend *gp_eb;
 
+/* The runtime table. Every call resolves its runtime first, so the lookup
+ * takes no lock (as every other handle's): g_rts is made once, published
+ * by g_rts_init (release), and kept until the process exits (shutdown
+ * leaves it, empty: a call racing with shutdown reads live memory and a
+ * freed runtime's handle stays stale). g_mu orders register / unregister
+ * and the serials. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static gp_handle_table g_rts;
-static int g_rts_init;
+static atomic_int g_rts_init;
 static uint32_t g_serial;
 
 gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out) {
   void *o = NULL;
   int st;
-  pthread_mutex_lock(&g_mu);
   if (h == NULL) st = GP_HANDLE_NULL;
-  else if (!g_rts_init) st = ((uintptr_t)h >> 56) == GP_KIND_RUNTIME ? GP_HANDLE_STALE : GP_HANDLE_WRONG_KIND;
+  else if (!atomic_load_explicit(&g_rts_init, memory_order_acquire))
+    st = ((uintptr_t)h >> 56) == GP_KIND_RUNTIME ? GP_HANDLE_STALE : GP_HANDLE_WRONG_KIND;
   else st = gp_table_lookup(&g_rts, (uintptr_t)h, &o);
-  pthread_mutex_unlock(&g_mu);
   if (st == GP_HANDLE_FOREIGN) st = GP_HANDLE_STALE; /* runtimes have no owner */
   if (st != GP_HANDLE_OK) return gp_handle_error(st, GP_KIND_RUNTIME, (uintptr_t)h);
   *out = o;
@@ -35,9 +40,9 @@ gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out) {
 
 int gp_rt_register(gp_rt *rt, uintptr_t *h) {
   pthread_mutex_lock(&g_mu);
-  if (!g_rts_init) {
+  if (!atomic_load_explicit(&g_rts_init, memory_order_relaxed)) {
     gp_table_init(&g_rts, GP_KIND_RUNTIME, 0);
-    g_rts_init = 1;
+    atomic_store_explicit(&g_rts_init, 1, memory_order_release);
   }
   g_serial = (g_serial + 1) & 0xffff;
   if (g_serial == 0) g_serial = 1;
@@ -53,13 +58,10 @@ void gp_rt_unregister(gpurt_runtime *h) {
   pthread_mutex_unlock(&g_mu);
 }
 
-uint32_t gp_rt_live(int free_when_empty) {
+/* Shutdown asks it; the table stays (see g_rts). */
+uint32_t gp_rt_live(void) {
   pthread_mutex_lock(&g_mu);
-  uint32_t live = g_rts_init ? g_rts.live : 0;
-  if (free_when_empty && g_rts_init && live == 0) {
-    gp_table_free(&g_rts);
-    g_rts_init = 0;
-  }
+  uint32_t live = atomic_load_explicit(&g_rts_init, memory_order_relaxed) ? atomic_load(&g_rts.live) : 0;
   pthread_mutex_unlock(&g_mu);
   return live;
 }
@@ -79,9 +81,9 @@ gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op,
 }
 
 gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out) {
-  (void)rt;
   int st = gp_table_take(t, (uintptr_t)h, out);
   if (st != GP_HANDLE_OK) return gp_handle_error(st, t->kind, (uintptr_t)h);
+  atomic_fetch_add(&rt->destroys, 1);
   return NULL;
 }
 

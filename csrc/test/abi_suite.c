@@ -805,6 +805,37 @@ static void launch_checks(gpurt_runtime *rt) {
   ok("stream_synchronize", api->stream_synchronize(rt, s));
   result(count_not(rt, y, N, 9.0f) == 0, "launch_batch: the items ran");
 
+  /* A batch larger than a plugin may resolve at once: an invalid item far
+   * in enqueues nothing; a valid one runs every item, in order. */
+  enum { BIG = 40, PER = 6 };
+  gpurt_kernel_arg ba[BIG][3];
+  gpurt_launch_args bl[BIG];
+  gpurt_launch_item bi[BIG];
+  for (int k = 0; k < BIG; k++) {
+    ba[k][0] = arg_buf(y, (uint64_t)k * PER * 4, PER * 4);
+    ba[k][1] = arg_val(GPURT_ARG_F32, 4, f32_bits(11.0f));
+    ba[k][2] = arg_val(GPURT_ARG_U64, 8, PER);
+    bl[k] = launch_args(1, 64, ba[k], 3);
+    bi[k].kernel = fill;
+    bi[k].args = &bl[k];
+  }
+  bl[33].num_args = 2;
+  n = 99;
+  msg_is("launch_batch: 40 items, item 33 invalid", api->launch_batch(rt, s, BIG, bi, &n),
+         GPURT_ERR_INVALID_ARGUMENT,
+         "launch_batch: item 33: launch \"fill_f32\": the kernel takes 3 arguments, got 2");
+  result(n == 0, "launch_batch: 40 items with an invalid one enqueue nothing (out_enqueued %llu)",
+         (unsigned long long)n);
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+  result(count_not(rt, y, N, 9.0f) == 0, "launch_batch: the refused batch of 40 wrote nothing");
+  bl[33].num_args = 3;
+  ok("launch_batch: 40 valid items", api->launch_batch(rt, s, BIG, bi, &n));
+  result(n == BIG, "launch_batch: 40 items, out_enqueued %llu", (unsigned long long)n);
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+  result(count_not(rt, y, BIG * PER, 11.0f) == 0, "launch_batch: the 40 items ran");
+  ok("launch fill_f32 9.0", api->launch(rt, s, fill, &l9));
+  ok("stream_synchronize", api->stream_synchronize(rt, s));
+
   /* gemm_run needs a stream too. */
   gpurt_gemm_desc d;
   memset(&d, 0, sizeof d);
