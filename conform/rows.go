@@ -198,72 +198,105 @@ func checkRMSNorm(e *env, t core.DType) error {
 	return nil
 }
 
+// ropeCase is one rope check on the device: random rows x (tokens x heads
+// x hd values of T), positions (the first 0, the others below maxPos),
+// and the grid of block threads (grid 0: one covering every pair).
+type ropeCase struct {
+	t                                              core.DType
+	tokens, heads, hd, block, grid, pairs, covered int
+	x                                              []float64
+	pos                                            []int32
+	xb, pb                                         *rowBuf
+}
+
+func newRopeCase(e *env, t core.DType, tokens, heads, hd, block, grid, maxPos int) (*ropeCase, error) {
+	c := &ropeCase{t: t, tokens: tokens, heads: heads, hd: hd, block: block, grid: grid}
+	n := tokens * heads * hd
+	c.pairs = n / 2
+	if c.grid == 0 {
+		c.grid = (c.pairs + block - 1) / block
+	}
+	c.covered = min(c.pairs, c.grid*block)
+	c.x = randomValues(e.rng, t, n, 2)
+	c.pos = make([]int32, tokens)
+	for i := range c.pos {
+		c.pos[i] = int32(e.rng.IntN(maxPos))
+	}
+	c.pos[0] = 0
+	var err error
+	if c.xb, err = newRowBuf(e, encode(t, c.x), t.Size()); err != nil {
+		return nil, err
+	}
+	if c.pb, err = newRowBuf(e, i32Bytes(c.pos), 4); err != nil {
+		c.xb.free()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *ropeCase) free() {
+	c.xb.free()
+	c.pb.free()
+}
+
+// check reads x back and compares every pair: (x[i0], x[i1]) with want's
+// values within its slack for the pairs the grid covers, unchanged past
+// it. interleaved pairs (2j, 2j+1) as rope_llama_T, else (j, j + hd/2).
+func (c *ropeCase) check(interleaved bool, want func(tk, j int, u, v float64) (w0, w1, slack float64)) error {
+	raw, err := c.xb.read("x")
+	if err != nil {
+		return err
+	}
+	got := decode(c.t, raw)
+	half := c.hd / 2
+	for p := 0; p < c.pairs; p++ {
+		tk, rem := p/(c.heads*half), p%(c.heads*half)
+		h, j := rem/half, rem%half
+		base := (tk*c.heads + h) * c.hd
+		i0, i1 := base+j, base+j+half
+		if interleaved {
+			i0, i1 = base+2*j, base+2*j+1
+		}
+		u, v := c.x[i0], c.x[i1]
+		w0, w1, slack := u, v, 0.0
+		if p < c.covered {
+			w0, w1, slack = want(tk, j, u, v)
+		}
+		if math.Abs(got[i0]-w0) > slack || math.Abs(got[i1]-w1) > slack || math.IsNaN(got[i0]+got[i1]) {
+			return fmt.Errorf("tokens %d heads %d head_dim %d grid %d: pair %d (token %d pos %d head %d j %d) is (%g, %g), want (%g, %g)",
+				c.tokens, c.heads, c.hd, c.grid, p, tk, c.pos[tk], h, j, got[i0], got[i1], w0, w1)
+		}
+	}
+	return nil
+}
+
 func checkRope(e *env, op string, t core.DType) error {
-	sz := t.Size()
-	for _, c := range []struct {
+	tol := kernelTol(t)
+	for _, k := range []struct {
 		tokens, heads, hd int
 		theta             float64
 		block, grid       int // grid 0: cover every pair
 	}{
 		{1, 1, 2, 10000, 1, 0}, {7, 3, 64, 10000, 32, 0}, {5, 2, 128, 500000, 256, 0}, {4, 4, 64, 10000, 64, 5},
 	} {
-		n := c.tokens * c.heads * c.hd
-		pairs := n / 2
-		grid := c.grid
-		if grid == 0 {
-			grid = (pairs + c.block - 1) / c.block
-		}
-		covered := min(pairs, grid*c.block)
-		x := randomValues(e.rng, t, n, 2)
-		pos := make([]int32, c.tokens)
-		for i := range pos {
-			pos[i] = int32(e.rng.IntN(8192))
-		}
-		pos[0] = 0
-		xb, err := newRowBuf(e, encode(t, x), sz)
+		c, err := newRopeCase(e, t, k.tokens, k.heads, k.hd, k.block, k.grid, 8192)
 		if err != nil {
 			return err
 		}
-		defer xb.free()
-		pb, err := newRowBuf(e, i32Bytes(pos), 4)
-		if err != nil {
+		defer c.free()
+		if err := launchRow(e, op, t, c.grid, k.block, core.ArgBuffer(c.xb.v), core.ArgBuffer(c.pb.v), core.ArgScalar[float32](float32(k.theta)),
+			core.ArgScalar[uint64](uint64(k.tokens)), core.ArgScalar[uint64](uint64(k.heads)), core.ArgScalar[uint64](uint64(k.hd))); err != nil {
 			return err
 		}
-		defer pb.free()
-		if err := launchRow(e, op, t, grid, c.block, core.ArgBuffer(xb.v), core.ArgBuffer(pb.v), core.ArgScalar[float32](float32(c.theta)),
-			core.ArgScalar[uint64](uint64(c.tokens)), core.ArgScalar[uint64](uint64(c.heads)), core.ArgScalar[uint64](uint64(c.hd))); err != nil {
-			return err
-		}
-		raw, err := xb.read("x")
-		if err != nil {
-			return err
-		}
-		got := decode(t, raw)
-		half := c.hd / 2
-		tol := kernelTol(t)
-		for p := 0; p < pairs; p++ {
-			tk, rem := p/(c.heads*half), p%(c.heads*half)
-			h, j := rem/half, rem%half
-			base := (tk*c.heads + h) * c.hd
-			i0, i1 := base+j, base+j+half
-			if op == "rope_llama" {
-				i0, i1 = base+2*j, base+2*j+1
-			}
-			u, v := x[i0], x[i1]
-			w0, w1 := u, v
+		err = c.check(op == "rope_llama", func(tk, j int, u, v float64) (float64, float64, float64) {
+			ex := float32(2*j) / float32(k.hd)
+			inv := float64(float32(1 / math.Pow(k.theta, float64(ex))))
+			a := float64(float32(float64(c.pos[tk]) * inv))
 			mag := math.Abs(u) + math.Abs(v)
-			slack := 0.0
-			if p < covered {
-				ex := float32(2*j) / float32(c.hd)
-				inv := float64(float32(1 / math.Pow(c.theta, float64(ex))))
-				a := float64(float32(float64(pos[tk]) * inv))
-				w0, w1 = u*math.Cos(a)-v*math.Sin(a), u*math.Sin(a)+v*math.Cos(a)
-				slack = tol*mag + 4e-7*(1+a)*mag + tinyOf(t)
-			}
-			if math.Abs(got[i0]-w0) > slack || math.Abs(got[i1]-w1) > slack || math.IsNaN(got[i0]+got[i1]) {
-				return fmt.Errorf("tokens %d heads %d head_dim %d grid %d: pair %d (token %d pos %d head %d j %d) is (%g, %g), want (%g, %g)",
-					c.tokens, c.heads, c.hd, grid, p, tk, pos[tk], h, j, got[i0], got[i1], w0, w1)
-			}
+			return u*math.Cos(a) - v*math.Sin(a), u*math.Sin(a) + v*math.Cos(a), tol*mag + 4e-7*(1+a)*mag + tinyOf(t)
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
