@@ -15,6 +15,9 @@
 //     enumerator and object-like #define), named by one rule (GoConstName).
 //   - internal/abi/zmirrored_test.go: the layout test's lists (every
 //     struct with its mirror, every constant with its C name).
+//   - csrc/gp_zslots.h: the slots as C X-macro lists (GP_ZSLOTS: every
+//     slot with its minor and prototype; GP_ZCALLS: the stream operations
+//     a graph records as CALL items), which csrc's per-slot tables expand.
 //
 // Run it from the module root (make generate, or go generate
 // ./core/internal/bind):
@@ -52,6 +55,7 @@ func main() {
 	mirrored := flag.String("mirrored", "internal/abi/zmirrored_test.go", "the layout test's lists of mirrored structs and constants to write")
 	consts := flag.String("consts", "internal/abi/zconsts.go", "the abi constants to write")
 	structs := flag.String("structs", "internal/abi/zabi.go", "the abi handle types, structs and API table to write")
+	cslots := flag.String("cslots", "csrc/gp_zslots.h", "csrc's X-macro lists of the slots to write")
 	check := flag.Bool("check", false, "write nothing; fail when a file on disk is not what would be generated")
 	flag.Parse()
 	if err := chdirRoot(); err != nil {
@@ -64,7 +68,7 @@ func main() {
 	for _, f := range []struct {
 		path string
 		src  []byte
-	}{{*slots, files[0]}, {*sizes, files[1]}, {*errs, files[2]}, {*mirrored, files[3]}, {*consts, files[4]}, {*structs, files[5]}} {
+	}{{*slots, files[0]}, {*sizes, files[1]}, {*errs, files[2]}, {*mirrored, files[3]}, {*consts, files[4]}, {*structs, files[5]}, {*cslots, files[6]}} {
 		if *check {
 			old, err := os.ReadFile(f.path)
 			if err != nil {
@@ -105,10 +109,11 @@ func chdirRoot() error {
 	}
 }
 
-// generate returns the bind methods, the abi size constants and the abi
-// error vocabulary.
-func generate(headerPath string) ([6][]byte, error) {
-	var none [6][]byte
+// generate returns the bind methods, the abi size constants, the abi
+// error vocabulary, the layout test's lists, the abi constants, the abi
+// structs and csrc's X-macro lists of the slots (csrc/gp_zslots.h).
+func generate(headerPath string) ([7][]byte, error) {
+	var none [7][]byte
 	hdr, err := os.ReadFile(headerPath)
 	if err != nil {
 		return none, err
@@ -118,7 +123,10 @@ func generate(headerPath string) ([6][]byte, error) {
 		return none, fmt.Errorf("%s: %w", headerPath, err)
 	}
 	m := mirrorFromHeader(h)
-	var out [6][]byte
+	var out [7][]byte
+	if out[6], err = emitCSlots(h, m); err != nil {
+		return none, err
+	}
 	for i, gen := range []func(*Header, *Mirror) ([]byte, error){emit, emitSizes, emitErrors, emitMirrored, emitConsts, emitStructs} {
 		src, err := gen(h, m)
 		if err != nil {
