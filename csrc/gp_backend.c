@@ -10,7 +10,9 @@
 
 #define NEED(field, minor) {offsetof(gp_backend, field), minor, #field}
 
-/* Every entry not listed here is "(optional)" in gp_backend.h. */
+/* Every entry not listed here is "(optional)" in gp_backend.h. The runs of
+ * the recordable ops (GP_ZCALLS) are promised from their slot's minor. */
+#define NEED_RUN(name, NAME, minor, idx, atype, obj) NEED(name, minor),
 const gp_backend_need gp_backend_needs[] = {
     NEED(probe, 0),        NEED(open, 0),          NEED(close, 0),        NEED(device_info, 0),
     NEED(mem_alloc, 0),    NEED(mem_free, 0),      NEED(host_alloc, 0),   NEED(host_free, 0),
@@ -19,9 +21,8 @@ const gp_backend_need gp_backend_needs[] = {
     NEED(event_record, 0), NEED(event_wait, 0),    NEED(event_query, 0),  NEED(event_sync, 0),
     NEED(event_elapsed, 0), NEED(module_load, 0),  NEED(module_unload, 0), NEED(kernel_get, 0),
     NEED(launch, 0),       NEED(gemm_run, 1),      NEED(graph_begin, 3),  NEED(graph_end, 3),
-    NEED(graph_launch, 3), NEED(graph_destroy, 3), NEED(quant_matmul, 4), NEED(grouped_gemm, 4),
-    NEED(kv_append, 5),    NEED(attention_create, 5), NEED(attention_destroy, 5),
-    NEED(attention_plan, 5), NEED(attention_run, 5),
+    NEED(graph_launch, 3), NEED(graph_destroy, 3), NEED(attention_create, 5), NEED(attention_destroy, 5),
+    NEED(attention_plan, 5), GP_ZCALLS(NEED_RUN)
 };
 const size_t gp_backend_need_count = sizeof gp_backend_needs / sizeof gp_backend_needs[0];
 

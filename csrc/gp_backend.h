@@ -147,7 +147,7 @@ typedef struct gp_quant_op {
 } gp_quant_op;
 
 typedef struct gp_grouped_op {
-  gp_grouped c;                 /* checked; c.a.m_sizes borrowed for the call */
+  gp_grouped c;                 /* checked, c.total_m >= 1; c.a.m_sizes borrowed for the call */
   gp_mem a, b, d, scale_a, scale_b;
 } gp_grouped_op;
 
@@ -180,8 +180,18 @@ typedef struct gp_coll_item {
   gp_mem send, recv;            /* zero when unused */
 } gp_coll_item;
 
-/* gp_backend.unrecordable bits. */
-enum { GP_REC_QUANT_MATMUL = 1, GP_REC_GROUPED_GEMM = 2, GP_REC_KV_APPEND = 4, GP_REC_ATTENTION_RUN = 8 };
+/* The descriptor of each recordable op (GP_ZCALLS, gp_zslots.h) is
+ * gp_<slot>_op: the older short names stay. */
+typedef gp_quant_op gp_quant_matmul_op;
+typedef gp_grouped_op gp_grouped_gemm_op;
+typedef gp_attention_op gp_attention_run_op;
+
+/* gp_backend.unrecordable bits: GP_REC_<SLOT>, one per recordable op
+ * (GP_REC_QUANT_MATMUL 1, GP_REC_GROUPED_GEMM 2, GP_REC_KV_APPEND 4,
+ * GP_REC_ATTENTION_RUN 8, ...). */
+#define GP_REC_BIT_(name, NAME, minor, idx, atype, obj) GP_REC_##NAME = 1u << (idx),
+enum { GP_ZCALLS(GP_REC_BIT_) };
+#undef GP_REC_BIT_
 
 /* ---- the table --------------------------------------------------------------- */
 
@@ -333,17 +343,20 @@ typedef struct gp_backend {
   gpurt_error *(*gemm_plan)(void *ctx, uint32_t dev, const gpurt_gemm_desc *d, void **plan); /* (optional) */
   void (*gemm_plan_free)(void *ctx, void *plan);                                              /* (optional) */
   gpurt_error *(*gemm_run)(void *ctx, gp_queue *q, const gp_gemm_op *r);
-  gpurt_error *(*quant_matmul)(void *ctx, gp_queue *q, const gp_quant_op *r);                  /* 1.4 */
-  /* r->c.total_m >= 1 */
-  gpurt_error *(*grouped_gemm)(void *ctx, gp_queue *q, const gp_grouped_op *r);                /* 1.4 */
-  gpurt_error *(*kv_append)(void *ctx, gp_queue *q, const gp_kv_append_op *r);                 /* 1.5 */
+  /* The run of each recordable op (GP_ZCALLS: quant_matmul, grouped_gemm,
+   * kv_append, attention_run, ...), one entry per slot of the same name:
+   *   gpurt_error *(*<slot>)(void *ctx, gp_queue *q, const gp_<slot>_op *r);
+   * each promised from the slot's minor on (gp_backend.c). */
+#define GP_RUN_ENTRY_(name, NAME, minor, idx, atype, obj) \
+  gpurt_error *(*name)(void *ctx, gp_queue *q, const gp_##name##_op *r);
+  GP_ZCALLS(GP_RUN_ENTRY_)
+#undef GP_RUN_ENTRY_
   gpurt_error *(*attention_create)(void *ctx, uint32_t dev, const gpurt_attention_desc *d, void **obj);
   void (*attention_destroy)(void *ctx, void *obj);
   /* Plans on q from checked host counts (the framework ran
    * gp_attention_plan_check); the backend keeps the plan its runs use. */
   gpurt_error *(*attention_plan)(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *a,
                                  const gp_attention_sched *sched);
-  gpurt_error *(*attention_run)(void *ctx, gp_queue *q, const gp_attention_op *r);
   /* Collectives (1.6, optional: UNSUPPORTED when comm_create is NULL). */
   gpurt_error *(*comm_unique_id)(void *ctx, uint8_t id[GPURT_COMM_ID_BYTES]);
   /* a is checked (devices on live devices); nranks is the communicator's size. */

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../abi/gpurt.h"
+#include "gp_zslots.h" /* the slots as X-macro lists (generated) */
 
 #if defined(__GNUC__)
 #define GP_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -121,6 +121,12 @@ typedef struct gp_comm {
   atomic_int aborted;
 } gp_comm;
 
+/* Every slot of gpurt_api is gp_e_<slot> (gp_engine_api.c puts them in its
+ * table), declared here from the header's prototypes. */
+#define GP_E_DECL_(name, minor, ret, params) ret gp_e_##name params;
+GP_ZSLOTS(GP_E_DECL_)
+#undef GP_E_DECL_
+
 /* ---- gp_engine_rt.c: the bottom floor ---- */
 int gp_rt_register(gp_rt *rt, uintptr_t *h);
 void gp_rt_unregister(gpurt_runtime *h);
@@ -159,23 +165,6 @@ gpurt_error *gp_view(gp_rt *rt, int style, uint32_t dev, const char *what, const
                      uint64_t off, uint64_t bytes, int32_t dtype, gp_mem *out);
 
 /* ---- gp_engine_mem.c ---- */
-gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpurt_buffer **out);
-gpurt_error *gp_e_buffer_free(gpurt_runtime *h, gpurt_buffer *buf);
-gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out, void **out_ptr);
-gpurt_error *gp_e_host_free(gpurt_runtime *h, gpurt_host_buffer *buf);
-gpurt_error *gp_e_copy(gpurt_runtime *h, const gpurt_copy_args *args);
-gpurt_error *gp_e_memset(gpurt_runtime *h, const gpurt_memset_args *args);
-gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out);
-gpurt_error *gp_e_stream_destroy(gpurt_runtime *h, gpurt_stream *sh);
-gpurt_error *gp_e_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh);
-gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh);
-gpurt_error *gp_e_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh);
-gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_event **out);
-gpurt_error *gp_e_event_destroy(gpurt_runtime *h, gpurt_event *eh);
-gpurt_error *gp_e_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh);
-gpurt_error *gp_e_event_query(gpurt_runtime *h, gpurt_event *eh);
-gpurt_error *gp_e_event_synchronize(gpurt_runtime *h, gpurt_event *eh);
-gpurt_error *gp_e_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh, double *out_ms);
 /* Front halves the graphs share (s: the stream, or a recording queue's
  * stand-in; run 0: check only). A graph copy's stream is the replay's. */
 gpurt_error *gp_copy_async(gp_rt *rt, gp_stream *s, const gpurt_copy_args *args, int run);
@@ -184,18 +173,6 @@ gpurt_error *gp_memset_on(gp_rt *rt, gp_stream *s, const gpurt_memset_args *args
 gpurt_error *gp_event_on(gp_rt *rt, gp_stream *s, gpurt_event *eh, int record, int run);
 
 /* ---- gp_engine_exec.c ---- */
-gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *args, gpurt_module **out);
-gpurt_error *gp_e_module_unload(gpurt_runtime *h, gpurt_module *mh);
-gpurt_error *gp_e_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name, uint64_t name_len,
-                             gpurt_kernel **out);
-gpurt_error *gp_e_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info *out);
-gpurt_error *gp_e_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, const gpurt_launch_args *args);
-gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, const gpurt_launch_item *items,
-                               uint64_t *out_enqueued);
-gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_desc *desc,
-                                   gpurt_gemm_plan **out);
-gpurt_error *gp_e_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph);
-gpurt_error *gp_e_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph, const gpurt_gemm_run_args *args);
 /* One launch checked against s and resolved into *out. */
 gpurt_error *gp_launch_resolve(gp_rt *rt, gp_stream *s, gpurt_kernel *kh, const gpurt_launch_args *args,
                                gp_launch_op *out);
@@ -203,42 +180,28 @@ gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpur
 void gp_module_free(gp_rt *rt, gp_module *m);
 
 /* ---- gp_engine_ops.c ---- */
-/* The recordable ops of 1.4 and 1.5, one signature: the eager call's checks
- * and resolution against s, then (run) the backend's run on s. sh is the
- * stream's handle (NULL when only checking: attention_run then does not
- * check the plan's stream); object the handle the slot takes, or NULL. */
+/* The front half of each recordable op (GP_ZCALLS, gp_zslots.h), one
+ * signature: the eager call's checks and resolution against s, then (run)
+ * the backend's run on s. sh is the stream's handle (NULL when only
+ * checking: attention_run then does not check the plan's stream); object
+ * the handle the slot takes, or NULL. gp_<slot>_on is in gp_engine_ops.c
+ * or, for an op added later, in the op's own csrc/gp_<slot>.c. */
 typedef gpurt_error *(*gp_call_fn)(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args,
                                    int run);
-gpurt_error *gp_quant_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run);
-gpurt_error *gp_grouped_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run);
-gpurt_error *gp_kv_append_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run);
-gpurt_error *gp_attention_run_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args,
-                                 int run);
-gpurt_error *gp_e_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args);
-gpurt_error *gp_e_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args);
-gpurt_error *gp_e_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args);
-gpurt_error *gp_e_attention_create(gpurt_runtime *h, uint32_t d, const gpurt_attention_desc *desc,
-                                   gpurt_attention **out);
-gpurt_error *gp_e_attention_destroy(gpurt_runtime *h, gpurt_attention *ah);
-gpurt_error *gp_e_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                                 const gpurt_attention_plan_args *args);
-gpurt_error *gp_e_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                                const gpurt_attention_run_args *args);
+#define GP_ON_DECL_(name, NAME, minor, idx, atype, obj)                                            \
+  gpurt_error *gp_##name##_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, \
+                              int run);
+GP_ZCALLS(GP_ON_DECL_)
+#undef GP_ON_DECL_
+/* The eager call of a recordable op, its slot gp_e_<slot>: the runtime, the
+ * stream (non-NULL, live, its device not lost; a failed lookup wrapped
+ * "<what>: " when wrap), then fn with run 1. */
+gpurt_error *gp_call(gpurt_runtime *h, gpurt_stream *sh, const char *what, int wrap, gp_call_fn fn, void *object,
+                     const void *args);
 void gp_attn_free(gp_rt *rt, gp_attn *a);
-gpurt_error *gp_e_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out);
-gpurt_error *gp_e_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out);
-gpurt_error *gp_e_comm_destroy(gpurt_runtime *h, gpurt_comm *ch);
-gpurt_error *gp_e_comm_abort(gpurt_runtime *h, gpurt_comm *ch);
-gpurt_error *gp_e_comm_query(gpurt_runtime *h, gpurt_comm *ch);
-gpurt_error *gp_e_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_args *args);
 void gp_comm_free(gp_rt *rt, gp_comm *c);
 
 /* ---- gp_engine_graph.c ---- */
-gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args, gpurt_graph **out);
-gpurt_error *gp_e_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh);
-gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_update_args *args);
-gpurt_error *gp_e_graph_destroy(gpurt_runtime *h, gpurt_graph *gh);
-gpurt_error *gp_e_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out);
 void gp_graph_free(gp_rt *rt, void *g);
 
 /* ---- gp_engine_api.c ---- */

@@ -13,7 +13,7 @@
 
 /* ---- plugin info, probe, shutdown ---------------------------------------------------- */
 
-static gpurt_error *e_plugin_info(gpurt_plugin_info *out) {
+gpurt_error *gp_e_plugin_info(gpurt_plugin_info *out) {
   gpurt_error *e = gp_check_out(out, "plugin_info: out");
   if (e) return e;
   gpurt_plugin_info i;
@@ -30,7 +30,7 @@ static gpurt_error *e_plugin_info(gpurt_plugin_info *out) {
 
 /* The backend fills full-size, zeroed infos of the engine's; the engine
  * writes each into the caller's struct within its struct_size. */
-static gpurt_error *e_probe(gpurt_probe_args *args) {
+gpurt_error *gp_e_probe(gpurt_probe_args *args) {
   gpurt_error *e = gp_check_out(args, "probe: args");
   if (e) return e;
   gpurt_probe_args a;
@@ -57,7 +57,7 @@ static gpurt_error *e_probe(gpurt_probe_args *args) {
   return NULL;
 }
 
-static gpurt_error *e_shutdown(void) {
+gpurt_error *gp_e_shutdown(void) {
   uint32_t live = gp_rt_live();
   if (live > 0)
     return gp_err(GPURT_ERR_FAILED_PRECONDITION, "shutdown: %u runtime(s) still alive; destroy them first", live);
@@ -81,7 +81,7 @@ static void rt_free(gp_rt *rt) {
   free(rt);
 }
 
-static gpurt_error *e_runtime_create(const gpurt_runtime_create_args *args, gpurt_runtime **out) {
+gpurt_error *gp_e_runtime_create(const gpurt_runtime_create_args *args, gpurt_runtime **out) {
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "runtime_create: out is NULL");
   *out = NULL;
   gpurt_runtime_create_args a;
@@ -125,7 +125,7 @@ static gpurt_error *e_runtime_create(const gpurt_runtime_create_args *args, gpur
   return NULL;
 }
 
-static gpurt_error *e_runtime_destroy(gpurt_runtime *h) {
+gpurt_error *gp_e_runtime_destroy(gpurt_runtime *h) {
   if (h == NULL) return NULL;
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
@@ -175,7 +175,7 @@ static gpurt_error *e_runtime_destroy(gpurt_runtime *h) {
   return first;
 }
 
-static gpurt_error *e_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) {
+gpurt_error *gp_e_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) {
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
   if (e) return e;
@@ -194,7 +194,7 @@ static gpurt_error *e_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) 
   return gp_stats_write(out, &s);
 }
 
-static gpurt_error *e_runtime_control(gpurt_runtime *h, const gpurt_control_args *args) {
+gpurt_error *gp_e_runtime_control(gpurt_runtime *h, const gpurt_control_args *args) {
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
   if (e) return e;
@@ -222,7 +222,7 @@ static gpurt_error *e_runtime_control(gpurt_runtime *h, const gpurt_control_args
 
 /* ---- devices -------------------------------------------------------------------------- */
 
-static gpurt_error *e_device_count(gpurt_runtime *h, uint32_t *out) {
+gpurt_error *gp_e_device_count(gpurt_runtime *h, uint32_t *out) {
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
   if (e) return e;
@@ -231,7 +231,7 @@ static gpurt_error *e_device_count(gpurt_runtime *h, uint32_t *out) {
   return NULL;
 }
 
-static gpurt_error *e_device_info(gpurt_runtime *h, uint32_t d, gpurt_device_info *out) {
+gpurt_error *gp_e_device_info(gpurt_runtime *h, uint32_t d, gpurt_device_info *out) {
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
   if (e) return e;
@@ -245,7 +245,7 @@ static gpurt_error *e_device_info(gpurt_runtime *h, uint32_t d, gpurt_device_inf
   return NULL;
 }
 
-static gpurt_error *e_device_synchronize(gpurt_runtime *h, uint32_t d) {
+gpurt_error *gp_e_device_synchronize(gpurt_runtime *h, uint32_t d) {
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
   if (e) return e;
@@ -256,67 +256,18 @@ static gpurt_error *e_device_synchronize(gpurt_runtime *h, uint32_t d) {
 
 /* ---- the table and negotiation ------------------------------------------------------------ */
 
+/* error_get and error_destroy are csrc's (gp_error.c). */
+#define gp_e_error_get gp_error_get
+#define gp_e_error_destroy gp_error_destroy
+
+#define SLOT_(name, minor, ret, params) .name = gp_e_##name,
 static const gpurt_api full_api = {
     .struct_size = sizeof(gpurt_api),
     .abi_major = GPURT_ABI_MAJOR,
     .abi_minor = GPURT_ABI_MINOR,
-    .error_get = gp_error_get,
-    .error_destroy = gp_error_destroy,
-    .plugin_info = e_plugin_info,
-    .probe = e_probe,
-    .shutdown = e_shutdown,
-    .runtime_create = e_runtime_create,
-    .runtime_destroy = e_runtime_destroy,
-    .runtime_stats = e_runtime_stats,
-    .runtime_control = e_runtime_control,
-    .device_count = e_device_count,
-    .device_info = e_device_info,
-    .device_synchronize = e_device_synchronize,
-    .buffer_alloc = gp_e_buffer_alloc,
-    .buffer_free = gp_e_buffer_free,
-    .host_alloc = gp_e_host_alloc,
-    .host_free = gp_e_host_free,
-    .copy = gp_e_copy,
-    .memset = gp_e_memset,
-    .stream_create = gp_e_stream_create,
-    .stream_destroy = gp_e_stream_destroy,
-    .stream_synchronize = gp_e_stream_synchronize,
-    .stream_query = gp_e_stream_query,
-    .stream_wait_event = gp_e_stream_wait_event,
-    .event_create = gp_e_event_create,
-    .event_destroy = gp_e_event_destroy,
-    .event_record = gp_e_event_record,
-    .event_query = gp_e_event_query,
-    .event_synchronize = gp_e_event_synchronize,
-    .event_elapsed = gp_e_event_elapsed,
-    .module_load = gp_e_module_load,
-    .module_unload = gp_e_module_unload,
-    .kernel_get = gp_e_kernel_get,
-    .kernel_info = gp_e_kernel_info,
-    .launch = gp_e_launch,
-    .launch_batch = gp_e_launch_batch,
-    .gemm_plan_create = gp_e_gemm_plan_create,
-    .gemm_plan_destroy = gp_e_gemm_plan_destroy,
-    .gemm_run = gp_e_gemm_run,
-    .graph_create = gp_e_graph_create,
-    .graph_launch = gp_e_graph_launch,
-    .graph_update = gp_e_graph_update,
-    .graph_destroy = gp_e_graph_destroy,
-    .quant_matmul = gp_e_quant_matmul,
-    .grouped_gemm = gp_e_grouped_gemm,
-    .kv_append = gp_e_kv_append,
-    .attention_create = gp_e_attention_create,
-    .attention_destroy = gp_e_attention_destroy,
-    .attention_plan = gp_e_attention_plan,
-    .attention_run = gp_e_attention_run,
-    .comm_unique_id = gp_e_comm_unique_id,
-    .comm_create = gp_e_comm_create,
-    .comm_destroy = gp_e_comm_destroy,
-    .comm_abort = gp_e_comm_abort,
-    .comm_query = gp_e_comm_query,
-    .comm_run = gp_e_comm_run,
-    .graph_recordable = gp_e_graph_recordable,
+    GP_ZSLOTS(SLOT_)
 };
+#undef SLOT_
 
 static gpurt_api api;
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
@@ -325,24 +276,29 @@ static gpurt_error *api_err;
 /* The table for the backend: slots of minors it does not implement, or
  * whose entries it leaves unset, are NULL (the core then answers them
  * GPURT_ERR_UNSUPPORTED). */
+static int before(uint32_t minor, uint32_t since) { return minor < since; }
+
 static void build_api(void) {
   api_err = gp_backend_check(gp_eb);
   api = full_api;
   const gp_backend *b = gp_eb;
   api.abi_minor = b->abi_minor;
-  if (b->abi_minor < 1 || !b->gemm_run) api.gemm_plan_create = NULL, api.gemm_plan_destroy = NULL, api.gemm_run = NULL;
-  if (b->abi_minor < 2) api.launch_batch = NULL;
-  if (b->abi_minor < 3 || !b->graph_begin)
+  /* Each slot from its minor on; a recordable op while its run is set. */
+#define GATE_(name, minor, ret, params) if (before(b->abi_minor, minor)) api.name = NULL;
+  GP_ZSLOTS(GATE_)
+#undef GATE_
+#define RUN_GATE_(name, NAME, minor, idx, atype, obj) if (!b->name) api.name = NULL;
+  GP_ZCALLS(RUN_GATE_)
+#undef RUN_GATE_
+  /* The families whose slots share one backend entry. */
+  if (!b->gemm_run) api.gemm_plan_create = NULL, api.gemm_plan_destroy = NULL, api.gemm_run = NULL;
+  if (!b->graph_begin)
     api.graph_create = NULL, api.graph_launch = NULL, api.graph_update = NULL, api.graph_destroy = NULL;
-  if (b->abi_minor < 4 || !b->quant_matmul) api.quant_matmul = NULL;
-  if (b->abi_minor < 4 || !b->grouped_gemm) api.grouped_gemm = NULL;
-  if (b->abi_minor < 5 || !b->kv_append) api.kv_append = NULL;
-  if (b->abi_minor < 5 || !b->attention_run)
+  if (!b->attention_run)
     api.attention_create = NULL, api.attention_destroy = NULL, api.attention_plan = NULL, api.attention_run = NULL;
-  if (b->abi_minor < 6 || !b->comm_create)
+  if (!b->comm_create)
     api.comm_unique_id = NULL, api.comm_create = NULL, api.comm_destroy = NULL, api.comm_abort = NULL,
     api.comm_query = NULL, api.comm_run = NULL;
-  if (b->abi_minor < 7) api.graph_recordable = NULL;
 }
 
 int32_t gp_engine_negotiate(gpurt_negotiate_args *args, const gp_backend *b) {

@@ -47,13 +47,17 @@ typedef struct gp_graph {
   int has_attn;         /* an attention_run item (checked at every launch) */
 } gp_graph;
 
-/* The CALL slots the engine can record, their front halves and the bit a
- * backend clears them with (gp_backend.unrecordable). */
-static const uint64_t all_calls[] = {offsetof(gpurt_api, quant_matmul), offsetof(gpurt_api, grouped_gemm),
-                                     offsetof(gpurt_api, kv_append), offsetof(gpurt_api, attention_run)};
-static const gp_call_fn call_fns[] = {gp_quant_on, gp_grouped_on, gp_kv_append_on, gp_attention_run_on};
-static const uint32_t call_bits[] = {GP_REC_QUANT_MATMUL, GP_REC_GROUPED_GEMM, GP_REC_KV_APPEND,
-                                     GP_REC_ATTENTION_RUN};
+/* The CALL slots the engine can record (GP_ZCALLS), their front halves and
+ * the bit a backend clears them with (gp_backend.unrecordable). */
+#define CALL_OFF_(name, NAME, minor, idx, atype, obj) offsetof(gpurt_api, name),
+#define CALL_FN_(name, NAME, minor, idx, atype, obj) gp_##name##_on,
+#define CALL_BIT_(name, NAME, minor, idx, atype, obj) GP_REC_##NAME,
+static const uint64_t all_calls[] = {GP_ZCALLS(CALL_OFF_)};
+static const gp_call_fn call_fns[] = {GP_ZCALLS(CALL_FN_)};
+static const uint32_t call_bits[] = {GP_ZCALLS(CALL_BIT_)};
+#undef CALL_OFF_
+#undef CALL_FN_
+#undef CALL_BIT_
 #define NALL (sizeof all_calls / sizeof all_calls[0])
 
 /* The slots this backend records (n of them into calls). */

@@ -11,10 +11,8 @@
 
 #include "gp_engine.h"
 
-/* The eager call of a recordable op: the runtime, the stream (non-NULL,
- * live, its device not lost), then the op's front half and run. */
-static gpurt_error *call(gpurt_runtime *h, gpurt_stream *sh, const char *what, int wrap, gp_call_fn fn,
-                         void *object, const void *args) {
+gpurt_error *gp_call(gpurt_runtime *h, gpurt_stream *sh, const char *what, int wrap, gp_call_fn fn, void *object,
+                     const void *args) {
   gp_rt *rt;
   gpurt_error *e = gp_get_rt(h, &rt);
   if (e) return e;
@@ -25,7 +23,7 @@ static gpurt_error *call(gpurt_runtime *h, gpurt_stream *sh, const char *what, i
 
 /* ---- quantized and grouped matmul (1.4) ------------------------------------------- */
 
-gpurt_error *gp_quant_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run) {
+gpurt_error *gp_quant_matmul_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run) {
   (void)sh;
   (void)object;
   const char *w = "quant_matmul";
@@ -46,7 +44,7 @@ gpurt_error *gp_quant_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object
   return gp_eb->quant_matmul(rt->ctx, &s->q, &r);
 }
 
-gpurt_error *gp_grouped_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run) {
+gpurt_error *gp_grouped_gemm_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *object, const void *args, int run) {
   (void)sh;
   (void)object;
   const char *w = "grouped_gemm";
@@ -68,11 +66,11 @@ gpurt_error *gp_grouped_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *obje
 }
 
 gpurt_error *gp_e_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
-  return call(h, sh, "quant_matmul", 0, gp_quant_on, NULL, args);
+  return gp_call(h, sh, "quant_matmul", 0, gp_quant_matmul_on, NULL, args);
 }
 
 gpurt_error *gp_e_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
-  return call(h, sh, "grouped_gemm", 0, gp_grouped_on, NULL, args);
+  return gp_call(h, sh, "grouped_gemm", 0, gp_grouped_gemm_on, NULL, args);
 }
 
 /* ---- the paged KV cache (1.5) ------------------------------------------------------ */
@@ -129,7 +127,7 @@ gpurt_error *gp_kv_append_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *ob
 }
 
 gpurt_error *gp_e_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args) {
-  return call(h, sh, "kv_append", 1, gp_kv_append_on, NULL, args);
+  return gp_call(h, sh, "kv_append", 1, gp_kv_append_on, NULL, args);
 }
 
 void gp_attn_free(gp_rt *rt, gp_attn *a) {
@@ -257,7 +255,7 @@ gpurt_error *gp_attention_run_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void
 
 gpurt_error *gp_e_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
                                 const gpurt_attention_run_args *args) {
-  return call(h, sh, "attention_run", 1, gp_attention_run_on, ah, args);
+  return gp_call(h, sh, "attention_run", 1, gp_attention_run_on, ah, args);
 }
 
 /* ---- collectives (1.6) ------------------------------------------------------------- */

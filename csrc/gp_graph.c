@@ -59,10 +59,9 @@ static const gp_call_slot call_slots[] = {
     CALL_SLOT(gemm_run, GPURT_GRAPH_OP_GEMM, 1),
     CALL_SLOT(copy, GPURT_GRAPH_OP_COPY, 0),
     CALL_SLOT(memset, GPURT_GRAPH_OP_MEMSET, 0),
-    CALL_SLOT(quant_matmul, GPURT_GRAPH_OP_CALL, 0),
-    CALL_SLOT(grouped_gemm, GPURT_GRAPH_OP_CALL, 0),
-    CALL_SLOT(kv_append, GPURT_GRAPH_OP_CALL, 0),
-    CALL_SLOT(attention_run, GPURT_GRAPH_OP_CALL, 1),
+#define CALL_ROW_(name, NAME, minor, idx, atype, obj) CALL_SLOT(name, GPURT_GRAPH_OP_CALL, obj),
+    GP_ZCALLS(CALL_ROW_)
+#undef CALL_ROW_
 };
 
 const gp_call_slot *gp_call_slot_find(uint64_t slot) {
@@ -132,17 +131,16 @@ static gpurt_error *call_read(gpurt_graph_item *it, gp_graph_node *n, const uint
   n->kind = GPURT_GRAPH_OP_CALL;
   n->slot = it->slot;
   n->object = it->object;
-  gpurt_error *e;
-  if (it->slot == offsetof(gpurt_api, quant_matmul))
-    return gp_read_struct(&n->call.quant, sizeof n->call.quant, it->args, "quant_matmul: args");
-  if (it->slot == offsetof(gpurt_api, kv_append))
-    return gp_read_struct(&n->call.kv_append, sizeof n->call.kv_append, it->args, "kv_append: args");
-  if (it->slot == offsetof(gpurt_api, attention_run))
-    return gp_read_struct(&n->call.attention, sizeof n->call.attention, it->args, "attention_run: args");
+  /* The argument struct, with the eager call's "<slot>: args" rule. */
+  gpurt_error *e = NULL;
+#define READ_CALL_(name, NAME, minor, idx, atype, obj) \
+  if (it->slot == offsetof(gpurt_api, name)) e = gp_read_struct(&n->call.name, sizeof n->call.name, it->args, #name ": args");
+  GP_ZCALLS(READ_CALL_)
+#undef READ_CALL_
+  if (e || it->slot != offsetof(gpurt_api, grouped_gemm)) return e;
   /* grouped_gemm: m_sizes is borrowed host memory; keep a copy (the
    * replay's check, gp_grouped_check, reads it). */
-  gpurt_grouped_gemm_args *g = &n->call.grouped;
-  if ((e = gp_read_struct(g, sizeof *g, it->args, "grouped_gemm: args"))) return e;
+  gpurt_grouped_gemm_args *g = &n->call.grouped_gemm;
   if (g->m_sizes != NULL && g->group_count >= 1 && g->group_count <= UINT32_MAX) {
     if (g->group_count > SIZE_MAX / sizeof(uint64_t) ||
         (n->owned = malloc((size_t)g->group_count * sizeof(uint64_t))) == NULL)

@@ -30,9 +30,15 @@ typedef struct gp_graph_node {
   uint64_t slot;   /* offsetof(gpurt_api, <slot>) */
   void *object;    /* the handle the slot takes after the stream, or NULL */
   union {
+    /* One member per recordable op (GP_ZCALLS), named as its slot:
+     * quant_matmul, grouped_gemm (.m_sizes points at `owned`), kv_append,
+     * attention_run, ... */
+#define GP_CALL_MEMBER_(name, NAME, minor, idx, atype, obj) atype name;
+    GP_ZCALLS(GP_CALL_MEMBER_)
+#undef GP_CALL_MEMBER_
+    /* The older short names (CUDA's graph code). */
     gpurt_quant_matmul_args quant;
-    gpurt_grouped_gemm_args grouped; /* .m_sizes points at `owned` */
-    gpurt_kv_append_args kv_append;
+    gpurt_grouped_gemm_args grouped;
     gpurt_attention_run_args attention;
   } call;
   uint64_t *owned; /* the node's copy of borrowed host arrays, or NULL */
@@ -47,9 +53,9 @@ typedef struct gp_call_slot {
   uint8_t object;     /* 1: the slot takes a handle after the stream */
 } gp_call_slot;
 
-/* The CALL slots csrc can read (launch, gemm_run, copy, memset,
- * quant_matmul, grouped_gemm, kv_append, attention_run); NULL for another
- * offset. */
+/* The CALL slots csrc can read (launch, gemm_run, copy, memset and the
+ * recordable ops of GP_ZCALLS: quant_matmul, grouped_gemm, kv_append,
+ * attention_run, ...); NULL for another offset. */
 const gp_call_slot *gp_call_slot_find(uint64_t slot);
 
 /* graph_recordable's body: checks out and writes 1 when slot is launch,
@@ -77,7 +83,7 @@ gpurt_error *gp_graph_item_read(const gpurt_graph_item *items, uint64_t item_siz
                                 gp_graph_node *n);
 /* As gp_graph_item_read, and a CALL item of one of `calls` (ncalls slot
  * offsets: the plugin's recordable slots without an item kind of their
- * own, among quant_matmul, grouped_gemm, kv_append, attention_run) is
+ * own, among GP_ZCALLS's) is
  * read into a GPURT_GRAPH_OP_CALL node: its argument struct copied with
  * the eager call's "<slot>: args" rule, a grouped GEMM's m_sizes copied
  * into n->owned. A CALL of another slot is UNSUPPORTED (the plugin does
@@ -91,7 +97,7 @@ void gp_graph_node_release(gp_graph_node *n);
 /* Points n->launch.args at n->kargs again (after n was copied). */
 static inline void gp_graph_node_fix(gp_graph_node *n) {
   n->launch.args = n->kargs;
-  if (n->kind == GPURT_GRAPH_OP_CALL && n->owned) n->call.grouped.m_sizes = n->owned;
+  if (n->kind == GPURT_GRAPH_OP_CALL && n->owned) n->call.grouped_gemm.m_sizes = n->owned;
 }
 
 /* What an update may not change of item `old` (NULL when nw may replace

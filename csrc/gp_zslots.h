@@ -78,12 +78,14 @@
  * (launch, gemm_run, copy, memset: read as that kind), nor:
  *   attention_plan: plans on the host between replays; the run is recorded
  *
- *   X(name, NAME, minor, index, args, object)
+ *   X(name, NAME, minor, idx, atype, obj)
  *
- * NAME the name in capitals, index the place in this list (0, 1, ...),
- * args the argument struct's type, object 1 when the slot takes a handle
- * after the stream. Each needs, in csrc, its front half gp_<name>_on, its
- * descriptor gp_<name>_op and its backend run gp_backend.<name>. */
+ * NAME the name in capitals, idx the place in this list (0, 1, ...), atype
+ * the argument struct's type, obj 1 when the slot takes a handle after the
+ * stream (name a macro's parameters so, not after a field they would
+ * replace: args, object). Each needs, in csrc, its front half
+ * gp_<name>_on, its descriptor gp_<name>_op and its backend run
+ * gp_backend.<name>. */
 #define GP_ZCALLS(X) \
   X(quant_matmul, QUANT_MATMUL, 4, 0, gpurt_quant_matmul_args, 0) \
   X(grouped_gemm, GROUPED_GEMM, 4, 1, gpurt_grouped_gemm_args, 0) \

@@ -83,7 +83,7 @@ func emitCSlots(h *Header, m *Mirror) ([]byte, error) {
  * gates, gp_graph.c's CALL slots, gp_engine_graph.c's front halves,
  * gp_backend.h's run entries, gp_backend.c's promised entries, the ABI
  * suite's slot list) are expanded from these, so a slot added to the
- * header reaches them all with `+"`make generate`"+`.
+ * header reaches them all with ` + "`make generate`" + `.
  */
 #ifndef GPURT_CSRC_ZSLOTS_H_
 #define GPURT_CSRC_ZSLOTS_H_
@@ -112,12 +112,14 @@ func emitCSlots(h *Header, m *Mirror) ([]byte, error) {
 		pf(" *   %s: %s\n", n, notCalls[n])
 	}
 	pf(` *
- *   X(name, NAME, minor, index, args, object)
+ *   X(name, NAME, minor, idx, atype, obj)
  *
- * NAME the name in capitals, index the place in this list (0, 1, ...),
- * args the argument struct's type, object 1 when the slot takes a handle
- * after the stream. Each needs, in csrc, its front half gp_<name>_on, its
- * descriptor gp_<name>_op and its backend run gp_backend.<name>. */
+ * NAME the name in capitals, idx the place in this list (0, 1, ...), atype
+ * the argument struct's type, obj 1 when the slot takes a handle after the
+ * stream (name a macro's parameters so, not after a field they would
+ * replace: args, object). Each needs, in csrc, its front half
+ * gp_<name>_on, its descriptor gp_<name>_op and its backend run
+ * gp_backend.<name>. */
 `)
 	pf("#define GP_ZCALLS(X)")
 	for i, c := range calls {

@@ -221,16 +221,19 @@ gpurt_error *mock_launch_many(void *ctx, gp_queue *q, const gp_launch_op *l, uin
 
 /* mock_gemm.c */
 gpurt_error *mock_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r);
-/* mock_quant.c (1.4) */
-gpurt_error *mock_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r);
-gpurt_error *mock_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r);
+/* The run of each recordable op (GP_ZCALLS, csrc/gp_zslots.h), mock_<slot>
+ * in its mock_<family>.c (quant_matmul, grouped_gemm: mock_quant.c;
+ * kv_append, attention_run: mock_attention.c) and put in the table by
+ * mock_plugin.c. */
+#define MOCK_RUN_DECL_(name, NAME, minor, idx, atype, obj) \
+  gpurt_error *mock_##name(void *ctx, gp_queue *q, const gp_##name##_op *r);
+GP_ZCALLS(MOCK_RUN_DECL_)
+#undef MOCK_RUN_DECL_
 /* mock_attention.c (1.5) */
-gpurt_error *mock_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r);
 gpurt_error *mock_attention_create(void *ctx, uint32_t dev, const gpurt_attention_desc *d, void **obj);
 void mock_attention_destroy(void *ctx, void *obj);
 gpurt_error *mock_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *a,
                                  const gp_attention_sched *sched);
-gpurt_error *mock_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r);
 /* fp8 KV caches (mock_fp8.c, 1.8): one row of head_dim elements of an
  * appended row (rows, element src_elem, the layout's qo type) into a page
  * region (element dst_elem): bytes copied for a 16-bit cache, e4m3(x /

@@ -301,13 +301,13 @@ static const gp_backend mock_backend = {
     .graph_launch = mock_graph_launch,
     .graph_destroy = mock_graph_destroy,
     .gemm_run = mock_gemm_run,
-    .quant_matmul = mock_quant_matmul,
-    .grouped_gemm = mock_grouped_gemm,
-    .kv_append = mock_kv_append,
     .attention_create = mock_attention_create,
     .attention_destroy = mock_attention_destroy,
     .attention_plan = mock_attention_plan,
-    .attention_run = mock_attention_run,
+/* Every recordable op's run is mock_<slot> (GP_ZCALLS). */
+#define MOCK_RUN_(name, NAME, minor, idx, atype, obj) .name = mock_##name,
+    GP_ZCALLS(MOCK_RUN_)
+#undef MOCK_RUN_
     .comm_unique_id = mock_comm_unique_id,
     .comm_create = mock_comm_create,
     .comm_destroy = mock_comm_destroy,
