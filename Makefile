@@ -5,8 +5,8 @@
 #            `gpurt bench --quick`.
 #            The CUDA plugin is built only where nvcc is installed (or was
 #            fetched before); `make run CUDA=1` fetches it from PyPI.
-# make generate  regenerate core/internal/bind/zslots.go and internal/abi/z*.go
-#            from abi/gpurt.h (go run ./internal/cmd/genbind).
+# make generate  regenerate core/internal/bind/zslots.go, internal/abi/z*.go and
+#            csrc/gp_zslots.h from abi/gpurt.h (go run ./internal/cmd/genbind).
 # make test  everything that runs without a GPU and without nvcc, in
 #            passes that share one build where they can (one GOCACHE: the
 #            CGO_ENABLED=0 linux/amd64 build serves gen-check, vet, cross,

@@ -92,12 +92,83 @@ func TestGeneratedFilesAreFresh(t *testing.T) {
 	files, err := generate("abi/gpurt.h")
 	require.NoError(t, err)
 	for i, path := range []string{"core/internal/bind/zslots.go", "internal/abi/zsizes.go", "internal/abi/zerrors.go",
-		"internal/abi/zmirrored_test.go", "internal/abi/zconsts.go", "internal/abi/zabi.go"} {
+		"internal/abi/zmirrored_test.go", "internal/abi/zconsts.go", "internal/abi/zabi.go", "csrc/gp_zslots.h"} {
 		old, err := os.ReadFile(path)
 		require.NoError(t, err)
 		assert.True(t, string(old) == string(files[i]), "%s is stale: run `make generate`", path)
+		if strings.HasSuffix(path, ".h") {
+			assert.True(t, strings.HasPrefix(string(files[i]), "/* SPDX-License-Identifier: Apache-2.0 */\n/* "+Command+"\n * Code generated "), "line 2 is the command")
+			continue
+		}
 		assert.True(t, strings.HasPrefix(string(files[i]), "// "+Command+"\n// Code generated "), "line 1 is the command")
 	}
+}
+
+// cslotsHeader is a small header with one slot of each shape the C lists
+// tell apart.
+func cslotsHeader(extra string) string {
+	return `#define GPURT_ABI_MINOR 2
+typedef struct gpurt_runtime gpurt_runtime;
+typedef struct gpurt_stream gpurt_stream;
+typedef struct gpurt_event gpurt_event;
+typedef struct gpurt_attention gpurt_attention;
+typedef struct gpurt_foo_args { uint64_t struct_size; uint32_t n; } gpurt_foo_args;
+typedef struct gpurt_copy_args {
+  uint64_t struct_size;
+  gpurt_stream *stream;
+} gpurt_copy_args;
+typedef struct gpurt_attention_plan_args { uint64_t struct_size; } gpurt_attention_plan_args;
+typedef struct gpurt_attention_run_args { uint64_t struct_size; } gpurt_attention_run_args;
+typedef struct gpurt_api {
+  uint64_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  /* ---- 1.0 ---- */
+  gpurt_error *(*runtime_destroy)(gpurt_runtime *rt);
+  gpurt_error *(*copy)(gpurt_runtime *rt, const gpurt_copy_args *args);
+  gpurt_error *(*event_record)(gpurt_runtime *rt, gpurt_event *e, gpurt_stream *s);
+  gpurt_error *(*stream_synchronize)(gpurt_runtime *rt, gpurt_stream *s);
+  /* ---- 1.1 ---- */
+  gpurt_error *(*attention_plan)(gpurt_runtime *rt, gpurt_stream *s, gpurt_attention *a,
+                                 const gpurt_attention_plan_args *args);
+  gpurt_error *(*attention_run)(gpurt_runtime *rt, gpurt_stream *s, gpurt_attention *a,
+                                const gpurt_attention_run_args *args);
+  /* ---- 1.2 ---- */
+  gpurt_error *(*foo)(gpurt_runtime *rt, gpurt_stream *s, const gpurt_foo_args *args);
+` + extra + `
+} gpurt_api;
+`
+}
+
+// TestCSlots: GP_ZSLOTS has every slot with its minor and prototype;
+// GP_ZCALLS the stream operations a graph records as CALL items (a new
+// one, foo, among them), not the item kinds (copy), not a stream and a
+// handle alone (event_record), not notCalls (attention_plan).
+func TestCSlots(t *testing.T) {
+	h, err := ParseHeader(cslotsHeader(""))
+	require.NoError(t, err)
+	src, err := emitCSlots(h, mirrorFromHeader(h))
+	require.NoError(t, err)
+	out := string(src)
+	for _, want := range []string{
+		"  X(runtime_destroy, 0, gpurt_error *, (gpurt_runtime *rt)) \\\n",
+		"  X(copy, 0, gpurt_error *, (gpurt_runtime *rt, const gpurt_copy_args *args)) \\\n",
+		"  X(foo, 2, gpurt_error *, (gpurt_runtime *rt, gpurt_stream *s, const gpurt_foo_args *args))\n",
+		"#define GP_ZCALLS(X) \\\n" +
+			"  X(attention_run, ATTENTION_RUN, 1, 0, gpurt_attention_run_args, 1) \\\n" +
+			"  X(foo, FOO, 2, 1, gpurt_foo_args, 0)\n",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.Contains(t, out, " *   attention_plan: plans on the host between replays")
+
+	t.Run("a stream inside a new struct", func(t *testing.T) {
+		h, err := ParseHeader(cslotsHeader("  gpurt_error *(*bar)(gpurt_runtime *rt, const gpurt_copy_args *args);"))
+		require.NoError(t, err)
+		_, err = emitCSlots(h, mirrorFromHeader(h))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "slot bar enqueues with the stream inside gpurt_copy_args")
+	})
 }
 
 func TestErrorVocabulary(t *testing.T) {
