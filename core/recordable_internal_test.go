@@ -42,7 +42,7 @@ func TestEveryStreamSlotIsRecordable(t *testing.T) {
 				assert.Equal(t, uint8(0), out, "slot %s is in notRecordable but the mock records it: take it off the list", s)
 				return
 			}
-			assert.Equal(t, uint8(1), out, "slot %s enqueues on a stream but the mock's graph_recordable answers 0: add it to call_slots in csrc/gp_graph.c and to all_calls, call_fns and call_bits in csrc/gp_engine_graph.c (CONTRIBUTING.md, step 9)", s)
+			assert.Equal(t, uint8(1), out, "slot %s enqueues on a stream but the mock's graph_recordable answers 0: is it in GP_ZCALLS of csrc/gp_zslots.h (make generate; genbind's notCalls leaves a slot out) and does the mock leave its GP_REC_* bit clear? (CONTRIBUTING.md, step 9)", s)
 		})
 	}
 }
