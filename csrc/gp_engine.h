@@ -16,6 +16,8 @@
  *   gp_engine_graph.c  graphs: items kept, re-resolved and recorded per replay
  *                      (or once, for a backend with graph_once)
  *   gp_engine_ops.c    quant/grouped matmul, kv_append, attention, collectives
+ *                      (an op added later: its check, front half and slot in
+ *                      its own gp_<op>.c, on this floor)
  *   gp_engine_exec.c   modules, kernels, launch, launch_batch, GEMM
  *   gp_engine_mem.c    buffers, host buffers, copy, memset, streams, events
  *   gp_engine_rt.c     the bottom floor: the runtime table, lookups, the lost
