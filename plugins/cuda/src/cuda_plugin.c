@@ -162,30 +162,16 @@ static void cu_runtime_free(cu_runtime *rt) {
   free(rt);
 }
 
-/* The strictest of the devices' launch limits (the engine checks launches
- * against them; a kernel's own limits are the driver's to refuse). */
-static void cu_limits(cu_runtime *rt, gp_limits *lim) {
-  static const CUdevice_attribute grid[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
-                                             CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+/* The launch limits the engine checks: none beyond the ABI's. The driver
+ * refuses a geometry or a dynamic shared size the device or the kernel
+ * cannot run (CUDA_ERROR_INVALID_VALUE, named with the launch, as before
+ * the engine), and it knows the kernel's own limits (registers, its
+ * shared-memory attribute) that a per-device bound would not. */
+static void cu_limits(gp_limits *lim) {
   lim->max_threads = UINT32_MAX;
   lim->max_block_z = UINT32_MAX;
   lim->max_shared = UINT32_MAX;
   for (int k = 0; k < 3; k++) lim->max_grid[k] = UINT32_MAX;
-  for (uint32_t i = 0; i < rt->ndev; i++) {
-    CUdevice d = rt->devs[i].dev;
-    int v;
-#define CU_MIN(field, attr, dflt)                                                                  \
-    v = 0;                                                                                           \
-    if (cu_drv.p_cuDeviceGetAttribute(&v, attr, d) != CUDA_SUCCESS || v <= 0) v = dflt;              \
-    if ((uint32_t)v < field) field = (uint32_t)v;
-    CU_MIN(lim->max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024)
-    CU_MIN(lim->max_block_z, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64)
-    CU_MIN(lim->max_shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 49152)
-    for (int k = 0; k < 3; k++) {
-      CU_MIN(lim->max_grid[k], grid[k], k == 0 ? 0x7fffffff : 65535)
-    }
-#undef CU_MIN
-  }
 }
 
 /* The engine read and checked a; the plugin has no runtime options. */
@@ -259,7 +245,7 @@ static gpurt_error *cu_open(const gpurt_runtime_create_args *a, void **ctx, uint
     d->integrated = (info.flags & GPURT_DEVICE_UNIFIED_MEMORY) != 0;
     d->total = info.memory_total;
   }
-  cu_limits(rt, lim);
+  cu_limits(lim);
   *ctx = rt;
   *ndev = rt->ndev;
   return NULL;
@@ -283,10 +269,33 @@ static gpurt_error *cu_device_info(void *ctx, uint32_t dev, gpurt_device_info *o
   return NULL;
 }
 
-/* A sticky error seen by any runtime of the process (cu_fail). */
+/* A sticky error seen by any runtime of the process (cu_fail). The engine
+ * keeps the first 95 bytes of the message as the cause it names in every
+ * later refusal, so it is short: the CUDA error's name, the remedy, the
+ * kernel last launched. */
 static gpurt_error *cu_device_check(void *ctx, uint32_t dev) {
   cu_runtime *rt = ctx;
-  return cu_dev_lost(rt, dev) ? cu_lost_error(rt, dev) : NULL;
+  if (!cu_dev_lost(rt, dev)) return NULL;
+  cu_device *d = &rt->devs[dev];
+  char msg[sizeof d->lost_msg];
+  pthread_mutex_lock(&d->mu);
+  CUresult code = d->lost_code;
+  gp_strlcpy(msg, sizeof msg, d->lost_msg);
+  pthread_mutex_unlock(&d->mu);
+  const char *name = NULL;
+  if (cu_drv.p_cuGetErrorName == NULL || cu_drv.p_cuGetErrorName(code, &name) != CUDA_SUCCESS || name == NULL)
+    name = "a sticky CUDA error";
+  static const char after[] = "after kernel \"";
+  const char *k = strstr(msg, after);
+  int klen = 0;
+  if (k != NULL) {
+    k += sizeof after - 1;
+    const char *q = strchr(k, '"');
+    klen = q ? (int)(q - k) : (int)strlen(k);
+  }
+  if (klen > 0)
+    return gp_err_vendor(GPURT_ERR_DEVICE_LOST, code, "%s, restart the process (after kernel \"%.*s\")", name, klen, k);
+  return gp_err_vendor(GPURT_ERR_DEVICE_LOST, code, "%s, restart the process", name);
 }
 
 /* ---- the backend table and the entry ------------------------------------------ */
