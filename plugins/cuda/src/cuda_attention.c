@@ -449,6 +449,9 @@ gpurt_error *cu_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r) 
   cu_stream *st = q->q;
   cu_attn *a = r->obj;
   gpurt_error *e;
+  if (a->dev != st->dev)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: the attention object is for device %u but the %s is on device %u",
+                  w, a->dev, q->capturing ? "graph" : "stream", st->dev);
   if (q->capturing && (e = recordable(a, w))) return e;
   pthread_mutex_lock(&a->mu);
   if (!a->planned) {

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cuda_gemm.c — GEMM plans (ABI 1.1) on cuBLASLt.
+ * cuda_gemm.c — GEMM plans (ABI 1.1) on cuBLASLt: the gp_backend entries
+ * gemm_plan, gemm_plan_free and gemm_run (the engine validated the
+ * descriptor, gp_gemm_validate, and resolves and checks every operand's
+ * view; this file adds cuBLASLt's own limits and the alignments).
  *
  * libcublasLt.so.13 is dlopen'ed on the first plan (GPURT_CUBLASLT_PATH
  * first, then the library name, then the CUDA toolkit's usual folders); a
@@ -1061,7 +1064,8 @@ gpurt_error *cu_gemm_lt_warm(cu_runtime *rt, uint32_t dev) {
   return lt_handle(&rt->devs[dev], &lh);
 }
 
-/* Graphs (1.3): see cuda_internal.h. The allocations are the ones
+/* Graphs (1.3): gemm_run on a preparing queue (GP_QUEUE_PREPARE, before
+ * the recording's stream captures). The allocations are the ones
  * plan_c_scratch, cu_stream_workspace, stream_slots and stream_bias16 make
  * lazily; a run captured afterwards finds them and makes none. */
 static gpurt_error *gemm_warm(cu_runtime *rt, cu_stream *st, cu_plan *p, int has_c, int has_ws) {
