@@ -61,9 +61,14 @@ void cu_queue_destroy(void *ctx, gp_queue *q) {
   cu_stream_free(rt, s);
 }
 
+/* On a device lost before, the queued work is dropped: nothing is left to
+ * wait for (the engine then asks device_check and refuses, naming the
+ * cause), so a free or a teardown that drains first still completes. The
+ * wait that meets the sticky error first reports it (cu_fail). */
 gpurt_error *cu_queue_sync(void *ctx, gp_queue *q) {
   cu_runtime *rt = ctx;
   cu_stream *s = q->q;
+  if (cu_dev_lost(rt, s->dev)) return NULL;
   gpurt_error *e = cu_enter(rt, s->dev);
   if (e) return e;
   CUresult r = cu_drv.p_cuStreamSynchronize(s->s);
