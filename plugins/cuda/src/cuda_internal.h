@@ -100,6 +100,9 @@ CU_HIDDEN void *cu_dlopen_first(const char *const *cands, size_t n, int explicit
  * in which they may nest (a lock is only ever taken while holding locks
  * ABOVE it in this list, never below):
  *
+ *   (the engine's)   a graph's mu (held while its recording's entries run
+ *                    and around graph_launch) and an attention object's mu
+ *                    (around attention_plan) are above every lock below.
  *   cu_plan.mu       (cuda_gemm.c) a plan with pointer attributes (bias,
  *                    fp8 scales): serialises its runs from setting the
  *                    attributes to enqueuing cublasLtMatmul; plan_c_scratch's
