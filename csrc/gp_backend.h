@@ -3,7 +3,7 @@
  * gp_backend.h — the internal backend table under csrc's framework.
  *
  * csrc implements gpurt_api (abi/gpurt.h) once for every plugin (the
- * engine, csrc/gp_engine*.c; the mock is on it, CUDA and Metal are next): the
+ * engine, csrc/gp_engine*.c; the mock, CUDA and Metal are on it): the
  * negotiation, the table, the handle tables, lifetimes, the lost-device
  * state, stats, and each slot's front half (read the caller's struct by its
  * struct_size, check the contract, resolve every handle and operand to the

@@ -150,6 +150,9 @@ gpurt_error *gp_e_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_i
   if (e) return e;
   gp_kernel *k;
   if ((e = gp_lookup(rt, &rt->kernels, kh, (void **)&k))) return e;
+  /* A lost device refuses this too (its backend is asked: the loss may
+   * not have been seen yet). */
+  if ((e = gp_after_wait(rt, "kernel_info", k->dev))) return e;
   if ((e = gp_check_out(out, "kernel_info: out"))) return e;
   gpurt_kernel_info i = k->info;
   if (i.num_params == GP_PARAMS_UNKNOWN) i.num_params = 0;

@@ -16,8 +16,8 @@
  *                     array the object uploads once at create)
  *  prefill            FlashInfer's prefill kernel, causal mask or none
  *
- * Checks are csrc's (gp_attention.c): the same codes and messages as the
- * mock. An object holds its workspace: a float and an int device buffer
+ * Checks are the engine's (csrc/gp_engine_ops.c over gp_attention.c): the
+ * same codes and messages as the mock; the entries get resolved operands. An object holds its workspace: a float and an int device buffer
  * and two pinned host buffers for the plan's schedule. A plan writes one
  * pinned buffer on the host and enqueues its copy into the int buffer on the
  * plan's stream, then records that buffer's event; the next plan uses the
@@ -117,8 +117,6 @@ typedef struct cu_attn {
   int cur;              /* the pinned buffer of the last plan */
   CUdeviceptr iota;     /* decode on the prefill kernel: int32 0..max_batch */
   int planned;
-  gpurt_stream *stream; /* the stream of the last plan */
-  CUstream cs;
   cu_fi_plan plan;
   gp_attention_sched sched;
 } cu_attn;
@@ -222,99 +220,42 @@ static void attn_free(cu_attn *a) {
   free(a);
 }
 
-void cu_release_attention(void *u, void *o) {
-  cu_attn *a = o;
-  cu_enter_quiet(u, a->dev);
-  attn_free(a);
-}
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-/* The stream of a call (non-NULL, live), its device entered. */
-static gpurt_error *stream_of(gpurt_runtime *h, gpurt_stream *sh, const char *w, cu_runtime **rt,
-                              cu_stream **out) {
-  gpurt_error *e = gp_need_stream(w, sh);
-  if (e) return e;
-  cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, rt, &e);
-  if (st == NULL) return gp_err_wrap(e, "%s", w);
-  *out = st;
-  return NULL;
-}
-
-/* K, V (num_pages pages each), indptr, indices (n_indices entries) and
- * last_page_len of a call: offsets checked as the mock checks them. */
-typedef struct cu_pages {
-  CUdeviceptr k, v, indptr, indices, last;
-  uint64_t indices_avail; /* int32 entries from indices to its buffer's end */
-} cu_pages;
-
-static gpurt_error *pages_of(cu_runtime *rt, uint32_t dev, const gpurt_kv_layout *l, const gpurt_kv_pages *p,
-                             uint32_t batch, uint64_t n_indices, const char *w, cu_pages *out) {
-  gpurt_error *e;
-  char what[96];
-  gp_kv_extent x;
-  if ((e = gp_kv_pages_check(l, p, batch, n_indices, 0x7fffffffull, w, &x))) return e;
-#define VIEW(buf, off, n, name, dst)                                              \
-  (snprintf(what, sizeof what, "%s: %s", w, name),                                \
-   cu_view(rt, p->buf, p->off, (n), dev, what, &out->dst))
-  if ((e = VIEW(k, k_offset, x.kv, "k", k)) || (e = VIEW(v, v_offset, x.kv, "v", v)) ||
-      (e = VIEW(indptr, indptr_offset, x.indptr, "indptr", indptr)) ||
-      (e = VIEW(last_page_len, last_page_len_offset, x.last, "last_page_len", last)) ||
-      (e = VIEW(indices, indices_offset, x.indices, "indices", indices)))
-    return e;
-#undef VIEW
-  const cu_buffer *ib = cu_table_lookup(&rt->buffers, (uint64_t)(uintptr_t)p->indices);
-  out->indices_avail = ib != NULL ? (ib->size - p->indices_offset) / 4 : x.indices / 4;
-  return NULL;
-}
-
-static gpurt_error *view(cu_runtime *rt, uint32_t dev, gpurt_buffer *b, uint64_t off, uint64_t n,
-                         uint64_t align, const char *w, const char *name, CUdeviceptr *out) {
-  gpurt_error *e = gp_attention_align(w, name, off, align);
-  if (e) return e;
-  char what[96];
-  snprintf(what, sizeof what, "%s: %s", w, name);
-  return cu_view(rt, b, off, n, dev, what, out);
-}
-
 /* ---- kv_append ---------------------------------------------------------------------- */
 
-gpurt_error *cu_kv_append(gpurt_runtime *h, gpurt_stream *sh, const gpurt_kv_append_args *args) {
+static int arch_ok(const cu_device *dv) { return cu_fi_has_arch(dv->cc_major, dv->cc_minor); }
+
+/* The engine checked the layout, the counts and every view (csrc's
+ * messages); rows whose batch index, position or page is out of range are
+ * skipped by the kernel. */
+gpurt_error *cu_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
   const char *w = "kv_append";
-  cu_runtime *rt;
-  cu_stream *st;
-  gpurt_error *e = stream_of(h, sh, w, &rt, &st);
-  if (e) return e;
-  gpurt_kv_append_args a;
-  uint64_t rows;
-  if ((e = gp_kv_append_check(args, &a, &rows))) return e;
-  if (a.nnz == 0) return NULL;
+  cu_runtime *rt = ctx;
+  cu_stream *st = q->q;
   uint32_t dev = st->dev;
-  const gpurt_kv_layout *l = &a.layout;
+  const gpurt_kv_layout *l = &r->layout;
   const cu_device *dv = &rt->devs[dev];
-  if (!cu_fi_has_arch(dv->cc_major, dv->cc_minor))
+  if (!arch_ok(dv))
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: device %u is compute capability %d.%d; this plugin's attention kernels "
                   "are built for sm_90a", w, dev, dv->cc_major, dv->cc_minor);
-  cu_pages p;
-  CUdeviceptr kr, vr, bi, pos;
-  if ((e = pages_of(rt, dev, l, &a.pages, a.batch_size, 1, w, &p)) ||
-      (e = view(rt, dev, a.k_rows, a.k_rows_offset, rows, 16, w, "k_rows", &kr)) ||
-      (e = view(rt, dev, a.v_rows, a.v_rows_offset, rows, 16, w, "v_rows", &vr)) ||
-      (e = view(rt, dev, a.batch_indices, a.batch_indices_offset, 4 * a.nnz, 4, w, "batch_indices", &bi)) ||
-      (e = view(rt, dev, a.positions, a.positions_offset, 4 * a.nnz, 4, w, "positions", &pos)))
-    return e;
-  if ((e = cu_enter(rt, dev))) return e;
+  if (q->capturing == GP_QUEUE_PREPARE) return NULL; /* one kernel, nothing lazy */
+  gpurt_error *e = cu_enter(rt, dev);
+  if (e) return e;
+  const gp_kv_pages_op *p = &r->pages;
   cu_kv_append_args ka = {
-      .k = (void *)(uintptr_t)p.k, .v = (void *)(uintptr_t)p.v,
-      .k_rows = (const void *)(uintptr_t)kr, .v_rows = (const void *)(uintptr_t)vr,
-      .batch_indices = (const int32_t *)(uintptr_t)bi, .positions = (const int32_t *)(uintptr_t)pos,
-      .indptr = (const int32_t *)(uintptr_t)p.indptr, .indices = (const int32_t *)(uintptr_t)p.indices,
-      .last = (const int32_t *)(uintptr_t)p.last, .nnz = a.nnz, .num_pages = a.pages.num_pages,
-      .batch = a.batch_size, .num_kv_heads = l->num_kv_heads, .head_dim = l->head_dim,
-      .page_size = l->page_size, .layout = l->layout, .n_indices = p.indices_avail};
+      .k = (void *)(uintptr_t)p->k.addr, .v = (void *)(uintptr_t)p->v.addr,
+      .k_rows = (const void *)(uintptr_t)r->k_rows.addr, .v_rows = (const void *)(uintptr_t)r->v_rows.addr,
+      .batch_indices = (const int32_t *)(uintptr_t)r->batch_indices.addr,
+      .positions = (const int32_t *)(uintptr_t)r->positions.addr,
+      .indptr = (const int32_t *)(uintptr_t)p->indptr.addr, .indices = (const int32_t *)(uintptr_t)p->indices.addr,
+      .last = (const int32_t *)(uintptr_t)p->last_page_len.addr, .nnz = r->nnz, .num_pages = p->num_pages,
+      .batch = r->batch, .num_kv_heads = l->num_kv_heads, .head_dim = l->head_dim,
+      .page_size = l->page_size, .layout = l->layout, .n_indices = p->indices.size / 4};
   cu_fi_status fs;
   int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
-               ? cu_fi8_kv_append(&ka, l->qo_dtype, a.k_scale, a.v_scale, (void *)st->s, &fs)
+               ? cu_fi8_kv_append(&ka, l->qo_dtype, r->k_scale, r->v_scale, (void *)st->s, &fs)
                : cu_fi_kv_append(&ka, (void *)st->s, &fs);
   if (rc != CU_FI_OK) return fi_err(&fs, w);
   return NULL;
@@ -326,24 +267,18 @@ static int decode_group(uint32_t g) {
   return g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16;
 }
 
-gpurt_error *cu_attention_create(gpurt_runtime *h, uint32_t dev, const gpurt_attention_desc *desc,
-                                 gpurt_attention **out) {
+/* The engine checked the descriptor (gp_attention_desc_check). */
+gpurt_error *cu_attention_create(void *ctx, uint32_t dev, const gpurt_attention_desc *desc, void **out) {
   const char *w = "attention_create";
+  cu_runtime *rt = ctx;
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt_out(h, out, w, &e);
-  if (rt == NULL) return e;
-  *out = NULL;
-  if (dev >= rt->ndev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: device %u out of range (%u devices)", w, dev, rt->ndev);
-  gpurt_attention_desc d;
-  if ((e = gp_read_struct(&d, sizeof d, desc, "attention_create: desc"))) return e;
-  if ((e = gp_attention_desc_check(&d))) return e;
+  const gpurt_attention_desc d = *desc;
 #ifdef GPURT_CUDA_NO_FLASHINFER
   return gp_err(GPURT_ERR_UNSUPPORTED, "%s: this plugin was built without FlashInfer (scripts/build_cuda.sh "
                 "found no flashinfer-python headers)", w);
 #endif
   const cu_device *dv = &rt->devs[dev];
-  if (!cu_fi_has_arch(dv->cc_major, dv->cc_minor))
+  if (!arch_ok(dv))
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: device %u (%s) is compute capability %d.%d; this plugin's FlashInfer "
                   "kernels are built for sm_90a (rebuild with GPURT_FI_SM80=1 scripts/build_cuda.sh for sm_80)",
                   w, dev, dv->name, dv->cc_major, dv->cc_minor);
@@ -391,47 +326,32 @@ gpurt_error *cu_attention_create(gpurt_runtime *h, uint32_t dev, const gpurt_att
     attn_free(a);
     return e;
   }
-  uint64_t hv;
-  if ((e = cu_insert(rt, &rt->attns, a, cu_release_attention, w, &hv))) return e;
-  *out = (gpurt_attention *)(uintptr_t)hv;
+  *out = a;
   return NULL;
 }
 
-gpurt_error *cu_attention_destroy(gpurt_runtime *h, gpurt_attention *ah) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt;
-  cu_attn *a = cu_rt_take(h, CU_TABLE(attns), ah, &rt, &e);
-  if (a == NULL) return e;
-  /* Its work in flight (runs on its plans' streams, which may be gone,
-   * and uploads) ends first: the context's. The object is freed even when
-   * that fails (a lost device). */
-  gpurt_error *se = NULL;
-  if (cu_enter(rt, a->dev) == NULL) {
-    CUresult r = cu_drv.p_cuCtxSynchronize();
-    if (r != CUDA_SUCCESS) se = cu_fail(rt, a->dev, r, "attention_destroy: cuCtxSynchronize", NULL);
-  } else {
-    cu_enter_quiet(rt, a->dev);
-  }
+/* Its work in flight (runs on its plans' streams, which may be gone, and
+ * uploads) ends first: the context's. The object is freed even when that
+ * fails (a lost device). */
+void cu_attention_destroy(void *ctx, void *obj) {
+  cu_runtime *rt = ctx;
+  cu_attn *a = obj;
+  if (cu_enter(rt, a->dev) == NULL) (void)cu_drv.p_cuCtxSynchronize();
+  else cu_enter_quiet(rt, a->dev);
   attn_free(a);
-  return se;
 }
 
-gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                               const gpurt_attention_plan_args *args) {
+/* The engine checked the host counts (gp_attention_plan_check: sc) and
+ * holds its attention object's lock. */
+gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *pap,
+                               const gp_attention_sched *scp) {
   const char *w = "attention_plan";
-  cu_runtime *rt;
-  cu_stream *st;
-  gpurt_error *e = stream_of(h, sh, w, &rt, &st);
-  if (e) return e;
-  cu_attn *a = cu_get(&rt->attns, ah, &e);
-  if (a == NULL) return gp_err_wrap(e, "%s", w);
-  if (a->dev != st->dev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: attention %#llx is for device %u but the stream is on device %u",
-                  w, U((uintptr_t)ah), a->dev, st->dev);
-  gpurt_attention_plan_args pa;
-  if ((e = gp_read_struct(&pa, sizeof pa, args, "attention_plan: args"))) return e;
-  gp_attention_sched sc;
-  if ((e = gp_attention_plan_check(&a->d, &pa, &sc))) return e;
+  cu_runtime *rt = ctx;
+  cu_stream *st = q->q;
+  cu_attn *a = obj;
+  const gpurt_attention_plan_args pa = *pap;
+  const gp_attention_sched sc = *scp;
+  gpurt_error *e;
   if ((e = cu_enter(rt, a->dev))) return e;
   pthread_mutex_lock(&a->mu);
   int idx = a->cur ^ 1;
@@ -468,8 +388,6 @@ gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attenti
     a->cur = idx;
     a->plan = plan;
     a->sched = sc;
-    a->stream = sh;
-    a->cs = st->s;
     a->planned = 1;
     break;
   }
@@ -477,153 +395,102 @@ gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attenti
   return e;
 }
 
-/* Enqueues a run of a's current plan on st (a->mu held, a planned):
- * views the operands against the plan, then FlashInfer's kernel(s). *pg:
- * the page table's views. */
-static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, const gpurt_attention_run_args *ra,
-                                 const char *w, cu_pages *pg) {
-  uint32_t dev = st->dev;
+/* Enqueues a run of a's current plan on st (a->mu held, a planned; the
+ * engine checked the operands against the plan). */
+static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, const gp_attention_op *r, const char *w) {
   const gpurt_kv_layout *l = &a->d.layout;
   gp_attention_sched sc = a->sched;
-  uint64_t row_bytes = (uint64_t)a->d.num_qo_heads * l->head_dim * gp_dtype_size(gp_kv_qo_dtype(l));
-  CUdeviceptr q, o, qo = 0;
-  int prefill = a->d.kind == GPURT_ATTENTION_PREFILL;
+  const gp_kv_pages_op *pg = &r->pages;
+  CUdeviceptr qo = a->d.kind == GPURT_ATTENTION_PREFILL ? r->qo_indptr.addr : a->iota;
   gpurt_error *e;
-  if ((e = gp_kv_scales_check(l, ra->k_scale, ra->v_scale, w)) ||
-      (e = view(rt, dev, ra->q, ra->q_offset, sc.rows * row_bytes, 16, w, "q", &q)) ||
-      (e = view(rt, dev, ra->o, ra->o_offset, sc.rows * row_bytes, 16, w, "o", &o)) ||
-      (e = pages_of(rt, dev, l, &ra->pages, sc.batch, sc.pages, w, pg)))
-    return e;
-  if (prefill) {
-    if ((e = view(rt, dev, ra->qo_indptr, ra->qo_indptr_offset, 4ull * (sc.batch + 1), 4, w, "qo_indptr", &qo)))
-      return e;
-  } else if (ra->qo_indptr != NULL) {
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: qo_indptr is set for decode (pass NULL)", w);
-  } else {
-    qo = a->iota;
-  }
-  if ((e = cu_enter(rt, dev))) return e;
+  if ((e = cu_enter(rt, st->dev))) return e;
   cu_fi_run_args fa = {
-      .q = (void *)(uintptr_t)q, .o = (void *)(uintptr_t)o, .k = (void *)(uintptr_t)pg->k,
-      .v = (void *)(uintptr_t)pg->v, .indptr = (int32_t *)(uintptr_t)pg->indptr,
-      .indices = (int32_t *)(uintptr_t)pg->indices, .last = (int32_t *)(uintptr_t)pg->last,
+      .q = (void *)(uintptr_t)r->q.addr, .o = (void *)(uintptr_t)r->o.addr, .k = (void *)(uintptr_t)pg->k.addr,
+      .v = (void *)(uintptr_t)pg->v.addr, .indptr = (int32_t *)(uintptr_t)pg->indptr.addr,
+      .indices = (int32_t *)(uintptr_t)pg->indices.addr, .last = (int32_t *)(uintptr_t)pg->last_page_len.addr,
       .qo_indptr = (int32_t *)(uintptr_t)qo, .batch = sc.batch,
       .float_ws = (void *)(uintptr_t)a->fws, .int_ws = (void *)(uintptr_t)a->iws};
   cu_fi_status fs;
   int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
-               ? cu_fi8_run(&a->cfg, &a->plan, &fa, sc.rows, ra->k_scale, ra->v_scale, (void *)st->s, &fs)
+               ? cu_fi8_run(&a->cfg, &a->plan, &fa, sc.rows, r->k_scale, r->v_scale, (void *)st->s, &fs)
                : cu_fi_run(&a->cfg, &a->plan, &fa, (void *)st->s, &fs);
   if (rc != CU_FI_OK) return fi_err(&fs, w);
   return NULL;
 }
 
-gpurt_error *cu_attention_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
-                              const gpurt_attention_run_args *args) {
-  const char *w = "attention_run";
-  cu_runtime *rt;
-  cu_stream *st;
-  gpurt_error *e = stream_of(h, sh, w, &rt, &st);
-  if (e) return e;
-  cu_attn *a = cu_get(&rt->attns, ah, &e);
-  if (a == NULL) return gp_err_wrap(e, "%s", w);
-  gpurt_attention_run_args ra;
-  if ((e = gp_read_struct(&ra, sizeof ra, args, "attention_run: args"))) return e;
-  pthread_mutex_lock(&a->mu);
-  if (!a->planned || a->stream != sh) {
-    int planned = a->planned;
-    gpurt_stream *ps = a->stream;
-    pthread_mutex_unlock(&a->mu);
-    if (!planned)
-      return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx has no plan (call attention_plan first)", w,
-                    U((uintptr_t)ah));
-    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: stream %#llx is not the stream of the last plan (%#llx); "
-                  "runs go on the plan's stream", w, U((uintptr_t)sh), U((uintptr_t)ps));
-  }
-  cu_pages p;
-  e = attn_enqueue(rt, a, st, &ra, w, &p);
-  pthread_mutex_unlock(&a->mu);
-  return e;
-}
-
-/* ---- runs recorded in graphs (cuda_graph.c) ------------------------------------------- */
-
-/* A decode object on FlashInfer's decode kernel plans in its CUDA-graph
- * mode (cuda_attention.cu): for a given batch size every plan writes its
- * schedule to the same addresses of the int workspace, and the kernels'
- * grid and arguments do not change. So a run captured once replays any
- * later plan of the same batch: the plan stays outside the graph and is
- * uploaded on the plan's stream, where the replay is ordered after it.
- * What the captured kernels baked in (the batch, the workspace addresses,
- * how many page indices the captured view holds) is kept in *snap and
- * checked before every replay (cu_attention_replay_check). The capture
- * stream is the graph's own; the plan's stream is checked at replay. */
-gpurt_error *cu_attention_capture(gpurt_runtime *h, gpurt_stream *cap, gpurt_attention *ah,
-                                  const gpurt_attention_run_args *args, cu_attn_snap *snap) {
-  const char *w = "attention_run";
-  cu_runtime *rt;
-  cu_stream *st;
-  gpurt_error *e = stream_of(h, cap, w, &rt, &st);
-  if (e) return e;
-  cu_attn *a = cu_get(&rt->attns, ah, &e);
-  if (a == NULL) return gp_err_wrap(e, "%s", w);
-  if (a->dev != st->dev)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: attention %#llx is for device %u but the graph is on device %u",
-                  w, U((uintptr_t)ah), a->dev, st->dev);
-  gpurt_attention_run_args ra;
-  if ((e = gp_read_struct(&ra, sizeof ra, args, "attention_run: args"))) return e;
+/* Runs recorded in graphs. A decode object on FlashInfer's decode kernel
+ * plans in its CUDA-graph mode (cuda_attention.cu): for a given batch size
+ * every plan writes its schedule to the same addresses of the int
+ * workspace, and the kernels' grid and arguments do not change. So a run
+ * captured once replays any later plan of the same batch: the plan stays
+ * outside the graph and is uploaded on the plan's stream, where the replay
+ * is ordered after it (the engine checks at each replay that the object is
+ * planned on the replay's stream). What the captured kernels baked in (the
+ * batch, the workspace addresses, how many page indices the captured view
+ * holds) is kept in the recording (cu_rec_snap) and checked before every
+ * replay (cu_attention_replay_check). */
+static gpurt_error *recordable(const cu_attn *a, const char *w) {
   if (a->d.layout.dtype == GPURT_DTYPE_FP8_E4M3)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: attention %#llx reads an fp8 e4m3 KV cache, whose plans are not in "
-                  "FlashInfer's CUDA-graph mode: this plugin does not record its runs in a graph (run it eagerly "
-                  "between graphs)", w, U((uintptr_t)ah));
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the attention object reads an fp8 e4m3 KV cache, whose plans are not "
+                  "in FlashInfer's CUDA-graph mode: this plugin does not record its runs in a graph (run it eagerly "
+                  "between graphs)", w);
   if (a->cfg.prefill_kernel)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: attention %#llx runs FlashInfer's prefill kernel (%s); this plugin "
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the attention object runs FlashInfer's prefill kernel (%s); this plugin "
                   "records in a graph the decode attention on FlashInfer's decode kernel only (group sizes 1, 2, 3, "
-                  "4, 6, 8, 16): run it eagerly between graphs", w, U((uintptr_t)ah),
+                  "4, 6, 8, 16): run it eagerly between graphs", w,
                   a->d.kind == GPURT_ATTENTION_PREFILL ? "a prefill object" : "a decode group size its decode "
                   "kernel lacks");
+  return NULL;
+}
+
+gpurt_error *cu_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r) {
+  const char *w = "attention_run";
+  cu_runtime *rt = ctx;
+  cu_stream *st = q->q;
+  cu_attn *a = r->obj;
+  gpurt_error *e;
+  if (a->dev != st->dev)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: the attention object is for device %u but the %s is on device %u",
+                  w, a->dev, q->capturing ? "graph" : "stream", st->dev);
+  if (q->capturing && (e = recordable(a, w))) return e;
   pthread_mutex_lock(&a->mu);
   if (!a->planned) {
+    /* The engine saw a plan, but its workspace's growth failed since. */
     pthread_mutex_unlock(&a->mu);
-    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx has no plan: plan before recording its run "
-                  "(the plan stays outside the graph; its batch is the one the graph replays)", w, U((uintptr_t)ah));
+    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: the attention object has no plan (its last plan failed: "
+                  "call attention_plan again)", w);
   }
-  cu_pages p;
-  if ((e = attn_enqueue(rt, a, st, &ra, w, &p)) == NULL) {
-    snap->handle = ah;
-    snap->batch = a->sched.batch;
-    snap->pages_avail = p.indices_avail;
-    snap->fws = a->fws;
-    snap->iws = a->iws;
+  if (q->capturing == GP_QUEUE_PREPARE) {
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+  }
+  e = attn_enqueue(rt, a, st, r, w);
+  if (e == NULL && q->capturing) {
+    cu_attn_snap snap = {a, a->sched.batch, r->pages.indices.size / 4, a->fws, a->iws};
+    cu_rec_snap(st, &snap);
   }
   pthread_mutex_unlock(&a->mu);
   return e;
 }
 
-gpurt_error *cu_attention_replay_check(cu_runtime *rt, const cu_attn_snap *snap, gpurt_stream *sh) {
+gpurt_error *cu_attention_replay_check(const cu_attn_snap *snap) {
   const char *w = "graph_launch";
-  cu_attn *a = cu_table_lookup(&rt->attns, (uint64_t)(uintptr_t)snap->handle);
-  if (a == NULL)
-    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx, whose run the graph recorded, was destroyed",
-                  w, U((uintptr_t)snap->handle));
+  cu_attn *a = snap->obj;
   gpurt_error *e = NULL;
   pthread_mutex_lock(&a->mu);
   if (!a->planned)
-    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx has no plan (plan it before each replay)", w,
-               U((uintptr_t)snap->handle));
-  else if (a->stream != sh)
-    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: stream %#llx is not the stream of attention %#llx's last plan "
-               "(%#llx); a graph with its runs replays on the plan's stream", w, U((uintptr_t)sh),
-               U((uintptr_t)snap->handle), U((uintptr_t)a->stream));
+    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: a recorded attention object has no plan (plan it before each "
+               "replay)", w);
   else if (a->sched.batch != snap->batch)
-    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx is planned for batch %u but the graph recorded "
-               "its runs at batch %u: a graph replays the batch it was captured at (capture one per batch size, "
-               "or pad the batch to the captured one)", w, U((uintptr_t)snap->handle), a->sched.batch, snap->batch);
+    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: a recorded attention object is planned for batch %u but the graph "
+               "recorded its runs at batch %u: a graph replays the batch it was captured at (capture one per batch "
+               "size, or pad the batch to the captured one)", w, a->sched.batch, snap->batch);
   else if (a->fws != snap->fws || a->iws != snap->iws)
-    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: attention %#llx's workspace was reallocated since the graph "
-               "recorded its runs (a plan needed more): capture the graph again", w, U((uintptr_t)snap->handle));
+    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: a recorded attention object's workspace was reallocated since the "
+               "graph recorded its runs (a plan needed more): capture the graph again", w);
   else if (a->sched.pages > snap->pages_avail)
-    e = gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: attention %#llx's plan has %llu pages but the page indices the graph "
-               "recorded hold %llu", w, U((uintptr_t)snap->handle), U(a->sched.pages), U(snap->pages_avail));
+    e = gp_err(GPURT_ERR_OUT_OF_RANGE, "%s: a recorded attention object's plan has %llu pages but the page indices "
+               "the graph recorded hold %llu", w, U(a->sched.pages), U(snap->pages_avail));
   pthread_mutex_unlock(&a->mu);
   return e;
 }

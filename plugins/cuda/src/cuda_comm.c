@@ -25,9 +25,9 @@
  * SHARP needs multicast objects, which gpurt never uses); the plugin never
  * creates multicast objects itself.
  *
- * Handles live in one process-wide table (g_comms); each remembers its
- * runtime and is refused by any other. runtime_destroy aborts and frees
- * the communicators its runtime still has (cu_comm_release_runtime).
+ * The engine owns the handles, checks every op of a group and resolves its
+ * streams and buffers (gp_coll_item); these entries make, run, query,
+ * abort and free the NCCL communicators behind them.
  *
  * Locks (see cuda_internal.h's "Locks"): nc_mu (loading NCCL, a leaf);
  * cu_comm.mu (one communicator's NCCL calls: NCCL communicators are not
@@ -207,7 +207,6 @@ static void nap(void) {
 
 typedef struct cu_comm {
   cu_runtime *rt;
-  uint64_t self; /* its handle in g_comms */
   uint32_t nranks, first_rank, local;
   uint32_t devs[GP_COMM_MAX_LOCAL];
   nc_comm_t nccl[GP_COMM_MAX_LOCAL]; /* NULL once aborted */
@@ -219,20 +218,6 @@ typedef struct cu_comm {
   int64_t err_vendor;
   char err[512];
 } cu_comm;
-
-static pthread_once_t g_comms_once = PTHREAD_ONCE_INIT;
-static cu_table g_comms;
-static void comms_init(void) { cu_table_init(&g_comms, "communicator"); }
-
-static cu_comm *comm_get(cu_runtime *rt, gpurt_comm *h, const char *what, gpurt_error **e) {
-  pthread_once(&g_comms_once, comms_init);
-  cu_comm *c = cu_table_lookup(&g_comms, (uint64_t)(uintptr_t)h);
-  if (c == NULL || c->rt != rt) {
-    *e = gp_err_wrap(cu_bad_handle(&g_comms, h), "%s", what);
-    return NULL;
-  }
-  return c;
-}
 
 /* Aborts every NCCL communicator of c (c->mu held). */
 static void comm_abort_locked(cu_comm *c) {
@@ -308,31 +293,21 @@ static gpurt_error *comm_finish(cu_comm *c, const char *what, nc_result r0, uint
   return gp_err_vendor(c->err_code, c->err_vendor, "%s", c->err);
 }
 
-gpurt_error *cu_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if ((e = gp_check_out(out, "comm_unique_id: out"))) return e;
+gpurt_error *cu_comm_unique_id(void *ctx, uint8_t out[GPURT_COMM_ID_BYTES]) {
+  gpurt_error *e;
   if ((e = nc_load("comm_unique_id"))) return e;
   nc_unique_id id;
   nc_result r = nc.p_ncclGetUniqueId(&id);
   if (r != NC_SUCCESS)
     return gp_err_vendor(nc_code(r), r, "comm_unique_id: ncclGetUniqueId: %s", nc_text(r));
-  gpurt_comm_id o;
-  memset(&o, 0, sizeof o);
-  o.struct_size = sizeof o;
-  memcpy(o.bytes, id.internal, GPURT_COMM_ID_BYTES);
-  gp_write_struct(out, &o, sizeof o);
+  memcpy(out, id.internal, GPURT_COMM_ID_BYTES);
   return NULL;
 }
 
-gpurt_error *cu_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out) {
+gpurt_error *cu_comm_create(void *ctx, const gpurt_comm_create_args *ap, uint32_t nranks, void **out) {
+  cu_runtime *rt = ctx;
+  const gpurt_comm_create_args a = *ap;
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt_out(h, out, "comm_create", &e);
-  if (!rt) return e;
-  *out = NULL;
-  gpurt_comm_create_args a;
-  if ((e = gp_comm_create_check(args, &a, rt->ndev))) return e;
   for (uint32_t i = 0; i < a.device_count; i++)
     if (cu_dev_lost(rt, a.devices[i])) return cu_lost_error(rt, a.devices[i]);
   if ((e = nc_load("comm_create"))) return e;
@@ -341,7 +316,7 @@ gpurt_error *cu_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args
   c->rt = rt;
   c->local = a.device_count;
   c->first_rank = a.first_rank;
-  c->nranks = a.nranks ? a.nranks : a.device_count;
+  c->nranks = nranks;
   c->timeout_ms = a.timeout_ms;
   memcpy(c->devs, a.devices, a.device_count * sizeof *a.devices);
   pthread_mutex_init(&c->mu, NULL);
@@ -377,17 +352,7 @@ gpurt_error *cu_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args
       e = gp_err_wrap(e, "comm_create: ranks %u..%u of %u", c->first_rank, c->first_rank + c->local - 1, c->nranks);
     goto fail;
   }
-  pthread_once(&g_comms_once, comms_init);
-  uint64_t hh;
-  if (cu_table_insert(&g_comms, c, &hh) != 0) {
-    pthread_mutex_lock(&c->mu);
-    comm_abort_locked(c);
-    pthread_mutex_unlock(&c->mu);
-    e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_create: the communicator table is full");
-    goto fail;
-  }
-  c->self = hh;
-  *out = (gpurt_comm *)(uintptr_t)hh;
+  *out = c;
   return NULL;
 fail:
   pthread_mutex_destroy(&c->mu);
@@ -395,25 +360,21 @@ fail:
   return e;
 }
 
-gpurt_error *cu_comm_destroy(gpurt_runtime *h, gpurt_comm *ch) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if (ch == NULL) return NULL;
-  cu_comm *c = comm_get(rt, ch, "comm_destroy", &e);
-  if (!c) return e;
-  (void)cu_table_remove(&g_comms, (uint64_t)(uintptr_t)ch);
+/* The engine drained the communicator's devices first (unless aborted):
+ * finalize flushes NCCL's work (non-blocking: polled), then destroy frees
+ * it; an error there leaves nothing to report to (the handle is gone). */
+void cu_comm_destroy(void *ctx, void *obj) {
+  cu_runtime *rt = ctx;
+  cu_comm *c = obj;
   pthread_mutex_lock(&c->mu);
   if (!c->aborted) {
-    /* Finalize flushes the communicator's work (non-blocking: poll), then
-     * destroy frees it. */
     uint64_t deadline = now_ms() + c->timeout_ms;
     nc_result r = NC_SUCCESS;
     for (uint32_t i = 0; i < c->local && (r == NC_SUCCESS || r == NC_IN_PROGRESS); i++) {
       cu_enter_quiet(rt, c->devs[i]);
       r = nc.p_ncclCommFinalize(c->nccl[i]);
     }
-    e = comm_finish(c, "comm_destroy", r, deadline);
+    gp_error_destroy(comm_finish(c, "comm_destroy", r, deadline));
     for (uint32_t i = 0; i < c->local; i++) {
       if (c->nccl[i] == NULL) continue;
       cu_enter_quiet(rt, c->devs[i]);
@@ -424,31 +385,23 @@ gpurt_error *cu_comm_destroy(gpurt_runtime *h, gpurt_comm *ch) {
   pthread_mutex_unlock(&c->mu);
   pthread_mutex_destroy(&c->mu);
   free(c);
-  return e;
 }
 
-gpurt_error *cu_comm_abort(gpurt_runtime *h, gpurt_comm *ch) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_comm *c = comm_get(rt, ch, "comm_abort", &e);
-  if (!c) return e;
+void cu_comm_abort(void *ctx, void *obj) {
+  cu_comm *c = obj;
   atomic_store(&c->abort_req, 1); /* a poll holding mu gives up */
   pthread_mutex_lock(&c->mu);
   comm_abort_locked(c);
   pthread_mutex_unlock(&c->mu);
-  return NULL;
 }
 
-gpurt_error *cu_comm_query(gpurt_runtime *h, gpurt_comm *ch) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_comm *c = comm_get(rt, ch, "comm_query", &e);
-  if (!c) return e;
+gpurt_error *cu_comm_query(void *ctx, void *obj, const char *what) {
+  cu_comm *c = obj;
+  gpurt_error *e;
   pthread_mutex_lock(&c->mu);
-  if (!(e = comm_broken_error(c, "comm_query"))) {
+  if (!(e = comm_broken_error(c, what))) {
     for (uint32_t i = 0; i < c->local; i++) {
+      if (c->nccl[i] == NULL) continue;
       nc_result st = NC_SUCCESS;
       nc_result r = nc.p_ncclCommGetAsyncError(c->nccl[i], &st);
       if (r != NC_SUCCESS) st = r;
@@ -457,7 +410,7 @@ gpurt_error *cu_comm_query(gpurt_runtime *h, gpurt_comm *ch) {
         comm_break(c, nc_code(st), st, "rank %u: NCCL error %d (%s)%s%s", c->first_rank + i, st, nc_text(st),
                    last && last[0] ? ": " : "", last ? last : "");
         comm_abort_locked(c);
-        e = comm_broken_error(c, "comm_query");
+        e = comm_broken_error(c, what);
         break;
       }
     }
@@ -466,23 +419,16 @@ gpurt_error *cu_comm_query(gpurt_runtime *h, gpurt_comm *ch) {
   return e;
 }
 
-/* One op resolved to device pointers. */
-typedef struct cu_coll {
-  gpurt_coll_op op;
-  CUdeviceptr send, recv;
-  cu_stream *st;
-} cu_coll;
-
-static nc_result coll_enqueue(cu_comm *c, const cu_coll *x) {
+static nc_result coll_enqueue(cu_comm *c, const gp_coll_item *x) {
   const gpurt_coll_op *o = &x->op;
   nc_comm_t nk = c->nccl[o->rank - c->first_rank];
   size_t es = gp_dtype_size(o->dtype);
   size_t cnt = (size_t)o->count, bytes = cnt * es;
-  const void *s = (const void *)(uintptr_t)x->send;
-  void *d = (void *)(uintptr_t)x->recv;
+  const void *s = (const void *)(uintptr_t)x->send.addr;
+  void *d = (void *)(uintptr_t)x->recv.addr;
   int dt = o->dtype == GPURT_DTYPE_F32 ? NC_FLOAT32 : o->dtype == GPURT_DTYPE_F16 ? NC_FLOAT16 : NC_BFLOAT16;
   int red = o->reduce == GPURT_REDUCE_MAX ? NC_MAX : NC_SUM;
-  CUstream cs = x->st->s;
+  CUstream cs = ((cu_stream *)x->q->q)->s;
   switch (o->kind) {
     case GPURT_COLL_ALL_REDUCE: return nc.p_ncclAllReduce(s, d, cnt, dt, red, nk, cs);
     case GPURT_COLL_REDUCE_SCATTER: return nc.p_ncclReduceScatter(s, d, cnt, dt, red, nk, cs);
@@ -495,74 +441,22 @@ static nc_result coll_enqueue(cu_comm *c, const cu_coll *x) {
   return NC_INVALID_ARGUMENT;
 }
 
-gpurt_error *cu_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_args *args) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  cu_comm *c = comm_get(rt, ch, "comm_run", &e);
-  if (!c) return e;
-  /* An aborted or broken communicator says so before any op check (as
-   * the mock does). */
-  pthread_mutex_lock(&c->mu);
-  e = comm_broken_error(c, "comm_run");
-  pthread_mutex_unlock(&c->mu);
-  if (e) return e;
-  gpurt_comm_run_args a;
-  if ((e = gp_comm_run_read(args, &a))) return e;
-  gp_comm_ranks rk = {c->nranks, c->first_rank, c->local};
-  cu_coll stack[16];
-  cu_coll *xs = a.count <= 16 ? stack : calloc((size_t)a.count, sizeof *xs);
-  gpurt_coll_op stack_ops[16];
-  gpurt_coll_op *ops = a.count <= 16 ? stack_ops : calloc((size_t)a.count, sizeof *ops);
-  if (!xs || !ops) {
-    e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_run: no memory for %llu ops", (unsigned long long)a.count);
-    goto out;
-  }
-  for (uint64_t i = 0; i < a.count; i++) {
-    cu_coll *x = &xs[i];
-    if ((e = gp_coll_op_read(&a, i, &rk, &x->op))) goto out;
-    ops[i] = x->op;
-    uint32_t dev = c->devs[x->op.rank - c->first_rank];
-    if (!(x->st = cu_get(&rt->streams, x->op.stream, &e))) {
-      e = gp_err_wrap(e, "comm_run: op %llu: stream", (unsigned long long)i);
-      goto out;
-    }
-    if ((e = gp_coll_device(i, NULL, x->op.rank, dev, x->st->dev))) goto out;
-    if (cu_dev_lost(rt, dev)) {
-      e = cu_lost_error(rt, dev);
-      goto out;
-    }
-    uint64_t sb, rb;
-    gp_coll_bytes(&x->op, c->nranks, &sb, &rb);
-    const char *side[2] = {"send", "recv"};
-    gpurt_buffer *bh[2] = {gp_coll_uses_send(&x->op) ? x->op.send : NULL, x->op.recv};
-    uint64_t off[2] = {x->op.send_offset, x->op.recv_offset}, need[2] = {sb, rb};
-    CUdeviceptr *ptr[2] = {&x->send, &x->recv};
-    *ptr[0] = *ptr[1] = 0;
-    for (int k = 0; k < 2; k++) {
-      if (bh[k] == NULL) continue;
-      cu_buffer *b = cu_get(&rt->buffers, bh[k], &e);
-      if (!b) {
-        e = gp_err_wrap(e, "comm_run: op %llu: %s", (unsigned long long)i, side[k]);
-        goto out;
-      }
-      if ((e = gp_coll_device(i, side[k], x->op.rank, dev, b->dev))) goto out;
-      if ((e = gp_coll_range(i, side[k], b->size, off[k], need[k]))) goto out;
-      *ptr[k] = b->ptr + off[k];
-    }
-  }
-  if ((e = gp_comm_group_check(ops, a.count, &rk))) goto out;
+/* One checked group (the engine's): ncclGroupStart .. ncclGroupEnd. */
+gpurt_error *cu_comm_run(void *ctx, void *obj, const gp_coll_item *xs, uint64_t n) {
+  cu_runtime *rt = ctx;
+  cu_comm *c = obj;
+  gpurt_error *e;
   pthread_mutex_lock(&c->mu);
   if ((e = comm_broken_error(c, "comm_run"))) {
     pthread_mutex_unlock(&c->mu);
-    goto out;
+    return e;
   }
   uint64_t deadline = now_ms() + c->timeout_ms;
   nc_result r = nc.p_ncclGroupStart();
-  uint64_t bad = a.count;
-  for (uint64_t i = 0; i < a.count && (r == NC_SUCCESS || r == NC_IN_PROGRESS); i++) {
+  uint64_t bad = n;
+  for (uint64_t i = 0; i < n && (r == NC_SUCCESS || r == NC_IN_PROGRESS); i++) {
     if (xs[i].op.count == 0) continue;
-    if ((e = cu_enter(rt, xs[i].st->dev))) break;
+    if ((e = cu_enter(rt, xs[i].dev))) break;
     r = coll_enqueue(c, &xs[i]);
     if (r != NC_SUCCESS && r != NC_IN_PROGRESS) bad = i;
   }
@@ -572,7 +466,7 @@ gpurt_error *cu_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_
     /* A lost device midway: the group's other ops may be enqueued. */
     comm_break(c, gp_error_code(e), 0, "a device was lost while the group was enqueued");
     comm_abort_locked(c);
-  } else if (bad < a.count) {
+  } else if (bad < n) {
     const char *last = nc.p_ncclGetLastError ? nc.p_ncclGetLastError(c->nccl[xs[bad].op.rank - c->first_rank]) : NULL;
     comm_break(c, nc_code(r), r, "comm_run: op %llu (%s): NCCL error %d (%s)%s%s", (unsigned long long)bad,
                gp_coll_kind_name(xs[bad].op.kind), r, nc_text(r), last && last[0] ? ": " : "", last ? last : "");
@@ -582,48 +476,7 @@ gpurt_error *cu_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_
     e = comm_finish(c, "comm_run", r, deadline);
   }
   pthread_mutex_unlock(&c->mu);
-out:
-  if (xs != stack) free(xs);
-  if (ops != stack_ops) free(ops);
   return e;
-}
-
-/* Runtime teardown: abort and free every communicator of rt. */
-typedef struct comm_list {
-  cu_runtime *rt;
-  cu_comm **v;
-  size_t n, cap;
-} comm_list;
-
-static void comm_collect(void *u, void *o) {
-  comm_list *l = u;
-  cu_comm *c = o;
-  if (c->rt != l->rt) return;
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 8;
-    cu_comm **v = realloc(l->v, cap * sizeof *v);
-    if (!v) return; /* out of memory at teardown: that one leaks */
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n++] = c;
-}
-
-void cu_comm_release_runtime(cu_runtime *rt) {
-  pthread_once(&g_comms_once, comms_init);
-  comm_list l = {rt, NULL, 0, 0};
-  cu_table_each(&g_comms, comm_collect, &l);
-  for (size_t i = 0; i < l.n; i++) {
-    cu_comm *c = l.v[i];
-    (void)cu_table_remove(&g_comms, c->self);
-    atomic_store(&c->abort_req, 1);
-    pthread_mutex_lock(&c->mu);
-    comm_abort_locked(c);
-    pthread_mutex_unlock(&c->mu);
-    pthread_mutex_destroy(&c->mu);
-    free(c);
-  }
-  free(l.v);
 }
 
 /* ---- peer access ----------------------------------------------------------- */

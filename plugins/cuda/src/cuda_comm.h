@@ -9,17 +9,13 @@
 
 #include "cuda_internal.h"
 
-CU_HIDDEN gpurt_error *cu_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out);
-CU_HIDDEN gpurt_error *cu_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args,
-                                      gpurt_comm **out);
-CU_HIDDEN gpurt_error *cu_comm_destroy(gpurt_runtime *h, gpurt_comm *c);
-CU_HIDDEN gpurt_error *cu_comm_abort(gpurt_runtime *h, gpurt_comm *c);
-CU_HIDDEN gpurt_error *cu_comm_query(gpurt_runtime *h, gpurt_comm *c);
-CU_HIDDEN gpurt_error *cu_comm_run(gpurt_runtime *h, gpurt_comm *c, const gpurt_comm_run_args *args);
-
-/* Runtime teardown (cu_runtime_free): aborts and frees the communicators
- * rt still has, before its contexts are synchronised. */
-CU_HIDDEN void cu_comm_release_runtime(cu_runtime *rt);
+/* The gp_backend entries comm_* (the engine checks and resolves). */
+CU_HIDDEN gpurt_error *cu_comm_unique_id(void *ctx, uint8_t id[GPURT_COMM_ID_BYTES]);
+CU_HIDDEN gpurt_error *cu_comm_create(void *ctx, const gpurt_comm_create_args *a, uint32_t nranks, void **comm);
+CU_HIDDEN void cu_comm_destroy(void *ctx, void *comm);
+CU_HIDDEN void cu_comm_abort(void *ctx, void *comm);
+CU_HIDDEN gpurt_error *cu_comm_query(void *ctx, void *comm, const char *what);
+CU_HIDDEN gpurt_error *cu_comm_run(void *ctx, void *comm, const gp_coll_item *items, uint64_t n);
 
 /* Enables peer access between devices a and b of rt (both directions)
  * once per process where cuDeviceCanAccessPeer allows it; elsewhere does

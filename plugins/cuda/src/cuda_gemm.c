@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cuda_gemm.c — GEMM plans (ABI 1.1) on cuBLASLt.
+ * cuda_gemm.c — GEMM plans (ABI 1.1) on cuBLASLt: the gp_backend entries
+ * gemm_plan, gemm_plan_free and gemm_run (the engine validated the
+ * descriptor, gp_gemm_validate, and resolves and checks every operand's
+ * view; this file adds cuBLASLt's own limits and the alignments).
  *
  * libcublasLt.so.13 is dlopen'ed on the first plan (GPURT_CUBLASLT_PATH
  * first, then the library name, then the CUDA toolkit's usual folders); a
@@ -329,9 +332,13 @@ static void plan_release(cu_plan *p) {
   free(p);
 }
 
-void cu_gemm_plan_free(void *plan) { plan_release(plan); }
-
-uint32_t cu_gemm_plan_device(const void *plan) { return ((const cu_plan *)plan)->dev; }
+/* The C scratch is freed in the plan's context (lost or not). */
+void cu_gemm_plan_free(void *ctx, void *plan) {
+  cu_plan *p = plan;
+  if (p == NULL) return;
+  cu_enter_quiet(ctx, p->dev);
+  plan_release(p);
+}
 
 #define UNSUP(...) gp_err(GPURT_ERR_UNSUPPORTED, "gemm_plan_create: " __VA_ARGS__)
 #define INVAL(...) gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: " __VA_ARGS__)
@@ -508,16 +515,15 @@ static gpurt_error *desc_set(cu_plan *p, cublasLtMatmulDescAttributes_t a, const
   return s ? lt_err(s, what) : NULL;
 }
 
-gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
-                                 const gpurt_gemm_desc *desc, gpurt_gemm_plan **out) {
+/* The engine validated the descriptor (gp_gemm_validate); plan_validate
+ * adds what cuBLASLt needs. */
+gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *desc, void **out) {
+  cu_runtime *rt = ctx;
   gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt_out(h, out, "gemm_plan_create", &e);
-  if (!rt) return e;
-  *out = NULL;
   cu_plan *p = calloc(1, sizeof *p);
   if (p == NULL) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: out of host memory");
   pthread_mutex_init(&p->mu, NULL);
-  if ((e = gp_read_struct(&p->d, sizeof p->d, desc, "gemm desc"))) goto fail_early;
+  p->d = *desc;
   if ((e = cu_enter(rt, device))) goto fail_early;
   if ((e = plan_validate(&rt->devs[device], &p->d, p))) goto fail_early;
   char why[700];
@@ -666,12 +672,7 @@ gpurt_error *cu_gemm_plan_create(gpurt_runtime *h, uint32_t device,
   }
   p->algo = res.algo;
   p->ws_needed = res.workspaceSize;
-  uint64_t hv;
-  if (cu_table_insert(&rt->plans, p, &hv) != 0) {
-    e = gp_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: too many plans");
-    goto fail;
-  }
-  *out = (gpurt_gemm_plan *)(uintptr_t)hv;
+  *out = p;
   return NULL;
 fail:
   plan_release(p);
@@ -680,17 +681,6 @@ fail_early:
   pthread_mutex_destroy(&p->mu);
   free(p);
   return e;
-}
-
-gpurt_error *cu_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt;
-  cu_plan *p = cu_rt_take(h, CU_TABLE(plans), ph, &rt, &e);
-  if (p == NULL) return e;
-  /* The C scratch is freed in the plan's context (lost or not). */
-  if (p->c_scratch && p->dev < rt->ndev) (void)cu_drv.p_cuCtxSetCurrent(rt->devs[p->dev].ctx);
-  plan_release(p);
-  return NULL;
 }
 
 static uint16_t f32_to_f16_bits(float f) {
@@ -839,53 +829,26 @@ static inline __attribute__((always_inline)) cublasStatus_t desc_ptr(
   return s;
 }
 
-/* Records "cublasLtMatmul" (handle 0) as the last kernel of a stream's or a
- * device's record (last, last_h), writing only when it is not that already. */
-static inline __attribute__((always_inline)) void note_matmul(char *last,
-                                                              _Atomic uint64_t *last_h) {
-  static const char kname[] = "cublasLtMatmul";
-  if (atomic_load_explicit(last_h, memory_order_relaxed) != 0 ||
-      memcmp(last, kname, sizeof kname) != 0) {
-    memcpy(last, kname, sizeof kname);
-    atomic_store_explicit(last_h, 0, memory_order_relaxed);
-  }
-}
+static gpurt_error *gemm_warm(cu_runtime *rt, cu_stream *st, cu_plan *p, int has_c, int has_ws);
 
-gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
-                         const gpurt_gemm_run_args *args) {
+/* The engine checked the operands against the plan's descriptor (views,
+ * NULLs, scales); the alignments and cuBLASLt's own limits are checked
+ * here. On a preparing queue (a graph's capture follows) only the lazy
+ * allocations are made. */
+gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
+  cu_runtime *rt = ctx;
+  cu_stream *st = q->q;
+  cu_plan *p = r->plan;
   gpurt_error *e = NULL;
-  cu_runtime *rt;
-  cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
-  if (st == NULL) {
-    if (rt != NULL && sh == NULL) {
-      gp_error_destroy(e);
-      return gp_need_stream("gemm_run", sh);
-    }
-    return e;
-  }
-  cu_plan *p = cu_get(&rt->plans, ph, &e);
-  if (p == NULL) return e;
-  gpurt_gemm_run_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "gemm run args"))) return e;
+  const int has_c = r->c.obj != NULL, has_ws = r->workspace.obj != NULL;
+  if (q->capturing == GP_QUEUE_PREPARE) return gemm_warm(rt, st, p, has_c, has_ws);
   uint32_t dev = p->dev;
-  if (st->dev != dev)
-    return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "the plan is for device %u, the stream is on %u",
-                  dev, st->dev);
-  CUdeviceptr A, B, C, D, bias = 0, sa = 0, sb = 0, sd = 0;
-  if ((e = cu_view(rt, a.a, a.a_offset, p->bytes_a, dev, "gemm_run: a", &A))) return e;
-  if ((e = cu_view(rt, a.b, a.b_offset, p->bytes_b, dev, "gemm_run: b", &B))) return e;
-  if ((e = cu_view(rt, a.d, a.d_offset, p->bytes_d, dev, "gemm_run: d", &D))) return e;
-  if (a.c != NULL) {
-    if ((e = cu_view(rt, a.c, a.c_offset, p->bytes_c, dev, "gemm_run: c", &C))) return e;
-  } else {
-    if (a.beta != 0.0)
-      return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "c is NULL but beta is %g", a.beta);
-    /* Never read when beta == 0; cuBLASLt accepts C == D only when their
-     * layouts and types are the same, else C is the plan's C scratch (set
-     * below, once the context is current). */
-    C = p->c_is_d ? D : 0;
-  }
-  const CUdeviceptr ptrs[4] = {A, B, a.c ? C : 0, D};
+  CUdeviceptr A = r->a.addr, B = r->b.addr, C, D = r->dd.addr, bias = 0, sa = 0, sb = 0, sd = 0;
+  /* C NULL is never read (beta == 0); cuBLASLt accepts C == D only when
+   * their layouts and types are the same, else C is the plan's C scratch
+   * (set below, once the context is current). */
+  C = has_c ? r->c.addr : p->c_is_d ? D : 0;
+  const CUdeviceptr ptrs[4] = {A, B, has_c ? C : 0, D};
   static const char *names[4] = {"a", "b", "c", "d"};
   for (int i = 0; i < 4; i++)
     if (ptrs[i] % p->align[i])
@@ -900,58 +863,43 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
                       "cuBLASLt needs 16-byte aligned A, B, C and D pointers for fp8",
                       names[i], (unsigned long long)ptrs[i]);
   if (p->has_bias) {
-    if (a.bias == NULL)
-      return RUNERR(GPURT_ERR_INVALID_ARGUMENT, "bias is NULL but the epilogue adds a bias");
-    if ((e = cu_view(rt, a.bias, a.bias_offset, p->bytes_bias, dev, "gemm_run: bias", &bias)))
-      return e;
+    bias = r->bias.addr;
     if (p->bias_conv && bias % 4)
       return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
                     "bias (offset included) is at device address %#llx, not 4-byte aligned: "
                     "an f32 bias must be naturally aligned", (unsigned long long)bias);
   }
-  if (!p->fp8 && (a.scale_a || a.scale_b || a.scale_d))
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "gemm_run: scale_%s is set but scales apply to fp8 operands only",
-                  a.scale_a ? "a" : a.scale_b ? "b" : "d");
-  if (p->fp8 && !p->d_scale && a.scale_d)
+  if (p->fp8 && !p->d_scale && r->scale_d.obj != NULL)
     return gp_err(GPURT_ERR_UNSUPPORTED,
                   "gemm_run: scale_d with d_type %s: cuBLASLt scales D only when d_type is "
                   "fp8 (CUBLASLT_MATMUL_DESC_D_SCALE_POINTER); fold it into alpha",
                   gp_dtype_name(p->d.d_type));
   if (p->fp8) {
     sa = sb = sd = p->scratch; /* NULL scale = 1.0 */
-    if (a.scale_a &&
-        (e = cu_view(rt, a.scale_a, a.scale_a_offset, 4, dev, "gemm_run: scale_a", &sa)))
-      return e;
-    if (a.scale_b &&
-        (e = cu_view(rt, a.scale_b, a.scale_b_offset, 4, dev, "gemm_run: scale_b", &sb)))
-      return e;
-    if (a.scale_d &&
-        (e = cu_view(rt, a.scale_d, a.scale_d_offset, 4, dev, "gemm_run: scale_d", &sd)))
-      return e;
+    if (r->scale_a.obj != NULL) sa = r->scale_a.addr;
+    if (r->scale_b.obj != NULL) sb = r->scale_b.addr;
+    if (r->scale_d.obj != NULL) sd = r->scale_d.addr;
   }
   CUdeviceptr ws = 0;
   size_t ws_size = 0;
-  if (a.workspace != NULL) {
-    if (a.workspace_size < p->ws_needed)
+  if (has_ws) {
+    if (r->workspace_size < p->ws_needed)
       return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
                     "workspace_size %llu is below the %zu bytes the plan's algorithm needs",
-                    (unsigned long long)a.workspace_size, p->ws_needed);
-    if ((e = cu_view(rt, a.workspace, a.workspace_offset, a.workspace_size, dev,
-                     "gemm_run: workspace", &ws)))
-      return e;
-    ws_size = (size_t)a.workspace_size;
+                    (unsigned long long)r->workspace_size, p->ws_needed);
+    ws = r->workspace.addr;
+    ws_size = (size_t)r->workspace_size;
   }
   if ((e = cu_enter(rt, dev))) return e;
   if (C == 0 && (e = plan_c_scratch(rt, p, &C))) return e;
-  if (a.workspace == NULL) {
+  if (!has_ws) {
     /* The stream's workspace, as large as the heuristic was allowed. */
     if ((e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &ws))) return e;
     ws_size = CU_GEMM_WORKSPACE;
   }
   cu_device *cd = &rt->devs[dev];
   cublasLtHandle_t lh = (cublasLtHandle_t)cd->lt;
-  float alpha = (float)a.alpha, beta = (float)a.beta;
+  float alpha = (float)r->alpha, beta = (float)r->beta;
   uint16_t halpha = 0, hbeta = 0;
   const void *pa = &alpha, *pb = &beta;
   if (p->half_scale) {
@@ -1026,8 +974,7 @@ gpurt_error *cu_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph
   }
   /* Named for a later fault; written only when it changes (cd is shared by
    * every thread using the device). */
-  note_matmul(st->last_kernel, &st->last_kernel_h);
-  note_matmul(cd->last_kernel, &cd->last_kernel_h);
+  cu_note_kernel(rt, st, 0, "cublasLtMatmul");
   return NULL;
 }
 
@@ -1117,21 +1064,16 @@ gpurt_error *cu_gemm_lt_warm(cu_runtime *rt, uint32_t dev) {
   return lt_handle(&rt->devs[dev], &lh);
 }
 
-/* Graphs (1.3): see cuda_internal.h. The allocations are the ones
+/* Graphs (1.3): gemm_run on a preparing queue (GP_QUEUE_PREPARE, before
+ * the recording's stream captures). The allocations are the ones
  * plan_c_scratch, cu_stream_workspace, stream_slots and stream_bias16 make
  * lazily; a run captured afterwards finds them and makes none. */
-gpurt_error *cu_gemm_graph_warm(cu_runtime *rt, cu_stream *st, gpurt_gemm_plan *ph,
-                                const gpurt_gemm_run_args *args) {
-  gpurt_error *e = NULL;
-  cu_plan *p = cu_get(&rt->plans, ph, &e);
-  if (p == NULL) return e;
-  gpurt_gemm_run_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "gemm run args"))) return e;
-  if (st->dev != p->dev) return NULL; /* gemm_run reports it, with its message */
+static gpurt_error *gemm_warm(cu_runtime *rt, cu_stream *st, cu_plan *p, int has_c, int has_ws) {
+  gpurt_error *e;
   if ((e = cu_enter(rt, p->dev))) return e;
   CUdeviceptr q = 0;
-  if (a.c == NULL && !p->c_is_d && (e = plan_c_scratch(rt, p, &q))) return e;
-  if (a.workspace == NULL && (e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &q))) return e;
+  if (!has_c && !p->c_is_d && (e = plan_c_scratch(rt, p, &q))) return e;
+  if (!has_ws && (e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &q))) return e;
   if (!p->fp8 && !p->bias_conv) return NULL;
   pthread_mutex_lock(&st->slot_mu);
   CUresult r = CUDA_SUCCESS;
@@ -1160,8 +1102,7 @@ gpurt_error *cu_gemm_graph_warm(cu_runtime *rt, cu_stream *st, gpurt_gemm_plan *
   pthread_mutex_unlock(&st->slot_mu);
   if (r == CUDA_ERROR_OUT_OF_MEMORY)
     return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r,
-                         "graph_create: out of device memory allocating the graph's %s on "
-                         "device %u", what, st->dev);
-  if (r != CUDA_SUCCESS) return cu_fail(rt, st->dev, r, "graph_create: gemm allocations", NULL);
+                         "out of device memory allocating the graph's %s on device %u", what, st->dev);
+  if (r != CUDA_SUCCESS) return cu_fail(rt, st->dev, r, "gemm allocations before a capture", NULL);
   return NULL;
 }

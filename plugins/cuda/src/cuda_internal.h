@@ -22,7 +22,7 @@
 #include <cuda.h>
 
 #include "gpurt.h"
-#include "gp_common.h"
+#include "gp_backend.h"
 
 #define CU_HIDDEN __attribute__((visibility("hidden")))
 
@@ -81,91 +81,28 @@ CU_HIDDEN void cu_result_text(CUresult r, char *buf, size_t cap);
 /* The first candidate library dlopen accepts (cuda_driver.c says how). */
 CU_HIDDEN void *cu_dlopen_first(const char *const *cands, size_t n, int explicit_only, char *tried, size_t cap);
 
-/* ---- errors, ABI structs, dtypes: csrc ------------------------------------ */
+/* ---- the engine: csrc ------------------------------------------------------ */
 /*
- * Error objects ("cuda: <message>", gp_err / gp_err_vendor), struct_size-aware
- * reading and writing of ABI structs (gp_read_struct, gp_check_out,
- * gp_write_struct), gp_strlcpy and gp_dtype_name come from csrc/ (built into
- * the plugin by scripts/build_cuda.sh; gp_plugin_prefix is in cuda_plugin.c).
+ * csrc's engine (csrc/gp_engine*.c, built into the plugin by
+ * scripts/build_cuda.sh) implements gpurt_api over this plugin's gp_backend
+ * table (cuda_plugin.c): handles, the caller's structs, the contract's
+ * checks and their messages. The entries below receive resolved operands
+ * (gp_mem: addr is the CUdeviceptr of byte offset, obj the cu_buffer;
+ * gp_queue: q is the cu_stream). Errors are csrc's gp_err / gp_err_vendor
+ * ("cuda: <message>"; gp_plugin_prefix is in cuda_plugin.c).
  */
-
-/* ---- handle tables ----------------------------------------------------- */
-/*
- * A handle is a number, never dereferenced: (serial << 24) | (slot + 1),
- * where serial comes from one process-wide counter, so a freed handle, a
- * handle of another table (another kind or another runtime) or garbage
- * never matches a live slot. Lookups take no lock (the ABI forbids
- * destroying a handle while another call uses it); insert and remove lock.
- * Slots live in chunks that never move.
- *
- * Why not csrc's gp_handle_table: that table grows by realloc and is used
- * under its owner's lock, so every lookup would take a lock; launch and
- * GEMM run resolve one to four handles per call here and stay lock-free
- * (one acquire load of the slot's handle). The encoding (a process-wide
- * serial instead of kind/owner/generation fields) and the messages
- * (cu_bad_handle) differ too, and both are part of this plugin's behaviour.
- */
-#define CU_HT_CHUNK_BITS 10
-#define CU_HT_CHUNK (1u << CU_HT_CHUNK_BITS)
-#define CU_HT_MAX_CHUNKS 4096 /* 4 Mi live objects per table */
-
-typedef struct cu_slot {
-  _Atomic uint64_t handle; /* 0 when free */
-  void *_Atomic obj;
-  uint32_t next_free;
-} cu_slot;
-
-typedef struct cu_table {
-  pthread_mutex_t mu;
-  const char *kind; /* "buffer", ... for messages */
-  _Atomic(cu_slot *) chunks[CU_HT_MAX_CHUNKS];
-  _Atomic uint32_t nslots;
-  uint32_t free_head; /* UINT32_MAX when empty */
-  uint64_t live;
-} cu_table;
-
-CU_HIDDEN void cu_table_init(cu_table *t, const char *kind);
-CU_HIDDEN void cu_table_free(cu_table *t);
-/* 0 on success; -1 when full or out of memory. */
-CU_HIDDEN int cu_table_insert(cu_table *t, void *obj, uint64_t *out);
-/* Inline: every call resolves one to four handles. */
-static inline void *cu_table_lookup(const cu_table *t, uint64_t h) {
-  uint64_t slot = h & 0xffffffu;
-  if (__builtin_expect(h == 0 || slot == 0, 0)) return NULL;
-  uint32_t idx = (uint32_t)(slot - 1);
-  if (__builtin_expect(idx >= atomic_load_explicit(&t->nslots, memory_order_acquire), 0))
-    return NULL;
-  cu_slot *chunk = atomic_load_explicit(&t->chunks[idx >> CU_HT_CHUNK_BITS],
-                                        memory_order_acquire);
-  if (__builtin_expect(chunk == NULL, 0)) return NULL;
-  cu_slot *s = &chunk[idx & (CU_HT_CHUNK - 1)];
-  if (__builtin_expect(atomic_load_explicit(&s->handle, memory_order_acquire) != h, 0))
-    return NULL;
-  return atomic_load_explicit(&s->obj, memory_order_relaxed);
-}
-/* Removes h; returns its object or NULL when h is not live. */
-CU_HIDDEN void *cu_table_remove(cu_table *t, uint64_t h);
-/* Calls fn on every live object (under the table's lock). */
-CU_HIDDEN void cu_table_each(cu_table *t, void (*fn)(void *user, void *obj),
-                             void *user);
-CU_HIDDEN gpurt_error *cu_bad_handle(const cu_table *t, const void *h);
-/* The live object of handle h in t, or NULL with *err set (cu_bad_handle).
- * Always inlined: launch and gemm_run resolve their handles through it. */
-static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, const void *h,
-                                                          gpurt_error **err) {
-  void *o = cu_table_lookup(t, (uint64_t)(uintptr_t)h);
-  if (__builtin_expect(o == NULL, 0)) *err = cu_bad_handle(t, h);
-  return o;
-}
 
 /* ---- runtime objects --------------------------------------------------- */
 /*
- * Locks. Launch, copy, memset, stream and event calls take none: handle
- * lookups are lock-free (cu_table_lookup), a context is made current per
- * call, and the last-kernel records are atomics. The mutexes, and the order
+ * Locks. Launch, copy, memset, stream and event entries take none (the
+ * engine resolved their handles), a context is made current per call, and
+ * the last-kernel records are atomics. The mutexes, and the order
  * in which they may nest (a lock is only ever taken while holding locks
  * ABOVE it in this list, never below):
  *
+ *   (the engine's)   a graph's mu (held while its recording's entries run
+ *                    and around graph_launch) and an attention object's mu
+ *                    (around attention_plan) are above every lock below.
  *   cu_plan.mu       (cuda_gemm.c) a plan with pointer attributes (bias,
  *                    fp8 scales): serialises its runs from setting the
  *                    attributes to enqueuing cublasLtMatmul; plan_c_scratch's
@@ -183,15 +120,12 @@ static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, con
  *                    taken alone (then cu_device.mu through cu_fail).
  *   cu_stream.ws_mu  (cuda_stream.c) the stream's lazy GEMM workspace;
  *                    taken alone, before cu_plan.mu, released before it.
- *   cu_runtime.mu    (cuda_module.c) the modules' kernel lists; may take a
- *                    table's mu (kernel handles inserted / removed).
  *   cu_device.mu     (cuda_runtime.c, cuda_gemm.c) lost_msg / lost_code and
  *                    the device's lazy cuBLASLt handle, scratch and internal
  *                    module; reached from cu_fail / cu_lost_error, so under
  *                    cu_plan.mu and cu_stream.slot_mu too.
- *   cu_table.mu      (cuda_handles.c) insert and remove of one table; a leaf,
- *                    except runtime teardown (cu_table_each), which holds it
- *                    while releasing the objects.
+ *   cu_comm.mu       (cuda_comm.c) a communicator's NCCL calls: a leaf but
+ *                    for cu_device.mu through cu_fail.
  *   g_lost_mu        (cuda_runtime.c) the process-wide sticky-error record: a
  *                    leaf, never held with cu_device.mu (cu_fail and
  *                    cu_adopt_lost take one after releasing the other).
@@ -207,9 +141,8 @@ static inline __attribute__((always_inline)) void *cu_get(const cu_table *t, con
  * calls and cublasLtMatmul of cu_gemm_tn_ptrs); cu_stream.ws_mu (cuStreamSynchronize, cuMemFree, cuMemAlloc
  * when the workspace grows); cu_device.mu (one-time cublasLtCreate,
  * cuMemAlloc + cuMemcpyHtoD of the scratch, cuModuleLoadDataEx +
- * cuModuleGetFunction of the internal kernels); cu_table.mu at teardown
- * (the objects' destroy/free calls); g_mu and lt_mu around dlopen. Never
- * held across a driver call: cu_runtime.mu, g_lost_mu.
+ * cuModuleGetFunction of the internal kernels); cu_comm.mu (NCCL calls);
+ * g_mu and lt_mu around dlopen. Never held across a driver call: g_lost_mu.
  */
 
 #define CU_NAME_CAP 128
@@ -227,8 +160,8 @@ typedef struct cu_device {
   char lost_msg[640];
   CUresult lost_code;
   char last_kernel[CU_NAME_CAP]; /* the last kernel launched on any stream */
-  _Atomic uint64_t last_kernel_h; /* its handle (0: a GEMM or none): the name is
-                                     copied only when the kernel changes */
+  _Atomic uintptr_t last_kernel_h; /* its CUfunction (0: a GEMM or none): the name
+                                      is copied only when the kernel changes */
   void *lt;                     /* cublasLtHandle_t, lazily (cuda_gemm.c) */
   CUdeviceptr gemm_scratch;     /* 256 bytes, f32 1.0 first, lazily (cuda_gemm.c) */
   /* The embedded fatbin loaded once more for the plugin's own kernels
@@ -239,32 +172,51 @@ typedef struct cu_device {
 } cu_device;
 
 typedef struct cu_runtime {
-  uint64_t self;
   uint32_t ndev;
   cu_device *devs;
-  cu_table buffers, hosts, streams, events, modules, kernels, plans;
-  cu_table graphs; /* 1.3 (cuda_graph.c) */
-  cu_table attns;  /* 1.5 (cuda_attention.c) */
-  _Atomic uint64_t device_bytes, host_bytes;
-  pthread_mutex_t mu; /* module kernel lists */
 } cu_runtime;
 
+/* A buffer (gp_mem.obj of mem_alloc). */
 typedef struct cu_buffer {
   uint32_t dev;
   CUdeviceptr ptr;
   uint64_t size;
 } cu_buffer;
 
-typedef struct cu_host {
-  void *ptr;
-  uint64_t size;
-} cu_host;
+/* A recording's snapshot of a captured attention run (cuda_attention.c). */
+typedef struct cu_attn_snap {
+  void *obj;              /* the cu_attn (alive while the graph's items are: the engine checks) */
+  uint32_t batch;         /* the plan's batch at capture: the one replays need */
+  uint64_t pages_avail;   /* int32 entries readable from the captured indices view */
+  CUdeviceptr fws, iws;   /* the workspace the captured kernels point into */
+} cu_attn_snap;
 
+typedef struct cu_event cu_event;
+
+/* What a recording (graph_begin .. graph_end, cuda_graph.c) keeps while its
+ * items are captured on its private stream: per item the kernel node a
+ * launch added (graph_patch), the attention runs' snapshots (checked before
+ * each replay) and the events recorded (marked recorded at each replay).
+ * Filled by the entries on the recording's queue (cu_rec_*, cuda_stream.c)
+ * on the one thread that records (the engine holds the graph's lock). */
+typedef struct cu_rec {
+  uint64_t items;
+  CUgraphNode *knodes;     /* items entries */
+  cu_attn_snap *snaps;
+  uint64_t nsnaps, capsnaps;
+  cu_event **evs;
+  uint64_t nevs, capevs;
+  int capturing;           /* cuStreamBeginCapture_v2 ran */
+  int oom;                 /* a snapshot or event could not be kept */
+} cu_rec;
+
+/* A stream (gp_queue.q; a recording queue's too: its private stream). */
 typedef struct cu_stream {
   uint32_t dev;
   CUstream s;
+  cu_rec *rec;                    /* a recording's stream: what it captured so far */
   char last_kernel[CU_NAME_CAP];
-  _Atomic uint64_t last_kernel_h; /* as cu_device's */
+  _Atomic uintptr_t last_kernel_h; /* as cu_device's */
   pthread_mutex_t ws_mu;          /* lazy GEMM workspace */
   _Atomic CUdeviceptr ws;
   size_t ws_size;
@@ -286,43 +238,21 @@ typedef struct cu_stream {
   uint64_t qscratch_cap;
 } cu_stream;
 
-typedef struct cu_event {
+struct cu_event {
   uint32_t dev;
   CUevent ev;
   uint32_t flags;
   _Atomic int recorded;
-} cu_event;
-
-typedef struct cu_kernel cu_kernel;
+};
 
 typedef struct cu_module {
   uint32_t dev;
   CUmodule mod;
   int builtin;
-  char name[CU_NAME_CAP];
-  cu_kernel *kernels; /* list, under rt->mu */
-  void *image;        /* the caller's data, copied; kept until unload */
+  void *image; /* the caller's data, copied; kept until unload */
 } cu_module;
 
-struct cu_kernel {
-  uint32_t dev;
-  uint64_t handle;
-  cu_module *module;
-  CUfunction fn;
-  char name[CU_NAME_CAP];
-  size_t name_len;
-  uint32_t num_params;
-  int params_known; /* num_params/sizes are known */
-  int kinds_known;  /* kinds are known (built-ins) */
-  const gp_builtin_kernel *builtin; /* csrc's row for a built-in, else NULL */
-  int32_t kinds[GPURT_MAX_KERNEL_PARAMS];
-  uint32_t sizes[GPURT_MAX_KERNEL_PARAMS];
-  cu_kernel *next;
-};
-
 /* ---- cuda_runtime.c: the bottom floor ---- */
-/* The process-wide runtime table (cuda_plugin.c's create/destroy fill it). */
-CU_HIDDEN extern cu_table g_runtimes;
 /* The remedy every lost-device message ends with. */
 CU_HIDDEN extern const char cu_restart[];
 /* Records ordinal i's sticky error (the first one wins). */
@@ -331,31 +261,6 @@ CU_HIDDEN void cu_proc_mark_lost(uint32_t i, CUresult r, const char *msg);
 CU_HIDDEN int cu_proc_lost(uint32_t i, CUresult *code, char *msg, size_t cap);
 /* 1 when r leaves the context unusable (the device is lost). */
 CU_HIDDEN int cu_sticky(CUresult r);
-/* Looks up rt; NULL with *err set when it is not a live runtime. */
-CU_HIDDEN cu_runtime *cu_rt(gpurt_runtime *h, gpurt_error **err);
-/* The prologue of a call with an out parameter: resolves h, then refuses
- * out NULL ("<op>: out is NULL"). NULL with *err set on either. */
-CU_HIDDEN cu_runtime *cu_rt_out(gpurt_runtime *h, const void *out, const char *op,
-                                gpurt_error **err);
-/* One of cu_runtime's tables, for cu_rt_obj and cu_rt_take. */
-#define CU_TABLE(name) offsetof(cu_runtime, name)
-/* The prologue of a call on one object: resolves h into *rt, then handle x
- * in the runtime's table tbl (CU_TABLE(...)). NULL with *err set when either
- * is not live. Always inlined (launch and gemm_run start with it). */
-static inline __attribute__((always_inline)) void *cu_rt_obj(gpurt_runtime *h, size_t tbl,
-                                                             const void *x, cu_runtime **rt,
-                                                             gpurt_error **err) {
-  cu_runtime *r = cu_rt(h, err);
-  *rt = r;
-  if (__builtin_expect(r == NULL, 0)) return NULL;
-  return cu_get((const cu_table *)((const char *)r + tbl), x, err);
-}
-/* The prologue of a free/destroy: resolves h into *rt, then removes handle x
- * from the runtime's table tbl (CU_TABLE(...)) and returns its object. NULL
- * with *err NULL when x is NULL (nothing to free), with *err set when h or x
- * is not live. */
-CU_HIDDEN void *cu_rt_take(gpurt_runtime *h, size_t tbl, const void *x, cu_runtime **rt,
-                           gpurt_error **err);
 /* Makes d's context current on this thread when it is not already. */
 static inline CUresult cu_make_current(cu_device *d) {
   CUcontext cur = NULL;
@@ -366,6 +271,8 @@ static inline CUresult cu_make_current(cu_device *d) {
 /* Makes the device's primary context current on this thread and checks the
  * device is not lost. NULL on success. */
 CU_HIDDEN gpurt_error *cu_enter(cu_runtime *rt, uint32_t dev);
+/* For teardown: makes the context current, lost or not. */
+CU_HIDDEN void cu_enter_quiet(cu_runtime *rt, uint32_t dev);
 /* The error for a failed driver call `op` on device dev; records a sticky
  * error (device lost). kernel: the kernel to name, or NULL. */
 CU_HIDDEN gpurt_error *cu_fail(cu_runtime *rt, uint32_t dev, CUresult r,
@@ -374,90 +281,66 @@ CU_HIDDEN gpurt_error *cu_lost_error(cu_runtime *rt, uint32_t dev);
 /* Whether dev is lost for this runtime or, process-wide, for any runtime
  * (the primary context is shared: a sticky error in one is in all). */
 CU_HIDDEN int cu_dev_lost(cu_runtime *rt, uint32_t dev);
+/* Names kernel `name` (key: any value that tells kernels apart) as the last
+ * launched on st and on its device, for a later fault report. */
+CU_HIDDEN void cu_note_kernel(cu_runtime *rt, cu_stream *st, uintptr_t key, const char *name);
+
+/* ---- cuda_stream.c: streams, events (gp_backend entries) ---------------- */
+
+CU_HIDDEN gpurt_error *cu_queue_create(void *ctx, uint32_t dev, gp_queue *out);
+CU_HIDDEN void cu_queue_destroy(void *ctx, gp_queue *q);
+CU_HIDDEN gpurt_error *cu_queue_sync(void *ctx, gp_queue *q);
+CU_HIDDEN gpurt_error *cu_queue_query(void *ctx, gp_queue *q, uint64_t *pending);
+CU_HIDDEN gpurt_error *cu_event_create(void *ctx, uint32_t dev, uint32_t flags, void **ev);
+CU_HIDDEN void cu_event_destroy(void *ctx, void *ev);
+CU_HIDDEN gpurt_error *cu_event_record(void *ctx, void *ev, gp_queue *q);
+CU_HIDDEN gpurt_error *cu_event_wait(void *ctx, gp_queue *q, void *ev);
+CU_HIDDEN gpurt_error *cu_event_query(void *ctx, void *ev, int *done);
+CU_HIDDEN gpurt_error *cu_event_sync(void *ctx, void *ev);
+CU_HIDDEN gpurt_error *cu_event_elapsed(void *ctx, void *start, void *end, double *ms, int *which);
+/* A private stream of device dev (graph recordings) and its release. */
+CU_HIDDEN gpurt_error *cu_stream_new(cu_runtime *rt, uint32_t dev, cu_stream **out);
+CU_HIDDEN void cu_stream_free(cu_runtime *rt, cu_stream *s);
 /* Lazily allocates the stream's GEMM workspace (at least size bytes). */
 CU_HIDDEN gpurt_error *cu_stream_workspace(cu_runtime *rt, cu_stream *s,
                                            size_t size, CUdeviceptr *out);
-/* Resolves a buffer view: handle, offset, bytes needed from offset. */
-CU_HIDDEN gpurt_error *cu_view(cu_runtime *rt, gpurt_buffer *b, uint64_t off,
-                               uint64_t bytes, uint32_t dev, const char *what,
-                               CUdeviceptr *out);
-
-/* ---- cuda_plugin.c: runtimes, releasers (runtime teardown, full tables) --- */
-
-CU_HIDDEN void cu_enter_quiet(cu_runtime *rt, uint32_t dev);
-CU_HIDDEN void cu_free_kernel_list(cu_module *m);
-CU_HIDDEN void cu_release_module(void *u, void *o);
-CU_HIDDEN void cu_release_stream(void *u, void *o);
-CU_HIDDEN void cu_release_event(void *u, void *o);
-CU_HIDDEN void cu_release_buffer(void *u, void *o);
-CU_HIDDEN void cu_release_host(void *u, void *o);
-CU_HIDDEN gpurt_error *cu_insert(cu_runtime *rt, cu_table *t, void *obj,
-                                 void (*release)(void *u, void *o), const char *op,
-                                 uint64_t *hv);
+/* Recordings (cu_rec): after a launch captured on st, keeps the kernel
+ * node it added for item `item`; keeps a captured attention run's
+ * snapshot (one per object: the smallest page view). */
+CU_HIDDEN void cu_rec_launch_node(cu_stream *st, uint64_t item);
+CU_HIDDEN void cu_rec_snap(cu_stream *st, const cu_attn_snap *s);
 
 /* ---- cuda_memory.c: buffers, host buffers, copy, memset ----------------- */
 
-CU_HIDDEN gpurt_error *cu_buffer_alloc(gpurt_runtime *h, uint32_t dev, uint64_t size,
-                                       gpurt_buffer **out);
-CU_HIDDEN gpurt_error *cu_buffer_free(gpurt_runtime *h, gpurt_buffer *buf);
-CU_HIDDEN gpurt_error *cu_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out,
-                                     void **out_ptr);
-CU_HIDDEN gpurt_error *cu_host_free(gpurt_runtime *h, gpurt_host_buffer *buf);
-CU_HIDDEN gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *args);
-CU_HIDDEN gpurt_error *cu_memset(gpurt_runtime *h, const gpurt_memset_args *args);
+CU_HIDDEN gpurt_error *cu_mem_alloc(void *ctx, uint32_t dev, uint64_t size, gp_mem *out);
+CU_HIDDEN gpurt_error *cu_mem_free(void *ctx, gp_mem *m);
+CU_HIDDEN gpurt_error *cu_host_alloc(void *ctx, uint64_t size, gp_mem *out, void **host_ptr);
+CU_HIDDEN void cu_host_free(void *ctx, gp_mem *m);
+CU_HIDDEN gpurt_error *cu_copy(void *ctx, gp_queue *q, const gp_copy *c);
+CU_HIDDEN gpurt_error *cu_memset(void *ctx, gp_queue *q, const gp_mem *dst, uint64_t size, uint32_t value,
+                                 uint32_t element_size);
 
-/* ---- cuda_stream.c: streams, events ------------------------------------- */
+/* ---- cuda_module.c: modules, kernels, launch ------------------------------ */
 
-CU_HIDDEN gpurt_error *cu_stream_create(gpurt_runtime *h, uint32_t dev, gpurt_stream **out);
-CU_HIDDEN gpurt_error *cu_stream_destroy(gpurt_runtime *h, gpurt_stream *sh);
-CU_HIDDEN gpurt_error *cu_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh);
-CU_HIDDEN gpurt_error *cu_stream_query(gpurt_runtime *h, gpurt_stream *sh);
-CU_HIDDEN gpurt_error *cu_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh);
-CU_HIDDEN gpurt_error *cu_event_create(gpurt_runtime *h, uint32_t dev, uint32_t flags,
-                                       gpurt_event **out);
-CU_HIDDEN gpurt_error *cu_event_destroy(gpurt_runtime *h, gpurt_event *eh);
-CU_HIDDEN gpurt_error *cu_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh);
-CU_HIDDEN gpurt_error *cu_event_query(gpurt_runtime *h, gpurt_event *eh);
-CU_HIDDEN gpurt_error *cu_event_synchronize(gpurt_runtime *h, gpurt_event *eh);
-CU_HIDDEN gpurt_error *cu_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh,
-                                        double *out_ms);
-
-/* ---- cuda_module.c: modules, kernels, launch, launch_batch -------------- */
-
-CU_HIDDEN gpurt_error *cu_module_load(gpurt_runtime *h, const gpurt_module_load_args *args,
-                                      gpurt_module **out);
-CU_HIDDEN gpurt_error *cu_module_unload(gpurt_runtime *h, gpurt_module *mh);
-CU_HIDDEN gpurt_error *cu_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name,
-                                     uint64_t name_len, gpurt_kernel **out);
-CU_HIDDEN gpurt_error *cu_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info *out);
-CU_HIDDEN gpurt_error *cu_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh,
-                                 const gpurt_launch_args *args);
-CU_HIDDEN gpurt_error *cu_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count,
-                                       const gpurt_launch_item *items, uint64_t *out_enqueued);
+CU_HIDDEN gpurt_error *cu_module_load(void *ctx, uint32_t dev, const gpurt_module_load_args *a, void **mod);
+CU_HIDDEN void cu_module_unload(void *ctx, void *mod);
+CU_HIDDEN gpurt_error *cu_kernel_get(void *ctx, void *mod, const char *name, uint64_t len, void **kernel,
+                                     gpurt_kernel_info *info);
+CU_HIDDEN gpurt_error *cu_launch(void *ctx, gp_queue *q, const gp_launch_op *l);
+CU_HIDDEN gpurt_error *cu_launch_many(void *ctx, gp_queue *q, const gp_launch_op *l, uint64_t n,
+                                      uint64_t *enqueued);
+/* A launch's kernel-node parameters (graph_patch): p's pointers point into
+ * vals and ptrs (GPURT_MAX_KERNEL_PARAMS entries each). */
+CU_HIDDEN void cu_launch_node(const gp_launch_op *l, CUDA_KERNEL_NODE_PARAMS *p, uint64_t *vals, void **ptrs);
 
 /* ---- GEMM (cuda_gemm.c) -------------------------------------------------------- */
 
-CU_HIDDEN gpurt_error *cu_gemm_plan_create(gpurt_runtime *rt, uint32_t device,
-                                           const gpurt_gemm_desc *desc,
-                                           gpurt_gemm_plan **out);
-CU_HIDDEN gpurt_error *cu_gemm_plan_destroy(gpurt_runtime *rt,
-                                            gpurt_gemm_plan *p);
-CU_HIDDEN gpurt_error *cu_gemm_run(gpurt_runtime *rt, gpurt_stream *s,
-                                   gpurt_gemm_plan *p,
-                                   const gpurt_gemm_run_args *args);
-/* Frees a plan object (runtime teardown; the plan's context current). */
-CU_HIDDEN void cu_gemm_plan_free(void *plan);
-/* The device the plan is for (teardown makes its context current). */
-CU_HIDDEN uint32_t cu_gemm_plan_device(const void *plan);
+CU_HIDDEN gpurt_error *cu_gemm_plan(void *ctx, uint32_t dev, const gpurt_gemm_desc *d, void **plan);
+CU_HIDDEN void cu_gemm_plan_free(void *ctx, void *plan);
+/* On a GP_QUEUE_PREPARE queue: the lazy allocations only. */
+CU_HIDDEN gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r);
 /* Releases a device's cuBLASLt handle (runtime teardown). */
 CU_HIDDEN void cu_gemm_device_release(cu_device *d);
-
-/* ---- quantized and grouped matmul (cuda_quant.c, 1.4) ------------------------------ */
-
-CU_HIDDEN gpurt_error *cu_quant_matmul(gpurt_runtime *rt, gpurt_stream *s,
-                                       const gpurt_quant_matmul_args *args);
-CU_HIDDEN gpurt_error *cu_grouped_gemm(gpurt_runtime *rt, gpurt_stream *s,
-                                       const gpurt_grouped_gemm_args *args);
 /* For cuda_quant.c (cuda_gemm.c): D (column-major m x n, type t: bf16 or
  * f16) = A^T B, A stored k x m and B k x n (leading dimension k), f32
  * accumulation, one cublasLtMatmul on st with workspace ws (descriptors
@@ -470,79 +353,47 @@ CU_HIDDEN size_t cu_gemm_workspace_bytes(void);
 /* Before a graph captures calls of cu_gemm_tn_ptrs: loads cuBLASLt and
  * makes device dev's handle (cuda_gemm.c; context current). */
 CU_HIDDEN gpurt_error *cu_gemm_lt_warm(cu_runtime *rt, uint32_t dev);
-/* Before a graph captures quant_matmul / grouped_gemm with these args on
- * its stream cap: what the call makes lazily (its kernel's module, the
- * stream's scratch and GEMM workspace, cuBLASLt's handle), nothing
- * enqueued (cuda_quant.c). The argument checks are the call's own. */
-CU_HIDDEN gpurt_error *cu_quant_graph_warm(gpurt_runtime *h, gpurt_stream *cap,
-                                           const gpurt_quant_matmul_args *args);
-CU_HIDDEN gpurt_error *cu_grouped_graph_warm(gpurt_runtime *h, gpurt_stream *cap,
-                                             const gpurt_grouped_gemm_args *args);
+
+/* ---- quantized and grouped matmul (cuda_quant.c, 1.4) ------------------------------ */
+
+/* On a GP_QUEUE_PREPARE queue: what the call makes lazily (its kernel's
+ * module, the stream's scratch and GEMM workspace, cuBLASLt's handle),
+ * nothing enqueued. */
+CU_HIDDEN gpurt_error *cu_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r);
+CU_HIDDEN gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r);
 /* Unloads a device's quant kernels (runtime teardown, context current). */
 CU_HIDDEN void cu_quant_device_release(cu_device *d);
 
-/* ---- graphs (cuda_graph.c, 1.3) ----------------------------------------------------- */
-
-CU_HIDDEN gpurt_error *cu_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args,
-                                       gpurt_graph **out);
-CU_HIDDEN gpurt_error *cu_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh);
-CU_HIDDEN gpurt_error *cu_graph_update(gpurt_runtime *h, gpurt_graph *gh,
-                                       gpurt_graph_update_args *args);
-CU_HIDDEN gpurt_error *cu_graph_destroy(gpurt_runtime *h, gpurt_graph *gh);
-CU_HIDDEN gpurt_error *cu_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out); /* 1.7 */
-/* Runtime teardown: frees a graph (its capture stream is in rt->streams). */
-CU_HIDDEN void cu_release_graph(void *u, void *o);
-/* launch's checks of a launch of kh on st and its packed arguments
- * (vals/ptrs: GPURT_MAX_KERNEL_PARAMS entries), enqueueing nothing
- * (cuda_module.c; graphs patch kernel nodes with them). */
-CU_HIDDEN gpurt_error *cu_launch_params(cu_runtime *rt, const cu_stream *st, gpurt_kernel *kh,
-                                        const gpurt_launch_args *args, cu_kernel **k,
-                                        gpurt_launch_args *a, uint64_t *vals, void **ptrs);
-/* Before a capture of runs of plan ph with args on st: makes the lazy
- * allocations such a run makes (cuMemAlloc and cuStreamSynchronize are not
- * allowed while the stream captures): the plan's C scratch, the stream's
- * workspace, fp8 scale slots and 16-bit bias copy (cuda_gemm.c). */
-CU_HIDDEN gpurt_error *cu_gemm_graph_warm(cu_runtime *rt, cu_stream *st, gpurt_gemm_plan *ph,
-                                          const gpurt_gemm_run_args *args);
-
 /* ---- attention over a paged KV cache (cuda_attention.c, 1.5) ------------------------ */
 
-CU_HIDDEN gpurt_error *cu_kv_append(gpurt_runtime *h, gpurt_stream *sh,
-                                    const gpurt_kv_append_args *args);
-CU_HIDDEN gpurt_error *cu_attention_create(gpurt_runtime *h, uint32_t dev,
-                                           const gpurt_attention_desc *desc,
-                                           gpurt_attention **out);
-CU_HIDDEN gpurt_error *cu_attention_destroy(gpurt_runtime *h, gpurt_attention *a);
-CU_HIDDEN gpurt_error *cu_attention_plan(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
-                                         const gpurt_attention_plan_args *args);
-CU_HIDDEN gpurt_error *cu_attention_run(gpurt_runtime *h, gpurt_stream *s, gpurt_attention *a,
-                                        const gpurt_attention_run_args *args);
-/* Runtime teardown: frees an attention object (its context made current). */
-CU_HIDDEN void cu_release_attention(void *u, void *o);
+CU_HIDDEN gpurt_error *cu_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r);
+CU_HIDDEN gpurt_error *cu_attention_create(void *ctx, uint32_t dev, const gpurt_attention_desc *d, void **obj);
+CU_HIDDEN void cu_attention_destroy(void *ctx, void *obj);
+CU_HIDDEN gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *a,
+                                         const gp_attention_sched *sched);
+/* On a recording queue: decode objects on FlashInfer's decode kernel only
+ * (else UNSUPPORTED); the run's snapshot is kept in the recording. */
+CU_HIDDEN gpurt_error *cu_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r);
 
-/* Graphs (cuda_graph.c): a decode run recorded in a graph, and what its
- * captured kernels baked in, checked before every replay. */
-typedef struct cu_attn_snap {
-  gpurt_attention *handle;
-  uint32_t batch;         /* the plan's batch at capture: the one replays need */
-  uint64_t pages_avail;   /* int32 entries readable from the captured indices view */
-  CUdeviceptr fws, iws;   /* the workspace the captured kernels point into */
-} cu_attn_snap;
-/* Captures a run of the object's current plan on the capturing stream cap
- * (without eager run's plan-stream check; decode objects on FlashInfer's
- * decode kernel only, else UNSUPPORTED), filling *snap. */
-CU_HIDDEN gpurt_error *cu_attention_capture(gpurt_runtime *h, gpurt_stream *cap, gpurt_attention *a,
-                                            const gpurt_attention_run_args *args, cu_attn_snap *snap);
-/* Before a replay on stream sh: the object still exists, is planned on sh,
- * for the captured batch, into the captured workspace, with no more pages
- * than the captured indices hold (FAILED_PRECONDITION / OUT_OF_RANGE
- * naming what differs). Takes cu_attn.mu (under cu_graph.mu). */
-CU_HIDDEN gpurt_error *cu_attention_replay_check(cu_runtime *rt, const cu_attn_snap *snap, gpurt_stream *sh);
+/* Before a replay: the object is planned for the captured batch, into the
+ * captured workspace, with no more pages than the captured indices hold
+ * (FAILED_PRECONDITION / OUT_OF_RANGE naming what differs). Takes cu_attn.mu. */
+CU_HIDDEN gpurt_error *cu_attention_replay_check(const cu_attn_snap *snap);
+
+/* ---- graphs (cuda_graph.c) ------------------------------------------------------- */
+
+CU_HIDDEN gpurt_error *cu_graph_begin(void *ctx, uint32_t dev, gp_queue *rec);
+CU_HIDDEN gpurt_error *cu_graph_capture(void *ctx, gp_queue *rec);
+CU_HIDDEN gpurt_error *cu_graph_end(void *ctx, gp_queue *rec, int abort, void **exec);
+CU_HIDDEN int cu_graph_patchable(void *ctx, void *exec, uint64_t item);
+CU_HIDDEN gpurt_error *cu_graph_patch(void *ctx, void *exec, uint64_t item, const gp_launch_op *l);
+CU_HIDDEN gpurt_error *cu_graph_launch(void *ctx, void *exec, gp_queue *q);
+CU_HIDDEN void cu_graph_destroy(void *ctx, void *exec);
 
 /* ---- the embedded kernels (cuda_fatbin.S) ------------------------------------------ */
 
-/* Names of the plugin's own kernels in the fatbin (cuda_kernels.cu); kernel_get
- * refuses them in the built-in module. */
+/* Names of the plugin's own kernels in the fatbin (cuda_kernels.cu); they
+ * are not in csrc's built-in table, so kernel_get never finds them. */
 #define CU_INTERNAL_PREFIX "gpurt_internal_"
 
 CU_HIDDEN extern const unsigned char gpurt_cuda_fatbin[];

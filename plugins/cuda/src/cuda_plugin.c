@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cuda_plugin.c — the top floor of the CUDA plugin: negotiation, the
- * function table, plugin info, probe, runtime create/destroy and devices.
- * The runtime table, errors, contexts, the lost-device state and the
- * releasers are cuda_runtime.c's (the bottom floor); memory is in
+ * cuda_plugin.c — the top floor of the CUDA plugin: probe, open (the
+ * devices' primary contexts and launch limits), close, device info, the
+ * lost-device check, the gp_backend table and the entry (csrc's engine
+ * implements gpurt_api over the table). Errors, contexts and the
+ * lost-device state are cuda_runtime.c's (the bottom floor); memory is in
  * cuda_memory.c, streams and events in cuda_stream.c, modules, kernels and
- * launches in cuda_module.c, GEMM in cuda_gemm.c (README.md: the file map).
+ * launches in cuda_module.c, GEMM in cuda_gemm.c, graphs in cuda_graph.c
+ * (README.md: the file map).
  *
  * Every device's context is its primary context (cuDevicePrimaryCtxRetain),
  * made current inside each call (cu_enter), so any OS thread may call and
@@ -20,8 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_internal.h"
 #include "cuda_comm.h"
+#include "cuda_internal.h"
+#include "gp_engine.h"
 
 /* The prefix of csrc's error messages ("cuda: ..."). */
 const char gp_plugin_prefix[] = "cuda";
@@ -32,9 +35,8 @@ const char gp_plugin_prefix[] = "cuda";
 
 /* ---- negotiate, info, probe ---------------------------------------------- */
 
+/* Fills o, zeroed and full size (the engine's, or a local one). */
 static void cu_fill_info(CUdevice dev, int ver, gpurt_device_info *o) {
-  memset(o, 0, sizeof *o);
-  o->struct_size = sizeof *o;
   if (cu_drv.p_cuDeviceGetName(o->name, sizeof o->name, dev) != CUDA_SUCCESS)
     gp_strlcpy(o->name, sizeof o->name, "unknown NVIDIA GPU");
   gp_strlcpy(o->vendor, sizeof o->vendor, "NVIDIA");
@@ -66,26 +68,9 @@ static void cu_fill_info(CUdevice dev, int ver, gpurt_device_info *o) {
   if (integ) o->flags |= GPURT_DEVICE_UNIFIED_MEMORY;
 }
 
-static gpurt_error *cu_plugin_info(gpurt_plugin_info *out) {
-  gpurt_error *e = gp_check_out(out, "plugin info");
-  if (e) return e;
-  gpurt_plugin_info i;
-  memset(&i, 0, sizeof i);
-  gp_strlcpy(i.backend, sizeof i.backend, "cuda");
-  gp_strlcpy(i.version, sizeof i.version, CU_PLUGIN_VERSION);
-  i.priority = 300;
-  gp_write_struct(out, &i, sizeof i);
-  return NULL;
-}
-
+/* The engine read and checked args and gives full-size device infos. */
 static gpurt_error *cu_probe(gpurt_probe_args *args) {
-  gpurt_probe_args a;
-  gpurt_error *e = gp_read_struct(&a, sizeof a, args, "probe args");
-  if (e) return e;
-  if (a.device_capacity > 0 && a.devices == NULL)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
-                  "probe args: devices is NULL with device_capacity %u",
-                  a.device_capacity);
+  gpurt_probe_args a = *args;
   a.available = 0;
   a.score = 0;
   a.device_count = 0;
@@ -114,14 +99,11 @@ static gpurt_error *cu_probe(gpurt_probe_args *args) {
           lost_dev = i;
         CUdevice dev;
         if (cu_drv.p_cuDeviceGet(&dev, i) != CUDA_SUCCESS) continue;
-        gpurt_device_info info;
-        cu_fill_info(dev, ver, &info);
-        if (i == 0) snprintf(first, sizeof first, "%s (%s)", info.name, info.arch);
-        if ((uint32_t)i < a.device_capacity) {
-          gpurt_error *ce = gp_check_out(&a.devices[i], "probe device info");
-          if (ce) return ce;
-          gp_write_struct(&a.devices[i], &info, sizeof info);
-        }
+        gpurt_device_info local;
+        memset(&local, 0, sizeof local);
+        gpurt_device_info *info = (uint32_t)i < a.device_capacity ? &a.devices[i] : &local;
+        cu_fill_info(dev, ver, info);
+        if (i == 0) snprintf(first, sizeof first, "%s (%s)", info->name, info->arch);
       }
       if (lost_dev >= 0) {
         /* runtime_create would fail: a runtime spans every device. */
@@ -136,43 +118,19 @@ static gpurt_error *cu_probe(gpurt_probe_args *args) {
       }
     }
   }
-  gp_write_struct(args, &a, sizeof a);
-  return NULL;
-}
-
-static gpurt_error *cu_shutdown(void) {
-  /* Nothing process-wide to release: the driver stays loaded (plugins are
-   * never dlclose'd) and runtimes release their contexts themselves. */
+  *args = a;
   return NULL;
 }
 
 /* ---- runtime ------------------------------------------------------------- */
 
-static void cu_release_plan(void *u, void *o) {
-  cu_enter_quiet(u, cu_gemm_plan_device(o));
-  cu_gemm_plan_free(o);
-}
-static void cu_release_none(void *u, void *o) {
-  (void)u;
-  (void)o;
-}
-
+/* Runs after the engine destroyed every object of the runtime. */
 static void cu_runtime_free(cu_runtime *rt) {
-  cu_comm_release_runtime(rt); /* 1.6: first, so no NCCL kernel waits for a peer */
   for (uint32_t i = 0; i < rt->ndev; i++) {
     if (rt->devs[i].ctx == NULL) continue;
     cu_enter_quiet(rt, i);
     (void)cu_drv.p_cuCtxSynchronize();
   }
-  cu_table_each(&rt->graphs, cu_release_graph, rt); /* before what they use */
-  cu_table_each(&rt->attns, cu_release_attention, rt);
-  cu_table_each(&rt->kernels, cu_release_none, rt); /* owned by modules */
-  cu_table_each(&rt->modules, cu_release_module, rt);
-  cu_table_each(&rt->plans, cu_release_plan, rt);
-  cu_table_each(&rt->events, cu_release_event, rt);
-  cu_table_each(&rt->streams, cu_release_stream, rt);
-  cu_table_each(&rt->buffers, cu_release_buffer, rt);
-  cu_table_each(&rt->hosts, cu_release_host, rt);
   for (uint32_t i = 0; i < rt->ndev; i++) {
     cu_device *d = &rt->devs[i];
     if (d->ctx == NULL) continue;
@@ -200,29 +158,25 @@ static void cu_runtime_free(cu_runtime *rt) {
           break;
         }
   }
-  cu_table_free(&rt->kernels);
-  cu_table_free(&rt->modules);
-  cu_table_free(&rt->plans);
-  cu_table_free(&rt->graphs);
-  cu_table_free(&rt->attns);
-  cu_table_free(&rt->events);
-  cu_table_free(&rt->streams);
-  cu_table_free(&rt->buffers);
-  cu_table_free(&rt->hosts);
-  pthread_mutex_destroy(&rt->mu);
   free(rt->devs);
   free(rt);
 }
 
-static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
-                                      gpurt_runtime **out) {
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "runtime_create: out is NULL");
-  *out = NULL;
-  gpurt_runtime_create_args a;
-  if (args != NULL) {
-    gpurt_error *e = gp_read_struct(&a, sizeof a, args, "runtime create args");
-    if (e) return e;
-  }
+/* The launch limits the engine checks: none beyond the ABI's. The driver
+ * refuses a geometry or a dynamic shared size the device or the kernel
+ * cannot run (CUDA_ERROR_INVALID_VALUE, named with the launch, as before
+ * the engine), and it knows the kernel's own limits (registers, its
+ * shared-memory attribute) that a per-device bound would not. */
+static void cu_limits(gp_limits *lim) {
+  lim->max_threads = UINT32_MAX;
+  lim->max_block_z = UINT32_MAX;
+  lim->max_shared = UINT32_MAX;
+  for (int k = 0; k < 3; k++) lim->max_grid[k] = UINT32_MAX;
+}
+
+/* The engine read and checked a; the plugin has no runtime options. */
+static gpurt_error *cu_open(const gpurt_runtime_create_args *a, void **ctx, uint32_t *ndev, gp_limits *lim) {
+  (void)a;
   char why[512];
   int ver = 0;
   int32_t reason = cu_driver_ready(why, sizeof why, &ver);
@@ -242,16 +196,6 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
     free(rt);
     return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: out of host memory");
   }
-  pthread_mutex_init(&rt->mu, NULL);
-  cu_table_init(&rt->buffers, "buffer");
-  cu_table_init(&rt->hosts, "host buffer");
-  cu_table_init(&rt->streams, "stream");
-  cu_table_init(&rt->events, "event");
-  cu_table_init(&rt->modules, "module");
-  cu_table_init(&rt->kernels, "kernel");
-  cu_table_init(&rt->plans, "gemm plan");
-  cu_table_init(&rt->graphs, "graph");
-  cu_table_init(&rt->attns, "attention");
   rt->ndev = (uint32_t)n;
   for (int i = 0; i < n; i++) {
     cu_device *d = &rt->devs[i];
@@ -289,6 +233,7 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
                            i, t);
     }
     gpurt_device_info info;
+    memset(&info, 0, sizeof info);
     cu_fill_info(d->dev, ver, &info);
     gp_strlcpy(d->name, sizeof d->name, info.name);
     gp_strlcpy(d->pci, sizeof d->pci, info.pci_bus_id);
@@ -300,139 +245,109 @@ static gpurt_error *cu_runtime_create(const gpurt_runtime_create_args *args,
     d->integrated = (info.flags & GPURT_DEVICE_UNIFIED_MEMORY) != 0;
     d->total = info.memory_total;
   }
-  if (cu_table_insert(&g_runtimes, rt, &rt->self) != 0) {
-    cu_runtime_free(rt);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "runtime_create: too many runtimes");
-  }
-  *out = (gpurt_runtime *)(uintptr_t)rt->self;
+  cu_limits(lim);
+  *ctx = rt;
+  *ndev = rt->ndev;
   return NULL;
 }
 
-static gpurt_error *cu_runtime_destroy(gpurt_runtime *h) {
-  if (h == NULL) return NULL;
-  cu_runtime *rt = cu_table_remove(&g_runtimes, (uint64_t)(uintptr_t)h);
-  if (rt == NULL) return cu_bad_handle(&g_runtimes, h);
-  cu_runtime_free(rt);
-  return NULL;
-}
-
-static gpurt_error *cu_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  gpurt_runtime_stats s;
-  memset(&s, 0, sizeof s);
-  s.live_buffers = rt->buffers.live;
-  s.live_host_buffers = rt->hosts.live;
-  s.live_streams = rt->streams.live;
-  s.live_events = rt->events.live;
-  s.live_modules = rt->modules.live;
-  s.live_plans = rt->plans.live;
-  s.device_bytes = atomic_load(&rt->device_bytes);
-  s.host_bytes = atomic_load(&rt->host_bytes);
-  return gp_stats_write(out, &s);
-}
-
-static gpurt_error *cu_runtime_control(gpurt_runtime *h, const gpurt_control_args *args) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  gpurt_control_args a;
-  if ((e = gp_read_struct(&a, sizeof a, args, "control args"))) return e;
-  int len = a.key == NULL ? 0 : (int)(a.key_len > 200 ? 200 : a.key_len);
-  return gp_err(GPURT_ERR_UNSUPPORTED, "runtime_control: unknown key \"%.*s\"", len,
-                a.key ? a.key : "");
-}
+static void cu_close(void *ctx) { cu_runtime_free(ctx); }
 
 /* ---- devices -------------------------------------------------------------- */
 
-static gpurt_error *cu_device_count(gpurt_runtime *h, uint32_t *out) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt_out(h, out, "device_count", &e);
-  if (!rt) return e;
-  *out = rt->ndev;
-  return NULL;
-}
-
-static gpurt_error *cu_device_info(gpurt_runtime *h, uint32_t dev, gpurt_device_info *out) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if ((e = gp_check_out(out, "device info"))) return e;
-  if ((e = cu_enter(rt, dev))) return e;
+static gpurt_error *cu_device_info(void *ctx, uint32_t dev, gpurt_device_info *out) {
+  cu_runtime *rt = ctx;
+  gpurt_error *e = cu_enter(rt, dev);
+  if (e) return e;
   int ver = 0;
   cu_drv.p_cuDriverGetVersion(&ver);
-  gpurt_device_info info;
-  cu_fill_info(rt->devs[dev].dev, ver, &info);
+  cu_fill_info(rt->devs[dev].dev, ver, out);
   size_t fr = 0, tot = 0;
   CUresult r = cu_drv.p_cuMemGetInfo(&fr, &tot);
   if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, "cuMemGetInfo", NULL);
-  info.memory_free = fr;
-  gp_write_struct(out, &info, sizeof info);
+  out->memory_free = fr;
   return NULL;
 }
 
-static gpurt_error *cu_device_synchronize(gpurt_runtime *h, uint32_t dev) {
-  gpurt_error *e = NULL;
-  cu_runtime *rt = cu_rt(h, &e);
-  if (!rt) return e;
-  if ((e = cu_enter(rt, dev))) return e;
-  CUresult r = cu_drv.p_cuCtxSynchronize();
-  if (r != CUDA_SUCCESS)
-    return cu_fail(rt, dev, r, "device synchronize", rt->devs[dev].last_kernel);
-  return NULL;
+/* A sticky error seen by any runtime of the process (cu_fail). The engine
+ * keeps the first 95 bytes of the message as the cause it names in every
+ * later refusal, so it is short: the CUDA error's name, the remedy, the
+ * kernel last launched. */
+static gpurt_error *cu_device_check(void *ctx, uint32_t dev) {
+  cu_runtime *rt = ctx;
+  if (!cu_dev_lost(rt, dev)) return NULL;
+  cu_device *d = &rt->devs[dev];
+  char msg[sizeof d->lost_msg];
+  pthread_mutex_lock(&d->mu);
+  CUresult code = d->lost_code;
+  gp_strlcpy(msg, sizeof msg, d->lost_msg);
+  pthread_mutex_unlock(&d->mu);
+  const char *name = NULL;
+  if (cu_drv.p_cuGetErrorName == NULL || cu_drv.p_cuGetErrorName(code, &name) != CUDA_SUCCESS || name == NULL)
+    name = "a sticky CUDA error";
+  static const char after[] = "after kernel \"";
+  const char *k = strstr(msg, after);
+  int klen = 0;
+  if (k != NULL) {
+    k += sizeof after - 1;
+    const char *q = strchr(k, '"');
+    klen = q ? (int)(q - k) : (int)strlen(k);
+  }
+  if (klen > 0)
+    return gp_err_vendor(GPURT_ERR_DEVICE_LOST, code, "%s, restart the process (after kernel \"%.*s\")", name, klen, k);
+  return gp_err_vendor(GPURT_ERR_DEVICE_LOST, code, "%s, restart the process", name);
 }
 
-/* ---- the table and the entry ------------------------------------------------ */
+/* ---- the backend table and the entry ------------------------------------------ */
 
-static const gpurt_api cu_api = {
-    .struct_size = sizeof(gpurt_api),
-    .abi_major = GPURT_ABI_MAJOR,
+static const gp_backend cu_backend = {
+    .name = "cuda",
+    .version = CU_PLUGIN_VERSION,
     .abi_minor = GPURT_ABI_MINOR,
-    .error_get = gp_error_get,
-    .error_destroy = gp_error_destroy,
-    .plugin_info = cu_plugin_info,
+    .priority = 300,
+    /* fp8 KV attention objects and prefill kernels are refused by
+     * attention_run itself while recording (UNSUPPORTED, naming why). */
+    .unrecordable = 0,
+    .graph_once = 1,
     .probe = cu_probe,
-    .shutdown = cu_shutdown,
-    .runtime_create = cu_runtime_create,
-    .runtime_destroy = cu_runtime_destroy,
-    .runtime_stats = cu_runtime_stats,
-    .runtime_control = cu_runtime_control,
-    .device_count = cu_device_count,
+    .open = cu_open,
+    .close = cu_close,
     .device_info = cu_device_info,
-    .device_synchronize = cu_device_synchronize,
-    .buffer_alloc = cu_buffer_alloc,
-    .buffer_free = cu_buffer_free,
+    .device_check = cu_device_check,
+    .mem_alloc = cu_mem_alloc,
+    .mem_free = cu_mem_free,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
     .copy = cu_copy,
     .memset = cu_memset,
-    .stream_create = cu_stream_create,
-    .stream_destroy = cu_stream_destroy,
-    .stream_synchronize = cu_stream_synchronize,
-    .stream_query = cu_stream_query,
-    .stream_wait_event = cu_stream_wait_event,
+    .queue_create = cu_queue_create,
+    .queue_destroy = cu_queue_destroy,
+    .queue_sync = cu_queue_sync,
+    .queue_query = cu_queue_query,
     .event_create = cu_event_create,
     .event_destroy = cu_event_destroy,
     .event_record = cu_event_record,
+    .event_wait = cu_event_wait,
     .event_query = cu_event_query,
-    .event_synchronize = cu_event_synchronize,
+    .event_sync = cu_event_sync,
     .event_elapsed = cu_event_elapsed,
     .module_load = cu_module_load,
     .module_unload = cu_module_unload,
     .kernel_get = cu_kernel_get,
-    .kernel_info = cu_kernel_info,
     .launch = cu_launch,
-    .gemm_plan_create = cu_gemm_plan_create,
-    .gemm_plan_destroy = cu_gemm_plan_destroy,
+    .launch_many = cu_launch_many,
+    .graph_begin = cu_graph_begin,
+    .graph_end = cu_graph_end,
+    .graph_capture = cu_graph_capture,
+    .graph_patchable = cu_graph_patchable,
+    .graph_patch = cu_graph_patch,
+    .graph_launch = cu_graph_launch,
+    .graph_destroy = cu_graph_destroy,
+    .gemm_plan = cu_gemm_plan,
+    .gemm_plan_free = cu_gemm_plan_free,
     .gemm_run = cu_gemm_run,
     .quant_matmul = cu_quant_matmul,
     .grouped_gemm = cu_grouped_gemm,
-    .graph_create = cu_graph_create,
-    .graph_launch = cu_graph_launch,
-    .graph_update = cu_graph_update,
-    .graph_destroy = cu_graph_destroy,
-    .launch_batch = cu_launch_batch,
     .kv_append = cu_kv_append,
     .attention_create = cu_attention_create,
     .attention_destroy = cu_attention_destroy,
@@ -445,11 +360,10 @@ static const gpurt_api cu_api = {
     .comm_abort = cu_comm_abort,
     .comm_query = cu_comm_query,
     .comm_run = cu_comm_run,
-    /* 1.7 */
-    .graph_recordable = cu_graph_recordable,
 };
 
-/* The entry: csrc's gp_negotiate (no side effects). */
+/* The entry: the engine's negotiation over the CUDA table (no side
+ * effects). */
 GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
-  return gp_negotiate(args, &cu_api);
+  return gp_engine_negotiate(args, &cu_backend);
 }

@@ -349,23 +349,11 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
  * stream), only what the call would make lazily (the module's kernel, the
  * stream's scratch and workspace, cuBLASLt's handle), nothing enqueued:
  * no allocation or stream synchronization may run while it captures. */
-static gpurt_error *qmm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args, int warm) {
+static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int warm) {
   gpurt_error *e = NULL;
-  cu_runtime *rt;
-  if ((e = gp_need_stream("quant_matmul", sh))) return e;
-  cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
-  if (st == NULL) return e;
-  gp_quant_mm c;
-  if ((e = gp_quant_mm_check(args, &c))) return e;
-  const gpurt_quant_matmul_args *a = &c.a;
+  const gpurt_quant_matmul_args *a = &r->c.a;
   uint32_t dev = st->dev;
-  CUdeviceptr w, sc, bi, x, y;
-  if ((e = cu_view(rt, a->w, a->w_offset, c.w_bytes, dev, "quant_matmul: w", &w)) ||
-      (e = cu_view(rt, a->scales, a->scales_offset, c.s_bytes, dev, "quant_matmul: scales", &sc)) ||
-      (e = cu_view(rt, a->biases, a->biases_offset, c.s_bytes, dev, "quant_matmul: biases", &bi)) ||
-      (e = cu_view(rt, a->x, a->x_offset, c.x_bytes, dev, "quant_matmul: x", &x)) ||
-      (e = cu_view(rt, a->y, a->y_offset, c.y_bytes, dev, "quant_matmul: y", &y)))
-    return e;
+  const CUdeviceptr w = r->w.addr, sc = r->scales.addr, bi = r->biases.addr, x = r->x.addr, y = r->y.addr;
   if ((e = cu_enter(rt, dev))) return e;
   const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
   uint32_t m = (uint32_t)a->m, n = (uint32_t)a->n, k = (uint32_t)a->k, gshift = log2u(a->group_size);
@@ -413,12 +401,8 @@ static gpurt_error *qmm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_ma
   return launch(rt, st, f, name, tiles, 256, params);
 }
 
-gpurt_error *cu_quant_matmul(gpurt_runtime *h, gpurt_stream *sh, const gpurt_quant_matmul_args *args) {
-  return qmm(h, sh, args, 0);
-}
-
-gpurt_error *cu_quant_graph_warm(gpurt_runtime *h, gpurt_stream *cap, const gpurt_quant_matmul_args *args) {
-  return qmm(h, cap, args, 1);
+gpurt_error *cu_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r) {
+  return qmm(ctx, q->q, r, q->capturing == GP_QUEUE_PREPARE);
 }
 
 #ifdef GPURT_HAVE_CUTLASS
@@ -483,26 +467,16 @@ static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_g
 #endif
 
 /* grouped_gemm; warm as qmm's. */
-static gpurt_error *ggemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args, int warm) {
+static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r, int warm) {
   gpurt_error *e = NULL;
-  cu_runtime *rt;
-  if ((e = gp_need_stream("grouped_gemm", sh))) return e;
-  cu_stream *st = cu_rt_obj(h, CU_TABLE(streams), sh, &rt, &e);
-  if (st == NULL) return e;
-  gp_grouped c;
-  if ((e = gp_grouped_check(args, &c))) return e;
+  const gp_grouped c = r->c;
   const gpurt_grouped_gemm_args *a = &c.a;
   if (!c.fp8 && a->k % 8 != 0)
     return gp_err(GPURT_ERR_UNSUPPORTED, "grouped_gemm: k %llu is not a multiple of 8 (the CUDA kernel reads "
                   "rows of bf16 A and B in 16-byte pieces)", (unsigned long long)a->k);
   uint32_t dev = st->dev;
-  CUdeviceptr pa, pb, pd, psa = 0, psb = 0;
-  if ((e = cu_view(rt, a->a, a->a_offset, c.a_bytes, dev, "grouped_gemm: a", &pa)) ||
-      (e = cu_view(rt, a->b, a->b_offset, c.b_bytes, dev, "grouped_gemm: b", &pb)) ||
-      (e = cu_view(rt, a->d, a->d_offset, c.d_bytes, dev, "grouped_gemm: d", &pd)) ||
-      (c.fp8 && (e = cu_view(rt, a->scale_a, a->scale_a_offset, c.sa_bytes, dev, "grouped_gemm: scale_a", &psa))) ||
-      (c.fp8 && (e = cu_view(rt, a->scale_b, a->scale_b_offset, c.sb_bytes, dev, "grouped_gemm: scale_b", &psb))))
-    return e;
+  const CUdeviceptr pa = r->a.addr, pb = r->b.addr, pd = r->d.addr;
+  const CUdeviceptr psa = c.fp8 ? r->scale_a.addr : 0, psb = c.fp8 ? r->scale_b.addr : 0;
   if (c.total_m == 0) return NULL;
   if ((e = cu_enter(rt, dev))) return e;
 #ifdef GPURT_HAVE_CUTLASS
@@ -571,10 +545,6 @@ static gpurt_error *ggemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_groupe
   return NULL;
 }
 
-gpurt_error *cu_grouped_gemm(gpurt_runtime *h, gpurt_stream *sh, const gpurt_grouped_gemm_args *args) {
-  return ggemm(h, sh, args, 0);
-}
-
-gpurt_error *cu_grouped_graph_warm(gpurt_runtime *h, gpurt_stream *cap, const gpurt_grouped_gemm_args *args) {
-  return ggemm(h, cap, args, 1);
+gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r) {
+  return ggemm(ctx, q->q, r, q->capturing == GP_QUEUE_PREPARE);
 }

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cuda_runtime.c — the bottom floor of the CUDA plugin: the process-wide
- * runtime table, the sticky (lost-device) state, errors of driver calls,
- * entering a device's primary context, the releasers of every object and
- * cu_insert. Every other file of the plugin uses these; this file uses only
- * cuda_driver.c and cuda_handles.c below it (README.md draws the layers;
- * plugins/mock/layers_test.go holds them for every plugin).
+ * cuda_runtime.c — the bottom floor of the CUDA plugin: the sticky
+ * (lost-device) state, errors of driver calls, entering a device's primary
+ * context and the last-kernel records. Every other file of the plugin uses
+ * these; this file uses only cuda_driver.c below it (README.md draws the
+ * layers; plugins/mock/layers_test.go holds them for every plugin).
  *
  * Every device's context is its primary context (cuDevicePrimaryCtxRetain),
  * made current inside each call (cu_enter), so any OS thread may call and
@@ -21,9 +20,6 @@
 #include <string.h>
 
 #include "cuda_internal.h"
-
-cu_table g_runtimes = {
-    .mu = PTHREAD_MUTEX_INITIALIZER, .kind = "runtime", .free_head = UINT32_MAX};
 
 /* Sticky errors, process-wide, per device ordinal. A sticky error
  * (CUDA_ERROR_ILLEGAL_ADDRESS, LAUNCH_FAILED, ...) leaves the process's CUDA
@@ -67,33 +63,6 @@ int cu_proc_lost(uint32_t i, CUresult *code, char *msg, size_t cap) {
 }
 
 /* ---- errors and contexts --------------------------------------------------- */
-
-cu_runtime *cu_rt(gpurt_runtime *h, gpurt_error **err) {
-  cu_runtime *rt = cu_table_lookup(&g_runtimes, (uint64_t)(uintptr_t)h);
-  if (rt == NULL) *err = cu_bad_handle(&g_runtimes, h);
-  return rt;
-}
-
-cu_runtime *cu_rt_out(gpurt_runtime *h, const void *out, const char *op,
-                      gpurt_error **err) {
-  cu_runtime *rt = cu_rt(h, err);
-  if (rt != NULL && out == NULL) {
-    *err = gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
-    return NULL;
-  }
-  return rt;
-}
-
-void *cu_rt_take(gpurt_runtime *h, size_t tbl, const void *x, cu_runtime **rt,
-                 gpurt_error **err) {
-  cu_runtime *r = cu_rt(h, err);
-  *rt = r;
-  if (r == NULL || x == NULL) return NULL;
-  cu_table *t = (cu_table *)((char *)r + tbl);
-  void *o = cu_table_remove(t, (uint64_t)(uintptr_t)x);
-  if (o == NULL) *err = cu_bad_handle(t, x);
-  return o;
-}
 
 int cu_sticky(CUresult r) {
   switch (r) {
@@ -225,71 +194,18 @@ void cu_enter_quiet(cu_runtime *rt, uint32_t dev) {
   if (dev < rt->ndev) (void)cu_make_current(&rt->devs[dev]);
 }
 
-/* ---- releasers ---------------------------------------------------------- */
+/* ---- the last kernel ------------------------------------------------------ */
 
-void cu_free_kernel_list(cu_module *m) {
-  cu_kernel *k = m->kernels;
-  while (k) {
-    cu_kernel *n = k->next;
-    free(k);
-    k = n;
+void cu_note_kernel(cu_runtime *rt, cu_stream *st, uintptr_t key, const char *name) {
+  /* Named for a later fault; copied only when the kernel changes (the
+   * device's record is shared by every thread using the device). */
+  if (atomic_load_explicit(&st->last_kernel_h, memory_order_relaxed) != key) {
+    gp_strlcpy(st->last_kernel, sizeof st->last_kernel, name);
+    atomic_store_explicit(&st->last_kernel_h, key, memory_order_relaxed);
   }
-  m->kernels = NULL;
-}
-
-/* Releasers: each frees one object of runtime u (a cu_runtime *) — its
- * driver resources, in its device's context (made current, lost or not),
- * and the object. Used by the free/destroy calls, by the create calls when
- * the handle table is full, and by runtime teardown (cu_table_each). */
-void cu_release_module(void *u, void *o) {
-  cu_module *m = o;
-  cu_enter_quiet(u, m->dev);
-  cu_drv.p_cuModuleUnload(m->mod);
-  cu_free_kernel_list(m);
-  free(m->image);
-  free(m);
-}
-void cu_release_stream(void *u, void *o) {
-  cu_runtime *rt = u;
-  cu_stream *s = o;
-  cu_enter_quiet(rt, s->dev);
-  cu_drv.p_cuStreamDestroy(s->s);
-  CUdeviceptr ws = atomic_load(&s->ws);
-  if (ws) {
-    cu_drv.p_cuMemFree(ws);
-    atomic_fetch_sub(&rt->device_bytes, s->ws_size);
+  cu_device *d = &rt->devs[st->dev];
+  if (atomic_load_explicit(&d->last_kernel_h, memory_order_relaxed) != key) {
+    gp_strlcpy(d->last_kernel, sizeof d->last_kernel, name);
+    atomic_store_explicit(&d->last_kernel_h, key, memory_order_relaxed);
   }
-  if (s->slots) cu_drv.p_cuMemFree(s->slots);
-  if (s->bias16) cu_drv.p_cuMemFree(s->bias16);
-  if (s->qscratch) cu_drv.p_cuMemFree(s->qscratch);
-  pthread_mutex_destroy(&s->ws_mu);
-  pthread_mutex_destroy(&s->slot_mu);
-  free(s);
-}
-void cu_release_event(void *u, void *o) {
-  cu_event *ev = o;
-  cu_enter_quiet(u, ev->dev);
-  cu_drv.p_cuEventDestroy(ev->ev);
-  free(ev);
-}
-void cu_release_buffer(void *u, void *o) {
-  cu_buffer *b = o;
-  cu_enter_quiet(u, b->dev);
-  cu_drv.p_cuMemFree(b->ptr); /* a lost device's memory goes with its context */
-  free(b);
-}
-void cu_release_host(void *u, void *o) {
-  cu_host *hb = o;
-  cu_enter_quiet(u, 0);
-  cu_drv.p_cuMemFreeHost(hb->ptr);
-  free(hb);
-}
-/* Inserts obj, a new object of table t, and sets *hv to its handle; when
- * the table is full, releases obj and returns "<op>: too many <kind>s". */
-gpurt_error *cu_insert(cu_runtime *rt, cu_table *t, void *obj,
-                       void (*release)(void *u, void *o), const char *op,
-                       uint64_t *hv) {
-  if (cu_table_insert(t, obj, hv) == 0) return NULL;
-  release(rt, obj);
-  return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: too many %ss", op, t->kind);
 }

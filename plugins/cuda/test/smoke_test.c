@@ -361,7 +361,7 @@ static void test_gemm_f32_bias(gpurt_stream *s, int32_t epilogue, int m, int n, 
     }
     /* The caller's f32 bias spans m * 4 bytes; it must be 4-byte aligned. */
     char want[64];
-    snprintf(want, sizeof want, "[12, 12+%d)", 4 * m);
+    snprintf(want, sizeof want, "(%d bytes of f32) from offset 12", 4 * m);
     r.bias_offset = 12;
     ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_OUT_OF_RANGE, want);
     r.bias_offset = 2;
@@ -433,7 +433,7 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
      * (k-1)*lda + m elements, 3 fewer than its buffer (lda - m = 3): an
      * offset of 4 elements is the smallest that runs past the end. */
     r.a_offset = sizeof(float) * (size_t)(lda - m + 1);
-    ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_OUT_OF_RANGE, "gemm_run: a");
+    ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_OUT_OF_RANGE, "gemm_run: operand a");
     r.a_offset = 0;
     OK(api->gemm_plan_destroy(rt, p));
     ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_INVALID_HANDLE, "gemm plan");
