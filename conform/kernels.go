@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/internal/abi"
 )
 
@@ -29,9 +30,9 @@ func kernelTol(t core.DType) float64 {
 func valueArg(t core.DType, v float64) core.Arg {
 	switch t {
 	case core.F16:
-		return core.ArgF16(float32(v))
+		return core.ArgF16Bits(floatbits.F16FromFloat32(float32(v)))
 	case core.BF16:
-		return core.ArgBF16(float32(v))
+		return core.ArgBF16Bits(floatbits.BF16FromFloat32(float32(v)))
 	}
 	return core.ArgScalar[float32](float32(v))
 }

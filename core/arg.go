@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/internal/abi"
 )
 
@@ -44,8 +43,8 @@ func (k argKind) String() string {
 	return fmt.Sprintf("kind %d", int32(k))
 }
 
-// Arg is one typed kernel argument, made by ArgBuffer, ArgScalar, ArgF16 or ArgBF16. It is
-// a small value; the zero Arg is invalid.
+// Arg is one typed kernel argument, made by ArgBuffer, ArgScalar,
+// ArgF16Bits or ArgBF16Bits. It is a small value; the zero Arg is invalid.
 type Arg struct {
 	kind argKind
 	size uint32
@@ -75,7 +74,7 @@ func scalar(k argKind, size uint32, v uint64) Arg { return Arg{kind: k, size: si
 // ArgScalar passes v as a scalar argument of v's type: a fixed-width
 // integer (int8 .. uint64) or a float (float32, float64). Give the type
 // where v is an untyped constant: ArgScalar[uint32](256). For f16 and
-// bf16 see ArgF16 and ArgBF16.
+// bf16 see ArgF16Bits and ArgBF16Bits.
 func ArgScalar[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64](v T) Arg {
 	switch x := any(v).(type) {
 	case int8:
@@ -102,14 +101,12 @@ func ArgScalar[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64
 	panic("unreachable: ArgScalar's type set is the cases above")
 }
 
-// ArgF16 passes v rounded to f16 (round to nearest even).
-func ArgF16(v float32) Arg { return scalar(argKindF16, 2, uint64(floatbits.F16FromFloat32(v))) }
-
-// ArgF16Bits passes raw f16 bits.
+// ArgF16Bits passes an f16 scalar: its bits, passed as they are (NaN
+// payloads too). For a float32 v rounded to f16 (to nearest even):
+// ArgF16Bits(floatbits.F16FromFloat32(v)).
 func ArgF16Bits(bits uint16) Arg { return scalar(argKindF16, 2, uint64(bits)) }
 
-// ArgBF16 passes v rounded to bf16 (round to nearest even).
-func ArgBF16(v float32) Arg { return scalar(argKindBF16, 2, uint64(floatbits.BF16FromFloat32(v))) }
-
-// ArgBF16Bits passes raw bf16 bits.
+// ArgBF16Bits passes a bf16 scalar: its bits, passed as they are. For a
+// float32 v rounded to bf16 (to nearest even):
+// ArgBF16Bits(floatbits.BF16FromFloat32(v)).
 func ArgBF16Bits(bits uint16) Arg { return scalar(argKindBF16, 2, uint64(bits)) }

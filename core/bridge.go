@@ -31,8 +31,6 @@ func init() {
 	bridge.Diag.Control = func(rt any, key string, value int64) error { return rt.(*Runtime).control(key, value) }
 	bridge.Diag.Probe = func(cfg any) (*diag.Report, error) { return probeReport(cfg.(Config)) }
 	bridge.Diag.Backends = func(cfg any) ([]string, error) { return findBackends(cfg.(Config)) }
-	bridge.Diag.Pool = func(p any) diag.Pool { return p.(*Pool).snapshot() }
-	bridge.Diag.DevicePool = func(d any) (diag.Pool, bool) { return d.(*Device).poolStats() }
 	bridge.Diag.HostHeap = func(h any) diag.Heap { return h.(*HostHeap).snapshot() }
 	bridge.Diag.GraphUpdate = func(g any) string { return g.(*Graph).updateMethod() }
 
@@ -107,6 +105,8 @@ func init() {
 		}
 		return &Error{Code: c, Op: op, Message: msg}
 	}
+	bridge.Core.Within = within
+	bridge.Core.DevicePool = devicePool
 	bridge.Core.Region = func(op string, r unsafe.Pointer) (any, any, uint64, uint64, error) {
 		b, off, n, err := resolve(op, *(*Region)(r))
 		if err != nil {

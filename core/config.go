@@ -107,8 +107,8 @@ type Config struct {
 	// GPURT_ALLOW_UNVERIFIED=1 does the same. Plugins beside the
 	// executable must always match.
 	AllowUnverifiedPlugins bool
-	// PoolBudget bounds the bytes each device's memory pool (Device.Pool)
-	// may reserve: a fraction in (0, 1] of the device's memory (0.9, as
+	// PoolBudget bounds the bytes each device's memory pool (package
+	// core/pool) may reserve: a fraction in (0, 1] of the device's memory (0.9, as
 	// servers set it) or a byte count above 1. Zero: GPURT_POOL_BUDGET
 	// (the same, with K, M, G, T suffixes), else the device's memory.
 	PoolBudget float64

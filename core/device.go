@@ -25,8 +25,8 @@ type Device struct {
 	modMu   sync.Mutex
 	modules map[string]*Module
 
-	capturing atomic.Int32         // Stream.Captures in progress on the device (graph.go)
-	pool      atomic.Pointer[Pool] // the memory pool, made at first use (pool.go)
+	capturing atomic.Int32             // Stream.Captures in progress on the device (graph.go)
+	pool      atomic.Pointer[poolSlot] // the memory pool (package core/pool), made at first use (pool.go)
 }
 
 // DeviceInfo describes a device.

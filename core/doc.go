@@ -106,9 +106,9 @@
 // fixed array; a small synchronous copy and a GEMM with a warm op cache
 // allocate nothing either. The op cache (GEMM plans keyed by shape, dtype,
 // layout, alignment and device; an LRU bounded by GPURT_OPCACHE_SIZE),
-// the host heap and the device memory pool (Device.Pool: stream-ordered
-// reuse of freed blocks, a budget from Config.PoolBudget) live in Go, so
-// they behave the same on every plugin.
+// the host heap and the device memory pool (package core/pool:
+// stream-ordered reuse of freed blocks, a budget from Config.PoolBudget)
+// live in Go, so they behave the same on every plugin.
 //
 // # Quantized and grouped matmul
 //

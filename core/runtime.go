@@ -300,7 +300,7 @@ func (rt *Runtime) Trim() error {
 	}
 	for _, d := range rt.devices {
 		keep(d.trimStagers())
-		d.pool.Load().trim()
+		d.trimPool()
 	}
 	keep(rt.plans.clear())
 	keep(rt.heap.trim())

@@ -30,7 +30,7 @@
 //	                                      copy_from_host, gemm, attention_run, ...; see diag.Metrics.Latency)
 //	gpurt_plugin_errors_total             errors returned by the plugin (label code: invalid_argument, ...)
 //	gpurt_device_lost                     1 once a device was lost
-//	gpurt_pool_bytes                      a device's memory pool (Device.Pool) by state: budget, reserved,
+//	gpurt_pool_bytes                      a device's memory pool (pool.Of) by state: budget, reserved,
 //	                                      in_use, cached, peak_reserved, peak_in_use (labels device, state)
 //	gpurt_pool_fragmentation_ratio        (reserved - in use) / reserved (label device)
 //	gpurt_pool_blocks                     pool blocks (labels device, state: live, cached)

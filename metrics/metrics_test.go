@@ -22,6 +22,7 @@ import (
 	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/core/matmul"
+	"github.com/metrale/gpurt/core/pool"
 	gtest "github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/metrics"
 )
@@ -265,10 +266,10 @@ func TestPoolMetrics(t *testing.T) {
 	s, err := dev.NewStream()
 	require.NoError(t, err)
 	defer s.Close()
-	b, err := dev.Pool().Alloc(s, 1000)
+	b, err := pool.Of(dev).Alloc(s, 1000)
 	require.NoError(t, err)
 	require.NoError(t, b.Free(s))
-	b, err = dev.Pool().Alloc(s, 900) // a hit (class 1024), 900 of 1024 in use
+	b, err = pool.Of(dev).Alloc(s, 900) // a hit (class 1024), 900 of 1024 in use
 	require.NoError(t, err)
 	defer b.Free(s)
 

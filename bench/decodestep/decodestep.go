@@ -713,7 +713,9 @@ func (cn *composedNorm) run(s *core.Stream, y, x, w *core.Buffer) error {
 		func() error {
 			return s.Launch(k.scale, cn.cfgB, core.ArgBuffer(cn.msh), core.ArgBuffer(cn.ms), core.ArgScalar[float32](-0.5), nB)
 		},
-		func() error { return s.Launch(k.fill, cn.cfgB, r, core.ArgBF16(0.25), nB) },
+		func() error {
+			return s.Launch(k.fill, cn.cfgB, r, core.ArgBF16Bits(floatbits.BF16FromFloat32(0.25)), nB)
+		},
 	}
 	for _, f := range steps {
 		if err := f(); err != nil {

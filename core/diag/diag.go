@@ -181,7 +181,7 @@ type Stats struct {
 	HostBytes       uint64 // pinned host bytes allocated
 }
 
-// Pool are the counters of a device's memory pool (core.Pool;
+// Pool are the counters of a device's memory pool (pool.Pool;
 // inspect.Pool, inspect.DevicePool). Bytes in use are the bytes asked for;
 // the rest of reserved (rounding to the size class, cached blocks) is
 // the fragmentation.

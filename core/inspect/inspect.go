@@ -21,6 +21,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bridge"
+	"github.com/metrale/gpurt/core/pool"
 )
 
 // Metrics returns a snapshot of rt's counters. It is cheap and works on a
@@ -81,8 +82,8 @@ func Probe(cfg core.Config) (*diag.Report, error) { return bridge.Diag.Probe(cfg
 // libgpurt_rocm.so found gives "rocm").
 func Backends(cfg core.Config) ([]string, error) { return bridge.Diag.Backends(cfg) }
 
-// Pool returns the counters of a device's memory pool (core.Device.Pool).
-func Pool(p *core.Pool) diag.Pool { return bridge.Diag.Pool(p) }
+// Pool returns the counters of a device's memory pool (package core/pool).
+func Pool(p *pool.Pool) diag.Pool { return bridge.Diag.Pool(p) }
 
 // DevicePool returns the counters of d's memory pool without making the
 // pool; false when d's pool was never used (or d is nil).

@@ -20,6 +20,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/core/pool"
 	"github.com/metrale/gpurt/examples/internal/servebench"
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/llm"
@@ -124,7 +125,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	info := d.Info()
 	emit(map[string]any{"kind": "env", "backend": rt.Backend(), "device": info.Name, "memory_total": info.MemoryTotal,
-		"pool_budget": d.Pool().Budget()})
+		"pool_budget": pool.Of(d).Budget()})
 	bw, bwHow := *hbm, *how
 	if bw == 0 {
 		s, err := d.NewStream()
@@ -133,7 +134,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		bw, err = servebench.MeasureCopyBandwidth(s, *copyMiB<<20, 10)
 		_ = s.Synchronize()
-		_ = d.Pool().Trim()
+		_ = pool.Of(d).Trim()
 		_ = s.Close()
 		if err != nil {
 			return fs.Fail(err)
@@ -151,7 +152,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		o.Load.Vocab = c.Vocab
 		o.Server = so
 		o.Server.Model = c
-		o.Server.KVTokens = kvFor(c, lo, *maxBatch, *kvTokens, d.Pool().Budget())
+		o.Server.KVTokens = kvFor(c, lo, *maxBatch, *kvTokens, pool.Of(d).Budget())
 		if !end.IsZero() {
 			// the models share what is left: this one its part
 			left := time.Until(end)

@@ -107,6 +107,31 @@ var Core struct {
 
 	// Error makes a *core.Error of the code whose sentinel is kind.
 	Error func(kind error, op, msg string) error
+	// Within is err (a *core.Error) as an error of op with prefix before
+	// its message, keeping its code.
+	Within func(op, prefix string, err error) error
+
+	// DevicePool is device d's memory pool (package core/pool), made by
+	// make with the runtime's budget for d (Config.PoolBudget resolved:
+	// bytes, and what set them) at first use; nil for a nil or zero-value
+	// device, or when make is nil and the device has none yet.
+	DevicePool func(d any, make func(d any, budget uint64, from string) any) any
+}
+
+// Pool is filled by package core/pool at init: what core calls of a
+// device's memory pool (p is what Core.DevicePool's make returned).
+var Pool struct {
+	// Trim returns the pool's cached blocks to the plugin (Runtime.Trim).
+	Trim func(p any)
+}
+
+// Within is err (a *core.Error) as an error of op with prefix before its
+// message ("ordering a cached block: "), keeping its code.
+func Within(op, prefix string, err error) error { return Core.Within(op, prefix, err) }
+
+// DevicePool is device d's memory pool (see Core.DevicePool).
+func DevicePool(d any, make func(d any, budget uint64, from string) any) any {
+	return Core.DevicePool(d, make)
 }
 
 // Error is a *core.Error of op with message msg and the code whose
@@ -218,8 +243,9 @@ func Hide(p unsafe.Pointer) unsafe.Pointer {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&x))
 }
 
-// Diag is filled by package core at init: what package core/inspect
-// reads of a runtime (rt is a *core.Runtime, cfg a core.Config).
+// Diag is filled by package core at init (Pool and DevicePool by package
+// core/pool): what package core/inspect reads of a runtime (rt is a
+// *core.Runtime, cfg a core.Config).
 var Diag struct {
 	Metrics       func(rt any) diag.Metrics
 	SetOpTiming   func(rt any, on bool)
@@ -232,7 +258,7 @@ var Diag struct {
 	Control       func(rt any, key string, value int64) error
 	Probe         func(cfg any) (*diag.Report, error)
 	Backends      func(cfg any) ([]string, error)
-	Pool          func(p any) diag.Pool // p is a *core.Pool
+	Pool          func(p any) diag.Pool // p is a *pool.Pool
 	DevicePool    func(d any) (diag.Pool, bool)
 	HostHeap      func(h any) diag.Heap // h is a *core.HostHeap
 	GraphUpdate   func(g any) string    // g is a *core.Graph

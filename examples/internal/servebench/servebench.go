@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/pool"
 	"github.com/metrale/gpurt/kvpage"
 	"github.com/metrale/gpurt/llm"
 )
@@ -493,13 +494,13 @@ func MeasureCopyBandwidth(s *core.Stream, bytes, reps int) (float64, error) {
 	if bytes <= 0 || reps <= 0 {
 		return 0, errors.New("servebench: bandwidth: bytes and reps must be positive")
 	}
-	pool := s.Device().Pool()
-	src, err := pool.Alloc(s, bytes)
+	p := pool.Of(s.Device())
+	src, err := p.Alloc(s, bytes)
 	if err != nil {
 		return 0, err
 	}
 	defer src.Free(s)
-	dst, err := pool.Alloc(s, bytes)
+	dst, err := p.Alloc(s, bytes)
 	if err != nil {
 		return 0, err
 	}

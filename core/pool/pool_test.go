@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package core_test
+package pool_test
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/core/pool"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -42,8 +44,8 @@ func newStream(t testing.TB, d *core.Device) *core.Stream {
 
 func TestPoolReuseOnOneStream(t *testing.T) {
 	_, d := poolRT(t, "delay_us=0", 0)
-	p := d.Pool()
-	require.Same(t, p, d.Pool(), "one pool per device")
+	p := pool.Of(d)
+	require.Same(t, p, pool.Of(d), "one pool per device")
 	s := newStream(t, d)
 	b, err := p.Alloc(s, 1000)
 	require.NoError(t, err)
@@ -97,7 +99,7 @@ func TestPoolClasses(t *testing.T) {
 		{1, 512}, {512, 512}, {513, 640}, {1024, 1024}, {1025, 1280}, {3000, 3072},
 		{1 << 20, 1 << 20}, {(1 << 20) + 1, 1280 << 10}, {64 << 20, 64 << 20}, {(64 << 20) + 1, 66 << 20}, {100 << 20, 100 << 20},
 	} {
-		b, err := d.Pool().Alloc(s, c.n)
+		b, err := pool.Of(d).Alloc(s, c.n)
 		require.NoError(t, err)
 		assert.Equal(t, c.class, b.Cap(), "request of %d bytes", c.n)
 		require.LessOrEqual(t, float64(b.Cap()-c.n), 0.25*float64(c.n)+512, "rounding of %d", c.n)
@@ -111,7 +113,7 @@ func TestPoolClasses(t *testing.T) {
 // nothing) runs first and A's late memset wins.
 func TestPoolCrossStreamWaits(t *testing.T) {
 	rt, d := poolRT(t, "delay_us=0", 0)
-	p := d.Pool()
+	p := pool.Of(d)
 	a, b := newStream(t, d), newStream(t, d)
 	const n = 4096
 	blk, err := p.Alloc(a, n)
@@ -151,7 +153,7 @@ func TestPoolCrossStreamWaits(t *testing.T) {
 func TestPoolBudget(t *testing.T) {
 	// 64 MiB of mock memory, half of it for the pool.
 	_, d := poolRT(t, "delay_us=0;memory=64M", 0.5)
-	p := d.Pool()
+	p := pool.Of(d)
 	require.Equal(t, uint64(32<<20), p.Budget())
 	s := newStream(t, d)
 	x, err := p.Alloc(s, 20<<20)
@@ -179,7 +181,7 @@ func TestPoolBudget(t *testing.T) {
 
 func TestPoolBudgetBytesAndErrors(t *testing.T) {
 	_, d := poolRT(t, "delay_us=0", 1<<20)
-	assert.Equal(t, uint64(1<<20), d.Pool().Budget())
+	assert.Equal(t, uint64(1<<20), pool.Of(d).Budget())
 	for _, c := range []struct {
 		budget float64
 		env    string
@@ -199,7 +201,7 @@ func TestPoolBudgetBytesAndErrors(t *testing.T) {
 	for env, want := range map[string]uint64{"3M": 3 << 20, "1.5MiB": 3 << 19, "2097152": 2 << 20} {
 		t.Setenv("GPURT_POOL_BUDGET", env)
 		_, d = poolRT(t, "delay_us=0", 0)
-		assert.Equal(t, want, d.Pool().Budget(), env)
+		assert.Equal(t, want, pool.Of(d).Budget(), env)
 	}
 }
 
@@ -210,13 +212,13 @@ func TestPoolStreamChecks(t *testing.T) {
 	d0, _ := rt.Device(0)
 	d1, _ := rt.Device(1)
 	s1 := newStream(t, d1)
-	_, err = d0.Pool().Alloc(s1, 64)
+	_, err = pool.Of(d0).Alloc(s1, 64)
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "device 1")
-	_, err = d0.Pool().Alloc(nil, 64)
+	_, err = pool.Of(d0).Alloc(nil, 64)
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	s0 := newStream(t, d0)
-	b, err := d0.Pool().Alloc(s0, 64)
+	b, err := pool.Of(d0).Alloc(s0, 64)
 	require.NoError(t, err)
 	require.ErrorIs(t, b.Free(s1), core.ErrInvalidArgument)
 	require.NoError(t, b.Free(s0), "a refused Free leaves the block live")
@@ -224,7 +226,7 @@ func TestPoolStreamChecks(t *testing.T) {
 
 func TestPoolSteadyStateAllocatesNothing(t *testing.T) {
 	_, d := poolRT(t, "delay_us=0", 0)
-	p := d.Pool()
+	p := pool.Of(d)
 	a, b := newStream(t, d), newStream(t, d)
 	for _, n := range []int{100, 70000, 3 << 20} {
 		blk, err := p.Alloc(a, n)
@@ -267,7 +269,7 @@ func TestPoolSteadyStateAllocatesNothing(t *testing.T) {
 
 func TestPoolConcurrent(t *testing.T) {
 	_, d := poolRT(t, "delay_us=0", 8<<20)
-	p := d.Pool()
+	p := pool.Of(d)
 	const workers, rounds = 8, 150
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -277,7 +279,7 @@ func TestPoolConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			var held []*core.PoolBlock
+			var held []*pool.Block
 			for range rounds {
 				if len(held) > 0 && rng.IntN(2) == 0 {
 					i := rng.IntN(len(held))
@@ -327,16 +329,16 @@ func TestPoolConcurrent(t *testing.T) {
 // match the blocks held.
 func TestPoolProperty(t *testing.T) {
 	_, d := poolRT(t, "delay_us=0", 4<<20)
-	p := d.Pool()
+	p := pool.Of(d)
 	streams := []*core.Stream{newStream(t, d), newStream(t, d), newStream(t, d)}
 	rng := rand.New(rand.NewPCG(7, 11))
 	type held struct {
-		b *core.PoolBlock
+		b *pool.Block
 		s *core.Stream
 	}
-	live := map[*core.PoolBlock]held{}
+	live := map[*pool.Block]held{}
 	bufs := map[*core.Buffer]bool{}
-	var order []*core.PoolBlock
+	var order []*pool.Block
 	allocs, oom := 0, 0
 	for step := range 5000 {
 		if len(order) > 0 && rng.IntN(5) < 2 {
@@ -399,7 +401,7 @@ func TestPoolProperty(t *testing.T) {
 // on one stream (a cached block each time; Free records an event).
 func BenchmarkPoolAllocFree(b *testing.B) {
 	_, d := poolRT(b, "delay_us=0", 0)
-	p := d.Pool()
+	p := pool.Of(d)
 	s := newStream(b, d)
 	blk, err := p.Alloc(s, 1<<20)
 	require.NoError(b, err)
@@ -419,56 +421,93 @@ func BenchmarkPoolAllocFree(b *testing.B) {
 // Nil and zero-value pools and blocks return errors or zero values, never
 // panic (as TestNilAndZeroReceiversNeverPanic for the other types).
 func TestPoolNilAndZeroReceivers(t *testing.T) {
-	for _, v := range []any{(*core.Pool)(nil), &core.Pool{}, (*core.PoolBlock)(nil), &core.PoolBlock{}, diag.Pool{}} {
+	for _, v := range []any{(*pool.Pool)(nil), &pool.Pool{}, (*pool.Block)(nil), &pool.Block{}, diag.Pool{}} {
 		name := fmt.Sprintf("%T", v)
 		t.Run(name, func(t *testing.T) { callAll(t, name, reflect.ValueOf(v)) })
 	}
-	_, err := (&core.Pool{}).Alloc(nil, 1)
+	_, err := (&pool.Pool{}).Alloc(nil, 1)
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorIs(t, (&core.PoolBlock{}).Free(nil), core.ErrInvalidArgument)
-	assert.Nil(t, (&core.Device{}).Pool())
+	require.ErrorIs(t, (&pool.Block{}).Free(nil), core.ErrInvalidArgument)
+	assert.Nil(t, pool.Of(&core.Device{}))
+	assert.Nil(t, pool.Of(nil))
 	_, ok := inspect.DevicePool(nil)
 	assert.False(t, ok)
 	assert.Zero(t, inspect.Pool(nil))
-	assert.Zero(t, inspect.Pool(&core.Pool{}))
+	assert.Zero(t, inspect.Pool(&pool.Pool{}))
 }
 
-// ExamplePool: a server's scratch memory from the device pool, with a
-// budget of 90% of the device's memory. (Compiled, not run: it needs a
-// plugin beside the test binary.)
-func ExamplePool() {
-	run := func(steps int) error {
-		rt, err := core.Open(core.Config{PoolBudget: 0.9})
-		if err != nil {
-			return err
-		}
-		defer rt.Close()
-		dev, err := rt.Device(0)
-		if err != nil {
-			return err
-		}
-		s, err := dev.NewStream()
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		for range steps {
-			// The same size each step: after the first, a cached block,
-			// handed out again at once on the stream that freed it.
-			blk, err := dev.Pool().Alloc(s, 64<<20)
-			if err != nil {
-				return err // past the budget: names it, the request, reserved and in use
-			}
-			if err := s.Memset(blk.View(), 0); err != nil {
-				return err
-			}
-			if err := blk.Free(s); err != nil { // after the work enqueued on s
-				return err
-			}
-		}
-		st := inspect.Pool(dev.Pool())
-		_ = st.Fragmentation()
-		return s.Synchronize()
+// TestMain puts a freshly built mock plugin on GPURT_PLUGIN_PATH, for the
+// runnable example (it opens a runtime as a program would).
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "pool")) }
+
+// A server's scratch memory from the device pool, with a budget of 90% of
+// the device's memory: after the first step every Alloc is a cached
+// block, handed out again at once on the stream that freed it.
+func ExampleOf() {
+	rt, err := core.Open(core.Config{Backend: "mock", PoolBudget: 0.9})
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	_ = run
+	defer rt.Close()
+	dev, _ := rt.Device(0)
+	s, _ := dev.NewStream()
+	defer s.Close()
+	p := pool.Of(dev)
+	for range 3 {
+		blk, err := p.Alloc(s, 3000) // a block of the 3072-byte class
+		if err != nil {
+			fmt.Println(err) // past the budget: names it, the request, reserved and in use
+			return
+		}
+		if err := s.Memset(blk.View(), 0); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("block", blk.Len(), "of", blk.Cap())
+		if err := blk.Free(s); err != nil { // after the work enqueued on s
+			fmt.Println(err)
+			return
+		}
+	}
+	_ = s.Synchronize()
+	st := inspect.Pool(p)
+	fmt.Println("hits", st.Hits, "misses", st.Misses, "cached", st.Cached)
+	fmt.Println(blkErr(p))
+	// Output:
+	// block 3000 of 3072
+	// block 3000 of 3072
+	// block 3000 of 3072
+	// hits 2 misses 1 cached 3072
+	// gpurt: pool_alloc: invalid argument: size 0: a block needs at least one byte
+}
+
+// blkErr is the error of a request for no bytes.
+func blkErr(p *pool.Pool) error {
+	_, err := p.Alloc(nil, 0)
+	return err
+}
+
+// callAll calls every method of recv with zero arguments; a panic fails
+// the test (core's reliability tests do the same for core's types).
+func callAll(t *testing.T, name string, recv reflect.Value) {
+	t.Helper()
+	typ := recv.Type()
+	for i := 0; i < typ.NumMethod(); i++ {
+		m := typ.Method(i)
+		fn := recv.Method(i)
+		ft := fn.Type()
+		args := make([]reflect.Value, ft.NumIn())
+		for j := range args {
+			args[j] = reflect.Zero(ft.In(j))
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s.%s with zero arguments panicked: %v", name, m.Name, p)
+				}
+			}()
+			fn.Call(args)
+		}()
+	}
 }
