@@ -219,12 +219,20 @@ go-test: mock
 # test 100 rounds and core's data-volume tests (TestCopyPool,
 # TestRoundTrips, TestStagedCopies: a race-instrumented loop over every
 # byte) at their smaller sizes; go-test runs them all in full.
+# atexit_sleep_ms=0: a race-instrumented program otherwise sleeps a second
+# as it exits (the race runtime's default, so that other goroutines may
+# still report), and the runtime tests start the test binary again for
+# every isolated probe (core.Open), a child per test: ~100 seconds of
+# sleeping in core and the loader. The caller's GORACE options come after,
+# so theirs win.
+RACE_ENV = GORACE="atexit_sleep_ms=0 $${GORACE:-}"
+
 go-test-race: mock
 	@echo "== [$(T)] go test -race -short $(RACE_PKGS) (cgo on)"
-	$(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	$(TEST_MOCK) $(RACE_ENV) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	@for m in $(RACE_MODULES); do \
 	  echo "== [$(T)] $$m (own module): go test -race -short ./..."; \
-	  (cd $$m && $(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) ./...); \
+	  (cd $$m && $(TEST_MOCK) $(RACE_ENV) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) ./...); \
 	done
 
 # What a module importing only core compiles and lists (the modules of
