@@ -61,10 +61,13 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 SUBMODULES := internal/tinyckpt llm examples metrics internal/cmd/decodeplot
 # The CUDA plugin's package: make test-cuda tests it, make test does not.
 CUDA_PKGS := ./plugins/cuda
-# Packages make test runs with -race -short (cgo on): those whose tests run
-# goroutines of their own or call into core from several; and the modules
-# of their own tested that way (only there).
-RACE_PKGS := ./core/... ./conform ./switches ./bench
+# Packages make test runs with -race -short (cgo on): those whose tests or
+# code start goroutines (tests/racepass_test.go fails naming a package that
+# does and is not here, and a pattern here that matches none); and the
+# modules of their own tested that way (only there). The others' tests run
+# once, in the plain pass: a single goroutine cannot race, and each package
+# here costs an instrumented build, link and run.
+RACE_PKGS := ./core ./core/internal/loader ./conform ./switches
 RACE_MODULES := llm
 # The targets other than linux/amd64 that cross type-checks.
 CROSS := linux/arm64 darwin/amd64 darwin/arm64
@@ -124,14 +127,33 @@ decodeplot:
 # minutes go.
 T = $$(date -u +%T)
 
-test: gen-check fmt-check vet cross abi-suite go-test go-test-race mod-test dist-check
+# make test's steps. They run as make -j$(TEST_JOBS) (default 2) in one
+# sub-make with the order-only prerequisites below (only there: each step
+# alone stays what it is), so that the C suite and the race pass's build
+# fill the second core while a Go step waits on one (a test binary's run,
+# a link, gofmt). cross runs after vet and go-test after cross (they share
+# vet's compile, which two at once would each do) and after abi-suite
+# (whose sanitizer builds plugins/mock's TestSelftest reuses); mod-test and
+# dist-check after go-test. Each step's output is printed whole when it
+# ends (make --output-sync, GNU make 4; an older make interleaves lines).
+TEST_STEPS := gen-check fmt-check abi-suite vet go-test-race cross go-test mod-test dist-check
+TEST_JOBS ?= 2
+ifeq ($(GPURT_TEST_STEPS),1)
+cross: | vet
+go-test: | cross abi-suite
+mod-test dist-check: | go-test
+endif
+
+test:
+	@echo "== [$(T)] make test: $(TEST_STEPS), $(TEST_JOBS) at a time"
+	@GPURT_TEST_STEPS=1 $(MAKE) --no-print-directory -j$(TEST_JOBS) $(if $(filter output-sync,$(.FEATURES)),--output-sync=target) $(TEST_STEPS)
 	@echo "== [$(T)] make test: all passed (the CUDA plugin's build and tests: make test-cuda)"
 
 # -trimpath for make test's Go steps (and the commands they run), as make
 # dist builds: then the dist check's build of bin/gpurt reuses the plain
 # pass's compile instead of compiling the tree and its standard library
 # again (testutil.RepoRoot finds the checkout from the working folder).
-test gen-check vet cross go-test go-test-race mod-test dist-check: export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS 2>/dev/null) -trimpath)
+test gen-check vet cross go-test go-test-race mod-test dist-check: export GOFLAGS := $(strip $(filter-out -trimpath,$(shell $(GO) env GOFLAGS 2>/dev/null)) -trimpath)
 
 # What needs nvcc (fetched from PyPI into .cuda-venv/ when none is
 # installed, ~870 MB) but no GPU: the plugin built as shipped, FlashInfer's
@@ -219,12 +241,20 @@ go-test: mock
 # test 100 rounds and core's data-volume tests (TestCopyPool,
 # TestRoundTrips, TestStagedCopies: a race-instrumented loop over every
 # byte) at their smaller sizes; go-test runs them all in full.
+# atexit_sleep_ms=0: a race-instrumented program otherwise sleeps a second
+# as it exits (the race runtime's default, so that other goroutines may
+# still report), and the runtime tests start the test binary again for
+# every isolated probe (core.Open), a child per test: ~100 seconds of
+# sleeping in core and the loader. The caller's GORACE options come after,
+# so theirs win.
+RACE_ENV = GORACE="atexit_sleep_ms=0 $${GORACE:-}"
+
 go-test-race: mock
 	@echo "== [$(T)] go test -race -short $(RACE_PKGS) (cgo on)"
-	$(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	$(TEST_MOCK) $(RACE_ENV) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	@for m in $(RACE_MODULES); do \
 	  echo "== [$(T)] $$m (own module): go test -race -short ./..."; \
-	  (cd $$m && $(TEST_MOCK) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) ./...); \
+	  (cd $$m && $(TEST_MOCK) $(RACE_ENV) CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) ./...); \
 	done
 
 # What a module importing only core compiles and lists (the modules of
