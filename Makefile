@@ -67,7 +67,7 @@ CUDA_PKGS := ./plugins/cuda
 # modules of their own tested that way (only there). The others' tests run
 # once, in the plain pass: a single goroutine cannot race, and each package
 # here costs an instrumented build, link and run.
-RACE_PKGS := ./core ./core/internal/loader ./conform ./switches
+RACE_PKGS := ./core ./core/internal/loader ./core/pool ./conform ./switches
 RACE_MODULES := llm
 # The targets other than linux/amd64 that cross type-checks.
 CROSS := linux/arm64 darwin/amd64 darwin/arm64
