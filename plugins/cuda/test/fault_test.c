@@ -79,14 +79,14 @@ int main(int argc, char **argv) {
   OK(api->kernel_get(rt, m, "ok_write", 8, &okk));
 
   /* A working launch first. */
-  gpurt_kernel_arg okargs[2] = {arg_buf(buf, 0), arg_scalar(GPURT_ARG_U32, 4, 7)};
+  gpurt_kernel_arg okargs[2] = {arg_buf(buf, 0, 0), arg_val(GPURT_ARG_U32, 4, 7)};
   OK(launch1d(rt, s, okk, 1, 32, okargs, 2));
   OK(api->stream_synchronize(rt, s));
 
   /* The fault: p[1<<40] is 4 TiB past the buffer. */
-  gpurt_kernel_arg bad[2] = {arg_buf(buf, 0), arg_scalar(GPURT_ARG_U64, 8, 1ull << 40)};
+  gpurt_kernel_arg bad[2] = {arg_buf(buf, 0, 0), arg_val(GPURT_ARG_U64, 8, 1ull << 40)};
   char msg[1024];
-  int code = err_take(launch1d(rt, s, oob, 1, 32, bad, 2), msg, sizeof msg);
+  int code = take(launch1d(rt, s, oob, 1, 32, bad, 2), msg, sizeof msg);
   CHECK(code == 0, "the faulting launch itself is asynchronous: code %d %s", code, msg);
   gpurt_error *e = api->stream_synchronize(rt, s);
   gpurt_error_info info;
@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
   info.struct_size = sizeof info;
   api->error_get(e, &info);
   int64_t vendor = info.vendor_code;
-  code = err_take(e, msg, sizeof msg);
+  code = take(e, msg, sizeof msg);
   printf("first error: code %d vendor %lld: %s\n", code, (long long)vendor, msg);
   CHECK(code == GPURT_ERR_LAUNCH_FAILED || code == GPURT_ERR_DEVICE_LOST,
         "synchronize after the fault: code %d", code);
@@ -181,8 +181,8 @@ int main(int argc, char **argv) {
 
   /* Frees still work, and the runtime goes away cleanly. */
   OK(api->buffer_free(rt, buf));
-  (void)err_take(api->stream_destroy(rt, s), NULL, 0);
-  (void)err_take(api->stream_destroy(rt, s2), NULL, 0);
+  (void)take(api->stream_destroy(rt, s), NULL, 0);
+  (void)take(api->stream_destroy(rt, s2), NULL, 0);
   OK(api->module_unload(rt, m));
   OK(api->event_destroy(rt, ev0));
   if (plan != NULL) OK(api->gemm_plan_destroy(rt, plan));
@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
   memset(&cra, 0, sizeof cra);
   cra.struct_size = sizeof cra;
   gpurt_runtime *rt2 = NULL;
-  code = err_take(api->runtime_create(&cra, &rt2), msg, sizeof msg);
+  code = take(api->runtime_create(&cra, &rt2), msg, sizeof msg);
   printf("runtime_create after the fault: code %d: %s\n", code, msg);
   CHECK(code == GPURT_ERR_DEVICE_LOST, "runtime_create after the fault: code %d (want %d): %s",
         code, GPURT_ERR_DEVICE_LOST, msg);
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
   CHECK(strstr(msg, "oob_write") != NULL, "names the kernel: %s", msg);
   CHECK(strstr(msg, "restart the process") != NULL, "says to restart the process: %s", msg);
   CHECK(rt2 == NULL, "no runtime handle on failure");
-  if (rt2 != NULL) (void)err_take(api->runtime_destroy(rt2), NULL, 0);
+  if (rt2 != NULL) (void)take(api->runtime_destroy(rt2), NULL, 0);
   /* Probe agrees: not available, naming the lost device. */
   gpurt_probe_args pa;
   memset(&pa, 0, sizeof pa);

@@ -24,51 +24,16 @@ static gpurt_kernel *kernel(const char *name) {
 }
 
 static void copy_h2d(gpurt_stream *s, gpurt_buffer *d, const void *src, uint64_t n) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.stream = s;
-  c.flags = GPURT_COPY_SYNC;
-  c.size = n;
-  c.dst_buffer = d;
-  c.src_ptr = src;
-  OK(api->copy(rt, &c));
+  OK(upload_on(rt, s, d, src, n));
 }
 
 static void copy_d2h(gpurt_stream *s, void *dst, gpurt_buffer *src, uint64_t n) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.stream = s;
-  c.flags = GPURT_COPY_SYNC;
-  c.size = n;
-  c.dst_ptr = dst;
-  c.src_buffer = src;
-  OK(api->copy(rt, &c));
-}
-
-static uint32_t f32bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t f32_to_bf16(float f) { /* RNE, finite inputs */
-  uint32_t u = f32bits(f);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+  OK(download_on(rt, s, dst, src, n));
 }
 
 static uint64_t rng = 88172645463325252ull;
 static float frand(void) { /* [-1, 1) */
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+  return (float)((xorshift(&rng) >> 40) & 0xffffff) / 8388608.0f - 1.0f;
 }
 
 /* ---- threads ---- */
@@ -77,31 +42,23 @@ static void *worker(void *arg) {
   int id = (int)(intptr_t)arg;
   gpurt_stream *s = NULL;
   gpurt_buffer *b = NULL;
-  if (err_take(api->stream_create(rt, 0, &s), NULL, 0)) return NULL;
-  if (err_take(api->buffer_alloc(rt, 0, 4096 * 4, &b), NULL, 0)) return NULL;
+  if (take(api->stream_create(rt, 0, &s), NULL, 0)) return NULL;
+  if (take(api->buffer_alloc(rt, 0, 4096 * 4, &b), NULL, 0)) return NULL;
   gpurt_kernel *k = NULL;
-  if (err_take(api->kernel_get(rt, bmod, "fill_f32", 8, &k), NULL, 0)) return NULL;
+  if (take(api->kernel_get(rt, bmod, "fill_f32", 8, &k), NULL, 0)) return NULL;
   int good = 1;
   for (int it = 0; it < 50 && good; it++) {
     float v = (float)(id * 1000 + it);
-    gpurt_kernel_arg a[3] = {arg_buf(b, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(v)),
-                             arg_scalar(GPURT_ARG_U64, 8, 4096)};
-    if (err_take(launch1d(rt, s, k, 16, 256, a, 3), NULL, 0)) good = 0;
+    gpurt_kernel_arg a[3] = {arg_buf(b, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(v)),
+                             arg_val(GPURT_ARG_U64, 8, 4096)};
+    if (take(launch1d(rt, s, k, 16, 256, a, 3), NULL, 0)) good = 0;
     float out[4096];
-    gpurt_copy_args c;
-    memset(&c, 0, sizeof c);
-    c.struct_size = sizeof c;
-    c.stream = s;
-    c.flags = GPURT_COPY_SYNC;
-    c.size = sizeof out;
-    c.dst_ptr = out;
-    c.src_buffer = b;
-    if (err_take(api->copy(rt, &c), NULL, 0)) good = 0;
+    if (take(download_on(rt, s, out, b, sizeof out), NULL, 0)) good = 0;
     for (int i = 0; i < 4096 && good; i++)
       if (out[i] != v) good = 0;
   }
-  err_take(api->buffer_free(rt, b), NULL, 0);
-  err_take(api->stream_destroy(rt, s), NULL, 0);
+  take(api->buffer_free(rt, b), NULL, 0);
+  take(api->stream_destroy(rt, s), NULL, 0);
   thread_ok[id] = good;
   return NULL;
 }
@@ -251,7 +208,7 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
     d.align_a = d.align_b = d.align_c = d.align_d = 0;
     p = NULL;
     char msg[1024];
-    int code = err_take(api->gemm_plan_create(rt, 0, &d, &p), msg, sizeof msg);
+    int code = take(api->gemm_plan_create(rt, 0, &d, &p), msg, sizeof msg);
     if (code == 0 && p != NULL) {
       r.a_offset = 4;
       ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_INVALID_ARGUMENT, "16-byte");
@@ -516,20 +473,6 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
 
 /* ---- launch_batch (1.2) ---- */
 
-static gpurt_launch_args largs1d(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
-                                 uint32_t n) {
-  gpurt_launch_args l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
-  l.grid[0] = grid;
-  l.grid[1] = l.grid[2] = 1;
-  l.block[0] = block;
-  l.block[1] = l.block[2] = 1;
-  l.num_args = n;
-  l.args = args;
-  return l;
-}
-
 /* How many of the n floats of b are not want (synchronizes s). */
 static int count_not(gpurt_stream *s, gpurt_buffer *b, float *host, int n, float want) {
   OK(api->stream_synchronize(rt, s));
@@ -557,22 +500,22 @@ static void test_launch_batch(gpurt_stream *s) {
 
   /* b1 = 2, b2 = 0.5; b2 = 3*b1 + b2 (6.5); b1 = 2*b2 (13); b2 = -1*b1 + b2
    * (-6.5): each launch reads what the one before wrote. */
-  gpurt_kernel_arg f1[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(2.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg f2[3] = {arg_buf(b2, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(0.5f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg x1[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
-                            arg_scalar(GPURT_ARG_F32, 4, f32bits(3.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg s1[4] = {arg_buf(b1, 0), arg_buf(b2, 0),
-                            arg_scalar(GPURT_ARG_F32, 4, f32bits(2.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg x2[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
-                            arg_scalar(GPURT_ARG_F32, 4, f32bits(-1.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_launch_args la[5] = {largs1d(g, 256, f1, 3), largs1d(g, 256, f2, 3),
-                             largs1d(g, 256, x1, 4), largs1d(g, 256, s1, 4),
-                             largs1d(g, 256, x2, 4)};
+  gpurt_kernel_arg f1[3] = {arg_buf(b1, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(2.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg f2[3] = {arg_buf(b2, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(0.5f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg x1[4] = {arg_buf(b2, 0, 0), arg_buf(b1, 0, 0),
+                            arg_val(GPURT_ARG_F32, 4, f32_bits(3.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg s1[4] = {arg_buf(b1, 0, 0), arg_buf(b2, 0, 0),
+                            arg_val(GPURT_ARG_F32, 4, f32_bits(2.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg x2[4] = {arg_buf(b2, 0, 0), arg_buf(b1, 0, 0),
+                            arg_val(GPURT_ARG_F32, 4, f32_bits(-1.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args la[5] = {launch_args(g, 256, f1, 3), launch_args(g, 256, f2, 3),
+                             launch_args(g, 256, x1, 4), launch_args(g, 256, s1, 4),
+                             launch_args(g, 256, x2, 4)};
   gpurt_launch_item it[5] = {{kfill, &la[0]}, {kfill, &la[1]}, {kaxpy, &la[2]},
                              {kscale, &la[3]}, {kaxpy, &la[4]}};
   OK(api->launch_batch(rt, s, 5, it, &n));
@@ -589,10 +532,10 @@ static void test_launch_batch(gpurt_stream *s) {
     gpurt_launch_args fl[B];
     gpurt_launch_item fi[B];
     for (int i = 0; i < B; i++) {
-      fa[i][0] = arg_buf(b1, 0);
-      fa[i][1] = arg_scalar(GPURT_ARG_F32, 4, f32bits((float)i));
-      fa[i][2] = arg_scalar(GPURT_ARG_U64, 8, N);
-      fl[i] = largs1d(g, 256, fa[i], 3);
+      fa[i][0] = arg_buf(b1, 0, 0);
+      fa[i][1] = arg_val(GPURT_ARG_F32, 4, f32_bits((float)i));
+      fa[i][2] = arg_val(GPURT_ARG_U64, 8, N);
+      fl[i] = launch_args(g, 256, fa[i], 3);
       fi[i].kernel = kfill;
       fi[i].args = &fl[i];
     }
@@ -606,17 +549,17 @@ static void test_launch_batch(gpurt_stream *s) {
 
   /* An invalid item enqueues nothing: b1 = 7 before; the valid fills before
    * the bad item must not run. */
-  gpurt_kernel_arg f7[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(7.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg f7[3] = {arg_buf(b1, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(7.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
   OK(launch1d(rt, s, kfill, g, 256, f7, 3));
   OK(api->stream_synchronize(rt, s));
-  gpurt_kernel_arg f9[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(9.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg xbad[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
-                              arg_scalar(GPURT_ARG_U32, 4, 3), /* the kernel wants f32 */
-                              arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_launch_args lv[3] = {largs1d(g, 256, f9, 3), largs1d(g, 256, f9, 3),
-                             largs1d(g, 256, xbad, 4)};
+  gpurt_kernel_arg f9[3] = {arg_buf(b1, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(9.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg xbad[4] = {arg_buf(b2, 0, 0), arg_buf(b1, 0, 0),
+                              arg_val(GPURT_ARG_U32, 4, 3), /* the kernel wants f32 */
+                              arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args lv[3] = {launch_args(g, 256, f9, 3), launch_args(g, 256, f9, 3),
+                             launch_args(g, 256, xbad, 4)};
   gpurt_launch_item bad_kind[3] = {{kfill, &lv[0]}, {kfill, &lv[1]}, {kaxpy, &lv[2]}};
   n = 99;
   ERR(api->launch_batch(rt, s, 3, bad_kind, &n), GPURT_ERR_INVALID_ARGUMENT, "item 2: ");
@@ -631,11 +574,11 @@ static void test_launch_batch(gpurt_stream *s) {
   CHECK(n == 0, "invalid kernel in item 1: out_enqueued %llu", (unsigned long long)n);
   gpurt_launch_item no_args[2] = {{kfill, &lv[0]}, {kfill, NULL}};
   ERR(api->launch_batch(rt, s, 2, no_args, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: ");
-  gpurt_launch_args zero_grid = largs1d(0, 256, f9, 3);
+  gpurt_launch_args zero_grid = launch_args(0, 256, f9, 3);
   gpurt_launch_item zg[2] = {{kfill, &lv[0]}, {kfill, &zero_grid}};
   ERR(api->launch_batch(rt, s, 2, zg, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: ");
-  gpurt_kernel_arg f9far[3] = {arg_buf(b1, sizeof host + 4), f9[1], f9[2]};
-  gpurt_launch_args lfar = largs1d(g, 256, f9far, 3);
+  gpurt_kernel_arg f9far[3] = {arg_buf(b1, sizeof host + 4, 0), f9[1], f9[2]};
+  gpurt_launch_args lfar = launch_args(g, 256, f9far, 3);
   gpurt_launch_item far[2] = {{kfill, &lv[0]}, {kfill, &lfar}};
   ERR(api->launch_batch(rt, s, 2, far, &n), GPURT_ERR_OUT_OF_RANGE, "item 1: ");
   ERR(api->launch_batch(rt, s, 2, NULL, &n), GPURT_ERR_INVALID_ARGUMENT, "items is NULL");
@@ -657,12 +600,12 @@ static void test_launch_batch(gpurt_stream *s) {
 
   /* The driver refuses item 2 (a block of 2048 threads passes the ABI's
    * checks, not the device's): items 0 and 1 stay enqueued. */
-  gpurt_kernel_arg f4[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(4.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg f5[3] = {arg_buf(b2, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(5.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_launch_args lr[4] = {largs1d(g, 256, f4, 3), largs1d(g, 256, f5, 3),
-                             largs1d(1, 2048, f9, 3), largs1d(g, 256, f9, 3)};
+  gpurt_kernel_arg f4[3] = {arg_buf(b1, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(4.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg f5[3] = {arg_buf(b2, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(5.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args lr[4] = {launch_args(g, 256, f4, 3), launch_args(g, 256, f5, 3),
+                             launch_args(1, 2048, f9, 3), launch_args(g, 256, f9, 3)};
   gpurt_launch_item refused[4] = {{kfill, &lr[0]}, {kfill, &lr[1]}, {kfill, &lr[2]},
                                   {kfill, &lr[3]}};
   n = 99;
@@ -761,10 +704,10 @@ int main(int argc, char **argv) {
         "kernel_info axpy_f32: %u params, max threads %u", ki.num_params,
         ki.max_threads_per_block);
   float alpha = 1.75f;
-  gpurt_kernel_arg ax[4] = {arg_buf(bz, 0), arg_buf(bx, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(alpha)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg ax[4] = {arg_buf(bz, 0, 0), arg_buf(bx, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(alpha)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
   OK(launch1d(rt, s, kernel("scale_f32"), (N + 255) / 256, 256, ax, 4));
-  ax[1] = arg_buf(by, 0);
+  ax[1] = arg_buf(by, 0, 0);
   OK(launch1d(rt, s, kaxpy, (N + 255) / 256, 256, ax, 4)); /* z = a*y + z */
   copy_d2h(s, out, bz, sizeof out);
   int bad = 0;
@@ -775,7 +718,7 @@ int main(int argc, char **argv) {
     if (out[i] != want) bad++;
   }
   CHECK(bad == 0, "scale_f32 then axpy_f32: %d of %d elements differ", bad, N);
-  gpurt_kernel_arg a3[4] = {arg_buf(bz, 0), arg_buf(bx, 0), arg_buf(by, 0), arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg a3[4] = {arg_buf(bz, 0, 0), arg_buf(bx, 0, 0), arg_buf(by, 0, 0), arg_val(GPURT_ARG_U64, 8, N)};
   OK(launch1d(rt, s, kernel("mul_f32"), (N + 255) / 256, 256, a3, 4));
   copy_d2h(s, out, bz, sizeof out);
   bad = 0;
@@ -833,7 +776,7 @@ int main(int argc, char **argv) {
   gpurt_event *e0, *e1;
   OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &e0));
   OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &e1));
-  gpurt_kernel_arg sl[1] = {arg_scalar(GPURT_ARG_U64, 8, 20000000)}; /* 20 ms */
+  gpurt_kernel_arg sl[1] = {arg_val(GPURT_ARG_U64, 8, 20000000)}; /* 20 ms */
   OK(api->event_record(rt, e0, s));
   OK(launch1d(rt, s, kernel("sleep_ns"), 1, 1, sl, 1));
   OK(api->event_record(rt, e1, s));
@@ -849,7 +792,7 @@ int main(int argc, char **argv) {
   OK(launch1d(rt, s, kernel("sleep_ns"), 1, 1, sl, 1));
   OK(api->event_record(rt, e1, s));
   OK(api->stream_wait_event(rt, s2, e1));
-  gpurt_kernel_arg fl[3] = {arg_buf(bz, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(3.0f)), arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg fl[3] = {arg_buf(bz, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(3.0f)), arg_val(GPURT_ARG_U64, 8, N)};
   OK(launch1d(rt, s2, kernel("fill_f32"), (N + 255) / 256, 256, fl, 3));
   ERR(api->stream_query(rt, s2), GPURT_ERR_NOT_READY, "pending");
   OK(api->stream_synchronize(rt, s2));
@@ -875,7 +818,7 @@ int main(int argc, char **argv) {
                 ki.param_size[1] == 4,
             "user kernel_info: %u params sizes %u %u", ki.num_params, ki.param_size[0],
             ki.param_size[1]);
-      gpurt_kernel_arg ua[2] = {arg_buf(bz, 0), arg_scalar(GPURT_ARG_U32, 4, 0x1234)};
+      gpurt_kernel_arg ua[2] = {arg_buf(bz, 0, 0), arg_val(GPURT_ARG_U32, 4, 0x1234)};
       OK(launch1d(rt, s, k, 1, 1, ua, 2));
       uint32_t w = 0;
       copy_d2h(s, &w, bz, 4);

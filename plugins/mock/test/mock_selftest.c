@@ -4,84 +4,13 @@
  * through its table and checks results and error cases. Prints one line per
  * failure and "N passed, M failed" last; exits 1 on any failure.
  */
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "gpurt.h"
-
-static const gpurt_api *api;
-static int passed, failed;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) {                                            \
-      passed++;                                            \
-    } else {                                               \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
-
-/* Consumes err: checks it is NULL. */
-#define OK(call)                                                              \
-  do {                                                                        \
-    gpurt_error *e_ = (call);                                                 \
-    char m_[600];                                                             \
-    msg(e_, m_, sizeof m_);                                                   \
-    CHECK(e_ == NULL, "%s: unexpected error: %s", #call, m_);                 \
-    api->error_destroy(e_);                                                   \
-  } while (0)
-
-/* Consumes err: checks its code and that the message contains `sub`. */
-#define ERR(call, code, sub) expect_err((call), (code), (sub), #call, __LINE__)
-
-static int msg(gpurt_error *e, char *out, size_t cap) {
-  if (!e) {
-    snprintf(out, cap, "(none)");
-    return 0;
-  }
-  gpurt_error_info i;
-  memset(&i, 0, sizeof i);
-  i.struct_size = sizeof i;
-  api->error_get(e, &i);
-  snprintf(out, cap, "[%d] %.*s", i.code, (int)i.message_len, i.message);
-  return i.code;
-}
-
-static void expect_err(gpurt_error *e, int code, const char *sub, const char *what, int line) {
-  char m[600];
-  int c = msg(e, m, sizeof m);
-  if (e != NULL && c == code && (sub == NULL || strstr(m, sub) != NULL)) {
-    passed++;
-  } else {
-    failed++;
-    printf("FAIL line %d: %s: want code %d with \"%s\", got %s\n", line, what, code, sub ? sub : "", m);
-  }
-  api->error_destroy(e);
-}
+#include "../../../csrc/test/testlib.h"
 
 /* ---- independent conversions (exactly representable values only) ---- */
 
-static float bf16_f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t f_bf16_rne(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
 static float f16_f(uint16_t h) {
   int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
   double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
@@ -108,12 +37,7 @@ static double e5m2_d(uint8_t v) {
 }
 
 static uint64_t rng = 88172645463325252ull;
-static uint32_t rnd(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (uint32_t)(rng >> 11);
-}
+static uint32_t rnd(void) { return (uint32_t)(xorshift(&rng) >> 11); }
 /* Uniform in [-1,-0.05] U [0.05,1]: never zero. */
 static float rndf(void) {
   float v = 0.05f + 0.95f * (float)(rnd() % 100000) / 100000.0f;
@@ -141,11 +65,8 @@ static gpurt_buffer *alloc(gpurt_runtime *rt, uint32_t dev, uint64_t size) {
 
 static gpurt_error *copy_sync(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *db, uint64_t doff, void *dp,
                               gpurt_buffer *sb, uint64_t soff, const void *sp, uint64_t size) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  gpurt_copy_args c = copy_args();
   c.stream = s;
-  c.flags = GPURT_COPY_SYNC;
   c.size = size;
   c.dst_buffer = db;
   c.dst_offset = doff;
@@ -156,50 +77,12 @@ static gpurt_error *copy_sync(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *
   return api->copy(rt, &c);
 }
 
-static void upload(gpurt_runtime *rt, gpurt_buffer *b, const void *p, uint64_t n) {
-  OK(copy_sync(rt, NULL, b, 0, NULL, NULL, 0, p, n));
-}
-static void download(gpurt_runtime *rt, void *p, gpurt_buffer *b, uint64_t n) {
-  OK(copy_sync(rt, NULL, NULL, 0, p, b, 0, NULL, n));
-}
+static void upload(gpurt_runtime *rt, gpurt_buffer *b, const void *p, uint64_t n) { OK(upload_on(rt, NULL, b, p, n)); }
+static void download(gpurt_runtime *rt, void *p, gpurt_buffer *b, uint64_t n) { OK(download_on(rt, NULL, p, b, n)); }
 
 static gpurt_error *control(gpurt_runtime *rt, const char *key, int64_t v) {
   gpurt_control_args c = {sizeof c, key, strlen(key), v};
   return api->runtime_control(rt, &c);
-}
-
-static gpurt_kernel_arg abuf(gpurt_buffer *b, uint64_t off, uint64_t len) {
-  gpurt_kernel_arg a = {GPURT_ARG_BUFFER, 8, 0, b, off, len};
-  return a;
-}
-static gpurt_kernel_arg au64(uint64_t v) {
-  gpurt_kernel_arg a = {GPURT_ARG_U64, 8, v, NULL, 0, 0};
-  return a;
-}
-static gpurt_kernel_arg af32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  gpurt_kernel_arg a = {GPURT_ARG_F32, 4, u, NULL, 0, 0};
-  return a;
-}
-
-static gpurt_launch_args largs(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args, uint32_t n) {
-  gpurt_launch_args l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
-  l.grid[0] = grid;
-  l.grid[1] = l.grid[2] = 1;
-  l.block[0] = block;
-  l.block[1] = l.block[2] = 1;
-  l.num_args = n;
-  l.args = args;
-  return l;
-}
-
-static gpurt_error *launch(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k, uint32_t grid, uint32_t block,
-                           const gpurt_kernel_arg *args, uint32_t n) {
-  gpurt_launch_args l = largs(grid, block, args, n);
-  return api->launch(rt, s, k, &l);
 }
 
 static gpurt_kernel *kernel(gpurt_runtime *rt, gpurt_module *m, const char *name) {
@@ -449,13 +332,13 @@ static void test_handles(void) {
   gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, "builtin", 7};
   OK(api->module_load(rt, &ml, &m));
   gpurt_kernel *k = kernel(rt, m, "fill_f32");
-  gpurt_kernel_arg args[3] = {abuf(dev1, 0, 0), af32(1.0f), au64(4)};
-  ERR(launch(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_ARGUMENT, "device 1");
-  args[0] = abuf(other, 0, 0);
-  ERR(launch(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_HANDLE, "argument 0");
+  gpurt_kernel_arg args[3] = {arg_buf(dev1, 0, 0), arg_f32(1.0f), arg_u64(4)};
+  ERR(launch1d(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_ARGUMENT, "device 1");
+  args[0] = arg_buf(other, 0, 0);
+  ERR(launch1d(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_HANDLE, "argument 0");
   OK(api->module_unload(rt, m));
-  args[0] = abuf(dev1, 0, 0);
-  ERR(launch(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_HANDLE, "kernel");
+  args[0] = arg_buf(dev1, 0, 0);
+  ERR(launch1d(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_HANDLE, "kernel");
   ERR(api->module_unload(rt, m), GPURT_ERR_INVALID_HANDLE, "module");
   OK(api->stream_destroy(rt, s));
   ERR(api->stream_destroy(rt, s), GPURT_ERR_INVALID_HANDLE, "stream");
@@ -489,11 +372,11 @@ typedef struct kcase {
 static float load_t(const kcase *c, const void *p, int i) {
   if (c->es == 4) return ((const float *)p)[i];
   uint16_t h = ((const uint16_t *)p)[i];
-  return c->vkind == GPURT_ARG_F16 ? f16_f(h) : bf16_f(h);
+  return c->vkind == GPURT_ARG_F16 ? f16_f(h) : bf16_to_f32(h);
 }
 static void store_t(const kcase *c, void *p, int i, float v) {
   if (c->es == 4) ((float *)p)[i] = v;
-  else ((uint16_t *)p)[i] = c->vkind == GPURT_ARG_F16 ? f_f16_exact(v) : f_bf16_rne(v);
+  else ((uint16_t *)p)[i] = c->vkind == GPURT_ARG_F16 ? f_f16_exact(v) : f32_to_bf16(v);
 }
 
 static void test_kernels(void) {
@@ -534,37 +417,37 @@ static void test_kernels(void) {
     /* fill with a grid too small: elements beyond are untouched */
     gpurt_memset_args ms = {sizeof ms, s, z, 0, N * c->es, 0, 1};
     OK(api->memset(rt, &ms));
-    gpurt_kernel_arg fa[3] = {abuf(z, 0, 0), {c->vkind, c->es, 0, NULL, 0, 0}, au64(N)};
-    uint16_t hv = c->vkind == GPURT_ARG_F16 ? f_f16_exact(2.5f) : f_bf16_rne(2.5f);
+    gpurt_kernel_arg fa[3] = {arg_buf(z, 0, 0), {c->vkind, c->es, 0, NULL, 0, 0}, arg_u64(N)};
+    uint16_t hv = c->vkind == GPURT_ARG_F16 ? f_f16_exact(2.5f) : f32_to_bf16(2.5f);
     float fv = 2.5f;
     uint32_t fu;
     memcpy(&fu, &fv, 4);
     fa[1].value = c->es == 4 ? fu : hv;
-    OK(launch(rt, s, k, 3, 256, fa, 3)); /* 768 < 1000 threads */
+    OK(launch1d(rt, s, k, 3, 256, fa, 3)); /* 768 < 1000 threads */
     OK(api->stream_synchronize(rt, s));
     download(rt, out, z, N * c->es);
     int ok = 1;
     for (int i = 0; i < N; i++) ok &= load_t(c, out, i) == (i < 768 ? 2.5f : 0.0f);
     CHECK(ok, "%s: fill with a small grid", name);
     /* argument errors */
-    ERR(launch(rt, s, k, 1, 1, fa, 2), GPURT_ERR_INVALID_ARGUMENT, "the kernel takes 3 arguments, got 2");
-    gpurt_kernel_arg bad[3] = {fa[0], au64(1), fa[2]};
-    ERR(launch(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
+    ERR(launch1d(rt, s, k, 1, 1, fa, 2), GPURT_ERR_INVALID_ARGUMENT, "the kernel takes 3 arguments, got 2");
+    gpurt_kernel_arg bad[3] = {fa[0], arg_u64(1), fa[2]};
+    ERR(launch1d(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
     bad[1] = fa[1];
     bad[1].size = 8;
-    ERR(launch(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
-    ERR(launch(rt, s, k, 1, 2048, fa, 3), GPURT_ERR_INVALID_ARGUMENT, "block");
-    ERR(launch(rt, s, k, 0, 1, fa, 3), GPURT_ERR_INVALID_ARGUMENT, "grid");
+    ERR(launch1d(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
+    ERR(launch1d(rt, s, k, 1, 2048, fa, 3), GPURT_ERR_INVALID_ARGUMENT, "block");
+    ERR(launch1d(rt, s, k, 0, 1, fa, 3), GPURT_ERR_INVALID_ARGUMENT, "grid");
     bad[1] = fa[1];
-    bad[0] = abuf(z, 0, 10 * c->es);
-    ERR(launch(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
-    bad[0] = abuf(z, N * c->es + 1, 0);
-    ERR(launch(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
-    bad[0] = abuf(z, 0, 0);
-    bad[2] = au64(N + 1);
-    ERR(launch(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
-    bad[2] = au64(N + 1);
-    OK(launch(rt, s, k, 1, 10, bad, 3)); /* touches 10 only */
+    bad[0] = arg_buf(z, 0, 10 * c->es);
+    ERR(launch1d(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
+    bad[0] = arg_buf(z, N * c->es + 1, 0);
+    ERR(launch1d(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
+    bad[0] = arg_buf(z, 0, 0);
+    bad[2] = arg_u64(N + 1);
+    ERR(launch1d(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
+    bad[2] = arg_u64(N + 1);
+    OK(launch1d(rt, s, k, 1, 10, bad, 3)); /* touches 10 only */
 
     /* scale, axpy, add, mul */
     const char *ops[] = {"scale", "axpy", "add", "mul"};
@@ -574,17 +457,17 @@ static void test_kernels(void) {
       upload(rt, z, hy, N * c->es); /* z starts as y */
       gpurt_kernel_arg a[4];
       if (oi < 2) {
-        a[0] = abuf(z, 0, 0);
-        a[1] = abuf(x, 0, 0);
-        a[2] = af32(1.5f);
-        a[3] = au64(N);
+        a[0] = arg_buf(z, 0, 0);
+        a[1] = arg_buf(x, 0, 0);
+        a[2] = arg_f32(1.5f);
+        a[3] = arg_u64(N);
       } else {
-        a[0] = abuf(z, 0, 0);
-        a[1] = abuf(x, 0, 0);
-        a[2] = abuf(y, 0, 0);
-        a[3] = au64(N);
+        a[0] = arg_buf(z, 0, 0);
+        a[1] = arg_buf(x, 0, 0);
+        a[2] = arg_buf(y, 0, 0);
+        a[3] = arg_u64(N);
       }
-      OK(launch(rt, s, k, (N + 127) / 128, 128, a, 4));
+      OK(launch1d(rt, s, k, (N + 127) / 128, 128, a, 4));
       OK(api->stream_synchronize(rt, s));
       download(rt, out, z, N * c->es);
       ok = 1;
@@ -606,22 +489,22 @@ static void test_kernels(void) {
   /* rounding to nearest even in bf16 and f16 */
   {
     gpurt_buffer *x = alloc(rt, 0, 4), *y = alloc(rt, 0, 4);
-    uint16_t in[2] = {f_bf16_rne(1.0078125f), 0}, o[2];
+    uint16_t in[2] = {f32_to_bf16(1.0078125f), 0}, o[2];
     upload(rt, x, in, 2);
     k = kernel(rt, m, "scale_bf16");
-    gpurt_kernel_arg a[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(1.00390625f), au64(1)};
-    OK(launch(rt, s, k, 1, 1, a, 4));
+    gpurt_kernel_arg a[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(1.00390625f), arg_u64(1)};
+    OK(launch1d(rt, s, k, 1, 1, a, 4));
     OK(api->stream_synchronize(rt, s));
     download(rt, o, y, 2);
-    CHECK(bf16_f(o[0]) == 1.015625f, "bf16 rounding: %g", bf16_f(o[0]));
+    CHECK(bf16_to_f32(o[0]) == 1.015625f, "bf16 rounding: %g", bf16_to_f32(o[0]));
     in[0] = f_f16_exact(1.0f);
     upload(rt, x, in, 2);
     k = kernel(rt, m, "scale_f16");
-    a[2] = af32(1.0f + 1.0f / 2048.0f); /* a tie: rounds to even (1.0) */
-    OK(launch(rt, s, k, 1, 1, a, 4));
-    a[2] = af32(1.0f + 3.0f / 2048.0f); /* a tie: rounds to even (1 + 2/1024) */
-    a[0] = abuf(y, 2, 0);
-    OK(launch(rt, s, k, 1, 1, a, 4));
+    a[2] = arg_f32(1.0f + 1.0f / 2048.0f); /* a tie: rounds to even (1.0) */
+    OK(launch1d(rt, s, k, 1, 1, a, 4));
+    a[2] = arg_f32(1.0f + 3.0f / 2048.0f); /* a tie: rounds to even (1 + 2/1024) */
+    a[0] = arg_buf(y, 2, 0);
+    OK(launch1d(rt, s, k, 1, 1, a, 4));
     OK(api->stream_synchronize(rt, s));
     download(rt, o, y, 4);
     CHECK(o[0] == 0x3c00 && o[1] == 0x3c02, "f16 ties to even: %#x %#x", o[0], o[1]);
@@ -630,8 +513,8 @@ static void test_kernels(void) {
   }
   /* sleep_ns and stream_query */
   k = kernel(rt, m, "sleep_ns");
-  gpurt_kernel_arg sa[1] = {au64(300000000)};
-  OK(launch(rt, s, k, 1, 1, sa, 1));
+  gpurt_kernel_arg sa[1] = {arg_u64(300000000)};
+  OK(launch1d(rt, s, k, 1, 1, sa, 1));
   ERR(api->stream_query(rt, s), GPURT_ERR_NOT_READY, "pending");
   OK(api->stream_synchronize(rt, s));
   OK(api->stream_query(rt, s));
@@ -662,16 +545,16 @@ static void test_ordering_and_events(void) {
   ERR(api->event_elapsed(rt, e1, e2, &ms), GPURT_ERR_FAILED_PRECONDITION, "never recorded");
   /* stream a: sleep, fill x = 3, record e1; b waits e1 then y = 2 * x */
   OK(api->event_record(rt, e1, a));
-  gpurt_kernel_arg sl[1] = {au64(100000000)};
-  OK(launch(rt, a, kernel(rt, m, "sleep_ns"), 1, 1, sl, 1));
-  gpurt_kernel_arg fa[3] = {abuf(x, 0, 0), af32(3.0f), au64(N)};
-  OK(launch(rt, a, kernel(rt, m, "fill_f32"), 2, 128, fa, 3));
+  gpurt_kernel_arg sl[1] = {arg_u64(100000000)};
+  OK(launch1d(rt, a, kernel(rt, m, "sleep_ns"), 1, 1, sl, 1));
+  gpurt_kernel_arg fa[3] = {arg_buf(x, 0, 0), arg_f32(3.0f), arg_u64(N)};
+  OK(launch1d(rt, a, kernel(rt, m, "fill_f32"), 2, 128, fa, 3));
   OK(api->event_record(rt, e2, a));
   ERR(api->event_query(rt, e2), GPURT_ERR_NOT_READY, "not completed");
   ERR(api->event_elapsed(rt, e1, e2, &ms), GPURT_ERR_NOT_READY, "not completed");
   OK(api->stream_wait_event(rt, b, e2));
-  gpurt_kernel_arg sc[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(2.0f), au64(N)};
-  OK(launch(rt, b, kernel(rt, m, "scale_f32"), 2, 128, sc, 4));
+  gpurt_kernel_arg sc[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(2.0f), arg_u64(N)};
+  OK(launch1d(rt, b, kernel(rt, m, "scale_f32"), 2, 128, sc, 4));
   gpurt_copy_args c;
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
@@ -697,8 +580,8 @@ static void test_ordering_and_events(void) {
   ERR(api->event_create(rt, 0, 8, &e1), GPURT_ERR_INVALID_ARGUMENT, "flags");
   /* stream order: many small ops in sequence */
   for (int i = 0; i < 20; i++) {
-    gpurt_kernel_arg ax[4] = {abuf(x, 0, 0), abuf(x, 0, 0), af32(1.0f), au64(N)}; /* x = 2x */
-    OK(launch(rt, a, kernel(rt, m, "axpy_f32"), 2, 128, ax, 4));
+    gpurt_kernel_arg ax[4] = {arg_buf(x, 0, 0), arg_buf(x, 0, 0), arg_f32(1.0f), arg_u64(N)}; /* x = 2x */
+    OK(launch1d(rt, a, kernel(rt, m, "axpy_f32"), 2, 128, ax, 4));
   }
   c.stream = a;
   c.src_buffer = x;
@@ -733,18 +616,18 @@ static void test_faults(void) {
   gpurt_stream *s = NULL;
   OK(api->stream_create(rt, 0, &s));
   gpurt_kernel *k = kernel(rt, m, "fill_f32");
-  gpurt_kernel_arg fa[3] = {abuf(b, 0, 0), af32(1.0f), au64(4)};
+  gpurt_kernel_arg fa[3] = {arg_buf(b, 0, 0), arg_f32(1.0f), arg_u64(4)};
   OK(control(rt, "fail_launch_nth", 2));
-  OK(launch(rt, s, k, 1, 4, fa, 3));
-  ERR(launch(rt, s, k, 1, 4, fa, 3), GPURT_ERR_LAUNCH_FAILED, "injected");
-  OK(launch(rt, s, k, 1, 4, fa, 3));
+  OK(launch1d(rt, s, k, 1, 4, fa, 3));
+  ERR(launch1d(rt, s, k, 1, 4, fa, 3), GPURT_ERR_LAUNCH_FAILED, "injected");
+  OK(launch1d(rt, s, k, 1, 4, fa, 3));
   OK(control(rt, "lose_device", 1));
   gpurt_buffer *b3 = NULL;
   ERR(api->buffer_alloc(rt, 1, 16, &b3), GPURT_ERR_DEVICE_LOST, "device 1");
   ERR(api->device_synchronize(rt, 1), GPURT_ERR_DEVICE_LOST, "lost");
   OK(api->device_synchronize(rt, 0));
   OK(control(rt, "lose_device", 0));
-  ERR(launch(rt, s, k, 1, 4, fa, 3), GPURT_ERR_DEVICE_LOST, "lost");
+  ERR(launch1d(rt, s, k, 1, 4, fa, 3), GPURT_ERR_DEVICE_LOST, "lost");
   ERR(api->stream_synchronize(rt, s), GPURT_ERR_DEVICE_LOST, "lost");
   ERR(api->buffer_alloc(rt, 0, 16, &b3), GPURT_ERR_DEVICE_LOST, "lost");
   OK(api->buffer_free(rt, b)); /* frees still release memory */
@@ -785,10 +668,10 @@ typedef struct per_elem_batch {
 
 static void per_elem(per_elem_batch *b, gpurt_kernel *fill, gpurt_buffer *buf) {
   for (int j = 0; j < PB; j++) {
-    b->a[j][0] = abuf(buf, (uint64_t)j * 4, 4);
-    b->a[j][1] = af32((float)(j + 1));
-    b->a[j][2] = au64(1);
-    b->l[j] = largs(1, 1, b->a[j], 3);
+    b->a[j][0] = arg_buf(buf, (uint64_t)j * 4, 4);
+    b->a[j][1] = arg_f32((float)(j + 1));
+    b->a[j][2] = arg_u64(1);
+    b->l[j] = launch_args(1, 1, b->a[j], 3);
     b->it[j].kernel = fill;
     b->it[j].args = &b->l[j];
   }
@@ -816,18 +699,18 @@ static void *batch_worker(void *p) {
     gpurt_kernel_arg a[BT_LEN][4];
     gpurt_launch_args l[BT_LEN];
     gpurt_launch_item items[BT_LEN];
-    a[0][0] = abuf(w->v, 0, 4);
-    a[0][1] = af32(id);
-    a[0][2] = au64(1);
-    l[0] = largs(1, 1, a[0], 3);
+    a[0][0] = arg_buf(w->v, 0, 4);
+    a[0][1] = arg_f32(id);
+    a[0][2] = arg_u64(1);
+    l[0] = launch_args(1, 1, a[0], 3);
     items[0].kernel = w->fill;
     items[0].args = &l[0];
     for (int k = 1; k < BT_LEN; k++) {
-      a[k][0] = abuf(w->out, base + (uint64_t)k * 4, 4);
-      a[k][1] = abuf(w->v, 0, 4);
-      a[k][2] = af32(1.0f);
-      a[k][3] = au64(1);
-      l[k] = largs(1, 1, a[k], 4);
+      a[k][0] = arg_buf(w->out, base + (uint64_t)k * 4, 4);
+      a[k][1] = arg_buf(w->v, 0, 4);
+      a[k][2] = arg_f32(1.0f);
+      a[k][3] = arg_u64(1);
+      l[k] = launch_args(1, 1, a[k], 4);
       items[k].kernel = w->scale;
       items[k].args = &l[k];
     }
@@ -853,13 +736,13 @@ static void test_launch_batch(void) {
   float hx[N], hy[N];
 
   /* dependent launches run in order: x = 1, y = 2, y += 3x, x += 2y, y += x */
-  gpurt_kernel_arg f1[3] = {abuf(x, 0, 0), af32(1.0f), au64(N)};
-  gpurt_kernel_arg f2[3] = {abuf(y, 0, 0), af32(2.0f), au64(N)};
-  gpurt_kernel_arg a1[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(3.0f), au64(N)};
-  gpurt_kernel_arg a2[4] = {abuf(x, 0, 0), abuf(y, 0, 0), af32(2.0f), au64(N)};
-  gpurt_kernel_arg a3[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(1.0f), au64(N)};
-  gpurt_launch_args l[5] = {largs(2, 128, f1, 3), largs(2, 128, f2, 3), largs(2, 128, a1, 4),
-                            largs(2, 128, a2, 4), largs(2, 128, a3, 4)};
+  gpurt_kernel_arg f1[3] = {arg_buf(x, 0, 0), arg_f32(1.0f), arg_u64(N)};
+  gpurt_kernel_arg f2[3] = {arg_buf(y, 0, 0), arg_f32(2.0f), arg_u64(N)};
+  gpurt_kernel_arg a1[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(3.0f), arg_u64(N)};
+  gpurt_kernel_arg a2[4] = {arg_buf(x, 0, 0), arg_buf(y, 0, 0), arg_f32(2.0f), arg_u64(N)};
+  gpurt_kernel_arg a3[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(1.0f), arg_u64(N)};
+  gpurt_launch_args l[5] = {launch_args(2, 128, f1, 3), launch_args(2, 128, f2, 3), launch_args(2, 128, a1, 4),
+                            launch_args(2, 128, a2, 4), launch_args(2, 128, a3, 4)};
   gpurt_launch_item items[5] = {{fill, &l[0]}, {fill, &l[1]}, {axpy, &l[2]}, {axpy, &l[3]}, {axpy, &l[4]}};
   uint64_t n = 99;
   OK(api->launch_batch(rt, s, 5, items, &n));
@@ -884,22 +767,22 @@ static void test_launch_batch(void) {
   OK(api->launch_batch(rt, s, 0, NULL, NULL));
 
   /* an invalid item 2 of 4 enqueues nothing: x stays 11 */
-  gpurt_kernel_arg bad[2] = {abuf(x, 0, 0), af32(5.0f)}; /* fill without n */
-  gpurt_launch_args lb[4] = {largs(2, 128, f1, 3), largs(2, 128, a1, 4), largs(2, 128, bad, 2),
-                             largs(2, 128, f2, 3)};
+  gpurt_kernel_arg bad[2] = {arg_buf(x, 0, 0), arg_f32(5.0f)}; /* fill without n */
+  gpurt_launch_args lb[4] = {launch_args(2, 128, f1, 3), launch_args(2, 128, a1, 4), launch_args(2, 128, bad, 2),
+                             launch_args(2, 128, f2, 3)};
   gpurt_launch_item ib[4] = {{fill, &lb[0]}, {axpy, &lb[1]}, {fill, &lb[2]}, {fill, &lb[3]}};
   n = 99;
   ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "item 2: launch \"fill_f32\": the kernel takes 3 arguments, got 2");
   CHECK(n == 0, "invalid item: out_enqueued %llu (want 0)", (unsigned long long)n);
   /* a view too small for item 1 is out of range */
-  gpurt_kernel_arg small[4] = {abuf(y, 0, 16), abuf(x, 0, 0), af32(1.0f), au64(N)};
-  lb[1] = largs(2, 128, small, 4);
-  lb[2] = largs(2, 128, f1, 3);
+  gpurt_kernel_arg small[4] = {arg_buf(y, 0, 16), arg_buf(x, 0, 0), arg_f32(1.0f), arg_u64(N)};
+  lb[1] = launch_args(2, 128, small, 4);
+  lb[2] = launch_args(2, 128, f1, 3);
   n = 99;
   ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_OUT_OF_RANGE, "item 1: launch \"axpy_f32\"");
   CHECK(n == 0, "out-of-range item: out_enqueued %llu (want 0)", (unsigned long long)n);
   /* a NULL args pointer and NULL items */
-  lb[1] = largs(2, 128, a1, 4);
+  lb[1] = launch_args(2, 128, a1, 4);
   ib[3].args = NULL;
   ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "item 3");
   ERR(api->launch_batch(rt, s, 2, NULL, &n), GPURT_ERR_INVALID_ARGUMENT, "items is NULL");
@@ -951,7 +834,7 @@ static void test_launch_batch(void) {
   /* the count carries over batches and single launches: 8 = 5 + 1 + the 2nd of the next batch */
   OK(control(rt, "fail_launch_nth", 8));
   OK(api->launch_batch(rt, s, PB, pe.it, &n));
-  OK(launch(rt, s, fill, 2, 128, f1, 3));
+  OK(launch1d(rt, s, fill, 2, 128, f1, 3));
   upload(rt, z, zero, sizeof zero);
   ERR(api->launch_batch(rt, s, PB, pe.it, &n), GPURT_ERR_LAUNCH_FAILED, "item 1");
   CHECK(n == 1, "fault carried over: out_enqueued %llu (want 1)", (unsigned long long)n);
@@ -1012,8 +895,8 @@ static void *worker(void *p) {
     gpurt_buffer *b = NULL;
     if (api->buffer_alloc(w->rt, 0, 400, &b)) { w->ok = 0; break; }
     float v = (float)(w->id * 100 + it);
-    gpurt_kernel_arg fa[3] = {abuf(b, 0, 0), af32(v), au64(100)};
-    gpurt_error *e = launch(w->rt, s, w->k, 1, 128, fa, 3);
+    gpurt_kernel_arg fa[3] = {arg_buf(b, 0, 0), arg_f32(v), arg_u64(100)};
+    gpurt_error *e = launch1d(w->rt, s, w->k, 1, 128, fa, 3);
     float out[100];
     e = e ? e : copy_sync(w->rt, s, NULL, 0, out, b, 0, NULL, 400);
     if (e) { api->error_destroy(e); w->ok = 0; }
@@ -1057,7 +940,7 @@ static double dval(int32_t t, const void *p, uint64_t i) {
   switch (t) {
     case GPURT_DTYPE_F32: return ((const float *)p)[i];
     case GPURT_DTYPE_F16: return f16_f(((const uint16_t *)p)[i]);
-    case GPURT_DTYPE_BF16: return bf16_f(((const uint16_t *)p)[i]);
+    case GPURT_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
     case GPURT_DTYPE_FP8_E4M3: return e4m3_d(((const uint8_t *)p)[i]);
     case GPURT_DTYPE_FP8_E5M2: return e5m2_d(((const uint8_t *)p)[i]);
   }
@@ -1378,9 +1261,9 @@ static void test_graph_calls(void) {
   c1.src_buffer = x;
   c2.dst_buffer = x;
   c2.src_buffer = t;
-  gpurt_kernel_arg sa[] = {au64(200000)};
-  gpurt_kernel_arg xa[] = {abuf(x, 0, 0), abuf(one, 0, 0), af32(1), au64(N)};
-  gpurt_launch_args sl = largs(1, 1, sa, 1), xl = largs(1, N, xa, 4);
+  gpurt_kernel_arg sa[] = {arg_u64(200000)};
+  gpurt_kernel_arg xa[] = {arg_buf(x, 0, 0), arg_buf(one, 0, 0), arg_f32(1), arg_u64(N)};
+  gpurt_launch_args sl = launch_args(1, 1, sa, 1), xl = launch_args(1, N, xa, 4);
   gpurt_graph_item items[] = {call_item(offsetof(gpurt_api, copy), NULL, &c1),
                               call_item(offsetof(gpurt_api, launch), sleep, &sl),
                               call_item(offsetof(gpurt_api, copy), NULL, &c2),
@@ -1399,7 +1282,7 @@ static void test_graph_calls(void) {
   enum { G = 2, GN = 8, GK = 16, GM = 8 };
   uint64_t msz[G] = {3, 5};
   uint16_t ab[GM * GK + G * GN * GK];
-  for (size_t i = 0; i < sizeof ab / 2; i++) ab[i] = f_bf16_rne(rndf());
+  for (size_t i = 0; i < sizeof ab / 2; i++) ab[i] = f32_to_bf16(rndf());
   gpurt_buffer *a = alloc(rt, 0, 2 * GM * GK), *b = alloc(rt, 0, 2 * G * GN * GK), *d = alloc(rt, 0, 2 * GM * GN);
   upload(rt, a, ab, 2 * GM * GK);
   upload(rt, b, ab + GM * GK, 2 * G * GN * GK);
@@ -1478,24 +1361,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s PLUGIN\n", argv[0]);
     return 2;
   }
-  void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    fprintf(stderr, "dlopen: %s\n", dlerror());
-    return 1;
-  }
-  gpurt_negotiate_fn neg = (gpurt_negotiate_fn)dlsym(h, GPURT_ENTRY_SYMBOL);
-  if (!neg) {
-    fprintf(stderr, "no %s\n", GPURT_ENTRY_SYMBOL);
-    return 1;
-  }
+  gpurt_negotiate_fn neg = plugin_entry(argv[1]);
+  if (!neg) return 1;
   unsetenv("GPURT_MOCK_FAULTS");
   unsetenv("GPURT_MOCK_DEVICES");
   unsetenv("GPURT_MOCK_MEMORY");
   test_negotiate(neg);
-  if (api == NULL) {
-    printf("%d passed, %d failed\n", passed, failed + 1);
-    return 1;
-  }
+  if (api == NULL) return finish_with(1);
   test_info();
   test_devices();
   test_copies();
@@ -1508,6 +1380,5 @@ int main(int argc, char **argv) {
   test_gemm();
   test_graph_calls();
   OK(api->shutdown());
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return finish();
 }

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * testlib.h — what the C tests share (csrc/test/abi_suite.c, graph_once.c,
+ * backend_check.c, plugins/mock/test/mock_selftest.c and the CUDA plugin's
+ * plugins/cuda/test/harness.h): the pass/fail counters and the two ways of
+ * reporting (result: one "ok"/"FAIL" line a check; CHECK: a line only for a
+ * failure, with file and line), an error's code and message, OK and ERR on
+ * a call's error, "N passed, M failed", opening a plugin, and the argument
+ * structs most checks build (copies, kernel arguments, 1-D launches).
+ *
+ * Header only: every function is static inline, so a test that uses a part
+ * of it builds warning-free with -Wall -Wextra -Werror. The calls go
+ * through `api` (the negotiated table), which the test sets; a test linked
+ * with csrc and calling it directly (backend_check.c) uses only the
+ * reporting part.
+ */
+#ifndef GPURT_TESTLIB_H_
+#define GPURT_TESTLIB_H_
+
+#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpurt.h"
+
+static int passed, failed;
+/* The plugin's table once negotiated. */
+static const gpurt_api *api __attribute__((unused));
+
+/* ---- reporting ---------------------------------------------------------------- */
+
+/* One line a check: "ok   <what>" or "FAIL <what>", counted. */
+__attribute__((format(printf, 2, 3))) static inline void result(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "ok  " : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  if (ok) passed++;
+  else failed++;
+}
+
+/* result with a name and a message shown after ": " when there is one. */
+static inline void result_msg(int ok, const char *what, const char *msg) {
+  result(ok, "%s%s%s", what, msg ? ": " : "", msg ? msg : "");
+}
+
+/* Counts a check; prints a line (file and line first) only when it fails. */
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond) {                                   \
+      passed++;                                   \
+    } else {                                      \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+      fflush(stdout);                             \
+    }                                             \
+  } while (0)
+
+/* The last line, "N passed, M failed" (extra failures added: a test that
+ * could not get going counts that as one); the exit status, 1 on any. */
+static inline int finish_with(int extra) {
+  printf("%d passed, %d failed\n", passed, failed + extra);
+  return failed + extra != 0;
+}
+static inline int finish(void) { return finish_with(0); }
+
+/* ---- errors ------------------------------------------------------------------- */
+
+/* The code and message of e (code 0 and "" for NULL), then destroys e;
+ * msg may be NULL. */
+static inline int take(gpurt_error *e, char *msg, size_t cap) {
+  if (msg && cap) msg[0] = 0;
+  if (e == NULL) return GPURT_OK;
+  gpurt_error_info i;
+  memset(&i, 0, sizeof i);
+  i.struct_size = sizeof i;
+  api->error_get(e, &i);
+  if (msg && cap) snprintf(msg, cap, "%.*s", (int)i.message_len, i.message ? i.message : "");
+  api->error_destroy(e);
+  return i.code;
+}
+
+/* take's message ("" for NULL), for a check that shows it. */
+static inline const char *take_msg(gpurt_error *e, char *msg, size_t cap) {
+  take(e, msg, cap);
+  return msg;
+}
+
+/* The call succeeds (its error, if any, is consumed). */
+#define OK(call)                                                      \
+  do {                                                                \
+    char m_[1024];                                                    \
+    gpurt_error *e_ = (call);                                         \
+    int had_ = e_ != NULL, c_ = take(e_, m_, sizeof m_);              \
+    CHECK(!had_, "%s: unexpected error [%d] %s", #call, c_, m_);      \
+  } while (0)
+
+/* The call fails with code `want` and a message containing `sub` (any
+ * message for a NULL sub); its error is consumed. */
+#define ERR(call, want, sub)                                                           \
+  do {                                                                                 \
+    char m_[1024];                                                                     \
+    gpurt_error *e_ = (call);                                                          \
+    int had_ = e_ != NULL, c_ = take(e_, m_, sizeof m_);                               \
+    const char *s_ = (sub);                                                            \
+    CHECK(had_ && c_ == (want) && (s_ == NULL || strstr(m_, s_) != NULL),              \
+          "%s: want code %d with \"%s\", got %s[%d] %s", #call, (int)(want), s_ ? s_ : "", \
+          had_ ? "" : "no error ", c_, m_);                                            \
+  } while (0)
+
+/* ---- the plugin ----------------------------------------------------------------- */
+
+/* dlopens the plugin at path and returns its entry point; NULL (said on
+ * stdout, with "0 passed, 1 failed") when it cannot. */
+static inline gpurt_negotiate_fn plugin_entry(const char *path) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    printf("cannot dlopen %s: %s\n0 passed, 1 failed\n", path, dlerror());
+    return NULL;
+  }
+  gpurt_negotiate_fn fn;
+  *(void **)&fn = dlsym(h, GPURT_ENTRY_SYMBOL);
+  if (fn == NULL) printf("no %s in %s\n0 passed, 1 failed\n", GPURT_ENTRY_SYMBOL, path);
+  return fn;
+}
+
+/* ---- argument structs ----------------------------------------------------------- */
+
+static inline uint64_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+/* A synchronous copy with nothing set yet. */
+static inline gpurt_copy_args copy_args(void) {
+  gpurt_copy_args c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.flags = GPURT_COPY_SYNC;
+  return c;
+}
+
+/* n bytes from host src into b (synchronous, on s or none). */
+static inline gpurt_error *upload_on(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *b, const void *src,
+                                     uint64_t n) {
+  gpurt_copy_args c = copy_args();
+  c.stream = s;
+  c.size = n;
+  c.dst_buffer = b;
+  c.src_ptr = src;
+  return api->copy(rt, &c);
+}
+
+/* n bytes of b into host dst (synchronous, on s or none). */
+static inline gpurt_error *download_on(gpurt_runtime *rt, gpurt_stream *s, void *dst, gpurt_buffer *b,
+                                       uint64_t n) {
+  gpurt_copy_args c = copy_args();
+  c.stream = s;
+  c.size = n;
+  c.dst_ptr = dst;
+  c.src_buffer = b;
+  return api->copy(rt, &c);
+}
+
+static inline gpurt_kernel_arg arg_buf(gpurt_buffer *b, uint64_t off, uint64_t len) {
+  gpurt_kernel_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = GPURT_ARG_BUFFER;
+  a.size = 8;
+  a.buffer = b;
+  a.offset = off;
+  a.length = len;
+  return a;
+}
+
+static inline gpurt_kernel_arg arg_val(int32_t kind, uint32_t size, uint64_t v) {
+  gpurt_kernel_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = kind;
+  a.size = size;
+  a.value = v;
+  return a;
+}
+static inline gpurt_kernel_arg arg_u64(uint64_t v) { return arg_val(GPURT_ARG_U64, 8, v); }
+static inline gpurt_kernel_arg arg_f32(float f) { return arg_val(GPURT_ARG_F32, 4, f32_bits(f)); }
+
+/* A launch of grid x 1 x 1 blocks of block x 1 x 1 threads. */
+static inline gpurt_launch_args launch_args(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
+                                            uint32_t n) {
+  gpurt_launch_args l;
+  memset(&l, 0, sizeof l);
+  l.struct_size = sizeof l;
+  l.grid[0] = grid;
+  l.grid[1] = l.grid[2] = 1;
+  l.block[0] = block;
+  l.block[1] = l.block[2] = 1;
+  l.args = args;
+  l.num_args = n;
+  return l;
+}
+
+static inline gpurt_error *launch1d(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k, uint32_t grid,
+                                    uint32_t block, const gpurt_kernel_arg *args, uint32_t n) {
+  gpurt_launch_args l = launch_args(grid, block, args, n);
+  return api->launch(rt, s, k, &l);
+}
+
+/* The built-in module (GPURT_MODULE_BUILTIN). */
+static inline gpurt_error *load_builtin(gpurt_runtime *rt, gpurt_module **out) {
+  gpurt_module_load_args ml;
+  memset(&ml, 0, sizeof ml);
+  ml.struct_size = sizeof ml;
+  ml.format = GPURT_MODULE_BUILTIN;
+  return api->module_load(rt, &ml, out);
+}
+
+/* ---- host-side values ----------------------------------------------------------- */
+
+static inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+/* Round to nearest even; finite inputs. */
+static inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* xorshift64: a fixed sequence from *state. */
+static inline uint64_t xorshift(uint64_t *state) {
+  *state ^= *state << 13;
+  *state ^= *state >> 7;
+  *state ^= *state << 17;
+  return *state;
+}
+
+#endif
