@@ -23,46 +23,9 @@
  * Build: cc -std=c11 -I abi -o abi_suite csrc/test/abi_suite.c -ldl
  * (scripts/abi_suite.sh builds it and runs it against a plugin).
  */
-#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
-#define _GNU_SOURCE
-#endif
-#include <dlfcn.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "testlib.h"
 
-#include "gpurt.h"
-
-static int passed, failed;
-static const gpurt_api *api;
 static char prefix[40]; /* "<backend>: " */
-
-static void result(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
-
-/* The error's code and message (copied), then destroys it. */
-static int take(gpurt_error *e, char *msg, size_t cap) {
-  if (e == NULL) {
-    if (cap) msg[0] = 0;
-    return GPURT_OK;
-  }
-  gpurt_error_info i;
-  memset(&i, 0, sizeof i);
-  i.struct_size = sizeof i;
-  api->error_get(e, &i);
-  snprintf(msg, cap, "%.*s", (int)i.message_len, i.message ? i.message : "");
-  api->error_destroy(e);
-  return i.code;
-}
 
 /* The call succeeds. */
 static void ok(const char *name, gpurt_error *e) {
@@ -117,30 +80,6 @@ static gpurt_buffer *alloc(gpurt_runtime *rt, uint64_t size) {
   return b;
 }
 
-static gpurt_copy_args copy_args(void) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.flags = GPURT_COPY_SYNC;
-  return c;
-}
-
-static gpurt_error *upload(gpurt_runtime *rt, gpurt_buffer *b, const void *src, uint64_t n) {
-  gpurt_copy_args c = copy_args();
-  c.size = n;
-  c.dst_buffer = b;
-  c.src_ptr = src;
-  return api->copy(rt, &c);
-}
-
-static gpurt_error *download(gpurt_runtime *rt, void *dst, gpurt_buffer *b, uint64_t n) {
-  gpurt_copy_args c = copy_args();
-  c.size = n;
-  c.dst_ptr = dst;
-  c.src_buffer = b;
-  return api->copy(rt, &c);
-}
-
 static gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t size,
                                      uint32_t value, uint32_t es) {
   gpurt_memset_args m;
@@ -152,46 +91,6 @@ static gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t siz
   m.value = value;
   m.element_size = es;
   return m;
-}
-
-static gpurt_kernel_arg arg_buf(gpurt_buffer *b, uint64_t off, uint64_t len) {
-  gpurt_kernel_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = GPURT_ARG_BUFFER;
-  a.size = 8;
-  a.buffer = b;
-  a.offset = off;
-  a.length = len;
-  return a;
-}
-
-static gpurt_kernel_arg arg_val(int32_t kind, uint32_t size, uint64_t v) {
-  gpurt_kernel_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = kind;
-  a.size = size;
-  a.value = v;
-  return a;
-}
-
-static uint64_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-static gpurt_launch_args launch_args(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
-                                     uint32_t n) {
-  gpurt_launch_args l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
-  l.grid[0] = grid;
-  l.grid[1] = l.grid[2] = 1;
-  l.block[0] = block;
-  l.block[1] = l.block[2] = 1;
-  l.args = args;
-  l.num_args = n;
-  return l;
 }
 
 /* ---- negotiation and the table --------------------------------------------- */
@@ -525,63 +424,50 @@ static void copy_checks(gpurt_runtime *rt) {
   msg_is("copy: asynchronous from pageable memory", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
          "copy: src_ptr is pageable memory; an asynchronous copy takes pinned host memory (a host "
          "buffer) or needs GPURT_COPY_SYNC");
-  c = copy_args();
-  c.size = 4;
-  c.dst_buffer = b;
-  c.dst_ptr = back;
-  c.src_ptr = tmp;
-  msg_is("copy: two destinations", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
-         "copy: exactly one of dst_buffer, dst_host, dst_ptr must be set (2 are)");
-  c = copy_args();
-  c.size = 4;
-  c.dst_buffer = b;
-  msg_is("copy: no source", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
-         "copy: exactly one of src_buffer, src_host, src_ptr must be set (0 are)");
-
-  /* Settled rule 1: a plain pointer with a non-zero offset is refused. */
-  c = copy_args();
-  c.size = 4;
-  c.dst_buffer = b;
-  c.src_ptr = tmp;
-  c.src_offset = 8;
-  msg_is("copy: src_ptr with src_offset 8 is refused", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
-         "copy: src_offset is 8 with src_ptr; offsets apply to buffers and host buffers only "
-         "(advance the pointer instead)");
-  c = copy_args();
-  c.size = 4;
-  c.dst_ptr = back;
-  c.dst_offset = 1;
-  c.src_buffer = b;
-  msg_is("copy: dst_ptr with dst_offset 1 is refused", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
-         "copy: dst_offset is 1 with dst_ptr; offsets apply to buffers and host buffers only "
-         "(advance the pointer instead)");
-
-  /* Ranges, also for size 0. */
-  c = copy_args();
-  c.size = 51;
-  c.dst_buffer = b;
-  c.dst_offset = 50;
-  c.src_ptr = tmp;
-  msg_is("copy: dst range past the buffer", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
-         "copy: dst range (offset 50, size 51) is outside the buffer of 100 bytes");
-  c.size = 0;
-  c.dst_offset = 101;
-  msg_is("copy: size 0 at an offset past the buffer", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
-         "copy: dst range (offset 101, size 0) is outside the buffer of 100 bytes");
-  c = copy_args();
-  c.size = 2;
-  c.dst_ptr = back;
-  c.src_buffer = b;
-  c.src_offset = UINT64_MAX;
-  msg_is("copy: src offset that wraps", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
-         "copy: src range (offset 18446744073709551615, size 2) is outside the buffer of 100 bytes");
-  c = copy_args();
-  c.size = 100;
-  c.dst_host = hb;
-  c.dst_offset = 1;
-  c.src_buffer = b;
-  msg_is("copy: host buffer range", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
-         "copy: dst range (offset 1, size 100) is outside the host buffer of 100 bytes");
+  /* Refusals of where a copy goes: the ends set (a bit each), their
+   * offsets and the size. */
+  enum { DB = 1, DP = 2, DH = 4, SB = 8, SP = 16 };
+  static const struct {
+    const char *name;
+    int ends;
+    uint64_t size, dst_offset, src_offset;
+    int32_t code;
+    const char *want;
+  } refused[] = {
+      {"copy: two destinations", DB | DP | SP, 4, 0, 0, GPURT_ERR_INVALID_ARGUMENT,
+       "copy: exactly one of dst_buffer, dst_host, dst_ptr must be set (2 are)"},
+      {"copy: no source", DB, 4, 0, 0, GPURT_ERR_INVALID_ARGUMENT,
+       "copy: exactly one of src_buffer, src_host, src_ptr must be set (0 are)"},
+      /* Settled rule 1: a plain pointer with a non-zero offset is refused. */
+      {"copy: src_ptr with src_offset 8 is refused", DB | SP, 4, 0, 8, GPURT_ERR_INVALID_ARGUMENT,
+       "copy: src_offset is 8 with src_ptr; offsets apply to buffers and host buffers only "
+       "(advance the pointer instead)"},
+      {"copy: dst_ptr with dst_offset 1 is refused", DP | SB, 4, 1, 0, GPURT_ERR_INVALID_ARGUMENT,
+       "copy: dst_offset is 1 with dst_ptr; offsets apply to buffers and host buffers only "
+       "(advance the pointer instead)"},
+      /* Ranges, also for size 0. */
+      {"copy: dst range past the buffer", DB | SP, 51, 50, 0, GPURT_ERR_OUT_OF_RANGE,
+       "copy: dst range (offset 50, size 51) is outside the buffer of 100 bytes"},
+      {"copy: size 0 at an offset past the buffer", DB | SP, 0, 101, 0, GPURT_ERR_OUT_OF_RANGE,
+       "copy: dst range (offset 101, size 0) is outside the buffer of 100 bytes"},
+      {"copy: src offset that wraps", DP | SB, 2, 0, UINT64_MAX, GPURT_ERR_OUT_OF_RANGE,
+       "copy: src range (offset 18446744073709551615, size 2) is outside the buffer of 100 bytes"},
+      {"copy: host buffer range", DH | SB, 100, 1, 0, GPURT_ERR_OUT_OF_RANGE,
+       "copy: dst range (offset 1, size 100) is outside the host buffer of 100 bytes"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    int ends = refused[i].ends;
+    c = copy_args();
+    c.size = refused[i].size;
+    c.dst_buffer = ends & DB ? b : NULL;
+    c.dst_ptr = ends & DP ? back : NULL;
+    c.dst_host = ends & DH ? hb : NULL;
+    c.dst_offset = refused[i].dst_offset;
+    c.src_buffer = ends & SB ? b : NULL;
+    c.src_ptr = ends & SP ? tmp : NULL;
+    c.src_offset = refused[i].src_offset;
+    msg_is(refused[i].name, api->copy(rt, &c), refused[i].code, "%s", refused[i].want);
+  }
 
   /* What works. */
   c = copy_args();
@@ -589,9 +475,9 @@ static void copy_checks(gpurt_runtime *rt) {
   c.dst_buffer = b;
   c.src_ptr = tmp;
   ok("copy: size 0 is a no-op", api->copy(rt, &c));
-  ok("copy: upload 100 bytes", upload(rt, b, tmp, 100));
+  ok("copy: upload 100 bytes", upload_on(rt, NULL, b, tmp, 100));
   memset(back, 0, sizeof back);
-  ok("copy: download 100 bytes", download(rt, back, b, 100));
+  ok("copy: download 100 bytes", download_on(rt, NULL, back, b, 100));
   result(memcmp(tmp, back, 100) == 0, "copy: round trip");
   c = copy_args();
   c.flags = 0;
@@ -653,7 +539,7 @@ static void memset_checks(gpurt_runtime *rt) {
   ok("memset: 4 bytes at the end", api->memset(rt, &m));
   m = memset_args(b, 100, 0, 0, 1);
   ok("memset: size 0 at the end is a no-op", api->memset(rt, &m));
-  ok("copy: download", download(rt, back, b, 100));
+  ok("copy: download", download_on(rt, NULL, back, b, 100));
   result(back[0] == 0xff && back[3] == 0xff && back[4] == 0xEF && back[5] == 0xBE &&
              back[10] == 0xEF && back[11] == 0xBE && back[12] == 0xff && back[96] == 0x44 &&
              back[99] == 0x11,
@@ -668,7 +554,7 @@ static int count_not(gpurt_runtime *rt, gpurt_buffer *b, uint32_t n, float want)
   if (h == NULL) return -1;
   char m[600];
   int bad = 0;
-  if (take(download(rt, h, b, (uint64_t)n * 4), m, sizeof m) != GPURT_OK) bad = -1;
+  if (take(download_on(rt, NULL, h, b, (uint64_t)n * 4), m, sizeof m) != GPURT_OK) bad = -1;
   for (uint32_t i = 0; bad >= 0 && i < n; i++)
     if (h[i] != want) bad++;
   free(h);
@@ -986,7 +872,7 @@ static gpurt_buffer *alloc_f16(gpurt_runtime *rt, uint64_t n, uint64_t *st) {
     return b;
   }
   for (uint64_t i = 0; i < n; i++) h[i] = rnd_f16(st);
-  ok("call: upload", upload(rt, b, h, n * 2));
+  ok("call: upload", upload_on(rt, NULL, b, h, n * 2));
   free(h);
   return b;
 }
@@ -1025,7 +911,7 @@ static void same_bytes(const char *name, gpurt_runtime *rt, gpurt_buffer *out, u
                        const unsigned char *eager) {
   unsigned char *got = malloc(bytes);
   if (got == NULL) return;
-  ok("call: download", download(rt, got, out, bytes));
+  ok("call: download", download_on(rt, NULL, got, out, bytes));
   uint64_t diff = 0;
   for (uint64_t i = 0; i < bytes; i++) diff += got[i] != eager[i];
   result(diff == 0, "%s: the replayed call wrote the eager call's bytes (%llu of %llu differ)", name,
@@ -1044,7 +930,7 @@ static void call_quant(gpurt_runtime *rt, gpurt_stream *s) {
     goto out;
   }
   for (uint64_t i = 0; i < m * k; i++) wh[i] = (unsigned char)(i * 37u + 11u);
-  ok("call: upload w", upload(rt, w, wh, m * k));
+  ok("call: upload w", upload_on(rt, NULL, w, wh, m * k));
   gpurt_quant_matmul_args q;
   memset(&q, 0, sizeof q);
   q.struct_size = sizeof q;
@@ -1061,7 +947,7 @@ static void call_quant(gpurt_runtime *rt, gpurt_stream *s) {
   q.y = y;
   ok("call: quant_matmul eager", api->quant_matmul(rt, s, &q));
   ok("call: quant_matmul eager sync", api->stream_synchronize(rt, s));
-  ok("call: download eager", download(rt, eager, y, n * m * 2));
+  ok("call: download eager", download_on(rt, NULL, eager, y, n * m * 2));
   gpurt_memset_args z = memset_args(y, 0, n * m * 2, 0, 1);
   ok("call: clear y", api->memset(rt, &z));
   ok("call: quant_matmul recorded", replay_call(rt, s, offsetof(gpurt_api, quant_matmul), NULL, &q));
@@ -1098,9 +984,9 @@ static void call_attention(gpurt_runtime *rt, gpurt_stream *s) {
     result(0, "call: attention_run: setup");
     goto out;
   }
-  ok("call: upload indptr", upload(rt, ip, kv_indptr, sizeof kv_indptr));
-  ok("call: upload indices", upload(rt, ix, indices, sizeof indices));
-  ok("call: upload last", upload(rt, lp, last, sizeof last));
+  ok("call: upload indptr", upload_on(rt, NULL, ip, kv_indptr, sizeof kv_indptr));
+  ok("call: upload indices", upload_on(rt, NULL, ix, indices, sizeof indices));
+  ok("call: upload last", upload_on(rt, NULL, lp, last, sizeof last));
   gpurt_attention_desc d;
   memset(&d, 0, sizeof d);
   d.struct_size = sizeof d;
@@ -1135,7 +1021,7 @@ static void call_attention(gpurt_runtime *rt, gpurt_stream *s) {
   ok("call: attention_plan", api->attention_plan(rt, s, at, &pa));
   ok("call: attention_run eager", api->attention_run(rt, s, at, &ra));
   ok("call: attention_run eager sync", api->stream_synchronize(rt, s));
-  ok("call: download eager", download(rt, eager, o, rows * 2));
+  ok("call: download eager", download_on(rt, NULL, eager, o, rows * 2));
   gpurt_memset_args z = memset_args(o, 0, rows * 2, 0, 1);
   ok("call: clear o", api->memset(rt, &z));
   ok("call: attention_run recorded", replay_call(rt, s, offsetof(gpurt_api, attention_run), at, &ra));
@@ -1163,10 +1049,10 @@ static void call_kv_append(gpurt_runtime *rt, gpurt_stream *s) {
     result(0, "call: kv_append: setup");
     goto out;
   }
-  ok("call: upload indptr", upload(rt, ip, indptr, sizeof indptr));
-  ok("call: upload indices", upload(rt, ix, indices, sizeof indices));
-  ok("call: upload last", upload(rt, lp, last, sizeof last));
-  ok("call: upload rows' batch indices and positions", upload(rt, mb, meta, sizeof meta));
+  ok("call: upload indptr", upload_on(rt, NULL, ip, indptr, sizeof indptr));
+  ok("call: upload indices", upload_on(rt, NULL, ix, indices, sizeof indices));
+  ok("call: upload last", upload_on(rt, NULL, lp, last, sizeof last));
+  ok("call: upload rows' batch indices and positions", upload_on(rt, NULL, mb, meta, sizeof meta));
   gpurt_memset_args zk = memset_args(k, 0, kv, 0, 1), zv = memset_args(v, 0, kv, 0, 1);
   ok("call: clear k", api->memset(rt, &zk));
   ok("call: clear v", api->memset(rt, &zv));
@@ -1193,8 +1079,8 @@ static void call_kv_append(gpurt_runtime *rt, gpurt_stream *s) {
   a.positions_offset = 12;
   ok("call: kv_append eager", api->kv_append(rt, s, &a));
   ok("call: kv_append eager sync", api->stream_synchronize(rt, s));
-  ok("call: download eager k", download(rt, ek, k, kv));
-  ok("call: download eager v", download(rt, ev, v, kv));
+  ok("call: download eager k", download_on(rt, NULL, ek, k, kv));
+  ok("call: download eager v", download_on(rt, NULL, ev, v, kv));
   ok("call: clear k", api->memset(rt, &zk));
   ok("call: clear v", api->memset(rt, &zv));
   ok("call: kv_append recorded", replay_call(rt, s, offsetof(gpurt_api, kv_append), NULL, &a));
@@ -1361,14 +1247,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "abi_suite: dlopen %s: %s\n", argv[1], dlerror());
     return 2;
   }
-  if (negotiate(lib) != 0) {
-    printf("%d passed, %d failed\n", passed, failed + 1);
-    return 1;
-  }
+  if (negotiate(lib) != 0) return finish_with(1);
   info_checks();
   gpurt_runtime *rt = new_runtime();
   if (rt == NULL) {
-    printf("%d passed, %d failed\n", passed, failed + 1);
+    finish_with(1);
     return 2;
   }
   runtime_checks(rt);
@@ -1379,6 +1262,5 @@ int main(int argc, char **argv) {
   minor_checks(rt);
   ok("runtime_destroy", api->runtime_destroy(rt));
   /* Plugins are never dlclose'd (gpurt.h): neither is this one. */
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return finish();
 }
