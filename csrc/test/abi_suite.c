@@ -61,8 +61,7 @@ static void msg_is(const char *name, gpurt_error *e, int code, const char *fmt, 
 
 static gpurt_runtime *new_runtime(void) {
   gpurt_runtime_create_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   gpurt_runtime *rt = NULL;
   char m[600];
   if (take(api->runtime_create(&a, &rt), m, sizeof m) != GPURT_OK) {
@@ -83,8 +82,7 @@ static gpurt_buffer *alloc(gpurt_runtime *rt, uint64_t size) {
 static gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t size,
                                      uint32_t value, uint32_t es) {
   gpurt_memset_args m;
-  memset(&m, 0, sizeof m);
-  m.struct_size = sizeof m;
+  ARGS_INIT(m);
   m.buffer = b;
   m.offset = off;
   m.size = size;
@@ -185,8 +183,7 @@ static int negotiate(void *lib) {
 
 static void info_checks(void) {
   gpurt_plugin_info pi;
-  memset(&pi, 0, sizeof pi);
-  pi.struct_size = sizeof pi;
+  ARGS_INIT(pi);
   ok("plugin_info", api->plugin_info(&pi));
   snprintf(prefix, sizeof prefix, "%s: ", pi.backend);
   result(pi.backend[0] != 0, "plugin_info: backend \"%s\", version \"%s\"", pi.backend, pi.version);
@@ -203,8 +200,7 @@ static void info_checks(void) {
   result((unsigned char)pi.backend[0] == 0xAB, "plugin_info: writes nothing past a short struct_size");
 
   gpurt_probe_args pa;
-  memset(&pa, 0, sizeof pa);
-  pa.struct_size = sizeof pa;
+  ARGS_INIT(pa);
   ok("probe: device_capacity 0", api->probe(&pa));
   result(pa.device_count >= 1 && pa.available == 1, "probe: available with %u device(s): %s",
          pa.device_count, pa.reason);
@@ -216,8 +212,7 @@ static void info_checks(void) {
   /* Error objects: code, message (prefixed, length without NUL), free. */
   e = api->probe(NULL);
   gpurt_error_info ei;
-  memset(&ei, 0, sizeof ei);
-  ei.struct_size = sizeof ei;
+  ARGS_INIT(ei);
   api->error_get(e, &ei);
   result(ei.code == GPURT_ERR_INVALID_ARGUMENT && ei.message != NULL &&
              ei.message_len == strlen(ei.message) &&
@@ -267,8 +262,7 @@ static void runtime_checks(gpurt_runtime *rt) {
   di.struct_size = sizeof(uint64_t);
   ok("device_info: out struct_size 8", api->device_info(rt, 0, &di));
   result((unsigned char)di.name[0] == 0xAB, "device_info: writes nothing past a short struct_size");
-  memset(&di, 0, sizeof di);
-  di.struct_size = sizeof di;
+  ARGS_INIT(di);
   code_is("device_info: device 4096", api->device_info(rt, 4096, &di), GPURT_ERR_INVALID_ARGUMENT);
 
   /* Every destroy accepts NULL. */
@@ -292,8 +286,7 @@ static void runtime_checks(gpurt_runtime *rt) {
   ok("runtime_stats: out struct_size 16", api->runtime_stats(rt, &st));
   result(st.live_host_buffers == 0xABABABABABABABABull,
          "runtime_stats: writes nothing past a short struct_size");
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   ok("runtime_stats", api->runtime_stats(rt, &st));
   uint64_t bufs0 = st.live_buffers, bytes0 = st.device_bytes;
   gpurt_buffer *b = alloc(rt, 4096);
@@ -359,8 +352,7 @@ static void handle_checks(gpurt_runtime *rt) {
 
   /* A kernel dies with its module. */
   gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
+  ARGS_INIT(ml);
   ml.format = GPURT_MODULE_BUILTIN;
   gpurt_module *mod = NULL;
   gpurt_kernel *k = NULL;
@@ -368,8 +360,7 @@ static void handle_checks(gpurt_runtime *rt) {
   ok("kernel_get fill_f32", api->kernel_get(rt, mod, "fill_f32", 8, &k));
   ok("module_unload", api->module_unload(rt, mod));
   gpurt_kernel_info ki;
-  memset(&ki, 0, sizeof ki);
-  ki.struct_size = sizeof ki;
+  ARGS_INIT(ki);
   code_is("kernel_info: kernel of an unloaded module", api->kernel_info(rt, k, &ki),
           GPURT_ERR_INVALID_HANDLE);
   code_is("module_unload: unloaded module", api->module_unload(rt, mod), GPURT_ERR_INVALID_HANDLE);
@@ -568,8 +559,7 @@ static void launch_checks(gpurt_runtime *rt) {
   gpurt_stream *s = NULL;
   ok("stream_create", api->stream_create(rt, 0, &s));
   gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
+  ARGS_INIT(ml);
   ml.format = GPURT_MODULE_BUILTIN;
   gpurt_module *mod = NULL;
   gpurt_kernel *fill = NULL, *axpy = NULL;
@@ -581,8 +571,7 @@ static void launch_checks(gpurt_runtime *rt) {
           GPURT_ERR_NOT_FOUND);
 
   gpurt_kernel_info ki;
-  memset(&ki, 0, sizeof ki);
-  ki.struct_size = sizeof ki;
+  ARGS_INIT(ki);
   ok("kernel_info fill_f32", api->kernel_info(rt, fill, &ki));
   result(ki.num_params == 3 && ki.param_kind[0] == GPURT_ARG_BUFFER &&
              ki.param_kind[1] == GPURT_ARG_F32 && ki.param_kind[2] == GPURT_ARG_U64 &&
@@ -724,8 +713,7 @@ static void launch_checks(gpurt_runtime *rt) {
 
   /* gemm_run needs a stream too. */
   gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  ARGS_INIT(d);
   d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_F32;
   d.m = d.n = d.k = 4;
   d.lda = d.ldb = d.ldc = d.ldd = 4;
@@ -733,8 +721,7 @@ static void launch_checks(gpurt_runtime *rt) {
   gpurt_gemm_plan *p = NULL;
   ok("gemm_plan_create f32 4x4x4", api->gemm_plan_create(rt, 0, &d, &p));
   gpurt_gemm_run_args g;
-  memset(&g, 0, sizeof g);
-  g.struct_size = sizeof g;
+  ARGS_INIT(g);
   g.a = g.b = g.d = y;
   g.b_offset = 64;
   g.d_offset = 128;
@@ -772,8 +759,7 @@ static void comm_checks(gpurt_runtime *rt, gpurt_stream *s) {
   gpurt_comm *c = NULL;
   uint32_t devs[2] = {0, 0};
   gpurt_comm_create_args ca;
-  memset(&ca, 0, sizeof ca);
-  ca.struct_size = sizeof ca;
+  ARGS_INIT(ca);
   ca.devices = devs;
   char m[600];
   int code = take(api->comm_create(rt, &ca, &c), m, sizeof m);
@@ -811,8 +797,7 @@ static void comm_checks(gpurt_runtime *rt, gpurt_stream *s) {
   code_is("comm_abort: made-up comm", api->comm_abort(rt, fake), GPURT_ERR_INVALID_HANDLE);
   code_is("comm_query: made-up comm", api->comm_query(rt, fake), GPURT_ERR_INVALID_HANDLE);
   gpurt_comm_run_args ra;
-  memset(&ra, 0, sizeof ra);
-  ra.struct_size = sizeof ra;
+  ARGS_INIT(ra);
   code_is("comm_run: made-up comm", api->comm_run(rt, fake, &ra), GPURT_ERR_INVALID_HANDLE);
   /* A real one-rank communicator for the run checks. */
   code = take(api->comm_create(rt, &ca, &c), m, sizeof m);
@@ -826,8 +811,7 @@ static void comm_checks(gpurt_runtime *rt, gpurt_stream *s) {
   msg_is("comm_run: count 0", api->comm_run(rt, c, &ra), GPURT_ERR_INVALID_ARGUMENT,
          "comm_run: count is 0 (a group has >= 1 op)");
   gpurt_coll_op op;
-  memset(&op, 0, sizeof op);
-  op.struct_size = sizeof op;
+  ARGS_INIT(op);
   op.kind = GPURT_COLL_ALL_REDUCE;
   op.dtype = GPURT_DTYPE_F32;
   ra.count = 1;
@@ -881,15 +865,13 @@ static gpurt_buffer *alloc_f16(gpurt_runtime *rt, uint64_t n, uint64_t *st) {
 static gpurt_error *replay_call(gpurt_runtime *rt, gpurt_stream *s, uint64_t slot, void *object,
                                 const void *args) {
   gpurt_graph_item it;
-  memset(&it, 0, sizeof it);
-  it.struct_size = sizeof it;
+  ARGS_INIT(it);
   it.kind = GPURT_GRAPH_OP_CALL;
   it.slot = slot;
   it.object = object;
   it.args = args;
   gpurt_graph_create_args ga;
-  memset(&ga, 0, sizeof ga);
-  ga.struct_size = sizeof ga;
+  ARGS_INIT(ga);
   ga.count = 1;
   ga.items = &it;
   ga.item_size = sizeof it;
@@ -932,8 +914,7 @@ static void call_quant(gpurt_runtime *rt, gpurt_stream *s) {
   for (uint64_t i = 0; i < m * k; i++) wh[i] = (unsigned char)(i * 37u + 11u);
   ok("call: upload w", upload_on(rt, NULL, w, wh, m * k));
   gpurt_quant_matmul_args q;
-  memset(&q, 0, sizeof q);
-  q.struct_size = sizeof q;
+  ARGS_INIT(q);
   q.x_type = q.scale_type = GPURT_DTYPE_F16;
   q.bits = 8;
   q.group_size = (uint32_t)gs;
@@ -988,8 +969,7 @@ static void call_attention(gpurt_runtime *rt, gpurt_stream *s) {
   ok("call: upload indices", upload_on(rt, NULL, ix, indices, sizeof indices));
   ok("call: upload last", upload_on(rt, NULL, lp, last, sizeof last));
   gpurt_attention_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  ARGS_INIT(d);
   d.kind = GPURT_ATTENTION_DECODE;
   d.num_qo_heads = Hq;
   d.layout.dtype = GPURT_DTYPE_F16;
@@ -1000,14 +980,12 @@ static void call_attention(gpurt_runtime *rt, gpurt_stream *s) {
   d.max_batch_size = batch;
   ok("call: attention_create", api->attention_create(rt, 0, &d, &at));
   gpurt_attention_plan_args pa;
-  memset(&pa, 0, sizeof pa);
-  pa.struct_size = sizeof pa;
+  ARGS_INIT(pa);
   pa.batch_size = batch;
   pa.kv_indptr = kv_indptr;
   pa.kv_last_page_len = last;
   gpurt_attention_run_args ra;
-  memset(&ra, 0, sizeof ra);
-  ra.struct_size = sizeof ra;
+  ARGS_INIT(ra);
   ra.q = q;
   ra.o = o;
   ra.pages.k = k;
@@ -1057,8 +1035,7 @@ static void call_kv_append(gpurt_runtime *rt, gpurt_stream *s) {
   ok("call: clear k", api->memset(rt, &zk));
   ok("call: clear v", api->memset(rt, &zv));
   gpurt_kv_append_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.layout.dtype = GPURT_DTYPE_F16;
   a.layout.layout = GPURT_KV_LAYOUT_NHD;
   a.layout.page_size = ps;
@@ -1108,8 +1085,7 @@ static void call_checks(gpurt_runtime *rt, gpurt_stream *s) {
   ok("graph_recordable(offset 3)", api->graph_recordable(rt, 3, &r));
   result(r == 0, "graph_recordable(offset 3) is 0 (got %u)", r);
   gpurt_quant_matmul_args q;
-  memset(&q, 0, sizeof q);
-  q.struct_size = sizeof q;
+  ARGS_INIT(q);
   msg_is("call: unknown slot", replay_call(rt, s, 3, NULL, &q), GPURT_ERR_UNSUPPORTED,
          "graph_create: item 0: call: the slot at offset 3 of gpurt_api is not one a graph records");
   msg_is("call: NULL args", replay_call(rt, s, offsetof(gpurt_api, quant_matmul), NULL, NULL),
@@ -1146,8 +1122,7 @@ static void minor_checks(gpurt_runtime *rt) {
   }
   if (GPURT_API_HAS(api, quant_matmul)) {
     gpurt_quant_matmul_args q;
-    memset(&q, 0, sizeof q);
-    q.struct_size = sizeof q;
+    ARGS_INIT(q);
     msg_is("quant_matmul: NULL stream", api->quant_matmul(rt, NULL, &q), GPURT_ERR_INVALID_ARGUMENT,
            "quant_matmul: stream is NULL (quant_matmul needs a stream)");
     msg_is("quant_matmul: NULL args", api->quant_matmul(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
@@ -1160,8 +1135,7 @@ static void minor_checks(gpurt_runtime *rt) {
   }
   if (GPURT_API_HAS(api, grouped_gemm)) {
     gpurt_grouped_gemm_args g;
-    memset(&g, 0, sizeof g);
-    g.struct_size = sizeof g;
+    ARGS_INIT(g);
     msg_is("grouped_gemm: NULL stream", api->grouped_gemm(rt, NULL, &g), GPURT_ERR_INVALID_ARGUMENT,
            "grouped_gemm: stream is NULL (grouped_gemm needs a stream)");
     msg_is("grouped_gemm: NULL args", api->grouped_gemm(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
@@ -1176,8 +1150,7 @@ static void minor_checks(gpurt_runtime *rt) {
       GPURT_API_HAS(api, attention_destroy) && GPURT_API_HAS(api, attention_plan) &&
       GPURT_API_HAS(api, attention_run)) {
     gpurt_kv_append_args ka;
-    memset(&ka, 0, sizeof ka);
-    ka.struct_size = sizeof ka;
+    ARGS_INIT(ka);
     msg_is("kv_append: NULL stream", api->kv_append(rt, NULL, &ka), GPURT_ERR_INVALID_ARGUMENT,
            "kv_append: stream is NULL (kv_append needs a stream)");
     msg_is("kv_append: NULL args", api->kv_append(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
@@ -1192,19 +1165,16 @@ static void minor_checks(gpurt_runtime *rt) {
     gpurt_attention *fake = (gpurt_attention *)(uintptr_t)0xdeadbeef;
     code_is("attention_destroy: made-up attention", api->attention_destroy(rt, fake), GPURT_ERR_INVALID_HANDLE);
     gpurt_attention_plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.struct_size = sizeof pa;
+    ARGS_INIT(pa);
     msg_is("attention_plan: NULL stream", api->attention_plan(rt, NULL, fake, &pa), GPURT_ERR_INVALID_ARGUMENT,
            "attention_plan: stream is NULL (attention_plan needs a stream)");
     code_is("attention_plan: made-up attention", api->attention_plan(rt, s, fake, &pa), GPURT_ERR_INVALID_HANDLE);
     gpurt_attention_run_args ra;
-    memset(&ra, 0, sizeof ra);
-    ra.struct_size = sizeof ra;
+    ARGS_INIT(ra);
     code_is("attention_run: made-up attention", api->attention_run(rt, s, fake, &ra), GPURT_ERR_INVALID_HANDLE);
     if (api->abi_minor >= 8) { /* fp8 KV caches: csrc's layout and scale checks */
       gpurt_attention_desc d;
-      memset(&d, 0, sizeof d);
-      d.struct_size = sizeof d;
+      ARGS_INIT(d);
       d.kind = GPURT_ATTENTION_DECODE;
       d.num_qo_heads = 2;
       d.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, 0};
@@ -1218,8 +1188,7 @@ static void minor_checks(gpurt_runtime *rt) {
       msg_is("attention_create: qo_dtype on a bf16 cache", api->attention_create(rt, 0, &d, &at),
              GPURT_ERR_INVALID_ARGUMENT,
              "attention_create: layout.qo_dtype is 2 (must be 0 for a bf16 cache: its queries are bf16)");
-      memset(&ka, 0, sizeof ka);
-      ka.struct_size = sizeof ka;
+      ARGS_INIT(ka);
       ka.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, GPURT_DTYPE_BF16};
       ka.batch_size = 1;
       ka.k_scale = 0.5f;

@@ -349,8 +349,7 @@ static const gp_backend once_backend = {
 
 static gpurt_memset_args ms(gpurt_buffer *b, uint64_t off, uint32_t value) {
   gpurt_memset_args m;
-  memset(&m, 0, sizeof m);
-  m.struct_size = sizeof m;
+  ARGS_INIT(m);
   m.buffer = b;
   m.offset = off;
   m.size = 16;
@@ -361,8 +360,7 @@ static gpurt_memset_args ms(gpurt_buffer *b, uint64_t off, uint32_t value) {
 
 static gpurt_graph_item memset_item(const gpurt_memset_args *m) {
   gpurt_graph_item it;
-  memset(&it, 0, sizeof it);
-  it.struct_size = sizeof it;
+  ARGS_INIT(it);
   it.kind = GPURT_GRAPH_OP_MEMSET;
   it.memset = m;
   return it;
@@ -371,8 +369,7 @@ static gpurt_graph_item memset_item(const gpurt_memset_args *m) {
 /* A graph of the n items. */
 static gpurt_graph_create_args create_args(const gpurt_graph_item *items, uint64_t n) {
   gpurt_graph_create_args ga;
-  memset(&ga, 0, sizeof ga);
-  ga.struct_size = sizeof ga;
+  ARGS_INIT(ga);
   ga.count = n;
   ga.items = items;
   ga.item_size = sizeof items[0];
@@ -382,8 +379,7 @@ static gpurt_graph_create_args create_args(const gpurt_graph_item *items, uint64
 /* An update of one item: *upd at index *idx. */
 static gpurt_graph_update_args update_args(const uint64_t *idx, const gpurt_graph_item *upd) {
   gpurt_graph_update_args ua;
-  memset(&ua, 0, sizeof ua);
-  ua.struct_size = sizeof ua;
+  ARGS_INIT(ua);
   ua.count = 1;
   ua.indices = idx;
   ua.items = upd;
@@ -522,8 +518,7 @@ static void patch_checks(gpurt_runtime *rt, gpurt_stream *s) {
 int main(void) {
   char m[600];
   gpurt_negotiate_args na;
-  memset(&na, 0, sizeof na);
-  na.struct_size = sizeof na;
+  ARGS_INIT(na);
   na.host_abi_major = GPURT_ABI_MAJOR;
   na.host_abi_minor = GPURT_ABI_MINOR;
   int32_t rc = gp_engine_negotiate(&na, &once_backend);

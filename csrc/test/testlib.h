@@ -29,6 +29,9 @@
 
 #include "gpurt.h"
 
+/* x (an argument or out struct) zeroed, with its struct_size set. */
+#define ARGS_INIT(x) (memset(&(x), 0, sizeof(x)), (x).struct_size = sizeof(x))
+
 static int passed, failed;
 /* The plugin's table once negotiated. */
 static const gpurt_api *api __attribute__((unused));
@@ -82,8 +85,7 @@ static inline int take(gpurt_error *e, char *msg, size_t cap) {
   if (msg && cap) msg[0] = 0;
   if (e == NULL) return GPURT_OK;
   gpurt_error_info i;
-  memset(&i, 0, sizeof i);
-  i.struct_size = sizeof i;
+  ARGS_INIT(i);
   api->error_get(e, &i);
   if (msg && cap) snprintf(msg, cap, "%.*s", (int)i.message_len, i.message ? i.message : "");
   api->error_destroy(e);
@@ -145,8 +147,7 @@ static inline uint64_t f32_bits(float f) {
 /* A synchronous copy with nothing set yet. */
 static inline gpurt_copy_args copy_args(void) {
   gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  ARGS_INIT(c);
   c.flags = GPURT_COPY_SYNC;
   return c;
 }
@@ -173,23 +174,19 @@ static inline gpurt_error *download_on(gpurt_runtime *rt, gpurt_stream *s, void 
   return api->copy(rt, &c);
 }
 
-static inline gpurt_kernel_arg arg_buf(gpurt_buffer *b, uint64_t off, uint64_t len) {
-  gpurt_kernel_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = GPURT_ARG_BUFFER;
-  a.size = 8;
-  a.buffer = b;
-  a.offset = off;
-  a.length = len;
-  return a;
-}
-
 static inline gpurt_kernel_arg arg_val(int32_t kind, uint32_t size, uint64_t v) {
   gpurt_kernel_arg a;
   memset(&a, 0, sizeof a);
   a.kind = kind;
   a.size = size;
   a.value = v;
+  return a;
+}
+static inline gpurt_kernel_arg arg_buf(gpurt_buffer *b, uint64_t off, uint64_t len) {
+  gpurt_kernel_arg a = arg_val(GPURT_ARG_BUFFER, 8, 0);
+  a.buffer = b;
+  a.offset = off;
+  a.length = len;
   return a;
 }
 static inline gpurt_kernel_arg arg_u64(uint64_t v) { return arg_val(GPURT_ARG_U64, 8, v); }
@@ -199,8 +196,7 @@ static inline gpurt_kernel_arg arg_f32(float f) { return arg_val(GPURT_ARG_F32, 
 static inline gpurt_launch_args launch_args(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
                                             uint32_t n) {
   gpurt_launch_args l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
+  ARGS_INIT(l);
   l.grid[0] = grid;
   l.grid[1] = l.grid[2] = 1;
   l.block[0] = block;
@@ -219,8 +215,7 @@ static inline gpurt_error *launch1d(gpurt_runtime *rt, gpurt_stream *s, gpurt_ke
 /* The built-in module (GPURT_MODULE_BUILTIN). */
 static inline gpurt_error *load_builtin(gpurt_runtime *rt, gpurt_module **out) {
   gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
+  ARGS_INIT(ml);
   ml.format = GPURT_MODULE_BUILTIN;
   return api->module_load(rt, &ml, out);
 }

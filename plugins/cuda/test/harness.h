@@ -14,8 +14,7 @@ static void load_plugin(const char *path) {
   gpurt_negotiate_fn fn = plugin_entry(path);
   if (fn == NULL) exit(1);
   gpurt_negotiate_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.host_abi_major = GPURT_ABI_MAJOR;
   a.host_abi_minor = GPURT_ABI_MINOR;
   int32_t rc = fn(&a);

@@ -143,8 +143,7 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
   copy_h2d(s, bB, B, (size_t)k * n);
   copy_h2d(s, bS, sc, sizeof sc);
   gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  ARGS_INIT(d);
   d.a_type = GPURT_DTYPE_FP8_E4M3;
   d.b_type = bt_e5m2 ? GPURT_DTYPE_FP8_E5M2 : GPURT_DTYPE_FP8_E4M3;
   d.d_type = out_fp8 ? GPURT_DTYPE_FP8_E4M3 : GPURT_DTYPE_F32;
@@ -160,8 +159,7 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   if (p != NULL) {
     gpurt_gemm_run_args r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
+    ARGS_INIT(r);
     r.a = bA; r.b = bB; r.d = bD;
     r.alpha = 1.25;
     r.scale_a = bS; r.scale_a_offset = oa;
@@ -173,8 +171,7 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
     /* Twice: the second run reuses the plan's descriptor and the slots. */
     for (int it = 0; it < 2; it++) {
       gpurt_memset_args ms;
-      memset(&ms, 0, sizeof ms);
-      ms.struct_size = sizeof ms;
+      ARGS_INIT(ms);
       ms.buffer = bD;
       ms.size = dsz * m * n;
       ms.value = 0x7f;
@@ -260,16 +257,14 @@ static void test_gemm_f32_bias(gpurt_stream *s, int32_t epilogue, int m, int n, 
   copy_h2d(s, bB, B, 2 * (size_t)k * n);
   copy_h2d(s, bb, bias, 4 * (size_t)m + 8);
   gpurt_memset_args ms;
-  memset(&ms, 0, sizeof ms);
-  ms.struct_size = sizeof ms;
+  ARGS_INIT(ms);
   ms.buffer = bZ;
   ms.size = 2 * (size_t)m * k;
   ms.value = 0;
   ms.element_size = 1;
   OK(api->memset(rt, &ms));
   gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  ARGS_INIT(d);
   d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_BF16;
   d.epilogue = epilogue;
   d.bias_type = GPURT_DTYPE_F32;
@@ -280,8 +275,7 @@ static void test_gemm_f32_bias(gpurt_stream *s, int32_t epilogue, int m, int n, 
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   if (p != NULL) {
     gpurt_gemm_run_args r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
+    ARGS_INIT(r);
     r.a = bA; r.b = bB; r.d = bD;
     r.bias = bb; r.bias_offset = 4;
     r.alpha = 1;
@@ -358,8 +352,7 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     copy_h2d(s, bB, B, sizeof(float) * ldb * n);
     copy_h2d(s, bb, bias, sizeof bias);
     gpurt_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
+    ARGS_INIT(d);
     d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_F32;
     d.compute_type = GPURT_COMPUTE_F32;
     d.epilogue = GPURT_EPILOGUE_BIAS_RELU;
@@ -371,8 +364,7 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     gpurt_gemm_plan *p = NULL;
     OK(api->gemm_plan_create(rt, 0, &d, &p));
     gpurt_gemm_run_args r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
+    ARGS_INIT(r);
     r.a = bA; r.b = bB; r.d = bD; r.bias = bb;
     r.alpha = 0.5;
     r.beta = 0;
@@ -416,8 +408,7 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     copy_h2d(s, bA, A, 2 * sa * batch);
     copy_h2d(s, bB, B, 2 * sb * batch);
     gpurt_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
+    ARGS_INIT(d);
     d.a_type = d.b_type = GPURT_DTYPE_BF16;
     d.c_type = d.d_type = GPURT_DTYPE_F32;
     d.trans_a = 1;
@@ -429,8 +420,7 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     gpurt_gemm_plan *p = NULL;
     OK(api->gemm_plan_create(rt, 0, &d, &p));
     gpurt_gemm_run_args r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
+    ARGS_INIT(r);
     r.a = bA; r.b = bB; r.d = bD;
     r.alpha = 1;
     OK(api->gemm_run(rt, s, p, &r));
@@ -634,8 +624,7 @@ int main(int argc, char **argv) {
   load_plugin(argv[1]);
 
   gpurt_plugin_info pi;
-  memset(&pi, 0, sizeof pi);
-  pi.struct_size = sizeof pi;
+  ARGS_INIT(pi);
   OK(api->plugin_info(&pi));
   CHECK(strcmp(pi.backend, "cuda") == 0 && pi.priority == 300, "plugin info %s %d", pi.backend,
         pi.priority);
@@ -644,8 +633,7 @@ int main(int argc, char **argv) {
   memset(devs, 0, sizeof devs);
   for (int i = 0; i < 4; i++) devs[i].struct_size = sizeof devs[i];
   gpurt_probe_args pa;
-  memset(&pa, 0, sizeof pa);
-  pa.struct_size = sizeof pa;
+  ARGS_INIT(pa);
   pa.devices = devs;
   pa.device_capacity = 4;
   OK(api->probe(&pa));
@@ -657,13 +645,11 @@ int main(int argc, char **argv) {
         devs[0].name, devs[0].arch);
 
   gpurt_runtime_create_args ca;
-  memset(&ca, 0, sizeof ca);
-  ca.struct_size = sizeof ca;
+  ARGS_INIT(ca);
   OK(api->runtime_create(&ca, &rt));
   if (rt == NULL) return finish();
   gpurt_device_info di;
-  memset(&di, 0, sizeof di);
-  di.struct_size = sizeof di;
+  ARGS_INIT(di);
   OK(api->device_info(rt, 0, &di));
   printf("device 0: %s arch %s pci %s driver %s (%u) cc %u.%u sms %u mem %llu free %llu flags %#x\n",
          di.name, di.arch, di.pci_bus_id, di.driver_version, di.driver_version_code,
@@ -675,8 +661,7 @@ int main(int argc, char **argv) {
   gpurt_stream *s = NULL;
   OK(api->stream_create(rt, 0, &s));
   gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
+  ARGS_INIT(ml);
   ml.format = GPURT_MODULE_BUILTIN;
   OK(api->module_load(rt, &ml, &bmod));
 
@@ -694,8 +679,7 @@ int main(int argc, char **argv) {
   copy_h2d(NULL, bx, x, sizeof x);
   copy_h2d(s, by, y, sizeof y);
   gpurt_kernel_info ki;
-  memset(&ki, 0, sizeof ki);
-  ki.struct_size = sizeof ki;
+  ARGS_INIT(ki);
   gpurt_kernel *kaxpy = kernel("axpy_f32");
   OK(api->kernel_info(rt, kaxpy, &ki));
   CHECK(ki.num_params == 4 && ki.param_kind[0] == GPURT_ARG_BUFFER &&
@@ -736,8 +720,7 @@ int main(int argc, char **argv) {
     copy_h2d(s, bx, hx, sizeof hx);
     copy_h2d(s, by, hy, sizeof hy);
     gpurt_memset_args ms;
-    memset(&ms, 0, sizeof ms);
-    ms.struct_size = sizeof ms;
+    ARGS_INIT(ms);
     ms.buffer = bz;
     ms.size = sizeof hz;
     ms.value = 0xffff;
@@ -811,8 +794,7 @@ int main(int argc, char **argv) {
       OK(api->module_load(rt, &um, &m));
       gpurt_kernel *k = NULL;
       OK(api->kernel_get(rt, m, "ok_write", 8, &k));
-      memset(&ki, 0, sizeof ki);
-      ki.struct_size = sizeof ki;
+      ARGS_INIT(ki);
       OK(api->kernel_info(rt, k, &ki));
       CHECK(ki.num_params == 2 && ki.param_kind[0] == GPURT_ARG_ANY && ki.param_size[0] == 8 &&
                 ki.param_size[1] == 4,
@@ -843,15 +825,13 @@ int main(int argc, char **argv) {
       for (uint64_t i = 0; i < n / 8; i++) q[i] = i * 0x9e3779b97f4a7c15ull;
       memset(p2, 0, n);
       gpurt_copy_args c;
-      memset(&c, 0, sizeof c);
-      c.struct_size = sizeof c;
+      ARGS_INIT(c);
       c.stream = s;
       c.size = n;
       c.dst_buffer = big;
       c.src_host = h1;
       OK(api->copy(rt, &c));
-      memset(&c, 0, sizeof c);
-      c.struct_size = sizeof c;
+      ARGS_INIT(c);
       c.stream = s;
       c.size = n;
       c.dst_host = h2;
@@ -863,8 +843,7 @@ int main(int argc, char **argv) {
       ERR(api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE, "outside the host buffer");
     }
     gpurt_runtime_stats st;
-    memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
+    ARGS_INIT(st);
     OK(api->runtime_stats(rt, &st));
     CHECK(st.host_bytes == 2 * n && st.live_host_buffers == 2, "stats: %llu host bytes",
           (unsigned long long)st.host_bytes);
@@ -892,8 +871,7 @@ int main(int argc, char **argv) {
   OK(api->module_unload(rt, bmod));
   OK(api->stream_destroy(rt, s));
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 0 && st.live_streams == 0 && st.live_events == 0 &&
             st.live_modules == 0 && st.live_plans == 0,

@@ -48,8 +48,7 @@ static float rndf(void) {
 
 static gpurt_runtime *new_rt(const char *opts) {
   gpurt_runtime_create_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.options = opts;
   a.options_len = opts ? strlen(opts) : 0;
   gpurt_runtime *rt = NULL;
@@ -95,15 +94,13 @@ static gpurt_kernel *kernel(gpurt_runtime *rt, gpurt_module *m, const char *name
 
 static void test_negotiate(gpurt_negotiate_fn neg) {
   gpurt_negotiate_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.host_abi_major = GPURT_ABI_MAJOR + 1;
   a.host_abi_minor = 0;
   CHECK(neg(&a) == GPURT_ERR_ABI_MISMATCH, "negotiate with another major");
   CHECK(a.api == NULL && a.plugin_abi_major == GPURT_ABI_MAJOR && strstr(a.message, "abi") != NULL,
         "mismatch writes versions and a message: %s", a.message);
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.host_abi_major = GPURT_ABI_MAJOR;
   a.host_abi_minor = 0; /* an older core minor loads */
   CHECK(neg(&a) == GPURT_OK && a.api != NULL, "negotiate with an older minor");
@@ -116,16 +113,14 @@ static void test_negotiate(gpurt_negotiate_fn neg) {
 
 static void test_info(void) {
   gpurt_plugin_info pi;
-  memset(&pi, 0, sizeof pi);
-  pi.struct_size = sizeof pi;
+  ARGS_INIT(pi);
   OK(api->plugin_info(&pi));
   CHECK(strcmp(pi.backend, "mock") == 0 && pi.priority == 100, "plugin info %s %d", pi.backend, pi.priority);
   gpurt_device_info devs[2];
   memset(devs, 0, sizeof devs);
   devs[0].struct_size = devs[1].struct_size = sizeof devs[0];
   gpurt_probe_args p;
-  memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
+  ARGS_INIT(p);
   p.devices = devs;
   p.device_capacity = 2;
   OK(api->probe(&p));
@@ -146,8 +141,7 @@ static void test_devices(void) {
   OK(api->device_count(rt, &n));
   CHECK(n == 2, "device_count %u", n);
   gpurt_device_info di;
-  memset(&di, 0, sizeof di);
-  di.struct_size = sizeof di;
+  ARGS_INIT(di);
   OK(api->device_info(rt, 1, &di));
   CHECK(strcmp(di.name, "gpurt mock CPU device 1") == 0 && strcmp(di.vendor, "gpurt") == 0 &&
             strcmp(di.arch, "cpu") == 0 && strcmp(di.driver_version, "mock-1") == 0 &&
@@ -164,8 +158,7 @@ static void test_devices(void) {
   ERR(api->buffer_alloc(rt, 0, 0, &big), GPURT_ERR_INVALID_ARGUMENT, "size");
   ERR(api->buffer_alloc(rt, 5, 10, &big), GPURT_ERR_INVALID_ARGUMENT, "device 5");
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 1 && st.device_bytes == 1000, "stats %llu %llu", (unsigned long long)st.live_buffers,
         (unsigned long long)st.device_bytes);
@@ -238,8 +231,7 @@ static void test_copies(void) {
   ERR(copy_sync(rt, NULL, b, 0, tmp, NULL, 0, tmp, 4), GPURT_ERR_INVALID_ARGUMENT, "exactly one of dst");
   /* async needs a stream and pinned memory */
   gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  ARGS_INIT(c);
   c.size = 4;
   c.dst_buffer = b;
   c.src_ptr = tmp;
@@ -257,15 +249,13 @@ static void test_copies(void) {
   CHECK(p1 && ((uintptr_t)p1 % 4096) == 0, "pinned memory is page aligned");
   for (int i = 0; i < 100; i++) ((unsigned char *)p1)[i] = (unsigned char)(200 - i);
   memset(p2, 0, 100);
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  ARGS_INIT(c);
   c.stream = s;
   c.size = 100;
   c.dst_buffer = b;
   c.src_host = h1;
   OK(api->copy(rt, &c));
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  ARGS_INIT(c);
   c.stream = s;
   c.size = 100;
   c.dst_host = h2;
@@ -355,8 +345,7 @@ static void test_handles(void) {
   snprintf(want, sizeof want, "buffer %#llx", (unsigned long long)(uintptr_t)g);
   ERR(api->buffer_free(rt, g), GPURT_ERR_OUT_OF_RANGE, want);
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 1, "the corrupted buffer was freed anyway (live %llu)", (unsigned long long)st.live_buffers);
   OK(api->runtime_destroy(rt)); /* frees dev1 */
@@ -408,8 +397,7 @@ static void test_kernels(void) {
     snprintf(name, sizeof name, "fill_%s", c->sfx);
     k = kernel(rt, m, name);
     gpurt_kernel_info ki;
-    memset(&ki, 0, sizeof ki);
-    ki.struct_size = sizeof ki;
+    ARGS_INIT(ki);
     OK(api->kernel_info(rt, k, &ki));
     CHECK(ki.num_params == 3 && ki.param_kind[0] == GPURT_ARG_BUFFER && ki.param_kind[1] == c->vkind &&
               ki.param_size[1] == c->es && ki.param_kind[2] == GPURT_ARG_U64 && ki.param_size[2] == 8,
@@ -556,8 +544,7 @@ static void test_ordering_and_events(void) {
   gpurt_kernel_arg sc[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(2.0f), arg_u64(N)};
   OK(launch1d(rt, b, kernel(rt, m, "scale_f32"), 2, 128, sc, 4));
   gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  ARGS_INIT(c);
   c.stream = b;
   c.size = N * 4;
   c.dst_host = hb;
@@ -589,8 +576,7 @@ static void test_ordering_and_events(void) {
   OK(api->stream_synchronize(rt, a));
   CHECK(((float *)hp)[N - 1] == 3.0f * 1048576.0f, "20 in-order doublings: %g", ((float *)hp)[N - 1]);
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_streams == 2 && st.live_events == 3 && st.live_modules == 1 && st.live_host_buffers == 1 &&
             st.host_bytes == N * 4,
@@ -927,8 +913,7 @@ static void test_threads(void) {
   }
   CHECK(ok, "8 threads alloc/launch/copy/free at once");
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 0 && st.live_streams == 0, "nothing leaked by the threads");
   OK(api->runtime_destroy(rt));
@@ -989,8 +974,7 @@ typedef struct gcase {
 
 static void run_gemm_case(gpurt_runtime *rt, gpurt_stream *s, const gcase *g) {
   gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  ARGS_INIT(d);
   d.a_type = g->a;
   d.b_type = g->b;
   d.c_type = g->c;
@@ -1035,8 +1019,7 @@ static void run_gemm_case(gpurt_runtime *rt, gpurt_stream *s, const gcase *g) {
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   gpurt_gemm_run_args r;
-  memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
+  ARGS_INIT(r);
   r.a = A;
   r.b = B;
   r.c = g->beta != 0 ? C : NULL;
@@ -1156,8 +1139,7 @@ static void test_gemm(void) {
 
   /* descriptor errors */
   gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  ARGS_INIT(d);
   d.a_type = d.b_type = d.c_type = d.d_type = F32;
   d.m = d.n = d.k = 4;
   d.lda = d.ldb = d.ldc = d.ldd = 4;
@@ -1192,8 +1174,7 @@ static void test_gemm(void) {
   /* run errors */
   gpurt_buffer *X = alloc(rt, 0, 64);
   gpurt_gemm_run_args r;
-  memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
+  ARGS_INIT(r);
   r.a = r.b = r.d = X;
   r.alpha = 1;
   r.beta = 1;
@@ -1214,8 +1195,7 @@ static void test_gemm(void) {
 
 static gpurt_graph_item call_item(uint64_t slot, void *object, const void *args) {
   gpurt_graph_item it;
-  memset(&it, 0, sizeof it);
-  it.struct_size = sizeof it;
+  ARGS_INIT(it);
   it.kind = GPURT_GRAPH_OP_CALL;
   it.slot = slot;
   it.object = object;
@@ -1225,8 +1205,7 @@ static gpurt_graph_item call_item(uint64_t slot, void *object, const void *args)
 
 static gpurt_error *graph_of(gpurt_runtime *rt, const gpurt_graph_item *items, uint64_t n, gpurt_graph **g) {
   gpurt_graph_create_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.count = n;
   a.items = items;
   a.item_size = sizeof *items;
@@ -1253,8 +1232,7 @@ static void test_graph_calls(void) {
   /* t = x; sleep; x = t; x += 1: CALL items of copy and launch (read as
    * their own kinds), replayed 8 times alternating two streams. */
   gpurt_copy_args c1, c2;
-  memset(&c1, 0, sizeof c1);
-  c1.struct_size = sizeof c1;
+  ARGS_INIT(c1);
   c1.size = 4 * N;
   c2 = c1;
   c1.dst_buffer = t;
@@ -1287,8 +1265,7 @@ static void test_graph_calls(void) {
   upload(rt, a, ab, 2 * GM * GK);
   upload(rt, b, ab + GM * GK, 2 * G * GN * GK);
   gpurt_grouped_gemm_args gg;
-  memset(&gg, 0, sizeof gg);
-  gg.struct_size = sizeof gg;
+  ARGS_INIT(gg);
   gg.ab_type = GPURT_DTYPE_BF16;
   gg.d_type = GPURT_DTYPE_BF16;
   gg.group_count = G;
@@ -1318,8 +1295,7 @@ static void test_graph_calls(void) {
   gpurt_graph_item gi2 = call_item(offsetof(gpurt_api, grouped_gemm), NULL, &gg2);
   uint64_t at = 0;
   gpurt_graph_update_args ua;
-  memset(&ua, 0, sizeof ua);
-  ua.struct_size = sizeof ua;
+  ARGS_INIT(ua);
   ua.count = 1;
   ua.indices = &at;
   ua.items = &gi2;
@@ -1327,8 +1303,7 @@ static void test_graph_calls(void) {
   OK(api->graph_update(rt, g, &ua));
   CHECK(ua.applied == GPURT_GRAPH_UPDATE_PATCHED, "graph_update of a CALL item: applied %d", ua.applied);
   gpurt_kv_append_args ka;
-  memset(&ka, 0, sizeof ka);
-  ka.struct_size = sizeof ka;
+  ARGS_INIT(ka);
   ka.layout.dtype = GPURT_DTYPE_F16;
   ka.layout.page_size = 16;
   ka.layout.num_kv_heads = 1;
