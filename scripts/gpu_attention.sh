@@ -117,11 +117,10 @@ else
   summary+=("ref          skip           (no python3)")
 fi
 
-python3 - "$root/scripts/lib" "$logs/attnbench.jsonl" "$logs/ref.jsonl" >"$logs/table.md" <<'PY' || echo "(no table: python3 failed)" >"$logs/table.md"
+PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/attnbench.jsonl" "$logs/ref.jsonl" >"$logs/table.md" <<'PY' || echo "(no table: python3 failed)" >"$logs/table.md"
 import sys
-sys.path.insert(0, sys.argv[1])
-import benchrows
-rows = benchrows.read(sys.argv[2:])
+from benchrows import read
+rows = read(sys.argv[1:])
 by, order, notes = {}, [], []
 for r in rows:
     if r.get("name") == "*":

@@ -131,20 +131,19 @@ else
   : >"$logs/multibench.jsonl"
 fi
 
+: >"$logs/torch.jsonl"
 if command -v python3 >/dev/null 2>&1; then
   echo "== [torch] torch.distributed + NCCL"
   step_jsonl torch 1200 "$logs/torch.jsonl" python3 scripts/multi_torch.py
 else
   summary+=("torch    skip     (no python3)")
-  : >"$logs/torch.jsonl"
 fi
 
 table() {
-  python3 - "$root/scripts/lib" "$logs/multibench.jsonl" "$logs/torch.jsonl" <<'PY'
+  PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/multibench.jsonl" "$logs/torch.jsonl" <<'PY'
 import sys
-sys.path.insert(0, sys.argv[1])
-import benchrows
-rows, by, order = benchrows.load(sys.argv[2:])
+from benchrows import load
+rows, by, order = load(sys.argv[1:])
 def bw(r):
     return "%9.1f" % r["busbw_gb_s"] if r and r.get("us", 0) > 0 else "        -"
 def us(r):

@@ -107,20 +107,19 @@ else
   : >"$logs/quantbench.jsonl"
 fi
 
+: >"$logs/torch.jsonl"
 if command -v python3 >/dev/null 2>&1 && [ -s "$logs/quantbench.jsonl" ]; then
   echo "== [torch] torch grouped mm"
   step_jsonl torch 40 "$logs/torch.jsonl" python3 scripts/gpu_quant_torch.py "$logs/quantbench.jsonl"
 else
   summary+=("torch    skip     (no python3 or no bench results)")
-  : >"$logs/torch.jsonl"
 fi
 
 table() {
-  python3 - "$root/scripts/lib" "$logs/quantbench.jsonl" "$logs/torch.jsonl" <<'PY'
+  PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/quantbench.jsonl" "$logs/torch.jsonl" <<'PY'
 import sys
-sys.path.insert(0, sys.argv[1])
-import benchrows
-rows, by, order = benchrows.load(sys.argv[2:])
+from benchrows import load
+rows, by, order = load(sys.argv[1:])
 def us(r):
     return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 def ratio(o, g):

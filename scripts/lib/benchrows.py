@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """benchrows: the JSON lines the GPU-machine scripts' benchmarks print
 (gpu_attention.sh, gpu_multi.sh, gpu_quant_bench.sh), read back for their
-tables. The scripts' heredocs put scripts/lib on sys.path first."""
+tables. The scripts run their heredocs with scripts/lib on PYTHONPATH."""
 import json
 
 
