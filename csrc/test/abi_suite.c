@@ -1105,6 +1105,34 @@ static void call_checks(gpurt_runtime *rt, gpurt_stream *s) {
   }
 }
 
+/* The slots of ops on a stream with an argument struct, called through
+ * one signature. */
+typedef gpurt_error *(*op_slot)(gpurt_runtime *rt, gpurt_stream *s, void *args);
+static gpurt_error *slot_quant_matmul(gpurt_runtime *rt, gpurt_stream *s, void *a) {
+  return api->quant_matmul(rt, s, a);
+}
+static gpurt_error *slot_grouped_gemm(gpurt_runtime *rt, gpurt_stream *s, void *a) {
+  return api->grouped_gemm(rt, s, a);
+}
+static gpurt_error *slot_kv_append(gpurt_runtime *rt, gpurt_stream *s, void *a) {
+  return api->kv_append(rt, s, a);
+}
+
+/* csrc's prologue of such an op, in its words: a NULL stream (with args,
+ * a zeroed struct whose struct_size is *struct_size), NULL args, then
+ * struct_size 0 (left so). */
+static void op_prologue(gpurt_runtime *rt, gpurt_stream *s, const char *op, op_slot call, void *args,
+                        uint64_t *struct_size) {
+  char name[80];
+  snprintf(name, sizeof name, "%s: NULL stream", op);
+  msg_is(name, call(rt, NULL, args), GPURT_ERR_INVALID_ARGUMENT, "%s: stream is NULL (%s needs a stream)", op, op);
+  snprintf(name, sizeof name, "%s: NULL args", op);
+  msg_is(name, call(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT, "%s: args is NULL", op);
+  *struct_size = 0;
+  snprintf(name, sizeof name, "%s: args struct_size 0", op);
+  msg_is(name, call(rt, s, args), GPURT_ERR_INVALID_ARGUMENT, "%s: args has struct_size 0, below 8", op);
+}
+
 static void minor_checks(gpurt_runtime *rt) {
   gpurt_stream *s = NULL;
   ok("stream_create", api->stream_create(rt, 0, &s));
@@ -1123,26 +1151,14 @@ static void minor_checks(gpurt_runtime *rt) {
   if (GPURT_API_HAS(api, quant_matmul)) {
     gpurt_quant_matmul_args q;
     ARGS_INIT(q);
-    msg_is("quant_matmul: NULL stream", api->quant_matmul(rt, NULL, &q), GPURT_ERR_INVALID_ARGUMENT,
-           "quant_matmul: stream is NULL (quant_matmul needs a stream)");
-    msg_is("quant_matmul: NULL args", api->quant_matmul(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
-           "quant_matmul: args is NULL");
-    q.struct_size = 0;
-    msg_is("quant_matmul: args struct_size 0", api->quant_matmul(rt, s, &q),
-           GPURT_ERR_INVALID_ARGUMENT, "quant_matmul: args has struct_size 0, below 8");
+    op_prologue(rt, s, "quant_matmul", slot_quant_matmul, &q, &q.struct_size);
   } else {
     skip("quant_matmul (1.4): the plugin has no such slot");
   }
   if (GPURT_API_HAS(api, grouped_gemm)) {
     gpurt_grouped_gemm_args g;
     ARGS_INIT(g);
-    msg_is("grouped_gemm: NULL stream", api->grouped_gemm(rt, NULL, &g), GPURT_ERR_INVALID_ARGUMENT,
-           "grouped_gemm: stream is NULL (grouped_gemm needs a stream)");
-    msg_is("grouped_gemm: NULL args", api->grouped_gemm(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
-           "grouped_gemm: args is NULL");
-    g.struct_size = 0;
-    msg_is("grouped_gemm: args struct_size 0", api->grouped_gemm(rt, s, &g),
-           GPURT_ERR_INVALID_ARGUMENT, "grouped_gemm: args has struct_size 0, below 8");
+    op_prologue(rt, s, "grouped_gemm", slot_grouped_gemm, &g, &g.struct_size);
   } else {
     skip("grouped_gemm (1.4): the plugin has no such slot");
   }
@@ -1151,13 +1167,7 @@ static void minor_checks(gpurt_runtime *rt) {
       GPURT_API_HAS(api, attention_run)) {
     gpurt_kv_append_args ka;
     ARGS_INIT(ka);
-    msg_is("kv_append: NULL stream", api->kv_append(rt, NULL, &ka), GPURT_ERR_INVALID_ARGUMENT,
-           "kv_append: stream is NULL (kv_append needs a stream)");
-    msg_is("kv_append: NULL args", api->kv_append(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
-           "kv_append: args is NULL");
-    ka.struct_size = 0;
-    msg_is("kv_append: args struct_size 0", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
-           "kv_append: args has struct_size 0, below 8");
+    op_prologue(rt, s, "kv_append", slot_kv_append, &ka, &ka.struct_size);
     gpurt_attention *at = NULL;
     msg_is("attention_create: NULL desc", api->attention_create(rt, 0, NULL, &at), GPURT_ERR_INVALID_ARGUMENT,
            "attention_create: desc is NULL");
