@@ -79,18 +79,6 @@ static gpurt_buffer *alloc(gpurt_runtime *rt, uint64_t size) {
   return b;
 }
 
-static gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t size,
-                                     uint32_t value, uint32_t es) {
-  gpurt_memset_args m;
-  ARGS_INIT(m);
-  m.buffer = b;
-  m.offset = off;
-  m.size = size;
-  m.value = value;
-  m.element_size = es;
-  return m;
-}
-
 /* ---- negotiation and the table --------------------------------------------- */
 
 static int negotiate(void *lib) {
@@ -712,12 +700,7 @@ static void launch_checks(gpurt_runtime *rt) {
   ok("stream_synchronize", api->stream_synchronize(rt, s));
 
   /* gemm_run needs a stream too. */
-  gpurt_gemm_desc d;
-  ARGS_INIT(d);
-  d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_F32;
-  d.m = d.n = d.k = 4;
-  d.lda = d.ldb = d.ldc = d.ldd = 4;
-  d.batch_count = 1;
+  gpurt_gemm_desc d = gemm_desc_square(GPURT_DTYPE_F32, 4);
   gpurt_gemm_plan *p = NULL;
   ok("gemm_plan_create f32 4x4x4", api->gemm_plan_create(rt, 0, &d, &p));
   gpurt_gemm_run_args g;

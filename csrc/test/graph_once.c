@@ -347,16 +347,8 @@ static const gp_backend once_backend = {
 
 /* ---- the test ----------------------------------------------------------------- */
 
-static gpurt_memset_args ms(gpurt_buffer *b, uint64_t off, uint32_t value) {
-  gpurt_memset_args m;
-  ARGS_INIT(m);
-  m.buffer = b;
-  m.offset = off;
-  m.size = 16;
-  m.value = value;
-  m.element_size = 1;
-  return m;
-}
+/* 16 bytes of b at off set to value. */
+static gpurt_memset_args ms(gpurt_buffer *b, uint64_t off, uint32_t value) { return memset_args(b, off, 16, value, 1); }
 
 static gpurt_graph_item memset_item(const gpurt_memset_args *m) {
   gpurt_graph_item it;

@@ -174,6 +174,30 @@ static inline gpurt_error *download_on(gpurt_runtime *rt, gpurt_stream *s, void 
   return api->copy(rt, &c);
 }
 
+/* size bytes of b from off set to value, element_size es (no stream). */
+static inline gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t size, uint32_t value,
+                                            uint32_t es) {
+  gpurt_memset_args m;
+  ARGS_INIT(m);
+  m.buffer = b;
+  m.offset = off;
+  m.size = size;
+  m.value = value;
+  m.element_size = es;
+  return m;
+}
+
+/* An n x n x n GEMM of dtype throughout (leading dimensions n, one batch). */
+static inline gpurt_gemm_desc gemm_desc_square(int32_t dtype, uint64_t n) {
+  gpurt_gemm_desc d;
+  ARGS_INIT(d);
+  d.a_type = d.b_type = d.c_type = d.d_type = dtype;
+  d.m = d.n = d.k = n;
+  d.lda = d.ldb = d.ldc = d.ldd = n;
+  d.batch_count = 1;
+  return d;
+}
+
 static inline gpurt_kernel_arg arg_val(int32_t kind, uint32_t size, uint64_t v) {
   gpurt_kernel_arg a;
   memset(&a, 0, sizeof a);

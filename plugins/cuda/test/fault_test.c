@@ -62,12 +62,7 @@ int main(int argc, char **argv) {
   gpurt_event *ev0 = NULL;
   OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &ev0));
   /* An f32 GEMM plan made before the fault (NULL when cuBLASLt is missing). */
-  gpurt_gemm_desc gd;
-  ARGS_INIT(gd);
-  gd.a_type = gd.b_type = gd.c_type = gd.d_type = GPURT_DTYPE_F32;
-  gd.m = gd.n = gd.k = 16;
-  gd.lda = gd.ldb = gd.ldc = gd.ldd = 16;
-  gd.batch_count = 1;
+  gpurt_gemm_desc gd = gemm_desc_square(GPURT_DTYPE_F32, 16);
   gpurt_gemm_plan *plan = NULL;
   OK(api->gemm_plan_create(rt, 0, &gd, &plan));
   gpurt_module *m = load_ptx(rt, ptx, ptx_len);
@@ -125,11 +120,7 @@ int main(int argc, char **argv) {
   ERR(api->event_query(rt, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   ERR(api->event_synchronize(rt, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   ERR(api->stream_wait_event(rt, s2, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
-  gpurt_memset_args ms;
-  ARGS_INIT(ms);
-  ms.buffer = buf;
-  ms.size = 64;
-  ms.element_size = 4;
+  gpurt_memset_args ms = memset_args(buf, 0, 64, 0, 4);
   ERR(api->memset(rt, &ms), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   ms.stream = s2;
   ERR(api->memset(rt, &ms), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");

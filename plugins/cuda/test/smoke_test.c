@@ -170,12 +170,7 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
     }
     /* Twice: the second run reuses the plan's descriptor and the slots. */
     for (int it = 0; it < 2; it++) {
-      gpurt_memset_args ms;
-      ARGS_INIT(ms);
-      ms.buffer = bD;
-      ms.size = dsz * m * n;
-      ms.value = 0x7f;
-      ms.element_size = 1;
+      gpurt_memset_args ms = memset_args(bD, 0, dsz * m * n, 0x7f, 1);
       OK(api->memset(rt, &ms));
       OK(api->gemm_run(rt, s, p, &r));
       OK(api->stream_synchronize(rt, s));
@@ -256,12 +251,7 @@ static void test_gemm_f32_bias(gpurt_stream *s, int32_t epilogue, int m, int n, 
   copy_h2d(s, bA, A, 2 * (size_t)m * k);
   copy_h2d(s, bB, B, 2 * (size_t)k * n);
   copy_h2d(s, bb, bias, 4 * (size_t)m + 8);
-  gpurt_memset_args ms;
-  ARGS_INIT(ms);
-  ms.buffer = bZ;
-  ms.size = 2 * (size_t)m * k;
-  ms.value = 0;
-  ms.element_size = 1;
+  gpurt_memset_args ms = memset_args(bZ, 0, 2 * (size_t)m * k, 0, 1);
   OK(api->memset(rt, &ms));
   gpurt_gemm_desc d;
   ARGS_INIT(d);
@@ -719,12 +709,7 @@ int main(int argc, char **argv) {
     }
     copy_h2d(s, bx, hx, sizeof hx);
     copy_h2d(s, by, hy, sizeof hy);
-    gpurt_memset_args ms;
-    ARGS_INIT(ms);
-    ms.buffer = bz;
-    ms.size = sizeof hz;
-    ms.value = 0xffff;
-    ms.element_size = 2;
+    gpurt_memset_args ms = memset_args(bz, 0, sizeof hz, 0xffff, 2);
     OK(api->memset(rt, &ms));
     OK(launch1d(rt, s, kernel("add_bf16"), 8, 256, a3, 4)); /* 2048 threads only */
     copy_d2h(s, hz, bz, sizeof hz);

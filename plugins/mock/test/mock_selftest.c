@@ -1138,12 +1138,7 @@ static void test_gemm(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_gemm_case(rt, s, &cases[i]);
 
   /* descriptor errors */
-  gpurt_gemm_desc d;
-  ARGS_INIT(d);
-  d.a_type = d.b_type = d.c_type = d.d_type = F32;
-  d.m = d.n = d.k = 4;
-  d.lda = d.ldb = d.ldc = d.ldd = 4;
-  d.batch_count = 1;
+  gpurt_gemm_desc d = gemm_desc_square(F32, 4);
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   d.m = 0;
