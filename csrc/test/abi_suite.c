@@ -847,17 +847,8 @@ static gpurt_buffer *alloc_f16(gpurt_runtime *rt, uint64_t n, uint64_t *st) {
 /* Runs one graph of a single CALL item on s and waits for it. */
 static gpurt_error *replay_call(gpurt_runtime *rt, gpurt_stream *s, uint64_t slot, void *object,
                                 const void *args) {
-  gpurt_graph_item it;
-  ARGS_INIT(it);
-  it.kind = GPURT_GRAPH_OP_CALL;
-  it.slot = slot;
-  it.object = object;
-  it.args = args;
-  gpurt_graph_create_args ga;
-  ARGS_INIT(ga);
-  ga.count = 1;
-  ga.items = &it;
-  ga.item_size = sizeof it;
+  gpurt_graph_item it = call_item(slot, object, args);
+  gpurt_graph_create_args ga = graph_args(&it, 1);
   gpurt_graph *g = NULL;
   gpurt_error *e = api->graph_create(rt, &ga, &g);
   if (e) return e;

@@ -358,16 +358,6 @@ static gpurt_graph_item memset_item(const gpurt_memset_args *m) {
   return it;
 }
 
-/* A graph of the n items. */
-static gpurt_graph_create_args create_args(const gpurt_graph_item *items, uint64_t n) {
-  gpurt_graph_create_args ga;
-  ARGS_INIT(ga);
-  ga.count = n;
-  ga.items = items;
-  ga.item_size = sizeof items[0];
-  return ga;
-}
-
 /* An update of one item: *upd at index *idx. */
 static gpurt_graph_update_args update_args(const uint64_t *idx, const gpurt_graph_item *upd) {
   gpurt_graph_update_args ua;
@@ -431,7 +421,7 @@ static void patch_checks(gpurt_runtime *rt, gpurt_stream *s) {
   items[1].memset = NULL;
   items[1].kernel = fill;
   items[1].launch = &la;
-  gpurt_graph_create_args ga = create_args(items, 2);
+  gpurt_graph_create_args ga = graph_args(items, 2);
   gpurt_graph *g = NULL;
   int begins = cnt.begins;
   e = api->graph_create(rt, &ga, &g);
@@ -531,7 +521,7 @@ int main(void) {
   /* graph_create records once. */
   gpurt_memset_args m0 = ms(a, 0, 0x11), m1 = ms(a, 16, 0x22);
   gpurt_graph_item items[2] = {memset_item(&m0), memset_item(&m1)};
-  gpurt_graph_create_args ga = create_args(items, 2);
+  gpurt_graph_create_args ga = graph_args(items, 2);
   gpurt_graph *g = NULL;
   e = api->graph_create(rt, &ga, &g);
   result_msg(e == NULL && g != NULL, "graph_create", take_msg(e, m, sizeof m));

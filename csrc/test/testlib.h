@@ -152,38 +152,37 @@ static inline gpurt_copy_args copy_args(void) {
   return c;
 }
 
-/* n bytes from host src into b (synchronous, on s or none). */
-static inline gpurt_error *upload_on(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *b, const void *src,
-                                     uint64_t n) {
+/* A synchronous copy of size bytes on s (or none) between the ends given
+ * (a buffer and offset, or a host pointer, on each side). */
+static inline gpurt_error *copy_sync(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *db, uint64_t doff, void *dp,
+                                     gpurt_buffer *sb, uint64_t soff, const void *sp, uint64_t size) {
   gpurt_copy_args c = copy_args();
   c.stream = s;
-  c.size = n;
-  c.dst_buffer = b;
-  c.src_ptr = src;
+  c.size = size;
+  c.dst_buffer = db;
+  c.dst_offset = doff;
+  c.dst_ptr = dp;
+  c.src_buffer = sb;
+  c.src_offset = soff;
+  c.src_ptr = sp;
   return api->copy(rt, &c);
 }
 
-/* n bytes of b into host dst (synchronous, on s or none). */
+/* n bytes from host src into b, and of b into host dst (synchronous). */
+static inline gpurt_error *upload_on(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *b, const void *src,
+                                     uint64_t n) {
+  return copy_sync(rt, s, b, 0, NULL, NULL, 0, src, n);
+}
 static inline gpurt_error *download_on(gpurt_runtime *rt, gpurt_stream *s, void *dst, gpurt_buffer *b,
                                        uint64_t n) {
-  gpurt_copy_args c = copy_args();
-  c.stream = s;
-  c.size = n;
-  c.dst_ptr = dst;
-  c.src_buffer = b;
-  return api->copy(rt, &c);
+  return copy_sync(rt, s, NULL, 0, dst, b, 0, NULL, n);
 }
 
 /* size bytes of b from off set to value, element_size es (no stream). */
 static inline gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t size, uint32_t value,
                                             uint32_t es) {
-  gpurt_memset_args m;
-  ARGS_INIT(m);
-  m.buffer = b;
-  m.offset = off;
-  m.size = size;
-  m.value = value;
-  m.element_size = es;
+  gpurt_memset_args m = {.struct_size = sizeof m, .buffer = b, .offset = off, .size = size, .value = value,
+                         .element_size = es};
   return m;
 }
 
@@ -242,6 +241,19 @@ static inline gpurt_error *load_builtin(gpurt_runtime *rt, gpurt_module **out) {
   ARGS_INIT(ml);
   ml.format = GPURT_MODULE_BUILTIN;
   return api->module_load(rt, &ml, out);
+}
+
+/* A graph item recording a call of the slot at offset `slot` of gpurt_api. */
+static inline gpurt_graph_item call_item(uint64_t slot, void *object, const void *args) {
+  gpurt_graph_item it = {.struct_size = sizeof it, .kind = GPURT_GRAPH_OP_CALL, .slot = slot, .object = object,
+                         .args = args};
+  return it;
+}
+
+/* A graph of the n items. */
+static inline gpurt_graph_create_args graph_args(const gpurt_graph_item *items, uint64_t n) {
+  gpurt_graph_create_args ga = {.struct_size = sizeof ga, .count = n, .items = items, .item_size = sizeof items[0]};
+  return ga;
 }
 
 /* ---- host-side values ----------------------------------------------------------- */

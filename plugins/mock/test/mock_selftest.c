@@ -62,20 +62,6 @@ static gpurt_buffer *alloc(gpurt_runtime *rt, uint32_t dev, uint64_t size) {
   return b;
 }
 
-static gpurt_error *copy_sync(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *db, uint64_t doff, void *dp,
-                              gpurt_buffer *sb, uint64_t soff, const void *sp, uint64_t size) {
-  gpurt_copy_args c = copy_args();
-  c.stream = s;
-  c.size = size;
-  c.dst_buffer = db;
-  c.dst_offset = doff;
-  c.dst_ptr = dp;
-  c.src_buffer = sb;
-  c.src_offset = soff;
-  c.src_ptr = sp;
-  return api->copy(rt, &c);
-}
-
 static void upload(gpurt_runtime *rt, gpurt_buffer *b, const void *p, uint64_t n) { OK(upload_on(rt, NULL, b, p, n)); }
 static void download(gpurt_runtime *rt, void *p, gpurt_buffer *b, uint64_t n) { OK(download_on(rt, NULL, p, b, n)); }
 
@@ -1188,22 +1174,8 @@ static void test_gemm(void) {
 
 /* ---- graphs: CALL items (1.7) and the replay order across streams ------- */
 
-static gpurt_graph_item call_item(uint64_t slot, void *object, const void *args) {
-  gpurt_graph_item it;
-  ARGS_INIT(it);
-  it.kind = GPURT_GRAPH_OP_CALL;
-  it.slot = slot;
-  it.object = object;
-  it.args = args;
-  return it;
-}
-
 static gpurt_error *graph_of(gpurt_runtime *rt, const gpurt_graph_item *items, uint64_t n, gpurt_graph **g) {
-  gpurt_graph_create_args a;
-  ARGS_INIT(a);
-  a.count = n;
-  a.items = items;
-  a.item_size = sizeof *items;
+  gpurt_graph_create_args a = graph_args(items, n);
   return api->graph_create(rt, &a, g);
 }
 
