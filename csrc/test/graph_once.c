@@ -369,36 +369,43 @@ static gpurt_graph_update_args update_args(const uint64_t *idx, const gpurt_grap
   return ua;
 }
 
-/* b holds lo in bytes 0..15 and hi in 16..31. */
-static int holds(gpurt_runtime *rt, gpurt_buffer *b, uint8_t lo, uint8_t hi) {
-  uint8_t got[32];
+/* The first n (at most 32) bytes of b are want's, bit for bit; the first
+ * difference is said as a byte, or as a float when floats is set. */
+static int reads_back(gpurt_runtime *rt, gpurt_buffer *b, const void *want, size_t n, int floats) {
+  unsigned char got[32];
   char m[300];
-  if (*take_msg(download_on(rt, NULL, got, b, sizeof got), m, sizeof m)) {
+  if (*take_msg(download_on(rt, NULL, got, b, n), m, sizeof m)) {
     printf("     read back: %s\n", m);
     return 0;
   }
-  for (int i = 0; i < 32; i++)
-    if (got[i] != (i < 16 ? lo : hi)) {
-      printf("     byte %d is %#x, want %#x\n", i, got[i], i < 16 ? lo : hi);
-      return 0;
+  const unsigned char *w = want;
+  for (size_t i = 0; i < n; i += floats ? 4 : 1) {
+    if (memcmp(got + i, w + i, floats ? 4 : 1) == 0) continue;
+    if (floats) {
+      float g, x;
+      memcpy(&g, got + i, 4);
+      memcpy(&x, w + i, 4);
+      printf("     float %d is %g, want %g\n", (int)(i / 4), (double)g, (double)x);
+    } else {
+      printf("     byte %d is %#x, want %#x\n", (int)i, got[i], w[i]);
     }
+    return 0;
+  }
   return 1;
+}
+
+/* b holds lo in bytes 0..15 and hi in 16..31. */
+static int holds(gpurt_runtime *rt, gpurt_buffer *b, uint8_t lo, uint8_t hi) {
+  uint8_t want[32];
+  memset(want, lo, 16);
+  memset(want + 16, hi, 16);
+  return reads_back(rt, b, want, sizeof want, 0);
 }
 
 /* The first 8 floats of b all equal want. */
 static int floats_are(gpurt_runtime *rt, gpurt_buffer *b, float want) {
-  float got[8];
-  char m[300];
-  if (*take_msg(download_on(rt, NULL, got, b, sizeof got), m, sizeof m)) {
-    printf("     read back: %s\n", m);
-    return 0;
-  }
-  for (int i = 0; i < 8; i++)
-    if (got[i] != want) {
-      printf("     float %d is %g, want %g\n", i, (double)got[i], (double)want);
-      return 0;
-    }
-  return 1;
+  float w[8] = {want, want, want, want, want, want, want, want};
+  return reads_back(rt, b, w, sizeof w, 1);
 }
 
 /* Updates of launch items: patched in place when the backend kept their
