@@ -186,15 +186,27 @@ static inline gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint6
   return m;
 }
 
-/* An n x n x n GEMM of dtype throughout (leading dimensions n, one batch). */
-static inline gpurt_gemm_desc gemm_desc_square(int32_t dtype, uint64_t n) {
+/* An m x n x k GEMM of one batch: A and B of type ab, C and D of type cd,
+ * leading dimensions lda, ldb and ldd (C's too). */
+static inline gpurt_gemm_desc gemm_desc(int32_t ab, int32_t cd, uint64_t m, uint64_t n, uint64_t k, uint64_t lda,
+                                        uint64_t ldb, uint64_t ldd) {
   gpurt_gemm_desc d;
   ARGS_INIT(d);
-  d.a_type = d.b_type = d.c_type = d.d_type = dtype;
-  d.m = d.n = d.k = n;
-  d.lda = d.ldb = d.ldc = d.ldd = n;
+  d.a_type = d.b_type = ab;
+  d.c_type = d.d_type = cd;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.lda = lda;
+  d.ldb = ldb;
+  d.ldc = d.ldd = ldd;
   d.batch_count = 1;
   return d;
+}
+
+/* An n x n x n GEMM of dtype throughout (leading dimensions n). */
+static inline gpurt_gemm_desc gemm_desc_square(int32_t dtype, uint64_t n) {
+  return gemm_desc(dtype, dtype, n, n, n, n, n, n);
 }
 
 static inline gpurt_kernel_arg arg_val(int32_t kind, uint32_t size, uint64_t v) {

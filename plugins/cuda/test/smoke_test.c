@@ -142,16 +142,10 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
   copy_h2d(s, bA, A, (size_t)k * m);
   copy_h2d(s, bB, B, (size_t)k * n);
   copy_h2d(s, bS, sc, sizeof sc);
-  gpurt_gemm_desc d;
-  ARGS_INIT(d);
-  d.a_type = GPURT_DTYPE_FP8_E4M3;
+  gpurt_gemm_desc d = gemm_desc(GPURT_DTYPE_FP8_E4M3, out_fp8 ? GPURT_DTYPE_BF16 : GPURT_DTYPE_F32, m, n, k, k, k, m);
   d.b_type = bt_e5m2 ? GPURT_DTYPE_FP8_E5M2 : GPURT_DTYPE_FP8_E4M3;
   d.d_type = out_fp8 ? GPURT_DTYPE_FP8_E4M3 : GPURT_DTYPE_F32;
-  d.c_type = out_fp8 ? GPURT_DTYPE_BF16 : GPURT_DTYPE_F32;
   d.trans_a = 1;
-  d.m = m; d.n = n; d.k = k;
-  d.lda = k; d.ldb = k; d.ldc = m; d.ldd = m;
-  d.batch_count = 1;
   d.align_a = d.align_b = d.align_c = d.align_d = 16;
   const char *name = out_fp8 ? "fp8 e4m3 -> e4m3 D, C NULL, scales at 4/8/12"
                              : "fp8 e4m3 x e5m2 -> f32, scales at 0/4";
@@ -253,14 +247,9 @@ static void test_gemm_f32_bias(gpurt_stream *s, int32_t epilogue, int m, int n, 
   copy_h2d(s, bb, bias, 4 * (size_t)m + 8);
   gpurt_memset_args ms = memset_args(bZ, 0, 2 * (size_t)m * k, 0, 1);
   OK(api->memset(rt, &ms));
-  gpurt_gemm_desc d;
-  ARGS_INIT(d);
-  d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_BF16;
+  gpurt_gemm_desc d = gemm_desc(GPURT_DTYPE_BF16, GPURT_DTYPE_BF16, m, n, k, m, k, m);
   d.epilogue = epilogue;
   d.bias_type = GPURT_DTYPE_F32;
-  d.m = m; d.n = n; d.k = k;
-  d.lda = m; d.ldb = k; d.ldc = m; d.ldd = m;
-  d.batch_count = 1;
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   if (p != NULL) {
@@ -341,15 +330,10 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     copy_h2d(s, bA, A, sizeof(float) * lda * k);
     copy_h2d(s, bB, B, sizeof(float) * ldb * n);
     copy_h2d(s, bb, bias, sizeof bias);
-    gpurt_gemm_desc d;
-    ARGS_INIT(d);
-    d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_F32;
+    gpurt_gemm_desc d = gemm_desc(GPURT_DTYPE_F32, GPURT_DTYPE_F32, m, n, k, lda, ldb, ldd);
     d.compute_type = GPURT_COMPUTE_F32;
     d.epilogue = GPURT_EPILOGUE_BIAS_RELU;
     d.bias_type = GPURT_DTYPE_F32;
-    d.m = m; d.n = n; d.k = k;
-    d.lda = lda; d.ldb = ldb; d.ldc = ldd; d.ldd = ldd;
-    d.batch_count = 1;
     d.align_a = d.align_b = d.align_c = d.align_d = 4;
     gpurt_gemm_plan *p = NULL;
     OK(api->gemm_plan_create(rt, 0, &d, &p));
@@ -397,13 +381,8 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     OK(api->buffer_alloc(rt, 0, 4 * sd * batch, &bD));
     copy_h2d(s, bA, A, 2 * sa * batch);
     copy_h2d(s, bB, B, 2 * sb * batch);
-    gpurt_gemm_desc d;
-    ARGS_INIT(d);
-    d.a_type = d.b_type = GPURT_DTYPE_BF16;
-    d.c_type = d.d_type = GPURT_DTYPE_F32;
+    gpurt_gemm_desc d = gemm_desc(GPURT_DTYPE_BF16, GPURT_DTYPE_F32, m, n, k, k, k, m);
     d.trans_a = 1;
-    d.m = m; d.n = n; d.k = k;
-    d.lda = k; d.ldb = k; d.ldc = m; d.ldd = m;
     d.batch_count = batch;
     d.stride_a = (int64_t)sa; d.stride_b = (int64_t)sb; d.stride_c = d.stride_d = (int64_t)sd;
     d.align_a = d.align_b = d.align_c = d.align_d = 256;
