@@ -156,15 +156,9 @@ static inline gpurt_copy_args copy_args(void) {
  * (a buffer and offset, or a host pointer, on each side). */
 static inline gpurt_error *copy_sync(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *db, uint64_t doff, void *dp,
                                      gpurt_buffer *sb, uint64_t soff, const void *sp, uint64_t size) {
-  gpurt_copy_args c = copy_args();
-  c.stream = s;
-  c.size = size;
-  c.dst_buffer = db;
-  c.dst_offset = doff;
-  c.dst_ptr = dp;
-  c.src_buffer = sb;
-  c.src_offset = soff;
-  c.src_ptr = sp;
+  gpurt_copy_args c = {.struct_size = sizeof c, .stream = s, .flags = GPURT_COPY_SYNC, .size = size,
+                       .dst_buffer = db, .dst_offset = doff, .dst_ptr = dp,
+                       .src_buffer = sb, .src_offset = soff, .src_ptr = sp};
   return api->copy(rt, &c);
 }
 
@@ -190,17 +184,8 @@ static inline gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint6
  * leading dimensions lda, ldb and ldd (C's too). */
 static inline gpurt_gemm_desc gemm_desc(int32_t ab, int32_t cd, uint64_t m, uint64_t n, uint64_t k, uint64_t lda,
                                         uint64_t ldb, uint64_t ldd) {
-  gpurt_gemm_desc d;
-  ARGS_INIT(d);
-  d.a_type = d.b_type = ab;
-  d.c_type = d.d_type = cd;
-  d.m = m;
-  d.n = n;
-  d.k = k;
-  d.lda = lda;
-  d.ldb = ldb;
-  d.ldc = d.ldd = ldd;
-  d.batch_count = 1;
+  gpurt_gemm_desc d = {.struct_size = sizeof d, .a_type = ab, .b_type = ab, .c_type = cd, .d_type = cd,
+                       .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldd, .ldd = ldd, .batch_count = 1};
   return d;
 }
 
@@ -210,18 +195,11 @@ static inline gpurt_gemm_desc gemm_desc_square(int32_t dtype, uint64_t n) {
 }
 
 static inline gpurt_kernel_arg arg_val(int32_t kind, uint32_t size, uint64_t v) {
-  gpurt_kernel_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = kind;
-  a.size = size;
-  a.value = v;
+  gpurt_kernel_arg a = {.kind = kind, .size = size, .value = v};
   return a;
 }
 static inline gpurt_kernel_arg arg_buf(gpurt_buffer *b, uint64_t off, uint64_t len) {
-  gpurt_kernel_arg a = arg_val(GPURT_ARG_BUFFER, 8, 0);
-  a.buffer = b;
-  a.offset = off;
-  a.length = len;
+  gpurt_kernel_arg a = {.kind = GPURT_ARG_BUFFER, .size = 8, .buffer = b, .offset = off, .length = len};
   return a;
 }
 static inline gpurt_kernel_arg arg_u64(uint64_t v) { return arg_val(GPURT_ARG_U64, 8, v); }
@@ -230,14 +208,8 @@ static inline gpurt_kernel_arg arg_f32(float f) { return arg_val(GPURT_ARG_F32, 
 /* A launch of grid x 1 x 1 blocks of block x 1 x 1 threads. */
 static inline gpurt_launch_args launch_args(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
                                             uint32_t n) {
-  gpurt_launch_args l;
-  ARGS_INIT(l);
-  l.grid[0] = grid;
-  l.grid[1] = l.grid[2] = 1;
-  l.block[0] = block;
-  l.block[1] = l.block[2] = 1;
-  l.args = args;
-  l.num_args = n;
+  gpurt_launch_args l = {.struct_size = sizeof l, .grid = {grid, 1, 1}, .block = {block, 1, 1}, .args = args,
+                         .num_args = n};
   return l;
 }
 
