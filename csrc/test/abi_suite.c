@@ -339,12 +339,9 @@ static void handle_checks(gpurt_runtime *rt) {
   code_is("host_free: freed host buffer", api->host_free(rt, hb), GPURT_ERR_INVALID_HANDLE);
 
   /* A kernel dies with its module. */
-  gpurt_module_load_args ml;
-  ARGS_INIT(ml);
-  ml.format = GPURT_MODULE_BUILTIN;
   gpurt_module *mod = NULL;
   gpurt_kernel *k = NULL;
-  ok("module_load BUILTIN", api->module_load(rt, &ml, &mod));
+  ok("module_load BUILTIN", load_builtin(rt, &mod));
   ok("kernel_get fill_f32", api->kernel_get(rt, mod, "fill_f32", 8, &k));
   ok("module_unload", api->module_unload(rt, mod));
   gpurt_kernel_info ki;
@@ -556,12 +553,9 @@ static void launch_checks(gpurt_runtime *rt) {
   ok("buffer_free", api->buffer_free(rt, gone));
   gpurt_stream *s = NULL;
   ok("stream_create", api->stream_create(rt, 0, &s));
-  gpurt_module_load_args ml;
-  ARGS_INIT(ml);
-  ml.format = GPURT_MODULE_BUILTIN;
   gpurt_module *mod = NULL;
   gpurt_kernel *fill = NULL, *axpy = NULL;
-  ok("module_load BUILTIN", api->module_load(rt, &ml, &mod));
+  ok("module_load BUILTIN", load_builtin(rt, &mod));
   ok("kernel_get fill_f32", api->kernel_get(rt, mod, "fill_f32", 8, &fill));
   ok("kernel_get axpy_f32", api->kernel_get(rt, mod, "axpy_f32", 8, &axpy));
   gpurt_kernel *nope = NULL;

@@ -138,12 +138,7 @@ int main(int argc, char **argv) {
   ARGS_INIT(ki);
   ERR(api->kernel_info(rt, okk, &ki), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   gpurt_module *m3 = NULL;
-  {
-    gpurt_module_load_args ml;
-    ARGS_INIT(ml);
-    ml.format = GPURT_MODULE_BUILTIN;
-    ERR(api->module_load(rt, &ml, &m3), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
-  }
+  ERR(load_builtin(rt, &m3), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   gpurt_gemm_plan *plan2 = NULL;
   ERR(api->gemm_plan_create(rt, 0, &gd, &plan2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   if (plan != NULL) {

@@ -629,10 +629,7 @@ int main(int argc, char **argv) {
 
   gpurt_stream *s = NULL;
   OK(api->stream_create(rt, 0, &s));
-  gpurt_module_load_args ml;
-  ARGS_INIT(ml);
-  ml.format = GPURT_MODULE_BUILTIN;
-  OK(api->module_load(rt, &ml, &bmod));
+  OK(load_builtin(rt, &bmod));
 
   /* Built-ins, f32 exact. */
   enum { N = 10000 };
@@ -712,7 +709,8 @@ int main(int argc, char **argv) {
   gpurt_buffer *huge = NULL;
   ERR(api->buffer_alloc(rt, 0, 1ull << 50, &huge), GPURT_ERR_OUT_OF_MEMORY, "free");
   ERR(api->buffer_free(rt, (gpurt_buffer *)(uintptr_t)0xdeadbeef), GPURT_ERR_INVALID_HANDLE, "buffer");
-  gpurt_module_load_args bad_ptx = ml;
+  gpurt_module_load_args bad_ptx;
+  ARGS_INIT(bad_ptx);
   bad_ptx.format = GPURT_MODULE_PTX;
   bad_ptx.data = ".version 8.0\n.target sm_80\nthis is not ptx\n";
   bad_ptx.data_len = strlen(bad_ptx.data);
@@ -750,7 +748,8 @@ int main(int argc, char **argv) {
     char *ptx = read_file(argv[2], &len);
     CHECK(ptx != NULL, "read %s", argv[2]);
     if (ptx) {
-      gpurt_module_load_args um = ml;
+      gpurt_module_load_args um;
+      ARGS_INIT(um);
       um.format = GPURT_MODULE_PTX;
       um.data = ptx;
       um.data_len = len;

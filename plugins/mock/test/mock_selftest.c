@@ -500,8 +500,7 @@ static void test_kernels(void) {
 static void test_ordering_and_events(void) {
   gpurt_runtime *rt = new_rt("delay_us=200");
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_stream *a = NULL, *b = NULL;
   OK(api->stream_create(rt, 0, &a));
   OK(api->stream_create(rt, 0, &b));
@@ -583,8 +582,7 @@ static void test_faults(void) {
   ERR(api->host_alloc(rt, 16, &hb, &hp), GPURT_ERR_OUT_OF_MEMORY, "injected");
   ERR(control(rt, "explode", 1), GPURT_ERR_UNSUPPORTED, "explode");
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_stream *s = NULL;
   OK(api->stream_create(rt, 0, &s));
   gpurt_kernel *k = kernel(rt, m, "fill_f32");
@@ -697,8 +695,7 @@ static void *batch_worker(void *p) {
 static void test_launch_batch(void) {
   gpurt_runtime *rt = new_rt("delay_us=100;devices=2");
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_stream *s = NULL;
   OK(api->stream_create(rt, 0, &s));
   gpurt_kernel *fill = kernel(rt, m, "fill_f32"), *axpy = kernel(rt, m, "axpy_f32");
@@ -761,7 +758,7 @@ static void test_launch_batch(void) {
   ERR(api->launch_batch(rt, NULL, 2, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "stream is NULL");
   /* a freed kernel handle in item 1 */
   gpurt_module *m2 = NULL;
-  OK(api->module_load(rt, &ml, &m2));
+  OK(load_builtin(rt, &m2));
   gpurt_kernel *gone = kernel(rt, m2, "fill_f32");
   OK(api->module_unload(rt, m2));
   gpurt_launch_item ig[2] = {{fill, &l[0]}, {gone, &l[1]}};
@@ -882,8 +879,7 @@ static void *worker(void *p) {
 static void test_threads(void) {
   gpurt_runtime *rt = new_rt("delay_us=0");
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_kernel *k = kernel(rt, m, "fill_f32");
   enum { T = 8 };
   pthread_t th[T];
@@ -1185,8 +1181,7 @@ static void test_graph_calls(void) {
   OK(api->stream_create(rt, 0, &s1));
   OK(api->stream_create(rt, 0, &s2));
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_kernel *sleep = kernel(rt, m, "sleep_ns"), *axpy = kernel(rt, m, "axpy_f32");
   enum { N = 64 };
   gpurt_buffer *x = alloc(rt, 0, 4 * N), *t = alloc(rt, 0, 4 * N), *one = alloc(rt, 0, 4 * N);
