@@ -891,19 +891,9 @@ static void call_quant(gpurt_runtime *rt, gpurt_stream *s) {
   }
   for (uint64_t i = 0; i < m * k; i++) wh[i] = (unsigned char)(i * 37u + 11u);
   ok("call: upload w", upload_on(rt, NULL, w, wh, m * k));
-  gpurt_quant_matmul_args q;
-  ARGS_INIT(q);
-  q.x_type = q.scale_type = GPURT_DTYPE_F16;
-  q.bits = 8;
-  q.group_size = (uint32_t)gs;
-  q.m = m;
-  q.n = n;
-  q.k = k;
-  q.w = w;
-  q.scales = sc;
-  q.biases = bi;
-  q.x = x;
-  q.y = y;
+  gpurt_quant_matmul_args q = {.struct_size = sizeof q, .x_type = GPURT_DTYPE_F16, .scale_type = GPURT_DTYPE_F16,
+                               .bits = 8, .group_size = (uint32_t)gs, .m = m, .n = n, .k = k,
+                               .w = w, .scales = sc, .biases = bi, .x = x, .y = y};
   ok("call: quant_matmul eager", api->quant_matmul(rt, s, &q));
   ok("call: quant_matmul eager sync", api->stream_synchronize(rt, s));
   ok("call: download eager", download_on(rt, NULL, eager, y, n * m * 2));

@@ -358,17 +358,6 @@ static gpurt_graph_item memset_item(const gpurt_memset_args *m) {
   return it;
 }
 
-/* An update of one item: *upd at index *idx. */
-static gpurt_graph_update_args update_args(const uint64_t *idx, const gpurt_graph_item *upd) {
-  gpurt_graph_update_args ua;
-  ARGS_INIT(ua);
-  ua.count = 1;
-  ua.indices = idx;
-  ua.items = upd;
-  ua.item_size = sizeof *upd;
-  return ua;
-}
-
 /* The first n (at most 32) bytes of b are want's, bit for bit; the first
  * difference is said as a byte, or as a float when floats is set. */
 static int reads_back(gpurt_runtime *rt, gpurt_buffer *b, const void *want, size_t n, int floats) {

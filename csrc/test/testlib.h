@@ -240,6 +240,13 @@ static inline gpurt_graph_create_args graph_args(const gpurt_graph_item *items, 
   return ga;
 }
 
+/* An update of one item: *upd at index *idx. */
+static inline gpurt_graph_update_args update_args(const uint64_t *idx, const gpurt_graph_item *upd) {
+  gpurt_graph_update_args ua = {.struct_size = sizeof ua, .count = 1, .indices = idx, .items = upd,
+                                .item_size = sizeof *upd};
+  return ua;
+}
+
 /* ---- host-side values ----------------------------------------------------------- */
 
 static inline float bf16_to_f32(uint16_t h) {

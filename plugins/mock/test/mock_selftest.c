@@ -1226,17 +1226,8 @@ static void test_graph_calls(void) {
   gpurt_buffer *a = alloc(rt, 0, 2 * GM * GK), *b = alloc(rt, 0, 2 * G * GN * GK), *d = alloc(rt, 0, 2 * GM * GN);
   upload(rt, a, ab, 2 * GM * GK);
   upload(rt, b, ab + GM * GK, 2 * G * GN * GK);
-  gpurt_grouped_gemm_args gg;
-  ARGS_INIT(gg);
-  gg.ab_type = GPURT_DTYPE_BF16;
-  gg.d_type = GPURT_DTYPE_BF16;
-  gg.group_count = G;
-  gg.n = GN;
-  gg.k = GK;
-  gg.m_sizes = msz;
-  gg.a = a;
-  gg.b = b;
-  gg.d = d;
+  gpurt_grouped_gemm_args gg = {.struct_size = sizeof gg, .ab_type = GPURT_DTYPE_BF16, .d_type = GPURT_DTYPE_BF16,
+                                .group_count = G, .n = GN, .k = GK, .m_sizes = msz, .a = a, .b = b, .d = d};
   OK(api->grouped_gemm(rt, s1, &gg));
   OK(api->stream_synchronize(rt, s1));
   uint16_t want[GM * GN], got[GM * GN];
@@ -1256,12 +1247,7 @@ static void test_graph_calls(void) {
   gg2.m_sizes = msz2;
   gpurt_graph_item gi2 = call_item(offsetof(gpurt_api, grouped_gemm), NULL, &gg2);
   uint64_t at = 0;
-  gpurt_graph_update_args ua;
-  ARGS_INIT(ua);
-  ua.count = 1;
-  ua.indices = &at;
-  ua.items = &gi2;
-  ua.item_size = sizeof gi2;
+  gpurt_graph_update_args ua = update_args(&at, &gi2);
   OK(api->graph_update(rt, g, &ua));
   CHECK(ua.applied == GPURT_GRAPH_UPDATE_PATCHED, "graph_update of a CALL item: applied %d", ua.applied);
   gpurt_kv_append_args ka;
