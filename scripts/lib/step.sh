@@ -15,7 +15,13 @@
 #   copy_out                   copies the summary, JSON lines and logs of
 #                              $logs into $OUT when OUT is set.
 #
-# The caller sets logs, failed=0 and summary=() first. Knobs: STEP_TAIL
+#   step_budget DIR           for the scripts run against a time budget
+#                              (gpu_roofline.sh, gpu_serve.sh): logs=DIR
+#                              (created), failed=0, summary=(), t_start
+#                              (now), skip (" $SKIP ": step names to leave
+#                              out), STEP_TIMEOUT_STATE=1.
+#
+# The caller sets logs, failed=0 and summary=() first (step_budget does). Knobs: STEP_TAIL
 # (lines shown, default 15), STEP_ROW (printf format of a summary row:
 # name, state, seconds; default '%-8s %-8s %5ss'), STEP_TIMEOUT_STATE=1
 # (a limit reached reads TIMEOUT(Ns) rather than FAIL(124)).
@@ -55,4 +61,14 @@ copy_out() {
   if [ -n "${OUT:-}" ]; then
     cp "$logs"/*.txt "$logs"/*.jsonl "$logs"/*.log "$OUT"/ 2>/dev/null || true
   fi
+}
+
+step_budget() {
+  logs=$1
+  mkdir -p "$logs"
+  failed=0
+  summary=()
+  t_start=$(date +%s)
+  skip=" ${SKIP:-} "
+  STEP_TIMEOUT_STATE=1
 }
