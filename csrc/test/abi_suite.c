@@ -707,12 +707,9 @@ static void launch_checks(gpurt_runtime *rt) {
   gpurt_gemm_desc d = gemm_desc_square(GPURT_DTYPE_F32, 4);
   gpurt_gemm_plan *p = NULL;
   ok("gemm_plan_create f32 4x4x4", api->gemm_plan_create(rt, 0, &d, &p));
-  gpurt_gemm_run_args g;
-  ARGS_INIT(g);
-  g.a = g.b = g.d = y;
+  gpurt_gemm_run_args g = gemm_run_args(y, y, y, 1.0);
   g.b_offset = 64;
   g.d_offset = 128;
-  g.alpha = 1.0;
   msg_is("gemm_run: NULL stream", api->gemm_run(rt, NULL, p, &g), GPURT_ERR_INVALID_ARGUMENT,
          "gemm_run: stream is NULL (gemm_run needs a stream)");
   ok("gemm_run f32 4x4x4", api->gemm_run(rt, s, p, &g));

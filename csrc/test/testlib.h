@@ -172,6 +172,12 @@ static inline gpurt_error *download_on(gpurt_runtime *rt, gpurt_stream *s, void 
   return copy_sync(rt, s, NULL, 0, dst, b, 0, NULL, n);
 }
 
+/* D = alpha * A B (no C, bias or scales; offsets 0). */
+static inline gpurt_gemm_run_args gemm_run_args(gpurt_buffer *a, gpurt_buffer *b, gpurt_buffer *d, double alpha) {
+  gpurt_gemm_run_args r = {.struct_size = sizeof r, .a = a, .b = b, .d = d, .alpha = alpha};
+  return r;
+}
+
 /* size bytes of b from off set to value, element_size es (no stream). */
 static inline gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t size, uint32_t value,
                                             uint32_t es) {

@@ -142,10 +142,7 @@ int main(int argc, char **argv) {
   gpurt_gemm_plan *plan2 = NULL;
   ERR(api->gemm_plan_create(rt, 0, &gd, &plan2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   if (plan != NULL) {
-    gpurt_gemm_run_args gr;
-    ARGS_INIT(gr);
-    gr.a = gr.b = gr.d = buf;
-    gr.alpha = 1;
+    gpurt_gemm_run_args gr = gemm_run_args(buf, buf, buf, 1);
     ERR(api->gemm_run(rt, s2, plan, &gr), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   }
   gpurt_host_buffer *hb = NULL;

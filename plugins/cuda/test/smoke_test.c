@@ -152,10 +152,7 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   if (p != NULL) {
-    gpurt_gemm_run_args r;
-    ARGS_INIT(r);
-    r.a = bA; r.b = bB; r.d = bD;
-    r.alpha = 1.25;
+    gpurt_gemm_run_args r = gemm_run_args(bA, bB, bD, 1.25);
     r.scale_a = bS; r.scale_a_offset = oa;
     r.scale_b = bS; r.scale_b_offset = oa + 4;
     if (out_fp8) {
@@ -253,11 +250,8 @@ static void test_gemm_f32_bias(gpurt_stream *s, int32_t epilogue, int m, int n, 
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   if (p != NULL) {
-    gpurt_gemm_run_args r;
-    ARGS_INIT(r);
-    r.a = bA; r.b = bB; r.d = bD;
+    gpurt_gemm_run_args r = gemm_run_args(bA, bB, bD, 1);
     r.bias = bb; r.bias_offset = 4;
-    r.alpha = 1;
     OK(api->gemm_run(rt, s, p, &r));
     copy_d2h(s, D, bD, 2 * (size_t)m * n); /* synchronous on s */
     double worst = 0;
@@ -337,10 +331,8 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     d.align_a = d.align_b = d.align_c = d.align_d = 4;
     gpurt_gemm_plan *p = NULL;
     OK(api->gemm_plan_create(rt, 0, &d, &p));
-    gpurt_gemm_run_args r;
-    ARGS_INIT(r);
-    r.a = bA; r.b = bB; r.d = bD; r.bias = bb;
-    r.alpha = 0.5;
+    gpurt_gemm_run_args r = gemm_run_args(bA, bB, bD, 0.5);
+    r.bias = bb;
     r.beta = 0;
     OK(api->gemm_run(rt, s, p, &r));
     OK(api->stream_synchronize(rt, s));
@@ -388,10 +380,7 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     d.align_a = d.align_b = d.align_c = d.align_d = 256;
     gpurt_gemm_plan *p = NULL;
     OK(api->gemm_plan_create(rt, 0, &d, &p));
-    gpurt_gemm_run_args r;
-    ARGS_INIT(r);
-    r.a = bA; r.b = bB; r.d = bD;
-    r.alpha = 1;
+    gpurt_gemm_run_args r = gemm_run_args(bA, bB, bD, 1);
     OK(api->gemm_run(rt, s, p, &r));
     copy_d2h(s, D, bD, 4 * sd * batch);
     double worst = 0;

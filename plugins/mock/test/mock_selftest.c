@@ -1150,10 +1150,7 @@ static void test_gemm(void) {
   ERR(api->gemm_plan_create(rt, 0, &d, &q), GPURT_ERR_UNSUPPORTED, "bias_type");
   /* run errors */
   gpurt_buffer *X = alloc(rt, 0, 64);
-  gpurt_gemm_run_args r;
-  ARGS_INIT(r);
-  r.a = r.b = r.d = X;
-  r.alpha = 1;
+  gpurt_gemm_run_args r = gemm_run_args(X, X, X, 1);
   r.beta = 1;
   ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_INVALID_ARGUMENT, "beta");
   r.beta = 0;
