@@ -152,6 +152,15 @@ static inline gpurt_copy_args copy_args(void) {
   return c;
 }
 
+/* An asynchronous copy on s of size bytes between buffers and host buffers
+ * (one end set on each side). */
+static inline gpurt_copy_args async_copy_args(gpurt_stream *s, gpurt_buffer *db, gpurt_host_buffer *dh,
+                                              gpurt_buffer *sb, gpurt_host_buffer *sh, uint64_t size) {
+  gpurt_copy_args c = {.struct_size = sizeof c, .stream = s, .size = size,
+                       .dst_buffer = db, .dst_host = dh, .src_buffer = sb, .src_host = sh};
+  return c;
+}
+
 /* A synchronous copy of size bytes on s (or none) between the ends given
  * (a buffer and offset, or a host pointer, on each side). */
 static inline gpurt_error *copy_sync(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *db, uint64_t doff, void *dp,
