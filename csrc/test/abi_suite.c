@@ -845,6 +845,14 @@ static gpurt_buffer *alloc_f16(gpurt_runtime *rt, uint64_t n, uint64_t *st) {
   return b;
 }
 
+/* A paged cache's buffers (offsets 0). */
+static gpurt_kv_pages kv_pages(gpurt_buffer *k, gpurt_buffer *v, uint64_t npages, gpurt_buffer *indptr,
+                               gpurt_buffer *indices, gpurt_buffer *last) {
+  gpurt_kv_pages p = {.k = k, .v = v, .num_pages = npages, .indptr = indptr, .indices = indices,
+                      .last_page_len = last};
+  return p;
+}
+
 /* Runs one graph of a single CALL item on s and waits for it. */
 static gpurt_error *replay_call(gpurt_runtime *rt, gpurt_stream *s, uint64_t slot, void *object,
                                 const void *args) {
@@ -937,11 +945,7 @@ static void call_attention(gpurt_runtime *rt, gpurt_stream *s) {
   ARGS_INIT(d);
   d.kind = GPURT_ATTENTION_DECODE;
   d.num_qo_heads = Hq;
-  d.layout.dtype = GPURT_DTYPE_F16;
-  d.layout.layout = GPURT_KV_LAYOUT_NHD;
-  d.layout.page_size = ps;
-  d.layout.num_kv_heads = Hk;
-  d.layout.head_dim = D;
+  d.layout = (gpurt_kv_layout){GPURT_DTYPE_F16, GPURT_KV_LAYOUT_NHD, ps, Hk, D, 0};
   d.max_batch_size = batch;
   ok("call: attention_create", api->attention_create(rt, 0, &d, &at));
   gpurt_attention_plan_args pa;
@@ -953,12 +957,7 @@ static void call_attention(gpurt_runtime *rt, gpurt_stream *s) {
   ARGS_INIT(ra);
   ra.q = q;
   ra.o = o;
-  ra.pages.k = k;
-  ra.pages.v = v;
-  ra.pages.num_pages = npages;
-  ra.pages.indptr = ip;
-  ra.pages.indices = ix;
-  ra.pages.last_page_len = lp;
+  ra.pages = kv_pages(k, v, npages, ip, ix, lp);
   code_is("call: attention_run before any plan", replay_call(rt, s, offsetof(gpurt_api, attention_run), at, &ra),
           GPURT_ERR_FAILED_PRECONDITION);
   ok("call: attention_plan", api->attention_plan(rt, s, at, &pa));
@@ -1001,17 +1000,8 @@ static void call_kv_append(gpurt_runtime *rt, gpurt_stream *s) {
   ok("call: clear v", api->memset(rt, &zv));
   gpurt_kv_append_args a;
   ARGS_INIT(a);
-  a.layout.dtype = GPURT_DTYPE_F16;
-  a.layout.layout = GPURT_KV_LAYOUT_NHD;
-  a.layout.page_size = ps;
-  a.layout.num_kv_heads = 1;
-  a.layout.head_dim = D;
-  a.pages.k = k;
-  a.pages.v = v;
-  a.pages.num_pages = npages;
-  a.pages.indptr = ip;
-  a.pages.indices = ix;
-  a.pages.last_page_len = lp;
+  a.layout = (gpurt_kv_layout){GPURT_DTYPE_F16, GPURT_KV_LAYOUT_NHD, ps, 1, D, 0};
+  a.pages = kv_pages(k, v, npages, ip, ix, lp);
   a.batch_size = batch;
   a.nnz = nnz;
   a.k_rows = kr;
