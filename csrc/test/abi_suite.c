@@ -998,17 +998,11 @@ static void call_kv_append(gpurt_runtime *rt, gpurt_stream *s) {
   gpurt_memset_args zk = memset_args(k, 0, kv, 0, 1), zv = memset_args(v, 0, kv, 0, 1);
   ok("call: clear k", api->memset(rt, &zk));
   ok("call: clear v", api->memset(rt, &zv));
-  gpurt_kv_append_args a;
-  ARGS_INIT(a);
-  a.layout = (gpurt_kv_layout){GPURT_DTYPE_F16, GPURT_KV_LAYOUT_NHD, ps, 1, D, 0};
-  a.pages = kv_pages(k, v, npages, ip, ix, lp);
-  a.batch_size = batch;
-  a.nnz = nnz;
-  a.k_rows = kr;
-  a.v_rows = vr;
-  a.batch_indices = mb;
-  a.positions = mb;
-  a.positions_offset = 12;
+  gpurt_kv_append_args a = {.struct_size = sizeof a,
+                            .layout = {GPURT_DTYPE_F16, GPURT_KV_LAYOUT_NHD, ps, 1, D, 0},
+                            .pages = kv_pages(k, v, npages, ip, ix, lp),
+                            .batch_size = batch, .nnz = nnz, .k_rows = kr, .v_rows = vr,
+                            .batch_indices = mb, .positions = mb, .positions_offset = 12};
   ok("call: kv_append eager", api->kv_append(rt, s, &a));
   ok("call: kv_append eager sync", api->stream_synchronize(rt, s));
   ok("call: download eager k", download_on(rt, NULL, ek, k, kv));

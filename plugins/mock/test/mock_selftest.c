@@ -947,26 +947,12 @@ typedef struct gcase {
 } gcase;
 
 static void run_gemm_case(gpurt_runtime *rt, gpurt_stream *s, const gcase *g) {
-  gpurt_gemm_desc d;
-  ARGS_INIT(d);
-  d.a_type = g->a;
-  d.b_type = g->b;
-  d.c_type = g->c;
-  d.d_type = g->d;
-  d.epilogue = g->epi;
-  d.bias_type = g->bias_t;
-  d.trans_a = (uint8_t)g->ta;
-  d.trans_b = (uint8_t)g->tb;
-  d.m = g->m;
-  d.n = g->n;
-  d.k = g->k;
   uint64_t ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k;
   uint64_t br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n;
-  d.lda = ar + g->pad;
-  d.ldb = br + g->pad;
-  d.ldc = g->m + g->pad;
-  d.ldd = g->m + 2 * g->pad;
-  d.batch_count = g->batch;
+  gpurt_gemm_desc d = {.struct_size = sizeof d, .a_type = g->a, .b_type = g->b, .c_type = g->c, .d_type = g->d,
+                       .epilogue = g->epi, .bias_type = g->bias_t, .trans_a = (uint8_t)g->ta,
+                       .trans_b = (uint8_t)g->tb, .m = g->m, .n = g->n, .k = g->k, .lda = ar + g->pad,
+                       .ldb = br + g->pad, .ldc = g->m + g->pad, .ldd = g->m + 2 * g->pad, .batch_count = g->batch};
   d.stride_a = (int64_t)(d.lda * ac + 3);
   d.stride_b = (int64_t)(d.ldb * bc);
   d.stride_c = (int64_t)(d.ldc * g->n + 1);
