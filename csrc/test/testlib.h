@@ -120,6 +120,13 @@ static inline const char *take_msg(gpurt_error *e, char *msg, size_t cap) {
           had_ ? "" : "no error ", c_, m_);                                            \
   } while (0)
 
+/* OK(api->buffer_free(rt, b)) for each buffer given, in order. */
+#define FREE_BUFFERS(rt, ...)                                                 \
+  do {                                                                        \
+    gpurt_buffer *fb_[] = {__VA_ARGS__};                                      \
+    for (size_t i_ = 0; i_ < sizeof fb_ / sizeof fb_[0]; i_++) OK(api->buffer_free((rt), fb_[i_])); \
+  } while (0)
+
 /* ---- the plugin ----------------------------------------------------------------- */
 
 /* dlopens the plugin at path and returns its entry point; NULL (said on

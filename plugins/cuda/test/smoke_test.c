@@ -808,9 +808,7 @@ int main(int argc, char **argv) {
   OK(api->event_destroy(rt, e0));
   OK(api->event_destroy(rt, e1));
   OK(api->stream_destroy(rt, s2));
-  OK(api->buffer_free(rt, bx));
-  OK(api->buffer_free(rt, by));
-  OK(api->buffer_free(rt, bz));
+  FREE_BUFFERS(rt, bx, by, bz);
   OK(api->module_unload(rt, bmod));
   OK(api->stream_destroy(rt, s));
   gpurt_runtime_stats st;

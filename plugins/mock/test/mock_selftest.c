@@ -448,9 +448,7 @@ static void test_kernels(void) {
       }
       CHECK(ok, "%s: element %d: got %g", name, bad_i, bad_i >= 0 ? load_t(c, out, bad_i) : 0.0);
     }
-    OK(api->buffer_free(rt, x));
-    OK(api->buffer_free(rt, y));
-    OK(api->buffer_free(rt, z));
+    FREE_BUFFERS(rt, x, y, z);
   }
   /* rounding to nearest even in bf16 and f16 */
   {
@@ -1056,12 +1054,7 @@ static void run_gemm_case(gpurt_runtime *rt, gpurt_stream *s, const gcase *g) {
   r.d_offset = 8 + (2 * g->pad + 1) * dsize(g->d); /* past the slack of ldd > m */
   ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_OUT_OF_RANGE, "operand d");
   OK(api->gemm_plan_destroy(rt, p));
-  OK(api->buffer_free(rt, A));
-  OK(api->buffer_free(rt, B));
-  OK(api->buffer_free(rt, C));
-  OK(api->buffer_free(rt, D));
-  OK(api->buffer_free(rt, BIAS));
-  OK(api->buffer_free(rt, SC));
+  FREE_BUFFERS(rt, A, B, C, D, BIAS, SC);
   free(ha);
   free(hb);
   free(hc);
@@ -1246,8 +1239,7 @@ static void test_graph_calls(void) {
   gk[0].slot = offsetof(gpurt_api, comm_run);
   ERR(graph_of(rt, gk, 1, &g), GPURT_ERR_UNSUPPORTED, "not one a graph records");
 
-  gpurt_buffer *bs[] = {x, t, one, a, b, d};
-  for (size_t i = 0; i < 6; i++) OK(api->buffer_free(rt, bs[i]));
+  FREE_BUFFERS(rt, x, t, one, a, b, d);
   OK(api->module_unload(rt, m));
   OK(api->stream_destroy(rt, s1));
   OK(api->stream_destroy(rt, s2));
