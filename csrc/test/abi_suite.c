@@ -1067,19 +1067,24 @@ static gpurt_error *slot_kv_append(gpurt_runtime *rt, gpurt_stream *s, void *a) 
   return api->kv_append(rt, s, a);
 }
 
-/* csrc's prologue of such an op, in its words: a NULL stream (with args,
- * a zeroed struct whose struct_size is *struct_size), NULL args, then
- * struct_size 0 (left so). */
-static void op_prologue(gpurt_runtime *rt, gpurt_stream *s, const char *op, op_slot call, void *args,
-                        uint64_t *struct_size) {
+/* csrc's prologue of such an op, in its words: a NULL stream (with a
+ * zeroed args struct of `size` bytes), NULL args, then struct_size 0. */
+static void op_prologue(gpurt_runtime *rt, gpurt_stream *s, const char *op, op_slot call, uint64_t size) {
+  union {
+    gpurt_quant_matmul_args q;
+    gpurt_grouped_gemm_args g;
+    gpurt_kv_append_args k;
+  } args;
+  memset(&args, 0, sizeof args);
+  args.q.struct_size = size; /* the first field of each */
   char name[80];
   snprintf(name, sizeof name, "%s: NULL stream", op);
-  msg_is(name, call(rt, NULL, args), GPURT_ERR_INVALID_ARGUMENT, "%s: stream is NULL (%s needs a stream)", op, op);
+  msg_is(name, call(rt, NULL, &args), GPURT_ERR_INVALID_ARGUMENT, "%s: stream is NULL (%s needs a stream)", op, op);
   snprintf(name, sizeof name, "%s: NULL args", op);
   msg_is(name, call(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT, "%s: args is NULL", op);
-  *struct_size = 0;
+  args.q.struct_size = 0;
   snprintf(name, sizeof name, "%s: args struct_size 0", op);
-  msg_is(name, call(rt, s, args), GPURT_ERR_INVALID_ARGUMENT, "%s: args has struct_size 0, below 8", op);
+  msg_is(name, call(rt, s, &args), GPURT_ERR_INVALID_ARGUMENT, "%s: args has struct_size 0, below 8", op);
 }
 
 static void minor_checks(gpurt_runtime *rt) {
@@ -1097,26 +1102,28 @@ static void minor_checks(gpurt_runtime *rt) {
   } else {
     skip("graphs (1.3): the plugin has no graph slots");
   }
-  if (GPURT_API_HAS(api, quant_matmul)) {
-    gpurt_quant_matmul_args q;
-    ARGS_INIT(q);
-    op_prologue(rt, s, "quant_matmul", slot_quant_matmul, &q, &q.struct_size);
-  } else {
-    skip("quant_matmul (1.4): the plugin has no such slot");
-  }
-  if (GPURT_API_HAS(api, grouped_gemm)) {
-    gpurt_grouped_gemm_args g;
-    ARGS_INIT(g);
-    op_prologue(rt, s, "grouped_gemm", slot_grouped_gemm, &g, &g.struct_size);
-  } else {
-    skip("grouped_gemm (1.4): the plugin has no such slot");
+  const struct {
+    const char *op;
+    int has;
+    op_slot call;
+    uint64_t size;
+  } ops14[] = {
+      {"quant_matmul", GPURT_API_HAS(api, quant_matmul), slot_quant_matmul, sizeof(gpurt_quant_matmul_args)},
+      {"grouped_gemm", GPURT_API_HAS(api, grouped_gemm), slot_grouped_gemm, sizeof(gpurt_grouped_gemm_args)},
+  };
+  for (size_t i = 0; i < sizeof ops14 / sizeof ops14[0]; i++) {
+    if (ops14[i].has) {
+      op_prologue(rt, s, ops14[i].op, ops14[i].call, ops14[i].size);
+    } else {
+      char why[80];
+      snprintf(why, sizeof why, "%s (1.4): the plugin has no such slot", ops14[i].op);
+      skip(why);
+    }
   }
   if (GPURT_API_HAS(api, kv_append) && GPURT_API_HAS(api, attention_create) &&
       GPURT_API_HAS(api, attention_destroy) && GPURT_API_HAS(api, attention_plan) &&
       GPURT_API_HAS(api, attention_run)) {
-    gpurt_kv_append_args ka;
-    ARGS_INIT(ka);
-    op_prologue(rt, s, "kv_append", slot_kv_append, &ka, &ka.struct_size);
+    op_prologue(rt, s, "kv_append", slot_kv_append, sizeof(gpurt_kv_append_args));
     gpurt_attention *at = NULL;
     msg_is("attention_create: NULL desc", api->attention_create(rt, 0, NULL, &at), GPURT_ERR_INVALID_ARGUMENT,
            "attention_create: desc is NULL");
@@ -1147,6 +1154,7 @@ static void minor_checks(gpurt_runtime *rt) {
       msg_is("attention_create: qo_dtype on a bf16 cache", api->attention_create(rt, 0, &d, &at),
              GPURT_ERR_INVALID_ARGUMENT,
              "attention_create: layout.qo_dtype is 2 (must be 0 for a bf16 cache: its queries are bf16)");
+      gpurt_kv_append_args ka;
       ARGS_INIT(ka);
       ka.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, GPURT_DTYPE_BF16};
       ka.batch_size = 1;
