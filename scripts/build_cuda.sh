@@ -123,20 +123,21 @@ say "nvcc: $nvcc ($("$nvcc" --version | tail -n 2 | head -n 1))"
 mkdir -p "$out" || die "cannot create $out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# make_fatbin OUT NAME: plugins/cuda/src/NAME.cu as a fatbin for sm_80,
+# sm_90a and compute_90 (PTX).
+make_fatbin() {
+  "$nvcc" --fatbin -O3 -std=c++17 \
+    -gencode arch=compute_80,code=sm_80 \
+    -gencode arch=compute_90a,code=sm_90a \
+    -gencode arch=compute_90,code=compute_90 \
+    -o "$1" "$src/$2.cu" || die "nvcc could not compile plugins/cuda/src/$2.cu"
+}
 fatbin=$tmp/kernels.fatbin
-"$nvcc" --fatbin -O3 -std=c++17 \
-  -gencode arch=compute_80,code=sm_80 \
-  -gencode arch=compute_90a,code=sm_90a \
-  -gencode arch=compute_90,code=compute_90 \
-  -o "$fatbin" "$src/cuda_kernels.cu" || die "nvcc could not compile plugins/cuda/src/cuda_kernels.cu"
+make_fatbin "$fatbin" cuda_kernels
 # The quantized and grouped matmul kernels (cuda_quant.cu): a fatbin of their
 # own (cuda_quant_fatbin.S), the same targets.
 qfatbin=$tmp/quant.fatbin
-"$nvcc" --fatbin -O3 -std=c++17 \
-  -gencode arch=compute_80,code=sm_80 \
-  -gencode arch=compute_90a,code=sm_90a \
-  -gencode arch=compute_90,code=compute_90 \
-  -o "$qfatbin" "$src/cuda_quant.cu" || die "nvcc could not compile plugins/cuda/src/cuda_quant.cu"
+make_fatbin "$qfatbin" cuda_quant
 
 # The adapters' objects are cached by content, named by a key of everything
 # that shapes them (sources, flags without this checkout's path, nvcc's

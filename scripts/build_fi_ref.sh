@@ -115,6 +115,16 @@ flags=(-std=c++17 -O3 -DNDEBUG -use_fast_math -Xcompiler -fPIC --expt-relaxed-co
        -gencode=arch=compute_90a,code=sm_90a
        -I"$gen" -I"$data/csrc" -I"$data/cccl/libcudacxx/include" -I"$data/cccl/cub" -I"$data/cccl/thrust"
        -I"$data/include" -I"$tinc" -I"$tinc/dlpack/include" -I"$work/tvmffi/tvm_ffi/3rdparty/dlpack/include")
+# link_module NAME: $out/NAME.so from the objects in objs (each must have
+# compiled), timed from t0.
+link_module() {
+  local o
+  for o in "${objs[@]}"; do [ -f "$o" ] || { say "compile failed: $o"; exit 1; }; done
+  g++ -shared -o "$out/$1.so" "${objs[@]}" "$cudart" -L"$tlib" -ltvm_ffi \
+    -Wl,-rpath,'$ORIGIN' -ldl -lpthread -lrt
+  say "built $out/$1.so in $(( $(date +%s) - t0 )) s ($(du -h "$out/$1.so" | cut -f1))"
+}
+
 t0=$(date +%s)
 objs=()
 for f in batch_decode_kernel batch_decode batch_decode_jit_binding; do
@@ -122,10 +132,7 @@ for f in batch_decode_kernel batch_decode batch_decode_jit_binding; do
   objs+=("$gen/$f.o")
 done
 wait
-for o in "${objs[@]}"; do [ -f "$o" ] || { say "compile failed: $o"; exit 1; }; done
-g++ -shared -o "$out/fi_batch_decode.so" "${objs[@]}" "$cudart" -L"$tlib" -ltvm_ffi \
-  -Wl,-rpath,'$ORIGIN' -ldl -lpthread -lrt
-say "built $out/fi_batch_decode.so in $(( $(date +%s) - t0 )) s ($(du -h "$out/fi_batch_decode.so" | cut -f1))"
+link_module fi_batch_decode
 
 # The prefill module: its ten translation units, two at a time.
 t0=$(date +%s)
@@ -139,7 +146,4 @@ for c in "$pgen"/*.cu; do
   [ "$(jobs -r | wc -l)" -ge "${GPURT_NVCC_JOBS:-2}" ] && wait -n
 done
 wait
-for o in "${objs[@]}"; do [ -f "$o" ] || { say "compile failed: $o"; exit 1; }; done
-g++ -shared -o "$out/fi_batch_prefill.so" "${objs[@]}" "$cudart" -L"$tlib" -ltvm_ffi \
-  -Wl,-rpath,'$ORIGIN' -ldl -lpthread -lrt
-say "built $out/fi_batch_prefill.so in $(( $(date +%s) - t0 )) s ($(du -h "$out/fi_batch_prefill.so" | cut -f1))"
+link_module fi_batch_prefill

@@ -85,8 +85,7 @@ fi
 : >"$logs/attnbench.jsonl"
 if [ -x build/gpurt-attnbench ] && [ $plugin_ok = 1 ]; then
   echo "== [bench] gpurt-attnbench"
-  step bench 150 build/gpurt-attnbench -plugin-path build
-  grep '^{' "$logs/bench.log" >"$logs/attnbench.jsonl" || true
+  step_jsonl bench 150 "$logs/attnbench.jsonl" build/gpurt-attnbench -plugin-path build
 else
   summary+=("bench        skip           (no build/gpurt-attnbench: CGO_ENABLED=0 go build -o build/gpurt-attnbench ./cmd/gpurt-attnbench)")
   failed=1
@@ -95,8 +94,7 @@ fi
 : >"$logs/ref.jsonl"
 if command -v python3 >/dev/null 2>&1; then
   echo "== [ref] torch SDPA"
-  step ref 120 python3 scripts/gpu_attention_ref.py 50 sdpa
-  grep '^{' "$logs/ref.log" >"$logs/ref.jsonl" || true
+  step_jsonl ref 120 "$logs/ref.jsonl" python3 scripts/gpu_attention_ref.py 50 sdpa
   # FlashInfer: its decode module built here (scripts/build_fi_ref.sh) and
   # the apache-tvm-ffi wheel, carried in .whl/fi-ref/; a separate process, so
   # that a failure there loses none of the figures above.
@@ -109,10 +107,9 @@ if command -v python3 >/dev/null 2>&1; then
     echo "== [ref-fi] FlashInfer's own decode module"
     oldpp=${PYTHONPATH:-}
     export PYTHONPATH="$site${oldpp:+:$oldpp}" GPURT_FI_REF_DIR="$fir"
-    step ref-fi 120 python3 scripts/gpu_attention_ref.py 50 fi
+    step_jsonl ref-fi 120 "$logs/ref.jsonl" python3 scripts/gpu_attention_ref.py 50 fi
     export PYTHONPATH="$oldpp"
     unset GPURT_FI_REF_DIR
-    grep '^{' "$logs/ref-fi.log" >>"$logs/ref.jsonl" || true
   else
     summary+=("ref-fi       skip           (no .whl/fi-ref/fi_batch_decode.so + apache_tvm_ffi wheel: scripts/build_fi_ref.sh, then carry .whl)")
   fi
@@ -120,15 +117,10 @@ else
   summary+=("ref          skip           (no python3)")
 fi
 
-python3 - "$logs/attnbench.jsonl" "$logs/ref.jsonl" >"$logs/table.md" <<'PY' || echo "(no table: python3 failed)" >"$logs/table.md"
-import json, sys
-rows = []
-for path in sys.argv[1:]:
-    for line in open(path):
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            pass
+PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/attnbench.jsonl" "$logs/ref.jsonl" >"$logs/table.md" <<'PY' || echo "(no table: python3 failed)" >"$logs/table.md"
+import sys
+from benchrows import read
+rows = read(sys.argv[1:])
 by, order, notes = {}, [], []
 for r in rows:
     if r.get("name") == "*":

@@ -75,6 +75,26 @@ def gpu_time(torch, fn, iters):
     return start.elapsed_time(end) * 1e3 / iters
 
 
+def time_plan(torch, plan, n):
+    """plan() once, then n more times: the last plan's result and the mean
+    wall time of a plan call in us (the device synchronized either side)."""
+    info = plan()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        info = plan()
+    us = (time.perf_counter() - t0) * 1e6 / n
+    torch.cuda.synchronize()
+    return info, us
+
+
+def fi_workspaces(torch, dev):
+    """FlashInfer's float and int workspaces on the device and the pinned
+    host one (128, 8 and 8 MiB)."""
+    return (torch.empty(128 << 20, dtype=torch.uint8, device=dev), torch.empty(8 << 20, dtype=torch.uint8, device=dev),
+            torch.empty(8 << 20, dtype=torch.uint8, pin_memory=True))
+
+
 def main():
     iters = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     # "sdpa": torch only; "fi": FlashInfer only (its package, else its
@@ -148,35 +168,21 @@ def main():
                     w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
                     plan = lambda: w.plan(indptr, perm, last, HQ, HK, DIM, PAGE,  # noqa: E731
                                           q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
-                plan()
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(20):
-                    plan()
-                plan_us = (time.perf_counter() - t0) * 1e6 / 20
-                torch.cuda.synchronize()
+                _, plan_us = time_plan(torch, plan, 20)
                 us = gpu_time(torch, lambda: w.run(q, (kc, vc)), iters)
                 figures(name, "flashinfer", prefill, batch, kv, qo, us, plan_us)
             except Exception as e:  # noqa: BLE001
                 emit(name=name, impl="flashinfer", note=f"error: {type(e).__name__}: {e}"[:300])
         if fimod is not None and not prefill:
             try:
-                fws = torch.empty(128 << 20, dtype=torch.uint8, device=dev)
-                iws = torch.empty(8 << 20, dtype=torch.uint8, device=dev)
-                pws = torch.empty(8 << 20, dtype=torch.uint8, pin_memory=True)
+                fws, iws, pws = fi_workspaces(torch, dev)
                 indptr_h = indptr.cpu()
                 eq = torch.empty(0, dtype=torch.bfloat16)
 
                 def fiplan():
                     return fimod.plan(fws, iws, pws, indptr_h, batch, HQ, HK, PAGE, False, -1, 0.0, DIM, DIM, eq, eq)
 
-                info = fiplan()
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(200):
-                    info = fiplan()
-                plan_us = (time.perf_counter() - t0) * 1e6 / 200
-                torch.cuda.synchronize()
+                info, plan_us = time_plan(torch, fiplan, 200)
                 out = torch.empty_like(q)
                 for pdl, impl in ((False, "flashinfer"), (True, "flashinfer_pdl")):
                     us = gpu_time(torch, lambda: fimod.run(fws, iws, info, q, kc, vc, indptr, perm, last, out, None, 0,
@@ -187,9 +193,7 @@ def main():
                 emit(name=name, impl="flashinfer", note=f"error: {type(e).__name__}: {e}"[:300])
         if fipre is not None and prefill:
             try:
-                fws = torch.empty(128 << 20, dtype=torch.uint8, device=dev)
-                iws = torch.empty(8 << 20, dtype=torch.uint8, device=dev)
-                pws = torch.empty(8 << 20, dtype=torch.uint8, pin_memory=True)
+                fws, iws, pws = fi_workspaces(torch, dev)
                 qo_h, kv_h = qo_indptr.cpu(), indptr.cpu()
                 kvlen_h = torch.full((batch,), kv, dtype=torch.int32)
 
@@ -197,13 +201,7 @@ def main():
                     return fipre.plan(fws, iws, pws, qo_h, kv_h, kvlen_h, rows, batch, HQ, HK, PAGE, False, DIM, DIM,
                                       True, -1, -1, False, 0, 0, False)
 
-                info = fiplan()
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(50):
-                    info = fiplan()
-                plan_us = (time.perf_counter() - t0) * 1e6 / 50
-                torch.cuda.synchronize()
+                info, plan_us = time_plan(torch, fiplan, 50)
                 out = torch.empty_like(q)
                 none8 = [None] * 8
                 for pdl, impl in ((False, "flashinfer"), (True, "flashinfer_pdl")):

@@ -124,38 +124,26 @@ fi
 
 if [ -x build/gpurt-multibench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-multibench"
-  step bench 1200 build/gpurt-multibench -plugin-path build -procs
-  grep '^{' "$logs/bench.log" >"$logs/multibench.jsonl" || true
+  step_jsonl bench 1200 "$logs/multibench.jsonl" build/gpurt-multibench -plugin-path build -procs
 else
   summary+=("bench    skip     (no build/gpurt-multibench: CGO_ENABLED=0 go build -o build/gpurt-multibench ./cmd/gpurt-multibench)")
   failed=1
   : >"$logs/multibench.jsonl"
 fi
 
+: >"$logs/torch.jsonl"
 if command -v python3 >/dev/null 2>&1; then
   echo "== [torch] torch.distributed + NCCL"
-  step torch 1200 python3 scripts/multi_torch.py
-  grep '^{' "$logs/torch.log" >"$logs/torch.jsonl" || true
+  step_jsonl torch 1200 "$logs/torch.jsonl" python3 scripts/multi_torch.py
 else
   summary+=("torch    skip     (no python3)")
-  : >"$logs/torch.jsonl"
 fi
 
 table() {
-  python3 - "$logs/multibench.jsonl" "$logs/torch.jsonl" <<'PY'
-import json, sys
-rows = []
-for path in sys.argv[1:]:
-    for line in open(path):
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            pass
-by, order = {}, []
-for r in rows:
-    if r["name"] not in by:
-        order.append(r["name"])
-    by.setdefault(r["name"], {})[r["impl"]] = r
+  PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/multibench.jsonl" "$logs/torch.jsonl" <<'PY'
+import sys
+from benchrows import load
+rows, by, order = load(sys.argv[1:])
 def bw(r):
     return "%9.1f" % r["busbw_gb_s"] if r and r.get("us", 0) > 0 else "        -"
 def us(r):
@@ -208,7 +196,5 @@ PY
   fi
 } | tee "$logs/summary.txt"
 
-if [ -n "${OUT:-}" ]; then
-  cp "$logs"/*.txt "$logs"/*.jsonl "$logs"/*.log "$OUT"/ 2>/dev/null || true
-fi
+copy_out
 exit $failed

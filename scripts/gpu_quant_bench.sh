@@ -79,8 +79,7 @@ fi
 
 if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-quantbench"
-  step bench 90 build/gpurt-quantbench -plugin-path build
-  grep '^{' "$logs/bench.log" >"$logs/quantbench.jsonl" || true
+  step_jsonl bench 90 "$logs/quantbench.jsonl" build/gpurt-quantbench -plugin-path build
   # again NAME TIMEOUT ONLY IMPL AS ENV...: gpurt-quantbench -only ONLY once
   # more under ENV; its IMPL rows join quantbench.jsonl as impl AS.
   again() {
@@ -95,8 +94,7 @@ if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   # weights (512 MiB of copies in turn: none left in the 50 MB L2 by the
   # call before), rows "... rot".
   echo "== [gemv_rot] -only gemv -rotate 512"
-  step gemv_rot 40 build/gpurt-quantbench -plugin-path build -only gemv -rotate 512
-  grep '^{' "$logs/gemv_rot.log" >>"$logs/quantbench.jsonl" || true
+  step_jsonl gemv_rot 40 "$logs/quantbench.jsonl" build/gpurt-quantbench -plugin-path build -only gemv -rotate 512
   again gemv_dequant 20 gemv "gpurt int8" "gpurt int8 wdq" GPURT_CUDA_QGEMV=dequant
   echo "== [conform_dequant] quant checks with GPURT_CUDA_QGEMV=dequant and GPURT_CUDA_QGEMM=dequant"
   step conform_dequant 60 env GPURT_CUDA_QGEMV=dequant GPURT_CUDA_QGEMM=dequant build/gpurt conform --backend cuda --run '^quant/'
@@ -109,34 +107,19 @@ else
   : >"$logs/quantbench.jsonl"
 fi
 
+: >"$logs/torch.jsonl"
 if command -v python3 >/dev/null 2>&1 && [ -s "$logs/quantbench.jsonl" ]; then
   echo "== [torch] torch grouped mm"
-  step torch 40 python3 scripts/gpu_quant_torch.py "$logs/quantbench.jsonl"
-  grep '^{' "$logs/torch.log" >"$logs/torch.jsonl" || true
+  step_jsonl torch 40 "$logs/torch.jsonl" python3 scripts/gpu_quant_torch.py "$logs/quantbench.jsonl"
 else
   summary+=("torch    skip     (no python3 or no bench results)")
-  : >"$logs/torch.jsonl"
 fi
 
 table() {
-  python3 - "$logs/quantbench.jsonl" "$logs/torch.jsonl" <<'PY'
-import json, sys
-rows = []
-for path in sys.argv[1:]:
-    try:
-        f = open(path)
-    except OSError:
-        continue
-    for line in f:
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            pass
-by, order = {}, []
-for r in rows:
-    if r["name"] not in by:
-        order.append(r["name"])
-    by.setdefault(r["name"], {})[r["impl"]] = r
+  PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/quantbench.jsonl" "$logs/torch.jsonl" <<'PY'
+import sys
+from benchrows import load
+rows, by, order = load(sys.argv[1:])
 def us(r):
     return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 def ratio(o, g):
@@ -194,7 +177,5 @@ PY
   fi
 } | tee "$logs/summary.txt"
 
-if [ -n "${OUT:-}" ]; then
-  cp "$logs"/*.txt "$logs"/*.jsonl "$logs"/*.log "$OUT"/ 2>/dev/null || true
-fi
+copy_out
 exit $failed

@@ -44,8 +44,8 @@ set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 out=${OUT:-$root/build/gpu_roofline}
-mkdir -p "$out"
-logs=$out
+. "$root/scripts/lib/step.sh"
+step_budget "$out"
 py=${PYTHON:-python3}
 total=${TOTAL:-570}
 batches=${BATCHES:-1,8,32,64}
@@ -53,12 +53,6 @@ ctxs=${CTXS:-1024,8192}
 backend=${BACKEND:-cuda}
 plugin=${PLUGIN:-$root/build/libgpurt_cuda.so}
 presets=${PRESETS:-1b 8b}
-skip=" ${SKIP:-} "
-t_start=$(date +%s)
-failed=0
-summary=()
-STEP_TIMEOUT_STATE=1
-. "$root/scripts/lib/step.sh"
 
 # run NAME CAP CMD...: step with the smaller of CAP and what is left of
 # TOTAL less the report's 20 s; skipped when under 15 s are left or NAME

@@ -36,19 +36,13 @@ set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 out=${OUT:-$root/build/gpu_serve}
-mkdir -p "$out"
-logs=$out
+. "$root/scripts/lib/step.sh"
+step_budget "$out"
 py=${PYTHON:-python3}
 total=${TOTAL:-480}
 requests=${REQUESTS:-1000}
 sweep=${SWEEP_REQUESTS:-300}
 fractions=${FRACTIONS:-1.25,1,0.75,0.5,0.25}
-skip=" ${SKIP:-} "
-t_start=$(date +%s)
-failed=0
-summary=()
-STEP_TIMEOUT_STATE=1
-. "$root/scripts/lib/step.sh"
 backend=${BACKEND:-cuda}
 plugin=${PLUGIN:-build/libgpurt_cuda.so}
 presets=${PRESETS:-1b 8b}

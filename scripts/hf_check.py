@@ -39,23 +39,26 @@ import time
 
 NOISE_FACTOR = 1.5
 
+
+def llama3_rope(factor, original_max):
+    """Llama 3's rope scaling (low and high frequency factors 1 and 4)."""
+    return {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": original_max}
+
+
 # name -> (family, config kwargs, shard size)
 MODELS = {
     # Llama-3.2-1B shapes (tied embeddings, llama3 rope scaling)
     "llama-1b": ("llama", dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
                                num_key_value_heads=8, head_dim=64, vocab_size=128256, rms_norm_eps=1e-5,
                                max_position_embeddings=131072, tie_word_embeddings=True,
-                               rope_theta=500000.0,
-                               rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
-                                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
+                               rope_theta=500000.0, rope_scaling=llama3_rope(32.0, 8192)),
                  "5GB"),
     # Llama-3.1-8B shapes
     "llama-8b": ("llama", dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                                num_key_value_heads=8, head_dim=128, vocab_size=128256, rms_norm_eps=1e-5,
                                max_position_embeddings=131072, tie_word_embeddings=False,
-                               rope_theta=500000.0,
-                               rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
+                               rope_theta=500000.0, rope_scaling=llama3_rope(8.0, 8192)),
                  "5GB"),
     # Qwen2.5-0.5B shapes (q/k/v biases, tied embeddings, head_dim 64)
     "qwen2-small": ("qwen2", dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
@@ -66,8 +69,7 @@ MODELS = {
     "tiny-llama": ("llama", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                                  num_key_value_heads=2, head_dim=64, vocab_size=512, rms_norm_eps=1e-5,
                                  max_position_embeddings=4096, tie_word_embeddings=False, rope_theta=500000.0,
-                                 rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                               "high_freq_factor": 4.0, "original_max_position_embeddings": 32}),
+                                 rope_scaling=llama3_rope(8.0, 32)),
                    "200KB"),
     "tiny-qwen2": ("qwen2", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
                                  num_key_value_heads=1, vocab_size=512, rms_norm_eps=1e-6,

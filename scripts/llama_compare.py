@@ -42,6 +42,18 @@ def runs(lines, impl):
     return r
 
 
+def logit_gap(gs, ts, n):
+    """Over the first n steps that have logits on both sides: the largest
+    |gpurt - torch| and the largest |torch logit|."""
+    worst, scale = 0.0, 0.0
+    for i in range(n):
+        a, c = gs[i].get("logits"), ts[i].get("logits")
+        if a and c:
+            worst = max(worst, max(abs(x - y) for x, y in zip(a, c)))
+            scale = max(scale, max(abs(y) for y in c))
+    return worst, scale
+
+
 def check(gpath, tpath, tol):
     g, t = runs(load([gpath]), "gpurt"), runs(load([tpath]), "torch")
     ref = {k[1:]: v for k, v in t.items() if k[0] == "eager"}
@@ -66,12 +78,7 @@ def check(gpath, tpath, tol):
             elif first is None or d < first:
                 first = d
         lim = n if first is None else first + 1
-        worst, scale = 0.0, 0.0
-        for i in range(lim):
-            a, c = gs[i].get("logits"), ts[i].get("logits")
-            if a and c:
-                worst = max(worst, max(abs(x - y) for x, y in zip(a, c)))
-                scale = max(scale, max(abs(y) for y in c))
+        worst, scale = logit_gap(gs, ts, lim)
         good = first is None and n >= 1 and worst <= tol * max(1.0, scale)
         ok &= good
         print(f"check: gpurt {mode} vs torch eager, batch {b} ctx {ctx}: {n} steps, requests with identical tokens "
@@ -87,12 +94,7 @@ def check(gpath, tpath, tol):
             continue
         n = min(len(gs), len(ts))
         agree = sum(gs[i]["tokens"][r] == ts[i]["tokens"][r] for i in range(n) for r in range(b))
-        worst, scale = 0.0, 0.0
-        for i in range(n):
-            a, c = gs[i].get("logits"), ts[i].get("logits")
-            if a and c:
-                worst = max(worst, max(abs(x - y) for x, y in zip(a, c)))
-                scale = max(scale, max(abs(y) for y in c))
+        worst, scale = logit_gap(gs, ts, n)
         good = n >= 1 and worst <= tol * max(1.0, scale)
         ok &= good
         print(f"check: teacher-forced (torch fed gpurt's tokens), batch {b} ctx {ctx}: {n} steps, argmax agree "

@@ -112,6 +112,39 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* A plugin call whose host cost is timed (the fields its kind reads). */
+typedef struct timed_call {
+  gpurt_kernel *k;
+  const gpurt_launch_args *la;
+  const gpurt_launch_item *items;
+  uint64_t n_items;
+  gpurt_gemm_plan *plan;
+  const gpurt_gemm_run_args *r;
+} timed_call;
+static gpurt_error *call_launch(const timed_call *c) { return api->launch(prt, pst, c->k, c->la); }
+static gpurt_error *call_launch_batch(const timed_call *c) {
+  return api->launch_batch(prt, pst, c->n_items, c->items, NULL);
+}
+static gpurt_error *call_gemm_run(const timed_call *c) { return api->gemm_run(prt, pst, c->plan, c->r); }
+
+/* The host cost of call(c) on pst: in each of n batches, per calls timed
+ * (their errors dropped), then the stream synchronized outside the timing;
+ * v[i] = batch i's microseconds / units. 0, or -1 when a synchronize fails. */
+static int host_us(gpurt_error *(*call)(const timed_call *), const timed_call *c, int n, int per, double units,
+                   double *v) {
+  for (int bi = 0; bi < n; bi++) {
+    double t0 = now_us();
+    for (int i = 0; i < per; i++) {
+      gpurt_error *e = call(c);
+      if (e) api->error_destroy(e);
+    }
+    double t1 = now_us();
+    if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return -1;
+    v[bi] = (t1 - t0) / units;
+  }
+  return 0;
+}
+
 static void emit(const char *metric, double value, const char *unit, const char *extra) {
   printf("{\"metric\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"source\":\"raw\"%s%s}\n", metric,
          value, unit, extra && *extra ? "," : "", extra ? extra : "");
@@ -259,16 +292,8 @@ static void bench_plugin_launch(void) {
   if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return;
   const int batches = quick ? 10 : 50, per = 1000;
   double v[64];
-  for (int bi = 0; bi < batches; bi++) {
-    double t0 = now_us();
-    for (int i = 0; i < per; i++) {
-      gpurt_error *e = api->launch(prt, pst, k, &la);
-      if (e) api->error_destroy(e);
-    }
-    double t1 = now_us();
-    if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return;
-    v[bi] = (t1 - t0) / per;
-  }
+  timed_call single = {.k = k, .la = &la};
+  if (host_us(call_launch, &single, batches, per, per, v)) return;
   emit_src("launch_host_us", median(v, batches), "us", "plugin_c",
            "\"kernel\":\"fill_f32 (api->launch)\",\"grid\":1,\"block\":32");
   /* The same launch through launch_batch (1.2), 64 items per call: the
@@ -284,16 +309,8 @@ static void bench_plugin_launch(void) {
     for (int i = 0; i < CALLS; i++)
       if (perr(api->launch_batch(prt, pst, BATCH, items, &done), "launch_batch")) return;
     if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return;
-    for (int bi = 0; bi < batches; bi++) {
-      double t0 = now_us();
-      for (int i = 0; i < CALLS; i++) {
-        gpurt_error *e = api->launch_batch(prt, pst, BATCH, items, NULL);
-        if (e) api->error_destroy(e);
-      }
-      double t1 = now_us();
-      if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) return;
-      v[bi] = (t1 - t0) / (CALLS * BATCH);
-    }
+    timed_call many = {.items = items, .n_items = BATCH};
+    if (host_us(call_launch_batch, &many, batches, CALLS, CALLS * BATCH, v)) return;
     emit_src("launch_batch_host_us", median(v, batches), "us", "plugin_c",
              "\"kernel\":\"fill_f32 (api->launch_batch)\",\"grid\":1,\"block\":32,"
              "\"batch\":64,\"note\":\"per launch\"");
@@ -474,16 +491,8 @@ static void plugin_gemm(gemm_case c, const unsigned short *hA, const unsigned sh
   if (c.n == 1 && c.m == 4096) {
     double hv[256];
     int nbh = quick ? 20 : 100, per = 20;
-    for (int bi = 0; bi < nbh; bi++) {
-      double t0b = now_us();
-      for (int i = 0; i < per; i++) {
-        gpurt_error *e = api->gemm_run(prt, pst, plan, &r);
-        if (e) api->error_destroy(e);
-      }
-      double t1b = now_us();
-      if (perr(api->stream_synchronize(prt, pst), "stream_synchronize")) goto out;
-      hv[bi] = (t1b - t0b) / per;
-    }
+    timed_call run = {.plan = plan, .r = &r};
+    if (host_us(call_gemm_run, &run, nbh, per, per, hv)) goto out;
     emit_src("gemm_host_us", median(hv, nbh), "us", "plugin_c", extra);
   }
 out:

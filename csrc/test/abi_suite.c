@@ -23,46 +23,9 @@
  * Build: cc -std=c11 -I abi -o abi_suite csrc/test/abi_suite.c -ldl
  * (scripts/abi_suite.sh builds it and runs it against a plugin).
  */
-#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
-#define _GNU_SOURCE
-#endif
-#include <dlfcn.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "testlib.h"
 
-#include "gpurt.h"
-
-static int passed, failed;
-static const gpurt_api *api;
 static char prefix[40]; /* "<backend>: " */
-
-static void result(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) passed++;
-  else failed++;
-}
-
-/* The error's code and message (copied), then destroys it. */
-static int take(gpurt_error *e, char *msg, size_t cap) {
-  if (e == NULL) {
-    if (cap) msg[0] = 0;
-    return GPURT_OK;
-  }
-  gpurt_error_info i;
-  memset(&i, 0, sizeof i);
-  i.struct_size = sizeof i;
-  api->error_get(e, &i);
-  snprintf(msg, cap, "%.*s", (int)i.message_len, i.message ? i.message : "");
-  api->error_destroy(e);
-  return i.code;
-}
 
 /* The call succeeds. */
 static void ok(const char *name, gpurt_error *e) {
@@ -98,8 +61,7 @@ static void msg_is(const char *name, gpurt_error *e, int code, const char *fmt, 
 
 static gpurt_runtime *new_runtime(void) {
   gpurt_runtime_create_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   gpurt_runtime *rt = NULL;
   char m[600];
   if (take(api->runtime_create(&a, &rt), m, sizeof m) != GPURT_OK) {
@@ -115,83 +77,6 @@ static gpurt_buffer *alloc(gpurt_runtime *rt, uint64_t size) {
   if (take(api->buffer_alloc(rt, 0, size, &b), m, sizeof m) != GPURT_OK)
     fprintf(stderr, "abi_suite: buffer_alloc(%llu): %s\n", (unsigned long long)size, m);
   return b;
-}
-
-static gpurt_copy_args copy_args(void) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.flags = GPURT_COPY_SYNC;
-  return c;
-}
-
-static gpurt_error *upload(gpurt_runtime *rt, gpurt_buffer *b, const void *src, uint64_t n) {
-  gpurt_copy_args c = copy_args();
-  c.size = n;
-  c.dst_buffer = b;
-  c.src_ptr = src;
-  return api->copy(rt, &c);
-}
-
-static gpurt_error *download(gpurt_runtime *rt, void *dst, gpurt_buffer *b, uint64_t n) {
-  gpurt_copy_args c = copy_args();
-  c.size = n;
-  c.dst_ptr = dst;
-  c.src_buffer = b;
-  return api->copy(rt, &c);
-}
-
-static gpurt_memset_args memset_args(gpurt_buffer *b, uint64_t off, uint64_t size,
-                                     uint32_t value, uint32_t es) {
-  gpurt_memset_args m;
-  memset(&m, 0, sizeof m);
-  m.struct_size = sizeof m;
-  m.buffer = b;
-  m.offset = off;
-  m.size = size;
-  m.value = value;
-  m.element_size = es;
-  return m;
-}
-
-static gpurt_kernel_arg arg_buf(gpurt_buffer *b, uint64_t off, uint64_t len) {
-  gpurt_kernel_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = GPURT_ARG_BUFFER;
-  a.size = 8;
-  a.buffer = b;
-  a.offset = off;
-  a.length = len;
-  return a;
-}
-
-static gpurt_kernel_arg arg_val(int32_t kind, uint32_t size, uint64_t v) {
-  gpurt_kernel_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = kind;
-  a.size = size;
-  a.value = v;
-  return a;
-}
-
-static uint64_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-static gpurt_launch_args launch_args(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
-                                     uint32_t n) {
-  gpurt_launch_args l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
-  l.grid[0] = grid;
-  l.grid[1] = l.grid[2] = 1;
-  l.block[0] = block;
-  l.block[1] = l.block[2] = 1;
-  l.args = args;
-  l.num_args = n;
-  return l;
 }
 
 /* ---- negotiation and the table --------------------------------------------- */
@@ -272,8 +157,7 @@ static int negotiate(void *lib) {
 
 static void info_checks(void) {
   gpurt_plugin_info pi;
-  memset(&pi, 0, sizeof pi);
-  pi.struct_size = sizeof pi;
+  ARGS_INIT(pi);
   ok("plugin_info", api->plugin_info(&pi));
   snprintf(prefix, sizeof prefix, "%s: ", pi.backend);
   result(pi.backend[0] != 0, "plugin_info: backend \"%s\", version \"%s\"", pi.backend, pi.version);
@@ -290,8 +174,7 @@ static void info_checks(void) {
   result((unsigned char)pi.backend[0] == 0xAB, "plugin_info: writes nothing past a short struct_size");
 
   gpurt_probe_args pa;
-  memset(&pa, 0, sizeof pa);
-  pa.struct_size = sizeof pa;
+  ARGS_INIT(pa);
   ok("probe: device_capacity 0", api->probe(&pa));
   result(pa.device_count >= 1 && pa.available == 1, "probe: available with %u device(s): %s",
          pa.device_count, pa.reason);
@@ -303,8 +186,7 @@ static void info_checks(void) {
   /* Error objects: code, message (prefixed, length without NUL), free. */
   e = api->probe(NULL);
   gpurt_error_info ei;
-  memset(&ei, 0, sizeof ei);
-  ei.struct_size = sizeof ei;
+  ARGS_INIT(ei);
   api->error_get(e, &ei);
   result(ei.code == GPURT_ERR_INVALID_ARGUMENT && ei.message != NULL &&
              ei.message_len == strlen(ei.message) &&
@@ -354,8 +236,7 @@ static void runtime_checks(gpurt_runtime *rt) {
   di.struct_size = sizeof(uint64_t);
   ok("device_info: out struct_size 8", api->device_info(rt, 0, &di));
   result((unsigned char)di.name[0] == 0xAB, "device_info: writes nothing past a short struct_size");
-  memset(&di, 0, sizeof di);
-  di.struct_size = sizeof di;
+  ARGS_INIT(di);
   code_is("device_info: device 4096", api->device_info(rt, 4096, &di), GPURT_ERR_INVALID_ARGUMENT);
 
   /* Every destroy accepts NULL. */
@@ -379,8 +260,7 @@ static void runtime_checks(gpurt_runtime *rt) {
   ok("runtime_stats: out struct_size 16", api->runtime_stats(rt, &st));
   result(st.live_host_buffers == 0xABABABABABABABABull,
          "runtime_stats: writes nothing past a short struct_size");
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   ok("runtime_stats", api->runtime_stats(rt, &st));
   uint64_t bufs0 = st.live_buffers, bytes0 = st.device_bytes;
   gpurt_buffer *b = alloc(rt, 4096);
@@ -445,18 +325,13 @@ static void handle_checks(gpurt_runtime *rt) {
   code_is("host_free: freed host buffer", api->host_free(rt, hb), GPURT_ERR_INVALID_HANDLE);
 
   /* A kernel dies with its module. */
-  gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
-  ml.format = GPURT_MODULE_BUILTIN;
   gpurt_module *mod = NULL;
   gpurt_kernel *k = NULL;
-  ok("module_load BUILTIN", api->module_load(rt, &ml, &mod));
+  ok("module_load BUILTIN", load_builtin(rt, &mod));
   ok("kernel_get fill_f32", api->kernel_get(rt, mod, "fill_f32", 8, &k));
   ok("module_unload", api->module_unload(rt, mod));
   gpurt_kernel_info ki;
-  memset(&ki, 0, sizeof ki);
-  ki.struct_size = sizeof ki;
+  ARGS_INIT(ki);
   code_is("kernel_info: kernel of an unloaded module", api->kernel_info(rt, k, &ki),
           GPURT_ERR_INVALID_HANDLE);
   code_is("module_unload: unloaded module", api->module_unload(rt, mod), GPURT_ERR_INVALID_HANDLE);
@@ -511,63 +386,50 @@ static void copy_checks(gpurt_runtime *rt) {
   msg_is("copy: asynchronous from pageable memory", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
          "copy: src_ptr is pageable memory; an asynchronous copy takes pinned host memory (a host "
          "buffer) or needs GPURT_COPY_SYNC");
-  c = copy_args();
-  c.size = 4;
-  c.dst_buffer = b;
-  c.dst_ptr = back;
-  c.src_ptr = tmp;
-  msg_is("copy: two destinations", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
-         "copy: exactly one of dst_buffer, dst_host, dst_ptr must be set (2 are)");
-  c = copy_args();
-  c.size = 4;
-  c.dst_buffer = b;
-  msg_is("copy: no source", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
-         "copy: exactly one of src_buffer, src_host, src_ptr must be set (0 are)");
-
-  /* Settled rule 1: a plain pointer with a non-zero offset is refused. */
-  c = copy_args();
-  c.size = 4;
-  c.dst_buffer = b;
-  c.src_ptr = tmp;
-  c.src_offset = 8;
-  msg_is("copy: src_ptr with src_offset 8 is refused", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
-         "copy: src_offset is 8 with src_ptr; offsets apply to buffers and host buffers only "
-         "(advance the pointer instead)");
-  c = copy_args();
-  c.size = 4;
-  c.dst_ptr = back;
-  c.dst_offset = 1;
-  c.src_buffer = b;
-  msg_is("copy: dst_ptr with dst_offset 1 is refused", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
-         "copy: dst_offset is 1 with dst_ptr; offsets apply to buffers and host buffers only "
-         "(advance the pointer instead)");
-
-  /* Ranges, also for size 0. */
-  c = copy_args();
-  c.size = 51;
-  c.dst_buffer = b;
-  c.dst_offset = 50;
-  c.src_ptr = tmp;
-  msg_is("copy: dst range past the buffer", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
-         "copy: dst range (offset 50, size 51) is outside the buffer of 100 bytes");
-  c.size = 0;
-  c.dst_offset = 101;
-  msg_is("copy: size 0 at an offset past the buffer", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
-         "copy: dst range (offset 101, size 0) is outside the buffer of 100 bytes");
-  c = copy_args();
-  c.size = 2;
-  c.dst_ptr = back;
-  c.src_buffer = b;
-  c.src_offset = UINT64_MAX;
-  msg_is("copy: src offset that wraps", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
-         "copy: src range (offset 18446744073709551615, size 2) is outside the buffer of 100 bytes");
-  c = copy_args();
-  c.size = 100;
-  c.dst_host = hb;
-  c.dst_offset = 1;
-  c.src_buffer = b;
-  msg_is("copy: host buffer range", api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE,
-         "copy: dst range (offset 1, size 100) is outside the host buffer of 100 bytes");
+  /* Refusals of where a copy goes: the ends set (a bit each), their
+   * offsets and the size. */
+  enum { DB = 1, DP = 2, DH = 4, SB = 8, SP = 16 };
+  static const struct {
+    const char *name;
+    int ends;
+    uint64_t size, dst_offset, src_offset;
+    int32_t code;
+    const char *want;
+  } refused[] = {
+      {"copy: two destinations", DB | DP | SP, 4, 0, 0, GPURT_ERR_INVALID_ARGUMENT,
+       "copy: exactly one of dst_buffer, dst_host, dst_ptr must be set (2 are)"},
+      {"copy: no source", DB, 4, 0, 0, GPURT_ERR_INVALID_ARGUMENT,
+       "copy: exactly one of src_buffer, src_host, src_ptr must be set (0 are)"},
+      /* Settled rule 1: a plain pointer with a non-zero offset is refused. */
+      {"copy: src_ptr with src_offset 8 is refused", DB | SP, 4, 0, 8, GPURT_ERR_INVALID_ARGUMENT,
+       "copy: src_offset is 8 with src_ptr; offsets apply to buffers and host buffers only "
+       "(advance the pointer instead)"},
+      {"copy: dst_ptr with dst_offset 1 is refused", DP | SB, 4, 1, 0, GPURT_ERR_INVALID_ARGUMENT,
+       "copy: dst_offset is 1 with dst_ptr; offsets apply to buffers and host buffers only "
+       "(advance the pointer instead)"},
+      /* Ranges, also for size 0. */
+      {"copy: dst range past the buffer", DB | SP, 51, 50, 0, GPURT_ERR_OUT_OF_RANGE,
+       "copy: dst range (offset 50, size 51) is outside the buffer of 100 bytes"},
+      {"copy: size 0 at an offset past the buffer", DB | SP, 0, 101, 0, GPURT_ERR_OUT_OF_RANGE,
+       "copy: dst range (offset 101, size 0) is outside the buffer of 100 bytes"},
+      {"copy: src offset that wraps", DP | SB, 2, 0, UINT64_MAX, GPURT_ERR_OUT_OF_RANGE,
+       "copy: src range (offset 18446744073709551615, size 2) is outside the buffer of 100 bytes"},
+      {"copy: host buffer range", DH | SB, 100, 1, 0, GPURT_ERR_OUT_OF_RANGE,
+       "copy: dst range (offset 1, size 100) is outside the host buffer of 100 bytes"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    int ends = refused[i].ends;
+    c = copy_args();
+    c.size = refused[i].size;
+    c.dst_buffer = ends & DB ? b : NULL;
+    c.dst_ptr = ends & DP ? back : NULL;
+    c.dst_host = ends & DH ? hb : NULL;
+    c.dst_offset = refused[i].dst_offset;
+    c.src_buffer = ends & SB ? b : NULL;
+    c.src_ptr = ends & SP ? tmp : NULL;
+    c.src_offset = refused[i].src_offset;
+    msg_is(refused[i].name, api->copy(rt, &c), refused[i].code, "%s", refused[i].want);
+  }
 
   /* What works. */
   c = copy_args();
@@ -575,9 +437,9 @@ static void copy_checks(gpurt_runtime *rt) {
   c.dst_buffer = b;
   c.src_ptr = tmp;
   ok("copy: size 0 is a no-op", api->copy(rt, &c));
-  ok("copy: upload 100 bytes", upload(rt, b, tmp, 100));
+  ok("copy: upload 100 bytes", upload_on(rt, NULL, b, tmp, 100));
   memset(back, 0, sizeof back);
-  ok("copy: download 100 bytes", download(rt, back, b, 100));
+  ok("copy: download 100 bytes", download_on(rt, NULL, back, b, 100));
   result(memcmp(tmp, back, 100) == 0, "copy: round trip");
   c = copy_args();
   c.flags = 0;
@@ -609,37 +471,40 @@ static void memset_checks(gpurt_runtime *rt) {
   m.struct_size = 0;
   msg_is("memset: args struct_size 0", api->memset(rt, &m), GPURT_ERR_INVALID_ARGUMENT,
          "memset: args has struct_size 0, below 8");
-  m = memset_args(b, 0, 6, 0, 3);
-  msg_is("memset: element_size 3", api->memset(rt, &m), GPURT_ERR_INVALID_ARGUMENT,
-         "memset: element_size is 3 (must be 1, 2 or 4)");
-  m = memset_args(b, 2, 8, 0, 4);
-  msg_is("memset: offset not a multiple", api->memset(rt, &m), GPURT_ERR_INVALID_ARGUMENT,
-         "memset: offset 2 and size 8 must be multiples of element_size 4");
 
-  /* Settled rule 2: a value wider than its element is refused. */
-  m = memset_args(b, 0, 4, 0x1ff, 1);
-  msg_is("memset: value 0x1ff in 1 byte is refused", api->memset(rt, &m), GPURT_ERR_INVALID_ARGUMENT,
-         "memset: value 0x1ff does not fit in element_size 1");
-  m = memset_args(b, 0, 4, 0x10000, 2);
-  msg_is("memset: value 0x10000 in 2 bytes is refused", api->memset(rt, &m),
-         GPURT_ERR_INVALID_ARGUMENT, "memset: value 0x10000 does not fit in element_size 2");
-
-  m = memset_args(b, 96, 8, 0, 4);
-  msg_is("memset: range past the buffer", api->memset(rt, &m), GPURT_ERR_OUT_OF_RANGE,
-         "memset: range (offset 96, size 8) is outside the buffer of 100 bytes");
-  m = memset_args(b, 104, 0, 0, 4);
-  msg_is("memset: size 0 at an offset past the buffer", api->memset(rt, &m), GPURT_ERR_OUT_OF_RANGE,
-         "memset: range (offset 104, size 0) is outside the buffer of 100 bytes");
-
-  m = memset_args(b, 0, 100, 0xff, 1);
-  ok("memset: 0xff in 1 byte", api->memset(rt, &m));
-  m = memset_args(b, 4, 8, 0xBEEF, 2);
-  ok("memset: 0xbeef in 2 bytes at offset 4", api->memset(rt, &m));
-  m = memset_args(b, 96, 4, 0x11223344, 4);
-  ok("memset: 4 bytes at the end", api->memset(rt, &m));
-  m = memset_args(b, 100, 0, 0, 1);
-  ok("memset: size 0 at the end is a no-op", api->memset(rt, &m));
-  ok("copy: download", download(rt, back, b, 100));
+  /* What a memset is refused for, in csrc's words (settled rule 2: a
+   * value wider than its element is refused), then what works (code 0),
+   * each pattern read back below. */
+  static const struct {
+    const char *name;
+    uint64_t offset, size;
+    uint32_t value, element_size;
+    int32_t code;
+    const char *want;
+  } cases[] = {
+      {"memset: element_size 3", 0, 6, 0, 3, GPURT_ERR_INVALID_ARGUMENT,
+       "memset: element_size is 3 (must be 1, 2 or 4)"},
+      {"memset: offset not a multiple", 2, 8, 0, 4, GPURT_ERR_INVALID_ARGUMENT,
+       "memset: offset 2 and size 8 must be multiples of element_size 4"},
+      {"memset: value 0x1ff in 1 byte is refused", 0, 4, 0x1ff, 1, GPURT_ERR_INVALID_ARGUMENT,
+       "memset: value 0x1ff does not fit in element_size 1"},
+      {"memset: value 0x10000 in 2 bytes is refused", 0, 4, 0x10000, 2, GPURT_ERR_INVALID_ARGUMENT,
+       "memset: value 0x10000 does not fit in element_size 2"},
+      {"memset: range past the buffer", 96, 8, 0, 4, GPURT_ERR_OUT_OF_RANGE,
+       "memset: range (offset 96, size 8) is outside the buffer of 100 bytes"},
+      {"memset: size 0 at an offset past the buffer", 104, 0, 0, 4, GPURT_ERR_OUT_OF_RANGE,
+       "memset: range (offset 104, size 0) is outside the buffer of 100 bytes"},
+      {"memset: 0xff in 1 byte", 0, 100, 0xff, 1, GPURT_OK, NULL},
+      {"memset: 0xbeef in 2 bytes at offset 4", 4, 8, 0xBEEF, 2, GPURT_OK, NULL},
+      {"memset: 4 bytes at the end", 96, 4, 0x11223344, 4, GPURT_OK, NULL},
+      {"memset: size 0 at the end is a no-op", 100, 0, 0, 1, GPURT_OK, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    m = memset_args(b, cases[i].offset, cases[i].size, cases[i].value, cases[i].element_size);
+    if (cases[i].code == GPURT_OK) ok(cases[i].name, api->memset(rt, &m));
+    else msg_is(cases[i].name, api->memset(rt, &m), cases[i].code, "%s", cases[i].want);
+  }
+  ok("copy: download", download_on(rt, NULL, back, b, 100));
   result(back[0] == 0xff && back[3] == 0xff && back[4] == 0xEF && back[5] == 0xBE &&
              back[10] == 0xEF && back[11] == 0xBE && back[12] == 0xff && back[96] == 0x44 &&
              back[99] == 0x11,
@@ -654,7 +519,7 @@ static int count_not(gpurt_runtime *rt, gpurt_buffer *b, uint32_t n, float want)
   if (h == NULL) return -1;
   char m[600];
   int bad = 0;
-  if (take(download(rt, h, b, (uint64_t)n * 4), m, sizeof m) != GPURT_OK) bad = -1;
+  if (take(download_on(rt, NULL, h, b, (uint64_t)n * 4), m, sizeof m) != GPURT_OK) bad = -1;
   for (uint32_t i = 0; bad >= 0 && i < n; i++)
     if (h[i] != want) bad++;
   free(h);
@@ -667,13 +532,9 @@ static void launch_checks(gpurt_runtime *rt) {
   ok("buffer_free", api->buffer_free(rt, gone));
   gpurt_stream *s = NULL;
   ok("stream_create", api->stream_create(rt, 0, &s));
-  gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
-  ml.format = GPURT_MODULE_BUILTIN;
   gpurt_module *mod = NULL;
   gpurt_kernel *fill = NULL, *axpy = NULL;
-  ok("module_load BUILTIN", api->module_load(rt, &ml, &mod));
+  ok("module_load BUILTIN", load_builtin(rt, &mod));
   ok("kernel_get fill_f32", api->kernel_get(rt, mod, "fill_f32", 8, &fill));
   ok("kernel_get axpy_f32", api->kernel_get(rt, mod, "axpy_f32", 8, &axpy));
   gpurt_kernel *nope = NULL;
@@ -681,8 +542,7 @@ static void launch_checks(gpurt_runtime *rt) {
           GPURT_ERR_NOT_FOUND);
 
   gpurt_kernel_info ki;
-  memset(&ki, 0, sizeof ki);
-  ki.struct_size = sizeof ki;
+  ARGS_INIT(ki);
   ok("kernel_info fill_f32", api->kernel_info(rt, fill, &ki));
   result(ki.num_params == 3 && ki.param_kind[0] == GPURT_ARG_BUFFER &&
              ki.param_kind[1] == GPURT_ARG_F32 && ki.param_kind[2] == GPURT_ARG_U64 &&
@@ -823,22 +683,12 @@ static void launch_checks(gpurt_runtime *rt) {
   ok("stream_synchronize", api->stream_synchronize(rt, s));
 
   /* gemm_run needs a stream too. */
-  gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_F32;
-  d.m = d.n = d.k = 4;
-  d.lda = d.ldb = d.ldc = d.ldd = 4;
-  d.batch_count = 1;
+  gpurt_gemm_desc d = gemm_desc_square(GPURT_DTYPE_F32, 4);
   gpurt_gemm_plan *p = NULL;
   ok("gemm_plan_create f32 4x4x4", api->gemm_plan_create(rt, 0, &d, &p));
-  gpurt_gemm_run_args g;
-  memset(&g, 0, sizeof g);
-  g.struct_size = sizeof g;
-  g.a = g.b = g.d = y;
+  gpurt_gemm_run_args g = gemm_run_args(y, y, y, 1.0);
   g.b_offset = 64;
   g.d_offset = 128;
-  g.alpha = 1.0;
   msg_is("gemm_run: NULL stream", api->gemm_run(rt, NULL, p, &g), GPURT_ERR_INVALID_ARGUMENT,
          "gemm_run: stream is NULL (gemm_run needs a stream)");
   ok("gemm_run f32 4x4x4", api->gemm_run(rt, s, p, &g));
@@ -872,8 +722,7 @@ static void comm_checks(gpurt_runtime *rt, gpurt_stream *s) {
   gpurt_comm *c = NULL;
   uint32_t devs[2] = {0, 0};
   gpurt_comm_create_args ca;
-  memset(&ca, 0, sizeof ca);
-  ca.struct_size = sizeof ca;
+  ARGS_INIT(ca);
   ca.devices = devs;
   char m[600];
   int code = take(api->comm_create(rt, &ca, &c), m, sizeof m);
@@ -911,8 +760,7 @@ static void comm_checks(gpurt_runtime *rt, gpurt_stream *s) {
   code_is("comm_abort: made-up comm", api->comm_abort(rt, fake), GPURT_ERR_INVALID_HANDLE);
   code_is("comm_query: made-up comm", api->comm_query(rt, fake), GPURT_ERR_INVALID_HANDLE);
   gpurt_comm_run_args ra;
-  memset(&ra, 0, sizeof ra);
-  ra.struct_size = sizeof ra;
+  ARGS_INIT(ra);
   code_is("comm_run: made-up comm", api->comm_run(rt, fake, &ra), GPURT_ERR_INVALID_HANDLE);
   /* A real one-rank communicator for the run checks. */
   code = take(api->comm_create(rt, &ca, &c), m, sizeof m);
@@ -926,8 +774,7 @@ static void comm_checks(gpurt_runtime *rt, gpurt_stream *s) {
   msg_is("comm_run: count 0", api->comm_run(rt, c, &ra), GPURT_ERR_INVALID_ARGUMENT,
          "comm_run: count is 0 (a group has >= 1 op)");
   gpurt_coll_op op;
-  memset(&op, 0, sizeof op);
-  op.struct_size = sizeof op;
+  ARGS_INIT(op);
   op.kind = GPURT_COLL_ALL_REDUCE;
   op.dtype = GPURT_DTYPE_F32;
   ra.count = 1;
@@ -972,27 +819,24 @@ static gpurt_buffer *alloc_f16(gpurt_runtime *rt, uint64_t n, uint64_t *st) {
     return b;
   }
   for (uint64_t i = 0; i < n; i++) h[i] = rnd_f16(st);
-  ok("call: upload", upload(rt, b, h, n * 2));
+  ok("call: upload", upload_on(rt, NULL, b, h, n * 2));
   free(h);
   return b;
+}
+
+/* A paged cache's buffers (offsets 0). */
+static gpurt_kv_pages kv_pages(gpurt_buffer *k, gpurt_buffer *v, uint64_t npages, gpurt_buffer *indptr,
+                               gpurt_buffer *indices, gpurt_buffer *last) {
+  gpurt_kv_pages p = {.k = k, .v = v, .num_pages = npages, .indptr = indptr, .indices = indices,
+                      .last_page_len = last};
+  return p;
 }
 
 /* Runs one graph of a single CALL item on s and waits for it. */
 static gpurt_error *replay_call(gpurt_runtime *rt, gpurt_stream *s, uint64_t slot, void *object,
                                 const void *args) {
-  gpurt_graph_item it;
-  memset(&it, 0, sizeof it);
-  it.struct_size = sizeof it;
-  it.kind = GPURT_GRAPH_OP_CALL;
-  it.slot = slot;
-  it.object = object;
-  it.args = args;
-  gpurt_graph_create_args ga;
-  memset(&ga, 0, sizeof ga);
-  ga.struct_size = sizeof ga;
-  ga.count = 1;
-  ga.items = &it;
-  ga.item_size = sizeof it;
+  gpurt_graph_item it = call_item(slot, object, args);
+  gpurt_graph_create_args ga = graph_args(&it, 1);
   gpurt_graph *g = NULL;
   gpurt_error *e = api->graph_create(rt, &ga, &g);
   if (e) return e;
@@ -1011,7 +855,7 @@ static void same_bytes(const char *name, gpurt_runtime *rt, gpurt_buffer *out, u
                        const unsigned char *eager) {
   unsigned char *got = malloc(bytes);
   if (got == NULL) return;
-  ok("call: download", download(rt, got, out, bytes));
+  ok("call: download", download_on(rt, NULL, got, out, bytes));
   uint64_t diff = 0;
   for (uint64_t i = 0; i < bytes; i++) diff += got[i] != eager[i];
   result(diff == 0, "%s: the replayed call wrote the eager call's bytes (%llu of %llu differ)", name,
@@ -1030,24 +874,13 @@ static void call_quant(gpurt_runtime *rt, gpurt_stream *s) {
     goto out;
   }
   for (uint64_t i = 0; i < m * k; i++) wh[i] = (unsigned char)(i * 37u + 11u);
-  ok("call: upload w", upload(rt, w, wh, m * k));
-  gpurt_quant_matmul_args q;
-  memset(&q, 0, sizeof q);
-  q.struct_size = sizeof q;
-  q.x_type = q.scale_type = GPURT_DTYPE_F16;
-  q.bits = 8;
-  q.group_size = (uint32_t)gs;
-  q.m = m;
-  q.n = n;
-  q.k = k;
-  q.w = w;
-  q.scales = sc;
-  q.biases = bi;
-  q.x = x;
-  q.y = y;
+  ok("call: upload w", upload_on(rt, NULL, w, wh, m * k));
+  gpurt_quant_matmul_args q = {.struct_size = sizeof q, .x_type = GPURT_DTYPE_F16, .scale_type = GPURT_DTYPE_F16,
+                               .bits = 8, .group_size = (uint32_t)gs, .m = m, .n = n, .k = k,
+                               .w = w, .scales = sc, .biases = bi, .x = x, .y = y};
   ok("call: quant_matmul eager", api->quant_matmul(rt, s, &q));
   ok("call: quant_matmul eager sync", api->stream_synchronize(rt, s));
-  ok("call: download eager", download(rt, eager, y, n * m * 2));
+  ok("call: download eager", download_on(rt, NULL, eager, y, n * m * 2));
   gpurt_memset_args z = memset_args(y, 0, n * m * 2, 0, 1);
   ok("call: clear y", api->memset(rt, &z));
   ok("call: quant_matmul recorded", replay_call(rt, s, offsetof(gpurt_api, quant_matmul), NULL, &q));
@@ -1084,44 +917,32 @@ static void call_attention(gpurt_runtime *rt, gpurt_stream *s) {
     result(0, "call: attention_run: setup");
     goto out;
   }
-  ok("call: upload indptr", upload(rt, ip, kv_indptr, sizeof kv_indptr));
-  ok("call: upload indices", upload(rt, ix, indices, sizeof indices));
-  ok("call: upload last", upload(rt, lp, last, sizeof last));
+  ok("call: upload indptr", upload_on(rt, NULL, ip, kv_indptr, sizeof kv_indptr));
+  ok("call: upload indices", upload_on(rt, NULL, ix, indices, sizeof indices));
+  ok("call: upload last", upload_on(rt, NULL, lp, last, sizeof last));
   gpurt_attention_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  ARGS_INIT(d);
   d.kind = GPURT_ATTENTION_DECODE;
   d.num_qo_heads = Hq;
-  d.layout.dtype = GPURT_DTYPE_F16;
-  d.layout.layout = GPURT_KV_LAYOUT_NHD;
-  d.layout.page_size = ps;
-  d.layout.num_kv_heads = Hk;
-  d.layout.head_dim = D;
+  d.layout = (gpurt_kv_layout){GPURT_DTYPE_F16, GPURT_KV_LAYOUT_NHD, ps, Hk, D, 0};
   d.max_batch_size = batch;
   ok("call: attention_create", api->attention_create(rt, 0, &d, &at));
   gpurt_attention_plan_args pa;
-  memset(&pa, 0, sizeof pa);
-  pa.struct_size = sizeof pa;
+  ARGS_INIT(pa);
   pa.batch_size = batch;
   pa.kv_indptr = kv_indptr;
   pa.kv_last_page_len = last;
   gpurt_attention_run_args ra;
-  memset(&ra, 0, sizeof ra);
-  ra.struct_size = sizeof ra;
+  ARGS_INIT(ra);
   ra.q = q;
   ra.o = o;
-  ra.pages.k = k;
-  ra.pages.v = v;
-  ra.pages.num_pages = npages;
-  ra.pages.indptr = ip;
-  ra.pages.indices = ix;
-  ra.pages.last_page_len = lp;
+  ra.pages = kv_pages(k, v, npages, ip, ix, lp);
   code_is("call: attention_run before any plan", replay_call(rt, s, offsetof(gpurt_api, attention_run), at, &ra),
           GPURT_ERR_FAILED_PRECONDITION);
   ok("call: attention_plan", api->attention_plan(rt, s, at, &pa));
   ok("call: attention_run eager", api->attention_run(rt, s, at, &ra));
   ok("call: attention_run eager sync", api->stream_synchronize(rt, s));
-  ok("call: download eager", download(rt, eager, o, rows * 2));
+  ok("call: download eager", download_on(rt, NULL, eager, o, rows * 2));
   gpurt_memset_args z = memset_args(o, 0, rows * 2, 0, 1);
   ok("call: clear o", api->memset(rt, &z));
   ok("call: attention_run recorded", replay_call(rt, s, offsetof(gpurt_api, attention_run), at, &ra));
@@ -1149,38 +970,22 @@ static void call_kv_append(gpurt_runtime *rt, gpurt_stream *s) {
     result(0, "call: kv_append: setup");
     goto out;
   }
-  ok("call: upload indptr", upload(rt, ip, indptr, sizeof indptr));
-  ok("call: upload indices", upload(rt, ix, indices, sizeof indices));
-  ok("call: upload last", upload(rt, lp, last, sizeof last));
-  ok("call: upload rows' batch indices and positions", upload(rt, mb, meta, sizeof meta));
+  ok("call: upload indptr", upload_on(rt, NULL, ip, indptr, sizeof indptr));
+  ok("call: upload indices", upload_on(rt, NULL, ix, indices, sizeof indices));
+  ok("call: upload last", upload_on(rt, NULL, lp, last, sizeof last));
+  ok("call: upload rows' batch indices and positions", upload_on(rt, NULL, mb, meta, sizeof meta));
   gpurt_memset_args zk = memset_args(k, 0, kv, 0, 1), zv = memset_args(v, 0, kv, 0, 1);
   ok("call: clear k", api->memset(rt, &zk));
   ok("call: clear v", api->memset(rt, &zv));
-  gpurt_kv_append_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.layout.dtype = GPURT_DTYPE_F16;
-  a.layout.layout = GPURT_KV_LAYOUT_NHD;
-  a.layout.page_size = ps;
-  a.layout.num_kv_heads = 1;
-  a.layout.head_dim = D;
-  a.pages.k = k;
-  a.pages.v = v;
-  a.pages.num_pages = npages;
-  a.pages.indptr = ip;
-  a.pages.indices = ix;
-  a.pages.last_page_len = lp;
-  a.batch_size = batch;
-  a.nnz = nnz;
-  a.k_rows = kr;
-  a.v_rows = vr;
-  a.batch_indices = mb;
-  a.positions = mb;
-  a.positions_offset = 12;
+  gpurt_kv_append_args a = {.struct_size = sizeof a,
+                            .layout = {GPURT_DTYPE_F16, GPURT_KV_LAYOUT_NHD, ps, 1, D, 0},
+                            .pages = kv_pages(k, v, npages, ip, ix, lp),
+                            .batch_size = batch, .nnz = nnz, .k_rows = kr, .v_rows = vr,
+                            .batch_indices = mb, .positions = mb, .positions_offset = 12};
   ok("call: kv_append eager", api->kv_append(rt, s, &a));
   ok("call: kv_append eager sync", api->stream_synchronize(rt, s));
-  ok("call: download eager k", download(rt, ek, k, kv));
-  ok("call: download eager v", download(rt, ev, v, kv));
+  ok("call: download eager k", download_on(rt, NULL, ek, k, kv));
+  ok("call: download eager v", download_on(rt, NULL, ev, v, kv));
   ok("call: clear k", api->memset(rt, &zk));
   ok("call: clear v", api->memset(rt, &zv));
   ok("call: kv_append recorded", replay_call(rt, s, offsetof(gpurt_api, kv_append), NULL, &a));
@@ -1208,8 +1013,7 @@ static void call_checks(gpurt_runtime *rt, gpurt_stream *s) {
   ok("graph_recordable(offset 3)", api->graph_recordable(rt, 3, &r));
   result(r == 0, "graph_recordable(offset 3) is 0 (got %u)", r);
   gpurt_quant_matmul_args q;
-  memset(&q, 0, sizeof q);
-  q.struct_size = sizeof q;
+  ARGS_INIT(q);
   msg_is("call: unknown slot", replay_call(rt, s, 3, NULL, &q), GPURT_ERR_UNSUPPORTED,
          "graph_create: item 0: call: the slot at offset 3 of gpurt_api is not one a graph records");
   msg_is("call: NULL args", replay_call(rt, s, offsetof(gpurt_api, quant_matmul), NULL, NULL),
@@ -1229,6 +1033,39 @@ static void call_checks(gpurt_runtime *rt, gpurt_stream *s) {
   }
 }
 
+/* The slots of ops on a stream with an argument struct, called through
+ * one signature. */
+typedef gpurt_error *(*op_slot)(gpurt_runtime *rt, gpurt_stream *s, void *args);
+static gpurt_error *slot_quant_matmul(gpurt_runtime *rt, gpurt_stream *s, void *a) {
+  return api->quant_matmul(rt, s, a);
+}
+static gpurt_error *slot_grouped_gemm(gpurt_runtime *rt, gpurt_stream *s, void *a) {
+  return api->grouped_gemm(rt, s, a);
+}
+static gpurt_error *slot_kv_append(gpurt_runtime *rt, gpurt_stream *s, void *a) {
+  return api->kv_append(rt, s, a);
+}
+
+/* csrc's prologue of such an op, in its words: a NULL stream (with a
+ * zeroed args struct of `size` bytes), NULL args, then struct_size 0. */
+static void op_prologue(gpurt_runtime *rt, gpurt_stream *s, const char *op, op_slot call, uint64_t size) {
+  union {
+    gpurt_quant_matmul_args q;
+    gpurt_grouped_gemm_args g;
+    gpurt_kv_append_args k;
+  } args;
+  memset(&args, 0, sizeof args);
+  args.q.struct_size = size; /* the first field of each */
+  char name[80];
+  snprintf(name, sizeof name, "%s: NULL stream", op);
+  msg_is(name, call(rt, NULL, &args), GPURT_ERR_INVALID_ARGUMENT, "%s: stream is NULL (%s needs a stream)", op, op);
+  snprintf(name, sizeof name, "%s: NULL args", op);
+  msg_is(name, call(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT, "%s: args is NULL", op);
+  args.q.struct_size = 0;
+  snprintf(name, sizeof name, "%s: args struct_size 0", op);
+  msg_is(name, call(rt, s, &args), GPURT_ERR_INVALID_ARGUMENT, "%s: args has struct_size 0, below 8", op);
+}
+
 static void minor_checks(gpurt_runtime *rt) {
   gpurt_stream *s = NULL;
   ok("stream_create", api->stream_create(rt, 0, &s));
@@ -1244,47 +1081,28 @@ static void minor_checks(gpurt_runtime *rt) {
   } else {
     skip("graphs (1.3): the plugin has no graph slots");
   }
-  if (GPURT_API_HAS(api, quant_matmul)) {
-    gpurt_quant_matmul_args q;
-    memset(&q, 0, sizeof q);
-    q.struct_size = sizeof q;
-    msg_is("quant_matmul: NULL stream", api->quant_matmul(rt, NULL, &q), GPURT_ERR_INVALID_ARGUMENT,
-           "quant_matmul: stream is NULL (quant_matmul needs a stream)");
-    msg_is("quant_matmul: NULL args", api->quant_matmul(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
-           "quant_matmul: args is NULL");
-    q.struct_size = 0;
-    msg_is("quant_matmul: args struct_size 0", api->quant_matmul(rt, s, &q),
-           GPURT_ERR_INVALID_ARGUMENT, "quant_matmul: args has struct_size 0, below 8");
-  } else {
-    skip("quant_matmul (1.4): the plugin has no such slot");
-  }
-  if (GPURT_API_HAS(api, grouped_gemm)) {
-    gpurt_grouped_gemm_args g;
-    memset(&g, 0, sizeof g);
-    g.struct_size = sizeof g;
-    msg_is("grouped_gemm: NULL stream", api->grouped_gemm(rt, NULL, &g), GPURT_ERR_INVALID_ARGUMENT,
-           "grouped_gemm: stream is NULL (grouped_gemm needs a stream)");
-    msg_is("grouped_gemm: NULL args", api->grouped_gemm(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
-           "grouped_gemm: args is NULL");
-    g.struct_size = 0;
-    msg_is("grouped_gemm: args struct_size 0", api->grouped_gemm(rt, s, &g),
-           GPURT_ERR_INVALID_ARGUMENT, "grouped_gemm: args has struct_size 0, below 8");
-  } else {
-    skip("grouped_gemm (1.4): the plugin has no such slot");
+  const struct {
+    const char *op;
+    int has;
+    op_slot call;
+    uint64_t size;
+  } ops14[] = {
+      {"quant_matmul", GPURT_API_HAS(api, quant_matmul), slot_quant_matmul, sizeof(gpurt_quant_matmul_args)},
+      {"grouped_gemm", GPURT_API_HAS(api, grouped_gemm), slot_grouped_gemm, sizeof(gpurt_grouped_gemm_args)},
+  };
+  for (size_t i = 0; i < sizeof ops14 / sizeof ops14[0]; i++) {
+    if (ops14[i].has) {
+      op_prologue(rt, s, ops14[i].op, ops14[i].call, ops14[i].size);
+    } else {
+      char why[80];
+      snprintf(why, sizeof why, "%s (1.4): the plugin has no such slot", ops14[i].op);
+      skip(why);
+    }
   }
   if (GPURT_API_HAS(api, kv_append) && GPURT_API_HAS(api, attention_create) &&
       GPURT_API_HAS(api, attention_destroy) && GPURT_API_HAS(api, attention_plan) &&
       GPURT_API_HAS(api, attention_run)) {
-    gpurt_kv_append_args ka;
-    memset(&ka, 0, sizeof ka);
-    ka.struct_size = sizeof ka;
-    msg_is("kv_append: NULL stream", api->kv_append(rt, NULL, &ka), GPURT_ERR_INVALID_ARGUMENT,
-           "kv_append: stream is NULL (kv_append needs a stream)");
-    msg_is("kv_append: NULL args", api->kv_append(rt, s, NULL), GPURT_ERR_INVALID_ARGUMENT,
-           "kv_append: args is NULL");
-    ka.struct_size = 0;
-    msg_is("kv_append: args struct_size 0", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
-           "kv_append: args has struct_size 0, below 8");
+    op_prologue(rt, s, "kv_append", slot_kv_append, sizeof(gpurt_kv_append_args));
     gpurt_attention *at = NULL;
     msg_is("attention_create: NULL desc", api->attention_create(rt, 0, NULL, &at), GPURT_ERR_INVALID_ARGUMENT,
            "attention_create: desc is NULL");
@@ -1292,19 +1110,16 @@ static void minor_checks(gpurt_runtime *rt) {
     gpurt_attention *fake = (gpurt_attention *)(uintptr_t)0xdeadbeef;
     code_is("attention_destroy: made-up attention", api->attention_destroy(rt, fake), GPURT_ERR_INVALID_HANDLE);
     gpurt_attention_plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.struct_size = sizeof pa;
+    ARGS_INIT(pa);
     msg_is("attention_plan: NULL stream", api->attention_plan(rt, NULL, fake, &pa), GPURT_ERR_INVALID_ARGUMENT,
            "attention_plan: stream is NULL (attention_plan needs a stream)");
     code_is("attention_plan: made-up attention", api->attention_plan(rt, s, fake, &pa), GPURT_ERR_INVALID_HANDLE);
     gpurt_attention_run_args ra;
-    memset(&ra, 0, sizeof ra);
-    ra.struct_size = sizeof ra;
+    ARGS_INIT(ra);
     code_is("attention_run: made-up attention", api->attention_run(rt, s, fake, &ra), GPURT_ERR_INVALID_HANDLE);
     if (api->abi_minor >= 8) { /* fp8 KV caches: csrc's layout and scale checks */
       gpurt_attention_desc d;
-      memset(&d, 0, sizeof d);
-      d.struct_size = sizeof d;
+      ARGS_INIT(d);
       d.kind = GPURT_ATTENTION_DECODE;
       d.num_qo_heads = 2;
       d.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, 0};
@@ -1318,8 +1133,8 @@ static void minor_checks(gpurt_runtime *rt) {
       msg_is("attention_create: qo_dtype on a bf16 cache", api->attention_create(rt, 0, &d, &at),
              GPURT_ERR_INVALID_ARGUMENT,
              "attention_create: layout.qo_dtype is 2 (must be 0 for a bf16 cache: its queries are bf16)");
-      memset(&ka, 0, sizeof ka);
-      ka.struct_size = sizeof ka;
+      gpurt_kv_append_args ka;
+      ARGS_INIT(ka);
       ka.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, GPURT_DTYPE_BF16};
       ka.batch_size = 1;
       ka.k_scale = 0.5f;
@@ -1347,14 +1162,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "abi_suite: dlopen %s: %s\n", argv[1], dlerror());
     return 2;
   }
-  if (negotiate(lib) != 0) {
-    printf("%d passed, %d failed\n", passed, failed + 1);
-    return 1;
-  }
+  if (negotiate(lib) != 0) return finish_with(1);
   info_checks();
   gpurt_runtime *rt = new_runtime();
   if (rt == NULL) {
-    printf("%d passed, %d failed\n", passed, failed + 1);
+    finish_with(1);
     return 2;
   }
   runtime_checks(rt);
@@ -1365,6 +1177,5 @@ int main(int argc, char **argv) {
   minor_checks(rt);
   ok("runtime_destroy", api->runtime_destroy(rt));
   /* Plugins are never dlclose'd (gpurt.h): neither is this one. */
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return finish();
 }

@@ -21,22 +21,12 @@
  * plugins/mock/backend_test.go; prints one line per check and last
  * "N passed, M failed".
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "gp_backend.h"
 #include "gp_engine.h"
+#include "testlib.h"
 
 const char gp_plugin_prefix[] = "once";
 
-static int passed, failed;
-
-static void result(int ok, const char *what, const char *msg) {
-  printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, msg ? ": " : "", msg ? msg : "");
-  if (ok) passed++;
-  else failed++;
-}
 
 /* ---- the test double ---------------------------------------------------------- */
 
@@ -357,97 +347,54 @@ static const gp_backend once_backend = {
 
 /* ---- the test ----------------------------------------------------------------- */
 
-static const gpurt_api *api;
-
-/* The message of e ("" when NULL), e destroyed. */
-static const char *take(gpurt_error *e, char *buf, size_t cap) {
-  buf[0] = 0;
-  if (e == NULL) return buf;
-  gpurt_error_info i;
-  memset(&i, 0, sizeof i);
-  i.struct_size = sizeof i;
-  api->error_get(e, &i);
-  snprintf(buf, cap, "%.*s", (int)i.message_len, i.message);
-  api->error_destroy(e);
-  return buf;
-}
-
-static gpurt_memset_args ms(gpurt_buffer *b, uint64_t off, uint32_t value) {
-  gpurt_memset_args m;
-  memset(&m, 0, sizeof m);
-  m.struct_size = sizeof m;
-  m.buffer = b;
-  m.offset = off;
-  m.size = 16;
-  m.value = value;
-  m.element_size = 1;
-  return m;
-}
+/* 16 bytes of b at off set to value. */
+static gpurt_memset_args ms(gpurt_buffer *b, uint64_t off, uint32_t value) { return memset_args(b, off, 16, value, 1); }
 
 static gpurt_graph_item memset_item(const gpurt_memset_args *m) {
   gpurt_graph_item it;
-  memset(&it, 0, sizeof it);
-  it.struct_size = sizeof it;
+  ARGS_INIT(it);
   it.kind = GPURT_GRAPH_OP_MEMSET;
   it.memset = m;
   return it;
 }
 
-/* Reads 32 bytes of b into out (a synchronous D2H copy). */
-static gpurt_error *read_back(gpurt_runtime *rt, gpurt_buffer *b, uint8_t out[32]) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.flags = GPURT_COPY_SYNC;
-  c.size = 32;
-  c.src_buffer = b;
-  c.dst_ptr = out;
-  return api->copy(rt, &c);
+/* The first n (at most 32) bytes of b are want's, bit for bit; the first
+ * difference is said as a byte, or as a float when floats is set. */
+static int reads_back(gpurt_runtime *rt, gpurt_buffer *b, const void *want, size_t n, int floats) {
+  unsigned char got[32];
+  char m[300];
+  if (*take_msg(download_on(rt, NULL, got, b, n), m, sizeof m)) {
+    printf("     read back: %s\n", m);
+    return 0;
+  }
+  const unsigned char *w = want;
+  for (size_t i = 0; i < n; i += floats ? 4 : 1) {
+    if (memcmp(got + i, w + i, floats ? 4 : 1) == 0) continue;
+    if (floats) {
+      float g, x;
+      memcpy(&g, got + i, 4);
+      memcpy(&x, w + i, 4);
+      printf("     float %d is %g, want %g\n", (int)(i / 4), (double)g, (double)x);
+    } else {
+      printf("     byte %d is %#x, want %#x\n", (int)i, got[i], w[i]);
+    }
+    return 0;
+  }
+  return 1;
 }
 
 /* b holds lo in bytes 0..15 and hi in 16..31. */
 static int holds(gpurt_runtime *rt, gpurt_buffer *b, uint8_t lo, uint8_t hi) {
-  uint8_t got[32];
-  char m[300];
-  if (*take(read_back(rt, b, got), m, sizeof m)) {
-    printf("     read back: %s\n", m);
-    return 0;
-  }
-  for (int i = 0; i < 32; i++)
-    if (got[i] != (i < 16 ? lo : hi)) {
-      printf("     byte %d is %#x, want %#x\n", i, got[i], i < 16 ? lo : hi);
-      return 0;
-    }
-  return 1;
+  uint8_t want[32];
+  memset(want, lo, 16);
+  memset(want + 16, hi, 16);
+  return reads_back(rt, b, want, sizeof want, 0);
 }
 
 /* The first 8 floats of b all equal want. */
 static int floats_are(gpurt_runtime *rt, gpurt_buffer *b, float want) {
-  float got[8];
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.flags = GPURT_COPY_SYNC;
-  c.size = sizeof got;
-  c.src_buffer = b;
-  c.dst_ptr = got;
-  char m[300];
-  if (*take(api->copy(rt, &c), m, sizeof m)) {
-    printf("     read back: %s\n", m);
-    return 0;
-  }
-  for (int i = 0; i < 8; i++)
-    if (got[i] != want) {
-      printf("     float %d is %g, want %g\n", i, (double)got[i], (double)want);
-      return 0;
-    }
-  return 1;
-}
-
-static uint64_t f32_bits(float f) {
-  uint32_t b;
-  memcpy(&b, &f, sizeof b);
-  return b;
+  float w[8] = {want, want, want, want, want, want, want, want};
+  return reads_back(rt, b, w, sizeof w, 1);
 }
 
 /* Updates of launch items: patched in place when the backend kept their
@@ -457,74 +404,41 @@ static void patch_checks(gpurt_runtime *rt, gpurt_stream *s) {
   gpurt_buffer *c = NULL;
   gpurt_module *mod = NULL;
   gpurt_kernel *fill = NULL;
-  gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
-  ml.format = GPURT_MODULE_BUILTIN;
   gpurt_error *e = api->buffer_alloc(rt, 0, 64, &c);
-  if (!e) e = api->module_load(rt, &ml, &mod);
+  if (!e) e = load_builtin(rt, &mod);
   if (!e) e = api->kernel_get(rt, mod, "fill_f32", 8, &fill);
-  result(e == NULL, "patch: buffer, module, fill_f32", take(e, m, sizeof m));
+  result_msg(e == NULL, "patch: buffer, module, fill_f32", take_msg(e, m, sizeof m));
   if (e) return;
-  gpurt_kernel_arg fa[3];
-  memset(fa, 0, sizeof fa);
-  fa[0].kind = GPURT_ARG_BUFFER;
-  fa[0].size = 8;
-  fa[0].buffer = c;
-  fa[0].length = 32;
-  fa[1].kind = GPURT_ARG_F32;
-  fa[1].size = 4;
-  fa[1].value = f32_bits(1.5f);
-  fa[2].kind = GPURT_ARG_U64;
-  fa[2].size = 8;
-  fa[2].value = 8;
-  gpurt_launch_args la;
-  memset(&la, 0, sizeof la);
-  la.struct_size = sizeof la;
-  la.grid[0] = la.grid[1] = la.grid[2] = 1;
-  la.block[0] = 64;
-  la.block[1] = la.block[2] = 1;
-  la.num_args = 3;
-  la.args = fa;
+  gpurt_kernel_arg fa[3] = {arg_buf(c, 0, 32), arg_f32(1.5f), arg_u64(8)};
+  gpurt_launch_args la = launch_args(1, 64, fa, 3);
   gpurt_memset_args zm = ms(c, 32, 0);
   gpurt_graph_item items[2] = {memset_item(&zm), memset_item(&zm)};
   items[1].kind = GPURT_GRAPH_OP_LAUNCH;
   items[1].memset = NULL;
   items[1].kernel = fill;
   items[1].launch = &la;
-  gpurt_graph_create_args ga;
-  memset(&ga, 0, sizeof ga);
-  ga.struct_size = sizeof ga;
-  ga.count = 2;
-  ga.items = items;
-  ga.item_size = sizeof items[0];
+  gpurt_graph_create_args ga = graph_args(items, 2);
   gpurt_graph *g = NULL;
   int begins = cnt.begins;
   e = api->graph_create(rt, &ga, &g);
   if (!e) e = api->graph_launch(rt, g, s);
-  result(e == NULL && floats_are(rt, c, 1.5f), "patch: a graph with a launch replays it", take(e, m, sizeof m));
+  result_msg(e == NULL && floats_are(rt, c, 1.5f), "patch: a graph with a launch replays it", take_msg(e, m, sizeof m));
 
   /* A new value: patched, not recorded again. */
   fa[1].value = f32_bits(2.5f);
   uint64_t idx = 1;
   gpurt_graph_item upd = items[1];
-  gpurt_graph_update_args ua;
-  memset(&ua, 0, sizeof ua);
-  ua.struct_size = sizeof ua;
-  ua.count = 1;
-  ua.indices = &idx;
-  ua.items = &upd;
-  ua.item_size = sizeof upd;
+  gpurt_graph_update_args ua = update_args(&idx, &upd);
   e = api->graph_update(rt, g, &ua);
-  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_PATCHED && cnt.patches == 1 && cnt.begins == begins + 1,
-         "patch: a launch update is patched in place", take(e, m, sizeof m));
+  result_msg(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_PATCHED && cnt.patches == 1 && cnt.begins == begins + 1,
+         "patch: a launch update is patched in place", take_msg(e, m, sizeof m));
   e = api->graph_launch(rt, g, s);
-  result(e == NULL && floats_are(rt, c, 2.5f), "patch: the replay runs the patched launch", take(e, m, sizeof m));
+  result_msg(e == NULL && floats_are(rt, c, 2.5f), "patch: the replay runs the patched launch", take_msg(e, m, sizeof m));
 
   /* A patch the backend refuses applies nothing. */
   fa[1].value = f32_bits(7.0f);
-  const char *msg = take(api->graph_update(rt, g, &ua), m, sizeof m);
-  result(strstr(msg, "graph_update: item 1: value 7 is refused") != NULL, "patch: a refused patch names the item",
+  const char *msg = take_msg(api->graph_update(rt, g, &ua), m, sizeof m);
+  result_msg(strstr(msg, "graph_update: item 1: value 7 is refused") != NULL, "patch: a refused patch names the item",
          msg);
   /* Another item's update records again, from the items as they stand:
    * the refused value is not among them. */
@@ -532,11 +446,11 @@ static void patch_checks(gpurt_runtime *rt, gpurt_stream *s) {
   upd = memset_item(&zm2);
   idx = 0;
   e = api->graph_update(rt, g, &ua);
-  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED && cnt.begins == begins + 2,
-         "patch: a memset update records again", take(e, m, sizeof m));
+  result_msg(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED && cnt.begins == begins + 2,
+         "patch: a memset update records again", take_msg(e, m, sizeof m));
   e = api->graph_launch(rt, g, s);
-  result(e == NULL && floats_are(rt, c, 2.5f), "patch: the refused patch left the item as it was",
-         take(e, m, sizeof m));
+  result_msg(e == NULL && floats_are(rt, c, 2.5f), "patch: the refused patch left the item as it was",
+         take_msg(e, m, sizeof m));
 
   /* A launch the backend kept no node for is recorded again: 3.0 patched
    * in, then recorded (by a memset's update) without a node. */
@@ -544,21 +458,21 @@ static void patch_checks(gpurt_runtime *rt, gpurt_stream *s) {
   upd = items[1];
   idx = 1;
   e = api->graph_update(rt, g, &ua);
-  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_PATCHED, "patch: 3.0 patched in", take(e, m, sizeof m));
+  result_msg(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_PATCHED, "patch: 3.0 patched in", take_msg(e, m, sizeof m));
   upd = memset_item(&zm);
   idx = 0;
   e = api->graph_update(rt, g, &ua);
-  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED, "patch: recorded again with 3.0",
-         take(e, m, sizeof m));
+  result_msg(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED, "patch: recorded again with 3.0",
+         take_msg(e, m, sizeof m));
   int patches = cnt.patches;
   upd = items[1];
   idx = 1;
   fa[1].value = f32_bits(4.0f);
   e = api->graph_update(rt, g, &ua);
-  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED && cnt.patches == patches,
-         "patch: an item recorded without a node is recorded again", take(e, m, sizeof m));
+  result_msg(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED && cnt.patches == patches,
+         "patch: an item recorded without a node is recorded again", take_msg(e, m, sizeof m));
   e = api->graph_launch(rt, g, s);
-  result(e == NULL && floats_are(rt, c, 4.0f), "patch: the replay runs the re-recorded launch", take(e, m, sizeof m));
+  result_msg(e == NULL && floats_are(rt, c, 4.0f), "patch: the replay runs the re-recorded launch", take_msg(e, m, sizeof m));
 
   /* graph_end may update the executable it replaces in place. */
   inplace = 1;
@@ -568,26 +482,25 @@ static void patch_checks(gpurt_runtime *rt, gpurt_stream *s) {
   int live = cnt.live_execs;
   e = api->graph_update(rt, g, &ua);
   inplace = 0;
-  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_EXEC_UPDATE && cnt.live_execs == live,
-         "patch: an executable updated in place is kept", take(e, m, sizeof m));
+  result_msg(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_EXEC_UPDATE && cnt.live_execs == live,
+         "patch: an executable updated in place is kept", take_msg(e, m, sizeof m));
   e = api->graph_launch(rt, g, s);
-  result(e == NULL && floats_are(rt, c, 4.0f), "patch: the replay runs the updated executable",
-         take(e, m, sizeof m));
+  result_msg(e == NULL && floats_are(rt, c, 4.0f), "patch: the replay runs the updated executable",
+         take_msg(e, m, sizeof m));
   e = api->graph_destroy(rt, g);
   if (!e) e = api->module_unload(rt, mod);
   if (!e) e = api->buffer_free(rt, c);
-  result(e == NULL, "patch: teardown", take(e, m, sizeof m));
+  result_msg(e == NULL, "patch: teardown", take_msg(e, m, sizeof m));
 }
 
 int main(void) {
   char m[600];
   gpurt_negotiate_args na;
-  memset(&na, 0, sizeof na);
-  na.struct_size = sizeof na;
+  ARGS_INIT(na);
   na.host_abi_major = GPURT_ABI_MAJOR;
   na.host_abi_minor = GPURT_ABI_MINOR;
   int32_t rc = gp_engine_negotiate(&na, &once_backend);
-  result(rc == GPURT_OK && na.api != NULL, "negotiate with a graph_once backend", na.message);
+  result_msg(rc == GPURT_OK && na.api != NULL, "negotiate with a graph_once backend", na.message);
   if (rc != GPURT_OK || na.api == NULL) return 1;
   api = na.api;
 
@@ -598,106 +511,95 @@ int main(void) {
   if (!e) e = api->buffer_alloc(rt, 0, 64, &a);
   if (!e) e = api->buffer_alloc(rt, 0, 64, &other);
   if (!e) e = api->stream_create(rt, 0, &s);
-  result(e == NULL, "runtime, buffers and stream", take(e, m, sizeof m));
+  result_msg(e == NULL, "runtime, buffers and stream", take_msg(e, m, sizeof m));
   if (rt == NULL || a == NULL || other == NULL || s == NULL) return 1;
 
   /* graph_create records once. */
   gpurt_memset_args m0 = ms(a, 0, 0x11), m1 = ms(a, 16, 0x22);
   gpurt_graph_item items[2] = {memset_item(&m0), memset_item(&m1)};
-  gpurt_graph_create_args ga;
-  memset(&ga, 0, sizeof ga);
-  ga.struct_size = sizeof ga;
-  ga.count = 2;
-  ga.items = items;
-  ga.item_size = sizeof items[0];
+  gpurt_graph_create_args ga = graph_args(items, 2);
   gpurt_graph *g = NULL;
   e = api->graph_create(rt, &ga, &g);
-  result(e == NULL && g != NULL, "graph_create", take(e, m, sizeof m));
-  result(cnt.begins == 1 && cnt.ends == 1 && cnt.live_execs == 1, "graph_create records once", NULL);
-  result(cnt.prepares == 2 && cnt.captures == 1, "graph_create prepares each item once, then captures", NULL);
-  result(holds(rt, a, 0, 0), "recording runs nothing", NULL);
+  result_msg(e == NULL && g != NULL, "graph_create", take_msg(e, m, sizeof m));
+  result_msg(cnt.begins == 1 && cnt.ends == 1 && cnt.live_execs == 1, "graph_create records once", NULL);
+  result_msg(cnt.prepares == 2 && cnt.captures == 1, "graph_create prepares each item once, then captures", NULL);
+  result_msg(holds(rt, a, 0, 0), "recording runs nothing", NULL);
 
   /* Three launches: one recording, three replays of it. */
   int ok = 1;
   for (int i = 0; i < 3 && ok; i++) {
     gpurt_memset_args z = ms(a, 0, 0);
     z.size = 32;
-    ok = !*take(api->memset(rt, &z), m, sizeof m) && !*take(api->graph_launch(rt, g, s), m, sizeof m) &&
+    ok = !*take_msg(api->memset(rt, &z), m, sizeof m) && !*take_msg(api->graph_launch(rt, g, s), m, sizeof m) &&
          holds(rt, a, 0x11, 0x22);
   }
-  result(ok, "each graph_launch replays the kept executable", m);
-  result(cnt.begins == 1 && cnt.launches == 3 && cnt.prepares == 2, "graph_launch records nothing", NULL);
+  result_msg(ok, "each graph_launch replays the kept executable", m);
+  result_msg(cnt.begins == 1 && cnt.launches == 3 && cnt.prepares == 2, "graph_launch records nothing", NULL);
 
   /* An update records again; the old executable goes. */
   gpurt_memset_args m1b = ms(a, 16, 0x33);
   gpurt_graph_item upd = memset_item(&m1b);
   uint64_t idx = 1;
-  gpurt_graph_update_args ua;
-  memset(&ua, 0, sizeof ua);
-  ua.struct_size = sizeof ua;
-  ua.count = 1;
-  ua.indices = &idx;
-  ua.items = &upd;
-  ua.item_size = sizeof upd;
+  gpurt_graph_update_args ua = update_args(&idx, &upd);
   e = api->graph_update(rt, g, &ua);
-  result(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED, "graph_update re-records",
-         take(e, m, sizeof m));
-  result(cnt.begins == 2 && cnt.live_execs == 1, "graph_update: one recording, the old executable destroyed",
+  result_msg(e == NULL && ua.applied == GPURT_GRAPH_UPDATE_REINSTANTIATED, "graph_update re-records",
+         take_msg(e, m, sizeof m));
+  result_msg(cnt.begins == 2 && cnt.live_execs == 1, "graph_update: one recording, the old executable destroyed",
          NULL);
   e = api->graph_launch(rt, g, s);
-  result(e == NULL && holds(rt, a, 0x11, 0x33), "the replay after an update runs the new item", take(e, m, sizeof m));
+  result_msg(e == NULL && holds(rt, a, 0x11, 0x33), "the replay after an update runs the new item", take_msg(e, m, sizeof m));
 
   /* An update the checks refuse changes nothing. */
   gpurt_memset_args bad = ms(a, 64, 0x44); /* past the end */
   upd = memset_item(&bad);
   int begins = cnt.begins;
-  const char *msg = take(api->graph_update(rt, g, &ua), m, sizeof m);
-  result(strstr(msg, "graph_update: item 1") != NULL, "an out-of-range update is refused naming the item", msg);
-  result(cnt.begins == begins && cnt.live_execs == 1, "a refused update records nothing", NULL);
+  const char *msg = take_msg(api->graph_update(rt, g, &ua), m, sizeof m);
+  result_msg(strstr(msg, "graph_update: item 1") != NULL, "an out-of-range update is refused naming the item", msg);
+  result_msg(cnt.begins == begins && cnt.live_execs == 1, "a refused update records nothing", NULL);
 
   /* An update the backend refuses while recording changes nothing. */
   gpurt_memset_args refused = ms(a, 16, 0xEE);
   upd = memset_item(&refused);
-  msg = take(api->graph_update(rt, g, &ua), m, sizeof m);
-  result(strstr(msg, "graph_update: item 1") != NULL && strstr(msg, "0xEE") != NULL,
+  msg = take_msg(api->graph_update(rt, g, &ua), m, sizeof m);
+  result_msg(strstr(msg, "graph_update: item 1") != NULL && strstr(msg, "0xEE") != NULL,
          "a recording the backend refuses fails naming the item", msg);
-  result(cnt.begins == begins + 1 && cnt.aborts == 1 && cnt.live_execs == 1, "the refused recording was aborted",
+  result_msg(cnt.begins == begins + 1 && cnt.aborts == 1 && cnt.live_execs == 1, "the refused recording was aborted",
          NULL);
   gpurt_memset_args z = ms(a, 0, 0);
   z.size = 32;
-  take(api->memset(rt, &z), m, sizeof m);
+  take_msg(api->memset(rt, &z), m, sizeof m);
   e = api->graph_launch(rt, g, s);
-  result(e == NULL && holds(rt, a, 0x11, 0x33), "the graph still replays its last good recording",
-         take(e, m, sizeof m));
+  result_msg(e == NULL && holds(rt, a, 0x11, 0x33), "the graph still replays its last good recording",
+         take_msg(e, m, sizeof m));
 
   /* An update the backend refuses while preparing changes nothing either. */
   gpurt_memset_args unprepared = ms(a, 16, 0xEF);
   upd = memset_item(&unprepared);
   int captures = cnt.captures;
-  msg = take(api->graph_update(rt, g, &ua), m, sizeof m);
-  result(strstr(msg, "graph_update: item 1") != NULL && strstr(msg, "0xEF") != NULL,
+  msg = take_msg(api->graph_update(rt, g, &ua), m, sizeof m);
+  result_msg(strstr(msg, "graph_update: item 1") != NULL && strstr(msg, "0xEF") != NULL,
          "a preparation the backend refuses fails naming the item", msg);
-  result(cnt.captures == captures && cnt.aborts == 2 && cnt.live_execs == 1,
+  result_msg(cnt.captures == captures && cnt.aborts == 2 && cnt.live_execs == 1,
          "the refused preparation captured nothing and was aborted", NULL);
   e = api->graph_launch(rt, g, s);
-  result(e == NULL && holds(rt, a, 0x11, 0x33), "the graph still replays after a refused preparation",
-         take(e, m, sizeof m));
+  result_msg(e == NULL && holds(rt, a, 0x11, 0x33), "the graph still replays after a refused preparation",
+         take_msg(e, m, sizeof m));
 
   /* A destroy elsewhere makes the next launch check every item: still fine. */
   e = api->buffer_free(rt, other);
   if (!e) e = api->graph_launch(rt, g, s);
-  result(e == NULL, "a launch after an unrelated destroy passes its full check", take(e, m, sizeof m));
+  result_msg(e == NULL, "a launch after an unrelated destroy passes its full check", take_msg(e, m, sizeof m));
 
   /* The graph's buffer destroyed: the launch is refused, nothing launched. */
   int launches = cnt.launches;
   e = api->buffer_free(rt, a);
-  result(e == NULL, "buffer_free", take(e, m, sizeof m));
-  msg = take(api->graph_launch(rt, g, s), m, sizeof m);
-  result(strstr(msg, "graph_launch: item 0") != NULL, "a launch after its buffer was freed is refused", msg);
-  result(cnt.launches == launches, "the refused launch launched nothing", NULL);
+  result_msg(e == NULL, "buffer_free", take_msg(e, m, sizeof m));
+  msg = take_msg(api->graph_launch(rt, g, s), m, sizeof m);
+  result_msg(strstr(msg, "graph_launch: item 0") != NULL, "a launch after its buffer was freed is refused", msg);
+  result_msg(cnt.launches == launches, "the refused launch launched nothing", NULL);
 
   e = api->graph_destroy(rt, g);
-  result(e == NULL && cnt.live_execs == 0, "graph_destroy frees the executable", take(e, m, sizeof m));
+  result_msg(e == NULL && cnt.live_execs == 0, "graph_destroy frees the executable", take_msg(e, m, sizeof m));
 
   patch_checks(rt, s);
 
@@ -708,14 +610,13 @@ int main(void) {
   items[0] = memset_item(&r0);
   ga.count = 1;
   g = NULL;
-  msg = take(e ? e : api->graph_create(rt, &ga, &g), m, sizeof m);
-  result(g == NULL && strstr(msg, "graph_create: item 0") != NULL && cnt.live_execs == 0,
+  msg = take_msg(e ? e : api->graph_create(rt, &ga, &g), m, sizeof m);
+  result_msg(g == NULL && strstr(msg, "graph_create: item 0") != NULL && cnt.live_execs == 0,
          "graph_create with a refused recording fails naming the item", msg);
 
-  take(api->stream_destroy(rt, s), m, sizeof m);
-  take(api->buffer_free(rt, b), m, sizeof m);
+  take_msg(api->stream_destroy(rt, s), m, sizeof m);
+  take_msg(api->buffer_free(rt, b), m, sizeof m);
   e = api->runtime_destroy(rt);
-  result(e == NULL, "runtime_destroy", take(e, m, sizeof m));
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  result_msg(e == NULL, "runtime_destroy", take_msg(e, m, sizeof m));
+  return finish();
 }

@@ -10,7 +10,18 @@
 #                              appends a row to the summary array; sets
 #                              failed=1 and returns CMD's status on failure.
 #
-# The caller sets logs, failed=0 and summary=() first. Knobs: STEP_TAIL
+#   step_jsonl NAME TIMEOUT FILE CMD...   step, then appends the JSON lines
+#                              ("{" first) of its log to FILE.
+#   copy_out                   copies the summary, JSON lines and logs of
+#                              $logs into $OUT when OUT is set.
+#
+#   step_budget DIR           for the scripts run against a time budget
+#                              (gpu_roofline.sh, gpu_serve.sh): logs=DIR
+#                              (created), failed=0, summary=(), t_start
+#                              (now), skip (" $SKIP ": step names to leave
+#                              out), STEP_TIMEOUT_STATE=1.
+#
+# The caller sets logs, failed=0 and summary=() first (step_budget does). Knobs: STEP_TAIL
 # (lines shown, default 15), STEP_ROW (printf format of a summary row:
 # name, state, seconds; default '%-8s %-8s %5ss'), STEP_TIMEOUT_STATE=1
 # (a limit reached reads TIMEOUT(Ns) rather than FAIL(124)).
@@ -35,4 +46,29 @@ step() {
   summary+=("$(printf "${STEP_ROW:-%-8s %-8s %5ss}" "$name" "$st" $((t1 - t0)))")
   echo "== [$name] $st in $((t1 - t0))s"
   return $rc
+}
+
+step_jsonl() {
+  local name=$1 to=$2 file=$3 rc
+  shift 3
+  step "$name" "$to" "$@"
+  rc=$?
+  grep '^{' "$logs/$name.log" >>"$file" || true
+  return $rc
+}
+
+copy_out() {
+  if [ -n "${OUT:-}" ]; then
+    cp "$logs"/*.txt "$logs"/*.jsonl "$logs"/*.log "$OUT"/ 2>/dev/null || true
+  fi
+}
+
+step_budget() {
+  logs=$1
+  mkdir -p "$logs"
+  failed=0
+  summary=()
+  t_start=$(date +%s)
+  skip=" ${SKIP:-} "
+  STEP_TIMEOUT_STATE=1
 }

@@ -19,8 +19,7 @@
 
 static gpurt_runtime *new_runtime(void) {
   gpurt_runtime_create_args ca;
-  memset(&ca, 0, sizeof ca);
-  ca.struct_size = sizeof ca;
+  ARGS_INIT(ca);
   gpurt_runtime *rt = NULL;
   OK(api->runtime_create(&ca, &rt));
   return rt;
@@ -28,8 +27,7 @@ static gpurt_runtime *new_runtime(void) {
 
 static gpurt_module *load_ptx(gpurt_runtime *rt, const char *ptx, size_t len) {
   gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
+  ARGS_INIT(ml);
   ml.format = GPURT_MODULE_PTX;
   ml.data = ptx;
   ml.data_len = len;
@@ -64,13 +62,7 @@ int main(int argc, char **argv) {
   gpurt_event *ev0 = NULL;
   OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &ev0));
   /* An f32 GEMM plan made before the fault (NULL when cuBLASLt is missing). */
-  gpurt_gemm_desc gd;
-  memset(&gd, 0, sizeof gd);
-  gd.struct_size = sizeof gd;
-  gd.a_type = gd.b_type = gd.c_type = gd.d_type = GPURT_DTYPE_F32;
-  gd.m = gd.n = gd.k = 16;
-  gd.lda = gd.ldb = gd.ldc = gd.ldd = 16;
-  gd.batch_count = 1;
+  gpurt_gemm_desc gd = gemm_desc_square(GPURT_DTYPE_F32, 16);
   gpurt_gemm_plan *plan = NULL;
   OK(api->gemm_plan_create(rt, 0, &gd, &plan));
   gpurt_module *m = load_ptx(rt, ptx, ptx_len);
@@ -79,22 +71,21 @@ int main(int argc, char **argv) {
   OK(api->kernel_get(rt, m, "ok_write", 8, &okk));
 
   /* A working launch first. */
-  gpurt_kernel_arg okargs[2] = {arg_buf(buf, 0), arg_scalar(GPURT_ARG_U32, 4, 7)};
+  gpurt_kernel_arg okargs[2] = {arg_buf(buf, 0, 0), arg_val(GPURT_ARG_U32, 4, 7)};
   OK(launch1d(rt, s, okk, 1, 32, okargs, 2));
   OK(api->stream_synchronize(rt, s));
 
   /* The fault: p[1<<40] is 4 TiB past the buffer. */
-  gpurt_kernel_arg bad[2] = {arg_buf(buf, 0), arg_scalar(GPURT_ARG_U64, 8, 1ull << 40)};
+  gpurt_kernel_arg bad[2] = {arg_buf(buf, 0, 0), arg_val(GPURT_ARG_U64, 8, 1ull << 40)};
   char msg[1024];
-  int code = err_take(launch1d(rt, s, oob, 1, 32, bad, 2), msg, sizeof msg);
+  int code = take(launch1d(rt, s, oob, 1, 32, bad, 2), msg, sizeof msg);
   CHECK(code == 0, "the faulting launch itself is asynchronous: code %d %s", code, msg);
   gpurt_error *e = api->stream_synchronize(rt, s);
   gpurt_error_info info;
-  memset(&info, 0, sizeof info);
-  info.struct_size = sizeof info;
+  ARGS_INIT(info);
   api->error_get(e, &info);
   int64_t vendor = info.vendor_code;
-  code = err_take(e, msg, sizeof msg);
+  code = take(e, msg, sizeof msg);
   printf("first error: code %d vendor %lld: %s\n", code, (long long)vendor, msg);
   CHECK(code == GPURT_ERR_LAUNCH_FAILED || code == GPURT_ERR_DEVICE_LOST,
         "synchronize after the fault: code %d", code);
@@ -110,13 +101,11 @@ int main(int argc, char **argv) {
   ERR(launch1d(rt, s2, okk, 1, 32, okargs, 2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   ERR(api->device_synchronize(rt, 0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   gpurt_device_info di;
-  memset(&di, 0, sizeof di);
-  di.struct_size = sizeof di;
+  ARGS_INIT(di);
   ERR(api->device_info(rt, 0, &di), GPURT_ERR_DEVICE_LOST, "lost");
   uint32_t word = 0;
   gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  ARGS_INIT(c);
   c.flags = GPURT_COPY_SYNC;
   c.size = 4;
   c.src_buffer = buf;
@@ -131,18 +120,12 @@ int main(int argc, char **argv) {
   ERR(api->event_query(rt, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   ERR(api->event_synchronize(rt, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   ERR(api->stream_wait_event(rt, s2, ev0), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
-  gpurt_memset_args ms;
-  memset(&ms, 0, sizeof ms);
-  ms.struct_size = sizeof ms;
-  ms.buffer = buf;
-  ms.size = 64;
-  ms.element_size = 4;
+  gpurt_memset_args ms = memset_args(buf, 0, 64, 0, 4);
   ERR(api->memset(rt, &ms), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   ms.stream = s2;
   ERR(api->memset(rt, &ms), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   gpurt_copy_args ca;
-  memset(&ca, 0, sizeof ca);
-  ca.struct_size = sizeof ca;
+  ARGS_INIT(ca);
   ca.stream = s2;
   ca.size = 64;
   ca.src_buffer = buf;
@@ -152,25 +135,14 @@ int main(int argc, char **argv) {
   gpurt_kernel *k3 = NULL;
   ERR(api->kernel_get(rt, m, "ok_write", 8, &k3), GPURT_ERR_DEVICE_LOST, "restart");
   gpurt_kernel_info ki;
-  memset(&ki, 0, sizeof ki);
-  ki.struct_size = sizeof ki;
+  ARGS_INIT(ki);
   ERR(api->kernel_info(rt, okk, &ki), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   gpurt_module *m3 = NULL;
-  {
-    gpurt_module_load_args ml;
-    memset(&ml, 0, sizeof ml);
-    ml.struct_size = sizeof ml;
-    ml.format = GPURT_MODULE_BUILTIN;
-    ERR(api->module_load(rt, &ml, &m3), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
-  }
+  ERR(load_builtin(rt, &m3), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   gpurt_gemm_plan *plan2 = NULL;
   ERR(api->gemm_plan_create(rt, 0, &gd, &plan2), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   if (plan != NULL) {
-    gpurt_gemm_run_args gr;
-    memset(&gr, 0, sizeof gr);
-    gr.struct_size = sizeof gr;
-    gr.a = gr.b = gr.d = buf;
-    gr.alpha = 1;
+    gpurt_gemm_run_args gr = gemm_run_args(buf, buf, buf, 1);
     ERR(api->gemm_run(rt, s2, plan, &gr), GPURT_ERR_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
   }
   gpurt_host_buffer *hb = NULL;
@@ -181,14 +153,13 @@ int main(int argc, char **argv) {
 
   /* Frees still work, and the runtime goes away cleanly. */
   OK(api->buffer_free(rt, buf));
-  (void)err_take(api->stream_destroy(rt, s), NULL, 0);
-  (void)err_take(api->stream_destroy(rt, s2), NULL, 0);
+  (void)take(api->stream_destroy(rt, s), NULL, 0);
+  (void)take(api->stream_destroy(rt, s2), NULL, 0);
   OK(api->module_unload(rt, m));
   OK(api->event_destroy(rt, ev0));
   if (plan != NULL) OK(api->gemm_plan_destroy(rt, plan));
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 0 && st.live_streams == 0 && st.live_modules == 0,
         "nothing live after the frees: %llu buffers %llu streams %llu modules",
@@ -200,10 +171,9 @@ int main(int argc, char **argv) {
   /* CUDA cannot recover from a sticky error in this process: a new runtime
    * is refused naming the original error, the kernel and the remedy. */
   gpurt_runtime_create_args cra;
-  memset(&cra, 0, sizeof cra);
-  cra.struct_size = sizeof cra;
+  ARGS_INIT(cra);
   gpurt_runtime *rt2 = NULL;
-  code = err_take(api->runtime_create(&cra, &rt2), msg, sizeof msg);
+  code = take(api->runtime_create(&cra, &rt2), msg, sizeof msg);
   printf("runtime_create after the fault: code %d: %s\n", code, msg);
   CHECK(code == GPURT_ERR_DEVICE_LOST, "runtime_create after the fault: code %d (want %d): %s",
         code, GPURT_ERR_DEVICE_LOST, msg);
@@ -212,11 +182,10 @@ int main(int argc, char **argv) {
   CHECK(strstr(msg, "oob_write") != NULL, "names the kernel: %s", msg);
   CHECK(strstr(msg, "restart the process") != NULL, "says to restart the process: %s", msg);
   CHECK(rt2 == NULL, "no runtime handle on failure");
-  if (rt2 != NULL) (void)err_take(api->runtime_destroy(rt2), NULL, 0);
+  if (rt2 != NULL) (void)take(api->runtime_destroy(rt2), NULL, 0);
   /* Probe agrees: not available, naming the lost device. */
   gpurt_probe_args pa;
-  memset(&pa, 0, sizeof pa);
-  pa.struct_size = sizeof pa;
+  ARGS_INIT(pa);
   OK(api->probe(&pa));
   printf("probe after the fault: available=%u reason_code=%d: %s\n", pa.available,
          pa.reason_code, pa.reason);

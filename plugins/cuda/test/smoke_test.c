@@ -24,51 +24,16 @@ static gpurt_kernel *kernel(const char *name) {
 }
 
 static void copy_h2d(gpurt_stream *s, gpurt_buffer *d, const void *src, uint64_t n) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.stream = s;
-  c.flags = GPURT_COPY_SYNC;
-  c.size = n;
-  c.dst_buffer = d;
-  c.src_ptr = src;
-  OK(api->copy(rt, &c));
+  OK(upload_on(rt, s, d, src, n));
 }
 
 static void copy_d2h(gpurt_stream *s, void *dst, gpurt_buffer *src, uint64_t n) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.stream = s;
-  c.flags = GPURT_COPY_SYNC;
-  c.size = n;
-  c.dst_ptr = dst;
-  c.src_buffer = src;
-  OK(api->copy(rt, &c));
-}
-
-static uint32_t f32bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t f32_to_bf16(float f) { /* RNE, finite inputs */
-  uint32_t u = f32bits(f);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+  OK(download_on(rt, s, dst, src, n));
 }
 
 static uint64_t rng = 88172645463325252ull;
 static float frand(void) { /* [-1, 1) */
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+  return (float)((xorshift(&rng) >> 40) & 0xffffff) / 8388608.0f - 1.0f;
 }
 
 /* ---- threads ---- */
@@ -77,31 +42,23 @@ static void *worker(void *arg) {
   int id = (int)(intptr_t)arg;
   gpurt_stream *s = NULL;
   gpurt_buffer *b = NULL;
-  if (err_take(api->stream_create(rt, 0, &s), NULL, 0)) return NULL;
-  if (err_take(api->buffer_alloc(rt, 0, 4096 * 4, &b), NULL, 0)) return NULL;
+  if (take(api->stream_create(rt, 0, &s), NULL, 0)) return NULL;
+  if (take(api->buffer_alloc(rt, 0, 4096 * 4, &b), NULL, 0)) return NULL;
   gpurt_kernel *k = NULL;
-  if (err_take(api->kernel_get(rt, bmod, "fill_f32", 8, &k), NULL, 0)) return NULL;
+  if (take(api->kernel_get(rt, bmod, "fill_f32", 8, &k), NULL, 0)) return NULL;
   int good = 1;
   for (int it = 0; it < 50 && good; it++) {
     float v = (float)(id * 1000 + it);
-    gpurt_kernel_arg a[3] = {arg_buf(b, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(v)),
-                             arg_scalar(GPURT_ARG_U64, 8, 4096)};
-    if (err_take(launch1d(rt, s, k, 16, 256, a, 3), NULL, 0)) good = 0;
+    gpurt_kernel_arg a[3] = {arg_buf(b, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(v)),
+                             arg_val(GPURT_ARG_U64, 8, 4096)};
+    if (take(launch1d(rt, s, k, 16, 256, a, 3), NULL, 0)) good = 0;
     float out[4096];
-    gpurt_copy_args c;
-    memset(&c, 0, sizeof c);
-    c.struct_size = sizeof c;
-    c.stream = s;
-    c.flags = GPURT_COPY_SYNC;
-    c.size = sizeof out;
-    c.dst_ptr = out;
-    c.src_buffer = b;
-    if (err_take(api->copy(rt, &c), NULL, 0)) good = 0;
+    if (take(download_on(rt, s, out, b, sizeof out), NULL, 0)) good = 0;
     for (int i = 0; i < 4096 && good; i++)
       if (out[i] != v) good = 0;
   }
-  err_take(api->buffer_free(rt, b), NULL, 0);
-  err_take(api->stream_destroy(rt, s), NULL, 0);
+  take(api->buffer_free(rt, b), NULL, 0);
+  take(api->stream_destroy(rt, s), NULL, 0);
   thread_ok[id] = good;
   return NULL;
 }
@@ -185,28 +142,17 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
   copy_h2d(s, bA, A, (size_t)k * m);
   copy_h2d(s, bB, B, (size_t)k * n);
   copy_h2d(s, bS, sc, sizeof sc);
-  gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.a_type = GPURT_DTYPE_FP8_E4M3;
+  gpurt_gemm_desc d = gemm_desc(GPURT_DTYPE_FP8_E4M3, out_fp8 ? GPURT_DTYPE_BF16 : GPURT_DTYPE_F32, m, n, k, k, k, m);
   d.b_type = bt_e5m2 ? GPURT_DTYPE_FP8_E5M2 : GPURT_DTYPE_FP8_E4M3;
   d.d_type = out_fp8 ? GPURT_DTYPE_FP8_E4M3 : GPURT_DTYPE_F32;
-  d.c_type = out_fp8 ? GPURT_DTYPE_BF16 : GPURT_DTYPE_F32;
   d.trans_a = 1;
-  d.m = m; d.n = n; d.k = k;
-  d.lda = k; d.ldb = k; d.ldc = m; d.ldd = m;
-  d.batch_count = 1;
   d.align_a = d.align_b = d.align_c = d.align_d = 16;
   const char *name = out_fp8 ? "fp8 e4m3 -> e4m3 D, C NULL, scales at 4/8/12"
                              : "fp8 e4m3 x e5m2 -> f32, scales at 0/4";
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   if (p != NULL) {
-    gpurt_gemm_run_args r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
-    r.a = bA; r.b = bB; r.d = bD;
-    r.alpha = 1.25;
+    gpurt_gemm_run_args r = gemm_run_args(bA, bB, bD, 1.25);
     r.scale_a = bS; r.scale_a_offset = oa;
     r.scale_b = bS; r.scale_b_offset = oa + 4;
     if (out_fp8) {
@@ -215,13 +161,7 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
     }
     /* Twice: the second run reuses the plan's descriptor and the slots. */
     for (int it = 0; it < 2; it++) {
-      gpurt_memset_args ms;
-      memset(&ms, 0, sizeof ms);
-      ms.struct_size = sizeof ms;
-      ms.buffer = bD;
-      ms.size = dsz * m * n;
-      ms.value = 0x7f;
-      ms.element_size = 1;
+      gpurt_memset_args ms = memset_args(bD, 0, dsz * m * n, 0x7f, 1);
       OK(api->memset(rt, &ms));
       OK(api->gemm_run(rt, s, p, &r));
       OK(api->stream_synchronize(rt, s));
@@ -251,7 +191,7 @@ static void test_gemm_fp8_scaled(gpurt_stream *s, int out_fp8) {
     d.align_a = d.align_b = d.align_c = d.align_d = 0;
     p = NULL;
     char msg[1024];
-    int code = err_take(api->gemm_plan_create(rt, 0, &d, &p), msg, sizeof msg);
+    int code = take(api->gemm_plan_create(rt, 0, &d, &p), msg, sizeof msg);
     if (code == 0 && p != NULL) {
       r.a_offset = 4;
       ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_INVALID_ARGUMENT, "16-byte");
@@ -302,32 +242,16 @@ static void test_gemm_f32_bias(gpurt_stream *s, int32_t epilogue, int m, int n, 
   copy_h2d(s, bA, A, 2 * (size_t)m * k);
   copy_h2d(s, bB, B, 2 * (size_t)k * n);
   copy_h2d(s, bb, bias, 4 * (size_t)m + 8);
-  gpurt_memset_args ms;
-  memset(&ms, 0, sizeof ms);
-  ms.struct_size = sizeof ms;
-  ms.buffer = bZ;
-  ms.size = 2 * (size_t)m * k;
-  ms.value = 0;
-  ms.element_size = 1;
+  gpurt_memset_args ms = memset_args(bZ, 0, 2 * (size_t)m * k, 0, 1);
   OK(api->memset(rt, &ms));
-  gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_BF16;
+  gpurt_gemm_desc d = gemm_desc(GPURT_DTYPE_BF16, GPURT_DTYPE_BF16, m, n, k, m, k, m);
   d.epilogue = epilogue;
   d.bias_type = GPURT_DTYPE_F32;
-  d.m = m; d.n = n; d.k = k;
-  d.lda = m; d.ldb = k; d.ldc = m; d.ldd = m;
-  d.batch_count = 1;
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   if (p != NULL) {
-    gpurt_gemm_run_args r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
-    r.a = bA; r.b = bB; r.d = bD;
+    gpurt_gemm_run_args r = gemm_run_args(bA, bB, bD, 1);
     r.bias = bb; r.bias_offset = 4;
-    r.alpha = 1;
     OK(api->gemm_run(rt, s, p, &r));
     copy_d2h(s, D, bD, 2 * (size_t)m * n); /* synchronous on s */
     double worst = 0;
@@ -400,24 +324,15 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     copy_h2d(s, bA, A, sizeof(float) * lda * k);
     copy_h2d(s, bB, B, sizeof(float) * ldb * n);
     copy_h2d(s, bb, bias, sizeof bias);
-    gpurt_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
-    d.a_type = d.b_type = d.c_type = d.d_type = GPURT_DTYPE_F32;
+    gpurt_gemm_desc d = gemm_desc(GPURT_DTYPE_F32, GPURT_DTYPE_F32, m, n, k, lda, ldb, ldd);
     d.compute_type = GPURT_COMPUTE_F32;
     d.epilogue = GPURT_EPILOGUE_BIAS_RELU;
     d.bias_type = GPURT_DTYPE_F32;
-    d.m = m; d.n = n; d.k = k;
-    d.lda = lda; d.ldb = ldb; d.ldc = ldd; d.ldd = ldd;
-    d.batch_count = 1;
     d.align_a = d.align_b = d.align_c = d.align_d = 4;
     gpurt_gemm_plan *p = NULL;
     OK(api->gemm_plan_create(rt, 0, &d, &p));
-    gpurt_gemm_run_args r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
-    r.a = bA; r.b = bB; r.d = bD; r.bias = bb;
-    r.alpha = 0.5;
+    gpurt_gemm_run_args r = gemm_run_args(bA, bB, bD, 0.5);
+    r.bias = bb;
     r.beta = 0;
     OK(api->gemm_run(rt, s, p, &r));
     OK(api->stream_synchronize(rt, s));
@@ -458,24 +373,14 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
     OK(api->buffer_alloc(rt, 0, 4 * sd * batch, &bD));
     copy_h2d(s, bA, A, 2 * sa * batch);
     copy_h2d(s, bB, B, 2 * sb * batch);
-    gpurt_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
-    d.a_type = d.b_type = GPURT_DTYPE_BF16;
-    d.c_type = d.d_type = GPURT_DTYPE_F32;
+    gpurt_gemm_desc d = gemm_desc(GPURT_DTYPE_BF16, GPURT_DTYPE_F32, m, n, k, k, k, m);
     d.trans_a = 1;
-    d.m = m; d.n = n; d.k = k;
-    d.lda = k; d.ldb = k; d.ldc = m; d.ldd = m;
     d.batch_count = batch;
     d.stride_a = (int64_t)sa; d.stride_b = (int64_t)sb; d.stride_c = d.stride_d = (int64_t)sd;
     d.align_a = d.align_b = d.align_c = d.align_d = 256;
     gpurt_gemm_plan *p = NULL;
     OK(api->gemm_plan_create(rt, 0, &d, &p));
-    gpurt_gemm_run_args r;
-    memset(&r, 0, sizeof r);
-    r.struct_size = sizeof r;
-    r.a = bA; r.b = bB; r.d = bD;
-    r.alpha = 1;
+    gpurt_gemm_run_args r = gemm_run_args(bA, bB, bD, 1);
     OK(api->gemm_run(rt, s, p, &r));
     copy_d2h(s, D, bD, 4 * sd * batch);
     double worst = 0;
@@ -516,20 +421,6 @@ static void test_gemm(gpurt_stream *s, const gpurt_device_info *di) {
 
 /* ---- launch_batch (1.2) ---- */
 
-static gpurt_launch_args largs1d(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args,
-                                 uint32_t n) {
-  gpurt_launch_args l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
-  l.grid[0] = grid;
-  l.grid[1] = l.grid[2] = 1;
-  l.block[0] = block;
-  l.block[1] = l.block[2] = 1;
-  l.num_args = n;
-  l.args = args;
-  return l;
-}
-
 /* How many of the n floats of b are not want (synchronizes s). */
 static int count_not(gpurt_stream *s, gpurt_buffer *b, float *host, int n, float want) {
   OK(api->stream_synchronize(rt, s));
@@ -557,22 +448,22 @@ static void test_launch_batch(gpurt_stream *s) {
 
   /* b1 = 2, b2 = 0.5; b2 = 3*b1 + b2 (6.5); b1 = 2*b2 (13); b2 = -1*b1 + b2
    * (-6.5): each launch reads what the one before wrote. */
-  gpurt_kernel_arg f1[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(2.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg f2[3] = {arg_buf(b2, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(0.5f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg x1[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
-                            arg_scalar(GPURT_ARG_F32, 4, f32bits(3.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg s1[4] = {arg_buf(b1, 0), arg_buf(b2, 0),
-                            arg_scalar(GPURT_ARG_F32, 4, f32bits(2.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg x2[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
-                            arg_scalar(GPURT_ARG_F32, 4, f32bits(-1.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_launch_args la[5] = {largs1d(g, 256, f1, 3), largs1d(g, 256, f2, 3),
-                             largs1d(g, 256, x1, 4), largs1d(g, 256, s1, 4),
-                             largs1d(g, 256, x2, 4)};
+  gpurt_kernel_arg f1[3] = {arg_buf(b1, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(2.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg f2[3] = {arg_buf(b2, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(0.5f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg x1[4] = {arg_buf(b2, 0, 0), arg_buf(b1, 0, 0),
+                            arg_val(GPURT_ARG_F32, 4, f32_bits(3.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg s1[4] = {arg_buf(b1, 0, 0), arg_buf(b2, 0, 0),
+                            arg_val(GPURT_ARG_F32, 4, f32_bits(2.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg x2[4] = {arg_buf(b2, 0, 0), arg_buf(b1, 0, 0),
+                            arg_val(GPURT_ARG_F32, 4, f32_bits(-1.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args la[5] = {launch_args(g, 256, f1, 3), launch_args(g, 256, f2, 3),
+                             launch_args(g, 256, x1, 4), launch_args(g, 256, s1, 4),
+                             launch_args(g, 256, x2, 4)};
   gpurt_launch_item it[5] = {{kfill, &la[0]}, {kfill, &la[1]}, {kaxpy, &la[2]},
                              {kscale, &la[3]}, {kaxpy, &la[4]}};
   OK(api->launch_batch(rt, s, 5, it, &n));
@@ -589,10 +480,10 @@ static void test_launch_batch(gpurt_stream *s) {
     gpurt_launch_args fl[B];
     gpurt_launch_item fi[B];
     for (int i = 0; i < B; i++) {
-      fa[i][0] = arg_buf(b1, 0);
-      fa[i][1] = arg_scalar(GPURT_ARG_F32, 4, f32bits((float)i));
-      fa[i][2] = arg_scalar(GPURT_ARG_U64, 8, N);
-      fl[i] = largs1d(g, 256, fa[i], 3);
+      fa[i][0] = arg_buf(b1, 0, 0);
+      fa[i][1] = arg_val(GPURT_ARG_F32, 4, f32_bits((float)i));
+      fa[i][2] = arg_val(GPURT_ARG_U64, 8, N);
+      fl[i] = launch_args(g, 256, fa[i], 3);
       fi[i].kernel = kfill;
       fi[i].args = &fl[i];
     }
@@ -606,17 +497,17 @@ static void test_launch_batch(gpurt_stream *s) {
 
   /* An invalid item enqueues nothing: b1 = 7 before; the valid fills before
    * the bad item must not run. */
-  gpurt_kernel_arg f7[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(7.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg f7[3] = {arg_buf(b1, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(7.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
   OK(launch1d(rt, s, kfill, g, 256, f7, 3));
   OK(api->stream_synchronize(rt, s));
-  gpurt_kernel_arg f9[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(9.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg xbad[4] = {arg_buf(b2, 0), arg_buf(b1, 0),
-                              arg_scalar(GPURT_ARG_U32, 4, 3), /* the kernel wants f32 */
-                              arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_launch_args lv[3] = {largs1d(g, 256, f9, 3), largs1d(g, 256, f9, 3),
-                             largs1d(g, 256, xbad, 4)};
+  gpurt_kernel_arg f9[3] = {arg_buf(b1, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(9.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg xbad[4] = {arg_buf(b2, 0, 0), arg_buf(b1, 0, 0),
+                              arg_val(GPURT_ARG_U32, 4, 3), /* the kernel wants f32 */
+                              arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args lv[3] = {launch_args(g, 256, f9, 3), launch_args(g, 256, f9, 3),
+                             launch_args(g, 256, xbad, 4)};
   gpurt_launch_item bad_kind[3] = {{kfill, &lv[0]}, {kfill, &lv[1]}, {kaxpy, &lv[2]}};
   n = 99;
   ERR(api->launch_batch(rt, s, 3, bad_kind, &n), GPURT_ERR_INVALID_ARGUMENT, "item 2: ");
@@ -631,11 +522,11 @@ static void test_launch_batch(gpurt_stream *s) {
   CHECK(n == 0, "invalid kernel in item 1: out_enqueued %llu", (unsigned long long)n);
   gpurt_launch_item no_args[2] = {{kfill, &lv[0]}, {kfill, NULL}};
   ERR(api->launch_batch(rt, s, 2, no_args, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: ");
-  gpurt_launch_args zero_grid = largs1d(0, 256, f9, 3);
+  gpurt_launch_args zero_grid = launch_args(0, 256, f9, 3);
   gpurt_launch_item zg[2] = {{kfill, &lv[0]}, {kfill, &zero_grid}};
   ERR(api->launch_batch(rt, s, 2, zg, &n), GPURT_ERR_INVALID_ARGUMENT, "item 1: ");
-  gpurt_kernel_arg f9far[3] = {arg_buf(b1, sizeof host + 4), f9[1], f9[2]};
-  gpurt_launch_args lfar = largs1d(g, 256, f9far, 3);
+  gpurt_kernel_arg f9far[3] = {arg_buf(b1, sizeof host + 4, 0), f9[1], f9[2]};
+  gpurt_launch_args lfar = launch_args(g, 256, f9far, 3);
   gpurt_launch_item far[2] = {{kfill, &lv[0]}, {kfill, &lfar}};
   ERR(api->launch_batch(rt, s, 2, far, &n), GPURT_ERR_OUT_OF_RANGE, "item 1: ");
   ERR(api->launch_batch(rt, s, 2, NULL, &n), GPURT_ERR_INVALID_ARGUMENT, "items is NULL");
@@ -657,12 +548,12 @@ static void test_launch_batch(gpurt_stream *s) {
 
   /* The driver refuses item 2 (a block of 2048 threads passes the ABI's
    * checks, not the device's): items 0 and 1 stay enqueued. */
-  gpurt_kernel_arg f4[3] = {arg_buf(b1, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(4.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_kernel_arg f5[3] = {arg_buf(b2, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(5.0f)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
-  gpurt_launch_args lr[4] = {largs1d(g, 256, f4, 3), largs1d(g, 256, f5, 3),
-                             largs1d(1, 2048, f9, 3), largs1d(g, 256, f9, 3)};
+  gpurt_kernel_arg f4[3] = {arg_buf(b1, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(4.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg f5[3] = {arg_buf(b2, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(5.0f)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
+  gpurt_launch_args lr[4] = {launch_args(g, 256, f4, 3), launch_args(g, 256, f5, 3),
+                             launch_args(1, 2048, f9, 3), launch_args(g, 256, f9, 3)};
   gpurt_launch_item refused[4] = {{kfill, &lr[0]}, {kfill, &lr[1]}, {kfill, &lr[2]},
                                   {kfill, &lr[3]}};
   n = 99;
@@ -691,8 +582,7 @@ int main(int argc, char **argv) {
   load_plugin(argv[1]);
 
   gpurt_plugin_info pi;
-  memset(&pi, 0, sizeof pi);
-  pi.struct_size = sizeof pi;
+  ARGS_INIT(pi);
   OK(api->plugin_info(&pi));
   CHECK(strcmp(pi.backend, "cuda") == 0 && pi.priority == 300, "plugin info %s %d", pi.backend,
         pi.priority);
@@ -701,8 +591,7 @@ int main(int argc, char **argv) {
   memset(devs, 0, sizeof devs);
   for (int i = 0; i < 4; i++) devs[i].struct_size = sizeof devs[i];
   gpurt_probe_args pa;
-  memset(&pa, 0, sizeof pa);
-  pa.struct_size = sizeof pa;
+  ARGS_INIT(pa);
   pa.devices = devs;
   pa.device_capacity = 4;
   OK(api->probe(&pa));
@@ -714,13 +603,11 @@ int main(int argc, char **argv) {
         devs[0].name, devs[0].arch);
 
   gpurt_runtime_create_args ca;
-  memset(&ca, 0, sizeof ca);
-  ca.struct_size = sizeof ca;
+  ARGS_INIT(ca);
   OK(api->runtime_create(&ca, &rt));
   if (rt == NULL) return finish();
   gpurt_device_info di;
-  memset(&di, 0, sizeof di);
-  di.struct_size = sizeof di;
+  ARGS_INIT(di);
   OK(api->device_info(rt, 0, &di));
   printf("device 0: %s arch %s pci %s driver %s (%u) cc %u.%u sms %u mem %llu free %llu flags %#x\n",
          di.name, di.arch, di.pci_bus_id, di.driver_version, di.driver_version_code,
@@ -731,11 +618,7 @@ int main(int argc, char **argv) {
 
   gpurt_stream *s = NULL;
   OK(api->stream_create(rt, 0, &s));
-  gpurt_module_load_args ml;
-  memset(&ml, 0, sizeof ml);
-  ml.struct_size = sizeof ml;
-  ml.format = GPURT_MODULE_BUILTIN;
-  OK(api->module_load(rt, &ml, &bmod));
+  OK(load_builtin(rt, &bmod));
 
   /* Built-ins, f32 exact. */
   enum { N = 10000 };
@@ -751,8 +634,7 @@ int main(int argc, char **argv) {
   copy_h2d(NULL, bx, x, sizeof x);
   copy_h2d(s, by, y, sizeof y);
   gpurt_kernel_info ki;
-  memset(&ki, 0, sizeof ki);
-  ki.struct_size = sizeof ki;
+  ARGS_INIT(ki);
   gpurt_kernel *kaxpy = kernel("axpy_f32");
   OK(api->kernel_info(rt, kaxpy, &ki));
   CHECK(ki.num_params == 4 && ki.param_kind[0] == GPURT_ARG_BUFFER &&
@@ -761,10 +643,10 @@ int main(int argc, char **argv) {
         "kernel_info axpy_f32: %u params, max threads %u", ki.num_params,
         ki.max_threads_per_block);
   float alpha = 1.75f;
-  gpurt_kernel_arg ax[4] = {arg_buf(bz, 0), arg_buf(bx, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(alpha)),
-                            arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg ax[4] = {arg_buf(bz, 0, 0), arg_buf(bx, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(alpha)),
+                            arg_val(GPURT_ARG_U64, 8, N)};
   OK(launch1d(rt, s, kernel("scale_f32"), (N + 255) / 256, 256, ax, 4));
-  ax[1] = arg_buf(by, 0);
+  ax[1] = arg_buf(by, 0, 0);
   OK(launch1d(rt, s, kaxpy, (N + 255) / 256, 256, ax, 4)); /* z = a*y + z */
   copy_d2h(s, out, bz, sizeof out);
   int bad = 0;
@@ -775,7 +657,7 @@ int main(int argc, char **argv) {
     if (out[i] != want) bad++;
   }
   CHECK(bad == 0, "scale_f32 then axpy_f32: %d of %d elements differ", bad, N);
-  gpurt_kernel_arg a3[4] = {arg_buf(bz, 0), arg_buf(bx, 0), arg_buf(by, 0), arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg a3[4] = {arg_buf(bz, 0, 0), arg_buf(bx, 0, 0), arg_buf(by, 0, 0), arg_val(GPURT_ARG_U64, 8, N)};
   OK(launch1d(rt, s, kernel("mul_f32"), (N + 255) / 256, 256, a3, 4));
   copy_d2h(s, out, bz, sizeof out);
   bad = 0;
@@ -792,13 +674,7 @@ int main(int argc, char **argv) {
     }
     copy_h2d(s, bx, hx, sizeof hx);
     copy_h2d(s, by, hy, sizeof hy);
-    gpurt_memset_args ms;
-    memset(&ms, 0, sizeof ms);
-    ms.struct_size = sizeof ms;
-    ms.buffer = bz;
-    ms.size = sizeof hz;
-    ms.value = 0xffff;
-    ms.element_size = 2;
+    gpurt_memset_args ms = memset_args(bz, 0, sizeof hz, 0xffff, 2);
     OK(api->memset(rt, &ms));
     OK(launch1d(rt, s, kernel("add_bf16"), 8, 256, a3, 4)); /* 2048 threads only */
     copy_d2h(s, hz, bz, sizeof hz);
@@ -822,7 +698,8 @@ int main(int argc, char **argv) {
   gpurt_buffer *huge = NULL;
   ERR(api->buffer_alloc(rt, 0, 1ull << 50, &huge), GPURT_ERR_OUT_OF_MEMORY, "free");
   ERR(api->buffer_free(rt, (gpurt_buffer *)(uintptr_t)0xdeadbeef), GPURT_ERR_INVALID_HANDLE, "buffer");
-  gpurt_module_load_args bad_ptx = ml;
+  gpurt_module_load_args bad_ptx;
+  ARGS_INIT(bad_ptx);
   bad_ptx.format = GPURT_MODULE_PTX;
   bad_ptx.data = ".version 8.0\n.target sm_80\nthis is not ptx\n";
   bad_ptx.data_len = strlen(bad_ptx.data);
@@ -833,7 +710,7 @@ int main(int argc, char **argv) {
   gpurt_event *e0, *e1;
   OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &e0));
   OK(api->event_create(rt, 0, GPURT_EVENT_TIMING, &e1));
-  gpurt_kernel_arg sl[1] = {arg_scalar(GPURT_ARG_U64, 8, 20000000)}; /* 20 ms */
+  gpurt_kernel_arg sl[1] = {arg_val(GPURT_ARG_U64, 8, 20000000)}; /* 20 ms */
   OK(api->event_record(rt, e0, s));
   OK(launch1d(rt, s, kernel("sleep_ns"), 1, 1, sl, 1));
   OK(api->event_record(rt, e1, s));
@@ -849,7 +726,7 @@ int main(int argc, char **argv) {
   OK(launch1d(rt, s, kernel("sleep_ns"), 1, 1, sl, 1));
   OK(api->event_record(rt, e1, s));
   OK(api->stream_wait_event(rt, s2, e1));
-  gpurt_kernel_arg fl[3] = {arg_buf(bz, 0), arg_scalar(GPURT_ARG_F32, 4, f32bits(3.0f)), arg_scalar(GPURT_ARG_U64, 8, N)};
+  gpurt_kernel_arg fl[3] = {arg_buf(bz, 0, 0), arg_val(GPURT_ARG_F32, 4, f32_bits(3.0f)), arg_val(GPURT_ARG_U64, 8, N)};
   OK(launch1d(rt, s2, kernel("fill_f32"), (N + 255) / 256, 256, fl, 3));
   ERR(api->stream_query(rt, s2), GPURT_ERR_NOT_READY, "pending");
   OK(api->stream_synchronize(rt, s2));
@@ -860,7 +737,8 @@ int main(int argc, char **argv) {
     char *ptx = read_file(argv[2], &len);
     CHECK(ptx != NULL, "read %s", argv[2]);
     if (ptx) {
-      gpurt_module_load_args um = ml;
+      gpurt_module_load_args um;
+      ARGS_INIT(um);
       um.format = GPURT_MODULE_PTX;
       um.data = ptx;
       um.data_len = len;
@@ -868,14 +746,13 @@ int main(int argc, char **argv) {
       OK(api->module_load(rt, &um, &m));
       gpurt_kernel *k = NULL;
       OK(api->kernel_get(rt, m, "ok_write", 8, &k));
-      memset(&ki, 0, sizeof ki);
-      ki.struct_size = sizeof ki;
+      ARGS_INIT(ki);
       OK(api->kernel_info(rt, k, &ki));
       CHECK(ki.num_params == 2 && ki.param_kind[0] == GPURT_ARG_ANY && ki.param_size[0] == 8 &&
                 ki.param_size[1] == 4,
             "user kernel_info: %u params sizes %u %u", ki.num_params, ki.param_size[0],
             ki.param_size[1]);
-      gpurt_kernel_arg ua[2] = {arg_buf(bz, 0), arg_scalar(GPURT_ARG_U32, 4, 0x1234)};
+      gpurt_kernel_arg ua[2] = {arg_buf(bz, 0, 0), arg_val(GPURT_ARG_U32, 4, 0x1234)};
       OK(launch1d(rt, s, k, 1, 1, ua, 2));
       uint32_t w = 0;
       copy_d2h(s, &w, bz, 4);
@@ -899,20 +776,9 @@ int main(int argc, char **argv) {
       uint64_t *q = p1;
       for (uint64_t i = 0; i < n / 8; i++) q[i] = i * 0x9e3779b97f4a7c15ull;
       memset(p2, 0, n);
-      gpurt_copy_args c;
-      memset(&c, 0, sizeof c);
-      c.struct_size = sizeof c;
-      c.stream = s;
-      c.size = n;
-      c.dst_buffer = big;
-      c.src_host = h1;
+      gpurt_copy_args c = async_copy_args(s, big, NULL, NULL, h1, n);
       OK(api->copy(rt, &c));
-      memset(&c, 0, sizeof c);
-      c.struct_size = sizeof c;
-      c.stream = s;
-      c.size = n;
-      c.dst_host = h2;
-      c.src_buffer = big;
+      c = async_copy_args(s, NULL, h2, big, NULL, n);
       OK(api->copy(rt, &c));
       OK(api->stream_synchronize(rt, s));
       CHECK(memcmp(p1, p2, n) == 0, "1 GiB pinned round trip");
@@ -920,8 +786,7 @@ int main(int argc, char **argv) {
       ERR(api->copy(rt, &c), GPURT_ERR_OUT_OF_RANGE, "outside the host buffer");
     }
     gpurt_runtime_stats st;
-    memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
+    ARGS_INIT(st);
     OK(api->runtime_stats(rt, &st));
     CHECK(st.host_bytes == 2 * n && st.live_host_buffers == 2, "stats: %llu host bytes",
           (unsigned long long)st.host_bytes);
@@ -943,14 +808,11 @@ int main(int argc, char **argv) {
   OK(api->event_destroy(rt, e0));
   OK(api->event_destroy(rt, e1));
   OK(api->stream_destroy(rt, s2));
-  OK(api->buffer_free(rt, bx));
-  OK(api->buffer_free(rt, by));
-  OK(api->buffer_free(rt, bz));
+  FREE_BUFFERS(rt, bx, by, bz);
   OK(api->module_unload(rt, bmod));
   OK(api->stream_destroy(rt, s));
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 0 && st.live_streams == 0 && st.live_events == 0 &&
             st.live_modules == 0 && st.live_plans == 0,

@@ -4,84 +4,13 @@
  * through its table and checks results and error cases. Prints one line per
  * failure and "N passed, M failed" last; exits 1 on any failure.
  */
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "gpurt.h"
-
-static const gpurt_api *api;
-static int passed, failed;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) {                                            \
-      passed++;                                            \
-    } else {                                               \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
-
-/* Consumes err: checks it is NULL. */
-#define OK(call)                                                              \
-  do {                                                                        \
-    gpurt_error *e_ = (call);                                                 \
-    char m_[600];                                                             \
-    msg(e_, m_, sizeof m_);                                                   \
-    CHECK(e_ == NULL, "%s: unexpected error: %s", #call, m_);                 \
-    api->error_destroy(e_);                                                   \
-  } while (0)
-
-/* Consumes err: checks its code and that the message contains `sub`. */
-#define ERR(call, code, sub) expect_err((call), (code), (sub), #call, __LINE__)
-
-static int msg(gpurt_error *e, char *out, size_t cap) {
-  if (!e) {
-    snprintf(out, cap, "(none)");
-    return 0;
-  }
-  gpurt_error_info i;
-  memset(&i, 0, sizeof i);
-  i.struct_size = sizeof i;
-  api->error_get(e, &i);
-  snprintf(out, cap, "[%d] %.*s", i.code, (int)i.message_len, i.message);
-  return i.code;
-}
-
-static void expect_err(gpurt_error *e, int code, const char *sub, const char *what, int line) {
-  char m[600];
-  int c = msg(e, m, sizeof m);
-  if (e != NULL && c == code && (sub == NULL || strstr(m, sub) != NULL)) {
-    passed++;
-  } else {
-    failed++;
-    printf("FAIL line %d: %s: want code %d with \"%s\", got %s\n", line, what, code, sub ? sub : "", m);
-  }
-  api->error_destroy(e);
-}
+#include "../../../csrc/test/testlib.h"
 
 /* ---- independent conversions (exactly representable values only) ---- */
 
-static float bf16_f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t f_bf16_rne(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
 static float f16_f(uint16_t h) {
   int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
   double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
@@ -108,12 +37,7 @@ static double e5m2_d(uint8_t v) {
 }
 
 static uint64_t rng = 88172645463325252ull;
-static uint32_t rnd(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (uint32_t)(rng >> 11);
-}
+static uint32_t rnd(void) { return (uint32_t)(xorshift(&rng) >> 11); }
 /* Uniform in [-1,-0.05] U [0.05,1]: never zero. */
 static float rndf(void) {
   float v = 0.05f + 0.95f * (float)(rnd() % 100000) / 100000.0f;
@@ -124,8 +48,7 @@ static float rndf(void) {
 
 static gpurt_runtime *new_rt(const char *opts) {
   gpurt_runtime_create_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.options = opts;
   a.options_len = opts ? strlen(opts) : 0;
   gpurt_runtime *rt = NULL;
@@ -139,67 +62,12 @@ static gpurt_buffer *alloc(gpurt_runtime *rt, uint32_t dev, uint64_t size) {
   return b;
 }
 
-static gpurt_error *copy_sync(gpurt_runtime *rt, gpurt_stream *s, gpurt_buffer *db, uint64_t doff, void *dp,
-                              gpurt_buffer *sb, uint64_t soff, const void *sp, uint64_t size) {
-  gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.stream = s;
-  c.flags = GPURT_COPY_SYNC;
-  c.size = size;
-  c.dst_buffer = db;
-  c.dst_offset = doff;
-  c.dst_ptr = dp;
-  c.src_buffer = sb;
-  c.src_offset = soff;
-  c.src_ptr = sp;
-  return api->copy(rt, &c);
-}
-
-static void upload(gpurt_runtime *rt, gpurt_buffer *b, const void *p, uint64_t n) {
-  OK(copy_sync(rt, NULL, b, 0, NULL, NULL, 0, p, n));
-}
-static void download(gpurt_runtime *rt, void *p, gpurt_buffer *b, uint64_t n) {
-  OK(copy_sync(rt, NULL, NULL, 0, p, b, 0, NULL, n));
-}
+static void upload(gpurt_runtime *rt, gpurt_buffer *b, const void *p, uint64_t n) { OK(upload_on(rt, NULL, b, p, n)); }
+static void download(gpurt_runtime *rt, void *p, gpurt_buffer *b, uint64_t n) { OK(download_on(rt, NULL, p, b, n)); }
 
 static gpurt_error *control(gpurt_runtime *rt, const char *key, int64_t v) {
   gpurt_control_args c = {sizeof c, key, strlen(key), v};
   return api->runtime_control(rt, &c);
-}
-
-static gpurt_kernel_arg abuf(gpurt_buffer *b, uint64_t off, uint64_t len) {
-  gpurt_kernel_arg a = {GPURT_ARG_BUFFER, 8, 0, b, off, len};
-  return a;
-}
-static gpurt_kernel_arg au64(uint64_t v) {
-  gpurt_kernel_arg a = {GPURT_ARG_U64, 8, v, NULL, 0, 0};
-  return a;
-}
-static gpurt_kernel_arg af32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  gpurt_kernel_arg a = {GPURT_ARG_F32, 4, u, NULL, 0, 0};
-  return a;
-}
-
-static gpurt_launch_args largs(uint32_t grid, uint32_t block, const gpurt_kernel_arg *args, uint32_t n) {
-  gpurt_launch_args l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
-  l.grid[0] = grid;
-  l.grid[1] = l.grid[2] = 1;
-  l.block[0] = block;
-  l.block[1] = l.block[2] = 1;
-  l.num_args = n;
-  l.args = args;
-  return l;
-}
-
-static gpurt_error *launch(gpurt_runtime *rt, gpurt_stream *s, gpurt_kernel *k, uint32_t grid, uint32_t block,
-                           const gpurt_kernel_arg *args, uint32_t n) {
-  gpurt_launch_args l = largs(grid, block, args, n);
-  return api->launch(rt, s, k, &l);
 }
 
 static gpurt_kernel *kernel(gpurt_runtime *rt, gpurt_module *m, const char *name) {
@@ -212,15 +80,13 @@ static gpurt_kernel *kernel(gpurt_runtime *rt, gpurt_module *m, const char *name
 
 static void test_negotiate(gpurt_negotiate_fn neg) {
   gpurt_negotiate_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.host_abi_major = GPURT_ABI_MAJOR + 1;
   a.host_abi_minor = 0;
   CHECK(neg(&a) == GPURT_ERR_ABI_MISMATCH, "negotiate with another major");
   CHECK(a.api == NULL && a.plugin_abi_major == GPURT_ABI_MAJOR && strstr(a.message, "abi") != NULL,
         "mismatch writes versions and a message: %s", a.message);
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  ARGS_INIT(a);
   a.host_abi_major = GPURT_ABI_MAJOR;
   a.host_abi_minor = 0; /* an older core minor loads */
   CHECK(neg(&a) == GPURT_OK && a.api != NULL, "negotiate with an older minor");
@@ -233,16 +99,14 @@ static void test_negotiate(gpurt_negotiate_fn neg) {
 
 static void test_info(void) {
   gpurt_plugin_info pi;
-  memset(&pi, 0, sizeof pi);
-  pi.struct_size = sizeof pi;
+  ARGS_INIT(pi);
   OK(api->plugin_info(&pi));
   CHECK(strcmp(pi.backend, "mock") == 0 && pi.priority == 100, "plugin info %s %d", pi.backend, pi.priority);
   gpurt_device_info devs[2];
   memset(devs, 0, sizeof devs);
   devs[0].struct_size = devs[1].struct_size = sizeof devs[0];
   gpurt_probe_args p;
-  memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
+  ARGS_INIT(p);
   p.devices = devs;
   p.device_capacity = 2;
   OK(api->probe(&p));
@@ -263,8 +127,7 @@ static void test_devices(void) {
   OK(api->device_count(rt, &n));
   CHECK(n == 2, "device_count %u", n);
   gpurt_device_info di;
-  memset(&di, 0, sizeof di);
-  di.struct_size = sizeof di;
+  ARGS_INIT(di);
   OK(api->device_info(rt, 1, &di));
   CHECK(strcmp(di.name, "gpurt mock CPU device 1") == 0 && strcmp(di.vendor, "gpurt") == 0 &&
             strcmp(di.arch, "cpu") == 0 && strcmp(di.driver_version, "mock-1") == 0 &&
@@ -281,8 +144,7 @@ static void test_devices(void) {
   ERR(api->buffer_alloc(rt, 0, 0, &big), GPURT_ERR_INVALID_ARGUMENT, "size");
   ERR(api->buffer_alloc(rt, 5, 10, &big), GPURT_ERR_INVALID_ARGUMENT, "device 5");
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 1 && st.device_bytes == 1000, "stats %llu %llu", (unsigned long long)st.live_buffers,
         (unsigned long long)st.device_bytes);
@@ -355,8 +217,7 @@ static void test_copies(void) {
   ERR(copy_sync(rt, NULL, b, 0, tmp, NULL, 0, tmp, 4), GPURT_ERR_INVALID_ARGUMENT, "exactly one of dst");
   /* async needs a stream and pinned memory */
   gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  ARGS_INIT(c);
   c.size = 4;
   c.dst_buffer = b;
   c.src_ptr = tmp;
@@ -374,19 +235,9 @@ static void test_copies(void) {
   CHECK(p1 && ((uintptr_t)p1 % 4096) == 0, "pinned memory is page aligned");
   for (int i = 0; i < 100; i++) ((unsigned char *)p1)[i] = (unsigned char)(200 - i);
   memset(p2, 0, 100);
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.stream = s;
-  c.size = 100;
-  c.dst_buffer = b;
-  c.src_host = h1;
+  c = async_copy_args(s, b, NULL, NULL, h1, 100);
   OK(api->copy(rt, &c));
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  c.stream = s;
-  c.size = 100;
-  c.dst_host = h2;
-  c.src_buffer = b;
+  c = async_copy_args(s, NULL, h2, b, NULL, 100);
   OK(api->copy(rt, &c));
   OK(api->stream_synchronize(rt, s));
   OK(api->stream_query(rt, s));
@@ -449,13 +300,13 @@ static void test_handles(void) {
   gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, "builtin", 7};
   OK(api->module_load(rt, &ml, &m));
   gpurt_kernel *k = kernel(rt, m, "fill_f32");
-  gpurt_kernel_arg args[3] = {abuf(dev1, 0, 0), af32(1.0f), au64(4)};
-  ERR(launch(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_ARGUMENT, "device 1");
-  args[0] = abuf(other, 0, 0);
-  ERR(launch(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_HANDLE, "argument 0");
+  gpurt_kernel_arg args[3] = {arg_buf(dev1, 0, 0), arg_f32(1.0f), arg_u64(4)};
+  ERR(launch1d(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_ARGUMENT, "device 1");
+  args[0] = arg_buf(other, 0, 0);
+  ERR(launch1d(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_HANDLE, "argument 0");
   OK(api->module_unload(rt, m));
-  args[0] = abuf(dev1, 0, 0);
-  ERR(launch(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_HANDLE, "kernel");
+  args[0] = arg_buf(dev1, 0, 0);
+  ERR(launch1d(rt, s, k, 1, 4, args, 3), GPURT_ERR_INVALID_HANDLE, "kernel");
   ERR(api->module_unload(rt, m), GPURT_ERR_INVALID_HANDLE, "module");
   OK(api->stream_destroy(rt, s));
   ERR(api->stream_destroy(rt, s), GPURT_ERR_INVALID_HANDLE, "stream");
@@ -472,8 +323,7 @@ static void test_handles(void) {
   snprintf(want, sizeof want, "buffer %#llx", (unsigned long long)(uintptr_t)g);
   ERR(api->buffer_free(rt, g), GPURT_ERR_OUT_OF_RANGE, want);
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 1, "the corrupted buffer was freed anyway (live %llu)", (unsigned long long)st.live_buffers);
   OK(api->runtime_destroy(rt)); /* frees dev1 */
@@ -489,11 +339,11 @@ typedef struct kcase {
 static float load_t(const kcase *c, const void *p, int i) {
   if (c->es == 4) return ((const float *)p)[i];
   uint16_t h = ((const uint16_t *)p)[i];
-  return c->vkind == GPURT_ARG_F16 ? f16_f(h) : bf16_f(h);
+  return c->vkind == GPURT_ARG_F16 ? f16_f(h) : bf16_to_f32(h);
 }
 static void store_t(const kcase *c, void *p, int i, float v) {
   if (c->es == 4) ((float *)p)[i] = v;
-  else ((uint16_t *)p)[i] = c->vkind == GPURT_ARG_F16 ? f_f16_exact(v) : f_bf16_rne(v);
+  else ((uint16_t *)p)[i] = c->vkind == GPURT_ARG_F16 ? f_f16_exact(v) : f32_to_bf16(v);
 }
 
 static void test_kernels(void) {
@@ -525,8 +375,7 @@ static void test_kernels(void) {
     snprintf(name, sizeof name, "fill_%s", c->sfx);
     k = kernel(rt, m, name);
     gpurt_kernel_info ki;
-    memset(&ki, 0, sizeof ki);
-    ki.struct_size = sizeof ki;
+    ARGS_INIT(ki);
     OK(api->kernel_info(rt, k, &ki));
     CHECK(ki.num_params == 3 && ki.param_kind[0] == GPURT_ARG_BUFFER && ki.param_kind[1] == c->vkind &&
               ki.param_size[1] == c->es && ki.param_kind[2] == GPURT_ARG_U64 && ki.param_size[2] == 8,
@@ -534,37 +383,37 @@ static void test_kernels(void) {
     /* fill with a grid too small: elements beyond are untouched */
     gpurt_memset_args ms = {sizeof ms, s, z, 0, N * c->es, 0, 1};
     OK(api->memset(rt, &ms));
-    gpurt_kernel_arg fa[3] = {abuf(z, 0, 0), {c->vkind, c->es, 0, NULL, 0, 0}, au64(N)};
-    uint16_t hv = c->vkind == GPURT_ARG_F16 ? f_f16_exact(2.5f) : f_bf16_rne(2.5f);
+    gpurt_kernel_arg fa[3] = {arg_buf(z, 0, 0), {c->vkind, c->es, 0, NULL, 0, 0}, arg_u64(N)};
+    uint16_t hv = c->vkind == GPURT_ARG_F16 ? f_f16_exact(2.5f) : f32_to_bf16(2.5f);
     float fv = 2.5f;
     uint32_t fu;
     memcpy(&fu, &fv, 4);
     fa[1].value = c->es == 4 ? fu : hv;
-    OK(launch(rt, s, k, 3, 256, fa, 3)); /* 768 < 1000 threads */
+    OK(launch1d(rt, s, k, 3, 256, fa, 3)); /* 768 < 1000 threads */
     OK(api->stream_synchronize(rt, s));
     download(rt, out, z, N * c->es);
     int ok = 1;
     for (int i = 0; i < N; i++) ok &= load_t(c, out, i) == (i < 768 ? 2.5f : 0.0f);
     CHECK(ok, "%s: fill with a small grid", name);
     /* argument errors */
-    ERR(launch(rt, s, k, 1, 1, fa, 2), GPURT_ERR_INVALID_ARGUMENT, "the kernel takes 3 arguments, got 2");
-    gpurt_kernel_arg bad[3] = {fa[0], au64(1), fa[2]};
-    ERR(launch(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
+    ERR(launch1d(rt, s, k, 1, 1, fa, 2), GPURT_ERR_INVALID_ARGUMENT, "the kernel takes 3 arguments, got 2");
+    gpurt_kernel_arg bad[3] = {fa[0], arg_u64(1), fa[2]};
+    ERR(launch1d(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
     bad[1] = fa[1];
     bad[1].size = 8;
-    ERR(launch(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
-    ERR(launch(rt, s, k, 1, 2048, fa, 3), GPURT_ERR_INVALID_ARGUMENT, "block");
-    ERR(launch(rt, s, k, 0, 1, fa, 3), GPURT_ERR_INVALID_ARGUMENT, "grid");
+    ERR(launch1d(rt, s, k, 1, 1, bad, 3), GPURT_ERR_INVALID_ARGUMENT, "argument 1");
+    ERR(launch1d(rt, s, k, 1, 2048, fa, 3), GPURT_ERR_INVALID_ARGUMENT, "block");
+    ERR(launch1d(rt, s, k, 0, 1, fa, 3), GPURT_ERR_INVALID_ARGUMENT, "grid");
     bad[1] = fa[1];
-    bad[0] = abuf(z, 0, 10 * c->es);
-    ERR(launch(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
-    bad[0] = abuf(z, N * c->es + 1, 0);
-    ERR(launch(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
-    bad[0] = abuf(z, 0, 0);
-    bad[2] = au64(N + 1);
-    ERR(launch(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
-    bad[2] = au64(N + 1);
-    OK(launch(rt, s, k, 1, 10, bad, 3)); /* touches 10 only */
+    bad[0] = arg_buf(z, 0, 10 * c->es);
+    ERR(launch1d(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
+    bad[0] = arg_buf(z, N * c->es + 1, 0);
+    ERR(launch1d(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
+    bad[0] = arg_buf(z, 0, 0);
+    bad[2] = arg_u64(N + 1);
+    ERR(launch1d(rt, s, k, 4, 256, bad, 3), GPURT_ERR_OUT_OF_RANGE, "argument 0");
+    bad[2] = arg_u64(N + 1);
+    OK(launch1d(rt, s, k, 1, 10, bad, 3)); /* touches 10 only */
 
     /* scale, axpy, add, mul */
     const char *ops[] = {"scale", "axpy", "add", "mul"};
@@ -574,17 +423,17 @@ static void test_kernels(void) {
       upload(rt, z, hy, N * c->es); /* z starts as y */
       gpurt_kernel_arg a[4];
       if (oi < 2) {
-        a[0] = abuf(z, 0, 0);
-        a[1] = abuf(x, 0, 0);
-        a[2] = af32(1.5f);
-        a[3] = au64(N);
+        a[0] = arg_buf(z, 0, 0);
+        a[1] = arg_buf(x, 0, 0);
+        a[2] = arg_f32(1.5f);
+        a[3] = arg_u64(N);
       } else {
-        a[0] = abuf(z, 0, 0);
-        a[1] = abuf(x, 0, 0);
-        a[2] = abuf(y, 0, 0);
-        a[3] = au64(N);
+        a[0] = arg_buf(z, 0, 0);
+        a[1] = arg_buf(x, 0, 0);
+        a[2] = arg_buf(y, 0, 0);
+        a[3] = arg_u64(N);
       }
-      OK(launch(rt, s, k, (N + 127) / 128, 128, a, 4));
+      OK(launch1d(rt, s, k, (N + 127) / 128, 128, a, 4));
       OK(api->stream_synchronize(rt, s));
       download(rt, out, z, N * c->es);
       ok = 1;
@@ -599,29 +448,27 @@ static void test_kernels(void) {
       }
       CHECK(ok, "%s: element %d: got %g", name, bad_i, bad_i >= 0 ? load_t(c, out, bad_i) : 0.0);
     }
-    OK(api->buffer_free(rt, x));
-    OK(api->buffer_free(rt, y));
-    OK(api->buffer_free(rt, z));
+    FREE_BUFFERS(rt, x, y, z);
   }
   /* rounding to nearest even in bf16 and f16 */
   {
     gpurt_buffer *x = alloc(rt, 0, 4), *y = alloc(rt, 0, 4);
-    uint16_t in[2] = {f_bf16_rne(1.0078125f), 0}, o[2];
+    uint16_t in[2] = {f32_to_bf16(1.0078125f), 0}, o[2];
     upload(rt, x, in, 2);
     k = kernel(rt, m, "scale_bf16");
-    gpurt_kernel_arg a[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(1.00390625f), au64(1)};
-    OK(launch(rt, s, k, 1, 1, a, 4));
+    gpurt_kernel_arg a[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(1.00390625f), arg_u64(1)};
+    OK(launch1d(rt, s, k, 1, 1, a, 4));
     OK(api->stream_synchronize(rt, s));
     download(rt, o, y, 2);
-    CHECK(bf16_f(o[0]) == 1.015625f, "bf16 rounding: %g", bf16_f(o[0]));
+    CHECK(bf16_to_f32(o[0]) == 1.015625f, "bf16 rounding: %g", bf16_to_f32(o[0]));
     in[0] = f_f16_exact(1.0f);
     upload(rt, x, in, 2);
     k = kernel(rt, m, "scale_f16");
-    a[2] = af32(1.0f + 1.0f / 2048.0f); /* a tie: rounds to even (1.0) */
-    OK(launch(rt, s, k, 1, 1, a, 4));
-    a[2] = af32(1.0f + 3.0f / 2048.0f); /* a tie: rounds to even (1 + 2/1024) */
-    a[0] = abuf(y, 2, 0);
-    OK(launch(rt, s, k, 1, 1, a, 4));
+    a[2] = arg_f32(1.0f + 1.0f / 2048.0f); /* a tie: rounds to even (1.0) */
+    OK(launch1d(rt, s, k, 1, 1, a, 4));
+    a[2] = arg_f32(1.0f + 3.0f / 2048.0f); /* a tie: rounds to even (1 + 2/1024) */
+    a[0] = arg_buf(y, 2, 0);
+    OK(launch1d(rt, s, k, 1, 1, a, 4));
     OK(api->stream_synchronize(rt, s));
     download(rt, o, y, 4);
     CHECK(o[0] == 0x3c00 && o[1] == 0x3c02, "f16 ties to even: %#x %#x", o[0], o[1]);
@@ -630,8 +477,8 @@ static void test_kernels(void) {
   }
   /* sleep_ns and stream_query */
   k = kernel(rt, m, "sleep_ns");
-  gpurt_kernel_arg sa[1] = {au64(300000000)};
-  OK(launch(rt, s, k, 1, 1, sa, 1));
+  gpurt_kernel_arg sa[1] = {arg_u64(300000000)};
+  OK(launch1d(rt, s, k, 1, 1, sa, 1));
   ERR(api->stream_query(rt, s), GPURT_ERR_NOT_READY, "pending");
   OK(api->stream_synchronize(rt, s));
   OK(api->stream_query(rt, s));
@@ -643,8 +490,7 @@ static void test_kernels(void) {
 static void test_ordering_and_events(void) {
   gpurt_runtime *rt = new_rt("delay_us=200");
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_stream *a = NULL, *b = NULL;
   OK(api->stream_create(rt, 0, &a));
   OK(api->stream_create(rt, 0, &b));
@@ -662,19 +508,18 @@ static void test_ordering_and_events(void) {
   ERR(api->event_elapsed(rt, e1, e2, &ms), GPURT_ERR_FAILED_PRECONDITION, "never recorded");
   /* stream a: sleep, fill x = 3, record e1; b waits e1 then y = 2 * x */
   OK(api->event_record(rt, e1, a));
-  gpurt_kernel_arg sl[1] = {au64(100000000)};
-  OK(launch(rt, a, kernel(rt, m, "sleep_ns"), 1, 1, sl, 1));
-  gpurt_kernel_arg fa[3] = {abuf(x, 0, 0), af32(3.0f), au64(N)};
-  OK(launch(rt, a, kernel(rt, m, "fill_f32"), 2, 128, fa, 3));
+  gpurt_kernel_arg sl[1] = {arg_u64(100000000)};
+  OK(launch1d(rt, a, kernel(rt, m, "sleep_ns"), 1, 1, sl, 1));
+  gpurt_kernel_arg fa[3] = {arg_buf(x, 0, 0), arg_f32(3.0f), arg_u64(N)};
+  OK(launch1d(rt, a, kernel(rt, m, "fill_f32"), 2, 128, fa, 3));
   OK(api->event_record(rt, e2, a));
   ERR(api->event_query(rt, e2), GPURT_ERR_NOT_READY, "not completed");
   ERR(api->event_elapsed(rt, e1, e2, &ms), GPURT_ERR_NOT_READY, "not completed");
   OK(api->stream_wait_event(rt, b, e2));
-  gpurt_kernel_arg sc[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(2.0f), au64(N)};
-  OK(launch(rt, b, kernel(rt, m, "scale_f32"), 2, 128, sc, 4));
+  gpurt_kernel_arg sc[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(2.0f), arg_u64(N)};
+  OK(launch1d(rt, b, kernel(rt, m, "scale_f32"), 2, 128, sc, 4));
   gpurt_copy_args c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  ARGS_INIT(c);
   c.stream = b;
   c.size = N * 4;
   c.dst_host = hb;
@@ -697,8 +542,8 @@ static void test_ordering_and_events(void) {
   ERR(api->event_create(rt, 0, 8, &e1), GPURT_ERR_INVALID_ARGUMENT, "flags");
   /* stream order: many small ops in sequence */
   for (int i = 0; i < 20; i++) {
-    gpurt_kernel_arg ax[4] = {abuf(x, 0, 0), abuf(x, 0, 0), af32(1.0f), au64(N)}; /* x = 2x */
-    OK(launch(rt, a, kernel(rt, m, "axpy_f32"), 2, 128, ax, 4));
+    gpurt_kernel_arg ax[4] = {arg_buf(x, 0, 0), arg_buf(x, 0, 0), arg_f32(1.0f), arg_u64(N)}; /* x = 2x */
+    OK(launch1d(rt, a, kernel(rt, m, "axpy_f32"), 2, 128, ax, 4));
   }
   c.stream = a;
   c.src_buffer = x;
@@ -706,8 +551,7 @@ static void test_ordering_and_events(void) {
   OK(api->stream_synchronize(rt, a));
   CHECK(((float *)hp)[N - 1] == 3.0f * 1048576.0f, "20 in-order doublings: %g", ((float *)hp)[N - 1]);
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_streams == 2 && st.live_events == 3 && st.live_modules == 1 && st.live_host_buffers == 1 &&
             st.host_bytes == N * 4,
@@ -728,23 +572,22 @@ static void test_faults(void) {
   ERR(api->host_alloc(rt, 16, &hb, &hp), GPURT_ERR_OUT_OF_MEMORY, "injected");
   ERR(control(rt, "explode", 1), GPURT_ERR_UNSUPPORTED, "explode");
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_stream *s = NULL;
   OK(api->stream_create(rt, 0, &s));
   gpurt_kernel *k = kernel(rt, m, "fill_f32");
-  gpurt_kernel_arg fa[3] = {abuf(b, 0, 0), af32(1.0f), au64(4)};
+  gpurt_kernel_arg fa[3] = {arg_buf(b, 0, 0), arg_f32(1.0f), arg_u64(4)};
   OK(control(rt, "fail_launch_nth", 2));
-  OK(launch(rt, s, k, 1, 4, fa, 3));
-  ERR(launch(rt, s, k, 1, 4, fa, 3), GPURT_ERR_LAUNCH_FAILED, "injected");
-  OK(launch(rt, s, k, 1, 4, fa, 3));
+  OK(launch1d(rt, s, k, 1, 4, fa, 3));
+  ERR(launch1d(rt, s, k, 1, 4, fa, 3), GPURT_ERR_LAUNCH_FAILED, "injected");
+  OK(launch1d(rt, s, k, 1, 4, fa, 3));
   OK(control(rt, "lose_device", 1));
   gpurt_buffer *b3 = NULL;
   ERR(api->buffer_alloc(rt, 1, 16, &b3), GPURT_ERR_DEVICE_LOST, "device 1");
   ERR(api->device_synchronize(rt, 1), GPURT_ERR_DEVICE_LOST, "lost");
   OK(api->device_synchronize(rt, 0));
   OK(control(rt, "lose_device", 0));
-  ERR(launch(rt, s, k, 1, 4, fa, 3), GPURT_ERR_DEVICE_LOST, "lost");
+  ERR(launch1d(rt, s, k, 1, 4, fa, 3), GPURT_ERR_DEVICE_LOST, "lost");
   ERR(api->stream_synchronize(rt, s), GPURT_ERR_DEVICE_LOST, "lost");
   ERR(api->buffer_alloc(rt, 0, 16, &b3), GPURT_ERR_DEVICE_LOST, "lost");
   OK(api->buffer_free(rt, b)); /* frees still release memory */
@@ -785,10 +628,10 @@ typedef struct per_elem_batch {
 
 static void per_elem(per_elem_batch *b, gpurt_kernel *fill, gpurt_buffer *buf) {
   for (int j = 0; j < PB; j++) {
-    b->a[j][0] = abuf(buf, (uint64_t)j * 4, 4);
-    b->a[j][1] = af32((float)(j + 1));
-    b->a[j][2] = au64(1);
-    b->l[j] = largs(1, 1, b->a[j], 3);
+    b->a[j][0] = arg_buf(buf, (uint64_t)j * 4, 4);
+    b->a[j][1] = arg_f32((float)(j + 1));
+    b->a[j][2] = arg_u64(1);
+    b->l[j] = launch_args(1, 1, b->a[j], 3);
     b->it[j].kernel = fill;
     b->it[j].args = &b->l[j];
   }
@@ -816,18 +659,18 @@ static void *batch_worker(void *p) {
     gpurt_kernel_arg a[BT_LEN][4];
     gpurt_launch_args l[BT_LEN];
     gpurt_launch_item items[BT_LEN];
-    a[0][0] = abuf(w->v, 0, 4);
-    a[0][1] = af32(id);
-    a[0][2] = au64(1);
-    l[0] = largs(1, 1, a[0], 3);
+    a[0][0] = arg_buf(w->v, 0, 4);
+    a[0][1] = arg_f32(id);
+    a[0][2] = arg_u64(1);
+    l[0] = launch_args(1, 1, a[0], 3);
     items[0].kernel = w->fill;
     items[0].args = &l[0];
     for (int k = 1; k < BT_LEN; k++) {
-      a[k][0] = abuf(w->out, base + (uint64_t)k * 4, 4);
-      a[k][1] = abuf(w->v, 0, 4);
-      a[k][2] = af32(1.0f);
-      a[k][3] = au64(1);
-      l[k] = largs(1, 1, a[k], 4);
+      a[k][0] = arg_buf(w->out, base + (uint64_t)k * 4, 4);
+      a[k][1] = arg_buf(w->v, 0, 4);
+      a[k][2] = arg_f32(1.0f);
+      a[k][3] = arg_u64(1);
+      l[k] = launch_args(1, 1, a[k], 4);
       items[k].kernel = w->scale;
       items[k].args = &l[k];
     }
@@ -842,8 +685,7 @@ static void *batch_worker(void *p) {
 static void test_launch_batch(void) {
   gpurt_runtime *rt = new_rt("delay_us=100;devices=2");
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_stream *s = NULL;
   OK(api->stream_create(rt, 0, &s));
   gpurt_kernel *fill = kernel(rt, m, "fill_f32"), *axpy = kernel(rt, m, "axpy_f32");
@@ -853,13 +695,13 @@ static void test_launch_batch(void) {
   float hx[N], hy[N];
 
   /* dependent launches run in order: x = 1, y = 2, y += 3x, x += 2y, y += x */
-  gpurt_kernel_arg f1[3] = {abuf(x, 0, 0), af32(1.0f), au64(N)};
-  gpurt_kernel_arg f2[3] = {abuf(y, 0, 0), af32(2.0f), au64(N)};
-  gpurt_kernel_arg a1[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(3.0f), au64(N)};
-  gpurt_kernel_arg a2[4] = {abuf(x, 0, 0), abuf(y, 0, 0), af32(2.0f), au64(N)};
-  gpurt_kernel_arg a3[4] = {abuf(y, 0, 0), abuf(x, 0, 0), af32(1.0f), au64(N)};
-  gpurt_launch_args l[5] = {largs(2, 128, f1, 3), largs(2, 128, f2, 3), largs(2, 128, a1, 4),
-                            largs(2, 128, a2, 4), largs(2, 128, a3, 4)};
+  gpurt_kernel_arg f1[3] = {arg_buf(x, 0, 0), arg_f32(1.0f), arg_u64(N)};
+  gpurt_kernel_arg f2[3] = {arg_buf(y, 0, 0), arg_f32(2.0f), arg_u64(N)};
+  gpurt_kernel_arg a1[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(3.0f), arg_u64(N)};
+  gpurt_kernel_arg a2[4] = {arg_buf(x, 0, 0), arg_buf(y, 0, 0), arg_f32(2.0f), arg_u64(N)};
+  gpurt_kernel_arg a3[4] = {arg_buf(y, 0, 0), arg_buf(x, 0, 0), arg_f32(1.0f), arg_u64(N)};
+  gpurt_launch_args l[5] = {launch_args(2, 128, f1, 3), launch_args(2, 128, f2, 3), launch_args(2, 128, a1, 4),
+                            launch_args(2, 128, a2, 4), launch_args(2, 128, a3, 4)};
   gpurt_launch_item items[5] = {{fill, &l[0]}, {fill, &l[1]}, {axpy, &l[2]}, {axpy, &l[3]}, {axpy, &l[4]}};
   uint64_t n = 99;
   OK(api->launch_batch(rt, s, 5, items, &n));
@@ -884,29 +726,29 @@ static void test_launch_batch(void) {
   OK(api->launch_batch(rt, s, 0, NULL, NULL));
 
   /* an invalid item 2 of 4 enqueues nothing: x stays 11 */
-  gpurt_kernel_arg bad[2] = {abuf(x, 0, 0), af32(5.0f)}; /* fill without n */
-  gpurt_launch_args lb[4] = {largs(2, 128, f1, 3), largs(2, 128, a1, 4), largs(2, 128, bad, 2),
-                             largs(2, 128, f2, 3)};
+  gpurt_kernel_arg bad[2] = {arg_buf(x, 0, 0), arg_f32(5.0f)}; /* fill without n */
+  gpurt_launch_args lb[4] = {launch_args(2, 128, f1, 3), launch_args(2, 128, a1, 4), launch_args(2, 128, bad, 2),
+                             launch_args(2, 128, f2, 3)};
   gpurt_launch_item ib[4] = {{fill, &lb[0]}, {axpy, &lb[1]}, {fill, &lb[2]}, {fill, &lb[3]}};
   n = 99;
   ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "item 2: launch \"fill_f32\": the kernel takes 3 arguments, got 2");
   CHECK(n == 0, "invalid item: out_enqueued %llu (want 0)", (unsigned long long)n);
   /* a view too small for item 1 is out of range */
-  gpurt_kernel_arg small[4] = {abuf(y, 0, 16), abuf(x, 0, 0), af32(1.0f), au64(N)};
-  lb[1] = largs(2, 128, small, 4);
-  lb[2] = largs(2, 128, f1, 3);
+  gpurt_kernel_arg small[4] = {arg_buf(y, 0, 16), arg_buf(x, 0, 0), arg_f32(1.0f), arg_u64(N)};
+  lb[1] = launch_args(2, 128, small, 4);
+  lb[2] = launch_args(2, 128, f1, 3);
   n = 99;
   ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_OUT_OF_RANGE, "item 1: launch \"axpy_f32\"");
   CHECK(n == 0, "out-of-range item: out_enqueued %llu (want 0)", (unsigned long long)n);
   /* a NULL args pointer and NULL items */
-  lb[1] = largs(2, 128, a1, 4);
+  lb[1] = launch_args(2, 128, a1, 4);
   ib[3].args = NULL;
   ERR(api->launch_batch(rt, s, 4, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "item 3");
   ERR(api->launch_batch(rt, s, 2, NULL, &n), GPURT_ERR_INVALID_ARGUMENT, "items is NULL");
   ERR(api->launch_batch(rt, NULL, 2, ib, &n), GPURT_ERR_INVALID_ARGUMENT, "stream is NULL");
   /* a freed kernel handle in item 1 */
   gpurt_module *m2 = NULL;
-  OK(api->module_load(rt, &ml, &m2));
+  OK(load_builtin(rt, &m2));
   gpurt_kernel *gone = kernel(rt, m2, "fill_f32");
   OK(api->module_unload(rt, m2));
   gpurt_launch_item ig[2] = {{fill, &l[0]}, {gone, &l[1]}};
@@ -951,7 +793,7 @@ static void test_launch_batch(void) {
   /* the count carries over batches and single launches: 8 = 5 + 1 + the 2nd of the next batch */
   OK(control(rt, "fail_launch_nth", 8));
   OK(api->launch_batch(rt, s, PB, pe.it, &n));
-  OK(launch(rt, s, fill, 2, 128, f1, 3));
+  OK(launch1d(rt, s, fill, 2, 128, f1, 3));
   upload(rt, z, zero, sizeof zero);
   ERR(api->launch_batch(rt, s, PB, pe.it, &n), GPURT_ERR_LAUNCH_FAILED, "item 1");
   CHECK(n == 1, "fault carried over: out_enqueued %llu (want 1)", (unsigned long long)n);
@@ -1012,8 +854,8 @@ static void *worker(void *p) {
     gpurt_buffer *b = NULL;
     if (api->buffer_alloc(w->rt, 0, 400, &b)) { w->ok = 0; break; }
     float v = (float)(w->id * 100 + it);
-    gpurt_kernel_arg fa[3] = {abuf(b, 0, 0), af32(v), au64(100)};
-    gpurt_error *e = launch(w->rt, s, w->k, 1, 128, fa, 3);
+    gpurt_kernel_arg fa[3] = {arg_buf(b, 0, 0), arg_f32(v), arg_u64(100)};
+    gpurt_error *e = launch1d(w->rt, s, w->k, 1, 128, fa, 3);
     float out[100];
     e = e ? e : copy_sync(w->rt, s, NULL, 0, out, b, 0, NULL, 400);
     if (e) { api->error_destroy(e); w->ok = 0; }
@@ -1027,8 +869,7 @@ static void *worker(void *p) {
 static void test_threads(void) {
   gpurt_runtime *rt = new_rt("delay_us=0");
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_kernel *k = kernel(rt, m, "fill_f32");
   enum { T = 8 };
   pthread_t th[T];
@@ -1044,8 +885,7 @@ static void test_threads(void) {
   }
   CHECK(ok, "8 threads alloc/launch/copy/free at once");
   gpurt_runtime_stats st;
-  memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  ARGS_INIT(st);
   OK(api->runtime_stats(rt, &st));
   CHECK(st.live_buffers == 0 && st.live_streams == 0, "nothing leaked by the threads");
   OK(api->runtime_destroy(rt));
@@ -1057,7 +897,7 @@ static double dval(int32_t t, const void *p, uint64_t i) {
   switch (t) {
     case GPURT_DTYPE_F32: return ((const float *)p)[i];
     case GPURT_DTYPE_F16: return f16_f(((const uint16_t *)p)[i]);
-    case GPURT_DTYPE_BF16: return bf16_f(((const uint16_t *)p)[i]);
+    case GPURT_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
     case GPURT_DTYPE_FP8_E4M3: return e4m3_d(((const uint8_t *)p)[i]);
     case GPURT_DTYPE_FP8_E5M2: return e5m2_d(((const uint8_t *)p)[i]);
   }
@@ -1105,27 +945,12 @@ typedef struct gcase {
 } gcase;
 
 static void run_gemm_case(gpurt_runtime *rt, gpurt_stream *s, const gcase *g) {
-  gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.a_type = g->a;
-  d.b_type = g->b;
-  d.c_type = g->c;
-  d.d_type = g->d;
-  d.epilogue = g->epi;
-  d.bias_type = g->bias_t;
-  d.trans_a = (uint8_t)g->ta;
-  d.trans_b = (uint8_t)g->tb;
-  d.m = g->m;
-  d.n = g->n;
-  d.k = g->k;
   uint64_t ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k;
   uint64_t br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n;
-  d.lda = ar + g->pad;
-  d.ldb = br + g->pad;
-  d.ldc = g->m + g->pad;
-  d.ldd = g->m + 2 * g->pad;
-  d.batch_count = g->batch;
+  gpurt_gemm_desc d = {.struct_size = sizeof d, .a_type = g->a, .b_type = g->b, .c_type = g->c, .d_type = g->d,
+                       .epilogue = g->epi, .bias_type = g->bias_t, .trans_a = (uint8_t)g->ta,
+                       .trans_b = (uint8_t)g->tb, .m = g->m, .n = g->n, .k = g->k, .lda = ar + g->pad,
+                       .ldb = br + g->pad, .ldc = g->m + g->pad, .ldd = g->m + 2 * g->pad, .batch_count = g->batch};
   d.stride_a = (int64_t)(d.lda * ac + 3);
   d.stride_b = (int64_t)(d.ldb * bc);
   d.stride_c = (int64_t)(d.ldc * g->n + 1);
@@ -1152,8 +977,7 @@ static void run_gemm_case(gpurt_runtime *rt, gpurt_stream *s, const gcase *g) {
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   gpurt_gemm_run_args r;
-  memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
+  ARGS_INIT(r);
   r.a = A;
   r.b = B;
   r.c = g->beta != 0 ? C : NULL;
@@ -1230,12 +1054,7 @@ static void run_gemm_case(gpurt_runtime *rt, gpurt_stream *s, const gcase *g) {
   r.d_offset = 8 + (2 * g->pad + 1) * dsize(g->d); /* past the slack of ldd > m */
   ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_OUT_OF_RANGE, "operand d");
   OK(api->gemm_plan_destroy(rt, p));
-  OK(api->buffer_free(rt, A));
-  OK(api->buffer_free(rt, B));
-  OK(api->buffer_free(rt, C));
-  OK(api->buffer_free(rt, D));
-  OK(api->buffer_free(rt, BIAS));
-  OK(api->buffer_free(rt, SC));
+  FREE_BUFFERS(rt, A, B, C, D, BIAS, SC);
   free(ha);
   free(hb);
   free(hc);
@@ -1272,13 +1091,7 @@ static void test_gemm(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_gemm_case(rt, s, &cases[i]);
 
   /* descriptor errors */
-  gpurt_gemm_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.a_type = d.b_type = d.c_type = d.d_type = F32;
-  d.m = d.n = d.k = 4;
-  d.lda = d.ldb = d.ldc = d.ldd = 4;
-  d.batch_count = 1;
+  gpurt_gemm_desc d = gemm_desc_square(F32, 4);
   gpurt_gemm_plan *p = NULL;
   OK(api->gemm_plan_create(rt, 0, &d, &p));
   d.m = 0;
@@ -1308,11 +1121,7 @@ static void test_gemm(void) {
   ERR(api->gemm_plan_create(rt, 0, &d, &q), GPURT_ERR_UNSUPPORTED, "bias_type");
   /* run errors */
   gpurt_buffer *X = alloc(rt, 0, 64);
-  gpurt_gemm_run_args r;
-  memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
-  r.a = r.b = r.d = X;
-  r.alpha = 1;
+  gpurt_gemm_run_args r = gemm_run_args(X, X, X, 1);
   r.beta = 1;
   ERR(api->gemm_run(rt, s, p, &r), GPURT_ERR_INVALID_ARGUMENT, "beta");
   r.beta = 0;
@@ -1329,24 +1138,8 @@ static void test_gemm(void) {
 
 /* ---- graphs: CALL items (1.7) and the replay order across streams ------- */
 
-static gpurt_graph_item call_item(uint64_t slot, void *object, const void *args) {
-  gpurt_graph_item it;
-  memset(&it, 0, sizeof it);
-  it.struct_size = sizeof it;
-  it.kind = GPURT_GRAPH_OP_CALL;
-  it.slot = slot;
-  it.object = object;
-  it.args = args;
-  return it;
-}
-
 static gpurt_error *graph_of(gpurt_runtime *rt, const gpurt_graph_item *items, uint64_t n, gpurt_graph **g) {
-  gpurt_graph_create_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.count = n;
-  a.items = items;
-  a.item_size = sizeof *items;
+  gpurt_graph_create_args a = graph_args(items, n);
   return api->graph_create(rt, &a, g);
 }
 
@@ -1356,8 +1149,7 @@ static void test_graph_calls(void) {
   OK(api->stream_create(rt, 0, &s1));
   OK(api->stream_create(rt, 0, &s2));
   gpurt_module *m = NULL;
-  gpurt_module_load_args ml = {sizeof ml, 0, GPURT_MODULE_BUILTIN, NULL, 0, NULL, 0};
-  OK(api->module_load(rt, &ml, &m));
+  OK(load_builtin(rt, &m));
   gpurt_kernel *sleep = kernel(rt, m, "sleep_ns"), *axpy = kernel(rt, m, "axpy_f32");
   enum { N = 64 };
   gpurt_buffer *x = alloc(rt, 0, 4 * N), *t = alloc(rt, 0, 4 * N), *one = alloc(rt, 0, 4 * N);
@@ -1370,17 +1162,16 @@ static void test_graph_calls(void) {
   /* t = x; sleep; x = t; x += 1: CALL items of copy and launch (read as
    * their own kinds), replayed 8 times alternating two streams. */
   gpurt_copy_args c1, c2;
-  memset(&c1, 0, sizeof c1);
-  c1.struct_size = sizeof c1;
+  ARGS_INIT(c1);
   c1.size = 4 * N;
   c2 = c1;
   c1.dst_buffer = t;
   c1.src_buffer = x;
   c2.dst_buffer = x;
   c2.src_buffer = t;
-  gpurt_kernel_arg sa[] = {au64(200000)};
-  gpurt_kernel_arg xa[] = {abuf(x, 0, 0), abuf(one, 0, 0), af32(1), au64(N)};
-  gpurt_launch_args sl = largs(1, 1, sa, 1), xl = largs(1, N, xa, 4);
+  gpurt_kernel_arg sa[] = {arg_u64(200000)};
+  gpurt_kernel_arg xa[] = {arg_buf(x, 0, 0), arg_buf(one, 0, 0), arg_f32(1), arg_u64(N)};
+  gpurt_launch_args sl = launch_args(1, 1, sa, 1), xl = launch_args(1, N, xa, 4);
   gpurt_graph_item items[] = {call_item(offsetof(gpurt_api, copy), NULL, &c1),
                               call_item(offsetof(gpurt_api, launch), sleep, &sl),
                               call_item(offsetof(gpurt_api, copy), NULL, &c2),
@@ -1399,22 +1190,12 @@ static void test_graph_calls(void) {
   enum { G = 2, GN = 8, GK = 16, GM = 8 };
   uint64_t msz[G] = {3, 5};
   uint16_t ab[GM * GK + G * GN * GK];
-  for (size_t i = 0; i < sizeof ab / 2; i++) ab[i] = f_bf16_rne(rndf());
+  for (size_t i = 0; i < sizeof ab / 2; i++) ab[i] = f32_to_bf16(rndf());
   gpurt_buffer *a = alloc(rt, 0, 2 * GM * GK), *b = alloc(rt, 0, 2 * G * GN * GK), *d = alloc(rt, 0, 2 * GM * GN);
   upload(rt, a, ab, 2 * GM * GK);
   upload(rt, b, ab + GM * GK, 2 * G * GN * GK);
-  gpurt_grouped_gemm_args gg;
-  memset(&gg, 0, sizeof gg);
-  gg.struct_size = sizeof gg;
-  gg.ab_type = GPURT_DTYPE_BF16;
-  gg.d_type = GPURT_DTYPE_BF16;
-  gg.group_count = G;
-  gg.n = GN;
-  gg.k = GK;
-  gg.m_sizes = msz;
-  gg.a = a;
-  gg.b = b;
-  gg.d = d;
+  gpurt_grouped_gemm_args gg = {.struct_size = sizeof gg, .ab_type = GPURT_DTYPE_BF16, .d_type = GPURT_DTYPE_BF16,
+                                .group_count = G, .n = GN, .k = GK, .m_sizes = msz, .a = a, .b = b, .d = d};
   OK(api->grouped_gemm(rt, s1, &gg));
   OK(api->stream_synchronize(rt, s1));
   uint16_t want[GM * GN], got[GM * GN];
@@ -1434,18 +1215,11 @@ static void test_graph_calls(void) {
   gg2.m_sizes = msz2;
   gpurt_graph_item gi2 = call_item(offsetof(gpurt_api, grouped_gemm), NULL, &gg2);
   uint64_t at = 0;
-  gpurt_graph_update_args ua;
-  memset(&ua, 0, sizeof ua);
-  ua.struct_size = sizeof ua;
-  ua.count = 1;
-  ua.indices = &at;
-  ua.items = &gi2;
-  ua.item_size = sizeof gi2;
+  gpurt_graph_update_args ua = update_args(&at, &gi2);
   OK(api->graph_update(rt, g, &ua));
   CHECK(ua.applied == GPURT_GRAPH_UPDATE_PATCHED, "graph_update of a CALL item: applied %d", ua.applied);
   gpurt_kv_append_args ka;
-  memset(&ka, 0, sizeof ka);
-  ka.struct_size = sizeof ka;
+  ARGS_INIT(ka);
   ka.layout.dtype = GPURT_DTYPE_F16;
   ka.layout.page_size = 16;
   ka.layout.num_kv_heads = 1;
@@ -1465,8 +1239,7 @@ static void test_graph_calls(void) {
   gk[0].slot = offsetof(gpurt_api, comm_run);
   ERR(graph_of(rt, gk, 1, &g), GPURT_ERR_UNSUPPORTED, "not one a graph records");
 
-  gpurt_buffer *bs[] = {x, t, one, a, b, d};
-  for (size_t i = 0; i < 6; i++) OK(api->buffer_free(rt, bs[i]));
+  FREE_BUFFERS(rt, x, t, one, a, b, d);
   OK(api->module_unload(rt, m));
   OK(api->stream_destroy(rt, s1));
   OK(api->stream_destroy(rt, s2));
@@ -1478,24 +1251,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s PLUGIN\n", argv[0]);
     return 2;
   }
-  void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    fprintf(stderr, "dlopen: %s\n", dlerror());
-    return 1;
-  }
-  gpurt_negotiate_fn neg = (gpurt_negotiate_fn)dlsym(h, GPURT_ENTRY_SYMBOL);
-  if (!neg) {
-    fprintf(stderr, "no %s\n", GPURT_ENTRY_SYMBOL);
-    return 1;
-  }
+  gpurt_negotiate_fn neg = plugin_entry(argv[1]);
+  if (!neg) return 1;
   unsetenv("GPURT_MOCK_FAULTS");
   unsetenv("GPURT_MOCK_DEVICES");
   unsetenv("GPURT_MOCK_MEMORY");
   test_negotiate(neg);
-  if (api == NULL) {
-    printf("%d passed, %d failed\n", passed, failed + 1);
-    return 1;
-  }
+  if (api == NULL) return finish_with(1);
   test_info();
   test_devices();
   test_copies();
@@ -1508,6 +1270,5 @@ int main(int argc, char **argv) {
   test_gemm();
   test_graph_calls();
   OK(api->shutdown());
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return finish();
 }
