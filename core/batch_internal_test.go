@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core/internal/bind"
-	"github.com/metrale/gpurt/internal/testutil"
 )
 
 func f32s(b []byte) []float32 {
@@ -34,30 +33,14 @@ func f32Bytes(v []float32) []byte {
 // launch_batch slot, and through the fallback of one launch per item (a
 // private copy of the table without the slot, as a 1.1 plugin has).
 func TestLaunchBatch(t *testing.T) {
-	rt, err := Open(Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "delay_us=0"})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt, dev := testRuntime(t, "delay_us=0")
 	require.True(t, rt.p.Has(bind.SlotLaunchBatch), "the mock has the 1.2 launch_batch slot")
-	dev, err := rt.Device(0)
-	require.NoError(t, err)
-	s, err := dev.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	mod, err := dev.BuiltinModule()
-	require.NoError(t, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(t, err)
-	scale, err := mod.Kernel("scale_f32")
-	require.NoError(t, err)
-	axpy, err := mod.Kernel("axpy_f32")
-	require.NoError(t, err)
+	s := testStream(t, dev)
+	mod, ks := testKernels(t, dev, "fill_f32", "scale_f32", "axpy_f32")
+	fill, scale, axpy := ks[0], ks[1], ks[2]
 	const n = 64
-	x, err := dev.Alloc(4 * n)
-	require.NoError(t, err)
-	defer x.Free()
-	y, err := dev.Alloc(4 * n)
-	require.NoError(t, err)
-	defer y.Free()
+	x := testAlloc(t, dev, 4*n)
+	y := testAlloc(t, dev, 4*n)
 	cfg := Grid1D(n, 32)
 	read := func(b *Buffer) []float32 {
 		require.NoError(t, s.Synchronize())

@@ -12,13 +12,39 @@ import (
 	"github.com/metrale/gpurt/floatbits"
 )
 
+// stream is a new stream on d, closed at the test's end.
+func stream(t testing.TB, d *core.Device) *core.Stream {
+	t.Helper()
+	s, err := d.NewStream()
+	require.NoError(t, err, "NewStream")
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// builtin is the kernel name of d's built-in module.
+func builtin(t testing.TB, d *core.Device, name string) *core.Kernel {
+	t.Helper()
+	mod, err := d.BuiltinModule()
+	require.NoError(t, err, "BuiltinModule")
+	k, err := mod.Kernel(name)
+	require.NoError(t, err, "built-in kernel %s", name)
+	return k
+}
+
+// alloc is a new buffer of n bytes on d, freed at the test's end.
+func alloc(t testing.TB, d *core.Device, n int) *core.Buffer {
+	t.Helper()
+	b, err := d.Alloc(n)
+	require.NoError(t, err, "Alloc(%d)", n)
+	t.Cleanup(func() { _ = b.Free() })
+	return b
+}
+
 // upload is a new buffer holding data (64 bytes longer), freed at the
 // test's end.
 func upload(t *testing.T, d *core.Device, data []byte) *core.Buffer {
 	t.Helper()
-	b, err := d.Alloc(len(data) + 64)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Free() })
+	b := alloc(t, d, len(data)+64)
 	require.NoError(t, core.CopyFromHost(b, data))
 	return b
 }

@@ -26,9 +26,7 @@ func f32s(b []byte) []float32 {
 func TestLaunchFillAndTail(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := stream(t, d)
 	mod, err := d.BuiltinModule()
 	require.NoError(t, err)
 	m2, err := d.BuiltinModule()
@@ -38,9 +36,7 @@ func TestLaunchFillAndTail(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, fill.Info().Params, 3)
 	const n = 1000
-	buf, err := d.Alloc(4 * n)
-	require.NoError(t, err)
-	defer buf.Free()
+	buf := alloc(t, d, 4*n)
 	require.NoError(t, core.Memset(buf, 0xff)) // poison (NaN)
 	// 3 blocks of 256 = 768 threads: the tail stays poisoned
 	require.NoError(t, s.Launch(fill, core.LaunchConfig{Grid: [3]uint32{3}, Block: [3]uint32{256}},
@@ -57,16 +53,9 @@ func TestLaunchFillAndTail(t *testing.T) {
 func TestZeroAllocations(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	mod, err := d.BuiltinModule()
-	require.NoError(t, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(t, err)
-	buf, err := d.Alloc(4096)
-	require.NoError(t, err)
-	defer buf.Free()
+	s := stream(t, d)
+	fill := builtin(t, d, "fill_f32")
+	buf := alloc(t, d, 4096)
 	view, err := buf.View(256, 1024)
 	require.NoError(t, err)
 	small := make([]byte, 512)
@@ -108,13 +97,8 @@ func TestZeroAllocations(t *testing.T) {
 func TestEventsAndTiming(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	mod, err := d.BuiltinModule()
-	require.NoError(t, err)
-	sleep, err := mod.Kernel("sleep_ns")
-	require.NoError(t, err)
+	s := stream(t, d)
+	sleep := builtin(t, d, "sleep_ns")
 	el, err := s.Time(func() error {
 		return s.Launch(sleep, core.Grid1D(1, 1), core.ArgScalar[uint64](uint64(2*time.Millisecond)))
 	})
@@ -137,12 +121,8 @@ func TestEventsAndTiming(t *testing.T) {
 func TestOpCacheEvictsAndCounts(t *testing.T) {
 	rt := openMockCfg(t, core.Config{OpCacheSize: 2})
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	buf, err := d.Alloc(64 * 64 * 4)
-	require.NoError(t, err)
-	defer buf.Free()
+	s := stream(t, d)
+	buf := alloc(t, d, 64*64*4)
 	for round := 0; round < 3; round++ {
 		for m := 1; m <= 4; m++ {
 			desc := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: m, N: 8, K: 8}
