@@ -18,22 +18,6 @@ import (
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
-// openMock opens a runtime on the mock plugin built for this test binary.
-func openMock(t testing.TB, options string) *core.Runtime {
-	t.Helper()
-	dir := testutil.MockPlugin(t)
-	rt, err := core.Open(core.Config{PluginPaths: []string{dir}, Backend: "mock", PluginOptions: options})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	return rt
-}
-
-func dev0(t testing.TB, rt *core.Runtime) *core.Device {
-	d, err := rt.Device(0)
-	require.NoError(t, err)
-	return d
-}
-
 func randBytes(n int, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, 7))
 	b := make([]byte, n+7)
