@@ -226,16 +226,13 @@ func batchPluginRejects(e *env) error {
 }
 
 func batchEmpty(e *env) error {
-	s, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	b := s.NewLaunchBatch()
-	if got, err := b.Submit(); err != nil || got != 0 || b.Len() != 0 {
-		return fmt.Errorf("Submit of an empty batch: %d enqueued, Len %d, %v", got, b.Len(), err)
-	}
-	return nil
+	return withStream(e, func(s *core.Stream) error {
+		b := s.NewLaunchBatch()
+		if got, err := b.Submit(); err != nil || got != 0 || b.Len() != 0 {
+			return fmt.Errorf("Submit of an empty batch: %d enqueued, Len %d, %v", got, b.Len(), err)
+		}
+		return nil
+	})
 }
 
 // batchThousand: 1000 dependent launches (y += x) in one batch.

@@ -296,56 +296,53 @@ func graphEvents(e *env) error {
 		return err
 	}
 	defer done()
-	s2, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s2.Close()
-	before, err := e.dev.NewEvent(false)
-	if err != nil {
-		return err
-	}
-	defer before.Close()
-	after, err := e.dev.NewEvent(false)
-	if err != nil {
-		return err
-	}
-	defer after.Close()
-	sleep, err := kernel(e.dev, "sleep_ns")
-	if err != nil {
-		return err
-	}
-	N := core.ArgScalar[uint64](uint64(be.n))
-	g, err := capture(be.s, func(s *core.Stream) error {
-		return firstErrOf(
-			func() error { return s.WaitEvent(before) },
-			func() error {
-				return s.Launch(be.scale, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](2), N)
-			},
-			func() error { return after.Record(s) },
-		)
+	return withStream(e, func(s2 *core.Stream) error {
+		before, err := e.dev.NewEvent(false)
+		if err != nil {
+			return err
+		}
+		defer before.Close()
+		after, err := e.dev.NewEvent(false)
+		if err != nil {
+			return err
+		}
+		defer after.Close()
+		sleep, err := kernel(e.dev, "sleep_ns")
+		if err != nil {
+			return err
+		}
+		N := core.ArgScalar[uint64](uint64(be.n))
+		g, err := capture(be.s, func(s *core.Stream) error {
+			return firstErrOf(
+				func() error { return s.WaitEvent(before) },
+				func() error {
+					return s.Launch(be.scale, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](2), N)
+				},
+				func() error { return after.Record(s) },
+			)
+		})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		// s2: sleep, then x = 4, then record `before`; the replay waits for it
+		// (y = 2x = 8), then s2 waits for `after` and sets x = 1 (y unchanged).
+		err = firstErr(
+			s2.Launch(sleep, core.Grid1D(1, 1), sleepArg(2e6)),
+			s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 4)...),
+			before.Record(s2),
+			g.Launch(be.s),
+			s2.WaitEvent(after),
+			s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...),
+			s2.Synchronize())
+		if err != nil {
+			return err
+		}
+		if err := be.expectAll(be.y, 8); err != nil {
+			return fmt.Errorf("y after the replay (ordered by events): %w", err)
+		}
+		return be.expectAll(be.x, 1)
 	})
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	// s2: sleep, then x = 4, then record `before`; the replay waits for it
-	// (y = 2x = 8), then s2 waits for `after` and sets x = 1 (y unchanged).
-	err = firstErr(
-		s2.Launch(sleep, core.Grid1D(1, 1), sleepArg(2e6)),
-		s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 4)...),
-		before.Record(s2),
-		g.Launch(be.s),
-		s2.WaitEvent(after),
-		s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...),
-		s2.Synchronize())
-	if err != nil {
-		return err
-	}
-	if err := be.expectAll(be.y, 8); err != nil {
-		return fmt.Errorf("y after the replay (ordered by events): %w", err)
-	}
-	return be.expectAll(be.x, 1)
 }
 
 // graphMisuseSync: synchronous calls during a capture are errors (and

@@ -88,16 +88,13 @@ func launchRow(e *env, name string, t core.DType, grid, block int, args ...core.
 	if err != nil {
 		return err
 	}
-	s, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	cfg := core.LaunchConfig{Grid: [3]uint32{uint32(grid), 1, 1}, Block: [3]uint32{uint32(block), 1, 1}}
-	if err := firstErr(s.Launch(kn, cfg, args...), s.Synchronize()); err != nil {
-		return fmt.Errorf("grid %d block %d: %w", grid, block, err)
-	}
-	return nil
+	return withStream(e, func(s *core.Stream) error {
+		cfg := core.LaunchConfig{Grid: [3]uint32{uint32(grid), 1, 1}, Block: [3]uint32{uint32(block), 1, 1}}
+		if err := firstErr(s.Launch(kn, cfg, args...), s.Synchronize()); err != nil {
+			return fmt.Errorf("grid %d block %d: %w", grid, block, err)
+		}
+		return nil
+	})
 }
 
 func checkRowKernel(e *env, op string, t core.DType) error {
