@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -208,4 +209,18 @@ func benchfmtUnit(v float64, unit string) (float64, string) {
 		return v, "count"
 	}
 	return v, strings.Join(strings.Fields(unit), "_")
+}
+
+// WriteBenchfmtFile writes r in the Go benchmark format (WriteBenchfmt)
+// to a new file at path, replacing one there.
+func (r *Report) WriteBenchfmtFile(path string, procs int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := r.WriteBenchfmt(f, procs); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -96,15 +96,7 @@ func writeReport(rep *bench.Report, asJSON bool, benchfmt string, stdout, stderr
 		}
 	}
 	if benchfmt != "" && benchfmt != "-" {
-		f, err := os.Create(benchfmt)
-		if err != nil {
-			return fmt.Errorf("--benchfmt: %w", err)
-		}
-		if err := rep.WriteBenchfmt(f, runtime.GOMAXPROCS(0)); err != nil {
-			f.Close()
-			return fmt.Errorf("--benchfmt: %w", err)
-		}
-		if err := f.Close(); err != nil {
+		if err := rep.WriteBenchfmtFile(benchfmt, runtime.GOMAXPROCS(0)); err != nil {
 			return fmt.Errorf("--benchfmt: %w", err)
 		}
 	}
