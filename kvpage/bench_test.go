@@ -18,8 +18,7 @@ import (
 // runtime GPURT_BACKEND and GPURT_PLUGIN_PATH name (a GPU plugin).
 func benchDevice(b *testing.B) *core.Device {
 	if os.Getenv("GPURT_KVPAGE_BENCH_ENV") != "1" {
-		_, d := openMock(b)
-		return d
+		return mockDevice(b)
 	}
 	rt, err := core.Open(core.Config{})
 	require.NoError(b, err)
