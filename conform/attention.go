@@ -3,7 +3,6 @@
 package conform
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +11,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // attnCase is one attention check: a cache shape, an attention and a
@@ -103,14 +103,6 @@ type attnBatch struct {
 	qoIndptr          []int32
 	reserved          [][]int32   // per request: the pages it may use, in order
 	k, v              [][]float64 // per request: [token][hk][dim]
-}
-
-func i32bytes(v []int32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
-	}
-	return b
 }
 
 // newAttnBatch draws lengths and a shuffled page assignment (spare pages
@@ -275,8 +267,8 @@ func (d *attnDev) alloc(e *env, n int) (*core.Buffer, error) {
 // upload writes the page table (sizes may grow between steps: buffers
 // are sized for the final table).
 func (d *attnDev) upload(b *attnBatch, c attnCase) error {
-	return firstErr(core.CopyFromHost(d.indptr, i32bytes(b.indptr)), core.CopyFromHost(d.idx, i32bytes(b.idx)),
-		core.CopyFromHost(d.last, i32bytes(b.last)), core.CopyFromHost(d.qoIndptr, i32bytes(b.qoIndptr)))
+	return firstErr(core.CopyFromHost(d.indptr, le.Int32s(b.indptr)), core.CopyFromHost(d.idx, le.Int32s(b.idx)),
+		core.CopyFromHost(d.last, le.Int32s(b.last)), core.CopyFromHost(d.qoIndptr, le.Int32s(b.qoIndptr)))
 }
 
 // appendTokens appends tokens [from[r], to[r]) of every request through
@@ -327,7 +319,7 @@ func appendTokens(e *env, s *core.Stream, c attnCase, b *attnBatch, d *attnDev, 
 	biv, _ := ib.View(0, 4*nnz)
 	posv, _ := ib.View(4*nnz, 4*nnz)
 	if err := firstErr(core.CopyFromHost(kbuf, encode(c.dt, kb)), core.CopyFromHost(vbuf, encode(c.dt, vb)),
-		core.CopyFromHost(biv, i32bytes(bi2)), core.CopyFromHost(posv, i32bytes(pos2))); err != nil {
+		core.CopyFromHost(biv, le.Int32s(bi2)), core.CopyFromHost(posv, le.Int32s(pos2))); err != nil {
 		return err
 	}
 	pt := attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}

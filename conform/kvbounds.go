@@ -9,6 +9,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // kvBoundsChecks check that AppendKV and RunAttention bound their page
@@ -71,9 +72,9 @@ func newKVEnv(e *env) (*kvEnv, error) {
 	idx := []int32{2, 0, 3, 1, 1, 1}
 	last := []int32{1, 5, 16, 1, 1, 1}
 	meta := []int32{0, 1, 2, 0, 4, 15, 0, 0, 0, 0, 0, 0}
-	if err := firstErr(core.CopyFromHost(k.indptr, i32bytes(append(indptr, 0, 0, 0))),
-		core.CopyFromHost(k.idx, i32bytes(idx)), core.CopyFromHost(k.last, i32bytes(last)),
-		core.CopyFromHost(k.meta, i32bytes(meta)), core.Memset(k.rows, 0), core.Memset(k.q, 0)); err != nil {
+	if err := firstErr(core.CopyFromHost(k.indptr, le.Int32s(append(indptr, 0, 0, 0))),
+		core.CopyFromHost(k.idx, le.Int32s(idx)), core.CopyFromHost(k.last, le.Int32s(last)),
+		core.CopyFromHost(k.meta, le.Int32s(meta)), core.Memset(k.rows, 0), core.Memset(k.q, 0)); err != nil {
 		k.free()
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func kvBounds(e *env) error {
 		if err != nil {
 			return nil, nil, err
 		}
-		return nb, func() { nb.Free() }, core.CopyFromHost(nb, i32bytes(vals[:n]))
+		return nb, func() { nb.Free() }, core.CopyFromHost(nb, le.Int32s(vals[:n]))
 	}
 	shortIndptr, free1, err := short([]int32{0, 1, 2, 3}, kvBatch)
 	if err != nil {
@@ -209,7 +210,7 @@ func kvAppendBeyondIndices(e *env) error {
 		return err
 	}
 	defer two.Free()
-	if err := firstErr(core.CopyFromHost(two, i32bytes([]int32{2, 0})), core.Memset(k.cache.K(), 0x11),
+	if err := firstErr(core.CopyFromHost(two, le.Int32s([]int32{2, 0})), core.Memset(k.cache.K(), 0x11),
 		core.Memset(k.cache.V(), 0x11), core.Memset(k.rows, 0x22)); err != nil {
 		return err
 	}

@@ -3,12 +3,12 @@
 package conform
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"sort"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // rowKernelOps are the decoder's row kernels (gpurt.h: rmsnorm_T and
@@ -65,22 +65,6 @@ func (r *rowBuf) read(what string) ([]byte, error) {
 }
 
 func (r *rowBuf) free() { _ = r.b.Free() }
-
-func i32Bytes(v []int32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
-	}
-	return out
-}
-
-func bytesI32(b []byte) []int32 {
-	out := make([]int32, len(b)/4)
-	for i := range out {
-		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
 
 // launchRow launches kernel name_t on a fresh stream and waits.
 func launchRow(e *env, name string, t core.DType, grid, block int, args ...core.Arg) error {
@@ -224,7 +208,7 @@ func newRopeCase(e *env, t core.DType, tokens, heads, hd, block, grid, maxPos in
 	if c.xb, err = newRowBuf(e, encode(t, c.x), t.Size()); err != nil {
 		return nil, err
 	}
-	if c.pb, err = newRowBuf(e, i32Bytes(c.pos), 4); err != nil {
+	if c.pb, err = newRowBuf(e, le.Int32s(c.pos), 4); err != nil {
 		c.xb.free()
 		return nil, err
 	}
@@ -329,7 +313,7 @@ func checkEmbed(e *env, t core.DType) error {
 			return err
 		}
 		defer tb.free()
-		ib, err := newRowBuf(e, i32Bytes(ids), 4)
+		ib, err := newRowBuf(e, le.Int32s(ids), 4)
 		if err != nil {
 			return err
 		}
@@ -418,7 +402,7 @@ func rowArgmax(e *env, name string, t core.DType, x []float64, rows, cols, grid,
 	if err != nil {
 		return nil, err
 	}
-	return bytesI32(raw), nil
+	return le.ToInt32s(raw), nil
 }
 
 func checkArgmax(e *env, t core.DType) error {

@@ -3,31 +3,14 @@
 package core
 
 import (
-	"encoding/binary"
-	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core/internal/bind"
+	"github.com/metrale/gpurt/internal/le"
 )
-
-func f32s(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
 
 // TestLaunchBatch runs every case twice: through the plugin's
 // launch_batch slot, and through the fallback of one launch per item (a
@@ -46,7 +29,7 @@ func TestLaunchBatch(t *testing.T) {
 		require.NoError(t, s.Synchronize())
 		out := make([]byte, 4*n)
 		require.NoError(t, CopyToHost(out, b))
-		return f32s(out)
+		return le.ToFloat32s(out)
 	}
 	constant := func(v float32) []float32 {
 		c := make([]float32, n)
@@ -91,7 +74,7 @@ func TestLaunchBatch(t *testing.T) {
 			})
 
 			t.Run("Add error is sticky and enqueues nothing", func(t *testing.T) {
-				require.NoError(t, CopyFromHost(x, f32Bytes(constant(7))))
+				require.NoError(t, CopyFromHost(x, le.Float32s(constant(7))))
 				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)))
 				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y), ArgScalar[float32](1), ArgScalar[uint64](n)))
 				err := b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1)) // 2 of 3 arguments
@@ -140,7 +123,7 @@ func TestLaunchBatch(t *testing.T) {
 			}
 
 			t.Run("plugin rejects an item", func(t *testing.T) {
-				require.NoError(t, CopyFromHost(x, f32Bytes(constant(7))))
+				require.NoError(t, CopyFromHost(x, le.Float32s(constant(7))))
 				big := LaunchConfig{Grid: [3]uint32{1}, Block: [3]uint32{2048}} // over 1024 threads: only the plugin knows
 				for i := 0; i < 3; i++ {
 					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](float32(i)), ArgScalar[uint64](n)))

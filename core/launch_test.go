@@ -3,7 +3,6 @@
 package core_test
 
 import (
-	"encoding/binary"
 	"math"
 	"testing"
 	"time"
@@ -13,15 +12,8 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/internal/le"
 )
-
-func f32s(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
 
 func TestLaunchFillAndTail(t *testing.T) {
 	rt := openMock(t, "")
@@ -44,7 +36,7 @@ func TestLaunchFillAndTail(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	got := make([]byte, 4*n)
 	require.NoError(t, core.CopyToHost(got, buf))
-	v := f32s(got)
+	v := le.ToFloat32s(got)
 	assert.Equal(t, float32(2.5), v[0])
 	assert.Equal(t, float32(2.5), v[767])
 	assert.True(t, math.IsNaN(float64(v[768])))

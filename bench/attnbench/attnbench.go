@@ -35,6 +35,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // Result is one figure, one JSON object per line of Run's output.
@@ -143,14 +144,6 @@ func (b *bench) emit(r Result) {
 	if err := b.out.Encode(r); err != nil {
 		fail(err)
 	}
-}
-
-func i32bytes(v []int32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
-	}
-	return out
 }
 
 // randomBF16 is n bf16 values uniform in [-1, 1).
@@ -265,7 +258,7 @@ func (b *bench) run(sh shape) (Result, error) {
 		if err != nil {
 			return r, err
 		}
-		if err := core.CopyFromHost(v, i32bytes(c.src)); err != nil {
+		if err := core.CopyFromHost(v, le.Int32s(c.src)); err != nil {
 			return r, err
 		}
 	}

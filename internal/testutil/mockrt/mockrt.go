@@ -17,6 +17,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/le"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -88,13 +89,7 @@ func Halves(dt core.DType, v []float32) []byte {
 }
 
 // I32LE is v as little-endian int32 bytes.
-func I32LE(v ...int32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
-	}
-	return b
-}
+func I32LE(v ...int32) []byte { return le.Int32s(v) }
 
 // SmallKVDesc is the paged KV cache of the attention tests: f16, NHD,
 // four pages of four tokens, two KV heads of 64.
