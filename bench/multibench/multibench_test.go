@@ -3,7 +3,6 @@
 package multibench_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"testing"
@@ -39,10 +38,7 @@ func TestSweepAndPeerOnMock(t *testing.T) {
 	require.NoError(t, c.Close())
 	multibench.Peer(enc, devs[0], devs[1], 1024)
 	var got []string
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var r multibench.Result
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+	for _, r := range testutil.JSONLines[multibench.Result](t, &out) {
 		assert.Empty(t, r.Note, "%+v", r)
 		assert.Positive(t, r.Us, "%+v", r)
 		got = append(got, r.Name)

@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,10 +43,7 @@ func TestOnMock(t *testing.T) {
 		"-shrink", "16", "-procs"}, &stdout, &stderr)
 	require.Equal(t, cli.ExitOK, st, "stderr: %s", stderr.String())
 	var names []string
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		var r multibench.Result
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+	for _, r := range testutil.JSONLines[multibench.Result](t, &stdout) {
 		names = append(names, r.Name+" | "+r.Impl)
 		if r.Impl == "gpurt" {
 			assert.Empty(t, r.Note, "%+v", r)

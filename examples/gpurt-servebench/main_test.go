@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -39,10 +37,7 @@ func TestMockSweep(t *testing.T) {
 		"-chunk", "16", "-copy-mib", "2", "-fractions", "0.5,2"}, &out, &errb)
 	require.Equal(t, cli.ExitOK, st, errb.String())
 	kinds := map[string]int{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+	for _, m := range testutil.JSONLines[map[string]any](t, &out) {
 		k, _ := m["kind"].(string)
 		kinds[k]++
 		if k == "serve" {

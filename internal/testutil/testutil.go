@@ -6,7 +6,10 @@
 package testutil
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,4 +254,24 @@ func GoTool(t testing.TB) string {
 		t.Fatalf("testutil: no go command: runtime.GOROOT() is %q and PATH has none: %v", runtime.GOROOT(), err)
 	}
 	return p
+}
+
+// JSONLines decodes each line of r as a T, in order: the output of the
+// commands and benchmarks that print one JSON object per line. A line that
+// is not a T fails the test, naming the line.
+func JSONLines[T any](t testing.TB, r io.Reader) []T {
+	t.Helper()
+	var out []T
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("JSONLines: line %d %q: %v", len(out)+1, sc.Text(), err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("JSONLines: after line %d: %v", len(out), err)
+	}
+	return out
 }
