@@ -99,15 +99,11 @@ func misuseChecks() []check {
 			})
 		}},
 		{"misuse/launch_arguments", func(e *env) error {
-			b, s, done, err := bufferAndStream(e, 64)
+			b, s, k, done, err := fillSetup(e)
 			if err != nil {
 				return err
 			}
 			defer done()
-			k, err := kernel(e.dev, "fill_f32")
-			if err != nil {
-				return err
-			}
 			g := core.Grid1D(16, 16)
 			return runMisuse([]misuse{
 				{"too few", func() error { return s.Launch(k, g, core.ArgBuffer(b), core.ArgScalar[float32](1)) }, core.ErrInvalidArgument},
@@ -196,15 +192,11 @@ func misuseChecks() []check {
 			if err != nil {
 				return err
 			}
-			b, s, done, err := bufferAndStream(e, 64)
+			b, s, k, done, err := fillSetup(e)
 			if err != nil {
 				return err
 			}
 			defer done()
-			k, err := kernel(e.dev, "fill_f32")
-			if err != nil {
-				return err
-			}
 			return runMisuse([]misuse{
 				{"launch with a buffer of another runtime", func() error { return fill16(s, k, foreign) }, core.ErrInvalidArgument},
 				{"copy between runtimes", func() error { return core.Copy(b, foreign) }, core.ErrInvalidArgument},
@@ -327,6 +319,16 @@ func misuseChecks() []check {
 // fill16 launches fill_f32 (k) on s over 16 f32 values of r.
 func fill16(s *core.Stream, k *core.Kernel, r core.Region) error {
 	return s.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(r), core.ArgScalar[float32](1), core.ArgScalar[uint64](16))
+}
+
+// fillSetup is bufferAndStream's 64 bytes and stream, and fill_f32.
+func fillSetup(e *env) (*core.Buffer, *core.Stream, *core.Kernel, func(), error) {
+	k, err := kernel(e.dev, "fill_f32")
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	b, s, done, err := bufferAndStream(e, 64)
+	return b, s, k, done, err
 }
 
 // kernel returns a built-in kernel of d.
