@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,12 +30,10 @@ func TestDecoderOnMock(t *testing.T) {
 		"-warmup", "1"}, &stdout, &stderr)
 	require.Equal(t, cli.ExitOK, code, stderr.String())
 	seen := map[string]float64{}
-	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-		var m struct {
-			Metric string  `json:"metric"`
-			Value  float64 `json:"value"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+	for _, m := range testutil.JSONLines[struct {
+		Metric string  `json:"metric"`
+		Value  float64 `json:"value"`
+	}](t, &stdout) {
 		seen[m.Metric] = m.Value
 	}
 	assert.Greater(t, seen["decoder_eager_tokens_per_s"], 0.0)
@@ -70,9 +67,7 @@ func TestDecoderOnMock(t *testing.T) {
 // The CLI convention; bad sizes are usage errors naming the flag, before
 // a runtime is opened; --options reaches the plugin.
 func TestConvention(t *testing.T) {
-	t.Setenv("GPURT_PLUGIN_PATH", "")
-	t.Setenv("GPURT_BACKEND", "")
-	t.Setenv("GPURT_LOG_LEVEL", "off")
+	testutil.QuietEnv(t)
 	m := []string{"-backend", "mock", "-plugin-path", testutil.MockPlugin(t)}
 	usage := func(name string, args []string, want string) clitest.Case {
 		return clitest.Case{Name: name, Args: append(append([]string{}, m...), args...), Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}

@@ -275,3 +275,23 @@ func JSONLines[T any](t testing.TB, r io.Reader) []T {
 	}
 	return out
 }
+
+// QuietEnv clears, for t, the variables that choose a plugin
+// (GPURT_PLUGIN_PATH, GPURT_BACKEND), so that a command under test sees
+// only its flags, and turns the runtime's log off (GPURT_LOG_LEVEL).
+func QuietEnv(t testing.TB) {
+	t.Setenv("GPURT_PLUGIN_PATH", "")
+	t.Setenv("GPURT_BACKEND", "")
+	t.Setenv("GPURT_LOG_LEVEL", "off")
+}
+
+// PrivateDir is a new temporary folder of t with mode 0700, as the loader
+// requires of a plugin folder.
+func PrivateDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(d, 0o700); err != nil {
+		t.Fatalf("PrivateDir: %v", err)
+	}
+	return d
+}

@@ -29,11 +29,7 @@ import (
 // --- helpers -------------------------------------------------------------
 
 // privDir is a private (0700) temporary folder.
-func privDir(t *testing.T) string {
-	d := t.TempDir()
-	require.NoError(t, os.Chmod(d, 0o700))
-	return d
-}
+func privDir(t *testing.T) string { return testutil.PrivateDir(t) }
 
 // buildPlugin compiles testdata/plugin.c with the given -D flags into
 // dir/libgpurt_<backend>.<ext> (mode 0755) and returns its path.
