@@ -43,11 +43,7 @@ func TestLaunchFillAndTail(t *testing.T) {
 }
 
 func TestZeroAllocations(t *testing.T) {
-	rt := openMock(t, "")
-	d := dev0(t, rt)
-	s := stream(t, d)
-	fill := builtin(t, d, "fill_f32")
-	buf := alloc(t, d, 4096)
+	d, s, fill, buf := fillSetup(t, "", 4096)
 	view, err := buf.View(256, 1024)
 	require.NoError(t, err)
 	small := make([]byte, 512)

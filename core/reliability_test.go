@@ -341,11 +341,7 @@ func TestBytesAfterFreeOrClose(t *testing.T) {
 // reads length 0 as "to the end of the buffer"), for Launch and
 // LaunchBatch; the kernel never runs and the buffer is untouched.
 func TestZeroLengthViewKernelArgument(t *testing.T) {
-	rt := openMock(t, "delay_us=0")
-	d := dev0(t, rt)
-	s := stream(t, d)
-	fill := builtin(t, d, "fill_f32")
-	buf := alloc(t, d, 64)
+	_, s, fill, buf := fillSetup(t, "delay_us=0", 64)
 	empty, err := buf.View(16, 0)
 	require.NoError(t, err)
 	for name, launch := range map[string]func() error{
@@ -409,11 +405,7 @@ func TestHostSliceFreeWaitsForQueuedCopy(t *testing.T) {
 // size) gives a config that Launch rejects naming the size, instead of a
 // truncated grid.
 func TestGrid1DOverflow(t *testing.T) {
-	rt := openMock(t, "delay_us=0")
-	d := dev0(t, rt)
-	s := stream(t, d)
-	fill := builtin(t, d, "fill_f32")
-	buf := alloc(t, d, 16)
+	_, s, fill, buf := fillSetup(t, "delay_us=0", 16)
 	for _, tc := range []struct {
 		n, block int
 		want     string
