@@ -82,6 +82,23 @@ func (e *benchEnv) launch() error {
 	return e.s.Launch(e.fill, core.Grid1D(1, 1), core.ArgBuffer(e.view), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
 }
 
+// zeroAllocs checks that fn succeeds and, warm, allocates nothing per
+// call (200 calls, the first error failing the test), then waits for the
+// stream.
+func (e *benchEnv) zeroAllocs(t *testing.T, fn func() error) {
+	t.Helper()
+	require.NoError(t, fn())
+	var err error
+	allocs := testing.AllocsPerRun(200, func() {
+		if ferr := fn(); ferr != nil && err == nil {
+			err = ferr
+		}
+	})
+	require.NoError(t, err)
+	assert.Zero(t, allocs, "allocations per call")
+	require.NoError(t, e.s.Synchronize())
+}
+
 func randomBytes(n int, seed uint64) []byte {
 	b := make([]byte, n)
 	rng := rand.NewChaCha8([32]byte{byte(seed), 'b', 'e', 'n', 'c', 'h'})
@@ -257,17 +274,6 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 		{"gemm warm enqueue", func() error { return e.s.Gemm(e.gemm, e.gemmOps) }},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			require.NoError(t, c.fn())
-			var err error
-			allocs := testing.AllocsPerRun(200, func() {
-				if ferr := c.fn(); ferr != nil && err == nil {
-					err = ferr
-				}
-			})
-			require.NoError(t, err)
-			assert.Zero(t, allocs, "allocations per call")
-			require.NoError(t, e.s.Synchronize())
-		})
+		t.Run(c.name, func(t *testing.T) { e.zeroAllocs(t, c.fn) })
 	}
 }
