@@ -50,6 +50,31 @@ func newRowBuf(e *env, data []byte, pad int) (*rowBuf, error) {
 	return &rowBuf{b: b, v: v, n: n, pad: pad, full: full}, nil
 }
 
+// rowSpec is the data and padding of one rowBuf (newRowBufs).
+type rowSpec struct {
+	data []byte
+	pad  int
+}
+
+// newRowBufs makes a rowBuf of each spec, in order; free frees them all.
+// On an error none is left.
+func newRowBufs(e *env, specs ...rowSpec) (bufs []*rowBuf, free func(), err error) {
+	free = func() {
+		for _, b := range bufs {
+			b.free()
+		}
+	}
+	for _, sp := range specs {
+		b, err := newRowBuf(e, sp.data, sp.pad)
+		if err != nil {
+			free()
+			return nil, nil, err
+		}
+		bufs = append(bufs, b)
+	}
+	return bufs, free, nil
+}
+
 // read returns the view's bytes, or an error when a byte outside it changed.
 func (r *rowBuf) read(what string) ([]byte, error) {
 	raw := make([]byte, r.full)
@@ -127,24 +152,15 @@ func checkRMSNorm(e *env, t core.DType) error {
 		if c.aligned {
 			ypad, xpad = 16, 32
 		}
-		y, err := newRowBuf(e, make([]byte, c.rows*c.cols*sz), ypad)
+		bufs, free, err := newRowBufs(e, rowSpec{make([]byte, c.rows*c.cols*sz), ypad}, rowSpec{encode(t, x), xpad}, rowSpec{encode(t, w), 0})
 		if err != nil {
 			return err
 		}
-		defer y.free()
+		defer free()
+		y, xb, wb := bufs[0], bufs[1], bufs[2]
 		if err := core.Memset(y.v, 0xee); err != nil {
 			return err
 		}
-		xb, err := newRowBuf(e, encode(t, x), xpad)
-		if err != nil {
-			return err
-		}
-		defer xb.free()
-		wb, err := newRowBuf(e, encode(t, w), 0)
-		if err != nil {
-			return err
-		}
-		defer wb.free()
 		if err := launchRow(e, "rmsnorm", t, c.grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(xb.v), core.ArgBuffer(wb.v),
 			core.ArgScalar[float32](eps), core.ArgScalar[uint64](uint64(c.rows)), core.ArgScalar[uint64](uint64(c.cols))); err != nil {
 			return err
@@ -300,24 +316,15 @@ func checkEmbed(e *env, t core.DType) error {
 			grid = (c.tokens*c.cols + c.block - 1) / c.block
 		}
 		covered := min(c.tokens*c.cols, grid*c.block)
-		y, err := newRowBuf(e, make([]byte, c.tokens*c.cols*sz), sz)
+		bufs, free, err := newRowBufs(e, rowSpec{make([]byte, c.tokens*c.cols*sz), sz}, rowSpec{encode(t, table), 0}, rowSpec{le.Int32s(ids), 4})
 		if err != nil {
 			return err
 		}
-		defer y.free()
+		defer free()
+		y, tb, ib := bufs[0], bufs[1], bufs[2]
 		if err := core.Memset(y.v, 0xee); err != nil {
 			return err
 		}
-		tb, err := newRowBuf(e, encode(t, table), 0)
-		if err != nil {
-			return err
-		}
-		defer tb.free()
-		ib, err := newRowBuf(e, le.Int32s(ids), 4)
-		if err != nil {
-			return err
-		}
-		defer ib.free()
 		if err := launchRow(e, "embed", t, grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(tb.v), core.ArgBuffer(ib.v),
 			core.ArgScalar[uint64](uint64(c.tokens)), core.ArgScalar[uint64](uint64(c.cols)), core.ArgScalar[uint64](vocab)); err != nil {
 			return err
@@ -381,16 +388,12 @@ func rowOrder(x []float64) []int {
 
 // rowArgmax runs argmax_T or sample_T over rows x cols and returns idx.
 func rowArgmax(e *env, name string, t core.DType, x []float64, rows, cols, grid, block int, extra ...core.Arg) ([]int32, error) {
-	xb, err := newRowBuf(e, encode(t, x), t.Size())
+	bufs, free, err := newRowBufs(e, rowSpec{encode(t, x), t.Size()}, rowSpec{make([]byte, 4*rows), 4})
 	if err != nil {
 		return nil, err
 	}
-	defer xb.free()
-	ib, err := newRowBuf(e, make([]byte, 4*rows), 4)
-	if err != nil {
-		return nil, err
-	}
-	defer ib.free()
+	defer free()
+	xb, ib := bufs[0], bufs[1]
 	if err := core.Memset(ib.v, 0xee); err != nil {
 		return nil, err
 	}

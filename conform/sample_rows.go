@@ -34,21 +34,12 @@ func runSampleRows(e *env, t core.DType, x []float64, ps []sampling.Params, hist
 			return nil, nil, nil, err
 		}
 	}
-	xb, err := newRowBuf(e, encode(t, x), 3*t.Size())
+	bufs, free, err := newRowBufs(e, rowSpec{encode(t, x), 3 * t.Size()}, rowSpec{b.Bytes(), 5 /* any alignment */}, rowSpec{make([]byte, sampling.OutBytes(rows)), 4})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	defer xb.free()
-	pb, err := newRowBuf(e, b.Bytes(), 5) // any alignment
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer pb.free()
-	ob, err := newRowBuf(e, make([]byte, sampling.OutBytes(rows)), 4)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer ob.free()
+	defer free()
+	xb, pb, ob := bufs[0], bufs[1], bufs[2]
 	if err := core.Memset(ob.v, 0xee); err != nil {
 		return nil, nil, nil, err
 	}
