@@ -3,6 +3,7 @@
 package conform
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"sort"
@@ -55,6 +56,10 @@ type rowSpec struct {
 	data []byte
 	pad  int
 }
+
+// outSpec is the rowSpec of an output of n bytes, each 0xee until the
+// kernel writes it.
+func outSpec(n, pad int) rowSpec { return rowSpec{bytes.Repeat([]byte{0xee}, n), pad} }
 
 // newRowBufs makes a rowBuf of each spec, in order; free frees them all.
 // On an error none is left.
@@ -152,15 +157,12 @@ func checkRMSNorm(e *env, t core.DType) error {
 		if c.aligned {
 			ypad, xpad = 16, 32
 		}
-		bufs, free, err := newRowBufs(e, rowSpec{make([]byte, c.rows*c.cols*sz), ypad}, rowSpec{encode(t, x), xpad}, rowSpec{encode(t, w), 0})
+		bufs, free, err := newRowBufs(e, outSpec(c.rows*c.cols*sz, ypad), rowSpec{encode(t, x), xpad}, rowSpec{encode(t, w), 0})
 		if err != nil {
 			return err
 		}
 		defer free()
 		y, xb, wb := bufs[0], bufs[1], bufs[2]
-		if err := core.Memset(y.v, 0xee); err != nil {
-			return err
-		}
 		if err := launchRow(e, "rmsnorm", t, c.grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(xb.v), core.ArgBuffer(wb.v),
 			core.ArgScalar[float32](eps), core.ArgScalar[uint64](uint64(c.rows)), core.ArgScalar[uint64](uint64(c.cols))); err != nil {
 			return err
@@ -316,15 +318,12 @@ func checkEmbed(e *env, t core.DType) error {
 			grid = (c.tokens*c.cols + c.block - 1) / c.block
 		}
 		covered := min(c.tokens*c.cols, grid*c.block)
-		bufs, free, err := newRowBufs(e, rowSpec{make([]byte, c.tokens*c.cols*sz), sz}, rowSpec{encode(t, table), 0}, rowSpec{le.Int32s(ids), 4})
+		bufs, free, err := newRowBufs(e, outSpec(c.tokens*c.cols*sz, sz), rowSpec{encode(t, table), 0}, rowSpec{le.Int32s(ids), 4})
 		if err != nil {
 			return err
 		}
 		defer free()
 		y, tb, ib := bufs[0], bufs[1], bufs[2]
-		if err := core.Memset(y.v, 0xee); err != nil {
-			return err
-		}
 		if err := launchRow(e, "embed", t, grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(tb.v), core.ArgBuffer(ib.v),
 			core.ArgScalar[uint64](uint64(c.tokens)), core.ArgScalar[uint64](uint64(c.cols)), core.ArgScalar[uint64](vocab)); err != nil {
 			return err
@@ -388,15 +387,12 @@ func rowOrder(x []float64) []int {
 
 // rowArgmax runs argmax_T or sample_T over rows x cols and returns idx.
 func rowArgmax(e *env, name string, t core.DType, x []float64, rows, cols, grid, block int, extra ...core.Arg) ([]int32, error) {
-	bufs, free, err := newRowBufs(e, rowSpec{encode(t, x), t.Size()}, rowSpec{make([]byte, 4*rows), 4})
+	bufs, free, err := newRowBufs(e, rowSpec{encode(t, x), t.Size()}, outSpec(4*rows, 4))
 	if err != nil {
 		return nil, err
 	}
 	defer free()
 	xb, ib := bufs[0], bufs[1]
-	if err := core.Memset(ib.v, 0xee); err != nil {
-		return nil, err
-	}
 	args := append([]core.Arg{core.ArgBuffer(ib.v), core.ArgBuffer(xb.v), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(cols))}, extra...)
 	if err := launchRow(e, name, t, grid, block, args...); err != nil {
 		return nil, err
