@@ -37,14 +37,11 @@ var gaStart = [gaBatch]int{15, 30}
 // gaEnv holds one run's device state; the host inputs are shared by the
 // eager run and the graph run.
 type gaEnv struct {
-	s                          *core.Stream
-	cache                      *attention.KVCache
-	attn                       *attention.Attention
+	attnRes
 	indptr, idx, last          *core.Buffer
 	preRows, preMeta           *core.Buffer // the prefix's K then V rows; batch indices then positions
 	rows, meta, x, q, o        *core.Buffer // a step's K then V rows, its meta, x, q, o
 	w, scales, biases          *core.Buffer
-	bufs                       []*core.Buffer
 	desc                       attention.KVCacheDesc
 	qdesc                      matmul.QuantDesc
 	rowBytes, qBytes, preCount int
@@ -116,24 +113,6 @@ func newGAData(e *env) (*gaData, error) {
 	d.reservedA = [][]int32{{3, 0}, {7, 1, 6}}
 	d.reserved = [][]int32{{2, 5}, {0, 4, 3}}
 	return d, nil
-}
-
-func (g *gaEnv) free() {
-	if g.s != nil {
-		_ = g.s.Synchronize()
-	}
-	if g.attn != nil {
-		g.attn.Close()
-	}
-	if g.cache != nil {
-		g.cache.Free()
-	}
-	for _, b := range g.bufs {
-		b.Free()
-	}
-	if g.s != nil {
-		g.s.Close()
-	}
 }
 
 func newGAEnv(e *env, d *gaData) (*gaEnv, error) {

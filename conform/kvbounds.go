@@ -27,14 +27,20 @@ func kvBoundsChecks() []check {
 // kvEnv is a small decode setup: a cache, a page table of batch requests
 // (one page each), rows for an append, Q and O.
 type kvEnv struct {
+	attnRes
 	e                 *env
-	s                 *core.Stream
-	cache             *attention.KVCache
-	attn              *attention.Attention
 	indptr, idx, last *core.Buffer
 	rows, meta, q, o  *core.Buffer
-	bufs              []*core.Buffer
 	batch, rowBytes   int
+}
+
+// attnRes is what an attention check's environment holds and frees: a
+// stream, a KV cache, an Attention and buffers.
+type attnRes struct {
+	s     *core.Stream
+	cache *attention.KVCache
+	attn  *attention.Attention
+	bufs  []*core.Buffer
 }
 
 const kvBatch = 3
@@ -86,21 +92,23 @@ func newKVEnv(e *env) (*kvEnv, error) {
 	return k, nil
 }
 
-func (k *kvEnv) free() {
-	if k.s != nil {
-		_ = k.s.Synchronize()
+// free waits for the stream, then releases what there is: the Attention,
+// the cache, the buffers and the stream.
+func (r *attnRes) free() {
+	if r.s != nil {
+		_ = r.s.Synchronize()
 	}
-	if k.attn != nil {
-		k.attn.Close()
+	if r.attn != nil {
+		r.attn.Close()
 	}
-	if k.cache != nil {
-		k.cache.Free()
+	if r.cache != nil {
+		r.cache.Free()
 	}
-	for _, b := range k.bufs {
+	for _, b := range r.bufs {
 		b.Free()
 	}
-	if k.s != nil {
-		k.s.Close()
+	if r.s != nil {
+		r.s.Close()
 	}
 }
 
