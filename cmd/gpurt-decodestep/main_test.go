@@ -66,9 +66,9 @@ func TestBadFlags(t *testing.T) {
 
 // TestConvention: the CLI convention of internal/cli.
 func TestConvention(t *testing.T) {
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		clitest.Case{Name: "bad steps", Args: []string{"-steps", "0"}, Status: cli.ExitUsage, Stderr: []string{"-steps 0: must be positive"}},
 		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent", "-check-configs", "none"},
 			Status: cli.ExitError, Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
-	))
+	)
 }

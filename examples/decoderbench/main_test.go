@@ -72,7 +72,7 @@ func TestConvention(t *testing.T) {
 	usage := func(name string, args []string, want string) clitest.Case {
 		return clitest.Case{Name: name, Args: append(append([]string{}, m...), args...), Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}
 	}
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		usage("stray argument", []string{"now"}, `unexpected argument "now"`),
 		usage("not a preset", []string{"-preset", "huge"}, `-preset "huge": not a preset`),
 		usage("steps 0", []string{"-steps", "0"}, "-steps 0: want 1 to"),
@@ -86,7 +86,7 @@ func TestConvention(t *testing.T) {
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
 		clitest.Case{Name: "honours -options", Args: append([]string{"-options", "devices=x"}, m...),
 			Status: cli.ExitError, Stderr: []string{"devices"}},
-	))
+	)
 	// no negative number anywhere in a bounded message
 	var stdout, stderr bytes.Buffer
 	run(append([]string{"-ctx", "9223372036854775000", "-steps", "1000"}, m...), &stdout, &stderr)
