@@ -126,6 +126,21 @@ func BenchmarkDispatch(b *testing.B) {
 	})
 }
 
+// viewedCopy is a timed copy of n bytes on s: cp through the view of the
+// first n bytes that view makes, then a wait for s.
+func viewedCopy[V any](s *core.Stream, view func(off, n int) (V, error), cp func(V) error) func(n int) error {
+	return func(n int) error {
+		v, err := view(0, n)
+		if err == nil {
+			err = cp(v)
+		}
+		if err == nil {
+			err = s.Synchronize()
+		}
+		return err
+	}
+}
+
 func BenchmarkCopy(b *testing.B) {
 	e := newBenchEnv(b)
 	const maxN = 16 << 20
@@ -148,36 +163,9 @@ func BenchmarkCopy(b *testing.B) {
 	}{
 		{"htod_pageable", func(n int) error { return core.CopyFromHost(dev1, src[:n]) }},
 		{"dtoh_pageable", func(n int) error { return core.CopyToHost(dst[:n], dev1) }},
-		{"htod_pinned", func(n int) error {
-			pv, err := hb.View(0, n)
-			if err == nil {
-				err = e.s.CopyFromPinned(dev1, pv)
-			}
-			if err == nil {
-				err = e.s.Synchronize()
-			}
-			return err
-		}},
-		{"dtoh_pinned", func(n int) error {
-			pv, err := hb.View(0, n)
-			if err == nil {
-				err = e.s.CopyToPinned(pv, dev1)
-			}
-			if err == nil {
-				err = e.s.Synchronize()
-			}
-			return err
-		}},
-		{"dtod", func(n int) error {
-			v, err := dev1.View(0, n)
-			if err == nil {
-				err = e.s.CopyDevice(dev2, v)
-			}
-			if err == nil {
-				err = e.s.Synchronize()
-			}
-			return err
-		}},
+		{"htod_pinned", viewedCopy(e.s, hb.View, func(pv core.PinnedView) error { return e.s.CopyFromPinned(dev1, pv) })},
+		{"dtoh_pinned", viewedCopy(e.s, hb.View, func(pv core.PinnedView) error { return e.s.CopyToPinned(pv, dev1) })},
+		{"dtod", viewedCopy(e.s, dev1.View, func(v core.View) error { return e.s.CopyDevice(dev2, v) })},
 	}
 	for _, k := range kinds {
 		for _, n := range []int{64 << 10, 1 << 20, maxN} {
