@@ -10,6 +10,8 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/le"
+
+	"github.com/metrale/gpurt/internal/rank"
 )
 
 // rowKernelOps are the decoder's row kernels (gpurt.h: rmsnorm_T and
@@ -353,35 +355,13 @@ func checkEmbed(e *env, t core.DType) error {
 	return nil
 }
 
-// rankKey orders a row as gpurt.h's argmax_T and sample_T do: larger
-// values first, -0 as +0, NaN last, then the lower index.
-func rankKey(v float64, c int) uint64 {
-	f := float32(v)
-	var k uint32
-	switch {
-	case f != f:
-		k = 0
-	default:
-		if f == 0 {
-			f = 0
-		}
-		u := math.Float32bits(f)
-		if u&0x80000000 != 0 {
-			k = ^u
-		} else {
-			k = u | 0x80000000
-		}
-	}
-	return uint64(k)<<32 | uint64(0xffffffff-uint32(c))
-}
-
 // rowOrder is the row's indices in sample_T's order.
 func rowOrder(x []float64) []int {
 	idx := make([]int, len(x))
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.Slice(idx, func(a, b int) bool { return rankKey(x[idx[a]], idx[a]) > rankKey(x[idx[b]], idx[b]) })
+	sort.Slice(idx, func(a, b int) bool { return rank.Key(x[idx[a]], idx[a]) > rank.Key(x[idx[b]], idx[b]) })
 	return idx
 }
 
