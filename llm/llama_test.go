@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/quant"
 )
 
@@ -206,13 +206,11 @@ func (r *ref) token(b, id, pos int) []float64 {
 	return matvec(r.lm, r.rmsnorm(h, r.fnorm), c.Vocab)
 }
 
+// openMock is a runtime on the mock and its device 0, closed at the
+// test's end.
 func openMock(t testing.TB) (*core.Runtime, *core.Device) {
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	dev, err := rt.Device(0)
-	require.NoError(t, err)
-	return rt, dev
+	rt := mockrt.Open(t, "")
+	return rt, mockrt.Device0(t, rt)
 }
 
 func tinyConfig() Config {

@@ -14,6 +14,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 func TestIters(t *testing.T) {
@@ -26,9 +27,7 @@ func TestIters(t *testing.T) {
 // TestSweepAndPeerOnMock: one line per size, both peer directions, on two
 // mock devices.
 func TestSweepAndPeerOnMock(t *testing.T) {
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "devices=2"})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt := mockrt.Open(t, "devices=2")
 	devs := rt.Devices()
 	c, err := collective.New(rt, devs...)
 	require.NoError(t, err)
