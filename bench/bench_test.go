@@ -3,9 +3,7 @@
 package bench_test
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,17 +61,13 @@ func TestWriteJSONAndTable(t *testing.T) {
 	require.NoError(t, err)
 	var js bytes.Buffer
 	require.NoError(t, rep.WriteJSON(&js))
-	sc := bufio.NewScanner(&js)
-	n := 0
-	for sc.Scan() {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+	lines := testutil.JSONLines[map[string]any](t, &js)
+	for _, m := range lines {
 		for _, k := range []string{"metric", "value", "unit", "baseline", "ratio"} {
-			assert.Contains(t, m, k, sc.Text())
+			assert.Contains(t, m, k, "%v", m)
 		}
-		n++
 	}
-	assert.Equal(t, len(rep.Results), n)
+	assert.Equal(t, len(rep.Results), len(lines))
 	var tab bytes.Buffer
 	require.NoError(t, rep.WriteTable(&tab))
 	assert.Contains(t, tab.String(), "dispatch_ns")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -208,4 +209,58 @@ func benchfmtUnit(v float64, unit string) (float64, string) {
 		return v, "count"
 	}
 	return v, strings.Join(strings.Fields(unit), "_")
+}
+
+// WriteBenchfmtFile writes r in the Go benchmark format (WriteBenchfmt)
+// to a new file at path, replacing one there.
+func (r *Report) WriteBenchfmtFile(path string, procs int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := r.WriteBenchfmt(f, procs); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// PrintOptions say how a command prints a Report (Report.Print).
+type PrintOptions struct {
+	JSON     bool   // JSON lines (WriteJSON) on stdout
+	Benchfmt string // "-": the Go benchmark format on stdout; a file name: that format there too
+	Table    bool   // the table on stdout when neither of the above (it holds the notes)
+	Flag     string // the -benchfmt flag's name as the command spells it, for a file's error
+}
+
+// Print prints r as o says: the Go benchmark format, JSON lines or the
+// table on stdout (or nothing), r's notes on stderr unless the table
+// holds them, then the benchmark format to o.Benchfmt's file if it names
+// one.
+func (r *Report) Print(stdout, stderr io.Writer, o PrintOptions) error {
+	procs := runtime.GOMAXPROCS(0)
+	var err error
+	notes := true
+	switch {
+	case o.Benchfmt == "-":
+		err = r.WriteBenchfmt(stdout, procs)
+	case o.JSON:
+		err = r.WriteJSON(stdout)
+	case o.Table:
+		err, notes = r.WriteTable(stdout), false
+	}
+	if err != nil {
+		return err
+	}
+	if notes {
+		for _, n := range r.Notes {
+			fmt.Fprintln(stderr, n)
+		}
+	}
+	if o.Benchfmt != "" && o.Benchfmt != "-" {
+		if err := r.WriteBenchfmtFile(o.Benchfmt, procs); err != nil {
+			return fmt.Errorf("%s: %w", o.Flag, err)
+		}
+	}
+	return nil
 }

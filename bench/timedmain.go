@@ -3,6 +3,12 @@
 package bench
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
 	"github.com/metrale/gpurt/internal/cli"
 )
 
@@ -70,4 +76,35 @@ func Guard(err *error) {
 		}
 		*err = a.err
 	}
+}
+
+// CheckTimed returns an error naming the first of a timed benchmark's
+// shared options out of range: shrink from 1 to maxShrink, iters at least
+// 1, only "" or one of onlyWant. A benchmark's Options.Check calls it.
+func CheckTimed(shrink, maxShrink, iters int, only string, onlyWant ...string) error {
+	switch {
+	case shrink < 1 || shrink > maxShrink:
+		return fmt.Errorf("shrink %d: want 1 to %d", shrink, maxShrink)
+	case iters < 1:
+		return fmt.Errorf("iters %d: want at least 1", iters)
+	case only != "" && !slices.Contains(onlyWant, only):
+		want := onlyWant[len(onlyWant)-1]
+		if len(onlyWant) > 1 {
+			want = strings.Join(onlyWant[:len(onlyWant)-1], ", ") + " or " + want
+		}
+		return fmt.Errorf("only %q: want %s", only, want)
+	}
+	return nil
+}
+
+// StartTimed is the start of a timed benchmark's Run (pkg names it):
+// check is its Options.Check, and t and out are required.
+func StartTimed(pkg string, check func() error, t *GPUTimer, out io.Writer) error {
+	if err := check(); err != nil {
+		return err
+	}
+	if t == nil || out == nil {
+		return errors.New(pkg + ": Options.Timer and Options.Out are required")
+	}
+	return nil
 }

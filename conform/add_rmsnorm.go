@@ -33,21 +33,12 @@ func checkAddRMSNorm(e *env, t core.DType) error {
 		if c.cols%2 == 1 {
 			rpad = sz
 		}
-		xb, err := newRowBuf(e, encode(t, x), 16)
+		bufs, free, err := newRowBufs(e, rowSpec{encode(t, x), 16}, rowSpec{encode(t, r), rpad}, rowSpec{encode(t, w), 0})
 		if err != nil {
 			return err
 		}
-		defer xb.free()
-		rb, err := newRowBuf(e, encode(t, r), rpad)
-		if err != nil {
-			return err
-		}
-		defer rb.free()
-		wb, err := newRowBuf(e, encode(t, w), 0)
-		if err != nil {
-			return err
-		}
-		defer wb.free()
+		defer free()
+		xb, rb, wb := bufs[0], bufs[1], bufs[2]
 		if err := launchRow(e, "add_rmsnorm", t, c.grid, c.block, core.ArgBuffer(xb.v), core.ArgBuffer(rb.v), core.ArgBuffer(wb.v),
 			core.ArgScalar[float32](eps), core.ArgScalar[uint64](uint64(c.rows)), core.ArgScalar[uint64](uint64(c.cols))); err != nil {
 			return err

@@ -3,7 +3,6 @@
 package conform
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +11,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // attnCase is one attention check: a cache shape, an attention and a
@@ -103,14 +103,6 @@ type attnBatch struct {
 	qoIndptr          []int32
 	reserved          [][]int32   // per request: the pages it may use, in order
 	k, v              [][]float64 // per request: [token][hk][dim]
-}
-
-func i32bytes(v []int32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
-	}
-	return b
 }
 
 // newAttnBatch draws lengths and a shuffled page assignment (spare pages
@@ -275,8 +267,8 @@ func (d *attnDev) alloc(e *env, n int) (*core.Buffer, error) {
 // upload writes the page table (sizes may grow between steps: buffers
 // are sized for the final table).
 func (d *attnDev) upload(b *attnBatch, c attnCase) error {
-	return firstErr(core.CopyFromHost(d.indptr, i32bytes(b.indptr)), core.CopyFromHost(d.idx, i32bytes(b.idx)),
-		core.CopyFromHost(d.last, i32bytes(b.last)), core.CopyFromHost(d.qoIndptr, i32bytes(b.qoIndptr)))
+	return firstErr(core.CopyFromHost(d.indptr, le.Int32s(b.indptr)), core.CopyFromHost(d.idx, le.Int32s(b.idx)),
+		core.CopyFromHost(d.last, le.Int32s(b.last)), core.CopyFromHost(d.qoIndptr, le.Int32s(b.qoIndptr)))
 }
 
 // appendTokens appends tokens [from[r], to[r]) of every request through
@@ -327,7 +319,7 @@ func appendTokens(e *env, s *core.Stream, c attnCase, b *attnBatch, d *attnDev, 
 	biv, _ := ib.View(0, 4*nnz)
 	posv, _ := ib.View(4*nnz, 4*nnz)
 	if err := firstErr(core.CopyFromHost(kbuf, encode(c.dt, kb)), core.CopyFromHost(vbuf, encode(c.dt, vb)),
-		core.CopyFromHost(biv, i32bytes(bi2)), core.CopyFromHost(posv, i32bytes(pos2))); err != nil {
+		core.CopyFromHost(biv, le.Int32s(bi2)), core.CopyFromHost(posv, le.Int32s(pos2))); err != nil {
 		return err
 	}
 	pt := attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}
@@ -375,98 +367,95 @@ func runAttnCase(e *env, c attnCase) error {
 	if err != nil {
 		return err
 	}
-	s, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	att, err := attention.New(e.dev, attention.Desc{Kind: c.kind, NumQOHeads: c.hq, Cache: b.desc, Causal: c.causal,
-		SMScale: c.smScale, LogitsSoftCap: c.softCap, MaxBatch: c.batch, MaxRows: maxRows})
-	if err != nil {
-		if c.fp8 && errors.Is(err, core.ErrUnsupported) { // ABI 1.8, optional per plugin
-			return skip("the plugin has no fp8 KV caches: %v", err)
+	return withStream(e, func(s *core.Stream) error {
+		att, err := attention.New(e.dev, attention.Desc{Kind: c.kind, NumQOHeads: c.hq, Cache: b.desc, Causal: c.causal,
+			SMScale: c.smScale, LogitsSoftCap: c.softCap, MaxBatch: c.batch, MaxRows: maxRows})
+		if err != nil {
+			if c.fp8 && errors.Is(err, core.ErrUnsupported) { // ABI 1.8, optional per plugin
+				return skip("the plugin has no fp8 KV caches: %v", err)
+			}
+			return attnSkip(err)
 		}
-		return attnSkip(err)
-	}
-	defer att.Close()
-	// Step 0: the whole context goes in through AppendKV.
-	if err := d.upload(b, c); err != nil {
-		return err
-	}
-	zero := make([]int, c.batch)
-	if err := appendTokens(e, s, c, truth.or(b), d, zero, b.kvLen); err != nil {
-		return fmt.Errorf("append: %w", err)
-	}
-	if c.fp8 {
-		if err := checkFP8Pages(c, truth, d.cache, b.kvLen); err != nil {
+		defer att.Close()
+		// Step 0: the whole context goes in through AppendKV.
+		if err := d.upload(b, c); err != nil {
 			return err
 		}
-	}
-	for step := 0; step < steps; step++ {
-		if step > 0 { // one more token per request: page table first, then the rows
-			from := append([]int(nil), b.kvLen...)
-			for r := range b.kvLen {
-				b.kvLen[r]++
-			}
-			b.table()
-			if err := d.upload(b, c); err != nil {
+		zero := make([]int, c.batch)
+		if err := appendTokens(e, s, c, truth.or(b), d, zero, b.kvLen); err != nil {
+			return fmt.Errorf("append: %w", err)
+		}
+		if c.fp8 {
+			if err := checkFP8Pages(c, truth, d.cache, b.kvLen); err != nil {
 				return err
 			}
+		}
+		for step := 0; step < steps; step++ {
+			if step > 0 { // one more token per request: page table first, then the rows
+				from := append([]int(nil), b.kvLen...)
+				for r := range b.kvLen {
+					b.kvLen[r]++
+				}
+				b.table()
+				if err := d.upload(b, c); err != nil {
+					return err
+				}
+				if c.fp8 {
+					truth.kvLen, truth.indptr, truth.last, truth.idx = b.kvLen, b.indptr, b.last, b.idx
+				}
+				if err := appendTokens(e, s, c, truth.or(b), d, from, b.kvLen); err != nil {
+					return fmt.Errorf("step %d: append: %w", step, err)
+				}
+			}
+			rows := int(b.qoIndptr[c.batch])
+			q := randomValues(e.rng, c.dt, rows*c.hq*c.dim, 1)
+			if err := core.CopyFromHost(d.q, encode(c.dt, q)); err != nil {
+				return err
+			}
+			out := make([]byte, rows*rowBytes)
+			poison(out)
+			if err := core.CopyFromHost(d.o, out); err != nil {
+				return err
+			}
+			sched := attention.Schedule{KVIndptr: b.indptr, KVLastPageLen: b.last}
+			ops := attention.Operands{Q: d.q, O: d.o, Pages: attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}}
+			if c.kind == attention.Prefill {
+				sched.QOIndptr = b.qoIndptr
+				ops.QOIndptr = d.qoIndptr
+			}
+			if err := att.Plan(s, sched); err != nil {
+				return fmt.Errorf("step %d: plan: %w", step, err)
+			}
+			// Two runs of one plan (two layers): the second must match too.
+			for run := 0; run < 2; run++ {
+				if err := att.Run(s, d.cache, ops); err != nil {
+					return fmt.Errorf("step %d: run %d: %w", step, run, err)
+				}
+			}
+			if err := s.Synchronize(); err != nil {
+				return err
+			}
+			if err := core.CopyToHost(out, d.o); err != nil {
+				return err
+			}
+			got := decode(c.dt, out)
+			want := attnRef(c, b, q) // fp8: on the dequantised K and V
+			atol, rtol := attnTol(c.dt)
 			if c.fp8 {
-				truth.kvLen, truth.indptr, truth.last, truth.idx = b.kvLen, b.indptr, b.last, b.idx
+				if err := fp8Accuracy(c, truth, b, q, got, want); err != nil {
+					return fmt.Errorf("step %d: %w", step, err)
+				}
 			}
-			if err := appendTokens(e, s, c, truth.or(b), d, from, b.kvLen); err != nil {
-				return fmt.Errorf("step %d: append: %w", step, err)
-			}
-		}
-		rows := int(b.qoIndptr[c.batch])
-		q := randomValues(e.rng, c.dt, rows*c.hq*c.dim, 1)
-		if err := core.CopyFromHost(d.q, encode(c.dt, q)); err != nil {
-			return err
-		}
-		out := make([]byte, rows*rowBytes)
-		poison(out)
-		if err := core.CopyFromHost(d.o, out); err != nil {
-			return err
-		}
-		sched := attention.Schedule{KVIndptr: b.indptr, KVLastPageLen: b.last}
-		ops := attention.Operands{Q: d.q, O: d.o, Pages: attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}}
-		if c.kind == attention.Prefill {
-			sched.QOIndptr = b.qoIndptr
-			ops.QOIndptr = d.qoIndptr
-		}
-		if err := att.Plan(s, sched); err != nil {
-			return fmt.Errorf("step %d: plan: %w", step, err)
-		}
-		// Two runs of one plan (two layers): the second must match too.
-		for run := 0; run < 2; run++ {
-			if err := att.Run(s, d.cache, ops); err != nil {
-				return fmt.Errorf("step %d: run %d: %w", step, run, err)
+			for i := range want {
+				if diff := math.Abs(got[i] - want[i]); !(diff <= atol+rtol*math.Abs(want[i])) {
+					per := c.hq * c.dim
+					return fmt.Errorf("step %d: output[row %d][head %d][%d] = %g, want %g (|diff| %.3g > %.3g; %d rows, lengths %v)",
+						step, i/per, i%per/c.dim, i%c.dim, got[i], want[i], diff, atol+rtol*math.Abs(want[i]), rows, lenSummary(b.kvLen))
+				}
 			}
 		}
-		if err := s.Synchronize(); err != nil {
-			return err
-		}
-		if err := core.CopyToHost(out, d.o); err != nil {
-			return err
-		}
-		got := decode(c.dt, out)
-		want := attnRef(c, b, q) // fp8: on the dequantised K and V
-		atol, rtol := attnTol(c.dt)
-		if c.fp8 {
-			if err := fp8Accuracy(c, truth, b, q, got, want); err != nil {
-				return fmt.Errorf("step %d: %w", step, err)
-			}
-		}
-		for i := range want {
-			if diff := math.Abs(got[i] - want[i]); !(diff <= atol+rtol*math.Abs(want[i])) {
-				per := c.hq * c.dim
-				return fmt.Errorf("step %d: output[row %d][head %d][%d] = %g, want %g (|diff| %.3g > %.3g; %d rows, lengths %v)",
-					step, i/per, i%per/c.dim, i%c.dim, got[i], want[i], diff, atol+rtol*math.Abs(want[i]), rows, lenSummary(b.kvLen))
-			}
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func lenSummary(v []int) string {
@@ -503,44 +492,41 @@ func attnAppendLayout(e *env) error {
 			if err := firstErr(core.Memset(d.cache.K(), 0), core.Memset(d.cache.V(), 0), d.upload(b, c)); err != nil {
 				return err
 			}
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if err := appendTokens(e, s, c, b, d, make([]int, c.batch), b.kvLen); err != nil {
-				if errors.Is(err, core.ErrUnsupported) {
-					return skip("the plugin has no attention: %v", err)
-				}
-				return err
-			}
-			raw := make([]byte, b.desc.NumPages*b.desc.PageBytes())
-			for kv, reg := range []core.Region{d.cache.K(), d.cache.V()} {
-				if err := core.CopyToHost(raw, reg); err != nil {
+			return withStream(e, func(s *core.Stream) error {
+				if err := appendTokens(e, s, c, b, d, make([]int, c.batch), b.kvLen); err != nil {
+					if errors.Is(err, core.ErrUnsupported) {
+						return skip("the plugin has no attention: %v", err)
+					}
 					return err
 				}
-				vals := [][][]float64{b.k, b.v}[kv]
-				for r, n := range b.kvLen {
-					for t := 0; t < n; t++ {
-						page := int(b.idx[int(b.indptr[r])+t/c.page])
-						for h := 0; h < c.hk; h++ {
-							off, err := b.desc.Offset(page, t%c.page, h)
-							if err != nil {
-								return fmt.Errorf("layout %d: request %d token %d head %d: %w", lay, r, t, h, err)
-							}
-							got := decode(c.dt, raw[off:off+c.dim*2])
-							want := vals[r][(t*c.hk+h)*c.dim:][:c.dim]
-							for i := range got {
-								if got[i] != want[i] {
-									return fmt.Errorf("layout %d: %s of request %d token %d head %d [%d] = %g, want %g",
-										lay, [2]string{"K", "V"}[kv], r, t, h, i, got[i], want[i])
+				raw := make([]byte, b.desc.NumPages*b.desc.PageBytes())
+				for kv, reg := range []core.Region{d.cache.K(), d.cache.V()} {
+					if err := core.CopyToHost(raw, reg); err != nil {
+						return err
+					}
+					vals := [][][]float64{b.k, b.v}[kv]
+					for r, n := range b.kvLen {
+						for t := 0; t < n; t++ {
+							page := int(b.idx[int(b.indptr[r])+t/c.page])
+							for h := 0; h < c.hk; h++ {
+								off, err := b.desc.Offset(page, t%c.page, h)
+								if err != nil {
+									return fmt.Errorf("layout %d: request %d token %d head %d: %w", lay, r, t, h, err)
+								}
+								got := decode(c.dt, raw[off:off+c.dim*2])
+								want := vals[r][(t*c.hk+h)*c.dim:][:c.dim]
+								for i := range got {
+									if got[i] != want[i] {
+										return fmt.Errorf("layout %d: %s of request %d token %d head %d [%d] = %g, want %g",
+											lay, [2]string{"K", "V"}[kv], r, t, h, i, got[i], want[i])
+									}
 								}
 							}
 						}
 					}
 				}
-			}
-			return nil
+				return nil
+			})
 		}()
 		d.free()
 		if err != nil {
@@ -610,71 +596,65 @@ func attnMisuse(e *env) error {
 	if err := d.upload(b, c); err != nil {
 		return err
 	}
-	s1, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s1.Close()
-	s2, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s2.Close()
-	ops := attention.Operands{Q: d.q, O: d.o, QOIndptr: d.qoIndptr, Pages: attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}}
-	sched := attention.Schedule{QOIndptr: b.qoIndptr, KVIndptr: b.indptr, KVLastPageLen: b.last}
-	small, _ := d.q.View(0, 64)
-	tooBigQO := append([]int32(nil), b.qoIndptr...)
-	tooBigQO[2] = tooBigQO[1] + int32(b.kvLen[1]) + 1 // more rows than tokens, causal
-	badLast := append([]int32(nil), b.last...)
-	badLast[0] = int32(c.page + 1)
-	for _, m := range []struct {
-		name string
-		fn   func() error
-		want error
-	}{
-		{"run before any plan", func() error { return a.Run(s1, d.cache, ops) }, core.ErrFailedPrecondition},
-		{"plan: causal with more rows than tokens", func() error {
-			return a.Plan(s1, attention.Schedule{QOIndptr: tooBigQO, KVIndptr: b.indptr, KVLastPageLen: b.last})
-		}, core.ErrInvalidArgument},
-		{"plan: last page length beyond the page", func() error {
-			return a.Plan(s1, attention.Schedule{QOIndptr: b.qoIndptr, KVIndptr: b.indptr, KVLastPageLen: badLast})
-		}, core.ErrInvalidArgument},
-		{"plan: decode schedule for prefill", func() error {
-			return a.Plan(s1, attention.Schedule{KVIndptr: b.indptr, KVLastPageLen: b.last})
-		}, core.ErrInvalidArgument},
-		{"plan", func() error { return a.Plan(s1, sched) }, nil},
-		{"run on another stream than the plan's", func() error { return a.Run(s2, d.cache, ops) }, core.ErrFailedPrecondition},
-		{"run with a q region too small", func() error {
-			o := ops
-			o.Q = small
-			return a.Run(s1, d.cache, o)
-		}, core.ErrOutOfRange},
-		{"run with a nil page table", func() error {
-			o := ops
-			o.Pages.Indices = nil
-			return a.Run(s1, d.cache, o)
-		}, core.ErrInvalidArgument},
-		{"run", func() error { return a.Run(s1, d.cache, ops) }, nil},
-		{"append with a nil cache", func() error {
-			return (*attention.KVCache)(nil).Append(s1, ops.Pages, 2, attention.KVRows{K: d.q, V: d.o, BatchIndices: d.indptr, Positions: d.indptr, NNZ: 1})
-		}, core.ErrInvalidArgument},
-	} {
-		err := m.fn()
-		if m.want == nil {
-			if err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+	return withStream(e, func(s1 *core.Stream) error {
+		return withStream(e, func(s2 *core.Stream) error {
+			ops := attention.Operands{Q: d.q, O: d.o, QOIndptr: d.qoIndptr, Pages: attention.PageTable{Indptr: d.indptr, Indices: d.idx, LastPageLen: d.last}}
+			sched := attention.Schedule{QOIndptr: b.qoIndptr, KVIndptr: b.indptr, KVLastPageLen: b.last}
+			small, _ := d.q.View(0, 64)
+			tooBigQO := append([]int32(nil), b.qoIndptr...)
+			tooBigQO[2] = tooBigQO[1] + int32(b.kvLen[1]) + 1 // more rows than tokens, causal
+			badLast := append([]int32(nil), b.last...)
+			badLast[0] = int32(c.page + 1)
+			for _, m := range []struct {
+				name string
+				fn   func() error
+				want error
+			}{
+				{"run before any plan", func() error { return a.Run(s1, d.cache, ops) }, core.ErrFailedPrecondition},
+				{"plan: causal with more rows than tokens", func() error {
+					return a.Plan(s1, attention.Schedule{QOIndptr: tooBigQO, KVIndptr: b.indptr, KVLastPageLen: b.last})
+				}, core.ErrInvalidArgument},
+				{"plan: last page length beyond the page", func() error {
+					return a.Plan(s1, attention.Schedule{QOIndptr: b.qoIndptr, KVIndptr: b.indptr, KVLastPageLen: badLast})
+				}, core.ErrInvalidArgument},
+				{"plan: decode schedule for prefill", func() error {
+					return a.Plan(s1, attention.Schedule{KVIndptr: b.indptr, KVLastPageLen: b.last})
+				}, core.ErrInvalidArgument},
+				{"plan", func() error { return a.Plan(s1, sched) }, nil},
+				{"run on another stream than the plan's", func() error { return a.Run(s2, d.cache, ops) }, core.ErrFailedPrecondition},
+				{"run with a q region too small", func() error {
+					o := ops
+					o.Q = small
+					return a.Run(s1, d.cache, o)
+				}, core.ErrOutOfRange},
+				{"run with a nil page table", func() error {
+					o := ops
+					o.Pages.Indices = nil
+					return a.Run(s1, d.cache, o)
+				}, core.ErrInvalidArgument},
+				{"run", func() error { return a.Run(s1, d.cache, ops) }, nil},
+				{"append with a nil cache", func() error {
+					return (*attention.KVCache)(nil).Append(s1, ops.Pages, 2, attention.KVRows{K: d.q, V: d.o, BatchIndices: d.indptr, Positions: d.indptr, NNZ: 1})
+				}, core.ErrInvalidArgument},
+			} {
+				err := m.fn()
+				if m.want == nil {
+					if err != nil {
+						return fmt.Errorf("%s: %w", m.name, err)
+					}
+					continue
+				}
+				if err := expect(m.name, err, m.want); err != nil {
+					return err
+				}
 			}
-			continue
-		}
-		if err := expect(m.name, err, m.want); err != nil {
-			return err
-		}
-	}
-	if err := s1.Synchronize(); err != nil {
-		return err
-	}
-	if err := a.Close(); err != nil {
-		return err
-	}
-	return expect("plan after close", a.Plan(s1, sched), core.ErrClosed)
+			if err := s1.Synchronize(); err != nil {
+				return err
+			}
+			if err := a.Close(); err != nil {
+				return err
+			}
+			return expect("plan after close", a.Plan(s1, sched), core.ErrClosed)
+		})
+	})
 }

@@ -165,6 +165,12 @@ func (r *ranks) sync() error {
 	return nil
 }
 
+// run runs ops as one group of c, waits for every rank's stream, and
+// returns the first error of the three, c's own last.
+func (r *ranks) run(c *collective.Comm, ops ...collective.Op) error {
+	return firstErrOf(func() error { return c.Run(ops...) }, r.sync, c.Err)
+}
+
 func (r *ranks) close() {
 	for _, s := range r.streams {
 		_ = s.Synchronize()
@@ -236,13 +242,7 @@ func commReduce(e *env, kind collective.Kind, dt core.DType, red collective.Redu
 		recvs[k] = recv
 		ops[k] = collective.Op{Kind: kind, DType: dt, Reduce: red, Rank: k, Count: count, Stream: r.streams[k], Send: send, Recv: recv}
 	}
-	if err := c.Run(ops...); err != nil {
-		return err
-	}
-	if err := r.sync(); err != nil {
-		return err
-	}
-	if err := c.Err(); err != nil {
+	if err := r.run(c, ops...); err != nil {
 		return err
 	}
 	for k := 0; k < n; k++ {
@@ -329,13 +329,7 @@ func commMove(e *env, kind collective.Kind, count int) error {
 			}
 		}
 	}
-	if err := c.Run(ops...); err != nil {
-		return err
-	}
-	if err := r.sync(); err != nil {
-		return err
-	}
-	if err := c.Err(); err != nil {
+	if err := r.run(c, ops...); err != nil {
 		return err
 	}
 	for k := 0; k < n; k++ {
@@ -441,13 +435,7 @@ func commCountZero(e *env) error {
 	for k := 0; k < c.NRanks(); k++ {
 		ops = append(ops, collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: k, Stream: r.streams[k]})
 	}
-	if err := c.Run(ops...); err != nil {
-		return err
-	}
-	if err := r.sync(); err != nil {
-		return err
-	}
-	return c.Err()
+	return r.run(c, ops...)
 }
 
 // commMultiRuntime: one runtime per rank (as one process per GPU would
@@ -522,13 +510,7 @@ func commMultiRuntime(e *env) error {
 				case 1:
 					ops = append(ops, collective.Op{Kind: collective.Recv, DType: core.U8, Rank: 1, Peer: 0, Count: 96, Stream: r.streams[0], Recv: pb})
 				}
-				if err := c.Run(ops...); err != nil {
-					return err
-				}
-				if err := r.sync(); err != nil {
-					return err
-				}
-				if err := c.Err(); err != nil {
+				if err := r.run(c, ops...); err != nil {
 					return err
 				}
 				raw, err := download(b, cnt*2)

@@ -268,6 +268,17 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
+// withStream runs fn on a new stream of e.dev and closes the stream
+// after (and after fn's own deferred calls).
+func withStream(e *env, fn func(s *core.Stream) error) error {
+	s, err := e.dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return fn(s)
+}
+
 // bufferAndStream allocates n bytes on e.dev and makes a stream there;
 // done closes the stream and frees the buffer.
 func bufferAndStream(e *env, n int) (b *core.Buffer, s *core.Stream, done func(), err error) {

@@ -29,49 +29,46 @@ func dataChecks() []check {
 			return roundTrip(e, n, 7)
 		}},
 		{"data/pinned_async", func(e *env) error {
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			for _, n := range []int{1, 3, 4095, 65537, 3<<20 + 1} {
-				src, err := e.rt.HostHeap().Alloc(n)
-				if err != nil {
-					return err
-				}
-				dst, err := e.rt.AllocHost(n + 16)
-				if err != nil {
-					src.Free()
-					return err
-				}
-				err = func() error {
-					data := randomBytes(e.rng, n)
-					copy(src.Bytes(), data)
-					b, err := e.dev.Alloc(n + 300)
+			return withStream(e, func(s *core.Stream) error {
+				for _, n := range []int{1, 3, 4095, 65537, 3<<20 + 1} {
+					src, err := e.rt.HostHeap().Alloc(n)
 					if err != nil {
 						return err
 					}
-					defer b.Free()
-					v, _ := b.View(299, n)
-					dv, _ := dst.View(5, n)
-					poison(dst.Bytes())
-					if err := firstErr(s.CopyFromPinned(v, src), s.CopyToPinned(dv, v), s.Synchronize()); err != nil {
+					dst, err := e.rt.AllocHost(n + 16)
+					if err != nil {
+						src.Free()
 						return err
 					}
-					if !bytes.Equal(dv.Bytes(), data) {
-						return fmt.Errorf("%d bytes through pinned memory came back different", n)
+					err = func() error {
+						data := randomBytes(e.rng, n)
+						copy(src.Bytes(), data)
+						b, err := e.dev.Alloc(n + 300)
+						if err != nil {
+							return err
+						}
+						defer b.Free()
+						v, _ := b.View(299, n)
+						dv, _ := dst.View(5, n)
+						poison(dst.Bytes())
+						if err := firstErr(s.CopyFromPinned(v, src), s.CopyToPinned(dv, v), s.Synchronize()); err != nil {
+							return err
+						}
+						if !bytes.Equal(dv.Bytes(), data) {
+							return fmt.Errorf("%d bytes through pinned memory came back different", n)
+						}
+						if dst.Bytes()[4] != 0xff || dst.Bytes()[5+n] != 0xff {
+							return fmt.Errorf("%d-byte async copy wrote outside its pinned view", n)
+						}
+						return nil
+					}()
+					err = firstErr(err, src.Free(), dst.Free())
+					if err != nil {
+						return err
 					}
-					if dst.Bytes()[4] != 0xff || dst.Bytes()[5+n] != 0xff {
-						return fmt.Errorf("%d-byte async copy wrote outside its pinned view", n)
-					}
-					return nil
-				}()
-				err = firstErr(err, src.Free(), dst.Free())
-				if err != nil {
-					return err
 				}
-			}
-			return nil
+				return nil
+			})
 		}},
 		{"data/memset", func(e *env) error {
 			const n = 4099

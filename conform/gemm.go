@@ -318,99 +318,96 @@ func runGemmCase(e *env, c gemmCase) error {
 		TransA: c.transA, TransB: c.transB, M: c.m, N: c.n, K: c.k, LDA: lda, LDB: ldb, LDC: ldc, LDD: ldc,
 		Batch: c.batch, StrideA: int64(sa), StrideB: int64(sb), StrideC: int64(sc), StrideD: int64(sc),
 		Epilogue: c.ep, BiasType: biasType}
-	s, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if err := s.Gemm(desc, ops); err != nil {
-		if r := planUnsupported(err); r != "" {
-			return skip("%s", r)
-		}
-		return err
-	}
-	if err := s.Synchronize(); err != nil {
-		return err
-	}
-	raw := make([]byte, nc*dsz)
-	if err := core.CopyToHost(raw, vD); err != nil {
-		return err
-	}
-	got := decode(c.dt, raw)
-	// every element of D written, the padding untouched
-	inD := make([]bool, nc)
-	for bi := 0; bi < batch; bi++ {
-		for j := 0; j < c.n; j++ {
-			for i := 0; i < c.m; i++ {
-				inD[bi*sc+j*ldc+i] = true
+	return withStream(e, func(s *core.Stream) error {
+		if err := s.Gemm(desc, ops); err != nil {
+			if r := planUnsupported(err); r != "" {
+				return skip("%s", r)
 			}
+			return err
 		}
-	}
-	for x := 0; x < nc; x++ {
-		if inD[x] && math.IsNaN(got[x]) {
-			return fmt.Errorf("element %d of D was not written (still poison) or is NaN", x)
+		if err := s.Synchronize(); err != nil {
+			return err
 		}
-		if !inD[x] {
-			for q := 0; q < dsz; q++ {
-				if raw[x*dsz+q] != 0xff {
-					return fmt.Errorf("element %d of D's padding was written", x)
+		raw := make([]byte, nc*dsz)
+		if err := core.CopyToHost(raw, vD); err != nil {
+			return err
+		}
+		got := decode(c.dt, raw)
+		// every element of D written, the padding untouched
+		inD := make([]bool, nc)
+		for bi := 0; bi < batch; bi++ {
+			for j := 0; j < c.n; j++ {
+				for i := 0; i < c.m; i++ {
+					inD[bi*sc+j*ldc+i] = true
 				}
 			}
 		}
-	}
-	// reference
-	opA := func(bi, i, p int) float64 {
-		if c.transA {
-			return av[bi*sa+i*lda+p]
+		for x := 0; x < nc; x++ {
+			if inD[x] && math.IsNaN(got[x]) {
+				return fmt.Errorf("element %d of D was not written (still poison) or is NaN", x)
+			}
+			if !inD[x] {
+				for q := 0; q < dsz; q++ {
+					if raw[x*dsz+q] != 0xff {
+						return fmt.Errorf("element %d of D's padding was written", x)
+					}
+				}
+			}
 		}
-		return av[bi*sa+p*lda+i]
-	}
-	opB := func(bi, p, j int) float64 {
-		if c.transB {
-			return bv[bi*sb+p*ldb+j]
+		// reference
+		opA := func(bi, i, p int) float64 {
+			if c.transA {
+				return av[bi*sa+i*lda+p]
+			}
+			return av[bi*sa+p*lda+i]
 		}
-		return bv[bi*sb+j*ldb+p]
-	}
-	total := batch * c.m * c.n
-	sample := total
-	if total > 1<<16 {
-		sample = 4096
-	}
-	var num, den float64
-	for q := 0; q < sample; q++ {
-		idx := q
-		if sample < total {
-			idx = e.rng.IntN(total)
+		opB := func(bi, p, j int) float64 {
+			if c.transB {
+				return bv[bi*sb+p*ldb+j]
+			}
+			return bv[bi*sb+j*ldb+p]
 		}
-		bi, rem := idx/(c.m*c.n), idx%(c.m*c.n)
-		j, i := rem/c.m, rem%c.m
-		acc := 0.0
-		for p := 0; p < c.k; p++ {
-			acc += opA(bi, i, p) * opB(bi, p, j)
+		total := batch * c.m * c.n
+		sample := total
+		if total > 1<<16 {
+			sample = 4096
 		}
-		t := ops.Alpha * sA * sB * acc
-		if c.beta != 0 {
-			t += c.beta * cv[bi*sc+j*ldc+i]
+		var num, den float64
+		for q := 0; q < sample; q++ {
+			idx := q
+			if sample < total {
+				idx = e.rng.IntN(total)
+			}
+			bi, rem := idx/(c.m*c.n), idx%(c.m*c.n)
+			j, i := rem/c.m, rem%c.m
+			acc := 0.0
+			for p := 0; p < c.k; p++ {
+				acc += opA(bi, i, p) * opB(bi, p, j)
+			}
+			t := ops.Alpha * sA * sB * acc
+			if c.beta != 0 {
+				t += c.beta * cv[bi*sc+j*ldc+i]
+			}
+			if c.ep.HasBias() {
+				t += biasv[i]
+			}
+			switch c.ep {
+			case core.EpilogueRelu, core.EpilogueBiasRelu:
+				t = math.Max(t, 0)
+			case core.EpilogueGelu, core.EpilogueBiasGelu:
+				t = 0.5 * t * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(t+0.044715*t*t*t)))
+			}
+			t *= sD
+			d := got[bi*sc+j*ldc+i] - t
+			num += d * d
+			den += t * t
 		}
-		if c.ep.HasBias() {
-			t += biasv[i]
+		if den == 0 {
+			return fmt.Errorf("the reference is all zeros (a bad test case)")
 		}
-		switch c.ep {
-		case core.EpilogueRelu, core.EpilogueBiasRelu:
-			t = math.Max(t, 0)
-		case core.EpilogueGelu, core.EpilogueBiasGelu:
-			t = 0.5 * t * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(t+0.044715*t*t*t)))
+		if rel := math.Sqrt(num / den); rel > c.tol || math.IsNaN(rel) {
+			return fmt.Errorf("||D-ref||/||ref|| = %.3g over %d elements, tolerance %.3g", rel, sample, c.tol)
 		}
-		t *= sD
-		d := got[bi*sc+j*ldc+i] - t
-		num += d * d
-		den += t * t
-	}
-	if den == 0 {
-		return fmt.Errorf("the reference is all zeros (a bad test case)")
-	}
-	if rel := math.Sqrt(num / den); rel > c.tol || math.IsNaN(rel) {
-		return fmt.Errorf("||D-ref||/||ref|| = %.3g over %d elements, tolerance %.3g", rel, sample, c.tol)
-	}
-	return nil
+		return nil
+	})
 }

@@ -204,250 +204,229 @@ func graphReplayMatchesEager(e *env) error {
 // graphSetArg: a scalar and a buffer argument changed between replays
 // take effect; the replaced buffer is no longer held, the new one is.
 func graphSetArg(e *env) error {
-	be, done, err := newBatchEnv(e, 1024)
-	if err != nil {
-		return err
-	}
-	defer done()
-	z, err := e.dev.Alloc(4 * be.n)
-	if err != nil {
-		return err
-	}
-	zFreed := false
-	defer func() {
-		if !zFreed {
-			_ = be.s.Synchronize()
-			_ = z.Free()
+	return withBatchEnv(e, 1024, func(be *batchEnv) error {
+		z, err := e.dev.Alloc(4 * be.n)
+		if err != nil {
+			return err
 		}
-	}()
-	N := core.ArgScalar[uint64](uint64(be.n))
-	var node core.Node
-	g, err := capture(be.s, func(s *core.Stream) error {
-		node = s.NextNode()
-		return s.Launch(be.fill, be.cfg, core.ArgBuffer(be.x), core.ArgScalar[float32](1.5), N)
+		zFreed := false
+		defer func() {
+			if !zFreed {
+				_ = be.s.Synchronize()
+				_ = z.Free()
+			}
+		}()
+		N := core.ArgScalar[uint64](uint64(be.n))
+		var node core.Node
+		g, err := capture(be.s, func(s *core.Stream) error {
+			node = s.NextNode()
+			return s.Launch(be.fill, be.cfg, core.ArgBuffer(be.x), core.ArgScalar[float32](1.5), N)
+		})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		if err := firstErr(g.Launch(be.s), be.expectAll(be.x, 1.5)); err != nil {
+			return fmt.Errorf("first replay: %w", err)
+		}
+		if err := firstErr(g.SetArg(node, 1, core.ArgScalar[float32](-2.25)), g.Launch(be.s), be.expectAll(be.x, -2.25)); err != nil {
+			return fmt.Errorf("after SetArg of the value: %w", err)
+		}
+		if err := core.Memset(be.x, 0); err != nil {
+			return err
+		}
+		if err := firstErr(g.SetArg(node, 0, core.ArgBuffer(z)), g.SetArg(node, 1, core.ArgScalar[float32](3)), g.Launch(be.s)); err != nil {
+			return fmt.Errorf("after SetArg of the buffer: %w", err)
+		}
+		if err := firstErr(be.expectAll(z, 3), be.expectAll(be.x, 0)); err != nil {
+			return fmt.Errorf("after SetArg of the buffer: %w", err)
+		}
+		if err := expect("Free of the buffer SetArg put into a live graph", z.Free(), core.ErrFailedPrecondition); err != nil {
+			return err
+		}
+		if err := expect("SetArg with an i32 for fill_f32's f32", g.SetArg(node, 1, core.ArgScalar[int32](1)), core.ErrInvalidArgument); err != nil {
+			return err
+		}
+		if err := firstErr(be.s.Synchronize(), g.Close(), z.Free()); err != nil {
+			return fmt.Errorf("Close, then Free of the buffer: %w", err)
+		}
+		zFreed = true
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	if err := firstErr(g.Launch(be.s), be.expectAll(be.x, 1.5)); err != nil {
-		return fmt.Errorf("first replay: %w", err)
-	}
-	if err := firstErr(g.SetArg(node, 1, core.ArgScalar[float32](-2.25)), g.Launch(be.s), be.expectAll(be.x, -2.25)); err != nil {
-		return fmt.Errorf("after SetArg of the value: %w", err)
-	}
-	if err := core.Memset(be.x, 0); err != nil {
-		return err
-	}
-	if err := firstErr(g.SetArg(node, 0, core.ArgBuffer(z)), g.SetArg(node, 1, core.ArgScalar[float32](3)), g.Launch(be.s)); err != nil {
-		return fmt.Errorf("after SetArg of the buffer: %w", err)
-	}
-	if err := firstErr(be.expectAll(z, 3), be.expectAll(be.x, 0)); err != nil {
-		return fmt.Errorf("after SetArg of the buffer: %w", err)
-	}
-	if err := expect("Free of the buffer SetArg put into a live graph", z.Free(), core.ErrFailedPrecondition); err != nil {
-		return err
-	}
-	if err := expect("SetArg with an i32 for fill_f32's f32", g.SetArg(node, 1, core.ArgScalar[int32](1)), core.ErrInvalidArgument); err != nil {
-		return err
-	}
-	if err := firstErr(be.s.Synchronize(), g.Close(), z.Free()); err != nil {
-		return fmt.Errorf("Close, then Free of the buffer: %w", err)
-	}
-	zFreed = true
-	return nil
 }
 
 // graphSetArgEveryReplay: 200 replays of y += a*x with a changed before
 // each one (the decode loop's pattern); the sum is exact.
 func graphSetArgEveryReplay(e *env) error {
-	be, done, err := newBatchEnv(e, 512)
-	if err != nil {
-		return err
-	}
-	defer done()
-	if err := firstErr(core.CopyFromHost(be.x, encode(core.F32, constant(be.n, 1))), core.Memset(be.y, 0)); err != nil {
-		return err
-	}
-	N := core.ArgScalar[uint64](uint64(be.n))
-	g, err := capture(be.s, func(s *core.Stream) error {
-		return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](0), N)
-	})
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	want := 0.0
-	for i := 1; i <= 200; i++ {
-		if err := firstErr(g.SetArg(0, 2, core.ArgScalar[float32](float32(i))), g.Launch(be.s)); err != nil {
-			return fmt.Errorf("replay %d: %w", i, err)
+	return withBatchEnv(e, 512, func(be *batchEnv) error {
+		if err := firstErr(core.CopyFromHost(be.x, encode(core.F32, constant(be.n, 1))), core.Memset(be.y, 0)); err != nil {
+			return err
 		}
-		want += float64(i)
-	}
-	return be.expectAll(be.y, want)
+		N := core.ArgScalar[uint64](uint64(be.n))
+		g, err := capture(be.s, func(s *core.Stream) error {
+			return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](0), N)
+		})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		want := 0.0
+		for i := 1; i <= 200; i++ {
+			if err := firstErr(g.SetArg(0, 2, core.ArgScalar[float32](float32(i))), g.Launch(be.s)); err != nil {
+				return fmt.Errorf("replay %d: %w", i, err)
+			}
+			want += float64(i)
+		}
+		return be.expectAll(be.y, want)
+	})
 }
 
 // graphEvents: an event recorded inside the graph orders another stream
 // after the replay; a wait inside the graph orders the replay after
 // another stream's work.
 func graphEvents(e *env) error {
-	be, done, err := newBatchEnv(e, 4096)
-	if err != nil {
-		return err
-	}
-	defer done()
-	s2, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s2.Close()
-	before, err := e.dev.NewEvent(false)
-	if err != nil {
-		return err
-	}
-	defer before.Close()
-	after, err := e.dev.NewEvent(false)
-	if err != nil {
-		return err
-	}
-	defer after.Close()
-	sleep, err := kernel(e.dev, "sleep_ns")
-	if err != nil {
-		return err
-	}
-	N := core.ArgScalar[uint64](uint64(be.n))
-	g, err := capture(be.s, func(s *core.Stream) error {
-		return firstErrOf(
-			func() error { return s.WaitEvent(before) },
-			func() error {
-				return s.Launch(be.scale, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](2), N)
-			},
-			func() error { return after.Record(s) },
-		)
+	return withBatchEnv(e, 4096, func(be *batchEnv) error {
+		return withStream(e, func(s2 *core.Stream) error {
+			before, err := e.dev.NewEvent(false)
+			if err != nil {
+				return err
+			}
+			defer before.Close()
+			after, err := e.dev.NewEvent(false)
+			if err != nil {
+				return err
+			}
+			defer after.Close()
+			sleep, err := kernel(e.dev, "sleep_ns")
+			if err != nil {
+				return err
+			}
+			N := core.ArgScalar[uint64](uint64(be.n))
+			g, err := capture(be.s, func(s *core.Stream) error {
+				return firstErrOf(
+					func() error { return s.WaitEvent(before) },
+					func() error {
+						return s.Launch(be.scale, be.cfg, core.ArgBuffer(be.y), core.ArgBuffer(be.x), core.ArgScalar[float32](2), N)
+					},
+					func() error { return after.Record(s) },
+				)
+			})
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			// s2: sleep, then x = 4, then record `before`; the replay waits for it
+			// (y = 2x = 8), then s2 waits for `after` and sets x = 1 (y unchanged).
+			err = firstErr(
+				s2.Launch(sleep, core.Grid1D(1, 1), sleepArg(2e6)),
+				s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 4)...),
+				before.Record(s2),
+				g.Launch(be.s),
+				s2.WaitEvent(after),
+				s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...),
+				s2.Synchronize())
+			if err != nil {
+				return err
+			}
+			if err := be.expectAll(be.y, 8); err != nil {
+				return fmt.Errorf("y after the replay (ordered by events): %w", err)
+			}
+			return be.expectAll(be.x, 1)
+		})
 	})
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	// s2: sleep, then x = 4, then record `before`; the replay waits for it
-	// (y = 2x = 8), then s2 waits for `after` and sets x = 1 (y unchanged).
-	err = firstErr(
-		s2.Launch(sleep, core.Grid1D(1, 1), sleepArg(2e6)),
-		s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 4)...),
-		before.Record(s2),
-		g.Launch(be.s),
-		s2.WaitEvent(after),
-		s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...),
-		s2.Synchronize())
-	if err != nil {
-		return err
-	}
-	if err := be.expectAll(be.y, 8); err != nil {
-		return fmt.Errorf("y after the replay (ordered by events): %w", err)
-	}
-	return be.expectAll(be.x, 1)
 }
 
 // graphMisuseSync: synchronous calls during a capture are errors (and
 // fail the capture when made on the capturing stream).
 func graphMisuseSync(e *env) error {
-	be, done, err := newBatchEnv(e, 256)
-	if err != nil {
-		return err
-	}
-	defer done()
-	fill := func(s *core.Stream) error { return s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...) }
-	for _, c := range []struct {
-		what string
-		call func(s *core.Stream) error
-	}{
-		{"Synchronize of the capturing stream", func(s *core.Stream) error { return s.Synchronize() }},
-		{"CopyFromHost", func(*core.Stream) error { return core.CopyFromHost(be.y, make([]byte, 16)) }},
-		{"CopyToHost", func(*core.Stream) error { return core.CopyToHost(make([]byte, 16), be.y) }},
-		{"Device.Synchronize", func(*core.Stream) error { return e.dev.Synchronize() }},
-	} {
-		var callErr error
-		g, err := capture(be.s, func(s *core.Stream) error {
-			if err := fill(s); err != nil {
+	return withBatchEnv(e, 256, func(be *batchEnv) error {
+		fill := func(s *core.Stream) error { return s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...) }
+		for _, c := range []struct {
+			what string
+			call func(s *core.Stream) error
+		}{
+			{"Synchronize of the capturing stream", func(s *core.Stream) error { return s.Synchronize() }},
+			{"CopyFromHost", func(*core.Stream) error { return core.CopyFromHost(be.y, make([]byte, 16)) }},
+			{"CopyToHost", func(*core.Stream) error { return core.CopyToHost(make([]byte, 16), be.y) }},
+			{"Device.Synchronize", func(*core.Stream) error { return e.dev.Synchronize() }},
+		} {
+			var callErr error
+			g, err := capture(be.s, func(s *core.Stream) error {
+				if err := fill(s); err != nil {
+					return err
+				}
+				callErr = c.call(s)
+				return callErr
+			})
+			if g != nil {
+				_ = g.Close()
+			}
+			if skipped := (skipError{}); errors.As(err, &skipped) {
 				return err
 			}
-			callErr = c.call(s)
-			return callErr
-		})
-		if g != nil {
-			_ = g.Close()
+			if err := expect(c.what+" during a capture", callErr, core.ErrFailedPrecondition); err != nil {
+				return err
+			}
+			if err := expect("the capture whose function returned that error", err, core.ErrFailedPrecondition); err != nil {
+				return err
+			}
 		}
-		if skipped := (skipError{}); errors.As(err, &skipped) {
-			return err
-		}
-		if err := expect(c.what+" during a capture", callErr, core.ErrFailedPrecondition); err != nil {
-			return err
-		}
-		if err := expect("the capture whose function returned that error", err, core.ErrFailedPrecondition); err != nil {
-			return err
-		}
-	}
-	// After the capture, synchronous calls work again.
-	return firstErr(core.CopyFromHost(be.y, make([]byte, 16)), e.dev.Synchronize())
+		// After the capture, synchronous calls work again.
+		return firstErr(core.CopyFromHost(be.y, make([]byte, 16)), e.dev.Synchronize())
+	})
 }
 
 // graphMisuseFree: a buffer (and a module) used by a live graph cannot be
 // freed (unloaded); after Close it can.
 func graphMisuseFree(e *env) error {
-	be, done, err := newBatchEnv(e, 256)
-	if err != nil {
-		return err
-	}
-	defer done()
-	b, err := e.dev.Alloc(4 * be.n)
-	if err != nil {
-		return err
-	}
-	g, err := capture(be.s, func(s *core.Stream) error { return s.Launch(be.fill, be.cfg, be.fillArgs(b, 1)...) })
-	if err != nil {
-		_ = b.Free()
-		return err
-	}
-	if err := expect("Free of a buffer a live graph uses", b.Free(), core.ErrFailedPrecondition); err != nil {
-		_ = g.Close()
-		_ = b.Free()
-		return err
-	}
-	if err := expect("Unload of a module a live graph uses", be.fill.Module().Unload(), core.ErrFailedPrecondition); err != nil {
-		_ = g.Close()
-		_ = b.Free()
-		return err
-	}
-	if err := firstErr(g.Launch(be.s), be.expectAll(b, 1)); err != nil {
-		_ = g.Close()
-		_ = b.Free()
-		return fmt.Errorf("replay after the refused Free: %w", err)
-	}
-	if err := firstErr(g.Close(), b.Free()); err != nil {
-		return fmt.Errorf("Close, then Free: %w", err)
-	}
-	return nil
+	return withBatchEnv(e, 256, func(be *batchEnv) error {
+		b, err := e.dev.Alloc(4 * be.n)
+		if err != nil {
+			return err
+		}
+		g, err := capture(be.s, func(s *core.Stream) error { return s.Launch(be.fill, be.cfg, be.fillArgs(b, 1)...) })
+		if err != nil {
+			_ = b.Free()
+			return err
+		}
+		if err := expect("Free of a buffer a live graph uses", b.Free(), core.ErrFailedPrecondition); err != nil {
+			_ = g.Close()
+			_ = b.Free()
+			return err
+		}
+		if err := expect("Unload of a module a live graph uses", be.fill.Module().Unload(), core.ErrFailedPrecondition); err != nil {
+			_ = g.Close()
+			_ = b.Free()
+			return err
+		}
+		if err := firstErr(g.Launch(be.s), be.expectAll(b, 1)); err != nil {
+			_ = g.Close()
+			_ = b.Free()
+			return fmt.Errorf("replay after the refused Free: %w", err)
+		}
+		if err := firstErr(g.Close(), b.Free()); err != nil {
+			return fmt.Errorf("Close, then Free: %w", err)
+		}
+		return nil
+	})
 }
 
 // graphMisuseClosed: a closed graph cannot be launched, updated or
 // closed again.
 func graphMisuseClosed(e *env) error {
-	be, done, err := newBatchEnv(e, 256)
-	if err != nil {
-		return err
-	}
-	defer done()
-	g, err := capture(be.s, func(s *core.Stream) error { return s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...) })
-	if err != nil {
-		return err
-	}
-	if err := g.Close(); err != nil {
-		return err
-	}
-	return firstErr(
-		expect("Launch of a closed graph", g.Launch(be.s), core.ErrClosed),
-		expect("SetArg of a closed graph", g.SetArg(0, 1, core.ArgScalar[float32](2)), core.ErrClosed),
-		expect("second Close", g.Close(), core.ErrClosed))
+	return withBatchEnv(e, 256, func(be *batchEnv) error {
+		g, err := capture(be.s, func(s *core.Stream) error { return s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...) })
+		if err != nil {
+			return err
+		}
+		if err := g.Close(); err != nil {
+			return err
+		}
+		return firstErr(
+			expect("Launch of a closed graph", g.Launch(be.s), core.ErrClosed),
+			expect("SetArg of a closed graph", g.SetArg(0, 1, core.ArgScalar[float32](2)), core.ErrClosed),
+			expect("second Close", g.Close(), core.ErrClosed))
+	})
 }
 
 // graphMisuseOtherDevice: a graph replays only on its own device.
@@ -455,24 +434,21 @@ func graphMisuseOtherDevice(e *env) error {
 	if e.rt.NumDevices() < 2 {
 		return skip("one device")
 	}
-	be, done, err := newBatchEnv(e, 256)
-	if err != nil {
-		return err
-	}
-	defer done()
-	d1, err := e.rt.Device(1)
-	if err != nil {
-		return err
-	}
-	s1, err := d1.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s1.Close()
-	g, err := capture(be.s, func(s *core.Stream) error { return s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...) })
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	return expect("Launch on a stream of device 1 of a graph of device 0", g.Launch(s1), core.ErrInvalidArgument)
+	return withBatchEnv(e, 256, func(be *batchEnv) error {
+		d1, err := e.rt.Device(1)
+		if err != nil {
+			return err
+		}
+		s1, err := d1.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s1.Close()
+		g, err := capture(be.s, func(s *core.Stream) error { return s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 1)...) })
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		return expect("Launch on a stream of device 1 of a graph of device 0", g.Launch(s1), core.ErrInvalidArgument)
+	})
 }

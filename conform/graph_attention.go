@@ -12,6 +12,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/core/matmul"
+	"github.com/metrale/gpurt/internal/le"
 	"github.com/metrale/gpurt/quant"
 )
 
@@ -36,14 +37,11 @@ var gaStart = [gaBatch]int{15, 30}
 // gaEnv holds one run's device state; the host inputs are shared by the
 // eager run and the graph run.
 type gaEnv struct {
-	s                          *core.Stream
-	cache                      *attention.KVCache
-	attn                       *attention.Attention
+	attnRes
 	indptr, idx, last          *core.Buffer
 	preRows, preMeta           *core.Buffer // the prefix's K then V rows; batch indices then positions
 	rows, meta, x, q, o        *core.Buffer // a step's K then V rows, its meta, x, q, o
 	w, scales, biases          *core.Buffer
-	bufs                       []*core.Buffer
 	desc                       attention.KVCacheDesc
 	qdesc                      matmul.QuantDesc
 	rowBytes, qBytes, preCount int
@@ -117,24 +115,6 @@ func newGAData(e *env) (*gaData, error) {
 	return d, nil
 }
 
-func (g *gaEnv) free() {
-	if g.s != nil {
-		_ = g.s.Synchronize()
-	}
-	if g.attn != nil {
-		g.attn.Close()
-	}
-	if g.cache != nil {
-		g.cache.Free()
-	}
-	for _, b := range g.bufs {
-		b.Free()
-	}
-	if g.s != nil {
-		g.s.Close()
-	}
-}
-
 func newGAEnv(e *env, d *gaData) (*gaEnv, error) {
 	g := &gaEnv{desc: attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: gaPage,
 		NumKVHeads: gaHK, HeadDim: gaDim, NumPages: gaPages}}
@@ -168,7 +148,7 @@ func newGAEnv(e *env, d *gaData) (*gaEnv, error) {
 		}
 		g.bufs = append(g.bufs, *p.b)
 	}
-	if err := firstErr(core.CopyFromHost(g.preRows, d.pre), core.CopyFromHost(g.preMeta, i32bytes(d.preMeta)),
+	if err := firstErr(core.CopyFromHost(g.preRows, d.pre), core.CopyFromHost(g.preMeta, le.Int32s(d.preMeta)),
 		core.CopyFromHost(g.w, d.q.Q), core.CopyFromHost(g.scales, d.q.Scales), core.CopyFromHost(g.biases, d.q.Biases),
 		core.Memset(g.cache.K(), 0), core.Memset(g.cache.V(), 0), core.Memset(g.idx, 0)); err != nil {
 		g.free()
@@ -184,8 +164,8 @@ func (g *gaEnv) pt() attention.PageTable {
 // setTable uploads the page table of lens (the stream idle) and plans.
 func (g *gaEnv) setTable(reserved [][]int32, lens [gaBatch]int) error {
 	indptr, idx, last := gaTable(reserved, lens)
-	if err := firstErr(core.CopyFromHost(g.indptr, i32bytes(indptr)), core.CopyFromHost(g.idx, i32bytes(idx)),
-		core.CopyFromHost(g.last, i32bytes(last))); err != nil {
+	if err := firstErr(core.CopyFromHost(g.indptr, le.Int32s(indptr)), core.CopyFromHost(g.idx, le.Int32s(idx)),
+		core.CopyFromHost(g.last, le.Int32s(last))); err != nil {
 		return err
 	}
 	return g.attn.Plan(g.s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last})
@@ -235,7 +215,7 @@ func (g *gaEnv) inputs(d *gaData, reserved [][]int32, i int) error {
 	for b := range lens {
 		lens[b] = gaStart[b] + i + 1
 	}
-	if err := firstErr(core.CopyFromHost(g.rows, d.stepRows[i]), core.CopyFromHost(g.meta, i32bytes(d.stepMeta[i])),
+	if err := firstErr(core.CopyFromHost(g.rows, d.stepRows[i]), core.CopyFromHost(g.meta, le.Int32s(d.stepMeta[i])),
 		core.CopyFromHost(g.x, d.stepX[i]), core.Memset(g.q, 0xff), core.Memset(g.o, 0xff)); err != nil {
 		return err
 	}

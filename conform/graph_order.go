@@ -26,56 +26,50 @@ func graphOrderChecks() []check {
 // at 8.
 func graphReplaysOrderedAcrossStreams(e *env) error {
 	const replays = 8
-	be, done, err := newBatchEnv(e, 256)
-	if err != nil {
-		return err
-	}
-	defer done()
-	s2, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s2.Close()
-	t, err := e.dev.Alloc(4 * be.n)
-	if err != nil {
-		return err
-	}
-	defer t.Free()
-	sleep, err := kernel(e.dev, "sleep_ns")
-	if err != nil {
-		return err
-	}
-	if err := firstErr(be.s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 0)...),
-		be.s.Launch(be.fill, be.cfg, be.fillArgs(be.y, 1)...), be.s.Synchronize()); err != nil {
-		return err
-	}
-	N := core.ArgScalar[uint64](uint64(be.n))
-	g, err := capture(be.s, func(s *core.Stream) error {
-		return firstErrOf(
-			func() error { return s.CopyDevice(t, be.x) },
-			func() error { return s.Launch(sleep, core.Grid1D(1, 1), sleepArg(300*time.Microsecond)) },
-			func() error { return s.CopyDevice(be.x, t) },
-			func() error {
-				return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.x), core.ArgBuffer(be.y), core.ArgScalar[float32](1), N)
-			},
-		)
+	return withBatchEnv(e, 256, func(be *batchEnv) error {
+		return withStream(e, func(s2 *core.Stream) error {
+			t, err := e.dev.Alloc(4 * be.n)
+			if err != nil {
+				return err
+			}
+			defer t.Free()
+			sleep, err := kernel(e.dev, "sleep_ns")
+			if err != nil {
+				return err
+			}
+			if err := firstErr(be.s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 0)...),
+				be.s.Launch(be.fill, be.cfg, be.fillArgs(be.y, 1)...), be.s.Synchronize()); err != nil {
+				return err
+			}
+			N := core.ArgScalar[uint64](uint64(be.n))
+			g, err := capture(be.s, func(s *core.Stream) error {
+				return firstErrOf(
+					func() error { return s.CopyDevice(t, be.x) },
+					func() error { return s.Launch(sleep, core.Grid1D(1, 1), sleepArg(300*time.Microsecond)) },
+					func() error { return s.CopyDevice(be.x, t) },
+					func() error {
+						return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.x), core.ArgBuffer(be.y), core.ArgScalar[float32](1), N)
+					},
+				)
+			})
+			if err != nil {
+				return fmt.Errorf("capture: %w", err)
+			}
+			defer g.Close()
+			streams := [2]*core.Stream{be.s, s2}
+			for i := 0; i < replays; i++ {
+				if err := g.Launch(streams[i%2]); err != nil {
+					return fmt.Errorf("replay %d on stream %d: %w", i, i%2, err)
+				}
+			}
+			if err := firstErr(s2.Synchronize(), be.s.Synchronize()); err != nil {
+				return err
+			}
+			if err := be.expectAll(be.x, replays); err != nil {
+				return fmt.Errorf("x after %d replays alternating between two streams (a replay overlapped an earlier one "+
+					"and lost its update): %w", replays, err)
+			}
+			return nil
+		})
 	})
-	if err != nil {
-		return fmt.Errorf("capture: %w", err)
-	}
-	defer g.Close()
-	streams := [2]*core.Stream{be.s, s2}
-	for i := 0; i < replays; i++ {
-		if err := g.Launch(streams[i%2]); err != nil {
-			return fmt.Errorf("replay %d on stream %d: %w", i, i%2, err)
-		}
-	}
-	if err := firstErr(s2.Synchronize(), be.s.Synchronize()); err != nil {
-		return err
-	}
-	if err := be.expectAll(be.x, replays); err != nil {
-		return fmt.Errorf("x after %d replays alternating between two streams (a replay overlapped an earlier one "+
-			"and lost its update): %w", replays, err)
-	}
-	return nil
 }

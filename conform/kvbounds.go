@@ -9,6 +9,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // kvBoundsChecks check that AppendKV and RunAttention bound their page
@@ -26,14 +27,20 @@ func kvBoundsChecks() []check {
 // kvEnv is a small decode setup: a cache, a page table of batch requests
 // (one page each), rows for an append, Q and O.
 type kvEnv struct {
+	attnRes
 	e                 *env
-	s                 *core.Stream
-	cache             *attention.KVCache
-	attn              *attention.Attention
 	indptr, idx, last *core.Buffer
 	rows, meta, q, o  *core.Buffer
-	bufs              []*core.Buffer
 	batch, rowBytes   int
+}
+
+// attnRes is what an attention check's environment holds and frees: a
+// stream, a KV cache, an Attention and buffers.
+type attnRes struct {
+	s     *core.Stream
+	cache *attention.KVCache
+	attn  *attention.Attention
+	bufs  []*core.Buffer
 }
 
 const kvBatch = 3
@@ -71,9 +78,9 @@ func newKVEnv(e *env) (*kvEnv, error) {
 	idx := []int32{2, 0, 3, 1, 1, 1}
 	last := []int32{1, 5, 16, 1, 1, 1}
 	meta := []int32{0, 1, 2, 0, 4, 15, 0, 0, 0, 0, 0, 0}
-	if err := firstErr(core.CopyFromHost(k.indptr, i32bytes(append(indptr, 0, 0, 0))),
-		core.CopyFromHost(k.idx, i32bytes(idx)), core.CopyFromHost(k.last, i32bytes(last)),
-		core.CopyFromHost(k.meta, i32bytes(meta)), core.Memset(k.rows, 0), core.Memset(k.q, 0)); err != nil {
+	if err := firstErr(core.CopyFromHost(k.indptr, le.Int32s(append(indptr, 0, 0, 0))),
+		core.CopyFromHost(k.idx, le.Int32s(idx)), core.CopyFromHost(k.last, le.Int32s(last)),
+		core.CopyFromHost(k.meta, le.Int32s(meta)), core.Memset(k.rows, 0), core.Memset(k.q, 0)); err != nil {
 		k.free()
 		return nil, err
 	}
@@ -85,21 +92,23 @@ func newKVEnv(e *env) (*kvEnv, error) {
 	return k, nil
 }
 
-func (k *kvEnv) free() {
-	if k.s != nil {
-		_ = k.s.Synchronize()
+// free waits for the stream, then releases what there is: the Attention,
+// the cache, the buffers and the stream.
+func (r *attnRes) free() {
+	if r.s != nil {
+		_ = r.s.Synchronize()
 	}
-	if k.attn != nil {
-		k.attn.Close()
+	if r.attn != nil {
+		r.attn.Close()
 	}
-	if k.cache != nil {
-		k.cache.Free()
+	if r.cache != nil {
+		r.cache.Free()
 	}
-	for _, b := range k.bufs {
+	for _, b := range r.bufs {
 		b.Free()
 	}
-	if k.s != nil {
-		k.s.Close()
+	if r.s != nil {
+		r.s.Close()
 	}
 }
 
@@ -158,7 +167,7 @@ func kvBounds(e *env) error {
 		if err != nil {
 			return nil, nil, err
 		}
-		return nb, func() { nb.Free() }, core.CopyFromHost(nb, i32bytes(vals[:n]))
+		return nb, func() { nb.Free() }, core.CopyFromHost(nb, le.Int32s(vals[:n]))
 	}
 	shortIndptr, free1, err := short([]int32{0, 1, 2, 3}, kvBatch)
 	if err != nil {
@@ -209,7 +218,7 @@ func kvAppendBeyondIndices(e *env) error {
 		return err
 	}
 	defer two.Free()
-	if err := firstErr(core.CopyFromHost(two, i32bytes([]int32{2, 0})), core.Memset(k.cache.K(), 0x11),
+	if err := firstErr(core.CopyFromHost(two, le.Int32s([]int32{2, 0})), core.Memset(k.cache.K(), 0x11),
 		core.Memset(k.cache.V(), 0x11), core.Memset(k.rows, 0x22)); err != nil {
 		return err
 	}

@@ -49,30 +49,27 @@ func misuseChecks() []check {
 			if err := b.Free(); err != nil {
 				return err
 			}
-			s, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			k, err := kernel(e.dev, "fill_f32")
-			if err != nil {
-				return err
-			}
-			hb, err := e.rt.HostHeap().Alloc(16)
-			if err != nil {
-				return err
-			}
-			defer hb.Free()
-			return runMisuse([]misuse{
-				{"double free", b.Free, core.ErrFreed},
-				{"copy to a freed buffer", func() error { return core.CopyFromHost(b, []byte{1}) }, core.ErrFreed},
-				{"copy from a freed view", func() error { return core.CopyToHost(make([]byte, 4), v) }, core.ErrFreed},
-				{"memset of a freed buffer", func() error { return core.Memset(v, 1) }, core.ErrFreed},
-				{"device copy from a freed buffer", func() error { return s.CopyDevice(v, v) }, core.ErrFreed},
-				{"async copy to a freed buffer", func() error { return s.CopyFromPinned(v, hb) }, core.ErrFreed},
-				{"launch with a freed buffer", func() error {
-					return s.Launch(k, core.Grid1D(4, 4), core.ArgBuffer(v), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
-				}, core.ErrFreed},
+			return withStream(e, func(s *core.Stream) error {
+				k, err := kernel(e.dev, "fill_f32")
+				if err != nil {
+					return err
+				}
+				hb, err := e.rt.HostHeap().Alloc(16)
+				if err != nil {
+					return err
+				}
+				defer hb.Free()
+				return runMisuse([]misuse{
+					{"double free", b.Free, core.ErrFreed},
+					{"copy to a freed buffer", func() error { return core.CopyFromHost(b, []byte{1}) }, core.ErrFreed},
+					{"copy from a freed view", func() error { return core.CopyToHost(make([]byte, 4), v) }, core.ErrFreed},
+					{"memset of a freed buffer", func() error { return core.Memset(v, 1) }, core.ErrFreed},
+					{"device copy from a freed buffer", func() error { return s.CopyDevice(v, v) }, core.ErrFreed},
+					{"async copy to a freed buffer", func() error { return s.CopyFromPinned(v, hb) }, core.ErrFreed},
+					{"launch with a freed buffer", func() error {
+						return s.Launch(k, core.Grid1D(4, 4), core.ArgBuffer(v), core.ArgScalar[float32](1), core.ArgScalar[uint64](4))
+					}, core.ErrFreed},
+				})
 			})
 		}},
 		{"misuse/out_of_range", func(e *env) error {
@@ -102,15 +99,11 @@ func misuseChecks() []check {
 			})
 		}},
 		{"misuse/launch_arguments", func(e *env) error {
-			b, s, done, err := bufferAndStream(e, 64)
+			b, s, k, done, err := fillSetup(e)
 			if err != nil {
 				return err
 			}
 			defer done()
-			k, err := kernel(e.dev, "fill_f32")
-			if err != nil {
-				return err
-			}
 			g := core.Grid1D(16, 16)
 			return runMisuse([]misuse{
 				{"too few", func() error { return s.Launch(k, g, core.ArgBuffer(b), core.ArgScalar[float32](1)) }, core.ErrInvalidArgument},
@@ -152,36 +145,33 @@ func misuseChecks() []check {
 				return err
 			}
 			defer b1.Free()
-			s0, err := e.dev.NewStream()
-			if err != nil {
-				return err
-			}
-			defer s0.Close()
-			ev1, err := d1.NewEvent(false)
-			if err != nil {
-				return err
-			}
-			defer ev1.Close()
-			k, err := kernel(e.dev, "fill_f32")
-			if err != nil {
-				return err
-			}
-			return runMisuse([]misuse{
-				{"launch with a buffer of another device", func() error { return fill16(s0, k, b1) }, core.ErrInvalidArgument},
-				// (a copy between b0 and b1 is a peer copy, checked by peer/copy)
-				{"stream copy with both buffers on another device", func() error {
-					v, err := b1.View(0, 32)
-					if err != nil {
-						return err
-					}
-					return s0.CopyDevice(b1, v)
-				}, core.ErrInvalidArgument},
-				{"stream memset of another device", func() error { return s0.Memset(b1, 0) }, core.ErrInvalidArgument},
-				{"event of another device recorded", func() error { return ev1.Record(s0) }, core.ErrInvalidArgument},
-				{"gemm with an operand of another device", func() error {
-					d := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 2, N: 2, K: 2}
-					return s0.Gemm(d, core.GemmOperands{A: b0, B: b1, D: b0, Alpha: 1})
-				}, core.ErrInvalidArgument},
+			return withStream(e, func(s0 *core.Stream) error {
+				ev1, err := d1.NewEvent(false)
+				if err != nil {
+					return err
+				}
+				defer ev1.Close()
+				k, err := kernel(e.dev, "fill_f32")
+				if err != nil {
+					return err
+				}
+				return runMisuse([]misuse{
+					{"launch with a buffer of another device", func() error { return fill16(s0, k, b1) }, core.ErrInvalidArgument},
+					// (a copy between b0 and b1 is a peer copy, checked by peer/copy)
+					{"stream copy with both buffers on another device", func() error {
+						v, err := b1.View(0, 32)
+						if err != nil {
+							return err
+						}
+						return s0.CopyDevice(b1, v)
+					}, core.ErrInvalidArgument},
+					{"stream memset of another device", func() error { return s0.Memset(b1, 0) }, core.ErrInvalidArgument},
+					{"event of another device recorded", func() error { return ev1.Record(s0) }, core.ErrInvalidArgument},
+					{"gemm with an operand of another device", func() error {
+						d := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 2, N: 2, K: 2}
+						return s0.Gemm(d, core.GemmOperands{A: b0, B: b1, D: b0, Alpha: 1})
+					}, core.ErrInvalidArgument},
+				})
 			})
 		}},
 		{"misuse/other_runtime", func(e *env) error {
@@ -202,15 +192,11 @@ func misuseChecks() []check {
 			if err != nil {
 				return err
 			}
-			b, s, done, err := bufferAndStream(e, 64)
+			b, s, k, done, err := fillSetup(e)
 			if err != nil {
 				return err
 			}
 			defer done()
-			k, err := kernel(e.dev, "fill_f32")
-			if err != nil {
-				return err
-			}
 			return runMisuse([]misuse{
 				{"launch with a buffer of another runtime", func() error { return fill16(s, k, foreign) }, core.ErrInvalidArgument},
 				{"copy between runtimes", func() error { return core.Copy(b, foreign) }, core.ErrInvalidArgument},
@@ -333,6 +319,16 @@ func misuseChecks() []check {
 // fill16 launches fill_f32 (k) on s over 16 f32 values of r.
 func fill16(s *core.Stream, k *core.Kernel, r core.Region) error {
 	return s.Launch(k, core.Grid1D(16, 16), core.ArgBuffer(r), core.ArgScalar[float32](1), core.ArgScalar[uint64](16))
+}
+
+// fillSetup is bufferAndStream's 64 bytes and stream, and fill_f32.
+func fillSetup(e *env) (*core.Buffer, *core.Stream, *core.Kernel, func(), error) {
+	k, err := kernel(e.dev, "fill_f32")
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	b, s, done, err := bufferAndStream(e, 64)
+	return b, s, k, done, err
 }
 
 // kernel returns a built-in kernel of d.

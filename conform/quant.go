@@ -236,43 +236,40 @@ func runQuantCase(e *env, c quantCase) error {
 		}
 		*u.dst = b
 	}
-	s, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	desc := matmul.QuantDesc{XType: c.xt, ScaleType: c.st, Bits: 8, GroupSize: c.gs, M: c.m, N: c.n, K: c.k}
-	if err := firstErr(matmul.Quant(s, desc, ops), s.Synchronize()); err != nil {
-		return err
-	}
-	got, err := readChecked(ops.Y.(*core.Buffer), c.xt, c.n*c.m)
-	if err != nil {
-		return err
-	}
-	c.sample = sampleOf(e, c.sample)
-	deq := make([]float64, c.k)
-	total := c.n * c.m
-	count := total
-	if c.sample > 0 && c.sample < total {
-		count = c.sample
-	}
-	for i := 0; i < count; i++ {
-		idx := pick(e, total, c.sample, i)
-		tok, row := idx/c.m, idx%c.m
-		for j := range deq {
-			deq[j] = q.Scale(row, j)*float64(q.Code(row, j)) + q.Bias(row, j)
+	return withStream(e, func(s *core.Stream) error {
+		desc := matmul.QuantDesc{XType: c.xt, ScaleType: c.st, Bits: 8, GroupSize: c.gs, M: c.m, N: c.n, K: c.k}
+		if err := firstErr(matmul.Quant(s, desc, ops), s.Synchronize()); err != nil {
+			return err
 		}
-		ref, norm2 := 0.0, 0.0
-		for j := 0; j < c.k; j++ {
-			p := xv[tok*c.k+j] * deq[j]
-			ref += p
-			norm2 += p * p
+		got, err := readChecked(ops.Y.(*core.Buffer), c.xt, c.n*c.m)
+		if err != nil {
+			return err
 		}
-		if d := math.Abs(got[idx] - ref); d > elemTol(ref, norm2, 1.0/64) {
-			return fmt.Errorf("y[%d][%d] = %g, reference %g (difference %.3g, tolerance %.3g)", tok, row, got[idx], ref, d, elemTol(ref, norm2, 1.0/64))
+		c.sample = sampleOf(e, c.sample)
+		deq := make([]float64, c.k)
+		total := c.n * c.m
+		count := total
+		if c.sample > 0 && c.sample < total {
+			count = c.sample
 		}
-	}
-	return nil
+		for i := 0; i < count; i++ {
+			idx := pick(e, total, c.sample, i)
+			tok, row := idx/c.m, idx%c.m
+			for j := range deq {
+				deq[j] = q.Scale(row, j)*float64(q.Code(row, j)) + q.Bias(row, j)
+			}
+			ref, norm2 := 0.0, 0.0
+			for j := 0; j < c.k; j++ {
+				p := xv[tok*c.k+j] * deq[j]
+				ref += p
+				norm2 += p * p
+			}
+			if d := math.Abs(got[idx] - ref); d > elemTol(ref, norm2, 1.0/64) {
+				return fmt.Errorf("y[%d][%d] = %g, reference %g (difference %.3g, tolerance %.3g)", tok, row, got[idx], ref, d, elemTol(ref, norm2, 1.0/64))
+			}
+		}
+		return nil
+	})
 }
 
 func f32Bytes(v []float64) []byte {
@@ -353,66 +350,63 @@ func runGroupedCase(e *env, c groupedCase) error {
 		}
 		*u.dst = b
 	}
-	s, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	desc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: c.n, K: c.k, MSizes: c.ms}
-	if err := firstErr(matmul.Grouped(s, desc, ops), s.Synchronize()); err != nil {
-		return err
-	}
-	got, err := readChecked(ops.D.(*core.Buffer), core.BF16, total*c.n)
-	if err != nil {
-		return err
-	}
-	if total == 0 {
+	return withStream(e, func(s *core.Stream) error {
+		desc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: c.n, K: c.k, MSizes: c.ms}
+		if err := firstErr(matmul.Grouped(s, desc, ops), s.Synchronize()); err != nil {
+			return err
+		}
+		got, err := readChecked(ops.D.(*core.Buffer), core.BF16, total*c.n)
+		if err != nil {
+			return err
+		}
+		if total == 0 {
+			return nil
+		}
+		groupOf := make([]int, total)
+		row := 0
+		for g, m := range c.ms {
+			for i := 0; i < m; i++ {
+				groupOf[row] = g
+				row++
+			}
+		}
+		c.sample = sampleOf(e, c.sample)
+		count := total * c.n
+		if c.sample > 0 && c.sample < count {
+			count = c.sample
+		}
+		c2 := 1.0 / 4096 // see the top of this file
+		if c.fp8 {
+			c2 = 1.0 / 1024
+		}
+		bad, worstRatio, worst := 0, 0.0, ""
+		for i := 0; i < count; i++ {
+			idx := pick(e, total*c.n, c.sample, i)
+			rr, j := idx/c.n, idx%c.n
+			g := groupOf[rr]
+			ref, norm2 := 0.0, 0.0
+			for p := 0; p < c.k; p++ {
+				t := av[rr*c.k+p] * bv[(g*c.n+j)*c.k+p]
+				if c.fp8 {
+					t *= sa[rr*kb+p/128] * sb[(g*nb+j/128)*kb+p/128]
+				}
+				ref += t
+				norm2 += t * t
+			}
+			tol := elemTol(ref, norm2, c2)
+			if d := math.Abs(got[idx] - ref); d > tol {
+				if bad == 0 || d/tol > worstRatio {
+					worstRatio = d / tol
+					worst = fmt.Sprintf("D[%d][%d] (group %d) = %g, reference %g (difference %.3g, tolerance %.3g)", rr, j, g, got[idx], ref, d, tol)
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			return fmt.Errorf("%d of %d elements out of tolerance (c = 2^%d); the worst, %.2fx its tolerance: %s", bad, count, int(math.Log2(c2)), worstRatio, worst)
+		}
 		return nil
-	}
-	groupOf := make([]int, total)
-	row := 0
-	for g, m := range c.ms {
-		for i := 0; i < m; i++ {
-			groupOf[row] = g
-			row++
-		}
-	}
-	c.sample = sampleOf(e, c.sample)
-	count := total * c.n
-	if c.sample > 0 && c.sample < count {
-		count = c.sample
-	}
-	c2 := 1.0 / 4096 // see the top of this file
-	if c.fp8 {
-		c2 = 1.0 / 1024
-	}
-	bad, worstRatio, worst := 0, 0.0, ""
-	for i := 0; i < count; i++ {
-		idx := pick(e, total*c.n, c.sample, i)
-		rr, j := idx/c.n, idx%c.n
-		g := groupOf[rr]
-		ref, norm2 := 0.0, 0.0
-		for p := 0; p < c.k; p++ {
-			t := av[rr*c.k+p] * bv[(g*c.n+j)*c.k+p]
-			if c.fp8 {
-				t *= sa[rr*kb+p/128] * sb[(g*nb+j/128)*kb+p/128]
-			}
-			ref += t
-			norm2 += t * t
-		}
-		tol := elemTol(ref, norm2, c2)
-		if d := math.Abs(got[idx] - ref); d > tol {
-			if bad == 0 || d/tol > worstRatio {
-				worstRatio = d / tol
-				worst = fmt.Sprintf("D[%d][%d] (group %d) = %g, reference %g (difference %.3g, tolerance %.3g)", rr, j, g, got[idx], ref, d, tol)
-			}
-			bad++
-		}
-	}
-	if bad > 0 {
-		return fmt.Errorf("%d of %d elements out of tolerance (c = 2^%d); the worst, %.2fx its tolerance: %s", bad, count, int(math.Log2(c2)), worstRatio, worst)
-	}
-	return nil
+	})
 }
 
 func quantMisuse(e *env) error {

@@ -3,12 +3,15 @@
 package conform
 
 import (
-	"encoding/binary"
+	"bytes"
 	"fmt"
 	"math"
 	"sort"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/le"
+
+	"github.com/metrale/gpurt/internal/rank"
 )
 
 // rowKernelOps are the decoder's row kernels (gpurt.h: rmsnorm_T and
@@ -50,6 +53,35 @@ func newRowBuf(e *env, data []byte, pad int) (*rowBuf, error) {
 	return &rowBuf{b: b, v: v, n: n, pad: pad, full: full}, nil
 }
 
+// rowSpec is the data and padding of one rowBuf (newRowBufs).
+type rowSpec struct {
+	data []byte
+	pad  int
+}
+
+// outSpec is the rowSpec of an output of n bytes, each 0xee until the
+// kernel writes it.
+func outSpec(n, pad int) rowSpec { return rowSpec{bytes.Repeat([]byte{0xee}, n), pad} }
+
+// newRowBufs makes a rowBuf of each spec, in order; free frees them all.
+// On an error none is left.
+func newRowBufs(e *env, specs ...rowSpec) (bufs []*rowBuf, free func(), err error) {
+	free = func() {
+		for _, b := range bufs {
+			b.free()
+		}
+	}
+	for _, sp := range specs {
+		b, err := newRowBuf(e, sp.data, sp.pad)
+		if err != nil {
+			free()
+			return nil, nil, err
+		}
+		bufs = append(bufs, b)
+	}
+	return bufs, free, nil
+}
+
 // read returns the view's bytes, or an error when a byte outside it changed.
 func (r *rowBuf) read(what string) ([]byte, error) {
 	raw := make([]byte, r.full)
@@ -66,38 +98,19 @@ func (r *rowBuf) read(what string) ([]byte, error) {
 
 func (r *rowBuf) free() { _ = r.b.Free() }
 
-func i32Bytes(v []int32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
-	}
-	return out
-}
-
-func bytesI32(b []byte) []int32 {
-	out := make([]int32, len(b)/4)
-	for i := range out {
-		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
-
 // launchRow launches kernel name_t on a fresh stream and waits.
 func launchRow(e *env, name string, t core.DType, grid, block int, args ...core.Arg) error {
 	kn, err := kernel(e.dev, name+"_"+t.String())
 	if err != nil {
 		return err
 	}
-	s, err := e.dev.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	cfg := core.LaunchConfig{Grid: [3]uint32{uint32(grid), 1, 1}, Block: [3]uint32{uint32(block), 1, 1}}
-	if err := firstErr(s.Launch(kn, cfg, args...), s.Synchronize()); err != nil {
-		return fmt.Errorf("grid %d block %d: %w", grid, block, err)
-	}
-	return nil
+	return withStream(e, func(s *core.Stream) error {
+		cfg := core.LaunchConfig{Grid: [3]uint32{uint32(grid), 1, 1}, Block: [3]uint32{uint32(block), 1, 1}}
+		if err := firstErr(s.Launch(kn, cfg, args...), s.Synchronize()); err != nil {
+			return fmt.Errorf("grid %d block %d: %w", grid, block, err)
+		}
+		return nil
+	})
 }
 
 func checkRowKernel(e *env, op string, t core.DType) error {
@@ -146,24 +159,12 @@ func checkRMSNorm(e *env, t core.DType) error {
 		if c.aligned {
 			ypad, xpad = 16, 32
 		}
-		y, err := newRowBuf(e, make([]byte, c.rows*c.cols*sz), ypad)
+		bufs, free, err := newRowBufs(e, outSpec(c.rows*c.cols*sz, ypad), rowSpec{encode(t, x), xpad}, rowSpec{encode(t, w), 0})
 		if err != nil {
 			return err
 		}
-		defer y.free()
-		if err := core.Memset(y.v, 0xee); err != nil {
-			return err
-		}
-		xb, err := newRowBuf(e, encode(t, x), xpad)
-		if err != nil {
-			return err
-		}
-		defer xb.free()
-		wb, err := newRowBuf(e, encode(t, w), 0)
-		if err != nil {
-			return err
-		}
-		defer wb.free()
+		defer free()
+		y, xb, wb := bufs[0], bufs[1], bufs[2]
 		if err := launchRow(e, "rmsnorm", t, c.grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(xb.v), core.ArgBuffer(wb.v),
 			core.ArgScalar[float32](eps), core.ArgScalar[uint64](uint64(c.rows)), core.ArgScalar[uint64](uint64(c.cols))); err != nil {
 			return err
@@ -227,7 +228,7 @@ func newRopeCase(e *env, t core.DType, tokens, heads, hd, block, grid, maxPos in
 	if c.xb, err = newRowBuf(e, encode(t, c.x), t.Size()); err != nil {
 		return nil, err
 	}
-	if c.pb, err = newRowBuf(e, i32Bytes(c.pos), 4); err != nil {
+	if c.pb, err = newRowBuf(e, le.Int32s(c.pos), 4); err != nil {
 		c.xb.free()
 		return nil, err
 	}
@@ -319,24 +320,12 @@ func checkEmbed(e *env, t core.DType) error {
 			grid = (c.tokens*c.cols + c.block - 1) / c.block
 		}
 		covered := min(c.tokens*c.cols, grid*c.block)
-		y, err := newRowBuf(e, make([]byte, c.tokens*c.cols*sz), sz)
+		bufs, free, err := newRowBufs(e, outSpec(c.tokens*c.cols*sz, sz), rowSpec{encode(t, table), 0}, rowSpec{le.Int32s(ids), 4})
 		if err != nil {
 			return err
 		}
-		defer y.free()
-		if err := core.Memset(y.v, 0xee); err != nil {
-			return err
-		}
-		tb, err := newRowBuf(e, encode(t, table), 0)
-		if err != nil {
-			return err
-		}
-		defer tb.free()
-		ib, err := newRowBuf(e, i32Bytes(ids), 4)
-		if err != nil {
-			return err
-		}
-		defer ib.free()
+		defer free()
+		y, tb, ib := bufs[0], bufs[1], bufs[2]
 		if err := launchRow(e, "embed", t, grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(tb.v), core.ArgBuffer(ib.v),
 			core.ArgScalar[uint64](uint64(c.tokens)), core.ArgScalar[uint64](uint64(c.cols)), core.ArgScalar[uint64](vocab)); err != nil {
 			return err
@@ -366,53 +355,24 @@ func checkEmbed(e *env, t core.DType) error {
 	return nil
 }
 
-// rankKey orders a row as gpurt.h's argmax_T and sample_T do: larger
-// values first, -0 as +0, NaN last, then the lower index.
-func rankKey(v float64, c int) uint64 {
-	f := float32(v)
-	var k uint32
-	switch {
-	case f != f:
-		k = 0
-	default:
-		if f == 0 {
-			f = 0
-		}
-		u := math.Float32bits(f)
-		if u&0x80000000 != 0 {
-			k = ^u
-		} else {
-			k = u | 0x80000000
-		}
-	}
-	return uint64(k)<<32 | uint64(0xffffffff-uint32(c))
-}
-
 // rowOrder is the row's indices in sample_T's order.
 func rowOrder(x []float64) []int {
 	idx := make([]int, len(x))
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.Slice(idx, func(a, b int) bool { return rankKey(x[idx[a]], idx[a]) > rankKey(x[idx[b]], idx[b]) })
+	sort.Slice(idx, func(a, b int) bool { return rank.Key(x[idx[a]], idx[a]) > rank.Key(x[idx[b]], idx[b]) })
 	return idx
 }
 
 // rowArgmax runs argmax_T or sample_T over rows x cols and returns idx.
 func rowArgmax(e *env, name string, t core.DType, x []float64, rows, cols, grid, block int, extra ...core.Arg) ([]int32, error) {
-	xb, err := newRowBuf(e, encode(t, x), t.Size())
+	bufs, free, err := newRowBufs(e, rowSpec{encode(t, x), t.Size()}, outSpec(4*rows, 4))
 	if err != nil {
 		return nil, err
 	}
-	defer xb.free()
-	ib, err := newRowBuf(e, make([]byte, 4*rows), 4)
-	if err != nil {
-		return nil, err
-	}
-	defer ib.free()
-	if err := core.Memset(ib.v, 0xee); err != nil {
-		return nil, err
-	}
+	defer free()
+	xb, ib := bufs[0], bufs[1]
 	args := append([]core.Arg{core.ArgBuffer(ib.v), core.ArgBuffer(xb.v), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(cols))}, extra...)
 	if err := launchRow(e, name, t, grid, block, args...); err != nil {
 		return nil, err
@@ -421,7 +381,7 @@ func rowArgmax(e *env, name string, t core.DType, x []float64, rows, cols, grid,
 	if err != nil {
 		return nil, err
 	}
-	return bytesI32(raw), nil
+	return le.ToInt32s(raw), nil
 }
 
 func checkArgmax(e *env, t core.DType) error {

@@ -34,24 +34,12 @@ func runSampleRows(e *env, t core.DType, x []float64, ps []sampling.Params, hist
 			return nil, nil, nil, err
 		}
 	}
-	xb, err := newRowBuf(e, encode(t, x), 3*t.Size())
+	bufs, free, err := newRowBufs(e, rowSpec{encode(t, x), 3 * t.Size()}, rowSpec{b.Bytes(), 5 /* any alignment */}, outSpec(sampling.OutBytes(rows), 4))
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	defer xb.free()
-	pb, err := newRowBuf(e, b.Bytes(), 5) // any alignment
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer pb.free()
-	ob, err := newRowBuf(e, make([]byte, sampling.OutBytes(rows)), 4)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer ob.free()
-	if err := core.Memset(ob.v, 0xee); err != nil {
-		return nil, nil, nil, err
-	}
+	defer free()
+	xb, pb, ob := bufs[0], bufs[1], bufs[2]
 	err = launchRow(e, "sample_rows", t, grid, block, core.ArgBuffer(ob.v), core.ArgBuffer(xb.v), core.ArgBuffer(pb.v),
 		core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(cols)), core.ArgScalar[uint64](uint64(hist)))
 	if err != nil {

@@ -3,67 +3,33 @@
 package core
 
 import (
-	"encoding/binary"
-	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core/internal/bind"
-	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/le"
 )
-
-func f32s(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
 
 // TestLaunchBatch runs every case twice: through the plugin's
 // launch_batch slot, and through the fallback of one launch per item (a
 // private copy of the table without the slot, as a 1.1 plugin has).
 func TestLaunchBatch(t *testing.T) {
-	rt, err := Open(Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "delay_us=0"})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt, dev := testRuntime(t, "delay_us=0")
 	require.True(t, rt.p.Has(bind.SlotLaunchBatch), "the mock has the 1.2 launch_batch slot")
-	dev, err := rt.Device(0)
-	require.NoError(t, err)
-	s, err := dev.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	mod, err := dev.BuiltinModule()
-	require.NoError(t, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(t, err)
-	scale, err := mod.Kernel("scale_f32")
-	require.NoError(t, err)
-	axpy, err := mod.Kernel("axpy_f32")
-	require.NoError(t, err)
+	s := testStream(t, dev)
+	mod, ks := testKernels(t, dev, "fill_f32", "scale_f32", "axpy_f32")
+	fill, scale, axpy := ks[0], ks[1], ks[2]
 	const n = 64
-	x, err := dev.Alloc(4 * n)
-	require.NoError(t, err)
-	defer x.Free()
-	y, err := dev.Alloc(4 * n)
-	require.NoError(t, err)
-	defer y.Free()
+	x := testAlloc(t, dev, 4*n)
+	y := testAlloc(t, dev, 4*n)
 	cfg := Grid1D(n, 32)
 	read := func(b *Buffer) []float32 {
 		require.NoError(t, s.Synchronize())
 		out := make([]byte, 4*n)
 		require.NoError(t, CopyToHost(out, b))
-		return f32s(out)
+		return le.ToFloat32s(out)
 	}
 	constant := func(v float32) []float32 {
 		c := make([]float32, n)
@@ -108,7 +74,7 @@ func TestLaunchBatch(t *testing.T) {
 			})
 
 			t.Run("Add error is sticky and enqueues nothing", func(t *testing.T) {
-				require.NoError(t, CopyFromHost(x, f32Bytes(constant(7))))
+				require.NoError(t, CopyFromHost(x, le.Float32s(constant(7))))
 				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)))
 				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y), ArgScalar[float32](1), ArgScalar[uint64](n)))
 				err := b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](1)) // 2 of 3 arguments
@@ -157,7 +123,7 @@ func TestLaunchBatch(t *testing.T) {
 			}
 
 			t.Run("plugin rejects an item", func(t *testing.T) {
-				require.NoError(t, CopyFromHost(x, f32Bytes(constant(7))))
+				require.NoError(t, CopyFromHost(x, le.Float32s(constant(7))))
 				big := LaunchConfig{Grid: [3]uint32{1}, Block: [3]uint32{2048}} // over 1024 threads: only the plugin knows
 				for i := 0; i < 3; i++ {
 					require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](float32(i)), ArgScalar[uint64](n)))

@@ -82,6 +82,23 @@ func (e *benchEnv) launch() error {
 	return e.s.Launch(e.fill, core.Grid1D(1, 1), core.ArgBuffer(e.view), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
 }
 
+// zeroAllocs checks that fn succeeds and, warm, allocates nothing per
+// call (200 calls, the first error failing the test), then waits for the
+// stream.
+func (e *benchEnv) zeroAllocs(t *testing.T, fn func() error) {
+	t.Helper()
+	require.NoError(t, fn())
+	var err error
+	allocs := testing.AllocsPerRun(200, func() {
+		if ferr := fn(); ferr != nil && err == nil {
+			err = ferr
+		}
+	})
+	require.NoError(t, err)
+	assert.Zero(t, allocs, "allocations per call")
+	require.NoError(t, e.s.Synchronize())
+}
+
 func randomBytes(n int, seed uint64) []byte {
 	b := make([]byte, n)
 	rng := rand.NewChaCha8([32]byte{byte(seed), 'b', 'e', 'n', 'c', 'h'})
@@ -109,6 +126,21 @@ func BenchmarkDispatch(b *testing.B) {
 	})
 }
 
+// viewedCopy is a timed copy of n bytes on s: cp through the view of the
+// first n bytes that view makes, then a wait for s.
+func viewedCopy[V any](s *core.Stream, view func(off, n int) (V, error), cp func(V) error) func(n int) error {
+	return func(n int) error {
+		v, err := view(0, n)
+		if err == nil {
+			err = cp(v)
+		}
+		if err == nil {
+			err = s.Synchronize()
+		}
+		return err
+	}
+}
+
 func BenchmarkCopy(b *testing.B) {
 	e := newBenchEnv(b)
 	const maxN = 16 << 20
@@ -131,36 +163,9 @@ func BenchmarkCopy(b *testing.B) {
 	}{
 		{"htod_pageable", func(n int) error { return core.CopyFromHost(dev1, src[:n]) }},
 		{"dtoh_pageable", func(n int) error { return core.CopyToHost(dst[:n], dev1) }},
-		{"htod_pinned", func(n int) error {
-			pv, err := hb.View(0, n)
-			if err == nil {
-				err = e.s.CopyFromPinned(dev1, pv)
-			}
-			if err == nil {
-				err = e.s.Synchronize()
-			}
-			return err
-		}},
-		{"dtoh_pinned", func(n int) error {
-			pv, err := hb.View(0, n)
-			if err == nil {
-				err = e.s.CopyToPinned(pv, dev1)
-			}
-			if err == nil {
-				err = e.s.Synchronize()
-			}
-			return err
-		}},
-		{"dtod", func(n int) error {
-			v, err := dev1.View(0, n)
-			if err == nil {
-				err = e.s.CopyDevice(dev2, v)
-			}
-			if err == nil {
-				err = e.s.Synchronize()
-			}
-			return err
-		}},
+		{"htod_pinned", viewedCopy(e.s, hb.View, func(pv core.PinnedView) error { return e.s.CopyFromPinned(dev1, pv) })},
+		{"dtoh_pinned", viewedCopy(e.s, hb.View, func(pv core.PinnedView) error { return e.s.CopyToPinned(pv, dev1) })},
+		{"dtod", viewedCopy(e.s, dev1.View, func(v core.View) error { return e.s.CopyDevice(dev2, v) })},
 	}
 	for _, k := range kinds {
 		for _, n := range []int{64 << 10, 1 << 20, maxN} {
@@ -257,17 +262,6 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 		{"gemm warm enqueue", func() error { return e.s.Gemm(e.gemm, e.gemmOps) }},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			require.NoError(t, c.fn())
-			var err error
-			allocs := testing.AllocsPerRun(200, func() {
-				if ferr := c.fn(); ferr != nil && err == nil {
-					err = ferr
-				}
-			})
-			require.NoError(t, err)
-			assert.Zero(t, allocs, "allocations per call")
-			require.NoError(t, e.s.Synchronize())
-		})
+		t.Run(c.name, func(t *testing.T) { e.zeroAllocs(t, c.fn) })
 	}
 }

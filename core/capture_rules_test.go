@@ -14,6 +14,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 // The capture rules of Stream.Capture (issue 22, items 7 and 9): work on
@@ -166,34 +167,15 @@ type attentionEnv struct {
 func newAttentionEnv(t *testing.T) *attentionEnv {
 	rt := openMock(t, "delay_us=0")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	cd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
-	cache, err := attention.AllocKVCache(d, cd)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cache.Free() })
-	require.NoError(t, core.Memset(cache.K(), 0x11))
-	require.NoError(t, core.Memset(cache.V(), 0x22))
-	tables, err := d.Alloc(256)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tables.Free() })
-	indptr, _ := tables.View(0, 12)
-	indices, _ := tables.View(16, 12)
-	last, _ := tables.View(32, 8)
-	require.NoError(t, core.CopyFromHost(indptr, i32le(0, 2, 3)))
-	require.NoError(t, core.CopyFromHost(indices, i32le(3, 0, 2)))
-	require.NoError(t, core.CopyFromHost(last, i32le(1, 4)))
+	s := stream(t, d)
+	cache, _, pages := mockrt.SmallKVCache(t, d)
 	row := 4 * 64 * 2
-	q, err := d.Alloc(2 * row)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Free() })
+	q := alloc(t, d, 2*row)
 	require.NoError(t, core.Memset(q, 0x33))
-	a, err := attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: 4, Cache: cd, MaxBatch: 2})
+	a, err := attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: 4, Cache: mockrt.SmallKVDesc, MaxBatch: 2})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
-	return &attentionEnv{d: d, s: s, cache: cache, a: a, q: q, row: row,
-		pages: attention.PageTable{Indptr: indptr, Indices: indices, LastPageLen: last}}
+	return &attentionEnv{d: d, s: s, cache: cache, a: a, q: q, row: row, pages: pages}
 }
 
 var (

@@ -20,15 +20,9 @@ import (
 func TestCopyOverlapInOneBuffer(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	buf, err := d.Alloc(64)
-	require.NoError(t, err)
-	defer buf.Free()
-	other, err := d.Alloc(64)
-	require.NoError(t, err)
-	defer other.Free()
+	s := stream(t, d)
+	buf := alloc(t, d, 64)
+	other := alloc(t, d, 64)
 	view := func(off, n int) core.View {
 		v, err := buf.View(off, n)
 		require.NoError(t, err)

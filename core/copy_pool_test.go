@@ -154,17 +154,28 @@ func TestResolveStageSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.cfg.resolveEnv("open", func(k string) string { return tt.env[k] }, tt.procs)
-			if tt.err != "" {
-				require.Error(t, err)
-				assert.ErrorIs(t, err, ErrInvalidArgument)
-				assert.Contains(t, err.Error(), tt.err)
-				return
+			if got, ok := resolveCase(t, tt.cfg, tt.env, tt.procs, tt.err); ok {
+				assert.Equal(t, tt.want, got.stage)
 			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got.stage)
 		})
 	}
+}
+
+// resolveCase resolves cfg with the environment env on procs cores: with
+// wantErr set, it checks the error (ErrInvalidArgument, containing
+// wantErr) and returns false; else it requires no error and returns the
+// settings and true.
+func resolveCase(t *testing.T, cfg Config, env map[string]string, procs int, wantErr string) (settings, bool) {
+	t.Helper()
+	got, err := cfg.resolveEnv("open", func(k string) string { return env[k] }, procs)
+	if wantErr != "" {
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
+		assert.Contains(t, err.Error(), wantErr)
+		return got, false
+	}
+	require.NoError(t, err)
+	return got, true
 }
 
 // TestResolveOpCacheAndLogLevel: GPURT_OPCACHE_SIZE and GPURT_LOG_LEVEL
@@ -190,16 +201,10 @@ func TestResolveOpCacheAndLogLevel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.cfg.resolveEnv("open", func(k string) string { return tt.env[k] }, 4)
-			if tt.err != "" {
-				require.Error(t, err)
-				assert.ErrorIs(t, err, ErrInvalidArgument)
-				assert.Contains(t, err.Error(), tt.err)
-				return
+			if got, ok := resolveCase(t, tt.cfg, tt.env, 4, tt.err); ok {
+				assert.Equal(t, tt.size, got.opCacheSize)
+				assert.NotNil(t, got.log)
 			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.size, got.opCacheSize)
-			assert.NotNil(t, got.log)
 		})
 	}
 }

@@ -18,22 +18,6 @@ import (
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
-// openMock opens a runtime on the mock plugin built for this test binary.
-func openMock(t testing.TB, options string) *core.Runtime {
-	t.Helper()
-	dir := testutil.MockPlugin(t)
-	rt, err := core.Open(core.Config{PluginPaths: []string{dir}, Backend: "mock", PluginOptions: options})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	return rt
-}
-
-func dev0(t testing.TB, rt *core.Runtime) *core.Device {
-	d, err := rt.Device(0)
-	require.NoError(t, err)
-	return d
-}
-
 func randBytes(n int, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, 7))
 	b := make([]byte, n+7)
@@ -109,22 +93,14 @@ func TestMisuse(t *testing.T) {
 	d := dev0(t, rt)
 	d1, err := rt.Device(1)
 	require.NoError(t, err)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := stream(t, d)
 	mod, err := d.BuiltinModule()
 	require.NoError(t, err)
 	fill, err := mod.Kernel("fill_f32")
 	require.NoError(t, err)
-	good, err := d.Alloc(64)
-	require.NoError(t, err)
-	defer good.Free()
-	onDev1, err := d1.Alloc(64)
-	require.NoError(t, err)
-	defer onDev1.Free()
-	foreign, err := dev0(t, other).Alloc(64)
-	require.NoError(t, err)
-	defer foreign.Free()
+	good := alloc(t, d, 64)
+	onDev1 := alloc(t, d1, 64)
+	foreign := alloc(t, dev0(t, other), 64)
 	freed, err := d.Alloc(64)
 	require.NoError(t, err)
 	require.NoError(t, freed.Free())
@@ -283,9 +259,7 @@ func TestHostHeap(t *testing.T) {
 func TestPinnedAsyncCopies(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := stream(t, d)
 	src, err := rt.HostHeap().Alloc(5000)
 	require.NoError(t, err)
 	defer src.Free()

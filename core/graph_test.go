@@ -3,9 +3,7 @@
 package core_test
 
 import (
-	"encoding/binary"
 	"errors"
-	"math"
 	"reflect"
 	"testing"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // graphEnv is a stream, the built-in kernels and three 64-element f32
@@ -75,7 +74,7 @@ func (e *graphEnv) read(t *testing.T, b *core.Buffer) []float32 {
 	require.NoError(t, e.s.Synchronize())
 	out := make([]byte, 4*graphN)
 	require.NoError(t, core.CopyToHost(out, b))
-	return f32s(out)
+	return le.ToFloat32s(out)
 }
 
 func TestGraphReplayMatchesEager(t *testing.T) {
@@ -171,7 +170,7 @@ func TestGraphCopiesEventsAndGemm(t *testing.T) {
 	idb, err := e.d.Alloc(4 * graphN)
 	require.NoError(t, err)
 	defer idb.Free()
-	require.NoError(t, core.CopyFromHost(idb, f32bytes(id)))
+	require.NoError(t, core.CopyFromHost(idb, le.Float32s(id)))
 	desc := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 8, N: 8, K: 8}
 
 	g, err := e.s.Capture(func(cs *core.Stream) error {
@@ -199,7 +198,7 @@ func TestGraphCopiesEventsAndGemm(t *testing.T) {
 	require.NoError(t, s2.WaitEvent(ev))
 	require.NoError(t, s2.Synchronize())
 	require.NoError(t, e.s.Synchronize())
-	got := f32s(hb.Bytes())
+	got := le.ToFloat32s(hb.Bytes())
 	assert.Equal(t, float32(14), got[0])
 	assert.Equal(t, float32(14), got[graphN-1])
 	// What a live graph holds cannot be freed or closed.
@@ -339,11 +338,3 @@ func TestGraphLaunchAllocatesNothing(t *testing.T) {
 }
 
 var errTest = errors.New("test: the capture function failed")
-
-func f32bytes(v []float32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
-	}
-	return out
-}

@@ -3,44 +3,30 @@
 package core_test
 
 import (
-	"encoding/binary"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
-// upload is a new buffer holding data (64 bytes longer), freed at the
+// The mock runtime and the setup on it that core's tests share with its
+// family packages' (package mockrt): each value made is released at the
 // test's end.
-func upload(t *testing.T, d *core.Device, data []byte) *core.Buffer {
+var (
+	openMock = mockrt.Open    // a runtime on the mock, with plugin options
+	dev0     = mockrt.Device0 // its device 0
+	stream   = mockrt.Stream  // a new stream
+	builtin  = mockrt.Builtin // a kernel of the built-in module
+	alloc    = mockrt.Alloc   // a new buffer of n bytes
+	upload   = mockrt.Upload  // a new buffer holding data (64 bytes longer)
+	halves   = mockrt.Halves  // f16 or bf16 bytes
+	i32le    = mockrt.I32LE   // little-endian int32 bytes
+)
+
+// fillSetup opens the mock with options and returns its device 0, a
+// stream there, its fill_f32 kernel and a buffer of n bytes.
+func fillSetup(t testing.TB, options string, n int) (*core.Device, *core.Stream, *core.Kernel, *core.Buffer) {
 	t.Helper()
-	b, err := d.Alloc(len(data) + 64)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Free() })
-	require.NoError(t, core.CopyFromHost(b, data))
-	return b
-}
-
-// halves is v as f16 or bf16 (t) bytes.
-func halves(t core.DType, v []float32) []byte {
-	out := make([]byte, 2*len(v))
-	for i, f := range v {
-		h := floatbits.BF16FromFloat32(f)
-		if t == core.F16 {
-			h = floatbits.F16FromFloat32(f)
-		}
-		binary.LittleEndian.PutUint16(out[2*i:], h)
-	}
-	return out
-}
-
-// i32le is v as little-endian int32 bytes.
-func i32le(v ...int32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
-	}
-	return b
+	d := dev0(t, openMock(t, options))
+	return d, stream(t, d), builtin(t, d, "fill_f32"), alloc(t, d, n)
 }

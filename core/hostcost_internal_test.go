@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // BenchmarkGoSide isolates the Go-side host cost of Stream.Gemm and
@@ -18,21 +16,11 @@ import (
 // dispatch. Subtract the "query" figure (Stream.Query, the bare dispatch)
 // to get what Go adds per call. Timings are never asserted.
 func BenchmarkGoSide(b *testing.B) {
-	rt, err := Open(Config{PluginPaths: []string{testutil.MockPlugin(b)}, Backend: "mock", PluginOptions: "delay_us=0"})
-	require.NoError(b, err)
-	defer rt.Close()
-	dev, err := rt.Device(0)
-	require.NoError(b, err)
-	s, err := dev.NewStream()
-	require.NoError(b, err)
-	defer s.Close()
-	mod, err := dev.BuiltinModule()
-	require.NoError(b, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(b, err)
-	buf, err := dev.Alloc(64 << 10)
-	require.NoError(b, err)
-	defer buf.Free()
+	rt, dev := testRuntime(b, "delay_us=0")
+	s := testStream(b, dev)
+	_, ks := testKernels(b, dev, "fill_f32")
+	fill := ks[0]
+	buf := testAlloc(b, dev, 64<<10)
 	view, err := buf.View(32768, 4096)
 	require.NoError(b, err)
 	a, err := buf.View(0, 8192)

@@ -9,33 +9,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // Launch and Gemm hold one use per distinct buffer and release every use
 // they took, on success and on each error, for launches packed in the
 // small array and in the full one.
 func TestLaunchAndGemmBalanceUses(t *testing.T) {
-	rt, err := Open(Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "delay_us=0"})
-	require.NoError(t, err)
-	defer rt.Close()
-	dev, err := rt.Device(0)
-	require.NoError(t, err)
-	s, err := dev.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	x, err := dev.Alloc(4096)
-	require.NoError(t, err)
-	defer x.Free()
-	y, err := dev.Alloc(4096)
-	require.NoError(t, err)
-	defer y.Free()
+	rt, dev := testRuntime(t, "delay_us=0")
+	s := testStream(t, dev)
+	x := testAlloc(t, dev, 4096)
+	y := testAlloc(t, dev, 4096)
 	freed, err := dev.Alloc(4096)
 	require.NoError(t, err)
 	require.NoError(t, freed.Free())
-	mod, err := dev.BuiltinModule()
-	require.NoError(t, err)
+	mod, _ := testKernels(t, dev)
 	uses := func() []int64 { return []int64{x.l.v.Load(), y.l.v.Load(), mod.l.v.Load(), s.l.v.Load()} }
 	zero := []int64{0, 0, 0, 0}
 

@@ -3,7 +3,6 @@
 package core_test
 
 import (
-	"encoding/binary"
 	"math"
 	"testing"
 	"time"
@@ -13,22 +12,13 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/internal/le"
 )
-
-func f32s(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
 
 func TestLaunchFillAndTail(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := stream(t, d)
 	mod, err := d.BuiltinModule()
 	require.NoError(t, err)
 	m2, err := d.BuiltinModule()
@@ -38,9 +28,7 @@ func TestLaunchFillAndTail(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, fill.Info().Params, 3)
 	const n = 1000
-	buf, err := d.Alloc(4 * n)
-	require.NoError(t, err)
-	defer buf.Free()
+	buf := alloc(t, d, 4*n)
 	require.NoError(t, core.Memset(buf, 0xff)) // poison (NaN)
 	// 3 blocks of 256 = 768 threads: the tail stays poisoned
 	require.NoError(t, s.Launch(fill, core.LaunchConfig{Grid: [3]uint32{3}, Block: [3]uint32{256}},
@@ -48,25 +36,14 @@ func TestLaunchFillAndTail(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	got := make([]byte, 4*n)
 	require.NoError(t, core.CopyToHost(got, buf))
-	v := f32s(got)
+	v := le.ToFloat32s(got)
 	assert.Equal(t, float32(2.5), v[0])
 	assert.Equal(t, float32(2.5), v[767])
 	assert.True(t, math.IsNaN(float64(v[768])))
 }
 
 func TestZeroAllocations(t *testing.T) {
-	rt := openMock(t, "")
-	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	mod, err := d.BuiltinModule()
-	require.NoError(t, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(t, err)
-	buf, err := d.Alloc(4096)
-	require.NoError(t, err)
-	defer buf.Free()
+	d, s, fill, buf := fillSetup(t, "", 4096)
 	view, err := buf.View(256, 1024)
 	require.NoError(t, err)
 	small := make([]byte, 512)
@@ -108,13 +85,8 @@ func TestZeroAllocations(t *testing.T) {
 func TestEventsAndTiming(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	mod, err := d.BuiltinModule()
-	require.NoError(t, err)
-	sleep, err := mod.Kernel("sleep_ns")
-	require.NoError(t, err)
+	s := stream(t, d)
+	sleep := builtin(t, d, "sleep_ns")
 	el, err := s.Time(func() error {
 		return s.Launch(sleep, core.Grid1D(1, 1), core.ArgScalar[uint64](uint64(2*time.Millisecond)))
 	})
@@ -137,12 +109,8 @@ func TestEventsAndTiming(t *testing.T) {
 func TestOpCacheEvictsAndCounts(t *testing.T) {
 	rt := openMockCfg(t, core.Config{OpCacheSize: 2})
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	buf, err := d.Alloc(64 * 64 * 4)
-	require.NoError(t, err)
-	defer buf.Free()
+	s := stream(t, d)
+	buf := alloc(t, d, 64*64*4)
 	for round := 0; round < 3; round++ {
 		for m := 1; m <= 4; m++ {
 			desc := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: m, N: 8, K: 8}

@@ -99,18 +99,7 @@ func TestHotPathsAllocateNothingTimed(t *testing.T) {
 		{"gemm warm enqueue", func() error { return e.s.Gemm(e.gemm, e.gemmOps) }},
 		{"stream synchronize", e.s.Synchronize},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			require.NoError(t, c.fn())
-			var err error
-			allocs := testing.AllocsPerRun(200, func() {
-				if ferr := c.fn(); ferr != nil && err == nil {
-					err = ferr
-				}
-			})
-			require.NoError(t, err)
-			assert.Zero(t, allocs, "allocations per call")
-			require.NoError(t, e.s.Synchronize())
-		})
+		t.Run(c.name, func(t *testing.T) { e.zeroAllocs(t, c.fn) })
 	}
 	assert.NotEmpty(t, inspect.Metrics(e.rt).Latency)
 }

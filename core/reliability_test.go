@@ -341,18 +341,7 @@ func TestBytesAfterFreeOrClose(t *testing.T) {
 // reads length 0 as "to the end of the buffer"), for Launch and
 // LaunchBatch; the kernel never runs and the buffer is untouched.
 func TestZeroLengthViewKernelArgument(t *testing.T) {
-	rt := openMock(t, "delay_us=0")
-	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	mod, err := d.BuiltinModule()
-	require.NoError(t, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(t, err)
-	buf, err := d.Alloc(64)
-	require.NoError(t, err)
-	defer buf.Free()
+	_, s, fill, buf := fillSetup(t, "delay_us=0", 64)
 	empty, err := buf.View(16, 0)
 	require.NoError(t, err)
 	for name, launch := range map[string]func() error{
@@ -416,18 +405,7 @@ func TestHostSliceFreeWaitsForQueuedCopy(t *testing.T) {
 // size) gives a config that Launch rejects naming the size, instead of a
 // truncated grid.
 func TestGrid1DOverflow(t *testing.T) {
-	rt := openMock(t, "delay_us=0")
-	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	mod, err := d.BuiltinModule()
-	require.NoError(t, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(t, err)
-	buf, err := d.Alloc(16)
-	require.NoError(t, err)
-	defer buf.Free()
+	_, s, fill, buf := fillSetup(t, "delay_us=0", 16)
 	for _, tc := range []struct {
 		n, block int
 		want     string
@@ -606,10 +584,8 @@ func TestDroppedLaunchBatchReleasesHolds(t *testing.T) {
 func TestLostDeviceReleasesPlans(t *testing.T) {
 	rt := openMock(t, "delay_us=0")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	buf, err := d.Alloc(8 * 8 * 4)
-	require.NoError(t, err)
+	s := stream(t, d)
+	buf := alloc(t, d, 8*8*4)
 	desc := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 8, N: 8, K: 8}
 	require.NoError(t, s.Gemm(desc, core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}))
 	require.NoError(t, s.Synchronize())

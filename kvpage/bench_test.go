@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 // benchDevice opens the mock, or with GPURT_KVPAGE_BENCH_ENV=1 the
 // runtime GPURT_BACKEND and GPURT_PLUGIN_PATH name (a GPU plugin).
 func benchDevice(b *testing.B) *core.Device {
 	if os.Getenv("GPURT_KVPAGE_BENCH_ENV") != "1" {
-		_, d := openMock(b)
-		return d
+		return mockDevice(b)
 	}
 	rt, err := core.Open(core.Config{})
 	require.NoError(b, err)
@@ -115,6 +115,27 @@ func (db *decodeBatch) decode() {
 	}
 }
 
+// table is a page table for db's batch on d, closed at the benchmark's
+// end.
+func (db *decodeBatch) table(b *testing.B, d *core.Device) *Table {
+	tab, err := NewTable(d, TableConfig{MaxBatch: benchBatch, MaxPages: db.a.NumPages(), MaxRows: benchBatch})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = tab.Close() })
+	return tab
+}
+
+// fill begins tab and adds one row of every request of db.
+func (db *decodeBatch) fill(tab *Table) {
+	if err := tab.Begin(); err != nil {
+		panic(err)
+	}
+	for _, id := range db.ids {
+		if _, err := tab.Add(db.a, id, 1); err != nil {
+			panic(err)
+		}
+	}
+}
+
 // BenchmarkAllocatorDecodeStep is the allocator's part of a decode step
 // at batch 256: one Append per request (a new page every 16 steps; a
 // leave and a prefix-cached rejoin at 2K tokens).
@@ -128,21 +149,10 @@ func BenchmarkAllocatorDecodeStep(b *testing.B) {
 func BenchmarkTableStep(b *testing.B) {
 	d := benchDevice(b)
 	db := newDecodeBatch(b)
-	tab, err := NewTable(d, TableConfig{MaxBatch: benchBatch, MaxPages: db.a.NumPages(), MaxRows: benchBatch})
-	require.NoError(b, err)
-	defer tab.Close()
-	s, err := d.NewStream()
-	require.NoError(b, err)
-	defer s.Close()
+	tab := db.table(b, d)
+	s := mockrt.Stream(b, d)
 	step := func() {
-		if err := tab.Begin(); err != nil {
-			panic(err)
-		}
-		for _, id := range db.ids {
-			if _, err := tab.Add(db.a, id, 1); err != nil {
-				panic(err)
-			}
-		}
+		db.fill(tab)
 		if _, err := tab.Upload(s); err != nil {
 			panic(err)
 		}
@@ -157,23 +167,12 @@ func BenchmarkTableStep(b *testing.B) {
 func BenchmarkDecodeStepHost(b *testing.B) {
 	d := benchDevice(b)
 	db := newDecodeBatch(b)
-	tab, err := NewTable(d, TableConfig{MaxBatch: benchBatch, MaxPages: db.a.NumPages(), MaxRows: benchBatch})
-	require.NoError(b, err)
-	defer tab.Close()
-	s, err := d.NewStream()
-	require.NoError(b, err)
-	defer s.Close()
+	tab := db.table(b, d)
+	s := mockrt.Stream(b, d)
 	pages := 0
 	step := func() {
 		db.decode()
-		if err := tab.Begin(); err != nil {
-			panic(err)
-		}
-		for _, id := range db.ids {
-			if _, err := tab.Add(db.a, id, 1); err != nil {
-				panic(err)
-			}
-		}
+		db.fill(tab)
 		st, err := tab.Upload(s)
 		if err != nil {
 			panic(err)
@@ -192,19 +191,8 @@ func BenchmarkDecodeStepHost(b *testing.B) {
 func BenchmarkTableFill(b *testing.B) {
 	d := benchDevice(b)
 	db := newDecodeBatch(b)
-	tab, err := NewTable(d, TableConfig{MaxBatch: benchBatch, MaxPages: db.a.NumPages(), MaxRows: benchBatch})
-	require.NoError(b, err)
-	defer tab.Close()
-	loop(b, func() {
-		if err := tab.Begin(); err != nil {
-			panic(err)
-		}
-		for _, id := range db.ids {
-			if _, err := tab.Add(db.a, id, 1); err != nil {
-				panic(err)
-			}
-		}
-	})
+	tab := db.table(b, d)
+	loop(b, func() { db.fill(tab) })
 }
 
 // BenchmarkSchedulerDecodeStep is the scheduler's host cost of a step at

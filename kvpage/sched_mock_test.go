@@ -93,7 +93,7 @@ func runSched(t *testing.T, r *rig, s *Scheduler) (map[rowKey][]byte, map[int64]
 // every request's every row the same attention output as the request run
 // alone in one prefill, and the same tokens.
 func TestSchedulerOnMock(t *testing.T) {
-	_, d := openMock(t)
+	d := mockDevice(t)
 	sys := seq(100, 9)
 	prompts := [][]int32{cat(sys, seq(200, 5)), cat(sys, seq(300, 2)), cat(sys, seq(400, 7)), seq(500, 6)}
 	const maxNew = 5

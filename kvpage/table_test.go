@@ -13,18 +13,12 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/floatbits"
-	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
-func openMock(t testing.TB) (*core.Runtime, *core.Device) {
-	t.Helper()
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	d, err := rt.Device(0)
-	require.NoError(t, err)
-	return rt, d
-}
+// mockDevice is device 0 of a runtime on the mock, closed at the test's
+// end.
+func mockDevice(t testing.TB) *core.Device { return mockrt.Device0(t, mockrt.Open(t, "")) }
 
 const (
 	tPS      = 4
@@ -207,7 +201,7 @@ func (r *rig) checkTable(st Step, entries ...entry) {
 // the mock: the outputs equal those of the same requests without any
 // sharing, and the uploaded tables match the allocator.
 func TestTableSharedPrefixOnMock(t *testing.T) {
-	_, d := openMock(t)
+	d := mockDevice(t)
 	sys := seq(100, 10)
 	p0, p1, p2 := cat(sys, seq(200, 3)), cat(sys, seq(300, 3)), cat(sys, seq(400, 5))
 
@@ -272,7 +266,7 @@ func TestTableSharedPrefixOnMock(t *testing.T) {
 }
 
 func TestTableErrors(t *testing.T) {
-	_, d := openMock(t)
+	d := mockDevice(t)
 	a, err := New(Config{NumPages: 8, PageSize: 4, MaxRequests: 4})
 	require.NoError(t, err)
 	tab, err := NewTable(d, TableConfig{MaxBatch: 2, MaxPages: 3, MaxRows: 4})
@@ -327,7 +321,7 @@ func TestTableErrors(t *testing.T) {
 // A warm decode step (Begin, Add x batch, Upload, plan and run) allocates
 // nothing.
 func TestTableZeroAllocs(t *testing.T) {
-	_, d := openMock(t)
+	d := mockDevice(t)
 	r := newRig(t, d)
 	var es []entry
 	for i := 0; i < 4; i++ {

@@ -172,33 +172,8 @@ func (r *hfRef) forward(b int, tokens []int32, pos, seqLen int) []float64 {
 				r.v[b][l] = append(r.v[b][l], nil)
 			}
 			r.k[b][l][p], r.v[b][l][p] = k, v
-			o := make([]float64, s.Heads*d)
-			grp := s.Heads / s.KVHeads
-			for qh := 0; qh < s.Heads; qh++ {
-				kh := qh / grp
-				sc := make([]float64, p+1)
-				mx := math.Inf(-1)
-				for t := 0; t <= p; t++ {
-					dot := 0.0
-					for j := 0; j < d; j++ {
-						dot += q[qh*d+j] * r.k[b][l][t][kh*d+j]
-					}
-					sc[t] = dot / math.Sqrt(float64(d))
-					mx = math.Max(mx, sc[t])
-				}
-				z := 0.0
-				for t := range sc {
-					sc[t] = math.Exp(sc[t] - mx)
-					z += sc[t]
-				}
-				for j := 0; j < d; j++ {
-					acc := 0.0
-					for t := range sc {
-						acc += sc[t] * r.v[b][l][t][kh*d+j]
-					}
-					o[qh*d+j] = acc / z
-				}
-			}
+			o := refAttention(q, r.k[b][l][:p+1], r.v[b][l][:p+1], s.Heads, s.KVHeads, d,
+				func(dot float64) float64 { return dot / math.Sqrt(float64(d)) }, func(x float64) float64 { return x })
 			for i, y := range r.linear(pre+"self_attn.o_proj", o) {
 				h[i] += y
 			}

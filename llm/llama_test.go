@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/quant"
 )
 
@@ -67,6 +67,41 @@ func newRef(t *testing.T, c Config, batch int) *ref {
 }
 
 func b16(v float64) float64 { return float64(bf16(float32(v))) }
+
+// refAttention is one query row q (heads x d) attending to the rows of k
+// and v (kvHeads x d each), the query heads grouped over the KV heads, in
+// float64: score makes a dot product a logit, and round is applied to
+// each output.
+func refAttention(q []float64, k, v [][]float64, heads, kvHeads, d int, score, round func(float64) float64) []float64 {
+	o := make([]float64, heads*d)
+	group := heads / kvHeads
+	for qh := 0; qh < heads; qh++ {
+		kh := qh / group
+		sc := make([]float64, len(k))
+		mx := math.Inf(-1)
+		for t := range k {
+			dot := 0.0
+			for j := 0; j < d; j++ {
+				dot += q[qh*d+j] * k[t][kh*d+j]
+			}
+			sc[t] = score(dot)
+			mx = math.Max(mx, sc[t])
+		}
+		z := 0.0
+		for t := range sc {
+			sc[t] = math.Exp(sc[t] - mx)
+			z += sc[t]
+		}
+		for j := 0; j < d; j++ {
+			acc := 0.0
+			for t := range sc {
+				acc += sc[t] * v[t][kh*d+j]
+			}
+			o[qh*d+j] = round(acc / z)
+		}
+	}
+	return o
+}
 
 // matvec: y[o] = sum_i x[i] * W[o][i], rounded to bf16.
 func matvec(w []float64, x []float64, out int) []float64 {
@@ -155,34 +190,9 @@ func (r *ref) token(b, id, pos int) []float64 {
 			r.vc[l][b] = append(r.vc[l][b], make([]float64, c.KVHeads*hd))
 		}
 		r.kc[l][b][pos], r.vc[l][b][pos] = k, v
-		o := make([]float64, c.Heads*hd)
-		group := c.Heads / c.KVHeads
 		scale := 1 / math.Sqrt(float64(hd))
-		for qh := 0; qh < c.Heads; qh++ {
-			kh := qh / group
-			sc := make([]float64, pos+1)
-			mx := math.Inf(-1)
-			for p := 0; p <= pos; p++ {
-				s := 0.0
-				for d := 0; d < hd; d++ {
-					s += q[qh*hd+d] * r.kc[l][b][p][kh*hd+d]
-				}
-				sc[p] = s * scale
-				mx = math.Max(mx, sc[p])
-			}
-			z := 0.0
-			for p := range sc {
-				sc[p] = math.Exp(sc[p] - mx)
-				z += sc[p]
-			}
-			for d := 0; d < hd; d++ {
-				s := 0.0
-				for p := range sc {
-					s += sc[p] * r.vc[l][b][p][kh*hd+d]
-				}
-				o[qh*hd+d] = b16(s / z)
-			}
-		}
+		o := refAttention(q, r.kc[l][b][:pos+1], r.vc[l][b][:pos+1], c.Heads, c.KVHeads, hd,
+			func(dot float64) float64 { return dot * scale }, b16)
 		r.residual(h, o, L.wo)
 		xn = r.rmsnorm(h, L.mlpNorm)
 		g := roundAll(matvec(L.wg, xn, c.Inter))
@@ -196,13 +206,11 @@ func (r *ref) token(b, id, pos int) []float64 {
 	return matvec(r.lm, r.rmsnorm(h, r.fnorm), c.Vocab)
 }
 
+// openMock is a runtime on the mock and its device 0, closed at the
+// test's end.
 func openMock(t testing.TB) (*core.Runtime, *core.Device) {
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	dev, err := rt.Device(0)
-	require.NoError(t, err)
-	return rt, dev
+	rt := mockrt.Open(t, "")
+	return rt, mockrt.Device0(t, rt)
 }
 
 func tinyConfig() Config {

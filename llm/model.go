@@ -23,6 +23,7 @@ import (
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/le"
 	"github.com/metrale/gpurt/quant"
 )
 
@@ -202,30 +203,6 @@ func (m *Model) upload(data []byte) (*core.Buffer, error) {
 		err = core.CopyFromHost(b, data)
 	}
 	return b, err
-}
-
-func u16bytes(v []uint16) []byte {
-	out := make([]byte, 2*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint16(out[2*i:], x)
-	}
-	return out
-}
-
-func i32bytes(v []int32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
-	}
-	return out
-}
-
-func bytesI32(b []byte) []int32 {
-	out := make([]int32, len(b)/4)
-	for i := range out {
-		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
 }
 
 // tensor uploads the bf16 tensors ts one after the other into one buffer.
@@ -606,7 +583,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 			}
 		}
 		m.swap = linear{out: hd, in: hd}
-		if m.swap.w, err = m.upload(u16bytes(p)); err != nil {
+		if m.swap.w, err = m.upload(le.Uint16s(p)); err != nil {
 			return nil, err
 		}
 	}
@@ -1332,7 +1309,7 @@ func (m *Model) Tokens() ([]int32, error) {
 	if err := firstErr(m.s.Synchronize(), core.CopyToHost(ids, view(m.ids, 0, len(ids)))); err != nil {
 		return nil, err
 	}
-	return bytesI32(ids), nil
+	return le.ToInt32s(ids), nil
 }
 
 // Logits waits for the work enqueued and returns the last step's f32
@@ -1487,7 +1464,7 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 		return nil, err
 	}
 	run.DecodeTime, run.Decoded = time.Since(t0), decoded
-	all := bytesI32(hist.Bytes())
+	all := le.ToInt32s(hist.Bytes())
 	for i := 0; i < o.Steps; i++ {
 		run.Tokens = append(run.Tokens, all[i*B:(i+1)*B])
 	}

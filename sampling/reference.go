@@ -5,6 +5,8 @@ package sampling
 import (
 	"math"
 	"sort"
+
+	"github.com/metrale/gpurt/internal/rank"
 )
 
 // Result is what Reference computes for one row.
@@ -25,25 +27,6 @@ type Result struct {
 	Near bool
 	// Logits are the row after the penalties (as written back).
 	Logits []float64
-}
-
-// rankKey orders a row as argmax_T: larger values first, -0 as +0, NaN
-// below everything, then the lower index.
-func rankKey(v float64, c int) uint64 {
-	var u uint32
-	if !math.IsNaN(v) {
-		f := float32(v)
-		if f == 0 {
-			f = 0
-		}
-		b := math.Float32bits(f)
-		if b&0x80000000 != 0 {
-			u = ^b
-		} else {
-			u = b | 0x80000000
-		}
-	}
-	return uint64(u)<<32 | uint64(0xffffffff-uint32(c))
 }
 
 // Reference is sample_rows_T for one row of logits x (the values the
@@ -84,7 +67,7 @@ func Reference(x []float64, p *Params, round func(float64) float64) Result {
 	for i := range order {
 		order[i] = i
 	}
-	sort.Slice(order, func(a, b int) bool { return rankKey(row[order[a]], order[a]) > rankKey(row[order[b]], order[b]) })
+	sort.Slice(order, func(a, b int) bool { return rank.Key(row[order[a]], order[a]) > rank.Key(row[order[b]], order[b]) })
 	top := order[0]
 	mx := row[top]
 	res := Result{Token: top, LogProb: math.NaN(), Probs: map[int]float64{top: 1}, Logits: row}

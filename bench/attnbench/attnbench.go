@@ -27,8 +27,6 @@ package attnbench
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"time"
@@ -37,6 +35,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // Result is one figure, one JSON object per line of Run's output.
@@ -103,15 +102,7 @@ type Options struct {
 
 // Check returns an error naming the first option out of range.
 func (o Options) Check() error {
-	switch {
-	case o.Shrink < 1 || o.Shrink > MaxShrink:
-		return fmt.Errorf("shrink %d: want 1 to %d", o.Shrink, MaxShrink)
-	case o.Iters < 1:
-		return fmt.Errorf("iters %d: want at least 1", o.Iters)
-	case o.Only != "" && o.Only != "decode" && o.Only != "prefill":
-		return fmt.Errorf("only %q: want decode or prefill", o.Only)
-	}
-	return nil
+	return gbench.CheckTimed(o.Shrink, MaxShrink, o.Iters, o.Only, "decode", "prefill")
 }
 
 // Shapes is the number of figures Run writes without Only.
@@ -121,11 +112,8 @@ func Shapes() int { return len(shapes) }
 // o.Out; a shape that fails is a Result with "error: ..." in its note.
 // Writing the output is the one error that ends Run.
 func Run(o Options) (err error) {
-	if err := o.Check(); err != nil {
+	if err := gbench.StartTimed("attnbench", o.Check, o.Timer, o.Out); err != nil {
 		return err
-	}
-	if o.Timer == nil || o.Out == nil {
-		return errors.New("attnbench: Options.Timer and Options.Out are required")
 	}
 	defer gbench.Guard(&err)
 	t := o.Timer
@@ -156,14 +144,6 @@ func (b *bench) emit(r Result) {
 	if err := b.out.Encode(r); err != nil {
 		fail(err)
 	}
-}
-
-func i32bytes(v []int32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
-	}
-	return out
 }
 
 // randomBF16 is n bf16 values uniform in [-1, 1).
@@ -278,7 +258,7 @@ func (b *bench) run(sh shape) (Result, error) {
 		if err != nil {
 			return r, err
 		}
-		if err := core.CopyFromHost(v, i32bytes(c.src)); err != nil {
+		if err := core.CopyFromHost(v, le.Int32s(c.src)); err != nil {
 			return r, err
 		}
 	}

@@ -3,9 +3,7 @@
 package attnbench_test
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,14 +22,10 @@ func TestOnMock(t *testing.T) {
 	defer tm.Close()
 	var stdout bytes.Buffer
 	require.NoError(t, attnbench.Run(attnbench.Options{Timer: tm, Iters: 2, Shrink: 128, Out: &stdout}))
-	n := 0
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		var r attnbench.Result
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+	lines := testutil.JSONLines[attnbench.Result](t, &stdout)
+	for _, r := range lines {
 		assert.Empty(t, r.Note, "%+v", r)
 		assert.Positive(t, r.GPUus, "%+v", r)
-		n++
 	}
-	assert.Equal(t, attnbench.Shapes(), n)
+	assert.Equal(t, attnbench.Shapes(), len(lines))
 }

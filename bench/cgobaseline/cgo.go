@@ -39,12 +39,35 @@ func OpenOptions(path, options string) (*Plugin, error) {
 		copts = C.CString(options)
 		defer C.free(unsafe.Pointer(copts))
 	}
-	var msg [512]C.char
 	pl := &Plugin{}
-	if C.gb_open(cpath, copts, &pl.p, &msg[0], C.size_t(len(msg))) != 0 {
-		return nil, fmt.Errorf("cgobaseline: %s", C.GoString(&msg[0]))
+	if err := cCall("cgobaseline: ", func(msg *C.char, n C.size_t) C.int { return C.gb_open(cpath, copts, &pl.p, msg, n) }); err != nil {
+		return nil, err
 	}
 	return pl, nil
+}
+
+// msgLen is the size of the message buffers the C side writes a failure
+// into.
+const msgLen = 512
+
+// cCall calls f with a message buffer: f's non-zero return is a failure,
+// the error prefix and the message f wrote.
+func cCall(prefix string, f func(msg *C.char, n C.size_t) C.int) error {
+	var msg [msgLen]C.char
+	if f(&msg[0], msgLen) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s%s", prefix, C.GoString(&msg[0]))
+}
+
+// cMessage is the error prefix and the message f writes about the
+// operation op (passed to f as a C string).
+func cMessage(prefix, op string, f func(op, msg *C.char, n C.size_t)) error {
+	cop := C.CString(op)
+	defer C.free(unsafe.Pointer(cop))
+	var msg [msgLen]C.char
+	f(cop, &msg[0], msgLen)
+	return fmt.Errorf("%s%s", prefix, C.GoString(&msg[0]))
 }
 
 // StreamQuery calls the table's stream_query on the idle stream: one cgo
@@ -65,21 +88,13 @@ func (p *Plugin) failure(e *C.gpurt_error, op string) error {
 	if e == nil {
 		return nil
 	}
-	cop := C.CString(op)
-	defer C.free(unsafe.Pointer(cop))
-	var msg [512]C.char
-	C.gb_error_message(p.p.api, e, cop, &msg[0], C.size_t(len(msg)))
-	return fmt.Errorf("cgobaseline: %s", C.GoString(&msg[0]))
+	return cMessage("cgobaseline: ", op, func(op, msg *C.char, n C.size_t) { C.gb_error_message(p.p.api, e, op, msg, n) })
 }
 
 // PrepareLaunch loads the plugin's built-in module from C, gets fill_f32
 // and allocates the 256-byte buffer it fills (once).
 func (p *Plugin) PrepareLaunch() error {
-	var msg [512]C.char
-	if C.gb_prepare_launch(&p.p, &msg[0], C.size_t(len(msg))) != 0 {
-		return fmt.Errorf("cgobaseline: %s", C.GoString(&msg[0]))
-	}
-	return nil
+	return cCall("cgobaseline: ", func(msg *C.char, n C.size_t) C.int { return C.gb_prepare_launch(&p.p, msg, n) })
 }
 
 // LaunchFill enqueues fill_f32(y, 1.0, n = 1) on the stream (grid 1,
@@ -132,7 +147,7 @@ func (p *Plugin) PrepareGemm(m, n, k int, a, b []byte) error {
 		return fmt.Errorf("cgobaseline: gemm m %d n %d k %d needs %d and %d bytes of A and B, got %d and %d",
 			m, n, k, 2*k*m, 2*k*n, len(a), len(b))
 	}
-	var msg [512]C.char
+	var msg [msgLen]C.char
 	switch C.gb_prepare_gemm(&p.p, C.uint64_t(m), C.uint64_t(n), C.uint64_t(k),
 		unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), &msg[0], C.size_t(len(msg))) {
 	case 0:

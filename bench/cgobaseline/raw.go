@@ -32,9 +32,8 @@ type Raw struct {
 // machine without the driver or a device.
 func OpenRaw() (*Raw, error) {
 	r := &Raw{}
-	var msg [512]C.char
-	if C.gbr_open(&r.g, &msg[0], C.size_t(len(msg))) != 0 {
-		return nil, fmt.Errorf("cgobaseline: raw: %s", C.GoString(&msg[0]))
+	if err := cCall("cgobaseline: raw: ", func(msg *C.char, n C.size_t) C.int { return C.gbr_open(&r.g, msg, n) }); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -43,22 +42,14 @@ func (r *Raw) cuFailure(res C.gbr_CUresult, op string) error {
 	if res == 0 {
 		return nil
 	}
-	cop := C.CString(op)
-	defer C.free(unsafe.Pointer(cop))
-	var msg [512]C.char
-	C.gbr_result_message(&r.g, res, cop, &msg[0], C.size_t(len(msg)))
-	return fmt.Errorf("cgobaseline: raw: %s", C.GoString(&msg[0]))
+	return cMessage("cgobaseline: raw: ", op, func(op, msg *C.char, n C.size_t) { C.gbr_result_message(&r.g, res, op, msg, n) })
 }
 
 // PrepareLaunch loads the fill kernel's PTX (the driver JITs it), gets the
 // function, allocates its 256-byte buffer and runs one launch to
 // completion (once).
 func (r *Raw) PrepareLaunch() error {
-	var msg [512]C.char
-	if C.gbr_prepare_launch(&r.g, &msg[0], C.size_t(len(msg))) != 0 {
-		return fmt.Errorf("cgobaseline: raw: %s", C.GoString(&msg[0]))
-	}
-	return nil
+	return cCall("cgobaseline: raw: ", func(msg *C.char, n C.size_t) C.int { return C.gbr_prepare_launch(&r.g, msg, n) })
 }
 
 // LaunchLoop calls cuLaunchKernel n times from C inside one cgo call
@@ -84,12 +75,9 @@ func (r *Raw) PrepareGemm(m, n, k int, a, b []byte) error {
 		return fmt.Errorf("cgobaseline: raw: gemm m %d n %d k %d needs %d and %d bytes of A and B, got %d and %d",
 			m, n, k, 2*k*m, 2*k*n, len(a), len(b))
 	}
-	var msg [512]C.char
-	if C.gbr_prepare_gemm(&r.g, C.uint64_t(m), C.uint64_t(n), C.uint64_t(k),
-		unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), &msg[0], C.size_t(len(msg))) != 0 {
-		return fmt.Errorf("cgobaseline: raw: %s", C.GoString(&msg[0]))
-	}
-	return nil
+	return cCall("cgobaseline: raw: ", func(msg *C.char, cap C.size_t) C.int {
+		return C.gbr_prepare_gemm(&r.g, C.uint64_t(m), C.uint64_t(n), C.uint64_t(k), unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), msg, cap)
+	})
 }
 
 // GemmLoop calls cublasLtMatmul n times from C inside one cgo call on the
@@ -102,11 +90,7 @@ func (r *Raw) GemmLoop(n int) error {
 		return r.cuFailure(cu, "cuCtxSetCurrent")
 	}
 	if s != 0 {
-		cop := C.CString("cublasLtMatmul")
-		defer C.free(unsafe.Pointer(cop))
-		var msg [512]C.char
-		C.gbr_status_message(&r.g, s, cop, &msg[0], C.size_t(len(msg)))
-		return fmt.Errorf("cgobaseline: raw: %s", C.GoString(&msg[0]))
+		return cMessage("cgobaseline: raw: ", "cublasLtMatmul", func(op, msg *C.char, n C.size_t) { C.gbr_status_message(&r.g, s, op, msg, n) })
 	}
 	return nil
 }

@@ -17,17 +17,12 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
-func mockDevice(t *testing.T) *core.Device {
-	t.Helper()
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	dev, err := rt.Device(0)
-	require.NoError(t, err)
-	return dev
-}
+// mockDevice is device 0 of a runtime on the mock, closed at the test's
+// end.
+func mockDevice(t *testing.T) *core.Device { return mockrt.Device0(t, mockrt.Open(t, "")) }
 
 // tiny is the mock's config: small enough for a CPU, with more than one
 // layer and an intermediate size that is not a multiple of the hidden.

@@ -3,7 +3,6 @@
 package multibench_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 func TestIters(t *testing.T) {
@@ -27,9 +27,7 @@ func TestIters(t *testing.T) {
 // TestSweepAndPeerOnMock: one line per size, both peer directions, on two
 // mock devices.
 func TestSweepAndPeerOnMock(t *testing.T) {
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "devices=2"})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt := mockrt.Open(t, "devices=2")
 	devs := rt.Devices()
 	c, err := collective.New(rt, devs...)
 	require.NoError(t, err)
@@ -39,10 +37,7 @@ func TestSweepAndPeerOnMock(t *testing.T) {
 	require.NoError(t, c.Close())
 	multibench.Peer(enc, devs[0], devs[1], 1024)
 	var got []string
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var r multibench.Result
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+	for _, r := range testutil.JSONLines[multibench.Result](t, &out) {
 		assert.Empty(t, r.Note, "%+v", r)
 		assert.Positive(t, r.Us, "%+v", r)
 		got = append(got, r.Name)

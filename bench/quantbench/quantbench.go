@@ -21,7 +21,6 @@ package quantbench
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -77,14 +76,10 @@ type Options struct {
 
 // Check returns an error naming the first option out of range.
 func (o Options) Check() error {
-	switch {
-	case o.Shrink < 1 || o.Shrink > MaxShrink:
-		return fmt.Errorf("shrink %d: want 1 to %d", o.Shrink, MaxShrink)
-	case o.Iters < 1:
-		return fmt.Errorf("iters %d: want at least 1", o.Iters)
-	case o.Only != "" && o.Only != "gemv" && o.Only != "gemm" && o.Only != "grouped":
-		return fmt.Errorf("only %q: want gemv, gemm or grouped", o.Only)
-	case o.RotateMiB < 0 || o.RotateMiB > 1<<20:
+	if err := gbench.CheckTimed(o.Shrink, MaxShrink, o.Iters, o.Only, "gemv", "gemm", "grouped"); err != nil {
+		return err
+	}
+	if o.RotateMiB < 0 || o.RotateMiB > 1<<20 {
 		return fmt.Errorf("rotate %d: want 0 to %d MiB", o.RotateMiB, 1<<20)
 	}
 	return nil
@@ -94,11 +89,8 @@ func (o Options) Check() error {
 // o.Out. A failed op is a Result with the error in its note; a failed
 // setup step (an allocation, a copy, the output) ends Run with the error.
 func Run(o Options) (err error) {
-	if err := o.Check(); err != nil {
+	if err := gbench.StartTimed("quantbench", o.Check, o.Timer, o.Out); err != nil {
 		return err
-	}
-	if o.Timer == nil || o.Out == nil {
-		return errors.New("quantbench: Options.Timer and Options.Out are required")
 	}
 	defer gbench.Guard(&err)
 	t := o.Timer

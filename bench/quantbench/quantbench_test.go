@@ -3,9 +3,7 @@
 package quantbench_test
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -29,10 +27,7 @@ func TestShrinkOnMock(t *testing.T) {
 			var out bytes.Buffer
 			require.NoError(t, quantbench.Run(quantbench.Options{Timer: tm, Iters: 2, Shrink: shrink, Out: &out}))
 			impls := map[string]int{}
-			sc := bufio.NewScanner(&out)
-			for sc.Scan() {
-				var r quantbench.Result
-				require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+			for _, r := range testutil.JSONLines[quantbench.Result](t, &out) {
 				if r.Impl == "cuBLASLt per expert" {
 					assert.Regexp(t, `^\d+ calls`, r.Note, "an error instead of the calls: %+v", r)
 				} else {

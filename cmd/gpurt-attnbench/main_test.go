@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/metrale/gpurt/internal/cli"
@@ -13,11 +12,11 @@ import (
 // TestConvention: the CLI convention of internal/cli, and this program's
 // usage and setup errors.
 func TestConvention(t *testing.T) {
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		clitest.Case{Name: "shrink 0", Args: []string{"-shrink", "0"}, Status: cli.ExitUsage, Stderr: []string{"-shrink 0: want 1 to 8192"}},
 		clitest.Case{Name: "only", Args: []string{"-only", "both"}, Status: cli.ExitUsage, Stderr: []string{`-only "both": want decode or prefill`}},
 		clitest.Case{Name: "iters", Args: []string{"-iters", "-3"}, Status: cli.ExitUsage, Stderr: []string{"-iters -3: want at least 1"}},
 		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
-	))
+	)
 }

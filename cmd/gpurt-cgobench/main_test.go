@@ -5,7 +5,6 @@
 package main
 
 import (
-	"bytes"
 	"path/filepath"
 	"testing"
 
@@ -18,7 +17,7 @@ import (
 // file this program needs. (bench's TestCgoBaseline runs it on the mock.)
 func TestConvention(t *testing.T) {
 	mock := testutil.MockPlugin(t)
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		clitest.Case{Name: "no plugin", Args: nil, Status: cli.ExitUsage, Stderr: []string{"-plugin-path: want exactly one plugin file"}},
 		clitest.Case{Name: "two plugins", Args: []string{"-plugin-path", mock + ":" + mock}, Status: cli.ExitUsage,
 			Stderr: []string{"got 2 paths"}},
@@ -26,5 +25,5 @@ func TestConvention(t *testing.T) {
 		clitest.Case{Name: "missing", Args: []string{"-plugin-path", filepath.Join(mock, "libgpurt_none.so")}, Status: cli.ExitError,
 			Stderr: []string{"libgpurt_none.so: no such file or folder"}},
 		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
-	))
+	)
 }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"testing"
@@ -26,10 +25,7 @@ func TestOnMock(t *testing.T) {
 		"-check-configs", "40/72/2", "-steps", "3", "-warmup", "1"}, &out, &errb)
 	require.Equal(t, 0, rc, "stderr: %s", errb.String())
 	impls := map[string]int{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var r decodestep.Result
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "%s", sc.Text())
+	for _, r := range testutil.JSONLines[decodestep.Result](t, &out) {
 		impls[r.Impl]++
 		assert.Empty(t, r.Note)
 		if r.Impl == "gpurt check" {
@@ -70,9 +66,9 @@ func TestBadFlags(t *testing.T) {
 
 // TestConvention: the CLI convention of internal/cli.
 func TestConvention(t *testing.T) {
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		clitest.Case{Name: "bad steps", Args: []string{"-steps", "0"}, Status: cli.ExitUsage, Stderr: []string{"-steps 0: must be positive"}},
 		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent", "-check-configs", "none"},
 			Status: cli.ExitError, Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
-	))
+	)
 }

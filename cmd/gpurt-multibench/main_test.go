@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,7 +18,7 @@ import (
 // TestConvention: the CLI convention of internal/cli, and this program's
 // usage and setup errors.
 func TestConvention(t *testing.T) {
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		clitest.Case{Name: "shrink 0", Args: []string{"-shrink", "0"}, Status: cli.ExitUsage, Stderr: []string{"-shrink 0: want 1 to 65536"}},
 		clitest.Case{Name: "bad size", Args: []string{"-sizes", "8X"}, Status: cli.ExitUsage, Stderr: []string{`-sizes: byte count "8X"`}},
 		clitest.Case{Name: "size shrunk to nothing", Args: []string{"-sizes", "8K", "-shrink", "4096"}, Status: cli.ExitUsage,
@@ -31,7 +29,7 @@ func TestConvention(t *testing.T) {
 		clitest.Case{Name: "only", Args: []string{"-only", "x"}, Status: cli.ExitUsage, Stderr: []string{`-only "x": want allreduce or peer`}},
 		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
-	))
+	)
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, cli.ExitOK, run([]string{"-h"}, &stdout, &stderr))
 	assert.NotContains(t, stdout.String(), "child-rank", "internal flags are hidden")
@@ -45,10 +43,7 @@ func TestOnMock(t *testing.T) {
 		"-shrink", "16", "-procs"}, &stdout, &stderr)
 	require.Equal(t, cli.ExitOK, st, "stderr: %s", stderr.String())
 	var names []string
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		var r multibench.Result
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+	for _, r := range testutil.JSONLines[multibench.Result](t, &stdout) {
 		names = append(names, r.Name+" | "+r.Impl)
 		if r.Impl == "gpurt" {
 			assert.Empty(t, r.Note, "%+v", r)

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/metrale/gpurt/internal/cli"
@@ -13,7 +12,7 @@ import (
 // TestConvention: the CLI convention of internal/cli, and this program's
 // usage and setup errors.
 func TestConvention(t *testing.T) {
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		clitest.Case{Name: "shrink 0", Args: []string{"-shrink", "0"}, Status: cli.ExitUsage, Stderr: []string{"-shrink 0: want 1 to 2048"}},
 		clitest.Case{Name: "shrink huge", Args: []string{"-shrink", "4096"}, Status: cli.ExitUsage, Stderr: []string{"-shrink 4096: want 1 to 2048"}},
 		clitest.Case{Name: "only", Args: []string{"-only", "gemx"}, Status: cli.ExitUsage, Stderr: []string{`-only "gemx": want gemv, gemm or grouped`}},
@@ -23,5 +22,5 @@ func TestConvention(t *testing.T) {
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
 		clitest.Case{Name: "no plugin there", Args: []string{"-plugin-path", t.TempDir(), "-backend", "mock"}, Status: cli.ExitError,
 			Stderr: []string{"gpurt-quantbench: "}},
-	))
+	)
 }

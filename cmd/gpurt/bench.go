@@ -4,11 +4,9 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/metrale/gpurt/bench"
@@ -58,7 +56,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := bench.Run(opts)
 	if rep != nil {
-		if e := writeReport(rep, *asJSON, *benchfmt, stdout, stderr); e != nil {
+		if e := rep.Print(stdout, stderr, bench.PrintOptions{JSON: *asJSON, Benchfmt: *benchfmt, Table: true, Flag: "--benchfmt"}); e != nil {
 			return fs.Fail(e)
 		}
 	}
@@ -69,46 +67,6 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return fs.Fail(err)
 	}
 	return cli.ExitOK
-}
-
-// writeReport prints rep as JSON lines, as the table or, with benchfmt
-// "-", in the Go benchmark format; benchfmt naming a file writes that
-// format there as well.
-func writeReport(rep *bench.Report, asJSON bool, benchfmt string, stdout, stderr io.Writer) error {
-	switch {
-	case benchfmt == "-":
-		if err := rep.WriteBenchfmt(stdout, runtime.GOMAXPROCS(0)); err != nil {
-			return err
-		}
-		for _, n := range rep.Notes {
-			fmt.Fprintln(stderr, n)
-		}
-	case asJSON:
-		if err := rep.WriteJSON(stdout); err != nil {
-			return err
-		}
-		for _, n := range rep.Notes {
-			fmt.Fprintln(stderr, n)
-		}
-	default:
-		if err := rep.WriteTable(stdout); err != nil {
-			return err
-		}
-	}
-	if benchfmt != "" && benchfmt != "-" {
-		f, err := os.Create(benchfmt)
-		if err != nil {
-			return fmt.Errorf("--benchfmt: %w", err)
-		}
-		if err := rep.WriteBenchfmt(f, runtime.GOMAXPROCS(0)); err != nil {
-			f.Close()
-			return fmt.Errorf("--benchfmt: %w", err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("--benchfmt: %w", err)
-		}
-	}
-	return nil
 }
 
 // findCgoBench returns the gpurt-cgobench beside this executable

@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,17 +20,14 @@ func TestBenchCommand(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := runBench([]string{"--quick", "--json", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K"}, &stdout, &stderr)
 		require.Equal(t, 0, code, stderr.String())
-		sc := bufio.NewScanner(&stdout)
 		seen := map[string]bool{}
-		for sc.Scan() {
-			var x struct {
-				Metric   string   `json:"metric"`
-				Value    float64  `json:"value"`
-				Unit     string   `json:"unit"`
-				Baseline *float64 `json:"baseline"`
-				Ratio    *float64 `json:"ratio"`
-			}
-			require.NoError(t, json.Unmarshal(sc.Bytes(), &x), sc.Text())
+		for _, x := range testutil.JSONLines[struct {
+			Metric   string   `json:"metric"`
+			Value    float64  `json:"value"`
+			Unit     string   `json:"unit"`
+			Baseline *float64 `json:"baseline"`
+			Ratio    *float64 `json:"ratio"`
+		}](t, &stdout) {
 			seen[x.Metric] = true
 		}
 		for _, m := range []string{"startup_ms", "dispatch_ns", "dispatch_allocs", "htod_pinned_gbps", "launch_us", "gemm_host_us"} {

@@ -48,11 +48,11 @@ func TestTopLevel(t *testing.T) {
 func TestConventionProbe(t *testing.T) {
 	quietEnv(t)
 	mock := testutil.MockPlugin(t)
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return runProbe(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, runProbe,
 		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
 		clitest.Case{Name: "unknown backend", Args: []string{"--backend", "vulkan", "--plugin-path", mock}, Status: cli.ExitUsage,
 			NoStdout: true, Stderr: []string{"gpurt probe: --backend: ", `unknown backend "vulkan"`}},
-	))
+	)
 	// probe --json with a bad --backend still prints the JSON report, the
 	// error in it, and exits 2.
 	t.Run("json with unknown backend", func(t *testing.T) {
@@ -76,7 +76,7 @@ func TestConventionConform(t *testing.T) {
 	fake := filepath.Join(t.TempDir(), "libgpurt_mock"+testutil.PluginExt())
 	require.NoError(t, os.WriteFile(fake, []byte("not a plugin either\n"), 0o755))
 	none := "^no check has this name$"
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return runConform(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, runConform,
 		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
 		clitest.Case{Name: "bad --run", Args: []string{"--run", "("}, Status: cli.ExitUsage, Stderr: []string{"--run: error parsing regexp"}},
 		clitest.Case{Name: "folder works", Args: []string{"--plugin-path", mock, "--run", none}, Status: cli.ExitOK,
@@ -89,17 +89,17 @@ func TestConventionConform(t *testing.T) {
 			NoStdout: true, Stderr: []string{text, "cannot be used", "not an ELF shared library"}},
 		clitest.Case{Name: "plugin name, not a plugin", Args: []string{"--plugin-path", fake, "--run", none}, Status: cli.ExitError,
 			NoStdout: true, Stderr: []string{fake, "cannot be used"}},
-	))
+	)
 }
 
 func TestConventionBench(t *testing.T) {
 	quietEnv(t)
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return runBench(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, runBench,
 		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
 		clitest.Case{Name: "bad sizes", Args: []string{"--sizes", "lots"}, Status: cli.ExitUsage, Stderr: []string{`--sizes: byte count "lots"`}},
 		clitest.Case{Name: "missing plugin path", Args: []string{"--quick", "--plugin-path", "/nonexistent"}, Status: cli.ExitError,
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
 		clitest.Case{Name: "json and benchfmt on stdout", Args: []string{"--json", "--benchfmt", "-"}, Status: cli.ExitUsage,
 			Stderr: []string{"--json and --benchfmt -"}},
-	))
+	)
 }

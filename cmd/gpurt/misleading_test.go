@@ -16,11 +16,7 @@ import (
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
-func quietEnv(t *testing.T) {
-	t.Setenv("GPURT_PLUGIN_PATH", "")
-	t.Setenv("GPURT_BACKEND", "")
-	t.Setenv("GPURT_LOG_LEVEL", "off")
-}
+var quietEnv = testutil.QuietEnv
 
 // TestExplicitPluginMustLoad: `gpurt conform --plugin-path FILE` never
 // tests another plugin when FILE cannot be used, even with a good mock in

@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -16,12 +15,9 @@ import (
 )
 
 func TestProbe(t *testing.T) {
-	t.Setenv("GPURT_PLUGIN_PATH", "")
-	t.Setenv("GPURT_BACKEND", "")
-	t.Setenv("GPURT_LOG_LEVEL", "off")
+	quietEnv(t)
 	mock := testutil.MockPlugin(t)
-	empty := t.TempDir()
-	require.NoError(t, os.Chmod(empty, 0o700))
+	empty := testutil.PrivateDir(t)
 
 	cases := []struct {
 		name     string

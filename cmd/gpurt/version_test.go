@@ -21,16 +21,13 @@ import (
 )
 
 func TestVersion(t *testing.T) {
-	t.Setenv("GPURT_PLUGIN_PATH", "")
-	t.Setenv("GPURT_BACKEND", "")
-	t.Setenv("GPURT_LOG_LEVEL", "off")
+	quietEnv(t)
 	mock := testutil.MockPlugin(t)
 	lib, err := os.ReadFile(filepath.Join(mock, "libgpurt_mock"+testutil.PluginExt()))
 	require.NoError(t, err)
 	sum := sha256.Sum256(lib)
 	wantSum := hex.EncodeToString(sum[:])
-	empty := t.TempDir()
-	require.NoError(t, os.Chmod(empty, 0o700))
+	empty := testutil.PrivateDir(t)
 	wantABI := fmt.Sprintf("%d.%d", abi.Major, abi.Minor)
 
 	cases := []struct {

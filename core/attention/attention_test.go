@@ -4,7 +4,6 @@ package attention_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,39 +18,17 @@ import (
 var (
 	openMock = mockrt.Open
 	dev0     = mockrt.Device0
+	i32le    = mockrt.I32LE
 )
-
-func i32le(v ...int32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
-	}
-	return b
-}
 
 // A decode step of two requests on the mock: the Go checks, the plugin's
 // checks, and no allocation on a warm plan and run.
 func TestAttentionDecode(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	cd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
-	cache, err := attention.AllocKVCache(d, cd)
-	require.NoError(t, err)
-	defer cache.Free()
-	require.NoError(t, core.Memset(cache.K(), 0x11))
-	require.NoError(t, core.Memset(cache.V(), 0x22))
-	tables, err := d.Alloc(256)
-	require.NoError(t, err)
-	defer tables.Free()
-	indptr, _ := tables.View(0, 12)
-	indices, _ := tables.View(16, 12)
-	last, _ := tables.View(32, 8)
-	require.NoError(t, core.CopyFromHost(indptr, i32le(0, 2, 3)))
-	require.NoError(t, core.CopyFromHost(indices, i32le(3, 0, 2)))
-	require.NoError(t, core.CopyFromHost(last, i32le(1, 4)))
+	s := mockrt.Stream(t, d)
+	cd := mockrt.SmallKVDesc
+	cache, _, pt := mockrt.SmallKVCache(t, d)
 	rowBytes := 4 * 64 * 2
 	q, err := d.Alloc(2 * rowBytes)
 	require.NoError(t, err)
@@ -64,7 +41,7 @@ func TestAttentionDecode(t *testing.T) {
 	a, err := attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: 4, Cache: cd, MaxBatch: 2})
 	require.NoError(t, err)
 	sched := attention.Schedule{KVIndptr: []int32{0, 2, 3}, KVLastPageLen: []int32{1, 4}}
-	ops := attention.Operands{Q: q, O: o, Pages: attention.PageTable{Indptr: indptr, Indices: indices, LastPageLen: last}}
+	ops := attention.Operands{Q: q, O: o, Pages: pt}
 
 	tests := []struct {
 		name string
@@ -87,7 +64,7 @@ func TestAttentionDecode(t *testing.T) {
 		}, core.ErrOutOfRange},
 		{"run with a qo_indptr for decode", func() error {
 			bad := ops
-			bad.QOIndptr = indptr
+			bad.QOIndptr = pt.Indptr
 			return a.Run(s, cache, bad)
 		}, core.ErrInvalidArgument},
 		{"run", func() error { return a.Run(s, cache, ops) }, nil},
@@ -153,30 +130,16 @@ func TestAttentionDescChecks(t *testing.T) {
 func TestAppendViewBounds(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	cd := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 4}
-	cache, err := attention.AllocKVCache(d, cd)
-	require.NoError(t, err)
-	defer cache.Free()
-	require.NoError(t, core.Memset(cache.K(), 0x11))
-	require.NoError(t, core.Memset(cache.V(), 0x22))
-	tables, err := d.Alloc(256)
-	require.NoError(t, err)
-	defer tables.Free()
+	s := mockrt.Stream(t, d)
+	cd := mockrt.SmallKVDesc
+	cache, tables, pt := mockrt.SmallKVCache(t, d)
 	view := func(off, n int) core.View {
 		v, err := tables.View(off, n)
 		require.NoError(t, err)
 		return v
 	}
-	// Request 0 owns pages 3, 0 (5 tokens), request 1 page 2 (4 tokens);
-	// the new rows are token 4 of request 0 and token 3 of request 1.
-	pt := attention.PageTable{Indptr: view(0, 12), Indices: view(16, 12), LastPageLen: view(32, 8)}
+	// The new rows are token 4 of request 0 and token 3 of request 1.
 	bidx, pos := view(48, 8), view(64, 8)
-	require.NoError(t, core.CopyFromHost(pt.Indptr, i32le(0, 2, 3)))
-	require.NoError(t, core.CopyFromHost(pt.Indices, i32le(3, 0, 2)))
-	require.NoError(t, core.CopyFromHost(pt.LastPageLen, i32le(1, 4)))
 	require.NoError(t, core.CopyFromHost(bidx, i32le(0, 1)))
 	require.NoError(t, core.CopyFromHost(pos, i32le(4, 3)))
 	rowBytes := 2 * 64 * 2

@@ -18,32 +18,13 @@ import (
 	"github.com/metrale/gpurt/quant"
 )
 
-// openMock and dev0: the family packages' shared mock runtime.
+// The family packages' shared mock runtime and setup.
 var (
 	openMock = mockrt.Open
 	dev0     = mockrt.Device0
+	upload   = mockrt.Upload
+	halves   = mockrt.Halves
 )
-
-func upload(t *testing.T, d *core.Device, data []byte) *core.Buffer {
-	t.Helper()
-	b, err := d.Alloc(len(data) + 64)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Free() })
-	require.NoError(t, core.CopyFromHost(b, data))
-	return b
-}
-
-func halves(t core.DType, v []float32) []byte {
-	out := make([]byte, 2*len(v))
-	for i, f := range v {
-		h := floatbits.BF16FromFloat32(f)
-		if t == core.F16 {
-			h = floatbits.F16FromFloat32(f)
-		}
-		binary.LittleEndian.PutUint16(out[2*i:], h)
-	}
-	return out
-}
 
 func unhalf(t core.DType, b []byte, i int) float64 {
 	h := binary.LittleEndian.Uint16(b[2*i:])

@@ -14,10 +14,8 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 
 	"github.com/metrale/gpurt/bench"
@@ -70,42 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Fail(err)
 	}
-	if err := writeReport(rep, *asJSON, *benchfmt, stdout, stderr); err != nil {
+	if err := rep.Print(stdout, stderr, bench.PrintOptions{JSON: *asJSON, Benchfmt: *benchfmt, Flag: "-benchfmt"}); err != nil {
 		return fs.Fail(err)
 	}
 	return cli.ExitOK
-}
-
-// writeReport prints rep as JSON lines or, with benchfmt "-", in the Go
-// benchmark format (the table was printed as measured); benchfmt naming a
-// file writes that format there as well.
-func writeReport(rep *bench.Report, asJSON bool, benchfmt string, stdout, stderr io.Writer) error {
-	switch {
-	case benchfmt == "-":
-		if err := rep.WriteBenchfmt(stdout, runtime.GOMAXPROCS(0)); err != nil {
-			return err
-		}
-	case asJSON:
-		if err := rep.WriteJSON(stdout); err != nil {
-			return err
-		}
-	}
-	for _, n := range rep.Notes {
-		fmt.Fprintln(stderr, n)
-	}
-	if benchfmt == "" || benchfmt == "-" {
-		return nil
-	}
-	f, err := os.Create(benchfmt)
-	if err != nil {
-		return fmt.Errorf("-benchfmt: %w", err)
-	}
-	if err := rep.WriteBenchfmt(f, runtime.GOMAXPROCS(0)); err != nil {
-		f.Close()
-		return fmt.Errorf("-benchfmt: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("-benchfmt: %w", err)
-	}
-	return nil
 }

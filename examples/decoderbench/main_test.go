@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,12 +30,10 @@ func TestDecoderOnMock(t *testing.T) {
 		"-warmup", "1"}, &stdout, &stderr)
 	require.Equal(t, cli.ExitOK, code, stderr.String())
 	seen := map[string]float64{}
-	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-		var m struct {
-			Metric string  `json:"metric"`
-			Value  float64 `json:"value"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+	for _, m := range testutil.JSONLines[struct {
+		Metric string  `json:"metric"`
+		Value  float64 `json:"value"`
+	}](t, &stdout) {
 		seen[m.Metric] = m.Value
 	}
 	assert.Greater(t, seen["decoder_eager_tokens_per_s"], 0.0)
@@ -70,14 +67,12 @@ func TestDecoderOnMock(t *testing.T) {
 // The CLI convention; bad sizes are usage errors naming the flag, before
 // a runtime is opened; --options reaches the plugin.
 func TestConvention(t *testing.T) {
-	t.Setenv("GPURT_PLUGIN_PATH", "")
-	t.Setenv("GPURT_BACKEND", "")
-	t.Setenv("GPURT_LOG_LEVEL", "off")
+	testutil.QuietEnv(t)
 	m := []string{"-backend", "mock", "-plugin-path", testutil.MockPlugin(t)}
 	usage := func(name string, args []string, want string) clitest.Case {
 		return clitest.Case{Name: name, Args: append(append([]string{}, m...), args...), Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}
 	}
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		usage("stray argument", []string{"now"}, `unexpected argument "now"`),
 		usage("not a preset", []string{"-preset", "huge"}, `-preset "huge": not a preset`),
 		usage("steps 0", []string{"-steps", "0"}, "-steps 0: want 1 to"),
@@ -91,7 +86,7 @@ func TestConvention(t *testing.T) {
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
 		clitest.Case{Name: "honours -options", Args: append([]string{"-options", "devices=x"}, m...),
 			Status: cli.ExitError, Stderr: []string{"devices"}},
-	))
+	)
 	// no negative number anywhere in a bounded message
 	var stdout, stderr bytes.Buffer
 	run(append([]string{"-ctx", "9223372036854775000", "-steps", "1000"}, m...), &stdout, &stderr)

@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +17,7 @@ import (
 // TestConvention: the CLI convention of internal/cli, and this program's
 // usage and setup errors.
 func TestConvention(t *testing.T) {
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		clitest.Case{Name: "preset", Args: []string{"-preset", "70b"}, Status: cli.ExitUsage, Stderr: []string{`-preset "70b": want tiny, 1b or 8b`}},
 		clitest.Case{Name: "rates", Args: []string{"-rates", "1,x"}, Status: cli.ExitUsage, Stderr: []string{`-rates: "x" is not a number >= 0`}},
 		clitest.Case{Name: "prompt", Args: []string{"-prompt", "9-3"}, Status: cli.ExitUsage, Stderr: []string{`-prompt: "9-3": want MIN-MAX`}},
@@ -27,7 +25,7 @@ func TestConvention(t *testing.T) {
 		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
 		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
 			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
-	))
+	)
 }
 
 // TestMockSweep: the whole program on the mock, auto rates: the offline
@@ -39,10 +37,7 @@ func TestMockSweep(t *testing.T) {
 		"-chunk", "16", "-copy-mib", "2", "-fractions", "0.5,2"}, &out, &errb)
 	require.Equal(t, cli.ExitOK, st, errb.String())
 	kinds := map[string]int{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+	for _, m := range testutil.JSONLines[map[string]any](t, &out) {
 		k, _ := m["kind"].(string)
 		kinds[k]++
 		if k == "serve" {

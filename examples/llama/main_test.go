@@ -27,7 +27,7 @@ func TestRunFlags(t *testing.T) {
 	usage := func(name string, args []string, want string) clitest.Case {
 		return clitest.Case{Name: name, Args: args, Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}
 	}
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(clitest.Convention(),
+	clitest.CheckCommand(t, run,
 		clitest.Case{Name: "help names -model", Args: []string{"-h"}, Status: cli.ExitOK, Stdout: []string{"-model", "-prompt-ids", "-logits-out"}},
 		usage("preset", []string{"-preset", "huge"}, "-preset"),
 		usage("weights", []string{"-weights", "int4"}, "-weights"),
@@ -47,7 +47,7 @@ func TestRunFlags(t *testing.T) {
 		// a setup error, not a usage one: exit 1
 		clitest.Case{Name: "missing model", Args: []string{"-model", "/nonexistent/model", "-backend", "mock",
 			"-plugin-path", testutil.MockPlugin(t)}, Status: cli.ExitError, Stderr: []string{"llama: llm: model config: ", "config.json"}},
-	))
+	)
 }
 
 // The command on a tiny Hugging Face checkpoint on the mock: the load

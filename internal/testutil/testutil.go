@@ -6,7 +6,10 @@
 package testutil
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,4 +254,44 @@ func GoTool(t testing.TB) string {
 		t.Fatalf("testutil: no go command: runtime.GOROOT() is %q and PATH has none: %v", runtime.GOROOT(), err)
 	}
 	return p
+}
+
+// JSONLines decodes each line of r as a T, in order: the output of the
+// commands and benchmarks that print one JSON object per line. A line that
+// is not a T fails the test, naming the line.
+func JSONLines[T any](t testing.TB, r io.Reader) []T {
+	t.Helper()
+	var out []T
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("JSONLines: line %d %q: %v", len(out)+1, sc.Text(), err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("JSONLines: after line %d: %v", len(out), err)
+	}
+	return out
+}
+
+// QuietEnv clears, for t, the variables that choose a plugin
+// (GPURT_PLUGIN_PATH, GPURT_BACKEND), so that a command under test sees
+// only its flags, and turns the runtime's log off (GPURT_LOG_LEVEL).
+func QuietEnv(t testing.TB) {
+	t.Setenv("GPURT_PLUGIN_PATH", "")
+	t.Setenv("GPURT_BACKEND", "")
+	t.Setenv("GPURT_LOG_LEVEL", "off")
+}
+
+// PrivateDir is a new temporary folder of t with mode 0700, as the loader
+// requires of a plugin folder.
+func PrivateDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(d, 0o700); err != nil {
+		t.Fatalf("PrivateDir: %v", err)
+	}
+	return d
 }

@@ -37,6 +37,16 @@ func entryJSON(t *testing.T, score int32) []byte {
 func TestProbeCacheTrust(t *testing.T) {
 	key := strings.Repeat("ab", 32)
 	euid := uint32(os.Geteuid())
+	// withMode: a good entry, then chmod to mode.
+	withMode := func(mode os.FileMode) func(t *testing.T) (string, uint32) {
+		return func(t *testing.T) (string, uint32) {
+			d := privDir(t)
+			p := filepath.Join(d, cacheEntryName(key))
+			require.NoError(t, os.WriteFile(p, entryJSON(t, 5), 0o600))
+			require.NoError(t, os.Chmod(p, mode))
+			return d, euid
+		}
+	}
 	cases := []struct {
 		name string
 		// setup makes the cache folder (returned) and the entry; it
@@ -59,20 +69,8 @@ func TestProbeCacheTrust(t *testing.T) {
 			require.NoError(t, os.Symlink("/dev/zero", filepath.Join(d, cacheEntryName(key))))
 			return d, euid
 		}, "symbolic link"},
-		{"group-writable file", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			p := filepath.Join(d, cacheEntryName(key))
-			require.NoError(t, os.WriteFile(p, entryJSON(t, 5), 0o600))
-			require.NoError(t, os.Chmod(p, 0o620))
-			return d, euid
-		}, "writable by group or others"},
-		{"other-writable file", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			p := filepath.Join(d, cacheEntryName(key))
-			require.NoError(t, os.WriteFile(p, entryJSON(t, 5), 0o600))
-			require.NoError(t, os.Chmod(p, 0o602))
-			return d, euid
-		}, "writable by group or others"},
+		{"group-writable file", withMode(0o620), "writable by group or others"},
+		{"other-writable file", withMode(0o602), "writable by group or others"},
 		{"file of another user", func(t *testing.T) (string, uint32) {
 			d := privDir(t)
 			p := filepath.Join(d, cacheEntryName(key))
@@ -190,9 +188,7 @@ func TestProbeCacheTrust(t *testing.T) {
 func TestProbeCacheForgedEntry(t *testing.T) {
 	dir := privDir(t)
 	pl := buildPlugin(t, dir, "mock", "-DPROBE_COUNT")
-	count := filepath.Join(privDir(t), "count")
-	t.Setenv("GPURT_TEST_PROBE_COUNT", count)
-	probes := func() int { b, _ := os.ReadFile(count); return len(b) }
+	probes := probeCounter(t)
 	opts := isolatedOpts(t, dir)
 	opts.ProbeCacheDir = privDir(t)
 

@@ -78,12 +78,18 @@ func TestIsolatedProbeStdoutNoise(t *testing.T) {
 	assert.Equal(t, "Test Device", c.Devices[0].Name)
 }
 
+// probeCounter has a plugin built with -DPROBE_COUNT count its probes
+// (GPURT_TEST_PROBE_COUNT, for this test) and returns how many so far.
+func probeCounter(t *testing.T) func() int {
+	count := filepath.Join(privDir(t), "count")
+	t.Setenv("GPURT_TEST_PROBE_COUNT", count)
+	return func() int { b, _ := os.ReadFile(count); return len(b) }
+}
+
 func TestIsolatedProbeCache(t *testing.T) {
 	dir := privDir(t)
 	pl := buildPlugin(t, dir, "mock", "-DPROBE_COUNT")
-	count := filepath.Join(privDir(t), "count")
-	t.Setenv("GPURT_TEST_PROBE_COUNT", count)
-	probes := func() int { b, _ := os.ReadFile(count); return len(b) }
+	probes := probeCounter(t)
 
 	opts := isolatedOpts(t, dir)
 	opts.ProbeCacheDir = privDir(t)

@@ -29,11 +29,7 @@ import (
 // --- helpers -------------------------------------------------------------
 
 // privDir is a private (0700) temporary folder.
-func privDir(t *testing.T) string {
-	d := t.TempDir()
-	require.NoError(t, os.Chmod(d, 0o700))
-	return d
-}
+func privDir(t *testing.T) string { return testutil.PrivateDir(t) }
 
 // buildPlugin compiles testdata/plugin.c with the given -D flags into
 // dir/libgpurt_<backend>.<ext> (mode 0755) and returns its path.
@@ -128,6 +124,35 @@ func requireLinux(t *testing.T) {
 // TestBadPlugins: each bad file is one candidate that fails (or is skipped)
 // with its own reason, in the report and in the error; nothing crashes.
 func TestBadPlugins(t *testing.T) {
+	// built: the mock built with defs.
+	built := func(defs ...string) func(t *testing.T, dir string) string {
+		return func(t *testing.T, dir string) string { return buildPlugin(t, dir, "mock", defs...) }
+	}
+	// rewritten: the plugin of backend, built elsewhere, edited, written
+	// as the mock's file (on Linux only, where linux is set).
+	rewritten := func(backend string, linux bool, edit func(b []byte) []byte) func(t *testing.T, dir string) string {
+		return func(t *testing.T, dir string) string {
+			if linux {
+				requireLinux(t)
+			}
+			b, err := os.ReadFile(buildPlugin(t, privDir(t), backend))
+			require.NoError(t, err)
+			return writeFile(t, dir, "libgpurt_mock"+pluginExt(), edit(b))
+		}
+	}
+	// chmodded: the mock with its file (or, with folder set, its folder)
+	// set to mode.
+	chmodded := func(mode os.FileMode, folder bool) func(t *testing.T, dir string) string {
+		return func(t *testing.T, dir string) string {
+			p := buildPlugin(t, dir, "mock")
+			target := p
+			if folder {
+				target = dir
+			}
+			require.NoError(t, os.Chmod(target, mode))
+			return p
+		}
+	}
 	cases := []struct {
 		name   string
 		make   func(t *testing.T, dir string) string // returns the candidate path
@@ -141,54 +166,25 @@ func TestBadPlugins(t *testing.T) {
 		{"text file", func(t *testing.T, dir string) string {
 			return writeFile(t, dir, "libgpurt_mock"+pluginExt(), []byte("this is not a plugin\n"))
 		}, StateFailed, "a text file (starts \"this is not a plugin\")", ""},
-		{"truncated", func(t *testing.T, dir string) string {
-			requireLinux(t)
-			p := buildPlugin(t, privDir(t), "mock")
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
-			return writeFile(t, dir, "libgpurt_mock"+pluginExt(), b[:len(b)/2])
-		}, StateFailed, "truncated: the file is", ""},
+		{"truncated", rewritten("mock", true, func(b []byte) []byte { return b[:len(b)/2] }), StateFailed, "truncated: the file is", ""},
 		{"truncated header", func(t *testing.T, dir string) string {
 			requireLinux(t)
 			return writeFile(t, dir, "libgpurt_mock"+pluginExt(), []byte("\x7fELF\x02\x01\x01"))
 		}, StateFailed, "truncated: 7 bytes, smaller than an ELF header", ""},
-		{"other architecture", func(t *testing.T, dir string) string {
-			requireLinux(t)
-			p := buildPlugin(t, privDir(t), "mock")
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
+		{"other architecture", rewritten("mock", true, func(b []byte) []byte {
 			binary.LittleEndian.PutUint16(b[18:], uint16(otherMachine()))
-			return writeFile(t, dir, "libgpurt_mock"+pluginExt(), b)
-		}, StateFailed, "wrong architecture: built for", ""},
-		{"32-bit", func(t *testing.T, dir string) string {
-			requireLinux(t)
-			p := buildPlugin(t, privDir(t), "mock")
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
+			return b
+		}), StateFailed, "wrong architecture: built for", ""},
+		{"32-bit", rewritten("mock", true, func(b []byte) []byte {
 			b[elf.EI_CLASS] = byte(elf.ELFCLASS32)
-			return writeFile(t, dir, "libgpurt_mock"+pluginExt(), b)
-		}, StateFailed, "wrong class: a 32-bit ELF file", ""},
-		{"no entry symbol", func(t *testing.T, dir string) string {
-			return buildPlugin(t, dir, "mock", "-DNO_ENTRY")
-		}, StateFailed, "no entry symbol gpurt_plugin_negotiate", ""},
-		{"other ABI major", func(t *testing.T, dir string) string {
-			return buildPlugin(t, dir, "mock", "-DMAJOR=2")
-		}, StateFailed, fmt.Sprintf("ABI major mismatch: the plugin speaks 2.%d, this core speaks 1.%d", abi.Minor, abi.Minor), ""},
-		{"entry returns an error", func(t *testing.T, dir string) string {
-			return buildPlugin(t, dir, "mock", "-DENTRY_ERROR")
-		}, StateFailed, "returned an error (internal): test: entry refuses to load", ""},
-		{"probe unavailable", func(t *testing.T, dir string) string {
-			return buildPlugin(t, dir, "mock", "-DUNAVAILABLE")
-		}, StateSkipped, "probe: unavailable (driver missing): libcuda.so.1 not found (test)", ""},
-		{"probe returns an error", func(t *testing.T, dir string) string {
-			return buildPlugin(t, dir, "mock", "-DPROBE_ERROR")
-		}, StateFailed, "probe returned an error: gpurt: mock: probe: internal: test: probe exploded", ""},
-		{"name and backend differ", func(t *testing.T, dir string) string {
-			p := buildPlugin(t, privDir(t), "metal")
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
-			return writeFile(t, dir, "libgpurt_mock"+pluginExt(), b)
-		}, StateFailed, `file name says backend "mock" but the plugin says "metal"`, ""},
+			return b
+		}), StateFailed, "wrong class: a 32-bit ELF file", ""},
+		{"no entry symbol", built("-DNO_ENTRY"), StateFailed, "no entry symbol gpurt_plugin_negotiate", ""},
+		{"other ABI major", built("-DMAJOR=2"), StateFailed, fmt.Sprintf("ABI major mismatch: the plugin speaks 2.%d, this core speaks 1.%d", abi.Minor, abi.Minor), ""},
+		{"entry returns an error", built("-DENTRY_ERROR"), StateFailed, "returned an error (internal): test: entry refuses to load", ""},
+		{"probe unavailable", built("-DUNAVAILABLE"), StateSkipped, "probe: unavailable (driver missing): libcuda.so.1 not found (test)", ""},
+		{"probe returns an error", built("-DPROBE_ERROR"), StateFailed, "probe returned an error: gpurt: mock: probe: internal: test: probe exploded", ""},
+		{"name and backend differ", rewritten("metal", false, func(b []byte) []byte { return b }), StateFailed, `file name says backend "mock" but the plugin says "metal"`, ""},
 		{"missing dependency", func(t *testing.T, dir string) string {
 			requireLinux(t)
 			cc := testutil.CC(t)
@@ -200,21 +196,9 @@ func TestBadPlugins(t *testing.T) {
 			require.NoError(t, os.Remove(dep))
 			return p
 		}, StateFailed, "missing dependency libgpurttestdep.so", ""},
-		{"world-writable folder", func(t *testing.T, dir string) string {
-			p := buildPlugin(t, dir, "mock")
-			require.NoError(t, os.Chmod(dir, 0o777))
-			return p
-		}, StateFailed, "is writable by group or others (mode drwxrwxrwx)", ""},
-		{"group-writable file", func(t *testing.T, dir string) string {
-			p := buildPlugin(t, dir, "mock")
-			require.NoError(t, os.Chmod(p, 0o775))
-			return p
-		}, StateFailed, "is writable by group or others (mode -rwxrwxr-x)", ""},
-		{"world-writable file", func(t *testing.T, dir string) string {
-			p := buildPlugin(t, dir, "mock")
-			require.NoError(t, os.Chmod(p, 0o666))
-			return p
-		}, StateFailed, "is writable by group or others (mode -rw-rw-rw-)", ""},
+		{"world-writable folder", chmodded(0o777, true), StateFailed, "is writable by group or others (mode drwxrwxrwx)", ""},
+		{"group-writable file", chmodded(0o775, false), StateFailed, "is writable by group or others (mode -rwxrwxr-x)", ""},
+		{"world-writable file", chmodded(0o666, false), StateFailed, "is writable by group or others (mode -rw-rw-rw-)", ""},
 		{"a folder named like a plugin", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "libgpurt_mock"+pluginExt())
 			require.NoError(t, os.Mkdir(p, 0o755))

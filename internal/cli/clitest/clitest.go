@@ -9,6 +9,7 @@ package clitest
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,6 +44,14 @@ func Convention() []Case {
 				Stderr: []string{"-" + old + " was renamed", "-plugin-path"}})
 	}
 	return cs
+}
+
+// CheckCommand runs Convention's cases and the command's own on run, a
+// command's run function (its arguments, stdout and stderr; its exit
+// status).
+func CheckCommand(t *testing.T, run func(args []string, stdout, stderr io.Writer) int, own ...Case) {
+	t.Helper()
+	Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(Convention(), own...))
 }
 
 // Check runs every case on run, each in its own subtest.

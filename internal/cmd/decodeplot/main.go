@@ -66,24 +66,10 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "decodeplot: no input: name the JSON lines files (- for standard input)")
 		return 2
 	}
-	var rows []row
-	for _, name := range fs.Args() {
-		var rs []row
-		var err error
-		if name == "-" {
-			rs, err = load("standard input", stdin)
-		} else {
-			var f *os.File
-			if f, err = os.Open(name); err == nil {
-				rs, err = load(name, f)
-				f.Close()
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "decodeplot: %v\n", err)
-			return 1
-		}
-		rows = append(rows, rs...)
+	rows, err := loadAll(fs.Args(), stdin, load)
+	if err != nil {
+		fmt.Fprintf(stderr, "decodeplot: %v\n", err)
+		return 1
 	}
 	if *variant != "" {
 		kept := rows[:0]
@@ -99,21 +85,49 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 		rows = kept
 	}
 	svg, err := render(rows, *metric, *title, *xlabel)
+	return writeOut(*out, svg, err, stderr)
+}
+
+// loadAll loads every file (- for stdin) with load, in order: the first
+// error names its file.
+func loadAll[T any](files []string, stdin io.Reader, load func(name string, r io.Reader) ([]T, error)) ([]T, error) {
+	var rows []T
+	for _, name := range files {
+		var rs []T
+		var err error
+		if name == "-" {
+			rs, err = load("standard input", stdin)
+		} else {
+			var f *os.File
+			if f, err = os.Open(name); err == nil {
+				rs, err = load(name, f)
+				f.Close()
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, rs...)
+	}
+	return rows, nil
+}
+
+// writeOut writes the rendered image to out (making its folder), or
+// reports err, the rendering's error; it returns the exit status.
+func writeOut(out string, image []byte, err error, stderr io.Writer) int {
+	if err == nil {
+		if dir := filepath.Dir(out); dir != "" {
+			err = os.MkdirAll(dir, 0o755)
+		}
+	}
+	if err == nil {
+		err = os.WriteFile(out, image, 0o644)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "decodeplot: %v\n", err)
 		return 1
 	}
-	if dir := filepath.Dir(*out); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			fmt.Fprintf(stderr, "decodeplot: %v\n", err)
-			return 1
-		}
-	}
-	if err := os.WriteFile(*out, svg, 0o644); err != nil {
-		fmt.Fprintf(stderr, "decodeplot: %v\n", err)
-		return 1
-	}
-	fmt.Fprintln(stderr, "decodeplot: wrote", *out)
+	fmt.Fprintln(stderr, "decodeplot: wrote", out)
 	return 0
 }
 

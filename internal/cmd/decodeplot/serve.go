@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -133,38 +131,11 @@ func renderServe(rows []serveRow, title string) ([]byte, error) {
 
 // runServe is decodeplot -serve: the files' serve results to a PNG.
 func runServe(files []string, stdin io.Reader, out, title string, stderr io.Writer) int {
-	var rows []serveRow
-	for _, name := range files {
-		var rs []serveRow
-		var err error
-		if name == "-" {
-			rs, err = loadServe("standard input", stdin)
-		} else {
-			var f *os.File
-			if f, err = os.Open(name); err == nil {
-				rs, err = loadServe(name, f)
-				f.Close()
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "decodeplot: %v\n", err)
-			return 1
-		}
-		rows = append(rows, rs...)
-	}
-	png, err := renderServe(rows, title)
-	if err == nil {
-		if dir := filepath.Dir(out); dir != "" {
-			err = os.MkdirAll(dir, 0o755)
-		}
-	}
-	if err == nil {
-		err = os.WriteFile(out, png, 0o644)
-	}
+	rows, err := loadAll(files, stdin, loadServe)
 	if err != nil {
 		fmt.Fprintf(stderr, "decodeplot: %v\n", err)
 		return 1
 	}
-	fmt.Fprintln(stderr, "decodeplot: wrote", out)
-	return 0
+	png, err := renderServe(rows, title)
+	return writeOut(out, png, err, stderr)
 }
