@@ -127,20 +127,21 @@ decodeplot:
 # minutes go.
 T = $$(date -u +%T)
 
-# make test's steps. They run as make -j$(TEST_JOBS) (default 2) in one
+# make test's steps. They run as make -j$(TEST_JOBS) (default 3) in one
 # sub-make with the order-only prerequisites below (only there: each step
-# alone stays what it is), so that the C suite and the race pass's build
-# fill the second core while a Go step waits on one (a test binary's run,
-# a link, gofmt). cross runs after vet and go-test after cross (they share
-# vet's compile, which two at once would each do) and after abi-suite
-# (whose sanitizer builds plugins/mock's TestSelftest reuses); mod-test and
-# dist-check after go-test. Each step's output is printed whole when it
-# ends (make --output-sync, GNU make 4; an older make interleaves lines).
-TEST_STEPS := gen-check fmt-check abi-suite vet go-test-race cross go-test mod-test dist-check
-TEST_JOBS ?= 2
+# alone stays what it is), so that while one step waits on a single core
+# (a test binary's run, a link, the C suite, the cross type-check) another
+# keeps the second busy: the race pass (its own instrumented build) from
+# the start, go-test and cross after vet (whose compile they share, which
+# two at once would each do), go-test also after abi-suite (whose sanitizer
+# builds plugins/mock's TestSelftest reuses), mod-test and dist-check after
+# go-test. Each step's output is printed whole when it ends (make
+# --output-sync, GNU make 4; an older make interleaves lines).
+TEST_STEPS := gen-check fmt-check abi-suite vet go-test-race go-test cross mod-test dist-check
+TEST_JOBS ?= 3
 ifeq ($(GPURT_TEST_STEPS),1)
+go-test: | vet abi-suite
 cross: | vet
-go-test: | cross abi-suite
 mod-test dist-check: | go-test
 endif
 
