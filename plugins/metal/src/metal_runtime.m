@@ -15,20 +15,7 @@
 
 /* ---- objects --------------------------------------------------------------- */
 
-@implementation GMDevice
-- (instancetype)init {
-  if ((self = [super init])) {
-    pthread_mutex_init(&mu, NULL);
-    psos = [NSMutableDictionary dictionary];
-  }
-  return self;
-}
-- (void)dealloc {
-  pthread_mutex_destroy(&mu);
-}
-@end
-
-@implementation GMContext
+@implementation GMLocked
 - (instancetype)init {
   if ((self = [super init])) pthread_mutex_init(&mu, NULL);
   return self;
@@ -36,6 +23,16 @@
 - (void)dealloc {
   pthread_mutex_destroy(&mu);
 }
+@end
+
+@implementation GMDevice
+- (instancetype)init {
+  if ((self = [super init])) psos = [NSMutableDictionary dictionary];
+  return self;
+}
+@end
+
+@implementation GMContext
 @end
 
 @implementation GMHostMem
@@ -46,28 +43,18 @@
 
 @implementation GMHostBuffer
 - (instancetype)init {
-  if ((self = [super init])) {
-    pthread_mutex_init(&mu, NULL);
-    wrappers = [NSMutableDictionary dictionary];
-  }
+  if ((self = [super init])) wrappers = [NSMutableDictionary dictionary];
   return self;
-}
-- (void)dealloc {
-  pthread_mutex_destroy(&mu);
 }
 @end
 
 @implementation GMEvent
 - (instancetype)init {
-  if ((self = [super init])) {
-    pthread_mutex_init(&mu, NULL);
-    pthread_cond_init(&cv, NULL);
-  }
+  if ((self = [super init])) pthread_cond_init(&cv, NULL);
   return self;
 }
 - (void)dealloc {
   pthread_cond_destroy(&cv);
-  pthread_mutex_destroy(&mu);
 }
 @end
 
@@ -75,7 +62,6 @@
 - (instancetype)init {
   if ((self = [super init])) {
     pthread_mutex_init(&enc, NULL);
-    pthread_mutex_init(&mu, NULL);
     pthread_cond_init(&cv, NULL);
   }
   return self;
@@ -83,7 +69,6 @@
 - (void)dealloc {
   gp_error_destroy(pending);
   pthread_cond_destroy(&cv);
-  pthread_mutex_destroy(&mu);
   pthread_mutex_destroy(&enc);
 }
 @end
@@ -113,14 +98,8 @@
 
 @implementation GMModule
 - (instancetype)init {
-  if ((self = [super init])) {
-    pthread_mutex_init(&mu, NULL);
-    kernels = [NSMutableDictionary dictionary];
-  }
+  if ((self = [super init])) kernels = [NSMutableDictionary dictionary];
   return self;
-}
-- (void)dealloc {
-  pthread_mutex_destroy(&mu);
 }
 @end
 
