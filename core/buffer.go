@@ -278,16 +278,12 @@ func CopyToHost(dst []byte, src Region) error {
 // ErrInvalidArgument naming both ranges.
 func Copy(dst, src Region) error {
 	const op = "copy_device"
-	db, doff, dn, err := use(op, dst)
+	p, err := useCopy(op, dst, src)
 	if err != nil {
 		return err
 	}
-	defer db.done()
-	sb, soff, sn, err := use(op, src)
-	if err != nil {
-		return err
-	}
-	defer sb.done()
+	defer p.done()
+	db, sb, sn := p.db, p.sb, p.sn
 	if db.dev.rt != sb.dev.rt {
 		return errf(codeInvalidArgument, op, "%s: copies stay within one runtime", misplaced("the source", sb.dev, "destination", db.dev))
 	}
@@ -297,26 +293,51 @@ func Copy(dst, src Region) error {
 	if err := sb.dev.capturingErr(op); err != nil {
 		return err
 	}
-	if sn > dn {
-		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
-	}
-	if err := overlapErr(op, db, doff, sb, soff, sn); err != nil {
+	if err := p.check(op); err != nil || sn == 0 {
 		return err
-	}
-	if sn == 0 {
-		return nil
 	}
 	rt := db.dev.rt
 	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: sn,
-		DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
+		DstBuffer: db.h, DstOffset: p.doff, SrcBuffer: sb.h, SrcOffset: p.soff}
 	return rt.metrics.copy(opCopyDevice, copyDeviceToDevice, sn, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
 }
 
-// overlapErr refuses a device-to-device copy of n bytes whose source
-// and destination overlap in one buffer (Copy and Stream.CopyDevice):
-// the mock would memmove, CUDA's copy is undefined.
-func overlapErr(op string, db *Buffer, doff uint64, sb *Buffer, soff, n uint64) error {
-	if db != sb || n == 0 || doff >= soff+n || soff >= doff+n {
+// copyPair is a device-to-device copy's two regions in use (Copy and
+// Stream.CopyDevice): the destination db [doff, doff+dn), the source sb
+// [soff, soff+sn).
+type copyPair struct {
+	db, sb             *Buffer
+	doff, dn, soff, sn uint64
+}
+
+// useCopy puts dst and src in use (use); done releases both.
+func useCopy(op string, dst, src Region) (*copyPair, error) {
+	var p copyPair
+	var err error
+	if p.db, p.doff, p.dn, err = use(op, dst); err != nil {
+		return nil, err
+	}
+	if p.sb, p.soff, p.sn, err = use(op, src); err != nil {
+		p.db.done()
+		return nil, err
+	}
+	return &p, nil
+}
+
+func (p *copyPair) done() {
+	p.sb.done()
+	p.db.done()
+}
+
+// check refuses a source longer than the destination, and a source and
+// destination that overlap in one buffer: the mock would memmove, CUDA's
+// copy is undefined.
+func (p *copyPair) check(op string) error {
+	if p.sn > p.dn {
+		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", p.sn, p.dn)
+	}
+	doff, soff, n := p.doff, p.soff, p.sn
+	if p.db != p.sb || n == 0 || doff >= soff+n || soff >= doff+n {
 		return nil
 	}
 	return errf(codeInvalidArgument, op, "the destination [%d, %d) and the source [%d, %d) overlap in one buffer (a device-to-device copy within a buffer needs disjoint ranges)",
