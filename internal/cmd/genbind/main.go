@@ -753,11 +753,9 @@ func emitErrors(h *Header, m *Mirror) ([]byte, error) {
 		pf("{%s, %q, %q},\n", e.GoName(), e.Enum, e.Name())
 	}
 	pf("}\n\n")
-	pf("// ErrorName is the name of code c in messages (\"out of memory\"; \"ok\"\n// for OK), or \"\" for a code the header does not define.\nfunc ErrorName(c int32) string {\nswitch c {\n")
-	for _, e := range h.Errors {
-		pf("case %s:\nreturn %q\n", e.GoName(), e.Name())
-	}
-	pf("}\nreturn \"\"\n}\n")
+	pf("// ErrorName is the name of code c in messages (\"out of memory\"; %q\n// for %s), or \"\" for a code the header does not define.\n", h.Errors[0].Name(), h.Errors[0].GoName())
+	pf("func ErrorName(c int32) string {\nif c == %s {\nreturn %q\n}\n", h.Errors[0].GoName(), h.Errors[0].Name())
+	pf("for _, e := range ErrorCodes {\nif e.Code == c {\nreturn e.Name\n}\n}\nreturn \"\"\n}\n")
 	return b.Bytes(), nil
 }
 
