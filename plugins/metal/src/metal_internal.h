@@ -233,6 +233,9 @@ gpurt_error *gm_check_lost(GMDevice *d);
 int gm_alloc_fault(GMContext *c);
 /* Counts n launches against fail_launch_nth: the index refused, or n. */
 uint64_t gm_launch_faults(GMContext *c, uint64_t n);
+/* The options every Metal source is compiled with (the built-in library
+ * from source, user modules of MODULE_METAL_SOURCE): no fast math. */
+MTLCompileOptions *gm_compile_options(void);
 /* The built-in library and a pipeline of it, loaded on first use. */
 gpurt_error *gm_builtin_library(GMDevice *d, id<MTLLibrary> __strong *out);
 gpurt_error *gm_builtin_pso(GMDevice *d, NSString *name, id<MTLComputePipelineState> __strong *out);

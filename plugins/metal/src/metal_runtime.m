@@ -178,7 +178,7 @@ uint64_t gm_launch_faults(GMContext *c, uint64_t n) {
 
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wdeprecated-declarations"
-static MTLCompileOptions *compile_options(void) {
+MTLCompileOptions *gm_compile_options(void) {
   MTLCompileOptions *o = [[MTLCompileOptions alloc] init];
   o.fastMathEnabled = NO; /* f32 arithmetic as the other backends do it */
   return o;
@@ -201,7 +201,7 @@ gpurt_error *gm_builtin_library(GMDevice *d, id<MTLLibrary> __strong *out) {
                                                length:gm_metal_source_len
                                              encoding:NSUTF8StringEncoding];
       NSError *serr = nil;
-      lib = src == nil ? nil : [d->dev newLibraryWithSource:src options:compile_options() error:&serr];
+      lib = src == nil ? nil : [d->dev newLibraryWithSource:src options:gm_compile_options() error:&serr];
       if (lib == nil)
         e = gm_nserror(GPURT_ERR_INTERNAL, serr != nil ? serr : err,
                        "device %u: the built-in kernels did not load (metallib %lu bytes, then source)",
