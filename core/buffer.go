@@ -205,45 +205,26 @@ const directMax = 64 << 10
 // earlier to the device. dst must be at least len(src) bytes (else
 // ErrOutOfRange); a nil src is an error, an empty one a no-op. Safe from
 // many goroutines.
-func CopyFromHost(dst Region, src []byte) error {
-	const op = "copy_from_host"
-	if src == nil {
-		return errf(codeInvalidArgument, op, "nil source slice")
-	}
-	b, off, n, err := use(op, dst)
-	if err != nil {
-		return err
-	}
-	defer b.done()
-	if err := b.dev.capturingErr(op); err != nil {
-		return err
-	}
-	if uint64(len(src)) > n {
-		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", len(src), n)
-	}
-	if len(src) == 0 {
-		return nil
-	}
-	if len(src) < directMax {
-		rt := b.dev.rt
-		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(src)), DstBuffer: b.h, DstOffset: off}
-		a.SrcPtr = bind.SliceData(src)
-		return rt.metrics.copy(opCopyFromHost, copyHostToDevice, a.Size, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
-	}
-	m := &b.dev.rt.metrics
-	return m.copy(opCopyFromHost, copyHostToDevice, uint64(len(src)), m.begin(), b.dev.stagedUpload(b.h, off, src))
-}
+func CopyFromHost(dst Region, src []byte) error { return hostCopy("copy_from_host", dst, src, false) }
 
 // CopyToHost copies len(dst) bytes from the start of src to Go memory and
 // returns when the copy completed. It runs after all work submitted
 // earlier to the device. src must be at least len(dst) bytes; a nil dst
 // is an error, an empty one a no-op. Safe from many goroutines.
-func CopyToHost(dst []byte, src Region) error {
-	const op = "copy_to_host"
-	if dst == nil {
-		return errf(codeInvalidArgument, op, "nil destination slice")
+func CopyToHost(dst []byte, src Region) error { return hostCopy("copy_to_host", src, dst, true) }
+
+// hostCopy copies len(host) bytes between the start of r and Go memory:
+// into host when toHost (CopyToHost), from it otherwise (CopyFromHost).
+// Short copies are one synchronous copy call; longer ones are staged
+// through pinned memory (stage.go).
+func hostCopy(op string, r Region, host []byte, toHost bool) error {
+	if host == nil {
+		if toHost {
+			return errf(codeInvalidArgument, op, "nil destination slice")
+		}
+		return errf(codeInvalidArgument, op, "nil source slice")
 	}
-	b, off, n, err := use(op, src)
+	b, off, n, err := use(op, r)
 	if err != nil {
 		return err
 	}
@@ -251,20 +232,36 @@ func CopyToHost(dst []byte, src Region) error {
 	if err := b.dev.capturingErr(op); err != nil {
 		return err
 	}
-	if uint64(len(dst)) > n {
-		return errf(codeOutOfRange, op, "%d bytes asked from a source of %d", len(dst), n)
+	if uint64(len(host)) > n {
+		if toHost {
+			return errf(codeOutOfRange, op, "%d bytes asked from a source of %d", len(host), n)
+		}
+		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", len(host), n)
 	}
-	if len(dst) == 0 {
+	if len(host) == 0 {
 		return nil
 	}
-	if len(dst) < directMax {
-		rt := b.dev.rt
-		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(dst)), SrcBuffer: b.h, SrcOffset: off}
-		a.DstPtr = bind.SliceData(dst)
-		return rt.metrics.copy(opCopyToHost, copyDeviceToHost, a.Size, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
+	rt := b.dev.rt
+	metric, dir := opCopyFromHost, copyHostToDevice
+	if toHost {
+		metric, dir = opCopyToHost, copyDeviceToHost
 	}
-	m := &b.dev.rt.metrics
-	return m.copy(opCopyToHost, copyDeviceToHost, uint64(len(dst)), m.begin(), b.dev.stagedDownload(dst, b.h, off))
+	start := rt.metrics.begin()
+	switch {
+	case len(host) < directMax:
+		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(host))}
+		if toHost {
+			a.SrcBuffer, a.SrcOffset, a.DstPtr = b.h, off, bind.SliceData(host)
+		} else {
+			a.DstBuffer, a.DstOffset, a.SrcPtr = b.h, off, bind.SliceData(host)
+		}
+		err = rt.p.Copy(op, rt.h, &a)
+	case toHost:
+		err = b.dev.stagedDownload(host, b.h, off)
+	default:
+		err = b.dev.stagedUpload(b.h, off, host)
+	}
+	return rt.metrics.copy(metric, dir, uint64(len(host)), start, err)
 }
 
 // Copy copies src.Len() bytes from device memory to device memory, after
