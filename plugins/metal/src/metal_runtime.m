@@ -160,19 +160,9 @@ gpurt_error *gm_check_lost(GMDevice *d) {
 
 /* ---- fault counters ----------------------------------------------------------------- */
 
-int gm_alloc_fault(GMContext *c) {
-  pthread_mutex_lock(&c->mu);
-  int fire = c->fail_alloc_nth > 0 && --c->fail_alloc_nth == 0;
-  pthread_mutex_unlock(&c->mu);
-  return fire;
-}
+int gm_alloc_fault(GMContext *c) { return gp_fault_alloc(&c->mu, &c->fail_alloc_nth); }
 
-uint64_t gm_launch_faults(GMContext *c, uint64_t n) {
-  pthread_mutex_lock(&c->mu);
-  uint64_t at = gp_fault_launches(&c->fail_launch_nth, n);
-  pthread_mutex_unlock(&c->mu);
-  return at;
-}
+uint64_t gm_launch_faults(GMContext *c, uint64_t n) { return gp_fault_launches(&c->mu, &c->fail_launch_nth, n); }
 
 /* ---- the built-in library ------------------------------------------------------------ */
 
