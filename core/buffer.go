@@ -205,45 +205,26 @@ const directMax = 64 << 10
 // earlier to the device. dst must be at least len(src) bytes (else
 // ErrOutOfRange); a nil src is an error, an empty one a no-op. Safe from
 // many goroutines.
-func CopyFromHost(dst Region, src []byte) error {
-	const op = "copy_from_host"
-	if src == nil {
-		return errf(codeInvalidArgument, op, "nil source slice")
-	}
-	b, off, n, err := use(op, dst)
-	if err != nil {
-		return err
-	}
-	defer b.done()
-	if err := b.dev.capturingErr(op); err != nil {
-		return err
-	}
-	if uint64(len(src)) > n {
-		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", len(src), n)
-	}
-	if len(src) == 0 {
-		return nil
-	}
-	if len(src) < directMax {
-		rt := b.dev.rt
-		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(src)), DstBuffer: b.h, DstOffset: off}
-		a.SrcPtr = bind.SliceData(src)
-		return rt.metrics.copy(opCopyFromHost, copyHostToDevice, a.Size, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
-	}
-	m := &b.dev.rt.metrics
-	return m.copy(opCopyFromHost, copyHostToDevice, uint64(len(src)), m.begin(), b.dev.stagedUpload(b.h, off, src))
-}
+func CopyFromHost(dst Region, src []byte) error { return hostCopy("copy_from_host", dst, src, false) }
 
 // CopyToHost copies len(dst) bytes from the start of src to Go memory and
 // returns when the copy completed. It runs after all work submitted
 // earlier to the device. src must be at least len(dst) bytes; a nil dst
 // is an error, an empty one a no-op. Safe from many goroutines.
-func CopyToHost(dst []byte, src Region) error {
-	const op = "copy_to_host"
-	if dst == nil {
-		return errf(codeInvalidArgument, op, "nil destination slice")
+func CopyToHost(dst []byte, src Region) error { return hostCopy("copy_to_host", src, dst, true) }
+
+// hostCopy copies len(host) bytes between the start of r and Go memory:
+// into host when toHost (CopyToHost), from it otherwise (CopyFromHost).
+// Short copies are one synchronous copy call; longer ones are staged
+// through pinned memory (stage.go).
+func hostCopy(op string, r Region, host []byte, toHost bool) error {
+	if host == nil {
+		if toHost {
+			return errf(codeInvalidArgument, op, "nil destination slice")
+		}
+		return errf(codeInvalidArgument, op, "nil source slice")
 	}
-	b, off, n, err := use(op, src)
+	b, off, n, err := use(op, r)
 	if err != nil {
 		return err
 	}
@@ -251,20 +232,36 @@ func CopyToHost(dst []byte, src Region) error {
 	if err := b.dev.capturingErr(op); err != nil {
 		return err
 	}
-	if uint64(len(dst)) > n {
-		return errf(codeOutOfRange, op, "%d bytes asked from a source of %d", len(dst), n)
+	if uint64(len(host)) > n {
+		if toHost {
+			return errf(codeOutOfRange, op, "%d bytes asked from a source of %d", len(host), n)
+		}
+		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", len(host), n)
 	}
-	if len(dst) == 0 {
+	if len(host) == 0 {
 		return nil
 	}
-	if len(dst) < directMax {
-		rt := b.dev.rt
-		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(dst)), SrcBuffer: b.h, SrcOffset: off}
-		a.DstPtr = bind.SliceData(dst)
-		return rt.metrics.copy(opCopyToHost, copyDeviceToHost, a.Size, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
+	rt := b.dev.rt
+	metric, dir := opCopyFromHost, copyHostToDevice
+	if toHost {
+		metric, dir = opCopyToHost, copyDeviceToHost
 	}
-	m := &b.dev.rt.metrics
-	return m.copy(opCopyToHost, copyDeviceToHost, uint64(len(dst)), m.begin(), b.dev.stagedDownload(dst, b.h, off))
+	start := rt.metrics.begin()
+	switch {
+	case len(host) < directMax:
+		a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: uint64(len(host))}
+		if toHost {
+			a.SrcBuffer, a.SrcOffset, a.DstPtr = b.h, off, bind.SliceData(host)
+		} else {
+			a.DstBuffer, a.DstOffset, a.SrcPtr = b.h, off, bind.SliceData(host)
+		}
+		err = rt.p.Copy(op, rt.h, &a)
+	case toHost:
+		err = b.dev.stagedDownload(host, b.h, off)
+	default:
+		err = b.dev.stagedUpload(b.h, off, host)
+	}
+	return rt.metrics.copy(metric, dir, uint64(len(host)), start, err)
 }
 
 // Copy copies src.Len() bytes from device memory to device memory, after
@@ -278,16 +275,12 @@ func CopyToHost(dst []byte, src Region) error {
 // ErrInvalidArgument naming both ranges.
 func Copy(dst, src Region) error {
 	const op = "copy_device"
-	db, doff, dn, err := use(op, dst)
+	p, err := useCopy(op, dst, src)
 	if err != nil {
 		return err
 	}
-	defer db.done()
-	sb, soff, sn, err := use(op, src)
-	if err != nil {
-		return err
-	}
-	defer sb.done()
+	defer p.done()
+	db, sb, sn := p.db, p.sb, p.sn
 	if db.dev.rt != sb.dev.rt {
 		return errf(codeInvalidArgument, op, "%s: copies stay within one runtime", misplaced("the source", sb.dev, "destination", db.dev))
 	}
@@ -297,26 +290,51 @@ func Copy(dst, src Region) error {
 	if err := sb.dev.capturingErr(op); err != nil {
 		return err
 	}
-	if sn > dn {
-		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
-	}
-	if err := overlapErr(op, db, doff, sb, soff, sn); err != nil {
+	if err := p.check(op); err != nil || sn == 0 {
 		return err
-	}
-	if sn == 0 {
-		return nil
 	}
 	rt := db.dev.rt
 	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Flags: abi.CopySync, Size: sn,
-		DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
+		DstBuffer: db.h, DstOffset: p.doff, SrcBuffer: sb.h, SrcOffset: p.soff}
 	return rt.metrics.copy(opCopyDevice, copyDeviceToDevice, sn, rt.metrics.begin(), rt.p.Copy(op, rt.h, &a))
 }
 
-// overlapErr refuses a device-to-device copy of n bytes whose source
-// and destination overlap in one buffer (Copy and Stream.CopyDevice):
-// the mock would memmove, CUDA's copy is undefined.
-func overlapErr(op string, db *Buffer, doff uint64, sb *Buffer, soff, n uint64) error {
-	if db != sb || n == 0 || doff >= soff+n || soff >= doff+n {
+// copyPair is a device-to-device copy's two regions in use (Copy and
+// Stream.CopyDevice): the destination db [doff, doff+dn), the source sb
+// [soff, soff+sn).
+type copyPair struct {
+	db, sb             *Buffer
+	doff, dn, soff, sn uint64
+}
+
+// useCopy puts dst and src in use (use); done releases both.
+func useCopy(op string, dst, src Region) (*copyPair, error) {
+	var p copyPair
+	var err error
+	if p.db, p.doff, p.dn, err = use(op, dst); err != nil {
+		return nil, err
+	}
+	if p.sb, p.soff, p.sn, err = use(op, src); err != nil {
+		p.db.done()
+		return nil, err
+	}
+	return &p, nil
+}
+
+func (p *copyPair) done() {
+	p.sb.done()
+	p.db.done()
+}
+
+// check refuses a source longer than the destination, and a source and
+// destination that overlap in one buffer: the mock would memmove, CUDA's
+// copy is undefined.
+func (p *copyPair) check(op string) error {
+	if p.sn > p.dn {
+		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", p.sn, p.dn)
+	}
+	doff, soff, n := p.doff, p.soff, p.sn
+	if p.db != p.sb || n == 0 || doff >= soff+n || soff >= doff+n {
 		return nil
 	}
 	return errf(codeInvalidArgument, op, "the destination [%d, %d) and the source [%d, %d) overlap in one buffer (a device-to-device copy within a buffer needs disjoint ranges)",

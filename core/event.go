@@ -70,22 +70,14 @@ func (ev *Event) exit() { exitLife(ev.dev.rt, ev.l) }
 
 // Record places the event after the work enqueued on s so far. The
 // stream must be on the event's device.
-func (ev *Event) Record(s *Stream) (err error) {
+func (ev *Event) Record(s *Stream) error {
 	const op = "event_record"
-	if err := s.enter(op); err != nil {
-		return err
-	}
-	defer s.sticky(&err)
-	defer s.exit()
-	if err := ev.use(op); err != nil {
-		return err
-	}
-	defer ev.l.release()
-	if ev.dev != s.dev {
-		return errf(codeInvalidArgument, op, "%s", misplaced("the event", ev.dev, "stream", s.dev))
-	}
-	c := submission{slot: bind.SlotEventRecord, obj: uintptr(ev.h), lives: [2]*life{ev.l}}
-	return s.submit(op, &c)
+	return s.submitEvent(op, bind.SlotEventRecord, ev, func() error {
+		if ev.dev != s.dev {
+			return errf(codeInvalidArgument, op, "%s", misplaced("the event", ev.dev, "stream", s.dev))
+		}
+		return nil
+	})
 }
 
 // Query reports whether the work before the event has completed (true for

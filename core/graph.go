@@ -325,46 +325,46 @@ func (r *recording) record(op string, c *submission) error {
 
 // item records c; r.mu is held.
 func (r *recording) item(op string, c *submission) error {
+	var kind int32
 	switch c.slot {
 	case bind.SlotLaunch:
 		return r.launch(op, c)
 	case bind.SlotGemmRun:
-		nl := len(r.lives)
-		if !r.holdAll(c) {
-			return errFreed(op, "buffer")
-		}
-		c.plan.refs.Add(1) // the graph holds one: the plan cannot be destroyed meanwhile
-		r.plans = append(r.plans, c.plan)
-		r.add(abi.GraphOpGemm, len(r.gemms), nil, nl)
-		r.items[len(r.items)-1].Plan = abi.GemmPlan(c.obj)
-		r.gemms = append(r.gemms, *(*abi.GemmRunArgs)(c.args))
+		kind = abi.GraphOpGemm
 	case bind.SlotCopy:
-		nl := len(r.lives)
-		if !r.holdAll(c) {
-			return errFreed(op, "buffer")
-		}
-		r.add(abi.GraphOpCopy, len(r.copies), nil, nl)
-		r.copies = append(r.copies, *(*abi.CopyArgs)(c.args))
+		kind = abi.GraphOpCopy
 	case bind.SlotMemset:
-		nl := len(r.lives)
-		if !r.holdAll(c) {
-			return errFreed(op, "buffer")
-		}
-		r.add(abi.GraphOpMemset, len(r.memsets), nil, nl)
-		r.memsets = append(r.memsets, *(*abi.MemsetArgs)(c.args))
-	case bind.SlotEventRecord, bind.SlotStreamWaitEvent:
-		nl := len(r.lives)
-		if !r.holdAll(c) {
-			return errClosed(op, "event")
-		}
-		kind := int32(abi.GraphOpEventRecord)
-		if c.slot == bind.SlotStreamWaitEvent {
-			kind = abi.GraphOpEventWait
-		}
-		r.add(kind, 0, nil, nl)
-		r.items[len(r.items)-1].Event = abi.Event(c.obj)
+		kind = abi.GraphOpMemset
+	case bind.SlotEventRecord:
+		kind = abi.GraphOpEventRecord
+	case bind.SlotStreamWaitEvent:
+		kind = abi.GraphOpEventWait
 	default:
 		return r.call(op, c)
+	}
+	nl := len(r.lives)
+	if !r.holdAll(c) {
+		if kind == abi.GraphOpEventRecord || kind == abi.GraphOpEventWait {
+			return errClosed(op, "event")
+		}
+		return errFreed(op, "buffer")
+	}
+	switch kind {
+	case abi.GraphOpGemm:
+		c.plan.refs.Add(1) // the graph holds one: the plan cannot be destroyed meanwhile
+		r.plans = append(r.plans, c.plan)
+		r.add(kind, len(r.gemms), nil, nl)
+		r.items[len(r.items)-1].Plan = abi.GemmPlan(c.obj)
+		r.gemms = append(r.gemms, *(*abi.GemmRunArgs)(c.args))
+	case abi.GraphOpCopy:
+		r.add(kind, len(r.copies), nil, nl)
+		r.copies = append(r.copies, *(*abi.CopyArgs)(c.args))
+	case abi.GraphOpMemset:
+		r.add(kind, len(r.memsets), nil, nl)
+		r.memsets = append(r.memsets, *(*abi.MemsetArgs)(c.args))
+	default: // an event record or wait
+		r.add(kind, 0, nil, nl)
+		r.items[len(r.items)-1].Event = abi.Event(c.obj)
 	}
 	return nil
 }
@@ -559,18 +559,29 @@ func (g *Graph) Launch(s *Stream) error {
 // Update applies the changes SetArg made to the plugin's graph now,
 // rather than at the next Launch.
 func (g *Graph) Update() error {
-	const op = "graph_update"
+	if err := g.lock("graph_update"); err != nil {
+		return err
+	}
+	defer g.unlock()
+	return g.update()
+}
+
+// lock enters a use of the graph (op's errors: an invalid or closed graph)
+// and holds g.mu; unlock undoes both.
+func (g *Graph) lock(op string) error {
 	if !g.ok() {
 		return errInvalid(op, "graph")
 	}
-	rt := g.dev.rt
-	if err := enterLife(rt, g.l, op, "graph", errClosed); err != nil {
+	if err := enterLife(g.dev.rt, g.l, op, "graph", errClosed); err != nil {
 		return err
 	}
-	defer exitLife(rt, g.l)
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.update()
+	return nil
+}
+
+func (g *Graph) unlock() {
+	g.mu.Unlock()
+	exitLife(g.dev.rt, g.l)
 }
 
 // update sends the changed items in one graph_update call; g.mu is held,
@@ -626,16 +637,10 @@ func (g *Graph) updateMethod() string {
 // changes made meanwhile, in one call. Allocates nothing.
 func (g *Graph) SetArg(node Node, i int, arg Arg) error {
 	const op = "graph_set_arg"
-	if !g.ok() {
-		return errInvalid(op, "graph")
-	}
-	rt := g.dev.rt
-	if err := enterLife(rt, g.l, op, "graph", errClosed); err != nil {
+	if err := g.lock(op); err != nil {
 		return err
 	}
-	defer exitLife(rt, g.l)
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
 	r := g.r
 	if node < 0 || int(node) >= len(r.items) {
 		return errf(codeOutOfRange, op, "node %d does not exist (the graph has %d)", node, len(r.items))

@@ -75,9 +75,11 @@ type stager struct {
 	mem    [][]byte
 	size   uint64   // bytes per slot
 	job    []memJob // per slot: the parallel memmove into or out of it
-	// per copy
-	bh  abi.Buffer
-	off uint64
+	// per copy: buffer bh at off, n bytes in chunks of c
+	bh     abi.Buffer
+	off    uint64
+	n, c   uint64
+	chunks int
 }
 
 // getStager takes a token (waiting while maxStagers copies of d run),
@@ -264,24 +266,25 @@ func (st *stager) finish(rt *Runtime, pool *copyPool, err error) error {
 // prepare takes a stager (getStager) and readies it for a copy of n bytes
 // to or from buffer bh at off: the device's earlier work is done (a copy
 // with the default ordering runs after it), the slots are large enough.
-// It returns the stager, which the caller gives back with putStager, and
-// the chunk size; on an error it has given the stager back itself.
-func (d *Device) prepare(op string, bh abi.Buffer, off, n uint64) (*stager, uint64, error) {
+// It returns the stager, which the caller gives back with putStager, with
+// the copy's extent and chunks set; on an error it has given the stager
+// back itself.
+func (d *Device) prepare(op string, bh abi.Buffer, off, n uint64) (*stager, error) {
 	st, err := d.getStager(op)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if err := d.sync(); err != nil {
 		d.putStager(st)
-		return nil, 0, err
+		return nil, err
 	}
 	c := chunkFor(n, stageConfig(d.rt))
 	if err := d.sizeSlots(st, c); err != nil {
 		d.putStager(st)
-		return nil, 0, err
+		return nil, err
 	}
-	st.bh, st.off = bh, off
-	return st, c, nil
+	st.bh, st.off, st.n, st.c, st.chunks = bh, off, n, c, int((n+c-1)/c)
+	return st, nil
 }
 
 // stagedUpload copies src to buffer bh at off through pinned slots. The
@@ -293,16 +296,13 @@ func (d *Device) prepare(op string, bh abi.Buffer, off, n uint64) (*stager, uint
 // workers' wake-ups overlap the copying, and the pool always has a chunk
 // to work on.
 func (d *Device) stagedUpload(bh abi.Buffer, off uint64, src []byte) error {
-	rt := d.rt
-	n := uint64(len(src))
-	st, c, err := d.prepare("copy_from_host", bh, off, n)
+	st, err := d.prepare("copy_from_host", bh, off, uint64(len(src)))
 	if err != nil {
 		return err
 	}
 	defer d.putStager(st)
+	rt, n, c, chunks, slots := d.rt, st.n, st.c, st.chunks, len(st.slot)
 	pool := rt.pool
-	slots := len(st.slot)
-	chunks := int((n + c - 1) / c)
 	for i := 0; i <= chunks; i++ {
 		if i < chunks {
 			k, pos := i%slots, uint64(i)*c
@@ -336,16 +336,13 @@ func (d *Device) stagedUpload(bh abi.Buffer, off uint64, src []byte) error {
 // engine keeps slots-1 chunks queued and the pool is never idle during
 // the caller's event waits.
 func (d *Device) stagedDownload(dst []byte, bh abi.Buffer, off uint64) error {
-	rt := d.rt
-	n := uint64(len(dst))
-	st, c, err := d.prepare("copy_to_host", bh, off, n)
+	st, err := d.prepare("copy_to_host", bh, off, uint64(len(dst)))
 	if err != nil {
 		return err
 	}
 	defer d.putStager(st)
+	rt, n, c, chunks, slots := d.rt, st.n, st.c, st.chunks, len(st.slot)
 	pool := rt.pool
-	slots := len(st.slot)
-	chunks := int((n + c - 1) / c)
 	for i := 0; i < chunks && i < slots; i++ {
 		pos := uint64(i) * c
 		if err := st.enqueue(rt, i, pos, min(c, n-pos), false); err != nil {

@@ -129,8 +129,19 @@ func notReady(err error) (bool, error) {
 
 // WaitEvent makes work enqueued on s later wait until ev has completed.
 // The event may be of another stream or device of the same runtime.
-func (s *Stream) WaitEvent(ev *Event) (err error) {
+func (s *Stream) WaitEvent(ev *Event) error {
 	const op = "stream_wait_event"
+	return s.submitEvent(op, bind.SlotStreamWaitEvent, ev, func() error {
+		if ev.dev.rt != s.dev.rt {
+			return errf(codeInvalidArgument, op, "the event belongs to another runtime")
+		}
+		return nil
+	})
+}
+
+// submitEvent submits slot with ev on s (Event.Record, WaitEvent): s and
+// ev entered, then check (which may refuse the pair), then the submission.
+func (s *Stream) submitEvent(op string, slot bind.Slot, ev *Event, check func() error) (err error) {
 	if err := s.enter(op); err != nil {
 		return err
 	}
@@ -140,11 +151,10 @@ func (s *Stream) WaitEvent(ev *Event) (err error) {
 		return err
 	}
 	defer ev.l.release()
-	rt := s.dev.rt
-	if ev.dev.rt != rt {
-		return errf(codeInvalidArgument, op, "the event belongs to another runtime")
+	if err := check(); err != nil {
+		return err
 	}
-	c := submission{slot: bind.SlotStreamWaitEvent, obj: uintptr(ev.h), lives: [2]*life{ev.l}}
+	c := submission{slot: slot, obj: uintptr(ev.h), lives: [2]*life{ev.l}}
 	return s.submit(op, &c)
 }
 
@@ -228,16 +238,12 @@ func (s *Stream) CopyDevice(dst, src Region) (err error) {
 	}
 	defer s.sticky(&err)
 	defer s.exit()
-	db, doff, dn, err := use(op, dst)
+	p, err := useCopy(op, dst, src)
 	if err != nil {
 		return err
 	}
-	defer db.done()
-	sb, soff, sn, err := use(op, src)
-	if err != nil {
-		return err
-	}
-	defer sb.done()
+	defer p.done()
+	db, sb, sn := p.db, p.sb, p.sn
 	peer := s.rec == nil && !s.capturing.Load() && db.dev.rt == s.dev.rt && sb.dev.rt == s.dev.rt && db.dev != sb.dev &&
 		(db.dev == s.dev || sb.dev == s.dev)
 	if db.dev != s.dev && !peer {
@@ -246,16 +252,10 @@ func (s *Stream) CopyDevice(dst, src Region) (err error) {
 	if sb.dev != s.dev && !peer {
 		return errf(codeInvalidArgument, op, "%s", misplaced("the source", sb.dev, "stream", s.dev))
 	}
-	if sn > dn {
-		return errf(codeOutOfRange, op, "%d bytes do not fit the destination's %d", sn, dn)
-	}
-	if err := overlapErr(op, db, doff, sb, soff, sn); err != nil {
+	if err := p.check(op); err != nil || sn == 0 {
 		return err
 	}
-	if sn == 0 {
-		return nil
-	}
-	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Stream: s.h, Size: sn, DstBuffer: db.h, DstOffset: doff, SrcBuffer: sb.h, SrcOffset: soff}
+	a := abi.CopyArgs{StructSize: abi.SizeofCopyArgs, Stream: s.h, Size: sn, DstBuffer: db.h, DstOffset: p.doff, SrcBuffer: sb.h, SrcOffset: p.soff}
 	c := submission{slot: bind.SlotCopy, args: unsafe.Pointer(&a), size: unsafe.Sizeof(a), lives: [2]*life{db.l, sb.l},
 		timed: true, metric: opStreamCopyDevice, dir: copyDeviceToDevice, bytes: sn}
 	return s.submit(op, &c)

@@ -91,23 +91,15 @@ void gp_builtin_need(const gp_builtin_kernel *k, const uint64_t *scalar, const u
       return;
     }
     case GP_BK_ROPE_LLAMA:
-    case GP_BK_ROPE_NEOX: { /* x: tokens x heads x head_dim; pos: tokens int32 */
+    case GP_BK_ROPE_NEOX: /* x: tokens x heads x head_dim; pos: tokens int32 */
+    case GP_BK_ROPE_FREQS: { /* the same, and inv_freq: head_dim/2 f32 */
       uint64_t per = gp_smul(scalar[4], scalar[5] / 2);
       uint64_t pairs = gp_smul(scalar[3], per);
       uint64_t p = pairs < threads ? pairs : threads;
       uint64_t t = (p == 0 || per == 0) ? 0 : (p - 1) / per + 1;
       need[0] = gp_smul(gp_smul(gp_smul(t, scalar[4]), scalar[5]), es);
       need[1] = gp_smul(t, 4);
-      return;
-    }
-    case GP_BK_ROPE_FREQS: { /* x: tokens x heads x head_dim; pos: tokens int32; inv_freq: head_dim/2 f32 */
-      uint64_t per = gp_smul(scalar[4], scalar[5] / 2);
-      uint64_t pairs = gp_smul(scalar[3], per);
-      uint64_t p = pairs < threads ? pairs : threads;
-      uint64_t t = (p == 0 || per == 0) ? 0 : (p - 1) / per + 1;
-      need[0] = gp_smul(gp_smul(gp_smul(t, scalar[4]), scalar[5]), es);
-      need[1] = gp_smul(t, 4);
-      need[2] = p == 0 ? 0 : gp_smul(p < scalar[5] / 2 ? p : scalar[5] / 2, 4);
+      if (k->op == GP_BK_ROPE_FREQS) need[2] = p == 0 ? 0 : gp_smul(p < scalar[5] / 2 ? p : scalar[5] / 2, 4);
       return;
     }
     case GP_BK_EMBED: { /* y: tokens x cols; table: vocab x cols; ids: tokens int32 */

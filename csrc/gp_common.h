@@ -332,20 +332,32 @@ gpurt_error *gp_stats_write(gpurt_runtime_stats *out, const gpurt_runtime_stats 
 
 /* ---- fault injection ------------------------------------------------------- */
 
-/* Counts n launches (a launch_batch's items, or 1) against a fail_launch_nth
- * counter (0 = off; the caller holds the lock that guards it). Returns the
- * index of the launch the fault refuses, the counter then off, or n when
- * none is refused. Inline so that any plugin can use it without linking
- * more of csrc. */
-static inline uint64_t gp_fault_launches(int64_t *fail_launch_nth, uint64_t n) {
-  if (*fail_launch_nth <= 0) return n;
-  if ((uint64_t)*fail_launch_nth <= n) {
-    uint64_t at = (uint64_t)*fail_launch_nth - 1;
+/* The fault counters of a backend (0 = off), guarded by mu. Inline so that
+ * any plugin can use them without linking more of csrc. */
+
+/* Consumes one allocation from fail_alloc_nth: 1 when it must fail (the
+ * counter then off). */
+static inline int gp_fault_alloc(pthread_mutex_t *mu, int64_t *fail_alloc_nth) {
+  pthread_mutex_lock(mu);
+  int fire = *fail_alloc_nth > 0 && --*fail_alloc_nth == 0;
+  pthread_mutex_unlock(mu);
+  return fire;
+}
+
+/* Counts n launches (a launch_batch's items, or 1) against fail_launch_nth.
+ * Returns the index of the launch the fault refuses, the counter then off,
+ * or n when none is refused. */
+static inline uint64_t gp_fault_launches(pthread_mutex_t *mu, int64_t *fail_launch_nth, uint64_t n) {
+  uint64_t at = n;
+  pthread_mutex_lock(mu);
+  if (*fail_launch_nth > 0 && (uint64_t)*fail_launch_nth <= n) {
+    at = (uint64_t)*fail_launch_nth - 1;
     *fail_launch_nth = 0;
-    return at;
+  } else if (*fail_launch_nth > 0) {
+    *fail_launch_nth -= (int64_t)n;
   }
-  *fail_launch_nth -= (int64_t)n;
-  return n;
+  pthread_mutex_unlock(mu);
+  return at;
 }
 
 /* ---- reference GEMM ---------------------------------------------------------- */

@@ -77,16 +77,21 @@ float gp_e4m3_to_f32(uint8_t v) {
   return s ? -r : r;
 }
 
-uint8_t gp_f32_to_e4m3(float f) {
+/* f rounded to an fp8 format whose magnitudes are gp_encode_small's
+ * (mbits, bias, max_field) codes, saturating at code top (value max and above);
+ * NaN is 0x7f. */
+static uint8_t gp_f32_to_fp8(float f, double max, uint32_t top, int mbits, int bias, int max_field) {
   uint8_t s = (uint8_t)((gp_f32_bits(f) >> 31) << 7);
   if (isnan(f)) return (uint8_t)(s | 0x7f);
   double a = fabs((double)f);
-  if (a >= 448.0) return (uint8_t)(s | 0x7e);
+  if (a >= max) return (uint8_t)(s | top);
   int of;
-  uint32_t m = gp_encode_small(a, 3, 7, 15, &of);
-  if (of || m > 0x7e) m = 0x7e;
+  uint32_t m = gp_encode_small(a, mbits, bias, max_field, &of);
+  if (of || m > top) m = top;
   return (uint8_t)(s | m);
 }
+
+uint8_t gp_f32_to_e4m3(float f) { return gp_f32_to_fp8(f, 448.0, 0x7e, 3, 7, 15); }
 
 float gp_e5m2_to_f32(uint8_t v) {
   uint32_t s = v >> 7, mag = v & 0x7f;
@@ -96,16 +101,7 @@ float gp_e5m2_to_f32(uint8_t v) {
   return s ? -r : r;
 }
 
-uint8_t gp_f32_to_e5m2(float f) {
-  uint8_t s = (uint8_t)((gp_f32_bits(f) >> 31) << 7);
-  if (isnan(f)) return (uint8_t)(s | 0x7f);
-  double a = fabs((double)f);
-  if (a >= 57344.0) return (uint8_t)(s | 0x7b);
-  int of;
-  uint32_t m = gp_encode_small(a, 2, 15, 30, &of);
-  if (of || m > 0x7b) m = 0x7b;
-  return (uint8_t)(s | m);
-}
+uint8_t gp_f32_to_e5m2(float f) { return gp_f32_to_fp8(f, 57344.0, 0x7b, 2, 15, 30); }
 
 float gp_load(int32_t dtype, const void *base, uint64_t i) {
   const unsigned char *p = base;

@@ -165,6 +165,15 @@ void gp_mem_at(const gp_buf *b, uint64_t off, gp_mem *out);
 enum { GP_VIEW_OPERAND = 1, GP_VIEW_NAMED = 2, GP_VIEW_GEMM = 3 };
 gpurt_error *gp_view(gp_rt *rt, int style, uint32_t dev, const char *what, const char *name, gpurt_buffer *h,
                      uint64_t off, uint64_t bytes, int32_t dtype, gp_mem *out);
+/* A family's operands, in the order they are checked: gp_views resolves
+ * v[0..n) with gp_view (style OPERAND or NAMED) and stops at the first error. */
+typedef struct gp_view_req {
+  const char *name;
+  gpurt_buffer *h;
+  uint64_t off, bytes;
+  gp_mem *out;
+} gp_view_req;
+gpurt_error *gp_views(gp_rt *rt, int style, uint32_t dev, const char *what, const gp_view_req *v, size_t n);
 
 /* ---- gp_engine_mem.c ---- */
 /* Front halves the graphs share (s: the stream, or a recording queue's

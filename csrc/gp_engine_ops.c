@@ -32,14 +32,14 @@ gpurt_error *gp_quant_matmul_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void 
   memset(&r, 0, sizeof r);
   if ((e = gp_quant_mm_check(args, &r.c))) return e;
   const gpurt_quant_matmul_args *a = &r.c.a;
-  uint32_t dev = s->q.dev;
-  int o = GP_VIEW_OPERAND;
-  if ((e = gp_view(rt, o, dev, w, "w", a->w, a->w_offset, r.c.w_bytes, 0, &r.w)) ||
-      (e = gp_view(rt, o, dev, w, "scales", a->scales, a->scales_offset, r.c.s_bytes, 0, &r.scales)) ||
-      (e = gp_view(rt, o, dev, w, "biases", a->biases, a->biases_offset, r.c.s_bytes, 0, &r.biases)) ||
-      (e = gp_view(rt, o, dev, w, "x", a->x, a->x_offset, r.c.x_bytes, 0, &r.x)) ||
-      (e = gp_view(rt, o, dev, w, "y", a->y, a->y_offset, r.c.y_bytes, 0, &r.y)))
-    return e;
+  const gp_view_req v[] = {
+      {"w", a->w, a->w_offset, r.c.w_bytes, &r.w},
+      {"scales", a->scales, a->scales_offset, r.c.s_bytes, &r.scales},
+      {"biases", a->biases, a->biases_offset, r.c.s_bytes, &r.biases},
+      {"x", a->x, a->x_offset, r.c.x_bytes, &r.x},
+      {"y", a->y, a->y_offset, r.c.y_bytes, &r.y},
+  };
+  if ((e = gp_views(rt, GP_VIEW_OPERAND, s->q.dev, w, v, 5))) return e;
   if (!run) return NULL;
   return gp_eb->quant_matmul(rt->ctx, &s->q, &r);
 }
@@ -53,14 +53,15 @@ gpurt_error *gp_grouped_gemm_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void 
   memset(&r, 0, sizeof r);
   if ((e = gp_grouped_check(args, &r.c))) return e;
   const gpurt_grouped_gemm_args *a = &r.c.a;
-  uint32_t dev = s->q.dev;
-  int o = GP_VIEW_OPERAND;
-  if ((e = gp_view(rt, o, dev, w, "a", a->a, a->a_offset, r.c.a_bytes, 0, &r.a)) ||
-      (e = gp_view(rt, o, dev, w, "b", a->b, a->b_offset, r.c.b_bytes, 0, &r.b)) ||
-      (e = gp_view(rt, o, dev, w, "d", a->d, a->d_offset, r.c.d_bytes, 0, &r.d)) ||
-      (r.c.fp8 && (e = gp_view(rt, o, dev, w, "scale_a", a->scale_a, a->scale_a_offset, r.c.sa_bytes, 0, &r.scale_a))) ||
-      (r.c.fp8 && (e = gp_view(rt, o, dev, w, "scale_b", a->scale_b, a->scale_b_offset, r.c.sb_bytes, 0, &r.scale_b))))
-    return e;
+  const gp_view_req v[] = {
+      {"a", a->a, a->a_offset, r.c.a_bytes, &r.a},
+      {"b", a->b, a->b_offset, r.c.b_bytes, &r.b},
+      {"d", a->d, a->d_offset, r.c.d_bytes, &r.d},
+      /* fp8 only: */
+      {"scale_a", a->scale_a, a->scale_a_offset, r.c.sa_bytes, &r.scale_a},
+      {"scale_b", a->scale_b, a->scale_b_offset, r.c.sb_bytes, &r.scale_b},
+  };
+  if ((e = gp_views(rt, GP_VIEW_OPERAND, s->q.dev, w, v, r.c.fp8 ? 5 : 3))) return e;
   if (!run || r.c.total_m == 0) return NULL; /* M = 0: nothing to compute */
   return gp_eb->grouped_gemm(rt->ctx, &s->q, &r);
 }
@@ -81,15 +82,15 @@ static gpurt_error *pages_view(gp_rt *rt, uint32_t dev, const gpurt_kv_layout *l
                                uint32_t batch, uint64_t n_indices, const char *w, gp_kv_pages_op *out) {
   gpurt_error *e;
   gp_kv_extent x;
-  int n = GP_VIEW_NAMED;
-  if ((e = gp_kv_pages_check(l, p, batch, n_indices, UINT64_MAX, w, &x)) ||
-      (e = gp_view(rt, n, dev, w, "k", p->k, p->k_offset, x.kv, 0, &out->k)) ||
-      (e = gp_view(rt, n, dev, w, "v", p->v, p->v_offset, x.kv, 0, &out->v)) ||
-      (e = gp_view(rt, n, dev, w, "indptr", p->indptr, p->indptr_offset, x.indptr, 0, &out->indptr)) ||
-      (e = gp_view(rt, n, dev, w, "last_page_len", p->last_page_len, p->last_page_len_offset, x.last, 0,
-                   &out->last_page_len)) ||
-      (e = gp_view(rt, n, dev, w, "indices", p->indices, p->indices_offset, x.indices, 0, &out->indices)))
-    return e;
+  if ((e = gp_kv_pages_check(l, p, batch, n_indices, UINT64_MAX, w, &x))) return e;
+  const gp_view_req v[] = {
+      {"k", p->k, p->k_offset, x.kv, &out->k},
+      {"v", p->v, p->v_offset, x.kv, &out->v},
+      {"indptr", p->indptr, p->indptr_offset, x.indptr, &out->indptr},
+      {"last_page_len", p->last_page_len, p->last_page_len_offset, x.last, &out->last_page_len},
+      {"indices", p->indices, p->indices_offset, x.indices, &out->indices},
+  };
+  if ((e = gp_views(rt, GP_VIEW_NAMED, dev, w, v, 5))) return e;
   out->num_pages = p->num_pages;
   return NULL;
 }
@@ -110,18 +111,19 @@ gpurt_error *gp_kv_append_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *ob
   r.batch = a.batch_size;
   r.nnz = a.nnz;
   if (a.layout.dtype == GPURT_DTYPE_FP8_E4M3) r.k_scale = a.k_scale, r.v_scale = a.v_scale;
-  int n = GP_VIEW_NAMED;
   if ((e = pages_view(rt, dev, &a.layout, &a.pages, a.batch_size, 1, w, &r.pages)) ||
       (e = gp_attention_align(w, "k_rows", a.k_rows_offset, 16)) ||
       (e = gp_attention_align(w, "v_rows", a.v_rows_offset, 16)) ||
       (e = gp_attention_align(w, "batch_indices", a.batch_indices_offset, 4)) ||
-      (e = gp_attention_align(w, "positions", a.positions_offset, 4)) ||
-      (e = gp_view(rt, n, dev, w, "k_rows", a.k_rows, a.k_rows_offset, rows, 0, &r.k_rows)) ||
-      (e = gp_view(rt, n, dev, w, "v_rows", a.v_rows, a.v_rows_offset, rows, 0, &r.v_rows)) ||
-      (e = gp_view(rt, n, dev, w, "batch_indices", a.batch_indices, a.batch_indices_offset, 4 * a.nnz, 0,
-                   &r.batch_indices)) ||
-      (e = gp_view(rt, n, dev, w, "positions", a.positions, a.positions_offset, 4 * a.nnz, 0, &r.positions)))
+      (e = gp_attention_align(w, "positions", a.positions_offset, 4)))
     return e;
+  const gp_view_req v[] = {
+      {"k_rows", a.k_rows, a.k_rows_offset, rows, &r.k_rows},
+      {"v_rows", a.v_rows, a.v_rows_offset, rows, &r.v_rows},
+      {"batch_indices", a.batch_indices, a.batch_indices_offset, 4 * a.nnz, &r.batch_indices},
+      {"positions", a.positions, a.positions_offset, 4 * a.nnz, &r.positions},
+  };
+  if ((e = gp_views(rt, GP_VIEW_NAMED, dev, w, v, 4))) return e;
   if (!run) return NULL;
   return gp_eb->kv_append(rt->ctx, &s->q, &r);
 }

@@ -229,3 +229,11 @@ gpurt_error *gp_view(gp_rt *rt, int style, uint32_t dev, const char *what, const
   gp_mem_at(b, off, out);
   return NULL;
 }
+
+gpurt_error *gp_views(gp_rt *rt, int style, uint32_t dev, const char *what, const gp_view_req *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    gpurt_error *e = gp_view(rt, style, dev, what, v[i].name, v[i].h, v[i].off, v[i].bytes, 0, v[i].out);
+    if (e) return e;
+  }
+  return NULL;
+}

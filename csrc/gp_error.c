@@ -81,27 +81,32 @@ static const char *gp_err_body(const gpurt_error *e) {
   return e->len >= plen ? e->msg + plen : e->msg;
 }
 
+/* e (destroyed) with fmt's text (at most cap - 1 bytes) added: in front,
+ * "<text>: <body>" (wrap), or behind, "<body><text>" (append). */
+static gpurt_error *gp_err_rewrite(gpurt_error *e, int front, size_t cap, const char *fmt, va_list ap) {
+  char text[2048];
+  vsnprintf(text, cap < sizeof text ? cap : sizeof text, fmt, ap);
+  gpurt_error *w = front ? gp_err_vendor(e->code, e->vendor_code, "%s: %s", text, gp_err_body(e))
+                         : gp_err_vendor(e->code, e->vendor_code, "%s%s", gp_err_body(e), text);
+  gp_error_destroy(e);
+  return w;
+}
+
 gpurt_error *gp_err_append(gpurt_error *e, const char *fmt, ...) {
   if (e == NULL || e->is_static) return e;
-  char tail[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tail, sizeof tail, fmt, ap);
+  gpurt_error *w = gp_err_rewrite(e, 0, 2048, fmt, ap);
   va_end(ap);
-  gpurt_error *w = gp_err_vendor(e->code, e->vendor_code, "%s%s", gp_err_body(e), tail);
-  gp_error_destroy(e);
   return w;
 }
 
 gpurt_error *gp_err_wrap(gpurt_error *e, const char *fmt, ...) {
   if (e == NULL || e->is_static) return e;
-  char ctx[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  gpurt_error *w = gp_err_rewrite(e, 1, 512, fmt, ap);
   va_end(ap);
-  gpurt_error *w = gp_err_vendor(e->code, e->vendor_code, "%s: %s", ctx, gp_err_body(e));
-  gp_error_destroy(e);
   return w;
 }
 

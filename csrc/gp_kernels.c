@@ -75,6 +75,20 @@ static uint64_t gp_sample_search(int32_t dt, const void *row, uint64_t cols, uin
 
 static void gp_store_i32(void *base, uint64_t i, int32_t v) { memcpy((char *)base + 4 * i, &v, 4); }
 
+/* One row of rmsnorm: y[c] = x[c] / sqrt(mean(x^2) + eps) * w[c], rounded to dt. */
+static void gp_rmsnorm_row(int32_t dt, const void *x, void *y, const void *w, uint64_t cols, float eps) {
+  float ss = 0;
+  for (uint64_t c = 0; c < cols; c++) {
+    float v = gp_load(dt, x, c);
+    ss += v * v;
+  }
+  float scale = 1.0f / sqrtf(ss / (float)cols + eps);
+  for (uint64_t c = 0; c < cols; c++) {
+    float v = gp_load(dt, x, c) * scale;
+    gp_store(dt, y, c, v * gp_load(dt, w, c));
+  }
+}
+
 /* v rounded to the element type (f32 for f32). */
 static float gp_round_to(int32_t dt, float v) {
   unsigned char b[4];
@@ -92,20 +106,9 @@ static void gp_launch_rows(const gp_launch_exec *e) {
     case GP_BK_RMSNORM: {
       float eps = gp_bits_to_f32(e->scalar[3]);
       uint64_t rows = e->scalar[4] < e->grid[0] ? e->scalar[4] : e->grid[0], cols = e->scalar[5];
-      for (uint64_t r = 0; r < rows; r++) {
-        const char *x = (const char *)e->bufs[1] + r * cols * es;
-        char *y = (char *)e->bufs[0] + r * cols * es;
-        float ss = 0;
-        for (uint64_t c = 0; c < cols; c++) {
-          float v = gp_load(dt, x, c);
-          ss += v * v;
-        }
-        float scale = 1.0f / sqrtf(ss / (float)cols + eps);
-        for (uint64_t c = 0; c < cols; c++) {
-          float v = gp_load(dt, x, c) * scale;
-          gp_store(dt, y, c, v * gp_load(dt, e->bufs[2], c));
-        }
-      }
+      for (uint64_t r = 0; r < rows; r++)
+        gp_rmsnorm_row(dt, (const char *)e->bufs[1] + r * cols * es, (char *)e->bufs[0] + r * cols * es, e->bufs[2],
+                       cols, eps);
       break;
     }
     case GP_BK_ADD_RMSNORM: { /* r = x + r rounded to T, then x = rmsnorm_T of that r */
@@ -114,17 +117,8 @@ static void gp_launch_rows(const gp_launch_exec *e) {
       for (uint64_t r = 0; r < rows; r++) {
         char *x = (char *)e->bufs[0] + r * cols * es;
         char *res = (char *)e->bufs[1] + r * cols * es;
-        float ss = 0;
-        for (uint64_t c = 0; c < cols; c++) {
-          gp_store(dt, res, c, gp_load(dt, x, c) + gp_load(dt, res, c));
-          float v = gp_load(dt, res, c);
-          ss += v * v;
-        }
-        float scale = 1.0f / sqrtf(ss / (float)cols + eps);
-        for (uint64_t c = 0; c < cols; c++) {
-          float v = gp_load(dt, res, c) * scale;
-          gp_store(dt, x, c, v * gp_load(dt, e->bufs[2], c));
-        }
+        for (uint64_t c = 0; c < cols; c++) gp_store(dt, res, c, gp_load(dt, x, c) + gp_load(dt, res, c));
+        gp_rmsnorm_row(dt, res, x, e->bufs[2], cols, eps);
       }
       break;
     }

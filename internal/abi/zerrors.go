@@ -52,35 +52,13 @@ var ErrorCodes = [...]ErrorCodeInfo{
 // ErrorName is the name of code c in messages ("out of memory"; "ok"
 // for OK), or "" for a code the header does not define.
 func ErrorName(c int32) string {
-	switch c {
-	case OK:
+	if c == OK {
 		return "ok"
-	case ErrInvalidArgument:
-		return "invalid argument"
-	case ErrInvalidHandle:
-		return "invalid handle"
-	case ErrOutOfRange:
-		return "out of range"
-	case ErrOutOfMemory:
-		return "out of memory"
-	case ErrNotFound:
-		return "not found"
-	case ErrUnsupported:
-		return "unsupported"
-	case ErrUnavailable:
-		return "unavailable"
-	case ErrDeviceLost:
-		return "device lost"
-	case ErrLaunchFailed:
-		return "launch failed"
-	case ErrNotReady:
-		return "not ready"
-	case ErrABIMismatch:
-		return "abi mismatch"
-	case ErrInternal:
-		return "internal"
-	case ErrFailedPrecondition:
-		return "failed precondition"
+	}
+	for _, e := range ErrorCodes {
+		if e.Code == c {
+			return e.Name
+		}
 	}
 	return ""
 }

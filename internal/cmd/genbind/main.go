@@ -285,67 +285,47 @@ func ParseHeader(src string) (*Header, error) {
 	minor, doc, head := -1, "", 0
 	// Walk the body: comments (block markers or docs) and declarations
 	// ending in ';'.
-	for i := 0; i < len(body); {
-		switch {
-		case body[i] == '\n':
-			line++
-			i++
-		case body[i] == ' ' || body[i] == '\t':
-			i++
-		case strings.HasPrefix(body[i:], "/*"):
-			j := strings.Index(body[i:], "*/")
-			if j < 0 {
-				return nil, fmt.Errorf("line %d: unterminated comment in gpurt_api", line)
+	err = walkBody(body, line, "gpurt_api", func(text string, _, line int) error {
+		c := cleanComment(text)
+		if m := reBlock.FindStringSubmatch(c); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			if n < minor {
+				return fmt.Errorf("line %d: block 1.%d after block 1.%d: blocks must be in version order", line, n, minor)
 			}
-			text := body[i+2 : i+j]
-			line += strings.Count(text, "\n")
-			i += j + 2
-			c := cleanComment(text)
-			if m := reBlock.FindStringSubmatch(c); m != nil {
-				n, _ := strconv.Atoi(m[1])
-				if n < minor {
-					return nil, fmt.Errorf("line %d: block 1.%d after block 1.%d: blocks must be in version order", line, n, minor)
-				}
-				minor, doc = n, ""
-				continue
-			}
-			if strings.HasPrefix(c, "----") {
-				return nil, fmt.Errorf("line %d: a block marker must read \"---- 1.N ----\", not %q", line, c)
-			}
-			if doc != "" {
-				doc += " "
-			}
-			doc += c
-		case strings.HasPrefix(body[i:], "//"):
-			return nil, fmt.Errorf("line %d: use /* */ comments in gpurt_api", line)
-		default:
-			j := strings.IndexByte(body[i:], ';')
-			if j < 0 {
-				return nil, fmt.Errorf("line %d: a declaration without ';' in gpurt_api", line)
-			}
-			raw := body[i : i+j]
-			declLine := line
-			line += strings.Count(raw, "\n")
-			i += j + 1
-			decl := strings.TrimSpace(reSpaces.ReplaceAllString(raw, " "))
-			decl = strings.ReplaceAll(strings.ReplaceAll(decl, "( ", "("), " )", ")")
-			decl = strings.ReplaceAll(decl, " ,", ",")
-			if minor < 0 {
-				if !reHeadDecl.MatchString(decl) {
-					return nil, fmt.Errorf("line %d: %q before the \"---- 1.0 ----\" block: only struct_size, abi_major and abi_minor go there", declLine, decl)
-				}
-				head++
-				doc = ""
-				continue
-			}
-			s, err := parseSlot(decl)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", declLine, err)
-			}
-			s.Minor, s.Doc, s.Line = minor, doc, declLine
-			doc = ""
-			h.Slots = append(h.Slots, s)
+			minor, doc = n, ""
+			return nil
 		}
+		if strings.HasPrefix(c, "----") {
+			return fmt.Errorf("line %d: a block marker must read \"---- 1.N ----\", not %q", line, c)
+		}
+		if doc != "" {
+			doc += " "
+		}
+		doc += c
+		return nil
+	}, func(raw string, declLine, _ int) error {
+		decl := strings.TrimSpace(reSpaces.ReplaceAllString(raw, " "))
+		decl = strings.ReplaceAll(strings.ReplaceAll(decl, "( ", "("), " )", ")")
+		decl = strings.ReplaceAll(decl, " ,", ",")
+		if minor < 0 {
+			if !reHeadDecl.MatchString(decl) {
+				return fmt.Errorf("line %d: %q before the \"---- 1.0 ----\" block: only struct_size, abi_major and abi_minor go there", declLine, decl)
+			}
+			head++
+			doc = ""
+			return nil
+		}
+		s, err := parseSlot(decl)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", declLine, err)
+		}
+		s.Minor, s.Doc, s.Line = minor, doc, declLine
+		doc = ""
+		h.Slots = append(h.Slots, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if head != 3 {
 		return nil, fmt.Errorf("gpurt_api must begin with struct_size, abi_major and abi_minor")
@@ -357,6 +337,52 @@ func ParseHeader(src string) (*Header, error) {
 		return nil, fmt.Errorf("the last block of gpurt_api is 1.%d but GPURT_ABI_MINOR is %d", minor, h.Minor)
 	}
 	return h, nil
+}
+
+// walkBody walks body, a C struct's body starting on line, in order: it
+// calls comment with each block comment's text and the lines it starts and
+// ends on, and decl with each declaration up to its ';' (without it) and
+// the lines it starts and ends on; the first error stops the walk. A //
+// comment, an unterminated comment or a declaration without ';' is an
+// error naming where (the struct).
+func walkBody(body string, line int, where string, comment func(text string, start, end int) error,
+	decl func(raw string, start, end int) error) error {
+	for i := 0; i < len(body); {
+		switch {
+		case body[i] == '\n':
+			line++
+			i++
+		case body[i] == ' ' || body[i] == '\t':
+			i++
+		case strings.HasPrefix(body[i:], "/*"):
+			j := strings.Index(body[i:], "*/")
+			if j < 0 {
+				return fmt.Errorf("line %d: unterminated comment in %s", line, where)
+			}
+			text := body[i+2 : i+j]
+			start := line
+			line += strings.Count(text, "\n")
+			i += j + 2
+			if err := comment(text, start, line); err != nil {
+				return err
+			}
+		case strings.HasPrefix(body[i:], "//"):
+			return fmt.Errorf("line %d: use /* */ comments in %s", line, where)
+		default:
+			j := strings.IndexByte(body[i:], ';')
+			if j < 0 {
+				return fmt.Errorf("line %d: a declaration without ';' in %s", line, where)
+			}
+			raw := body[i : i+j]
+			start := line
+			line += strings.Count(raw, "\n")
+			i += j + 1
+			if err := decl(raw, start, line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func cleanComment(text string) string {
@@ -753,11 +779,9 @@ func emitErrors(h *Header, m *Mirror) ([]byte, error) {
 		pf("{%s, %q, %q},\n", e.GoName(), e.Enum, e.Name())
 	}
 	pf("}\n\n")
-	pf("// ErrorName is the name of code c in messages (\"out of memory\"; \"ok\"\n// for OK), or \"\" for a code the header does not define.\nfunc ErrorName(c int32) string {\nswitch c {\n")
-	for _, e := range h.Errors {
-		pf("case %s:\nreturn %q\n", e.GoName(), e.Name())
-	}
-	pf("}\nreturn \"\"\n}\n")
+	pf("// ErrorName is the name of code c in messages (\"out of memory\"; %q\n// for %s), or \"\" for a code the header does not define.\n", h.Errors[0].Name(), h.Errors[0].GoName())
+	pf("func ErrorName(c int32) string {\nif c == %s {\nreturn %q\n}\n", h.Errors[0].GoName(), h.Errors[0].Name())
+	pf("for _, e := range ErrorCodes {\nif e.Code == c {\nreturn e.Name\n}\n}\nreturn \"\"\n}\n")
 	return b.Bytes(), nil
 }
 

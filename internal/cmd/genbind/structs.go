@@ -67,65 +67,44 @@ func parseStructs(src string) ([]CStruct, error) {
 		st := CStruct{Name: name, Line: line}
 		lastDeclLine, lastDecl := -1, -1 // the line a declaration ended on, and its first field
 		group := ""
-		for i := 0; i < len(body); {
-			switch {
-			case body[i] == '\n':
-				line++
-				i++
-			case body[i] == ' ' || body[i] == '\t':
-				i++
-			case strings.HasPrefix(body[i:], "/*"):
-				j := strings.Index(body[i:], "*/")
-				if j < 0 {
-					return nil, fmt.Errorf("line %d: unterminated comment in %s", line, name)
+		err := walkBody(body, line, name, func(text string, start, _ int) error {
+			c := cleanComment(text)
+			if start == lastDeclLine && lastDecl >= 0 {
+				// A trailing comment: it belongs to every declarator
+				// of the declaration it follows (`float a, b; /* x */`).
+				for k := lastDecl; k < len(st.Fields); k++ {
+					st.Fields[k].Comment = c
 				}
-				text := body[i+2 : i+j]
-				startLine := line
-				line += strings.Count(text, "\n")
-				i += j + 2
-				c := cleanComment(text)
-				if startLine == lastDeclLine && lastDecl >= 0 {
-					// A trailing comment: it belongs to every declarator
-					// of the declaration it follows (`float a, b; /* x */`).
-					for k := lastDecl; k < len(st.Fields); k++ {
-						st.Fields[k].Comment = c
-					}
-					continue
-				}
-				if g := reGroupMark.FindStringSubmatch(c); g != nil {
-					group = g[1]
-				}
-			case strings.HasPrefix(body[i:], "//"):
-				return nil, fmt.Errorf("line %d: use /* */ comments in %s", line, name)
-			default:
-				j := strings.IndexByte(body[i:], ';')
-				if j < 0 {
-					return nil, fmt.Errorf("line %d: a declaration without ';' in %s", line, name)
-				}
-				raw := body[i : i+j]
-				declLine := line
-				line += strings.Count(raw, "\n")
-				i += j + 1
-				decl := strings.TrimSpace(reSpaces.ReplaceAllString(raw, " "))
-				dm := reFieldDecl.FindStringSubmatch(decl)
-				if dm == nil {
-					return nil, fmt.Errorf("line %d: %s: %q is not a field of a shape genbind knows: `[const] type [*]name[, ...]`", declLine, name, decl)
-				}
-				lastDecl, lastDeclLine = len(st.Fields), line
-				for _, d := range strings.Split(dm[3], ",") {
-					d = strings.TrimSpace(d)
-					pm := reDeclarator.FindStringSubmatch(d)
-					if pm == nil {
-						return nil, fmt.Errorf("line %d: %s: declarator %q is not of the shape `[*]name` or `name[N]`", declLine, name, d)
-					}
-					f := CField{Const: dm[1] != "", Base: dm[2], Ptr: len(pm[1]), Name: pm[2], Array: pm[3], Line: declLine, Group: group}
-					if f.Ptr > 0 && f.Array != "" {
-						return nil, fmt.Errorf("line %d: %s: an array of pointers (%s) has no mirror rule", declLine, name, f.C())
-					}
-					group = ""
-					st.Fields = append(st.Fields, f)
-				}
+				return nil
 			}
+			if g := reGroupMark.FindStringSubmatch(c); g != nil {
+				group = g[1]
+			}
+			return nil
+		}, func(raw string, declLine, end int) error {
+			decl := strings.TrimSpace(reSpaces.ReplaceAllString(raw, " "))
+			dm := reFieldDecl.FindStringSubmatch(decl)
+			if dm == nil {
+				return fmt.Errorf("line %d: %s: %q is not a field of a shape genbind knows: `[const] type [*]name[, ...]`", declLine, name, decl)
+			}
+			lastDecl, lastDeclLine = len(st.Fields), end
+			for _, d := range strings.Split(dm[3], ",") {
+				d = strings.TrimSpace(d)
+				pm := reDeclarator.FindStringSubmatch(d)
+				if pm == nil {
+					return fmt.Errorf("line %d: %s: declarator %q is not of the shape `[*]name` or `name[N]`", declLine, name, d)
+				}
+				f := CField{Const: dm[1] != "", Base: dm[2], Ptr: len(pm[1]), Name: pm[2], Array: pm[3], Line: declLine, Group: group}
+				if f.Ptr > 0 && f.Array != "" {
+					return fmt.Errorf("line %d: %s: an array of pointers (%s) has no mirror rule", declLine, name, f.C())
+				}
+				group = ""
+				st.Fields = append(st.Fields, f)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		if len(st.Fields) == 0 {
 			return nil, fmt.Errorf("line %d: struct %s has no fields", st.Line, name)

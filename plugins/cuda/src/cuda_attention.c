@@ -46,61 +46,52 @@ _Static_assert(GPURT_DTYPE_F16 == 2 && GPURT_DTYPE_BF16 == 3 && GPURT_KV_LAYOUT_
 
 #define U(x) ((unsigned long long)(x))
 
+#if defined(GPURT_CUDA_NO_FLASHINFER) || defined(GPURT_CUDA_NO_FI8)
+/* An adapter this plugin was built without: its entries answer unsupported,
+ * saying why. */
+static int cu_fi_missing(cu_fi_status *st, const char *why) {
+  memset(st, 0, sizeof *st);
+  st->code = CU_FI_UNSUPPORTED;
+  snprintf(st->msg, sizeof st->msg, "%s", why);
+  return st->code;
+}
+#endif
+
 #ifdef GPURT_CUDA_NO_FLASHINFER
 /* Built without FlashInfer's headers (scripts/build_cuda.sh --ci where the
  * wheel could not be fetched): the slots validate, then answer unsupported. */
-static int no_fi(cu_fi_status *st) {
-  memset(st, 0, sizeof *st);
-  st->code = CU_FI_UNSUPPORTED;
-  snprintf(st->msg, sizeof st->msg, "this plugin was built without FlashInfer (no flashinfer-python headers)");
-  return st->code;
-}
+#define CU_NO_FI "this plugin was built without FlashInfer (no flashinfer-python headers)"
 int cu_fi_plan_make(const cu_fi_config *c, void *f, uint64_t fb, void *i, void *p, uint64_t ib,
                     const int32_t *q, const int32_t *kv, uint32_t b, uint32_t r, void *s,
                            cu_fi_plan *plan, cu_fi_status *st) {
-  return no_fi(st);
+  return cu_fi_missing(st, CU_NO_FI);
 }
 int cu_fi_run(const cu_fi_config *c, const cu_fi_plan *p, const cu_fi_run_args *a, void *s,
                      cu_fi_status *st) {
-  return no_fi(st);
+  return cu_fi_missing(st, CU_NO_FI);
 }
-int cu_fi_kv_append(const cu_kv_append_args *a, void *s, cu_fi_status *st) { return no_fi(st); }
+int cu_fi_kv_append(const cu_kv_append_args *a, void *s, cu_fi_status *st) { return cu_fi_missing(st, CU_NO_FI); }
 int cu_fi_has_arch(int major, int minor) { return 0; }
-#endif
-
-#if defined(GPURT_CUDA_NO_FI8) && !defined(GPURT_CUDA_NO_FLASHINFER)
+/* and no fp8 adapter either */
+#define CU_NO_FI8 CU_NO_FI
+#elif defined(GPURT_CUDA_NO_FI8)
 /* Built without the fp8 KV adapter (cuda_attention_fp8.cu): an fp8 cache
  * is answered unsupported. */
-static int no_fi8(cu_fi_status *st) {
-  memset(st, 0, sizeof *st);
-  st->code = CU_FI_UNSUPPORTED;
-  snprintf(st->msg, sizeof st->msg, "this plugin was built without the fp8 KV cache adapter");
-  return st->code;
-}
+#define CU_NO_FI8 "this plugin was built without the fp8 KV cache adapter"
+#endif
+
+#ifdef CU_NO_FI8
 int cu_fi8_plan_make(const cu_fi_config *c, void *f, uint64_t fb, void *i, void *p, uint64_t ib,
                      const int32_t *q, const int32_t *kv, uint32_t b, uint32_t r, void *s, cu_fi_plan *plan,
                      cu_fi_status *st) {
-  return no_fi8(st);
+  return cu_fi_missing(st, CU_NO_FI8);
 }
 int cu_fi8_run(const cu_fi_config *c, const cu_fi_plan *p, const cu_fi_run_args *a, uint64_t rows, float ks,
                float vs, void *s, cu_fi_status *st) {
-  return no_fi8(st);
+  return cu_fi_missing(st, CU_NO_FI8);
 }
 int cu_fi8_kv_append(const cu_kv_append_args *a, int32_t qo, float ks, float vs, void *s, cu_fi_status *st) {
-  return no_fi8(st);
-}
-#elif defined(GPURT_CUDA_NO_FLASHINFER)
-int cu_fi8_plan_make(const cu_fi_config *c, void *f, uint64_t fb, void *i, void *p, uint64_t ib,
-                     const int32_t *q, const int32_t *kv, uint32_t b, uint32_t r, void *s, cu_fi_plan *plan,
-                     cu_fi_status *st) {
-  return no_fi(st);
-}
-int cu_fi8_run(const cu_fi_config *c, const cu_fi_plan *p, const cu_fi_run_args *a, uint64_t rows, float ks,
-               float vs, void *s, cu_fi_status *st) {
-  return no_fi(st);
-}
-int cu_fi8_kv_append(const cu_kv_append_args *a, int32_t qo, float ks, float vs, void *s, cu_fi_status *st) {
-  return no_fi(st);
+  return cu_fi_missing(st, CU_NO_FI8);
 }
 #endif
 

@@ -35,23 +35,16 @@ typedef struct ga_append_params {
   uint64_t nnz;
 } ga_append_params;
 
-@interface GMAttention : NSObject {
+@interface GMAttention : GMLocked {
 @public
   GMDevice *device;
   gpurt_attention_desc desc;
-  pthread_mutex_t mu; /* guards the plan below */
+  /* mu guards the plan below */
   gp_attention_sched sched;
 }
 @end
 
 @implementation GMAttention
-- (instancetype)init {
-  if ((self = [super init])) pthread_mutex_init(&mu, NULL);
-  return self;
-}
-- (void)dealloc {
-  pthread_mutex_destroy(&mu);
-}
 @end
 
 static gpurt_error *no_fp8(const char *what, int32_t dtype) {

@@ -28,25 +28,18 @@
 
 /* A plan: the descriptor, whether MPS runs it, the MPS kernel of the last
  * (alpha, beta). */
-@interface GMPlan : NSObject {
+@interface GMPlan : GMLocked {
 @public
   GMDevice *device;
   gpurt_gemm_desc desc;
   int use_mps;
-  pthread_mutex_t mu; /* guards the cached MPS kernel */
+  /* mu guards the cached MPS kernel */
   MPSMatrixMultiplication *mps;
   double mps_alpha, mps_beta;
 }
 @end
 
 @implementation GMPlan
-- (instancetype)init {
-  if ((self = [super init])) pthread_mutex_init(&mu, NULL);
-  return self;
-}
-- (void)dealloc {
-  pthread_mutex_destroy(&mu);
-}
 @end
 
 gpurt_error *gm_gemm_plan(void *ctx, uint32_t dev, const gpurt_gemm_desc *g, void **plan) {

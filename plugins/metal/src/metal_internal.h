@@ -90,11 +90,19 @@ typedef struct gm_gemm_params {
 
 /* ---- objects (metal_runtime.m implements them) ------------------------------ */
 
-@interface GMDevice : NSObject {
+/* An object with a mutex: init initializes mu, dealloc destroys it (after a
+ * subclass's dealloc). What mu guards, each subclass says. */
+@interface GMLocked : NSObject {
+@public
+  pthread_mutex_t mu;
+}
+@end
+
+@interface GMDevice : GMLocked {
 @public
   id<MTLDevice> dev;
   uint32_t index;
-  pthread_mutex_t mu;      /* guards everything below */
+  /* mu guards everything below */
   id<MTLLibrary> builtin;  /* lazily loaded */
   NSMutableDictionary<NSString *, id<MTLComputePipelineState>> *psos;
   float sleep_iters_per_ns; /* 0 until calibrated */
@@ -104,10 +112,10 @@ typedef struct gm_gemm_params {
 @end
 
 /* The backend's runtime (open's ctx). */
-@interface GMContext : NSObject {
+@interface GMContext : GMLocked {
 @public
   NSArray<GMDevice *> *devices;
-  pthread_mutex_t mu; /* guards the fault counters */
+  /* mu guards the fault counters */
   int64_t fail_alloc_nth, fail_launch_nth;
   gpurt_log_fn log;
   void *log_user;
@@ -123,35 +131,34 @@ typedef struct gm_gemm_params {
 }
 @end
 
-@interface GMHostBuffer : NSObject {
+@interface GMHostBuffer : GMLocked {
 @public
   GMHostMem *mem;
   uint64_t size;
-  pthread_mutex_t mu; /* guards wrappers */
+  /* mu guards wrappers */
   NSMutableDictionary<NSNumber *, id<MTLBuffer>> *wrappers; /* per device */
 }
 @end
 
-@interface GMEvent : NSObject {
+@interface GMEvent : GMLocked {
 @public
   GMDevice *device;
   uint32_t flags;
   id<MTLSharedEvent> ev;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+  pthread_cond_t cv; /* with mu */
   uint64_t recorded; /* value of the latest record; 0: never recorded */
   uint64_t done;     /* highest value whose record completed */
   uint64_t time_ns;  /* host time when `done` completed */
 }
 @end
 
-@interface GMStream : NSObject {
+@interface GMStream : GMLocked {
 @public
   GMDevice *device;
   id<MTLCommandQueue> queue;
   id<MTLSharedEvent> timeline; /* value n: the n-th command buffer is done */
   pthread_mutex_t enc;  /* held from begin to commit: one command buffer at a time */
-  pthread_mutex_t mu;   /* guards the counters and pending */
+  /* mu guards the counters and pending */
   pthread_cond_t cv;    /* completed advanced */
   uint64_t committed;   /* command buffers committed */
   uint64_t completed;   /* command buffers whose completion handler ran */
@@ -198,13 +205,13 @@ typedef gpurt_error *(^gm_encode_fn)(GMEnc *x);
 }
 @end
 
-@interface GMModule : NSObject {
+@interface GMModule : GMLocked {
 @public
   GMDevice *device;
   id<MTLLibrary> lib;
   int builtin;
   NSString *name;
-  pthread_mutex_t mu; /* guards kernels */
+  /* mu guards kernels */
   NSMutableDictionary<NSString *, GMKernel *> *kernels; /* owned: one per name */
 }
 @end
@@ -226,6 +233,9 @@ gpurt_error *gm_check_lost(GMDevice *d);
 int gm_alloc_fault(GMContext *c);
 /* Counts n launches against fail_launch_nth: the index refused, or n. */
 uint64_t gm_launch_faults(GMContext *c, uint64_t n);
+/* The options every Metal source is compiled with (the built-in library
+ * from source, user modules of MODULE_METAL_SOURCE): no fast math. */
+MTLCompileOptions *gm_compile_options(void);
 /* The built-in library and a pipeline of it, loaded on first use. */
 gpurt_error *gm_builtin_library(GMDevice *d, id<MTLLibrary> __strong *out);
 gpurt_error *gm_builtin_pso(GMDevice *d, NSString *name, id<MTLComputePipelineState> __strong *out);

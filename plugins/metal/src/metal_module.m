@@ -23,15 +23,6 @@
 
 #define GM_SLEEP_MAX_NS 2000000000ull /* sleep_ns is capped at 2 s */
 
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wdeprecated-declarations"
-static MTLCompileOptions *compile_options(void) {
-  MTLCompileOptions *o = [[MTLCompileOptions alloc] init];
-  o.fastMathEnabled = NO; /* f32 arithmetic as the other backends do it */
-  return o;
-}
-#pragma clang diagnostic pop
-
 /* ---- modules ------------------------------------------------------------------------------ */
 
 gpurt_error *gm_module_load(void *ctx, uint32_t dev, const gpurt_module_load_args *a, void **mod) {
@@ -64,7 +55,7 @@ gpurt_error *gm_module_load(void *ctx, uint32_t dev, const gpurt_module_load_arg
         if (src == nil)
           return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load: module \"%.*s\": source is not UTF-8", nl, nm);
         NSError *err = nil;
-        m->lib = [d->dev newLibraryWithSource:src options:compile_options() error:&err];
+        m->lib = [d->dev newLibraryWithSource:src options:gm_compile_options() error:&err];
         if (m->lib == nil)
           return gm_nserror(GPURT_ERR_INVALID_ARGUMENT, err,
                             "module_load: module \"%.*s\": the Metal source did not compile", nl, nm);

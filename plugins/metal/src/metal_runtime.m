@@ -15,20 +15,7 @@
 
 /* ---- objects --------------------------------------------------------------- */
 
-@implementation GMDevice
-- (instancetype)init {
-  if ((self = [super init])) {
-    pthread_mutex_init(&mu, NULL);
-    psos = [NSMutableDictionary dictionary];
-  }
-  return self;
-}
-- (void)dealloc {
-  pthread_mutex_destroy(&mu);
-}
-@end
-
-@implementation GMContext
+@implementation GMLocked
 - (instancetype)init {
   if ((self = [super init])) pthread_mutex_init(&mu, NULL);
   return self;
@@ -36,6 +23,16 @@
 - (void)dealloc {
   pthread_mutex_destroy(&mu);
 }
+@end
+
+@implementation GMDevice
+- (instancetype)init {
+  if ((self = [super init])) psos = [NSMutableDictionary dictionary];
+  return self;
+}
+@end
+
+@implementation GMContext
 @end
 
 @implementation GMHostMem
@@ -46,28 +43,18 @@
 
 @implementation GMHostBuffer
 - (instancetype)init {
-  if ((self = [super init])) {
-    pthread_mutex_init(&mu, NULL);
-    wrappers = [NSMutableDictionary dictionary];
-  }
+  if ((self = [super init])) wrappers = [NSMutableDictionary dictionary];
   return self;
-}
-- (void)dealloc {
-  pthread_mutex_destroy(&mu);
 }
 @end
 
 @implementation GMEvent
 - (instancetype)init {
-  if ((self = [super init])) {
-    pthread_mutex_init(&mu, NULL);
-    pthread_cond_init(&cv, NULL);
-  }
+  if ((self = [super init])) pthread_cond_init(&cv, NULL);
   return self;
 }
 - (void)dealloc {
   pthread_cond_destroy(&cv);
-  pthread_mutex_destroy(&mu);
 }
 @end
 
@@ -75,7 +62,6 @@
 - (instancetype)init {
   if ((self = [super init])) {
     pthread_mutex_init(&enc, NULL);
-    pthread_mutex_init(&mu, NULL);
     pthread_cond_init(&cv, NULL);
   }
   return self;
@@ -83,7 +69,6 @@
 - (void)dealloc {
   gp_error_destroy(pending);
   pthread_cond_destroy(&cv);
-  pthread_mutex_destroy(&mu);
   pthread_mutex_destroy(&enc);
 }
 @end
@@ -113,14 +98,8 @@
 
 @implementation GMModule
 - (instancetype)init {
-  if ((self = [super init])) {
-    pthread_mutex_init(&mu, NULL);
-    kernels = [NSMutableDictionary dictionary];
-  }
+  if ((self = [super init])) kernels = [NSMutableDictionary dictionary];
   return self;
-}
-- (void)dealloc {
-  pthread_mutex_destroy(&mu);
 }
 @end
 
@@ -181,25 +160,15 @@ gpurt_error *gm_check_lost(GMDevice *d) {
 
 /* ---- fault counters ----------------------------------------------------------------- */
 
-int gm_alloc_fault(GMContext *c) {
-  pthread_mutex_lock(&c->mu);
-  int fire = c->fail_alloc_nth > 0 && --c->fail_alloc_nth == 0;
-  pthread_mutex_unlock(&c->mu);
-  return fire;
-}
+int gm_alloc_fault(GMContext *c) { return gp_fault_alloc(&c->mu, &c->fail_alloc_nth); }
 
-uint64_t gm_launch_faults(GMContext *c, uint64_t n) {
-  pthread_mutex_lock(&c->mu);
-  uint64_t at = gp_fault_launches(&c->fail_launch_nth, n);
-  pthread_mutex_unlock(&c->mu);
-  return at;
-}
+uint64_t gm_launch_faults(GMContext *c, uint64_t n) { return gp_fault_launches(&c->mu, &c->fail_launch_nth, n); }
 
 /* ---- the built-in library ------------------------------------------------------------ */
 
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wdeprecated-declarations"
-static MTLCompileOptions *compile_options(void) {
+MTLCompileOptions *gm_compile_options(void) {
   MTLCompileOptions *o = [[MTLCompileOptions alloc] init];
   o.fastMathEnabled = NO; /* f32 arithmetic as the other backends do it */
   return o;
@@ -222,7 +191,7 @@ gpurt_error *gm_builtin_library(GMDevice *d, id<MTLLibrary> __strong *out) {
                                                length:gm_metal_source_len
                                              encoding:NSUTF8StringEncoding];
       NSError *serr = nil;
-      lib = src == nil ? nil : [d->dev newLibraryWithSource:src options:compile_options() error:&serr];
+      lib = src == nil ? nil : [d->dev newLibraryWithSource:src options:gm_compile_options() error:&serr];
       if (lib == nil)
         e = gm_nserror(GPURT_ERR_INTERNAL, serr != nil ? serr : err,
                        "device %u: the built-in kernels did not load (metallib %lu bytes, then source)",

@@ -5,6 +5,7 @@
  * table and the entry (csrc's engine implements gpurt_api over the table).
  * See mock_internal.h for the objects and the locking.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,28 +85,44 @@ static int key_is(const char *k, size_t n, const char *name) {
   return strlen(name) == n && memcmp(k, name, n) == 0;
 }
 
+/* An integer option: its key, whether the value may have a size suffix,
+ * and its field of rt_config. */
+typedef struct int_opt {
+  const char *key;
+  int suffix;
+  size_t off;
+} int_opt;
+#define INT_OPT(field, suffix) {#field, suffix, offsetof(rt_config, field)}
+static const int_opt runtime_opts[] = {INT_OPT(devices, 0), INT_OPT(memory, 1), INT_OPT(delay_us, 0),
+                                       INT_OPT(gemm_threads, 0)};
+static const int_opt fault_opts[] = {INT_OPT(fail_alloc_nth, 0), INT_OPT(fail_launch_nth, 0), INT_OPT(lose_device, 0)};
+#undef INT_OPT
+#define OPTS(t) t, sizeof t / sizeof *t
+
+/* Sets the option of t[0..n) keyed k (what names the list in the error of
+ * a bad value, *e); 0 when t has no such key. */
+static int set_int_opt(const int_opt *t, size_t n, const char *what, rt_config *c, const char *k, size_t kl,
+                       const char *v, size_t vl, gpurt_error **e) {
+  for (size_t i = 0; i < n; i++) {
+    if (!key_is(k, kl, t[i].key)) continue;
+    *e = parse_int_opt(what, k, kl, v, vl, t[i].suffix, (int64_t *)(void *)((char *)c + t[i].off));
+    return 1;
+  }
+  return 0;
+}
+
 static gpurt_error *fault_opt(void *user, const char *k, size_t kl, const char *v, size_t vl) {
-  rt_config *c = user;
-  const char *what = "GPURT_MOCK_FAULTS";
-  if (key_is(k, kl, "fail_alloc_nth")) return parse_int_opt(what, k, kl, v, vl, 0, &c->fail_alloc_nth);
-  if (key_is(k, kl, "fail_launch_nth")) return parse_int_opt(what, k, kl, v, vl, 0, &c->fail_launch_nth);
-  if (key_is(k, kl, "lose_device")) return parse_int_opt(what, k, kl, v, vl, 0, &c->lose_device);
-  return gp_err(GPURT_ERR_UNSUPPORTED, "%s: unknown fault \"%.*s\" (known: fail_alloc_nth, "
-                "fail_launch_nth, lose_device)", what, (int)kl, k);
+  gpurt_error *e;
+  if (set_int_opt(OPTS(fault_opts), "GPURT_MOCK_FAULTS", user, k, kl, v, vl, &e)) return e;
+  return gp_err(GPURT_ERR_UNSUPPORTED, "GPURT_MOCK_FAULTS: unknown fault \"%.*s\" (known: fail_alloc_nth, "
+                "fail_launch_nth, lose_device)", (int)kl, k);
 }
 
 static gpurt_error *runtime_opt(void *user, const char *k, size_t kl, const char *v, size_t vl) {
-  rt_config *c = user;
-  const char *what = "runtime options";
-  if (key_is(k, kl, "devices")) return parse_int_opt(what, k, kl, v, vl, 0, &c->devices);
-  if (key_is(k, kl, "memory")) return parse_int_opt(what, k, kl, v, vl, 1, &c->memory);
-  if (key_is(k, kl, "delay_us")) return parse_int_opt(what, k, kl, v, vl, 0, &c->delay_us);
-  if (key_is(k, kl, "gemm_threads")) return parse_int_opt(what, k, kl, v, vl, 0, &c->gemm_threads);
-  if (key_is(k, kl, "fail_alloc_nth") || key_is(k, kl, "fail_launch_nth") ||
-      key_is(k, kl, "lose_device")) {
-    gpurt_error *e = fault_opt(user, k, kl, v, vl);
+  gpurt_error *e;
+  if (set_int_opt(OPTS(runtime_opts), "runtime options", user, k, kl, v, vl, &e) ||
+      set_int_opt(OPTS(fault_opts), "GPURT_MOCK_FAULTS", user, k, kl, v, vl, &e))
     return e;
-  }
   return gp_err(GPURT_ERR_UNSUPPORTED, "runtime options: unknown key \"%.*s\" (known: devices, "
                 "memory, delay_us, gemm_threads, fail_alloc_nth, fail_launch_nth, lose_device)",
                 (int)kl, k);

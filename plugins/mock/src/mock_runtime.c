@@ -15,16 +15,6 @@ uint64_t mock_now_ns(void) {
 
 int mock_is_lost(mock_rt *rt, uint32_t dev) { return dev < rt->ndev && atomic_load(&rt->lost[dev]) != 0; }
 
-int mock_alloc_fault(mock_rt *rt) {
-  pthread_mutex_lock(&rt->mu);
-  int fail = rt->fail_alloc_nth > 0 && --rt->fail_alloc_nth == 0;
-  pthread_mutex_unlock(&rt->mu);
-  return fail;
-}
+int mock_alloc_fault(mock_rt *rt) { return gp_fault_alloc(&rt->mu, &rt->fail_alloc_nth); }
 
-uint64_t mock_launch_faults(mock_rt *rt, uint64_t n) {
-  pthread_mutex_lock(&rt->mu);
-  uint64_t at = gp_fault_launches(&rt->fail_launch_nth, n);
-  pthread_mutex_unlock(&rt->mu);
-  return at;
-}
+uint64_t mock_launch_faults(mock_rt *rt, uint64_t n) { return gp_fault_launches(&rt->mu, &rt->fail_launch_nth, n); }
