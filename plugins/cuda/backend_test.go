@@ -94,6 +94,8 @@ func TestCudaIsOnlyABackendFinds(t *testing.T) {
 var (
 	reNeed  = regexp.MustCompile(`NEED\((\w+),\s*(\d+)\)`)
 	reEntry = regexp.MustCompile(`(?m)^\s*\.(\w+)\s*=\s*([A-Za-z_]\w*)\s*,`)
+	// A GP_ZCALLS entry: X(name, NAME, minor, idx, atype, obj).
+	reZCall = regexp.MustCompile(`(?m)^\s*X\((\w+), [A-Z0-9_]+, (\d+), \d+, \w+, [01]\)`)
 	// A member of gp_backend: `type (*name)(` or `type name;`.
 	reMember = regexp.MustCompile(`\(\*(\w+)\)\(|\b(\w+);`)
 	reCDef   = regexp.MustCompile(`(?m)^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{`)
@@ -129,6 +131,11 @@ func TestCudaTableSetsWhatItsMinorPromises(t *testing.T) {
 
 	needs := reNeed.FindAllStringSubmatch(source(t, filepath.Join("..", "..", "csrc", "gp_backend.c")), -1)
 	require.NotEmpty(t, needs, "csrc/gp_backend.c lists no NEED(entry, minor)")
+	// The runs of the recordable ops are entries of gp_backend, promised
+	// from their slot's minor, through csrc/gp_zslots.h's GP_ZCALLS.
+	calls := reZCall.FindAllStringSubmatch(source(t, filepath.Join("..", "..", "csrc", "gp_zslots.h")), -1)
+	require.NotEmpty(t, calls, "csrc/gp_zslots.h lists no GP_ZCALLS entry")
+	needs = append(needs, calls...)
 	for _, n := range needs {
 		v, ok := table[n[1]]
 		require.Truef(t, ok && v != "NULL", "cuda_plugin.c's table leaves %s unset, which ABI 1.%s promises", n[1], n[2])
@@ -146,6 +153,9 @@ func TestCudaTableSetsWhatItsMinorPromises(t *testing.T) {
 	members := map[string]bool{}
 	for _, m := range reMember.FindAllStringSubmatch(hdr[start:end], -1) {
 		members[m[1]+m[2]] = true
+	}
+	for _, c := range calls {
+		members[c[1]] = true
 	}
 	defined := map[string]bool{}
 	files, err := filepath.Glob(filepath.Join("src", "*.c"))
