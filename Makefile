@@ -25,16 +25,18 @@
 #                        off as the shipped binary runs (the ABI layout check
 #                        and the README-commands test included);
 #            go-test-race  with -race -short and cgo on, the packages whose
-#                        tests run goroutines: core/..., conform (but the
-#                        grouped/ and quant/ numeric checks), switches,
-#                        bench, and the llm module (its loader's goroutines);
+#                        tests or code start goroutines (RACE_PKGS: core,
+#                        its loader and pool, conform but its grouped/ and
+#                        quant/ numeric checks, switches; tests/racepass_test.go
+#                        keeps the list whole) and the llm module (its
+#                        loader's goroutines);
 #            mod-test    scripts/mod_check.sh (what a module importing only
 #                        core compiles and lists);
 #            dist-check  make dist's archive (scripts/dist_check.sh).
-#            Cold (scripts/test_cpu.sh: CPU per step, fresh clone, empty
-#            GOCACHE): 10.6 CPU-minutes (gen-check 30 s, vet 168, cross 35,
-#            abi-suite 30, go-test 174, go-test-race 185, mod-test 1,
-#            dist-check 15), about 5.5 minutes on 2 idle cores.
+#            The steps run three at a time (TEST_JOBS) in an order that
+#            shares compiles (see TEST_STEPS below). Cold (fresh clone,
+#            empty GOCACHE, 2 idle cores, 2026-12-04): 5 min 40 s wall,
+#            about 11 CPU-minutes (scripts/test_cpu.sh: CPU per step).
 # make test-cuda  the CUDA plugin built as shipped, with FlashInfer's and
 #            CUTLASS's adapters (scripts/build_cuda.sh --ci, which fetches
 #            nvcc from PyPI; the adapters' objects are cached in
