@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil/backendsrc"
 )
 
 // What can be held about the CUDA plugin without a GPU, by reading its
@@ -18,41 +20,8 @@ import (
 // entry its ABI minor promises, and its built-in fatbin has every kernel of
 // csrc's built-in table.
 
-var (
-	reTok = regexp.MustCompile(`[A-Za-z_]\w*`)
-	// Comments and string literals say names without using them.
-	reComment = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*|"(?:[^"\\\n]|\\.)*"`)
-)
-
-func source(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	return reComment.ReplaceAllString(string(b), " ")
-}
-
-// forbiddenIn reports every token of text that names the engine's side of
-// the ABI, with why.
-func forbiddenIn(text string) []string {
-	forbidden := map[string]string{
-		"gpurt_api": "the ABI table (the engine's)", "struct_size": "a caller's struct (the engine reads it)",
-		"gp_read_struct": "a caller's struct", "gp_write_struct": "a caller's struct", "gp_check_out": "a caller's struct",
-		"gp_table_insert": "a handle table", "gp_table_lookup": "a handle table", "gp_table_remove": "a handle table",
-		"gp_table_take": "a handle table", "gp_handle_error": "a handle",
-		"gp_negotiate": "negotiation (gp_engine_negotiate is the entry)",
-	}
-	for _, h := range []string{"runtime", "buffer", "host_buffer", "stream", "event", "module", "kernel",
-		"gemm_plan", "graph", "attention", "comm"} {
-		forbidden["gpurt_"+h] = "a gpurt_* handle"
-	}
-	var out []string
-	for _, tok := range reTok.FindAllString(text, -1) {
-		if why, ok := forbidden[tok]; ok {
-			out = append(out, tok+": "+why)
-		}
-	}
-	return out
-}
+// source is the file at path with its comments and string literals blanked.
+func source(t *testing.T, path string) string { return backendsrc.Source(t, path) }
 
 // CUDA is a backend of csrc's engine (csrc/gp_backend.h): the engine
 // implements every gpurt_api slot (handles, the caller's structs, checks,
@@ -62,60 +31,24 @@ func forbiddenIn(text string) []string {
 // and handle helpers; only cuda_plugin.c includes gp_engine.h (for the
 // entry).
 func TestCudaIsOnlyABackend(t *testing.T) {
-	var files []string
-	for _, pat := range []string{"*.c", "*.h", "*.cu"} {
-		m, err := filepath.Glob(filepath.Join("src", pat))
-		require.NoError(t, err)
-		files = append(files, m...)
-	}
-	require.NotEmpty(t, files)
-	for _, f := range files {
-		for _, bad := range forbiddenIn(source(t, f)) {
-			t.Errorf("%s uses %s; a backend sees resolved operands only (csrc/gp_backend.h)", f, bad)
-		}
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		if filepath.Base(f) != "cuda_plugin.c" {
-			require.NotContains(t, string(b), `#include "gp_engine.h"`, "%s includes the engine's header", f)
-		}
-	}
+	backendsrc.CheckOnlyABackend(t, "src", "cuda_plugin.c", "*.c", "*.h", "*.cu")
 	_, err := os.Stat(filepath.Join("src", "cuda_handles.c"))
 	require.True(t, os.IsNotExist(err), "src/cuda_handles.c is back: handles are the engine's (csrc/gp_handles.c)")
 }
 
 // The checker above finds what it must: a front half's slot function.
 func TestCudaIsOnlyABackendFinds(t *testing.T) {
-	text := reComment.ReplaceAllString(
-		"gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *a) { /* gpurt_api */ if (a->struct_size) {} }", " ")
+	text := backendsrc.Blank(
+		"gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *a) { /* gpurt_api */ if (a->struct_size) {} }")
 	require.ElementsMatch(t, []string{"gpurt_runtime: a gpurt_* handle",
-		"struct_size: a caller's struct (the engine reads it)"}, forbiddenIn(text))
+		"struct_size: a caller's struct (the engine reads it)"}, backendsrc.Forbidden(text))
 }
-
-var (
-	reNeed  = regexp.MustCompile(`NEED\((\w+),\s*(\d+)\)`)
-	reEntry = regexp.MustCompile(`(?m)^\s*\.(\w+)\s*=\s*([A-Za-z_]\w*)\s*,`)
-	// A GP_ZCALLS entry: X(name, NAME, minor, idx, atype, obj).
-	reZCall = regexp.MustCompile(`(?m)^\s*X\((\w+), [A-Z0-9_]+, (\d+), \d+, \w+, [01]\)`)
-	// A member of gp_backend: `type (*name)(` or `type name;`.
-	reMember = regexp.MustCompile(`\(\*(\w+)\)\(|\b(\w+);`)
-	reCDef   = regexp.MustCompile(`(?m)^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{`)
-)
 
 // cudaTable returns the designated initializers of cuda_plugin.c's
 // gp_backend table: field -> value.
 func cudaTable(t *testing.T) map[string]string {
 	t.Helper()
-	text := source(t, filepath.Join("src", "cuda_plugin.c"))
-	start := strings.Index(text, "gp_backend cu_backend = {")
-	require.GreaterOrEqual(t, start, 0, "cuda_plugin.c has no `gp_backend cu_backend = {` table")
-	end := strings.Index(text[start:], "};")
-	require.Greater(t, end, 0)
-	table := map[string]string{}
-	for _, m := range reEntry.FindAllStringSubmatch(text[start:start+end], -1) {
-		table[m[1]] = m[2]
-	}
-	require.NotEmpty(t, table)
-	return table
+	return backendsrc.Table(t, filepath.Join("src", "cuda_plugin.c"), "gp_backend cu_backend = {")
 }
 
 // CUDA declares the header's minor (abi_minor = GPURT_ABI_MINOR), so its
@@ -127,50 +60,12 @@ func cudaTable(t *testing.T) map[string]string {
 // and graph_patch, both or neither).
 func TestCudaTableSetsWhatItsMinorPromises(t *testing.T) {
 	table := cudaTable(t)
-	require.Equal(t, "GPURT_ABI_MINOR", table["abi_minor"], "cuda_plugin.c's table must declare abi_minor = GPURT_ABI_MINOR")
-
-	needs := reNeed.FindAllStringSubmatch(source(t, filepath.Join("..", "..", "csrc", "gp_backend.c")), -1)
-	require.NotEmpty(t, needs, "csrc/gp_backend.c lists no NEED(entry, minor)")
-	// The runs of the recordable ops are entries of gp_backend, promised
-	// from their slot's minor, through csrc/gp_zslots.h's GP_ZCALLS.
-	calls := reZCall.FindAllStringSubmatch(source(t, filepath.Join("..", "..", "csrc", "gp_zslots.h")), -1)
-	require.NotEmpty(t, calls, "csrc/gp_zslots.h lists no GP_ZCALLS entry")
-	needs = append(needs, calls...)
-	for _, n := range needs {
-		v, ok := table[n[1]]
-		require.Truef(t, ok && v != "NULL", "cuda_plugin.c's table leaves %s unset, which ABI 1.%s promises", n[1], n[2])
-	}
+	backendsrc.CheckTable(t, table, "cuda_plugin.c", filepath.Join("..", "..", "csrc"), filepath.Join("src", "*.c"), "cu_")
 	for _, f := range []string{"graph_capture", "graph_patchable", "graph_patch", "launch_many", "gemm_plan", "gemm_plan_free"} {
 		require.Containsf(t, table, f, "cuda_plugin.c's table leaves .%s unset", f)
 	}
 	require.Regexp(t, `\.graph_once\s*=\s*1\s*,`, source(t, filepath.Join("src", "cuda_plugin.c")),
 		"CUDA replays an instantiated graph: its table sets graph_once = 1")
-
-	hdr := source(t, filepath.Join("..", "..", "csrc", "gp_backend.h"))
-	start := strings.Index(hdr, "typedef struct gp_backend {")
-	end := strings.Index(hdr, "} gp_backend;")
-	require.True(t, start >= 0 && end > start, "csrc/gp_backend.h has no gp_backend struct")
-	members := map[string]bool{}
-	for _, m := range reMember.FindAllStringSubmatch(hdr[start:end], -1) {
-		members[m[1]+m[2]] = true
-	}
-	for _, c := range calls {
-		members[c[1]] = true
-	}
-	defined := map[string]bool{}
-	files, err := filepath.Glob(filepath.Join("src", "*.c"))
-	require.NoError(t, err)
-	for _, f := range files {
-		for _, m := range reCDef.FindAllStringSubmatch(source(t, f), -1) {
-			defined[m[1]] = true
-		}
-	}
-	for field, v := range table {
-		require.Truef(t, members[field], "cuda_plugin.c sets .%s, which gp_backend does not have", field)
-		if strings.HasPrefix(v, "cu_") {
-			require.Truef(t, defined[v], "cuda_plugin.c's .%s = %s names no function of plugins/cuda/src", field, v)
-		}
-	}
 }
 
 var (

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/backendsrc"
 )
 
 // The Metal plugin cannot be compiled or run on Linux, so what can be held
@@ -21,40 +22,8 @@ import (
 // (issue 21), its table sets every entry its ABI minor promises, and its
 // built-in library has every kernel of csrc's built-in table.
 
-var (
-	reTok = regexp.MustCompile(`[A-Za-z_]\w*`)
-	// Comments and string literals say names without using them.
-	reComment = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*|"(?:[^"\\\n]|\\.)*"`)
-)
-
-func source(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	return reComment.ReplaceAllString(string(b), " ")
-}
-
-// forbiddenIn reports every token of text that forbidden names, with why.
-func forbiddenIn(text string) []string {
-	forbidden := map[string]string{
-		"gpurt_api": "the ABI table (the engine's)", "struct_size": "a caller's struct (the engine reads it)",
-		"gp_read_struct": "a caller's struct", "gp_write_struct": "a caller's struct", "gp_check_out": "a caller's struct",
-		"gp_table_insert": "a handle table", "gp_table_lookup": "a handle table", "gp_table_remove": "a handle table",
-		"gp_table_take": "a handle table", "gp_handle_error": "a handle",
-		"gp_negotiate": "negotiation (gp_engine_negotiate is the entry)",
-	}
-	for _, h := range []string{"runtime", "buffer", "host_buffer", "stream", "event", "module", "kernel",
-		"gemm_plan", "graph", "attention", "comm"} {
-		forbidden["gpurt_"+h] = "a gpurt_* handle"
-	}
-	var out []string
-	for _, tok := range reTok.FindAllString(text, -1) {
-		if why, ok := forbidden[tok]; ok {
-			out = append(out, tok+": "+why)
-		}
-	}
-	return out
-}
+// source is the file at path with its comments and string literals blanked.
+func source(t *testing.T, path string) string { return backendsrc.Source(t, path) }
 
 // Metal is a backend of csrc's engine (csrc/gp_backend.h): the engine
 // implements every gpurt_api slot (handles, the caller's structs, checks,
@@ -63,58 +32,22 @@ func forbiddenIn(text string) []string {
 // struct_size, or the engine's struct and handle helpers; only
 // metal_plugin.m includes gp_engine.h (for the entry).
 func TestMetalIsOnlyABackend(t *testing.T) {
-	var files []string
-	for _, pat := range []string{"*.m", "*.h"} {
-		m, err := filepath.Glob(filepath.Join("src", pat))
-		require.NoError(t, err)
-		files = append(files, m...)
-	}
-	require.NotEmpty(t, files)
-	for _, f := range files {
-		for _, bad := range forbiddenIn(source(t, f)) {
-			t.Errorf("%s uses %s; a backend sees resolved operands only (csrc/gp_backend.h)", f, bad)
-		}
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		if filepath.Base(f) != "metal_plugin.m" {
-			require.NotContains(t, string(b), `#include "gp_engine.h"`, "%s includes the engine's header", f)
-		}
-	}
+	backendsrc.CheckOnlyABackend(t, "src", "metal_plugin.m", "*.m", "*.h")
 }
 
 // The checker above finds what it must: a front half's slot function.
 func TestMetalIsOnlyABackendFinds(t *testing.T) {
-	text := reComment.ReplaceAllString(
-		"gpurt_error *gm_copy(gpurt_runtime *h, const gpurt_copy_args *a) { /* gpurt_api */ if (a->struct_size) {} }", " ")
+	text := backendsrc.Blank(
+		"gpurt_error *gm_copy(gpurt_runtime *h, const gpurt_copy_args *a) { /* gpurt_api */ if (a->struct_size) {} }")
 	require.ElementsMatch(t, []string{"gpurt_runtime: a gpurt_* handle",
-		"struct_size: a caller's struct (the engine reads it)"}, forbiddenIn(text))
+		"struct_size: a caller's struct (the engine reads it)"}, backendsrc.Forbidden(text))
 }
-
-var (
-	reNeed = regexp.MustCompile(`NEED\((\w+),\s*(\d+)\)`)
-	// A GP_ZCALLS entry: X(name, NAME, minor, idx, atype, obj).
-	reZCall = regexp.MustCompile(`(?m)^\s*X\((\w+), [A-Z0-9_]+, (\d+), \d+, \w+, [01]\)`)
-	reEntry = regexp.MustCompile(`(?m)^\s*\.(\w+)\s*=\s*([A-Za-z_]\w*)\s*,`)
-	// A member of gp_backend: `type (*name)(` or `type name;`.
-	reMember = regexp.MustCompile(`\(\*(\w+)\)\(|\b(\w+);`)
-	reCDef   = regexp.MustCompile(`(?m)^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{`)
-)
 
 // metalTable returns the designated initializers of metal_plugin.m's
 // gp_backend table: field -> value.
 func metalTable(t *testing.T) map[string]string {
 	t.Helper()
-	text := source(t, filepath.Join("src", "metal_plugin.m"))
-	start := strings.Index(text, "gp_backend metal_backend = {")
-	require.GreaterOrEqual(t, start, 0, "metal_plugin.m has no `gp_backend metal_backend = {` table")
-	end := strings.Index(text[start:], "};")
-	require.Greater(t, end, 0)
-	table := map[string]string{}
-	for _, m := range reEntry.FindAllStringSubmatch(text[start:start+end], -1) {
-		table[m[1]] = m[2]
-	}
-	require.NotEmpty(t, table)
-	return table
+	return backendsrc.Table(t, filepath.Join("src", "metal_plugin.m"), "gp_backend metal_backend = {")
 }
 
 // Metal declares the header's minor (abi_minor = GPURT_ABI_MINOR), so its
@@ -123,46 +56,8 @@ func metalTable(t *testing.T) map[string]string {
 // every field it sets is a member of gp_backend, and every function it
 // names is defined in plugins/metal/src.
 func TestMetalTableSetsWhatItsMinorPromises(t *testing.T) {
-	table := metalTable(t)
-	require.Equal(t, "GPURT_ABI_MINOR", table["abi_minor"], "metal_plugin.m's table must declare abi_minor = GPURT_ABI_MINOR")
-
-	needs := reNeed.FindAllStringSubmatch(source(t, filepath.Join("..", "..", "csrc", "gp_backend.c")), -1)
-	require.NotEmpty(t, needs, "csrc/gp_backend.c lists no NEED(entry, minor)")
-	// The runs of the recordable ops are entries of gp_backend, promised
-	// from their slot's minor, through csrc/gp_zslots.h's GP_ZCALLS.
-	calls := reZCall.FindAllStringSubmatch(source(t, filepath.Join("..", "..", "csrc", "gp_zslots.h")), -1)
-	require.NotEmpty(t, calls, "csrc/gp_zslots.h lists no GP_ZCALLS entry")
-	needs = append(needs, calls...)
-	for _, n := range needs {
-		v, ok := table[n[1]]
-		require.Truef(t, ok && v != "NULL", "metal_plugin.m's table leaves %s unset, which ABI 1.%s promises", n[1], n[2])
-	}
-
-	hdr := source(t, filepath.Join("..", "..", "csrc", "gp_backend.h"))
-	start := strings.Index(hdr, "typedef struct gp_backend {")
-	end := strings.Index(hdr, "} gp_backend;")
-	require.True(t, start >= 0 && end > start, "csrc/gp_backend.h has no gp_backend struct")
-	members := map[string]bool{}
-	for _, m := range reMember.FindAllStringSubmatch(hdr[start:end], -1) {
-		members[m[1]+m[2]] = true
-	}
-	for _, c := range calls {
-		members[c[1]] = true
-	}
-	defined := map[string]bool{}
-	files, err := filepath.Glob(filepath.Join("src", "*.m"))
-	require.NoError(t, err)
-	for _, f := range files {
-		for _, m := range reCDef.FindAllStringSubmatch(source(t, f), -1) {
-			defined[m[1]] = true
-		}
-	}
-	for field, v := range table {
-		require.Truef(t, members[field], "metal_plugin.m sets .%s, which gp_backend does not have", field)
-		if strings.HasPrefix(v, "gm_") || strings.HasPrefix(v, "m_") {
-			require.Truef(t, defined[v], "metal_plugin.m's .%s = %s names no function of plugins/metal/src", field, v)
-		}
-	}
+	backendsrc.CheckTable(t, metalTable(t), "metal_plugin.m", filepath.Join("..", "..", "csrc"),
+		filepath.Join("src", "*.m"), "gm_", "m_")
 }
 
 var (
@@ -184,7 +79,7 @@ func metalKernels(t *testing.T) map[string]bool {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
-		text := reComment.ReplaceAllString(string(b), " ")
+		text := backendsrc.Blank(string(b))
 		// Split into macro bodies (a #define and its continuation lines) and the rest.
 		lines := strings.Split(text, "\n")
 		macros := map[string][]string{} // macro -> name prefixes
