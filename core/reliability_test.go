@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,37 +145,8 @@ func TestCloseRacingStagedCopies(t *testing.T) {
 	}
 }
 
-// callAll calls every exported method of recv (a reflect.Value) with zero
-// arguments (nil pointers, nil funcs, zero structs; no variadic
-// arguments), except those in skip, and reports each panic as a failure.
-func callAll(t *testing.T, name string, recv reflect.Value, skip ...string) {
-	t.Helper()
-	typ := recv.Type()
-	for i := 0; i < typ.NumMethod(); i++ {
-		m := typ.Method(i)
-		if slices.Contains(skip, m.Name) {
-			continue
-		}
-		fn := recv.Method(i)
-		ft := fn.Type()
-		n := ft.NumIn()
-		if ft.IsVariadic() {
-			n--
-		}
-		args := make([]reflect.Value, n)
-		for j := range args {
-			args[j] = reflect.Zero(ft.In(j))
-		}
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("%s.%s with zero arguments panicked: %v", name, m.Name, p)
-				}
-			}()
-			fn.Call(args)
-		}()
-	}
-}
+// callAll is testutil.CallAll.
+var callAll = testutil.CallAll
 
 // Item 4: nil and zero-value receivers of every core type return errors
 // (or zero values, for accessors), never panic; so do valid receivers

@@ -488,26 +488,5 @@ func blkErr(p *pool.Pool) error {
 	return err
 }
 
-// callAll calls every method of recv with zero arguments; a panic fails
-// the test (core's reliability tests do the same for core's types).
-func callAll(t *testing.T, name string, recv reflect.Value) {
-	t.Helper()
-	typ := recv.Type()
-	for i := 0; i < typ.NumMethod(); i++ {
-		m := typ.Method(i)
-		fn := recv.Method(i)
-		ft := fn.Type()
-		args := make([]reflect.Value, ft.NumIn())
-		for j := range args {
-			args[j] = reflect.Zero(ft.In(j))
-		}
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("%s.%s with zero arguments panicked: %v", name, m.Name, p)
-				}
-			}()
-			fn.Call(args)
-		}()
-	}
-}
+// callAll is testutil.CallAll.
+var callAll = testutil.CallAll
