@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -33,8 +32,9 @@ func TestGoroutinePackagesRunUnderRace(t *testing.T) {
 	mods := makeList(t, root, "RACE_MODULES")
 	require.NotEmpty(t, pkgs, "Makefile: RACE_PKGS is empty")
 
+	busy := goroutinePackages(t, root)
 	found := 0
-	for dir, why := range goroutinePackages(t, root) {
+	for dir, why := range busy {
 		found++
 		mod := moduleOf(root, dir)
 		if mod != "." {
@@ -50,7 +50,7 @@ func TestGoroutinePackagesRunUnderRace(t *testing.T) {
 	// in the race pass (an instrumented build and run for nothing).
 	for _, p := range pkgs {
 		hit := false
-		for dir := range goroutinePackages(t, root) {
+		for dir := range busy {
 			if moduleOf(root, dir) == "." && matchesAny("./"+dir, []string{p}) {
 				hit = true
 			}
@@ -157,13 +157,8 @@ func goroutinePackages(t *testing.T, root string) map[string]string {
 	})
 	require.NoError(t, err)
 	out := map[string]string{}
-	dirs := make([]string, 0, len(all))
-	for d := range all {
-		dirs = append(dirs, d)
-	}
-	sort.Strings(dirs)
-	for _, d := range dirs {
-		if k := all[d]; k.tests && k.why != "" {
+	for d, k := range all {
+		if k.tests && k.why != "" {
 			out[d] = k.why
 		}
 	}
