@@ -171,8 +171,10 @@ type Model struct {
 	// [T][KV] (Model.qkv), so that one token's q, k and v are one GEMM's
 	// output.
 	h, xn, qkvb, o, gu, act, tmp, hl, xl, logits *core.Buffer
-	// int32 arrays
-	ids, pos, bidx, indptr, indices, lastLen, qoIndptr *core.Buffer
+	// int32 arrays: a step's inputs, regions of one device block (in)
+	// uploaded by one copy a step (stepStage)
+	in                                                 *core.Buffer
+	ids, pos, bidx, indptr, indices, lastLen, qoIndptr core.View
 	// scaled rope: cos/sin tables of q and k, two scratch buffers, the
 	// signed half-swap matrix, bf16 ones (bias of int8 linears)
 	cosQ, sinQ, cosK, sinK, rotA, rotB, ones *core.Buffer
@@ -181,6 +183,12 @@ type Model struct {
 	graphs                                   map[graphKey]*stepGraph
 	stage                                    *stepStage
 	recordable                               map[string]bool // op kind -> the plugin records it (probed once)
+	// scratch is Decode's host arrays, kept between steps (a step
+	// allocates nothing for them once the batch was seen)
+	scratch struct {
+		lens                            []int
+		pos, seq, indptr, indices, last []int32
+	}
 
 	// LoadStats are the figures of Load (zero for NewModel).
 	LoadStats LoadStats
@@ -541,8 +549,7 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 		bytes int
 	}{{&m.h, 2 * T * H}, {&m.xn, 2 * T * H}, {&m.qkvb, 2 * T * (Q + 2*KV)}, {&m.o, 2 * T * Q},
 		{&m.gu, 2 * 2 * T * I}, {&m.act, 2 * T * I}, {&m.tmp, 2 * T * max(H, Q, KV)}, {&m.hl, 2 * batch * H}, {&m.xl, 2 * batch * H},
-		{&m.logits, 4 * batch * c.Vocab}, {&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.bidx, 4 * T},
-		{&m.indptr, 4 * (batch + 1)}, {&m.indices, 4 * batch * m.maxPages}, {&m.lastLen, 4 * batch}, {&m.qoIndptr, 4 * (batch + 1)}}
+		{&m.logits, 4 * batch * c.Vocab}}
 	if c.Scaling != nil && m.kRopeF != nil {
 		bufs = append(bufs, struct {
 			dst   **core.Buffer
@@ -565,6 +572,9 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 		if *b.dst, err = m.alloc(b.bytes); err != nil {
 			return nil, err
 		}
+	}
+	if err := m.allocInputs(); err != nil {
+		return nil, err
 	}
 	if m.ones != nil {
 		if err := core.Memset16(m.ones, 0x3F80); err != nil { // bf16 1.0
@@ -699,6 +709,56 @@ func view(b *core.Buffer, off, n int) core.View {
 	return v
 }
 
+// sub is view's for a view (the step's input regions).
+func sub(v core.View, off, n int) core.View {
+	w, err := v.Sub(off, n)
+	if err != nil {
+		panic(fmt.Sprintf("llm: view %d+%d of a %d-byte view: %v", off, n, v.Len(), err))
+	}
+	return w
+}
+
+// inputs are the sizes of the step's int32 inputs, in the order of their
+// regions in the device block: ids first and qoIndptr last, so that what
+// a step writes is one stretch (decode without ids: pos to lastLen; a
+// paged step: ids and pos; a prefill: all).
+func (m *Model) inputs() []struct {
+	dst   *core.View
+	bytes int
+} {
+	T, B := m.maxT, m.capBatch
+	return []struct {
+		dst   *core.View
+		bytes int
+	}{{&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.bidx, 4 * T}, {&m.indptr, 4 * (B + 1)},
+		{&m.indices, 4 * B * m.maxPages}, {&m.lastLen, 4 * B}, {&m.qoIndptr, 4 * (B + 1)}}
+}
+
+// inputBytes is the size of the device block of the step's inputs (each
+// region 16-byte aligned).
+func (m *Model) inputBytes() int {
+	n := 0
+	for _, r := range m.inputs() {
+		n += (r.bytes + 15) &^ 15
+	}
+	return n
+}
+
+// allocInputs allocates the device block of the step's inputs and points
+// the regions into it.
+func (m *Model) allocInputs() error {
+	var err error
+	if m.in, err = m.alloc(m.inputBytes()); err != nil {
+		return err
+	}
+	off := 0
+	for _, r := range m.inputs() {
+		*r.dst = view(m.in, off, r.bytes)
+		off += (r.bytes + 15) &^ 15
+	}
+	return nil
+}
+
 // normBlock is the block of a norm's row: a thread per 16-byte vector of
 // bf16 (CUDA's norms load 8 elements at once), 32 to 1024.
 func normBlock(cols int) uint32 {
@@ -753,12 +813,12 @@ func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) e
 	hd := m.cfg.HeadDim()
 	if m.cfg.Scaling == nil {
 		n := tokens * heads * hd / 2
-		return s.Launch(m.kRope, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(view(m.pos, 0, 4*tokens)),
+		return s.Launch(m.kRope, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(sub(m.pos, 0, 4*tokens)),
 			core.ArgScalar[float32](float32(m.cfg.Theta)), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
 	}
 	if m.kRopeF != nil {
 		n := tokens * heads * hd / 2
-		return s.Launch(m.kRopeF, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(view(m.pos, 0, 4*tokens)),
+		return s.Launch(m.kRopeF, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(sub(m.pos, 0, 4*tokens)),
 			core.ArgBuffer(m.invFreq), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
 	}
 	n := tokens * heads * hd
@@ -853,7 +913,7 @@ func (m *Model) qkv(T int) (q, k, v core.View) {
 func (w linear) set() bool { return w.w != nil || w.qw != nil }
 
 func (m *Model) pages() attention.PageTable {
-	return attention.PageTable{Indptr: view(m.indptr, 0, 4*(m.batch+1)), Indices: m.indices, LastPageLen: view(m.lastLen, 0, 4*m.batch)}
+	return attention.PageTable{Indptr: sub(m.indptr, 0, 4*(m.batch+1)), Indices: m.indices, LastPageLen: sub(m.lastLen, 0, 4*m.batch)}
 }
 
 // attend appends the layer's K and V rows and runs the attention (eager:
@@ -863,10 +923,10 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 	Q := c.Heads * c.HeadDim()
 	pt := m.pages()
 	q, k, v := m.qkv(T)
-	rows := attention.KVRows{K: k, V: v, BatchIndices: view(m.bidx, 0, 4*T), Positions: view(m.pos, 0, 4*T), NNZ: T}
+	rows := attention.KVRows{K: k, V: v, BatchIndices: sub(m.bidx, 0, 4*T), Positions: sub(m.pos, 0, 4*T), NNZ: T}
 	a, ops := m.dec, attention.Operands{Q: q, O: view(m.o, 0, 2*T*Q), Pages: pt}
 	if prefill {
-		a, ops.QOIndptr = m.pre, view(m.qoIndptr, 0, 4*(m.batch+1))
+		a, ops.QOIndptr = m.pre, sub(m.qoIndptr, 0, 4*(m.batch+1))
 	}
 	if err := firstErr(L.cache.Append(s, pt, m.batch, rows), a.Run(s, L.cache, ops)); err != nil {
 		return fmt.Errorf("llm: layer %d attention: %w", l, err)
@@ -878,7 +938,7 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 // per request) to its cache.
 func (m *Model) appendKV(s *core.Stream, l, B int) error {
 	_, k, v := m.qkv(B)
-	rows := attention.KVRows{K: k, V: v, BatchIndices: view(m.bidx, 0, 4*B), Positions: view(m.pos, 0, 4*B), NNZ: B}
+	rows := attention.KVRows{K: k, V: v, BatchIndices: sub(m.bidx, 0, 4*B), Positions: sub(m.pos, 0, 4*B), NNZ: B}
 	if err := m.layers[l].cache.Append(s, m.pages(), m.batch, rows); err != nil {
 		return fmt.Errorf("llm: layer %d kv append: %w", l, err)
 	}
@@ -934,7 +994,7 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 func (m *Model) embedTokens(s *core.Stream, T int) error {
 	H, V := m.cfg.Hidden, m.cfg.Vocab
 	return s.Launch(m.kEmbed, grid((T*H+255)/256, 256), core.ArgBuffer(view(m.h, 0, 2*T*H)), core.ArgBuffer(m.embed),
-		core.ArgBuffer(view(m.ids, 0, 4*T)), core.ArgScalar[uint64](uint64(T)), core.ArgScalar[uint64](uint64(H)), core.ArgScalar[uint64](uint64(V)))
+		core.ArgBuffer(sub(m.ids, 0, 4*T)), core.ArgScalar[uint64](uint64(T)), core.ArgScalar[uint64](uint64(H)), core.ArgScalar[uint64](uint64(V)))
 }
 
 // head: final norm of hl, f32 logits.
@@ -963,7 +1023,7 @@ type Sampling struct {
 // drawn with sp at the given step.
 func (m *Model) pick(s *core.Stream, sp *Sampling, step int) error {
 	B, V := m.batch, m.cfg.Vocab
-	ids := core.ArgBuffer(view(m.ids, 0, 4*B))
+	ids := core.ArgBuffer(sub(m.ids, 0, 4*B))
 	if sp == nil {
 		return s.Launch(m.kArgmax, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(B)), core.ArgScalar[uint64](uint64(V)))
 	}
@@ -975,8 +1035,11 @@ func (m *Model) pick(s *core.Stream, sp *Sampling, step int) error {
 // (request b owns pages b*maxPages ..).
 func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
 	ps := m.cfg.pageSize()
-	indptr = make([]int32, m.batch+1)
-	last = make([]int32, m.batch)
+	indptr = slices.Grow(m.scratch.indptr[:0], m.batch+1)[:m.batch+1]
+	last = slices.Grow(m.scratch.last[:0], m.batch)[:m.batch]
+	indices = m.scratch.indices[:0]
+	indptr[0] = 0
+	defer func() { m.scratch.indptr, m.scratch.last, m.scratch.indices = indptr, last, indices }()
 	for b := 0; b < m.batch; b++ {
 		np := (lens[b] + ps - 1) / ps
 		indptr[b+1] = indptr[b] + int32(np)
@@ -998,12 +1061,19 @@ type stepStage struct {
 	ev       [2]*core.Event
 	used     [2]bool
 	waited   time.Duration // in begin, waiting for a half's last copies
+	// The step's int32 inputs: the first blk bytes of a half mirror the
+	// device block in; put writes at a region's offset in the block, end
+	// uploads the stretch [lo, hi) the step wrote, in one copy.
+	in     *core.Buffer
+	blk    int
+	lo, hi int
 }
 
 func newStepStage(m *Model) (*stepStage, error) {
 	c := &m.cfg
-	T, B := m.maxT, m.capBatch
-	n := 4 * (3*T + 3*(B+1) + B*m.maxPages + 64)
+	T := m.maxT
+	blk := m.inputBytes()
+	n := blk + 4*64
 	if c.Scaling != nil {
 		hd := c.HeadDim()
 		n += 2 * 2 * T * (c.Heads + c.KVHeads) * hd
@@ -1013,7 +1083,7 @@ func newStepStage(m *Model) (*stepStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &stepStage{hs: hs, half: n}
+	st := &stepStage{hs: hs, half: n, in: m.in, blk: blk}
 	for i := range st.ev {
 		if st.ev[i], err = m.dev.NewEvent(false); err != nil {
 			st.close()
@@ -1038,7 +1108,8 @@ func (st *stepStage) close() {
 // begin takes the next half (waiting for its last copies).
 func (st *stepStage) begin() error {
 	st.cur ^= 1
-	st.off = 0
+	st.off = (st.blk + 15) &^ 15
+	st.lo, st.hi = st.blk, 0
 	if st.used[st.cur] {
 		t0 := time.Now()
 		err := st.ev[st.cur].Synchronize()
@@ -1048,8 +1119,19 @@ func (st *stepStage) begin() error {
 	return nil
 }
 
-// end marks the half's copies enqueued so far.
+// end uploads the inputs put since begin (one copy) and marks the half's
+// copies enqueued so far.
 func (st *stepStage) end(s *core.Stream) error {
+	if st.hi > st.lo {
+		pv, err := st.hs.View(st.cur*st.half+st.lo, st.hi-st.lo)
+		if err == nil {
+			err = s.CopyFromPinned(view(st.in, st.lo, st.hi-st.lo), pv)
+		}
+		st.lo, st.hi = st.blk, 0
+		if err != nil {
+			return err
+		}
+	}
 	st.used[st.cur] = true
 	return st.ev[st.cur].Record(s)
 }
@@ -1064,8 +1146,14 @@ func (st *stepStage) bytes(n int) (core.PinnedView, error) {
 	return pv, err
 }
 
-func (st *stepStage) putI32(s *core.Stream, dst core.Region, v []int32) error {
-	pv, err := st.bytes(4 * len(v))
+// put writes v for dst, a region of the input block, to be uploaded at
+// end.
+func (st *stepStage) put(dst core.View, v []int32) error {
+	o := dst.Offset()
+	if dst.Buffer() != st.in || o+4*len(v) > st.blk || 4*len(v) > dst.Len() {
+		return fmt.Errorf("llm: step input of %d bytes at %d is not a region of the input block", 4*len(v), o)
+	}
+	pv, err := st.hs.View(st.cur*st.half+o, 4*len(v))
 	if err != nil {
 		return err
 	}
@@ -1073,7 +1161,8 @@ func (st *stepStage) putI32(s *core.Stream, dst core.Region, v []int32) error {
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
 	}
-	return s.CopyFromPinned(dst, pv)
+	st.lo, st.hi = min(st.lo, o), max(st.hi, o+4*len(v))
+	return nil
 }
 
 // putRope uploads the cos and sin tables of q and k at the tokens'
@@ -1186,10 +1275,10 @@ func (m *Model) Prefill(prompts [][]int32, sp *Sampling) error {
 	st := m.stage
 	err := st.begin()
 	if err == nil {
-		err = firstErr(st.putI32(s, view(m.ids, 0, 4*T), ids), st.putI32(s, view(m.bidx, 0, 4*T), bidx),
-			st.putI32(s, view(m.pos, 0, 4*T), pos), st.putI32(s, view(m.indptr, 0, 4*(B+1)), indptr),
-			st.putI32(s, view(m.indices, 0, 4*max(len(indices), 1)), pad1(indices)), st.putI32(s, view(m.lastLen, 0, 4*B), last),
-			st.putI32(s, view(m.qoIndptr, 0, 4*(B+1)), qo))
+		err = firstErr(st.put(sub(m.ids, 0, 4*T), ids), st.put(sub(m.bidx, 0, 4*T), bidx),
+			st.put(sub(m.pos, 0, 4*T), pos), st.put(sub(m.indptr, 0, 4*(B+1)), indptr),
+			st.put(sub(m.indices, 0, 4*max(len(indices), 1)), pad1(indices)), st.put(sub(m.lastLen, 0, 4*B), last),
+			st.put(sub(m.qoIndptr, 0, 4*(B+1)), qo))
 	}
 	if err == nil && m.cfg.Scaling != nil {
 		err = m.putRope(s, pos)
@@ -1251,9 +1340,10 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 			return err
 		}
 	}
-	lens := make([]int, B)
-	pos := make([]int32, B)
-	seq := make([]int32, B)
+	lens := slices.Grow(m.scratch.lens[:0], B)[:B]
+	pos := slices.Grow(m.scratch.pos[:0], B)[:B]
+	seq := slices.Grow(m.scratch.seq[:0], B)[:B]
+	m.scratch.lens, m.scratch.pos, m.scratch.seq = lens, pos, seq
 	for b := range lens {
 		if m.lens[b]+1 > m.capacity() {
 			return fmt.Errorf("llm: request %d: %d tokens fill the cache's %d tokens per request", b, m.lens[b], m.capacity())
@@ -1264,12 +1354,12 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	st := m.stage
 	err := st.begin()
 	if err == nil && ids != nil {
-		err = st.putI32(s, view(m.ids, 0, 4*B), ids)
+		err = st.put(sub(m.ids, 0, 4*B), ids)
 	}
 	if err == nil {
-		err = firstErr(st.putI32(s, view(m.pos, 0, 4*B), pos), st.putI32(s, view(m.bidx, 0, 4*B), seq),
-			st.putI32(s, view(m.indptr, 0, 4*(B+1)), indptr),
-			st.putI32(s, view(m.indices, 0, 4*len(indices)), indices), st.putI32(s, view(m.lastLen, 0, 4*B), last))
+		err = firstErr(st.put(sub(m.pos, 0, 4*B), pos), st.put(sub(m.bidx, 0, 4*B), seq),
+			st.put(sub(m.indptr, 0, 4*(B+1)), indptr),
+			st.put(sub(m.indices, 0, 4*len(indices)), indices), st.put(sub(m.lastLen, 0, 4*B), last))
 	}
 	if err == nil && m.cfg.Scaling != nil {
 		err = m.putRope(s, pos)
@@ -1306,7 +1396,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 // step picked, one per request.
 func (m *Model) Tokens() ([]int32, error) {
 	ids := make([]byte, 4*m.batch)
-	if err := firstErr(m.s.Synchronize(), core.CopyToHost(ids, view(m.ids, 0, len(ids)))); err != nil {
+	if err := firstErr(m.s.Synchronize(), core.CopyToHost(ids, sub(m.ids, 0, len(ids)))); err != nil {
 		return nil, err
 	}
 	return le.ToInt32s(ids), nil
@@ -1345,6 +1435,11 @@ type Run struct {
 // prompt instead of the one picked (teacher forcing; the picked tokens are
 // still reported). Sample draws tokens instead of the argmax. Graph
 // replays each step's graph (Decode), Collect reads the logits every step.
+// Idle waits for the device before each decode step (outside the timing),
+// so that Run.HostTime is the bare cost of enqueueing a step, with no
+// wait hidden in the driver's calls (a full launch queue blocks a graph
+// launch; the attention plan waits for its pinned buffer); the tokens/s
+// of such a run are not the pipelined ones.
 type GenOptions struct {
 	Prompts [][]int32
 	Prompt  []int32
@@ -1354,6 +1449,7 @@ type GenOptions struct {
 	Sample  *Sampling
 	Graph   bool
 	Collect bool
+	Idle    bool
 }
 
 func (o *GenOptions) prompts(B int) ([][]int32, error) {
@@ -1426,7 +1522,7 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 		}
 		pv, err := hist.View(4*B*step, 4*B)
 		if err == nil {
-			err = s.CopyToPinned(pv, view(m.ids, 0, 4*B))
+			err = s.CopyToPinned(pv, sub(m.ids, 0, 4*B))
 		}
 		step++
 		return err
@@ -1451,6 +1547,11 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 			fed++
 		default:
 			fed++
+		}
+		if o.Idle {
+			if err := s.Synchronize(); err != nil {
+				return nil, err
+			}
 		}
 		th, w0 := time.Now(), m.stage.waited
 		err := m.Decode(ids, o.Graph, o.Sample, step)

@@ -120,7 +120,7 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 	stg := m.stage
 	err := stg.begin()
 	if err == nil {
-		err = firstErr(stg.putI32(s, view(m.ids, 0, 4*T), ids), stg.putI32(s, view(m.pos, 0, 4*T), pos))
+		err = firstErr(stg.put(sub(m.ids, 0, 4*T), ids), stg.put(sub(m.pos, 0, 4*T), pos))
 	}
 	if err == nil && m.cfg.Scaling != nil {
 		err = m.putRope(s, pos)
@@ -187,7 +187,7 @@ func (p *Paged) head(s *core.Stream, n int, sp *Sampling, step int) error {
 	if err != nil {
 		return fmt.Errorf("llm: head: %w", err)
 	}
-	ids := core.ArgBuffer(view(m.ids, 0, 4*n))
+	ids := core.ArgBuffer(sub(m.ids, 0, 4*n))
 	if sp == nil {
 		return s.Launch(m.kArgmax, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(n)), core.ArgScalar[uint64](uint64(V)))
 	}
@@ -203,7 +203,7 @@ func (p *Paged) Tokens(dst []int32) error {
 		return fmt.Errorf("llm: paged: %d tokens asked (1 to %d)", len(dst), m.capBatch)
 	}
 	raw := p.out[:4*len(dst)]
-	if err := firstErr(m.s.Synchronize(), core.CopyToHost(raw, view(m.ids, 0, len(raw)))); err != nil {
+	if err := firstErr(m.s.Synchronize(), core.CopyToHost(raw, sub(m.ids, 0, len(raw)))); err != nil {
 		return err
 	}
 	for i := range dst {

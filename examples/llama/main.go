@@ -25,6 +25,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -124,9 +125,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sampleSeed := fs.Uint64("sample-seed", 1, "sampling seed")
 	progress := fs.String("progress", "auto", "loading progress: auto (a bar on a terminal, else one line), bar, line or none")
 	backend := fs.String("backend", "", "gpurt backend (auto, cuda, metal, mock)")
+	idle := fs.Bool("idle-steps", false, "wait for the device before each timed decode step, so that host_us_per_step is the bare cost of enqueueing a step (tokens/s are then not pipelined)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file (go tool pprof reads it)")
 	paths := fs.PluginPath()
 	if status, ok := fs.Parse(args, false); !ok {
 		return status
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "llama: -cpuprofile %s: %v\n", *cpuProfile, err)
+			return cli.ExitError
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(stderr, "llama: -cpuprofile %s: %v\n", *cpuProfile, err)
+			}
+		}()
 	}
 	err := func() error {
 		if *model != "" {
@@ -345,7 +364,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 					}
 				}
 				for _, mode := range ms {
-					o := llm.GenOptions{Prompts: reqs, Ctx: c, Graph: mode == "graph", Force: forced, Sample: sampling}
+					o := llm.GenOptions{Prompts: reqs, Ctx: c, Graph: mode == "graph", Force: forced, Sample: sampling, Idle: *idle}
 					var r *llm.Run
 					var err error
 					if *warm > 0 {

@@ -24,11 +24,14 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <flashinfer/attention/decode.cuh>
@@ -157,6 +160,60 @@ bool decode_group(uint32_t g) {
   return g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16;
 }
 
+// The decode plan's split of the KV (its work estimation, which DecodePlan
+// takes as a parameter). FlashInfer's own puts at least 128 tokens in a
+// chunk: at batch 1 and context 1K that is 8 chunks x 8 KV heads = 64 CTAs
+// on 132 SMs, each walking 128 tokens two at a time, latency-bound (15 us a
+// layer for 4 MB of K/V on the H200, 0.27 TB/s). This one is FlashInfer's
+// rule with the lower bound in pages a chunk as a knob (GPURT_CUDA_DECODE_
+// CHUNK_PAGES, 1..1024, read once; scripts/gpu_decode_split.sh measures it), and
+// FlashInfer's grid (occupancy x SMs, which its estimation queries from the
+// runtime on every plan) asked once per kernel and device.
+inline uint32_t decode_chunk_pages(uint32_t page_size) {
+  static const long env = [] {
+    const char *v = std::getenv("GPURT_CUDA_DECODE_CHUNK_PAGES");
+    long n = v ? std::strtol(v, nullptr, 10) : 0;
+    return n >= 1 && n <= 1024 ? n : 0L;
+  }();
+  if (env) return (uint32_t)env;
+  // 16 tokens a chunk: on the H200 the best or within 1% of it at batch 1
+  // and 32, context 1K and 8K, 1B and 8B (BENCHMARKS.md, "the decode
+  // attention's KV split"; scripts/gpu_decode_split.sh).
+  return std::max(16u / page_size, 1u);
+}
+
+template <uint32_t GROUP, uint32_t HD, class V, class P>
+cudaError_t decode_estimate(bool &split_kv, uint32_t &max_grid, uint32_t &chunk_pages, uint32_t &new_batch,
+                            uint32_t &gdy, uint32_t batch, int32_t *indptr, uint32_t num_qo_heads,
+                            uint32_t page_size, bool graph, cudaStream_t s) {
+  constexpr int kMaxDev = 64;
+  static uint32_t grid[kMaxDev];  // 0: not asked yet (a race asks twice, same answer)
+  int dev = 0;
+  FLASHINFER_CUDA_CALL(cudaGetDevice(&dev));
+  uint32_t g = dev >= 0 && dev < kMaxDev ? __atomic_load_n(&grid[dev], __ATOMIC_RELAXED) : 0;
+  if (g == 0) {
+    cudaError_t e = BatchDecodeWithPagedKVCacheWorkEstimationDispatched<GROUP, HD, kPos, V, P>(
+        split_kv, g, chunk_pages, new_batch, gdy, batch, indptr, num_qo_heads, page_size, graph, s);
+    if (e != cudaSuccess) return e;
+    if (dev >= 0 && dev < kMaxDev) __atomic_store_n(&grid[dev], g, __ATOMIC_RELAXED);
+  }
+  max_grid = g;
+  gdy = num_qo_heads / GROUP;
+  if (batch * gdy >= max_grid) {  // the batch fills the GPU: no split
+    split_kv = false;
+    chunk_pages = 1;
+    for (uint32_t b = 0; b < batch; b++) chunk_pages = std::max<uint32_t>(chunk_pages, indptr[b + 1] - indptr[b]);
+    new_batch = batch;
+    return cudaSuccess;
+  }
+  std::vector<int32_t> pages(batch);
+  for (uint32_t b = 0; b < batch; b++) pages[b] = indptr[b + 1] - indptr[b];
+  std::tie(chunk_pages, new_batch) =
+      PartitionPagedKVCacheBinarySearchMinNumPagePerBatch(max_grid, gdy, pages, decode_chunk_pages(page_size));
+  split_kv = graph || new_batch != batch;  // graph mode always splits (the schedule's shape must not change)
+  return cudaSuccess;
+}
+
 static_assert(sizeof(DecodePlanInfo) <= sizeof(cu_fi_plan), "DecodePlanInfo does not fit cu_fi_plan");
 static_assert(sizeof(PrefillPlanInfo) <= sizeof(cu_fi_plan), "PrefillPlanInfo does not fit cu_fi_plan");
 
@@ -180,7 +237,7 @@ struct plan_call {
       if (!decode_group(group)) throw unsupported("decode group size " + std::to_string(group));
       cudaError_t e = cudaSuccess;
       DISPATCH_GQA_GROUP_SIZE(group, GROUP_SIZE, {
-        auto est = BatchDecodeWithPagedKVCacheWorkEstimationDispatched<GROUP_SIZE, HD, kPos, V, P>;
+        auto est = decode_estimate<GROUP_SIZE, HD, V, P>;
         DecodePlanInfo info;
         try {
           e = DecodePlan<HD, kPos, V, P>(fws, fb, iws, pinned, ib, info, kv, batch,
