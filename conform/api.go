@@ -75,11 +75,11 @@ func apiChecks() []check {
 			return expect("second free", hb.Free(), core.ErrFreed)
 		}},
 		{"api/host_heap", func(e *env) error {
-			hh := e.rt.HostHeap()
+			hh := e.rt
 			before := inspect.HostHeap(hh)
 			var sl []*core.HostBuffer
 			for i := 0; i < 64; i++ {
-				s, err := hh.Alloc(1 + e.rng.IntN(300000))
+				s, err := hh.AllocHostFromHeap(1 + e.rng.IntN(300000))
 				if err != nil {
 					return err
 				}

@@ -31,7 +31,7 @@ func dataChecks() []check {
 		{"data/pinned_async", func(e *env) error {
 			return withStream(e, func(s *core.Stream) error {
 				for _, n := range []int{1, 3, 4095, 65537, 3<<20 + 1} {
-					src, err := e.rt.HostHeap().Alloc(n)
+					src, err := e.rt.AllocHostFromHeap(n)
 					if err != nil {
 						return err
 					}

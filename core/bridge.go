@@ -31,7 +31,7 @@ func init() {
 	bridge.Diag.Control = func(rt any, key string, value int64) error { return rt.(*Runtime).control(key, value) }
 	bridge.Diag.Probe = func(cfg any) (*diag.Report, error) { return probeReport(cfg.(Config)) }
 	bridge.Diag.Backends = func(cfg any) ([]string, error) { return findBackends(cfg.(Config)) }
-	bridge.Diag.HostHeap = func(h any) diag.Heap { return h.(*HostHeap).snapshot() }
+	bridge.Diag.HostHeap = func(rt any) diag.Heap { return rt.(*Runtime).heapStats() }
 	bridge.Diag.GraphUpdate = func(g any) string { return g.(*Graph).updateMethod() }
 
 	bridge.Core.Begin = bridgeBegin

@@ -28,7 +28,7 @@ type Runtime struct {
 	pool   *copyPool     // the memmove pool of staged copies (CopyWorkers)
 
 	devices []*Device
-	heap    *HostHeap
+	heap    *hostHeap
 	plans   *opCache
 	self    weak.Pointer[Runtime] // for cleanups, which must not keep rt reachable
 	metrics metrics
@@ -262,12 +262,13 @@ func (rt *Runtime) control(key string, value int64) error {
 	return err
 }
 
-// HostHeap is the runtime's pinned host heap (nil for a nil runtime).
-func (rt *Runtime) HostHeap() *HostHeap {
+// heapStats is the counters of the runtime's host heap (inspect.HostHeap;
+// zero for a nil runtime).
+func (rt *Runtime) heapStats() diag.Heap {
 	if rt == nil {
-		return nil
+		return diag.Heap{}
 	}
-	return rt.heap
+	return rt.heap.snapshot()
 }
 
 // Synchronize waits for all work of the runtime on every device.

@@ -235,7 +235,7 @@ type DeviceMemory struct {
 // Read takes a snapshot of rt. It never fails: what the plugin cannot
 // answer (a closed runtime) is left zero and Up is false.
 func Read(rt *core.Runtime) Snapshot {
-	s := Snapshot{Backend: rt.Backend(), Heap: inspect.HostHeap(rt.HostHeap()),
+	s := Snapshot{Backend: rt.Backend(), Heap: inspect.HostHeap(rt),
 		OpCache: inspect.OpCache(rt), Ops: inspect.Metrics(rt)}
 	st, err := inspect.Stats(rt)
 	if err == nil {

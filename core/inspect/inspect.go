@@ -89,9 +89,9 @@ func Pool(p *pool.Pool) diag.Pool { return bridge.Diag.Pool(p) }
 // pool; false when d's pool was never used (or d is nil).
 func DevicePool(d *core.Device) (diag.Pool, bool) { return bridge.Diag.DevicePool(d) }
 
-// HostHeap returns the counters of a runtime's pinned host heap
-// (core.Runtime.HostHeap).
-func HostHeap(hh *core.HostHeap) diag.Heap { return bridge.Diag.HostHeap(hh) }
+// HostHeap returns the counters of rt's pinned host heap (the memory of
+// core.Runtime.AllocHostFromHeap; zero for a nil runtime).
+func HostHeap(rt *core.Runtime) diag.Heap { return bridge.Diag.HostHeap(rt) }
 
 // GraphUpdate says how the plugin applied g's last Update: "none",
 // "patched" (nodes changed in place), "exec-update" (re-captured,

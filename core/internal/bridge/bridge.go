@@ -260,6 +260,6 @@ var Diag struct {
 	Backends      func(cfg any) ([]string, error)
 	Pool          func(p any) diag.Pool // p is a *pool.Pool
 	DevicePool    func(d any) (diag.Pool, bool)
-	HostHeap      func(h any) diag.Heap // h is a *core.HostHeap
+	HostHeap      func(rt any) diag.Heap
 	GraphUpdate   func(g any) string    // g is a *core.Graph
 }
