@@ -149,7 +149,7 @@ func apiChecks() []check {
 				if err != nil {
 					return err
 				}
-				ps := kn.Info().Params
+				ps := inspect.Kernel(kn).Params
 				if len(ps) != len(bk.Params) {
 					return fmt.Errorf("%s: %d parameters, want %d", bk.Name, len(ps), len(bk.Params))
 				}
@@ -170,7 +170,7 @@ func apiChecks() []check {
 func errOf[T any](_ T, err error) error { return err }
 
 // argKindNames are the header's GPURT_ARG_* kinds by the names
-// core.ParamInfo.Kind gives them.
+// inspect.Kernel's Param.Kind gives them.
 var argKindNames = map[int32]string{
 	abi.ArgBuffer: "buffer", abi.ArgI8: "i8", abi.ArgI16: "i16", abi.ArgI32: "i32", abi.ArgI64: "i64",
 	abi.ArgU8: "u8", abi.ArgU16: "u16", abi.ArgU32: "u32", abi.ArgU64: "u64", abi.ArgF16: "f16",

@@ -164,7 +164,7 @@ func (b *LaunchBatch) add(op string, k *Kernel, cfg *LaunchConfig, args []Arg) e
 	off, nb := len(b.args), len(b.bufs)
 	b.args = grow(b.args, len(args))
 	ka := b.args[off : off+len(args)]
-	params := k.info.Params[:len(args)]
+	params := k.info.params[:len(args)]
 	for i := range args {
 		buf, err := packArg(op, item, s, k, i, &args[i], params[i], &ka[i])
 		// The held list keeps the buffer's life, not the *Buffer: a

@@ -649,11 +649,11 @@ func (g *Graph) SetArg(node Node, i int, arg Arg) error {
 	if k == nil {
 		return errf(codeInvalidArgument, op, "node %d is not a kernel launch", node)
 	}
-	if i < 0 || i >= len(k.info.Params) {
-		return errf(codeOutOfRange, op, "node %d: kernel %q has %d arguments, not an argument %d", node, k.name, len(k.info.Params), i)
+	if i < 0 || i >= len(k.info.params) {
+		return errf(codeOutOfRange, op, "node %d: kernel %q has %d arguments, not an argument %d", node, k.name, len(k.info.params), i)
 	}
 	var ka abi.KernelArg
-	buf, err := packArg(op, int(node), g.stream, k, i, &arg, k.info.Params[i], &ka)
+	buf, err := packArg(op, int(node), g.stream, k, i, &arg, k.info.params[i], &ka)
 	if err != nil {
 		return err
 	}

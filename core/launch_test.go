@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/le"
 )
@@ -26,7 +27,11 @@ func TestLaunchFillAndTail(t *testing.T) {
 	assert.Same(t, mod, m2)
 	fill, err := mod.Kernel("fill_f32")
 	require.NoError(t, err)
-	require.Len(t, fill.Info().Params, 3)
+	info := inspect.Kernel(fill)
+	assert.Equal(t, []diag.Param{{Kind: "buffer", Size: 8}, {Kind: "f32", Size: 4}, {Kind: "u64", Size: 8}}, info.Params)
+	info.Params[0].Kind = "changed" // a copy: the kernel's own is untouched
+	assert.Equal(t, "buffer", inspect.Kernel(fill).Params[0].Kind)
+	assert.Zero(t, inspect.Kernel(nil).Params)
 	const n = 1000
 	buf := alloc(t, d, 4*n)
 	require.NoError(t, core.Memset(buf, 0xff)) // poison (NaN)

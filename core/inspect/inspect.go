@@ -3,9 +3,10 @@
 // Package inspect reads what a gpurt runtime says about itself, for
 // monitoring, tests and diagnosing a failed Open: its counters (Metrics,
 // OpCache, Pool, DevicePool, HostHeap, GraphUpdate), the plugin's live
-// objects (Stats), which plugin was loaded and
-// why (PluginPath, PluginVersion, Report, Probe, Backends), and the
-// plugin's named controls (Control: fault injection, tuning). The data
+// objects (Stats) and its description of a kernel (Kernel), which plugin
+// was loaded and why (PluginPath, PluginVersion, Report, Probe,
+// Backends), and the plugin's named controls (Control: fault injection,
+// tuning). The data
 // types are package core/diag's; package metrics exports Metrics to
 // Prometheus and expvar.
 //
@@ -92,6 +93,13 @@ func DevicePool(d *core.Device) (diag.Pool, bool) { return bridge.Diag.DevicePoo
 // HostHeap returns the counters of rt's pinned host heap (the memory of
 // core.Runtime.AllocHostFromHeap; zero for a nil runtime).
 func HostHeap(rt *core.Runtime) diag.Heap { return bridge.Diag.HostHeap(rt) }
+
+// Kernel describes k as its plugin reports it: the most threads a block
+// may have, its static shared memory and its parameters (each kind as the
+// core.Arg constructors name it, and size), which core.Stream.Launch
+// checks arguments against. The result is a copy (zero for a nil
+// kernel).
+func Kernel(k *core.Kernel) diag.Kernel { return bridge.Diag.Kernel(k) }
 
 // GraphUpdate says how the plugin applied g's last Update: "none",
 // "patched" (nodes changed in place), "exec-update" (re-captured,

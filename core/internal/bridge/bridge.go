@@ -262,4 +262,5 @@ var Diag struct {
 	DevicePool    func(d any) (diag.Pool, bool)
 	HostHeap      func(rt any) diag.Heap
 	GraphUpdate   func(g any) string    // g is a *core.Graph
+	Kernel        func(k any) diag.Kernel
 }
