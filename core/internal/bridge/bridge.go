@@ -261,6 +261,6 @@ var Diag struct {
 	Pool          func(p any) diag.Pool // p is a *pool.Pool
 	DevicePool    func(d any) (diag.Pool, bool)
 	HostHeap      func(rt any) diag.Heap
-	GraphUpdate   func(g any) string    // g is a *core.Graph
+	GraphUpdate   func(g any) string // g is a *core.Graph
 	Kernel        func(k any) diag.Kernel
 }
