@@ -15,6 +15,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/internal/abi"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -321,4 +322,16 @@ func openMockCfg(t testing.TB, cfg core.Config) *core.Runtime {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	return rt
+}
+
+// Epilogue is a set of steps: the ABI's combined values are their unions.
+func TestEpilogueSteps(t *testing.T) {
+	for ep, bias := range map[core.Epilogue]bool{
+		core.EpilogueNone: false, core.EpilogueRelu: false, core.EpilogueGelu: false, core.EpilogueBias: true,
+		core.EpilogueBias | core.EpilogueRelu: true, core.EpilogueBias | core.EpilogueGelu: true,
+	} {
+		assert.Equal(t, bias, ep.HasBias(), "epilogue %d", ep)
+	}
+	assert.EqualValues(t, abi.EpilogueBiasRelu, core.EpilogueBias|core.EpilogueRelu)
+	assert.EqualValues(t, abi.EpilogueBiasGelu, core.EpilogueBias|core.EpilogueGelu)
 }
