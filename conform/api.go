@@ -17,7 +17,7 @@ import (
 func apiChecks() []check {
 	return []check{
 		{"api/devices", func(e *env) error {
-			if e.rt.NumDevices() < 1 {
+			if len(e.rt.Devices()) < 1 {
 				return errors.New("no devices")
 			}
 			for _, d := range e.rt.Devices() {
@@ -43,8 +43,8 @@ func apiChecks() []check {
 				return err
 			}
 			defer b.Free()
-			if b.Len() != 1000 || b.All().Len() != 1000 {
-				return fmt.Errorf("sizes %d, %d", b.Len(), b.All().Len())
+			if b.Len() != 1000 {
+				return fmt.Errorf("size %d", b.Len())
 			}
 			v, err := b.View(10, 100)
 			if err != nil {

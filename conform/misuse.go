@@ -131,7 +131,7 @@ func misuseChecks() []check {
 			})
 		}},
 		{"misuse/other_device", func(e *env) error {
-			if e.rt.NumDevices() < 2 {
+			if len(e.rt.Devices()) < 2 {
 				return skip("one device")
 			}
 			d1, _ := e.rt.Device(1)

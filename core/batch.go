@@ -109,14 +109,6 @@ func (s *Stream) NewLaunchBatch() *LaunchBatch {
 	return b
 }
 
-// Stream is the stream the batch launches on.
-func (b *LaunchBatch) Stream() *Stream {
-	if b == nil {
-		return nil
-	}
-	return b.s
-}
-
 // Len is the number of launches added since the last Submit or Reset.
 func (b *LaunchBatch) Len() int {
 	if b == nil {

@@ -34,8 +34,9 @@ type Region interface {
 	isRegion()
 }
 
-// View is a sub-range of a Buffer, made with Buffer.View or Buffer.All.
-// It is a small value: copy it freely. The zero View is invalid.
+// View is a sub-range of a Buffer, made with Buffer.View (a *Buffer is
+// itself the Region of all of it). It is a small value: copy it freely.
+// The zero View is invalid.
 type View struct {
 	buf *Buffer
 	off uint64
@@ -69,15 +70,6 @@ func (v View) Offset() int { return int(v.off) }
 
 // Buffer is the view's buffer.
 func (v View) Buffer() *Buffer { return v.buf }
-
-// All is a view of the whole buffer (the zero View, which every use
-// rejects, for a nil buffer).
-func (b *Buffer) All() View {
-	if b == nil {
-		return View{}
-	}
-	return View{buf: b, n: b.size}
-}
 
 // View is the sub-range [off, off+n) of the buffer; out of range is an
 // error wrapping ErrOutOfRange. A view of a view: View.Sub.

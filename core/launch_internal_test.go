@@ -66,7 +66,7 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 			case i%2 == 0:
 				a[i] = ArgBuffer(x)
 			default:
-				a[i] = ArgBuffer(y.All())
+				a[i] = ArgBuffer(View{buf: y, n: y.size})
 			}
 		}
 		a[11] = last

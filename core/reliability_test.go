@@ -203,7 +203,9 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		require.NoError(t, err)
 		k, err := mod.Kernel("fill_f32")
 		require.NoError(t, err)
-		return []any{rt, d, buf, buf.All(), hb, hs, s, ev, mod, k, s.NewLaunchBatch()}
+		whole, err := buf.View(0, buf.Len())
+		require.NoError(t, err)
+		return []any{rt, d, buf, whole, hb, hs, s, ev, mod, k, s.NewLaunchBatch()}
 	}
 	enders := []string{"Close", "Free", "Unload"}
 	for _, v := range live() {

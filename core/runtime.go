@@ -201,21 +201,13 @@ func (rt *Runtime) logger() hclog.Logger {
 	return rt.log
 }
 
-// Devices lists the runtime's devices (a new slice; the devices are the
-// same each call).
+// Devices lists the runtime's devices: len(rt.Devices()) is their number
+// (a new slice each call; the devices are the same each call).
 func (rt *Runtime) Devices() []*Device {
 	if rt == nil {
 		return nil
 	}
 	return append([]*Device(nil), rt.devices...)
-}
-
-// NumDevices is the number of devices.
-func (rt *Runtime) NumDevices() int {
-	if rt == nil {
-		return 0
-	}
-	return len(rt.devices)
 }
 
 // Device returns device i.
@@ -269,19 +261,6 @@ func (rt *Runtime) heapStats() diag.Heap {
 		return diag.Heap{}
 	}
 	return rt.heap.snapshot()
-}
-
-// Synchronize waits for all work of the runtime on every device.
-func (rt *Runtime) Synchronize() error {
-	if !rt.ok() {
-		return errInvalid("device_synchronize", "runtime")
-	}
-	for _, d := range rt.devices {
-		if err := d.Synchronize(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Trim returns cached resources to the plugin: idle staging streams and
