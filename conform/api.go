@@ -21,7 +21,7 @@ func apiChecks() []check {
 				return errors.New("no devices")
 			}
 			for _, d := range e.rt.Devices() {
-				in, err := d.Refresh()
+				in, err := inspect.DeviceInfo(d)
 				if err != nil {
 					return err
 				}

@@ -244,7 +244,7 @@ func runGemmCase(e *env, c gemmCase) error {
 	sA, sB, sD := 1.0, 1.0, 1.0
 	if c.scales {
 		sA, sB = 0.5, 4
-		if c.dt.IsFP8() {
+		if isFP8(c.dt) {
 			sD = 0.5
 		}
 	}
@@ -303,7 +303,7 @@ func runGemmCase(e *env, c gemmCase) error {
 		}
 		ops.ScaleA, _ = vS.Sub(0, 4)
 		ops.ScaleB, _ = vS.Sub(4, 4)
-		if c.dt.IsFP8() { // scale_d quantises an fp8 output only (gpurt.h)
+		if isFP8(c.dt) { // scale_d quantises an fp8 output only (gpurt.h)
 			ops.ScaleD, _ = vS.Sub(8, 4)
 		}
 	}

@@ -33,6 +33,7 @@ func init() {
 	bridge.Diag.Backends = func(cfg any) ([]string, error) { return findBackends(cfg.(Config)) }
 	bridge.Diag.HostHeap = func(rt any) diag.Heap { return rt.(*Runtime).heapStats() }
 	bridge.Diag.Kernel = func(k any) diag.Kernel { return k.(*Kernel).describe() }
+	bridge.Diag.DeviceInfo = func(d any) (any, error) { return d.(*Device).refresh() }
 	bridge.Diag.GraphUpdate = func(g any) string { return g.(*Graph).updateMethod() }
 
 	bridge.Core.Begin = bridgeBegin

@@ -37,9 +37,6 @@ var dtypeInfo = map[DType]struct {
 // Size is the element size in bytes (0 for an invalid type).
 func (t DType) Size() int { return dtypeInfo[t].size }
 
-// IsFP8 reports whether t is one of the 8-bit float types.
-func (t DType) IsFP8() bool { return t == FP8E4M3 || t == FP8E5M2 }
-
 func (t DType) String() string {
 	if i, ok := dtypeInfo[t]; ok {
 		return i.name

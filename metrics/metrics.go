@@ -244,7 +244,7 @@ func Read(rt *core.Runtime) Snapshot {
 	for _, d := range rt.Devices() {
 		dm := DeviceMemory{Index: d.Index(), MemoryTotal: d.Info().MemoryTotal}
 		if s.Up {
-			if in, err := d.Refresh(); err == nil {
+			if in, err := inspect.DeviceInfo(d); err == nil {
 				dm.MemoryFree, dm.FreeKnown = in.MemoryFree, true
 			}
 		}

@@ -263,4 +263,5 @@ var Diag struct {
 	HostHeap      func(rt any) diag.Heap
 	GraphUpdate   func(g any) string // g is a *core.Graph
 	Kernel        func(k any) diag.Kernel
+	DeviceInfo    func(d any) (any, error) // a core.DeviceInfo
 }
