@@ -37,14 +37,6 @@ const (
 	EpilogueGelu Epilogue = abi.EpilogueGelu // tanh approximation
 )
 
-// The ABI's combined epilogues are the sets of their steps.
-const (
-	_ = uint(abi.EpilogueBiasRelu - (abi.EpilogueBias | abi.EpilogueRelu))
-	_ = uint((abi.EpilogueBias | abi.EpilogueRelu) - abi.EpilogueBiasRelu)
-	_ = uint(abi.EpilogueBiasGelu - (abi.EpilogueBias | abi.EpilogueGelu))
-	_ = uint((abi.EpilogueBias | abi.EpilogueGelu) - abi.EpilogueBiasGelu)
-)
-
 // HasBias reports whether the epilogue reads a bias vector.
 func (e Epilogue) HasBias() bool { return e&EpilogueBias != 0 }
 

@@ -10,7 +10,7 @@
 //	gpurt_device_memory_allocated_bytes   device bytes the runtime holds (plugin counter; device="all")
 //	gpurt_device_buffer_bytes             live Device.Alloc bytes per device (label device)
 //	gpurt_device_memory_total_bytes       per device (label device), as read at Open
-//	gpurt_device_memory_free_bytes        per device, read at each scrape (Device.Refresh)
+//	gpurt_device_memory_free_bytes        per device, read at each scrape (inspect.DeviceInfo)
 //	gpurt_pinned_host_bytes               pinned host bytes the runtime holds
 //	gpurt_live_objects                    live plugin objects (label kind)
 //	gpurt_host_heap_bytes                 pinned host heap (label state: in_use, reserved, peak)

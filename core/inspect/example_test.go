@@ -51,3 +51,30 @@ func Example() {
 	// injected: true
 	// unknown control: true
 }
+
+// ExampleKernel lists a built-in kernel's parameters, which launches are
+// checked against, and reads the host heap's counters.
+func ExampleKernel() {
+	rt, err := core.Open(core.Config{Backend: "mock"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rt.Close()
+	dev, _ := rt.Device(0)
+	mod, _ := dev.BuiltinModule()
+	fill, _ := mod.Kernel("fill_f32")
+	for _, p := range inspect.Kernel(fill).Params {
+		fmt.Println(p.Kind, p.Size)
+	}
+
+	hb, _ := rt.AllocHostFromHeap(1000)
+	h := inspect.HostHeap(rt)
+	fmt.Println("heap: live", h.Live, "in use", h.InUse)
+	_ = hb.Free()
+	// Output:
+	// buffer 8
+	// f32 4
+	// u64 8
+	// heap: live 1 in use 1024
+}
