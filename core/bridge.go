@@ -61,7 +61,7 @@ func init() {
 	bridge.Core.Acquire = func(l unsafe.Pointer) bool { return (*life)(l).acquire() }
 	bridge.Core.Release = func(l unsafe.Pointer) { (*life)(l).release() }
 	bridge.Core.Destroy = func(d any, l unsafe.Pointer, op, what string, free func() error) error {
-		return destroy(d.(*Device).rt, (*life)(l), op, what, errClosed, free)
+		return destroy(d.(*Device).rt, (*life)(l), op, what, byGraph, errClosed, free)
 	}
 	bridge.Core.RuntimeBegin = func(r any, op string) (*bind.Plugin, abi.Runtime, error) {
 		rt, _ := r.(*Runtime)

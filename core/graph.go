@@ -668,18 +668,13 @@ func (g *Graph) Close() error {
 		return errInvalid(op, "graph")
 	}
 	rt := g.dev.rt
-	if err := rt.enter(op); err != nil {
+	return destroy(rt, g.l, op, "graph", byGraph, errClosed, func() error { // a graph holds no graph
+		err := rt.p.GraphDestroy(op, rt.h, g.h)
+		g.mu.Lock()
+		g.r.release(rt)
+		g.mu.Unlock()
 		return err
-	}
-	defer rt.exit()
-	if g.l.kill() != killed {
-		return errClosed(op, "graph")
-	}
-	err := rt.p.GraphDestroy(op, rt.h, g.h)
-	g.mu.Lock()
-	g.r.release(rt)
-	g.mu.Unlock()
-	return err
+	})
 }
 
 // capturingErr is the error of a synchronous call on device d while a

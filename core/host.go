@@ -102,7 +102,7 @@ func (hb *HostBuffer) Free() error {
 	if !hb.ok() {
 		return errInvalid(op, "host buffer")
 	}
-	return destroy(hb.rt, hb.l, op, "host buffer", errFreed, func() error { return hb.rt.p.HostFree(op, hb.rt.h, hb.h) })
+	return destroy(hb.rt, hb.l, op, "host buffer", byGraph, errFreed, func() error { return hb.rt.p.HostFree(op, hb.rt.h, hb.h) })
 }
 
 // Pinned is pinned host memory an asynchronous copy can use: a

@@ -169,22 +169,14 @@ func (m *Module) Unload() error {
 		return errInvalid(op, "module")
 	}
 	rt := m.dev.rt
-	if err := rt.enter(op); err != nil {
-		return err
-	}
-	defer rt.exit()
-	switch m.l.kill() {
-	case killDead:
-		return errClosed(op, "module "+m.name)
-	case killRefused:
-		return errf(codeFailedPrecondition, op, "module %s is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first", m.name)
-	}
-	m.dev.modMu.Lock()
-	if m.dev.modules[m.name] == m {
-		delete(m.dev.modules, m.name)
-	}
-	m.dev.modMu.Unlock()
-	return rt.p.ModuleUnload(op, rt.h, m.h)
+	return destroy(rt, m.l, op, "module "+m.name, byBatchOrGraph, errClosed, func() error {
+		m.dev.modMu.Lock()
+		if m.dev.modules[m.name] == m {
+			delete(m.dev.modules, m.name)
+		}
+		m.dev.modMu.Unlock()
+		return rt.p.ModuleUnload(op, rt.h, m.h)
+	})
 }
 
 // Kernel returns the kernel named name (looked up once, then cached).
