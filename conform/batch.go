@@ -132,7 +132,7 @@ func batchDependent(e *env) error {
 			b.Add(be.axpy, be.cfg, core.ArgBuffer(t), core.ArgBuffer(be.x), core.ArgScalar[float32](a), N), // t += a*x
 			b.Add(be.mul, be.cfg, core.ArgBuffer(t), core.ArgBuffer(t), core.ArgBuffer(be.y), N),           // t *= y
 			b.Add(be.scale, be.cfg, core.ArgBuffer(t), core.ArgBuffer(t), core.ArgScalar[float32](bb), N),  // t *= bb
-			b.Add(be.add, be.cfg, core.ArgBuffer(t.All()), core.ArgBuffer(t), core.ArgBuffer(be.x), N))     // t += x
+			b.Add(be.add, be.cfg, core.ArgBuffer(t), core.ArgBuffer(t), core.ArgBuffer(be.x), N))           // t += x
 		if err != nil {
 			return err
 		}

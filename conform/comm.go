@@ -38,8 +38,8 @@ func commChecks() []check {
 			if err := has16(e); err != nil {
 				return err
 			}
-			if e.rt.NumDevices() < 2 {
-				return skip("the runtime has %d device; collectives need 2 or more", e.rt.NumDevices())
+			if len(e.rt.Devices()) < 2 {
+				return skip("the runtime has %d device; collectives need 2 or more", len(e.rt.Devices()))
 			}
 			return fn(e)
 		}})
@@ -445,7 +445,7 @@ func commMultiRuntime(e *env) error {
 	if e.opts.OpenRuntime == nil {
 		return skip("no OpenRuntime: a second runtime is needed")
 	}
-	n := min(e.rt.NumDevices(), 4)
+	n := min(len(e.rt.Devices()), 4)
 	rts := []*core.Runtime{e.rt}
 	defer func() {
 		for _, rt := range rts[1:] {
@@ -458,8 +458,8 @@ func commMultiRuntime(e *env) error {
 			return err
 		}
 		rts = append(rts, rt)
-		if rt.NumDevices() < n {
-			return fmt.Errorf("a new runtime has %d devices, the first %d", rt.NumDevices(), n)
+		if len(rt.Devices()) < n {
+			return fmt.Errorf("a new runtime has %d devices, the first %d", len(rt.Devices()), n)
 		}
 	}
 	id, err := collective.NewID(e.rt)
@@ -896,7 +896,7 @@ func peerFindDevice(e *env) error {
 		name string
 		want error
 	}{
-		{fmt.Sprint(e.rt.NumDevices()), core.ErrNotFound},
+		{fmt.Sprint(len(e.rt.Devices())), core.ErrNotFound},
 		{"GPU-ffffffff-ffff-ffff-ffff-ffffffffffff", core.ErrNotFound},
 		{"GPU-12", core.ErrInvalidArgument},
 		{"ff:1f.7", core.ErrNotFound},

@@ -162,7 +162,7 @@ func Run(ctx context.Context, rt *core.Runtime, opts Options) *Result {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	res := &Result{Backend: rt.Backend(), Devices: rt.NumDevices(), Seed: seed, Quick: opts.Quick}
+	res := &Result{Backend: rt.Backend(), Devices: len(rt.Devices()), Seed: seed, Quick: opts.Quick}
 	dev, err := rt.Device(0)
 	e := &env{ctx: ctx, rt: rt, dev: dev, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), seed: seed}
 	add := func(c Check) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 func dataChecks() []check {
@@ -31,7 +32,7 @@ func dataChecks() []check {
 		{"data/pinned_async", func(e *env) error {
 			return withStream(e, func(s *core.Stream) error {
 				for _, n := range []int{1, 3, 4095, 65537, 3<<20 + 1} {
-					src, err := e.rt.HostHeap().Alloc(n)
+					src, err := e.rt.AllocHostFromHeap(n)
 					if err != nil {
 						return err
 					}
@@ -148,7 +149,7 @@ func dataChecks() []check {
 // mock or small devices, up to 1/4 of free memory and at most 4 GiB on a
 // GPU, at least 1 GiB where it fits.
 func largeSize(d *core.Device) int {
-	in, err := d.Refresh()
+	in, err := inspect.DeviceInfo(d)
 	if err != nil || in.Arch == "cpu" || in.MemoryFree < 8<<30 {
 		return 256 << 20
 	}

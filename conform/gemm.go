@@ -79,11 +79,11 @@ func gemmChecks() []check {
 			gemmCase{name: t.String() + "/batched_padded", at: t, bt: t, dt: t, m: 24, n: 40, k: 16, batch: 4, pad: 3},
 			gemmCase{name: t.String() + "/beta_f32_out", at: t, bt: t, dt: core.F32, m: 33, n: 9, k: 65, beta: -0.5},
 		)
-		for _, ep := range []core.Epilogue{core.EpilogueNone, core.EpilogueBias, core.EpilogueRelu, core.EpilogueBiasRelu, core.EpilogueGelu, core.EpilogueBiasGelu} {
+		for _, ep := range []core.Epilogue{core.EpilogueNone, core.EpilogueBias, core.EpilogueRelu, core.EpilogueBias | core.EpilogueRelu, core.EpilogueGelu, core.EpilogueBias | core.EpilogueGelu} {
 			cases = append(cases, gemmCase{name: fmt.Sprintf("%v/epilogue_%s", t, epName(ep)), at: t, bt: t, dt: t, m: 37, n: 21, k: 29, ep: ep, beta: 0.5})
 		}
 	}
-	cases = append(cases, gemmCase{name: "bf16/f32_bias", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 32, n: 16, k: 48, ep: core.EpilogueBiasGelu, biasType: core.F32})
+	cases = append(cases, gemmCase{name: "bf16/f32_bias", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 32, n: 16, k: 48, ep: core.EpilogueBias | core.EpilogueGelu, biasType: core.F32})
 	for _, ep := range []core.Epilogue{core.EpilogueNone, core.EpilogueBias, core.EpilogueRelu, core.EpilogueGelu} {
 		cases = append(cases, gemmCase{name: "f32/epilogue_" + epName(ep), at: core.F32, bt: core.F32, dt: core.F32, m: 29, n: 17, k: 23, ep: ep})
 	}
@@ -244,7 +244,7 @@ func runGemmCase(e *env, c gemmCase) error {
 	sA, sB, sD := 1.0, 1.0, 1.0
 	if c.scales {
 		sA, sB = 0.5, 4
-		if c.dt.IsFP8() {
+		if isFP8(c.dt) {
 			sD = 0.5
 		}
 	}
@@ -303,7 +303,7 @@ func runGemmCase(e *env, c gemmCase) error {
 		}
 		ops.ScaleA, _ = vS.Sub(0, 4)
 		ops.ScaleB, _ = vS.Sub(4, 4)
-		if c.dt.IsFP8() { // scale_d quantises an fp8 output only (gpurt.h)
+		if isFP8(c.dt) { // scale_d quantises an fp8 output only (gpurt.h)
 			ops.ScaleD, _ = vS.Sub(8, 4)
 		}
 	}
@@ -392,9 +392,9 @@ func runGemmCase(e *env, c gemmCase) error {
 				t += biasv[i]
 			}
 			switch c.ep {
-			case core.EpilogueRelu, core.EpilogueBiasRelu:
+			case core.EpilogueRelu, core.EpilogueBias | core.EpilogueRelu:
 				t = math.Max(t, 0)
-			case core.EpilogueGelu, core.EpilogueBiasGelu:
+			case core.EpilogueGelu, core.EpilogueBias | core.EpilogueGelu:
 				t = 0.5 * t * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(t+0.044715*t*t*t)))
 			}
 			t *= sD

@@ -431,7 +431,7 @@ func graphMisuseClosed(e *env) error {
 
 // graphMisuseOtherDevice: a graph replays only on its own device.
 func graphMisuseOtherDevice(e *env) error {
-	if e.rt.NumDevices() < 2 {
+	if len(e.rt.Devices()) < 2 {
 		return skip("one device")
 	}
 	return withBatchEnv(e, 256, func(be *batchEnv) error {

@@ -54,7 +54,7 @@ func misuseChecks() []check {
 				if err != nil {
 					return err
 				}
-				hb, err := e.rt.HostHeap().Alloc(16)
+				hb, err := e.rt.AllocHostFromHeap(16)
 				if err != nil {
 					return err
 				}
@@ -131,7 +131,7 @@ func misuseChecks() []check {
 			})
 		}},
 		{"misuse/other_device", func(e *env) error {
-			if e.rt.NumDevices() < 2 {
+			if len(e.rt.Devices()) < 2 {
 				return skip("one device")
 			}
 			d1, _ := e.rt.Device(1)
@@ -294,7 +294,7 @@ func misuseChecks() []check {
 				{"alloc of 0", func() error { return errOf(e.dev.Alloc(0)) }, core.ErrInvalidArgument},
 				{"alloc of -1", func() error { return errOf(e.dev.Alloc(-1)) }, core.ErrInvalidArgument},
 				{"host alloc of 0", func() error { return errOf(e.rt.AllocHost(0)) }, core.ErrInvalidArgument},
-				{"heap alloc of 0", func() error { return errOf(e.rt.HostHeap().Alloc(0)) }, core.ErrInvalidArgument},
+				{"heap alloc of 0", func() error { return errOf(e.rt.AllocHostFromHeap(0)) }, core.ErrInvalidArgument},
 				{"alloc beyond the device", func() error { return errOf(e.dev.Alloc(int(total) + 1)) }, core.ErrOutOfMemory},
 				{"alloc of 2^62", func() error { return errOf(e.dev.Alloc(1 << 62)) }, core.ErrOutOfMemory},
 				{"nil source slice", func() error { return core.CopyFromHost(b, nil) }, core.ErrInvalidArgument},

@@ -40,7 +40,7 @@ func orderChecks() []check {
 				y, err1 := e.dev.Alloc(4 * n)
 				z, err2 := e.dev.Alloc(4 * n)
 				w, err3 := e.dev.Alloc(4 * n)
-				out, err4 := e.rt.HostHeap().Alloc(4 * n)
+				out, err4 := e.rt.AllocHostFromHeap(4 * n)
 				defer func() {
 					for _, b := range []*core.Buffer{y, z, w} {
 						if b != nil {

@@ -27,7 +27,7 @@ const (
 	argKindBF16   argKind = abi.ArgBF16
 	argKindF32    argKind = abi.ArgF32
 	argKindF64    argKind = abi.ArgF64
-	argKindAny    argKind = abi.ArgAny // in ParamInfo only
+	argKindAny    argKind = abi.ArgAny // in a kernel's parameters only
 )
 
 var argKindNames = map[argKind]string{

@@ -109,14 +109,6 @@ func (s *Stream) NewLaunchBatch() *LaunchBatch {
 	return b
 }
 
-// Stream is the stream the batch launches on.
-func (b *LaunchBatch) Stream() *Stream {
-	if b == nil {
-		return nil
-	}
-	return b.s
-}
-
 // Len is the number of launches added since the last Submit or Reset.
 func (b *LaunchBatch) Len() int {
 	if b == nil {
@@ -164,7 +156,7 @@ func (b *LaunchBatch) add(op string, k *Kernel, cfg *LaunchConfig, args []Arg) e
 	off, nb := len(b.args), len(b.bufs)
 	b.args = grow(b.args, len(args))
 	ka := b.args[off : off+len(args)]
-	params := k.info.Params[:len(args)]
+	params := k.info.params[:len(args)]
 	for i := range args {
 		buf, err := packArg(op, item, s, k, i, &args[i], params[i], &ka[i])
 		// The held list keeps the buffer's life, not the *Buffer: a

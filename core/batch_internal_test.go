@@ -54,12 +54,12 @@ func TestLaunchBatch(t *testing.T) {
 				defer func() { rt.p = real }()
 			}
 			b := s.NewLaunchBatch()
-			assert.Same(t, s, b.Stream())
+			assert.Same(t, s, b.s)
 
 			t.Run("dependent launches", func(t *testing.T) {
 				// x = 2; y = 3; y = 0.5*x + y; x = 4*x; y = 1*x + y
 				require.NoError(t, b.Add(fill, cfg, ArgBuffer(x), ArgScalar[float32](2), ArgScalar[uint64](n)))
-				require.NoError(t, b.Add(fill, cfg, ArgBuffer(y.All()), ArgScalar[float32](3), ArgScalar[uint64](n)))
+				require.NoError(t, b.Add(fill, cfg, ArgBuffer(View{buf: y, n: y.size}), ArgScalar[float32](3), ArgScalar[uint64](n)))
 				require.NoError(t, b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(x), ArgScalar[float32](0.5), ArgScalar[uint64](n)))
 				require.NoError(t, b.Add(scale, cfg, ArgBuffer(x), ArgBuffer(x), ArgScalar[float32](4), ArgScalar[uint64](n)))
 				require.NoError(t, b.Add(axpy, cfg, ArgBuffer(y), ArgBuffer(x), ArgScalar[float32](1), ArgScalar[uint64](n)))

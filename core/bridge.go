@@ -31,7 +31,9 @@ func init() {
 	bridge.Diag.Control = func(rt any, key string, value int64) error { return rt.(*Runtime).control(key, value) }
 	bridge.Diag.Probe = func(cfg any) (*diag.Report, error) { return probeReport(cfg.(Config)) }
 	bridge.Diag.Backends = func(cfg any) ([]string, error) { return findBackends(cfg.(Config)) }
-	bridge.Diag.HostHeap = func(h any) diag.Heap { return h.(*HostHeap).snapshot() }
+	bridge.Diag.HostHeap = func(rt any) diag.Heap { return rt.(*Runtime).heapStats() }
+	bridge.Diag.Kernel = func(k any) diag.Kernel { return k.(*Kernel).describe() }
+	bridge.Diag.DeviceInfo = func(d any) (any, error) { return d.(*Device).refresh() }
 	bridge.Diag.GraphUpdate = func(g any) string { return g.(*Graph).updateMethod() }
 
 	bridge.Core.Begin = bridgeBegin
@@ -59,7 +61,7 @@ func init() {
 	bridge.Core.Acquire = func(l unsafe.Pointer) bool { return (*life)(l).acquire() }
 	bridge.Core.Release = func(l unsafe.Pointer) { (*life)(l).release() }
 	bridge.Core.Destroy = func(d any, l unsafe.Pointer, op, what string, free func() error) error {
-		return destroy(d.(*Device).rt, (*life)(l), op, what, errClosed, free)
+		return destroy(d.(*Device).rt, (*life)(l), op, what, byGraph, errClosed, free)
 	}
 	bridge.Core.RuntimeBegin = func(r any, op string) (*bind.Plugin, abi.Runtime, error) {
 		rt, _ := r.(*Runtime)

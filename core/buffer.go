@@ -34,8 +34,9 @@ type Region interface {
 	isRegion()
 }
 
-// View is a sub-range of a Buffer, made with Buffer.View or Buffer.All.
-// It is a small value: copy it freely. The zero View is invalid.
+// View is a sub-range of a Buffer, made with Buffer.View (a *Buffer is
+// itself the Region of all of it). It is a small value: copy it freely.
+// The zero View is invalid.
 type View struct {
 	buf *Buffer
 	off uint64
@@ -69,15 +70,6 @@ func (v View) Offset() int { return int(v.off) }
 
 // Buffer is the view's buffer.
 func (v View) Buffer() *Buffer { return v.buf }
-
-// All is a view of the whole buffer (the zero View, which every use
-// rejects, for a nil buffer).
-func (b *Buffer) All() View {
-	if b == nil {
-		return View{}
-	}
-	return View{buf: b, n: b.size}
-}
 
 // View is the sub-range [off, off+n) of the buffer; out of range is an
 // error wrapping ErrOutOfRange. A view of a view: View.Sub.
@@ -182,17 +174,9 @@ func (b *Buffer) Free() error {
 		return errInvalid(op, "buffer")
 	}
 	rt := b.dev.rt
-	if err := rt.enter(op); err != nil {
-		return err
-	}
-	defer rt.exit()
-	switch b.l.kill() {
-	case killDead:
-		return errFreed(op, "buffer")
-	case killRefused:
-		return errf(codeFailedPrecondition, op, "the buffer is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first")
-	}
-	return rt.metrics.buffer(b.dev.index, -int64(b.size), rt.p.BufferFree(op, rt.h, b.h))
+	return destroy(rt, b.l, op, "buffer", byBatchOrGraph, errFreed, func() error {
+		return rt.metrics.buffer(b.dev.index, -int64(b.size), rt.p.BufferFree(op, rt.h, b.h))
+	})
 }
 
 // directMax: synchronous copies of Go memory below this size go straight
@@ -256,10 +240,8 @@ func hostCopy(op string, r Region, host []byte, toHost bool) error {
 			a.DstBuffer, a.DstOffset, a.SrcPtr = b.h, off, bind.SliceData(host)
 		}
 		err = rt.p.Copy(op, rt.h, &a)
-	case toHost:
-		err = b.dev.stagedDownload(host, b.h, off)
 	default:
-		err = b.dev.stagedUpload(b.h, off, host)
+		err = b.dev.staged(op, b.h, off, host, !toHost)
 	}
 	return rt.metrics.copy(metric, dir, uint64(len(host)), start, err)
 }

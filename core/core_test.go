@@ -15,6 +15,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
+	"github.com/metrale/gpurt/internal/abi"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -123,7 +124,7 @@ func TestMisuse(t *testing.T) {
 		{"view negative", func() error { _, err := good.View(-1, 5); return err }, core.ErrOutOfRange},
 		{"alloc zero", func() error { _, err := d.Alloc(0); return err }, core.ErrInvalidArgument},
 		{"alloc host zero", func() error { _, err := rt.AllocHost(0); return err }, core.ErrInvalidArgument},
-		{"heap alloc zero", func() error { _, err := rt.HostHeap().Alloc(0); return err }, core.ErrInvalidArgument},
+		{"heap alloc zero", func() error { _, err := rt.AllocHostFromHeap(0); return err }, core.ErrInvalidArgument},
 		{"alloc huge", func() error { _, err := d.Alloc(1 << 62); return err }, core.ErrOutOfMemory},
 		{"nil slice in", func() error { return core.CopyFromHost(good, nil) }, core.ErrInvalidArgument},
 		{"nil slice out", func() error { return core.CopyToHost(nil, good) }, core.ErrInvalidArgument},
@@ -217,10 +218,9 @@ func TestClosedRuntimeAndStream(t *testing.T) {
 
 func TestHostHeap(t *testing.T) {
 	rt := openMock(t, "")
-	hh := rt.HostHeap()
 	var slices []*core.HostBuffer
 	for i := 1; i <= 100; i++ {
-		s, err := hh.Alloc(i * 1000)
+		s, err := rt.AllocHostFromHeap(i * 1000)
 		require.NoError(t, err)
 		b := s.Bytes()
 		require.Len(t, b, i*1000)
@@ -231,7 +231,7 @@ func TestHostHeap(t *testing.T) {
 		assert.Equal(t, byte(i+1), s.Bytes()[0])
 		assert.Equal(t, byte(i+1), s.Bytes()[s.Len()-1])
 	}
-	st := inspect.HostHeap(hh)
+	st := inspect.HostHeap(rt)
 	assert.EqualValues(t, 100, st.Live)
 	assert.EqualValues(t, 1, st.Blocks)
 	for i := 0; i < len(slices); i += 2 {
@@ -241,17 +241,17 @@ func TestHostHeap(t *testing.T) {
 		require.NoError(t, slices[i].Free())
 	}
 	assert.ErrorIs(t, slices[0].Free(), core.ErrFreed)
-	st = inspect.HostHeap(hh)
+	st = inspect.HostHeap(rt)
 	assert.Zero(t, st.InUse)
 	assert.NotZero(t, st.Peak)
-	big, err := hh.Alloc(100 << 20) // larger than a block: a block of its own
+	big, err := rt.AllocHostFromHeap(100 << 20) // larger than a block: a block of its own
 	require.NoError(t, err)
 	require.NoError(t, big.Free())
-	assert.EqualValues(t, 2, inspect.HostHeap(hh).Blocks)
-	require.NoError(t, hh.Trim())
-	assert.Zero(t, inspect.HostHeap(hh).Reserved)
+	assert.EqualValues(t, 2, inspect.HostHeap(rt).Blocks)
+	require.NoError(t, rt.Trim()) // gives the heap's empty blocks back
+	assert.Zero(t, inspect.HostHeap(rt).Reserved)
 	// after coalescing, one block can hold 64 MiB again
-	s, err := hh.Alloc(64 << 20)
+	s, err := rt.AllocHostFromHeap(64 << 20)
 	require.NoError(t, err)
 	require.NoError(t, s.Free())
 }
@@ -260,7 +260,7 @@ func TestPinnedAsyncCopies(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
 	s := stream(t, d)
-	src, err := rt.HostHeap().Alloc(5000)
+	src, err := rt.AllocHostFromHeap(5000)
 	require.NoError(t, err)
 	defer src.Free()
 	dst, err := rt.AllocHost(5000)
@@ -322,4 +322,16 @@ func openMockCfg(t testing.TB, cfg core.Config) *core.Runtime {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	return rt
+}
+
+// Epilogue is a set of steps: the ABI's combined values are their unions.
+func TestEpilogueSteps(t *testing.T) {
+	for ep, bias := range map[core.Epilogue]bool{
+		core.EpilogueNone: false, core.EpilogueRelu: false, core.EpilogueGelu: false, core.EpilogueBias: true,
+		core.EpilogueBias | core.EpilogueRelu: true, core.EpilogueBias | core.EpilogueGelu: true,
+	} {
+		assert.Equal(t, bias, ep.HasBias(), "epilogue %d", ep)
+	}
+	assert.EqualValues(t, abi.EpilogueBiasRelu, core.EpilogueBias|core.EpilogueRelu)
+	assert.EqualValues(t, abi.EpilogueBiasGelu, core.EpilogueBias|core.EpilogueGelu)
 }

@@ -88,7 +88,7 @@ func (d *Device) Index() int {
 }
 
 // Info returns the device's description as read at Open (MemoryFree from
-// then; Refresh reads it again).
+// then; inspect.DeviceInfo reads it again).
 func (d *Device) Info() DeviceInfo {
 	if d == nil {
 		return DeviceInfo{}
@@ -96,8 +96,8 @@ func (d *Device) Info() DeviceInfo {
 	return d.info
 }
 
-// Refresh reads the device's description now (for MemoryFree).
-func (d *Device) Refresh() (DeviceInfo, error) {
+// refresh reads the device's description now (inspect.DeviceInfo).
+func (d *Device) refresh() (DeviceInfo, error) {
 	if err := d.enter("device_info"); err != nil {
 		return DeviceInfo{}, err
 	}

@@ -12,7 +12,10 @@
 //
 // User code never sees a uintptr, a purego call or a C struct. The loader
 // (core/internal/loader) finds and chooses the plugin; inspect.Probe and
-// inspect.Report show what it decided.
+// inspect.Report show what it decided. What a runtime says about itself
+// (counters, a device's free memory now, a kernel's parameters) is
+// package core/inspect's, so that this package is what a program needs to
+// run work.
 //
 // # Lifetimes
 //
@@ -29,8 +32,10 @@
 //
 // Synchronous copies (CopyFromHost, CopyToHost) take Go slices and return
 // when done; asynchronous copies (Stream.CopyFromPinned, CopyToPinned)
-// take only pinned memory owned by the plugin (HostBuffer),
-// because C must never hold a Go pointer after a call returns. Large
+// take only pinned memory owned by the plugin (HostBuffer: an allocation
+// of its own from Runtime.AllocHost, or a piece of the runtime's host heap
+// from Runtime.AllocHostFromHeap), because C must never hold a Go pointer
+// after a call returns. Large
 // synchronous copies are staged through the pinned host heap in chunks,
 // overlapping the memmove of one chunk with the DMA of the previous one.
 //
@@ -109,8 +114,6 @@
 // the host heap and the device memory pool (package core/pool:
 // stream-ordered reuse of freed blocks, a budget from Config.PoolBudget)
 // live in Go, so they behave the same on every plugin.
-//
-// # Quantized and grouped matmul
 //
 // # The LLM families
 //

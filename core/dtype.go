@@ -11,18 +11,19 @@ import (
 // DType is an element type (GPURT_DTYPE_*).
 type DType int32
 
-// Element types.
+// Element types. The zero DType (the ABI's GPURT_DTYPE_INVALID) is none
+// of them: its Size is 0, and a GemmDesc reads it as "the same as DType"
+// where its doc says so.
 const (
-	DTypeInvalid DType = abi.DTypeInvalid
-	F32          DType = abi.DTypeF32
-	F16          DType = abi.DTypeF16
-	BF16         DType = abi.DTypeBF16
-	F64          DType = abi.DTypeF64
-	I8           DType = abi.DTypeI8
-	I32          DType = abi.DTypeI32
-	FP8E4M3      DType = abi.DTypeFP8E4M3
-	FP8E5M2      DType = abi.DTypeFP8E5M2
-	U8           DType = abi.DTypeU8
+	F32     DType = abi.DTypeF32
+	F16     DType = abi.DTypeF16
+	BF16    DType = abi.DTypeBF16
+	F64     DType = abi.DTypeF64
+	I8      DType = abi.DTypeI8
+	I32     DType = abi.DTypeI32
+	FP8E4M3 DType = abi.DTypeFP8E4M3
+	FP8E5M2 DType = abi.DTypeFP8E5M2
+	U8      DType = abi.DTypeU8
 )
 
 var dtypeInfo = map[DType]struct {
@@ -35,9 +36,6 @@ var dtypeInfo = map[DType]struct {
 
 // Size is the element size in bytes (0 for an invalid type).
 func (t DType) Size() int { return dtypeInfo[t].size }
-
-// IsFP8 reports whether t is one of the 8-bit float types.
-func (t DType) IsFP8() bool { return t == FP8E4M3 || t == FP8E5M2 }
 
 func (t DType) String() string {
 	if i, ok := dtypeInfo[t]; ok {

@@ -111,7 +111,7 @@ func (ev *Event) Close() error {
 		return errInvalid(op, "event")
 	}
 	rt := ev.dev.rt
-	return destroy(rt, ev.l, op, "event", errClosed, func() error { return rt.p.EventDestroy(op, rt.h, ev.h) })
+	return destroy(rt, ev.l, op, "event", byGraph, errClosed, func() error { return rt.p.EventDestroy(op, rt.h, ev.h) })
 }
 
 // Elapsed is the device time between two completed timing events of one

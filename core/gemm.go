@@ -22,23 +22,23 @@ const (
 	ComputeF16     ComputeType = abi.ComputeF16     // f16 accumulation
 )
 
-// Epilogue is what a GEMM applies to D after alpha*op(A)*op(B)+beta*C.
+// Epilogue is what a GEMM applies to D after alpha*op(A)*op(B)+beta*C: a
+// set of steps, combined with |. EpilogueBias, then at most one
+// activation: EpilogueBias|EpilogueGelu adds the bias, then applies GELU
+// (the ABI's GPURT_EPILOGUE_BIAS_GELU). Two activations are refused by
+// the plugin (ErrUnsupported).
 type Epilogue int32
 
-// Epilogues.
+// Epilogue steps.
 const (
-	EpilogueNone     Epilogue = abi.EpilogueNone
-	EpilogueBias     Epilogue = abi.EpilogueBias // D += bias[row]
-	EpilogueRelu     Epilogue = abi.EpilogueRelu
-	EpilogueBiasRelu Epilogue = abi.EpilogueBiasRelu
-	EpilogueGelu     Epilogue = abi.EpilogueGelu // tanh approximation
-	EpilogueBiasGelu Epilogue = abi.EpilogueBiasGelu
+	EpilogueNone Epilogue = abi.EpilogueNone
+	EpilogueBias Epilogue = abi.EpilogueBias // D += bias[row]
+	EpilogueRelu Epilogue = abi.EpilogueRelu // D = max(D, 0)
+	EpilogueGelu Epilogue = abi.EpilogueGelu // tanh approximation
 )
 
 // HasBias reports whether the epilogue reads a bias vector.
-func (e Epilogue) HasBias() bool {
-	return e == EpilogueBias || e == EpilogueBiasRelu || e == EpilogueBiasGelu
-}
+func (e Epilogue) HasBias() bool { return e&EpilogueBias != 0 }
 
 // GemmDesc describes a GEMM, column-major as in BLAS:
 // D = alpha * op(A) * op(B) + beta * C, then the epilogue, where op(A) is

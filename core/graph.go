@@ -513,14 +513,6 @@ func (g *Graph) Len() int {
 	return len(g.r.items)
 }
 
-// Device is the device the graph was captured on; it replays only there.
-func (g *Graph) Device() *Device {
-	if g == nil {
-		return nil
-	}
-	return g.dev
-}
-
 // Launch enqueues one replay of the graph on s, which must be on the
 // graph's device: the recorded operations run in order, after the work
 // enqueued on s before, as if they had been enqueued one by one. Changes
@@ -554,16 +546,6 @@ func (g *Graph) Launch(s *Stream) error {
 		}
 	}
 	return rt.p.GraphLaunch(op, rt.h, g.h, s.h)
-}
-
-// Update applies the changes SetArg made to the plugin's graph now,
-// rather than at the next Launch.
-func (g *Graph) Update() error {
-	if err := g.lock("graph_update"); err != nil {
-		return err
-	}
-	defer g.unlock()
-	return g.update()
 }
 
 // lock enters a use of the graph (op's errors: an invalid or closed graph)
@@ -610,7 +592,7 @@ func (g *Graph) update() error {
 	return nil
 }
 
-// updateMethod says how the plugin applied the last Update
+// updateMethod says how the plugin applied the last update
 // (inspect.GraphUpdate).
 func (g *Graph) updateMethod() string {
 	if !g.ok() {
@@ -633,8 +615,8 @@ func (g *Graph) updateMethod() string {
 // replays launched after it, checked as Launch checks arguments (kind,
 // size, a live buffer of the graph's device). A new buffer is held by
 // the graph from now on, and the one it replaces is let go. The change
-// reaches the plugin at the next Launch (or Update), with the other
-// changes made meanwhile, in one call. Allocates nothing.
+// reaches the plugin at the next Launch, with the other changes made
+// meanwhile, in one call. Allocates nothing.
 func (g *Graph) SetArg(node Node, i int, arg Arg) error {
 	const op = "graph_set_arg"
 	if err := g.lock(op); err != nil {
@@ -649,11 +631,11 @@ func (g *Graph) SetArg(node Node, i int, arg Arg) error {
 	if k == nil {
 		return errf(codeInvalidArgument, op, "node %d is not a kernel launch", node)
 	}
-	if i < 0 || i >= len(k.info.Params) {
-		return errf(codeOutOfRange, op, "node %d: kernel %q has %d arguments, not an argument %d", node, k.name, len(k.info.Params), i)
+	if i < 0 || i >= len(k.info.params) {
+		return errf(codeOutOfRange, op, "node %d: kernel %q has %d arguments, not an argument %d", node, k.name, len(k.info.params), i)
 	}
 	var ka abi.KernelArg
-	buf, err := packArg(op, int(node), g.stream, k, i, &arg, k.info.Params[i], &ka)
+	buf, err := packArg(op, int(node), g.stream, k, i, &arg, k.info.params[i], &ka)
 	if err != nil {
 		return err
 	}
@@ -686,18 +668,13 @@ func (g *Graph) Close() error {
 		return errInvalid(op, "graph")
 	}
 	rt := g.dev.rt
-	if err := rt.enter(op); err != nil {
+	return destroy(rt, g.l, op, "graph", byGraph, errClosed, func() error { // a graph holds no graph
+		err := rt.p.GraphDestroy(op, rt.h, g.h)
+		g.mu.Lock()
+		g.r.release(rt)
+		g.mu.Unlock()
 		return err
-	}
-	defer rt.exit()
-	if g.l.kill() != killed {
-		return errClosed(op, "graph")
-	}
-	err := rt.p.GraphDestroy(op, rt.h, g.h)
-	g.mu.Lock()
-	g.r.release(rt)
-	g.mu.Unlock()
-	return err
+	})
 }
 
 // capturingErr is the error of a synchronous call on device d while a

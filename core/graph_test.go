@@ -105,7 +105,7 @@ func TestGraphSetArg(t *testing.T) {
 		if err := cs.Launch(e.fill, cfg, core.ArgBuffer(e.x), core.ArgScalar[float32](2), core.ArgScalar[uint64](graphN)); err != nil {
 			return err
 		}
-		if err := cs.Memset32(e.x.All(), 0x40000000); err != nil { // 2.0
+		if err := cs.Memset32(e.x, 0x40000000); err != nil { // 2.0
 			return err
 		}
 		axpyNode = cs.NextNode()

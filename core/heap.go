@@ -13,15 +13,16 @@ import (
 	"github.com/metrale/gpurt/internal/abi"
 )
 
-// HostHeap sub-allocates pinned host memory from large blocks (64 MiB, or
-// one block of the request's size when larger), so a request does not pay
+// hostHeap is a runtime's pinned host heap (Runtime.AllocHostFromHeap):
+// it sub-allocates pinned host memory from large blocks (64 MiB, or one
+// block of the request's size when larger), so a request does not pay
 // the driver's pinned-allocation cost (27.7 ms for 64 MiB on the H200).
 // Each block keeps an address-ordered free list; a request takes the first
 // span that fits and a free coalesces with its neighbours. Allocations are
-// 256-byte aligned. One heap per runtime (Runtime.HostHeap); all methods
-// are safe for concurrent use (one mutex, held for the list work and, on a
-// miss, for the block allocation).
-type HostHeap struct {
+// 256-byte aligned. One heap per runtime; all methods are safe for
+// concurrent use (one mutex, held for the list work and, on a miss, for
+// the block allocation). Runtime.Trim gives its empty blocks back.
+type hostHeap struct {
 	rt        *Runtime
 	blockSize uint64
 
@@ -46,10 +47,10 @@ type heapBlock struct {
 type span struct{ off, n uint64 }
 
 // heapSlice is a piece of the host heap: pinned memory usable by
-// asynchronous copies (a HostBuffer from HostHeap.Alloc holds one). Free
-// returns it to the heap.
+// asynchronous copies (a HostBuffer from Runtime.AllocHostFromHeap holds
+// one). Free returns it to the heap.
 type heapSlice struct {
-	heap *HostHeap
+	heap *hostHeap
 	blk  *heapBlock
 	off  uint64 // in the block
 	size uint64 // asked for
@@ -69,13 +70,22 @@ func (hs *heapSlice) queuedOn(d *Device) {
 	}
 }
 
-func newHostHeap(rt *Runtime) *HostHeap {
-	return &HostHeap{rt: rt, blockSize: heapBlockSize}
+func newHostHeap(rt *Runtime) *hostHeap {
+	return &hostHeap{rt: rt, blockSize: heapBlockSize}
 }
 
-// Alloc returns n bytes of pinned memory from the heap, 256-byte
-// aligned, as a HostBuffer (its Free returns the bytes to the heap).
-func (hh *HostHeap) Alloc(n int) (*HostBuffer, error) {
+// AllocHostFromHeap returns n bytes of pinned host memory from the
+// runtime's host heap, 256-byte aligned, as a HostBuffer whose Free
+// returns the bytes to the heap. Unlike AllocHost, a request does not pay
+// the driver's pinned-allocation cost unless the heap must grow, so it
+// suits many small or short-lived buffers; Runtime.Trim gives the heap's
+// empty blocks back to the plugin, and inspect.HostHeap reads its
+// counters.
+func (rt *Runtime) AllocHostFromHeap(n int) (*HostBuffer, error) {
+	var hh *hostHeap
+	if rt.ok() {
+		hh = rt.heap
+	}
 	hs, err := hh.alloc(n)
 	if err != nil {
 		return nil, err
@@ -83,14 +93,15 @@ func (hh *HostHeap) Alloc(n int) (*HostBuffer, error) {
 	return &HostBuffer{hs: hs}, nil
 }
 
-// alloc is Alloc's slice, for the runtime's own (staging) slots too.
-func (hh *HostHeap) alloc(n int) (*heapSlice, error) {
+// alloc is AllocHostFromHeap's slice, for the runtime's own (staging)
+// slots too.
+func (hh *hostHeap) alloc(n int) (*heapSlice, error) {
 	const op = "host_heap_alloc"
 	if n <= 0 {
 		return nil, errf(codeInvalidArgument, op, "size %d: a host slice needs at least one byte", n)
 	}
 	if !hh.ok() {
-		return nil, errInvalid(op, "host heap")
+		return nil, errInvalid(op, "runtime")
 	}
 	rt := hh.rt
 	if err := rt.enter(op); err != nil {
@@ -173,7 +184,7 @@ func (b *heapBlock) give(off, n uint64) {
 }
 
 // snapshot returns the heap's counters (inspect.HostHeap).
-func (hh *HostHeap) snapshot() diag.Heap {
+func (hh *hostHeap) snapshot() diag.Heap {
 	if hh == nil {
 		return diag.Heap{}
 	}
@@ -182,19 +193,9 @@ func (hh *HostHeap) snapshot() diag.Heap {
 	return hh.stats
 }
 
-// Trim returns blocks with nothing allocated in them to the plugin.
-func (hh *HostHeap) Trim() error {
-	if !hh.ok() {
-		return errInvalid("host_heap_trim", "host heap")
-	}
-	if err := hh.rt.enter("host_heap_trim"); err != nil {
-		return err
-	}
-	defer hh.rt.exit()
-	return hh.trim()
-}
-
-func (hh *HostHeap) trim() error {
+// trim returns blocks with nothing allocated in them to the plugin
+// (Runtime.Trim, which has entered the runtime).
+func (hh *hostHeap) trim() error {
 	hh.mu.Lock()
 	defer hh.mu.Unlock()
 	var first error
@@ -216,7 +217,7 @@ func (hh *HostHeap) trim() error {
 }
 
 // closed forgets the blocks (runtime_destroy freed them).
-func (hh *HostHeap) closed() {
+func (hh *hostHeap) closed() {
 	hh.mu.Lock()
 	hh.blocks = nil
 	hh.stats.Reserved, hh.stats.Blocks, hh.stats.InUse, hh.stats.Live = 0, 0, 0, 0

@@ -9,17 +9,17 @@ import (
 
 // HostBuffer is pinned (page-locked) host memory owned by the plugin,
 // seen from Go as a []byte: one allocation of its own (Runtime.AllocHost)
-// or a piece of the host heap (HostHeap.Alloc). Asynchronous copies take
-// only pinned memory: a HostBuffer or a PinnedView of one. For many small
-// buffers prefer the host heap (Runtime.HostHeap), which does not pay the
-// driver's pinned-allocation cost per request.
+// or a piece of the runtime's host heap (Runtime.AllocHostFromHeap).
+// Asynchronous copies take only pinned memory: a HostBuffer or a
+// PinnedView of one. For many small buffers prefer the host heap, which
+// does not pay the driver's pinned-allocation cost per request.
 type HostBuffer struct {
 	rt   *Runtime
 	h    abi.HostBuffer
 	ptr  uintptr // plugin memory
 	size uint64
 	l    *life
-	// hs is the heap's piece when the buffer came from HostHeap.Alloc
+	// hs is the heap's piece when the buffer came from AllocHostFromHeap
 	// (the fields above are then unused).
 	hs *heapSlice
 }
@@ -102,7 +102,7 @@ func (hb *HostBuffer) Free() error {
 	if !hb.ok() {
 		return errInvalid(op, "host buffer")
 	}
-	return destroy(hb.rt, hb.l, op, "host buffer", errFreed, func() error { return hb.rt.p.HostFree(op, hb.rt.h, hb.h) })
+	return destroy(hb.rt, hb.l, op, "host buffer", byGraph, errFreed, func() error { return hb.rt.p.HostFree(op, hb.rt.h, hb.h) })
 }
 
 // Pinned is pinned host memory an asynchronous copy can use: a

@@ -171,8 +171,8 @@ func checkKernel(op string, item int, s *Stream, k *Kernel, nargs int) error {
 	if k.mod.dev != s.dev {
 		return launchErr(codeInvalidArgument, op, item, "%s", misplaced(fmt.Sprintf("kernel %q", k.name), k.mod.dev, "stream", s.dev))
 	}
-	if nargs != len(k.info.Params) {
-		return launchErr(codeInvalidArgument, op, item, "kernel %q takes %d arguments, got %d", k.name, len(k.info.Params), nargs)
+	if nargs != len(k.info.params) {
+		return launchErr(codeInvalidArgument, op, item, "kernel %q takes %d arguments, got %d", k.name, len(k.info.params), nargs)
 	}
 	return nil
 }
@@ -208,7 +208,7 @@ func launchArgs(cfg *LaunchConfig, n int) abi.LaunchArgs {
 // (len(l.args) long).
 func (l *launchCall) pack(s *Stream, k *Kernel, ka []abi.KernelArg) error {
 	const op = "launch"
-	params := k.info.Params[:len(ka)]
+	params := k.info.params[:len(ka)]
 	args := l.args[:len(ka)]
 	for i := range args {
 		b, err := packArg(op, -1, s, k, i, &args[i], params[i], &ka[i])
@@ -229,13 +229,13 @@ func (l *launchCall) pack(s *Stream, k *Kernel, ka []abi.KernelArg) error {
 // into *ka; for a buffer argument it returns the buffer, whose use the
 // caller takes (packArg takes none). Shared by Stream.Launch and
 // LaunchBatch.Add; item is the batch item (-1 for Launch).
-func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p ParamInfo, ka *abi.KernelArg) (*Buffer, error) {
+func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p paramInfo, ka *abi.KernelArg) (*Buffer, error) {
 	if a.kind == 0 {
 		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: zero Arg", k.name, i)
 	}
 	if p.kind == argKindAny {
-		if p.Size != 0 && a.size != p.Size {
-			return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.Size)
+		if p.size != 0 && a.size != p.size {
+			return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.size)
 		}
 	} else if p.kind != a.kind {
 		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.kind)

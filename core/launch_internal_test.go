@@ -49,14 +49,14 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 	// A kernel of 12 parameters (the full array), run against the mock's
 	// stream_query in place of the launch slot (it reads only the runtime
 	// and the stream).
-	params := make([]ParamInfo, 12)
+	params := make([]paramInfo, 12)
 	for i := range params {
-		params[i] = ParamInfo{Kind: "buffer", Size: 8, kind: argKindBuffer}
+		params[i] = paramInfo{kind: argKindBuffer, size: 8}
 		if i%3 == 2 {
-			params[i] = ParamInfo{Kind: "any", Size: 4, kind: argKindAny}
+			params[i] = paramInfo{kind: argKindAny, size: 4}
 		}
 	}
-	big := &Kernel{mod: mod, name: "big", info: KernelInfo{Params: params}}
+	big := &Kernel{mod: mod, name: "big", info: kernelInfo{params: params}}
 	args := func(last Arg) []Arg {
 		a := make([]Arg, 12)
 		for i := range a {
@@ -66,7 +66,7 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 			case i%2 == 0:
 				a[i] = ArgBuffer(x)
 			default:
-				a[i] = ArgBuffer(y.All())
+				a[i] = ArgBuffer(View{buf: y, n: y.size})
 			}
 		}
 		a[11] = last
@@ -89,9 +89,9 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 		t.Run("12 arguments "+c.name, func(t *testing.T) {
 			a := args(c.last)
 			if c.last.kind == argKindBuffer {
-				big.info.Params[11] = ParamInfo{Kind: "buffer", Size: 8, kind: argKindBuffer}
+				big.info.params[11] = paramInfo{kind: argKindBuffer, size: 8}
 			} else {
-				big.info.Params[11] = ParamInfo{Kind: "any", Size: 4, kind: argKindAny}
+				big.info.params[11] = paramInfo{kind: argKindAny, size: 4}
 			}
 			err := s.Launch(big, Grid1D(1, 1), a...)
 			if c.err == nil {

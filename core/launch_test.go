@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/le"
 )
@@ -26,7 +27,11 @@ func TestLaunchFillAndTail(t *testing.T) {
 	assert.Same(t, mod, m2)
 	fill, err := mod.Kernel("fill_f32")
 	require.NoError(t, err)
-	require.Len(t, fill.Info().Params, 3)
+	info := inspect.Kernel(fill)
+	assert.Equal(t, []diag.Param{{Kind: "buffer", Size: 8}, {Kind: "f32", Size: 4}, {Kind: "u64", Size: 8}}, info.Params)
+	info.Params[0].Kind = "changed" // a copy: the kernel's own is untouched
+	assert.Equal(t, "buffer", inspect.Kernel(fill).Params[0].Kind)
+	assert.Zero(t, inspect.Kernel(nil).Params)
 	const n = 1000
 	buf := alloc(t, d, 4*n)
 	require.NoError(t, core.Memset(buf, 0xff)) // poison (NaN)
@@ -75,7 +80,9 @@ func TestZeroAllocations(t *testing.T) {
 		a, _ := d.Alloc(16 * 16 * 4)
 		defer a.Free()
 		desc := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 16, N: 16, K: 16}
-		ops := core.GemmOperands{A: a, B: a.All(), D: buf, Alpha: 1}
+		whole, err := a.View(0, a.Len())
+		require.NoError(t, err)
+		ops := core.GemmOperands{A: a, B: whole, D: buf, Alpha: 1}
 		require.NoError(t, s.Gemm(desc, ops))
 		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = s.Gemm(desc, ops) }))
 		require.NoError(t, s.Synchronize())

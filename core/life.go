@@ -115,11 +115,18 @@ func exitLife(rt *Runtime, l *life) {
 	rt.exit()
 }
 
+// What may hold an object that destroy is asked to end, for its refusal.
+const (
+	byGraph        = "a live Graph: Close the graph first"
+	byBatchOrGraph = "a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first"
+)
+
 // destroy kills the object whose life is l, then frees its plugin handle
 // with free (a call of a destroy or free slot), inside a use of rt. An
-// object already dead gives gone(op, what); one a live Graph holds (an
-// event, a host buffer) is refused with ErrFailedPrecondition.
-func destroy(rt *Runtime, l *life, op, what string, gone func(op, what string) error, free func() error) error {
+// object already dead gives gone(op, what); one that a live Graph (or,
+// for holders byBatchOrGraph, a pending LaunchBatch) holds is refused
+// with ErrFailedPrecondition.
+func destroy(rt *Runtime, l *life, op, what, holders string, gone func(op, what string) error, free func() error) error {
 	if err := rt.enter(op); err != nil {
 		return err
 	}
@@ -128,7 +135,7 @@ func destroy(rt *Runtime, l *life, op, what string, gone func(op, what string) e
 	case killDead:
 		return gone(op, what)
 	case killRefused:
-		return errf(codeFailedPrecondition, op, "the %s is held by a live Graph: Close the graph first", what)
+		return errf(codeFailedPrecondition, op, "the %s is held by %s", what, holders)
 	}
 	return free()
 }

@@ -5,6 +5,7 @@ package core
 import (
 	"sync"
 
+	"github.com/metrale/gpurt/core/diag"
 	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/internal/abi"
 )
@@ -45,23 +46,22 @@ type Kernel struct {
 	mod  *Module
 	name string
 	h    abi.Kernel // owned by the module
-	info KernelInfo
+	info kernelInfo
 }
 
-// KernelInfo describes a kernel's parameters.
-type KernelInfo struct {
-	MaxThreadsPerBlock uint32
-	StaticSharedBytes  uint32
-	Params             []ParamInfo
+// kernelInfo is what the plugin says of a kernel (kernel_info): launches
+// check their arguments against params; inspect.Kernel shows it.
+type kernelInfo struct {
+	maxThreadsPerBlock uint32
+	staticSharedBytes  uint32
+	params             []paramInfo
 }
 
-// ParamInfo is one kernel parameter: its kind, as the Arg constructors
-// name it ("buffer", "i8" .. "u64", "f16", "bf16", "f32", "f64"; "any"
-// when the plugin knows only the size), and its size in bytes.
-type ParamInfo struct {
-	Kind string
-	Size uint32
+// paramInfo is one kernel parameter: its kind (argKindAny when the plugin
+// knows only the size) and its size in bytes.
+type paramInfo struct {
 	kind argKind
+	size uint32
 }
 
 // LoadModule loads code onto the device and registers it under name
@@ -169,22 +169,14 @@ func (m *Module) Unload() error {
 		return errInvalid(op, "module")
 	}
 	rt := m.dev.rt
-	if err := rt.enter(op); err != nil {
-		return err
-	}
-	defer rt.exit()
-	switch m.l.kill() {
-	case killDead:
-		return errClosed(op, "module "+m.name)
-	case killRefused:
-		return errf(codeFailedPrecondition, op, "module %s is held by a pending LaunchBatch or a live Graph: Submit or Reset the batch, or Close the graph, first", m.name)
-	}
-	m.dev.modMu.Lock()
-	if m.dev.modules[m.name] == m {
-		delete(m.dev.modules, m.name)
-	}
-	m.dev.modMu.Unlock()
-	return rt.p.ModuleUnload(op, rt.h, m.h)
+	return destroy(rt, m.l, op, "module "+m.name, byBatchOrGraph, errClosed, func() error {
+		m.dev.modMu.Lock()
+		if m.dev.modules[m.name] == m {
+			delete(m.dev.modules, m.name)
+		}
+		m.dev.modMu.Unlock()
+		return rt.p.ModuleUnload(op, rt.h, m.h)
+	})
 }
 
 // Kernel returns the kernel named name (looked up once, then cached).
@@ -219,11 +211,11 @@ func (m *Module) Kernel(name string) (*Kernel, error) {
 	if in.NumParams > abi.MaxKernelParams {
 		return nil, errf(codeInternal, "kernel_info", "kernel %q reports %d parameters (at most %d)", name, in.NumParams, abi.MaxKernelParams)
 	}
-	k := &Kernel{mod: m, name: name, h: h, info: KernelInfo{
-		MaxThreadsPerBlock: in.MaxThreadsPerBlock, StaticSharedBytes: in.StaticSharedBytes,
-		Params: make([]ParamInfo, in.NumParams)}}
-	for i := range k.info.Params {
-		k.info.Params[i] = ParamInfo{Kind: argKind(in.ParamKind[i]).String(), Size: in.ParamSize[i], kind: argKind(in.ParamKind[i])}
+	k := &Kernel{mod: m, name: name, h: h, info: kernelInfo{
+		maxThreadsPerBlock: in.MaxThreadsPerBlock, staticSharedBytes: in.StaticSharedBytes,
+		params: make([]paramInfo, in.NumParams)}}
+	for i := range k.info.params {
+		k.info.params[i] = paramInfo{kind: argKind(in.ParamKind[i]), size: in.ParamSize[i]}
 	}
 	m.kernels[name] = k
 	return k, nil
@@ -245,11 +237,16 @@ func (k *Kernel) Module() *Module {
 	return k.mod
 }
 
-// Info describes the kernel's parameters (the slice is shared: do not
-// change it).
-func (k *Kernel) Info() KernelInfo {
+// describe is the kernel's description (inspect.Kernel): a copy, with
+// each parameter's kind as the Arg constructors name it.
+func (k *Kernel) describe() diag.Kernel {
 	if k == nil {
-		return KernelInfo{}
+		return diag.Kernel{}
 	}
-	return k.info
+	d := diag.Kernel{MaxThreadsPerBlock: k.info.maxThreadsPerBlock, StaticSharedBytes: k.info.staticSharedBytes,
+		Params: make([]diag.Param, len(k.info.params))}
+	for i, p := range k.info.params {
+		d.Params[i] = diag.Param{Kind: p.kind.String(), Size: p.size}
+	}
+	return d
 }

@@ -158,7 +158,6 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		(*core.Buffer)(nil), &core.Buffer{}, core.View{},
 		(*core.HostBuffer)(nil), &core.HostBuffer{},
 		core.PinnedView{},
-		(*core.HostHeap)(nil), &core.HostHeap{},
 		(*core.Stream)(nil), &core.Stream{},
 		(*core.Event)(nil), &core.Event{},
 		(*core.Module)(nil), &core.Module{},
@@ -194,7 +193,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		require.NoError(t, err)
 		hb, err := rt.AllocHost(256)
 		require.NoError(t, err)
-		hs, err := rt.HostHeap().Alloc(256)
+		hs, err := rt.AllocHostFromHeap(256)
 		require.NoError(t, err)
 		s, err := d.NewStream()
 		require.NoError(t, err)
@@ -204,7 +203,9 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		require.NoError(t, err)
 		k, err := mod.Kernel("fill_f32")
 		require.NoError(t, err)
-		return []any{rt, d, buf, buf.All(), hb, hs, rt.HostHeap(), s, ev, mod, k, s.NewLaunchBatch()}
+		whole, err := buf.View(0, buf.Len())
+		require.NoError(t, err)
+		return []any{rt, d, buf, whole, hb, hs, s, ev, mod, k, s.NewLaunchBatch()}
 	}
 	enders := []string{"Close", "Free", "Unload"}
 	for _, v := range live() {
@@ -280,7 +281,7 @@ func TestBytesAfterFreeOrClose(t *testing.T) {
 	rt := openMock(t, "delay_us=0")
 	hb, err := rt.AllocHost(4096)
 	require.NoError(t, err)
-	hs, err := rt.HostHeap().Alloc(4096)
+	hs, err := rt.AllocHostFromHeap(4096)
 	require.NoError(t, err)
 	hbv, err := hb.View(16, 32)
 	require.NoError(t, err)
@@ -293,7 +294,7 @@ func TestBytesAfterFreeOrClose(t *testing.T) {
 	assert.Nil(t, hs.Bytes(), "HostSlice.Bytes after Free")
 	assert.Nil(t, hsv.Bytes(), "PinnedView.Bytes of a freed HostSlice")
 	// The freed span goes to the next slice: the old one must not see it.
-	hs2, err := rt.HostHeap().Alloc(4096)
+	hs2, err := rt.AllocHostFromHeap(4096)
 	require.NoError(t, err)
 	assert.Nil(t, hs.Bytes())
 	require.NoError(t, hb.Free())
@@ -354,12 +355,12 @@ func TestHostSliceFreeWaitsForQueuedCopy(t *testing.T) {
 	require.NoError(t, err)
 	defer buf.Free()
 	require.NoError(t, core.Memset(buf, 0xaa))
-	hs, err := rt.HostHeap().Alloc(n)
+	hs, err := rt.AllocHostFromHeap(n)
 	require.NoError(t, err)
 	addr := &hs.Bytes()[0]
 	require.NoError(t, s.CopyToPinned(hs, buf))
 	require.NoError(t, hs.Free())
-	hs2, err := rt.HostHeap().Alloc(n)
+	hs2, err := rt.AllocHostFromHeap(n)
 	require.NoError(t, err)
 	defer hs2.Free()
 	mem := hs2.Bytes()
@@ -607,7 +608,7 @@ func TestAnotherRuntimeErrors(t *testing.T) {
 	require.NoError(t, err)
 	evB, err := db.NewEvent(false)
 	require.NoError(t, err)
-	hsB, err := b.HostHeap().Alloc(256)
+	hsB, err := b.AllocHostFromHeap(256)
 	require.NoError(t, err)
 	modA, err := da.BuiltinModule()
 	require.NoError(t, err)

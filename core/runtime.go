@@ -28,7 +28,7 @@ type Runtime struct {
 	pool   *copyPool     // the memmove pool of staged copies (CopyWorkers)
 
 	devices []*Device
-	heap    *HostHeap
+	heap    *hostHeap
 	plans   *opCache
 	self    weak.Pointer[Runtime] // for cleanups, which must not keep rt reachable
 	metrics metrics
@@ -201,21 +201,13 @@ func (rt *Runtime) logger() hclog.Logger {
 	return rt.log
 }
 
-// Devices lists the runtime's devices (a new slice; the devices are the
-// same each call).
+// Devices lists the runtime's devices: len(rt.Devices()) is their number
+// (a new slice each call; the devices are the same each call).
 func (rt *Runtime) Devices() []*Device {
 	if rt == nil {
 		return nil
 	}
 	return append([]*Device(nil), rt.devices...)
-}
-
-// NumDevices is the number of devices.
-func (rt *Runtime) NumDevices() int {
-	if rt == nil {
-		return 0
-	}
-	return len(rt.devices)
 }
 
 // Device returns device i.
@@ -262,25 +254,13 @@ func (rt *Runtime) control(key string, value int64) error {
 	return err
 }
 
-// HostHeap is the runtime's pinned host heap (nil for a nil runtime).
-func (rt *Runtime) HostHeap() *HostHeap {
+// heapStats is the counters of the runtime's host heap (inspect.HostHeap;
+// zero for a nil runtime).
+func (rt *Runtime) heapStats() diag.Heap {
 	if rt == nil {
-		return nil
+		return diag.Heap{}
 	}
-	return rt.heap
-}
-
-// Synchronize waits for all work of the runtime on every device.
-func (rt *Runtime) Synchronize() error {
-	if !rt.ok() {
-		return errInvalid("device_synchronize", "runtime")
-	}
-	for _, d := range rt.devices {
-		if err := d.Synchronize(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return rt.heap.snapshot()
 }
 
 // Trim returns cached resources to the plugin: idle staging streams and

@@ -287,22 +287,31 @@ func (d *Device) prepare(op string, bh abi.Buffer, off, n uint64) (*stager, erro
 	return st, nil
 }
 
-// stagedUpload copies src to buffer bh at off through pinned slots. The
-// caller holds uses of the runtime and of b.
+// staged copies host (len(host) bytes) to buffer bh at off when up, else
+// from there into host, through the pinned slots of a stager (prepare),
+// which it gives back after. The caller holds uses of the runtime and of
+// the buffer.
+func (d *Device) staged(op string, bh abi.Buffer, off uint64, host []byte, up bool) error {
+	st, err := d.prepare(op, bh, off, uint64(len(host)))
+	if err != nil {
+		return err
+	}
+	defer d.putStager(st)
+	if up {
+		return st.upload(d.rt, host)
+	}
+	return st.download(d.rt, host)
+}
+
+// upload copies src to the stager's buffer range through its slots.
 //
 // Chunk i's memmove into its slot starts on the pool; while the workers
 // copy it, the caller completes chunk i-1 (copies what pieces of it are
 // left, waits for the rest) and enqueues its DMA, so the enqueue and the
 // workers' wake-ups overlap the copying, and the pool always has a chunk
 // to work on.
-func (d *Device) stagedUpload(bh abi.Buffer, off uint64, src []byte) error {
-	st, err := d.prepare("copy_from_host", bh, off, uint64(len(src)))
-	if err != nil {
-		return err
-	}
-	defer d.putStager(st)
-	rt, n, c, chunks, slots := d.rt, st.n, st.c, st.chunks, len(st.slot)
-	pool := rt.pool
+func (st *stager) upload(rt *Runtime, src []byte) error {
+	n, c, chunks, slots, pool := st.n, st.c, st.chunks, len(st.slot), rt.pool
 	for i := 0; i <= chunks; i++ {
 		if i < chunks {
 			k, pos := i%slots, uint64(i)*c
@@ -325,8 +334,7 @@ func (d *Device) stagedUpload(bh abi.Buffer, off uint64, src []byte) error {
 	return st.finish(rt, pool, nil)
 }
 
-// stagedDownload copies from buffer bh at off into dst through pinned
-// slots.
+// download copies the stager's buffer range into dst through its slots.
 //
 // The DMAs of the first slots are all enqueued before the first wait.
 // Once chunk i has arrived its memmove out of the slot starts on the
@@ -335,14 +343,8 @@ func (d *Device) stagedUpload(bh abi.Buffer, off uint64, src []byte) error {
 // the DMA of chunk i-1+slots, and waits for chunk i+1's DMA, so the DMA
 // engine keeps slots-1 chunks queued and the pool is never idle during
 // the caller's event waits.
-func (d *Device) stagedDownload(dst []byte, bh abi.Buffer, off uint64) error {
-	st, err := d.prepare("copy_to_host", bh, off, uint64(len(dst)))
-	if err != nil {
-		return err
-	}
-	defer d.putStager(st)
-	rt, n, c, chunks, slots := d.rt, st.n, st.c, st.chunks, len(st.slot)
-	pool := rt.pool
+func (st *stager) download(rt *Runtime, dst []byte) error {
+	n, c, chunks, slots, pool := st.n, st.c, st.chunks, len(st.slot), rt.pool
 	for i := 0; i < chunks && i < slots; i++ {
 		pos := uint64(i) * c
 		if err := st.enqueue(rt, i, pos, min(c, n-pos), false); err != nil {

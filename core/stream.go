@@ -90,7 +90,7 @@ func (s *Stream) Close() error {
 		return s.capturedErr(op)
 	}
 	rt := s.dev.rt
-	return destroy(rt, s.l, op, "stream", errClosed, func() error { return rt.p.StreamDestroy(op, rt.h, s.h) })
+	return destroy(rt, s.l, op, "stream", byGraph, errClosed, func() error { return rt.p.StreamDestroy(op, rt.h, s.h) })
 }
 
 // Synchronize waits until all work enqueued on the stream has completed.

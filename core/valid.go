@@ -16,7 +16,7 @@ func (b *Buffer) ok() bool   { return b != nil && b.l != nil && b.dev.ok() }
 func (hb *HostBuffer) ok() bool {
 	return hb != nil && ((hb.hs != nil && hb.hs.ok()) || (hb.l != nil && hb.rt.ok()))
 }
-func (hh *HostHeap) ok() bool  { return hh != nil && hh.rt.ok() }
+func (hh *hostHeap) ok() bool  { return hh != nil && hh.rt.ok() }
 func (hs *heapSlice) ok() bool { return hs != nil && hs.l != nil && hs.blk != nil && hs.heap.ok() }
 func (s *Stream) ok() bool     { return s != nil && s.l != nil && s.dev.ok() }
 func (ev *Event) ok() bool     { return ev != nil && ev.l != nil && ev.dev.ok() }

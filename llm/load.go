@@ -145,7 +145,7 @@ func newUploader(rt *core.Runtime, s *core.Stream, src source, total int64, prog
 		}
 	}()
 	for i := 0; i < uploadSlots; i++ {
-		hs, err := rt.HostHeap().Alloc(u.chunk)
+		hs, err := rt.AllocHostFromHeap(u.chunk)
 		if err != nil {
 			return nil, fmt.Errorf("llm: pinned staging: %w", err)
 		}

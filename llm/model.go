@@ -1079,7 +1079,7 @@ func newStepStage(m *Model) (*stepStage, error) {
 		n += 2 * 2 * T * (c.Heads + c.KVHeads) * hd
 	}
 	n = (n + 255) &^ 255
-	hs, err := m.rt.HostHeap().Alloc(2 * n)
+	hs, err := m.rt.AllocHostFromHeap(2 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -1506,7 +1506,7 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 		return nil, err
 	}
 	run := &Run{}
-	hist, err := rt.HostHeap().Alloc(4 * B * o.Steps)
+	hist, err := rt.AllocHostFromHeap(4 * B * o.Steps)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@
 //	gpurt_device_memory_allocated_bytes   device bytes the runtime holds (plugin counter; device="all")
 //	gpurt_device_buffer_bytes             live Device.Alloc bytes per device (label device)
 //	gpurt_device_memory_total_bytes       per device (label device), as read at Open
-//	gpurt_device_memory_free_bytes        per device, read at each scrape (Device.Refresh)
+//	gpurt_device_memory_free_bytes        per device, read at each scrape (inspect.DeviceInfo)
 //	gpurt_pinned_host_bytes               pinned host bytes the runtime holds
 //	gpurt_live_objects                    live plugin objects (label kind)
 //	gpurt_host_heap_bytes                 pinned host heap (label state: in_use, reserved, peak)
@@ -235,7 +235,7 @@ type DeviceMemory struct {
 // Read takes a snapshot of rt. It never fails: what the plugin cannot
 // answer (a closed runtime) is left zero and Up is false.
 func Read(rt *core.Runtime) Snapshot {
-	s := Snapshot{Backend: rt.Backend(), Heap: inspect.HostHeap(rt.HostHeap()),
+	s := Snapshot{Backend: rt.Backend(), Heap: inspect.HostHeap(rt),
 		OpCache: inspect.OpCache(rt), Ops: inspect.Metrics(rt)}
 	st, err := inspect.Stats(rt)
 	if err == nil {
@@ -244,7 +244,7 @@ func Read(rt *core.Runtime) Snapshot {
 	for _, d := range rt.Devices() {
 		dm := DeviceMemory{Index: d.Index(), MemoryTotal: d.Info().MemoryTotal}
 		if s.Up {
-			if in, err := d.Refresh(); err == nil {
+			if in, err := inspect.DeviceInfo(d); err == nil {
 				dm.MemoryFree, dm.FreeKnown = in.MemoryFree, true
 			}
 		}

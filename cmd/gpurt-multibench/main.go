@@ -95,8 +95,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return cli.ExitOK
 	}
-	if rt.NumDevices() < *ranksF {
-		return fs.Fail(fmt.Errorf("the runtime has %d devices, -ranks is %d", rt.NumDevices(), *ranksF))
+	if len(rt.Devices()) < *ranksF {
+		return fs.Fail(fmt.Errorf("the runtime has %d devices, -ranks is %d", len(rt.Devices()), *ranksF))
 	}
 	devs := rt.Devices()[:*ranksF]
 	for _, d := range devs {

@@ -71,7 +71,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	defer rt.Close()
 	if !*asJSON {
 		v, maj, min := inspect.PluginVersion(rt)
-		fmt.Fprintf(stdout, "backend %s (%s, version %s, ABI %d.%d), %d devices\n", rt.Backend(), inspect.PluginPath(rt), v, maj, min, rt.NumDevices())
+		fmt.Fprintf(stdout, "backend %s (%s, version %s, ABI %d.%d), %d devices\n", rt.Backend(), inspect.PluginPath(rt), v, maj, min, len(rt.Devices()))
 		opts.Progress = func(c conform.Check) {
 			status := "PASS"
 			switch {

@@ -61,7 +61,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 				rep.Backend, rep.Selected, strings.TrimPrefix(oerr.Error(), "gpurt: "))
 			runtimeLine = "runtime: cannot be created: " + oerr.Error()
 		} else {
-			runtimeLine = fmt.Sprintf("runtime: created (%d devices) and closed", rt.NumDevices())
+			runtimeLine = fmt.Sprintf("runtime: created (%d devices) and closed", len(rt.Devices()))
 			if cerr := rt.Close(); cerr != nil {
 				err = fmt.Errorf("gpurt probe: closing the %s runtime: %s", rep.Backend, strings.TrimPrefix(cerr.Error(), "gpurt: "))
 				runtimeLine = "runtime: created, but closing it failed: " + cerr.Error()

@@ -4,7 +4,8 @@
 // monitoring and for diagnosing a failed Open: the counters of
 // inspect.Metrics (which package github.com/metrale/gpurt/metrics
 // exports to Prometheus and expvar), the plugin's live objects
-// (inspect.Stats), the GEMM plan cache's and the host heap's counters,
+// (inspect.Stats), the GEMM plan cache's and the host heap's counters, a
+// kernel's parameters (inspect.Kernel),
 // and the loader's Report of its search for a plugin (inspect.Probe,
 // inspect.Report, core.Error.Report; `gpurt probe --json` prints it).
 // It is plain data: core fills it, nothing here calls a plugin.
@@ -156,6 +157,23 @@ type Heap struct {
 	Blocks   uint64 // pinned blocks held
 	Live     uint64 // live slices
 	Allocs   uint64 // slices handed out since the heap was made
+}
+
+// Kernel describes a kernel as its plugin reports it (inspect.Kernel):
+// the launch limits and the parameters, which launches are checked
+// against.
+type Kernel struct {
+	MaxThreadsPerBlock uint32
+	StaticSharedBytes  uint32
+	Params             []Param
+}
+
+// Param is one kernel parameter: its kind, as core's Arg constructors
+// name it ("buffer", "i8" .. "u64", "f16", "bf16", "f32", "f64"; "any"
+// when the plugin knows only the size), and its size in bytes.
+type Param struct {
+	Kind string
+	Size uint32
 }
 
 // OpCache are the counters of a runtime's GEMM plan cache

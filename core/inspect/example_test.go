@@ -17,8 +17,9 @@ import (
 // runnable examples (they open a runtime as a program would).
 func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "inspect")) }
 
-// Example reads a runtime's plugin, counters and live objects, and uses a
-// control of the mock to make the next allocation fail.
+// Example reads a runtime's plugin, counters, live objects, a kernel's
+// parameters and the host heap, and uses a control of the mock to make the
+// next allocation fail.
 func Example() {
 	rt, err := core.Open(core.Config{Backend: "mock"})
 	if err != nil {
@@ -39,6 +40,15 @@ func Example() {
 	m := inspect.Metrics(rt)
 	fmt.Println("copied to the device:", m.BytesCopied["host_to_device"], "buffer bytes:", m.BufferBytes[0])
 
+	// A kernel's parameters, which launches are checked against, and the
+	// host heap's counters.
+	mod, _ := dev.BuiltinModule()
+	fill, _ := mod.Kernel("fill_f32")
+	fmt.Println("fill_f32 takes:", inspect.Kernel(fill).Params)
+	hb, _ := rt.AllocHostFromHeap(1000)
+	fmt.Println("host heap: live", inspect.HostHeap(rt).Live, "in use", inspect.HostHeap(rt).InUse)
+	_ = hb.Free()
+
 	_ = inspect.Control(rt, "fail_alloc_nth", 1)
 	_, err = dev.Alloc(64)
 	fmt.Println("injected:", errors.Is(err, core.ErrOutOfMemory))
@@ -48,6 +58,8 @@ func Example() {
 	// plugin: mock ABI 1 true true
 	// device bytes >= 1 MiB: true
 	// copied to the device: 4096 buffer bytes: 1048576
+	// fill_f32 takes: [{buffer 8} {f32 4} {u64 8}]
+	// host heap: live 1 in use 1024
 	// injected: true
 	// unknown control: true
 }

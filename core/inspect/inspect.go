@@ -3,11 +3,12 @@
 // Package inspect reads what a gpurt runtime says about itself, for
 // monitoring, tests and diagnosing a failed Open: its counters (Metrics,
 // OpCache, Pool, DevicePool, HostHeap, GraphUpdate), the plugin's live
-// objects (Stats), which plugin was loaded and
-// why (PluginPath, PluginVersion, Report, Probe, Backends), and the
-// plugin's named controls (Control: fault injection, tuning). The data
-// types are package core/diag's; package metrics exports Metrics to
-// Prometheus and expvar.
+// objects (Stats), its description of a device now (DeviceInfo: the free
+// memory) and of a kernel (Kernel), which plugin was loaded and why
+// (PluginPath, PluginVersion, Report, Probe, Backends), and the plugin's
+// named controls (Control: fault injection, tuning). The data types are
+// package core/diag's; package metrics exports Metrics to Prometheus and
+// expvar.
 //
 // It is apart from core so that core's API is what a program needs to run
 // work (runtime, memory, streams, events, modules, launches, GEMM,
@@ -89,11 +90,29 @@ func Pool(p *pool.Pool) diag.Pool { return bridge.Diag.Pool(p) }
 // pool; false when d's pool was never used (or d is nil).
 func DevicePool(d *core.Device) (diag.Pool, bool) { return bridge.Diag.DevicePool(d) }
 
-// HostHeap returns the counters of a runtime's pinned host heap
-// (core.Runtime.HostHeap).
-func HostHeap(hh *core.HostHeap) diag.Heap { return bridge.Diag.HostHeap(hh) }
+// HostHeap returns the counters of rt's pinned host heap (the memory of
+// core.Runtime.AllocHostFromHeap; zero for a nil runtime).
+func HostHeap(rt *core.Runtime) diag.Heap { return bridge.Diag.HostHeap(rt) }
 
-// GraphUpdate says how the plugin applied g's last Update: "none",
-// "patched" (nodes changed in place), "exec-update" (re-captured,
-// executable updated) or "reinstantiated".
+// DeviceInfo reads d's description from the plugin now: what
+// core.Device.Info says, with the memory free at this moment (Info's is
+// from Open). The error wraps core.ErrInvalidArgument for a nil device,
+// core.ErrClosed once the runtime is closed.
+func DeviceInfo(d *core.Device) (core.DeviceInfo, error) {
+	in, err := bridge.Diag.DeviceInfo(d)
+	info, _ := in.(core.DeviceInfo)
+	return info, err
+}
+
+// Kernel describes k as its plugin reports it: the most threads a block
+// may have, its static shared memory and its parameters (each kind as the
+// core.Arg constructors name it, and size), which core.Stream.Launch
+// checks arguments against. The result is a copy (zero for a nil
+// kernel).
+func Kernel(k *core.Kernel) diag.Kernel { return bridge.Diag.Kernel(k) }
+
+// GraphUpdate says how the plugin applied the last changes SetArg made
+// to g (at the Launch after them): "none", "patched" (nodes changed in
+// place), "exec-update" (re-captured, executable updated) or
+// "reinstantiated".
 func GraphUpdate(g *core.Graph) string { return bridge.Diag.GraphUpdate(g) }

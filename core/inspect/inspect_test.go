@@ -39,6 +39,31 @@ func TestNilAndClosedRuntime(t *testing.T) {
 	assert.Equal(t, uint64(256), inspect.Metrics(rt).BytesCopied["host_to_device"], "a closed runtime keeps its counters")
 	_, err = inspect.Stats(rt)
 	assert.True(t, errors.Is(err, core.ErrClosed), "%v", err)
+	_, err = inspect.DeviceInfo(dev)
+	assert.True(t, errors.Is(err, core.ErrClosed), "%v", err)
+	assert.Zero(t, inspect.HostHeap(nilRT))
+	assert.Zero(t, inspect.Kernel(nil))
+}
+
+// TestDeviceInfo: read now, it is the description of Open with the free
+// memory of now; a nil device is an argument error.
+func TestDeviceInfo(t *testing.T) {
+	rt, err := core.Open(core.Config{Backend: "mock"})
+	require.NoError(t, err)
+	defer rt.Close()
+	dev, err := rt.Device(0)
+	require.NoError(t, err)
+	b := mustAlloc(t, dev, 1<<20)
+	defer b.Free()
+	now, err := inspect.DeviceInfo(dev)
+	require.NoError(t, err)
+	atOpen := dev.Info()
+	assert.Equal(t, atOpen.MemoryTotal, now.MemoryTotal)
+	assert.Equal(t, atOpen.Name, now.Name)
+	assert.NotZero(t, now.MemoryTotal)
+	assert.LessOrEqual(t, now.MemoryFree, now.MemoryTotal)
+	_, err = inspect.DeviceInfo(nil)
+	assert.True(t, errors.Is(err, core.ErrInvalidArgument), "%v", err)
 }
 
 func mustAlloc(t *testing.T, d *core.Device, n int) *core.Buffer {

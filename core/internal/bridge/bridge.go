@@ -260,6 +260,8 @@ var Diag struct {
 	Backends      func(cfg any) ([]string, error)
 	Pool          func(p any) diag.Pool // p is a *pool.Pool
 	DevicePool    func(d any) (diag.Pool, bool)
-	HostHeap      func(h any) diag.Heap // h is a *core.HostHeap
-	GraphUpdate   func(g any) string    // g is a *core.Graph
+	HostHeap      func(rt any) diag.Heap
+	GraphUpdate   func(g any) string // g is a *core.Graph
+	Kernel        func(k any) diag.Kernel
+	DeviceInfo    func(d any) (any, error) // a core.DeviceInfo
 }
