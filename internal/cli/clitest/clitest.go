@@ -26,6 +26,8 @@ type Case struct {
 	Stderr []string // substrings stderr must hold
 	// NoStdout requires stdout to be empty.
 	NoStdout bool
+	// Then, when set, checks the outputs further (after the checks above).
+	Then func(t *testing.T, stdout, stderr string)
 }
 
 // Convention returns the cases every command must pass.
@@ -76,6 +78,9 @@ func Check(t *testing.T, run func(args []string, stdout, stderr *bytes.Buffer) i
 			}
 			if c.Status == cli.ExitUsage {
 				assert.Contains(t, stderr.String(), "for usage", "a usage error gives the hint")
+			}
+			if c.Then != nil {
+				c.Then(t, stdout.String(), stderr.String())
 			}
 		})
 	}
