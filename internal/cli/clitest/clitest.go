@@ -30,6 +30,20 @@ type Case struct {
 	Then func(t *testing.T, stdout, stderr string)
 }
 
+// Usage is the case of a usage error: args exit 2, with want on stderr
+// and nothing on stdout.
+func Usage(name, want string, args ...string) Case {
+	return Case{Name: name, Args: args, Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}
+}
+
+// MissingPluginPath is the case of a -plugin-path that does not exist,
+// before args (what else the command needs to get that far): exit 1,
+// naming it.
+func MissingPluginPath(args ...string) Case {
+	return Case{Name: "missing plugin path", Args: append([]string{"-plugin-path", "/nonexistent"}, args...),
+		Status: cli.ExitError, Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}}
+}
+
 // Convention returns the cases every command must pass.
 func Convention() []Case {
 	cs := []Case{
