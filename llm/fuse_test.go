@@ -43,22 +43,16 @@ func TestOneTokenFusion(t *testing.T) {
 				assert.Equal(t, 2*c.Inter, L.wgu1.out, "layer %d", l)
 			}
 			o := GenOptions{Prompt: PromptTokens(c.Seed, 1, P, c.Vocab), P: P, Ctx: ctx, Steps: steps, Collect: true}
-			fused, err := m.Generate(rt, o)
-			require.NoError(t, err)
+			fused := generate(t, rt, m, o)
 			o.Graph = true
-			graph, err := m.Generate(rt, o)
-			require.NoError(t, err)
-			assert.Equal(t, fused.Tokens, graph.Tokens)
-			assert.Equal(t, fused.Logits, graph.Logits)
+			sameRun(t, fused, generate(t, rt, m, o))
 			// The same model with the one-token GEMMs taken away.
 			for i := range m.layers {
 				m.layers[i].wqkv, m.layers[i].wgu1 = linear{}, linear{}
 			}
 			o.Graph = false
-			plain, err := m.Generate(rt, o)
-			require.NoError(t, err)
-			assert.Equal(t, plain.Tokens, fused.Tokens)
-			assert.Equal(t, plain.Logits, fused.Logits)
+			plain := generate(t, rt, m, o)
+			sameRun(t, plain, fused)
 			assert.NotEmpty(t, plain.Logits)
 		})
 	}
@@ -121,17 +115,13 @@ func TestFusedKernels(t *testing.T) {
 					assert.Equal(t, tc.rot, m.cosQ == nil && m.invFreq != nil, "rotation from inv_freq")
 				}
 				o := GenOptions{Prompt: PromptTokens(c.Seed, tc.batch, P, c.Vocab), P: P, Ctx: ctx, Steps: steps, Collect: true, Graph: graph}
-				r, err := m.Generate(rt, o)
-				require.NoError(t, err)
+				r := generate(t, rt, m, o)
 				require.NotEmpty(t, r.Logits)
 				return r
 			}
-			fused, graph := gen(false, false), gen(true, false)
-			assert.Equal(t, fused.Tokens, graph.Tokens)
-			assert.Equal(t, fused.Logits, graph.Logits)
-			plain := gen(false, true)
-			assert.Equal(t, plain.Tokens, fused.Tokens)
-			assert.Equal(t, plain.Logits, fused.Logits)
+			fused := gen(false, false)
+			sameRun(t, fused, gen(true, false))
+			sameRun(t, gen(false, true), fused)
 		})
 	}
 }

@@ -54,15 +54,11 @@ func TestDecodeGraphOneLaunch(t *testing.T) {
 			if tc.sample {
 				o.Sample = &Sampling{TopK: 20, TopP: 0.9, Temperature: 0.8, Seed: 3}
 			}
-			eager, err := m.Generate(rt, o)
-			require.NoError(t, err)
+			eager := generate(t, rt, m, o)
 			_, _, ok := m.GraphInfo(tc.sample)
 			assert.False(t, ok, "no graph before a graph step")
 			o.Graph = true
-			g, err := m.Generate(rt, o)
-			require.NoError(t, err)
-			assert.Equal(t, eager.Tokens, g.Tokens)
-			assert.Equal(t, eager.Logits, g.Logits)
+			sameRun(t, eager, generate(t, rt, m, o))
 			launches, broke, ok := m.GraphInfo(tc.sample)
 			require.True(t, ok)
 			assert.Equal(t, tc.launches, launches)
@@ -76,10 +72,7 @@ func TestDecodeGraphOneLaunch(t *testing.T) {
 				assert.ElementsMatch(t, want, broke)
 			}
 			// the graph is replayed (not captured again) by a second run
-			g2, err := m.Generate(rt, o)
-			require.NoError(t, err)
-			assert.Equal(t, eager.Tokens, g2.Tokens)
-			assert.Equal(t, eager.Logits, g2.Logits)
+			sameRun(t, eager, generate(t, rt, m, o))
 		})
 	}
 }
@@ -95,13 +88,9 @@ func TestDecodeGraphBatchBuckets(t *testing.T) {
 		t.Run("batch "+string(rune('0'+b)), func(t *testing.T) {
 			require.NoError(t, m.SetBatch(b))
 			o := GenOptions{Prompt: PromptTokens(c.Seed, b, 1, c.Vocab), P: 1, Ctx: 4, Steps: 4, Collect: true}
-			eager, err := m.Generate(rt, o)
-			require.NoError(t, err)
+			eager := generate(t, rt, m, o)
 			o.Graph = true
-			g, err := m.Generate(rt, o)
-			require.NoError(t, err)
-			assert.Equal(t, eager.Tokens, g.Tokens)
-			assert.Equal(t, eager.Logits, g.Logits)
+			sameRun(t, eager, generate(t, rt, m, o))
 			n, _, ok := m.GraphInfo(false)
 			require.True(t, ok)
 			assert.Equal(t, 1, n)

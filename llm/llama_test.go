@@ -213,6 +213,21 @@ func openMock(t testing.TB) (*core.Runtime, *core.Device) {
 	return rt, mockrt.Device0(t, rt)
 }
 
+// generate runs o on m; an error fails the test.
+func generate(t *testing.T, rt *core.Runtime, m *Model, o GenOptions) *Run {
+	t.Helper()
+	r, err := m.Generate(rt, o)
+	require.NoError(t, err)
+	return r
+}
+
+// sameRun holds that got has want's tokens and logits, exactly.
+func sameRun(t *testing.T, want, got *Run, msgAndArgs ...any) {
+	t.Helper()
+	assert.Equal(t, want.Tokens, got.Tokens, msgAndArgs...)
+	assert.Equal(t, want.Logits, got.Logits, msgAndArgs...)
+}
+
 func tinyConfig() Config {
 	c := Presets["tiny"]
 	c.Eps, c.Seed, c.Rope = 1e-5, 7, "neox"
@@ -282,8 +297,7 @@ func TestDecoderMatchesReference(t *testing.T) {
 			defer m.Close()
 			prompt := PromptTokens(c.Seed, tc.batch, tc.P, c.Vocab)
 			o := GenOptions{Prompt: prompt, P: tc.P, Ctx: tc.ctx, Steps: tc.st, Collect: true}
-			eager, err := m.Generate(rt, o)
-			require.NoError(t, err)
+			eager := generate(t, rt, m, o)
 			require.Len(t, eager.Tokens, tc.st)
 			checkAgainstRef(t, c, tc.batch, tc.ctx, tc.P, prompt, eager)
 			if tc.int8 {
@@ -293,14 +307,9 @@ func TestDecoderMatchesReference(t *testing.T) {
 			// deterministic); and without Collect, the tokens kept on the
 			// device come back in order
 			o.Graph = true
-			g, err := m.Generate(rt, o)
-			require.NoError(t, err)
-			assert.Equal(t, eager.Tokens, g.Tokens)
-			assert.Equal(t, eager.Logits, g.Logits)
+			sameRun(t, eager, generate(t, rt, m, o))
 			o.Collect = false
-			g2, err := m.Generate(rt, o)
-			require.NoError(t, err)
-			assert.Equal(t, eager.Tokens, g2.Tokens)
+			assert.Equal(t, eager.Tokens, generate(t, rt, m, o).Tokens)
 		})
 	}
 }

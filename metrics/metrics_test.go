@@ -24,6 +24,7 @@ import (
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/core/pool"
 	gtest "github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/metrics"
 )
 
@@ -31,21 +32,12 @@ import (
 // one device-lost error. It returns the runtime and one live buffer.
 func workload(t *testing.T) (*core.Runtime, *core.Buffer) {
 	t.Helper()
-	dir := gtest.MockPlugin(t)
-	rt, err := core.Open(core.Config{PluginPaths: []string{dir}, Backend: "mock"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	dev, err := rt.Device(0)
-	require.NoError(t, err)
+	rt := mockrt.Open(t, "")
+	dev := mockrt.Device0(t, rt)
 	buf, err := dev.Alloc(4096)
 	require.NoError(t, err)
-	s, err := dev.NewStream()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	mod, err := dev.BuiltinModule()
-	require.NoError(t, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(t, err)
+	s := mockrt.Stream(t, dev)
+	fill := mockrt.Builtin(t, dev, "fill_f32")
 	for i := 0; i < 3; i++ {
 		require.NoError(t, s.Launch(fill, core.Grid1D(1024, 256), core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1024)))
 	}

@@ -117,10 +117,9 @@ else
   summary+=("ref          skip           (no python3)")
 fi
 
-PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/attnbench.jsonl" "$logs/ref.jsonl" >"$logs/table.md" <<'PY' || echo "(no table: python3 failed)" >"$logs/table.md"
-import sys
-from benchrows import read
-rows = read(sys.argv[1:])
+bench_table "$logs/attnbench.jsonl" "$logs/ref.jsonl" >"$logs/table.md" <<'PY' || echo "(no table: python3 failed)" >"$logs/table.md"
+from benchrows import read_args
+rows = read_args()
 by, order, notes = {}, [], []
 for r in rows:
     if r.get("name") == "*":

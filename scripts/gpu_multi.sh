@@ -140,10 +140,9 @@ else
 fi
 
 table() {
-  PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/multibench.jsonl" "$logs/torch.jsonl" <<'PY'
-import sys
-from benchrows import load
-rows, by, order = load(sys.argv[1:])
+  bench_table "$logs/multibench.jsonl" "$logs/torch.jsonl" <<'PY'
+from benchrows import load_args
+rows, by, order = load_args()
 def bw(r):
     return "%9.1f" % r["busbw_gb_s"] if r and r.get("us", 0) > 0 else "        -"
 def us(r):

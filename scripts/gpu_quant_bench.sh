@@ -116,10 +116,9 @@ else
 fi
 
 table() {
-  PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$logs/quantbench.jsonl" "$logs/torch.jsonl" <<'PY'
-import sys
-from benchrows import load
-rows, by, order = load(sys.argv[1:])
+  bench_table "$logs/quantbench.jsonl" "$logs/torch.jsonl" <<'PY'
+from benchrows import load_args
+rows, by, order = load_args()
 def us(r):
     return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 def ratio(o, g):

@@ -43,11 +43,8 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
-out=${OUT:-$root/build/gpu_roofline}
 . "$root/scripts/lib/step.sh"
-step_budget "$out"
-py=${PYTHON:-python3}
-total=${TOTAL:-570}
+step_budget gpu_roofline 570
 batches=${BATCHES:-1,8,32,64}
 ctxs=${CTXS:-1024,8192}
 backend=${BACKEND:-cuda}
@@ -64,7 +61,7 @@ run() {
     summary+=("$(printf '%-14s %-14s' "$name" skipped)")
     return 0 ;;
   esac
-  local left=$((total - ($(date +%s) - t_start) - 20))
+  local left=$(($(budget_left) - 20))
   if [ "$left" -lt 15 ]; then
     echo "== [$name] not run: ${left}s left of TOTAL=${total}s" | tee -a "$out/steps.txt"
     summary+=("$(printf '%-14s %-14s' "$name" no-time)")
@@ -115,7 +112,7 @@ for p in $presets; do
   cap=${TWIN_1B_S:-170}
   guess=60
   [ "$p" = 8b ] && cap=${TWIN_8B_S:-200} && guess=90
-  left=$((total - ($(date +%s) - t_start) - 20))
+  left=$(($(budget_left) - 20))
   budget=$(((cap < left ? cap : left) - 10))
   [ "$budget" -lt 1 ] && budget=1
   run "twin_$p" "$cap" "${tw[@]}" twin --preset "$p" --batch "$batches" --ctx "$ctxs" --steps "$s" --warmup 3 \

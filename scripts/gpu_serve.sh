@@ -35,11 +35,8 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
-out=${OUT:-$root/build/gpu_serve}
 . "$root/scripts/lib/step.sh"
-step_budget "$out"
-py=${PYTHON:-python3}
-total=${TOTAL:-480}
+step_budget gpu_serve 480
 requests=${REQUESTS:-1000}
 sweep=${SWEEP_REQUESTS:-300}
 fractions=${FRACTIONS:-1.25,1,0.75,0.5,0.25}
@@ -49,7 +46,6 @@ presets=${PRESETS:-1b 8b}
 for f in build/gpurt-servebench "$plugin"; do
   [ -f "$f" ] || { echo "gpu_serve: $f is missing (make gpu-artifacts, carry build)"; exit 2; }
 done
-left() { echo $((total - ($(date +%s) - t_start))); }
 # A step's row count changes from step to step, and each count is a GEMM
 # shape of its own: a plan cache larger than the default 1024 keeps them.
 export GPURT_OPCACHE_SIZE=${GPURT_OPCACHE_SIZE:-16384}
@@ -88,7 +84,7 @@ set -- $presets
 : >"$out/serve.jsonl"
 cat "$out/bandwidth.jsonl" >>"$out/serve.jsonl" 2>/dev/null
 while [ $# -gt 0 ]; do
-  l=$(( $(left) - 45 ))
+  l=$(( $(budget_left) - 45 ))
   if [ $# -gt 1 ]; then secs=$(( l / 3 )); else secs=$l; fi
   [ "$secs" -ge 20 ] || { echo "== [serve_$1] not run: ${secs}s left" | tee -a "$out/steps.txt"; failed=1; shift; continue; }
   serve "$1" "$secs"

@@ -234,48 +234,32 @@ func (b *bench) run(sh shape) (Result, error) {
 	if err := b.fill(q); err != nil {
 		return r, err
 	}
-	dIndptr, err := alloc(4 * len(indptr))
-	if err != nil {
-		return r, err
-	}
-	dIdx, err := alloc(4 * len(idx))
-	if err != nil {
-		return r, err
-	}
-	dLast, err := alloc(4 * len(last))
-	if err != nil {
-		return r, err
-	}
-	dQO, err := alloc(4 * len(qoIndptr))
-	if err != nil {
-		return r, err
-	}
-	for _, c := range []struct {
-		dst *core.Buffer
-		src []int32
-	}{{dIndptr, indptr}, {dIdx, idx}, {dLast, last}, {dQO, qoIndptr}} {
-		v, err := c.dst.View(0, 4*len(c.src))
+	// The page table and qo_indptr on the device: each array in a buffer
+	// of its own, as a view of its bytes.
+	var pages [4]core.Region // indptr, indices, last page lengths, qo_indptr
+	for i, src := range [][]int32{indptr, idx, last, qoIndptr} {
+		x, err := alloc(4 * len(src))
 		if err != nil {
 			return r, err
 		}
-		if err := core.CopyFromHost(v, le.Int32s(c.src)); err != nil {
+		v, err := x.View(0, 4*len(src))
+		if err != nil {
 			return r, err
 		}
+		if err := core.CopyFromHost(v, le.Int32s(src)); err != nil {
+			return r, err
+		}
+		pages[i] = v
 	}
 	ad := attention.Desc{Kind: attention.Decode, NumQOHeads: hq, Cache: desc, MaxBatch: sh.batch}
 	sched := attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}
-	view := func(x *core.Buffer, n int) core.Region {
-		v, _ := x.View(0, n)
-		return v
-	}
-	ops := attention.Operands{Q: q, O: o, Pages: attention.PageTable{Indptr: view(dIndptr, 4*len(indptr)),
-		Indices: view(dIdx, 4*len(idx)), LastPageLen: view(dLast, 4*len(last))}}
+	ops := attention.Operands{Q: q, O: o, Pages: attention.PageTable{Indptr: pages[0], Indices: pages[1], LastPageLen: pages[2]}}
 	if sh.prefill {
 		ad.Kind = attention.Prefill
 		ad.Causal = true
 		ad.MaxRows = rows
 		sched.QOIndptr = qoIndptr
-		ops.QOIndptr = view(dQO, 4*len(qoIndptr))
+		ops.QOIndptr = pages[3]
 	}
 	a, err := attention.New(b.dev, ad)
 	if err != nil {

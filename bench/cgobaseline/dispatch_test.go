@@ -13,21 +13,14 @@ import (
 	"github.com/metrale/gpurt/bench/cgobaseline"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 // pair opens the mock twice: through the core (gpurt's call path) and
 // through C (the cgo baseline), each with an idle stream on device 0.
 func pair(tb testing.TB) (*core.Stream, *cgobaseline.Plugin) {
 	tb.Helper()
-	dir := testutil.MockPlugin(tb)
-	rt, err := core.Open(core.Config{PluginPaths: []string{dir}, Backend: "mock"})
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = rt.Close() })
-	d, err := rt.Device(0)
-	require.NoError(tb, err)
-	s, err := d.NewStream()
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = s.Close() })
+	s := mockrt.Stream(tb, mockrt.Device0(tb, mockrt.Open(tb, "")))
 	pl, err := cgobaseline.Open(testutil.MockPluginPath(tb))
 	require.NoError(tb, err)
 	tb.Cleanup(pl.Close)

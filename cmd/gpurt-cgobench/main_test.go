@@ -18,12 +18,11 @@ import (
 func TestConvention(t *testing.T) {
 	mock := testutil.MockPlugin(t)
 	clitest.CheckCommand(t, run,
-		clitest.Case{Name: "no plugin", Args: nil, Status: cli.ExitUsage, Stderr: []string{"-plugin-path: want exactly one plugin file"}},
-		clitest.Case{Name: "two plugins", Args: []string{"-plugin-path", mock + ":" + mock}, Status: cli.ExitUsage,
-			Stderr: []string{"got 2 paths"}},
-		clitest.Case{Name: "a folder", Args: []string{"-plugin-path", mock}, Status: cli.ExitUsage, Stderr: []string{"a folder; want the plugin file"}},
+		clitest.Usage("no plugin", "-plugin-path: want exactly one plugin file"),
+		clitest.Usage("two plugins", "got 2 paths", "-plugin-path", mock+":"+mock),
+		clitest.Usage("a folder", "a folder; want the plugin file", "-plugin-path", mock),
 		clitest.Case{Name: "missing", Args: []string{"-plugin-path", filepath.Join(mock, "libgpurt_none.so")}, Status: cli.ExitError,
 			Stderr: []string{"libgpurt_none.so: no such file or folder"}},
-		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
+		clitest.Usage("stray argument", `unexpected argument "now"`, "now"),
 	)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/bench/decodestep"
-	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
 )
@@ -67,8 +66,7 @@ func TestBadFlags(t *testing.T) {
 // TestConvention: the CLI convention of internal/cli.
 func TestConvention(t *testing.T) {
 	clitest.CheckCommand(t, run,
-		clitest.Case{Name: "bad steps", Args: []string{"-steps", "0"}, Status: cli.ExitUsage, Stderr: []string{"-steps 0: must be positive"}},
-		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent", "-check-configs", "none"},
-			Status: cli.ExitError, Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+		clitest.Usage("bad steps", "-steps 0: must be positive", "-steps", "0"),
+		clitest.MissingPluginPath("-check-configs", "none"),
 	)
 }

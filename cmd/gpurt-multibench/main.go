@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/metrale/gpurt/bench/multibench"
@@ -68,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *only != "" && *only != "allreduce" && *only != "peer":
 		return fs.Usage("-only %q: want allreduce or peer", *only)
 	}
-	sizes, err := parseSizes(*sizesF)
+	sizes, err := bytesize.ParseEach(*sizesF, func(f string) (int64, error) { return parseSize(f, false) })
 	if err != nil {
 		return fs.Usage("-sizes: %v", err)
 	}
@@ -163,24 +162,6 @@ func parseSize(s string, zero bool) (int64, error) {
 		return 0, fmt.Errorf("byte count %q divided by -shrink %d: under 4 bytes", s, *shrink)
 	}
 	return n / int64(*shrink), nil
-}
-
-func parseSizes(s string) ([]int64, error) {
-	var out []int64
-	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "" {
-			continue
-		}
-		n, err := parseSize(f, false)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no sizes in %q", s)
-	}
-	return out, nil
 }
 
 // parent makes the unique id and runs this program once per rank; rank

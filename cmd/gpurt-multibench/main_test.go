@@ -19,16 +19,14 @@ import (
 // usage and setup errors.
 func TestConvention(t *testing.T) {
 	clitest.CheckCommand(t, run,
-		clitest.Case{Name: "shrink 0", Args: []string{"-shrink", "0"}, Status: cli.ExitUsage, Stderr: []string{"-shrink 0: want 1 to 65536"}},
-		clitest.Case{Name: "bad size", Args: []string{"-sizes", "8X"}, Status: cli.ExitUsage, Stderr: []string{`-sizes: byte count "8X"`}},
-		clitest.Case{Name: "size shrunk to nothing", Args: []string{"-sizes", "8K", "-shrink", "4096"}, Status: cli.ExitUsage,
-			Stderr: []string{`-sizes: byte count "8K" divided by -shrink 4096: under 4 bytes`}},
-		clitest.Case{Name: "bad peer", Args: []string{"-peer", "-1"}, Status: cli.ExitUsage, Stderr: []string{`-peer: byte count "-1"`}},
-		clitest.Case{Name: "bad dtype", Args: []string{"-dtype", "f64"}, Status: cli.ExitUsage, Stderr: []string{`-dtype "f64"`}},
-		clitest.Case{Name: "ranks", Args: []string{"-ranks", "0"}, Status: cli.ExitUsage, Stderr: []string{"-ranks 0: want at least 1"}},
-		clitest.Case{Name: "only", Args: []string{"-only", "x"}, Status: cli.ExitUsage, Stderr: []string{`-only "x": want allreduce or peer`}},
-		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
-			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+		clitest.Usage("shrink 0", "-shrink 0: want 1 to 65536", "-shrink", "0"),
+		clitest.Usage("bad size", `-sizes: byte count "8X"`, "-sizes", "8X"),
+		clitest.Usage("size shrunk to nothing", `-sizes: byte count "8K" divided by -shrink 4096: under 4 bytes`, "-sizes", "8K", "-shrink", "4096"),
+		clitest.Usage("bad peer", `-peer: byte count "-1"`, "-peer", "-1"),
+		clitest.Usage("bad dtype", `-dtype "f64"`, "-dtype", "f64"),
+		clitest.Usage("ranks", "-ranks 0: want at least 1", "-ranks", "0"),
+		clitest.Usage("only", `-only "x": want allreduce or peer`, "-only", "x"),
+		clitest.MissingPluginPath(),
 	)
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, cli.ExitOK, run([]string{"-h"}, &stdout, &stderr))

@@ -13,13 +13,12 @@ import (
 // usage and setup errors.
 func TestConvention(t *testing.T) {
 	clitest.CheckCommand(t, run,
-		clitest.Case{Name: "shrink 0", Args: []string{"-shrink", "0"}, Status: cli.ExitUsage, Stderr: []string{"-shrink 0: want 1 to 2048"}},
-		clitest.Case{Name: "shrink huge", Args: []string{"-shrink", "4096"}, Status: cli.ExitUsage, Stderr: []string{"-shrink 4096: want 1 to 2048"}},
-		clitest.Case{Name: "only", Args: []string{"-only", "gemx"}, Status: cli.ExitUsage, Stderr: []string{`-only "gemx": want gemv, gemm or grouped`}},
-		clitest.Case{Name: "iters", Args: []string{"-iters", "0"}, Status: cli.ExitUsage, Stderr: []string{"-iters 0: want at least 1"}},
-		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
-		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
-			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+		clitest.Usage("shrink 0", "-shrink 0: want 1 to 2048", "-shrink", "0"),
+		clitest.Usage("shrink huge", "-shrink 4096: want 1 to 2048", "-shrink", "4096"),
+		clitest.Usage("only", `-only "gemx": want gemv, gemm or grouped`, "-only", "gemx"),
+		clitest.Usage("iters", "-iters 0: want at least 1", "-iters", "0"),
+		clitest.Usage("stray argument", `unexpected argument "now"`, "now"),
+		clitest.MissingPluginPath(),
 		clitest.Case{Name: "no plugin there", Args: []string{"-plugin-path", t.TempDir(), "-backend", "mock"}, Status: cli.ExitError,
 			Stderr: []string{"gpurt-quantbench: "}},
 	)

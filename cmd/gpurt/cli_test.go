@@ -49,7 +49,7 @@ func TestConventionProbe(t *testing.T) {
 	quietEnv(t)
 	mock := testutil.MockPlugin(t)
 	clitest.CheckCommand(t, runProbe,
-		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
+		clitest.Usage("stray argument", `unexpected argument "now"`, "now"),
 		clitest.Case{Name: "unknown backend", Args: []string{"--backend", "vulkan", "--plugin-path", mock}, Status: cli.ExitUsage,
 			NoStdout: true, Stderr: []string{"gpurt probe: --backend: ", `unknown backend "vulkan"`}},
 	)
@@ -77,8 +77,8 @@ func TestConventionConform(t *testing.T) {
 	require.NoError(t, os.WriteFile(fake, []byte("not a plugin either\n"), 0o755))
 	none := "^no check has this name$"
 	clitest.CheckCommand(t, runConform,
-		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
-		clitest.Case{Name: "bad --run", Args: []string{"--run", "("}, Status: cli.ExitUsage, Stderr: []string{"--run: error parsing regexp"}},
+		clitest.Usage("stray argument", `unexpected argument "now"`, "now"),
+		clitest.Usage("bad --run", "--run: error parsing regexp", "--run", "("),
 		clitest.Case{Name: "folder works", Args: []string{"--plugin-path", mock, "--run", none}, Status: cli.ExitOK,
 			Stdout: []string{"backend mock (" + filepath.Join(mock, "libgpurt_mock"+testutil.PluginExt())}, Stderr: nil},
 		clitest.Case{Name: "file works", Args: []string{"--plugin-path", filepath.Join(mock, "libgpurt_mock"+testutil.PluginExt()), "--run", none},
@@ -95,11 +95,9 @@ func TestConventionConform(t *testing.T) {
 func TestConventionBench(t *testing.T) {
 	quietEnv(t)
 	clitest.CheckCommand(t, runBench,
-		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
-		clitest.Case{Name: "bad sizes", Args: []string{"--sizes", "lots"}, Status: cli.ExitUsage, Stderr: []string{`--sizes: byte count "lots"`}},
-		clitest.Case{Name: "missing plugin path", Args: []string{"--quick", "--plugin-path", "/nonexistent"}, Status: cli.ExitError,
-			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
-		clitest.Case{Name: "json and benchfmt on stdout", Args: []string{"--json", "--benchfmt", "-"}, Status: cli.ExitUsage,
-			Stderr: []string{"--json and --benchfmt -"}},
+		clitest.Usage("stray argument", `unexpected argument "now"`, "now"),
+		clitest.Usage("bad sizes", `--sizes: byte count "lots"`, "--sizes", "lots"),
+		clitest.MissingPluginPath("--quick"),
+		clitest.Usage("json and benchfmt on stdout", "--json and --benchfmt -", "--json", "--benchfmt", "-"),
 	)
 }

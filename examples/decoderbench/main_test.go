@@ -69,21 +69,21 @@ func TestDecoderOnMock(t *testing.T) {
 func TestConvention(t *testing.T) {
 	testutil.QuietEnv(t)
 	m := []string{"-backend", "mock", "-plugin-path", testutil.MockPlugin(t)}
-	usage := func(name string, args []string, want string) clitest.Case {
-		return clitest.Case{Name: name, Args: append(append([]string{}, m...), args...), Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}
+	// usage: a usage error on the mock.
+	usage := func(name, want string, args ...string) clitest.Case {
+		return clitest.Usage(name, want, append(append([]string{}, m...), args...)...)
 	}
 	clitest.CheckCommand(t, run,
-		usage("stray argument", []string{"now"}, `unexpected argument "now"`),
-		usage("not a preset", []string{"-preset", "huge"}, `-preset "huge": not a preset`),
-		usage("steps 0", []string{"-steps", "0"}, "-steps 0: want 1 to"),
-		usage("batch 0", []string{"-batch", "0"}, "-batch 0: want 1 to 4096"),
-		usage("warmup negative", []string{"-warmup", "-1"}, "-warmup -1: want 0 to"),
-		usage("huge ctx", []string{"-ctx", "9223372036854775000"}, "-ctx 9223372036854775000: want 0 to 1048576"),
-		usage("ctx and steps together", []string{"-ctx", "1048000", "-steps", "1000"}, "together at most 1048576 tokens"),
-		usage("json and benchfmt on stdout", []string{"-json", "-benchfmt", "-"}, "-json and -benchfmt -"),
-		usage("unknown backend", []string{"-backend", "nonesuch"}, "unknown backend"),
-		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
-			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+		usage("stray argument", `unexpected argument "now"`, "now"),
+		usage("not a preset", `-preset "huge": not a preset`, "-preset", "huge"),
+		usage("steps 0", "-steps 0: want 1 to", "-steps", "0"),
+		usage("batch 0", "-batch 0: want 1 to 4096", "-batch", "0"),
+		usage("warmup negative", "-warmup -1: want 0 to", "-warmup", "-1"),
+		usage("huge ctx", "-ctx 9223372036854775000: want 0 to 1048576", "-ctx", "9223372036854775000"),
+		usage("ctx and steps together", "together at most 1048576 tokens", "-ctx", "1048000", "-steps", "1000"),
+		usage("json and benchfmt on stdout", "-json and -benchfmt -", "-json", "-benchfmt", "-"),
+		usage("unknown backend", "unknown backend", "-backend", "nonesuch"),
+		clitest.MissingPluginPath(),
 		clitest.Case{Name: "honours -options", Args: append([]string{"-options", "devices=x"}, m...),
 			Status: cli.ExitError, Stderr: []string{"devices"}},
 	)

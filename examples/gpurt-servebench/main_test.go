@@ -18,13 +18,12 @@ import (
 // usage and setup errors.
 func TestConvention(t *testing.T) {
 	clitest.CheckCommand(t, run,
-		clitest.Case{Name: "preset", Args: []string{"-preset", "70b"}, Status: cli.ExitUsage, Stderr: []string{`-preset "70b": want tiny, 1b or 8b`}},
-		clitest.Case{Name: "rates", Args: []string{"-rates", "1,x"}, Status: cli.ExitUsage, Stderr: []string{`-rates: "x" is not a number >= 0`}},
-		clitest.Case{Name: "prompt", Args: []string{"-prompt", "9-3"}, Status: cli.ExitUsage, Stderr: []string{`-prompt: "9-3": want MIN-MAX`}},
-		clitest.Case{Name: "batch", Args: []string{"-max-batch", "0"}, Status: cli.ExitUsage, Stderr: []string{"max batch 0"}},
-		clitest.Case{Name: "stray argument", Args: []string{"now"}, Status: cli.ExitUsage, Stderr: []string{`unexpected argument "now"`}},
-		clitest.Case{Name: "missing plugin path", Args: []string{"-plugin-path", "/nonexistent"}, Status: cli.ExitError,
-			Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}},
+		clitest.Usage("preset", `-preset "70b": want tiny, 1b or 8b`, "-preset", "70b"),
+		clitest.Usage("rates", `-rates: "x" is not a number >= 0`, "-rates", "1,x"),
+		clitest.Usage("prompt", `-prompt: "9-3": want MIN-MAX`, "-prompt", "9-3"),
+		clitest.Usage("batch", "max batch 0", "-max-batch", "0"),
+		clitest.Usage("stray argument", `unexpected argument "now"`, "now"),
+		clitest.MissingPluginPath(),
 	)
 }
 

@@ -16,56 +16,60 @@ const (
 )
 
 // Why a probe says what it says.
+// GPURT_PROBE_OK (0) to GPURT_PROBE_DISABLED (6), in the header's order.
 const (
-	ProbeOK                  = 0 // GPURT_PROBE_OK
-	ProbeDriverMissing       = 1 // GPURT_PROBE_DRIVER_MISSING
-	ProbeNoDevice            = 2 // GPURT_PROBE_NO_DEVICE
-	ProbeDriverTooOld        = 3 // GPURT_PROBE_DRIVER_TOO_OLD
-	ProbePlatformUnsupported = 4 // GPURT_PROBE_PLATFORM_UNSUPPORTED
-	ProbeInitFailed          = 5 // GPURT_PROBE_INIT_FAILED
-	ProbeDisabled            = 6 // GPURT_PROBE_DISABLED
+	ProbeOK = iota
+	ProbeDriverMissing
+	ProbeNoDevice
+	ProbeDriverTooOld
+	ProbePlatformUnsupported
+	ProbeInitFailed
+	ProbeDisabled
 )
 
 // Element types.
+// GPURT_DTYPE_INVALID (0) to GPURT_DTYPE_U8 (9), in the header's order.
 const (
-	DTypeInvalid = 0 // GPURT_DTYPE_INVALID
-	DTypeF32     = 1 // GPURT_DTYPE_F32
-	DTypeF16     = 2 // GPURT_DTYPE_F16
-	DTypeBF16    = 3 // GPURT_DTYPE_BF16
-	DTypeF64     = 4 // GPURT_DTYPE_F64
-	DTypeI8      = 5 // GPURT_DTYPE_I8
-	DTypeI32     = 6 // GPURT_DTYPE_I32
-	DTypeFP8E4M3 = 7 // GPURT_DTYPE_FP8_E4M3
-	DTypeFP8E5M2 = 8 // GPURT_DTYPE_FP8_E5M2
-	DTypeU8      = 9 // GPURT_DTYPE_U8
+	DTypeInvalid = iota
+	DTypeF32
+	DTypeF16
+	DTypeBF16
+	DTypeF64
+	DTypeI8
+	DTypeI32
+	DTypeFP8E4M3
+	DTypeFP8E5M2
+	DTypeU8
 )
 
 // Kernel argument kinds.
+// GPURT_ARG_BUFFER (1) to GPURT_ARG_ANY (14), in the header's order.
 const (
-	ArgBuffer = 1  // GPURT_ARG_BUFFER
-	ArgI8     = 2  // GPURT_ARG_I8
-	ArgI16    = 3  // GPURT_ARG_I16
-	ArgI32    = 4  // GPURT_ARG_I32
-	ArgI64    = 5  // GPURT_ARG_I64
-	ArgU8     = 6  // GPURT_ARG_U8
-	ArgU16    = 7  // GPURT_ARG_U16
-	ArgU32    = 8  // GPURT_ARG_U32
-	ArgU64    = 9  // GPURT_ARG_U64
-	ArgF16    = 10 // GPURT_ARG_F16
-	ArgBF16   = 11 // GPURT_ARG_BF16
-	ArgF32    = 12 // GPURT_ARG_F32
-	ArgF64    = 13 // GPURT_ARG_F64
-	ArgAny    = 14 // GPURT_ARG_ANY
+	ArgBuffer = iota + 1
+	ArgI8
+	ArgI16
+	ArgI32
+	ArgI64
+	ArgU8
+	ArgU16
+	ArgU32
+	ArgU64
+	ArgF16
+	ArgBF16
+	ArgF32
+	ArgF64
+	ArgAny
 )
 
 // Module formats.
+// GPURT_MODULE_BUILTIN (0) to GPURT_MODULE_METAL_SOURCE (5), in the header's order.
 const (
-	ModuleBuiltin     = 0 // GPURT_MODULE_BUILTIN
-	ModulePTX         = 1 // GPURT_MODULE_PTX
-	ModuleCubin       = 2 // GPURT_MODULE_CUBIN
-	ModuleFatbin      = 3 // GPURT_MODULE_FATBIN
-	ModuleMetallib    = 4 // GPURT_MODULE_METALLIB
-	ModuleMetalSource = 5 // GPURT_MODULE_METAL_SOURCE
+	ModuleBuiltin = iota
+	ModulePTX
+	ModuleCubin
+	ModuleFatbin
+	ModuleMetallib
+	ModuleMetalSource
 )
 
 // Copy flags.
@@ -86,33 +90,37 @@ const (
 )
 
 // GEMM compute types (1.1).
+// GPURT_COMPUTE_DEFAULT (0) to GPURT_COMPUTE_F16 (3), in the header's order.
 const (
-	ComputeDefault = 0 // GPURT_COMPUTE_DEFAULT
-	ComputeF32     = 1 // GPURT_COMPUTE_F32
-	ComputeF32TF32 = 2 // GPURT_COMPUTE_F32_TF32
-	ComputeF16     = 3 // GPURT_COMPUTE_F16
+	ComputeDefault = iota
+	ComputeF32
+	ComputeF32TF32
+	ComputeF16
 )
 
 // GEMM epilogues (1.1).
+// GPURT_EPILOGUE_NONE (0) to GPURT_EPILOGUE_BIAS_GELU (5), in the header's order.
 const (
-	EpilogueNone     = 0 // GPURT_EPILOGUE_NONE
-	EpilogueBias     = 1 // GPURT_EPILOGUE_BIAS
-	EpilogueRelu     = 2 // GPURT_EPILOGUE_RELU
-	EpilogueBiasRelu = 3 // GPURT_EPILOGUE_BIAS_RELU
-	EpilogueGelu     = 4 // GPURT_EPILOGUE_GELU
-	EpilogueBiasGelu = 5 // GPURT_EPILOGUE_BIAS_GELU
+	EpilogueNone = iota
+	EpilogueBias
+	EpilogueRelu
+	EpilogueBiasRelu
+	EpilogueGelu
+	EpilogueBiasGelu
 )
 
 // Paged KV cache layouts (1.5): the order of one page's axes.
+// GPURT_KV_LAYOUT_NHD (0) to GPURT_KV_LAYOUT_HND (1), in the header's order.
 const (
-	KVLayoutNHD = 0 // GPURT_KV_LAYOUT_NHD
-	KVLayoutHND = 1 // GPURT_KV_LAYOUT_HND
+	KVLayoutNHD = iota
+	KVLayoutHND
 )
 
 // Attention kinds (1.5).
+// GPURT_ATTENTION_DECODE (1) to GPURT_ATTENTION_PREFILL (2), in the header's order.
 const (
-	AttentionDecode  = 1 // GPURT_ATTENTION_DECODE
-	AttentionPrefill = 2 // GPURT_ATTENTION_PREFILL
+	AttentionDecode = iota + 1
+	AttentionPrefill
 )
 
 // Collectives (1.6): the bytes of a communicator's unique id.
@@ -121,19 +129,21 @@ const (
 )
 
 // Collective operations (1.6): gpurt_coll_op.kind.
+// GPURT_COLL_ALL_REDUCE (1) to GPURT_COLL_RECV (6), in the header's order.
 const (
-	CollAllReduce     = 1 // GPURT_COLL_ALL_REDUCE
-	CollAllGather     = 2 // GPURT_COLL_ALL_GATHER
-	CollReduceScatter = 3 // GPURT_COLL_REDUCE_SCATTER
-	CollBroadcast     = 4 // GPURT_COLL_BROADCAST
-	CollSend          = 5 // GPURT_COLL_SEND
-	CollRecv          = 6 // GPURT_COLL_RECV
+	CollAllReduce = iota + 1
+	CollAllGather
+	CollReduceScatter
+	CollBroadcast
+	CollSend
+	CollRecv
 )
 
 // Reductions (1.6): gpurt_coll_op.reduce.
+// GPURT_REDUCE_SUM (0) to GPURT_REDUCE_MAX (1), in the header's order.
 const (
-	ReduceSum = 0 // GPURT_REDUCE_SUM
-	ReduceMax = 1 // GPURT_REDUCE_MAX
+	ReduceSum = iota
+	ReduceMax
 )
 
 const (
@@ -142,20 +152,22 @@ const (
 )
 
 // Operation kinds of a graph item.
+// GPURT_GRAPH_OP_LAUNCH (1) to GPURT_GRAPH_OP_CALL (7), in the header's order.
 const (
-	GraphOpLaunch      = 1 // GPURT_GRAPH_OP_LAUNCH
-	GraphOpGemm        = 2 // GPURT_GRAPH_OP_GEMM
-	GraphOpCopy        = 3 // GPURT_GRAPH_OP_COPY
-	GraphOpMemset      = 4 // GPURT_GRAPH_OP_MEMSET
-	GraphOpEventRecord = 5 // GPURT_GRAPH_OP_EVENT_RECORD
-	GraphOpEventWait   = 6 // GPURT_GRAPH_OP_EVENT_WAIT
-	GraphOpCall        = 7 // GPURT_GRAPH_OP_CALL
+	GraphOpLaunch = iota + 1
+	GraphOpGemm
+	GraphOpCopy
+	GraphOpMemset
+	GraphOpEventRecord
+	GraphOpEventWait
+	GraphOpCall
 )
 
 // How graph_update applied a change (gpurt_graph_update_args.applied).
+// GPURT_GRAPH_UPDATE_NONE (0) to GPURT_GRAPH_UPDATE_REINSTANTIATED (3), in the header's order.
 const (
-	GraphUpdateNone           = 0 // GPURT_GRAPH_UPDATE_NONE
-	GraphUpdatePatched        = 1 // GPURT_GRAPH_UPDATE_PATCHED
-	GraphUpdateExecUpdate     = 2 // GPURT_GRAPH_UPDATE_EXEC_UPDATE
-	GraphUpdateReinstantiated = 3 // GPURT_GRAPH_UPDATE_REINSTANTIATED
+	GraphUpdateNone = iota
+	GraphUpdatePatched
+	GraphUpdateExecUpdate
+	GraphUpdateReinstantiated
 )

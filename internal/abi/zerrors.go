@@ -6,21 +6,22 @@
 package abi
 
 // Error codes (GPURT_OK, GPURT_ERR_*), from the header's error-code enum.
+// GPURT_OK (0) to GPURT_ERR_FAILED_PRECONDITION (13), in the header's order.
 const (
-	OK                    = 0  // GPURT_OK
-	ErrInvalidArgument    = 1  // GPURT_ERR_INVALID_ARGUMENT
-	ErrInvalidHandle      = 2  // GPURT_ERR_INVALID_HANDLE
-	ErrOutOfRange         = 3  // GPURT_ERR_OUT_OF_RANGE
-	ErrOutOfMemory        = 4  // GPURT_ERR_OUT_OF_MEMORY
-	ErrNotFound           = 5  // GPURT_ERR_NOT_FOUND
-	ErrUnsupported        = 6  // GPURT_ERR_UNSUPPORTED
-	ErrUnavailable        = 7  // GPURT_ERR_UNAVAILABLE
-	ErrDeviceLost         = 8  // GPURT_ERR_DEVICE_LOST
-	ErrLaunchFailed       = 9  // GPURT_ERR_LAUNCH_FAILED
-	ErrNotReady           = 10 // GPURT_ERR_NOT_READY
-	ErrABIMismatch        = 11 // GPURT_ERR_ABI_MISMATCH
-	ErrInternal           = 12 // GPURT_ERR_INTERNAL
-	ErrFailedPrecondition = 13 // GPURT_ERR_FAILED_PRECONDITION
+	OK = iota
+	ErrInvalidArgument
+	ErrInvalidHandle
+	ErrOutOfRange
+	ErrOutOfMemory
+	ErrNotFound
+	ErrUnsupported
+	ErrUnavailable
+	ErrDeviceLost
+	ErrLaunchFailed
+	ErrNotReady
+	ErrABIMismatch
+	ErrInternal
+	ErrFailedPrecondition
 )
 
 // ErrorCodeInfo names one error code.

@@ -91,12 +91,19 @@ func ParseRange(s string, lo, hi int64) (int64, error) {
 // ParseList reads a comma-separated list of byte counts (empty items are
 // skipped), each in lo .. hi; an empty list is an error.
 func ParseList(s string, lo, hi int64) ([]int64, error) {
+	return ParseEach(s, func(f string) (int64, error) { return ParseRange(f, lo, hi) })
+}
+
+// ParseEach reads a comma-separated list of byte counts (empty items are
+// skipped), each item with parse, whose error is the list's; an empty
+// list is an error.
+func ParseEach(s string, parse func(string) (int64, error)) ([]int64, error) {
 	var out []int64
 	for _, f := range strings.Split(s, ",") {
 		if strings.TrimSpace(f) == "" {
 			continue
 		}
-		n, err := ParseRange(f, lo, hi)
+		n, err := parse(f)
 		if err != nil {
 			return nil, err
 		}

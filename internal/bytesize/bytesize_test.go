@@ -3,6 +3,7 @@
 package bytesize_test
 
 import (
+	"errors"
 	"math"
 	"testing"
 
@@ -74,6 +75,26 @@ func TestParseListAndRange(t *testing.T) {
 			assert.Contains(t, err.Error(), c.err)
 		})
 	}
+}
+
+// ParseEach gives each non-empty item to its parse, in order, and returns
+// parse's first error as it is.
+func TestParseEach(t *testing.T) {
+	var seen []string
+	half := func(f string) (int64, error) {
+		seen = append(seen, f)
+		n, err := bytesize.Parse(f)
+		return n / 2, err
+	}
+	got, err := bytesize.ParseEach("2K,, 8K", half)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1 << 10, 4 << 10}, got)
+	assert.Equal(t, []string{"2K", " 8K"}, seen)
+	bad := errors.New("refused")
+	_, err = bytesize.ParseEach("1K,2K", func(string) (int64, error) { return 0, bad })
+	assert.Same(t, bad, err)
+	_, err = bytesize.ParseEach(" ,", half)
+	assert.ErrorContains(t, err, "no byte counts")
 }
 
 func TestFormat(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,9 +19,6 @@ import (
 // entry its ABI minor promises, and its built-in fatbin has every kernel of
 // csrc's built-in table.
 
-// source is the file at path with its comments and string literals blanked.
-func source(t *testing.T, path string) string { return backendsrc.Source(t, path) }
-
 // CUDA is a backend of csrc's engine (csrc/gp_backend.h): the engine
 // implements every gpurt_api slot (handles, the caller's structs, checks,
 // errors) and CUDA implements gp_backend entries only. So no file of
@@ -34,14 +30,6 @@ func TestCudaIsOnlyABackend(t *testing.T) {
 	backendsrc.CheckOnlyABackend(t, "src", "cuda_plugin.c", "*.c", "*.h", "*.cu")
 	_, err := os.Stat(filepath.Join("src", "cuda_handles.c"))
 	require.True(t, os.IsNotExist(err), "src/cuda_handles.c is back: handles are the engine's (csrc/gp_handles.c)")
-}
-
-// The checker above finds what it must: a front half's slot function.
-func TestCudaIsOnlyABackendFinds(t *testing.T) {
-	text := backendsrc.Blank(
-		"gpurt_error *cu_copy(gpurt_runtime *h, const gpurt_copy_args *a) { /* gpurt_api */ if (a->struct_size) {} }")
-	require.ElementsMatch(t, []string{"gpurt_runtime: a gpurt_* handle",
-		"struct_size: a caller's struct (the engine reads it)"}, backendsrc.Forbidden(text))
 }
 
 // cudaTable returns the designated initializers of cuda_plugin.c's
@@ -64,55 +52,8 @@ func TestCudaTableSetsWhatItsMinorPromises(t *testing.T) {
 	for _, f := range []string{"graph_capture", "graph_patchable", "graph_patch", "launch_many", "gemm_plan", "gemm_plan_free"} {
 		require.Containsf(t, table, f, "cuda_plugin.c's table leaves .%s unset", f)
 	}
-	require.Regexp(t, `\.graph_once\s*=\s*1\s*,`, source(t, filepath.Join("src", "cuda_plugin.c")),
+	require.Regexp(t, `\.graph_once\s*=\s*1\s*,`, backendsrc.Source(t, filepath.Join("src", "cuda_plugin.c")),
 		"CUDA replays an instantiated graph: its table sets graph_once = 1")
-}
-
-var (
-	reMacro = regexp.MustCompile(`(?m)^#define\s+(\w+)\(`)
-	reCall  = regexp.MustCompile(`(?m)^\s*(\w+)\(([^()]*)\)`)
-)
-
-// expand collects the names text defines: plain ones (plain matches the
-// name) and, inside each `#define M(...)` macro (with its continuation
-// lines), prefixes (prefix matches them) completed by the suffix argument
-// (index arg) of every invocation `M(..., sfx, ...)` at the start of a line.
-func expand(text string, plain, prefix *regexp.Regexp, arg int) map[string]bool {
-	out := map[string]bool{}
-	lines := strings.Split(text, "\n")
-	macros := map[string][]string{}
-	for i := 0; i < len(lines); i++ {
-		m := reMacro.FindStringSubmatch(lines[i])
-		if m == nil {
-			for _, k := range plain.FindAllStringSubmatch(lines[i], -1) {
-				out[k[1]] = true
-			}
-			continue
-		}
-		for ; i < len(lines); i++ {
-			for _, k := range prefix.FindAllStringSubmatch(lines[i], -1) {
-				macros[m[1]] = append(macros[m[1]], k[1])
-			}
-			if !strings.HasSuffix(strings.TrimSpace(lines[i]), `\`) {
-				break
-			}
-		}
-	}
-	for _, c := range reCall.FindAllStringSubmatch(text, -1) {
-		pre, ok := macros[c[1]]
-		if !ok {
-			continue
-		}
-		args := strings.Split(c[2], ",")
-		if arg >= len(args) {
-			continue
-		}
-		sfx := strings.Trim(strings.TrimSpace(args[arg]), `"`)
-		for _, p := range pre {
-			out[p+sfx] = true
-		}
-	}
-	return out
 }
 
 // Every kernel of csrc's built-in table (gp_builtin.c) is an extern "C"
@@ -123,16 +64,16 @@ func TestCudaHasEveryBuiltin(t *testing.T) {
 	require.NoError(t, err)
 	// The table's names are string literals: keep them, drop comments.
 	ctext := regexp.MustCompile(`(?s)/\*.*?\*/`).ReplaceAllString(string(raw), " ")
-	want := expand(ctext, regexp.MustCompile(`\{"(\w+)",\s*GP_BK_`), regexp.MustCompile(`\{"(\w+)"\s+sfx`), 0)
+	want := backendsrc.Expand(ctext, regexp.MustCompile(`\{"(\w+)",\s*GP_BK_`), regexp.MustCompile(`\{"(\w+)"\s+sfx`), 0)
 	require.Contains(t, want, "fill_f32")
 	require.Contains(t, want, "rope_neox_freqs_bf16")
 
 	have := map[string]bool{}
-	// source() blanks string literals: `extern "C" __global__` reads
+	// Source blanks string literals: `extern "C" __global__` reads
 	// `extern   __global__`.
 	for _, f := range []string{"cuda_kernels.cu", "cuda_sample.cu", "cuda_fused.cu"} {
-		text := source(t, filepath.Join("src", f))
-		for k := range expand(text, regexp.MustCompile(`extern\s+__global__\s+void\s+(\w+)\s*\(`),
+		text := backendsrc.Source(t, filepath.Join("src", f))
+		for k := range backendsrc.Expand(text, regexp.MustCompile(`extern\s+__global__\s+void\s+(\w+)\s*\(`),
 			regexp.MustCompile(`__global__\s+void\s+(\w+?)##SFX\s*\(`), 1) {
 			have[k] = true
 		}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,9 +21,6 @@ import (
 // (issue 21), its table sets every entry its ABI minor promises, and its
 // built-in library has every kernel of csrc's built-in table.
 
-// source is the file at path with its comments and string literals blanked.
-func source(t *testing.T, path string) string { return backendsrc.Source(t, path) }
-
 // Metal is a backend of csrc's engine (csrc/gp_backend.h): the engine
 // implements every gpurt_api slot (handles, the caller's structs, checks,
 // errors) and Metal implements gp_backend entries only. So no file of
@@ -33,14 +29,6 @@ func source(t *testing.T, path string) string { return backendsrc.Source(t, path
 // metal_plugin.m includes gp_engine.h (for the entry).
 func TestMetalIsOnlyABackend(t *testing.T) {
 	backendsrc.CheckOnlyABackend(t, "src", "metal_plugin.m", "*.m", "*.h")
-}
-
-// The checker above finds what it must: a front half's slot function.
-func TestMetalIsOnlyABackendFinds(t *testing.T) {
-	text := backendsrc.Blank(
-		"gpurt_error *gm_copy(gpurt_runtime *h, const gpurt_copy_args *a) { /* gpurt_api */ if (a->struct_size) {} }")
-	require.ElementsMatch(t, []string{"gpurt_runtime: a gpurt_* handle",
-		"struct_size: a caller's struct (the engine reads it)"}, backendsrc.Forbidden(text))
 }
 
 // metalTable returns the designated initializers of metal_plugin.m's
@@ -60,12 +48,7 @@ func TestMetalTableSetsWhatItsMinorPromises(t *testing.T) {
 		filepath.Join("src", "*.m"), "gm_", "m_")
 }
 
-var (
-	// `kernel void name(` with name possibly built from a macro's SUFFIX.
-	reKernel   = regexp.MustCompile(`kernel\s+void\s+(\w+?)(##SUFFIX)?\s*\(`)
-	reDefine   = regexp.MustCompile(`(?m)^#define\s+(\w+)\(SUFFIX\b`)
-	reNameLine = regexp.MustCompile(`"([a-z0-9_]+)"`)
-)
+var reNameLine = regexp.MustCompile(`"([a-z0-9_]+)"`)
 
 // metalKernels expands kernels/*.metal's kernel names: plain `kernel void
 // name(` and, in a `#define M(SUFFIX, ...)` macro, `kernel void pre_##SUFFIX(`
@@ -77,39 +60,9 @@ func metalKernels(t *testing.T) map[string]bool {
 	require.NotEmpty(t, files)
 	out := map[string]bool{}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		text := backendsrc.Blank(string(b))
-		// Split into macro bodies (a #define and its continuation lines) and the rest.
-		lines := strings.Split(text, "\n")
-		macros := map[string][]string{} // macro -> name prefixes
-		for i := 0; i < len(lines); i++ {
-			m := reDefine.FindStringSubmatch(lines[i])
-			if m == nil {
-				for _, k := range reKernel.FindAllStringSubmatch(lines[i], -1) {
-					if k[2] == "" {
-						out[k[1]] = true
-					}
-				}
-				continue
-			}
-			for ; i < len(lines); i++ {
-				for _, k := range reKernel.FindAllStringSubmatch(lines[i], -1) {
-					if k[2] != "" {
-						macros[m[1]] = append(macros[m[1]], k[1])
-					}
-				}
-				if !strings.HasSuffix(strings.TrimSpace(lines[i]), `\`) {
-					break
-				}
-			}
-		}
-		for name, prefixes := range macros {
-			for _, inv := range regexp.MustCompile(`(?m)^`+name+`\((\w+)\s*,`).FindAllStringSubmatch(text, -1) {
-				for _, p := range prefixes {
-					out[p+inv[1]] = true
-				}
-			}
+		for k := range backendsrc.Expand(backendsrc.Source(t, f), regexp.MustCompile(`kernel\s+void\s+(\w+)\s*\(`),
+			regexp.MustCompile(`kernel\s+void\s+(\w+?)##SUFFIX\s*\(`), 0) {
+			out[k] = true
 		}
 	}
 	return out

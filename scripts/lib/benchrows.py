@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """benchrows: the JSON lines the GPU-machine scripts' benchmarks print
 (gpu_attention.sh, gpu_multi.sh, gpu_quant_bench.sh), read back for their
-tables. The scripts run their heredocs with scripts/lib on PYTHONPATH."""
+tables. The scripts run their heredocs with scripts/lib on PYTHONPATH
+(step.sh's bench_table)."""
 import json
+import sys
 
 
 def read(paths):
@@ -33,3 +35,13 @@ def load(paths):
             order.append(r["name"])
         by.setdefault(r["name"], {})[r["impl"]] = r
     return rows, by, order
+
+
+def read_args():
+    """read of the files named on the command line."""
+    return read(sys.argv[1:])
+
+
+def load_args():
+    """load of the files named on the command line."""
+    return load(sys.argv[1:])

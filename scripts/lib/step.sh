@@ -15,11 +15,19 @@
 #   copy_out                   copies the summary, JSON lines and logs of
 #                              $logs into $OUT when OUT is set.
 #
-#   step_budget DIR           for the scripts run against a time budget
-#                              (gpu_roofline.sh, gpu_serve.sh): logs=DIR
-#                              (created), failed=0, summary=(), t_start
-#                              (now), skip (" $SKIP ": step names to leave
-#                              out), STEP_TIMEOUT_STATE=1.
+#   bench_table FILE...        runs the Python program on stdin (a table
+#                              heredoc) with FILE... as its arguments and
+#                              scripts/lib ($root/scripts/lib: benchrows)
+#                              on PYTHONPATH.
+#
+#   step_budget NAME SECONDS  for the scripts run against a time budget
+#                              (gpu_roofline.sh, gpu_serve.sh): out and logs
+#                              ($OUT, default $root/build/NAME; created),
+#                              total ($TOTAL, default SECONDS), py ($PYTHON,
+#                              default python3), failed=0, summary=(),
+#                              t_start (now), skip (" $SKIP ": step names to
+#                              leave out), STEP_TIMEOUT_STATE=1.
+#   budget_left                prints the seconds left of total.
 #
 # The caller sets logs, failed=0 and summary=() first (step_budget does). Knobs: STEP_TAIL
 # (lines shown, default 15), STEP_ROW (printf format of a summary row:
@@ -63,12 +71,23 @@ copy_out() {
   fi
 }
 
+bench_table() {
+  PYTHONPATH="$root/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" python3 - "$@"
+}
+
 step_budget() {
-  logs=$1
+  out=${OUT:-$root/build/$1}
+  logs=$out
+  total=${TOTAL:-$2}
+  py=${PYTHON:-python3}
   mkdir -p "$logs"
   failed=0
   summary=()
   t_start=$(date +%s)
   skip=" ${SKIP:-} "
   STEP_TIMEOUT_STATE=1
+}
+
+budget_left() {
+  echo $((total - ($(date +%s) - t_start)))
 }

@@ -26,6 +26,22 @@ type Case struct {
 	Stderr []string // substrings stderr must hold
 	// NoStdout requires stdout to be empty.
 	NoStdout bool
+	// Then, when set, checks the outputs further (after the checks above).
+	Then func(t *testing.T, stdout, stderr string)
+}
+
+// Usage is the case of a usage error: args exit 2, with want on stderr
+// and nothing on stdout.
+func Usage(name, want string, args ...string) Case {
+	return Case{Name: name, Args: args, Status: cli.ExitUsage, NoStdout: true, Stderr: []string{want}}
+}
+
+// MissingPluginPath is the case of a -plugin-path that does not exist,
+// before args (what else the command needs to get that far): exit 1,
+// naming it.
+func MissingPluginPath(args ...string) Case {
+	return Case{Name: "missing plugin path", Args: append([]string{"-plugin-path", "/nonexistent"}, args...),
+		Status: cli.ExitError, Stderr: []string{"-plugin-path /nonexistent: no such file or folder"}}
 }
 
 // Convention returns the cases every command must pass.
@@ -76,6 +92,9 @@ func Check(t *testing.T, run func(args []string, stdout, stderr *bytes.Buffer) i
 			}
 			if c.Status == cli.ExitUsage {
 				assert.Contains(t, stderr.String(), "for usage", "a usage error gives the hint")
+			}
+			if c.Then != nil {
+				c.Then(t, stdout.String(), stderr.String())
 			}
 		})
 	}

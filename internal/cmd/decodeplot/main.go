@@ -180,33 +180,50 @@ func (l llamaLine) row() row {
 // benchmark's results, or the decoder example's summaries (llamaLine).
 func load(name string, r io.Reader) ([]row, error) {
 	var rows []row
+	err := eachObject(name, r, func(n int, line []byte) error {
+		var x row
+		if err := json.Unmarshal(line, &x); err != nil {
+			return fmt.Errorf("%s line %d: %v", name, n, err)
+		}
+		var l llamaLine
+		if err := json.Unmarshal(line, &l); err == nil && l.Kind != "" {
+			if l.Kind != "summary" || l.MsPerStep <= 0 {
+				return nil // its config, a step's tokens, or a run without timing
+			}
+			x = l.row()
+		}
+		if x.Config == "" || x.Impl == "" {
+			return fmt.Errorf("%s line %d: an object without config or impl", name, n)
+		}
+		rows = append(rows, x)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// eachObject calls fn with each line of r that holds a JSON object (its
+// first character, after white space, is '{') and the line's number;
+// other lines are skipped. fn's error ends the read; a read error names
+// the file.
+func eachObject(name string, r io.Reader, fn func(n int, line []byte) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 || line[0] != '{' {
 			continue
 		}
-		var x row
-		if err := json.Unmarshal(line, &x); err != nil {
-			return nil, fmt.Errorf("%s line %d: %v", name, n, err)
+		if err := fn(n, line); err != nil {
+			return err
 		}
-		var l llamaLine
-		if err := json.Unmarshal(line, &l); err == nil && l.Kind != "" {
-			if l.Kind != "summary" || l.MsPerStep <= 0 {
-				continue // its config, a step's tokens, or a run without timing
-			}
-			x = l.row()
-		}
-		if x.Config == "" || x.Impl == "" {
-			return nil, fmt.Errorf("%s line %d: an object without config or impl", name, n)
-		}
-		rows = append(rows, x)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return fmt.Errorf("%s: %v", name, err)
 	}
-	return rows, nil
+	return nil
 }
 
 // series are the bars of each group: a name and the impls it takes the

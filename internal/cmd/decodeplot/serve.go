@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"image/color"
@@ -34,22 +33,20 @@ type serveRow struct {
 // skipped; a malformed object is an error naming the file and line).
 func loadServe(name string, r io.Reader) ([]serveRow, error) {
 	var out []serveRow
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
+	err := eachObject(name, r, func(n int, line []byte) error {
 		var s serveRow
-		if err := json.Unmarshal([]byte(line), &s); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+		if err := json.Unmarshal(line, &s); err != nil {
+			return fmt.Errorf("%s:%d: %v", name, n, err)
 		}
 		if s.Kind == "serve" && s.Rate > 0 {
 			out = append(out, s)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // renderServe draws, side by side, output tokens/s and p99 time per

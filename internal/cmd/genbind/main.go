@@ -47,15 +47,24 @@ import (
 // Command is the command line written on line 1 of the generated file.
 const Command = "go run ./internal/cmd/genbind"
 
+// outputs are the files genbind writes, in generate's order: each its
+// flag (the file to write) and the flag's help.
+var outputs = [...]struct{ flag, path, help string }{
+	{"slots", "core/internal/bind/zslots.go", "the bind methods to write"},
+	{"sizes", "internal/abi/zsizes.go", "the abi size constants to write"},
+	{"errors", "internal/abi/zerrors.go", "the abi error vocabulary to write"},
+	{"mirrored", "internal/abi/zmirrored_test.go", "the layout test's lists of mirrored structs and constants to write"},
+	{"consts", "internal/abi/zconsts.go", "the abi constants to write"},
+	{"structs", "internal/abi/zabi.go", "the abi handle types, structs and API table to write"},
+	{"cslots", "csrc/gp_zslots.h", "csrc's X-macro lists of the slots to write"},
+}
+
 func main() {
 	header := flag.String("header", "abi/gpurt.h", "the C header")
-	slots := flag.String("slots", "core/internal/bind/zslots.go", "the bind methods to write")
-	sizes := flag.String("sizes", "internal/abi/zsizes.go", "the abi size constants to write")
-	errs := flag.String("errors", "internal/abi/zerrors.go", "the abi error vocabulary to write")
-	mirrored := flag.String("mirrored", "internal/abi/zmirrored_test.go", "the layout test's lists of mirrored structs and constants to write")
-	consts := flag.String("consts", "internal/abi/zconsts.go", "the abi constants to write")
-	structs := flag.String("structs", "internal/abi/zabi.go", "the abi handle types, structs and API table to write")
-	cslots := flag.String("cslots", "csrc/gp_zslots.h", "csrc's X-macro lists of the slots to write")
+	var paths [len(outputs)]*string
+	for i, o := range outputs {
+		paths[i] = flag.String(o.flag, o.path, o.help)
+	}
 	check := flag.Bool("check", false, "write nothing; fail when a file on disk is not what would be generated")
 	flag.Parse()
 	if err := chdirRoot(); err != nil {
@@ -65,21 +74,19 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	for _, f := range []struct {
-		path string
-		src  []byte
-	}{{*slots, files[0]}, {*sizes, files[1]}, {*errs, files[2]}, {*mirrored, files[3]}, {*consts, files[4]}, {*structs, files[5]}, {*cslots, files[6]}} {
+	for i, src := range files {
+		path := *paths[i]
 		if *check {
-			old, err := os.ReadFile(f.path)
+			old, err := os.ReadFile(path)
 			if err != nil {
 				fail(fmt.Errorf("%w (run `make generate`)", err))
 			}
-			if !bytes.Equal(old, f.src) {
-				fail(fmt.Errorf("%s is stale: it differs from what `%s` makes from %s; run `make generate` and commit the result", f.path, Command, *header))
+			if !bytes.Equal(old, src) {
+				fail(fmt.Errorf("%s is stale: it differs from what `%s` makes from %s; run `make generate` and commit the result", path, Command, *header))
 			}
 			continue
 		}
-		if err := os.WriteFile(f.path, f.src, 0o644); err != nil {
+		if err := os.WriteFile(path, src, 0o644); err != nil {
 			fail(err)
 		}
 	}
@@ -112,8 +119,8 @@ func chdirRoot() error {
 // generate returns the bind methods, the abi size constants, the abi
 // error vocabulary, the layout test's lists, the abi constants, the abi
 // structs and csrc's X-macro lists of the slots (csrc/gp_zslots.h).
-func generate(headerPath string) ([7][]byte, error) {
-	var none [7][]byte
+func generate(headerPath string) ([len(outputs)][]byte, error) {
+	var none [len(outputs)][]byte
 	hdr, err := os.ReadFile(headerPath)
 	if err != nil {
 		return none, err
@@ -123,7 +130,7 @@ func generate(headerPath string) ([7][]byte, error) {
 		return none, fmt.Errorf("%s: %w", headerPath, err)
 	}
 	m := mirrorFromHeader(h)
-	var out [7][]byte
+	var out [len(outputs)][]byte
 	if out[6], err = emitCSlots(h, m); err != nil {
 		return none, err
 	}
@@ -182,6 +189,7 @@ type Header struct {
 // ConstGroup is one enum of the header, or one run of #defines.
 type ConstGroup struct {
 	Doc   string // the comment above it, one line ("" for none)
+	Enum  bool   // an enum (a run of #defines is not)
 	Items []Const
 }
 
@@ -768,11 +776,13 @@ func emitErrors(h *Header, m *Mirror) ([]byte, error) {
 	var b bytes.Buffer
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	preamble(&b, "abi")
-	pf("// Error codes (GPURT_OK, GPURT_ERR_*), from the header's error-code enum.\nconst (\n")
-	for _, e := range h.Errors {
-		pf("%s = %d // %s\n", e.GoName(), e.Value, e.Enum)
+	codes := make([]goConst, len(h.Errors))
+	for i, e := range h.Errors {
+		codes[i] = goConst{e.GoName(), strconv.Itoa(e.Value), e.Enum}
 	}
-	pf(")\n\n")
+	pf("// Error codes (GPURT_OK, GPURT_ERR_*), from the header's error-code enum.\n")
+	constBlock(pf, codes, true)
+	pf("\n")
 	pf("// ErrorCodeInfo names one error code.\ntype ErrorCodeInfo struct {\nCode int32\nEnum string // the header's enumerator\nName string // in messages: \"out of memory\"\n}\n\n")
 	pf("// ErrorCodes are the header's error codes after GPURT_OK, in order: the\n// one list the Go side's error vocabulary (core.ErrorCode, the bind and\n// loader messages) is made from.\nvar ErrorCodes = [...]ErrorCodeInfo{\n")
 	for _, e := range h.Errors[1:] {
@@ -854,7 +864,7 @@ func parseConsts(src string) ([]ConstGroup, error) {
 			}
 			inDefines = false
 		case reEnumOpen.MatchString(l):
-			g := ConstGroup{Doc: doc}
+			g := ConstGroup{Doc: doc, Enum: true}
 			for i++; i < len(lines); i++ {
 				e := strings.TrimSpace(lines[i])
 				if e == "};" {
@@ -956,18 +966,59 @@ func emitConsts(h *Header, m *Mirror) ([]byte, error) {
 		if g.Doc != "" {
 			pf("// %s\n", g.Doc)
 		}
-		pf("const (\n")
-		for _, c := range g.Items {
+		items := make([]goConst, len(g.Items))
+		for i, c := range g.Items {
 			n := GoConstName(c.C)
 			if prev, dup := seen[n]; dup {
 				return nil, fmt.Errorf("%s and %s both make the Go name %s (add one to constNames)", prev, c.C, n)
 			}
 			seen[n] = c.C
-			pf("%s = %s // %s\n", n, c.Value, c.C)
+			items[i] = goConst{n, c.Value, c.C}
 		}
-		pf(")\n\n")
+		constBlock(pf, items, g.Enum)
+		pf("\n")
 	}
 	return b.Bytes(), nil
+}
+
+// goConst is one Go constant to write: its name, its value (a decimal
+// integer or a Go-quoted string) and the header's name of it.
+type goConst struct{ name, value, c string }
+
+// constBlock writes one const block. An enum whose values count up by
+// one from the first (two or more enumerators) is written as Go writes
+// an enumeration: a comment naming the header's first and last with
+// their values, the first "= iota" (plus its value when not 0), the
+// others by name alone, in the header's order. Any other block writes
+// each value, with the header's name.
+func constBlock(pf func(string, ...any), items []goConst, enum bool) {
+	first, counts := 0, enum && len(items) > 1
+	if counts {
+		var err error
+		first, err = strconv.Atoi(items[0].value)
+		counts = err == nil
+		for i, c := range items {
+			counts = counts && c.value == strconv.Itoa(first+i)
+		}
+	}
+	if counts {
+		last := items[len(items)-1]
+		pf("// %s (%d) to %s (%s), in the header's order.\n", items[0].c, first, last.c, last.value)
+	}
+	pf("const (\n")
+	for i, c := range items {
+		switch {
+		case !counts:
+			pf("%s = %s // %s\n", c.name, c.value, c.c)
+		case i > 0:
+			pf("%s\n", c.name)
+		case first == 0:
+			pf("%s = iota\n", c.name)
+		default:
+			pf("%s = iota + %d\n", c.name, first)
+		}
+	}
+	pf(")\n")
 }
 
 // preamble writes a generated file's first lines: the command, the

@@ -91,8 +91,8 @@ func TestGeneratedFilesAreFresh(t *testing.T) {
 	require.NoError(t, chdirRoot())
 	files, err := generate("abi/gpurt.h")
 	require.NoError(t, err)
-	for i, path := range []string{"core/internal/bind/zslots.go", "internal/abi/zsizes.go", "internal/abi/zerrors.go",
-		"internal/abi/zmirrored_test.go", "internal/abi/zconsts.go", "internal/abi/zabi.go", "csrc/gp_zslots.h"} {
+	for i, o := range outputs {
+		path := o.path
 		old, err := os.ReadFile(path)
 		require.NoError(t, err)
 		assert.True(t, string(old) == string(files[i]), "%s is stale: run `make generate`", path)
@@ -198,6 +198,9 @@ enum {
 	require.NoError(t, err)
 	// A new code of the header is in the generated vocabulary, by itself.
 	assert.Contains(t, string(src), `{ErrNewThing, "GPURT_ERR_NEW_THING", "new thing"}`)
+	// Codes that do not count up by one keep their values.
+	assert.Contains(t, string(src), "ErrNewThing = 14 // GPURT_ERR_NEW_THING\n")
+	assert.NotContains(t, string(src), "iota")
 	_, err = emitErrors(&Header{}, nil)
 	require.ErrorContains(t, err, "no error-code enum")
 }
@@ -226,6 +229,23 @@ enum {
 /* Device capability flags. */
 #define GPURT_DEVICE_BF16 2u
 #define GPURT_COMM_ID_BYTES 128 /* bytes */
+
+/* Why a probe says what it says. */
+enum {
+  GPURT_PROBE_OK = 0,
+  GPURT_PROBE_NO_DEVICE = 1
+};
+
+/* Bits. */
+enum {
+  GPURT_BIT_A = 1,
+  GPURT_BIT_B = 2,
+  GPURT_BIT_C = 4
+};
+
+/* Defines that count. */
+#define GPURT_COUNT_ONE 1
+#define GPURT_COUNT_TWO 2
 `)
 	require.NoError(t, err)
 	src, err := emitConsts(h, nil)
@@ -234,7 +254,12 @@ enum {
 	for _, want := range []string{
 		"Major = 1 // GPURT_ABI_MAJOR",
 		`EntrySymbol = "gpurt_plugin_negotiate" // GPURT_ENTRY_SYMBOL`,
-		"// Element types.\nconst (\nDTypeFP8E4M3 = 7 // GPURT_DTYPE_FP8_E4M3\nNewThing = 8 // GPURT_NEW_THING\n)",
+		// An enum counting up by one: iota, its ends named with their values.
+		"// Element types.\n// GPURT_DTYPE_FP8_E4M3 (7) to GPURT_NEW_THING (8), in the header's order.\nconst (\nDTypeFP8E4M3 = iota + 7\nNewThing\n)",
+		"// Why a probe says what it says.\n// GPURT_PROBE_OK (0) to GPURT_PROBE_NO_DEVICE (1), in the header's order.\nconst (\nProbeOK = iota\nProbeNoDevice\n)",
+		// An enum with gaps, and #defines even when they count: every value.
+		"// Bits.\nconst (\nBitA = 1 // GPURT_BIT_A\nBitB = 2 // GPURT_BIT_B\nBitC = 4 // GPURT_BIT_C\n)",
+		"// Defines that count.\nconst (\nCountOne = 1 // GPURT_COUNT_ONE\nCountTwo = 2 // GPURT_COUNT_TWO\n)",
 		"// Device capability flags.\nconst (\nDeviceBF16 = 2 // GPURT_DEVICE_BF16\nCommIDBytes = 128 // GPURT_COMM_ID_BYTES\n)",
 	} {
 		assert.Contains(t, text, want)

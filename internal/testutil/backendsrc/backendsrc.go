@@ -30,6 +30,8 @@ var (
 	// A member of gp_backend: `type (*name)(` or `type name;`.
 	reMember = regexp.MustCompile(`\(\*(\w+)\)\(|\b(\w+);`)
 	reCDef   = regexp.MustCompile(`(?m)^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{`)
+	reMacro  = regexp.MustCompile(`(?m)^#define\s+(\w+)\(`)
+	reCall   = regexp.MustCompile(`(?m)^\s*(\w+)\(([^()]*)\)`)
 )
 
 // Blank replaces text's comments and string literals with a space.
@@ -159,4 +161,47 @@ func CheckTable(t *testing.T, table map[string]string, file, csrc, srcGlob strin
 			}
 		}
 	}
+}
+
+// Expand collects the names text defines (kernel names, a built-in
+// table's rows): plain ones, outside function-like macros (plain's first
+// group), and, inside each `#define M(...)` macro (with its continuation
+// lines), prefixes (prefix's first group) completed by the argument at
+// index arg of every invocation `M(...)` at the start of a line.
+func Expand(text string, plain, prefix *regexp.Regexp, arg int) map[string]bool {
+	out := map[string]bool{}
+	lines := strings.Split(text, "\n")
+	macros := map[string][]string{}
+	for i := 0; i < len(lines); i++ {
+		m := reMacro.FindStringSubmatch(lines[i])
+		if m == nil {
+			for _, k := range plain.FindAllStringSubmatch(lines[i], -1) {
+				out[k[1]] = true
+			}
+			continue
+		}
+		for ; i < len(lines); i++ {
+			for _, k := range prefix.FindAllStringSubmatch(lines[i], -1) {
+				macros[m[1]] = append(macros[m[1]], k[1])
+			}
+			if !strings.HasSuffix(strings.TrimSpace(lines[i]), `\`) {
+				break
+			}
+		}
+	}
+	for _, c := range reCall.FindAllStringSubmatch(text, -1) {
+		pre, ok := macros[c[1]]
+		if !ok {
+			continue
+		}
+		args := strings.Split(c[2], ",")
+		if arg >= len(args) {
+			continue
+		}
+		sfx := strings.Trim(strings.TrimSpace(args[arg]), `"`)
+		for _, p := range pre {
+			out[p+sfx] = true
+		}
+	}
+	return out
 }
