@@ -26,6 +26,9 @@
 #   gpurt_8b     the same, 8B
 #   gpurt_1b_i8  int8 weights (quantized at load), 1B, eager and graph
 #   gpurt_8b_i8  int8, 8B, batch 1 and 32, context 1K
+#   hostcost_<p> build/llama -idle-steps, graph mode, each preset, batch BATCHES,
+#                the first context: host_us_per_step with the device idle before
+#                each step (the bare cost of enqueueing one)
 #   twin_1b      decode_twin.py twin --preset 1b (rows by priority: batch 1 and 32 first,
 #                compile then graph at each shape; --budget: a row that would not fit is
 #                skipped with a reason)
@@ -106,6 +109,12 @@ done
 case " $presets " in *" 8b "*)
   run gpurt_8b_i8 120 "${gp[@]}" -preset 8b -weights int8 -batch 1,32 -ctx "${ctxs%%,*}" -steps "$(steps_for 8b)" -warmup 2 -modes eager,graph ;;
 esac
+
+# the bare host cost of a graph step: the device idle before each step
+# (-idle-steps), so that no wait hides in the driver's calls
+for p in $presets; do
+  run "hostcost_$p" 60 "${gp[@]}" -preset "$p" -batch "$batches" -ctx "${ctxs%%,*}" -steps 32 -warmup 2 -modes graph -idle-steps
+done
 
 for p in $presets; do
   s=$(steps_for "$p")
