@@ -88,7 +88,11 @@ for n in names:
             cur.append(e)
         else:
             cur = None
-    reps = reps[-steps:]  # the timed ones (the warm-up's come first)
+    # A replay is the step graph's kernels with nothing else between them;
+    # keep those with the usual kernel count (an overlap with other work can
+    # cut one in two) and of them the timed ones (the warm-up's come first).
+    common = collections.Counter(len(r) for r in reps).most_common(1)[0][0]
+    reps = [r for r in reps if len(r) == common][-steps:]
     def stats(r):
         busy = sum(e[3] - e[2] for e in r)
         return r[-1][3] - r[0][2], busy
@@ -97,7 +101,7 @@ for n in names:
     med = reps[mi]
     kinds = len(med)
     print(f"\nStep graph {gid}: {len(reps)} timed replays, {kinds} kernels each. Median replay: span {span/1e3:.1f} µs, "
-          f"kernels busy {busy/1e3:.1f} µs ({100*busy/span:.1f}%), gaps {(span-busy)/1e3:.1f} µs "
+          f"kernels busy {busy/1e3:.1f} µs ({100*busy/max(span,1):.1f}%), gaps {(span-busy)/1e3:.1f} µs "
           f"({(span-busy)/1e3/max(kinds-1,1):.2f} µs between kernels on average).\n")
     per = collections.defaultdict(list)
     for r in reps:
