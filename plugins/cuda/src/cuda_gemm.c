@@ -28,7 +28,6 @@
  * the add, as a 16-bit bias would be.
  */
 #include <dlfcn.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -518,77 +517,6 @@ static gpurt_error *desc_set(cu_plan *p, cublasLtMatmulDescAttributes_t a, const
 
 /* The engine validated the descriptor (gp_gemm_validate); plan_validate
  * adds what cuBLASLt needs. */
-/* Decode-shaped GEMMs (n <= GEMM_TUNE_MAX_N tokens) are memory-bound, and
- * cuBLASLt's first heuristic is not always its fastest algorithm for them
- * (on the H200 the 8B-class decoder's QKV and output projections ran at 77%
- * and 61% of the read bandwidth, its MLP at 90-98%). A plan for such a shape
- * times up to GEMM_TUNE_ALGOS of cuBLASLt's candidates once, at creation,
- * on zeroed operands of its shape on a private stream (2 untimed and 5
- * timed runs each, CUDA events), and keeps the fastest: the choice is
- * cuBLASLt's, by measurement. GPURT_CUDA_GEMM_TUNE=0 keeps the first
- * heuristic (read once). Plans with bias, fp8 scales, f16 scaling or a
- * batch are not timed. A failure of the timing (memory, a candidate that
- * refuses) keeps the first heuristic: tuning never fails a plan. */
-#define GEMM_TUNE_MAX_N 64
-#define GEMM_TUNE_ALGOS 8
-
-static int gemm_tune_on(void) {
-  static atomic_int v = -1;
-  int x = atomic_load(&v);
-  if (x < 0) {
-    const char *e = getenv("GPURT_CUDA_GEMM_TUNE");
-    x = !(e && strcmp(e, "0") == 0);
-    atomic_store(&v, x);
-  }
-  return x;
-}
-
-/* The index in res[0..n) of the fastest candidate, or 0. */
-static int gemm_tune(cu_plan *p, cublasLtHandle_t lh, const cublasLtMatmulHeuristicResult_t *res, int n) {
-  CUdeviceptr a = 0, b = 0, c = 0, d = 0, ws = 0;
-  CUstream s = NULL;
-  CUevent ev[2] = {NULL, NULL};
-  size_t wsb = 0;
-  for (int i = 0; i < n; i++)
-    if (res[i].workspaceSize > wsb) wsb = res[i].workspaceSize;
-  int best = 0;
-  float best_ms = 0;
-  if (cu_drv.p_cuMemAlloc(&a, (size_t)p->bytes_a) || cu_drv.p_cuMemAlloc(&b, (size_t)p->bytes_b) ||
-      cu_drv.p_cuMemAlloc(&d, (size_t)p->bytes_d) || (!p->c_is_d && cu_drv.p_cuMemAlloc(&c, (size_t)p->bytes_c)) ||
-      (wsb && cu_drv.p_cuMemAlloc(&ws, wsb)) || cu_drv.p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
-      cu_drv.p_cuEventCreate(&ev[0], CU_EVENT_DEFAULT) || cu_drv.p_cuEventCreate(&ev[1], CU_EVENT_DEFAULT) ||
-      cu_drv.p_cuMemsetD8Async(a, 0, (size_t)p->bytes_a, s) || cu_drv.p_cuMemsetD8Async(b, 0, (size_t)p->bytes_b, s))
-    goto done;
-  const float one = 1, zero = 0;
-  for (int i = 0; i < n; i++) {
-    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    for (int r = 0; r < 7 && st == CUBLAS_STATUS_SUCCESS; r++) {
-      if (r == 2 && cu_drv.p_cuEventRecord(ev[0], s)) goto done;
-      st = lt.p_cublasLtMatmul(lh, p->op, &one, (const void *)(uintptr_t)a, p->la, (const void *)(uintptr_t)b, p->lb,
-                               &zero, (const void *)(uintptr_t)(c ? c : d), plan_lc(p), (void *)(uintptr_t)d, p->ld,
-                               &res[i].algo, (void *)(uintptr_t)ws, res[i].workspaceSize, (cudaStream_t)s);
-    }
-    float ms = 0;
-    if (st != CUBLAS_STATUS_SUCCESS) {
-      if (cu_drv.p_cuStreamSynchronize(s)) goto done;
-      continue;
-    }
-    if (cu_drv.p_cuEventRecord(ev[1], s) || cu_drv.p_cuEventSynchronize(ev[1]) ||
-        cu_drv.p_cuEventElapsedTime(&ms, ev[0], ev[1]))
-      goto done;
-    if (i == 0 || ms < best_ms) best = i, best_ms = ms;
-  }
-done:
-  if (s) (void)cu_drv.p_cuStreamSynchronize(s);
-  for (int i = 0; i < 2; i++)
-    if (ev[i]) (void)cu_drv.p_cuEventDestroy(ev[i]);
-  if (s) (void)cu_drv.p_cuStreamDestroy(s);
-  CUdeviceptr m[5] = {a, b, c, d, ws};
-  for (int i = 0; i < 5; i++)
-    if (m[i]) (void)cu_drv.p_cuMemFree(m[i]);
-  return best;
-}
-
 gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *desc, void **out) {
   cu_runtime *rt = ctx;
   gpurt_error *e = NULL;
@@ -710,16 +638,12 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
     e = lt_err(s, "cublasLtMatmulPreferenceSetAttribute");
     goto fail;
   }
-  cublasLtMatmulHeuristicResult_t cand[GEMM_TUNE_ALGOS];
-  memset(cand, 0, sizeof cand);
-  const int tune = gemm_tune_on() && d->n <= GEMM_TUNE_MAX_N && d->batch_count <= 1 && !p->fp8 &&
-                   !p->has_bias && !p->half_scale && ct == CUBLAS_COMPUTE_32F;
+  cublasLtMatmulHeuristicResult_t res;
+  memset(&res, 0, sizeof res);
   int found = 0;
-  s = lt.p_cublasLtMatmulAlgoGetHeuristic(lh, p->op, p->la, p->lb, plan_lc(p), p->ld, pref,
-                                          tune ? GEMM_TUNE_ALGOS : 1, cand, &found);
+  s = lt.p_cublasLtMatmulAlgoGetHeuristic(lh, p->op, p->la, p->lb, plan_lc(p), p->ld, pref, 1,
+                                          &res, &found);
   lt.p_cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatmulHeuristicResult_t res = cand[0];
-  if (s == CUBLAS_STATUS_SUCCESS && found > 1) res = cand[gemm_tune(p, lh, cand, found)];
   if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE ||
       (s == CUBLAS_STATUS_SUCCESS && found == 0)) {
     char t[256] = "no algorithm found";
