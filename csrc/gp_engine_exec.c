@@ -13,9 +13,7 @@
 /* ---- modules and kernels ---------------------------------------------------------- */
 
 gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *args, gpurt_module **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load: out is NULL");
   *out = NULL;
   gpurt_module_load_args a;
@@ -57,9 +55,7 @@ void gp_module_free(gp_rt *rt, gp_module *m) {
 
 gpurt_error *gp_e_module_unload(gpurt_runtime *h, gpurt_module *mh) {
   if (mh == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   pthread_mutex_lock(&rt->mu);
   void *o = NULL;
   int st = gp_table_take(&rt->modules, (uintptr_t)mh, &o);
@@ -73,9 +69,7 @@ gpurt_error *gp_e_module_unload(gpurt_runtime *h, gpurt_module *mh) {
 
 gpurt_error *gp_e_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name, uint64_t name_len,
                              gpurt_kernel **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: out is NULL");
   *out = NULL;
   if (name == NULL && name_len > 0)
@@ -145,9 +139,7 @@ gpurt_error *gp_e_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *nam
 }
 
 gpurt_error *gp_e_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info *out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_kernel *k;
   if ((e = gp_lookup(rt, &rt->kernels, kh, (void **)&k))) return e;
   /* A lost device refuses this too (its backend is asked: the loss may
@@ -221,9 +213,7 @@ gpurt_error *gp_launch_resolve(gp_rt *rt, gp_stream *s, gpurt_kernel *kh, const 
 }
 
 gpurt_error *gp_e_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, const gpurt_launch_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if ((e = gp_need_stream("launch", sh))) return e;
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
@@ -252,9 +242,7 @@ static gpurt_error *enqueue_ops(gp_rt *rt, gp_stream *s, const gp_launch_op *ops
 gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, const gpurt_launch_item *items,
                                uint64_t *out_enqueued) {
   if (out_enqueued) *out_enqueued = 0;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (count == 0) return NULL;
   if ((e = gp_launch_batch_check(sh, count, items))) return e;
   gp_stream *s;
@@ -286,9 +274,7 @@ gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t coun
 
 gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_desc *desc,
                                    gpurt_gemm_plan **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: out is NULL");
   *out = NULL;
   if ((e = gp_check_dev(rt, d, "gemm_plan_create"))) return e;
@@ -311,16 +297,14 @@ gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gem
   return NULL;
 }
 
-gpurt_error *gp_e_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {
-  if (ph == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_plan *p;
-  if ((e = gp_take(rt, &rt->plans, ph, (void **)&p))) return e;
+static void plan_drop(gp_rt *rt, void *o) {
+  gp_plan *p = o;
   if (gp_eb->gemm_plan_free) gp_eb->gemm_plan_free(rt->ctx, p->plan);
   free(p);
-  return NULL;
+}
+
+gpurt_error *gp_e_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {
+  return gp_destroy(h, offsetof(gp_rt, plans), ph, NULL, plan_drop);
 }
 
 gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpurt_gemm_run_args *args, int run) {
@@ -385,9 +369,7 @@ gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpur
 
 gpurt_error *gp_e_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
                            const gpurt_gemm_run_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if ((e = gp_need_stream("gemm_run", sh))) return e;
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;

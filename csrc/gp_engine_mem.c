@@ -13,9 +13,7 @@
 /* ---- buffers ------------------------------------------------------------------ */
 
 gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpurt_buffer **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
   *out = NULL;
   if ((e = gp_check_dev(rt, d, "buffer_alloc"))) return e;
@@ -42,19 +40,29 @@ gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpur
   return NULL;
 }
 
+/* The front half of buffer_free and host_free (x not NULL): x's object of
+ * the buffers (host: the host buffers), once the work queued on its device
+ * (host: on every device) drained, taken out of its table and its bytes
+ * off the runtime's count. */
+static gpurt_error *mem_take(gp_rt *rt, const void *x, int host, void **out) {
+  gp_handle_table *t = host ? &rt->hosts : &rt->bufs;
+  gpurt_error *e;
+  if ((e = gp_lookup(rt, t, x, out))) return e;
+  /* Like cudaFree: work already queued on the device may still use it. */
+  if ((e = gp_drain_device(rt, host ? UINT32_MAX : ((gp_buf *)*out)->m.dev))) return e;
+  if ((e = gp_take(rt, t, x, out))) return e;
+  pthread_mutex_lock(&rt->mu);
+  if (host) rt->host_bytes -= ((gp_host *)*out)->m.size;
+  else rt->device_bytes -= ((gp_buf *)*out)->m.size;
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
+}
+
 gpurt_error *gp_e_buffer_free(gpurt_runtime *h, gpurt_buffer *buf) {
   if (buf == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_buf *b;
-  if ((e = gp_lookup(rt, &rt->bufs, buf, (void **)&b))) return e;
-  /* Like cudaFree: work already queued on the device may still use it. */
-  if ((e = gp_drain_device(rt, b->m.dev))) return e;
-  if ((e = gp_take(rt, &rt->bufs, buf, (void **)&b))) return e;
-  pthread_mutex_lock(&rt->mu);
-  rt->device_bytes -= b->m.size;
-  pthread_mutex_unlock(&rt->mu);
+  if ((e = mem_take(rt, buf, 0, (void **)&b))) return e;
   gp_mem m = b->m;
   free(b);
   if ((e = gp_eb->mem_free(rt->ctx, &m)))
@@ -63,9 +71,7 @@ gpurt_error *gp_e_buffer_free(gpurt_runtime *h, gpurt_buffer *buf) {
 }
 
 gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out, void **out_ptr) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL || out_ptr == NULL)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "host_alloc: out or out_ptr is NULL");
   *out = NULL;
@@ -95,16 +101,9 @@ gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer 
 
 gpurt_error *gp_e_host_free(gpurt_runtime *h, gpurt_host_buffer *buf) {
   if (buf == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_host *hb;
-  if ((e = gp_lookup(rt, &rt->hosts, buf, (void **)&hb))) return e;
-  if ((e = gp_drain_device(rt, UINT32_MAX))) return e;
-  if ((e = gp_take(rt, &rt->hosts, buf, (void **)&hb))) return e;
-  pthread_mutex_lock(&rt->mu);
-  rt->host_bytes -= hb->m.size;
-  pthread_mutex_unlock(&rt->mu);
+  if ((e = mem_take(rt, buf, 1, (void **)&hb))) return e;
   gp_eb->host_free(rt->ctx, &hb->m);
   free(hb);
   return NULL;
@@ -187,9 +186,7 @@ gpurt_error *gp_copy_async(gp_rt *rt, gp_stream *s, const gpurt_copy_args *args,
 }
 
 gpurt_error *gp_e_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gpurt_copy_args a;
   int dk, sk;
   if ((e = gp_copy_check(args, &a, &dk, &sk))) return e;
@@ -255,9 +252,7 @@ gpurt_error *gp_memset_on(gp_rt *rt, gp_stream *s, const gpurt_memset_args *args
 }
 
 gpurt_error *gp_e_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gpurt_memset_args a;
   if ((e = gp_memset_check(args, &a))) return e;
   gp_stream *s = NULL;
@@ -268,9 +263,7 @@ gpurt_error *gp_e_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
 /* ---- streams ---------------------------------------------------------------------- */
 
 gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
   *out = NULL;
   if ((e = gp_check_dev(rt, d, "stream_create"))) return e;
@@ -291,21 +284,14 @@ gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out
   return NULL;
 }
 
+static void stream_drop(gp_rt *rt, void *s) { gp_stream_unref(rt, s); }
+
 gpurt_error *gp_e_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
-  if (sh == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_stream *s;
-  if ((e = gp_take(rt, &rt->streams, sh, (void **)&s))) return e;
-  gp_stream_unref(rt, s);
-  return NULL;
+  return gp_destroy(h, offsetof(gp_rt, streams), sh, NULL, stream_drop);
 }
 
 gpurt_error *gp_e_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   if ((e = gp_eb->queue_sync(rt->ctx, &s->q))) return e;
@@ -313,9 +299,7 @@ gpurt_error *gp_e_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
 }
 
 gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   if (gp_is_lost(rt, s->q.dev)) return gp_lost_err(rt, "stream_query", s->q.dev);
@@ -328,9 +312,7 @@ gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
 /* ---- events ----------------------------------------------------------------------- */
 
 gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_event **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
   *out = NULL;
   if ((e = gp_check_dev(rt, d, "event_create"))) return e;
@@ -354,22 +336,18 @@ gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpu
   return NULL;
 }
 
-gpurt_error *gp_e_event_destroy(gpurt_runtime *h, gpurt_event *eh) {
-  if (eh == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_event *ev;
-  if ((e = gp_take(rt, &rt->events, eh, (void **)&ev))) return e;
+static void event_drop(gp_rt *rt, void *o) {
+  gp_event *ev = o;
   gp_eb->event_destroy(rt->ctx, ev->ev);
   free(ev);
-  return NULL;
+}
+
+gpurt_error *gp_e_event_destroy(gpurt_runtime *h, gpurt_event *eh) {
+  return gp_destroy(h, offsetof(gp_rt, events), eh, NULL, event_drop);
 }
 
 gpurt_error *gp_e_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_event *ev;
   if ((e = gp_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
   gp_stream *s = NULL;
@@ -398,9 +376,7 @@ gpurt_error *gp_event_on(gp_rt *rt, gp_stream *s, gpurt_event *eh, int record, i
 }
 
 gpurt_error *gp_e_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   gp_event *ev;
@@ -410,9 +386,7 @@ gpurt_error *gp_e_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_ev
 }
 
 gpurt_error *gp_e_event_query(gpurt_runtime *h, gpurt_event *eh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_event *ev;
   if ((e = gp_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
   if (gp_is_lost(rt, ev->dev)) return gp_lost_err(rt, "event_query", ev->dev);
@@ -423,9 +397,7 @@ gpurt_error *gp_e_event_query(gpurt_runtime *h, gpurt_event *eh) {
 }
 
 gpurt_error *gp_e_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_event *ev;
   if ((e = gp_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
   if ((e = gp_eb->event_sync(rt->ctx, ev->ev))) return e;
@@ -433,9 +405,7 @@ gpurt_error *gp_e_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
 }
 
 gpurt_error *gp_e_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh, double *out_ms) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out_ms == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_elapsed: out_ms is NULL");
   gp_event *a, *b;
   if ((e = gp_lookup(rt, &rt->events, sh, (void **)&a))) return e;

@@ -87,6 +87,16 @@ gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out) {
   return NULL;
 }
 
+gpurt_error *gp_destroy(gpurt_runtime *h, size_t table, const void *x, const char *what,
+                        void (*drop)(gp_rt *rt, void *obj)) {
+  if (x == NULL) return NULL;
+  GP_RT_OR_RETURN(h);
+  void *o;
+  if ((e = gp_take(rt, (gp_handle_table *)((char *)rt + table), x, &o))) return what ? gp_err_wrap(e, "%s", what) : e;
+  drop(rt, o);
+  return NULL;
+}
+
 /* ---- the lost-device state --------------------------------------------------- */
 
 int gp_is_lost(gp_rt *rt, uint32_t dev) { return dev < rt->ndev && atomic_load(&rt->lost[dev]) != 0; }
