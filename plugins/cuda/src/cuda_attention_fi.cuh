@@ -197,6 +197,33 @@ struct run_call {
   float sm_scale, cap;  // the kernels' sm_scale and logits soft cap
   const char *tag;      // names the adapter in the cta_tile_q refusal; NULL: head_dim instead
 
+  // The fields the decode and prefill kernels' parameters (P) share, from
+  // the plan (Info); the split-KV temporaries when the plan splits.
+  template <class T, uint32_t HD, class P, class Info, class KV>
+  void fill(P &p, const Info &info, const KV &kv, char *iws, char *fws, T **tmp_v, float **tmp_s) const {
+    p.q = static_cast<T *>(a->q);
+    p.paged_kv = kv;
+    p.o = static_cast<T *>(a->o);
+    p.lse = nullptr;
+    p.num_qo_heads = c->num_qo_heads;
+    p.q_stride_n = (int32_t)(c->num_qo_heads * HD);
+    p.q_stride_h = (int32_t)HD;
+    p.window_left = -1;
+    p.logits_soft_cap = cap;
+    p.sm_scale = sm_scale;
+    p.rope_rcp_scale = 1.f;
+    p.rope_rcp_theta = 1e-4f;
+    p.request_indices = GetPtrFromBaseOffset<int32_t>(iws, info.request_indices_offset);
+    p.kv_tile_indices = GetPtrFromBaseOffset<int32_t>(iws, info.kv_tile_indices_offset);
+    p.o_indptr = GetPtrFromBaseOffset<int32_t>(iws, info.o_indptr_offset);
+    p.kv_chunk_size_ptr = GetPtrFromBaseOffset<int32_t>(iws, info.kv_chunk_size_ptr_offset);
+    p.padded_batch_size = (uint32_t)info.padded_batch_size;
+    if (info.split_kv) {
+      *tmp_v = GetPtrFromBaseOffset<T>(fws, info.v_offset);
+      *tmp_s = GetPtrFromBaseOffset<float>(fws, info.s_offset);
+    }
+  }
+
   template <class T, class KVT, uint32_t HD, class V>
   cudaError_t operator()() {
     paged_kv_t<KVT, int32_t> kv(c->num_kv_heads, c->page_size, HD, a->batch, layout_of(c),
@@ -209,68 +236,28 @@ struct run_call {
       DecodePlanInfo info;
       std::memcpy(&info, plan->v, sizeof info);
       P p;
-      p.q = static_cast<T *>(a->q);
-      p.paged_kv = kv;
-      p.o = static_cast<T *>(a->o);
-      p.lse = nullptr;
-      p.num_qo_heads = c->num_qo_heads;
-      p.q_stride_n = (int32_t)(c->num_qo_heads * HD);
-      p.q_stride_h = (int32_t)HD;
-      p.window_left = -1;
-      p.logits_soft_cap = cap;
-      p.sm_scale = sm_scale;
-      p.rope_rcp_scale = 1.f;
-      p.rope_rcp_theta = 1e-4f;
-      p.request_indices = GetPtrFromBaseOffset<int32_t>(iws, info.request_indices_offset);
-      p.kv_tile_indices = GetPtrFromBaseOffset<int32_t>(iws, info.kv_tile_indices_offset);
-      p.o_indptr = GetPtrFromBaseOffset<int32_t>(iws, info.o_indptr_offset);
-      p.kv_chunk_size_ptr = GetPtrFromBaseOffset<int32_t>(iws, info.kv_chunk_size_ptr_offset);
-      p.block_valid_mask = nullptr;
-      p.partition_kv = false;
       T *tmp_v = nullptr;
       float *tmp_s = nullptr;
-      if (info.split_kv) {
-        tmp_v = GetPtrFromBaseOffset<T>(fws, info.v_offset);
-        tmp_s = GetPtrFromBaseOffset<float>(fws, info.s_offset);
-        // Graph mode pads the grid to the whole GPU: the mask says which
-        // CTAs have work in this plan.
-        if (info.enable_cuda_graph)
-          p.block_valid_mask = GetPtrFromBaseOffset<bool>(iws, info.block_valid_mask_offset);
-      }
-      p.padded_batch_size = (uint32_t)info.padded_batch_size;
+      fill<T, HD>(p, info, kv, iws, fws, &tmp_v, &tmp_s);
+      p.block_valid_mask = nullptr;
+      p.partition_kv = false;
+      // Graph mode pads the grid to the whole GPU: the mask says which
+      // CTAs have work in this plan.
+      if (info.split_kv && info.enable_cuda_graph)
+        p.block_valid_mask = GetPtrFromBaseOffset<bool>(iws, info.block_valid_mask_offset);
       return BatchDecodeWithPagedKVCacheDispatched<HD, kPos, V>(p, tmp_v, tmp_s, false, s);
     }
     using P = PrefillP<T, KVT>;
     PrefillPlanInfo info;
     std::memcpy(&info, plan->v, sizeof info);
     P p;
-    p.q = static_cast<T *>(a->q);
-    p.paged_kv = kv;
-    p.q_indptr = a->qo_indptr;
-    p.o = static_cast<T *>(a->o);
-    p.lse = nullptr;
-    p.num_qo_heads = c->num_qo_heads;
-    p.group_size = uint_fastdiv(c->num_qo_heads / c->num_kv_heads);
-    p.q_stride_n = (int32_t)(c->num_qo_heads * HD);
-    p.q_stride_h = (int32_t)HD;
-    p.window_left = -1;
-    p.logits_soft_cap = cap;
-    p.sm_scale = sm_scale;
-    p.rope_rcp_scale = 1.f;
-    p.rope_rcp_theta = 1e-4f;
-    p.request_indices = GetPtrFromBaseOffset<int32_t>(iws, info.request_indices_offset);
-    p.qo_tile_indices = GetPtrFromBaseOffset<int32_t>(iws, info.qo_tile_indices_offset);
-    p.kv_tile_indices = GetPtrFromBaseOffset<int32_t>(iws, info.kv_tile_indices_offset);
-    p.o_indptr = GetPtrFromBaseOffset<int32_t>(iws, info.o_indptr_offset);
-    p.kv_chunk_size_ptr = GetPtrFromBaseOffset<int32_t>(iws, info.kv_chunk_size_ptr_offset);
     T *tmp_v = nullptr;
     float *tmp_s = nullptr;
-    if (info.split_kv) {
-      p.merge_indptr = GetPtrFromBaseOffset<int32_t>(iws, info.merge_indptr_offset);
-      tmp_v = GetPtrFromBaseOffset<T>(fws, info.v_offset);
-      tmp_s = GetPtrFromBaseOffset<float>(fws, info.s_offset);
-    }
-    p.padded_batch_size = (uint32_t)info.padded_batch_size;
+    fill<T, HD>(p, info, kv, iws, fws, &tmp_v, &tmp_s);
+    p.q_indptr = a->qo_indptr;
+    p.group_size = uint_fastdiv(c->num_qo_heads / c->num_kv_heads);
+    p.qo_tile_indices = GetPtrFromBaseOffset<int32_t>(iws, info.qo_tile_indices_offset);
+    if (info.split_kv) p.merge_indptr = GetPtrFromBaseOffset<int32_t>(iws, info.merge_indptr_offset);
     p.max_total_num_rows = (uint32_t)info.total_num_rows;
     p.total_num_rows = nullptr;
     p.block_valid_mask = nullptr;
