@@ -144,6 +144,10 @@ gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out);
 gpurt_error *gp_lookup(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
 /* Inserts obj into t; OUT_OF_MEMORY "<op>: too many <kind>s". */
 gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op, uintptr_t *out);
+/* gp_insert, the handle in *out; on a failure obj is handed to drop first
+ * (its making undone). */
+gpurt_error *gp_insert_or_drop(gp_rt *rt, gp_handle_table *t, void *obj, const char *op,
+                               void (*drop)(gp_rt *rt, void *obj), uintptr_t *out);
 /* Takes h out of t (the handle's error otherwise). */
 gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
 /* A destroy slot: a NULL handle x is a no-op; else runtime h's table at

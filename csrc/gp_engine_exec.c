@@ -12,6 +12,13 @@
 
 /* ---- modules and kernels ---------------------------------------------------------- */
 
+/* A module loaded but not in the table yet. */
+static void module_undo(gp_rt *rt, void *o) {
+  gp_module *m = o;
+  gp_eb->module_unload(rt->ctx, m->mod);
+  free(m);
+}
+
 gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *args, gpurt_module **out) {
   GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load: out is NULL");
@@ -31,11 +38,7 @@ gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *ar
   if (nl) memcpy(m->name, a.name, (size_t)nl);
   else gp_strlcpy(m->name, sizeof m->name, a.format == GPURT_MODULE_BUILTIN ? "builtin" : "module");
   uintptr_t hm;
-  if ((e = gp_insert(rt, &rt->modules, m, "module_load", &hm))) {
-    gp_eb->module_unload(rt->ctx, m->mod);
-    free(m);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->modules, m, "module_load", module_undo, &hm))) return e;
   *out = (gpurt_module *)hm;
   return NULL;
 }
@@ -272,6 +275,12 @@ gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t coun
 
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
+static void plan_drop(gp_rt *rt, void *o) {
+  gp_plan *p = o;
+  if (gp_eb->gemm_plan_free) gp_eb->gemm_plan_free(rt->ctx, p->plan);
+  free(p);
+}
+
 gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_desc *desc,
                                    gpurt_gemm_plan **out) {
   GP_RT_OR_RETURN(h);
@@ -288,19 +297,9 @@ gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gem
   }
   p->dev = d;
   uintptr_t hp;
-  if ((e = gp_insert(rt, &rt->plans, p, "gemm_plan_create", &hp))) {
-    if (gp_eb->gemm_plan_free) gp_eb->gemm_plan_free(rt->ctx, p->plan);
-    free(p);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->plans, p, "gemm_plan_create", plan_drop, &hp))) return e;
   *out = (gpurt_gemm_plan *)hp;
   return NULL;
-}
-
-static void plan_drop(gp_rt *rt, void *o) {
-  gp_plan *p = o;
-  if (gp_eb->gemm_plan_free) gp_eb->gemm_plan_free(rt->ctx, p->plan);
-  free(p);
 }
 
 gpurt_error *gp_e_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {

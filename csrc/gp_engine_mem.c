@@ -40,35 +40,34 @@ gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpur
   return NULL;
 }
 
-/* The front half of buffer_free and host_free (x not NULL): x's object of
- * the buffers (host: the host buffers), once the work queued on its device
- * (host: on every device) drained, taken out of its table and its bytes
- * off the runtime's count. */
-static gpurt_error *mem_take(gp_rt *rt, const void *x, int host, void **out) {
+/* buffer_free and host_free: x's object, once the work queued on its
+ * device (a host buffer's: on every device) drained, taken out of its
+ * table, its bytes off the runtime's count, and freed. */
+static gpurt_error *mem_free(gpurt_runtime *h, const void *x, int host) {
+  if (x == NULL) return NULL;
+  GP_RT_OR_RETURN(h);
   gp_handle_table *t = host ? &rt->hosts : &rt->bufs;
-  gpurt_error *e;
-  if ((e = gp_lookup(rt, t, x, out))) return e;
+  void *o;
+  if ((e = gp_lookup(rt, t, x, &o))) return e;
   /* Like cudaFree: work already queued on the device may still use it. */
-  if ((e = gp_drain_device(rt, host ? UINT32_MAX : ((gp_buf *)*out)->m.dev))) return e;
-  if ((e = gp_take(rt, t, x, out))) return e;
+  if ((e = gp_drain_device(rt, host ? UINT32_MAX : ((gp_buf *)o)->m.dev))) return e;
+  if ((e = gp_take(rt, t, x, &o))) return e;
+  gp_mem m = host ? ((gp_host *)o)->m : ((gp_buf *)o)->m;
   pthread_mutex_lock(&rt->mu);
-  if (host) rt->host_bytes -= ((gp_host *)*out)->m.size;
-  else rt->device_bytes -= ((gp_buf *)*out)->m.size;
+  *(host ? &rt->host_bytes : &rt->device_bytes) -= m.size;
   pthread_mutex_unlock(&rt->mu);
+  if (host) {
+    gp_eb->host_free(rt->ctx, &((gp_host *)o)->m);
+    free(o);
+    return NULL;
+  }
+  free(o);
+  if ((e = gp_eb->mem_free(rt->ctx, &m)))
+    return gp_err_wrap(e, "buffer %#llx (%llu bytes on device %u)", H(x), U(m.size), m.dev);
   return NULL;
 }
 
-gpurt_error *gp_e_buffer_free(gpurt_runtime *h, gpurt_buffer *buf) {
-  if (buf == NULL) return NULL;
-  GP_RT_OR_RETURN(h);
-  gp_buf *b;
-  if ((e = mem_take(rt, buf, 0, (void **)&b))) return e;
-  gp_mem m = b->m;
-  free(b);
-  if ((e = gp_eb->mem_free(rt->ctx, &m)))
-    return gp_err_wrap(e, "buffer %#llx (%llu bytes on device %u)", H(buf), U(m.size), m.dev);
-  return NULL;
-}
+gpurt_error *gp_e_buffer_free(gpurt_runtime *h, gpurt_buffer *buf) { return mem_free(h, buf, 0); }
 
 gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out, void **out_ptr) {
   GP_RT_OR_RETURN(h);
@@ -99,15 +98,7 @@ gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer 
   return NULL;
 }
 
-gpurt_error *gp_e_host_free(gpurt_runtime *h, gpurt_host_buffer *buf) {
-  if (buf == NULL) return NULL;
-  GP_RT_OR_RETURN(h);
-  gp_host *hb;
-  if ((e = mem_take(rt, buf, 1, (void **)&hb))) return e;
-  gp_eb->host_free(rt->ctx, &hb->m);
-  free(hb);
-  return NULL;
-}
+gpurt_error *gp_e_host_free(gpurt_runtime *h, gpurt_host_buffer *buf) { return mem_free(h, buf, 1); }
 
 /* ---- copy and memset ------------------------------------------------------------ */
 
@@ -262,6 +253,8 @@ gpurt_error *gp_e_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
 
 /* ---- streams ---------------------------------------------------------------------- */
 
+static void stream_drop(gp_rt *rt, void *s) { gp_stream_unref(rt, s); }
+
 gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out) {
   GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
@@ -276,15 +269,10 @@ gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out
   s->q.dev = d;
   s->refs = 1;
   uintptr_t hs;
-  if ((e = gp_insert(rt, &rt->streams, s, "stream_create", &hs))) {
-    gp_stream_unref(rt, s);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->streams, s, "stream_create", stream_drop, &hs))) return e;
   *out = (gpurt_stream *)hs;
   return NULL;
 }
-
-static void stream_drop(gp_rt *rt, void *s) { gp_stream_unref(rt, s); }
 
 gpurt_error *gp_e_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
   return gp_destroy(h, offsetof(gp_rt, streams), sh, NULL, stream_drop);
@@ -311,6 +299,12 @@ gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
 
 /* ---- events ----------------------------------------------------------------------- */
 
+static void event_drop(gp_rt *rt, void *o) {
+  gp_event *ev = o;
+  gp_eb->event_destroy(rt->ctx, ev->ev);
+  free(ev);
+}
+
 gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_event **out) {
   GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
@@ -327,19 +321,9 @@ gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpu
   ev->dev = d;
   ev->flags = flags;
   uintptr_t he;
-  if ((e = gp_insert(rt, &rt->events, ev, "event_create", &he))) {
-    gp_eb->event_destroy(rt->ctx, ev->ev);
-    free(ev);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->events, ev, "event_create", event_drop, &he))) return e;
   *out = (gpurt_event *)he;
   return NULL;
-}
-
-static void event_drop(gp_rt *rt, void *o) {
-  gp_event *ev = o;
-  gp_eb->event_destroy(rt->ctx, ev->ev);
-  free(ev);
 }
 
 gpurt_error *gp_e_event_destroy(gpurt_runtime *h, gpurt_event *eh) {

@@ -279,6 +279,8 @@ gpurt_error *gp_e_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out) {
   return NULL;
 }
 
+static void comm_drop(gp_rt *rt, void *c) { gp_comm_free(rt, c); }
+
 gpurt_error *gp_e_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out) {
   GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "comm_create: out is NULL");
@@ -300,10 +302,7 @@ gpurt_error *gp_e_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *ar
     return e;
   }
   uintptr_t hh;
-  if ((e = gp_insert(rt, &rt->comms, c, "comm_create", &hh))) {
-    gp_comm_free(rt, c);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->comms, c, "comm_create", comm_drop, &hh))) return e;
   *out = (gpurt_comm *)hh;
   return NULL;
 }
