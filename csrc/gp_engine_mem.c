@@ -12,6 +12,23 @@
 
 /* ---- buffers ------------------------------------------------------------------ */
 
+/* The end of buffer_alloc and host_alloc (host): obj, its memory made, in
+ * its table and its size on the runtime's count; on a failure its memory
+ * and obj are freed. */
+static gpurt_error *mem_insert(gp_rt *rt, int host, void *obj, uint64_t size, uintptr_t *out) {
+  gpurt_error *e = gp_insert(rt, host ? &rt->hosts : &rt->bufs, obj, host ? "host_alloc" : "buffer_alloc", out);
+  if (e) {
+    if (host) gp_eb->host_free(rt->ctx, &((gp_host *)obj)->m);
+    else gp_error_destroy(gp_eb->mem_free(rt->ctx, &((gp_buf *)obj)->m));
+    free(obj);
+    return e;
+  }
+  pthread_mutex_lock(&rt->mu);
+  *(host ? &rt->host_bytes : &rt->device_bytes) += size;
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
+}
+
 gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpurt_buffer **out) {
   GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
@@ -28,14 +45,7 @@ gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpur
   b->m.size = size;
   b->m.offset = 0;
   uintptr_t hb;
-  if ((e = gp_insert(rt, &rt->bufs, b, "buffer_alloc", &hb))) {
-    gp_error_destroy(gp_eb->mem_free(rt->ctx, &b->m));
-    free(b);
-    return e;
-  }
-  pthread_mutex_lock(&rt->mu);
-  rt->device_bytes += size;
-  pthread_mutex_unlock(&rt->mu);
+  if ((e = mem_insert(rt, 0, b, size, &hb))) return e;
   *out = (gpurt_buffer *)hb;
   return NULL;
 }
@@ -85,14 +95,7 @@ gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer 
   hb->m.size = size;
   hb->m.pinned = 1;
   uintptr_t hh;
-  if ((e = gp_insert(rt, &rt->hosts, hb, "host_alloc", &hh))) {
-    gp_eb->host_free(rt->ctx, &hb->m);
-    free(hb);
-    return e;
-  }
-  pthread_mutex_lock(&rt->mu);
-  rt->host_bytes += size;
-  pthread_mutex_unlock(&rt->mu);
+  if ((e = mem_insert(rt, 1, hb, size, &hh))) return e;
   *out = (gpurt_host_buffer *)hh;
   *out_ptr = hb->ptr;
   return NULL;
