@@ -32,15 +32,6 @@ namespace gpurt_fi {
 
 using namespace gpurt_fi_common;
 
-// Decode plans in FlashInfer's CUDA-graph mode, always (eager runs too):
-// the schedule's shape (split-KV or not, the padded grid, every offset
-// into the workspaces) then depends on the batch size alone, never on the
-// lengths, so a run captured in a graph (cuda_graph.c) stays valid across
-// replans of the same batch: each plan rewrites the same int-workspace
-// addresses, and CTAs beyond the split schedule skip through the
-// block-valid mask.
-constexpr bool kGraphMode = true;
-
 // Calls f.template operator()<T, T, HD, Variant<CAP>>() for the config's
 // types (KV pages of the queries' type).
 template <class F>
@@ -92,7 +83,7 @@ extern "C" int cu_fi_plan_make(const cu_fi_config *c, void *float_ws, uint64_t f
   return guard(st, [&]() -> cudaError_t {
     plan_call pc{c, float_ws, int_ws, pinned, float_bytes, int_bytes,
                  const_cast<int32_t *>(qo_indptr_h), const_cast<int32_t *>(kv_indptr_h), batch,
-                 total_rows, static_cast<cudaStream_t>(stream), plan, kGraphMode};
+                 total_rows, static_cast<cudaStream_t>(stream), plan};
     return dispatch(c, pc);
   });
 }

@@ -106,6 +106,15 @@ using Variant = DefaultAttention</*custom_mask=*/false, /*sliding_window=*/false
 
 constexpr PosEncodingMode kPos = PosEncodingMode::kNone;
 
+// Decode plans in FlashInfer's CUDA-graph mode, always (eager runs too;
+// 16-bit and fp8 pages alike): the schedule's shape (split-KV or not, the
+// padded grid, every offset into the workspaces) then depends on the batch
+// size alone, never on the lengths, so a run captured in a graph
+// (cuda_graph.c) stays valid across replans of the same batch: each plan
+// rewrites the same int-workspace addresses, and CTAs beyond the split
+// schedule skip through the block-valid mask.
+constexpr bool kGraphMode = true;
+
 inline QKVLayout layout_of(const cu_fi_config *c) {
   return c->layout == FI_LAYOUT_HND ? QKVLayout::kHND : QKVLayout::kNHD;
 }
@@ -127,7 +136,6 @@ struct plan_call {
   uint32_t batch, rows;
   cudaStream_t s;
   cu_fi_plan *out;
-  bool graph_mode;  // decode plans in FlashInfer's CUDA-graph mode
 
   template <class T, class KVT, uint32_t HD, class V>
   cudaError_t operator()() {
@@ -141,13 +149,13 @@ struct plan_call {
         DecodePlanInfo info;
         try {
           e = DecodePlan<HD, kPos, V, P>(fws, fb, iws, pinned, ib, info, kv, batch,
-                                         c->num_qo_heads, c->page_size, graph_mode, s, est);
+                                         c->num_qo_heads, c->page_size, kGraphMode, s, est);
         } catch (const flashinfer::Error &) {
           // Thrown before the upload is enqueued (the allocator's check):
           // a workspace too small is a growth, anything else is passed on.
           size_t fneed = 0, ineed = 0;
           if (DecodePlanWorkspaceSize<HD, kPos, V, P>(fneed, ineed, kv, batch, c->num_qo_heads,
-                                                      c->page_size, graph_mode, s, est) == cudaSuccess &&
+                                                      c->page_size, kGraphMode, s, est) == cudaSuccess &&
               (fneed > fb || ineed > ib))
             throw grow(fneed, ineed);
           throw;

@@ -97,8 +97,7 @@ extern "C" int cu_fi8_plan_make(const cu_fi_config *c, void *float_ws, uint64_t 
                                 cu_fi_plan *plan, cu_fi_status *st) {
   return guard(st, [&]() -> cudaError_t {
     plan_call pc{c, float_ws, int_ws, pinned, float_bytes, int_bytes, const_cast<int32_t *>(qo_indptr_h),
-                 const_cast<int32_t *>(kv_indptr_h), batch, total_rows, static_cast<cudaStream_t>(stream), plan,
-                 /*graph_mode=*/false};
+                 const_cast<int32_t *>(kv_indptr_h), batch, total_rows, static_cast<cudaStream_t>(stream), plan};
     return dispatch(c, pc);
   });
 }
