@@ -205,10 +205,18 @@ struct run_call {
   float sm_scale, cap;  // the kernels' sm_scale and logits soft cap
   const char *tag;      // names the adapter in the cta_tile_q refusal; NULL: head_dim instead
 
-  // The fields the decode and prefill kernels' parameters (P) share, from
-  // the plan (Info); the split-KV temporaries when the plan splits.
+  // The split-KV temporaries (none when the plan does not split).
+  template <class T>
+  struct split_tmp {
+    T *v = nullptr;
+    float *s = nullptr;
+  };
+
+  // Copies the plan (Info) out of *plan and sets the fields the decode and
+  // prefill kernels' parameters (P) share; the plan's split-KV temporaries.
   template <class T, uint32_t HD, class P, class Info, class KV>
-  void fill(P &p, const Info &info, const KV &kv, char *iws, char *fws, T **tmp_v, float **tmp_s) const {
+  split_tmp<T> fill(P &p, Info &info, const KV &kv, char *iws, char *fws) const {
+    std::memcpy(&info, plan->v, sizeof info);
     p.q = static_cast<T *>(a->q);
     p.paged_kv = kv;
     p.o = static_cast<T *>(a->o);
@@ -226,10 +234,12 @@ struct run_call {
     p.o_indptr = GetPtrFromBaseOffset<int32_t>(iws, info.o_indptr_offset);
     p.kv_chunk_size_ptr = GetPtrFromBaseOffset<int32_t>(iws, info.kv_chunk_size_ptr_offset);
     p.padded_batch_size = (uint32_t)info.padded_batch_size;
+    split_tmp<T> tmp;
     if (info.split_kv) {
-      *tmp_v = GetPtrFromBaseOffset<T>(fws, info.v_offset);
-      *tmp_s = GetPtrFromBaseOffset<float>(fws, info.s_offset);
+      tmp.v = GetPtrFromBaseOffset<T>(fws, info.v_offset);
+      tmp.s = GetPtrFromBaseOffset<float>(fws, info.s_offset);
     }
+    return tmp;
   }
 
   template <class T, class KVT, uint32_t HD, class V>
@@ -240,28 +250,21 @@ struct run_call {
     char *iws = static_cast<char *>(a->int_ws);
     char *fws = static_cast<char *>(a->float_ws);
     if (!c->prefill_kernel) {
-      using P = DecodeP<T, KVT>;
+      DecodeP<T, KVT> p;
       DecodePlanInfo info;
-      std::memcpy(&info, plan->v, sizeof info);
-      P p;
-      T *tmp_v = nullptr;
-      float *tmp_s = nullptr;
-      fill<T, HD>(p, info, kv, iws, fws, &tmp_v, &tmp_s);
+      const split_tmp<T> tmp = fill<T, HD>(p, info, kv, iws, fws);
       p.block_valid_mask = nullptr;
       p.partition_kv = false;
       // Graph mode pads the grid to the whole GPU: the mask says which
       // CTAs have work in this plan.
       if (info.split_kv && info.enable_cuda_graph)
         p.block_valid_mask = GetPtrFromBaseOffset<bool>(iws, info.block_valid_mask_offset);
-      return BatchDecodeWithPagedKVCacheDispatched<HD, kPos, V>(p, tmp_v, tmp_s, false, s);
+      return BatchDecodeWithPagedKVCacheDispatched<HD, kPos, V>(p, tmp.v, tmp.s, false, s);
     }
     using P = PrefillP<T, KVT>;
-    PrefillPlanInfo info;
-    std::memcpy(&info, plan->v, sizeof info);
     P p;
-    T *tmp_v = nullptr;
-    float *tmp_s = nullptr;
-    fill<T, HD>(p, info, kv, iws, fws, &tmp_v, &tmp_s);
+    PrefillPlanInfo info;
+    const split_tmp<T> tmp = fill<T, HD>(p, info, kv, iws, fws);
     p.q_indptr = a->qo_indptr;
     p.group_size = uint_fastdiv(c->num_qo_heads / c->num_kv_heads);
     p.qo_tile_indices = GetPtrFromBaseOffset<int32_t>(iws, info.qo_tile_indices_offset);
@@ -274,9 +277,9 @@ struct run_call {
       constexpr uint32_t TQ = decltype(tile)::value;
       if (causal)
         return BatchPrefillWithPagedKVCacheDispatched<true, TQ, HD, HD, kPos, false, MaskMode::kCausal,
-                                                      false, V, P>(p, tmp_v, tmp_s, false, s);
+                                                      false, V, P>(p, tmp.v, tmp.s, false, s);
       return BatchPrefillWithPagedKVCacheDispatched<true, TQ, HD, HD, kPos, false, MaskMode::kNone,
-                                                    false, V, P>(p, tmp_v, tmp_s, false, s);
+                                                    false, V, P>(p, tmp.v, tmp.s, false, s);
     };
     switch (info.cta_tile_q) {
       case 16: return go(std::integral_constant<uint32_t, 16>{});
