@@ -35,6 +35,7 @@
 #define GPURT_CSRC_ENGINE_H_
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 
 #include "gp_backend.h"
@@ -134,11 +135,26 @@ int gp_rt_register(gp_rt *rt, uintptr_t *h);
 void gp_rt_unregister(gpurt_runtime *h);
 uint32_t gp_rt_live(void); /* the live runtimes */
 gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out);
+/* A slot's first statement: declares rt (runtime handle h's) and e (NULL),
+ * returning gp_get_rt's error when h is no live runtime. */
+#define GP_RT_OR_RETURN(h)              \
+  gp_rt *rt;                            \
+  gpurt_error *e = gp_get_rt((h), &rt); \
+  if (e) return e
 gpurt_error *gp_lookup(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
 /* Inserts obj into t; OUT_OF_MEMORY "<op>: too many <kind>s". */
 gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op, uintptr_t *out);
+/* gp_insert, the handle in *out; on a failure obj is handed to drop first
+ * (its making undone). */
+gpurt_error *gp_insert_or_drop(gp_rt *rt, gp_handle_table *t, void *obj, const char *op,
+                               void (*drop)(gp_rt *rt, void *obj), uintptr_t *out);
 /* Takes h out of t (the handle's error otherwise). */
 gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
+/* A destroy slot: a NULL handle x is a no-op; else runtime h's table at
+ * byte offset table of gp_rt (offsetof) gives x up (a failure wrapped
+ * "<what>: " when what is not NULL) and its object is handed to drop. */
+gpurt_error *gp_destroy(gpurt_runtime *h, size_t table, const void *x, const char *what,
+                        void (*drop)(gp_rt *rt, void *obj));
 int gp_is_lost(gp_rt *rt, uint32_t dev);
 gpurt_error *gp_lost_err(gp_rt *rt, const char *what, uint32_t dev);
 /* A device index the caller named: exists and is not lost. */

@@ -127,9 +127,7 @@ gpurt_error *gp_e_runtime_create(const gpurt_runtime_create_args *args, gpurt_ru
 
 gpurt_error *gp_e_runtime_destroy(gpurt_runtime *h) {
   if (h == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_rt_unregister(h);
   /* Streams first: their work may still use the rest. */
   for (uint32_t i = 0; i < gp_table_cap(&rt->streams); i++) {
@@ -176,9 +174,7 @@ gpurt_error *gp_e_runtime_destroy(gpurt_runtime *h) {
 }
 
 gpurt_error *gp_e_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gpurt_runtime_stats s;
   memset(&s, 0, sizeof s);
   pthread_mutex_lock(&rt->mu);
@@ -195,9 +191,7 @@ gpurt_error *gp_e_runtime_stats(gpurt_runtime *h, gpurt_runtime_stats *out) {
 }
 
 gpurt_error *gp_e_runtime_control(gpurt_runtime *h, const gpurt_control_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gpurt_control_args a;
   if ((e = gp_read_struct(&a, sizeof a, args, "runtime_control: args"))) return e;
   if (a.key == NULL && a.key_len > 0)
@@ -223,18 +217,14 @@ gpurt_error *gp_e_runtime_control(gpurt_runtime *h, const gpurt_control_args *ar
 /* ---- devices -------------------------------------------------------------------------- */
 
 gpurt_error *gp_e_device_count(gpurt_runtime *h, uint32_t *out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (!out) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "device_count: out is NULL");
   *out = rt->ndev;
   return NULL;
 }
 
 gpurt_error *gp_e_device_info(gpurt_runtime *h, uint32_t d, gpurt_device_info *out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if ((e = gp_check_dev(rt, d, "device_info"))) return e;
   if ((e = gp_check_out(out, "device_info: out"))) return e;
   gpurt_device_info i;
@@ -246,9 +236,7 @@ gpurt_error *gp_e_device_info(gpurt_runtime *h, uint32_t d, gpurt_device_info *o
 }
 
 gpurt_error *gp_e_device_synchronize(gpurt_runtime *h, uint32_t d) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (d >= rt->ndev) return gp_check_dev(rt, d, "device_synchronize");
   if ((e = gp_drain_device(rt, d))) return e;
   return gp_after_wait(rt, "device_synchronize", d);

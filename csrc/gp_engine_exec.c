@@ -12,10 +12,15 @@
 
 /* ---- modules and kernels ---------------------------------------------------------- */
 
+/* A module loaded but not in the table yet. */
+static void module_undo(gp_rt *rt, void *o) {
+  gp_module *m = o;
+  gp_eb->module_unload(rt->ctx, m->mod);
+  free(m);
+}
+
 gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *args, gpurt_module **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load: out is NULL");
   *out = NULL;
   gpurt_module_load_args a;
@@ -33,11 +38,7 @@ gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *ar
   if (nl) memcpy(m->name, a.name, (size_t)nl);
   else gp_strlcpy(m->name, sizeof m->name, a.format == GPURT_MODULE_BUILTIN ? "builtin" : "module");
   uintptr_t hm;
-  if ((e = gp_insert(rt, &rt->modules, m, "module_load", &hm))) {
-    gp_eb->module_unload(rt->ctx, m->mod);
-    free(m);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->modules, m, "module_load", module_undo, &hm))) return e;
   *out = (gpurt_module *)hm;
   return NULL;
 }
@@ -57,9 +58,7 @@ void gp_module_free(gp_rt *rt, gp_module *m) {
 
 gpurt_error *gp_e_module_unload(gpurt_runtime *h, gpurt_module *mh) {
   if (mh == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   pthread_mutex_lock(&rt->mu);
   void *o = NULL;
   int st = gp_table_take(&rt->modules, (uintptr_t)mh, &o);
@@ -73,9 +72,7 @@ gpurt_error *gp_e_module_unload(gpurt_runtime *h, gpurt_module *mh) {
 
 gpurt_error *gp_e_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name, uint64_t name_len,
                              gpurt_kernel **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: out is NULL");
   *out = NULL;
   if (name == NULL && name_len > 0)
@@ -145,9 +142,7 @@ gpurt_error *gp_e_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *nam
 }
 
 gpurt_error *gp_e_kernel_info(gpurt_runtime *h, gpurt_kernel *kh, gpurt_kernel_info *out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_kernel *k;
   if ((e = gp_lookup(rt, &rt->kernels, kh, (void **)&k))) return e;
   /* A lost device refuses this too (its backend is asked: the loss may
@@ -221,9 +216,7 @@ gpurt_error *gp_launch_resolve(gp_rt *rt, gp_stream *s, gpurt_kernel *kh, const 
 }
 
 gpurt_error *gp_e_launch(gpurt_runtime *h, gpurt_stream *sh, gpurt_kernel *kh, const gpurt_launch_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if ((e = gp_need_stream("launch", sh))) return e;
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
@@ -252,9 +245,7 @@ static gpurt_error *enqueue_ops(gp_rt *rt, gp_stream *s, const gp_launch_op *ops
 gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t count, const gpurt_launch_item *items,
                                uint64_t *out_enqueued) {
   if (out_enqueued) *out_enqueued = 0;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (count == 0) return NULL;
   if ((e = gp_launch_batch_check(sh, count, items))) return e;
   gp_stream *s;
@@ -284,11 +275,15 @@ gpurt_error *gp_e_launch_batch(gpurt_runtime *h, gpurt_stream *sh, uint64_t coun
 
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
+static void plan_drop(gp_rt *rt, void *o) {
+  gp_plan *p = o;
+  if (gp_eb->gemm_plan_free) gp_eb->gemm_plan_free(rt->ctx, p->plan);
+  free(p);
+}
+
 gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_desc *desc,
                                    gpurt_gemm_plan **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: out is NULL");
   *out = NULL;
   if ((e = gp_check_dev(rt, d, "gemm_plan_create"))) return e;
@@ -302,25 +297,13 @@ gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gem
   }
   p->dev = d;
   uintptr_t hp;
-  if ((e = gp_insert(rt, &rt->plans, p, "gemm_plan_create", &hp))) {
-    if (gp_eb->gemm_plan_free) gp_eb->gemm_plan_free(rt->ctx, p->plan);
-    free(p);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->plans, p, "gemm_plan_create", plan_drop, &hp))) return e;
   *out = (gpurt_gemm_plan *)hp;
   return NULL;
 }
 
 gpurt_error *gp_e_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {
-  if (ph == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_plan *p;
-  if ((e = gp_take(rt, &rt->plans, ph, (void **)&p))) return e;
-  if (gp_eb->gemm_plan_free) gp_eb->gemm_plan_free(rt->ctx, p->plan);
-  free(p);
-  return NULL;
+  return gp_destroy(h, offsetof(gp_rt, plans), ph, NULL, plan_drop);
 }
 
 gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpurt_gemm_run_args *args, int run) {
@@ -385,9 +368,7 @@ gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpur
 
 gpurt_error *gp_e_gemm_run(gpurt_runtime *h, gpurt_stream *sh, gpurt_gemm_plan *ph,
                            const gpurt_gemm_run_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if ((e = gp_need_stream("gemm_run", sh))) return e;
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;

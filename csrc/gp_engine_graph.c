@@ -90,9 +90,7 @@ void gp_graph_free(gp_rt *rt, void *p) {
 }
 
 gpurt_error *gp_e_graph_recordable(gpurt_runtime *h, uint64_t slot, uint8_t *out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   uint64_t calls[NALL];
   size_t n = backend_calls(calls);
   return gp_graph_recordable(slot, calls, n, out);
@@ -134,9 +132,7 @@ static gp_stream stream_of(uint32_t dev) {
 }
 
 gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args, gpurt_graph **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_create: out is NULL");
   *out = NULL;
   gpurt_graph_create_args a;
@@ -250,9 +246,7 @@ static gpurt_error *launch_kept(gp_rt *rt, gp_graph *g, gp_stream *s, gpurt_stre
 }
 
 gpurt_error *gp_e_graph_launch(gpurt_runtime *h, gpurt_graph *gh, gpurt_stream *sh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_graph *g;
   if ((e = gp_lookup(rt, &rt->graphs, gh, (void **)&g))) return gp_err_wrap(e, "graph_launch");
   if ((e = gp_need_stream("graph_launch", sh))) return e;
@@ -346,9 +340,7 @@ static gpurt_error *patch(gp_rt *rt, gp_graph *g, gp_graph_node *nodes, gpurt_gr
 }
 
 gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_update_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_graph *g;
   if ((e = gp_lookup(rt, &rt->graphs, gh, (void **)&g))) return gp_err_wrap(e, "graph_update");
   gpurt_graph_update_args a;
@@ -412,12 +404,5 @@ gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_up
 }
 
 gpurt_error *gp_e_graph_destroy(gpurt_runtime *h, gpurt_graph *gh) {
-  if (gh == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  void *o;
-  if ((e = gp_take(rt, &rt->graphs, gh, &o))) return gp_err_wrap(e, "graph_destroy");
-  gp_graph_free(rt, o);
-  return NULL;
+  return gp_destroy(h, offsetof(gp_rt, graphs), gh, "graph_destroy", gp_graph_free);
 }

@@ -12,10 +12,25 @@
 
 /* ---- buffers ------------------------------------------------------------------ */
 
+/* The end of buffer_alloc and host_alloc (host): obj, its memory made, in
+ * its table and its size on the runtime's count; on a failure its memory
+ * and obj are freed. */
+static gpurt_error *mem_insert(gp_rt *rt, int host, void *obj, uint64_t size, uintptr_t *out) {
+  gpurt_error *e = gp_insert(rt, host ? &rt->hosts : &rt->bufs, obj, host ? "host_alloc" : "buffer_alloc", out);
+  if (e) {
+    if (host) gp_eb->host_free(rt->ctx, &((gp_host *)obj)->m);
+    else gp_error_destroy(gp_eb->mem_free(rt->ctx, &((gp_buf *)obj)->m));
+    free(obj);
+    return e;
+  }
+  pthread_mutex_lock(&rt->mu);
+  *(host ? &rt->host_bytes : &rt->device_bytes) += size;
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
+}
+
 gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpurt_buffer **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
   *out = NULL;
   if ((e = gp_check_dev(rt, d, "buffer_alloc"))) return e;
@@ -30,42 +45,42 @@ gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpur
   b->m.size = size;
   b->m.offset = 0;
   uintptr_t hb;
-  if ((e = gp_insert(rt, &rt->bufs, b, "buffer_alloc", &hb))) {
-    gp_error_destroy(gp_eb->mem_free(rt->ctx, &b->m));
-    free(b);
-    return e;
-  }
-  pthread_mutex_lock(&rt->mu);
-  rt->device_bytes += size;
-  pthread_mutex_unlock(&rt->mu);
+  if ((e = mem_insert(rt, 0, b, size, &hb))) return e;
   *out = (gpurt_buffer *)hb;
   return NULL;
 }
 
-gpurt_error *gp_e_buffer_free(gpurt_runtime *h, gpurt_buffer *buf) {
-  if (buf == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_buf *b;
-  if ((e = gp_lookup(rt, &rt->bufs, buf, (void **)&b))) return e;
+/* buffer_free and host_free: x's object, once the work queued on its
+ * device (a host buffer's: on every device) drained, taken out of its
+ * table, its bytes off the runtime's count, and freed. */
+static gpurt_error *mem_free(gpurt_runtime *h, const void *x, int host) {
+  if (x == NULL) return NULL;
+  GP_RT_OR_RETURN(h);
+  gp_handle_table *t = host ? &rt->hosts : &rt->bufs;
+  void *o;
+  if ((e = gp_lookup(rt, t, x, &o))) return e;
   /* Like cudaFree: work already queued on the device may still use it. */
-  if ((e = gp_drain_device(rt, b->m.dev))) return e;
-  if ((e = gp_take(rt, &rt->bufs, buf, (void **)&b))) return e;
+  if ((e = gp_drain_device(rt, host ? UINT32_MAX : ((gp_buf *)o)->m.dev))) return e;
+  if ((e = gp_take(rt, t, x, &o))) return e;
+  gp_mem m = host ? ((gp_host *)o)->m : ((gp_buf *)o)->m;
   pthread_mutex_lock(&rt->mu);
-  rt->device_bytes -= b->m.size;
+  *(host ? &rt->host_bytes : &rt->device_bytes) -= m.size;
   pthread_mutex_unlock(&rt->mu);
-  gp_mem m = b->m;
-  free(b);
+  if (host) {
+    gp_eb->host_free(rt->ctx, &((gp_host *)o)->m);
+    free(o);
+    return NULL;
+  }
+  free(o);
   if ((e = gp_eb->mem_free(rt->ctx, &m)))
-    return gp_err_wrap(e, "buffer %#llx (%llu bytes on device %u)", H(buf), U(m.size), m.dev);
+    return gp_err_wrap(e, "buffer %#llx (%llu bytes on device %u)", H(x), U(m.size), m.dev);
   return NULL;
 }
 
+gpurt_error *gp_e_buffer_free(gpurt_runtime *h, gpurt_buffer *buf) { return mem_free(h, buf, 0); }
+
 gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer **out, void **out_ptr) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL || out_ptr == NULL)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "host_alloc: out or out_ptr is NULL");
   *out = NULL;
@@ -80,35 +95,13 @@ gpurt_error *gp_e_host_alloc(gpurt_runtime *h, uint64_t size, gpurt_host_buffer 
   hb->m.size = size;
   hb->m.pinned = 1;
   uintptr_t hh;
-  if ((e = gp_insert(rt, &rt->hosts, hb, "host_alloc", &hh))) {
-    gp_eb->host_free(rt->ctx, &hb->m);
-    free(hb);
-    return e;
-  }
-  pthread_mutex_lock(&rt->mu);
-  rt->host_bytes += size;
-  pthread_mutex_unlock(&rt->mu);
+  if ((e = mem_insert(rt, 1, hb, size, &hh))) return e;
   *out = (gpurt_host_buffer *)hh;
   *out_ptr = hb->ptr;
   return NULL;
 }
 
-gpurt_error *gp_e_host_free(gpurt_runtime *h, gpurt_host_buffer *buf) {
-  if (buf == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_host *hb;
-  if ((e = gp_lookup(rt, &rt->hosts, buf, (void **)&hb))) return e;
-  if ((e = gp_drain_device(rt, UINT32_MAX))) return e;
-  if ((e = gp_take(rt, &rt->hosts, buf, (void **)&hb))) return e;
-  pthread_mutex_lock(&rt->mu);
-  rt->host_bytes -= hb->m.size;
-  pthread_mutex_unlock(&rt->mu);
-  gp_eb->host_free(rt->ctx, &hb->m);
-  free(hb);
-  return NULL;
-}
+gpurt_error *gp_e_host_free(gpurt_runtime *h, gpurt_host_buffer *buf) { return mem_free(h, buf, 1); }
 
 /* ---- copy and memset ------------------------------------------------------------ */
 
@@ -187,9 +180,7 @@ gpurt_error *gp_copy_async(gp_rt *rt, gp_stream *s, const gpurt_copy_args *args,
 }
 
 gpurt_error *gp_e_copy(gpurt_runtime *h, const gpurt_copy_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gpurt_copy_args a;
   int dk, sk;
   if ((e = gp_copy_check(args, &a, &dk, &sk))) return e;
@@ -255,9 +246,7 @@ gpurt_error *gp_memset_on(gp_rt *rt, gp_stream *s, const gpurt_memset_args *args
 }
 
 gpurt_error *gp_e_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gpurt_memset_args a;
   if ((e = gp_memset_check(args, &a))) return e;
   gp_stream *s = NULL;
@@ -267,10 +256,10 @@ gpurt_error *gp_e_memset(gpurt_runtime *h, const gpurt_memset_args *args) {
 
 /* ---- streams ---------------------------------------------------------------------- */
 
+static void stream_drop(gp_rt *rt, void *s) { gp_stream_unref(rt, s); }
+
 gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
   *out = NULL;
   if ((e = gp_check_dev(rt, d, "stream_create"))) return e;
@@ -283,29 +272,17 @@ gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out
   s->q.dev = d;
   s->refs = 1;
   uintptr_t hs;
-  if ((e = gp_insert(rt, &rt->streams, s, "stream_create", &hs))) {
-    gp_stream_unref(rt, s);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->streams, s, "stream_create", stream_drop, &hs))) return e;
   *out = (gpurt_stream *)hs;
   return NULL;
 }
 
 gpurt_error *gp_e_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
-  if (sh == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_stream *s;
-  if ((e = gp_take(rt, &rt->streams, sh, (void **)&s))) return e;
-  gp_stream_unref(rt, s);
-  return NULL;
+  return gp_destroy(h, offsetof(gp_rt, streams), sh, NULL, stream_drop);
 }
 
 gpurt_error *gp_e_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   if ((e = gp_eb->queue_sync(rt->ctx, &s->q))) return e;
@@ -313,9 +290,7 @@ gpurt_error *gp_e_stream_synchronize(gpurt_runtime *h, gpurt_stream *sh) {
 }
 
 gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   if (gp_is_lost(rt, s->q.dev)) return gp_lost_err(rt, "stream_query", s->q.dev);
@@ -327,10 +302,14 @@ gpurt_error *gp_e_stream_query(gpurt_runtime *h, gpurt_stream *sh) {
 
 /* ---- events ----------------------------------------------------------------------- */
 
+static void event_drop(gp_rt *rt, void *o) {
+  gp_event *ev = o;
+  gp_eb->event_destroy(rt->ctx, ev->ev);
+  free(ev);
+}
+
 gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_event **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
   *out = NULL;
   if ((e = gp_check_dev(rt, d, "event_create"))) return e;
@@ -345,31 +324,17 @@ gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpu
   ev->dev = d;
   ev->flags = flags;
   uintptr_t he;
-  if ((e = gp_insert(rt, &rt->events, ev, "event_create", &he))) {
-    gp_eb->event_destroy(rt->ctx, ev->ev);
-    free(ev);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->events, ev, "event_create", event_drop, &he))) return e;
   *out = (gpurt_event *)he;
   return NULL;
 }
 
 gpurt_error *gp_e_event_destroy(gpurt_runtime *h, gpurt_event *eh) {
-  if (eh == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_event *ev;
-  if ((e = gp_take(rt, &rt->events, eh, (void **)&ev))) return e;
-  gp_eb->event_destroy(rt->ctx, ev->ev);
-  free(ev);
-  return NULL;
+  return gp_destroy(h, offsetof(gp_rt, events), eh, NULL, event_drop);
 }
 
 gpurt_error *gp_e_event_record(gpurt_runtime *h, gpurt_event *eh, gpurt_stream *sh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_event *ev;
   if ((e = gp_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
   gp_stream *s = NULL;
@@ -398,9 +363,7 @@ gpurt_error *gp_event_on(gp_rt *rt, gp_stream *s, gpurt_event *eh, int record, i
 }
 
 gpurt_error *gp_e_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_event *eh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_stream *s;
   if ((e = gp_lookup(rt, &rt->streams, sh, (void **)&s))) return e;
   gp_event *ev;
@@ -410,9 +373,7 @@ gpurt_error *gp_e_stream_wait_event(gpurt_runtime *h, gpurt_stream *sh, gpurt_ev
 }
 
 gpurt_error *gp_e_event_query(gpurt_runtime *h, gpurt_event *eh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_event *ev;
   if ((e = gp_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
   if (gp_is_lost(rt, ev->dev)) return gp_lost_err(rt, "event_query", ev->dev);
@@ -423,9 +384,7 @@ gpurt_error *gp_e_event_query(gpurt_runtime *h, gpurt_event *eh) {
 }
 
 gpurt_error *gp_e_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_event *ev;
   if ((e = gp_lookup(rt, &rt->events, eh, (void **)&ev))) return e;
   if ((e = gp_eb->event_sync(rt->ctx, ev->ev))) return e;
@@ -433,9 +392,7 @@ gpurt_error *gp_e_event_synchronize(gpurt_runtime *h, gpurt_event *eh) {
 }
 
 gpurt_error *gp_e_event_elapsed(gpurt_runtime *h, gpurt_event *sh, gpurt_event *eh, double *out_ms) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out_ms == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_elapsed: out_ms is NULL");
   gp_event *a, *b;
   if ((e = gp_lookup(rt, &rt->events, sh, (void **)&a))) return e;

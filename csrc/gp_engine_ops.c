@@ -13,9 +13,7 @@
 
 gpurt_error *gp_call(gpurt_runtime *h, gpurt_stream *sh, const char *what, int wrap, gp_call_fn fn, void *object,
                      const void *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_stream *s;
   if ((e = gp_stream_get(rt, sh, what, wrap, &s))) return e;
   return fn(rt, s, sh, object, args, 1);
@@ -142,9 +140,7 @@ void gp_attn_free(gp_rt *rt, gp_attn *a) {
 gpurt_error *gp_e_attention_create(gpurt_runtime *h, uint32_t dev, const gpurt_attention_desc *desc,
                                    gpurt_attention **out) {
   const char *w = "attention_create";
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: out is NULL", w);
   *out = NULL;
   if ((e = gp_check_dev(rt, dev, w))) return e;
@@ -170,23 +166,16 @@ gpurt_error *gp_e_attention_create(gpurt_runtime *h, uint32_t dev, const gpurt_a
   return NULL;
 }
 
+static void attn_drop(gp_rt *rt, void *a) { gp_attn_free(rt, a); }
+
 gpurt_error *gp_e_attention_destroy(gpurt_runtime *h, gpurt_attention *ah) {
-  if (ah == NULL) return NULL;
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
-  gp_attn *a;
-  if ((e = gp_take(rt, &rt->attns, ah, (void **)&a))) return e;
-  gp_attn_free(rt, a);
-  return NULL;
+  return gp_destroy(h, offsetof(gp_rt, attns), ah, NULL, attn_drop);
 }
 
 gpurt_error *gp_e_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_attention *ah,
                                  const gpurt_attention_plan_args *args) {
   const char *w = "attention_plan";
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_stream *s;
   if ((e = gp_stream_get(rt, sh, w, 1, &s))) return e;
   uint32_t dev = s->q.dev;
@@ -279,9 +268,7 @@ void gp_comm_free(gp_rt *rt, gp_comm *c) {
 }
 
 gpurt_error *gp_e_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if ((e = gp_check_out(out, "comm_unique_id: out"))) return e;
   if (gp_eb->comm_unique_id == NULL) return comm_unsupported("comm_unique_id");
   gpurt_comm_id id;
@@ -292,10 +279,10 @@ gpurt_error *gp_e_comm_unique_id(gpurt_runtime *h, gpurt_comm_id *out) {
   return NULL;
 }
 
+static void comm_drop(gp_rt *rt, void *c) { gp_comm_free(rt, c); }
+
 gpurt_error *gp_e_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "comm_create: out is NULL");
   *out = NULL;
   if (gp_eb->comm_create == NULL) return comm_unsupported("comm_create");
@@ -315,18 +302,13 @@ gpurt_error *gp_e_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *ar
     return e;
   }
   uintptr_t hh;
-  if ((e = gp_insert(rt, &rt->comms, c, "comm_create", &hh))) {
-    gp_comm_free(rt, c);
-    return e;
-  }
+  if ((e = gp_insert_or_drop(rt, &rt->comms, c, "comm_create", comm_drop, &hh))) return e;
   *out = (gpurt_comm *)hh;
   return NULL;
 }
 
 gpurt_error *gp_e_comm_destroy(gpurt_runtime *h, gpurt_comm *ch) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   if (ch == NULL) return NULL;
   gp_comm *c;
   if ((e = gp_take(rt, &rt->comms, ch, (void **)&c))) return gp_err_wrap(e, "comm_destroy");
@@ -342,9 +324,7 @@ gpurt_error *gp_e_comm_destroy(gpurt_runtime *h, gpurt_comm *ch) {
 }
 
 gpurt_error *gp_e_comm_abort(gpurt_runtime *h, gpurt_comm *ch) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_comm *c;
   if ((e = comm_get(rt, ch, "comm_abort", &c))) return e;
   atomic_store(&c->aborted, 1);
@@ -353,9 +333,7 @@ gpurt_error *gp_e_comm_abort(gpurt_runtime *h, gpurt_comm *ch) {
 }
 
 gpurt_error *gp_e_comm_query(gpurt_runtime *h, gpurt_comm *ch) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_comm *c;
   if ((e = comm_get(rt, ch, "comm_query", &c))) return e;
   if (atomic_load(&c->aborted))
@@ -367,9 +345,7 @@ gpurt_error *gp_e_comm_query(gpurt_runtime *h, gpurt_comm *ch) {
 #define GP_COMM_ON_STACK 16
 
 gpurt_error *gp_e_comm_run(gpurt_runtime *h, gpurt_comm *ch, const gpurt_comm_run_args *args) {
-  gp_rt *rt;
-  gpurt_error *e = gp_get_rt(h, &rt);
-  if (e) return e;
+  GP_RT_OR_RETURN(h);
   gp_comm *c;
   if ((e = comm_get(rt, ch, "comm_run", &c))) return e;
   if (atomic_load(&c->aborted))

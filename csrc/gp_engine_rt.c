@@ -80,10 +80,27 @@ gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op,
   return r != 0 ? gp_table_full_error(op, t->kind) : NULL;
 }
 
+gpurt_error *gp_insert_or_drop(gp_rt *rt, gp_handle_table *t, void *obj, const char *op,
+                               void (*drop)(gp_rt *rt, void *obj), uintptr_t *out) {
+  gpurt_error *e = gp_insert(rt, t, obj, op, out);
+  if (e) drop(rt, obj);
+  return e;
+}
+
 gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out) {
   int st = gp_table_take(t, (uintptr_t)h, out);
   if (st != GP_HANDLE_OK) return gp_handle_error(st, t->kind, (uintptr_t)h);
   atomic_fetch_add(&rt->destroys, 1);
+  return NULL;
+}
+
+gpurt_error *gp_destroy(gpurt_runtime *h, size_t table, const void *x, const char *what,
+                        void (*drop)(gp_rt *rt, void *obj)) {
+  if (x == NULL) return NULL;
+  GP_RT_OR_RETURN(h);
+  void *o;
+  if ((e = gp_take(rt, (gp_handle_table *)((char *)rt + table), x, &o))) return what ? gp_err_wrap(e, "%s", what) : e;
+  drop(rt, o);
   return NULL;
 }
 

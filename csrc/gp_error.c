@@ -54,20 +54,19 @@ gpurt_error *gp_errv(int32_t code, const char *fmt, va_list ap) {
   return gp_errv_vendor(code, 0, fmt, ap);
 }
 
-gpurt_error *gp_err(int32_t code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  gpurt_error *e = gp_errv_vendor(code, 0, fmt, ap);
-  va_end(ap);
-  return e;
-}
+/* The body of a variadic function over fmt's arguments: returns call,
+ * which reads them through ap. */
+#define GP_VA_RETURN(call)        \
+  va_list ap;                     \
+  va_start(ap, fmt);              \
+  gpurt_error *va_result_ = call; \
+  va_end(ap);                     \
+  return va_result_
+
+gpurt_error *gp_err(int32_t code, const char *fmt, ...) { GP_VA_RETURN(gp_errv_vendor(code, 0, fmt, ap)); }
 
 gpurt_error *gp_err_vendor(int32_t code, int64_t vendor, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  gpurt_error *e = gp_errv_vendor(code, vendor, fmt, ap);
-  va_end(ap);
-  return e;
+  GP_VA_RETURN(gp_errv_vendor(code, vendor, fmt, ap));
 }
 
 gpurt_error *gp_err_set_vendor(gpurt_error *e, int64_t vendor) {
@@ -94,20 +93,12 @@ static gpurt_error *gp_err_rewrite(gpurt_error *e, int front, size_t cap, const 
 
 gpurt_error *gp_err_append(gpurt_error *e, const char *fmt, ...) {
   if (e == NULL || e->is_static) return e;
-  va_list ap;
-  va_start(ap, fmt);
-  gpurt_error *w = gp_err_rewrite(e, 0, 2048, fmt, ap);
-  va_end(ap);
-  return w;
+  GP_VA_RETURN(gp_err_rewrite(e, 0, 2048, fmt, ap));
 }
 
 gpurt_error *gp_err_wrap(gpurt_error *e, const char *fmt, ...) {
   if (e == NULL || e->is_static) return e;
-  va_list ap;
-  va_start(ap, fmt);
-  gpurt_error *w = gp_err_rewrite(e, 1, 512, fmt, ap);
-  va_end(ap);
-  return w;
+  GP_VA_RETURN(gp_err_rewrite(e, 1, 512, fmt, ap));
 }
 
 void gp_error_get(const gpurt_error *err, gpurt_error_info *out) {

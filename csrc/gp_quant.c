@@ -27,18 +27,21 @@ static gpurt_error *operand(const char *op, const char *name, const gpurt_buffer
   return NULL;
 }
 
+/* The UNSUPPORTED error of a type the op does not take (allowed: those it
+ * does). */
+static gpurt_error *bad_type(const char *op, const char *name, int32_t t, const char *allowed) {
+  return gp_err(GPURT_ERR_UNSUPPORTED, "%s: %s %s (%d) is not supported (%s)", op, name, gp_dtype_name(t), t,
+                allowed);
+}
+
 gpurt_error *gp_quant_mm_check(const gpurt_quant_matmul_args *in, gp_quant_mm *out) {
   const char *op = "quant_matmul";
   memset(out, 0, sizeof *out);
   gpurt_error *e = gp_read_struct(&out->a, sizeof out->a, in, "quant_matmul: args");
   if (e) return e;
   const gpurt_quant_matmul_args *a = &out->a;
-  if (!is_half(a->x_type))
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: x_type %s (%d) is not supported (f16 or bf16)", op,
-                  gp_dtype_name(a->x_type), a->x_type);
-  if (!is_half(a->scale_type))
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: scale_type %s (%d) is not supported (f16 or bf16)", op,
-                  gp_dtype_name(a->scale_type), a->scale_type);
+  if (!is_half(a->x_type)) return bad_type(op, "x_type", a->x_type, "f16 or bf16");
+  if (!is_half(a->scale_type)) return bad_type(op, "scale_type", a->scale_type, "f16 or bf16");
   if (a->bits != 8)
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: bits %u is not supported (8)", op, a->bits);
   if (a->group_size != 32 && a->group_size != 64 && a->group_size != 128)
@@ -74,11 +77,8 @@ gpurt_error *gp_grouped_check(const gpurt_grouped_gemm_args *in, gp_grouped *out
   if (e) return e;
   const gpurt_grouped_gemm_args *a = &out->a;
   if (a->ab_type != GPURT_DTYPE_BF16 && a->ab_type != GPURT_DTYPE_FP8_E4M3)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: ab_type %s (%d) is not supported (bf16 or fp8_e4m3)", op,
-                  gp_dtype_name(a->ab_type), a->ab_type);
-  if (a->d_type != GPURT_DTYPE_BF16)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: d_type %s (%d) is not supported (bf16)", op,
-                  gp_dtype_name(a->d_type), a->d_type);
+    return bad_type(op, "ab_type", a->ab_type, "bf16 or fp8_e4m3");
+  if (a->d_type != GPURT_DTYPE_BF16) return bad_type(op, "d_type", a->d_type, "bf16");
   if (a->group_count == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: group_count is 0 (must be >= 1)", op);
   if (a->n == 0 || a->k == 0)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %s is 0 (n=%llu k=%llu; each must be >= 1)", op,

@@ -410,7 +410,9 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
 }
 
 /* Runs recorded in graphs. A decode object on FlashInfer's decode kernel
- * plans in its CUDA-graph mode (cuda_attention.cu): for a given batch size
+ * plans in its CUDA-graph mode (cuda_attention_fi.cuh; over 16-bit and fp8
+ * pages alike, an fp8 run's V scale then a kernel argument of the
+ * recording, as its K scale in sm_scale is): for a given batch size
  * every plan writes its schedule to the same addresses of the int
  * workspace, and the kernels' grid and arguments do not change. So a run
  * captured once replays any later plan of the same batch: the plan stays
@@ -421,10 +423,6 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
  * holds) is kept in the recording (cu_rec_snap) and checked before every
  * replay (cu_attention_replay_check). */
 static gpurt_error *recordable(const cu_attn *a, const char *w) {
-  if (a->d.layout.dtype == GPURT_DTYPE_FP8_E4M3)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the attention object reads an fp8 e4m3 KV cache, whose plans are not "
-                  "in FlashInfer's CUDA-graph mode: this plugin does not record its runs in a graph (run it eagerly "
-                  "between graphs)", w);
   if (a->cfg.prefill_kernel)
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the attention object runs FlashInfer's prefill kernel (%s); this plugin "
                   "records in a graph the decode attention on FlashInfer's decode kernel only (group sizes 1, 2, 3, "

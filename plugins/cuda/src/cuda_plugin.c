@@ -305,7 +305,7 @@ static const gp_backend cu_backend = {
     .version = CU_PLUGIN_VERSION,
     .abi_minor = GPURT_ABI_MINOR,
     .priority = 300,
-    /* fp8 KV attention objects and prefill kernels are refused by
+    /* attention objects on FlashInfer's prefill kernel are refused by
      * attention_run itself while recording (UNSUPPORTED, naming why). */
     .unrecordable = 0,
     .graph_once = 1,

@@ -97,6 +97,14 @@ static const int_opt runtime_opts[] = {INT_OPT(devices, 0), INT_OPT(memory, 1), 
                                        INT_OPT(gemm_threads, 0)};
 static const int_opt fault_opts[] = {INT_OPT(fail_alloc_nth, 0), INT_OPT(fail_launch_nth, 0), INT_OPT(lose_device, 0)};
 #undef INT_OPT
+/* runtime_opts[i]'s environment variable (read first, the options then
+ * override it) and what a malformed value of it is not. */
+static const char *const runtime_envs[][2] = {{"GPURT_MOCK_DEVICES", "a count"},
+                                              {"GPURT_MOCK_MEMORY", "a size in bytes"},
+                                              {"GPURT_MOCK_DELAY_US", "a number of microseconds"},
+                                              {"GPURT_MOCK_GEMM_THREADS", "a count"}};
+_Static_assert(sizeof runtime_envs / sizeof *runtime_envs == sizeof runtime_opts / sizeof *runtime_opts,
+               "runtime_envs names every runtime_opts entry");
 #define OPTS(t) t, sizeof t / sizeof *t
 
 /* Sets the option of t[0..n) keyed k (what names the list in the error of
@@ -142,19 +150,13 @@ static gpurt_error *m_open(const gpurt_runtime_create_args *ap, void **ctx, uint
   gpurt_error *e;
 
   rt_config c = {-1, -1, -1, -1, -1, -1, -1};
-  int64_t v;
-  if ((v = env_i64("GPURT_MOCK_DEVICES", 0)) == -2)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "GPURT_MOCK_DEVICES=\"%s\" is not a count", getenv("GPURT_MOCK_DEVICES"));
-  c.devices = v;
-  if ((v = env_i64("GPURT_MOCK_MEMORY", 1)) == -2)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "GPURT_MOCK_MEMORY=\"%s\" is not a size in bytes", getenv("GPURT_MOCK_MEMORY"));
-  c.memory = v;
-  if ((v = env_i64("GPURT_MOCK_DELAY_US", 0)) == -2)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "GPURT_MOCK_DELAY_US=\"%s\" is not a number of microseconds", getenv("GPURT_MOCK_DELAY_US"));
-  c.delay_us = v;
-  if ((v = env_i64("GPURT_MOCK_GEMM_THREADS", 0)) == -2)
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "GPURT_MOCK_GEMM_THREADS=\"%s\" is not a count", getenv("GPURT_MOCK_GEMM_THREADS"));
-  c.gemm_threads = v;
+  for (size_t i = 0; i < sizeof runtime_envs / sizeof *runtime_envs; i++) {
+    const char *name = runtime_envs[i][0];
+    int64_t v = env_i64(name, runtime_opts[i].suffix);
+    if (v == -2)
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s=\"%s\" is not %s", name, getenv(name), runtime_envs[i][1]);
+    *(int64_t *)(void *)((char *)&c + runtime_opts[i].off) = v;
+  }
   const char *faults = getenv("GPURT_MOCK_FAULTS");
   if (faults && (e = gp_parse_options(faults, strlen(faults), ",;", "GPURT_MOCK_FAULTS", fault_opt, &c)))
     return e;
