@@ -37,6 +37,7 @@ type attnCase struct {
 	fullKV   bool // prefill: qo == kv for every request
 	exactLen bool // every request has maxKV tokens
 	fp8      bool // an fp8 e4m3 cache (ABI 1.8); dt is the queries' and rows' type
+	graph    bool // the run is recorded in a graph once and replayed every step, after each step's plan
 }
 
 func attentionCases() []attnCase {
@@ -57,6 +58,10 @@ func attentionCases() []attnCase {
 		{name: "fp8/decode/bf16/nhd/p16/gqa4/d128/steps", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 16, hk: 4, dim: 128, batch: 5, minKV: 1, maxKV: 150, steps: 2, fp8: true},
 		{name: "fp8/decode/f16/hnd/p1/gqa8/d128", kind: dec, dt: core.F16, layout: hnd, page: 1, hq: 16, hk: 2, dim: 128, batch: 3, minKV: 1, maxKV: 60, fp8: true},
 		{name: "fp8/prefill/bf16/nhd/p16/gqa4/d128/causal", kind: pre, dt: core.BF16, layout: nhd, page: 16, hq: 8, hk: 2, dim: 128, batch: 3, minKV: 1, maxKV: 120, maxQO: 40, causal: true, fp8: true},
+		// Recorded in a graph at step 0 and replayed after each step's plan
+		// (a decode step graph's way: the plan stays outside the graph).
+		{name: "graph/decode/bf16/nhd/p16/gqa4/d128/steps", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 32, hk: 8, dim: 128, batch: 3, minKV: 1, maxKV: 100, steps: 3, graph: true},
+		{name: "graph/fp8/decode/bf16/nhd/p16/gqa4/d128/steps", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 16, hk: 4, dim: 128, batch: 4, minKV: 1, maxKV: 120, steps: 3, fp8: true, graph: true},
 		// Long contexts (Options.Long): what a GPU runs in production.
 		{name: "long/decode/bf16/nhd/p16/gqa4/d128/batch64x8k", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 32, hk: 8, dim: 128, batch: 64, minKV: 1, maxKV: 8192, long: true},
 		{name: "long/decode/f16/hnd/p16/gqa7/d128/32k", kind: dec, dt: core.F16, layout: hnd, page: 16, hq: 28, hk: 4, dim: 128, batch: 2, minKV: 32768, maxKV: 32768, long: true, exactLen: true},
@@ -390,6 +395,7 @@ func runAttnCase(e *env, c attnCase) error {
 				return err
 			}
 		}
+		var g *core.Graph // c.graph: the run, recorded at step 0
 		for step := 0; step < steps; step++ {
 			if step > 0 { // one more token per request: page table first, then the rows
 				from := append([]int(nil), b.kvLen...)
@@ -426,10 +432,26 @@ func runAttnCase(e *env, c attnCase) error {
 			if err := att.Plan(s, sched); err != nil {
 				return fmt.Errorf("step %d: plan: %w", step, err)
 			}
-			// Two runs of one plan (two layers): the second must match too.
-			for run := 0; run < 2; run++ {
-				if err := att.Run(s, d.cache, ops); err != nil {
-					return fmt.Errorf("step %d: run %d: %w", step, run, err)
+			if c.graph {
+				if g == nil {
+					g, err = s.Capture(func(cs *core.Stream) error { return att.Run(cs, d.cache, ops) })
+					if errors.Is(err, core.ErrUnsupported) || errors.Is(err, core.ErrFailedPrecondition) {
+						return skip("the plugin does not record this attention's runs in graphs: %v", err)
+					}
+					if err != nil {
+						return fmt.Errorf("step %d: capturing the run: %w", step, err)
+					}
+					defer g.Close()
+				}
+				if err := g.Launch(s); err != nil {
+					return fmt.Errorf("step %d: replaying the run: %w", step, err)
+				}
+			} else {
+				// Two runs of one plan (two layers): the second must match too.
+				for run := 0; run < 2; run++ {
+					if err := att.Run(s, d.cache, ops); err != nil {
+						return fmt.Errorf("step %d: run %d: %w", step, run, err)
+					}
 				}
 			}
 			if err := s.Synchronize(); err != nil {
