@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/abi"
+	"github.com/metrale/gpurt/internal/cli"
 )
 
 // Stamped by `make` and scripts/dist.sh with -ldflags "-X
@@ -138,34 +137,14 @@ func fileSHA256(path string) (string, error) {
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gpurt version", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := cli.New("gpurt version", "[--json] [--plugin-path PATH]...",
+		"Prints this binary's version, commit, Go version and ABI, and every plugin the\nloader finds with its version and SHA-256.", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	var paths []string
-	fs.Func("plugin-path", "folder or plugin file to search first (repeatable; ':' separates several; default: $GPURT_PLUGIN_PATH, then beside the binary)",
-		func(v string) error {
-			for _, s := range strings.Split(v, ":") {
-				if s != "" {
-					paths = append(paths, s)
-				}
-			}
-			return nil
-		})
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: gpurt version [--json] [--plugin-path DIR_OR_FILE[:...]]")
-			fmt.Fprintln(stdout, "\nprints this binary's version, commit, Go version and ABI, and every plugin the loader finds with its version and SHA-256")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(stderr, "gpurt version: %v (see gpurt version -h)\n", err)
-		return 2
+	pl := fs.PluginPath()
+	if st, ok := fs.Parse(args, false); !ok {
+		return st
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gpurt version: unexpected argument %q (see gpurt version -h)\n", fs.Arg(0))
-		return 2
-	}
+	paths := []string(*pl)
 	r := versionInfo()
 	var searched []string
 	r.Plugins, searched = pluginVersions(paths)
