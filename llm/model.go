@@ -734,30 +734,29 @@ func (m *Model) inputs() []struct {
 		{&m.indices, 4 * B * m.maxPages}, {&m.lastLen, 4 * B}, {&m.qoIndptr, 4 * (B + 1)}}
 }
 
-// inputBytes is the size of the device block of the step's inputs (each
-// region 16-byte aligned).
-func (m *Model) inputBytes() int {
+// allocInputs allocates the device block of the step's inputs (each
+// region 16-byte aligned) and points the regions into it.
+func (m *Model) allocInputs() error {
+	regions := m.inputs()
 	n := 0
-	for _, r := range m.inputs() {
+	for _, r := range regions {
 		n += (r.bytes + 15) &^ 15
 	}
-	return n
-}
-
-// allocInputs allocates the device block of the step's inputs and points
-// the regions into it.
-func (m *Model) allocInputs() error {
 	var err error
-	if m.in, err = m.alloc(m.inputBytes()); err != nil {
+	if m.in, err = m.alloc(n); err != nil {
 		return err
 	}
 	off := 0
-	for _, r := range m.inputs() {
+	for _, r := range regions {
 		*r.dst = view(m.in, off, r.bytes)
 		off += (r.bytes + 15) &^ 15
 	}
 	return nil
 }
+
+// resize is s's storage holding n elements (grown when short), for the
+// host arrays a step rewrites.
+func resize[T any](s []T, n int) []T { return slices.Grow(s[:0], n)[:n] }
 
 // normBlock is the block of a norm's row: a thread per 16-byte vector of
 // bf16 (CUDA's norms load 8 elements at once), 32 to 1024.
@@ -1035,11 +1034,8 @@ func (m *Model) pick(s *core.Stream, sp *Sampling, step int) error {
 // (request b owns pages b*maxPages ..).
 func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
 	ps := m.cfg.pageSize()
-	indptr = slices.Grow(m.scratch.indptr[:0], m.batch+1)[:m.batch+1]
-	last = slices.Grow(m.scratch.last[:0], m.batch)[:m.batch]
-	indices = m.scratch.indices[:0]
+	indptr, last, indices = resize(m.scratch.indptr, m.batch+1), resize(m.scratch.last, m.batch), m.scratch.indices[:0]
 	indptr[0] = 0
-	defer func() { m.scratch.indptr, m.scratch.last, m.scratch.indices = indptr, last, indices }()
 	for b := 0; b < m.batch; b++ {
 		np := (lens[b] + ps - 1) / ps
 		indptr[b+1] = indptr[b] + int32(np)
@@ -1048,6 +1044,7 @@ func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
 			indices = append(indices, int32(b*m.maxPages+j))
 		}
 	}
+	m.scratch.indptr, m.scratch.last, m.scratch.indices = indptr, last, indices
 	return
 }
 
@@ -1061,19 +1058,17 @@ type stepStage struct {
 	ev       [2]*core.Event
 	used     [2]bool
 	waited   time.Duration // in begin, waiting for a half's last copies
-	// The step's int32 inputs: the first blk bytes of a half mirror the
-	// device block in; put writes at a region's offset in the block, end
-	// uploads the stretch [lo, hi) the step wrote, in one copy.
+	// The step's int32 inputs: the first in.Len() bytes of a half mirror
+	// the device block in; put writes at a region's offset in the block,
+	// end uploads the stretch [lo, hi) the step wrote, in one copy.
 	in     *core.Buffer
-	blk    int
 	lo, hi int
 }
 
 func newStepStage(m *Model) (*stepStage, error) {
 	c := &m.cfg
 	T := m.maxT
-	blk := m.inputBytes()
-	n := blk + 4*64
+	n := m.in.Len() + 4*64
 	if c.Scaling != nil {
 		hd := c.HeadDim()
 		n += 2 * 2 * T * (c.Heads + c.KVHeads) * hd
@@ -1083,7 +1078,7 @@ func newStepStage(m *Model) (*stepStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &stepStage{hs: hs, half: n, in: m.in, blk: blk}
+	st := &stepStage{hs: hs, half: n, in: m.in}
 	for i := range st.ev {
 		if st.ev[i], err = m.dev.NewEvent(false); err != nil {
 			st.close()
@@ -1108,8 +1103,8 @@ func (st *stepStage) close() {
 // begin takes the next half (waiting for its last copies).
 func (st *stepStage) begin() error {
 	st.cur ^= 1
-	st.off = (st.blk + 15) &^ 15
-	st.lo, st.hi = st.blk, 0
+	st.off = (st.in.Len() + 15) &^ 15
+	st.lo, st.hi = st.in.Len(), 0
 	if st.used[st.cur] {
 		t0 := time.Now()
 		err := st.ev[st.cur].Synchronize()
@@ -1127,7 +1122,7 @@ func (st *stepStage) end(s *core.Stream) error {
 		if err == nil {
 			err = s.CopyFromPinned(view(st.in, st.lo, st.hi-st.lo), pv)
 		}
-		st.lo, st.hi = st.blk, 0
+		st.lo, st.hi = st.in.Len(), 0
 		if err != nil {
 			return err
 		}
@@ -1150,7 +1145,7 @@ func (st *stepStage) bytes(n int) (core.PinnedView, error) {
 // end.
 func (st *stepStage) put(dst core.View, v []int32) error {
 	o := dst.Offset()
-	if dst.Buffer() != st.in || o+4*len(v) > st.blk || 4*len(v) > dst.Len() {
+	if dst.Buffer() != st.in || o+4*len(v) > st.in.Len() || 4*len(v) > dst.Len() {
 		return fmt.Errorf("llm: step input of %d bytes at %d is not a region of the input block", 4*len(v), o)
 	}
 	pv, err := st.hs.View(st.cur*st.half+o, 4*len(v))
@@ -1340,9 +1335,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 			return err
 		}
 	}
-	lens := slices.Grow(m.scratch.lens[:0], B)[:B]
-	pos := slices.Grow(m.scratch.pos[:0], B)[:B]
-	seq := slices.Grow(m.scratch.seq[:0], B)[:B]
+	lens, pos, seq := resize(m.scratch.lens, B), resize(m.scratch.pos, B), resize(m.scratch.seq, B)
 	m.scratch.lens, m.scratch.pos, m.scratch.seq = lens, pos, seq
 	for b := range lens {
 		if m.lens[b]+1 > m.capacity() {
