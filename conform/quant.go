@@ -76,6 +76,14 @@ func quantChecks() []check {
 	qc("bf16_g64_n6_k1536_m2300", quantCase{xt: core.BF16, st: core.BF16, m: 2300, n: 6, k: 1536, gs: 64})
 	qc("bf16_f16scales_g64_n1_k512_m3", quantCase{xt: core.BF16, st: core.F16, m: 3, n: 1, k: 512, gs: 64})
 	qc("f16_bf16scales_g128_n8_k2048_m50", quantCase{xt: core.F16, st: core.BF16, m: 50, n: 8, k: 2048, gs: 128})
+	// Batched decode, 8 < n <= 64 (CUDA: the skinny GEMV, 2, 4 or 8
+	// n-tiles of 8 tokens, the last one partial): factored (groups of 64,
+	// 128) and dequantizing (32) forms, both x types, a partial row block.
+	qc("bf16_g64_n12_m200", quantCase{xt: core.BF16, st: core.BF16, m: 200, n: 12, k: 512, gs: 64})
+	qc("bf16_g64_n32_k1024", quantCase{xt: core.BF16, st: core.BF16, m: 96, n: 32, k: 1024, gs: 64})
+	qc("f16_bf16scales_g128_n27", quantCase{xt: core.F16, st: core.BF16, m: 72, n: 27, k: 768, gs: 128})
+	qc("bf16_g32_n57_m41", quantCase{xt: core.BF16, st: core.BF16, m: 41, n: 57, k: 352, gs: 32})
+	qc("f16_g64_n64", quantCase{xt: core.F16, st: core.F16, m: 64, n: 64, k: 256, gs: 64})
 	for _, gs := range []int{32, 64, 128} { // prefill
 		qc(fmt.Sprintf("bf16_g%d_n77", gs), quantCase{xt: core.BF16, st: core.BF16, m: 200, n: 77, k: 384, gs: gs})
 	}

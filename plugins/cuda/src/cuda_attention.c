@@ -110,6 +110,12 @@ typedef struct cu_attn {
   int planned;
   cu_fi_plan plan;
   gp_attention_sched sched;
+  /* The last plan's inputs (qo_indptr when prefill, then kv_indptr: 2 x
+   * (max_batch + 1) entries) and stream; memo_ok once its upload is
+   * enqueued (see plan_memo). */
+  int32_t *memo;
+  uint64_t memo_stream; /* its cu_stream's serial */
+  int memo_ok;
 } cu_attn;
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -199,6 +205,7 @@ static gpurt_error *ws_grow(cu_runtime *rt, cu_attn *a, uint64_t fb, uint64_t ib
   uint64_t f = a->fws_bytes > fb ? a->fws_bytes : fb, in = a->iws_bytes > ib ? a->iws_bytes : ib;
   ws_free(a);
   a->planned = 0; /* the old schedule is gone */
+  a->memo_ok = 0;
   return ws_alloc(rt, a, f + f / 4, in + in / 4, w);
 }
 
@@ -207,6 +214,7 @@ static void attn_free(cu_attn *a) {
   for (int i = 0; i < 2; i++)
     if (a->ev[i]) cu_drv.p_cuEventDestroy(a->ev[i]);
   if (a->iota) cu_drv.p_cuMemFree(a->iota);
+  free(a->memo);
   pthread_mutex_destroy(&a->mu);
   free(a);
 }
@@ -287,6 +295,11 @@ gpurt_error *cu_attention_create(void *ctx, uint32_t dev, const gpurt_attention_
       .prefill_kernel = d.kind == GPURT_ATTENTION_PREFILL || !decode_group(group),
       .causal = d.causal, .soft_cap = d.logits_soft_cap > 0,
       .sm_scale = (float)gp_attention_sm_scale(&d), .cap = (float)d.logits_soft_cap};
+  a->memo = malloc(8 * ((size_t)d.max_batch_size + 1));
+  if (a->memo == NULL) {
+    attn_free(a);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "%s: out of host memory", w);
+  }
   CUresult r;
   for (int i = 0; i < 2; i++)
     if ((r = cu_drv.p_cuEventCreate(&a->ev[i], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
@@ -332,6 +345,30 @@ void cu_attention_destroy(void *ctx, void *obj) {
   attn_free(a);
 }
 
+/* Whether a plan may keep the current one: FlashInfer's decode and prefill
+ * schedules are functions of the batch, the query rows and the two indptr
+ * arrays alone (the last page's length does not enter them), so when those
+ * equal the last successful plan's on the same stream, the int workspace
+ * already holds (or will, in stream order, before any run on that stream)
+ * exactly what this plan would upload: the host work, the copy and the
+ * event record are skipped. In decode this is every step that does not
+ * start a new page (15 of 16 at page size 16, batch 1). Another stream, a
+ * growth or a failed plan since, or GPURT_CUDA_ATTN_PLAN_MEMO=0 (read
+ * once; for comparisons) plans in full. a->mu held. */
+static int plan_memo(cu_attn *a, const gpurt_attention_plan_args *pa, const gp_attention_sched *sc, uint64_t s) {
+  static int enabled = -1; /* a race reads the environment twice, same answer */
+  if (enabled < 0) {
+    const char *v = getenv("GPURT_CUDA_ATTN_PLAN_MEMO");
+    enabled = !(v != NULL && strcmp(v, "0") == 0);
+  }
+  if (!enabled || !a->planned || !a->memo_ok || a->memo_stream != s || sc->batch != a->sched.batch ||
+      sc->rows != a->sched.rows)
+    return 0;
+  const uint32_t nq = pa->qo_indptr != NULL ? sc->batch + 1 : 0;
+  return (nq == 0 || memcmp(a->memo, pa->qo_indptr, 4 * (size_t)nq) == 0) &&
+         memcmp(a->memo + nq, pa->kv_indptr, 4 * ((size_t)sc->batch + 1)) == 0;
+}
+
 /* The engine checked the host counts (gp_attention_plan_check: sc) and
  * holds its attention object's lock. */
 gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *pap,
@@ -345,6 +382,12 @@ gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_at
   gpurt_error *e;
   if ((e = cu_enter(rt, a->dev))) return e;
   pthread_mutex_lock(&a->mu);
+  if (plan_memo(a, &pa, &sc, st->serial)) {
+    a->sched = sc;
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+  }
+  a->memo_ok = 0; /* the int workspace may change from here on */
   int idx = a->cur ^ 1;
   for (int tries = 0;; tries++) {
     if (a->ev_live[idx]) {
@@ -380,6 +423,11 @@ gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_at
     a->plan = plan;
     a->sched = sc;
     a->planned = 1;
+    const uint32_t nq = pa.qo_indptr != NULL ? sc.batch + 1 : 0;
+    if (nq > 0) memcpy(a->memo, pa.qo_indptr, 4 * (size_t)nq);
+    memcpy(a->memo + nq, pa.kv_indptr, 4 * ((size_t)sc.batch + 1));
+    a->memo_stream = st->serial;
+    a->memo_ok = 1;
     break;
   }
   pthread_mutex_unlock(&a->mu);

@@ -214,6 +214,7 @@ typedef struct cu_rec {
 typedef struct cu_stream {
   uint32_t dev;
   CUstream s;
+  uint64_t serial; /* this process's streams numbered from 1: never reused, as a freed handle's address may be */
   cu_rec *rec;                    /* a recording's stream: what it captured so far */
   char last_kernel[CU_NAME_CAP];
   _Atomic uintptr_t last_kernel_h; /* as cu_device's */

@@ -9,9 +9,11 @@
  *                         gpurt_qgemv_<x>_<s>_n<n> (32): 32 rows of W per
  *                         block, k split among its warps (tensor cores, n as
  *                         8 columns)
+ *  quant_matmul, n <= 64  gpurt_qgemvwf_<x>_<s>_t<NT> / gpurt_qgemvw_*: the
+ *                         same with NT = 2, 4, 8 n-tiles of 8 tokens
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
  *                         (sm_90 with CUTLASS: only where CUTLASS refuses
- *                         the shape; n >= 9 goes to CUTLASS, see QMM_CL_MIN_N)
+ *                         the shape; n >= 65 goes to CUTLASS, see QMM_CL_MIN_N)
  *  quant_matmul, n >= 128 sm_90 (built with CUTLASS): CUTLASS's mixed-input
  *                         GEMM (cuda_cutlass_mixed.cu), W's codes dequantized
  *                         in its mainloop, after a small kernel writes the
@@ -54,18 +56,30 @@ CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
 
 /* Kernel variants, indexed: GEMV (x type, scale type, n), quant GEMM (x
  * type, scale type), grouped bf16, grouped fp8. */
-enum { QV_GEMV = 0, QV_GEMVF = 32, QV_QGEMM = 64, QV_GG_BF16 = 68, QV_GG_FP8 = 69, QV_DEQ = 70, QV_COUNT = 74 };
+enum {
+  QV_GEMV = 0,
+  QV_GEMVF = 32,
+  QV_QGEMM = 64,
+  QV_GG_BF16 = 68,
+  QV_GG_FP8 = 69,
+  QV_DEQ = 70,
+  QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
+  QV_COUNT = 98
+};
 
 /* From this many tokens on, quant_matmul takes the prefill path (CUTLASS's
  * mixed-input GEMM, else W dequantized and cuBLASLt); from QMM_CL_MIN_N on
- * where CUTLASS's mixed-input GEMM takes the shape (sm_90). Measured on the
- * H200 (2026-12-03, bench/results/h200-2026-12-03/int8/): the decoder's
- * int8 graph step at n = 16 / 32 / 64 runs 2.1x / 2.0x / 2.0x (1B) and
- * 2.0x at n = 32 (8B) faster on CUTLASS than on the tiled gpurt_qgemm,
- * and the same at n = 8 (the GEMV's). GPURT_CUDA_QMM_MIN_N=9..65536 moves
- * the CUTLASS crossover (comparisons). */
+ * where CUTLASS's mixed-input GEMM takes the shape (sm_90). Below it, up to
+ * QMM_W_MAX_N tokens, the skinny GEMV (gpurt_qgemvw*: W read once for all
+ * tokens, as the decode GEMV). The former crossover (CUTLASS from n = 9,
+ * measured 2.0x faster than the tiled gpurt_qgemm at n = 16 to 64 on the
+ * H200, 2026-12-03) left the int8 decoder at batch 32 at 0.38x of bf16:
+ * CUTLASS's 128 x 256 tile computes 8x the flops at n = 32 on 32 CTAs for
+ * m = 4096. GPURT_CUDA_QMM_MIN_N=9..65536 moves the CUTLASS crossover
+ * (=9: the former behaviour, for comparisons). */
 #define QMM_LT_MIN_N 128
-#define QMM_CL_MIN_N 9
+#define QMM_CL_MIN_N 65
+#define QMM_W_MAX_N 64
 /* bf16 groups of this many rows or more run as their own cuBLASLt GEMM. */
 #define GG_LT_MIN_M 256
 
@@ -73,6 +87,10 @@ enum { QV_GEMV = 0, QV_GEMVF = 32, QV_QGEMM = 64, QV_GG_BF16 = 68, QV_GG_FP8 = 6
 #define GG_TILE 128
 #define QV_ROWS 32 /* GEMV: rows of W per block (cuda_quant.cu) */
 #define QV_MAXW 16 /* GEMV: warps per block at most */
+#define QV_PF 0    /* GEMV: batches ahead asked into the L2 (0: none) */
+#define QW_PF 1    /* skinny GEMV: the same */
+/* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
+static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }
 
 /* The kernels' parameter structs (cuda_quant.cu's GemmArgs and GroupTable:
  * the same fields, types and order). */
@@ -144,22 +162,29 @@ void cu_quant_device_release(cu_device *d) {
 /* The GEMV's tuning switches, read once (the environment is not read on
  * every call): GPURT_CUDA_QGEMV_WARPS=1..16 fixes its warps per block
  * (0: the heuristic; scripts/gpu_quant_bench.sh), GPURT_CUDA_QGEMV=dequant
- * keeps the dequantizing form for groups of 64 and 128 too (comparisons). */
+ * keeps the dequantizing form for groups of 64 and 128 too, =factored
+ * gives the skinny GEMV the factored form for them (comparisons),
+ * GPURT_CUDA_QGEMV_PREFETCH=0..8 how many of a warp's batches ahead it asks
+ * W into the L2 (QV_PF, QW_PF by default; scripts/gpu_skinny.sh). */
 typedef struct qgemv_env {
-  int warps, dequant;
+  int warps, dequant, factored, pf; /* pf: -1 the defaults */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
-  static _Atomic int cached = -1; /* warps | dequant << 8, once read */
+  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
+    const char *p = getenv("GPURT_CUDA_QGEMV_PREFETCH");
     int warps = w != NULL ? atoi(w) : 0;
     if (warps < 0 || warps > QV_MAXW) warps = 0;
-    v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8;
+    int pf = p != NULL && *p != 0 ? atoi(p) : -1;
+    if (pf < -1 || pf > 8) pf = -1;
+    v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
+        (pf + 1) << 10;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (qgemv_env){v & 0xff, v >> 8};
+  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, (v >> 10) - 1};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -370,7 +395,9 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
     const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
     const uint16_t *px = (const uint16_t *)(uintptr_t)x;
     uint16_t *py = (uint16_t *)(uintptr_t)y;
-    void *params[8] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift};
+    const int pfe = qgemv_switches().pf;
+    uint32_t pf = pfe >= 0 ? (uint32_t)pfe : QV_PF;
+    void *params[9] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &pf};
     /* The block's warps split k in 128-deep batches: 16 warps while the
      * grid is small (fewer than ~2 blocks per SM: more loads in flight per
      * SM), else 4 (four blocks per SM: at 14336 x 4096 on the H200 22.3 /
@@ -384,6 +411,32 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
   }
   if (n >= QMM_LT_MIN_N || (n >= qmm_min_n() && qmm_cutlass_takes(rt, dev, a, w, x, y)))
     return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
+  if (n <= QMM_W_MAX_N) {
+    /* The skinny GEMV: n-tiles of 8 tokens, 2, 4 or 8 of them, in the
+     * dequantizing form (each weight rounded to x's type once, as the
+     * prefill paths do; its conversions are shared by the n-tiles, where
+     * the factored form's x scaling and all-ones mma are per n-tile). */
+    const int fac = a->group_size >= 64 && qgemv_switches().factored;
+    const uint32_t nt = n <= 16 ? 2 : n <= 32 ? 4 : 8, ti = n <= 16 ? 0 : n <= 32 ? 1 : 2;
+    snprintf(name, sizeof name, "gpurt_qgemvw%s_%s_%s_t%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type),
+             nt);
+    if ((e = quant_fn(rt, dev, QV_GEMVW + ((xi * 2 + si) * 3 + (int)ti) * 2 + fac, name, &f)) || warm) return e;
+    const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
+    const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
+    const uint16_t *px = (const uint16_t *)(uintptr_t)x;
+    uint16_t *py = (uint16_t *)(uintptr_t)y;
+    const int pfe = qgemv_switches().pf;
+    uint32_t pf = pfe >= 0 ? (uint32_t)pfe : QW_PF;
+    void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &pf};
+    /* One 64-deep step a batch: the most warps the kernel takes, never
+     * more than batches; GPURT_CUDA_QGEMV_WARPS (up to that) fixes it. */
+    const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, 64);
+    const int force = qgemv_switches().warps;
+    const uint32_t maxw = qw_maxw(nt);
+    uint64_t nw = force > 0 && (uint32_t)force <= maxw ? (uint64_t)force : maxw;
+    if (nw > batches) nw = batches;
+    return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
+  }
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;
   /* The tiled kernel with one group: A = x (n rows), B = W (m rows). */

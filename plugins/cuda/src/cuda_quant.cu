@@ -102,6 +102,7 @@ __device__ __forceinline__ uint4 ld_cached(const void *p) {
   asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ uint16_t ld_u16(const uint16_t *p) {
   uint16_t v;
   asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
@@ -143,11 +144,21 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int XT, int ST, int N, bool FAC>
+// The body for NT n-tiles of 8 tokens (ntok <= 8 NT of them), U 64-deep
+// steps a batch and at most MAXW warps a block: the decode GEMV is NT = 1
+// (ntok a constant 1..8); the skinny form (gpurt_qgemvw_*, 8 < n <= 64) is
+// NT = 2, 4 or 8 over the same loads of W, each lane also loading its
+// token 8 j + gq of every n-tile j, and one dequantization (or the factored
+// form's codes) feeding NT mma's instead of one.
+template <int XT, int ST, int NT, int U, int MAXW, bool FAC>
 __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
-                                           uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
-  __shared__ float red[QV_MAXW][32][8];
+                                           uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok,
+                                           u32 pf) {
+  // The warps' partial sums, JC n-tiles at a time (rows padded by one
+  // float past NT = 1: lane-indexed rows, no bank conflicts).
+  constexpr int JC = NT < 4 ? NT : 4;
+  __shared__ float red[MAXW][32][8 * JC + (NT == 1 ? 0 : 1)];
   const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const u32 gq = lane >> 2, tq = lane & 3;
   const u32 row0 = blockIdx.x * QV_ROWS;
@@ -164,29 +175,51 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
     sr[i] = sc + (u64)row * groups;
     br[i] = bi + (u64)row * groups;
   }
-  const bool has_tok = gq < (u32)N;
-  const uint16_t *xr = x + (u64)(has_tok ? gq : 0) * k;
-  float acc[2][4];
+  // n-tile j's token of this lane: 8 j + gq (past ntok: token 0, zeroed).
+  bool has_tok[NT];
+  const uint16_t *xr[NT];
 #pragma unroll
-  for (int t = 0; t < 2; t++)
+  for (int j = 0; j < NT; j++) {
+    has_tok[j] = 8 * j + gq < ntok;
+    xr[j] = x + (u64)(has_tok[j] ? 8 * j + gq : 0) * k;
+  }
+  float acc[NT][2][4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) acc[t][e] = 0.f;
-  const u32 nb = (k + 64 * QV_U - 1) / (64 * QV_U);
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[j][t][e] = 0.f;
+  const u32 nb = (k + 64 * U - 1) / (64 * U);
   for (u32 bt = warp; bt < nb; bt += nw) {
+    // pf batches ahead, the warp's W bytes are asked into the L2 (no
+    // registers held: the loads below then wait for the L2, not for HBM).
+    if (pf > 0 && bt + pf * nw < nb) {
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const u32 kk = (bt + pf * nw) * (64 * U) + u * 64 + tq * 16;
+        if (kk < k)
+#pragma unroll
+          for (int i = 0; i < 4; i++) prefetch_l2(wr[i] + kk);
+      }
+    }
     // Every load of the batch is issued before the first use (volatile
     // asm keeps them in order ahead of the mma's): a lane out of k loads
     // depth 0 instead and zeroes what it loaded.
-    uint4 q[QV_U][4], xv[QV_U][2];
-    float s[QV_U][4], b[QV_U][4];
-    uint16_t sh[QV_U][4], bh[QV_U][4];
+    uint4 q[U][4], xv[U][NT][2];
+    float s[U][4], b[U][4];
+    uint16_t sh[U][4], bh[U][4];
 #pragma unroll
-    for (int u = 0; u < QV_U; u++) {
-      const u32 kk = bt * (64 * QV_U) + u * 64 + tq * 16;
+    for (int u = 0; u < U; u++) {
+      const u32 kk = bt * (64 * U) + u * 64 + tq * 16;
       const u32 kc = kk < k ? kk : 0; // k is a multiple of 32: a lane's 16 are all in or all out
 #pragma unroll
       for (int i = 0; i < 4; i++) q[u][i] = ld_stream(wr[i] + kc);
-      xv[u][0] = ld_cached(xr + kc);
-      xv[u][1] = ld_cached(xr + kc + 8);
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        xv[u][j][0] = ld_cached(xr[j] + kc);
+        xv[u][j][1] = ld_cached(xr[j] + kc + 8);
+      }
 #pragma unroll
       for (int i = 0; i < 4; i++) {
         sh[u][i] = ld_u16(sr[i] + (kc >> gshift));
@@ -194,14 +227,16 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       }
     }
 #pragma unroll
-    for (int u = 0; u < QV_U; u++) {
-      const bool ok = bt * (64 * QV_U) + u * 64 + tq * 16 < k;
+    for (int u = 0; u < U; u++) {
+      const bool ok = bt * (64 * U) + u * 64 + tq * 16 < k;
 #pragma unroll
       for (int i = 0; i < 4; i++) {
         s[u][i] = ok ? h2f<ST>(sh[u][i]) : 0.f;
         b[u][i] = ok ? h2f<ST>(bh[u][i]) : 0.f;
       }
-      if (!(ok && has_tok)) xv[u][0] = xv[u][1] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < NT; j++)
+        if (!(ok && has_tok[j])) xv[u][j][0] = xv[u][j][1] = make_uint4(0, 0, 0, 0);
     }
     if constexpr (FAC) {
       // Factored (groups of 64 or more: one group per 64-deep step of a
@@ -214,115 +249,159 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       // step's result scaled back. No weight is rounded to 16 bits.
       const u32 ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
 #pragma unroll
-      for (int u = 0; u < QV_U; u++) {
-        const u32 xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
-                           xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
-        u32 xf[8];
-        float unsc = 1.f;
-        if constexpr (XT == T_BF16) {
-          float2 f[8];
-          float mx = 0.f;
+      for (int u = 0; u < U; u++) {
+        // The codes as A fragments, built once for every n-tile.
+        u32 af[4][2][4];
 #pragma unroll
-          for (int p = 0; p < 8; p++) {
-            f[p] = w2f<T_BF16>(xw[p]);
-            mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
-          }
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
-          sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
-          const float up = __uint_as_float((u32)(sx + 127) << 23);
-          unsc = __uint_as_float((u32)(127 - sx) << 23);
-#pragma unroll
-          for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
-        } else {
-#pragma unroll
-          for (int p = 0; p < 8; p++) xf[p] = xw[p];
-        }
-        // Columns 2 tq, 2 tq + 1 of the result are tokens held by lanes 8 tq and 8 tq + 4.
-        const float u0 = __shfl_sync(0xffffffffu, unsc, 8 * tq), u1 = __shfl_sync(0xffffffffu, unsc, 8 * tq + 4);
-        float P[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, X[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++) {
-          const u32 bf[2] = {xf[2 * jj], xf[2 * jj + 1]};
-          mma16816(X, ones, bf, 1);
+        for (int jj = 0; jj < 4; jj++)
 #pragma unroll
           for (int t = 0; t < 2; t++) {
             const uint4 &qa = q[u][2 * t], &qb = q[u][2 * t + 1];
             const u32 w0 = jj == 0 ? qa.x : jj == 1 ? qa.y : jj == 2 ? qa.z : qa.w;
             const u32 w1 = jj == 0 ? qb.x : jj == 1 ? qb.y : jj == 2 ? qb.z : qb.w;
-            const u32 af[4] = {__byte_perm(w0, 0x64646464u, 0x4140), __byte_perm(w1, 0x64646464u, 0x4140),
-                               __byte_perm(w0, 0x64646464u, 0x4342), __byte_perm(w1, 0x64646464u, 0x4342)};
-            mma16816(P[t], af, bf, 1);
+            af[jj][t][0] = __byte_perm(w0, 0x64646464u, 0x4140);
+            af[jj][t][1] = __byte_perm(w1, 0x64646464u, 0x4140);
+            af[jj][t][2] = __byte_perm(w0, 0x64646464u, 0x4342);
+            af[jj][t][3] = __byte_perm(w1, 0x64646464u, 0x4342);
           }
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+          const u32 xw[8] = {xv[u][j][0].x, xv[u][j][0].y, xv[u][j][0].z, xv[u][j][0].w,
+                             xv[u][j][1].x, xv[u][j][1].y, xv[u][j][1].z, xv[u][j][1].w};
+          u32 xf[8];
+          float unsc = 1.f;
+          if constexpr (XT == T_BF16) {
+            float2 f[8];
+            float mx = 0.f;
+#pragma unroll
+            for (int p = 0; p < 8; p++) {
+              f[p] = w2f<T_BF16>(xw[p]);
+              mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
+            sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
+            const float up = __uint_as_float((u32)(sx + 127) << 23);
+            unsc = __uint_as_float((u32)(127 - sx) << 23);
+#pragma unroll
+            for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
+          } else {
+#pragma unroll
+            for (int p = 0; p < 8; p++) xf[p] = xw[p];
+          }
+          // Columns 2 tq, 2 tq + 1 of the result are tokens held by lanes 8 tq and 8 tq + 4.
+          const float u0 = __shfl_sync(0xffffffffu, unsc, 8 * tq), u1 = __shfl_sync(0xffffffffu, unsc, 8 * tq + 4);
+          float P[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, X[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int jj = 0; jj < 4; jj++) {
+            const u32 bf[2] = {xf[2 * jj], xf[2 * jj + 1]};
+            mma16816(X, ones, bf, 1);
+#pragma unroll
+            for (int t = 0; t < 2; t++) mma16816(P[t], af[jj][t], bf, 1);
+          }
+#pragma unroll
+          for (int t = 0; t < 2; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const float sr = s[u][2 * t + (e >> 1)], brow = b[u][2 * t + (e >> 1)];
+              const float v = fmaf(sr, fmaf(-1024.f, X[e], P[t][e]), brow * X[e]);
+              acc[j][t][e] = fmaf(v, (e & 1) ? u1 : u0, acc[j][t][e]);
+            }
         }
-#pragma unroll
-        for (int t = 0; t < 2; t++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const float sr = s[u][2 * t + (e >> 1)], brow = b[u][2 * t + (e >> 1)];
-            const float v = fmaf(sr, fmaf(-1024.f, X[e], P[t][e]), brow * X[e]);
-            acc[t][e] = fmaf(v, (e & 1) ? u1 : u0, acc[t][e]);
-          }
       }
     } else {
 #pragma unroll
-    for (int u = 0; u < QV_U; u++) {
-      // The lane's 16 dequantized codes of each row slot, as 8 pairs.
-      u32 d[4][8];
+      for (int u = 0; u < U; u++) {
+        // The lane's 16 dequantized codes of each row slot, as 8 pairs.
+        u32 d[4][8];
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const u32 qw[4] = {q[u][i].x, q[u][i].y, q[u][i].z, q[u][i].w};
+        for (int i = 0; i < 4; i++) {
+          const u32 qw[4] = {q[u][i].x, q[u][i].y, q[u][i].z, q[u][i].w};
 #pragma unroll
-        for (int p = 0; p < 4; p++) {
-          d[i][2 * p] = pack2<XT>(fmaf(s[u][i], byte_f(qw[p], 0), b[u][i]), fmaf(s[u][i], byte_f(qw[p], 1), b[u][i]));
-          d[i][2 * p + 1] =
-              pack2<XT>(fmaf(s[u][i], byte_f(qw[p], 2), b[u][i]), fmaf(s[u][i], byte_f(qw[p], 3), b[u][i]));
+          for (int p = 0; p < 4; p++) {
+            d[i][2 * p] =
+                pack2<XT>(fmaf(s[u][i], byte_f(qw[p], 0), b[u][i]), fmaf(s[u][i], byte_f(qw[p], 1), b[u][i]));
+            d[i][2 * p + 1] =
+                pack2<XT>(fmaf(s[u][i], byte_f(qw[p], 2), b[u][i]), fmaf(s[u][i], byte_f(qw[p], 3), b[u][i]));
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+          const u32 xw[8] = {xv[u][j][0].x, xv[u][j][0].y, xv[u][j][0].z, xv[u][j][0].w,
+                             xv[u][j][1].x, xv[u][j][1].y, xv[u][j][1].z, xv[u][j][1].w};
+#pragma unroll
+          for (int jj = 0; jj < 4; jj++) {
+            const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
+#pragma unroll
+            for (int t = 0; t < 2; t++) {
+              const u32 af[4] = {d[2 * t][2 * jj], d[2 * t + 1][2 * jj], d[2 * t][2 * jj + 1],
+                                 d[2 * t + 1][2 * jj + 1]};
+              mma16816(acc[j][t], af, bf, XT == T_F16);
+            }
+          }
         }
       }
-      const u32 xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
-                         xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const u32 bf[2] = {xw[2 * j], xw[2 * j + 1]};
-#pragma unroll
-        for (int t = 0; t < 2; t++) {
-          const u32 af[4] = {d[2 * t][2 * j], d[2 * t + 1][2 * j], d[2 * t][2 * j + 1], d[2 * t + 1][2 * j + 1]};
-          mma16816(acc[t], af, bf, XT == T_F16);
-        }
-      }
-    }
     } // FAC
   }
-  // acc[t][e]: row row0 + 16t + gq + 8(e >> 1), token 2tq + (e & 1).
+  // acc[j][t][e]: row row0 + 16t + gq + 8(e >> 1), token 8j + 2tq + (e & 1).
+  // The warps' partial sums meet in shared memory, JC n-tiles at a time,
+  // each summed in warp order (deterministic: a graph replay and an eager
+  // call give the same bits).
 #pragma unroll
-  for (int t = 0; t < 2; t++)
+  for (int c = 0; c < NT / JC; c++) {
+    if (c > 0) __syncthreads(); // the previous chunk's sums are read
 #pragma unroll
-    for (int e = 0; e < 4; e++) red[warp][lane][t * 4 + e] = acc[t][e];
-  __syncthreads();
-  for (u32 id = threadIdx.x; id < 256; id += blockDim.x) { // 32 rows x 8 tokens
-    const u32 l = id >> 3, t = (id >> 2) & 1, e = id & 3;
-    float v = 0.f;
-    for (u32 i = 0; i < nw; i++) v += red[i][l][t * 4 + e];
-    const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tok = 2 * (l & 3) + (e & 1);
-    if (row < m && tok < (u32)N) y[(u64)tok * m + row] = f2h<XT>(v);
+    for (int jl = 0; jl < JC; jl++)
+#pragma unroll
+      for (int t = 0; t < 2; t++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) red[warp][lane][jl * 8 + t * 4 + e] = acc[c * JC + jl][t][e];
+    __syncthreads();
+    for (u32 id = threadIdx.x; id < 256 * JC; id += blockDim.x) { // 32 rows x 8 JC tokens
+      const u32 jl = id >> 8, l = (id >> 3) & 31, t = (id >> 2) & 1, e = id & 3;
+      float v = 0.f;
+      for (u32 i = 0; i < nw; i++) v += red[i][l][jl * 8 + t * 4 + e];
+      const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tok = 8 * (c * JC + jl) + 2 * (l & 3) + (e & 1);
+      if (row < m && tok < ntok) y[(u64)tok * m + row] = f2h<XT>(v);
+    }
   }
 }
 
 #define QGEMV(XN, XT, SN, ST, N)                                                                       \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
-                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {       \
-    qgemv_body<XT, ST, N, false>(w, sc, bi, x, y, m, k, gshift);                                       \
+                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32 pf) { \
+    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, false>(w, sc, bi, x, y, m, k, gshift, N, pf);                     \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemvf_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
-                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift) {      \
-    qgemv_body<XT, ST, N, true>(w, sc, bi, x, y, m, k, gshift);                                        \
+                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32 pf) { \
+    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, true>(w, sc, bi, x, y, m, k, gshift, N, pf);                      \
   }
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
   QGEMV(XN, XT, SN, ST, 1) QGEMV(XN, XT, SN, ST, 2) QGEMV(XN, XT, SN, ST, 3) QGEMV(XN, XT, SN, ST, 4)  \
   QGEMV(XN, XT, SN, ST, 5) QGEMV(XN, XT, SN, ST, 6) QGEMV(XN, XT, SN, ST, 7) QGEMV(XN, XT, SN, ST, 8)
+
+// The skinny form, 8 < n <= 64 (batched decode): gpurt_qgemvw_<x>_<s>_t<NT>
+// (dequantizing, groups of 32) and gpurt_qgemvwf_<x>_<s>_t<NT> (factored),
+// NT = 2, 4, 8 n-tiles (n up to 16, 32, 64), n a parameter. One 64-deep
+// step a batch; at most 16 warps a block for NT = 2 (128 registers a
+// thread), 8 for 4 and 8 (their accumulators and x fragments take more).
+#define QGEMVW(XN, XT, SN, ST, NT, W)                                                                  \
+  extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
+      gpurt_qgemvw_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
+                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
+                                       u32 n, u32 pf) {                                                \
+    qgemv_body<XT, ST, NT, 1, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf);                         \
+  }                                                                                                    \
+  extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
+      gpurt_qgemvwf_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,      \
+                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,      \
+                                        u32 n, u32 pf) {                                               \
+    qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf);                          \
+  }
+#define QGEMVW_T(XN, XT, SN, ST) QGEMVW(XN, XT, SN, ST, 2, 16) QGEMVW(XN, XT, SN, ST, 4, 8) QGEMVW(XN, XT, SN, ST, 8, 8)
 
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
@@ -576,6 +655,10 @@ QGEMV_N(bf16, T_BF16, bf16, T_BF16)
 QGEMV_N(bf16, T_BF16, f16, T_F16)
 QGEMV_N(f16, T_F16, bf16, T_BF16)
 QGEMV_N(f16, T_F16, f16, T_F16)
+QGEMVW_T(bf16, T_BF16, bf16, T_BF16)
+QGEMVW_T(bf16, T_BF16, f16, T_F16)
+QGEMVW_T(f16, T_F16, bf16, T_BF16)
+QGEMVW_T(f16, T_F16, f16, T_F16)
 
 // ---- dequantization into a 16-bit scratch (the prefill path through cuBLASLt) -------
 

@@ -24,6 +24,8 @@ gpurt_error *cu_stream_new(cu_runtime *rt, uint32_t dev, cu_stream **out) {
     free(s);
     return cu_fail(rt, dev, r, "cuStreamCreate", NULL);
   }
+  static _Atomic uint64_t serials;
+  s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
   s->dev = dev;
   pthread_mutex_init(&s->ws_mu, NULL);
   pthread_mutex_init(&s->slot_mu, NULL);

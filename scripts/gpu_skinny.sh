@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# gpu_skinny.sh — ONE command on the GPU machine for the batched-decode int8
+# GEMV (the skinny form, 8 < n <= 64) and the attention plan's memo, with
+# what make gpu-artifacts built here (carry build/):
+#
+#   conform    build/gpurt conform --backend cuda --run '^(quant|attention)/'
+#              (the new n = 12..64 cases against float64, and every
+#              attention check with plans that keep their schedule)
+#   gemv_pf<P> build/gpurt-quantbench -only gemv: int8 vs bf16 cuBLASLt,
+#              n = 1, 8, 16, 32, 64 at 4096x4096 and 14336x4096, once per
+#              GPURT_CUDA_QGEMV_PREFETCH value P in PFS (default: the
+#              built-in distances), rows "gpurt int8 pf P"
+#   gemv_factored  the same with GPURT_CUDA_QGEMV=factored (the skinny GEMV
+#              in the factored form), rows "gpurt int8 factored"
+#   gemv_cutlass  the same with GPURT_CUDA_QMM_MIN_N=9 (n >= 9 on CUTLASS's
+#              mixed-input GEMM, the former crossover), for the same-run ratio
+#   int8       build/llama -weights int8, I8_PRESETS (8b), batch 1 and 32,
+#              context 1K, eager and graph: tokens/s, and graph tokens
+#              against eager's step by step
+#   hostcost   build/llama -idle-steps, graph mode, 1B and 8B, batch 1 and
+#              32, with the plan memo and with GPURT_CUDA_ATTN_PLAN_MEMO=0,
+#              alternating (A B A B) so drift shows
+# Logs and JSON lines in $OUT (default build/gpu_skinny). Knobs: SKIP (step
+# names), PRESETS (1b 8b), PFS. Exit status 0 when every step passed.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+. "$root/scripts/lib/step.sh"
+step_budget gpu_skinny 300
+logs=$out
+presets=${PRESETS:-1b 8b}
+want() { case "$skip" in *" $1 "*) summary+=("$(printf '%-8s %-8s' "$1" skipped)"); return 1 ;; esac; }
+
+want conform && step conform 150 build/gpurt conform --backend cuda --plugin-path build --run '^(quant|attention)/'
+for pf in ${PFS:-default}; do
+  e=()
+  [ "$pf" = default ] || e=(GPURT_CUDA_QGEMV_PREFETCH=$pf)
+  want gemv && step_jsonl "gemv_pf$pf" 60 "$out/quant.jsonl" env "${e[@]}" build/gpurt-quantbench -plugin-path build \
+    -only gemv && sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 pf $pf\"/" "$out/quant.jsonl"
+done
+want gemv_factored && step_jsonl gemv_factored 60 "$out/quant.jsonl" env GPURT_CUDA_QGEMV=factored \
+  build/gpurt-quantbench -plugin-path build -only gemv &&
+  sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 factored\"/" "$out/quant.jsonl"
+want gemv_cutlass && step_jsonl gemv_cutlass 60 "$out/quant_cutlass.jsonl" env GPURT_CUDA_QMM_MIN_N=9 \
+  build/gpurt-quantbench -plugin-path build -only gemv
+if want int8; then
+  for p in ${I8_PRESETS:-8b}; do
+    step "int8_$p" 120 build/llama -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 -preset "$p" \
+      -weights int8 -batch 1,32 -ctx 1024 -steps 16 -warmup 2 -modes eager,graph
+    python3 - "$out/int8_$p.log" <<'PY' | tee -a "$out/int8.txt"
+import json, sys
+steps = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    if r["kind"] == "summary":
+        print("%s int8 %s batch %d: %.0f tok/s, host %.1f us/step" % (r["preset"], r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"]))
+    elif r["kind"] == "step":
+        steps.setdefault((r["batch"], r["step"]), {})[r["mode"]] = r["tokens"]
+same = sum(1 for v in steps.values() if v.get("eager") == v.get("graph"))
+print("graph tokens identical to eager on %d of %d steps" % (same, len(steps)))
+PY
+  done
+fi
+if want hostcost; then
+  for rep in 1 2; do
+    for memo in 1 0; do
+      for p in $presets; do
+        step "hostcost_${p}_memo${memo}_$rep" 60 env GPURT_CUDA_ATTN_PLAN_MEMO=$memo build/llama \
+          -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 -preset "$p" -batch 1,32 -ctx 1024 \
+          -steps 32 -warmup 2 -modes graph -idle-steps
+      done
+    done
+  done
+fi
+echo
+echo "== gpu_skinny.sh summary ($(($(date +%s) - t_start)) s)"
+printf '  %s\n' "${summary[@]}"
+for f in "$out"/hostcost_*.log; do
+  [ -f "$f" ] && grep -h '^{' "$f" | sed "s|^|$(basename "$f" .log) |"
+done
+exit $failed
