@@ -159,18 +159,7 @@ func (b *bench) randomBF16(n int) []byte {
 // (no larger than r: a shrunk shape on the mock draws no more than it
 // uses).
 func (b *bench) fill(r *core.Buffer) error {
-	block := b.randomBF16(min(8<<20, (r.Len()+1)/2))
-	for off := 0; off < r.Len(); off += len(block) {
-		n := min(len(block), r.Len()-off)
-		v, err := r.View(off, n)
-		if err != nil {
-			return err
-		}
-		if err := core.CopyFromHost(v, block[:n]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return gbench.FillRepeated(r, b.randomBF16(min(8<<20, (r.Len()+1)/2)))
 }
 
 func (b *bench) run(sh shape) (Result, error) {
