@@ -122,31 +122,11 @@ func newGAEnv(e *env, d *gaData) (*gaEnv, error) {
 	g.qBytes = gaBatch * gaHQ * gaDim * 2
 	g.preCount = len(d.preMeta) / 2
 	g.qdesc = matmul.QuantDesc{XType: core.F16, ScaleType: core.F16, Bits: 8, GroupSize: gaGroup, M: gaHQ * gaDim, N: gaBatch, K: gaK}
-	var err error
-	if g.s, err = e.dev.NewStream(); err != nil {
+	if err := g.open(e, g.desc, gaHQ, gaBatch, []bufSize{{&g.indptr, 4 * (gaBatch + 1)}, {&g.idx, 4 * gaPages},
+		{&g.last, 4 * gaBatch}, {&g.preRows, len(d.pre)}, {&g.preMeta, 4 * len(d.preMeta)},
+		{&g.rows, 2 * gaBatch * g.rowBytes}, {&g.meta, 8 * gaBatch}, {&g.x, 2 * gaBatch * gaK}, {&g.q, g.qBytes},
+		{&g.o, g.qBytes}, {&g.w, len(d.q.Q)}, {&g.scales, len(d.q.Scales)}, {&g.biases, len(d.q.Biases)}}); err != nil {
 		return nil, err
-	}
-	if g.cache, err = attention.AllocKVCache(e.dev, g.desc); err != nil {
-		g.free()
-		return nil, attnSkip(err)
-	}
-	if g.attn, err = attention.New(e.dev, attention.Desc{Kind: attention.Decode, NumQOHeads: gaHQ, Cache: g.desc,
-		MaxBatch: gaBatch}); err != nil {
-		g.free()
-		return nil, attnSkip(err)
-	}
-	for _, p := range []struct {
-		b **core.Buffer
-		n int
-	}{{&g.indptr, 4 * (gaBatch + 1)}, {&g.idx, 4 * gaPages}, {&g.last, 4 * gaBatch},
-		{&g.preRows, len(d.pre)}, {&g.preMeta, 4 * len(d.preMeta)}, {&g.rows, 2 * gaBatch * g.rowBytes},
-		{&g.meta, 8 * gaBatch}, {&g.x, 2 * gaBatch * gaK}, {&g.q, g.qBytes}, {&g.o, g.qBytes},
-		{&g.w, len(d.q.Q)}, {&g.scales, len(d.q.Scales)}, {&g.biases, len(d.q.Biases)}} {
-		if *p.b, err = e.dev.Alloc(p.n); err != nil {
-			g.free()
-			return nil, err
-		}
-		g.bufs = append(g.bufs, *p.b)
 	}
 	if err := firstErr(core.CopyFromHost(g.preRows, d.pre), core.CopyFromHost(g.preMeta, le.Int32s(d.preMeta)),
 		core.CopyFromHost(g.w, d.q.Q), core.CopyFromHost(g.scales, d.q.Scales), core.CopyFromHost(g.biases, d.q.Biases),
