@@ -347,13 +347,9 @@ func TestZeroLengthViewKernelArgument(t *testing.T) {
 func TestHostSliceFreeWaitsForQueuedCopy(t *testing.T) {
 	rt := openMock(t, "delay_us=100000") // each stream op waits 100 ms first
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := stream(t, d)
 	const n = 4096
-	buf, err := d.Alloc(n)
-	require.NoError(t, err)
-	defer buf.Free()
+	buf := alloc(t, d, n)
 	require.NoError(t, core.Memset(buf, 0xaa))
 	hs, err := rt.AllocHostFromHeap(n)
 	require.NoError(t, err)
@@ -407,12 +403,8 @@ func TestGrid1DOverflow(t *testing.T) {
 func TestGemmDescChecks(t *testing.T) {
 	rt := openMock(t, "delay_us=0")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	buf, err := d.Alloc(4 * 4 * 4)
-	require.NoError(t, err)
-	defer buf.Free()
+	s := stream(t, d)
+	buf := alloc(t, d, 4*4*4)
 	ops := core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}
 	base := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 2, N: 2, K: 2}
 	for _, tc := range []struct {
