@@ -602,14 +602,8 @@ func TestAnotherRuntimeErrors(t *testing.T) {
 	require.NoError(t, err)
 	hsB, err := b.AllocHostFromHeap(256)
 	require.NoError(t, err)
-	modA, err := da.BuiltinModule()
-	require.NoError(t, err)
-	modB, err := db.BuiltinModule()
-	require.NoError(t, err)
-	fillA, err := modA.Kernel("fill_f32")
-	require.NoError(t, err)
-	fillB, err := modB.Kernel("fill_f32")
-	require.NoError(t, err)
+	fillA := builtin(t, da, "fill_f32")
+	fillB := builtin(t, db, "fill_f32")
 	gemm := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 2, N: 2, K: 2}
 	for name, f := range map[string]func() error{
 		"Copy":           func() error { return core.Copy(bufA, bufB) },
