@@ -156,27 +156,31 @@ func (g *gaEnv) prefix(reserved [][]int32) error {
 	if err := g.setTable(reserved, gaStart); err != nil {
 		return err
 	}
-	n := g.preCount
-	rows := attention.KVRows{K: view(g.preRows, n*g.rowBytes), BatchIndices: view(g.preMeta, 4*n), NNZ: n}
-	var err error
-	if rows.V, err = g.preRows.View(n*g.rowBytes, n*g.rowBytes); err != nil {
-		return err
-	}
-	if rows.Positions, err = g.preMeta.View(4*n, 4*n); err != nil {
+	rows, err := splitRows(g.preRows, g.preMeta, g.preCount, g.rowBytes)
+	if err != nil {
 		return err
 	}
 	return firstErr(g.cache.Append(g.s, g.pt(), gaBatch, rows), g.s.Synchronize())
 }
 
+// splitRows is the KV rows of n tokens kept in two buffers: rows holds
+// the n K rows, then the n V rows (rowBytes each); meta the n batch
+// indices, then the n positions (int32).
+func splitRows(rows, meta *core.Buffer, n, rowBytes int) (attention.KVRows, error) {
+	r := attention.KVRows{K: view(rows, n*rowBytes), BatchIndices: view(meta, 4*n), NNZ: n}
+	var err error
+	if r.V, err = rows.View(n*rowBytes, n*rowBytes); err != nil {
+		return r, err
+	}
+	r.Positions, err = meta.View(4*n, 4*n)
+	return r, err
+}
+
 // step enqueues (or records) one decode step on s: q = W x (int8
 // weights), the step's K/V rows appended, o = attention(q).
 func (g *gaEnv) step(s *core.Stream) error {
-	rows := attention.KVRows{K: view(g.rows, gaBatch*g.rowBytes), BatchIndices: view(g.meta, 4*gaBatch), NNZ: gaBatch}
-	var err error
-	if rows.V, err = g.rows.View(gaBatch*g.rowBytes, gaBatch*g.rowBytes); err != nil {
-		return err
-	}
-	if rows.Positions, err = g.meta.View(4*gaBatch, 4*gaBatch); err != nil {
+	rows, err := splitRows(g.rows, g.meta, gaBatch, g.rowBytes)
+	if err != nil {
 		return err
 	}
 	return firstErrOf(
