@@ -99,6 +99,12 @@ func fillBF16(buf *core.Buffer, seed uint64) error {
 	for i := 0; i+1 < len(block); i += 2 {
 		binary.LittleEndian.PutUint16(block[i:], floatbits.BF16FromFloat32(rng.Float32()*2-1))
 	}
+	return FillRepeated(buf, block)
+}
+
+// FillRepeated copies block over buf from its start, again and again, the
+// last copy cut at buf's end (block must not be empty).
+func FillRepeated(buf *core.Buffer, block []byte) error {
 	for off := 0; off < buf.Len(); off += len(block) {
 		n := min(len(block), buf.Len()-off)
 		v, err := buf.View(off, n)

@@ -55,34 +55,17 @@ func (t *GPUTimer) Close() {
 // are enqueued before the first runs and the events around them time the
 // GPU's work alone, not the host's enqueue.
 func (t *GPUTimer) BehindSleep(hold time.Duration, iters int, fn func() error) (float64, error) {
-	start, err := t.Device.NewEvent(true)
-	if err != nil {
-		return 0, err
-	}
-	defer start.Close()
-	end, err := t.Device.NewEvent(true)
-	if err != nil {
-		return 0, err
-	}
-	defer end.Close()
 	if err := t.Stream.Launch(t.sleep, core.Grid1D(1, 1), core.ArgScalar[uint64](uint64(min(hold, 2*time.Second).Nanoseconds()))); err != nil {
 		return 0, err
 	}
-	if err := start.Record(t.Stream); err != nil {
-		return 0, err
-	}
-	for i := 0; i < iters; i++ {
-		if err := fn(); err != nil {
-			return 0, err
+	d, err := t.Stream.Time(func() error {
+		for i := 0; i < iters; i++ {
+			if err := fn(); err != nil {
+				return err
+			}
 		}
-	}
-	if err := end.Record(t.Stream); err != nil {
-		return 0, err
-	}
-	if err := end.Synchronize(); err != nil {
-		return 0, err
-	}
-	d, err := core.Elapsed(start, end)
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,17 @@ import (
 	"github.com/metrale/gpurt/internal/cli"
 )
 
+// Timed are the options every GPU-timed benchmark (bench/attnbench,
+// bench/quantbench) has; each embeds them in its Options, whose doc says
+// what Only takes and how large Shrink may be.
+type Timed struct {
+	Timer  *GPUTimer // device 0 and its stream (the caller opens and closes it)
+	Iters  int       // timed calls per figure (at least 1)
+	Only   string    // "": every part of the benchmark; else the one part to run
+	Shrink int       // divide every size by this, 1 to the benchmark's MaxShrink (a quick run on the mock)
+	Out    io.Writer // one JSON result per line
+}
+
 // TimedFlags are the flags the GPU-timed benchmark commands
 // (gpurt-attnbench, gpurt-quantbench) share: -iters, -only, -backend and
 // -shrink, registered on one cli.Flags with their help texts, and the
@@ -21,14 +32,14 @@ type TimedFlags struct {
 	Backend *string
 }
 
-// AddTimedFlags registers the shared flags on fs into iters, only and
-// shrink; onlyHelp and shrinkHelp say what -only and -shrink take.
-func AddTimedFlags(fs *cli.Flags, iters *int, only *string, shrink *int, onlyHelp, shrinkHelp string) TimedFlags {
+// AddTimedFlags registers the shared flags on fs into o's Iters, Only and
+// Shrink; onlyHelp and shrinkHelp say what -only and -shrink take.
+func AddTimedFlags(fs *cli.Flags, o *Timed, onlyHelp, shrinkHelp string) TimedFlags {
 	tf := TimedFlags{Paths: fs.PluginPath()}
-	fs.IntVar(iters, "iters", 50, "timed calls per figure")
-	fs.StringVar(only, "only", "", onlyHelp)
+	fs.IntVar(&o.Iters, "iters", 50, "timed calls per figure")
+	fs.StringVar(&o.Only, "only", "", onlyHelp)
 	tf.Backend = fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
-	fs.IntVar(shrink, "shrink", 1, shrinkHelp)
+	fs.IntVar(&o.Shrink, "shrink", 1, shrinkHelp)
 	return tf
 }
 
@@ -79,31 +90,31 @@ func Guard(err *error) {
 }
 
 // CheckTimed returns an error naming the first of a timed benchmark's
-// shared options out of range: shrink from 1 to maxShrink, iters at least
-// 1, only "" or one of onlyWant. A benchmark's Options.Check calls it.
-func CheckTimed(shrink, maxShrink, iters int, only string, onlyWant ...string) error {
+// shared options out of range: Shrink from 1 to maxShrink, Iters at least
+// 1, Only "" or one of onlyWant. A benchmark's Options.Check calls it.
+func CheckTimed(o Timed, maxShrink int, onlyWant ...string) error {
 	switch {
-	case shrink < 1 || shrink > maxShrink:
-		return fmt.Errorf("shrink %d: want 1 to %d", shrink, maxShrink)
-	case iters < 1:
-		return fmt.Errorf("iters %d: want at least 1", iters)
-	case only != "" && !slices.Contains(onlyWant, only):
+	case o.Shrink < 1 || o.Shrink > maxShrink:
+		return fmt.Errorf("shrink %d: want 1 to %d", o.Shrink, maxShrink)
+	case o.Iters < 1:
+		return fmt.Errorf("iters %d: want at least 1", o.Iters)
+	case o.Only != "" && !slices.Contains(onlyWant, o.Only):
 		want := onlyWant[len(onlyWant)-1]
 		if len(onlyWant) > 1 {
 			want = strings.Join(onlyWant[:len(onlyWant)-1], ", ") + " or " + want
 		}
-		return fmt.Errorf("only %q: want %s", only, want)
+		return fmt.Errorf("only %q: want %s", o.Only, want)
 	}
 	return nil
 }
 
 // StartTimed is the start of a timed benchmark's Run (pkg names it):
-// check is its Options.Check, and t and out are required.
-func StartTimed(pkg string, check func() error, t *GPUTimer, out io.Writer) error {
+// check is its Options.Check, and o's Timer and Out are required.
+func StartTimed(pkg string, check func() error, o Timed) error {
 	if err := check(); err != nil {
 		return err
 	}
-	if t == nil || out == nil {
+	if o.Timer == nil || o.Out == nil {
 		return errors.New(pkg + ": Options.Timer and Options.Out are required")
 	}
 	return nil

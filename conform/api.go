@@ -154,7 +154,7 @@ func apiChecks() []check {
 					return fmt.Errorf("%s: %d parameters, want %d", bk.Name, len(ps), len(bk.Params))
 				}
 				for i, p := range ps {
-					if want := argKindNames[bk.Params[i]]; p.Kind != want {
+					if want := abi.ArgKindNames[bk.Params[i]]; p.Kind != want {
 						return fmt.Errorf("%s: parameter %d is %v, want %v", bk.Name, i, p.Kind, want)
 					}
 				}
@@ -168,11 +168,3 @@ func apiChecks() []check {
 }
 
 func errOf[T any](_ T, err error) error { return err }
-
-// argKindNames are the header's GPURT_ARG_* kinds by the names
-// inspect.Kernel's Param.Kind gives them.
-var argKindNames = map[int32]string{
-	abi.ArgBuffer: "buffer", abi.ArgI8: "i8", abi.ArgI16: "i16", abi.ArgI32: "i32", abi.ArgI64: "i64",
-	abi.ArgU8: "u8", abi.ArgU16: "u16", abi.ArgU32: "u32", abi.ArgU64: "u64", abi.ArgF16: "f16",
-	abi.ArgBF16: "bf16", abi.ArgF32: "f32", abi.ArgF64: "f64", abi.ArgAny: "any",
-}

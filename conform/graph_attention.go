@@ -122,31 +122,11 @@ func newGAEnv(e *env, d *gaData) (*gaEnv, error) {
 	g.qBytes = gaBatch * gaHQ * gaDim * 2
 	g.preCount = len(d.preMeta) / 2
 	g.qdesc = matmul.QuantDesc{XType: core.F16, ScaleType: core.F16, Bits: 8, GroupSize: gaGroup, M: gaHQ * gaDim, N: gaBatch, K: gaK}
-	var err error
-	if g.s, err = e.dev.NewStream(); err != nil {
+	if err := g.open(e, g.desc, gaHQ, gaBatch, []bufSize{{&g.indptr, 4 * (gaBatch + 1)}, {&g.idx, 4 * gaPages},
+		{&g.last, 4 * gaBatch}, {&g.preRows, len(d.pre)}, {&g.preMeta, 4 * len(d.preMeta)},
+		{&g.rows, 2 * gaBatch * g.rowBytes}, {&g.meta, 8 * gaBatch}, {&g.x, 2 * gaBatch * gaK}, {&g.q, g.qBytes},
+		{&g.o, g.qBytes}, {&g.w, len(d.q.Q)}, {&g.scales, len(d.q.Scales)}, {&g.biases, len(d.q.Biases)}}); err != nil {
 		return nil, err
-	}
-	if g.cache, err = attention.AllocKVCache(e.dev, g.desc); err != nil {
-		g.free()
-		return nil, attnSkip(err)
-	}
-	if g.attn, err = attention.New(e.dev, attention.Desc{Kind: attention.Decode, NumQOHeads: gaHQ, Cache: g.desc,
-		MaxBatch: gaBatch}); err != nil {
-		g.free()
-		return nil, attnSkip(err)
-	}
-	for _, p := range []struct {
-		b **core.Buffer
-		n int
-	}{{&g.indptr, 4 * (gaBatch + 1)}, {&g.idx, 4 * gaPages}, {&g.last, 4 * gaBatch},
-		{&g.preRows, len(d.pre)}, {&g.preMeta, 4 * len(d.preMeta)}, {&g.rows, 2 * gaBatch * g.rowBytes},
-		{&g.meta, 8 * gaBatch}, {&g.x, 2 * gaBatch * gaK}, {&g.q, g.qBytes}, {&g.o, g.qBytes},
-		{&g.w, len(d.q.Q)}, {&g.scales, len(d.q.Scales)}, {&g.biases, len(d.q.Biases)}} {
-		if *p.b, err = e.dev.Alloc(p.n); err != nil {
-			g.free()
-			return nil, err
-		}
-		g.bufs = append(g.bufs, *p.b)
 	}
 	if err := firstErr(core.CopyFromHost(g.preRows, d.pre), core.CopyFromHost(g.preMeta, le.Int32s(d.preMeta)),
 		core.CopyFromHost(g.w, d.q.Q), core.CopyFromHost(g.scales, d.q.Scales), core.CopyFromHost(g.biases, d.q.Biases),
@@ -176,27 +156,31 @@ func (g *gaEnv) prefix(reserved [][]int32) error {
 	if err := g.setTable(reserved, gaStart); err != nil {
 		return err
 	}
-	n := g.preCount
-	rows := attention.KVRows{K: view(g.preRows, n*g.rowBytes), BatchIndices: view(g.preMeta, 4*n), NNZ: n}
-	var err error
-	if rows.V, err = g.preRows.View(n*g.rowBytes, n*g.rowBytes); err != nil {
-		return err
-	}
-	if rows.Positions, err = g.preMeta.View(4*n, 4*n); err != nil {
+	rows, err := splitRows(g.preRows, g.preMeta, g.preCount, g.rowBytes)
+	if err != nil {
 		return err
 	}
 	return firstErr(g.cache.Append(g.s, g.pt(), gaBatch, rows), g.s.Synchronize())
 }
 
+// splitRows is the KV rows of n tokens kept in two buffers: rows holds
+// the n K rows, then the n V rows (rowBytes each); meta the n batch
+// indices, then the n positions (int32).
+func splitRows(rows, meta *core.Buffer, n, rowBytes int) (attention.KVRows, error) {
+	r := attention.KVRows{K: view(rows, n*rowBytes), BatchIndices: view(meta, 4*n), NNZ: n}
+	var err error
+	if r.V, err = rows.View(n*rowBytes, n*rowBytes); err != nil {
+		return r, err
+	}
+	r.Positions, err = meta.View(4*n, 4*n)
+	return r, err
+}
+
 // step enqueues (or records) one decode step on s: q = W x (int8
 // weights), the step's K/V rows appended, o = attention(q).
 func (g *gaEnv) step(s *core.Stream) error {
-	rows := attention.KVRows{K: view(g.rows, gaBatch*g.rowBytes), BatchIndices: view(g.meta, 4*gaBatch), NNZ: gaBatch}
-	var err error
-	if rows.V, err = g.rows.View(gaBatch*g.rowBytes, gaBatch*g.rowBytes); err != nil {
-		return err
-	}
-	if rows.Positions, err = g.meta.View(4*gaBatch, 4*gaBatch); err != nil {
+	rows, err := splitRows(g.rows, g.meta, gaBatch, g.rowBytes)
+	if err != nil {
 		return err
 	}
 	return firstErrOf(

@@ -48,31 +48,11 @@ const kvBatch = 3
 func newKVEnv(e *env) (*kvEnv, error) {
 	desc := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 16, NumKVHeads: 1, HeadDim: 64, NumPages: 4}
 	k := &kvEnv{e: e, batch: kvBatch, rowBytes: desc.NumKVHeads * desc.HeadDim * 2}
-	var err error
-	if k.s, err = e.dev.NewStream(); err != nil {
-		return nil, err
-	}
-	if k.cache, err = attention.AllocKVCache(e.dev, desc); err != nil {
-		k.free()
-		return nil, attnSkip(err)
-	}
-	if k.attn, err = attention.New(e.dev, attention.Desc{Kind: attention.Decode, NumQOHeads: 1, Cache: desc,
-		MaxBatch: kvBatch}); err != nil {
-		k.free()
-		return nil, attnSkip(err)
-	}
 	// Every buffer is twice what the table needs: views cut them short.
-	for _, p := range []struct {
-		b **core.Buffer
-		n int
-	}{{&k.indptr, 8 * (kvBatch + 1)}, {&k.idx, 8 * kvBatch}, {&k.last, 8 * kvBatch},
-		{&k.rows, 2 * kvBatch * k.rowBytes}, {&k.meta, 16 * kvBatch}, {&k.q, 2 * kvBatch * k.rowBytes},
-		{&k.o, 2 * kvBatch * k.rowBytes}} {
-		if *p.b, err = e.dev.Alloc(p.n); err != nil {
-			k.free()
-			return nil, err
-		}
-		k.bufs = append(k.bufs, *p.b)
+	if err := k.open(e, desc, 1, kvBatch, []bufSize{{&k.indptr, 8 * (kvBatch + 1)}, {&k.idx, 8 * kvBatch},
+		{&k.last, 8 * kvBatch}, {&k.rows, 2 * kvBatch * k.rowBytes}, {&k.meta, 16 * kvBatch},
+		{&k.q, 2 * kvBatch * k.rowBytes}, {&k.o, 2 * kvBatch * k.rowBytes}}); err != nil {
+		return nil, err
 	}
 	indptr := []int32{0, 1, 2, 3, 3}
 	idx := []int32{2, 0, 3, 1, 1, 1}
@@ -90,6 +70,41 @@ func newKVEnv(e *env) (*kvEnv, error) {
 		return nil, err
 	}
 	return k, nil
+}
+
+// bufSize is a buffer an attention check's environment allocates: where
+// it is kept, and its size in bytes.
+type bufSize struct {
+	b **core.Buffer
+	n int
+}
+
+// open makes r's stream, a KV cache of desc, a decode Attention over it
+// with heads query heads for maxBatch requests, and the buffers bufs
+// name; after an error it frees what it made. A plugin without attention
+// (or its KV layout) is a skip.
+func (r *attnRes) open(e *env, desc attention.KVCacheDesc, heads, maxBatch int, bufs []bufSize) error {
+	var err error
+	if r.s, err = e.dev.NewStream(); err != nil {
+		return err
+	}
+	if r.cache, err = attention.AllocKVCache(e.dev, desc); err != nil {
+		r.free()
+		return attnSkip(err)
+	}
+	if r.attn, err = attention.New(e.dev, attention.Desc{Kind: attention.Decode, NumQOHeads: heads, Cache: desc,
+		MaxBatch: maxBatch}); err != nil {
+		r.free()
+		return attnSkip(err)
+	}
+	for _, p := range bufs {
+		if *p.b, err = e.dev.Alloc(p.n); err != nil {
+			r.free()
+			return err
+		}
+		r.bufs = append(r.bufs, *p.b)
+	}
+	return nil
 }
 
 // free waits for the stream, then releases what there is: the Attention,

@@ -4,7 +4,6 @@ package conform
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
 
 	"github.com/metrale/gpurt/core"
@@ -17,11 +16,9 @@ import (
 // or s by one unit of T when the value lies on a rounding boundary: the
 // slack is two units of T at the pair's magnitude (a wrong frequency,
 // position or pairing is off by far more). Pairs past the grid stay as
-// they were. A plugin without the kernel (after ABI 1.8) is skipped.
+// they were. A plugin without the kernel (after ABI 1.8) is skipped
+// (checkRowKernel).
 func checkRopeFreqs(e *env, t core.DType) error {
-	if _, err := kernel(e.dev, "rope_neox_freqs_"+t.String()); errors.Is(err, core.ErrNotFound) {
-		return skip("the plugin has no rope_neox_freqs_%s (it came after ABI 1.8)", t)
-	}
 	ulp := map[core.DType]float64{core.F32: 0x1p-23, core.F16: 0x1p-10, core.BF16: 0x1p-7}[t]
 	r := func(v float64) float64 { return roundTo(t, v) }
 	for _, k := range []struct{ tokens, heads, hd, block, grid int }{ // grid 0: cover every pair

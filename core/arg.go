@@ -9,35 +9,12 @@ import (
 	"github.com/metrale/gpurt/internal/abi"
 )
 
-// argKind is the kind of a kernel argument (GPURT_ARG_*).
+// argKind is the kind of a kernel argument: a GPURT_ARG_* value, which
+// internal/abi names (abi.ArgBuffer, ...).
 type argKind int32
 
-// Argument kinds.
-const (
-	argKindBuffer argKind = abi.ArgBuffer
-	argKindI8     argKind = abi.ArgI8
-	argKindI16    argKind = abi.ArgI16
-	argKindI32    argKind = abi.ArgI32
-	argKindI64    argKind = abi.ArgI64
-	argKindU8     argKind = abi.ArgU8
-	argKindU16    argKind = abi.ArgU16
-	argKindU32    argKind = abi.ArgU32
-	argKindU64    argKind = abi.ArgU64
-	argKindF16    argKind = abi.ArgF16
-	argKindBF16   argKind = abi.ArgBF16
-	argKindF32    argKind = abi.ArgF32
-	argKindF64    argKind = abi.ArgF64
-	argKindAny    argKind = abi.ArgAny // in a kernel's parameters only
-)
-
-var argKindNames = map[argKind]string{
-	argKindBuffer: "buffer", argKindI8: "i8", argKindI16: "i16", argKindI32: "i32", argKindI64: "i64",
-	argKindU8: "u8", argKindU16: "u16", argKindU32: "u32", argKindU64: "u64", argKindF16: "f16",
-	argKindBF16: "bf16", argKindF32: "f32", argKindF64: "f64", argKindAny: "any",
-}
-
 func (k argKind) String() string {
-	if s, ok := argKindNames[k]; ok {
+	if s, ok := abi.ArgKindNames[int32(k)]; ok {
 		return s
 	}
 	return fmt.Sprintf("kind %d", int32(k))
@@ -59,14 +36,14 @@ func ArgBuffer(r Region) Arg {
 	switch v := r.(type) {
 	case *Buffer:
 		if v != nil {
-			return Arg{kind: argKindBuffer, size: 8, buf: v, n: v.size}
+			return Arg{kind: abi.ArgBuffer, size: 8, buf: v, n: v.size}
 		}
 	case View:
 		if v.buf != nil {
-			return Arg{kind: argKindBuffer, size: 8, buf: v.buf, off: v.off, n: v.n}
+			return Arg{kind: abi.ArgBuffer, size: 8, buf: v.buf, off: v.off, n: v.n}
 		}
 	}
-	return Arg{kind: argKindBuffer, size: 8} // nil: rejected by Launch
+	return Arg{kind: abi.ArgBuffer, size: 8} // nil: rejected by Launch
 }
 
 func scalar(k argKind, size uint32, v uint64) Arg { return Arg{kind: k, size: size, val: v} }
@@ -78,25 +55,25 @@ func scalar(k argKind, size uint32, v uint64) Arg { return Arg{kind: k, size: si
 func ArgScalar[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64](v T) Arg {
 	switch x := any(v).(type) {
 	case int8:
-		return scalar(argKindI8, 1, uint64(uint8(x)))
+		return scalar(abi.ArgI8, 1, uint64(uint8(x)))
 	case int16:
-		return scalar(argKindI16, 2, uint64(uint16(x)))
+		return scalar(abi.ArgI16, 2, uint64(uint16(x)))
 	case int32:
-		return scalar(argKindI32, 4, uint64(uint32(x)))
+		return scalar(abi.ArgI32, 4, uint64(uint32(x)))
 	case int64:
-		return scalar(argKindI64, 8, uint64(x))
+		return scalar(abi.ArgI64, 8, uint64(x))
 	case uint8:
-		return scalar(argKindU8, 1, uint64(x))
+		return scalar(abi.ArgU8, 1, uint64(x))
 	case uint16:
-		return scalar(argKindU16, 2, uint64(x))
+		return scalar(abi.ArgU16, 2, uint64(x))
 	case uint32:
-		return scalar(argKindU32, 4, uint64(x))
+		return scalar(abi.ArgU32, 4, uint64(x))
 	case uint64:
-		return scalar(argKindU64, 8, x)
+		return scalar(abi.ArgU64, 8, x)
 	case float32:
-		return scalar(argKindF32, 4, uint64(math.Float32bits(x)))
+		return scalar(abi.ArgF32, 4, uint64(math.Float32bits(x)))
 	case float64:
-		return scalar(argKindF64, 8, math.Float64bits(x))
+		return scalar(abi.ArgF64, 8, math.Float64bits(x))
 	}
 	panic("unreachable: ArgScalar's type set is the cases above")
 }
@@ -104,9 +81,9 @@ func ArgScalar[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64
 // ArgF16Bits passes an f16 scalar: its bits, passed as they are (NaN
 // payloads too). For a float32 v rounded to f16 (to nearest even):
 // ArgF16Bits(floatbits.F16FromFloat32(v)).
-func ArgF16Bits(bits uint16) Arg { return scalar(argKindF16, 2, uint64(bits)) }
+func ArgF16Bits(bits uint16) Arg { return scalar(abi.ArgF16, 2, uint64(bits)) }
 
 // ArgBF16Bits passes a bf16 scalar: its bits, passed as they are. For a
 // float32 v rounded to bf16 (to nearest even):
 // ArgBF16Bits(floatbits.BF16FromFloat32(v)).
-func ArgBF16Bits(bits uint16) Arg { return scalar(argKindBF16, 2, uint64(bits)) }
+func ArgBF16Bits(bits uint16) Arg { return scalar(abi.ArgBF16, 2, uint64(bits)) }

@@ -87,9 +87,7 @@ func TestConfigRefusesSilentChanges(t *testing.T) {
 func TestKVCacheSizeOverflow(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	small, err := d.Alloc(4096)
-	require.NoError(t, err)
-	defer small.Free()
+	small := alloc(t, d, 4096)
 	base := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 16, NumKVHeads: 8, HeadDim: 128, NumPages: 4}
 	cases := []struct {
 		name string
@@ -135,9 +133,7 @@ func TestKVCacheOverlap(t *testing.T) {
 	d := dev0(t, rt)
 	desc := attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: 4, NumKVHeads: 2, HeadDim: 64, NumPages: 2}
 	need := desc.NumPages * desc.PageBytes()
-	buf, err := d.Alloc(3 * need)
-	require.NoError(t, err)
-	defer buf.Free()
+	buf := alloc(t, d, 3*need)
 	view := func(off, n int) core.View {
 		v, err := buf.View(off, n)
 		require.NoError(t, err)

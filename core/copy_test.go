@@ -34,9 +34,7 @@ func TestStagedCopies(t *testing.T) {
 	for _, n := range sizes {
 		for _, off := range []int{0, 3, 4097} {
 			t.Run(fmt.Sprintf("%d@%d", n, off), func(t *testing.T) {
-				buf, err := d.Alloc(off + n + guard)
-				require.NoError(t, err)
-				defer buf.Free()
+				buf := alloc(t, d, off+n+guard)
 				require.NoError(t, core.Memset(buf, 0x5a))
 				v, err := buf.View(off, n)
 				require.NoError(t, err)
@@ -66,9 +64,7 @@ func TestStagedCopiesConcurrent(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
 	const g, n = 7, 9<<20 + 333
-	buf, err := d.Alloc(g * (n + 1))
-	require.NoError(t, err)
-	defer buf.Free()
+	buf := alloc(t, d, g*(n+1))
 	var wg sync.WaitGroup
 	for i := range g {
 		wg.Add(1)
@@ -100,9 +96,7 @@ func TestStagedCopyNoAllocs(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
 	const n = 20<<20 + 5
-	buf, err := d.Alloc(n)
-	require.NoError(t, err)
-	defer buf.Free()
+	buf := alloc(t, d, n)
 	data := randBytes(n, 9)
 	require.NoError(t, core.CopyFromHost(buf, data)) // warm a stager and the pool
 	require.NoError(t, core.CopyToHost(data, buf))

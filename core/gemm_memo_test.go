@@ -19,12 +19,8 @@ import (
 func TestGemmMemoKeepsChecks(t *testing.T) {
 	rt := openMockCfg(t, core.Config{OpCacheSize: 4})
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	buf, err := d.Alloc(64 << 10)
-	require.NoError(t, err)
-	defer buf.Free()
+	s := stream(t, d)
+	buf := alloc(t, d, 64<<10)
 	desc := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 8, N: 8, K: 8}
 	ops := core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}
 	require.NoError(t, s.Gemm(desc, ops)) // miss: the plan, then the memo
@@ -122,14 +118,10 @@ func TestGemmMemoKeepsChecks(t *testing.T) {
 func TestGemmMemoConcurrent(t *testing.T) {
 	rt := openMockCfg(t, core.Config{OpCacheSize: 2, PluginOptions: "delay_us=0"})
 	d := dev0(t, rt)
-	buf, err := d.Alloc(64 << 10)
-	require.NoError(t, err)
-	defer buf.Free()
+	buf := alloc(t, d, 64<<10)
 	streams := make([]*core.Stream, 2)
 	for i := range streams {
-		streams[i], err = d.NewStream()
-		require.NoError(t, err)
-		defer streams[i].Close()
+		streams[i] = stream(t, d)
 	}
 	ops := core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}
 	var wg sync.WaitGroup

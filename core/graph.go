@@ -456,7 +456,7 @@ func (r *recording) launch(op string, c *submission) error {
 	off, nl := len(r.kargs), len(r.lives)
 	for i := range c.kargs {
 		var l *life
-		if a := &c.kargs[i]; a.kind == argKindBuffer {
+		if a := &c.kargs[i]; a.kind == abi.ArgBuffer {
 			if l = a.buf.l; !l.hold() {
 				r.undo(off, nl)
 				return argFreed(op, -1, k, i)

@@ -50,10 +50,7 @@ func TestGraphReplayMatchesEagerCalls(t *testing.T) {
 	gd := upload(t, d, make([]byte, 2*8*32))
 
 	// RMSNorm (a built-in kernel): 4 rows of 64 bf16.
-	mod, err := d.BuiltinModule()
-	require.NoError(t, err)
-	rms, err := mod.Kernel("rmsnorm_bf16")
-	require.NoError(t, err)
+	rms := builtin(t, d, "rmsnorm_bf16")
 	nx, nw := upload(t, d, randHalves(r, 4*64)), upload(t, d, randHalves(r, 64))
 	ny := upload(t, d, make([]byte, 2*4*64))
 

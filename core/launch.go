@@ -233,14 +233,14 @@ func packArg(op string, item int, s *Stream, k *Kernel, i int, a *Arg, p paramIn
 	if a.kind == 0 {
 		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: zero Arg", k.name, i)
 	}
-	if p.kind == argKindAny {
+	if p.kind == abi.ArgAny {
 		if p.size != 0 && a.size != p.size {
 			return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %d bytes (%v), the parameter has %d", k.name, i, a.size, a.kind, p.size)
 		}
 	} else if p.kind != a.kind {
 		return nil, launchErr(codeInvalidArgument, op, item, "kernel %q argument %d: %v given, the parameter is %v", k.name, i, a.kind, p.kind)
 	}
-	if a.kind != argKindBuffer {
+	if a.kind != abi.ArgBuffer {
 		*ka = abi.KernelArg{Kind: int32(a.kind), Size: a.size, Value: a.val}
 		return nil, nil
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/abi"
 )
 
 // Launch and Gemm hold one use per distinct buffer and release every use
@@ -51,9 +53,9 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 	// and the stream).
 	params := make([]paramInfo, 12)
 	for i := range params {
-		params[i] = paramInfo{kind: argKindBuffer, size: 8}
+		params[i] = paramInfo{kind: abi.ArgBuffer, size: 8}
 		if i%3 == 2 {
-			params[i] = paramInfo{kind: argKindAny, size: 4}
+			params[i] = paramInfo{kind: abi.ArgAny, size: 4}
 		}
 	}
 	big := &Kernel{mod: mod, name: "big", info: kernelInfo{params: params}}
@@ -88,10 +90,10 @@ func TestLaunchAndGemmBalanceUses(t *testing.T) {
 	for _, c := range cases {
 		t.Run("12 arguments "+c.name, func(t *testing.T) {
 			a := args(c.last)
-			if c.last.kind == argKindBuffer {
-				big.info.params[11] = paramInfo{kind: argKindBuffer, size: 8}
+			if c.last.kind == abi.ArgBuffer {
+				big.info.params[11] = paramInfo{kind: abi.ArgBuffer, size: 8}
 			} else {
-				big.info.params[11] = paramInfo{kind: argKindAny, size: 4}
+				big.info.params[11] = paramInfo{kind: abi.ArgAny, size: 4}
 			}
 			err := s.Launch(big, Grid1D(1, 1), a...)
 			if c.err == nil {

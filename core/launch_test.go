@@ -66,9 +66,7 @@ func TestZeroAllocations(t *testing.T) {
 		}))
 	})
 	t.Run("staged copy", func(t *testing.T) {
-		big, err := d.Alloc(4 << 20)
-		require.NoError(t, err)
-		defer big.Free()
+		big := alloc(t, d, 4<<20)
 		data := make([]byte, 4<<20)
 		require.NoError(t, core.CopyFromHost(big, data)) // warm a stager
 		assert.Zero(t, testing.AllocsPerRun(5, func() {

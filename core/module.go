@@ -57,7 +57,7 @@ type kernelInfo struct {
 	params             []paramInfo
 }
 
-// paramInfo is one kernel parameter: its kind (argKindAny when the plugin
+// paramInfo is one kernel parameter: its kind (abi.ArgAny when the plugin
 // knows only the size) and its size in bytes.
 type paramInfo struct {
 	kind argKind

@@ -347,13 +347,9 @@ func TestZeroLengthViewKernelArgument(t *testing.T) {
 func TestHostSliceFreeWaitsForQueuedCopy(t *testing.T) {
 	rt := openMock(t, "delay_us=100000") // each stream op waits 100 ms first
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := stream(t, d)
 	const n = 4096
-	buf, err := d.Alloc(n)
-	require.NoError(t, err)
-	defer buf.Free()
+	buf := alloc(t, d, n)
 	require.NoError(t, core.Memset(buf, 0xaa))
 	hs, err := rt.AllocHostFromHeap(n)
 	require.NoError(t, err)
@@ -407,12 +403,8 @@ func TestGrid1DOverflow(t *testing.T) {
 func TestGemmDescChecks(t *testing.T) {
 	rt := openMock(t, "delay_us=0")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	buf, err := d.Alloc(4 * 4 * 4)
-	require.NoError(t, err)
-	defer buf.Free()
+	s := stream(t, d)
+	buf := alloc(t, d, 4*4*4)
 	ops := core.GemmOperands{A: buf, B: buf, D: buf, Alpha: 1}
 	base := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 2, N: 2, K: 2}
 	for _, tc := range []struct {
@@ -610,14 +602,8 @@ func TestAnotherRuntimeErrors(t *testing.T) {
 	require.NoError(t, err)
 	hsB, err := b.AllocHostFromHeap(256)
 	require.NoError(t, err)
-	modA, err := da.BuiltinModule()
-	require.NoError(t, err)
-	modB, err := db.BuiltinModule()
-	require.NoError(t, err)
-	fillA, err := modA.Kernel("fill_f32")
-	require.NoError(t, err)
-	fillB, err := modB.Kernel("fill_f32")
-	require.NoError(t, err)
+	fillA := builtin(t, da, "fill_f32")
+	fillB := builtin(t, db, "fill_f32")
 	gemm := core.GemmDesc{AType: core.F32, BType: core.F32, DType: core.F32, M: 2, N: 2, K: 2}
 	for name, f := range map[string]func() error{
 		"Copy":           func() error { return core.Copy(bufA, bufB) },

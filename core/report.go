@@ -7,30 +7,20 @@ import (
 	"github.com/metrale/gpurt/core/internal/loader"
 )
 
-// reportOf copies the loader's report into the public type (nil for nil).
+// reportOf copies the loader's report (nil for nil): the loader's types
+// are diag's, and the copy shares no slice with the loader's.
 func reportOf(r *loader.Report) *diag.Report {
 	if r == nil {
 		return nil
 	}
-	out := &diag.Report{
-		Requested:  r.Requested,
-		Searched:   append([]string{}, r.Searched...),
-		Candidates: make([]diag.Candidate, 0, len(r.Candidates)),
-		Selected:   r.Selected,
-		Backend:    r.Backend,
-	}
+	out := *r
+	out.Searched = append([]string{}, r.Searched...)
+	out.Candidates = make([]diag.Candidate, 0, len(r.Candidates))
 	for _, c := range r.Candidates {
-		pc := diag.Candidate{
-			Path: c.Path, Backend: c.Backend, Version: c.Version, ABI: c.ABI,
-			Priority: c.Priority, Score: c.Score, State: diag.CandidateState(c.State),
-			Reason: c.Reason, Detail: c.Detail, Devices: make([]diag.ProbedDevice, 0, len(c.Devices)),
-		}
-		for _, d := range c.Devices {
-			pc.Devices = append(pc.Devices, diag.ProbedDevice(d))
-		}
-		out.Candidates = append(out.Candidates, pc)
+		c.Devices = append(make([]diag.ProbedDevice, 0, len(c.Devices)), c.Devices...)
+		out.Candidates = append(out.Candidates, c)
 	}
-	return out
+	return &out
 }
 
 // Probe runs the loader's search and choice without creating a runtime,

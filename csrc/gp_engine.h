@@ -3,10 +3,10 @@
  * gp_engine.h — csrc's implementation of gpurt_api over a gp_backend
  * (gp_backend.h): the runtime and handle tables, lifetimes, the lost-device
  * state, stats and every slot's front half. A plugin on the engine defines
- * its gp_backend and its entry is
+ * its gp_backend and its entry, GP_ENGINE_ENTRY(my_backend) (below):
  *
- *   GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *a) {
- *     return gp_engine_negotiate(a, &my_backend);
+ *   GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
+ *     return gp_engine_negotiate(args, &my_backend);
  *   }
  *
  * Files (one concept each, from the top floor down; a file uses only the
@@ -233,5 +233,12 @@ void gp_graph_free(gp_rt *rt, void *g);
 
 /* ---- gp_engine_api.c ---- */
 int32_t gp_engine_negotiate(gpurt_negotiate_args *args, const gp_backend *b);
+
+/* The entry of a plugin on the engine, its one exported symbol: the
+ * engine's negotiation over the plugin's table (no side effects). */
+#define GP_ENGINE_ENTRY(backend)                                            \
+  GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) { \
+    return gp_engine_negotiate(args, &(backend));                           \
+  }
 
 #endif /* GPURT_CSRC_ENGINE_H_ */

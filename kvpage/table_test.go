@@ -271,9 +271,7 @@ func TestTableErrors(t *testing.T) {
 	require.NoError(t, err)
 	tab, err := NewTable(d, TableConfig{MaxBatch: 2, MaxPages: 3, MaxRows: 4})
 	require.NoError(t, err)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := mockrt.Stream(t, d)
 	big, _ := joinAll(t, a, seq(0, 9))    // 3 pages
 	small, _ := joinAll(t, a, seq(50, 2)) // 1 page
 	empty, _, err := a.Join(nil)

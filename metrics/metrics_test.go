@@ -153,9 +153,7 @@ func TestOpMetrics(t *testing.T) {
 		require.NoError(t, core.Memset(b, 0))
 		return b
 	}
-	s, err := dev.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := mockrt.Stream(t, dev)
 
 	// copies: 1000 up, 600 down, 256 device to device
 	buf := alloc(dev, 4096)
@@ -183,9 +181,7 @@ func TestOpMetrics(t *testing.T) {
 	defer c.Close()
 	ops := make([]collective.Op, 2)
 	for r, dv := range devs {
-		st, err := dv.NewStream()
-		require.NoError(t, err)
-		defer st.Close()
+		st := mockrt.Stream(t, dv)
 		cb := alloc(dv, 64)
 		ops[r] = collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: r, Count: 16, Stream: st, Send: cb, Recv: cb}
 	}
@@ -255,9 +251,7 @@ func TestPoolMetrics(t *testing.T) {
 	assert.Empty(t, metrics.Read(rt).Pools, "a pool never used is left out")
 	dev, err := rt.Device(0)
 	require.NoError(t, err)
-	s, err := dev.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := mockrt.Stream(t, dev)
 	b, err := pool.Of(dev).Alloc(s, 1000)
 	require.NoError(t, err)
 	require.NoError(t, b.Free(s))

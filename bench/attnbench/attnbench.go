@@ -27,7 +27,6 @@ package attnbench
 import (
 	"encoding/binary"
 	"encoding/json"
-	"io"
 	"math/rand/v2"
 	"time"
 
@@ -91,18 +90,15 @@ type bench struct {
 // MaxShrink bounds Options.Shrink.
 const MaxShrink = 8192
 
-// Options say what to time and where.
+// Options say what to time and where: Only is "", "decode" or "prefill";
+// Shrink divides every length; Out gets one JSON Result per line.
 type Options struct {
-	Timer  *gbench.GPUTimer // device 0 and its stream (the caller opens and closes it)
-	Iters  int              // timed runs per figure (at least 1)
-	Only   string           // "", "decode" or "prefill"
-	Shrink int              // divide every length by this, 1 to MaxShrink (a quick run on the mock)
-	Out    io.Writer        // one JSON Result per line
+	gbench.Timed
 }
 
 // Check returns an error naming the first option out of range.
 func (o Options) Check() error {
-	return gbench.CheckTimed(o.Shrink, MaxShrink, o.Iters, o.Only, "decode", "prefill")
+	return gbench.CheckTimed(o.Timed, MaxShrink, "decode", "prefill")
 }
 
 // Shapes is the number of figures Run writes without Only.
@@ -112,7 +108,7 @@ func Shapes() int { return len(shapes) }
 // o.Out; a shape that fails is a Result with "error: ..." in its note.
 // Writing the output is the one error that ends Run.
 func Run(o Options) (err error) {
-	if err := gbench.StartTimed("attnbench", o.Check, o.Timer, o.Out); err != nil {
+	if err := gbench.StartTimed("attnbench", o.Check, o.Timed); err != nil {
 		return err
 	}
 	defer gbench.Guard(&err)
@@ -159,18 +155,7 @@ func (b *bench) randomBF16(n int) []byte {
 // (no larger than r: a shrunk shape on the mock draws no more than it
 // uses).
 func (b *bench) fill(r *core.Buffer) error {
-	block := b.randomBF16(min(8<<20, (r.Len()+1)/2))
-	for off := 0; off < r.Len(); off += len(block) {
-		n := min(len(block), r.Len()-off)
-		v, err := r.View(off, n)
-		if err != nil {
-			return err
-		}
-		if err := core.CopyFromHost(v, block[:n]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return gbench.FillRepeated(r, b.randomBF16(min(8<<20, (r.Len()+1)/2)))
 }
 
 func (b *bench) run(sh shape) (Result, error) {

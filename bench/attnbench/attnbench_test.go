@@ -21,7 +21,7 @@ func TestOnMock(t *testing.T) {
 	require.NoError(t, err)
 	defer tm.Close()
 	var stdout bytes.Buffer
-	require.NoError(t, attnbench.Run(attnbench.Options{Timer: tm, Iters: 2, Shrink: 128, Out: &stdout}))
+	require.NoError(t, attnbench.Run(attnbench.Options{Timed: bench.Timed{Timer: tm, Iters: 2, Shrink: 128, Out: &stdout}}))
 	lines := testutil.JSONLines[attnbench.Result](t, &stdout)
 	for _, r := range lines {
 		assert.Empty(t, r.Note, "%+v", r)

@@ -69,50 +69,54 @@ var DefaultConfigs = []Config{{4096, 14336, 32}, {2048, 8192, 16}, {1024, 4096, 
 
 // ParseConfigs parses a comma-separated list of hidden/inter/layers.
 func ParseConfigs(s string) ([]Config, error) {
-	var cs []Config
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	return parseList(s, "config", func(f string) (Config, error) {
 		p := strings.Split(f, "/")
 		if len(p) != 3 {
-			return nil, fmt.Errorf("decodestep: config %q: want hidden/intermediate/layers, e.g. 1024/4096/24", f)
+			return Config{}, fmt.Errorf("decodestep: config %q: want hidden/intermediate/layers, e.g. 1024/4096/24", f)
 		}
 		var v [3]int
 		for i, x := range p {
 			n, err := strconv.Atoi(x)
 			if err != nil || n <= 0 {
-				return nil, fmt.Errorf("decodestep: config %q: %q is not a positive integer", f, x)
+				return Config{}, fmt.Errorf("decodestep: config %q: %q is not a positive integer", f, x)
 			}
 			v[i] = n
 		}
-		cs = append(cs, Config{v[0], v[1], v[2]})
-	}
-	if len(cs) == 0 {
-		return nil, fmt.Errorf("decodestep: no config in %q", s)
-	}
-	return cs, nil
+		return Config{v[0], v[1], v[2]}, nil
+	})
 }
 
 // ParseBatches parses a comma-separated list of positive batch sizes.
 func ParseBatches(s string) ([]int, error) {
-	var bs []int
+	return parseList(s, "batch size", func(f string) (int, error) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("decodestep: batch %q is not a positive integer", f)
+		}
+		return n, nil
+	})
+}
+
+// parseList parses each comma-separated field of s with parse, its white
+// space trimmed and empty fields skipped; a list of none is an error naming
+// what it lists.
+func parseList[T any](s, what string, parse func(f string) (T, error)) ([]T, error) {
+	var out []T
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
 		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("decodestep: batch %q is not a positive integer", f)
+		v, err := parse(f)
+		if err != nil {
+			return nil, err
 		}
-		bs = append(bs, n)
+		out = append(out, v)
 	}
-	if len(bs) == 0 {
-		return nil, fmt.Errorf("decodestep: no batch size in %q", s)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("decodestep: no %s in %q", what, s)
 	}
-	return bs, nil
+	return out, nil
 }
 
 // Result is one line of the benchmark's output (JSON). The PyTorch twin

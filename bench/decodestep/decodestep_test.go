@@ -117,6 +117,13 @@ func TestBadInput(t *testing.T) {
 	assert.Equal(t, []Config{{4096, 14336, 32}, {1024, 4096, 24}}, cs)
 	_, err = ParseBatches("1,-2")
 	assert.ErrorContains(t, err, `"-2"`)
+	_, err = ParseConfigs(" , ")
+	assert.EqualError(t, err, `decodestep: no config in " , "`)
+	bs, err := ParseBatches(" 1,,16 ")
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 16}, bs)
+	_, err = ParseBatches("")
+	assert.EqualError(t, err, `decodestep: no batch size in ""`)
 }
 
 // TestPTXUpToDate: rmsnorm.ptx records the sha256 of the rmsnorm.cu it

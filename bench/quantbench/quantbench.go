@@ -23,7 +23,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 
@@ -63,21 +62,19 @@ type bench struct {
 // least 1.
 const MaxShrink = 2048
 
-// Options say what to time and where.
+// Options say what to time and where: Only is "", "gemv", "gemm" or
+// "grouped"; Shrink divides every size (K stays a multiple of 128); Out
+// gets one JSON Result per line.
 type Options struct {
-	Timer  *gbench.GPUTimer // device 0 and its stream (the caller opens and closes it)
-	Iters  int              // timed calls per figure (at least 1)
-	Only   string           // "", "gemv", "gemm" or "grouped"
-	Shrink int              // divide every size by this, 1 to MaxShrink (a quick run on the mock; K stays a multiple of 128)
+	gbench.Timed
 	// RotateMiB: the int8 and bf16 matmuls rotate through copies of the
 	// weights spanning this many MiB (0: one copy; rows get " rot").
 	RotateMiB int
-	Out       io.Writer // one JSON Result per line
 }
 
 // Check returns an error naming the first option out of range.
 func (o Options) Check() error {
-	if err := gbench.CheckTimed(o.Shrink, MaxShrink, o.Iters, o.Only, "gemv", "gemm", "grouped"); err != nil {
+	if err := gbench.CheckTimed(o.Timed, MaxShrink, "gemv", "gemm", "grouped"); err != nil {
 		return err
 	}
 	if o.RotateMiB < 0 || o.RotateMiB > 1<<20 {
@@ -90,7 +87,7 @@ func (o Options) Check() error {
 // o.Out. A failed op is a Result with the error in its note; a failed
 // setup step (an allocation, a copy, the output) ends Run with the error.
 func Run(o Options) (err error) {
-	if err := gbench.StartTimed("quantbench", o.Check, o.Timer, o.Out); err != nil {
+	if err := gbench.StartTimed("quantbench", o.Check, o.Timed); err != nil {
 		return err
 	}
 	defer gbench.Guard(&err)

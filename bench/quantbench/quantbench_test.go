@@ -25,7 +25,7 @@ func TestShrinkOnMock(t *testing.T) {
 			require.NoError(t, err)
 			defer tm.Close()
 			var out bytes.Buffer
-			require.NoError(t, quantbench.Run(quantbench.Options{Timer: tm, Iters: 2, Shrink: shrink, Out: &out}))
+			require.NoError(t, quantbench.Run(quantbench.Options{Timed: bench.Timed{Timer: tm, Iters: 2, Shrink: shrink, Out: &out}}))
 			impls := map[string]int{}
 			for _, r := range testutil.JSONLines[quantbench.Result](t, &out) {
 				if r.Impl == "cuBLASLt per expert" {
@@ -46,11 +46,11 @@ func TestOptionsCheck(t *testing.T) {
 		o   quantbench.Options
 		err string
 	}{
-		{quantbench.Options{Shrink: 0, Iters: 1}, "shrink 0: want 1 to 2048"},
-		{quantbench.Options{Shrink: 1, Iters: 0}, "iters 0: want at least 1"},
-		{quantbench.Options{Shrink: 1, Iters: 1, Only: "x"}, `only "x"`},
-		{quantbench.Options{Shrink: 1, Iters: 1, RotateMiB: -1}, "rotate -1"},
-		{quantbench.Options{Shrink: 1, Iters: 1}, ""},
+		{quantbench.Options{Timed: bench.Timed{Shrink: 0, Iters: 1}}, "shrink 0: want 1 to 2048"},
+		{quantbench.Options{Timed: bench.Timed{Shrink: 1, Iters: 0}}, "iters 0: want at least 1"},
+		{quantbench.Options{Timed: bench.Timed{Shrink: 1, Iters: 1, Only: "x"}}, `only "x"`},
+		{quantbench.Options{Timed: bench.Timed{Shrink: 1, Iters: 1}, RotateMiB: -1}, "rotate -1"},
+		{quantbench.Options{Timed: bench.Timed{Shrink: 1, Iters: 1}}, ""},
 	} {
 		err := c.o.Check()
 		if c.err == "" {
@@ -59,5 +59,5 @@ func TestOptionsCheck(t *testing.T) {
 		}
 		assert.ErrorContains(t, err, c.err)
 	}
-	assert.ErrorContains(t, quantbench.Run(quantbench.Options{Shrink: 1, Iters: 1}), "Options.Timer and Options.Out are required")
+	assert.ErrorContains(t, quantbench.Run(quantbench.Options{Timed: bench.Timed{Shrink: 1, Iters: 1}}), "Options.Timer and Options.Out are required")
 }

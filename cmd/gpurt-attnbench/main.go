@@ -20,8 +20,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-attnbench", "[flags]",
 		"Times attention over a paged KV cache (PlanAttention, RunAttention) on one GPU; one JSON\nobject per output line (scripts/gpu_attention.sh makes the table). -backend mock\n-shrink N checks the program on the mock.", stdout, stderr)
-	o := attnbench.Options{Out: stdout}
-	tf := gbench.AddTimedFlags(fs, &o.Iters, &o.Only, &o.Shrink, "run only decode or prefill",
+	o := attnbench.Options{Timed: gbench.Timed{Out: stdout}}
+	tf := gbench.AddTimedFlags(fs, &o.Timed, "run only decode or prefill",
 		"divide every length by this, 1 to 8192 (a quick run on the mock)")
 	return tf.TimedMain(fs, args, func() error { return o.Check() }, func(t *gbench.GPUTimer) error {
 		o.Timer = t

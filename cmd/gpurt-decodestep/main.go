@@ -80,14 +80,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend})
 	if err != nil {
-		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
-		return 1
+		return fs.Fail(err)
 	}
 	defer rt.Close()
 	dev, err := rt.Device(0)
 	if err != nil {
-		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
-		return 1
+		return fs.Fail(err)
 	}
 	ver, _, minor := inspect.PluginVersion(rt)
 	fmt.Fprintf(stderr, "gpurt-decodestep: %s plugin %s (ABI 1.%d) on %s\n", rt.Backend(), ver, minor, dev.Info().Name)
@@ -109,8 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 					}
 				}
 				if e := emit(r); e != nil {
-					fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", e)
-					return 1
+					return fs.Fail(e)
 				}
 				if err != nil {
 					fmt.Fprintf(stderr, "gpurt-decodestep: check %v batch %d %s: %v\n", c, b, v, err)
@@ -125,8 +122,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	err = decodestep.Run(dev, decodestep.Options{Configs: cs, Batches: bs, Steps: *steps, Warmup: *warmup, Norm: *norm,
 		Variants: vs, Emit: emit})
 	if err != nil {
-		fmt.Fprintf(stderr, "gpurt-decodestep: %v\n", err)
-		rc = 1
+		rc = fs.Fail(err)
 	}
 	return rc
 }

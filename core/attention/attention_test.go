@@ -30,12 +30,8 @@ func TestAttentionDecode(t *testing.T) {
 	cd := mockrt.SmallKVDesc
 	cache, _, pt := mockrt.SmallKVCache(t, d)
 	rowBytes := 4 * 64 * 2
-	q, err := d.Alloc(2 * rowBytes)
-	require.NoError(t, err)
-	defer q.Free()
-	o, err := d.Alloc(2 * rowBytes)
-	require.NoError(t, err)
-	defer o.Free()
+	q := mockrt.Alloc(t, d, 2*rowBytes)
+	o := mockrt.Alloc(t, d, 2*rowBytes)
 	require.NoError(t, core.Memset(q, 0x33))
 
 	a, err := attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: 4, Cache: cd, MaxBatch: 2})
@@ -143,12 +139,8 @@ func TestAppendViewBounds(t *testing.T) {
 	require.NoError(t, core.CopyFromHost(bidx, i32le(0, 1)))
 	require.NoError(t, core.CopyFromHost(pos, i32le(4, 3)))
 	rowBytes := 2 * 64 * 2
-	k, err := d.Alloc(2 * rowBytes)
-	require.NoError(t, err)
-	defer k.Free()
-	v, err := d.Alloc(2 * rowBytes)
-	require.NoError(t, err)
-	defer v.Free()
+	k := mockrt.Alloc(t, d, 2*rowBytes)
+	v := mockrt.Alloc(t, d, 2*rowBytes)
 	require.NoError(t, core.Memset(k, 0x55))
 	require.NoError(t, core.Memset(v, 0x66))
 	rows := attention.KVRows{K: k, V: v, BatchIndices: bidx, Positions: pos, NNZ: 2}

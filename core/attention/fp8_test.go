@@ -14,6 +14,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 func bf16Bytes(x []float64) []byte {
@@ -40,9 +41,7 @@ func fp8Run(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, tokens
 // (planned before the capture) and the graph launched when graph is set.
 func fp8RunOn(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, tokens int, k, v, q []float64, graph bool) ([]float64, []byte, []byte) {
 	t.Helper()
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	s := mockrt.Stream(t, d)
 	cache, err := attention.AllocKVCache(d, desc)
 	require.NoError(t, err)
 	defer cache.Free()
@@ -66,9 +65,7 @@ func fp8RunOn(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, toke
 	pt := attention.PageTable{Indptr: up(i32le(0, int32(np))), Indices: up(i32le(idx...)), LastPageLen: up(i32le(last))}
 	rows := attention.KVRows{K: up(bf16Bytes(k)), V: up(bf16Bytes(v)), BatchIndices: up(i32le(bi...)), Positions: up(i32le(pos...)), NNZ: tokens}
 	qb := up(bf16Bytes(q))
-	ob, err := d.Alloc(len(q) * 2)
-	require.NoError(t, err)
-	defer ob.Free()
+	ob := mockrt.Alloc(t, d, len(q)*2)
 	a, err := attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: hq, Cache: desc, MaxBatch: 1})
 	require.NoError(t, err)
 	defer a.Close()

@@ -43,12 +43,8 @@ func TestRunNoAllocs(t *testing.T) {
 	defer c.Close()
 	ops := make([]collective.Op, 2)
 	for k, d := range devs {
-		s, err := d.NewStream()
-		require.NoError(t, err)
-		defer s.Close()
-		b, err := d.Alloc(4096)
-		require.NoError(t, err)
-		defer b.Free()
+		s := mockrt.Stream(t, d)
+		b := mockrt.Alloc(t, d, 4096)
 		require.NoError(t, core.Memset(b, 0))
 		ops[k] = collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: k, Count: 1024, Stream: s, Send: b, Recv: b}
 	}

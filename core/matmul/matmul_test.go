@@ -62,12 +62,8 @@ func TestQuantMatmulMock(t *testing.T) {
 			}
 			xb := halves(tc.xt, x)
 			bw, bs, bb, bx := upload(t, d, q.Q), upload(t, d, q.Scales), upload(t, d, q.Biases), upload(t, d, xb)
-			by, err := d.Alloc(2 * tc.n * tc.m)
-			require.NoError(t, err)
-			defer by.Free()
-			s, err := d.NewStream()
-			require.NoError(t, err)
-			defer s.Close()
+			by := mockrt.Alloc(t, d, 2*tc.n*tc.m)
+			s := mockrt.Stream(t, d)
 			require.NoError(t, matmul.Quant(s, matmul.QuantDesc{XType: tc.xt, ScaleType: tc.st, GroupSize: tc.gs, M: tc.m, N: tc.n, K: tc.k},
 				matmul.QuantOperands{W: bw, Scales: bs, Biases: bb, X: bx, Y: by}))
 			require.NoError(t, s.Synchronize())
@@ -145,18 +141,14 @@ func TestGroupedGemmMock(t *testing.T) {
 				sb[i] = float32(0.01 + r.Float64()/10)
 			}
 			ops := matmul.GroupedOperands{A: upload(t, d, ar), B: upload(t, d, br)}
-			bd, err := d.Alloc(2 * total * n)
-			require.NoError(t, err)
-			defer bd.Free()
+			bd := mockrt.Alloc(t, d, 2*total*n)
 			ops.D = bd
 			ab := core.BF16
 			if fp8 {
 				ab = core.FP8E4M3
 				ops.ScaleA, ops.ScaleB = upload(t, d, f32b(sa)), upload(t, d, f32b(sb))
 			}
-			s, err := d.NewStream()
-			require.NoError(t, err)
-			defer s.Close()
+			s := mockrt.Stream(t, d)
 			require.NoError(t, matmul.Grouped(s, matmul.GroupedDesc{ABType: ab, N: n, K: k, MSizes: ms}, ops))
 			require.NoError(t, s.Synchronize())
 			got := make([]byte, 2*total*n)
@@ -187,12 +179,8 @@ func TestGroupedGemmMock(t *testing.T) {
 func TestQuantOpsMisuse(t *testing.T) {
 	rt := openMock(t, "")
 	d := dev0(t, rt)
-	b, err := d.Alloc(1 << 16)
-	require.NoError(t, err)
-	defer b.Free()
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
+	b := mockrt.Alloc(t, d, 1<<16)
+	s := mockrt.Stream(t, d)
 	qd := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, GroupSize: 64, M: 8, N: 2, K: 128}
 	qo := matmul.QuantOperands{W: b, Scales: b, Biases: b, X: b, Y: b}
 	require.NoError(t, matmul.Quant(s, qd, qo))

@@ -159,9 +159,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			o.Deadline = time.Now().Add(left / time.Duration(len(cfgs)-i))
 		}
 		if _, err := servebench.Sweep(d, o); err != nil {
-			fmt.Fprintf(stderr, "gpurt-servebench: %v\n", err)
+			status = fs.Fail(err)
 			emit(map[string]any{"kind": "error", "model": strings.TrimSpace(names[i]), "error": err.Error()})
-			status = cli.ExitError
 		}
 		if ps, ok := inspect.DevicePool(d); ok {
 			emit(map[string]any{"kind": "pool", "stats": ps, "fragmentation": ps.Fragmentation()})

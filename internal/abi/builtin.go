@@ -11,6 +11,14 @@ type BuiltinKernel struct {
 	Params []int32 // the parameters' kinds (Arg*), in order
 }
 
+// ArgKindNames name the header's GPURT_ARG_* kinds (Arg*) as the core's
+// messages and inspect.Kernel's Param.Kind give them.
+var ArgKindNames = map[int32]string{
+	ArgBuffer: "buffer", ArgI8: "i8", ArgI16: "i16", ArgI32: "i32", ArgI64: "i64",
+	ArgU8: "u8", ArgU16: "u16", ArgU32: "u32", ArgU64: "u64", ArgF16: "f16",
+	ArgBF16: "bf16", ArgF32: "f32", ArgF64: "f64", ArgAny: "any",
+}
+
 // BuiltinTypes are the element types of the typed built-in kernels, with
 // their name suffix and the argument kind of a T value.
 var BuiltinTypes = []struct {

@@ -166,7 +166,7 @@ func (p *Plugin) Unsupported(op string, s Slot) error {
 	if p.Minor >= slotInfo[s].minor {
 		why = "the plugin left the slot NULL"
 	}
-	return NewError(CodeUnsupported, 0, fmt.Sprintf("%s is unsupported by this plugin (ABI %d.%d; %s): %s", slotInfo[s].name, p.Major, p.Minor, why, p.Path), op, p.Backend)
+	return NewError(abi.ErrUnsupported, 0, fmt.Sprintf("%s is unsupported by this plugin (ABI %d.%d; %s): %s", slotInfo[s].name, p.Major, p.Minor, why, p.Path), op, p.Backend)
 }
 
 // Negotiate calls a plugin's entry (GPURT_ENTRY_SYMBOL, at address entry)

@@ -9,25 +9,9 @@ import (
 	"github.com/metrale/gpurt/internal/abi"
 )
 
-// Code is a GPURT_ERR_* value.
+// Code is a GPURT_ERR_* value: one of the header's error codes, which
+// internal/abi names (abi.ErrUnsupported, ...).
 type Code int32
-
-// The codes, as in gpurt.h.
-const (
-	CodeInvalidArgument    Code = abi.ErrInvalidArgument
-	CodeInvalidHandle      Code = abi.ErrInvalidHandle
-	CodeOutOfRange         Code = abi.ErrOutOfRange
-	CodeOutOfMemory        Code = abi.ErrOutOfMemory
-	CodeNotFound           Code = abi.ErrNotFound
-	CodeUnsupported        Code = abi.ErrUnsupported
-	CodeUnavailable        Code = abi.ErrUnavailable
-	CodeDeviceLost         Code = abi.ErrDeviceLost
-	CodeLaunchFailed       Code = abi.ErrLaunchFailed
-	CodeNotReady           Code = abi.ErrNotReady
-	CodeABIMismatch        Code = abi.ErrABIMismatch
-	CodeInternal           Code = abi.ErrInternal
-	CodeFailedPrecondition Code = abi.ErrFailedPrecondition
-)
 
 func (c Code) String() string {
 	if s := abi.ErrorName(int32(c)); s != "" && c != 0 {
@@ -47,8 +31,8 @@ var (
 )
 
 var sentinels = func() map[Code]error {
-	m := map[Code]error{CodeInvalidHandle: ErrInvalidHandle, CodeUnsupported: ErrUnsupported,
-		CodeABIMismatch: ErrABI, CodeInternal: ErrInternal}
+	m := map[Code]error{abi.ErrInvalidHandle: ErrInvalidHandle, abi.ErrUnsupported: ErrUnsupported,
+		abi.ErrABIMismatch: ErrABI, abi.ErrInternal: ErrInternal}
 	for _, c := range abi.ErrorCodes {
 		if m[Code(c.Code)] == nil {
 			m[Code(c.Code)] = errors.New("gpurt: " + c.Name)

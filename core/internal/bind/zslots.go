@@ -427,7 +427,7 @@ func (p *Plugin) Submit(op string, slot Slot, rt abi.Runtime, s abi.Stream, obj 
 	case SlotAttentionRun:
 		return p.AttentionRun(op, rt, s, abi.Attention(obj), (*abi.AttentionRunArgs)(args))
 	}
-	return NewError(CodeInternal, 0, fmt.Sprintf("slot %d is not a stream operation", slot), op, p.Backend)
+	return NewError(abi.ErrInternal, 0, fmt.Sprintf("slot %d is not a stream operation", slot), op, p.Backend)
 }
 
 // ErrorGet calls gpurt_api.error_get (ABI 1.0; its contract is the comment

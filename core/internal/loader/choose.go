@@ -93,7 +93,7 @@ func Choose(opts Options) (*Report, *bind.Plugin, error) {
 	// A plugin file the program named must load: never test another one
 	// in its place.
 	if err := explicitFailure(rep, cands); err != nil {
-		log.Debug("no backend chosen", "summary", rep.Summary())
+		log.Debug("no backend chosen", "summary", summary(rep))
 		return rep, nil, err
 	}
 
@@ -131,7 +131,7 @@ func Choose(opts Options) (*Report, *bind.Plugin, error) {
 				msg += fmt.Sprintf(": no libgpurt_%s%s found", req, pluginExt())
 			}
 		}
-		log.Debug("no backend chosen", "summary", rep.Summary())
+		log.Debug("no backend chosen", "summary", summary(rep))
 		return rep, nil, failure(req, from, rep, msg)
 	}
 
@@ -229,7 +229,7 @@ func explicitFailure(rep *Report, cands []*cand) error {
 	}
 	finish(rep, cands)
 	msg := fmt.Sprintf("gpurt: plugin file given in %s cannot be used: %s", originPaths, strings.Join(names, "; "))
-	return &Error{Kind: ErrBackendUnavailable, Msg: msg + "; " + rep.Summary(), Report: rep}
+	return &Error{Kind: ErrBackendUnavailable, Msg: msg + "; " + summary(rep), Report: rep}
 }
 
 // admit applies the decisions that need no loading: not requested,
@@ -274,7 +274,7 @@ func failure(req, from string, rep *Report, msg string) error {
 	if req != "auto" {
 		kind = ErrBackendUnavailable
 	}
-	return &Error{Kind: kind, Msg: msg + "; " + rep.Summary(), Report: rep}
+	return &Error{Kind: kind, Msg: msg + "; " + summary(rep), Report: rep}
 }
 
 // gpuWarned holds the warnings warnGPUPassedOver already gave in this

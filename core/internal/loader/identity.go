@@ -4,6 +4,7 @@ package loader
 
 import (
 	"fmt"
+	"os"
 	"sync"
 )
 
@@ -44,4 +45,19 @@ func rememberLoaded(real string, id fileID) {
 	if _, ok := loaded.m[real]; !ok {
 		loaded.m[real] = id
 	}
+}
+
+// statOpened is how pinFile starts on every platform, given what opening
+// the file returned: the refusal when it could not be opened, or when its
+// information could not be read (f is closed then); else that information.
+func statOpened(f *os.File, err error) (os.FileInfo, *refusal) {
+	if err != nil {
+		return nil, &refusal{"cannot open file", err.Error()}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, &refusal{"cannot read file", err.Error()}
+	}
+	return fi, nil
 }

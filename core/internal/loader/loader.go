@@ -44,6 +44,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/metrale/gpurt/core/diag"
 )
 
 // Sentinels matched with errors.Is on the error Choose returns.
@@ -109,55 +111,24 @@ type Options struct {
 // that the array it sizes is on the heap and never moves during a call.
 var probeCapacity = 16
 
-// State is where a candidate ended.
-type State string
+// The report's types are core/diag's, which core returns as they are
+// (the isolated probe's child writes a Candidate as JSON, the probe cache
+// keeps it): where a candidate ended, a device a plugin's probe reported,
+// one plugin file looked at, and everything Choose looked at and decided.
+type (
+	State     = diag.CandidateState
+	Device    = diag.ProbedDevice
+	Candidate = diag.Candidate
+	Report    = diag.Report
+)
 
 // The four states.
 const (
-	StateSelected  State = "selected"  // the plugin Choose returned
-	StateAvailable State = "available" // could run here, not chosen
-	StateSkipped   State = "skipped"   // not tried, or not applicable here (Reason says which)
-	StateFailed    State = "failed"    // broken or refused (Reason, and Detail where there is one)
+	StateSelected  = diag.StateSelected  // the plugin Choose returned
+	StateAvailable = diag.StateAvailable // could run here, not chosen
+	StateSkipped   = diag.StateSkipped   // not tried, or not applicable here (Reason says which)
+	StateFailed    = diag.StateFailed    // broken or refused (Reason, and Detail where there is one)
 )
-
-// Device is one device a plugin's probe reported.
-type Device struct {
-	Index               int    `json:"index"`
-	Name                string `json:"name"`
-	Vendor              string `json:"vendor"`
-	Arch                string `json:"arch"`
-	PCIBusID            string `json:"pci_bus_id"`
-	DriverVersion       string `json:"driver_version"`
-	MemoryTotal         uint64 `json:"memory_total"`
-	MemoryFree          uint64 `json:"memory_free"`
-	ComputeMajor        int    `json:"compute_major"`
-	ComputeMinor        int    `json:"compute_minor"`
-	MultiprocessorCount int    `json:"multiprocessor_count"`
-	Flags               uint32 `json:"flags"`
-}
-
-// Candidate is one plugin file the loader looked at.
-type Candidate struct {
-	Path     string   `json:"path"`     // absolute path as found (before symlinks)
-	Backend  string   `json:"backend"`  // from the file name, then from plugin_info
-	Version  string   `json:"version"`  // the plugin's own version ("" if not loaded)
-	ABI      string   `json:"abi"`      // "major.minor" the plugin speaks ("" if not negotiated)
-	Priority int32    `json:"priority"` // from plugin_info (0 if not loaded)
-	Score    int32    `json:"score"`    // from probe (0 if not probed)
-	State    State    `json:"state"`
-	Reason   string   `json:"reason"` // one line: why this state
-	Detail   string   `json:"detail"` // more: dlerror text, the probe's own message, dependencies
-	Devices  []Device `json:"devices"`
-}
-
-// Report is everything Choose looked at and decided.
-type Report struct {
-	Requested  string      `json:"requested"` // "auto" or a backend name (or the unknown value)
-	Searched   []string    `json:"searched"`  // folders (and explicit files) looked at, in order
-	Candidates []Candidate `json:"candidates"`
-	Selected   string      `json:"selected"` // path of the chosen plugin, "" if none
-	Backend    string      `json:"backend"`  // backend of the chosen plugin, "" if none
-}
 
 // Error is the error Choose returns: it wraps one of the sentinels and
 // carries the whole report.
@@ -172,9 +143,9 @@ func (e *Error) Error() string { return e.Msg }
 // Unwrap returns the sentinel.
 func (e *Error) Unwrap() error { return e.Kind }
 
-// Summary lists every candidate's state and reason and every folder
+// summary lists every candidate's state and reason and every folder
 // searched, one clause each, for error messages.
-func (r *Report) Summary() string {
+func summary(r *Report) string {
 	var b strings.Builder
 	if len(r.Candidates) == 0 {
 		b.WriteString("no plugin files found")

@@ -13,13 +13,9 @@ import (
 // (platformOK is false), so the file is only format-checked through it.
 func pinFile(c *cand) *refusal {
 	f, err := os.Open(c.real)
-	if err != nil {
-		return &refusal{"cannot open file", err.Error()}
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return &refusal{"cannot read file", err.Error()}
+	fi, r := statOpened(f, err)
+	if r != nil {
+		return r
 	}
 	if now := identityOf(fi); !fi.Mode().IsRegular() || now != c.ident {
 		_ = f.Close()

@@ -47,13 +47,9 @@ import (
 // checks that what it opened is the regular file the path checks passed.
 func pinFile(c *cand) *refusal {
 	f, err := os.OpenFile(c.real, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return &refusal{"cannot open file", err.Error()}
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return &refusal{"cannot read file", err.Error()}
+	fi, r := statOpened(f, err)
+	if r != nil {
+		return r
 	}
 	if !fi.Mode().IsRegular() {
 		_ = f.Close()

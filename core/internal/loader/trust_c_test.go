@@ -43,28 +43,37 @@ func normalize(s string) string {
 	return modeRE.ReplaceAllString(strings.TrimPrefix(s, "refused: "), "")
 }
 
+// eachTrustCase runs check, as a subtest, on the plugin path of each
+// layout of trustCases with the Go loader's verdict on it: the resolved
+// path, or the refusal.
+func eachTrustCase(t *testing.T, check func(t *testing.T, path, goReal string, r *refusal)) {
+	for _, tc := range trustCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			_, path := tc.setup(t)
+			goReal, _, r := trustedFile(path)
+			check(t, path, goReal, r)
+		})
+	}
+}
+
 // TestTrustedFileInC: the C helper agrees with the Go loader on every
 // layout of TestWholePathChecked: the same verdict, the same resolved path,
 // the same component named for the same cause.
 func TestTrustedFileInC(t *testing.T) {
 	bin := buildPathCheck(t)
-	for _, tc := range trustCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			_, path := tc.setup(t)
-			goReal, _, r := trustedFile(path)
-			out, err := exec.Command(bin, path).Output()
-			require.NoError(t, err)
-			verdict, text, ok := strings.Cut(strings.TrimSuffix(string(out), "\n"), "\t")
-			require.True(t, ok, "%q", out)
-			if r == nil {
-				assert.Equal(t, "ok", verdict, text)
-				assert.Equal(t, goReal, text)
-				return
-			}
-			assert.Equal(t, "refused", verdict)
-			assert.Equal(t, normalize(r.reason), normalize(text))
-		})
-	}
+	eachTrustCase(t, func(t *testing.T, path, goReal string, r *refusal) {
+		out, err := exec.Command(bin, path).Output()
+		require.NoError(t, err)
+		verdict, text, ok := strings.Cut(strings.TrimSuffix(string(out), "\n"), "\t")
+		require.True(t, ok, "%q", out)
+		if r == nil {
+			assert.Equal(t, "ok", verdict, text)
+			assert.Equal(t, goReal, text)
+			return
+		}
+		assert.Equal(t, "refused", verdict)
+		assert.Equal(t, normalize(r.reason), normalize(text))
+	})
 	t.Run("relative path", func(t *testing.T) {
 		out, err := exec.Command(bin, "libcublasLt.so.13").Output()
 		require.NoError(t, err)
@@ -86,27 +95,23 @@ func TestTrustedFileInC(t *testing.T) {
 // refused at once.
 func TestTrustedOpenInC(t *testing.T) {
 	bin := buildPathCheck(t)
-	for _, tc := range trustCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			_, path := tc.setup(t)
-			goReal, _, r := trustedFile(path)
-			out, err := exec.Command(bin, "--open", path).Output()
-			require.NoError(t, err)
-			f := strings.Split(strings.TrimSuffix(string(out), "\n"), "\t")
-			if r == nil {
-				require.Len(t, f, 3, "%q", out)
-				assert.Equal(t, "ok", f[0])
-				assert.Regexp(t, `^(/proc/self/fd|/dev/fd)/[0-9]+$`, f[1])
-				if runtime.GOOS == "linux" {
-					assert.Equal(t, goReal, f[2], "the descriptor names the checked file")
-				}
-				return
+	eachTrustCase(t, func(t *testing.T, path, goReal string, r *refusal) {
+		out, err := exec.Command(bin, "--open", path).Output()
+		require.NoError(t, err)
+		f := strings.Split(strings.TrimSuffix(string(out), "\n"), "\t")
+		if r == nil {
+			require.Len(t, f, 3, "%q", out)
+			assert.Equal(t, "ok", f[0])
+			assert.Regexp(t, `^(/proc/self/fd|/dev/fd)/[0-9]+$`, f[1])
+			if runtime.GOOS == "linux" {
+				assert.Equal(t, goReal, f[2], "the descriptor names the checked file")
 			}
-			require.Len(t, f, 2, "%q", out)
-			assert.Equal(t, "refused", f[0])
-			assert.Equal(t, normalize(r.reason), normalize(f[1]))
-		})
-	}
+			return
+		}
+		require.Len(t, f, 2, "%q", out)
+		assert.Equal(t, "refused", f[0])
+		assert.Equal(t, normalize(r.reason), normalize(f[1]))
+	})
 	t.Run("dlopen through the descriptor", func(t *testing.T) {
 		if runtime.GOOS != "linux" {
 			t.Skip("loading through /proc/self/fd is Linux's")

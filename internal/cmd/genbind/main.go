@@ -732,7 +732,7 @@ func emitSubmit(b *bytes.Buffer, h *Header, m *Mirror) error {
 		a, _ := streamOp(s, h, m)
 		pf("case Slot%s:\nreturn p.%s(op, rt, %s)\n", m.SlotField[s.Name], m.SlotField[s.Name], strings.Join(a, ", "))
 	}
-	pf("}\nreturn NewError(CodeInternal, 0, fmt.Sprintf(\"slot %%d is not a stream operation\", slot), op, p.Backend)\n}\n")
+	pf("}\nreturn NewError(abi.ErrInternal, 0, fmt.Sprintf(\"slot %%d is not a stream operation\", slot), op, p.Backend)\n}\n")
 	return nil
 }
 

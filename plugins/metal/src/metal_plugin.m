@@ -239,6 +239,4 @@ static const gp_backend metal_backend = {
 
 /* The entry: the engine's negotiation over Metal's table. No side effects:
  * no Metal call, no allocation, no output. */
-GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
-  return gp_engine_negotiate(args, &metal_backend);
-}
+GP_ENGINE_ENTRY(metal_backend)

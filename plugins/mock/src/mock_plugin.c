@@ -337,6 +337,4 @@ static const gp_backend mock_backend = {
 
 /* The entry: the engine's negotiation over the mock's table (no side
  * effects). */
-GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
-  return gp_engine_negotiate(args, &mock_backend);
-}
+GP_ENGINE_ENTRY(mock_backend)
