@@ -49,6 +49,9 @@ func attentionCases() []attnCase {
 		{name: "decode/bf16/nhd/p16/gqa4/d128/batch64", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 32, hk: 8, dim: 128, batch: 64, minKV: 1, maxKV: 48},
 		{name: "decode/f16/hnd/p16/gqa8/d256/softcap", kind: dec, dt: core.F16, layout: hnd, page: 16, hq: 16, hk: 2, dim: 256, batch: 2, minKV: 17, maxKV: 90, softCap: 30},
 		{name: "decode/bf16/nhd/p16/gqa5/d128/steps", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 10, hk: 2, dim: 128, batch: 4, minKV: 14, maxKV: 40, steps: 3},
+		// Many steps: most keep each request's page count (a CUDA plan then
+		// keeps the last schedule: the plan memo), some start a page.
+		{name: "decode/bf16/nhd/p16/gqa4/d128/steps20", kind: dec, dt: core.BF16, layout: nhd, page: 16, hq: 8, hk: 2, dim: 128, batch: 2, minKV: 1, maxKV: 30, steps: 20},
 		{name: "decode/f16/nhd/p1/gqa7/d64/scale", kind: dec, dt: core.F16, layout: nhd, page: 1, hq: 7, hk: 1, dim: 64, batch: 6, minKV: 1, maxKV: 33, smScale: 0.3},
 		{name: "prefill/f16/nhd/p16/gqa4/d128/causal", kind: pre, dt: core.F16, layout: nhd, page: 16, hq: 8, hk: 2, dim: 128, batch: 4, minKV: 1, maxKV: 120, maxQO: 40, causal: true},
 		{name: "prefill/bf16/hnd/p1/gqa7/d64", kind: pre, dt: core.BF16, layout: hnd, page: 1, hq: 14, hk: 2, dim: 64, batch: 3, minKV: 1, maxKV: 70, maxQO: 30},

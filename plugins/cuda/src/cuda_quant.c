@@ -428,12 +428,14 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
     const int pfe = qgemv_switches().pf;
     uint32_t pf = pfe >= 0 ? (uint32_t)pfe : QW_PF;
     void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &pf};
-    /* One 64-deep step a batch: the most warps the kernel takes, never
-     * more than batches; GPURT_CUDA_QGEMV_WARPS (up to that) fixes it. */
+    /* Batches of one 64-deep step (cuda_quant.cu's QW_U2, QW_U4). Warps
+     * as the GEMV's: the most the kernel takes while the grid is small,
+     * else 4 (several blocks per SM), never more than batches;
+     * GPURT_CUDA_QGEMV_WARPS (up to the most) fixes it. */
     const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, 64);
     const int force = qgemv_switches().warps;
     const uint32_t maxw = qw_maxw(nt);
-    uint64_t nw = force > 0 && (uint32_t)force <= maxw ? (uint64_t)force : maxw;
+    uint64_t nw = force > 0 && (uint32_t)force <= maxw ? (uint64_t)force : blocks < 256 ? maxw : 4;
     if (nw > batches) nw = batches;
     return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
   }

@@ -385,15 +385,23 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 
 // The skinny form, 8 < n <= 64 (batched decode): gpurt_qgemvw_<x>_<s>_t<NT>
 // (dequantizing, groups of 32) and gpurt_qgemvwf_<x>_<s>_t<NT> (factored),
-// NT = 2, 4, 8 n-tiles (n up to 16, 32, 64), n a parameter. One 64-deep
-// step a batch; at most 16 warps a block for NT = 2 (128 registers a
-// thread), 8 for 4 and 8 (their accumulators and x fragments take more).
-#define QGEMVW(XN, XT, SN, ST, NT, W)                                                                  \
+// NT = 2, 4, 8 n-tiles (n up to 16, 32, 64), n a parameter. QW_U<NT>
+// 64-deep steps a batch (NT = 8 and the factored form: one; two measured
+// no faster on the H200: 46.8 against 39.3 us at 14336 x 4096, n = 32); at most 16 warps a block for NT = 2
+// (128 registers a thread), 8 for 4 and 8 (their accumulators and x
+// fragments take more).
+#ifndef QW_U2
+#define QW_U2 1
+#endif
+#ifndef QW_U4
+#define QW_U4 1
+#endif
+#define QGEMVW(XN, XT, SN, ST, NT, W, U)                                                                \
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvw_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
                                        u32 n, u32 pf) {                                                \
-    qgemv_body<XT, ST, NT, 1, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf);                         \
+    qgemv_body<XT, ST, NT, U, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf);                         \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvwf_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,      \
@@ -401,7 +409,8 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
                                         u32 n, u32 pf) {                                               \
     qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf);                          \
   }
-#define QGEMVW_T(XN, XT, SN, ST) QGEMVW(XN, XT, SN, ST, 2, 16) QGEMVW(XN, XT, SN, ST, 4, 8) QGEMVW(XN, XT, SN, ST, 8, 8)
+#define QGEMVW_T(XN, XT, SN, ST)                                                                       \
+  QGEMVW(XN, XT, SN, ST, 2, 16, QW_U2) QGEMVW(XN, XT, SN, ST, 4, 8, QW_U4) QGEMVW(XN, XT, SN, ST, 8, 8, 1)
 
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
