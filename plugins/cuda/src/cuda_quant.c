@@ -370,6 +370,29 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   return e;
 }
 
+/* Launches a GEMV kernel (either form: the same parameters; the n <= 8
+ * kernels have n built in) over r's operands: QV_ROWS rows of W a block,
+ * k split among its warps in depth-deep batches: maxw warps while the grid
+ * is small (fewer than ~2 blocks per SM), else 4, never more than batches;
+ * GPURT_CUDA_QGEMV_WARPS (up to maxw) fixes it. pf: the prefetch distance
+ * unless GPURT_CUDA_QGEMV_PREFETCH says. */
+static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
+                                uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw) {
+  const gpurt_quant_matmul_args *a = &r->c.a;
+  const uint8_t *pw = (const uint8_t *)(uintptr_t)r->w.addr;
+  const uint16_t *ps = (const uint16_t *)(uintptr_t)r->scales.addr, *pb = (const uint16_t *)(uintptr_t)r->biases.addr;
+  const uint16_t *px = (const uint16_t *)(uintptr_t)r->x.addr;
+  uint16_t *py = (uint16_t *)(uintptr_t)r->y.addr;
+  uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gshift = log2u(a->group_size);
+  const qgemv_env sw = qgemv_switches();
+  if (sw.pf >= 0) pf = (uint32_t)sw.pf;
+  void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &pf};
+  const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, depth);
+  uint64_t nw = sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps : blocks < 256 ? maxw : 4;
+  if (nw > batches) nw = batches;
+  return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
+}
+
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
  * stream), only what the call would make lazily (the module's kernel, the
  * stream's scratch and workspace, cuBLASLt's handle), nothing enqueued:
@@ -391,23 +414,12 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
     snprintf(name, sizeof name, "gpurt_qgemv%s_%s_%s_n%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type), n);
     if ((e = quant_fn(rt, dev, (fac ? QV_GEMVF : QV_GEMV) + (xi * 2 + si) * 8 + (int)(n - 1), name, &f)) || warm)
       return e;
-    const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
-    const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
-    const uint16_t *px = (const uint16_t *)(uintptr_t)x;
-    uint16_t *py = (uint16_t *)(uintptr_t)y;
-    const int pfe = qgemv_switches().pf;
-    uint32_t pf = pfe >= 0 ? (uint32_t)pfe : QV_PF;
-    void *params[9] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &pf};
     /* The block's warps split k in 128-deep batches: 16 warps while the
      * grid is small (fewer than ~2 blocks per SM: more loads in flight per
      * SM), else 4 (four blocks per SM: at 14336 x 4096 on the H200 22.3 /
      * 22.8 us for n = 1 / 8 against 22.9 / 23.6 with 8 warps and 27.0 /
-     * 27.7 with 16, 2026-12-02 run14); never more warps than batches. */
-    const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, 128);
-    const int force = qgemv_switches().warps;
-    uint64_t nw = force > 0 ? (uint64_t)force : blocks < 256 ? QV_MAXW : 4;
-    if (nw > batches) nw = batches;
-    return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
+     * 27.7 with 16, 2026-12-02 run14). */
+    return gemv_launch(rt, st, f, name, r, n, QV_PF, 128, QV_MAXW);
   }
   if (n >= QMM_LT_MIN_N || (n >= qmm_min_n() && qmm_cutlass_takes(rt, dev, a, w, x, y)))
     return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
@@ -421,23 +433,11 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
     snprintf(name, sizeof name, "gpurt_qgemvw%s_%s_%s_t%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type),
              nt);
     if ((e = quant_fn(rt, dev, QV_GEMVW + ((xi * 2 + si) * 3 + (int)ti) * 2 + fac, name, &f)) || warm) return e;
-    const uint8_t *pw = (const uint8_t *)(uintptr_t)w;
-    const uint16_t *ps = (const uint16_t *)(uintptr_t)sc, *pb = (const uint16_t *)(uintptr_t)bi;
-    const uint16_t *px = (const uint16_t *)(uintptr_t)x;
-    uint16_t *py = (uint16_t *)(uintptr_t)y;
-    const int pfe = qgemv_switches().pf;
-    uint32_t pf = pfe >= 0 ? (uint32_t)pfe : QW_PF;
-    void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &pf};
-    /* Batches of one 64-deep step (cuda_quant.cu's QW_U2, QW_U4). Warps
-     * as the GEMV's: the most the kernel takes while the grid is small,
-     * else 4 (several blocks per SM), never more than batches;
-     * GPURT_CUDA_QGEMV_WARPS (up to the most) fixes it. */
-    const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, 64);
-    const int force = qgemv_switches().warps;
-    const uint32_t maxw = qw_maxw(nt);
-    uint64_t nw = force > 0 && (uint32_t)force <= maxw ? (uint64_t)force : blocks < 256 ? maxw : 4;
-    if (nw > batches) nw = batches;
-    return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
+    /* Batches of one 64-deep step (cuda_quant.cu's QW_U2, QW_U4); warps
+     * as the GEMV's, from 4 (several blocks per SM, large grids) to the
+     * most the kernel takes (measured: 32.5 against 38.7 us with 16 warps
+     * at 14336 x 4096, n = 16; bench/results/h200-2026-12-04c). */
+    return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt));
   }
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;
