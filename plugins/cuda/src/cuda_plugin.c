@@ -364,6 +364,4 @@ static const gp_backend cu_backend = {
 
 /* The entry: the engine's negotiation over the CUDA table (no side
  * effects). */
-GPURT_EXPORT int32_t gpurt_plugin_negotiate(gpurt_negotiate_args *args) {
-  return gp_engine_negotiate(args, &cu_backend);
-}
+GP_ENGINE_ENTRY(cu_backend)
