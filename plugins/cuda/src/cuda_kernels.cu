@@ -110,6 +110,17 @@ __device__ __forceinline__ u64 gpurt_rank_key(float v, u64 c) {
   return ((u64)u << 32) | (u64)(0xffffffffu - (unsigned)c);
 }
 
+// Row xr's greatest gpurt_rank_key (its column is 0xffffffff less the low
+// half), over the block's threads; sh: blockDim.x entries of shared memory.
+template <class T> __device__ u64 gpurt_row_best(const T *xr, u64 cols, u64 *sh) {
+  u64 best = 0;
+  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
+    u64 k = gpurt_rank_key(ld(xr[c]), c);
+    if (k > best) best = k;
+  }
+  return gpurt_block_max(best, sh);
+}
+
 template <typename T, bool LLAMA>
 __device__ void gpurt_rope(T *x, const int *pos, float theta, u64 tokens, u64 heads, u64 hd) {
   u64 half = hd / 2, per = heads * half, i = gpurt_index();
@@ -194,12 +205,7 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
   u64 r = blockIdx.x;
   if (r >= rows) return;
   const T *xr = x + r * cols;
-  u64 best = 0;
-  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
-    u64 k = gpurt_rank_key(ld(xr[c]), c);
-    if (k > best) best = k;
-  }
-  best = gpurt_block_max(best, shk);
+  u64 best = gpurt_row_best(xr, cols, shk);
   unsigned bi = 0xffffffffu - (unsigned)best;
   float mx = ld(xr[bi]);
   // A non-finite maximum (+Inf, or a row of -Inf and NaN only) leaves no

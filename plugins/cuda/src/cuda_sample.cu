@@ -115,12 +115,7 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
     __syncthreads(); // the penalised row is what every thread reads next
   }
   // 2. the order's maximum
-  u64 best = 0;
-  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
-    u64 k = gpurt_rank_key(ld(xr[c]), c);
-    if (k > best) best = k;
-  }
-  best = gpurt_block_max(best, shk);
+  u64 best = gpurt_row_best(xr, cols, shk);
   unsigned bi = 0xffffffffu - (unsigned)best;
   float mx = ld(xr[bi]);
   float lp = __uint_as_float(0x7fc00000u); // NaN: no finite maximum
