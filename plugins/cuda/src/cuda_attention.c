@@ -266,6 +266,22 @@ static int decode_group(uint32_t g) {
   return g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16;
 }
 
+/* GPURT_CUDA_DECODE_KERNEL=prefill (read once): decode objects over 16-bit
+ * pages run FlashInfer's prefill kernel with one query row a request, as
+ * group sizes its decode kernel lacks do (FlashInfer's use_tensor_cores
+ * decode: the group's query heads as rows of tensor-core tiles), for
+ * comparisons (scripts/gpu_attention.sh's bench_tc step). Its plans are
+ * not in CUDA-graph mode: a recorded run is checked against each replan
+ * as for those group sizes. */
+static int decode_on_prefill_kernel(void) {
+  static int v = -1; /* a race reads the environment twice, same answer */
+  if (v < 0) {
+    const char *e = getenv("GPURT_CUDA_DECODE_KERNEL");
+    v = e != NULL && strcmp(e, "prefill") == 0;
+  }
+  return v;
+}
+
 /* The engine checked the descriptor (gp_attention_desc_check). */
 gpurt_error *cu_attention_create(void *ctx, uint32_t dev, const gpurt_attention_desc *desc, void **out) {
   const char *w = "attention_create";
@@ -292,7 +308,8 @@ gpurt_error *cu_attention_create(void *ctx, uint32_t dev, const gpurt_attention_
       .dtype = gp_kv_qo_dtype(&d.layout), .layout = d.layout.layout, .head_dim = d.layout.head_dim,
       .num_qo_heads = d.num_qo_heads, .num_kv_heads = d.layout.num_kv_heads,
       .page_size = d.layout.page_size,
-      .prefill_kernel = d.kind == GPURT_ATTENTION_PREFILL || !decode_group(group),
+      .prefill_kernel = d.kind == GPURT_ATTENTION_PREFILL || !decode_group(group) ||
+                        (d.layout.dtype != GPURT_DTYPE_FP8_E4M3 && decode_on_prefill_kernel()),
       .causal = d.causal, .soft_cap = d.logits_soft_cap > 0,
       .sm_scale = (float)gp_attention_sm_scale(&d), .cap = (float)d.logits_soft_cap};
   a->memo = malloc(8 * ((size_t)d.max_batch_size + 1));
