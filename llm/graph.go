@@ -48,21 +48,24 @@ func (m *Model) decodeOps() []stepOp {
 			stepOp{fmt.Sprintf("layer %d mlp", l), lin, func(s *core.Stream) error { return m.partB(s, l, B) }})
 	}
 	hl := view(m.h, 0, 2*B*m.cfg.Hidden)
-	ops = append(ops, stepOp{"head", opKernels, func(s *core.Stream) error { return m.head(s, hl) }})
+	ops = append(ops, stepOp{"head", opKernels, func(s *core.Stream) error { return m.head(s, hl, B) }})
 	return ops
 }
 
-// graphKey is a batch-size bucket and whether the step samples (the pick
-// is a different kernel).
+// graphKey is a batch-size bucket, whether the step samples (the pick
+// is a different kernel) and whether it is a Paged step (over a kvpage
+// table's device arrays instead of the model's own).
 type graphKey struct {
 	batch   int
 	sampled bool
+	paged   bool
 }
 
 // stepGraph is a decode step captured for one batch size: one graph when
 // the plugin records every op of the step, else graphs of the stretches
 // between the ops it does not record, which run eagerly in between.
 type stepGraph struct {
+	bind     [5]core.Region // Paged: the step's device arrays it was captured over
 	segs     []stepSeg
 	launches int      // graph launches a step makes
 	broke    []string // the op kinds that broke the step's graph (sorted, distinct)
@@ -93,7 +96,7 @@ func (g *stepGraph) close() error {
 // record, which broke the step into segments. ok is false before the
 // step's graph was captured.
 func (m *Model) GraphInfo(sampled bool) (launches int, broke []string, ok bool) {
-	g := m.graphs[graphKey{m.batch, sampled}]
+	g := m.graphs[graphKey{batch: m.batch, sampled: sampled}]
 	if g == nil {
 		return 0, nil, false
 	}
@@ -133,18 +136,40 @@ func (m *Model) probe(op *stepOp) (bool, error) {
 // capturing them on first use: the step's ops and the pick, recorded in
 // stretches split at the ops the plugin does not record.
 func (m *Model) stepGraph(sp *Sampling) (*stepGraph, error) {
-	key := graphKey{m.batch, sp != nil}
+	key := graphKey{batch: m.batch, sampled: sp != nil}
 	if g := m.graphs[key]; g != nil {
 		return g, nil
 	}
-	ops := m.decodeOps()
+	g, err := m.captureStep(m.decodeOps(), sp, func(s *core.Stream) error { return m.pick(s, sp, 0, m.batch) })
+	if err != nil {
+		return nil, err
+	}
+	m.keepGraph(key, g)
+	return g, nil
+}
+
+// keepGraph stores g as key's graph (closing one it replaces).
+func (m *Model) keepGraph(key graphKey, g *stepGraph) {
+	if m.graphs == nil {
+		m.graphs = map[graphKey]*stepGraph{}
+	}
+	if old := m.graphs[key]; old != nil {
+		_ = old.close()
+	}
+	m.graphs[key] = g
+}
+
+// captureStep records ops and then pick (whose launch becomes the graph's
+// pick node: sampling sets its seed per step) in stretches split at the
+// ops the plugin does not record.
+func (m *Model) captureStep(ops []stepOp, sp *Sampling, pick func(s *core.Stream) error) (*stepGraph, error) {
 	g := &stepGraph{pickSeg: -1, pick: -1}
 	if sp != nil {
 		g.last = *sp
 	}
 	ops = append(ops, stepOp{"pick", opKernels, func(s *core.Stream) error {
 		g.pick = s.NextNode()
-		return m.pick(s, sp, 0)
+		return pick(s)
 	}})
 	broke := map[string]bool{}
 	var run []*stepOp
@@ -201,10 +226,6 @@ func (m *Model) stepGraph(sp *Sampling) (*stepGraph, error) {
 		g.broke = append(g.broke, k)
 	}
 	slices.Sort(g.broke)
-	if m.graphs == nil {
-		m.graphs = map[graphKey]*stepGraph{}
-	}
-	m.graphs[key] = g
 	return g, nil
 }
 

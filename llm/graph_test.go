@@ -119,7 +119,7 @@ func BenchmarkDecodeGraphHost(b *testing.B) {
 			ids := PromptTokens(c.Seed, batch, 1, c.Vocab)
 			_, err = m.Generate(rt, GenOptions{Prompt: ids, P: 1, Steps: 2, Graph: bc.graph})
 			require.NoError(b, err)
-			g := m.graphs[graphKey{batch, false}]
+			g := m.graphs[graphKey{batch: batch}]
 			if bc.graph {
 				require.NotNil(b, g)
 				require.Equal(b, 1, g.launches)

@@ -996,12 +996,13 @@ func (m *Model) embedTokens(s *core.Stream, T int) error {
 		core.ArgBuffer(sub(m.ids, 0, 4*T)), core.ArgScalar[uint64](uint64(T)), core.ArgScalar[uint64](uint64(H)), core.ArgScalar[uint64](uint64(V)))
 }
 
-// head: final norm of hl, f32 logits.
-func (m *Model) head(s *core.Stream, hl core.Region) error {
-	B, H, V := m.batch, m.cfg.Hidden, m.cfg.Vocab
-	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.F32, DType: core.F32, TransA: true, M: V, N: B, K: H}
-	err := firstErr(m.rmsnorm(s, m.xl, hl, m.finalNorm, B),
-		s.Gemm(d, core.GemmOperands{A: m.lm.w, B: m.xl, D: m.logits, Alpha: 1}))
+// head: final norm of the n rows of hl, their f32 logits.
+func (m *Model) head(s *core.Stream, hl core.Region, n int) error {
+	H, V := m.cfg.Hidden, m.cfg.Vocab
+	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.F32, DType: core.F32, TransA: true, M: V, N: n, K: H}
+	xl := view(m.xl, 0, 2*n*H)
+	err := firstErr(m.rmsnorm(s, xl, hl, m.finalNorm, n),
+		s.Gemm(d, core.GemmOperands{A: m.lm.w, B: xl, D: view(m.logits, 0, 4*n*V), Alpha: 1}))
 	if err != nil {
 		return fmt.Errorf("llm: head: %w", err)
 	}
@@ -1020,13 +1021,13 @@ type Sampling struct {
 
 // pick writes each request's next token into ids[0:batch]: the argmax, or
 // drawn with sp at the given step.
-func (m *Model) pick(s *core.Stream, sp *Sampling, step int) error {
-	B, V := m.batch, m.cfg.Vocab
-	ids := core.ArgBuffer(sub(m.ids, 0, 4*B))
+func (m *Model) pick(s *core.Stream, sp *Sampling, step, n int) error {
+	V := m.cfg.Vocab
+	ids := core.ArgBuffer(sub(m.ids, 0, 4*n))
 	if sp == nil {
-		return s.Launch(m.kArgmax, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(B)), core.ArgScalar[uint64](uint64(V)))
+		return s.Launch(m.kArgmax, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(n)), core.ArgScalar[uint64](uint64(V)))
 	}
-	return s.Launch(m.kSample, grid(B, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(B)), core.ArgScalar[uint64](uint64(V)),
+	return s.Launch(m.kSample, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(n)), core.ArgScalar[uint64](uint64(V)),
 		core.ArgScalar[uint64](uint64(sp.TopK)), core.ArgScalar[float32](sp.TopP), core.ArgScalar[float32](sp.Temperature), core.ArgScalar[uint64](sp.Seed+uint64(step)))
 }
 
@@ -1293,7 +1294,7 @@ func (m *Model) Prefill(prompts [][]int32, sp *Sampling) error {
 		err = s.CopyDevice(view(m.hl, 2*b*H, 2*H), view(m.h, 2*int(qo[b+1]-1)*H, 2*H))
 	}
 	if err == nil {
-		err = firstErr(m.head(s, m.hl), m.pick(s, sp, 0))
+		err = firstErr(m.head(s, view(m.hl, 0, 2*B*H), B), m.pick(s, sp, 0, B))
 	}
 	if err != nil {
 		return fmt.Errorf("llm: prefill: %w", err)
@@ -1375,7 +1376,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 			}
 		}
 		if err == nil {
-			err = m.pick(s, sp, step)
+			err = m.pick(s, sp, step, m.batch)
 		}
 	}
 	if err != nil {

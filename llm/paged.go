@@ -30,7 +30,18 @@ type Paged struct {
 	pos    []int32
 	gather []int32
 	out    []byte
+	graphs bool
 }
+
+// UseGraphs turns graph mode on or off for later steps. In graph mode a
+// step that only decodes (one row per request, every row sampled) replays
+// a graph captured for its batch size on first use (the model's graphs,
+// kept until Close: a batch-size bucket each), over the step's device
+// arrays, whose kvpage table must stay the same (another table's steps
+// capture again); the attention plan runs before it, outside the graph.
+// Other steps, and ops the plugin does not record, run eagerly. Tokens
+// are the same either way.
+func (p *Paged) UseGraphs(on bool) { p.graphs = on }
 
 // NewPaged makes m runnable by pages. The model must have a prefill
 // attention (Options.MaxPrompt above 1).
@@ -132,6 +143,20 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 	if prefill {
 		a = m.pre
 	}
+	if err == nil && p.graphs && !prefill && allRows(sample, T) {
+		err = a.Plan(s, st.Schedule(false))
+		var g *stepGraph
+		if err == nil {
+			g, err = p.graph(st, sp)
+		}
+		if err == nil {
+			err = g.launch(s, sp, step)
+		}
+		if err != nil {
+			return fmt.Errorf("llm: paged step (graph): %w", err)
+		}
+		return nil
+	}
 	if err == nil {
 		err = firstErr(a.Plan(s, st.Schedule(prefill)), m.embedTokens(s, T))
 	}
@@ -158,19 +183,80 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 	return nil
 }
 
+// allRows says whether sample is every row 0 .. T-1.
+func allRows(sample []int32, T int) bool {
+	if len(sample) != T {
+		return false
+	}
+	for i, r := range sample {
+		if int(r) != i {
+			return false
+		}
+	}
+	return true
+}
+
+// graph is the decode step's graph for st's batch, captured over st's
+// device arrays on first use, and again when a step's arrays are others.
+func (p *Paged) graph(st *kvpage.Step, sp *Sampling) (*stepGraph, error) {
+	m, B := p.m, st.Batch
+	key := graphKey{batch: B, sampled: sp != nil, paged: true}
+	bind := [5]core.Region{st.PageTable.Indptr, st.PageTable.Indices, st.PageTable.LastPageLen, st.BatchIndices, st.Positions}
+	if g := m.graphs[key]; g != nil && g.bind == bind {
+		return g, nil
+	}
+	lin := opKernels
+	if m.cfg.Int8 {
+		lin = opQuant
+	}
+	// The step's values are read at capture only for the device arrays'
+	// addresses: a copy keeps them (st is the caller's).
+	cs := *st
+	H, L := m.cfg.Hidden, m.cfg.Layers
+	ops := make([]stepOp, 0, 4*L+2)
+	ops = append(ops, stepOp{"embed", opKernels, func(s *core.Stream) error { return m.embedTokens(s, B) }})
+	for l := 0; l < L; l++ {
+		ops = append(ops,
+			stepOp{fmt.Sprintf("layer %d qkv", l), lin, func(s *core.Stream) error { return m.partA(s, l, B) }},
+			stepOp{fmt.Sprintf("layer %d kv_append", l), opKVAppend, func(s *core.Stream) error { return p.appendKV(s, &cs, l, B) }},
+			stepOp{fmt.Sprintf("layer %d attention_run", l), opAttention, func(s *core.Stream) error { return p.run(s, m.dec, &cs, l, B, false) }},
+			stepOp{fmt.Sprintf("layer %d mlp", l), lin, func(s *core.Stream) error { return m.partB(s, l, B) }})
+	}
+	ops = append(ops, stepOp{"head", opKernels, func(s *core.Stream) error { return m.head(s, view(m.h, 0, 2*B*H), B) }})
+	g, err := m.captureStep(ops, sp, func(s *core.Stream) error { return m.pick(s, sp, 0, B) })
+	if err != nil {
+		return nil, err
+	}
+	g.bind = bind
+	m.keepGraph(key, g)
+	return g, nil
+}
+
 // attend appends the layer's new K/V rows to the pages and runs the
 // step's attention.
 func (p *Paged) attend(s *core.Stream, a *attention.Attention, st *kvpage.Step, l, T int, prefill bool) error {
+	return firstErr(p.appendKV(s, st, l, T), p.run(s, a, st, l, T, prefill))
+}
+
+// appendKV appends the layer's T new K/V rows to st's pages.
+func (p *Paged) appendKV(s *core.Stream, st *kvpage.Step, l, T int) error {
+	_, k, v := p.m.qkv(T)
+	if err := p.m.layers[l].cache.Append(s, st.PageTable, st.Batch, st.KVRows(k, v)); err != nil {
+		return fmt.Errorf("llm: layer %d kv append: %w", l, err)
+	}
+	return nil
+}
+
+// run runs the layer's attention of st's T query rows.
+func (p *Paged) run(s *core.Stream, a *attention.Attention, st *kvpage.Step, l, T int, prefill bool) error {
 	m := p.m
-	c, L := &m.cfg, &m.layers[l]
-	Q := c.Heads * c.HeadDim()
-	q, k, v := m.qkv(T)
-	rows := st.KVRows(k, v)
+	Q := m.cfg.Heads * m.cfg.HeadDim()
+	q, _, _ := m.qkv(T)
 	ops := attention.Operands{Q: q, O: view(m.o, 0, 2*T*Q), Pages: st.PageTable}
 	if prefill {
 		ops.QOIndptr = st.QOIndptr
 	}
-	if err := firstErr(L.cache.Append(s, st.PageTable, st.Batch, rows), a.Run(s, L.cache, ops)); err != nil {
+	if err := a.Run(s, m.layers[l].cache, ops); err != nil {
 		return fmt.Errorf("llm: layer %d attention: %w", l, err)
 	}
 	return nil
@@ -180,19 +266,7 @@ func (p *Paged) attend(s *core.Stream, a *attention.Attention, st *kvpage.Step, 
 // next tokens into ids[0:n].
 func (p *Paged) head(s *core.Stream, n int, sp *Sampling, step int) error {
 	m := p.m
-	H, V := m.cfg.Hidden, m.cfg.Vocab
-	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.F32, DType: core.F32, TransA: true, M: V, N: n, K: H}
-	err := firstErr(m.rmsnorm(s, view(m.xl, 0, 2*n*H), view(m.hl, 0, 2*n*H), m.finalNorm, n),
-		s.Gemm(d, core.GemmOperands{A: m.lm.w, B: view(m.xl, 0, 2*n*H), D: view(m.logits, 0, 4*n*V), Alpha: 1}))
-	if err != nil {
-		return fmt.Errorf("llm: head: %w", err)
-	}
-	ids := core.ArgBuffer(sub(m.ids, 0, 4*n))
-	if sp == nil {
-		return s.Launch(m.kArgmax, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(n)), core.ArgScalar[uint64](uint64(V)))
-	}
-	return s.Launch(m.kSample, grid(n, rowBlock(V)), ids, core.ArgBuffer(m.logits), core.ArgScalar[uint64](uint64(n)), core.ArgScalar[uint64](uint64(V)),
-		core.ArgScalar[uint64](uint64(sp.TopK)), core.ArgScalar[float32](sp.TopP), core.ArgScalar[float32](sp.Temperature), core.ArgScalar[uint64](sp.Seed+uint64(step)))
+	return firstErr(m.head(s, view(m.hl, 0, 2*n*m.cfg.Hidden), n), m.pick(s, sp, step, n))
 }
 
 // Tokens waits for the last step and writes its len(dst) picked tokens

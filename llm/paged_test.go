@@ -90,3 +90,88 @@ func TestPagedChecks(t *testing.T) {
 	require.NoError(t, p.Tokens(got))
 	assert.True(t, got[0] >= 0 && int(got[0]) < tinyConfig().Vocab)
 }
+
+// pagedRun prefills two requests, decodes steps tokens each (the second
+// request leaves after two, so the batch drops to 1), in graph mode or
+// eagerly, and returns every step's tokens. The pages come from a fresh
+// allocator each run; tab is reused, as a server does.
+func pagedRun(t *testing.T, p *Paged, tab *kvpage.Table, graphs bool, sp *Sampling, steps int) [][]int32 {
+	t.Helper()
+	p.UseGraphs(graphs)
+	a, err := kvpage.New(kvpage.Config{NumPages: p.NumPages(), PageSize: p.PageSize(), MaxRequests: 2})
+	require.NoError(t, err)
+	prompts := [][]int32{{1, 2, 3, 4, 5}, {6, 7, 8}}
+	ids := make([]kvpage.ReqID, len(prompts))
+	require.NoError(t, tab.Begin())
+	var rows []int32
+	for i, pr := range prompts {
+		ids[i], _, err = a.Join(pr)
+		require.NoError(t, err)
+		_, _, err = a.Append(ids[i], pr)
+		require.NoError(t, err)
+		_, err = tab.Add(a, ids[i], len(pr))
+		require.NoError(t, err)
+		rows = append(rows, pr...)
+	}
+	st, err := tab.Upload(p.Stream())
+	require.NoError(t, err)
+	require.NoError(t, p.Step(&st, rows, []int32{4, 7}, sp, 0))
+	last := make([]int32, 2)
+	require.NoError(t, p.Tokens(last))
+	out := [][]int32{append([]int32(nil), last...)}
+	live := ids
+	for k := 1; k <= steps; k++ {
+		if k == 3 {
+			require.NoError(t, a.Leave(live[1]))
+			live, last = live[:1], last[:1]
+		}
+		require.NoError(t, tab.Begin())
+		sample := make([]int32, len(live))
+		for i, id := range live {
+			_, _, err = a.Append(id, last[i:i+1])
+			require.NoError(t, err)
+			_, err = tab.Add(a, id, 1)
+			require.NoError(t, err)
+			sample[i] = int32(i)
+		}
+		st, err := tab.Upload(p.Stream())
+		require.NoError(t, err)
+		require.NoError(t, p.Step(&st, append([]int32(nil), last...), sample, sp, k))
+		got := make([]int32, len(live))
+		require.NoError(t, p.Tokens(got))
+		out = append(out, got)
+		last = got
+	}
+	return out
+}
+
+// Graph mode replays the decode-only steps as graphs (one per batch size
+// and pick) and picks the same tokens as eager steps, greedy and sampled;
+// a table with other device arrays captures again.
+func TestPagedGraphsMatchEager(t *testing.T) {
+	_, d := openMock(t)
+	m, err := NewModel(d, tinyConfig(), 2, 32, 8)
+	require.NoError(t, err)
+	defer m.Close()
+	p, err := NewPaged(m)
+	require.NoError(t, err)
+	tab, err := kvpage.NewTable(d, kvpage.TableConfig{MaxBatch: 2, MaxPages: p.NumPages(), MaxRows: p.MaxRows()})
+	require.NoError(t, err)
+	defer tab.Close()
+	for _, sp := range []*Sampling{nil, {TopK: 5, TopP: 0.9, Temperature: 0.8, Seed: 7}} {
+		eager := pagedRun(t, p, tab, false, sp, 6)
+		graph := pagedRun(t, p, tab, true, sp, 6)
+		assert.Equal(t, eager, graph, "sampled=%v", sp != nil)
+		for _, b := range []int{1, 2} {
+			g := m.graphs[graphKey{batch: b, sampled: sp != nil, paged: true}]
+			require.NotNil(t, g, "batch %d: no graph captured", b)
+			assert.Equal(t, 1, g.launches, "batch %d: the mock records the whole step", b)
+		}
+	}
+	tab2, err := kvpage.NewTable(d, kvpage.TableConfig{MaxBatch: 2, MaxPages: p.NumPages(), MaxRows: p.MaxRows()})
+	require.NoError(t, err)
+	defer tab2.Close()
+	old := m.graphs[graphKey{batch: 1, paged: true}]
+	assert.Equal(t, pagedRun(t, p, tab, false, nil, 4), pagedRun(t, p, tab2, true, nil, 4))
+	assert.NotSame(t, old, m.graphs[graphKey{batch: 1, paged: true}], "another table's arrays: captured again")
+}

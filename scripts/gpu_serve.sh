@@ -27,6 +27,7 @@
 #
 # Knobs: TOTAL (480), REQUESTS (1000), SWEEP_REQUESTS (300), FRACTIONS
 # (1.25,1,0.75,0.5,0.25), SERVE_FLAGS (more gpurt-servebench flags, e.g.
+# "-graph": decode-only steps replayed as graphs, one per batch size; or
 # "-max-batch 256 -token-budget 4096"), PYTHON (python3), SKIP (step names),
 # PRESETS ("1b 8b"), BACKEND (cuda) and PLUGIN (build/libgpurt_cuda.so): to
 # try the script without a GPU, BACKEND=mock PLUGIN=build/libgpurt_mock.so

@@ -142,6 +142,9 @@ type ServerOptions struct {
 	// KVTokens is the KV cache's capacity in tokens, over all requests
 	// (rounded up to MaxBatch requests of whole pages).
 	KVTokens int
+	// Graphs replays the decode-only steps as graphs, one captured per
+	// batch size (llm.Paged.UseGraphs); other steps run eagerly.
+	Graphs bool
 }
 
 // Check reports the first bad option.
@@ -186,6 +189,7 @@ func NewServer(d *core.Device, o ServerOptions) (*Server, error) {
 		sv.Close()
 		return nil, err
 	}
+	sv.p.UseGraphs(o.Graphs)
 	sv.timing = true
 	for i := range sv.ev {
 		if sv.ev[i], err = d.NewEvent(true); err != nil {
@@ -252,6 +256,7 @@ type Result struct {
 	KVTokens        int     `json:"kv_tokens"`
 	TokenBudget     int     `json:"token_budget"`
 	MaxBatch        int     `json:"max_batch"`
+	Graphs          bool    `json:"graphs"` // decode-only steps replayed as graphs
 	Pages           int     `json:"kv_pages"`
 	PagesFreeAtEnd  int     `json:"kv_pages_free_at_end"`
 	LiveAtEnd       int     `json:"live_requests_at_end"`
@@ -296,7 +301,7 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 	ttft := make([]float64, 0, n)
 	tpot := make([]float64, 0, n)
 	res := &Result{Kind: "serve", Model: modelName(cfg), Rate: load.Options.Rate, Requests: n, KVTokens: o.KVTokens,
-		TokenBudget: o.TokenBudget, MaxBatch: o.MaxBatch, Pages: p.NumPages(), BandwidthGBps: bandwidth, BandwidthHow: how,
+		TokenBudget: o.TokenBudget, MaxBatch: o.MaxBatch, Graphs: o.Graphs, Pages: p.NumPages(), BandwidthGBps: bandwidth, BandwidthHow: how,
 		Outputs: make([][]int32, n)}
 	var (
 		ids, rows, sampled []int32

@@ -80,9 +80,11 @@ func TestServeOnMock(t *testing.T) {
 		load            *Load
 		kvTokens, chunk int
 		preempt         bool
-	}{{"roomy", load, 1024, 16, false}, {"tight burst", burst, 192, 8, true}} {
+		graphs          bool
+	}{{"roomy", load, 1024, 16, false, false}, {"tight burst", burst, 192, 8, true, false},
+		{"roomy graphs", load, 1024, 16, false, true}, {"tight burst graphs", burst, 192, 8, true, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			sv, err := NewServer(d, ServerOptions{Model: tiny(), TokenBudget: 24, MaxBatch: 4, ChunkSize: c.chunk, KVTokens: c.kvTokens})
+			sv, err := NewServer(d, ServerOptions{Model: tiny(), TokenBudget: 24, MaxBatch: 4, ChunkSize: c.chunk, KVTokens: c.kvTokens, Graphs: c.graphs})
 			require.NoError(t, err)
 			defer sv.Close()
 			res, err := sv.Run(c.load, 0, "")
