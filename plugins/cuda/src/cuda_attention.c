@@ -270,9 +270,8 @@ static int decode_group(uint32_t g) {
  * pages run FlashInfer's prefill kernel with one query row a request, as
  * group sizes its decode kernel lacks do (FlashInfer's use_tensor_cores
  * decode: the group's query heads as rows of tensor-core tiles), for
- * comparisons (scripts/gpu_attention.sh's bench_tc step). Its plans are
- * not in CUDA-graph mode: a recorded run is checked against each replan
- * as for those group sizes. */
+ * comparisons (scripts/gpu_attention.sh's bench_tc step). Its runs are
+ * not recorded in graphs, as for those group sizes (recordable). */
 static int decode_on_prefill_kernel(void) {
   static int v = -1; /* a race reads the environment twice, same answer */
   if (v < 0) {
@@ -492,8 +491,10 @@ static gpurt_error *recordable(const cu_attn *a, const char *w) {
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the attention object runs FlashInfer's prefill kernel (%s); this plugin "
                   "records in a graph the decode attention on FlashInfer's decode kernel only (group sizes 1, 2, 3, "
                   "4, 6, 8, 16): run it eagerly between graphs", w,
-                  a->d.kind == GPURT_ATTENTION_PREFILL ? "a prefill object" : "a decode group size its decode "
-                  "kernel lacks");
+                  a->d.kind == GPURT_ATTENTION_PREFILL ? "a prefill object"
+                  : decode_group(a->d.num_qo_heads / a->d.layout.num_kv_heads)
+                      ? "GPURT_CUDA_DECODE_KERNEL=prefill"
+                      : "a decode group size its decode kernel lacks");
   return NULL;
 }
 
