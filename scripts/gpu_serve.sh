@@ -18,6 +18,8 @@
 #              (highest first; points that would pass the step's deadline are
 #              skipped with a "skip" line)
 #   serve_8b   the same, 8B (token budget 1024), with what is left
+#   serve_<p>_graph  with MODES="eager graph": the same with -graph (the
+#              decode-only steps replayed as graphs, one per batch size)
 #   report     serve.md: one table row per (model, rate) from the JSON lines
 # Results in $OUT (default build/gpu_serve): serve_1b.jsonl, serve_8b.jsonl,
 # serve.jsonl (both, and the bandwidth line), serve.md, the logs, steps.txt.
@@ -27,8 +29,8 @@
 #
 # Knobs: TOTAL (480), REQUESTS (1000), SWEEP_REQUESTS (300), FRACTIONS
 # (1.25,1,0.75,0.5,0.25), SERVE_FLAGS (more gpurt-servebench flags, e.g.
-# "-graph": decode-only steps replayed as graphs, one per batch size; or
-# "-max-batch 256 -token-budget 4096"), PYTHON (python3), SKIP (step names),
+# "-max-batch 256 -token-budget 4096"), MODES (eager; "eager graph": each
+# preset also with -graph, in the same run), PYTHON (python3), SKIP (step names),
 # PRESETS ("1b 8b"), BACKEND (cuda) and PLUGIN (build/libgpurt_cuda.so): to
 # try the script without a GPU, BACKEND=mock PLUGIN=build/libgpurt_mock.so
 # PRESETS=tiny SKIP=bandwidth SERVE_FLAGS="-prompt 5-40 -output 2-9 -shared 48
@@ -67,30 +69,38 @@ preset_flags() {
   local v="FLAGS_$1"
   if [ -n "${!v+x}" ]; then echo "${!v}"; elif [ "$1" = 8b ]; then echo "-token-budget 1024"; fi
 }
-serve() { # serve PRESET SECONDS
-  local p=$1 secs=$2
-  case "$skip" in *" serve_$p "*) return 0 ;; esac
+serve() { # serve PRESET MODE SECONDS: MODE eager, or graph (-graph)
+  local p=$1 mode=$2 secs=$3 name=serve_$1 g=""
+  [ "$mode" = graph ] && name=serve_${p}_graph && g=-graph
+  case "$skip" in *" $name "*) return 0 ;; esac
   # shellcheck disable=SC2086 # SERVE_FLAGS are words
-  step "serve_$p" $((secs + 30)) build/gpurt-servebench -plugin-path "$plugin" -backend "$backend" -preset "$p" \
+  step "$name" $((secs + 30)) build/gpurt-servebench -plugin-path "$plugin" -backend "$backend" -preset "$p" \
     -requests "$requests" -sweep-requests "$sweep" -fractions "$fractions" -deadline "$secs" \
-    -hbm-gbps "$gbps" -hbm-how "$how" -json "$out/serve_$p.jsonl" $(preset_flags "$p") ${SERVE_FLAGS:-}
+    -hbm-gbps "$gbps" -hbm-how "$how" -json "$out/$name.jsonl" $(preset_flags "$p") $g ${SERVE_FLAGS:-}
+  cat "$out/$name.jsonl" >>"$out/serve.jsonl" 2>/dev/null
 }
-# Each preset's share of what is left (less the report's 45 s): a third
-# when another follows (1B, the faster, first), the last one all of the
-# rest. Per preset flags: FLAGS_<preset> (8B: a token budget of 1024, so
-# a mixed step's prefill keeps the time per output token near the 50 ms
-# goal; 2048 elsewhere).
-# shellcheck disable=SC2086 # the presets are words
-set -- $presets
+# The runs, each preset in each of MODES (default eager; "eager graph"
+# runs both, the decode-only steps replayed as graphs in the second), share
+# what is left (less the report's 45 s) by weight: 2 for the 8B, 1 for
+# the others (1B, the faster, first), the last run all of the rest. Per
+# preset flags: FLAGS_<preset> (8B: a token budget of 1024, so a mixed
+# step's prefill keeps the time per output token near the 50 ms goal; 2048
+# elsewhere).
+weight() { if [ "$1" = 8b ]; then echo 2; else echo 1; fi; }
+jobs=()
+for p in $presets; do
+  for mode in ${MODES:-eager}; do jobs+=("$p $mode"); done
+done
 : >"$out/serve.jsonl"
 cat "$out/bandwidth.jsonl" >>"$out/serve.jsonl" 2>/dev/null
-while [ $# -gt 0 ]; do
+for i in "${!jobs[@]}"; do
+  read -r p mode <<<"${jobs[$i]}"
   l=$(( $(budget_left) - 45 ))
-  if [ $# -gt 1 ]; then secs=$(( l / 3 )); else secs=$l; fi
-  [ "$secs" -ge 20 ] || { echo "== [serve_$1] not run: ${secs}s left" | tee -a "$out/steps.txt"; failed=1; shift; continue; }
-  serve "$1" "$secs"
-  cat "$out/serve_$1.jsonl" >>"$out/serve.jsonl" 2>/dev/null
-  shift
+  wsum=0
+  for j in "${jobs[@]:$i}"; do wsum=$((wsum + $(weight "${j%% *}"))); done
+  secs=$(( l * $(weight "$p") / wsum ))
+  [ "$secs" -ge 20 ] || { echo "== [serve_$p $mode] not run: ${secs}s left" | tee -a "$out/steps.txt"; failed=1; continue; }
+  serve "$p" "$mode" "$secs"
 done
 case "$skip" in *" report "*) ;; *)
 step report 20 "$py" - "$out/serve.jsonl" "$out/serve.md" <<'PY'
@@ -111,7 +121,7 @@ with open(sys.argv[2], "w") as f:
     for r in rows:
         rate = "all at once" if r["rate"] == 0 else "%.2f" % r["rate"]
         f.write("| %s | %s | %d | %.0f | %.0f / %.0f | %.1f / %.1f | %.3f | %.3f | %d (%.1f) | %.0f / %.0f | %.2f / %.2f | %d | %.2f |\n" % (
-            r["model"], rate, r["requests"], r["output_tokens_per_s"], r["ttft"]["p50_ms"], r["ttft"]["p99_ms"],
+            r["model"] + (" (graphs)" if r.get("graphs") else ""), rate, r["requests"], r["output_tokens_per_s"], r["ttft"]["p50_ms"], r["ttft"]["p99_ms"],
             r["tpot"]["p50_ms"], r["tpot"]["p99_ms"], r["prefix_hit_rate"], r["shared_prefill_skipped"],
             r["decode_steps"], r["decode_batch_mean"], r["decode_gbps"], r["decode_gpu_gbps"],
             r["decode_bw_share"], r["decode_gpu_bw_share"], r["preemptions"], r.get("host_ms_per_step", 0)))

@@ -156,7 +156,8 @@ func TestLoadLlamaSummaries(t *testing.T) {
 }
 
 // serveSample is made-up gpurt-servebench output: notes, an offline run
-// (rate 0, left out), two models at two rates each.
+// (rate 0, left out), two models at two rates each, one of them again with
+// graphs (a line of its own).
 const serveSample = `{"kind":"env","backend":"cuda"}
 {"kind":"serve","model":"1b","rate":0,"output_tokens_per_s":9000,"tpot":{"p50_ms":20,"p99_ms":90}}
 {"kind":"serve","model":"1b","rate":10,"output_tokens_per_s":2700,"tpot":{"p50_ms":8,"p99_ms":12}}
@@ -164,13 +165,16 @@ const serveSample = `{"kind":"env","backend":"cuda"}
 {"kind":"serve","model":"8b","rate":3,"output_tokens_per_s":800,"tpot":{"p50_ms":14,"p99_ms":21}}
 {"kind":"skip","model":"8b","rate":1,"reason":"deadline"}
 {"kind":"serve","model":"8b","rate":9,"output_tokens_per_s":2300,"tpot":{"p50_ms":30,"p99_ms":75}}
+{"kind":"serve","model":"8b","graphs":true,"rate":9,"output_tokens_per_s":2500,"tpot":{"p50_ms":27,"p99_ms":60}}
 `
 
 func TestServePlot(t *testing.T) {
 	rows, err := loadServe("sample", strings.NewReader(serveSample))
 	require.NoError(t, err)
-	require.Len(t, rows, 4, "the rate-0 run and the notes are left out")
+	require.Len(t, rows, 5, "the rate-0 run and the notes are left out")
 	assert.Equal(t, 75.0, rows[3].TPOT.P99)
+	assert.True(t, rows[4].Graphs)
+	assert.False(t, rows[3].Graphs)
 
 	dir := t.TempDir()
 	in := filepath.Join(dir, "serve.jsonl")

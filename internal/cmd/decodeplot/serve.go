@@ -22,6 +22,7 @@ import (
 type serveRow struct {
 	Kind       string  `json:"kind"`
 	Model      string  `json:"model"`
+	Graphs     bool    `json:"graphs"` // decode-only steps replayed as graphs: a line of its own
 	Rate       float64 `json:"rate"`
 	TokensPerS float64 `json:"output_tokens_per_s"`
 	TPOT       struct {
@@ -50,7 +51,7 @@ func loadServe(name string, r io.Reader) ([]serveRow, error) {
 }
 
 // renderServe draws, side by side, output tokens/s and p99 time per
-// output token over the arrival rate, one line per model (the runs with
+// output token over the arrival rate, one line per model and mode (the runs with
 // every request at once, rate 0, have no rate and are left out), with the
 // issue's 50 ms p99 goal dashed; PNG bytes.
 func renderServe(rows []serveRow, title string) ([]byte, error) {
@@ -59,7 +60,11 @@ func renderServe(rows []serveRow, title string) ([]byte, error) {
 	}
 	byModel := map[string][]serveRow{}
 	for _, r := range rows {
-		byModel[r.Model] = append(byModel[r.Model], r)
+		m := r.Model
+		if r.Graphs {
+			m += " (graphs)"
+		}
+		byModel[m] = append(byModel[m], r)
 	}
 	models := make([]string, 0, len(byModel))
 	for m := range byModel {
