@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	budget := fs.Int("token-budget", 2048, "new rows (tokens) per step")
 	maxBatch := fs.Int("max-batch", 128, "requests per step (and running at once)")
 	chunk := fs.Int("chunk", 512, "prompt tokens of one request per step (0: the token budget)")
-	graph := fs.Bool("graph", false, "replay the decode-only steps as graphs, one captured per batch size")
+	graph := fs.Bool("graph", false, "replay the decode-only steps as graphs, one captured per batch size on its first use (inside the timed run: the offline run, first, meets most sizes)")
 	kvTokens := fs.Int("kv-tokens", 0, "KV cache tokens (0: max-batch requests of the mean length x 1.25, within the pool budget)")
 	hbm := fs.Float64("hbm-gbps", 0, "read bandwidth to compare with, GB/s (0: measure a device copy in this run)")
 	how := fs.String("hbm-how", "", "how -hbm-gbps was measured (copied into the results)")
