@@ -147,10 +147,21 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 		err = a.Plan(s, st.Schedule(false))
 		var g *stepGraph
 		if err == nil {
-			g, err = p.graph(st, sp)
+			g, err = p.graph(st, sp, false)
 		}
 		if err == nil {
 			err = g.launch(s, sp, step)
+		}
+		if errors.Is(err, core.ErrFailedPrecondition) {
+			// A plan at another batch size outgrew the attention's
+			// workspace, whose addresses the graph baked in: the plugin
+			// refused that graph's replay before enqueueing it. The step
+			// recomputes everything from the embedding (segments that ran
+			// before write what they will write again), so it is captured
+			// again and run whole, once.
+			if g, err = p.graph(st, sp, true); err == nil {
+				err = g.launch(s, sp, step)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("llm: paged step (graph): %w", err)
@@ -197,12 +208,13 @@ func allRows(sample []int32, T int) bool {
 }
 
 // graph is the decode step's graph for st's batch, captured over st's
-// device arrays on first use, and again when a step's arrays are others.
-func (p *Paged) graph(st *kvpage.Step, sp *Sampling) (*stepGraph, error) {
+// device arrays on first use, and again when a step's arrays are others
+// or when fresh.
+func (p *Paged) graph(st *kvpage.Step, sp *Sampling, fresh bool) (*stepGraph, error) {
 	m, B := p.m, st.Batch
 	key := graphKey{batch: B, sampled: sp != nil, paged: true}
 	bind := [5]core.Region{st.PageTable.Indptr, st.PageTable.Indices, st.PageTable.LastPageLen, st.BatchIndices, st.Positions}
-	if g := m.graphs[key]; g != nil && g.bind == bind {
+	if g := m.graphs[key]; g != nil && g.bind == bind && !fresh {
 		return g, nil
 	}
 	lin := opKernels
