@@ -133,11 +133,11 @@ func (m *Model) probe(op *stepOp) (bool, error) {
 }
 
 // stepGraph returns the decode step's graphs at the current batch,
-// capturing them on first use: the step's ops and the pick, recorded in
-// stretches split at the ops the plugin does not record.
-func (m *Model) stepGraph(sp *Sampling) (*stepGraph, error) {
+// capturing them on first use (or when fresh): the step's ops and the
+// pick, recorded in stretches split at the ops the plugin does not record.
+func (m *Model) stepGraph(sp *Sampling, fresh bool) (*stepGraph, error) {
 	key := graphKey{batch: m.batch, sampled: sp != nil}
-	if g := m.graphs[key]; g != nil {
+	if g := m.graphs[key]; g != nil && !fresh {
 		return g, nil
 	}
 	g, err := m.captureStep(m.decodeOps(), sp, func(s *core.Stream) error { return m.pick(s, sp, 0, m.batch) })

@@ -1366,8 +1366,16 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	}
 	if err == nil && graph {
 		var g *stepGraph
-		if g, err = m.stepGraph(sp); err == nil {
+		if g, err = m.stepGraph(sp, false); err == nil {
 			err = g.launch(s, sp, step)
+		}
+		if errors.Is(err, core.ErrFailedPrecondition) {
+			// The attention's workspace was reallocated since the capture
+			// (a plan at another batch needed more): captured again and
+			// run whole, once (as Paged's graph steps).
+			if g, err = m.stepGraph(sp, true); err == nil {
+				err = g.launch(s, sp, step)
+			}
 		}
 	} else if err == nil {
 		for _, op := range m.decodeOps() {
