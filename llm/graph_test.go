@@ -199,3 +199,22 @@ func TestProbeRecordable(t *testing.T) {
 		})
 	}
 }
+
+// A replayed decode step allocates nothing once its graph is captured:
+// staging, plan and launch (an eager step boxes its operand views).
+func TestGraphDecodeAllocs(t *testing.T) {
+	_, d := openMock(t)
+	m, err := NewModel(d, tinyConfig(), 2, 32, 4)
+	require.NoError(t, err)
+	defer m.Close()
+	step := 0
+	decode := func() {
+		if step%8 == 0 { // the cache holds 32 tokens a request
+			require.NoError(t, m.SetBatch(2))
+		}
+		require.NoError(t, m.Decode([]int32{1, 2}, true, nil, step))
+		step++
+	}
+	decode() // captures the graph
+	assert.Zero(t, testing.AllocsPerRun(10, decode))
+}
