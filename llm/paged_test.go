@@ -91,6 +91,28 @@ func TestPagedChecks(t *testing.T) {
 	assert.True(t, got[0] >= 0 && int(got[0]) < tinyConfig().Vocab)
 }
 
+// newPagedEnv is a tiny model of two requests of 32 tokens (prompts of up
+// to 8) on the mock, its Paged and a page table, closed at the test's end.
+func newPagedEnv(t *testing.T) (*Model, *Paged, *kvpage.Table) {
+	t.Helper()
+	_, d := openMock(t)
+	m, err := NewModel(d, tinyConfig(), 2, 32, 8)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	p, err := NewPaged(m)
+	require.NoError(t, err)
+	return m, p, newPagedTable(t, p)
+}
+
+// newPagedTable is a page table for p's model, closed at the test's end.
+func newPagedTable(t *testing.T, p *Paged) *kvpage.Table {
+	t.Helper()
+	tab, err := kvpage.NewTable(p.m.dev, kvpage.TableConfig{MaxBatch: 2, MaxPages: p.NumPages(), MaxRows: p.MaxRows()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tab.Close() })
+	return tab
+}
+
 // pagedRun prefills two requests, decodes steps tokens each (the second
 // request leaves after two, so the batch drops to 1), in graph mode or
 // eagerly, and returns every step's tokens. The pages come from a fresh
@@ -149,15 +171,7 @@ func pagedRun(t *testing.T, p *Paged, tab *kvpage.Table, graphs bool, sp *Sampli
 // and pick) and picks the same tokens as eager steps, greedy and sampled;
 // a table with other device arrays captures again.
 func TestPagedGraphsMatchEager(t *testing.T) {
-	_, d := openMock(t)
-	m, err := NewModel(d, tinyConfig(), 2, 32, 8)
-	require.NoError(t, err)
-	defer m.Close()
-	p, err := NewPaged(m)
-	require.NoError(t, err)
-	tab, err := kvpage.NewTable(d, kvpage.TableConfig{MaxBatch: 2, MaxPages: p.NumPages(), MaxRows: p.MaxRows()})
-	require.NoError(t, err)
-	defer tab.Close()
+	m, p, tab := newPagedEnv(t)
 	for _, sp := range []*Sampling{nil, {TopK: 5, TopP: 0.9, Temperature: 0.8, Seed: 7}} {
 		eager := pagedRun(t, p, tab, false, sp, 6)
 		graph := pagedRun(t, p, tab, true, sp, 6)
@@ -168,9 +182,7 @@ func TestPagedGraphsMatchEager(t *testing.T) {
 			assert.Equal(t, 1, g.launches, "batch %d: the mock records the whole step", b)
 		}
 	}
-	tab2, err := kvpage.NewTable(d, kvpage.TableConfig{MaxBatch: 2, MaxPages: p.NumPages(), MaxRows: p.MaxRows()})
-	require.NoError(t, err)
-	defer tab2.Close()
+	tab2 := newPagedTable(t, p)
 	old := m.graphs[graphKey{batch: 1, paged: true}]
 	assert.Equal(t, pagedRun(t, p, tab, false, nil, 4), pagedRun(t, p, tab2, true, nil, 4))
 	assert.NotSame(t, old, m.graphs[graphKey{batch: 1, paged: true}], "another table's arrays: captured again")
@@ -180,15 +192,7 @@ func TestPagedGraphsMatchEager(t *testing.T) {
 // (staging, plan, replay). (An eager step boxes its operand views: about
 // 30 small allocations a step on the tiny model.)
 func TestPagedStepAllocs(t *testing.T) {
-	_, d := openMock(t)
-	m, err := NewModel(d, tinyConfig(), 2, 32, 8)
-	require.NoError(t, err)
-	defer m.Close()
-	p, err := NewPaged(m)
-	require.NoError(t, err)
-	tab, err := kvpage.NewTable(d, kvpage.TableConfig{MaxBatch: 2, MaxPages: p.NumPages(), MaxRows: p.MaxRows()})
-	require.NoError(t, err)
-	defer tab.Close()
+	_, p, tab := newPagedEnv(t)
 	a, err := kvpage.New(kvpage.Config{NumPages: p.NumPages(), PageSize: p.PageSize(), MaxRequests: 2})
 	require.NoError(t, err)
 	var ids [2]kvpage.ReqID
