@@ -56,16 +56,17 @@ func (m *Model) decodeOps() []stepOp {
 // is a different kernel) and whether it is a Paged step (over a kvpage
 // table's device arrays instead of the model's own).
 type graphKey struct {
-	batch   int
-	sampled bool
-	paged   bool
+	batch    int
+	sampled  bool
+	paged    bool
+	rowsHist int // Paged.StepRows: the params' history slots + 1 (0: not per-row)
 }
 
 // stepGraph is a decode step captured for one batch size: one graph when
 // the plugin records every op of the step, else graphs of the stretches
 // between the ops it does not record, which run eagerly in between.
 type stepGraph struct {
-	bind     [5]core.Region // Paged: the step's device arrays it was captured over
+	bind     [6]core.Region // Paged: the step's device arrays (and StepRows' params) it was captured over
 	segs     []stepSeg
 	launches int      // graph launches a step makes
 	broke    []string // the op kinds that broke the step's graph (sorted, distinct)

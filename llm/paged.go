@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/kvpage"
+	"github.com/metrale/gpurt/sampling"
 )
 
 // Paged runs a Model's steps over KV pages that the caller allocates
@@ -20,7 +22,9 @@ import (
 // pages index the model's KV caches (Caches): NumPages of PageSize tokens.
 // A step of one row per request runs the decode attention, any other the
 // causal prefill attention (a decode row is a one-row prefill). A step's
-// Sample rows get their next token (Tokens reads them).
+// Sample rows get their next token (Tokens reads them): greedy or with one
+// Sampling (Step), or each with its own parameters (StepRows, with
+// Logprobs). Close frees what StepRows made.
 //
 // Paged does not use the Model's own request lengths: do not mix Prefill,
 // Decode or Generate with Paged steps on one model. Used from one
@@ -31,6 +35,12 @@ type Paged struct {
 	gather []int32
 	out    []byte
 	graphs bool
+	// StepRows: sample_rows_f32, the params' device buffer and their
+	// pinned staging (made on first use, grown to the largest batch).
+	sampler *sampling.Sampler
+	params  *core.Buffer
+	pstage  *rowStage
+	drawn   int // the rows the last step drew through StepRows (0: it did not)
 }
 
 // UseGraphs turns graph mode on or off for later steps. In graph mode a
@@ -78,9 +88,39 @@ func (p *Paged) MaxBatch() int { return p.m.capBatch }
 // row order, sample the rows (ascending, at most MaxBatch) whose logits
 // pick a token (none: a step of prompt chunks only): greedy when sp is
 // nil, else drawn with sp at seed step (one Sampling for the step;
-// per-request sampling plugs in here once the sampler takes per-row
-// parameters).
+// StepRows takes parameters per request).
 func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step int) error {
+	return p.step(st, ids, sample, picker{sp: sp, step: step})
+}
+
+// StepRows is Step with per-request sampling (issue 26): row i of params
+// (one row per sampled row, over the model's vocabulary) draws sample[i]'s
+// token with its own temperature, top-k, top-p, min-p, penalties over its
+// history, and Philox seed and offset (the caller advances the offsets);
+// sample_rows_f32 (ABI 1.8) applies the penalties to the logits. Tokens
+// reads the tokens and Logprobs their log-probabilities. In graph mode the
+// params are uploaded before the replay and the draw is in the graph.
+func (p *Paged) StepRows(st *kvpage.Step, ids, sample []int32, params *sampling.Batch) error {
+	switch {
+	case params == nil:
+		return errors.New("llm: paged: nil sampling params (Step draws without per-request parameters)")
+	case params.Rows() != len(sample):
+		return fmt.Errorf("llm: paged: sampling params of %d rows for %d sampled rows", params.Rows(), len(sample))
+	case params.Vocab() != p.m.cfg.Vocab:
+		return fmt.Errorf("llm: paged: sampling params over a vocabulary of %d, the model's is %d", params.Vocab(), p.m.cfg.Vocab)
+	}
+	return p.step(st, ids, sample, picker{rows: params})
+}
+
+// picker is how a step's sampled rows get their tokens: one Sampling (sp,
+// nil: greedy) at seed step, or parameters per request (rows).
+type picker struct {
+	sp   *Sampling
+	step int
+	rows *sampling.Batch
+}
+
+func (p *Paged) step(st *kvpage.Step, ids, sample []int32, pk picker) error {
 	m, s := p.m, p.m.s
 	if st == nil {
 		return errors.New("llm: paged: nil step")
@@ -139,6 +179,10 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 	if err == nil {
 		err = stg.end(s)
 	}
+	p.drawn = 0
+	if err == nil && pk.rows != nil {
+		err = p.putParams(s, pk.rows)
+	}
 	a := m.dec
 	if prefill {
 		a = m.pre
@@ -147,10 +191,10 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 		err = a.Plan(s, st.Schedule(false))
 		var g *stepGraph
 		if err == nil {
-			g, err = p.graph(st, sp, false)
+			g, err = p.graph(st, pk, false)
 		}
 		if err == nil {
-			err = g.launch(s, sp, step)
+			err = g.launch(s, pk.sp, pk.step)
 		}
 		if errors.Is(err, core.ErrFailedPrecondition) {
 			// A plan at another batch size outgrew the attention's
@@ -159,12 +203,15 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 			// recomputes everything from the embedding (segments that ran
 			// before write what they will write again), so it is captured
 			// again and run whole, once.
-			if g, err = p.graph(st, sp, true); err == nil {
-				err = g.launch(s, sp, step)
+			if g, err = p.graph(st, pk, true); err == nil {
+				err = g.launch(s, pk.sp, pk.step)
 			}
 		}
 		if err != nil {
 			return fmt.Errorf("llm: paged step (graph): %w", err)
+		}
+		if pk.rows != nil {
+			p.drawn = T
 		}
 		return nil
 	}
@@ -186,10 +233,13 @@ func (p *Paged) Step(st *kvpage.Step, ids, sample []int32, sp *Sampling, step in
 		i = j
 	}
 	if err == nil && n > 0 {
-		err = p.head(s, n, sp, step)
+		err = firstErr(m.head(s, view(m.hl, 0, 2*n*H), n), p.pick(s, pk, n))
 	}
 	if err != nil {
 		return fmt.Errorf("llm: paged step: %w", err)
+	}
+	if pk.rows != nil {
+		p.drawn = n
 	}
 	return nil
 }
@@ -210,10 +260,14 @@ func allRows(sample []int32, T int) bool {
 // graph is the decode step's graph for st's batch, captured over st's
 // device arrays on first use, and again when a step's arrays are others
 // or when fresh.
-func (p *Paged) graph(st *kvpage.Step, sp *Sampling, fresh bool) (*stepGraph, error) {
+func (p *Paged) graph(st *kvpage.Step, pk picker, fresh bool) (*stepGraph, error) {
 	m, B := p.m, st.Batch
-	key := graphKey{batch: B, sampled: sp != nil, paged: true}
-	bind := [5]core.Region{st.PageTable.Indptr, st.PageTable.Indices, st.PageTable.LastPageLen, st.BatchIndices, st.Positions}
+	key := graphKey{batch: B, sampled: pk.sp != nil, paged: true}
+	bind := [6]core.Region{st.PageTable.Indptr, st.PageTable.Indices, st.PageTable.LastPageLen, st.BatchIndices, st.Positions}
+	if pk.rows != nil {
+		key.rowsHist = pk.rows.Hist() + 1
+		bind[5] = p.params
+	}
 	if g := m.graphs[key]; g != nil && g.bind == bind && !fresh {
 		return g, nil
 	}
@@ -235,7 +289,8 @@ func (p *Paged) graph(st *kvpage.Step, sp *Sampling, fresh bool) (*stepGraph, er
 			stepOp{fmt.Sprintf("layer %d mlp", l), lin, func(s *core.Stream) error { return m.partB(s, l, B) }})
 	}
 	ops = append(ops, stepOp{"head", opKernels, func(s *core.Stream) error { return m.head(s, view(m.h, 0, 2*B*H), B) }})
-	g, err := m.captureStep(ops, sp, func(s *core.Stream) error { return m.pick(s, sp, 0, B) })
+	pk.step = 0 // the seed is set per replay
+	g, err := m.captureStep(ops, pk.sp, func(s *core.Stream) error { return p.pick(s, pk, B) })
 	if err != nil {
 		return nil, err
 	}
@@ -274,11 +329,145 @@ func (p *Paged) run(s *core.Stream, a *attention.Attention, st *kvpage.Step, l, 
 	return nil
 }
 
-// head: the final norm and the logits of the n gathered rows, and their
-// next tokens into ids[0:n].
-func (p *Paged) head(s *core.Stream, n int, sp *Sampling, step int) error {
+// pick writes the next tokens of the n rows of logits into ids[0:n]:
+// m.pick's argmax or draw, or (StepRows) sample_rows_f32 over the uploaded
+// params, whose log-probabilities follow the tokens in ids.
+func (p *Paged) pick(s *core.Stream, pk picker, n int) error {
 	m := p.m
-	return firstErr(m.head(s, view(m.hl, 0, 2*n*m.cfg.Hidden), n), m.pick(s, sp, step, n))
+	if pk.rows == nil {
+		return m.pick(s, pk.sp, pk.step, n)
+	}
+	V, h := m.cfg.Vocab, pk.rows.Hist()
+	return p.sampler.Sample(s, sub(m.ids, 0, sampling.OutBytes(n)), view(m.logits, 0, 4*n*V),
+		view(p.params, 0, sampling.ParamsBytes(n, h)), n, V, h)
+}
+
+// putParams uploads b's bytes to the params buffer on s (the sampler and
+// the buffers made, or grown, first).
+func (p *Paged) putParams(s *core.Stream, b *sampling.Batch) error {
+	m := p.m
+	if sampling.OutBytes(b.Rows()) > m.ids.Len() {
+		return fmt.Errorf("llm: paged: %d sampled rows' tokens and logprobs exceed the token buffer", b.Rows())
+	}
+	if p.sampler == nil {
+		sm, err := sampling.NewSampler(m.dev, core.F32)
+		if err != nil {
+			return fmt.Errorf("llm: paged: %w", err)
+		}
+		p.sampler = sm
+	}
+	need := len(b.Bytes())
+	if p.params == nil || p.params.Len() < need {
+		// A larger history or batch than before: the stream's earlier
+		// steps may still read the old buffer.
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		if p.params != nil {
+			_ = p.params.Free()
+			p.params = nil
+		}
+		buf, err := m.dev.Alloc(sampling.ParamsBytes(m.capBatch, b.Hist()))
+		if err != nil {
+			return fmt.Errorf("llm: paged: sampling params buffer: %w", err)
+		}
+		p.params = buf
+		p.pstage.close()
+		if p.pstage, err = newRowStage(m, buf.Len()); err != nil {
+			return err
+		}
+	}
+	return p.pstage.put(s, view(p.params, 0, need), b.Bytes())
+}
+
+// Logprobs waits for the last step and writes the log-probabilities of
+// its first len(dst) drawn tokens to dst; the last step must have been a
+// StepRows.
+func (p *Paged) Logprobs(dst []float32) error {
+	m, n := p.m, p.drawn
+	switch {
+	case n == 0:
+		return errors.New("llm: paged: the last step drew no tokens with per-request parameters (StepRows)")
+	case len(dst) == 0 || len(dst) > n:
+		return fmt.Errorf("llm: paged: %d logprobs asked (1 to the %d rows drawn)", len(dst), n)
+	}
+	raw := p.out[:4*len(dst)]
+	if err := firstErr(m.s.Synchronize(), core.CopyToHost(raw, sub(m.ids, 4*n, 4*len(dst)))); err != nil {
+		return err
+	}
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return nil
+}
+
+// Close frees what StepRows made (the model's own buffers are the
+// model's); the Paged is not used after.
+func (p *Paged) Close() {
+	if p.params != nil {
+		_ = p.m.s.Synchronize()
+		_ = p.params.Free()
+		p.params = nil
+	}
+	p.pstage.close()
+	p.pstage = nil
+}
+
+// rowStage is pinned staging for the params: two halves, a step writing
+// the half whose copy two steps back is done (an event).
+type rowStage struct {
+	hs   *core.HostBuffer
+	half int
+	cur  int
+	ev   [2]*core.Event
+	used [2]bool
+}
+
+func newRowStage(m *Model, half int) (*rowStage, error) {
+	hs, err := m.rt.AllocHost(2 * half)
+	if err != nil {
+		return nil, fmt.Errorf("llm: paged: sampling params staging: %w", err)
+	}
+	r := &rowStage{hs: hs, half: half}
+	for i := range r.ev {
+		if r.ev[i], err = m.dev.NewEvent(false); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *rowStage) close() {
+	if r == nil {
+		return
+	}
+	for _, e := range r.ev {
+		if e != nil {
+			_ = e.Close()
+		}
+	}
+	_ = r.hs.Free()
+}
+
+// put copies b into the next half and enqueues its upload to dst on s.
+func (r *rowStage) put(s *core.Stream, dst core.Region, b []byte) error {
+	r.cur ^= 1
+	if r.used[r.cur] {
+		if err := r.ev[r.cur].Synchronize(); err != nil {
+			return err
+		}
+	}
+	pv, err := r.hs.View(r.cur*r.half, len(b))
+	if err != nil {
+		return err
+	}
+	copy(pv.Bytes(), b)
+	if err := s.CopyFromPinned(dst, pv); err != nil {
+		return err
+	}
+	r.used[r.cur] = true
+	return r.ev[r.cur].Record(s)
 }
 
 // Tokens waits for the last step and writes its len(dst) picked tokens

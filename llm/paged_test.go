@@ -3,12 +3,15 @@
 package llm
 
 import (
+	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/kvpage"
+	"github.com/metrale/gpurt/sampling"
 )
 
 // WeightBytes, the bytes a decode step reads, is every tensor the model
@@ -118,6 +121,14 @@ func newPagedTable(t *testing.T, p *Paged) *kvpage.Table {
 // eagerly, and returns every step's tokens. The pages come from a fresh
 // allocator each run; tab is reused, as a server does.
 func pagedRun(t *testing.T, p *Paged, tab *kvpage.Table, graphs bool, sp *Sampling, steps int) [][]int32 {
+	return pagedRunWith(t, p, tab, graphs, steps, func(st *kvpage.Step, ids, sample []int32, k int) error {
+		return p.Step(st, ids, sample, sp, k)
+	})
+}
+
+// pagedRunWith is pagedRun with draw running each step (k: the step).
+func pagedRunWith(t *testing.T, p *Paged, tab *kvpage.Table, graphs bool, steps int,
+	draw func(st *kvpage.Step, ids, sample []int32, k int) error) [][]int32 {
 	t.Helper()
 	p.UseGraphs(graphs)
 	a, err := kvpage.New(kvpage.Config{NumPages: p.NumPages(), PageSize: p.PageSize(), MaxRequests: 2})
@@ -137,7 +148,7 @@ func pagedRun(t *testing.T, p *Paged, tab *kvpage.Table, graphs bool, sp *Sampli
 	}
 	st, err := tab.Upload(p.Stream())
 	require.NoError(t, err)
-	require.NoError(t, p.Step(&st, rows, []int32{4, 7}, sp, 0))
+	require.NoError(t, draw(&st, rows, []int32{4, 7}, 0))
 	last := make([]int32, 2)
 	require.NoError(t, p.Tokens(last))
 	out := [][]int32{append([]int32(nil), last...)}
@@ -158,7 +169,7 @@ func pagedRun(t *testing.T, p *Paged, tab *kvpage.Table, graphs bool, sp *Sampli
 		}
 		st, err := tab.Upload(p.Stream())
 		require.NoError(t, err)
-		require.NoError(t, p.Step(&st, append([]int32(nil), last...), sample, sp, k))
+		require.NoError(t, draw(&st, append([]int32(nil), last...), sample, k))
 		got := make([]int32, len(live))
 		require.NoError(t, p.Tokens(got))
 		out = append(out, got)
@@ -219,4 +230,74 @@ func TestPagedStepAllocs(t *testing.T) {
 	}
 	step() // captures the graph
 	assert.Zero(t, testing.AllocsPerRun(20, step))
+}
+
+// StepRows draws each row with its own parameters: greedy rows pick what
+// Step's argmax picks, sampled rows the same tokens and logprobs in graph
+// mode as eagerly; bad parameters are refused with the cause.
+func TestPagedStepRows(t *testing.T) {
+	m, p, tab := newPagedEnv(t)
+	defer p.Close()
+	V := m.cfg.Vocab
+	params := func(n, k int, greedy bool) *sampling.Batch {
+		b, err := sampling.NewBatch(n, V, 4)
+		require.NoError(t, err)
+		for r := range n {
+			q := sampling.Params{Temperature: 0.7 + 0.2*float32(r), TopK: 8, TopP: 0.95, Seed: uint64(11 + r), Offset: uint64(k),
+				RepetitionPenalty: 1.1, History: []int32{1, 2}}
+			if greedy {
+				q = sampling.Greedy()
+			}
+			require.NoError(t, b.Set(r, &q))
+		}
+		return b
+	}
+	var lps [][]float32
+	rows := func(greedy bool) func(st *kvpage.Step, ids, sample []int32, k int) error {
+		return func(st *kvpage.Step, ids, sample []int32, k int) error {
+			if err := p.StepRows(st, ids, sample, params(len(sample), k, greedy)); err != nil {
+				return err
+			}
+			lp := make([]float32, len(sample))
+			if err := p.Logprobs(lp); err != nil {
+				return err
+			}
+			for _, v := range lp {
+				assert.False(t, math.IsNaN(float64(v)) || v > 0, "logprob %v", v)
+			}
+			lps = append(lps, lp)
+			return nil
+		}
+	}
+	argmax := pagedRun(t, p, tab, false, nil, 5)
+	for _, graphs := range []bool{false, true} {
+		assert.Equal(t, argmax, pagedRunWith(t, p, tab, graphs, 5, rows(true)), "greedy rows, graphs=%v", graphs)
+	}
+	lps = nil
+	eager := pagedRunWith(t, p, tab, false, 5, rows(false))
+	assert.NotEqual(t, argmax, eager, "the draws are not all the argmax")
+	eagerLP := lps
+	lps = nil
+	assert.Equal(t, eager, pagedRunWith(t, p, tab, true, 5, rows(false)), "sampled rows")
+	assert.Equal(t, eagerLP, lps, "their logprobs")
+	require.NotNil(t, m.graphs[graphKey{batch: 2, paged: true, rowsHist: 5}], "a per-row graph")
+
+	a, err := kvpage.New(kvpage.Config{NumPages: p.NumPages(), PageSize: p.PageSize(), MaxRequests: 2})
+	require.NoError(t, err)
+	id, _, err := a.Join([]int32{1})
+	require.NoError(t, err)
+	_, _, err = a.Append(id, []int32{1})
+	require.NoError(t, err)
+	require.NoError(t, tab.Begin())
+	_, err = tab.Add(a, id, 1)
+	require.NoError(t, err)
+	st, err := tab.Upload(p.Stream())
+	require.NoError(t, err)
+	require.ErrorContains(t, p.StepRows(&st, []int32{1}, []int32{0}, nil), "nil sampling params")
+	require.ErrorContains(t, p.StepRows(&st, []int32{1}, []int32{0}, params(2, 0, true)), "params of 2 rows for 1 sampled rows")
+	other, err := sampling.NewBatch(1, V+1, 0)
+	require.NoError(t, err)
+	require.ErrorContains(t, p.StepRows(&st, []int32{1}, []int32{0}, other), fmt.Sprintf("vocabulary of %d, the model's is %d", V+1, V))
+	require.NoError(t, p.Step(&st, []int32{1}, []int32{0}, nil, 0))
+	require.ErrorContains(t, p.Logprobs(make([]float32, 1)), "drew no tokens with per-request parameters")
 }

@@ -207,6 +207,9 @@ func (sv *Server) Close() {
 			_ = e.Close()
 		}
 	}
+	if sv.p != nil {
+		sv.p.Close()
+	}
 	sv.m.Close()
 }
 
