@@ -1049,16 +1049,76 @@ func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
 	return
 }
 
+// halves is pinned host memory in two halves for uploads that alternate:
+// a step takes the half the step before the last used, once that half's
+// copies are done (an event recorded after them).
+type halves struct {
+	hs     *core.HostBuffer
+	half   int
+	cur    int
+	ev     [2]*core.Event
+	used   [2]bool
+	waited time.Duration // in next, waiting for a half's last copies
+}
+
+// newHalves allocates two halves of n bytes (from the host heap when heap).
+func newHalves(m *Model, n int, heap bool) (*halves, error) {
+	var hs *core.HostBuffer
+	var err error
+	if heap {
+		hs, err = m.rt.AllocHostFromHeap(2 * n)
+	} else {
+		hs, err = m.rt.AllocHost(2 * n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h := &halves{hs: hs, half: n}
+	for i := range h.ev {
+		if h.ev[i], err = m.dev.NewEvent(false); err != nil {
+			h.close()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func (h *halves) close() {
+	if h == nil {
+		return
+	}
+	for _, e := range h.ev {
+		if e != nil {
+			_ = e.Close()
+		}
+	}
+	_ = h.hs.Free()
+}
+
+// next takes the next half (waiting for its last copies).
+func (h *halves) next() error {
+	h.cur ^= 1
+	if h.used[h.cur] {
+		t0 := time.Now()
+		err := h.ev[h.cur].Synchronize()
+		h.waited += time.Since(t0)
+		return err
+	}
+	return nil
+}
+
+// mark records, after the copies enqueued on s so far, that the current
+// half is free again once they are done.
+func (h *halves) mark(s *core.Stream) error {
+	h.used[h.cur] = true
+	return h.ev[h.cur].Record(s)
+}
+
 // stepStage is the pinned host memory of the steps' inputs (token ids,
-// positions, page tables, rope tables): two halves, a step taking the one
-// that the step before the last used once its copies are done (an event).
+// positions, page tables, rope tables): halves.
 type stepStage struct {
-	hs       *core.HostBuffer
-	half     int
-	cur, off int
-	ev       [2]*core.Event
-	used     [2]bool
-	waited   time.Duration // in begin, waiting for a half's last copies
+	*halves
+	off int
 	// The step's int32 inputs: the first in.Len() bytes of a half mirror
 	// the device block in; put writes at a region's offset in the block,
 	// end uploads the stretch [lo, hi) the step wrote, in one copy.
@@ -1075,44 +1135,24 @@ func newStepStage(m *Model) (*stepStage, error) {
 		n += 2 * 2 * T * (c.Heads + c.KVHeads) * hd
 	}
 	n = (n + 255) &^ 255
-	hs, err := m.rt.AllocHostFromHeap(2 * n)
+	h, err := newHalves(m, n, true)
 	if err != nil {
 		return nil, err
 	}
-	st := &stepStage{hs: hs, half: n, in: m.in}
-	for i := range st.ev {
-		if st.ev[i], err = m.dev.NewEvent(false); err != nil {
-			st.close()
-			return nil, err
-		}
-	}
-	return st, nil
+	return &stepStage{halves: h, in: m.in}, nil
 }
 
 func (st *stepStage) close() {
-	if st == nil {
-		return
+	if st != nil {
+		st.halves.close()
 	}
-	for _, e := range st.ev {
-		if e != nil {
-			_ = e.Close()
-		}
-	}
-	_ = st.hs.Free()
 }
 
 // begin takes the next half (waiting for its last copies).
 func (st *stepStage) begin() error {
-	st.cur ^= 1
 	st.off = (st.in.Len() + 15) &^ 15
 	st.lo, st.hi = st.in.Len(), 0
-	if st.used[st.cur] {
-		t0 := time.Now()
-		err := st.ev[st.cur].Synchronize()
-		st.waited += time.Since(t0)
-		return err
-	}
-	return nil
+	return st.next()
 }
 
 // end uploads the inputs put since begin (one copy) and marks the half's
@@ -1128,8 +1168,7 @@ func (st *stepStage) end(s *core.Stream) error {
 			return err
 		}
 	}
-	st.used[st.cur] = true
-	return st.ev[st.cur].Record(s)
+	return st.mark(s)
 }
 
 // bytes reserves n bytes of the half.

@@ -39,7 +39,7 @@ type Paged struct {
 	// pinned staging (made on first use, grown to the largest batch).
 	sampler *sampling.Sampler
 	params  *core.Buffer
-	pstage  *rowStage
+	pstage  *halves
 	drawn   int // the rows the last step drew through StepRows (0: it did not)
 }
 
@@ -357,7 +357,7 @@ func (p *Paged) putParams(s *core.Stream, b *sampling.Batch) error {
 		p.sampler = sm
 	}
 	need := len(b.Bytes())
-	if p.params == nil || p.params.Len() < need {
+	if p.params == nil || p.params.Len() < need || p.pstage == nil {
 		// A larger history or batch than before: the stream's earlier
 		// steps may still read the old buffer.
 		if err := s.Synchronize(); err != nil {
@@ -373,11 +373,12 @@ func (p *Paged) putParams(s *core.Stream, b *sampling.Batch) error {
 		}
 		p.params = buf
 		p.pstage.close()
-		if p.pstage, err = newRowStage(m, buf.Len()); err != nil {
-			return err
+		if p.pstage, err = newHalves(m, buf.Len(), false); err != nil {
+			p.pstage = nil
+			return fmt.Errorf("llm: paged: sampling params staging: %w", err)
 		}
 	}
-	return p.pstage.put(s, view(p.params, 0, need), b.Bytes())
+	return p.pstage.upload(s, view(p.params, 0, need), b.Bytes())
 }
 
 // Logprobs waits for the last step and writes the log-probabilities of
@@ -413,52 +414,12 @@ func (p *Paged) Close() {
 	p.pstage = nil
 }
 
-// rowStage is pinned staging for the params: two halves, a step writing
-// the half whose copy two steps back is done (an event).
-type rowStage struct {
-	hs   *core.HostBuffer
-	half int
-	cur  int
-	ev   [2]*core.Event
-	used [2]bool
-}
-
-func newRowStage(m *Model, half int) (*rowStage, error) {
-	hs, err := m.rt.AllocHost(2 * half)
-	if err != nil {
-		return nil, fmt.Errorf("llm: paged: sampling params staging: %w", err)
+// upload copies b into the next half and enqueues its copy to dst on s.
+func (h *halves) upload(s *core.Stream, dst core.Region, b []byte) error {
+	if err := h.next(); err != nil {
+		return err
 	}
-	r := &rowStage{hs: hs, half: half}
-	for i := range r.ev {
-		if r.ev[i], err = m.dev.NewEvent(false); err != nil {
-			r.close()
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
-func (r *rowStage) close() {
-	if r == nil {
-		return
-	}
-	for _, e := range r.ev {
-		if e != nil {
-			_ = e.Close()
-		}
-	}
-	_ = r.hs.Free()
-}
-
-// put copies b into the next half and enqueues its upload to dst on s.
-func (r *rowStage) put(s *core.Stream, dst core.Region, b []byte) error {
-	r.cur ^= 1
-	if r.used[r.cur] {
-		if err := r.ev[r.cur].Synchronize(); err != nil {
-			return err
-		}
-	}
-	pv, err := r.hs.View(r.cur*r.half, len(b))
+	pv, err := h.hs.View(h.cur*h.half, len(b))
 	if err != nil {
 		return err
 	}
@@ -466,8 +427,7 @@ func (r *rowStage) put(s *core.Stream, dst core.Region, b []byte) error {
 	if err := s.CopyFromPinned(dst, pv); err != nil {
 		return err
 	}
-	r.used[r.cur] = true
-	return r.ev[r.cur].Record(s)
+	return h.mark(s)
 }
 
 // Tokens waits for the last step and writes its len(dst) picked tokens

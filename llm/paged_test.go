@@ -61,20 +61,10 @@ func TestPagedChecks(t *testing.T) {
 	assert.Equal(t, 4, p.NumPages())
 	assert.Len(t, p.Caches(), tinyConfig().Layers)
 
-	a, err := kvpage.New(kvpage.Config{NumPages: p.NumPages(), PageSize: p.PageSize(), MaxRequests: 2})
-	require.NoError(t, err)
 	tab, err := kvpage.NewTable(d, kvpage.TableConfig{MaxBatch: 2, MaxPages: 4, MaxRows: 8})
 	require.NoError(t, err)
 	defer tab.Close()
-	id, _, err := a.Join([]int32{1, 2, 3})
-	require.NoError(t, err)
-	_, _, err = a.Append(id, []int32{1, 2, 3})
-	require.NoError(t, err)
-	require.NoError(t, tab.Begin())
-	_, err = tab.Add(a, id, 3)
-	require.NoError(t, err)
-	st, err := tab.Upload(p.Stream())
-	require.NoError(t, err)
+	st := promptStep(t, p, tab, []int32{1, 2, 3})
 
 	require.ErrorContains(t, p.Step(nil, nil, nil, nil, 0), "nil step")
 	require.ErrorContains(t, p.Step(&st, []int32{1, 2}, []int32{2}, nil, 0), "2 tokens for a step of 3 rows")
@@ -92,6 +82,24 @@ func TestPagedChecks(t *testing.T) {
 	got := make([]int32, 1)
 	require.NoError(t, p.Tokens(got))
 	assert.True(t, got[0] >= 0 && int(got[0]) < tinyConfig().Vocab)
+}
+
+// promptStep is the uploaded step of one request of prompt, on pages of a
+// fresh allocator.
+func promptStep(t *testing.T, p *Paged, tab *kvpage.Table, prompt []int32) kvpage.Step {
+	t.Helper()
+	a, err := kvpage.New(kvpage.Config{NumPages: p.NumPages(), PageSize: p.PageSize(), MaxRequests: 2})
+	require.NoError(t, err)
+	id, _, err := a.Join(prompt)
+	require.NoError(t, err)
+	_, _, err = a.Append(id, prompt)
+	require.NoError(t, err)
+	require.NoError(t, tab.Begin())
+	_, err = tab.Add(a, id, len(prompt))
+	require.NoError(t, err)
+	st, err := tab.Upload(p.Stream())
+	require.NoError(t, err)
+	return st
 }
 
 // newPagedEnv is a tiny model of two requests of 32 tokens (prompts of up
@@ -282,17 +290,7 @@ func TestPagedStepRows(t *testing.T) {
 	assert.Equal(t, eagerLP, lps, "their logprobs")
 	require.NotNil(t, m.graphs[graphKey{batch: 2, paged: true, rowsHist: 5}], "a per-row graph")
 
-	a, err := kvpage.New(kvpage.Config{NumPages: p.NumPages(), PageSize: p.PageSize(), MaxRequests: 2})
-	require.NoError(t, err)
-	id, _, err := a.Join([]int32{1})
-	require.NoError(t, err)
-	_, _, err = a.Append(id, []int32{1})
-	require.NoError(t, err)
-	require.NoError(t, tab.Begin())
-	_, err = tab.Add(a, id, 1)
-	require.NoError(t, err)
-	st, err := tab.Upload(p.Stream())
-	require.NoError(t, err)
+	st := promptStep(t, p, tab, []int32{1})
 	require.ErrorContains(t, p.StepRows(&st, []int32{1}, []int32{0}, nil), "nil sampling params")
 	require.ErrorContains(t, p.StepRows(&st, []int32{1}, []int32{0}, params(2, 0, true)), "params of 2 rows for 1 sampled rows")
 	other, err := sampling.NewBatch(1, V+1, 0)
