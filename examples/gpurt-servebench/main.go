@@ -45,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	budget := fs.Int("token-budget", 2048, "new rows (tokens) per step")
 	maxBatch := fs.Int("max-batch", 128, "requests per step (and running at once)")
 	chunk := fs.Int("chunk", 512, "prompt tokens of one request per step (0: the token budget)")
+	sample := fs.Bool("sample", false, "draw every token with per-request sampling parameters (temperature 0.8, top-k 20, top-p 0.9, a seed per request) instead of greedy")
 	graph := fs.Bool("graph", false, "replay the decode-only steps as graphs, one captured per batch size on its first use (inside the timed run: the offline run, first, meets most sizes)")
 	kvTokens := fs.Int("kv-tokens", 0, "KV cache tokens (0: max-batch requests of the mean length x 1.25, within the pool budget)")
 	hbm := fs.Float64("hbm-gbps", 0, "read bandwidth to compare with, GB/s (0: measure a device copy in this run)")
@@ -95,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := lo.Check(); err != nil {
 		return fs.Usage("%v", err)
 	}
-	so := servebench.ServerOptions{TokenBudget: *budget, MaxBatch: *maxBatch, ChunkSize: *chunk, KVTokens: 1, Graphs: *graph}
+	so := servebench.ServerOptions{TokenBudget: *budget, MaxBatch: *maxBatch, ChunkSize: *chunk, KVTokens: 1, Graphs: *graph, Sample: *sample}
 	if err := so.Check(); err != nil {
 		return fs.Usage("%v", err)
 	}

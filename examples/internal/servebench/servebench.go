@@ -47,6 +47,7 @@ import (
 	"github.com/metrale/gpurt/core/pool"
 	"github.com/metrale/gpurt/kvpage"
 	"github.com/metrale/gpurt/llm"
+	"github.com/metrale/gpurt/sampling"
 )
 
 // LoadOptions shape a synthetic load.
@@ -145,6 +146,11 @@ type ServerOptions struct {
 	// Graphs replays the decode-only steps as graphs, one captured per
 	// batch size (llm.Paged.UseGraphs); other steps run eagerly.
 	Graphs bool
+	// Sample draws every token with per-request parameters
+	// (llm.Paged.StepRows): temperature 0.8, top-k 20, top-p 0.9, request
+	// i's Philox seed i + 1 and its offset the tokens it has made, so a
+	// request draws the same tokens in any batch. Greedy otherwise.
+	Sample bool
 }
 
 // Check reports the first bad option.
@@ -213,6 +219,33 @@ func (sv *Server) Close() {
 	sv.m.Close()
 }
 
+// stepParams is the per-row sampling parameters of a step's sampled
+// entries (ServerOptions.Sample), in row order, in the step's Batch of
+// rows rows (made once per row count).
+func stepParams(byRows map[int]*sampling.Batch, entries []kvpage.Entry, byHandle map[int64]int, made []int, rows, vocab int) (*sampling.Batch, error) {
+	pb := byRows[rows]
+	if pb == nil {
+		var err error
+		if pb, err = sampling.NewBatch(rows, vocab, 0); err != nil {
+			return nil, err
+		}
+		byRows[rows] = pb
+	}
+	r := 0
+	for _, e := range entries {
+		if !e.Sample {
+			continue
+		}
+		i := byHandle[e.Handle]
+		q := sampling.Params{Temperature: 0.8, TopK: 20, TopP: 0.9, Seed: uint64(i) + 1, Offset: uint64(made[i])}
+		if err := pb.Set(r, &q); err != nil {
+			return nil, err
+		}
+		r++
+	}
+	return pb, nil
+}
+
 // Paged is the server's model, by pages.
 func (sv *Server) Paged() *llm.Paged { return sv.p }
 
@@ -259,7 +292,8 @@ type Result struct {
 	KVTokens        int     `json:"kv_tokens"`
 	TokenBudget     int     `json:"token_budget"`
 	MaxBatch        int     `json:"max_batch"`
-	Graphs          bool    `json:"graphs"` // decode-only steps replayed as graphs
+	Graphs          bool    `json:"graphs"`  // decode-only steps replayed as graphs
+	Sampled         bool    `json:"sampled"` // tokens drawn with per-request parameters (else greedy)
 	Pages           int     `json:"kv_pages"`
 	PagesFreeAtEnd  int     `json:"kv_pages_free_at_end"`
 	LiveAtEnd       int     `json:"live_requests_at_end"`
@@ -304,10 +338,12 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 	ttft := make([]float64, 0, n)
 	tpot := make([]float64, 0, n)
 	res := &Result{Kind: "serve", Model: modelName(cfg), Rate: load.Options.Rate, Requests: n, KVTokens: o.KVTokens,
-		TokenBudget: o.TokenBudget, MaxBatch: o.MaxBatch, Graphs: o.Graphs, Pages: p.NumPages(), BandwidthGBps: bandwidth, BandwidthHow: how,
+		TokenBudget: o.TokenBudget, MaxBatch: o.MaxBatch, Graphs: o.Graphs, Sampled: o.Sample, Pages: p.NumPages(), BandwidthGBps: bandwidth, BandwidthHow: how,
 		Outputs: make([][]int32, n)}
 	var (
 		ids, rows, sampled []int32
+		made               = make([]int, n)            // tokens each request has drawn
+		params             = map[int]*sampling.Batch{} // Sample: a step's per-row parameters, by rows
 		decBatch           int
 		sharedAsked        int64
 		sharedHit          int64
@@ -377,7 +413,12 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 		if sv.timing {
 			err = sv.ev[0].Record(s)
 		}
-		if err == nil {
+		if err == nil && o.Sample && len(rows) > 0 {
+			var pb *sampling.Batch
+			if pb, err = stepParams(params, b.Entries, byHandle, made, len(rows), cfg.Vocab); err == nil {
+				err = p.StepRows(&st, ids, rows, pb)
+			}
+		} else if err == nil {
 			err = p.Step(&st, ids, rows, nil, int(b.Step))
 		}
 		if err == nil && sv.timing {
@@ -416,6 +457,7 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 				continue
 			}
 			i := byHandle[e.Handle]
+			made[i]++
 			if firstAt[i].IsZero() {
 				firstAt[i] = t1
 				ttft = append(ttft, t1.Sub(arrival[i]).Seconds()*1e3)

@@ -117,6 +117,39 @@ func TestServeOnMock(t *testing.T) {
 	}
 }
 
+// With per-request sampling a request draws the same tokens in any batch
+// (its own Philox seed, its offset the tokens it has made): batches of up
+// to 4, eager and with graphs, and under preemption, give what batches of
+// one give; and the draws are not the argmax.
+func TestServeSampledOnMock(t *testing.T) {
+	d := openMock(t)
+	lo := LoadOptions{Requests: 8, Rate: 0, PromptMin: 5, PromptMax: 30, OutMin: 3, OutMax: 8, Shared: 32, SharedShare: 0.5, Vocab: tiny().Vocab, Seed: 9}
+	load, err := NewLoad(lo)
+	require.NoError(t, err)
+	serve := func(maxBatch, kvTokens int, sample, graphs bool) *Result {
+		sv, err := NewServer(d, ServerOptions{Model: tiny(), TokenBudget: 24, MaxBatch: maxBatch, ChunkSize: 16, KVTokens: kvTokens,
+			Sample: sample, Graphs: graphs})
+		require.NoError(t, err)
+		defer sv.Close()
+		res, err := sv.Run(load, 0, "")
+		require.NoError(t, err)
+		assert.Equal(t, sample, res.Sampled)
+		return res
+	}
+	alone := serve(1, 1024, true, false).Outputs
+	for _, c := range []struct {
+		kvTokens int
+		graphs   bool
+	}{{1024, false}, {1024, true}, {96, false}} {
+		res := serve(4, c.kvTokens, true, c.graphs)
+		assert.Equal(t, alone, res.Outputs, "kv tokens %d, graphs %v", c.kvTokens, c.graphs)
+		if c.kvTokens < 1024 {
+			assert.Positive(t, res.Preemptions, "the tight cache preempts")
+		}
+	}
+	assert.NotEqual(t, serve(4, 1024, false, false).Outputs, alone, "sampled, not greedy")
+}
+
 func TestLoadShape(t *testing.T) {
 	o := DefaultLoad(32000)
 	o.Rate = 10
