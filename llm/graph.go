@@ -33,7 +33,16 @@ type stepOp struct {
 // projection and MLP), the final norm and the head's logits. Eager mode
 // runs them in order; graph mode records them.
 func (m *Model) decodeOps() []stepOp {
-	B, L := m.batch, m.cfg.Layers
+	B := m.batch
+	return m.stepOps(B, func(s *core.Stream, l int) error { return m.appendKV(s, l, B) },
+		func(s *core.Stream, l int) error { return m.attendDecode(s, l, B) })
+}
+
+// stepOps is a decode step of B rows without the pick, with layer l's KV
+// append and attention run by kv and att (the model's own page table, or
+// a Paged step's).
+func (m *Model) stepOps(B int, kv, att func(s *core.Stream, l int) error) []stepOp {
+	L := m.cfg.Layers
 	lin := opKernels
 	if m.cfg.Int8 {
 		lin = opQuant
@@ -43,13 +52,32 @@ func (m *Model) decodeOps() []stepOp {
 	for l := 0; l < L; l++ {
 		ops = append(ops,
 			stepOp{fmt.Sprintf("layer %d qkv", l), lin, func(s *core.Stream) error { return m.partA(s, l, B) }},
-			stepOp{fmt.Sprintf("layer %d kv_append", l), opKVAppend, func(s *core.Stream) error { return m.appendKV(s, l, B) }},
-			stepOp{fmt.Sprintf("layer %d attention_run", l), opAttention, func(s *core.Stream) error { return m.attendDecode(s, l, B) }},
+			stepOp{fmt.Sprintf("layer %d kv_append", l), opKVAppend, func(s *core.Stream) error { return kv(s, l) }},
+			stepOp{fmt.Sprintf("layer %d attention_run", l), opAttention, func(s *core.Stream) error { return att(s, l) }},
 			stepOp{fmt.Sprintf("layer %d mlp", l), lin, func(s *core.Stream) error { return m.partB(s, l, B) }})
 	}
 	hl := view(m.h, 0, 2*B*m.cfg.Hidden)
 	ops = append(ops, stepOp{"head", opKernels, func(s *core.Stream) error { return m.head(s, hl, B) }})
 	return ops
+}
+
+// launchStep replays the graph get returns, and when the plugin refuses
+// the replay because the attention's workspace was reallocated since the
+// capture (a plan at another batch size needed more; refused before
+// anything of that graph is enqueued), captures it again (get(true)) and
+// runs the step whole once more: every op recomputes from the embedding,
+// so segments that ran before write what they will write again.
+func launchStep(s *core.Stream, sp *Sampling, step int, get func(fresh bool) (*stepGraph, error)) error {
+	g, err := get(false)
+	if err == nil {
+		err = g.launch(s, sp, step)
+	}
+	if errors.Is(err, core.ErrFailedPrecondition) {
+		if g, err = get(true); err == nil {
+			err = g.launch(s, sp, step)
+		}
+	}
+	return err
 }
 
 // graphKey is a batch-size bucket, whether the step samples (the pick

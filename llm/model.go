@@ -1114,6 +1114,22 @@ func (h *halves) mark(s *core.Stream) error {
 	return h.ev[h.cur].Record(s)
 }
 
+// upload copies b into the next half and enqueues its copy to dst on s.
+func (h *halves) upload(s *core.Stream, dst core.Region, b []byte) error {
+	if err := h.next(); err != nil {
+		return err
+	}
+	pv, err := h.hs.View(h.cur*h.half, len(b))
+	if err != nil {
+		return err
+	}
+	copy(pv.Bytes(), b)
+	if err := s.CopyFromPinned(dst, pv); err != nil {
+		return err
+	}
+	return h.mark(s)
+}
+
 // stepStage is the pinned host memory of the steps' inputs (token ids,
 // positions, page tables, rope tables): halves.
 type stepStage struct {
@@ -1404,18 +1420,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		err = firstErr(st.end(s), m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}))
 	}
 	if err == nil && graph {
-		var g *stepGraph
-		if g, err = m.stepGraph(sp, false); err == nil {
-			err = g.launch(s, sp, step)
-		}
-		if errors.Is(err, core.ErrFailedPrecondition) {
-			// The attention's workspace was reallocated since the capture
-			// (a plan at another batch needed more): captured again and
-			// run whole, once (as Paged's graph steps).
-			if g, err = m.stepGraph(sp, true); err == nil {
-				err = g.launch(s, sp, step)
-			}
-		}
+		err = launchStep(s, sp, step, func(fresh bool) (*stepGraph, error) { return m.stepGraph(sp, fresh) })
 	} else if err == nil {
 		for _, op := range m.decodeOps() {
 			if err = op.run(s); err != nil {

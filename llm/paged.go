@@ -189,23 +189,8 @@ func (p *Paged) step(st *kvpage.Step, ids, sample []int32, pk picker) error {
 	}
 	if err == nil && p.graphs && !prefill && allRows(sample, T) {
 		err = a.Plan(s, st.Schedule(false))
-		var g *stepGraph
 		if err == nil {
-			g, err = p.graph(st, pk, false)
-		}
-		if err == nil {
-			err = g.launch(s, pk.sp, pk.step)
-		}
-		if errors.Is(err, core.ErrFailedPrecondition) {
-			// A plan at another batch size outgrew the attention's
-			// workspace, whose addresses the graph baked in: the plugin
-			// refused that graph's replay before enqueueing it. The step
-			// recomputes everything from the embedding (segments that ran
-			// before write what they will write again), so it is captured
-			// again and run whole, once.
-			if g, err = p.graph(st, pk, true); err == nil {
-				err = g.launch(s, pk.sp, pk.step)
-			}
+			err = launchStep(s, pk.sp, pk.step, func(fresh bool) (*stepGraph, error) { return p.graph(st, pk, fresh) })
 		}
 		if err != nil {
 			return fmt.Errorf("llm: paged step (graph): %w", err)
@@ -271,24 +256,11 @@ func (p *Paged) graph(st *kvpage.Step, pk picker, fresh bool) (*stepGraph, error
 	if g := m.graphs[key]; g != nil && g.bind == bind && !fresh {
 		return g, nil
 	}
-	lin := opKernels
-	if m.cfg.Int8 {
-		lin = opQuant
-	}
 	// The step's values are read at capture only for the device arrays'
 	// addresses: a copy keeps them (st is the caller's).
 	cs := *st
-	H, L := m.cfg.Hidden, m.cfg.Layers
-	ops := make([]stepOp, 0, 4*L+2)
-	ops = append(ops, stepOp{"embed", opKernels, func(s *core.Stream) error { return m.embedTokens(s, B) }})
-	for l := 0; l < L; l++ {
-		ops = append(ops,
-			stepOp{fmt.Sprintf("layer %d qkv", l), lin, func(s *core.Stream) error { return m.partA(s, l, B) }},
-			stepOp{fmt.Sprintf("layer %d kv_append", l), opKVAppend, func(s *core.Stream) error { return p.appendKV(s, &cs, l, B) }},
-			stepOp{fmt.Sprintf("layer %d attention_run", l), opAttention, func(s *core.Stream) error { return p.run(s, m.dec, &cs, l, B, false) }},
-			stepOp{fmt.Sprintf("layer %d mlp", l), lin, func(s *core.Stream) error { return m.partB(s, l, B) }})
-	}
-	ops = append(ops, stepOp{"head", opKernels, func(s *core.Stream) error { return m.head(s, view(m.h, 0, 2*B*H), B) }})
+	ops := m.stepOps(B, func(s *core.Stream, l int) error { return p.appendKV(s, &cs, l, B) },
+		func(s *core.Stream, l int) error { return p.run(s, m.dec, &cs, l, B, false) })
 	pk.step = 0 // the seed is set per replay
 	g, err := m.captureStep(ops, pk.sp, func(s *core.Stream) error { return p.pick(s, pk, B) })
 	if err != nil {
@@ -412,22 +384,6 @@ func (p *Paged) Close() {
 	}
 	p.pstage.close()
 	p.pstage = nil
-}
-
-// upload copies b into the next half and enqueues its copy to dst on s.
-func (h *halves) upload(s *core.Stream, dst core.Region, b []byte) error {
-	if err := h.next(); err != nil {
-		return err
-	}
-	pv, err := h.hs.View(h.cur*h.half, len(b))
-	if err != nil {
-		return err
-	}
-	copy(pv.Bytes(), b)
-	if err := s.CopyFromPinned(dst, pv); err != nil {
-		return err
-	}
-	return h.mark(s)
 }
 
 // Tokens waits for the last step and writes its len(dst) picked tokens
