@@ -27,6 +27,14 @@ data=${GPURT_FLASHINFER_DATA:-$root/.fi/flashinfer/data}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 say() { echo "build_fi_ref.sh: $*" >&2; }
+# build_cuda.sh unpacks only the headers of the pinned wheel; its csrc/ (the
+# module sources and templates) comes out of the same wheel here.
+whl_fi=$(ls "$root"/.fi/flashinfer_python-*.whl 2>/dev/null | head -n 1 || true)
+if [ ! -f "$data/csrc/batch_decode.cu" ] && [ -n "$whl_fi" ] && [ -z "${GPURT_FLASHINFER_DATA:-}" ]; then
+  python3 -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("flashinfer/data/csrc/")])' "$whl_fi" "$root/.fi"
+fi
 [ -f "$data/csrc/batch_decode.cu" ] || { say "no FlashInfer sources at $data (run scripts/build_cuda.sh first)"; exit 1; }
 nvcc=${NVCC:-$(command -v nvcc || true)}
 [ -n "$nvcc" ] || nvcc=$(find "$root/.cuda-venv/" -path '*/site-packages/nvidia/*/bin/nvcc' -type f | head -n 1)

@@ -191,25 +191,33 @@ def main():
                             note="FlashInfer's own decode module (csrc binding), PDL " + ("on" if pdl else "off"))
             except Exception as e:  # noqa: BLE001
                 emit(name=name, impl="flashinfer", note=f"error: {type(e).__name__}: {e}"[:300])
-        if fipre is not None and prefill:
+        # The prefill module: prefill shapes (causal), and decode shapes as
+        # FlashInfer's tensor-core decode (one query row a request, no mask,
+        # its CUDA-graph mode with uniform_q_len 1, as its decode wrapper
+        # with use_tensor_cores=True plans it), rows "flashinfer_tc".
+        if fipre is not None:
             try:
                 fws, iws, pws = fi_workspaces(torch, dev)
                 qo_h, kv_h = qo_indptr.cpu(), indptr.cpu()
                 kvlen_h = torch.full((batch,), kv, dtype=torch.int32)
+                tc = not prefill
 
                 def fiplan():
-                    return fipre.plan(fws, iws, pws, qo_h, kv_h, kvlen_h, rows, batch, HQ, HK, PAGE, False, DIM, DIM,
-                                      True, -1, -1, False, 0, 0, False)
+                    return fipre.plan(fws, iws, pws, qo_h, kv_h, kvlen_h, rows, batch, HQ, HK, PAGE, tc, DIM, DIM,
+                                      prefill, -1, -1, False, 0, 1 if tc else 0, tc)
 
                 info, plan_us = time_plan(torch, fiplan, 50)
                 out = torch.empty_like(q)
                 none8 = [None] * 8
-                for pdl, impl in ((False, "flashinfer"), (True, "flashinfer_pdl")):
+                base = "flashinfer_tc" if tc else "flashinfer"
+                for pdl, impl in ((False, base), (True, base + "_pdl")):
                     us = gpu_time(torch, lambda: fipre.paged_run(fws, iws, info, q, kc, vc, qo_indptr, indptr, perm,
-                                                                 last, out, None, 1, 0, -1, pdl, *none8, 0.0,
-                                                                 1.0 / DIM ** 0.5, 1.0, 1e4, 0), iters)
+                                                                 last, out, None, 1 if prefill else 0, 0, -1, pdl,
+                                                                 *none8, 0.0, 1.0 / DIM ** 0.5, 1.0, 1e4, 0), iters)
                     figures(name, impl, prefill, batch, kv, qo, us, plan_us,
-                            note="FlashInfer's own prefill module (csrc binding), causal, PDL " + ("on" if pdl else "off"))
+                            note="FlashInfer's own prefill module (csrc binding), " +
+                                 ("causal" if prefill else "decode rows (its tensor-core decode)") +
+                                 ", PDL " + ("on" if pdl else "off"))
             except Exception as e:  # noqa: BLE001
                 emit(name=name, impl="flashinfer", note=f"error: {type(e).__name__}: {e}"[:300])
         # torch SDPA on contiguous K/V (the pages gathered once, outside the timing).

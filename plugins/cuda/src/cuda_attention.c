@@ -107,6 +107,7 @@ typedef struct cu_attn {
   int ev_live[2];
   int cur;              /* the pinned buffer of the last plan */
   CUdeviceptr iota;     /* decode on the prefill kernel: int32 0..max_batch */
+  int auto_kernel;      /* decode over 16-bit pages: each plan picks the kernel (decode_kernel_for) */
   int planned;
   cu_fi_plan plan;
   gp_attention_sched sched;
@@ -266,19 +267,42 @@ static int decode_group(uint32_t g) {
   return g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16;
 }
 
-/* GPURT_CUDA_DECODE_KERNEL=prefill (read once): decode objects over 16-bit
- * pages run FlashInfer's prefill kernel with one query row a request, as
- * group sizes its decode kernel lacks do (FlashInfer's use_tensor_cores
- * decode: the group's query heads as rows of tensor-core tiles), for
- * comparisons (scripts/gpu_attention.sh's bench_tc step). Its runs are
- * not recorded in graphs, as for those group sizes (recordable). */
-static int decode_on_prefill_kernel(void) {
-  static int v = -1; /* a race reads the environment twice, same answer */
+/* Which kernel a decode object over 16-bit pages runs, chosen at each plan
+ * by the KV it reads: FlashInfer's prefill kernel with one query row a
+ * request (its use_tensor_cores decode: a group's query heads are the rows
+ * of a tensor-core tile) when the step reads DECODE_TC_TOKENS tokens of KV
+ * or more, its decode kernel (CUDA cores, with the KV split of
+ * decode_chunk_pages) below. On the H200 (group 4, dim 128, page 16;
+ * BENCHMARKS.md 2026-12-04, scripts/gpu_attention.sh) the prefill kernel
+ * took 16.9 / 31.0 / 135.3 / 74.9 / 494.0 us at batch x context 1 x 8K,
+ * 16 x 1K, 16 x 8K, 64 x 1K, 64 x 8K against the decode kernel's 20.9 /
+ * 33.8 / 197.3 / 107.5 / 752.6 (4.35 TB/s of KV at 64 x 8K), and made the
+ * 8B-class decoder's batch-32 step at 8K 1.29x faster; at 1 x 1K it took
+ * 12.7 against 11.1 us and made the 8B decoder's batch-1 step 10% slower
+ * (its schedule puts at least 128 tokens in a chunk: 64 busy CTAs at batch
+ * 1, where the decode kernel's split keeps 512). Group sizes the decode
+ * kernel lacks always take the prefill kernel. A plan that switches kernels
+ * invalidates graphs captured on the other (cu_attention_replay_check).
+ * GPURT_CUDA_DECODE_KERNEL=prefill or =decode (read once) fixes the kernel
+ * for the group sizes the decode kernel has (comparisons: gpu_attention.sh's
+ * bench_tc and bench_dk rows). fp8 pages keep the decode kernel. */
+#define DECODE_TC_TOKENS 8192
+static int decode_kernel_env(void) {
+  static int v = -1; /* 0: by the plan, 1: prefill, 2: decode; a race reads the environment twice, same answer */
   if (v < 0) {
     const char *e = getenv("GPURT_CUDA_DECODE_KERNEL");
-    v = e != NULL && strcmp(e, "prefill") == 0;
+    v = e == NULL ? 0 : strcmp(e, "prefill") == 0 ? 1 : strcmp(e, "decode") == 0 ? 2 : 0;
   }
   return v;
+}
+
+/* 1: this plan's decode runs the prefill kernel (auto objects). Back to the
+ * decode kernel only below 3/4 of DECODE_TC_TOKENS, so that a serving batch
+ * whose KV hovers at the threshold does not switch (and recapture its
+ * graphs) step after step. */
+static int decode_kernel_for(const cu_attn *a, const int32_t *kv_indptr, uint32_t batch) {
+  const uint64_t tokens = (uint64_t)(uint32_t)(kv_indptr[batch] - kv_indptr[0]) * a->d.layout.page_size;
+  return tokens >= (a->cfg.prefill_kernel ? DECODE_TC_TOKENS / 4 * 3 : DECODE_TC_TOKENS);
 }
 
 /* The engine checked the descriptor (gp_attention_desc_check). */
@@ -308,7 +332,7 @@ gpurt_error *cu_attention_create(void *ctx, uint32_t dev, const gpurt_attention_
       .num_qo_heads = d.num_qo_heads, .num_kv_heads = d.layout.num_kv_heads,
       .page_size = d.layout.page_size,
       .prefill_kernel = d.kind == GPURT_ATTENTION_PREFILL || !decode_group(group) ||
-                        (d.layout.dtype != GPURT_DTYPE_FP8_E4M3 && decode_on_prefill_kernel()),
+                        (d.layout.dtype != GPURT_DTYPE_FP8_E4M3 && decode_kernel_env() == 1),
       .causal = d.causal, .soft_cap = d.logits_soft_cap > 0,
       .sm_scale = (float)gp_attention_sm_scale(&d), .cap = (float)d.logits_soft_cap};
   a->memo = malloc(8 * ((size_t)d.max_batch_size + 1));
@@ -322,7 +346,12 @@ gpurt_error *cu_attention_create(void *ctx, uint32_t dev, const gpurt_attention_
       attn_free(a);
       return cu_fail(rt, dev, r, "cuEventCreate", NULL);
     }
-  if (d.kind == GPURT_ATTENTION_DECODE && a->cfg.prefill_kernel) {
+  /* Decode on the prefill kernel over 16-bit pages plans in FlashInfer's
+   * CUDA-graph mode (cuda_attention_fi.cuh); the fp8 adapter does not. */
+  a->cfg.decode_rows = d.kind == GPURT_ATTENTION_DECODE && a->cfg.prefill_kernel && d.layout.dtype != GPURT_DTYPE_FP8_E4M3;
+  a->auto_kernel = d.kind == GPURT_ATTENTION_DECODE && d.layout.dtype != GPURT_DTYPE_FP8_E4M3 &&
+                   decode_group(group) && decode_kernel_env() == 0;
+  if (a->cfg.decode_rows || a->auto_kernel) {
     uint64_t n = (uint64_t)d.max_batch_size + 1;
     int32_t *iota = malloc(4 * n);
     if (iota == NULL) {
@@ -404,6 +433,8 @@ gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_at
     return NULL;
   }
   a->memo_ok = 0; /* the int workspace may change from here on */
+  const cu_fi_config keep = a->cfg; /* back, should this plan fail */
+  if (a->auto_kernel) a->cfg.prefill_kernel = a->cfg.decode_rows = (uint8_t)decode_kernel_for(a, pa.kv_indptr, sc.batch);
   int idx = a->cur ^ 1;
   for (int tries = 0;; tries++) {
     if (a->ev_live[idx]) {
@@ -446,6 +477,7 @@ gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_at
     a->memo_ok = 1;
     break;
   }
+  if (e != NULL) a->cfg = keep;
   pthread_mutex_unlock(&a->mu);
   return e;
 }
@@ -473,10 +505,11 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
   return NULL;
 }
 
-/* Runs recorded in graphs. A decode object on FlashInfer's decode kernel
- * plans in its CUDA-graph mode (cuda_attention_fi.cuh; over 16-bit and fp8
+/* Runs recorded in graphs. A decode object plans in FlashInfer's CUDA-graph
+ * mode (cuda_attention_fi.cuh; on its decode kernel over 16-bit and fp8
  * pages alike, an fp8 run's V scale then a kernel argument of the
- * recording, as its K scale in sm_scale is): for a given batch size
+ * recording, as its K scale in sm_scale is; on its prefill kernel with one
+ * query row a request over 16-bit pages): for a given batch size
  * every plan writes its schedule to the same addresses of the int
  * workspace, and the kernels' grid and arguments do not change. So a run
  * captured once replays any later plan of the same batch: the plan stays
@@ -487,14 +520,11 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
  * holds) is kept in the recording (cu_rec_snap) and checked before every
  * replay (cu_attention_replay_check). */
 static gpurt_error *recordable(const cu_attn *a, const char *w) {
-  if (a->cfg.prefill_kernel)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the attention object runs FlashInfer's prefill kernel (%s); this plugin "
-                  "records in a graph the decode attention on FlashInfer's decode kernel only (group sizes 1, 2, 3, "
-                  "4, 6, 8, 16): run it eagerly between graphs", w,
-                  a->d.kind == GPURT_ATTENTION_PREFILL ? "a prefill object"
-                  : decode_group(a->d.num_qo_heads / a->d.layout.num_kv_heads)
-                      ? "GPURT_CUDA_DECODE_KERNEL=prefill"
-                      : "a decode group size its decode kernel lacks");
+  if (a->cfg.prefill_kernel && !a->cfg.decode_rows)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the attention object runs FlashInfer's prefill kernel planned for "
+                  "each step's rows (%s); this plugin records decode attention only in a graph: run it eagerly "
+                  "between graphs", w, a->d.kind == GPURT_ATTENTION_PREFILL ? "a prefill object"
+                  : "fp8 pages with a group size FlashInfer's decode kernel lacks");
   return NULL;
 }
 
@@ -521,7 +551,7 @@ gpurt_error *cu_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r) 
   }
   e = attn_enqueue(rt, a, st, r, w);
   if (e == NULL && q->capturing) {
-    cu_attn_snap snap = {a, a->sched.batch, r->pages.indices.size / 4, a->fws, a->iws};
+    cu_attn_snap snap = {a, a->sched.batch, r->pages.indices.size / 4, a->fws, a->iws, a->cfg.prefill_kernel};
     cu_rec_snap(st, &snap);
   }
   pthread_mutex_unlock(&a->mu);
@@ -540,6 +570,11 @@ gpurt_error *cu_attention_replay_check(const cu_attn_snap *snap) {
     e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: a recorded attention object is planned for batch %u but the graph "
                "recorded its runs at batch %u: a graph replays the batch it was captured at (capture one per batch "
                "size, or pad the batch to the captured one)", w, a->sched.batch, snap->batch);
+  else if (a->cfg.prefill_kernel != snap->prefill_kernel)
+    e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: a recorded attention object's plan runs FlashInfer's %s kernel "
+               "but the graph recorded its %s kernel (decode switches to the prefill kernel at %d tokens of KV a "
+               "step): capture the graph again", w, a->cfg.prefill_kernel ? "prefill" : "decode",
+               snap->prefill_kernel ? "prefill" : "decode", DECODE_TC_TOKENS);
   else if (a->fws != snap->fws || a->iws != snap->iws)
     e = gp_err(GPURT_ERR_FAILED_PRECONDITION, "%s: a recorded attention object's workspace was reallocated since the "
                "graph recorded its runs (a plan needed more): capture the graph again", w);

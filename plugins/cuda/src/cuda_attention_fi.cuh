@@ -228,20 +228,28 @@ struct plan_call {
       for (uint32_t i = 0; i <= batch; i++) iota[i] = (int32_t)i;
       q = iota.data();
     }
+    // Decode on the prefill kernel (FlashInfer's tensor-core decode): its
+    // CUDA-graph mode with one query row a request, as its tensor-core
+    // decode wrapper plans it. The grid (padded to the GPU), the split and
+    // every workspace offset then depend on the batch alone, so a run
+    // captured in a graph replays any later plan of the same batch; CTAs
+    // past the plan's work skip through the block-valid mask.
+    const bool graph = c->decode_rows != 0;
+    const int64_t uniform = graph ? 1 : 0;
     PrefillPlanInfo info;
     cudaError_t e;
     try {
       e = PrefillPlan<int32_t>(fws, fb, iws, pinned, ib, info, q, kv, rows, batch,
-                               c->num_qo_heads, c->num_kv_heads, HD, HD, c->page_size, false,
+                               c->num_qo_heads, c->num_kv_heads, HD, HD, c->page_size, graph,
                                sizeof(T), /*window_left=*/-1, /*fixed_split_size=*/-1,
                                /*disable_split_kv=*/false, /*num_colocated_ctas=*/0,
-                               /*uniform_q_len=*/0, /*fixed_uniform_q_len=*/false, s,
+                               /*uniform_q_len=*/uniform, /*fixed_uniform_q_len=*/graph, s,
                                /*kv_dtype_bytes=*/sizeof(KVT));
     } catch (const flashinfer::Error &) {
       size_t fneed = 0, ineed = 0;
       if (PrefillPlanWorkspaceSize<int32_t>(fneed, ineed, q, kv, rows, batch, c->num_qo_heads,
-                                            c->num_kv_heads, HD, HD, c->page_size, false,
-                                            sizeof(T), -1, -1, false, 0, 0, false, s,
+                                            c->num_kv_heads, HD, HD, c->page_size, graph,
+                                            sizeof(T), -1, -1, false, 0, uniform, graph, s,
                                             sizeof(KVT)) == cudaSuccess &&
           (fneed > fb || ineed > ib))
         throw grow(fneed, ineed);
@@ -329,6 +337,10 @@ struct run_call {
     p.max_total_num_rows = (uint32_t)info.total_num_rows;
     p.total_num_rows = nullptr;
     p.block_valid_mask = nullptr;
+    if (info.enable_cuda_graph) {  // decode rows: the padded grid's mask, the rows on the device
+      p.total_num_rows = GetPtrFromBaseOffset<uint32_t>(iws, info.total_num_rows_offset);
+      p.block_valid_mask = GetPtrFromBaseOffset<bool>(iws, info.block_valid_mask_offset);
+    }
     const bool causal = c->causal != 0;
     auto go = [&](auto tile) -> cudaError_t {
       constexpr uint32_t TQ = decltype(tile)::value;

@@ -189,6 +189,7 @@ typedef struct cu_attn_snap {
   uint32_t batch;         /* the plan's batch at capture: the one replays need */
   uint64_t pages_avail;   /* int32 entries readable from the captured indices view */
   CUdeviceptr fws, iws;   /* the workspace the captured kernels point into */
+  uint8_t prefill_kernel; /* the kernel the captured runs launched (decode objects choose per plan) */
 } cu_attn_snap;
 
 typedef struct cu_event cu_event;

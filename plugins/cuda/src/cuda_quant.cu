@@ -29,6 +29,8 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -87,12 +89,20 @@ __device__ __forceinline__ u32 e4m3x2_f16x2(u32 w) {
   return (u32)h.x | ((u32)h.y << 16);
 }
 
-// A 16-byte load that does not keep the line in L1 (W is read once).
-__device__ __forceinline__ uint4 ld_stream(const void *p) {
+// A 16-byte load that does not keep the line in L1 (W is read once); with
+// big, it asks the L2 to fetch the 256 bytes around it from DRAM: a block's
+// warps read neighbouring 64-byte pieces of the same rows a batch apart, so
+// the rest of each fetch is in the L2 when they ask.
+__device__ __forceinline__ uint4 ld_stream(const void *p, bool big) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+  if (big)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+  else
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
   return v;
 }
 
@@ -154,14 +164,24 @@ template <int XT, int ST, int NT, int U, int MAXW, bool FAC>
 __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok,
-                                           u32 pf) {
+                                           u32 pf, u32 rg) {
   // The warps' partial sums, JC n-tiles at a time (rows padded by one
   // float past NT = 1: lane-indexed rows, no bank conflicts).
   constexpr int JC = NT < 4 ? NT : 4;
   __shared__ float red[MAXW][32][8 * JC + (NT == 1 ? 0 : 1)];
   const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const u32 gq = lane >> 2, tq = lane & 3;
-  const u32 row0 = blockIdx.x * QV_ROWS;
+  // rg row groups of QV_ROWS rows a block (rg divides nw): warp w takes
+  // group w % rg and the k-slice w / rg of kw = nw / rg slices, so the rg
+  // warps of one slice ask for the same x at about the same time and all
+  // but the first find it in the L1: x's traffic from the L2 (n tokens x
+  // 2 bytes for every QV_ROWS bytes of W a row) is divided by rg.
+  const u32 rgrp = warp % rg, kw = nw / rg, ks = warp / rg;
+  // pf: bits 0-7 the L2 prefetch distance in batches, bit 8 the 256-byte
+  // DRAM fetches of W (ld_stream's big).
+  const bool big = (pf >> 8) & 1;
+  pf &= 0xffu;
+  const u32 row0 = (blockIdx.x * rg + rgrp) * QV_ROWS;
   const u32 groups = k >> gshift;
   // Row slot i: row row0 + 8 * i + gq (slots 0, 1: m-tile 0; 2, 3: m-tile 1);
   // rows past m repeat the last one (loaded, never stored).
@@ -175,14 +195,11 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
     sr[i] = sc + (u64)row * groups;
     br[i] = bi + (u64)row * groups;
   }
-  // n-tile j's token of this lane: 8 j + gq (past ntok: token 0, zeroed).
-  bool has_tok[NT];
+  // n-tile j's token of this lane: 8 j + gq; past ntok, token 0 (the mma's
+  // columns are independent: what those columns compute is never stored).
   const uint16_t *xr[NT];
 #pragma unroll
-  for (int j = 0; j < NT; j++) {
-    has_tok[j] = 8 * j + gq < ntok;
-    xr[j] = x + (u64)(has_tok[j] ? 8 * j + gq : 0) * k;
-  }
+  for (int j = 0; j < NT; j++) xr[j] = x + (u64)(8 * j + gq < ntok ? 8 * j + gq : 0) * k;
   float acc[NT][2][4];
 #pragma unroll
   for (int j = 0; j < NT; j++)
@@ -190,14 +207,18 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
     for (int t = 0; t < 2; t++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[j][t][e] = 0.f;
-  const u32 nb = (k + 64 * U - 1) / (64 * U);
-  for (u32 bt = warp; bt < nb; bt += nw) {
+  // A batch: U 64-deep steps. The full batches run without a bound check
+  // (TAIL false); the last one, when k is not a multiple of 64 U, checks
+  // each lane's depth.
+  const u32 nb = (k + 64 * U - 1) / (64 * U), nfull = k / (64 * U);
+  auto batch = [&](u32 bt, auto tail_c) {
+    constexpr bool TAIL = decltype(tail_c)::value;
     // pf batches ahead, the warp's W bytes are asked into the L2 (no
     // registers held: the loads below then wait for the L2, not for HBM).
-    if (pf > 0 && bt + pf * nw < nb) {
+    if (pf > 0 && bt + pf * kw < nb) {
 #pragma unroll
       for (int u = 0; u < U; u++) {
-        const u32 kk = (bt + pf * nw) * (64 * U) + u * 64 + tq * 16;
+        const u32 kk = (bt + pf * kw) * (64 * U) + u * 64 + tq * 16;
         if (kk < k)
 #pragma unroll
           for (int i = 0; i < 4; i++) prefetch_l2(wr[i] + kk);
@@ -212,9 +233,9 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const u32 kk = bt * (64 * U) + u * 64 + tq * 16;
-      const u32 kc = kk < k ? kk : 0; // k is a multiple of 32: a lane's 16 are all in or all out
+      const u32 kc = !TAIL || kk < k ? kk : 0; // k is a multiple of 32: a lane's 16 are all in or all out
 #pragma unroll
-      for (int i = 0; i < 4; i++) q[u][i] = ld_stream(wr[i] + kc);
+      for (int i = 0; i < 4; i++) q[u][i] = ld_stream(wr[i] + kc, big);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
         xv[u][j][0] = ld_cached(xr[j] + kc);
@@ -228,15 +249,16 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const bool ok = bt * (64 * U) + u * 64 + tq * 16 < k;
+      // Past k (the tail only): the codes and x read at depth 0 count as zeros.
+      const bool ok = !TAIL || bt * (64 * U) + u * 64 + tq * 16 < k;
 #pragma unroll
       for (int i = 0; i < 4; i++) {
         s[u][i] = ok ? h2f<ST>(sh[u][i]) : 0.f;
         b[u][i] = ok ? h2f<ST>(bh[u][i]) : 0.f;
       }
+      if (!ok)
 #pragma unroll
-      for (int j = 0; j < NT; j++)
-        if (!(ok && has_tok[j])) xv[u][j][0] = xv[u][j][1] = make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < NT; j++) xv[u][j][0] = xv[u][j][1] = make_uint4(0, 0, 0, 0);
     }
     if constexpr (FAC) {
       // Factored (groups of 64 or more: one group per 64-deep step of a
@@ -343,7 +365,10 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
         }
       }
     } // FAC
-  }
+  };
+  u32 bt = row0 < m ? ks : nb;
+  for (; bt < nfull; bt += kw) batch(bt, std::false_type{});
+  if (bt < nb) batch(bt, std::true_type{});
   // acc[j][t][e]: row row0 + 16t + gq + 8(e >> 1), token 8j + 2tq + (e & 1).
   // The warps' partial sums meet in shared memory, JC n-tiles at a time,
   // each summed in warp order (deterministic: a graph replay and an eager
@@ -358,11 +383,12 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #pragma unroll
         for (int e = 0; e < 4; e++) red[warp][lane][jl * 8 + t * 4 + e] = acc[c * JC + jl][t][e];
     __syncthreads();
-    for (u32 id = threadIdx.x; id < 256 * JC; id += blockDim.x) { // 32 rows x 8 JC tokens
-      const u32 jl = id >> 8, l = (id >> 3) & 31, t = (id >> 2) & 1, e = id & 3;
+    for (u32 id = threadIdx.x; id < 256 * JC * rg; id += blockDim.x) { // rg x 32 rows x 8 JC tokens
+      const u32 g = id / (256 * JC), jl = (id >> 8) % JC, l = (id >> 3) & 31, t = (id >> 2) & 1, e = id & 3;
       float v = 0.f;
-      for (u32 i = 0; i < nw; i++) v += red[i][l][jl * 8 + t * 4 + e];
-      const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tok = 8 * (c * JC + jl) + 2 * (l & 3) + (e & 1);
+      for (u32 i = 0; i < kw; i++) v += red[i * rg + g][l][jl * 8 + t * 4 + e];
+      const u32 row = (blockIdx.x * rg + g) * QV_ROWS + 16 * t + (l >> 2) + 8 * (e >> 1),
+                tok = 8 * (c * JC + jl) + 2 * (l & 3) + (e & 1);
       if (row < m && tok < ntok) y[(u64)tok * m + row] = f2h<XT>(v);
     }
   }
@@ -371,13 +397,13 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #define QGEMV(XN, XT, SN, ST, N)                                                                       \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
-                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
-    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, false>(w, sc, bi, x, y, m, k, gshift, N, pf);                     \
+                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf, u32 rg) { \
+    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, false>(w, sc, bi, x, y, m, k, gshift, N, pf, rg);                     \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemvf_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
-                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
-    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, true>(w, sc, bi, x, y, m, k, gshift, N, pf);                      \
+                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf, u32 rg) { \
+    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, true>(w, sc, bi, x, y, m, k, gshift, N, pf, rg);                      \
   }
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
   QGEMV(XN, XT, SN, ST, 1) QGEMV(XN, XT, SN, ST, 2) QGEMV(XN, XT, SN, ST, 3) QGEMV(XN, XT, SN, ST, 4)  \
@@ -400,14 +426,14 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvw_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
-                                       u32 n, u32 pf) {                                                \
-    qgemv_body<XT, ST, NT, U, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf);                         \
+                                       u32 n, u32 pf, u32 rg) {                                        \
+    qgemv_body<XT, ST, NT, U, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf, rg);                         \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvwf_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,      \
                                         const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,      \
-                                        u32 n, u32 pf) {                                               \
-    qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf);                          \
+                                        u32 n, u32 pf, u32 rg) {                                       \
+    qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf, rg);                          \
   }
 #define QGEMVW_T(XN, XT, SN, ST)                                                                       \
   QGEMVW(XN, XT, SN, ST, 2, 16, QW_U2) QGEMVW(XN, XT, SN, ST, 4, 8, QW_U4) QGEMVW(XN, XT, SN, ST, 8, 8, 1)
@@ -681,7 +707,7 @@ __device__ __forceinline__ void qdequant_body(const uint8_t *__restrict__ w, con
   const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= chunks) return;
   const u64 e0 = i * 16;
-  const uint4 q = ld_stream(w + e0);
+  const uint4 q = ld_stream(w + e0, false);
   const float s = h2f<ST>(__ldg(sc + (e0 >> gshift))), b = h2f<ST>(__ldg(bi + (e0 >> gshift)));
   const u32 qw[4] = {q.x, q.y, q.z, q.w};
   u32 o[8];

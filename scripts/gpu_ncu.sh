@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# gpu_ncu.sh — ONE command on the GPU machine: Nsight Compute (ncu, there in
+# the image) on the kernels a decode step spends its time in, one launch of
+# each launch configuration, with what make gpu-artifacts built here (carry
+# build/gpurt-quantbench, build/gpurt-attnbench, build/libgpurt_cuda.so).
+#
+#   gemv   build/gpurt-quantbench -only gemv under ncu, kernels matching
+#          GEMV_RE (the int8 decode GEMV and its skinny forms, and
+#          cuBLASLt's bf16 GEMV-shaped kernels for the same shapes)
+#   attn   build/gpurt-attnbench -only decode under ncu, kernels matching
+#          ATTN_RE (FlashInfer's decode and prefill kernels, the merge)
+#
+# Each step writes <step>.txt: ncu's SpeedOfLight, MemoryWorkloadAnalysis,
+# WarpStateStats, Occupancy and LaunchStats sections plus DRAM, L2 and L1
+# byte counts per kernel, and <step>.csv: the same metrics one row a
+# kernel. ncu is run with --clock-control none (the clocks stay as they are:
+# the device README's METHOD.md). Knobs: SKIP (step names), GEMV_RE,
+# ATTN_RE, NCU (path to ncu), SKIP_LAUNCHES (launches of each configuration
+# passed over first: the warm-up, default 3). Logs in $OUT (default
+# build/gpu_ncu). Exit status 0 when every step passed.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+. "$root/scripts/lib/step.sh"
+step_budget gpu_ncu 300
+logs=$out
+cuda=${CUDA_HOME:-/usr/local/cuda}
+ncu=${NCU:-}
+if [ -z "$ncu" ]; then
+  ncu=$(command -v ncu || ls "$cuda"/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+fi
+[ -n "$ncu" ] && [ -x "$ncu" ] || { echo "gpu_ncu: no ncu on this machine (NCU=path)"; exit 2; }
+"$ncu" --version | tail -n 1
+gemv_re=${GEMV_RE:-'gpurt_qgemvw?f?_|gemv|gemvx|Kernel2|splitKreduce|sm90_xmma'}
+attn_re=${ATTN_RE:-'BatchDecode|BatchPrefill|MergeStates|VariableLengthMerge'}
+metrics=dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active,sm__issue_active.avg.pct_of_peak_sustained_active
+want() { case "$skip" in *" $1 "*) summary+=("$(printf '%-8s %-8s' "$1" skipped)"); return 1 ;; esac; }
+
+# prof NAME RE CMD...: ncu over CMD, the kernels matching RE.
+prof() {
+  local name=$1 re=$2
+  shift 2
+  local base=(--clock-control none --filter-mode per-launch-config --launch-skip "${SKIP_LAUNCHES:-3}"
+    --launch-count 1 -k "regex:$re")
+  step "$name" 200 "$ncu" "${base[@]}" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy --section LaunchStats --metrics "$metrics" "$@" &&
+    cp "$logs/$name.log" "$logs/$name.txt"
+  step "${name}_csv" 200 "$ncu" "${base[@]}" --csv --metrics "$metrics" "$@" &&
+    grep -E '^"' "$logs/${name}_csv.log" >"$logs/$name.csv"
+}
+
+want gemv && prof gemv "$gemv_re" build/gpurt-quantbench -plugin-path build -only gemv -iters 5
+want attn && prof attn "$attn_re" build/gpurt-attnbench -plugin-path build -only decode -iters 5
+
+echo
+echo "gpu_ncu: $(($(date +%s) - t_start))s"
+printf '%s\n' "${summary[@]}" | tee "$out/steps.txt"
+exit $failed
