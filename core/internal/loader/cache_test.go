@@ -169,11 +169,7 @@ func TestProbeCacheTrust(t *testing.T) {
 // the folder is trusted (what the cache is for), and not when the folder
 // is writable by others: the plugin is probed again.
 func TestProbeCacheForgedEntry(t *testing.T) {
-	dir := privDir(t)
-	pl := buildPlugin(t, dir, "mock", "-DPROBE_COUNT")
-	probes := probeCounter(t)
-	opts := isolatedOpts(t, dir)
-	opts.ProbeCacheDir = privDir(t)
+	pl, probes, opts := countedPlugin(t)
 
 	_, _, err := Choose(opts)
 	require.NoError(t, err)
