@@ -84,6 +84,20 @@ func (r *runner) copies() error {
 		metric, note string
 		run          func(av, bv core.View, n int) error
 	}
+	// pinned is a kind's run that copies with cp between the device view
+	// and hb's first n bytes, then synchronizes.
+	pinned := func(cp func(av core.View, pv core.PinnedView) error) func(av, _ core.View, n int) error {
+		return func(av, _ core.View, n int) error {
+			pv, err := hb.View(0, n)
+			if err == nil {
+				err = cp(av, pv)
+			}
+			if err == nil {
+				err = s.Synchronize()
+			}
+			return err
+		}
+	}
 	kinds := []kind{
 		{"htod_pageable_gbps", "CopyFromHost of a Go []byte", func(av, _ core.View, n int) error {
 			return core.CopyFromHost(av, src[:n])
@@ -91,26 +105,12 @@ func (r *runner) copies() error {
 		{"dtoh_pageable_gbps", "CopyToHost to a Go []byte", func(av, _ core.View, n int) error {
 			return core.CopyToHost(dst[:n], av)
 		}},
-		{"htod_pinned_gbps", "Stream.CopyFromPinned + Synchronize", func(av, _ core.View, n int) error {
-			pv, err := hb.View(0, n)
-			if err == nil {
-				err = s.CopyFromPinned(av, pv)
-			}
-			if err == nil {
-				err = s.Synchronize()
-			}
-			return err
-		}},
-		{"dtoh_pinned_gbps", "Stream.CopyToPinned + Synchronize", func(av, _ core.View, n int) error {
-			pv, err := hb.View(0, n)
-			if err == nil {
-				err = s.CopyToPinned(pv, av)
-			}
-			if err == nil {
-				err = s.Synchronize()
-			}
-			return err
-		}},
+		{"htod_pinned_gbps", "Stream.CopyFromPinned + Synchronize", pinned(func(av core.View, pv core.PinnedView) error {
+			return s.CopyFromPinned(av, pv)
+		})},
+		{"dtoh_pinned_gbps", "Stream.CopyToPinned + Synchronize", pinned(func(av core.View, pv core.PinnedView) error {
+			return s.CopyToPinned(pv, av)
+		})},
 		{"dtod_gbps", "Stream.CopyDevice + Synchronize (bytes copied, not read+written)", func(av, bv core.View, n int) error {
 			if err := s.CopyDevice(bv, av); err != nil {
 				return err

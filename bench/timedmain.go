@@ -28,17 +28,15 @@ type Timed struct {
 // -shrink, registered on one cli.Flags with their help texts, and the
 // plugin search path.
 type TimedFlags struct {
-	Paths   *cli.PathList
-	Backend *string
+	cli.Runtime // Paths and Backend
 }
 
 // AddTimedFlags registers the shared flags on fs into o's Iters, Only and
 // Shrink; onlyHelp and shrinkHelp say what -only and -shrink take.
 func AddTimedFlags(fs *cli.Flags, o *Timed, onlyHelp, shrinkHelp string) TimedFlags {
-	tf := TimedFlags{Paths: fs.PluginPath()}
+	tf := TimedFlags{fs.Runtime("cuda", "backend to open (the mock, with -shrink, checks this program)")}
 	fs.IntVar(&o.Iters, "iters", 50, "timed calls per figure")
 	fs.StringVar(&o.Only, "only", "", onlyHelp)
-	tf.Backend = fs.String("backend", "cuda", "backend to open (the mock, with -shrink, checks this program)")
 	fs.IntVar(&o.Shrink, "shrink", 1, shrinkHelp)
 	return tf
 }

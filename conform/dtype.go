@@ -4,77 +4,19 @@ package conform
 
 import (
 	"encoding/binary"
-	"math"
 	"math/rand/v2"
 
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/elems"
 )
 
-// encode packs values as t, rounding to nearest even.
-func encode(t core.DType, v []float64) []byte {
-	sz := t.Size()
-	out := make([]byte, len(v)*sz)
-	for i, x := range v {
-		f := float32(x)
-		switch t {
-		case core.F32:
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
-		case core.F16:
-			binary.LittleEndian.PutUint16(out[2*i:], floatbits.F16FromFloat32(f))
-		case core.BF16:
-			binary.LittleEndian.PutUint16(out[2*i:], floatbits.BF16FromFloat32(f))
-		case core.FP8E4M3:
-			out[i] = floatbits.E4M3FromFloat32(f)
-		case core.FP8E5M2:
-			out[i] = floatbits.E5M2FromFloat32(f)
-		default:
-			panic("conform: no encoder for " + t.String())
-		}
-	}
-	return out
-}
-
-// decode unpacks t values.
-func decode(t core.DType, b []byte) []float64 {
-	sz := t.Size()
-	out := make([]float64, len(b)/sz)
-	for i := range out {
-		switch t {
-		case core.F32:
-			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-		case core.F16:
-			out[i] = float64(floatbits.F16ToFloat32(binary.LittleEndian.Uint16(b[2*i:])))
-		case core.BF16:
-			out[i] = float64(floatbits.BF16ToFloat32(binary.LittleEndian.Uint16(b[2*i:])))
-		case core.FP8E4M3:
-			out[i] = float64(floatbits.E4M3ToFloat32(b[i]))
-		case core.FP8E5M2:
-			out[i] = float64(floatbits.E5M2ToFloat32(b[i]))
-		default:
-			panic("conform: no decoder for " + t.String())
-		}
-	}
-	return out
-}
-
-// roundTo rounds x to the nearest value of t.
-func roundTo(t core.DType, x float64) float64 {
-	f := float32(x)
-	switch t {
-	case core.F32:
-		return float64(f)
-	case core.F16:
-		return float64(floatbits.F16ToFloat32(floatbits.F16FromFloat32(f)))
-	case core.BF16:
-		return float64(floatbits.BF16ToFloat32(floatbits.BF16FromFloat32(f)))
-	case core.FP8E4M3:
-		return float64(floatbits.E4M3ToFloat32(floatbits.E4M3FromFloat32(f)))
-	case core.FP8E5M2:
-		return float64(floatbits.E5M2ToFloat32(floatbits.E5M2FromFloat32(f)))
-	}
-	panic("conform: cannot round to " + t.String())
-}
+// encode, decode and roundTo are the conversions between float64 values
+// and a buffer's bytes of a core.DType (package internal/elems).
+var (
+	encode  = elems.Encode
+	decode  = elems.Decode
+	roundTo = elems.Round
+)
 
 // randomValues returns n values of t, uniform in [-r, r], none of them
 // zero, already rounded to t (so the reference sees exactly what the

@@ -101,6 +101,10 @@ func TestMisuse(t *testing.T) {
 	freed, err := d.Alloc(64)
 	require.NoError(t, err)
 	require.NoError(t, freed.Free())
+	dev1Head, err := onDev1.View(0, 8)
+	require.NoError(t, err)
+	dev1Tail, err := onDev1.View(8, 8)
+	require.NoError(t, err)
 
 	cases := []struct {
 		name string
@@ -139,21 +143,9 @@ func TestMisuse(t *testing.T) {
 		{"launch other runtime", func() error {
 			return s.Launch(fill, core.Grid1D(1, 1), core.ArgBuffer(foreign), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
 		}, core.ErrInvalidArgument},
-		{"peer copy too large", func() error {
-			v, err := onDev1.View(8, 8)
-			if err != nil {
-				return err
-			}
-			return core.Copy(v, good)
-		}, core.ErrOutOfRange},
+		{"peer copy too large", func() error { return core.Copy(dev1Tail, good) }, core.ErrOutOfRange},
 		{"device copy across runtimes", func() error { return core.Copy(foreign, good) }, core.ErrInvalidArgument},
-		{"stream copy on neither device", func() error {
-			v, err := onDev1.View(0, 8)
-			if err != nil {
-				return err
-			}
-			return s.CopyDevice(onDev1, v)
-		}, core.ErrInvalidArgument},
+		{"stream copy on neither device", func() error { return s.CopyDevice(onDev1, dev1Head) }, core.ErrInvalidArgument},
 		{"stream copy other runtime", func() error { return s.CopyDevice(good, foreign) }, core.ErrInvalidArgument},
 		{"unknown kernel", func() error { _, err := mod.Kernel("no_such_kernel"); return err }, core.ErrNotFound},
 		{"unknown control", func() error { return inspect.Control(rt, "no_such_key", 1) }, core.ErrUnsupported},

@@ -179,12 +179,7 @@ func TestOpMetrics(t *testing.T) {
 	c, err := collective.New(rt, devs...)
 	require.NoError(t, err)
 	defer c.Close()
-	ops := make([]collective.Op, 2)
-	for r, dv := range devs {
-		st := mockrt.Stream(t, dv)
-		cb := alloc(dv, 64)
-		ops[r] = collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: r, Count: 16, Stream: st, Send: cb, Recv: cb}
-	}
+	ops := mockrt.AllReduceOps(t, devs, 16)
 	require.NoError(t, c.Run(ops...))
 	for _, o := range ops {
 		require.NoError(t, o.Stream.Synchronize())

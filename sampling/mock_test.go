@@ -3,7 +3,6 @@
 package sampling
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/elems"
 	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
@@ -23,45 +22,7 @@ func dev(t *testing.T) *core.Device {
 }
 
 func roundOf(dt core.DType) func(float64) float64 {
-	switch dt {
-	case core.F16:
-		return func(v float64) float64 { return float64(floatbits.F16ToFloat32(floatbits.F16FromFloat32(float32(v)))) }
-	case core.BF16:
-		return func(v float64) float64 {
-			return float64(floatbits.BF16ToFloat32(floatbits.BF16FromFloat32(float32(v))))
-		}
-	}
-	return func(v float64) float64 { return float64(float32(v)) }
-}
-
-func encode(dt core.DType, x []float64) []byte {
-	out := make([]byte, len(x)*dt.Size())
-	for i, v := range x {
-		switch dt {
-		case core.F16:
-			binary.LittleEndian.PutUint16(out[2*i:], floatbits.F16FromFloat32(float32(v)))
-		case core.BF16:
-			binary.LittleEndian.PutUint16(out[2*i:], floatbits.BF16FromFloat32(float32(v)))
-		default:
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(float32(v)))
-		}
-	}
-	return out
-}
-
-func decode(dt core.DType, b []byte) []float64 {
-	out := make([]float64, len(b)/dt.Size())
-	for i := range out {
-		switch dt {
-		case core.F16:
-			out[i] = float64(floatbits.F16ToFloat32(binary.LittleEndian.Uint16(b[2*i:])))
-		case core.BF16:
-			out[i] = float64(floatbits.BF16ToFloat32(binary.LittleEndian.Uint16(b[2*i:])))
-		default:
-			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-		}
-	}
-	return out
+	return func(v float64) float64 { return elems.Round(dt, v) }
 }
 
 // run samples rows x cols logits (rounded to dt first) with ps on d and
@@ -80,7 +41,7 @@ func run(t *testing.T, d *core.Device, dt core.DType, x []float64, ps []Params, 
 	xb := mockrt.Alloc(t, d, len(x)*dt.Size())
 	pb := mockrt.Alloc(t, d, len(b.Bytes()))
 	ob := mockrt.Alloc(t, d, OutBytes(rows))
-	require.NoError(t, core.CopyFromHost(xb, encode(dt, x)))
+	require.NoError(t, core.CopyFromHost(xb, elems.Encode(dt, x)))
 	require.NoError(t, core.CopyFromHost(pb, b.Bytes()))
 	s := mockrt.Stream(t, d)
 	require.NoError(t, sm.Sample(s, ob, xb, pb, rows, cols, hist))
@@ -91,7 +52,7 @@ func run(t *testing.T, d *core.Device, dt core.DType, x []float64, ps []Params, 
 	require.NoError(t, Decode(raw, rows, tok, lp))
 	after := make([]byte, len(x)*dt.Size())
 	require.NoError(t, core.CopyToHost(after, xb))
-	return tok, lp, decode(dt, after)
+	return tok, lp, elems.Decode(dt, after)
 }
 
 func randomRow(rng *rand.Rand, dt core.DType, cols int, scale float64) []float64 {
@@ -473,7 +434,7 @@ func TestSampleInGraph(t *testing.T) {
 	defer xb.Free()
 	defer pb.Free()
 	defer ob.Free()
-	require.NoError(t, core.CopyFromHost(xb, encode(core.BF16, x)))
+	require.NoError(t, core.CopyFromHost(xb, elems.Encode(core.BF16, x)))
 	s := mockrt.Stream(t, d)
 	read := func() []byte {
 		require.NoError(t, s.Synchronize())

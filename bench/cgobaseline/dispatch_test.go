@@ -73,36 +73,31 @@ func BenchmarkLaunch(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = buf.Free() })
 	cfg := core.Grid1D(1, 1)
-	b.Run("gpurt", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1)); err != nil {
-				b.Fatal(err)
+	for _, side := range []struct {
+		name         string
+		launch, sync func() error
+	}{
+		{"gpurt", func() error {
+			return s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
+		}, s.Synchronize},
+		{"cgo", pl.LaunchFill, pl.Synchronize},
+	} {
+		b.Run(side.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := side.launch(); err != nil {
+					b.Fatal(err)
+				}
+				if i++; i%1000 == 0 {
+					b.StopTimer()
+					require.NoError(b, side.sync())
+					b.StartTimer()
+				}
 			}
-			if i++; i%1000 == 0 {
-				b.StopTimer()
-				require.NoError(b, s.Synchronize())
-				b.StartTimer()
-			}
-		}
-		require.NoError(b, s.Synchronize())
-	})
-	b.Run("cgo", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if err := pl.LaunchFill(); err != nil {
-				b.Fatal(err)
-			}
-			if i++; i%1000 == 0 {
-				b.StopTimer()
-				require.NoError(b, pl.Synchronize())
-				b.StartTimer()
-			}
-		}
-		require.NoError(b, pl.Synchronize())
-	})
+			require.NoError(b, side.sync())
+		})
+	}
 }
 
 func TestBaselineCallsTheSameSlot(t *testing.T) {

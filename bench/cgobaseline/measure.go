@@ -34,6 +34,20 @@ type side struct {
 	run  func(n int) error
 }
 
+// repeat is a side's run that calls op n times, stopping at its first
+// error: the gpurt and cgo sides of launch and GEMM, one call an
+// operation.
+func repeat(op func() error) func(n int) error {
+	return func(n int) error {
+		for i := 0; i < n; i++ {
+			if err := op(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // measurer holds where Measure writes its notes.
 type measurer struct{ notes io.Writer }
 
@@ -255,22 +269,10 @@ func (ms *measurer) launch(d *core.Device, s *core.Stream, pl *Plugin, raw *Raw,
 	}
 	cfg := core.Grid1D(1, 1)
 	sides := []side{
-		{"gpurt", func(n int) error {
-			for i := 0; i < n; i++ {
-				if err := s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{"cgo", func(n int) error {
-			for i := 0; i < n; i++ {
-				if err := pl.LaunchFill(); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
+		{"gpurt", repeat(func() error {
+			return s.Launch(fill, cfg, core.ArgBuffer(buf), core.ArgScalar[float32](1), core.ArgScalar[uint64](1))
+		})},
+		{"cgo", repeat(pl.LaunchFill)},
 		{"c-loop", pl.LaunchFillLoop},
 	}
 	syncs := []func() error{s.Synchronize, pl.Synchronize, pl.Synchronize}
@@ -452,22 +454,8 @@ func (ms *measurer) gemm(rt *core.Runtime, d *core.Device, s *core.Stream, pl *P
 		return nil, err
 	}
 	sides := []side{
-		{"gpurt", func(n int) error {
-			for i := 0; i < n; i++ {
-				if err := s.Gemm(desc, ops); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{"cgo", func(n int) error {
-			for i := 0; i < n; i++ {
-				if err := pl.GemmRun(); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
+		{"gpurt", repeat(func() error { return s.Gemm(desc, ops) })},
+		{"cgo", repeat(pl.GemmRun)},
 		{"c-loop", pl.GemmRunLoop},
 	}
 	syncs := []func() error{s.Synchronize, pl.Synchronize, pl.Synchronize}

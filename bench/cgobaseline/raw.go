@@ -5,7 +5,7 @@
 package cgobaseline
 
 /*
-#cgo CFLAGS: -O2
+#cgo CFLAGS: -O2 -I${SRCDIR}/../../csrc
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
 #include "raw.h"

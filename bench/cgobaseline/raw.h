@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gp_cublaslt.h"
+
 /* ---- cuda.h, the part used -------------------------------------------- */
 
 typedef int gbr_CUresult; /* CUresult: an enum, 0 = CUDA_SUCCESS */
@@ -339,16 +341,10 @@ static void gbr_result_message(const gbr *g, gbr_CUresult r, const char *op, cha
 }
 
 /* Opens cuBLASLt: GPURT_CUBLASLT_PATH, then the library name, then the
- * toolkit's usual folders (as the cuda plugin does). */
+ * toolkit's usual folders (csrc/gp_cublaslt.h's list, the cuda plugin's). */
 static int gbr_lt_load(gbr *g, char *msg, size_t cap) {
   if (g->ltlib != NULL) return 0;
-  const char *cands[] = {getenv("GPURT_CUBLASLT_PATH"), "libcublasLt.so.13",
-#if defined(__aarch64__)
-                         "/usr/local/cuda/targets/sbsa-linux/lib/libcublasLt.so.13",
-#else
-                         "/usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13",
-#endif
-                         "/usr/local/cuda/lib64/libcublasLt.so.13"};
+  const char *cands[] = {getenv("GPURT_CUBLASLT_PATH"), GP_CUBLASLT_CANDIDATES};
   char first[400] = "";
   for (size_t i = 0; i < sizeof cands / sizeof cands[0] && g->ltlib == NULL; i++) {
     if (cands[i] == NULL || cands[i][0] == 0) continue;

@@ -46,13 +46,14 @@ func TestRawDeclarationsMatchTheHeaders(t *testing.T) {
 		t.Skip("no cuda.h and cublasLt.h (run scripts/build_cuda.sh --ci, or set GPURT_CUDA_INCLUDE)")
 	}
 	src := filepath.Join("testdata", "raw_check.c")
+	csrc := filepath.Join("..", "..", "csrc") // gp_cublaslt.h, as raw.go's -I
 	bin := filepath.Join(t.TempDir(), "raw_check")
 	for _, c := range []struct {
 		name string
 		args []string
 	}{
-		{"declarations", []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fsyntax-only", "-I" + inc, src}},
-		{"symbols", []string{"-std=c11", "-Wall", "-Werror", "-DGBR_CHECK_RUN", "-I" + inc, src, "-o", bin}},
+		{"declarations", []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fsyntax-only", "-I" + inc, "-I" + csrc, src}},
+		{"symbols", []string{"-std=c11", "-Wall", "-Werror", "-DGBR_CHECK_RUN", "-I" + inc, "-I" + csrc, src, "-o", bin}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := exec.Command(cc, c.args...).CombinedOutput()

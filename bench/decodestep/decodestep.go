@@ -44,6 +44,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/commalist"
 	"github.com/metrale/gpurt/internal/stats"
 )
 
@@ -101,22 +102,11 @@ func ParseBatches(s string) ([]int, error) {
 // space trimmed and empty fields skipped; a list of none is an error naming
 // what it lists.
 func parseList[T any](s, what string, parse func(f string) (T, error)) ([]T, error) {
-	var out []T
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		v, err := parse(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	if len(out) == 0 {
+	out, err := commalist.Parse(s, func(f string) (T, error) { return parse(strings.TrimSpace(f)) })
+	if err == nil && len(out) == 0 {
 		return nil, fmt.Errorf("decodestep: no %s in %q", what, s)
 	}
-	return out, nil
+	return out, err
 }
 
 // Result is one line of the benchmark's output (JSON). The PyTorch twin

@@ -144,10 +144,15 @@ func (b *bench) emit(r Result) {
 	}
 }
 
+// alloc is a device buffer of n bytes filled by fill (nil: an output,
+// left as allocated).
 func (b *bench) alloc(n int, fill func([]byte)) *core.Buffer {
 	buf, err := b.dev.Alloc(n)
 	if err != nil {
 		fail(err)
+	}
+	if fill == nil {
+		return buf
 	}
 	data := make([]byte, n)
 	fill(data)
@@ -201,10 +206,7 @@ func (b *bench) quantVsBF16(m, n, k int) {
 	}
 	x := b.alloc(2*n*k, b.randBF16)
 	defer x.Free()
-	y, err := b.dev.Alloc(2 * n * m)
-	if err != nil {
-		fail(err)
-	}
+	y := b.alloc(2*n*m, nil)
 	defer y.Free()
 	flops := 2 * float64(m) * float64(n) * float64(k)
 	{
@@ -311,10 +313,7 @@ func (b *bench) grouped(g int, fp8 bool) {
 	defer a.Free()
 	w := b.alloc(g*n*k*es, fillAB)
 	defer w.Free()
-	d, err := b.dev.Alloc(2 * total * n)
-	if err != nil {
-		fail(err)
-	}
+	d := b.alloc(2*total*n, nil)
 	defer d.Free()
 	flops := 2 * float64(total) * float64(n) * float64(k)
 	ops := matmul.GroupedOperands{A: a, B: w, D: d}

@@ -30,8 +30,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-decodestep", "[flags]",
 		"The decode-step benchmark (package bench/decodestep): per config and batch, the MLP\ndecode step eagerly and replayed as a graph, after a comparison of small configs\nwith the Go reference. One JSON object per output line.", stdout, stderr)
-	paths := fs.PluginPath()
-	backend := fs.String("backend", "cuda", "backend: cuda, mock, ...")
+	rf := fs.Runtime("cuda", "backend: cuda, mock, ...")
 	configs := fs.String("configs", "4096/14336/32,2048/8192/16,1024/4096/24", "hidden/intermediate/layers, comma-separated; \"none\": only the reference checks")
 	batches := fs.String("batches", "1,16", "batch sizes, comma-separated")
 	checks := fs.String("check-configs", "256/512/2,100/260/2", "configs compared with the Go reference first (at every batch size); \"none\" for none")
@@ -75,18 +74,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *steps <= 0 {
 		return fs.Usage("-steps %d: must be positive", *steps)
 	}
-	if err := paths.Check(); err != nil {
-		return fs.Fail(err)
-	}
-	rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend})
+	rt, dev, err := rf.Open(core.Config{})
 	if err != nil {
 		return fs.Fail(err)
 	}
 	defer rt.Close()
-	dev, err := rt.Device(0)
-	if err != nil {
-		return fs.Fail(err)
-	}
 	ver, _, minor := inspect.PluginVersion(rt)
 	fmt.Fprintf(stderr, "gpurt-decodestep: %s plugin %s (ABI 1.%d) on %s\n", rt.Backend(), ver, minor, dev.Info().Name)
 	enc := json.NewEncoder(stdout)

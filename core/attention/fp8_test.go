@@ -3,7 +3,6 @@
 package attention_test
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -14,20 +13,9 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/elems"
 	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
-
-func bf16Bytes(x []float64) []byte {
-	b := make([]byte, 2*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint16(b[2*i:], floatbits.BF16FromFloat32(float32(v)))
-	}
-	return b
-}
-
-func bf16Round(v float64) float64 {
-	return float64(floatbits.BF16ToFloat32(floatbits.BF16FromFloat32(float32(v))))
-}
 
 // fp8Run appends tokens rows of K and V (bf16 values, one request, one
 // page per pageSize tokens) into a cache of desc and runs one decode row
@@ -63,8 +51,8 @@ func fp8RunOn(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, toke
 	}
 	last := int32(tokens - (np-1)*desc.PageSize)
 	pt := attention.PageTable{Indptr: up(i32le(0, int32(np))), Indices: up(i32le(idx...)), LastPageLen: up(i32le(last))}
-	rows := attention.KVRows{K: up(bf16Bytes(k)), V: up(bf16Bytes(v)), BatchIndices: up(i32le(bi...)), Positions: up(i32le(pos...)), NNZ: tokens}
-	qb := up(bf16Bytes(q))
+	rows := attention.KVRows{K: up(elems.Encode(core.BF16, k)), V: up(elems.Encode(core.BF16, v)), BatchIndices: up(i32le(bi...)), Positions: up(i32le(pos...)), NNZ: tokens}
+	qb := up(elems.Encode(core.BF16, q))
 	ob := mockrt.Alloc(t, d, len(q)*2)
 	a, err := attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: hq, Cache: desc, MaxBatch: 1})
 	require.NoError(t, err)
@@ -87,10 +75,7 @@ func fp8RunOn(t *testing.T, d *core.Device, desc attention.KVCacheDesc, hq, toke
 	require.NoError(t, s.Synchronize())
 	raw := make([]byte, len(q)*2)
 	require.NoError(t, core.CopyToHost(raw, ob))
-	out := make([]float64, len(q))
-	for i := range out {
-		out[i] = float64(floatbits.BF16ToFloat32(binary.LittleEndian.Uint16(raw[2*i:])))
-	}
+	out := elems.Decode(core.BF16, raw)
 	kb, vb := make([]byte, desc.NumPages*desc.PageBytes()), make([]byte, desc.NumPages*desc.PageBytes())
 	require.NoError(t, core.CopyToHost(kb, cache.K()))
 	require.NoError(t, core.CopyToHost(vb, cache.V()))
@@ -156,14 +141,14 @@ func TestFP8KVCache(t *testing.T) {
 	n := tokens * hk * D
 	k, v := make([]float64, n), make([]float64, n)
 	for i := range k {
-		k[i], v[i] = bf16Round(rng.NormFloat64()), bf16Round(rng.NormFloat64())
+		k[i], v[i] = elems.Round(core.BF16, rng.NormFloat64()), elems.Round(core.BF16, rng.NormFloat64())
 		if i%D == 7 { // an outlier channel, as real K has
-			k[i] = bf16Round(k[i] * 6)
+			k[i] = elems.Round(core.BF16, k[i]*6)
 		}
 	}
 	q := make([]float64, hq*D)
 	for i := range q {
-		q[i] = bf16Round(rng.NormFloat64())
+		q[i] = elems.Round(core.BF16, rng.NormFloat64())
 	}
 	amax := func(x []float64) float64 {
 		m := 0.0
@@ -235,10 +220,10 @@ func TestFP8KVCacheInGraph(t *testing.T) {
 	const hq, hk, D, tokens, page = 4, 1, 64, 37, 8
 	k, v, q := make([]float64, tokens*hk*D), make([]float64, tokens*hk*D), make([]float64, hq*D)
 	for i := range k {
-		k[i], v[i] = bf16Round(3*rng.NormFloat64()), bf16Round(rng.NormFloat64())
+		k[i], v[i] = elems.Round(core.BF16, 3*rng.NormFloat64()), elems.Round(core.BF16, rng.NormFloat64())
 	}
 	for i := range q {
-		q[i] = bf16Round(rng.NormFloat64())
+		q[i] = elems.Round(core.BF16, rng.NormFloat64())
 	}
 	desc := attention.KVCacheDesc{DType: core.FP8E4M3, QODType: core.BF16, KScale: 0.03, VScale: 0.011, Layout: attention.KVLayoutHND,
 		PageSize: page, NumKVHeads: hk, HeadDim: D, NumPages: (tokens + page - 1) / page}

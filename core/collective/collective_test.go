@@ -41,13 +41,7 @@ func TestRunNoAllocs(t *testing.T) {
 	c, err := collective.New(rt, devs...)
 	require.NoError(t, err)
 	defer c.Close()
-	ops := make([]collective.Op, 2)
-	for k, d := range devs {
-		s := mockrt.Stream(t, d)
-		b := mockrt.Alloc(t, d, 4096)
-		require.NoError(t, core.Memset(b, 0))
-		ops[k] = collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: k, Count: 1024, Stream: s, Send: b, Recv: b}
-	}
+	ops := mockrt.AllReduceOps(t, devs, 1024)
 	require.NoError(t, c.Run(ops...))
 	allocs := testing.AllocsPerRun(20, func() {
 		if err := c.Run(ops...); err != nil {

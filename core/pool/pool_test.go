@@ -228,19 +228,22 @@ func TestPoolSteadyStateAllocatesNothing(t *testing.T) {
 	_, d := poolRT(t, "delay_us=0", 0)
 	p := pool.Of(d)
 	a, b := newStream(t, d), newStream(t, d)
-	for _, n := range []int{100, 70000, 3 << 20} {
-		blk, err := p.Alloc(a, n)
-		require.NoError(t, err)
-		require.NoError(t, blk.Free(a))
+	// cycle allocates n bytes on s and frees them there.
+	cycle := func(s *core.Stream, n int) error {
+		blk, err := p.Alloc(s, n)
+		if err == nil {
+			err = blk.Free(s)
+		}
+		return err
+	}
+	sizes := []int{100, 70000, 3 << 20}
+	for _, n := range sizes {
+		require.NoError(t, cycle(a, n))
 	}
 	var err error
 	allocs := testing.AllocsPerRun(200, func() {
-		for _, n := range []int{100, 70000, 3 << 20} {
-			blk, e := p.Alloc(a, n)
-			if e == nil {
-				e = blk.Free(a)
-			}
-			if e != nil {
+		for _, n := range sizes {
+			if e := cycle(a, n); e != nil {
 				err = e
 			}
 		}
@@ -249,15 +252,9 @@ func TestPoolSteadyStateAllocatesNothing(t *testing.T) {
 	assert.Zero(t, allocs, "same-stream Alloc/Free")
 	// Across streams (event query, maybe a wait) too.
 	allocs = testing.AllocsPerRun(200, func() {
-		blk, e := p.Alloc(b, 100)
+		e := cycle(b, 100)
 		if e == nil {
-			e = blk.Free(b)
-		}
-		if e == nil {
-			blk, e = p.Alloc(a, 100)
-		}
-		if e == nil {
-			e = blk.Free(a)
+			e = cycle(a, 100)
 		}
 		if e != nil {
 			err = e

@@ -31,8 +31,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-servebench", "[flags]",
 		"Serves a synthetic load (Poisson arrivals, chunked prefill mixed with decode, prefix\ncache) on random-weight models and prints one JSON object per line: output tokens/s,\nTTFT and TPOT p50/p99, prefix hits, decode-phase bandwidth. -backend mock -preset tiny\nwith small sizes checks the program on the mock.", stdout, stderr)
-	paths := fs.PluginPath()
-	backend := fs.String("backend", "cuda", "backend to open")
+	rf := fs.Runtime("cuda", "backend to open")
 	presets := fs.String("preset", "1b,8b", "model presets, comma-separated (tiny, 1b, 8b)")
 	rates := fs.String("rates", "auto", "arrival rates per second, comma-separated (0: all at once), or auto: all at once, then -fractions of that capacity")
 	fractions := fs.String("fractions", "0.25,0.5,0.75,1,1.25", "auto: the rates as fractions of the offline capacity")
@@ -100,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := so.Check(); err != nil {
 		return fs.Usage("%v", err)
 	}
-	if err := paths.Check(); err != nil {
+	if err := rf.Paths.Check(); err != nil { // before the -json file is made
 		return fs.Fail(err)
 	}
 	start := time.Now()
@@ -116,15 +115,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	enc := json.NewEncoder(sink)
 	emit := func(v any) { _ = enc.Encode(v) }
 
-	rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend, PoolBudget: *poolBudget})
+	rt, d, err := rf.Open(core.Config{PoolBudget: *poolBudget})
 	if err != nil {
 		return fs.Fail(err)
 	}
 	defer rt.Close()
-	d, err := rt.Device(0)
-	if err != nil {
-		return fs.Fail(err)
-	}
 	info := d.Info()
 	emit(map[string]any{"kind": "env", "backend": rt.Backend(), "device": info.Name, "memory_total": info.MemoryTotal,
 		"pool_budget": pool.Of(d).Budget()})

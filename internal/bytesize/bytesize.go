@@ -16,6 +16,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/metrale/gpurt/internal/commalist"
 )
 
 // The units, powers of 1024.
@@ -98,21 +100,11 @@ func ParseList(s string, lo, hi int64) ([]int64, error) {
 // skipped), each item with parse, whose error is the list's; an empty
 // list is an error.
 func ParseEach(s string, parse func(string) (int64, error)) ([]int64, error) {
-	var out []int64
-	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "" {
-			continue
-		}
-		n, err := parse(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
+	out, err := commalist.Parse(s, parse)
+	if err == nil && len(out) == 0 {
 		return nil, fmt.Errorf("no byte counts in %q", s)
 	}
-	return out, nil
+	return out, err
 }
 
 // Format writes n as Parse reads it, in the largest unit not above n:

@@ -16,7 +16,8 @@
 //   - a runtime or setup error prints "<command>: <cause>" and exits 1.
 //
 // A command makes its flags with New, parses with Parse, and returns the
-// status Parse, Usage or Fail returns.
+// status Parse, Usage or Fail returns. One that opens a runtime takes
+// -plugin-path and -backend with Runtime and opens it with Runtime.Open.
 package cli
 
 import (
@@ -26,6 +27,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/metrale/gpurt/core"
 )
 
 // The exit statuses.
@@ -224,4 +227,37 @@ func (f *Flags) Recover(status *int) {
 		}
 		*status = f.Fail(a.err)
 	}
+}
+
+// Runtime is what a command that opens a runtime takes from its flags:
+// the plugin search path and the backend.
+type Runtime struct {
+	Paths   *PathList
+	Backend *string
+}
+
+// Runtime registers -plugin-path (as PluginPath) and -backend, whose
+// default is backend and whose help is usage.
+func (f *Flags) Runtime(backend, usage string) Runtime {
+	return Runtime{Paths: f.PluginPath(), Backend: f.String("backend", backend, usage)}
+}
+
+// Open checks the plugin paths (a setup error names the first missing
+// one), opens the runtime of cfg with the flags' plugin paths and backend
+// and returns it with its device 0. On an error nothing stays open.
+func (r Runtime) Open(cfg core.Config) (*core.Runtime, *core.Device, error) {
+	if err := r.Paths.Check(); err != nil {
+		return nil, nil, err
+	}
+	cfg.PluginPaths, cfg.Backend = *r.Paths, *r.Backend
+	rt, err := core.Open(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err := rt.Device(0)
+	if err != nil {
+		rt.Close()
+		return nil, nil, err
+	}
+	return rt, dev, nil
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/cli/clitest"
+	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // demo is a command built on cli, as the commands are.
@@ -89,4 +91,28 @@ func TestAbortRecover(t *testing.T) {
 	assert.Equal(t, cli.ExitOK, st)
 	assert.Empty(t, msg)
 	assert.PanicsWithValue(t, "other", func() { run(func() { panic("other") }) })
+}
+
+// Runtime's Open checks -plugin-path, opens the runtime of -backend with
+// the config's other fields and returns device 0.
+func TestRuntimeOpen(t *testing.T) {
+	open := func(args ...string) (*core.Runtime, *core.Device, error) {
+		var out bytes.Buffer
+		f := cli.New("demo", "", "", &out, &out)
+		rf := f.Runtime("mock", "backend")
+		_, ok := f.Parse(args, false)
+		require.True(t, ok, out.String())
+		return rf.Open(core.Config{PluginOptions: "devices=2"})
+	}
+	missing := filepath.Join(t.TempDir(), "nonexistent")
+	_, _, err := open("-plugin-path", missing)
+	require.EqualError(t, err, "-plugin-path "+missing+": no such file or folder")
+	rt, dev, err := open("-plugin-path", testutil.MockPlugin(t))
+	require.NoError(t, err)
+	defer rt.Close()
+	assert.Equal(t, "mock", rt.Backend())
+	assert.Len(t, rt.Devices(), 2)
+	assert.Equal(t, 0, dev.Index())
+	_, _, err = open("-plugin-path", testutil.MockPlugin(t), "-backend", "nosuch")
+	assert.ErrorIs(t, err, core.ErrUnknownBackend)
 }

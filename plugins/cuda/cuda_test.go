@@ -72,11 +72,17 @@ func plugin(t *testing.T) string {
 	return filepath.Join(testutil.PrivateCopy(t, "libgpurt_cuda.so", buildLib), "libgpurt_cuda.so")
 }
 
-func TestExportsOnlyTheEntry(t *testing.T) {
-	lib := plugin(t)
-	f, err := elf.Open(lib)
+// pluginELF is the built plugin opened as an ELF file, closed when the
+// test ends.
+func pluginELF(t *testing.T) *elf.File {
+	f, err := elf.Open(plugin(t))
 	require.NoError(t, err)
-	defer f.Close()
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+func TestExportsOnlyTheEntry(t *testing.T) {
+	f := pluginELF(t)
 	syms, err := f.DynamicSymbols()
 	require.NoError(t, err)
 	var defined []string
@@ -89,10 +95,7 @@ func TestExportsOnlyTheEntry(t *testing.T) {
 }
 
 func TestNeedsOnlyTheCLibrary(t *testing.T) {
-	lib := plugin(t)
-	f, err := elf.Open(lib)
-	require.NoError(t, err)
-	defer f.Close()
+	f := pluginELF(t)
 	needed, err := f.ImportedLibraries()
 	require.NoError(t, err)
 	for _, n := range needed {

@@ -37,13 +37,36 @@ func entryJSON(t *testing.T, score int32) []byte {
 func TestProbeCacheTrust(t *testing.T) {
 	key := strings.Repeat("ab", 32)
 	euid := uint32(os.Geteuid())
+	// entry writes b as key's entry into a new private folder, returned
+	// with euid.
+	entry := func(t *testing.T, b []byte) (string, uint32) {
+		d := privDir(t)
+		require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), b, 0o600))
+		return d, euid
+	}
+	// withEntry: an entry of the bytes b makes.
+	withEntry := func(b func(t *testing.T) []byte) func(t *testing.T) (string, uint32) {
+		return func(t *testing.T) (string, uint32) { return entry(t, b(t)) }
+	}
+	// edited: a good entry with its first old replaced by new.
+	edited := func(old, new string) func(t *testing.T) (string, uint32) {
+		return withEntry(func(t *testing.T) []byte { return bytes.Replace(entryJSON(t, 5), []byte(old), []byte(new), 1) })
+	}
 	// withMode: a good entry, then chmod to mode.
 	withMode := func(mode os.FileMode) func(t *testing.T) (string, uint32) {
 		return func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			p := filepath.Join(d, cacheEntryName(key))
-			require.NoError(t, os.WriteFile(p, entryJSON(t, 5), 0o600))
-			require.NoError(t, os.Chmod(p, mode))
+			d, euid := entry(t, entryJSON(t, 5))
+			require.NoError(t, os.Chmod(filepath.Join(d, cacheEntryName(key)), mode))
+			return d, euid
+		}
+	}
+	// withFolderMode: a good entry, then chmod its folder to mode (back
+	// to 0700 when the test ends).
+	withFolderMode := func(mode os.FileMode) func(t *testing.T) (string, uint32) {
+		return func(t *testing.T) (string, uint32) {
+			d, euid := entry(t, entryJSON(t, 5))
+			require.NoError(t, os.Chmod(d, mode))
+			t.Cleanup(func() { _ = os.Chmod(d, 0o700) })
 			return d, euid
 		}
 	}
@@ -54,11 +77,7 @@ func TestProbeCacheTrust(t *testing.T) {
 		setup func(t *testing.T) (dir string, asEUID uint32)
 		why   string // "" = a hit
 	}{
-		{"good entry", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), entryJSON(t, 5), 0o600))
-			return d, euid
-		}, ""},
+		{"good entry", withEntry(func(t *testing.T) []byte { return entryJSON(t, 5) }), ""},
 		{"FIFO", func(t *testing.T) (string, uint32) {
 			d := privDir(t)
 			require.NoError(t, syscall.Mkfifo(filepath.Join(d, cacheEntryName(key)), 0o600))
@@ -72,31 +91,17 @@ func TestProbeCacheTrust(t *testing.T) {
 		{"group-writable file", withMode(0o620), "writable by group or others"},
 		{"other-writable file", withMode(0o602), "writable by group or others"},
 		{"file of another user", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			p := filepath.Join(d, cacheEntryName(key))
-			require.NoError(t, os.WriteFile(p, entryJSON(t, 5), 0o600))
+			d, euid := entry(t, entryJSON(t, 5))
 			if euid == 0 {
-				require.NoError(t, os.Chown(p, 65534, 65534))
+				require.NoError(t, os.Chown(filepath.Join(d, cacheEntryName(key)), 65534, 65534))
 				return d, euid
 			}
 			// Not root: the folder and the file are ours; read as
 			// another (non-root) user would see them.
 			return d, euid + 1
 		}, "owned by uid"},
-		{"world-writable folder", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), entryJSON(t, 5), 0o600))
-			require.NoError(t, os.Chmod(d, 0o777))
-			t.Cleanup(func() { _ = os.Chmod(d, 0o700) })
-			return d, euid
-		}, "folder not trusted"},
-		{"sticky world-writable folder", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), entryJSON(t, 5), 0o600))
-			require.NoError(t, os.Chmod(d, 0o777|os.ModeSticky))
-			t.Cleanup(func() { _ = os.Chmod(d, 0o700) })
-			return d, euid
-		}, "folder not trusted"},
+		{"world-writable folder", withFolderMode(0o777), "folder not trusted"},
+		{"sticky world-writable folder", withFolderMode(0o777 | os.ModeSticky), "folder not trusted"},
 		{"folder under a world-writable folder", func(t *testing.T) (string, uint32) {
 			top := privDir(t)
 			d := filepath.Join(top, "probe")
@@ -106,38 +111,16 @@ func TestProbeCacheTrust(t *testing.T) {
 			t.Cleanup(func() { _ = os.Chmod(top, 0o700) })
 			return d, euid
 		}, "folder not trusted"},
-		{"oversized file", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			b := append(bytes.Repeat([]byte(" "), maxCacheEntry), entryJSON(t, 5)...)
-			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), b, 0o600))
-			return d, euid
-		}, "more than"},
-		{"garbage JSON", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), []byte("{\"gpurt_probe_report\":1,"), 0o600))
-			return d, euid
-		}, "unreadable entry"},
-		{"another report version", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			b := bytes.Replace(entryJSON(t, 5), []byte(fmt.Sprintf(`"gpurt_probe_report":%d`, reportVersion)), []byte(`"gpurt_probe_report":99`), 1)
-			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), b, 0o600))
-			return d, euid
-		}, "report version 99"},
-		{"entry for another plugin", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			b := bytes.Replace(entryJSON(t, 5), []byte(testPluginPath), []byte("/elsewhere/libgpurt_mock.so"), 1)
-			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), b, 0o600))
-			return d, euid
-		}, "entry for"},
+		{"oversized file", withEntry(func(t *testing.T) []byte {
+			return append(bytes.Repeat([]byte(" "), maxCacheEntry), entryJSON(t, 5)...)
+		}), "more than"},
+		{"garbage JSON", withEntry(func(*testing.T) []byte { return []byte("{\"gpurt_probe_report\":1,") }), "unreadable entry"},
+		{"another report version", edited(fmt.Sprintf(`"gpurt_probe_report":%d`, reportVersion), `"gpurt_probe_report":99`), "report version 99"},
+		{"entry for another plugin", edited(testPluginPath, "/elsewhere/libgpurt_mock.so"), "entry for"},
 		{"no folder yet", func(t *testing.T) (string, uint32) {
 			return filepath.Join(privDir(t), "gpurt", "probe"), euid
 		}, "no cache folder yet"},
-		{"entry in no final state", func(t *testing.T) (string, uint32) {
-			d := privDir(t)
-			b := bytes.Replace(entryJSON(t, 5), []byte(`"available"`), []byte(`"selected"`), 1)
-			require.NoError(t, os.WriteFile(filepath.Join(d, cacheEntryName(key)), b, 0o600))
-			return d, euid
-		}, "in state"},
+		{"entry in no final state", edited(`"available"`, `"selected"`), "in state"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,11 +169,7 @@ func TestProbeCacheTrust(t *testing.T) {
 // the folder is trusted (what the cache is for), and not when the folder
 // is writable by others: the plugin is probed again.
 func TestProbeCacheForgedEntry(t *testing.T) {
-	dir := privDir(t)
-	pl := buildPlugin(t, dir, "mock", "-DPROBE_COUNT")
-	probes := probeCounter(t)
-	opts := isolatedOpts(t, dir)
-	opts.ProbeCacheDir = privDir(t)
+	pl, probes, opts := countedPlugin(t)
 
 	_, _, err := Choose(opts)
 	require.NoError(t, err)

@@ -80,19 +80,21 @@ func TestIsolatedProbeStdoutNoise(t *testing.T) {
 
 // probeCounter has a plugin built with -DPROBE_COUNT count its probes
 // (GPURT_TEST_PROBE_COUNT, for this test) and returns how many so far.
-func probeCounter(t *testing.T) func() int {
+// countedPlugin builds, in a private folder, a mock plugin that counts
+// its probes (probes says how many so far), and returns it with isolated
+// options that search the folder and keep a probe cache of their own.
+func countedPlugin(t *testing.T) (pl string, probes func() int, opts Options) {
+	dir := privDir(t)
+	pl = buildPlugin(t, dir, "mock", "-DPROBE_COUNT")
 	count := filepath.Join(privDir(t), "count")
 	t.Setenv("GPURT_TEST_PROBE_COUNT", count)
-	return func() int { b, _ := os.ReadFile(count); return len(b) }
+	opts = isolatedOpts(t, dir)
+	opts.ProbeCacheDir = privDir(t)
+	return pl, func() int { b, _ := os.ReadFile(count); return len(b) }, opts
 }
 
 func TestIsolatedProbeCache(t *testing.T) {
-	dir := privDir(t)
-	pl := buildPlugin(t, dir, "mock", "-DPROBE_COUNT")
-	probes := probeCounter(t)
-
-	opts := isolatedOpts(t, dir)
-	opts.ProbeCacheDir = privDir(t)
+	pl, probes, opts := countedPlugin(t)
 	for i := 0; i < 3; i++ {
 		rep, _, err := Choose(opts)
 		require.NoError(t, err)

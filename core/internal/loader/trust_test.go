@@ -112,10 +112,7 @@ func trustCases() []trustCase {
 			open := mkdir(t, filepath.Join(privDir(t), "open"), 0o777)
 			hop := filepath.Join(open, "hop.so")
 			require.NoError(t, os.Symlink(real, hop))
-			dir := privDir(t)
-			link := filepath.Join(dir, "libgpurt_mock"+pluginExt())
-			require.NoError(t, os.Symlink(hop, link))
-			return dir, link
+			return linkedPlugin(t, hop)
 		}, "is writable by group or others (mode drwxrwxrwx) and not sticky"},
 		{"symlink to a folder under a world-writable folder", func(t *testing.T) (string, string) {
 			open := mkdir(t, filepath.Join(privDir(t), "open"), 0o777)
@@ -133,10 +130,7 @@ func trustCases() []trustCase {
 			hop := filepath.Join(sticky, "hop.so")
 			require.NoError(t, os.Symlink(real, hop))
 			require.NoError(t, os.Lchown(hop, otherUID, otherUID))
-			dir := privDir(t)
-			link := filepath.Join(dir, "libgpurt_mock"+pluginExt())
-			require.NoError(t, os.Symlink(hop, link))
-			return dir, link
+			return linkedPlugin(t, hop)
 		}, "symbolic link <sticky>/hop.so is owned by uid 65534"},
 		{"relative symlink chain through private folders", func(t *testing.T) (string, string) {
 			root := privDir(t)
@@ -149,13 +143,21 @@ func trustCases() []trustCase {
 			return b, link
 		}, ""},
 		{"symlink loop", func(t *testing.T) (string, string) {
-			dir := privDir(t)
-			link := filepath.Join(dir, "libgpurt_mock"+pluginExt())
-			require.NoError(t, os.Symlink("loop.so", link))
+			dir, link := linkedPlugin(t, "loop.so")
 			require.NoError(t, os.Symlink("libgpurt_mock"+pluginExt(), filepath.Join(dir, "loop.so")))
 			return dir, link
 		}, "refused: more than 40 symbolic links resolving"},
 	}
+}
+
+// linkedPlugin makes a private folder whose plugin file
+// (libgpurt_mock.so) is a symbolic link to target, and returns the folder
+// and the link.
+func linkedPlugin(t *testing.T, target string) (dir, link string) {
+	dir = privDir(t)
+	link = filepath.Join(dir, "libgpurt_mock"+pluginExt())
+	require.NoError(t, os.Symlink(target, link))
+	return dir, link
 }
 
 // TestTrustedFileNames: the refused component is named exactly.
@@ -180,9 +182,7 @@ func TestTrustedFileNames(t *testing.T) {
 	})
 	t.Run("resolved path has no symlinks", func(t *testing.T) {
 		real := buildPlugin(t, privDir(t), "mock")
-		d := privDir(t)
-		link := filepath.Join(d, "libgpurt_mock"+pluginExt())
-		require.NoError(t, os.Symlink(real, link))
+		_, link := linkedPlugin(t, real)
 		got, fi, r := trustedFile(link)
 		require.Nil(t, r)
 		want, err := filepath.EvalSymlinks(real)

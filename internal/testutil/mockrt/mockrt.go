@@ -16,6 +16,7 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/core/collective"
 	"github.com/metrale/gpurt/floatbits"
 	"github.com/metrale/gpurt/internal/le"
 	"github.com/metrale/gpurt/internal/testutil"
@@ -73,6 +74,20 @@ func Upload(t testing.TB, d *core.Device, data []byte) *core.Buffer {
 	b := Alloc(t, d, len(data)+64)
 	require.NoError(t, core.CopyFromHost(b, data), "upload %d bytes", len(data))
 	return b
+}
+
+// AllReduceOps are the ops of one in-place f32 all-reduce of count
+// elements over devs (rank k on devs[k]): each rank on a new stream and a
+// new zeroed buffer of its own.
+func AllReduceOps(t testing.TB, devs []*core.Device, count int) []collective.Op {
+	t.Helper()
+	ops := make([]collective.Op, len(devs))
+	for k, d := range devs {
+		b := Alloc(t, d, 4*count)
+		require.NoError(t, core.Memset(b, 0))
+		ops[k] = collective.Op{Kind: collective.AllReduce, DType: core.F32, Rank: k, Count: count, Stream: Stream(t, d), Send: b, Recv: b}
+	}
+	return ops
 }
 
 // Halves is v as f16 bytes when dt is core.F16, else as bf16 bytes.

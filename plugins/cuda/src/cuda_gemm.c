@@ -36,6 +36,7 @@
 #include <cublasLt.h>
 
 #include "cuda_internal.h"
+#include "gp_cublaslt.h"
 #include "gp_path.h"
 
 #define CU_GEMM_WORKSPACE (32u << 20)
@@ -85,13 +86,7 @@ static int lt_load(char *why, size_t cap) {
       }
       env = env_fd;
     }
-    const char *cands[] = {env, "libcublasLt.so.13",
-#if defined(__aarch64__)
-                           "/usr/local/cuda/targets/sbsa-linux/lib/libcublasLt.so.13",
-#else
-                           "/usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13",
-#endif
-                           "/usr/local/cuda/lib64/libcublasLt.so.13"};
+    const char *cands[] = {env, GP_CUBLASLT_CANDIDATES};
     if (env_fdn >= 0) snprintf(tried, sizeof tried, "GPURT_CUBLASLT_PATH=%.200s as %s: ", gp_secure_getenv("GPURT_CUBLASLT_PATH"), env_fd);
     h = cu_dlopen_first(cands, sizeof cands / sizeof cands[0], 0, tried + strlen(tried), sizeof tried - strlen(tried));
     /* The descriptor stays open once a dlopen may have gone through its
