@@ -298,8 +298,8 @@ gpu-artifacts: mock cgobench
 	  [ -d "$$d" ] && [ "$$d" != cmd/gpurt-cgobench ] || continue; \
 	  ls $$d/*.go >/dev/null 2>&1 || continue; \
 	  m=.; [ "$${d%%/*}" = examples ] && m=examples; \
-	  echo "== CGO_ENABLED=0 go -C $$m build -o $(abspath $(BUILD))/$$(basename $$d) ./$${d#$$m/}"; \
-	  CGO_ENABLED=0 $(GO) -C $$m build -o $(abspath $(BUILD))/$$(basename $$d) ./$${d#$$m/}; \
+	  echo "== CGO_ENABLED=0 go -C $$m build -ldflags='-s -w' -o $(abspath $(BUILD))/$$(basename $$d) ./$${d#$$m/}"; \
+	  CGO_ENABLED=0 $(GO) -C $$m build -ldflags='-s -w' -o $(abspath $(BUILD))/$$(basename $$d) ./$${d#$$m/}; \
 	done
 	chmod go-w $(BUILD) $(BUILD)/libgpurt_* 2>/dev/null || true
 	@du -sh $(BUILD)
