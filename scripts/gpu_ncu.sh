@@ -25,7 +25,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 . "$root/scripts/lib/step.sh"
 step_budget gpu_ncu 300
-logs=$out
 cuda=${CUDA_HOME:-/usr/local/cuda}
 ncu=${NCU:-}
 if [ -z "$ncu" ]; then
@@ -36,7 +35,6 @@ fi
 gemv_re=${GEMV_RE:-'gpurt_qgemvw?f?_|gemv|gemvx|Kernel2|splitKreduce|sm90_xmma'}
 attn_re=${ATTN_RE:-'BatchDecode|BatchPrefill|MergeStates|VariableLengthMerge'}
 metrics=dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active,sm__issue_active.avg.pct_of_peak_sustained_active
-want() { case "$skip" in *" $1 "*) summary+=("$(printf '%-8s %-8s' "$1" skipped)"); return 1 ;; esac; }
 
 # prof NAME RE CMD...: ncu over CMD, the kernels matching RE.
 prof() {

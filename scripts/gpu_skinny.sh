@@ -34,9 +34,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 . "$root/scripts/lib/step.sh"
 step_budget gpu_skinny 300
-logs=$out
 presets=${PRESETS:-1b 8b}
-want() { case "$skip" in *" $1 "*) summary+=("$(printf '%-8s %-8s' "$1" skipped)"); return 1 ;; esac; }
 
 want conform && step conform 150 build/gpurt conform --backend cuda --plugin-path build --run '^(quant|attention)/'
 for pf in ${PFS:-default}; do

@@ -28,6 +28,8 @@
 #                              t_start (now), skip (" $SKIP ": step names to
 #                              leave out), STEP_TIMEOUT_STATE=1.
 #   budget_left                prints the seconds left of total.
+#   want NAME                  false (and a "skipped" summary row) when NAME
+#                              is in SKIP.
 #
 # The caller sets logs, failed=0 and summary=() first (step_budget does). Knobs: STEP_TAIL
 # (lines shown, default 15), STEP_ROW (printf format of a summary row:
@@ -90,4 +92,10 @@ step_budget() {
 
 budget_left() {
   echo $((total - ($(date +%s) - t_start)))
+}
+
+# want NAME: true unless NAME is in SKIP (step_budget's skip); a skipped
+# step gets a summary row.
+want() {
+  case "$skip" in *" $1 "*) summary+=("$(printf '%-8s %-8s' "$1" skipped)"); return 1 ;; esac
 }
