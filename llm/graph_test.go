@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/quant"
 )
 
@@ -217,4 +218,30 @@ func TestGraphDecodeAllocs(t *testing.T) {
 	}
 	decode() // captures the graph
 	assert.Zero(t, testing.AllocsPerRun(10, decode))
+}
+
+// A replay the plugin refuses with ErrFailedPrecondition (on CUDA: the
+// attention's workspace was reallocated, or its plan switched kernels,
+// since the capture; on the mock: the refuse_replay_nth fault) makes the
+// step capture its graph again and run once more: the tokens and logits
+// stay byte-identical to eager and the model keeps the new graph.
+func TestDecodeGraphRecapturesRefusedReplay(t *testing.T) {
+	const batch, steps = 2, 5
+	// 1 launch a step; the first graph run makes launches 1-5, so the
+	// 7th (the second run's second step) is refused.
+	rt := mockrt.Open(t, "refuse_replay_nth=7")
+	dev := mockrt.Device0(t, rt)
+	c := tinyConfig()
+	m, err := NewModel(dev, c, batch, 20+steps+1, 1)
+	require.NoError(t, err)
+	defer m.Close()
+	o := GenOptions{Prompt: PromptTokens(c.Seed, batch, 1, c.Vocab), P: 1, Ctx: 20, Steps: steps, Collect: true}
+	eager := generate(t, rt, m, o)
+	o.Graph = true
+	sameRun(t, eager, generate(t, rt, m, o))
+	old := m.graphs[graphKey{batch: batch}]
+	require.NotNil(t, old)
+	sameRun(t, eager, generate(t, rt, m, o), "a replay refused and captured again")
+	assert.NotSame(t, old, m.graphs[graphKey{batch: batch}], "the refused graph is replaced")
+	sameRun(t, eager, generate(t, rt, m, o), "the new graph replays")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/kvpage"
 	"github.com/metrale/gpurt/sampling"
 )
@@ -298,4 +299,20 @@ func TestPagedStepRows(t *testing.T) {
 	require.ErrorContains(t, p.StepRows(&st, []int32{1}, []int32{0}, other), fmt.Sprintf("vocabulary of %d, the model's is %d", V+1, V))
 	require.NoError(t, p.Step(&st, []int32{1}, []int32{0}, nil, 0))
 	require.ErrorContains(t, p.Logprobs(make([]float32, 1)), "drew no tokens with per-request parameters")
+}
+
+// Paged's graph steps take the same recapture path: a refused replay
+// (the mock's refuse_replay_nth fault) captures the step again, with the
+// same tokens as eager steps.
+func TestPagedGraphRecapturesRefusedReplay(t *testing.T) {
+	rt := mockrt.Open(t, "refuse_replay_nth=3")
+	m, err := NewModel(mockrt.Device0(t, rt), tinyConfig(), 2, 32, 8)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	p, err := NewPaged(m)
+	require.NoError(t, err)
+	tab := newPagedTable(t, p)
+	eager := pagedRun(t, p, tab, false, nil, 6)
+	assert.Equal(t, eager, pagedRun(t, p, tab, true, nil, 6), "the 3rd replay refused and captured again")
+	assert.Equal(t, eager, pagedRun(t, p, tab, true, nil, 6))
 }

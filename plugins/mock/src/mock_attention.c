@@ -313,5 +313,6 @@ gpurt_error *mock_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r
   x->q = mock_ptr(&r->q);
   x->o = mock_ptr(&r->o);
   x->qo_dev = mock_ptr(&r->qo_indptr);
+  if (q->capturing) ((mock_recording *)q->q)->attention = 1;
   return mock_submit_fn(q, "attention_run", run_run, run_drop, x);
 }

@@ -7,7 +7,11 @@
  * and takes the latest record of every event it waits for, in order (as
  * the eager calls would at this point), and appends the whole list to
  * the stream's FIFO under one hold of its lock: nothing else lands inside
- * a replay.
+ * a replay. The refuse_replay_nth fault refuses a replay holding an
+ * attention run, before anything of it is enqueued, as the CUDA plugin
+ * refuses one whose attention plan no longer fits the captured kernels
+ * (its workspace was reallocated, or the plan switched kernels): the
+ * caller captures again (llm's launchStep).
  */
 #include "mock_internal.h"
 
@@ -42,6 +46,9 @@ gpurt_error *mock_graph_end(void *ctx, gp_queue *rec, int abort, void **exec) {
 gpurt_error *mock_graph_launch(void *ctx, void *exec, gp_queue *q) {
   mock_rt *rt = ctx;
   mock_recording *r = exec;
+  if (r->attention && mock_replay_fault(rt))
+    return gp_err(GPURT_ERR_FAILED_PRECONDITION, "graph_launch: a recorded attention run no longer fits its "
+                  "object's plan (injected fault: refuse_replay_nth): capture the graph again");
   uint64_t n = 0;
   for (mock_op *op = r->head; op; op = op->next) n++;
   mock_op **seq = n ? calloc((size_t)n, sizeof *seq) : NULL;

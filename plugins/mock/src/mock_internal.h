@@ -140,6 +140,7 @@ typedef struct mock_recording {
   mock_rt *rt;
   uint32_t dev;
   mock_op *head, *tail;
+  int attention; /* an attention run is recorded (refuse_replay_nth counts this replay) */
 } mock_recording;
 
 struct mock_rt {
@@ -151,6 +152,7 @@ struct mock_rt {
   pthread_mutex_t mu;
   uint64_t *used; /* device bytes per device */
   int64_t fail_alloc_nth, fail_launch_nth;
+  int64_t refuse_replay_nth; /* the Nth replay holding an attention run is refused */
   atomic_int *lost; /* per device, sticky */
 
   pthread_mutex_t ev_mu;
@@ -168,6 +170,9 @@ int mock_alloc_fault(mock_rt *rt);
 /* Counts n launches against fail_launch_nth; the index of the launch the
  * fault refuses, or n when none is refused. */
 uint64_t mock_launch_faults(mock_rt *rt, uint64_t n);
+/* Counts one replay holding an attention run against refuse_replay_nth;
+ * 1 when it must be refused. */
+int mock_replay_fault(mock_rt *rt);
 
 /* mock_stream.c: stream workers, queues, events */
 void mock_rec_release(mock_rt *rt, ev_rec *r);

@@ -68,7 +68,7 @@ static gpurt_error *m_probe(gpurt_probe_args *a) {
 
 typedef struct rt_config {
   int64_t devices, memory, delay_us, gemm_threads;
-  int64_t fail_alloc_nth, fail_launch_nth, lose_device;
+  int64_t fail_alloc_nth, fail_launch_nth, lose_device, refuse_replay_nth;
 } rt_config;
 
 static gpurt_error *parse_int_opt(const char *what, const char *key, size_t klen,
@@ -95,7 +95,8 @@ typedef struct int_opt {
 #define INT_OPT(field, suffix) {#field, suffix, offsetof(rt_config, field)}
 static const int_opt runtime_opts[] = {INT_OPT(devices, 0), INT_OPT(memory, 1), INT_OPT(delay_us, 0),
                                        INT_OPT(gemm_threads, 0)};
-static const int_opt fault_opts[] = {INT_OPT(fail_alloc_nth, 0), INT_OPT(fail_launch_nth, 0), INT_OPT(lose_device, 0)};
+static const int_opt fault_opts[] = {INT_OPT(fail_alloc_nth, 0), INT_OPT(fail_launch_nth, 0), INT_OPT(lose_device, 0),
+                                     INT_OPT(refuse_replay_nth, 0)};
 #undef INT_OPT
 /* runtime_opts[i]'s environment variable (read first, the options then
  * override it) and what a malformed value of it is not. */
@@ -123,7 +124,7 @@ static gpurt_error *fault_opt(void *user, const char *k, size_t kl, const char *
   gpurt_error *e;
   if (set_int_opt(OPTS(fault_opts), "GPURT_MOCK_FAULTS", user, k, kl, v, vl, &e)) return e;
   return gp_err(GPURT_ERR_UNSUPPORTED, "GPURT_MOCK_FAULTS: unknown fault \"%.*s\" (known: fail_alloc_nth, "
-                "fail_launch_nth, lose_device)", (int)kl, k);
+                "fail_launch_nth, lose_device, refuse_replay_nth)", (int)kl, k);
 }
 
 static gpurt_error *runtime_opt(void *user, const char *k, size_t kl, const char *v, size_t vl) {
@@ -132,7 +133,7 @@ static gpurt_error *runtime_opt(void *user, const char *k, size_t kl, const char
       set_int_opt(OPTS(fault_opts), "GPURT_MOCK_FAULTS", user, k, kl, v, vl, &e))
     return e;
   return gp_err(GPURT_ERR_UNSUPPORTED, "runtime options: unknown key \"%.*s\" (known: devices, "
-                "memory, delay_us, gemm_threads, fail_alloc_nth, fail_launch_nth, lose_device)",
+                "memory, delay_us, gemm_threads, fail_alloc_nth, fail_launch_nth, lose_device, refuse_replay_nth)",
                 (int)kl, k);
 }
 
@@ -149,7 +150,7 @@ static gpurt_error *m_open(const gpurt_runtime_create_args *ap, void **ctx, uint
   const gpurt_runtime_create_args a = *ap;
   gpurt_error *e;
 
-  rt_config c = {-1, -1, -1, -1, -1, -1, -1};
+  rt_config c = {-1, -1, -1, -1, -1, -1, -1, -1};
   for (size_t i = 0; i < sizeof runtime_envs / sizeof *runtime_envs; i++) {
     const char *name = runtime_envs[i][0];
     int64_t v = env_i64(name, runtime_opts[i].suffix);
@@ -194,6 +195,7 @@ static gpurt_error *m_open(const gpurt_runtime_create_args *ap, void **ctx, uint
   rt->gemm_threads = c.gemm_threads >= 1 ? (int)(c.gemm_threads > 64 ? 64 : c.gemm_threads) : (int)ncpu;
   rt->fail_alloc_nth = c.fail_alloc_nth > 0 ? c.fail_alloc_nth : 0;
   rt->fail_launch_nth = c.fail_launch_nth > 0 ? c.fail_launch_nth : 0;
+  rt->refuse_replay_nth = c.refuse_replay_nth > 0 ? c.refuse_replay_nth : 0;
   rt->used = calloc(rt->ndev, sizeof *rt->used);
   rt->lost = calloc(rt->ndev, sizeof *rt->lost);
   pthread_mutex_init(&rt->mu, NULL);
@@ -240,13 +242,15 @@ static gpurt_error *m_control(void *ctx, const char *k, uint64_t key_len, int64_
   mock_rt *rt = ctx;
   size_t kl = (size_t)key_len;
   int fa = key_is(k, kl, "fail_alloc_nth"), fl = key_is(k, kl, "fail_launch_nth");
-  if (fa || fl) {
+  int fr = key_is(k, kl, "refuse_replay_nth");
+  if (fa || fl || fr) {
     if (value < 0)
       return gp_err(GPURT_ERR_INVALID_ARGUMENT, "runtime_control: %.*s=%lld is negative (0 turns it off)",
                     (int)kl, k, (long long)value);
     pthread_mutex_lock(&rt->mu);
     if (fa) rt->fail_alloc_nth = value;
-    else rt->fail_launch_nth = value;
+    else if (fl) rt->fail_launch_nth = value;
+    else rt->refuse_replay_nth = value;
     pthread_mutex_unlock(&rt->mu);
     return NULL;
   }
@@ -272,7 +276,7 @@ static gpurt_error *m_control(void *ctx, const char *k, uint64_t key_len, int64_
     return NULL;
   }
   return gp_err(GPURT_ERR_UNSUPPORTED, "runtime_control: unknown key \"%.*s\" (the mock knows "
-                "fail_alloc_nth, fail_launch_nth, lose_device, delay_us, debug_corrupt_guard)", (int)(kl > 200 ? 200 : kl), k);
+                "fail_alloc_nth, fail_launch_nth, refuse_replay_nth, lose_device, delay_us, debug_corrupt_guard)", (int)(kl > 200 ? 200 : kl), k);
 }
 
 /* ------------------------------------------------------------------ */

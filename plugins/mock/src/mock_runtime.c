@@ -18,3 +18,5 @@ int mock_is_lost(mock_rt *rt, uint32_t dev) { return dev < rt->ndev && atomic_lo
 int mock_alloc_fault(mock_rt *rt) { return gp_fault_alloc(&rt->mu, &rt->fail_alloc_nth); }
 
 uint64_t mock_launch_faults(mock_rt *rt, uint64_t n) { return gp_fault_launches(&rt->mu, &rt->fail_launch_nth, n); }
+
+int mock_replay_fault(mock_rt *rt) { return gp_fault_launches(&rt->mu, &rt->refuse_replay_nth, 1) == 0; }
