@@ -26,9 +26,11 @@
 #              against eager's step by step
 #   hostcost   build/llama -idle-steps, graph mode, 1B and 8B, batch 1 and
 #              32, with the plan memo and with GPURT_CUDA_ATTN_PLAN_MEMO=0,
+#              and per decode-kernel setting in KERNELS (auto: the plugin's
+#              per-plan choice; decode, prefill: GPURT_CUDA_DECODE_KERNEL),
 #              alternating (A B A B) so drift shows
 # Logs and JSON lines in $OUT (default build/gpu_skinny). Knobs: SKIP (step
-# names), PRESETS (1b 8b), PFS, WARPS, RGS, FETCHES, I8_PRESETS. Exit status 0 when every step passed.
+# names), PRESETS (1b 8b), PFS, WARPS, RGS, FETCHES, KERNELS, I8_PRESETS. Exit status 0 when every step passed.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -85,10 +87,14 @@ fi
 if want hostcost; then
   for rep in 1 2; do
     for memo in 1 0; do
-      for p in $presets; do
-        step "hostcost_${p}_memo${memo}_$rep" 60 env GPURT_CUDA_ATTN_PLAN_MEMO=$memo build/llama \
-          -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 -preset "$p" -batch 1,32 -ctx 1024 \
-          -steps 32 -warmup 2 -modes graph -idle-steps
+      for kern in ${KERNELS:-auto}; do
+        e=(GPURT_CUDA_ATTN_PLAN_MEMO=$memo)
+        [ "$kern" = auto ] || e+=(GPURT_CUDA_DECODE_KERNEL=$kern)
+        for p in $presets; do
+          step "hostcost_${p}_memo${memo}_${kern}_$rep" 60 env "${e[@]}" build/llama \
+            -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 -preset "$p" -batch 1,32 -ctx 1024 \
+            -steps 32 -warmup 2 -modes graph -idle-steps
+        done
       done
     done
   done
