@@ -115,6 +115,11 @@ typedef struct gp_attn {
   int planned;
   gpurt_stream *stream; /* the stream of the last plan */
   gp_attention_sched sched;
+  /* Bumped (atomically, under mu) by a plan that changes what attention_run's
+   * check reads: planned, the stream, or the schedule's batch, rows or
+   * pages. A kept graph (graph_once) skips re-checking an attention item
+   * whose object's gen and replay stream are those of its last check. */
+  uint64_t gen;
 } gp_attn;
 
 typedef struct gp_comm {

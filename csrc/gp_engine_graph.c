@@ -21,8 +21,10 @@
  * kept executable: every item again when any object of the runtime was
  * destroyed since the last full check (rt->destroys moved: a stale handle
  * is an error, never a launch of freed memory), otherwise only the
- * attention_run items (whose plans change between replays); nothing is
- * allocated. The backend orders the replays of one executable itself. An
+ * attention_run items whose object was planned anew with another batch,
+ * row count or page count since their last check (gp_attn.gen), or that
+ * replay on another stream: in decode, the steps that start a page;
+ * nothing is allocated. The backend orders the replays of one executable itself. An
  * update of launch items only is patched into the executable when the
  * backend kept their nodes (graph_patchable / graph_patch: the per-step
  * update of a sampler's seed costs no recording); any other update
@@ -45,6 +47,11 @@ typedef struct gp_graph {
   void *exec;           /* the executable, recorded at create / update */
   uint64_t checked;     /* rt->destroys when every item was last checked */
   int has_attn;         /* an attention_run item (checked at every launch) */
+  /* Per item, for attention_run items: its object's gen and the replay
+   * stream at its last good check (0: none since the graph was made or its
+   * items updated); a launch with both unchanged skips its check. */
+  uint64_t *agen;
+  gpurt_stream **ash;
 } gp_graph;
 
 /* The CALL slots the engine can record (GP_ZCALLS), their front halves and
@@ -86,6 +93,8 @@ void gp_graph_free(gp_rt *rt, void *p) {
   if (g->exec) gp_eb->graph_destroy(rt->ctx, g->exec);
   if (g->order_ev) gp_eb->event_destroy(rt->ctx, g->order_ev);
   nodes_free(g->nodes, g->count);
+  free(g->agen);
+  free(g->ash);
   free(g);
 }
 
@@ -162,6 +171,14 @@ gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *
   g->nodes = nodes;
   for (uint64_t i = 0; i < a.count; i++) g->has_attn |= is_attention(&nodes[i]);
   pthread_mutex_init(&g->mu, NULL);
+  if (gp_eb->graph_once && a.count > 0) {
+    g->agen = calloc((size_t)a.count, sizeof *g->agen);
+    g->ash = calloc((size_t)a.count, sizeof *g->ash);
+    if (!g->agen || !g->ash) {
+      gp_graph_free(rt, g);
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "graph_create: no memory for %llu items", U(a.count));
+    }
+  }
   if (gp_eb->graph_once) {
     if ((e = record(rt, g, g->nodes, NULL, "graph_create", &g->exec))) {
       g->exec = NULL;
@@ -229,17 +246,44 @@ static gpurt_error *record(gp_rt *rt, gp_graph *g, const gp_graph_node *nodes, g
   return end ? gp_err_wrap(end, "%s", op) : NULL;
 }
 
+/* An attention item's object's gen (0 when its handle does not resolve:
+ * the check then says why). */
+static uint64_t attn_gen(gp_rt *rt, const gp_graph_node *n) {
+  gp_attn *a;
+  gpurt_error *e = gp_lookup(rt, &rt->attns, n->object, (void **)&a);
+  if (e) {
+    gp_error_destroy(e);
+    return 0;
+  }
+  return __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE);
+}
+
 /* graph_once: checks the items against the replay's stream s (every one
  * when an object was destroyed since the last full check, else the
- * attention runs) and launches the kept executable (g->mu held). */
+ * attention runs whose object was planned anew since their last check, or
+ * which replay on another stream) and launches the kept executable (g->mu
+ * held). In decode a plan changes the checked schedule only when a page
+ * starts, so most replays check nothing. */
 static gpurt_error *launch_kept(gp_rt *rt, gp_graph *g, gp_stream *s, gpurt_stream *sh) {
   gpurt_error *e = NULL;
   uint64_t now = atomic_load(&rt->destroys);
   int all = now != g->checked;
   if (all || g->has_attn)
-    for (uint64_t i = 0; i < g->count && !e; i++)
-      if ((all || is_attention(&g->nodes[i])) && (e = node_on(rt, s, sh, &g->nodes[i], 0)))
+    for (uint64_t i = 0; i < g->count && !e; i++) {
+      const gp_graph_node *n = &g->nodes[i];
+      int attn = is_attention(n);
+      if (!all && !attn) continue;
+      /* The gen is read before the check: a plan racing with it bumps it
+       * again, and the next launch checks. */
+      uint64_t gen = attn ? attn_gen(rt, n) : 0;
+      if (!all && gen != 0 && gen == g->agen[i] && sh == g->ash[i]) continue;
+      if ((e = node_on(rt, s, sh, n, 0))) {
         e = gp_err_wrap(e, "graph_launch: item %llu", U(i));
+      } else if (attn) {
+        g->agen[i] = gen;
+        g->ash[i] = sh;
+      }
+    }
   if (e) return e;
   if (all) g->checked = now;
   return gp_eb->graph_launch(rt->ctx, g->exec, &s->q);
@@ -394,6 +438,10 @@ gpurt_error *gp_e_graph_update(gpurt_runtime *h, gpurt_graph *gh, gpurt_graph_up
     if (!gp_eb->graph_once) a.applied = GPURT_GRAPH_UPDATE_PATCHED;
     g->has_attn = 0;
     for (uint64_t i = 0; i < g->count; i++) g->has_attn |= is_attention(&g->nodes[i]);
+    if (g->agen) { /* updated items are checked again at the next launch */
+      memset(g->agen, 0, (size_t)g->count * sizeof *g->agen);
+      memset(g->ash, 0, (size_t)g->count * sizeof *g->ash);
+    }
     read = a.count;
   }
   pthread_mutex_unlock(&g->mu);

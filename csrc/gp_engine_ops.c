@@ -191,6 +191,9 @@ gpurt_error *gp_e_attention_plan(gpurt_runtime *h, gpurt_stream *sh, gpurt_atten
   pthread_mutex_lock(&a->mu);
   e = gp_eb->attention_plan(rt->ctx, &s->q, a->obj, &pa, &sc);
   if (!e) {
+    if (!a->planned || a->stream != sh || a->sched.batch != sc.batch || a->sched.rows != sc.rows ||
+        a->sched.pages != sc.pages)
+      __atomic_store_n(&a->gen, a->gen + 1, __ATOMIC_RELEASE);
     a->sched = sc;
     a->stream = sh;
     a->planned = 1;

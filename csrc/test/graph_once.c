@@ -50,7 +50,7 @@ typedef struct recording {
 } recording;
 
 static struct {
-  int begins, ends, aborts, launches, live_execs, prepares, captures, patches;
+  int begins, ends, aborts, launches, live_execs, prepares, captures, patches, plans;
 } cnt;
 
 static gpurt_error *f_probe(gpurt_probe_args *a) {
@@ -304,10 +304,59 @@ static void f_graph_destroy(void *ctx, void *exec) {
   free(exec);
 }
 
+/* Attention (1.5): an object is a token; a plan is counted; a run writes
+ * 16 bytes of 0xA5 at o (recorded as that memset), so a replay is seen in
+ * the memory. The other runs of 1.4 and 1.5 answer UNSUPPORTED (unused). */
+static gpurt_error *f_attention_create(void *ctx, uint32_t dev, const gpurt_attention_desc *d, void **obj) {
+  (void)ctx, (void)dev, (void)d;
+  *obj = calloc(1, 1);
+  return *obj ? NULL : gp_err(GPURT_ERR_OUT_OF_MEMORY, "no memory");
+}
+
+static void f_attention_destroy(void *ctx, void *obj) {
+  (void)ctx;
+  free(obj);
+}
+
+static gpurt_error *f_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_attention_plan_args *a,
+                                     const gp_attention_sched *sched) {
+  (void)ctx, (void)q, (void)obj, (void)a, (void)sched;
+  cnt.plans++;
+  return NULL;
+}
+
+static gpurt_error *f_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r) {
+  (void)ctx;
+  if (q && q->capturing == GP_QUEUE_PREPARE) return NULL;
+  if (q && q->capturing) {
+    recording *rec = q->q;
+    if (rec->n == 16) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "the recording is full");
+    rec->ops[rec->n++] = (rec_op){0, (void *)(uintptr_t)r->o.addr, 16, 0xA5, 0, q->item, 0};
+    return NULL;
+  }
+  memset((void *)(uintptr_t)r->o.addr, 0xA5, 16);
+  return NULL;
+}
+
+static gpurt_error *f_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r) {
+  (void)ctx, (void)q, (void)r;
+  return gp_err(GPURT_ERR_UNSUPPORTED, "quant_matmul is not in this test double");
+}
+
+static gpurt_error *f_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r) {
+  (void)ctx, (void)q, (void)r;
+  return gp_err(GPURT_ERR_UNSUPPORTED, "grouped_gemm is not in this test double");
+}
+
+static gpurt_error *f_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
+  (void)ctx, (void)q, (void)r;
+  return gp_err(GPURT_ERR_UNSUPPORTED, "kv_append is not in this test double");
+}
+
 static const gp_backend once_backend = {
     .name = "once",
-    .version = "1.3.0",
-    .abi_minor = 3,
+    .version = "1.5.0",
+    .abi_minor = 5,
     .priority = 1,
     .graph_once = 1,
     .probe = f_probe,
@@ -343,6 +392,13 @@ static const gp_backend once_backend = {
     .graph_patch = f_graph_patch,
     .graph_launch = f_graph_launch,
     .graph_destroy = f_graph_destroy,
+    .quant_matmul = f_quant_matmul,
+    .grouped_gemm = f_grouped_gemm,
+    .kv_append = f_kv_append,
+    .attention_run = f_attention_run,
+    .attention_create = f_attention_create,
+    .attention_destroy = f_attention_destroy,
+    .attention_plan = f_attention_plan,
 };
 
 /* ---- the test ----------------------------------------------------------------- */
@@ -493,6 +549,91 @@ static void patch_checks(gpurt_runtime *rt, gpurt_stream *s) {
   result_msg(e == NULL, "patch: teardown", take_msg(e, m, sizeof m));
 }
 
+/* Attention items of a kept graph: checked at a launch only when their
+ * object was planned anew with another batch, row count or page count
+ * (its gen moved) or the replay is on another stream; a plan that no
+ * longer fits the recorded views is still refused, nothing launched. */
+static void attention_checks(gpurt_runtime *rt, gpurt_stream *s) {
+  char m[400];
+  const uint64_t D = 64, ps = 16, npages = 8, page = ps * D * 2, rows = 2 * D * 2;
+  const int32_t fits[3] = {0, 2, 5}, grown[3] = {0, 3, 6}, last[2] = {4, 1}, idx[5] = {3, 0, 7, 1, 5};
+  gpurt_buffer *k = NULL, *v = NULL, *q = NULL, *o = NULL, *ip = NULL, *ix = NULL, *lp = NULL;
+  gpurt_stream *s2 = NULL;
+  gpurt_attention *at = NULL;
+  gpurt_graph *g = NULL;
+  gpurt_error *e = api->buffer_alloc(rt, 0, npages * page, &k);
+  if (!e) e = api->buffer_alloc(rt, 0, npages * page, &v);
+  if (!e) e = api->buffer_alloc(rt, 0, rows, &q);
+  if (!e) e = api->buffer_alloc(rt, 0, rows, &o);
+  if (!e) e = api->buffer_alloc(rt, 0, sizeof fits, &ip);
+  if (!e) e = api->buffer_alloc(rt, 0, sizeof idx, &ix); /* 5 page indices: a plan of 6 pages does not fit */
+  if (!e) e = api->buffer_alloc(rt, 0, sizeof last, &lp);
+  if (!e) e = upload_on(rt, NULL, ip, fits, sizeof fits);
+  if (!e) e = upload_on(rt, NULL, ix, idx, sizeof idx);
+  if (!e) e = upload_on(rt, NULL, lp, last, sizeof last);
+  if (!e) e = api->stream_create(rt, 0, &s2);
+  gpurt_attention_desc d;
+  ARGS_INIT(d);
+  d.kind = GPURT_ATTENTION_DECODE;
+  d.num_qo_heads = 1;
+  d.layout = (gpurt_kv_layout){GPURT_DTYPE_F16, GPURT_KV_LAYOUT_NHD, ps, 1, D, 0};
+  d.max_batch_size = 2;
+  if (!e) e = api->attention_create(rt, 0, &d, &at);
+  gpurt_attention_plan_args pa;
+  ARGS_INIT(pa);
+  pa.batch_size = 2;
+  pa.kv_indptr = fits;
+  pa.kv_last_page_len = last;
+  if (!e) e = api->attention_plan(rt, s, at, &pa);
+  gpurt_attention_run_args ra;
+  ARGS_INIT(ra);
+  ra.q = q;
+  ra.o = o;
+  ra.pages = (gpurt_kv_pages){.k = k, .v = v, .num_pages = npages, .indptr = ip, .indices = ix, .last_page_len = lp};
+  gpurt_graph_item it = call_item(offsetof(gpurt_api, attention_run), at, &ra);
+  gpurt_graph_create_args ga = graph_args(&it, 1);
+  if (!e) e = api->graph_create(rt, &ga, &g);
+  result_msg(e == NULL, "attention: a graph of one attention_run", take_msg(e, m, sizeof m));
+  if (e) goto out;
+  uint8_t a5[16];
+  memset(a5, 0xA5, sizeof a5);
+  e = api->graph_launch(rt, g, s);
+  result_msg(e == NULL && reads_back(rt, o, a5, 16, 0), "attention: the first launch checks and replays",
+             take_msg(e, m, sizeof m));
+  int launches = cnt.launches;
+  e = api->attention_plan(rt, s, at, &pa);
+  if (!e) e = api->graph_launch(rt, g, s);
+  if (!e) e = api->graph_launch(rt, g, s);
+  result_msg(e == NULL && cnt.launches == launches + 2, "attention: replays after a plan of the same shape",
+             take_msg(e, m, sizeof m));
+  pa.kv_indptr = grown;
+  e = api->attention_plan(rt, s, at, &pa);
+  result_msg(e == NULL, "attention: a plan of 6 pages", take_msg(e, m, sizeof m));
+  launches = cnt.launches;
+  const char *msg = take_msg(api->graph_launch(rt, g, s), m, sizeof m);
+  result_msg(strstr(msg, "graph_launch: item 0") != NULL && strstr(msg, "indices") != NULL &&
+             cnt.launches == launches, "attention: a plan the recorded page indices cannot hold is refused, "
+             "nothing launched", msg);
+  pa.kv_indptr = fits;
+  e = api->attention_plan(rt, s, at, &pa);
+  if (!e) e = api->graph_launch(rt, g, s);
+  result_msg(e == NULL && cnt.launches == launches + 1, "attention: a plan that fits again replays",
+             take_msg(e, m, sizeof m));
+  msg = take_msg(api->graph_launch(rt, g, s2), m, sizeof m);
+  result_msg(strstr(msg, "graph_launch: item 0") != NULL && strstr(msg, "stream") != NULL &&
+             cnt.launches == launches + 1, "attention: a replay on another stream than the plan's is refused", msg);
+  e = api->graph_launch(rt, g, s);
+  result_msg(e == NULL && cnt.launches == launches + 2, "attention: and on the plan's stream it replays",
+             take_msg(e, m, sizeof m));
+out:
+  if (g) take_msg(api->graph_destroy(rt, g), m, sizeof m);
+  if (at) take_msg(api->attention_destroy(rt, at), m, sizeof m);
+  if (s2) take_msg(api->stream_destroy(rt, s2), m, sizeof m);
+  gpurt_buffer *bs[] = {k, v, q, o, ip, ix, lp};
+  for (size_t i = 0; i < 7; i++)
+    if (bs[i]) take_msg(api->buffer_free(rt, bs[i]), m, sizeof m);
+}
+
 int main(void) {
   char m[600];
   gpurt_negotiate_args na;
@@ -602,6 +743,7 @@ int main(void) {
   result_msg(e == NULL && cnt.live_execs == 0, "graph_destroy frees the executable", take_msg(e, m, sizeof m));
 
   patch_checks(rt, s);
+  attention_checks(rt, s);
 
   /* A recording the backend refuses at graph_create leaks nothing. */
   gpurt_buffer *b = NULL;
