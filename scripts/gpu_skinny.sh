@@ -12,11 +12,9 @@
 #              n = 1, 8, 16, 32, 64 at 4096x4096 and 14336x4096, once per
 #              GPURT_CUDA_QGEMV_PREFETCH value P in PFS (default: the
 #              built-in distances), GPURT_CUDA_QGEMV_WARPS value W in
-#              WARPS (default: the heuristic) and GPURT_CUDA_QGEMV_RG value
-#              R in RGS (row groups a block; default: the built-in ones)
-#              and GPURT_CUDA_QGEMV_FETCH value F in FETCHES (32 or 256:
-#              the L2's DRAM fetch for a load of W), rows "gpurt int8 pf
-#              P[ warps W][ rg R][ fetch F]"
+#              WARPS (default: the heuristic) and GPURT_CUDA_QGEMV_FETCH
+#              value F in FETCHES (32 or 256: the L2's DRAM fetch for a
+#              load of W), rows "gpurt int8 pf P[ warps W][ fetch F]"
 #   gemv_factored  the same with GPURT_CUDA_QGEMV=factored (the skinny GEMV
 #              in the factored form), rows "gpurt int8 factored"
 #   gemv_cutlass  the same with GPURT_CUDA_QMM_MIN_N=9 (n >= 9 on CUTLASS's
@@ -30,7 +28,7 @@
 #              per-plan choice; decode, prefill: GPURT_CUDA_DECODE_KERNEL),
 #              alternating (A B A B) so drift shows
 # Logs and JSON lines in $OUT (default build/gpu_skinny). Knobs: SKIP (step
-# names), PRESETS (1b 8b), PFS, WARPS, RGS, FETCHES, KERNELS, I8_PRESETS. Exit status 0 when every step passed.
+# names), PRESETS (1b 8b), PFS, WARPS, FETCHES, KERNELS, I8_PRESETS. Exit status 0 when every step passed.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -41,21 +39,17 @@ presets=${PRESETS:-1b 8b}
 want conform && step conform 150 build/gpurt conform --backend cuda --plugin-path build --run '^(quant|attention)/'
 for pf in ${PFS:-default}; do
   for wp in ${WARPS:-default}; do
-    for rg in ${RGS:-default}; do
-      for fe in ${FETCHES:-default}; do
-        e=()
-        [ "$pf" = default ] || e+=(GPURT_CUDA_QGEMV_PREFETCH=$pf)
-        [ "$wp" = default ] || e+=(GPURT_CUDA_QGEMV_WARPS=$wp)
-        [ "$rg" = default ] || e+=(GPURT_CUDA_QGEMV_RG=$rg)
-        [ "$fe" = default ] || e+=(GPURT_CUDA_QGEMV_FETCH=$fe)
-        tag="pf $pf"
-        [ "$wp" = default ] || tag="$tag warps $wp"
-        [ "$rg" = default ] || tag="$tag rg $rg"
-        [ "$fe" = default ] || tag="$tag fetch $fe"
-        want gemv && step_jsonl "gemv_pf${pf}_w${wp}_rg${rg}_f$fe" 60 "$out/quant.jsonl" env "${e[@]}" \
-          build/gpurt-quantbench -plugin-path build -only gemv &&
-          sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $tag\"/" "$out/quant.jsonl"
-      done
+    for fe in ${FETCHES:-default}; do
+      e=()
+      [ "$pf" = default ] || e+=(GPURT_CUDA_QGEMV_PREFETCH=$pf)
+      [ "$wp" = default ] || e+=(GPURT_CUDA_QGEMV_WARPS=$wp)
+      [ "$fe" = default ] || e+=(GPURT_CUDA_QGEMV_FETCH=$fe)
+      tag="pf $pf"
+      [ "$wp" = default ] || tag="$tag warps $wp"
+      [ "$fe" = default ] || tag="$tag fetch $fe"
+      want gemv && step_jsonl "gemv_pf${pf}_w${wp}_f$fe" 60 "$out/quant.jsonl" env "${e[@]}" \
+        build/gpurt-quantbench -plugin-path build -only gemv &&
+        sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $tag\"/" "$out/quant.jsonl"
     done
   done
 done

@@ -346,12 +346,9 @@ gpurt_error *cu_attention_create(void *ctx, uint32_t dev, const gpurt_attention_
       attn_free(a);
       return cu_fail(rt, dev, r, "cuEventCreate", NULL);
     }
-  /* Decode on the prefill kernel over 16-bit pages plans in FlashInfer's
-   * CUDA-graph mode (cuda_attention_fi.cuh); the fp8 adapter does not. */
-  a->cfg.decode_rows = d.kind == GPURT_ATTENTION_DECODE && a->cfg.prefill_kernel && d.layout.dtype != GPURT_DTYPE_FP8_E4M3;
   a->auto_kernel = d.kind == GPURT_ATTENTION_DECODE && d.layout.dtype != GPURT_DTYPE_FP8_E4M3 &&
                    decode_group(group) && decode_kernel_env() == 0;
-  if (a->cfg.decode_rows || a->auto_kernel) {
+  if (d.kind == GPURT_ATTENTION_DECODE && (a->cfg.prefill_kernel || a->auto_kernel)) {
     uint64_t n = (uint64_t)d.max_batch_size + 1;
     int32_t *iota = malloc(4 * n);
     if (iota == NULL) {
@@ -434,7 +431,7 @@ gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_at
   }
   a->memo_ok = 0; /* the int workspace may change from here on */
   const cu_fi_config keep = a->cfg; /* back, should this plan fail */
-  if (a->auto_kernel) a->cfg.prefill_kernel = a->cfg.decode_rows = (uint8_t)decode_kernel_for(a, pa.kv_indptr, sc.batch);
+  if (a->auto_kernel) a->cfg.prefill_kernel = (uint8_t)decode_kernel_for(a, pa.kv_indptr, sc.batch);
   int idx = a->cur ^ 1;
   for (int tries = 0;; tries++) {
     if (a->ev_live[idx]) {
@@ -520,7 +517,9 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
  * holds) is kept in the recording (cu_rec_snap) and checked before every
  * replay (cu_attention_replay_check). */
 static gpurt_error *recordable(const cu_attn *a, const char *w) {
-  if (a->cfg.prefill_kernel && !a->cfg.decode_rows)
+  /* Decode over 16-bit pages on the prefill kernel plans in FlashInfer's
+   * CUDA-graph mode (cuda_attention_fi.cuh); prefill and fp8 do not. */
+  if (a->cfg.prefill_kernel && (a->d.kind == GPURT_ATTENTION_PREFILL || a->d.layout.dtype == GPURT_DTYPE_FP8_E4M3))
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the attention object runs FlashInfer's prefill kernel planned for "
                   "each step's rows (%s); this plugin records decode attention only in a graph: run it eagerly "
                   "between graphs", w, a->d.kind == GPURT_ATTENTION_PREFILL ? "a prefill object"

@@ -28,8 +28,7 @@ typedef struct cu_fi_config {
                              with a group size its decode kernel lacks) */
   uint8_t causal;         /* prefill kernel: the causal mask */
   uint8_t soft_cap;       /* 1: the soft-cap variant */
-  uint8_t decode_rows;    /* prefill kernel for decode (one query row a request):
-                             planned in FlashInfer's CUDA-graph mode */
+  uint8_t reserved;
   float sm_scale, cap;
 } cu_fi_config;
 

@@ -228,13 +228,14 @@ struct plan_call {
       for (uint32_t i = 0; i <= batch; i++) iota[i] = (int32_t)i;
       q = iota.data();
     }
-    // Decode on the prefill kernel (FlashInfer's tensor-core decode): its
-    // CUDA-graph mode with one query row a request, as its tensor-core
-    // decode wrapper plans it. The grid (padded to the GPU), the split and
-    // every workspace offset then depend on the batch alone, so a run
-    // captured in a graph replays any later plan of the same batch; CTAs
-    // past the plan's work skip through the block-valid mask.
-    const bool graph = c->decode_rows != 0;
+    // Decode on the prefill kernel over 16-bit pages (FlashInfer's
+    // tensor-core decode): its CUDA-graph mode with one query row a
+    // request, as its tensor-core decode wrapper plans it. The grid (padded
+    // to the GPU), the split and every workspace offset then depend on the
+    // batch alone, so a run captured in a graph replays any later plan of
+    // the same batch; CTAs past the plan's work skip through the
+    // block-valid mask. (fp8 pages: planned per step, not recorded.)
+    const bool graph = qo == nullptr && sizeof(KVT) == 2;
     const int64_t uniform = graph ? 1 : 0;
     PrefillPlanInfo info;
     cudaError_t e;

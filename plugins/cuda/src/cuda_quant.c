@@ -89,10 +89,7 @@ enum {
 #define QV_MAXW 16 /* GEMV: warps per block at most */
 #define QV_PF 0    /* GEMV: batches ahead asked into the L2 (0: none) */
 #define QW_PF 1    /* skinny GEMV: the same */
-#define QV_RG 1    /* GEMV: row groups a block (warps sharing x through the L1) */
 #define QV_FETCH 256 /* GEMVs: bytes the L2 fetches from DRAM for a load of W (32 or 256) */
-#define QW_RG 1    /* skinny GEMV: the same (2 and 4 measured no faster at 14336 x 4096 and
-                      slower at 4096 x 4096: 22.2 and 41.4 against 14.1 us at n = 32, H200) */
 /* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
 static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }
 
@@ -170,33 +167,27 @@ void cu_quant_device_release(cu_device *d) {
  * gives the skinny GEMV the factored form for them (comparisons),
  * GPURT_CUDA_QGEMV_PREFETCH=0..8 how many of a warp's batches ahead it asks
  * W into the L2 (QV_PF, QW_PF by default; scripts/gpu_skinny.sh),
- * GPURT_CUDA_QGEMV_RG=1, 2 or 4 the row groups a block (warps sharing
- * their x loads through the L1; QV_RG, QW_RG by default),
  * GPURT_CUDA_QGEMV_FETCH=32 or 256 the bytes the L2 fetches from DRAM for
  * a load of W (QV_FETCH by default). */
 typedef struct qgemv_env {
-  int warps, dequant, factored, pf, rg, fetch; /* pf: -1 the defaults; rg, fetch: 0 the default */
+  int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
-  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | rg << 14 | fetch << 17, once read */
+  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
-    const char *p = getenv("GPURT_CUDA_QGEMV_PREFETCH"), *g = getenv("GPURT_CUDA_QGEMV_RG");
-    const char *fe = getenv("GPURT_CUDA_QGEMV_FETCH");
+    const char *p = getenv("GPURT_CUDA_QGEMV_PREFETCH"), *fe = getenv("GPURT_CUDA_QGEMV_FETCH");
     int warps = w != NULL ? atoi(w) : 0;
     if (warps < 0 || warps > QV_MAXW) warps = 0;
     int pf = p != NULL && *p != 0 ? atoi(p) : -1;
     if (pf < -1 || pf > 8) pf = -1;
-    int rg = g != NULL ? atoi(g) : 0;
-    if (rg != 1 && rg != 2 && rg != 4) rg = 0;
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
-        (pf + 1) << 10 | rg << 14 |
-        (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 17;
+        (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 7, v >> 17};
+  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, v >> 14};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -383,15 +374,13 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
 }
 
 /* Launches a GEMV kernel (either form: the same parameters; the n <= 8
- * kernels have n built in) over r's operands: rg row groups of QV_ROWS rows
- * of W a block, k split among each group's warps in depth-deep batches:
- * maxw warps a block while the grid of QV_ROWS-row blocks is small (fewer
- * than ~2 per SM), else 4 a row group (at most maxw), never more than
- * batches a group; GPURT_CUDA_QGEMV_WARPS (up to maxw, a multiple of rg)
- * fixes it. pf: the prefetch distance unless GPURT_CUDA_QGEMV_PREFETCH
- * says; rg unless GPURT_CUDA_QGEMV_RG says. */
+ * kernels have n built in) over r's operands: QV_ROWS rows of W a block,
+ * k split among its warps in depth-deep batches: maxw warps while the grid
+ * is small (fewer than ~2 blocks per SM), else 4, never more than batches;
+ * GPURT_CUDA_QGEMV_WARPS (up to maxw) fixes it. pf: the prefetch distance
+ * unless GPURT_CUDA_QGEMV_PREFETCH says. */
 static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
-                                uint32_t n, uint32_t pf, uint32_t rg, uint32_t depth, uint32_t maxw) {
+                                uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw) {
   const gpurt_quant_matmul_args *a = &r->c.a;
   const uint8_t *pw = (const uint8_t *)(uintptr_t)r->w.addr;
   const uint16_t *ps = (const uint16_t *)(uintptr_t)r->scales.addr, *pb = (const uint16_t *)(uintptr_t)r->biases.addr;
@@ -400,18 +389,13 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gshift = log2u(a->group_size);
   const qgemv_env sw = qgemv_switches();
   if (sw.pf >= 0) pf = (uint32_t)sw.pf;
-  if (sw.rg > 0) rg = (uint32_t)sw.rg;
   /* The kernels' pf: the distance, and bit 8 for 256-byte fetches of W. */
   if (sw.fetch == 2 || (sw.fetch == 0 && QV_FETCH == 256)) pf |= 0x100u;
-  if (rg > maxw) rg = maxw;
-  void *params[11] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &pf, &rg};
-  const uint64_t blocks32 = cdiv(m, QV_ROWS), batches = cdiv(k, depth);
-  uint64_t nw = sw.warps > 0 && (uint32_t)sw.warps <= maxw && sw.warps % rg == 0 ? (uint64_t)sw.warps
-                : blocks32 < 256                                                 ? maxw
-                                                                                 : 4 * (uint64_t)rg;
-  if (nw > maxw) nw = maxw;
-  if (nw > batches * rg) nw = batches * rg;
-  return launch(rt, st, f, name, cdiv(m, QV_ROWS * rg), (uint32_t)nw * 32, params);
+  void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &pf};
+  const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, depth);
+  uint64_t nw = sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps : blocks < 256 ? maxw : 4;
+  if (nw > batches) nw = batches;
+  return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
@@ -440,7 +424,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * SM), else 4 (four blocks per SM: at 14336 x 4096 on the H200 22.3 /
      * 22.8 us for n = 1 / 8 against 22.9 / 23.6 with 8 warps and 27.0 /
      * 27.7 with 16, 2026-12-02 run14). */
-    return gemv_launch(rt, st, f, name, r, n, QV_PF, QV_RG, 128, QV_MAXW);
+    return gemv_launch(rt, st, f, name, r, n, QV_PF, 128, QV_MAXW);
   }
   if (n >= QMM_LT_MIN_N || (n >= qmm_min_n() && qmm_cutlass_takes(rt, dev, a, w, x, y)))
     return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
@@ -458,7 +442,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * as the GEMV's, from 4 (several blocks per SM, large grids) to the
      * most the kernel takes (measured: 32.5 against 38.7 us with 16 warps
      * at 14336 x 4096, n = 16; bench/results/h200-2026-12-04c). */
-    return gemv_launch(rt, st, f, name, r, n, QW_PF, QW_RG, 64, qw_maxw(nt));
+    return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt));
   }
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;

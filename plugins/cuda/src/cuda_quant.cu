@@ -164,24 +164,18 @@ template <int XT, int ST, int NT, int U, int MAXW, bool FAC>
 __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok,
-                                           u32 pf, u32 rg) {
+                                           u32 pf) {
   // The warps' partial sums, JC n-tiles at a time (rows padded by one
   // float past NT = 1: lane-indexed rows, no bank conflicts).
   constexpr int JC = NT < 4 ? NT : 4;
   __shared__ float red[MAXW][32][8 * JC + (NT == 1 ? 0 : 1)];
   const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const u32 gq = lane >> 2, tq = lane & 3;
-  // rg row groups of QV_ROWS rows a block (rg divides nw): warp w takes
-  // group w % rg and the k-slice w / rg of kw = nw / rg slices, so the rg
-  // warps of one slice ask for the same x at about the same time and all
-  // but the first find it in the L1: x's traffic from the L2 (n tokens x
-  // 2 bytes for every QV_ROWS bytes of W a row) is divided by rg.
-  const u32 rgrp = warp % rg, kw = nw / rg, ks = warp / rg;
   // pf: bits 0-7 the L2 prefetch distance in batches, bit 8 the 256-byte
   // DRAM fetches of W (ld_stream's big).
   const bool big = (pf >> 8) & 1;
   pf &= 0xffu;
-  const u32 row0 = (blockIdx.x * rg + rgrp) * QV_ROWS;
+  const u32 row0 = blockIdx.x * QV_ROWS;
   const u32 groups = k >> gshift;
   // Row slot i: row row0 + 8 * i + gq (slots 0, 1: m-tile 0; 2, 3: m-tile 1);
   // rows past m repeat the last one (loaded, never stored).
@@ -215,10 +209,10 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
     constexpr bool TAIL = decltype(tail_c)::value;
     // pf batches ahead, the warp's W bytes are asked into the L2 (no
     // registers held: the loads below then wait for the L2, not for HBM).
-    if (pf > 0 && bt + pf * kw < nb) {
+    if (pf > 0 && bt + pf * nw < nb) {
 #pragma unroll
       for (int u = 0; u < U; u++) {
-        const u32 kk = (bt + pf * kw) * (64 * U) + u * 64 + tq * 16;
+        const u32 kk = (bt + pf * nw) * (64 * U) + u * 64 + tq * 16;
         if (kk < k)
 #pragma unroll
           for (int i = 0; i < 4; i++) prefetch_l2(wr[i] + kk);
@@ -366,8 +360,8 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       }
     } // FAC
   };
-  u32 bt = row0 < m ? ks : nb;
-  for (; bt < nfull; bt += kw) batch(bt, std::false_type{});
+  u32 bt = warp;
+  for (; bt < nfull; bt += nw) batch(bt, std::false_type{});
   if (bt < nb) batch(bt, std::true_type{});
   // acc[j][t][e]: row row0 + 16t + gq + 8(e >> 1), token 8j + 2tq + (e & 1).
   // The warps' partial sums meet in shared memory, JC n-tiles at a time,
@@ -383,12 +377,11 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #pragma unroll
         for (int e = 0; e < 4; e++) red[warp][lane][jl * 8 + t * 4 + e] = acc[c * JC + jl][t][e];
     __syncthreads();
-    for (u32 id = threadIdx.x; id < 256 * JC * rg; id += blockDim.x) { // rg x 32 rows x 8 JC tokens
-      const u32 g = id / (256 * JC), jl = (id >> 8) % JC, l = (id >> 3) & 31, t = (id >> 2) & 1, e = id & 3;
+    for (u32 id = threadIdx.x; id < 256 * JC; id += blockDim.x) { // 32 rows x 8 JC tokens
+      const u32 jl = id >> 8, l = (id >> 3) & 31, t = (id >> 2) & 1, e = id & 3;
       float v = 0.f;
-      for (u32 i = 0; i < kw; i++) v += red[i * rg + g][l][jl * 8 + t * 4 + e];
-      const u32 row = (blockIdx.x * rg + g) * QV_ROWS + 16 * t + (l >> 2) + 8 * (e >> 1),
-                tok = 8 * (c * JC + jl) + 2 * (l & 3) + (e & 1);
+      for (u32 i = 0; i < nw; i++) v += red[i][l][jl * 8 + t * 4 + e];
+      const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tok = 8 * (c * JC + jl) + 2 * (l & 3) + (e & 1);
       if (row < m && tok < ntok) y[(u64)tok * m + row] = f2h<XT>(v);
     }
   }
@@ -397,13 +390,13 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #define QGEMV(XN, XT, SN, ST, N)                                                                       \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
-                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf, u32 rg) { \
-    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, false>(w, sc, bi, x, y, m, k, gshift, N, pf, rg);                     \
+                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
+    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, false>(w, sc, bi, x, y, m, k, gshift, N, pf);                     \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemvf_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
-                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf, u32 rg) { \
-    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, true>(w, sc, bi, x, y, m, k, gshift, N, pf, rg);                      \
+                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
+    qgemv_body<XT, ST, 1, QV_U, QV_MAXW, true>(w, sc, bi, x, y, m, k, gshift, N, pf);                      \
   }
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
   QGEMV(XN, XT, SN, ST, 1) QGEMV(XN, XT, SN, ST, 2) QGEMV(XN, XT, SN, ST, 3) QGEMV(XN, XT, SN, ST, 4)  \
@@ -426,14 +419,14 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvw_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
-                                       u32 n, u32 pf, u32 rg) {                                        \
-    qgemv_body<XT, ST, NT, U, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf, rg);                         \
+                                       u32 n, u32 pf) {                                                \
+    qgemv_body<XT, ST, NT, U, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf);                         \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvwf_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,      \
                                         const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,      \
-                                        u32 n, u32 pf, u32 rg) {                                       \
-    qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf, rg);                          \
+                                        u32 n, u32 pf) {                                               \
+    qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf);                          \
   }
 #define QGEMVW_T(XN, XT, SN, ST)                                                                       \
   QGEMVW(XN, XT, SN, ST, 2, 16, QW_U2) QGEMVW(XN, XT, SN, ST, 4, 8, QW_U4) QGEMVW(XN, XT, SN, ST, 8, 8, 1)
