@@ -5,7 +5,8 @@
 // on the H200):
 //
 //   - int8 GEMV (Stream.QuantMatmul, MLX format, group 64) vs a bf16
-//     cuBLASLt GEMV (Stream.Gemm) at 4096x4096 and 14336x4096, n = 1 and 8
+//     cuBLASLt GEMV (Stream.Gemm) at 4096x4096, 14336x4096 and 4096x14336
+//     (m x k: a decoder's o, gate and down projections), n = 1 and 8
 //     (the decode GEMV) and 16, 32, 64 (batched decode: the skinny GEMV);
 //   - int8 GEMM at n = 2048 vs bf16 cuBLASLt;
 //   - grouped GEMM (Stream.GroupedGemm, bf16 and fp8 with block scales) of
@@ -95,7 +96,7 @@ func Run(o Options) (err error) {
 	b := &bench{dev: t.Device, s: t.Stream, t: t, iters: o.Iters, rotate: o.RotateMiB, shrink: o.Shrink,
 		out: json.NewEncoder(o.Out), rng: rand.New(rand.NewPCG(7, 11))}
 	if o.Only == "" || o.Only == "gemv" {
-		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
+		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}} {
 			for _, n := range []int{1, 8, 16, 32, 64} {
 				b.quantVsBF16(mk[0], n, mk[1])
 			}

@@ -29,6 +29,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include <cooperative_groups.h>
 #include <type_traits>
 
 typedef unsigned int u32;
@@ -154,6 +155,115 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One 64-deep step of a warp over its 4 row slots (32 rows) and NT n-tiles:
+// q the lane's 16 codes of each row slot, s and b their group's scale and
+// bias as f32, xv the lane's 16 x values of each n-tile's token (8 j + gq),
+// in the k permutation described above; acc[j][t] the m16n8 accumulators of
+// n-tile j, m-tile t. FAC: the factored arithmetic (groups of 64 or more).
+template <int XT, int NT, bool FAC>
+__device__ __forceinline__ void qstep(const uint4 (&q)[4], const float (&s)[4], const float (&b)[4],
+                                      const uint4 (&xv)[NT][2], float (&acc)[NT][2][4], u32 tq) {
+  if constexpr (FAC) {
+    // Factored (groups of 64 or more: one group per 64-deep step of a
+    // lane quad): sum_k (s q_k + b) x_k = s sum_k q_k x_k + b sum_k x_k,
+    // on f16 tensor cores. A is the codes as f16 1024 + q (exact, one
+    // byte permute per pair); an all-ones A gives X = sum_k x_k; P - 1024 X
+    // is sum_k q_k x_k. bf16 x is scaled per token and step by a power of
+    // two so that max |x'| is in [2^14, 2^15) and rounded to f16 (bf16's 8
+    // bits fit f16's 11 wherever the value is above max |x'| / 2^24), the
+    // step's result scaled back. No weight is rounded to 16 bits.
+    const u32 ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+    // The codes as A fragments, built once for every n-tile.
+    u32 af[4][2][4];
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+      for (int t = 0; t < 2; t++) {
+        const uint4 &qa = q[2 * t], &qb = q[2 * t + 1];
+        const u32 w0 = jj == 0 ? qa.x : jj == 1 ? qa.y : jj == 2 ? qa.z : qa.w;
+        const u32 w1 = jj == 0 ? qb.x : jj == 1 ? qb.y : jj == 2 ? qb.z : qb.w;
+        af[jj][t][0] = __byte_perm(w0, 0x64646464u, 0x4140);
+        af[jj][t][1] = __byte_perm(w1, 0x64646464u, 0x4140);
+        af[jj][t][2] = __byte_perm(w0, 0x64646464u, 0x4342);
+        af[jj][t][3] = __byte_perm(w1, 0x64646464u, 0x4342);
+      }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
+                         xv[j][1].x, xv[j][1].y, xv[j][1].z, xv[j][1].w};
+      u32 xf[8];
+      float unsc = 1.f;
+      if constexpr (XT == T_BF16) {
+        float2 f[8];
+        float mx = 0.f;
+#pragma unroll
+        for (int p = 0; p < 8; p++) {
+          f[p] = w2f<T_BF16>(xw[p]);
+          mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
+        sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
+        const float up = __uint_as_float((u32)(sx + 127) << 23);
+        unsc = __uint_as_float((u32)(127 - sx) << 23);
+#pragma unroll
+        for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
+      } else {
+#pragma unroll
+        for (int p = 0; p < 8; p++) xf[p] = xw[p];
+      }
+      // Columns 2 tq, 2 tq + 1 of the result are tokens held by lanes 8 tq and 8 tq + 4.
+      const float u0 = __shfl_sync(0xffffffffu, unsc, 8 * tq), u1 = __shfl_sync(0xffffffffu, unsc, 8 * tq + 4);
+      float P[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, X[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int jj = 0; jj < 4; jj++) {
+        const u32 bf[2] = {xf[2 * jj], xf[2 * jj + 1]};
+        mma16816(X, ones, bf, 1);
+#pragma unroll
+        for (int t = 0; t < 2; t++) mma16816(P[t], af[jj][t], bf, 1);
+      }
+#pragma unroll
+      for (int t = 0; t < 2; t++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const float sr = s[2 * t + (e >> 1)], brow = b[2 * t + (e >> 1)];
+          const float v = fmaf(sr, fmaf(-1024.f, X[e], P[t][e]), brow * X[e]);
+          acc[j][t][e] = fmaf(v, (e & 1) ? u1 : u0, acc[j][t][e]);
+        }
+    }
+  } else {
+    // The lane's 16 dequantized codes of each row slot, as 8 pairs.
+    u32 d[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const u32 qw[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+#pragma unroll
+      for (int p = 0; p < 4; p++) {
+        d[i][2 * p] =
+            pack2<XT>(fmaf(s[i], byte_f(qw[p], 0), b[i]), fmaf(s[i], byte_f(qw[p], 1), b[i]));
+        d[i][2 * p + 1] =
+            pack2<XT>(fmaf(s[i], byte_f(qw[p], 2), b[i]), fmaf(s[i], byte_f(qw[p], 3), b[i]));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
+                         xv[j][1].x, xv[j][1].y, xv[j][1].z, xv[j][1].w};
+#pragma unroll
+      for (int jj = 0; jj < 4; jj++) {
+        const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+          const u32 af[4] = {d[2 * t][2 * jj], d[2 * t + 1][2 * jj], d[2 * t][2 * jj + 1],
+                             d[2 * t + 1][2 * jj + 1]};
+          mma16816(acc[j][t], af, bf, XT == T_F16);
+        }
+      }
+    }
+  }
+}
+
 // The body for NT n-tiles of 8 tokens (ntok <= 8 NT of them), U 64-deep
 // steps a batch and at most MAXW warps a block: the decode GEMV is NT = 1
 // (ntok a constant 1..8); the skinny form (gpurt_qgemvw_*, 8 < n <= 64) is
@@ -254,111 +364,8 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #pragma unroll
         for (int j = 0; j < NT; j++) xv[u][j][0] = xv[u][j][1] = make_uint4(0, 0, 0, 0);
     }
-    if constexpr (FAC) {
-      // Factored (groups of 64 or more: one group per 64-deep step of a
-      // lane quad): sum_k (s q_k + b) x_k = s sum_k q_k x_k + b sum_k x_k,
-      // on f16 tensor cores. A is the codes as f16 1024 + q (exact, one
-      // byte permute per pair); an all-ones A gives X = sum_k x_k; P - 1024 X
-      // is sum_k q_k x_k. bf16 x is scaled per token and step by a power of
-      // two so that max |x'| is in [2^14, 2^15) and rounded to f16 (bf16's 8
-      // bits fit f16's 11 wherever the value is above max |x'| / 2^24), the
-      // step's result scaled back. No weight is rounded to 16 bits.
-      const u32 ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
 #pragma unroll
-      for (int u = 0; u < U; u++) {
-        // The codes as A fragments, built once for every n-tile.
-        u32 af[4][2][4];
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++)
-#pragma unroll
-          for (int t = 0; t < 2; t++) {
-            const uint4 &qa = q[u][2 * t], &qb = q[u][2 * t + 1];
-            const u32 w0 = jj == 0 ? qa.x : jj == 1 ? qa.y : jj == 2 ? qa.z : qa.w;
-            const u32 w1 = jj == 0 ? qb.x : jj == 1 ? qb.y : jj == 2 ? qb.z : qb.w;
-            af[jj][t][0] = __byte_perm(w0, 0x64646464u, 0x4140);
-            af[jj][t][1] = __byte_perm(w1, 0x64646464u, 0x4140);
-            af[jj][t][2] = __byte_perm(w0, 0x64646464u, 0x4342);
-            af[jj][t][3] = __byte_perm(w1, 0x64646464u, 0x4342);
-          }
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-          const u32 xw[8] = {xv[u][j][0].x, xv[u][j][0].y, xv[u][j][0].z, xv[u][j][0].w,
-                             xv[u][j][1].x, xv[u][j][1].y, xv[u][j][1].z, xv[u][j][1].w};
-          u32 xf[8];
-          float unsc = 1.f;
-          if constexpr (XT == T_BF16) {
-            float2 f[8];
-            float mx = 0.f;
-#pragma unroll
-            for (int p = 0; p < 8; p++) {
-              f[p] = w2f<T_BF16>(xw[p]);
-              mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
-            }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
-            sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
-            const float up = __uint_as_float((u32)(sx + 127) << 23);
-            unsc = __uint_as_float((u32)(127 - sx) << 23);
-#pragma unroll
-            for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
-          } else {
-#pragma unroll
-            for (int p = 0; p < 8; p++) xf[p] = xw[p];
-          }
-          // Columns 2 tq, 2 tq + 1 of the result are tokens held by lanes 8 tq and 8 tq + 4.
-          const float u0 = __shfl_sync(0xffffffffu, unsc, 8 * tq), u1 = __shfl_sync(0xffffffffu, unsc, 8 * tq + 4);
-          float P[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, X[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-          for (int jj = 0; jj < 4; jj++) {
-            const u32 bf[2] = {xf[2 * jj], xf[2 * jj + 1]};
-            mma16816(X, ones, bf, 1);
-#pragma unroll
-            for (int t = 0; t < 2; t++) mma16816(P[t], af[jj][t], bf, 1);
-          }
-#pragma unroll
-          for (int t = 0; t < 2; t++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-              const float sr = s[u][2 * t + (e >> 1)], brow = b[u][2 * t + (e >> 1)];
-              const float v = fmaf(sr, fmaf(-1024.f, X[e], P[t][e]), brow * X[e]);
-              acc[j][t][e] = fmaf(v, (e & 1) ? u1 : u0, acc[j][t][e]);
-            }
-        }
-      }
-    } else {
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        // The lane's 16 dequantized codes of each row slot, as 8 pairs.
-        u32 d[4][8];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-          const u32 qw[4] = {q[u][i].x, q[u][i].y, q[u][i].z, q[u][i].w};
-#pragma unroll
-          for (int p = 0; p < 4; p++) {
-            d[i][2 * p] =
-                pack2<XT>(fmaf(s[u][i], byte_f(qw[p], 0), b[u][i]), fmaf(s[u][i], byte_f(qw[p], 1), b[u][i]));
-            d[i][2 * p + 1] =
-                pack2<XT>(fmaf(s[u][i], byte_f(qw[p], 2), b[u][i]), fmaf(s[u][i], byte_f(qw[p], 3), b[u][i]));
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-          const u32 xw[8] = {xv[u][j][0].x, xv[u][j][0].y, xv[u][j][0].z, xv[u][j][0].w,
-                             xv[u][j][1].x, xv[u][j][1].y, xv[u][j][1].z, xv[u][j][1].w};
-#pragma unroll
-          for (int jj = 0; jj < 4; jj++) {
-            const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
-#pragma unroll
-            for (int t = 0; t < 2; t++) {
-              const u32 af[4] = {d[2 * t][2 * jj], d[2 * t + 1][2 * jj], d[2 * t][2 * jj + 1],
-                                 d[2 * t + 1][2 * jj + 1]};
-              mma16816(acc[j][t], af, bf, XT == T_F16);
-            }
-          }
-        }
-      }
-    } // FAC
+    for (int u = 0; u < U; u++) qstep<XT, NT, FAC>(q[u], s[u], b[u], xv[u], acc, tq);
   };
   u32 bt = warp;
   for (; bt < nfull; bt += nw) batch(bt, std::false_type{});
@@ -430,6 +437,202 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   }
 #define QGEMVW_T(XN, XT, SN, ST)                                                                       \
   QGEMVW(XN, XT, SN, ST, 2, 16, QW_U2) QGEMVW(XN, XT, SN, ST, 4, 8, QW_U4) QGEMVW(XN, XT, SN, ST, 8, 8, 1)
+
+// ---- the split GEMV: x through shared memory, k split across a cluster ----------
+//
+// gpurt_qgemvs_<x>_<s>_t<NT> (dequantizing) and gpurt_qgemvsf_<x>_<s>_t<NT>
+// (factored), NT = 1, 2, 4, 8 n-tiles of 8 tokens, n a parameter: the same
+// step (qstep) as the GEMVs above over another split of the work. The
+// GEMVs above give a block 32 rows and all of k, so every block reads all
+// of x: at n = 32 that is twice the bytes of W it reads, and x's fragments
+// take registers that W's loads in flight need (ncu at 14336 x 4096, n =
+// 32: 20% of warps active, 42% of stalls on L1TEX). Here a block's QS_WARPS
+// warps own 32 rows each (QS_BM rows a block) and share x, staged KC-deep
+// at a time into shared memory by cp.async (double-buffered, one chunk
+// ahead), so x costs 2 n / QS_BM bytes per byte of W; each warp keeps QU
+// steps of W (16 bytes of each of its 4 row slots a lane) in flight in a
+// ring of registers. To give small m enough blocks, k is split among the
+// S blocks of a cluster (grid.y = S, cluster 1 x S x 1): each block sums
+// its k-range into f32 partials in its shared memory, and after the
+// cluster's barrier block r adds, for its share of the outputs, the S
+// blocks' partials in rank order through distributed shared memory
+// (deterministic: a replay gives an eager call's bits) and stores y.
+// Depths past k: W is read at depth 0 and x's chunk holds zeros there.
+#define QS_WARPS 4
+#define QS_BM (32 * QS_WARPS)
+#define QS_MAXS 8 // blocks a cluster at most (the portable cluster size)
+// Steps of W in flight a warp (QS_U), and blocks an SM the registers are
+// fitted to (QS_MB; NT = 8: 2). Both 2 / 3: no spills in any variant
+// (4 / 3 and 2 / 4 spill in the t2 and t4 kernels).
+#ifndef QS_U
+#define QS_U 2
+#endif
+#ifndef QS_MB
+#define QS_MB 3
+#endif
+#define QS_MINB(NT) ((NT) == 8 ? 2 : QS_MB)
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, u32 bytes) {
+  const u32 s = (u32)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ uint4 ld_shared16(const uint16_t *p) {
+  uint4 v;
+  const u32 s = (u32)__cvta_generic_to_shared(p);
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(s));
+  return v;
+}
+
+template <int NT> struct QsShape {
+  static constexpr int KC = NT == 8 ? 128 : 256; // x chunk depth
+  static constexpr int XR = 8 * NT;              // x rows (tokens) a chunk
+  static constexpr int LD = KC + 8;              // row stride in 16-bit values (rows 16 bytes apart mod 128: no bank conflicts)
+  static constexpr int XBYTES = 2 * XR * LD * 2;
+  static constexpr int PLD = XR + 1;             // partials: row stride in floats
+  static constexpr int PBYTES = QS_BM * PLD * 4;
+  static constexpr int BYTES = XBYTES > PBYTES ? XBYTES : PBYTES;
+  static constexpr int U = QS_U;                 // steps of W in flight a warp (divides KC / 64)
+};
+
+template <int XT, int ST, int NT, bool FAC>
+__device__ __forceinline__ void qgemvs_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
+                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok, u32 pf,
+                                            u32 ks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Sh = QsShape<NT>;
+  constexpr int KC = Sh::KC, XR = Sh::XR, LD = Sh::LD, U = Sh::U, SPC = KC / 64;
+  static_assert(SPC % U == 0, "the ring slot of step g is g % U within every chunk");
+  __shared__ __align__(16) unsigned char smem[Sh::BYTES];
+  uint16_t(*xs)[XR][LD] = reinterpret_cast<uint16_t(*)[XR][LD]>(smem);
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const u32 gq = lane >> 2, tq = lane & 3;
+  const bool big = (pf >> 8) & 1;
+  const u32 nx = ntok < (u32)XR ? ntok : (u32)XR;
+  const u32 groups = k >> gshift;
+  const u32 kbeg = blockIdx.y * ks, kend = kbeg + ks < k ? kbeg + ks : k;
+  const u32 nsteps = kbeg < kend ? (kend - kbeg + 63) / 64 : 0, nchunks = (nsteps + SPC - 1) / SPC;
+  const u32 row0 = blockIdx.x * QS_BM + 32 * warp;
+  const uint8_t *wr[4];
+  const uint16_t *sr[4], *br[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    u32 row = row0 + 8 * i + gq;
+    row = row < m ? row : m - 1;
+    wr[i] = w + (u64)row * k;
+    sr[i] = sc + (u64)row * groups;
+    br[i] = bi + (u64)row * groups;
+  }
+  // n-tile j's token of this lane: 8 j + gq, or row 0 past n (its columns
+  // are never stored).
+  u32 xo[NT];
+#pragma unroll
+  for (int j = 0; j < NT; j++) xo[j] = (8 * j + gq < nx ? 8 * j + gq : 0) * LD + tq * 16;
+  // Chunk c of x (depths kbeg + KC c ..) into buffer c & 1, zeros past kend.
+  auto load_x = [&](u32 c) {
+    const u32 c0 = kbeg + c * KC;
+    for (u32 id = threadIdx.x; id < nx * (KC / 8); id += QS_WARPS * 32) {
+      const u32 t = id / (KC / 8), p = id % (KC / 8);
+      const bool in = c0 + p * 8 < kend;
+      cp_async16(&xs[c & 1][t][p * 8], x + (u64)t * k + (in ? c0 + p * 8 : 0), in ? 16 : 0);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  // The ring: step g's loads in slot g % U.
+  uint4 q[U][4];
+  uint16_t sh[U][4], bh[U][4];
+  auto load_w = [&](u32 g, int slot) {
+    const u32 kk = kbeg + g * 64 + tq * 16, kc = kk < k ? kk : 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      q[slot][i] = ld_stream(wr[i] + kc, big);
+      sh[slot][i] = ld_u16(sr[i] + (kc >> gshift));
+      bh[slot][i] = ld_u16(br[i] + (kc >> gshift));
+    }
+  };
+  float acc[NT][2][4];
+#pragma unroll
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[j][t][e] = 0.f;
+  if (nchunks > 0) load_x(0);
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    if ((u32)u < nsteps) load_w(u, u);
+  for (u32 c = 0; c < nchunks; c++) {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads(); // chunk c is in; every warp is done with chunk c - 1's buffer
+    if (c + 1 < nchunks) load_x(c + 1);
+    const uint16_t *xb = &xs[c & 1][0][0];
+#pragma unroll
+    for (int j = 0; j < SPC; j++) {
+      const u32 g = c * SPC + j;
+      if (g >= nsteps) break;
+      const int slot = j % U; // SPC is a multiple of U: g % U
+      uint4 xv[NT][2];
+#pragma unroll
+      for (int t = 0; t < NT; t++) {
+        xv[t][0] = ld_shared16(xb + xo[t] + j * 64);
+        xv[t][1] = ld_shared16(xb + xo[t] + j * 64 + 8);
+      }
+      float s[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        s[i] = h2f<ST>(sh[slot][i]);
+        b[i] = h2f<ST>(bh[slot][i]);
+      }
+      qstep<XT, NT, FAC>(q[slot], s, b, xv, acc, tq);
+      if (g + U < nsteps) load_w(g + U, slot);
+    }
+  }
+  // The block's partials: part[row][token], rows of the block, f32.
+  __syncthreads(); // every warp is done with x
+  float *part = reinterpret_cast<float *>(smem);
+#pragma unroll
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        part[(32 * warp + 16 * t + gq + 8 * (e >> 1)) * Sh::PLD + 8 * j + 2 * tq + (e & 1)] = acc[j][t][e];
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  cl.sync(); // every block's partials are written
+  const u32 S = cl.num_blocks(), r = cl.block_rank();
+  const float *pp[QS_MAXS];
+#pragma unroll
+  for (int p = 0; p < QS_MAXS; p++) pp[p] = (u32)p < S ? cl.map_shared_rank(part, p) : part;
+  for (u32 id = r * QS_WARPS * 32 + threadIdx.x; id < QS_BM * nx; id += S * QS_WARPS * 32) {
+    const u32 rl = id % QS_BM, tok = id / QS_BM, row = blockIdx.x * QS_BM + rl;
+    float v = 0.f;
+#pragma unroll
+    for (int p = 0; p < QS_MAXS; p++)
+      if ((u32)p < S) v += pp[p][rl * Sh::PLD + tok];
+    if (row < m) y[(u64)tok * m + row] = f2h<XT>(v);
+  }
+  cl.sync(); // no block leaves while another reads its partials
+#else
+  __trap();
+#endif
+}
+
+#define QGEMVS(XN, XT, SN, ST, NT)                                                                      \
+  extern "C" __global__ void __launch_bounds__(QS_WARPS * 32, QS_MINB(NT))                                          \
+      gpurt_qgemvs_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
+                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32 n, \
+                                       u32 pf, u32 ks) {                                               \
+    qgemvs_body<XT, ST, NT, false>(w, sc, bi, x, y, m, k, gshift, n, pf, ks);                          \
+  }                                                                                                    \
+  extern "C" __global__ void __launch_bounds__(QS_WARPS * 32, QS_MINB(NT))                                          \
+      gpurt_qgemvsf_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
+                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32 n, \
+                                        u32 pf, u32 ks) {                                              \
+    qgemvs_body<XT, ST, NT, true>(w, sc, bi, x, y, m, k, gshift, n, pf, ks);                           \
+  }
+#define QGEMVS_T(XN, XT, SN, ST)                                                                       \
+  QGEMVS(XN, XT, SN, ST, 1) QGEMVS(XN, XT, SN, ST, 2) QGEMVS(XN, XT, SN, ST, 4) QGEMVS(XN, XT, SN, ST, 8)
 
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
@@ -687,6 +890,10 @@ QGEMVW_T(bf16, T_BF16, bf16, T_BF16)
 QGEMVW_T(bf16, T_BF16, f16, T_F16)
 QGEMVW_T(f16, T_F16, bf16, T_BF16)
 QGEMVW_T(f16, T_F16, f16, T_F16)
+QGEMVS_T(bf16, T_BF16, bf16, T_BF16)
+QGEMVS_T(bf16, T_BF16, f16, T_F16)
+QGEMVS_T(f16, T_F16, bf16, T_BF16)
+QGEMVS_T(f16, T_F16, f16, T_F16)
 
 // ---- dequantization into a 16-bit scratch (the prefill path through cuBLASLt) -------
 
