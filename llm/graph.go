@@ -67,12 +67,14 @@ func (m *Model) stepOps(B int, kv, att func(s *core.Stream, l int) error) []step
 // anything of that graph is enqueued), captures it again (get(true)) and
 // runs the step whole once more: every op recomputes from the embedding,
 // so segments that ran before write what they will write again.
-func launchStep(s *core.Stream, sp *Sampling, step int, get func(fresh bool) (*stepGraph, error)) error {
+// Each recapture counts in *recaptured (Model.GraphRecaptures).
+func launchStep(s *core.Stream, sp *Sampling, step int, recaptured *int, get func(fresh bool) (*stepGraph, error)) error {
 	g, err := get(false)
 	if err == nil {
 		err = g.launch(s, sp, step)
 	}
 	if errors.Is(err, core.ErrFailedPrecondition) {
+		*recaptured++
 		if g, err = get(true); err == nil {
 			err = g.launch(s, sp, step)
 		}
@@ -131,6 +133,13 @@ func (m *Model) GraphInfo(sampled bool) (launches int, broke []string, ok bool) 
 	}
 	return g.launches, append([]string(nil), g.broke...), true
 }
+
+// GraphRecaptures is how many graph-mode steps (Decode's and Paged's) had
+// their replay refused by the plugin and captured their graph again since
+// the model was made: on CUDA, a plan that needed a larger attention
+// workspace, or decode attention switching between FlashInfer's decode and
+// prefill kernels. Each costs a capture on the host.
+func (m *Model) GraphRecaptures() int { return m.recaptures }
 
 // probe says whether the plugin records op in a graph: it captures op
 // alone (nothing runs) and drops the graph. A refusal wrapping

@@ -241,7 +241,10 @@ func TestDecodeGraphRecapturesRefusedReplay(t *testing.T) {
 	sameRun(t, eager, generate(t, rt, m, o))
 	old := m.graphs[graphKey{batch: batch}]
 	require.NotNil(t, old)
+	assert.Zero(t, m.GraphRecaptures(), "no replay was refused yet")
 	sameRun(t, eager, generate(t, rt, m, o), "a replay refused and captured again")
 	assert.NotSame(t, old, m.graphs[graphKey{batch: batch}], "the refused graph is replaced")
+	assert.Equal(t, 1, m.GraphRecaptures(), "the one refused replay is counted")
 	sameRun(t, eager, generate(t, rt, m, o), "the new graph replays")
+	assert.Equal(t, 1, m.GraphRecaptures(), "the new graph's replays are not refused")
 }

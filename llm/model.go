@@ -181,6 +181,7 @@ type Model struct {
 	swap                                     linear
 	dec, pre                                 *attention.Attention
 	graphs                                   map[graphKey]*stepGraph
+	recaptures                               int // GraphRecaptures
 	stage                                    *stepStage
 	recordable                               map[string]bool // op kind -> the plugin records it (probed once)
 	// scratch is Decode's host arrays, kept between steps (a step
@@ -1420,7 +1421,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		err = firstErr(st.end(s), m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}))
 	}
 	if err == nil && graph {
-		err = launchStep(s, sp, step, func(fresh bool) (*stepGraph, error) { return m.stepGraph(sp, fresh) })
+		err = launchStep(s, sp, step, &m.recaptures, func(fresh bool) (*stepGraph, error) { return m.stepGraph(sp, fresh) })
 	} else if err == nil {
 		for _, op := range m.decodeOps() {
 			if err = op.run(s); err != nil {

@@ -27,13 +27,11 @@
 #              and per decode-kernel setting in KERNELS (auto: the plugin's
 #              per-plan choice; decode, prefill: GPURT_CUDA_DECODE_KERNEL),
 #              alternating (A B A B) so drift shows
-# SFORMS: GPURT_CUDA_QGEMVS values (0: the GEMVs of a block's own x, 1: the
-# split GEMV for every n; default: the plugin's choice), for the gemv and
-# int8 steps (int8 rows "int8 split S"; the bf16 step, unless skipped, runs
-# the same llama with bf16 weights for the ratio). ROTATE: quantbench's
-# -rotate MiB (the weights not resident in the L2).
+# The int8 step also runs the same llama with bf16 weights (step bf16_<preset>,
+# unless SKIP has bf16) for the same-run ratio. ROTATE: quantbench's -rotate
+# MiB (the weights not resident in the L2).
 # Logs and JSON lines in $OUT (default build/gpu_skinny). Knobs: SKIP (step
-# names), PRESETS (1b 8b), PFS, WARPS, FETCHES, SFORMS, ROTATE, KERNELS, MEMOS
+# names), PRESETS (1b 8b), PFS, WARPS, FETCHES, ROTATE, KERNELS, MEMOS
 # (1 0), I8_PRESETS, CONFORM_RUN (conform's --run). Exit status 0 when every step passed.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,23 +41,19 @@ step_budget gpu_skinny 300
 presets=${PRESETS:-1b 8b}
 
 want conform && step conform 150 build/gpurt conform --backend cuda --plugin-path build --run "${CONFORM_RUN:-^(quant|attention)/}"
-for sf in ${SFORMS:-default}; do
-  for pf in ${PFS:-default}; do
-    for wp in ${WARPS:-default}; do
-      for fe in ${FETCHES:-default}; do
-        e=()
-        [ "$sf" = default ] || e+=(GPURT_CUDA_QGEMVS=$sf)
-        [ "$pf" = default ] || e+=(GPURT_CUDA_QGEMV_PREFETCH=$pf)
-        [ "$wp" = default ] || e+=(GPURT_CUDA_QGEMV_WARPS=$wp)
-        [ "$fe" = default ] || e+=(GPURT_CUDA_QGEMV_FETCH=$fe)
-        tag="pf $pf"
-        [ "$sf" = default ] || tag="$tag split $sf"
-        [ "$wp" = default ] || tag="$tag warps $wp"
-        [ "$fe" = default ] || tag="$tag fetch $fe"
-        want gemv && step_jsonl "gemv_s${sf}_pf${pf}_w${wp}_f$fe" 60 "$out/quant.jsonl" env "${e[@]}" \
-          build/gpurt-quantbench -plugin-path build -only gemv ${ROTATE:+-rotate $ROTATE} &&
-          sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $tag\"/" "$out/quant.jsonl"
-      done
+for pf in ${PFS:-default}; do
+  for wp in ${WARPS:-default}; do
+    for fe in ${FETCHES:-default}; do
+      e=()
+      [ "$pf" = default ] || e+=(GPURT_CUDA_QGEMV_PREFETCH=$pf)
+      [ "$wp" = default ] || e+=(GPURT_CUDA_QGEMV_WARPS=$wp)
+      [ "$fe" = default ] || e+=(GPURT_CUDA_QGEMV_FETCH=$fe)
+      tag="pf $pf"
+      [ "$wp" = default ] || tag="$tag warps $wp"
+      [ "$fe" = default ] || tag="$tag fetch $fe"
+      want gemv && step_jsonl "gemv_pf${pf}_w${wp}_f$fe" 60 "$out/quant.jsonl" env "${e[@]}" \
+        build/gpurt-quantbench -plugin-path build -only gemv ${ROTATE:+-rotate $ROTATE} &&
+        sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $tag\"/" "$out/quant.jsonl"
     done
   done
 done
@@ -70,17 +64,11 @@ want gemv_cutlass && step_jsonl gemv_cutlass 60 "$out/quant_cutlass.jsonl" env G
   build/gpurt-quantbench -plugin-path build -only gemv
 if want int8; then
   for p in ${I8_PRESETS:-8b}; do
-   for sf in ${SFORMS:-default} bf16; do
-    if [ "$sf" = bf16 ]; then
-      want bf16 || continue
-      e=() w=bf16
-    else
-      e=() w=int8
-      [ "$sf" = default ] || e=(GPURT_CUDA_QGEMVS=$sf)
-    fi
-    step "int8_${p}_s$sf" 120 env "${e[@]}" build/llama -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 \
-      -preset "$p" -weights $w -batch 1,32 -ctx 1024 -steps 16 -warmup 2 -modes eager,graph
-    python3 - "$out/int8_${p}_s$sf.log" "$sf" <<'PY' | tee -a "$out/int8.txt"
+    for w in int8 bf16; do
+      [ "$w" = bf16 ] && ! want bf16 && continue
+      step "${w}_$p" 120 build/llama -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 \
+        -preset "$p" -weights $w -batch 1,32 -ctx 1024 -steps 16 -warmup 2 -modes eager,graph
+      python3 - "$out/${w}_$p.log" "$w" <<'PY' | tee -a "$out/int8.txt"
 import json, sys
 steps = {}
 for line in open(sys.argv[1]):
@@ -88,13 +76,13 @@ for line in open(sys.argv[1]):
         continue
     r = json.loads(line)
     if r["kind"] == "summary":
-        print("%s %s %s batch %d: %.0f tok/s, host %.1f us/step" % (r["preset"], "bf16" if sys.argv[2] == "bf16" else "int8 split " + sys.argv[2], r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"]))
+        print("%s %s %s batch %d: %.0f tok/s, host %.1f us/step" % (r["preset"], sys.argv[2], r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"]))
     elif r["kind"] == "step":
         steps.setdefault((r["batch"], r["step"]), {})[r["mode"]] = r["tokens"]
 same = sum(1 for v in steps.values() if v.get("eager") == v.get("graph"))
 print("graph tokens identical to eager on %d of %d steps" % (same, len(steps)))
 PY
-   done
+    done
   done
 fi
 if want hostcost; then

@@ -407,6 +407,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 						n, broke, _ := m.GraphInfo(sampling != nil)
 						sum["graph_launches_per_step"] = n
 						sum["graph_broken_by"] = append([]string{}, broke...)
+						sum["graph_recaptures"] = m.GraphRecaptures() // since the model was made: all runs so far
 					}
 					if r.Decoded > 0 {
 						sum["host_us_per_step"] = r.HostTime.Seconds() / float64(r.Decoded) * 1e6

@@ -11,10 +11,6 @@
  *                         8 columns)
  *  quant_matmul, n <= 64  gpurt_qgemvwf_<x>_<s>_t<NT> / gpurt_qgemvw_*: the
  *                         same with NT = 2, 4, 8 n-tiles of 8 tokens
- *  quant_matmul, n <= 64  sm_90 (cuLaunchKernelEx): gpurt_qgemvs[f]_<x>_<s>_t<NT>
- *                         instead of both, NT = 1, 2, 4, 8: 128 rows of W a
- *                         block sharing x through shared memory, k split
- *                         among the S blocks of a cluster (qgemvs_launch)
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
  *                         (sm_90 with CUTLASS: only where CUTLASS refuses
  *                         the shape; n >= 65 goes to CUTLASS, see QMM_CL_MIN_N)
@@ -67,9 +63,8 @@ enum {
   QV_GG_BF16 = 68,
   QV_GG_FP8 = 69,
   QV_DEQ = 70,
-  QV_GEMVW = 74,  /* (x type, scale type, n-tiles 2/4/8, factored) */
-  QV_GEMVS = 98,  /* (x type, scale type, n-tiles 1/2/4/8, factored) */
-  QV_COUNT = 130
+  QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
+  QV_COUNT = 98
 };
 
 /* From this many tokens on, quant_matmul takes the prefill path (CUTLASS's
@@ -85,8 +80,6 @@ enum {
 #define QMM_LT_MIN_N 128
 #define QMM_CL_MIN_N 65
 #define QMM_W_MAX_N 64
-/* From this many tokens on, the split GEMV (qgemvs_launch) where it runs. */
-#define QS_DEFAULT_MIN_N 1
 /* bf16 groups of this many rows or more run as their own cuBLASLt GEMM. */
 #define GG_LT_MIN_M 256
 
@@ -97,9 +90,6 @@ enum {
 #define QV_PF 0    /* GEMV: batches ahead asked into the L2 (0: none) */
 #define QW_PF 1    /* skinny GEMV: the same */
 #define QV_FETCH 256 /* GEMVs: bytes the L2 fetches from DRAM for a load of W (32 or 256) */
-#define QS_BM 128   /* split GEMV: rows of W a block (cuda_quant.cu's QS_BM) */
-#define QS_MAXS 8   /* split GEMV: blocks a cluster at most (QS_MAXS) */
-#define QS_RES 3    /* split GEMV: blocks an SM holds (its registers: QS_MB) */
 /* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
 static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }
 
@@ -178,18 +168,13 @@ void cu_quant_device_release(cu_device *d) {
  * GPURT_CUDA_QGEMV_PREFETCH=0..8 how many of a warp's batches ahead it asks
  * W into the L2 (QV_PF, QW_PF by default; scripts/gpu_skinny.sh),
  * GPURT_CUDA_QGEMV_FETCH=32 or 256 the bytes the L2 fetches from DRAM for
- * a load of W (QV_FETCH by default), GPURT_CUDA_QGEMVS=0 keeps the GEMVs
- * of every block's own x (gpurt_qgemv*, gpurt_qgemvw*) on sm_90 too, =1
- * takes the split GEMV for every n <= 64 (default: QS_DEFAULT_MIN_N and
- * up), GPURT_CUDA_QGEMVS_SPLIT=1..8 fixes its cluster size (comparisons). */
+ * a load of W (QV_FETCH by default). */
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
-  int split_form, split;                   /* split_form: 0 the default, 1 off, 2 on; split: 0 the heuristic */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
-  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 |
-                                     split_form << 16 | split << 18, once read */
+  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
@@ -198,16 +183,11 @@ static qgemv_env qgemv_switches(void) {
     if (warps < 0 || warps > QV_MAXW) warps = 0;
     int pf = p != NULL && *p != 0 ? atoi(p) : -1;
     if (pf < -1 || pf > 8) pf = -1;
-    const char *sf = getenv("GPURT_CUDA_QGEMVS"), *sp = getenv("GPURT_CUDA_QGEMVS_SPLIT");
-    int split = sp != NULL ? atoi(sp) : 0;
-    if (split < 0 || split > QS_MAXS) split = 0;
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
-        (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
-        (sf != NULL && strcmp(sf, "0") == 0 ? 1 : sf != NULL && strcmp(sf, "1") == 0 ? 2 : 0) << 16 | split << 18;
+        (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (qgemv_env){v & 0xff,         (v >> 8) & 1,        (v >> 9) & 1, ((v >> 10) & 0xf) - 1,
-                     (v >> 14) & 3,    (v >> 16) & 3,       v >> 18};
+  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, v >> 14};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -418,68 +398,6 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
 }
 
-/* The split GEMV (cuda_quant.cu's gpurt_qgemvs*) on sm_90: QS_BM rows of W
- * a block, k split among the S blocks of a cluster (grid m / QS_BM x S,
- * cluster 1 x S x 1), each block's share ks a multiple of 64. S: enough
- * blocks for QS_RES a SM (small m: the q and o projections of a decoder
- * have m = 4096, 32 row blocks), at most QS_MAXS, no empty share;
- * GPURT_CUDA_QGEMVS_SPLIT fixes it. */
-static gpurt_error *qgemvs_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
-                                  uint32_t n) {
-  const gpurt_quant_matmul_args *a = &r->c.a;
-  const uint8_t *pw = (const uint8_t *)(uintptr_t)r->w.addr;
-  const uint16_t *ps = (const uint16_t *)(uintptr_t)r->scales.addr, *pb = (const uint16_t *)(uintptr_t)r->biases.addr;
-  const uint16_t *px = (const uint16_t *)(uintptr_t)r->x.addr;
-  uint16_t *py = (uint16_t *)(uintptr_t)r->y.addr;
-  uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gshift = log2u(a->group_size);
-  const qgemv_env sw = qgemv_switches();
-  uint32_t pf = sw.fetch == 2 || (sw.fetch == 0 && QV_FETCH == 256) ? 0x100u : 0;
-  const uint64_t mb = cdiv(m, QS_BM), sms = rt->devs[st->dev].sm_count > 0 ? (uint64_t)rt->devs[st->dev].sm_count : 132;
-  uint64_t s = sw.split > 0 ? (uint64_t)sw.split : cdiv(sms * QS_RES, mb);
-  if (s > QS_MAXS) s = QS_MAXS;
-  if (s < 1) s = 1;
-  uint32_t ks = (uint32_t)(cdiv(cdiv(k, s), 64) * 64);
-  s = cdiv(k, ks);
-  if (mb > 0x7fffffffull)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: m %u needs more than 2^31 - 1 blocks", name, m);
-  void *params[11] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &pf, &ks};
-  CUlaunchAttribute at;
-  memset(&at, 0, sizeof at);
-  at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  at.value.clusterDim.x = 1;
-  at.value.clusterDim.y = (unsigned)s;
-  at.value.clusterDim.z = 1;
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = (unsigned)mb;
-  cfg.gridDimY = (unsigned)s;
-  cfg.gridDimZ = 1;
-  cfg.blockDimX = QS_BM;
-  cfg.blockDimY = 1;
-  cfg.blockDimZ = 1;
-  cfg.hStream = st->s;
-  cfg.attrs = &at;
-  cfg.numAttrs = 1;
-  CUresult res = cu_drv.p_cuLaunchKernelEx(&cfg, f, params, NULL);
-  if (res != CUDA_SUCCESS) {
-    char op[192];
-    snprintf(op, sizeof op, "launching %s (cuLaunchKernelEx, %llu x %llu blocks, clusters of %llu)", name,
-             (unsigned long long)mb, (unsigned long long)s, (unsigned long long)s);
-    return cu_fail(rt, st->dev, res, op, st->last_kernel);
-  }
-  return NULL;
-}
-
-/* Whether quant_matmul of n tokens takes the split GEMV: sm_90 and a driver
- * with cuLaunchKernelEx, n <= QMM_W_MAX_N and below the CUTLASS crossover
- * (qmm_min_n), from QS_DEFAULT_MIN_N tokens unless GPURT_CUDA_QGEMVS says. */
-static int qgemvs_takes(const cu_runtime *rt, uint32_t dev, uint32_t n) {
-  const cu_device *d = &rt->devs[dev];
-  const int form = qgemv_switches().split_form;
-  return d->cc_major >= 9 && cu_drv.p_cuLaunchKernelEx != NULL && n <= QMM_W_MAX_N && n < qmm_min_n() &&
-         form != 1 && (form == 2 || n >= QS_DEFAULT_MIN_N);
-}
-
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
  * stream), only what the call would make lazily (the module's kernel, the
  * stream's scratch and workspace, cuBLASLt's handle), nothing enqueued:
@@ -494,17 +412,6 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
   uint32_t m = (uint32_t)a->m, n = (uint32_t)a->n, k = (uint32_t)a->k, gshift = log2u(a->group_size);
   char name[64];
   CUfunction f;
-  if (qgemvs_takes(rt, dev, n)) {
-    /* Groups of 64 or more at n <= 8: the factored form, as the GEMV's;
-     * the dequantizing form above (GPURT_CUDA_QGEMV says otherwise). */
-    const qgemv_env sw = qgemv_switches();
-    const uint32_t ti = n <= 8 ? 0 : n <= 16 ? 1 : n <= 32 ? 2 : 3;
-    const int fac = a->group_size >= 64 && (ti == 0 ? !sw.dequant : sw.factored);
-    snprintf(name, sizeof name, "gpurt_qgemvs%s_%s_%s_t%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type),
-             1u << ti);
-    if ((e = quant_fn(rt, dev, QV_GEMVS + ((xi * 2 + si) * 4 + (int)ti) * 2 + fac, name, &f)) || warm) return e;
-    return qgemvs_launch(rt, st, f, name, r, n);
-  }
   if (n <= 8) {
     /* Groups of 64 or more: the factored form (gpurt_qgemvf_*, no weight
      * rounded to 16 bits, ~40% fewer instructions); 32: dequantizing. */
