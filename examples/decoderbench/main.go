@@ -13,7 +13,6 @@
 package main
 
 import (
-	"errors"
 	"io"
 	"os"
 	"strings"
@@ -54,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fs.Usage("%v", err)
 	}
 	rt, dev, err := rf.Open(core.Config{PluginOptions: *options})
-	if err != nil && *rf.Backend != "" && errors.Is(err, core.ErrUnknownBackend) {
+	if rf.UnknownBackend(err) {
 		return fs.Usage("-backend: %s", strings.TrimPrefix(err.Error(), "gpurt: "))
 	}
 	if err != nil {

@@ -243,6 +243,13 @@ func (f *Flags) Runtime(backend, usage string) Runtime {
 	return Runtime{Paths: f.PluginPath(), Backend: f.String("backend", backend, usage)}
 }
 
+// UnknownBackend reports whether err is core.ErrUnknownBackend for a
+// backend that -backend named: the commands make that a usage error (an
+// unknown backend from $GPURT_BACKEND stays a setup error).
+func (r Runtime) UnknownBackend(err error) bool {
+	return *r.Backend != "" && errors.Is(err, core.ErrUnknownBackend)
+}
+
 // OpenRuntime checks the plugin paths (a setup error names the first
 // missing one) and opens the runtime of cfg with the flags' plugin paths
 // and backend.
