@@ -30,13 +30,8 @@ func poolRT(t testing.TB, options string, budget float64) (*core.Runtime, *core.
 	return rt, mockrt.Device0(t, rt)
 }
 
-func newStream(t testing.TB, d *core.Device) *core.Stream {
-	t.Helper()
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
+// newStream is a new stream on d, closed at the test's end.
+var newStream = mockrt.Stream
 
 func TestPoolReuseOnOneStream(t *testing.T) {
 	_, d := poolRT(t, "delay_us=0", 0)
