@@ -13,7 +13,6 @@ import (
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
-	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // Benchmarks of the figures `gpurt bench` prints, on the mock: dispatch
@@ -40,26 +39,15 @@ type benchEnv struct {
 
 func newBenchEnv(tb testing.TB) *benchEnv {
 	tb.Helper()
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(tb)}, Backend: "mock",
-		PluginOptions: "delay_us=0"}) // the mock's deliberate per-operation delay off
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = rt.Close() })
-	e := &benchEnv{rt: rt}
-	e.dev, err = rt.Device(0)
-	require.NoError(tb, err)
-	e.s, err = e.dev.NewStream()
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = e.s.Close() })
+	e := &benchEnv{rt: openMock(tb, "delay_us=0")} // the mock's deliberate per-operation delay off
+	e.dev = dev0(tb, e.rt)
+	e.s = stream(tb, e.dev)
+	var err error
 	e.ev, err = e.dev.NewEvent(false)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = e.ev.Close() })
-	mod, err := e.dev.BuiltinModule()
-	require.NoError(tb, err)
-	e.fill, err = mod.Kernel("fill_f32")
-	require.NoError(tb, err)
-	e.buf, err = e.dev.Alloc(64 << 10)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = e.buf.Free() })
+	e.fill = builtin(tb, e.dev, "fill_f32")
+	e.buf = alloc(tb, e.dev, 64<<10)
 	e.view, err = e.buf.View(32768, 4096)
 	require.NoError(tb, err)
 	e.small = randomBytes(512, 1)

@@ -77,10 +77,20 @@ func (b *Buffer) View(off, n int) (View, error) {
 	if b == nil {
 		return View{}, errf(codeInvalidArgument, "view", "nil buffer")
 	}
-	if off < 0 || n < 0 || uint64(off)+uint64(n) > b.size {
-		return View{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the buffer's %d bytes", off, n, b.size)
+	if err := checkSpan(off, n, b.size, "buffer"); err != nil {
+		return View{}, err
 	}
 	return View{buf: b, off: uint64(off), n: uint64(n)}, nil
+}
+
+// checkSpan is the range check of every View and Sub: an error wrapping
+// ErrOutOfRange, naming what the range is of, when [off, off+n) is not
+// within its size bytes.
+func checkSpan(off, n int, size uint64, of string) error {
+	if off < 0 || n < 0 || uint64(off)+uint64(n) > size {
+		return errf(codeOutOfRange, "view", "offset %d + length %d beyond the %s's %d bytes", off, n, of, size)
+	}
+	return nil
 }
 
 // Sub is the sub-range [off, off+n) of the view.
@@ -88,8 +98,8 @@ func (v View) Sub(off, n int) (View, error) {
 	if v.buf == nil {
 		return View{}, errf(codeInvalidArgument, "view", "zero View")
 	}
-	if off < 0 || n < 0 || uint64(off)+uint64(n) > v.n {
-		return View{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the view's %d bytes", off, n, v.n)
+	if err := checkSpan(off, n, v.n, "view"); err != nil {
+		return View{}, err
 	}
 	return View{buf: v.buf, off: v.off + uint64(off), n: uint64(n)}, nil
 }

@@ -300,16 +300,6 @@ func TestConcurrentFreeVsUse(t *testing.T) {
 	assert.Zero(t, st.LiveBuffers)
 }
 
-func openMockCfg(t testing.TB, cfg core.Config) *core.Runtime {
-	t.Helper()
-	cfg.PluginPaths = []string{testutil.MockPlugin(t)}
-	cfg.Backend = "mock"
-	rt, err := core.Open(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	return rt
-}
-
 // Epilogue is a set of steps: the ABI's combined values are their unions.
 func TestEpilogueSteps(t *testing.T) {
 	for ep, bias := range map[core.Epilogue]bool{

@@ -29,19 +29,12 @@ const graphN = 64
 func newGraphEnv(t *testing.T) *graphEnv {
 	rt := openMock(t, "delay_us=0")
 	d := dev0(t, rt)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	mod, err := d.BuiltinModule()
-	require.NoError(t, err)
-	e := &graphEnv{d: d, s: s}
+	e := &graphEnv{d: d, s: stream(t, d)}
 	for name, k := range map[string]**core.Kernel{"fill_f32": &e.fill, "axpy_f32": &e.axpy, "add_f32": &e.add} {
-		*k, err = mod.Kernel(name)
-		require.NoError(t, err)
+		*k = builtin(t, d, name)
 	}
 	for _, b := range []**core.Buffer{&e.x, &e.y, &e.z} {
-		*b, err = d.Alloc(4 * graphN)
-		require.NoError(t, err)
+		*b = alloc(t, d, 4*graphN)
 	}
 	return e
 }

@@ -253,8 +253,8 @@ func (hs *heapSlice) View(off, n int) (PinnedView, error) {
 	if hs == nil {
 		return PinnedView{}, errf(codeInvalidArgument, "view", "nil host slice")
 	}
-	if off < 0 || n < 0 || uint64(off)+uint64(n) > hs.size {
-		return PinnedView{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the host slice's %d bytes", off, n, hs.size)
+	if err := checkSpan(off, n, hs.size, "host slice"); err != nil {
+		return PinnedView{}, err
 	}
 	return PinnedView{hs: hs, off: uint64(off), n: uint64(n)}, nil
 }

@@ -13,14 +13,15 @@ import (
 // family packages' (package mockrt): each value made is released at the
 // test's end.
 var (
-	openMock = mockrt.Open    // a runtime on the mock, with plugin options
-	dev0     = mockrt.Device0 // its device 0
-	stream   = mockrt.Stream  // a new stream
-	builtin  = mockrt.Builtin // a kernel of the built-in module
-	alloc    = mockrt.Alloc   // a new buffer of n bytes
-	upload   = mockrt.Upload  // a new buffer holding data (64 bytes longer)
-	halves   = mockrt.Halves  // f16 or bf16 bytes
-	i32le    = mockrt.I32LE   // little-endian int32 bytes
+	openMock    = mockrt.Open       // a runtime on the mock, with plugin options
+	openMockCfg = mockrt.OpenConfig // a runtime on the mock, of a Config
+	dev0        = mockrt.Device0    // its device 0
+	stream      = mockrt.Stream     // a new stream
+	builtin     = mockrt.Builtin    // a kernel of the built-in module
+	alloc       = mockrt.Alloc      // a new buffer of n bytes
+	upload      = mockrt.Upload     // a new buffer holding data (64 bytes longer)
+	halves      = mockrt.Halves     // f16 or bf16 bytes
+	i32le       = mockrt.I32LE      // little-endian int32 bytes
 )
 
 // fillSetup opens the mock with options and returns its device 0, a

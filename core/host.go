@@ -86,8 +86,8 @@ func (hb *HostBuffer) View(off, n int) (PinnedView, error) {
 	if hb.hs != nil {
 		return hb.hs.View(off, n)
 	}
-	if off < 0 || n < 0 || uint64(off)+uint64(n) > hb.size {
-		return PinnedView{}, errf(codeOutOfRange, "view", "offset %d + length %d beyond the host buffer's %d bytes", off, n, hb.size)
+	if err := checkSpan(off, n, hb.size, "host buffer"); err != nil {
+		return PinnedView{}, err
 	}
 	return PinnedView{hb: hb, off: uint64(off), n: uint64(n)}, nil
 }

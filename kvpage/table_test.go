@@ -66,10 +66,7 @@ func newRig(t *testing.T, d *core.Device) *rig {
 	t.Cleanup(func() { _ = cache.Free() })
 	require.NoError(t, core.Memset(cache.K(), 0))
 	require.NoError(t, core.Memset(cache.V(), 0))
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	r := &rig{t: t, a: a, tab: tab, cache: cache, s: s, toks: map[ReqID][]int32{}}
+	r := &rig{t: t, a: a, tab: tab, cache: cache, s: mockrt.Stream(t, d), toks: map[ReqID][]int32{}}
 	r.dec, err = attention.New(d, attention.Desc{Kind: attention.Decode, NumQOHeads: tQOHeads, Cache: tCache, MaxBatch: 8})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.dec.Close() })
@@ -78,10 +75,7 @@ func newRig(t *testing.T, d *core.Device) *rig {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.pre.Close() })
 	for _, b := range []**core.Buffer{&r.k, &r.v, &r.q, &r.o} {
-		*b, err = d.Alloc(64 * tQOHeads * tHeadDim * 2)
-		require.NoError(t, err)
-		buf := *b
-		t.Cleanup(func() { _ = buf.Free() })
+		*b = mockrt.Alloc(t, d, 64*tQOHeads*tHeadDim*2)
 	}
 	return r
 }

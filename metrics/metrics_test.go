@@ -23,7 +23,6 @@ import (
 	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/core/pool"
-	gtest "github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/metrics"
 )
@@ -138,10 +137,7 @@ func TestCoreHasNoMetricsDependency(t *testing.T) {
 // synchronizes, GEMMs, quantized and grouped matmuls and collectives fill
 // their counters and latency histograms; every label value is snake_case.
 func TestOpMetrics(t *testing.T) {
-	dir := gtest.MockPlugin(t)
-	rt, err := core.Open(core.Config{PluginPaths: []string{dir}, Backend: "mock", PluginOptions: "devices=2;delay_us=0"})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt := mockrt.Open(t, "devices=2;delay_us=0")
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(metrics.NewCollector(rt)))
 	devs := rt.Devices()

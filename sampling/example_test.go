@@ -16,17 +16,7 @@ import (
 
 // TestMain puts a freshly built mock plugin on GPURT_PLUGIN_PATH, for the
 // runnable example (it opens a runtime as a program would).
-func TestMain(m *testing.M) {
-	dir, cleanup, err := testutil.MockPluginForMain()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sampling tests: no mock plugin:", err)
-		os.Exit(1)
-	}
-	os.Setenv("GPURT_PLUGIN_PATH", dir)
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "sampling")) }
 
 // Two requests in one step: a greedy one, and one sampling the two most
 // likely tokens at temperature 0.8 with a repetition penalty on token 2.

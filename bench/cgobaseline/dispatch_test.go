@@ -65,13 +65,8 @@ func BenchmarkLaunch(b *testing.B) {
 	s, pl := pair(b)
 	require.NoError(b, pl.PrepareLaunch())
 	d := s.Device()
-	mod, err := d.BuiltinModule()
-	require.NoError(b, err)
-	fill, err := mod.Kernel("fill_f32")
-	require.NoError(b, err)
-	buf, err := d.Alloc(256)
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = buf.Free() })
+	fill := mockrt.Builtin(b, d, "fill_f32")
+	buf := mockrt.Alloc(b, d, 256)
 	cfg := core.Grid1D(1, 1)
 	for _, side := range []struct {
 		name         string

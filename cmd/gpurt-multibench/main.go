@@ -27,12 +27,12 @@ import (
 
 // The flags (set by run).
 var (
-	paths                                   *cli.PathList
-	backend, options, sizesF, dtypeF, peerF *string
-	only, childID                           *string
-	ranksF, shrink, childRank               *int
-	procs                                   *bool
-	stdoutW, stderrW                        io.Writer
+	rf                             cli.Runtime // -plugin-path and -backend
+	options, sizesF, dtypeF, peerF *string
+	only, childID                  *string
+	ranksF, shrink, childRank      *int
+	procs                          *bool
+	stdoutW, stderrW               io.Writer
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -41,8 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-multibench", "[flags]",
 		"Times all-reduce (one process, and with -procs one process per GPU) and peer copies\nacross GPUs; one JSON object per output line (scripts/gpu_multi.sh makes the table).\n-backend mock -options devices=2 -shrink N checks the program on the mock.", stdout, stderr)
 	stdoutW, stderrW = stdout, stderr
-	paths = fs.PluginPath()
-	backend = fs.String("backend", "cuda", "backend (the mock, with -shrink, checks this program)")
+	rf = fs.Runtime("cuda", "backend (the mock, with -shrink, checks this program)")
 	options = fs.String("options", "", "plugin runtime options (the mock: devices=2)")
 	sizesF = fs.String("sizes", "8K,64K,512K,1M,4M,16M,64M,256M,1G", "all-reduce sizes in bytes (K, M, G suffixes)")
 	dtypeF = fs.String("dtype", "bf16", "all-reduce element type: f32, f16, bf16")
@@ -79,10 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Usage("%v", err)
 	}
-	if err := paths.Check(); err != nil {
-		return fs.Fail(err)
-	}
-	rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend, PluginOptions: *options})
+	rt, err := rf.OpenRuntime(core.Config{PluginOptions: *options})
 	if err != nil {
 		return fs.Fail(err)
 	}
@@ -177,7 +173,7 @@ func parent(rt *core.Runtime, out *json.Encoder) error {
 	}
 	var cmds []*exec.Cmd
 	for r := 0; r < *ranksF; r++ {
-		args := []string{"-plugin-path", paths.String(), "-backend", *backend, "-options", *options, "-sizes", *sizesF,
+		args := []string{"-plugin-path", rf.Paths.String(), "-backend", *rf.Backend, "-options", *options, "-sizes", *sizesF,
 			"-dtype", *dtypeF, "-ranks", strconv.Itoa(*ranksF), "-shrink", strconv.Itoa(*shrink),
 			"-child-rank", strconv.Itoa(r), "-child-id", hex.EncodeToString(id[:])}
 		cmd := exec.Command(exe, args...)

@@ -3,14 +3,12 @@
 package main
 
 import (
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/metrale/gpurt/bench"
-	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/cli"
 )
 
@@ -28,8 +26,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "fewer, smaller measurements (a few seconds on the mock)")
 	asJSON := fs.Bool("json", false, `one JSON object per line: {"metric", "value", "unit", "baseline", "ratio"}`)
 	benchfmt := fs.String("benchfmt", "", "also write the figures in the Go benchmark format (for benchstat) to this file; \"-\": to stdout instead of the table or JSON")
-	backend := fs.String("backend", "", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
-	paths := fs.PluginPath()
+	rf := fs.Runtime("", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
 	sizes := fs.String("sizes", "", "copy sizes, comma-separated, e.g. 64K,1M,16M,256M,1G (default: by backend and --quick)")
 	options := fs.String("options", "", "plugin runtime options (key=value;...)")
 	cgoBin := fs.String("cgobench", "", "path of the gpurt-cgobench binary (default: beside this executable)")
@@ -46,10 +43,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			return fs.Usage("--sizes: %s", strings.TrimPrefix(err.Error(), "bench: "))
 		}
 	}
-	if err := paths.Check(); err != nil {
+	if err := rf.Paths.Check(); err != nil {
 		return fs.Fail(err)
 	}
-	opts := bench.Options{Quick: *quick, Backend: *backend, PluginPaths: *paths, PluginOptions: *options,
+	opts := bench.Options{Quick: *quick, Backend: *rf.Backend, PluginPaths: *rf.Paths, PluginOptions: *options,
 		Progress: stderr, CgoBench: *cgoBin, CgoBenchHint: cgoBenchHint, Sizes: sz}
 	if opts.CgoBench == "" {
 		opts.CgoBench = findCgoBench()
@@ -60,7 +57,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			return fs.Fail(e)
 		}
 	}
-	if err != nil && *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
+	if rf.UnknownBackend(err) {
 		return fs.Usage("--backend: %s", text(strings.TrimPrefix(err.Error(), "gpurt: ")))
 	}
 	if err != nil {

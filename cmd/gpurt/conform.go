@@ -34,11 +34,10 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	quick := fs.Bool("quick", false, "shrink the large checks")
 	long := fs.Bool("long", false, "also run the long-context attention checks (for GPUs; slow on the mock)")
-	backend := fs.String("backend", "", "backend: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
+	rf := fs.Runtime("", "backend: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
 	options := fs.String("options", "", "plugin runtime options, key=value;key=value (the mock: devices=2)")
 	run := fs.String("run", "", "run only the checks whose name matches this regular expression")
 	seed := fs.Uint64("seed", 0, "seed of the random data (0: from the clock)")
-	paths := fs.PluginPath()
 	if st, ok := fs.Parse(args, false); !ok {
 		return st
 	}
@@ -50,18 +49,18 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		}
 		filter = re
 	}
-	if err := paths.Check(); err != nil {
+	if err := rf.Paths.Check(); err != nil {
 		return fs.Fail(err)
 	}
-	cfg := core.Config{PluginPaths: *paths, Backend: *backend, PluginOptions: *options}
+	cfg := core.Config{PluginPaths: *rf.Paths, Backend: *rf.Backend, PluginOptions: *options}
 	if cfg.Backend == "" {
-		cfg.Backend = filesBackend(*paths)
+		cfg.Backend = filesBackend(*rf.Paths)
 	}
 	opts := conform.Options{Quick: *quick, Long: *long, Seed: *seed,
 		OpenRuntime: func() (*core.Runtime, error) { return core.Open(cfg) }}
 	opts.Filter = filter
 	rt, err := core.Open(cfg)
-	if err != nil && *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
+	if rf.UnknownBackend(err) {
 		return fs.Usage("--backend: %s", text(strings.TrimPrefix(err.Error(), "gpurt: ")))
 	}
 	if err != nil {

@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,14 +34,13 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt probe", "[--json] [--backend NAME] [--plugin-path PATH]...",
 		"Prints which plugin would be used, and why: the folders searched, every candidate\nand its state, and the chosen backend's devices.", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON (also when it ends in an error)")
-	backend := fs.String("backend", "", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
-	paths := fs.PluginPath()
+	rf := fs.Runtime("", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
 	if st, ok := fs.Parse(args, false); !ok {
 		return st
 	}
-	cfg := core.Config{PluginPaths: *paths, Backend: *backend}
+	cfg := core.Config{PluginPaths: *rf.Paths, Backend: *rf.Backend}
 	rep, err := inspect.Probe(cfg)
-	if *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
+	if rf.UnknownBackend(err) {
 		// A usage error; --json still prints the report, the error in it.
 		if *asJSON {
 			writeProbeJSON(stdout, stderr, rep, err)

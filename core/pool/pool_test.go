@@ -20,27 +20,18 @@ import (
 	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/core/pool"
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 // poolRT opens the mock with options and a pool budget.
 func poolRT(t testing.TB, options string, budget float64) (*core.Runtime, *core.Device) {
 	t.Helper()
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock",
-		PluginOptions: options, PoolBudget: budget})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	d, err := rt.Device(0)
-	require.NoError(t, err)
-	return rt, d
+	rt := mockrt.OpenConfig(t, core.Config{PluginOptions: options, PoolBudget: budget})
+	return rt, mockrt.Device0(t, rt)
 }
 
-func newStream(t testing.TB, d *core.Device) *core.Stream {
-	t.Helper()
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
+// newStream is a new stream on d, closed at the test's end.
+var newStream = mockrt.Stream
 
 func TestPoolReuseOnOneStream(t *testing.T) {
 	_, d := poolRT(t, "delay_us=0", 0)
@@ -206,13 +197,11 @@ func TestPoolBudgetBytesAndErrors(t *testing.T) {
 }
 
 func TestPoolStreamChecks(t *testing.T) {
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "devices=2;delay_us=0"})
-	require.NoError(t, err)
-	defer rt.Close()
+	rt := mockrt.Open(t, "devices=2;delay_us=0")
 	d0, _ := rt.Device(0)
 	d1, _ := rt.Device(1)
 	s1 := newStream(t, d1)
-	_, err = pool.Of(d0).Alloc(s1, 64)
+	_, err := pool.Of(d0).Alloc(s1, 64)
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "device 1")
 	_, err = pool.Of(d0).Alloc(nil, 64)

@@ -52,24 +52,14 @@ func (d decoderBench) check() error {
 	return nil
 }
 
-// run measures the decoder on a runtime opened with cfg (its plugin
-// options included) and returns the figures; when table is not nil it
-// also prints them there as they come.
-func (d decoderBench) run(cfg core.Config, table io.Writer) (*bench.Report, error) {
+// run measures the decoder on dev, device 0 of rt, and returns the
+// figures; when table is not nil it also prints them there as they come.
+func (d decoderBench) run(rt *core.Runtime, dev *core.Device, table io.Writer) (*bench.Report, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
 	mc := llm.Presets[d.preset]
 	mc.Eps, mc.Seed, mc.Rope = 1e-5, 1, "neox"
-	rt, err := core.Open(cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer rt.Close()
-	dev, err := rt.Device(0)
-	if err != nil {
-		return nil, err
-	}
 	_, maj, min := inspect.PluginVersion(rt)
 	rep := &bench.Report{Backend: rt.Backend(), Plugin: inspect.PluginPath(rt), ABI: fmt.Sprintf("%d.%d", maj, min),
 		Device: "device 0: " + dev.Info().Name}

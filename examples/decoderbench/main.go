@@ -13,7 +13,6 @@
 package main
 
 import (
-	"errors"
 	"io"
 	"os"
 	"strings"
@@ -42,8 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&d.warm, "warmup", 2, "untimed decode steps first")
 	asJSON := fs.Bool("json", false, `one JSON object per line: {"metric", "value", "unit", "note"}`)
 	benchfmt := fs.String("benchfmt", "", "also write the figures in the Go benchmark format (for benchstat) to this file; \"-\": to stdout instead of the table or JSON")
-	backend := fs.String("backend", "", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
-	paths := fs.PluginPath()
+	rf := fs.Runtime("", "backend to use: auto, cuda, metal, mock (default: $GPURT_BACKEND, else auto)")
 	options := fs.String("options", "", "plugin runtime options (key=value;...)")
 	if st, ok := fs.Parse(args, false); !ok {
 		return st
@@ -54,17 +52,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := d.check(); err != nil {
 		return fs.Usage("%v", err)
 	}
-	if err := paths.Check(); err != nil {
+	rt, dev, err := rf.Open(core.Config{PluginOptions: *options})
+	if rf.UnknownBackend(err) {
+		return fs.Usage("-backend: %s", strings.TrimPrefix(err.Error(), "gpurt: "))
+	}
+	if err != nil {
 		return fs.Fail(err)
 	}
+	defer rt.Close()
 	var tbl io.Writer = stdout
 	if *asJSON || *benchfmt == "-" {
 		tbl = nil
 	}
-	rep, err := d.run(core.Config{Backend: *backend, PluginPaths: *paths, PluginOptions: *options}, tbl)
-	if err != nil && *backend != "" && errors.Is(err, core.ErrUnknownBackend) {
-		return fs.Usage("-backend: %s", strings.TrimPrefix(err.Error(), "gpurt: "))
-	}
+	rep, err := d.run(rt, dev, tbl)
 	if err != nil {
 		return fs.Fail(err)
 	}

@@ -124,10 +124,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	topP := fs.Float64("top-p", 1, "sampling: nucleus mass")
 	sampleSeed := fs.Uint64("sample-seed", 1, "sampling seed")
 	progress := fs.String("progress", "auto", "loading progress: auto (a bar on a terminal, else one line), bar, line or none")
-	backend := fs.String("backend", "", "gpurt backend (auto, cuda, metal, mock)")
 	idle := fs.Bool("idle-steps", false, "wait for the device before each timed decode step, so that host_us_per_step is the bare cost of enqueueing a step (tokens/s are then not pipelined)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file (go tool pprof reads it)")
-	paths := fs.PluginPath()
+	rf := fs.Runtime("", "gpurt backend (auto, cuda, metal, mock)")
 	if status, ok := fs.Parse(args, false); !ok {
 		return status
 	}
@@ -266,15 +265,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			maxP = max(maxP, len(p))
 		}
 
-		rt, err := core.Open(core.Config{PluginPaths: *paths, Backend: *backend})
+		rt, dev, err := rf.Open(core.Config{})
 		if err != nil {
 			return err
 		}
 		defer rt.Close()
-		dev, err := rt.Device(0)
-		if err != nil {
-			return err
-		}
 		out := json.NewEncoder(stdout)
 		opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights == "int8", Unfused: *unfused}
 		var m *llm.Model

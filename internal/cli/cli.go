@@ -17,7 +17,8 @@
 //
 // A command makes its flags with New, parses with Parse, and returns the
 // status Parse, Usage or Fail returns. One that opens a runtime takes
-// -plugin-path and -backend with Runtime and opens it with Runtime.Open.
+// -plugin-path and -backend with Runtime and opens it with Runtime.Open
+// (Runtime.OpenRuntime when it does not want device 0 alone).
 package cli
 
 import (
@@ -242,15 +243,28 @@ func (f *Flags) Runtime(backend, usage string) Runtime {
 	return Runtime{Paths: f.PluginPath(), Backend: f.String("backend", backend, usage)}
 }
 
-// Open checks the plugin paths (a setup error names the first missing
-// one), opens the runtime of cfg with the flags' plugin paths and backend
-// and returns it with its device 0. On an error nothing stays open.
-func (r Runtime) Open(cfg core.Config) (*core.Runtime, *core.Device, error) {
+// UnknownBackend reports whether err is core.ErrUnknownBackend for a
+// backend that -backend named: the commands make that a usage error (an
+// unknown backend from $GPURT_BACKEND stays a setup error).
+func (r Runtime) UnknownBackend(err error) bool {
+	return *r.Backend != "" && errors.Is(err, core.ErrUnknownBackend)
+}
+
+// OpenRuntime checks the plugin paths (a setup error names the first
+// missing one) and opens the runtime of cfg with the flags' plugin paths
+// and backend.
+func (r Runtime) OpenRuntime(cfg core.Config) (*core.Runtime, error) {
 	if err := r.Paths.Check(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cfg.PluginPaths, cfg.Backend = *r.Paths, *r.Backend
-	rt, err := core.Open(cfg)
+	return core.Open(cfg)
+}
+
+// Open is OpenRuntime, returning the runtime with its device 0. On an
+// error nothing stays open.
+func (r Runtime) Open(cfg core.Config) (*core.Runtime, *core.Device, error) {
+	rt, err := r.OpenRuntime(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

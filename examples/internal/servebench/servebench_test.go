@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/core"
-	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/llm"
 )
 
@@ -22,12 +22,7 @@ func tiny() llm.Config {
 
 func openMock(t *testing.T) *core.Device {
 	t.Helper()
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: "delay_us=0", PoolBudget: 0.9})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
-	d, err := rt.Device(0)
-	require.NoError(t, err)
-	return d
+	return mockrt.Device0(t, mockrt.OpenConfig(t, core.Config{PluginOptions: "delay_us=0", PoolBudget: 0.9}))
 }
 
 // unbatched is each request run alone through llm's Generate (greedy).

@@ -26,7 +26,15 @@ import (
 // closes it when the test ends.
 func Open(t testing.TB, options string) *core.Runtime {
 	t.Helper()
-	rt, err := core.Open(core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: options})
+	return OpenConfig(t, core.Config{PluginOptions: options})
+}
+
+// OpenConfig opens a runtime of cfg on the mock plugin (its PluginPaths
+// and Backend are set to the mock's) and closes it when the test ends.
+func OpenConfig(t testing.TB, cfg core.Config) *core.Runtime {
+	t.Helper()
+	cfg.PluginPaths, cfg.Backend = []string{testutil.MockPlugin(t)}, "mock"
+	rt, err := core.Open(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	return rt
