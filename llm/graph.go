@@ -141,6 +141,12 @@ func (m *Model) GraphInfo(sampled bool) (launches int, broke []string, ok bool) 
 // prefill kernels. Each costs a capture on the host.
 func (m *Model) GraphRecaptures() int { return m.recaptures }
 
+// GraphCaptures is how many decode steps (Decode's and Paged's) were
+// captured as graphs since the model was made: one per batch-size bucket
+// on its first graph-mode step, plus GraphRecaptures. Each costs the host
+// a capture and an instantiation, in the step that makes it.
+func (m *Model) GraphCaptures() int { return m.captures }
+
 // probe says whether the plugin records op in a graph: it captures op
 // alone (nothing runs) and drops the graph. A refusal wrapping
 // core.ErrFailedPrecondition (the slot is not recorded) or
@@ -264,6 +270,7 @@ func (m *Model) captureStep(ops []stepOp, sp *Sampling, pick func(s *core.Stream
 		g.broke = append(g.broke, k)
 	}
 	slices.Sort(g.broke)
+	m.captures++
 	return g, nil
 }
 

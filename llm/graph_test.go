@@ -242,9 +242,12 @@ func TestDecodeGraphRecapturesRefusedReplay(t *testing.T) {
 	old := m.graphs[graphKey{batch: batch}]
 	require.NotNil(t, old)
 	assert.Zero(t, m.GraphRecaptures(), "no replay was refused yet")
+	assert.Equal(t, 1, m.GraphCaptures(), "one batch size, captured once")
 	sameRun(t, eager, generate(t, rt, m, o), "a replay refused and captured again")
 	assert.NotSame(t, old, m.graphs[graphKey{batch: batch}], "the refused graph is replaced")
 	assert.Equal(t, 1, m.GraphRecaptures(), "the one refused replay is counted")
+	assert.Equal(t, 2, m.GraphCaptures(), "the recapture is a capture")
 	sameRun(t, eager, generate(t, rt, m, o), "the new graph replays")
 	assert.Equal(t, 1, m.GraphRecaptures(), "the new graph's replays are not refused")
+	assert.Equal(t, 2, m.GraphCaptures(), "replays capture nothing")
 }

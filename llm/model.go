@@ -181,7 +181,7 @@ type Model struct {
 	swap                                     linear
 	dec, pre                                 *attention.Attention
 	graphs                                   map[graphKey]*stepGraph
-	recaptures                               int // GraphRecaptures
+	captures, recaptures                     int // GraphCaptures, GraphRecaptures
 	stage                                    *stepStage
 	recordable                               map[string]bool // op kind -> the plugin records it (probed once)
 	// scratch is Decode's host arrays, kept between steps (a step

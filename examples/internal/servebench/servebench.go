@@ -292,8 +292,10 @@ type Result struct {
 	KVTokens        int     `json:"kv_tokens"`
 	TokenBudget     int     `json:"token_budget"`
 	MaxBatch        int     `json:"max_batch"`
-	Graphs          bool    `json:"graphs"`  // decode-only steps replayed as graphs
-	Sampled         bool    `json:"sampled"` // tokens drawn with per-request parameters (else greedy)
+	Graphs          bool    `json:"graphs"`           // decode-only steps replayed as graphs
+	GraphCaptures   int     `json:"graph_captures"`   // decode steps captured as graphs during the run (llm.Model.GraphCaptures)
+	GraphRecaptures int     `json:"graph_recaptures"` // of those, replays the plugin refused (llm.Model.GraphRecaptures)
+	Sampled         bool    `json:"sampled"`          // tokens drawn with per-request parameters (else greedy)
 	Pages           int     `json:"kv_pages"`
 	PagesFreeAtEnd  int     `json:"kv_pages_free_at_end"`
 	LiveAtEnd       int     `json:"live_requests_at_end"`
@@ -350,6 +352,7 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 		hostS              float64
 		firstAt            = make([]time.Time, n)
 	)
+	caps0, recaps0 := sv.m.GraphCaptures(), sv.m.GraphRecaptures()
 	start := time.Now()
 	next, done := 0, 0
 	for done < n {
@@ -512,6 +515,7 @@ func (sv *Server) Run(load *Load, bandwidth float64, how string) (*Result, error
 		}
 	}
 	res.PagesFreeAtEnd, res.LiveAtEnd, res.AllocatorCached = a.FreePages(), a.Live(), a.CachedPages()
+	res.GraphCaptures, res.GraphRecaptures = sv.m.GraphCaptures()-caps0, sv.m.GraphRecaptures()-recaps0
 	return res, nil
 }
 

@@ -105,6 +105,14 @@ func TestServeOnMock(t *testing.T) {
 			if c.preempt {
 				assert.Positive(t, res.Preemptions, "the tight cache preempts")
 			}
+			if c.graphs {
+				// one capture per decode batch size met (at most MaxBatch), none refused on the mock
+				assert.Positive(t, res.GraphCaptures, "decode steps captured")
+				assert.LessOrEqual(t, res.GraphCaptures, 4)
+			} else {
+				assert.Zero(t, res.GraphCaptures, "eager steps capture nothing")
+			}
+			assert.Zero(t, res.GraphRecaptures)
 			js, err := json.Marshal(res)
 			require.NoError(t, err)
 			assert.Contains(t, string(js), `"kind":"serve"`)
