@@ -67,14 +67,14 @@ func (m *Model) stepOps(B int, kv, att func(s *core.Stream, l int) error) []step
 // anything of that graph is enqueued), captures it again (get(true)) and
 // runs the step whole once more: every op recomputes from the embedding,
 // so segments that ran before write what they will write again.
-// Each recapture counts in *recaptured (Model.GraphRecaptures).
-func launchStep(s *core.Stream, sp *Sampling, step int, recaptured *int, get func(fresh bool) (*stepGraph, error)) error {
+// Each recapture counts in GraphRecaptures.
+func (m *Model) launchStep(s *core.Stream, sp *Sampling, step int, get func(fresh bool) (*stepGraph, error)) error {
 	g, err := get(false)
 	if err == nil {
 		err = g.launch(s, sp, step)
 	}
 	if errors.Is(err, core.ErrFailedPrecondition) {
-		*recaptured++
+		m.recaptures++
 		if g, err = get(true); err == nil {
 			err = g.launch(s, sp, step)
 		}

@@ -1421,7 +1421,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		err = firstErr(st.end(s), m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}))
 	}
 	if err == nil && graph {
-		err = launchStep(s, sp, step, &m.recaptures, func(fresh bool) (*stepGraph, error) { return m.stepGraph(sp, fresh) })
+		err = m.launchStep(s, sp, step, func(fresh bool) (*stepGraph, error) { return m.stepGraph(sp, fresh) })
 	} else if err == nil {
 		for _, op := range m.decodeOps() {
 			if err = op.run(s); err != nil {

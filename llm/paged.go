@@ -190,9 +190,7 @@ func (p *Paged) step(st *kvpage.Step, ids, sample []int32, pk picker) error {
 	if err == nil && p.graphs && !prefill && allRows(sample, T) {
 		err = a.Plan(s, st.Schedule(false))
 		if err == nil {
-			err = launchStep(s, pk.sp, pk.step, &p.m.recaptures, func(fresh bool) (*stepGraph, error) {
-				return p.graph(st, pk, fresh)
-			})
+			err = p.m.launchStep(s, pk.sp, pk.step, func(fresh bool) (*stepGraph, error) { return p.graph(st, pk, fresh) })
 		}
 		if err != nil {
 			return fmt.Errorf("llm: paged step (graph): %w", err)
