@@ -25,6 +25,7 @@ type gemmCase struct {
 	beta           float64
 	scales         bool // fp8 per-tensor scales
 	offset         int  // byte offset of every operand in its buffer
+	cInD           bool // C is D (in place: D += A*B, as a residual)
 	tol            float64
 }
 
@@ -83,6 +84,18 @@ func gemmChecks() []check {
 			cases = append(cases, gemmCase{name: fmt.Sprintf("%v/epilogue_%s", t, epName(ep)), at: t, bt: t, dt: t, m: 37, n: 21, k: 29, ep: ep, beta: 0.5})
 		}
 	}
+	// The decode shape (y = x W^T, few tokens), which a backend may run as a
+	// GEMV: k past a whole number of its steps, padded leading dimensions
+	// that stay multiples of 8, a batch, C read (beta), a token count above
+	// the CUDA GEMV's default, and operands 8 bytes off 16 (its fallback).
+	cases = append(cases,
+		gemmCase{name: "bf16/gemv_n1", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 300, n: 1, k: 1032, transA: true, beta: 0.5},
+		gemmCase{name: "f16/gemv_n3_padded", at: core.F16, bt: core.F16, dt: core.F16, m: 77, n: 3, k: 520, transA: true, pad: 8},
+		gemmCase{name: "bf16/gemv_batched", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 40, n: 2, k: 264, transA: true, batch: 3, pad: 8, beta: -1},
+		gemmCase{name: "bf16/gemv_n7", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 129, n: 7, k: 4104, transA: true},
+		gemmCase{name: "bf16/gemv_in_place", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 96, n: 1, k: 512, transA: true, beta: 1, cInD: true},
+		gemmCase{name: "bf16/gemv_offset8", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 64, n: 1, k: 256, transA: true, offset: 8},
+	)
 	cases = append(cases, gemmCase{name: "bf16/f32_bias", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 32, n: 16, k: 48, ep: core.EpilogueBias | core.EpilogueGelu, biasType: core.F32})
 	for _, ep := range []core.Epilogue{core.EpilogueNone, core.EpilogueBias, core.EpilogueRelu, core.EpilogueGelu} {
 		cases = append(cases, gemmCase{name: "f32/epilogue_" + epName(ep), at: core.F32, bt: core.F32, dt: core.F32, m: 29, n: 17, k: 23, ep: ep})
@@ -310,10 +323,16 @@ func runGemmCase(e *env, c gemmCase) error {
 	dsz := c.dt.Size()
 	dPoison := make([]byte, nc*dsz)
 	poison(dPoison)
+	if c.cInD {
+		dPoison = encode(c.dt, cv) // C's values, read and overwritten in place
+	}
 	if vD, err = upload(dPoison); err != nil {
 		return err
 	}
 	ops.D = vD
+	if c.cInD {
+		ops.C = vD
+	}
 	desc := core.GemmDesc{AType: c.at, BType: c.bt, CType: ct, DType: c.dt, Compute: c.compute,
 		TransA: c.transA, TransB: c.transB, M: c.m, N: c.n, K: c.k, LDA: lda, LDB: ldb, LDC: ldc, LDD: ldc,
 		Batch: c.batch, StrideA: int64(sa), StrideB: int64(sb), StrideC: int64(sc), StrideD: int64(sc),

@@ -129,11 +129,11 @@ def ratio(o, g):
     return "%.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and g and o.get("gpu_us", 0) > 0 and g.get("gpu_us", 0) > 0 else "-"
 extra = [("gpurt int8 cutlass", "CUTLASS from n 9"), ("gpurt int8 wdq", "dequantizing GEMV"), ("gpurt int8 dequant+cuBLASLt", "dequant + cuBLASLt")]
 extra = [e for e in extra if any(e[0] in by[nm] for nm in order)]
-print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | cuBLASLt bf16 us | speedup | goal | | int8 GB/s | wall us int8 / bf16 |" + "".join(" %s us |" % e[1] for e in extra))
+print("| int8 quantized matmul (MLX, group 64) | gpurt int8 us | gpurt bf16 gemm us | speedup | goal | | int8 GB/s | wall us int8 / bf16 |" + "".join(" %s us |" % e[1] for e in extra))
 print("|---|---:|---:|---:|---:|---|---:|---|" + "---:|" * len(extra))
 for name in order:
     d = by[name]
-    q, b = d.get("gpurt int8"), d.get("cuBLASLt bf16")
+    q, b = d.get("gpurt int8"), d.get("gpurt bf16 gemm")
     if not q and not b:
         continue
     sp = b["gpu_us"] / q["gpu_us"] if q and b and q["gpu_us"] > 0 else 0
@@ -170,7 +170,7 @@ PY
     grep -E 'FAIL|fail' "$logs/$c.log" 2>/dev/null | head -n 20
   done
   echo
-  echo "speedup = cuBLASLt bf16 time / int8 time (GPU time per call, calls queued behind a sleep);"
+  echo "speedup = gpurt bf16 gemm time / int8 time (GPU time per call, calls queued behind a sleep);"
   echo "vs per-expert / vs torch = their time / gpurt grouped time (> 1: gpurt is faster);"
   echo "own kernel = the same call with GPURT_CUDA_GROUPED=kernel (the fallback without CUTLASS)"
   echo

@@ -4,14 +4,17 @@
 // command gpurt-quantbench runs it; scripts/gpu_quant_bench.sh runs that
 // on the H200):
 //
-//   - int8 GEMV (Stream.QuantMatmul, MLX format, group 64) vs a bf16
-//     cuBLASLt GEMV (Stream.Gemm) at 4096x4096, 14336x4096 and 4096x14336
+//   - int8 GEMV (Stream.QuantMatmul, MLX format, group 64) vs bf16 W
+//     through Stream.Gemm (cuBLASLt; on CUDA, the plugin's own GEMV for
+//     n <= 4 unless GPURT_CUDA_GEMV_MAX_N says otherwise) at 4096x4096, 14336x4096 and 4096x14336
 //     (m x k: a decoder's o, gate and down projections), n = 1 and 8
 //     (the decode GEMV) and 16, 32, 64 (batched decode: the skinny GEMV);
 //   - int8 GEMM at n = 2048 vs bf16 cuBLASLt;
 //   - grouped GEMM (Stream.GroupedGemm, bf16 and fp8 with block scales) of
 //     8 and 64 experts with skewed row counts vs one cuBLASLt GEMM per
-//     expert (Stream.Gemm; fp8 there has per-tensor scales, the same work).
+//     expert (Stream.Gemm; fp8 there has per-tensor scales, the same work);
+//   - with -only decode16 alone: the bf16 GEMM slot at the decoder's
+//     projection shapes, n = 1, 2, 4, 8 (the GEMV's crossover).
 //
 // Each figure is GPU time per call: the stream is first held by a sleep_ns
 // kernel long enough for every timed call to be enqueued behind it, so the
@@ -59,12 +62,16 @@ type bench struct {
 	rng    *rand.Rand
 }
 
+// ImplBF16 is the Impl of the rows timing bf16 W through Stream.Gemm.
+const ImplBF16 = "gpurt bf16 gemm"
+
 // MaxShrink bounds Options.Shrink: every size divided by it is still at
 // least 1.
 const MaxShrink = 2048
 
-// Options say what to time and where: Only is "", "gemv", "gemm" or
-// "grouped"; Shrink divides every size (K stays a multiple of 128); Out
+// Options say what to time and where: Only is "", "gemv", "gemm",
+// "grouped" or "decode16" (the bf16 GEMM slot alone at decode shapes, not
+// part of ""); Shrink divides every size (K stays a multiple of 128); Out
 // gets one JSON Result per line.
 type Options struct {
 	gbench.Timed
@@ -75,7 +82,7 @@ type Options struct {
 
 // Check returns an error naming the first option out of range.
 func (o Options) Check() error {
-	if err := gbench.CheckTimed(o.Timed, MaxShrink, "gemv", "gemm", "grouped"); err != nil {
+	if err := gbench.CheckTimed(o.Timed, MaxShrink, "gemv", "gemm", "grouped", "decode16"); err != nil {
 		return err
 	}
 	if o.RotateMiB < 0 || o.RotateMiB > 1<<20 {
@@ -101,6 +108,9 @@ func Run(o Options) (err error) {
 				b.quantVsBF16(mk[0], n, mk[1])
 			}
 		}
+	}
+	if o.Only == "decode16" {
+		b.decode16()
 	}
 	if o.Only == "" || o.Only == "gemm" {
 		for _, mk := range [][2]int{{4096, 4096}, {14336, 4096}} {
@@ -235,28 +245,7 @@ func (b *bench) quantVsBF16(m, n, k int) {
 			o.Biases.(*core.Buffer).Free()
 		}
 	}
-	{
-		d := core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: m, N: n, K: k}
-		sets := b.sets(2 * m * k)
-		ops := make([]core.GemmOperands, sets)
-		for i := range ops {
-			ops[i] = core.GemmOperands{A: b.alloc(2*m*k, b.randBF16), B: x, D: y, Alpha: 1}
-		}
-		call := 0
-		gpu, wall, err := b.time(1, func() error {
-			call++
-			return b.s.Gemm(d, ops[call%sets])
-		})
-		r := Result{Name: name, Impl: "cuBLASLt bf16", GPUus: gpu, WallUs: wall, Sets: sets,
-			TFLOPs: flops / gpu / 1e6, GBs: float64(2*m*k+2*n*k+2*n*m) / gpu / 1e3}
-		if err != nil {
-			r.Note = err.Error()
-		}
-		b.emit(r)
-		for _, o := range ops {
-			o.A.(*core.Buffer).Free()
-		}
-	}
+	b.bf16(name, m, n, k, x, y, nil)
 }
 
 // sets is how many copies of an implementation's weights (bytes each) the
@@ -376,4 +365,73 @@ func (b *bench) grouped(g int, fp8 bool) {
 		r.Note = err.Error()
 	}
 	b.emit(r)
+}
+
+// bf16 times the same y = x W^T with bf16 W through Stream.Gemm (the GEMM
+// slot: cuBLASLt, or the CUDA plugin's GEMV for a few tokens), x and y
+// given (n x k, n x m); ws: the weight sets to take in turn (nil: made
+// here and freed after).
+func (b *bench) bf16(name string, m, n, k int, x, y *core.Buffer, ws []*core.Buffer) {
+	if ws == nil {
+		ws = b.weights16(m, k)
+		defer freeAll(ws)
+	}
+	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: m, N: n, K: k}
+	call := 0
+	gpu, wall, err := b.time(1, func() error {
+		call++
+		return b.s.Gemm(d, core.GemmOperands{A: ws[call%len(ws)], B: x, D: y, Alpha: 1})
+	})
+	r := Result{Name: name, Impl: ImplBF16, GPUus: gpu, WallUs: wall, Sets: len(ws),
+		TFLOPs: 2 * float64(m) * float64(n) * float64(k) / gpu / 1e6, GBs: float64(2*m*k+2*n*k+2*n*m) / gpu / 1e3}
+	if err != nil {
+		r.Note = err.Error()
+	}
+	b.emit(r)
+}
+
+// weights16 is b.sets copies of one random bf16 m x k matrix.
+func (b *bench) weights16(m, k int) []*core.Buffer {
+	ws := make([]*core.Buffer, b.sets(2*m*k))
+	ws[0] = b.alloc(2*m*k, b.randBF16)
+	for i := 1; i < len(ws); i++ {
+		ws[i] = b.alloc(2*m*k, nil)
+		if err := b.s.CopyDevice(ws[i], ws[0]); err != nil {
+			fail(err)
+		}
+	}
+	if err := b.s.Synchronize(); err != nil {
+		fail(err)
+	}
+	return ws
+}
+
+func freeAll(bs []*core.Buffer) {
+	for _, b := range bs {
+		b.Free()
+	}
+}
+
+// decode16 times the bf16 GEMM slot alone at the decoder's shapes (m x k of
+// the 8B- and 1B-class presets' projections: QKV, O, gate/up, down) for 1,
+// 2, 4 and 8 tokens: the GEMV's crossover against cuBLASLt is read from two
+// runs, one with GPURT_CUDA_GEMV_MAX_N=0 (scripts/gpu_gemv.sh).
+func (b *bench) decode16() {
+	for _, mk := range [][2]int{{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336},
+		{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}} {
+		m, k := b.shrunk(mk[0], 1), b.shrunk(mk[1], 64)
+		ws := b.weights16(m, k)
+		for _, n := range []int{1, 2, 4, 8} {
+			name := fmt.Sprintf("%dx%d n=%d", m, k, n)
+			if b.rotate > 0 {
+				name += " rot"
+			}
+			x := b.alloc(2*n*k, b.randBF16)
+			y := b.alloc(2*n*m, nil)
+			b.bf16(name, m, n, k, x, y, ws)
+			x.Free()
+			y.Free()
+		}
+		freeAll(ws)
+	}
 }

@@ -37,8 +37,27 @@ func TestShrinkOnMock(t *testing.T) {
 				assert.Positive(t, r.GPUus, "%+v", r)
 				impls[r.Impl]++
 			}
-			assert.Equal(t, map[string]int{"gpurt int8": 17, "cuBLASLt bf16": 17, "gpurt grouped": 4, "cuBLASLt per expert": 4}, impls)
+			assert.Equal(t, map[string]int{"gpurt int8": 17, quantbench.ImplBF16: 17, "gpurt grouped": 4, "cuBLASLt per expert": 4}, impls)
 		})
+	}
+}
+
+// TestDecode16OnMock: -only decode16 gives the bf16 GEMM slot's row for
+// each of the 8 decode shapes at 1, 2, 4 and 8 tokens, and nothing else.
+func TestDecode16OnMock(t *testing.T) {
+	dir := testutil.MockPlugin(t)
+	tm, err := bench.OpenGPUTimer([]string{dir}, "mock")
+	require.NoError(t, err)
+	defer tm.Close()
+	var out bytes.Buffer
+	require.NoError(t, quantbench.Run(quantbench.Options{Timed: bench.Timed{Timer: tm, Iters: 2, Shrink: 256, Only: "decode16", Out: &out}, RotateMiB: 1}))
+	rows := testutil.JSONLines[quantbench.Result](t, &out)
+	require.Len(t, rows, 32)
+	for _, r := range rows {
+		assert.Equal(t, quantbench.ImplBF16, r.Impl)
+		assert.Empty(t, r.Note, "%+v", r)
+		assert.Positive(t, r.GPUus, "%+v", r)
+		assert.Regexp(t, `^\d+x\d+ n=[1248] rot$`, r.Name)
 	}
 }
 

@@ -23,7 +23,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-quantbench", "[flags]",
 		"Times the quantized and grouped matmuls against cuBLASLt on one GPU; one JSON object\nper output line (scripts/gpu_quant_bench.sh makes the table). -backend mock -shrink N\nchecks the program on the mock.", stdout, stderr)
 	o := quantbench.Options{Timed: gbench.Timed{Out: stdout}}
-	tf := gbench.AddTimedFlags(fs, &o.Timed, "run only gemv, gemm or grouped",
+	tf := gbench.AddTimedFlags(fs, &o.Timed, "run only gemv, gemm, grouped or decode16 (the bf16 GEMM slot alone at decode shapes)",
 		fmt.Sprintf("divide every size by this, 1 to %d (a quick run on the mock; K stays a multiple of 128)", quantbench.MaxShrink))
 	fs.IntVar(&o.RotateMiB, "rotate", 0, "int8 and bf16 matmul: rotate the calls through copies of the weights spanning this many MiB (0: one copy, read by every call; rows get the suffix \" rot\")")
 	return tf.TimedMain(fs, args, func() error { return o.Check() }, func(t *gbench.GPUTimer) error {

@@ -28,6 +28,7 @@
  * the add, as a 16-bit bias would be.
  */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,11 @@ typedef struct cu_plan {
    * scratch, scales to the scratch's 1.0) before the heuristic query, so the
    * algorithm is chosen for exactly the descriptor every run uses. */
   CUdeviceptr cur_bias, cur_sa, cur_sb, cur_sd;
+  /* The plan's shape is a decode GEMV (gemv_takes): runs whose A and B are
+   * 16-byte aligned launch cuda_quant.cu's gpurt_bgemv_* (gemv_rows rows of
+   * A per warp) instead of cublasLtMatmul; the others take the algorithm. */
+  int gemv;
+  uint32_t gemv_rows;
 } cu_plan;
 
 /* The element size of a type cuBLASLt GEMM plans take; 0 for the others
@@ -510,6 +516,49 @@ static gpurt_error *desc_set(cu_plan *p, cublasLtMatmulDescAttributes_t a, const
   return s ? lt_err(s, what) : NULL;
 }
 
+/* The GEMV's switches, read once: GPURT_CUDA_GEMV_MAX_N=0..8 the most
+ * tokens (columns of B) it takes (0: never, every run on cuBLASLt;
+ * GEMV_MAX_N by default), GPURT_CUDA_GEMV_ROWS=1 or 2 the rows of A per
+ * warp (0: by m, see gemv_takes). For comparisons in one process
+ * (scripts/gpu_gemv.sh). */
+#define GEMV_MAX_N 4
+static int gemv_switches(uint32_t *rows) {
+  static _Atomic int cached = -1; /* max_n | rows << 8 */
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    const char *n = getenv("GPURT_CUDA_GEMV_MAX_N"), *r = getenv("GPURT_CUDA_GEMV_ROWS");
+    int mn = n != NULL && *n != 0 ? atoi(n) : GEMV_MAX_N;
+    if (mn < 0 || mn > CU_BGEMV_MAX_N) mn = GEMV_MAX_N;
+    int rw = r != NULL ? atoi(r) : 0;
+    if (rw != 1 && rw != 2) rw = 0;
+    v = mn | rw << 8;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  *rows = (uint32_t)(v >> 8);
+  return v & 0xff;
+}
+
+/* Whether the plan's runs may take the GEMV (cu_bgemv): 16-bit A, B, C
+ * and D of one type, f32 accumulation, no epilogue, A transposed and B
+ * not (the decoder's y = x W^T), few columns, the 16-byte pieces it reads
+ * (k, lda, ldb and the batch strides multiples of 8 elements), compute
+ * capability 8.0 or newer. With m below 8,192 a warp takes one row (more
+ * blocks for the SMs), else two (x read half as often). */
+static void gemv_takes(const cu_device *dev, cu_plan *p) {
+  const gpurt_gemm_desc *d = &p->d;
+  uint32_t rows = 0;
+  const uint64_t max_n = (uint64_t)gemv_switches(&rows);
+  const int32_t t = d->a_type;
+  p->gemv = !p->fp8 && (t == GPURT_DTYPE_BF16 || t == GPURT_DTYPE_F16) && d->b_type == t &&
+            d->c_type == t && d->d_type == t &&
+            (d->compute_type == GPURT_COMPUTE_DEFAULT || d->compute_type == GPURT_COMPUTE_F32) &&
+            d->epilogue == GPURT_EPILOGUE_NONE && d->trans_a == 1 && d->trans_b == 0 && d->n <= max_n &&
+            d->k % 8 == 0 && d->lda % 8 == 0 && d->ldb % 8 == 0 && d->k <= UINT32_MAX &&
+            d->m <= UINT32_MAX && d->batch_count <= 65535 &&
+            (d->batch_count == 1 || (d->stride_a % 8 == 0 && d->stride_b % 8 == 0)) && dev->cc_major >= 8;
+  p->gemv_rows = rows ? rows : d->m < 8192 ? 1 : 2;
+}
+
 /* The engine validated the descriptor (gp_gemm_validate); plan_validate
  * adds what cuBLASLt needs. */
 gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *desc, void **out) {
@@ -667,6 +716,7 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
   }
   p->algo = res.algo;
   p->ws_needed = res.workspaceSize;
+  gemv_takes(&rt->devs[device], p);
   *out = p;
   return NULL;
 fail:
@@ -892,6 +942,13 @@ gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
     if ((e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &ws))) return e;
     ws_size = CU_GEMM_WORKSPACE;
   }
+  if (p->gemv && A % 16 == 0 && B % 16 == 0) {
+    const gpurt_gemm_desc *d = &p->d;
+    const cu_bgemv_call g = {d->a_type, p->gemv_rows, A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc,
+                             d->ldd, d->stride_a, d->stride_b, d->stride_c, d->stride_d, d->m, d->k,
+                             d->n, d->batch_count, (float)r->alpha, (float)r->beta};
+    return cu_bgemv(rt, st, &g);
+  }
   cu_device *cd = &rt->devs[dev];
   cublasLtHandle_t lh = (cublasLtHandle_t)cd->lt;
   float alpha = (float)r->alpha, beta = (float)r->beta;
@@ -1069,6 +1126,8 @@ static gpurt_error *gemm_warm(cu_runtime *rt, cu_stream *st, cu_plan *p, int has
   CUdeviceptr q = 0;
   if (!has_c && !p->c_is_d && (e = plan_c_scratch(rt, p, &q))) return e;
   if (!has_ws && (e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &q))) return e;
+  CUfunction f = NULL;
+  if (p->gemv && (e = cu_bgemv_fn(rt, p->dev, p->d.a_type, p->d.n, p->gemv_rows, &f))) return e;
   if (!p->fp8 && !p->bias_conv) return NULL;
   pthread_mutex_lock(&st->slot_mu);
   CUresult r = CUDA_SUCCESS;

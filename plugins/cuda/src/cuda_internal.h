@@ -365,6 +365,27 @@ CU_HIDDEN gpurt_error *cu_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op
 CU_HIDDEN gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r);
 /* Unloads a device's quant kernels (runtime teardown, context current). */
 CU_HIDDEN void cu_quant_device_release(cu_device *d);
+/* The GEMM slot's GEMV for 16-bit decode shapes (cuda_quant.c launches
+ * cuda_quant.cu's gpurt_bgemv_*; cuda_gemm.c decides): D = alpha * A^T B
+ * + beta * C, A stored as m rows of k (lda), B n columns of k (ldb), C and
+ * D column-major, n <= CU_BGEMV_MAX_N, batch >= 1 (strides in elements),
+ * f32 accumulation; w and x 16-byte aligned, lda, ldb, k multiples of 8,
+ * m < 2^32 (the caller checked). Context current. */
+#define CU_BGEMV_MAX_N 8
+typedef struct cu_bgemv_call {
+  int32_t type;  /* GPURT_DTYPE_BF16 or _F16 (A, B, C and D) */
+  uint32_t rows; /* rows per warp: 1 or 2 */
+  CUdeviceptr w, x, c, d;
+  uint64_t lda, ldb, ldc, ldd;
+  int64_t sa, sb, sc, sd;
+  uint64_t m, k, n, batch;
+  float alpha, beta;
+} cu_bgemv_call;
+CU_HIDDEN gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g);
+/* The kernel a cu_bgemv of this type, n and rows launches, loaded (before a
+ * graph captures one). */
+CU_HIDDEN gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, uint32_t rows,
+                                   CUfunction *out);
 
 /* ---- attention over a paged KV cache (cuda_attention.c, 1.5) ------------------------ */
 

@@ -64,7 +64,8 @@ enum {
   QV_GG_FP8 = 69,
   QV_DEQ = 70,
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
-  QV_COUNT = 98
+  QV_BGEMV = 98, /* the GEMM slot's GEMV (type, N 1/2/4/8, rows 1/2) */
+  QV_COUNT = 114
 };
 
 /* From this many tokens on, quant_matmul takes the prefill path (CUTLASS's
@@ -607,4 +608,53 @@ static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r,
 
 gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r) {
   return ggemm(ctx, q->q, r, q->capturing == GP_QUEUE_PREPARE);
+}
+
+/* ---- the GEMM slot's 16-bit GEMV (cuda_gemm.c) ---------------------------------- */
+
+/* cuda_quant.cu's BgemvArgs: the same fields, types and order. */
+typedef struct bgemv_args {
+  CUdeviceptr w, x, c, d;
+  uint64_t lda, ldb, ldc, ldd;
+  int64_t sa, sb, sc, sd;
+  uint32_t m, k, n;
+  float alpha, beta;
+} bgemv_args;
+
+/* The variant for n tokens (n <= CU_BGEMV_MAX_N) and rows per warp. */
+static int bgemv_variant(int32_t t, uint64_t n, uint32_t rows, char *name, size_t cap) {
+  const uint32_t N = n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8;
+  const int ni = N == 1 ? 0 : N == 2 ? 1 : N == 4 ? 2 : 3;
+  snprintf(name, cap, "gpurt_bgemv_%s_n%u_r%u", tname(t), N, rows);
+  return QV_BGEMV + (t == GPURT_DTYPE_F16 ? 8 : 0) + ni * 2 + (rows == 2 ? 1 : 0);
+}
+
+gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, uint32_t rows, CUfunction *out) {
+  char name[64];
+  const int v = bgemv_variant(t, n, rows, name, sizeof name);
+  return quant_fn(rt, dev, v, name, out);
+}
+
+gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g) {
+  char name[64];
+  const int v = bgemv_variant(g->type, g->n, g->rows, name, sizeof name);
+  CUfunction f = NULL;
+  gpurt_error *e = quant_fn(rt, st->dev, v, name, &f);
+  if (e) return e;
+  bgemv_args a = {g->w, g->x, g->c, g->d, g->lda, g->ldb, g->ldc, g->ldd, g->sa, g->sb, g->sc, g->sd,
+                  (uint32_t)g->m, (uint32_t)g->k, (uint32_t)g->n, g->alpha, g->beta};
+  void *params[] = {&a};
+  const uint64_t blocks = cdiv(g->m, 8ull * g->rows);
+  if (g->batch > 1) {
+    CUresult r = cu_drv.p_cuLaunchKernel(f, (unsigned)blocks, (unsigned)g->batch, 1, 256, 1, 1, 0, st->s, params, NULL);
+    if (r != CUDA_SUCCESS) {
+      char op[160];
+      snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
+      return cu_fail(rt, st->dev, r, op, st->last_kernel);
+    }
+  } else if ((e = launch(rt, st, f, name, blocks, 256, params))) {
+    return e;
+  }
+  cu_note_kernel(rt, st, (uintptr_t)f, name);
+  return NULL;
 }

@@ -729,3 +729,131 @@ QDEQUANT(bf16, T_BF16, bf16, T_BF16)
 QDEQUANT(bf16, T_BF16, f16, T_F16)
 QDEQUANT(f16, T_F16, bf16, T_BF16)
 QDEQUANT(f16, T_F16, f16, T_F16)
+
+// ---- the GEMM slot's GEMV (cuda_gemm.c, cu_bgemv): 16-bit decode GEMMs ------
+//
+// D = alpha * op(A) * B + beta * C for the decoder's shape: A stored as m
+// rows of k (trans_a = 1, row stride lda), B as n columns of k (ldb), C and
+// D column-major (m x n, ldc, ldd), n <= N tokens, f32 accumulation, one
+// rounding. cuBLASLt splits k for these (m x k x 1) GEMMs and adds the
+// parts in a second kernel; here each warp owns R rows and all of k: its
+// lanes read 16-byte pieces of the rows (U pieces a row in flight, the L2
+// asked for 256-byte fetches), x through the L1, and the warp sums its
+// lanes by shuffles in a fixed order (deterministic). Blocks of 8 warps;
+// blockIdx.y is the batch.
+struct BgemvArgs {
+  const uint16_t *w, *x, *c;
+  uint16_t *d;
+  u64 lda, ldb, ldc, ldd;
+  long long sa, sb, sc, sd; // batch strides (elements)
+  u32 m, k, n;
+  float alpha, beta;
+};
+
+// W's and x's loads as plain (non-volatile) asm, so the compiler may move
+// them ahead of the arithmetic: a lane's U pieces of every row are all in
+// flight before the first is used.
+__device__ __forceinline__ uint4 ld_w(const void *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 ld_x(const void *p) {
+  uint4 v;
+  asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// acc[r][j] += the 8 products of one 16-byte piece of row r and token j.
+template <int T, int N, int R>
+__device__ __forceinline__ void bgemv_piece(float (&acc)[R][N], const uint4 (&wv)[R], const uint4 (&xv)[N]) {
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    float2 xf[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) xf[j] = w2f<T>((&xv[j].x)[q]);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const float2 wf = w2f<T>((&wv[r].x)[q]);
+#pragma unroll
+      for (int j = 0; j < N; j++) acc[r][j] = fmaf(wf.y, xf[j].y, fmaf(wf.x, xf[j].x, acc[r][j]));
+    }
+  }
+}
+
+template <int T, int N, int R, int U>
+__device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
+  const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const u64 row0 = ((u64)blockIdx.x * 8 + warp) * R;
+  if (row0 >= a.m) return;
+  const u64 bz = blockIdx.y;
+  const uint16_t *w = a.w + bz * a.sa, *x = a.x + bz * a.sb;
+  const uint16_t *wr[R], *xr[N];
+#pragma unroll
+  for (int r = 0; r < R; r++) wr[r] = w + (row0 + r < a.m ? row0 + r : row0) * a.lda + lane * 8;
+  // Tokens past n read token 0 (in bounds) and are never written.
+#pragma unroll
+  for (int j = 0; j < N; j++) xr[j] = x + ((u32)j < a.n ? j : 0) * a.ldb + lane * 8;
+  float acc[R][N];
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < N; j++) acc[r][j] = 0.f;
+  // Whole steps (256 * U deep, U pieces a lane), then single pieces.
+  const u32 full = a.k / (256 * U) * (256 * U);
+  for (u32 k0 = 0; k0 < full; k0 += 256 * U) {
+    uint4 wv[U][R], xv[U][N];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int r = 0; r < R; r++) wv[u][r] = ld_w(wr[r] + k0 + u * 256);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int j = 0; j < N; j++) xv[u][j] = ld_x(xr[j] + k0 + u * 256);
+#pragma unroll
+    for (int u = 0; u < U; u++) bgemv_piece<T, N, R>(acc, wv[u], xv[u]);
+  }
+  for (u32 k0 = full; k0 + lane * 8 < a.k; k0 += 256) {
+    uint4 wv[R], xv[N];
+#pragma unroll
+    for (int r = 0; r < R; r++) wv[r] = ld_w(wr[r] + k0);
+#pragma unroll
+    for (int j = 0; j < N; j++) xv[j] = ld_x(xr[j] + k0);
+    bgemv_piece<T, N, R>(acc, wv, xv);
+  }
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < N; j++)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], o);
+  // Lane r * N + j writes (row0 + r, token j).
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+      if (lane != (u32)(r * N + j) || row0 + r >= a.m || (u32)j >= a.n) continue;
+      float v = a.alpha * acc[r][j];
+      if (a.beta != 0.f) v = fmaf(a.beta, h2f<T>(a.c[bz * a.sc + j * a.ldc + row0 + r]), v);
+      a.d[bz * a.sd + j * a.ldd + row0 + r] = f2h<T>(v);
+    }
+}
+
+#define BGEMV(TN, T, N, R, U)                                                                     \
+  extern "C" __global__ void __launch_bounds__(256) gpurt_bgemv_##TN##_n##N##_r##R(const BgemvArgs a) { \
+    bgemv_body<T, N, R, U>(a);                                                                    \
+  }
+#define BGEMV_T(TN, T)                                                                            \
+  BGEMV(TN, T, 1, 1, 4)                                                                           \
+  BGEMV(TN, T, 1, 2, 4)                                                                           \
+  BGEMV(TN, T, 2, 1, 4)                                                                           \
+  BGEMV(TN, T, 2, 2, 4)                                                                           \
+  BGEMV(TN, T, 4, 1, 2)                                                                           \
+  BGEMV(TN, T, 4, 2, 2)                                                                           \
+  BGEMV(TN, T, 8, 1, 1)                                                                           \
+  BGEMV(TN, T, 8, 2, 1)
+BGEMV_T(bf16, T_BF16)
+BGEMV_T(f16, T_F16)

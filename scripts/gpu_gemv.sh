@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# gpu_gemv.sh — ONE command on the GPU machine for the CUDA plugin's 16-bit
+# GEMV (the GEMM slot's decode path, cuda_gemm.c gemv_takes), with what
+# make gpu-artifacts built here (carry build/):
+#
+#   conform        build/gpurt conform --backend cuda --run '^(gemm|graph)/'
+#                  (the defaults), then '^gemm/' with GPURT_CUDA_GEMV_MAX_N=8
+#                  and each GPURT_CUDA_GEMV_ROWS (every variant against
+#                  float64)
+#   q_<cfg>        build/gpurt-quantbench -only decode16 -rotate $ROTATE: the
+#                  bf16 GEMM slot at the 8B and 1B decode shapes, n = 1, 2,
+#                  4, 8, once per configuration in CFGS: lt
+#                  (GPURT_CUDA_GEMV_MAX_N=0: cuBLASLt), r1 / r2 (the GEMV up
+#                  to n = 8, one / two rows a warp), auto (the defaults);
+#                  rows "gpurt bf16 gemm <cfg>" in quant.jsonl
+#   llama_<p>_<cfg>_<rep>  build/llama, PRESETS (1b 8b), batch BATCHES
+#                  (1,4), context 1K, eager and graph, the GEMV off
+#                  (GPURT_CUDA_GEMV_MAX_N=0) and on (the defaults),
+#                  alternating A B A B: tokens/s, and graph tokens against
+#                  eager's step by step (llama.txt)
+# Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
+# ROTATE (MiB, default 256), PRESETS, BATCHES, REPS (2), TOTAL (s, 420).
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+. "$root/scripts/lib/step.sh"
+step_budget gpu_gemv 420
+
+if want conform; then
+  step conform 150 build/gpurt conform --backend cuda --plugin-path build --run '^(gemm|graph)/'
+  for r in 1 2; do
+    step "conform_r$r" 60 env GPURT_CUDA_GEMV_MAX_N=8 GPURT_CUDA_GEMV_ROWS=$r \
+      build/gpurt conform --backend cuda --plugin-path build --run '^gemm/'
+  done
+fi
+for cfg in ${CFGS:-lt r1 r2 auto}; do
+  case $cfg in
+    lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
+    r1) e=(GPURT_CUDA_GEMV_MAX_N=8 GPURT_CUDA_GEMV_ROWS=1) ;;
+    r2) e=(GPURT_CUDA_GEMV_MAX_N=8 GPURT_CUDA_GEMV_ROWS=2) ;;
+    *) e=(GPURT_CUDA_GEMV_DEFAULTS=1) ;;
+  esac
+  want "q_$cfg" && step "q_$cfg" 90 env "${e[@]}" build/gpurt-quantbench -plugin-path build \
+    -only decode16 -rotate "${ROTATE:-256}" &&
+    grep '^{' "$logs/q_$cfg.log" | sed "s/\"impl\":\"gpurt bf16 gemm\"/\"impl\":\"gpurt bf16 gemm $cfg\"/" >>"$out/quant.jsonl"
+done
+if [ -s "$out/quant.jsonl" ]; then
+  python3 - "$out/quant.jsonl" <<'PY' | tee "$out/quant.txt"
+import json, sys, collections
+rows = collections.OrderedDict()
+impls = []
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    rows.setdefault(r["name"], {})[r["impl"]] = r
+    if r["impl"] not in impls:
+        impls.append(r["impl"])
+print("| m x k, n | " + " | ".join("%s us (GB/s)" % i.replace("gpurt bf16 gemm ", "") for i in impls) + " | lt / best GEMV |")
+print("|---|" + "---:|" * (len(impls) + 1))
+for name, d in rows.items():
+    cells = []
+    for i in impls:
+        r = d.get(i)
+        cells.append("%.2f (%.0f)%s" % (r["gpu_us"], r["gb_s"], " ERR" if r.get("note") else "") if r else "-")
+    lt = d.get("gpurt bf16 gemm lt")
+    g = [d[i]["gpu_us"] for i in impls if i in d and i.endswith((" r1", " r2"))]
+    ratio = "%.2f" % (lt["gpu_us"] / min(g)) if lt and g else ""
+    print("| %s | %s | %s |" % (name, " | ".join(cells), ratio))
+PY
+fi
+if want llama; then
+  for rep in $(seq 1 "${REPS:-2}"); do
+    for cfg in lt auto; do
+      e=(GPURT_CUDA_GEMV_DEFAULTS=1)
+      [ "$cfg" = lt ] && e=(GPURT_CUDA_GEMV_MAX_N=0)
+      for p in ${PRESETS:-1b 8b}; do
+        step "llama_${p}_${cfg}_$rep" 120 env "${e[@]}" build/llama -plugin-path build/libgpurt_cuda.so \
+          -backend cuda -prompt 1 -preset "$p" -batch "${BATCHES:-1,4}" -ctx 1024 -steps 32 -warmup 2 \
+          -modes eager,graph
+        python3 - "$logs/llama_${p}_${cfg}_$rep.log" "$cfg" <<'PY' | tee -a "$out/llama.txt"
+import json, sys
+steps = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    if r["kind"] == "summary":
+        print("%s gemv=%s %s batch %d: %.1f tok/s, host %.1f us/step" % (r["preset"], sys.argv[2], r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"]))
+    elif r["kind"] == "step":
+        steps.setdefault((r["batch"], r["step"]), {})[r["mode"]] = r["tokens"]
+same = sum(1 for v in steps.values() if v.get("eager") == v.get("graph"))
+print("  graph tokens identical to eager on %d of %d steps" % (same, len(steps)))
+PY
+      done
+    done
+  done
+fi
+echo
+echo "== gpu_gemv.sh summary ($(($(date +%s) - t_start)) s)"
+printf '  %s\n' "${summary[@]}"
+exit $failed
