@@ -6,14 +6,16 @@
 # make gpu-artifacts built here (carry build/):
 #
 #   conform        build/gpurt conform --backend cuda --run '^(gemm|graph)/'
-#                  (the defaults), then '^gemm/' with GPURT_CUDA_GEMV_MAX_N=8
-#                  and each GPURT_CUDA_GEMV_ROWS (every variant against
-#                  float64)
+#                  (the GEMV-shaped cases against float64, graphs with it),
+#                  then '^gemm/' with GPURT_CUDA_GEMV_MAX_N=4 (every variant,
+#                  n = 1 to 4, whatever the size of A)
 #   q_<cfg>        build/gpurt-quantbench -only decode16 -rotate $ROTATE: the
 #                  bf16 GEMM slot at the 8B and 1B decode shapes, n = 1, 2,
 #                  4, 8, once per configuration in CFGS: lt
-#                  (GPURT_CUDA_GEMV_MAX_N=0: cuBLASLt), r1 / r2 (the GEMV up
-#                  to n = 8, one / two rows a warp), auto (the defaults);
+#                  (GPURT_CUDA_GEMV_MAX_N=0: cuBLASLt), auto (the defaults:
+#                  the GEMV for n = 1 and A below 2^25 elements), n1, n4
+#                  (GPURT_CUDA_GEMV_MAX_N=1 or 4: the GEMV up to that n, at
+#                  every size of A);
 #                  rows "gpurt bf16 gemm <cfg>" in quant.jsonl
 #   llama_<p>_<cfg>_<rep>  build/llama, PRESETS (1b 8b), batch BATCHES
 #                  (1,4), context 1K, eager and graph, the GEMV off
@@ -30,17 +32,14 @@ step_budget gpu_gemv 420
 
 if want conform; then
   step conform 150 build/gpurt conform --backend cuda --plugin-path build --run '^(gemm|graph)/'
-  for r in 1 2; do
-    step "conform_r$r" 60 env GPURT_CUDA_GEMV_MAX_N=8 GPURT_CUDA_GEMV_ROWS=$r \
-      build/gpurt conform --backend cuda --plugin-path build --run '^gemm/'
-  done
+  step conform_n4 60 env GPURT_CUDA_GEMV_MAX_N=4 build/gpurt conform --backend cuda --plugin-path build --run '^gemm/'
 fi
-for cfg in ${CFGS:-lt r1 r2 auto}; do
+for cfg in ${CFGS:-lt auto n1 n4}; do
   case $cfg in
     lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
-    r1) e=(GPURT_CUDA_GEMV_MAX_N=8 GPURT_CUDA_GEMV_ROWS=1) ;;
-    r2) e=(GPURT_CUDA_GEMV_MAX_N=8 GPURT_CUDA_GEMV_ROWS=2) ;;
-    *) e=(GPURT_CUDA_GEMV_DEFAULTS=1) ;;
+    n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
+    n4) e=(GPURT_CUDA_GEMV_MAX_N=4) ;;
+    *) e=(GPURT_CUDA_GEMV_DEFAULTS=1) ;; # (no setting: a placeholder for env)
   esac
   want "q_$cfg" && step "q_$cfg" 90 env "${e[@]}" build/gpurt-quantbench -plugin-path build \
     -only decode16 -rotate "${ROTATE:-256}" &&
@@ -64,7 +63,7 @@ for name, d in rows.items():
         r = d.get(i)
         cells.append("%.2f (%.0f)%s" % (r["gpu_us"], r["gb_s"], " ERR" if r.get("note") else "") if r else "-")
     lt = d.get("gpurt bf16 gemm lt")
-    g = [d[i]["gpu_us"] for i in impls if i in d and i.endswith((" r1", " r2"))]
+    g = [d[i]["gpu_us"] for i in impls if i in d and not i.endswith(" lt")]
     ratio = "%.2f" % (lt["gpu_us"] / min(g)) if lt and g else ""
     print("| %s | %s | %s |" % (name, " | ".join(cells), ratio))
 PY

@@ -277,10 +277,9 @@ typedef struct cu_plan {
    * algorithm is chosen for exactly the descriptor every run uses. */
   CUdeviceptr cur_bias, cur_sa, cur_sb, cur_sd;
   /* The plan's shape is a decode GEMV (gemv_takes): runs whose A and B are
-   * 16-byte aligned launch cuda_quant.cu's gpurt_bgemv_* (gemv_rows rows of
-   * A per warp) instead of cublasLtMatmul; the others take the algorithm. */
+   * 16-byte aligned launch cuda_quant.cu's gpurt_bgemv_* instead of
+   * cublasLtMatmul; the others take the algorithm. */
   int gemv;
-  uint32_t gemv_rows;
 } cu_plan;
 
 /* The element size of a type cuBLASLt GEMM plans take; 0 for the others
@@ -516,47 +515,49 @@ static gpurt_error *desc_set(cu_plan *p, cublasLtMatmulDescAttributes_t a, const
   return s ? lt_err(s, what) : NULL;
 }
 
-/* The GEMV's switches, read once: GPURT_CUDA_GEMV_MAX_N=0..8 the most
- * tokens (columns of B) it takes (0: never, every run on cuBLASLt;
- * GEMV_MAX_N by default), GPURT_CUDA_GEMV_ROWS=1 or 2 the rows of A per
- * warp (0: by m, see gemv_takes). For comparisons in one process
- * (scripts/gpu_gemv.sh). */
-#define GEMV_MAX_N 4
-static int gemv_switches(uint32_t *rows) {
-  static _Atomic int cached = -1; /* max_n | rows << 8 */
+/* The most tokens (columns of B) a plan takes the GEMV for: GEMV_MAX_N,
+ * or GPURT_CUDA_GEMV_MAX_N=0..4 read once (0: never, every run on
+ * cuBLASLt; for comparisons in one process, scripts/gpu_gemv.sh). And the
+ * largest A it takes: GEMV_MAX_MK elements, or any with the variable set.
+ * Measured on the H200 (bench/results/h200-2026-12-04f, quantbench -only
+ * decode16, W rotated out of the L2): at n = 1 the GEMV is 1.05-1.25x
+ * cuBLASLt for A of up to 25M elements (6144 x 4096, 4096 x 4096, 2048 x
+ * 8192, 3072 x 2048, 2048 x 2048) and 0.94-0.99x from 33M up (16384 x
+ * 2048, 4096 x 14336, 28672 x 4096), where cuBLASLt reads at 3.5-4.2
+ * TB/s; at n = 2 it wins only below 17M, at n = 4 nowhere but 2048 x
+ * 2048 (its shared-memory reads of x grow with n). */
+#define GEMV_MAX_N 1
+#define GEMV_MAX_MK (1ull << 25)
+static uint64_t gemv_max_n(int *set) {
+  static _Atomic int cached = -1;
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
-    const char *n = getenv("GPURT_CUDA_GEMV_MAX_N"), *r = getenv("GPURT_CUDA_GEMV_ROWS");
-    int mn = n != NULL && *n != 0 ? atoi(n) : GEMV_MAX_N;
-    if (mn < 0 || mn > CU_BGEMV_MAX_N) mn = GEMV_MAX_N;
-    int rw = r != NULL ? atoi(r) : 0;
-    if (rw != 1 && rw != 2) rw = 0;
-    v = mn | rw << 8;
+    const char *e = getenv("GPURT_CUDA_GEMV_MAX_N");
+    int n = e != NULL && *e != 0 ? atoi(e) : -1;
+    v = n >= 0 && n <= CU_BGEMV_MAX_N ? n | 0x100 : GEMV_MAX_N;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  *rows = (uint32_t)(v >> 8);
-  return v & 0xff;
+  *set = v >> 8;
+  return (uint64_t)(v & 0xff);
 }
 
 /* Whether the plan's runs may take the GEMV (cu_bgemv): 16-bit A, B, C
  * and D of one type, f32 accumulation, no epilogue, A transposed and B
- * not (the decoder's y = x W^T), few columns, the 16-byte pieces it reads
- * (k, lda, ldb and the batch strides multiples of 8 elements), compute
- * capability 8.0 or newer. With m below 8,192 a warp takes one row (more
- * blocks for the SMs), else two (x read half as often). */
+ * not (the decoder's y = x W^T), few columns and A below GEMV_MAX_MK (see
+ * above), the 16-byte pieces it copies (k, lda, ldb and the batch strides
+ * multiples of 8 elements), compute capability 8.0 or newer (cp.async). */
 static void gemv_takes(const cu_device *dev, cu_plan *p) {
   const gpurt_gemm_desc *d = &p->d;
-  uint32_t rows = 0;
-  const uint64_t max_n = (uint64_t)gemv_switches(&rows);
   const int32_t t = d->a_type;
+  int set = 0;
+  const uint64_t max_n = gemv_max_n(&set);
   p->gemv = !p->fp8 && (t == GPURT_DTYPE_BF16 || t == GPURT_DTYPE_F16) && d->b_type == t &&
             d->c_type == t && d->d_type == t &&
             (d->compute_type == GPURT_COMPUTE_DEFAULT || d->compute_type == GPURT_COMPUTE_F32) &&
-            d->epilogue == GPURT_EPILOGUE_NONE && d->trans_a == 1 && d->trans_b == 0 && d->n <= max_n &&
-            d->k % 8 == 0 && d->lda % 8 == 0 && d->ldb % 8 == 0 && d->k <= UINT32_MAX &&
-            d->m <= UINT32_MAX && d->batch_count <= 65535 &&
+            d->epilogue == GPURT_EPILOGUE_NONE && d->trans_a == 1 && d->trans_b == 0 &&
+            d->n <= max_n && (set || d->m * d->k < GEMV_MAX_MK) && d->k % 8 == 0 && d->lda % 8 == 0 && d->ldb % 8 == 0 &&
+            d->k <= UINT32_MAX && d->m <= UINT32_MAX && d->batch_count <= 65535 &&
             (d->batch_count == 1 || (d->stride_a % 8 == 0 && d->stride_b % 8 == 0)) && dev->cc_major >= 8;
-  p->gemv_rows = rows ? rows : d->m < 8192 ? 1 : 2;
 }
 
 /* The engine validated the descriptor (gp_gemm_validate); plan_validate
@@ -944,7 +945,7 @@ gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
   }
   if (p->gemv && A % 16 == 0 && B % 16 == 0) {
     const gpurt_gemm_desc *d = &p->d;
-    const cu_bgemv_call g = {d->a_type, p->gemv_rows, A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc,
+    const cu_bgemv_call g = {d->a_type, A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc,
                              d->ldd, d->stride_a, d->stride_b, d->stride_c, d->stride_d, d->m, d->k,
                              d->n, d->batch_count, (float)r->alpha, (float)r->beta};
     return cu_bgemv(rt, st, &g);
@@ -1127,7 +1128,7 @@ static gpurt_error *gemm_warm(cu_runtime *rt, cu_stream *st, cu_plan *p, int has
   if (!has_c && !p->c_is_d && (e = plan_c_scratch(rt, p, &q))) return e;
   if (!has_ws && (e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &q))) return e;
   CUfunction f = NULL;
-  if (p->gemv && (e = cu_bgemv_fn(rt, p->dev, p->d.a_type, p->d.n, p->gemv_rows, &f))) return e;
+  if (p->gemv && (e = cu_bgemv_fn(rt, p->dev, p->d.a_type, p->d.n, &f))) return e;
   if (!p->fp8 && !p->bias_conv) return NULL;
   pthread_mutex_lock(&st->slot_mu);
   CUresult r = CUDA_SUCCESS;

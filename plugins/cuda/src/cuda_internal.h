@@ -371,10 +371,9 @@ CU_HIDDEN void cu_quant_device_release(cu_device *d);
  * D column-major, n <= CU_BGEMV_MAX_N, batch >= 1 (strides in elements),
  * f32 accumulation; w and x 16-byte aligned, lda, ldb, k multiples of 8,
  * m < 2^32 (the caller checked). Context current. */
-#define CU_BGEMV_MAX_N 8
+#define CU_BGEMV_MAX_N 4
 typedef struct cu_bgemv_call {
-  int32_t type;  /* GPURT_DTYPE_BF16 or _F16 (A, B, C and D) */
-  uint32_t rows; /* rows per warp: 1 or 2 */
+  int32_t type; /* GPURT_DTYPE_BF16 or _F16 (A, B, C and D) */
   CUdeviceptr w, x, c, d;
   uint64_t lda, ldb, ldc, ldd;
   int64_t sa, sb, sc, sd;
@@ -382,10 +381,9 @@ typedef struct cu_bgemv_call {
   float alpha, beta;
 } cu_bgemv_call;
 CU_HIDDEN gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g);
-/* The kernel a cu_bgemv of this type, n and rows launches, loaded (before a
+/* The kernel a cu_bgemv of this type and n launches, loaded (before a
  * graph captures one). */
-CU_HIDDEN gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, uint32_t rows,
-                                   CUfunction *out);
+CU_HIDDEN gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out);
 
 /* ---- attention over a paged KV cache (cuda_attention.c, 1.5) ------------------------ */
 

@@ -64,8 +64,8 @@ enum {
   QV_GG_FP8 = 69,
   QV_DEQ = 70,
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
-  QV_BGEMV = 98, /* the GEMM slot's GEMV (type, N 1/2/4/8, rows 1/2) */
-  QV_COUNT = 114
+  QV_BGEMV = 98, /* the GEMM slot's GEMV (type, N 1/2/4) */
+  QV_COUNT = 104
 };
 
 /* From this many tokens on, quant_matmul takes the prefill path (CUTLASS's
@@ -621,30 +621,29 @@ typedef struct bgemv_args {
   float alpha, beta;
 } bgemv_args;
 
-/* The variant for n tokens (n <= CU_BGEMV_MAX_N) and rows per warp. */
-static int bgemv_variant(int32_t t, uint64_t n, uint32_t rows, char *name, size_t cap) {
-  const uint32_t N = n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8;
-  const int ni = N == 1 ? 0 : N == 2 ? 1 : N == 4 ? 2 : 3;
-  snprintf(name, cap, "gpurt_bgemv_%s_n%u_r%u", tname(t), N, rows);
-  return QV_BGEMV + (t == GPURT_DTYPE_F16 ? 8 : 0) + ni * 2 + (rows == 2 ? 1 : 0);
+/* The variant for n tokens (n <= CU_BGEMV_MAX_N). */
+static int bgemv_variant(int32_t t, uint64_t n, char *name, size_t cap) {
+  const uint32_t N = n <= 1 ? 1 : n <= 2 ? 2 : 4;
+  snprintf(name, cap, "gpurt_bgemv_%s_n%u", tname(t), N);
+  return QV_BGEMV + (t == GPURT_DTYPE_F16 ? 3 : 0) + (N == 1 ? 0 : N == 2 ? 1 : 2);
 }
 
-gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, uint32_t rows, CUfunction *out) {
+gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out) {
   char name[64];
-  const int v = bgemv_variant(t, n, rows, name, sizeof name);
+  const int v = bgemv_variant(t, n, name, sizeof name);
   return quant_fn(rt, dev, v, name, out);
 }
 
 gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g) {
   char name[64];
-  const int v = bgemv_variant(g->type, g->n, g->rows, name, sizeof name);
+  const int v = bgemv_variant(g->type, g->n, name, sizeof name);
   CUfunction f = NULL;
   gpurt_error *e = quant_fn(rt, st->dev, v, name, &f);
   if (e) return e;
   bgemv_args a = {g->w, g->x, g->c, g->d, g->lda, g->ldb, g->ldc, g->ldd, g->sa, g->sb, g->sc, g->sd,
                   (uint32_t)g->m, (uint32_t)g->k, (uint32_t)g->n, g->alpha, g->beta};
   void *params[] = {&a};
-  const uint64_t blocks = cdiv(g->m, 8ull * g->rows);
+  const uint64_t blocks = cdiv(g->m, 8); /* cuda_quant.cu's BG_RB rows a block */
   if (g->batch > 1) {
     CUresult r = cu_drv.p_cuLaunchKernel(f, (unsigned)blocks, (unsigned)g->batch, 1, 256, 1, 1, 0, st->s, params, NULL);
     if (r != CUDA_SUCCESS) {

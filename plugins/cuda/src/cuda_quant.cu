@@ -736,11 +736,15 @@ QDEQUANT(f16, T_F16, f16, T_F16)
 // rows of k (trans_a = 1, row stride lda), B as n columns of k (ldb), C and
 // D column-major (m x n, ldc, ldd), n <= N tokens, f32 accumulation, one
 // rounding. cuBLASLt splits k for these (m x k x 1) GEMMs and adds the
-// parts in a second kernel; here each warp owns R rows and all of k: its
-// lanes read 16-byte pieces of the rows (U pieces a row in flight, the L2
-// asked for 256-byte fetches), x through the L1, and the warp sums its
-// lanes by shuffles in a fixed order (deterministic). Blocks of 8 warps;
-// blockIdx.y is the batch.
+// parts in a second kernel, and a GEMV that loads W into registers issues
+// its loads a few at a time (the compiler interleaves them with the
+// arithmetic), so at m = 4096 both wait on DRAM's latency more than on
+// its bandwidth. Here a block of 8 warps owns 8 rows (one a warp) and
+// stages 512-deep chunks of them and of the n tokens' x into shared memory
+// with cp.async, BG_ST chunks in flight, so the loads in flight do not
+// hold registers; each warp sums its row's chunk from shared memory and
+// its lanes by shuffles in a fixed order (deterministic). blockIdx.y is
+// the batch.
 struct BgemvArgs {
   const uint16_t *w, *x, *c;
   uint16_t *d;
@@ -750,110 +754,101 @@ struct BgemvArgs {
   float alpha, beta;
 };
 
-// W's and x's loads as plain (non-volatile) asm, so the compiler may move
-// them ahead of the arithmetic: a lane's U pieces of every row are all in
-// flight before the first is used.
-__device__ __forceinline__ uint4 ld_w(const void *p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
+#define BG_RB 8    // rows a block (one a warp)
+#define BG_KC 512  // elements of a chunk
+#define BG_ST 4    // chunks in the ring
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+  const u32 d = (u32)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
-__device__ __forceinline__ uint4 ld_x(const void *p) {
-  uint4 v;
-  asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int P> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(P) : "memory");
 }
 
-// acc[r][j] += the 8 products of one 16-byte piece of row r and token j.
-template <int T, int N, int R>
-__device__ __forceinline__ void bgemv_piece(float (&acc)[R][N], const uint4 (&wv)[R], const uint4 (&xv)[N]) {
-#pragma unroll
-  for (int q = 0; q < 4; q++) {
-    float2 xf[N];
-#pragma unroll
-    for (int j = 0; j < N; j++) xf[j] = w2f<T>((&xv[j].x)[q]);
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-      const float2 wf = w2f<T>((&wv[r].x)[q]);
-#pragma unroll
-      for (int j = 0; j < N; j++) acc[r][j] = fmaf(wf.y, xf[j].y, fmaf(wf.x, xf[j].x, acc[r][j]));
-    }
-  }
-}
-
-template <int T, int N, int R, int U>
+template <int T, int N>
 __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
-  const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const u64 row0 = ((u64)blockIdx.x * 8 + warp) * R;
-  if (row0 >= a.m) return;
-  const u64 bz = blockIdx.y;
+  constexpr int SLOTS = BG_RB + N, PC = BG_KC / 8; // 16-byte pieces of a slot's chunk
+  __shared__ uint4 ring[BG_ST][SLOTS][PC];
+  const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const u64 row0 = (u64)blockIdx.x * BG_RB, bz = blockIdx.y;
   const uint16_t *w = a.w + bz * a.sa, *x = a.x + bz * a.sb;
-  const uint16_t *wr[R], *xr[N];
+  const u32 chunks = (a.k + BG_KC - 1) / BG_KC;
+  // Chunk c into its stage: thread tid copies piece tid % PC of slots tid /
+  // PC, + 256 / PC, ...; rows past m and tokens past n are not copied (their
+  // sums are never written). Every thread commits a group per chunk, empty
+  // or not, so the group counts agree.
+  auto issue = [&](u32 c) {
+    if (c < chunks) {
+      const u32 k0 = c * BG_KC, pieces = min((u32)PC, (a.k - k0) / 8), p = tid % PC;
+      if (p < pieces) {
 #pragma unroll
-  for (int r = 0; r < R; r++) wr[r] = w + (row0 + r < a.m ? row0 + r : row0) * a.lda + lane * 8;
-  // Tokens past n read token 0 (in bounds) and are never written.
-#pragma unroll
-  for (int j = 0; j < N; j++) xr[j] = x + ((u32)j < a.n ? j : 0) * a.ldb + lane * 8;
-  float acc[R][N];
-#pragma unroll
-  for (int r = 0; r < R; r++)
-#pragma unroll
-    for (int j = 0; j < N; j++) acc[r][j] = 0.f;
-  // Whole steps (256 * U deep, U pieces a lane), then single pieces.
-  const u32 full = a.k / (256 * U) * (256 * U);
-  for (u32 k0 = 0; k0 < full; k0 += 256 * U) {
-    uint4 wv[U][R], xv[U][N];
-#pragma unroll
-    for (int u = 0; u < U; u++)
-#pragma unroll
-      for (int r = 0; r < R; r++) wv[u][r] = ld_w(wr[r] + k0 + u * 256);
-#pragma unroll
-    for (int u = 0; u < U; u++)
-#pragma unroll
-      for (int j = 0; j < N; j++) xv[u][j] = ld_x(xr[j] + k0 + u * 256);
-#pragma unroll
-    for (int u = 0; u < U; u++) bgemv_piece<T, N, R>(acc, wv[u], xv[u]);
-  }
-  for (u32 k0 = full; k0 + lane * 8 < a.k; k0 += 256) {
-    uint4 wv[R], xv[N];
-#pragma unroll
-    for (int r = 0; r < R; r++) wv[r] = ld_w(wr[r] + k0);
-#pragma unroll
-    for (int j = 0; j < N; j++) xv[j] = ld_x(xr[j] + k0);
-    bgemv_piece<T, N, R>(acc, wv, xv);
-  }
-#pragma unroll
-  for (int r = 0; r < R; r++)
-#pragma unroll
-    for (int j = 0; j < N; j++)
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], o);
-  // Lane r * N + j writes (row0 + r, token j).
-#pragma unroll
-  for (int r = 0; r < R; r++)
-#pragma unroll
-    for (int j = 0; j < N; j++) {
-      if (lane != (u32)(r * N + j) || row0 + r >= a.m || (u32)j >= a.n) continue;
-      float v = a.alpha * acc[r][j];
-      if (a.beta != 0.f) v = fmaf(a.beta, h2f<T>(a.c[bz * a.sc + j * a.ldc + row0 + r]), v);
-      a.d[bz * a.sd + j * a.ldd + row0 + r] = f2h<T>(v);
+        for (int sl = tid / PC; sl < SLOTS; sl += 256 / PC) {
+          const uint16_t *src = nullptr;
+          if (sl < BG_RB) {
+            if (row0 + sl < a.m) src = w + (row0 + sl) * a.lda;
+          } else if ((u32)(sl - BG_RB) < a.n) {
+            src = x + (u64)(sl - BG_RB) * a.ldb;
+          }
+          if (src) cp_async16(&ring[c % BG_ST][sl][p], src + k0 + p * 8);
+        }
+      }
     }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int c = 0; c < BG_ST - 1; c++) issue(c);
+  float acc[N];
+#pragma unroll
+  for (int j = 0; j < N; j++) acc[j] = 0.f;
+  for (u32 c = 0; c < chunks; c++) {
+    __syncthreads(); // every warp is done with chunk c - 1: its stage may be refilled
+    issue(c + BG_ST - 1);
+    cp_async_wait<BG_ST - 1>(); // this thread's copies of chunk c have landed
+    __syncthreads();            // and everyone's
+    const u32 pieces = min((u32)PC, (a.k - c * BG_KC) / 8);
+    const uint4(*st)[PC] = ring[c % BG_ST];
+#pragma unroll
+    for (int q = 0; q < PC / 32; q++) {
+      const u32 p = lane + 32 * q;
+      if (p >= pieces) break;
+      const uint4 wv = st[warp][p];
+#pragma unroll
+      for (int h = 0; h < 4; h++) {
+        const float2 wf = w2f<T>((&wv.x)[h]);
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+          const float2 xf = w2f<T>((&st[BG_RB + j][p].x)[h]);
+          acc[j] = fmaf(wf.y, xf.y, fmaf(wf.x, xf.x, acc[j]));
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int j = 0; j < N; j++)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+  const u64 row = row0 + warp;
+  if (row >= a.m) return;
+  // Lane j writes token j.
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    if (lane != (u32)j || (u32)j >= a.n) continue;
+    float v = a.alpha * acc[j];
+    if (a.beta != 0.f) v = fmaf(a.beta, h2f<T>(a.c[bz * a.sc + j * a.ldc + row]), v);
+    a.d[bz * a.sd + j * a.ldd + row] = f2h<T>(v);
+  }
 }
 
-#define BGEMV(TN, T, N, R, U)                                                                     \
-  extern "C" __global__ void __launch_bounds__(256) gpurt_bgemv_##TN##_n##N##_r##R(const BgemvArgs a) { \
-    bgemv_body<T, N, R, U>(a);                                                                    \
+#define BGEMV(TN, T, N)                                                                           \
+  extern "C" __global__ void __launch_bounds__(256) gpurt_bgemv_##TN##_n##N(const BgemvArgs a) {  \
+    bgemv_body<T, N>(a);                                                                          \
   }
-#define BGEMV_T(TN, T)                                                                            \
-  BGEMV(TN, T, 1, 1, 4)                                                                           \
-  BGEMV(TN, T, 1, 2, 4)                                                                           \
-  BGEMV(TN, T, 2, 1, 4)                                                                           \
-  BGEMV(TN, T, 2, 2, 4)                                                                           \
-  BGEMV(TN, T, 4, 1, 2)                                                                           \
-  BGEMV(TN, T, 4, 2, 2)                                                                           \
-  BGEMV(TN, T, 8, 1, 1)                                                                           \
-  BGEMV(TN, T, 8, 2, 1)
-BGEMV_T(bf16, T_BF16)
-BGEMV_T(f16, T_F16)
+BGEMV(bf16, T_BF16, 1)
+BGEMV(bf16, T_BF16, 2)
+BGEMV(bf16, T_BF16, 4)
+BGEMV(f16, T_F16, 1)
+BGEMV(f16, T_F16, 2)
+BGEMV(f16, T_F16, 4)
