@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # gpu_gemv.sh — ONE command on the GPU machine for the CUDA plugin's 16-bit
-# GEMV (the GEMM slot's decode path, cuda_gemm.c gemv_takes), with what
-# make gpu-artifacts built here (carry build/):
+# GEMV (the GEMM slot's decode path, cuda_gemm.c gemv_takes) and its
+# programmatic dependent launch (cu_device.pdl), with what make
+# gpu-artifacts built here (carry build/):
 #
-#   conform        build/gpurt conform --backend cuda --run '^(gemm|graph)/'
-#                  (the GEMV-shaped cases against float64, graphs with it),
+#   conform        build/gpurt conform --backend cuda --run "$CONFORM_RUN"
+#                  (default: every check; the GEMV-shaped cases against
+#                  float64, graphs with it and with PDL edges),
 #                  then '^gemm/' with GPURT_CUDA_GEMV_MAX_N=4 (every variant,
 #                  n = 1 to 4, whatever the size of A)
 #   q_<cfg>        build/gpurt-quantbench -only decode16 -rotate $ROTATE: the
@@ -15,15 +17,17 @@
 #                  (GPURT_CUDA_GEMV_MAX_N=0: cuBLASLt), auto (the defaults:
 #                  the GEMV for n = 1 and A below 2^25 elements), n1, n4
 #                  (GPURT_CUDA_GEMV_MAX_N=1 or 4: the GEMV up to that n, at
-#                  every size of A);
+#                  every size of A), nopdl (the defaults with
+#                  GPURT_CUDA_PDL=0: every kernel launched plainly);
 #                  rows "gpurt bf16 gemm <cfg>" in quant.jsonl
 #   llama_<p>_<cfg>_<rep>  build/llama, PRESETS (1b 8b), batch BATCHES
-#                  (1,4), context 1K, eager and graph, the GEMV off
-#                  (GPURT_CUDA_GEMV_MAX_N=0) and on (the defaults),
-#                  alternating A B A B: tokens/s, and graph tokens against
-#                  eager's step by step (llama.txt)
+#                  (1,4), context 1K, eager and graph, per configuration
+#                  in LCFGS (base: GEMV and PDL off; lt, nopdl, auto as
+#                  above), alternating A B C D A B C D: tokens/s, and graph tokens against eager's step by
+#                  step (llama.txt)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
-# ROTATE (MiB, default 256), PRESETS, BATCHES, REPS (2), TOTAL (s, 420).
+# LCFGS, CONFORM_RUN, ROTATE (MiB, default 256), PRESETS, BATCHES, REPS
+# (2), TOTAL (s, 420).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -31,14 +35,16 @@ cd "$root" || exit 2
 step_budget gpu_gemv 420
 
 if want conform; then
-  step conform 150 build/gpurt conform --backend cuda --plugin-path build --run '^(gemm|graph)/'
+  step conform 150 build/gpurt conform --backend cuda --plugin-path build --run "${CONFORM_RUN:-.}"
+  step conform_nopdl 150 env GPURT_CUDA_PDL=0 build/gpurt conform --backend cuda --plugin-path build --run '^(gemm|graph|attention)/'
   step conform_n4 60 env GPURT_CUDA_GEMV_MAX_N=4 build/gpurt conform --backend cuda --plugin-path build --run '^gemm/'
 fi
-for cfg in ${CFGS:-lt auto n1 n4}; do
+for cfg in ${CFGS:-lt nopdl auto}; do
   case $cfg in
     lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
     n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
     n4) e=(GPURT_CUDA_GEMV_MAX_N=4) ;;
+    nopdl) e=(GPURT_CUDA_PDL=0) ;;
     *) e=(GPURT_CUDA_GEMV_DEFAULTS=1) ;; # (no setting: a placeholder for env)
   esac
   want "q_$cfg" && step "q_$cfg" 90 env "${e[@]}" build/gpurt-quantbench -plugin-path build \
@@ -70,9 +76,13 @@ PY
 fi
 if want llama; then
   for rep in $(seq 1 "${REPS:-2}"); do
-    for cfg in lt auto; do
-      e=(GPURT_CUDA_GEMV_DEFAULTS=1)
-      [ "$cfg" = lt ] && e=(GPURT_CUDA_GEMV_MAX_N=0)
+    for cfg in ${LCFGS:-base lt nopdl auto}; do
+      case $cfg in
+        base) e=(GPURT_CUDA_GEMV_MAX_N=0 GPURT_CUDA_PDL=0) ;;
+        lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
+        nopdl) e=(GPURT_CUDA_PDL=0) ;;
+        *) e=(GPURT_CUDA_GEMV_DEFAULTS=1) ;;
+      esac
       for p in ${PRESETS:-1b 8b}; do
         step "llama_${p}_${cfg}_$rep" 120 env "${e[@]}" build/llama -plugin-path build/libgpurt_cuda.so \
           -backend cuda -prompt 1 -preset "$p" -batch "${BATCHES:-1,4}" -ctx 1024 -steps 32 -warmup 2 \

@@ -252,7 +252,8 @@ gpurt_error *cu_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
       .indptr = (const int32_t *)(uintptr_t)p->indptr.addr, .indices = (const int32_t *)(uintptr_t)p->indices.addr,
       .last = (const int32_t *)(uintptr_t)p->last_page_len.addr, .nnz = r->nnz, .num_pages = p->num_pages,
       .batch = r->batch, .num_kv_heads = l->num_kv_heads, .head_dim = l->head_dim,
-      .page_size = l->page_size, .layout = l->layout, .n_indices = p->indices.size / 4};
+      .page_size = l->page_size, .layout = l->layout, .n_indices = p->indices.size / 4,
+      .pdl = rt->devs[dev].pdl};
   cu_fi_status fs;
   int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
                ? cu_fi8_kv_append(&ka, l->qo_dtype, r->k_scale, r->v_scale, (void *)st->s, &fs)
@@ -493,7 +494,8 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
       .v = (void *)(uintptr_t)pg->v.addr, .indptr = (int32_t *)(uintptr_t)pg->indptr.addr,
       .indices = (int32_t *)(uintptr_t)pg->indices.addr, .last = (int32_t *)(uintptr_t)pg->last_page_len.addr,
       .qo_indptr = (int32_t *)(uintptr_t)qo, .batch = sc.batch,
-      .float_ws = (void *)(uintptr_t)a->fws, .int_ws = (void *)(uintptr_t)a->iws};
+      .float_ws = (void *)(uintptr_t)a->fws, .int_ws = (void *)(uintptr_t)a->iws,
+      .pdl = rt->devs[st->dev].pdl};
   cu_fi_status fs;
   int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
                ? cu_fi8_run(&a->cfg, &a->plan, &fa, sc.rows, r->k_scale, r->v_scale, (void *)st->s, &fs)

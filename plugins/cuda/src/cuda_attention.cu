@@ -63,7 +63,14 @@ cudaError_t dispatch(const cu_fi_config *c, F &&f) {
 }
 
 // One thread per 16 bytes of one head of one row, K and V.
+// With programmatic dependent launch (a.pdl) it may be scheduled before the
+// kernel ahead of it finishes: it waits for that kernel's writes first
+// thing, then lets the next kernel (the attention) be scheduled.
 __global__ void gpurt_kv_append_kernel(cu_kv_append_args a, uint32_t chunks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   uint64_t at;
   if (!kv_append_slot(a, chunks, t, &at)) return;
@@ -99,8 +106,20 @@ extern "C" int cu_fi_run(const cu_fi_config *c, const cu_fi_plan *plan, const cu
 extern "C" int cu_fi_kv_append(const cu_kv_append_args *a, void *stream, cu_fi_status *st) {
   return guard(st, [&]() -> cudaError_t {
     uint32_t chunks = a->head_dim * 2 / 16;  // 16-bit elements, head_dim a multiple of 8
-    gpurt_kv_append_kernel<<<append_blocks(a, chunks), 256, 0, static_cast<cudaStream_t>(stream)>>>(*a, chunks);
-    return cudaGetLastError();
+    if (!a->pdl) {
+      gpurt_kv_append_kernel<<<append_blocks(a, chunks), 256, 0, static_cast<cudaStream_t>(stream)>>>(*a, chunks);
+      return cudaGetLastError();
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(append_blocks(a, chunks));
+    cfg.blockDim = dim3(256);
+    cfg.stream = static_cast<cudaStream_t>(stream);
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, gpurt_kv_append_kernel, *a, chunks);
   });
 }
 

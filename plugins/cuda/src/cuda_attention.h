@@ -68,6 +68,7 @@ typedef struct cu_fi_run_args {
   int32_t *qo_indptr; /* device; prefill kernel only */
   uint32_t batch;
   void *float_ws, *int_ws;
+  int32_t pdl; /* launch with programmatic dependent launch (cu_device.pdl) */
 } cu_fi_run_args;
 
 /* Enqueues one run of plan on stream. */
@@ -84,6 +85,7 @@ typedef struct cu_kv_append_args {
   uint64_t n_indices; /* entries of indices readable (to the buffer's end):
                          a row whose request's pages end beyond is skipped,
                          as the mock skips it */
+  int32_t pdl;        /* launch with programmatic dependent launch (cu_device.pdl) */
 } cu_kv_append_args;
 
 /* Enqueues the append kernel (16-bit elements) on stream. */

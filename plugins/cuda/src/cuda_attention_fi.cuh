@@ -325,7 +325,7 @@ struct run_call {
       // CTAs have work in this plan.
       if (info.split_kv && info.enable_cuda_graph)
         p.block_valid_mask = GetPtrFromBaseOffset<bool>(iws, info.block_valid_mask_offset);
-      return BatchDecodeWithPagedKVCacheDispatched<HD, kPos, V>(p, tmp.v, tmp.s, false, s);
+      return BatchDecodeWithPagedKVCacheDispatched<HD, kPos, V>(p, tmp.v, tmp.s, a->pdl != 0, s);
     }
     using P = PrefillP<T, KVT>;
     P p;
@@ -347,9 +347,9 @@ struct run_call {
       constexpr uint32_t TQ = decltype(tile)::value;
       if (causal)
         return BatchPrefillWithPagedKVCacheDispatched<true, TQ, HD, HD, kPos, false, MaskMode::kCausal,
-                                                      false, V, P>(p, tmp.v, tmp.s, false, s);
+                                                      false, V, P>(p, tmp.v, tmp.s, a->pdl != 0, s);
       return BatchPrefillWithPagedKVCacheDispatched<true, TQ, HD, HD, kPos, false, MaskMode::kNone,
-                                                    false, V, P>(p, tmp.v, tmp.s, false, s);
+                                                    false, V, P>(p, tmp.v, tmp.s, a->pdl != 0, s);
     };
     switch (info.cta_tile_q) {
       case 16: return go(std::integral_constant<uint32_t, 16>{});

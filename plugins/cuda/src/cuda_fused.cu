@@ -111,10 +111,12 @@ __device__ void gpurt_norm_row(T *y, T *x, T *res, const T *w, float eps, u64 ro
 #define GPURT_NORM_KERNELS(T, SFX)                                                                  \
   extern "C" __global__ void rmsnorm_##SFX(T *y, const T *x, const T *w, float eps, u64 rows,      \
                                            u64 cols) {                                             \
+    gpurt_pdl_enter();                                                                             \
     gpurt_norm_row<T, false>(y, const_cast<T *>(x), nullptr, w, eps, rows, cols);                  \
   }                                                                                                 \
   extern "C" __global__ void add_rmsnorm_##SFX(T *x, T *r, const T *w, float eps, u64 rows,        \
                                                u64 cols) {                                         \
+    gpurt_pdl_enter();                                                                             \
     gpurt_norm_row<T, true>(x, x, r, w, eps, rows, cols);                                           \
   }
 
@@ -147,6 +149,7 @@ __device__ void gpurt_rope_freqs(T *x, const int *pos, const float *inv, u64 tok
 #define GPURT_ROPE_FREQS_KERNELS(T, SFX)                                                          \
   extern "C" __global__ void rope_neox_freqs_##SFX(T *x, const int *pos, const float *inv,        \
                                                    u64 tokens, u64 heads, u64 hd) {               \
+    gpurt_pdl_enter();                                                                            \
     gpurt_rope_freqs<T>(x, pos, inv, tokens, heads, hd);                                           \
   }
 

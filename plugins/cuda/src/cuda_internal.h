@@ -56,7 +56,7 @@
  * cuStreamBeginCapture_v2, cuGraphInstantiate -> cuGraphInstantiateWithFlags,
  * cuGraphExecUpdate -> _v2, cuGraphExecKernelNodeSetParams -> _v2,
  * cuStreamGetCaptureInfo -> _v3), never the legacy names. */
-#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) CU_GRAPH_FUNCS(X)
+#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) CU_GRAPH_FUNCS(X)
 #define CU_GRAPH_FUNCS(X)                                                      \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamGetCaptureInfo)      \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy)                 \
@@ -152,6 +152,12 @@ typedef struct cu_device {
   CUdevice dev;
   CUcontext ctx; /* the primary context, retained */
   int cc_major, cc_minor, sm_count, max_threads, warp, integrated;
+  /* Kernels that wait for their predecessor themselves (the built-ins, the
+   * GEMVs, FlashInfer's decode and the KV append) are launched with
+   * programmatic stream serialization (cu_launch_kernel): compute
+   * capability 9.0 or newer, cuLaunchKernelEx present, GPURT_CUDA_PDL not
+   * "0". */
+  int pdl;
   char name[GPURT_NAME_LEN];
   char pci[32];
   size_t total;
@@ -286,6 +292,14 @@ CU_HIDDEN int cu_dev_lost(cu_runtime *rt, uint32_t dev);
 /* Names kernel `name` (key: any value that tells kernels apart) as the last
  * launched on st and on its device, for a later fault report. */
 CU_HIDDEN void cu_note_kernel(cu_runtime *rt, cu_stream *st, uintptr_t key, const char *name);
+/* cuLaunchKernel of f on st's stream, or, when pdl is set and the device
+ * allows it (cu_device.pdl), cuLaunchKernelEx with programmatic stream
+ * serialization: f may then be scheduled before the kernel ahead of it on
+ * the stream finishes, so f must wait for it (griddepcontrol.wait) before
+ * any access to memory that kernel may write, and before it exits. */
+CU_HIDDEN CUresult cu_launch_kernel(const cu_runtime *rt, const cu_stream *st, CUfunction f,
+                                    const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
+                                    void **params, int pdl);
 
 /* ---- cuda_stream.c: streams, events (gp_backend entries) ---------------- */
 

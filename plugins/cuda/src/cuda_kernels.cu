@@ -11,6 +11,21 @@
 
 typedef unsigned long long u64;
 
+// Programmatic dependent launch (sm_90 and newer): the plugin launches the
+// built-ins with programmatic stream serialization (cuda_module.c), so a
+// built-in may be scheduled while the kernel before it on the stream still
+// runs. Every built-in calls this first: it waits until that kernel has
+// finished and its writes are visible (griddepcontrol.wait, before any
+// load, store or exit), then lets the next kernel be scheduled early
+// (launch_dependents; it too waits before touching memory). Launched
+// without the attribute, both are no-ops.
+__device__ __forceinline__ void gpurt_pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ u64 gpurt_index() {
   return (u64)blockIdx.x * (u64)blockDim.x + (u64)threadIdx.x;
 }
@@ -28,26 +43,32 @@ template <> __device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) 
 
 #define GPURT_KERNELS(T, SFX)                                                      \
   extern "C" __global__ void fill_##SFX(T *y, T value, u64 n) {                    \
+    gpurt_pdl_enter();                                                             \
     u64 i = gpurt_index();                                                         \
     if (i < n) y[i] = value;                                                       \
   }                                                                                \
   extern "C" __global__ void scale_##SFX(T *y, const T *x, float alpha, u64 n) {   \
+    gpurt_pdl_enter();                                                             \
     u64 i = gpurt_index();                                                         \
     if (i < n) y[i] = st<T>(__fmul_rn(alpha, ld(x[i])));                           \
   }                                                                                \
   extern "C" __global__ void axpy_##SFX(T *y, const T *x, float alpha, u64 n) {    \
+    gpurt_pdl_enter();                                                             \
     u64 i = gpurt_index();                                                         \
     if (i < n) y[i] = st<T>(__fadd_rn(__fmul_rn(alpha, ld(x[i])), ld(y[i])));      \
   }                                                                                \
   extern "C" __global__ void add_##SFX(T *z, const T *x, const T *y, u64 n) {      \
+    gpurt_pdl_enter();                                                             \
     u64 i = gpurt_index();                                                         \
     if (i < n) z[i] = st<T>(__fadd_rn(ld(x[i]), ld(y[i])));                        \
   }                                                                                \
   extern "C" __global__ void mul_##SFX(T *z, const T *x, const T *y, u64 n) {      \
+    gpurt_pdl_enter();                                                             \
     u64 i = gpurt_index();                                                         \
     if (i < n) z[i] = st<T>(__fmul_rn(ld(x[i]), ld(y[i])));                        \
   }                                                                                \
   extern "C" __global__ void silu_mul_##SFX(T *z, const T *g, const T *u, u64 n) { \
+    gpurt_pdl_enter();                                                             \
     u64 i = gpurt_index();                                                         \
     if (i < n) {                                                                   \
       float gv = ld(g[i]);                                                         \
@@ -56,6 +77,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) 
     }                                                                              \
   }                                                                                \
   extern "C" __global__ void softcap_##SFX(T *y, const T *x, float cap, u64 n) {   \
+    gpurt_pdl_enter();                                                             \
     u64 i = gpurt_index();                                                         \
     if (i < n) y[i] = st<T>(__fmul_rn(cap, tanhf(__fdiv_rn(ld(x[i]), cap))));      \
   }
@@ -236,21 +258,26 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
 #define GPURT_ROW_KERNELS(T, SFX)                                                                   \
   extern "C" __global__ void rope_llama_##SFX(T *x, const int *pos, float theta, u64 tokens,       \
                                               u64 heads, u64 hd) {                                  \
+    gpurt_pdl_enter();                                                                              \
     gpurt_rope<T, true>(x, pos, theta, tokens, heads, hd);                                          \
   }                                                                                                 \
   extern "C" __global__ void rope_neox_##SFX(T *x, const int *pos, float theta, u64 tokens,        \
                                              u64 heads, u64 hd) {                                   \
+    gpurt_pdl_enter();                                                                              \
     gpurt_rope<T, false>(x, pos, theta, tokens, heads, hd);                                         \
   }                                                                                                 \
   extern "C" __global__ void embed_##SFX(T *y, const T *table, const int *ids, u64 tokens,         \
                                          u64 cols, u64 vocab) {                                     \
+    gpurt_pdl_enter();                                                                              \
     gpurt_embed<T>(y, table, ids, tokens, cols, vocab);                                             \
   }                                                                                                 \
   extern "C" __global__ void argmax_##SFX(int *idx, const T *x, u64 rows, u64 cols) {              \
+    gpurt_pdl_enter();                                                                             \
     gpurt_pick<T>(idx, x, rows, cols, false, 1, 1.0f, 0.0f, 0);                                     \
   }                                                                                                 \
   extern "C" __global__ void sample_##SFX(int *idx, const T *x, u64 rows, u64 cols, u64 topk,      \
                                           float topp, float temp, u64 seed) {                       \
+    gpurt_pdl_enter();                                                                              \
     gpurt_pick<T>(idx, x, rows, cols, true, topk, topp, temp, seed);                                \
   }
 
@@ -264,8 +291,14 @@ __device__ __forceinline__ u64 gpurt_globaltimer() {
   return t;
 }
 
-// Each thread waits about ns nanoseconds (ordering and timing tests).
+// Each thread waits about ns nanoseconds (ordering and timing tests). It
+// waits for the kernel before it but does not let the next one be
+// scheduled early: benchmarks queue their timed calls behind it, and none
+// of them may start its work during the sleep.
 extern "C" __global__ void sleep_ns(u64 ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   u64 start = gpurt_globaltimer();
   while (gpurt_globaltimer() - start < ns) {
     __nanosleep(ns > 2000 ? 1000 : 100);

@@ -194,9 +194,10 @@ static gpurt_error *cu_launch_enqueue(cu_runtime *rt, cu_stream *st, const gp_la
   uint64_t vals[GPURT_MAX_KERNEL_PARAMS];
   void *ptrs[GPURT_MAX_KERNEL_PARAMS];
   cu_launch_pack(l, vals, ptrs);
-  CUresult r = cu_drv.p_cuLaunchKernel((CUfunction)l->kernel, l->grid[0], l->grid[1], l->grid[2], l->block[0],
-                                       l->block[1], l->block[2], l->shared_bytes, st->s,
-                                       l->num_args ? ptrs : NULL, NULL);
+  /* The built-ins wait for their predecessor themselves (cuda_kernels.cu
+   * gpurt_pdl_enter): launched with programmatic dependent launch. */
+  CUresult r = cu_launch_kernel(rt, st, (CUfunction)l->kernel, l->grid, l->block, l->shared_bytes,
+                                l->num_args ? ptrs : NULL, l->builtin != NULL);
   if (r) {
     if (r == CUDA_ERROR_INVALID_VALUE) {
       char t[256];

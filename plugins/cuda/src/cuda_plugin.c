@@ -244,6 +244,8 @@ static gpurt_error *cu_open(const gpurt_runtime_create_args *a, void **ctx, uint
     d->warp = (int)info.warp_size;
     d->integrated = (info.flags & GPURT_DEVICE_UNIFIED_MEMORY) != 0;
     d->total = info.memory_total;
+    const char *pdl = getenv("GPURT_CUDA_PDL");
+    d->pdl = d->cc_major >= 9 && cu_drv.p_cuLaunchKernelEx != NULL && !(pdl != NULL && strcmp(pdl, "0") == 0);
   }
   cu_limits(lim);
   *ctx = rt;

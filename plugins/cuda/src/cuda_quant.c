@@ -230,14 +230,17 @@ static uint32_t log2u(uint32_t v) {
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-/* Launches f with params on the stream; a driver refusal names the kernel. */
+/* Launches f with params on the stream (grid x gridy blocks); a driver
+ * refusal names the kernel. pdl: f waits for its predecessor itself (the
+ * GEMVs' pdl_enter), so it may take programmatic dependent launch. */
 static gpurt_error *launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
-                           uint32_t block, void **params) {
+                           uint32_t gridy, uint32_t block, void **params, int pdl) {
   if (grid == 0) return NULL;
   if (grid > 0x7fffffffull)
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the problem needs %llu blocks (more than 2^31 - 1)", name,
                   (unsigned long long)grid);
-  CUresult r = cu_drv.p_cuLaunchKernel(f, (unsigned)grid, 1, 1, block, 1, 1, 0, st->s, params, NULL);
+  const uint32_t g[3] = {(uint32_t)grid, gridy, 1}, b[3] = {block, 1, 1};
+  CUresult r = cu_launch_kernel(rt, st, f, g, b, 0, params, pdl);
   if (r != CUDA_SUCCESS) {
     char op[160];
     snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
@@ -367,7 +370,7 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   uint16_t *po = (uint16_t *)(uintptr_t)st->qscratch;
   uint64_t chunks = a->m * a->k / 16;
   void *params[6] = {&pw, &ps, &pb, &po, &chunks, &gshift};
-  e = launch(rt, st, f, name, cdiv(chunks, 256), 256, params);
+  e = launch(rt, st, f, name, cdiv(chunks, 256), 1, 256, params, 0);
   if (e == NULL)
     e = cu_gemm_tn_ptrs(rt, st, a->x_type, a->m, a->n, a->k, st->qscratch, x, y, ws, wsz);
   pthread_mutex_unlock(&st->slot_mu);
@@ -396,7 +399,7 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, depth);
   uint64_t nw = sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps : blocks < 256 ? maxw : 4;
   if (nw > batches) nw = batches;
-  return launch(rt, st, f, name, blocks, (uint32_t)nw * 32, params);
+  return launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, params, 1);
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
@@ -459,7 +462,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
   gt.tile_start[1] = (uint32_t)tiles;
   gt.row_start[1] = n;
   void *params[2] = {&ga, &gt};
-  return launch(rt, st, f, name, tiles, 256, params);
+  return launch(rt, st, f, name, tiles, 1, 256, params, 0);
 }
 
 gpurt_error *cu_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r) {
@@ -601,7 +604,7 @@ static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r,
     gt.tile_start[cnt] = (uint32_t)tiles;
     gt.row_start[cnt] = (uint32_t)row;
     void *params[2] = {&ga, &gt};
-    if ((e = launch(rt, st, f, name, tiles, 256, params))) return e;
+    if ((e = launch(rt, st, f, name, tiles, 1, 256, params, 0))) return e;
   }
   return NULL;
 }
@@ -644,16 +647,7 @@ gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g) {
                   (uint32_t)g->m, (uint32_t)g->k, (uint32_t)g->n, g->alpha, g->beta};
   void *params[] = {&a};
   const uint64_t blocks = cdiv(g->m, 8); /* cuda_quant.cu's BG_RB rows a block */
-  if (g->batch > 1) {
-    CUresult r = cu_drv.p_cuLaunchKernel(f, (unsigned)blocks, (unsigned)g->batch, 1, 256, 1, 1, 0, st->s, params, NULL);
-    if (r != CUDA_SUCCESS) {
-      char op[160];
-      snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
-      return cu_fail(rt, st->dev, r, op, st->last_kernel);
-    }
-  } else if ((e = launch(rt, st, f, name, blocks, 256, params))) {
-    return e;
-  }
+  if ((e = launch(rt, st, f, name, blocks, (uint32_t)g->batch, 256, params, 1))) return e;
   cu_note_kernel(rt, st, (uintptr_t)f, name);
   return NULL;
 }

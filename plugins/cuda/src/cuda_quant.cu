@@ -112,6 +112,17 @@ __device__ __forceinline__ uint4 ld_cached(const void *p) {
   asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
+// Programmatic dependent launch (sm_90; cuda_quant.c launches the GEMVs
+// with it): wait for the kernel before this one on the stream, then let the
+// next one be scheduled (it waits too before touching memory). No-ops when
+// launched without the attribute.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ uint16_t ld_u16(const uint16_t *p) {
   uint16_t v;
@@ -397,11 +408,13 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
+    pdl_enter();                                                                                           \
     qgemv_body<XT, ST, 1, QV_U, QV_MAXW, false>(w, sc, bi, x, y, m, k, gshift, N, pf);                     \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemvf_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
+    pdl_enter();                                                                                           \
     qgemv_body<XT, ST, 1, QV_U, QV_MAXW, true>(w, sc, bi, x, y, m, k, gshift, N, pf);                      \
   }
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
@@ -426,12 +439,14 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       gpurt_qgemvw_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
                                        u32 n, u32 pf) {                                                \
+    pdl_enter();                                                                                       \
     qgemv_body<XT, ST, NT, U, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf);                         \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvwf_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,      \
                                         const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,      \
                                         u32 n, u32 pf) {                                               \
+    pdl_enter();                                                                                       \
     qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf);                          \
   }
 #define QGEMVW_T(XN, XT, SN, ST)                                                                       \
@@ -777,34 +792,43 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
   const u32 chunks = (a.k + BG_KC - 1) / BG_KC;
   // Chunk c into its stage: thread tid copies piece tid % PC of slots tid /
   // PC, + 256 / PC, ...; rows past m and tokens past n are not copied (their
-  // sums are never written). Every thread commits a group per chunk, empty
-  // or not, so the group counts agree.
-  auto issue = [&](u32 c) {
-    if (c < chunks) {
-      const u32 k0 = c * BG_KC, pieces = min((u32)PC, (a.k - k0) / 8), p = tid % PC;
-      if (p < pieces) {
+  // sums are never written). Slots [lo, hi): W's rows are slots 0..BG_RB-1,
+  // the tokens' x the rest.
+  auto copy = [&](u32 c, int lo, int hi) {
+    if (c >= chunks) return;
+    const u32 k0 = c * BG_KC, pieces = min((u32)PC, (a.k - k0) / 8), p = tid % PC;
+    if (p >= pieces) return;
 #pragma unroll
-        for (int sl = tid / PC; sl < SLOTS; sl += 256 / PC) {
-          const uint16_t *src = nullptr;
-          if (sl < BG_RB) {
-            if (row0 + sl < a.m) src = w + (row0 + sl) * a.lda;
-          } else if ((u32)(sl - BG_RB) < a.n) {
-            src = x + (u64)(sl - BG_RB) * a.ldb;
-          }
-          if (src) cp_async16(&ring[c % BG_ST][sl][p], src + k0 + p * 8);
-        }
+    for (int sl = tid / PC; sl < SLOTS; sl += 256 / PC) {
+      if (sl < lo || sl >= hi) continue;
+      const uint16_t *src = nullptr;
+      if (sl < BG_RB) {
+        if (row0 + sl < a.m) src = w + (row0 + sl) * a.lda;
+      } else if ((u32)(sl - BG_RB) < a.n) {
+        src = x + (u64)(sl - BG_RB) * a.ldb;
       }
+      if (src) cp_async16(&ring[c % BG_ST][sl][p], src + k0 + p * 8);
     }
-    cp_async_commit();
   };
+  // Every thread commits one group per chunk, empty or not, so the group
+  // counts agree. W is no kernel's output: its first chunks are asked for
+  // before waiting on the kernel before this one (programmatic dependent
+  // launch: cu_bgemv launches with it on sm_90), x only after.
 #pragma unroll
-  for (int c = 0; c < BG_ST - 1; c++) issue(c);
+  for (int c = 0; c < BG_ST - 1; c++) copy(c, 0, BG_RB);
+  pdl_enter();
+#pragma unroll
+  for (int c = 0; c < BG_ST - 1; c++) {
+    copy(c, BG_RB, SLOTS);
+    cp_async_commit();
+  }
   float acc[N];
 #pragma unroll
   for (int j = 0; j < N; j++) acc[j] = 0.f;
   for (u32 c = 0; c < chunks; c++) {
     __syncthreads(); // every warp is done with chunk c - 1: its stage may be refilled
-    issue(c + BG_ST - 1);
+    copy(c + BG_ST - 1, 0, SLOTS);
+    cp_async_commit();
     cp_async_wait<BG_ST - 1>(); // this thread's copies of chunk c have landed
     __syncthreads();            // and everyone's
     const u32 pieces = min((u32)PC, (a.k - c * BG_KC) / 8);

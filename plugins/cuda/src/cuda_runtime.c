@@ -194,6 +194,32 @@ void cu_enter_quiet(cu_runtime *rt, uint32_t dev) {
   if (dev < rt->ndev) (void)cu_make_current(&rt->devs[dev]);
 }
 
+/* ---- launches ------------------------------------------------------------- */
+
+CUresult cu_launch_kernel(const cu_runtime *rt, const cu_stream *st, CUfunction f, const uint32_t grid[3],
+                          const uint32_t block[3], uint32_t shared, void **params, int pdl) {
+  if (!pdl || !rt->devs[st->dev].pdl)
+    return cu_drv.p_cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, st->s,
+                                   params, NULL);
+  CUlaunchAttribute at;
+  memset(&at, 0, sizeof at);
+  at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  at.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig c;
+  memset(&c, 0, sizeof c);
+  c.gridDimX = grid[0];
+  c.gridDimY = grid[1];
+  c.gridDimZ = grid[2];
+  c.blockDimX = block[0];
+  c.blockDimY = block[1];
+  c.blockDimZ = block[2];
+  c.sharedMemBytes = shared;
+  c.hStream = st->s;
+  c.attrs = &at;
+  c.numAttrs = 1;
+  return cu_drv.p_cuLaunchKernelEx(&c, f, params, NULL);
+}
+
 /* ---- the last kernel ------------------------------------------------------ */
 
 void cu_note_kernel(cu_runtime *rt, cu_stream *st, uintptr_t key, const char *name) {

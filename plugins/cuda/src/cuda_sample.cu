@@ -153,6 +153,7 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
 #define GPURT_SAMPLE_ROWS(T, SFX)                                                                         \
   extern "C" __global__ void sample_rows_##SFX(unsigned char *out, T *x, const unsigned char *params, u64 rows, \
                                                u64 cols, u64 hist) {                                      \
+    gpurt_pdl_enter();                                                                                    \
     gpurt_sample_rows<T>(out, x, params, rows, cols, hist);                                               \
   }
 
