@@ -40,6 +40,10 @@
 #include "cuda_attention_fp8.h"
 #include "gp_attention.h"
 
+/* Keys naming the KV append and the attention as a stream's last kernel
+ * (cu_note_kernel). */
+static char kv_append_key, attn_key; /* distinct addresses */
+
 /* cuda_attention.cu (C++, without gpurt.h) copies these three values. */
 _Static_assert(GPURT_DTYPE_F16 == 2 && GPURT_DTYPE_BF16 == 3 && GPURT_KV_LAYOUT_HND == 1,
                "cuda_attention.cu's FI_DTYPE_F16, FI_DTYPE_BF16 and FI_LAYOUT_HND must match gpurt.h");
@@ -253,12 +257,13 @@ gpurt_error *cu_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
       .last = (const int32_t *)(uintptr_t)p->last_page_len.addr, .nnz = r->nnz, .num_pages = p->num_pages,
       .batch = r->batch, .num_kv_heads = l->num_kv_heads, .head_dim = l->head_dim,
       .page_size = l->page_size, .layout = l->layout, .n_indices = p->indices.size / 4,
-      .pdl = rt->devs[dev].pdl};
+      .pdl = rt->devs[dev].pdl && l->dtype != GPURT_DTYPE_FP8_E4M3};
   cu_fi_status fs;
   int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
                ? cu_fi8_kv_append(&ka, l->qo_dtype, r->k_scale, r->v_scale, (void *)st->s, &fs)
                : cu_fi_kv_append(&ka, (void *)st->s, &fs);
   if (rc != CU_FI_OK) return fi_err(&fs, w);
+  cu_note_kernel(rt, st, (uintptr_t)&kv_append_key, "gpurt_kv_append_kernel");
   return NULL;
 }
 
@@ -482,6 +487,18 @@ gpurt_error *cu_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_at
 
 /* Enqueues a run of a's current plan on st (a->mu held, a planned; the
  * engine checked the operands against the plan). */
+/* Whether an attention run may take programmatic dependent launch.
+ * FlashInfer's kernels read the page table (indptr, last_page_len) before
+ * they wait for the kernel ahead of them, so that kernel must not be one
+ * that may write it: only a run whose stream's last kernel is the KV
+ * append (which writes K and V, never the table) takes it, as a decode
+ * step's does. A copy or memset in between makes the question moot: PDL
+ * relaxes a kernel's dependency on the kernel right before it only. */
+static int attn_pdl(const cu_runtime *rt, cu_stream *st) {
+  return rt->devs[st->dev].pdl &&
+         atomic_load_explicit(&st->last_kernel_h, memory_order_relaxed) == (uintptr_t)&kv_append_key;
+}
+
 static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, const gp_attention_op *r, const char *w) {
   const gpurt_kv_layout *l = &a->d.layout;
   gp_attention_sched sc = a->sched;
@@ -495,12 +512,13 @@ static gpurt_error *attn_enqueue(cu_runtime *rt, cu_attn *a, cu_stream *st, cons
       .indices = (int32_t *)(uintptr_t)pg->indices.addr, .last = (int32_t *)(uintptr_t)pg->last_page_len.addr,
       .qo_indptr = (int32_t *)(uintptr_t)qo, .batch = sc.batch,
       .float_ws = (void *)(uintptr_t)a->fws, .int_ws = (void *)(uintptr_t)a->iws,
-      .pdl = rt->devs[st->dev].pdl};
+      .pdl = attn_pdl(rt, st)};
   cu_fi_status fs;
   int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
                ? cu_fi8_run(&a->cfg, &a->plan, &fa, sc.rows, r->k_scale, r->v_scale, (void *)st->s, &fs)
                : cu_fi_run(&a->cfg, &a->plan, &fa, (void *)st->s, &fs);
   if (rc != CU_FI_OK) return fi_err(&fs, w);
+  cu_note_kernel(rt, st, (uintptr_t)&attn_key, "FlashInfer attention");
   return NULL;
 }
 

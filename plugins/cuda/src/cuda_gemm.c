@@ -278,8 +278,11 @@ typedef struct cu_plan {
   CUdeviceptr cur_bias, cur_sa, cur_sb, cur_sd;
   /* The plan's shape is a decode GEMV (gemv_takes): runs whose A and B are
    * 16-byte aligned launch cuda_quant.cu's gpurt_bgemv_* instead of
-   * cublasLtMatmul; the others take the algorithm. */
+   * cublasLtMatmul; the others take the algorithm. Its kernel is loaded
+   * with the plan (a plan whose load fails keeps cuBLASLt). */
   int gemv;
+  CUfunction gemv_fn;
+  char gemv_name[32];
 } cu_plan;
 
 /* The element size of a type cuBLASLt GEMM plans take; 0 for the others
@@ -718,6 +721,13 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
   p->algo = res.algo;
   p->ws_needed = res.workspaceSize;
   gemv_takes(&rt->devs[device], p);
+  if (p->gemv) {
+    gpurt_error *ge = cu_bgemv_fn(rt, device, d->a_type, d->n, &p->gemv_fn, p->gemv_name, sizeof p->gemv_name);
+    if (ge) {
+      gp_error_destroy(ge);
+      p->gemv = 0;
+    }
+  }
   *out = p;
   return NULL;
 fail:
@@ -945,7 +955,7 @@ gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
   }
   if (p->gemv && A % 16 == 0 && B % 16 == 0) {
     const gpurt_gemm_desc *d = &p->d;
-    const cu_bgemv_call g = {d->a_type, A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc,
+    const cu_bgemv_call g = {p->gemv_fn, p->gemv_name, d->a_type, A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc,
                              d->ldd, d->stride_a, d->stride_b, d->stride_c, d->stride_d, d->m, d->k,
                              d->n, d->batch_count, (float)r->alpha, (float)r->beta};
     return cu_bgemv(rt, st, &g);
@@ -1127,8 +1137,6 @@ static gpurt_error *gemm_warm(cu_runtime *rt, cu_stream *st, cu_plan *p, int has
   CUdeviceptr q = 0;
   if (!has_c && !p->c_is_d && (e = plan_c_scratch(rt, p, &q))) return e;
   if (!has_ws && (e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &q))) return e;
-  CUfunction f = NULL;
-  if (p->gemv && (e = cu_bgemv_fn(rt, p->dev, p->d.a_type, p->d.n, &f))) return e;
   if (!p->fp8 && !p->bias_conv) return NULL;
   pthread_mutex_lock(&st->slot_mu);
   CUresult r = CUDA_SUCCESS;

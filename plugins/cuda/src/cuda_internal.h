@@ -174,7 +174,7 @@ typedef struct cu_device {
    * (cuda_gemm.c's f32 bias conversion), lazily under mu; never a user module. */
   CUmodule internal_mod;
   CUfunction f32_to_bf16, f32_to_f16;
-  void *quant; /* cuda_quant.c's kernels (its own fatbin), lazily under mu */
+  void *own; /* cuda_ownk.c: the own fatbin (cuda_quant.cu) and its kernels, lazily under mu */
 } cu_device;
 
 typedef struct cu_runtime {
@@ -378,8 +378,23 @@ CU_HIDDEN gpurt_error *cu_gemm_lt_warm(cu_runtime *rt, uint32_t dev);
 CU_HIDDEN gpurt_error *cu_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r);
 CU_HIDDEN gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r);
 /* Unloads a device's quant kernels (runtime teardown, context current). */
-CU_HIDDEN void cu_quant_device_release(cu_device *d);
-/* The GEMM slot's GEMV for 16-bit decode shapes (cuda_quant.c launches
+/* ---- cuda_ownk.c: the plugin's own kernels (cuda_quant.cu's fatbin) ------ */
+
+/* Slots of cu_own_fn's per-device cache: cuda_quant.c's variants first,
+ * then the GEMV's (type x N 1/2/4). */
+enum { CU_OWN_QUANT_FNS = 98, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 6 };
+/* Kernel `name` of the own fatbin on device dev, cached in slot v (the
+ * module loaded on first use, under the device's mutex); context current. */
+CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out);
+/* Launches f with params on st (grid x gridy blocks of block threads); a
+ * driver refusal names the kernel. pdl: f waits for its predecessor itself
+ * (cuda_quant.cu's pdl_enter), so it may take programmatic dependent
+ * launch (cu_launch_kernel). A grid of 0 launches nothing. */
+CU_HIDDEN gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
+                                     uint32_t gridy, uint32_t block, void **params, int pdl);
+/* Unloads a device's own module (runtime teardown). */
+CU_HIDDEN void cu_own_device_release(cu_device *d);
+/* The GEMM slot's GEMV for 16-bit decode shapes (cuda_ownk.c launches
  * cuda_quant.cu's gpurt_bgemv_*; cuda_gemm.c decides): D = alpha * A^T B
  * + beta * C, A stored as m rows of k (lda), B n columns of k (ldb), C and
  * D column-major, n <= CU_BGEMV_MAX_N, batch >= 1 (strides in elements),
@@ -387,6 +402,8 @@ CU_HIDDEN void cu_quant_device_release(cu_device *d);
  * m < 2^32 (the caller checked). Context current. */
 #define CU_BGEMV_MAX_N 4
 typedef struct cu_bgemv_call {
+  CUfunction f;     /* cu_bgemv_fn's kernel for type and n */
+  const char *name; /* and its name */
   int32_t type; /* GPURT_DTYPE_BF16 or _F16 (A, B, C and D) */
   CUdeviceptr w, x, c, d;
   uint64_t lda, ldb, ldc, ldd;
@@ -395,9 +412,10 @@ typedef struct cu_bgemv_call {
   float alpha, beta;
 } cu_bgemv_call;
 CU_HIDDEN gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g);
-/* The kernel a cu_bgemv of this type and n launches, loaded (before a
- * graph captures one). */
-CU_HIDDEN gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out);
+/* The kernel a cu_bgemv of this type and n launches, loaded, and its name
+ * (in name, cap bytes: 32 are enough). */
+CU_HIDDEN gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out,
+                                   char *name, size_t cap);
 
 /* ---- attention over a paged KV cache (cuda_attention.c, 1.5) ------------------------ */
 

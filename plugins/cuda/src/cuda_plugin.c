@@ -136,7 +136,7 @@ static void cu_runtime_free(cu_runtime *rt) {
     if (d->ctx == NULL) continue;
     cu_enter_quiet(rt, i);
     cu_gemm_device_release(d);
-    cu_quant_device_release(d);
+    cu_own_device_release(d);
     if (rt->ndev > 0) {
       CUcontext cur = NULL;
       if (cu_drv.p_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx)

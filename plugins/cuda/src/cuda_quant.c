@@ -3,7 +3,7 @@
  * The 1.4 ops on CUDA: quant_matmul (MLX int8 affine weights) and
  * grouped_gemm (mixture-of-experts, bf16 and fp8 with block scales), with
  * the plugin's own kernels (cuda_quant.cu, in their own embedded fatbin,
- * cuda_quant_fatbin.S), loaded per device on first use.
+ * cuda_quant_fatbin.S), loaded per device on first use by cuda_ownk.c.
  *
  *  quant_matmul, n <= 8   gpurt_qgemvf_<x>_<s>_n<n> (groups of 64, 128) or
  *                         gpurt_qgemv_<x>_<s>_n<n> (32): 32 rows of W per
@@ -52,8 +52,6 @@
 #include "cuda_internal.h"
 #include "gp_quant.h"
 
-CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
-
 /* Kernel variants, indexed: GEMV (x type, scale type, n), quant GEMM (x
  * type, scale type), grouped bf16, grouped fp8. */
 enum {
@@ -64,9 +62,11 @@ enum {
   QV_GG_FP8 = 69,
   QV_DEQ = 70,
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
-  QV_BGEMV = 98, /* the GEMM slot's GEMV (type, N 1/2/4) */
-  QV_COUNT = 104
+  QV_COUNT = 98
 };
+_Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
+
+static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf16"; }
 
 /* From this many tokens on, quant_matmul takes the prefill path (CUTLASS's
  * mixed-input GEMM, else W dequantized and cuBLASLt); from QMM_CL_MIN_N on
@@ -109,57 +109,6 @@ typedef struct gg_table {
   uint32_t tile_start[GG_MAX_GROUPS + 1];
   uint32_t row_start[GG_MAX_GROUPS + 1];
 } gg_table;
-
-typedef struct cu_quant_dev {
-  CUmodule mod;
-  CUfunction fn[QV_COUNT];
-} cu_quant_dev;
-
-static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf16"; }
-
-/* The variant's kernel on device dev, the module loaded on first use
- * (under the device's mutex); the context is current. */
-static gpurt_error *quant_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out) {
-  cu_device *d = &rt->devs[dev];
-  CUresult r = CUDA_SUCCESS;
-  char op[160];
-  op[0] = 0;
-  pthread_mutex_lock(&d->mu);
-  cu_quant_dev *q = d->quant;
-  if (q == NULL) {
-    q = calloc(1, sizeof *q);
-    if (q == NULL) {
-      pthread_mutex_unlock(&d->mu);
-      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "device %u: no host memory for the quantized-matmul kernels", dev);
-    }
-    snprintf(op, sizeof op, "loading the quantized and grouped matmul kernels (cuModuleLoadDataEx)");
-    r = cu_drv.p_cuModuleLoadDataEx(&q->mod, gpurt_cuda_quant_fatbin, 0, NULL, NULL);
-    if (r != CUDA_SUCCESS) {
-      free(q);
-      q = NULL;
-    } else {
-      d->quant = q;
-    }
-  }
-  if (q != NULL && q->fn[v] == NULL) {
-    snprintf(op, sizeof op, "cuModuleGetFunction %s", name);
-    r = cu_drv.p_cuModuleGetFunction(&q->fn[v], q->mod, name);
-    if (r != CUDA_SUCCESS) q->fn[v] = NULL;
-  }
-  CUfunction f = q != NULL ? q->fn[v] : NULL;
-  pthread_mutex_unlock(&d->mu); /* cu_fail takes d->mu */
-  if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, op, NULL);
-  *out = f;
-  return NULL;
-}
-
-void cu_quant_device_release(cu_device *d) {
-  cu_quant_dev *q = d->quant;
-  if (q == NULL) return;
-  if (q->mod != NULL) cu_drv.p_cuModuleUnload(q->mod);
-  free(q);
-  d->quant = NULL;
-}
 
 /* The GEMV's tuning switches, read once (the environment is not read on
  * every call): GPURT_CUDA_QGEMV_WARPS=1..16 fixes its warps per block
@@ -230,24 +179,6 @@ static uint32_t log2u(uint32_t v) {
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-/* Launches f with params on the stream (grid x gridy blocks); a driver
- * refusal names the kernel. pdl: f waits for its predecessor itself (the
- * GEMVs' pdl_enter), so it may take programmatic dependent launch. */
-static gpurt_error *launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
-                           uint32_t gridy, uint32_t block, void **params, int pdl) {
-  if (grid == 0) return NULL;
-  if (grid > 0x7fffffffull)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the problem needs %llu blocks (more than 2^31 - 1)", name,
-                  (unsigned long long)grid);
-  const uint32_t g[3] = {(uint32_t)grid, gridy, 1}, b[3] = {block, 1, 1};
-  CUresult r = cu_launch_kernel(rt, st, f, g, b, 0, params, pdl);
-  if (r != CUDA_SUCCESS) {
-    char op[160];
-    snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
-    return cu_fail(rt, st->dev, r, op, st->last_kernel);
-  }
-  return NULL;
-}
 
 /* Grows the stream's scratch (st->qscratch) to need bytes; slot_mu held.
  * Growth waits for the stream first: its queued work may still read the
@@ -349,7 +280,7 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   char name[64];
   snprintf(name, sizeof name, "gpurt_qdequant_%s_%s", tname(a->x_type), tname(a->scale_type));
   CUfunction f;
-  gpurt_error *e = quant_fn(rt, dev, QV_DEQ + xi * 2 + si, name, &f);
+  gpurt_error *e = cu_own_fn(rt, dev, QV_DEQ + xi * 2 + si, name, &f);
   if (e) return e;
   /* The workspace first: its lock is taken alone (cuda_internal.h). */
   const size_t wsz = cu_gemm_workspace_bytes();
@@ -370,7 +301,7 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   uint16_t *po = (uint16_t *)(uintptr_t)st->qscratch;
   uint64_t chunks = a->m * a->k / 16;
   void *params[6] = {&pw, &ps, &pb, &po, &chunks, &gshift};
-  e = launch(rt, st, f, name, cdiv(chunks, 256), 1, 256, params, 0);
+  e = cu_own_launch(rt, st, f, name, cdiv(chunks, 256), 1, 256, params, 0);
   if (e == NULL)
     e = cu_gemm_tn_ptrs(rt, st, a->x_type, a->m, a->n, a->k, st->qscratch, x, y, ws, wsz);
   pthread_mutex_unlock(&st->slot_mu);
@@ -399,7 +330,7 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, depth);
   uint64_t nw = sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps : blocks < 256 ? maxw : 4;
   if (nw > batches) nw = batches;
-  return launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, params, 1);
+  return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, params, 1);
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
@@ -421,7 +352,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * rounded to 16 bits, ~40% fewer instructions); 32: dequantizing. */
     const int fac = a->group_size >= 64 && !qgemv_switches().dequant;
     snprintf(name, sizeof name, "gpurt_qgemv%s_%s_%s_n%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type), n);
-    if ((e = quant_fn(rt, dev, (fac ? QV_GEMVF : QV_GEMV) + (xi * 2 + si) * 8 + (int)(n - 1), name, &f)) || warm)
+    if ((e = cu_own_fn(rt, dev, (fac ? QV_GEMVF : QV_GEMV) + (xi * 2 + si) * 8 + (int)(n - 1), name, &f)) || warm)
       return e;
     /* The block's warps split k in 128-deep batches: 16 warps while the
      * grid is small (fewer than ~2 blocks per SM: more loads in flight per
@@ -441,7 +372,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
     const uint32_t nt = n <= 16 ? 2 : n <= 32 ? 4 : 8, ti = n <= 16 ? 0 : n <= 32 ? 1 : 2;
     snprintf(name, sizeof name, "gpurt_qgemvw%s_%s_%s_t%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type),
              nt);
-    if ((e = quant_fn(rt, dev, QV_GEMVW + ((xi * 2 + si) * 3 + (int)ti) * 2 + fac, name, &f)) || warm) return e;
+    if ((e = cu_own_fn(rt, dev, QV_GEMVW + ((xi * 2 + si) * 3 + (int)ti) * 2 + fac, name, &f)) || warm) return e;
     /* Batches of one 64-deep step (cuda_quant.cu's QW_U2, QW_U4); warps
      * as the GEMV's, from 4 (several blocks per SM, large grids) to the
      * most the kernel takes (measured: 32.5 against 38.7 us with 16 warps
@@ -449,7 +380,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
     return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt));
   }
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
-  if ((e = quant_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;
+  if ((e = cu_own_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;
   /* The tiled kernel with one group: A = x (n rows), B = W (m rows). */
   gg_args ga = {(const void *)(uintptr_t)x, (const void *)(uintptr_t)w, (uint16_t *)(uintptr_t)y,
                 (const uint16_t *)(uintptr_t)sc, (const uint16_t *)(uintptr_t)bi, NULL, NULL, m, k, gshift};
@@ -462,7 +393,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
   gt.tile_start[1] = (uint32_t)tiles;
   gt.row_start[1] = n;
   void *params[2] = {&ga, &gt};
-  return launch(rt, st, f, name, tiles, 1, 256, params, 0);
+  return cu_own_launch(rt, st, f, name, tiles, 1, 256, params, 0);
 }
 
 gpurt_error *cu_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r) {
@@ -552,7 +483,7 @@ static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r,
 #endif
   const char *name = c.fp8 ? "gpurt_ggemm_fp8" : "gpurt_ggemm_bf16";
   CUfunction f;
-  if ((e = quant_fn(rt, dev, c.fp8 ? QV_GG_FP8 : QV_GG_BF16, name, &f))) return e;
+  if ((e = cu_own_fn(rt, dev, c.fp8 ? QV_GG_FP8 : QV_GG_BF16, name, &f))) return e;
   if (warm) {
     for (uint64_t g = 0; !c.fp8 && g < a->group_count; g++)
       if (a->m_sizes[g] >= GG_LT_MIN_M) {
@@ -604,50 +535,11 @@ static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r,
     gt.tile_start[cnt] = (uint32_t)tiles;
     gt.row_start[cnt] = (uint32_t)row;
     void *params[2] = {&ga, &gt};
-    if ((e = launch(rt, st, f, name, tiles, 1, 256, params, 0))) return e;
+    if ((e = cu_own_launch(rt, st, f, name, tiles, 1, 256, params, 0))) return e;
   }
   return NULL;
 }
 
 gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r) {
   return ggemm(ctx, q->q, r, q->capturing == GP_QUEUE_PREPARE);
-}
-
-/* ---- the GEMM slot's 16-bit GEMV (cuda_gemm.c) ---------------------------------- */
-
-/* cuda_quant.cu's BgemvArgs: the same fields, types and order. */
-typedef struct bgemv_args {
-  CUdeviceptr w, x, c, d;
-  uint64_t lda, ldb, ldc, ldd;
-  int64_t sa, sb, sc, sd;
-  uint32_t m, k, n;
-  float alpha, beta;
-} bgemv_args;
-
-/* The variant for n tokens (n <= CU_BGEMV_MAX_N). */
-static int bgemv_variant(int32_t t, uint64_t n, char *name, size_t cap) {
-  const uint32_t N = n <= 1 ? 1 : n <= 2 ? 2 : 4;
-  snprintf(name, cap, "gpurt_bgemv_%s_n%u", tname(t), N);
-  return QV_BGEMV + (t == GPURT_DTYPE_F16 ? 3 : 0) + (N == 1 ? 0 : N == 2 ? 1 : 2);
-}
-
-gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out) {
-  char name[64];
-  const int v = bgemv_variant(t, n, name, sizeof name);
-  return quant_fn(rt, dev, v, name, out);
-}
-
-gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g) {
-  char name[64];
-  const int v = bgemv_variant(g->type, g->n, name, sizeof name);
-  CUfunction f = NULL;
-  gpurt_error *e = quant_fn(rt, st->dev, v, name, &f);
-  if (e) return e;
-  bgemv_args a = {g->w, g->x, g->c, g->d, g->lda, g->ldb, g->ldc, g->ldd, g->sa, g->sb, g->sc, g->sd,
-                  (uint32_t)g->m, (uint32_t)g->k, (uint32_t)g->n, g->alpha, g->beta};
-  void *params[] = {&a};
-  const uint64_t blocks = cdiv(g->m, 8); /* cuda_quant.cu's BG_RB rows a block */
-  if ((e = launch(rt, st, f, name, blocks, (uint32_t)g->batch, 256, params, 1))) return e;
-  cu_note_kernel(rt, st, (uintptr_t)f, name);
-  return NULL;
 }

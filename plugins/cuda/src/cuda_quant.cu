@@ -810,16 +810,25 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
       if (src) cp_async16(&ring[c % BG_ST][sl][p], src + k0 + p * 8);
     }
   };
-  // Every thread commits one group per chunk, empty or not, so the group
-  // counts agree. W is no kernel's output: its first chunks are asked for
-  // before waiting on the kernel before this one (programmatic dependent
-  // launch: cu_bgemv launches with it on sm_90), x only after.
-#pragma unroll
-  for (int c = 0; c < BG_ST - 1; c++) copy(c, 0, BG_RB);
+  // Launched with programmatic dependent launch (cu_bgemv, sm_90), the
+  // block may start while the kernel before it still runs, and that kernel
+  // may be writing A or B. So before waiting for it, each row's first
+  // chunks are only asked into the L2 (one bulk prefetch a row: the L2 is
+  // the coherent point, so a line fetched early is still updated by the
+  // writer's stores), and every copy into shared memory comes after the
+  // wait. Every thread commits one group per chunk, empty or not, so the
+  // group counts agree.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (tid < BG_RB && row0 + tid < a.m) {
+    const u32 bytes = min(a.k, (u32)((BG_ST - 1) * BG_KC)) * 2;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + (row0 + tid) * a.lda), "r"(bytes)
+                 : "memory");
+  }
+#endif
   pdl_enter();
 #pragma unroll
   for (int c = 0; c < BG_ST - 1; c++) {
-    copy(c, BG_RB, SLOTS);
+    copy(c, 0, SLOTS);
     cp_async_commit();
   }
   float acc[N];

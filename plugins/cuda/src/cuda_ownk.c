@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The plugin's own kernels of cuda_quant.cu (their own embedded fatbin,
+ * cuda_quant_fatbin.S), loaded per device on first use, and what launches
+ * them: cu_own_fn (a kernel by name, cached in a slot), cu_own_launch
+ * (one launch, programmatic dependent launch for the kernels that wait for
+ * their predecessor), and the GEMM slot's 16-bit GEMV (cu_bgemv, for
+ * cuda_gemm.c). cuda_quant.c (quantized and grouped matmul) and cuda_gemm.c
+ * both sit above this file.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda_internal.h"
+
+CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
+
+typedef struct cu_own_dev {
+  CUmodule mod;
+  CUfunction fn[CU_OWN_FNS];
+} cu_own_dev;
+
+gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out) {
+  cu_device *d = &rt->devs[dev];
+  CUresult r = CUDA_SUCCESS;
+  char op[160];
+  op[0] = 0;
+  pthread_mutex_lock(&d->mu);
+  cu_own_dev *q = d->own;
+  if (q == NULL) {
+    q = calloc(1, sizeof *q);
+    if (q == NULL) {
+      pthread_mutex_unlock(&d->mu);
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "device %u: no host memory for the plugin's own kernels", dev);
+    }
+    snprintf(op, sizeof op, "loading the plugin's own kernels (quantized, grouped matmul, GEMV: cuModuleLoadDataEx)");
+    r = cu_drv.p_cuModuleLoadDataEx(&q->mod, gpurt_cuda_quant_fatbin, 0, NULL, NULL);
+    if (r != CUDA_SUCCESS) {
+      free(q);
+      q = NULL;
+    } else {
+      d->own = q;
+    }
+  }
+  if (q != NULL && q->fn[v] == NULL) {
+    snprintf(op, sizeof op, "cuModuleGetFunction %s", name);
+    r = cu_drv.p_cuModuleGetFunction(&q->fn[v], q->mod, name);
+    if (r != CUDA_SUCCESS) q->fn[v] = NULL;
+  }
+  CUfunction f = q != NULL ? q->fn[v] : NULL;
+  pthread_mutex_unlock(&d->mu); /* cu_fail takes d->mu */
+  if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, op, NULL);
+  *out = f;
+  return NULL;
+}
+
+void cu_own_device_release(cu_device *d) {
+  cu_own_dev *q = d->own;
+  if (q == NULL) return;
+  if (q->mod != NULL) cu_drv.p_cuModuleUnload(q->mod);
+  free(q);
+  d->own = NULL;
+}
+
+gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
+                           uint32_t gridy, uint32_t block, void **params, int pdl) {
+  if (grid == 0) return NULL;
+  if (grid > 0x7fffffffull)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the problem needs %llu blocks (more than 2^31 - 1)", name,
+                  (unsigned long long)grid);
+  const uint32_t g[3] = {(uint32_t)grid, gridy, 1}, b[3] = {block, 1, 1};
+  CUresult r = cu_launch_kernel(rt, st, f, g, b, 0, params, pdl);
+  if (r != CUDA_SUCCESS) {
+    char op[160];
+    snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
+    return cu_fail(rt, st->dev, r, op, st->last_kernel);
+  }
+  return NULL;
+}
+
+/* ---- the GEMM slot's 16-bit GEMV (cuda_gemm.c) ---------------------------- */
+
+/* cuda_quant.cu's BgemvArgs: the same fields, types and order. */
+typedef struct bgemv_args {
+  CUdeviceptr w, x, c, d;
+  uint64_t lda, ldb, ldc, ldd;
+  int64_t sa, sb, sc, sd;
+  uint32_t m, k, n;
+  float alpha, beta;
+} bgemv_args;
+
+/* The variant for n tokens (n <= CU_BGEMV_MAX_N). */
+static int bgemv_variant(int32_t t, uint64_t n, char *name, size_t cap) {
+  const uint32_t N = n <= 1 ? 1 : n <= 2 ? 2 : 4;
+  snprintf(name, cap, "gpurt_bgemv_%s_n%u", t == GPURT_DTYPE_F16 ? "f16" : "bf16", N);
+  return CU_OWN_BGEMV + (t == GPURT_DTYPE_F16 ? 3 : 0) + (N == 1 ? 0 : N == 2 ? 1 : 2);
+}
+
+gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out, char *name,
+                        size_t cap) {
+  const int v = bgemv_variant(t, n, name, cap);
+  return cu_own_fn(rt, dev, v, name, out);
+}
+
+gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g) {
+  bgemv_args a = {g->w, g->x, g->c, g->d, g->lda, g->ldb, g->ldc, g->ldd, g->sa, g->sb, g->sc, g->sd,
+                  (uint32_t)g->m, (uint32_t)g->k, (uint32_t)g->n, g->alpha, g->beta};
+  void *params[] = {&a};
+  const uint64_t blocks = (g->m + 7) / 8; /* cuda_quant.cu's BG_RB rows a block */
+  gpurt_error *e = cu_own_launch(rt, st, g->f, g->name, blocks, (uint32_t)g->batch, 256, params, 1);
+  if (e) return e;
+  cu_note_kernel(rt, st, (uintptr_t)g->f, g->name);
+  return NULL;
+}
