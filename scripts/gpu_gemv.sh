@@ -22,7 +22,7 @@
 #                  rows "gpurt bf16 gemm <cfg>" in quant.jsonl
 #   llama_<p>_<cfg>_<rep>  build/llama, PRESETS (1b 8b), batch BATCHES
 #                  (1,4), context 1K, eager and graph, per configuration
-#                  in LCFGS (base: GEMV and PDL off; lt, nopdl, auto as
+#                  in LCFGS (base: GEMV and PDL off; lt, nopdl, auto, n1 as
 #                  above), alternating A B C D A B C D: tokens/s, and graph tokens against eager's step by
 #                  step (llama.txt)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
@@ -79,6 +79,7 @@ if want llama; then
     for cfg in ${LCFGS:-base lt nopdl auto}; do
       case $cfg in
         base) e=(GPURT_CUDA_GEMV_MAX_N=0 GPURT_CUDA_PDL=0) ;;
+        n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
         lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
         nopdl) e=(GPURT_CUDA_PDL=0) ;;
         *) e=(GPURT_CUDA_GEMV_DEFAULTS=1) ;;
