@@ -88,20 +88,7 @@ if want llama; then
         step "llama_${p}_${cfg}_$rep" 120 env "${e[@]}" build/llama -plugin-path build/libgpurt_cuda.so \
           -backend cuda -prompt 1 -preset "$p" -batch "${BATCHES:-1,4}" -ctx 1024 -steps 32 -warmup 2 \
           -modes eager,graph
-        python3 - "$logs/llama_${p}_${cfg}_$rep.log" "$cfg" <<'PY' | tee -a "$out/llama.txt"
-import json, sys
-steps = {}
-for line in open(sys.argv[1]):
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    if r["kind"] == "summary":
-        print("%s gemv=%s %s batch %d: %.1f tok/s, host %.1f us/step" % (r["preset"], sys.argv[2], r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"]))
-    elif r["kind"] == "step":
-        steps.setdefault((r["batch"], r["step"]), {})[r["mode"]] = r["tokens"]
-same = sum(1 for v in steps.values() if v.get("eager") == v.get("graph"))
-print("  graph tokens identical to eager on %d of %d steps" % (same, len(steps)))
-PY
+        python3 "$root/scripts/lib/llama_summary.py" "$logs/llama_${p}_${cfg}_$rep.log" "gemv=$cfg" | tee -a "$out/llama.txt"
       done
     done
   done

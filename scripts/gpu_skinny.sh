@@ -68,20 +68,7 @@ if want int8; then
       [ "$w" = bf16 ] && ! want bf16 && continue
       step "${w}_$p" 120 build/llama -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 \
         -preset "$p" -weights $w -batch 1,32 -ctx 1024 -steps 16 -warmup 2 -modes eager,graph
-      python3 - "$out/${w}_$p.log" "$w" <<'PY' | tee -a "$out/int8.txt"
-import json, sys
-steps = {}
-for line in open(sys.argv[1]):
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    if r["kind"] == "summary":
-        print("%s %s %s batch %d: %.0f tok/s, host %.1f us/step" % (r["preset"], sys.argv[2], r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"]))
-    elif r["kind"] == "step":
-        steps.setdefault((r["batch"], r["step"]), {})[r["mode"]] = r["tokens"]
-same = sum(1 for v in steps.values() if v.get("eager") == v.get("graph"))
-print("graph tokens identical to eager on %d of %d steps" % (same, len(steps)))
-PY
+      python3 "$root/scripts/lib/llama_summary.py" "$out/${w}_$p.log" "$w" | tee -a "$out/int8.txt"
     done
   done
 fi

@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: Apache-2.0
+"""llama_summary.py LOG LABEL: the summary of one build/llama run (its JSON
+lines in LOG), for the GPU scripts (gpu_skinny.sh, gpu_gemv.sh): a line per
+summary row, "<preset> <LABEL> <mode> batch <b>: <tok/s> tok/s, host <us>
+us/step", then how many steps' graph tokens equal eager's."""
+import json
+import sys
+
+
+def main(path, label):
+    steps = {}
+    for line in open(path):
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        if r["kind"] == "summary":
+            print("%s %s %s batch %d: %.1f tok/s, host %.1f us/step"
+                  % (r["preset"], label, r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"]))
+        elif r["kind"] == "step":
+            steps.setdefault((r["batch"], r["step"]), {})[r["mode"]] = r["tokens"]
+    same = sum(1 for v in steps.values() if v.get("eager") == v.get("graph"))
+    print("  graph tokens identical to eager on %d of %d steps" % (same, len(steps)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: llama_summary.py LOG LABEL")
+    main(sys.argv[1], sys.argv[2])
