@@ -85,14 +85,17 @@ func gemmChecks() []check {
 		}
 	}
 	// The decode shape (y = x W^T, few tokens), which a backend may run as a
-	// GEMV: k past a whole number of its steps, padded leading dimensions
-	// that stay multiples of 8, a batch, C read (beta), a token count above
-	// the CUDA GEMV's default, and operands 8 bytes off 16 (its fallback).
+	// GEMV (the CUDA plugin's, for one token): k past a whole number of its
+	// 512-deep chunks, padded leading dimensions that stay multiples of 8,
+	// a batch, C read (beta), C in place as D, token counts above the CUDA
+	// GEMV's default (scripts/gpu_gemv.sh runs them on it too), and
+	// operands 8 bytes off 16 (its fallback to cuBLASLt).
 	cases = append(cases,
 		gemmCase{name: "bf16/gemv_n1", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 300, n: 1, k: 1032, transA: true, beta: 0.5},
 		gemmCase{name: "f16/gemv_n3_padded", at: core.F16, bt: core.F16, dt: core.F16, m: 77, n: 3, k: 520, transA: true, pad: 8},
 		gemmCase{name: "bf16/gemv_batched", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 40, n: 2, k: 264, transA: true, batch: 3, pad: 8, beta: -1},
 		gemmCase{name: "bf16/gemv_n7", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 129, n: 7, k: 4104, transA: true},
+		gemmCase{name: "f16/gemv_n1_batched_padded", at: core.F16, bt: core.F16, dt: core.F16, m: 77, n: 1, k: 520, transA: true, batch: 2, pad: 8, beta: 0.25},
 		gemmCase{name: "bf16/gemv_in_place", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 96, n: 1, k: 512, transA: true, beta: 1, cInD: true},
 		gemmCase{name: "bf16/gemv_offset8", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 64, n: 1, k: 256, transA: true, offset: 8},
 	)

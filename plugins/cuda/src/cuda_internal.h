@@ -120,10 +120,12 @@ CU_HIDDEN void *cu_dlopen_first(const char *const *cands, size_t n, int explicit
  *                    taken alone (then cu_device.mu through cu_fail).
  *   cu_stream.ws_mu  (cuda_stream.c) the stream's lazy GEMM workspace;
  *                    taken alone, before cu_plan.mu, released before it.
- *   cu_device.mu     (cuda_runtime.c, cuda_gemm.c) lost_msg / lost_code and
- *                    the device's lazy cuBLASLt handle, scratch and internal
- *                    module; reached from cu_fail / cu_lost_error, so under
- *                    cu_plan.mu and cu_stream.slot_mu too.
+ *   cu_device.mu     (cuda_runtime.c, cuda_gemm.c, cuda_ownk.c) lost_msg /
+ *                    lost_code, the device's lazy cuBLASLt handle, scratch
+ *                    and internal module, and the own fatbin's module and
+ *                    kernels (cu_own_fn); reached from cu_fail /
+ *                    cu_lost_error, so under cu_plan.mu and
+ *                    cu_stream.slot_mu too.
  *   cu_comm.mu       (cuda_comm.c) a communicator's NCCL calls: a leaf but
  *                    for cu_device.mu through cu_fail.
  *   g_lost_mu        (cuda_runtime.c) the process-wide sticky-error record: a
