@@ -559,7 +559,7 @@ static void gemv_takes(const cu_device *dev, cu_plan *p) {
             (d->compute_type == GPURT_COMPUTE_DEFAULT || d->compute_type == GPURT_COMPUTE_F32) &&
             d->epilogue == GPURT_EPILOGUE_NONE && d->trans_a == 1 && d->trans_b == 0 &&
             d->n <= max_n && (set || d->m * d->k < GEMV_MAX_MK) && d->k % 8 == 0 && d->lda % 8 == 0 && d->ldb % 8 == 0 &&
-            d->k <= UINT32_MAX && d->m <= UINT32_MAX && d->batch_count <= 65535 &&
+            d->k < (1ull << 31) && d->m <= UINT32_MAX && d->batch_count <= 65535 &&
             (d->batch_count == 1 || (d->stride_a % 8 == 0 && d->stride_b % 8 == 0)) && dev->cc_major >= 8;
 }
 
@@ -947,18 +947,20 @@ gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
     ws_size = (size_t)r->workspace_size;
   }
   if ((e = cu_enter(rt, dev))) return e;
-  if (C == 0 && (e = plan_c_scratch(rt, p, &C))) return e;
-  if (!has_ws) {
-    /* The stream's workspace, as large as the heuristic was allowed. */
-    if ((e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &ws))) return e;
-    ws_size = CU_GEMM_WORKSPACE;
-  }
+  /* The GEMV needs neither the C scratch nor the workspace (a NULL C is
+   * never read: beta is 0). */
   if (p->gemv && A % 16 == 0 && B % 16 == 0) {
     const gpurt_gemm_desc *d = &p->d;
     const cu_bgemv_call g = {p->gemv_fn, p->gemv_name, d->a_type, A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc,
                              d->ldd, d->stride_a, d->stride_b, d->stride_c, d->stride_d, d->m, d->k,
                              d->n, d->batch_count, (float)r->alpha, (float)r->beta};
     return cu_bgemv(rt, st, &g);
+  }
+  if (C == 0 && (e = plan_c_scratch(rt, p, &C))) return e;
+  if (!has_ws) {
+    /* The stream's workspace, as large as the heuristic was allowed. */
+    if ((e = cu_stream_workspace(rt, st, CU_GEMM_WORKSPACE, &ws))) return e;
+    ws_size = CU_GEMM_WORKSPACE;
   }
   cu_device *cd = &rt->devs[dev];
   cublasLtHandle_t lh = (cublasLtHandle_t)cd->lt;
