@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,4 +87,34 @@ func TestCudaHasEveryBuiltin(t *testing.T) {
 	}
 	sort.Strings(missing)
 	require.Empty(t, missing, "built-ins of csrc/gp_builtin.c without a kernel in plugins/cuda/src/cuda_kernels.cu")
+}
+
+// The plugin launches every built-in with programmatic dependent launch
+// (cuda_module.c: a built-in may be scheduled while the kernel before it
+// still runs), so every kernel of the built-in fatbin must wait for that
+// kernel before anything else: its body's first statement is
+// gpurt_pdl_enter() (or, in sleep_ns, the bare griddepcontrol.wait). A new
+// built-in without it would read its inputs early, unseen by any test that
+// does not race.
+func TestEveryBuiltinWaitsForItsPredecessorFirst(t *testing.T) {
+	first := regexp.MustCompile(`(?s)extern\s+"C"\s+__global__\s+void\s+([\w#]+)\s*\([^)]*\)\s*\{\s*\\?\s*(\S+)`)
+	n := 0
+	for _, f := range []string{"cuda_kernels.cu", "cuda_sample.cu", "cuda_fused.cu"} {
+		raw, err := os.ReadFile(filepath.Join("src", f))
+		require.NoError(t, err)
+		for _, m := range first.FindAllStringSubmatch(string(raw), -1) {
+			name, stmt := m[1], m[2]
+			if strings.HasPrefix(name, "gpurt_internal_") { // launched plainly by cuda_gemm.c
+				continue
+			}
+			n++
+			if name == "sleep_ns" {
+				require.Equal(t, "#if", stmt, "sleep_ns must start with its (guarded) griddepcontrol.wait")
+				continue
+			}
+			require.True(t, strings.HasPrefix(stmt, "gpurt_pdl_enter();"),
+				"%s: kernel %s starts with %q, not gpurt_pdl_enter();", f, name, stmt)
+		}
+	}
+	require.GreaterOrEqual(t, n, 15, "the scan found too few kernels: it is broken")
 }
