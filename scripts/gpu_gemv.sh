@@ -45,9 +45,9 @@ for cfg in ${CFGS:-lt nopdl auto}; do
     n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
     n4) e=(GPURT_CUDA_GEMV_MAX_N=4) ;;
     nopdl) e=(GPURT_CUDA_PDL=0) ;;
-    *) e=(GPURT_CUDA_GEMV_DEFAULTS=1) ;; # (no setting: a placeholder for env)
+    *) e=() ;;
   esac
-  want "q_$cfg" && step "q_$cfg" 90 env "${e[@]}" build/gpurt-quantbench -plugin-path build \
+  want "q_$cfg" && step "q_$cfg" 90 env ${e[@]+"${e[@]}"} build/gpurt-quantbench -plugin-path build \
     -only decode16 -rotate "${ROTATE:-256}" &&
     grep '^{' "$logs/q_$cfg.log" | sed "s/\"impl\":\"gpurt bf16 gemm\"/\"impl\":\"gpurt bf16 gemm $cfg\"/" >>"$out/quant.jsonl"
 done
@@ -82,10 +82,10 @@ if want llama; then
         n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
         lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
         nopdl) e=(GPURT_CUDA_PDL=0) ;;
-        *) e=(GPURT_CUDA_GEMV_DEFAULTS=1) ;;
+        *) e=() ;;
       esac
       for p in ${PRESETS:-1b 8b}; do
-        step "llama_${p}_${cfg}_$rep" 120 env "${e[@]}" build/llama -plugin-path build/libgpurt_cuda.so \
+        step "llama_${p}_${cfg}_$rep" 120 env ${e[@]+"${e[@]}"} build/llama -plugin-path build/libgpurt_cuda.so \
           -backend cuda -prompt 1 -preset "$p" -batch "${BATCHES:-1,4}" -ctx 1024 -steps 32 -warmup 2 \
           -modes eager,graph
         python3 "$root/scripts/lib/llama_summary.py" "$logs/llama_${p}_${cfg}_$rep.log" "gemv=$cfg" | tee -a "$out/llama.txt"
