@@ -536,8 +536,10 @@ static uint64_t gemv_max_n(int *set) {
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *e = getenv("GPURT_CUDA_GEMV_MAX_N");
-    int n = e != NULL && *e != 0 ? atoi(e) : -1;
-    v = n >= 0 && n <= CU_BGEMV_MAX_N ? n | 0x100 : GEMV_MAX_N;
+    char *end = NULL;
+    const long n = e != NULL ? strtol(e, &end, 10) : -1;
+    /* A value that is not a whole number from 0 to 4 keeps the default. */
+    v = e != NULL && end != e && *end == 0 && n >= 0 && n <= CU_BGEMV_MAX_N ? (int)n | 0x100 : GEMV_MAX_N;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   *set = v >> 8;
