@@ -27,6 +27,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda_attention_fi.cuh"
+#include "cuda_pdl.cuh"
 
 namespace gpurt_fi {
 
@@ -67,10 +68,7 @@ cudaError_t dispatch(const cu_fi_config *c, F &&f) {
 // kernel ahead of it finishes: it waits for that kernel's writes first
 // thing, then lets the next kernel (the attention) be scheduled.
 __global__ void gpurt_kv_append_kernel(cu_kv_append_args a, uint32_t chunks) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  gpurt_pdl_enter();
   uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   uint64_t at;
   if (!kv_append_slot(a, chunks, t, &at)) return;

@@ -953,10 +953,10 @@ gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
    * never read: beta is 0). */
   if (p->gemv && A % 16 == 0 && B % 16 == 0) {
     const gpurt_gemm_desc *d = &p->d;
-    const cu_bgemv_call g = {p->gemv_fn, p->gemv_name, d->a_type, A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc,
-                             d->ldd, d->stride_a, d->stride_b, d->stride_c, d->stride_d, d->m, d->k,
-                             d->n, d->batch_count, (float)r->alpha, (float)r->beta};
-    return cu_bgemv(rt, st, &g);
+    const cu_bgemv_args g = {A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc, d->ldd, d->stride_a, d->stride_b,
+                             d->stride_c, d->stride_d, (uint32_t)d->m, (uint32_t)d->k, (uint32_t)d->n,
+                             (float)r->alpha, (float)r->beta};
+    return cu_bgemv(rt, st, p->gemv_fn, p->gemv_name, d->batch_count, &g);
   }
   if (C == 0 && (e = plan_c_scratch(rt, p, &C))) return e;
   if (!has_ws) {

@@ -390,7 +390,7 @@ enum { CU_OWN_QUANT_FNS = 98, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_O
 CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out);
 /* Launches f with params on st (grid x gridy blocks of block threads); a
  * driver refusal names the kernel. pdl: f waits for its predecessor itself
- * (cuda_quant.cu's pdl_enter), so it may take programmatic dependent
+ * (cuda_pdl.cuh's gpurt_pdl_enter), so it may take programmatic dependent
  * launch (cu_launch_kernel). A grid of 0 launches nothing. */
 CU_HIDDEN gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
                                      uint32_t gridy, uint32_t block, void **params, int pdl);
@@ -403,17 +403,18 @@ CU_HIDDEN void cu_own_device_release(cu_device *d);
  * f32 accumulation; w and x 16-byte aligned, lda, ldb, k multiples of 8,
  * m < 2^32 (the caller checked). Context current. */
 #define CU_BGEMV_MAX_N 4
-typedef struct cu_bgemv_call {
-  CUfunction f;     /* cu_bgemv_fn's kernel for type and n */
-  const char *name; /* and its name */
-  int32_t type; /* GPURT_DTYPE_BF16 or _F16 (A, B, C and D) */
+/* The kernel's parameters (cuda_quant.cu's BgemvArgs: the same fields,
+ * types and order). */
+typedef struct cu_bgemv_args {
   CUdeviceptr w, x, c, d;
   uint64_t lda, ldb, ldc, ldd;
-  int64_t sa, sb, sc, sd;
-  uint64_t m, k, n, batch;
+  int64_t sa, sb, sc, sd; /* batch strides (elements) */
+  uint32_t m, k, n;
   float alpha, beta;
-} cu_bgemv_call;
-CU_HIDDEN gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g);
+} cu_bgemv_args;
+/* Launches f (cu_bgemv_fn's kernel, named name) over a, batch blocks high. */
+CU_HIDDEN gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t batch,
+                                const cu_bgemv_args *a);
 /* The kernel a cu_bgemv of this type and n launches, loaded, and its name
  * (in name, cap bytes: 32 are enough). */
 CU_HIDDEN gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out,

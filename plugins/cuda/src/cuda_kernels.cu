@@ -11,20 +11,9 @@
 
 typedef unsigned long long u64;
 
-// Programmatic dependent launch (sm_90 and newer): the plugin launches the
-// built-ins with programmatic stream serialization (cuda_module.c), so a
-// built-in may be scheduled while the kernel before it on the stream still
-// runs. Every built-in calls this first: it waits until that kernel has
-// finished and its writes are visible (griddepcontrol.wait, before any
-// load, store or exit), then lets the next kernel be scheduled early
-// (launch_dependents; it too waits before touching memory). Launched
-// without the attribute, both are no-ops.
-__device__ __forceinline__ void gpurt_pdl_enter() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+// The plugin launches the built-ins with programmatic dependent launch
+// (cuda_module.c): every built-in calls gpurt_pdl_enter first.
+#include "cuda_pdl.cuh"
 
 __device__ __forceinline__ u64 gpurt_index() {
   return (u64)blockIdx.x * (u64)blockDim.x + (u64)threadIdx.x;

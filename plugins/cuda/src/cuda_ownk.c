@@ -80,35 +80,21 @@ gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const ch
 
 /* ---- the GEMM slot's 16-bit GEMV (cuda_gemm.c) ---------------------------- */
 
-/* cuda_quant.cu's BgemvArgs: the same fields, types and order. */
-typedef struct bgemv_args {
-  CUdeviceptr w, x, c, d;
-  uint64_t lda, ldb, ldc, ldd;
-  int64_t sa, sb, sc, sd;
-  uint32_t m, k, n;
-  float alpha, beta;
-} bgemv_args;
-
-/* The variant for n tokens (n <= CU_BGEMV_MAX_N). */
-static int bgemv_variant(int32_t t, uint64_t n, char *name, size_t cap) {
-  const uint32_t N = n <= 1 ? 1 : n <= 2 ? 2 : 4;
-  snprintf(name, cap, "gpurt_bgemv_%s_n%u", t == GPURT_DTYPE_F16 ? "f16" : "bf16", N);
-  return CU_OWN_BGEMV + (t == GPURT_DTYPE_F16 ? 3 : 0) + (N == 1 ? 0 : N == 2 ? 1 : 2);
-}
-
+/* The variant for n tokens (n <= CU_BGEMV_MAX_N): N = 1, 2 or 4 by type. */
 gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out, char *name,
                         size_t cap) {
-  const int v = bgemv_variant(t, n, name, cap);
+  const uint32_t N = n <= 1 ? 1 : n <= 2 ? 2 : 4;
+  snprintf(name, cap, "gpurt_bgemv_%s_n%u", t == GPURT_DTYPE_F16 ? "f16" : "bf16", N);
+  const int v = CU_OWN_BGEMV + (t == GPURT_DTYPE_F16 ? 3 : 0) + (N == 1 ? 0 : N == 2 ? 1 : 2);
   return cu_own_fn(rt, dev, v, name, out);
 }
 
-gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, const cu_bgemv_call *g) {
-  bgemv_args a = {g->w, g->x, g->c, g->d, g->lda, g->ldb, g->ldc, g->ldd, g->sa, g->sb, g->sc, g->sd,
-                  (uint32_t)g->m, (uint32_t)g->k, (uint32_t)g->n, g->alpha, g->beta};
-  void *params[] = {&a};
-  const uint64_t blocks = (g->m + 7) / 8; /* cuda_quant.cu's BG_RB rows a block */
-  gpurt_error *e = cu_own_launch(rt, st, g->f, g->name, blocks, (uint32_t)g->batch, 256, params, 1);
+gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t batch,
+                      const cu_bgemv_args *a) {
+  void *params[] = {(void *)a};
+  const uint64_t blocks = ((uint64_t)a->m + 7) / 8; /* cuda_quant.cu's BG_RB rows a block */
+  gpurt_error *e = cu_own_launch(rt, st, f, name, blocks, (uint32_t)batch, 256, params, 1);
   if (e) return e;
-  cu_note_kernel(rt, st, (uintptr_t)g->f, g->name);
+  cu_note_kernel(rt, st, (uintptr_t)f, name);
   return NULL;
 }

@@ -112,16 +112,10 @@ __device__ __forceinline__ uint4 ld_cached(const void *p) {
   asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
-// Programmatic dependent launch (sm_90; cuda_quant.c launches the GEMVs
-// with it): wait for the kernel before this one on the stream, then let the
-// next one be scheduled (it waits too before touching memory). No-ops when
-// launched without the attribute.
-__device__ __forceinline__ void pdl_enter() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+// The GEMVs are launched with programmatic dependent launch (cuda_ownk.c's
+// cu_own_launch with pdl): they call gpurt_pdl_enter before touching memory
+// the kernel before may write.
+#include "cuda_pdl.cuh"
 
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ uint16_t ld_u16(const uint16_t *p) {
@@ -408,13 +402,13 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
-    pdl_enter();                                                                                           \
+    gpurt_pdl_enter();                                                                                           \
     qgemv_body<XT, ST, 1, QV_U, QV_MAXW, false>(w, sc, bi, x, y, m, k, gshift, N, pf);                     \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemvf_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
-    pdl_enter();                                                                                           \
+    gpurt_pdl_enter();                                                                                           \
     qgemv_body<XT, ST, 1, QV_U, QV_MAXW, true>(w, sc, bi, x, y, m, k, gshift, N, pf);                      \
   }
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
@@ -439,14 +433,14 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       gpurt_qgemvw_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
                                        u32 n, u32 pf) {                                                \
-    pdl_enter();                                                                                       \
+    gpurt_pdl_enter();                                                                                       \
     qgemv_body<XT, ST, NT, U, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf);                         \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvwf_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,      \
                                         const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,      \
                                         u32 n, u32 pf) {                                               \
-    pdl_enter();                                                                                       \
+    gpurt_pdl_enter();                                                                                       \
     qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf);                          \
   }
 #define QGEMVW_T(XN, XT, SN, ST)                                                                       \
@@ -790,25 +784,26 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
   const u64 row0 = (u64)blockIdx.x * BG_RB, bz = blockIdx.y;
   const uint16_t *w = a.w + bz * a.sa, *x = a.x + bz * a.sb;
   const u32 chunks = (a.k + BG_KC - 1) / BG_KC;
-  // Chunk c into its stage: thread tid copies piece tid % PC of slots tid /
-  // PC, + 256 / PC, ...; rows past m and tokens past n are not copied (their
-  // sums are never written). Slots [lo, hi): W's rows are slots 0..BG_RB-1,
-  // the tokens' x the rest.
-  auto copy = [&](u32 c, int lo, int hi) {
-    if (c >= chunks) return;
-    const u32 k0 = c * BG_KC, pieces = min((u32)PC, (a.k - k0) / 8), p = tid % PC;
-    if (p >= pieces) return;
+  // Chunk c into its stage, then a commit: thread tid copies piece tid % PC
+  // of slots tid / PC, + 256 / PC, ... (W's rows are slots 0..BG_RB-1, the
+  // tokens' x the rest); rows past m and tokens past n are not copied
+  // (their sums are never written). Every thread commits one group per
+  // chunk, empty or not, so the group counts agree.
+  auto issue = [&](u32 c) {
+    const u32 k0 = c * BG_KC, pieces = c < chunks ? min((u32)PC, (a.k - k0) / 8) : 0, p = tid % PC;
+    if (p < pieces) {
 #pragma unroll
-    for (int sl = tid / PC; sl < SLOTS; sl += 256 / PC) {
-      if (sl < lo || sl >= hi) continue;
-      const uint16_t *src = nullptr;
-      if (sl < BG_RB) {
-        if (row0 + sl < a.m) src = w + (row0 + sl) * a.lda;
-      } else if ((u32)(sl - BG_RB) < a.n) {
-        src = x + (u64)(sl - BG_RB) * a.ldb;
+      for (int sl = tid / PC; sl < SLOTS; sl += 256 / PC) {
+        const uint16_t *src = nullptr;
+        if (sl < BG_RB) {
+          if (row0 + sl < a.m) src = w + (row0 + sl) * a.lda;
+        } else if ((u32)(sl - BG_RB) < a.n) {
+          src = x + (u64)(sl - BG_RB) * a.ldb;
+        }
+        if (src) cp_async16(&ring[c % BG_ST][sl][p], src + k0 + p * 8);
       }
-      if (src) cp_async16(&ring[c % BG_ST][sl][p], src + k0 + p * 8);
     }
+    cp_async_commit();
   };
   // Launched with programmatic dependent launch (cu_bgemv, sm_90), the
   // block may start while the kernel before it still runs, and that kernel
@@ -816,8 +811,7 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
   // chunks are only asked into the L2 (one bulk prefetch a row: the L2 is
   // the coherent point, so a line fetched early is still updated by the
   // writer's stores), and every copy into shared memory comes after the
-  // wait. Every thread commits one group per chunk, empty or not, so the
-  // group counts agree.
+  // wait.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (tid < BG_RB && row0 + tid < a.m) {
     const u32 bytes = min(a.k, (u32)((BG_ST - 1) * BG_KC)) * 2;
@@ -825,19 +819,15 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
                  : "memory");
   }
 #endif
-  pdl_enter();
+  gpurt_pdl_enter();
 #pragma unroll
-  for (int c = 0; c < BG_ST - 1; c++) {
-    copy(c, 0, SLOTS);
-    cp_async_commit();
-  }
+  for (int c = 0; c < BG_ST - 1; c++) issue(c);
   float acc[N];
 #pragma unroll
   for (int j = 0; j < N; j++) acc[j] = 0.f;
   for (u32 c = 0; c < chunks; c++) {
     __syncthreads(); // every warp is done with chunk c - 1: its stage may be refilled
-    copy(c + BG_ST - 1, 0, SLOTS);
-    cp_async_commit();
+    issue(c + BG_ST - 1);
     cp_async_wait<BG_ST - 1>(); // this thread's copies of chunk c have landed
     __syncthreads();            // and everyone's
     const u32 pieces = min((u32)PC, (a.k - c * BG_KC) / 8);
