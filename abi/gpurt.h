@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 8
+#define GPURT_ABI_MINOR 9
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -215,6 +215,18 @@ enum {
   GPURT_EPILOGUE_BIAS_RELU = 3,
   GPURT_EPILOGUE_GELU = 4,      /* tanh approximation */
   GPURT_EPILOGUE_BIAS_GELU = 5
+};
+
+/* GEMM descriptor flags (1.9): gpurt_gemm_desc.flags, combined with |;
+ * other bits are GPURT_ERR_INVALID_ARGUMENT. */
+enum {
+  /* A is constant: nothing enqueued earlier on the run's stream (or
+   * recorded earlier in a graph) writes A; a plugin may read A before the
+   * work ahead of it completes (e.g. before the wait of a programmatic
+   * dependent launch). Work that completed before the run was enqueued
+   * (a weight's upload followed by a synchronize) does not count. Meant
+   * for weights. Wrong use is undefined results, not a crash. */
+  GPURT_GEMM_FLAG_CONST_A = 1
 };
 
 /* Paged KV cache layouts (1.5): the order of one page's axes. */
@@ -620,7 +632,15 @@ typedef struct gpurt_launch_item {
  * the scales (fp8 only; f32 in device memory; NULL = 1.0) are 1.0 for
  * other types. scale_a/scale_b need fp8 A/B and scale_d an fp8 D; a scale
  * set otherwise is GPURT_ERR_INVALID_ARGUMENT. C is not read when beta == 0 and may then be NULL; ldc is
- * still validated (>= m). */
+ * still validated (>= m).
+ *
+ * flags (1.9; before 1.9 the byte was reserved and 0): promises the caller
+ * makes for every run of the plan, GPURT_GEMM_FLAG_* combined with |. A bit
+ * this header does not define is GPURT_ERR_INVALID_ARGUMENT ("flags ... has
+ * unknown bits"). A flag never changes the result a correct caller gets; a
+ * plugin may ignore any of them. A plugin older than 1.9 ignores the byte,
+ * so a core sends a nonzero flags byte only to a plugin whose negotiated
+ * minor is >= 9. */
 typedef struct gpurt_gemm_desc {
   uint64_t struct_size;
   int32_t a_type, b_type, c_type, d_type; /* GPURT_DTYPE_* */
@@ -629,7 +649,8 @@ typedef struct gpurt_gemm_desc {
   int32_t bias_type;     /* dtype of bias, when the epilogue has one */
   uint8_t trans_a;       /* 1: op(A) = A^T */
   uint8_t trans_b;
-  uint8_t reserved[2];
+  uint8_t flags;         /* 1.9 (before: reserved, 0): GPURT_GEMM_FLAG_* */
+  uint8_t reserved;
   uint64_t m, n, k;
   uint64_t lda, ldb, ldc, ldd;
   uint64_t batch_count;  /* >= 1 */
@@ -1291,6 +1312,11 @@ typedef struct gpurt_api {
   /* No new slot: the built-in kernels sample_rows_T (per-request
    * sampling) and fp8 KV caches (gpurt_kv_layout.qo_dtype, the k_scale
    * and v_scale of kv_append and attention_run). */
+
+  /* ---- 1.9 ---- */
+
+  /* No new slot: gpurt_gemm_desc.flags (GPURT_GEMM_FLAG_CONST_A), in the
+   * byte that was reserved. */
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

@@ -26,6 +26,7 @@ type gemmCase struct {
 	scales         bool // fp8 per-tensor scales
 	offset         int  // byte offset of every operand in its buffer
 	cInD           bool // C is D (in place: D += A*B, as a residual)
+	constA         bool // GemmDesc.ConstA (A never written by earlier work; ABI 1.9)
 	tol            float64
 }
 
@@ -98,6 +99,15 @@ func gemmChecks() []check {
 		gemmCase{name: "f16/gemv_n1_batched_padded", at: core.F16, bt: core.F16, dt: core.F16, m: 77, n: 1, k: 520, transA: true, batch: 2, pad: 8, beta: 0.25},
 		gemmCase{name: "bf16/gemv_in_place", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 96, n: 1, k: 512, transA: true, beta: 1, cInD: true},
 		gemmCase{name: "bf16/gemv_offset8", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 64, n: 1, k: 256, transA: true, offset: 8},
+	)
+	// The same with A promised constant (GemmDesc.ConstA, ABI 1.9: a
+	// weight; CUDA's GEMV then copies its first chunks of A before its
+	// programmatic-dependent-launch wait): the same result. k spans
+	// several of the GEMV's 512-deep chunks; a batch moves A per batch.
+	cases = append(cases,
+		gemmCase{name: "bf16/gemv_n1_const_a", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 1000, n: 1, k: 4096, transA: true, constA: true},
+		gemmCase{name: "bf16/gemv_batched_const_a", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 1000, n: 1, k: 4096, transA: true, batch: 2, pad: 8, beta: 0.5, constA: true},
+		gemmCase{name: "f16/gemv_n2_const_a", at: core.F16, bt: core.F16, dt: core.F16, m: 77, n: 2, k: 520, transA: true, constA: true},
 	)
 	cases = append(cases, gemmCase{name: "bf16/f32_bias", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 32, n: 16, k: 48, ep: core.EpilogueBias | core.EpilogueGelu, biasType: core.F32})
 	for _, ep := range []core.Epilogue{core.EpilogueNone, core.EpilogueBias, core.EpilogueRelu, core.EpilogueGelu} {
@@ -339,7 +349,7 @@ func runGemmCase(e *env, c gemmCase) error {
 	desc := core.GemmDesc{AType: c.at, BType: c.bt, CType: ct, DType: c.dt, Compute: c.compute,
 		TransA: c.transA, TransB: c.transB, M: c.m, N: c.n, K: c.k, LDA: lda, LDB: ldb, LDC: ldc, LDD: ldc,
 		Batch: c.batch, StrideA: int64(sa), StrideB: int64(sb), StrideC: int64(sc), StrideD: int64(sc),
-		Epilogue: c.ep, BiasType: biasType}
+		Epilogue: c.ep, BiasType: biasType, ConstA: c.constA}
 	return withStream(e, func(s *core.Stream) error {
 		if err := s.Gemm(desc, ops); err != nil {
 			if r := planUnsupported(err); r != "" {

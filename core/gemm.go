@@ -59,6 +59,14 @@ type GemmDesc struct {
 	StrideC, StrideD           int64
 	Epilogue                   Epilogue
 	BiasType                   DType
+	// ConstA promises that nothing enqueued earlier on the stream (or
+	// recorded earlier in the graph) writes A: the plugin may then read
+	// A before the work ahead of it completes (CUDA's 16-bit GEMV copies
+	// its first chunks of A before its programmatic-dependent-launch
+	// wait). Meant for weights. Only a hint: the result is the same with
+	// or without it, and a plugin older than ABI 1.9 is not sent it. A
+	// false promise gives undefined results, not a crash.
+	ConstA bool
 }
 
 // GemmOperands are a GEMM's memory and scalars. A, B and D are required;
@@ -168,7 +176,7 @@ func (g *gemmCall) run(desc *GemmDesc, ops *GemmOperands) error {
 	var d abi.GemmDesc
 	if memo == nil {
 		var err error
-		if d, err = gemmABIDesc(desc); err != nil {
+		if d, err = gemmABIDesc(desc, rt.p.Minor); err != nil {
 			return err
 		}
 	}
@@ -357,9 +365,27 @@ func (o *gemmOperand) handle() (abi.Buffer, uint64) {
 	return o.b.h, o.off
 }
 
-// gemmABIDesc validates desc and fills the ABI descriptor (defaults
-// applied; alignment left for the caller).
-func gemmABIDesc(g *GemmDesc) (abi.GemmDesc, error) {
+// gemmFlagsMinor is the ABI minor that gave gpurt_gemm_desc its flags
+// byte (reserved and 0 before).
+const gemmFlagsMinor = 9
+
+// gemmFlags is the flags byte of desc for a plugin of ABI minor minor:
+// none for a plugin older than 1.9 (the flags are hints; the byte was
+// reserved there).
+func gemmFlags(g *GemmDesc, minor uint32) uint8 {
+	var f uint8
+	if g.ConstA {
+		f |= abi.GemmFlagConstA
+	}
+	if minor < gemmFlagsMinor {
+		return 0
+	}
+	return f
+}
+
+// gemmABIDesc validates desc and fills the ABI descriptor for a plugin of
+// ABI minor minor (defaults applied; alignment left for the caller).
+func gemmABIDesc(g *GemmDesc, minor uint32) (abi.GemmDesc, error) {
 	const op = "gemm"
 	var d abi.GemmDesc
 	if g.M <= 0 || g.N <= 0 || g.K <= 0 {
@@ -427,7 +453,7 @@ func gemmABIDesc(g *GemmDesc) (abi.GemmDesc, error) {
 	d = abi.GemmDesc{StructSize: abi.SizeofGemmDesc,
 		AType: int32(g.AType), BType: int32(g.BType), CType: int32(ct), DType: int32(g.DType),
 		ComputeType: int32(g.Compute), Epilogue: int32(g.Epilogue), BiasType: int32(bt),
-		TransA: ta, TransB: tb, M: m, N: n, K: k,
+		TransA: ta, TransB: tb, Flags: gemmFlags(g, minor), M: m, N: n, K: k,
 		LDA: lds[0], LDB: lds[1], LDC: lds[2], LDD: lds[3], BatchCount: batch,
 		StrideA: g.StrideA, StrideB: g.StrideB, StrideC: g.StrideC, StrideD: g.StrideD}
 	if !g.Epilogue.HasBias() {

@@ -13,8 +13,9 @@ import (
 
 // The op cache: GEMM plans keyed by everything that selects an algorithm
 // (device, op, dtypes, transposes, m, n, k, leading dimensions, batch and
-// strides, epilogue and bias type, compute type, and the alignment class
-// of each pointer), bounded by LRU eviction. The key is a comparable
+// strides, epilogue and bias type, compute type, the flags sent (ABI 1.9:
+// GemmDesc.ConstA) and the alignment class of each pointer), bounded by
+// LRU eviction. The key is a comparable
 // struct, so a hit is a map lookup and allocates nothing.
 //
 // In front of the map, each stream keeps a small direct-mapped memo of

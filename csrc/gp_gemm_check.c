@@ -28,6 +28,9 @@ gpurt_error *gp_gemm_validate(const gpurt_gemm_desc *d) {
   if (d->trans_a > 1 || d->trans_b > 1)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: trans_%s is %u (must be 0 or 1)", pre,
                   d->trans_a > 1 ? "a" : "b", d->trans_a > 1 ? d->trans_a : d->trans_b);
+  if (d->flags & ~(uint8_t)GPURT_GEMM_FLAG_CONST_A)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: flags 0x%02x has unknown bits 0x%02x (GPURT_GEMM_FLAG_CONST_A "
+                  "is 0x01)", pre, d->flags, d->flags & ~(uint8_t)GPURT_GEMM_FLAG_CONST_A);
   /* Operand types. */
   int32_t at = d->a_type, bt = d->b_type;
   if (!gp_is_float(at) && !gp_is_fp8(at))

@@ -849,12 +849,15 @@ func (m *Model) mm(s *core.Stream, w linear, x, y core.Region, T int, residual, 
 				m.elementwise(s, m.kAdd, y, y, t, T*w.out))
 		}
 		if err == nil && w.bias != nil { // y += bias (M x 1) * ones (1 x T)
-			bd := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, M: w.out, N: T, K: 1}
+			bd := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, M: w.out, N: T, K: 1, ConstA: true}
 			err = s.Gemm(bd, core.GemmOperands{A: w.bias, B: view(m.ones, 0, 2*T), C: y, D: y, Alpha: 1, Beta: 1})
 		}
 		return err
 	}
-	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, TransA: true, M: w.out, N: T, K: w.in}
+	// A is w.w, a weight (or m.swap, rope's constant matrix): uploaded and
+	// synchronized at load, never written by a step, so ConstA (ABI 1.9)
+	// holds and lets CUDA's GEMV read it before the kernel ahead finishes.
+	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, TransA: true, M: w.out, N: T, K: w.in, ConstA: true}
 	if pair {
 		d.Batch, d.StrideA, d.StrideD, d.StrideC = 2, int64(w.out*w.in), int64(T*w.out), int64(T*w.out)
 	}
@@ -1000,7 +1003,7 @@ func (m *Model) embedTokens(s *core.Stream, T int) error {
 // head: final norm of the n rows of hl, their f32 logits.
 func (m *Model) head(s *core.Stream, hl core.Region, n int) error {
 	H, V := m.cfg.Hidden, m.cfg.Vocab
-	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.F32, DType: core.F32, TransA: true, M: V, N: n, K: H}
+	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.F32, DType: core.F32, TransA: true, M: V, N: n, K: H, ConstA: true} // A: the lm head's weight
 	xl := view(m.xl, 0, 2*n*H)
 	err := firstErr(m.rmsnorm(s, xl, hl, m.finalNorm, n),
 		s.Gemm(d, core.GemmOperands{A: m.lm.w, B: xl, D: view(m.logits, 0, 4*n*V), Alpha: 1}))

@@ -184,33 +184,34 @@ type LaunchItem struct {
 
 // GemmDesc mirrors gpurt_gemm_desc.
 type GemmDesc struct {
-	StructSize  uint64   `c:"struct_size"`
-	AType       int32    `c:"a_type"`       // GPURT_DTYPE_*
-	BType       int32    `c:"b_type"`       // GPURT_DTYPE_*
-	CType       int32    `c:"c_type"`       // GPURT_DTYPE_*
-	DType       int32    `c:"d_type"`       // GPURT_DTYPE_*
-	ComputeType int32    `c:"compute_type"` // GPURT_COMPUTE_*
-	Epilogue    int32    `c:"epilogue"`     // GPURT_EPILOGUE_*
-	BiasType    int32    `c:"bias_type"`    // dtype of bias, when the epilogue has one
-	TransA      uint8    `c:"trans_a"`      // 1: op(A) = A^T
-	TransB      uint8    `c:"trans_b"`
-	Reserved    [2]uint8 `c:"reserved"`
-	M           uint64   `c:"m"`
-	N           uint64   `c:"n"`
-	K           uint64   `c:"k"`
-	LDA         uint64   `c:"lda"`
-	LDB         uint64   `c:"ldb"`
-	LDC         uint64   `c:"ldc"`
-	LDD         uint64   `c:"ldd"`
-	BatchCount  uint64   `c:"batch_count"` // >= 1
-	StrideA     int64    `c:"stride_a"`    // elements per batch
-	StrideB     int64    `c:"stride_b"`    // elements per batch
-	StrideC     int64    `c:"stride_c"`    // elements per batch
-	StrideD     int64    `c:"stride_d"`    // elements per batch
-	AlignA      uint32   `c:"align_a"`
-	AlignB      uint32   `c:"align_b"`
-	AlignC      uint32   `c:"align_c"`
-	AlignD      uint32   `c:"align_d"`
+	StructSize  uint64 `c:"struct_size"`
+	AType       int32  `c:"a_type"`       // GPURT_DTYPE_*
+	BType       int32  `c:"b_type"`       // GPURT_DTYPE_*
+	CType       int32  `c:"c_type"`       // GPURT_DTYPE_*
+	DType       int32  `c:"d_type"`       // GPURT_DTYPE_*
+	ComputeType int32  `c:"compute_type"` // GPURT_COMPUTE_*
+	Epilogue    int32  `c:"epilogue"`     // GPURT_EPILOGUE_*
+	BiasType    int32  `c:"bias_type"`    // dtype of bias, when the epilogue has one
+	TransA      uint8  `c:"trans_a"`      // 1: op(A) = A^T
+	TransB      uint8  `c:"trans_b"`
+	Flags       uint8  `c:"flags"` // 1.9 (before: reserved, 0): GPURT_GEMM_FLAG_*
+	Reserved    uint8  `c:"reserved"`
+	M           uint64 `c:"m"`
+	N           uint64 `c:"n"`
+	K           uint64 `c:"k"`
+	LDA         uint64 `c:"lda"`
+	LDB         uint64 `c:"ldb"`
+	LDC         uint64 `c:"ldc"`
+	LDD         uint64 `c:"ldd"`
+	BatchCount  uint64 `c:"batch_count"` // >= 1
+	StrideA     int64  `c:"stride_a"`    // elements per batch
+	StrideB     int64  `c:"stride_b"`    // elements per batch
+	StrideC     int64  `c:"stride_c"`    // elements per batch
+	StrideD     int64  `c:"stride_d"`    // elements per batch
+	AlignA      uint32 `c:"align_a"`
+	AlignB      uint32 `c:"align_b"`
+	AlignC      uint32 `c:"align_c"`
+	AlignD      uint32 `c:"align_d"`
 }
 
 // GemmRunArgs mirrors gpurt_gemm_run_args.

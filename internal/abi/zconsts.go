@@ -7,7 +7,7 @@ package abi
 
 const (
 	Major = 1 // GPURT_ABI_MAJOR
-	Minor = 8 // GPURT_ABI_MINOR
+	Minor = 9 // GPURT_ABI_MINOR
 )
 
 // The one exported symbol.
@@ -107,6 +107,10 @@ const (
 	EpilogueBiasRelu
 	EpilogueGelu
 	EpilogueBiasGelu
+)
+
+const (
+	GemmFlagConstA = 1 // GPURT_GEMM_FLAG_CONST_A
 )
 
 // Paged KV cache layouts (1.5): the order of one page's axes.

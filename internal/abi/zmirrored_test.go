@@ -117,6 +117,7 @@ var constants = map[string]int64{
 	"GPURT_EPILOGUE_BIAS_RELU":          EpilogueBiasRelu,
 	"GPURT_EPILOGUE_GELU":               EpilogueGelu,
 	"GPURT_EPILOGUE_BIAS_GELU":          EpilogueBiasGelu,
+	"GPURT_GEMM_FLAG_CONST_A":           GemmFlagConstA,
 	"GPURT_KV_LAYOUT_NHD":               KVLayoutNHD,
 	"GPURT_KV_LAYOUT_HND":               KVLayoutHND,
 	"GPURT_ATTENTION_DECODE":            AttentionDecode,

@@ -283,6 +283,12 @@ typedef struct cu_plan {
   int gemv;
   CUfunction gemv_fn;
   char gemv_name[32];
+  /* cu_bgemv_args.flags of the plan's GEMV runs: CU_BGEMV_CONST_A when the
+   * descriptor has GPURT_GEMM_FLAG_CONST_A (1.9; A is never written by
+   * earlier work on the stream, so the kernel reads its first chunks of A
+   * before its PDL wait). Part of the plan, as the descriptor is: the core
+   * keys its plans by the whole descriptor, flags included. */
+  uint32_t gemv_flags;
 } cu_plan;
 
 /* The element size of a type cuBLASLt GEMM plans take; 0 for the others
@@ -356,6 +362,9 @@ static gpurt_error *plan_validate(cu_device *dev, gpurt_gemm_desc *d, cu_plan *p
                                                (unsigned long long)d->batch_count);
   if (d->trans_a > 1) return INVAL("trans_a is %u (0 or 1)", d->trans_a);
   if (d->trans_b > 1) return INVAL("trans_b is %u (0 or 1)", d->trans_b);
+  if (d->flags & ~(uint8_t)GPURT_GEMM_FLAG_CONST_A)
+    return INVAL("flags 0x%02x has unknown bits 0x%02x (GPURT_GEMM_FLAG_CONST_A is 0x01)", d->flags,
+                 d->flags & ~(uint8_t)GPURT_GEMM_FLAG_CONST_A);
   const int32_t at = d->a_type, bt = d->b_type;
   if (!dt_size(at)) return UNSUP("a_type %s", gp_dtype_name(at));
   if (!dt_size(bt)) return UNSUP("b_type %s", gp_dtype_name(bt));
@@ -723,6 +732,7 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
   p->algo = res.algo;
   p->ws_needed = res.workspaceSize;
   gemv_takes(&rt->devs[device], p);
+  p->gemv_flags = (d->flags & GPURT_GEMM_FLAG_CONST_A) ? CU_BGEMV_CONST_A : 0;
   if (p->gemv) {
     gpurt_error *ge = cu_bgemv_fn(rt, device, d->a_type, d->n, &p->gemv_fn, p->gemv_name, sizeof p->gemv_name);
     if (ge) {
@@ -955,7 +965,7 @@ gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
     const gpurt_gemm_desc *d = &p->d;
     const cu_bgemv_args g = {A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc, d->ldd, d->stride_a, d->stride_b,
                              d->stride_c, d->stride_d, (uint32_t)d->m, (uint32_t)d->k, (uint32_t)d->n,
-                             (float)r->alpha, (float)r->beta};
+                             (float)r->alpha, (float)r->beta, p->gemv_flags};
     return cu_bgemv(rt, st, p->gemv_fn, p->gemv_name, d->batch_count, &g);
   }
   if (C == 0 && (e = plan_c_scratch(rt, p, &C))) return e;
