@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/metrale/gpurt/core"
 )
@@ -68,17 +69,26 @@ func (m *Model) stepOps(B int, kv, att func(s *core.Stream, l int) error) []step
 // runs the step whole once more: every op recomputes from the embedding,
 // so segments that ran before write what they will write again.
 // Each recapture counts in GraphRecaptures.
+// The time inside the launches (not the captures) adds to m.launchTime.
 func (m *Model) launchStep(s *core.Stream, sp *Sampling, step int, get func(fresh bool) (*stepGraph, error)) error {
 	g, err := get(false)
 	if err == nil {
-		err = g.launch(s, sp, step)
+		err = m.timedLaunch(g, s, sp, step)
 	}
 	if errors.Is(err, core.ErrFailedPrecondition) {
 		m.recaptures++
 		if g, err = get(true); err == nil {
-			err = g.launch(s, sp, step)
+			err = m.timedLaunch(g, s, sp, step)
 		}
 	}
+	return err
+}
+
+// timedLaunch is g.launch, its host time added to m.launchTime.
+func (m *Model) timedLaunch(g *stepGraph, s *core.Stream, sp *Sampling, step int) error {
+	t0 := time.Now()
+	err := g.launch(s, sp, step)
+	m.launchTime += time.Since(t0)
 	return err
 }
 

@@ -100,6 +100,31 @@ func TestDecodeGraphBatchBuckets(t *testing.T) {
 	assert.Len(t, m.graphs, 3, "one graph per batch size used")
 }
 
+// TestRunHostTimeBreakdown: Generate's LaunchTime (graph mode only) and
+// PlanTime are filled and, with each other, within HostTime.
+func TestRunHostTimeBreakdown(t *testing.T) {
+	rt, dev := openMock(t)
+	c := tinyConfig()
+	const batch = 2
+	m, err := NewModel(dev, c, batch, 32, 4)
+	require.NoError(t, err)
+	defer m.Close()
+	for _, graph := range []bool{false, true} {
+		t.Run(map[bool]string{false: "eager", true: "graph"}[graph], func(t *testing.T) {
+			r := generate(t, rt, m, GenOptions{Prompt: PromptTokens(c.Seed, batch, 3, c.Vocab), P: 3, Steps: 4, Graph: graph})
+			require.Equal(t, 3, r.Decoded)
+			assert.Positive(t, r.HostTime)
+			assert.Positive(t, r.PlanTime, "every step plans the attention")
+			if graph {
+				assert.Positive(t, r.LaunchTime, "every step launches its graph")
+			} else {
+				assert.Zero(t, r.LaunchTime, "no graph launched")
+			}
+			assert.LessOrEqual(t, r.LaunchTime+r.PlanTime, r.HostTime, "launch %v + plan %v within host %v", r.LaunchTime, r.PlanTime, r.HostTime)
+		})
+	}
+}
+
 // BenchmarkDecodeGraphHost is the host cost of a decode step on the mock
 // (tiny model, batch 1; the mock's stream runs on its own thread): "step"
 // is Decode (the step's inputs staged, the attention plan, the graph

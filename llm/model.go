@@ -182,8 +182,12 @@ type Model struct {
 	dec, pre                                 *attention.Attention
 	graphs                                   map[graphKey]*stepGraph
 	captures, recaptures                     int // GraphCaptures, GraphRecaptures
-	stage                                    *stepStage
-	recordable                               map[string]bool // op kind -> the plugin records it (probed once)
+	// host time inside the step graphs' launch calls (launchStep, capture
+	// excluded) and inside Decode's attention plan, since the model was
+	// made: Generate's Run.LaunchTime and Run.PlanTime are their growth
+	launchTime, planTime time.Duration
+	stage                *stepStage
+	recordable           map[string]bool // op kind -> the plugin records it (probed once)
 	// scratch is Decode's host arrays, kept between steps (a step
 	// allocates nothing for them once the batch was seen)
 	scratch struct {
@@ -1421,7 +1425,12 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	// fixed device buffers, before the step's work (FlashInfer's CUDA-graph
 	// wrappers' way): the graph replays read the plan of their step.
 	if err == nil {
-		err = firstErr(st.end(s), m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last}))
+		err = st.end(s)
+	}
+	if err == nil {
+		t0 := time.Now()
+		err = m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last})
+		m.planTime += time.Since(t0)
 	}
 	if err == nil && graph {
 		err = m.launchStep(s, sp, step, func(fresh bool) (*stepGraph, error) { return m.stepGraph(sp, fresh) })
@@ -1475,6 +1484,11 @@ type Run struct {
 	DecodeTime time.Duration
 	Decoded    int           // decode steps timed
 	HostTime   time.Duration // of DecodeTime, the time inside Decode calls less their waits for the device (the host cost of enqueueing the steps)
+	// Of HostTime: the time inside the step graph's launch calls (graph
+	// mode; 0 eagerly; a recapture's capture not included) and inside the
+	// attention plan of each step.
+	LaunchTime time.Duration
+	PlanTime   time.Duration
 }
 
 // GenOptions: the prompts, either Prompts (one per request, ragged) or
@@ -1603,9 +1617,11 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 				return nil, err
 			}
 		}
-		th, w0 := time.Now(), m.stage.waited
+		th, w0, l0, p0 := time.Now(), m.stage.waited, m.launchTime, m.planTime
 		err := m.Decode(ids, o.Graph, o.Sample, step)
 		run.HostTime += time.Since(th) - (m.stage.waited - w0)
+		run.LaunchTime += m.launchTime - l0
+		run.PlanTime += m.planTime - p0
 		if err := firstErr(err, collect()); err != nil {
 			return nil, fmt.Errorf("llm: decode step %d: %w", step, err)
 		}

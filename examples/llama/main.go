@@ -8,7 +8,10 @@
 // attentions are one graph; the KV appends and attentions stay eager, as
 // graphs do not record them). Output: JSON lines, one per step (tokens of
 // every request, with -logits the f32 logits of request 0), one summary
-// per run (tokens per second), and with -model one load line (GB, GB/s).
+// per run (tokens per second; host_us_per_step, the host time of a decode
+// step less its waits, and of it host_launch_us_per_step, the step
+// graph's launch calls, and host_plan_us_per_step, the attention plan),
+// and with -model one load line (GB, GB/s).
 //
 //	llama -preset 1b -batch 1,32 -ctx 1024,8192 -steps 32 -modes eager,graph
 //	llama -preset tiny -backend mock -prompt 8 -steps 8 -logits
@@ -406,6 +409,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 					}
 					if r.Decoded > 0 {
 						sum["host_us_per_step"] = r.HostTime.Seconds() / float64(r.Decoded) * 1e6
+						// of it: the step graph's launch calls (0 eagerly) and the attention plan
+						sum["host_launch_us_per_step"] = r.LaunchTime.Seconds() / float64(r.Decoded) * 1e6
+						sum["host_plan_us_per_step"] = r.PlanTime.Seconds() / float64(r.Decoded) * 1e6
 						per := r.DecodeTime.Seconds() / float64(r.Decoded)
 						sum["ms_per_step"] = per * 1e3
 						sum["tokens_per_s"] = float64(b) / per

@@ -72,6 +72,16 @@ func TestModelOnMock(t *testing.T) {
 		if m["kind"] == "step" {
 			steps = append(steps, m)
 		}
+		if m["kind"] == "summary" { // the host time per step and, of it, the graph launch and the attention plan
+			host, launch, plan := m["host_us_per_step"].(float64), m["host_launch_us_per_step"].(float64), m["host_plan_us_per_step"].(float64)
+			assert.Positive(t, plan, line)
+			if m["mode"] == "graph" {
+				assert.Positive(t, launch, line)
+			} else {
+				assert.Zero(t, launch, line)
+			}
+			assert.LessOrEqual(t, launch+plan, host*(1+1e-9), line)
+		}
 		if m["kind"] == "config" {
 			assert.Equal(t, "qwen2", m["family"])
 			assert.Equal(t, true, m["qkv_bias"])

@@ -2,7 +2,9 @@
 """llama_summary.py LOG LABEL: the summary of one build/llama run (its JSON
 lines in LOG), for the GPU scripts (gpu_skinny.sh, gpu_gemv.sh): a line per
 summary row, "<preset> <LABEL> <mode> batch <b>: <tok/s> tok/s, host <us>
-us/step", then how many steps' graph tokens equal eager's."""
+us/step" (with "(launch <us>, plan <us>)" when the summary has
+host_launch_us_per_step and host_plan_us_per_step), then how many steps'
+graph tokens equal eager's."""
 import json
 import sys
 
@@ -14,8 +16,11 @@ def main(path, label):
             continue
         r = json.loads(line)
         if r["kind"] == "summary":
-            print("%s %s %s batch %d: %.1f tok/s, host %.1f us/step"
-                  % (r["preset"], label, r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"]))
+            parts = "host_launch_us_per_step" in r and "host_plan_us_per_step" in r
+            print("%s %s %s batch %d: %.1f tok/s, host %.1f us/step%s"
+                  % (r["preset"], label, r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"],
+                     " (launch %.1f, plan %.1f)" % (r["host_launch_us_per_step"], r["host_plan_us_per_step"])
+                     if parts else ""))
         elif r["kind"] == "step":
             steps.setdefault((r["batch"], r["step"]), {})[r["mode"]] = r["tokens"]
     same = sum(1 for v in steps.values() if v.get("eager") == v.get("graph"))
