@@ -15,13 +15,15 @@
 #              WARPS (default: the heuristic) and GPURT_CUDA_QGEMV_FETCH
 #              value F in FETCHES (32 or 256: the L2's DRAM fetch for a
 #              load of W), rows "gpurt int8 pf P[ warps W][ fetch F]"
-#   gemv_factored  the same with GPURT_CUDA_QGEMV=factored (the skinny GEMV
-#              in the factored form), rows "gpurt int8 factored"
+#   gemv_<form> the same with GPURT_CUDA_QGEMV=<form> for each form in
+#              FORMS (default: dequant factored; the skinny GEMV dequantizing,
+#              or factored without the prepared x), rows "gpurt int8 <form>"
 #   gemv_cutlass  the same with GPURT_CUDA_QMM_MIN_N=9 (n >= 9 on CUTLASS's
 #              mixed-input GEMM, the former crossover), for the same-run ratio
 #   int8       build/llama -weights int8, I8_PRESETS (8b), batch 1 and 32,
 #              context 1K, eager and graph: tokens/s, and graph tokens
-#              against eager's step by step
+#              against eager's step by step; once more per form in I8_FORMS
+#              (GPURT_CUDA_QGEMV, e.g. dequant) for the same-run A/B
 #   hostcost   build/llama -idle-steps, graph mode, 1B and 8B, batch 1 and
 #              32, with the plan memo and with GPURT_CUDA_ATTN_PLAN_MEMO=0,
 #              and per decode-kernel setting in KERNELS (auto: the plugin's
@@ -57,18 +59,26 @@ for pf in ${PFS:-default}; do
     done
   done
 done
-want gemv_factored && step_jsonl gemv_factored 60 "$out/quant.jsonl" env GPURT_CUDA_QGEMV=factored \
-  build/gpurt-quantbench -plugin-path build -only gemv &&
-  sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 factored\"/" "$out/quant.jsonl"
+for form in ${FORMS:-dequant factored}; do
+  want "gemv_$form" && step_jsonl "gemv_$form" 60 "$out/quant.jsonl" env GPURT_CUDA_QGEMV=$form \
+    build/gpurt-quantbench -plugin-path build -only gemv &&
+    sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $form\"/" "$out/quant.jsonl"
+done
 want gemv_cutlass && step_jsonl gemv_cutlass 60 "$out/quant_cutlass.jsonl" env GPURT_CUDA_QMM_MIN_N=9 \
   build/gpurt-quantbench -plugin-path build -only gemv
 if want int8; then
   for p in ${I8_PRESETS:-8b}; do
     for w in int8 bf16; do
       [ "$w" = bf16 ] && ! want bf16 && continue
-      step "${w}_$p" 120 build/llama -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 \
-        -preset "$p" -weights $w -batch 1,32 -ctx 1024 -steps 16 -warmup 2 -modes eager,graph
-      python3 "$root/scripts/lib/llama_summary.py" "$out/${w}_$p.log" "$w" | tee -a "$out/int8.txt"
+      for form in default ${I8_FORMS:-}; do
+        [ "$w" = bf16 ] && [ "$form" != default ] && continue
+        e=()
+        [ "$form" = default ] || e+=(GPURT_CUDA_QGEMV=$form)
+        tag=${w}_$p${form#default}
+        step "$tag" 120 env "${e[@]}" build/llama -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 \
+          -preset "$p" -weights $w -batch ${I8_BATCHES:-1,32} -ctx 1024 -steps 16 -warmup 2 -modes eager,graph
+        python3 "$root/scripts/lib/llama_summary.py" "$out/$tag.log" "$w $form" | tee -a "$out/int8.txt"
+      done
     done
   done
 fi

@@ -761,8 +761,10 @@ struct BgemvArgs {
   long long sa, sb, sc, sd; // batch strides (elements)
   u32 m, k, n;
   float alpha, beta;
+  u32 flags; // BG_CONST_A: nothing earlier on the stream writes A
 };
 
+#define BG_CONST_A 1u // cuda_internal.h's CU_BGEMV_CONST_A
 #define BG_RB 8    // rows a block (one a warp)
 #define BG_KC 512  // elements of a chunk
 #define BG_ST 4    // chunks in the ring
@@ -789,11 +791,13 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
   // tokens' x the rest); rows past m and tokens past n are not copied
   // (their sums are never written). Every thread commits one group per
   // chunk, empty or not, so the group counts agree.
-  auto issue = [&](u32 c) {
+  // Slots [s0, s1) of chunk c into its stage (no commit).
+  auto issue_part = [&](u32 c, int s0, int s1) {
     const u32 k0 = c * BG_KC, pieces = c < chunks ? min((u32)PC, (a.k - k0) / 8) : 0, p = tid % PC;
     if (p < pieces) {
 #pragma unroll
       for (int sl = tid / PC; sl < SLOTS; sl += 256 / PC) {
+        if (sl < s0 || sl >= s1) continue;
         const uint16_t *src = nullptr;
         if (sl < BG_RB) {
           if (row0 + sl < a.m) src = w + (row0 + sl) * a.lda;
@@ -803,6 +807,9 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
         if (src) cp_async16(&ring[c % BG_ST][sl][p], src + k0 + p * 8);
       }
     }
+  };
+  auto issue = [&](u32 c) {
+    issue_part(c, 0, SLOTS);
     cp_async_commit();
   };
   // Launched with programmatic dependent launch (cu_bgemv, sm_90), the
@@ -811,17 +818,32 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
   // chunks are only asked into the L2 (one bulk prefetch a row: the L2 is
   // the coherent point, so a line fetched early is still updated by the
   // writer's stores), and every copy into shared memory comes after the
-  // wait.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (tid < BG_RB && row0 + tid < a.m) {
-    const u32 bytes = min(a.k, (u32)((BG_ST - 1) * BG_KC)) * 2;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + (row0 + tid) * a.lda), "r"(bytes)
-                 : "memory");
-  }
-#endif
-  gpurt_pdl_enter();
+  // wait. When the caller says that nothing earlier on the stream writes A
+  // (BG_CONST_A: weights), A's part of the first BG_ST - 1 chunks is copied
+  // into shared memory before the wait instead, and only x's after it
+  // (chunk 0's commit group then holds A's three chunks and x's first:
+  // waiting for it waits for more than needed, never less).
+  if (a.flags & BG_CONST_A) {
 #pragma unroll
-  for (int c = 0; c < BG_ST - 1; c++) issue(c);
+    for (int c = 0; c < BG_ST - 1; c++) issue_part(c, 0, BG_RB);
+    gpurt_pdl_enter();
+#pragma unroll
+    for (int c = 0; c < BG_ST - 1; c++) {
+      issue_part(c, BG_RB, SLOTS);
+      cp_async_commit();
+    }
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (tid < BG_RB && row0 + tid < a.m) {
+      const u32 bytes = min(a.k, (u32)((BG_ST - 1) * BG_KC)) * 2;
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + (row0 + tid) * a.lda), "r"(bytes)
+                   : "memory");
+    }
+#endif
+    gpurt_pdl_enter();
+#pragma unroll
+    for (int c = 0; c < BG_ST - 1; c++) issue(c);
+  }
   float acc[N];
 #pragma unroll
   for (int j = 0; j < N; j++) acc[j] = 0.f;
