@@ -124,7 +124,8 @@ using Cluster2x1 = Shape<_2, _1, _1>;
 
 // One mixed-input GEMM: x's type (the MMA type, also y's), the tile, the
 // cluster and the schedule (mainloop, epilogue).
-template <class Elem, class Tile, class Cluster = Cluster1, class Sched = Coop, class EpiSched = EpiCoop>
+template <class Elem, class Tile, class Cluster = Cluster1, class Sched = Coop, class EpiSched = EpiCoop,
+          class TileSched = void>
 struct Config {
   using ElementQ = uint8_t;   // W's codes
   using ElementScale = float; // scales and zeros, widened by clm_prep
@@ -147,7 +148,7 @@ struct Config {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       Sched>::CollectiveOp;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue, TileSched>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideW = typename Kernel::StrideA;
   using StrideX = typename Kernel::StrideB;
@@ -160,6 +161,14 @@ using T128x256 = Shape<_128, _256, Int<kTileK>>;
 // The default build's two kernels.
 using Bf16 = Config<cutlass::bfloat16_t, T128x256, Cluster2x1>;
 using F16 = Config<cutlass::half_t, T128x256>;
+// The skinny kernels (batched decode, 8 < n <= 64 tokens; CU_CLM_TILE_SKINNY,
+// chosen by cuda_quant.c): tiles of 128 W rows x 32 tokens, so that the
+// tensor cores do at most twice the needed work at n = 16 instead of 16x
+// on 128 x 256, and the stream-K scheduler (deterministic reduction) to
+// spread k over every SM: m = 4096 is only 32 tiles.
+using T128x32 = Shape<_128, _32, Int<kTileK>>;
+using Bf16Sk = Config<cutlass::bfloat16_t, T128x32, Cluster1, Coop, EpiCoop, cutlass::gemm::StreamKScheduler>;
+using F16Sk = Config<cutlass::half_t, T128x32, Cluster1, Coop, EpiCoop, cutlass::gemm::StreamKScheduler>;
 #if defined(GPURT_CLM_EXPERIMENTS)
 using Bf16C1 = Config<cutlass::bfloat16_t, T128x256>;
 using Bf16T128 = Config<cutlass::bfloat16_t, Shape<_128, _128, Int<kTileK>>>;
@@ -171,6 +180,8 @@ using Bf16PpC2x1 = Config<cutlass::bfloat16_t, Shape<_64, _256, Int<kTileK>>, Cl
 // of an experiments build), then the knobs.
 [[maybe_unused]] constexpr int kKernelMask = 0xff; // read by an experiments build's dispatch
 constexpr int kKernel128x128 = 1, kKernel128x256 = 2, kKernelPp64x256 = 3, kKernelPpC2x1 = 4;
+constexpr int kKernelSkinny = CU_CLM_TILE_SKINNY; // any build
+static_assert(kKernelSkinny > kKernelPpC2x1, "CU_CLM_TILE_SKINNY is not an experiments kernel's number");
 constexpr int kSwzShift = 8;     // bits 8-10: 0 CUTLASS's default, v: max swizzle 1 << (v - 1)
 constexpr int kRasterShift = 11; // bits 11-12: 0 heuristic, 1 along M, 2 along N
 constexpr int kKnobNoPdl = 1 << 13; // any build
@@ -358,6 +369,8 @@ template <class C> int run(const cu_clm_qgemm *a, char *msg, size_t len) {
 
 // The instantiation for a call.
 template <class F> auto dispatch(const cu_clm_qgemm *a, F &&f) {
+  if ((a->tile & kKernelMask) == kKernelSkinny)
+    return a->x_f16 ? f(static_cast<F16Sk *>(nullptr)) : f(static_cast<Bf16Sk *>(nullptr));
   if (a->x_f16) return f(static_cast<F16 *>(nullptr));
 #if defined(GPURT_CLM_EXPERIMENTS)
   switch (a->tile & kKernelMask) {
@@ -393,6 +406,7 @@ extern "C" int cu_clm_tile_parse(const char *name) {
       {"128x128", kKernel128x128, 0, 0},
       {"pp64x256", kKernelPp64x256, 0, 0},
       {"ppc2x1", kKernelPpC2x1, 0, 0},
+      {"sk128x32", kKernelSkinny, 0, 0},
       {"swz1", -1, 1 << kSwzShift, swz},
       {"swz2", -1, 2 << kSwzShift, swz},
       {"swz4", -1, 3 << kSwzShift, swz},

@@ -26,11 +26,17 @@ extern "C" {
  * scale conversion. H200, n 2048, k 4096, groups of 64, bf16 x: 97.1 / 330.0
  * us at m 4096 / 14336, 0.90x / 0.92x bf16 cuBLASLt's speed. */
 #define CU_CLM_TILE_DEFAULT 0
+/* The skinny kernel, any build (also GPURT_CUDA_QGEMM_TILE=sk128x32): tiles
+ * of 128 W rows x 32 tokens x 64 k, cooperative, the stream-K scheduler
+ * (deterministic reduction), cluster 1 x 1; cuda_quant.c takes it for 8 < n
+ * <= 64 tokens (batched decode). */
+#define CU_CLM_TILE_SKINNY 5
 /* GPURT_CUDA_QGEMM_TILE (a tuning switch): names joined by '+', at most one
  * kernel among them. Kernels: default (also c2x1), and only in a build made
  * with GPURT_CLM_EXPERIMENTS=1 (bf16 x only; f16 x runs the default):
  * 128x256 (the former default: cluster 1 x 1), 128x128, pp64x256
- * (ping-pong, 64x256 a warp group), ppc2x1 (pp64x256 in a 2 x 1 cluster).
+ * (ping-pong, 64x256 a warp group), ppc2x1 (pp64x256 in a 2 x 1 cluster);
+ * in any build: sk128x32 (CU_CLM_TILE_SKINNY).
  * Knobs, any build: nopdl (the GEMM launched without programmatic dependent
  * launch; pdl, the default, is accepted), swz1/swz2/swz4/swz8 (the
  * persistent scheduler's swizzle), rm/rn (raster along M (W rows) / along N

@@ -555,6 +555,20 @@ static uint64_t gemv_max_n(int *set) {
   return (uint64_t)(v & 0xff);
 }
 
+/* Whether the GEMV honours GPURT_GEMM_FLAG_CONST_A (copies A before its
+ * PDL wait): yes, unless GPURT_CUDA_GEMV_CONST_A=0 (read once; for the
+ * same-process comparison in scripts/gpu_gemv.sh). */
+static int gemv_const_a(void) {
+  static _Atomic int cached = -1;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("GPURT_CUDA_GEMV_CONST_A");
+    v = !(e != NULL && strcmp(e, "0") == 0);
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return v;
+}
+
 /* Whether the plan's runs may take the GEMV (cu_bgemv): 16-bit A, B, C
  * and D of one type, f32 accumulation, no epilogue, A transposed and B
  * not (the decoder's y = x W^T), few columns and A below GEMV_MAX_MK (see
@@ -732,7 +746,7 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
   p->algo = res.algo;
   p->ws_needed = res.workspaceSize;
   gemv_takes(&rt->devs[device], p);
-  p->gemv_flags = (d->flags & GPURT_GEMM_FLAG_CONST_A) ? CU_BGEMV_CONST_A : 0;
+  p->gemv_flags = (d->flags & GPURT_GEMM_FLAG_CONST_A) && gemv_const_a() ? CU_BGEMV_CONST_A : 0;
   if (p->gemv) {
     gpurt_error *ge = cu_bgemv_fn(rt, device, d->a_type, d->n, &p->gemv_fn, p->gemv_name, sizeof p->gemv_name);
     if (ge) {

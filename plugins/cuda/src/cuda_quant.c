@@ -121,10 +121,11 @@ typedef struct gg_table {
  * a load of W (QV_FETCH by default). */
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
+  int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
-  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14, once read */
+  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
@@ -134,10 +135,11 @@ static qgemv_env qgemv_switches(void) {
     int pf = p != NULL && *p != 0 ? atoi(p) : -1;
     if (pf < -1 || pf > 8) pf = -1;
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
-        (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14;
+        (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
+        (k != NULL && strcmp(k, "cutlass") == 0) << 16;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, v >> 14};
+  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -214,9 +216,71 @@ static gpurt_error *stream_scratch(cu_runtime *rt, cu_stream *st, uint64_t need,
   return NULL;
 }
 
+#ifdef GPURT_HAVE_CUTLASS_MIXED
+/* CUTLASS's mixed-input GEMM (cuda_cutlass_mixed.cu) on sm_90, W's codes
+ * dequantized in its mainloop (no 16-bit copy of W), the scales and biases
+ * first widened to f32 and transposed into the stream's scratch. skinny:
+ * its skinny kernel (CU_CLM_TILE_SKINNY, 128 x 32 tiles, stream-K), else
+ * the prefill one (128 x 256 tiles, bf16 x in a 2 x 1 cluster), launched
+ * with PDL after the scale conversion. *done = 0 (and no error): another
+ * GPU, a shape it refuses (cu_clm_qgemm_ok, or CUTLASS's can_implement:
+ * rc 1, nothing enqueued) or GPURT_CUDA_QGEMM=dequant; the caller takes
+ * another path. GPURT_CUDA_QGEMM_TILE (tuning runs: nopdl, and the
+ * experiments build's kernels, cuda_cutlass_mixed.h; the skinny call keeps
+ * its kernel and takes the knobs). Both read once. */
+static gpurt_error *cutlass_qgemm(cu_runtime *rt, cu_stream *st, const gpurt_quant_matmul_args *a, CUdeviceptr w,
+                                  CUdeviceptr sc, CUdeviceptr bi, CUdeviceptr x, CUdeviceptr y, int skinny, int warm,
+                                  int *done) {
+  const uint32_t dev = st->dev;
+  const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
+  *done = 0;
+  static _Atomic int qgemm_env = -1; /* bit 0: dequant forced, bits 1 and up: cu_clm_tile_parse */
+  int env = atomic_load_explicit(&qgemm_env, memory_order_relaxed);
+  if (env < 0) {
+    const char *q = getenv("GPURT_CUDA_QGEMM"), *t = getenv("GPURT_CUDA_QGEMM_TILE");
+    /* bits 1 and up: the tile and knobs (cu_clm_tile_parse, cuda_cutlass_mixed.h) */
+    env = (q != NULL && strcmp(q, "dequant") == 0) | cu_clm_tile_parse(t) << 1;
+    atomic_store_explicit(&qgemm_env, env, memory_order_relaxed);
+  }
+  const cu_device *d = &rt->devs[dev];
+  if ((env & 1) || !cu_clm_arch_ok(d->cc_major, d->cc_minor) ||
+      !cu_clm_qgemm_ok(xi, si, a->m, a->n, a->k, a->group_size, (uintptr_t)w, (uintptr_t)x, (uintptr_t)y))
+    return NULL;
+  const int tile = skinny ? ((env >> 1) & ~0xff) | CU_CLM_TILE_SKINNY : env >> 1;
+  cu_clm_qgemm cl = {xi, si, (uint32_t)a->m, (uint32_t)a->n, (uint32_t)a->k, (uint32_t)a->group_size,
+                     d->sm_count, tile, (const void *)(uintptr_t)w,
+                     (const void *)(uintptr_t)sc, (const void *)(uintptr_t)bi, (const void *)(uintptr_t)x,
+                     (void *)(uintptr_t)y, (void *)st->s, NULL, 0};
+  char msg[256];
+  msg[0] = 0;
+  const size_t cneed = cu_clm_scratch_bytes(&cl, msg, sizeof msg);
+  if (cneed == 0) return gp_err(GPURT_ERR_INTERNAL, "quant_matmul: %s", msg);
+  pthread_mutex_lock(&st->slot_mu);
+  gpurt_error *ce = stream_scratch(rt, st, cneed, "quant_matmul", "CUTLASS's f32 scales and workspace");
+  if (ce || warm) { /* warm: a graph's capture follows: the scratch is all it needed */
+    pthread_mutex_unlock(&st->slot_mu);
+    *done = ce == NULL;
+    return ce;
+  }
+  cl.scratch = (void *)(uintptr_t)st->qscratch;
+  cl.scratch_bytes = (size_t)st->qscratch_cap;
+  const int rc = cu_clm_qgemm_run(&cl, msg, sizeof msg);
+  pthread_mutex_unlock(&st->slot_mu);
+  if (rc == 1) return NULL; /* refused before enqueueing anything */
+  if (rc != 0)
+    return gp_err_vendor(rc == 2 ? GPURT_ERR_OUT_OF_MEMORY : GPURT_ERR_LAUNCH_FAILED, rc,
+                         "quant_matmul: %s on device %u (CUTLASS mixed-input GEMM, m %llu, n %llu, k %llu, "
+                         "groups of %u, %s x, %s scales)", msg, dev, (unsigned long long)a->m,
+                         (unsigned long long)a->n, (unsigned long long)a->k, (unsigned)a->group_size,
+                         tname(a->x_type), tname(a->scale_type));
+  *done = 1;
+  return NULL;
+}
+#endif
+
 /* The prefill path (n >= QMM_LT_MIN_N): CUTLASS's mixed-input GEMM where it
- * applies (below), else W dequantized into the stream's scratch, then
- * cuBLASLt (column-major: y = (W')^T-as-stored times x, see
+ * applies (cutlass_qgemm), else W dequantized into the stream's scratch,
+ * then cuBLASLt (column-major: y = (W')^T-as-stored times x, see
  * cu_gemm_tn_ptrs). */
 static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_matmul_args *a, CUdeviceptr w,
                             CUdeviceptr sc, CUdeviceptr bi, CUdeviceptr x, CUdeviceptr y, uint32_t gshift,
@@ -224,58 +288,9 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   const uint32_t dev = st->dev;
   const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
 #ifdef GPURT_HAVE_CUTLASS_MIXED
-  /* sm_90: CUTLASS's mixed-input GEMM (cuda_cutlass_mixed.cu), W's codes
-   * dequantized in its mainloop (no 16-bit copy of W), the scales and
-   * biases first widened to f32 and transposed into the stream's scratch.
-   * Default: 128 x 256 tiles (bf16 x in a 2 x 1 cluster), launched with
-   * PDL after the scale conversion. Another GPU, a shape it refuses
-   * (cu_clm_qgemm_ok, or CUTLASS's can_implement: rc 1, nothing enqueued)
-   * or GPURT_CUDA_QGEMM=dequant: the dequantizing path below.
-   * GPURT_CUDA_QGEMM_TILE (tuning runs: nopdl, and the experiments build's
-   * kernels, cuda_cutlass_mixed.h). Both read once. */
-  {
-    static _Atomic int qgemm_env = -1; /* bit 0: dequant forced, bits 1 and up: cu_clm_tile_parse */
-    int env = atomic_load_explicit(&qgemm_env, memory_order_relaxed);
-    if (env < 0) {
-      const char *q = getenv("GPURT_CUDA_QGEMM"), *t = getenv("GPURT_CUDA_QGEMM_TILE");
-      /* bits 1 and up: the tile and knobs (cu_clm_tile_parse, cuda_cutlass_mixed.h) */
-      env = (q != NULL && strcmp(q, "dequant") == 0) | cu_clm_tile_parse(t) << 1;
-      atomic_store_explicit(&qgemm_env, env, memory_order_relaxed);
-    }
-    const cu_device *d = &rt->devs[dev];
-    if (!(env & 1) && cu_clm_arch_ok(d->cc_major, d->cc_minor) &&
-        cu_clm_qgemm_ok(xi, si, a->m, a->n, a->k, a->group_size, (uintptr_t)w, (uintptr_t)x, (uintptr_t)y)) {
-      cu_clm_qgemm cl = {xi, si, (uint32_t)a->m, (uint32_t)a->n, (uint32_t)a->k, (uint32_t)a->group_size,
-                         d->sm_count, env >> 1, (const void *)(uintptr_t)w,
-                         (const void *)(uintptr_t)sc, (const void *)(uintptr_t)bi, (const void *)(uintptr_t)x,
-                         (void *)(uintptr_t)y, (void *)st->s, NULL, 0};
-      char msg[256];
-      msg[0] = 0;
-      const size_t cneed = cu_clm_scratch_bytes(&cl, msg, sizeof msg);
-      if (cneed == 0) return gp_err(GPURT_ERR_INTERNAL, "quant_matmul: %s", msg);
-      pthread_mutex_lock(&st->slot_mu);
-      gpurt_error *ce = stream_scratch(rt, st, cneed, "quant_matmul", "CUTLASS's f32 scales and workspace");
-      if (ce) {
-        pthread_mutex_unlock(&st->slot_mu);
-        return ce;
-      }
-      if (warm) { /* a graph's capture follows: the scratch is all it needed */
-        pthread_mutex_unlock(&st->slot_mu);
-        return NULL;
-      }
-      cl.scratch = (void *)(uintptr_t)st->qscratch;
-      cl.scratch_bytes = (size_t)st->qscratch_cap;
-      const int rc = cu_clm_qgemm_run(&cl, msg, sizeof msg);
-      pthread_mutex_unlock(&st->slot_mu);
-      if (rc == 0) return NULL;
-      if (rc != 1) /* 1: refused before enqueueing anything: dequantize below */
-        return gp_err_vendor(rc == 2 ? GPURT_ERR_OUT_OF_MEMORY : GPURT_ERR_LAUNCH_FAILED, rc,
-                             "quant_matmul: %s on device %u (CUTLASS mixed-input GEMM, m %llu, n %llu, k %llu, "
-                             "groups of %u, %s x, %s scales)", msg, dev, (unsigned long long)a->m,
-                             (unsigned long long)a->n, (unsigned long long)a->k, (unsigned)a->group_size,
-                             tname(a->x_type), tname(a->scale_type));
-    }
-  }
+  int done = 0;
+  gpurt_error *ce = cutlass_qgemm(rt, st, a, w, sc, bi, x, y, 0, warm, &done);
+  if (ce || done) return ce;
 #endif
   char name[64];
   snprintf(name, sizeof name, "gpurt_qdequant_%s_%s", tname(a->x_type), tname(a->scale_type));
@@ -364,6 +379,22 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
   if (n >= QMM_LT_MIN_N || (n >= qmm_min_n() && qmm_cutlass_takes(rt, dev, a, w, x, y)))
     return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
   if (n <= QMM_W_MAX_N) {
+#ifdef GPURT_HAVE_CUTLASS_MIXED
+    /* GPURT_CUDA_QGEMV=cutlass, sm_90: CUTLASS's skinny mixed-input kernel
+     * (128 x 32 tiles, stream-K). Not the default: on the H200 it was
+     * 1.08-1.14x the dequantizing GEMV at n = 32 for 14336 x 4096 and 4096 x
+     * 14336, but 0.48-0.74x at n = 16 and at 4096 x 4096 (its scale
+     * conversion, stream-K workspace and launches cost ~10 us a call), and
+     * the 8B int8 decoder at batch 32 ran 4,188 against 4,342 tok/s
+     * (BENCHMARKS.md, 2026-12-04, tenth session). */
+    if (qgemv_switches().cutlass) {
+      int done = 0;
+      if ((e = cutlass_qgemm(rt, st, a, w, sc, bi, x, y, 1, warm, &done))) return e;
+      /* warm: the GEMV's kernel is loaded too, in case CUTLASS refuses the
+       * call during the capture (nothing may be loaded then). */
+      if (done && !warm) return NULL;
+    }
+#endif
     /* The skinny GEMV: n-tiles of 8 tokens, 2, 4 or 8 of them, in the
      * dequantizing form (each weight rounded to x's type once, as the
      * prefill paths do; its conversions are shared by the n-tiles, where
