@@ -22,9 +22,11 @@
 #                  rows "gpurt bf16 gemm <cfg>" in quant.jsonl
 #   llama_<p>_<cfg>_<rep>  build/llama, PRESETS (1b 8b), batch BATCHES
 #                  (1,4), context 1K, eager and graph, per configuration
-#                  in LCFGS (base: GEMV and PDL off; lt, nopdl, auto, n1 as above; noconst: GPURT_CUDA_GEMV_CONST_A=0, the GEMV copying A only after its PDL wait
-#                  ), alternating A B C D A B C D: tokens/s, and graph tokens against eager's step by
-#                  step (llama.txt)
+#                  in LCFGS (base: GEMV and PDL off; lt, nopdl, auto, n1 as
+#                  above; noconst: GPURT_CUDA_GEMV_CONST_A=0, the GEMV
+#                  copying A only after its PDL wait), alternating A B C D
+#                  A B C D: tokens/s, and graph tokens against eager's step
+#                  by step (llama.txt)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
 # LCFGS, CONFORM_RUN, ROTATE (MiB, default 256), PRESETS, BATCHES, REPS
 # (2), TOTAL (s, 420).
