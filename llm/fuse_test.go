@@ -63,7 +63,7 @@ func TestOneTokenFusion(t *testing.T) {
 // fused into the next RMSNorm (add_rmsnorm_bf16; the down projection's into
 // the next layer's attention norm, the last layer's unfused before the
 // final norm); with rope scaling the rotary embedding is one
-// rope_neox_freqs_bf16 launch (q and k together at batch 1) instead of the
+// rope_neox_freqs_bf16 launch (q and k together, at any batch) instead of the
 // cos/sin tables, a rotate_half GEMM and three element-wise kernels. On the
 // mock the tokens and logits are those of a model built without the
 // kernels (as on a plugin that lacks them), eager and in graphs, at batch 1

@@ -175,6 +175,10 @@ type Model struct {
 	// uploaded by one copy a step (stepStage)
 	in                                                 *core.Buffer
 	ids, pos, bidx, indptr, indices, lastLen, qoIndptr core.View
+	// rpos: a step of T > 1 tokens' positions per row of its q and k
+	// heads (T*Heads rows of q, then T*KVHeads of k), so that one rotary
+	// launch covers both (putPos).
+	rpos core.View
 	// scaled rope: cos/sin tables of q and k, two scratch buffers, the
 	// signed half-swap matrix, bf16 ones (bias of int8 linears)
 	cosQ, sinQ, cosK, sinK, rotA, rotB, ones *core.Buffer
@@ -191,8 +195,8 @@ type Model struct {
 	// scratch is Decode's host arrays, kept between steps (a step
 	// allocates nothing for them once the batch was seen)
 	scratch struct {
-		lens                            []int
-		pos, seq, indptr, indices, last []int32
+		lens                                  []int
+		pos, seq, indptr, indices, last, rpos []int32
 	}
 
 	// LoadStats are the figures of Load (zero for NewModel).
@@ -726,7 +730,7 @@ func sub(v core.View, off, n int) core.View {
 // inputs are the sizes of the step's int32 inputs, in the order of their
 // regions in the device block: ids first and qoIndptr last, so that what
 // a step writes is one stretch (decode without ids: pos to lastLen; a
-// paged step: ids and pos; a prefill: all).
+// paged step: ids, pos and rpos; a prefill: all).
 func (m *Model) inputs() []struct {
 	dst   *core.View
 	bytes int
@@ -735,7 +739,7 @@ func (m *Model) inputs() []struct {
 	return []struct {
 		dst   *core.View
 		bytes int
-	}{{&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.bidx, 4 * T}, {&m.indptr, 4 * (B + 1)},
+	}{{&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.rpos, 4 * T * (m.cfg.Heads + m.cfg.KVHeads)}, {&m.bidx, 4 * T}, {&m.indptr, 4 * (B + 1)},
 		{&m.indices, 4 * B * m.maxPages}, {&m.lastLen, 4 * B}, {&m.qoIndptr, 4 * (B + 1)}}
 }
 
@@ -814,18 +818,10 @@ func (m *Model) elementwise(s *core.Stream, k *core.Kernel, y, a, b core.Region,
 // bf16 arithmetic, x*cos + rotate_half(x)*sin (each product and the sum
 // rounded to bf16), from the step's cos and sin tables.
 func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) error {
-	hd := m.cfg.HeadDim()
-	if m.cfg.Scaling == nil {
-		n := tokens * heads * hd / 2
-		return s.Launch(m.kRope, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(sub(m.pos, 0, 4*tokens)),
-			core.ArgScalar[float32](float32(m.cfg.Theta)), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
+	if m.ropeByPos() {
+		return m.ropeAt(s, x, sub(m.pos, 0, 4*tokens), tokens, heads)
 	}
-	if m.kRopeF != nil {
-		n := tokens * heads * hd / 2
-		return s.Launch(m.kRopeF, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(sub(m.pos, 0, 4*tokens)),
-			core.ArgBuffer(m.invFreq), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
-	}
-	n := tokens * heads * hd
+	n := tokens * heads * m.cfg.HeadDim()
 	cos, sin := m.cosQ, m.sinQ
 	if k {
 		cos, sin = m.cosK, m.sinK
@@ -835,6 +831,48 @@ func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) e
 		m.elementwise(s, m.kMul, a, a, view(sin, 0, 2*n), n),
 		m.elementwise(s, m.kMul, b, x, view(cos, 0, 2*n), n),
 		m.elementwise(s, m.kAdd, x, b, a, n))
+}
+
+// ropeByPos says whether the rotation runs on a kernel that reads each
+// token's position from a device array (plain frequencies, or
+// rope_neox_freqs_T with scaling), not on the step's cos and sin tables.
+func (m *Model) ropeByPos() bool { return m.cfg.Scaling == nil || m.kRopeF != nil }
+
+// ropeAt rotates x ([tokens][heads][head_dim]) at the positions pos (one
+// int32 a token) on the position kernel (ropeByPos).
+func (m *Model) ropeAt(s *core.Stream, x core.Region, pos core.View, tokens, heads int) error {
+	hd := m.cfg.HeadDim()
+	n := tokens * heads * hd / 2
+	if m.cfg.Scaling == nil {
+		return s.Launch(m.kRope, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(pos),
+			core.ArgScalar[float32](float32(m.cfg.Theta)), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
+	}
+	return s.Launch(m.kRopeF, grid((n+255)/256, 256), core.ArgBuffer(x), core.ArgBuffer(pos),
+		core.ArgBuffer(m.invFreq), core.ArgScalar[uint64](uint64(tokens)), core.ArgScalar[uint64](uint64(heads)), core.ArgScalar[uint64](uint64(hd)))
+}
+
+// putPos stages the step's positions (pos, one a token) and, for T > 1
+// tokens on the position kernel, rpos: each row of the step's q heads
+// (T*Heads rows, token-major) and then of its k heads (T*KVHeads) with
+// its token's position, so that partA rotates q and k in one launch (they
+// are one after the other in qkvb) instead of two.
+func (m *Model) putPos(st *stepStage, pos []int32) error {
+	T := len(pos)
+	if err := st.put(sub(m.pos, 0, 4*T), pos); err != nil || T == 1 || !m.ropeByPos() {
+		return err
+	}
+	H, KV := m.cfg.Heads, m.cfg.KVHeads
+	rp := resize(m.scratch.rpos, T*(H+KV))
+	m.scratch.rpos = rp
+	for t, p := range pos {
+		for h := 0; h < H; h++ {
+			rp[t*H+h] = p
+		}
+		for h := 0; h < KV; h++ {
+			rp[T*H+t*KV+h] = p
+		}
+	}
+	return st.put(sub(m.rpos, 0, 4*len(rp)), rp)
 }
 
 // mm is y[T][out] = x[T][in] * W^T (plus y when residual, plus the bias):
@@ -900,6 +938,8 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	case err != nil:
 	case T == 1 && (c.Scaling == nil || m.kRopeF != nil): // one token: q's heads then k's, one rotation
 		err = m.rope(s, view(m.qkvb, 0, 2*(Q+KV)), 1, c.Heads+c.KVHeads, false)
+	case m.ropeByPos(): // q's rows then k's (contiguous), each at its token's position (putPos's rpos)
+		err = m.ropeAt(s, view(m.qkvb, 0, 2*T*(Q+KV)), sub(m.rpos, 0, 4*T*(c.Heads+c.KVHeads)), T*(c.Heads+c.KVHeads), 1)
 	default:
 		err = firstErr(m.rope(s, q, T, c.Heads, false), m.rope(s, k, T, c.KVHeads, true))
 	}
@@ -1335,7 +1375,7 @@ func (m *Model) Prefill(prompts [][]int32, sp *Sampling) error {
 	err := st.begin()
 	if err == nil {
 		err = firstErr(st.put(sub(m.ids, 0, 4*T), ids), st.put(sub(m.bidx, 0, 4*T), bidx),
-			st.put(sub(m.pos, 0, 4*T), pos), st.put(sub(m.indptr, 0, 4*(B+1)), indptr),
+			m.putPos(st, pos), st.put(sub(m.indptr, 0, 4*(B+1)), indptr),
 			st.put(sub(m.indices, 0, 4*max(len(indices), 1)), pad1(indices)), st.put(sub(m.lastLen, 0, 4*B), last),
 			st.put(sub(m.qoIndptr, 0, 4*(B+1)), qo))
 	}
@@ -1414,7 +1454,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		err = st.put(sub(m.ids, 0, 4*B), ids)
 	}
 	if err == nil {
-		err = firstErr(st.put(sub(m.pos, 0, 4*B), pos), st.put(sub(m.bidx, 0, 4*B), seq),
+		err = firstErr(m.putPos(st, pos), st.put(sub(m.bidx, 0, 4*B), seq),
 			st.put(sub(m.indptr, 0, 4*(B+1)), indptr),
 			st.put(sub(m.indices, 0, 4*len(indices)), indices), st.put(sub(m.lastLen, 0, 4*B), last))
 	}

@@ -171,7 +171,7 @@ func (p *Paged) step(st *kvpage.Step, ids, sample []int32, pk picker) error {
 	stg := m.stage
 	err := stg.begin()
 	if err == nil {
-		err = firstErr(stg.put(sub(m.ids, 0, 4*T), ids), stg.put(sub(m.pos, 0, 4*T), pos))
+		err = firstErr(stg.put(sub(m.ids, 0, 4*T), ids), m.putPos(stg, pos))
 	}
 	if err == nil && m.cfg.Scaling != nil {
 		err = m.putRope(s, pos)
