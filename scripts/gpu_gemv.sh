@@ -24,7 +24,8 @@
 #                  (1,4), context 1K, eager and graph, per configuration
 #                  in LCFGS (base: GEMV and PDL off; lt, nopdl, auto, n1 as
 #                  above; noconst: GPURT_CUDA_GEMV_CONST_A=0, the GEMV
-#                  copying A only after its PDL wait), alternating A B C D
+#                  copying A only after its PDL wait; n1grid: n1 with
+#                  GPURT_CUDA_GEMV_GRID=6), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
@@ -85,6 +86,7 @@ if want llama; then
         lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
         nopdl) e=(GPURT_CUDA_PDL=0) ;;
         noconst) e=(GPURT_CUDA_GEMV_CONST_A=0) ;;
+        n1grid) e=(GPURT_CUDA_GEMV_MAX_N=1 GPURT_CUDA_GEMV_GRID=6) ;;
         *) e=() ;;
       esac
       for p in ${PRESETS:-1b 8b}; do

@@ -539,6 +539,14 @@ static gpurt_error *desc_set(cu_plan *p, cublasLtMatmulDescAttributes_t a, const
  * TB/s; at n = 2 it wins only below 17M, at n = 4 nowhere but 2048 x
  * 2048 (its shared-memory reads of x grow with n). */
 #define GEMV_MAX_N 1
+/* The size cap holds only for an A that may be written by earlier work,
+ * or without programmatic dependent launch: with GPURT_GEMM_FLAG_CONST_A
+ * and PDL, the GEMV takes n = 1 at any size of A. In the decoders (graph,
+ * batch 1, context 1K, H200, bench/results/h200-2026-12-04g/call7: the
+ * GEMV also for the MLP's and the lm head's 33M-525M-element weights
+ * against cuBLASLt for them, A B A B): 1B 1,069.0 / 1,070.1 against
+ * 1,023.1 / 1,022.1 tok/s (1.046x), 8B 231.9 / 232.0 against 229.0 /
+ * 228.9 (1.013x). */
 #define GEMV_MAX_MK (1ull << 25)
 static uint64_t gemv_max_n(int *set) {
   static _Atomic int cached = -1;
@@ -579,11 +587,16 @@ static void gemv_takes(const cu_device *dev, cu_plan *p) {
   const int32_t t = d->a_type;
   int set = 0;
   const uint64_t max_n = gemv_max_n(&set);
+  /* A of any size when A is constant and the GEMV runs with programmatic
+   * dependent launch: it then copies A's first chunks before its wait
+   * (GEMV_MAX_MK's measurement). */
+  const int big_ok = (d->flags & GPURT_GEMM_FLAG_CONST_A) && gemv_const_a() && dev->pdl;
   p->gemv = !p->fp8 && (t == GPURT_DTYPE_BF16 || t == GPURT_DTYPE_F16) && d->b_type == t &&
             d->c_type == t && d->d_type == t &&
             (d->compute_type == GPURT_COMPUTE_DEFAULT || d->compute_type == GPURT_COMPUTE_F32) &&
             d->epilogue == GPURT_EPILOGUE_NONE && d->trans_a == 1 && d->trans_b == 0 &&
-            d->n <= max_n && (set || d->m * d->k < GEMV_MAX_MK) && d->k % 8 == 0 && d->lda % 8 == 0 && d->ldb % 8 == 0 &&
+            d->n <= max_n && (set || d->m * d->k < GEMV_MAX_MK || big_ok) && d->k % 8 == 0 && d->lda % 8 == 0 &&
+            d->ldb % 8 == 0 &&
             d->k < (1ull << 31) && d->m <= UINT32_MAX && d->batch_count <= 65535 &&
             (d->batch_count == 1 || (d->stride_a % 8 == 0 && d->stride_b % 8 == 0)) && dev->cc_major >= 8;
 }

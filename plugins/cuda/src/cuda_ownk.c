@@ -8,6 +8,7 @@
  * cuda_gemm.c). cuda_quant.c (quantized and grouped matmul) and cuda_gemm.c
  * both sit above this file.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -92,7 +93,21 @@ gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CU
 gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t batch,
                       const cu_bgemv_args *a) {
   void *params[] = {(void *)a};
-  const uint64_t blocks = ((uint64_t)a->m + 7) / 8; /* cuda_quant.cu's BG_RB rows a block */
+  uint64_t blocks = ((uint64_t)a->m + 7) / 8; /* cuda_quant.cu's BG_RB rows a group, a group a block */
+  /* GPURT_CUDA_GEMV_GRID=1..32: at most that many blocks per SM, each then
+   * taking several row groups in turn (no partial last wave); unset or
+   * another value: a block a group. Read once. */
+  static _Atomic int per_sm = -1;
+  int v = atomic_load_explicit(&per_sm, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("GPURT_CUDA_GEMV_GRID");
+    char *end = NULL;
+    const long n = e != NULL ? strtol(e, &end, 10) : 0;
+    v = e != NULL && end != e && *end == 0 && n >= 1 && n <= 32 ? (int)n : 0;
+    atomic_store_explicit(&per_sm, v, memory_order_relaxed);
+  }
+  const uint64_t cap = (uint64_t)v * (uint64_t)rt->devs[st->dev].sm_count;
+  if (cap > 0 && blocks > cap) blocks = cap;
   gpurt_error *e = cu_own_launch(rt, st, f, name, blocks, (uint32_t)batch, 256, params, 1);
   if (e) return e;
   cu_note_kernel(rt, st, (uintptr_t)f, name);

@@ -783,7 +783,11 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
   constexpr int SLOTS = BG_RB + N, PC = BG_KC / 8; // 16-byte pieces of a slot's chunk
   __shared__ uint4 ring[BG_ST][SLOTS][PC];
   const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const u64 row0 = (u64)blockIdx.x * BG_RB, bz = blockIdx.y;
+  // Row groups blockIdx.x, + gridDim.x, ... (a grid smaller than the
+  // rows' BG_RB-row groups: cu_bgemv's GPURT_CUDA_GEMV_GRID), one after
+  // another through the same ring.
+  u64 row0 = (u64)blockIdx.x * BG_RB;
+  const u64 bz = blockIdx.y;
   const uint16_t *w = a.w + bz * a.sa, *x = a.x + bz * a.sb;
   const u32 chunks = (a.k + BG_KC - 1) / BG_KC;
   // Chunk c into its stage, then a commit: thread tid copies piece tid % PC
@@ -844,6 +848,7 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
 #pragma unroll
     for (int c = 0; c < BG_ST - 1; c++) issue(c);
   }
+  for (;;) {
   float acc[N];
 #pragma unroll
   for (int j = 0; j < N; j++) acc[j] = 0.f;
@@ -876,14 +881,19 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
   const u64 row = row0 + warp;
-  if (row >= a.m) return;
   // Lane j writes token j.
 #pragma unroll
   for (int j = 0; j < N; j++) {
-    if (lane != (u32)j || (u32)j >= a.n) continue;
+    if (row >= a.m || lane != (u32)j || (u32)j >= a.n) continue;
     float v = a.alpha * acc[j];
     if (a.beta != 0.f) v = fmaf(a.beta, h2f<T>(a.c[bz * a.sc + j * a.ldc + row]), v);
     a.d[bz * a.sd + j * a.ldd + row] = f2h<T>(v);
+  }
+  row0 += (u64)gridDim.x * BG_RB;
+  if (row0 >= a.m) break;
+  __syncthreads(); // every warp is done with the last chunks' stages
+#pragma unroll
+  for (int c = 0; c < BG_ST - 1; c++) issue(c);
   }
 }
 
