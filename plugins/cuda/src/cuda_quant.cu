@@ -848,52 +848,52 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
 #pragma unroll
     for (int c = 0; c < BG_ST - 1; c++) issue(c);
   }
-  for (;;) {
-  float acc[N];
+  for (;;) { // a row group
+    float acc[N];
 #pragma unroll
-  for (int j = 0; j < N; j++) acc[j] = 0.f;
-  for (u32 c = 0; c < chunks; c++) {
-    __syncthreads(); // every warp is done with chunk c - 1: its stage may be refilled
-    issue(c + BG_ST - 1);
-    cp_async_wait<BG_ST - 1>(); // this thread's copies of chunk c have landed
-    __syncthreads();            // and everyone's
-    const u32 pieces = min((u32)PC, (a.k - c * BG_KC) / 8);
-    const uint4(*st)[PC] = ring[c % BG_ST];
+    for (int j = 0; j < N; j++) acc[j] = 0.f;
+    for (u32 c = 0; c < chunks; c++) {
+      __syncthreads(); // every warp is done with chunk c - 1: its stage may be refilled
+      issue(c + BG_ST - 1);
+      cp_async_wait<BG_ST - 1>(); // this thread's copies of chunk c have landed
+      __syncthreads();            // and everyone's
+      const u32 pieces = min((u32)PC, (a.k - c * BG_KC) / 8);
+      const uint4(*st)[PC] = ring[c % BG_ST];
 #pragma unroll
-    for (int q = 0; q < PC / 32; q++) {
-      const u32 p = lane + 32 * q;
-      if (p >= pieces) break;
-      const uint4 wv = st[warp][p];
+      for (int q = 0; q < PC / 32; q++) {
+        const u32 p = lane + 32 * q;
+        if (p >= pieces) break;
+        const uint4 wv = st[warp][p];
 #pragma unroll
-      for (int h = 0; h < 4; h++) {
-        const float2 wf = w2f<T>((&wv.x)[h]);
+        for (int h = 0; h < 4; h++) {
+          const float2 wf = w2f<T>((&wv.x)[h]);
 #pragma unroll
-        for (int j = 0; j < N; j++) {
-          const float2 xf = w2f<T>((&st[BG_RB + j][p].x)[h]);
-          acc[j] = fmaf(wf.y, xf.y, fmaf(wf.x, xf.x, acc[j]));
+          for (int j = 0; j < N; j++) {
+            const float2 xf = w2f<T>((&st[BG_RB + j][p].x)[h]);
+            acc[j] = fmaf(wf.y, xf.y, fmaf(wf.x, xf.x, acc[j]));
+          }
         }
       }
     }
-  }
-  cp_async_wait<0>();
+    cp_async_wait<0>();
 #pragma unroll
-  for (int j = 0; j < N; j++)
+    for (int j = 0; j < N; j++)
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
-  const u64 row = row0 + warp;
-  // Lane j writes token j.
+      for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+    const u64 row = row0 + warp;
+    // Lane j writes token j.
 #pragma unroll
-  for (int j = 0; j < N; j++) {
-    if (row >= a.m || lane != (u32)j || (u32)j >= a.n) continue;
-    float v = a.alpha * acc[j];
-    if (a.beta != 0.f) v = fmaf(a.beta, h2f<T>(a.c[bz * a.sc + j * a.ldc + row]), v);
-    a.d[bz * a.sd + j * a.ldd + row] = f2h<T>(v);
-  }
-  row0 += (u64)gridDim.x * BG_RB;
-  if (row0 >= a.m) break;
-  __syncthreads(); // every warp is done with the last chunks' stages
+    for (int j = 0; j < N; j++) {
+      if (row >= a.m || lane != (u32)j || (u32)j >= a.n) continue;
+      float v = a.alpha * acc[j];
+      if (a.beta != 0.f) v = fmaf(a.beta, h2f<T>(a.c[bz * a.sc + j * a.ldc + row]), v);
+      a.d[bz * a.sd + j * a.ldd + row] = f2h<T>(v);
+    }
+    row0 += (u64)gridDim.x * BG_RB;
+    if (row0 >= a.m) break;
+    __syncthreads(); // every warp is done with the last chunks' stages
 #pragma unroll
-  for (int c = 0; c < BG_ST - 1; c++) issue(c);
+    for (int c = 0; c < BG_ST - 1; c++) issue(c);
   }
 }
 
