@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/internal/testutil/backendsrc"
@@ -117,4 +118,52 @@ func TestEveryBuiltinWaitsForItsPredecessorFirst(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, n, 15, "the scan found too few kernels: it is broken")
+}
+
+// TestGEMVReadsOnlyWhatMayBeReadBeforeItsWait: the 16-bit GEMV
+// (cuda_quant.cu's bgemv_body) runs with programmatic dependent launch, so
+// before its gpurt_pdl_enter it may touch only what the kernel before it
+// cannot be writing: with BG_CONST_A (the caller's GPURT_GEMM_FLAG_CONST_A)
+// A's rows, else nothing but an L2 prefetch of A. x (B), C and D come
+// after the wait in both branches. A read of x moved ahead of the wait
+// would compute with the previous kernel's half-written activations; this
+// scan of the source fails then.
+func TestGEMVReadsOnlyWhatMayBeReadBeforeItsWait(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("src", "cuda_quant.cu"))
+	require.NoError(t, err)
+	src := string(raw)
+	i := strings.Index(src, "void bgemv_body(")
+	require.GreaterOrEqual(t, i, 0, "bgemv_body not found")
+	body := src[i:]
+	body = body[:strings.Index(body, "\n}\n")]
+	// The copy of slot sl reads A for sl < BG_RB and x above it.
+	require.Regexp(t, `if \(sl < BG_RB\) \{\s*if \(row0 \+ sl < a\.m\) src = w \+`, body,
+		"issue_part no longer copies A for the slots below BG_RB")
+	cst := strings.Index(body, "if (a.flags & BG_CONST_A) {")
+	els := strings.Index(body, "} else {")
+	require.True(t, cst >= 0 && els > cst, "the two prologues (constant A, else) were not found")
+	before := func(seg string) string {
+		w := strings.Index(seg, "gpurt_pdl_enter();")
+		require.GreaterOrEqual(t, w, 0, "a prologue without gpurt_pdl_enter")
+		return seg[:w]
+	}
+	pre := before(body[cst:els])
+	assert.Contains(t, pre, "issue_part(c, 0, BG_RB)", "the constant-A prologue no longer copies A before the wait")
+	assert.Equal(t, strings.Count(pre, "issue_part("), strings.Count(pre, "issue_part(c, 0, BG_RB)"),
+		"the constant-A prologue copies more than A's slots [0, BG_RB) before the wait")
+	for _, banned := range []string{"issue(", "issue_part(c, BG_RB", "a.x", "a.c", "a.d", "x +"} {
+		assert.NotContains(t, pre, banned, "the constant-A prologue touches %q before the wait", banned)
+	}
+	pre = before(body[els:])
+	assert.Contains(t, pre, "cp.async.bulk.prefetch.L2", "the plain prologue no longer prefetches A into the L2")
+	for _, banned := range []string{"issue(", "issue_part(", "cp_async16", "a.x", "a.c", "a.d"} {
+		assert.NotContains(t, pre, banned, "the plain prologue touches %q before the wait", banned)
+	}
+	// Nothing before the two prologues reads memory: only the lambdas'
+	// definitions (issue_part, issue) come first.
+	head := body[:cst]
+	head = head[strings.Index(head, "{")+1:]
+	for _, call := range []string{"issue(0", "issue(c)", "issue_part(c", "gpurt_pdl_enter"} {
+		assert.NotContains(t, head, call+";", "bgemv_body calls %q before its prologues", call)
+	}
 }
