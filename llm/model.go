@@ -813,14 +813,12 @@ func (m *Model) elementwise(s *core.Stream, k *core.Kernel, y, a, b core.Region,
 	return s.Launch(k, grid((n+255)/256, 256), core.ArgBuffer(y), core.ArgBuffer(a), core.ArgBuffer(b), core.ArgScalar[uint64](uint64(n)))
 }
 
-// rope rotates x ([tokens][heads][head_dim]) at the tokens' positions:
-// the built-in kernel for plain frequencies; with scaling, transformers'
-// bf16 arithmetic, x*cos + rotate_half(x)*sin (each product and the sum
-// rounded to bf16), from the step's cos and sin tables.
-func (m *Model) rope(s *core.Stream, x core.Region, tokens, heads int, k bool) error {
-	if m.ropeByPos() {
-		return m.ropeAt(s, x, sub(m.pos, 0, 4*tokens), tokens, heads)
-	}
+// ropeTables rotates x ([tokens][heads][head_dim]) where no position
+// kernel applies (scaling without rope_neox_freqs_T, !ropeByPos):
+// transformers' bf16 arithmetic, x*cos + rotate_half(x)*sin (each product
+// and the sum rounded to bf16), from the step's cos and sin tables of q
+// (k false) or k.
+func (m *Model) ropeTables(s *core.Stream, x core.Region, tokens, heads int, k bool) error {
 	n := tokens * heads * m.cfg.HeadDim()
 	cos, sin := m.cosQ, m.sinQ
 	if k {
@@ -936,12 +934,12 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	}
 	switch {
 	case err != nil:
-	case T == 1 && (c.Scaling == nil || m.kRopeF != nil): // one token: q's heads then k's, one rotation
-		err = m.rope(s, view(m.qkvb, 0, 2*(Q+KV)), 1, c.Heads+c.KVHeads, false)
+	case T == 1 && m.ropeByPos(): // one token: q's heads then k's, one rotation at pos
+		err = m.ropeAt(s, view(m.qkvb, 0, 2*(Q+KV)), sub(m.pos, 0, 4), 1, c.Heads+c.KVHeads)
 	case m.ropeByPos(): // q's rows then k's (contiguous), each at its token's position (putPos's rpos)
 		err = m.ropeAt(s, view(m.qkvb, 0, 2*T*(Q+KV)), sub(m.rpos, 0, 4*T*(c.Heads+c.KVHeads)), T*(c.Heads+c.KVHeads), 1)
 	default:
-		err = firstErr(m.rope(s, q, T, c.Heads, false), m.rope(s, k, T, c.KVHeads, true))
+		err = firstErr(m.ropeTables(s, q, T, c.Heads, false), m.ropeTables(s, k, T, c.KVHeads, true))
 	}
 	if err != nil {
 		return fmt.Errorf("llm: layer %d attention input: %w", l, err)

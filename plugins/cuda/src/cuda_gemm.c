@@ -552,11 +552,9 @@ static uint64_t gemv_max_n(int *set) {
   static _Atomic int cached = -1;
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
-    const char *e = getenv("GPURT_CUDA_GEMV_MAX_N");
-    char *end = NULL;
-    const long n = e != NULL ? strtol(e, &end, 10) : -1;
     /* A value that is not a whole number from 0 to 4 keeps the default. */
-    v = e != NULL && end != e && *end == 0 && n >= 0 && n <= CU_BGEMV_MAX_N ? (int)n | 0x100 : GEMV_MAX_N;
+    const long long n = cu_env_whole("GPURT_CUDA_GEMV_MAX_N", 0, CU_BGEMV_MAX_N);
+    v = n >= 0 ? (int)n | 0x100 : GEMV_MAX_N;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   *set = v >> 8;
@@ -577,10 +575,10 @@ static int gemv_const_a(void) {
   return v;
 }
 
-/* Whether the plan's runs may take the GEMV (cu_bgemv): 16-bit A, B, C
- * and D of one type, f32 accumulation, no epilogue, A transposed and B
- * not (the decoder's y = x W^T), few columns and A below GEMV_MAX_MK (see
- * above), the 16-byte pieces it copies (k, lda, ldb and the batch strides
+/* Whether the plan's runs may take the GEMV (cu_bgemv; p->gemv_flags
+ * set): 16-bit A, B, C and D of one type, f32 accumulation, no epilogue, A
+ * transposed and B not (the decoder's y = x W^T), few columns and A below
+ * GEMV_MAX_MK unless constant (see above), the 16-byte pieces it copies (k, lda, ldb and the batch strides
  * multiples of 8 elements), compute capability 8.0 or newer (cp.async). */
 static void gemv_takes(const cu_device *dev, cu_plan *p) {
   const gpurt_gemm_desc *d = &p->d;
@@ -590,7 +588,7 @@ static void gemv_takes(const cu_device *dev, cu_plan *p) {
   /* A of any size when A is constant and the GEMV runs with programmatic
    * dependent launch: it then copies A's first chunks before its wait
    * (GEMV_MAX_MK's measurement). */
-  const int big_ok = (d->flags & GPURT_GEMM_FLAG_CONST_A) && gemv_const_a() && dev->pdl;
+  const int big_ok = (p->gemv_flags & CU_BGEMV_CONST_A) && dev->pdl;
   p->gemv = !p->fp8 && (t == GPURT_DTYPE_BF16 || t == GPURT_DTYPE_F16) && d->b_type == t &&
             d->c_type == t && d->d_type == t &&
             (d->compute_type == GPURT_COMPUTE_DEFAULT || d->compute_type == GPURT_COMPUTE_F32) &&
@@ -758,8 +756,8 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
   }
   p->algo = res.algo;
   p->ws_needed = res.workspaceSize;
-  gemv_takes(&rt->devs[device], p);
   p->gemv_flags = (d->flags & GPURT_GEMM_FLAG_CONST_A) && gemv_const_a() ? CU_BGEMV_CONST_A : 0;
+  gemv_takes(&rt->devs[device], p);
   if (p->gemv) {
     gpurt_error *ge = cu_bgemv_fn(rt, device, d->a_type, d->n, &p->gemv_fn, p->gemv_name, sizeof p->gemv_name);
     if (ge) {

@@ -302,6 +302,10 @@ CU_HIDDEN void cu_note_kernel(cu_runtime *rt, cu_stream *st, uintptr_t key, cons
 CU_HIDDEN CUresult cu_launch_kernel(const cu_runtime *rt, const cu_stream *st, CUfunction f,
                                     const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
                                     void **params, int pdl);
+/* The tuning variable name as a whole number in [lo, hi], or -1 when it is
+ * unset or anything else (the callers then keep their default; each reads
+ * it once and caches the answer). lo >= 0. */
+CU_HIDDEN long long cu_env_whole(const char *name, long long lo, long long hi);
 
 /* ---- cuda_stream.c: streams, events (gp_backend entries) ---------------- */
 

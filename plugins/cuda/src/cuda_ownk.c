@@ -100,10 +100,8 @@ gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, CUfunction f, const char *n
   static _Atomic int per_sm = -1;
   int v = atomic_load_explicit(&per_sm, memory_order_relaxed);
   if (v < 0) {
-    const char *e = getenv("GPURT_CUDA_GEMV_GRID");
-    char *end = NULL;
-    const long n = e != NULL ? strtol(e, &end, 10) : 0;
-    v = e != NULL && end != e && *end == 0 && n >= 1 && n <= 32 ? (int)n : 0;
+    const long long n = cu_env_whole("GPURT_CUDA_GEMV_GRID", 1, 32);
+    v = n >= 0 ? (int)n : 0;
     atomic_store_explicit(&per_sm, v, memory_order_relaxed);
   }
   const uint64_t cap = (uint64_t)v * (uint64_t)rt->devs[st->dev].sm_count;

@@ -148,10 +148,8 @@ static uint32_t qmm_min_n(void) {
   static _Atomic int64_t cached = -1;
   int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
-    const char *e = getenv("GPURT_CUDA_QMM_MIN_N");
-    char *end = NULL;
-    long long n = e != NULL ? strtoll(e, &end, 10) : 0;
-    v = e != NULL && end != e && *end == 0 && n >= 9 && n <= 65536 ? n : QMM_CL_MIN_N;
+    const long long n = cu_env_whole("GPURT_CUDA_QMM_MIN_N", 9, 65536);
+    v = n >= 0 ? n : QMM_CL_MIN_N;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (uint32_t)v;
@@ -180,7 +178,6 @@ static uint32_t log2u(uint32_t v) {
 }
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
 
 /* Grows the stream's scratch (st->qscratch) to need bytes; slot_mu held.
  * Growth waits for the stream first: its queued work may still read the

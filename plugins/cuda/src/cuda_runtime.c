@@ -194,6 +194,15 @@ void cu_enter_quiet(cu_runtime *rt, uint32_t dev) {
   if (dev < rt->ndev) (void)cu_make_current(&rt->devs[dev]);
 }
 
+/* ---- tuning variables ------------------------------------------------------ */
+
+long long cu_env_whole(const char *name, long long lo, long long hi) {
+  const char *e = getenv(name);
+  char *end = NULL;
+  const long long n = e != NULL ? strtoll(e, &end, 10) : -1;
+  return e != NULL && end != e && *end == 0 && n >= lo && n <= hi ? n : -1;
+}
+
 /* ---- launches ------------------------------------------------------------- */
 
 CUresult cu_launch_kernel(const cu_runtime *rt, const cu_stream *st, CUfunction f, const uint32_t grid[3],
