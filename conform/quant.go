@@ -76,6 +76,12 @@ func quantChecks() []check {
 	qc("bf16_g64_n6_k1536_m2300", quantCase{xt: core.BF16, st: core.BF16, m: 2300, n: 6, k: 1536, gs: 64})
 	qc("bf16_f16scales_g64_n1_k512_m3", quantCase{xt: core.BF16, st: core.F16, m: 3, n: 1, k: 512, gs: 64})
 	qc("f16_bf16scales_g128_n8_k2048_m50", quantCase{xt: core.F16, st: core.BF16, m: 50, n: 8, k: 2048, gs: 128})
+	// One token over more rows than a GPU has SMs x 16 (CUDA: the ring
+	// GEMV, k in 512-deep chunks through shared memory), a partial last
+	// block of rows, both x types, groups of 64 and 128, x past f16's range.
+	qc("bf16_g64_n1_k1536_m2300", quantCase{xt: core.BF16, st: core.BF16, m: 2300, n: 1, k: 1536, gs: 64})
+	qc("f16_bf16scales_g128_n1_k1024_m2210", quantCase{xt: core.F16, st: core.BF16, m: 2210, n: 1, k: 1024, gs: 128})
+	qc("bf16_f16scales_g128_n1_k512_m2120_wide_x", quantCase{xt: core.BF16, st: core.F16, m: 2120, n: 1, k: 512, gs: 128, wide: true})
 	// Batched decode, 8 < n <= 64 (CUDA: the skinny GEMV, 2, 4 or 8
 	// n-tiles of 8 tokens, the last one partial): factored (groups of 64,
 	// 128) and dequantizing (32) forms, both x types, a partial row block.
@@ -101,6 +107,13 @@ func quantChecks() []check {
 	}})
 	cs = append(cs, check{"quant/large_decode", func(e *env) error {
 		c := quantCase{xt: core.BF16, st: core.BF16, m: 1024, n: 8, k: 1024, gs: 64, sample: 2048}
+		if !e.opts.Quick && e.dev.Info().Arch != "cpu" {
+			c.m, c.k = 14336, 4096
+		}
+		return runQuantCase(e, c)
+	}})
+	cs = append(cs, check{"quant/large_decode_n1", func(e *env) error {
+		c := quantCase{xt: core.BF16, st: core.BF16, m: 1024, n: 1, k: 1024, gs: 64, sample: 2048}
 		if !e.opts.Quick && e.dev.Info().Arch != "cpu" {
 			c.m, c.k = 14336, 4096
 		}

@@ -167,3 +167,37 @@ func TestGEMVReadsOnlyWhatMayBeReadBeforeItsWait(t *testing.T) {
 		assert.NotContains(t, head, call+";", "bgemv_body calls %q before its prologues", call)
 	}
 }
+
+// TestRingGEMVReadsNothingBeforeItsWait: the int8 ring GEMV (qrgemv_body)
+// is launched with programmatic dependent launch, and quant_matmul's
+// caller makes no promise that the kernel before does not write W. So
+// before gpurt_pdl_enter it may only ask W into the L2 (a bulk prefetch):
+// no copy into shared memory, no read of x, W, the scales or biases, no
+// write of y.
+func TestRingGEMVReadsNothingBeforeItsWait(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("src", "cuda_quant.cu"))
+	require.NoError(t, err)
+	src := string(raw)
+	i := strings.Index(src, "void qrgemv_body(")
+	require.GreaterOrEqual(t, i, 0, "qrgemv_body not found")
+	body := src[i:]
+	body = body[:strings.Index(body, "\n}\n")]
+	w := strings.Index(body, "gpurt_pdl_enter();")
+	require.GreaterOrEqual(t, w, 0, "qrgemv_body does not call gpurt_pdl_enter")
+	pre := body[:w]
+	// The copy lambdas are defined (not called) before the wait: cut them out.
+	for _, name := range []string{"auto issue_w = [&](u32 c) {", "auto issue_x = [&](u32 c) {"} {
+		a := strings.Index(pre, name)
+		require.GreaterOrEqual(t, a, 0, "%s not found before the wait", name)
+		e := strings.Index(pre[a:], "\n  };\n")
+		require.GreaterOrEqual(t, e, 0, "the end of %s not found", name)
+		pre = pre[:a] + pre[a+e+len("\n  };\n"):]
+	}
+	assert.Contains(t, pre, "cp.async.bulk.prefetch.L2", "the prologue no longer prefetches W into the L2")
+	for _, banned := range []string{"issue_w(", "issue_x(", "cp_async", "*reinterpret_cast"} {
+		assert.NotContains(t, pre, banned, "qrgemv_body touches %q before its wait", banned)
+	}
+	for _, banned := range []string{`\bx\s*[\[+]`, `\by\s*[\[+]`, `\bsc\s*[\[+]`, `\bbi\s*[\[+]`} {
+		assert.NotRegexp(t, banned, pre, "qrgemv_body reads or writes an operand (%s) before its wait", banned)
+	}
+}

@@ -8,7 +8,9 @@
  *  quant_matmul, n <= 8   gpurt_qgemvf_<x>_<s>_n<n> (groups of 64, 128) or
  *                         gpurt_qgemv_<x>_<s>_n<n> (32): 32 rows of W per
  *                         block, k split among its warps (tensor cores, n as
- *                         8 columns)
+ *                         8 columns); with GPURT_CUDA_QGEMV=ring, n = 1 on
+ *                         gpurt_qrgemv_<x>_<s> (16 rows a block, W through a
+ *                         shared-memory ring; not yet measured, see qr_takes)
  *  quant_matmul, n <= 64  gpurt_qgemvwf_<x>_<s>_t<NT> / gpurt_qgemvw_*: the
  *                         same with NT = 2, 4, 8 n-tiles of 8 tokens
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
@@ -62,7 +64,8 @@ enum {
   QV_GG_FP8 = 69,
   QV_DEQ = 70,
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
-  QV_COUNT = 98
+  QV_RING = 98,  /* n = 1 through the shared-memory ring (x type, scale type) */
+  QV_COUNT = 102
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -122,10 +125,11 @@ typedef struct gg_table {
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
+  int ring;    /* n = 1 on the ring GEMV: 0 never (the default), 1 GPURT_CUDA_QGEMV=ring (by size, qr_takes), 2 =ring-any */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
-  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16, once read */
+  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16 | ring << 17, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
@@ -136,10 +140,12 @@ static qgemv_env qgemv_switches(void) {
     if (pf < -1 || pf > 8) pf = -1;
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
         (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
-        (k != NULL && strcmp(k, "cutlass") == 0) << 16;
+        (k != NULL && strcmp(k, "cutlass") == 0) << 16 |
+        (k != NULL && strcmp(k, "ring") == 0 ? 1 : k != NULL && strcmp(k, "ring-any") == 0 ? 2 : 0) << 17;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1};
+  return (qgemv_env){v & 0xff,      (v >> 8) & 1,  (v >> 9) & 1,          ((v >> 10) & 0xf) - 1,
+                     (v >> 14) & 3, (v >> 16) & 1, (v >> 17) & 3};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -345,6 +351,35 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, params, 1);
 }
 
+/* The ring GEMV (gpurt_qrgemv_*, n = 1, groups of 64 or 128): QR_ROWS rows
+ * a block, k in QR_KC-deep chunks through shared memory (cuda_quant.cu).
+ * Not yet measured on a GPU, so not the default: GPURT_CUDA_QGEMV=ring
+ * takes it where k is a multiple of QR_KC, W and x are 16-byte aligned,
+ * the scales and biases 8-byte aligned, and the grid has at least one
+ * block per SM (below that the register GEMV's 32-row blocks, with up to
+ * 16 warps splitting k, keep more bytes in flight per SM); =ring-any drops
+ * the last rule (conformance runs over small shapes). */
+#define QR_ROWS 16
+#define QR_KC 512
+#define QR_THREADS 128
+static int qr_takes(const cu_runtime *rt, uint32_t dev, const gpurt_quant_matmul_args *a, const gp_quant_op *r) {
+  const int ring = qgemv_switches().ring;
+  if (ring == 0 || a->k % QR_KC != 0 || a->k > 0xffffffffull || a->m > 0xffffffffull) return 0;
+  if (((r->w.addr | r->x.addr) & 15) != 0 || ((r->scales.addr | r->biases.addr) & 7) != 0) return 0;
+  return ring == 2 || cdiv(a->m, QR_ROWS) >= (uint64_t)rt->devs[dev].sm_count;
+}
+
+static gpurt_error *ring_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r) {
+  const gpurt_quant_matmul_args *a = &r->c.a;
+  const uint8_t *pw = (const uint8_t *)(uintptr_t)r->w.addr;
+  const uint16_t *ps = (const uint16_t *)(uintptr_t)r->scales.addr, *pb = (const uint16_t *)(uintptr_t)r->biases.addr;
+  const uint16_t *px = (const uint16_t *)(uintptr_t)r->x.addr;
+  uint16_t *py = (uint16_t *)(uintptr_t)r->y.addr;
+  uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gshift = log2u(a->group_size), n = 1, unused = 0;
+  void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &unused};
+  return cu_own_launch(rt, st, f, name, cdiv(m, QR_ROWS), 1, QR_THREADS, params, 1);
+}
+
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
  * stream), only what the call would make lazily (the module's kernel, the
  * stream's scratch and workspace, cuBLASLt's handle), nothing enqueued:
@@ -363,6 +398,11 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
     /* Groups of 64 or more: the factored form (gpurt_qgemvf_*, no weight
      * rounded to 16 bits, ~40% fewer instructions); 32: dequantizing. */
     const int fac = a->group_size >= 64 && !qgemv_switches().dequant;
+    if (fac && n == 1 && qr_takes(rt, dev, a, r)) {
+      snprintf(name, sizeof name, "gpurt_qrgemv_%s_%s", tname(a->x_type), tname(a->scale_type));
+      if ((e = cu_own_fn(rt, dev, QV_RING + xi * 2 + si, name, &f)) || warm) return e;
+      return ring_launch(rt, st, f, name, r);
+    }
     snprintf(name, sizeof name, "gpurt_qgemv%s_%s_%s_n%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type), n);
     if ((e = cu_own_fn(rt, dev, (fac ? QV_GEMVF : QV_GEMV) + (xi * 2 + si) * 8 + (int)(n - 1), name, &f)) || warm)
       return e;

@@ -907,3 +907,183 @@ BGEMV(bf16, T_BF16, 4)
 BGEMV(f16, T_F16, 1)
 BGEMV(f16, T_F16, 2)
 BGEMV(f16, T_F16, 4)
+
+// ---- the int8 GEMV for one token through a shared-memory ring -----------------
+//
+// gpurt_qrgemv_<x>_<s>: y = x * dequant(W)^T for n = 1, groups of 64 or 128,
+// k a multiple of QR_KC (cuda_quant.c checks). W streams through shared
+// memory the way the 16-bit GEMV above streams A: a block owns QR_ROWS rows,
+// and their codes, scales and biases come with x's piece in QR_KC-deep
+// chunks, by cp.async, into a ring of QR_ST stages. Each block keeps
+// QR_ST - 1 chunks in flight without holding them in registers (the
+// register GEMV keeps 128 bytes a lane in flight), and 16-row blocks leave
+// at most one small block per SM in the grid's last wave (32-row blocks of
+// 14336 rows fill 85% of the H200's slots). The QR_WARPS warps split each
+// chunk's depth, 128 each.
+//
+// The arithmetic is qstep's factored form (no weight rounded to 16 bits)
+// turned round: the rows of W are the 8 columns of mma.sync m16n8k16
+// (n-tile t: rows 8t .. 8t + 7 of the block) and x the 16 rows of A, every
+// row the same token (so every lane's result is valid; lanes 0-3 keep it).
+// A lane's B fragment for step j of a 64-deep step is 4 codes of its row,
+// bytes 4j .. 4j + 3 of the 16 at depth 16 tq, as f16 1024 + q (one byte
+// permute a pair, exact); A takes x' at the same depths (x scaled by a
+// power of two per 64 deep for bf16, as in qstep). An all-ones B gives
+// X = sum x' in the same layout, and s (P - 1024 X) + b X is the group's
+// sum, scaled back.
+#define QR_ROWS 16
+#define QR_KC 512
+#define QR_ST 4
+#define QR_WARPS 4
+#define QR_LD (QR_KC + 64) // a row's codes in a stage, bytes: the 2 rows of a 16-byte load's phase on other banks
+#define QR_SB 8            // a row's scales (or biases) in a stage, 16-bit values: QR_KC / 64 at most
+
+__device__ __forceinline__ void cp_async8(void *dst, const void *src) {
+  const u32 d = (u32)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+}
+
+template <int XT, int ST>
+__device__ __forceinline__ void qrgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
+                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
+  __shared__ __align__(16) uint8_t cw[QR_ST][QR_ROWS * QR_LD];
+  __shared__ __align__(16) uint16_t cx[QR_ST][QR_KC];
+  __shared__ __align__(16) uint16_t cs[QR_ST][QR_ROWS][QR_SB], cb[QR_ST][QR_ROWS][QR_SB];
+  __shared__ float red[QR_WARPS][QR_ROWS];
+  const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const u32 row0 = blockIdx.x * QR_ROWS, chunks = k / QR_KC, groups = k >> gshift;
+  // A chunk's scales (or biases) of a row: QR_KC >> gshift values, in
+  // 8-byte pieces (one for groups of 128, two for 64).
+  const u32 spr = (QR_KC >> gshift) / 4;
+  // W's part of chunk c (codes, scales, biases) and x's, into stage c % QR_ST
+  // (no commit). Rows past m copy row m - 1 (summed, never stored); chunks
+  // past the last copy nothing.
+  auto issue_w = [&](u32 c) {
+    if (c >= chunks) return;
+    const u32 s = c % QR_ST, k0 = c * QR_KC;
+#pragma unroll
+    for (u32 i = tid; i < QR_ROWS * (QR_KC / 16); i += QR_WARPS * 32) {
+      const u32 r = i / (QR_KC / 16), p = i % (QR_KC / 16), row = min(row0 + r, m - 1);
+      cp_async16(&cw[s][r * QR_LD + p * 16], w + (u64)row * k + k0 + p * 16);
+    }
+    if (tid < 2 * QR_ROWS * spr) {
+      const u32 which = tid / (QR_ROWS * spr), j = tid % (QR_ROWS * spr), r = j / spr, p = j % spr;
+      const u32 row = min(row0 + r, m - 1);
+      const uint16_t *src = (which ? bi : sc) + (u64)row * groups + (k0 >> gshift) + p * 4;
+      cp_async8(which ? &cb[s][r][p * 4] : &cs[s][r][p * 4], src);
+    }
+  };
+  auto issue_x = [&](u32 c) {
+    if (c < chunks && tid < QR_KC / 8) cp_async16(&cx[c % QR_ST][tid * 8], x + (u64)c * QR_KC + tid * 8);
+  };
+  // Launched with PDL: before the wait, only W's first chunks are asked
+  // into the L2 (the kernel before may still be writing x, and nothing says
+  // it does not write W); every copy into shared memory comes after it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (tid < QR_ROWS && row0 + tid < m) {
+    const u32 bytes = min(k, (u32)((QR_ST - 1) * QR_KC));
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + (u64)(row0 + tid) * k), "r"(bytes)
+                 : "memory");
+  }
+#endif
+  gpurt_pdl_enter();
+#pragma unroll
+  for (u32 c = 0; c < QR_ST - 1; c++) {
+    issue_w(c);
+    issue_x(c);
+    cp_async_commit();
+  }
+  const u32 ones[2] = {0x3C003C00u, 0x3C003C00u};
+  float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}}; // [n-tile][row 8t + 2tq + e]
+  for (u32 c = 0; c < chunks; c++) {
+    __syncthreads(); // every warp is done with chunk c - 1: its stage may be refilled
+    issue_w(c + QR_ST - 1);
+    issue_x(c + QR_ST - 1);
+    cp_async_commit();
+    cp_async_wait<QR_ST - 1>(); // this thread's copies of chunk c have landed
+    __syncthreads();             // and everyone's
+    const u32 s = c % QR_ST;
+#pragma unroll
+    for (u32 q = 0; q < 2; q++) {
+      const u32 d0 = warp * 128 + q * 64; // depth in the chunk of this 64-deep step
+      const uint4 xa = *reinterpret_cast<const uint4 *>(&cx[s][d0 + 16 * tq]);
+      const uint4 xb = *reinterpret_cast<const uint4 *>(&cx[s][d0 + 16 * tq + 8]);
+      const u32 xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+      u32 xf[8];
+      float unsc = 1.f;
+      if constexpr (XT == T_BF16) {
+        float2 f[8];
+        float mx = 0.f;
+#pragma unroll
+        for (int p = 0; p < 8; p++) {
+          f[p] = w2f<T_BF16>(xw[p]);
+          mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
+        sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
+        const float up = __uint_as_float((u32)(sx + 127) << 23);
+        unsc = __uint_as_float((u32)(127 - sx) << 23);
+#pragma unroll
+        for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
+      } else {
+#pragma unroll
+        for (int p = 0; p < 8; p++) xf[p] = xw[p];
+      }
+      uint4 cv[2];
+#pragma unroll
+      for (int t = 0; t < 2; t++)
+        cv[t] = *reinterpret_cast<const uint4 *>(&cw[s][(8 * t + gq) * QR_LD + d0 + 16 * tq]);
+      float X[4] = {0.f, 0.f, 0.f, 0.f}, P[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const u32 a[4] = {xf[2 * j], xf[2 * j], xf[2 * j + 1], xf[2 * j + 1]};
+        mma16816(X, a, ones, 1);
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+          const u32 cwj = (&cv[t].x)[j];
+          const u32 b[2] = {__byte_perm(cwj, 0x64646464u, 0x4140), __byte_perm(cwj, 0x64646464u, 0x4342)};
+          mma16816(P[t], a, b, 1);
+        }
+      }
+      const u32 gl = d0 >> gshift; // the step's group in the chunk
+#pragma unroll
+      for (int t = 0; t < 2; t++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const u32 r = 8 * t + 2 * tq + e;
+          const float sr = h2f<ST>(cs[s][r][gl]), br = h2f<ST>(cb[s][r][gl]);
+          const float v = fmaf(sr, fmaf(-1024.f, X[e], P[t][e]), br * X[e]);
+          acc[t][e] = fmaf(v, unsc, acc[t][e]);
+        }
+    }
+  }
+  cp_async_wait<0>();
+  // Lanes 0-3 hold rows 8t + 2tq + e; the warps' sums meet in shared
+  // memory, added in warp order (deterministic).
+  if (gq == 0)
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) red[warp][8 * t + 2 * tq + e] = acc[t][e];
+  __syncthreads();
+  if (tid < QR_ROWS && row0 + tid < m) {
+    float v = 0.f;
+#pragma unroll
+    for (int i = 0; i < QR_WARPS; i++) v += red[i][tid];
+    y[row0 + tid] = f2h<XT>(v);
+  }
+}
+
+#define QRGEMV(XN, XT, SN, ST)                                                                          \
+  extern "C" __global__ void __launch_bounds__(QR_WARPS * 32, 4)                                        \
+      gpurt_qrgemv_##XN##_##SN(const uint8_t *w, const uint16_t *sc, const uint16_t *bi, const uint16_t *x, \
+                               uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) {                       \
+    qrgemv_body<XT, ST>(w, sc, bi, x, y, m, k, gshift);                                                 \
+  }
+QRGEMV(bf16, T_BF16, bf16, T_BF16)
+QRGEMV(bf16, T_BF16, f16, T_F16)
+QRGEMV(f16, T_F16, bf16, T_BF16)
+QRGEMV(f16, T_F16, f16, T_F16)
