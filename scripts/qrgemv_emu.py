@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+#
+# qrgemv_emu.py — a lane-level emulation of the CUDA plugin's int8 ring GEMV
+# (plugins/cuda/src/cuda_quant.cu, qrgemv_body), for checking a change to
+# its copies, its mma fragments or its factored arithmetic without a GPU:
+# every cp.async of a block into its four stages, every lane's registers
+# put into mma.sync m16n8k16's A and B fragments by the PTX ISA's layouts,
+# the combine and the warps' reduction, against float64. The emulation
+# adds in float64, so it checks where each value goes, not the hardware's
+# f32 rounding. Keep it in step with qrgemv_body (same names).
+#
+#   python3 -m venv /tmp/v && /tmp/v/bin/pip install numpy
+#   /tmp/v/bin/python scripts/qrgemv_emu.py
+import numpy as np
+rng = np.random.default_rng(1)
+QR_ROWS, QR_KC, QR_ST, QR_WARPS, QR_LD, QR_SB = 16, 512, 4, 4, 512 + 64, 8
+
+def bf16(a):  # round to bf16 (nearest even), as float32
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7fff + ((u >> 16) & 1)) >> 16 << 16
+    return u.astype(np.uint32).view(np.float32)
+
+def mma(C, A, B):  # A 16x16, B 16x8 (f16 values as float), f32 accumulate
+    return C + (A.astype(np.float64) @ B.astype(np.float64))
+
+def run(m, k, gs, xtype, wide=False):
+    gshift = gs.bit_length() - 1
+    groups = k // gs
+    W = rng.integers(0, 256, size=(m, k), dtype=np.uint8)
+    S = bf16(rng.uniform(0.001, 0.02, size=(m, groups)))
+    Bi = bf16(rng.uniform(-1, 1, size=(m, groups)))
+    x = rng.standard_normal(k).astype(np.float32)
+    if wide:
+        x = x * np.exp2(rng.integers(-20, 21, size=k)).astype(np.float32)
+    x = bf16(x) if xtype == 'bf16' else x.astype(np.float16).astype(np.float32)
+    Wd = S.repeat(gs, axis=1).astype(np.float64) * W + Bi.repeat(gs, axis=1)
+    ref = Wd @ x.astype(np.float64)
+    y = np.zeros(m)
+    chunks = k // QR_KC
+    spr = (QR_KC >> gshift) // 4
+    for blk in range((m + QR_ROWS - 1) // QR_ROWS):
+        row0 = blk * QR_ROWS
+        cw = np.zeros((QR_ST, QR_ROWS * QR_LD), np.uint8)
+        cx = np.zeros((QR_ST, QR_KC), np.float32)
+        cs = np.zeros((QR_ST, QR_ROWS, QR_SB), np.float32)
+        cb = np.zeros((QR_ST, QR_ROWS, QR_SB), np.float32)
+        def issue(c):
+            if c >= chunks: return
+            s, k0 = c % QR_ST, c * QR_KC
+            for tid in range(QR_WARPS * 32):
+                for i in range(tid, QR_ROWS * (QR_KC // 16), QR_WARPS * 32):
+                    r, p = i // (QR_KC // 16), i % (QR_KC // 16)
+                    row = min(row0 + r, m - 1)
+                    cw[s, r * QR_LD + p * 16: r * QR_LD + p * 16 + 16] = W[row, k0 + p * 16: k0 + p * 16 + 16]
+                if tid < 2 * QR_ROWS * spr:
+                    which, j = tid // (QR_ROWS * spr), tid % (QR_ROWS * spr)
+                    r, p = j // spr, j % spr
+                    row = min(row0 + r, m - 1)
+                    src = (Bi if which else S)[row].reshape(-1)  # row*groups + ...
+                    off = (k0 >> gshift) + p * 4
+                    (cb if which else cs)[s, r, p * 4: p * 4 + 4] = src[off: off + 4]
+                if tid < QR_KC // 8:
+                    cx[s, tid * 8: tid * 8 + 8] = x[c * QR_KC + tid * 8: c * QR_KC + tid * 8 + 8]
+        for c in range(QR_ST - 1): issue(c)
+        acc = np.zeros((QR_WARPS, 32, 2, 2))
+        for c in range(chunks):
+            issue(c + QR_ST - 1)
+            s = c % QR_ST
+            for warp in range(QR_WARPS):
+                for q in range(2):
+                    d0 = warp * 128 + q * 64
+                    # per lane: x' (8 pairs), unsc, codes
+                    xf = np.zeros((32, 16)); unsc = np.ones(32); cv = np.zeros((32, 2, 16), np.int64)
+                    for lane in range(32):
+                        gq, tq = lane >> 2, lane & 3
+                        xs = cx[s, d0 + 16 * tq: d0 + 16 * tq + 16]
+                        xf[lane] = xs
+                        for t in range(2):
+                            base = (8 * t + gq) * QR_LD + d0 + 16 * tq
+                            cv[lane, t] = cw[s, base: base + 16]
+                    if xtype == 'bf16':
+                        x0 = xf.copy()
+                        for lane in range(32):
+                            quad = [(lane & ~3) | i for i in range(4)]
+                            mx = max(np.abs(x0[l]).max() for l in quad)
+                            e = (np.float32(mx).view(np.uint32) >> 23) & 0xff
+                            sx = min(max(141 - int(e), -126), 126)
+                            up = np.float32(2.0) ** sx; unsc[lane] = np.float32(2.0) ** (-sx)
+                            xf[lane] = (xf[lane] * up).astype(np.float16).astype(np.float64)
+                    X = np.zeros((32, 4)); P = np.zeros((2, 32, 4))
+                    for j in range(4):
+                        # assemble A (16x16) and B (16x8) from the lanes' registers
+                        A = np.full((16, 16), np.nan); Bo = np.full((16, 8), np.nan); Bt = [np.full((16, 8), np.nan) for _ in range(2)]
+                        for lane in range(32):
+                            gq, tq = lane >> 2, lane & 3
+                            regs = [xf[lane][4*j:4*j+2], xf[lane][4*j:4*j+2], xf[lane][4*j+2:4*j+4], xf[lane][4*j+2:4*j+4]]
+                            A[gq, 2*tq:2*tq+2] = regs[0]; A[gq+8, 2*tq:2*tq+2] = regs[1]
+                            A[gq, 2*tq+8:2*tq+10] = regs[2]; A[gq+8, 2*tq+8:2*tq+10] = regs[3]
+                            Bo[2*tq:2*tq+2, gq] = 1.0; Bo[2*tq+8:2*tq+10, gq] = 1.0
+                            for t in range(2):
+                                b = 1024 + cv[lane, t, 4*j:4*j+4].astype(np.float64)
+                                Bt[t][2*tq:2*tq+2, gq] = b[0:2]; Bt[t][2*tq+8:2*tq+10, gq] = b[2:4]
+                        assert not np.isnan(A).any() and not np.isnan(Bo).any()
+                        Dx = A @ Bo; Dp = [A @ Bt[t] for t in range(2)]
+                        for lane in range(32):
+                            gq, tq = lane >> 2, lane & 3
+                            X[lane] += [Dx[gq, 2*tq], Dx[gq, 2*tq+1], Dx[gq+8, 2*tq], Dx[gq+8, 2*tq+1]]
+                            for t in range(2):
+                                P[t, lane] += [Dp[t][gq, 2*tq], Dp[t][gq, 2*tq+1], Dp[t][gq+8, 2*tq], Dp[t][gq+8, 2*tq+1]]
+                    gl = d0 >> gshift
+                    for lane in range(32):
+                        tq = lane & 3
+                        for t in range(2):
+                            for e in range(2):
+                                r = 8 * t + 2 * tq + e
+                                v = cs[s, r, gl] * (P[t, lane, e] - 1024 * X[lane, e]) + cb[s, r, gl] * X[lane, e]
+                                acc[warp, lane, t, e] += v * unsc[lane]
+        red = np.zeros((QR_WARPS, QR_ROWS))
+        for warp in range(QR_WARPS):
+            for lane in range(4):
+                for t in range(2):
+                    for e in range(2):
+                        red[warp, 8 * t + 2 * lane + e] = acc[warp, lane, t, e]
+        for r in range(QR_ROWS):
+            if row0 + r < m: y[row0 + r] = red[:, r].sum()
+    err = np.abs(y - ref).max() / np.abs(ref).max()
+    print(f"m {m} k {k} gs {gs} {xtype}{' wide' if wide else ''}: max rel err {err:.2e}")
+    assert err < 1e-5, err
+
+run(40, 1024, 64, 'bf16')
+run(37, 1536, 128, 'f16')
+run(20, 512, 128, 'bf16', wide=True)
+run(16, 512, 64, 'f16')
