@@ -128,7 +128,124 @@ def run(m, k, gs, xtype, wide=False):
     print(f"m {m} k {k} gs {gs} {xtype}{' wide' if wide else ''}: max rel err {err:.2e}")
     assert err < 1e-5, err
 
+
+QS_ROWS, QS_KC, QS_ST, QS_WARPS, QS_SBY = 64, 256, 3, 4, 16
+
+def swz_w(r, p): return p ^ ((r & 1) << 2)
+def swz_x(t, p): return p ^ (t & 1)
+
+def bits16(v, xtype):  # the weight rounded to x's type, as pack2<XT>
+    return bf16(v) if xtype == 'bf16' else np.float32(v).astype(np.float16).astype(np.float32)
+
+def runw(m, n, k, gs, xtype, split):
+    """gpurt_qrgemvw (qrgemvw_body): MT m-tiles of 16 tokens, a cluster of split CTAs a row block."""
+    MT = 1 if n <= 16 else 2
+    gshift = gs.bit_length() - 1
+    groups = k // gs
+    W = rng.integers(0, 256, size=(m, k), dtype=np.uint8)
+    S = bf16(rng.uniform(0.001, 0.02, size=(m, groups)))
+    Bi = bf16(rng.uniform(-1, 1, size=(m, groups)))
+    x = rng.standard_normal((n, k)).astype(np.float32)
+    x = bf16(x) if xtype == 'bf16' else x.astype(np.float16).astype(np.float32)
+    Wd = S.repeat(gs, axis=1).astype(np.float64) * W + Bi.repeat(gs, axis=1)
+    Wr = bits16(Wd.astype(np.float32), xtype).astype(np.float64)  # every weight rounded once
+    ref = x.astype(np.float64) @ Wr.T                              # [n][m]
+    y = np.full((n, m), np.nan)
+    chunks = k // QS_KC
+    sby = (QS_KC >> gshift) * 2
+    ncopy = min(n, 16 * MT)
+    for blk in range((m + QS_ROWS - 1) // QS_ROWS):
+        row0 = blk * QS_ROWS
+        parts = []
+        for rank in range(split):
+            c0 = rank * chunks // split
+            nc = (rank + 1) * chunks // split - c0
+            # a stage as bytes-level arrays: codes by physical piece, x by physical piece
+            cw = np.zeros((QS_ST, QS_ROWS, QS_KC), np.uint8)
+            cx = np.full((QS_ST, 16 * MT, QS_KC), np.nan)  # tokens past n stay unset (garbage)
+            cs = np.zeros((QS_ST, QS_ROWS, QS_SBY // 2)); cb = np.zeros((QS_ST, QS_ROWS, QS_SBY // 2))
+            def issue(i):
+                if i >= nc: return
+                s, k0 = i % QS_ST, (c0 + i) * QS_KC
+                for q in range(QS_ROWS * (QS_KC // 16)):
+                    r, p = q // (QS_KC // 16), q % (QS_KC // 16)
+                    row = min(row0 + r, m - 1)
+                    d = swz_w(r, p) * 16
+                    cw[s, r, d:d + 16] = W[row, k0 + p * 16: k0 + p * 16 + 16]
+                for q in range(ncopy * (QS_KC // 8)):
+                    t, p = q // (QS_KC // 8), q % (QS_KC // 8)
+                    d = swz_x(t, p) * 8
+                    cx[s, t, d:d + 8] = x[t, k0 + p * 8: k0 + p * 8 + 8]
+                for tid in range(2 * QS_ROWS):
+                    which, r = tid // QS_ROWS, tid % QS_ROWS
+                    row = min(row0 + r, m - 1)
+                    src = (Bi if which else S)[row]
+                    off = k0 >> gshift
+                    nv = sby // 2
+                    (cb if which else cs)[s, r, :nv] = src[off: off + nv]
+            for i in range(QS_ST - 1): issue(i)
+            acc = np.zeros((QS_WARPS, 32, MT, 8, 4))
+            for i in range(nc):
+                issue(i + QS_ST - 1)
+                s = i % QS_ST
+                for warp in range(QS_WARPS):
+                    xa = np.zeros((32, MT, 2, 16))
+                    for lane in range(32):
+                        gq, tq = lane >> 2, lane & 3
+                        for mt in range(MT):
+                            for h in range(2):
+                                t = 16 * mt + gq + 8 * h
+                                p0 = 8 * warp + 2 * tq
+                                v0 = cx[s, t, swz_x(t, p0) * 8: swz_x(t, p0) * 8 + 8]
+                                v1 = cx[s, t, swz_x(t, p0 + 1) * 8: swz_x(t, p0 + 1) * 8 + 8]
+                                xa[lane, mt, h] = np.concatenate([v0, v1])
+                    for t in range(8):
+                        bw = np.zeros((32, 16))
+                        for lane in range(32):
+                            gq, tq = lane >> 2, lane & 3
+                            r = 8 * t + gq
+                            ph = swz_w(r, 4 * warp + tq) * 16
+                            cv = cw[s, r, ph: ph + 16].astype(np.float64)
+                            gl = (64 * warp + 16 * tq) >> gshift
+                            bw[lane] = bits16((cs[s, r, gl] * cv + cb[s, r, gl]).astype(np.float32), xtype)
+                        for mt in range(MT):
+                            for j in range(4):
+                                A = np.full((16, 16), np.nan); B = np.full((16, 8), np.nan)
+                                for lane in range(32):
+                                    gq, tq = lane >> 2, lane & 3
+                                    lo, hi = xa[lane, mt, 0], xa[lane, mt, 1]
+                                    A[gq, 2*tq:2*tq+2] = lo[4*j:4*j+2]; A[gq+8, 2*tq:2*tq+2] = hi[4*j:4*j+2]
+                                    A[gq, 2*tq+8:2*tq+10] = lo[4*j+2:4*j+4]; A[gq+8, 2*tq+8:2*tq+10] = hi[4*j+2:4*j+4]
+                                    B[2*tq:2*tq+2, gq] = bw[lane, 4*j:4*j+2]; B[2*tq+8:2*tq+10, gq] = bw[lane, 4*j+2:4*j+4]
+                                assert not np.isnan(B).any()
+                                with np.errstate(invalid='ignore'):
+                                    D = A @ B  # rows of tokens past n are NaN (never stored)
+                                for lane in range(32):
+                                    gq, tq = lane >> 2, lane & 3
+                                    acc[warp, lane, mt, t] += [D[gq, 2*tq], D[gq, 2*tq+1], D[gq+8, 2*tq], D[gq+8, 2*tq+1]]
+            red = np.zeros((QS_WARPS, 16 * MT, QS_ROWS))
+            for warp in range(QS_WARPS):
+                for lane in range(32):
+                    gq, tq = lane >> 2, lane & 3
+                    for mt in range(MT):
+                        for t in range(8):
+                            for e in range(4):
+                                red[warp, 16 * mt + gq + 8 * (e >> 1), 8 * t + 2 * tq + (e & 1)] = acc[warp, lane, mt, t, e]
+            parts.append(red.sum(axis=0).reshape(-1))
+        for q in range(ncopy * QS_ROWS):
+            tok, row = q // QS_ROWS, q % QS_ROWS
+            v = sum(parts[r][q] for r in range(split))
+            if row0 + row < m: y[tok, row0 + row] = v
+    assert not np.isnan(y).any(), "a result was not written"
+    err = np.abs(y - ref).max() / np.abs(ref).max()
+    print(f"ring skinny: m {m} n {n} k {k} gs {gs} {xtype} split {split}: max rel err {err:.2e}")
+    assert err < 1e-5, err
+
 run(40, 1024, 64, 'bf16')
 run(37, 1536, 128, 'f16')
 run(20, 512, 128, 'bf16', wide=True)
 run(16, 512, 64, 'f16')
+runw(70, 5, 512, 32, 'bf16', 2)
+runw(64, 16, 768, 128, 'f16', 1)
+runw(130, 27, 1024, 64, 'bf16', 4)
+runw(20, 32, 512, 64, 'f16', 2)

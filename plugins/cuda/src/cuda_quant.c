@@ -11,6 +11,8 @@
  *                         8 columns); with GPURT_CUDA_QGEMV=ring, n = 1 on
  *                         gpurt_qrgemv_<x>_<s> (16 rows a block, W through a
  *                         shared-memory ring; not yet measured, see qr_takes)
+ *                         and 2 <= n <= 32 on gpurt_qrgemvw_<x>_<s>_t<MT>
+ *                         (64 rows a block, k split in a cluster; qs_takes)
  *  quant_matmul, n <= 64  gpurt_qgemvwf_<x>_<s>_t<NT> / gpurt_qgemvw_*: the
  *                         same with NT = 2, 4, 8 n-tiles of 8 tokens
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
@@ -65,7 +67,8 @@ enum {
   QV_DEQ = 70,
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
   QV_RING = 98,  /* n = 1 through the shared-memory ring (x type, scale type) */
-  QV_COUNT = 102
+  QV_RINGW = 102, /* 2 <= n <= 32 through the ring (x type, scale type, m-tiles 1/2) */
+  QV_COUNT = 110
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -125,7 +128,7 @@ typedef struct gg_table {
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
-  int ring;    /* n = 1 on the ring GEMV: 0 never (the default), 1 GPURT_CUDA_QGEMV=ring (by size, qr_takes), 2 =ring-any */
+  int ring;    /* the ring GEMVs (n = 1: qr_takes; 2..32: qs_takes): 0 never (the default), 1 GPURT_CUDA_QGEMV=ring, 2 =ring-any */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
@@ -380,6 +383,62 @@ static gpurt_error *ring_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   return cu_own_launch(rt, st, f, name, cdiv(m, QR_ROWS), 1, QR_THREADS, params, 1);
 }
 
+/* The skinny ring GEMV (gpurt_qrgemvw_*, 2 <= n <= 32, any group size):
+ * QS_ROWS rows a block, k in QS_KC-deep chunks through a QS_ST-stage
+ * ring, the CTAs of a 1 x split cluster taking consecutive parts of k
+ * (cuda_quant.cu). Not yet measured on a GPU, so only with
+ * GPURT_CUDA_QGEMV=ring (or ring-any): where k is a multiple of QS_KC,
+ * every operand 16-byte aligned, and the device takes clusters
+ * (cu_own_cluster_ok). split: the fewest of 1, 2, 4 that give two CTAs
+ * per SM, each CTA keeping at least two chunks. */
+#define QS_ROWS 64
+#define QS_KC 256
+#define QS_ST 3
+#define QS_THREADS 128
+/* cuda_quant.cu's QsStage<mt>::BYTES */
+static uint32_t qs_stage_bytes(uint32_t mt) { return QS_ROWS * QS_KC + 16 * mt * QS_KC * 2 + 2 * QS_ROWS * 16; }
+
+static int qs_takes(const cu_runtime *rt, uint32_t dev, const gpurt_quant_matmul_args *a, const gp_quant_op *r) {
+  if (qgemv_switches().ring == 0 || a->n < 2 || a->n > 32 || a->k % QS_KC != 0 || a->k > 0xffffffffull ||
+      a->m > 0xffffffffull)
+    return 0;
+  if (((r->w.addr | r->x.addr | r->scales.addr | r->biases.addr) & 15) != 0) return 0;
+  return cu_own_cluster_ok(rt, dev);
+}
+
+static uint32_t qs_split(const cu_runtime *rt, uint32_t dev, uint64_t m, uint64_t k) {
+  const uint64_t blocks = cdiv(m, QS_ROWS), chunks = k / QS_KC, want = 2ull * (uint64_t)rt->devs[dev].sm_count;
+  uint32_t split = 1;
+  while (split < 4 && blocks * split < want && chunks >= 4ull * split) split *= 2;
+  return split;
+}
+
+/* The skinny ring GEMV where qs_takes; *done = 1 when it took the call
+ * (warm: its kernel is loaded). */
+static gpurt_error *ringw(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int warm, int *done) {
+  const gpurt_quant_matmul_args *a = &r->c.a;
+  const uint32_t dev = st->dev;
+  *done = 0;
+  if (!qs_takes(rt, dev, a, r)) return NULL;
+  const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
+  const uint32_t mt = a->n <= 16 ? 1 : 2, smem = QS_ST * qs_stage_bytes(mt);
+  char name[64];
+  snprintf(name, sizeof name, "gpurt_qrgemvw_%s_%s_t%u", tname(a->x_type), tname(a->scale_type), mt);
+  CUfunction f;
+  gpurt_error *e = cu_own_fn_smem(rt, dev, QV_RINGW + (xi * 2 + si) * 2 + (int)(mt - 1), name, smem, &f);
+  if (e) return e;
+  *done = 1;
+  if (warm) return NULL;
+  const uint8_t *pw = (const uint8_t *)(uintptr_t)r->w.addr;
+  const uint16_t *ps = (const uint16_t *)(uintptr_t)r->scales.addr, *pb = (const uint16_t *)(uintptr_t)r->biases.addr;
+  const uint16_t *px = (const uint16_t *)(uintptr_t)r->x.addr;
+  uint16_t *py = (uint16_t *)(uintptr_t)r->y.addr;
+  uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gshift = log2u(a->group_size), n = (uint32_t)a->n, unused = 0;
+  void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &unused};
+  return cu_own_launch_cluster(rt, st, f, name, cdiv(m, QS_ROWS), qs_split(rt, dev, m, k), QS_THREADS, smem,
+                               params);
+}
+
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
  * stream), only what the call would make lazily (the module's kernel, the
  * stream's scratch and workspace, cuBLASLt's handle), nothing enqueued:
@@ -394,6 +453,10 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
   uint32_t m = (uint32_t)a->m, n = (uint32_t)a->n, k = (uint32_t)a->k, gshift = log2u(a->group_size);
   char name[64];
   CUfunction f;
+  if (n <= 32) {
+    int done = 0;
+    if ((e = ringw(rt, st, r, warm, &done)) || done) return e;
+  }
   if (n <= 8) {
     /* Groups of 64 or more: the factored form (gpurt_qgemvf_*, no weight
      * rounded to 16 bits, ~40% fewer instructions); 32: dequantizing. */

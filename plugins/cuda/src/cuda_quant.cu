@@ -29,6 +29,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include <cooperative_groups.h>
 #include <type_traits>
 
 typedef unsigned int u32;
@@ -1087,3 +1088,197 @@ QRGEMV(bf16, T_BF16, bf16, T_BF16)
 QRGEMV(bf16, T_BF16, f16, T_F16)
 QRGEMV(f16, T_F16, bf16, T_BF16)
 QRGEMV(f16, T_F16, f16, T_F16)
+
+// ---- the int8 skinny GEMV through a shared-memory ring (2 <= n <= 32) -----------
+//
+// gpurt_qrgemvw_<x>_<s>_t<MT>: y = x * dequant(W)^T for up to 16 MT tokens,
+// any group size, k a multiple of QS_KC (cuda_quant.c checks). A block owns
+// QS_ROWS (64) rows of W; the CTAs of a thread-block cluster (1 x split)
+// share a row block and take consecutive parts of k, so small m still fills
+// the GPU without a second kernel: each CTA streams its part through a
+// QS_ST-stage ring (codes, scales and biases of its 64 rows and the tokens'
+// x, by cp.async), and the cluster's partial sums meet in rank 0's shared
+// memory (distributed shared memory), added in rank order (deterministic).
+// The arithmetic is the dequantizing form of the register skinny GEMV
+// (each weight s q + b in f32, rounded to x's type, as the prefill paths
+// do), turned round as in the ring GEMV above: W's rows are the mma's 8
+// columns (n-tile t: rows 8t .. 8t + 7), the tokens its 16 rows (m-tile
+// mt: tokens 16 mt .. 16 mt + 15), so each dequantized weight feeds MT
+// mma's and x needs no conversion. Tokens past n are not copied (their
+// rows of the mma compute what is never stored).
+#define QS_ROWS 64   // rows of W a block: 8 n-tiles
+#define QS_KC 256    // depth of a chunk: 64 for each of the QS_WARPS warps
+#define QS_ST 3      // stages in the ring
+#define QS_WARPS 4
+#define QS_SBY 16    // bytes of a row's scales (or biases) in a stage: QS_KC / 32 * 2 at most
+
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+  const u32 d = (u32)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+}
+
+// A stage's bytes: the codes [QS_ROWS][QS_KC], x [16 MT][QS_KC] (16-bit),
+// the scales and the biases [QS_ROWS][QS_SBY / 2]. cuda_quant.c's
+// qs_stage_bytes is the same sum.
+template <int MT> struct QsStage {
+  static constexpr u32 W = QS_ROWS * QS_KC, X = 16 * MT * QS_KC * 2, S = QS_ROWS * QS_SBY;
+  static constexpr u32 BYTES = W + X + 2 * S;
+};
+// Where 16-byte piece p of a row lives in shared memory. Codes: the 8 lanes
+// of a 16-byte load's phase read 64 bytes of each of two neighbouring rows
+// at the same depth, so odd rows swap the halves of each 128 bytes. x: the
+// lanes read every other piece of two neighbouring tokens, so odd tokens
+// swap neighbouring pieces.
+__device__ __forceinline__ u32 swz_w(u32 r, u32 p) { return p ^ ((r & 1u) << 2); }
+__device__ __forceinline__ u32 swz_x(u32 t, u32 p) { return p ^ (t & 1u); }
+
+template <int XT, int ST, int MT>
+__device__ __forceinline__ void qrgemvw_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                             const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
+                                             uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) uint8_t qs_smem[];
+  using SB = QsStage<MT>;
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  const u32 split = cl.num_blocks(), rank = cl.block_rank();
+  const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const u32 row0 = blockIdx.x * QS_ROWS, groups = k >> gshift, chunks = k / QS_KC;
+  // This CTA's chunks: [c0, c0 + nc).
+  const u32 c0 = (u32)((u64)rank * chunks / split), nc = (u32)((u64)(rank + 1) * chunks / split) - c0;
+  const u32 sby = (QS_KC >> gshift) * 2, ncopy = min(n, (u32)(16 * MT));
+  // The block's i-th chunk into stage i % QS_ST, then a commit (empty past
+  // the last chunk, so that every thread's group count agrees). Rows past m
+  // copy row m - 1 (summed, never stored).
+  auto issue = [&](u32 i) {
+    if (i < nc) {
+      uint8_t *st = qs_smem + (i % QS_ST) * SB::BYTES;
+      const u32 k0 = (c0 + i) * QS_KC;
+      for (u32 q = tid; q < QS_ROWS * (QS_KC / 16); q += QS_WARPS * 32) {
+        const u32 r = q / (QS_KC / 16), p = q % (QS_KC / 16), row = min(row0 + r, m - 1);
+        cp_async16(st + r * QS_KC + swz_w(r, p) * 16, w + (u64)row * k + k0 + p * 16);
+      }
+      for (u32 q = tid; q < ncopy * (QS_KC / 8); q += QS_WARPS * 32) {
+        const u32 t = q / (QS_KC / 8), p = q % (QS_KC / 8);
+        cp_async16(st + SB::W + t * QS_KC * 2 + swz_x(t, p) * 16, x + (u64)t * k + k0 + p * 8);
+      }
+      if (tid < 2 * QS_ROWS) {
+        const u32 which = tid / QS_ROWS, r = tid % QS_ROWS, row = min(row0 + r, m - 1);
+        const uint16_t *src = (which ? bi : sc) + (u64)row * groups + (k0 >> gshift);
+        uint8_t *dst = st + SB::W + SB::X + which * SB::S + r * QS_SBY;
+        if (sby == 16)
+          cp_async16(dst, src);
+        else if (sby == 8)
+          cp_async8(dst, src);
+        else
+          cp_async4(dst, src);
+      }
+    }
+    cp_async_commit();
+  };
+  // Launched with PDL: before the wait only W's first chunks are asked into
+  // the L2; every copy into shared memory comes after it.
+  if (tid < QS_ROWS && row0 + tid < m && nc > 0) {
+    const u32 bytes = min(nc, (u32)(QS_ST - 1)) * QS_KC;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + (u64)(row0 + tid) * k + (u64)c0 * QS_KC),
+                 "r"(bytes)
+                 : "memory");
+  }
+  gpurt_pdl_enter();
+#pragma unroll
+  for (u32 i = 0; i < QS_ST - 1; i++) issue(i);
+  float acc[MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mt][t][e] = 0.f;
+  for (u32 i = 0; i < nc; i++) {
+    __syncthreads(); // every warp is done with chunk i - 1: its stage may be refilled
+    issue(i + QS_ST - 1);
+    cp_async_wait<QS_ST - 1>(); // this thread's copies of chunk i have landed
+    __syncthreads();             // and everyone's
+    const uint8_t *st = qs_smem + (i % QS_ST) * SB::BYTES;
+    // A: tokens 16 mt + gq (h = 0) and 16 mt + gq + 8 (h = 1), the lane's 16
+    // values at depth 64 warp + 16 tq (pieces 8 warp + 2 tq and the next).
+    u32 xa[MT][2][8];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const u32 t = 16 * mt + gq + 8 * h, p0 = 8 * warp + 2 * tq;
+        const uint8_t *xr = st + SB::W + t * QS_KC * 2;
+        const uint4 v0 = *reinterpret_cast<const uint4 *>(xr + swz_x(t, p0) * 16);
+        const uint4 v1 = *reinterpret_cast<const uint4 *>(xr + swz_x(t, p0 + 1) * 16);
+        xa[mt][h][0] = v0.x, xa[mt][h][1] = v0.y, xa[mt][h][2] = v0.z, xa[mt][h][3] = v0.w;
+        xa[mt][h][4] = v1.x, xa[mt][h][5] = v1.y, xa[mt][h][6] = v1.z, xa[mt][h][7] = v1.w;
+      }
+    const u32 gl = (64 * warp + 16 * tq) >> gshift; // the lane's group in the chunk
+#pragma unroll
+    for (int t = 0; t < 8; t++) {
+      const u32 r = 8 * t + gq;
+      const uint4 cv = *reinterpret_cast<const uint4 *>(st + r * QS_KC + swz_w(r, 4 * warp + tq) * 16);
+      const float sr = h2f<ST>(reinterpret_cast<const uint16_t *>(st + SB::W + SB::X + r * QS_SBY)[gl]);
+      const float br = h2f<ST>(reinterpret_cast<const uint16_t *>(st + SB::W + SB::X + SB::S + r * QS_SBY)[gl]);
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const u32 wd = (&cv.x)[j];
+        const u32 b[2] = {pack2<XT>(fmaf(sr, byte_f(wd, 0), br), fmaf(sr, byte_f(wd, 1), br)),
+                          pack2<XT>(fmaf(sr, byte_f(wd, 2), br), fmaf(sr, byte_f(wd, 3), br))};
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          const u32 a[4] = {xa[mt][0][2 * j], xa[mt][1][2 * j], xa[mt][0][2 * j + 1], xa[mt][1][2 * j + 1]};
+          mma16816(acc[mt][t], a, b, XT == T_F16);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads(); // the ring is free: the sums meet in its memory
+  // acc[mt][t][e]: token 16 mt + gq + 8 (e >> 1), row 8 t + 2 tq + (e & 1).
+  // The warps' sums [warp][token][row], then the CTA's [token][row] (part),
+  // each added in a fixed order.
+  float *red = reinterpret_cast<float *>(qs_smem);
+  float *part = red + QS_WARPS * 16 * MT * QS_ROWS;
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const u32 tok = 16 * mt + gq + 8 * (e >> 1), row = 8 * t + 2 * tq + (e & 1);
+        red[(warp * 16 * MT + tok) * QS_ROWS + row] = acc[mt][t][e];
+      }
+  __syncthreads();
+  for (u32 q = tid; q < 16 * MT * QS_ROWS; q += QS_WARPS * 32) {
+    float v = 0.f;
+#pragma unroll
+    for (int i = 0; i < QS_WARPS; i++) v += red[i * 16 * MT * QS_ROWS + q];
+    part[q] = v;
+  }
+  cl.sync(); // every CTA's part is written
+  if (rank == 0) {
+    for (u32 q = tid; q < ncopy * QS_ROWS; q += QS_WARPS * 32) {
+      const u32 tok = q / QS_ROWS, row = q % QS_ROWS;
+      float v = 0.f;
+      for (u32 r = 0; r < split; r++) v += cl.map_shared_rank(part, r)[q];
+      if (row0 + row < m) y[(u64)tok * m + row0 + row] = f2h<XT>(v);
+    }
+  }
+  cl.sync(); // the other CTAs' parts stay until rank 0 has read them
+#endif
+}
+
+#define QRGEMVW(XN, XT, SN, ST, MT)                                                                     \
+  extern "C" __global__ void __launch_bounds__(QS_WARPS * 32, 2)                                        \
+      gpurt_qrgemvw_##XN##_##SN##_t##MT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
+                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32 n, \
+                                        u32) {                                                          \
+    qrgemvw_body<XT, ST, MT>(w, sc, bi, x, y, m, k, gshift, n);                                         \
+  }
+#define QRGEMVW_T(XN, XT, SN, ST) QRGEMVW(XN, XT, SN, ST, 1) QRGEMVW(XN, XT, SN, ST, 2)
+QRGEMVW_T(bf16, T_BF16, bf16, T_BF16)
+QRGEMVW_T(bf16, T_BF16, f16, T_F16)
+QRGEMVW_T(f16, T_F16, bf16, T_BF16)
+QRGEMVW_T(f16, T_F16, f16, T_F16)
