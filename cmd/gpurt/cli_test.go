@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -28,8 +27,8 @@ func TestTopLevel(t *testing.T) {
 		{Name: "unknown", Args: []string{"frobnicate"}, Status: cli.ExitUsage, NoStdout: true, Stderr: []string{`unknown command "frobnicate"`}},
 	} {
 		t.Run(c.Name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			assert.Equal(t, c.Status, run(c.Args, &stdout, &stderr), stderr.String())
+			status, stdout, stderr := clitest.Run(run, c.Args...)
+			assert.Equal(t, c.Status, status, stderr.String())
 			for _, s := range c.Stdout {
 				assert.Contains(t, stdout.String(), s)
 			}
@@ -56,8 +55,8 @@ func TestConventionProbe(t *testing.T) {
 	// probe --json with a bad --backend still prints the JSON report, the
 	// error in it, and exits 2.
 	t.Run("json with unknown backend", func(t *testing.T) {
-		var stdout, stderr bytes.Buffer
-		require.Equal(t, cli.ExitUsage, runProbe([]string{"--json", "--backend", "vulkan", "--plugin-path", mock}, &stdout, &stderr), stderr.String())
+		status, stdout, stderr := clitest.Run(runProbe, "--json", "--backend", "vulkan", "--plugin-path", mock)
+		require.Equal(t, cli.ExitUsage, status, stderr.String())
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(stdout.Bytes(), &m), stdout.String())
 		assert.Contains(t, m["error"], `unknown backend "vulkan"`)

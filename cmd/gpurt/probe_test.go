@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -47,7 +46,7 @@ func TestProbe(t *testing.T) {
 			}
 		}
 	}
-	clitest.Check(t, func(a []string, o, e *bytes.Buffer) int { return runProbe(a, o, e) }, []clitest.Case{
+	clitest.Check(t, runProbe, []clitest.Case{
 		{Name: "human, mock chosen", Args: []string{"--plugin-path", mock}, Status: 0,
 			Stdout: []string{"folders searched:", mock, "selected", "chosen: mock", "devices:", "memory", "compute capability"}},
 		{Name: "json, mock chosen", Args: []string{"--json", "--plugin-path", mock}, Status: 0, Then: jsonOut("mock")},

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,15 +24,13 @@ func TestDecoderOnMock(t *testing.T) {
 	t.Setenv("GPURT_BACKEND", "")
 	dir := testutil.MockPlugin(t)
 	bf := filepath.Join(t.TempDir(), "bench.txt")
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"-json", "-benchfmt", bf, "-backend", "mock", "-plugin-path", dir, "-preset", "tiny", "-steps", "2",
-		"-warmup", "1"}, &stdout, &stderr)
-	require.Equal(t, cli.ExitOK, code, stderr.String())
+	stdout, _ := clitest.RunOK(t, run, "-json", "-benchfmt", bf, "-backend", "mock", "-plugin-path", dir, "-preset", "tiny",
+		"-steps", "2", "-warmup", "1")
 	seen := map[string]float64{}
 	for _, m := range testutil.JSONLines[struct {
 		Metric string  `json:"metric"`
 		Value  float64 `json:"value"`
-	}](t, &stdout) {
+	}](t, stdout) {
 		seen[m.Metric] = m.Value
 	}
 	assert.Greater(t, seen["decoder_eager_tokens_per_s"], 0.0)
@@ -55,10 +52,7 @@ func TestDecoderOnMock(t *testing.T) {
 	assert.Regexp(t, `(?m)^BenchmarkDecoder_graph_step_us-\d+\t1\t[0-9.e+]+ ns/op$`, all)
 
 	// The table: a header line and one line per mode.
-	stdout.Reset()
-	stderr.Reset()
-	code = run([]string{"-backend", "mock", "-plugin-path", dir, "-steps", "1", "-warmup", "0"}, &stdout, &stderr)
-	require.Equal(t, cli.ExitOK, code, stderr.String())
+	stdout, _ = clitest.RunOK(t, run, "-backend", "mock", "-plugin-path", dir, "-steps", "1", "-warmup", "0")
 	assert.Contains(t, stdout.String(), "decoder tiny on mock: batch 1, context 0, 1 decode steps")
 	assert.Regexp(t, `(?m)^  eager +\d`, stdout.String())
 	assert.Regexp(t, `(?m)^  graph +\d`, stdout.String())
@@ -88,8 +82,7 @@ func TestConvention(t *testing.T) {
 			Status: cli.ExitError, Stderr: []string{"devices"}},
 	)
 	// no negative number anywhere in a bounded message
-	var stdout, stderr bytes.Buffer
-	run(append([]string{"-ctx", "9223372036854775000", "-steps", "1000"}, m...), &stdout, &stderr)
+	_, _, stderr := clitest.Run(run, append([]string{"-ctx", "9223372036854775000", "-steps", "1000"}, m...)...)
 	assert.NotContains(t, stderr.String(), "-9", "no overflow into a negative count")
 	assert.NotContains(t, stderr.String(), "pages")
 }

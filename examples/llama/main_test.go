@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -58,10 +57,8 @@ func TestModelOnMock(t *testing.T) {
 	force := filepath.Join(dir, "force.txt")
 	require.NoError(t, os.WriteFile(force, []byte("7,8,9\n10,11,12\n"), 0o644))
 	lo := filepath.Join(dir, "logits_{batch}_{mode}.f32")
-	var o, e bytes.Buffer
-	status := run([]string{"-model", dir, "-backend", "mock", "-plugin-path", testutil.MockPlugin(t), "-batch", "1,2",
-		"-prompt-ids", "1,2,3,4;5,6", "-force-file", force, "-steps", "4", "-warmup", "1", "-logits-out", lo, "-progress", "line"}, &o, &e)
-	require.Equal(t, cli.ExitOK, status, e.String())
+	o, e := clitest.RunOK(t, run, "-model", dir, "-backend", "mock", "-plugin-path", testutil.MockPlugin(t), "-batch", "1,2",
+		"-prompt-ids", "1,2,3,4;5,6", "-force-file", force, "-steps", "4", "-warmup", "1", "-logits-out", lo, "-progress", "line")
 	assert.Contains(t, e.String(), "llama: loaded "+dir)
 	kinds := map[string]int{}
 	var steps []map[string]any
