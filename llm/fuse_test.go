@@ -30,9 +30,7 @@ func TestOneTokenFusion(t *testing.T) {
 			c := tinyConfig()
 			c.Int8, c.QKVBias = tc.int8, tc.bias
 			const ctx, P, steps = 5, 3, 4
-			m, err := NewModel(dev, c, 1, ctx+P+steps+1, P)
-			require.NoError(t, err)
-			defer m.Close()
+			m := testModel(t, dev, c, 1, ctx+P+steps+1, P)
 			Q, KV := c.Heads*c.HeadDim(), c.KVHeads*c.HeadDim()
 			for l, L := range m.layers {
 				assert.Equal(t, !tc.bias, L.wqkv.set(), "layer %d: QKV fused", l)
@@ -134,9 +132,7 @@ func TestFusedKernels(t *testing.T) {
 func TestPutPosRowsOfQAndK(t *testing.T) {
 	_, dev := openMock(t)
 	c := tinyConfig()
-	m, err := NewModel(dev, c, 3, 8, 1)
-	require.NoError(t, err)
-	defer m.Close()
+	m := testModel(t, dev, c, 3, 8, 1)
 	H, KV := c.Heads, c.KVHeads
 	require.True(t, m.ropeByPos())
 	pos := []int32{5, 9, 2}
