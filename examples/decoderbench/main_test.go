@@ -18,8 +18,7 @@ import (
 // The decoder on the mock, both modes: positive tokens/s as JSON lines,
 // and the same metrics in the Go benchmark format in the -benchfmt file.
 func TestDecoderOnMock(t *testing.T) {
-	t.Setenv("GPURT_PLUGIN_PATH", "")
-	t.Setenv("GPURT_BACKEND", "")
+	testutil.QuietEnv(t)
 	dir := testutil.MockPlugin(t)
 	bf := filepath.Join(t.TempDir(), "bench.txt")
 	stdout, _ := clitest.RunOK(t, run, "-json", "-benchfmt", bf, "-backend", "mock", "-plugin-path", dir, "-preset", "tiny",
