@@ -4,6 +4,7 @@ package conform_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,17 +20,7 @@ import (
 // TestConformanceOnMock runs the whole suite on the mock with two devices
 // (for the cross-device checks), each check a subtest.
 func TestConformanceOnMock(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	cfg := core.Config{PluginPaths: []string{dir}, Backend: "mock", PluginOptions: "devices=2"}
-	rt, err := core.Open(cfg)
-	require.NoError(t, err)
-	defer rt.Close()
-	res := conform.Run(context.Background(), rt, conform.Options{
-		Quick:       testing.Short(),
-		Seed:        1,
-		OpenRuntime: func() (*core.Runtime, error) { return core.Open(cfg) },
-		Filter:      raceFilter(),
-	})
+	res := runOnMock(t, "devices=2", conform.Options{Quick: testing.Short(), Seed: 1, Filter: raceFilter()})
 	if raceFilter() != nil {
 		for _, c := range res.Checks {
 			assert.False(t, strings.HasPrefix(c.Name, "grouped/") || strings.HasPrefix(c.Name, "quant/"), "%s ran under -race -short", c.Name)
@@ -70,4 +61,42 @@ func raceFilter() *regexp.Regexp {
 	// Go's regexp has no negative lookahead: a name matches unless it
 	// starts with "grouped/" or "quant/" (spelled out letter by letter).
 	return regexp.MustCompile(`^(?:[^gq]|g[^r]|gr[^o]|gro[^u]|grou[^p]|group[^e]|groupe[^d]|grouped[^/]|q[^u]|qu[^a]|qua[^n]|quan[^t]|quant[^/])`)
+}
+
+// runOnMock runs the suite with o on a runtime of the mock plugin with
+// plugin options options; o.OpenRuntime opens another runtime like it.
+func runOnMock(t *testing.T, options string, o conform.Options) *conform.Result {
+	t.Helper()
+	cfg := core.Config{PluginPaths: []string{testutil.MockPlugin(t)}, Backend: "mock", PluginOptions: options}
+	rt, err := core.Open(cfg)
+	require.NoError(t, err)
+	defer rt.Close()
+	o.OpenRuntime = func() (*core.Runtime, error) { return core.Open(cfg) }
+	return conform.Run(context.Background(), rt, o)
+}
+
+// TestCommOnMockDevices runs the peer-copy and collective checks on the
+// mock with 2, 3 and 8 devices (TestConformanceOnMock runs them with 2
+// among the rest). None may skip there: the mock has every 1.6 slot.
+func TestCommOnMockDevices(t *testing.T) {
+	for _, n := range []int{2, 3, 8} {
+		t.Run(fmt.Sprintf("devices=%d", n), func(t *testing.T) {
+			res := runOnMock(t, fmt.Sprintf("devices=%d", n),
+				conform.Options{Quick: true, Seed: uint64(n), Filter: regexp.MustCompile(`^(comm|peer)/`)})
+			names := 0
+			for _, c := range res.Checks {
+				t.Run(c.Name, func(t *testing.T) {
+					assert.False(t, c.Skipped, "skipped on the mock: %s", c.Message)
+					if !c.Passed && !c.Skipped {
+						t.Error(c.Message)
+					}
+				})
+				if c.Name != "leaks" {
+					names++
+				}
+			}
+			assert.Greater(t, names, 20, "the comm and peer checks ran")
+			require.True(t, res.OK(), res.Summary())
+		})
+	}
 }

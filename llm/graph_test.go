@@ -42,9 +42,7 @@ func TestDecodeGraphOneLaunch(t *testing.T) {
 			c := tinyConfig()
 			c.Int8 = tc.int8
 			const batch, steps = 2, 5
-			m, err := NewModel(dev, c, batch, tc.ctx+tc.P+steps+1, tc.P)
-			require.NoError(t, err)
-			defer m.Close()
+			m := testModel(t, dev, c, batch, tc.ctx+tc.P+steps+1, tc.P)
 			if tc.unrecorded != nil {
 				m.recordable = map[string]bool{}
 				for _, k := range tc.unrecorded {
@@ -82,9 +80,7 @@ func TestDecodeGraphOneLaunch(t *testing.T) {
 func TestDecodeGraphBatchBuckets(t *testing.T) {
 	rt, dev := openMock(t)
 	c := tinyConfig()
-	m, err := NewModel(dev, c, 3, 12, 1)
-	require.NoError(t, err)
-	defer m.Close()
+	m := testModel(t, dev, c, 3, 12, 1)
 	for _, b := range []int{1, 3, 2, 1, 3} {
 		t.Run("batch "+string(rune('0'+b)), func(t *testing.T) {
 			require.NoError(t, m.SetBatch(b))
@@ -106,9 +102,7 @@ func TestRunHostTimeBreakdown(t *testing.T) {
 	rt, dev := openMock(t)
 	c := tinyConfig()
 	const batch = 2
-	m, err := NewModel(dev, c, batch, 32, 4)
-	require.NoError(t, err)
-	defer m.Close()
+	m := testModel(t, dev, c, batch, 32, 4)
 	for _, graph := range []bool{false, true} {
 		t.Run(map[bool]string{false: "eager", true: "graph"}[graph], func(t *testing.T) {
 			r := generate(t, rt, m, GenOptions{Prompt: PromptTokens(c.Seed, batch, 3, c.Vocab), P: 3, Steps: 4, Graph: graph})
@@ -197,9 +191,7 @@ func TestQuantizeRowsMatchesQuantize(t *testing.T) {
 func TestProbeRecordable(t *testing.T) {
 	_, dev := openMock(t)
 	c := tinyConfig()
-	m, err := NewModel(dev, c, 1, 8, 1)
-	require.NoError(t, err)
-	defer m.Close()
+	m := testModel(t, dev, c, 1, 8, 1)
 	for _, tc := range []struct {
 		name, kind string
 		run        func(s *core.Stream) error
@@ -257,9 +249,7 @@ func TestDecodeGraphRecapturesRefusedReplay(t *testing.T) {
 	rt := mockrt.Open(t, "refuse_replay_nth=7")
 	dev := mockrt.Device0(t, rt)
 	c := tinyConfig()
-	m, err := NewModel(dev, c, batch, 20+steps+1, 1)
-	require.NoError(t, err)
-	defer m.Close()
+	m := testModel(t, dev, c, batch, 20+steps+1, 1)
 	o := GenOptions{Prompt: PromptTokens(c.Seed, batch, 1, c.Vocab), P: 1, Ctx: 20, Steps: steps, Collect: true}
 	eager := generate(t, rt, m, o)
 	o.Graph = true

@@ -213,6 +213,16 @@ func openMock(t testing.TB) (*core.Runtime, *core.Device) {
 	return rt, mockrt.Device0(t, rt)
 }
 
+// testModel is NewModel of c on dev (batch requests of up to ctx tokens,
+// prefill width p), closed at the test's end; an error fails the test.
+func testModel(t testing.TB, dev *core.Device, c Config, batch, ctx, p int) *Model {
+	t.Helper()
+	m, err := NewModel(dev, c, batch, ctx, p)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return m
+}
+
 // generate runs o on m; an error fails the test.
 func generate(t *testing.T, rt *core.Runtime, m *Model, o GenOptions) *Run {
 	t.Helper()
@@ -292,9 +302,7 @@ func TestDecoderMatchesReference(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tinyConfig()
 			c.Int8, c.Rope = tc.int8, tc.rope
-			m, err := NewModel(dev, c, tc.batch, tc.ctx+tc.P+tc.st+1, tc.P)
-			require.NoError(t, err)
-			defer m.Close()
+			m := testModel(t, dev, c, tc.batch, tc.ctx+tc.P+tc.st+1, tc.P)
 			prompt := PromptTokens(c.Seed, tc.batch, tc.P, c.Vocab)
 			o := GenOptions{Prompt: prompt, P: tc.P, Ctx: tc.ctx, Steps: tc.st, Collect: true}
 			eager := generate(t, rt, m, o)
@@ -325,9 +333,7 @@ func TestDecoderBadInput(t *testing.T) {
 	bad.Rope = "spiral"
 	_, err = NewModel(dev, bad, 1, 8, 1)
 	assert.ErrorContains(t, err, "rope style")
-	m, err := NewModel(dev, c, 1, 8, 1)
-	require.NoError(t, err)
-	defer m.Close()
+	m := testModel(t, dev, c, 1, 8, 1)
 	_, err = m.Generate(rt, GenOptions{Prompt: []int32{int32(c.Vocab)}, P: 1, Steps: 2})
 	assert.ErrorContains(t, err, "outside the vocab")
 	_, err = m.Generate(rt, GenOptions{Prompt: []int32{1}, P: 1, Steps: 20})

@@ -43,17 +43,13 @@ func TestWeightBytes(t *testing.T) {
 // with an error naming the cause (nothing enqueued).
 func TestPagedChecks(t *testing.T) {
 	_, d := openMock(t)
-	one, err := NewModel(d, tinyConfig(), 2, 32, 1)
-	require.NoError(t, err)
-	defer one.Close()
-	_, err = NewPaged(one)
+	one := testModel(t, d, tinyConfig(), 2, 32, 1)
+	_, err := NewPaged(one)
 	require.ErrorContains(t, err, "no prefill attention")
 	_, err = NewPaged(nil)
 	require.ErrorContains(t, err, "nil or closed model")
 
-	m, err := NewModel(d, tinyConfig(), 2, 32, 4)
-	require.NoError(t, err)
-	defer m.Close()
+	m := testModel(t, d, tinyConfig(), 2, 32, 4)
 	p, err := NewPaged(m)
 	require.NoError(t, err)
 	assert.Equal(t, 8, p.MaxRows())
@@ -108,9 +104,7 @@ func promptStep(t *testing.T, p *Paged, tab *kvpage.Table, prompt []int32) kvpag
 func newPagedEnv(t *testing.T) (*Model, *Paged, *kvpage.Table) {
 	t.Helper()
 	_, d := openMock(t)
-	m, err := NewModel(d, tinyConfig(), 2, 32, 8)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	m := testModel(t, d, tinyConfig(), 2, 32, 8)
 	p, err := NewPaged(m)
 	require.NoError(t, err)
 	return m, p, newPagedTable(t, p)
@@ -306,9 +300,7 @@ func TestPagedStepRows(t *testing.T) {
 // same tokens as eager steps.
 func TestPagedGraphRecapturesRefusedReplay(t *testing.T) {
 	rt := mockrt.Open(t, "refuse_replay_nth=3")
-	m, err := NewModel(mockrt.Device0(t, rt), tinyConfig(), 2, 32, 8)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
+	m := testModel(t, mockrt.Device0(t, rt), tinyConfig(), 2, 32, 8)
 	p, err := NewPaged(m)
 	require.NoError(t, err)
 	tab := newPagedTable(t, p)

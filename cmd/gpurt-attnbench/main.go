@@ -8,14 +8,13 @@ package main
 
 import (
 	"io"
-	"os"
 
 	gbench "github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/bench/attnbench"
 	"github.com/metrale/gpurt/internal/cli"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(run) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-attnbench", "[flags]",

@@ -68,7 +68,7 @@ import (
 	"github.com/metrale/gpurt/internal/cli"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(run) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-cgobench", "--plugin-path PLUGIN_FILE [--quick] [--json] [--options OPTS]",

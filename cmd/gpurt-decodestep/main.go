@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/metrale/gpurt/bench/decodestep"
@@ -25,7 +24,7 @@ import (
 	"github.com/metrale/gpurt/internal/cli"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(run) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-decodestep", "[flags]",

@@ -19,12 +19,10 @@ import (
 // tiny config: a reference check, then eager and replayed, JSON lines out.
 func TestOnMock(t *testing.T) {
 	dir := testutil.MockPlugin(t)
-	var out, errb bytes.Buffer
-	rc := run([]string{"-plugin-path", dir, "-backend", "mock", "-configs", "48/96/2", "-batches", "1,4",
-		"-check-configs", "40/72/2", "-steps", "3", "-warmup", "1"}, &out, &errb)
-	require.Equal(t, 0, rc, "stderr: %s", errb.String())
+	out, _ := clitest.RunOK(t, run, "-plugin-path", dir, "-backend", "mock", "-configs", "48/96/2", "-batches", "1,4",
+		"-check-configs", "40/72/2", "-steps", "3", "-warmup", "1")
 	impls := map[string]int{}
-	for _, r := range testutil.JSONLines[decodestep.Result](t, &out) {
+	for _, r := range testutil.JSONLines[decodestep.Result](t, out) {
 		impls[r.Impl]++
 		assert.Empty(t, r.Note)
 		if r.Impl == "gpurt check" {
@@ -41,10 +39,8 @@ func TestOnMock(t *testing.T) {
 
 func TestChecksOnly(t *testing.T) {
 	dir := testutil.MockPlugin(t)
-	var out, errb bytes.Buffer
-	rc := run([]string{"-plugin-path", dir, "-backend", "mock", "-configs", "none", "-batches", "2", "-variants", "fused",
-		"-check-configs", "24/40/1", "-norm", "composed"}, &out, &errb)
-	require.Equal(t, 0, rc, "stderr: %s", errb.String())
+	out, _ := clitest.RunOK(t, run, "-plugin-path", dir, "-backend", "mock", "-configs", "none", "-batches", "2", "-variants", "fused",
+		"-check-configs", "24/40/1", "-norm", "composed")
 	var r decodestep.Result
 	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r), "one line: %s", out.String())
 	assert.Equal(t, "gpurt check", r.Impl)
@@ -54,12 +50,12 @@ func TestChecksOnly(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-configs", "1/2"}, {"-batches", "0"}, {"-steps", "0"}, {"-check-configs", "x"}, {"-variants", "both"}, {"-variants", ","}, {"extra"}} {
-		var out, errb bytes.Buffer
-		assert.Equal(t, 2, run(args, &out, &errb), "%v", args)
+		st, _, errb := clitest.Run(run, args...)
+		assert.Equal(t, 2, st, "%v", args)
 		assert.NotEmpty(t, errb.String())
 	}
-	var out, errb bytes.Buffer
-	assert.Equal(t, 1, run([]string{"-plugin-path", t.TempDir(), "-backend", "mock", "-check-configs", "none"}, &out, &errb))
+	st, _, errb := clitest.Run(run, "-plugin-path", t.TempDir(), "-backend", "mock", "-check-configs", "none")
+	assert.Equal(t, 1, st)
 	assert.Contains(t, errb.String(), "gpurt-decodestep:")
 }
 

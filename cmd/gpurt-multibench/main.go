@@ -35,7 +35,7 @@ var (
 	stdoutW, stderrW               io.Writer
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(run) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-multibench", "[flags]",

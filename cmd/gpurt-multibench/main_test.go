@@ -3,14 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/bench/multibench"
-	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
 )
@@ -28,20 +25,17 @@ func TestConvention(t *testing.T) {
 		clitest.Usage("only", `-only "x": want allreduce or peer`, "-only", "x"),
 		clitest.MissingPluginPath(),
 	)
-	var stdout, stderr bytes.Buffer
-	require.Equal(t, cli.ExitOK, run([]string{"-h"}, &stdout, &stderr))
+	stdout, _ := clitest.RunOK(t, run, "-h")
 	assert.NotContains(t, stdout.String(), "child-rank", "internal flags are hidden")
 }
 
 // TestOnMock: two mock devices, a tiny sweep, both peer directions.
 func TestOnMock(t *testing.T) {
 	dir := testutil.MockPlugin(t)
-	var stdout, stderr bytes.Buffer
-	st := run([]string{"-plugin-path", dir, "-backend", "mock", "-options", "devices=2", "-sizes", "8K,1M", "-peer", "64K",
-		"-shrink", "16", "-procs"}, &stdout, &stderr)
-	require.Equal(t, cli.ExitOK, st, "stderr: %s", stderr.String())
+	stdout, _ := clitest.RunOK(t, run, "-plugin-path", dir, "-backend", "mock", "-options", "devices=2", "-sizes", "8K,1M",
+		"-peer", "64K", "-shrink", "16", "-procs")
 	var names []string
-	for _, r := range testutil.JSONLines[multibench.Result](t, &stdout) {
+	for _, r := range testutil.JSONLines[multibench.Result](t, stdout) {
 		names = append(names, r.Name+" | "+r.Impl)
 		if r.Impl == "gpurt" {
 			assert.Empty(t, r.Note, "%+v", r)

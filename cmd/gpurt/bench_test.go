@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,15 +10,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
 func TestBenchCommand(t *testing.T) {
 	dir := testutil.MockPlugin(t)
 	t.Run("json", func(t *testing.T) {
-		var stdout, stderr bytes.Buffer
-		code := runBench([]string{"--quick", "--json", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K"}, &stdout, &stderr)
-		require.Equal(t, 0, code, stderr.String())
+		stdout, _ := clitest.RunOK(t, runBench, "--quick", "--json", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K")
 		seen := map[string]bool{}
 		for _, x := range testutil.JSONLines[struct {
 			Metric   string   `json:"metric"`
@@ -27,7 +25,7 @@ func TestBenchCommand(t *testing.T) {
 			Unit     string   `json:"unit"`
 			Baseline *float64 `json:"baseline"`
 			Ratio    *float64 `json:"ratio"`
-		}](t, &stdout) {
+		}](t, stdout) {
 			seen[x.Metric] = true
 		}
 		for _, m := range []string{"startup_ms", "dispatch_ns", "dispatch_allocs", "htod_pinned_gbps", "launch_us", "gemm_host_us"} {
@@ -35,26 +33,20 @@ func TestBenchCommand(t *testing.T) {
 		}
 	})
 	t.Run("table", func(t *testing.T) {
-		var stdout, stderr bytes.Buffer
-		code := runBench([]string{"--quick", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
-		require.Equal(t, 0, code, stderr.String())
+		stdout, _ := clitest.RunOK(t, runBench, "--quick", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", "")
 		assert.Contains(t, stdout.String(), "dispatch_ns")
 		assert.Contains(t, stdout.String(), "backend mock")
 	})
 	t.Run("benchfmt", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "run.txt")
-		var stdout, stderr bytes.Buffer
-		code := runBench([]string{"--quick", "--json", "--benchfmt", file, "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
-		require.Equal(t, 0, code, stderr.String())
+		stdout, _ := clitest.RunOK(t, runBench, "--quick", "--json", "--benchfmt", file, "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", "")
 		assert.Contains(t, stdout.String(), `"metric":"dispatch_ns"`, "JSON on stdout")
 		b, err := os.ReadFile(file)
 		require.NoError(t, err)
 		assert.Regexp(t, `(?m)^BenchmarkDispatch_ns-\d+\t1\t\S+ ns/op$`, string(b))
 		assert.Regexp(t, `(?m)^backend: mock$`, string(b))
 
-		stdout.Reset()
-		code = runBench([]string{"--quick", "--benchfmt", "-", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", ""}, &stdout, &stderr)
-		require.Equal(t, 0, code, stderr.String())
+		stdout, _ = clitest.RunOK(t, runBench, "--quick", "--benchfmt", "-", "--backend", "mock", "--plugin-path", dir, "--sizes", "64K", "--cgobench", "")
 		assert.Regexp(t, `(?m)^BenchmarkHtod_pinned_gbps/size=64KiB-\d+\t1\t\S+ B/s$`, stdout.String())
 		assert.NotContains(t, stdout.String(), "metric", "no table")
 	})
@@ -67,14 +59,14 @@ func TestBenchCommand(t *testing.T) {
 		{"unknown flag", []string{"--fast"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			assert.Equal(t, 2, runBench(c.args, &stdout, &stderr))
+			st, _, stderr := clitest.Run(runBench, c.args...)
+			assert.Equal(t, 2, st)
 			assert.NotEmpty(t, stderr.String())
 		})
 	}
 	t.Run("unknown backend", func(t *testing.T) {
-		var stdout, stderr bytes.Buffer
-		assert.Equal(t, 2, runBench([]string{"--quick", "--backend", "nonesuch", "--plugin-path", dir}, &stdout, &stderr))
+		st, _, stderr := clitest.Run(runBench, "--quick", "--backend", "nonesuch", "--plugin-path", dir)
+		assert.Equal(t, 2, st)
 		assert.Contains(t, stderr.String(), "unknown backend")
 	})
 }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -28,8 +27,8 @@ func TestTopLevel(t *testing.T) {
 		{Name: "unknown", Args: []string{"frobnicate"}, Status: cli.ExitUsage, NoStdout: true, Stderr: []string{`unknown command "frobnicate"`}},
 	} {
 		t.Run(c.Name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			assert.Equal(t, c.Status, run(c.Args, &stdout, &stderr), stderr.String())
+			status, stdout, stderr := clitest.Run(run, c.Args...)
+			assert.Equal(t, c.Status, status, stderr.String())
 			for _, s := range c.Stdout {
 				assert.Contains(t, stdout.String(), s)
 			}
@@ -56,8 +55,8 @@ func TestConventionProbe(t *testing.T) {
 	// probe --json with a bad --backend still prints the JSON report, the
 	// error in it, and exits 2.
 	t.Run("json with unknown backend", func(t *testing.T) {
-		var stdout, stderr bytes.Buffer
-		require.Equal(t, cli.ExitUsage, runProbe([]string{"--json", "--backend", "vulkan", "--plugin-path", mock}, &stdout, &stderr), stderr.String())
+		status, stdout, stderr := clitest.Run(runProbe, "--json", "--backend", "vulkan", "--plugin-path", mock)
+		require.Equal(t, cli.ExitUsage, status, stderr.String())
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(stdout.Bytes(), &m), stdout.String())
 		assert.Contains(t, m["error"], `unknown backend "vulkan"`)
@@ -100,4 +99,51 @@ func TestConventionBench(t *testing.T) {
 		clitest.MissingPluginPath("--quick"),
 		clitest.Usage("json and benchfmt on stdout", "--json and --benchfmt -", "--json", "--benchfmt", "-"),
 	)
+}
+
+// TestProbe: gpurt probe's text and --json reports, with the mock chosen,
+// with nothing usable, and its usage errors.
+func TestProbe(t *testing.T) {
+	quietEnv(t)
+	mock := testutil.MockPlugin(t)
+	empty := testutil.PrivateDir(t)
+
+	// jsonOut checks --json's report: its keys, the backend chosen (and,
+	// when one is, the mock's file, a candidate's and a device's keys), or
+	// the error.
+	jsonOut := func(backend string) func(t *testing.T, stdout, stderr string) {
+		return func(t *testing.T, stdout, stderr string) {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(stdout), &m), stdout)
+			for _, k := range []string{"requested", "searched", "candidates", "selected", "backend", "error"} {
+				assert.Contains(t, m, k)
+			}
+			assert.Equal(t, backend, m["backend"])
+			if backend == "" {
+				assert.NotEmpty(t, m["error"])
+				return
+			}
+			assert.Equal(t, filepath.Join(mock, "libgpurt_mock"+testutil.PluginExt()), m["selected"])
+			c := m["candidates"].([]any)[0].(map[string]any)
+			for _, k := range []string{"path", "backend", "version", "abi", "priority", "score", "state", "reason", "detail", "devices"} {
+				assert.Contains(t, c, k)
+			}
+			d := c["devices"].([]any)[0].(map[string]any)
+			for _, k := range []string{"index", "name", "vendor", "arch", "pci_bus_id", "driver_version", "memory_total",
+				"memory_free", "compute_major", "compute_minor", "multiprocessor_count", "flags"} {
+				assert.Contains(t, d, k)
+			}
+		}
+	}
+	clitest.Check(t, runProbe, []clitest.Case{
+		{Name: "human, mock chosen", Args: []string{"--plugin-path", mock}, Status: 0,
+			Stdout: []string{"folders searched:", mock, "selected", "chosen: mock", "devices:", "memory", "compute capability"}},
+		{Name: "json, mock chosen", Args: []string{"--json", "--plugin-path", mock}, Status: 0, Then: jsonOut("mock")},
+		{Name: "explicit cuda without a plugin", Args: []string{"--backend", "cuda", "--plugin-path", empty}, Status: 1,
+			Stdout: []string{"chosen: none"}, Stderr: []string{`backend "cuda" requested`, empty}},
+		{Name: "json, nothing usable", Args: []string{"--json", "--backend", "cuda", "--plugin-path", mock}, Status: 1,
+			Stderr: []string{"not requested"}, Then: jsonOut("")},
+		{Name: "unknown backend is a usage error", Args: []string{"--backend", "vulkan"}, Status: 2, Stderr: []string{`unknown backend "vulkan"`}},
+		{Name: "bad flag", Args: []string{"--nope"}, Status: 2},
+	})
 }

@@ -16,7 +16,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"sort"
 
 	"github.com/metrale/gpurt/internal/cli"
@@ -51,7 +50,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nrun 'gpurt <command> -h' for a command's flags")
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(run) }
 
 // run is gpurt with the arguments after its name: -h, --help and help
 // print the usage to stdout (status 0); no command or an unknown one is a

@@ -3,8 +3,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -42,8 +43,7 @@ func TestExplicitPluginMustLoad(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			code := runConform(append(tc.args, "--quick", "--run", "^no check has this name$"), &out, &errb)
+			code, out, errb := clitest.Run(runConform, append(tc.args, "--quick", "--run", "^no check has this name$")...)
 			assert.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 			assert.Contains(t, errb.String(), tc.reason)
 			assert.NotContains(t, errb.String(), "passed", "a setup error is not a failed check")
@@ -51,8 +51,7 @@ func TestExplicitPluginMustLoad(t *testing.T) {
 		})
 	}
 	t.Run("probe --plugin-path missing file", func(t *testing.T) {
-		var out, errb bytes.Buffer
-		code := runProbe([]string{"--plugin-path", "/missing/libgpurt_mock" + ext}, &out, &errb)
+		code, out, errb := clitest.Run(runProbe, "--plugin-path", "/missing/libgpurt_mock"+ext)
 		assert.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 		assert.Contains(t, out.String(), "chosen: none")
 		assert.Contains(t, errb.String(), "/missing/libgpurt_mock"+ext+": no such file")
@@ -65,24 +64,22 @@ func TestUnknownBackendFlag(t *testing.T) {
 	mock := testutil.MockPlugin(t)
 	for _, run := range []struct {
 		name string
-		fn   func(args []string, stdout, stderr *bytes.Buffer) int
+		fn   func(args []string, stdout, stderr io.Writer) int
 	}{
-		{"probe", func(a []string, o, e *bytes.Buffer) int { return runProbe(a, o, e) }},
-		{"conform", func(a []string, o, e *bytes.Buffer) int { return runConform(a, o, e) }},
-		{"bench", func(a []string, o, e *bytes.Buffer) int { return runBench(a, o, e) }},
+		{"probe", runProbe},
+		{"conform", runConform},
+		{"bench", runBench},
 	} {
 		t.Run(run.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			args := []string{"--backend", "vulkan", "--plugin-path", mock}
-			code := run.fn(args, &out, &errb)
+			code, _, errb := clitest.Run(run.fn, "--backend", "vulkan", "--plugin-path", mock)
 			assert.Equal(t, 2, code, errb.String())
 			assert.Contains(t, errb.String(), `unknown backend "vulkan"`)
 		})
 	}
 	t.Run("GPURT_BACKEND is not a flag: 1", func(t *testing.T) {
 		t.Setenv("GPURT_BACKEND", "vulkan")
-		var out, errb bytes.Buffer
-		assert.Equal(t, 1, runProbe([]string{"--plugin-path", mock}, &out, &errb), errb.String())
+		code, _, errb := clitest.Run(runProbe, "--plugin-path", mock)
+		assert.Equal(t, 1, code, errb.String())
 	})
 }
 
@@ -95,16 +92,13 @@ func TestProbeReportsWhatOpenDoes(t *testing.T) {
 	for _, v := range []struct{ name, value string }{{"GPURT_MOCK_DEVICES", "many"}, {"GPURT_MOCK_FAULTS", "explode=1"}} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.name, v.value)
-			var out, errb bytes.Buffer
-			code := runProbe([]string{"--plugin-path", mock}, &out, &errb)
+			code, out, errb := clitest.Run(runProbe, "--plugin-path", mock)
 			assert.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 			assert.Contains(t, out.String(), "runtime: cannot be created")
 			assert.Contains(t, errb.String(), "was chosen, but its runtime cannot be created")
 			assert.Contains(t, errb.String(), v.name)
 
-			out.Reset()
-			errb.Reset()
-			code = runProbe([]string{"--json", "--plugin-path", mock}, &out, &errb)
+			code, out, _ = clitest.Run(runProbe, "--json", "--plugin-path", mock)
 			assert.Equal(t, 1, code)
 			var m map[string]any
 			require.NoError(t, json.Unmarshal(out.Bytes(), &m), out.String())
@@ -113,9 +107,7 @@ func TestProbeReportsWhatOpenDoes(t *testing.T) {
 	}
 	t.Run("a good setting", func(t *testing.T) {
 		t.Setenv("GPURT_MOCK_DEVICES", "2")
-		var out, errb bytes.Buffer
-		code := runProbe([]string{"--plugin-path", mock}, &out, &errb)
-		assert.Equal(t, 0, code, errb.String())
+		out, _ := clitest.RunOK(t, runProbe, "--plugin-path", mock)
 		assert.Contains(t, out.String(), "runtime: created (2 devices) and closed")
 	})
 }
@@ -134,9 +126,7 @@ func TestReportEscapes(t *testing.T) {
 	require.NoError(t, os.WriteFile(plugin, b, 0o755))
 
 	t.Run("text", func(t *testing.T) {
-		var out, errb bytes.Buffer
-		code := runProbe([]string{"--plugin-path", dir}, &out, &errb)
-		require.Equal(t, 0, code, errb.String())
+		out, _ := clitest.RunOK(t, runProbe, "--plugin-path", dir)
 		for _, l := range strings.Split(out.String(), "\n") {
 			assert.False(t, strings.HasPrefix(l, "  selected  cuda"), "forged line %q in\n%s", l, out.String())
 		}
@@ -144,9 +134,7 @@ func TestReportEscapes(t *testing.T) {
 		assert.Contains(t, out.String(), "chosen: mock (\"")
 	})
 	t.Run("json", func(t *testing.T) {
-		var out, errb bytes.Buffer
-		code := runProbe([]string{"--json", "--plugin-path", dir}, &out, &errb)
-		require.Equal(t, 0, code, errb.String())
+		out, _ := clitest.RunOK(t, runProbe, "--json", "--plugin-path", dir)
 		require.True(t, json.Valid(out.Bytes()), out.String())
 		var m struct {
 			Searched []string `json:"searched"`

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/internal/abi"
+	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -51,8 +51,7 @@ func TestVersion(t *testing.T) {
 			old := version
 			version = tc.version
 			t.Cleanup(func() { version = old })
-			var out, errb bytes.Buffer
-			code := runVersion(tc.args, &out, &errb)
+			code, out, errb := clitest.Run(runVersion, tc.args...)
 			assert.Equal(t, tc.code, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 			for _, s := range tc.stdout {
 				assert.Contains(t, out.String(), s)
@@ -70,8 +69,7 @@ func TestVersion(t *testing.T) {
 		old := version
 		version = "v9.9.9-test"
 		t.Cleanup(func() { version = old })
-		var out, errb bytes.Buffer
-		require.Equal(t, 0, runVersion([]string{"--json", "--plugin-path", mock}, &out, &errb), errb.String())
+		out, _ := clitest.RunOK(t, runVersion, "--json", "--plugin-path", mock)
 		var r versionReport
 		require.NoError(t, json.Unmarshal(out.Bytes(), &r), out.String())
 		assert.Equal(t, "v9.9.9-test", r.Version)

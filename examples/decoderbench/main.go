@@ -14,7 +14,6 @@ package main
 
 import (
 	"io"
-	"os"
 	"strings"
 
 	"github.com/metrale/gpurt/bench"
@@ -22,7 +21,7 @@ import (
 	"github.com/metrale/gpurt/internal/cli"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(run) }
 
 const about = `Measures the Llama-style decoder of examples/llama (weights from seed 1,
 bf16) on a backend: decode steps eager and replayed as graphs, tokens per

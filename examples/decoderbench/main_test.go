@@ -3,11 +3,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,44 +18,29 @@ import (
 // The decoder on the mock, both modes: positive tokens/s as JSON lines,
 // and the same metrics in the Go benchmark format in the -benchfmt file.
 func TestDecoderOnMock(t *testing.T) {
-	t.Setenv("GPURT_PLUGIN_PATH", "")
-	t.Setenv("GPURT_BACKEND", "")
+	testutil.QuietEnv(t)
 	dir := testutil.MockPlugin(t)
 	bf := filepath.Join(t.TempDir(), "bench.txt")
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"-json", "-benchfmt", bf, "-backend", "mock", "-plugin-path", dir, "-preset", "tiny", "-steps", "2",
-		"-warmup", "1"}, &stdout, &stderr)
-	require.Equal(t, cli.ExitOK, code, stderr.String())
+	stdout, _ := clitest.RunOK(t, run, "-json", "-benchfmt", bf, "-backend", "mock", "-plugin-path", dir, "-preset", "tiny",
+		"-steps", "2", "-warmup", "1")
 	seen := map[string]float64{}
 	for _, m := range testutil.JSONLines[struct {
 		Metric string  `json:"metric"`
 		Value  float64 `json:"value"`
-	}](t, &stdout) {
+	}](t, stdout) {
 		seen[m.Metric] = m.Value
 	}
 	assert.Greater(t, seen["decoder_eager_tokens_per_s"], 0.0)
 	assert.Greater(t, seen["decoder_graph_tokens_per_s"], 0.0)
 	assert.Greater(t, seen["decoder_eager_step_us"], 0.0)
 	assert.Greater(t, seen["decoder_graph_step_us"], 0.0)
-	f, err := os.Open(bf)
+	b, err := os.ReadFile(bf)
 	require.NoError(t, err)
-	defer f.Close()
-	var bench []string
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		if strings.HasPrefix(sc.Text(), "Benchmark") {
-			bench = append(bench, sc.Text())
-		}
-	}
-	require.NotEmpty(t, bench, "no Benchmark lines in the -benchfmt file")
-	all := strings.Join(bench, "\n")
-	assert.Regexp(t, `(?m)^BenchmarkDecoder_eager_tokens_per_s-\d+\t1\t[0-9.e+]+ tokens/s$`, all)
-	assert.Regexp(t, `(?m)^BenchmarkDecoder_graph_step_us-\d+\t1\t[0-9.e+]+ ns/op$`, all)
+	assert.Regexp(t, `(?m)^BenchmarkDecoder_eager_tokens_per_s-\d+\t1\t[0-9.e+]+ tokens/s$`, string(b))
+	assert.Regexp(t, `(?m)^BenchmarkDecoder_graph_step_us-\d+\t1\t[0-9.e+]+ ns/op$`, string(b))
 
 	// The table: a header line and one line per mode.
-	stdout.Reset()
-	stderr.Reset()
-	code = run([]string{"-backend", "mock", "-plugin-path", dir, "-steps", "1", "-warmup", "0"}, &stdout, &stderr)
-	require.Equal(t, cli.ExitOK, code, stderr.String())
+	stdout, _ = clitest.RunOK(t, run, "-backend", "mock", "-plugin-path", dir, "-steps", "1", "-warmup", "0")
 	assert.Contains(t, stdout.String(), "decoder tiny on mock: batch 1, context 0, 1 decode steps")
 	assert.Regexp(t, `(?m)^  eager +\d`, stdout.String())
 	assert.Regexp(t, `(?m)^  graph +\d`, stdout.String())
@@ -88,8 +70,7 @@ func TestConvention(t *testing.T) {
 			Status: cli.ExitError, Stderr: []string{"devices"}},
 	)
 	// no negative number anywhere in a bounded message
-	var stdout, stderr bytes.Buffer
-	run(append([]string{"-ctx", "9223372036854775000", "-steps", "1000"}, m...), &stdout, &stderr)
+	_, _, stderr := clitest.Run(run, append([]string{"-ctx", "9223372036854775000", "-steps", "1000"}, m...)...)
 	assert.NotContains(t, stderr.String(), "-9", "no overflow into a negative count")
 	assert.NotContains(t, stderr.String(), "pages")
 }

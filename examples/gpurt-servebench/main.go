@@ -26,7 +26,7 @@ import (
 	"github.com/metrale/gpurt/llm"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(run) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.New("gpurt-servebench", "[flags]",

@@ -3,13 +3,10 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
-	"github.com/metrale/gpurt/internal/cli"
 	"github.com/metrale/gpurt/internal/cli/clitest"
 	"github.com/metrale/gpurt/internal/testutil"
 )
@@ -30,13 +27,11 @@ func TestConvention(t *testing.T) {
 // TestMockSweep: the whole program on the mock, auto rates: the offline
 // run, then two rate points, every line JSON, each result complete.
 func TestMockSweep(t *testing.T) {
-	var out, errb bytes.Buffer
-	st := run([]string{"-plugin-path", testutil.MockPlugin(t), "-backend", "mock", "-preset", "tiny", "-requests", "8",
+	out, _ := clitest.RunOK(t, run, "-plugin-path", testutil.MockPlugin(t), "-backend", "mock", "-preset", "tiny", "-requests", "8",
 		"-sweep-requests", "4", "-prompt", "5-30", "-output", "2-6", "-shared", "32", "-token-budget", "24", "-max-batch", "4",
-		"-chunk", "16", "-copy-mib", "2", "-fractions", "0.5,2"}, &out, &errb)
-	require.Equal(t, cli.ExitOK, st, errb.String())
+		"-chunk", "16", "-copy-mib", "2", "-fractions", "0.5,2")
 	kinds := map[string]int{}
-	for _, m := range testutil.JSONLines[map[string]any](t, &out) {
+	for _, m := range testutil.JSONLines[map[string]any](t, out) {
 		k, _ := m["kind"].(string)
 		kinds[k]++
 		if k == "serve" {

@@ -85,7 +85,7 @@ func idLists(s string) ([][]int32, error) {
 	return out, nil
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { cli.Main(run) }
 
 const about = `Runs a Llama-style decoder through gpurt: a Hugging Face checkpoint (-model
 DIR: Llama, Mistral or Qwen2 safetensors) or weights generated from a seed

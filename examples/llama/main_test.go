@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,29 +56,25 @@ func TestModelOnMock(t *testing.T) {
 	force := filepath.Join(dir, "force.txt")
 	require.NoError(t, os.WriteFile(force, []byte("7,8,9\n10,11,12\n"), 0o644))
 	lo := filepath.Join(dir, "logits_{batch}_{mode}.f32")
-	var o, e bytes.Buffer
-	status := run([]string{"-model", dir, "-backend", "mock", "-plugin-path", testutil.MockPlugin(t), "-batch", "1,2",
-		"-prompt-ids", "1,2,3,4;5,6", "-force-file", force, "-steps", "4", "-warmup", "1", "-logits-out", lo, "-progress", "line"}, &o, &e)
-	require.Equal(t, cli.ExitOK, status, e.String())
+	o, e := clitest.RunOK(t, run, "-model", dir, "-backend", "mock", "-plugin-path", testutil.MockPlugin(t), "-batch", "1,2",
+		"-prompt-ids", "1,2,3,4;5,6", "-force-file", force, "-steps", "4", "-warmup", "1", "-logits-out", lo, "-progress", "line")
 	assert.Contains(t, e.String(), "llama: loaded "+dir)
 	kinds := map[string]int{}
 	var steps []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(o.String()), "\n") {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+	for _, m := range testutil.JSONLines[map[string]any](t, o) {
 		kinds[m["kind"].(string)]++
 		if m["kind"] == "step" {
 			steps = append(steps, m)
 		}
 		if m["kind"] == "summary" { // the host time per step and, of it, the graph launch and the attention plan
 			host, launch, plan := m["host_us_per_step"].(float64), m["host_launch_us_per_step"].(float64), m["host_plan_us_per_step"].(float64)
-			assert.Positive(t, plan, line)
+			assert.Positive(t, plan, m)
 			if m["mode"] == "graph" {
-				assert.Positive(t, launch, line)
+				assert.Positive(t, launch, m)
 			} else {
-				assert.Zero(t, launch, line)
+				assert.Zero(t, launch, m)
 			}
-			assert.LessOrEqual(t, launch+plan, host*(1+1e-9), line)
+			assert.LessOrEqual(t, launch+plan, host*(1+1e-9), m)
 		}
 		if m["kind"] == "config" {
 			assert.Equal(t, "qwen2", m["family"])

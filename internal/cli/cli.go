@@ -15,8 +15,8 @@
 //     naming the flag and the cause, and a hint, to stderr, and exits 2;
 //   - a runtime or setup error prints "<command>: <cause>" and exits 1.
 //
-// A command makes its flags with New, parses with Parse, and returns the
-// status Parse, Usage or Fail returns. One that opens a runtime takes
+// A command's main is Main(run); run makes its flags with New, parses with
+// Parse, and returns the status Parse, Usage or Fail returns. One that opens a runtime takes
 // -plugin-path and -backend with Runtime and opens it with Runtime.Open
 // (Runtime.OpenRuntime when it does not want device 0 alone).
 package cli
@@ -53,6 +53,12 @@ type Flags struct {
 	stderr   io.Writer
 	hidden   map[string]bool
 	renamed  string // the old spelling of -plugin-path given, if any
+}
+
+// Main runs run, a command's run function, on the process's arguments,
+// stdout and stderr, and exits with the status it returns.
+func Main(run func(args []string, stdout, stderr io.Writer) int) {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // New returns the flags of command name. synopsis follows the name on the

@@ -5,6 +5,7 @@ package cli_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,7 +20,7 @@ import (
 )
 
 // demo is a command built on cli, as the commands are.
-func demo(args []string, stdout, stderr *bytes.Buffer) int {
+func demo(args []string, stdout, stderr io.Writer) int {
 	f := cli.New("demo", "[flags] [FILE]", "demo does nothing.", stdout, stderr)
 	paths := f.PluginPath()
 	n := f.Int("n", 1, "how many")
@@ -37,7 +38,7 @@ func demo(args []string, stdout, stderr *bytes.Buffer) int {
 	if err := paths.Check(); err != nil {
 		return f.Fail(err)
 	}
-	stdout.WriteString(paths.String())
+	_, _ = io.WriteString(stdout, paths.String())
 	return cli.ExitOK
 }
 
@@ -60,8 +61,7 @@ func TestConvention(t *testing.T) {
 }
 
 func TestHelpHidesInternalFlags(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	require.Equal(t, cli.ExitOK, demo([]string{"-h"}, &stdout, &stderr))
+	stdout, stderr := clitest.RunOK(t, demo, "-h")
 	assert.Empty(t, stderr.String())
 	out := stdout.String()
 	assert.Contains(t, out, "usage: demo [flags] [FILE]\n\ndemo does nothing.\n")

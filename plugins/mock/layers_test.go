@@ -4,14 +4,14 @@ package mock_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil/backendsrc"
 )
 
 // The file layering of every plugin: a file uses a function of another
@@ -19,14 +19,6 @@ import (
 // that no circle of files exists inside a plugin (issue 21: *_plugin.c was
 // both the table at the top and the runtime helpers at the bottom). The
 // plugins' READMEs draw the layers; this test is what holds them.
-
-var (
-	// A function definition starts at column 0: `type name(` ... up to `{`.
-	reDef = regexp.MustCompile(`(?m)^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{`)
-	reTok = regexp.MustCompile(`[A-Za-z_]\w*`)
-	// Comments and string literals say names without using them.
-	reComment = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*|"(?:[^"\\\n]|\\.)*"`)
-)
 
 // fileGraph maps each source file of dir to the other files whose
 // (non-static) functions it uses.
@@ -41,23 +33,17 @@ func fileGraph(t *testing.T, dir string) map[string][]string {
 	texts := map[string]string{}
 	owner := map[string]string{} // function -> file that defines it
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		text := reComment.ReplaceAllString(string(b), " ")
+		text := backendsrc.Source(t, f) // comments and strings blanked: they say names without using them
 		base := filepath.Base(f)
 		texts[base] = text
-		for _, m := range reDef.FindAllStringSubmatchIndex(text, -1) {
-			line := text[m[0]:m[1]]
-			if strings.HasPrefix(line, "static") {
-				continue
-			}
-			owner[text[m[2]:m[3]]] = base
+		for _, name := range backendsrc.Functions(text, true) {
+			owner[name] = base
 		}
 	}
 	g := map[string][]string{}
 	for base, text := range texts {
 		seen := map[string]bool{}
-		for _, tok := range reTok.FindAllString(text, -1) {
+		for _, tok := range backendsrc.Names(text) {
 			if o, ok := owner[tok]; ok && o != base && !seen[o] {
 				seen[o] = true
 				g[base] = append(g[base], o)
@@ -170,37 +156,5 @@ func TestCirclesFindsACircle(t *testing.T) {
 // type, the api table, a struct_size, or the engine's struct and handle
 // helpers; only mock_plugin.c includes gp_engine.h (for the entry).
 func TestMockIsOnlyABackend(t *testing.T) {
-	forbidden := map[string]string{
-		"gpurt_api": "the ABI table (the engine's)", "struct_size": "a caller's struct (the engine reads it)",
-		"gp_read_struct": "a caller's struct", "gp_write_struct": "a caller's struct", "gp_check_out": "a caller's struct",
-		"gp_table_insert": "a handle table", "gp_table_lookup": "a handle table", "gp_handle_error": "a handle",
-		"gp_negotiate": "negotiation (gp_engine_negotiate is the entry)",
-	}
-	for _, h := range []string{"runtime", "buffer", "host_buffer", "stream", "event", "module", "kernel",
-		"gemm_plan", "graph", "attention", "comm"} {
-		forbidden["gpurt_"+h] = "a gpurt_* handle"
-	}
-	files, err := filepath.Glob(filepath.Join("src", "*.[ch]"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		text := reComment.ReplaceAllString(string(b), " ")
-		for _, tok := range reTok.FindAllString(text, -1) {
-			if why, ok := forbidden[tok]; ok {
-				t.Errorf("%s uses %s: %s; a backend sees resolved operands only (csrc/gp_backend.h)", f, tok, why)
-			}
-		}
-		if filepath.Base(f) != "mock_plugin.c" {
-			require.NotContains(t, string(b), `#include "gp_engine.h"`, "%s includes the engine's header", f)
-		}
-	}
-}
-
-// The checker above finds what it must: a file with a slot function.
-func TestMockIsOnlyABackendFinds(t *testing.T) {
-	text := reComment.ReplaceAllString("gpurt_error *m_copy(gpurt_runtime *h) { /* gpurt_api */ }", " ")
-	require.Contains(t, reTok.FindAllString(text, -1), "gpurt_runtime")
-	require.NotContains(t, reTok.FindAllString(text, -1), "gpurt_api")
+	backendsrc.CheckOnlyABackend(t, "src", "mock_plugin.c", "*.c", "*.h")
 }

@@ -13,19 +13,14 @@ import (
 
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
 )
 
 func buildLib(t testing.TB) uintptr {
-	cc, err := exec.Command("go", "env", "CC").Output()
-	if err != nil || len(cc) == 0 {
-		t.Skip("no C compiler")
-	}
-	ccPath := string(cc[:len(cc)-1])
-	if _, err := exec.LookPath(ccPath); err != nil {
-		t.Skipf("no C compiler: %v", err)
-	}
+	cc := testutil.CC(t)
 	out := filepath.Join(t.TempDir(), "libadd.so")
-	b, err := exec.Command(ccPath, "-shared", "-fPIC", "-O2", "-o", out, "testdata/add.c").CombinedOutput()
+	b, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-o", out, "testdata/add.c").CombinedOutput()
 	require.NoError(t, err, string(b))
 	h, err := purego.Dlopen(out, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	require.NoError(t, err)

@@ -13,9 +13,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/internal/cli"
 )
+
+// RunFunc is a command's run function: its arguments, stdout and stderr in,
+// its exit status out.
+type RunFunc func(args []string, stdout, stderr io.Writer) int
 
 // Case is one command line and what it must do.
 type Case struct {
@@ -62,21 +67,34 @@ func Convention() []Case {
 	return cs
 }
 
-// CheckCommand runs Convention's cases and the command's own on run, a
-// command's run function (its arguments, stdout and stderr; its exit
-// status).
-func CheckCommand(t *testing.T, run func(args []string, stdout, stderr io.Writer) int, own ...Case) {
+// CheckCommand runs Convention's cases and the command's own on run.
+func CheckCommand(t *testing.T, run RunFunc, own ...Case) {
 	t.Helper()
-	Check(t, func(a []string, o, e *bytes.Buffer) int { return run(a, o, e) }, append(Convention(), own...))
+	Check(t, run, append(Convention(), own...))
+}
+
+// Run runs run on args and returns its exit status and what it wrote to
+// stdout and stderr.
+func Run(run RunFunc, args ...string) (status int, stdout, stderr *bytes.Buffer) {
+	stdout, stderr = new(bytes.Buffer), new(bytes.Buffer)
+	return run(args, stdout, stderr), stdout, stderr
+}
+
+// RunOK is Run of a command line that must succeed: an exit status other
+// than 0 fails t, naming args and stderr.
+func RunOK(t testing.TB, run RunFunc, args ...string) (stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	status, stdout, stderr := Run(run, args...)
+	require.Equal(t, cli.ExitOK, status, "%v\nstderr: %s", args, stderr)
+	return stdout, stderr
 }
 
 // Check runs every case on run, each in its own subtest.
-func Check(t *testing.T, run func(args []string, stdout, stderr *bytes.Buffer) int, cases []Case) {
+func Check(t *testing.T, run RunFunc, cases []Case) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			status := run(c.Args, &stdout, &stderr)
+			status, stdout, stderr := Run(run, c.Args...)
 			assert.Equal(t, c.Status, status, "%v\nstdout: %s\nstderr: %s", c.Args, stdout.String(), stderr.String())
 			for _, s := range c.Stdout {
 				assert.Contains(t, stdout.String(), s, "stdout of %v", c.Args)

@@ -6,7 +6,9 @@
 // (no gpurt_* handle, api table, struct_size or engine helper in its
 // files), and that its gp_backend table sets every entry its ABI minor
 // promises, names only members of gp_backend and only functions of its
-// own sources. plugins/cuda and plugins/metal test themselves with it.
+// own sources. plugins/cuda and plugins/metal test themselves with it;
+// plugins/mock's test of every plugin's file layering reads the sources
+// with it.
 package backendsrc
 
 import (
@@ -45,6 +47,23 @@ func Source(t *testing.T, path string) string {
 	return Blank(string(b))
 }
 
+// Names lists the identifiers of text, in order, repeats included.
+func Names(text string) []string { return reTok.FindAllString(text, -1) }
+
+// Functions lists the C functions text defines (a definition starts at
+// column 0: `type name(...) {`); with external, only those that are not
+// static.
+func Functions(text string, external bool) []string {
+	var out []string
+	for _, m := range reCDef.FindAllStringSubmatchIndex(text, -1) {
+		if external && strings.HasPrefix(text[m[0]:m[1]], "static") {
+			continue
+		}
+		out = append(out, text[m[2]:m[3]])
+	}
+	return out
+}
+
 // Forbidden reports every token of text that names the engine's side of
 // the ABI, with why.
 func Forbidden(text string) []string {
@@ -60,7 +79,7 @@ func Forbidden(text string) []string {
 		forbidden["gpurt_"+h] = "a gpurt_* handle"
 	}
 	var out []string
-	for _, tok := range reTok.FindAllString(text, -1) {
+	for _, tok := range Names(text) {
 		if why, ok := forbidden[tok]; ok {
 			out = append(out, tok+": "+why)
 		}
@@ -149,8 +168,8 @@ func CheckTable(t *testing.T, table map[string]string, file, csrc, srcGlob strin
 	files, err := filepath.Glob(srcGlob)
 	require.NoError(t, err)
 	for _, f := range files {
-		for _, m := range reCDef.FindAllStringSubmatch(Source(t, f), -1) {
-			defined[m[1]] = true
+		for _, name := range Functions(Source(t, f), false) {
+			defined[name] = true
 		}
 	}
 	for field, v := range table {

@@ -44,3 +44,11 @@ kernel void plain_two(int x) {}
 	assert.True(t, got["fill_float"] && got["add_f16"], "%v", got)
 	assert.False(t, got["fill_f32"], "%v", got)
 }
+
+// Functions finds the definitions that start at column 0 (a declaration is
+// none), the static ones only when asked for all.
+func TestFunctions(t *testing.T) {
+	text := "static int helper(void) {\n  return 0;\n}\ngpurt_error *m_copy(void *ctx,\n    int n) {\n}\nint decl(void);\n"
+	assert.Equal(t, []string{"helper", "m_copy"}, Functions(text, false))
+	assert.Equal(t, []string{"m_copy"}, Functions(text, true))
+}
