@@ -129,13 +129,7 @@ func TestEveryBuiltinWaitsForItsPredecessorFirst(t *testing.T) {
 // would compute with the previous kernel's half-written activations; this
 // scan of the source fails then.
 func TestGEMVReadsOnlyWhatMayBeReadBeforeItsWait(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("src", "cuda_quant.cu"))
-	require.NoError(t, err)
-	src := string(raw)
-	i := strings.Index(src, "void bgemv_body(")
-	require.GreaterOrEqual(t, i, 0, "bgemv_body not found")
-	body := src[i:]
-	body = body[:strings.Index(body, "\n}\n")]
+	body := quantKernelBody(t, "bgemv_body")
 	// The copy of slot sl reads A for sl < BG_RB and x above it.
 	require.Regexp(t, `if \(sl < BG_RB\) \{\s*if \(row0 \+ sl < a\.m\) src = w \+`, body,
 		"issue_part no longer copies A for the slots below BG_RB")
@@ -168,36 +162,55 @@ func TestGEMVReadsOnlyWhatMayBeReadBeforeItsWait(t *testing.T) {
 	}
 }
 
-// TestRingGEMVReadsNothingBeforeItsWait: the int8 ring GEMV (qrgemv_body)
-// is launched with programmatic dependent launch, and quant_matmul's
-// caller makes no promise that the kernel before does not write W. So
-// before gpurt_pdl_enter it may only ask W into the L2 (a bulk prefetch):
-// no copy into shared memory, no read of x, W, the scales or biases, no
-// write of y.
-func TestRingGEMVReadsNothingBeforeItsWait(t *testing.T) {
+// quantKernelBody: the text of cuda_quant.cu's device function name, from
+// its signature to its closing brace.
+func quantKernelBody(t *testing.T, name string) string {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("src", "cuda_quant.cu"))
 	require.NoError(t, err)
 	src := string(raw)
-	i := strings.Index(src, "void qrgemv_body(")
-	require.GreaterOrEqual(t, i, 0, "qrgemv_body not found")
+	i := strings.Index(src, "void "+name+"(")
+	require.GreaterOrEqual(t, i, 0, "%s not found", name)
 	body := src[i:]
-	body = body[:strings.Index(body, "\n}\n")]
-	w := strings.Index(body, "gpurt_pdl_enter();")
-	require.GreaterOrEqual(t, w, 0, "qrgemv_body does not call gpurt_pdl_enter")
-	pre := body[:w]
-	// The copy lambdas are defined (not called) before the wait: cut them out.
-	for _, name := range []string{"auto issue_w = [&](u32 c) {", "auto issue_x = [&](u32 c) {"} {
-		a := strings.Index(pre, name)
-		require.GreaterOrEqual(t, a, 0, "%s not found before the wait", name)
-		e := strings.Index(pre[a:], "\n  };\n")
-		require.GreaterOrEqual(t, e, 0, "the end of %s not found", name)
-		pre = pre[:a] + pre[a+e+len("\n  };\n"):]
-	}
-	assert.Contains(t, pre, "cp.async.bulk.prefetch.L2", "the prologue no longer prefetches W into the L2")
-	for _, banned := range []string{"issue_w(", "issue_x(", "cp_async", "*reinterpret_cast"} {
-		assert.NotContains(t, pre, banned, "qrgemv_body touches %q before its wait", banned)
-	}
-	for _, banned := range []string{`\bx\s*[\[+]`, `\by\s*[\[+]`, `\bsc\s*[\[+]`, `\bbi\s*[\[+]`} {
-		assert.NotRegexp(t, banned, pre, "qrgemv_body reads or writes an operand (%s) before its wait", banned)
+	e := strings.Index(body, "\n}\n")
+	require.GreaterOrEqual(t, e, 0, "the end of %s not found", name)
+	return body[:e]
+}
+
+// TestRingGEMVsReadNothingBeforeTheirWait: the int8 ring GEMVs
+// (qrgemv_body, n = 1; qrgemvw_body, 2 <= n <= 32) are launched with
+// programmatic dependent launch, and quant_matmul's caller makes no
+// promise that the kernel before does not write W. So before
+// gpurt_pdl_enter they may only ask W into the L2 (a bulk prefetch): no
+// copy into shared memory, no read of x, W, the scales or biases, no
+// write of y.
+func TestRingGEMVsReadNothingBeforeTheirWait(t *testing.T) {
+	for _, c := range []struct {
+		body    string
+		lambdas []string // the copy lambdas, defined (not called) before the wait
+	}{
+		{"qrgemv_body", []string{"auto issue_w = [&](u32 c) {", "auto issue_x = [&](u32 c) {"}},
+		{"qrgemvw_body", []string{"auto issue = [&](u32 i) {"}},
+	} {
+		t.Run(c.body, func(t *testing.T) {
+			body := quantKernelBody(t, c.body)
+			w := strings.Index(body, "gpurt_pdl_enter();")
+			require.GreaterOrEqual(t, w, 0, "%s does not call gpurt_pdl_enter", c.body)
+			pre := body[:w]
+			for _, name := range c.lambdas {
+				a := strings.Index(pre, name)
+				require.GreaterOrEqual(t, a, 0, "%s not found before the wait", name)
+				e := strings.Index(pre[a:], "\n  };\n")
+				require.GreaterOrEqual(t, e, 0, "the end of %s not found", name)
+				pre = pre[:a] + pre[a+e+len("\n  };\n"):]
+			}
+			assert.Contains(t, pre, "cp.async.bulk.prefetch.L2", "the prologue no longer prefetches W into the L2")
+			for _, banned := range []string{"issue(", "issue_w(", "issue_x(", "cp_async", "*reinterpret_cast"} {
+				assert.NotContains(t, pre, banned, "%s touches %q before its wait", c.body, banned)
+			}
+			for _, banned := range []string{`\bx\s*[\[+]`, `\by\s*[\[+]`, `\bsc\s*[\[+]`, `\bbi\s*[\[+]`} {
+				assert.NotRegexp(t, banned, pre, "%s reads or writes an operand (%s) before its wait", c.body, banned)
+			}
+		})
 	}
 }

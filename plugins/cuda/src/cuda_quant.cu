@@ -160,6 +160,36 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The factored forms' x as f16 pairs (xf) from a lane's 8 pairs of x (xw):
+// f16 x as it is; bf16 x scaled by a power of two per lane quad (the 64
+// values of the quad's depth step: xor-shuffles over lanes 4q .. 4q + 3)
+// so that max |x'| is in [2^14, 2^15), then rounded to f16 (bf16's 8 bits
+// fit f16's 11 wherever the value is above max |x'| / 2^24). Returns what
+// scales the step's result back (1 for f16).
+template <int XT> __device__ __forceinline__ float x_to_f16(const u32 (&xw)[8], u32 (&xf)[8]) {
+  if constexpr (XT == T_BF16) {
+    float2 f[8];
+    float mx = 0.f;
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+      f[p] = w2f<T_BF16>(xw[p]);
+      mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
+    sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
+    const float up = __uint_as_float((u32)(sx + 127) << 23);
+#pragma unroll
+    for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
+    return __uint_as_float((u32)(127 - sx) << 23);
+  } else {
+#pragma unroll
+    for (int p = 0; p < 8; p++) xf[p] = xw[p];
+    return 1.f;
+  }
+}
+
 // One 64-deep step of a warp over its 4 row slots (32 rows) and NT n-tiles:
 // q the lane's 16 codes of each row slot, s and b their group's scale and
 // bias as f32, xv the lane's 16 x values of each n-tile's token (8 j + gq),
@@ -197,27 +227,7 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[4], const float (&s)[4], 
       const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
                          xv[j][1].x, xv[j][1].y, xv[j][1].z, xv[j][1].w};
       u32 xf[8];
-      float unsc = 1.f;
-      if constexpr (XT == T_BF16) {
-        float2 f[8];
-        float mx = 0.f;
-#pragma unroll
-        for (int p = 0; p < 8; p++) {
-          f[p] = w2f<T_BF16>(xw[p]);
-          mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
-        }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
-        sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
-        const float up = __uint_as_float((u32)(sx + 127) << 23);
-        unsc = __uint_as_float((u32)(127 - sx) << 23);
-#pragma unroll
-        for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
-      } else {
-#pragma unroll
-        for (int p = 0; p < 8; p++) xf[p] = xw[p];
-      }
+      const float unsc = x_to_f16<XT>(xw, xf);
       // Columns 2 tq, 2 tq + 1 of the result are tokens held by lanes 8 tq and 8 tq + 4.
       const float u0 = __shfl_sync(0xffffffffu, unsc, 8 * tq), u1 = __shfl_sync(0xffffffffu, unsc, 8 * tq + 4);
       float P[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, X[4] = {0.f, 0.f, 0.f, 0.f};
@@ -1012,27 +1022,7 @@ __device__ __forceinline__ void qrgemv_body(const uint8_t *__restrict__ w, const
       const uint4 xb = *reinterpret_cast<const uint4 *>(&cx[s][d0 + 16 * tq + 8]);
       const u32 xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
       u32 xf[8];
-      float unsc = 1.f;
-      if constexpr (XT == T_BF16) {
-        float2 f[8];
-        float mx = 0.f;
-#pragma unroll
-        for (int p = 0; p < 8; p++) {
-          f[p] = w2f<T_BF16>(xw[p]);
-          mx = fmaxf(mx, fmaxf(fabsf(f[p].x), fabsf(f[p].y)));
-        }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        int sx = 141 - (int)((__float_as_uint(mx) >> 23) & 0xffu);
-        sx = sx < -126 ? -126 : sx > 126 ? 126 : sx;
-        const float up = __uint_as_float((u32)(sx + 127) << 23);
-        unsc = __uint_as_float((u32)(127 - sx) << 23);
-#pragma unroll
-        for (int p = 0; p < 8; p++) xf[p] = pack2<T_F16>(f[p].x * up, f[p].y * up);
-      } else {
-#pragma unroll
-        for (int p = 0; p < 8; p++) xf[p] = xw[p];
-      }
+      const float unsc = x_to_f16<XT>(xw, xf);
       uint4 cv[2];
 #pragma unroll
       for (int t = 0; t < 2; t++)
@@ -1187,13 +1177,7 @@ __device__ __forceinline__ void qrgemvw_body(const uint8_t *__restrict__ w, cons
   gpurt_pdl_enter();
 #pragma unroll
   for (u32 i = 0; i < QS_ST - 1; i++) issue(i);
-  float acc[MT][8][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-    for (int t = 0; t < 8; t++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[mt][t][e] = 0.f;
+  float acc[MT][8][4] = {}; // zeros
   for (u32 i = 0; i < nc; i++) {
     __syncthreads(); // every warp is done with chunk i - 1: its stage may be refilled
     issue(i + QS_ST - 1);
