@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 #
-# qrgemv_emu.py — a lane-level emulation of the CUDA plugin's int8 ring GEMV
-# (plugins/cuda/src/cuda_quant.cu, qrgemv_body), for checking a change to
-# its copies, its mma fragments or its factored arithmetic without a GPU:
-# every cp.async of a block into its four stages, every lane's registers
-# put into mma.sync m16n8k16's A and B fragments by the PTX ISA's layouts,
-# the combine and the warps' reduction, against float64. The emulation
-# adds in float64, so it checks where each value goes, not the hardware's
-# f32 rounding. Keep it in step with qrgemv_body (same names).
+# qrgemv_emu.py — a lane-level emulation of the CUDA plugin's int8 ring GEMVs
+# (plugins/cuda/src/cuda_quant.cu: qrgemv_body, one token; qrgemvw_body, 2
+# to 32 tokens in a cluster of CTAs), for checking a change to their copies,
+# their mma fragments or their arithmetic without a GPU: every cp.async of
+# a block into its stages (landing only when a wait_group retires its
+# commit group: a stage read too early fails), the swizzles, every lane's
+# registers put into mma.sync m16n8k16's A and B fragments by the PTX
+# ISA's layouts, the combine, the warps' and the cluster's reductions,
+# against float64. It runs the warps one after another, so it cannot see
+# a missing __syncthreads, and it adds in float64, so it checks where each
+# value goes, not the hardware's f32 rounding. Keep it in step with the
+# kernels (same names).
 #
 #   python3 -m venv /tmp/v && /tmp/v/bin/pip install numpy
 #   /tmp/v/bin/python scripts/qrgemv_emu.py
@@ -21,15 +25,40 @@ def bf16(a):  # round to bf16 (nearest even), as float32
     u = (u + 0x7fff + ((u >> 16) & 1)) >> 16 << 16
     return u.astype(np.uint32).view(np.float32)
 
+def f16(a):
+    return np.asarray(a, np.float32).astype(np.float16).astype(np.float32)
+
+class Ring:
+    """cp.async's commit groups: a stage's copies land only when a
+    wait_group<N> retires their group; until then the stage reads as not
+    there (an assertion), so a wrong wait count or a stage refilled too
+    early fails."""
+    def __init__(self, stages):
+        self.pending, self.group, self.valid = [], [], [False] * stages
+    def copy(self, stage, fn):  # one cp.async: fn writes when it lands
+        self.valid[stage] = False
+        self.group.append((stage, fn))
+    def commit(self):
+        self.pending.append(self.group)
+        self.group = []
+    def wait(self, n):
+        while len(self.pending) > n:
+            for stage, fn in self.pending.pop(0):
+                fn()
+                self.valid[stage] = True
+    def check(self, stage):
+        assert self.valid[stage], f"stage {stage} read before its copies landed"
+
 def mma(C, A, B):  # A 16x16, B 16x8 (f16 values as float), f32 accumulate
     return C + (A.astype(np.float64) @ B.astype(np.float64))
 
-def run(m, k, gs, xtype, wide=False):
+def run(m, k, gs, xtype, wide=False, stype='bf16'):
     gshift = gs.bit_length() - 1
     groups = k // gs
     W = rng.integers(0, 256, size=(m, k), dtype=np.uint8)
-    S = bf16(rng.uniform(0.001, 0.02, size=(m, groups)))
-    Bi = bf16(rng.uniform(-1, 1, size=(m, groups)))
+    rs = bf16 if stype == 'bf16' else f16
+    S = rs(rng.uniform(0.001, 0.02, size=(m, groups)))
+    Bi = rs(rng.uniform(-1, 1, size=(m, groups)))
     x = rng.standard_normal(k).astype(np.float32)
     if wide:
         x = x * np.exp2(rng.integers(-20, 21, size=k)).astype(np.float32)
@@ -45,28 +74,38 @@ def run(m, k, gs, xtype, wide=False):
         cx = np.zeros((QR_ST, QR_KC), np.float32)
         cs = np.zeros((QR_ST, QR_ROWS, QR_SB), np.float32)
         cb = np.zeros((QR_ST, QR_ROWS, QR_SB), np.float32)
-        def issue(c):
-            if c >= chunks: return
-            s, k0 = c % QR_ST, c * QR_KC
-            for tid in range(QR_WARPS * 32):
-                for i in range(tid, QR_ROWS * (QR_KC // 16), QR_WARPS * 32):
-                    r, p = i // (QR_KC // 16), i % (QR_KC // 16)
-                    row = min(row0 + r, m - 1)
-                    cw[s, r * QR_LD + p * 16: r * QR_LD + p * 16 + 16] = W[row, k0 + p * 16: k0 + p * 16 + 16]
-                if tid < 2 * QR_ROWS * spr:
-                    which, j = tid // (QR_ROWS * spr), tid % (QR_ROWS * spr)
-                    r, p = j // spr, j % spr
-                    row = min(row0 + r, m - 1)
-                    src = (Bi if which else S)[row].reshape(-1)  # row*groups + ...
-                    off = (k0 >> gshift) + p * 4
-                    (cb if which else cs)[s, r, p * 4: p * 4 + 4] = src[off: off + 4]
-                if tid < QR_KC // 8:
-                    cx[s, tid * 8: tid * 8 + 8] = x[c * QR_KC + tid * 8: c * QR_KC + tid * 8 + 8]
+        ring = Ring(QR_ST)
+        def issue(c):  # issue_w and issue_x, then the commit
+            if c < chunks:
+                s, k0 = c % QR_ST, c * QR_KC
+                for tid in range(QR_WARPS * 32):
+                    for i in range(tid, QR_ROWS * (QR_KC // 16), QR_WARPS * 32):
+                        r, p = i // (QR_KC // 16), i % (QR_KC // 16)
+                        row = min(row0 + r, m - 1)
+                        def f(s=s, r=r, p=p, row=row, k0=k0):
+                            cw[s, r * QR_LD + p * 16: r * QR_LD + p * 16 + 16] = W[row, k0 + p * 16: k0 + p * 16 + 16]
+                        ring.copy(s, f)
+                    if tid < 2 * QR_ROWS * spr:
+                        which, j = tid // (QR_ROWS * spr), tid % (QR_ROWS * spr)
+                        r, p = j // spr, j % spr
+                        row = min(row0 + r, m - 1)
+                        src = (Bi if which else S)[row].reshape(-1)  # row*groups + ...
+                        off = (k0 >> gshift) + p * 4
+                        def f(s=s, r=r, p=p, src=src, off=off, which=which):
+                            (cb if which else cs)[s, r, p * 4: p * 4 + 4] = src[off: off + 4]
+                        ring.copy(s, f)
+                    if tid < QR_KC // 8:
+                        def f(s=s, tid=tid, c=c):
+                            cx[s, tid * 8: tid * 8 + 8] = x[c * QR_KC + tid * 8: c * QR_KC + tid * 8 + 8]
+                        ring.copy(s, f)
+            ring.commit()
         for c in range(QR_ST - 1): issue(c)
         acc = np.zeros((QR_WARPS, 32, 2, 2))
         for c in range(chunks):
             issue(c + QR_ST - 1)
+            ring.wait(QR_ST - 1)
             s = c % QR_ST
+            ring.check(s)
             for warp in range(QR_WARPS):
                 for q in range(2):
                     d0 = warp * 128 + q * 64
@@ -137,14 +176,15 @@ def swz_x(t, p): return p ^ (t & 1)
 def bits16(v, xtype):  # the weight rounded to x's type, as pack2<XT>
     return bf16(v) if xtype == 'bf16' else np.float32(v).astype(np.float16).astype(np.float32)
 
-def runw(m, n, k, gs, xtype, split):
+def runw(m, n, k, gs, xtype, split, stype='bf16'):
     """gpurt_qrgemvw (qrgemvw_body): MT m-tiles of 16 tokens, a cluster of split CTAs a row block."""
     MT = 1 if n <= 16 else 2
     gshift = gs.bit_length() - 1
     groups = k // gs
     W = rng.integers(0, 256, size=(m, k), dtype=np.uint8)
-    S = bf16(rng.uniform(0.001, 0.02, size=(m, groups)))
-    Bi = bf16(rng.uniform(-1, 1, size=(m, groups)))
+    rs = bf16 if stype == 'bf16' else f16
+    S = rs(rng.uniform(0.001, 0.02, size=(m, groups)))
+    Bi = rs(rng.uniform(-1, 1, size=(m, groups)))
     x = rng.standard_normal((n, k)).astype(np.float32)
     x = bf16(x) if xtype == 'bf16' else x.astype(np.float16).astype(np.float32)
     Wd = S.repeat(gs, axis=1).astype(np.float64) * W + Bi.repeat(gs, axis=1)
@@ -164,30 +204,40 @@ def runw(m, n, k, gs, xtype, split):
             cw = np.zeros((QS_ST, QS_ROWS, QS_KC), np.uint8)
             cx = np.full((QS_ST, 16 * MT, QS_KC), np.nan)  # tokens past n stay unset (garbage)
             cs = np.zeros((QS_ST, QS_ROWS, QS_SBY // 2)); cb = np.zeros((QS_ST, QS_ROWS, QS_SBY // 2))
+            ring = Ring(QS_ST)
             def issue(i):
-                if i >= nc: return
-                s, k0 = i % QS_ST, (c0 + i) * QS_KC
-                for q in range(QS_ROWS * (QS_KC // 16)):
-                    r, p = q // (QS_KC // 16), q % (QS_KC // 16)
-                    row = min(row0 + r, m - 1)
-                    d = swz_w(r, p) * 16
-                    cw[s, r, d:d + 16] = W[row, k0 + p * 16: k0 + p * 16 + 16]
-                for q in range(ncopy * (QS_KC // 8)):
-                    t, p = q // (QS_KC // 8), q % (QS_KC // 8)
-                    d = swz_x(t, p) * 8
-                    cx[s, t, d:d + 8] = x[t, k0 + p * 8: k0 + p * 8 + 8]
-                for tid in range(2 * QS_ROWS):
-                    which, r = tid // QS_ROWS, tid % QS_ROWS
-                    row = min(row0 + r, m - 1)
-                    src = (Bi if which else S)[row]
-                    off = k0 >> gshift
-                    nv = sby // 2
-                    (cb if which else cs)[s, r, :nv] = src[off: off + nv]
+                if i < nc:
+                    s, k0 = i % QS_ST, (c0 + i) * QS_KC
+                    for q in range(QS_ROWS * (QS_KC // 16)):
+                        r, p = q // (QS_KC // 16), q % (QS_KC // 16)
+                        row = min(row0 + r, m - 1)
+                        d = swz_w(r, p) * 16
+                        def f(s=s, r=r, d=d, row=row, k0=k0, p=p):
+                            cw[s, r, d:d + 16] = W[row, k0 + p * 16: k0 + p * 16 + 16]
+                        ring.copy(s, f)
+                    for q in range(ncopy * (QS_KC // 8)):
+                        t, p = q // (QS_KC // 8), q % (QS_KC // 8)
+                        d = swz_x(t, p) * 8
+                        def f(s=s, t=t, d=d, k0=k0, p=p):
+                            cx[s, t, d:d + 8] = x[t, k0 + p * 8: k0 + p * 8 + 8]
+                        ring.copy(s, f)
+                    for tid in range(2 * QS_ROWS):
+                        which, r = tid // QS_ROWS, tid % QS_ROWS
+                        row = min(row0 + r, m - 1)
+                        src = (Bi if which else S)[row]
+                        off = k0 >> gshift
+                        nv = sby // 2
+                        def f(s=s, r=r, src=src, off=off, nv=nv, which=which):
+                            (cb if which else cs)[s, r, :nv] = src[off: off + nv]
+                        ring.copy(s, f)
+                ring.commit()
             for i in range(QS_ST - 1): issue(i)
             acc = np.zeros((QS_WARPS, 32, MT, 8, 4))
             for i in range(nc):
                 issue(i + QS_ST - 1)
+                ring.wait(QS_ST - 1)
                 s = i % QS_ST
+                ring.check(s)
                 for warp in range(QS_WARPS):
                     xa = np.zeros((32, MT, 2, 16))
                     for lane in range(32):
@@ -249,3 +299,5 @@ runw(70, 5, 512, 32, 'bf16', 2)
 runw(64, 16, 768, 128, 'f16', 1)
 runw(130, 27, 1024, 64, 'bf16', 4)
 runw(20, 32, 512, 64, 'f16', 2)
+run(48, 1024, 64, 'f16', stype='f16')
+runw(66, 9, 512, 64, 'bf16', 2, stype='f16')

@@ -154,6 +154,9 @@ typedef struct cu_device {
   CUdevice dev;
   CUcontext ctx; /* the primary context, retained */
   int cc_major, cc_minor, sm_count, max_threads, warp, integrated;
+  /* What the own kernels in clusters need (cu_own_cluster_ok): the most
+   * dynamic shared memory a block may opt into, and cluster launch. */
+  int smem_optin, cluster_launch;
   /* Kernels that wait for their predecessor themselves (the built-ins, the
    * GEMVs, FlashInfer's decode and the KV append) are launched with
    * programmatic stream serialization (cu_launch_kernel): compute
@@ -392,8 +395,9 @@ enum { CU_OWN_QUANT_FNS = 110, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_
 /* Kernel `name` of the own fatbin on device dev, cached in slot v (the
  * module loaded on first use, under the device's mutex); context current. */
 CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out);
-/* Launches f with params on st (grid x gridy blocks of block threads); a
- * driver refusal names the kernel. pdl: f waits for its predecessor itself
+/* Launches f with params on st (grid x gridy blocks of block threads) and
+ * notes it as the stream's last kernel (cu_note_kernel); a driver refusal
+ * names the kernel. pdl: f waits for its predecessor itself
  * (cuda_pdl.cuh's gpurt_pdl_enter), so it may take programmatic dependent
  * launch (cu_launch_kernel). A grid of 0 launches nothing. */
 CU_HIDDEN gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
@@ -403,10 +407,11 @@ CU_HIDDEN gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f
  * fetched); needs cuFuncSetAttribute (cu_own_cluster_ok). */
 CU_HIDDEN gpurt_error *cu_own_fn_smem(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem,
                                       CUfunction *out);
-/* Whether device dev can take cu_own_launch_cluster: compute capability 9.0
- * or newer (thread-block clusters), cuLaunchKernelEx and cuFuncSetAttribute
- * in the driver. */
-CU_HIDDEN int cu_own_cluster_ok(const cu_runtime *rt, uint32_t dev);
+/* Whether device dev can take cu_own_launch_cluster with smem bytes of
+ * dynamic shared memory a block: compute capability 9.0 or newer, cluster
+ * launch, at least smem bytes a block to opt into, cuLaunchKernelEx and
+ * cuFuncSetAttribute in the driver. */
+CU_HIDDEN int cu_own_cluster_ok(const cu_runtime *rt, uint32_t dev, uint32_t smem);
 /* Launches f as grid x gridy blocks of block threads in clusters of
  * 1 x gridy blocks, with smem bytes of dynamic shared memory, and with
  * programmatic dependent launch where the device takes it (f waits for

@@ -97,11 +97,14 @@ gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const ch
     snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
     return cu_fail(rt, st->dev, r, op, st->last_kernel);
   }
+  cu_note_kernel(rt, st, (uintptr_t)f, name); /* a later fault names it */
   return NULL;
 }
 
-int cu_own_cluster_ok(const cu_runtime *rt, uint32_t dev) {
-  return rt->devs[dev].cc_major >= 9 && cu_drv.p_cuLaunchKernelEx != NULL && cu_drv.p_cuFuncSetAttribute != NULL;
+int cu_own_cluster_ok(const cu_runtime *rt, uint32_t dev, uint32_t smem) {
+  const cu_device *d = &rt->devs[dev];
+  return d->cc_major >= 9 && d->cluster_launch && (uint64_t)d->smem_optin >= smem &&
+         cu_drv.p_cuLaunchKernelEx != NULL && cu_drv.p_cuFuncSetAttribute != NULL;
 }
 
 gpurt_error *cu_own_launch_cluster(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
@@ -136,6 +139,7 @@ gpurt_error *cu_own_launch_cluster(cu_runtime *rt, cu_stream *st, CUfunction f, 
     snprintf(op, sizeof op, "launching %s (cuLaunchKernelEx, clusters of 1 x %u)", name, gridy);
     return cu_fail(rt, st->dev, r, op, st->last_kernel);
   }
+  cu_note_kernel(rt, st, (uintptr_t)f, name);
   return NULL;
 }
 
@@ -166,8 +170,5 @@ gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, CUfunction f, const char *n
   }
   const uint64_t cap = (uint64_t)v * (uint64_t)rt->devs[st->dev].sm_count;
   if (cap > 0 && blocks > cap) blocks = cap;
-  gpurt_error *e = cu_own_launch(rt, st, f, name, blocks, (uint32_t)batch, 256, params, 1);
-  if (e) return e;
-  cu_note_kernel(rt, st, (uintptr_t)f, name);
-  return NULL;
+  return cu_own_launch(rt, st, f, name, blocks, (uint32_t)batch, 256, params, 1);
 }

@@ -402,8 +402,11 @@ static int qs_takes(const cu_runtime *rt, uint32_t dev, const gpurt_quant_matmul
   if (qgemv_switches().ring == 0 || a->n < 2 || a->n > 32 || a->k % QS_KC != 0 || a->k > 0xffffffffull ||
       a->m > 0xffffffffull)
     return 0;
-  if (((r->w.addr | r->x.addr | r->scales.addr | r->biases.addr) & 15) != 0) return 0;
-  return cu_own_cluster_ok(rt, dev);
+  /* W and x in 16-byte pieces; a row's scales and biases of a chunk in one
+   * piece of QS_KC / group_size * 2 bytes (16, 8 or 4). */
+  const uint64_t sby = (uint64_t)(QS_KC / a->group_size) * 2;
+  if (((r->w.addr | r->x.addr) & 15) != 0 || ((r->scales.addr | r->biases.addr) & (sby - 1)) != 0) return 0;
+  return cu_own_cluster_ok(rt, dev, QS_ST * qs_stage_bytes(a->n <= 16 ? 1 : 2));
 }
 
 static uint32_t qs_split(const cu_runtime *rt, uint32_t dev, uint64_t m, uint64_t k) {

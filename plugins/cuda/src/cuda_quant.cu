@@ -930,7 +930,9 @@ BGEMV(f16, T_F16, 4)
 // register GEMV keeps 128 bytes a lane in flight), and 16-row blocks leave
 // at most one small block per SM in the grid's last wave (32-row blocks of
 // 14336 rows fill 85% of the H200's slots). The QR_WARPS warps split each
-// chunk's depth, 128 each.
+// chunk's depth, 128 each. On sm_90 a block takes 102-112 registers and
+// 43 KB of shared memory: four blocks an SM (fewer on GPUs with less
+// shared memory an SM, e.g. three on an A100; correct either way).
 //
 // The arithmetic is qstep's factored form (no weight rounded to 16 bits)
 // turned round: the rows of W are the 8 columns of mma.sync m16n8k16
@@ -1089,6 +1091,8 @@ QRGEMV(f16, T_F16, f16, T_F16)
 // QS_ST-stage ring (codes, scales and biases of its 64 rows and the tokens'
 // x, by cp.async), and the cluster's partial sums meet in rank 0's shared
 // memory (distributed shared memory), added in rank order (deterministic).
+// On sm_90 a CTA takes 162 registers and 102 KB (MT = 2) of dynamic shared
+// memory: two CTAs an SM.
 // The arithmetic is the dequantizing form of the register skinny GEMV
 // (each weight s q + b in f32, rounded to x's type, as the prefill paths
 // do), turned round as in the ring GEMV above: W's rows are the mma's 8
@@ -1221,10 +1225,12 @@ __device__ __forceinline__ void qrgemvw_body(const uint8_t *__restrict__ w, cons
   cp_async_wait<0>();
   __syncthreads(); // the ring is free: the sums meet in its memory
   // acc[mt][t][e]: token 16 mt + gq + 8 (e >> 1), row 8 t + 2 tq + (e & 1).
-  // The warps' sums [warp][token][row], then the CTA's [token][row] (part),
-  // each added in a fixed order.
+  // The warps' sums [warp][token][row] (rows padded to QS_RED floats: a
+  // store's lanes then spread over 16 banks, not 4), then the CTA's
+  // [token][row] (part), each added in a fixed order.
+  constexpr u32 QS_RED = QS_ROWS + 8;
   float *red = reinterpret_cast<float *>(qs_smem);
-  float *part = red + QS_WARPS * 16 * MT * QS_ROWS;
+  float *part = red + QS_WARPS * 16 * MT * QS_RED;
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -1232,13 +1238,14 @@ __device__ __forceinline__ void qrgemvw_body(const uint8_t *__restrict__ w, cons
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const u32 tok = 16 * mt + gq + 8 * (e >> 1), row = 8 * t + 2 * tq + (e & 1);
-        red[(warp * 16 * MT + tok) * QS_ROWS + row] = acc[mt][t][e];
+        red[(warp * 16 * MT + tok) * QS_RED + row] = acc[mt][t][e];
       }
   __syncthreads();
   for (u32 q = tid; q < 16 * MT * QS_ROWS; q += QS_WARPS * 32) {
+    const u32 tok = q / QS_ROWS, row = q % QS_ROWS;
     float v = 0.f;
 #pragma unroll
-    for (int i = 0; i < QS_WARPS; i++) v += red[i * 16 * MT * QS_ROWS + q];
+    for (int i = 0; i < QS_WARPS; i++) v += red[(i * 16 * MT + tok) * QS_RED + row];
     part[q] = v;
   }
   cl.sync(); // every CTA's part is written
@@ -1251,6 +1258,8 @@ __device__ __forceinline__ void qrgemvw_body(const uint8_t *__restrict__ w, cons
     }
   }
   cl.sync(); // the other CTAs' parts stay until rank 0 has read them
+#else
+  __trap(); // no clusters before sm_90: cuda_quant.c never launches it there (cu_own_cluster_ok)
 #endif
 }
 
