@@ -53,6 +53,12 @@ func newRef(t *testing.T, c Config, batch int) *ref {
 		require.NoError(t, err)
 		return q.Dequantize()
 	}
+	if c.Int8Head { // the head quantized as the blocks' linears are
+		ts := c.lmHeadTensor()
+		q, err := quant.Quantize(genFloat(c.Seed, ts), ts.rows, ts.cols, quant.Options{GroupSize: c.groupSize(), Bits: 8, ScaleType: core.BF16})
+		require.NoError(t, err)
+		r.lm = q.Dequantize()
+	}
 	for l := 0; l < c.Layers; l++ {
 		r.layers = append(r.layers, refLayer{attnNorm: genFloat(c.Seed, c.layerTensor(l, tAttnNorm)), mlpNorm: genFloat(c.Seed, c.layerTensor(l, tMLPNorm)),
 			wq: w(l, tWQ), wk: w(l, tWK), wv: w(l, tWV), wo: w(l, tWO), wg: w(l, tWG), wu: w(l, tWU), wd: w(l, tWD)})
@@ -203,7 +209,11 @@ func (r *ref) token(b, id, pos int) []float64 {
 		}
 		r.residual(h, a, L.wd)
 	}
-	return matvec(r.lm, r.rmsnorm(h, r.fnorm), c.Vocab)
+	lg := matvec(r.lm, r.rmsnorm(h, r.fnorm), c.Vocab)
+	if c.Int8Head { // matmul.Quant's bf16 output
+		lg = roundAll(lg)
+	}
+	return lg
 }
 
 // openMock is a runtime on the mock and its device 0, closed at the
@@ -290,18 +300,19 @@ func TestDecoderMatchesReference(t *testing.T) {
 	rt, dev := openMock(t)
 	for _, tc := range []struct {
 		name              string
-		int8              bool
+		int8, int8Head    bool
 		rope              string
 		batch, ctx, P, st int
 	}{
-		{"bf16 llama rope prefill", false, "llama", 2, 0, 8, 8},
-		{"bf16 neox rope context", false, "neox", 2, 20, 1, 4},
-		{"int8 prefill", true, "neox", 1, 0, 4, 3},
-		{"bf16 prefill after context", false, "neox", 1, 20, 8, 3},
+		{"bf16 llama rope prefill", false, false, "llama", 2, 0, 8, 8},
+		{"bf16 neox rope context", false, false, "neox", 2, 20, 1, 4},
+		{"int8 prefill", true, false, "neox", 1, 0, 4, 3},
+		{"int8 head too, decode after context", true, true, "neox", 2, 20, 1, 4},
+		{"bf16 prefill after context", false, false, "neox", 1, 20, 8, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tinyConfig()
-			c.Int8, c.Rope = tc.int8, tc.rope
+			c.Int8, c.Int8Head, c.Rope = tc.int8, tc.int8Head, tc.rope
 			m := testModel(t, dev, c, tc.batch, tc.ctx+tc.P+tc.st+1, tc.P)
 			prompt := PromptTokens(c.Seed, tc.batch, tc.P, c.Vocab)
 			o := GenOptions{Prompt: prompt, P: tc.P, Ctx: tc.ctx, Steps: tc.st, Collect: true}
@@ -333,6 +344,10 @@ func TestDecoderBadInput(t *testing.T) {
 	bad.Rope = "spiral"
 	_, err = NewModel(dev, bad, 1, 8, 1)
 	assert.ErrorContains(t, err, "rope style")
+	bad = c
+	bad.Int8Head = true
+	_, err = NewModel(dev, bad, 1, 8, 1)
+	assert.ErrorContains(t, err, "an int8 LM head needs int8 weights")
 	m := testModel(t, dev, c, 1, 8, 1)
 	_, err = m.Generate(rt, GenOptions{Prompt: []int32{int32(c.Vocab)}, P: 1, Steps: 2})
 	assert.ErrorContains(t, err, "outside the vocab")

@@ -74,18 +74,18 @@ func (s LoadStats) GBps() float64 {
 // presence, shape and dtype against the config, and uploads the weights
 // (bf16; f16 and f32 converted) through pinned staging buffers while the
 // next chunk is read, with buffers sized by o (o.Int8: the blocks' linears
-// quantized to int8 at load).
+// quantized to int8 at load; o.Int8Head: the LM head too).
 func Load(dev *core.Device, dir string, o Options) (*Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Int8 = o.Int8
+	cfg.Int8, cfg.Int8Head = o.Int8, o.Int8Head
 	return LoadConfig(dev, dir, cfg, o)
 }
 
 // LoadConfig is Load with the config given (as ReadConfig returns it,
-// perhaps changed: Int8, GroupSize, PageSize).
+// perhaps changed: Int8, Int8Head, GroupSize, PageSize).
 func LoadConfig(dev *core.Device, dir string, cfg Config, o Options) (*Model, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err

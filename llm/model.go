@@ -38,7 +38,8 @@ var Presets = map[string]Config{
 // Config is a Llama-style decoder: pre-norm blocks of grouped-query
 // attention (rotary positions, paged KV cache) and a SiLU-gated MLP, bf16
 // activations and weights (or int8 MLX-quantized linear weights), f32
-// logits. ReadConfig makes one from a Hugging Face config.json.
+// logits (bf16 with Int8Head). ReadConfig makes one from a Hugging Face
+// config.json.
 type Config struct {
 	Layers, Hidden, Heads, KVHeads, Inter, Vocab int
 	Theta                                        float64 // rotary base
@@ -57,6 +58,10 @@ type Config struct {
 	MaxPositions  int          // max_position_embeddings (0: unknown)
 	SlidingWindow int          // 0: none; else sequences must fit in it
 	Family        string       // llama, mistral, qwen2 (from config.json), "" for the seeded presets
+	// Int8Head (with Int8): the LM head int8 too, as MLX and gpt-fast's
+	// int8 quantize every linear: half of the head's bytes a step, and
+	// bf16 logits (matmul.Quant's output type; Logits widens them).
+	Int8Head bool
 }
 
 // HeadDim is HeadSize, or Hidden / Heads.
@@ -86,6 +91,9 @@ func (c *Config) check() error {
 		return fmt.Errorf("llm: theta %g and eps %g must be positive", c.Theta, c.Eps)
 	case c.Vocab > math.MaxInt32:
 		return fmt.Errorf("llm: vocab %d exceeds int32", c.Vocab)
+	}
+	if c.Int8Head && !c.Int8 {
+		return fmt.Errorf("llm: an int8 LM head needs int8 weights (Int8)")
 	}
 	if c.Int8 {
 		g := c.groupSize()
@@ -148,6 +156,7 @@ type Model struct {
 	s                            *core.Stream
 	kRMS, kRope, kEmbed, kArgmax *core.Kernel
 	kSilu, kAdd, kMul, kSample   *core.Kernel
+	logitsType                   core.DType // F32, or BF16 with an int8 head (Config.Int8Head)
 	embed, finalNorm             core.Region
 	lm                           linear
 	layers                       []layer
@@ -362,6 +371,7 @@ func NewModelWith(dev *core.Device, cfg Config, o Options) (*Model, error) {
 type Options struct {
 	Batch, MaxLen, MaxPrompt int
 	Int8                     bool // quantize the blocks' linears to int8 (MLX affine, group 64) at load
+	Int8Head                 bool // with Int8, the LM head too (Config.Int8Head)
 	Progress                 func(done, total int64)
 	// Unfused builds the model as on a plugin without the built-in kernels
 	// that came after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T): the same
@@ -380,7 +390,11 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	if cfg.SlidingWindow > 0 && maxLen > cfg.SlidingWindow {
 		return nil, fmt.Errorf("llm: max length %d exceeds the model's sliding window %d (sliding-window attention is not implemented)", maxLen, cfg.SlidingWindow)
 	}
-	m = &Model{cfg: cfg, dev: dev, rt: dev.Runtime(), batch: batch, capBatch: batch, maxT: batch * maxPrompt, lens: make([]int, batch)}
+	m = &Model{cfg: cfg, dev: dev, rt: dev.Runtime(), batch: batch, capBatch: batch, maxT: batch * maxPrompt, lens: make([]int, batch),
+		logitsType: core.F32}
+	if cfg.Int8Head {
+		m.logitsType = core.BF16
+	}
 	defer func() {
 		if err != nil {
 			m.Close()
@@ -398,8 +412,8 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 		dst  **core.Kernel
 		name string
 	}{{&m.kRMS, "rmsnorm_bf16"}, {&m.kRope, "rope_" + cfg.Rope + "_bf16"}, {&m.kEmbed, "embed_bf16"},
-		{&m.kArgmax, "argmax_f32"}, {&m.kSilu, "silu_mul_bf16"}, {&m.kAdd, "add_bf16"}, {&m.kMul, "mul_bf16"},
-		{&m.kSample, "sample_f32"}} {
+		{&m.kArgmax, "argmax_" + m.logitsType.String()}, {&m.kSilu, "silu_mul_bf16"}, {&m.kAdd, "add_bf16"},
+		{&m.kMul, "mul_bf16"}, {&m.kSample, "sample_" + m.logitsType.String()}} {
 		if *k.dst, err = mod.Kernel(k.name); err != nil {
 			return nil, fmt.Errorf("llm: built-in kernel %s: %w", k.name, err)
 		}
@@ -438,7 +452,12 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	}
 	lm := c.lmHeadTensor()
 	m.lm = linear{out: lm.rows, in: lm.cols, w: m.embed}
-	if !c.Tied {
+	switch {
+	case c.Int8Head: // quantized from the head's bf16 values (the embedding's when tied)
+		if m.lm, err = m.quantized(up, lm); err != nil {
+			return nil, err
+		}
+	case !c.Tied:
 		if m.lm.w, err = m.tensor(up, lm); err != nil {
 			return nil, err
 		}
@@ -1042,13 +1061,20 @@ func (m *Model) embedTokens(s *core.Stream, T int) error {
 		core.ArgBuffer(sub(m.ids, 0, 4*T)), core.ArgScalar[uint64](uint64(T)), core.ArgScalar[uint64](uint64(H)), core.ArgScalar[uint64](uint64(V)))
 }
 
-// head: final norm of the n rows of hl, their f32 logits.
+// head: final norm of the n rows of hl, their logits (f32; bf16 from an
+// int8 head).
 func (m *Model) head(s *core.Stream, hl core.Region, n int) error {
 	H, V := m.cfg.Hidden, m.cfg.Vocab
-	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.F32, DType: core.F32, TransA: true, M: V, N: n, K: H, ConstA: true} // A: the lm head's weight
 	xl := view(m.xl, 0, 2*n*H)
-	err := firstErr(m.rmsnorm(s, xl, hl, m.finalNorm, n),
-		s.Gemm(d, core.GemmOperands{A: m.lm.w, B: xl, D: view(m.logits, 0, 4*n*V), Alpha: 1}))
+	err := m.rmsnorm(s, xl, hl, m.finalNorm, n)
+	if err == nil && m.lm.qw != nil {
+		d := matmul.QuantDesc{XType: core.BF16, ScaleType: core.BF16, Bits: 8, GroupSize: m.cfg.groupSize(), M: V, N: n, K: H}
+		err = matmul.Quant(s, d, matmul.QuantOperands{W: m.lm.qw, Scales: m.lm.qs, Biases: m.lm.qb, X: xl,
+			Y: view(m.logits, 0, 2*n*V)})
+	} else if err == nil {
+		d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.F32, DType: core.F32, TransA: true, M: V, N: n, K: H, ConstA: true} // A: the lm head's weight
+		err = s.Gemm(d, core.GemmOperands{A: m.lm.w, B: xl, D: view(m.logits, 0, 4*n*V), Alpha: 1})
+	}
 	if err != nil {
 		return fmt.Errorf("llm: head: %w", err)
 	}
@@ -1502,13 +1528,18 @@ func (m *Model) Tokens() ([]int32, error) {
 // Logits waits for the work enqueued and returns the last step's f32
 // logits, [request][vocab] row-major.
 func (m *Model) Logits() ([]float32, error) {
-	raw := make([]byte, 4*m.batch*m.cfg.Vocab)
+	es := m.logitsType.Size()
+	raw := make([]byte, es*m.batch*m.cfg.Vocab)
 	if err := firstErr(m.s.Synchronize(), core.CopyToHost(raw, view(m.logits, 0, len(raw)))); err != nil {
 		return nil, err
 	}
 	lg := make([]float32, m.batch*m.cfg.Vocab)
 	for i := range lg {
-		lg[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		if es == 2 { // bf16 (an int8 head)
+			lg[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
+		} else {
+			lg[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
 	}
 	return lg, nil
 }

@@ -310,7 +310,7 @@ func (p *Paged) pick(s *core.Stream, pk picker, n int) error {
 		return m.pick(s, pk.sp, pk.step, n)
 	}
 	V, h := m.cfg.Vocab, pk.rows.Hist()
-	return p.sampler.Sample(s, sub(m.ids, 0, sampling.OutBytes(n)), view(m.logits, 0, 4*n*V),
+	return p.sampler.Sample(s, sub(m.ids, 0, sampling.OutBytes(n)), view(m.logits, 0, m.logitsType.Size()*n*V),
 		view(p.params, 0, sampling.ParamsBytes(n, h)), n, V, h)
 }
 
@@ -322,7 +322,7 @@ func (p *Paged) putParams(s *core.Stream, b *sampling.Batch) error {
 		return fmt.Errorf("llm: paged: %d sampled rows' tokens and logprobs exceed the token buffer", b.Rows())
 	}
 	if p.sampler == nil {
-		sm, err := sampling.NewSampler(m.dev, core.F32)
+		sm, err := sampling.NewSampler(m.dev, m.logitsType)
 		if err != nil {
 			return fmt.Errorf("llm: paged: %w", err)
 		}
@@ -417,7 +417,11 @@ func (c *Config) WeightBytes() int64 {
 	} else {
 		w = 2 * per
 	}
-	return int64(c.Layers)*(w+2*2*H) + 2*H + 2*int64(c.Vocab)*H
+	head := 2 * int64(c.Vocab) * H
+	if c.Int8 && c.Int8Head {
+		head = int64(c.Vocab) * (H + 2*2*H/int64(c.groupSize()))
+	}
+	return int64(c.Layers)*(w+2*2*H) + 2*H + head
 }
 
 // KVBytesPerToken is the K and V bytes of one token over all layers

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/kvpage"
 	"github.com/metrale/gpurt/sampling"
@@ -36,6 +37,12 @@ func TestWeightBytes(t *testing.T) {
 		}
 		c := Presets[name]
 		assert.Equal(t, int64(c.Layers*2*c.KVHeads*c.HeadDim()*2), c.KVBytesPerToken(), name)
+		// int8: the head's bf16 bytes become codes and a bf16 scale and
+		// bias per group of 64 when it is quantized too
+		c.Int8 = true
+		i8 := c.WeightBytes()
+		c.Int8Head = true
+		assert.Equal(t, i8-int64(2*c.Vocab*c.Hidden)+int64(c.Vocab*c.Hidden+4*c.Vocab*c.Hidden/64), c.WeightBytes(), name)
 	}
 }
 
@@ -103,8 +110,14 @@ func promptStep(t *testing.T, p *Paged, tab *kvpage.Table, prompt []int32) kvpag
 // to 8) on the mock, its Paged and a page table, closed at the test's end.
 func newPagedEnv(t *testing.T) (*Model, *Paged, *kvpage.Table) {
 	t.Helper()
+	return newPagedEnvWith(t, tinyConfig())
+}
+
+// newPagedEnvWith is newPagedEnv over a model of config c.
+func newPagedEnvWith(t *testing.T, c Config) (*Model, *Paged, *kvpage.Table) {
+	t.Helper()
 	_, d := openMock(t)
-	m := testModel(t, d, tinyConfig(), 2, 32, 8)
+	m := testModel(t, d, c, 2, 32, 8)
 	p, err := NewPaged(m)
 	require.NoError(t, err)
 	return m, p, newPagedTable(t, p)
@@ -293,6 +306,32 @@ func TestPagedStepRows(t *testing.T) {
 	require.ErrorContains(t, p.StepRows(&st, []int32{1}, []int32{0}, other), fmt.Sprintf("vocabulary of %d, the model's is %d", V+1, V))
 	require.NoError(t, p.Step(&st, []int32{1}, []int32{0}, nil, 0))
 	require.ErrorContains(t, p.Logprobs(make([]float32, 1)), "drew no tokens with per-request parameters")
+}
+
+// An int8 LM head gives bf16 logits: the per-row sampler then reads bf16,
+// and its greedy rows still pick the argmax kernel's tokens.
+func TestPagedStepRowsInt8Head(t *testing.T) {
+	c := tinyConfig()
+	c.Int8, c.Int8Head = true, true
+	m, p, tab := newPagedEnvWith(t, c)
+	defer p.Close()
+	require.Equal(t, core.BF16, m.logitsType)
+	greedy := func(st *kvpage.Step, ids, sample []int32, k int) error {
+		b, err := sampling.NewBatch(len(sample), m.cfg.Vocab, 0)
+		if err != nil {
+			return err
+		}
+		for r := range sample {
+			g := sampling.Greedy()
+			if err := b.Set(r, &g); err != nil {
+				return err
+			}
+		}
+		return p.StepRows(st, ids, sample, b)
+	}
+	argmax := pagedRun(t, p, tab, false, nil, 5)
+	assert.Equal(t, argmax, pagedRunWith(t, p, tab, false, 5, greedy))
+	assert.Equal(t, argmax, pagedRunWith(t, p, tab, true, 5, greedy), "graphs")
 }
 
 // Paged's graph steps take the same recapture path: a refused replay

@@ -20,7 +20,8 @@
 #              or factored without the prepared x), rows "gpurt int8 <form>"
 #   gemv_cutlass  the same with GPURT_CUDA_QMM_MIN_N=9 (n >= 9 on CUTLASS's
 #              mixed-input GEMM, the former crossover), for the same-run ratio
-#   int8       build/llama -weights int8, I8_PRESETS (8b), batch 1 and 32,
+#   int8       build/llama -weights int8 (or each of I8_WEIGHTS, e.g. "int8
+#              int8-all": the LM head int8 too), I8_PRESETS (8b), batch 1 and 32,
 #              context 1K, eager and graph: tokens/s, and graph tokens
 #              against eager's step by step; once more per form in I8_FORMS
 #              (GPURT_CUDA_QGEMV, e.g. dequant) for the same-run A/B
@@ -34,7 +35,7 @@
 # MiB (the weights not resident in the L2).
 # Logs and JSON lines in $OUT (default build/gpu_skinny). Knobs: SKIP (step
 # names), PRESETS (1b 8b), PFS, WARPS, FETCHES, ROTATE, KERNELS, MEMOS
-# (1 0), I8_PRESETS, CONFORM_RUN (conform's --run). Exit status 0 when every step passed.
+# (1 0), I8_PRESETS, I8_WEIGHTS, CONFORM_RUN (conform's --run). Exit status 0 when every step passed.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -68,7 +69,7 @@ want gemv_cutlass && step_jsonl gemv_cutlass 60 "$out/quant_cutlass.jsonl" env G
   build/gpurt-quantbench -plugin-path build -only gemv
 if want int8; then
   for p in ${I8_PRESETS:-8b}; do
-    for w in int8 bf16; do
+    for w in ${I8_WEIGHTS:-int8} bf16; do
       [ "$w" = bf16 ] && ! want bf16 && continue
       for form in default ${I8_FORMS:-}; do
         [ "$w" = bf16 ] && [ "$form" != default ] && continue

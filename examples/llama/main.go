@@ -109,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seeded: weights seed (and the generated prompt's)")
 	unfused := fs.Bool("unfused", false, "build the model without the built-ins after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T): the same tokens, more launches")
 	ropeScaling := fs.String("rope-scaling", "none", "seeded: rope scaling, none or llama3 (Llama 3.1's: factor 8, low 1, high 4, 8192 original positions)")
-	weights := fs.String("weights", "bf16", "bf16, or int8 (MLX affine, group 64) for the blocks' linears (quantized at load)")
+	weights := fs.String("weights", "bf16", "bf16; int8 (MLX affine, group 64) for the blocks' linears (quantized at load); int8-all: the LM head too (bf16 logits, as MLX and gpt-fast's int8)")
 	batches := fs.String("batch", "1", "batch sizes, comma-separated")
 	ctxs := fs.String("ctx", "0", "context lengths (zero K/V already in the cache), comma-separated")
 	prompt := fs.Int("prompt", 1, "generated prompt: tokens per request (1: decode at once; more: prefill)")
@@ -191,8 +191,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if _, ok := llm.Presets[*preset]; !ok && *model == "" {
 			return usagef("-preset %q is not tiny, 1b or 8b", *preset)
 		}
-		if *weights != "bf16" && *weights != "int8" {
-			return usagef("-weights %q is neither bf16 nor int8", *weights)
+		if *weights != "bf16" && *weights != "int8" && *weights != "int8-all" {
+			return usagef("-weights %q is not bf16, int8 or int8-all", *weights)
 		}
 		bs, err := ints(*batches)
 		if err != nil {
@@ -274,7 +274,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		defer rt.Close()
 		out := json.NewEncoder(stdout)
-		opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights == "int8", Unfused: *unfused}
+		opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights != "bf16",
+			Int8Head: *weights == "int8-all", Unfused: *unfused}
 		var m *llm.Model
 		var cfg llm.Config
 		if *model != "" {
@@ -282,7 +283,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if err != nil {
 				return err
 			}
-			cfg.Int8 = opts.Int8
+			cfg.Int8, cfg.Int8Head = opts.Int8, opts.Int8Head
 			bar := newProgress(*progress, stderr)
 			opts.Progress = bar.update
 			m, err = llm.LoadConfig(dev, *model, cfg, opts)
@@ -301,7 +302,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if !ok {
 				return usagef("-preset %q is not tiny, 1b or 8b", *preset)
 			}
-			cfg.Eps, cfg.Seed, cfg.Rope, cfg.Int8 = 1e-5, *seed, *rope, opts.Int8
+			cfg.Eps, cfg.Seed, cfg.Rope, cfg.Int8, cfg.Int8Head = 1e-5, *seed, *rope, opts.Int8, opts.Int8Head
 			for _, o := range []struct {
 				v   int
 				dst *int

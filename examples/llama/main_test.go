@@ -101,3 +101,24 @@ func TestModelOnMock(t *testing.T) {
 		byKey[key] = s["tokens"].([]any)
 	}
 }
+
+// -weights int8-all quantizes the LM head too: the run reports it, and the
+// graph replays give eager's tokens at every step.
+func TestInt8AllOnMock(t *testing.T) {
+	o, _ := clitest.RunOK(t, run, "-preset", "tiny", "-weights", "int8-all", "-backend", "mock", "-plugin-path",
+		testutil.MockPlugin(t), "-batch", "2", "-steps", "3", "-modes", "eager,graph", "-progress", "none")
+	tokens := map[string][]any{}
+	summaries := 0
+	for _, m := range testutil.JSONLines[map[string]any](t, o) {
+		switch m["kind"] {
+		case "step":
+			tokens[m["mode"].(string)] = append(tokens[m["mode"].(string)], m["tokens"])
+		case "summary":
+			summaries++
+			assert.Equal(t, "int8-all", m["weights"], m)
+		}
+	}
+	assert.Equal(t, 2, summaries)
+	require.Len(t, tokens["eager"], 3)
+	assert.Equal(t, tokens["eager"], tokens["graph"])
+}
