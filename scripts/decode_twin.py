@@ -350,15 +350,17 @@ def run_twin_row(torch, model, compiled, sdpa_kernel, SDPBackend, mode, b, ctx, 
 
 def step_bytes(c, batch, ctx, steps, weights):
     """Bytes a decode step must read: every weight once (the blocks' linears
-    as int8 codes plus a bf16 scale and bias per group of 64 for int8), the
-    norms, the LM head, the batch's embedding rows, and the K/V of every
+    as int8 codes plus a bf16 scale and bias per group of 64 for int8, and
+    the LM head too for int8-all), the norms, the LM head, the batch's
+    embedding rows, and the K/V of every
     request's live context (at the timed steps' mean length, ctx +
     steps/2)."""
     L, H, nh, kvh, I, V = c["layers"], c["hidden"], c["heads"], c["kv_heads"], c["inter"], c["vocab"]
     hd = H // nh
     block = L * (H * (nh + 2 * kvh) * hd + nh * hd * H + 3 * H * I)
     per = 2.0 if weights == "bf16" else 1.0 + 2 * 2.0 / INT8_GROUP
-    w = block * per + 2.0 * (V * H + (2 * L + 1) * H + batch * H)
+    head = (1.0 + 2 * 2.0 / INT8_GROUP if weights == "int8-all" else 2.0) * V * H
+    w = block * per + head + 2.0 * ((2 * L + 1) * H + batch * H)
     kv = 2.0 * batch * (ctx + steps / 2.0) * L * 2 * kvh * hd
     return w, kv
 

@@ -37,7 +37,8 @@
 # Results in $OUT (default build/gpu_roofline): the logs, steps.txt and the
 # report files. Exit status 0 when every step passed.
 #
-# Knobs: TOTAL (seconds for the whole run, 570), BATCHES (1,8,32,64), CTXS
+# Knobs: TOTAL (seconds for the whole run, 570), I8_WEIGHTS (int8; int8-all:
+# the LM head int8 too, llama -weights), BATCHES (1,8,32,64), CTXS
 # (1024,8192), STEPS_1B (32), STEPS_8B (16), TWIN_1B_S (170), TWIN_8B_S
 # (200), TWIN_CDT (1: gpt-fast's coordinate-descent tuning in inductor),
 # SKIP (space-separated step names to leave out), PYTHON (python3),
@@ -49,6 +50,7 @@ cd "$root" || exit 2
 . "$root/scripts/lib/step.sh"
 step_budget gpu_roofline 570
 batches=${BATCHES:-1,8,32,64}
+i8w=${I8_WEIGHTS:-int8}
 ctxs=${CTXS:-1024,8192}
 backend=${BACKEND:-cuda}
 plugin=${PLUGIN:-$root/build/libgpurt_cuda.so}
@@ -104,10 +106,10 @@ done
 for p in $presets; do
   [ "$p" = 8b ] && continue
   s=$(steps_for "$p")
-  run "gpurt_${p}_i8" 90 "${gp[@]}" -preset "$p" -weights int8 -batch "$batches" -ctx "$ctxs" -steps "$s" -warmup 2 -modes eager,graph
+  run "gpurt_${p}_i8" 90 "${gp[@]}" -preset "$p" -weights "$i8w" -batch "$batches" -ctx "$ctxs" -steps "$s" -warmup 2 -modes eager,graph
 done
 case " $presets " in *" 8b "*)
-  run gpurt_8b_i8 120 "${gp[@]}" -preset 8b -weights int8 -batch 1,32 -ctx "${ctxs%%,*}" -steps "$(steps_for 8b)" -warmup 2 -modes eager,graph ;;
+  run gpurt_8b_i8 120 "${gp[@]}" -preset 8b -weights "$i8w" -batch 1,32 -ctx "${ctxs%%,*}" -steps "$(steps_for 8b)" -warmup 2 -modes eager,graph ;;
 esac
 
 # the bare host cost of a graph step: the device idle before each step
