@@ -52,13 +52,16 @@ class Ring:
 def mma(C, A, B):  # A 16x16, B 16x8 (f16 values as float), f32 accumulate
     return C + (A.astype(np.float64) @ B.astype(np.float64))
 
+def weights(m, k, gs, stype):
+    """Random codes W, scales S and biases Bi (stype: bf16 or f16)."""
+    rs = bf16 if stype == 'bf16' else f16
+    W = rng.integers(0, 256, size=(m, k), dtype=np.uint8)
+    return W, rs(rng.uniform(0.001, 0.02, size=(m, k // gs))), rs(rng.uniform(-1, 1, size=(m, k // gs)))
+
 def run(m, k, gs, xtype, wide=False, stype='bf16'):
     gshift = gs.bit_length() - 1
     groups = k // gs
-    W = rng.integers(0, 256, size=(m, k), dtype=np.uint8)
-    rs = bf16 if stype == 'bf16' else f16
-    S = rs(rng.uniform(0.001, 0.02, size=(m, groups)))
-    Bi = rs(rng.uniform(-1, 1, size=(m, groups)))
+    W, S, Bi = weights(m, k, gs, stype)
     x = rng.standard_normal(k).astype(np.float32)
     if wide:
         x = x * np.exp2(rng.integers(-20, 21, size=k)).astype(np.float32)
@@ -181,10 +184,7 @@ def runw(m, n, k, gs, xtype, split, stype='bf16'):
     MT = 1 if n <= 16 else 2
     gshift = gs.bit_length() - 1
     groups = k // gs
-    W = rng.integers(0, 256, size=(m, k), dtype=np.uint8)
-    rs = bf16 if stype == 'bf16' else f16
-    S = rs(rng.uniform(0.001, 0.02, size=(m, groups)))
-    Bi = rs(rng.uniform(-1, 1, size=(m, groups)))
+    W, S, Bi = weights(m, k, gs, stype)
     x = rng.standard_normal((n, k)).astype(np.float32)
     x = bf16(x) if xtype == 'bf16' else x.astype(np.float16).astype(np.float32)
     Wd = S.repeat(gs, axis=1).astype(np.float64) * W + Bi.repeat(gs, axis=1)
