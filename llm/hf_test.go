@@ -347,6 +347,16 @@ func TestHFCheckpointGraphAndInt8(t *testing.T) {
 		require.NoError(t, err)
 		runAgainstRef(t, rt, dev, qdir, qw, Options{Batch: 2, MaxLen: 16, MaxPrompt: 6, Int8: true}, prompts, force, 4, 0.06, false)
 	})
+	t.Run("int8 LM head too, tied (qwen2), graphs", func(t *testing.T) {
+		// the head quantized from the tied embedding; bf16 logits
+		qdir := t.TempDir()
+		qw, err := tinyckpt.Write(qdir, tinySpecs()["qwen2 biases tied f16"])
+		require.NoError(t, err)
+		var done, total int64
+		runAgainstRef(t, rt, dev, qdir, qw, Options{Batch: 2, MaxLen: 16, MaxPrompt: 6, Int8: true, Int8Head: true,
+			Progress: func(d, t int64) { done, total = d, t }}, prompts, force, 4, 0.06, true)
+		assert.Equal(t, total, done, "the progress ends at its total (the embedding read twice counted)")
+	})
 }
 
 // Prefill and Decode directly: requests at their own positions, tokens

@@ -435,6 +435,9 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	for _, t := range specs {
 		total += int64(2 * t.elems())
 	}
+	if c.Int8Head && c.Tied { // the embedding read a second time, for the int8 head
+		total += int64(2 * c.embedTensor().elems())
+	}
 	up, err := newUploader(m.rt, m.s, src, total, o.Progress)
 	if err != nil {
 		return nil, err
@@ -454,7 +457,11 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	m.lm = linear{out: lm.rows, in: lm.cols, w: m.embed}
 	switch {
 	case c.Int8Head: // quantized from the head's bf16 values (the embedding's when tied)
-		if m.lm, err = m.quantized(up, lm); err != nil {
+		src := lm
+		if c.Tied {
+			src = c.embedTensor()
+		}
+		if m.lm, err = m.quantized(up, src); err != nil {
 			return nil, err
 		}
 	case !c.Tied:
