@@ -10,7 +10,8 @@
 # It builds build/libgpurt_cuda.so with nvcc, the C smoke and fault tests, the
 # C ABI suite (csrc/test/abi_suite.c) and the raw C baseline
 # (bench/raw/rawbench.c), then runs: the smoke test, the C ABI suite, the
-# fault test, `gpurt probe`, `gpurt conform --backend cuda` and
+# fault test, `gpurt probe`, `gpurt conform --backend cuda` (and its quant
+# checks again with GPURT_CUDA_QGEMV=ring-any) and
 # `gpurt bench --json` (when those subcommands exist), and rawbench. Each
 # step has a timeout; a failing step is reported and the script goes on.
 # Full logs go to build/gpu_check/; when $OUT is set, they are packed into
@@ -143,6 +144,9 @@ if [ -x build/gpurt ]; then
   step gpurt_probe_json 120 build/gpurt probe --json
   if has_cmd conform; then
     step conform_cuda 600 build/gpurt conform --backend cuda
+    # The int8 ring GEMVs are off by default (GPURT_CUDA_QGEMV=ring): every
+    # quant check again with them taken wherever they can be (ring-any).
+    step conform_cuda_ring 180 env GPURT_CUDA_QGEMV=ring-any build/gpurt conform --backend cuda --run '^quant/'
     # GPURT_CUBLASLT_PATH must be absolute and pass the loader's trust rule
     # (csrc/gp_path.c): a relative one makes GEMM unavailable, naming why,
     # and is never replaced by the default library. Passes when the refusal
