@@ -76,7 +76,7 @@ CROSS := linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
 .PHONY: run build mock cuda metal gpurt test test-cuda generate gen-check fmt-check vet cross abi-test abi-suite \
-        go-test go-test-race mod-test tidy cuda-check cgobench clean dist dist-check gpu-artifacts decodeplot
+        go-test go-test-race mod-test tidy cuda-check check-metal cgobench clean dist dist-check gpu-artifacts decodeplot
 
 run: build
 	@echo "== $(BUILD)/gpurt probe"
@@ -286,6 +286,13 @@ cuda-check:
 	else \
 	  echo "== cuda-check: scripts/build_cuda.sh not present, nothing to check"; \
 	fi
+
+# The Metal plugin's Objective-C type-checked on any host with clang, against
+# the stub headers of plugins/metal/stubs (optional, not part of make test;
+# skipped without clang).
+check-metal:
+	@echo "== scripts/metal_syntax.sh (clang -fsyntax-only over plugins/metal/src)"
+	bash scripts/metal_syntax.sh
 
 # What scripts/gpu_all.sh needs on the GPU machine, built here (no Go and
 # no FlashInfer/CUTLASS headers there): the CUDA plugin (nvcc from PyPI
