@@ -102,7 +102,7 @@ typedef struct {
 @end
 
 /* ---- NSArray.h ---- */
-@interface NSArray<__covariant ObjectType> : NSObject <NSCopying, NSFastEnumeration>
+@interface NSArray<__covariant ObjectType> : NSObject <NSFastEnumeration>
 @property (readonly) NSUInteger count;
 + (instancetype)array;
 - (ObjectType)objectAtIndexedSubscript:(NSUInteger)idx;
@@ -114,7 +114,7 @@ typedef struct {
 @end
 
 /* ---- NSDictionary.h ---- */
-@interface NSDictionary<__covariant KeyType, __covariant ObjectType> : NSObject <NSCopying, NSFastEnumeration>
+@interface NSDictionary<__covariant KeyType, __covariant ObjectType> : NSObject
 + (instancetype)dictionary;
 - (nullable ObjectType)objectForKeyedSubscript:(KeyType)key;
 @end
@@ -132,7 +132,7 @@ typedef struct {
 @end
 
 /* ---- NSData.h ---- */
-@interface NSData : NSObject <NSCopying>
+@interface NSData : NSObject
 @property (readonly) NSUInteger length;
 @property (readonly) const void *bytes NS_RETURNS_INNER_POINTER;
 + (instancetype)data;

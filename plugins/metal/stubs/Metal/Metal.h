@@ -4,7 +4,8 @@
  * Apple's header: a minimal subset of Metal.framework declaring exactly
  * what plugins/metal/src uses (types, protocols with the methods and
  * properties used, enums and constants), with Apple's names, signatures,
- * types and values (the macOS 11 SDK's MTLArgument reflection included).
+ * types and values (the macOS 11 SDK's MTLArgument reflection included;
+ * an enum lists only the enumerators used).
  * On macOS the plugin is built against the real SDK (scripts/build_metal.sh).
  * A diagnostic that names this file is a gap of the stub, not of the plugin.
  */
@@ -43,7 +44,6 @@ typedef NS_OPTIONS(NSUInteger, MTLResourceOptions) {
 /* ---- MTLBuffer.h ---- */
 @protocol MTLBuffer <MTLResource>
 - (void *)contents NS_RETURNS_INNER_POINTER;
-@property (readonly) NSUInteger length;
 @end
 
 /* ---- MTLEvent.h ---- */
@@ -57,13 +57,9 @@ typedef NS_OPTIONS(NSUInteger, MTLResourceOptions) {
 typedef NS_ENUM(NSUInteger, MTLArgumentType) {
   MTLArgumentTypeBuffer = 0,
   MTLArgumentTypeThreadgroupMemory = 1,
-  MTLArgumentTypeTexture = 2,
-  MTLArgumentTypeSampler = 3,
 };
 typedef NS_ENUM(NSUInteger, MTLArgumentAccess) {
   MTLArgumentAccessReadOnly = 0,
-  MTLArgumentAccessReadWrite = 1,
-  MTLArgumentAccessWriteOnly = 2,
 };
 @interface MTLArgument : NSObject
 @property (readonly) NSString *name;
@@ -76,14 +72,12 @@ typedef NS_ENUM(NSUInteger, MTLArgumentAccess) {
 
 /* ---- MTLLibrary.h ---- */
 typedef NS_ENUM(NSUInteger, MTLFunctionType) {
-  MTLFunctionTypeVertex = 1,
-  MTLFunctionTypeFragment = 2,
   MTLFunctionTypeKernel = 3,
 };
 @protocol MTLFunction <NSObject>
 @property (readonly) MTLFunctionType functionType;
 @end
-@interface MTLCompileOptions : NSObject <NSCopying>
+@interface MTLCompileOptions : NSObject
 @property (readwrite, nonatomic) BOOL fastMathEnabled;
 @end
 @protocol MTLLibrary <NSObject>
@@ -121,15 +115,10 @@ typedef NS_ENUM(NSUInteger, MTLFunctionType) {
 
 /* ---- MTLCommandBuffer.h ---- */
 typedef NS_ENUM(NSUInteger, MTLCommandBufferStatus) {
-  MTLCommandBufferStatusNotEnqueued = 0,
-  MTLCommandBufferStatusEnqueued = 1,
-  MTLCommandBufferStatusCommitted = 2,
-  MTLCommandBufferStatusScheduled = 3,
   MTLCommandBufferStatusCompleted = 4,
   MTLCommandBufferStatusError = 5,
 };
 typedef NS_ENUM(NSUInteger, MTLCommandBufferError) {
-  MTLCommandBufferErrorNone = 0,
   MTLCommandBufferErrorDeviceRemoved = 11,
 };
 typedef void (^MTLCommandBufferHandler)(id<MTLCommandBuffer>);
@@ -156,13 +145,10 @@ typedef void (^MTLCommandBufferHandler)(id<MTLCommandBuffer>);
 
 /* ---- MTLDevice.h ---- */
 typedef NS_ENUM(NSInteger, MTLGPUFamily) {
-  MTLGPUFamilyApple1 = 1001,
   MTLGPUFamilyApple7 = 1007,
-  MTLGPUFamilyApple9 = 1009,
   MTLGPUFamilyMac2 = 2002,
 };
 typedef NS_OPTIONS(NSUInteger, MTLPipelineOption) {
-  MTLPipelineOptionNone = 0,
   MTLPipelineOptionArgumentInfo = 1 << 0,
 };
 typedef __autoreleasing MTLComputePipelineReflection *_Nullable MTLAutoreleasedComputePipelineReflection;

@@ -21,9 +21,6 @@ typedef NS_ENUM(uint32_t, MPSDataType) {
 
 extern BOOL MPSSupportsMTLDevice(id<MTLDevice> _Nullable device);
 
-@interface MPSKernel : NSObject <NSCopying>
-@end
-
 @interface MPSMatrixDescriptor : NSObject
 + (MPSMatrixDescriptor *)matrixDescriptorWithRows:(NSUInteger)rows
                                           columns:(NSUInteger)columns
@@ -43,10 +40,8 @@ extern BOOL MPSSupportsMTLDevice(id<MTLDevice> _Nullable device);
                     descriptor:(MPSMatrixDescriptor *)descriptor;
 @end
 
-@interface MPSMatrixBinaryKernel : MPSKernel
-@end
-
-@interface MPSMatrixMultiplication : MPSMatrixBinaryKernel
+/* Its superclasses (MPSMatrixBinaryKernel, MPSKernel) are left out. */
+@interface MPSMatrixMultiplication : NSObject
 - (instancetype)initWithDevice:(id<MTLDevice>)device
                  transposeLeft:(BOOL)transposeLeft
                 transposeRight:(BOOL)transposeRight
