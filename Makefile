@@ -287,9 +287,9 @@ cuda-check:
 	  echo "== cuda-check: scripts/build_cuda.sh not present, nothing to check"; \
 	fi
 
-# The Metal plugin's Objective-C type-checked on any host with clang, against
-# the stub headers of plugins/metal/stubs (optional, not part of make test;
-# skipped without clang).
+# The Metal plugin's Objective-C type-checked on any host, against the stub
+# headers of plugins/metal/stubs (not part of make test; .ci/run runs it):
+# clang from the PATH, else PyPI's ziglang wheel's, fetched into .zig-venv/.
 check-metal:
 	@echo "== scripts/metal_syntax.sh (clang -fsyntax-only over plugins/metal/src)"
 	bash scripts/metal_syntax.sh
