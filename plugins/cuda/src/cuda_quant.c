@@ -329,6 +329,29 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
   return e;
 }
 
+/* The ten parameters every int8 GEMV kernel takes (cuda_quant.cu's
+ * gpurt_qgemv*, gpurt_qrgemv*: W, scales, biases, x, y, m, k, log2 of the
+ * group size, n, and a last word: the register GEMVs' pf, unused by the
+ * ring ones), and the pointer array cuLaunchKernel reads them through. */
+typedef struct qv_params {
+  const void *w, *sc, *bi, *x;
+  void *y;
+  uint32_t m, k, gshift, n, last;
+  void *p[10];
+} qv_params;
+
+static void qv_params_fill(qv_params *q, const gp_quant_op *r, uint32_t n, uint32_t last) {
+  const gpurt_quant_matmul_args *a = &r->c.a;
+  q->w = (const void *)(uintptr_t)r->w.addr;
+  q->sc = (const void *)(uintptr_t)r->scales.addr;
+  q->bi = (const void *)(uintptr_t)r->biases.addr;
+  q->x = (const void *)(uintptr_t)r->x.addr;
+  q->y = (void *)(uintptr_t)r->y.addr;
+  q->m = (uint32_t)a->m, q->k = (uint32_t)a->k, q->gshift = log2u(a->group_size), q->n = n, q->last = last;
+  void *p[10] = {&q->w, &q->sc, &q->bi, &q->x, &q->y, &q->m, &q->k, &q->gshift, &q->n, &q->last};
+  memcpy(q->p, p, sizeof p);
+}
+
 /* Launches a GEMV kernel (either form: the same parameters; the n <= 8
  * kernels have n built in) over r's operands: QV_ROWS rows of W a block,
  * k split among its warps in depth-deep batches: maxw warps while the grid
@@ -337,21 +360,16 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
  * unless GPURT_CUDA_QGEMV_PREFETCH says. */
 static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
                                 uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw) {
-  const gpurt_quant_matmul_args *a = &r->c.a;
-  const uint8_t *pw = (const uint8_t *)(uintptr_t)r->w.addr;
-  const uint16_t *ps = (const uint16_t *)(uintptr_t)r->scales.addr, *pb = (const uint16_t *)(uintptr_t)r->biases.addr;
-  const uint16_t *px = (const uint16_t *)(uintptr_t)r->x.addr;
-  uint16_t *py = (uint16_t *)(uintptr_t)r->y.addr;
-  uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gshift = log2u(a->group_size);
   const qgemv_env sw = qgemv_switches();
   if (sw.pf >= 0) pf = (uint32_t)sw.pf;
   /* The kernels' pf: the distance, and bit 8 for 256-byte fetches of W. */
   if (sw.fetch == 2 || (sw.fetch == 0 && QV_FETCH == 256)) pf |= 0x100u;
-  void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &pf};
-  const uint64_t blocks = cdiv(m, QV_ROWS), batches = cdiv(k, depth);
+  qv_params q;
+  qv_params_fill(&q, r, n, pf);
+  const uint64_t blocks = cdiv(q.m, QV_ROWS), batches = cdiv(q.k, depth);
   uint64_t nw = sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps : blocks < 256 ? maxw : 4;
   if (nw > batches) nw = batches;
-  return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, params, 1);
+  return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, q.p, 1);
 }
 
 /* The ring GEMV (gpurt_qrgemv_*, n = 1, groups of 64 or 128): QR_ROWS rows
@@ -373,14 +391,9 @@ static int qr_takes(const cu_runtime *rt, uint32_t dev, const gpurt_quant_matmul
 }
 
 static gpurt_error *ring_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r) {
-  const gpurt_quant_matmul_args *a = &r->c.a;
-  const uint8_t *pw = (const uint8_t *)(uintptr_t)r->w.addr;
-  const uint16_t *ps = (const uint16_t *)(uintptr_t)r->scales.addr, *pb = (const uint16_t *)(uintptr_t)r->biases.addr;
-  const uint16_t *px = (const uint16_t *)(uintptr_t)r->x.addr;
-  uint16_t *py = (uint16_t *)(uintptr_t)r->y.addr;
-  uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gshift = log2u(a->group_size), n = 1, unused = 0;
-  void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &unused};
-  return cu_own_launch(rt, st, f, name, cdiv(m, QR_ROWS), 1, QR_THREADS, params, 1);
+  qv_params q;
+  qv_params_fill(&q, r, 1, 0);
+  return cu_own_launch(rt, st, f, name, cdiv(q.m, QR_ROWS), 1, QR_THREADS, q.p, 1);
 }
 
 /* The skinny ring GEMV (gpurt_qrgemvw_*, 2 <= n <= 32, any group size):
@@ -432,14 +445,10 @@ static gpurt_error *ringw(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, i
   if (e) return e;
   *done = 1;
   if (warm) return NULL;
-  const uint8_t *pw = (const uint8_t *)(uintptr_t)r->w.addr;
-  const uint16_t *ps = (const uint16_t *)(uintptr_t)r->scales.addr, *pb = (const uint16_t *)(uintptr_t)r->biases.addr;
-  const uint16_t *px = (const uint16_t *)(uintptr_t)r->x.addr;
-  uint16_t *py = (uint16_t *)(uintptr_t)r->y.addr;
-  uint32_t m = (uint32_t)a->m, k = (uint32_t)a->k, gshift = log2u(a->group_size), n = (uint32_t)a->n, unused = 0;
-  void *params[10] = {&pw, &ps, &pb, &px, &py, &m, &k, &gshift, &n, &unused};
-  return cu_own_launch_cluster(rt, st, f, name, cdiv(m, QS_ROWS), qs_split(rt, dev, m, k), QS_THREADS, smem,
-                               params);
+  qv_params q;
+  qv_params_fill(&q, r, (uint32_t)a->n, 0);
+  return cu_own_launch_cluster(rt, st, f, name, cdiv(q.m, QS_ROWS), qs_split(rt, dev, q.m, q.k), QS_THREADS, smem,
+                               q.p);
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
