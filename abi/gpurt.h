@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 9
+#define GPURT_ABI_MINOR 10
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -227,6 +227,29 @@ enum {
    * (a weight's upload followed by a synchronize) does not count. Meant
    * for weights. Wrong use is undefined results, not a crash. */
   GPURT_GEMM_FLAG_CONST_A = 1
+};
+
+/* GEMM prologues (1.10): gpurt_gemm_desc.prologue, what op(B) is made of
+ * before the product. Unlike a flag, a prologue is part of the result: a
+ * plugin that cannot run one refuses the plan (GPURT_ERR_UNSUPPORTED),
+ * never ignores it. Other values are GPURT_ERR_INVALID_ARGUMENT. With a
+ * prologue, trans_b is 0, batch_count 1, and b_type f32, f16 or bf16; the
+ * transformed values are computed in at least f32 and may or may not be
+ * rounded to b_type before the product. */
+enum {
+  GPURT_GEMM_PROLOGUE_NONE = 0,
+  /* Each column x of B (k values) is RMS-normalized and scaled:
+   *   x'[p] = x[p] / sqrt(mean(x^2) + norm_eps) * w[p]
+   * with w the run's norm_weight (k values of b_type) and norm_eps its
+   * norm_eps (finite, >= 0): a transformer's RMSNorm ahead of a linear
+   * layer, without writing the normalized activations. */
+  GPURT_GEMM_PROLOGUE_RMSNORM = 1,
+  /* op(B) = silu(G) * U element-wise (SwiGLU), where G is the stored B (k
+   * x n, ldb) and U the k x n matrix of the same ldb that follows it, at
+   * B + ldb * n elements: B's region holds G then U (2 * ldb * n
+   * elements); silu(g) = g / (1 + exp(-g)). An MLP's gate and up
+   * projections' output feeding its down projection. */
+  GPURT_GEMM_PROLOGUE_SWIGLU = 2
 };
 
 /* Paged KV cache layouts (1.5): the order of one page's axes. */
@@ -650,7 +673,7 @@ typedef struct gpurt_gemm_desc {
   uint8_t trans_a;       /* 1: op(A) = A^T */
   uint8_t trans_b;
   uint8_t flags;         /* 1.9 (before: reserved, 0): GPURT_GEMM_FLAG_* */
-  uint8_t reserved;
+  uint8_t prologue;      /* 1.10 (before: reserved, 0): GPURT_GEMM_PROLOGUE_* */
   uint64_t m, n, k;
   uint64_t lda, ldb, ldc, ldd;
   uint64_t batch_count;  /* >= 1 */
@@ -676,6 +699,10 @@ typedef struct gpurt_gemm_run_args {
   double beta;
   /* optional caller workspace; NULL: the plugin's per-stream workspace */
   gpurt_buffer *workspace; uint64_t workspace_offset; uint64_t workspace_size;
+  /* 1.10: GPURT_GEMM_PROLOGUE_RMSNORM's weight (k elements of b_type) and
+   * epsilon; norm_weight NULL and norm_eps 0 for any other prologue */
+  gpurt_buffer *norm_weight; uint64_t norm_weight_offset;
+  double norm_eps;
 } gpurt_gemm_run_args;
 
 
@@ -1317,6 +1344,13 @@ typedef struct gpurt_api {
 
   /* No new slot: gpurt_gemm_desc.flags (GPURT_GEMM_FLAG_CONST_A), in the
    * byte that was reserved. */
+
+  /* ---- 1.10 ---- */
+
+  /* No new slot: gpurt_gemm_desc.prologue (GPURT_GEMM_PROLOGUE_*), in the
+   * byte that was reserved, and gpurt_gemm_run_args' norm_weight and
+   * norm_eps. A plugin older than 1.10 ignores that byte, so a core sends
+   * a prologue only to a plugin whose negotiated minor is >= 10. */
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

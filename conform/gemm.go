@@ -27,6 +27,7 @@ type gemmCase struct {
 	offset         int  // byte offset of every operand in its buffer
 	cInD           bool // C is D (in place: D += A*B, as a residual)
 	constA         bool // GemmDesc.ConstA (A never written by earlier work; ABI 1.9)
+	prologue       int  // 1: GemmDesc.RMSNormB, 2: SwiGLUB (ABI 1.10)
 	tol            float64
 }
 
@@ -108,6 +109,21 @@ func gemmChecks() []check {
 		gemmCase{name: "bf16/gemv_n1_const_a", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 1000, n: 1, k: 4096, transA: true, constA: true},
 		gemmCase{name: "bf16/gemv_batched_const_a", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 1000, n: 1, k: 4096, transA: true, batch: 2, pad: 8, beta: 0.5, constA: true},
 		gemmCase{name: "f16/gemv_n2_const_a", at: core.F16, bt: core.F16, dt: core.F16, m: 77, n: 2, k: 520, transA: true, constA: true},
+	)
+	// Prologues (ABI 1.10): the decoder's norm ahead of its QKV and
+	// gate/up projections, and SwiGLU ahead of its down projection (here
+	// with the residual added in place): k past whole 512-deep chunks,
+	// padded leading dimensions, and three tokens (CUDA runs a prologue
+	// for one token only, on its GEMV, and refuses the plan otherwise:
+	// those are skipped there, naming the reason).
+	cases = append(cases,
+		gemmCase{name: "bf16/prologue_rmsnorm_n1", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 1000, n: 1, k: 4096, transA: true, constA: true, prologue: 1},
+		gemmCase{name: "f16/prologue_rmsnorm_n1_padded", at: core.F16, bt: core.F16, dt: core.F16, m: 77, n: 1, k: 520, transA: true, pad: 8, beta: 0.5, prologue: 1},
+		gemmCase{name: "bf16/prologue_rmsnorm_n3", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 64, n: 3, k: 264, transA: true, prologue: 1},
+		gemmCase{name: "bf16/prologue_swiglu_n1_in_place", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 300, n: 1, k: 1032, transA: true, constA: true, beta: 1, cInD: true, prologue: 2},
+		gemmCase{name: "f16/prologue_swiglu_n1_padded", at: core.F16, bt: core.F16, dt: core.F16, m: 129, n: 1, k: 4104, transA: true, pad: 8, prologue: 2},
+		gemmCase{name: "bf16/prologue_swiglu_n3", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 64, n: 3, k: 264, transA: true, prologue: 2},
+		gemmCase{name: "f32/prologue_rmsnorm_n2", at: core.F32, bt: core.F32, dt: core.F32, m: 37, n: 2, k: 41, transA: true, prologue: 1},
 	)
 	cases = append(cases, gemmCase{name: "bf16/f32_bias", at: core.BF16, bt: core.BF16, dt: core.BF16, m: 32, n: 16, k: 48, ep: core.EpilogueBias | core.EpilogueGelu, biasType: core.F32})
 	for _, ep := range []core.Epilogue{core.EpilogueNone, core.EpilogueBias, core.EpilogueRelu, core.EpilogueGelu} {
@@ -243,6 +259,9 @@ func runGemmCase(e *env, c gemmCase) error {
 	}
 	elems := func(ld, cols, stride int) int { return (batch-1)*stride + ld*cols }
 	na, nb, nc := elems(lda, ca, sa), elems(ldb, cb, sb), elems(ldc, c.n, sc)
+	if c.prologue == 2 { // SwiGLU: G then U, ldb*n elements apart (batch 1)
+		nb = elems(ldb, 2*cb, 0)
+	}
 	ct := c.dt
 	if isFP8(ct) {
 		ct = core.BF16
@@ -266,6 +285,23 @@ func runGemmCase(e *env, c gemmCase) error {
 	}
 	if c.ep.HasBias() {
 		biasv = randomValues(e.rng, biasType, c.m, 1)
+	}
+	const normEps = 1e-5
+	var normW, normR []float64 // RMSNormB's weight and each column's 1/rms
+	if c.prologue == 1 {
+		normW = randomValues(e.rng, c.bt, c.k, 0.5)
+		for p := range normW {
+			normW[p] += 1 // in [0.5, 1.5]: a norm's weight
+		}
+		normW = decode(c.bt, encode(c.bt, normW))
+		normR = make([]float64, c.n)
+		for j := range normR {
+			ss := 0.0
+			for p := 0; p < c.k; p++ {
+				ss += bv[j*ldb+p] * bv[j*ldb+p]
+			}
+			normR[j] = 1 / math.Sqrt(ss/float64(c.k)+normEps)
+		}
 	}
 	sA, sB, sD := 1.0, 1.0, 1.0
 	if c.scales {
@@ -323,6 +359,12 @@ func runGemmCase(e *env, c gemmCase) error {
 		}
 		ops.Bias = vBias
 	}
+	if normW != nil {
+		if ops.NormWeight, err = upload(encode(c.bt, normW)); err != nil {
+			return err
+		}
+		ops.NormEps = normEps
+	}
 	if c.scales {
 		if vS, err = upload(encode(core.F32, []float64{sA, sB, sD})); err != nil {
 			return err
@@ -349,7 +391,7 @@ func runGemmCase(e *env, c gemmCase) error {
 	desc := core.GemmDesc{AType: c.at, BType: c.bt, CType: ct, DType: c.dt, Compute: c.compute,
 		TransA: c.transA, TransB: c.transB, M: c.m, N: c.n, K: c.k, LDA: lda, LDB: ldb, LDC: ldc, LDD: ldc,
 		Batch: c.batch, StrideA: int64(sa), StrideB: int64(sb), StrideC: int64(sc), StrideD: int64(sc),
-		Epilogue: c.ep, BiasType: biasType, ConstA: c.constA}
+		Epilogue: c.ep, BiasType: biasType, ConstA: c.constA, RMSNormB: c.prologue == 1, SwiGLUB: c.prologue == 2}
 	return withStream(e, func(s *core.Stream) error {
 		if err := s.Gemm(desc, ops); err != nil {
 			if r := planUnsupported(err); r != "" {
@@ -394,8 +436,14 @@ func runGemmCase(e *env, c gemmCase) error {
 			return av[bi*sa+p*lda+i]
 		}
 		opB := func(bi, p, j int) float64 {
-			if c.transB {
+			switch {
+			case c.transB:
 				return bv[bi*sb+p*ldb+j]
+			case c.prologue == 1:
+				return bv[j*ldb+p] * normR[j] * normW[p]
+			case c.prologue == 2:
+				g := bv[j*ldb+p]
+				return g / (1 + math.Exp(-g)) * bv[(c.n+j)*ldb+p]
 			}
 			return bv[bi*sb+j*ldb+p]
 		}

@@ -67,6 +67,24 @@ type GemmDesc struct {
 	// or without it, and a plugin older than ABI 1.9 is not sent it. A
 	// false promise gives undefined results, not a crash.
 	ConstA bool
+	// RMSNormB and SwiGLUB (ABI 1.10; at most one) are a prologue: op(B)
+	// is transformed before the product, so that no kernel of its own
+	// writes the transformed activations. Each needs TransB false, Batch
+	// 0 or 1, and an f32, f16 or bf16 B; a plugin that cannot run it
+	// refuses the descriptor (ErrUnsupported: the mock runs every shape,
+	// CUDA one token on its GEMV, Metal none), as does a plugin older
+	// than 1.10. The transformed values are computed in f32 or wider and
+	// may or may not be rounded to BType.
+	//
+	// RMSNormB: each column x of B (a token's K values) becomes
+	// x[p] / sqrt(mean(x^2) + GemmOperands.NormEps) * NormWeight[p], a
+	// transformer's RMSNorm ahead of a linear layer.
+	RMSNormB bool
+	// SwiGLUB: op(B) is silu(G) * U element-wise, G the stored B (K x N)
+	// and U the K x N matrix of the same LDB right after it (LDB*N
+	// elements on): B's region holds both, as an MLP's gate and up
+	// projections write them; silu(g) = g / (1 + exp(-g)).
+	SwiGLUB bool
 }
 
 // GemmOperands are a GEMM's memory and scalars. A, B and D are required;
@@ -74,13 +92,17 @@ type GemmDesc struct {
 // when the epilogue has one (M elements of BiasType); ScaleA, ScaleB,
 // ScaleD are optional per-tensor f32 scales in device memory (fp8; nil
 // means 1.0); Workspace is optional (nil: the plugin's own). Alpha 0 is
-// a literal zero: set it (usually 1).
+// a literal zero: set it (usually 1). NormWeight (K elements of BType)
+// and NormEps (finite, >= 0) are GemmDesc.RMSNormB's and set only with
+// it.
 type GemmOperands struct {
 	A, B, C, D             Region
 	Bias                   Region
 	ScaleA, ScaleB, ScaleD Region
 	Alpha, Beta            float64
 	Workspace              Region
+	NormWeight             Region
+	NormEps                float64
 }
 
 // alignClass is the largest power of two, at most 256, dividing off
@@ -101,14 +123,14 @@ type gemmOperand struct {
 }
 
 // gemmOperandNames name the operands in errors, in GemmRunArgs order.
-var gemmOperandNames = [9]string{"A", "B", "C", "D", "bias", "scale A", "scale B", "scale D", "workspace"}
+var gemmOperandNames = [10]string{"A", "B", "C", "D", "bias", "scale A", "scale B", "scale D", "workspace", "norm weight"}
 
 // gemmCall is one Gemm call's state: its resolved operands, which of them
 // hold a use of their buffer (one use per distinct buffer), and the plan
 // it holds a reference on.
 type gemmCall struct {
 	s    *Stream
-	opr  [9]gemmOperand
+	opr  [10]gemmOperand
 	held uint16 // bit i: opr[i].b is acquired
 	plan *planEntry
 }
@@ -180,8 +202,14 @@ func (g *gemmCall) run(desc *GemmDesc, ops *GemmOperands) error {
 			return err
 		}
 	}
-	// Resolve and acquire the operands: A B C D Bias ScaleA ScaleB ScaleD Workspace.
-	regions := [9]Region{ops.A, ops.B, ops.C, ops.D, ops.Bias, ops.ScaleA, ops.ScaleB, ops.ScaleD, ops.Workspace}
+	if desc.RMSNormB && !(ops.NormEps >= 0 && ops.NormEps <= math.MaxFloat64) {
+		return errf(codeInvalidArgument, op, "NormEps %g is not a finite value >= 0", ops.NormEps)
+	}
+	if !desc.RMSNormB && (ops.NormWeight != nil || ops.NormEps != 0) {
+		return errf(codeInvalidArgument, op, "NormWeight and NormEps are set only with RMSNormB")
+	}
+	// Resolve and acquire the operands: A B C D Bias ScaleA ScaleB ScaleD Workspace NormWeight.
+	regions := [10]Region{ops.A, ops.B, ops.C, ops.D, ops.Bias, ops.ScaleA, ops.ScaleB, ops.ScaleD, ops.Workspace, ops.NormWeight}
 	for i := range regions {
 		if regions[i] == nil {
 			switch {
@@ -191,6 +219,8 @@ func (g *gemmCall) run(desc *GemmDesc, ops *GemmOperands) error {
 				return errf(codeInvalidArgument, op, "operand C is required when beta is %g", ops.Beta)
 			case i == 4 && desc.Epilogue.HasBias():
 				return errf(codeInvalidArgument, op, "the epilogue needs a bias operand")
+			case i == 9 && desc.RMSNormB:
+				return errf(codeInvalidArgument, op, "RMSNormB needs the NormWeight operand (K = %d elements of %v)", desc.K, desc.BType)
 			}
 			continue
 		}
@@ -281,7 +311,7 @@ func (g *gemmCall) holds(b *Buffer) bool {
 // gemmNeeds is the bytes each of A, B, C, D needs for d, and the bias's
 // M elements in bytes; needOverflow where the extent does not fit 64
 // bits (fits reports it).
-func gemmNeeds(d *abi.GemmDesc) [5]uint64 {
+func gemmNeeds(d *abi.GemmDesc) [6]uint64 {
 	batch := d.BatchCount
 	el := func(rows, cols, ld uint64, stride int64, t int32) uint64 {
 		// ((batch-1)*stride + (cols-1)*ld + rows) * size, checked
@@ -303,12 +333,20 @@ func gemmNeeds(d *abi.GemmDesc) [5]uint64 {
 	if d.TransB != 0 {
 		rb, cb = d.N, d.K
 	}
-	return [5]uint64{
+	needB := el(rb, cb, d.LDB, d.StrideB, d.BType)
+	if d.Prologue == abi.GemmPrologueSwiglu { // G then U: 2N columns (batch 1)
+		needB = needOverflow
+		if cb < math.MaxUint64/2 {
+			needB = el(rb, 2*cb, d.LDB, 0, d.BType)
+		}
+	}
+	return [6]uint64{
 		el(ra, ca, d.LDA, d.StrideA, d.AType),
-		el(rb, cb, d.LDB, d.StrideB, d.BType),
+		needB,
 		el(d.M, d.N, d.LDC, d.StrideC, d.CType),
 		el(d.M, d.N, d.LDD, d.StrideD, d.DType),
 		el(d.M, 1, 0, 0, d.BiasType),
+		el(d.K, 1, 0, 0, d.BType),
 	}
 }
 
@@ -316,7 +354,7 @@ func gemmNeeds(d *abi.GemmDesc) [5]uint64 {
 const needOverflow = math.MaxUint64
 
 // fits checks the operands' extents against need (gemmNeeds(d)).
-func (g *gemmCall) fits(d *abi.GemmDesc, need *[5]uint64) error {
+func (g *gemmCall) fits(d *abi.GemmDesc, need *[6]uint64) error {
 	const op = "gemm"
 	for i := 0; i < 5; i++ {
 		if g.opr[i].b != nil && need[i] == needOverflow {
@@ -336,6 +374,9 @@ func (g *gemmCall) fits(d *abi.GemmDesc, need *[5]uint64) error {
 			return errf(codeOutOfRange, op, "operand %s needs 4 bytes (one f32), its region has %d", gemmOperandNames[i], g.opr[i].n)
 		}
 	}
+	if g.opr[9].b != nil && need[5] > g.opr[9].n {
+		return errf(codeOutOfRange, op, "norm weight needs %d elements of %v, its region has %d bytes", d.K, DType(d.BType), g.opr[9].n)
+	}
 	return nil
 }
 
@@ -353,6 +394,8 @@ func (g *gemmCall) enqueue(ops *GemmOperands) error {
 	ra.ScaleD, ra.ScaleDOffset = opr[7].handle()
 	ra.Workspace, ra.WorkspaceOffset = opr[8].handle()
 	ra.WorkspaceSize = opr[8].n
+	ra.NormWeight, ra.NormWeightOffset = opr[9].handle()
+	ra.NormEps = ops.NormEps
 	c := submission{slot: bind.SlotGemmRun, obj: uintptr(g.plan.h), args: unsafe.Pointer(&ra), size: unsafe.Sizeof(ra),
 		opr: opr[:], plan: g.plan}
 	return g.s.submit("gemm", &c)
@@ -368,6 +411,10 @@ func (o *gemmOperand) handle() (abi.Buffer, uint64) {
 // gemmFlagsMinor is the ABI minor that gave gpurt_gemm_desc its flags
 // byte (reserved and 0 before).
 const gemmFlagsMinor = 9
+
+// gemmPrologueMinor is the ABI minor that gave gpurt_gemm_desc its
+// prologue byte (reserved and 0 before: an older plugin would ignore it).
+const gemmPrologueMinor = 10
 
 // gemmFlags is the flags byte of desc for a plugin of ABI minor minor:
 // none for a plugin older than 1.9 (the flags are hints; the byte was
@@ -393,6 +440,18 @@ func gemmABIDesc(g *GemmDesc, minor uint32) (abi.GemmDesc, error) {
 	}
 	if g.Batch < 0 {
 		return d, errf(codeInvalidArgument, op, "batch %d is negative", g.Batch)
+	}
+	var prologue uint8
+	switch {
+	case g.RMSNormB && g.SwiGLUB:
+		return d, errf(codeInvalidArgument, op, "RMSNormB and SwiGLUB are both set (a GEMM has at most one prologue)")
+	case g.RMSNormB:
+		prologue = abi.GemmPrologueRmsnorm
+	case g.SwiGLUB:
+		prologue = abi.GemmPrologueSwiglu
+	}
+	if prologue != 0 && minor < gemmPrologueMinor {
+		return d, errf(codeUnsupported, op, "a prologue (RMSNormB, SwiGLUB) needs a plugin of ABI 1.%d or later; this one is 1.%d", gemmPrologueMinor, minor)
 	}
 	if g.StrideA < 0 || g.StrideB < 0 || g.StrideC < 0 || g.StrideD < 0 {
 		return d, errf(codeInvalidArgument, op, "strides must not be negative")
@@ -453,7 +512,7 @@ func gemmABIDesc(g *GemmDesc, minor uint32) (abi.GemmDesc, error) {
 	d = abi.GemmDesc{StructSize: abi.SizeofGemmDesc,
 		AType: int32(g.AType), BType: int32(g.BType), CType: int32(ct), DType: int32(g.DType),
 		ComputeType: int32(g.Compute), Epilogue: int32(g.Epilogue), BiasType: int32(bt),
-		TransA: ta, TransB: tb, Flags: gemmFlags(g, minor), M: m, N: n, K: k,
+		TransA: ta, TransB: tb, Flags: gemmFlags(g, minor), Prologue: prologue, M: m, N: n, K: k,
 		LDA: lds[0], LDB: lds[1], LDC: lds[2], LDD: lds[3], BatchCount: batch,
 		StrideA: g.StrideA, StrideB: g.StrideB, StrideC: g.StrideC, StrideD: g.StrideD}
 	if !g.Epilogue.HasBias() {

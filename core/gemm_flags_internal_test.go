@@ -4,6 +4,8 @@ package core
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -34,7 +36,7 @@ func TestGemmFlags(t *testing.T) {
 			d, err := gemmABIDesc(&g, tc.minor)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, d.Flags, "the descriptor's flags byte")
-			assert.Zero(t, d.Reserved, "the reserved byte")
+			assert.Zero(t, d.Prologue, "the prologue byte")
 		})
 	}
 }
@@ -111,4 +113,148 @@ func TestGemmUnknownFlagBit(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "flags 0x41 has unknown bits 0x40")
 	assert.Zero(t, h)
+}
+
+// f32Bytes and bytesF32 convert between float32 values and their bytes.
+func f32Bytes(v []float32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
+	}
+	return out
+}
+
+func bytesF32(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// TestGemmPrologueOnTheMock: RMSNormB and SwiGLUB (ABI 1.10) on the mock
+// against the composition computed here in float64 (the norm or silu*mul,
+// then the product), over several tokens and a padded LDB; and each
+// misuse refused before anything runs, naming the field.
+func TestGemmPrologueOnTheMock(t *testing.T) {
+	rt, dev := testRuntime(t, "")
+	s := testStream(t, dev)
+	const m, k, eps = 40, 72, 1e-5
+	rng := rand.New(rand.NewPCG(3, 4))
+	vals := func(n int, lo, hi float64) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = float32(lo + (hi-lo)*rng.Float64())
+		}
+		return out
+	}
+	a := vals(m*k, -1, 1) // A stored as m rows of k (TransA)
+	nw := vals(k, 0.5, 1.5)
+	aBuf, nwBuf := testAlloc(t, dev, 4*m*k), testAlloc(t, dev, 4*k)
+	require.NoError(t, CopyFromHost(aBuf, f32Bytes(a)))
+	require.NoError(t, CopyFromHost(nwBuf, f32Bytes(nw)))
+	for _, tc := range []struct {
+		name         string
+		norm, swiglu bool
+		n, ldb       int
+	}{
+		{"rmsnorm, one token", true, false, 1, k},
+		{"rmsnorm, three tokens, ldb padded", true, false, 3, k + 8},
+		{"swiglu, one token", false, true, 1, k},
+		{"swiglu, three tokens, ldb padded", false, true, 3, k + 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cols := tc.n
+			if tc.swiglu {
+				cols *= 2 // G then U
+			}
+			b := vals(tc.ldb*cols, -3, 3)
+			bBuf, dBuf := testAlloc(t, dev, 4*len(b)), testAlloc(t, dev, 4*m*tc.n)
+			require.NoError(t, CopyFromHost(bBuf, f32Bytes(b)))
+			desc := GemmDesc{AType: F32, BType: F32, DType: F32, TransA: true, M: m, N: tc.n, K: k, LDB: tc.ldb,
+				RMSNormB: tc.norm, SwiGLUB: tc.swiglu}
+			ops := GemmOperands{A: aBuf, B: bBuf, D: dBuf, Alpha: 1}
+			if tc.norm {
+				ops.NormWeight, ops.NormEps = nwBuf, eps
+			}
+			require.NoError(t, s.Gemm(desc, ops))
+			require.NoError(t, s.Synchronize())
+			out := make([]byte, 4*m*tc.n)
+			require.NoError(t, CopyToHost(out, dBuf))
+			got := bytesF32(out)
+			for j := 0; j < tc.n; j++ {
+				x := make([]float64, k)
+				ss := 0.0
+				for p := range x {
+					v := float64(b[j*tc.ldb+p])
+					ss += v * v
+					if tc.swiglu {
+						v = v / (1 + math.Exp(-v)) * float64(b[(tc.n+j)*tc.ldb+p])
+					}
+					x[p] = v
+				}
+				if tc.norm {
+					r := 1 / math.Sqrt(ss/k+eps)
+					for p := range x {
+						x[p] *= r * float64(nw[p])
+					}
+				}
+				for i := 0; i < m; i++ {
+					want := 0.0
+					for p := 0; p < k; p++ {
+						want += float64(a[i*k+p]) * x[p]
+					}
+					assert.InDelta(t, want, float64(got[j*m+i]), 1e-4*(1+math.Abs(want)), "D[%d, %d]", i, j)
+				}
+			}
+		})
+	}
+
+	x, d := testAlloc(t, dev, 4*2*k*3), testAlloc(t, dev, 4*m*3)
+	base := GemmDesc{AType: F32, BType: F32, DType: F32, TransA: true, M: m, N: 3, K: k}
+	for _, tc := range []struct {
+		name string
+		edit func(*GemmDesc, *GemmOperands)
+		code error
+		msg  string
+	}{
+		{"both prologues", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, g.SwiGLUB = true, true }, ErrInvalidArgument, "at most one prologue"},
+		{"rmsnorm without its weight", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB = true }, ErrInvalidArgument, "needs the NormWeight operand"},
+		{"a weight without rmsnorm", func(g *GemmDesc, o *GemmOperands) { o.NormWeight = nwBuf }, ErrInvalidArgument, "only with RMSNormB"},
+		{"an epsilon without rmsnorm", func(g *GemmDesc, o *GemmOperands) { o.NormEps = 1e-6 }, ErrInvalidArgument, "only with RMSNormB"},
+		{"a NaN epsilon", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight, o.NormEps = true, nwBuf, math.NaN() }, ErrInvalidArgument, "not a finite value"},
+		{"a negative epsilon", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight, o.NormEps = true, nwBuf, -1 }, ErrInvalidArgument, "not a finite value"},
+		{"a short weight", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight = true, mustView(t, nwBuf, 0, 4*k-4) }, ErrOutOfRange, "norm weight needs 72 elements"},
+		{"swiglu's B without U", func(g *GemmDesc, o *GemmOperands) { g.SwiGLUB, o.B = true, mustView(t, x, 0, 4*k*3) }, ErrOutOfRange, "operand B needs"},
+		{"a transposed B", func(g *GemmDesc, o *GemmOperands) { g.SwiGLUB, g.TransB, g.LDB = true, true, 3 }, ErrUnsupported, "needs trans_b 0"},
+		{"a batch", func(g *GemmDesc, o *GemmOperands) { g.SwiGLUB, g.Batch = true, 2 }, ErrUnsupported, "needs batch_count 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, o := base, GemmOperands{A: aBuf, B: x, D: d, Alpha: 1}
+			tc.edit(&g, &o)
+			err := s.Gemm(g, o)
+			require.ErrorIs(t, err, tc.code)
+			assert.Contains(t, err.Error(), tc.msg)
+		})
+	}
+	require.NoError(t, s.Synchronize(), "a refused call leaves the stream usable")
+
+	// A 1.9 plugin would ignore the byte: the core refuses instead.
+	old := *rt.p
+	old.Minor = 9
+	real := rt.p
+	rt.p = &old
+	defer func() { rt.p = real }()
+	err := testStream(t, dev).Gemm(GemmDesc{AType: F32, BType: F32, DType: F32, TransA: true, M: m, N: 1, K: k, SwiGLUB: true},
+		GemmOperands{A: aBuf, B: x, D: d, Alpha: 1})
+	require.ErrorIs(t, err, ErrUnsupported)
+	assert.Contains(t, err.Error(), "needs a plugin of ABI 1.10 or later; this one is 1.9")
+}
+
+// mustView is b's region of n bytes at off.
+func mustView(t *testing.T, b *Buffer, off, n int) View {
+	t.Helper()
+	v, err := b.View(off, n)
+	require.NoError(t, err)
+	return v
 }

@@ -51,9 +51,9 @@ type planKey struct {
 type planEntry struct {
 	key planKey
 	src GemmDesc // the descriptor of the call that made the plan (the stream memo's key)
-	// need is the bytes that A, B, C and D need and the bias's M
+	// need is the bytes that A, B, C and D need, the bias's M and the norm weight's K
 	// elements in bytes, for key.desc (gemmNeeds).
-	need    [5]uint64
+	need    [6]uint64
 	dev     *Device
 	h       abi.GemmPlan
 	refs    atomic.Int32

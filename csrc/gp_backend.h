@@ -139,6 +139,8 @@ typedef struct gp_gemm_op {
   gp_mem a, b, c, dd, bias, scale_a, scale_b, scale_d, workspace;
   uint64_t workspace_size;
   double alpha, beta;
+  gp_mem norm_weight; /* d.prologue GPURT_GEMM_PROLOGUE_RMSNORM's (k elements), else unset */
+  double norm_eps;
 } gp_gemm_op;
 
 typedef struct gp_quant_op {

@@ -377,6 +377,8 @@ typedef struct gp_gemm_exec {
   const void *scale_ptr_a, *scale_ptr_b, *scale_ptr_d;
   double alpha, beta;
   int threads; /* worker threads to use, >= 1 */
+  const void *norm_w; /* GPURT_GEMM_PROLOGUE_RMSNORM's weight (k of b_type) */
+  double norm_eps;
 } gp_gemm_exec;
 void gp_gemm_run(const gp_gemm_exec *e);
 

@@ -336,6 +336,15 @@ gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpur
                   gp_dtype_name(d->d_type));
   if (!(a.alpha == a.alpha) || !(a.beta == a.beta))
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: alpha or beta is NaN");
+  const int norm = d->prologue == GPURT_GEMM_PROLOGUE_RMSNORM;
+  if (norm && a.norm_weight == NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: the plan's rmsnorm prologue needs norm_weight (k = %llu "
+                  "elements of %s) but it is NULL", (unsigned long long)d->k, gp_dtype_name(d->b_type));
+  if (!norm && (a.norm_weight != NULL || a.norm_eps != 0.0))
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: norm_%s is set but the plan has no rmsnorm prologue",
+                  a.norm_weight != NULL ? "weight" : "eps");
+  if (norm && !(a.norm_eps >= 0.0 && a.norm_eps <= 1e300))
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: norm_eps %g is not a finite value >= 0", a.norm_eps);
   gp_gemm_op r;
   memset(&r, 0, sizeof r);
   r.plan = p->plan;
@@ -348,8 +357,13 @@ gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpur
   int g = GP_VIEW_GEMM;
   if ((e = gp_view(rt, g, dev, w, "a", a.a, a.a_offset, gp_gemm_extent(ar, ac, d->lda, d->batch_count, d->stride_a),
                    d->a_type, &r.a)) ||
-      (e = gp_view(rt, g, dev, w, "b", a.b, a.b_offset, gp_gemm_extent(br, bc, d->ldb, d->batch_count, d->stride_b),
+      (e = gp_view(rt, g, dev, w, "b", a.b, a.b_offset,
+                   d->prologue == GPURT_GEMM_PROLOGUE_SWIGLU /* G then U, ldb * n apart */
+                       ? gp_gemm_extent(br, bc > UINT64_MAX / 2 ? UINT64_MAX : 2 * bc, d->ldb, 1, 0)
+                       : gp_gemm_extent(br, bc, d->ldb, d->batch_count, d->stride_b),
                    d->b_type, &r.b)) ||
+      (norm && (e = gp_view(rt, g, dev, w, "norm_weight", a.norm_weight, a.norm_weight_offset, d->k, d->b_type,
+                            &r.norm_weight))) ||
       (a.c && (e = gp_view(rt, g, dev, w, "c", a.c, a.c_offset,
                            gp_gemm_extent(d->m, d->n, d->ldc, d->batch_count, d->stride_c), d->c_type, &r.c))) ||
       (e = gp_view(rt, g, dev, w, "d", a.d, a.d_offset, gp_gemm_extent(d->m, d->n, d->ldd, d->batch_count, d->stride_d),
@@ -362,6 +376,7 @@ gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpur
                                    GPURT_DTYPE_U8, &r.workspace))))
     return e;
   r.workspace_size = a.workspace ? a.workspace_size : 0;
+  r.norm_eps = a.norm_eps;
   if (!run) return NULL;
   return gp_eb->gemm_run(rt->ctx, &s->q, &r);
 }

@@ -11,6 +11,11 @@
  *
  * scale_d is applied last, as cuBLASLt does (it is the quantisation scale
  * of an fp8 output). C is not read when beta == 0.
+ *
+ * A prologue (1.10) transforms each column x of op(B) first, in double,
+ * rounded once to f32 (never to b_type):
+ *   RMSNORM  x'[p] = x[p] / sqrt(sum_q x[q]^2 / k + eps) * w[p]
+ *   SWIGLU   x'[p] = silu(x[p]) * u[p], u the column n columns later
  */
 #if !defined(_GNU_SOURCE) && !defined(__APPLE__)
 #define _GNU_SOURCE /* clock_gettime, nanosleep, posix_memalign */
@@ -105,9 +110,28 @@ void gp_gemm_run(const gp_gemm_exec *e) {
     for (uint64_t i = 0; i < m; i++)
       for (uint64_t p = 0; p < k; p++)
         at[i * k + p] = gp_load(d->a_type, a, d->trans_a ? i * d->lda + p : p * d->lda + i);
-    for (uint64_t j = 0; j < n; j++)
-      for (uint64_t p = 0; p < k; p++)
-        bc[j * k + p] = gp_load(d->b_type, b, d->trans_b ? p * d->ldb + j : j * d->ldb + p);
+    for (uint64_t j = 0; j < n; j++) {
+      float *col = bc + j * k;
+      if (d->prologue == GPURT_GEMM_PROLOGUE_RMSNORM) { /* trans_b is 0 */
+        double ss = 0;
+        for (uint64_t p = 0; p < k; p++) {
+          const double x = gp_load(d->b_type, b, j * d->ldb + p);
+          ss += x * x;
+        }
+        const double r = 1.0 / sqrt(ss / (double)k + e->norm_eps);
+        for (uint64_t p = 0; p < k; p++)
+          col[p] = (float)((double)gp_load(d->b_type, b, j * d->ldb + p) * r * (double)gp_load(d->b_type, e->norm_w, p));
+      } else if (d->prologue == GPURT_GEMM_PROLOGUE_SWIGLU) {
+        for (uint64_t p = 0; p < k; p++) {
+          const double g = gp_load(d->b_type, b, j * d->ldb + p);
+          const double u = gp_load(d->b_type, b, (n + j) * d->ldb + p);
+          col[p] = (float)(g / (1.0 + exp(-g)) * u);
+        }
+      } else {
+        for (uint64_t p = 0; p < k; p++)
+          col[p] = gp_load(d->b_type, b, d->trans_b ? p * d->ldb + j : j * d->ldb + p);
+      }
+    }
     uint64_t work = m * n * k;
     int th = e->threads < 1 ? 1 : e->threads;
     if ((uint64_t)th > n) th = (int)n;

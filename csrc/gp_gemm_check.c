@@ -58,6 +58,21 @@ gpurt_error *gp_gemm_validate(const gpurt_gemm_desc *d) {
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: bias_type %s (%d) is not supported with d_type %s (bias_type "
                   "must be d_type or f32)", pre, gp_dtype_name(d->bias_type), d->bias_type,
                   gp_dtype_name(d->d_type));
+  if (d->prologue > GPURT_GEMM_PROLOGUE_SWIGLU)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: prologue %u is not a GPURT_GEMM_PROLOGUE_* (0 none, 1 rmsnorm, "
+                  "2 swiglu)", pre, d->prologue);
+  if (d->prologue != GPURT_GEMM_PROLOGUE_NONE) {
+    const char *pn = d->prologue == GPURT_GEMM_PROLOGUE_RMSNORM ? "rmsnorm" : "swiglu";
+    if (d->trans_b)
+      return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the %s prologue needs trans_b 0 (each column of B one "
+                    "token's k values)", pre, pn);
+    if (d->batch_count != 1)
+      return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the %s prologue needs batch_count 1 (it is %llu)", pre, pn,
+                    U(d->batch_count));
+    if (!gp_is_float(bt))
+      return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the %s prologue needs b_type f32, f16 or bf16 (it is %s)", pre,
+                    pn, gp_dtype_name(bt));
+  }
   /* Leading dimensions: at least the rows of the stored matrix. */
   uint64_t ar = d->trans_a ? d->k : d->m, br = d->trans_b ? d->n : d->k;
   if (d->lda < ar)

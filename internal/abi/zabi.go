@@ -194,8 +194,8 @@ type GemmDesc struct {
 	BiasType    int32  `c:"bias_type"`    // dtype of bias, when the epilogue has one
 	TransA      uint8  `c:"trans_a"`      // 1: op(A) = A^T
 	TransB      uint8  `c:"trans_b"`
-	Flags       uint8  `c:"flags"` // 1.9 (before: reserved, 0): GPURT_GEMM_FLAG_*
-	Reserved    uint8  `c:"reserved"`
+	Flags       uint8  `c:"flags"`    // 1.9 (before: reserved, 0): GPURT_GEMM_FLAG_*
+	Prologue    uint8  `c:"prologue"` // 1.10 (before: reserved, 0): GPURT_GEMM_PROLOGUE_*
 	M           uint64 `c:"m"`
 	N           uint64 `c:"n"`
 	K           uint64 `c:"k"`
@@ -216,28 +216,31 @@ type GemmDesc struct {
 
 // GemmRunArgs mirrors gpurt_gemm_run_args.
 type GemmRunArgs struct {
-	StructSize      uint64  `c:"struct_size"`
-	A               Buffer  `c:"a"`
-	AOffset         uint64  `c:"a_offset"`
-	B               Buffer  `c:"b"`
-	BOffset         uint64  `c:"b_offset"`
-	C               Buffer  `c:"c"`
-	COffset         uint64  `c:"c_offset"` // may be NULL when beta == 0
-	D               Buffer  `c:"d"`
-	DOffset         uint64  `c:"d_offset"`
-	Bias            Buffer  `c:"bias"`
-	BiasOffset      uint64  `c:"bias_offset"`
-	ScaleA          Buffer  `c:"scale_a"`
-	ScaleAOffset    uint64  `c:"scale_a_offset"`
-	ScaleB          Buffer  `c:"scale_b"`
-	ScaleBOffset    uint64  `c:"scale_b_offset"`
-	ScaleD          Buffer  `c:"scale_d"`
-	ScaleDOffset    uint64  `c:"scale_d_offset"`
-	Alpha           float64 `c:"alpha"`
-	Beta            float64 `c:"beta"`
-	Workspace       Buffer  `c:"workspace"`
-	WorkspaceOffset uint64  `c:"workspace_offset"`
-	WorkspaceSize   uint64  `c:"workspace_size"`
+	StructSize       uint64  `c:"struct_size"`
+	A                Buffer  `c:"a"`
+	AOffset          uint64  `c:"a_offset"`
+	B                Buffer  `c:"b"`
+	BOffset          uint64  `c:"b_offset"`
+	C                Buffer  `c:"c"`
+	COffset          uint64  `c:"c_offset"` // may be NULL when beta == 0
+	D                Buffer  `c:"d"`
+	DOffset          uint64  `c:"d_offset"`
+	Bias             Buffer  `c:"bias"`
+	BiasOffset       uint64  `c:"bias_offset"`
+	ScaleA           Buffer  `c:"scale_a"`
+	ScaleAOffset     uint64  `c:"scale_a_offset"`
+	ScaleB           Buffer  `c:"scale_b"`
+	ScaleBOffset     uint64  `c:"scale_b_offset"`
+	ScaleD           Buffer  `c:"scale_d"`
+	ScaleDOffset     uint64  `c:"scale_d_offset"`
+	Alpha            float64 `c:"alpha"`
+	Beta             float64 `c:"beta"`
+	Workspace        Buffer  `c:"workspace"`
+	WorkspaceOffset  uint64  `c:"workspace_offset"`
+	WorkspaceSize    uint64  `c:"workspace_size"`
+	NormWeight       Buffer  `c:"norm_weight"`
+	NormWeightOffset uint64  `c:"norm_weight_offset"`
+	NormEps          float64 `c:"norm_eps"`
 }
 
 // GraphItem mirrors gpurt_graph_item.

@@ -6,8 +6,8 @@
 package abi
 
 const (
-	Major = 1 // GPURT_ABI_MAJOR
-	Minor = 9 // GPURT_ABI_MINOR
+	Major = 1  // GPURT_ABI_MAJOR
+	Minor = 10 // GPURT_ABI_MINOR
 )
 
 // The one exported symbol.
@@ -111,6 +111,13 @@ const (
 
 const (
 	GemmFlagConstA = 1 // GPURT_GEMM_FLAG_CONST_A
+)
+
+// GPURT_GEMM_PROLOGUE_NONE (0) to GPURT_GEMM_PROLOGUE_SWIGLU (2), in the header's order.
+const (
+	GemmPrologueNone = iota
+	GemmPrologueRmsnorm
+	GemmPrologueSwiglu
 )
 
 // Paged KV cache layouts (1.5): the order of one page's axes.

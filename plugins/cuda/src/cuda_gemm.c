@@ -589,11 +589,16 @@ static void gemv_takes(const cu_device *dev, cu_plan *p) {
    * dependent launch: it then copies A's first chunks before its wait
    * (GEMV_MAX_MK's measurement). */
   const int big_ok = (p->gemv_flags & CU_BGEMV_CONST_A) && dev->pdl;
+  /* A prologue runs only on the GEMV (n = 1): taken at any size and
+   * whatever GPURT_CUDA_GEMV_MAX_N says, which choose between two kernels
+   * of the same result. */
+  const int pro = d->prologue != GPURT_GEMM_PROLOGUE_NONE;
   p->gemv = !p->fp8 && (t == GPURT_DTYPE_BF16 || t == GPURT_DTYPE_F16) && d->b_type == t &&
             d->c_type == t && d->d_type == t &&
             (d->compute_type == GPURT_COMPUTE_DEFAULT || d->compute_type == GPURT_COMPUTE_F32) &&
             d->epilogue == GPURT_EPILOGUE_NONE && d->trans_a == 1 && d->trans_b == 0 &&
-            d->n <= max_n && (set || d->m * d->k < GEMV_MAX_MK || big_ok) && d->k % 8 == 0 && d->lda % 8 == 0 &&
+            (pro ? d->n == 1 : d->n <= max_n) && (set || pro || d->m * d->k < GEMV_MAX_MK || big_ok) &&
+            d->k % 8 == 0 && d->lda % 8 == 0 &&
             d->ldb % 8 == 0 &&
             d->k < (1ull << 31) && d->m <= UINT32_MAX && d->batch_count <= 65535 &&
             (d->batch_count == 1 || (d->stride_a % 8 == 0 && d->stride_b % 8 == 0)) && dev->cc_major >= 8;
@@ -758,8 +763,25 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
   p->ws_needed = res.workspaceSize;
   p->gemv_flags = (d->flags & GPURT_GEMM_FLAG_CONST_A) && gemv_const_a() ? CU_BGEMV_CONST_A : 0;
   gemv_takes(&rt->devs[device], p);
+  if (d->prologue != GPURT_GEMM_PROLOGUE_NONE && (!p->gemv || p->align[0] < 16 || p->align[1] < 16)) {
+    e = UNSUP("the %s prologue runs on the plugin's GEMV alone, which takes n = 1, 16-bit A, B, C and D of one "
+              "type, f32 accumulation, no epilogue, trans_a 1, k, lda and ldb multiples of 8 and A and B "
+              "16-byte aligned, on compute capability 8.0 or newer (m=%llu n=%llu k=%llu a_type=%s c_type=%s "
+              "d_type=%s epilogue=%d trans_a=%u lda=%llu ldb=%llu align_a=%u align_b=%u, sm_%d%d)",
+              d->prologue == GPURT_GEMM_PROLOGUE_RMSNORM ? "rmsnorm" : "swiglu", (unsigned long long)d->m,
+              (unsigned long long)d->n, (unsigned long long)d->k, gp_dtype_name(d->a_type),
+              gp_dtype_name(d->c_type), gp_dtype_name(d->d_type), d->epilogue, d->trans_a,
+              (unsigned long long)d->lda, (unsigned long long)d->ldb, p->align[0], p->align[1],
+              rt->devs[device].cc_major, rt->devs[device].cc_minor);
+    goto fail;
+  }
   if (p->gemv) {
-    gpurt_error *ge = cu_bgemv_fn(rt, device, d->a_type, d->n, &p->gemv_fn, p->gemv_name, sizeof p->gemv_name);
+    gpurt_error *ge = cu_bgemv_fn(rt, device, d->a_type, d->n, d->prologue, &p->gemv_fn, p->gemv_name,
+                                  sizeof p->gemv_name);
+    if (ge && d->prologue != GPURT_GEMM_PROLOGUE_NONE) { /* no other kernel runs it */
+      e = ge;
+      goto fail;
+    }
     if (ge) {
       gp_error_destroy(ge);
       p->gemv = 0;
@@ -988,11 +1010,19 @@ gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
    * never read: beta is 0). */
   if (p->gemv && A % 16 == 0 && B % 16 == 0) {
     const gpurt_gemm_desc *d = &p->d;
+    const CUdeviceptr nw = d->prologue == GPURT_GEMM_PROLOGUE_RMSNORM ? r->norm_weight.addr : 0;
+    if (nw % 16)
+      return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
+                    "norm_weight (offset included) is at device address %#llx, not 16-byte aligned: the rmsnorm "
+                    "prologue's GEMV copies it in 16-byte pieces", (unsigned long long)nw);
     const cu_bgemv_args g = {A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc, d->ldd, d->stride_a, d->stride_b,
                              d->stride_c, d->stride_d, (uint32_t)d->m, (uint32_t)d->k, (uint32_t)d->n,
-                             (float)r->alpha, (float)r->beta, p->gemv_flags};
+                             (float)r->alpha, (float)r->beta, p->gemv_flags, nw, (float)r->norm_eps};
     return cu_bgemv(rt, st, p->gemv_fn, p->gemv_name, d->batch_count, &g);
   }
+  if (p->d.prologue != GPURT_GEMM_PROLOGUE_NONE) /* the plan's alignments make A and B 16-byte aligned */
+    return RUNERR(GPURT_ERR_INTERNAL, "a plan with a prologue did not take its GEMV (A %#llx, B %#llx)",
+                  (unsigned long long)A, (unsigned long long)B);
   if (C == 0 && (e = plan_c_scratch(rt, p, &C))) return e;
   if (!has_ws) {
     /* The stream's workspace, as large as the heuristic was allowed. */

@@ -391,7 +391,7 @@ CU_HIDDEN gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_
 
 /* Slots of cu_own_fn's per-device cache: cuda_quant.c's variants first,
  * then the GEMV's (type x N 1/2/4). */
-enum { CU_OWN_QUANT_FNS = 110, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 6 };
+enum { CU_OWN_QUANT_FNS = 110, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
 /* Kernel `name` of the own fatbin on device dev, cached in slot v (the
  * module loaded on first use, under the device's mutex); context current. */
 CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out);
@@ -437,6 +437,8 @@ typedef struct cu_bgemv_args {
   uint32_t m, k, n;
   float alpha, beta;
   uint32_t flags; /* CU_BGEMV_CONST_A: nothing earlier on the stream writes w */
+  CUdeviceptr nw; /* GPURT_GEMM_PROLOGUE_RMSNORM's weight (k elements, 16-byte aligned), else 0 */
+  float eps;      /* its epsilon */
 } cu_bgemv_args;
 /* cu_bgemv_args.flags: w is not written by work earlier on the stream (a
  * weight), so the kernel may copy its first chunks before its PDL wait. */
@@ -446,7 +448,7 @@ CU_HIDDEN gpurt_error *cu_bgemv(cu_runtime *rt, cu_stream *st, CUfunction f, con
                                 const cu_bgemv_args *a);
 /* The kernel a cu_bgemv of this type and n launches, loaded, and its name
  * (in name, cap bytes: 32 are enough). */
-CU_HIDDEN gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out,
+CU_HIDDEN gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, int prologue, CUfunction *out,
                                    char *name, size_t cap);
 
 /* ---- attention over a paged KV cache (cuda_attention.c, 1.5) ------------------------ */

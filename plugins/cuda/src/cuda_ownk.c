@@ -145,12 +145,19 @@ gpurt_error *cu_own_launch_cluster(cu_runtime *rt, cu_stream *st, CUfunction f, 
 
 /* ---- the GEMM slot's 16-bit GEMV (cuda_gemm.c) ---------------------------- */
 
-/* The variant for n tokens (n <= CU_BGEMV_MAX_N): N = 1, 2 or 4 by type. */
-gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, CUfunction *out, char *name,
-                        size_t cap) {
+/* The variant for n tokens (n <= CU_BGEMV_MAX_N): N = 1, 2 or 4 by type;
+ * with a GPURT_GEMM_PROLOGUE_* (n = 1), gpurt_bgemv_<t>_n1_<prologue>. */
+gpurt_error *cu_bgemv_fn(cu_runtime *rt, uint32_t dev, int32_t t, uint64_t n, int prologue, CUfunction *out,
+                        char *name, size_t cap) {
+  const int f16 = t == GPURT_DTYPE_F16;
+  if (prologue != GPURT_GEMM_PROLOGUE_NONE) {
+    const int sw = prologue == GPURT_GEMM_PROLOGUE_SWIGLU;
+    snprintf(name, cap, "gpurt_bgemv_%s_n1_%s", f16 ? "f16" : "bf16", sw ? "swiglu" : "rmsnorm");
+    return cu_own_fn(rt, dev, CU_OWN_BGEMV + 6 + 2 * f16 + sw, name, out);
+  }
   const uint32_t N = n <= 1 ? 1 : n <= 2 ? 2 : 4;
-  snprintf(name, cap, "gpurt_bgemv_%s_n%u", t == GPURT_DTYPE_F16 ? "f16" : "bf16", N);
-  const int v = CU_OWN_BGEMV + (t == GPURT_DTYPE_F16 ? 3 : 0) + (N == 1 ? 0 : N == 2 ? 1 : 2);
+  snprintf(name, cap, "gpurt_bgemv_%s_n%u", f16 ? "f16" : "bf16", N);
+  const int v = CU_OWN_BGEMV + (f16 ? 3 : 0) + (N == 1 ? 0 : N == 2 ? 1 : 2);
   return cu_own_fn(rt, dev, v, name, out);
 }
 

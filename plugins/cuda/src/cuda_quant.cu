@@ -765,6 +765,17 @@ QDEQUANT(f16, T_F16, f16, T_F16)
 // hold registers; each warp sums its row's chunk from shared memory and
 // its lanes by shuffles in a fixed order (deterministic). blockIdx.y is
 // the batch.
+//
+// A prologue (ABI 1.10, gpurt_gemm_desc.prologue; PRO, n = 1 and batch 1
+// only) transforms x on its way in, so the kernel that wrote it and the
+// GEMV are all the decoder launches: PRO 1 (RMSNorm) stages the norm
+// weight's chunk beside x's, multiplies x by it in f32 in the sum, sums x^2
+// beside (every warp the same pieces in the same order: the same value in
+// each), and scales the row's sum by rsqrt(mean(x^2) + eps) at the end (the
+// normalized x is never rounded); PRO 2 (SwiGLU) stages the gate's and the
+// up projection's chunks (U is ldb elements after G) and, once a chunk has
+// landed, 64 threads write silu(g) * u over the gate's slot (rounded to T,
+// as the separate silu_mul kernel's output was), read by the sum as x.
 struct BgemvArgs {
   const uint16_t *w, *x, *c;
   uint16_t *d;
@@ -772,7 +783,9 @@ struct BgemvArgs {
   long long sa, sb, sc, sd; // batch strides (elements)
   u32 m, k, n;
   float alpha, beta;
-  u32 flags; // BG_CONST_A: nothing earlier on the stream writes A
+  u32 flags;           // BG_CONST_A: nothing earlier on the stream writes A
+  const uint16_t *nw;  // PRO 1: the norm weight (k elements)
+  float eps;           // PRO 1: the norm's epsilon
 };
 
 #define BG_CONST_A 1u // cuda_internal.h's CU_BGEMV_CONST_A
@@ -789,9 +802,12 @@ template <int P> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(P) : "memory");
 }
 
-template <int T, int N>
+template <int T, int N, int PRO>
 __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
-  constexpr int SLOTS = BG_RB + N, PC = BG_KC / 8; // 16-byte pieces of a slot's chunk
+  static_assert(PRO == 0 || N == 1, "a prologue is for one token");
+  // Slots: BG_RB rows of W, N tokens' x, then PRO's: the norm weight (1)
+  // or the up projection (2).
+  constexpr int SLOTS = BG_RB + N + (PRO != 0), PC = BG_KC / 8; // 16-byte pieces of a slot's chunk
   __shared__ uint4 ring[BG_ST][SLOTS][PC];
   const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // Row groups blockIdx.x, + gridDim.x, ... (a grid smaller than the
@@ -816,6 +832,8 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
         const uint16_t *src = nullptr;
         if (sl < BG_RB) {
           if (row0 + sl < a.m) src = w + (row0 + sl) * a.lda;
+        } else if (PRO != 0 && sl == BG_RB + N) {
+          src = PRO == 1 ? a.nw : x + a.ldb; // the norm weight; U (n = 1)
         } else if ((u32)(sl - BG_RB) < a.n) {
           src = x + (u64)(sl - BG_RB) * a.ldb;
         }
@@ -860,7 +878,7 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
     for (int c = 0; c < BG_ST - 1; c++) issue(c);
   }
   for (;;) { // a row group
-    float acc[N];
+    float acc[N], ss = 0.f; // ss: PRO 1's sum of x^2
 #pragma unroll
     for (int j = 0; j < N; j++) acc[j] = 0.f;
     for (u32 c = 0; c < chunks; c++) {
@@ -869,18 +887,40 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
       cp_async_wait<BG_ST - 1>(); // this thread's copies of chunk c have landed
       __syncthreads();            // and everyone's
       const u32 pieces = min((u32)PC, (a.k - c * BG_KC) / 8);
+      if (PRO == 2) { // x = silu(g) * u over the gate's slot, then everyone reads it
+        uint4 *gs = ring[c % BG_ST][BG_RB];
+        if (tid < pieces) {
+          uint4 gv = gs[tid];
+          const uint4 uv = ring[c % BG_ST][BG_RB + 1][tid];
+#pragma unroll
+          for (int h = 0; h < 4; h++) {
+            const float2 g = w2f<T>((&gv.x)[h]), u = w2f<T>((&uv.x)[h]);
+            (&gv.x)[h] = pack2<T>(g.x / (1.f + __expf(-g.x)) * u.x, g.y / (1.f + __expf(-g.y)) * u.y);
+          }
+          gs[tid] = gv;
+        }
+        __syncthreads();
+      }
       const uint4(*st)[PC] = ring[c % BG_ST];
 #pragma unroll
       for (int q = 0; q < PC / 32; q++) {
         const u32 p = lane + 32 * q;
         if (p >= pieces) break;
         const uint4 wv = st[warp][p];
+        uint4 nv = wv;
+        if (PRO == 1) nv = st[BG_RB + N][p];
 #pragma unroll
         for (int h = 0; h < 4; h++) {
           const float2 wf = w2f<T>((&wv.x)[h]);
 #pragma unroll
           for (int j = 0; j < N; j++) {
-            const float2 xf = w2f<T>((&st[BG_RB + j][p].x)[h]);
+            float2 xf = w2f<T>((&st[BG_RB + j][p].x)[h]);
+            if (PRO == 1) {
+              const float2 nf = w2f<T>((&nv.x)[h]);
+              ss = fmaf(xf.y, xf.y, fmaf(xf.x, xf.x, ss));
+              xf.x *= nf.x;
+              xf.y *= nf.y;
+            }
             acc[j] = fmaf(wf.y, xf.y, fmaf(wf.x, xf.x, acc[j]));
           }
         }
@@ -891,12 +931,16 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
     for (int j = 0; j < N; j++)
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+    if (PRO == 1)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     const u64 row = row0 + warp;
     // Lane j writes token j.
 #pragma unroll
     for (int j = 0; j < N; j++) {
       if (row >= a.m || lane != (u32)j || (u32)j >= a.n) continue;
       float v = a.alpha * acc[j];
+      if (PRO == 1) v *= rsqrtf(ss / (float)a.k + a.eps);
       if (a.beta != 0.f) v = fmaf(a.beta, h2f<T>(a.c[bz * a.sc + j * a.ldc + row]), v);
       a.d[bz * a.sd + j * a.ldd + row] = f2h<T>(v);
     }
@@ -910,7 +954,7 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
 
 #define BGEMV(TN, T, N)                                                                           \
   extern "C" __global__ void __launch_bounds__(256) gpurt_bgemv_##TN##_n##N(const BgemvArgs a) {  \
-    bgemv_body<T, N>(a);                                                                          \
+    bgemv_body<T, N, 0>(a);                                                                       \
   }
 BGEMV(bf16, T_BF16, 1)
 BGEMV(bf16, T_BF16, 2)
@@ -918,6 +962,15 @@ BGEMV(bf16, T_BF16, 4)
 BGEMV(f16, T_F16, 1)
 BGEMV(f16, T_F16, 2)
 BGEMV(f16, T_F16, 4)
+// With a prologue, one token (cu_bgemv_fn's variants 6 to 9).
+#define BGEMVP(TN, T, PN, PRO)                                                                      \
+  extern "C" __global__ void __launch_bounds__(256) gpurt_bgemv_##TN##_n1_##PN(const BgemvArgs a) { \
+    bgemv_body<T, 1, PRO>(a);                                                                       \
+  }
+BGEMVP(bf16, T_BF16, rmsnorm, 1)
+BGEMVP(bf16, T_BF16, swiglu, 2)
+BGEMVP(f16, T_F16, rmsnorm, 1)
+BGEMVP(f16, T_F16, swiglu, 2)
 
 // ---- the int8 GEMV for one token through a shared-memory ring -----------------
 //

@@ -53,6 +53,10 @@ gpurt_error *gm_gemm_plan(void *ctx, uint32_t dev, const gpurt_gemm_desc *g, voi
       if (types[i].t == GPURT_DTYPE_FP8_E4M3 || types[i].t == GPURT_DTYPE_FP8_E5M2)
         return gp_err(GPURT_ERR_UNSUPPORTED, "gemm_plan_create: %s %s is not supported by the metal plugin (Metal "
                       "has no fp8; f32, f16 and bf16 are)", types[i].field, gp_dtype_name(types[i].t));
+    if (g->prologue != GPURT_GEMM_PROLOGUE_NONE)
+      return gp_err(GPURT_ERR_UNSUPPORTED, "gemm_plan_create: the %s prologue is not supported by the metal plugin "
+                    "(run the norm or silu_mul built-in, then the GEMM)",
+                    g->prologue == GPURT_GEMM_PROLOGUE_RMSNORM ? "rmsnorm" : "swiglu");
     GMPlan *p = [[GMPlan alloc] init];
     p->device = d;
     p->desc = *g;

@@ -25,6 +25,8 @@ gpurt_error *mock_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
   x->scale_ptr_a = mock_ptr(&r->scale_a);
   x->scale_ptr_b = mock_ptr(&r->scale_b);
   x->scale_ptr_d = mock_ptr(&r->scale_d);
+  x->norm_w = mock_ptr(&r->norm_weight);
+  x->norm_eps = r->norm_eps;
   mock_op *op = NULL;
   gpurt_error *e = mock_op_new("gemm_run", OP_GEMM, &op);
   if (e) {
