@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/core/inspect"
 )
 
 // TestOneTokenFusion: at batch 1 a decode step computes Q, K and V with
@@ -31,6 +33,9 @@ func TestOneTokenFusion(t *testing.T) {
 			c.Int8, c.QKVBias = tc.int8, tc.bias
 			const ctx, P, steps = 5, 3, 4
 			m := testModel(t, dev, c, 1, ctx+P+steps+1, P)
+			// Without GEMM prologues: this compares bit-exact runs of the
+			// same arithmetic (TestPrologues covers them).
+			m.proNorm, m.proSwiGLU = false, false
 			Q, KV := c.Heads*c.HeadDim(), c.KVHeads*c.HeadDim()
 			for l, L := range m.layers {
 				assert.Equal(t, !tc.bias, L.wqkv.set(), "layer %d: QKV fused", l)
@@ -97,7 +102,7 @@ func TestFusedKernels(t *testing.T) {
 			}
 			const ctx, P, steps = 5, 3, 4
 			gen := func(graph, unfused bool) *Run {
-				m, err := NewModelWith(dev, c, Options{Batch: tc.batch, MaxLen: ctx + P + steps + 1, MaxPrompt: P, Unfused: unfused})
+				m, err := NewModelWith(dev, c, Options{Batch: tc.batch, MaxLen: ctx + P + steps + 1, MaxPrompt: P, Unfused: unfused, NoPrologues: true})
 				require.NoError(t, err)
 				defer m.Close()
 				if unfused {
@@ -159,4 +164,55 @@ func TestPutPosRowsOfQAndK(t *testing.T) {
 	require.NoError(t, m.stage.end(m.s))
 	assert.Empty(t, m.scratch.rpos)
 	require.NoError(t, m.s.Synchronize())
+}
+
+// TestPrologues: on the mock, which runs every GEMM prologue (ABI 1.10),
+// a bf16 decoder at batch 1 takes its two norms into the QKV and gate/up
+// GEMMs and silu_mul into the down GEMM: three launches fewer a layer and
+// a decode step, the reference's tokens within its tolerance, graph
+// replay identical to eager. NoPrologues, int8 weights and steps of more
+// than one token keep the separate kernels (batch 3: the same bits as
+// NoPrologues).
+func TestPrologues(t *testing.T) {
+	rt, dev := openMock(t)
+	c := tinyConfig()
+	const ctx, P, steps = 6, 3, 5
+	build := func(t *testing.T, c Config, batch int, noPro bool) *Model {
+		m, err := NewModelWith(dev, c, Options{Batch: batch, MaxLen: ctx + P + steps + 1, MaxPrompt: P, NoPrologues: noPro})
+		require.NoError(t, err)
+		t.Cleanup(m.Close)
+		return m
+	}
+	launches := func(t *testing.T, m *Model, o GenOptions) (*Run, uint64) {
+		before := inspect.Metrics(rt).Launches
+		r := generate(t, rt, m, o)
+		return r, inspect.Metrics(rt).Launches - before
+	}
+	t.Run("batch 1", func(t *testing.T) {
+		m, plain := build(t, c, 1, false), build(t, c, 1, true)
+		require.True(t, m.proNorm, "the mock runs RMSNormB")
+		require.True(t, m.proSwiGLU, "the mock runs SwiGLUB")
+		assert.False(t, plain.proNorm || plain.proSwiGLU, "NoPrologues")
+		prompt := PromptTokens(c.Seed, 1, P, c.Vocab)
+		o := GenOptions{Prompt: prompt, P: P, Ctx: ctx, Steps: steps, Collect: true}
+		fused, nf := launches(t, m, o)
+		unfused, nu := launches(t, plain, o)
+		// steps-1 decode steps: the prefill gives the first token.
+		assert.Equal(t, uint64(3*c.Layers*(steps-1)), nu-nf, "three launches fewer a layer and a decode step")
+		checkAgainstRef(t, c, 1, ctx, P, prompt, fused)
+		checkAgainstRef(t, c, 1, ctx, P, prompt, unfused)
+		o.Graph = true
+		sameRun(t, fused, generate(t, rt, m, o), "graph replay with prologues")
+	})
+	t.Run("batch 3", func(t *testing.T) {
+		m, plain := build(t, c, 3, false), build(t, c, 3, true)
+		o := GenOptions{Prompt: PromptTokens(c.Seed, 3, P, c.Vocab), P: P, Ctx: ctx, Steps: steps, Collect: true}
+		sameRun(t, generate(t, rt, plain, o), generate(t, rt, m, o), "steps of three tokens take no prologue")
+	})
+	t.Run("int8", func(t *testing.T) {
+		c := c
+		c.Int8 = true
+		m := build(t, c, 1, false)
+		assert.False(t, m.proNorm || m.proSwiGLU, "int8 projections run matmul.Quant, which has no prologue")
+	})
 }

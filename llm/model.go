@@ -172,6 +172,13 @@ type Model struct {
 	kRopeF  *core.Kernel
 	invFreq *core.Buffer
 	invLast []float32 // the inv_freq invFreq holds (nil: none yet)
+	// proNorm and proSwiGLU: the plugin runs the one-token bf16
+	// projections with a GEMM prologue (ABI 1.10; probePrologues): the
+	// attention and MLP norms inside the QKV and gate/up GEMMs
+	// (RMSNormB, reading h), silu(g)*u inside the down GEMM (SwiGLUB,
+	// reading gu), so that a decode step of batch 1 launches no norm or
+	// silu_mul kernel between two layers.
+	proNorm, proSwiGLU bool
 
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
@@ -374,9 +381,16 @@ type Options struct {
 	Int8Head                 bool // with Int8, the LM head too (Config.Int8Head)
 	Progress                 func(done, total int64)
 	// Unfused builds the model as on a plugin without the built-in kernels
-	// that came after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T): the same
-	// tokens, more launches; to measure what they save.
+	// that came after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T) and
+	// without GEMM prologues (NoPrologues): the same tokens, more
+	// launches; to measure what they save.
 	Unfused bool
+	// NoPrologues builds the model without GEMM prologues (ABI 1.10): at
+	// batch 1 the norms and silu_mul run as kernels of their own, as on a
+	// plugin that refuses them. Nearly the same tokens (a prologue's
+	// normalized values are not rounded to bf16), one to three more
+	// launches a layer; to measure what they save.
+	NoPrologues bool
 }
 
 func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, err error) {
@@ -645,11 +659,88 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	if m.stage, err = newStepStage(m); err != nil {
 		return nil, err
 	}
+	if !o.Unfused && !o.NoPrologues {
+		if err := m.probePrologues(); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// probePrologues sets proNorm and proSwiGLU: whether the plugin runs layer
+// 0's one-token QKV and gate/up projections with RMSNormB and its down
+// projection with SwiGLUB, asked by running each once, eagerly, on the
+// (zeroed) activations. A refusal (ErrUnsupported: a plugin older than
+// ABI 1.10, a backend or shape without the prologue) leaves the separate
+// kernels; every layer has layer 0's shapes. Graph captures record only
+// what this saw run.
+func (m *Model) probePrologues() error {
+	c := &m.cfg
+	if c.Int8 || len(m.layers) == 0 {
+		return nil
+	}
+	L := &m.layers[0]
+	if !L.wqkv.set() || L.wqkv.bias != nil || !L.wgu1.set() || L.wd.bias != nil {
+		return nil
+	}
+	if err := firstErr(core.Memset(m.h, 0), core.Memset(m.gu, 0)); err != nil {
+		return err
+	}
+	Q, KV, I := c.Heads*c.HeadDim(), c.KVHeads*c.HeadDim(), c.Inter
+	h, gu := view(m.h, 0, 2*c.Hidden), view(m.gu, 0, 4*I)
+	runs := func(err error) (bool, error) {
+		if errors.Is(err, core.ErrUnsupported) {
+			return false, nil
+		}
+		if err == nil {
+			err = m.s.Synchronize()
+		}
+		return err == nil, err
+	}
+	var err error
+	if m.proNorm, err = runs(firstErr(m.mmPro(m.s, L.wqkv, h, view(m.qkvb, 0, 2*(Q+2*KV)), false, L.attnNorm, false),
+		m.mmPro(m.s, L.wgu1, h, gu, false, L.mlpNorm, false))); err != nil {
+		return fmt.Errorf("llm: probing the GEMM prologues: %w", err)
+	}
+	if m.proSwiGLU, err = runs(m.mmPro(m.s, L.wd, gu, view(m.xn, 0, 2*c.Hidden), true, nil, true)); err != nil {
+		return fmt.Errorf("llm: probing the GEMM prologues: %w", err)
+	}
+	return nil
+}
+
+// mmPro is mm for one token of bf16 weights without a bias, with a GEMM
+// prologue on x: its RMSNorm by the weight norm (the model's epsilon), or
+// (swiglu) silu(g)*u of x = [g; u].
+func (m *Model) mmPro(s *core.Stream, w linear, x, y core.Region, residual bool, norm core.Region, swiglu bool) error {
+	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, TransA: true,
+		M: w.out, N: 1, K: w.in, ConstA: true, RMSNormB: norm != nil, SwiGLUB: swiglu}
+	ops := core.GemmOperands{A: w.w, B: x, D: y, Alpha: 1}
+	if norm != nil {
+		ops.NormWeight, ops.NormEps = norm, float64(m.cfg.Eps)
+	}
+	if residual {
+		ops.C, ops.Beta = y, 1
+	}
+	return s.Gemm(d, ops)
 }
 
 // Config is the model's configuration.
 func (m *Model) Config() Config { return m.cfg }
+
+// Prologues names the GEMM prologues (ABI 1.10) the model's one-token
+// decode steps run: "rmsnorm", "swiglu", both joined by "+", or "none"
+// (Options.NoPrologues, int8 weights, or a plugin that refuses them).
+func (m *Model) Prologues() string {
+	switch {
+	case m.proNorm && m.proSwiGLU:
+		return "rmsnorm+swiglu"
+	case m.proNorm:
+		return "rmsnorm"
+	case m.proSwiGLU:
+		return "swiglu"
+	}
+	return "none"
+}
 
 // Batch is the number of requests the model runs now.
 func (m *Model) Batch() int { return m.batch }
@@ -945,11 +1036,14 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
 	q, k, v := m.qkv(T)
 	var err error
-	if l == 0 || !m.addNormed(m.layers[l-1].wd) { // else partB(l-1) left the norm in xn
+	fused := T == 1 && m.proNorm                              // the norm inside the QKV GEMM (one token, bf16)
+	if !fused && (l == 0 || !m.addNormed(m.layers[l-1].wd)) { // else partB(l-1) left the norm in xn
 		err = m.rmsnorm(s, xn, h, L.attnNorm, T)
 	}
 	switch {
 	case err != nil:
+	case fused:
+		err = m.mmPro(s, L.wqkv, h, view(m.qkvb, 0, 2*(Q+2*KV)), false, L.attnNorm, false)
 	case T == 1 && L.wqkv.set(): // one token: q, k, v one GEMM's output
 		err = m.mm(s, L.wqkv, xn, view(m.qkvb, 0, 2*(Q+2*KV)), 1, false, false)
 	case L.wkv.w == nil:
@@ -1033,27 +1127,40 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 	Q, I := c.Heads*c.HeadDim(), c.Inter
 	h, xn := view(m.h, 0, 2*T*c.Hidden), view(m.xn, 0, 2*T*c.Hidden)
 	g, u, act := view(m.gu, 0, 2*T*I), view(m.gu, 2*T*I, 2*T*I), view(m.act, 0, 2*T*I)
+	// One token with prologues: the MLP norm inside the gate/up GEMM
+	// (reading h), silu(g)*u inside the down GEMM (reading gu = [g; u]).
+	norm, swiglu := T == 1 && m.proNorm, T == 1 && m.proSwiGLU && L.wgu1.set()
 	var err error
-	if m.addNormed(L.wo) { // h += o Wo^T and xn = its norm: the projection into xn, then one launch
+	switch {
+	case norm: // h += o Wo^T; gate, up of its norm
+		err = firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false),
+			m.mmPro(s, L.wgu1, h, view(m.gu, 0, 4*I), false, L.mlpNorm, false))
+	case m.addNormed(L.wo): // h += o Wo^T and xn = its norm: the projection into xn, then one launch
 		err = firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), xn, T, false, false), m.addNorm(s, xn, h, L.mlpNorm, T))
-	} else {
+	default:
 		err = firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false), m.rmsnorm(s, xn, h, L.mlpNorm, T))
 	}
-	if err == nil && T == 1 && L.wgu1.set() { // one token: gate, up one GEMM's output
+	switch {
+	case err != nil || norm:
+	case T == 1 && L.wgu1.set(): // one token: gate, up one GEMM's output
 		err = m.mm(s, L.wgu1, xn, view(m.gu, 0, 4*I), 1, false, false)
-	} else if err == nil && c.Int8 {
+	case c.Int8:
 		err = firstErr(m.mm(s, L.wg, xn, g, T, false, false), m.mm(s, L.wu, xn, u, T, false, false))
-	} else if err == nil {
+	default:
 		err = m.mm(s, L.wgu, xn, view(m.gu, 0, 4*T*I), T, false, true)
 	}
-	if err == nil {
+	if err == nil && !swiglu {
 		err = m.elementwise(s, m.kSilu, act, g, u, T*I)
 	}
-	if err == nil && l+1 < c.Layers && m.addNormed(L.wd) {
+	switch {
+	case err != nil:
+	case swiglu: // h += silu(g)*u Wd^T
+		err = m.mmPro(s, L.wd, view(m.gu, 0, 4*I), h, true, nil, true)
+	case l+1 < c.Layers && m.addNormed(L.wd):
 		// h += act Wd^T and the next layer's attention norm of it into xn
 		// (its partA then starts at the QKV projection).
 		err = firstErr(m.mm(s, L.wd, act, xn, T, false, false), m.addNorm(s, xn, h, m.layers[l+1].attnNorm, T))
-	} else if err == nil {
+	default:
 		err = m.mm(s, L.wd, act, h, T, true, false)
 	}
 	if err != nil {
