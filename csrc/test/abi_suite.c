@@ -716,6 +716,67 @@ static void launch_checks(gpurt_runtime *rt) {
   } else {
     printf("skip gemm flags (1.9): the plugin speaks an older minor\n");
   }
+  /* prologue (1.10): the engine's checks, then (where the backend runs
+   * one: the mock any shape, CUDA one bf16 token on its GEMV) the run's
+   * norm_weight and norm_eps checks and a run. */
+  if (api->abi_minor >= 10) {
+    gpurt_gemm_desc pd = gemm_desc_square(GPURT_DTYPE_F32, 4);
+    gpurt_gemm_plan *pp = NULL;
+    pd.prologue = 3;
+    msg_is("gemm_plan_create: prologue 3", api->gemm_plan_create(rt, 0, &pd, &pp), GPURT_ERR_INVALID_ARGUMENT,
+           "gemm_plan_create: prologue 3 is not a GPURT_GEMM_PROLOGUE_* (0 none, 1 rmsnorm, 2 swiglu)");
+    pd.prologue = GPURT_GEMM_PROLOGUE_RMSNORM;
+    pd.trans_b = 1;
+    msg_is("gemm_plan_create: rmsnorm with trans_b", api->gemm_plan_create(rt, 0, &pd, &pp), GPURT_ERR_UNSUPPORTED,
+           "gemm_plan_create: the rmsnorm prologue needs trans_b 0 (each column of B one token's k values)");
+    pd.trans_b = 0;
+    pd.batch_count = 2;
+    pd.stride_d = 16;
+    msg_is("gemm_plan_create: swiglu with a batch", (pd.prologue = GPURT_GEMM_PROLOGUE_SWIGLU,
+           api->gemm_plan_create(rt, 0, &pd, &pp)), GPURT_ERR_UNSUPPORTED,
+           "gemm_plan_create: the swiglu prologue needs batch_count 1 (it is 2)");
+    result(pp == NULL, "gemm_plan_create: a refused prologue gives no plan");
+    /* y = W^T x of one bf16 token: the decode shape CUDA's GEMV takes. */
+    gpurt_gemm_desc nd = gemm_desc(GPURT_DTYPE_BF16, GPURT_DTYPE_BF16, 8, 1, 32, 32, 32, 8);
+    nd.trans_a = 1;
+    nd.align_a = nd.align_b = nd.align_c = nd.align_d = 256;
+    nd.prologue = GPURT_GEMM_PROLOGUE_RMSNORM;
+    char pm[600];
+    const int pc = take(api->gemm_plan_create(rt, 0, &nd, &pp), pm, sizeof pm);
+    if (pc == GPURT_ERR_UNSUPPORTED) {
+      printf("skip gemm prologue runs: the plugin refuses the rmsnorm prologue (%s)\n", pm);
+    } else {
+      result(pc == GPURT_OK, "gemm_plan_create: rmsnorm, one bf16 token%s%s", pc ? ": " : "", pm);
+      gpurt_gemm_run_args pg = gemm_run_args(y, y, y, 1.0);
+      pg.b_offset = 512; /* y: A (512 bytes), B, the norm weight, D */
+      pg.d_offset = 768;
+      msg_is("gemm_run: rmsnorm without norm_weight", api->gemm_run(rt, s, pp, &pg), GPURT_ERR_INVALID_ARGUMENT,
+             "gemm_run: the plan's rmsnorm prologue needs norm_weight (k = 32 elements of bf16) but it is NULL");
+      pg.norm_weight = y;
+      pg.norm_weight_offset = 640;
+      pg.norm_eps = -1;
+      msg_is("gemm_run: a negative norm_eps", api->gemm_run(rt, s, pp, &pg), GPURT_ERR_INVALID_ARGUMENT,
+             "gemm_run: norm_eps -1 is not a finite value >= 0");
+      pg.norm_eps = 1e-5;
+      ok("gemm_run: rmsnorm, one bf16 token", api->gemm_run(rt, s, pp, &pg));
+      ok("stream_synchronize", api->stream_synchronize(rt, s));
+      ok("gemm_plan_destroy: the rmsnorm plan", api->gemm_plan_destroy(rt, pp));
+    }
+    /* norm_weight and norm_eps belong to the rmsnorm prologue alone. */
+    gpurt_gemm_plan *np = NULL;
+    ok("gemm_plan_create f32 4x4x4 (no prologue)", api->gemm_plan_create(rt, 0, &d, &np));
+    g.norm_eps = 1e-5;
+    msg_is("gemm_run: norm_eps without the prologue", api->gemm_run(rt, s, np, &g), GPURT_ERR_INVALID_ARGUMENT,
+           "gemm_run: norm_eps is set but the plan has no rmsnorm prologue");
+    g.norm_eps = 0;
+    g.norm_weight = y;
+    msg_is("gemm_run: norm_weight without the prologue", api->gemm_run(rt, s, np, &g), GPURT_ERR_INVALID_ARGUMENT,
+           "gemm_run: norm_weight is set but the plan has no rmsnorm prologue");
+    g.norm_weight = NULL;
+    ok("gemm_plan_destroy", api->gemm_plan_destroy(rt, np));
+  } else {
+    printf("skip gemm prologues (1.10): the plugin speaks an older minor\n");
+  }
 
   ok("module_unload", api->module_unload(rt, mod));
   ok("stream_destroy", api->stream_destroy(rt, s));
