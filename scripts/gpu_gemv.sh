@@ -25,7 +25,9 @@
 #                  in LCFGS (base: GEMV and PDL off; lt, nopdl, auto, n1 as
 #                  above; noconst: GPURT_CUDA_GEMV_CONST_A=0, the GEMV
 #                  copying A only after its PDL wait; n1grid: n1 with
-#                  GPURT_CUDA_GEMV_GRID=6), alternating A B C D
+#                  GPURT_CUDA_GEMV_GRID=6; nopro: llama -no-prologues,
+#                  the batch-1 norms and silu_mul as kernels of their own
+#                  instead of inside the GEMVs, ABI 1.10), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
@@ -80,8 +82,10 @@ fi
 if want llama; then
   for rep in $(seq 1 "${REPS:-2}"); do
     for cfg in ${LCFGS:-base lt nopdl auto}; do
+      x=()
       case $cfg in
         base) e=(GPURT_CUDA_GEMV_MAX_N=0 GPURT_CUDA_PDL=0) ;;
+        nopro) e=(); x=(-no-prologues) ;;
         n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
         lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
         nopdl) e=(GPURT_CUDA_PDL=0) ;;
@@ -92,7 +96,7 @@ if want llama; then
       for p in ${PRESETS:-1b 8b}; do
         step "llama_${p}_${cfg}_$rep" 120 env ${e[@]+"${e[@]}"} build/llama -plugin-path build/libgpurt_cuda.so \
           -backend cuda -prompt 1 -preset "$p" -batch "${BATCHES:-1,4}" -ctx 1024 -steps 32 -warmup 2 \
-          -modes eager,graph
+          -modes eager,graph ${x[@]+"${x[@]}"}
         python3 "$root/scripts/lib/llama_summary.py" "$logs/llama_${p}_${cfg}_$rep.log" "gemv=$cfg" | tee -a "$out/llama.txt"
       done
     done

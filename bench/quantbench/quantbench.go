@@ -372,18 +372,35 @@ func (b *bench) grouped(g int, fp8 bool) {
 // given (n x k, n x m); ws: the weight sets to take in turn (nil: made
 // here and freed after).
 func (b *bench) bf16(name string, m, n, k int, x, y *core.Buffer, ws []*core.Buffer) {
+	b.bf16Pro(name, m, n, k, x, y, ws, nil, false)
+}
+
+// bf16Pro is bf16 with a GEMM prologue (ABI 1.10): x's RMSNorm by norm
+// (norm non-nil), or swiglu (x holds G then U, 2 n k values).
+func (b *bench) bf16Pro(name string, m, n, k int, x, y *core.Buffer, ws []*core.Buffer, norm *core.Buffer, swiglu bool) {
 	if ws == nil {
 		ws = b.weights16(m, k)
 		defer freeAll(ws)
 	}
-	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: m, N: n, K: k}
+	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, DType: core.BF16, TransA: true, M: m, N: n, K: k,
+		RMSNormB: norm != nil, SwiGLUB: swiglu}
+	ops := core.GemmOperands{B: x, D: y, Alpha: 1}
+	xBytes := 2 * n * k
+	switch {
+	case norm != nil:
+		ops.NormWeight, ops.NormEps = norm, 1e-5
+		xBytes += 2 * k
+	case swiglu:
+		xBytes *= 2
+	}
 	call := 0
 	gpu, wall, err := b.time(1, func() error {
 		call++
-		return b.s.Gemm(d, core.GemmOperands{A: ws[call%len(ws)], B: x, D: y, Alpha: 1})
+		ops.A = ws[call%len(ws)]
+		return b.s.Gemm(d, ops)
 	})
 	r := Result{Name: name, Impl: ImplBF16, GPUus: gpu, WallUs: wall, Sets: len(ws),
-		TFLOPs: 2 * float64(m) * float64(n) * float64(k) / gpu / 1e6, GBs: float64(2*m*k+2*n*k+2*n*m) / gpu / 1e3}
+		TFLOPs: 2 * float64(m) * float64(n) * float64(k) / gpu / 1e6, GBs: float64(2*m*k+xBytes+2*n*m) / gpu / 1e3}
 	if err != nil {
 		r.Note = err.Error()
 	}
@@ -415,7 +432,10 @@ func freeAll(bs []*core.Buffer) {
 // decode16 times the bf16 GEMM slot alone at the decoder's shapes (m x k of
 // the 8B- and 1B-class presets' projections: QKV, O, gate/up, down) for 1,
 // 2, 4 and 8 tokens: the GEMV's crossover against cuBLASLt is read from two
-// runs, one with GPURT_CUDA_GEMV_MAX_N=0 (scripts/gpu_gemv.sh).
+// runs, one with GPURT_CUDA_GEMV_MAX_N=0 (scripts/gpu_gemv.sh). Then one
+// token with each GEMM prologue (ABI 1.10), rows "... n=1 rmsnorm" and
+// "... n=1 swiglu": what the norm or silu_mul costs inside the GEMV (a
+// backend that refuses them gives the rows with the refusal as the note).
 func (b *bench) decode16() {
 	for _, mk := range [][2]int{{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336},
 		{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}} {
@@ -432,6 +452,14 @@ func (b *bench) decode16() {
 			x.Free()
 			y.Free()
 		}
+		rot := ""
+		if b.rotate > 0 {
+			rot = " rot"
+		}
+		x, y, norm := b.alloc(4*k, b.randBF16), b.alloc(2*m, nil), b.alloc(2*k, b.randBF16)
+		b.bf16Pro(fmt.Sprintf("%dx%d n=1 rmsnorm%s", m, k, rot), m, 1, k, x, y, ws, norm, false)
+		b.bf16Pro(fmt.Sprintf("%dx%d n=1 swiglu%s", m, k, rot), m, 1, k, x, y, ws, nil, true)
+		freeAll([]*core.Buffer{x, y, norm})
 		freeAll(ws)
 	}
 }

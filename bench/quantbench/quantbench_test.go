@@ -43,7 +43,8 @@ func TestShrinkOnMock(t *testing.T) {
 }
 
 // TestDecode16OnMock: -only decode16 gives the bf16 GEMM slot's row for
-// each of the 8 decode shapes at 1, 2, 4 and 8 tokens, and nothing else.
+// each of the 8 decode shapes at 1, 2, 4 and 8 tokens and at one token with
+// each GEMM prologue, and nothing else.
 func TestDecode16OnMock(t *testing.T) {
 	dir := testutil.MockPlugin(t)
 	tm, err := bench.OpenGPUTimer([]string{dir}, "mock")
@@ -52,12 +53,12 @@ func TestDecode16OnMock(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, quantbench.Run(quantbench.Options{Timed: bench.Timed{Timer: tm, Iters: 2, Shrink: 256, Only: "decode16", Out: &out}, RotateMiB: 1}))
 	rows := testutil.JSONLines[quantbench.Result](t, &out)
-	require.Len(t, rows, 32)
+	require.Len(t, rows, 48)
 	for _, r := range rows {
 		assert.Equal(t, quantbench.ImplBF16, r.Impl)
 		assert.Empty(t, r.Note, "%+v", r)
 		assert.Positive(t, r.GPUus, "%+v", r)
-		assert.Regexp(t, `^\d+x\d+ n=[1248] rot$`, r.Name)
+		assert.Regexp(t, `^\d+x\d+ n=([1248]|1 rmsnorm|1 swiglu) rot$`, r.Name)
 	}
 }
 

@@ -214,3 +214,57 @@ func TestRingGEMVsReadNothingBeforeTheirWait(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelParamStructsMirrorTheirHostStructs: cuda_quant.cu's kernels
+// take their parameters as a struct whose host mirror the launching C file
+// writes again (a kernel parameter is the struct's bytes); a field added
+// to one side only shifts every field after it. Each pair must list the
+// same fields' kinds, in the same order (pointers as pointers, whatever
+// they point to; CUdeviceptr is a pointer).
+func TestKernelParamStructsMirrorTheirHostStructs(t *testing.T) {
+	read := func(file string) string {
+		raw, err := os.ReadFile(filepath.Join("src", file))
+		require.NoError(t, err)
+		return regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*`).ReplaceAllString(string(raw), "")
+	}
+	// fields is the kinds of struct name's fields in src, one a declarator.
+	fields := func(src, file, name string) []string {
+		m := regexp.MustCompile(`(?s)struct ` + name + ` \{(.*?)\}`).FindStringSubmatch(src)
+		require.NotNil(t, m, "struct %s in %s", name, file)
+		kind := map[string]string{"u32": "u32", "uint32_t": "u32", "u64": "u64", "uint64_t": "u64",
+			"long long": "i64", "int64_t": "i64", "float": "f32", "CUdeviceptr": "ptr"}
+		var out []string
+		for _, decl := range strings.Split(m[1], ";") {
+			decl = strings.Join(strings.Fields(decl), " ")
+			if decl == "" {
+				continue
+			}
+			words := regexp.MustCompile(`^((?:const )?(?:long long|[A-Za-z_][A-Za-z0-9_]*))\s*(.*)$`).FindStringSubmatch(decl)
+			require.NotNil(t, words, "%s.%s: %q", file, name, decl)
+			base := strings.TrimPrefix(words[1], "const ")
+			for _, d := range strings.Split(words[2], ",") {
+				d = strings.TrimSpace(d)
+				k, ok := kind[base]
+				if strings.HasPrefix(d, "*") {
+					k, ok = "ptr", true
+				}
+				require.True(t, ok, "%s.%s: the type of %q", file, name, decl)
+				if i := strings.Index(d, "["); i >= 0 {
+					k += strings.ReplaceAll(d[i:], " ", "")
+				}
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	dev := read("cuda_quant.cu")
+	for _, c := range []struct{ kernel, file, host string }{
+		{"BgemvArgs", "cuda_internal.h", "cu_bgemv_args"},
+		{"GemmArgs", "cuda_quant.c", "gg_args"},
+		{"GroupTable", "cuda_quant.c", "gg_table"},
+	} {
+		want := fields(dev, "cuda_quant.cu", c.kernel)
+		assert.NotEmpty(t, want)
+		assert.Equal(t, want, fields(read(c.file), c.file, c.host), "%s (cuda_quant.cu) and %s (%s)", c.kernel, c.host, c.file)
+	}
+}
