@@ -381,5 +381,15 @@ typedef struct gp_gemm_exec {
   double norm_eps;
 } gp_gemm_exec;
 void gp_gemm_run(const gp_gemm_exec *e);
+/* The built-ins' element math (gp_kernels.c), shared with the reference
+ * GEMM's prologues so that a fused GEMM reads the bits the separate
+ * kernel would have written: rmsnorm_T's 1/sqrt(mean(x^2) + eps) of cols
+ * values and its element c (x[c] * scale * w[c], f32, not yet rounded),
+ * and silu_mul_T's g / (1 + exp(-g)) * u (f32, not yet rounded). */
+float gp_rms_scale(int32_t dt, const void *x, uint64_t cols, float eps);
+float gp_rms_elem(int32_t dt, const void *x, const void *w, uint64_t c, float scale);
+float gp_silu_mul(float g, float u);
+/* v rounded to the element type dt (f32 for f32). */
+float gp_round_to(int32_t dt, float v);
 
 #endif /* GPURT_CSRC_COMMON_H_ */

@@ -12,8 +12,10 @@
  * scale_d is applied last, as cuBLASLt does (it is the quantisation scale
  * of an fp8 output). C is not read when beta == 0.
  *
- * A prologue (1.10) transforms each column x of op(B) first, in double,
- * rounded once to f32 (never to b_type):
+ * A prologue (1.10) transforms each column x of op(B) first, as the
+ * built-in kernel it replaces computes it (gp_kernels.c's rmsnorm_T and
+ * silu_mul_T: f32, one rounding to b_type), so that on the mock a fused
+ * GEMM gives the bits of the kernel then the GEMM:
  *   RMSNORM  x'[p] = x[p] / sqrt(sum_q x[q]^2 / k + eps) * w[p]
  *   SWIGLU   x'[p] = silu(x[p]) * u[p], u the column n columns later
  */
@@ -113,20 +115,14 @@ void gp_gemm_run(const gp_gemm_exec *e) {
     for (uint64_t j = 0; j < n; j++) {
       float *col = bc + j * k;
       if (d->prologue == GPURT_GEMM_PROLOGUE_RMSNORM) { /* trans_b is 0 */
-        double ss = 0;
-        for (uint64_t p = 0; p < k; p++) {
-          const double x = gp_load(d->b_type, b, j * d->ldb + p);
-          ss += x * x;
-        }
-        const double r = 1.0 / sqrt(ss / (double)k + e->norm_eps);
+        const unsigned char *x = b + j * d->ldb * esb;
+        const float scale = gp_rms_scale(d->b_type, x, k, (float)e->norm_eps);
         for (uint64_t p = 0; p < k; p++)
-          col[p] = (float)((double)gp_load(d->b_type, b, j * d->ldb + p) * r * (double)gp_load(d->b_type, e->norm_w, p));
+          col[p] = gp_round_to(d->b_type, gp_rms_elem(d->b_type, x, e->norm_w, p, scale));
       } else if (d->prologue == GPURT_GEMM_PROLOGUE_SWIGLU) {
-        for (uint64_t p = 0; p < k; p++) {
-          const double g = gp_load(d->b_type, b, j * d->ldb + p);
-          const double u = gp_load(d->b_type, b, (n + j) * d->ldb + p);
-          col[p] = (float)(g / (1.0 + exp(-g)) * u);
-        }
+        for (uint64_t p = 0; p < k; p++)
+          col[p] = gp_round_to(d->b_type, gp_silu_mul(gp_load(d->b_type, b, j * d->ldb + p),
+                                                    gp_load(d->b_type, b, (n + j) * d->ldb + p)));
       } else {
         for (uint64_t p = 0; p < k; p++)
           col[p] = gp_load(d->b_type, b, d->trans_b ? p * d->ldb + j : j * d->ldb + p);

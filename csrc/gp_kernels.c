@@ -75,22 +75,29 @@ static uint64_t gp_sample_search(int32_t dt, const void *row, uint64_t cols, uin
 
 static void gp_store_i32(void *base, uint64_t i, int32_t v) { memcpy((char *)base + 4 * i, &v, 4); }
 
-/* One row of rmsnorm: y[c] = x[c] / sqrt(mean(x^2) + eps) * w[c], rounded to dt. */
-static void gp_rmsnorm_row(int32_t dt, const void *x, void *y, const void *w, uint64_t cols, float eps) {
+float gp_rms_scale(int32_t dt, const void *x, uint64_t cols, float eps) {
   float ss = 0;
   for (uint64_t c = 0; c < cols; c++) {
     float v = gp_load(dt, x, c);
     ss += v * v;
   }
-  float scale = 1.0f / sqrtf(ss / (float)cols + eps);
-  for (uint64_t c = 0; c < cols; c++) {
-    float v = gp_load(dt, x, c) * scale;
-    gp_store(dt, y, c, v * gp_load(dt, w, c));
-  }
+  return 1.0f / sqrtf(ss / (float)cols + eps);
 }
 
-/* v rounded to the element type (f32 for f32). */
-static float gp_round_to(int32_t dt, float v) {
+float gp_rms_elem(int32_t dt, const void *x, const void *w, uint64_t c, float scale) {
+  float v = gp_load(dt, x, c) * scale;
+  return v * gp_load(dt, w, c);
+}
+
+float gp_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+/* One row of rmsnorm: y[c] = x[c] / sqrt(mean(x^2) + eps) * w[c], rounded to dt. */
+static void gp_rmsnorm_row(int32_t dt, const void *x, void *y, const void *w, uint64_t cols, float eps) {
+  const float scale = gp_rms_scale(dt, x, cols, eps);
+  for (uint64_t c = 0; c < cols; c++) gp_store(dt, y, c, gp_rms_elem(dt, x, w, c, scale));
+}
+
+float gp_round_to(int32_t dt, float v) {
   unsigned char b[4];
   gp_store(dt, b, 0, v);
   return gp_load(dt, b, 0);
@@ -293,11 +300,8 @@ void gp_launch_run(const gp_launch_exec *e) {
         }
         break;
       case GP_BK_SILU_MUL:
-        for (uint64_t i = 0; i < n; i++) {
-          float g = gp_load(dt, e->bufs[1], i);
-          float s = g / (1.0f + expf(-g));
-          gp_store(dt, y, i, s * gp_load(dt, e->bufs[2], i));
-        }
+        for (uint64_t i = 0; i < n; i++)
+          gp_store(dt, y, i, gp_silu_mul(gp_load(dt, e->bufs[1], i), gp_load(dt, e->bufs[2], i)));
         break;
       case GP_BK_SOFTCAP: {
         float cap = gp_bits_to_f32(e->scalar[2]);

@@ -387,8 +387,9 @@ type Options struct {
 	Unfused bool
 	// NoPrologues builds the model without GEMM prologues (ABI 1.10): at
 	// batch 1 the norms and silu_mul run as kernels of their own, as on a
-	// plugin that refuses them. Nearly the same tokens (a prologue's
-	// normalized values are not rounded to bf16), one to three more
+	// plugin that refuses them. The same bits on the mock (its prologues
+	// round as the kernels they replace), nearly the same tokens on CUDA
+	// (its GEMV does not round the normalized values to bf16), three more
 	// launches a layer; to measure what they save.
 	NoPrologues bool
 }
