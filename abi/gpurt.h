@@ -966,6 +966,21 @@ typedef struct gpurt_kv_append_args {
   gpurt_buffer *batch_indices; uint64_t batch_indices_offset; /* int32 [nnz] */
   gpurt_buffer *positions; uint64_t positions_offset;         /* int32 [nnz] */
   float k_scale, v_scale; /* 1.8: an fp8 cache's scales (> 0, finite) */
+  /* 1.10: a rotary embedding on the way in, with rope_neox_freqs_T's
+   * arithmetic (the built-ins above): with inv_freq set (head_dim / 2 f32
+   * frequencies, 4-byte aligned), each K row is rotated at its position
+   * before it is stored (k_rows itself is not written), and q, when set
+   * (nnz rows of num_qo_heads heads of head_dim, the rows' type, 16-byte
+   * aligned), is rotated in place at the same positions, every row of it
+   * (the rows the append skips too), so that no rotary kernel runs between
+   * the QKV projection and the attention. A 16-bit cache (else
+   * GPURT_ERR_UNSUPPORTED; a plugin may refuse it altogether the same
+   * way). inv_freq NULL: no rotation; q must then be
+   * NULL and num_qo_heads 0; q set needs num_qo_heads >= 1. */
+  gpurt_buffer *inv_freq; uint64_t inv_freq_offset;
+  gpurt_buffer *q; uint64_t q_offset;
+  uint32_t num_qo_heads;
+  uint32_t reserved2;
 } gpurt_kv_append_args;
 
 /* What stays fixed across steps: an attention object is made once per
@@ -1350,7 +1365,10 @@ typedef struct gpurt_api {
   /* No new slot: gpurt_gemm_desc.prologue (GPURT_GEMM_PROLOGUE_*), in the
    * byte that was reserved, and gpurt_gemm_run_args' norm_weight and
    * norm_eps. A plugin older than 1.10 ignores that byte, so a core sends
-   * a prologue only to a plugin whose negotiated minor is >= 10. */
+   * a prologue only to a plugin whose negotiated minor is >= 10. And
+   * gpurt_kv_append_args' rotary embedding (inv_freq, q, num_qo_heads),
+   * which a core sends only to a plugin of 1.10 or later (an older one
+   * reads the struct to its own size and would not rotate). */
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

@@ -87,6 +87,7 @@ func attentionChecks() []check {
 	}
 	cs = append(cs,
 		check{"attention/append/layout", attnAppendLayout},
+		check{"attention/append/rope", attnAppendRope},
 		check{"attention/unsupported", attnUnsupported},
 		check{"attention/misuse", attnMisuse},
 	)

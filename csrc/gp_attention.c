@@ -174,6 +174,18 @@ gpurt_error *gp_kv_append_check(const gpurt_kv_append_args *in, gpurt_kv_append_
   if (a->batch_size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_size is 0 (must be >= 1)", w);
   if (a->nnz > (1ull << 31)) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: nnz %llu exceeds 2^31", w, U(a->nnz));
   if ((e = gp_kv_scales_check(&a->layout, a->k_scale, a->v_scale, w))) return e;
+  if (a->inv_freq == NULL && (a->q != NULL || a->num_qo_heads != 0))
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %s is set but inv_freq is NULL (q is rotated only with a rotary "
+                  "embedding)", w, a->q != NULL ? "q" : "num_qo_heads");
+  if (a->inv_freq != NULL) {
+    if ((a->q == NULL) != (a->num_qo_heads == 0))
+      return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: q is %s but num_qo_heads is %u (q needs num_qo_heads >= 1, "
+                    "no q needs 0)", w, a->q != NULL ? "set" : "NULL", a->num_qo_heads);
+    const int32_t t = a->layout.dtype;
+    if (t != GPURT_DTYPE_F16 && t != GPURT_DTYPE_BF16)
+      return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the rotary embedding (inv_freq) needs an f16 or bf16 cache, not %s",
+                    w, gp_dtype_name(t));
+  }
   *row_bytes = a->nnz * a->layout.num_kv_heads * a->layout.head_dim * gp_dtype_size(gp_kv_qo_dtype(&a->layout));
   return NULL;
 }

@@ -165,6 +165,11 @@ typedef struct gp_kv_append_op {
   gp_kv_pages_op pages;
   gp_mem k_rows, v_rows, batch_indices, positions;
   float k_scale, v_scale;       /* an fp8_e4m3 cache's (1.8): checked positive and finite; else 0 */
+  /* 1.10: the rotary embedding on the way in (a 16-bit cache: checked;
+   * head_dim 64, 128 or 256, so a head's halves are whole 16-byte pieces);
+   * inv_freq unset (addr 0, obj NULL): none */
+  gp_mem inv_freq, q;           /* q unset: K alone */
+  uint32_t num_qo_heads;        /* q's heads, 0 without q */
 } gp_kv_append_op;
 
 typedef struct gp_attention_op {

@@ -391,5 +391,9 @@ float gp_rms_elem(int32_t dt, const void *x, const void *w, uint64_t c, float sc
 float gp_silu_mul(float g, float u);
 /* v rounded to the element type dt (f32 for f32). */
 float gp_round_to(int32_t dt, float v);
+/* rope_neox_freqs_T's pair (gpurt.h): (u, v) of type dt rotated at
+ * position pos by frequency f, in place (each product and sum rounded to
+ * dt); shared with kv_append's rotary embedding (1.10). */
+void gp_rope_freqs_pair(int32_t dt, float *u, float *v, int32_t pos, float f);
 
 #endif /* GPURT_CSRC_COMMON_H_ */

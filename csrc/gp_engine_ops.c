@@ -122,6 +122,18 @@ gpurt_error *gp_kv_append_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void *ob
       {"positions", a.positions, a.positions_offset, 4 * a.nnz, &r.positions},
   };
   if ((e = gp_views(rt, GP_VIEW_NAMED, dev, w, v, 4))) return e;
+  if (a.inv_freq != NULL) { /* 1.10: the rotary embedding on the way in */
+    r.num_qo_heads = a.num_qo_heads;
+    const uint64_t q_bytes = a.nnz * a.num_qo_heads * a.layout.head_dim * gp_dtype_size(a.layout.dtype);
+    if ((e = gp_attention_align(w, "inv_freq", a.inv_freq_offset, 4)) ||
+        (a.q && (e = gp_attention_align(w, "q", a.q_offset, 16))))
+      return e;
+    const gp_view_req rv[] = {
+        {"inv_freq", a.inv_freq, a.inv_freq_offset, 4ull * (a.layout.head_dim / 2), &r.inv_freq},
+        {"q", a.q, a.q_offset, q_bytes, &r.q},
+    };
+    if ((e = gp_views(rt, GP_VIEW_NAMED, dev, w, rv, a.q ? 2 : 1))) return e;
+  }
   if (!run) return NULL;
   return gp_eb->kv_append(rt->ctx, &s->q, &r);
 }

@@ -91,6 +91,14 @@ float gp_rms_elem(int32_t dt, const void *x, const void *w, uint64_t c, float sc
 
 float gp_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+void gp_rope_freqs_pair(int32_t dt, float *u, float *v, int32_t pos, float f) {
+  double a = (double)((float)pos * f);
+  float cs = gp_round_to(dt, (float)cos(a)), sn = gp_round_to(dt, (float)sin(a));
+  float x = *u, y = *v;
+  *u = gp_round_to(dt, gp_round_to(dt, x * cs) - gp_round_to(dt, y * sn));
+  *v = gp_round_to(dt, gp_round_to(dt, y * cs) + gp_round_to(dt, x * sn));
+}
+
 /* One row of rmsnorm: y[c] = x[c] / sqrt(mean(x^2) + eps) * w[c], rounded to dt. */
 static void gp_rmsnorm_row(int32_t dt, const void *x, void *y, const void *w, uint64_t cols, float eps) {
   const float scale = gp_rms_scale(dt, x, cols, eps);
@@ -164,11 +172,10 @@ static void gp_launch_rows(const gp_launch_exec *e) {
         float f;
         memcpy(&p, (const char *)pos + 4 * t, 4);
         memcpy(&f, (const char *)e->bufs[2] + 4 * j, 4);
-        double a = (double)((float)p * f);
-        float cs = gp_round_to(dt, (float)cos(a)), sn = gp_round_to(dt, (float)sin(a));
         float u = gp_load(dt, e->bufs[0], i0), v = gp_load(dt, e->bufs[0], i1);
-        gp_store(dt, e->bufs[0], i0, gp_round_to(dt, u * cs) - gp_round_to(dt, v * sn));
-        gp_store(dt, e->bufs[0], i1, gp_round_to(dt, v * cs) + gp_round_to(dt, u * sn));
+        gp_rope_freqs_pair(dt, &u, &v, p, f);
+        gp_store(dt, e->bufs[0], i0, u);
+        gp_store(dt, e->bufs[0], i1, v);
       }
       break;
     }

@@ -240,7 +240,7 @@ if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
             -Xfatbin=-compress-all --compress-mode=size
             -I"$fi_data/cccl/libcudacxx/include" -I"$fi_data/cccl/cub" -I"$fi_data/cccl/thrust"
             -I"$fi_data/include" -I"$src" "${fi_gencode[@]}")
-  key=$( { cat "$src/cuda_attention.cu" "$src/cuda_attention.h" "$src/cuda_attention_fi.cuh" "$src/cuda_pdl.cuh"; echo "${fi_flags[*]}" | sed "s|$root||g";
+  key=$( { cat "$src/cuda_attention.cu" "$src/cuda_attention.h" "$src/cuda_attention_fi.cuh" "$src/cuda_pdl.cuh" "$src/cuda_rope.cuh"; echo "${fi_flags[*]}" | sed "s|$root||g";
            "$nvcc" --version; echo "$fi_pin"; } | sha256sum | cut -c1-16)
   fi_obj=$objcache/cuda_attention-$key.o
   cached_nvcc "$fi_obj" "$objcache/lock" "FlashInfer $fi_pin; ${fi_gencode[*]}" "$src/cuda_attention.cu" \

@@ -282,10 +282,22 @@ type PageTable struct {
 // KVRows are new rows to append: K and V are [NNZ][NumKVHeads][HeadDim]
 // of the cache's dtype; row i goes to request BatchIndices[i] at token
 // Positions[i] (int32 arrays of NNZ entries in device memory).
+//
+// With InvFreq set (ABI 1.10: HeadDim/2 float32 frequencies) the append
+// applies the rotary embedding on the way in, with rope_neox_freqs_T's
+// arithmetic (Hugging Face's half-split rotation in the cache's type):
+// each K row is rotated at its position before it is stored (K itself is
+// not written), and Q, when set ([NNZ][QOHeads][HeadDim] of the cache's
+// type), is rotated in place at the same positions, so that no rotary
+// kernel runs between the QKV projection and the attention. It needs an
+// f16 or bf16 cache; a plugin older than 1.10, or one that cannot,
+// refuses it (ErrUnsupported).
 type KVRows struct {
 	K, V                    core.Region
 	BatchIndices, Positions core.Region
 	NNZ                     int
+	InvFreq, Q              core.Region
+	QOHeads                 int
 }
 
 // Kind says whether an Attention decodes (one query row per
@@ -564,14 +576,32 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 	if rows.NNZ == 0 {
 		return nil
 	}
-	regions := [9]*core.Region{&rows.K, &rows.V, &c.k, &c.v, &pt.Indptr, &pt.Indices, &pt.LastPageLen, &rows.BatchIndices, &rows.Positions}
-	names := [9]string{"K rows", "V rows", "K", "V", "Indptr", "Indices", "LastPageLen", "BatchIndices", "Positions"}
+	rope := rows.InvFreq != nil
+	switch {
+	case !rope && (rows.Q != nil || rows.QOHeads != 0):
+		return errorf(core.ErrInvalidArgument, op, "Q and QOHeads are set only with InvFreq (the rotary embedding)")
+	case rope && (rows.Q == nil) != (rows.QOHeads == 0):
+		return errorf(core.ErrInvalidArgument, op, "Q needs QOHeads >= 1 (and no Q, QOHeads 0): QOHeads %d", rows.QOHeads)
+	case rows.QOHeads < 0 || rows.QOHeads > math.MaxInt32:
+		return errorf(core.ErrInvalidArgument, op, "QOHeads %d is not an int32 >= 0", rows.QOHeads)
+	case rope && call.P.Minor < ropeMinor:
+		return errorf(core.ErrUnsupported, op, "the rotary embedding on append (InvFreq) needs a plugin of ABI 1.%d or later; this one is 1.%d", ropeMinor, call.P.Minor)
+	}
+	regions := [11]*core.Region{&rows.K, &rows.V, &c.k, &c.v, &pt.Indptr, &pt.Indices, &pt.LastPageLen, &rows.BatchIndices, &rows.Positions, nil, nil}
+	names := [11]string{"K rows", "V rows", "K", "V", "Indptr", "Indices", "LastPageLen", "BatchIndices", "Positions", "InvFreq", "Q"}
 	// The page table's views are bounded as a run's are, but for
 	// Indices: its entry count is on the device (Indptr[batch]), so the
 	// plugin bounds its index reads by the Indices buffer instead.
 	rowsBytes := uint64(rows.NNZ) * uint64(c.desc.NumKVHeads) * uint64(c.desc.HeadDim) * uint64(c.desc.RowType().Size())
 	b, n := uint64(batch), uint64(rows.NNZ)
-	need := [9]uint64{rowsBytes, rowsBytes, 0, 0, 4 * (b + 1), 0, 4 * b, 4 * n, 4 * n}
+	need := [11]uint64{rowsBytes, rowsBytes, 0, 0, 4 * (b + 1), 0, 4 * b, 4 * n, 4 * n,
+		4 * uint64(c.desc.HeadDim/2), n * uint64(rows.QOHeads) * uint64(c.desc.HeadDim) * uint64(c.desc.RowType().Size())}
+	if rope {
+		regions[9] = &rows.InvFreq
+		if rows.Q != nil {
+			regions[10] = &rows.Q
+		}
+	}
 	if err := views(&call, regions[:], names[:], need[:]); err != nil {
 		return extentError(err, "batch %d, %d rows of %d bytes", b, n, rowsBytes/n)
 	}
@@ -582,8 +612,18 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 	aa.BatchIndices, aa.BatchIndicesOffset = call.Opr[7].Handle()
 	aa.Positions, aa.PositionsOffset = call.Opr[8].Handle()
 	aa.KScale, aa.VScale = c.desc.scales()
+	if rope {
+		aa.InvFreq, aa.InvFreqOffset = call.Opr[9].Handle()
+		aa.Q, aa.QOffset = call.Opr[10].Handle()
+		aa.NumQOHeads = uint32(rows.QOHeads)
+	}
 	return bridge.Submit(&call, bind.SlotKVAppend, 0, unsafe.Pointer(&aa), unsafe.Sizeof(aa), nil)
 }
+
+// ropeMinor is the ABI minor that gave kv_append its rotary embedding
+// (an older plugin reads the arguments to its own size: it would append
+// without rotating).
+const ropeMinor = 10
 
 // use begins a use of the attention alone (the stream's use holds the
 // runtime) and checks that it belongs to s's device; end it with

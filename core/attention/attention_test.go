@@ -146,6 +146,8 @@ func TestAppendViewBounds(t *testing.T) {
 	rows := attention.KVRows{K: k, V: v, BatchIndices: bidx, Positions: pos, NNZ: 2}
 	kHalf, _ := k.View(0, rowBytes)
 	vHalf, _ := v.View(0, rowBytes)
+	inv := mockrt.Alloc(t, d, 4*64/2) // the rotary embedding's HeadDim/2 frequencies
+	invShort, _ := inv.View(0, 4*64/2-4)
 
 	tests := []struct {
 		name, operand string
@@ -159,6 +161,8 @@ func TestAppendViewBounds(t *testing.T) {
 		{"Positions under NNZ", "Positions", nil, func(r *attention.KVRows) { r.Positions = view(64, 6) }},
 		{"K rows under NNZ", "K rows", nil, func(r *attention.KVRows) { r.K = kHalf }},
 		{"V rows under NNZ", "V rows", nil, func(r *attention.KVRows) { r.V = vHalf }},
+		{"InvFreq under HeadDim/2", "InvFreq", nil, func(r *attention.KVRows) { r.InvFreq = invShort }},
+		{"Q under NNZ x QOHeads", "Q", nil, func(r *attention.KVRows) { r.InvFreq, r.Q, r.QOHeads = inv, kHalf, 2 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,6 +204,37 @@ func TestAppendViewBounds(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs, "allocations per warm append")
+	require.NoError(t, s.Synchronize())
+}
+
+// The rotary embedding's arguments (ABI 1.10): Q and QOHeads only with
+// InvFreq, and each with the other; refused before anything is enqueued.
+func TestAppendRopeArgs(t *testing.T) {
+	rt := openMock(t, "")
+	d := dev0(t, rt)
+	s := mockrt.Stream(t, d)
+	cache, _, pt := mockrt.SmallKVCache(t, d)
+	b := mockrt.Alloc(t, d, 4096)
+	base := attention.KVRows{K: b, V: b, BatchIndices: b, Positions: b, NNZ: 1}
+	for _, tc := range []struct {
+		name string
+		edit func(r *attention.KVRows)
+		msg  string
+	}{
+		{"Q without InvFreq", func(r *attention.KVRows) { r.Q, r.QOHeads = b, 2 }, "only with InvFreq"},
+		{"QOHeads without InvFreq", func(r *attention.KVRows) { r.QOHeads = 2 }, "only with InvFreq"},
+		{"Q without QOHeads", func(r *attention.KVRows) { r.InvFreq, r.Q = b, b }, "Q needs QOHeads >= 1"},
+		{"QOHeads without Q", func(r *attention.KVRows) { r.InvFreq, r.QOHeads = b, 2 }, "Q needs QOHeads >= 1"},
+		{"negative QOHeads", func(r *attention.KVRows) { r.InvFreq, r.Q, r.QOHeads = b, b, -1 }, "QOHeads -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base
+			tc.edit(&r)
+			err := cache.Append(s, pt, 2, r)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tc.msg)
+		})
+	}
 	require.NoError(t, s.Synchronize())
 }
 

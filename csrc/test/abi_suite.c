@@ -1224,6 +1224,25 @@ static void minor_checks(gpurt_runtime *rt) {
     } else {
       skip("fp8 KV caches (1.8): the plugin speaks an older minor");
     }
+    if (api->abi_minor >= 10) { /* kv_append's rotary embedding: csrc's checks */
+      gpurt_kv_append_args ka;
+      ARGS_INIT(ka);
+      ka.layout = (gpurt_kv_layout){GPURT_DTYPE_BF16, GPURT_KV_LAYOUT_NHD, 16, 2, 128, 0};
+      ka.batch_size = 1;
+      ka.num_qo_heads = 4;
+      msg_is("kv_append: num_qo_heads without inv_freq", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
+             "kv_append: num_qo_heads is set but inv_freq is NULL (q is rotated only with a rotary embedding)");
+      ka.inv_freq = (gpurt_buffer *)(uintptr_t)0xdeadbeef;
+      msg_is("kv_append: num_qo_heads without q", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
+             "kv_append: q is NULL but num_qo_heads is 4 (q needs num_qo_heads >= 1, no q needs 0)");
+      ka.num_qo_heads = 0;
+      ka.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, GPURT_DTYPE_BF16};
+      ka.k_scale = ka.v_scale = 1.0f;
+      msg_is("kv_append: rotary on an fp8 cache", api->kv_append(rt, s, &ka), GPURT_ERR_UNSUPPORTED,
+             "kv_append: the rotary embedding (inv_freq) needs an f16 or bf16 cache, not fp8_e4m3");
+    } else {
+      skip("kv_append's rotary embedding (1.10): the plugin speaks an older minor");
+    }
   } else {
     skip("attention (1.5): the plugin has no attention slots");
   }

@@ -368,6 +368,12 @@ type KVAppendArgs struct {
 	PositionsOffset    uint64   `c:"positions_offset"` // int32 [nnz]
 	KScale             float32  `c:"k_scale"`          // 1.8: an fp8 cache's scales (> 0, finite)
 	VScale             float32  `c:"v_scale"`          // 1.8: an fp8 cache's scales (> 0, finite)
+	InvFreq            Buffer   `c:"inv_freq"`
+	InvFreqOffset      uint64   `c:"inv_freq_offset"`
+	Q                  Buffer   `c:"q"`
+	QOffset            uint64   `c:"q_offset"`
+	NumQOHeads         uint32   `c:"num_qo_heads"`
+	Reserved2          uint32   `c:"reserved2"`
 }
 
 // AttentionDesc mirrors gpurt_attention_desc.

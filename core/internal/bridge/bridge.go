@@ -47,7 +47,7 @@ func (o *Operand) SetHeld(v bool) { o.held = v }
 func (o *Operand) IsHeld() bool { return o.held }
 
 // MaxOperands is the most operands one operation has.
-const MaxOperands = 9
+const MaxOperands = 11
 
 // Metric names the counter and latency histogram of core's metrics an
 // operation's eager calls count in (MetricNone: none).

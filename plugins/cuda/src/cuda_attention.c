@@ -257,7 +257,9 @@ gpurt_error *cu_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
       .last = (const int32_t *)(uintptr_t)p->last_page_len.addr, .nnz = r->nnz, .num_pages = p->num_pages,
       .batch = r->batch, .num_kv_heads = l->num_kv_heads, .head_dim = l->head_dim,
       .page_size = l->page_size, .layout = l->layout, .n_indices = p->indices.size / 4,
-      .pdl = rt->devs[dev].pdl && l->dtype != GPURT_DTYPE_FP8_E4M3};
+      .pdl = rt->devs[dev].pdl && l->dtype != GPURT_DTYPE_FP8_E4M3,
+      .inv_freq = (const float *)(uintptr_t)r->inv_freq.addr, .q = (void *)(uintptr_t)r->q.addr,
+      .num_qo_heads = r->num_qo_heads, .bf16 = l->dtype == GPURT_DTYPE_BF16};
   cu_fi_status fs;
   int rc = l->dtype == GPURT_DTYPE_FP8_E4M3
                ? cu_fi8_kv_append(&ka, l->qo_dtype, r->k_scale, r->v_scale, (void *)st->s, &fs)

@@ -86,6 +86,15 @@ typedef struct cu_kv_append_args {
                          a row whose request's pages end beyond is skipped,
                          as the mock skips it */
   int32_t pdl;        /* launch with programmatic dependent launch (cu_device.pdl) */
+  /* 1.10: the rotary embedding on the way in (rope_neox_freqs_T's
+   * arithmetic; inv_freq NULL: none): K rotated before it is stored, q
+   * (nnz rows of num_qo_heads heads, NULL: none) in place; bf16 says the
+   * 16-bit type (else f16); head_dim 64, 128 or 256 (checked), so a
+   * head's halves are whole 16-byte pieces */
+  const float *inv_freq;
+  void *q;
+  uint32_t num_qo_heads;
+  int32_t bf16;
 } cu_kv_append_args;
 
 /* Enqueues the append kernel (16-bit elements) on stream. */

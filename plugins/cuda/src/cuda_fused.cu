@@ -137,13 +137,10 @@ __device__ void gpurt_rope_freqs(T *x, const int *pos, const float *inv, u64 tok
   if (per == 0 || i >= tokens * per) return;
   u64 t = i / per, rem = i % per, h = rem / half, j = rem % half;
   u64 i0 = (t * heads + h) * hd + j, i1 = i0 + half;
-  double a = (double)__fmul_rn((float)pos[t], inv[j]);
-  double sd, cd;
-  sincos(a, &sd, &cd);
-  float c = gpurt_rt<T>(__double2float_rn(cd)), s = gpurt_rt<T>(__double2float_rn(sd));
   float u = ld(x[i0]), v = ld(x[i1]);
-  x[i0] = st<T>(__fsub_rn(gpurt_rt<T>(__fmul_rn(u, c)), gpurt_rt<T>(__fmul_rn(v, s))));
-  x[i1] = st<T>(__fadd_rn(gpurt_rt<T>(__fmul_rn(v, c)), gpurt_rt<T>(__fmul_rn(u, s))));
+  gpurt_rope_pair(u, v, pos[t], inv[j], [](float f) { return gpurt_rt<T>(f); }); // cuda_rope.cuh
+  x[i0] = st<T>(u);
+  x[i1] = st<T>(v);
 }
 
 #define GPURT_ROPE_FREQS_KERNELS(T, SFX)                                                          \

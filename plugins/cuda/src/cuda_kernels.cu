@@ -242,6 +242,7 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
 }
 
 // rmsnorm_T and add_rmsnorm_T: cuda_fused.cu (vector loads, warp-shuffle sums).
+#include "cuda_rope.cuh"
 #include "cuda_fused.cu"
 
 #define GPURT_ROW_KERNELS(T, SFX)                                                                   \

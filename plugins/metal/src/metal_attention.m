@@ -61,6 +61,9 @@ gpurt_error *gm_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
     const gpurt_kv_layout *l = &r->layout;
     gpurt_error *e = no_fp8("kv_append", l->dtype);
     if (e) return e;
+    if (r->inv_freq.obj != NULL)
+      return gp_err(GPURT_ERR_UNSUPPORTED, "kv_append: the rotary embedding on append (inv_freq, ABI 1.10) is not "
+                    "supported by the metal plugin (run rope_neox_freqs_T, then the append)");
     if (r->pages.num_pages > 0x7fffffffull)
       return gp_err(GPURT_ERR_UNSUPPORTED, "kv_append: num_pages %llu exceeds the kernel's int32 page indices",
                     (unsigned long long)r->pages.num_pages);

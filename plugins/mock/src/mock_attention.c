@@ -81,11 +81,41 @@ typedef struct m_append {
   uint64_t nnz;
   const unsigned char *k_rows, *v_rows, *bi, *pos;
   float k_scale, v_scale; /* an fp8 cache's (1.8) */
+  /* 1.10: the rotary embedding (inv_freq NULL: none), q rotated in place,
+   * tmp one rotated K head (head_dim elements of the 16-bit type) */
+  const unsigned char *inv_freq;
+  unsigned char *q, *tmp;
+  uint32_t num_qo_heads;
 } m_append;
+
+/* Rotates head_dim values of type dt at src (element index si) into dst
+ * (element index di) at position pos: rope_neox_freqs_T's pairs. */
+static void rope_head(int32_t dt, uint32_t hd, const unsigned char *inv, const void *src, uint64_t si, void *dst,
+                      uint64_t di, int32_t pos) {
+  for (uint32_t j = 0; j < hd / 2; j++) {
+    float u = gp_load(dt, src, si + j), v = gp_load(dt, src, si + j + hd / 2), f;
+    memcpy(&f, inv + 4 * j, 4);
+    gp_rope_freqs_pair(dt, &u, &v, pos, f);
+    gp_store(dt, dst, di + j, u);
+    gp_store(dt, dst, di + j + hd / 2, v);
+  }
+}
+
+static void append_free(void *ctx) {
+  m_append *x = ctx;
+  free(x->tmp);
+  free(x);
+}
 
 static void append_run(void *ctx) {
   m_append *x = ctx;
   const gpurt_kv_layout *l = &x->l;
+  if (x->q != NULL) /* every row of q, whether its K row is appended or not */
+    for (uint64_t i = 0; i < x->nnz; i++)
+      for (uint32_t h = 0; h < x->num_qo_heads; h++) {
+        uint64_t at = (i * x->num_qo_heads + h) * l->head_dim;
+        rope_head(l->dtype, l->head_dim, x->inv_freq, x->q, at, x->q, at, rd32(x->pos, i));
+      }
   for (uint64_t i = 0; i < x->nnz; i++) {
     int32_t b = rd32(x->bi, i), pos = rd32(x->pos, i);
     if (b < 0 || (uint32_t)b >= x->batch || pos < 0) continue;
@@ -101,7 +131,12 @@ static void append_run(void *ctx) {
     for (uint32_t h = 0; h < l->num_kv_heads; h++) {
       uint64_t dst = gp_kv_elem(l, (uint64_t)page, slot, h);
       uint64_t src = (i * l->num_kv_heads + h) * l->head_dim;
-      mock_kv_store_row(l, x->p.k, dst, x->k_rows, src, x->k_scale);
+      if (x->inv_freq != NULL) { /* K rotated at its position on the way in */
+        rope_head(l->dtype, l->head_dim, x->inv_freq, x->k_rows, src, x->tmp, 0, pos);
+        mock_kv_store_row(l, x->p.k, dst, x->tmp, 0, x->k_scale);
+      } else {
+        mock_kv_store_row(l, x->p.k, dst, x->k_rows, src, x->k_scale);
+      }
       mock_kv_store_row(l, x->p.v, dst, x->v_rows, src, x->v_scale);
     }
   }
@@ -121,7 +156,16 @@ gpurt_error *mock_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
   x->v_rows = mock_ptr(&r->v_rows);
   x->bi = mock_ptr(&r->batch_indices);
   x->pos = mock_ptr(&r->positions);
-  return mock_submit_fn(q, "kv_append", append_run, free, x);
+  if (r->inv_freq.obj != NULL) {
+    x->inv_freq = mock_ptr(&r->inv_freq);
+    x->q = r->q.obj != NULL ? mock_ptr(&r->q) : NULL;
+    x->num_qo_heads = r->num_qo_heads;
+    if ((x->tmp = malloc(4ull * r->layout.head_dim)) == NULL) {
+      free(x);
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "kv_append: no memory");
+    }
+  }
+  return mock_submit_fn(q, "kv_append", append_run, append_free, x);
 }
 
 /* ------------------------------------------------------------------ */
