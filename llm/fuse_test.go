@@ -3,6 +3,7 @@
 package llm
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -214,5 +215,46 @@ func TestPrologues(t *testing.T) {
 		c.Int8 = true
 		m := build(t, c, 1, false)
 		assert.False(t, m.proNorm || m.proSwiGLU, "int8 projections run matmul.Quant, which has no prologue")
+	})
+}
+
+// TestRopeAppend: with rope scaling (the rotation on rope_neox_freqs_T)
+// the mock's KV append rotates q and K on the way in (ABI 1.10): one
+// launch fewer a layer in every forward pass (prefill and decode, any
+// batch), the same bits as NoRopeAppend, graph replay identical to eager.
+// Plain rotary frequencies keep their own kernel.
+func TestRopeAppend(t *testing.T) {
+	rt, dev := openMock(t)
+	const ctx, P, steps = 6, 3, 5
+	for _, batch := range []int{1, 3} {
+		t.Run(fmt.Sprintf("batch %d", batch), func(t *testing.T) {
+			c := tinyConfig()
+			c.Scaling = &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8, AttentionFactor: 1}
+			build := func(no bool) *Model {
+				m, err := NewModelWith(dev, c, Options{Batch: batch, MaxLen: ctx + P + steps + 1, MaxPrompt: P, NoRopeAppend: no})
+				require.NoError(t, err)
+				t.Cleanup(m.Close)
+				return m
+			}
+			m, plain := build(false), build(true)
+			require.True(t, m.ropeAppend, "the mock rotates in the append")
+			require.False(t, plain.ropeAppend, "NoRopeAppend")
+			o := GenOptions{Prompt: PromptTokens(c.Seed, batch, P, c.Vocab), P: P, Ctx: ctx, Steps: steps, Collect: true}
+			count := func(m *Model) (*Run, uint64) {
+				before := inspect.Metrics(rt).Launches
+				r := generate(t, rt, m, o)
+				return r, inspect.Metrics(rt).Launches - before
+			}
+			fused, nf := count(m)
+			unfused, nu := count(plain)
+			sameRun(t, unfused, fused, "the append's rotation has the built-in's bits")
+			assert.Equal(t, uint64(c.Layers*steps), nu-nf, "a launch fewer a layer in each of the %d forward passes", steps)
+			o.Graph = true
+			sameRun(t, fused, generate(t, rt, m, o), "graph replay")
+		})
+	}
+	t.Run("plain frequencies", func(t *testing.T) {
+		m := testModel(t, dev, tinyConfig(), 1, ctx+P+steps+1, P)
+		assert.False(t, m.ropeAppend, "rope_neox_T's arithmetic is not the append's")
 	})
 }

@@ -179,6 +179,12 @@ type Model struct {
 	// reading gu), so that a decode step of batch 1 launches no norm or
 	// silu_mul kernel between two layers.
 	proNorm, proSwiGLU bool
+	// ropeAppend: the layers' KV appends rotate q and K on the way in
+	// (ABI 1.10, KVRows.InvFreq; probeRopeAppend) in place of the
+	// rope_neox_freqs_T launch: the same arithmetic, one launch fewer a
+	// layer at every batch. Only where the rotation runs on invFreq
+	// (rope scaling with rope_neox_freqs_T).
+	ropeAppend bool
 
 	batch, capBatch, maxT, maxPages int
 	lens                            []int // tokens in the cache per request
@@ -392,6 +398,11 @@ type Options struct {
 	// (its GEMV does not round the normalized values to bf16), three more
 	// launches a layer; to measure what they save.
 	NoPrologues bool
+	// NoRopeAppend builds the model without the rotary embedding in the
+	// KV append (ABI 1.10): rope_neox_freqs_T rotates q and k in a launch
+	// of its own, as on a plugin that refuses it. The same bits, one more
+	// launch a layer; to measure what it saves. Unfused implies it.
+	NoRopeAppend bool
 }
 
 func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, err error) {
@@ -665,7 +676,65 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 			return nil, err
 		}
 	}
+	if !o.Unfused && !o.NoRopeAppend && c.Scaling != nil && m.kRopeF != nil && c.Rope == "neox" {
+		if m.ropeAppend, err = m.probeRopeAppend(kvDesc); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// probeRopeAppend says whether the plugin rotates q and K in a KV append
+// (ABI 1.10), asked by one append of one zero row, with q, into a cache
+// of one page of the model's layout made for the question.
+func (m *Model) probeRopeAppend(kv attention.KVCacheDesc) (ok bool, err error) {
+	kv.NumPages = 1
+	cache, err := attention.AllocKVCache(m.dev, kv)
+	if err != nil {
+		return false, err
+	}
+	defer cache.Free()
+	hd := m.cfg.HeadDim()
+	rowBytes := 2 * hd * max(m.cfg.Heads, kv.NumKVHeads)
+	b, err := m.dev.Alloc(4*4 + rowBytes)
+	if err != nil {
+		return false, err
+	}
+	defer b.Free()
+	if err := core.Memset(b, 0); err != nil {
+		return false, err
+	}
+	if err := core.CopyFromHost(view(b, 4, 4), []byte{1, 0, 0, 0}); err != nil { // indptr {0, 1}, indices {0}, last {1}
+		return false, err
+	}
+	if err := core.CopyFromHost(view(b, 12, 4), []byte{1, 0, 0, 0}); err != nil {
+		return false, err
+	}
+	row := view(b, 16, rowBytes)
+	pt := attention.PageTable{Indptr: view(b, 0, 8), Indices: view(b, 8, 4), LastPageLen: view(b, 12, 4)}
+	rows := attention.KVRows{K: row, V: row, BatchIndices: view(b, 8, 4), Positions: view(b, 8, 4), NNZ: 1,
+		InvFreq: m.invFreq, Q: row, QOHeads: m.cfg.Heads}
+	err = cache.Append(m.s, pt, 1, rows)
+	if errors.Is(err, core.ErrUnsupported) {
+		return false, nil
+	}
+	if err == nil {
+		err = m.s.Synchronize()
+	}
+	if err != nil {
+		return false, fmt.Errorf("llm: probing the rotary embedding in the KV append: %w", err)
+	}
+	return true, nil
+}
+
+// withRope adds the rotary embedding of the step's T tokens' q to rows
+// when the append runs it (ropeAppend).
+func (m *Model) withRope(rows attention.KVRows, T int) attention.KVRows {
+	if m.ropeAppend {
+		q, _, _ := m.qkv(T)
+		rows.InvFreq, rows.Q, rows.QOHeads = m.invFreq, q, m.cfg.Heads
+	}
+	return rows
 }
 
 // probePrologues sets proNorm and proSwiGLU: whether the plugin runs layer
@@ -727,6 +796,10 @@ func (m *Model) mmPro(s *core.Stream, w linear, x, y core.Region, residual bool,
 
 // Config is the model's configuration.
 func (m *Model) Config() Config { return m.cfg }
+
+// RopeInAppend says whether the layers' KV appends rotate q and K on the
+// way in (ABI 1.10; Options.NoRopeAppend), in place of a rotary launch.
+func (m *Model) RopeInAppend() bool { return m.ropeAppend }
 
 // Prologues names the GEMM prologues (ABI 1.10) the model's one-token
 // decode steps run: "rmsnorm", "swiglu", both joined by "+", or "none"
@@ -1055,6 +1128,7 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 	}
 	switch {
 	case err != nil:
+	case m.ropeAppend: // the KV append rotates q and k on the way in
 	case T == 1 && m.ropeByPos(): // one token: q's heads then k's, one rotation at pos
 		err = m.ropeAt(s, view(m.qkvb, 0, 2*(Q+KV)), sub(m.pos, 0, 4), 1, c.Heads+c.KVHeads)
 	case m.ropeByPos(): // q's rows then k's (contiguous), each at its token's position (putPos's rpos)
@@ -1089,7 +1163,7 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 	Q := c.Heads * c.HeadDim()
 	pt := m.pages()
 	q, k, v := m.qkv(T)
-	rows := attention.KVRows{K: k, V: v, BatchIndices: sub(m.bidx, 0, 4*T), Positions: sub(m.pos, 0, 4*T), NNZ: T}
+	rows := m.withRope(attention.KVRows{K: k, V: v, BatchIndices: sub(m.bidx, 0, 4*T), Positions: sub(m.pos, 0, 4*T), NNZ: T}, T)
 	a, ops := m.dec, attention.Operands{Q: q, O: view(m.o, 0, 2*T*Q), Pages: pt}
 	if prefill {
 		a, ops.QOIndptr = m.pre, sub(m.qoIndptr, 0, 4*(m.batch+1))
@@ -1104,7 +1178,7 @@ func (m *Model) attend(s *core.Stream, l, T int, prefill bool) error {
 // per request) to its cache.
 func (m *Model) appendKV(s *core.Stream, l, B int) error {
 	_, k, v := m.qkv(B)
-	rows := attention.KVRows{K: k, V: v, BatchIndices: sub(m.bidx, 0, 4*B), Positions: sub(m.pos, 0, 4*B), NNZ: B}
+	rows := m.withRope(attention.KVRows{K: k, V: v, BatchIndices: sub(m.bidx, 0, 4*B), Positions: sub(m.pos, 0, 4*B), NNZ: B}, B)
 	if err := m.layers[l].cache.Append(s, m.pages(), m.batch, rows); err != nil {
 		return fmt.Errorf("llm: layer %d kv append: %w", l, err)
 	}

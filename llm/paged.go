@@ -280,7 +280,7 @@ func (p *Paged) attend(s *core.Stream, a *attention.Attention, st *kvpage.Step, 
 // appendKV appends the layer's T new K/V rows to st's pages.
 func (p *Paged) appendKV(s *core.Stream, st *kvpage.Step, l, T int) error {
 	_, k, v := p.m.qkv(T)
-	if err := p.m.layers[l].cache.Append(s, st.PageTable, st.Batch, st.KVRows(k, v)); err != nil {
+	if err := p.m.layers[l].cache.Append(s, st.PageTable, st.Batch, p.m.withRope(st.KVRows(k, v), T)); err != nil {
 		return fmt.Errorf("llm: layer %d kv append: %w", l, err)
 	}
 	return nil

@@ -27,12 +27,16 @@
 #                  copying A only after its PDL wait; n1grid: n1 with
 #                  GPURT_CUDA_GEMV_GRID=6; nopro: llama -no-prologues,
 #                  the batch-1 norms and silu_mul as kernels of their own
-#                  instead of inside the GEMVs, ABI 1.10), alternating A B C D
+#                  instead of inside the GEMVs, ABI 1.10; norope: llama
+#                  -no-rope-append, rope_neox_freqs_T in a launch of its own
+#                  instead of inside the KV append, ABI 1.10, which needs
+#                  ROPE_SCALING=llama3; nofuse: both), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
 # LCFGS, CONFORM_RUN, ROTATE (MiB, default 256), PRESETS, BATCHES, REPS
-# (2), TOTAL (s, 420).
+# (2), ROPE_SCALING (none or llama3: the decoders' -rope-scaling), TOTAL
+# (s, 420).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -86,6 +90,8 @@ if want llama; then
       case $cfg in
         base) e=(GPURT_CUDA_GEMV_MAX_N=0 GPURT_CUDA_PDL=0) ;;
         nopro) e=(); x=(-no-prologues) ;;
+        norope) e=(); x=(-no-rope-append) ;;
+        nofuse) e=(); x=(-no-prologues -no-rope-append) ;;
         n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
         lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
         nopdl) e=(GPURT_CUDA_PDL=0) ;;
@@ -96,7 +102,7 @@ if want llama; then
       for p in ${PRESETS:-1b 8b}; do
         step "llama_${p}_${cfg}_$rep" 120 env ${e[@]+"${e[@]}"} build/llama -plugin-path build/libgpurt_cuda.so \
           -backend cuda -prompt 1 -preset "$p" -batch "${BATCHES:-1,4}" -ctx 1024 -steps 32 -warmup 2 \
-          -modes eager,graph ${x[@]+"${x[@]}"}
+          -modes eager,graph -rope-scaling "${ROPE_SCALING:-none}" ${x[@]+"${x[@]}"}
         python3 "$root/scripts/lib/llama_summary.py" "$logs/llama_${p}_${cfg}_$rep.log" "gemv=$cfg" | tee -a "$out/llama.txt"
       done
     done

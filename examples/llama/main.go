@@ -108,6 +108,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rope := fs.String("rope", "neox", "seeded: rotary style, neox (half-split) or llama (interleaved)")
 	seed := fs.Uint64("seed", 1, "seeded: weights seed (and the generated prompt's)")
 	unfused := fs.Bool("unfused", false, "build the model without the built-ins after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T) and without GEMM prologues: the same tokens, more launches")
+	noRope := fs.Bool("no-rope-append", false, "build the model without the rotary embedding in the KV append (ABI 1.10, with -rope-scaling): rope_neox_freqs_T in a launch of its own, as on a plugin that refuses it")
 	noPro := fs.Bool("no-prologues", false, "build the model without GEMM prologues (ABI 1.10: at batch 1 the norms and silu_mul inside the projections' GEMMs): kernels of their own, as on a plugin that refuses them")
 	ropeScaling := fs.String("rope-scaling", "none", "seeded: rope scaling, none or llama3 (Llama 3.1's: factor 8, low 1, high 4, 8192 original positions)")
 	weights := fs.String("weights", "bf16", "bf16; int8 (MLX affine, group 64) for the blocks' linears (quantized at load); int8-all: the LM head too (bf16 logits, as MLX and gpt-fast's int8)")
@@ -276,7 +277,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer rt.Close()
 		out := json.NewEncoder(stdout)
 		opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights != "bf16",
-			Int8Head: *weights == "int8-all", Unfused: *unfused, NoPrologues: *noPro}
+			Int8Head: *weights == "int8-all", Unfused: *unfused, NoPrologues: *noPro, NoRopeAppend: *noRope}
 		var m *llm.Model
 		var cfg llm.Config
 		if *model != "" {
@@ -332,7 +333,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"family": cfg.Family, "layers": cfg.Layers, "hidden": cfg.Hidden, "heads": cfg.Heads, "kv_heads": cfg.KVHeads,
 			"head_dim": cfg.HeadDim(), "inter": cfg.Inter, "vocab": cfg.Vocab, "theta": cfg.Theta, "rope": cfg.Rope,
 			"rope_scaling": cfg.Scaling, "tied": cfg.Tied, "qkv_bias": cfg.QKVBias, "seed": cfg.Seed, "weights": *weights, "unfused": *unfused, "no_prologues": *noPro,
-			"prologues": m.Prologues()})
+			"prologues": m.Prologues(), "no_rope_append": *noRope, "rope_append": m.RopeInAppend()})
 		var failed error
 		for _, b := range bs {
 			if err := m.SetBatch(b); err != nil {
