@@ -4,13 +4,13 @@ package conform
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // attnAppendRope: kv_append's rotary embedding (ABI 1.10, KVRows.InvFreq)
@@ -38,21 +38,15 @@ func attnAppendRope(e *env) error {
 	}
 	bi := []int32{0, 0, 0, 0, 0, 1, 1, 1, 1}
 	pos := []int32{0, 1, 2, 3, 4, 0, 1, 2, 7}
-	i32 := func(v []int32) []byte {
-		b := make([]byte, 4*len(v))
-		for i, x := range v {
-			binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
-		}
-		return b
-	}
-	inv := make([]byte, 4*hd/2) // Llama 3.1-like: theta^(-2j/hd), the low ones divided by 8
-	for j := 0; j < hd/2; j++ {
-		f := float32(math.Pow(500000, -float64(2*j)/hd))
+	i32 := le.Int32s
+	freqs := make([]float32, hd/2) // Llama 3.1-like: theta^(-2j/hd), the low ones divided by 8
+	for j := range freqs {
+		freqs[j] = float32(math.Pow(500000, -float64(2*j)/hd))
 		if j > hd/4 {
-			f /= 8
+			freqs[j] /= 8
 		}
-		binary.LittleEndian.PutUint32(inv[4*j:], math.Float32bits(f))
 	}
+	inv := le.Float32s(freqs)
 	kRows := encode(dt, randomValues(e.rng, dt, nnz*hk*hd, 2))
 	vRows := encode(dt, randomValues(e.rng, dt, nnz*hk*hd, 2))
 	q := encode(dt, randomValues(e.rng, dt, nnz*hq*hd, 2))

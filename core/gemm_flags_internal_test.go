@@ -4,7 +4,6 @@ package core
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/internal/abi"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // TestGemmFlags: GemmDesc.ConstA becomes the flags byte only for a plugin
@@ -115,23 +115,6 @@ func TestGemmUnknownFlagBit(t *testing.T) {
 	assert.Zero(t, h)
 }
 
-// f32Bytes and bytesF32 convert between float32 values and their bytes.
-func f32Bytes(v []float32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
-	}
-	return out
-}
-
-func bytesF32(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
-
 // TestGemmPrologueOnTheMock: RMSNormB and SwiGLUB (ABI 1.10) on the mock
 // against the composition computed here in float64 (the norm or silu*mul,
 // then the product), over several tokens and a padded LDB; and each
@@ -151,8 +134,8 @@ func TestGemmPrologueOnTheMock(t *testing.T) {
 	a := vals(m*k, -1, 1) // A stored as m rows of k (TransA)
 	nw := vals(k, 0.5, 1.5)
 	aBuf, nwBuf := testAlloc(t, dev, 4*m*k), testAlloc(t, dev, 4*k)
-	require.NoError(t, CopyFromHost(aBuf, f32Bytes(a)))
-	require.NoError(t, CopyFromHost(nwBuf, f32Bytes(nw)))
+	require.NoError(t, CopyFromHost(aBuf, le.Float32s(a)))
+	require.NoError(t, CopyFromHost(nwBuf, le.Float32s(nw)))
 	for _, tc := range []struct {
 		name         string
 		norm, swiglu bool
@@ -170,7 +153,7 @@ func TestGemmPrologueOnTheMock(t *testing.T) {
 			}
 			b := vals(tc.ldb*cols, -3, 3)
 			bBuf, dBuf := testAlloc(t, dev, 4*len(b)), testAlloc(t, dev, 4*m*tc.n)
-			require.NoError(t, CopyFromHost(bBuf, f32Bytes(b)))
+			require.NoError(t, CopyFromHost(bBuf, le.Float32s(b)))
 			desc := GemmDesc{AType: F32, BType: F32, DType: F32, TransA: true, M: m, N: tc.n, K: k, LDB: tc.ldb,
 				RMSNormB: tc.norm, SwiGLUB: tc.swiglu}
 			ops := GemmOperands{A: aBuf, B: bBuf, D: dBuf, Alpha: 1}
@@ -181,7 +164,7 @@ func TestGemmPrologueOnTheMock(t *testing.T) {
 			require.NoError(t, s.Synchronize())
 			out := make([]byte, 4*m*tc.n)
 			require.NoError(t, CopyToHost(out, dBuf))
-			got := bytesF32(out)
+			got := le.ToFloat32s(out)
 			for j := 0; j < tc.n; j++ {
 				x := make([]float64, k)
 				ss := 0.0
