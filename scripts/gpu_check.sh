@@ -11,7 +11,8 @@
 # C ABI suite (csrc/test/abi_suite.c) and the raw C baseline
 # (bench/raw/rawbench.c), then runs: the smoke test, the C ABI suite, the
 # fault test, `gpurt probe`, `gpurt conform --backend cuda` (and its quant
-# checks again with GPURT_CUDA_QGEMV=ring-any) and
+# checks again with GPURT_CUDA_QGEMV=ring-any, its fusion checks with
+# GPURT_CUDA_FUSE=1) and
 # `gpurt bench --json` (when those subcommands exist), and rawbench. Each
 # step has a timeout; a failing step is reported and the script goes on.
 # Full logs go to build/gpu_check/; when $OUT is set, they are packed into
@@ -129,6 +130,9 @@ fi
 # and the same messages as on the mock in `make test`.
 if [ -f build/libgpurt_cuda.so ] && [ -x build/abi_suite ]; then
   step abi_suite 300 build/abi_suite "$root/build/libgpurt_cuda.so"
+  # ABI 1.10's fusions are off until GPURT_CUDA_FUSE=1: the suite's
+  # prologue run again with them on.
+  step abi_suite_fuse 300 env GPURT_CUDA_FUSE=1 build/abi_suite "$root/build/libgpurt_cuda.so"
 else
   skip abi_suite "plugin or suite not built"
 fi
@@ -147,6 +151,9 @@ if [ -x build/gpurt ]; then
     # The int8 ring GEMVs are off by default (GPURT_CUDA_QGEMV=ring): every
     # quant check again with them taken wherever they can be (ring-any).
     step conform_cuda_ring 180 env GPURT_CUDA_QGEMV=ring-any build/gpurt conform --backend cuda --run '^quant/'
+    # ABI 1.10's fusions (GEMM prologues, the rotary embedding in the KV
+    # append) are off by default (GPURT_CUDA_FUSE): their checks with them on.
+    step conform_cuda_fuse 180 env GPURT_CUDA_FUSE=1 build/gpurt conform --backend cuda --run '^(gemm/.*prologue|attention/append/rope)'
     # GPURT_CUBLASLT_PATH must be absolute and pass the loader's trust rule
     # (csrc/gp_path.c): a relative one makes GEMM unavailable, naming why,
     # and is never replaced by the default library. Passes when the refusal

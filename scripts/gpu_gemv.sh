@@ -18,19 +18,22 @@
 #                  the GEMV for n = 1 and A below 2^25 elements), n1, n4
 #                  (GPURT_CUDA_GEMV_MAX_N=1 or 4: the GEMV up to that n, at
 #                  every size of A), nopdl (the defaults with
-#                  GPURT_CUDA_PDL=0: every kernel launched plainly);
-#                  rows "gpurt bf16 gemm <cfg>" in quant.jsonl
+#                  GPURT_CUDA_PDL=0: every kernel launched plainly), fuse
+#                  (GPURT_CUDA_FUSE=1: the rows "n=1 rmsnorm" and "n=1
+#                  swiglu", the GEMV with ABI 1.10's prologues, run; else
+#                  they carry the refusal); rows "gpurt bf16 gemm <cfg>"
+#                  in quant.jsonl
 #   llama_<p>_<cfg>_<rep>  build/llama, PRESETS (1b 8b), batch BATCHES
 #                  (1,4), context 1K, eager and graph, per configuration
 #                  in LCFGS (base: GEMV and PDL off; lt, nopdl, auto, n1 as
 #                  above; noconst: GPURT_CUDA_GEMV_CONST_A=0, the GEMV
 #                  copying A only after its PDL wait; n1grid: n1 with
-#                  GPURT_CUDA_GEMV_GRID=6; nopro: llama -no-prologues,
-#                  the batch-1 norms and silu_mul as kernels of their own
-#                  instead of inside the GEMVs, ABI 1.10; norope: llama
-#                  -no-rope-append, rope_neox_freqs_T in a launch of its own
-#                  instead of inside the KV append, ABI 1.10, which needs
-#                  ROPE_SCALING=llama3; nofuse: both), alternating A B C D
+#                  GPURT_CUDA_GEMV_GRID=6; fuse: GPURT_CUDA_FUSE=1, ABI
+#                  1.10's fusions on: at batch 1 the norms and silu_mul
+#                  inside the GEMVs, and with ROPE_SCALING=llama3 the
+#                  rotary embedding inside the KV append; nopro and
+#                  norope: fuse with llama -no-prologues or
+#                  -no-rope-append, one of the two), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
@@ -50,6 +53,7 @@ if want conform; then
 fi
 for cfg in ${CFGS:-lt nopdl auto}; do
   case $cfg in
+    fuse) e=(GPURT_CUDA_FUSE=1) ;;
     lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
     n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
     n4) e=(GPURT_CUDA_GEMV_MAX_N=4) ;;
@@ -89,9 +93,9 @@ if want llama; then
       x=()
       case $cfg in
         base) e=(GPURT_CUDA_GEMV_MAX_N=0 GPURT_CUDA_PDL=0) ;;
-        nopro) e=(); x=(-no-prologues) ;;
-        norope) e=(); x=(-no-rope-append) ;;
-        nofuse) e=(); x=(-no-prologues -no-rope-append) ;;
+        fuse) e=(GPURT_CUDA_FUSE=1) ;;
+        nopro) e=(GPURT_CUDA_FUSE=1); x=(-no-prologues) ;;
+        norope) e=(GPURT_CUDA_FUSE=1); x=(-no-rope-append) ;;
         n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
         lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
         nopdl) e=(GPURT_CUDA_PDL=0) ;;

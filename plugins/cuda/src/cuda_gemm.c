@@ -763,6 +763,11 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
   p->ws_needed = res.workspaceSize;
   p->gemv_flags = (d->flags & GPURT_GEMM_FLAG_CONST_A) && gemv_const_a() ? CU_BGEMV_CONST_A : 0;
   gemv_takes(&rt->devs[device], p);
+  if (d->prologue != GPURT_GEMM_PROLOGUE_NONE && !cu_fuse_on()) {
+    e = UNSUP("the %s prologue is off on this plugin until measured on a GPU (GPURT_CUDA_FUSE=1 turns it on)",
+              d->prologue == GPURT_GEMM_PROLOGUE_RMSNORM ? "rmsnorm" : "swiglu");
+    goto fail;
+  }
   if (d->prologue != GPURT_GEMM_PROLOGUE_NONE && (!p->gemv || p->align[0] < 16 || p->align[1] < 16)) {
     e = UNSUP("the %s prologue runs on the plugin's GEMV alone, which takes n = 1, 16-bit A, B, C and D of one "
               "type, f32 accumulation, no epilogue, trans_a 1, k, lda and ldb multiples of 8 and A and B "

@@ -203,6 +203,16 @@ long long cu_env_whole(const char *name, long long lo, long long hi) {
   return e != NULL && end != e && *end == 0 && n >= lo && n <= hi ? n : -1;
 }
 
+int cu_fuse_on(void) {
+  static _Atomic int cached = -1;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    v = cu_env_whole("GPURT_CUDA_FUSE", 0, 1) == 1;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return v;
+}
+
 /* ---- launches ------------------------------------------------------------- */
 
 CUresult cu_launch_kernel(const cu_runtime *rt, const cu_stream *st, CUfunction f, const uint32_t grid[3],
