@@ -699,8 +699,10 @@ typedef struct gpurt_gemm_run_args {
   double beta;
   /* optional caller workspace; NULL: the plugin's per-stream workspace */
   gpurt_buffer *workspace; uint64_t workspace_offset; uint64_t workspace_size;
-  /* 1.10: GPURT_GEMM_PROLOGUE_RMSNORM's weight (k elements of b_type) and
-   * epsilon; norm_weight NULL and norm_eps 0 for any other prologue */
+  /* 1.10: GPURT_GEMM_PROLOGUE_RMSNORM's weight (k elements of b_type,
+   * norm_weight_offset a multiple of 16) and epsilon (finite, >= 0, within
+   * an f32's range); norm_weight NULL and norm_eps 0 for any other
+   * prologue */
   gpurt_buffer *norm_weight; uint64_t norm_weight_offset;
   double norm_eps;
 } gpurt_gemm_run_args;
@@ -976,7 +978,8 @@ typedef struct gpurt_kv_append_args {
    * the QKV projection and the attention. A 16-bit cache (else
    * GPURT_ERR_UNSUPPORTED; a plugin may refuse it altogether the same
    * way). inv_freq NULL: no rotation; q must then be
-   * NULL and num_qo_heads 0; q set needs num_qo_heads >= 1. */
+   * NULL and num_qo_heads 0; q set needs num_qo_heads in 1 .. 65536.
+   * reserved2 is 0. */
   gpurt_buffer *inv_freq; uint64_t inv_freq_offset;
   gpurt_buffer *q; uint64_t q_offset;
   uint32_t num_qo_heads;

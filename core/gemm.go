@@ -92,9 +92,9 @@ type GemmDesc struct {
 // when the epilogue has one (M elements of BiasType); ScaleA, ScaleB,
 // ScaleD are optional per-tensor f32 scales in device memory (fp8; nil
 // means 1.0); Workspace is optional (nil: the plugin's own). Alpha 0 is
-// a literal zero: set it (usually 1). NormWeight (K elements of BType)
-// and NormEps (finite, >= 0) are GemmDesc.RMSNormB's and set only with
-// it.
+// a literal zero: set it (usually 1). NormWeight (K elements of BType,
+// 16-byte aligned) and NormEps (a finite float32, >= 0) are
+// GemmDesc.RMSNormB's and set only with it.
 type GemmOperands struct {
 	A, B, C, D             Region
 	Bias                   Region
@@ -202,8 +202,8 @@ func (g *gemmCall) run(desc *GemmDesc, ops *GemmOperands) error {
 			return err
 		}
 	}
-	if desc.RMSNormB && !(ops.NormEps >= 0 && ops.NormEps <= math.MaxFloat64) {
-		return errf(codeInvalidArgument, op, "NormEps %g is not a finite value >= 0", ops.NormEps)
+	if desc.RMSNormB && !(ops.NormEps >= 0 && ops.NormEps <= math.MaxFloat32) {
+		return errf(codeInvalidArgument, op, "NormEps %g is not a finite float32 value >= 0", ops.NormEps)
 	}
 	if !desc.RMSNormB && (ops.NormWeight != nil || ops.NormEps != 0) {
 		return errf(codeInvalidArgument, op, "NormWeight and NormEps are set only with RMSNormB")

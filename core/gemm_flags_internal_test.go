@@ -205,8 +205,12 @@ func TestGemmPrologueOnTheMock(t *testing.T) {
 		{"rmsnorm without its weight", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB = true }, ErrInvalidArgument, "needs the NormWeight operand"},
 		{"a weight without rmsnorm", func(g *GemmDesc, o *GemmOperands) { o.NormWeight = nwBuf }, ErrInvalidArgument, "only with RMSNormB"},
 		{"an epsilon without rmsnorm", func(g *GemmDesc, o *GemmOperands) { o.NormEps = 1e-6 }, ErrInvalidArgument, "only with RMSNormB"},
-		{"a NaN epsilon", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight, o.NormEps = true, nwBuf, math.NaN() }, ErrInvalidArgument, "not a finite value"},
-		{"a negative epsilon", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight, o.NormEps = true, nwBuf, -1 }, ErrInvalidArgument, "not a finite value"},
+		{"a NaN epsilon", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight, o.NormEps = true, nwBuf, math.NaN() }, ErrInvalidArgument, "not a finite float32 value"},
+		{"a negative epsilon", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight, o.NormEps = true, nwBuf, -1 }, ErrInvalidArgument, "not a finite float32 value"},
+		{"an epsilon past float32", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight, o.NormEps = true, nwBuf, 1e39 }, ErrInvalidArgument, "not a finite float32 value"},
+		{"a weight off 16 bytes", func(g *GemmDesc, o *GemmOperands) {
+			g.RMSNormB, g.K, o.NormWeight, o.NormEps = true, 8, mustView(t, nwBuf, 8, 4*8), 1e-5
+		}, ErrInvalidArgument, "norm_weight_offset 8 is not a multiple of 16"},
 		{"a short weight", func(g *GemmDesc, o *GemmOperands) { g.RMSNormB, o.NormWeight = true, mustView(t, nwBuf, 0, 4*k-4) }, ErrOutOfRange, "norm weight needs 72 elements"},
 		{"swiglu's B without U", func(g *GemmDesc, o *GemmOperands) { g.SwiGLUB, o.B = true, mustView(t, x, 0, 4*k*3) }, ErrOutOfRange, "operand B needs"},
 		{"a transposed B", func(g *GemmDesc, o *GemmOperands) { g.SwiGLUB, g.TransB, g.LDB = true, true, 3 }, ErrUnsupported, "needs trans_b 0"},

@@ -174,6 +174,10 @@ gpurt_error *gp_kv_append_check(const gpurt_kv_append_args *in, gpurt_kv_append_
   if (a->batch_size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: batch_size is 0 (must be >= 1)", w);
   if (a->nnz > (1ull << 31)) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: nnz %llu exceeds 2^31", w, U(a->nnz));
   if ((e = gp_kv_scales_check(&a->layout, a->k_scale, a->v_scale, w))) return e;
+  if (a->reserved2 != 0)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: reserved2 is %u (must be 0)", w, a->reserved2);
+  if (a->num_qo_heads > 65536)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: num_qo_heads %u exceeds 65536", w, a->num_qo_heads);
   if (a->inv_freq == NULL && (a->q != NULL || a->num_qo_heads != 0))
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %s is set but inv_freq is NULL (q is rotated only with a rotary "
                   "embedding)", w, a->q != NULL ? "q" : "num_qo_heads");

@@ -343,8 +343,11 @@ gpurt_error *gp_gemm_on(gp_rt *rt, gp_stream *s, gpurt_gemm_plan *ph, const gpur
   if (!norm && (a.norm_weight != NULL || a.norm_eps != 0.0))
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: norm_%s is set but the plan has no rmsnorm prologue",
                   a.norm_weight != NULL ? "weight" : "eps");
-  if (norm && !(a.norm_eps >= 0.0 && a.norm_eps <= 1e300))
-    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: norm_eps %g is not a finite value >= 0", a.norm_eps);
+  if (norm && !(a.norm_eps >= 0.0 && a.norm_eps <= 3.4028234663852886e38)) /* an f32's range */
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: norm_eps %g is not a finite f32 value >= 0", a.norm_eps);
+  if (norm && a.norm_weight_offset % 16)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_run: norm_weight_offset %llu is not a multiple of 16 (the norm "
+                  "weight must be 16-byte aligned)", (unsigned long long)a.norm_weight_offset);
   gp_gemm_op r;
   memset(&r, 0, sizeof r);
   r.plan = p->plan;

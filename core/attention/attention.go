@@ -582,8 +582,8 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 		return errorf(core.ErrInvalidArgument, op, "Q and QOHeads are set only with InvFreq (the rotary embedding)")
 	case rope && (rows.Q == nil) != (rows.QOHeads == 0):
 		return errorf(core.ErrInvalidArgument, op, "Q needs QOHeads >= 1 (and no Q, QOHeads 0): QOHeads %d", rows.QOHeads)
-	case rows.QOHeads < 0 || rows.QOHeads > math.MaxInt32:
-		return errorf(core.ErrInvalidArgument, op, "QOHeads %d is not an int32 >= 0", rows.QOHeads)
+	case rows.QOHeads < 0 || rows.QOHeads > 65536:
+		return errorf(core.ErrInvalidArgument, op, "QOHeads %d is not in 0 .. 65536", rows.QOHeads)
 	case rope && call.P.Minor < ropeMinor:
 		return errorf(core.ErrUnsupported, op, "the rotary embedding on append (InvFreq) needs a plugin of ABI 1.%d or later; this one is 1.%d", ropeMinor, call.P.Minor)
 	}

@@ -225,7 +225,8 @@ func TestAppendRopeArgs(t *testing.T) {
 		{"QOHeads without InvFreq", func(r *attention.KVRows) { r.QOHeads = 2 }, "only with InvFreq"},
 		{"Q without QOHeads", func(r *attention.KVRows) { r.InvFreq, r.Q = b, b }, "Q needs QOHeads >= 1"},
 		{"QOHeads without Q", func(r *attention.KVRows) { r.InvFreq, r.QOHeads = b, 2 }, "Q needs QOHeads >= 1"},
-		{"negative QOHeads", func(r *attention.KVRows) { r.InvFreq, r.Q, r.QOHeads = b, b, -1 }, "QOHeads -1"},
+		{"negative QOHeads", func(r *attention.KVRows) { r.InvFreq, r.Q, r.QOHeads = b, b, -1 }, "QOHeads -1 is not in 0 .. 65536"},
+		{"too many QOHeads", func(r *attention.KVRows) { r.InvFreq, r.Q, r.QOHeads = b, b, 65537 }, "QOHeads 65537 is not in 0 .. 65536"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := base

@@ -756,8 +756,12 @@ static void launch_checks(gpurt_runtime *rt) {
       pg.norm_weight_offset = 640;
       pg.norm_eps = -1;
       msg_is("gemm_run: a negative norm_eps", api->gemm_run(rt, s, pp, &pg), GPURT_ERR_INVALID_ARGUMENT,
-             "gemm_run: norm_eps -1 is not a finite value >= 0");
+             "gemm_run: norm_eps -1 is not a finite f32 value >= 0");
       pg.norm_eps = 1e-5;
+      pg.norm_weight_offset = 648;
+      msg_is("gemm_run: a norm_weight off 16 bytes", api->gemm_run(rt, s, pp, &pg), GPURT_ERR_INVALID_ARGUMENT,
+             "gemm_run: norm_weight_offset 648 is not a multiple of 16 (the norm weight must be 16-byte aligned)");
+      pg.norm_weight_offset = 640;
       ok("gemm_run: rmsnorm, one bf16 token", api->gemm_run(rt, s, pp, &pg));
       ok("stream_synchronize", api->stream_synchronize(rt, s));
       ok("gemm_plan_destroy: the rmsnorm plan", api->gemm_plan_destroy(rt, pp));
@@ -1235,6 +1239,15 @@ static void minor_checks(gpurt_runtime *rt) {
       ka.inv_freq = (gpurt_buffer *)(uintptr_t)0xdeadbeef;
       msg_is("kv_append: num_qo_heads without q", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
              "kv_append: q is NULL but num_qo_heads is 4 (q needs num_qo_heads >= 1, no q needs 0)");
+      ka.num_qo_heads = 65537;
+      ka.q = (gpurt_buffer *)(uintptr_t)0xdeadbeef;
+      msg_is("kv_append: num_qo_heads 65537", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
+             "kv_append: num_qo_heads 65537 exceeds 65536");
+      ka.q = NULL;
+      ka.reserved2 = 1;
+      msg_is("kv_append: reserved2 1", api->kv_append(rt, s, &ka), GPURT_ERR_INVALID_ARGUMENT,
+             "kv_append: reserved2 is 1 (must be 0)");
+      ka.reserved2 = 0;
       ka.num_qo_heads = 0;
       ka.layout = (gpurt_kv_layout){GPURT_DTYPE_FP8_E4M3, GPURT_KV_LAYOUT_NHD, 16, 2, 128, GPURT_DTYPE_BF16};
       ka.k_scale = ka.v_scale = 1.0f;

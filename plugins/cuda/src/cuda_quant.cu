@@ -774,8 +774,9 @@ QDEQUANT(f16, T_F16, f16, T_F16)
 // each), and scales the row's sum by rsqrt(mean(x^2) + eps) at the end (the
 // normalized x is never rounded); PRO 2 (SwiGLU) stages the gate's and the
 // up projection's chunks (U is ldb elements after G) and, once a chunk has
-// landed, 64 threads write silu(g) * u over the gate's slot (rounded to T,
-// as the separate silu_mul kernel's output was), read by the sum as x.
+// landed, 64 threads write silu(g) * u over the gate's slot (silu_mul_T's
+// expression, rounded to T: the separate kernel's bits), read by the sum
+// as x.
 struct BgemvArgs {
   const uint16_t *w, *x, *c;
   uint16_t *d;
@@ -893,9 +894,10 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
           uint4 gv = gs[tid];
           const uint4 uv = ring[c % BG_ST][BG_RB + 1][tid];
 #pragma unroll
-          for (int h = 0; h < 4; h++) {
+          for (int h = 0; h < 4; h++) { // silu_mul_T's expression (cuda_kernels.cu): its bits
             const float2 g = w2f<T>((&gv.x)[h]), u = w2f<T>((&uv.x)[h]);
-            (&gv.x)[h] = pack2<T>(g.x / (1.f + __expf(-g.x)) * u.x, g.y / (1.f + __expf(-g.y)) * u.y);
+            (&gv.x)[h] = pack2<T>(__fmul_rn(__fdiv_rn(g.x, __fadd_rn(1.f, expf(-g.x))), u.x),
+                                  __fmul_rn(__fdiv_rn(g.y, __fadd_rn(1.f, expf(-g.y))), u.y));
           }
           gs[tid] = gv;
         }

@@ -8,8 +8,8 @@
 // arithmetic in T: a = f32(pos) * inv_freq (f32), cos a and sin a in
 // double, rounded to f32 and then to T; each product and sum rounded to T.
 // Only round-to-nearest intrinsics, so the same bits under
-// -use_fast_math (the attention adapter's flags), but for denormal
-// products, which its -ftz flushes to zero. rt rounds an f32 to T and
+// -use_fast_math (the attention adapter's flags), but for denormals (f32
+// inputs and products), which its -ftz flushes to zero. rt rounds an f32 to T and
 // back.
 #ifndef GPURT_CUDA_ROPE_CUH_
 #define GPURT_CUDA_ROPE_CUH_
