@@ -288,7 +288,8 @@ type PageTable struct {
 // arithmetic (Hugging Face's half-split rotation in the cache's type):
 // each K row is rotated at its position before it is stored (K itself is
 // not written), and Q, when set ([NNZ][QOHeads][HeadDim] of the cache's
-// type), is rotated in place at the same positions, so that no rotary
+// type, QOHeads 1 to 65536; every row, the ones the append skips too), is
+// rotated in place at the same positions, so that no rotary
 // kernel runs between the QKV projection and the attention. It needs an
 // f16 or bf16 cache; a plugin older than 1.10, or one that cannot,
 // refuses it (ErrUnsupported).
