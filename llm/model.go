@@ -1216,7 +1216,7 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 		err = firstErr(m.mm(s, L.wo, view(m.o, 0, 2*T*Q), h, T, true, false), m.rmsnorm(s, xn, h, L.mlpNorm, T))
 	}
 	switch {
-	case err != nil || norm:
+	case err != nil || norm: // failed, or gate and up were done above
 	case T == 1 && L.wgu1.set(): // one token: gate, up one GEMM's output
 		err = m.mm(s, L.wgu1, xn, view(m.gu, 0, 4*I), 1, false, false)
 	case c.Int8:
