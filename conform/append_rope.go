@@ -38,7 +38,6 @@ func attnAppendRope(e *env) error {
 	}
 	bi := []int32{0, 0, 0, 0, 0, 1, 1, 1, 1}
 	pos := []int32{0, 1, 2, 3, 4, 0, 1, 2, 7}
-	i32 := le.Int32s
 	freqs := make([]float32, hd/2) // Llama 3.1-like: theta^(-2j/hd), the low ones divided by 8
 	for j := range freqs {
 		freqs[j] = float32(math.Pow(500000, -float64(2*j)/hd))
@@ -50,18 +49,13 @@ func attnAppendRope(e *env) error {
 	kRows := encode(dt, randomValues(e.rng, dt, nnz*hk*hd, 2))
 	vRows := encode(dt, randomValues(e.rng, dt, nnz*hk*hd, 2))
 	q := encode(dt, randomValues(e.rng, dt, nnz*hq*hd, 2))
-	var bufs []*core.Buffer
-	defer func() {
-		for _, b := range bufs {
-			b.Free()
-		}
-	}()
+	bufs := &attnDev{}
+	defer bufs.free()
 	up := func(data []byte) (*core.Buffer, error) {
-		b, err := e.dev.Alloc(len(data))
+		b, err := bufs.alloc(e, len(data))
 		if err != nil {
 			return nil, err
 		}
-		bufs = append(bufs, b)
 		return b, core.CopyFromHost(b, data)
 	}
 	down := func(r core.Region, n int) ([]byte, error) {
@@ -80,11 +74,11 @@ func attnAppendRope(e *env) error {
 					}
 				}
 			}()
-			indptr, err1 := up(i32([]int32{0, 2, 3}))
-			indices, err2 := up(i32([]int32{0, 1, 2}))
-			last, err3 := up(i32([]int32{1, 3}))
-			bib, err4 := up(i32(bi))
-			pb, err5 := up(i32(pos))
+			indptr, err1 := up(le.Int32s([]int32{0, 2, 3}))
+			indices, err2 := up(le.Int32s([]int32{0, 1, 2}))
+			last, err3 := up(le.Int32s([]int32{1, 3}))
+			bib, err4 := up(le.Int32s(bi))
+			pb, err5 := up(le.Int32s(pos))
 			ib, err6 := up(inv)
 			if err := firstErr(err1, err2, err3, err4, err5, err6); err != nil {
 				return err

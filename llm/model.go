@@ -701,13 +701,8 @@ func (m *Model) probeRopeAppend(kv attention.KVCacheDesc) (ok bool, err error) {
 		return false, err
 	}
 	defer b.Free()
-	if err := core.Memset(b, 0); err != nil {
-		return false, err
-	}
-	if err := core.CopyFromHost(view(b, 4, 4), []byte{1, 0, 0, 0}); err != nil { // indptr {0, 1}, indices {0}, last {1}
-		return false, err
-	}
-	if err := core.CopyFromHost(view(b, 12, 4), []byte{1, 0, 0, 0}); err != nil {
+	// indptr {0, 1}, indices {0}, last {1}, then a zero row
+	if err := firstErr(core.Memset(b, 0), core.CopyFromHost(view(b, 0, 16), le.Int32s([]int32{0, 1, 0, 1}))); err != nil {
 		return false, err
 	}
 	row := view(b, 16, rowBytes)
@@ -778,12 +773,21 @@ func (m *Model) probePrologues() error {
 	return nil
 }
 
+// linearDesc is the bf16 GEMM y[T][out] = x[T][in] * W^T of w's weights.
+// A is w.w, a weight (or m.swap, rope's constant matrix): uploaded and
+// synchronized at load, never written by a step, so ConstA (ABI 1.9)
+// holds and lets CUDA's GEMV read it before the kernel ahead finishes.
+func linearDesc(w linear, T int) core.GemmDesc {
+	return core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, TransA: true,
+		M: w.out, N: T, K: w.in, ConstA: true}
+}
+
 // mmPro is mm for one token of bf16 weights without a bias, with a GEMM
 // prologue on x: its RMSNorm by the weight norm (the model's epsilon), or
 // (swiglu) silu(g)*u of x = [g; u].
 func (m *Model) mmPro(s *core.Stream, w linear, x, y core.Region, residual bool, norm core.Region, swiglu bool) error {
-	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, TransA: true,
-		M: w.out, N: 1, K: w.in, ConstA: true, RMSNormB: norm != nil, SwiGLUB: swiglu}
+	d := linearDesc(w, 1)
+	d.RMSNormB, d.SwiGLUB = norm != nil, swiglu
 	ops := core.GemmOperands{A: w.w, B: x, D: y, Alpha: 1}
 	if norm != nil {
 		ops.NormWeight, ops.NormEps = norm, float64(m.cfg.Eps)
@@ -1085,10 +1089,7 @@ func (m *Model) mm(s *core.Stream, w linear, x, y core.Region, T int, residual, 
 		}
 		return err
 	}
-	// A is w.w, a weight (or m.swap, rope's constant matrix): uploaded and
-	// synchronized at load, never written by a step, so ConstA (ABI 1.9)
-	// holds and lets CUDA's GEMV read it before the kernel ahead finishes.
-	d := core.GemmDesc{AType: core.BF16, BType: core.BF16, CType: core.BF16, DType: core.BF16, TransA: true, M: w.out, N: T, K: w.in, ConstA: true}
+	d := linearDesc(w, T)
 	if pair {
 		d.Batch, d.StrideA, d.StrideD, d.StrideC = 2, int64(w.out*w.in), int64(T*w.out), int64(T*w.out)
 	}

@@ -909,8 +909,7 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
         const u32 p = lane + 32 * q;
         if (p >= pieces) break;
         const uint4 wv = st[warp][p];
-        uint4 nv = wv;
-        if (PRO == 1) nv = st[BG_RB + N][p];
+        const uint4 nv = PRO == 1 ? st[BG_RB + N][p] : wv; // PRO 1's norm weight
 #pragma unroll
         for (int h = 0; h < 4; h++) {
           const float2 wf = w2f<T>((&wv.x)[h]);
