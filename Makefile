@@ -75,7 +75,7 @@ RACE_MODULES := llm
 CROSS := linux/arm64 darwin/amd64 darwin/arm64
 UNAME := $(shell uname -s)
 
-.PHONY: run build mock cuda metal gpurt test test-cuda generate gen-check fmt-check vet cross abi-test abi-suite \
+.PHONY: run build mock cuda metal gpurt test test-cuda generate gen-check fmt-check vet cross abi-test abi-suite fuzz \
         go-test go-test-race mod-test tidy cuda-check check-metal cgobench clean dist dist-check gpu-artifacts decodeplot
 
 run: build
@@ -221,9 +221,22 @@ abi-test:
 
 # The plugin-agnostic C ABI suite (csrc/test/abi_suite.c) on the mock, built
 # plain, with ASan+UBSan and with TSan; scripts/gpu_check.sh runs it on CUDA.
+# Then the ABI fuzzer (csrc/test/abi_fuzz.c) on the suite's ASan+UBSan
+# mock: a fixed set of generated inputs and the saved ones (make fuzz: the
+# coverage-guided run).
 abi-suite:
 	@echo "== [$(T)] C ABI suite on the mock (plain, asan+ubsan, tsan)"
 	bash scripts/abi_suite.sh --mock
+	@echo "== [$(T)] C ABI fuzzer on the mock (asan+ubsan, fixed inputs)"
+	bash scripts/abi_fuzz.sh --quick
+
+# Coverage-guided fuzzing, FUZZTIME seconds per target (default 300): the C
+# ABI over the mock with clang's libFuzzer (scripts/abi_fuzz.sh), then every
+# Go fuzz target (scripts/fuzz_go.sh). Not part of make test.
+FUZZTIME ?= 300
+fuzz: mock
+	bash scripts/abi_fuzz.sh --libfuzzer $(FUZZTIME)
+	FUZZTIME=$(FUZZTIME)s bash scripts/fuzz_go.sh
 
 # Both test passes use the mock plugin `make mock` built
 # (GPURT_TEST_MOCK_PLUGIN: internal/testutil), not one build per test binary.

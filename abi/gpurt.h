@@ -21,7 +21,10 @@
  *     struct inside the caller's struct_size and treats missing ones as zero;
  *     it writes only the fields of an out-struct inside the caller's
  *     struct_size. A struct_size below 8 (or a NULL struct) is
- *     GPURT_ERR_INVALID_ARGUMENT.
+ *     GPURT_ERR_INVALID_ARGUMENT, and so is one below the plugin's own size
+ *     of the struct that is not a multiple of 8: every version of a struct
+ *     starts with a uint64_t, so no version has such a size, and it would
+ *     end inside a field.
  *   - Two structs have no struct_size: gpurt_kernel_arg and
  *     gpurt_launch_item are elements of caller-owned arrays, read with the
  *     fixed stride sizeof(T) of this header, and are frozen for the major.

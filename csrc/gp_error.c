@@ -144,7 +144,14 @@ gpurt_error *gp_read_struct(void *local, size_t local_size, const void *in,
     return gp_err(GPURT_ERR_INVALID_ARGUMENT,
                   "%s has struct_size %llu, below 8", what,
                   (unsigned long long)sz);
-  memcpy(local, in, sz < local_size ? (size_t)sz : local_size);
+  /* Every version of a struct starts with a uint64_t, so its size is a
+   * multiple of 8; any other size would end inside a field (half a
+   * pointer read as a whole one). */
+  if (sz % sizeof(uint64_t) != 0)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT,
+                  "%s has struct_size %llu, not a multiple of 8 (the size of no version of the struct)",
+                  what, (unsigned long long)sz);
+  memcpy(local, in, (size_t)sz);
   return NULL;
 }
 

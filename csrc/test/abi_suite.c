@@ -362,6 +362,13 @@ static void copy_checks(gpurt_runtime *rt) {
   c.struct_size = 0;
   msg_is("copy: args struct_size 0", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
          "copy: args has struct_size 0, below 8");
+  /* A size that ends inside a field (here halfway through dst_buffer) is
+   * the size of no version of the struct: refused, never half read. */
+  c = copy_args();
+  c.struct_size = offsetof(gpurt_copy_args, dst_buffer) + 4;
+  msg_is("copy: args struct_size inside a field", api->copy(rt, &c), GPURT_ERR_INVALID_ARGUMENT,
+         "copy: args has struct_size %llu, not a multiple of 8 (the size of no version of the struct)",
+         (unsigned long long)c.struct_size);
   /* An older caller's struct ends after `size`: the fields past it read as
    * zero, whatever the memory holds. */
   c = copy_args();

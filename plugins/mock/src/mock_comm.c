@@ -462,6 +462,10 @@ gpurt_error *mock_comm_create(void *ctx, const gpurt_comm_create_args *ap, uint3
   (void)ctx;
   (void)nranks;
   const gpurt_comm_create_args a = *ap;
+  /* A group keeps a send and a receive count per pair of ranks. */
+  if (a.nranks > MOCK_MAX_RANKS)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "comm_create: nranks %u is above the mock's %u", a.nranks,
+                  MOCK_MAX_RANKS);
   mock_comm *c = calloc(1, sizeof *c);
   if (!c) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "comm_create: no memory");
   c->first_rank = a.first_rank;

@@ -62,6 +62,7 @@
 #define MOCK_VERSION GP_ABI_VERSION ".0"
 #define MOCK_DEFAULT_MEMORY (16ull << 30)
 #define MOCK_MAX_DEVICES 64u
+#define MOCK_MAX_RANKS 1024u /* a communicator's ranks (pairwise counters: 16 MiB) */
 #define MOCK_GUARD 256u
 #define MOCK_GUARD_BYTE 0xA5
 #define MOCK_POISON 0xDB
