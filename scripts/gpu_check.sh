@@ -10,9 +10,9 @@
 # It builds build/libgpurt_cuda.so with nvcc, the C smoke and fault tests, the
 # C ABI suite (csrc/test/abi_suite.c) and the raw C baseline
 # (bench/raw/rawbench.c), then runs: the smoke test, the C ABI suite, the
-# fault test, `gpurt probe`, `gpurt conform --backend cuda` (and its quant
-# checks again with GPURT_CUDA_QGEMV=ring-any, its fusion checks with
-# GPURT_CUDA_FUSE=1) and
+# ABI fuzzer (100 inputs), the fault test, `gpurt probe`, `gpurt conform
+# --backend cuda` (and its quant checks again with
+# GPURT_CUDA_QGEMV=ring-any, its fusion checks with GPURT_CUDA_FUSE=1) and
 # `gpurt bench --json` (when those subcommands exist), and rawbench. Each
 # step has a timeout; a failing step is reported and the script goes on.
 # Full logs go to build/gpu_check/; when $OUT is set, they are packed into
@@ -135,6 +135,12 @@ if [ -f build/libgpurt_cuda.so ] && [ -x build/abi_suite ]; then
   step abi_suite_fuse 300 env GPURT_CUDA_FUSE=1 build/abi_suite "$root/build/libgpurt_cuda.so"
 else
   skip abi_suite "plugin or suite not built"
+fi
+# The ABI fuzzer (csrc/test/abi_fuzz.c) on the CUDA plugin: 100 generated
+# programs of calls (each opens its own runtime); every error well formed,
+# no failed call changing the runtime's counts, no crash.
+if [ -f build/libgpurt_cuda.so ]; then
+  step abi_fuzz 300 env CC="$cc" bash scripts/abi_fuzz.sh "$root/build/libgpurt_cuda.so" 100 1
 fi
 if [ -f build/libgpurt_cuda.so ] && [ -x build/cuda_fault_test ] && [ -f build/oob.ptx ]; then
   step fault_test 300 build/cuda_fault_test "$root/build/libgpurt_cuda.so" build/oob.ptx

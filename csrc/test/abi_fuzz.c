@@ -724,6 +724,40 @@ typedef struct {
   uint64_t msz[8];
 } item_store;
 
+/* One call of an enqueueing slot that takes only its args (quant_matmul,
+ * kv_append, grouped_gemm) or an attention and its args (attention_run):
+ * eager (OP_CALL) or a graph's CALL item. */
+static void build_call(rd *r, state *s, item_store *st, uint64_t *slot, void **object, const void **args) {
+  *object = NULL;
+  switch (below(r, 4)) {
+  case 0:
+    build_quant(r, s, &st->q);
+    *slot = offsetof(gpurt_api, quant_matmul);
+    *args = &st->q;
+    break;
+  case 1:
+    build_append(r, s, &st->ka);
+    *slot = offsetof(gpurt_api, kv_append);
+    *args = &st->ka;
+    break;
+  case 2: {
+    obj *a = pick_live(r, s, H_ATTN);
+    gpurt_attention_desc d;
+    if (a) d = a->ad;
+    else build_attn_desc(r, s, &d);
+    build_attn_run(r, s, &d, &st->ar);
+    *slot = offsetof(gpurt_api, attention_run);
+    *object = a && !one_in(r, 8) ? a->h : pick(r, s, H_ATTN);
+    *args = &st->ar;
+    break;
+  }
+  default:
+    build_grouped(r, s, &st->gg, st->msz);
+    *slot = offsetof(gpurt_api, grouped_gemm);
+    *args = &st->gg;
+  }
+}
+
 static void build_item(rd *r, state *s, gpurt_graph_item *it, item_store *st, int32_t kind, void *scratch) {
   memset(it, 0, sizeof *it);
   it->struct_size = sizeof *it;
@@ -754,35 +788,8 @@ static void build_item(rd *r, state *s, gpurt_graph_item *it, item_store *st, in
   case GPURT_GRAPH_OP_EVENT_WAIT:
     it->event = (gpurt_event *)pick(r, s, H_EVENT);
     break;
-  default: { /* CALL */
-    switch (below(r, 4)) {
-    case 0:
-      build_quant(r, s, &st->q);
-      it->slot = offsetof(gpurt_api, quant_matmul);
-      it->args = &st->q;
-      break;
-    case 1:
-      build_append(r, s, &st->ka);
-      it->slot = offsetof(gpurt_api, kv_append);
-      it->args = &st->ka;
-      break;
-    case 2: {
-      obj *a = pick_live(r, s, H_ATTN);
-      gpurt_attention_desc d;
-      if (a) d = a->ad;
-      else build_attn_desc(r, s, &d);
-      build_attn_run(r, s, &d, &st->ar);
-      it->slot = offsetof(gpurt_api, attention_run);
-      it->object = a ? a->h : NULL;
-      it->args = &st->ar;
-      break;
-    }
-    default:
-      build_grouped(r, s, &st->gg, st->msz);
-      it->slot = offsetof(gpurt_api, grouped_gemm);
-      it->args = &st->gg;
-    }
-  }
+  default: /* CALL */
+    build_call(r, s, st, &it->slot, &it->object, &it->args);
   }
   mutate(r, s, it, item_f, NF(item_f), true);
   if (one_in(r, 16)) it->kind = (int32_t)below(r, 10);
@@ -808,13 +815,16 @@ static const char *const control_keys[] = {"fail_alloc_nth", "fail_launch_nth", 
 static bool new_runtime_from(rd *r, state *s) {
   char opts[512] = "";
   size_t len = 0;
-  bool mem = false;
-  for (uint32_t n = below(r, 4); n > 0; n--) {
+  /* The words are the mock's options; another backend gets them (and
+   * refuses most) one time in eight, and no options otherwise. */
+  const bool mock = strcmp(backend_prefix, "mock: ") == 0;
+  bool mem = !mock;
+  for (uint32_t n = mock || one_in(r, 8) ? below(r, 4) : 0; n > 0; n--) {
     const char *w = option_words[below(r, NF(option_words))];
     if (strncmp(w, "memory", 6) == 0) mem = true;
     len += (size_t)snprintf(opts + len, sizeof opts - len, "%s%s", len ? (one_in(r, 2) ? ";" : ",") : "", w);
   }
-  if (one_in(r, 8)) { /* raw bytes, except a delay */
+  if (one_in(r, mock ? 8 : 64)) { /* raw bytes, except a delay */
     uint32_t n = below(r, 24);
     char raw[25];
     for (uint32_t i = 0; i < n; i++) raw[i] = (char)u8(r);
@@ -948,8 +958,8 @@ static void destroy_one(rd *r, state *s, int k) {
 
 enum {
   OP_ALLOC, OP_HOST_ALLOC, OP_FREE, OP_COPY, OP_MEMSET, OP_STREAM, OP_STREAM_OPS, OP_EVENT, OP_EVENT_OPS,
-  OP_MODULE, OP_KERNEL_GET, OP_KERNEL_INFO, OP_LAUNCH, OP_LAUNCH_BATCH, OP_PLAN, OP_GEMM, OP_QUANT, OP_GROUPED,
-  OP_APPEND, OP_ATTN_CREATE, OP_ATTN_PLAN, OP_ATTN_RUN, OP_GRAPH, OP_GRAPH_LAUNCH, OP_GRAPH_UPDATE, OP_CONTROL,
+  OP_MODULE, OP_KERNEL_GET, OP_KERNEL_INFO, OP_LAUNCH, OP_LAUNCH_BATCH, OP_PLAN, OP_GEMM, OP_CALL, OP_CALL2,
+  OP_CALL3, OP_ATTN_CREATE, OP_ATTN_PLAN, OP_CALL4, OP_GRAPH, OP_GRAPH_LAUNCH, OP_GRAPH_UPDATE, OP_CONTROL,
   OP_INFO, OP_SYNC, OP_RECORDABLE, OP_COMM, OP_COMM_RUN, OP_COUNT
 };
 
@@ -1120,23 +1130,20 @@ static void step(rd *r, state *s, void *scratch) {
     CALL(s, "gemm_run", api->gemm_run(rt, pick(r, s, H_STREAM), ph, one_in(r, 32) ? NULL : &g));
     break;
   }
-  case OP_QUANT: {
-    gpurt_quant_matmul_args q;
-    build_quant(r, s, &q);
-    CALL(s, "quant_matmul", api->quant_matmul(rt, pick(r, s, H_STREAM), &q));
-    break;
-  }
-  case OP_GROUPED: {
-    gpurt_grouped_gemm_args g;
-    uint64_t msz[8];
-    build_grouped(r, s, &g, msz);
-    CALL(s, "grouped_gemm", api->grouped_gemm(rt, pick(r, s, H_STREAM), &g));
-    break;
-  }
-  case OP_APPEND: {
-    gpurt_kv_append_args a;
-    build_append(r, s, &a);
-    CALL(s, "kv_append", api->kv_append(rt, pick(r, s, H_STREAM), &a));
+  case OP_CALL: /* four entries: as often as before */
+  case OP_CALL2:
+  case OP_CALL3:
+  case OP_CALL4: {
+    static item_store st;
+    uint64_t slot;
+    void *object;
+    const void *args;
+    build_call(r, s, &st, &slot, &object, &args);
+    gpurt_stream *sp = pick(r, s, H_STREAM);
+    if (slot == offsetof(gpurt_api, quant_matmul)) CALL(s, "quant_matmul", api->quant_matmul(rt, sp, args));
+    else if (slot == offsetof(gpurt_api, kv_append)) CALL(s, "kv_append", api->kv_append(rt, sp, args));
+    else if (slot == offsetof(gpurt_api, grouped_gemm)) CALL(s, "grouped_gemm", api->grouped_gemm(rt, sp, args));
+    else CALL(s, "attention_run", api->attention_run(rt, sp, object, args));
     break;
   }
   case OP_ATTN_CREATE: {
@@ -1165,16 +1172,6 @@ static void step(rd *r, state *s, void *scratch) {
       arr[below(r, 4)] = (int32_t)mutate_num(r, 2);
     }
     CALL(s, "attention_plan", api->attention_plan(rt, pick(r, s, H_STREAM), a ? a->h : pick(r, s, H_ATTN), &pa));
-    break;
-  }
-  case OP_ATTN_RUN: {
-    obj *a = pick_live(r, s, H_ATTN);
-    gpurt_attention_desc d;
-    if (a) d = a->ad;
-    else build_attn_desc(r, s, &d);
-    gpurt_attention_run_args ar;
-    build_attn_run(r, s, &d, &ar);
-    CALL(s, "attention_run", api->attention_run(rt, pick(r, s, H_STREAM), a && !one_in(r, 8) ? a->h : pick(r, s, H_ATTN), &ar));
     break;
   }
   case OP_GRAPH: {
