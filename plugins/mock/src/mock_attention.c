@@ -29,7 +29,8 @@ typedef struct m_attn {
   gpurt_attention_desc d;
   pthread_mutex_t mu;    /* guards the plan below */
   gp_attention_sched sched;
-  int32_t *counts;       /* qo_indptr[max+1] | kv_indptr[max+1] | last[max] */
+  int32_t *counts;       /* the plan's qo_indptr[b+1] | kv_indptr[b+1] | last[b] */
+  uint64_t cap;          /* entries counts holds (grown by a plan, never shrunk) */
 } m_attn;
 
 void mock_attention_destroy(void *ctx, void *obj) {
@@ -174,17 +175,12 @@ gpurt_error *mock_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
 
 gpurt_error *mock_attention_create(void *ctx, uint32_t dev, const gpurt_attention_desc *d, void **obj) {
   (void)ctx;
+  /* Nothing in proportion to max_batch_size (up to 2^32 - 1): each plan
+   * keeps its own counts. */
   m_attn *a = calloc(1, sizeof *a);
-  uint64_t n = d->max_batch_size;
-  int32_t *counts = calloc(3 * n + 2, sizeof *counts);
-  if (!a || !counts) {
-    free(a);
-    free(counts);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "attention_create: no memory for max_batch_size %llu", U(n));
-  }
+  if (!a) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "attention_create: no memory");
   a->dev = dev;
   a->d = *d;
-  a->counts = counts;
   pthread_mutex_init(&a->mu, NULL);
   *obj = a;
   return NULL;
@@ -196,9 +192,18 @@ gpurt_error *mock_attention_plan(void *ctx, gp_queue *q, void *obj, const gpurt_
   (void)ctx;
   (void)q;
   m_attn *a = obj;
-  uint64_t n = a->d.max_batch_size, b = pa->batch_size;
+  uint64_t b = pa->batch_size, need = 3 * b + 2;
   pthread_mutex_lock(&a->mu);
-  int32_t *qo = a->counts, *kv = a->counts + n + 1, *last = a->counts + 2 * n + 2;
+  if (need > a->cap) {
+    int32_t *c = realloc(a->counts, need * sizeof *c);
+    if (c == NULL) {
+      pthread_mutex_unlock(&a->mu);
+      return gp_err(GPURT_ERR_OUT_OF_MEMORY, "attention_plan: no memory for batch_size %llu", U(b));
+    }
+    a->counts = c;
+    a->cap = need;
+  }
+  int32_t *qo = a->counts, *kv = qo + b + 1, *last = kv + b + 1;
   for (uint64_t i = 0; i <= b; i++) {
     qo[i] = pa->qo_indptr ? pa->qo_indptr[i] : (int32_t)i;
     kv[i] = pa->kv_indptr[i];
@@ -332,23 +337,23 @@ gpurt_error *mock_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r
   (void)ctx;
   m_attn *a = r->obj;
   m_run *x = calloc(1, sizeof *x);
-  uint64_t n = a->d.max_batch_size;
-  int32_t *counts = calloc(3 * n + 2, sizeof *counts);
-  if (!x || !counts) {
-    free(x);
-    free(counts);
-    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "attention_run: no memory");
-  }
-  x->qo = counts;
+  if (!x) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "attention_run: no memory");
+  /* The plan's counts, packed for its batch b: qo[b+1] | kv[b+1] | last[b]. */
   pthread_mutex_lock(&a->mu);
-  memcpy(counts, a->counts, (3 * n + 2) * sizeof *counts);
+  const uint64_t b = a->sched.batch, n = 3 * b + 2;
+  int32_t *counts = malloc(n * sizeof *counts);
+  if (counts) memcpy(counts, a->counts, n * sizeof *counts);
   x->batch = a->sched.batch;
   x->rows = a->sched.rows;
   x->pages = a->sched.pages;
   pthread_mutex_unlock(&a->mu);
-  /* Pack the counts: qo[b+1] | kv[b+1] | last[b] are at fixed offsets of n. */
-  x->kv = counts + n + 1;
-  x->last = counts + 2 * n + 2;
+  if (!counts) {
+    free(x);
+    return gp_err(GPURT_ERR_OUT_OF_MEMORY, "attention_run: no memory for the plan's %llu counts", U(n));
+  }
+  x->qo = counts;
+  x->kv = counts + b + 1;
+  x->last = counts + 2 * b + 2;
   x->d = a->d;
   x->scale = gp_attention_sm_scale(&a->d);
   x->k_scale = r->k_scale;
