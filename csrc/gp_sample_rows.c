@@ -168,7 +168,11 @@ void gp_sample_rows_run(const gp_launch_exec *e) {
                                             sr_u64(p + GP_SR_OFFSET(all) + 8 * r)) >> 8) *
                    (1.0 / 16777216.0);
         uint64_t t = sr_search(&row, u * z, 0, 1);
-        best = 0xffffffffu - (uint32_t)t;
+        /* t is a kept column's key, unless x changed while the row was read
+         * (another stream writing it: a data race, whose values are
+         * undefined but never a read outside the row): then the argmax. */
+        uint64_t c = 0xffffffffu - (uint32_t)t;
+        if (c < cols) best = c;
       }
       lp = (float)(((double)gp_load(dt, x, best) - (double)row.mx) / row.temp - log(zall));
     }

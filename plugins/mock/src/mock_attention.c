@@ -289,8 +289,12 @@ static void run_run(void *ctx) {
     for (uint32_t hk = 0; hk < Hk; hk++) {
       /* Gather this request's K and V for KV head hk (exact in f32). */
       for (uint64_t t = 0; t < kv; t++) {
-        uint64_t pg = (uint64_t)rd32(x->p.indices, (uint64_t)x->kv[b] + t / ps);
-        uint64_t at = gp_kv_elem(l, pg, t % ps, hk);
+        int32_t pg = rd32(x->p.indices, (uint64_t)x->kv[b] + t / ps);
+        if (pg < 0 || (uint64_t)pg >= x->p.num_pages) { /* changed since the check: a racing writer */
+          nan_rows(x, r0, r1);
+          goto next_request;
+        }
+        uint64_t at = gp_kv_elem(l, (uint64_t)pg, t % ps, hk);
         for (uint32_t d = 0; d < D; d++) {
           kf[t * D + d] = mock_kv_load(l, x->p.k, at + d, x->k_scale);
           vf[t * D + d] = mock_kv_load(l, x->p.v, at + d, x->v_scale);
@@ -324,6 +328,7 @@ static void run_run(void *ctx) {
         }
       }
     }
+  next_request:;
   }
 out:
   free(kf);
