@@ -236,7 +236,7 @@ abi-suite:
 FUZZTIME ?= 300
 fuzz: mock
 	bash scripts/abi_fuzz.sh --libfuzzer $(FUZZTIME)
-	FUZZTIME=$(FUZZTIME)s bash scripts/fuzz_go.sh
+	$(TEST_MOCK) FUZZTIME=$(FUZZTIME)s bash scripts/fuzz_go.sh
 
 # Both test passes use the mock plugin `make mock` built
 # (GPURT_TEST_MOCK_PLUGIN: internal/testutil), not one build per test binary.

@@ -4,6 +4,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -74,7 +75,7 @@ func resolvePoolBudget(op string, v float64, getenv func(string) string) (poolBu
 	want := "a fraction in (0, 1] of the device's memory, or a byte count above 1"
 	if v != 0 {
 		switch {
-		case v < 0 || v != v || v > 1<<62:
+		case v < 0 || v != v || v > 1<<62 || v > 1 && v != math.Trunc(v): // 1.5 is neither
 			return poolBudget{}, errf(codeInvalidArgument, op, "Config.PoolBudget=%q: want %s", strconv.FormatFloat(v, 'g', -1, 64), want)
 		case v <= 1:
 			return poolBudget{fraction: v, from: "Config.PoolBudget"}, nil

@@ -147,6 +147,9 @@ func TestLoadErrors(t *testing.T) {
 		{"heads not a multiple of kv heads", spec, func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["num_key_value_heads"] = 3 })
 		}, []string{"heads 4 is not a multiple of kv heads 3"}},
+		{"more layers than tensors", spec, func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["num_hidden_layers"] = 2000000000 })
+		}, []string{"num_hidden_layers 2000000000 is more than the checkpoint's ", dirOf}},
 		{"unsupported activation", spec, func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["hidden_act"] = "gelu" })
 		}, []string{"hidden_act \"gelu\" is unsupported"}},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"path/filepath"
 )
 
@@ -129,6 +130,22 @@ func parseConfig(path string, raw []byte) (Config, error) {
 		}
 		c.HeadSize = *h.HeadDim
 	}
+	// the sizes that are tensor dimensions (at most math.MaxInt32, as
+	// Checkpoint.Tensor reads them; the model multiplies them): hidden,
+	// intermediate, and the q and k/v projections' heads x head_dim rows
+	for _, d := range []struct {
+		name string
+		a, b int
+	}{{"hidden_size", c.Hidden, 1}, {"intermediate_size", c.Inter, 1},
+		{"num_attention_heads x head_dim", c.Heads, c.HeadDim()}, {"num_key_value_heads x head_dim", c.KVHeads, c.HeadDim()}} {
+		if hi, lo := bits.Mul64(uint64(d.a), uint64(d.b)); hi != 0 || lo > math.MaxInt32 {
+			what := fmt.Sprint(d.a)
+			if d.b != 1 {
+				what = fmt.Sprintf("%d x %d", d.a, d.b)
+			}
+			return Config{}, fmt.Errorf("llm: %s: %s is %s, beyond a tensor dimension (at most %d)", path, d.name, what, math.MaxInt32)
+		}
+	}
 	if h.RMSNormEps != nil {
 		if *h.RMSNormEps <= 0 || *h.RMSNormEps > 1 {
 			return Config{}, fmt.Errorf("llm: %s: rms_norm_eps %g is outside (0, 1]", path, *h.RMSNormEps)
@@ -147,6 +164,9 @@ func parseConfig(path string, raw []byte) (Config, error) {
 	c.Tied = fam.tied
 	if h.TieWordEmbeddings != nil {
 		c.Tied = *h.TieWordEmbeddings
+	}
+	if h.MaxPositionEmbeddings < 0 {
+		return Config{}, fmt.Errorf("llm: %s: max_position_embeddings %d is negative", path, h.MaxPositionEmbeddings)
 	}
 	c.MaxPositions = h.MaxPositionEmbeddings
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 && (h.UseSlidingWindow == nil || *h.UseSlidingWindow) {
@@ -170,8 +190,9 @@ func parseConfig(path string, raw []byte) (Config, error) {
 	case h.RopeTheta != nil:
 		c.Theta = *h.RopeTheta
 	}
-	if !(c.Theta > 0) || math.IsInf(c.Theta, 0) {
-		return Config{}, fmt.Errorf("llm: %s: rope_theta %g is not positive", path, c.Theta)
+	// the rotary frequencies are computed from float32(theta) (invFreq)
+	if t := float32(c.Theta); !(t > 0) || math.IsInf(float64(t), 0) {
+		return Config{}, fmt.Errorf("llm: %s: rope_theta %g is not positive and finite as a float32", path, c.Theta)
 	}
 	rt := rp.RopeType
 	if rt == "" {

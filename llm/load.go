@@ -26,6 +26,13 @@ type ckptSource struct {
 }
 
 func newCkptSource(ck *Checkpoint, c *Config) (*ckptSource, error) {
+	// Every layer has several tensors: more layers than the checkpoint has
+	// tensors is refused before the specs are listed (num_hidden_layers
+	// 2e9 would list 18e9 of them); fewer missing ones are named below.
+	if have := len(ck.where); c.Layers > have {
+		return nil, fmt.Errorf("llm: %s: num_hidden_layers %d is more than the checkpoint's %d tensors",
+			ck.Dir, c.Layers, have)
+	}
 	src := &ckptSource{ck: ck, tensors: map[string]Tensor{}}
 	for _, sp := range c.specs() {
 		t, err := ck.Tensor(sp.hf)

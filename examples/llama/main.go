@@ -77,6 +77,9 @@ func idLists(s string) ([][]int32, error) {
 			}
 			ids = append(ids, int32(v))
 		}
+		if len(ids) == 0 { // separators only (","): no request, as a blank line
+			continue
+		}
 		out = append(out, ids)
 	}
 	if len(out) == 0 {

@@ -44,7 +44,7 @@ var units = []struct {
 // Parse reads one byte count. Negative counts, fractions and counts
 // beyond int64 are errors naming s.
 func Parse(s string) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
+	t := upperASCII(strings.TrimSpace(s))
 	mul := B
 	for _, u := range units {
 		if strings.HasSuffix(t, u.suffix) {
@@ -52,29 +52,39 @@ func Parse(s string) (int64, error) {
 			break
 		}
 	}
-	if t == "" || t[0] < '0' || t[0] > '9' {
+	// digits and a decimal point only (strconv also reads 0x1.8p1, 1e3, 1_0)
+	if t == "" || t[0] < '0' || t[0] > '9' || strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' }) >= 0 {
 		return 0, fmt.Errorf("byte count %q: %w", s, ErrSyntax)
 	}
 	if strings.Contains(t, ".") {
 		// A decimal with a unit ("1.5G"), rounded to whole bytes.
 		f, err := strconv.ParseFloat(t, 64)
-		if err != nil || mul == B || strings.ContainsAny(t, "eEx_") {
+		if (err != nil && !errors.Is(err, strconv.ErrRange)) || mul == B {
 			return 0, fmt.Errorf("byte count %q: %w", s, ErrSyntax)
 		}
 		v := math.Round(f * float64(mul))
 		if v >= math.MaxInt64 {
-			return 0, fmt.Errorf("byte count %q: too large", s)
+			return 0, fmt.Errorf("byte count %q: too large: %w", s, ErrSyntax)
 		}
 		return int64(v), nil
 	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("byte count %q: %w", s, ErrSyntax)
-	}
-	if n > math.MaxInt64/mul {
-		return 0, fmt.Errorf("byte count %q: too large", s)
+	n, err := strconv.ParseInt(t, 10, 64) // digits only: an error is a count beyond int64
+	if err != nil || n > math.MaxInt64/mul {
+		return 0, fmt.Errorf("byte count %q: too large: %w", s, ErrSyntax)
 	}
 	return n * mul, nil
+}
+
+// upperASCII is s with a-z in upper case (strings.ToUpper would also turn
+// the non-ASCII letters ı and ſ into I and S).
+func upperASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
 }
 
 // ParseRange is Parse with the count required to lie in lo .. hi; the
@@ -126,7 +136,14 @@ func Format(n int64) string {
 		case n%mul == 0:
 			return strconv.FormatInt(n/mul, 10) + names[i]
 		default:
-			return strconv.FormatFloat(float64(n)/float64(mul), 'f', 1, 64) + names[i]
+			v := float64(n) / float64(mul)
+			f := strconv.FormatFloat(v, 'f', 1, 64)
+			if _, err := Parse(f + names[i]); err != nil {
+				// rounded up past int64 (n within 0.05TiB of 8EiB):
+				// truncated instead, in integers, so that Parse reads it
+				f = strconv.FormatInt(n/mul, 10) + "." + strconv.FormatInt(n%mul*10/mul, 10)
+			}
+			return f + names[i]
 		}
 	}
 	return strconv.FormatInt(n, 10) + "B"
