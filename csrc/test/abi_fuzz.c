@@ -24,7 +24,12 @@
  *     device and host bytes): bad input loses nothing and leaks nothing;
  *   - a create that succeeds hands out a non-NULL handle and counts one
  *     more object of its kind;
- *   - runtime_stats itself never fails.
+ *   - runtime_stats itself never fails;
+ *   - up to four valid items (launches, GEMMs, copies, memsets, events,
+ *     recorded calls of quant_matmul, kv_append, grouped_gemm and
+ *     attention_run) run eagerly on a stream and, from the same bytes,
+ *     replayed as a graph on it leave every buffer and host buffer with
+ *     the same bytes (diff_graph).
  *
  * What the harness keeps out, because it is slow by contract and not a
  * fault: the built-in sleep_ns (its argument is capped at 1000 ns),
@@ -35,7 +40,7 @@
  * Two ways to run it (scripts/abi_fuzz.sh builds both):
  *   - with libFuzzer (clang -fsanitize=fuzzer,address,undefined; the
  *     plugin built with -fsanitize=fuzzer-no-link,...): coverage-guided,
- *     the plugin's path in $GPURT_FUZZ_PLUGIN;
+ *     the plugin's path in $GPURT_TEST_FUZZ_PLUGIN;
  *   - with any C compiler (-DGPURT_FUZZ_DRIVER): abi_fuzz PLUGIN N SEED
  *     runs N inputs made by xorshift from SEED (a fixed sequence: `make
  *     test` runs it under ASan+UBSan), and abi_fuzz PLUGIN FILE... runs
@@ -85,7 +90,7 @@ __attribute__((noreturn, format(printf, 1, 2))) static void bug(const char *fmt,
 
 /* Calls and successes per operation (the driver prints them with -v: what
  * the inputs reach). */
-#define TALLY_OPS 64
+#define TALLY_OPS 128
 static struct {
   const char *op;
   unsigned long calls, ok;
@@ -94,12 +99,13 @@ static struct {
 static void count_call(int ok) {
   for (int i = 0; i < TALLY_OPS; i++) {
     if (tally[i].op == NULL) tally[i].op = cur_op;
-    if (tally[i].op == cur_op) {
+    if (tally[i].op == cur_op || strcmp(tally[i].op, cur_op) == 0) {
       tally[i].calls++;
       tally[i].ok += ok;
       return;
     }
   }
+  bug("more than %d operation names: raise TALLY_OPS", TALLY_OPS);
 }
 
 /* The error's code (GPURT_OK for NULL) after checking that it is well
@@ -171,10 +177,14 @@ static obj *pick_live(rd *r, state *s, int k) {
   return NULL;
 }
 
+/* Set while diff_graph builds its items: valid calls only (no mutation,
+ * live handles of the right kind). */
+static bool calm;
+
 /* A handle where one of kind k is expected: mostly a live one, else NULL,
  * a freed one, one of another kind or a made-up value. */
 static void *pick(rd *r, state *s, int k) {
-  switch (below(r, 16)) {
+  switch (calm ? 0 : below(r, 16)) {
   case 10:
     return NULL;
   case 11:
@@ -355,6 +365,7 @@ static void set_field(rd *r, state *s, void *base, const fld *f) {
 /* Up to three field changes (none a quarter of the time: the valid call),
  * and now and then a short or long struct_size. */
 static void mutate(rd *r, state *s, void *base, const fld *fs, size_t n, bool has_size) {
+  if (calm) return;
   uint32_t times = below(r, 4);
   for (uint32_t t = 0; t < times; t++) set_field(r, s, base, &fs[below(r, (uint32_t)n)]);
   if (has_size && one_in(r, 16)) {
@@ -799,7 +810,7 @@ static void build_item(rd *r, state *s, gpurt_graph_item *it, item_store *st, in
     build_call(r, s, st, &it->slot, &it->object, &it->args);
   }
   mutate(r, s, it, item_f, NF(item_f), true);
-  if (one_in(r, 16)) it->kind = (int32_t)below(r, 10);
+  if (!calm && one_in(r, 16)) it->kind = (int32_t)below(r, 10);
 }
 
 /* ---- one input ------------------------------------------------------------------------ */
@@ -967,8 +978,131 @@ enum {
   OP_ALLOC, OP_HOST_ALLOC, OP_FREE, OP_COPY, OP_MEMSET, OP_STREAM, OP_STREAM_OPS, OP_EVENT, OP_EVENT_OPS,
   OP_MODULE, OP_KERNEL_GET, OP_KERNEL_INFO, OP_LAUNCH, OP_LAUNCH_BATCH, OP_PLAN, OP_GEMM, OP_CALL, OP_CALL2,
   OP_CALL3, OP_ATTN_CREATE, OP_ATTN_PLAN, OP_CALL4, OP_GRAPH, OP_GRAPH_LAUNCH, OP_GRAPH_UPDATE, OP_CONTROL,
-  OP_INFO, OP_SYNC, OP_RECORDABLE, OP_COMM, OP_COMM_RUN, OP_COUNT
+  OP_INFO, OP_SYNC, OP_RECORDABLE, OP_COMM, OP_COMM_RUN, OP_DIFF, OP_COUNT
 };
+
+/* ---- a graph's replay against the same items run eagerly -------------------------------- */
+
+/* Every live buffer's and host buffer's bytes (NULL entries for the
+ * others). */
+typedef struct {
+  uint8_t *b[SLOTS], *h[SLOTS];
+} snapshot;
+
+static bool snap_take(state *s, snapshot *sn) {
+  memset(sn, 0, sizeof *sn);
+  for (int i = 0; i < SLOTS; i++) {
+    obj *o = &s->live[H_HOST][i];
+    if (o->h == NULL || o->ptr == NULL || o->size == 0) continue;
+    if ((sn->h[i] = malloc(o->size)) == NULL) return false;
+    memcpy(sn->h[i], o->ptr, o->size);
+  }
+  for (int i = 0; i < SLOTS; i++) {
+    obj *o = &s->live[H_BUF][i];
+    if (o->h == NULL || o->size == 0) continue;
+    sn->b[i] = malloc(o->size);
+    if (sn->b[i] == NULL || take_checked(download_on(s->rt, NULL, sn->b[i], o->h, o->size)) != GPURT_OK) return false;
+  }
+  return true;
+}
+
+static bool snap_put(state *s, const snapshot *sn) {
+  for (int i = 0; i < SLOTS; i++)
+    if (sn->h[i]) memcpy(s->live[H_HOST][i].ptr, sn->h[i], s->live[H_HOST][i].size);
+  for (int i = 0; i < SLOTS; i++)
+    if (sn->b[i] && take_checked(upload_on(s->rt, NULL, s->live[H_BUF][i].h, sn->b[i], s->live[H_BUF][i].size)) !=
+                        GPURT_OK)
+      return false;
+  return true;
+}
+
+static void snap_free(snapshot *sn) {
+  for (int i = 0; i < SLOTS; i++) free(sn->b[i]), free(sn->h[i]);
+}
+
+/* Item it enqueued eagerly on st: its code. */
+static int run_eager(state *s, gpurt_stream *st, const gpurt_graph_item *it) {
+  gpurt_runtime *rt = s->rt;
+  switch (it->kind) {
+  case GPURT_GRAPH_OP_LAUNCH: return CALL_ANY("diff: launch", api->launch(rt, st, it->kernel, it->launch));
+  case GPURT_GRAPH_OP_GEMM: return CALL_ANY("diff: gemm_run", api->gemm_run(rt, st, it->plan, it->gemm));
+  case GPURT_GRAPH_OP_COPY: {
+    if (it->copy == NULL) return GPURT_ERR_INVALID_ARGUMENT;
+    gpurt_copy_args c = *it->copy;
+    c.stream = st;
+    return CALL_ANY("diff: copy", api->copy(rt, &c));
+  }
+  case GPURT_GRAPH_OP_MEMSET: {
+    if (it->memset == NULL) return GPURT_ERR_INVALID_ARGUMENT;
+    gpurt_memset_args m = *it->memset;
+    m.stream = st;
+    return CALL_ANY("diff: memset", api->memset(rt, &m));
+  }
+  case GPURT_GRAPH_OP_EVENT_RECORD: return CALL_ANY("diff: event_record", api->event_record(rt, it->event, st));
+  case GPURT_GRAPH_OP_EVENT_WAIT: return CALL_ANY("diff: stream_wait_event", api->stream_wait_event(rt, st, it->event));
+  case GPURT_GRAPH_OP_CALL:
+    if (it->slot == offsetof(gpurt_api, quant_matmul)) return CALL_ANY("diff: quant_matmul", api->quant_matmul(rt, st, it->args));
+    if (it->slot == offsetof(gpurt_api, kv_append)) return CALL_ANY("diff: kv_append", api->kv_append(rt, st, it->args));
+    if (it->slot == offsetof(gpurt_api, grouped_gemm)) return CALL_ANY("diff: grouped_gemm", api->grouped_gemm(rt, st, it->args));
+    if (it->slot == offsetof(gpurt_api, attention_run))
+      return CALL_ANY("diff: attention_run", api->attention_run(rt, st, it->object, it->args));
+    return GPURT_ERR_UNSUPPORTED;
+  default: return GPURT_ERR_INVALID_ARGUMENT;
+  }
+}
+
+/* Items run eagerly on a stream and, from the same bytes, as a graph
+ * replayed on it must leave every buffer with the same bytes (gpurt.h: a
+ * graph runs like the eager items would). Skipped, with nothing to
+ * compare, when anything on the way fails (a bad item, an injected fault). */
+static void diff_graph(rd *r, state *s, void *scratch) {
+  static item_store store[4];
+  gpurt_graph_item items[4];
+  uint64_t n = 1 + below(r, 4);
+  calm = true;
+  for (uint64_t i = 0; i < n; i++) build_item(r, s, &items[i], &store[i], (int32_t)(1 + below(r, 7)), scratch);
+  calm = false;
+  obj *so = pick_live(r, s, H_STREAM);
+  if (so == NULL) return;
+  gpurt_stream *st = so->h;
+  snapshot before = {0}, eager = {0}, replay = {0};
+  gpurt_graph *g = NULL;
+  cur_op = "diff: device_synchronize";
+  if (take_checked(api->device_synchronize(s->rt, 0)) != GPURT_OK || !snap_take(s, &before)) goto out;
+  bool ok = true;
+  for (uint64_t i = 0; i < n && ok; i++) ok = run_eager(s, st, &items[i]) == GPURT_OK;
+  cur_op = "diff: stream_synchronize";
+  if (!ok || take_checked(api->stream_synchronize(s->rt, st)) != GPURT_OK || !snap_take(s, &eager) ||
+      !snap_put(s, &before))
+    goto out;
+  gpurt_graph_create_args ga = graph_args(items, n);
+  cur_op = "diff: graph_create";
+  if (take_checked(api->graph_create(s->rt, &ga, &g)) != GPURT_OK) goto out;
+  cur_op = "diff: graph_launch";
+  if (take_checked(api->graph_launch(s->rt, g, st)) != GPURT_OK) goto out;
+  cur_op = "diff: stream_synchronize";
+  if (take_checked(api->stream_synchronize(s->rt, st)) != GPURT_OK || !snap_take(s, &replay)) goto out;
+  cur_op = "diff: graph replay against eager";
+  for (int i = 0; i < SLOTS; i++)
+    if (eager.h[i] && replay.h[i] && memcmp(eager.h[i], replay.h[i], s->live[H_HOST][i].size) != 0)
+      bug("host buffer %d differs after the replay from the eager run", i);
+  for (int i = 0; i < SLOTS; i++) {
+    if (eager.b[i] == NULL || replay.b[i] == NULL) continue;
+    for (uint64_t j = 0; j < s->live[H_BUF][i].size; j++)
+      if (eager.b[i][j] != replay.b[i][j]) {
+        char kinds[64] = "";
+        for (uint64_t k = 0; k < n; k++)
+          snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%d", k ? "," : "", items[k].kind);
+        bug("items of kinds %s: buffer %d byte %llu is %#x after the replay, %#x after the eager run", kinds, i,
+            (unsigned long long)j, replay.b[i][j], eager.b[i][j]);
+      }
+  }
+out:
+  if (g) CALL_ANY("diff: graph_destroy", api->graph_destroy(s->rt, g));
+  snap_free(&before);
+  snap_free(&eager);
+  snap_free(&replay);
+}
 
 static void step(rd *r, state *s, void *scratch) {
   gpurt_runtime *rt = s->rt;
@@ -1290,6 +1424,9 @@ static void step(rd *r, state *s, void *scratch) {
     }
     break;
   }
+  case OP_DIFF:
+    diff_graph(r, s, scratch);
+    break;
   default: { /* OP_COMM_RUN, and query / abort */
     obj *c = pick_live(r, s, H_COMM);
     void *ch = c && !one_in(r, 8) ? c->h : pick(r, s, H_COMM);
@@ -1317,17 +1454,32 @@ static void step(rd *r, state *s, void *scratch) {
   }
 }
 
+/* Most objects destroyed one by one, through their slots, in an order that
+ * releases holders first (graphs hold buffers, modules kernels); the rest
+ * with the runtime. */
 static void teardown(rd *r, state *s) {
-  /* Some objects one by one, in the input's order; the rest with the
-   * runtime. */
-  for (int k = 0; k < H_KINDS; k++)
-    for (int i = 0; i < SLOTS; i++)
-      if (s->live[k][i].h && one_in(r, 2)) {
-        if (k == H_STREAM) CALL_ANY("stream_synchronize", api->stream_synchronize(s->rt, s->live[k][i].h));
+  static const int order[] = {H_GRAPH, H_ATTN, H_COMM, H_PLAN, H_EVENT, H_STREAM, H_MODULE, H_HOST, H_BUF};
+  for (size_t i = 0; i < NF(order); i++)
+    for (int j = 0; j < SLOTS; j++) {
+      obj *o = &s->live[order[i]][j];
+      if (o->h == NULL || one_in(r, 4)) continue;
+      void *h = o->h;
+      gpurt_runtime *rt = s->rt;
+      switch (order[i]) {
+      case H_GRAPH: CALL_ANY("graph_destroy", api->graph_destroy(rt, h)); break;
+      case H_ATTN: CALL_ANY("attention_destroy", api->attention_destroy(rt, h)); break;
+      case H_COMM: CALL_ANY("comm_destroy", api->comm_destroy(rt, h)); break;
+      case H_PLAN: CALL_ANY("gemm_plan_destroy", api->gemm_plan_destroy(rt, h)); break;
+      case H_EVENT: CALL_ANY("event_destroy", api->event_destroy(rt, h)); break;
+      case H_STREAM: CALL_ANY("stream_destroy", api->stream_destroy(rt, h)); break;
+      case H_MODULE: CALL_ANY("module_unload", api->module_unload(rt, h)); break;
+      case H_HOST: CALL_ANY("host_free", api->host_free(rt, h)); break;
+      default: CALL_ANY("buffer_free", api->buffer_free(rt, h));
       }
+      memset(o, 0, sizeof *o);
+    }
   cur_op = "runtime_destroy";
-  int c = take_checked(api->runtime_destroy(s->rt));
-  (void)c;
+  take_checked(api->runtime_destroy(s->rt));
 }
 
 static char scratch_mem[4096];
@@ -1393,7 +1545,7 @@ static bool every_slot_reached(void) {
       strcmp(#name, "probe") && strcmp(#name, "shutdown") && GPURT_API_HAS(api, name)) {                \
     unsigned long ok_ = 0;                                                                              \
     for (int i = 0; i < TALLY_OPS && tally[i].op; i++)                                                  \
-      if (strcmp(tally[i].op, #name) == 0) ok_ = tally[i].ok;                                          \
+      if (strcmp(tally[i].op, #name) == 0) ok_ += tally[i].ok;                                         \
     if (ok_ == 0) {                                                                                     \
       printf("abi_fuzz: no input made a successful " #name " call: add it to csrc/test/abi_fuzz.c's "   \
              "step() with a valid template\n");                                                         \
@@ -1411,10 +1563,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *p = getenv("GPURT_FUZZ_PLUGIN");
+  const char *p = getenv("GPURT_TEST_FUZZ_PLUGIN");
 #ifndef GPURT_FUZZ_STATIC
   if (p == NULL) {
-    fprintf(stderr, "abi_fuzz: set GPURT_FUZZ_PLUGIN to a plugin file\n");
+    fprintf(stderr, "abi_fuzz: set GPURT_TEST_FUZZ_PLUGIN to a plugin file\n");
     exit(2);
   }
 #endif
@@ -1440,7 +1592,7 @@ int main(int argc, char **argv) {
       for (size_t j = 0; j < len; j++) buf[j] = (uint8_t)xorshift(&st);
       run_one(buf, len);
     }
-    if (getenv("GPURT_FUZZ_TALLY") != NULL)
+    if (getenv("GPURT_TEST_FUZZ_TALLY") != NULL)
       for (int i = 0; i < TALLY_OPS && tally[i].op; i++)
         printf("%-28s %8lu calls %8lu ok\n", tally[i].op, tally[i].calls, tally[i].ok);
     printf("abi_fuzz: %llu inputs, no violation\n", n);
