@@ -24,12 +24,25 @@
 //     scale_a (per row) * scale_b (per 128 x 128 block) when the block ends.
 //     A launch covers up to GG_MAX_GROUPS groups: a table of tile and row
 //     starts in the kernel's parameters, searched by each block.
+//
+// With GPURT_CUDA_EMU defined, the file compiles on the host (g++ or
+// clang++) against ../emu/cuda_emu.h, a CPU emulation of the execution
+// model, and every inline-asm helper below takes its emulated branch
+// (scripts/cuda_emu.sh runs plugins/cuda/emu/quant_emu_test.cc); what is
+// under __CUDA_ARCH__ >= 900 (qrgemvw_body's clusters, the L2 bulk
+// prefetches, the PDL wait) is left out there, as for sm_80.
+#ifdef GPURT_CUDA_EMU
+#include "../emu/cuda_emu.h"
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#endif
 #include <stdint.h>
 
+#ifndef GPURT_CUDA_EMU
 #include <cooperative_groups.h>
+#endif
 #include <type_traits>
 
 typedef unsigned int u32;
@@ -95,6 +108,10 @@ __device__ __forceinline__ u32 e4m3x2_f16x2(u32 w) {
 // warps read neighbouring 64-byte pieces of the same rows a batch apart, so
 // the rest of each fetch is in the L2 when they ask.
 __device__ __forceinline__ uint4 ld_stream(const void *p, bool big) {
+#ifdef GPURT_CUDA_EMU
+  (void)big;
+  return emu::ld16(p);
+#else
   uint4 v;
   if (big)
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -105,25 +122,35 @@ __device__ __forceinline__ uint4 ld_stream(const void *p, bool big) {
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
   return v;
+#endif
 }
 
 // A 16-byte load through the L1 (x: read by every block), and a 2-byte one.
 __device__ __forceinline__ uint4 ld_cached(const void *p) {
+#ifdef GPURT_CUDA_EMU
+  return emu::ld16(p);
+#else
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
+#endif
 }
 // The GEMVs are launched with programmatic dependent launch (cuda_ownk.c's
 // cu_own_launch with pdl): they call gpurt_pdl_enter before touching memory
 // the kernel before may write.
 #include "cuda_pdl.cuh"
 
+#ifdef GPURT_CUDA_EMU
+__device__ __forceinline__ void prefetch_l2(const void *) {}
+__device__ __forceinline__ uint16_t ld_u16(const uint16_t *p) { return *p; }
+#else
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ uint16_t ld_u16(const uint16_t *p) {
   uint16_t v;
   asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
   return v;
 }
+#endif
 
 // ---- GEMV (decode) --------------------------------------------------------------
 //
@@ -146,6 +173,9 @@ __device__ __forceinline__ uint16_t ld_u16(const uint16_t *p) {
 #define QV_MAXW 16 // warps per block at most
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const u32 (&b)[2], int f16) {
+#ifdef GPURT_CUDA_EMU
+  emu::mma16816(c, a, b, f16 != 0); // a warp collective, the PTX ISA's fragment layout
+#else
   if (f16)
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -158,6 +188,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], const
         "{%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 // The factored forms' x as f16 pairs (xf) from a lane's 8 pairs of x (xw):
@@ -794,6 +825,12 @@ struct BgemvArgs {
 #define BG_KC 512  // elements of a chunk
 #define BG_ST 4    // chunks in the ring
 
+#ifdef GPURT_CUDA_EMU
+// Copied at once, or when a wait needs it (cuda_emu.h's GPURT_TEST_EMU_CPASYNC).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) { emu::cp_async(dst, src, 16); }
+__device__ __forceinline__ void cp_async_commit() { emu::cp_async_commit(); }
+template <int P> __device__ __forceinline__ void cp_async_wait() { emu::cp_async_wait(P); }
+#else
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
   const u32 d = (u32)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
@@ -802,6 +839,7 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int P> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(P) : "memory");
 }
+#endif
 
 template <int T, int N, int PRO>
 __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
@@ -1006,8 +1044,12 @@ BGEMVP(f16, T_F16, swiglu, 2)
 #define QR_SB 8            // a row's scales (or biases) in a stage, 16-bit values: QR_KC / 64 at most
 
 __device__ __forceinline__ void cp_async8(void *dst, const void *src) {
+#ifdef GPURT_CUDA_EMU
+  emu::cp_async(dst, src, 8);
+#else
   const u32 d = (u32)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+#endif
 }
 
 template <int XT, int ST>
@@ -1161,8 +1203,12 @@ QRGEMV(f16, T_F16, f16, T_F16)
 #define QS_SBY 16    // bytes of a row's scales (or biases) in a stage: QS_KC / 32 * 2 at most
 
 __device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+#ifdef GPURT_CUDA_EMU
+  emu::cp_async(dst, src, 4);
+#else
   const u32 d = (u32)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+#endif
 }
 
 // A stage's bytes: the codes [QS_ROWS][QS_KC], x [16 MT][QS_KC] (16-bit),

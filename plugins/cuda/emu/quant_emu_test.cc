@@ -1,0 +1,704 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// quant_emu_test: cuda_quant.cu's kernels run unmodified on the CPU
+// (cuda_emu.h, GPURT_CUDA_EMU) against float64 references, on random data
+// with fixed seeds (scripts/cuda_emu.sh builds and runs it):
+//
+//  bgemv   gpurt_bgemv_<t>_n1/_n2/_n4 (the GEMM slot's 16-bit GEMV) over the
+//          shapes cu_bgemv launches it with (cuda_gemm.c's gemv_takes: k,
+//          lda, ldb multiples of 8, A and B 16-byte aligned; n <= 4, the
+//          kernel N = 1, 2 or 4 for n = 1, 2, 3-4; a block per 8 rows, or
+//          fewer blocks each taking several row groups, GPURT_CUDA_GEMV_GRID;
+//          BG_CONST_A or not; alpha and beta with C; batches), then the
+//          prologue variants _n1_rmsnorm (y = W (x / sqrt(mean(x^2) + eps)
+//          * nw)) and _n1_swiglu (y = W (silu(g) * u), U ldb elements after
+//          G). Tolerance: conform/gemm.go's for 16-bit GEMMs (||D - ref|| /
+//          ||ref|| <= 1e-2) and, per element, |ref| / 128 + c * sqrt(sum_p
+//          (alpha w_p x_p)^2) with c = 2^-10 (f32 accumulation; SwiGLU 2^-7:
+//          silu(g) * u is rounded to the 16-bit type, as silu_mul_T does).
+//  qrgemv  gpurt_qrgemv_<x>_<s> (the int8 GEMV through a shared-memory
+//          ring, n = 1) for what cuda_quant.c's qr_takes lets through
+//          (groups of 64 and 128, k a multiple of QR_KC = 512, any m).
+//  qgemv   the register GEMVs gpurt_qgemv_<x>_<s>_n<N> and the factored
+//          gpurt_qgemvf_*, measured correct on the H200: they check the
+//          emulator itself (mma.sync's fragment layout above all). If they
+//          fail, the emulator is wrong, not the kernel.
+//          The int8 GEMVs' tolerance is conform/quant.go's: |ref| / 128 +
+//          2^-6 sqrt(sum_j (x_j w_j)^2) per element.
+//  emu/    the emulator's refusals, each in a child process: a lane alone
+//          at a shuffle, a lane exiting while its warp waits, two shuffles
+//          met by one warp, a partial mask, a misaligned cp.async, a read
+//          past a buffer.
+//
+// Every case runs three times: the scheduler favouring the block's first
+// threads, then its last ones (GPURT_TEST_EMU_ORDER fwd, rev; each lets the
+// favoured warps run ahead to the next __syncthreads), with cp.async
+// copying at once (a stage refilled while a warp still reads it gives
+// different bits in one order or the other), then with cp.async landing
+// only at the wait_group that must have it (GPURT_TEST_EMU_CPASYNC=late: a
+// read of a stage its wait does not cover sees what the stage held). The
+// three outputs must have the same bits (the kernels are deterministic).
+// Every operand lies just before a guard page (a read or write past it
+// faults, naming the kernel and thread); shared memory starts each block
+// as NaNs (cuda_emu.h); outputs start as NaN and what a kernel must not
+// write is checked unchanged.
+//
+// Usage: quant_emu_test [-quick] [FILTER...]: only the cases whose name
+// contains one of the FILTERs; -quick runs each case once, under what the
+// environment says (cuda_emu.h: GPURT_TEST_EMU_ORDER, GPURT_TEST_EMU_CPASYNC,
+// GPURT_TEST_EMU_THREADS; fwd, now and fibers by default).
+// Prints one line per case, then "N passed, M failed"; exit status 1 on a
+// failure.
+#ifndef GPURT_CUDA_EMU
+#define GPURT_CUDA_EMU 1
+#endif
+#include "../src/cuda_quant.cu"
+
+#include <sys/wait.h>
+
+// Where the refusal tests' kernels write (external: not optimized away).
+float emu_sink[64];
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+namespace {
+
+bool g_one_order = false;
+std::vector<std::string> g_filters;
+int g_pass = 0, g_fail = 0;
+
+// ---- buffers ending at a guard page --------------------------------------------------------
+
+struct GuardedBuf {
+  char *map = nullptr;
+  size_t maplen = 0;
+  void *data = nullptr;
+  size_t bytes = 0;
+  GuardedBuf(size_t n, size_t align) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t body = ((n + align + page - 1) / page) * page;
+    maplen = body + page;
+    map = (char *)mmap(nullptr, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) emu::die("mmap of %zu bytes failed", maplen);
+    if (mprotect(map + body, page, PROT_NONE) != 0) emu::die("mprotect failed");
+    // The data ends at the guard page, rounded down to the alignment.
+    uintptr_t end = (uintptr_t)(map + body);
+    data = (void *)((end - n) & ~(uintptr_t)(align - 1));
+    bytes = n;
+    memset(map, 0xA5, body);
+  }
+  ~GuardedBuf() { munmap(map, maplen); }
+  GuardedBuf(const GuardedBuf &) = delete;
+  GuardedBuf &operator=(const GuardedBuf &) = delete;
+};
+
+// A typed device buffer (host memory ending at a guard page).
+template <class T> struct Dev {
+  std::unique_ptr<GuardedBuf> g;
+  size_t n = 0;
+  explicit Dev(size_t count, size_t align = 16)
+      : g(new GuardedBuf(count > 0 ? count * sizeof(T) : 1, align)), n(count) {}
+  T *p() const { return (T *)g->data; }
+  T &operator[](size_t i) const { return p()[i]; }
+};
+
+// ---- random data -------------------------------------------------------------------------------
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 12345) {}
+  uint64_t next() { return emu::splitmix(s); }
+  double uni() { return (double)(next() >> 11) * (1.0 / 9007199254740992.0); } // [0, 1)
+  double uni(double lo, double hi) { return lo + (hi - lo) * uni(); }
+};
+
+// 16-bit values as raw bits, through the kernels' own conversions.
+uint16_t to16(double v, int t) { return t == T_F16 ? f2h<T_F16>((float)v) : f2h<T_BF16>((float)v); }
+double from16(uint16_t h, int t) { return t == T_F16 ? (double)h2f<T_F16>(h) : (double)h2f<T_BF16>(h); }
+const char *tname(int t) { return t == T_F16 ? "f16" : "bf16"; }
+
+bool selected(const std::string &name) {
+  if (g_filters.empty()) return true;
+  for (auto &f : g_filters)
+    if (name.find(f) != std::string::npos) return true;
+  return false;
+}
+
+// The result of a case: one line.
+void report(const std::string &name, const std::string &err, const std::string &info, double secs) {
+  if (err.empty()) {
+    g_pass++;
+    printf("ok    %-58s %s (%.2f s)\n", name.c_str(), info.c_str(), secs);
+  } else {
+    g_fail++;
+    printf("FAIL  %-58s %s\n      %s\n", name.c_str(), info.c_str(), err.c_str());
+  }
+  fflush(stdout);
+}
+
+// The emulator's settings each case runs under (all but the first only
+// without -quick): the threads' order between barriers and when cp.async
+// lands (cuda_emu.h). Their outputs must have the same bits.
+const struct {
+  const char *order, *cp;
+} kRuns[] = {{"fwd", "now"}, {"rev", "now"}, {"fwd", "late"}};
+
+// Runs launch under each of kRuns, the output reset before and
+// snapshotted after each; out is the first's. Returns "" or how the runs
+// differ.
+std::string run_orders(const std::function<void()> &reset, const std::function<void()> &launch,
+                       const std::function<std::vector<uint16_t>()> &snap, std::vector<uint16_t> &out) {
+  std::string err;
+  if (g_one_order) { // one run, as GPURT_TEST_EMU_ORDER and GPURT_TEST_EMU_CPASYNC say (fwd, now)
+    reset();
+    launch();
+    out = snap();
+    return err;
+  }
+  for (size_t r = 0; r < sizeof kRuns / sizeof kRuns[0]; r++) {
+    emu::set_order(kRuns[r].order);
+    emu::set_cp_async(kRuns[r].cp);
+    reset();
+    launch();
+    std::vector<uint16_t> got = snap();
+    if (r == 0) {
+      out = got;
+      continue;
+    }
+    for (size_t i = 0; i < out.size() && err.empty(); i++)
+      if (out[i] != got[i]) {
+        char buf[300];
+        snprintf(buf, sizeof buf,
+                 "the output depends on the emulator's schedule (a race, or a read of a stage its cp.async wait "
+                 "does not cover): element %zu is %#06x with %s order and cp.async %s, %#06x with %s and %s",
+                 i, out[i], kRuns[0].order, kRuns[0].cp, got[i], kRuns[r].order, kRuns[r].cp);
+        err = buf;
+      }
+  }
+  emu::set_order("fwd");
+  emu::set_cp_async("now");
+  return err;
+}
+
+// Per-element and norm-wise comparison. ref, norm (sqrt of the element's
+// sum of squared products) per element; got as 16-bit of type t; c the
+// per-element constant; rel_tol the norm-wise tolerance (0: none).
+struct Cmp {
+  double num = 0, den = 0, worst = 0;
+  std::string first_bad;
+  int bad = 0;
+  void add(const char *what, double got, double ref, double norm, double c) {
+    const double tol = std::fabs(ref) / 128 + c * norm + 1e-30;
+    const double d = std::fabs(got - ref);
+    num += (got - ref) * (got - ref);
+    den += ref * ref;
+    const double r = std::isnan(d) ? 1e30 : d / tol;
+    if (r > worst) worst = r;
+    if (!(d <= tol)) {
+      if (bad == 0) {
+        char buf[240];
+        snprintf(buf, sizeof buf, "%s = %.6g, reference %.6g (difference %.3g, tolerance %.3g)", what, got, ref, d,
+                 tol);
+        first_bad = buf;
+      }
+      bad++;
+    }
+  }
+  std::string verdict(double rel_tol, int count) const {
+    char buf[400];
+    if (bad > 0) {
+      snprintf(buf, sizeof buf, "%d of %d elements out of tolerance; the first: %s", bad, count, first_bad.c_str());
+      return buf;
+    }
+    const double rel = den > 0 ? std::sqrt(num / den) : 0;
+    if (rel_tol > 0 && !(rel <= rel_tol)) {
+      snprintf(buf, sizeof buf, "||D-ref||/||ref|| = %.3g, tolerance %.3g", rel, rel_tol);
+      return buf;
+    }
+    return "";
+  }
+  std::string info() const {
+    char buf[120];
+    if (worst >= 1e30)
+      snprintf(buf, sizeof buf, "rel %.1e, worst NaN", den > 0 ? std::sqrt(num / den) : 0.0);
+    else
+      snprintf(buf, sizeof buf, "rel %.1e, worst %.3f of tol", den > 0 ? std::sqrt(num / den) : 0.0, worst);
+    return buf;
+  }
+};
+
+// ---- the 16-bit GEMV ----------------------------------------------------------------------------
+
+typedef void (*BgemvFn)(const BgemvArgs);
+
+struct BgCase {
+  int t = T_BF16;
+  int N = 1;      // the kernel: _n1, _n2, _n4
+  int pro = 0;    // 1 rmsnorm, 2 swiglu (N = 1)
+  u32 m = 8, k = 512, n = 1;
+  u32 lda_pad = 0, ldb_pad = 0, ldc_pad = 0, ldd_pad = 0; // elements past k (A, B) or m (C, D)
+  u32 batch = 1;
+  u32 grid = 0;   // blocks in x; 0: one per 8-row group
+  bool const_a = false;
+  float alpha = 1.f, beta = 0.f;
+  float eps = 1e-5f;
+};
+
+BgemvFn bgemv_fn(const BgCase &c) {
+  if (c.pro == 1) return c.t == T_F16 ? gpurt_bgemv_f16_n1_rmsnorm : gpurt_bgemv_bf16_n1_rmsnorm;
+  if (c.pro == 2) return c.t == T_F16 ? gpurt_bgemv_f16_n1_swiglu : gpurt_bgemv_bf16_n1_swiglu;
+  if (c.t == T_F16) return c.N == 1 ? gpurt_bgemv_f16_n1 : c.N == 2 ? gpurt_bgemv_f16_n2 : gpurt_bgemv_f16_n4;
+  return c.N == 1 ? gpurt_bgemv_bf16_n1 : c.N == 2 ? gpurt_bgemv_bf16_n2 : gpurt_bgemv_bf16_n4;
+}
+
+std::string bg_name(const BgCase &c) {
+  char buf[200];
+  const char *pro = c.pro == 1 ? "_rmsnorm" : c.pro == 2 ? "_swiglu" : "";
+  const u32 groups = (c.m + BG_RB - 1) / BG_RB;
+  snprintf(buf, sizeof buf, "bgemv_%s_n%d%s m=%u k=%u n=%u%s%s%s%s", tname(c.t), c.N, pro, c.m, c.k, c.n,
+           c.grid && c.grid < groups ? (" grid=" + std::to_string(c.grid)).c_str() : "", c.const_a ? " const_a" : "",
+           c.beta != 0 ? " beta" : "", c.batch > 1 ? (" batch=" + std::to_string(c.batch)).c_str() : "");
+  std::string s = buf;
+  if (c.lda_pad || c.ldb_pad || c.ldd_pad) s += " ld+";
+  return s;
+}
+
+void run_bgemv(const BgCase &c, uint64_t seed) {
+  const std::string name = bg_name(c);
+  if (!selected(name)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  Rng rng(seed);
+  const u32 lda = c.k + c.lda_pad, ldb = c.k + c.ldb_pad, ldc = c.m + c.ldc_pad, ldd = c.m + c.ldd_pad;
+  const u32 bcols = c.pro == 2 ? 2 : c.n; // SwiGLU: G then U
+  const long long sa = (long long)lda * c.m, sb = (long long)ldb * bcols, sc = (long long)ldc * c.n,
+                  sd = (long long)ldd * c.n;
+  // A, B and the norm weight are read in 16-byte pieces; C and D by element
+  // (ending exactly at the guard page).
+  Dev<uint16_t> A((size_t)sa * c.batch), B((size_t)sb * c.batch), C((size_t)sc * c.batch, 2),
+      D((size_t)sd * c.batch, 2), NW(c.k);
+  // Padding (past k in A and B) holds NaNs: a kernel that reads it poisons its sums.
+  const uint16_t nan16 = 0x7fff;
+  for (size_t i = 0; i < A.n; i++) A[i] = nan16;
+  for (size_t i = 0; i < B.n; i++) B[i] = nan16;
+  for (u32 bz = 0; bz < c.batch; bz++) {
+    for (u32 i = 0; i < c.m; i++)
+      for (u32 p = 0; p < c.k; p++) A[bz * sa + (size_t)i * lda + p] = to16(rng.uni(-1, 1), c.t);
+    for (u32 j = 0; j < bcols; j++)
+      for (u32 p = 0; p < c.k; p++) {
+        double v = c.pro == 2 && j == 0 ? rng.uni(-5, 5) : c.pro == 1 ? rng.uni(-3, 3) : rng.uni(-1, 1);
+        B[bz * sb + (size_t)j * ldb + p] = to16(v, c.t);
+      }
+    for (size_t i = 0; i < (size_t)sc; i++) C[bz * sc + i] = to16(rng.uni(-1, 1), c.t);
+  }
+  for (u32 p = 0; p < c.k; p++) NW[p] = to16(rng.uni(0.5, 1.5), c.t);
+
+  BgemvArgs a{};
+  a.w = A.p();
+  a.x = B.p();
+  a.c = c.beta != 0 ? C.p() : D.p();
+  a.d = D.p();
+  a.lda = lda, a.ldb = ldb, a.ldc = c.beta != 0 ? ldc : ldd, a.ldd = ldd;
+  a.sa = sa, a.sb = sb, a.sc = c.beta != 0 ? sc : sd, a.sd = sd;
+  a.m = c.m, a.k = c.k, a.n = c.n;
+  a.alpha = c.alpha, a.beta = c.beta;
+  a.flags = c.const_a ? BG_CONST_A : 0u;
+  a.nw = c.pro == 1 ? NW.p() : nullptr;
+  a.eps = c.eps;
+  const u32 groups = (c.m + BG_RB - 1) / BG_RB;
+  const u32 grid = c.grid && c.grid < groups ? c.grid : groups;
+  BgemvFn fn = bgemv_fn(c);
+  std::string kname = name.substr(0, name.find(' '));
+
+  std::vector<uint16_t> out;
+  std::string sched = run_orders(
+      [&] {
+        for (size_t i = 0; i < D.n; i++) D[i] = nan16;
+      },
+      [&] { emu_launch(dim3(grid, c.batch), dim3(256), [&] { fn(a); }, kname.c_str()); },
+      [&] { return std::vector<uint16_t>(D.p(), D.p() + D.n); }, out);
+
+  Cmp cmp;
+  int count = 0;
+  const double cst = c.pro == 2 ? 1.0 / 128 : 1.0 / 1024;
+  std::vector<double> xb(c.k);
+  std::string err;
+  for (u32 bz = 0; bz < c.batch; bz++) {
+    for (u32 j = 0; j < c.n; j++) {
+      // op(B)'s column j as float64, the prologue applied.
+      const uint16_t *bj = B.p() + bz * sb + (size_t)j * ldb;
+      if (c.pro == 1) {
+        double ss = 0;
+        for (u32 p = 0; p < c.k; p++) ss += from16(bj[p], c.t) * from16(bj[p], c.t);
+        const double r = 1.0 / std::sqrt(ss / c.k + (double)c.eps);
+        for (u32 p = 0; p < c.k; p++) xb[p] = from16(bj[p], c.t) * r * from16(NW[p], c.t);
+      } else if (c.pro == 2) {
+        for (u32 p = 0; p < c.k; p++) {
+          const double g = from16(bj[p], c.t), u = from16(bj[ldb + p], c.t);
+          xb[p] = g / (1 + std::exp(-g)) * u;
+        }
+      } else {
+        for (u32 p = 0; p < c.k; p++) xb[p] = from16(bj[p], c.t);
+      }
+      for (u32 i = 0; i < c.m; i++) {
+        const uint16_t *ai = A.p() + bz * sa + (size_t)i * lda;
+        double acc = 0, n2 = 0;
+        for (u32 p = 0; p < c.k; p++) {
+          const double pr = c.alpha * from16(ai[p], c.t) * xb[p];
+          acc += pr;
+          n2 += pr * pr;
+        }
+        if (c.beta != 0) {
+          const double bc = c.beta * from16(C[bz * sc + (size_t)j * ldc + i], c.t);
+          acc += bc;
+          n2 += bc * bc;
+        }
+        const uint16_t g16 = out[bz * sd + (size_t)j * ldd + i];
+        char what[80];
+        snprintf(what, sizeof what, "D[%u][%u][%u]", bz, j, i);
+        cmp.add(what, from16(g16, c.t), acc, std::sqrt(n2), cst);
+        count++;
+      }
+    }
+    // Nothing past row m or token n is written.
+    for (u32 j = 0; j < c.n && err.empty(); j++)
+      for (u32 i = c.m; i < ldd; i++)
+        if (out[bz * sd + (size_t)j * ldd + i] != nan16) err = "D written past row m (ldd padding)";
+  }
+  if (err.empty()) err = cmp.verdict(1e-2, count);
+  if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
+  report(name, err, cmp.info(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// ---- the int8 GEMVs -----------------------------------------------------------------------------
+
+typedef void (*QvFn)(const uint8_t *, const uint16_t *, const uint16_t *, const uint16_t *, uint16_t *, u32, u32, u32,
+                     u32, u32);
+
+struct QCase {
+  const char *kind = "qrgemv"; // qrgemv, qgemv, qgemvf
+  int xt = T_BF16, st = T_BF16;
+  u32 m = 16, k = 512, gs = 64, n = 1;
+  bool wide = false; // x over 2^-20 .. 2^20 (bf16 x only)
+};
+
+QvFn q_fn(const QCase &c) {
+  const int v = (c.xt == T_F16) * 2 + (c.st == T_F16);
+  if (strcmp(c.kind, "qrgemv") == 0) {
+    static const QvFn f[4] = {gpurt_qrgemv_bf16_bf16, gpurt_qrgemv_bf16_f16, gpurt_qrgemv_f16_bf16,
+                              gpurt_qrgemv_f16_f16};
+    return f[v];
+  }
+#define QROW(P, XN, SN) \
+  {P##_##XN##_##SN##_n1, P##_##XN##_##SN##_n2, P##_##XN##_##SN##_n3, P##_##XN##_##SN##_n4, \
+   P##_##XN##_##SN##_n5, P##_##XN##_##SN##_n6, P##_##XN##_##SN##_n7, P##_##XN##_##SN##_n8}
+  static const QvFn g[4][8] = {QROW(gpurt_qgemv, bf16, bf16), QROW(gpurt_qgemv, bf16, f16),
+                               QROW(gpurt_qgemv, f16, bf16), QROW(gpurt_qgemv, f16, f16)};
+  static const QvFn gf[4][8] = {QROW(gpurt_qgemvf, bf16, bf16), QROW(gpurt_qgemvf, bf16, f16),
+                                QROW(gpurt_qgemvf, f16, bf16), QROW(gpurt_qgemvf, f16, f16)};
+#undef QROW
+  return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
+}
+
+std::string q_name(const QCase &c) {
+  char buf[160];
+  if (strcmp(c.kind, "qrgemv") == 0)
+    snprintf(buf, sizeof buf, "qrgemv_%s_%s m=%u k=%u gs=%u%s", tname(c.xt), tname(c.st), c.m, c.k, c.gs,
+             c.wide ? " wide-x" : "");
+  else
+    snprintf(buf, sizeof buf, "%s_%s_%s_n%u m=%u k=%u gs=%u%s", c.kind, tname(c.xt), tname(c.st), c.n, c.m, c.k, c.gs,
+             c.wide ? " wide-x" : "");
+  return buf;
+}
+
+void run_q(const QCase &c, uint64_t seed) {
+  const std::string name = q_name(c);
+  if (!selected(name)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  Rng rng(seed);
+  const u32 groups = c.k / c.gs;
+  Dev<uint8_t> W((size_t)c.m * c.k);
+  Dev<uint16_t> S((size_t)c.m * groups, 8), Bi((size_t)c.m * groups, 8), X((size_t)c.n * c.k), Y((size_t)c.n * c.m, 2);
+  for (size_t i = 0; i < W.n; i++) W[i] = (uint8_t)(rng.next() >> 56);
+  // MLX's affine form: w = s q + b with s = (max - min) / 255, b = min.
+  for (size_t i = 0; i < S.n; i++) {
+    const double lo = rng.uni(-0.6, -0.1), hi = rng.uni(0.1, 0.6);
+    S[i] = to16((hi - lo) / 255, c.st);
+    Bi[i] = to16(lo, c.st);
+  }
+  for (size_t i = 0; i < X.n; i++) {
+    double v = rng.uni(-1, 1);
+    if (c.wide) v = (rng.uni() < 0.5 ? -1 : 1) * std::ldexp(rng.uni(1, 2), (int)std::floor(rng.uni(-20, 20)));
+    X[i] = to16(v, c.xt);
+  }
+  const u32 gshift = (u32)__builtin_ctz(c.gs);
+  QvFn fn = q_fn(c);
+  const bool ring = strcmp(c.kind, "qrgemv") == 0;
+  dim3 grid, block;
+  if (ring) {
+    grid = dim3((c.m + QR_ROWS - 1) / QR_ROWS);
+    block = dim3(QR_WARPS * 32);
+  } else {
+    // cuda_quant.c's gemv_launch: 32 rows a block, k split among up to 16
+    // warps (the grid is small here) in 128-deep batches.
+    const u32 blocks = (c.m + QV_ROWS - 1) / QV_ROWS, batches = (c.k + 127) / 128;
+    u32 nw = blocks < 256 ? QV_MAXW : 4;
+    if (nw > batches) nw = batches;
+    grid = dim3(blocks);
+    block = dim3(nw * 32);
+  }
+  const u32 pf = 2u | 0x100u; // prefetch distance 2, 256-byte fetches: no-ops here, the code path runs
+  std::string kname = name.substr(0, name.find(' '));
+  const uint16_t nan16 = 0x7fff;
+  std::vector<uint16_t> out;
+  std::string sched = run_orders(
+      [&] {
+        for (size_t i = 0; i < Y.n; i++) Y[i] = nan16;
+      },
+      [&] {
+        emu_launch(grid, block, [&] { fn(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf); },
+                   kname.c_str());
+      },
+      [&] { return std::vector<uint16_t>(Y.p(), Y.p() + Y.n); }, out);
+  Cmp cmp;
+  int count = 0;
+  for (u32 tok = 0; tok < c.n; tok++)
+    for (u32 row = 0; row < c.m; row++) {
+      double ref = 0, n2 = 0;
+      for (u32 j = 0; j < c.k; j++) {
+        const u32 g = row * groups + j / c.gs;
+        const double wv = from16(S[g], c.st) * W[(size_t)row * c.k + j] + from16(Bi[g], c.st);
+        const double p = from16(X[(size_t)tok * c.k + j], c.xt) * wv;
+        ref += p;
+        n2 += p * p;
+      }
+      char what[64];
+      snprintf(what, sizeof what, "y[%u][%u]", tok, row);
+      cmp.add(what, from16(out[(size_t)tok * c.m + row], c.xt), ref, std::sqrt(n2), 1.0 / 64);
+      count++;
+    }
+  std::string err = cmp.verdict(0, count);
+  if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
+  report(name, err, cmp.info(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// ---- the emulator's refusals ---------------------------------------------------------------------
+//
+// What a kernel must not do, each in a child process that the emulator must
+// abort with the message given.
+
+__global__ void emu_lane_alone(float *out) { // lane 5 skips a shuffle its warp meets
+  float v = (float)threadIdx.x;
+  if (threadIdx.x % 32 != 5) v = __shfl_xor_sync(0xffffffffu, v, 1);
+  __syncthreads();
+  out[threadIdx.x] = v;
+}
+__global__ void emu_lane_exits(float *out) { // lane 7 exits while its warp waits at a shuffle
+  if (threadIdx.x % 32 == 7) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (float)threadIdx.x, 1);
+}
+__global__ void emu_two_places(float *out) { // lane 3 at another shuffle than its warp's
+  float v = (float)threadIdx.x;
+  if (threadIdx.x % 32 == 3)
+    v = __shfl_xor_sync(0xffffffffu, v, 2);
+  else
+    v = __shfl_xor_sync(0xffffffffu, v, 1);
+  out[threadIdx.x] = v;
+}
+__global__ void emu_half_mask(float *out) { out[threadIdx.x] = __shfl_down_sync(0xffffu, (float)threadIdx.x, 1); }
+__global__ void emu_misaligned(const uint16_t *src) { // cp.async into shared memory 8 bytes off
+  __shared__ __align__(16) uint16_t st[64];
+  cp_async16(&st[4], src);
+}
+__global__ void emu_past_end(const uint16_t *src, float *out) { out[threadIdx.x] = h2f<T_BF16>(src[threadIdx.x + 1]); }
+
+void death_test(const char *name, const char *want, const std::function<void()> &body) {
+  const std::string full = std::string("emu/") + name;
+  if (!selected(full)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  int fds[2];
+  if (pipe(fds) != 0) emu::die("pipe failed");
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) emu::die("fork failed");
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    body();
+    _exit(0); // not aborted: the emulator let it through
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t r;
+  while ((r = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, (size_t)r);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string err;
+  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
+    err = "the emulator did not abort (exit status " + std::to_string(status) + ")";
+  else if (text.find(want) == std::string::npos)
+    err = "its message lacks \"" + std::string(want) + "\": " + text;
+  const size_t nl = text.find('\n');
+  report(full, err, "aborts: " + text.substr(0, nl == std::string::npos ? text.size() : nl).substr(0, 90),
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void death_tests() {
+  float *out = emu_sink;
+  death_test("lane_alone", "lane 5 at __syncthreads",
+             [=] { emu_launch(dim3(1), dim3(64), [=] { emu_lane_alone(out); }, "emu_lane_alone"); });
+  death_test("lane_exits", "exited",
+             [=] { emu_launch(dim3(1), dim3(32), [=] { emu_lane_exits(out); }, "emu_lane_exits"); });
+  death_test("two_places", "a collective every lane does not meet together",
+             [=] { emu_launch(dim3(1), dim3(32), [=] { emu_two_places(out); }, "emu_two_places"); });
+  death_test("half_mask", "with mask 0xffff",
+             [=] { emu_launch(dim3(1), dim3(32), [=] { emu_half_mask(out); }, "emu_half_mask"); });
+  death_test("misaligned_cp_async", "not 16-byte aligned", [] {
+    Dev<uint16_t> src(64);
+    emu_launch(dim3(1), dim3(1), [&] { emu_misaligned(src.p()); }, "emu_misaligned");
+  });
+  death_test("past_the_end", "SIGSEGV", [=] {
+    Dev<uint16_t> src(32, 2);
+    emu_launch(dim3(1), dim3(32), [&] { emu_past_end(src.p(), out); }, "emu_past_end");
+  });
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-quick") == 0)
+      g_one_order = true;
+    else if (argv[i][0] == '-') {
+      fprintf(stderr, "usage: %s [-quick] [FILTER...]\n", argv[0]);
+      return 2;
+    } else
+      g_filters.push_back(argv[i]);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t seed = 1;
+
+  // The emulator refuses what no GPU runs correctly.
+  death_tests();
+
+  // The emulator's own check first: the GPU-verified register GEMVs (mma's
+  // layout, shuffles, the block's reduction).
+  {
+    std::vector<QCase> qs;
+    auto q = [&](const char *kind, int xt, int st, u32 m, u32 k, u32 gs, u32 n, bool wide = false) {
+      QCase c;
+      c.kind = kind, c.xt = xt, c.st = st, c.m = m, c.k = k, c.gs = gs, c.n = n, c.wide = wide;
+      qs.push_back(c);
+    };
+    q("qgemv", T_BF16, T_BF16, 40, 1024, 64, 1);
+    q("qgemv", T_F16, T_BF16, 40, 608, 32, 3);   // k not a multiple of 128: the tail batch
+    q("qgemv", T_BF16, T_F16, 72, 512, 128, 8);
+    q("qgemvf", T_BF16, T_BF16, 40, 1024, 128, 1, true);
+    q("qgemvf", T_F16, T_F16, 40, 576, 64, 2);    // the tail batch
+    q("qgemvf", T_BF16, T_F16, 72, 512, 64, 4);
+    for (auto &c : qs) run_q(c, seed++);
+  }
+
+  // The 16-bit GEMV: every kernel (n = 1, 2, 3 on _n4, 4) of each type
+  // over m = 8, 24, 100 and k = 512 .. 2048 and 1000 (a multiple of 8 only:
+  // a short last chunk), and for m = 24 and 100 k = 4096 and 3000, past the
+  // ring's BG_ST chunks (stages refilled), A constant or not alternating,
+  // so that each kernel sees both on several shapes.
+  {
+    std::vector<BgCase> cs;
+    int idx = 0;
+    const u32 ms[] = {8, 24, 100}, ks[] = {512, 1024, 1536, 2048, 1000, 4096, 3000};
+    const int ns[][2] = {{1, 1}, {2, 2}, {4, 3}, {4, 4}}; // kernel N, n
+    for (int t : {T_BF16, T_F16})
+      for (auto &nn : ns)
+        for (u32 m : ms)
+          for (u32 k : ks) {
+            if (m == 8 && k > 2048) continue;
+            // n = 3 and 4 share the kernel: fewer shapes for n = 3.
+            if (nn[1] == 3 && k != 1000 && k != 3000) continue;
+            BgCase c;
+            c.t = t, c.N = nn[0], c.n = (u32)nn[1], c.m = m, c.k = k;
+            c.const_a = (idx++ % 2) == 1;
+            cs.push_back(c);
+          }
+    // A grid smaller than the row groups (GPURT_CUDA_GEMV_GRID): each block
+    // takes groups blockIdx.x, + gridDim.x, ...
+    for (int t : {T_BF16, T_F16})
+      for (int N : {1, 2, 4})
+        for (bool ca : {false, true}) {
+          BgCase c;
+          c.t = t, c.N = N, c.n = (u32)N, c.m = 100, c.k = N == 2 ? 1000 : N == 4 ? 3000 : 1536;
+          c.grid = N == 4 ? 2 : 3, c.const_a = ca;
+          cs.push_back(c);
+        }
+    // alpha and beta with C, padded leading dimensions, batches.
+    for (int t : {T_BF16, T_F16}) {
+      BgCase c;
+      c.t = t, c.N = 2, c.n = 2, c.m = 24, c.k = 1024, c.alpha = 0.5f, c.beta = 0.75f, c.ldc_pad = 8;
+      cs.push_back(c);
+      c = BgCase();
+      c.t = t, c.N = 4, c.n = 3, c.m = 100, c.k = 1000, c.lda_pad = 24, c.ldb_pad = 8, c.ldd_pad = 5, c.const_a = true;
+      cs.push_back(c);
+      c = BgCase();
+      c.t = t, c.N = 1, c.n = 1, c.m = 24, c.k = 1536, c.batch = 2, c.alpha = 2.f, c.beta = -1.f, c.grid = 2;
+      cs.push_back(c);
+    }
+    for (auto &c : cs) run_bgemv(c, seed++);
+  }
+
+  // The prologue GEMVs (n = 1).
+  {
+    std::vector<BgCase> cs;
+    int idx = 0;
+    for (int pro : {1, 2})
+      for (int t : {T_BF16, T_F16})
+        for (u32 m : {8u, 24u, 100u})
+          for (u32 k : {512u, 2048u, 1000u, 3000u}) {
+            if (m == 8 && k == 3000) continue;
+            BgCase c;
+            c.t = t, c.N = 1, c.n = 1, c.pro = pro, c.m = m, c.k = k, c.const_a = (idx++ % 2) == 1;
+            if (m == 100 && k == 2048) c.grid = 3;
+            cs.push_back(c);
+          }
+    for (int pro : {1, 2}) {
+      BgCase c;
+      c.t = T_BF16, c.N = 1, c.n = 1, c.pro = pro, c.m = 24, c.k = 1536, c.alpha = 0.5f, c.beta = 0.25f,
+      c.ldb_pad = pro == 2 ? 16 : 0;
+      cs.push_back(c);
+    }
+    for (auto &c : cs) run_bgemv(c, seed++);
+  }
+
+  // The int8 ring GEMV: groups of 64 and 128, k a multiple of 512 (4096:
+  // past the ring's QR_ST chunks), m a multiple of 16 and not, each type
+  // pair.
+  {
+    std::vector<QCase> qs;
+    for (int xt : {T_BF16, T_F16})
+      for (int st : {T_BF16, T_F16})
+        for (u32 gs : {64u, 128u}) {
+          QCase c;
+          c.kind = "qrgemv", c.xt = xt, c.st = st, c.gs = gs;
+          for (auto mk : {std::pair<u32, u32>{16, 512}, {100, 1024}, {8, 2048}, {40, 1536}, {24, 4096}}) {
+            c.m = mk.first, c.k = mk.second;
+            qs.push_back(c);
+          }
+        }
+    for (u32 gs : {64u, 128u}) {
+      QCase c;
+      c.kind = "qrgemv", c.xt = T_BF16, c.st = T_F16, c.gs = gs, c.m = 24, c.k = 1024, c.wide = true;
+      qs.push_back(c);
+    }
+    for (auto &c : qs) run_q(c, seed++);
+  }
+
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  printf("%d passed, %d failed (%.1f s%s)\n", g_pass, g_fail, secs,
+         g_one_order ? ", quick: one run a case" : ", three runs a case");
+  return g_fail ? 1 : 0;
+}

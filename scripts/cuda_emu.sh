@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# cuda_emu.sh [--ci] [--no-install] [--quick] [FILTER...]
+#                          build plugins/cuda/emu/quant_emu_test.cc (which
+#                          includes plugins/cuda/src/cuda_quant.cu with
+#                          GPURT_CUDA_EMU: its kernels unmodified on
+#                          plugins/cuda/emu/cuda_emu.h's CPU emulation of
+#                          CUDA's execution model) with $CXX (default g++)
+#                          and run it: the 16-bit GEMVs (gpurt_bgemv_*, the
+#                          rmsnorm and swiglu prologues), the int8 ring GEMV
+#                          (gpurt_qrgemv_*) and, as the emulator's own check,
+#                          the GPU-verified register GEMVs (gpurt_qgemv*_n*),
+#                          against float64 references; no GPU, no nvcc
+#
+# It needs the CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h,
+# vector_types.h: their host conversions; and nv/target, which they
+# include): $GPURT_CUDA_INC, else those of the CUDA 13.0 packages in
+# .cuda-venv/ (scripts/build_cuda.sh installs them), else next to nvcc on
+# PATH, else /usr/local/cuda/include. With none of them, it installs the
+# three header packages of build_cuda.sh's pins (nvidia-cuda-runtime,
+# nvidia-cuda-crt, nvidia-cuda-cccl; about 50 MB installed, from PyPI) into
+# .cuda-venv/, as build_cuda.sh would (its later full install adds the rest);
+# --no-install says what is missing and exits 0 (SKIP) instead; --ci exits
+# 0 (SKIP) with the reason when the install fails.
+#
+# The test prints one line per case and last "N passed, M failed"; this
+# script exits non-zero when a case fails or the build fails. --quick runs
+# each case once instead of three times (two thread orders, cp.async
+# landing late: see quant_emu_test.cc); FILTERs keep the cases whose name
+# contains one. The binary is kept in ${BUILD:-build}/cuda_emu/, rebuilt
+# when its sources, the flags or the compiler change. About 10 s of CPU to
+# build and 15 s to run on the 2-core development VM.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cxx=${CXX:-g++}
+ci=0
+noinstall=0
+args=()
+for arg in "$@"; do
+  case "$arg" in
+    --ci) ci=1 ;;
+    --no-install) noinstall=1 ;;
+    --quick) args+=(-quick) ;;
+    -h|--help) sed -n '4,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "cuda_emu.sh: unknown flag $arg" >&2; exit 2 ;;
+    *) args+=("$arg") ;;
+  esac
+done
+
+say() { echo "cuda_emu.sh: $*" >&2; }
+skip() {
+  echo "cuda_emu.sh: SKIP: $*"
+  exit 0
+}
+die() {
+  say "FAILED: $*"
+  exit 1
+}
+
+command -v "${cxx%% *}" >/dev/null 2>&1 || die "no C++ compiler: $cxx (set CXX)"
+
+# ---- the CUDA headers ---------------------------------------------------------
+# has_headers DIR: the headers the emulation includes are there.
+has_headers() {
+  [ -f "$1/cuda_fp16.h" ] && [ -f "$1/cuda_bf16.h" ] && [ -f "$1/cuda_fp8.h" ] &&
+    [ -f "$1/vector_types.h" ] && [ -f "$1/crt/host_defines.h" ] && [ -f "$1/nv/target" ]
+}
+if [ -n "${GPURT_CUDA_INC:-}" ] && ! has_headers "$GPURT_CUDA_INC"; then
+  die "GPURT_CUDA_INC=$GPURT_CUDA_INC lacks cuda_fp16.h, cuda_bf16.h, cuda_fp8.h, vector_types.h, crt/host_defines.h or nv/target"
+fi
+find_headers() {
+  local d
+  if [ -n "${GPURT_CUDA_INC:-}" ]; then
+    echo "$GPURT_CUDA_INC"
+    return
+  fi
+  for d in "$root"/.cuda-venv/lib/python3*/site-packages/nvidia/cu*/include; do
+    has_headers "$d" && { echo "$d"; return; }
+  done
+  if command -v nvcc >/dev/null 2>&1; then
+    d=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)
+    for d in "$d/include" "$d/targets/x86_64-linux/include" "$d/targets/sbsa-linux/include"; do
+      has_headers "$d" && { echo "$d"; return; }
+    done
+  fi
+  has_headers /usr/local/cuda/include && { echo /usr/local/cuda/include; return; }
+}
+inc=$(find_headers)
+if [ -z "$inc" ]; then
+  missing="no CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h, vector_types.h, crt/host_defines.h, nv/target) in \$GPURT_CUDA_INC, .cuda-venv/, next to nvcc or in /usr/local/cuda/include"
+  [ $noinstall = 1 ] && skip "$missing; run scripts/cuda_emu.sh without --no-install (or scripts/build_cuda.sh) to install them into .cuda-venv/"
+  # build_cuda.sh's pins of the three packages that hold those headers.
+  pins=()
+  while IFS= read -r p; do pins+=("$p"); done < <(grep -oE 'nvidia-cuda-(runtime|crt|cccl)==[0-9.]+' "$root/scripts/build_cuda.sh")
+  [ ${#pins[@]} -eq 3 ] ||
+    die "$missing, and scripts/build_cuda.sh's pins of nvidia-cuda-runtime, nvidia-cuda-crt and nvidia-cuda-cccl were not found"
+  py=${PYTHON:-python3}
+  command -v "$py" >/dev/null 2>&1 || {
+    [ $ci = 1 ] && skip "$missing, and no $py to install ${pins[*]}"
+    die "$missing, and no $py to install ${pins[*]} from PyPI"
+  }
+  venv=$root/.cuda-venv
+  say "$missing: installing ${pins[*]} into $venv"
+  log=$(mktemp)
+  if ! { { [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"; } &&
+         "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}"; } >"$log" 2>&1; then
+    reason=$(tail -n 15 "$log")
+    rm -f "$log"
+    [ $ci = 1 ] && skip "the CUDA headers could not be installed from PyPI (${pins[*]}):
+$reason"
+    die "pip install ${pins[*]} failed:
+$reason"
+  fi
+  rm -f "$log"
+  inc=$(find_headers)
+  [ -n "$inc" ] || die "${pins[*]} installed into $venv, but the headers were not found there"
+fi
+
+# ---- build (kept while its inputs are unchanged) ------------------------------------
+out=${BUILD:-$root/build}
+case "$out" in /*) ;; *) out=$root/$out ;; esac
+out=$out/cuda_emu
+mkdir -p "$out" || die "cannot create $out"
+emu=$root/plugins/cuda/emu
+src=$root/plugins/cuda/src
+flags=(-std=c++17 -O2 -pthread -fno-strict-aliasing -ffp-contract=off -DGPURT_CUDA_EMU=1
+       -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas)
+# clang: cuda_quant.cu's `#pragma unroll` over loops it cannot unroll.
+"$cxx" --version 2>/dev/null | grep -qi clang && flags+=(-Wno-pass-failed)
+bin=$out/quant_emu_test
+key=$( { cat "$emu/quant_emu_test.cc" "$emu/cuda_emu.h" "$src/cuda_quant.cu" "$src/cuda_pdl.cuh"
+         echo "$cxx ${flags[*]} $inc"; "$cxx" --version 2>&1; } | sha256sum | cut -c1-16)
+if [ -x "$bin" ] && [ "$(cat "$bin.key" 2>/dev/null)" = "$key" ]; then
+  say "quant_emu_test: up to date ($bin)"
+else
+  say "building quant_emu_test with $cxx (CUDA headers: $inc)"
+  t0=$(date +%s)
+  rm -f "$bin.key"
+  "$cxx" "${flags[@]}" -I"$inc" -o "$bin.tmp" "$emu/quant_emu_test.cc" ||
+    die "$cxx could not build plugins/cuda/emu/quant_emu_test.cc"
+  mv -f "$bin.tmp" "$bin"
+  echo "$key" >"$bin.key"
+  say "built in $(( $(date +%s) - t0 )) s"
+fi
+
+# ---- run ------------------------------------------------------------------------
+t0=$(date +%s)
+rc=0
+"$bin" ${args[@]+"${args[@]}"} || rc=$?
+say "ran in $(( $(date +%s) - t0 )) s"
+if [ $rc -ne 0 ]; then
+  say "FAILED: quant_emu_test exited $rc (a kernel of cuda_quant.cu disagrees with its reference, or the emulator aborted)"
+  exit 1
+fi
+exit 0
