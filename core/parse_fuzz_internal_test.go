@@ -5,6 +5,7 @@ package core
 import (
 	"errors"
 	"math"
+	"math/big"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -111,34 +112,37 @@ func FuzzResolvePoolBudget(f *testing.F) {
 var envNames = []string{"GPURT_LOG_LEVEL", "GPURT_PROBE_CACHE", "GPURT_OPCACHE_SIZE", "GPURT_STAGE_CHUNK", "GPURT_STAGE_SLOTS",
 	"GPURT_COPY_WORKERS", "GPURT_POOL_BUDGET"}
 
-var wholeNumber = regexp.MustCompile(`^[+-]?[0-9]+$`)
+// A whole number, and a sized one: digits (a sign allowed) and one K, M or
+// G (any case).
+var (
+	wholeNumber = regexp.MustCompile(`^([+-]?[0-9]+)$`)
+	sizedNumber = regexp.MustCompile(`^([+-]?[0-9]+)([kKmMgG]?)$`)
+)
 
-// refNum is a variable of resolveEnv's whole numbers read independently:
-// digits (a sign allowed) and, sized, one K, M or G (any case); ok when
-// the value lies in lo .. hi.
+// refNum is a variable of resolveEnv's whole numbers read independently
+// (a regular expression and big-number arithmetic, where resolveEnv cuts
+// a suffix and multiplies ints); ok when the value lies in lo .. hi.
 func refNum(v string, lo, hi int, sized bool) (int, bool) {
-	mul := 1
-	if sized && v != "" {
-		switch v[len(v)-1] {
-		case 'k', 'K':
-			mul = 1 << 10
-		case 'm', 'M':
-			mul = 1 << 20
-		case 'g', 'G':
-			mul = 1 << 30
-		}
-		if mul > 1 {
-			v = v[:len(v)-1]
-		}
+	re := wholeNumber
+	if sized {
+		re = sizedNumber
 	}
-	if !wholeNumber.MatchString(v) {
+	m := re.FindStringSubmatch(v)
+	if m == nil {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < int64(lo)/int64(mul) || n > int64(hi)/int64(mul) || n*int64(mul) < int64(lo) {
+	n, ok := new(big.Int).SetString(m[1], 10)
+	if !ok {
 		return 0, false
 	}
-	return int(n) * mul, true
+	if len(m) > 2 && m[2] != "" {
+		shift := map[byte]uint{'k': 10, 'm': 20, 'g': 30}[m[2][0]|0x20]
+		n.Lsh(n, shift)
+	}
+	if n.Cmp(big.NewInt(int64(lo))) < 0 || n.Cmp(big.NewInt(int64(hi))) > 0 {
+		return 0, false
+	}
+	return int(n.Int64()), true
 }
 
 // FuzzResolveEnv: resolveEnv with every GPURT_* variable it reads set to

@@ -244,15 +244,18 @@ static void same_counts(const gpurt_runtime_stats *a, const gpurt_runtime_stats 
 #undef SAME_
 }
 
+/* The counts before the last CALL (keep compares a create's with them). */
+static gpurt_runtime_stats before_call;
+
 /* A call that may fail but must then change nothing: its code. */
 #define CALL(s, name, expr)                                 \
   ({                                                        \
     cur_op = (name);                                        \
-    gpurt_runtime_stats b_ = stats(s);                      \
+    before_call = stats(s);                                 \
     int c_ = take_checked(expr);                            \
     if (c_ != GPURT_OK) {                                   \
       gpurt_runtime_stats a_ = stats(s);                    \
-      same_counts(&b_, &a_, c_);                            \
+      same_counts(&before_call, &a_, c_);                   \
     }                                                       \
     c_;                                                     \
   })
@@ -919,9 +922,10 @@ static void setup(rd *r, state *s) {
   }
 }
 
-/* A create's result: a handle, kept, and one more counted where the
- * runtime counts that kind. */
-static void keep(state *s, int k, void *h, const gpurt_runtime_stats *before, obj extra) {
+/* A create's result, after its CALL succeeded: a handle, kept, and one
+ * more counted where the runtime counts that kind. */
+static void keep(state *s, int k, void *h, obj extra) {
+  const gpurt_runtime_stats *before = &before_call;
   if (h == NULL) bug("succeeded with a NULL handle");
   gpurt_runtime_stats after = stats(s);
   const uint64_t *b = NULL, *a = NULL;
@@ -1110,20 +1114,18 @@ static void step(rd *r, state *s, void *scratch) {
   case OP_ALLOC: {
     gpurt_buffer *b = NULL;
     uint64_t size = pick_size(r);
-    gpurt_runtime_stats before = stats(s);
     if (CALL(s, "buffer_alloc", api->buffer_alloc(rt, pick_dev(r, s), size, &b)) == GPURT_OK)
-      keep(s, H_BUF, b, &before, (obj){.size = size});
+      keep(s, H_BUF, b, (obj){.size = size});
     break;
   }
   case OP_HOST_ALLOC: {
     gpurt_host_buffer *h = NULL;
     void *p = NULL;
     uint64_t size = pick_size(r);
-    gpurt_runtime_stats before = stats(s);
     if (CALL(s, "host_alloc", api->host_alloc(rt, size, &h, &p)) == GPURT_OK) {
       if (p == NULL && size > 0) bug("host_alloc succeeded with a NULL pointer");
       if (p != NULL && size > 0) memset(p, 0x5a, size); /* the memory is the caller's */
-      keep(s, H_HOST, h, &before, (obj){.size = size, .ptr = p});
+      keep(s, H_HOST, h, (obj){.size = size, .ptr = p});
     }
     break;
   }
@@ -1144,9 +1146,8 @@ static void step(rd *r, state *s, void *scratch) {
   }
   case OP_STREAM: {
     gpurt_stream *st = NULL;
-    gpurt_runtime_stats before = stats(s);
     if (CALL(s, "stream_create", api->stream_create(rt, pick_dev(r, s), &st)) == GPURT_OK)
-      keep(s, H_STREAM, st, &before, (obj){0});
+      keep(s, H_STREAM, st, (obj){0});
     break;
   }
   case OP_STREAM_OPS: {
@@ -1161,9 +1162,8 @@ static void step(rd *r, state *s, void *scratch) {
   case OP_EVENT: {
     gpurt_event *ev = NULL;
     uint32_t flags = one_in(r, 8) ? u32(r) : below(r, 2);
-    gpurt_runtime_stats before = stats(s);
     if (CALL(s, "event_create", api->event_create(rt, pick_dev(r, s), flags, &ev)) == GPURT_OK)
-      keep(s, H_EVENT, ev, &before, (obj){0});
+      keep(s, H_EVENT, ev, (obj){0});
     break;
   }
   case OP_EVENT_OPS: {
@@ -1194,8 +1194,7 @@ static void step(rd *r, state *s, void *scratch) {
     if (one_in(r, 8)) ml.data = NULL;
     if (one_in(r, 16)) ml.struct_size = below(r, 48);
     gpurt_module *m = NULL;
-    gpurt_runtime_stats before = stats(s);
-    if (CALL(s, "module_load", api->module_load(rt, &ml, &m)) == GPURT_OK) keep(s, H_MODULE, m, &before, (obj){0});
+    if (CALL(s, "module_load", api->module_load(rt, &ml, &m)) == GPURT_OK) keep(s, H_MODULE, m, (obj){0});
     break;
   }
   case OP_KERNEL_GET: {
@@ -1256,10 +1255,9 @@ static void step(rd *r, state *s, void *scratch) {
     gpurt_gemm_desc d;
     build_gemm_desc(r, s, &d);
     gpurt_gemm_plan *p = NULL;
-    gpurt_runtime_stats before = stats(s);
     if (CALL(s, "gemm_plan_create", api->gemm_plan_create(rt, pick_dev(r, s), one_in(r, 32) ? NULL : &d, &p)) ==
         GPURT_OK)
-      keep(s, H_PLAN, p, &before, (obj){.gd = d});
+      keep(s, H_PLAN, p, (obj){.gd = d});
     break;
   }
   case OP_GEMM: {
@@ -1291,9 +1289,8 @@ static void step(rd *r, state *s, void *scratch) {
     gpurt_attention_desc d;
     build_attn_desc(r, s, &d);
     gpurt_attention *a = NULL;
-    gpurt_runtime_stats before = stats(s);
     if (CALL(s, "attention_create", api->attention_create(rt, pick_dev(r, s), &d, &a)) == GPURT_OK)
-      keep(s, H_ATTN, a, &before, (obj){.ad = d});
+      keep(s, H_ATTN, a, (obj){.ad = d});
     break;
   }
   case OP_ATTN_PLAN: {
