@@ -240,7 +240,7 @@ if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
             -Xfatbin=-compress-all --compress-mode=size
             -I"$fi_data/cccl/libcudacxx/include" -I"$fi_data/cccl/cub" -I"$fi_data/cccl/thrust"
             -I"$fi_data/include" -I"$src" "${fi_gencode[@]}")
-  key=$( { cat "$src/cuda_attention.cu" "$src/cuda_attention.h" "$src/cuda_attention_fi.cuh" "$src/cuda_pdl.cuh" "$src/cuda_rope.cuh"; echo "${fi_flags[*]}" | sed "s|$root||g";
+  key=$( { cat "$src/cuda_attention.cu" "$src/cuda_attention.h" "$src/cuda_attention_fi.cuh" "$src/cuda_append.cuh" "$src/cuda_pdl.cuh" "$src/cuda_rope.cuh"; echo "${fi_flags[*]}" | sed "s|$root||g";
            "$nvcc" --version; echo "$fi_pin"; } | sha256sum | cut -c1-16)
   fi_obj=$objcache/cuda_attention-$key.o
   cached_nvcc "$fi_obj" "$objcache/lock" "FlashInfer $fi_pin; ${fi_gencode[*]}" "$src/cuda_attention.cu" \
@@ -249,7 +249,10 @@ if [ -f "$fi_data/include/flashinfer/attention/decode.cuh" ]; then
   # fp8 KV caches (ABI 1.8): their own adapter over the same headers and
   # flags (cuda_attention_fp8.cu: e4m3 pages, head dim 128, f16/bf16
   # queries), cached apart so that cuda_attention.cu's object stays valid.
-  fi8_key=$( { cat "$src/cuda_attention_fp8.cu" "$src/cuda_attention_fp8.h" "$src/cuda_attention.h" "$src/cuda_attention_fi.cuh";
+  # (cuda_append.cuh, which it includes for kv_append_slot, includes
+  # cuda_pdl.cuh and cuda_rope.cuh: all three in its key.)
+  fi8_key=$( { cat "$src/cuda_attention_fp8.cu" "$src/cuda_attention_fp8.h" "$src/cuda_attention.h" "$src/cuda_attention_fi.cuh"
+               cat "$src/cuda_append.cuh" "$src/cuda_pdl.cuh" "$src/cuda_rope.cuh";
               echo "${fi_flags[*]}" | sed "s|$root||g"; "$nvcc" --version; echo "$fi_pin"; } | sha256sum | cut -c1-16)
   fi8_obj=$objcache/cuda_attention_fp8-$fi8_key.o
   cached_nvcc "$fi8_obj" "$objcache/lock" "FlashInfer $fi_pin fp8 KV; ${fi_gencode[*]}" "$src/cuda_attention_fp8.cu" \

@@ -6,12 +6,18 @@
 #                          includes plugins/cuda/src/cuda_quant.cu with
 #                          GPURT_CUDA_EMU: its kernels unmodified on
 #                          plugins/cuda/emu/cuda_emu.h's CPU emulation of
-#                          CUDA's execution model) with $CXX (default g++)
-#                          and run it: the 16-bit GEMVs (gpurt_bgemv_*, the
-#                          rmsnorm and swiglu prologues), the int8 ring GEMV
+#                          CUDA's execution model) and
+#                          plugins/cuda/emu/append_emu_test.cc (which
+#                          includes plugins/cuda/src/cuda_append.cuh the
+#                          same way) with $CXX (default g++) and run them:
+#                          the 16-bit GEMVs (gpurt_bgemv_*, the rmsnorm and
+#                          swiglu prologues), the int8 ring GEMV
 #                          (gpurt_qrgemv_*) and, as the emulator's own check,
 #                          the GPU-verified register GEMVs (gpurt_qgemv*_n*),
-#                          against float64 references; no GPU, no nvcc
+#                          against float64 references; the paged KV append
+#                          with ABI 1.10's rotary embedding
+#                          (gpurt_kv_append_kernel) against the mock's
+#                          append_run; no GPU, no nvcc
 #
 # It needs the CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h,
 # vector_types.h: their host conversions; and nv/target, which they
@@ -24,13 +30,16 @@
 # --no-install says what is missing and exits 0 (SKIP) instead; --ci exits
 # 0 (SKIP) with the reason when the install fails.
 #
-# The test prints one line per case and last "N passed, M failed"; this
-# script exits non-zero when a case fails or the build fails. --quick runs
-# each case once instead of three times (two thread orders, cp.async
-# landing late: see quant_emu_test.cc); FILTERs keep the cases whose name
-# contains one. The binary is kept in ${BUILD:-build}/cuda_emu/, rebuilt
-# when its sources, the flags or the compiler change. About 10 s of CPU to
-# build and 15 s to run on the 2-core development VM.
+# Each test prints one line per case and last "N passed, M failed"; this
+# script runs both (the second even when the first fails) and exits
+# non-zero when a case of either fails, either aborts or a build fails.
+# --quick runs each case once instead of three times (thread orders,
+# cp.async landing late: see the tests); FILTERs keep the cases whose name
+# contains one (quant_emu_test's: bgemv_, qrgemv_, qgemv, emu/;
+# append_emu_test's: append_). The binaries are kept in
+# ${BUILD:-build}/cuda_emu/, each rebuilt when its sources, the flags or
+# the compiler change. About 15 s of CPU to build both and 20 s to run
+# them on the 2-core development VM.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,7 +52,7 @@ for arg in "$@"; do
     --ci) ci=1 ;;
     --no-install) noinstall=1 ;;
     --quick) args+=(-quick) ;;
-    -h|--help) sed -n '4,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '4,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "cuda_emu.sh: unknown flag $arg" >&2; exit 2 ;;
     *) args+=("$arg") ;;
   esac
@@ -129,29 +138,48 @@ flags=(-std=c++17 -O2 -pthread -fno-strict-aliasing -ffp-contract=off -DGPURT_CU
        -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas)
 # clang: cuda_quant.cu's `#pragma unroll` over loops it cannot unroll.
 "$cxx" --version 2>/dev/null | grep -qi clang && flags+=(-Wno-pass-failed)
-bin=$out/quant_emu_test
-key=$( { cat "$emu/quant_emu_test.cc" "$emu/cuda_emu.h" "$src/cuda_quant.cu" "$src/cuda_pdl.cuh"
-         echo "$cxx ${flags[*]} $inc"; "$cxx" --version 2>&1; } | sha256sum | cut -c1-16)
-if [ -x "$bin" ] && [ "$(cat "$bin.key" 2>/dev/null)" = "$key" ]; then
-  say "quant_emu_test: up to date ($bin)"
-else
-  say "building quant_emu_test with $cxx (CUDA headers: $inc)"
+# build NAME SOURCES...: $out/NAME from plugins/cuda/emu/NAME.cc, unless
+# the binary there was built from the same SOURCES (everything it
+# includes), flags and compiler.
+build() {
+  local name=$1 bin=$out/$1 key t0
+  shift
+  key=$( { cat "$@"; echo "$cxx ${flags[*]} $inc"; "$cxx" --version 2>&1; } | sha256sum | cut -c1-16)
+  if [ -x "$bin" ] && [ "$(cat "$bin.key" 2>/dev/null)" = "$key" ]; then
+    say "$name: up to date ($bin)"
+    return
+  fi
+  say "building $name with $cxx (CUDA headers: $inc)"
   t0=$(date +%s)
   rm -f "$bin.key"
-  "$cxx" "${flags[@]}" -I"$inc" -o "$bin.tmp" "$emu/quant_emu_test.cc" ||
-    die "$cxx could not build plugins/cuda/emu/quant_emu_test.cc"
+  "$cxx" "${flags[@]}" -I"$inc" -o "$bin.tmp" "$emu/$name.cc" ||
+    die "$cxx could not build plugins/cuda/emu/$name.cc"
   mv -f "$bin.tmp" "$bin"
   echo "$key" >"$bin.key"
-  say "built in $(( $(date +%s) - t0 )) s"
-fi
+  say "built $name in $(( $(date +%s) - t0 )) s"
+}
+build quant_emu_test "$emu/quant_emu_test.cc" "$emu/emu_test.h" "$emu/cuda_emu.h" "$src/cuda_quant.cu" "$src/cuda_pdl.cuh"
+build append_emu_test "$emu/append_emu_test.cc" "$emu/emu_test.h" "$emu/cuda_emu.h" "$src/cuda_append.cuh" "$src/cuda_attention.h" \
+  "$src/cuda_pdl.cuh" "$src/cuda_rope.cuh"
 
 # ---- run ------------------------------------------------------------------------
-t0=$(date +%s)
-rc=0
-"$bin" ${args[@]+"${args[@]}"} || rc=$?
-say "ran in $(( $(date +%s) - t0 )) s"
-if [ $rc -ne 0 ]; then
-  say "FAILED: quant_emu_test exited $rc (a kernel of cuda_quant.cu disagrees with its reference, or the emulator aborted)"
+failed=()
+run() { # NAME WHAT: runs $out/NAME; WHAT says what its failure means
+  local name=$1 t0 rc=0
+  t0=$(date +%s)
+  "$out/$name" ${args[@]+"${args[@]}"} || rc=$?
+  say "$name ran in $(( $(date +%s) - t0 )) s"
+  if [ $rc -ne 0 ]; then
+    say "FAILED: $name exited $rc ($2)"
+    failed+=("$name")
+  fi
+}
+t_all=$(date +%s)
+run quant_emu_test "a kernel of cuda_quant.cu disagrees with its reference, or the emulator aborted"
+run append_emu_test "gpurt_kv_append_kernel (cuda_append.cuh) disagrees with the mock's append, or the emulator aborted"
+if [ ${#failed[@]} -ne 0 ]; then
+  say "FAILED: ${failed[*]} (both ran, in $(( $(date +%s) - t_all )) s)"
   exit 1
 fi
+say "both passed in $(( $(date +%s) - t_all )) s"
 exit 0

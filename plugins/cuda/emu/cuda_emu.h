@@ -700,6 +700,9 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __frcp_rn(float a) { return 1.0f / a; }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// The CUDA headers declare it for the device alone; a host cast rounds to
+// nearest even as well (cuda_rope.cuh's cos and sin).
+inline float __double2float_rn(double d) { return (float)d; }
 
 // PTX prmt.b32 (default mode): byte n of the result is byte s<4n+2:4n> of
 // {b, a} (a's bytes 0-3, b's 4-7), or, when bit 4n+3 is set, that byte's

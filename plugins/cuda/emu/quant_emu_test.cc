@@ -53,6 +53,7 @@
 #define GPURT_CUDA_EMU 1
 #endif
 #include "../src/cuda_quant.cu"
+#include "emu_test.h"
 
 #include <sys/wait.h>
 
@@ -65,78 +66,13 @@ float emu_sink[64];
 
 namespace {
 
-bool g_one_order = false;
-std::vector<std::string> g_filters;
-int g_pass = 0, g_fail = 0;
-
-// ---- buffers ending at a guard page --------------------------------------------------------
-
-struct GuardedBuf {
-  char *map = nullptr;
-  size_t maplen = 0;
-  void *data = nullptr;
-  size_t bytes = 0;
-  GuardedBuf(size_t n, size_t align) {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t body = ((n + align + page - 1) / page) * page;
-    maplen = body + page;
-    map = (char *)mmap(nullptr, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED) emu::die("mmap of %zu bytes failed", maplen);
-    if (mprotect(map + body, page, PROT_NONE) != 0) emu::die("mprotect failed");
-    // The data ends at the guard page, rounded down to the alignment.
-    uintptr_t end = (uintptr_t)(map + body);
-    data = (void *)((end - n) & ~(uintptr_t)(align - 1));
-    bytes = n;
-    memset(map, 0xA5, body);
-  }
-  ~GuardedBuf() { munmap(map, maplen); }
-  GuardedBuf(const GuardedBuf &) = delete;
-  GuardedBuf &operator=(const GuardedBuf &) = delete;
-};
-
-// A typed device buffer (host memory ending at a guard page).
-template <class T> struct Dev {
-  std::unique_ptr<GuardedBuf> g;
-  size_t n = 0;
-  explicit Dev(size_t count, size_t align = 16)
-      : g(new GuardedBuf(count > 0 ? count * sizeof(T) : 1, align)), n(count) {}
-  T *p() const { return (T *)g->data; }
-  T &operator[](size_t i) const { return p()[i]; }
-};
-
 // ---- random data -------------------------------------------------------------------------------
 
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 12345) {}
-  uint64_t next() { return emu::splitmix(s); }
-  double uni() { return (double)(next() >> 11) * (1.0 / 9007199254740992.0); } // [0, 1)
-  double uni(double lo, double hi) { return lo + (hi - lo) * uni(); }
-};
 
 // 16-bit values as raw bits, through the kernels' own conversions.
 uint16_t to16(double v, int t) { return t == T_F16 ? f2h<T_F16>((float)v) : f2h<T_BF16>((float)v); }
 double from16(uint16_t h, int t) { return t == T_F16 ? (double)h2f<T_F16>(h) : (double)h2f<T_BF16>(h); }
 const char *tname(int t) { return t == T_F16 ? "f16" : "bf16"; }
-
-bool selected(const std::string &name) {
-  if (g_filters.empty()) return true;
-  for (auto &f : g_filters)
-    if (name.find(f) != std::string::npos) return true;
-  return false;
-}
-
-// The result of a case: one line.
-void report(const std::string &name, const std::string &err, const std::string &info, double secs) {
-  if (err.empty()) {
-    g_pass++;
-    printf("ok    %-58s %s (%.2f s)\n", name.c_str(), info.c_str(), secs);
-  } else {
-    g_fail++;
-    printf("FAIL  %-58s %s\n      %s\n", name.c_str(), info.c_str(), err.c_str());
-  }
-  fflush(stdout);
-}
 
 // The emulator's settings each case runs under (all but the first only
 // without -quick): the threads' order between barriers and when cp.async
@@ -571,15 +507,7 @@ void death_tests() {
 } // namespace
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "-quick") == 0)
-      g_one_order = true;
-    else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: %s [-quick] [FILTER...]\n", argv[0]);
-      return 2;
-    } else
-      g_filters.push_back(argv[i]);
-  }
+  if (!parse_args(argc, argv)) return 2;
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t seed = 1;
 

@@ -20,15 +20,17 @@
 //
 // Every C++ exception (FlashInfer throws flashinfer::Error, the standard
 // library std::bad_alloc) is caught in guard() and becomes a cu_fi_status.
-// guard(), the plan and run calls and the append kernel's slot arithmetic
-// are cuda_attention_fi.cuh's, shared with the fp8 adapter
-// (cuda_attention_fp8.cu): this file keeps its dispatch and its kernel.
+// guard(), the plan and run calls and the append's grid are
+// cuda_attention_fi.cuh's, shared with the fp8 adapter
+// (cuda_attention_fp8.cu); the append kernel (gpurt_kv_append_kernel, with
+// its rotary embedding) and its slot arithmetic are cuda_append.cuh's,
+// free of FlashInfer (the CPU emulation runs them: emu/append_emu_test.cc).
+// This file keeps its dispatch and the append's launch.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cuda_attention_fi.cuh"
-#include "cuda_pdl.cuh"
-#include "cuda_rope.cuh"
+#include "cuda_append.cuh"
 
 namespace gpurt_fi {
 
@@ -62,64 +64,6 @@ cudaError_t dispatch(const cu_fi_config *c, F &&f) {
   if (c->dtype == FI_DTYPE_BF16) return by_hd(nv_bfloat16{});
   throw unsupported("dtype " + std::to_string(c->dtype) + " has no kernel");
 #endif
-}
-
-// Rotates the 8 pairs (lo[e], hi[e]) of 16-bit type T (lo: elements j0 ..
-// j0 + 7 of a head, hi: those head_dim / 2 further) at position pos:
-// rope_neox_freqs_T's arithmetic (cuda_rope.cuh).
-template <typename T>
-__device__ __forceinline__ void rope8(uint4 &lo, uint4 &hi, int pos, const float *inv, uint32_t j0) {
-  T *l = reinterpret_cast<T *>(&lo), *h = reinterpret_cast<T *>(&hi);
-  auto rt = [](float f) { return static_cast<float>(static_cast<T>(f)); };
-#pragma unroll
-  for (int e = 0; e < 8; e++) {
-    float u = static_cast<float>(l[e]), v = static_cast<float>(h[e]);
-    gpurt_rope_pair(u, v, pos, inv[j0 + e], rt);
-    l[e] = static_cast<T>(u);
-    h[e] = static_cast<T>(v);
-  }
-}
-
-// One thread per 16 bytes of one head of one row, K and V. With a rotary
-// embedding (a.inv_freq, ABI 1.10) a thread of the first half of a head
-// also takes K's 16 bytes head_dim / 2 further and stores both rotated
-// (the second half's threads copy V alone), and the threads past K and V
-// rotate q in place, a pair of 16-byte pieces each, for every row (as the
-// rope_neox_freqs_T launch this replaces did).
-// With programmatic dependent launch (a.pdl) it may be scheduled before the
-// kernel ahead of it finishes: it waits for that kernel's writes first
-// thing, then lets the next kernel (the attention) be scheduled.
-template <typename T>
-__global__ void gpurt_kv_append_kernel(cu_kv_append_args a, uint32_t chunks) {
-  gpurt_pdl_enter();
-  uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const uint32_t half = chunks / 2;
-  const uint64_t kv_threads = a.nnz * a.num_kv_heads * chunks;
-  if (a.inv_freq != nullptr && t >= kv_threads) { // q's pieces
-    const uint64_t qt = t - kv_threads, per_row = (uint64_t)a.num_qo_heads * half;
-    if (a.q == nullptr || qt >= a.nnz * per_row) return;
-    const uint64_t i = qt / per_row, hh = (qt % per_row) / half;
-    const uint32_t u = (uint32_t)(qt % half);
-    uint4 *q = static_cast<uint4 *>(a.q) + (i * a.num_qo_heads + hh) * chunks;
-    uint4 lo = q[u], hi = q[u + half];
-    rope8<T>(lo, hi, a.positions[i], a.inv_freq, u * 8);
-    q[u] = lo;
-    q[u + half] = hi;
-    return;
-  }
-  uint64_t at;
-  if (!kv_append_slot(a, chunks, t, &at)) return;
-  static_cast<uint4 *>(a.v)[at] = static_cast<const uint4 *>(a.v_rows)[t];
-  if (a.inv_freq == nullptr) {
-    static_cast<uint4 *>(a.k)[at] = static_cast<const uint4 *>(a.k_rows)[t];
-    return;
-  }
-  const uint32_t u = (uint32_t)(t % chunks);
-  if (u >= half) return; // the first half's thread stores this piece
-  uint4 lo = static_cast<const uint4 *>(a.k_rows)[t], hi = static_cast<const uint4 *>(a.k_rows)[t + half];
-  rope8<T>(lo, hi, a.positions[t / ((uint64_t)a.num_kv_heads * chunks)], a.inv_freq, u * 8);
-  static_cast<uint4 *>(a.k)[at] = lo;
-  static_cast<uint4 *>(a.k)[at + half] = hi;
 }
 
 }  // namespace gpurt_fi

@@ -6,9 +6,10 @@
 // guard() that turn every C++ exception into a cu_fi_status, the plan and
 // run calls over FlashInfer's decode and prefill kernels, templated over
 // the query/output type T, the KV page type KVT, the head dim HD and the
-// attention variant V, and the slot arithmetic of the append kernels. Each
-// adapter keeps what differs: which (T, KVT, HD, V) it instantiates
-// (its dispatch), its append kernel and, for fp8, the scales.
+// attention variant V, and the append kernels' grid (append_blocks; their
+// slot arithmetic, kv_append_slot, is cuda_append.cuh's, free of
+// FlashInfer). Each adapter keeps what differs: which (T, KVT, HD, V) it
+// instantiates (its dispatch), its append kernel and, for fp8, the scales.
 //
 // Templates and inline functions only, in a namespace of their own: each
 // adapter is compiled apart (scripts/build_cuda.sh caches each object) and
@@ -369,35 +370,8 @@ struct run_call {
 
 // ---- append ----------------------------------------------------------------
 
-// The append kernels' thread t handles unit t % per_head (an element, or 16
-// bytes) of head (t / per_head) % num_kv_heads of row t / (per_head *
-// num_kv_heads), in K and V. kv_append_slot says where that unit goes in
-// the pages (in units), or false when the row is skipped: a batch index
-// or position out of range, a request whose pages are malformed or end
-// beyond n_indices, a page index beyond the cache.
-__device__ __forceinline__ bool kv_append_slot(const cu_kv_append_args &a, uint32_t per_head, uint64_t t,
-                                               uint64_t *at) {
-  uint32_t heads = a.num_kv_heads, page_size = a.page_size;
-  uint64_t per_row = (uint64_t)heads * per_head;
-  if (t >= a.nnz * per_row) return false;
-  uint64_t i = t / per_row;
-  uint32_t h = (uint32_t)((t / per_head) % heads);
-  uint32_t u = (uint32_t)(t % per_head);
-  int32_t b = a.batch_indices[i], p = a.positions[i];
-  if (b < 0 || (uint32_t)b >= a.batch || p < 0) return false;
-  int32_t p0 = a.indptr[b], p1 = a.indptr[b + 1], lp = a.last[b];
-  if (p0 < 0 || p1 <= p0 || (uint64_t)p1 > a.n_indices || lp < 1 || (uint32_t)lp > page_size) return false;
-  uint64_t len = (uint64_t)(p1 - p0 - 1) * page_size + (uint64_t)lp;
-  if ((uint64_t)p >= len) return false;
-  int32_t page = a.indices[p0 + p / page_size];
-  if (page < 0 || (uint64_t)page >= a.num_pages) return false;
-  uint64_t slot = (uint64_t)p % page_size;
-  *at = (uint64_t)page * page_size * per_row +
-        (a.layout == FI_LAYOUT_HND ? ((uint64_t)h * page_size + slot) : (slot * heads + h)) * per_head + u;
-  return true;
-}
-
-// The blocks of 256 threads an append of per_head units per head takes.
+// The blocks of 256 threads an append of per_head units per head takes
+// (one thread a unit of kv_append_slot, cuda_append.cuh).
 inline unsigned append_blocks(const cu_kv_append_args *a, uint32_t per_head) {
   uint64_t threads = a->nnz * a->num_kv_heads * per_head;
   uint64_t blocks = (threads + 255) / 256;

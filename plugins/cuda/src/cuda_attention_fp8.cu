@@ -13,14 +13,16 @@
 //
 // The K scale is folded into sm_scale; the V scale multiplies the output
 // after the kernel (gpurt_fi8_scale_o), on the same stream. guard(), the
-// plan and run calls and the append kernel's slot arithmetic are
-// cuda_attention_fi.cuh's, shared with cuda_attention.cu: this file keeps
-// its dispatch, the scales and its append kernel.
+// plan and run calls and the append's grid are cuda_attention_fi.cuh's,
+// the append kernel's slot arithmetic cuda_append.cuh's, shared with
+// cuda_attention.cu: this file keeps its dispatch, the scales and its
+// append kernel.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include "cuda_attention_fi.cuh"
+#include "cuda_append.cuh"
 #include "cuda_attention_fp8.h"
 
 namespace gpurt_fi8 {
