@@ -326,6 +326,8 @@ typedef struct {
 #define FT(T, f) {offsetof(T, f), sizeof(((T *)0)->f), F_DTYPE, 0}
 #define FP(T, f) {offsetof(T, f), sizeof(((T *)0)->f), F_PTR, 0}
 #define FH(T, f, k) {offsetof(T, f), sizeof(((T *)0)->f), F_H, k}
+/* The ABI's buffer operand: a handle and its byte offset. */
+#define FB(T, f) FH(T, f, H_BUF), FN(T, f##_offset)
 #define NF(a) (sizeof(a) / sizeof((a)[0]))
 
 static void set_field(rd *r, state *s, void *base, const fld *f) {
@@ -407,57 +409,36 @@ static const fld gdesc_f[] = {
     FN(gpurt_gemm_desc, stride_c), FN(gpurt_gemm_desc, stride_d),    FN(gpurt_gemm_desc, align_a),
     FN(gpurt_gemm_desc, align_b),  FN(gpurt_gemm_desc, align_c),     FN(gpurt_gemm_desc, align_d)};
 static const fld grun_f[] = {
-    FH(gpurt_gemm_run_args, a, H_BUF),       FN(gpurt_gemm_run_args, a_offset),
-    FH(gpurt_gemm_run_args, b, H_BUF),       FN(gpurt_gemm_run_args, b_offset),
-    FH(gpurt_gemm_run_args, c, H_BUF),       FN(gpurt_gemm_run_args, c_offset),
-    FH(gpurt_gemm_run_args, d, H_BUF),       FN(gpurt_gemm_run_args, d_offset),
-    FH(gpurt_gemm_run_args, bias, H_BUF),    FN(gpurt_gemm_run_args, bias_offset),
-    FH(gpurt_gemm_run_args, scale_a, H_BUF), FN(gpurt_gemm_run_args, scale_a_offset),
-    FH(gpurt_gemm_run_args, scale_b, H_BUF), FN(gpurt_gemm_run_args, scale_b_offset),
-    FH(gpurt_gemm_run_args, scale_d, H_BUF), FN(gpurt_gemm_run_args, scale_d_offset),
-    FD(gpurt_gemm_run_args, alpha),          FD(gpurt_gemm_run_args, beta),
-    FH(gpurt_gemm_run_args, workspace, H_BUF), FN(gpurt_gemm_run_args, workspace_offset),
-    FN(gpurt_gemm_run_args, workspace_size), FH(gpurt_gemm_run_args, norm_weight, H_BUF),
-    FN(gpurt_gemm_run_args, norm_weight_offset), FD(gpurt_gemm_run_args, norm_eps)};
+    FB(gpurt_gemm_run_args, a),         FB(gpurt_gemm_run_args, b),           FB(gpurt_gemm_run_args, c),
+    FB(gpurt_gemm_run_args, d),         FB(gpurt_gemm_run_args, bias),        FB(gpurt_gemm_run_args, scale_a),
+    FB(gpurt_gemm_run_args, scale_b),   FB(gpurt_gemm_run_args, scale_d),     FD(gpurt_gemm_run_args, alpha),
+    FD(gpurt_gemm_run_args, beta),      FB(gpurt_gemm_run_args, workspace),   FN(gpurt_gemm_run_args, workspace_size),
+    FB(gpurt_gemm_run_args, norm_weight), FD(gpurt_gemm_run_args, norm_eps)};
 static const fld quant_f[] = {
-    FT(gpurt_quant_matmul_args, x_type),   FT(gpurt_quant_matmul_args, scale_type),
-    FN(gpurt_quant_matmul_args, bits),     FN(gpurt_quant_matmul_args, group_size),
-    FN(gpurt_quant_matmul_args, m),        FN(gpurt_quant_matmul_args, n),
-    FN(gpurt_quant_matmul_args, k),        FH(gpurt_quant_matmul_args, w, H_BUF),
-    FN(gpurt_quant_matmul_args, w_offset), FH(gpurt_quant_matmul_args, scales, H_BUF),
-    FN(gpurt_quant_matmul_args, scales_offset), FH(gpurt_quant_matmul_args, biases, H_BUF),
-    FN(gpurt_quant_matmul_args, biases_offset), FH(gpurt_quant_matmul_args, x, H_BUF),
-    FN(gpurt_quant_matmul_args, x_offset), FH(gpurt_quant_matmul_args, y, H_BUF),
-    FN(gpurt_quant_matmul_args, y_offset)};
+    FT(gpurt_quant_matmul_args, x_type), FT(gpurt_quant_matmul_args, scale_type), FN(gpurt_quant_matmul_args, bits),
+    FN(gpurt_quant_matmul_args, group_size), FN(gpurt_quant_matmul_args, m),  FN(gpurt_quant_matmul_args, n),
+    FN(gpurt_quant_matmul_args, k),      FB(gpurt_quant_matmul_args, w),      FB(gpurt_quant_matmul_args, scales),
+    FB(gpurt_quant_matmul_args, biases), FB(gpurt_quant_matmul_args, x),      FB(gpurt_quant_matmul_args, y)};
 static const fld grouped_f[] = {
-    FT(gpurt_grouped_gemm_args, ab_type),  FT(gpurt_grouped_gemm_args, d_type),
-    FN(gpurt_grouped_gemm_args, group_count), FN(gpurt_grouped_gemm_args, n),
-    FN(gpurt_grouped_gemm_args, k),        FP(gpurt_grouped_gemm_args, m_sizes),
-    FH(gpurt_grouped_gemm_args, a, H_BUF), FN(gpurt_grouped_gemm_args, a_offset),
-    FH(gpurt_grouped_gemm_args, b, H_BUF), FN(gpurt_grouped_gemm_args, b_offset),
-    FH(gpurt_grouped_gemm_args, d, H_BUF), FN(gpurt_grouped_gemm_args, d_offset),
-    FH(gpurt_grouped_gemm_args, scale_a, H_BUF), FN(gpurt_grouped_gemm_args, scale_a_offset),
-    FH(gpurt_grouped_gemm_args, scale_b, H_BUF), FN(gpurt_grouped_gemm_args, scale_b_offset)};
+    FT(gpurt_grouped_gemm_args, ab_type), FT(gpurt_grouped_gemm_args, d_type), FN(gpurt_grouped_gemm_args, group_count),
+    FN(gpurt_grouped_gemm_args, n),       FN(gpurt_grouped_gemm_args, k),      FP(gpurt_grouped_gemm_args, m_sizes),
+    FB(gpurt_grouped_gemm_args, a),       FB(gpurt_grouped_gemm_args, b),      FB(gpurt_grouped_gemm_args, d),
+    FB(gpurt_grouped_gemm_args, scale_a), FB(gpurt_grouped_gemm_args, scale_b)};
 /* A layout and a page table, as embedded in kv_append and attention
  * structs (offsets relative to the embedding struct). */
 #define LAYOUT_F(T, f)                                                                                    \
   FT(T, f.dtype), FN(T, f.layout), FN(T, f.page_size), FN(T, f.num_kv_heads), FN(T, f.head_dim),          \
       FT(T, f.qo_dtype)
 #define PAGES_F(T, f)                                                                                     \
-  FH(T, f.k, H_BUF), FN(T, f.k_offset), FH(T, f.v, H_BUF), FN(T, f.v_offset), FN(T, f.num_pages),         \
-      FH(T, f.indptr, H_BUF), FN(T, f.indptr_offset), FH(T, f.indices, H_BUF), FN(T, f.indices_offset),   \
-      FH(T, f.last_page_len, H_BUF), FN(T, f.last_page_len_offset)
+  FB(T, f.k), FB(T, f.v), FN(T, f.num_pages), FB(T, f.indptr), FB(T, f.indices), FB(T, f.last_page_len)
 static const fld append_f[] = {
     LAYOUT_F(gpurt_kv_append_args, layout), PAGES_F(gpurt_kv_append_args, pages),
     FN(gpurt_kv_append_args, batch_size),   FN(gpurt_kv_append_args, reserved),
-    FN(gpurt_kv_append_args, nnz),          FH(gpurt_kv_append_args, k_rows, H_BUF),
-    FN(gpurt_kv_append_args, k_rows_offset), FH(gpurt_kv_append_args, v_rows, H_BUF),
-    FN(gpurt_kv_append_args, v_rows_offset), FH(gpurt_kv_append_args, batch_indices, H_BUF),
-    FN(gpurt_kv_append_args, batch_indices_offset), FH(gpurt_kv_append_args, positions, H_BUF),
-    FN(gpurt_kv_append_args, positions_offset), FF(gpurt_kv_append_args, k_scale),
-    FF(gpurt_kv_append_args, v_scale),      FH(gpurt_kv_append_args, inv_freq, H_BUF),
-    FN(gpurt_kv_append_args, inv_freq_offset), FH(gpurt_kv_append_args, q, H_BUF),
-    FN(gpurt_kv_append_args, q_offset),     FN(gpurt_kv_append_args, num_qo_heads),
+    FN(gpurt_kv_append_args, nnz),          FB(gpurt_kv_append_args, k_rows),
+    FB(gpurt_kv_append_args, v_rows),       FB(gpurt_kv_append_args, batch_indices),
+    FB(gpurt_kv_append_args, positions),    FF(gpurt_kv_append_args, k_scale),
+    FF(gpurt_kv_append_args, v_scale),      FB(gpurt_kv_append_args, inv_freq),
+    FB(gpurt_kv_append_args, q),            FN(gpurt_kv_append_args, num_qo_heads),
     FN(gpurt_kv_append_args, reserved2)};
 static const fld adesc_f[] = {
     FN(gpurt_attention_desc, kind),        FN(gpurt_attention_desc, num_qo_heads),
@@ -468,17 +449,13 @@ static const fld adesc_f[] = {
 static const fld aplan_f[] = {FN(gpurt_attention_plan_args, batch_size), FN(gpurt_attention_plan_args, reserved),
                               FP(gpurt_attention_plan_args, qo_indptr), FP(gpurt_attention_plan_args, kv_indptr),
                               FP(gpurt_attention_plan_args, kv_last_page_len)};
-static const fld arun_f[] = {
-    FH(gpurt_attention_run_args, q, H_BUF), FN(gpurt_attention_run_args, q_offset),
-    FH(gpurt_attention_run_args, o, H_BUF), FN(gpurt_attention_run_args, o_offset),
-    PAGES_F(gpurt_attention_run_args, pages), FH(gpurt_attention_run_args, qo_indptr, H_BUF),
-    FN(gpurt_attention_run_args, qo_indptr_offset), FF(gpurt_attention_run_args, k_scale),
-    FF(gpurt_attention_run_args, v_scale)};
+static const fld arun_f[] = {FB(gpurt_attention_run_args, q), FB(gpurt_attention_run_args, o),
+                             PAGES_F(gpurt_attention_run_args, pages), FB(gpurt_attention_run_args, qo_indptr),
+                             FF(gpurt_attention_run_args, k_scale), FF(gpurt_attention_run_args, v_scale)};
 static const fld coll_f[] = {FN(gpurt_coll_op, kind),  FT(gpurt_coll_op, dtype), FN(gpurt_coll_op, reduce),
                              FN(gpurt_coll_op, rank),  FN(gpurt_coll_op, peer),  FN(gpurt_coll_op, reserved),
                              FN(gpurt_coll_op, count), FH(gpurt_coll_op, stream, H_STREAM),
-                             FH(gpurt_coll_op, send, H_BUF), FN(gpurt_coll_op, send_offset),
-                             FH(gpurt_coll_op, recv, H_BUF), FN(gpurt_coll_op, recv_offset)};
+                             FB(gpurt_coll_op, send),  FB(gpurt_coll_op, recv)};
 static const fld ccreate_f[] = {FN(gpurt_comm_create_args, device_count), FN(gpurt_comm_create_args, nranks),
                                 FN(gpurt_comm_create_args, first_rank),   FN(gpurt_comm_create_args, reserved),
                                 FP(gpurt_comm_create_args, unique_id),    FN(gpurt_comm_create_args, unique_id_len),
