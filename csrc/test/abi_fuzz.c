@@ -1274,17 +1274,24 @@ static void step(rd *r, state *s, void *scratch) {
     obj *a = pick_live(r, s, H_ATTN);
     gpurt_attention_plan_args pa;
     ARGS_INIT(pa);
-    int32_t kv[5] = {0, 2, 4, 4, 4}, last[4] = {3, 2, 1, 1}, qo[5] = {0, 1, 3, 3, 3};
+    /* Requests 0 and 1 as in the arena's page table, then one-page ones
+     * (the arrays hold batches up to 64: the caller's memory). */
+    int32_t kv[65], last[64], qo[65];
+    for (int i = 0; i < 65; i++) {
+      kv[i] = i < 2 ? 2 * i : 4 + (i - 2);
+      qo[i] = i < 2 ? i : 1 + i;
+      if (i < 64) last[i] = i == 0 ? 3 : i == 1 ? 2 : 1;
+    }
     pa.batch_size = 2;
     pa.kv_indptr = kv;
     pa.kv_last_page_len = last;
     if (a && a->ad.kind == GPURT_ATTENTION_PREFILL) pa.qo_indptr = qo;
     mutate(r, s, &pa, aplan_f, NF(aplan_f), true);
-    if (pa.batch_size > 4) pa.batch_size = one_in(r, 2) ? 4 : pa.batch_size; /* past the arrays: only when */
-    if (pa.batch_size > 4) pa.kv_indptr = NULL;                             /* a NULL array is refused first */
+    if (pa.batch_size > 64) /* past the arrays: only with none to read */
+      pa.kv_indptr = NULL, pa.kv_last_page_len = NULL, pa.qo_indptr = NULL;
     for (int i = below(r, 3); i > 0; i--) {
       int32_t *arr = one_in(r, 3) ? kv : one_in(r, 2) ? last : qo;
-      arr[below(r, 4)] = (int32_t)mutate_num(r, 2);
+      arr[below(r, 64)] = (int32_t)mutate_num(r, 2);
     }
     CALL(s, "attention_plan", api->attention_plan(rt, pick(r, s, H_STREAM), a ? a->h : pick(r, s, H_ATTN), &pa));
     break;
