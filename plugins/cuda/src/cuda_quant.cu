@@ -29,8 +29,9 @@
 // clang++) against ../emu/cuda_emu.h, a CPU emulation of the execution
 // model, and every inline-asm helper below takes its emulated branch
 // (scripts/cuda_emu.sh runs plugins/cuda/emu/quant_emu_test.cc); what is
-// under __CUDA_ARCH__ >= 900 (qrgemvw_body's clusters, the L2 bulk
-// prefetches, the PDL wait) is left out there, as for sm_80.
+// under __CUDA_ARCH__ >= 900 (the L2 bulk prefetches, the PDL wait) is left
+// out there, as for sm_80, but qrgemvw_body, whose clusters and distributed
+// shared memory the emulator runs (cooperative_groups from cuda_emu.h).
 #ifdef GPURT_CUDA_EMU
 #include "../emu/cuda_emu.h"
 #else
@@ -1230,8 +1231,12 @@ template <int XT, int ST, int MT>
 __device__ __forceinline__ void qrgemvw_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                              const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                              uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(GPURT_CUDA_EMU)
+#ifdef GPURT_CUDA_EMU
+  uint8_t *const qs_smem = emu::dyn_smem(); // the block's own (cuda_emu.h's emu_launch_cluster)
+#else
   extern __shared__ __align__(16) uint8_t qs_smem[];
+#endif
   using SB = QsStage<MT>;
   namespace cg = cooperative_groups;
   cg::cluster_group cl = cg::this_cluster();
@@ -1272,12 +1277,14 @@ __device__ __forceinline__ void qrgemvw_body(const uint8_t *__restrict__ w, cons
   };
   // Launched with PDL: before the wait only W's first chunks are asked into
   // the L2; every copy into shared memory comes after it.
+#ifndef GPURT_CUDA_EMU // a prefetch: nothing to emulate
   if (tid < QS_ROWS && row0 + tid < m && nc > 0) {
     const u32 bytes = min(nc, (u32)(QS_ST - 1)) * QS_KC;
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + (u64)(row0 + tid) * k + (u64)c0 * QS_KC),
                  "r"(bytes)
                  : "memory");
   }
+#endif
   gpurt_pdl_enter();
 #pragma unroll
   for (u32 i = 0; i < QS_ST - 1; i++) issue(i);
