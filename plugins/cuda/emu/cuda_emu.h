@@ -627,8 +627,9 @@ inline uint64_t splitmix(uint64_t &s) {
   return z ^ (z >> 31);
 }
 
-inline void run_block(Block &b, dim3 bid) {
-  g_launch.cur_block = bid;
+// Static shared memory (and what cp.async writes) as NaN, before a block
+// or a cluster starts.
+inline void fill_shared_nan() {
 #if defined(__ELF__)
   {
     char *lo = __start_gpurt_emu_shared, *hi = __stop_gpurt_emu_shared;
@@ -636,8 +637,12 @@ inline void run_block(Block &b, dim3 bid) {
   }
 #endif
   for (auto &r : g_cp_ranges) memset((void *)r.first, 0xff, r.second - r.first);
+}
+
+// Block b (id bid) with n fresh threads of the launch's block shape, its
+// warps sized.
+inline void init_block(Block &b, dim3 bid, int n) {
   const dim3 bd = g_launch.block;
-  const int n = (int)(bd.x * bd.y * bd.z);
   b.n = b.live = b.running = n;
   b.sync_arrived = 0;
   b.th.assign(n, Thread{});
@@ -651,6 +656,14 @@ inline void run_block(Block &b, dim3 bid) {
     t.bdim = bd;
     t.gdim = g_launch.grid;
   }
+}
+
+inline void run_block(Block &b, dim3 bid) {
+  g_launch.cur_block = bid;
+  fill_shared_nan();
+  const dim3 bd = g_launch.block;
+  const int n = (int)(bd.x * bd.y * bd.z);
+  init_block(b, bid, n);
   if (b.threads_mode) {
     std::vector<std::thread> ts;
     ts.reserve(n);
@@ -754,13 +767,7 @@ __attribute__((noinline)) inline void make_fiber(Thread &t, size_t i) {
 // The cluster whose first block is first: its blocks at once, their
 // threads fibers of one scheduler (threads mode does not apply).
 inline void run_cluster(Cluster &c, dim3 first, size_t smem) {
-#if defined(__ELF__)
-  {
-    char *lo = __start_gpurt_emu_shared, *hi = __stop_gpurt_emu_shared;
-    if (lo != nullptr && hi > lo) memset(lo, 0xff, (size_t)(hi - lo));
-  }
-#endif
-  for (auto &r : g_cp_ranges) memset((void *)r.first, 0xff, r.second - r.first);
+  fill_shared_nan();
   const dim3 bd = g_launch.block;
   const int n = (int)(bd.x * bd.y * bd.z), nb = (int)c.blocks.size();
   c.live = n * nb;
@@ -773,21 +780,9 @@ inline void run_cluster(Cluster &c, dim3 first, size_t smem) {
     b.dyn_bytes = smem;
     b.dyn = smem > 0 ? g_dyn.get((unsigned)r, smem) : nullptr;
     if (b.dyn != nullptr) memset(b.dyn, 0xff, smem);
-    b.n = b.live = b.running = n;
-    b.sync_arrived = 0;
     b.threads_mode = false;
-    b.th.assign(n, Thread{});
-    b.w.assign((n + 31) / 32, Warp{});
-    for (size_t wi = 0; wi < b.w.size(); wi++) b.w[wi].nlanes = std::min(32, n - (int)wi * 32);
-    for (int i = 0; i < n; i++) {
-      Thread &t = b.th[i];
-      t.linear = i;
-      t.tid = dim3(i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y));
-      t.bid = bid;
-      t.bdim = bd;
-      t.gdim = g_launch.grid;
-      make_fiber(t, (size_t)(r * n + i));
-    }
+    init_block(b, bid, n);
+    for (int i = 0; i < n; i++) make_fiber(b.th[i], (size_t)(r * n + i));
   }
   // The order over the cluster's threads (rank-major): fwd runs rank 0's
   // first, rev the last rank's last thread first.
