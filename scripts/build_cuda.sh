@@ -86,23 +86,10 @@ if [ -z "$nvcc" ]; then
       echo "build_cuda.sh: SKIP: no nvcc here and --no-install given (the CUDA 13.0 compiler from PyPI is ~870 MB: run 'make cuda CUDA=1' or 'scripts/build_cuda.sh' to fetch it)"
       exit 0
     fi
-    py=${PYTHON:-python3}
-    command -v "$py" >/dev/null 2>&1 || {
-      [ $ci = 1 ] && skip "no nvcc and no $py to install the CUDA packages from PyPI"
-      die "no nvcc on PATH and no $py to install the CUDA packages from PyPI"
-    }
-    say "installing ${pins[*]} into $venv"
-    log=$(mktemp)
-    if ! { "$py" -m venv "$venv" &&
-           "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}"; } >"$log" 2>&1; then
-      reason=$(tail -n 15 "$log")
-      rm -f "$log"
-      [ $ci = 1 ] && skip "the CUDA packages could not be installed from PyPI (${pins[*]}):
-$reason"
-      die "pip install ${pins[*]} failed:
-$reason"
-    fi
-    rm -f "$log"
+    say "no nvcc on PATH: installing ${pins[*]} into $venv"
+    # shellcheck source=lib/pipvenv.sh
+    . "$root/scripts/lib/pipvenv.sh"
+    pip_into_venv "$venv" "the CUDA packages" "${pins[@]}"
     printf '%s\n' "${pins[@]}" >"$stamp"
   fi
   nvcc=$(find "$venv/" -path '*/site-packages/nvidia/*/bin/nvcc' -type f 2>/dev/null | head -n 1)

@@ -106,24 +106,11 @@ if [ -z "$inc" ]; then
   while IFS= read -r p; do pins+=("$p"); done < <(grep -oE 'nvidia-cuda-(runtime|crt|cccl)==[0-9.]+' "$root/scripts/build_cuda.sh")
   [ ${#pins[@]} -eq 3 ] ||
     die "$missing, and scripts/build_cuda.sh's pins of nvidia-cuda-runtime, nvidia-cuda-crt and nvidia-cuda-cccl were not found"
-  py=${PYTHON:-python3}
-  command -v "$py" >/dev/null 2>&1 || {
-    [ $ci = 1 ] && skip "$missing, and no $py to install ${pins[*]}"
-    die "$missing, and no $py to install ${pins[*]} from PyPI"
-  }
   venv=$root/.cuda-venv
   say "$missing: installing ${pins[*]} into $venv"
-  log=$(mktemp)
-  if ! { { [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"; } &&
-         "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}"; } >"$log" 2>&1; then
-    reason=$(tail -n 15 "$log")
-    rm -f "$log"
-    [ $ci = 1 ] && skip "the CUDA headers could not be installed from PyPI (${pins[*]}):
-$reason"
-    die "pip install ${pins[*]} failed:
-$reason"
-  fi
-  rm -f "$log"
+  # shellcheck source=lib/pipvenv.sh
+  . "$root/scripts/lib/pipvenv.sh"
+  pip_into_venv "$venv" "the CUDA headers" "${pins[@]}"
   inc=$(find_headers)
   [ -n "$inc" ] || die "${pins[*]} installed into $venv, but the headers were not found there"
 fi
