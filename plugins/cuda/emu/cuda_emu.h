@@ -658,6 +658,55 @@ inline void init_block(Block &b, dim3 bid, int n) {
   }
 }
 
+// A fiber for t on stack i (a function of its own, out of the callers'
+// loops: getcontext returns twice).
+__attribute__((noinline)) inline void make_fiber(Thread &t, size_t i) {
+  t.stack = g_stacks.get(i);
+  getcontext(&t.uc);
+  t.uc.uc_stack.ss_sp = t.stack;
+  t.uc.uc_stack.ss_size = kStack;
+  t.uc.uc_link = nullptr;
+  makecontext(&t.uc, fiber_main, 0);
+}
+
+// The order the scheduler tries N threads in: 0 .. N-1 (fwd), reversed
+// (rev) or shuffled from seed s (rand).
+inline std::vector<int> thread_order(int N, uint64_t s) {
+  std::vector<int> order(N);
+  for (int i = 0; i < N; i++) order[i] = g_order == 1 ? N - 1 - i : i;
+  if (g_order == 2)
+    for (int i = N - 1; i > 0; i--) std::swap(order[i], order[splitmix(s) % (uint64_t)(i + 1)]);
+  return order;
+}
+
+// Always the first runnable thread in the order (thread i is thread i % n
+// of block blk(i / n)): it runs ahead as far as the barriers let it (a warp
+// through all its shuffles and mma's up to the next barrier) before any
+// thread after it moves. Returns when live() is 0; stuck() (no return)
+// when every thread left waits.
+template <class Blk, class Live, class Stuck>
+inline void schedule(Blk blk, int n, const std::vector<int> &order, Live live, Stuck stuck) {
+  for (;;) {
+    int pick = -1;
+    for (int i : order)
+      if (blk(i / n).th[i % n].st == TS::running) {
+        pick = i;
+        break;
+      }
+    if (pick < 0) {
+      t_cur = nullptr;
+      if (live() == 0) return;
+      stuck();
+      abort(); // stuck does not return
+    }
+    Block &b = blk(pick / n);
+    g_blk = &b;
+    g_launch.cur_block = b.bid;
+    t_cur = &b.th[pick % n];
+    swapcontext(&g_sched_uc, &t_cur->uc);
+  }
+}
+
 inline void run_block(Block &b, dim3 bid) {
   g_launch.cur_block = bid;
   fill_shared_nan();
@@ -678,39 +727,10 @@ inline void run_block(Block &b, dim3 bid) {
     for (auto &t : ts) t.join();
     return;
   }
-  for (int i = 0; i < n; i++) {
-    Thread &t = b.th[i];
-    t.stack = g_stacks.get((size_t)i);
-    getcontext(&t.uc);
-    t.uc.uc_stack.ss_sp = t.stack;
-    t.uc.uc_stack.ss_size = kStack;
-    t.uc.uc_link = nullptr;
-    makecontext(&t.uc, fiber_main, 0);
-  }
-  std::vector<int> order(n);
-  for (int i = 0; i < n; i++) order[i] = g_order == 1 ? n - 1 - i : i;
-  if (g_order == 2) {
-    uint64_t s = g_order_seed ^ (0x51ED2701ull * (bid.x + 1)) ^ ((uint64_t)bid.y << 40);
-    for (int i = n - 1; i > 0; i--) std::swap(order[i], order[splitmix(s) % (uint64_t)(i + 1)]);
-  }
-  // Always the first runnable thread in the order: it runs ahead as far as
-  // the barriers let it (a warp through all its shuffles and mma's up to the
-  // next __syncthreads) before any thread after it moves.
-  for (;;) {
-    int pick = -1;
-    for (int i : order)
-      if (b.th[i].st == TS::running) {
-        pick = i;
-        break;
-      }
-    if (pick < 0) {
-      t_cur = nullptr;
-      if (b.live == 0) return;
-      report_and_die(b, "deadlock: every thread of the block waits and none can go on");
-    }
-    t_cur = &b.th[pick];
-    swapcontext(&g_sched_uc, &b.th[pick].uc);
-  }
+  for (int i = 0; i < n; i++) make_fiber(b.th[i], (size_t)i);
+  schedule([&](int) -> Block & { return b; }, n, thread_order(n, g_order_seed ^ (0x51ED2701ull * (bid.x + 1)) ^ ((uint64_t)bid.y << 40)),
+           [&] { return b.live; },
+           [&] { report_and_die(b, "deadlock: every thread of the block waits and none can go on"); });
 }
 
 // Dynamic shared memory: one mapping a rank of the cluster, reused by the
@@ -753,17 +773,6 @@ inline DynPool g_dyn;
   abort();
 }
 
-// A fiber for t on stack i (kept out of run_cluster's loops: getcontext
-// returns twice).
-__attribute__((noinline)) inline void make_fiber(Thread &t, size_t i) {
-  t.stack = g_stacks.get(i);
-  getcontext(&t.uc);
-  t.uc.uc_stack.ss_sp = t.stack;
-  t.uc.uc_stack.ss_size = kStack;
-  t.uc.uc_link = nullptr;
-  makecontext(&t.uc, fiber_main, 0);
-}
-
 // The cluster whose first block is first: its blocks at once, their
 // threads fibers of one scheduler (threads mode does not apply).
 inline void run_cluster(Cluster &c, dim3 first, size_t smem) {
@@ -784,33 +793,13 @@ inline void run_cluster(Cluster &c, dim3 first, size_t smem) {
     init_block(b, bid, n);
     for (int i = 0; i < n; i++) make_fiber(b.th[i], (size_t)(r * n + i));
   }
-  // The order over the cluster's threads (rank-major): fwd runs rank 0's
-  // first, rev the last rank's last thread first.
-  const int N = n * nb;
-  std::vector<int> order(N);
-  for (int i = 0; i < N; i++) order[i] = g_order == 1 ? N - 1 - i : i;
-  if (g_order == 2) {
-    uint64_t s = g_order_seed ^ (0x51ED2701ull * (first.x + 1)) ^ ((uint64_t)first.y << 40) ^ ((uint64_t)first.z << 52);
-    for (int i = N - 1; i > 0; i--) std::swap(order[i], order[splitmix(s) % (uint64_t)(i + 1)]);
-  }
-  for (;;) {
-    int pick = -1;
-    for (int i : order)
-      if (c.blocks[i / n]->th[i % n].st == TS::running) {
-        pick = i;
-        break;
-      }
-    if (pick < 0) {
-      t_cur = nullptr;
-      if (c.live == 0) return;
-      report_cluster_and_die(c, "deadlock: every thread of the cluster waits and none can go on");
-    }
-    Block &b = *c.blocks[pick / n];
-    g_blk = &b;
-    g_launch.cur_block = b.bid;
-    t_cur = &b.th[pick % n];
-    swapcontext(&g_sched_uc, &t_cur->uc);
-  }
+  // Rank-major: fwd runs rank 0's threads first, rev the last rank's last
+  // thread first.
+  const std::vector<int> order =
+      thread_order(n * nb, g_order_seed ^ (0x51ED2701ull * (first.x + 1)) ^ ((uint64_t)first.y << 40) ^
+                               ((uint64_t)first.z << 52));
+  schedule([&](int r) -> Block & { return *c.blocks[r]; }, n, order, [&] { return c.live; },
+           [&] { report_cluster_and_die(c, "deadlock: every thread of the cluster waits and none can go on"); });
 }
 
 // The running block's dynamic shared memory (extern __shared__).
