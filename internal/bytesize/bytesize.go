@@ -137,13 +137,12 @@ func Format(n int64) string {
 			return strconv.FormatInt(n/mul, 10) + names[i]
 		default:
 			v := float64(n) / float64(mul)
-			f := strconv.FormatFloat(v, 'f', 1, 64)
-			if _, err := Parse(f + names[i]); err != nil {
-				// rounded up past int64 (n within 0.05TiB of 8EiB):
-				// truncated instead, in integers, so that Parse reads it
-				f = strconv.FormatInt(n/mul, 10) + "." + strconv.FormatInt(n%mul*10/mul, 10)
+			if math.Round(v*10)/10*float64(mul) >= math.MaxInt64 {
+				// rounded up past int64 (n within 0.05TiB of 8EiB, which
+				// Parse refuses): truncated instead, in integers
+				return strconv.FormatInt(n/mul, 10) + "." + strconv.FormatInt(n%mul*10/mul, 10) + names[i]
 			}
-			return f + names[i]
+			return strconv.FormatFloat(v, 'f', 1, 64) + names[i]
 		}
 	}
 	return strconv.FormatInt(n, 10) + "B"
