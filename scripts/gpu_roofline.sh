@@ -42,7 +42,8 @@
 # (1024,8192), STEPS_1B (32), STEPS_8B (16), TWIN_1B_S (170), TWIN_8B_S
 # (200), TWIN_CDT (1: gpt-fast's coordinate-descent tuning in inductor),
 # SKIP (space-separated step names to leave out), PYTHON (python3),
-# ROPE_SCALING (none; llama3: the gpurt decoders with Llama 3.1's rope
+# LLAMA_FLAGS (more build/llama flags for every gpurt row, e.g.
+# -no-prologues), ROPE_SCALING (none; llama3: the gpurt decoders with Llama 3.1's rope
 # scaling, whose rotation the KV append can take with GPURT_CUDA_FUSE=1,
 # which the script passes on like any environment),
 # BACKEND (cuda; mock with PLUGIN=build/libgpurt_mock.so to try the script
@@ -94,6 +95,8 @@ env_info() {
 }
 
 gp=("$root/build/llama" -plugin-path "$plugin" -backend "$backend" -prompt 1 -rope-scaling "${ROPE_SCALING:-none}")
+# shellcheck disable=SC2206 # LLAMA_FLAGS is a list of flags
+gp+=(${LLAMA_FLAGS:-})
 tw=("$py" "$root/scripts/decode_twin.py")
 steps_for() { case $1 in 8b) echo "${STEPS_8B:-16}" ;; tiny) echo 4 ;; *) echo "${STEPS_1B:-32}" ;; esac; }
 
