@@ -11,10 +11,9 @@
 #                          includes plugins/cuda/src/cuda_append.cuh the
 #                          same way) with $CXX (default g++) and run them:
 #                          the 16-bit GEMVs (gpurt_bgemv_*, the rmsnorm and
-#                          swiglu prologues), the int8 ring GEMVs
-#                          (gpurt_qrgemv_*; gpurt_qrgemvw_*, thread-block
-#                          clusters) and, as the emulator's own check,
-#                          the GPU-verified register GEMVs (gpurt_qgemv*_n*),
+#                          swiglu prologues) and, as the emulator's own
+#                          check, the GPU-verified int8 register GEMVs
+#                          (gpurt_qgemv*_n*),
 #                          against float64 references; the paged KV append
 #                          with ABI 1.10's rotary embedding
 #                          (gpurt_kv_append_kernel) against the mock's
@@ -36,7 +35,7 @@
 # non-zero when a case of either fails, either aborts or a build fails.
 # --quick runs each case once instead of three times (thread orders,
 # cp.async landing late: see the tests); FILTERs keep the cases whose name
-# contains one (quant_emu_test's: bgemv_, qrgemv_, qrgemvw_, qgemv, emu/;
+# contains one (quant_emu_test's: bgemv_, qgemv, emu/;
 # append_emu_test's: append_). The binaries are kept in
 # ${BUILD:-build}/cuda_emu/, each rebuilt when its sources, the flags or
 # the compiler change. About 15 s of CPU to build both and 20 s to run

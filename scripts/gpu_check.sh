@@ -11,8 +11,7 @@
 # C ABI suite (csrc/test/abi_suite.c) and the raw C baseline
 # (bench/raw/rawbench.c), then runs: the smoke test, the C ABI suite, the
 # ABI fuzzer (100 inputs), the fault test, `gpurt probe`, `gpurt conform
-# --backend cuda` (and its quant checks again with
-# GPURT_CUDA_QGEMV=ring-any, its fusion checks with GPURT_CUDA_FUSE=1) and
+# --backend cuda` (and its fusion checks with GPURT_CUDA_FUSE=1) and
 # `gpurt bench --json` (when those subcommands exist), and rawbench. Each
 # step has a timeout; a failing step is reported and the script goes on.
 # Full logs go to build/gpu_check/; when $OUT is set, they are packed into
@@ -154,9 +153,6 @@ if [ -x build/gpurt ]; then
   step gpurt_probe_json 120 build/gpurt probe --json
   if has_cmd conform; then
     step conform_cuda 600 build/gpurt conform --backend cuda
-    # The int8 ring GEMVs are off by default (GPURT_CUDA_QGEMV=ring): every
-    # quant check again with them taken wherever they can be (ring-any).
-    step conform_cuda_ring 180 env GPURT_CUDA_QGEMV=ring-any build/gpurt conform --backend cuda --run '^quant/'
     # ABI 1.10's fusions (GEMM prologues, the rotary embedding in the KV
     # append) are off by default (GPURT_CUDA_FUSE): their checks with them on.
     step conform_cuda_fuse 180 env GPURT_CUDA_FUSE=1 build/gpurt conform --backend cuda --run '^(gemm/.*prologue|attention/append/rope)'

@@ -177,44 +177,6 @@ func quantKernelBody(t *testing.T, name string) string {
 	return body[:e]
 }
 
-// TestRingGEMVsReadNothingBeforeTheirWait: the int8 ring GEMVs
-// (qrgemv_body, n = 1; qrgemvw_body, 2 <= n <= 32) are launched with
-// programmatic dependent launch, and quant_matmul's caller makes no
-// promise that the kernel before does not write W. So before
-// gpurt_pdl_enter they may only ask W into the L2 (a bulk prefetch): no
-// copy into shared memory, no read of x, W, the scales or biases, no
-// write of y.
-func TestRingGEMVsReadNothingBeforeTheirWait(t *testing.T) {
-	for _, c := range []struct {
-		body    string
-		lambdas []string // the copy lambdas, defined (not called) before the wait
-	}{
-		{"qrgemv_body", []string{"auto issue_w = [&](u32 c) {", "auto issue_x = [&](u32 c) {"}},
-		{"qrgemvw_body", []string{"auto issue = [&](u32 i) {"}},
-	} {
-		t.Run(c.body, func(t *testing.T) {
-			body := quantKernelBody(t, c.body)
-			w := strings.Index(body, "gpurt_pdl_enter();")
-			require.GreaterOrEqual(t, w, 0, "%s does not call gpurt_pdl_enter", c.body)
-			pre := body[:w]
-			for _, name := range c.lambdas {
-				a := strings.Index(pre, name)
-				require.GreaterOrEqual(t, a, 0, "%s not found before the wait", name)
-				e := strings.Index(pre[a:], "\n  };\n")
-				require.GreaterOrEqual(t, e, 0, "the end of %s not found", name)
-				pre = pre[:a] + pre[a+e+len("\n  };\n"):]
-			}
-			assert.Contains(t, pre, "cp.async.bulk.prefetch.L2", "the prologue no longer prefetches W into the L2")
-			for _, banned := range []string{"issue(", "issue_w(", "issue_x(", "cp_async", "*reinterpret_cast"} {
-				assert.NotContains(t, pre, banned, "%s touches %q before its wait", c.body, banned)
-			}
-			for _, banned := range []string{`\bx\s*[\[+]`, `\by\s*[\[+]`, `\bsc\s*[\[+]`, `\bbi\s*[\[+]`} {
-				assert.NotRegexp(t, banned, pre, "%s reads or writes an operand (%s) before its wait", c.body, banned)
-			}
-		})
-	}
-}
-
 // TestKernelParamStructsMirrorTheirHostStructs: cuda_quant.cu's kernels
 // take their parameters as a struct whose host mirror the launching C file
 // writes again (a kernel parameter is the struct's bytes); a field added

@@ -34,23 +34,8 @@
 //    variable where they all lie in one section (ELF, clang; g++ ignores
 //    the section of a template's local static), as a GPU's shared memory
 //    holds no data of ours when a block starts: a read of what the block
-//    has not written shows.
-//    Dynamic shared memory (extern __shared__: the kernel takes
-//    emu::dyn_smem() under GPURT_CUDA_EMU instead) only with
-//    emu_launch_cluster: each block its own, NaN-filled, ending at a guard
-//    page.
-//  - Thread-block clusters (emu_launch_cluster: cuLaunchKernelEx with a
-//    cluster dimension): a cluster's blocks run at once, their threads
-//    fibers of one scheduler in the order over the whole cluster (rank 0's
-//    first, or the last rank's last first); cooperative_groups::
-//    this_cluster() gives num_blocks, block_rank, dim_blocks, block_index,
-//    num_threads, thread_rank, sync() (a barrier of the cluster's threads
-//    that have not exited) and map_shared_rank (the same offset in that
-//    rank's dynamic shared memory). A block's dynamic shared memory is
-//    NaN-filled again when its last thread exits (a read by another block
-//    after its owner exited shows). Static __shared__ stays one instance,
-//    shared by a cluster's blocks: a cluster kernel keeps its shared memory
-//    dynamic. Fibers only (GPURT_TEST_EMU_THREADS does not apply).
+//    has not written shows. Dynamic shared memory (extern __shared__) and
+//    thread-block clusters are not emulated: no kernel run here uses them.
 //  - threadIdx, blockIdx, blockDim, gridDim read the running emulated
 //    thread's record (a thread_local pointer the scheduler sets).
 //  - __syncthreads() waits for every thread of the block that has not
@@ -114,7 +99,6 @@
 #include <condition_variable>
 #include <iterator>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -159,7 +143,7 @@ inline void mma_compute(struct Warp &w, int p, bool f16);
 
 // ---- threads, warps, blocks -----------------------------------------------------
 
-enum class TS : uint8_t { running, at_sync, at_warp, done, at_cluster };
+enum class TS : uint8_t { running, at_sync, at_warp, done };
 enum Kind : int { K_SHFL_XOR = 1, K_SHFL_DOWN, K_SHFL_IDX, K_MMA_F16, K_MMA_BF16 };
 
 inline const char *kind_name(int k) {
@@ -205,12 +189,6 @@ struct Warp {
 
 struct Block {
   int n = 0, live = 0, running = 0;
-  // A cluster launch's (emu_launch_cluster): the block's index, rank in its
-  // cluster and dynamic shared memory.
-  dim3 bid;
-  unsigned rank = 0;
-  uint8_t *dyn = nullptr;
-  size_t dyn_bytes = 0;
   int sync_arrived = 0;
   unsigned sync_gen = 0;
   std::vector<Thread> th;
@@ -227,9 +205,7 @@ struct Launch {
 };
 
 inline thread_local Thread *t_cur = nullptr;
-inline Block *g_blk = nullptr; // the running thread's (a cluster's scheduler sets it at each switch)
-struct Cluster;
-inline Cluster *g_cluster = nullptr; // a cluster launch's running cluster
+inline Block *g_blk = nullptr; // the running thread's
 inline Launch g_launch;
 inline ucontext_t g_sched_uc;
 inline int g_order = 0; // 0 fwd, 1 rev, 2 rand
@@ -286,7 +262,6 @@ inline const char *ts_name(const Thread &t) {
     case TS::at_sync: return "__syncthreads";
     case TS::at_warp: return kind_name(t.kind);
     case TS::done: return "exited";
-    case TS::at_cluster: return "cluster.sync()";
   }
   return "?";
 }
@@ -318,7 +293,7 @@ inline void print_warps(Block &b) {
         snprintf(lanes, sizeof lanes, "lane %d", i - lo);
       else
         snprintf(lanes, sizeof lanes, "lanes %d-%d", i - lo, j - lo);
-      if (b.th[i].st == TS::at_sync || b.th[i].st == TS::at_warp || b.th[i].st == TS::at_cluster)
+      if (b.th[i].st == TS::at_sync || b.th[i].st == TS::at_warp)
         snprintf(buf, sizeof buf, " %s at %s (line %d);", lanes, ts_name(b.th[i]), b.th[i].line);
       else
         snprintf(buf, sizeof buf, " %s %s;", lanes, ts_name(b.th[i]));
@@ -472,65 +447,6 @@ template <class T, class Src> inline T shfl(int kind, int line, unsigned mask, T
   return from_bits<T>(w.val[q][src(lane)]);
 }
 
-// ---- thread-block clusters ---------------------------------------------------------------
-//
-// A cluster launch (emu_launch_cluster) runs the blocks of one cluster at
-// once: all their threads are fibers of one scheduler (the order over the
-// cluster's threads, rank 0's first), each block with its own warps,
-// __syncthreads and dynamic shared memory; cluster.sync() waits for every
-// thread of the cluster that has not exited.
-
-struct Cluster {
-  dim3 dim;                                  // blocks a cluster, in x, y, z
-  std::vector<std::unique_ptr<Block>> blocks; // by rank
-  int live = 0, arrived = 0;                 // its threads that have not exited; at cluster.sync()
-  unsigned gen = 0;
-};
-
-inline void release_cluster(Cluster &c) {
-  c.arrived = 0;
-  c.gen++;
-  for (auto &bp : c.blocks)
-    for (auto &t : bp->th)
-      if (t.st == TS::at_cluster) {
-        t.st = TS::running;
-        bp->running++;
-      }
-}
-
-// cooperative_groups::cluster_group::sync() (barrier.cluster.arrive and
-// .wait): every thread of the cluster that has not exited.
-inline void cluster_sync(int line) {
-  if (g_cluster == nullptr)
-    die("cluster.sync() at line %d in kernel %s, not launched as a cluster (emu_launch_cluster)", line, g_launch.name);
-  Cluster &c = *g_cluster;
-  Block &b = *g_blk;
-  Thread &me = *t_cur;
-  asm volatile("" ::: "memory");
-  me.st = TS::at_cluster;
-  me.line = line;
-  me.kind = 0;
-  b.running--;
-  if (++c.arrived == c.live) {
-    release_cluster(c);
-    yield_after_release(b, me);
-  } else {
-    wait_released(b, me, nullptr);
-  }
-  asm volatile("" ::: "memory");
-}
-
-// A thread of a cluster's block exits: it no longer counts at cluster.sync();
-// when it is its block's last, the block's shared memory becomes NaNs
-// again, as a GPU may give it to the next block at once (a read through
-// map_shared_rank after its owner exited shows).
-inline void cluster_thread_exit(Block &b) {
-  Cluster &c = *g_cluster;
-  c.live--;
-  if (c.arrived > 0 && c.arrived == c.live) release_cluster(c);
-  if (b.live == 0 && b.dyn != nullptr) memset(b.dyn, 0xff, b.dyn_bytes);
-}
-
 // ---- the fiber scheduler and the launch ----------------------------------------------
 
 constexpr size_t kStack = 256 * 1024;
@@ -571,7 +487,6 @@ inline void thread_exit(Block &b, Thread &me) {
   b.live--;
   b.running--;
   if (b.sync_arrived > 0 && b.sync_arrived == b.live) release_sync(b);
-  if (g_cluster != nullptr) cluster_thread_exit(b);
   if (b.threads_mode && b.running == 0 && b.live > 0)
     report_and_die(b, "deadlock: a thread exited and every other thread waits with none able to go on");
 }
@@ -628,7 +543,7 @@ inline uint64_t splitmix(uint64_t &s) {
 }
 
 // Static shared memory (and what cp.async writes) as NaN, before a block
-// or a cluster starts.
+// starts.
 inline void fill_shared_nan() {
 #if defined(__ELF__)
   {
@@ -679,30 +594,24 @@ inline std::vector<int> thread_order(int N, uint64_t s) {
   return order;
 }
 
-// Always the first runnable thread in the order (thread i is thread i % n
-// of block blk(i / n)): it runs ahead as far as the barriers let it (a warp
-// through all its shuffles and mma's up to the next barrier) before any
-// thread after it moves. Returns when live() is 0; stuck() (no return)
-// when every thread left waits.
-template <class Blk, class Live, class Stuck>
-inline void schedule(Blk blk, int n, const std::vector<int> &order, Live live, Stuck stuck) {
+// Always the first runnable thread of b in the order: it runs ahead as far
+// as the barriers let it (a warp through all its shuffles and mma's up to
+// the next barrier) before any thread after it moves. Returns when every
+// thread has exited; aborts when every thread left waits.
+inline void schedule(Block &b, const std::vector<int> &order) {
   for (;;) {
     int pick = -1;
     for (int i : order)
-      if (blk(i / n).th[i % n].st == TS::running) {
+      if (b.th[i].st == TS::running) {
         pick = i;
         break;
       }
     if (pick < 0) {
       t_cur = nullptr;
-      if (live() == 0) return;
-      stuck();
-      abort(); // stuck does not return
+      if (b.live == 0) return;
+      report_and_die(b, "deadlock: every thread of the block waits and none can go on");
     }
-    Block &b = blk(pick / n);
-    g_blk = &b;
-    g_launch.cur_block = b.bid;
-    t_cur = &b.th[pick % n];
+    t_cur = &b.th[pick];
     swapcontext(&g_sched_uc, &t_cur->uc);
   }
 }
@@ -728,85 +637,7 @@ inline void run_block(Block &b, dim3 bid) {
     return;
   }
   for (int i = 0; i < n; i++) make_fiber(b.th[i], (size_t)i);
-  schedule([&](int) -> Block & { return b; }, n, thread_order(n, g_order_seed ^ (0x51ED2701ull * (bid.x + 1)) ^ ((uint64_t)bid.y << 40)),
-           [&] { return b.live; },
-           [&] { report_and_die(b, "deadlock: every thread of the block waits and none can go on"); });
-}
-
-// Dynamic shared memory: one mapping a rank of the cluster, reused by the
-// next cluster, each ending at a guard page (a block's access past its
-// dynamic shared memory faults).
-struct DynPool {
-  struct Map {
-    char *map = nullptr;
-    size_t len = 0, body = 0;
-  };
-  std::vector<Map> maps;
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  uint8_t *get(unsigned rank, size_t bytes) {
-    if (maps.size() <= rank) maps.resize(rank + 1);
-    Map &m = maps[rank];
-    const size_t body = ((bytes + 15 + page - 1) / page) * page;
-    if (m.body < body) {
-      if (m.map != nullptr) munmap(m.map, m.len);
-      m.len = body + page;
-      m.map = (char *)mmap(nullptr, m.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (m.map == MAP_FAILED) die("mmap of %zu bytes of dynamic shared memory failed", m.len);
-      m.body = body;
-      mprotect(m.map + body, page, PROT_NONE);
-    }
-    return (uint8_t *)(((uintptr_t)(m.map + m.body) - bytes) & ~(uintptr_t)15);
-  }
-};
-inline DynPool g_dyn;
-
-[[noreturn]] inline void report_cluster_and_die(Cluster &c, const char *why) {
-  std::lock_guard<std::mutex> lk(g_diag_mu);
-  fprintf(stderr, "cuda_emu: FATAL: %s\n  kernel %s, grid (%u,%u,%u), clusters of (%u,%u,%u), block of (%u,%u,%u); %d of "
-          "the cluster's threads wait at cluster.sync()\n", why, g_launch.name, g_launch.grid.x, g_launch.grid.y,
-          g_launch.grid.z, c.dim.x, c.dim.y, c.dim.z, g_launch.block.x, g_launch.block.y, g_launch.block.z, c.arrived);
-  for (auto &bp : c.blocks) {
-    fprintf(stderr, "  block (%u,%u,%u), rank %u:\n", bp->bid.x, bp->bid.y, bp->bid.z, bp->rank);
-    print_warps(*bp);
-  }
-  fflush(stderr);
-  abort();
-}
-
-// The cluster whose first block is first: its blocks at once, their
-// threads fibers of one scheduler (threads mode does not apply).
-inline void run_cluster(Cluster &c, dim3 first, size_t smem) {
-  fill_shared_nan();
-  const dim3 bd = g_launch.block;
-  const int n = (int)(bd.x * bd.y * bd.z), nb = (int)c.blocks.size();
-  c.live = n * nb;
-  c.arrived = 0;
-  for (int r = 0; r < nb; r++) {
-    Block &b = *c.blocks[r];
-    const dim3 bid(first.x + r % c.dim.x, first.y + (r / c.dim.x) % c.dim.y, first.z + r / (c.dim.x * c.dim.y));
-    b.bid = bid;
-    b.rank = (unsigned)r;
-    b.dyn_bytes = smem;
-    b.dyn = smem > 0 ? g_dyn.get((unsigned)r, smem) : nullptr;
-    if (b.dyn != nullptr) memset(b.dyn, 0xff, smem);
-    b.threads_mode = false;
-    init_block(b, bid, n);
-    for (int i = 0; i < n; i++) make_fiber(b.th[i], (size_t)(r * n + i));
-  }
-  // Rank-major: fwd runs rank 0's threads first, rev the last rank's last
-  // thread first.
-  const std::vector<int> order =
-      thread_order(n * nb, g_order_seed ^ (0x51ED2701ull * (first.x + 1)) ^ ((uint64_t)first.y << 40) ^
-                               ((uint64_t)first.z << 52));
-  schedule([&](int r) -> Block & { return *c.blocks[r]; }, n, order, [&] { return c.live; },
-           [&] { report_cluster_and_die(c, "deadlock: every thread of the cluster waits and none can go on"); });
-}
-
-// The running block's dynamic shared memory (extern __shared__).
-template <class T = uint8_t> inline T *dyn_smem() {
-  if (g_blk == nullptr || g_blk->dyn == nullptr)
-    die("kernel %s takes dynamic shared memory, launched without any (emu_launch_cluster's smem)", g_launch.name);
-  return reinterpret_cast<T *>(g_blk->dyn);
+  schedule(b, thread_order(n, g_order_seed ^ (0x51ED2701ull * (bid.x + 1)) ^ ((uint64_t)bid.y << 40)));
 }
 
 } // namespace emu
@@ -839,86 +670,6 @@ template <class F> inline void emu_launch(dim3 grid, dim3 block, F kernel_call, 
       for (unsigned x = 0; x < grid.x; x++) run_block(b, dim3(x, y, z));
   g_blk = nullptr;
 }
-
-// A launch with a cluster dimension (cuLaunchKernelEx with
-// CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) and smem bytes of dynamic shared
-// memory a block: the clusters one after another (z, y, x order), the
-// blocks of each at once, their threads fibers of one scheduler (even with
-// GPURT_TEST_EMU_THREADS=1), each block's dynamic shared memory its own
-// (emu::dyn_smem), NaN-filled as the cluster starts and ending at a guard
-// page. A kernel's static __shared__ variables stay one instance, which the
-// blocks of a cluster would share: a cluster kernel here keeps its shared
-// memory dynamic.
-template <class F>
-inline void emu_launch_cluster(dim3 grid, dim3 cluster, dim3 block, size_t smem, F kernel_call,
-                               const char *name = "kernel") {
-  using namespace emu;
-  install_fault_handler();
-  if (!g_order_set) set_order(getenv("GPURT_TEST_EMU_ORDER"));
-  if (g_cp_late < 0) set_cp_async(getenv("GPURT_TEST_EMU_CPASYNC"));
-  const unsigned nt = block.x * block.y * block.z;
-  if (nt == 0 || nt > 1024) die("launch of %s with a block of %u threads", name, nt);
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) die("launch of %s with an empty grid", name);
-  const unsigned nb = cluster.x * cluster.y * cluster.z;
-  if (nb == 0 || nb > 8) die("launch of %s with clusters of %u blocks (1 to 8: the portable size)", name, nb);
-  if (grid.x % cluster.x || grid.y % cluster.y || grid.z % cluster.z)
-    die("launch of %s: grid (%u,%u,%u) not a multiple of the cluster (%u,%u,%u)", name, grid.x, grid.y, grid.z,
-        cluster.x, cluster.y, cluster.z);
-  if (smem > 227 * 1024) die("launch of %s with %zu bytes of dynamic shared memory (227 KB at most)", name, smem);
-  g_launch.name = name;
-  g_launch.grid = grid;
-  g_launch.block = block;
-  g_entry_fn = [](void *p) { (*static_cast<F *>(p))(); };
-  g_entry_arg = &kernel_call;
-  Cluster c;
-  c.dim = cluster;
-  for (unsigned r = 0; r < nb; r++) c.blocks.emplace_back(new Block);
-  g_cluster = &c;
-  for (unsigned z = 0; z < grid.z; z += cluster.z)
-    for (unsigned y = 0; y < grid.y; y += cluster.y)
-      for (unsigned x = 0; x < grid.x; x += cluster.x) run_cluster(c, dim3(x, y, z), smem);
-  g_cluster = nullptr;
-  g_blk = nullptr;
-}
-
-// ---- cooperative_groups: what of a thread-block cluster the kernels use ----------------------
-
-namespace cooperative_groups {
-struct cluster_group {
-  static unsigned num_blocks() { return (unsigned)cl().blocks.size(); }
-  static unsigned block_rank() { return (cl(), ::emu::g_blk->rank); }
-  static dim3 dim_blocks() { return cl().dim; }
-  static dim3 block_index() {
-    const dim3 d = cl().dim, b = ::emu::g_blk->bid;
-    return dim3(b.x % d.x, b.y % d.y, b.z % d.z);
-  }
-  static unsigned num_threads() { return num_blocks() * (unsigned)::emu::g_blk->n; }
-  static unsigned thread_rank() { return block_rank() * (unsigned)::emu::g_blk->n + (unsigned)::emu::t_cur->linear; }
-  static void sync(int line = __builtin_LINE()) { ::emu::cluster_sync(line); }
-  // addr (in this block's dynamic shared memory) at the same offset in the
-  // shared memory of the cluster's block rank (distributed shared memory).
-  template <class T> static T *map_shared_rank(T *addr, unsigned rank) {
-    ::emu::Cluster &c = cl();
-    ::emu::Block &b = *::emu::g_blk;
-    const uintptr_t p = (uintptr_t)addr, lo = (uintptr_t)b.dyn;
-    if (b.dyn == nullptr || p < lo || p >= lo + b.dyn_bytes)
-      ::emu::die("map_shared_rank(%p, %u) in kernel %s: not in the block's dynamic shared memory (only that is per "
-                 "block in the emulator)", (const void *)addr, rank, ::emu::g_launch.name);
-    if (rank >= c.blocks.size())
-      ::emu::die("map_shared_rank(%p, %u) in kernel %s: the cluster has %zu blocks", (const void *)addr, rank,
-                 ::emu::g_launch.name, c.blocks.size());
-    return reinterpret_cast<T *>(c.blocks[rank]->dyn + (p - lo));
-  }
-
- private:
-  static ::emu::Cluster &cl() {
-    if (::emu::g_cluster == nullptr)
-      ::emu::die("this_cluster() in kernel %s, not launched as a cluster (emu_launch_cluster)", ::emu::g_launch.name);
-    return *::emu::g_cluster;
-  }
-};
-inline cluster_group this_cluster() { return cluster_group(); }
-} // namespace cooperative_groups
 
 #define threadIdx (::emu::t_cur->tid)
 #define blockIdx (::emu::t_cur->bid)
@@ -1032,10 +783,6 @@ inline void check_align(const void *p, size_t n, const char *what) {
 // groups pending (or at the thread's exit), so a read before the wait that
 // covers it sees what the stage held before.
 inline void note_cp_range(uintptr_t lo, uintptr_t hi) {
-  // A cluster's dynamic shared memory is refilled as each cluster starts.
-  if (g_blk != nullptr && g_blk->dyn != nullptr && lo >= (uintptr_t)g_blk->dyn &&
-      hi <= (uintptr_t)g_blk->dyn + g_blk->dyn_bytes)
-    return;
   std::unique_lock<std::mutex> lk(g_cp_ranges_mu, std::defer_lock);
   if (g_blk != nullptr && g_blk->threads_mode) lk.lock();
   auto it = g_cp_ranges.upper_bound(lo); // the first range starting past lo

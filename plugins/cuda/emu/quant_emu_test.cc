@@ -16,16 +16,6 @@
 //          ||ref|| <= 1e-2) and, per element, |ref| / 128 + c * sqrt(sum_p
 //          (alpha w_p x_p)^2) with c = 2^-10 (f32 accumulation; SwiGLU 2^-7:
 //          silu(g) * u is rounded to the 16-bit type, as silu_mul_T does).
-//  qrgemv  gpurt_qrgemv_<x>_<s> (the int8 GEMV through a shared-memory
-//          ring, n = 1) for what cuda_quant.c's qr_takes lets through
-//          (groups of 64 and 128, k a multiple of QR_KC = 512, any m).
-//  qrgemvw gpurt_qrgemvw_<x>_<s>_t<MT> (the int8 skinny GEMV, 2 <= n <= 32,
-//          MT = 1 for n <= 16, else 2) as cuda_quant.c's ringw launches it:
-//          thread-block clusters of 1 x split along k (qs_split's choice),
-//          QS_ST stages of dynamic shared memory, the cluster's partial
-//          sums added through distributed shared memory (cuda_emu.h's
-//          emu_launch_cluster and cooperative_groups); groups of 32, 64 and
-//          128, k a multiple of QS_KC = 256. Never run on a GPU so far.
 //  qgemv   the register GEMVs gpurt_qgemv_<x>_<s>_n<N> and the factored
 //          gpurt_qgemvf_*, measured correct on the H200: they check the
 //          emulator itself (mma.sync's fragment layout above all). If they
@@ -45,9 +35,6 @@
 // only at the wait_group that must have it (GPURT_TEST_EMU_CPASYNC=late: a
 // read of a stage its wait does not cover sees what the stage held). The
 // three outputs must have the same bits (the kernels are deterministic).
-// For qrgemvw the order spans the cluster: fwd runs rank 0's threads first,
-// rev the last rank's last thread (a part read through map_shared_rank
-// before its owner wrote it, or after its owner exited, shows).
 // Every operand lies just before a guard page (a read or write past it
 // faults, naming the kernel and thread); shared memory starts each block
 // as NaNs (cuda_emu.h); outputs start as NaN and what a kernel must not
@@ -323,40 +310,14 @@ typedef void (*QvFn)(const uint8_t *, const uint16_t *, const uint16_t *, const 
                      u32, u32);
 
 struct QCase {
-  const char *kind = "qrgemv"; // qrgemv, qgemv, qgemvf, qrgemvw
+  const char *kind = "qgemv"; // qgemv, qgemvf
   int xt = T_BF16, st = T_BF16;
   u32 m = 16, k = 512, gs = 64, n = 1;
   bool wide = false; // x over 2^-20 .. 2^20 (bf16 x only)
-  u32 sms = 132;     // qrgemvw: the SM count its split is chosen for (the H200's)
 };
-
-// qrgemvw: cuda_quant.c's ringw: MT = 1 for n <= 16, else 2; grid
-// (cdiv(m, QS_ROWS), split) in clusters of 1 x split; QS_ST stages of
-// dynamic shared memory; split as qs_split chooses it (doubled from 1, up
-// to 4, while the grid has fewer than two CTAs an SM and there are at least
-// 4 split chunks: each CTA keeps two or more).
-u32 qw_mt(const QCase &c) { return c.n <= 16 ? 1 : 2; }
-u32 qw_split(const QCase &c) {
-  const uint64_t blocks = (c.m + QS_ROWS - 1) / QS_ROWS, chunks = c.k / QS_KC, want = 2ull * c.sms;
-  u32 split = 1;
-  while (split < 4 && blocks * split < want && chunks >= 4ull * split) split *= 2;
-  return split;
-}
 
 QvFn q_fn(const QCase &c) {
   const int v = (c.xt == T_F16) * 2 + (c.st == T_F16);
-  if (strcmp(c.kind, "qrgemvw") == 0) {
-    static const QvFn f[4][2] = {{gpurt_qrgemvw_bf16_bf16_t1, gpurt_qrgemvw_bf16_bf16_t2},
-                                 {gpurt_qrgemvw_bf16_f16_t1, gpurt_qrgemvw_bf16_f16_t2},
-                                 {gpurt_qrgemvw_f16_bf16_t1, gpurt_qrgemvw_f16_bf16_t2},
-                                 {gpurt_qrgemvw_f16_f16_t1, gpurt_qrgemvw_f16_f16_t2}};
-    return f[v][qw_mt(c) - 1];
-  }
-  if (strcmp(c.kind, "qrgemv") == 0) {
-    static const QvFn f[4] = {gpurt_qrgemv_bf16_bf16, gpurt_qrgemv_bf16_f16, gpurt_qrgemv_f16_bf16,
-                              gpurt_qrgemv_f16_f16};
-    return f[v];
-  }
 #define QROW(P, XN, SN) \
   {P##_##XN##_##SN##_n1, P##_##XN##_##SN##_n2, P##_##XN##_##SN##_n3, P##_##XN##_##SN##_n4, \
    P##_##XN##_##SN##_n5, P##_##XN##_##SN##_n6, P##_##XN##_##SN##_n7, P##_##XN##_##SN##_n8}
@@ -370,15 +331,8 @@ QvFn q_fn(const QCase &c) {
 
 std::string q_name(const QCase &c) {
   char buf[160];
-  if (strcmp(c.kind, "qrgemv") == 0)
-    snprintf(buf, sizeof buf, "qrgemv_%s_%s m=%u k=%u gs=%u%s", tname(c.xt), tname(c.st), c.m, c.k, c.gs,
-             c.wide ? " wide-x" : "");
-  else if (strcmp(c.kind, "qrgemvw") == 0)
-    snprintf(buf, sizeof buf, "qrgemvw_%s_%s_t%u n=%u m=%u k=%u gs=%u split=%u%s", tname(c.xt), tname(c.st), qw_mt(c),
-             c.n, c.m, c.k, c.gs, qw_split(c), c.wide ? " wide-x" : "");
-  else
-    snprintf(buf, sizeof buf, "%s_%s_%s_n%u m=%u k=%u gs=%u%s", c.kind, tname(c.xt), tname(c.st), c.n, c.m, c.k, c.gs,
-             c.wide ? " wide-x" : "");
+  snprintf(buf, sizeof buf, "%s_%s_%s_n%u m=%u k=%u gs=%u%s", c.kind, tname(c.xt), tname(c.st), c.n, c.m, c.k, c.gs,
+           c.wide ? " wide-x" : "");
   return buf;
 }
 
@@ -388,11 +342,8 @@ void run_q(const QCase &c, uint64_t seed) {
   const auto t0 = std::chrono::steady_clock::now();
   Rng rng(seed);
   const u32 groups = c.k / c.gs;
-  const bool wring = strcmp(c.kind, "qrgemvw") == 0;
   Dev<uint8_t> W((size_t)c.m * c.k);
-  // qrgemvw copies a row's scales of a chunk in one piece of up to 16 bytes.
-  Dev<uint16_t> S((size_t)c.m * groups, wring ? 16 : 8), Bi((size_t)c.m * groups, wring ? 16 : 8), X((size_t)c.n * c.k),
-      Y((size_t)c.n * c.m, 2);
+  Dev<uint16_t> S((size_t)c.m * groups, 8), Bi((size_t)c.m * groups, 8), X((size_t)c.n * c.k), Y((size_t)c.n * c.m, 2);
   for (size_t i = 0; i < W.n; i++) W[i] = (uint8_t)(rng.next() >> 56);
   // MLX's affine form: w = s q + b with s = (max - min) / 255, b = min.
   for (size_t i = 0; i < S.n; i++) {
@@ -407,20 +358,12 @@ void run_q(const QCase &c, uint64_t seed) {
   }
   const u32 gshift = (u32)__builtin_ctz(c.gs);
   QvFn fn = q_fn(c);
-  const bool ring = strcmp(c.kind, "qrgemv") == 0;
-  dim3 grid, block;
-  if (ring) {
-    grid = dim3((c.m + QR_ROWS - 1) / QR_ROWS);
-    block = dim3(QR_WARPS * 32);
-  } else {
-    // cuda_quant.c's gemv_launch: 32 rows a block, k split among up to 16
-    // warps (the grid is small here) in 128-deep batches.
-    const u32 blocks = (c.m + QV_ROWS - 1) / QV_ROWS, batches = (c.k + 127) / 128;
-    u32 nw = blocks < 256 ? QV_MAXW : 4;
-    if (nw > batches) nw = batches;
-    grid = dim3(blocks);
-    block = dim3(nw * 32);
-  }
+  // cuda_quant.c's gemv_launch: 32 rows a block, k split among up to 16
+  // warps (the grid is small here) in 128-deep batches.
+  const u32 blocks = (c.m + QV_ROWS - 1) / QV_ROWS, batches = (c.k + 127) / 128;
+  u32 nw = blocks < 256 ? QV_MAXW : 4;
+  if (nw > batches) nw = batches;
+  const dim3 grid(blocks), block(nw * 32);
   const u32 pf = 2u | 0x100u; // prefetch distance 2, 256-byte fetches: no-ops here, the code path runs
   std::string kname = name.substr(0, name.find(' '));
   const uint16_t nan16 = 0x7fff;
@@ -430,16 +373,8 @@ void run_q(const QCase &c, uint64_t seed) {
         for (size_t i = 0; i < Y.n; i++) Y[i] = nan16;
       },
       [&] {
-        if (wring) {
-          const u32 split = qw_split(c), mt = qw_mt(c);
-          const size_t smem = (size_t)QS_ST * (mt == 1 ? QsStage<1>::BYTES : QsStage<2>::BYTES);
-          emu_launch_cluster(dim3((c.m + QS_ROWS - 1) / QS_ROWS, split), dim3(1, split), dim3(QS_WARPS * 32), smem,
-                             [&] { fn(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, 0); },
-                             kname.c_str());
-        } else {
-          emu_launch(grid, block, [&] { fn(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf); },
-                     kname.c_str());
-        }
+        emu_launch(grid, block, [&] { fn(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf); },
+                   kname.c_str());
       },
       [&] { return std::vector<uint16_t>(Y.p(), Y.p() + Y.n); }, out);
   Cmp cmp;
@@ -645,54 +580,6 @@ int main(int argc, char **argv) {
       cs.push_back(c);
     }
     for (auto &c : cs) run_bgemv(c, seed++);
-  }
-
-  // The int8 ring GEMV: groups of 64 and 128, k a multiple of 512 (4096:
-  // past the ring's QR_ST chunks), m a multiple of 16 and not, each type
-  // pair.
-  {
-    std::vector<QCase> qs;
-    for (int xt : {T_BF16, T_F16})
-      for (int st : {T_BF16, T_F16})
-        for (u32 gs : {64u, 128u}) {
-          QCase c;
-          c.kind = "qrgemv", c.xt = xt, c.st = st, c.gs = gs;
-          for (auto mk : {std::pair<u32, u32>{16, 512}, {100, 1024}, {8, 2048}, {40, 1536}, {24, 4096}}) {
-            c.m = mk.first, c.k = mk.second;
-            qs.push_back(c);
-          }
-        }
-    for (u32 gs : {64u, 128u}) {
-      QCase c;
-      c.kind = "qrgemv", c.xt = T_BF16, c.st = T_F16, c.gs = gs, c.m = 24, c.k = 1024, c.wide = true;
-      qs.push_back(c);
-    }
-    for (auto &c : qs) run_q(c, seed++);
-  }
-
-  // The int8 skinny ring GEMV in clusters (2 <= n <= 32): each of the 8
-  // kernels (x, scale types; MT 1 for n <= 16, 2 above), groups of 32, 64
-  // and 128, k a multiple of QS_KC = 256, split 1, 2 and 4 as qs_split
-  // picks them for the H200 (or one SM: split 1 over several chunks),
-  // uneven splits (10 and 18 chunks in 4), m and n not multiples of 64 and
-  // 16, as emu_launch_cluster runs ringw's launch (see qw_split).
-  {
-    std::vector<QCase> qs;
-    auto w = [&](int xt, int st, u32 n, u32 m, u32 k, u32 gs, u32 sms = 132, bool wide = false) {
-      QCase c;
-      c.kind = "qrgemvw", c.xt = xt, c.st = st, c.n = n, c.m = m, c.k = k, c.gs = gs, c.sms = sms, c.wide = wide;
-      qs.push_back(c);
-    };
-    w(T_BF16, T_BF16, 9, 64, 256, 64);            // one chunk: split 1
-    w(T_F16, T_F16, 16, 100, 1024, 32);           // split 2, two chunks each
-    w(T_BF16, T_F16, 2, 40, 4096, 128);           // split 4, four chunks each (the ring refilled)
-    w(T_F16, T_BF16, 5, 24, 2560, 32);            // split 4, 10 chunks in 4 (2, 3, 2, 3)
-    w(T_BF16, T_F16, 12, 200, 768, 64);           // three chunks: split 1, four row blocks
-    w(T_F16, T_BF16, 17, 130, 2048, 64);          // MT 2, split 4, a 2-row last block
-    w(T_BF16, T_BF16, 32, 64, 4608, 32);          // MT 2, 18 chunks in 4 (4, 5, 4, 5)
-    w(T_F16, T_F16, 24, 72, 1536, 128, 1);        // MT 2, one SM: split 1 over six chunks
-    w(T_BF16, T_F16, 20, 64, 1024, 128, 132, true); // MT 2, x over 2^-20 .. 2^20
-    for (auto &c : qs) run_q(c, seed++);
   }
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -56,7 +56,7 @@
  * cuStreamBeginCapture_v2, cuGraphInstantiate -> cuGraphInstantiateWithFlags,
  * cuGraphExecUpdate -> _v2, cuGraphExecKernelNodeSetParams -> _v2,
  * cuStreamGetCaptureInfo -> _v3), never the legacy names. */
-#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuFuncSetAttribute) CU_GRAPH_FUNCS(X)
+#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) CU_GRAPH_FUNCS(X)
 #define CU_GRAPH_FUNCS(X)                                                      \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamGetCaptureInfo)      \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy)                 \
@@ -154,9 +154,6 @@ typedef struct cu_device {
   CUdevice dev;
   CUcontext ctx; /* the primary context, retained */
   int cc_major, cc_minor, sm_count, max_threads, warp, integrated;
-  /* What the own kernels in clusters need (cu_own_cluster_ok): the most
-   * dynamic shared memory a block may opt into, and cluster launch. */
-  int smem_optin, cluster_launch;
   /* Kernels that wait for their predecessor themselves (the built-ins, the
    * GEMVs, FlashInfer's decode and the KV append) are launched with
    * programmatic stream serialization (cu_launch_kernel): compute
@@ -397,7 +394,7 @@ CU_HIDDEN gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_
 
 /* Slots of cu_own_fn's per-device cache: cuda_quant.c's variants first,
  * then the GEMV's (type x N 1/2/4). */
-enum { CU_OWN_QUANT_FNS = 110, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
+enum { CU_OWN_QUANT_FNS = 98, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
 /* Kernel `name` of the own fatbin on device dev, cached in slot v (the
  * module loaded on first use, under the device's mutex); context current. */
 CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out);
@@ -408,23 +405,6 @@ CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char
  * launch (cu_launch_kernel). A grid of 0 launches nothing. */
 CU_HIDDEN gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
                                      uint32_t gridy, uint32_t block, void **params, int pdl);
-/* cu_own_fn for a kernel that takes smem bytes of dynamic shared memory
- * (more than 48 KiB: the function's limit is raised once, when it is first
- * fetched); needs cuFuncSetAttribute (cu_own_cluster_ok). */
-CU_HIDDEN gpurt_error *cu_own_fn_smem(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem,
-                                      CUfunction *out);
-/* Whether device dev can take cu_own_launch_cluster with smem bytes of
- * dynamic shared memory a block: compute capability 9.0 or newer, cluster
- * launch, at least smem bytes a block to opt into, cuLaunchKernelEx and
- * cuFuncSetAttribute in the driver. */
-CU_HIDDEN int cu_own_cluster_ok(const cu_runtime *rt, uint32_t dev, uint32_t smem);
-/* Launches f as grid x gridy blocks of block threads in clusters of
- * 1 x gridy blocks, with smem bytes of dynamic shared memory, and with
- * programmatic dependent launch where the device takes it (f waits for
- * its predecessor itself); a driver refusal names the kernel. */
-CU_HIDDEN gpurt_error *cu_own_launch_cluster(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name,
-                                             uint64_t grid, uint32_t gridy, uint32_t block, uint32_t smem,
-                                             void **params);
 /* Unloads a device's own module (runtime teardown). */
 CU_HIDDEN void cu_own_device_release(cu_device *d);
 /* The GEMM slot's GEMV for 16-bit decode shapes (cuda_ownk.c launches

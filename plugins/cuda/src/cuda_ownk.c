@@ -22,20 +22,8 @@ typedef struct cu_own_dev {
   CUfunction fn[CU_OWN_FNS];
 } cu_own_dev;
 
-static gpurt_error *own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem, CUfunction *out);
-
+/* The kernel in slot v, fetched on first use. */
 gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out) {
-  return own_fn(rt, dev, v, name, 0, out);
-}
-
-gpurt_error *cu_own_fn_smem(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem, CUfunction *out) {
-  return own_fn(rt, dev, v, name, smem, out);
-}
-
-/* The kernel in slot v, fetched on first use; smem > 0: its dynamic shared
- * memory limit raised to smem bytes then (before the slot is filled, so a
- * kernel in the cache always takes its launches). */
-static gpurt_error *own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem, CUfunction *out) {
   cu_device *d = &rt->devs[dev];
   CUresult r = CUDA_SUCCESS;
   char op[160];
@@ -61,12 +49,6 @@ static gpurt_error *own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name
     CUfunction fn = NULL;
     snprintf(op, sizeof op, "cuModuleGetFunction %s", name);
     r = cu_drv.p_cuModuleGetFunction(&fn, q->mod, name);
-    if (r == CUDA_SUCCESS && smem > 0) {
-      snprintf(op, sizeof op, "cuFuncSetAttribute %s (%u bytes of dynamic shared memory)", name, smem);
-      r = cu_drv.p_cuFuncSetAttribute != NULL
-              ? cu_drv.p_cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem)
-              : CUDA_ERROR_NOT_SUPPORTED;
-    }
     if (r == CUDA_SUCCESS) q->fn[v] = fn;
   }
   CUfunction f = q != NULL ? q->fn[v] : NULL;
@@ -98,48 +80,6 @@ gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const ch
     return cu_fail(rt, st->dev, r, op, st->last_kernel);
   }
   cu_note_kernel(rt, st, (uintptr_t)f, name); /* a later fault names it */
-  return NULL;
-}
-
-int cu_own_cluster_ok(const cu_runtime *rt, uint32_t dev, uint32_t smem) {
-  const cu_device *d = &rt->devs[dev];
-  return d->cc_major >= 9 && d->cluster_launch && (uint64_t)d->smem_optin >= smem &&
-         cu_drv.p_cuLaunchKernelEx != NULL && cu_drv.p_cuFuncSetAttribute != NULL;
-}
-
-gpurt_error *cu_own_launch_cluster(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
-                                   uint32_t gridy, uint32_t block, uint32_t smem, void **params) {
-  if (grid == 0) return NULL;
-  if (grid > 0x7fffffffull)
-    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the problem needs %llu blocks (more than 2^31 - 1)", name,
-                  (unsigned long long)grid);
-  CUlaunchAttribute at[2];
-  memset(at, 0, sizeof at);
-  at[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  at[0].value.clusterDim.x = 1;
-  at[0].value.clusterDim.y = gridy;
-  at[0].value.clusterDim.z = 1;
-  at[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  at[1].value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig c;
-  memset(&c, 0, sizeof c);
-  c.gridDimX = (uint32_t)grid;
-  c.gridDimY = gridy;
-  c.gridDimZ = 1;
-  c.blockDimX = block;
-  c.blockDimY = 1;
-  c.blockDimZ = 1;
-  c.sharedMemBytes = smem;
-  c.hStream = st->s;
-  c.attrs = at;
-  c.numAttrs = rt->devs[st->dev].pdl ? 2 : 1;
-  CUresult r = cu_drv.p_cuLaunchKernelEx(&c, f, params, NULL);
-  if (r != CUDA_SUCCESS) {
-    char op[160];
-    snprintf(op, sizeof op, "launching %s (cuLaunchKernelEx, clusters of 1 x %u)", name, gridy);
-    return cu_fail(rt, st->dev, r, op, st->last_kernel);
-  }
-  cu_note_kernel(rt, st, (uintptr_t)f, name);
   return NULL;
 }
 

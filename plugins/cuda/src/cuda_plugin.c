@@ -244,14 +244,6 @@ static gpurt_error *cu_open(const gpurt_runtime_create_args *a, void **ctx, uint
     d->warp = (int)info.warp_size;
     d->integrated = (info.flags & GPURT_DEVICE_UNIFIED_MEMORY) != 0;
     d->total = info.memory_total;
-    int v = 0;
-    d->smem_optin = cu_drv.p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev) ==
-                            CUDA_SUCCESS
-                        ? v
-                        : 0;
-    v = 0;
-    d->cluster_launch =
-        cu_drv.p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, d->dev) == CUDA_SUCCESS && v != 0;
     const char *pdl = getenv("GPURT_CUDA_PDL");
     d->pdl = d->cc_major >= 9 && cu_drv.p_cuLaunchKernelEx != NULL && !(pdl != NULL && strcmp(pdl, "0") == 0);
   }

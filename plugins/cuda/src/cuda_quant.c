@@ -8,11 +8,7 @@
  *  quant_matmul, n <= 8   gpurt_qgemvf_<x>_<s>_n<n> (groups of 64, 128) or
  *                         gpurt_qgemv_<x>_<s>_n<n> (32): 32 rows of W per
  *                         block, k split among its warps (tensor cores, n as
- *                         8 columns); with GPURT_CUDA_QGEMV=ring, n = 1 on
- *                         gpurt_qrgemv_<x>_<s> (16 rows a block, W through a
- *                         shared-memory ring; not yet measured, see qr_takes)
- *                         and 2 <= n <= 32 on gpurt_qrgemvw_<x>_<s>_t<MT>
- *                         (64 rows a block, k split in a cluster; qs_takes)
+ *                         8 columns)
  *  quant_matmul, n <= 64  gpurt_qgemvwf_<x>_<s>_t<NT> / gpurt_qgemvw_*: the
  *                         same with NT = 2, 4, 8 n-tiles of 8 tokens
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
@@ -66,9 +62,7 @@ enum {
   QV_GG_FP8 = 69,
   QV_DEQ = 70,
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
-  QV_RING = 98,  /* n = 1 through the shared-memory ring (x type, scale type) */
-  QV_RINGW = 102, /* 2 <= n <= 32 through the ring (x type, scale type, m-tiles 1/2) */
-  QV_COUNT = 110
+  QV_COUNT = 98
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -120,19 +114,19 @@ typedef struct gg_table {
  * every call): GPURT_CUDA_QGEMV_WARPS=1..16 fixes its warps per block
  * (0: the heuristic; scripts/gpu_quant_bench.sh), GPURT_CUDA_QGEMV=dequant
  * keeps the dequantizing form for groups of 64 and 128 too, =factored
- * gives the skinny GEMV the factored form for them (comparisons),
- * GPURT_CUDA_QGEMV_PREFETCH=0..8 how many of a warp's batches ahead it asks
- * W into the L2 (QV_PF, QW_PF by default; scripts/gpu_skinny.sh),
- * GPURT_CUDA_QGEMV_FETCH=32 or 256 the bytes the L2 fetches from DRAM for
- * a load of W (QV_FETCH by default). */
+ * gives the skinny GEMV the factored form for them (comparisons), =cutlass
+ * see qmm (any other value, the removed ring GEMVs' ring and ring-any
+ * among them, leaves the defaults), GPURT_CUDA_QGEMV_PREFETCH=0..8 how
+ * many of a warp's batches ahead it asks W into the L2 (QV_PF, QW_PF by
+ * default; scripts/gpu_skinny.sh), GPURT_CUDA_QGEMV_FETCH=32 or 256 the
+ * bytes the L2 fetches from DRAM for a load of W (QV_FETCH by default). */
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
-  int ring;    /* the ring GEMVs (n = 1: qr_takes; 2..32: qs_takes): 0 never (the default), 1 GPURT_CUDA_QGEMV=ring, 2 =ring-any */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
-  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16 | ring << 17, once read */
+  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
@@ -143,12 +137,10 @@ static qgemv_env qgemv_switches(void) {
     if (pf < -1 || pf > 8) pf = -1;
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
         (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
-        (k != NULL && strcmp(k, "cutlass") == 0) << 16 |
-        (k != NULL && strcmp(k, "ring") == 0 ? 1 : k != NULL && strcmp(k, "ring-any") == 0 ? 2 : 0) << 17;
+        (k != NULL && strcmp(k, "cutlass") == 0) << 16;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (qgemv_env){v & 0xff,      (v >> 8) & 1,  (v >> 9) & 1,          ((v >> 10) & 0xf) - 1,
-                     (v >> 14) & 3, (v >> 16) & 1, (v >> 17) & 3};
+  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -330,25 +322,24 @@ static gpurt_error *prefill(cu_runtime *rt, cu_stream *st, const gpurt_quant_mat
 }
 
 /* The ten parameters every int8 GEMV kernel takes (cuda_quant.cu's
- * gpurt_qgemv*, gpurt_qrgemv*: W, scales, biases, x, y, m, k, log2 of the
- * group size, n, and a last word: the register GEMVs' pf, unused by the
- * ring ones), and the pointer array cuLaunchKernel reads them through. */
+ * gpurt_qgemv*: W, scales, biases, x, y, m, k, log2 of the group size, n,
+ * pf), and the pointer array cuLaunchKernel reads them through. */
 typedef struct qv_params {
   const void *w, *sc, *bi, *x;
   void *y;
-  uint32_t m, k, gshift, n, last;
+  uint32_t m, k, gshift, n, pf;
   void *p[10];
 } qv_params;
 
-static void qv_params_fill(qv_params *q, const gp_quant_op *r, uint32_t n, uint32_t last) {
+static void qv_params_fill(qv_params *q, const gp_quant_op *r, uint32_t n, uint32_t pf) {
   const gpurt_quant_matmul_args *a = &r->c.a;
   q->w = (const void *)(uintptr_t)r->w.addr;
   q->sc = (const void *)(uintptr_t)r->scales.addr;
   q->bi = (const void *)(uintptr_t)r->biases.addr;
   q->x = (const void *)(uintptr_t)r->x.addr;
   q->y = (void *)(uintptr_t)r->y.addr;
-  q->m = (uint32_t)a->m, q->k = (uint32_t)a->k, q->gshift = log2u(a->group_size), q->n = n, q->last = last;
-  void *p[10] = {&q->w, &q->sc, &q->bi, &q->x, &q->y, &q->m, &q->k, &q->gshift, &q->n, &q->last};
+  q->m = (uint32_t)a->m, q->k = (uint32_t)a->k, q->gshift = log2u(a->group_size), q->n = n, q->pf = pf;
+  void *p[10] = {&q->w, &q->sc, &q->bi, &q->x, &q->y, &q->m, &q->k, &q->gshift, &q->n, &q->pf};
   memcpy(q->p, p, sizeof p);
 }
 
@@ -372,85 +363,6 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, q.p, 1);
 }
 
-/* The ring GEMV (gpurt_qrgemv_*, n = 1, groups of 64 or 128): QR_ROWS rows
- * a block, k in QR_KC-deep chunks through shared memory (cuda_quant.cu).
- * Not yet measured on a GPU, so not the default: GPURT_CUDA_QGEMV=ring
- * takes it where k is a multiple of QR_KC, W and x are 16-byte aligned,
- * the scales and biases 8-byte aligned, and the grid has at least one
- * block per SM (below that the register GEMV's 32-row blocks, with up to
- * 16 warps splitting k, keep more bytes in flight per SM); =ring-any drops
- * the last rule (conformance runs over small shapes). */
-#define QR_ROWS 16
-#define QR_KC 512
-#define QR_THREADS 128
-static int qr_takes(const cu_runtime *rt, uint32_t dev, const gpurt_quant_matmul_args *a, const gp_quant_op *r) {
-  const int ring = qgemv_switches().ring;
-  if (ring == 0 || a->k % QR_KC != 0 || a->k > 0xffffffffull || a->m > 0xffffffffull) return 0;
-  if (((r->w.addr | r->x.addr) & 15) != 0 || ((r->scales.addr | r->biases.addr) & 7) != 0) return 0;
-  return ring == 2 || cdiv(a->m, QR_ROWS) >= (uint64_t)rt->devs[dev].sm_count;
-}
-
-static gpurt_error *ring_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r) {
-  qv_params q;
-  qv_params_fill(&q, r, 1, 0);
-  return cu_own_launch(rt, st, f, name, cdiv(q.m, QR_ROWS), 1, QR_THREADS, q.p, 1);
-}
-
-/* The skinny ring GEMV (gpurt_qrgemvw_*, 2 <= n <= 32, any group size):
- * QS_ROWS rows a block, k in QS_KC-deep chunks through a QS_ST-stage
- * ring, the CTAs of a 1 x split cluster taking consecutive parts of k
- * (cuda_quant.cu). Not yet measured on a GPU, so only with
- * GPURT_CUDA_QGEMV=ring (or ring-any): where k is a multiple of QS_KC,
- * every operand 16-byte aligned, and the device takes clusters
- * (cu_own_cluster_ok). split: the fewest of 1, 2, 4 that give two CTAs
- * per SM, each CTA keeping at least two chunks. */
-#define QS_ROWS 64
-#define QS_KC 256
-#define QS_ST 3
-#define QS_THREADS 128
-/* cuda_quant.cu's QsStage<mt>::BYTES */
-static uint32_t qs_stage_bytes(uint32_t mt) { return QS_ROWS * QS_KC + 16 * mt * QS_KC * 2 + 2 * QS_ROWS * 16; }
-
-static int qs_takes(const cu_runtime *rt, uint32_t dev, const gpurt_quant_matmul_args *a, const gp_quant_op *r) {
-  if (qgemv_switches().ring == 0 || a->n < 2 || a->n > 32 || a->k % QS_KC != 0 || a->k > 0xffffffffull ||
-      a->m > 0xffffffffull)
-    return 0;
-  /* W and x in 16-byte pieces; a row's scales and biases of a chunk in one
-   * piece of QS_KC / group_size * 2 bytes (16, 8 or 4). */
-  const uint64_t sby = (uint64_t)(QS_KC / a->group_size) * 2;
-  if (((r->w.addr | r->x.addr) & 15) != 0 || ((r->scales.addr | r->biases.addr) & (sby - 1)) != 0) return 0;
-  return cu_own_cluster_ok(rt, dev, QS_ST * qs_stage_bytes(a->n <= 16 ? 1 : 2));
-}
-
-static uint32_t qs_split(const cu_runtime *rt, uint32_t dev, uint64_t m, uint64_t k) {
-  const uint64_t blocks = cdiv(m, QS_ROWS), chunks = k / QS_KC, want = 2ull * (uint64_t)rt->devs[dev].sm_count;
-  uint32_t split = 1;
-  while (split < 4 && blocks * split < want && chunks >= 4ull * split) split *= 2;
-  return split;
-}
-
-/* The skinny ring GEMV where qs_takes; *done = 1 when it took the call
- * (warm: its kernel is loaded). */
-static gpurt_error *ringw(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int warm, int *done) {
-  const gpurt_quant_matmul_args *a = &r->c.a;
-  const uint32_t dev = st->dev;
-  *done = 0;
-  if (!qs_takes(rt, dev, a, r)) return NULL;
-  const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
-  const uint32_t mt = a->n <= 16 ? 1 : 2, smem = QS_ST * qs_stage_bytes(mt);
-  char name[64];
-  snprintf(name, sizeof name, "gpurt_qrgemvw_%s_%s_t%u", tname(a->x_type), tname(a->scale_type), mt);
-  CUfunction f;
-  gpurt_error *e = cu_own_fn_smem(rt, dev, QV_RINGW + (xi * 2 + si) * 2 + (int)(mt - 1), name, smem, &f);
-  if (e) return e;
-  *done = 1;
-  if (warm) return NULL;
-  qv_params q;
-  qv_params_fill(&q, r, (uint32_t)a->n, 0);
-  return cu_own_launch_cluster(rt, st, f, name, cdiv(q.m, QS_ROWS), qs_split(rt, dev, q.m, q.k), QS_THREADS, smem,
-                               q.p);
-}
-
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
  * stream), only what the call would make lazily (the module's kernel, the
  * stream's scratch and workspace, cuBLASLt's handle), nothing enqueued:
@@ -465,19 +377,21 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
   uint32_t m = (uint32_t)a->m, n = (uint32_t)a->n, k = (uint32_t)a->k, gshift = log2u(a->group_size);
   char name[64];
   CUfunction f;
-  if (n <= 32) {
-    int done = 0;
-    if ((e = ringw(rt, st, r, warm, &done)) || done) return e;
-  }
+  /* The GEMVs below (n <= 8, and the skinny ones up to QMM_W_MAX_N) load
+   * W's codes straight into registers. The int8 ring GEMVs (gpurt_qrgemv_*,
+   * n = 1 with W through a shared-memory ring; gpurt_qrgemvw_*, 2 <= n <=
+   * 32 with k split among the CTAs of a thread-block cluster;
+   * GPURT_CUDA_QGEMV=ring, ring-any) were removed after losing to them on
+   * every shape measured on the H200 (2026-12-05, quantbench, cold L2, gpu
+   * us, register against ring; m x k 4096 x 4096, 14336 x 4096, 4096 x
+   * 14336): n = 1 6.9 / 9.0, 20.4 / 24.0, 18.5 / 27.1; n = 8 7.4 / 17.8,
+   * 21.6 / 34.3, 19.3 / 44.7; n = 32 12.8 / 29.5, 36.0 / 50.4, 38.1 / 71.6.
+   * The decoder (graph mode, tok/s): 8B int8 304.6 / 260.3 at batch 1 and
+   * 4,348 / 3,177 at batch 32, 1B int8 1,193 / 1,039 at batch 1. */
   if (n <= 8) {
     /* Groups of 64 or more: the factored form (gpurt_qgemvf_*, no weight
      * rounded to 16 bits, ~40% fewer instructions); 32: dequantizing. */
     const int fac = a->group_size >= 64 && !qgemv_switches().dequant;
-    if (fac && n == 1 && qr_takes(rt, dev, a, r)) {
-      snprintf(name, sizeof name, "gpurt_qrgemv_%s_%s", tname(a->x_type), tname(a->scale_type));
-      if ((e = cu_own_fn(rt, dev, QV_RING + xi * 2 + si, name, &f)) || warm) return e;
-      return ring_launch(rt, st, f, name, r);
-    }
     snprintf(name, sizeof name, "gpurt_qgemv%s_%s_%s_n%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type), n);
     if ((e = cu_own_fn(rt, dev, (fac ? QV_GEMVF : QV_GEMV) + (xi * 2 + si) * 8 + (int)(n - 1), name, &f)) || warm)
       return e;
