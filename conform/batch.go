@@ -25,20 +25,21 @@ func batchChecks() []check {
 	}
 }
 
-// batchEnv is what the batch checks share: a stream, fill_f32, scale_f32,
-// axpy_f32, add_f32, mul_f32, and two buffers of n f32 values.
+// batchEnv is what the batch checks (and the graph checks) share: a
+// stream, fill_f32, scale_f32, axpy_f32, add_f32, mul_f32, sleep_ns, and
+// two buffers of n f32 values.
 type batchEnv struct {
-	s                           *core.Stream
-	fill, scale, axpy, add, mul *core.Kernel
-	x, y                        *core.Buffer
-	n                           int
-	cfg                         core.LaunchConfig
+	s                                  *core.Stream
+	fill, scale, axpy, add, mul, sleep *core.Kernel
+	x, y                               *core.Buffer
+	n                                  int
+	cfg                                core.LaunchConfig
 }
 
 func newBatchEnv(e *env, n int) (*batchEnv, func(), error) {
 	be := &batchEnv{n: n, cfg: core.Grid1D(n, 128)}
-	ks := []**core.Kernel{&be.fill, &be.scale, &be.axpy, &be.add, &be.mul}
-	for i, name := range []string{"fill_f32", "scale_f32", "axpy_f32", "add_f32", "mul_f32"} {
+	ks := []**core.Kernel{&be.fill, &be.scale, &be.axpy, &be.add, &be.mul, &be.sleep}
+	for i, name := range []string{"fill_f32", "scale_f32", "axpy_f32", "add_f32", "mul_f32", "sleep_ns"} {
 		k, err := kernel(e.dev, name)
 		if err != nil {
 			return nil, nil, err
@@ -69,6 +70,18 @@ func withBatchEnv(e *env, n int, fn func(be *batchEnv) error) error {
 	}
 	defer done()
 	return fn(be)
+}
+
+// withSevens runs fn on a batch environment of 256 elements whose x is
+// all 7, with a new batch on its stream: the start of the checks that a
+// rejected batch leaves x as it was.
+func withSevens(e *env, fn func(be *batchEnv, b *core.LaunchBatch) error) error {
+	return withBatchEnv(e, 256, func(be *batchEnv) error {
+		if err := core.CopyFromHost(be.x, encode(core.F32, constant(be.n, 7))); err != nil {
+			return err
+		}
+		return fn(be, be.s.NewLaunchBatch())
+	})
 }
 
 // read synchronizes the stream and reads b.
@@ -163,11 +176,7 @@ func batchDependent(e *env) error {
 // batchInvalidItem: an item of the wrong argument count is an error from
 // Add naming the item; Submit then enqueues nothing and returns it.
 func batchInvalidItem(e *env) error {
-	return withBatchEnv(e, 256, func(be *batchEnv) error {
-		if err := core.CopyFromHost(be.x, encode(core.F32, constant(be.n, 7))); err != nil {
-			return err
-		}
-		b := be.s.NewLaunchBatch()
+	return withSevens(e, func(be *batchEnv, b *core.LaunchBatch) error {
 		if err := firstErr(b.Add(be.fill, be.cfg, be.fillArgs(be.x, 1)...), b.Add(be.fill, be.cfg, be.fillArgs(be.x, 2)...)); err != nil {
 			return err
 		}
@@ -197,11 +206,7 @@ func batchInvalidItem(e *env) error {
 // threads) is an error naming the item; the launches before it are
 // enqueued all or none, and Submit's count says which.
 func batchPluginRejects(e *env) error {
-	return withBatchEnv(e, 256, func(be *batchEnv) error {
-		if err := core.CopyFromHost(be.x, encode(core.F32, constant(be.n, 7))); err != nil {
-			return err
-		}
-		b := be.s.NewLaunchBatch()
+	return withSevens(e, func(be *batchEnv, b *core.LaunchBatch) error {
 		for i := 0; i < 3; i++ {
 			if err := b.Add(be.fill, be.cfg, be.fillArgs(be.x, float32(i+1))...); err != nil {
 				return err

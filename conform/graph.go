@@ -297,10 +297,6 @@ func graphEvents(e *env) error {
 				return err
 			}
 			defer after.Close()
-			sleep, err := kernel(e.dev, "sleep_ns")
-			if err != nil {
-				return err
-			}
 			N := core.ArgScalar[uint64](uint64(be.n))
 			g, err := capture(be.s, func(s *core.Stream) error {
 				return firstErrOf(
@@ -318,7 +314,7 @@ func graphEvents(e *env) error {
 			// s2: sleep, then x = 4, then record `before`; the replay waits for it
 			// (y = 2x = 8), then s2 waits for `after` and sets x = 1 (y unchanged).
 			err = firstErr(
-				s2.Launch(sleep, core.Grid1D(1, 1), sleepArg(2e6)),
+				s2.Launch(be.sleep, core.Grid1D(1, 1), sleepArg(2e6)),
 				s2.Launch(be.fill, be.cfg, be.fillArgs(be.x, 4)...),
 				before.Record(s2),
 				g.Launch(be.s),

@@ -115,7 +115,10 @@ func newGAData(e *env) (*gaData, error) {
 	return d, nil
 }
 
-func newGAEnv(e *env, d *gaData) (*gaEnv, error) {
+// newGAEnv makes the buffers of one run (eager or graph) of d, its
+// cache's pages those of reserved, and appends the prefix (an error names
+// the run, what).
+func newGAEnv(e *env, d *gaData, reserved [][]int32, what string) (*gaEnv, error) {
 	g := &gaEnv{desc: attention.KVCacheDesc{DType: core.F16, Layout: attention.KVLayoutNHD, PageSize: gaPage,
 		NumKVHeads: gaHK, HeadDim: gaDim, NumPages: gaPages}}
 	g.rowBytes = gaHK * gaDim * 2
@@ -133,6 +136,10 @@ func newGAEnv(e *env, d *gaData) (*gaEnv, error) {
 		core.Memset(g.cache.K(), 0), core.Memset(g.cache.V(), 0), core.Memset(g.idx, 0)); err != nil {
 		g.free()
 		return nil, err
+	}
+	if err := g.prefix(reserved); err != nil {
+		g.free()
+		return nil, fmt.Errorf("%s: prefix: %w", what, err)
 	}
 	return g, nil
 }
@@ -233,14 +240,11 @@ func graphDecodeStepAttention(e *env) error {
 	}
 	eager := make([][]byte, gaSteps)
 	{
-		g, err := newGAEnv(e, d)
+		g, err := newGAEnv(e, d, d.reservedA, "eager")
 		if err != nil {
 			return err
 		}
 		defer g.free()
-		if err := g.prefix(d.reservedA); err != nil {
-			return fmt.Errorf("eager: prefix: %w", err)
-		}
 		for i := 0; i < gaSteps; i++ {
 			if err := g.inputs(d, d.reservedA, i); err != nil {
 				return fmt.Errorf("eager: step %d: inputs: %w", i, err)
@@ -263,14 +267,11 @@ func graphDecodeStepAttention(e *env) error {
 			return fmt.Errorf("eager steps %d and %d wrote the same q and o: the check would not see a stale replay", i-1, i)
 		}
 	}
-	g, err := newGAEnv(e, d)
+	g, err := newGAEnv(e, d, d.reserved, "graph run")
 	if err != nil {
 		return err
 	}
 	defer g.free()
-	if err := g.prefix(d.reserved); err != nil {
-		return fmt.Errorf("graph run: prefix: %w", err)
-	}
 	var gr *core.Graph
 	defer func() {
 		if gr != nil {

@@ -33,10 +33,6 @@ func graphReplaysOrderedAcrossStreams(e *env) error {
 				return err
 			}
 			defer t.Free()
-			sleep, err := kernel(e.dev, "sleep_ns")
-			if err != nil {
-				return err
-			}
 			if err := firstErr(be.s.Launch(be.fill, be.cfg, be.fillArgs(be.x, 0)...),
 				be.s.Launch(be.fill, be.cfg, be.fillArgs(be.y, 1)...), be.s.Synchronize()); err != nil {
 				return err
@@ -45,7 +41,7 @@ func graphReplaysOrderedAcrossStreams(e *env) error {
 			g, err := capture(be.s, func(s *core.Stream) error {
 				return firstErrOf(
 					func() error { return s.CopyDevice(t, be.x) },
-					func() error { return s.Launch(sleep, core.Grid1D(1, 1), sleepArg(300*time.Microsecond)) },
+					func() error { return s.Launch(be.sleep, core.Grid1D(1, 1), sleepArg(300*time.Microsecond)) },
 					func() error { return s.CopyDevice(be.x, t) },
 					func() error {
 						return s.Launch(be.axpy, be.cfg, core.ArgBuffer(be.x), core.ArgBuffer(be.y), core.ArgScalar[float32](1), N)

@@ -245,22 +245,35 @@ func FuzzOpenShard(f *testing.F) {
 	f.Fuzz(func(t *testing.T, file []byte) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "model.safetensors")
-		if err := os.WriteFile(path, file, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		ck, err := OpenCheckpoint(dir)
-		if err != nil {
-			if ck != nil {
-				t.Fatalf("error %v with a checkpoint", err)
-			}
-			if msg := err.Error(); !strings.HasPrefix(msg, "llm: ") || !strings.Contains(msg, path) {
-				t.Fatalf("error %q does not start with \"llm: \" and name %s", msg, path)
-			}
+		ck, ok := writeAndOpen(t, dir, path, file, path, path)
+		if !ok {
 			return
 		}
 		defer ck.Close()
 		checkOpened(t, ck, path, file)
 	})
+}
+
+// writeAndOpen writes data to the file path of dir and opens dir with
+// OpenCheckpoint. On an error it checks it (no checkpoint comes with it;
+// it starts "llm: " and holds names, which the failure calls what) and
+// returns false.
+func writeAndOpen(t *testing.T, dir, path string, data []byte, names, what string) (*Checkpoint, bool) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := OpenCheckpoint(dir)
+	if err != nil {
+		if ck != nil {
+			t.Fatalf("error %v with a checkpoint", err)
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "llm: ") || !strings.Contains(msg, names) {
+			t.Fatalf("error %q does not start with \"llm: \" and name %s", msg, what)
+		}
+		return nil, false
+	}
+	return ck, true
 }
 
 // indexShards are the shards of FuzzOpenCheckpointIndex's directory:
@@ -313,17 +326,8 @@ func FuzzOpenCheckpointIndex(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, index []byte) {
 		idxPath := filepath.Join(dir, "model.safetensors.index.json")
-		if err := os.WriteFile(idxPath, index, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		ck, err := OpenCheckpoint(dir)
-		if err != nil {
-			if ck != nil {
-				t.Fatalf("error %v with a checkpoint", err)
-			}
-			if msg := err.Error(); !strings.HasPrefix(msg, "llm: ") || !strings.Contains(msg, dir+string(filepath.Separator)) {
-				t.Fatalf("error %q does not start with \"llm: \" and name a file of %s", msg, dir)
-			}
+		ck, ok := writeAndOpen(t, dir, idxPath, index, dir+string(filepath.Separator), "a file of "+dir)
+		if !ok {
 			return
 		}
 		defer ck.Close()

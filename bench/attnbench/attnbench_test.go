@@ -12,14 +12,12 @@ import (
 	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/bench/attnbench"
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 // TestOnMock: every shape's line, shrunk, on the mock.
 func TestOnMock(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	tm, err := bench.OpenGPUTimer([]string{dir}, "mock")
-	require.NoError(t, err)
-	defer tm.Close()
+	tm := mockrt.Timer(t)
 	var stdout bytes.Buffer
 	require.NoError(t, attnbench.Run(attnbench.Options{Timed: bench.Timed{Timer: tm, Iters: 2, Shrink: 128, Out: &stdout}}))
 	lines := testutil.JSONLines[attnbench.Result](t, &stdout)

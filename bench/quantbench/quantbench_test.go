@@ -13,18 +13,16 @@ import (
 	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/bench/quantbench"
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 // TestShrinkOnMock: every figure's line on the mock (the int8 rows: two
 // shapes at n = 1, 8, 16, 32, 64 and the prefill n), at -shrink 64 (which
 // once divided fp8's K below one 128-wide scale block: "size 0") and 256.
 func TestShrinkOnMock(t *testing.T) {
-	dir := testutil.MockPlugin(t)
 	for _, shrink := range []int{64, 256} {
 		t.Run(fmt.Sprint(shrink), func(t *testing.T) {
-			tm, err := bench.OpenGPUTimer([]string{dir}, "mock")
-			require.NoError(t, err)
-			defer tm.Close()
+			tm := mockrt.Timer(t)
 			var out bytes.Buffer
 			require.NoError(t, quantbench.Run(quantbench.Options{Timed: bench.Timed{Timer: tm, Iters: 2, Shrink: shrink, Out: &out}}))
 			impls := map[string]int{}
@@ -46,10 +44,7 @@ func TestShrinkOnMock(t *testing.T) {
 // each of the 8 decode shapes at 1, 2, 4 and 8 tokens and at one token with
 // each GEMM prologue, and nothing else.
 func TestDecode16OnMock(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	tm, err := bench.OpenGPUTimer([]string{dir}, "mock")
-	require.NoError(t, err)
-	defer tm.Close()
+	tm := mockrt.Timer(t)
 	var out bytes.Buffer
 	require.NoError(t, quantbench.Run(quantbench.Options{Timed: bench.Timed{Timer: tm, Iters: 2, Shrink: 256, Only: "decode16", Out: &out}, RotateMiB: 1}))
 	rows := testutil.JSONLines[quantbench.Result](t, &out)

@@ -21,14 +21,21 @@ var (
 	i32le    = mockrt.I32LE
 )
 
+// smallKV opens the mock runtime and makes a stream on its device 0 and
+// mockrt's small paged KV cache (mockrt.SmallKVCache).
+func smallKV(t *testing.T) (*core.Device, *core.Stream, *attention.KVCache, *core.Buffer, attention.PageTable) {
+	t.Helper()
+	d := dev0(t, openMock(t, ""))
+	s := mockrt.Stream(t, d)
+	cache, tables, pt := mockrt.SmallKVCache(t, d)
+	return d, s, cache, tables, pt
+}
+
 // A decode step of two requests on the mock: the Go checks, the plugin's
 // checks, and no allocation on a warm plan and run.
 func TestAttentionDecode(t *testing.T) {
-	rt := openMock(t, "")
-	d := dev0(t, rt)
-	s := mockrt.Stream(t, d)
+	d, s, cache, _, pt := smallKV(t)
 	cd := mockrt.SmallKVDesc
-	cache, _, pt := mockrt.SmallKVCache(t, d)
 	rowBytes := 4 * 64 * 2
 	q := mockrt.Alloc(t, d, 2*rowBytes)
 	o := mockrt.Alloc(t, d, 2*rowBytes)
@@ -124,11 +131,8 @@ func TestAttentionDescChecks(t *testing.T) {
 // run uses (only Go knows a view's length): a short view is ErrOutOfRange
 // naming the operand, and nothing is enqueued (the cache is untouched).
 func TestAppendViewBounds(t *testing.T) {
-	rt := openMock(t, "")
-	d := dev0(t, rt)
-	s := mockrt.Stream(t, d)
+	d, s, cache, tables, pt := smallKV(t)
 	cd := mockrt.SmallKVDesc
-	cache, tables, pt := mockrt.SmallKVCache(t, d)
 	view := func(off, n int) core.View {
 		v, err := tables.View(off, n)
 		require.NoError(t, err)
@@ -210,10 +214,7 @@ func TestAppendViewBounds(t *testing.T) {
 // The rotary embedding's arguments (ABI 1.10): Q and QOHeads only with
 // InvFreq, and each with the other; refused before anything is enqueued.
 func TestAppendRopeArgs(t *testing.T) {
-	rt := openMock(t, "")
-	d := dev0(t, rt)
-	s := mockrt.Stream(t, d)
-	cache, _, pt := mockrt.SmallKVCache(t, d)
+	d, s, cache, _, pt := smallKV(t)
 	b := mockrt.Alloc(t, d, 4096)
 	base := attention.KVRows{K: b, V: b, BatchIndices: b, Positions: b, NNZ: 1}
 	for _, tc := range []struct {

@@ -280,25 +280,21 @@ func (c *Comm) Close() error {
 // Abort stops the communicator's work in flight without waiting for the
 // other ranks (ncclCommAbort): the way out of a hang or an error. Later
 // Run and Err calls fail with ErrFailedPrecondition; Close still frees.
-func (c *Comm) Abort() error {
-	const op = "comm_abort"
-	if err := c.enter(op); err != nil {
-		return err
-	}
-	defer c.exit()
-	return c.p.CommAbort(op, c.rth, c.h)
-}
+func (c *Comm) Abort() error { return c.call("comm_abort", (*bind.Plugin).CommAbort) }
 
 // Err is nil while the communicator is healthy (its work may still be
 // pending), else the error that broke it (a peer that did not come, a
 // mismatch between processes, a lost device, Abort); it stays broken.
-func (c *Comm) Err() error {
-	const op = "comm_query"
+func (c *Comm) Err() error { return c.call("comm_query", (*bind.Plugin).CommQuery) }
+
+// call is a slot of the plugin on the communicator alone, op, inside a use
+// of it (enter and exit).
+func (c *Comm) call(op string, slot func(p *bind.Plugin, op string, rt abi.Runtime, c abi.Comm) error) error {
 	if err := c.enter(op); err != nil {
 		return err
 	}
 	defer c.exit()
-	return c.p.CommQuery(op, c.rth, c.h)
+	return slot(c.p, op, c.rth, c.h)
 }
 
 // enter begins a use of the runtime, then of the communicator; end a

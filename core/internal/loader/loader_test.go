@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/core/internal/bind"
 	"github.com/metrale/gpurt/internal/testutil"
 )
 
@@ -92,6 +93,14 @@ func testOpts(t *testing.T, paths ...string) (Options, *bytes.Buffer) {
 	var buf bytes.Buffer
 	log := hclog.New(&hclog.LoggerOptions{Name: "gpurt", Level: hclog.Trace, Output: &buf})
 	return Options{Paths: paths, ExePath: exe, Logger: log}, &buf
+}
+
+// choose is Choose(opts), which must succeed.
+func choose(t *testing.T, opts Options) (*Report, *bind.Plugin) {
+	t.Helper()
+	rep, p, err := Choose(opts)
+	require.NoError(t, err)
+	return rep, p
 }
 
 func find(t *testing.T, rep *Report, path string) Candidate {
@@ -278,8 +287,7 @@ func TestMinors(t *testing.T) {
 			dir := privDir(t)
 			path := buildPlugin(t, dir, "mock", tc.defs...)
 			opts, _ := testOpts(t, dir)
-			rep, p, err := Choose(opts)
-			require.NoError(t, err)
+			rep, p := choose(t, opts)
 			require.NotNil(t, p)
 			c := find(t, rep, path)
 			assert.Equal(t, StateSelected, c.State)
@@ -360,19 +368,17 @@ func TestChoice(t *testing.T) {
 		opts, _ := testOpts(t, dir)
 		assert.Equal(t, []string{"mock", "rocm"}, Found(opts), "in search order (ReadDir sorts by name)")
 		opts.Backend = "rocm"
-		rep, p, err := Choose(opts)
-		require.NoError(t, err)
+		rep, p := choose(t, opts)
 		require.NotNil(t, p)
 		assert.Equal(t, "rocm", rep.Backend)
 		assert.Equal(t, rocm, rep.Selected)
 		// auto takes it at the priority it announces (above mock's 100)
 		opts.Backend = "auto"
-		rep, _, err = Choose(opts)
-		require.NoError(t, err)
+		rep, _ = choose(t, opts)
 		assert.Equal(t, "rocm", rep.Backend)
 		// an unknown name lists the found one among the valid values
 		opts.Backend = "vulkan"
-		_, _, err = Choose(opts)
+		_, _, err := Choose(opts)
 		require.ErrorIs(t, err, ErrUnknownBackend)
 		assert.Contains(t, err.Error(), `unknown backend "vulkan" (from Config.Backend); valid values: auto, cuda, metal, mock, rocm`)
 	})
@@ -382,8 +388,7 @@ func TestChoice(t *testing.T) {
 		opts, _ := testOpts(t, dir)
 		t.Setenv("GPURT_BACKEND", "cuda")
 		opts.Backend = "MOCK"
-		rep, p, err := Choose(opts)
-		require.NoError(t, err)
+		rep, p := choose(t, opts)
 		require.NotNil(t, p)
 		assert.Equal(t, "mock", rep.Backend)
 		assert.Equal(t, "requested (Config.Backend=mock)", rep.Candidates[0].Reason)
@@ -393,8 +398,7 @@ func TestChoice(t *testing.T) {
 		first := buildPlugin(t, d1, "mock")
 		second := buildPlugin(t, d2, "mock", "-DSCORE=50")
 		opts, _ := testOpts(t, d1, d2)
-		rep, p, err := Choose(opts)
-		require.NoError(t, err)
+		rep, p := choose(t, opts)
 		assert.Equal(t, first, p.Path)
 		assert.Equal(t, StateSelected, find(t, rep, first).State)
 		c := find(t, rep, second)
@@ -406,8 +410,7 @@ func TestChoice(t *testing.T) {
 		cuda := buildPlugin(t, dir, "cuda", "-DPRIORITY=300", "-DSCORE=1")
 		mock := buildPlugin(t, dir, "mock")
 		opts, logs := testOpts(t, dir)
-		rep, p, err := Choose(opts)
-		require.NoError(t, err)
+		rep, p := choose(t, opts)
 		assert.Equal(t, cuda, p.Path)
 		assert.Equal(t, "cuda", rep.Backend)
 		assert.Equal(t, StateSelected, find(t, rep, cuda).State)
@@ -422,8 +425,7 @@ func TestChoice(t *testing.T) {
 		buildPlugin(t, dir, "cuda", "-DPRIORITY=300", "-DUNAVAILABLE")
 		mock := buildPlugin(t, dir, "mock")
 		opts, logs := testOpts(t, dir)
-		rep, p, err := Choose(opts)
-		require.NoError(t, err)
+		rep, p := choose(t, opts)
 		assert.Equal(t, mock, p.Path)
 		assert.Equal(t, "mock", rep.Backend)
 		var info string
@@ -456,8 +458,7 @@ func TestChoice(t *testing.T) {
 		dir := privDir(t)
 		p1 := buildPlugin(t, dir, "mock")
 		opts, _ := testOpts(t, p1)
-		rep, p, err := Choose(opts)
-		require.NoError(t, err)
+		rep, p := choose(t, opts)
 		assert.Equal(t, p1, p.Path)
 		assert.Equal(t, []string{p1}, rep.Searched[:1])
 	})
@@ -501,8 +502,7 @@ func TestSearchOrder(t *testing.T) {
 		b := buildPlugin(t, env1, "mock")
 		opts, logs := testOpts(t, opt1)
 		t.Setenv("GPURT_PLUGIN_PATH", env1+"::relative/dir:"+env2)
-		rep, p, err := Choose(opts)
-		require.NoError(t, err)
+		rep, p := choose(t, opts)
 		exeDir := filepath.Dir(opts.ExePath)
 		assert.Equal(t, []string{opt1, env1, env2, exeDir, filepath.Join(exeDir, "lib", "gpurt"),
 			filepath.Join(filepath.Dir(exeDir), "lib", "gpurt")}, rep.Searched)
@@ -535,8 +535,7 @@ func TestSearchOrder(t *testing.T) {
 		require.NoError(t, os.Symlink(exe, filepath.Join(link, "gpurt")))
 		opts, _ := testOpts(t)
 		opts.ExePath = filepath.Join(link, "gpurt")
-		rep, p, err := Choose(opts)
-		require.NoError(t, err)
+		rep, p := choose(t, opts)
 		realDir, _ := filepath.EvalSymlinks(real)
 		assert.Equal(t, realDir, rep.Searched[0])
 		assert.NotContains(t, rep.Searched, link)
@@ -613,8 +612,7 @@ func TestLDCache(t *testing.T) {
 func TestRealMockPlugin(t *testing.T) {
 	dir := testutil.MockPlugin(t)
 	opts, _ := testOpts(t, dir)
-	rep, p, err := Choose(opts)
-	require.NoError(t, err)
+	rep, p := choose(t, opts)
 	require.NotNil(t, p)
 	assert.Equal(t, "mock", rep.Backend)
 	assert.Equal(t, testutil.MockPluginPath(t), rep.Selected)

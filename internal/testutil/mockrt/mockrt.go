@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/metrale/gpurt/bench"
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/attention"
 	"github.com/metrale/gpurt/core/collective"
@@ -38,6 +39,16 @@ func OpenConfig(t testing.TB, cfg core.Config) *core.Runtime {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	return rt
+}
+
+// Timer is a GPUTimer of the benchmarks on the mock plugin, closed when
+// the test ends.
+func Timer(t testing.TB) *bench.GPUTimer {
+	t.Helper()
+	tm, err := bench.OpenGPUTimer([]string{testutil.MockPlugin(t)}, "mock")
+	require.NoError(t, err)
+	t.Cleanup(tm.Close)
+	return tm
 }
 
 // Device0 is rt's device 0.
