@@ -24,8 +24,9 @@
 #               of the same run
 #
 # Results in $OUT (default build/gpu_fuse_pick): gemv/ (llama.txt,
-# quant.txt), roof/ (roofline.md), pick.txt, steps.txt. Knobs: ROOF_TOTAL
-# (s, 300), SKIP (step names). Exit status 0 when every step passed.
+# quant.txt), roof/ (roofline.md), pick.txt, steps.txt. Knobs: TOTAL (s,
+# 560), GEMV_BATCHES (the decoders' batches in gemv, 1,4), ROOF_TOTAL (s,
+# 300), SKIP (step names). Exit status 0 when every step passed.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -42,7 +43,7 @@ if want abi_suite; then
     step abi_suite 120 env GPURT_CUDA_FUSE=1 build/abi_suite "$root/build/libgpurt_cuda.so"
 fi
 want gemv && step gemv 240 env OUT="$out/gemv" SKIP=conform CFGS=fuse LCFGS="fuse nopro norope auto" \
-  ROPE_SCALING=llama3 BATCHES=1,4 REPS=2 TOTAL=230 bash scripts/gpu_gemv.sh
+  ROPE_SCALING=llama3 BATCHES="${GEMV_BATCHES:-1,4}" REPS=2 TOTAL=230 bash scripts/gpu_gemv.sh
 
 # pick: llama.txt rows "1b gemv=fuse graph batch 1: 840.5 tok/s, ..."
 pick=auto
