@@ -1019,7 +1019,7 @@ gpurt_error *cu_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
     if (nw % 16)
       return RUNERR(GPURT_ERR_INVALID_ARGUMENT,
                     "norm_weight (offset included) is at device address %#llx, not 16-byte aligned: the rmsnorm "
-                    "prologue's GEMV reads it in 16-byte pieces", (unsigned long long)nw);
+                    "prologue's GEMV copies it in 16-byte pieces", (unsigned long long)nw);
     const cu_bgemv_args g = {A, B, has_c ? C : D, D, d->lda, d->ldb, d->ldc, d->ldd, d->stride_a, d->stride_b,
                              d->stride_c, d->stride_d, (uint32_t)d->m, (uint32_t)d->k, (uint32_t)d->n,
                              (float)r->alpha, (float)r->beta, p->gemv_flags, nw, (float)r->norm_eps};

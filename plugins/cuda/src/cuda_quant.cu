@@ -805,18 +805,20 @@ QDEQUANT(f16, T_F16, f16, T_F16)
 // norm weight in f32 in the sum, sums x^2 beside (every warp the same
 // pieces in the same order: the same value in each), and scales the row's
 // sum by rsqrt(mean(x^2) + eps) at the end (the normalized x is never
-// rounded). The norm weight is read from global memory where it is used
-// (every block of the grid reads the same k elements, so they stay in the
-// L1 and the L2), not staged in the ring: a slot more would make the block
-// 40 KB instead of 36 KB, five blocks an SM instead of six (measured on the
-// H200: 15% slower at 28672 x 4096). PRO 2 (SwiGLU) stages the gate's
+// rounded); the norm weight's chunk is staged in a slot of its own beside
+// x's (40 KB a block instead of 36: five blocks an SM instead of six). On
+// the H200 (2026-12-05) that was 65.9 us at 28672 x 4096 against the plain
+// GEMV's 57.3, and reading the weight from global memory where it is used
+// instead (36 KB) was slower still, 68.8: the cost is not the occupancy
+// alone, and the prologues stay off (cu_fuse_on). PRO 2 (SwiGLU) stages the gate's
 // chunks in x's slot; U (ldb elements after G) is read from global memory
-// into a register a chunk ahead (two elements a thread, so no slot either),
+// into a register a chunk ahead (two elements a thread, no slot of its own),
 // and once a chunk has landed every thread writes silu(g) * u for its two
 // elements over the gate's slot (silu_mul_T's expression, rounded to T: the
 // separate kernel's bits), read by the sum as x. (With U in a slot and 64
 // threads doing eight elements each, the whole block waited on their expf
-// and division every chunk: 4096 x 14336 took 51.5 us instead of 32.6.)
+// and division every chunk: 4096 x 14336 took 51.5 us; now 47.4, against
+// the plain GEMV's 32.5.)
 struct BgemvArgs {
   const uint16_t *w, *x, *c;
   uint16_t *d;
@@ -853,8 +855,9 @@ template <int P> __device__ __forceinline__ void cp_async_wait() {
 template <int T, int N, int PRO>
 __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
   static_assert(PRO == 0 || N == 1, "a prologue is for one token");
-  // Slots: BG_RB rows of W, then N tokens' x (PRO 2: the gate).
-  constexpr int SLOTS = BG_RB + N, PC = BG_KC / 8; // 16-byte pieces of a slot's chunk
+  // Slots: BG_RB rows of W, N tokens' x (PRO 2: the gate), then PRO 1's
+  // norm weight.
+  constexpr int SLOTS = BG_RB + N + (PRO == 1), PC = BG_KC / 8; // 16-byte pieces of a slot's chunk
   static_assert(PRO != 2 || PC * 4 == 256, "PRO 2: a pair of elements a thread");
   __shared__ uint4 ring[BG_ST][SLOTS][PC];
   const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -880,6 +883,8 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
         const uint16_t *src = nullptr;
         if (sl < BG_RB) {
           if (row0 + sl < a.m) src = w + (row0 + sl) * a.lda;
+        } else if (PRO == 1 && sl == BG_RB + N) {
+          src = a.nw; // the norm weight
         } else if ((u32)(sl - BG_RB) < a.n) {
           src = x + (u64)(sl - BG_RB) * a.ldb;
         }
@@ -960,8 +965,7 @@ __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
         const u32 p = lane + 32 * q;
         if (p >= pieces) break;
         const uint4 wv = st[warp][p];
-        // PRO 1's norm weight, from global memory (16-byte aligned: cuda_gemm.c)
-        const uint4 nv = PRO == 1 ? reinterpret_cast<const uint4 *>(a.nw + (u64)c * BG_KC)[p] : wv;
+        const uint4 nv = PRO == 1 ? st[BG_RB + N][p] : wv; // PRO 1's norm weight
 #pragma unroll
         for (int h = 0; h < 4; h++) {
           const float2 wf = w2f<T>((&wv.x)[h]);
