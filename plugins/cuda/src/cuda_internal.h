@@ -307,9 +307,11 @@ CU_HIDDEN CUresult cu_launch_kernel(const cu_runtime *rt, const cu_stream *st, C
  * it once and caches the answer). lo >= 0. */
 CU_HIDDEN long long cu_env_whole(const char *name, long long lo, long long hi);
 /* Whether ABI 1.10's fusions run on this plugin: the GEMM prologues
- * (cuda_gemm.c) and kv_append's rotary embedding (cuda_attention.c), built
- * without a GPU and not yet measured, so off until GPURT_CUDA_FUSE=1 (read
- * once); off, each is refused as unsupported, naming the variable, and
+ * (cuda_gemm.c) and kv_append's rotary embedding (cuda_attention.c): off
+ * unless GPURT_CUDA_FUSE=1 (read once), since on the H200 (2026-12-05,
+ * BENCHMARKS.md) the prologue GEMVs ran 15-45% slower than the plain GEMV
+ * and the fused decoder lost 15-20% at batch 1, and the rope append gained
+ * nothing; off, each is refused as unsupported, naming the variable, and
  * callers (the decoder) keep their separate kernels. */
 CU_HIDDEN int cu_fuse_on(void);
 
