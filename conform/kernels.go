@@ -49,7 +49,7 @@ func kernelChecks() []check {
 		switch {
 		case op == "sleep_ns":
 			run = checkSleep
-		case slices.Contains(elemTypes, t) && slices.Contains(rowKernelOps, op):
+		case slices.Contains(elemTypes, t) && rowKernelChecks[op] != nil:
 			run = func(e *env) error { return checkRowKernel(e, op, t) }
 		case !slices.Contains(elemTypes, t) || !slices.Contains(typedKernelOps, op):
 			run = func(*env) error {

@@ -16,9 +16,20 @@ import (
 	"github.com/metrale/gpurt/internal/rank"
 )
 
-// rowKernelOps are the decoder's row kernels (gpurt.h: rmsnorm_T and
-// after), checked by checkRowKernel against float64 references.
-var rowKernelOps = []string{"rmsnorm", "rope_llama", "rope_neox", "embed", "argmax", "sample", "sample_rows", "add_rmsnorm", "rope_neox_freqs"}
+// rowKernelChecks are the decoder's row kernels (gpurt.h: rmsnorm_T and
+// after), each with its check against float64 references (the one list:
+// checkRowKernel runs them).
+var rowKernelChecks = map[string]func(e *env, t core.DType) error{
+	"rmsnorm":         checkRMSNorm,
+	"rope_llama":      func(e *env, t core.DType) error { return checkRope(e, "rope_llama", t) },
+	"rope_neox":       func(e *env, t core.DType) error { return checkRope(e, "rope_neox", t) },
+	"embed":           checkEmbed,
+	"argmax":          checkArgmax,
+	"sample":          checkSample,
+	"sample_rows":     checkSampleRows,
+	"add_rmsnorm":     checkAddRMSNorm,
+	"rope_neox_freqs": checkRopeFreqs,
+}
 
 // after18Ops are the built-in kernels that came after ABI 1.8's list
 // (gpurt.h): a plugin may lack them; their checks skip then.
@@ -123,23 +134,8 @@ func checkRowKernel(e *env, op string, t core.DType) error {
 			return skip("the plugin has no %s_%s (it came after ABI 1.8)", op, t)
 		}
 	}
-	switch op {
-	case "rmsnorm":
-		return checkRMSNorm(e, t)
-	case "rope_llama", "rope_neox":
-		return checkRope(e, op, t)
-	case "embed":
-		return checkEmbed(e, t)
-	case "argmax":
-		return checkArgmax(e, t)
-	case "sample":
-		return checkSample(e, t)
-	case "sample_rows":
-		return checkSampleRows(e, t)
-	case "add_rmsnorm":
-		return checkAddRMSNorm(e, t)
-	case "rope_neox_freqs":
-		return checkRopeFreqs(e, t)
+	if check, ok := rowKernelChecks[op]; ok {
+		return check(e, t)
 	}
 	return fmt.Errorf("row kernel %s has no reference in conform/rows.go", op)
 }
