@@ -9,6 +9,11 @@
 #   gemv   build/gpurt-quantbench -only gemv under ncu, kernels matching
 #          GEMV_RE (the int8 decode GEMV and its skinny forms, and
 #          cuBLASLt's bf16 GEMV-shaped kernels for the same shapes)
+#   bgemv  build/gpurt-quantbench -only decode16 with GPURT_CUDA_FUSE=1
+#          under ncu, kernels matching BGEMV_RE (the 16-bit GEMV and its
+#          RMSNorm and SwiGLU prologue forms at the decode shapes: why the
+#          prologue forms ran 15-45% slower on the H200, BENCHMARKS.md
+#          2026-12-05)
 #   attn   build/gpurt-attnbench -only decode under ncu, kernels matching
 #          ATTN_RE (FlashInfer's decode and prefill kernels, the merge)
 #
@@ -16,7 +21,7 @@
 # WarpStateStats, Occupancy and LaunchStats sections plus DRAM, L2 and L1
 # byte counts per kernel, and <step>.csv: the same metrics one row a
 # kernel. ncu is run with --clock-control none (the clocks stay as they are:
-# the device README's METHOD.md). Knobs: SKIP (step names), GEMV_RE,
+# the device README's METHOD.md). Knobs: SKIP (step names), GEMV_RE, BGEMV_RE,
 # ATTN_RE, NCU (path to ncu), SKIP_LAUNCHES (launches of each configuration
 # passed over first: the warm-up, default 3). Logs in $OUT (default
 # build/gpu_ncu). Exit status 0 when every step passed.
@@ -33,6 +38,7 @@ fi
 [ -n "$ncu" ] && [ -x "$ncu" ] || { echo "gpu_ncu: no ncu on this machine (NCU=path)"; exit 2; }
 "$ncu" --version | tail -n 1
 gemv_re=${GEMV_RE:-'gpurt_qgemvw?f?_|gemv|gemvx|Kernel2|splitKreduce|sm90_xmma'}
+bgemv_re=${BGEMV_RE:-'gpurt_bgemv_bf16_n1'}
 attn_re=${ATTN_RE:-'BatchDecode|BatchPrefill|MergeStates|VariableLengthMerge'}
 metrics=dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active,sm__issue_active.avg.pct_of_peak_sustained_active
 
@@ -50,6 +56,8 @@ prof() {
 }
 
 want gemv && prof gemv "$gemv_re" build/gpurt-quantbench -plugin-path build -only gemv -iters 5
+want bgemv && prof bgemv "$bgemv_re" env GPURT_CUDA_FUSE=1 build/gpurt-quantbench -plugin-path build -only decode16 \
+  -iters 5
 want attn && prof attn "$attn_re" build/gpurt-attnbench -plugin-path build -only decode -iters 5
 
 echo
