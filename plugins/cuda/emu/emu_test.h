@@ -2,7 +2,8 @@
 //
 // emu_test.h — what the emulator's tests share (quant_emu_test.cc,
 // append_emu_test.cc): their options and counts, buffers that end at a
-// guard page, a seeded generator, the case filter and the one-line report.
+// guard page, a seeded generator, the case filter, the one-line report and
+// the runs under several schedules that must give the same bits.
 // Included once per test program, after cuda_emu.h and the kernels.
 #ifndef GPURT_EMU_TEST_H_
 #define GPURT_EMU_TEST_H_
@@ -10,6 +11,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +67,11 @@ template <class E> struct Dev {
   E *p() const { return (E *)g->data; }
   E &operator[](size_t i) const { return p()[i]; }
   std::vector<E> copy() const { return std::vector<E>(p(), p() + n); }
+  // Whether the buffer holds v's elements (or its first n of them, with n).
+  bool holds(const std::vector<E> &v) const { return holds(v, v.size()); }
+  bool holds(const std::vector<E> &v, size_t count) const {
+    return count == n && count <= v.size() && std::equal(p(), p() + n, v.begin());
+  }
 };
 
 struct Rng {
@@ -106,6 +115,54 @@ bool parse_args(int argc, char **argv) {
     }
   }
   return true;
+}
+
+// ---- the same bits under every schedule ------------------------------------------------------
+
+// One of the emulator's schedules: the threads' order between barriers and
+// when cp.async lands (cuda_emu.h's set_order, set_cp_async).
+struct EmuRun {
+  const char *order, *cp;
+};
+
+// Runs launch under each of runs (only once, as GPURT_TEST_EMU_ORDER and
+// GPURT_TEST_EMU_CPASYNC say, with -quick), the output reset before and
+// snapshotted after each; out is the first's. Returns "" or how the runs
+// differ.
+template <size_t N>
+std::string run_orders(const EmuRun (&runs)[N], const std::function<void()> &reset,
+                       const std::function<void()> &launch, const std::function<std::vector<uint16_t>()> &snap,
+                       std::vector<uint16_t> &out) {
+  std::string err;
+  if (g_one_order) {
+    reset();
+    launch();
+    out = snap();
+    return err;
+  }
+  for (size_t r = 0; r < N; r++) {
+    emu::set_order(runs[r].order);
+    emu::set_cp_async(runs[r].cp);
+    reset();
+    launch();
+    std::vector<uint16_t> got = snap();
+    if (r == 0) {
+      out = std::move(got);
+      continue;
+    }
+    for (size_t i = 0; i < out.size() && err.empty(); i++)
+      if (out[i] != got[i]) {
+        char buf[300];
+        snprintf(buf, sizeof buf,
+                 "the output depends on the emulator's schedule (a race, or a read of a stage its cp.async wait "
+                 "does not cover): element %zu is %#06x with %s order and cp.async %s, %#06x with %s and %s",
+                 i, out[i], runs[0].order, runs[0].cp, got[i], runs[r].order, runs[r].cp);
+        err = buf;
+      }
+  }
+  emu::set_order("fwd");
+  emu::set_cp_async("now");
+  return err;
 }
 
 }  // namespace

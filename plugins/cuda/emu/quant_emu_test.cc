@@ -74,46 +74,7 @@ const char *tname(int t) { return t == T_F16 ? "f16" : "bf16"; }
 // The emulator's settings each case runs under (all but the first only
 // without -quick): the threads' order between barriers and when cp.async
 // lands (cuda_emu.h). Their outputs must have the same bits.
-const struct {
-  const char *order, *cp;
-} kRuns[] = {{"fwd", "now"}, {"rev", "now"}, {"fwd", "late"}};
-
-// Runs launch under each of kRuns, the output reset before and
-// snapshotted after each; out is the first's. Returns "" or how the runs
-// differ.
-std::string run_orders(const std::function<void()> &reset, const std::function<void()> &launch,
-                       const std::function<std::vector<uint16_t>()> &snap, std::vector<uint16_t> &out) {
-  std::string err;
-  if (g_one_order) { // one run, as GPURT_TEST_EMU_ORDER and GPURT_TEST_EMU_CPASYNC say (fwd, now)
-    reset();
-    launch();
-    out = snap();
-    return err;
-  }
-  for (size_t r = 0; r < sizeof kRuns / sizeof kRuns[0]; r++) {
-    emu::set_order(kRuns[r].order);
-    emu::set_cp_async(kRuns[r].cp);
-    reset();
-    launch();
-    std::vector<uint16_t> got = snap();
-    if (r == 0) {
-      out = got;
-      continue;
-    }
-    for (size_t i = 0; i < out.size() && err.empty(); i++)
-      if (out[i] != got[i]) {
-        char buf[300];
-        snprintf(buf, sizeof buf,
-                 "the output depends on the emulator's schedule (a race, or a read of a stage its cp.async wait "
-                 "does not cover): element %zu is %#06x with %s order and cp.async %s, %#06x with %s and %s",
-                 i, out[i], kRuns[0].order, kRuns[0].cp, got[i], kRuns[r].order, kRuns[r].cp);
-        err = buf;
-      }
-  }
-  emu::set_order("fwd");
-  emu::set_cp_async("now");
-  return err;
-}
+const EmuRun kRuns[] = {{"fwd", "now"}, {"rev", "now"}, {"fwd", "late"}};
 
 // Per-element and norm-wise comparison. ref, norm (sqrt of the element's
 // sum of squared products) per element; got as 16-bit of type t; c the
@@ -245,7 +206,7 @@ void run_bgemv(const BgCase &c, uint64_t seed) {
   std::string kname = name.substr(0, name.find(' '));
 
   std::vector<uint16_t> out;
-  std::string sched = run_orders(
+  std::string sched = run_orders(kRuns, 
       [&] {
         for (size_t i = 0; i < D.n; i++) D[i] = nan16;
       },
@@ -368,7 +329,7 @@ void run_q(const QCase &c, uint64_t seed) {
   std::string kname = name.substr(0, name.find(' '));
   const uint16_t nan16 = 0x7fff;
   std::vector<uint16_t> out;
-  std::string sched = run_orders(
+  std::string sched = run_orders(kRuns, 
       [&] {
         for (size_t i = 0; i < Y.n; i++) Y[i] = nan16;
       },
