@@ -53,7 +53,11 @@ func (m *Model) stepOps(B int, kv, att func(s *core.Stream, l int) error) []step
 	for l := 0; l < L; l++ {
 		ops = append(ops,
 			stepOp{fmt.Sprintf("layer %d qkv", l), lin, func(s *core.Stream) error { return m.partA(s, l, B) }},
-			stepOp{fmt.Sprintf("layer %d kv_append", l), opKVAppend, func(s *core.Stream) error { return kv(s, l) }},
+			stepOp{fmt.Sprintf("layer %d kv_append", l), opKVAppend, func(s *core.Stream) error { return kv(s, l) }})
+		if m.pf != nil {
+			ops = append(ops, stepOp{fmt.Sprintf("layer %d l2_prefetch", l), opKernels, func(s *core.Stream) error { return m.pf.launch(s, l) }})
+		}
+		ops = append(ops,
 			stepOp{fmt.Sprintf("layer %d attention_run", l), opAttention, func(s *core.Stream) error { return att(s, l) }},
 			stepOp{fmt.Sprintf("layer %d mlp", l), lin, func(s *core.Stream) error { return m.partB(s, l, B) }})
 	}

@@ -179,6 +179,8 @@ type Model struct {
 	// reading gu), so that a decode step of batch 1 launches no norm or
 	// silu_mul kernel between two layers.
 	proNorm, proSwiGLU bool
+	// pf: Options.PrefetchL2MiB's kernel and per-layer launches (nil: off).
+	pf *prefetcher
 	// ropeAppend: the layers' KV appends rotate q and K on the way in
 	// (ABI 1.10, KVRows.InvFreq; probeRopeAppend) in place of the
 	// rope_neox_freqs_T launch: the same arithmetic, one launch fewer a
@@ -403,6 +405,12 @@ type Options struct {
 	// of its own, as on a plugin that refuses it. The same bits, one more
 	// launch a layer; to measure what it saves. Unfused implies it.
 	NoRopeAppend bool
+	// PrefetchL2MiB > 0 asks the L2, just before each layer's decode
+	// attention, for up to that many MiB of the layer's output projection
+	// and gate/up weights (prefetch.go): HBM idles while a small batch's
+	// attention runs. The same results; CUDA on sm_90 or newer only (its
+	// kernel is PTX), refused elsewhere.
+	PrefetchL2MiB int
 }
 
 func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, err error) {
@@ -678,6 +686,14 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	}
 	if !o.Unfused && !o.NoRopeAppend && c.Scaling != nil && m.kRopeF != nil && c.Rope == "neox" {
 		if m.ropeAppend, err = m.probeRopeAppend(kvDesc); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case o.PrefetchL2MiB < 0 || o.PrefetchL2MiB > 1<<20:
+		return nil, fmt.Errorf("llm: PrefetchL2MiB %d out of range 0 .. %d", o.PrefetchL2MiB, 1<<20)
+	case o.PrefetchL2MiB > 0:
+		if m.pf, err = newPrefetcher(m, o.PrefetchL2MiB<<20); err != nil {
 			return nil, err
 		}
 	}

@@ -33,7 +33,11 @@
 #                  inside the GEMVs, and with ROPE_SCALING=llama3 the
 #                  rotary embedding inside the KV append; nopro and
 #                  norope: fuse with llama -no-prologues or
-#                  -no-rope-append, one of the two), alternating A B C D
+#                  -no-rope-append, one of the two; i8: -weights int8;
+#                  pf<M>: -prefetch-l2 M, M MiB of each layer's output
+#                  projection and gate/up weights asked into the L2
+#                  before its attention; pre<P>: GPURT_CUDA_QGEMV_PRE=P;
+#                  parts join with "+", e.g. i8+pf32), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
@@ -91,18 +95,25 @@ if want llama; then
   for rep in $(seq 1 "${REPS:-2}"); do
     for cfg in ${LCFGS:-base lt nopdl auto}; do
       x=()
-      case $cfg in
-        base) e=(GPURT_CUDA_GEMV_MAX_N=0 GPURT_CUDA_PDL=0) ;;
-        fuse) e=(GPURT_CUDA_FUSE=1) ;;
-        nopro) e=(GPURT_CUDA_FUSE=1); x=(-no-prologues) ;;
-        norope) e=(GPURT_CUDA_FUSE=1); x=(-no-rope-append) ;;
-        n1) e=(GPURT_CUDA_GEMV_MAX_N=1) ;;
-        lt) e=(GPURT_CUDA_GEMV_MAX_N=0) ;;
-        nopdl) e=(GPURT_CUDA_PDL=0) ;;
-        noconst) e=(GPURT_CUDA_GEMV_CONST_A=0) ;;
-        n1grid) e=(GPURT_CUDA_GEMV_MAX_N=1 GPURT_CUDA_GEMV_GRID=6) ;;
-        *) e=() ;;
-      esac
+      e=()
+      # A configuration is one or more parts joined by "+" (e.g. i8+pf32).
+      for part in ${cfg//+/ }; do
+        case $part in
+          base) e+=(GPURT_CUDA_GEMV_MAX_N=0 GPURT_CUDA_PDL=0) ;;
+          fuse) e+=(GPURT_CUDA_FUSE=1) ;;
+          nopro) e+=(GPURT_CUDA_FUSE=1); x+=(-no-prologues) ;;
+          norope) e+=(GPURT_CUDA_FUSE=1); x+=(-no-rope-append) ;;
+          n1) e+=(GPURT_CUDA_GEMV_MAX_N=1) ;;
+          lt) e+=(GPURT_CUDA_GEMV_MAX_N=0) ;;
+          nopdl) e+=(GPURT_CUDA_PDL=0) ;;
+          noconst) e+=(GPURT_CUDA_GEMV_CONST_A=0) ;;
+          n1grid) e+=(GPURT_CUDA_GEMV_MAX_N=1 GPURT_CUDA_GEMV_GRID=6) ;;
+          i8) x+=(-weights int8) ;;
+          pf[0-9]*) x+=(-prefetch-l2 "${part#pf}") ;;
+          pre[0-9]*) e+=(GPURT_CUDA_QGEMV_PRE="${part#pre}") ;;
+          *) ;;
+        esac
+      done
       for p in ${PRESETS:-1b 8b}; do
         step "llama_${p}_${cfg}_$rep" 120 env ${e[@]+"${e[@]}"} build/llama -plugin-path build/libgpurt_cuda.so \
           -backend cuda -prompt 1 -preset "$p" -batch "${BATCHES:-1,4}" -ctx 1024 -steps 32 -warmup 2 \

@@ -35,7 +35,9 @@
 # MiB (the weights not resident in the L2).
 # Logs and JSON lines in $OUT (default build/gpu_skinny). Knobs: SKIP (step
 # names), PRESETS (1b 8b), PFS, WARPS, FETCHES, ROTATE, KERNELS, MEMOS
-# (1 0), I8_PRESETS, I8_WEIGHTS, CONFORM_RUN (conform's --run). Exit status 0 when every step passed.
+# (1 0), I8_PRESETS, I8_WEIGHTS, PRES (GPURT_CUDA_QGEMV_PRE values for the
+# gemv step), I8_PRES (the same for the int8 decoder: one more run each,
+# tagged pre<P>), I8_REPS (rounds of the int8 step, A B A B), CONFORM_RUN (conform's --run). Exit status 0 when every step passed.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -47,16 +49,20 @@ want conform && step conform 150 build/gpurt conform --backend cuda --plugin-pat
 for pf in ${PFS:-default}; do
   for wp in ${WARPS:-default}; do
     for fe in ${FETCHES:-default}; do
-      e=()
-      [ "$pf" = default ] || e+=(GPURT_CUDA_QGEMV_PREFETCH=$pf)
-      [ "$wp" = default ] || e+=(GPURT_CUDA_QGEMV_WARPS=$wp)
-      [ "$fe" = default ] || e+=(GPURT_CUDA_QGEMV_FETCH=$fe)
-      tag="pf $pf"
-      [ "$wp" = default ] || tag="$tag warps $wp"
-      [ "$fe" = default ] || tag="$tag fetch $fe"
-      want gemv && step_jsonl "gemv_pf${pf}_w${wp}_f$fe" 60 "$out/quant.jsonl" env "${e[@]}" \
-        build/gpurt-quantbench -plugin-path build -only gemv ${ROTATE:+-rotate $ROTATE} &&
-        sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $tag\"/" "$out/quant.jsonl"
+      for pr in ${PRES:-default}; do
+        e=()
+        [ "$pf" = default ] || e+=(GPURT_CUDA_QGEMV_PREFETCH=$pf)
+        [ "$wp" = default ] || e+=(GPURT_CUDA_QGEMV_WARPS=$wp)
+        [ "$fe" = default ] || e+=(GPURT_CUDA_QGEMV_FETCH=$fe)
+        [ "$pr" = default ] || e+=(GPURT_CUDA_QGEMV_PRE=$pr)
+        tag="pf $pf"
+        [ "$wp" = default ] || tag="$tag warps $wp"
+        [ "$fe" = default ] || tag="$tag fetch $fe"
+        [ "$pr" = default ] || tag="$tag pre $pr"
+        want gemv && step_jsonl "gemv_pf${pf}_w${wp}_f${fe}_p$pr" 60 "$out/quant.jsonl" env "${e[@]}" \
+          build/gpurt-quantbench -plugin-path build -only gemv ${ROTATE:+-rotate $ROTATE} &&
+          sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $tag\"/" "$out/quant.jsonl"
+      done
     done
   done
 done
@@ -68,19 +74,26 @@ done
 want gemv_cutlass && step_jsonl gemv_cutlass 60 "$out/quant_cutlass.jsonl" env GPURT_CUDA_QMM_MIN_N=9 \
   build/gpurt-quantbench -plugin-path build -only gemv
 if want int8; then
+  for rep in $(seq 1 "${I8_REPS:-1}"); do
+  [ "${I8_REPS:-1}" = 1 ] && rep=
   for p in ${I8_PRESETS:-8b}; do
     for w in ${I8_WEIGHTS:-int8} bf16; do
       [ "$w" = bf16 ] && ! want bf16 && continue
-      for form in default ${I8_FORMS:-}; do
+      for form in default ${I8_FORMS:-} ${I8_PRES:+$(printf 'pre%s ' $I8_PRES)}; do
         [ "$w" = bf16 ] && [ "$form" != default ] && continue
         e=()
-        [ "$form" = default ] || e+=(GPURT_CUDA_QGEMV=$form)
-        tag=${w}_$p${form#default}
+        case $form in
+        default) ;;
+        pre*) e+=(GPURT_CUDA_QGEMV_PRE=${form#pre}) ;;
+        *) e+=(GPURT_CUDA_QGEMV=$form) ;;
+        esac
+        tag=${w}_$p${form#default}${rep:+_r$rep}
         step "$tag" 120 env "${e[@]}" build/llama -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 \
           -preset "$p" -weights $w -batch ${I8_BATCHES:-1,32} -ctx 1024 -steps 16 -warmup 2 -modes eager,graph
         python3 "$root/scripts/lib/llama_summary.py" "$out/$tag.log" "$w $form" | tee -a "$out/int8.txt"
       done
     done
+  done
   done
 fi
 if want hostcost; then

@@ -112,6 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seeded: weights seed (and the generated prompt's)")
 	unfused := fs.Bool("unfused", false, "build the model without the built-ins after ABI 1.8 (add_rmsnorm_T, rope_neox_freqs_T) and without GEMM prologues: the same tokens, more launches")
 	noRope := fs.Bool("no-rope-append", false, "build the model without the rotary embedding in the KV append (ABI 1.10, with -rope-scaling): rope_neox_freqs_T in a launch of its own, as on a plugin that refuses it")
+	prefetchL2 := fs.Int("prefetch-l2", 0, "MiB of each layer's output projection and gate/up weights to ask into the L2 just before its decode attention (llm.Options.PrefetchL2MiB; CUDA on sm_90 only; 0: off)")
 	noPro := fs.Bool("no-prologues", false, "build the model without GEMM prologues (ABI 1.10: at batch 1 the norms and silu_mul inside the projections' GEMMs): kernels of their own, as on a plugin that refuses them")
 	ropeScaling := fs.String("rope-scaling", "none", "seeded: rope scaling, none or llama3 (Llama 3.1's: factor 8, low 1, high 4, 8192 original positions)")
 	weights := fs.String("weights", "bf16", "bf16; int8 (MLX affine, group 64) for the blocks' linears (quantized at load); int8-all: the LM head too (bf16 logits, as MLX and gpt-fast's int8)")
@@ -280,7 +281,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer rt.Close()
 		out := json.NewEncoder(stdout)
 		opts := llm.Options{Batch: maxB, MaxLen: maxC + maxP + *steps + *warm + 1, MaxPrompt: maxP, Int8: *weights != "bf16",
-			Int8Head: *weights == "int8-all", Unfused: *unfused, NoPrologues: *noPro, NoRopeAppend: *noRope}
+			Int8Head: *weights == "int8-all", Unfused: *unfused, NoPrologues: *noPro, NoRopeAppend: *noRope,
+			PrefetchL2MiB: *prefetchL2}
 		var m *llm.Model
 		var cfg llm.Config
 		if *model != "" {

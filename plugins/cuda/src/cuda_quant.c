@@ -90,6 +90,7 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define QV_MAXW 16 /* GEMV: warps per block at most */
 #define QV_PF 0    /* GEMV: batches ahead asked into the L2 (0: none) */
 #define QW_PF 1    /* skinny GEMV: the same */
+#define QV_PRE 2   /* GEMVs: a warp's first batches asked into the L2 before the PDL wait (0..15) */
 #define QV_FETCH 256 /* GEMVs: bytes the L2 fetches from DRAM for a load of W (32 or 256) */
 /* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
 static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }
@@ -119,28 +120,36 @@ typedef struct gg_table {
  * among them, leaves the defaults), GPURT_CUDA_QGEMV_PREFETCH=0..8 how
  * many of a warp's batches ahead it asks W into the L2 (QV_PF, QW_PF by
  * default; scripts/gpu_skinny.sh), GPURT_CUDA_QGEMV_FETCH=32 or 256 the
- * bytes the L2 fetches from DRAM for a load of W (QV_FETCH by default). */
+ * bytes the L2 fetches from DRAM for a load of W (QV_FETCH by default),
+ * GPURT_CUDA_QGEMV_PRE=0..15 how many of a warp's first batches of W, its
+ * scales and biases it asks into the L2 before its PDL wait (QV_PRE). */
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
+  int pre;     /* GPURT_CUDA_QGEMV_PRE: -1 the default (QV_PRE), else 0..15 */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
-  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16, once read */
+  static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16
+                                     | (pre + 1) << 17, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
     const char *p = getenv("GPURT_CUDA_QGEMV_PREFETCH"), *fe = getenv("GPURT_CUDA_QGEMV_FETCH");
+    const char *pr = getenv("GPURT_CUDA_QGEMV_PRE");
     int warps = w != NULL ? atoi(w) : 0;
     if (warps < 0 || warps > QV_MAXW) warps = 0;
     int pf = p != NULL && *p != 0 ? atoi(p) : -1;
     if (pf < -1 || pf > 8) pf = -1;
+    int pre = pr != NULL && *pr != 0 ? atoi(pr) : -1;
+    if (pre < -1 || pre > 15) pre = -1;
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
         (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
-        (k != NULL && strcmp(k, "cutlass") == 0) << 16;
+        (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1};
+  return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1,
+                     ((v >> 17) & 0x1f) - 1};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -355,6 +364,8 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   if (sw.pf >= 0) pf = (uint32_t)sw.pf;
   /* The kernels' pf: the distance, and bit 8 for 256-byte fetches of W. */
   if (sw.fetch == 2 || (sw.fetch == 0 && QV_FETCH == 256)) pf |= 0x100u;
+  /* Bits 9-12: the warp's first batches asked into the L2 before the PDL wait. */
+  pf |= (uint32_t)(sw.pre >= 0 ? sw.pre : QV_PRE) << 9;
   qv_params q;
   qv_params_fill(&q, r, n, pf);
   const uint64_t blocks = cdiv(q.m, QV_ROWS), batches = cdiv(q.k, depth);

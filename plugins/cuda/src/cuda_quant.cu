@@ -330,8 +330,10 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const u32 gq = lane >> 2, tq = lane & 3;
   // pf: bits 0-7 the L2 prefetch distance in batches, bit 8 the 256-byte
-  // DRAM fetches of W (ld_stream's big).
+  // DRAM fetches of W (ld_stream's big), bits 9-12 how many of the warp's
+  // first batches are asked into the L2 before the PDL wait (pre, below).
   const bool big = (pf >> 8) & 1;
+  const u32 pre = (pf >> 9) & 0xfu;
   pf &= 0xffu;
   const u32 row0 = blockIdx.x * QV_ROWS;
   const u32 groups = k >> gshift;
@@ -363,6 +365,30 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   // (TAIL false); the last one, when k is not a multiple of 64 U, checks
   // each lane's depth.
   const u32 nb = (k + 64 * U - 1) / (64 * U), nfull = k / (64 * U);
+  // Launched with programmatic dependent launch, the block may start while
+  // the kernel before it still runs (and may be writing x, or even W). W,
+  // its scales and biases of the warp's first pre batches are only asked
+  // into the L2 before the wait (the L2 is the coherent point: a line
+  // fetched early is still updated by the writer's stores), so their loads
+  // after it wait for the L2, not for HBM; every load comes after the wait.
+  for (u32 p = 0; p < pre; p++) {
+    const u32 bt = warp + p * nw;
+    if (bt >= nb) break;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const u32 kk = bt * (64 * U) + u * 64 + tq * 16;
+      if (kk < k)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          prefetch_l2(wr[i] + kk);
+          if (tq == 0) {
+            prefetch_l2(sr[i] + (kk >> gshift));
+            prefetch_l2(br[i] + (kk >> gshift));
+          }
+        }
+    }
+  }
+  gpurt_pdl_enter();
   auto batch = [&](u32 bt, auto tail_c) {
     constexpr bool TAIL = decltype(tail_c)::value;
     // pf batches ahead, the warp's W bytes are asked into the L2 (no
@@ -446,13 +472,11 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemv_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
-    gpurt_pdl_enter();                                                                                           \
     qgemv_body<XT, ST, 1, QV_U, QV_MAXW, false>(w, sc, bi, x, y, m, k, gshift, N, pf);                     \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(QV_MAXW * 32, 1)                                         \
       gpurt_qgemvf_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,        \
                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32 pf) { \
-    gpurt_pdl_enter();                                                                                           \
     qgemv_body<XT, ST, 1, QV_U, QV_MAXW, true>(w, sc, bi, x, y, m, k, gshift, N, pf);                      \
   }
 #define QGEMV_N(XN, XT, SN, ST)                                                                        \
@@ -477,14 +501,12 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       gpurt_qgemvw_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
                                        const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
                                        u32 n, u32 pf) {                                                \
-    gpurt_pdl_enter();                                                                                       \
     qgemv_body<XT, ST, NT, U, W, false>(w, sc, bi, x, y, m, k, gshift, n, pf);                         \
   }                                                                                                    \
   extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
       gpurt_qgemvwf_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,      \
                                         const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,      \
                                         u32 n, u32 pf) {                                               \
-    gpurt_pdl_enter();                                                                                       \
     qgemv_body<XT, ST, NT, 1, W, true>(w, sc, bi, x, y, m, k, gshift, n, pf);                          \
   }
 #define QGEMVW_T(XN, XT, SN, ST)                                                                       \
