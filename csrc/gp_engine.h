@@ -146,6 +146,11 @@ gpurt_error *gp_get_rt(gpurt_runtime *h, gp_rt **out);
   gp_rt *rt;                            \
   gpurt_error *e = gp_get_rt((h), &rt); \
   if (e) return e
+/* A slot's out pointer: INVALID_ARGUMENT "<op>: out is NULL" returned when
+ * it is NULL, else *out cleared (what a failure leaves). */
+#define GP_OUT_OR_RETURN(out, op)                                                        \
+  if ((out) == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: out is NULL", (op)); \
+  *(out) = NULL
 gpurt_error *gp_lookup(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
 /* Inserts obj into t; OUT_OF_MEMORY "<op>: too many <kind>s". */
 gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op, uintptr_t *out);
@@ -153,6 +158,15 @@ gpurt_error *gp_insert(gp_rt *rt, gp_handle_table *t, void *obj, const char *op,
  * (its making undone). */
 gpurt_error *gp_insert_or_drop(gp_rt *rt, gp_handle_table *t, void *obj, const char *op,
                                void (*drop)(gp_rt *rt, void *obj), uintptr_t *out);
+/* A create's last statement: obj into t (gp_insert_or_drop, with rt and the
+ * caller's e), its handle in *out, NULL returned. */
+#define GP_RETURN_INSERTED(t, obj, op, drop, out)                                 \
+  do {                                                                            \
+    uintptr_t h_;                                                                 \
+    if ((e = gp_insert_or_drop(rt, (t), (obj), (op), (drop), &h_))) return e;     \
+    *(out) = (void *)h_;                                                          \
+    return NULL;                                                                  \
+  } while (0)
 /* Takes h out of t (the handle's error otherwise). */
 gpurt_error *gp_take(gp_rt *rt, gp_handle_table *t, const void *h, void **out);
 /* A destroy slot: a NULL handle x is a no-op; else runtime h's table at

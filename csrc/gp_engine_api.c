@@ -82,8 +82,7 @@ static void rt_free(gp_rt *rt) {
 }
 
 gpurt_error *gp_e_runtime_create(const gpurt_runtime_create_args *args, gpurt_runtime **out) {
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "runtime_create: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "runtime_create");
   gpurt_runtime_create_args a;
   memset(&a, 0, sizeof a);
   gpurt_error *e;

@@ -21,8 +21,7 @@ static void module_undo(gp_rt *rt, void *o) {
 
 gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *args, gpurt_module **out) {
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "module_load: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "module_load");
   gpurt_module_load_args a;
   if ((e = gp_read_struct(&a, sizeof a, args, "module_load: args"))) return e;
   if ((e = gp_check_dev(rt, a.device, "module_load"))) return e;
@@ -37,10 +36,7 @@ gpurt_error *gp_e_module_load(gpurt_runtime *h, const gpurt_module_load_args *ar
   int nl = a.name && a.name_len ? (int)(a.name_len > 60 ? 60 : a.name_len) : 0;
   if (nl) memcpy(m->name, a.name, (size_t)nl);
   else gp_strlcpy(m->name, sizeof m->name, a.format == GPURT_MODULE_BUILTIN ? "builtin" : "module");
-  uintptr_t hm;
-  if ((e = gp_insert_or_drop(rt, &rt->modules, m, "module_load", module_undo, &hm))) return e;
-  *out = (gpurt_module *)hm;
-  return NULL;
+  GP_RETURN_INSERTED(&rt->modules, m, "module_load", module_undo, out);
 }
 
 /* Frees a module taken out of its table and its kernels (rt->mu held). */
@@ -73,8 +69,7 @@ gpurt_error *gp_e_module_unload(gpurt_runtime *h, gpurt_module *mh) {
 gpurt_error *gp_e_kernel_get(gpurt_runtime *h, gpurt_module *mh, const char *name, uint64_t name_len,
                              gpurt_kernel **out) {
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "kernel_get");
   if (name == NULL && name_len > 0)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "kernel_get: name is NULL with name_len %llu", U(name_len));
   gp_module *m;
@@ -284,8 +279,7 @@ static void plan_drop(gp_rt *rt, void *o) {
 gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gemm_desc *desc,
                                    gpurt_gemm_plan **out) {
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "gemm_plan_create: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "gemm_plan_create");
   if ((e = gp_check_dev(rt, d, "gemm_plan_create"))) return e;
   gp_plan *p = calloc(1, sizeof *p);
   if (!p) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "gemm_plan_create: no memory");
@@ -296,10 +290,7 @@ gpurt_error *gp_e_gemm_plan_create(gpurt_runtime *h, uint32_t d, const gpurt_gem
     return e;
   }
   p->dev = d;
-  uintptr_t hp;
-  if ((e = gp_insert_or_drop(rt, &rt->plans, p, "gemm_plan_create", plan_drop, &hp))) return e;
-  *out = (gpurt_gemm_plan *)hp;
-  return NULL;
+  GP_RETURN_INSERTED(&rt->plans, p, "gemm_plan_create", plan_drop, out);
 }
 
 gpurt_error *gp_e_gemm_plan_destroy(gpurt_runtime *h, gpurt_gemm_plan *ph) {

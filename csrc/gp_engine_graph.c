@@ -142,8 +142,7 @@ static gp_stream stream_of(uint32_t dev) {
 
 gpurt_error *gp_e_graph_create(gpurt_runtime *h, const gpurt_graph_create_args *args, gpurt_graph **out) {
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "graph_create: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "graph_create");
   gpurt_graph_create_args a;
   if ((e = gp_graph_create_check(args, &a))) return e;
   if ((e = gp_check_dev(rt, a.device, "graph_create"))) return e;

@@ -31,8 +31,7 @@ static gpurt_error *mem_insert(gp_rt *rt, int host, void *obj, uint64_t size, ui
 
 gpurt_error *gp_e_buffer_alloc(gpurt_runtime *h, uint32_t d, uint64_t size, gpurt_buffer **out) {
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "buffer_alloc");
   if ((e = gp_check_dev(rt, d, "buffer_alloc"))) return e;
   if (size == 0) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "buffer_alloc: size is 0 (must be > 0)");
   gp_buf *b = calloc(1, sizeof *b);
@@ -260,8 +259,7 @@ static void stream_drop(gp_rt *rt, void *s) { gp_stream_unref(rt, s); }
 
 gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out) {
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "stream_create: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "stream_create");
   if ((e = gp_check_dev(rt, d, "stream_create"))) return e;
   gp_stream *s = calloc(1, sizeof *s);
   if (!s) return gp_err(GPURT_ERR_OUT_OF_MEMORY, "stream_create: no memory");
@@ -271,10 +269,7 @@ gpurt_error *gp_e_stream_create(gpurt_runtime *h, uint32_t d, gpurt_stream **out
   }
   s->q.dev = d;
   s->refs = 1;
-  uintptr_t hs;
-  if ((e = gp_insert_or_drop(rt, &rt->streams, s, "stream_create", stream_drop, &hs))) return e;
-  *out = (gpurt_stream *)hs;
-  return NULL;
+  GP_RETURN_INSERTED(&rt->streams, s, "stream_create", stream_drop, out);
 }
 
 gpurt_error *gp_e_stream_destroy(gpurt_runtime *h, gpurt_stream *sh) {
@@ -310,8 +305,7 @@ static void event_drop(gp_rt *rt, void *o) {
 
 gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpurt_event **out) {
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "event_create");
   if ((e = gp_check_dev(rt, d, "event_create"))) return e;
   if (flags & ~GPURT_EVENT_TIMING)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "event_create: unknown flags %#x", flags & ~GPURT_EVENT_TIMING);
@@ -323,10 +317,7 @@ gpurt_error *gp_e_event_create(gpurt_runtime *h, uint32_t d, uint32_t flags, gpu
   }
   ev->dev = d;
   ev->flags = flags;
-  uintptr_t he;
-  if ((e = gp_insert_or_drop(rt, &rt->events, ev, "event_create", event_drop, &he))) return e;
-  *out = (gpurt_event *)he;
-  return NULL;
+  GP_RETURN_INSERTED(&rt->events, ev, "event_create", event_drop, out);
 }
 
 gpurt_error *gp_e_event_destroy(gpurt_runtime *h, gpurt_event *eh) {

@@ -153,8 +153,7 @@ gpurt_error *gp_e_attention_create(gpurt_runtime *h, uint32_t dev, const gpurt_a
                                    gpurt_attention **out) {
   const char *w = "attention_create";
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: out is NULL", w);
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, w);
   if ((e = gp_check_dev(rt, dev, w))) return e;
   gpurt_attention_desc d;
   if ((e = gp_read_struct(&d, sizeof d, desc, "attention_create: desc"))) return e;
@@ -298,8 +297,7 @@ static void comm_drop(gp_rt *rt, void *c) { gp_comm_free(rt, c); }
 
 gpurt_error *gp_e_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *args, gpurt_comm **out) {
   GP_RT_OR_RETURN(h);
-  if (out == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "comm_create: out is NULL");
-  *out = NULL;
+  GP_OUT_OR_RETURN(out, "comm_create");
   if (gp_eb->comm_create == NULL) return comm_unsupported("comm_create");
   gpurt_comm_create_args a;
   if ((e = gp_comm_create_check(args, &a, rt->ndev))) return e;
@@ -316,10 +314,7 @@ gpurt_error *gp_e_comm_create(gpurt_runtime *h, const gpurt_comm_create_args *ar
     free(c);
     return e;
   }
-  uintptr_t hh;
-  if ((e = gp_insert_or_drop(rt, &rt->comms, c, "comm_create", comm_drop, &hh))) return e;
-  *out = (gpurt_comm *)hh;
-  return NULL;
+  GP_RETURN_INSERTED(&rt->comms, c, "comm_create", comm_drop, out);
 }
 
 gpurt_error *gp_e_comm_destroy(gpurt_runtime *h, gpurt_comm *ch) {

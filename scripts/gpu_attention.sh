@@ -140,7 +140,7 @@ else
 fi
 
 bench_table "$logs/attnbench.jsonl" "$logs/ref.jsonl" >"$logs/table.md" <<'PY' || echo "(no table: python3 failed)" >"$logs/table.md"
-from benchrows import read_args
+from benchrows import read_args, us
 rows = read_args()
 by, order, notes = {}, [], []
 for r in rows:
@@ -150,8 +150,6 @@ for r in rows:
     if r["name"] not in by:
         order.append(r["name"])
     by.setdefault(r["name"], {})[r["impl"]] = r
-def us(r):
-    return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 print("| shape | gpurt us | FlashInfer us (best path) | gpurt/FI speed | FI+PDL us | torch SDPA us | gpurt KV TB/s or TFLOP/s | plan us gpurt / FI | gpurt decode kernel us (KV TB/s) | gpurt prefill kernel us (KV TB/s) |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for name in order:

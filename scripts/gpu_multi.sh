@@ -114,13 +114,7 @@ if [ -f build/libgpurt_cuda.so ]; then
   step abi 300 bash scripts/abi_suite.sh build/libgpurt_cuda.so
 fi
 
-if [ -x build/gpurt ] && [ -f build/libgpurt_cuda.so ]; then
-  echo "== [conform] comm, peer and api checks on cuda ($ngpu GPUs)"
-  step conform 1200 build/gpurt conform --backend cuda --run '^(comm|peer|api)/'
-else
-  summary+=("conform  skip     (no build/gpurt or no plugin)")
-  failed=1
-fi
+conform_cuda 1200 "comm, peer and api checks on cuda ($ngpu GPUs)" '^(comm|peer|api)/'
 
 if [ -x build/gpurt-multibench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-multibench"

@@ -72,13 +72,7 @@ echo "== [plugin] build/libgpurt_cuda.so"
 step plugin 20 bash -c "$(declare -f plugin_info); plugin_info"
 chmod 644 build/libgpurt_cuda.so 2>/dev/null || true
 
-if [ -x build/gpurt ] && [ -f build/libgpurt_cuda.so ]; then
-  echo "== [conform] quant and grouped checks on cuda"
-  step conform 60 build/gpurt conform --backend cuda --run '^(quant|grouped)/'
-else
-  summary+=("conform  skip     (no build/gpurt or no plugin)")
-  failed=1
-fi
+conform_cuda 60 "quant and grouped checks on cuda" '^(quant|grouped)/'
 
 if [ -x build/gpurt-quantbench ] && [ -f build/libgpurt_cuda.so ]; then
   echo "== [bench] gpurt-quantbench"
@@ -121,10 +115,8 @@ fi
 
 table() {
   bench_table "$logs/quantbench.jsonl" "$logs/torch.jsonl" <<'PY'
-from benchrows import load_args
+from benchrows import load_args, us
 rows, by, order = load_args()
-def us(r):
-    return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"
 def ratio(o, g):
     return "%.2fx" % (o["gpu_us"] / g["gpu_us"]) if o and g and o.get("gpu_us", 0) > 0 and g.get("gpu_us", 0) > 0 else "-"
 extra = [("gpurt int8 cutlass", "CUTLASS from n 9"), ("gpurt int8 wdq", "dequantizing GEMV"), ("gpurt int8 dequant+cuBLASLt", "dequant + cuBLASLt")]

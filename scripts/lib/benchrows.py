@@ -45,3 +45,9 @@ def read_args():
 def load_args():
     """load of the files named on the command line."""
     return load(sys.argv[1:])
+
+
+def us(r):
+    """A row's GPU time per call ("gpu_us") as "%.1f", or "-" when there is
+    no row or no time."""
+    return "%.1f" % r["gpu_us"] if r and r.get("gpu_us", 0) > 0 else "-"

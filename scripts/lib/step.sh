@@ -15,6 +15,11 @@
 #   copy_out                   copies the summary, JSON lines and logs of
 #                              $logs into $OUT when OUT is set.
 #
+#   conform_cuda TIMEOUT WHAT RUN   step conform: build/gpurt conform
+#                              --backend cuda --run RUN, announced as
+#                              "== [conform] WHAT"; without build/gpurt or
+#                              build/libgpurt_cuda.so a skip row and failed=1.
+#
 #   bench_table FILE...        runs the Python program on stdin (a table
 #                              heredoc) with FILE... as its arguments and
 #                              scripts/lib ($root/scripts/lib: benchrows)
@@ -70,6 +75,16 @@ step_jsonl() {
 copy_out() {
   if [ -n "${OUT:-}" ]; then
     cp "$logs"/*.txt "$logs"/*.jsonl "$logs"/*.log "$OUT"/ 2>/dev/null || true
+  fi
+}
+
+conform_cuda() {
+  if [ -x build/gpurt ] && [ -f build/libgpurt_cuda.so ]; then
+    echo "== [conform] $2"
+    step conform "$1" build/gpurt conform --backend cuda --run "$3"
+  else
+    summary+=("conform  skip     (no build/gpurt or no plugin)")
+    failed=1
   fi
 }
 

@@ -52,16 +52,21 @@ static int32_t rd32(const unsigned char *base, uint64_t i) {
 /* Pages                                                               */
 /* ------------------------------------------------------------------ */
 
-/* A resolved gpurt_kv_pages: host addresses of device memory. */
+/* A resolved gpurt_kv_pages: host addresses of device memory, and the
+ * cache's fp8 scales. */
 typedef struct m_pages {
   unsigned char *k, *v;
   uint64_t num_pages;
   const unsigned char *indptr, *indices, *last;
   uint64_t indices_avail; /* entries readable at indices */
+  float k_scale, v_scale; /* an fp8 cache's (1.8) */
 } m_pages;
 
-/* The pages the engine resolved, as the worker reads them. */
-static void pages_of(const gp_kv_pages_op *p, m_pages *out) {
+/* The pages the engine resolved (and the op's scales), as the worker reads
+ * them. */
+static void pages_of(const gp_kv_pages_op *p, float k_scale, float v_scale, m_pages *out) {
+  out->k_scale = k_scale;
+  out->v_scale = v_scale;
   out->k = mock_ptr(&p->k);
   out->v = mock_ptr(&p->v);
   out->num_pages = p->num_pages;
@@ -81,7 +86,6 @@ typedef struct m_append {
   uint32_t batch;
   uint64_t nnz;
   const unsigned char *k_rows, *v_rows, *bi, *pos;
-  float k_scale, v_scale; /* an fp8 cache's (1.8) */
   /* 1.10: the rotary embedding (inv_freq NULL: none), q rotated in place,
    * tmp one rotated K head (head_dim elements of the 16-bit type) */
   const unsigned char *inv_freq;
@@ -134,11 +138,11 @@ static void append_run(void *ctx) {
       uint64_t src = (i * l->num_kv_heads + h) * l->head_dim;
       if (x->inv_freq != NULL) { /* K rotated at its position on the way in */
         rope_head(l->dtype, l->head_dim, x->inv_freq, x->k_rows, src, x->tmp, 0, pos);
-        mock_kv_store_row(l, x->p.k, dst, x->tmp, 0, x->k_scale);
+        mock_kv_store_row(l, x->p.k, dst, x->tmp, 0, x->p.k_scale);
       } else {
-        mock_kv_store_row(l, x->p.k, dst, x->k_rows, src, x->k_scale);
+        mock_kv_store_row(l, x->p.k, dst, x->k_rows, src, x->p.k_scale);
       }
-      mock_kv_store_row(l, x->p.v, dst, x->v_rows, src, x->v_scale);
+      mock_kv_store_row(l, x->p.v, dst, x->v_rows, src, x->p.v_scale);
     }
   }
 }
@@ -150,9 +154,7 @@ gpurt_error *mock_kv_append(void *ctx, gp_queue *q, const gp_kv_append_op *r) {
   x->l = r->layout;
   x->batch = r->batch;
   x->nnz = r->nnz;
-  x->k_scale = r->k_scale;
-  x->v_scale = r->v_scale;
-  pages_of(&r->pages, &x->p);
+  pages_of(&r->pages, r->k_scale, r->v_scale, &x->p);
   x->k_rows = mock_ptr(&r->k_rows);
   x->v_rows = mock_ptr(&r->v_rows);
   x->bi = mock_ptr(&r->batch_indices);
@@ -228,7 +230,6 @@ typedef struct m_run {
   unsigned char *o;
   m_pages p;
   const unsigned char *qo_dev; /* prefill */
-  float k_scale, v_scale; /* an fp8 cache's (1.8) */
 } m_run;
 
 static void run_drop(void *ctx) {
@@ -296,8 +297,8 @@ static void run_run(void *ctx) {
         }
         uint64_t at = gp_kv_elem(l, (uint64_t)pg, t % ps, hk);
         for (uint32_t d = 0; d < D; d++) {
-          kf[t * D + d] = mock_kv_load(l, x->p.k, at + d, x->k_scale);
-          vf[t * D + d] = mock_kv_load(l, x->p.v, at + d, x->v_scale);
+          kf[t * D + d] = mock_kv_load(l, x->p.k, at + d, x->p.k_scale);
+          vf[t * D + d] = mock_kv_load(l, x->p.v, at + d, x->p.v_scale);
         }
       }
       for (uint32_t hq = hk * group; hq < (hk + 1) * group; hq++) {
@@ -361,9 +362,7 @@ gpurt_error *mock_attention_run(void *ctx, gp_queue *q, const gp_attention_op *r
   x->last = counts + 2 * b + 2;
   x->d = a->d;
   x->scale = gp_attention_sm_scale(&a->d);
-  x->k_scale = r->k_scale;
-  x->v_scale = r->v_scale;
-  pages_of(&r->pages, &x->p);
+  pages_of(&r->pages, r->k_scale, r->v_scale, &x->p);
   x->q = mock_ptr(&r->q);
   x->o = mock_ptr(&r->o);
   x->qo_dev = mock_ptr(&r->qo_indptr);

@@ -9,6 +9,9 @@
 
 #include "mock_internal.h"
 
+/* The worker's call: the GEMM, with what the run captured. */
+static void gemm_fn(void *x) { gp_gemm_run(x); }
+
 gpurt_error *mock_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
   mock_rt *rt = ctx;
   gp_gemm_exec *x = calloc(1, sizeof *x);
@@ -27,13 +30,5 @@ gpurt_error *mock_gemm_run(void *ctx, gp_queue *q, const gp_gemm_op *r) {
   x->scale_ptr_d = mock_ptr(&r->scale_d);
   x->norm_w = mock_ptr(&r->norm_weight);
   x->norm_eps = r->norm_eps;
-  mock_op *op = NULL;
-  gpurt_error *e = mock_op_new("gemm_run", OP_GEMM, &op);
-  if (e) {
-    free(x);
-    return e;
-  }
-  op->u.gemm = x;
-  mock_submit(q, op);
-  return NULL;
+  return mock_submit_fn(q, "gemm_run", gemm_fn, free, x);
 }

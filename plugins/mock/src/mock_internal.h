@@ -100,7 +100,7 @@ typedef struct mock_event {
   ev_rec *latest; /* guarded by rt->ev_mu */
 } mock_event;
 
-enum { OP_COPY, OP_MEMSET, OP_LAUNCH, OP_RECORD, OP_WAIT, OP_GEMM, OP_FN };
+enum { OP_COPY, OP_MEMSET, OP_LAUNCH, OP_RECORD, OP_WAIT, OP_FN };
 
 typedef struct mock_op {
   struct mock_op *next;
@@ -114,7 +114,6 @@ typedef struct mock_op {
     struct { ev_rec *rec; struct mock_event *ev; } ev; /* OP_RECORD, OP_WAIT: the record;
                                                           in a recording, ev (published
                                                           when the replay is launched) */
-    gp_gemm_exec *gemm;
     /* OP_FN: the worker runs fn(arg) (not on a lost device); op free calls
      * release(arg) once, whether fn ran or not */
     struct { void (*fn)(void *); void (*release)(void *); void *arg; } fn;

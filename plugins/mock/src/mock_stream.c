@@ -41,7 +41,6 @@ static void rec_wait(mock_rt *rt, ev_rec *r) {
 
 void mock_op_free(mock_rt *rt, mock_op *op) {
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) mock_rec_release(rt, op->u.ev.rec);
-  if (op->kind == OP_GEMM) free(op->u.gemm);
   if (op->kind == OP_FN && op->u.fn.release) op->u.fn.release(op->u.fn.arg);
   free(op);
 }
@@ -92,9 +91,6 @@ void mock_op_run(mock_rt *rt, uint32_t dev, mock_op *op) {
       break;
     case OP_WAIT:
       rec_wait(rt, op->u.ev.rec);
-      break;
-    case OP_GEMM:
-      if (!lost) gp_gemm_run(op->u.gemm);
       break;
     case OP_FN:
       if (!lost) op->u.fn.fn(op->u.fn.arg);
