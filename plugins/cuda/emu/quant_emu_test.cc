@@ -325,7 +325,9 @@ void run_q(const QCase &c, uint64_t seed) {
   u32 nw = blocks < 256 ? QV_MAXW : 4;
   if (nw > batches) nw = batches;
   const dim3 grid(blocks), block(nw * 32);
-  const u32 pf = 2u | 0x100u; // prefetch distance 2, 256-byte fetches: no-ops here, the code path runs
+  // Prefetch distance 2, 256-byte fetches, 3 batches asked for before the
+  // PDL wait: no-ops here, the code paths run.
+  const u32 pf = 2u | 0x100u | 3u << 9;
   std::string kname = name.substr(0, name.find(' '));
   const uint16_t nan16 = 0x7fff;
   std::vector<uint16_t> out;

@@ -90,7 +90,7 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define QV_MAXW 16 /* GEMV: warps per block at most */
 #define QV_PF 0    /* GEMV: batches ahead asked into the L2 (0: none) */
 #define QW_PF 1    /* skinny GEMV: the same */
-#define QV_PRE 2   /* GEMVs: a warp's first batches asked into the L2 before the PDL wait (0..15) */
+#define QV_PRE 0   /* GEMVs: a warp's first batches asked into the L2 before the PDL wait (0..15; 0 until measured) */
 #define QV_FETCH 256 /* GEMVs: bytes the L2 fetches from DRAM for a load of W (32 or 256) */
 /* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
 static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }

@@ -143,7 +143,8 @@ __device__ __forceinline__ uint4 ld_cached(const void *p) {
 #include "cuda_pdl.cuh"
 
 #ifdef GPURT_CUDA_EMU
-__device__ __forceinline__ void prefetch_l2(const void *) {}
+// A prefetch touches its byte: one outside a buffer hits the emulation's guard page.
+__device__ __forceinline__ void prefetch_l2(const void *p) { (void)*(const volatile char *)p; }
 __device__ __forceinline__ uint16_t ld_u16(const uint16_t *p) { return *p; }
 #else
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
