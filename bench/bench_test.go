@@ -4,8 +4,6 @@ package bench_test
 
 import (
 	"bytes"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,11 +103,7 @@ func TestParseSizes(t *testing.T) {
 func TestCgoBaseline(t *testing.T) {
 	testutil.CC(t)
 	bin := filepath.Join(t.TempDir(), bench.CgoBenchName)
-	cmd := exec.Command(testutil.GoTool(t), "build", "-tags", "cgobench", "-o", bin, "./cmd/gpurt-cgobench")
-	cmd.Dir = testutil.RepoRoot(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, string(out))
+	testutil.Go(t, testutil.RepoRoot(t), []string{"CGO_ENABLED=1"}, "build", "-tags", "cgobench", "-o", bin, "./cmd/gpurt-cgobench")
 	opts := quickOnMock(t)
 	opts.CgoBench = bin
 	opts.Sizes = []int{64 << 10}

@@ -148,6 +148,51 @@ func tinyOf(t core.DType) float64 {
 	return 1e-30
 }
 
+// runNorm launches op_T, rmsnorm or add_rmsnorm, over rows x cols values
+// on grid blocks of block threads, on new buffers (newRowBufs) of specs:
+// the buffers a and b (rmsnorm: y and x; add_rmsnorm: x and r), then the
+// weight w; eps, rows and cols follow them. It returns the bytes of the
+// first len(read) buffers, read names them (rowBuf.read).
+func runNorm(e *env, op string, t core.DType, rows, cols, grid, block int, eps float32, specs [3]rowSpec, read ...string) ([][]byte, error) {
+	bufs, free, err := newRowBufs(e, specs[:]...)
+	if err != nil {
+		return nil, err
+	}
+	defer free()
+	if err := launchRow(e, op, t, grid, block, core.ArgBuffer(bufs[0].v), core.ArgBuffer(bufs[1].v), core.ArgBuffer(bufs[2].v),
+		core.ArgScalar[float32](eps), core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(cols))); err != nil {
+		return nil, err
+	}
+	raw := make([][]byte, len(read))
+	for i, what := range read {
+		if raw[i], err = bufs[i].read(what); err != nil {
+			return nil, err
+		}
+	}
+	return raw, nil
+}
+
+// normMiss compares got, a row of rmsnorm_T's output (or add_rmsnorm_T's
+// x), with the RMSNorm of the row v in float64, v[j] * w[j] / sqrt(mean
+// of v^2 + eps), within the row kernels' tolerance of t for a row of
+// len(v) values. It returns the first column that differs and the value
+// wanted there; -1 when every column matches.
+func normMiss(t core.DType, v, w, got []float64, eps float32) (int, float64) {
+	tol := kernelTol(t) + 2e-7*math.Sqrt(float64(len(v)))
+	ss := 0.0
+	for _, x := range v {
+		ss += x * x
+	}
+	s := 1 / math.Sqrt(ss/float64(len(v))+float64(eps))
+	for j, x := range v {
+		want := x * s * w[j]
+		if math.IsNaN(got[j]) || math.Abs(got[j]-want) > tol*math.Abs(want)+tinyOf(t) {
+			return j, want
+		}
+	}
+	return -1, 0
+}
+
 func checkRMSNorm(e *env, t core.DType) error {
 	sz := t.Size()
 	for _, c := range []struct {
@@ -164,40 +209,25 @@ func checkRMSNorm(e *env, t core.DType) error {
 		if c.aligned {
 			ypad, xpad = 16, 32
 		}
-		bufs, free, err := newRowBufs(e, outSpec(c.rows*c.cols*sz, ypad), rowSpec{encode(t, x), xpad}, rowSpec{encode(t, w), 0})
+		out, err := runNorm(e, "rmsnorm", t, c.rows, c.cols, c.grid, c.block, eps,
+			[3]rowSpec{outSpec(c.rows*c.cols*sz, ypad), {encode(t, x), xpad}, {encode(t, w), 0}}, "y")
 		if err != nil {
 			return err
 		}
-		defer free()
-		y, xb, wb := bufs[0], bufs[1], bufs[2]
-		if err := launchRow(e, "rmsnorm", t, c.grid, c.block, core.ArgBuffer(y.v), core.ArgBuffer(xb.v), core.ArgBuffer(wb.v),
-			core.ArgScalar[float32](eps), core.ArgScalar[uint64](uint64(c.rows)), core.ArgScalar[uint64](uint64(c.cols))); err != nil {
-			return err
-		}
-		raw, err := y.read("y")
-		if err != nil {
-			return err
-		}
+		raw := out[0]
 		got := decode(t, raw)
-		tol := kernelTol(t) + 2e-7*math.Sqrt(float64(c.cols))
 		for r := 0; r < c.rows; r++ {
-			ss := 0.0
-			for j := 0; j < c.cols; j++ {
-				ss += x[r*c.cols+j] * x[r*c.cols+j]
-			}
-			s := 1 / math.Sqrt(ss/float64(c.cols)+float64(eps))
-			for j := 0; j < c.cols; j++ {
-				i := r*c.cols + j
-				if r >= c.grid { // rows past the grid stay unwritten
+			lo := r * c.cols
+			if r >= c.grid { // rows past the grid stay unwritten
+				for i := lo; i < lo+c.cols; i++ {
 					if raw[i*sz] != 0xee {
 						return fmt.Errorf("rows %d cols %d grid %d: row %d past the grid was written", c.rows, c.cols, c.grid, r)
 					}
-					continue
 				}
-				want := x[i] * s * w[j]
-				if math.IsNaN(got[i]) || math.Abs(got[i]-want) > tol*math.Abs(want)+tinyOf(t) {
-					return fmt.Errorf("rows %d cols %d block %d: y[%d][%d] is %g, want %g", c.rows, c.cols, c.block, r, j, got[i], want)
-				}
+				continue
+			}
+			if j, want := normMiss(t, x[lo:lo+c.cols], w, got[lo:lo+c.cols], eps); j >= 0 {
+				return fmt.Errorf("rows %d cols %d block %d: y[%d][%d] is %g, want %g", c.rows, c.cols, c.block, r, j, got[lo+j], want)
 			}
 		}
 	}

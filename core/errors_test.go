@@ -4,7 +4,6 @@ package core_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,7 +182,6 @@ func TestBackendsListsFound(t *testing.T) {
 // TestGoDocShowsFields: the public vocabulary is made of real types whose
 // fields `go doc` shows (not aliases of internal types).
 func TestGoDocShowsFields(t *testing.T) {
-	gobin := testutil.GoTool(t)
 	for sym, fields := range map[string][]string{
 		"core.Error":     {"Op string", "Code ErrorCode", "Message string", "Backend string", "VendorCode int64", "Report *diag.Report"},
 		"diag.Report":    {"Requested string", "Candidates []Candidate", "Selected string"},
@@ -194,8 +192,7 @@ func TestGoDocShowsFields(t *testing.T) {
 		if pkg != "core" {
 			path += "/" + pkg
 		}
-		out, err := exec.Command(gobin, "doc", path, name).CombinedOutput()
-		require.NoError(t, err, string(out))
+		out := testutil.Go(t, "", nil, "doc", path, name)
 		assert.NotContains(t, string(out), "type "+name+" = ", "%s is an alias:\n%s", sym, out)
 		for _, f := range fields {
 			assert.Regexp(t, `\n\s+`+strings.ReplaceAll(strings.ReplaceAll(f, "[", `\[`), "*", `\*`), string(out), "%s: field %s", sym, f)

@@ -7,7 +7,6 @@ import (
 	"expvar"
 	"io"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/core/pool"
+	gtestutil "github.com/metrale/gpurt/internal/testutil"
 	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/metrics"
 )
@@ -127,8 +127,7 @@ func TestExpvar(t *testing.T) {
 
 // TestCoreHasNoMetricsDependency: the Prometheus client stays out of core.
 func TestCoreHasNoMetricsDependency(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/metrale/gpurt/core").CombinedOutput()
-	require.NoError(t, err, string(out))
+	out := gtestutil.Go(t, "", nil, "list", "-deps", "github.com/metrale/gpurt/core")
 	assert.Contains(t, string(out), "github.com/metrale/gpurt/core\n")
 	assert.NotContains(t, string(out), "prometheus")
 }

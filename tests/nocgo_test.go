@@ -8,7 +8,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,18 +26,11 @@ const module = "github.com/metrale/gpurt"
 // files that would only build with cgo count too.
 func TestNoCgo(t *testing.T) {
 	root := testutil.RepoRoot(t)
-	goBin := testutil.GoTool(t)
 	for _, target := range []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"} {
 		t.Run(target, func(t *testing.T) {
 			goos, goarch, _ := strings.Cut(target, "/")
-			cmd := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}} {{join .CgoFiles \",\"}}",
-				"./core/...", "./internal/abi/...", "./cmd/...")
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=1", "GOFLAGS=-mod=mod")
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			require.NoError(t, err, stderr.String())
+			out := testutil.Go(t, root, []string{"GOOS=" + goos, "GOARCH=" + goarch, "CGO_ENABLED=1", "GOFLAGS=-mod=mod"},
+				"list", "-deps", "-f", "{{.ImportPath}} {{join .CgoFiles \",\"}}", "./core/...", "./internal/abi/...", "./cmd/...")
 			n := 0
 			sc := bufio.NewScanner(bytes.NewReader(out))
 			for sc.Scan() {

@@ -40,7 +40,7 @@ func cudaInclude(t *testing.T) string {
 // checks raw.h's own CUDA and cuBLASLt declarations (built without CUDA
 // headers) against the real ones, and runs it.
 func TestRawDeclarationsMatchTheHeaders(t *testing.T) {
-	cc := testutil.CC(t)
+	testutil.CC(t) // skips without a C compiler
 	inc := cudaInclude(t)
 	if inc == "" {
 		t.Skip("no cuda.h and cublasLt.h (run scripts/build_cuda.sh --ci, or set GPURT_CUDA_INCLUDE)")
@@ -56,8 +56,7 @@ func TestRawDeclarationsMatchTheHeaders(t *testing.T) {
 		{"symbols", []string{"-std=c11", "-Wall", "-Werror", "-DGBR_CHECK_RUN", "-I" + inc, "-I" + csrc, src, "-o", bin}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := exec.Command(cc, c.args...).CombinedOutput()
-			require.NoError(t, err, string(out))
+			testutil.Compile(t, src+" ("+c.name+")", c.args...)
 		})
 	}
 	out, err := exec.Command(bin).CombinedOutput()

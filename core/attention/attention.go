@@ -451,14 +451,10 @@ type Schedule struct {
 func (a *Attention) Plan(s *core.Stream, sched Schedule) (err error) {
 	const op = "attention_plan"
 	c := bridge.Op{S: s, Name: op}
-	if err := bridge.Begin(&c); err != nil {
+	if err := a.begin(&c, s); err != nil {
 		return err
 	}
-	defer bridge.Finish(&c, &err)
-	if err := a.use(op, s); err != nil {
-		return err
-	}
-	defer bridge.Release(a.l)
+	defer a.end(&c, &err)
 	n := len(sched.KVLastPageLen)
 	if n == 0 || len(sched.KVIndptr) != n+1 {
 		return errorf(core.ErrInvalidArgument, op, "KVIndptr has %d entries and KVLastPageLen %d (batch+1 and batch, batch >= 1)",
@@ -510,14 +506,10 @@ type Operands struct {
 func (a *Attention) Run(s *core.Stream, c *KVCache, ops Operands) (err error) {
 	const op = "attention_run"
 	call := bridge.Op{S: s, Name: op, Metric: bridge.MetricAttentionRun}
-	if err := bridge.Begin(&call); err != nil {
+	if err := a.begin(&call, s); err != nil {
 		return err
 	}
-	defer bridge.Finish(&call, &err)
-	if err := a.use(op, s); err != nil {
-		return err
-	}
-	defer bridge.Release(a.l)
+	defer a.end(&call, &err)
 	if err := c.compatible(op, &a.desc.Cache); err != nil {
 		return err
 	}
@@ -625,6 +617,26 @@ func (c *KVCache) Append(s *core.Stream, pt PageTable, batch int, rows KVRows) (
 // (an older plugin reads the arguments to its own size: it would append
 // without rotating).
 const ropeMinor = 10
+
+// begin begins call, an operation of a on s: its use of s (bridge.Begin)
+// and a use of a (use). On success defer a.end(call, &err).
+func (a *Attention) begin(call *bridge.Op, s *core.Stream) error {
+	if err := bridge.Begin(call); err != nil {
+		return err
+	}
+	if err := a.use(call.Name, s); err != nil {
+		bridge.Finish(call, &err)
+		return err
+	}
+	return nil
+}
+
+// end ends what begin began: the use of a, then call (bridge.Finish, which
+// may set *err).
+func (a *Attention) end(call *bridge.Op, err *error) {
+	bridge.Release(a.l)
+	bridge.Finish(call, err)
+}
 
 // use begins a use of the attention alone (the stream's use holds the
 // runtime) and checks that it belongs to s's device; end it with

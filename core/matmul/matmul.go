@@ -78,6 +78,21 @@ type GroupedOperands struct {
 	ScaleA, ScaleB core.Region
 }
 
+// begin begins c on its stream (bridge.Begin) for an operation through
+// slot: a plugin without the slot refuses it (ErrUnsupported naming the
+// versions). On success defer bridge.Finish(&c, &err).
+func begin(c *bridge.Op, slot bind.Slot) error {
+	if err := bridge.Begin(c); err != nil {
+		return err
+	}
+	if !c.P.Has(slot) {
+		err := c.P.Unsupported(c.Name, slot)
+		bridge.Finish(c, &err)
+		return err
+	}
+	return nil
+}
+
 // Quant enqueues y = x * dequant(W)^T (see QuantDesc) on s.
 // The descriptor and the operands are checked here, as the plugin would:
 // an unsupported type, bit width or group size is an error wrapping
@@ -88,14 +103,10 @@ type GroupedOperands struct {
 func Quant(s *core.Stream, d QuantDesc, o QuantOperands) (err error) {
 	const op = "quant_matmul"
 	c := bridge.Op{S: s, Name: op, Metric: metricOf(op)}
-	if err := bridge.Begin(&c); err != nil {
+	if err := begin(&c, bind.SlotQuantMatmul); err != nil {
 		return err
 	}
 	defer bridge.Finish(&c, &err)
-	p := c.P
-	if !p.Has(bind.SlotQuantMatmul) {
-		return p.Unsupported(op, bind.SlotQuantMatmul)
-	}
 	bitsN := d.Bits
 	if bitsN == 0 {
 		bitsN = 8
@@ -149,14 +160,10 @@ func Quant(s *core.Stream, d QuantDesc, o QuantOperands) (err error) {
 func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 	const op = "grouped_gemm"
 	c := bridge.Op{S: s, Name: op, Metric: metricOf(op)}
-	if err := bridge.Begin(&c); err != nil {
+	if err := begin(&c, bind.SlotGroupedGemm); err != nil {
 		return err
 	}
 	defer bridge.Finish(&c, &err)
-	p := c.P
-	if !p.Has(bind.SlotGroupedGemm) {
-		return p.Unsupported(op, bind.SlotGroupedGemm)
-	}
 	dt := d.DType
 	if dt == 0 {
 		dt = core.BF16

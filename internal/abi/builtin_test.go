@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // builtinLines is BuiltinKernels as "name dtype kind kind ...", sorted.
@@ -36,7 +38,6 @@ func builtinLines() []string {
 // against, and compares it with BuiltinKernels: a kernel added on one
 // side only fails here.
 func TestBuiltinsMatchCsrc(t *testing.T) {
-	compiler := cc(t)
 	dir := t.TempDir()
 	here, err := filepath.Abs(headerDir)
 	require.NoError(t, err)
@@ -61,9 +62,8 @@ int main(void) {
 	bin := filepath.Join(dir, "builtins")
 	args := append([]string{"-std=c11", "-I", here, "-I", csrc, "-o", bin, main}, srcs...)
 	args = append(args, "-lm", "-lpthread")
-	out, err := exec.Command(compiler, args...).CombinedOutput()
-	require.NoError(t, err, "compiling csrc with a main printing gp_builtin_kernels (csrc must link with only gp_plugin_prefix from a plugin):\n%s", out)
-	out, err = exec.Command(bin).Output()
+	testutil.Compile(t, "csrc with a main printing gp_builtin_kernels (csrc must link with only gp_plugin_prefix from a plugin)", args...)
+	out, err := exec.Command(bin).Output()
 	require.NoError(t, err)
 	var got []string
 	sc := bufio.NewScanner(strings.NewReader(string(out)))

@@ -72,22 +72,17 @@ func cProgram() string {
 	return b.String()
 }
 
-// cc is the C compiler; a test skips without one.
-var cc = testutil.CC
-
 // TestLayoutMatchesHeader compiles gpurt.h and compares every struct size,
 // field offset, field size and constant with this package.
 func TestLayoutMatchesHeader(t *testing.T) {
-	compiler := cc(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "layout.c")
 	require.NoError(t, os.WriteFile(src, []byte(cProgram()), 0o600))
 	bin := filepath.Join(dir, "layout")
 	here, err := filepath.Abs(headerDir)
 	require.NoError(t, err)
-	out, err := exec.Command(compiler, "-std=c11", "-Wall", "-Werror", "-I", here, "-o", bin, src).CombinedOutput()
-	require.NoError(t, err, "compiling the layout probe against gpurt.h:\n%s", out)
-	out, err = exec.Command(bin).Output()
+	testutil.Compile(t, "the layout probe against gpurt.h", "-std=c11", "-Wall", "-Werror", "-I", here, "-o", bin, src)
+	out, err := exec.Command(bin).Output()
 	require.NoError(t, err)
 	got := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))

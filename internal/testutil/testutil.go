@@ -7,6 +7,7 @@ package testutil
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -75,6 +76,17 @@ func CC(t testing.TB) string {
 		t.Skipf("no C compiler (%s): %v", name, err)
 	}
 	return path
+}
+
+// Compile runs the C compiler (CC: the test skips without one) with args;
+// a failure ends the test naming what was compiled, the command and the
+// compiler's output.
+func Compile(t testing.TB, what string, args ...string) {
+	t.Helper()
+	cc := CC(t)
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("compiling %s: %s %s: %v\n%s", what, cc, strings.Join(args, " "), err, out)
+	}
 }
 
 var (
@@ -254,6 +266,26 @@ func GoTool(t testing.TB) string {
 		t.Fatalf("testutil: no go command: runtime.GOROOT() is %q and PATH has none: %v", runtime.GOROOT(), err)
 	}
 	return p
+}
+
+// Go runs the go command (GoTool) with args in folder dir (empty: the
+// test's folder), with env added to the process's environment, and
+// returns its standard output; a failure ends the test naming the command,
+// with its standard error.
+func Go(t testing.TB, dir string, env []string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(GoTool(t), args...)
+	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out
 }
 
 // JSONLines decodes each line of r as a T, in order: the output of the

@@ -5,7 +5,6 @@
 package ffi
 
 import (
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -18,10 +17,8 @@ import (
 )
 
 func buildLib(t testing.TB) uintptr {
-	cc := testutil.CC(t)
 	out := filepath.Join(t.TempDir(), "libadd.so")
-	b, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-o", out, "testdata/add.c").CombinedOutput()
-	require.NoError(t, err, string(b))
+	testutil.Compile(t, "testdata/add.c", "-shared", "-fPIC", "-O2", "-o", out, "testdata/add.c")
 	h, err := purego.Dlopen(out, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	require.NoError(t, err)
 	return h

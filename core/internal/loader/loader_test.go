@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -40,7 +39,6 @@ func privDir(t *testing.T) string { return testutil.PrivateDir(t) }
 // backend and flags) and written as a new file (a new inode, as the
 // compiler writes it) at each later request.
 func buildPlugin(t *testing.T, dir, backend string, defs ...string) string {
-	cc := testutil.CC(t)
 	out := filepath.Join(dir, "libgpurt_"+backend+pluginExt())
 	key := backend + "\x00" + strings.Join(defs, "\x00")
 	builtMu.Lock()
@@ -58,15 +56,29 @@ func buildPlugin(t *testing.T, dir, backend string, defs ...string) string {
 		`-DBACKEND="` + backend + `"`}
 	args = append(args, defs...)
 	args = append(args, "-o", out, filepath.Join("testdata", "plugin.c"))
-	b, err := exec.Command(cc, args...).CombinedOutput()
-	require.NoError(t, err, "%s %v\n%s", cc, args, b)
+	testutil.Compile(t, "testdata/plugin.c", args...)
 	require.NoError(t, os.Chmod(out, 0o755))
-	lib, err = os.ReadFile(out)
+	lib, err := os.ReadFile(out)
 	require.NoError(t, err)
 	builtMu.Lock()
 	built[key] = lib
 	builtMu.Unlock()
 	return out
+}
+
+// buildPluginMissingDep builds the mock plugin of testdata/plugin.c into
+// dir, linked against libgpurttestdep.so (testdata/dep.c) from a folder
+// of its own, then removes that library: the plugin's dependency is
+// missing (Linux only: the test skips elsewhere). It returns the plugin's
+// path.
+func buildPluginMissingDep(t *testing.T, dir string) string {
+	requireLinux(t)
+	depDir := privDir(t)
+	dep := filepath.Join(depDir, "libgpurttestdep.so")
+	testutil.Compile(t, "testdata/dep.c", "-shared", "-fPIC", "-o", dep, filepath.Join("testdata", "dep.c"))
+	p := buildPlugin(t, dir, "mock", "-L"+depDir, "-Wl,--no-as-needed", "-lgpurttestdep")
+	require.NoError(t, os.Remove(dep))
+	return p
 }
 
 var (
@@ -194,17 +206,7 @@ func TestBadPlugins(t *testing.T) {
 		{"probe unavailable", built("-DUNAVAILABLE"), StateSkipped, "probe: unavailable (driver missing): libcuda.so.1 not found (test)", ""},
 		{"probe returns an error", built("-DPROBE_ERROR"), StateFailed, "probe returned an error: gpurt: mock: probe: internal: test: probe exploded", ""},
 		{"name and backend differ", rewritten("metal", false, func(b []byte) []byte { return b }), StateFailed, `file name says backend "mock" but the plugin says "metal"`, ""},
-		{"missing dependency", func(t *testing.T, dir string) string {
-			requireLinux(t)
-			cc := testutil.CC(t)
-			depDir := privDir(t)
-			dep := filepath.Join(depDir, "libgpurttestdep.so")
-			b, err := exec.Command(cc, "-shared", "-fPIC", "-o", dep, filepath.Join("testdata", "dep.c")).CombinedOutput()
-			require.NoError(t, err, string(b))
-			p := buildPlugin(t, dir, "mock", "-L"+depDir, "-Wl,--no-as-needed", "-lgpurttestdep")
-			require.NoError(t, os.Remove(dep))
-			return p
-		}, StateFailed, "missing dependency libgpurttestdep.so", ""},
+		{"missing dependency", buildPluginMissingDep, StateFailed, "missing dependency libgpurttestdep.so", ""},
 		{"world-writable folder", chmodded(0o777, true), StateFailed, "is writable by group or others (mode drwxrwxrwx)", ""},
 		{"group-writable file", chmodded(0o775, false), StateFailed, "is writable by group or others (mode -rwxrwxr-x)", ""},
 		{"world-writable file", chmodded(0o666, false), StateFailed, "is writable by group or others (mode -rw-rw-rw-)", ""},
@@ -239,14 +241,8 @@ func TestBadPlugins(t *testing.T) {
 // TestBadPluginDetails checks the details that come with some reasons.
 func TestBadPluginDetails(t *testing.T) {
 	t.Run("missing dependency names dlerror in detail", func(t *testing.T) {
-		requireLinux(t)
-		cc := testutil.CC(t)
-		dir, depDir := privDir(t), privDir(t)
-		dep := filepath.Join(depDir, "libgpurttestdep.so")
-		b, err := exec.Command(cc, "-shared", "-fPIC", "-o", dep, filepath.Join("testdata", "dep.c")).CombinedOutput()
-		require.NoError(t, err, string(b))
-		p := buildPlugin(t, dir, "mock", "-L"+depDir, "-Wl,--no-as-needed", "-lgpurttestdep")
-		require.NoError(t, os.Remove(dep))
+		dir := privDir(t)
+		p := buildPluginMissingDep(t, dir)
 		opts, _ := testOpts(t, dir)
 		rep, _, err := Choose(opts)
 		require.Error(t, err)

@@ -263,13 +263,10 @@ func TestReplacedPlugin(t *testing.T) {
 // helper the CUDA plugin uses for GPURT_CUBLASLT_PATH) into a private
 // folder.
 func buildPathCheck(t *testing.T) string {
-	cc := testutil.CC(t)
 	root := testutil.RepoRoot(t)
 	out := filepath.Join(privDir(t), "pathcheck")
-	args := []string{"-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-I" + filepath.Join(root, "csrc"),
-		"-o", out, filepath.Join("testdata", "pathcheck.c"), filepath.Join(root, "csrc", "gp_path.c"), "-ldl"}
-	b, err := exec.Command(cc, args...).CombinedOutput()
-	require.NoError(t, err, "%s %v\n%s", cc, args, b)
+	testutil.Compile(t, "testdata/pathcheck.c", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-I"+filepath.Join(root, "csrc"),
+		"-o", out, filepath.Join("testdata", "pathcheck.c"), filepath.Join(root, "csrc", "gp_path.c"), "-ldl")
 	return out
 }
 

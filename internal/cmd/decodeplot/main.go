@@ -179,36 +179,30 @@ func (l llamaLine) row() row {
 // load reads the JSON objects of r, one a line: the decode-step
 // benchmark's results, or the decoder example's summaries (llamaLine).
 func load(name string, r io.Reader) ([]row, error) {
-	var rows []row
-	err := eachObject(name, r, func(n int, line []byte) error {
-		var x row
-		if err := json.Unmarshal(line, &x); err != nil {
-			return fmt.Errorf("%s line %d: %v", name, n, err)
-		}
+	return objects(name, "%s line %d", r, func(n int, line []byte, x *row) (bool, error) {
 		var l llamaLine
 		if err := json.Unmarshal(line, &l); err == nil && l.Kind != "" {
 			if l.Kind != "summary" || l.MsPerStep <= 0 {
-				return nil // its config, a step's tokens, or a run without timing
+				return false, nil // its config, a step's tokens, or a run without timing
 			}
-			x = l.row()
+			*x = l.row()
 		}
 		if x.Config == "" || x.Impl == "" {
-			return fmt.Errorf("%s line %d: an object without config or impl", name, n)
+			return false, fmt.Errorf("%s line %d: an object without config or impl", name, n)
 		}
-		rows = append(rows, x)
-		return nil
+		return true, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
 }
 
-// eachObject calls fn with each line of r that holds a JSON object (its
-// first character, after white space, is '{') and the line's number;
-// other lines are skipped. fn's error ends the read; a read error names
-// the file.
-func eachObject(name string, r io.Reader, fn func(n int, line []byte) error) error {
+// objects decodes each line of r that holds a JSON object (its first
+// character, after white space, is '{') into a T, and returns those that
+// keep takes; keep is given the line's number, the line and the T
+// (which it may change). Other lines are skipped. A malformed object is
+// an error naming the file and line as the format at does (from name and
+// the line's number); it, or keep's error, ends the read. A read error
+// names the file.
+func objects[T any](name, at string, r io.Reader, keep func(n int, line []byte, x *T) (bool, error)) ([]T, error) {
+	var out []T
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for n := 1; sc.Scan(); n++ {
@@ -216,14 +210,22 @@ func eachObject(name string, r io.Reader, fn func(n int, line []byte) error) err
 		if len(line) == 0 || line[0] != '{' {
 			continue
 		}
-		if err := fn(n, line); err != nil {
-			return err
+		var x T
+		if err := json.Unmarshal(line, &x); err != nil {
+			return nil, fmt.Errorf(at+": %v", name, n, err)
+		}
+		ok, err := keep(n, line, &x)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, x)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %v", name, err)
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	return nil
+	return out, nil
 }
 
 // series are the bars of each group: a name and the impls it takes the

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
@@ -33,21 +32,9 @@ type serveRow struct {
 // loadServe reads the "serve" lines of r (other lines, and text, are
 // skipped; a malformed object is an error naming the file and line).
 func loadServe(name string, r io.Reader) ([]serveRow, error) {
-	var out []serveRow
-	err := eachObject(name, r, func(n int, line []byte) error {
-		var s serveRow
-		if err := json.Unmarshal(line, &s); err != nil {
-			return fmt.Errorf("%s:%d: %v", name, n, err)
-		}
-		if s.Kind == "serve" && s.Rate > 0 {
-			out = append(out, s)
-		}
-		return nil
+	return objects(name, "%s:%d", r, func(_ int, _ []byte, s *serveRow) (bool, error) {
+		return s.Kind == "serve" && s.Rate > 0, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // renderServe draws, side by side, output tokens/s and p99 time per
