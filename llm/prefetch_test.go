@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // TestPrefetchL2Refused: the option is CUDA's (a PTX kernel); the mock
@@ -78,12 +80,7 @@ func TestPlanPrefetch(t *testing.T) {
 // ptxas (PATH, /usr/local/cuda, or the CUDA packages scripts/build_cuda.sh
 // installs into .cuda-venv/); skipped where there is none.
 func TestPrefetchPTXAssembles(t *testing.T) {
-	ptxas, _ := exec.LookPath("ptxas")
-	for _, pat := range []string{"/usr/local/cuda/bin/ptxas", "../.cuda-venv/lib/python3*/site-packages/nvidia/cu*/bin/ptxas"} {
-		if ms, _ := filepath.Glob(pat); ptxas == "" && len(ms) > 0 {
-			ptxas = ms[0]
-		}
-	}
+	ptxas := testutil.CUDATool(t, "ptxas", "")
 	if ptxas == "" {
 		t.Skip("no ptxas (scripts/build_cuda.sh installs one into .cuda-venv/)")
 	}

@@ -139,14 +139,7 @@ func TestPTXUpToDate(t *testing.T) {
 		"rmsnorm.cu changed since rmsnorm.ptx was generated: run scripts/gen_decodestep_ptx.sh")
 	assert.Contains(t, string(rmsnormPTX), ".entry decodestep_rmsnorm_bf16(")
 	root := testutil.RepoRoot(t)
-	nvcc := os.Getenv("NVCC")
-	if nvcc == "" {
-		if p, err := exec.LookPath("nvcc"); err == nil {
-			nvcc = p
-		} else if ms, _ := filepath.Glob(filepath.Join(root, ".cuda-venv", "lib", "*", "site-packages", "nvidia", "*", "bin", "nvcc")); len(ms) > 0 {
-			nvcc = ms[0]
-		}
-	}
+	nvcc := testutil.CUDATool(t, "nvcc", "NVCC")
 	if nvcc == "" {
 		t.Skip("no nvcc: only the source hash was checked")
 	}

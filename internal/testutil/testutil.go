@@ -89,6 +89,32 @@ func Compile(t testing.TB, what string, args ...string) {
 	}
 }
 
+// CUDATool is the path of a CUDA toolkit program (nvcc, ptxas): the
+// environment variable env when set (and env not empty), else name on
+// PATH, /usr/local/cuda/bin, or the CUDA packages scripts/build_cuda.sh
+// installs into the repository's .cuda-venv/; "" when there is none.
+func CUDATool(t testing.TB, name, env string) string {
+	if env != "" && os.Getenv(env) != "" {
+		return os.Getenv(env)
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if p := filepath.Join("/usr/local/cuda/bin", name); fileExists(p) {
+		return p
+	}
+	ms, _ := filepath.Glob(filepath.Join(RepoRoot(t), ".cuda-venv", "lib", "python3*", "site-packages", "nvidia", "*", "bin", name))
+	if len(ms) > 0 {
+		return ms[0]
+	}
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 var (
 	mockOnce sync.Once
 	mockLib  []byte // the built plugin's bytes
