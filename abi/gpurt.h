@@ -105,7 +105,7 @@ extern "C" {
 #endif
 
 #define GPURT_ABI_MAJOR 1
-#define GPURT_ABI_MINOR 10
+#define GPURT_ABI_MINOR 11
 
 /* The one exported symbol. */
 #define GPURT_ENTRY_SYMBOL "gpurt_plugin_negotiate"
@@ -864,7 +864,20 @@ typedef struct gpurt_quant_matmul_args {
  *            b * scale_b[g][j/128][c/128]
  * D is GPURT_DTYPE_BF16. The reference accumulates in double and rounds
  * once. a and b 16-byte aligned, the others aligned to their element size.
- * m_sizes is host memory, borrowed for the call. M = 0 is a no-op. */
+ * m_sizes is host memory, borrowed for the call. M = 0 is a no-op.
+ *
+ * Row counts on the device (1.11): with m_counts set (and m_sizes NULL),
+ * the counts are group_count uint32 values in device memory (4-byte
+ * aligned), read by the device when the call runs, in the stream's order:
+ * work enqueued before it (a routing kernel) may write them, and a graph
+ * replay reads the counts of its own time, so that mixture-of-experts
+ * routing needs no host synchronization and a step with it records whole.
+ * max_m (>= 1, < 2^32) then stands for M in the operands' sizes: A, D and
+ * fp8's scale_a hold max_m rows. The groups take rows in order while they
+ * fit: a group that would pass max_m rows in all is cut at max_m, and the
+ * groups after it get no rows (the device cannot return an error); D's
+ * rows past the counts' total are not written. m_counts NULL: m_sizes
+ * gives the counts and max_m must be 0. */
 typedef struct gpurt_grouped_gemm_args {
   uint64_t struct_size;
   int32_t ab_type;         /* GPURT_DTYPE_BF16 or _FP8_E4M3 */
@@ -877,6 +890,9 @@ typedef struct gpurt_grouped_gemm_args {
   gpurt_buffer *d; uint64_t d_offset; /* out: M * n */
   gpurt_buffer *scale_a; uint64_t scale_a_offset; /* fp8 only; else NULL */
   gpurt_buffer *scale_b; uint64_t scale_b_offset; /* fp8 only; else NULL */
+  /* 1.11: the row counts on the device (above); NULL: m_sizes */
+  gpurt_buffer *m_counts; uint64_t m_counts_offset; /* uint32 [group_count] */
+  uint64_t max_m;                                    /* with m_counts: rows of A and D; else 0 */
 } gpurt_grouped_gemm_args;
 
 /* ---- Attention over a paged KV cache (1.5) -------------------------
@@ -1375,6 +1391,13 @@ typedef struct gpurt_api {
    * gpurt_kv_append_args' rotary embedding (inv_freq, q, num_qo_heads),
    * which a core sends only to a plugin of 1.10 or later (an older one
    * reads the struct to its own size and would not rotate). */
+
+  /* ---- 1.11 ---- */
+
+  /* No new slot: gpurt_grouped_gemm_args' row counts on the device
+   * (m_counts, max_m), which a core sends only to a plugin of 1.11 or
+   * later (an older one reads the struct to its own size and would find
+   * m_sizes NULL). */
 } gpurt_api;
 
 /* True when the table has slot `field` and it is set. */

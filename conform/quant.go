@@ -4,8 +4,10 @@ package conform
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
@@ -44,6 +46,8 @@ type groupedCase struct {
 	n, k   int
 	ms     []int
 	sample int
+	maxM   int   // > 0: the counts on the device (1.11), A and D of maxM rows
+	ms2    []int // with maxM: counts written between two replays of a graph of the call
 }
 
 func has14(e *env) error {
@@ -135,6 +139,14 @@ func quantChecks() []check {
 	// Several tiles in every direction, groups across tile edges.
 	gc("bf16_medium", groupedCase{n: 264, k: 512, ms: []int{300, 1, 129, 0, 520, 64}})
 	gc("fp8_medium", groupedCase{fp8: true, n: 384, k: 640, ms: []int{257, 3, 0, 128, 411}})
+	// The row counts on the device (1.11): counts below MaxM (D's last
+	// rows untouched), a group cut at MaxM and the ones after it empty, 70
+	// groups (CUDA: two launches), and a graph replayed with other counts.
+	gc("counts_bf16", groupedCase{n: 72, k: 136, ms: []int{7, 0, 64, 3}, maxM: 100})
+	gc("counts_bf16_cut", groupedCase{n: 40, k: 64, ms: []int{70, 0, 130, 20, 9}, maxM: 180})
+	gc("counts_fp8", groupedCase{fp8: true, n: 100, k: 256, ms: []int{17, 0, 140, 5}, maxM: 170})
+	gc("counts_many_groups", groupedCase{n: 24, k: 32, ms: manyCounts(70), maxM: 200})
+	gc("counts_graph", groupedCase{n: 64, k: 64, ms: []int{5, 30, 0, 12}, maxM: 64, ms2: []int{40, 0, 9, 30}})
 	cs = append(cs, check{"grouped/large", func(e *env) error {
 		c := groupedCase{fp8: true, n: 512, k: 512, ms: []int{200, 3, 57, 0, 128, 64, 1, 90}, sample: 2048}
 		if !e.opts.Quick && e.dev.Info().Arch != "cpu" {
@@ -308,9 +320,13 @@ func runGroupedCase(e *env, c groupedCase) error {
 	if c.fp8 && !e.dev.Info().FP8 {
 		return skip("the device has no fp8")
 	}
-	total := 0
-	for _, m := range c.ms {
-		total += m
+	dev := c.maxM > 0 // the row counts on the device (1.11)
+	if _, _, minor := inspect.PluginVersion(e.rt); dev && minor < 11 {
+		return skip("the plugin speaks ABI 1.%d; row counts on the device need 1.11", minor)
+	}
+	rows := sum(c.ms) // the rows of A and D
+	if dev {
+		rows = c.maxM
 	}
 	G := len(c.ms)
 	ab := core.BF16
@@ -318,12 +334,12 @@ func runGroupedCase(e *env, c groupedCase) error {
 	if c.fp8 {
 		ab, r = core.FP8E4M3, 16
 	}
-	av := randomValues(e.rng, ab, total*c.k, r)
+	av := randomValues(e.rng, ab, rows*c.k, r)
 	bv := randomValues(e.rng, ab, G*c.n*c.k, r)
 	kb, nb := c.k/128, (c.n+127)/128
 	var sa, sb []float64
 	if c.fp8 {
-		sa = make([]float64, total*kb)
+		sa = make([]float64, rows*kb)
 		sb = make([]float64, G*nb*kb)
 		for i := range sa {
 			sa[i] = float64(float32(0.25 + e.rng.Float64()))
@@ -348,21 +364,19 @@ func runGroupedCase(e *env, c groupedCase) error {
 		}
 		return b, err
 	}
-	dPoison := make([]byte, 2*total*c.n)
+	dPoison := make([]byte, 2*rows*c.n)
 	poison(dPoison)
 	var ops matmul.GroupedOperands
-	in := []struct {
+	type upload struct {
 		dst  *core.Region
 		data []byte
-	}{{&ops.A, encode(ab, av)}, {&ops.B, encode(ab, bv)}, {&ops.D, dPoison}}
+	}
+	in := []upload{{&ops.A, encode(ab, av)}, {&ops.B, encode(ab, bv)}, {&ops.D, dPoison}}
 	if c.fp8 {
-		in = append(in, struct {
-			dst  *core.Region
-			data []byte
-		}{&ops.ScaleA, f32Bytes(sa)}, struct {
-			dst  *core.Region
-			data []byte
-		}{&ops.ScaleB, f32Bytes(sb)})
+		in = append(in, upload{&ops.ScaleA, f32Bytes(sa)}, upload{&ops.ScaleB, f32Bytes(sb)})
+	}
+	if dev {
+		in = append(in, upload{&ops.Counts, countBytes(c.ms)})
 	}
 	for _, u := range in {
 		b, err := up(u.data)
@@ -371,63 +385,187 @@ func runGroupedCase(e *env, c groupedCase) error {
 		}
 		*u.dst = b
 	}
-	return withStream(e, func(s *core.Stream) error {
-		desc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: c.n, K: c.k, MSizes: c.ms}
-		if err := firstErr(matmul.Grouped(s, desc, ops), s.Synchronize()); err != nil {
+	// check compares D with the float64 reference of counts ms (cut at
+	// rows), and, with device counts, D's rows past them with the poison.
+	check := func(ms []int) error {
+		ms = cutCounts(ms, rows)
+		total := sum(ms)
+		if !dev {
+			got, err := readChecked(ops.D.(*core.Buffer), core.BF16, total*c.n)
+			if err != nil || total == 0 {
+				return err
+			}
+			return groupedAgainstRef(e, c, ms, got, av, bv, sa, sb)
+		}
+		raw := make([]byte, 2*rows*c.n)
+		if err := core.CopyToHost(raw, ops.D); err != nil {
 			return err
 		}
+		for i, b := range raw[2*total*c.n:] {
+			if b != 0xff {
+				return fmt.Errorf("D byte %d past the counts' %d rows was written (counts %v, MaxM %d)", 2*total*c.n+i, total, c.ms, rows)
+			}
+		}
 		got, err := readChecked(ops.D.(*core.Buffer), core.BF16, total*c.n)
+		if err != nil || total == 0 {
+			return err
+		}
+		return groupedAgainstRef(e, c, ms, got, av, bv, sa, sb)
+	}
+	return withStream(e, func(s *core.Stream) error {
+		desc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: c.n, K: c.k, MSizes: c.ms}
+		if dev {
+			desc.MSizes, desc.Groups, desc.MaxM = nil, G, rows
+		}
+		if !dev || c.ms2 == nil {
+			err := firstErr(matmul.Grouped(s, desc, ops), s.Synchronize())
+			if dev && errors.Is(err, core.ErrUnsupported) {
+				return skip("the plugin refuses row counts on the device: %v", err)
+			}
+			if err != nil {
+				return err
+			}
+			return check(c.ms)
+		}
+		// Recorded, then replayed with the counts of c.ms2 written between
+		// the replays (outside the graph): a replay reads the counts of
+		// its own time.
+		g, err := s.Capture(func(cs *core.Stream) error { return matmul.Grouped(cs, desc, ops) })
+		if errors.Is(err, core.ErrUnsupported) || errors.Is(err, core.ErrFailedPrecondition) {
+			return skip("the plugin does not record a grouped GEMM with row counts on the device: %v", err)
+		}
 		if err != nil {
 			return err
 		}
-		if total == 0 {
-			return nil
+		defer g.Close()
+		// In stream order: c.ms2's counts copied on the device behind a
+		// 2 ms sleep, then the call, which must read them (a plugin that
+		// read the counts when the call was enqueued would see c.ms).
+		mod, err := e.dev.BuiltinModule()
+		if err != nil {
+			return err
 		}
-		groupOf := make([]int, total)
-		row := 0
-		for g, m := range c.ms {
-			for i := 0; i < m; i++ {
-				groupOf[row] = g
-				row++
+		sleep, err := mod.Kernel("sleep_ns")
+		if err != nil {
+			return err
+		}
+		c2, err := up(countBytes(c.ms2))
+		if err != nil {
+			return err
+		}
+		c2v, err := c2.View(0, 4*G)
+		if err != nil {
+			return err
+		}
+		if err := firstErr(core.CopyFromHost(ops.Counts, countBytes(c.ms)), core.CopyFromHost(ops.D, dPoison),
+			s.Launch(sleep, core.Grid1D(1, 1), sleepArg(2*time.Millisecond)), s.CopyDevice(ops.Counts, c2v),
+			matmul.Grouped(s, desc, ops), s.Synchronize()); err != nil {
+			return err
+		}
+		if err := check(c.ms2); err != nil {
+			return fmt.Errorf("counts %v written on the device before the call (in stream order, over %v): %w", c.ms2, c.ms, err)
+		}
+		for _, ms := range [][]int{c.ms, c.ms2} {
+			if err := firstErr(core.CopyFromHost(ops.Counts, countBytes(ms)), core.CopyFromHost(ops.D, dPoison),
+				g.Launch(s), s.Synchronize()); err != nil {
+				return err
 			}
-		}
-		c.sample = sampleOf(e, c.sample)
-		count := total * c.n
-		if c.sample > 0 && c.sample < count {
-			count = c.sample
-		}
-		c2 := 1.0 / 4096 // see the top of this file
-		if c.fp8 {
-			c2 = 1.0 / 1024
-		}
-		bad, worstRatio, worst := 0, 0.0, ""
-		for i := 0; i < count; i++ {
-			idx := pick(e, total*c.n, c.sample, i)
-			rr, j := idx/c.n, idx%c.n
-			g := groupOf[rr]
-			ref, norm2 := 0.0, 0.0
-			for p := 0; p < c.k; p++ {
-				t := av[rr*c.k+p] * bv[(g*c.n+j)*c.k+p]
-				if c.fp8 {
-					t *= sa[rr*kb+p/128] * sb[(g*nb+j/128)*kb+p/128]
-				}
-				ref += t
-				norm2 += t * t
+			if err := check(ms); err != nil {
+				return fmt.Errorf("graph replay with counts %v: %w", ms, err)
 			}
-			tol := elemTol(ref, norm2, c2)
-			if d := math.Abs(got[idx] - ref); d > tol {
-				if bad == 0 || d/tol > worstRatio {
-					worstRatio = d / tol
-					worst = fmt.Sprintf("D[%d][%d] (group %d) = %g, reference %g (difference %.3g, tolerance %.3g)", rr, j, g, got[idx], ref, d, tol)
-				}
-				bad++
-			}
-		}
-		if bad > 0 {
-			return fmt.Errorf("%d of %d elements out of tolerance (c = 2^%d); the worst, %.2fx its tolerance: %s", bad, count, int(math.Log2(c2)), worstRatio, worst)
 		}
 		return nil
 	})
+}
+
+// groupedAgainstRef compares got (the groups' rows of D, counts ms) with
+// the float64 reference.
+func groupedAgainstRef(e *env, c groupedCase, ms []int, got, av, bv, sa, sb []float64) error {
+	total := sum(ms)
+	kb, nb := c.k/128, (c.n+127)/128
+	groupOf := make([]int, total)
+	row := 0
+	for g, m := range ms {
+		for i := 0; i < m; i++ {
+			groupOf[row] = g
+			row++
+		}
+	}
+	sample := sampleOf(e, c.sample)
+	count := total * c.n
+	if sample > 0 && sample < count {
+		count = sample
+	}
+	c2 := 1.0 / 4096 // see the top of this file
+	if c.fp8 {
+		c2 = 1.0 / 1024
+	}
+	bad, worstRatio, worst := 0, 0.0, ""
+	for i := 0; i < count; i++ {
+		idx := pick(e, total*c.n, sample, i)
+		rr, j := idx/c.n, idx%c.n
+		g := groupOf[rr]
+		ref, norm2 := 0.0, 0.0
+		for p := 0; p < c.k; p++ {
+			t := av[rr*c.k+p] * bv[(g*c.n+j)*c.k+p]
+			if c.fp8 {
+				t *= sa[rr*kb+p/128] * sb[(g*nb+j/128)*kb+p/128]
+			}
+			ref += t
+			norm2 += t * t
+		}
+		tol := elemTol(ref, norm2, c2)
+		if d := math.Abs(got[idx] - ref); d > tol {
+			if bad == 0 || d/tol > worstRatio {
+				worstRatio = d / tol
+				worst = fmt.Sprintf("D[%d][%d] (group %d) = %g, reference %g (difference %.3g, tolerance %.3g)", rr, j, g, got[idx], ref, d, tol)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d elements out of tolerance (c = 2^%d); the worst, %.2fx its tolerance: %s", bad, count, int(math.Log2(c2)), worstRatio, worst)
+	}
+	return nil
+}
+
+// manyCounts is n groups of 0 to 4 rows.
+func manyCounts(n int) []int {
+	ms := make([]int, n)
+	for i := range ms {
+		ms[i] = i * 7 % 5
+	}
+	return ms
+}
+
+func sum(v []int) int {
+	t := 0
+	for _, x := range v {
+		t += x
+	}
+	return t
+}
+
+// cutCounts is ms as a grouped GEMM with max rows takes it: the groups in
+// order while they fit, the one that would pass max cut there, the later
+// ones empty.
+func cutCounts(ms []int, max int) []int {
+	out := make([]int, len(ms))
+	row := 0
+	for g, m := range ms {
+		out[g] = min(m, max-row)
+		row += out[g]
+	}
+	return out
+}
+
+// countBytes is ms as little-endian uint32s (a grouped GEMM's Counts).
+func countBytes(ms []int) []byte {
+	b := make([]byte, 4*len(ms))
+	for i, m := range ms {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(m))
+	}
+	return b
 }
 
 func quantMisuse(e *env) error {

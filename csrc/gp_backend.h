@@ -151,6 +151,7 @@ typedef struct gp_quant_op {
 typedef struct gp_grouped_op {
   gp_grouped c;                 /* checked, c.total_m >= 1; c.a.m_sizes borrowed for the call */
   gp_mem a, b, d, scale_a, scale_b;
+  gp_mem m_counts;              /* c.dev_counts: the uint32 counts (1.11), read when the op runs */
 } gp_grouped_op;
 
 typedef struct gp_kv_pages_op {

@@ -60,6 +60,10 @@ gpurt_error *gp_grouped_gemm_on(gp_rt *rt, gp_stream *s, gpurt_stream *sh, void 
       {"scale_b", a->scale_b, a->scale_b_offset, r.c.sb_bytes, &r.scale_b},
   };
   if ((e = gp_views(rt, GP_VIEW_OPERAND, s->q.dev, w, v, r.c.fp8 ? 5 : 3))) return e;
+  if (r.c.dev_counts) { /* 1.11: group_count uint32 counts on the device */
+    const gp_view_req m = {"m_counts", a->m_counts, a->m_counts_offset, a->group_count * 4, &r.m_counts};
+    if ((e = gp_views(rt, GP_VIEW_OPERAND, s->q.dev, w, &m, 1))) return e;
+  }
   if (!run || r.c.total_m == 0) return NULL; /* M = 0: nothing to compute */
   return gp_eb->grouped_gemm(rt->ctx, &s->q, &r);
 }

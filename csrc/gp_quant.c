@@ -83,15 +83,27 @@ gpurt_error *gp_grouped_check(const gpurt_grouped_gemm_args *in, gp_grouped *out
   if (a->n == 0 || a->k == 0)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: %s is 0 (n=%llu k=%llu; each must be >= 1)", op,
                   a->n == 0 ? "n" : "k", U(a->n), U(a->k));
-  if (a->m_sizes == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: m_sizes is NULL", op);
+  if (a->m_sizes != NULL && a->m_counts != NULL)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: m_sizes and m_counts are both set (the row counts come from "
+                  "one of them: host or device)", op);
+  if (a->m_sizes == NULL && a->m_counts == NULL) return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: m_sizes is NULL", op);
+  if (a->m_counts == NULL && a->max_m != 0)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: max_m is %llu without m_counts (it bounds the rows of device "
+                  "counts; 0 with m_sizes)", op, U(a->max_m));
+  if (a->m_counts != NULL && a->max_m == 0)
+    return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: max_m is 0 with m_counts (must be >= 1: the rows A and D "
+                  "hold)", op);
   if (a->group_count > UINT32_MAX || a->n > UINT32_MAX || a->k > UINT32_MAX)
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: group_count, n and k must each be below 2^32", op);
+  if (a->max_m > UINT32_MAX)
+    return gp_err(GPURT_ERR_UNSUPPORTED, "%s: max_m %llu must be below 2^32", op, U(a->max_m));
   out->fp8 = a->ab_type == GPURT_DTYPE_FP8_E4M3;
   if (out->fp8 && a->k % 128 != 0)
     return gp_err(GPURT_ERR_INVALID_ARGUMENT, "%s: k %llu is not a multiple of 128 (fp8 block scales cover "
                   "128 x 128 blocks)", op, U(a->k));
-  uint64_t total = 0;
-  for (uint64_t g = 0; g < a->group_count; g++) {
+  uint64_t total = a->max_m; /* device counts: the rows the operands hold */
+  out->dev_counts = a->m_counts != NULL;
+  for (uint64_t g = 0; !out->dev_counts && g < a->group_count; g++) {
     uint64_t m = a->m_sizes[g];
     if (m > UINT32_MAX || total + m > UINT32_MAX)
       return gp_err(GPURT_ERR_UNSUPPORTED, "%s: m_sizes[%llu] = %llu takes the total rows past 2^32 - 1", op,
@@ -114,6 +126,7 @@ gpurt_error *gp_grouped_check(const gpurt_grouped_gemm_args *in, gp_grouped *out
   if ((e = operand(op, "a", a->a, a->a_offset, 16)) || (e = operand(op, "b", a->b, a->b_offset, 16)) ||
       (e = operand(op, "d", a->d, a->d_offset, 2)))
     return e;
+  if (out->dev_counts && (e = operand(op, "m_counts", a->m_counts, a->m_counts_offset, 4))) return e;
   if (out->fp8) {
     if ((e = operand(op, "scale_a", a->scale_a, a->scale_a_offset, 4)) ||
         (e = operand(op, "scale_b", a->scale_b, a->scale_b_offset, 4)))

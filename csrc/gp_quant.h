@@ -24,7 +24,8 @@ gpurt_error *gp_quant_mm_check(const gpurt_quant_matmul_args *in, gp_quant_mm *o
 /* A checked grouped_gemm. m_sizes stays the caller's (borrowed). */
 typedef struct gp_grouped {
   gpurt_grouped_gemm_args a;
-  uint64_t total_m;    /* sum of m_sizes */
+  uint64_t total_m;    /* sum of m_sizes; with device counts, max_m (the rows the operands hold) */
+  int dev_counts;      /* 1.11: the counts are a.m_counts's, read on the device (m_sizes NULL) */
   uint64_t kb, nb;     /* fp8: k/128 and ceil(n/128); else 0 */
   uint64_t a_bytes, b_bytes, d_bytes, sa_bytes, sb_bytes;
   int fp8;

@@ -63,20 +63,41 @@ type QuantOperands struct {
 // two f32 scale arrays are required: ScaleA, sum(MSizes) x K/128 (one per
 // 1x128 block of A), and ScaleB, len(MSizes) x ceil(N/128) x K/128 (one per
 // 128x128 block of each B_g). D is BF16.
+//
+// The row counts may instead be on the device (ABI 1.11): with
+// GroupedOperands.Counts (Groups uint32 counts) and MSizes empty, the
+// device reads the counts when the call runs, after the work enqueued
+// before it on the stream (a routing kernel) wrote them, and a graph
+// replay reads them anew: mixture-of-experts routing needs no host
+// synchronization, and a step with it records whole. MaxM then stands
+// for sum(MSizes) in the operands' sizes (A, D and ScaleA hold MaxM
+// rows); the groups take rows in order while they fit, a group that would
+// pass MaxM rows in all is cut there and the later ones get none (the
+// device cannot return an error), and D's rows past the counts' total are
+// not written.
 type GroupedDesc struct {
 	ABType core.DType // BF16 or FP8E4M3
 	DType  core.DType // BF16 (0 means BF16)
 	N, K   int
 	MSizes []int // rows per group, >= 0; read during the call only
+	Groups int   // with Counts: the number of groups (else 0)
+	MaxM   int   // with Counts: the rows A and D hold (else 0)
 }
 
 // GroupedOperands are a GroupedGemm's memory. A and B must start at
 // 16-byte aligned offsets, the others at offsets aligned to their element.
-// ScaleA and ScaleB are for fp8 only (nil otherwise).
+// ScaleA and ScaleB are for fp8 only (nil otherwise). Counts (ABI 1.11,
+// optional) holds the groups' row counts as uint32 (see GroupedDesc).
 type GroupedOperands struct {
 	A, B, D        core.Region
 	ScaleA, ScaleB core.Region
+	Counts         core.Region
 }
+
+// countsMinor is the ABI minor that gave grouped_gemm its row counts on
+// the device (an older plugin reads the arguments to its own size and
+// would find no counts at all).
+const countsMinor = 11
 
 // begin begins c on its stream (bridge.Begin) for an operation through
 // slot: a plugin without the slot refuses it (ErrUnsupported naming the
@@ -156,6 +177,8 @@ func Quant(s *core.Stream, d QuantDesc, o QuantOperands) (err error) {
 // Grouped enqueues a grouped GEMM (see GroupedDesc) on s. Checks and
 // errors are as Quant's; a group of 0 rows is allowed and a
 // total of 0 rows enqueues nothing. MSizes is read during the call only.
+// Counts on the device need a plugin of ABI 1.11 (else ErrUnsupported
+// naming the versions); the mock and CUDA take them, Metal refuses them.
 // A call allocates nothing.
 func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 	const op = "grouped_gemm"
@@ -169,12 +192,23 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 		dt = core.BF16
 	}
 	fp8 := d.ABType == core.FP8E4M3
+	dev := o.Counts != nil
 	switch {
 	case d.ABType != core.BF16 && !fp8:
 		return errorf(core.ErrUnsupported, op, "a/b type %v is not supported (bf16 or fp8_e4m3)", d.ABType)
 	case dt != core.BF16:
 		return errorf(core.ErrUnsupported, op, "d type %v is not supported (bf16)", dt)
-	case len(d.MSizes) == 0:
+	case dev && len(d.MSizes) > 0:
+		return errorf(core.ErrInvalidArgument, op, "MSizes and Counts are both given (the row counts come from one of them: host or device)")
+	case !dev && (d.Groups != 0 || d.MaxM != 0):
+		return errorf(core.ErrInvalidArgument, op, "Groups %d and MaxM %d go with Counts (the row counts on the device); with MSizes both are 0", d.Groups, d.MaxM)
+	case dev && (d.Groups <= 0 || d.MaxM <= 0):
+		return errorf(core.ErrInvalidArgument, op, "Counts needs Groups >= 1 and MaxM >= 1 (Groups %d, MaxM %d)", d.Groups, d.MaxM)
+	case dev && (uint64(d.Groups) > 1<<32-1 || uint64(d.MaxM) > 1<<32-1):
+		return errorf(core.ErrUnsupported, op, "Groups %d and MaxM %d must each be below 2^32", d.Groups, d.MaxM)
+	case dev && c.P.Minor < countsMinor:
+		return errorf(core.ErrUnsupported, op, "row counts on the device (Counts) need a plugin of ABI 1.%d or later; this one is 1.%d", countsMinor, c.P.Minor)
+	case !dev && len(d.MSizes) == 0:
 		return errorf(core.ErrInvalidArgument, op, "no groups (MSizes is empty)")
 	case d.N <= 0 || d.K <= 0:
 		return errorf(core.ErrInvalidArgument, op, "n and k must be positive (n %d, k %d)", d.N, d.K)
@@ -183,7 +217,11 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 	case uint64(d.N) > 1<<32-1 || uint64(d.K) > 1<<32-1 || uint64(len(d.MSizes)) > 1<<32-1:
 		return errorf(core.ErrUnsupported, op, "group count, n and k must each be below 2^32")
 	}
+	G := uint64(len(d.MSizes))
 	var total uint64
+	if dev {
+		G, total = uint64(d.Groups), uint64(d.MaxM)
+	}
 	for g, m := range d.MSizes {
 		if m < 0 {
 			return errorf(core.ErrInvalidArgument, op, "MSizes[%d] is %d (must be >= 0)", g, m)
@@ -193,7 +231,7 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 			return errorf(core.ErrUnsupported, op, "MSizes[%d] = %d takes the total rows past 2^32 - 1", g, m)
 		}
 	}
-	G, n, k := uint64(len(d.MSizes)), uint64(d.N), uint64(d.K)
+	n, k := uint64(d.N), uint64(d.K)
 	es := uint64(2)
 	if fp8 {
 		es = 1
@@ -210,6 +248,11 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 		operand(&c, 1, "B", &o.B, bb, 16),
 		operand(&c, 2, "D", &o.D, db, 2)); err != nil {
 		return err
+	}
+	if dev {
+		if err := operand(&c, 5, "Counts", &o.Counts, 4*G, 4); err != nil {
+			return err
+		}
 	}
 	if fp8 {
 		kb, nb := k/128, (n+127)/128
@@ -231,9 +274,12 @@ func Grouped(s *core.Stream, d GroupedDesc, o GroupedOperands) (err error) {
 	a.D, a.DOffset = c.Opr[2].Handle()
 	a.ScaleA, a.ScaleAOffset = c.Opr[3].Handle()
 	a.ScaleB, a.ScaleBOffset = c.Opr[4].Handle()
-	// MSizes as uint64s: int is 64 bits on every platform with a call
-	// path (amd64, arm64) and every entry was checked to be >= 0.
-	if a.MSizes = bind.IntsData(d.MSizes); a.MSizes == nil {
+	if dev {
+		a.MCounts, a.MCountsOffset = c.Opr[5].Handle()
+		a.MaxM = total
+	} else if a.MSizes = bind.IntsData(d.MSizes); a.MSizes == nil {
+		// MSizes as uint64s: int is 64 bits on every platform with a call
+		// path (amd64, arm64) and every entry was checked to be >= 0.
 		return errorf(core.ErrUnsupported, op, "needs a 64-bit platform")
 	}
 	return bridge.Submit(&c, bind.SlotGroupedGemm, 0, unsafe.Pointer(&a), unsafe.Sizeof(a), fixGroupedGemm)

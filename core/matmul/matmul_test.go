@@ -3,6 +3,7 @@
 package matmul_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
@@ -153,6 +154,29 @@ func TestGroupedGemmMock(t *testing.T) {
 			require.NoError(t, s.Synchronize())
 			got := make([]byte, 2*total*n)
 			require.NoError(t, core.CopyToHost(got, bd))
+
+			// The same counts on the device (ABI 1.11), A and D of MaxM
+			// = total + 7 rows: the same bytes, D's last 7 rows untouched.
+			const extra = 7
+			counts := make([]byte, 4*len(ms))
+			for g, m := range ms {
+				binary.LittleEndian.PutUint32(counts[4*g:], uint32(m))
+			}
+			dops := ops
+			dops.A = upload(t, d, append(append([]byte(nil), ar...), make([]byte, extra*k*es)...))
+			if fp8 {
+				dops.ScaleA = upload(t, d, append(f32b(sa), make([]byte, extra*kb*4)...))
+			}
+			dd := mockrt.Alloc(t, d, 2*(total+extra)*n)
+			require.NoError(t, core.Memset(dd, 0xff))
+			dops.D, dops.Counts = dd, upload(t, d, counts)
+			desc := matmul.GroupedDesc{ABType: ab, N: n, K: k, Groups: len(ms), MaxM: total + extra}
+			require.NoError(t, matmul.Grouped(s, desc, dops))
+			require.NoError(t, s.Synchronize())
+			dgot := make([]byte, 2*(total+extra)*n)
+			require.NoError(t, core.CopyToHost(dgot, dd))
+			assert.Equal(t, got, dgot[:len(got)], "device counts: the host counts' bytes")
+			assert.Equal(t, bytes.Repeat([]byte{0xff}, 2*extra*n), dgot[len(got):], "device counts: D past the counts' rows untouched")
 			row := 0
 			for g, m := range ms {
 				for rr := 0; rr < m; rr, row = rr+1, row+1 {
@@ -187,6 +211,10 @@ func TestQuantOpsMisuse(t *testing.T) {
 	gd := matmul.GroupedDesc{ABType: core.BF16, N: 8, K: 64, MSizes: []int{2, 0, 3}}
 	gop := matmul.GroupedOperands{A: b, B: b, D: b}
 	require.NoError(t, matmul.Grouped(s, gd, gop))
+	// The row counts on the device (ABI 1.11): b's first bytes as counts.
+	gdc := matmul.GroupedDesc{ABType: core.BF16, N: 8, K: 64, Groups: 3, MaxM: 5}
+	gopc := matmul.GroupedOperands{A: b, B: b, D: b, Counts: b}
+	require.NoError(t, matmul.Grouped(s, gdc, gopc))
 	odd, _ := b.View(8, 1024)
 	small, _ := b.View(0, 100)
 	for _, tc := range []struct {
@@ -214,6 +242,15 @@ func TestQuantOpsMisuse(t *testing.T) {
 			return matmul.Grouped(s, d, gop)
 		}, core.ErrInvalidArgument},
 		{"g short D", func() error { o := gop; o.D = small; d := gd; d.N = 64; return matmul.Grouped(s, d, o) }, core.ErrOutOfRange},
+		{"g counts and MSizes", func() error { o := gop; o.Counts = b; return matmul.Grouped(s, gd, o) }, core.ErrInvalidArgument},
+		{"g Groups without counts", func() error { d := gd; d.Groups = 3; return matmul.Grouped(s, d, gop) }, core.ErrInvalidArgument},
+		{"g counts without MaxM", func() error {
+			d, o := gdc, gopc
+			d.MaxM = 0
+			return matmul.Grouped(s, d, o)
+		}, core.ErrInvalidArgument},
+		{"g counts misaligned", func() error { o := gopc; o.Counts, _ = b.View(2, 64); return matmul.Grouped(s, gdc, o) }, core.ErrInvalidArgument},
+		{"g counts short", func() error { o := gopc; o.Counts, _ = b.View(0, 8); return matmul.Grouped(s, gdc, o) }, core.ErrOutOfRange},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.run()
@@ -234,6 +271,7 @@ func TestQuantOpsMisuse(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(50, func() {
 			_ = matmul.Quant(s, qd, qo)
 			_ = matmul.Grouped(s, gd, gop)
+			_ = matmul.Grouped(s, gdc, gopc)
 		}))
 		require.NoError(t, s.Synchronize())
 	})

@@ -423,7 +423,8 @@ static const fld grouped_f[] = {
     FT(gpurt_grouped_gemm_args, ab_type), FT(gpurt_grouped_gemm_args, d_type), FN(gpurt_grouped_gemm_args, group_count),
     FN(gpurt_grouped_gemm_args, n),       FN(gpurt_grouped_gemm_args, k),      FP(gpurt_grouped_gemm_args, m_sizes),
     FB(gpurt_grouped_gemm_args, a),       FB(gpurt_grouped_gemm_args, b),      FB(gpurt_grouped_gemm_args, d),
-    FB(gpurt_grouped_gemm_args, scale_a), FB(gpurt_grouped_gemm_args, scale_b)};
+    FB(gpurt_grouped_gemm_args, scale_a), FB(gpurt_grouped_gemm_args, scale_b),
+    FB(gpurt_grouped_gemm_args, m_counts), FN(gpurt_grouped_gemm_args, max_m)};
 /* A layout and a page table, as embedded in kv_append and attention
  * structs (offsets relative to the embedding struct). */
 #define LAYOUT_F(T, f)                                                                                    \
@@ -627,6 +628,11 @@ static void build_grouped(rd *r, state *s, gpurt_grouped_gemm_args *g, uint64_t 
   if (fp8) {
     g->scale_a = arena(s, 3);
     g->scale_b = arena(s, 4);
+  }
+  if (one_in(r, 3)) { /* 1.11: the counts on the device, the page table's small int32s */
+    g->m_sizes = NULL;
+    g->m_counts = arena(s, 6);
+    g->max_m = 1 + below(r, 16);
   }
   mutate(r, s, g, grouped_f, NF(grouped_f), true);
   if (g->m_sizes != NULL && g->group_count > 8) g->group_count = 8; /* the array's length */

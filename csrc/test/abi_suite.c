@@ -1191,6 +1191,37 @@ static void minor_checks(gpurt_runtime *rt) {
       skip(why);
     }
   }
+  if (GPURT_API_HAS(api, grouped_gemm) && api->abi_minor >= 11) { /* row counts on the device: csrc's checks */
+    gpurt_buffer *fake = (gpurt_buffer *)(uintptr_t)0xdeadbeef;
+    uint64_t ms[2] = {1, 2};
+    gpurt_grouped_gemm_args g;
+    ARGS_INIT(g);
+    g.ab_type = g.d_type = GPURT_DTYPE_BF16;
+    g.group_count = 2, g.n = 8, g.k = 64;
+    g.a = g.b = g.d = fake;
+    g.m_sizes = ms;
+    g.m_counts = fake;
+    msg_is("grouped_gemm: m_sizes and m_counts", api->grouped_gemm(rt, s, &g), GPURT_ERR_INVALID_ARGUMENT,
+           "grouped_gemm: m_sizes and m_counts are both set (the row counts come from one of them: host or device)");
+    g.m_counts = NULL;
+    g.max_m = 5;
+    msg_is("grouped_gemm: max_m without m_counts", api->grouped_gemm(rt, s, &g), GPURT_ERR_INVALID_ARGUMENT,
+           "grouped_gemm: max_m is 5 without m_counts (it bounds the rows of device counts; 0 with m_sizes)");
+    g.m_sizes = NULL;
+    g.m_counts = fake;
+    g.max_m = 0;
+    msg_is("grouped_gemm: m_counts without max_m", api->grouped_gemm(rt, s, &g), GPURT_ERR_INVALID_ARGUMENT,
+           "grouped_gemm: max_m is 0 with m_counts (must be >= 1: the rows A and D hold)");
+    g.max_m = 1ull << 32;
+    msg_is("grouped_gemm: max_m 2^32", api->grouped_gemm(rt, s, &g), GPURT_ERR_UNSUPPORTED,
+           "grouped_gemm: max_m 4294967296 must be below 2^32");
+    g.max_m = 5;
+    g.m_counts_offset = 2;
+    msg_is("grouped_gemm: m_counts misaligned", api->grouped_gemm(rt, s, &g), GPURT_ERR_INVALID_ARGUMENT,
+           "grouped_gemm: m_counts_offset 2 is not a multiple of 4 (m_counts must be 4-byte aligned)");
+  } else {
+    skip("grouped_gemm's row counts on the device (1.11): the plugin speaks an older minor or has no slot");
+  }
   if (GPURT_API_HAS(api, kv_append) && GPURT_API_HAS(api, attention_create) &&
       GPURT_API_HAS(api, attention_destroy) && GPURT_API_HAS(api, attention_plan) &&
       GPURT_API_HAS(api, attention_run)) {

@@ -306,23 +306,26 @@ type QuantMatmulArgs struct {
 
 // GroupedGemmArgs mirrors gpurt_grouped_gemm_args.
 type GroupedGemmArgs struct {
-	StructSize   uint64  `c:"struct_size"`
-	ABType       int32   `c:"ab_type"`     // GPURT_DTYPE_BF16 or _FP8_E4M3
-	DType        int32   `c:"d_type"`      // GPURT_DTYPE_BF16
-	GroupCount   uint64  `c:"group_count"` // >= 1
-	N            uint64  `c:"n"`           // >= 1
-	K            uint64  `c:"k"`           // >= 1
-	MSizes       *uint64 `c:"m_sizes"`     // borrowed: group_count row counts
-	A            Buffer  `c:"a"`
-	AOffset      uint64  `c:"a_offset"` // M * k
-	B            Buffer  `c:"b"`
-	BOffset      uint64  `c:"b_offset"` // group_count * n * k
-	D            Buffer  `c:"d"`
-	DOffset      uint64  `c:"d_offset"` // out: M * n
-	ScaleA       Buffer  `c:"scale_a"`
-	ScaleAOffset uint64  `c:"scale_a_offset"` // fp8 only; else NULL
-	ScaleB       Buffer  `c:"scale_b"`
-	ScaleBOffset uint64  `c:"scale_b_offset"` // fp8 only; else NULL
+	StructSize    uint64  `c:"struct_size"`
+	ABType        int32   `c:"ab_type"`     // GPURT_DTYPE_BF16 or _FP8_E4M3
+	DType         int32   `c:"d_type"`      // GPURT_DTYPE_BF16
+	GroupCount    uint64  `c:"group_count"` // >= 1
+	N             uint64  `c:"n"`           // >= 1
+	K             uint64  `c:"k"`           // >= 1
+	MSizes        *uint64 `c:"m_sizes"`     // borrowed: group_count row counts
+	A             Buffer  `c:"a"`
+	AOffset       uint64  `c:"a_offset"` // M * k
+	B             Buffer  `c:"b"`
+	BOffset       uint64  `c:"b_offset"` // group_count * n * k
+	D             Buffer  `c:"d"`
+	DOffset       uint64  `c:"d_offset"` // out: M * n
+	ScaleA        Buffer  `c:"scale_a"`
+	ScaleAOffset  uint64  `c:"scale_a_offset"` // fp8 only; else NULL
+	ScaleB        Buffer  `c:"scale_b"`
+	ScaleBOffset  uint64  `c:"scale_b_offset"` // fp8 only; else NULL
+	MCounts       Buffer  `c:"m_counts"`
+	MCountsOffset uint64  `c:"m_counts_offset"` // uint32 [group_count]
+	MaxM          uint64  `c:"max_m"`           // with m_counts: rows of A and D; else 0
 }
 
 // KVLayout mirrors gpurt_kv_layout.

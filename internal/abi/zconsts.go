@@ -7,7 +7,7 @@ package abi
 
 const (
 	Major = 1  // GPURT_ABI_MAJOR
-	Minor = 10 // GPURT_ABI_MINOR
+	Minor = 11 // GPURT_ABI_MINOR
 )
 
 // The one exported symbol.

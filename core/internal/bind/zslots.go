@@ -76,7 +76,7 @@ const (
 	SlotCommRun                       // comm_run (1.6)
 	SlotGraphRecordable               // graph_recordable (1.7)
 
-	// NumSlots counts the slots this core knows (ABI 1.10).
+	// NumSlots counts the slots this core knows (ABI 1.11).
 	NumSlots
 )
 

@@ -362,6 +362,108 @@ void run_q(const QCase &c, uint64_t seed) {
   report(name, err, cmp.info(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+// ---- the grouped GEMM with the row counts on the device (ABI 1.11) ------------------------------
+//
+// gpurt_ggemmc_bf16 / _fp8 launched as cuda_quant.c's ggemm_counts does
+// (a launch per 64 groups, each of (ceil(max_m / 128) + groups) x
+// ceil(n / 128) blocks), against float64: D_g = A_g B_g^T for the groups'
+// rows in order, cut at max_m rows; D's rows past the counts' total keep
+// what they held (NaN here).
+
+struct GgCase {
+  bool fp8 = false;
+  u32 n = 40, k = 64, max_m = 300;
+  std::vector<u32> counts;
+};
+
+std::string gg_name(const GgCase &c) {
+  u64 sum = 0;
+  for (u32 m : c.counts) sum += m;
+  char buf[160];
+  snprintf(buf, sizeof buf, "ggemmc_%s groups=%zu n=%u k=%u max_m=%u rows=%llu", c.fp8 ? "fp8" : "bf16",
+           c.counts.size(), c.n, c.k, c.max_m, (unsigned long long)sum);
+  return buf;
+}
+
+void run_ggc(const GgCase &c, uint64_t seed) {
+  const std::string name = gg_name(c);
+  if (!selected(name)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  Rng rng(seed);
+  const u32 G = (u32)c.counts.size(), kb = c.k / 128, nb = (c.n + 127) / 128, es = c.fp8 ? 1 : 2;
+  Dev<uint8_t> A((size_t)c.max_m * c.k * es), B((size_t)G * c.n * c.k * es);
+  Dev<float> SA(c.fp8 ? (size_t)c.max_m * kb : 1), SB(c.fp8 ? (size_t)G * nb * kb : 1);
+  Dev<uint16_t> D((size_t)c.max_m * c.n, 2);
+  Dev<u32> Cnt(G, 4);
+  for (u32 g = 0; g < G; g++) Cnt[g] = c.counts[g];
+  // Operand element i as a double: bf16, or an e4m3 byte.
+  auto val = [&](const Dev<uint8_t> &m, size_t i) {
+    if (!c.fp8) return from16(reinterpret_cast<const uint16_t *>(m.p())[i], T_BF16);
+    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)m[i], __NV_E4M3);
+    return (double)__half2float(__half(h));
+  };
+  auto fill = [&](Dev<uint8_t> &m) {
+    for (size_t i = 0; i < m.n / es; i++) {
+      const double v = rng.uni(-1, 1);
+      if (c.fp8)
+        m[i] = (uint8_t)__nv_cvt_float_to_fp8((float)(v * 4), __NV_SATFINITE, __NV_E4M3);
+      else
+        reinterpret_cast<uint16_t *>(m.p())[i] = to16(v, T_BF16);
+    }
+  };
+  fill(A);
+  fill(B);
+  for (size_t i = 0; c.fp8 && i < SA.n; i++) SA[i] = (float)rng.uni(0.25, 2);
+  for (size_t i = 0; c.fp8 && i < SB.n; i++) SB[i] = (float)rng.uni(0.25, 2);
+  GemmArgs ga{A.p(), B.p(), D.p(), nullptr, nullptr, c.fp8 ? SA.p() : nullptr, c.fp8 ? SB.p() : nullptr, c.n, c.k, 0};
+  const uint16_t nan16 = 0x7fff;
+  std::vector<uint16_t> out;
+  std::string sched = run_orders(kRuns,
+      [&] {
+        for (size_t i = 0; i < D.n; i++) D[i] = nan16;
+      },
+      [&] {
+        for (u32 g0 = 0; g0 < G; g0 += GG_MAX_GROUPS) {
+          const u32 cnt = G - g0 < GG_MAX_GROUPS ? G - g0 : GG_MAX_GROUPS;
+          const CountArgs ca{Cnt.p(), g0, cnt, c.max_m};
+          const dim3 grid(((c.max_m + GG_BM - 1) / GG_BM + cnt) * ((c.n + GG_BN - 1) / GG_BN)), block(GG_THREADS);
+          if (c.fp8)
+            emu_launch(grid, block, [&] { gpurt_ggemmc_fp8(ga, ca); }, "gpurt_ggemmc_fp8");
+          else
+            emu_launch(grid, block, [&] { gpurt_ggemmc_bf16(ga, ca); }, "gpurt_ggemmc_bf16");
+        }
+      },
+      [&] { return std::vector<uint16_t>(D.p(), D.p() + D.n); }, out);
+  Cmp cmp;
+  int count = 0, untouched_bad = 0;
+  u32 row = 0;
+  for (u32 g = 0; g < G; g++) {
+    const u32 m = std::min(c.counts[g], c.max_m - row);
+    for (u32 r = row; r < row + m; r++)
+      for (u32 j = 0; j < c.n; j++) {
+        double ref = 0, n2 = 0;
+        for (u32 p = 0; p < c.k; p++) {
+          double v = val(A, (size_t)r * c.k + p) * val(B, ((size_t)g * c.n + j) * c.k + p);
+          if (c.fp8) v *= SA[(size_t)r * kb + p / 128] * SB[((size_t)g * nb + j / 128) * kb + p / 128];
+          ref += v;
+          n2 += v * v;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "D[%u][%u] (group %u)", r, j, g);
+        cmp.add(what, from16(out[(size_t)r * c.n + j], T_BF16), ref, std::sqrt(n2), 1.0 / 64);
+        count++;
+      }
+    row += m;
+  }
+  for (size_t i = (size_t)row * c.n; i < out.size(); i++) untouched_bad += out[i] != nan16;
+  std::string err = cmp.verdict(0, count);
+  if (untouched_bad > 0)
+    err += (err.empty() ? "" : "; and ") + std::to_string(untouched_bad) + " elements of D past the counts' " +
+           std::to_string(row) + " rows were written";
+  if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
+  report(name, err, cmp.info(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 // ---- the emulator's refusals ---------------------------------------------------------------------
 //
 // What a kernel must not do, each in a child process that the emulator must
@@ -543,6 +645,26 @@ int main(int argc, char **argv) {
       cs.push_back(c);
     }
     for (auto &c : cs) run_bgemv(c, seed++);
+  }
+
+  // The grouped GEMM with the row counts on the device (1.11): an empty
+  // group, a group cut at max_m and the groups after it empty, rows left
+  // below max_m (D past them untouched), a partial column tile, and 70
+  // groups (two launches: the second's rows start after the first's).
+  {
+    std::vector<GgCase> cs;
+    auto g = [&](bool fp8, u32 n, u32 k, u32 max_m, std::vector<u32> counts) {
+      GgCase c;
+      c.fp8 = fp8, c.n = n, c.k = k, c.max_m = max_m, c.counts = std::move(counts);
+      cs.push_back(c);
+    };
+    g(false, 40, 64, 300, {70, 0, 130, 20, 200, 9});
+    g(false, 136, 96, 256, {100, 3, 0, 17});
+    g(true, 40, 128, 200, {60, 0, 90, 80});
+    std::vector<u32> many(70);
+    for (u32 i = 0; i < 70; i++) many[i] = (i * 7) % 5;
+    g(false, 24, 32, 200, many);
+    for (auto &c : cs) run_ggc(c, seed++);
   }
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

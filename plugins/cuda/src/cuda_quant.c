@@ -35,6 +35,10 @@
  *                         of 256 rows or more go to cuBLASLt instead (one
  *                         GEMM each: large groups run at cuBLASLt's speed,
  *                         the many small ones share one launch)
+ *  grouped_gemm, counts   gpurt_ggemmc_bf16 / gpurt_ggemmc_fp8 (1.11, the
+ *  on the device          row counts in device memory): the same kernel,
+ *                         each block building its launch's group table from
+ *                         the counts; grids of the most tiles max_m allows
  *
  * Arguments are checked by csrc/gp_quant.c (the same messages as the mock);
  * this file adds what the kernels need (bf16 grouped: k a multiple of 8).
@@ -62,7 +66,9 @@ enum {
   QV_GG_FP8 = 69,
   QV_DEQ = 70,
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
-  QV_COUNT = 98
+  QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
+  QV_GGC_FP8 = 99,
+  QV_COUNT = 100
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -104,6 +110,12 @@ typedef struct gg_args {
   const float *sa, *sb;
   uint32_t ncols, k, gshift;
 } gg_args;
+
+/* gpurt_ggemmc_*'s second parameter (cuda_quant.cu's CountArgs). */
+typedef struct gg_counts {
+  const uint32_t *counts;
+  uint32_t first, count, max_m;
+} gg_counts;
 
 typedef struct gg_table {
   uint32_t count, first_group;
@@ -529,6 +541,38 @@ static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_g
 }
 #endif
 
+/* grouped_gemm with the row counts on the device (1.11): the own kernel
+ * only (gpurt_ggemmc_*; CUTLASS's and cuBLASLt's paths take the shapes on
+ * the host), a launch per GG_MAX_GROUPS groups, each of the most tiles its
+ * groups can need: sum_g ceil(m_g / 128) <= ceil(max_m / 128) + groups row
+ * tiles, times the column tiles. The blocks past the counts' tiles return
+ * at once. warm as qmm's. */
+static gpurt_error *ggemm_counts(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r, int warm) {
+  const gp_grouped *c = &r->c;
+  const gpurt_grouped_gemm_args *a = &c->a;
+  const char *name = c->fp8 ? "gpurt_ggemmc_fp8" : "gpurt_ggemmc_bf16";
+  CUfunction f;
+  gpurt_error *e = cu_own_fn(rt, st->dev, c->fp8 ? QV_GGC_FP8 : QV_GGC_BF16, name, &f);
+  if (e || warm) return e;
+  gg_args ga = {(const void *)(uintptr_t)r->a.addr, (const void *)(uintptr_t)r->b.addr,
+                (uint16_t *)(uintptr_t)r->d.addr, NULL, NULL,
+                c->fp8 ? (const float *)(uintptr_t)r->scale_a.addr : NULL,
+                c->fp8 ? (const float *)(uintptr_t)r->scale_b.addr : NULL, (uint32_t)a->n, (uint32_t)a->k, 0};
+  const uint64_t tiles_n = cdiv(a->n, GG_TILE);
+  for (uint64_t g0 = 0; g0 < a->group_count; g0 += GG_MAX_GROUPS) {
+    const uint64_t cnt = a->group_count - g0 < GG_MAX_GROUPS ? a->group_count - g0 : GG_MAX_GROUPS;
+    const uint64_t tiles = (cdiv(a->max_m, GG_TILE) + cnt) * tiles_n;
+    if (tiles > 0x7fffffffull)
+      return gp_err(GPURT_ERR_UNSUPPORTED, "grouped_gemm: max_m %llu, n %llu and groups %llu.. need up to %llu "
+                    "tiles, more than 2^31 - 1", (unsigned long long)a->max_m, (unsigned long long)a->n,
+                    (unsigned long long)g0, (unsigned long long)tiles);
+    gg_counts ca = {(const uint32_t *)(uintptr_t)r->m_counts.addr, (uint32_t)g0, (uint32_t)cnt, (uint32_t)a->max_m};
+    void *params[2] = {&ga, &ca};
+    if ((e = cu_own_launch(rt, st, f, name, tiles, 1, 256, params, 0))) return e;
+  }
+  return NULL;
+}
+
 /* grouped_gemm; warm as qmm's. */
 static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r, int warm) {
   gpurt_error *e = NULL;
@@ -542,6 +586,7 @@ static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r,
   const CUdeviceptr psa = c.fp8 ? r->scale_a.addr : 0, psb = c.fp8 ? r->scale_b.addr : 0;
   if (c.total_m == 0) return NULL;
   if ((e = cu_enter(rt, dev))) return e;
+  if (c.dev_counts) return ggemm_counts(rt, st, r, warm);
 #ifdef GPURT_HAVE_CUTLASS
   {
     int done = 0;

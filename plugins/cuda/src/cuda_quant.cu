@@ -761,6 +761,57 @@ GEMM_KERNEL(gpurt_qgemm_f16_f16, T_F16, T_Q8, T_F16, T_F16)
 GEMM_KERNEL(gpurt_ggemm_bf16, T_BF16, T_BF16, T_BF16, T_BF16)
 GEMM_KERNEL(gpurt_ggemm_fp8, T_FP8, T_FP8, T_BF16, T_F16)
 
+// The grouped GEMM with the row counts on the device (ABI 1.11):
+// gpurt_ggemmc_*, a launch for the groups [first, first + count) of
+// counts (uint32, read here, after whatever ran before on the stream
+// wrote them). Thread 0 of every block reads the counts of the groups
+// before the launch's (the rows they take) and of its own, cut at max_m
+// rows in all (a group that would pass it is cut there, the later ones get
+// none), and writes the launch's GroupTable to shared memory; the grid is
+// the most tiles the groups can need (cuda_quant.c: ceil(max_m / GG_BM) +
+// count row tiles, times the column tiles), and a block past the counts'
+// tiles returns at once (all of its threads: no barrier is left waiting).
+struct CountArgs {
+  const u32 *counts;
+  u32 first, count, max_m;
+};
+
+template <int AT, int BT, int ST, int MT>
+__device__ __forceinline__ void gemm_counts_body(const GemmArgs &p, const CountArgs &ca) {
+  __shared__ GroupTable gt;
+  if (threadIdx.x == 0) {
+    const u32 tiles_n = (p.ncols + GG_BN - 1) / GG_BN;
+    u32 row = 0;
+    for (u32 g = 0; g < ca.first; g++) {
+      const u32 m = ca.counts[g];
+      row = m < ca.max_m - row ? row + m : ca.max_m;
+    }
+    u32 tiles = 0;
+    gt.count = ca.count;
+    gt.first_group = ca.first;
+    for (u32 i = 0; i < ca.count; i++) {
+      gt.tile_start[i] = tiles;
+      gt.row_start[i] = row;
+      u32 m = ca.counts[ca.first + i];
+      m = m < ca.max_m - row ? m : ca.max_m - row;
+      tiles += (m + GG_BM - 1) / GG_BM * tiles_n;
+      row += m;
+    }
+    gt.tile_start[ca.count] = tiles;
+    gt.row_start[ca.count] = row;
+  }
+  __syncthreads();
+  if (blockIdx.x >= gt.tile_start[gt.count]) return;
+  gemm_body<AT, BT, ST, MT>(p, gt);
+}
+
+#define GEMM_COUNTS_KERNEL(NAME, AT, BT, ST, MT)                                                 \
+  extern "C" __global__ void __launch_bounds__(GG_THREADS) NAME(const GemmArgs p, const CountArgs ca) { \
+    gemm_counts_body<AT, BT, ST, MT>(p, ca);                                                     \
+  }
+GEMM_COUNTS_KERNEL(gpurt_ggemmc_bf16, T_BF16, T_BF16, T_BF16, T_BF16)
+GEMM_COUNTS_KERNEL(gpurt_ggemmc_fp8, T_FP8, T_FP8, T_BF16, T_F16)
+
 QGEMV_N(bf16, T_BF16, bf16, T_BF16)
 QGEMV_N(bf16, T_BF16, f16, T_F16)
 QGEMV_N(f16, T_F16, bf16, T_BF16)

@@ -60,6 +60,11 @@ gpurt_error *gm_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r) {
   (void)ctx;
   @autoreleasepool {
     const gpurt_grouped_gemm_args *a = &r->c.a;
+    /* 1.11's row counts on the device: the dispatches here are made from
+     * host counts, so they are refused (a kernel that reads them is to come). */
+    if (r->c.dev_counts)
+      return gp_err(GPURT_ERR_UNSUPPORTED, "grouped_gemm: row counts on the device (m_counts) are not "
+                    "supported on Metal yet; pass m_sizes");
     id<MTLComputePipelineState> pso;
     gpurt_error *e = gm_builtin_pso(gm_queue_device(q), @"gq_grouped_gemm", &pso);
     if (e) return e;

@@ -150,6 +150,8 @@ gpurt_error *mock_quant_matmul(void *ctx, gp_queue *q, const gp_quant_op *r) {
 typedef struct gg_job {
   gp_grouped c;
   uint64_t *row_group; /* group of every row of A/D (total_m entries) */
+  const uint32_t *counts; /* device counts (1.11): row_group is filled when the job runs */
+  uint64_t rows;          /* rows with a group: total_m, or the device counts' (cut at max_m) */
   const void *a, *b;
   const float *sa, *sb;
   void *d;
@@ -187,9 +189,21 @@ static void gg_rows(void *ctx, uint64_t from, uint64_t to) {
   }
 }
 
+/* The rows' groups from counts m (group_count of them), in order, cut at
+ * max rows (the groups past the cut get none); returns the rows filled. */
+static uint64_t fill_groups(uint64_t *row_group, uint64_t max, uint64_t group_count, const uint64_t *m64,
+                            const uint32_t *m32) {
+  uint64_t row = 0;
+  for (uint64_t g = 0; g < group_count; g++)
+    for (uint64_t i = 0, m = m64 ? m64[g] : m32[g]; i < m && row < max; i++) row_group[row++] = g;
+  return row;
+}
+
 static void gg_run(void *p) {
   gg_job *j = p;
-  par_rows(j->threads, j->c.total_m, gg_rows, j);
+  /* Device counts: read now, in the stream's order (what ran before wrote them). */
+  if (j->counts) j->rows = fill_groups(j->row_group, j->c.total_m, j->c.a.group_count, NULL, j->counts);
+  par_rows(j->threads, j->rows, gg_rows, j);
 }
 
 static void gg_release(void *p) {
@@ -212,9 +226,10 @@ gpurt_error *mock_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_op *r) {
   }
   /* m_sizes is borrowed: copy what the worker needs now. */
   const gpurt_grouped_gemm_args *a = &r->c.a;
-  uint64_t row = 0;
-  for (uint64_t g = 0; g < a->group_count; g++)
-    for (uint64_t i = 0; i < a->m_sizes[g]; i++) j->row_group[row++] = g;
+  if (r->c.dev_counts)
+    j->counts = mock_ptr(&r->m_counts);
+  else
+    j->rows = fill_groups(j->row_group, j->c.total_m, a->group_count, a->m_sizes, NULL);
   j->c.a.m_sizes = NULL;
   j->a = mock_ptr(&r->a);
   j->b = mock_ptr(&r->b);
