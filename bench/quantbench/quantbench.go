@@ -65,6 +65,10 @@ type bench struct {
 // ImplBF16 is the Impl of the rows timing bf16 W through Stream.Gemm.
 const ImplBF16 = "gpurt bf16 gemm"
 
+// ImplGroupedCounts is the impl of the grouped GEMM's rows with the row
+// counts on the device (ABI 1.11).
+const ImplGroupedCounts = "gpurt grouped, counts on device"
+
 // MaxShrink bounds Options.Shrink: every size divided by it is still at
 // least 1.
 const MaxShrink = 2048
@@ -317,6 +321,23 @@ func (b *bench) grouped(g int, fp8 bool) {
 	desc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: n, K: k, MSizes: ms}
 	gpu, wall, err := b.time(1, func() error { return matmul.Grouped(b.s, desc, ops) })
 	r := Result{Name: name, Impl: "gpurt grouped", GPUus: gpu, WallUs: wall, TFLOPs: flops / gpu / 1e6, MSizes: ms}
+	if err != nil {
+		r.Note = err.Error()
+	}
+	b.emit(r)
+	// The same counts on the device (ABI 1.11): no host shapes, so on
+	// CUDA the own kernel with a grid of the most tiles MaxM allows.
+	counts := b.alloc(4*g, func(p []byte) {
+		for e, m := range ms {
+			binary.LittleEndian.PutUint32(p[4*e:], uint32(m))
+		}
+	})
+	defer counts.Free()
+	dops := ops
+	dops.Counts = counts
+	ddesc := matmul.GroupedDesc{ABType: ab, DType: core.BF16, N: n, K: k, Groups: g, MaxM: total}
+	gpu, wall, err = b.time(1, func() error { return matmul.Grouped(b.s, ddesc, dops) })
+	r = Result{Name: name, Impl: ImplGroupedCounts, GPUus: gpu, WallUs: wall, TFLOPs: flops / gpu / 1e6, MSizes: ms}
 	if err != nil {
 		r.Note = err.Error()
 	}
