@@ -4,7 +4,6 @@ package llm
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -87,6 +86,5 @@ func TestPrefetchPTXAssembles(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "prefetch.ptx")
 	require.NoError(t, os.WriteFile(src, []byte(prefetchPTX), 0o644))
-	out, err := exec.Command(ptxas, "-arch=sm_90", "-o", filepath.Join(dir, "prefetch.cubin"), src).CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	testutil.Run(t, "assembling the prefetch kernel", ptxas, "-arch=sm_90", "-o", filepath.Join(dir, "prefetch.cubin"), src)
 }

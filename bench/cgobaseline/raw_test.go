@@ -4,7 +4,6 @@ package cgobaseline_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -59,9 +58,7 @@ func TestRawDeclarationsMatchTheHeaders(t *testing.T) {
 			testutil.Compile(t, src+" ("+c.name+")", c.args...)
 		})
 	}
-	out, err := exec.Command(bin).CombinedOutput()
-	require.NoError(t, err, string(out))
-	assert.Contains(t, string(out), "raw.h matches")
+	assert.Contains(t, string(testutil.Run(t, "running the check", bin)), "raw.h matches")
 }
 
 // TestRawOnThisMachine: on a machine without the driver OpenRaw fails with

@@ -83,10 +83,19 @@ func CC(t testing.TB) string {
 // compiler's output.
 func Compile(t testing.TB, what string, args ...string) {
 	t.Helper()
-	cc := CC(t)
-	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("compiling %s: %s %s: %v\n%s", what, cc, strings.Join(args, " "), err, out)
+	Run(t, "compiling "+what, CC(t), args...)
+}
+
+// Run runs prog with args and returns its output (standard output and
+// error together); a failure ends the test naming what it did, the command
+// and that output.
+func Run(t testing.TB, what, prog string, args ...string) []byte {
+	t.Helper()
+	out, err := exec.Command(prog, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %s %s: %v\n%s", what, prog, strings.Join(args, " "), err, out)
 	}
+	return out
 }
 
 // CUDATool is the path of a CUDA toolkit program (nvcc, ptxas): the

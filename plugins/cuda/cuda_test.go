@@ -263,11 +263,9 @@ func TestProbeWithoutDriverKeepsGoSignals(t *testing.T) {
 // finds the fake libcuda.so.1 of testdata/fakecuda.c.
 func TestProbeReasons(t *testing.T) {
 	lib := plugin(t)
-	cc := testutil.CC(t)
 	fakeDir := t.TempDir()
-	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o",
-		filepath.Join(fakeDir, "libcuda.so.1"), filepath.Join("testdata", "fakecuda.c")).CombinedOutput()
-	require.NoError(t, err, "building the fake libcuda: %s", out)
+	testutil.Compile(t, "the fake libcuda", "-shared", "-fPIC", "-O1", "-o",
+		filepath.Join(fakeDir, "libcuda.so.1"), filepath.Join("testdata", "fakecuda.c"))
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	tests := []struct {

@@ -27,8 +27,7 @@ func exportedSymbols(t *testing.T, lib string) []string {
 	if err != nil {
 		t.Skipf("no nm on this host: %v", err)
 	}
-	out, err := exec.Command(nm, args...).CombinedOutput()
-	require.NoError(t, err, "nm %v: %s", args, out)
+	out := testutil.Run(t, "listing the exported symbols", nm, args...)
 	var syms []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
