@@ -8,7 +8,9 @@
 //     through Stream.Gemm (cuBLASLt; on CUDA, the plugin's own GEMV for
 //     n <= 4 unless GPURT_CUDA_GEMV_MAX_N says otherwise) at 4096x4096, 14336x4096 and 4096x14336
 //     (m x k: a decoder's o, gate and down projections), n = 1 and 8
-//     (the decode GEMV) and 16, 32, 64 (batched decode: the skinny GEMV);
+//     (the decode GEMV) and 16, 32, 64 (batched decode: the skinny GEMV),
+//     and at n = 1 the decoders' other projection shapes (8B's fused QKV
+//     and gate/up, 1B's four);
 //   - int8 GEMM at n = 2048 vs bf16 cuBLASLt;
 //   - grouped GEMM (Stream.GroupedGemm, bf16 and fp8 with block scales) of
 //     8 and 64 experts with skewed row counts vs one cuBLASLt GEMM per
@@ -111,6 +113,11 @@ func Run(o Options) (err error) {
 			for _, n := range []int{1, 8, 16, 32, 64} {
 				b.quantVsBF16(mk[0], n, mk[1])
 			}
+		}
+		// The decoders' other one-token shapes: 8B's fused QKV and gate/up,
+		// 1B's QKV, output, gate/up and down projections (m x k).
+		for _, mk := range [][2]int{{6144, 4096}, {28672, 4096}, {3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}} {
+			b.quantVsBF16(mk[0], 1, mk[1])
 		}
 	}
 	if o.Only == "decode16" {

@@ -94,6 +94,7 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define GG_TILE 128
 #define QV_ROWS 32 /* GEMV: rows of W per block (cuda_quant.cu) */
 #define QV_MAXW 16 /* GEMV: warps per block at most */
+#define QV_WARPS_WAVE 0xff /* qgemv_env.warps for GPURT_CUDA_QGEMV_WARPS=wave */
 #define QV_PF 0    /* GEMV: batches ahead asked into the L2 (0: none) */
 #define QW_PF 1    /* skinny GEMV: the same */
 #define QV_PRE 0   /* GEMVs: a warp's first batches asked into the L2 before the PDL wait (0..15; 0 until measured) */
@@ -125,7 +126,7 @@ typedef struct gg_table {
 
 /* The GEMV's tuning switches, read once (the environment is not read on
  * every call): GPURT_CUDA_QGEMV_WARPS=1..16 fixes its warps per block
- * (0: the heuristic; scripts/gpu_quant_bench.sh), GPURT_CUDA_QGEMV=dequant
+ * (0: the heuristic; scripts/gpu_quant_bench.sh; wave: wave_warps), GPURT_CUDA_QGEMV=dequant
  * keeps the dequantizing form for groups of 64 and 128 too, =factored
  * gives the skinny GEMV the factored form for them (comparisons), =cutlass
  * see qmm (any other value, the removed ring GEMVs' ring and ring-any
@@ -151,6 +152,7 @@ static qgemv_env qgemv_switches(void) {
     const char *pr = getenv("GPURT_CUDA_QGEMV_PRE");
     int warps = w != NULL ? atoi(w) : 0;
     if (warps < 0 || warps > QV_MAXW) warps = 0;
+    if (w != NULL && strcmp(w, "wave") == 0) warps = QV_WARPS_WAVE;
     int pf = p != NULL && *p != 0 ? atoi(p) : -1;
     if (pf < -1 || pf > 8) pf = -1;
     int pre = pr != NULL && *pr != 0 ? atoi(pr) : -1;
@@ -364,12 +366,31 @@ static void qv_params_fill(qv_params *q, const gp_quant_op *r, uint32_t n, uint3
   memcpy(q->p, p, sizeof p);
 }
 
+/* GPURT_CUDA_QGEMV_WARPS=wave: the most warps a block (maxw, maxw / 2,
+ * ..., down to 4) with which the grid's blocks are resident at once, from
+ * the kernel's registers and the device's SMs (65536 registers an SM,
+ * allocated 256 a warp at a time); 4 when none is. The default rule
+ * (maxw below 256 blocks) gives 8B int8's fused QKV, 6144 rows, 192
+ * blocks of 16 warps: at 128 registers one a SM, two waves, the second
+ * less than half full; this gives it 8 warps (two blocks a SM, one wave).
+ * Not measured yet: a knob, not the default. */
+static uint64_t wave_warps(cu_runtime *rt, uint32_t dev, CUfunction f, uint64_t blocks, uint32_t maxw) {
+  int regs = 0;
+  if (cu_drv.p_cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f) != 0 || regs <= 0) return 4;
+  const uint64_t per_warp = ((uint64_t)regs * 32 + 255) / 256 * 256, warps_sm = 65536 / per_warp;
+  for (uint64_t w = maxw; w >= 4; w /= 2) {
+    const uint64_t per_sm = warps_sm / w < 32 ? warps_sm / w : 32;
+    if (blocks <= per_sm * (uint64_t)rt->devs[dev].sm_count) return w;
+  }
+  return 4;
+}
+
 /* Launches a GEMV kernel (either form: the same parameters; the n <= 8
  * kernels have n built in) over r's operands: QV_ROWS rows of W a block,
  * k split among its warps in depth-deep batches: maxw warps while the grid
  * is small (fewer than ~2 blocks per SM), else 4, never more than batches;
- * GPURT_CUDA_QGEMV_WARPS (up to maxw) fixes it. pf: the prefetch distance
- * unless GPURT_CUDA_QGEMV_PREFETCH says. */
+ * GPURT_CUDA_QGEMV_WARPS (up to maxw, or wave: wave_warps) fixes it. pf:
+ * the prefetch distance unless GPURT_CUDA_QGEMV_PREFETCH says. */
 static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
                                 uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw) {
   const qgemv_env sw = qgemv_switches();
@@ -381,7 +402,10 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   qv_params q;
   qv_params_fill(&q, r, n, pf);
   const uint64_t blocks = cdiv(q.m, QV_ROWS), batches = cdiv(q.k, depth);
-  uint64_t nw = sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps : blocks < 256 ? maxw : 4;
+  uint64_t nw = sw.warps == QV_WARPS_WAVE                    ? wave_warps(rt, st->dev, f, blocks, maxw)
+                : sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps
+                : blocks < 256                               ? maxw
+                                                             : 4;
   if (nw > batches) nw = batches;
   return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, q.p, 1);
 }
