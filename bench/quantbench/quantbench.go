@@ -36,6 +36,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/le"
 )
 
 // Result is one figure, one JSON object per line of Run's output.
@@ -334,11 +335,7 @@ func (b *bench) grouped(g int, fp8 bool) {
 	b.emit(r)
 	// The same counts on the device (ABI 1.11): no host shapes, so on
 	// CUDA the own kernel with a grid of the most tiles MaxM allows.
-	counts := b.alloc(4*g, func(p []byte) {
-		for e, m := range ms {
-			binary.LittleEndian.PutUint32(p[4*e:], uint32(m))
-		}
-	})
+	counts := b.alloc(4*g, func(p []byte) { copy(p, le.Uint32sOf(ms)) })
 	defer counts.Free()
 	dops := ops
 	dops.Counts = counts

@@ -15,6 +15,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/matmul"
 	"github.com/metrale/gpurt/floatbits"
+	"github.com/metrale/gpurt/internal/le"
 	"github.com/metrale/gpurt/internal/testutil/mockrt"
 	"github.com/metrale/gpurt/quant"
 )
@@ -158,10 +159,7 @@ func TestGroupedGemmMock(t *testing.T) {
 			// The same counts on the device (ABI 1.11), A and D of MaxM
 			// = total + 7 rows: the same bytes, D's last 7 rows untouched.
 			const extra = 7
-			counts := make([]byte, 4*len(ms))
-			for g, m := range ms {
-				binary.LittleEndian.PutUint32(counts[4*g:], uint32(m))
-			}
+			counts := le.Uint32sOf(ms)
 			dops := ops
 			dops.A = upload(t, d, append(append([]byte(nil), ar...), make([]byte, extra*k*es)...))
 			if fp8 {

@@ -21,6 +21,16 @@ func Int32s(v []int32) []byte {
 	return b
 }
 
+// Uint32sOf is v, each value taken as a uint32 (its low 32 bits), as
+// little-endian bytes: counts and indices held as int.
+func Uint32sOf(v []int) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+	return b
+}
+
 // ToInt32s is b read as little-endian int32 values.
 func ToInt32s(b []byte) []int32 {
 	v := make([]int32, len(b)/4)

@@ -565,6 +565,22 @@ static gpurt_error *cutlass_grouped(cu_runtime *rt, cu_stream *st, const gpurt_g
 }
 #endif
 
+/* The grouped kernels' first parameter (gpurt_ggemm*, gpurt_ggemmc*) from
+ * r's operands: fp8's scales, else none. */
+static gg_args grouped_args(const gp_grouped_op *r) {
+  const int fp8 = r->c.fp8;
+  return (gg_args){(const void *)(uintptr_t)r->a.addr,
+                   (const void *)(uintptr_t)r->b.addr,
+                   (uint16_t *)(uintptr_t)r->d.addr,
+                   NULL,
+                   NULL,
+                   fp8 ? (const float *)(uintptr_t)r->scale_a.addr : NULL,
+                   fp8 ? (const float *)(uintptr_t)r->scale_b.addr : NULL,
+                   (uint32_t)r->c.a.n,
+                   (uint32_t)r->c.a.k,
+                   0};
+}
+
 /* grouped_gemm with the row counts on the device (1.11): the own kernel
  * only (gpurt_ggemmc_*; CUTLASS's and cuBLASLt's paths take the shapes on
  * the host), a launch per GG_MAX_GROUPS groups, each of the most tiles its
@@ -578,10 +594,7 @@ static gpurt_error *ggemm_counts(cu_runtime *rt, cu_stream *st, const gp_grouped
   CUfunction f;
   gpurt_error *e = cu_own_fn(rt, st->dev, c->fp8 ? QV_GGC_FP8 : QV_GGC_BF16, name, &f);
   if (e || warm) return e;
-  gg_args ga = {(const void *)(uintptr_t)r->a.addr, (const void *)(uintptr_t)r->b.addr,
-                (uint16_t *)(uintptr_t)r->d.addr, NULL, NULL,
-                c->fp8 ? (const float *)(uintptr_t)r->scale_a.addr : NULL,
-                c->fp8 ? (const float *)(uintptr_t)r->scale_b.addr : NULL, (uint32_t)a->n, (uint32_t)a->k, 0};
+  gg_args ga = grouped_args(r);
   const uint64_t tiles_n = cdiv(a->n, GG_TILE);
   for (uint64_t g0 = 0; g0 < a->group_count; g0 += GG_MAX_GROUPS) {
     const uint64_t cnt = a->group_count - g0 < GG_MAX_GROUPS ? a->group_count - g0 : GG_MAX_GROUPS;
@@ -607,12 +620,12 @@ static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r,
                   "rows of bf16 A and B in 16-byte pieces)", (unsigned long long)a->k);
   uint32_t dev = st->dev;
   const CUdeviceptr pa = r->a.addr, pb = r->b.addr, pd = r->d.addr;
-  const CUdeviceptr psa = c.fp8 ? r->scale_a.addr : 0, psb = c.fp8 ? r->scale_b.addr : 0;
   if (c.total_m == 0) return NULL;
   if ((e = cu_enter(rt, dev))) return e;
   if (c.dev_counts) return ggemm_counts(rt, st, r, warm);
 #ifdef GPURT_HAVE_CUTLASS
   {
+    const CUdeviceptr psa = c.fp8 ? r->scale_a.addr : 0, psb = c.fp8 ? r->scale_b.addr : 0;
     int done = 0;
     if ((e = cutlass_grouped(rt, st, a, c.fp8, pa, pb, pd, psa, psb, warm, &done))) return e;
     if (done) return NULL;
@@ -630,8 +643,7 @@ static gpurt_error *ggemm(cu_runtime *rt, cu_stream *st, const gp_grouped_op *r,
       }
     return NULL;
   }
-  gg_args ga = {(const void *)(uintptr_t)pa, (const void *)(uintptr_t)pb, (uint16_t *)(uintptr_t)pd, NULL, NULL,
-                (const float *)(uintptr_t)psa, (const float *)(uintptr_t)psb, (uint32_t)a->n, (uint32_t)a->k, 0};
+  gg_args ga = grouped_args(r);
   /* bf16: the large groups through cuBLASLt, D_g (column-major n x m_g) =
    * B_g^T-as-stored times A_g. */
   if (!c.fp8) {
