@@ -120,18 +120,21 @@ func TestRunHostTimeBreakdown(t *testing.T) {
 }
 
 // BenchmarkDecodeGraphHost is the host cost of a decode step on the mock
-// (tiny model, batch 1; the mock's stream runs on its own thread): "step"
+// (tiny model, batch 1, bf16 weights and, "int8 ...", MLX int8 ones; the
+// mock's stream runs on its own thread): "step"
 // is Decode (the step's inputs staged, the attention plan, the graph
 // launch, or the eager ops), "launch" the graph replay alone. The device
 // work is waited for outside the timer after every step.
 func BenchmarkDecodeGraphHost(b *testing.B) {
 	for _, bc := range []struct {
-		name          string
-		graph, launch bool
-	}{{"eager step", false, false}, {"graph step", true, false}, {"graph launch", true, true}} {
+		name                string
+		graph, launch, int8 bool
+	}{{"eager step", false, false, false}, {"graph step", true, false, false}, {"graph launch", true, true, false},
+		{"int8 eager step", false, false, true}, {"int8 graph step", true, false, true}, {"int8 graph launch", true, true, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			rt, dev := openMock(b)
 			c := tinyConfig()
+			c.Int8 = bc.int8
 			const batch, window = 1, 32
 			m, err := NewModel(dev, c, batch, window+8, 1)
 			require.NoError(b, err)

@@ -37,7 +37,8 @@
 #                  pf<M>: -prefetch-l2 M, M MiB of each layer's output
 #                  projection and gate/up weights asked into the L2
 #                  before its attention; pre<P>: GPURT_CUDA_QGEMV_PRE=P;
-#                  wave: GPURT_CUDA_QGEMV_WARPS=wave;
+#                  wave: GPURT_CUDA_QGEMV_WARPS=wave; rows<R>:
+#                  GPURT_CUDA_QGEMV_ROWS=R (32, 64, auto);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
@@ -113,6 +114,7 @@ if want llama; then
           pf[0-9]*) x+=(-prefetch-l2 "${part#pf}") ;;
           pre[0-9]*) e+=(GPURT_CUDA_QGEMV_PRE="${part#pre}") ;;
           wave) e+=(GPURT_CUDA_QGEMV_WARPS=wave) ;;
+          rows*) e+=(GPURT_CUDA_QGEMV_ROWS="${part#rows}") ;;
           *) ;;
         esac
       done

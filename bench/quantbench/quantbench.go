@@ -10,7 +10,7 @@
 //     (m x k: a decoder's o, gate and down projections), n = 1 and 8
 //     (the decode GEMV) and 16, 32, 64 (batched decode: the skinny GEMV),
 //     and at n = 1 the decoders' other projection shapes (8B's fused QKV
-//     and gate/up, 1B's four);
+//     and gate/up, 1B's four), and at n = 32 8B's fused QKV and gate/up;
 //   - int8 GEMM at n = 2048 vs bf16 cuBLASLt;
 //   - grouped GEMM (Stream.GroupedGemm, bf16 and fp8 with block scales) of
 //     8 and 64 experts with skewed row counts vs one cuBLASLt GEMM per
@@ -119,6 +119,11 @@ func Run(o Options) (err error) {
 		// 1B's QKV, output, gate/up and down projections (m x k).
 		for _, mk := range [][2]int{{6144, 4096}, {28672, 4096}, {3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}} {
 			b.quantVsBF16(mk[0], 1, mk[1])
+		}
+		// 8B's fused QKV and gate/up at batch 32 (the skinny GEMV's shapes
+		// in the batch-32 decoder besides the three above).
+		for _, mk := range [][2]int{{6144, 4096}, {28672, 4096}} {
+			b.quantVsBF16(mk[0], 32, mk[1])
 		}
 	}
 	if o.Only == "decode16" {

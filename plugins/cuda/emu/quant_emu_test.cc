@@ -271,7 +271,7 @@ typedef void (*QvFn)(const uint8_t *, const uint16_t *, const uint16_t *, const 
                      u32, u32);
 
 struct QCase {
-  const char *kind = "qgemv"; // qgemv, qgemvf
+  const char *kind = "qgemv"; // qgemv, qgemvf (n <= 8); qgemvw, qgemvw64 (the skinny form, 8 < n <= 32)
   int xt = T_BF16, st = T_BF16;
   u32 m = 16, k = 512, gs = 64, n = 1;
   bool wide = false; // x over 2^-20 .. 2^20 (bf16 x only)
@@ -287,8 +287,18 @@ QvFn q_fn(const QCase &c) {
   static const QvFn gf[4][8] = {QROW(gpurt_qgemvf, bf16, bf16), QROW(gpurt_qgemvf, bf16, f16),
                                 QROW(gpurt_qgemvf, f16, bf16), QROW(gpurt_qgemvf, f16, f16)};
 #undef QROW
+#define WROW(P, XN, SN) {P##_##XN##_##SN##_t2, P##_##XN##_##SN##_t4}
+  static const QvFn w[4][2] = {WROW(gpurt_qgemvw, bf16, bf16), WROW(gpurt_qgemvw, bf16, f16),
+                               WROW(gpurt_qgemvw, f16, bf16), WROW(gpurt_qgemvw, f16, f16)};
+  static const QvFn w64[4][2] = {WROW(gpurt_qgemvw64, bf16, bf16), WROW(gpurt_qgemvw64, bf16, f16),
+                                 WROW(gpurt_qgemvw64, f16, bf16), WROW(gpurt_qgemvw64, f16, f16)};
+#undef WROW
+  if (strcmp(c.kind, "qgemvw") == 0) return w[v][c.n > 16];
+  if (strcmp(c.kind, "qgemvw64") == 0) return w64[v][c.n > 16];
   return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
 }
+
+bool q_skinny(const QCase &c) { return strncmp(c.kind, "qgemvw", 6) == 0; }
 
 std::string q_name(const QCase &c) {
   char buf[160];
@@ -297,9 +307,12 @@ std::string q_name(const QCase &c) {
   return buf;
 }
 
-void run_q(const QCase &c, uint64_t seed) {
+// Runs c's kernel and checks it against float64; returns its output (empty
+// when not selected). same: another kernel's output that this one must
+// equal bit for bit (the 64-row skinny GEMV against the 32-row one).
+std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uint16_t> *same = nullptr) {
   const std::string name = q_name(c);
-  if (!selected(name)) return;
+  if (!selected(name)) return {};
   const auto t0 = std::chrono::steady_clock::now();
   Rng rng(seed);
   const u32 groups = c.k / c.gs;
@@ -319,10 +332,14 @@ void run_q(const QCase &c, uint64_t seed) {
   }
   const u32 gshift = (u32)__builtin_ctz(c.gs);
   QvFn fn = q_fn(c);
-  // cuda_quant.c's gemv_launch: 32 rows a block, k split among up to 16
-  // warps (the grid is small here) in 128-deep batches.
-  const u32 blocks = (c.m + QV_ROWS - 1) / QV_ROWS, batches = (c.k + 127) / 128;
-  u32 nw = blocks < 256 ? QV_MAXW : 4;
+  // cuda_quant.c's gemv_launch: 32 rows a block (the 64-row skinny
+  // kernels: 64), k split among up to 16 warps (the skinny form: 16 for 2
+  // n-tiles, 8 for 4; the grid is small here) in 128-deep batches (the
+  // skinny form: 64-deep).
+  const bool sk = q_skinny(c);
+  const u32 rows = strcmp(c.kind, "qgemvw64") == 0 ? 64 : QV_ROWS, depth = sk ? 64 : 128;
+  const u32 blocks = (c.m + rows - 1) / rows, batches = (c.k + depth - 1) / depth;
+  u32 nw = !sk ? QV_MAXW : c.n <= 16 ? 16 : 8;
   if (nw > batches) nw = batches;
   const dim3 grid(blocks), block(nw * 32);
   // Prefetch distance 2, 256-byte fetches, 3 batches asked for before the
@@ -358,8 +375,17 @@ void run_q(const QCase &c, uint64_t seed) {
       count++;
     }
   std::string err = cmp.verdict(0, count);
+  if (same != nullptr && !same->empty() && *same != out) {
+    size_t i = 0;
+    while (i < out.size() && (*same)[i] == out[i]) i++;
+    char b[160];
+    snprintf(b, sizeof b, "y[%zu][%zu] is 0x%04x, the 32-row kernel's 0x%04x (the same bits expected)", i / c.m,
+             i % c.m, out[i], (*same)[i]);
+    err += (err.empty() ? "" : "; and ") + std::string(b);
+  }
   if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
   report(name, err, cmp.info(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return out;
 }
 
 // ---- the grouped GEMM with the row counts on the device (ABI 1.11) ------------------------------
@@ -575,6 +601,29 @@ int main(int argc, char **argv) {
     q("qgemvf", T_F16, T_F16, 40, 576, 64, 2);    // the tail batch
     q("qgemvf", T_BF16, T_F16, 72, 512, 64, 4);
     for (auto &c : qs) run_q(c, seed++);
+  }
+
+  // The skinny GEMV, 8 < n <= 32 (measured correct on the H200 with 32
+  // rows a block), and the same cases with 64 rows a block
+  // (gpurt_qgemvw64_*): float64, and the 32-row kernel's bits (each
+  // accumulator takes the same mma's in the same order, the warps' sums
+  // meet in the same order). m not a multiple of 64 (the last block's rows
+  // past m), k with a tail, n short of its n-tiles.
+  {
+    struct W {
+      int xt, st;
+      u32 m, k, gs, n;
+    };
+    const W ws[] = {{T_BF16, T_BF16, 96, 512, 64, 32},  {T_F16, T_BF16, 72, 544, 32, 12},
+                    {T_BF16, T_F16, 136, 1024, 128, 27}, {T_F16, T_F16, 40, 512, 64, 16},
+                    {T_BF16, T_BF16, 200, 832, 32, 9}};
+    for (const W &x : ws) {
+      QCase c;
+      c.kind = "qgemvw", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = x.n;
+      const std::vector<uint16_t> narrow = run_q(c, seed);
+      c.kind = "qgemvw64";
+      run_q(c, seed++, &narrow);
+    }
   }
 
   // The 16-bit GEMV: every kernel (n = 1, 2, 3 on _n4, 4) of each type

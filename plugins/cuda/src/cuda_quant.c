@@ -11,6 +11,8 @@
  *                         8 columns)
  *  quant_matmul, n <= 64  gpurt_qgemvwf_<x>_<s>_t<NT> / gpurt_qgemvw_*: the
  *                         same with NT = 2, 4, 8 n-tiles of 8 tokens
+ *                         (n <= 32 with GPURT_CUDA_QGEMV_ROWS=64 or auto:
+ *                         gpurt_qgemvw64_<x>_<s>_t<NT>, 64 rows a block)
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
  *                         (sm_90 with CUTLASS: only where CUTLASS refuses
  *                         the shape; n >= 65 goes to CUTLASS, see QMM_CL_MIN_N)
@@ -68,7 +70,8 @@ enum {
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
   QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
   QV_GGC_FP8 = 99,
-  QV_COUNT = 100
+  QV_GEMVW64 = 100, /* the skinny GEMV with 64 rows a block: (x type, scale type, n-tiles 2/4) */
+  QV_COUNT = 108
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -93,6 +96,13 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define GG_MAX_GROUPS 64
 #define GG_TILE 128
 #define QV_ROWS 32 /* GEMV: rows of W per block (cuda_quant.cu) */
+#define QW_WIDE_ROWS 64 /* gpurt_qgemvw64_*: rows of W per block */
+#define QW_WIDE_MAX_N 32 /* ... for n up to this (2 and 4 n-tiles) */
+/* skinny GEMV, 8 < n <= QW_WIDE_MAX_N: which blocks by default (QW_ROWS_32,
+ * QW_ROWS_64, QW_ROWS_AUTO: 64 rows where the grid of 64-row blocks still
+ * covers every SM); 32 until the 64-row kernels are measured */
+enum { QW_ROWS_DEFAULT = 0, QW_ROWS_32 = 1, QW_ROWS_64 = 2, QW_ROWS_AUTO = 3 };
+#define QW_ROWS QW_ROWS_32
 #define QV_MAXW 16 /* GEMV: warps per block at most */
 #define QV_WARPS_WAVE 0xff /* qgemv_env.warps for GPURT_CUDA_QGEMV_WARPS=wave */
 #define QV_PF 0    /* GEMV: batches ahead asked into the L2 (0: none) */
@@ -135,21 +145,24 @@ typedef struct gg_table {
  * default; scripts/gpu_skinny.sh), GPURT_CUDA_QGEMV_FETCH=32 or 256 the
  * bytes the L2 fetches from DRAM for a load of W (QV_FETCH by default),
  * GPURT_CUDA_QGEMV_PRE=0..15 how many of a warp's first batches of W, its
- * scales and biases it asks into the L2 before its PDL wait (QV_PRE). */
+ * scales and biases it asks into the L2 before its PDL wait (QV_PRE),
+ * GPURT_CUDA_QGEMV_ROWS=32, 64 or auto the skinny GEMV's rows a block for
+ * 8 < n <= 32 (QW_ROWS; auto: 64 where that grid covers every SM). */
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
   int pre;     /* GPURT_CUDA_QGEMV_PRE: -1 the default (QV_PRE), else 0..15 */
+  int rows;    /* GPURT_CUDA_QGEMV_ROWS: QW_ROWS_DEFAULT (unset or another value), _32, _64, _AUTO */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
   static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16
-                                     | (pre + 1) << 17, once read */
+                                     | (pre + 1) << 17 | rows << 22, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
     const char *p = getenv("GPURT_CUDA_QGEMV_PREFETCH"), *fe = getenv("GPURT_CUDA_QGEMV_FETCH");
-    const char *pr = getenv("GPURT_CUDA_QGEMV_PRE");
+    const char *pr = getenv("GPURT_CUDA_QGEMV_PRE"), *ro = getenv("GPURT_CUDA_QGEMV_ROWS");
     int warps = w != NULL ? atoi(w) : 0;
     if (warps < 0 || warps > QV_MAXW) warps = 0;
     if (w != NULL && strcmp(w, "wave") == 0) warps = QV_WARPS_WAVE;
@@ -159,11 +172,17 @@ static qgemv_env qgemv_switches(void) {
     if (pre < -1 || pre > 15) pre = -1;
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
         (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
-        (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17;
+        (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17 |
+        (ro == NULL              ? QW_ROWS_DEFAULT
+         : strcmp(ro, "32") == 0   ? QW_ROWS_32
+         : strcmp(ro, "64") == 0   ? QW_ROWS_64
+         : strcmp(ro, "auto") == 0 ? QW_ROWS_AUTO
+                                   : QW_ROWS_DEFAULT)
+            << 22;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1,
-                     ((v >> 17) & 0x1f) - 1};
+                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 3};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -386,13 +405,13 @@ static uint64_t wave_warps(cu_runtime *rt, uint32_t dev, CUfunction f, uint64_t 
 }
 
 /* Launches a GEMV kernel (either form: the same parameters; the n <= 8
- * kernels have n built in) over r's operands: QV_ROWS rows of W a block,
+ * kernels have n built in) over r's operands: rows rows of W a block,
  * k split among its warps in depth-deep batches: maxw warps while the grid
  * is small (fewer than ~2 blocks per SM), else 4, never more than batches;
  * GPURT_CUDA_QGEMV_WARPS (up to maxw, or wave: wave_warps) fixes it. pf:
  * the prefetch distance unless GPURT_CUDA_QGEMV_PREFETCH says. */
 static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
-                                uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw) {
+                                uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw, uint32_t rows) {
   const qgemv_env sw = qgemv_switches();
   if (sw.pf >= 0) pf = (uint32_t)sw.pf;
   /* The kernels' pf: the distance, and bit 8 for 256-byte fetches of W. */
@@ -401,13 +420,25 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   pf |= (uint32_t)(sw.pre >= 0 ? sw.pre : QV_PRE) << 9;
   qv_params q;
   qv_params_fill(&q, r, n, pf);
-  const uint64_t blocks = cdiv(q.m, QV_ROWS), batches = cdiv(q.k, depth);
+  const uint64_t blocks = cdiv(q.m, rows), batches = cdiv(q.k, depth);
   uint64_t nw = sw.warps == QV_WARPS_WAVE                    ? wave_warps(rt, st->dev, f, blocks, maxw)
                 : sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps
                 : blocks < 256                               ? maxw
                                                              : 4;
   if (nw > batches) nw = batches;
   return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, q.p, 1);
+}
+
+/* Whether the skinny GEMV of m rows (8 < n <= QW_WIDE_MAX_N) takes 64
+ * rows a block (GPURT_CUDA_QGEMV_ROWS, else QW_ROWS): auto where the grid
+ * of 64-row blocks still has a block for every SM (8B's o and down
+ * projections, m = 4096, would leave half the SMs idle; its QKV and
+ * gate/up fill them). */
+static int qw_wide(cu_runtime *rt, uint32_t dev, uint32_t m) {
+  int rows = qgemv_switches().rows;
+  if (rows == QW_ROWS_DEFAULT) rows = QW_ROWS;
+  if (rows == QW_ROWS_AUTO) return cdiv(m, QW_WIDE_ROWS) >= (uint64_t)rt->devs[dev].sm_count;
+  return rows == QW_ROWS_64;
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
@@ -447,7 +478,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * SM), else 4 (four blocks per SM: at 14336 x 4096 on the H200 22.3 /
      * 22.8 us for n = 1 / 8 against 22.9 / 23.6 with 8 warps and 27.0 /
      * 27.7 with 16, 2026-12-02 run14). */
-    return gemv_launch(rt, st, f, name, r, n, QV_PF, 128, QV_MAXW);
+    return gemv_launch(rt, st, f, name, r, n, QV_PF, 128, QV_MAXW, QV_ROWS);
   }
   if (n >= QMM_LT_MIN_N || (n >= qmm_min_n() && qmm_cutlass_takes(rt, dev, a, w, x, y)))
     return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
@@ -474,6 +505,13 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * the factored form's x scaling and all-ones mma are per n-tile). */
     const int fac = a->group_size >= 64 && qgemv_switches().factored;
     const uint32_t nt = n <= 16 ? 2 : n <= 32 ? 4 : 8, ti = n <= 16 ? 0 : n <= 32 ? 1 : 2;
+    if (!fac && n <= QW_WIDE_MAX_N && qw_wide(rt, dev, m)) {
+      /* 64 rows a block: each x fragment feeds twice the mma's (the L2
+       * serves half the bytes of x; cuda_quant.cu's QGEMVW64). */
+      snprintf(name, sizeof name, "gpurt_qgemvw64_%s_%s_t%u", tname(a->x_type), tname(a->scale_type), nt);
+      if ((e = cu_own_fn(rt, dev, QV_GEMVW64 + (xi * 2 + si) * 2 + (int)ti, name, &f)) || warm) return e;
+      return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QW_WIDE_ROWS);
+    }
     snprintf(name, sizeof name, "gpurt_qgemvw%s_%s_%s_t%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type),
              nt);
     if ((e = cu_own_fn(rt, dev, QV_GEMVW + ((xi * 2 + si) * 3 + (int)ti) * 2 + fac, name, &f)) || warm) return e;
@@ -481,7 +519,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * as the GEMV's, from 4 (several blocks per SM, large grids) to the
      * most the kernel takes (measured: 32.5 against 38.7 us with 16 warps
      * at 14336 x 4096, n = 16; bench/results/h200-2026-12-04c). */
-    return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt));
+    return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QV_ROWS);
   }
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = cu_own_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;

@@ -229,10 +229,41 @@ template <int XT> __device__ __forceinline__ float x_to_f16(const u32 (&xw)[8], 
 // bias as f32, xv the lane's 16 x values of each n-tile's token (8 j + gq),
 // in the k permutation described above; acc[j][t] the m16n8 accumulators of
 // n-tile j, m-tile t. FAC: the factored arithmetic (groups of 64 or more).
-template <int XT, int NT, bool FAC>
-__device__ __forceinline__ void qstep(const uint4 (&q)[4], const float (&s)[4], const float (&b)[4],
-                                      const uint4 (&xv)[NT][2], float (&acc)[NT][2][4], u32 tq) {
-  if constexpr (FAC) {
+template <int XT, int NT, bool FAC, int RS>
+__device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS], const float (&b)[RS],
+                                      const uint4 (&xv)[NT][2], float (&acc)[NT][RS / 2][4], u32 tq) {
+  static_assert(RS == 4 || (RS == 8 && !FAC), "the factored form has 4 row slots");
+  if constexpr (RS == 8) {
+    // 64 rows (gpurt_qgemvw64_*): m-tile by m-tile, its two row slots
+    // dequantized as below, then every n-tile's mma's on them; each
+    // accumulator takes the same mma's in the same order as with 4 slots
+    // (the same bits per m-tile), and only 16 dequantized pairs are live.
+#pragma unroll
+    for (int t = 0; t < RS / 2; t++) {
+      u32 d[2][8];
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int i = 2 * t + h;
+        const u32 qw[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+          d[h][2 * p] = pack2<XT>(fmaf(s[i], byte_f(qw[p], 0), b[i]), fmaf(s[i], byte_f(qw[p], 1), b[i]));
+          d[h][2 * p + 1] = pack2<XT>(fmaf(s[i], byte_f(qw[p], 2), b[i]), fmaf(s[i], byte_f(qw[p], 3), b[i]));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
+                           xv[j][1].x, xv[j][1].y, xv[j][1].z, xv[j][1].w};
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) {
+          const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
+          const u32 af[4] = {d[0][2 * jj], d[1][2 * jj], d[0][2 * jj + 1], d[1][2 * jj + 1]};
+          mma16816(acc[j][t], af, bf, XT == T_F16);
+        }
+      }
+    }
+  } else if constexpr (FAC) {
     // Factored (groups of 64 or more: one group per 64-deep step of a
     // lane quad): sum_k (s q_k + b) x_k = s sum_k q_k x_k + b sum_k x_k,
     // on f16 tensor cores. A is the codes as f16 1024 + q (exact, one
@@ -318,16 +349,23 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[4], const float (&s)[4], 
 // (ntok a constant 1..8); the skinny form (gpurt_qgemvw_*, 8 < n <= 64) is
 // NT = 2, 4 or 8 over the same loads of W, each lane also loading its
 // token 8 j + gq of every n-tile j, and one dequantization (or the factored
-// form's codes) feeding NT mma's instead of one.
-template <int XT, int ST, int NT, int U, int MAXW, bool FAC>
+// form's codes) feeding NT mma's instead of one. RS row slots of 8 rows:
+// 4 (32 rows a block, QV_ROWS), or 8 (64 rows: gpurt_qgemvw64_*, the
+// skinny form with 2 or 4 n-tiles), where each x fragment a lane loads
+// feeds twice the mma's: at n = 32 the blocks' loads of x from the L2 are
+// twice W's bytes with 32 rows a block and as many as W's with 64.
+template <int XT, int ST, int NT, int U, int MAXW, bool FAC, int RS = 4>
 __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok,
                                            u32 pf) {
-  // The warps' partial sums, JC n-tiles at a time (rows padded by one
-  // float past NT = 1: lane-indexed rows, no bank conflicts).
-  constexpr int JC = NT < 4 ? NT : 4;
-  __shared__ float red[MAXW][32][8 * JC + (NT == 1 ? 0 : 1)];
+  // MT m-tiles of 16 rows. The warps' partial sums, JC n-tiles at a time
+  // (at most 32 floats a lane; rows padded by one float past NT = 1:
+  // lane-indexed rows, no bank conflicts).
+  constexpr int MT = RS / 2, LMT = MT == 4 ? 2 : 1;
+  constexpr int JC = (NT < 4 ? NT : 4) * 2 / MT > 0 ? (NT < 4 ? NT : 4) * 2 / MT : 1;
+  static_assert(NT % JC == 0 && JC * MT * 4 <= 32, "the reduction's chunks");
+  __shared__ float red[MAXW][32][4 * MT * JC + (NT == 1 ? 0 : 1)];
   const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const u32 gq = lane >> 2, tq = lane & 3;
   // pf: bits 0-7 the L2 prefetch distance in batches, bit 8 the 256-byte
@@ -336,14 +374,14 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   const bool big = (pf >> 8) & 1;
   const u32 pre = (pf >> 9) & 0xfu;
   pf &= 0xffu;
-  const u32 row0 = blockIdx.x * QV_ROWS;
+  const u32 row0 = blockIdx.x * (8 * RS);
   const u32 groups = k >> gshift;
-  // Row slot i: row row0 + 8 * i + gq (slots 0, 1: m-tile 0; 2, 3: m-tile 1);
-  // rows past m repeat the last one (loaded, never stored).
-  const uint8_t *wr[4];
-  const uint16_t *sr[4], *br[4];
+  // Row slot i: row row0 + 8 * i + gq (slots 2t, 2t + 1: m-tile t); rows
+  // past m repeat the last one (loaded, never stored).
+  const uint8_t *wr[RS];
+  const uint16_t *sr[RS], *br[RS];
 #pragma unroll
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < RS; i++) {
     u32 row = row0 + 8 * i + gq;
     row = row < m ? row : m - 1;
     wr[i] = w + (u64)row * k;
@@ -355,11 +393,11 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   const uint16_t *xr[NT];
 #pragma unroll
   for (int j = 0; j < NT; j++) xr[j] = x + (u64)(8 * j + gq < ntok ? 8 * j + gq : 0) * k;
-  float acc[NT][2][4];
+  float acc[NT][MT][4];
 #pragma unroll
   for (int j = 0; j < NT; j++)
 #pragma unroll
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < MT; t++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[j][t][e] = 0.f;
   // A batch: U 64-deep steps. The full batches run without a bound check
@@ -380,7 +418,7 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       const u32 kk = bt * (64 * U) + u * 64 + tq * 16;
       if (kk < k)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < RS; i++) {
           prefetch_l2(wr[i] + kk);
           if (tq == 0) {
             prefetch_l2(sr[i] + (kk >> gshift));
@@ -400,28 +438,28 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
         const u32 kk = (bt + pf * nw) * (64 * U) + u * 64 + tq * 16;
         if (kk < k)
 #pragma unroll
-          for (int i = 0; i < 4; i++) prefetch_l2(wr[i] + kk);
+          for (int i = 0; i < RS; i++) prefetch_l2(wr[i] + kk);
       }
     }
     // Every load of the batch is issued before the first use (volatile
     // asm keeps them in order ahead of the mma's): a lane out of k loads
     // depth 0 instead and zeroes what it loaded.
-    uint4 q[U][4], xv[U][NT][2];
-    float s[U][4], b[U][4];
-    uint16_t sh[U][4], bh[U][4];
+    uint4 q[U][RS], xv[U][NT][2];
+    float s[U][RS], b[U][RS];
+    uint16_t sh[U][RS], bh[U][RS];
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const u32 kk = bt * (64 * U) + u * 64 + tq * 16;
       const u32 kc = !TAIL || kk < k ? kk : 0; // k is a multiple of 32: a lane's 16 are all in or all out
 #pragma unroll
-      for (int i = 0; i < 4; i++) q[u][i] = ld_stream(wr[i] + kc, big);
+      for (int i = 0; i < RS; i++) q[u][i] = ld_stream(wr[i] + kc, big);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
         xv[u][j][0] = ld_cached(xr[j] + kc);
         xv[u][j][1] = ld_cached(xr[j] + kc + 8);
       }
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
+      for (int i = 0; i < RS; i++) {
         sh[u][i] = ld_u16(sr[i] + (kc >> gshift));
         bh[u][i] = ld_u16(br[i] + (kc >> gshift));
       }
@@ -431,7 +469,7 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       // Past k (the tail only): the codes and x read at depth 0 count as zeros.
       const bool ok = !TAIL || bt * (64 * U) + u * 64 + tq * 16 < k;
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
+      for (int i = 0; i < RS; i++) {
         s[u][i] = ok ? h2f<ST>(sh[u][i]) : 0.f;
         b[u][i] = ok ? h2f<ST>(bh[u][i]) : 0.f;
       }
@@ -440,7 +478,7 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
         for (int j = 0; j < NT; j++) xv[u][j][0] = xv[u][j][1] = make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < U; u++) qstep<XT, NT, FAC>(q[u], s[u], b[u], xv[u], acc, tq);
+    for (int u = 0; u < U; u++) qstep<XT, NT, FAC, RS>(q[u], s[u], b[u], xv[u], acc, tq);
   };
   u32 bt = warp;
   for (; bt < nfull; bt += nw) batch(bt, std::false_type{});
@@ -455,14 +493,14 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #pragma unroll
     for (int jl = 0; jl < JC; jl++)
 #pragma unroll
-      for (int t = 0; t < 2; t++)
+      for (int t = 0; t < MT; t++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) red[warp][lane][jl * 8 + t * 4 + e] = acc[c * JC + jl][t][e];
+        for (int e = 0; e < 4; e++) red[warp][lane][jl * (4 * MT) + t * 4 + e] = acc[c * JC + jl][t][e];
     __syncthreads();
-    for (u32 id = threadIdx.x; id < 256 * JC; id += blockDim.x) { // 32 rows x 8 JC tokens
-      const u32 jl = id >> 8, l = (id >> 3) & 31, t = (id >> 2) & 1, e = id & 3;
+    for (u32 id = threadIdx.x; id < 128 * MT * JC; id += blockDim.x) { // 16 MT rows x 8 JC tokens
+      const u32 jl = id >> (7 + LMT), l = (id >> (2 + LMT)) & 31, t = (id >> 2) & (MT - 1), e = id & 3;
       float v = 0.f;
-      for (u32 i = 0; i < nw; i++) v += red[i][l][jl * 8 + t * 4 + e];
+      for (u32 i = 0; i < nw; i++) v += red[i][l][jl * (4 * MT) + t * 4 + e];
       const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tok = 8 * (c * JC + jl) + 2 * (l & 3) + (e & 1);
       if (row < m && tok < ntok) y[(u64)tok * m + row] = f2h<XT>(v);
     }
@@ -512,6 +550,24 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   }
 #define QGEMVW_T(XN, XT, SN, ST)                                                                       \
   QGEMVW(XN, XT, SN, ST, 2, 16, QW_U2) QGEMVW(XN, XT, SN, ST, 4, 8, QW_U4) QGEMVW(XN, XT, SN, ST, 8, 8, 1)
+
+// The skinny form with 64 rows a block (RS = 8 row slots; dequantizing
+// only): gpurt_qgemvw64_<x>_<s>_t<NT>, NT = 2 and 4 (n up to 32; 8
+// n-tiles' accumulators would not fit). Every x fragment feeds 4 m-tiles'
+// mma's instead of 2, so the L2 serves half the bytes of x: at n = 32 with
+// 32 rows a block the blocks' x loads are twice W's bytes, and on the
+// H200 the skinny GEMV's time grew from n = 8 to 32 as if those loads ran
+// at ~4.7 TB/s (14336 x 4096: 21.6 to 36.0 us; 4096 x 14336: 19.3 to 38.1;
+// BENCHMARKS.md, fourteenth session). GPURT_CUDA_QGEMV_ROWS (cuda_quant.c)
+// picks it; not the default until measured.
+#define QGEMVW64(XN, XT, SN, ST, NT, W)                                                                 \
+  extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
+      gpurt_qgemvw64_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,     \
+                                         const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,     \
+                                         u32 n, u32 pf) {                                              \
+    qgemv_body<XT, ST, NT, 1, W, false, 8>(w, sc, bi, x, y, m, k, gshift, n, pf);                      \
+  }
+#define QGEMVW64_T(XN, XT, SN, ST) QGEMVW64(XN, XT, SN, ST, 2, 16) QGEMVW64(XN, XT, SN, ST, 4, 8)
 
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
@@ -820,6 +876,10 @@ QGEMVW_T(bf16, T_BF16, bf16, T_BF16)
 QGEMVW_T(bf16, T_BF16, f16, T_F16)
 QGEMVW_T(f16, T_F16, bf16, T_BF16)
 QGEMVW_T(f16, T_F16, f16, T_F16)
+QGEMVW64_T(bf16, T_BF16, bf16, T_BF16)
+QGEMVW64_T(bf16, T_BF16, f16, T_F16)
+QGEMVW64_T(f16, T_F16, bf16, T_BF16)
+QGEMVW64_T(f16, T_F16, f16, T_F16)
 
 // ---- dequantization into a 16-bit scratch (the prefill path through cuBLASLt) -------
 
