@@ -15,7 +15,8 @@
 //    it waits (__syncthreads, a warp shuffle, mma.sync) or exits, the
 //    scheduler always resuming the first runnable thread in an order
 //    GPURT_TEST_EMU_ORDER picks: "fwd" (the default: thread 0 first),
-//    "rev" (the last thread first) or "rand:SEED" (a fixed shuffle per
+//    "rev" (the last thread first, and the grid's blocks from the last:
+//    see emu_launch) or "rand:SEED" (a fixed shuffle per
 //    block). So a block runs deterministically, and the threads first in
 //    the order run ahead as far as the barriers let them (a warp through
 //    its shuffles and mma's up to the next __syncthreads) before the others
@@ -644,7 +645,10 @@ inline void run_block(Block &b, dim3 bid) {
 
 // Runs kernel_call() (a call of a __global__ function with its arguments)
 // as every thread of every block of grid, blocks one after another (z, y,
-// x order), each block's threads as fibers (or std::threads: see the top).
+// x order; GPURT_TEST_EMU_ORDER=rev: the reverse, so that of blocks that
+// meet through global memory, e.g. the last of a split counting itself,
+// another one is last), each block's threads as fibers (or std::threads:
+// see the top).
 template <class F> inline void emu_launch(dim3 grid, dim3 block, F kernel_call, const char *name = "kernel") {
   using namespace emu;
   install_fault_handler();
@@ -667,7 +671,12 @@ template <class F> inline void emu_launch(dim3 grid, dim3 block, F kernel_call, 
   g_blk = &b;
   for (unsigned z = 0; z < grid.z; z++)
     for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x++) run_block(b, dim3(x, y, z));
+      for (unsigned x = 0; x < grid.x; x++) {
+        if (g_order == 1)
+          run_block(b, dim3(grid.x - 1 - x, grid.y - 1 - y, grid.z - 1 - z));
+        else
+          run_block(b, dim3(x, y, z));
+      }
   g_blk = nullptr;
 }
 
@@ -749,6 +758,13 @@ inline unsigned int __byte_perm(unsigned int a, unsigned int b, unsigned int s) 
 }
 
 template <class T> inline T __ldg(const T *p) { return *p; }
+template <class T> inline T __ldcg(const T *p) { return *(const volatile T *)p; }
+
+// Blocks run one after another and a block's threads as fibers of one OS
+// thread (or, in threads mode, as std::threads): sequentially consistent
+// atomics and fences.
+inline unsigned int atomicAdd(unsigned int *p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 inline size_t __cvta_generic_to_shared(const void *p) { return (size_t)p; }
 

@@ -271,11 +271,23 @@ typedef void (*QvFn)(const uint8_t *, const uint16_t *, const uint16_t *, const 
                      u32, u32);
 
 struct QCase {
-  const char *kind = "qgemv"; // qgemv, qgemvf (n <= 8); qgemvw, qgemvw64 (the skinny form, 8 < n <= 32)
+  const char *kind = "qgemv"; // qgemv, qgemvf (n <= 8); qgemvw, qgemvw64, qgemvw64s (the skinny form, 8 < n <= 32)
   int xt = T_BF16, st = T_BF16;
   u32 m = 16, k = 512, gs = 64, n = 1;
   bool wide = false; // x over 2^-20 .. 2^20 (bf16 x only)
+  u32 splits = 1;     // qgemvw64s: blocks sharing each row block's k (gridDim.y)
 };
+
+typedef void (*QsFn)(const uint8_t *, const uint16_t *, const uint16_t *, const uint16_t *, uint16_t *, u32, u32, u32,
+                     u32, u32, float *, u32 *);
+
+QsFn qs_fn(const QCase &c) {
+  const int v = (c.xt == T_F16) * 2 + (c.st == T_F16);
+#define SROW(XN, SN) {gpurt_qgemvw64s_##XN##_##SN##_t2, gpurt_qgemvw64s_##XN##_##SN##_t4}
+  static const QsFn g[4][2] = {SROW(bf16, bf16), SROW(bf16, f16), SROW(f16, bf16), SROW(f16, f16)};
+#undef SROW
+  return g[v][c.n > 16];
+}
 
 QvFn q_fn(const QCase &c) {
   const int v = (c.xt == T_F16) * 2 + (c.st == T_F16);
@@ -294,7 +306,7 @@ QvFn q_fn(const QCase &c) {
                                  WROW(gpurt_qgemvw64, f16, bf16), WROW(gpurt_qgemvw64, f16, f16)};
 #undef WROW
   if (strcmp(c.kind, "qgemvw") == 0) return w[v][c.n > 16];
-  if (strcmp(c.kind, "qgemvw64") == 0) return w64[v][c.n > 16];
+  if (strncmp(c.kind, "qgemvw64", 8) == 0) return w64[v][c.n > 16]; // qgemvw64s: run through qs_fn
   return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
 }
 
@@ -304,6 +316,7 @@ std::string q_name(const QCase &c) {
   char buf[160];
   snprintf(buf, sizeof buf, "%s_%s_%s_n%u m=%u k=%u gs=%u%s", c.kind, tname(c.xt), tname(c.st), c.n, c.m, c.k, c.gs,
            c.wide ? " wide-x" : "");
+  if (c.splits > 1) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), " splits=%u", c.splits);
   return buf;
 }
 
@@ -336,12 +349,18 @@ std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uin
   // kernels: 64), k split among up to 16 warps (the skinny form: 16 for 2
   // n-tiles, 8 for 4; the grid is small here) in 128-deep batches (the
   // skinny form: 64-deep).
-  const bool sk = q_skinny(c);
-  const u32 rows = strcmp(c.kind, "qgemvw64") == 0 ? 64 : QV_ROWS, depth = sk ? 64 : 128;
-  const u32 blocks = (c.m + rows - 1) / rows, batches = (c.k + depth - 1) / depth;
+  const bool sk = q_skinny(c), split = strcmp(c.kind, "qgemvw64s") == 0;
+  const u32 rows = strncmp(c.kind, "qgemvw64", 8) == 0 ? 64 : QV_ROWS, depth = sk ? 64 : 128;
+  const u32 blocks = (c.m + rows - 1) / rows, batches = (c.k + depth - 1) / depth / c.splits;
   u32 nw = !sk ? QV_MAXW : c.n <= 16 ? 16 : 8;
   if (nw > batches) nw = batches;
-  const dim3 grid(blocks), block(nw * 32);
+  const dim3 grid(blocks, c.splits), block(nw * 32);
+  // The split form's f32 sums and counters (cuda_quant.c: the stream's
+  // scratch, and its counters zeroed once; each launch leaves them zero).
+  Dev<float> Ws((size_t)c.splits * c.n * c.m);
+  Dev<u32> Cnt(blocks);
+  for (size_t i = 0; i < Cnt.n; i++) Cnt[i] = 0;
+  std::string cnt_err;
   // Prefetch distance 2, 256-byte fetches, 3 batches asked for before the
   // PDL wait: no-ops here, the code paths run.
   const u32 pf = 2u | 0x100u | 3u << 9;
@@ -353,8 +372,16 @@ std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uin
         for (size_t i = 0; i < Y.n; i++) Y[i] = nan16;
       },
       [&] {
-        emu_launch(grid, block, [&] { fn(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf); },
-                   kname.c_str());
+        if (split) {
+          QsFn sf = qs_fn(c);
+          emu_launch(grid, block, [&] { sf(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf, Ws.p(), Cnt.p()); },
+                     kname.c_str());
+          for (size_t i = 0; i < Cnt.n && cnt_err.empty(); i++)
+            if (Cnt[i] != 0) cnt_err = "split counter " + std::to_string(i) + " left at " + std::to_string(Cnt[i]);
+        } else {
+          emu_launch(grid, block, [&] { fn(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf); },
+                     kname.c_str());
+        }
       },
       [&] { return std::vector<uint16_t>(Y.p(), Y.p() + Y.n); }, out);
   Cmp cmp;
@@ -375,6 +402,7 @@ std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uin
       count++;
     }
   std::string err = cmp.verdict(0, count);
+  if (!cnt_err.empty()) err += (err.empty() ? "" : "; and ") + cnt_err;
   if (same != nullptr && !same->empty() && *same != out) {
     size_t i = 0;
     while (i < out.size() && (*same)[i] == out[i]) i++;
@@ -622,7 +650,18 @@ int main(int argc, char **argv) {
       c.kind = "qgemvw", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = x.n;
       const std::vector<uint16_t> narrow = run_q(c, seed);
       c.kind = "qgemvw64";
-      run_q(c, seed++, &narrow);
+      run_q(c, seed, &narrow);
+      // k split among 2 and 3 blocks (the last of each row block sums the
+      // shares: with GPURT_TEST_EMU_ORDER=rev another block is last, and
+      // the three runs must give the same bits)
+      c.kind = "qgemvw64s";
+      for (u32 sp : {2u, 3u})
+        if ((c.k + 63) / 64 >= sp) {
+          c.splits = sp;
+          run_q(c, seed);
+        }
+      c.splits = 1;
+      seed++;
     }
   }
 

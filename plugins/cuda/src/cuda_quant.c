@@ -70,8 +70,8 @@ enum {
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
   QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
   QV_GGC_FP8 = 99,
-  QV_GEMVW64 = 100, /* the skinny GEMV with 64 rows a block: (x type, scale type, n-tiles 2/4) */
-  QV_COUNT = 108
+  QV_GEMVW64 = 100, /* the skinny GEMV with 64 rows a block: (x type, scale type, n-tiles 2/4, k split) */
+  QV_COUNT = 116
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -99,8 +99,9 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define QW_WIDE_ROWS 64 /* gpurt_qgemvw64_*: rows of W per block */
 #define QW_WIDE_MAX_N 32 /* ... for n up to this (2 and 4 n-tiles) */
 /* skinny GEMV, 8 < n <= QW_WIDE_MAX_N: which blocks by default (QW_ROWS_32,
- * QW_ROWS_64, QW_ROWS_AUTO: 64 rows where the grid of 64-row blocks still
- * covers every SM); 32 until the 64-row kernels are measured */
+ * QW_ROWS_64, QW_ROWS_AUTO: 64 rows, k split among blocks where the 64-row
+ * blocks alone leave SMs idle; qw_form); 32 until the 64-row kernels are
+ * measured */
 enum { QW_ROWS_DEFAULT = 0, QW_ROWS_32 = 1, QW_ROWS_64 = 2, QW_ROWS_AUTO = 3 };
 #define QW_ROWS QW_ROWS_32
 #define QV_MAXW 16 /* GEMV: warps per block at most */
@@ -147,7 +148,7 @@ typedef struct gg_table {
  * GPURT_CUDA_QGEMV_PRE=0..15 how many of a warp's first batches of W, its
  * scales and biases it asks into the L2 before its PDL wait (QV_PRE),
  * GPURT_CUDA_QGEMV_ROWS=32, 64 or auto the skinny GEMV's rows a block for
- * 8 < n <= 32 (QW_ROWS; auto: 64 where that grid covers every SM). */
+ * 8 < n <= 32 (QW_ROWS; auto: 64, k split where needed: qw_form). */
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
@@ -370,7 +371,8 @@ typedef struct qv_params {
   const void *w, *sc, *bi, *x;
   void *y;
   uint32_t m, k, gshift, n, pf;
-  void *p[10];
+  CUdeviceptr ws, cnt; /* the split form's (gpurt_qgemvw64s_*: twelve parameters; 0 for the others) */
+  void *p[12];
 } qv_params;
 
 static void qv_params_fill(qv_params *q, const gp_quant_op *r, uint32_t n, uint32_t pf) {
@@ -381,7 +383,8 @@ static void qv_params_fill(qv_params *q, const gp_quant_op *r, uint32_t n, uint3
   q->x = (const void *)(uintptr_t)r->x.addr;
   q->y = (void *)(uintptr_t)r->y.addr;
   q->m = (uint32_t)a->m, q->k = (uint32_t)a->k, q->gshift = log2u(a->group_size), q->n = n, q->pf = pf;
-  void *p[10] = {&q->w, &q->sc, &q->bi, &q->x, &q->y, &q->m, &q->k, &q->gshift, &q->n, &q->pf};
+  q->ws = 0, q->cnt = 0;
+  void *p[12] = {&q->w, &q->sc, &q->bi, &q->x, &q->y, &q->m, &q->k, &q->gshift, &q->n, &q->pf, &q->ws, &q->cnt};
   memcpy(q->p, p, sizeof p);
 }
 
@@ -409,9 +412,12 @@ static uint64_t wave_warps(cu_runtime *rt, uint32_t dev, CUfunction f, uint64_t 
  * k split among its warps in depth-deep batches: maxw warps while the grid
  * is small (fewer than ~2 blocks per SM), else 4, never more than batches;
  * GPURT_CUDA_QGEMV_WARPS (up to maxw, or wave: wave_warps) fixes it. pf:
- * the prefetch distance unless GPURT_CUDA_QGEMV_PREFETCH says. */
+ * the prefetch distance unless GPURT_CUDA_QGEMV_PREFETCH says. splits > 1
+ * (gpurt_qgemvw64s_*): that many blocks share each row block's k, with
+ * their f32 sums in ws and their counts in cnt. */
 static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
-                                uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw, uint32_t rows) {
+                                uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw, uint32_t rows,
+                                uint32_t splits, CUdeviceptr ws, CUdeviceptr cnt) {
   const qgemv_env sw = qgemv_switches();
   if (sw.pf >= 0) pf = (uint32_t)sw.pf;
   /* The kernels' pf: the distance, and bit 8 for 256-byte fetches of W. */
@@ -420,25 +426,61 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   pf |= (uint32_t)(sw.pre >= 0 ? sw.pre : QV_PRE) << 9;
   qv_params q;
   qv_params_fill(&q, r, n, pf);
-  const uint64_t blocks = cdiv(q.m, rows), batches = cdiv(q.k, depth);
-  uint64_t nw = sw.warps == QV_WARPS_WAVE                    ? wave_warps(rt, st->dev, f, blocks, maxw)
+  q.ws = ws, q.cnt = cnt;
+  const uint64_t blocks = cdiv(q.m, rows), all = blocks * splits, batches = cdiv(cdiv(q.k, depth), splits);
+  uint64_t nw = sw.warps == QV_WARPS_WAVE                    ? wave_warps(rt, st->dev, f, all, maxw)
                 : sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps
-                : blocks < 256                               ? maxw
+                : all < 256                                  ? maxw
                                                              : 4;
   if (nw > batches) nw = batches;
-  return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, q.p, 1);
+  return cu_own_launch(rt, st, f, name, blocks, splits, (uint32_t)nw * 32, q.p, 1);
 }
 
-/* Whether the skinny GEMV of m rows (8 < n <= QW_WIDE_MAX_N) takes 64
- * rows a block (GPURT_CUDA_QGEMV_ROWS, else QW_ROWS): auto where the grid
- * of 64-row blocks still has a block for every SM (8B's o and down
- * projections, m = 4096, would leave half the SMs idle; its QKV and
- * gate/up fill them). */
-static int qw_wide(cu_runtime *rt, uint32_t dev, uint32_t m) {
+/* How the skinny GEMV of m x k (8 < n <= QW_WIDE_MAX_N) runs
+ * (GPURT_CUDA_QGEMV_ROWS, else QW_ROWS): 0, 32 rows a block; 1, 64 rows a
+ * block; S > 1, 64 rows a block with each row block's k split among S
+ * blocks (auto, where the 64-row blocks alone would leave SMs idle: 8B's o
+ * and down projections, m = 4096, have 64 on an H200's 132 SMs; S up to
+ * QW_MAX_SPLITS, each block at least QW_MIN_SPLIT_BATCHES 64-deep batches,
+ * and at most QW_COUNTS row blocks). */
+#define QW_MAX_SPLITS 4
+#define QW_MIN_SPLIT_BATCHES 8
+#define QW_COUNTS 4096 /* the stream's split counters (u32 each) */
+static uint32_t qw_form(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k) {
   int rows = qgemv_switches().rows;
   if (rows == QW_ROWS_DEFAULT) rows = QW_ROWS;
-  if (rows == QW_ROWS_AUTO) return cdiv(m, QW_WIDE_ROWS) >= (uint64_t)rt->devs[dev].sm_count;
-  return rows == QW_ROWS_64;
+  if (rows == QW_ROWS_32) return 0;
+  if (rows == QW_ROWS_64) return 1;
+  const uint64_t blocks = cdiv(m, QW_WIDE_ROWS), sms = (uint64_t)rt->devs[dev].sm_count, nb = cdiv(k, 64);
+  if (blocks >= sms || blocks > QW_COUNTS) return 1;
+  uint64_t s = cdiv(sms, blocks);
+  if (s > QW_MAX_SPLITS) s = QW_MAX_SPLITS;
+  while (s > 1 && nb / s < QW_MIN_SPLIT_BATCHES) s--;
+  return (uint32_t)s;
+}
+
+/* The stream's split counters (QW_COUNTS u32, zero between launches: each
+ * split launch's last block sets its row block's back), made on first use
+ * and zeroed before anything else can run on them; slot_mu held. Made in
+ * the preparing pass before a graph's capture (nothing may be allocated or
+ * waited for during it). */
+static gpurt_error *stream_counts(cu_runtime *rt, cu_stream *st) {
+  if (st->qcount != 0) return NULL;
+  const uint32_t dev = st->dev;
+  CUdeviceptr p = 0;
+  CUresult r = cu_drv.p_cuMemAlloc(&p, QW_COUNTS * sizeof(uint32_t));
+  if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r, "quant_matmul: out of device memory allocating the stream's "
+                         "%u split counters on device %u", (unsigned)QW_COUNTS, dev);
+  if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, "quant_matmul: split counters cuMemAlloc", NULL);
+  if ((r = cu_drv.p_cuMemsetD32Async(p, 0, QW_COUNTS, st->s)) == CUDA_SUCCESS)
+    r = cu_drv.p_cuStreamSynchronize(st->s); /* zero before a graph on another stream reads them */
+  if (r != CUDA_SUCCESS) {
+    cu_drv.p_cuMemFree(p);
+    return cu_fail(rt, dev, r, "quant_matmul: zeroing the split counters", st->last_kernel);
+  }
+  st->qcount = p;
+  return NULL;
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
@@ -478,7 +520,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * SM), else 4 (four blocks per SM: at 14336 x 4096 on the H200 22.3 /
      * 22.8 us for n = 1 / 8 against 22.9 / 23.6 with 8 warps and 27.0 /
      * 27.7 with 16, 2026-12-02 run14). */
-    return gemv_launch(rt, st, f, name, r, n, QV_PF, 128, QV_MAXW, QV_ROWS);
+    return gemv_launch(rt, st, f, name, r, n, QV_PF, 128, QV_MAXW, QV_ROWS, 1, 0, 0);
   }
   if (n >= QMM_LT_MIN_N || (n >= qmm_min_n() && qmm_cutlass_takes(rt, dev, a, w, x, y)))
     return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
@@ -505,12 +547,23 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * the factored form's x scaling and all-ones mma are per n-tile). */
     const int fac = a->group_size >= 64 && qgemv_switches().factored;
     const uint32_t nt = n <= 16 ? 2 : n <= 32 ? 4 : 8, ti = n <= 16 ? 0 : n <= 32 ? 1 : 2;
-    if (!fac && n <= QW_WIDE_MAX_N && qw_wide(rt, dev, m)) {
+    const uint32_t form = !fac && n <= QW_WIDE_MAX_N ? qw_form(rt, dev, m, k) : 0;
+    if (form > 0) {
       /* 64 rows a block: each x fragment feeds twice the mma's (the L2
-       * serves half the bytes of x; cuda_quant.cu's QGEMVW64). */
-      snprintf(name, sizeof name, "gpurt_qgemvw64_%s_%s_t%u", tname(a->x_type), tname(a->scale_type), nt);
-      if ((e = cu_own_fn(rt, dev, QV_GEMVW64 + (xi * 2 + si) * 2 + (int)ti, name, &f)) || warm) return e;
-      return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QW_WIDE_ROWS);
+       * serves half the bytes of x; cuda_quant.cu's QGEMVW64), k split
+       * among form blocks where form > 1 (QGEMVW64S). */
+      const int split = form > 1;
+      snprintf(name, sizeof name, "gpurt_qgemvw64%s_%s_%s_t%u", split ? "s" : "", tname(a->x_type),
+               tname(a->scale_type), nt);
+      if ((e = cu_own_fn(rt, dev, QV_GEMVW64 + ((xi * 2 + si) * 2 + (int)ti) * 2 + split, name, &f))) return e;
+      if (!split) return warm ? NULL : gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QW_WIDE_ROWS, 1, 0, 0);
+      pthread_mutex_lock(&st->slot_mu);
+      e = stream_scratch(rt, st, (uint64_t)form * n * m * sizeof(float), "quant_matmul", "the split GEMV's f32 sums");
+      if (e == NULL) e = stream_counts(rt, st);
+      if (e == NULL && !warm)
+        e = gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QW_WIDE_ROWS, form, st->qscratch, st->qcount);
+      pthread_mutex_unlock(&st->slot_mu);
+      return e;
     }
     snprintf(name, sizeof name, "gpurt_qgemvw%s_%s_%s_t%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type),
              nt);
@@ -519,7 +572,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * as the GEMV's, from 4 (several blocks per SM, large grids) to the
      * most the kernel takes (measured: 32.5 against 38.7 us with 16 warps
      * at 14336 x 4096, n = 16; bench/results/h200-2026-12-04c). */
-    return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QV_ROWS);
+    return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QV_ROWS, 1, 0, 0);
   }
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = cu_own_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;

@@ -354,11 +354,18 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS]
 // skinny form with 2 or 4 n-tiles), where each x fragment a lane loads
 // feeds twice the mma's: at n = 32 the blocks' loads of x from the L2 are
 // twice W's bytes with 32 rows a block and as many as W's with 64.
-template <int XT, int ST, int NT, int U, int MAXW, bool FAC, int RS = 4>
+// SPLIT (gpurt_qgemvw64s_*): the grid's gridDim.y blocks of one row block
+// share its k (blockIdx.y takes the y-th run of batches), each writes its
+// f32 sums to ws ([gridDim.y][ntok][m]) and counts itself in cnt[blockIdx.x]
+// (zero before the launch); the last to arrive sums the shares in the
+// order of y (the same bits whichever block is last), writes y and sets
+// the count back to zero for the next launch.
+template <int XT, int ST, int NT, int U, int MAXW, bool FAC, int RS = 4, bool SPLIT = false>
 __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok,
-                                           u32 pf) {
+                                           u32 pf, float *__restrict__ ws = nullptr, u32 *cnt = nullptr) {
+  static_assert(!SPLIT || RS == 8, "the split form has 64 rows a block");
   // MT m-tiles of 16 rows. The warps' partial sums, JC n-tiles at a time
   // (at most 32 floats a lane; rows padded by one float past NT = 1:
   // lane-indexed rows, no bank conflicts).
@@ -404,6 +411,13 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   // (TAIL false); the last one, when k is not a multiple of 64 U, checks
   // each lane's depth.
   const u32 nb = (k + 64 * U - 1) / (64 * U), nfull = k / (64 * U);
+  // The block's batches: [b0, b1) (all of them unless SPLIT).
+  u32 b0 = 0, b1 = nb;
+  if constexpr (SPLIT) {
+    const u32 per = (nb + gridDim.y - 1) / gridDim.y;
+    b0 = blockIdx.y * per;
+    b1 = b0 + per < nb ? b0 + per : nb;
+  }
   // Launched with programmatic dependent launch, the block may start while
   // the kernel before it still runs (and may be writing x, or even W). W,
   // its scales and biases of the warp's first pre batches are only asked
@@ -411,8 +425,8 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   // fetched early is still updated by the writer's stores), so their loads
   // after it wait for the L2, not for HBM; every load comes after the wait.
   for (u32 p = 0; p < pre; p++) {
-    const u32 bt = warp + p * nw;
-    if (bt >= nb) break;
+    const u32 bt = b0 + warp + p * nw;
+    if (bt >= b1) break;
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const u32 kk = bt * (64 * U) + u * 64 + tq * 16;
@@ -480,9 +494,16 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #pragma unroll
     for (int u = 0; u < U; u++) qstep<XT, NT, FAC, RS>(q[u], s[u], b[u], xv[u], acc, tq);
   };
-  u32 bt = warp;
-  for (; bt < nfull; bt += nw) batch(bt, std::false_type{});
-  if (bt < nb) batch(bt, std::true_type{});
+  if constexpr (SPLIT) {
+    u32 bt = b0 + warp;
+    const u32 fe = nfull < b1 ? nfull : b1;
+    for (; bt < fe; bt += nw) batch(bt, std::false_type{});
+    if (bt < b1) batch(bt, std::true_type{}); // the tail batch (b1 == nb > nfull)
+  } else {
+    u32 bt = warp;
+    for (; bt < nfull; bt += nw) batch(bt, std::false_type{});
+    if (bt < nb) batch(bt, std::true_type{});
+  }
   // acc[j][t][e]: row row0 + 16t + gq + 8(e >> 1), token 8j + 2tq + (e & 1).
   // The warps' partial sums meet in shared memory, JC n-tiles at a time,
   // each summed in warp order (deterministic: a graph replay and an eager
@@ -502,7 +523,34 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       float v = 0.f;
       for (u32 i = 0; i < nw; i++) v += red[i][l][jl * (4 * MT) + t * 4 + e];
       const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tok = 8 * (c * JC + jl) + 2 * (l & 3) + (e & 1);
-      if (row < m && tok < ntok) y[(u64)tok * m + row] = f2h<XT>(v);
+      if constexpr (SPLIT) {
+        if (row < m && tok < ntok) ws[((u64)blockIdx.y * ntok + tok) * m + row] = v;
+      } else {
+        if (row < m && tok < ntok) y[(u64)tok * m + row] = f2h<XT>(v);
+      }
+    }
+  }
+  if constexpr (SPLIT) {
+    // The threadFenceReduction pattern: shares written, fenced, counted;
+    // the last block reads every share past the L1.
+    __shared__ u32 last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const u32 before = atomicAdd(&cnt[blockIdx.x], 1u);
+      last = before == gridDim.y - 1;
+      if (last) cnt[blockIdx.x] = 0; // every share has counted: zero for the next launch
+    }
+    __syncthreads();
+    if (last) {
+      __threadfence();
+      for (u32 id = threadIdx.x; id < 8 * RS * ntok; id += blockDim.x) {
+        const u32 tok = id / (8 * RS), row = row0 + id % (8 * RS);
+        if (row >= m) continue;
+        float v = 0.f;
+        for (u32 sy = 0; sy < gridDim.y; sy++) v += __ldcg(&ws[((u64)sy * ntok + tok) * m + row]);
+        y[(u64)tok * m + row] = f2h<XT>(v);
+      }
     }
   }
 }
@@ -567,7 +615,20 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
                                          u32 n, u32 pf) {                                              \
     qgemv_body<XT, ST, NT, 1, W, false, 8>(w, sc, bi, x, y, m, k, gshift, n, pf);                      \
   }
-#define QGEMVW64_T(XN, XT, SN, ST) QGEMVW64(XN, XT, SN, ST, 2, 16) QGEMVW64(XN, XT, SN, ST, 4, 8)
+// gpurt_qgemvw64s_<x>_<s>_t<NT>: the same with k split among gridDim.y
+// blocks of each 64 rows (SPLIT above; ws and cnt from the stream, see
+// cuda_quant.c's qw_split), for the m = 4096 matrices whose 64 blocks of
+// 64 rows would leave half of an H200's 132 SMs idle.
+#define QGEMVW64S(XN, XT, SN, ST, NT, W)                                                                \
+  extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
+      gpurt_qgemvw64s_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,    \
+                                          const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,    \
+                                          u32 n, u32 pf, float *ws, u32 *cnt) {                        \
+    qgemv_body<XT, ST, NT, 1, W, false, 8, true>(w, sc, bi, x, y, m, k, gshift, n, pf, ws, cnt);       \
+  }
+#define QGEMVW64_T(XN, XT, SN, ST)                                                                     \
+  QGEMVW64(XN, XT, SN, ST, 2, 16) QGEMVW64(XN, XT, SN, ST, 4, 8) QGEMVW64S(XN, XT, SN, ST, 2, 16)      \
+  QGEMVW64S(XN, XT, SN, ST, 4, 8)
 
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
