@@ -369,7 +369,9 @@ def label(r):
     impl, mode = r.get("impl"), r.get("mode")
     if impl == "torch":
         return {"compile": "torch.compile", "graph": "torch graph"}.get(mode, "torch " + str(mode))
-    return "%s %s" % (impl, mode)
+    # llama -idle-steps: the device idle before each step, for the bare
+    # host cost (its tokens/s are not the pipelined ones: not in the table)
+    return "%s %s%s" % (impl, mode, ", idle" if r.get("idle_steps") else "")
 
 
 def report(a):
@@ -418,7 +420,8 @@ def report(a):
                  gbps=(w + kv) / t / 1e9, weight_gbps=w / t / 1e9)
         if gbps:
             o["hbm_use"] = o["gbps"] / gbps
-        for k in ("graph_launches_per_step", "graph_broken_by", "host_us_per_step", "compile_s", "cudagraph_skips"):
+        for k in ("graph_launches_per_step", "graph_broken_by", "host_us_per_step", "host_launch_us_per_step",
+                  "host_plan_us_per_step", "compile_s", "cudagraph_skips"):
             if k in r:
                 o[k] = r[k]
         out.append(o)
@@ -500,10 +503,20 @@ def markdown(out, bw, other, checks=()):
         ls.append("\ntorch.compile time per shape (s): " + ", ".join(
             "%s b%d %s: %.0f%s" % (o["model"].upper(), o["batch"], ctxs(o["ctx"]), o["compile_s"],
                                     " (CUDA graphs skipped: see the twin's log)" if o.get("cudagraph_skips") else "") for o in comp))
-    host = [o for o in out if o["impl"] == "gpurt graph" and "host_us_per_step" in o]
+    def hosts(impl):
+        return ", ".join(
+            "%s %s b%d %s: %.1f%s" % (o["model"].upper(), o["weights"], o["batch"], ctxs(o["ctx"]), o["host_us_per_step"],
+                                      " (launch %.1f, plan %.1f)" % (o["host_launch_us_per_step"], o["host_plan_us_per_step"])
+                                      if "host_launch_us_per_step" in o and "host_plan_us_per_step" in o else "")
+            for o in out if o["impl"] == impl and "host_us_per_step" in o)
+    host = hosts("gpurt graph")
     if host:
-        ls.append("\ngpurt graph host cost per step (µs, Decode less its waits): " + ", ".join(
-            "%s %s b%d %s: %.1f" % (o["model"].upper(), o["weights"], o["batch"], ctxs(o["ctx"]), o["host_us_per_step"]) for o in host))
+        ls.append("\ngpurt graph host cost per step, pipelined (µs, Decode less its waits; a driver call that "
+                  "blocks on a full queue counts): " + host)
+    host = hosts("gpurt graph, idle")
+    if host:
+        ls.append("\ngpurt graph host cost per step with the device idle before each step (µs, the bare cost of "
+                  "enqueueing one): " + host)
     if checks:
         ls.append("\ngpurt graph against eager (same run): " + "; ".join(
             "%s %s b%d %s: tokens identical on %d of %d steps%s" % (

@@ -28,7 +28,10 @@
 #   gpurt_8b_i8  int8, 8B, batch 1 and 32, context 1K
 #   hostcost_<p> build/llama -idle-steps, graph mode, each preset, batch BATCHES,
 #                the first context: host_us_per_step with the device idle before
-#                each step (the bare cost of enqueueing one)
+#                each step (the bare cost of enqueueing one); hostcost_<p>_i8 the
+#                same with int8 weights (the report's "idle" host-cost line; the
+#                pipelined runs' host cost counts a launch blocked on a full queue);
+#                their step graphs as Graphviz files in dot.tgz (GPURT_CUDA_GRAPH_DOT)
 #   twin_1b      decode_twin.py twin --preset 1b (rows by priority: batch 1 and 32 first,
 #                compile then graph at each shape; --budget: a row that would not fit is
 #                skipped with a reason)
@@ -120,9 +123,18 @@ esac
 
 # the bare host cost of a graph step: the device idle before each step
 # (-idle-steps), so that no wait hides in the driver's calls
+# (each step graph written as Graphviz, GPURT_CUDA_GRAPH_DOT: what a graph
+# holds, node kinds and edges, beside its host cost; packed into dot.tgz)
 for p in $presets; do
-  run "hostcost_$p" 60 "${gp[@]}" -preset "$p" -batch "$batches" -ctx "${ctxs%%,*}" -steps 32 -warmup 2 -modes graph -idle-steps
+  for w in bf16 "$i8w"; do
+    tag=hostcost_$p
+    [ "$w" = bf16 ] || tag=${tag}_i8
+    mkdir -p "$out/dot/$tag"
+    run "$tag" 60 env GPURT_CUDA_GRAPH_DOT="$out/dot/$tag" "${gp[@]}" -preset "$p" -weights "$w" -batch "$batches" \
+      -ctx "${ctxs%%,*}" -steps 32 -warmup 2 -modes graph -idle-steps
+  done
 done
+[ -d "$out/dot" ] && tar -czf "$out/dot.tgz" -C "$out" dot 2>/dev/null && rm -rf "$out/dot"
 
 for p in $presets; do
   s=$(steps_for "$p")
@@ -138,7 +150,7 @@ done
 # the report: whatever the steps left
 total=$((total + 20))
 run report 20 "$py" "$root/scripts/decode_twin.py" report --out "$out" \
-  "$out/bandwidth.log" "$out/check.log" "$out"/gpurt_*.log "$out"/twin_*.log
+  "$out/bandwidth.log" "$out/check.log" "$out"/gpurt_*.log "$out"/hostcost_*.log "$out"/twin_*.log
 
 echo
 echo "== summary ($(date -u), $(($(date +%s) - t_start)) s)"

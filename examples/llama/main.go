@@ -403,7 +403,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 						_ = out.Encode(line)
 					}
 					sum := map[string]any{"kind": "summary", "impl": "gpurt", "mode": mode, "batch": b, "ctx": c, "weights": *weights,
-						"decode_steps": r.Decoded, "preset": *preset, "model": *model}
+						"decode_steps": r.Decoded, "preset": *preset, "model": *model, "idle_steps": *idle}
 					if *logitsOut != "" {
 						sum["logits_file"] = expand(*logitsOut, b, c, mode)
 						sum["logits_shape"] = []int{len(r.Logits), b, cfg.Vocab}

@@ -34,8 +34,10 @@
  * kept executable (which then adopts the new stream and snapshots; its
  * kernel nodes stay the ones of its own graph), else a new executable.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_internal.h"
 
@@ -52,6 +54,27 @@ typedef struct cu_exec {
   cu_event **evs;      /* the events its items record: marked recorded at each replay */
   uint64_t nevs;
 } cu_exec;
+
+/* GPURT_CUDA_GRAPH_DOT=DIR: every graph instantiated afresh is written to
+ * DIR/gpurt_graph_<pid>_<n>.dot (cuGraphDebugDotPrint, verbose: each
+ * node's kind, kernel and parameters, and the edges, programmatic ones
+ * included), to see what a step's graph holds (why one replays slower on
+ * the host than another). Read once; best effort (a failure is ignored). */
+static void dot_dump(CUgraph graph) {
+  static const char *dir;
+  static _Atomic int state; /* 0 unread, 1 off, 2 on */
+  static _Atomic unsigned seq;
+  int s = atomic_load(&state);
+  if (s == 0) {
+    dir = getenv("GPURT_CUDA_GRAPH_DOT");
+    s = dir != NULL && *dir != 0 && cu_drv.p_cuGraphDebugDotPrint != NULL ? 2 : 1;
+    atomic_store(&state, s);
+  }
+  if (s != 2) return;
+  char path[4096];
+  const int n = snprintf(path, sizeof path, "%s/gpurt_graph_%ld_%u.dot", dir, (long)getpid(), atomic_fetch_add(&seq, 1u));
+  if (n > 0 && (size_t)n < sizeof path) (void)cu_drv.p_cuGraphDebugDotPrint(graph, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE);
+}
 
 static int cu_graph_funcs(void) {
   return cu_drv.p_cuStreamBeginCapture && cu_drv.p_cuStreamEndCapture &&
@@ -186,6 +209,7 @@ gpurt_error *cu_graph_end(void *ctx, gp_queue *q, int abort, void **execp) {
     rec_free(r);
     return e;
   }
+  dot_dump(graph);
   x->dev = st->dev;
   x->st = st;
   x->graph = graph;

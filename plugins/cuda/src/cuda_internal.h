@@ -56,7 +56,7 @@
  * cuStreamBeginCapture_v2, cuGraphInstantiate -> cuGraphInstantiateWithFlags,
  * cuGraphExecUpdate -> _v2, cuGraphExecKernelNodeSetParams -> _v2,
  * cuStreamGetCaptureInfo -> _v3), never the legacy names. */
-#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) CU_GRAPH_FUNCS(X)
+#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuGraphDebugDotPrint) CU_GRAPH_FUNCS(X)
 #define CU_GRAPH_FUNCS(X)                                                      \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamGetCaptureInfo)      \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy)                 \
