@@ -31,7 +31,10 @@
 #              32, with the plan memo and with GPURT_CUDA_ATTN_PLAN_MEMO=0,
 #              and per decode-kernel setting in KERNELS (auto: the plugin's
 #              per-plan choice; decode, prefill: GPURT_CUDA_DECODE_KERNEL),
-#              alternating (A B A B) so drift shows
+#              per GPURT_CUDA_PDL value in PDLS (1; "1 0": whether the
+#              programmatic edges in a step graph cost its launch) and per
+#              weights in HC_WEIGHTS (bf16; "bf16 int8"), alternating
+#              (A B A B) so drift shows
 # The int8 step also runs the same llama with bf16 weights (step bf16_<preset>,
 # unless SKIP has bf16) for the same-run ratio. ROTATE: quantbench's -rotate
 # MiB (the weights not resident in the L2).
@@ -108,12 +111,16 @@ if want hostcost; then
   for rep in 1 2; do
     for memo in ${MEMOS:-1 0}; do
       for kern in ${KERNELS:-auto}; do
-        e=(GPURT_CUDA_ATTN_PLAN_MEMO=$memo)
-        [ "$kern" = auto ] || e+=(GPURT_CUDA_DECODE_KERNEL=$kern)
-        for p in $presets; do
-          step "hostcost_${p}_memo${memo}_${kern}_$rep" 60 env "${e[@]}" build/llama \
-            -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 -preset "$p" -batch 1,32 -ctx 1024 \
-            -steps 32 -warmup 2 -modes graph -idle-steps
+        for pdl in ${PDLS:-1}; do
+          for w in ${HC_WEIGHTS:-bf16}; do
+            e=(GPURT_CUDA_ATTN_PLAN_MEMO=$memo GPURT_CUDA_PDL=$pdl)
+            [ "$kern" = auto ] || e+=(GPURT_CUDA_DECODE_KERNEL=$kern)
+            for p in $presets; do
+              step "hostcost_${p}_${w}_memo${memo}_${kern}_pdl${pdl}_$rep" 60 env "${e[@]}" build/llama \
+                -plugin-path build/libgpurt_cuda.so -backend cuda -prompt 1 -preset "$p" -weights "$w" -batch 1,32 \
+                -ctx 1024 -steps 32 -warmup 2 -modes graph -idle-steps
+            done
+          done
         done
       done
     done
