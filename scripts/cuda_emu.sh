@@ -6,18 +6,21 @@
 #                          includes plugins/cuda/src/cuda_quant.cu with
 #                          GPURT_CUDA_EMU: its kernels unmodified on
 #                          plugins/cuda/emu/cuda_emu.h's CPU emulation of
-#                          CUDA's execution model) and
+#                          CUDA's execution model),
 #                          plugins/cuda/emu/append_emu_test.cc (which
 #                          includes plugins/cuda/src/cuda_append.cuh the
-#                          same way) with $CXX (default g++) and run them:
-#                          the 16-bit GEMVs (gpurt_bgemv_*, the rmsnorm and
-#                          swiglu prologues) and, as the emulator's own
+#                          same way) and plugins/cuda/emu/kernels_emu_test.cc
+#                          (cuda_kernels.cu, the built-in kernels) with $CXX
+#                          (default g++) and run them: the 16-bit GEMVs
+#                          (gpurt_bgemv_*, the rmsnorm and swiglu
+#                          prologues), the skinny int8 GEMVs
+#                          (gpurt_qgemvw*) and, as the emulator's own
 #                          check, the GPU-verified int8 register GEMVs
-#                          (gpurt_qgemv*_n*),
-#                          against float64 references; the paged KV append
-#                          with ABI 1.10's rotary embedding
-#                          (gpurt_kv_append_kernel) against the mock's
-#                          append_run; no GPU, no nvcc
+#                          (gpurt_qgemv*_n*), against float64 references;
+#                          the paged KV append with ABI 1.10's rotary
+#                          embedding (gpurt_kv_append_kernel) against the
+#                          mock's append_run; the built-in argmax_T against
+#                          gpurt.h's order; no GPU, no nvcc
 #
 # It needs the CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h,
 # vector_types.h: their host conversions; and nv/target, which they
@@ -31,15 +34,15 @@
 # 0 (SKIP) with the reason when the install fails.
 #
 # Each test prints one line per case and last "N passed, M failed"; this
-# script runs both (the second even when the first fails) and exits
-# non-zero when a case of either fails, either aborts or a build fails.
+# script runs all three (each even when one before it fails) and exits
+# non-zero when a case of any fails, one aborts or a build fails.
 # --quick runs each case once instead of three times (thread orders,
 # cp.async landing late: see the tests); FILTERs keep the cases whose name
 # contains one (quant_emu_test's: bgemv_, qgemv, emu/;
-# append_emu_test's: append_). The binaries are kept in
-# ${BUILD:-build}/cuda_emu/, each rebuilt when its sources, the flags or
-# the compiler change. About 15 s of CPU to build both and 20 s to run
-# them on the 2-core development VM.
+# append_emu_test's: append_; kernels_emu_test's: argmax_). The binaries
+# are kept in ${BUILD:-build}/cuda_emu/, each rebuilt when its sources,
+# the flags or the compiler change. About 20 s of CPU to build them and
+# 25 s to run them on the 2-core development VM.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -148,6 +151,8 @@ build() {
 build quant_emu_test "$emu/quant_emu_test.cc" "$emu/emu_test.h" "$emu/cuda_emu.h" "$src/cuda_quant.cu" "$src/cuda_pdl.cuh"
 build append_emu_test "$emu/append_emu_test.cc" "$emu/emu_test.h" "$emu/cuda_emu.h" "$src/cuda_append.cuh" "$src/cuda_attention.h" \
   "$src/cuda_pdl.cuh" "$src/cuda_rope.cuh"
+build kernels_emu_test "$emu/kernels_emu_test.cc" "$emu/emu_test.h" "$emu/cuda_emu.h" "$src/cuda_kernels.cu" \
+  "$src/cuda_fused.cu" "$src/cuda_sample.cu" "$src/cuda_rope.cuh" "$src/cuda_pdl.cuh"
 
 # ---- run ------------------------------------------------------------------------
 failed=()
@@ -164,9 +169,10 @@ run() { # NAME WHAT: runs $out/NAME; WHAT says what its failure means
 t_all=$(date +%s)
 run quant_emu_test "a kernel of cuda_quant.cu disagrees with its reference, or the emulator aborted"
 run append_emu_test "gpurt_kv_append_kernel (cuda_append.cuh) disagrees with the mock's append, or the emulator aborted"
+run kernels_emu_test "a built-in row kernel of cuda_kernels.cu disagrees with gpurt.h's rule, or the emulator aborted"
 if [ ${#failed[@]} -ne 0 ]; then
-  say "FAILED: ${failed[*]} (both ran, in $(( $(date +%s) - t_all )) s)"
+  say "FAILED: ${failed[*]} (all three ran, in $(( $(date +%s) - t_all )) s)"
   exit 1
 fi
-say "both passed in $(( $(date +%s) - t_all )) s"
+say "all three passed in $(( $(date +%s) - t_all )) s"
 exit 0

@@ -95,6 +95,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <condition_variable>
@@ -736,6 +737,10 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __frcp_rn(float a) { return 1.0f / a; }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+inline unsigned int __umulhi(unsigned int a, unsigned int b) { return (unsigned int)(((unsigned long long)a * b) >> 32); }
+inline void __nanosleep(unsigned int) {}
+using std::isfinite;
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 // The CUDA headers declare it for the device alone; a host cast rounds to
 // nearest even as well (cuda_rope.cuh's cos and sin).

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// kernels_emu_test: the built-in row kernels of cuda_kernels.cu run
+// unmodified on the CPU (cuda_emu.h, GPURT_CUDA_EMU) against host
+// references of gpurt.h's rules (scripts/cuda_emu.sh builds and runs it):
+//
+//  argmax  argmax_f32, argmax_bf16, argmax_f16 (one block per row, any
+//          block size up to 1024): the column of the row's greatest value
+//          in gpurt.h's order (-0 as +0, NaN lowest, the lower column on a
+//          tie). Rows of 1 to 40,001 columns with planted ties at the
+//          maximum, NaNs, -0 and +0 maxima, rows of -Inf only and of NaN
+//          only, +Inf; blocks of 1024, 256, 100 (not a multiple of 32), 33,
+//          32 and 1 threads. Checked exactly, and the same under every
+//          schedule.
+//
+// Every case runs three times, the scheduler favouring the block's first
+// threads, its last ones (and the grid's last block first), then a shuffle
+// (GPURT_TEST_EMU_ORDER fwd, rev, rand:SEED); the outputs must have the
+// same bits.
+//
+// Usage: kernels_emu_test [-quick] [FILTER...]: only the cases whose name
+// contains one of the FILTERs; -quick runs each case once. Prints one line
+// per case, then "N passed, M failed"; exit status 1 on a failure.
+#ifndef GPURT_CUDA_EMU
+#define GPURT_CUDA_EMU 1
+#endif
+#include "cuda_emu.h"
+
+#include "../src/cuda_kernels.cu"
+#include "emu_test.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+const EmuRun kRuns[] = {{"fwd", "now"}, {"rev", "now"}, {"rand:20261205", "now"}};
+
+enum { K_F32, K_BF16, K_F16 };
+
+const char *kname(int t) { return t == K_F32 ? "f32" : t == K_BF16 ? "bf16" : "f16"; }
+
+// The element type's bits of v (bf16: round to nearest even; f16 through
+// the CUDA headers' host conversion).
+uint16_t to16(float v, int t) {
+  if (t == K_F16) {
+    __half h = __float2half_rn(v);
+    uint16_t b;
+    memcpy(&b, (const void *)&h, 2);
+    return b;
+  }
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  if (v != v) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+float from16(uint16_t b, int t) {
+  if (t == K_F16) {
+    __half h;
+    memcpy((void *)&h, &b, 2);
+    return __half2float(h);
+  }
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// gpurt.h's argmax order: greater value first (-0 equals +0, NaN below
+// everything), then the lower column.
+bool before(float a, size_t ia, float b, size_t ib) {
+  const bool na = a != a, nb = b != b;
+  if (na || nb) return !na && nb ? true : na && nb ? ia < ib : false;
+  if (a != b) return a > b;
+  return ia < ib;
+}
+
+struct ArgCase {
+  int t = K_F32;
+  uint64_t rows = 3, cols = 1000;
+  unsigned block = 1024;
+};
+
+void run_argmax(const ArgCase &c, uint64_t seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "argmax_%s rows=%llu cols=%llu block=%u", kname(c.t), (unsigned long long)c.rows,
+           (unsigned long long)c.cols, c.block);
+  const std::string name = nm;
+  if (!selected(name)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  Rng rng(seed);
+  const size_t n = (size_t)(c.rows * c.cols);
+  std::vector<float> v(n);
+  for (uint64_t r = 0; r < c.rows; r++) {
+    float *row = &v[r * c.cols];
+    const int kind = (int)(r % 8);
+    for (uint64_t j = 0; j < c.cols; j++) row[j] = (float)rng.uni(-8, 8);
+    const uint64_t a = (uint64_t)rng.below((int)c.cols), b = (uint64_t)rng.below((int)c.cols);
+    switch (kind) {
+    case 0: break; // random values
+    case 1:        // a tie at the maximum: the lower column
+      row[a] = row[b] = 100.0f;
+      break;
+    case 2: // NaNs everywhere but some, the maximum among the rest
+      for (uint64_t j = 0; j < c.cols; j++)
+        if (j % 3 != 0) row[j] = NAN;
+      break;
+    case 3: // -0 and +0 as the maximum (equal: the lower column)
+      for (uint64_t j = 0; j < c.cols; j++) row[j] = -1.0f - (float)(j % 7);
+      row[a] = -0.0f, row[b] = 0.0f;
+      break;
+    case 4: // -Inf only
+      for (uint64_t j = 0; j < c.cols; j++) row[j] = -INFINITY;
+      break;
+    case 5: // NaN only: column 0
+      for (uint64_t j = 0; j < c.cols; j++) row[j] = NAN;
+      break;
+    case 6: // +Inf twice
+      row[a] = row[b] = INFINITY;
+      break;
+    case 7: // the maximum in the last column
+      row[c.cols - 1] = 50.0f;
+      break;
+    }
+  }
+  // The inputs as the kernel reads them (16-bit types rounded), and the
+  // reference over those values.
+  Dev<float> X32(c.t == K_F32 ? n : 0);
+  Dev<uint16_t> X16(c.t == K_F32 ? 0 : n);
+  std::vector<float> seen(n);
+  for (size_t i = 0; i < n; i++) {
+    if (c.t == K_F32) {
+      X32[i] = v[i];
+      seen[i] = v[i];
+    } else {
+      X16[i] = to16(v[i], c.t);
+      seen[i] = from16(X16[i], c.t);
+    }
+  }
+  std::vector<int> want(c.rows);
+  for (uint64_t r = 0; r < c.rows; r++) {
+    size_t best = 0;
+    for (size_t j = 1; j < c.cols; j++)
+      if (before(seen[r * c.cols + j], j, seen[r * c.cols + best], best)) best = j;
+    want[r] = (int)best;
+  }
+  Dev<int> Idx(c.rows);
+  std::vector<uint16_t> out;
+  std::string sched = run_orders(
+      kRuns, [&] { for (size_t i = 0; i < Idx.n; i++) Idx[i] = -7; },
+      [&] {
+        const dim3 grid((unsigned)c.rows), block(c.block);
+        if (c.t == K_F32)
+          emu_launch(grid, block, [&] { argmax_f32(Idx.p(), X32.p(), c.rows, c.cols); }, "argmax_f32");
+        else if (c.t == K_BF16)
+          emu_launch(grid, block, [&] { argmax_bf16(Idx.p(), (const __nv_bfloat16 *)X16.p(), c.rows, c.cols); },
+                     "argmax_bf16");
+        else
+          emu_launch(grid, block, [&] { argmax_f16(Idx.p(), (const __half *)X16.p(), c.rows, c.cols); },
+                     "argmax_f16");
+      },
+      [&] {
+        std::vector<uint16_t> s(2 * Idx.n);
+        memcpy(s.data(), Idx.p(), 4 * Idx.n);
+        return s;
+      },
+      out);
+  std::string err;
+  for (uint64_t r = 0; r < c.rows && err.empty(); r++) {
+    int got;
+    memcpy(&got, (const char *)out.data() + 4 * r, 4);
+    if (got != want[r]) {
+      char b[200];
+      snprintf(b, sizeof b, "row %llu (kind %d): column %d, want %d", (unsigned long long)r, (int)(r % 8), got,
+               want[r]);
+      err = b;
+    }
+  }
+  if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
+  report(name, err, "", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (!parse_args(argc, argv)) return 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t seed = 1;
+  for (int t : {K_F32, K_BF16, K_F16})
+    for (uint64_t cols : {1ull, 31ull, 1000ull, 32000ull, 40001ull})
+      for (unsigned block : {1024u, 256u, 100u, 33u, 32u, 1u}) {
+        if (block == 1 && cols > 1000) continue; // slow here, nothing new
+        if (t != K_F32 && cols == 40001) continue;
+        ArgCase c;
+        c.t = t, c.cols = cols, c.block = block, c.rows = cols == 1 ? 3 : 8;
+        run_argmax(c, seed++);
+      }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  printf("%d passed, %d failed (%.1f s%s)\n", g_pass, g_fail, secs,
+         g_one_order ? ", quick: one run a case" : ", three runs a case");
+  return g_fail ? 1 : 0;
+}
