@@ -229,6 +229,18 @@ template <int XT> __device__ __forceinline__ float x_to_f16(const u32 (&xw)[8], 
 // bias as f32, xv the lane's 16 x values of each n-tile's token (8 j + gq),
 // in the k permutation described above; acc[j][t] the m16n8 accumulators of
 // n-tile j, m-tile t. FAC: the factored arithmetic (groups of 64 or more).
+// A lane's 16 codes of one row slot dequantized (s q + b in f32, rounded
+// to x's type) as 8 pairs, in the k permutation above.
+template <int XT>
+__device__ __forceinline__ void dequant16(const uint4 &q, float s, float b, u32 (&d)[8]) {
+  const u32 qw[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int p = 0; p < 4; p++) {
+    d[2 * p] = pack2<XT>(fmaf(s, byte_f(qw[p], 0), b), fmaf(s, byte_f(qw[p], 1), b));
+    d[2 * p + 1] = pack2<XT>(fmaf(s, byte_f(qw[p], 2), b), fmaf(s, byte_f(qw[p], 3), b));
+  }
+}
+
 template <int XT, int NT, bool FAC, int RS>
 __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS], const float (&b)[RS],
                                       const uint4 (&xv)[NT][2], float (&acc)[NT][RS / 2][4], u32 tq) {
@@ -242,15 +254,7 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS]
     for (int t = 0; t < RS / 2; t++) {
       u32 d[2][8];
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int i = 2 * t + h;
-        const u32 qw[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
-#pragma unroll
-        for (int p = 0; p < 4; p++) {
-          d[h][2 * p] = pack2<XT>(fmaf(s[i], byte_f(qw[p], 0), b[i]), fmaf(s[i], byte_f(qw[p], 1), b[i]));
-          d[h][2 * p + 1] = pack2<XT>(fmaf(s[i], byte_f(qw[p], 2), b[i]), fmaf(s[i], byte_f(qw[p], 3), b[i]));
-        }
-      }
+      for (int h = 0; h < 2; h++) dequant16<XT>(q[2 * t + h], s[2 * t + h], b[2 * t + h], d[h]);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
         const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
@@ -316,16 +320,7 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS]
     // The lane's 16 dequantized codes of each row slot, as 8 pairs.
     u32 d[4][8];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const u32 qw[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
-#pragma unroll
-      for (int p = 0; p < 4; p++) {
-        d[i][2 * p] =
-            pack2<XT>(fmaf(s[i], byte_f(qw[p], 0), b[i]), fmaf(s[i], byte_f(qw[p], 1), b[i]));
-        d[i][2 * p + 1] =
-            pack2<XT>(fmaf(s[i], byte_f(qw[p], 2), b[i]), fmaf(s[i], byte_f(qw[p], 3), b[i]));
-      }
-    }
+    for (int i = 0; i < 4; i++) dequant16<XT>(q[i], s[i], b[i], d[i]);
 #pragma unroll
     for (int j = 0; j < NT; j++) {
       const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
