@@ -229,6 +229,13 @@ template <int XT> __device__ __forceinline__ float x_to_f16(const u32 (&xw)[8], 
 // bias as f32, xv the lane's 16 x values of each n-tile's token (8 j + gq),
 // in the k permutation described above; acc[j][t] the m16n8 accumulators of
 // n-tile j, m-tile t. FAC: the factored arithmetic (groups of 64 or more).
+// A lane's 16 x values of one n-tile's token (two 16-byte loads) as 8
+// words of two values each.
+__device__ __forceinline__ void xwords(const uint4 (&xv)[2], u32 (&xw)[8]) {
+  xw[0] = xv[0].x, xw[1] = xv[0].y, xw[2] = xv[0].z, xw[3] = xv[0].w;
+  xw[4] = xv[1].x, xw[5] = xv[1].y, xw[6] = xv[1].z, xw[7] = xv[1].w;
+}
+
 // A lane's 16 codes of one row slot dequantized (s q + b in f32, rounded
 // to x's type) as 8 pairs, in the k permutation above.
 template <int XT>
@@ -257,8 +264,8 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS]
       for (int h = 0; h < 2; h++) dequant16<XT>(q[2 * t + h], s[2 * t + h], b[2 * t + h], d[h]);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
-        const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
-                           xv[j][1].x, xv[j][1].y, xv[j][1].z, xv[j][1].w};
+        u32 xw[8];
+        xwords(xv[j], xw);
 #pragma unroll
         for (int jj = 0; jj < 4; jj++) {
           const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
@@ -293,8 +300,8 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS]
       }
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-      const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
-                         xv[j][1].x, xv[j][1].y, xv[j][1].z, xv[j][1].w};
+      u32 xw[8];
+      xwords(xv[j], xw);
       u32 xf[8];
       const float unsc = x_to_f16<XT>(xw, xf);
       // Columns 2 tq, 2 tq + 1 of the result are tokens held by lanes 8 tq and 8 tq + 4.
@@ -323,8 +330,8 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS]
     for (int i = 0; i < 4; i++) dequant16<XT>(q[i], s[i], b[i], d[i]);
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-      const u32 xw[8] = {xv[j][0].x, xv[j][0].y, xv[j][0].z, xv[j][0].w,
-                         xv[j][1].x, xv[j][1].y, xv[j][1].z, xv[j][1].w};
+      u32 xw[8];
+      xwords(xv[j], xw);
 #pragma unroll
       for (int jj = 0; jj < 4; jj++) {
         const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
