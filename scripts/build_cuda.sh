@@ -4,9 +4,11 @@
 # build_cuda.sh [--ci] [OUTDIR] — builds the CUDA plugin OUTDIR/libgpurt_cuda.so
 # (default OUTDIR: build/ in the repository root).
 #
-# The kernels (plugins/cuda/src/cuda_kernels.cu) are compiled by nvcc into ONE
-# fatbin (SASS for sm_80 and sm_90a, PTX for compute_90) that is embedded into
-# the library as data (plugins/cuda/src/cuda_fatbin.S, .incbin); the host
+# The kernels (plugins/cuda/src/cuda_kernels.cu; cuda_quant.cu apart) are
+# compiled by nvcc into a fatbin (SASS for sm_80 and sm_90a, PTX for
+# compute_90; cached by content with the adapters' objects, see
+# $objcache) that is embedded into the library as data
+# (plugins/cuda/src/cuda_fatbin.S, cuda_quant_fatbin.S, .incbin); the host
 # code is C, compiled with $CC (default cc), hidden visibility, a version
 # script that exports only gpurt_plugin_negotiate, and no link against
 # libcuda or cudart (libcuda.so.1 and libcublasLt.so.13 are dlopen'ed).
@@ -36,7 +38,7 @@ for arg in "$@"; do
   case "$arg" in
     --ci) ci=1 ;;
     --no-install) noinstall=1 ;;
-    -h|--help) sed -n '3,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,31p' "$0"; exit 0 ;;
     -*) echo "build_cuda.sh: unknown flag $arg" >&2; exit 2 ;;
     *) out=$arg ;;
   esac
@@ -110,22 +112,6 @@ say "nvcc: $nvcc ($("$nvcc" --version | tail -n 2 | head -n 1))"
 mkdir -p "$out" || die "cannot create $out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# make_fatbin OUT NAME: plugins/cuda/src/NAME.cu as a fatbin for sm_80,
-# sm_90a and compute_90 (PTX).
-make_fatbin() {
-  "$nvcc" --fatbin -O3 -std=c++17 \
-    -gencode arch=compute_80,code=sm_80 \
-    -gencode arch=compute_90a,code=sm_90a \
-    -gencode arch=compute_90,code=compute_90 \
-    -o "$1" "$src/$2.cu" || die "nvcc could not compile plugins/cuda/src/$2.cu"
-}
-fatbin=$tmp/kernels.fatbin
-make_fatbin "$fatbin" cuda_kernels
-# The quantized and grouped matmul kernels (cuda_quant.cu): a fatbin of their
-# own (cuda_quant_fatbin.S), the same targets.
-qfatbin=$tmp/quant.fatbin
-make_fatbin "$qfatbin" cuda_quant
-
 # The adapters' objects are cached by content, named by a key of everything
 # that shapes them (sources, flags without this checkout's path, nvcc's
 # version, the pinned headers' version), in $GPURT_NVCC_CACHE, else
@@ -180,6 +166,25 @@ cached_nvcc() {
     fi
   ) 9>"$lock"
 }
+
+# ---- the plugin's own kernels: two fatbins ------------------------------------------
+# make_fatbin NAME: plugins/cuda/src/NAME.cu as a fatbin for sm_80, sm_90a
+# and compute_90 (PTX), cached as the adapters' objects are (keyed by every
+# source and header of plugins/cuda/src, the flags and nvcc: a build that
+# did not touch them takes seconds instead of a minute); prints its path.
+fat_flags=(--fatbin -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a
+           -gencode arch=compute_90,code=compute_90)
+make_fatbin() {
+  local key
+  key=$( { cat "$src"/*.cu "$src"/*.cuh "$src"/*.h; echo "$1 ${fat_flags[*]}"; "$nvcc" --version; } | sha256sum | cut -c1-16)
+  cached_nvcc "$objcache/$1-$key.fatbin" "$objcache/lock" "sm_80, sm_90a, compute_90" "$src/$1.cu" "${fat_flags[@]}" >&2 ||
+    die "nvcc could not compile plugins/cuda/src/$1.cu"
+  echo "$objcache/$1-$key.fatbin"
+}
+fatbin=$(make_fatbin cuda_kernels) || exit 1
+# The quantized and grouped matmul kernels (cuda_quant.cu): a fatbin of their
+# own (cuda_quant_fatbin.S), the same targets.
+qfatbin=$(make_fatbin cuda_quant) || exit 1
 
 # ---- attention: the FlashInfer adapter (cuda_attention.cu) -------------------------
 # FlashInfer's header-only kernels from ONE pinned wheel, flashinfer-python
