@@ -41,13 +41,16 @@
 //    thread's record (a thread_local pointer the scheduler sets).
 //  - __syncthreads() waits for every thread of the block that has not
 //    exited (Volta and later). A warp collective (__shfl_*_sync,
-//    emu::mma16816) waits for the warp's 32 lanes, which exchange their
+//    emu::mma16816) waits for the warp's lanes, which exchange their
 //    values through the warp's array (double-buffered: a lane may run ahead
 //    to the next collective before the slowest has read this one's). Every
-//    collective must be met by all 32 lanes with a full mask at the same
-//    place (kind and source line): a lane that arrives alone, a lane that
-//    exits while its warp waits, a mask other than 0xffffffff or a deadlock
-//    aborts with a report of where each thread waits.
+//    collective must be met by all the warp's lanes with a full mask at the
+//    same place (kind and source line): 32 lanes and 0xffffffff, or, in the
+//    partial last warp of a block that is not a multiple of 32 threads, its
+//    n lanes and a mask of those n (shuffles only; a value shuffled from a
+//    lane past them is all ones); a lane that arrives alone, a lane that
+//    exits while its warp waits, another mask or a deadlock aborts with a
+//    report of where each thread waits.
 //  - mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 with
 //    the PTX ISA's fragment layout (g = lane >> 2, t = lane & 3; A 16 x 16
 //    row-major: a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1], a[2] =
@@ -375,13 +378,18 @@ inline int warp_arrive(int kind, int line, unsigned mask) {
   asm volatile("" ::: "memory");
   std::unique_lock<std::mutex> lk(b.mu, std::defer_lock);
   if (b.threads_mode) lk.lock();
-  if (mask != 0xffffffffu || w.nlanes != 32) {
+  // Every lane of the warp takes part: all 32, or in a block's partial last
+  // warp (a block not a multiple of 32 threads) all of its lanes, for
+  // shuffles only (mma.sync needs 32).
+  const bool is_mma = kind == K_MMA_F16 || kind == K_MMA_BF16;
+  const unsigned full = w.nlanes == 32 ? 0xffffffffu : (1u << w.nlanes) - 1u;
+  if (mask != full || (is_mma && w.nlanes != 32)) {
     char why[200];
     snprintf(why, sizeof why, "%s at line %d by lane %d with mask %#x in a warp of %d lanes: the kernels emulated "
-             "here take part with all 32 lanes", kind_name(kind), line, me.linear % 32, mask, w.nlanes);
+             "here take part with all the warp's lanes", kind_name(kind), line, me.linear % 32, mask, w.nlanes);
     report_and_die(b, why);
   }
-  for (int l = 0; l < 32; l++)
+  for (int l = 0; l < w.nlanes; l++)
     if (b.th[wi * 32 + l].st == TS::done) {
       char why[200];
       snprintf(why, sizeof why, "lane %d of warp %d arrived at %s (line %d), but lane %d has exited", me.linear % 32,
@@ -404,11 +412,11 @@ inline int warp_arrive(int kind, int line, unsigned mask) {
   me.kind = kind;
   me.line = line;
   b.running--;
-  if (++w.arrived == 32) {
-    if (kind == K_MMA_F16 || kind == K_MMA_BF16) mma_compute(w, p, kind == K_MMA_F16);
+  if (++w.arrived == w.nlanes) {
+    if (is_mma) mma_compute(w, p, kind == K_MMA_F16);
     w.arrived = 0;
     w.gen++;
-    for (int l = 0; l < 32; l++) {
+    for (int l = 0; l < w.nlanes; l++) {
       Thread &t = b.th[wi * 32 + l];
       t.st = TS::running;
       b.running++;
@@ -446,7 +454,10 @@ template <class T, class Src> inline T shfl(int kind, int line, unsigned mask, T
   const int p = (int)(me.wseq & 1u);
   w.val[p][lane] = to_bits(var);
   const int q = warp_arrive(kind, line, mask);
-  return from_bits<T>(w.val[q][src(lane)]);
+  // A source lane past a partial warp's lanes: no value (all ones: a NaN
+  // for floats), as the GPU's is undefined.
+  const int s = src(lane);
+  return s < w.nlanes ? from_bits<T>(w.val[q][s]) : from_bits<T>(~0ull);
 }
 
 // ---- the fiber scheduler and the launch ----------------------------------------------

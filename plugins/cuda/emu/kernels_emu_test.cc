@@ -12,6 +12,14 @@
 //          only, +Inf; blocks of 1024, 256, 100 (not a multiple of 32), 33,
 //          32 and 1 threads. Checked exactly, and the same under every
 //          schedule.
+//  rmsnorm rmsnorm_T and add_rmsnorm_T (cuda_fused.cu: 16-byte vectors
+//          where the row and pointers allow, else element by element;
+//          shuffles then warps for the sum of squares): add_rmsnorm's
+//          residual exactly round_T(x + r) in f32 (the bits of add_T), and
+//          y within 2 ulps of T (f32: 2^-21 relative) of the float64 norm
+//          of the T values: the sum's order is the kernel's own. Rows of 7
+//          to 4,096 columns, aligned and not, blocks of 1024, 256, 100 and
+//          32 threads, y in place of x too.
 //
 // Every case runs three times, the scheduler favouring the block's first
 // threads, its last ones (and the grid's last block first), then a shuffle
@@ -185,6 +193,144 @@ void run_argmax(const ArgCase &c, uint64_t seed) {
   report(name, err, "", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+// T's value nearest v, as a float (the kernel's st<T> then ld).
+float round_t(float v, int t) { return t == K_F32 ? v : from16(to16(v, t), t); }
+
+float ulp_t(double v, int t) {
+  const int mant = t == K_F32 ? 23 : t == K_BF16 ? 7 : 10;
+  int e;
+  std::frexp(v == 0 ? 1e-30 : v, &e);
+  const int emin = t == K_F32 ? -125 : t == K_BF16 ? -125 : -13; // subnormals: the smallest step
+  return (float)std::ldexp(1.0, std::max(e, emin) - 1 - mant);
+}
+
+struct NormCase {
+  int t = K_F32;
+  bool add = false, inplace = false, misalign = false;
+  uint64_t rows = 3, cols = 4096;
+  unsigned block = 1024;
+};
+
+void run_norm(const NormCase &c, uint64_t seed) {
+  char nm[160];
+  snprintf(nm, sizeof nm, "%s_%s rows=%llu cols=%llu block=%u%s%s", c.add ? "add_rmsnorm" : "rmsnorm", kname(c.t),
+           (unsigned long long)c.rows, (unsigned long long)c.cols, c.block, c.misalign ? " misaligned" : "",
+           c.inplace ? " in-place" : "");
+  const std::string name = nm;
+  if (!selected(name)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  Rng rng(seed);
+  const size_t n = (size_t)(c.rows * c.cols), off = c.misalign ? 1 : 0;
+  const size_t es = c.t == K_F32 ? 4 : 2;
+  // Element buffers of T (as bytes), off elements in (misaligned: the
+  // element-by-element path).
+  Dev<uint8_t> X((n + off) * es, 16), R((n + off) * es, 16), W((c.cols + off) * es, 16), Y((n + off) * es, 16);
+  auto put = [&](Dev<uint8_t> &b, size_t i, float v) {
+    if (c.t == K_F32)
+      memcpy(b.p() + (i + off) * 4, &v, 4);
+    else {
+      const uint16_t h = to16(v, c.t);
+      memcpy(b.p() + (i + off) * 2, &h, 2);
+    }
+  };
+  auto get = [&](const uint8_t *base, size_t i) {
+    if (c.t == K_F32) {
+      float v;
+      memcpy(&v, base + (i + off) * 4, 4);
+      return v;
+    }
+    uint16_t h;
+    memcpy(&h, base + (i + off) * 2, 2);
+    return from16(h, c.t);
+  };
+  std::vector<float> x0(n), r0(n), w0(c.cols);
+  for (size_t i = 0; i < n; i++) x0[i] = round_t((float)rng.uni(-3, 3), c.t), r0[i] = round_t((float)rng.uni(-3, 3), c.t);
+  for (size_t j = 0; j < c.cols; j++) w0[j] = round_t((float)rng.uni(0.5, 1.5), c.t);
+  for (size_t j = 0; j < c.cols; j++) put(W, j, w0[j]);
+  const float eps = 1e-5f;
+  std::vector<uint8_t> xs, rs;
+  std::vector<uint16_t> out;
+  std::string sched = run_orders(
+      kRuns,
+      [&] {
+        for (size_t i = 0; i < n; i++) put(X, i, x0[i]), put(R, i, r0[i]), put(Y, i, NAN);
+      },
+      [&] {
+        const dim3 grid((unsigned)c.rows), block(c.block);
+        uint8_t *x = X.p() + off * es, *r = R.p() + off * es, *w = W.p() + off * es;
+        uint8_t *y = c.inplace ? x : Y.p() + off * es;
+        if (c.t == K_F32) {
+          if (c.add)
+            emu_launch(grid, block, [&] { add_rmsnorm_f32((float *)x, (float *)r, (const float *)w, eps, c.rows, c.cols); });
+          else
+            emu_launch(grid, block, [&] { rmsnorm_f32((float *)y, (const float *)x, (const float *)w, eps, c.rows, c.cols); });
+        } else if (c.t == K_BF16) {
+          typedef __nv_bfloat16 B;
+          if (c.add)
+            emu_launch(grid, block, [&] { add_rmsnorm_bf16((B *)x, (B *)r, (const B *)w, eps, c.rows, c.cols); });
+          else
+            emu_launch(grid, block, [&] { rmsnorm_bf16((B *)y, (const B *)x, (const B *)w, eps, c.rows, c.cols); });
+        } else {
+          if (c.add)
+            emu_launch(grid, block, [&] { add_rmsnorm_f16((__half *)x, (__half *)r, (const __half *)w, eps, c.rows, c.cols); });
+          else
+            emu_launch(grid, block, [&] { rmsnorm_f16((__half *)y, (const __half *)x, (const __half *)w, eps, c.rows, c.cols); });
+        }
+      },
+      [&] {
+        // the output (y, or x for add and in place) and r, as 16-bit words
+        const uint8_t *o = c.add || c.inplace ? X.p() : Y.p();
+        std::vector<uint16_t> v((2 * (n + off) * es + 1) / 2);
+        memcpy(v.data(), o, (n + off) * es);
+        memcpy((uint8_t *)v.data() + (n + off) * es, R.p(), (n + off) * es);
+        return v;
+      },
+      out);
+  const uint8_t *o = (const uint8_t *)out.data(), *ro = o + (n + off) * es;
+  std::string err;
+  double worst = 0;
+  for (uint64_t r = 0; r < c.rows && err.empty(); r++) {
+    std::vector<float> v(c.cols);
+    for (uint64_t j = 0; j < c.cols; j++) {
+      const size_t i = r * c.cols + j;
+      v[j] = x0[i];
+      if (c.add) {
+        v[j] = round_t(x0[i] + r0[i], c.t); // f32 add, then T (add_T)
+        const float got = get(ro, i);
+        if (memcmp(&got, &v[j], 4) != 0) {
+          char b[200];
+          snprintf(b, sizeof b, "r[%llu][%llu] is %.9g, want round_T(x + r) = %.9g", (unsigned long long)r,
+                   (unsigned long long)j, got, v[j]);
+          err = b;
+          break;
+        }
+      }
+    }
+    double ss = 0;
+    for (float e : v) ss += (double)e * e;
+    const double sc = 1.0 / std::sqrt(ss / (double)c.cols + eps);
+    for (uint64_t j = 0; j < c.cols && err.empty(); j++) {
+      const double ref = (double)v[j] * sc * w0[j];
+      const float got = get(o, r * c.cols + j);
+      const double tol = 2.0 * ulp_t(ref, c.t) + std::fabs(ref) * std::ldexp(1.0, -21);
+      const double d = std::fabs((double)got - ref);
+      worst = std::max(worst, d / tol);
+      if (!(d <= tol)) {
+        char b[200];
+        snprintf(b, sizeof b, "y[%llu][%llu] is %.9g, the float64 norm %.9g (tolerance %.3g)", (unsigned long long)r,
+                 (unsigned long long)j, got, ref, tol);
+        err = b;
+      }
+    }
+  }
+  if (!X.g->margins_intact() || !R.g->margins_intact() || !Y.g->margins_intact())
+    err += (err.empty() ? "" : "; and ") + std::string("a write outside its buffer");
+  if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
+  char info[64];
+  snprintf(info, sizeof info, "worst %.3f of tol", worst);
+  report(name, err, info, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -200,6 +346,18 @@ int main(int argc, char **argv) {
         c.t = t, c.cols = cols, c.block = block, c.rows = cols == 1 ? 3 : 8;
         run_argmax(c, seed++);
       }
+  int idx = 0;
+  for (int t : {K_F32, K_BF16, K_F16})
+    for (bool add : {false, true})
+      for (uint64_t cols : {4096ull, 2048ull, 1000ull, 7ull})
+        for (unsigned block : {1024u, 256u, 100u, 32u}) {
+          NormCase c;
+          c.t = t, c.add = add, c.cols = cols, c.block = block;
+          c.misalign = idx % 3 == 1;
+          c.inplace = !add && idx % 4 == 2;
+          idx++;
+          run_norm(c, seed++);
+        }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   printf("%d passed, %d failed (%.1f s%s)\n", g_pass, g_fail, secs,
          g_one_order ? ", quick: one run a case" : ", three runs a case");
