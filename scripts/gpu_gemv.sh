@@ -38,7 +38,9 @@
 #                  projection and gate/up weights asked into the L2
 #                  before its attention; pre<P>: GPURT_CUDA_QGEMV_PRE=P;
 #                  wave: GPURT_CUDA_QGEMV_WARPS=wave; rows<R>:
-#                  GPURT_CUDA_QGEMV_ROWS=R (32, 64, auto);
+#                  GPURT_CUDA_QGEMV_ROWS=R (32, 64, auto); samp:
+#                  sampled decoding (temperature 0.8, top-k 20, top-p
+#                  0.9: sample_T's cost against argmax_T's);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
@@ -115,6 +117,7 @@ if want llama; then
           pre[0-9]*) e+=(GPURT_CUDA_QGEMV_PRE="${part#pre}") ;;
           wave) e+=(GPURT_CUDA_QGEMV_WARPS=wave) ;;
           rows*) e+=(GPURT_CUDA_QGEMV_ROWS="${part#rows}") ;;
+          samp) x+=(-temperature 0.8 -top-k 20 -top-p 0.9) ;;
           *) ;;
         esac
       done
