@@ -175,7 +175,7 @@ test-cuda:
 	@echo "== [$(T)] the tests that use nvcc and the CUDA headers (decodestep's PTX, the cgo baseline's declarations)"
 	$(GO) test -count=1 -v -run 'TestPTXUpToDate|TestRawDeclarationsMatchTheHeaders' ./bench/decodestep ./bench/cgobaseline 2>&1 | \
 	  grep -v '^=== \(RUN\|PAUSE\|CONT\)'
-	@echo "== [$(T)] the GEMVs of cuda_quant.cu, the KV append of cuda_append.cuh and the built-in argmax of cuda_kernels.cu on the CPU emulation of CUDA (scripts/cuda_emu.sh)"
+	@echo "== [$(T)] the GEMVs of cuda_quant.cu, the KV append of cuda_append.cuh and the built-in argmax, norms and sampling of cuda_kernels.cu on the CPU emulation of CUDA (scripts/cuda_emu.sh)"
 	bash scripts/cuda_emu.sh --ci | grep -v '^ok '
 	@echo "== [$(T)] make test-cuda: all passed"
 

@@ -20,8 +20,9 @@
 #                          the paged KV append with ABI 1.10's rotary
 #                          embedding (gpurt_kv_append_kernel) against the
 #                          mock's append_run; the built-in argmax_T against
-#                          gpurt.h's order and rmsnorm_T, add_rmsnorm_T
-#                          against float64; no GPU, no nvcc
+#                          gpurt.h's order, rmsnorm_T, add_rmsnorm_T and
+#                          sample_T against float64, sample_rows_T's
+#                          invariants; no GPU, no nvcc
 #
 # It needs the CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h,
 # vector_types.h: their host conversions; and nv/target, which they
@@ -40,10 +41,10 @@
 # --quick runs each case once instead of three times (thread orders,
 # cp.async landing late: see the tests); FILTERs keep the cases whose name
 # contains one (quant_emu_test's: bgemv_, qgemv, emu/;
-# append_emu_test's: append_; kernels_emu_test's: argmax_, rmsnorm). The binaries
+# append_emu_test's: append_; kernels_emu_test's: argmax_, rmsnorm, sample_). The binaries
 # are kept in ${BUILD:-build}/cuda_emu/, each rebuilt when its sources,
 # the flags or the compiler change. About 20 s of CPU to build them and
-# 25 s to run them on the 2-core development VM.
+# 50 s to run them on the 2-core development VM.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -20,6 +20,20 @@
 //          of the T values: the sum's order is the kernel's own. Rows of 7
 //          to 4,096 columns, aligned and not, blocks of 1024, 256, 100 and
 //          32 threads, y in place of x too.
+//  sample  sample_f32, sample_bf16 (gpurt.h's sample_T) over rows of
+//          16 to 3,000 logits with ties, NaN and -Inf, top-k 0, 1, 20, 50
+//          (past cols), 2000, top-p 1, 0.95, 0.9, 0.5, 0, temperatures 0
+//          to 2, blocks of 32 to 256 threads: the token against a
+//          float64 evaluation of gpurt.h's rule (a different token only
+//          where the f32 sums put u at a kept element's boundary, to 2^-12
+//          of the kept sum); the info prints a digest of the tokens, so
+//          that two builds of the kernel can be compared bit for bit.
+//  sample_rows  sample_rows_f32, sample_rows_bf16 (gpurt.h's
+//          sample_rows_T: per-row top-k, top-p, min-p, penalties over a
+//          history, the logprob): a token of the row that is no NaN, at
+//          most top-k-th in the order (after the penalties), a logprob
+//          that is at most 0, the same under every schedule; and the digest
+//          of tokens and logprobs, to compare two builds.
 //
 // Every case runs three times, the scheduler favouring the block's first
 // threads, its last ones (and the grid's last block first), then a shuffle
@@ -331,6 +345,242 @@ void run_norm(const NormCase &c, uint64_t seed) {
   report(name, err, info, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+uint64_t splitmix64(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+struct SampleCase {
+  int t = K_F32;
+  uint64_t rows = 6, cols = 1000;
+  uint64_t topk = 0;
+  float topp = 1.0f, temp = 1.0f;
+  unsigned block = 1024;
+};
+
+// gpurt.h's sample_T in float64 over the values the kernel reads; near:
+// whether u times the kept sum lies within 2^-12 of the kept sum from a
+// running sum, or the top-p cut within 2^-12 of its bound (where f32 sums
+// may decide otherwise).
+int sample_ref(const float *x, uint64_t cols, uint64_t r, uint64_t topk, float topp, float temp, uint64_t seed,
+               bool *near) {
+  *near = false;
+  std::vector<size_t> ord(cols);
+  for (size_t j = 0; j < cols; j++) ord[j] = j;
+  std::stable_sort(ord.begin(), ord.end(), [&](size_t a, size_t b) { return before(x[a], a, x[b], b); });
+  const float mx = x[ord[0]];
+  if (topk == 1 || !(temp > 0) || !std::isfinite(mx)) return (int)ord[0];
+  size_t kept = topk == 0 || topk > cols ? cols : (size_t)topk;
+  std::vector<double> w(kept);
+  for (size_t i = 0; i < kept; i++) {
+    const double v = std::exp(((double)x[ord[i]] - mx) / temp);
+    w[i] = v == v ? v : 0;
+  }
+  if (topp < 1) {
+    if (topp <= 0) {
+      kept = 1;
+    } else {
+      double z = 0, run = 0;
+      for (size_t i = 0; i < kept; i++) z += w[i];
+      size_t i = 0;
+      for (; i < kept; i++) {
+        run += w[i];
+        if (std::fabs(run - topp * z) <= z * std::ldexp(1.0, -12)) *near = true;
+        if (run >= topp * z) break;
+      }
+      kept = std::min(kept, i + 1);
+    }
+  }
+  double z = 0;
+  for (size_t i = 0; i < kept; i++) z += w[i];
+  const double u = (double)(splitmix64(seed + (r + 1) * 0x9E3779B97F4A7C15ull) >> 40) / 16777216.0;
+  double run = 0;
+  for (size_t i = 0; i < kept; i++) {
+    run += w[i];
+    if (std::fabs(run - u * z) <= z * std::ldexp(1.0, -12)) *near = true;
+    if (run > u * z) return (int)ord[i];
+  }
+  *near = true;
+  return (int)ord[kept - 1];
+}
+
+void run_sample(const SampleCase &c, uint64_t seed) {
+  char nm[160];
+  snprintf(nm, sizeof nm, "sample_%s rows=%llu cols=%llu k=%llu p=%g T=%g block=%u", kname(c.t),
+           (unsigned long long)c.rows, (unsigned long long)c.cols, (unsigned long long)c.topk, c.topp, c.temp, c.block);
+  const std::string name = nm;
+  if (!selected(name)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  Rng rng(seed);
+  const size_t n = (size_t)(c.rows * c.cols);
+  std::vector<float> seen(n);
+  Dev<float> X32(c.t == K_F32 ? n : 0);
+  Dev<uint16_t> X16(c.t == K_F32 ? 0 : n);
+  for (uint64_t r = 0; r < c.rows; r++)
+    for (uint64_t j = 0; j < c.cols; j++) {
+      const size_t i = r * c.cols + j;
+      float v = (float)rng.uni(-6, 6);
+      if (r % 3 == 1 && j % 5 == 0) v = 4.0f;                   // ties
+      if (r % 3 == 2 && j % 7 == 0) v = j % 2 ? NAN : -INFINITY; // NaN and -Inf, never drawn
+      if (c.t == K_F32) {
+        X32[i] = v;
+        seen[i] = v;
+      } else {
+        X16[i] = to16(v, c.t);
+        seen[i] = from16(X16[i], c.t);
+      }
+    }
+  const uint64_t sd = 1234567 + seed;
+  Dev<int> Idx(c.rows);
+  std::vector<uint16_t> out;
+  std::string sched = run_orders(
+      kRuns, [&] { for (size_t i = 0; i < Idx.n; i++) Idx[i] = -7; },
+      [&] {
+        const dim3 grid((unsigned)c.rows), block(c.block);
+        if (c.t == K_F32)
+          emu_launch(grid, block, [&] { sample_f32(Idx.p(), X32.p(), c.rows, c.cols, c.topk, c.topp, c.temp, sd); });
+        else
+          emu_launch(grid, block, [&] {
+            sample_bf16(Idx.p(), (const __nv_bfloat16 *)X16.p(), c.rows, c.cols, c.topk, c.topp, c.temp, sd);
+          });
+      },
+      [&] {
+        std::vector<uint16_t> v(2 * Idx.n);
+        memcpy(v.data(), Idx.p(), 4 * Idx.n);
+        return v;
+      },
+      out);
+  std::string err;
+  int nearmiss = 0;
+  uint64_t digest = 0;
+  for (uint64_t r = 0; r < c.rows && err.empty(); r++) {
+    int got;
+    memcpy(&got, (const char *)out.data() + 4 * r, 4);
+    digest = splitmix64(digest ^ (uint64_t)(uint32_t)got);
+    bool near = false;
+    const int want = sample_ref(&seen[r * c.cols], c.cols, r, c.topk, c.topp, c.temp, sd, &near);
+    if (got != want) {
+      if (near && got >= 0 && (uint64_t)got < c.cols && seen[r * c.cols + got] == seen[r * c.cols + got]) {
+        nearmiss++;
+        continue;
+      }
+      char b[200];
+      snprintf(b, sizeof b, "row %llu: token %d, gpurt.h's rule in float64 gives %d", (unsigned long long)r, got, want);
+      err = b;
+    }
+  }
+  if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
+  char info[96];
+  snprintf(info, sizeof info, "digest %016llx%s", (unsigned long long)digest, nearmiss ? " (boundary)" : "");
+  report(name, err, info, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void put32(std::vector<uint8_t> &b, size_t off, uint32_t v) { memcpy(&b[off], &v, 4); }
+void put64(std::vector<uint8_t> &b, size_t off, uint64_t v) { memcpy(&b[off], &v, 8); }
+void putf(std::vector<uint8_t> &b, size_t off, float v) { memcpy(&b[off], &v, 4); }
+
+void run_sample_rows(int t, uint64_t cols, unsigned block, uint64_t seed) {
+  const uint64_t rows = 8, hist = 6;
+  char nm[128];
+  snprintf(nm, sizeof nm, "sample_rows_%s rows=%llu cols=%llu block=%u", kname(t), (unsigned long long)rows,
+           (unsigned long long)cols, block);
+  const std::string name = nm;
+  if (!selected(name)) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  Rng rng(seed);
+  const size_t n = (size_t)(rows * cols);
+  std::vector<float> x0(n);
+  for (size_t i = 0; i < n; i++) {
+    x0[i] = (float)rng.uni(-5, 5);
+    if (i % 97 == 3) x0[i] = 3.0f; // ties
+    if (i % 89 == 5) x0[i] = NAN;
+  }
+  // Per-row parameters, gpurt.h's layout; row r: topk 0 or 5 or 40, topp
+  // 1 or 0.9, min-p 0 or 0.05, penalties on the odd rows, temperature 0 on
+  // row 7 (greedy).
+  std::vector<uint8_t> P(40 * rows + 4 * rows * hist);
+  std::vector<int> topk(rows);
+  for (uint64_t r = 0; r < rows; r++) {
+    topk[r] = r % 3 == 0 ? 0 : r % 3 == 1 ? 5 : 40;
+    put64(P, 8 * r, 77 + r), put64(P, 8 * rows + 8 * r, 1000 + 3 * r);
+    putf(P, 16 * rows + 4 * r, r == 7 ? 0.0f : 0.6f + 0.2f * (float)(r % 4));
+    put32(P, 20 * rows + 4 * r, (uint32_t)topk[r]);
+    putf(P, 24 * rows + 4 * r, r % 2 ? 0.9f : 1.0f);
+    putf(P, 28 * rows + 4 * r, r % 4 == 2 ? 0.05f : 0.0f);
+    putf(P, 32 * rows + 4 * r, r % 2 ? 1.3f : 1.0f);
+    putf(P, 36 * rows + 4 * r, r % 2 ? 0.5f : 0.0f);
+    for (uint64_t h = 0; h < hist; h++)
+      put32(P, 40 * rows + 4 * r * hist + 4 * h, h == 5 ? 0xffffffffu : (uint32_t)rng.below((int)cols));
+  }
+  Dev<uint8_t> Pd(P.size()), Out(8 * rows), X(n * (t == K_F32 ? 4 : 2));
+  memcpy(Pd.p(), P.data(), P.size());
+  std::vector<uint16_t> out;
+  std::string sched = run_orders(
+      kRuns,
+      [&] {
+        for (size_t i = 0; i < n; i++) {
+          if (t == K_F32)
+            memcpy(X.p() + 4 * i, &x0[i], 4);
+          else {
+            const uint16_t h = to16(x0[i], t);
+            memcpy(X.p() + 2 * i, &h, 2);
+          }
+        }
+        memset(Out.p(), 0xee, Out.n);
+      },
+      [&] {
+        const dim3 grid((unsigned)rows), blk(block);
+        if (t == K_F32)
+          emu_launch(grid, blk, [&] { sample_rows_f32(Out.p(), (float *)X.p(), Pd.p(), rows, cols, hist); });
+        else
+          emu_launch(grid, blk, [&] { sample_rows_bf16(Out.p(), (__nv_bfloat16 *)X.p(), Pd.p(), rows, cols, hist); });
+      },
+      [&] {
+        std::vector<uint16_t> v(4 * rows);
+        memcpy(v.data(), Out.p(), 8 * rows);
+        return v;
+      },
+      out);
+  std::string err;
+  uint64_t digest = 0;
+  const uint8_t *o = (const uint8_t *)out.data();
+  for (uint64_t r = 0; r < rows && err.empty(); r++) {
+    int32_t tok;
+    float lp;
+    memcpy(&tok, o + 4 * r, 4);
+    memcpy(&lp, o + 4 * rows + 4 * r, 4);
+    uint32_t lpb;
+    memcpy(&lpb, &lp, 4);
+    digest = splitmix64(digest ^ ((uint64_t)(uint32_t)tok << 32 | lpb));
+    char b[200];
+    if (tok < 0 || (uint64_t)tok >= cols) {
+      snprintf(b, sizeof b, "row %llu: token %d out of the row", (unsigned long long)r, tok);
+      err = b;
+      break;
+    }
+    // the row as the kernel saw it after its penalties: X holds it now
+    std::vector<float> v(cols);
+    for (uint64_t j = 0; j < cols; j++)
+      v[j] = t == K_F32 ? [&] { float f; memcpy(&f, X.p() + 4 * (r * cols + j), 4); return f; }()
+                        : from16([&] { uint16_t h; memcpy(&h, X.p() + 2 * (r * cols + j), 2); return h; }(), t);
+    size_t above = 0;
+    for (uint64_t j = 0; j < cols; j++)
+      if (before(v[j], j, v[tok], (size_t)tok)) above++;
+    if (v[tok] != v[tok] || (topk[r] > 0 && above >= (size_t)topk[r]) || !(lp <= 0.0f)) {
+      snprintf(b, sizeof b, "row %llu: token %d (logit %g, %zu above it, top-k %d), logprob %g", (unsigned long long)r,
+               tok, v[tok], above, topk[r], lp);
+      err = b;
+    }
+  }
+  if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
+  char info[64];
+  snprintf(info, sizeof info, "digest %016llx", (unsigned long long)digest);
+  report(name, err, info, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -358,6 +608,27 @@ int main(int argc, char **argv) {
           idx++;
           run_norm(c, seed++);
         }
+  // (each pass of the search visits every column: the emulation of a
+  // 1024-thread block over 32,000 logits takes seconds, so the rows here
+  // are short and the blocks small; the kernel's code is the same)
+  struct S {
+    uint64_t cols, topk;
+    float topp, temp;
+    unsigned block;
+  };
+  const S ss[] = {{16, 0, 1.0f, 0.7f, 32},    {1000, 0, 1.0f, 0.7f, 128},   {1000, 20, 1.0f, 1.3f, 100},
+                  {1000, 0, 0.9f, 0.7f, 64}, {1000, 20, 0.9f, 1.3f, 128},  {3000, 20, 0.9f, 0.7f, 128},
+                  {3000, 0, 0.5f, 1.0f, 96},  {1000, 1, 0.9f, 0.7f, 128},   {1000, 20, 0.0f, 0.7f, 128},
+                  {1000, 20, 0.9f, 0.0f, 128}, {2500, 2000, 0.95f, 2.0f, 64}, {40, 50, 0.9f, 0.7f, 33}};
+  for (int t : {K_F32, K_BF16})
+    for (const S &x : ss) {
+      SampleCase c;
+      c.t = t, c.cols = x.cols, c.topk = x.topk, c.topp = x.topp, c.temp = x.temp, c.block = x.block;
+      run_sample(c, seed++);
+    }
+  for (int t : {K_F32, K_BF16})
+    for (uint64_t cols : {300ull, 2000ull})
+      run_sample_rows(t, cols, cols == 300 ? 100 : 128, seed++);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   printf("%d passed, %d failed (%.1f s%s)\n", g_pass, g_fail, secs,
          g_one_order ? ", quick: one run a case" : ", three runs a case");

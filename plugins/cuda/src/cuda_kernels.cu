@@ -205,14 +205,44 @@ __device__ __forceinline__ float gpurt_sample_w(float v, float mx, float temp) {
   return w == w ? w : 0.0f;
 }
 
+// The searches' shortcut. Once a search has decided its key's upper 32
+// bits (the value's order) with some key accepted (hi, nonzero), its
+// answer is a kept key with those upper bits; when exactly one kept key
+// has them, the answer is that key: each further step would compare the
+// mass of the same set of keys (the same sum, so the same outcome), and
+// the steps would spell out its lower 32 bits (its column). One pass
+// instead of 32 for any row whose logits do not tie at the threshold.
+// Returns that key, or 0 (then the search goes on).
+template <typename T, class Kept>
+__device__ u64 gpurt_search_alone(const T *xr, u64 cols, u64 hi, Kept kept, float *sh, u64 *shk) {
+  float n = 0.0f;
+  u64 best = 0;
+  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = ld(xr[c]);
+    const u64 k = gpurt_rank_key(v, c);
+    if ((k >> 32) == hi && kept(k, v)) {
+      n = __fadd_rn(n, 1.0f);
+      if (k > best) best = k;
+    }
+  }
+  n = gpurt_block_sum(n, sh);
+  best = gpurt_block_max(best, shk);
+  return n == 1.0f ? best : 0;
+}
+
 // sample_T's search: the largest key t whose mass (the weights, or the
 // count when temp is 0, of the keys >= t and >= floor) is >= want (> want
-// when strict), bit by bit from the top.
+// when strict), bit by bit from the top (gpurt_search_alone after the
+// upper 32 bits).
 template <typename T>
 __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, float temp, float want,
-                                   bool strict, float *sh) {
+                                   bool strict, float *sh, u64 *shk) {
   u64 t = 0;
   for (int b = 63; b >= 0; b--) {
+    if (b == 31 && t != 0) {
+      const u64 k = gpurt_search_alone(xr, cols, t >> 32, [&](u64 key, float) { return key >= floor; }, sh, shk);
+      if (k != 0) return k;
+    }
     u64 cand = t | (1ull << b);
     float m = 0.0f;
     for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -261,19 +291,19 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
   // finite weights: the argmax (gpurt.h).
   if (sample && topk != 1 && temp > 0.0f && isfinite(mx)) {
     if (topk == 0 || topk > cols) topk = cols;
-    u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh);
+    u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh, shk);
     if (topp < 1.0f) {
       if (topp <= 0.0f) {
         floor = best;
       } else {
         float z = gpurt_sample_mass(xr, cols, floor, mx, temp, sh);
-        floor = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(topp, z), false, sh);
+        floor = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(topp, z), false, sh, shk);
       }
     }
     float z = gpurt_sample_mass(xr, cols, floor, mx, temp, sh);
     u64 h = gpurt_splitmix64(seed + (r + 1) * 0x9E3779B97F4A7C15ull);
     float u = (float)(h >> 40) * (1.0f / 16777216.0f);
-    u64 t = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(u, z), true, sh);
+    u64 t = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(u, z), true, sh, shk);
     bi = 0xffffffffu - (unsigned)t;
   }
   if (threadIdx.x == 0) idx[r] = (int)bi;

@@ -73,9 +73,15 @@ __device__ float gpurt_sr_mass(const T *xr, u64 cols, const gpurt_sr_row &R, u64
 // The largest key t whose kept mass is >= want (> want when strict).
 template <typename T>
 __device__ u64 gpurt_sr_search(const T *xr, u64 cols, const gpurt_sr_row &R, float want, bool count, bool strict,
-                               float *sh) {
+                               float *sh, u64 *shk) {
   u64 t = 0;
   for (int b = 63; b >= 0; b--) {
+    if (b == 31 && t != 0) { // cuda_kernels.cu's gpurt_search_alone: the kept set as gpurt_sr_mass keeps it
+      const u64 k = gpurt_search_alone(
+          xr, cols, t >> 32,
+          [&](u64 key, float v) { return key >= R.floor && (gpurt_sr_w(v, R) >= R.minp || key == R.best); }, sh, shk);
+      if (k != 0) return k;
+    }
     u64 cand = t | (1ull << b);
     float m = gpurt_sr_mass(xr, cols, R, cand, count, sh);
     if (strict ? m > want : m >= want) t = cand;
@@ -125,11 +131,11 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
     float zall = gpurt_sr_mass(xr, cols, R, 0, false, sh);
     // 3. the kept set and the draw
     if (!greedy && topk != 1) {
-      if (topk > 0 && (u64)topk < cols) R.floor = gpurt_sr_search(xr, cols, R, (float)topk, true, false, sh);
+      if (topk > 0 && (u64)topk < cols) R.floor = gpurt_sr_search(xr, cols, R, (float)topk, true, false, sh, shk);
       if (topp < 1.0f) {
         if (topp > 0.0f) {
           float z = gpurt_sr_mass(xr, cols, R, 0, false, sh);
-          R.floor = gpurt_sr_search(xr, cols, R, __fmul_rn(topp, z), false, false, sh);
+          R.floor = gpurt_sr_search(xr, cols, R, __fmul_rn(topp, z), false, false, sh, shk);
         } else {
           R.floor = best;
         }
@@ -138,7 +144,7 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
       float z = gpurt_sr_mass(xr, cols, R, 0, false, sh);
       u64 seed = gpurt_sr_u64(p + 8 * r), off = gpurt_sr_u64(p + 8 * rows + 8 * r);
       float u = (float)(gpurt_philox_first(seed, off) >> 8) * (1.0f / 16777216.0f);
-      u64 t = gpurt_sr_search(xr, cols, R, __fmul_rn(u, z), false, true, sh);
+      u64 t = gpurt_sr_search(xr, cols, R, __fmul_rn(u, z), false, true, sh, shk);
       bi = 0xffffffffu - (unsigned)t;
     }
     // 4. the logprob after penalties and temperature
