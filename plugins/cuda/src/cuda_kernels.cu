@@ -143,30 +143,34 @@ __device__ __forceinline__ u64 gpurt_rank_key(float v, u64 c) {
   return ((u64)u << 32) | (u64)(0xffffffffu - (unsigned)c);
 }
 
-// Row xr's greatest gpurt_rank_key (its column is 0xffffffff less the low
-// half), over the block's threads; sh: blockDim.x entries of shared memory.
-template <class T> __device__ u64 gpurt_row_best(const T *xr, u64 cols, u64 *sh) {
-  u64 best = 0, c = threadIdx.x;
+// f(v, c) for each column c of row xr the thread takes (threadIdx.x,
+// + blockDim.x, ...), in that order, as f32 values, with eight loads in
+// flight: one at a time, a row is as many dependent memory round trips as
+// it has columns per thread (31 for 32,000 logits and 1,024 threads: on the
+// H200 argmax_f32 took 11.6 us at batch 1, BENCHMARKS.md's tenth-session
+// profile). The same columns in the same order: a sum over them has the
+// same bits.
+template <class T, class F> __device__ __forceinline__ void gpurt_row_each(const T *xr, u64 cols, F f) {
+  u64 c = threadIdx.x;
   const u64 step = blockDim.x;
-  // Eight loads in flight a thread: one at a time, a row is as many
-  // dependent memory round trips as it has columns per thread (31 for
-  // 32,000 logits and 1,024 threads: on the H200 argmax_f32 took 11.6 us
-  // at batch 1, BENCHMARKS.md's tenth-session profile). The same columns,
-  // so the same maximum.
   for (; c + 7 * step < cols; c += 8 * step) {
     float x[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) x[i] = ld(xr[c + i * step]);
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-      const u64 k = gpurt_rank_key(x[i], c + i * step);
-      if (k > best) best = k;
-    }
+    for (int i = 0; i < 8; i++) f(x[i], c + i * step);
   }
-  for (; c < cols; c += step) {
-    u64 k = gpurt_rank_key(ld(xr[c]), c);
+  for (; c < cols; c += step) f(ld(xr[c]), c);
+}
+
+// Row xr's greatest gpurt_rank_key (its column is 0xffffffff less the low
+// half), over the block's threads; sh: blockDim.x entries of shared memory.
+template <class T> __device__ u64 gpurt_row_best(const T *xr, u64 cols, u64 *sh) {
+  u64 best = 0;
+  gpurt_row_each(xr, cols, [&](float v, u64 c) {
+    const u64 k = gpurt_rank_key(v, c);
     if (k > best) best = k;
-  }
+  });
   return gpurt_block_max(best, sh);
 }
 
@@ -217,14 +221,13 @@ template <typename T, class Kept>
 __device__ u64 gpurt_search_alone(const T *xr, u64 cols, u64 hi, Kept kept, float *sh, u64 *shk) {
   float n = 0.0f;
   u64 best = 0;
-  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float v = ld(xr[c]);
+  gpurt_row_each(xr, cols, [&](float v, u64 c) {
     const u64 k = gpurt_rank_key(v, c);
     if ((k >> 32) == hi && kept(k, v)) {
       n = __fadd_rn(n, 1.0f);
       if (k > best) best = k;
     }
-  }
+  });
   n = gpurt_block_sum(n, sh);
   best = gpurt_block_max(best, shk);
   return n == 1.0f ? best : 0;
@@ -245,12 +248,10 @@ __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, f
     }
     u64 cand = t | (1ull << b);
     float m = 0.0f;
-    for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
-      float v = ld(xr[c]);
+    gpurt_row_each(xr, cols, [&](float v, u64 c) {
       u64 k = gpurt_rank_key(v, c);
-      if (k >= cand && k >= floor)
-        m = __fadd_rn(m, temp == 0.0f ? 1.0f : gpurt_sample_w(v, mx, temp));
-    }
+      if (k >= cand && k >= floor) m = __fadd_rn(m, temp == 0.0f ? 1.0f : gpurt_sample_w(v, mx, temp));
+    });
     m = gpurt_block_sum(m, sh);
     if (strict ? m > want : m >= want) t = cand;
   }
@@ -260,10 +261,9 @@ __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, f
 template <typename T>
 __device__ float gpurt_sample_mass(const T *xr, u64 cols, u64 floor, float mx, float temp, float *sh) {
   float m = 0.0f;
-  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = ld(xr[c]);
+  gpurt_row_each(xr, cols, [&](float v, u64 c) {
     if (gpurt_rank_key(v, c) >= floor) m = __fadd_rn(m, gpurt_sample_w(v, mx, temp));
-  }
+  });
   return gpurt_block_sum(m, sh);
 }
 

@@ -60,13 +60,12 @@ __device__ __forceinline__ float gpurt_sr_w(float v, const gpurt_sr_row &R) {
 template <typename T>
 __device__ float gpurt_sr_mass(const T *xr, u64 cols, const gpurt_sr_row &R, u64 thr, bool count, float *sh) {
   float m = 0.0f;
-  for (u64 c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = ld(xr[c]);
+  gpurt_row_each(xr, cols, [&](float v, u64 c) { // cuda_kernels.cu: eight loads in flight, the same order
     u64 k = gpurt_rank_key(v, c);
-    if (k < thr || k < R.floor) continue;
+    if (k < thr || k < R.floor) return;
     float w = gpurt_sr_w(v, R);
     if (w >= R.minp || k == R.best) m = __fadd_rn(m, count ? 1.0f : w);
-  }
+  });
   return gpurt_block_sum(m, sh);
 }
 
