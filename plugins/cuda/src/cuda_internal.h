@@ -111,7 +111,9 @@ CU_HIDDEN void *cu_dlopen_first(const char *const *cands, size_t n, int explicit
  *                    16-bit bias copy, from filling them until the matmul
  *                    that reads them is enqueued (taken inside cu_plan.mu);
  *                    also cuda_quant.c's qscratch, from its growth to the
- *                    matmul that reads it (then taking cu_device.mu).
+ *                    matmul that reads it (then taking cu_device.mu), and
+ *                    its split counters (qcount), from their making to
+ *                    the split GEMV's launch.
  *   cu_attn.mu       (cuda_attention.c) an attention object's plan and
  *                    workspace, from a plan's start to its upload's enqueue
  *                    (cuEventSynchronize; cuCtxSynchronize, cuMemFree,
@@ -138,8 +140,9 @@ CU_HIDDEN void *cu_dlopen_first(const char *const *cands, size_t n, int explicit
  * Held while calling the driver or cuBLASLt (never on the launch, copy or
  * memset path): cu_plan.mu (cublasLtMatmulDescSetAttribute, cublasLtMatmul,
  * cuMemAlloc of the C scratch); cu_stream.slot_mu (cuMemAlloc, cuMemFree,
- * cuMemcpyDtoDAsync, cuStreamSynchronize, cuLaunchKernel of the bias
- * conversion and of cuda_quant.c's dequantization, the cuBLASLt descriptor
+ * cuMemcpyDtoDAsync, cuMemsetD32Async, cuStreamSynchronize, cuLaunchKernel
+ * of the bias conversion, of cuda_quant.c's dequantization and of its
+ * split GEMV, the cuBLASLt descriptor
  * calls and cublasLtMatmul of cu_gemm_tn_ptrs); cu_stream.ws_mu (cuStreamSynchronize, cuMemFree, cuMemAlloc
  * when the workspace grows); cu_device.mu (one-time cublasLtCreate,
  * cuMemAlloc + cuMemcpyHtoD of the scratch, cuModuleLoadDataEx +
