@@ -38,7 +38,7 @@
 #                  projection and gate/up weights asked into the L2
 #                  before its attention; pre<P>: GPURT_CUDA_QGEMV_PRE=P;
 #                  wave: GPURT_CUDA_QGEMV_WARPS=wave; rows<R>:
-#                  GPURT_CUDA_QGEMV_ROWS=R (32, 64, auto); samp:
+#                  GPURT_CUDA_QGEMV_ROWS=R (32, 64, auto, 256); samp:
 #                  sampled decoding (temperature 0.8, top-k 20, top-p
 #                  0.9: sample_T's cost against argmax_T's);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D

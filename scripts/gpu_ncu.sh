@@ -39,7 +39,7 @@ if [ -z "$ncu" ]; then
 fi
 [ -n "$ncu" ] && [ -x "$ncu" ] || { echo "gpu_ncu: no ncu on this machine (NCU=path)"; exit 2; }
 "$ncu" --version | tail -n 1
-gemv_re=${GEMV_RE:-'gpurt_qgemvw?(64s?)?f?_|gemv|gemvx|Kernel2|splitKreduce|sm90_xmma'}
+gemv_re=${GEMV_RE:-'gpurt_qgemv[wx]?(64s?)?f?_|gemv|gemvx|Kernel2|splitKreduce|sm90_xmma'}
 bgemv_re=${BGEMV_RE:-'gpurt_bgemv_bf16_n1'}
 attn_re=${ATTN_RE:-'BatchDecode|BatchPrefill|MergeStates|VariableLengthMerge'}
 metrics=dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active,sm__issue_active.avg.pct_of_peak_sustained_active

@@ -15,8 +15,8 @@
 #              WARPS (default: the heuristic) and GPURT_CUDA_QGEMV_FETCH
 #              value F in FETCHES (32 or 256: the L2's DRAM fetch for a
 #              load of W), rows "gpurt int8 pf P[ warps W][ fetch F]"
-#              and GPURT_CUDA_QGEMV_ROWS value R in ROWS (32, 64, auto: the
-#              skinny GEMV's rows a block for 8 < n <= 32), rows "... rows R"
+#              and GPURT_CUDA_QGEMV_ROWS value R in ROWS (32, 64, auto, 256:
+#              the skinny GEMV's rows a block for 8 < n <= 32), rows "... rows R"
 #   gemv_<form> the same with GPURT_CUDA_QGEMV=<form> for each form in
 #              FORMS (default: dequant factored; the skinny GEMV dequantizing,
 #              or factored without the prepared x), rows "gpurt int8 <form>"

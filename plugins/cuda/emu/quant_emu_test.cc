@@ -283,10 +283,13 @@ typedef void (*QsFn)(const uint8_t *, const uint16_t *, const uint16_t *, const 
 
 QsFn qs_fn(const QCase &c) {
   const int v = (c.xt == T_F16) * 2 + (c.st == T_F16);
-#define SROW(XN, SN) {gpurt_qgemvw64s_##XN##_##SN##_t2, gpurt_qgemvw64s_##XN##_##SN##_t4}
-  static const QsFn g[4][2] = {SROW(bf16, bf16), SROW(bf16, f16), SROW(f16, bf16), SROW(f16, f16)};
+#define SROW(P, XN, SN) {P##_##XN##_##SN##_t2, P##_##XN##_##SN##_t4}
+  static const QsFn g[4][2] = {SROW(gpurt_qgemvw64s, bf16, bf16), SROW(gpurt_qgemvw64s, bf16, f16),
+                               SROW(gpurt_qgemvw64s, f16, bf16), SROW(gpurt_qgemvw64s, f16, f16)};
+  static const QsFn gx[4][2] = {SROW(gpurt_qgemvx, bf16, bf16), SROW(gpurt_qgemvx, bf16, f16),
+                                SROW(gpurt_qgemvx, f16, bf16), SROW(gpurt_qgemvx, f16, f16)};
 #undef SROW
-  return g[v][c.n > 16];
+  return strcmp(c.kind, "qgemvx") == 0 ? gx[v][c.n > 16] : g[v][c.n > 16];
 }
 
 QvFn q_fn(const QCase &c) {
@@ -310,7 +313,7 @@ QvFn q_fn(const QCase &c) {
   return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
 }
 
-bool q_skinny(const QCase &c) { return strncmp(c.kind, "qgemvw", 6) == 0; }
+bool q_skinny(const QCase &c) { return strncmp(c.kind, "qgemvw", 6) == 0 || strcmp(c.kind, "qgemvx") == 0; }
 
 std::string q_name(const QCase &c) {
   char buf[160];
@@ -349,11 +352,13 @@ std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uin
   // kernels: 64), k split among up to 16 warps (the skinny form: 16 for 2
   // n-tiles, 8 for 4; the grid is small here) in 128-deep batches (the
   // skinny form: 64-deep).
-  const bool sk = q_skinny(c), split = strcmp(c.kind, "qgemvw64s") == 0;
-  const u32 rows = strncmp(c.kind, "qgemvw64", 8) == 0 ? 64 : QV_ROWS, depth = sk ? 64 : 128;
+  const bool sk = q_skinny(c), xk = strcmp(c.kind, "qgemvx") == 0,
+             split = strcmp(c.kind, "qgemvw64s") == 0 || xk;
+  const u32 rows = xk ? QX_ROWS : strncmp(c.kind, "qgemvw64", 8) == 0 ? 64 : QV_ROWS, depth = sk ? 64 : 128;
   const u32 blocks = (c.m + rows - 1) / rows, batches = (c.k + depth - 1) / depth / c.splits;
-  u32 nw = !sk ? QV_MAXW : c.n <= 16 ? 16 : 8;
-  if (nw > batches) nw = batches;
+  // (gpurt_qgemvx_*: always QX_WARPS warps, one per 32 rows)
+  u32 nw = xk ? QX_WARPS : !sk ? QV_MAXW : c.n <= 16 ? 16 : 8;
+  if (!xk && nw > batches) nw = batches;
   const dim3 grid(blocks, c.splits), block(nw * 32);
   // The split form's f32 sums and counters (cuda_quant.c: the stream's
   // scratch, and its counters zeroed once; each launch leaves them zero).
@@ -644,7 +649,7 @@ int main(int argc, char **argv) {
     };
     const W ws[] = {{T_BF16, T_BF16, 96, 512, 64, 32},  {T_F16, T_BF16, 72, 544, 32, 12},
                     {T_BF16, T_F16, 136, 1024, 128, 27}, {T_F16, T_F16, 40, 512, 64, 16},
-                    {T_BF16, T_BF16, 200, 832, 32, 9}};
+                    {T_BF16, T_BF16, 200, 832, 32, 9},  {T_BF16, T_BF16, 600, 1024, 64, 32}};
     for (const W &x : ws) {
       QCase c;
       c.kind = "qgemvw", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = x.n;
@@ -656,6 +661,15 @@ int main(int argc, char **argv) {
       // the three runs must give the same bits)
       c.kind = "qgemvw64s";
       for (u32 sp : {2u, 3u})
+        if ((c.k + 63) / 64 >= sp) {
+          c.splits = sp;
+          run_q(c, seed);
+        }
+      // x in shared memory, 256 rows a block (gpurt_qgemvx_*): alone and
+      // with k split among 2 and 3 blocks (float64; its sums are in k's
+      // order, not the 32-row kernel's)
+      c.kind = "qgemvx";
+      for (u32 sp : {1u, 2u, 3u})
         if ((c.k + 63) / 64 >= sp) {
           c.splits = sp;
           run_q(c, seed);

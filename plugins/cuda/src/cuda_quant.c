@@ -12,7 +12,9 @@
  *  quant_matmul, n <= 64  gpurt_qgemvwf_<x>_<s>_t<NT> / gpurt_qgemvw_*: the
  *                         same with NT = 2, 4, 8 n-tiles of 8 tokens
  *                         (n <= 32 with GPURT_CUDA_QGEMV_ROWS=64 or auto:
- *                         gpurt_qgemvw64_<x>_<s>_t<NT>, 64 rows a block)
+ *                         gpurt_qgemvw64_<x>_<s>_t<NT>, 64 rows a block;
+ *                         =256: gpurt_qgemvx_<x>_<s>_t<NT>, x in shared
+ *                         memory, 256 rows a block)
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
  *                         (sm_90 with CUTLASS: only where CUTLASS refuses
  *                         the shape; n >= 65 goes to CUTLASS, see QMM_CL_MIN_N)
@@ -71,7 +73,8 @@ enum {
   QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
   QV_GGC_FP8 = 99,
   QV_GEMVW64 = 100, /* the skinny GEMV with 64 rows a block: (x type, scale type, n-tiles 2/4, k split) */
-  QV_COUNT = 116
+  QV_GEMVX = 116,   /* the skinny GEMV with x in shared memory: (x type, scale type, n-tiles 2/4) */
+  QV_COUNT = 124
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -102,7 +105,10 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
  * QW_ROWS_64, QW_ROWS_AUTO: 64 rows, k split among blocks where the 64-row
  * blocks alone leave SMs idle; qw_form); 32 until the 64-row kernels are
  * measured */
-enum { QW_ROWS_DEFAULT = 0, QW_ROWS_32 = 1, QW_ROWS_64 = 2, QW_ROWS_AUTO = 3 };
+enum { QW_ROWS_DEFAULT = 0, QW_ROWS_32 = 1, QW_ROWS_64 = 2, QW_ROWS_AUTO = 3, QW_ROWS_X = 4 };
+#define QX_ROWS 256 /* gpurt_qgemvx_*: rows of W a block (cuda_quant.cu) */
+#define QX_WARPS 8  /* ... its warps, exactly (one per 32 rows) */
+#define QX_MAX_SPLITS 8
 #define QW_ROWS QW_ROWS_32
 #define QV_MAXW 16 /* GEMV: warps per block at most */
 #define QV_WARPS_WAVE 0xff /* qgemv_env.warps for GPURT_CUDA_QGEMV_WARPS=wave */
@@ -147,13 +153,14 @@ typedef struct gg_table {
  * bytes the L2 fetches from DRAM for a load of W (QV_FETCH by default),
  * GPURT_CUDA_QGEMV_PRE=0..15 how many of a warp's first batches of W, its
  * scales and biases it asks into the L2 before its PDL wait (QV_PRE),
- * GPURT_CUDA_QGEMV_ROWS=32, 64 or auto the skinny GEMV's rows a block for
- * 8 < n <= 32 (QW_ROWS; auto: 64, k split where needed: qw_form). */
+ * GPURT_CUDA_QGEMV_ROWS=32, 64, auto or 256 the skinny GEMV's rows a block
+ * for 8 < n <= 32 (QW_ROWS; auto: 64, k split where needed: qw_form; 256:
+ * gpurt_qgemvx_*, x in shared memory, k split where needed). */
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
   int pre;     /* GPURT_CUDA_QGEMV_PRE: -1 the default (QV_PRE), else 0..15 */
-  int rows;    /* GPURT_CUDA_QGEMV_ROWS: QW_ROWS_DEFAULT (unset or another value), _32, _64, _AUTO */
+  int rows;    /* GPURT_CUDA_QGEMV_ROWS: QW_ROWS_DEFAULT (unset or another value), _32, _64, _AUTO, _X (256) */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
@@ -178,12 +185,13 @@ static qgemv_env qgemv_switches(void) {
          : strcmp(ro, "32") == 0   ? QW_ROWS_32
          : strcmp(ro, "64") == 0   ? QW_ROWS_64
          : strcmp(ro, "auto") == 0 ? QW_ROWS_AUTO
+         : strcmp(ro, "256") == 0  ? QW_ROWS_X
                                    : QW_ROWS_DEFAULT)
             << 22;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1,
-                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 3};
+                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 7};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -449,12 +457,29 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
 static uint32_t qw_form(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k) {
   int rows = qgemv_switches().rows;
   if (rows == QW_ROWS_DEFAULT) rows = QW_ROWS;
-  if (rows == QW_ROWS_32) return 0;
+  if (rows == QW_ROWS_32 || rows == QW_ROWS_X) return 0;
   if (rows == QW_ROWS_64) return 1;
   const uint64_t blocks = cdiv(m, QW_WIDE_ROWS), sms = (uint64_t)rt->devs[dev].sm_count, nb = cdiv(k, 64);
   if (blocks >= sms || blocks > QW_COUNTS) return 1;
   uint64_t s = cdiv(sms, blocks);
   if (s > QW_MAX_SPLITS) s = QW_MAX_SPLITS;
+  while (s > 1 && nb / s < QW_MIN_SPLIT_BATCHES) s--;
+  return (uint32_t)s;
+}
+
+/* Whether the skinny GEMV of m x k runs as gpurt_qgemvx_* (GPURT_CUDA_QGEMV_ROWS=256):
+ * 0, no; else the blocks sharing each 256-row block's k: enough for a block
+ * an SM where the row blocks alone leave SMs idle, at most QX_MAX_SPLITS,
+ * each at least QW_MIN_SPLIT_BATCHES 64-deep steps, at most QW_COUNTS row
+ * blocks (else 1: no split). */
+static uint32_t qx_form(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k) {
+  int rows = qgemv_switches().rows;
+  if (rows == QW_ROWS_DEFAULT) rows = QW_ROWS;
+  if (rows != QW_ROWS_X) return 0;
+  const uint64_t blocks = cdiv(m, QX_ROWS), sms = (uint64_t)rt->devs[dev].sm_count, nb = cdiv(k, 64);
+  if (blocks >= sms || blocks > QW_COUNTS) return 1;
+  uint64_t s = cdiv(sms, blocks);
+  if (s > QX_MAX_SPLITS) s = QX_MAX_SPLITS;
   while (s > 1 && nb / s < QW_MIN_SPLIT_BATCHES) s--;
   return (uint32_t)s;
 }
@@ -481,6 +506,31 @@ static gpurt_error *stream_counts(cu_runtime *rt, cu_stream *st) {
   }
   st->qcount = p;
   return NULL;
+}
+
+/* Launches gpurt_qgemvx_* f over r's operands: QX_ROWS rows a block,
+ * exactly QX_WARPS warps, splits blocks sharing each row block's k (their
+ * f32 sums in the stream's scratch, their counts in its counters: made
+ * here, also when warm, before a graph's capture). */
+static gpurt_error *qx_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
+                              uint32_t n, uint32_t splits, int warm) {
+  const qgemv_env sw = qgemv_switches();
+  const uint32_t pf = sw.fetch == 2 || (sw.fetch == 0 && QV_FETCH == 256) ? 0x100u : 0; /* bit 8: 256-byte fetches of W */
+  const uint64_t m = r->c.a.m;
+  gpurt_error *e = NULL;
+  if (splits > 1) {
+    pthread_mutex_lock(&st->slot_mu);
+    e = stream_scratch(rt, st, (uint64_t)splits * n * m * sizeof(float), "quant_matmul", "the split GEMV's f32 sums");
+    if (e == NULL) e = stream_counts(rt, st);
+  }
+  if (e == NULL && !warm) {
+    qv_params q;
+    qv_params_fill(&q, r, n, pf);
+    if (splits > 1) q.ws = st->qscratch, q.cnt = st->qcount;
+    e = cu_own_launch(rt, st, f, name, cdiv(m, QX_ROWS), splits, QX_WARPS * 32, q.p, 1);
+  }
+  if (splits > 1) pthread_mutex_unlock(&st->slot_mu);
+  return e;
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
@@ -547,6 +597,13 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * the factored form's x scaling and all-ones mma are per n-tile). */
     const int fac = a->group_size >= 64 && qgemv_switches().factored;
     const uint32_t nt = n <= 16 ? 2 : n <= 32 ? 4 : 8, ti = n <= 16 ? 0 : n <= 32 ? 1 : 2;
+    const uint32_t xsplits = !fac && n <= QW_WIDE_MAX_N ? qx_form(rt, dev, m, k) : 0;
+    if (xsplits > 0) {
+      /* x in shared memory, 256 rows a block (cuda_quant.cu's QGEMVX). */
+      snprintf(name, sizeof name, "gpurt_qgemvx_%s_%s_t%u", tname(a->x_type), tname(a->scale_type), nt);
+      if ((e = cu_own_fn(rt, dev, QV_GEMVX + (xi * 2 + si) * 2 + (int)ti, name, &f))) return e;
+      return qx_launch(rt, st, f, name, r, n, xsplits, warm);
+    }
     const uint32_t form = !fac && n <= QW_WIDE_MAX_N ? qw_form(rt, dev, m, k) : 0;
     if (form > 0) {
       /* 64 rows a block: each x fragment feeds twice the mma's (the L2

@@ -346,6 +346,38 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS]
   }
 }
 
+// The end of a k-split GEMV (gpurt_qgemvw64s_*, gpurt_qgemvx_* with
+// gridDim.y > 1), after every thread of the block has written its rows'
+// f32 sums into ws[blockIdx.y] ([gridDim.y][ntok][m]): the
+// threadFenceReduction pattern. Shares written, fenced, counted in
+// cnt[blockIdx.x] (zero before the launch); the last block of the row block
+// to arrive reads every share past the L1, adds them in the order of y (the
+// same bits whichever block is last), writes y's rows [row0, row0 + rows)
+// and sets the count back to zero for the next launch.
+template <int XT>
+__device__ __forceinline__ void split_finish(const float *ws, u32 *cnt, uint16_t *y, u32 row0, u32 rows, u32 m,
+                                             u32 ntok) {
+  __shared__ u32 last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const u32 before = atomicAdd(&cnt[blockIdx.x], 1u);
+    last = before == gridDim.y - 1;
+    if (last) cnt[blockIdx.x] = 0; // every share has counted: zero for the next launch
+  }
+  __syncthreads();
+  if (last) {
+    __threadfence();
+    for (u32 id = threadIdx.x; id < rows * ntok; id += blockDim.x) {
+      const u32 tok = id / rows, row = row0 + id % rows;
+      if (row >= m) continue;
+      float v = 0.f;
+      for (u32 sy = 0; sy < gridDim.y; sy++) v += __ldcg(&ws[((u64)sy * ntok + tok) * m + row]);
+      y[(u64)tok * m + row] = f2h<XT>(v);
+    }
+  }
+}
+
 // The body for NT n-tiles of 8 tokens (ntok <= 8 NT of them), U 64-deep
 // steps a batch and at most MAXW warps a block: the decode GEMV is NT = 1
 // (ntok a constant 1..8); the skinny form (gpurt_qgemvw_*, 8 < n <= 64) is
@@ -532,29 +564,7 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       }
     }
   }
-  if constexpr (SPLIT) {
-    // The threadFenceReduction pattern: shares written, fenced, counted;
-    // the last block reads every share past the L1.
-    __shared__ u32 last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const u32 before = atomicAdd(&cnt[blockIdx.x], 1u);
-      last = before == gridDim.y - 1;
-      if (last) cnt[blockIdx.x] = 0; // every share has counted: zero for the next launch
-    }
-    __syncthreads();
-    if (last) {
-      __threadfence();
-      for (u32 id = threadIdx.x; id < 8 * RS * ntok; id += blockDim.x) {
-        const u32 tok = id / (8 * RS), row = row0 + id % (8 * RS);
-        if (row >= m) continue;
-        float v = 0.f;
-        for (u32 sy = 0; sy < gridDim.y; sy++) v += __ldcg(&ws[((u64)sy * ntok + tok) * m + row]);
-        y[(u64)tok * m + row] = f2h<XT>(v);
-      }
-    }
-  }
+  if constexpr (SPLIT) split_finish<XT>(ws, cnt, y, row0, 8 * RS, m, ntok);
 }
 
 #define QGEMV(XN, XT, SN, ST, N)                                                                       \
@@ -1048,6 +1058,133 @@ template <int P> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(P) : "memory");
 }
 #endif
+
+// ---- the skinny int8 GEMV with x in shared memory (gpurt_qgemvx_*) -----------------
+//
+// 8 < n <= 32 (NT = 2 or 4 n-tiles of 8 tokens), QX_WARPS warps a block,
+// each owning 32 rows of W (the row slots and fragments of qgemv_body), so
+// a block owns QX_ROWS = 256 rows and its warps walk k together, one
+// 64-deep step at a time: the step's x (ntok tokens x 64, at most 4 KB) is
+// copied once into shared memory (cp.async, double-buffered) and read by
+// all the warps. The L2 then serves x once per 256 rows of W instead of
+// once per 32 (the 32-row kernel: twice W's bytes at n = 32) or 64. k is
+// split among gridDim.y blocks of each row block where the row blocks
+// alone would leave SMs idle (split_finish adds the shares). A warp's
+// accumulators cover all of its block's k, so no reduction among warps.
+// Each accumulator takes the mma's in the order of k; the results are
+// those of the dequantizing form (float64 agreement as the other GEMVs).
+#define QX_WARPS 8
+#define QX_ROWS (32 * QX_WARPS)
+#define QX_XS 72 // a token's row of the staged x: 64 values and 8 of padding (no bank conflicts)
+
+template <int XT, int ST, int NT>
+__device__ __forceinline__ void qgemvx_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
+                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
+                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok, u32 pf,
+                                            float *__restrict__ ws, u32 *cnt) {
+  static_assert(NT == 2 || NT == 4, "n up to 32");
+  __shared__ __align__(16) uint16_t xs[2][8 * NT][QX_XS];
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
+  const bool big = (pf >> 8) & 1;
+  const u32 row0 = blockIdx.x * QX_ROWS + 32 * warp, groups = k >> gshift;
+  const uint8_t *wr[4];
+  const uint16_t *sr[4], *br[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    u32 row = row0 + 8 * i + gq;
+    row = row < m ? row : m - 1;
+    wr[i] = w + (u64)row * k;
+    sr[i] = sc + (u64)row * groups;
+    br[i] = bi + (u64)row * groups;
+  }
+  float acc[NT][2][4];
+#pragma unroll
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[j][t][e] = 0.f;
+  // The block's 64-deep steps: [b0, b1) of nb (split: blockIdx.y's run).
+  const u32 nb = (k + 63) / 64, per = (nb + gridDim.y - 1) / gridDim.y;
+  const u32 b0 = blockIdx.y * per, b1 = b0 + per < nb ? b0 + per : nb;
+  // Thread i stages 16 bytes of step st's x: token i / 8 (token 0 past
+  // ntok: loaded, never stored), values 8 (i % 8) .. + 7 (depth 0 past k:
+  // read, then zeroed where used).
+  auto stage = [&](u32 st, int buf) {
+    const u32 tok = threadIdx.x >> 3, piece = threadIdx.x & 7;
+    if (tok < 8 * NT) {
+      const u32 kk = st * 64 + piece * 8;
+      cp_async16(&xs[buf][tok][piece * 8], x + (u64)(tok < ntok ? tok : 0) * k + (kk < k ? kk : 0));
+    }
+  };
+  gpurt_pdl_enter();
+  if (b0 < b1) stage(b0, 0);
+  cp_async_commit();
+  for (u32 st = b0; st < b1; st++) {
+    const int cur = (int)((st - b0) & 1);
+    // This step's W, scales and biases (not in shared memory): issued
+    // before the wait for x.
+    const u32 kk = st * 64 + tq * 16;
+    const bool ok = kk < k; // k is a multiple of 32: a lane's 16 are all in or all out
+    const u32 kc = ok ? kk : 0;
+    uint4 q[4];
+    uint16_t sh[4], bh[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      q[i] = ld_stream(wr[i] + kc, big);
+      sh[i] = ld_u16(sr[i] + (kc >> gshift));
+      bh[i] = ld_u16(br[i] + (kc >> gshift));
+    }
+    if (st + 1 < b1) stage(st + 1, cur ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>(); // step st's copies landed (this thread's)
+    __syncthreads();    // ... and every thread's
+    float s[4], b[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      s[i] = ok ? h2f<ST>(sh[i]) : 0.f;
+      b[i] = ok ? h2f<ST>(bh[i]) : 0.f;
+    }
+    uint4 xv[NT][2];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      const uint16_t *xr = &xs[cur][8 * j + gq][tq * 16];
+      xv[j][0] = ok ? *reinterpret_cast<const uint4 *>(xr) : make_uint4(0, 0, 0, 0);
+      xv[j][1] = ok ? *reinterpret_cast<const uint4 *>(xr + 8) : make_uint4(0, 0, 0, 0);
+    }
+    qstep<XT, NT, false, 4>(q, s, b, xv, acc, tq);
+    __syncthreads(); // every warp has read xs[cur]: the next step refills it
+  }
+  cp_async_wait<0>();
+  // acc[j][t][e]: row row0 + 16t + gq + 8(e >> 1), token 8j + 2tq + (e & 1).
+#pragma unroll
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const u32 row = row0 + 16 * t + gq + 8 * (e >> 1), tok = 8 * j + 2 * tq + (e & 1);
+        if (row >= m || tok >= ntok) continue;
+        if (gridDim.y > 1)
+          ws[((u64)blockIdx.y * ntok + tok) * m + row] = acc[j][t][e];
+        else
+          y[(u64)tok * m + row] = f2h<XT>(acc[j][t][e]);
+      }
+  if (gridDim.y > 1) split_finish<XT>(ws, cnt, y, blockIdx.x * QX_ROWS, QX_ROWS, m, ntok);
+}
+
+#define QGEMVX(XN, XT, SN, ST, NT)                                                                      \
+  extern "C" __global__ void __launch_bounds__(QX_WARPS * 32, 1)                                        \
+      gpurt_qgemvx_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
+                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
+                                       u32 n, u32 pf, float *ws, u32 *cnt) {                           \
+    qgemvx_body<XT, ST, NT>(w, sc, bi, x, y, m, k, gshift, n, pf, ws, cnt);                            \
+  }
+#define QGEMVX_T(XN, XT, SN, ST) QGEMVX(XN, XT, SN, ST, 2) QGEMVX(XN, XT, SN, ST, 4)
+QGEMVX_T(bf16, T_BF16, bf16, T_BF16)
+QGEMVX_T(bf16, T_BF16, f16, T_F16)
+QGEMVX_T(f16, T_F16, bf16, T_BF16)
+QGEMVX_T(f16, T_F16, f16, T_F16)
 
 template <int T, int N, int PRO>
 __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {
