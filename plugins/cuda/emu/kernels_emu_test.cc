@@ -52,6 +52,7 @@
 #include "emu_test.h"
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -100,6 +101,40 @@ bool before(float a, size_t ia, float b, size_t ib) {
   if (na || nb) return !na && nb ? true : na && nb ? ia < ib : false;
   if (a != b) return a > b;
   return ia < ib;
+}
+
+// A row-major matrix of logits as a kernel reads it: X32 (f32) or X16
+// (bf16, f16 bits), and seen, its values as floats (16-bit types rounded).
+struct Logits {
+  Dev<float> X32;
+  Dev<uint16_t> X16;
+  std::vector<float> seen;
+  Logits(const std::vector<float> &v, int t)
+      : X32(t == K_F32 ? v.size() : 0), X16(t == K_F32 ? 0 : v.size()), seen(v.size()) {
+    for (size_t i = 0; i < v.size(); i++) {
+      if (t == K_F32) {
+        X32[i] = v[i];
+        seen[i] = v[i];
+      } else {
+        X16[i] = to16(v[i], t);
+        seen[i] = from16(X16[i], t);
+      }
+    }
+  }
+};
+
+// Runs launch (writing rows int32 into Idx) under each schedule, Idx reset
+// to -7 before each; out: the first run's Idx as 16-bit words; returns ""
+// or how the runs differ (run_orders).
+std::string run_idx(Dev<int> &Idx, const std::function<void()> &launch, std::vector<uint16_t> &out) {
+  return run_orders(
+      kRuns, [&] { for (size_t i = 0; i < Idx.n; i++) Idx[i] = -7; }, launch,
+      [&] {
+        std::vector<uint16_t> v(2 * Idx.n);
+        memcpy(v.data(), Idx.p(), 4 * Idx.n);
+        return v;
+      },
+      out);
 }
 
 struct ArgCase {
@@ -152,18 +187,10 @@ void run_argmax(const ArgCase &c, uint64_t seed) {
   }
   // The inputs as the kernel reads them (16-bit types rounded), and the
   // reference over those values.
-  Dev<float> X32(c.t == K_F32 ? n : 0);
-  Dev<uint16_t> X16(c.t == K_F32 ? 0 : n);
-  std::vector<float> seen(n);
-  for (size_t i = 0; i < n; i++) {
-    if (c.t == K_F32) {
-      X32[i] = v[i];
-      seen[i] = v[i];
-    } else {
-      X16[i] = to16(v[i], c.t);
-      seen[i] = from16(X16[i], c.t);
-    }
-  }
+  const Logits L(v, c.t);
+  const std::vector<float> &seen = L.seen;
+  const Dev<float> &X32 = L.X32;
+  const Dev<uint16_t> &X16 = L.X16;
   std::vector<int> want(c.rows);
   for (uint64_t r = 0; r < c.rows; r++) {
     size_t best = 0;
@@ -173,8 +200,8 @@ void run_argmax(const ArgCase &c, uint64_t seed) {
   }
   Dev<int> Idx(c.rows);
   std::vector<uint16_t> out;
-  std::string sched = run_orders(
-      kRuns, [&] { for (size_t i = 0; i < Idx.n; i++) Idx[i] = -7; },
+  std::string sched = run_idx(
+      Idx,
       [&] {
         const dim3 grid((unsigned)c.rows), block(c.block);
         if (c.t == K_F32)
@@ -185,11 +212,6 @@ void run_argmax(const ArgCase &c, uint64_t seed) {
         else
           emu_launch(grid, block, [&] { argmax_f16(Idx.p(), (const __half *)X16.p(), c.rows, c.cols); },
                      "argmax_f16");
-      },
-      [&] {
-        std::vector<uint16_t> s(2 * Idx.n);
-        memcpy(s.data(), Idx.p(), 4 * Idx.n);
-        return s;
       },
       out);
   std::string err;
@@ -416,28 +438,23 @@ void run_sample(const SampleCase &c, uint64_t seed) {
   const auto t0 = std::chrono::steady_clock::now();
   Rng rng(seed);
   const size_t n = (size_t)(c.rows * c.cols);
-  std::vector<float> seen(n);
-  Dev<float> X32(c.t == K_F32 ? n : 0);
-  Dev<uint16_t> X16(c.t == K_F32 ? 0 : n);
+  std::vector<float> v0(n);
   for (uint64_t r = 0; r < c.rows; r++)
     for (uint64_t j = 0; j < c.cols; j++) {
-      const size_t i = r * c.cols + j;
       float v = (float)rng.uni(-6, 6);
       if (r % 3 == 1 && j % 5 == 0) v = 4.0f;                   // ties
       if (r % 3 == 2 && j % 7 == 0) v = j % 2 ? NAN : -INFINITY; // NaN and -Inf, never drawn
-      if (c.t == K_F32) {
-        X32[i] = v;
-        seen[i] = v;
-      } else {
-        X16[i] = to16(v, c.t);
-        seen[i] = from16(X16[i], c.t);
-      }
+      v0[r * c.cols + j] = v;
     }
+  const Logits L(v0, c.t);
+  const std::vector<float> &seen = L.seen;
+  const Dev<float> &X32 = L.X32;
+  const Dev<uint16_t> &X16 = L.X16;
   const uint64_t sd = 1234567 + seed;
   Dev<int> Idx(c.rows);
   std::vector<uint16_t> out;
-  std::string sched = run_orders(
-      kRuns, [&] { for (size_t i = 0; i < Idx.n; i++) Idx[i] = -7; },
+  std::string sched = run_idx(
+      Idx,
       [&] {
         const dim3 grid((unsigned)c.rows), block(c.block);
         if (c.t == K_F32)
@@ -446,11 +463,6 @@ void run_sample(const SampleCase &c, uint64_t seed) {
           emu_launch(grid, block, [&] {
             sample_bf16(Idx.p(), (const __nv_bfloat16 *)X16.p(), c.rows, c.cols, c.topk, c.topp, c.temp, sd);
           });
-      },
-      [&] {
-        std::vector<uint16_t> v(2 * Idx.n);
-        memcpy(v.data(), Idx.p(), 4 * Idx.n);
-        return v;
       },
       out);
   std::string err;

@@ -444,44 +444,42 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   return cu_own_launch(rt, st, f, name, blocks, splits, (uint32_t)nw * 32, q.p, 1);
 }
 
+#define QW_MAX_SPLITS 4
+#define QW_MIN_SPLIT_BATCHES 8
+#define QW_COUNTS 4096 /* the stream's split counters (u32 each) */
+/* The blocks to share each row block's k for m x k in blocks of rows rows:
+ * enough for a block an SM where the row blocks alone leave SMs idle, at
+ * most `most`, each at least QW_MIN_SPLIT_BATCHES 64-deep steps, at most
+ * QW_COUNTS row blocks (else 1: no split). */
+static uint32_t split_count(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k, uint32_t rows, uint64_t most) {
+  const uint64_t blocks = cdiv(m, rows), sms = (uint64_t)rt->devs[dev].sm_count, nb = cdiv(k, 64);
+  if (blocks >= sms || blocks > QW_COUNTS) return 1;
+  uint64_t s = cdiv(sms, blocks);
+  if (s > most) s = most;
+  while (s > 1 && nb / s < QW_MIN_SPLIT_BATCHES) s--;
+  return (uint32_t)s;
+}
+
 /* How the skinny GEMV of m x k (8 < n <= QW_WIDE_MAX_N) runs
  * (GPURT_CUDA_QGEMV_ROWS, else QW_ROWS): 0, 32 rows a block; 1, 64 rows a
  * block; S > 1, 64 rows a block with each row block's k split among S
  * blocks (auto, where the 64-row blocks alone would leave SMs idle: 8B's o
- * and down projections, m = 4096, have 64 on an H200's 132 SMs; S up to
- * QW_MAX_SPLITS, each block at least QW_MIN_SPLIT_BATCHES 64-deep batches,
- * and at most QW_COUNTS row blocks). */
-#define QW_MAX_SPLITS 4
-#define QW_MIN_SPLIT_BATCHES 8
-#define QW_COUNTS 4096 /* the stream's split counters (u32 each) */
+ * and down projections, m = 4096, have 64 on an H200's 132 SMs;
+ * split_count, S up to QW_MAX_SPLITS). */
 static uint32_t qw_form(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k) {
   int rows = qgemv_switches().rows;
   if (rows == QW_ROWS_DEFAULT) rows = QW_ROWS;
   if (rows == QW_ROWS_32 || rows == QW_ROWS_X) return 0;
   if (rows == QW_ROWS_64) return 1;
-  const uint64_t blocks = cdiv(m, QW_WIDE_ROWS), sms = (uint64_t)rt->devs[dev].sm_count, nb = cdiv(k, 64);
-  if (blocks >= sms || blocks > QW_COUNTS) return 1;
-  uint64_t s = cdiv(sms, blocks);
-  if (s > QW_MAX_SPLITS) s = QW_MAX_SPLITS;
-  while (s > 1 && nb / s < QW_MIN_SPLIT_BATCHES) s--;
-  return (uint32_t)s;
+  return split_count(rt, dev, m, k, QW_WIDE_ROWS, QW_MAX_SPLITS);
 }
 
 /* Whether the skinny GEMV of m x k runs as gpurt_qgemvx_* (GPURT_CUDA_QGEMV_ROWS=256):
- * 0, no; else the blocks sharing each 256-row block's k: enough for a block
- * an SM where the row blocks alone leave SMs idle, at most QX_MAX_SPLITS,
- * each at least QW_MIN_SPLIT_BATCHES 64-deep steps, at most QW_COUNTS row
- * blocks (else 1: no split). */
+ * 0, no; else the blocks sharing each 256-row block's k (split_count). */
 static uint32_t qx_form(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k) {
   int rows = qgemv_switches().rows;
   if (rows == QW_ROWS_DEFAULT) rows = QW_ROWS;
-  if (rows != QW_ROWS_X) return 0;
-  const uint64_t blocks = cdiv(m, QX_ROWS), sms = (uint64_t)rt->devs[dev].sm_count, nb = cdiv(k, 64);
-  if (blocks >= sms || blocks > QW_COUNTS) return 1;
-  uint64_t s = cdiv(sms, blocks);
-  if (s > QX_MAX_SPLITS) s = QX_MAX_SPLITS;
-  while (s > 1 && nb / s < QW_MIN_SPLIT_BATCHES) s--;
-  return (uint32_t)s;
+  return rows == QW_ROWS_X ? split_count(rt, dev, m, k, QX_ROWS, QX_MAX_SPLITS) : 0;
 }
 
 /* The stream's split counters (QW_COUNTS u32, zero between launches: each
