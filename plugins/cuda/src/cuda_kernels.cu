@@ -233,15 +233,67 @@ __device__ u64 gpurt_search_alone(const T *xr, u64 cols, u64 hi, Kept kept, floa
   return n == 1.0f ? best : 0;
 }
 
+// A count search's upper 32 bits at once (top-k: the largest key t with
+// at least want kept keys >= t is the want-th greatest kept key): its value
+// bits, 8 a pass, from integer counts in shared memory (hist: 258 words).
+// The search's 32 steps would find the same bits, as their counts (float
+// sums of ones, below 2^24) are exact. *hi: those bits, or 0 when fewer
+// than want keys are kept (the steps would accept none either).
+template <typename T, class Kept>
+__device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsigned *hist, unsigned *hi) {
+  unsigned prefix = 0;
+  u64 left = want;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    __syncthreads(); // an earlier reader of the shared words is done
+    for (unsigned i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    const unsigned mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
+    gpurt_row_each(xr, cols, [&](float v, u64 c) {
+      const u64 k = gpurt_rank_key(v, c);
+      const unsigned h = (unsigned)(k >> 32);
+      if ((h & mask) == (prefix & mask) && kept(k, v)) atomicAdd(&hist[(h >> shift) & 255u], 1u);
+    });
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      u64 above = 0;
+      int d = -1;
+      for (int b = 255; b >= 0; b--) {
+        if (above + hist[b] >= left) {
+          d = b;
+          break;
+        }
+        above += hist[b];
+      }
+      hist[256] = d < 0 ? 0xffffffffu : (unsigned)d;
+      hist[257] = (unsigned)(left - above);
+    }
+    __syncthreads();
+    if (hist[256] == 0xffffffffu) {
+      *hi = 0;
+      return;
+    }
+    prefix |= hist[256] << shift;
+    left = hist[257];
+  }
+  *hi = prefix;
+}
+
 // sample_T's search: the largest key t whose mass (the weights, or the
 // count when temp is 0, of the keys >= t and >= floor) is >= want (> want
-// when strict), bit by bit from the top (gpurt_search_alone after the
-// upper 32 bits).
+// when strict), bit by bit from the top (the count's upper 32 bits by
+// gpurt_count_hi; gpurt_search_alone after them).
 template <typename T>
 __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, float temp, float want,
                                    bool strict, float *sh, u64 *shk) {
   u64 t = 0;
-  for (int b = 63; b >= 0; b--) {
+  int b = 63;
+  if (temp == 0.0f && !strict && want >= 1.0f && want < 16777216.0f) {
+    unsigned hi;
+    gpurt_count_hi(xr, cols, [&](u64 key, float) { return key >= floor; }, (u64)want, (unsigned *)sh, &hi);
+    t = (u64)hi << 32;
+    b = 31;
+  }
+  for (; b >= 0; b--) {
     if (b == 31 && t != 0) {
       const u64 k = gpurt_search_alone(xr, cols, t >> 32, [&](u64 key, float) { return key >= floor; }, sh, shk);
       if (k != 0) return k;

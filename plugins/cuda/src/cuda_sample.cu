@@ -73,12 +73,20 @@ __device__ float gpurt_sr_mass(const T *xr, u64 cols, const gpurt_sr_row &R, u64
 template <typename T>
 __device__ u64 gpurt_sr_search(const T *xr, u64 cols, const gpurt_sr_row &R, float want, bool count, bool strict,
                                float *sh, u64 *shk) {
+  // (cuda_kernels.cu's gpurt_count_hi and gpurt_search_alone: the kept set
+  // as gpurt_sr_mass keeps it)
+  auto kept = [&](u64 key, float v) { return key >= R.floor && (gpurt_sr_w(v, R) >= R.minp || key == R.best); };
   u64 t = 0;
-  for (int b = 63; b >= 0; b--) {
-    if (b == 31 && t != 0) { // cuda_kernels.cu's gpurt_search_alone: the kept set as gpurt_sr_mass keeps it
-      const u64 k = gpurt_search_alone(
-          xr, cols, t >> 32,
-          [&](u64 key, float v) { return key >= R.floor && (gpurt_sr_w(v, R) >= R.minp || key == R.best); }, sh, shk);
+  int b = 63;
+  if (count && !strict && want >= 1.0f && want < 16777216.0f) {
+    unsigned hi;
+    gpurt_count_hi(xr, cols, kept, (u64)want, (unsigned *)sh, &hi);
+    t = (u64)hi << 32;
+    b = 31;
+  }
+  for (; b >= 0; b--) {
+    if (b == 31 && t != 0) {
+      const u64 k = gpurt_search_alone(xr, cols, t >> 32, kept, sh, shk);
       if (k != 0) return k;
     }
     u64 cand = t | (1ull << b);
