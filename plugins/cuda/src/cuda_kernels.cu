@@ -163,6 +163,31 @@ template <class T, class F> __device__ __forceinline__ void gpurt_row_each(const
   for (; c < cols; c += step) f(ld(xr[c]), c);
 }
 
+// The samplers' candidates once top-k has cut the row: each thread's kept
+// columns (key >= the top-k floor), in the order gpurt_row_each visits
+// them, at most GPURT_CAND a thread ([slot][thread]: no bank conflicts).
+// A pass over them instead of the row gives the same per-thread sums (a
+// column left out has a key below every later threshold, so it added
+// nothing), in a fraction of the time when top-k keeps few.
+#define GPURT_CAND 4
+struct gpurt_cand {
+  float v[GPURT_CAND][1024];
+  unsigned c[GPURT_CAND][1024];
+  unsigned char n[1024];
+};
+
+// f(v, c) over the thread's candidates when cl is set, else over its
+// columns of the row (gpurt_row_each): the same order either way.
+template <class T, class F>
+__device__ __forceinline__ void gpurt_kept_each(const T *xr, u64 cols, const gpurt_cand *cl, F f) {
+  if (cl != nullptr) {
+    const unsigned t = threadIdx.x, n = cl->n[t];
+    for (unsigned i = 0; i < n; i++) f(cl->v[i][t], (u64)cl->c[i][t]);
+  } else {
+    gpurt_row_each(xr, cols, f);
+  }
+}
+
 // Row xr's greatest gpurt_rank_key (its column is 0xffffffff less the low
 // half), over the block's threads; sh: blockDim.x entries of shared memory.
 template <class T> __device__ u64 gpurt_row_best(const T *xr, u64 cols, u64 *sh) {
@@ -218,10 +243,11 @@ __device__ __forceinline__ float gpurt_sample_w(float v, float mx, float temp) {
 // instead of 32 for any row whose logits do not tie at the threshold.
 // Returns that key, or 0 (then the search goes on).
 template <typename T, class Kept>
-__device__ u64 gpurt_search_alone(const T *xr, u64 cols, u64 hi, Kept kept, float *sh, u64 *shk) {
+__device__ u64 gpurt_search_alone(const T *xr, u64 cols, u64 hi, Kept kept, float *sh, u64 *shk,
+                                  const gpurt_cand *cl = nullptr) {
   float n = 0.0f;
   u64 best = 0;
-  gpurt_row_each(xr, cols, [&](float v, u64 c) {
+  gpurt_kept_each(xr, cols, cl, [&](float v, u64 c) {
     const u64 k = gpurt_rank_key(v, c);
     if ((k >> 32) == hi && kept(k, v)) {
       n = __fadd_rn(n, 1.0f);
@@ -284,7 +310,7 @@ __device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsig
 // gpurt_count_hi; gpurt_search_alone after them).
 template <typename T>
 __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, float temp, float want,
-                                   bool strict, float *sh, u64 *shk) {
+                                   bool strict, float *sh, u64 *shk, const gpurt_cand *cl = nullptr) {
   u64 t = 0;
   int b = 63;
   if (temp == 0.0f && !strict && want >= 1.0f && want < 16777216.0f) {
@@ -295,12 +321,12 @@ __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, f
   }
   for (; b >= 0; b--) {
     if (b == 31 && t != 0) {
-      const u64 k = gpurt_search_alone(xr, cols, t >> 32, [&](u64 key, float) { return key >= floor; }, sh, shk);
+      const u64 k = gpurt_search_alone(xr, cols, t >> 32, [&](u64 key, float) { return key >= floor; }, sh, shk, cl);
       if (k != 0) return k;
     }
     u64 cand = t | (1ull << b);
     float m = 0.0f;
-    gpurt_row_each(xr, cols, [&](float v, u64 c) {
+    gpurt_kept_each(xr, cols, cl, [&](float v, u64 c) {
       u64 k = gpurt_rank_key(v, c);
       if (k >= cand && k >= floor) m = __fadd_rn(m, temp == 0.0f ? 1.0f : gpurt_sample_w(v, mx, temp));
     });
@@ -311,12 +337,32 @@ __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, f
 }
 
 template <typename T>
-__device__ float gpurt_sample_mass(const T *xr, u64 cols, u64 floor, float mx, float temp, float *sh) {
+__device__ float gpurt_sample_mass(const T *xr, u64 cols, u64 floor, float mx, float temp, float *sh,
+                                   const gpurt_cand *cl = nullptr) {
   float m = 0.0f;
-  gpurt_row_each(xr, cols, [&](float v, u64 c) {
+  gpurt_kept_each(xr, cols, cl, [&](float v, u64 c) {
     if (gpurt_rank_key(v, c) >= floor) m = __fadd_rn(m, gpurt_sample_w(v, mx, temp));
   });
   return gpurt_block_sum(m, sh);
+}
+
+// Fills cl with each thread's columns whose key is >= floor; returns cl,
+// or nullptr when a thread has more than GPURT_CAND of them (the passes
+// then read the row). shk: block_max's shared words.
+template <typename T>
+__device__ const gpurt_cand *gpurt_cand_fill(const T *xr, u64 cols, u64 floor, gpurt_cand *cl, u64 *shk) {
+  const unsigned t = threadIdx.x;
+  unsigned n = 0;
+  gpurt_row_each(xr, cols, [&](float v, u64 c) {
+    if (gpurt_rank_key(v, c) < floor) return;
+    if (n < GPURT_CAND) {
+      cl->v[n][t] = v;
+      cl->c[n][t] = (unsigned)c;
+    }
+    n++;
+  });
+  cl->n[t] = (unsigned char)(n < GPURT_CAND ? n : GPURT_CAND);
+  return gpurt_block_max(n > GPURT_CAND ? 1 : 0, shk) ? nullptr : cl; // (its barriers publish cl)
 }
 
 __device__ __forceinline__ u64 gpurt_splitmix64(u64 z) {
@@ -342,20 +388,23 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
   // A non-finite maximum (+Inf, or a row of -Inf and NaN only) leaves no
   // finite weights: the argmax (gpurt.h).
   if (sample && topk != 1 && temp > 0.0f && isfinite(mx)) {
+    __shared__ gpurt_cand cand;
     if (topk == 0 || topk > cols) topk = cols;
     u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh, shk);
+    // every later threshold is >= floor: the passes read the candidates
+    const gpurt_cand *cl = gpurt_cand_fill(xr, cols, floor, &cand, shk);
     if (topp < 1.0f) {
       if (topp <= 0.0f) {
         floor = best;
       } else {
-        float z = gpurt_sample_mass(xr, cols, floor, mx, temp, sh);
-        floor = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(topp, z), false, sh, shk);
+        float z = gpurt_sample_mass(xr, cols, floor, mx, temp, sh, cl);
+        floor = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(topp, z), false, sh, shk, cl);
       }
     }
-    float z = gpurt_sample_mass(xr, cols, floor, mx, temp, sh);
+    float z = gpurt_sample_mass(xr, cols, floor, mx, temp, sh, cl);
     u64 h = gpurt_splitmix64(seed + (r + 1) * 0x9E3779B97F4A7C15ull);
     float u = (float)(h >> 40) * (1.0f / 16777216.0f);
-    u64 t = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(u, z), true, sh, shk);
+    u64 t = gpurt_sample_search(xr, cols, floor, mx, temp, __fmul_rn(u, z), true, sh, shk, cl);
     bi = 0xffffffffu - (unsigned)t;
   }
   if (threadIdx.x == 0) idx[r] = (int)bi;

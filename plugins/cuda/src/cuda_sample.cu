@@ -58,9 +58,10 @@ __device__ __forceinline__ float gpurt_sr_w(float v, const gpurt_sr_row &R) {
 
 // The kept mass (weights, or the count) of the keys >= thr.
 template <typename T>
-__device__ float gpurt_sr_mass(const T *xr, u64 cols, const gpurt_sr_row &R, u64 thr, bool count, float *sh) {
+__device__ float gpurt_sr_mass(const T *xr, u64 cols, const gpurt_sr_row &R, u64 thr, bool count, float *sh,
+                               const gpurt_cand *cl = nullptr) {
   float m = 0.0f;
-  gpurt_row_each(xr, cols, [&](float v, u64 c) { // cuda_kernels.cu: eight loads in flight, the same order
+  gpurt_kept_each(xr, cols, cl, [&](float v, u64 c) { // cuda_kernels.cu: the row or the candidates, in order
     u64 k = gpurt_rank_key(v, c);
     if (k < thr || k < R.floor) return;
     float w = gpurt_sr_w(v, R);
@@ -72,7 +73,7 @@ __device__ float gpurt_sr_mass(const T *xr, u64 cols, const gpurt_sr_row &R, u64
 // The largest key t whose kept mass is >= want (> want when strict).
 template <typename T>
 __device__ u64 gpurt_sr_search(const T *xr, u64 cols, const gpurt_sr_row &R, float want, bool count, bool strict,
-                               float *sh, u64 *shk) {
+                               float *sh, u64 *shk, const gpurt_cand *cl = nullptr) {
   // (cuda_kernels.cu's gpurt_count_hi and gpurt_search_alone: the kept set
   // as gpurt_sr_mass keeps it)
   auto kept = [&](u64 key, float v) { return key >= R.floor && (gpurt_sr_w(v, R) >= R.minp || key == R.best); };
@@ -86,11 +87,11 @@ __device__ u64 gpurt_sr_search(const T *xr, u64 cols, const gpurt_sr_row &R, flo
   }
   for (; b >= 0; b--) {
     if (b == 31 && t != 0) {
-      const u64 k = gpurt_search_alone(xr, cols, t >> 32, kept, sh, shk);
+      const u64 k = gpurt_search_alone(xr, cols, t >> 32, kept, sh, shk, cl);
       if (k != 0) return k;
     }
     u64 cand = t | (1ull << b);
-    float m = gpurt_sr_mass(xr, cols, R, cand, count, sh);
+    float m = gpurt_sr_mass(xr, cols, R, cand, count, sh, cl);
     if (strict ? m > want : m >= want) t = cand;
   }
   return t;
@@ -138,20 +139,26 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
     float zall = gpurt_sr_mass(xr, cols, R, 0, false, sh);
     // 3. the kept set and the draw
     if (!greedy && topk != 1) {
-      if (topk > 0 && (u64)topk < cols) R.floor = gpurt_sr_search(xr, cols, R, (float)topk, true, false, sh, shk);
+      __shared__ gpurt_cand cand;
+      const gpurt_cand *cl = nullptr;
+      if (topk > 0 && (u64)topk < cols) {
+        R.floor = gpurt_sr_search(xr, cols, R, (float)topk, true, false, sh, shk);
+        // every later threshold is >= R.floor: the passes read the candidates
+        cl = gpurt_cand_fill(xr, cols, R.floor, &cand, shk);
+      }
       if (topp < 1.0f) {
         if (topp > 0.0f) {
-          float z = gpurt_sr_mass(xr, cols, R, 0, false, sh);
-          R.floor = gpurt_sr_search(xr, cols, R, __fmul_rn(topp, z), false, false, sh, shk);
+          float z = gpurt_sr_mass(xr, cols, R, 0, false, sh, cl);
+          R.floor = gpurt_sr_search(xr, cols, R, __fmul_rn(topp, z), false, false, sh, shk, cl);
         } else {
           R.floor = best;
         }
       }
       if (minp > 0.0f) R.minp = minp;
-      float z = gpurt_sr_mass(xr, cols, R, 0, false, sh);
+      float z = gpurt_sr_mass(xr, cols, R, 0, false, sh, cl);
       u64 seed = gpurt_sr_u64(p + 8 * r), off = gpurt_sr_u64(p + 8 * rows + 8 * r);
       float u = (float)(gpurt_philox_first(seed, off) >> 8) * (1.0f / 16777216.0f);
-      u64 t = gpurt_sr_search(xr, cols, R, __fmul_rn(u, z), false, true, sh, shk);
+      u64 t = gpurt_sr_search(xr, cols, R, __fmul_rn(u, z), false, true, sh, shk, cl);
       bi = 0xffffffffu - (unsigned)t;
     }
     // 4. the logprob after penalties and temperature
