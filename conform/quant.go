@@ -95,8 +95,8 @@ func quantChecks() []check {
 	qc("f16_bf16scales_g128_n27", quantCase{xt: core.F16, st: core.BF16, m: 72, n: 27, k: 768, gs: 128})
 	qc("bf16_g32_n57_m41", quantCase{xt: core.BF16, st: core.BF16, m: 41, n: 57, k: 352, gs: 32})
 	qc("f16_g64_n64", quantCase{xt: core.F16, st: core.F16, m: 64, n: 64, k: 256, gs: 64})
-	// Deep k at n <= 32 (CUDA with GPURT_CUDA_QGEMV_ROWS=auto: k split
-	// among 4 blocks of 64 rows, the last row block partial).
+	// Deep k at n <= 32 (the skinny GEMV's 64-deep steps split among its
+	// warps, the last row block partial).
 	qc("bf16_g32_n20_m136_k2048", quantCase{xt: core.BF16, st: core.BF16, m: 136, n: 20, k: 2048, gs: 32})
 	for _, gs := range []int{32, 64, 128} { // prefill
 		qc(fmt.Sprintf("bf16_g%d_n77", gs), quantCase{xt: core.BF16, st: core.BF16, m: 200, n: 77, k: 384, gs: gs})

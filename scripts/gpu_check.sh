@@ -12,7 +12,7 @@
 # (bench/raw/rawbench.c), then runs: the smoke test, the C ABI suite, the
 # ABI fuzzer (100 inputs), the fault test, `gpurt probe`, `gpurt conform
 # --backend cuda` (and its fusion checks with GPURT_CUDA_FUSE=1, its quant
-# checks with GPURT_CUDA_QGEMV_ROWS=64, auto and 256) and
+# checks) and
 # `gpurt bench --json` (when those subcommands exist), and rawbench. Each
 # step has a timeout; a failing step is reported and the script goes on.
 # Full logs go to build/gpu_check/; when $OUT is set, they are packed into
@@ -157,11 +157,6 @@ if [ -x build/gpurt ]; then
     # ABI 1.10's fusions (GEMM prologues, the rotary embedding in the KV
     # append) are off by default (GPURT_CUDA_FUSE): their checks with them on.
     step conform_cuda_fuse 180 env GPURT_CUDA_FUSE=1 build/gpurt conform --backend cuda --run '^(gemm/.*prologue|attention/append/rope)'
-    # The skinny int8 GEMV's 64-row kernels and their k split are off by
-    # default (GPURT_CUDA_QGEMV_ROWS): the quant checks with each on.
-    for rows in 64 auto 256; do
-      step "conform_cuda_rows$rows" 120 env GPURT_CUDA_QGEMV_ROWS=$rows build/gpurt conform --backend cuda --run '^quant/'
-    done
     # GPURT_CUBLASLT_PATH must be absolute and pass the loader's trust rule
     # (csrc/gp_path.c): a relative one makes GEMM unavailable, naming why,
     # and is never replaced by the default library. Passes when the refusal

@@ -37,8 +37,7 @@
 #                  pf<M>: -prefetch-l2 M, M MiB of each layer's output
 #                  projection and gate/up weights asked into the L2
 #                  before its attention; pre<P>: GPURT_CUDA_QGEMV_PRE=P;
-#                  wave: GPURT_CUDA_QGEMV_WARPS=wave; rows<R>:
-#                  GPURT_CUDA_QGEMV_ROWS=R (32, 64, auto, 256); samp:
+#                  wave: GPURT_CUDA_QGEMV_WARPS=wave; samp:
 #                  sampled decoding (temperature 0.8, top-k 20, top-p
 #                  0.9: sample_T's cost against argmax_T's);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
@@ -116,7 +115,6 @@ if want llama; then
           pf[0-9]*) x+=(-prefetch-l2 "${part#pf}") ;;
           pre[0-9]*) e+=(GPURT_CUDA_QGEMV_PRE="${part#pre}") ;;
           wave) e+=(GPURT_CUDA_QGEMV_WARPS=wave) ;;
-          rows*) e+=(GPURT_CUDA_QGEMV_ROWS="${part#rows}") ;;
           samp) x+=(-temperature 0.8 -top-k 20 -top-p 0.9) ;;
           *) ;;
         esac

@@ -7,10 +7,8 @@
 # build/gpurt-quantbench, build/gpurt-attnbench, build/libgpurt_cuda.so).
 #
 #   gemv   build/gpurt-quantbench -only gemv under ncu, kernels matching
-#          GEMV_RE (the int8 decode GEMV and its skinny forms, the 64-row
-#          and k-split ones with GPURT_CUDA_QGEMV_ROWS=64 or auto in the
-#          environment, and cuBLASLt's bf16 GEMV-shaped kernels for the
-#          same shapes)
+#          GEMV_RE (the int8 decode GEMV and its skinny forms, and
+#          cuBLASLt's bf16 GEMV-shaped kernels for the same shapes)
 #   bgemv  build/gpurt-quantbench -only decode16 with GPURT_CUDA_FUSE=1
 #          under ncu, kernels matching BGEMV_RE (the 16-bit GEMV and its
 #          RMSNorm and SwiGLU prologue forms at the decode shapes: why the
@@ -39,7 +37,7 @@ if [ -z "$ncu" ]; then
 fi
 [ -n "$ncu" ] && [ -x "$ncu" ] || { echo "gpu_ncu: no ncu on this machine (NCU=path)"; exit 2; }
 "$ncu" --version | tail -n 1
-gemv_re=${GEMV_RE:-'gpurt_qgemv[wx]?(64s?)?f?_|gemv|gemvx|Kernel2|splitKreduce|sm90_xmma'}
+gemv_re=${GEMV_RE:-'gpurt_qgemvw?f?_|gemv|gemvx|Kernel2|splitKreduce|sm90_xmma'}
 bgemv_re=${BGEMV_RE:-'gpurt_bgemv_bf16_n1'}
 attn_re=${ATTN_RE:-'BatchDecode|BatchPrefill|MergeStates|VariableLengthMerge'}
 metrics=dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active,sm__issue_active.avg.pct_of_peak_sustained_active

@@ -15,8 +15,6 @@
 #              WARPS (default: the heuristic) and GPURT_CUDA_QGEMV_FETCH
 #              value F in FETCHES (32 or 256: the L2's DRAM fetch for a
 #              load of W), rows "gpurt int8 pf P[ warps W][ fetch F]"
-#              and GPURT_CUDA_QGEMV_ROWS value R in ROWS (32, 64, auto, 256:
-#              the skinny GEMV's rows a block for 8 < n <= 32), rows "... rows R"
 #   gemv_<form> the same with GPURT_CUDA_QGEMV=<form> for each form in
 #              FORMS (default: dequant factored; the skinny GEMV dequantizing,
 #              or factored without the prepared x), rows "gpurt int8 <form>"
@@ -42,8 +40,7 @@
 # names), PRESETS (1b 8b), PFS, WARPS, FETCHES, ROTATE, KERNELS, MEMOS
 # (1 0), I8_PRESETS, I8_WEIGHTS, PRES (GPURT_CUDA_QGEMV_PRE values for the
 # gemv step), I8_PRES (the same for the int8 decoder: one more run each,
-# tagged pre<P>), I8_ROWS (GPURT_CUDA_QGEMV_ROWS values for the int8
-# decoder: one more run each, tagged rows<R>), I8_REPS (rounds of the int8 step, A B A B), CONFORM_RUN (conform's --run). Exit status 0 when every step passed.
+# tagged pre<P>), I8_REPS (rounds of the int8 step, A B A B), CONFORM_RUN (conform's --run). Exit status 0 when every step passed.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -56,22 +53,18 @@ for pf in ${PFS:-default}; do
   for wp in ${WARPS:-default}; do
     for fe in ${FETCHES:-default}; do
       for pr in ${PRES:-default}; do
-      for ro in ${ROWS:-default}; do
         e=()
         [ "$pf" = default ] || e+=(GPURT_CUDA_QGEMV_PREFETCH=$pf)
         [ "$wp" = default ] || e+=(GPURT_CUDA_QGEMV_WARPS=$wp)
         [ "$fe" = default ] || e+=(GPURT_CUDA_QGEMV_FETCH=$fe)
         [ "$pr" = default ] || e+=(GPURT_CUDA_QGEMV_PRE=$pr)
-        [ "$ro" = default ] || e+=(GPURT_CUDA_QGEMV_ROWS=$ro)
         tag="pf $pf"
         [ "$wp" = default ] || tag="$tag warps $wp"
         [ "$fe" = default ] || tag="$tag fetch $fe"
         [ "$pr" = default ] || tag="$tag pre $pr"
-        [ "$ro" = default ] || tag="$tag rows $ro"
-        want gemv && step_jsonl "gemv_pf${pf}_w${wp}_f${fe}_p${pr}_r$ro" 60 "$out/quant.jsonl" env "${e[@]}" \
+        want gemv && step_jsonl "gemv_pf${pf}_w${wp}_f${fe}_p${pr}" 60 "$out/quant.jsonl" env "${e[@]}" \
           build/gpurt-quantbench -plugin-path build -only gemv ${ROTATE:+-rotate $ROTATE} &&
           sed -i "s/\"impl\":\"gpurt int8\"/\"impl\":\"gpurt int8 $tag\"/" "$out/quant.jsonl"
-      done
       done
     done
   done
@@ -89,13 +82,12 @@ if want int8; then
   for p in ${I8_PRESETS:-8b}; do
     for w in ${I8_WEIGHTS:-int8} bf16; do
       [ "$w" = bf16 ] && ! want bf16 && continue
-      for form in default ${I8_FORMS:-} ${I8_PRES:+$(printf 'pre%s ' $I8_PRES)} ${I8_ROWS:+$(printf 'rows%s ' $I8_ROWS)}; do
+      for form in default ${I8_FORMS:-} ${I8_PRES:+$(printf 'pre%s ' $I8_PRES)}; do
         [ "$w" = bf16 ] && [ "$form" != default ] && continue
         e=()
         case $form in
         default) ;;
         pre*) e+=(GPURT_CUDA_QGEMV_PRE=${form#pre}) ;;
-        rows*) e+=(GPURT_CUDA_QGEMV_ROWS=${form#rows}) ;;
         *) e+=(GPURT_CUDA_QGEMV=$form) ;;
         esac
         tag=${w}_$p${form#default}${rep:+_r$rep}

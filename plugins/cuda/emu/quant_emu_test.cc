@@ -271,26 +271,11 @@ typedef void (*QvFn)(const uint8_t *, const uint16_t *, const uint16_t *, const 
                      u32, u32);
 
 struct QCase {
-  const char *kind = "qgemv"; // qgemv, qgemvf (n <= 8); qgemvw, qgemvw64, qgemvw64s (the skinny form, 8 < n <= 32)
+  const char *kind = "qgemv"; // qgemv, qgemvf (n <= 8); qgemvw (the skinny form, 8 < n <= 32)
   int xt = T_BF16, st = T_BF16;
   u32 m = 16, k = 512, gs = 64, n = 1;
   bool wide = false; // x over 2^-20 .. 2^20 (bf16 x only)
-  u32 splits = 1;     // qgemvw64s: blocks sharing each row block's k (gridDim.y)
 };
-
-typedef void (*QsFn)(const uint8_t *, const uint16_t *, const uint16_t *, const uint16_t *, uint16_t *, u32, u32, u32,
-                     u32, u32, float *, u32 *);
-
-QsFn qs_fn(const QCase &c) {
-  const int v = (c.xt == T_F16) * 2 + (c.st == T_F16);
-#define SROW(P, XN, SN) {P##_##XN##_##SN##_t2, P##_##XN##_##SN##_t4}
-  static const QsFn g[4][2] = {SROW(gpurt_qgemvw64s, bf16, bf16), SROW(gpurt_qgemvw64s, bf16, f16),
-                               SROW(gpurt_qgemvw64s, f16, bf16), SROW(gpurt_qgemvw64s, f16, f16)};
-  static const QsFn gx[4][2] = {SROW(gpurt_qgemvx, bf16, bf16), SROW(gpurt_qgemvx, bf16, f16),
-                                SROW(gpurt_qgemvx, f16, bf16), SROW(gpurt_qgemvx, f16, f16)};
-#undef SROW
-  return strcmp(c.kind, "qgemvx") == 0 ? gx[v][c.n > 16] : g[v][c.n > 16];
-}
 
 QvFn q_fn(const QCase &c) {
   const int v = (c.xt == T_F16) * 2 + (c.st == T_F16);
@@ -305,30 +290,24 @@ QvFn q_fn(const QCase &c) {
 #define WROW(P, XN, SN) {P##_##XN##_##SN##_t2, P##_##XN##_##SN##_t4}
   static const QvFn w[4][2] = {WROW(gpurt_qgemvw, bf16, bf16), WROW(gpurt_qgemvw, bf16, f16),
                                WROW(gpurt_qgemvw, f16, bf16), WROW(gpurt_qgemvw, f16, f16)};
-  static const QvFn w64[4][2] = {WROW(gpurt_qgemvw64, bf16, bf16), WROW(gpurt_qgemvw64, bf16, f16),
-                                 WROW(gpurt_qgemvw64, f16, bf16), WROW(gpurt_qgemvw64, f16, f16)};
 #undef WROW
   if (strcmp(c.kind, "qgemvw") == 0) return w[v][c.n > 16];
-  if (strncmp(c.kind, "qgemvw64", 8) == 0) return w64[v][c.n > 16]; // qgemvw64s: run through qs_fn
   return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
 }
 
-bool q_skinny(const QCase &c) { return strncmp(c.kind, "qgemvw", 6) == 0 || strcmp(c.kind, "qgemvx") == 0; }
+bool q_skinny(const QCase &c) { return strcmp(c.kind, "qgemvw") == 0; }
 
 std::string q_name(const QCase &c) {
   char buf[160];
   snprintf(buf, sizeof buf, "%s_%s_%s_n%u m=%u k=%u gs=%u%s", c.kind, tname(c.xt), tname(c.st), c.n, c.m, c.k, c.gs,
            c.wide ? " wide-x" : "");
-  if (c.splits > 1) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), " splits=%u", c.splits);
   return buf;
 }
 
-// Runs c's kernel and checks it against float64; returns its output (empty
-// when not selected). same: another kernel's output that this one must
-// equal bit for bit (the 64-row skinny GEMV against the 32-row one).
-std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uint16_t> *same = nullptr) {
+// Runs c's kernel and checks it against float64.
+void run_q(const QCase &c, uint64_t seed) {
   const std::string name = q_name(c);
-  if (!selected(name)) return {};
+  if (!selected(name)) return;
   const auto t0 = std::chrono::steady_clock::now();
   Rng rng(seed);
   const u32 groups = c.k / c.gs;
@@ -348,24 +327,15 @@ std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uin
   }
   const u32 gshift = (u32)__builtin_ctz(c.gs);
   QvFn fn = q_fn(c);
-  // cuda_quant.c's gemv_launch: 32 rows a block (the 64-row skinny
-  // kernels: 64), k split among up to 16 warps (the skinny form: 16 for 2
-  // n-tiles, 8 for 4; the grid is small here) in 128-deep batches (the
-  // skinny form: 64-deep).
-  const bool sk = q_skinny(c), xk = strcmp(c.kind, "qgemvx") == 0,
-             split = strcmp(c.kind, "qgemvw64s") == 0 || xk;
-  const u32 rows = xk ? QX_ROWS : strncmp(c.kind, "qgemvw64", 8) == 0 ? 64 : QV_ROWS, depth = sk ? 64 : 128;
-  const u32 blocks = (c.m + rows - 1) / rows, batches = (c.k + depth - 1) / depth / c.splits;
-  // (gpurt_qgemvx_*: always QX_WARPS warps, one per 32 rows)
-  u32 nw = xk ? QX_WARPS : !sk ? QV_MAXW : c.n <= 16 ? 16 : 8;
-  if (!xk && nw > batches) nw = batches;
-  const dim3 grid(blocks, c.splits), block(nw * 32);
-  // The split form's f32 sums and counters (cuda_quant.c: the stream's
-  // scratch, and its counters zeroed once; each launch leaves them zero).
-  Dev<float> Ws((size_t)c.splits * c.n * c.m);
-  Dev<u32> Cnt(blocks);
-  for (size_t i = 0; i < Cnt.n; i++) Cnt[i] = 0;
-  std::string cnt_err;
+  // cuda_quant.c's gemv_launch: 32 rows a block, k split among up to 16
+  // warps (the skinny form: 16 for 2 n-tiles, 8 for 4; the grid is small
+  // here) in 128-deep batches (the skinny form: 64-deep).
+  const bool sk = q_skinny(c);
+  const u32 depth = sk ? 64 : 128;
+  const u32 blocks = (c.m + QV_ROWS - 1) / QV_ROWS, batches = (c.k + depth - 1) / depth;
+  u32 nw = !sk ? QV_MAXW : c.n <= 16 ? 16 : 8;
+  if (nw > batches) nw = batches;
+  const dim3 grid(blocks), block(nw * 32);
   // Prefetch distance 2, 256-byte fetches, 3 batches asked for before the
   // PDL wait: no-ops here, the code paths run.
   const u32 pf = 2u | 0x100u | 3u << 9;
@@ -377,16 +347,8 @@ std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uin
         for (size_t i = 0; i < Y.n; i++) Y[i] = nan16;
       },
       [&] {
-        if (split) {
-          QsFn sf = qs_fn(c);
-          emu_launch(grid, block, [&] { sf(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf, Ws.p(), Cnt.p()); },
-                     kname.c_str());
-          for (size_t i = 0; i < Cnt.n && cnt_err.empty(); i++)
-            if (Cnt[i] != 0) cnt_err = "split counter " + std::to_string(i) + " left at " + std::to_string(Cnt[i]);
-        } else {
-          emu_launch(grid, block, [&] { fn(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf); },
-                     kname.c_str());
-        }
+        emu_launch(grid, block, [&] { fn(W.p(), S.p(), Bi.p(), X.p(), Y.p(), c.m, c.k, gshift, c.n, pf); },
+                   kname.c_str());
       },
       [&] { return std::vector<uint16_t>(Y.p(), Y.p() + Y.n); }, out);
   Cmp cmp;
@@ -407,18 +369,8 @@ std::vector<uint16_t> run_q(const QCase &c, uint64_t seed, const std::vector<uin
       count++;
     }
   std::string err = cmp.verdict(0, count);
-  if (!cnt_err.empty()) err += (err.empty() ? "" : "; and ") + cnt_err;
-  if (same != nullptr && !same->empty() && *same != out) {
-    size_t i = 0;
-    while (i < out.size() && (*same)[i] == out[i]) i++;
-    char b[160];
-    snprintf(b, sizeof b, "y[%zu][%zu] is 0x%04x, the 32-row kernel's 0x%04x (the same bits expected)", i / c.m,
-             i % c.m, out[i], (*same)[i]);
-    err += (err.empty() ? "" : "; and ") + std::string(b);
-  }
   if (!sched.empty()) err = sched + (err.empty() ? "" : "; and " + err);
   report(name, err, cmp.info(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  return out;
 }
 
 // ---- the grouped GEMM with the row counts on the device (ABI 1.11) ------------------------------
@@ -636,11 +588,8 @@ int main(int argc, char **argv) {
     for (auto &c : qs) run_q(c, seed++);
   }
 
-  // The skinny GEMV, 8 < n <= 32 (measured correct on the H200 with 32
-  // rows a block), and the same cases with 64 rows a block
-  // (gpurt_qgemvw64_*): float64, and the 32-row kernel's bits (each
-  // accumulator takes the same mma's in the same order, the warps' sums
-  // meet in the same order). m not a multiple of 64 (the last block's rows
+  // The skinny GEMV, 8 < n <= 32 (measured correct on the H200 and the
+  // H100), against float64: m not a multiple of 32 (the last block's rows
   // past m), k with a tail, n short of its n-tiles.
   {
     struct W {
@@ -653,29 +602,7 @@ int main(int argc, char **argv) {
     for (const W &x : ws) {
       QCase c;
       c.kind = "qgemvw", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = x.n;
-      const std::vector<uint16_t> narrow = run_q(c, seed);
-      c.kind = "qgemvw64";
-      run_q(c, seed, &narrow);
-      // k split among 2 and 3 blocks (the last of each row block sums the
-      // shares: with GPURT_TEST_EMU_ORDER=rev another block is last, and
-      // the three runs must give the same bits)
-      c.kind = "qgemvw64s";
-      for (u32 sp : {2u, 3u})
-        if ((c.k + 63) / 64 >= sp) {
-          c.splits = sp;
-          run_q(c, seed);
-        }
-      // x in shared memory, 256 rows a block (gpurt_qgemvx_*): alone and
-      // with k split among 2 and 3 blocks (float64; its sums are in k's
-      // order, not the 32-row kernel's)
-      c.kind = "qgemvx";
-      for (u32 sp : {1u, 2u, 3u})
-        if ((c.k + 63) / 64 >= sp) {
-          c.splits = sp;
-          run_q(c, seed);
-        }
-      c.splits = 1;
-      seed++;
+      run_q(c, seed++);
     }
   }
 

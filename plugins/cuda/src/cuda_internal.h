@@ -111,9 +111,7 @@ CU_HIDDEN void *cu_dlopen_first(const char *const *cands, size_t n, int explicit
  *                    16-bit bias copy, from filling them until the matmul
  *                    that reads them is enqueued (taken inside cu_plan.mu);
  *                    also cuda_quant.c's qscratch, from its growth to the
- *                    matmul that reads it (then taking cu_device.mu), and
- *                    its split counters (qcount), from their making to
- *                    the split GEMV's launch.
+ *                    matmul that reads it (then taking cu_device.mu).
  *   cu_attn.mu       (cuda_attention.c) an attention object's plan and
  *                    workspace, from a plan's start to its upload's enqueue
  *                    (cuEventSynchronize; cuCtxSynchronize, cuMemFree,
@@ -140,9 +138,8 @@ CU_HIDDEN void *cu_dlopen_first(const char *const *cands, size_t n, int explicit
  * Held while calling the driver or cuBLASLt (never on the launch, copy or
  * memset path): cu_plan.mu (cublasLtMatmulDescSetAttribute, cublasLtMatmul,
  * cuMemAlloc of the C scratch); cu_stream.slot_mu (cuMemAlloc, cuMemFree,
- * cuMemcpyDtoDAsync, cuMemsetD32Async, cuStreamSynchronize, cuLaunchKernel
- * of the bias conversion, of cuda_quant.c's dequantization and of its
- * split GEMV, the cuBLASLt descriptor
+ * cuMemcpyDtoDAsync, cuStreamSynchronize, cuLaunchKernel of the bias
+ * conversion and of cuda_quant.c's dequantization, the cuBLASLt descriptor
  * calls and cublasLtMatmul of cu_gemm_tn_ptrs); cu_stream.ws_mu (cuStreamSynchronize, cuMemFree, cuMemAlloc
  * when the workspace grows); cu_device.mu (one-time cublasLtCreate,
  * cuMemAlloc + cuMemcpyHtoD of the scratch, cuModuleLoadDataEx +
@@ -249,9 +246,6 @@ typedef struct cu_stream {
    * its growth through the matmul that reads it. */
   CUdeviceptr qscratch;
   uint64_t qscratch_cap;
-  /* cuda_quant.c's split counters (the k-split skinny GEMV): zeroed once
-   * when made, each launch leaves them zero; under slot_mu. */
-  CUdeviceptr qcount;
 } cu_stream;
 
 struct cu_event {
@@ -402,7 +396,7 @@ CU_HIDDEN gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_
 
 /* Slots of cu_own_fn's per-device cache: cuda_quant.c's variants first,
  * then the GEMV's (type x N 1/2/4). */
-enum { CU_OWN_QUANT_FNS = 124, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
+enum { CU_OWN_QUANT_FNS = 100, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
 /* Kernel `name` of the own fatbin on device dev, cached in slot v (the
  * module loaded on first use, under the device's mutex); context current. */
 CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out);

@@ -11,10 +11,6 @@
  *                         8 columns)
  *  quant_matmul, n <= 64  gpurt_qgemvwf_<x>_<s>_t<NT> / gpurt_qgemvw_*: the
  *                         same with NT = 2, 4, 8 n-tiles of 8 tokens
- *                         (n <= 32 with GPURT_CUDA_QGEMV_ROWS=64 or auto:
- *                         gpurt_qgemvw64_<x>_<s>_t<NT>, 64 rows a block;
- *                         =256: gpurt_qgemvx_<x>_<s>_t<NT>, x in shared
- *                         memory, 256 rows a block)
  *  quant_matmul, n < 128  gpurt_qgemm_<x>_<s>: the tiled tensor-core kernel
  *                         (sm_90 with CUTLASS: only where CUTLASS refuses
  *                         the shape; n >= 65 goes to CUTLASS, see QMM_CL_MIN_N)
@@ -72,9 +68,7 @@ enum {
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
   QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
   QV_GGC_FP8 = 99,
-  QV_GEMVW64 = 100, /* the skinny GEMV with 64 rows a block: (x type, scale type, n-tiles 2/4, k split) */
-  QV_GEMVX = 116,   /* the skinny GEMV with x in shared memory: (x type, scale type, n-tiles 2/4) */
-  QV_COUNT = 124
+  QV_COUNT = 100
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -99,18 +93,6 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define GG_MAX_GROUPS 64
 #define GG_TILE 128
 #define QV_ROWS 32 /* GEMV: rows of W per block (cuda_quant.cu) */
-#define QW_WIDE_ROWS 64 /* gpurt_qgemvw64_*: rows of W per block */
-#define QW_WIDE_MAX_N 32 /* ... for n up to this (2 and 4 n-tiles) */
-/* skinny GEMV, 8 < n <= QW_WIDE_MAX_N: its forms (GPURT_CUDA_QGEMV_ROWS
- * 32, 64, auto: 64 rows, k split among blocks where the 64-row blocks
- * alone leave SMs idle, qw_form; 256: x in shared memory, qx_form) and
- * QW_ROWS, the one when the variable is unset (32 until the others are
- * measured) */
-enum { QW_ROWS_32 = 1, QW_ROWS_64 = 2, QW_ROWS_AUTO = 3, QW_ROWS_X = 4 };
-#define QX_ROWS 256 /* gpurt_qgemvx_*: rows of W a block (cuda_quant.cu) */
-#define QX_WARPS 8  /* ... its warps, exactly (one per 32 rows) */
-#define QX_MAX_SPLITS 8
-#define QW_ROWS QW_ROWS_32
 #define QV_MAXW 16 /* GEMV: warps per block at most */
 #define QV_WARPS_WAVE 0xff /* qgemv_env.warps for GPURT_CUDA_QGEMV_WARPS=wave */
 #define QV_PF 0    /* GEMV: batches ahead asked into the L2 (0: none) */
@@ -153,25 +135,21 @@ typedef struct gg_table {
  * default; scripts/gpu_skinny.sh), GPURT_CUDA_QGEMV_FETCH=32 or 256 the
  * bytes the L2 fetches from DRAM for a load of W (QV_FETCH by default),
  * GPURT_CUDA_QGEMV_PRE=0..15 how many of a warp's first batches of W, its
- * scales and biases it asks into the L2 before its PDL wait (QV_PRE),
- * GPURT_CUDA_QGEMV_ROWS=32, 64, auto or 256 the skinny GEMV's rows a block
- * for 8 < n <= 32 (QW_ROWS; auto: 64, k split where needed: qw_form; 256:
- * gpurt_qgemvx_*, x in shared memory, k split where needed). */
+ * scales and biases it asks into the L2 before its PDL wait (QV_PRE). */
 typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
   int pre;     /* GPURT_CUDA_QGEMV_PRE: -1 the default (QV_PRE), else 0..15 */
-  int rows;    /* GPURT_CUDA_QGEMV_ROWS: QW_ROWS_32, _64, _AUTO, _X (256); QW_ROWS when unset or another value */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
   static _Atomic int cached = -1; /* warps | dequant << 8 | factored << 9 | (pf + 1) << 10 | fetch << 14 | cutlass << 16
-                                     | (pre + 1) << 17 | rows << 22, once read */
+                                     | (pre + 1) << 17, once read */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     const char *w = getenv("GPURT_CUDA_QGEMV_WARPS"), *k = getenv("GPURT_CUDA_QGEMV");
     const char *p = getenv("GPURT_CUDA_QGEMV_PREFETCH"), *fe = getenv("GPURT_CUDA_QGEMV_FETCH");
-    const char *pr = getenv("GPURT_CUDA_QGEMV_PRE"), *ro = getenv("GPURT_CUDA_QGEMV_ROWS");
+    const char *pr = getenv("GPURT_CUDA_QGEMV_PRE");
     int warps = w != NULL ? atoi(w) : 0;
     if (warps < 0 || warps > QV_MAXW) warps = 0;
     if (w != NULL && strcmp(w, "wave") == 0) warps = QV_WARPS_WAVE;
@@ -181,18 +159,11 @@ static qgemv_env qgemv_switches(void) {
     if (pre < -1 || pre > 15) pre = -1;
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
         (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
-        (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17 |
-        (ro == NULL              ? QW_ROWS
-         : strcmp(ro, "32") == 0   ? QW_ROWS_32
-         : strcmp(ro, "64") == 0   ? QW_ROWS_64
-         : strcmp(ro, "auto") == 0 ? QW_ROWS_AUTO
-         : strcmp(ro, "256") == 0  ? QW_ROWS_X
-                                   : QW_ROWS)
-            << 22;
+        (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1,
-                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 7};
+                     ((v >> 17) & 0x1f) - 1};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -263,31 +234,6 @@ static gpurt_error *stream_scratch(cu_runtime *rt, cu_stream *st, uint64_t need,
   }
   st->qscratch = p;
   st->qscratch_cap = need;
-  return NULL;
-}
-
-#define QW_COUNTS 4096 /* the stream's split counters (u32 each) */
-/* The stream's split counters (QW_COUNTS u32, zero between launches: each
- * split launch's last block sets its row block's back), made on first use
- * and zeroed before anything else can run on them; slot_mu held. Made in
- * the preparing pass before a graph's capture (nothing may be allocated or
- * waited for during it). */
-static gpurt_error *stream_counts(cu_runtime *rt, cu_stream *st) {
-  if (st->qcount != 0) return NULL;
-  const uint32_t dev = st->dev;
-  CUdeviceptr p = 0;
-  CUresult r = cu_drv.p_cuMemAlloc(&p, QW_COUNTS * sizeof(uint32_t));
-  if (r == CUDA_ERROR_OUT_OF_MEMORY)
-    return gp_err_vendor(GPURT_ERR_OUT_OF_MEMORY, r, "quant_matmul: out of device memory allocating the stream's "
-                         "%u split counters on device %u", (unsigned)QW_COUNTS, dev);
-  if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, "quant_matmul: split counters cuMemAlloc", NULL);
-  if ((r = cu_drv.p_cuMemsetD32Async(p, 0, QW_COUNTS, st->s)) == CUDA_SUCCESS)
-    r = cu_drv.p_cuStreamSynchronize(st->s); /* zero before a graph on another stream reads them */
-  if (r != CUDA_SUCCESS) {
-    cu_drv.p_cuMemFree(p);
-    return cu_fail(rt, dev, r, "quant_matmul: zeroing the split counters", st->last_kernel);
-  }
-  st->qcount = p;
   return NULL;
 }
 
@@ -405,8 +351,7 @@ typedef struct qv_params {
   const void *w, *sc, *bi, *x;
   void *y;
   uint32_t m, k, gshift, n, pf;
-  CUdeviceptr ws, cnt; /* the split form's (gpurt_qgemvw64s_*: twelve parameters; 0 for the others) */
-  void *p[12];
+  void *p[10];
 } qv_params;
 
 static void qv_params_fill(qv_params *q, const gp_quant_op *r, uint32_t n, uint32_t pf) {
@@ -417,26 +362,8 @@ static void qv_params_fill(qv_params *q, const gp_quant_op *r, uint32_t n, uint3
   q->x = (const void *)(uintptr_t)r->x.addr;
   q->y = (void *)(uintptr_t)r->y.addr;
   q->m = (uint32_t)a->m, q->k = (uint32_t)a->k, q->gshift = log2u(a->group_size), q->n = n, q->pf = pf;
-  q->ws = 0, q->cnt = 0;
-  void *p[12] = {&q->w, &q->sc, &q->bi, &q->x, &q->y, &q->m, &q->k, &q->gshift, &q->n, &q->pf, &q->ws, &q->cnt};
+  void *p[10] = {&q->w, &q->sc, &q->bi, &q->x, &q->y, &q->m, &q->k, &q->gshift, &q->n, &q->pf};
   memcpy(q->p, p, sizeof p);
-}
-
-/* Bit 8 of the GEMVs' pf: 256-byte DRAM fetches of W
- * (GPURT_CUDA_QGEMV_FETCH, else QV_FETCH). */
-static uint32_t qv_fetch_bit(qgemv_env sw) { return sw.fetch == 2 || (sw.fetch == 0 && QV_FETCH == 256) ? 0x100u : 0; }
-
-/* A k-split launch's needs (splits blocks sharing each row block's k): the
- * stream's scratch for the f32 shares (splits x n x m) and its counters,
- * made now, also before a graph's capture. On success slot_mu is held until
- * the caller has launched (it unlocks). */
-static gpurt_error *split_lock(cu_runtime *rt, cu_stream *st, uint32_t splits, uint64_t n, uint64_t m) {
-  pthread_mutex_lock(&st->slot_mu);
-  gpurt_error *e = stream_scratch(rt, st, (uint64_t)splits * n * m * sizeof(float), "quant_matmul",
-                                  "the split GEMV's f32 sums");
-  if (e == NULL) e = stream_counts(rt, st);
-  if (e != NULL) pthread_mutex_unlock(&st->slot_mu);
-  return e;
 }
 
 /* GPURT_CUDA_QGEMV_WARPS=wave: the most warps a block (maxw, maxw / 2,
@@ -459,92 +386,28 @@ static uint64_t wave_warps(cu_runtime *rt, uint32_t dev, CUfunction f, uint64_t 
 }
 
 /* Launches a GEMV kernel (either form: the same parameters; the n <= 8
- * kernels have n built in) over r's operands: rows rows of W a block,
+ * kernels have n built in) over r's operands: QV_ROWS rows of W a block,
  * k split among its warps in depth-deep batches: maxw warps while the grid
  * is small (fewer than ~2 blocks per SM), else 4, never more than batches;
  * GPURT_CUDA_QGEMV_WARPS (up to maxw, or wave: wave_warps) fixes it. pf:
- * the prefetch distance unless GPURT_CUDA_QGEMV_PREFETCH says. splits > 1
- * (gpurt_qgemvw64s_*): that many blocks share each row block's k
- * (split_lock). warm: only what the launch needs is made. */
+ * the prefetch distance unless GPURT_CUDA_QGEMV_PREFETCH says. */
 static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
-                                uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw, uint32_t rows,
-                                uint32_t splits, int warm) {
+                                uint32_t n, uint32_t pf, uint32_t depth, uint32_t maxw) {
   const qgemv_env sw = qgemv_switches();
   if (sw.pf >= 0) pf = (uint32_t)sw.pf;
-  /* The kernels' pf: the distance, bit 8 for 256-byte fetches of W, and
-   * bits 9-12 the warp's first batches asked into the L2 before the PDL wait. */
-  pf |= qv_fetch_bit(sw) | (uint32_t)(sw.pre >= 0 ? sw.pre : QV_PRE) << 9;
-  gpurt_error *e = splits > 1 ? split_lock(rt, st, splits, n, r->c.a.m) : NULL;
-  if (e != NULL) return e;
-  if (warm) {
-    if (splits > 1) pthread_mutex_unlock(&st->slot_mu);
-    return NULL;
-  }
+  /* The kernels' pf: the distance, and bit 8 for 256-byte fetches of W. */
+  if (sw.fetch == 2 || (sw.fetch == 0 && QV_FETCH == 256)) pf |= 0x100u;
+  /* Bits 9-12: the warp's first batches asked into the L2 before the PDL wait. */
+  pf |= (uint32_t)(sw.pre >= 0 ? sw.pre : QV_PRE) << 9;
   qv_params q;
   qv_params_fill(&q, r, n, pf);
-  if (splits > 1) q.ws = st->qscratch, q.cnt = st->qcount;
-  const uint64_t blocks = cdiv(q.m, rows), all = blocks * splits, batches = cdiv(cdiv(q.k, depth), splits);
-  uint64_t nw = sw.warps == QV_WARPS_WAVE                    ? wave_warps(rt, st->dev, f, all, maxw)
+  const uint64_t blocks = cdiv(q.m, QV_ROWS), batches = cdiv(q.k, depth);
+  uint64_t nw = sw.warps == QV_WARPS_WAVE                    ? wave_warps(rt, st->dev, f, blocks, maxw)
                 : sw.warps > 0 && (uint32_t)sw.warps <= maxw ? (uint64_t)sw.warps
-                : all < 256                                  ? maxw
+                : blocks < 256                               ? maxw
                                                              : 4;
   if (nw > batches) nw = batches;
-  e = cu_own_launch(rt, st, f, name, blocks, splits, (uint32_t)nw * 32, q.p, 1);
-  if (splits > 1) pthread_mutex_unlock(&st->slot_mu);
-  return e;
-}
-
-#define QW_MAX_SPLITS 4
-#define QW_MIN_SPLIT_BATCHES 8
-/* The blocks to share each row block's k for m x k in blocks of rows rows:
- * enough for a block an SM where the row blocks alone leave SMs idle, at
- * most `most`, each at least QW_MIN_SPLIT_BATCHES 64-deep steps, at most
- * QW_COUNTS row blocks (else 1: no split). */
-static uint32_t split_count(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k, uint32_t rows, uint64_t most) {
-  const uint64_t blocks = cdiv(m, rows), sms = (uint64_t)rt->devs[dev].sm_count, nb = cdiv(k, 64);
-  if (blocks >= sms || blocks > QW_COUNTS) return 1;
-  uint64_t s = cdiv(sms, blocks);
-  if (s > most) s = most;
-  while (s > 1 && nb / s < QW_MIN_SPLIT_BATCHES) s--;
-  return (uint32_t)s;
-}
-
-/* How the skinny GEMV of m x k (8 < n <= QW_WIDE_MAX_N) runs
- * (GPURT_CUDA_QGEMV_ROWS, else QW_ROWS): 0, 32 rows a block; 1, 64 rows a
- * block; S > 1, 64 rows a block with each row block's k split among S
- * blocks (auto, where the 64-row blocks alone would leave SMs idle: 8B's o
- * and down projections, m = 4096, have 64 on an H200's 132 SMs;
- * split_count, S up to QW_MAX_SPLITS). */
-static uint32_t qw_form(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k) {
-  const int rows = qgemv_switches().rows;
-  if (rows == QW_ROWS_32 || rows == QW_ROWS_X) return 0;
-  if (rows == QW_ROWS_64) return 1;
-  return split_count(rt, dev, m, k, QW_WIDE_ROWS, QW_MAX_SPLITS);
-}
-
-/* Whether the skinny GEMV of m x k runs as gpurt_qgemvx_* (GPURT_CUDA_QGEMV_ROWS=256):
- * 0, no; else the blocks sharing each 256-row block's k (split_count). */
-static uint32_t qx_form(cu_runtime *rt, uint32_t dev, uint32_t m, uint32_t k) {
-  return qgemv_switches().rows == QW_ROWS_X ? split_count(rt, dev, m, k, QX_ROWS, QX_MAX_SPLITS) : 0;
-}
-
-
-/* Launches gpurt_qgemvx_* f over r's operands: QX_ROWS rows a block,
- * exactly QX_WARPS warps, splits blocks sharing each row block's k (their
- * f32 sums in the stream's scratch, their counts in its counters: made
- * here, also when warm, before a graph's capture). */
-static gpurt_error *qx_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, const gp_quant_op *r,
-                              uint32_t n, uint32_t splits, int warm) {
-  gpurt_error *e = splits > 1 ? split_lock(rt, st, splits, n, r->c.a.m) : NULL;
-  if (e != NULL) return e;
-  if (!warm) {
-    qv_params q;
-    qv_params_fill(&q, r, n, qv_fetch_bit(qgemv_switches())); /* (it reads only pf's bit 8) */
-    if (splits > 1) q.ws = st->qscratch, q.cnt = st->qcount;
-    e = cu_own_launch(rt, st, f, name, cdiv(q.m, QX_ROWS), splits, QX_WARPS * 32, q.p, 1);
-  }
-  if (splits > 1) pthread_mutex_unlock(&st->slot_mu);
-  return e;
+  return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, q.p, 1);
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
@@ -584,7 +447,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * SM), else 4 (four blocks per SM: at 14336 x 4096 on the H200 22.3 /
      * 22.8 us for n = 1 / 8 against 22.9 / 23.6 with 8 warps and 27.0 /
      * 27.7 with 16, 2026-12-02 run14). */
-    return gemv_launch(rt, st, f, name, r, n, QV_PF, 128, QV_MAXW, QV_ROWS, 1, 0);
+    return gemv_launch(rt, st, f, name, r, n, QV_PF, 128, QV_MAXW);
   }
   if (n >= QMM_LT_MIN_N || (n >= qmm_min_n() && qmm_cutlass_takes(rt, dev, a, w, x, y)))
     return prefill(rt, st, a, w, sc, bi, x, y, gshift, warm);
@@ -611,24 +474,6 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * the factored form's x scaling and all-ones mma are per n-tile). */
     const int fac = a->group_size >= 64 && qgemv_switches().factored;
     const uint32_t nt = n <= 16 ? 2 : n <= 32 ? 4 : 8, ti = n <= 16 ? 0 : n <= 32 ? 1 : 2;
-    const uint32_t xsplits = !fac && n <= QW_WIDE_MAX_N ? qx_form(rt, dev, m, k) : 0;
-    if (xsplits > 0) {
-      /* x in shared memory, 256 rows a block (cuda_quant.cu's QGEMVX). */
-      snprintf(name, sizeof name, "gpurt_qgemvx_%s_%s_t%u", tname(a->x_type), tname(a->scale_type), nt);
-      if ((e = cu_own_fn(rt, dev, QV_GEMVX + (xi * 2 + si) * 2 + (int)ti, name, &f))) return e;
-      return qx_launch(rt, st, f, name, r, n, xsplits, warm);
-    }
-    const uint32_t form = !fac && n <= QW_WIDE_MAX_N ? qw_form(rt, dev, m, k) : 0;
-    if (form > 0) {
-      /* 64 rows a block: each x fragment feeds twice the mma's (the L2
-       * serves half the bytes of x; cuda_quant.cu's QGEMVW64), k split
-       * among form blocks where form > 1 (QGEMVW64S). */
-      const int split = form > 1;
-      snprintf(name, sizeof name, "gpurt_qgemvw64%s_%s_%s_t%u", split ? "s" : "", tname(a->x_type),
-               tname(a->scale_type), nt);
-      if ((e = cu_own_fn(rt, dev, QV_GEMVW64 + ((xi * 2 + si) * 2 + (int)ti) * 2 + split, name, &f))) return e;
-      return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QW_WIDE_ROWS, form, warm);
-    }
     snprintf(name, sizeof name, "gpurt_qgemvw%s_%s_%s_t%u", fac ? "f" : "", tname(a->x_type), tname(a->scale_type),
              nt);
     if ((e = cu_own_fn(rt, dev, QV_GEMVW + ((xi * 2 + si) * 3 + (int)ti) * 2 + fac, name, &f)) || warm) return e;
@@ -636,7 +481,7 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
      * as the GEMV's, from 4 (several blocks per SM, large grids) to the
      * most the kernel takes (measured: 32.5 against 38.7 us with 16 warps
      * at 14336 x 4096, n = 16; bench/results/h200-2026-12-04c). */
-    return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt), QV_ROWS, 1, 0);
+    return gemv_launch(rt, st, f, name, r, n, QW_PF, 64, qw_maxw(nt));
   }
   snprintf(name, sizeof name, "gpurt_qgemm_%s_%s", tname(a->x_type), tname(a->scale_type));
   if ((e = cu_own_fn(rt, dev, QV_QGEMM + xi * 2 + si, name, &f)) || warm) return e;

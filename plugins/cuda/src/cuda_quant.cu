@@ -224,11 +224,6 @@ template <int XT> __device__ __forceinline__ float x_to_f16(const u32 (&xw)[8], 
   }
 }
 
-// One 64-deep step of a warp over its 4 row slots (32 rows) and NT n-tiles:
-// q the lane's 16 codes of each row slot, s and b their group's scale and
-// bias as f32, xv the lane's 16 x values of each n-tile's token (8 j + gq),
-// in the k permutation described above; acc[j][t] the m16n8 accumulators of
-// n-tile j, m-tile t. FAC: the factored arithmetic (groups of 64 or more).
 // A lane's 16 x values of one n-tile's token (two 16-byte loads) as 8
 // words of two values each.
 __device__ __forceinline__ void xwords(const uint4 (&xv)[2], u32 (&xw)[8]) {
@@ -248,33 +243,15 @@ __device__ __forceinline__ void dequant16(const uint4 &q, float s, float b, u32 
   }
 }
 
-template <int XT, int NT, bool FAC, int RS>
-__device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS], const float (&b)[RS],
-                                      const uint4 (&xv)[NT][2], float (&acc)[NT][RS / 2][4], u32 tq) {
-  static_assert(RS == 4 || (RS == 8 && !FAC), "the factored form has 4 row slots");
-  if constexpr (RS == 8) {
-    // 64 rows (gpurt_qgemvw64_*): m-tile by m-tile, its two row slots
-    // dequantized as below, then every n-tile's mma's on them; each
-    // accumulator takes the same mma's in the same order as with 4 slots
-    // (the same bits per m-tile), and only 16 dequantized pairs are live.
-#pragma unroll
-    for (int t = 0; t < RS / 2; t++) {
-      u32 d[2][8];
-#pragma unroll
-      for (int h = 0; h < 2; h++) dequant16<XT>(q[2 * t + h], s[2 * t + h], b[2 * t + h], d[h]);
-#pragma unroll
-      for (int j = 0; j < NT; j++) {
-        u32 xw[8];
-        xwords(xv[j], xw);
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++) {
-          const u32 bf[2] = {xw[2 * jj], xw[2 * jj + 1]};
-          const u32 af[4] = {d[0][2 * jj], d[1][2 * jj], d[0][2 * jj + 1], d[1][2 * jj + 1]};
-          mma16816(acc[j][t], af, bf, XT == T_F16);
-        }
-      }
-    }
-  } else if constexpr (FAC) {
+// One 64-deep step of a warp over its 4 row slots (32 rows) and NT n-tiles:
+// q the lane's 16 codes of each row slot, s and b their group's scale and
+// bias as f32, xv the lane's 16 x values of each n-tile's token (8 j + gq),
+// in the k permutation described above; acc[j][t] the m16n8 accumulators of
+// n-tile j, m-tile t. FAC: the factored arithmetic (groups of 64 or more).
+template <int XT, int NT, bool FAC>
+__device__ __forceinline__ void qstep(const uint4 (&q)[4], const float (&s)[4], const float (&b)[4],
+                                      const uint4 (&xv)[NT][2], float (&acc)[NT][2][4], u32 tq) {
+  if constexpr (FAC) {
     // Factored (groups of 64 or more: one group per 64-deep step of a
     // lane quad): sum_k (s q_k + b) x_k = s sum_k q_k x_k + b sum_k x_k,
     // on f16 tensor cores. A is the codes as f16 1024 + q (exact, one
@@ -346,67 +323,21 @@ __device__ __forceinline__ void qstep(const uint4 (&q)[RS], const float (&s)[RS]
   }
 }
 
-// The end of a k-split GEMV (gpurt_qgemvw64s_*, gpurt_qgemvx_* with
-// gridDim.y > 1), after every thread of the block has written its rows'
-// f32 sums into ws[blockIdx.y] ([gridDim.y][ntok][m]): the
-// threadFenceReduction pattern. Shares written, fenced, counted in
-// cnt[blockIdx.x] (zero before the launch); the last block of the row block
-// to arrive reads every share past the L1, adds them in the order of y (the
-// same bits whichever block is last), writes y's rows [row0, row0 + rows)
-// and sets the count back to zero for the next launch.
-template <int XT>
-__device__ __forceinline__ void split_finish(const float *ws, u32 *cnt, uint16_t *y, u32 row0, u32 rows, u32 m,
-                                             u32 ntok) {
-  __shared__ u32 last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const u32 before = atomicAdd(&cnt[blockIdx.x], 1u);
-    last = before == gridDim.y - 1;
-    if (last) cnt[blockIdx.x] = 0; // every share has counted: zero for the next launch
-  }
-  __syncthreads();
-  if (last) {
-    __threadfence();
-    for (u32 id = threadIdx.x; id < rows * ntok; id += blockDim.x) {
-      const u32 tok = id / rows, row = row0 + id % rows;
-      if (row >= m) continue;
-      float v = 0.f;
-      for (u32 sy = 0; sy < gridDim.y; sy++) v += __ldcg(&ws[((u64)sy * ntok + tok) * m + row]);
-      y[(u64)tok * m + row] = f2h<XT>(v);
-    }
-  }
-}
-
 // The body for NT n-tiles of 8 tokens (ntok <= 8 NT of them), U 64-deep
 // steps a batch and at most MAXW warps a block: the decode GEMV is NT = 1
 // (ntok a constant 1..8); the skinny form (gpurt_qgemvw_*, 8 < n <= 64) is
 // NT = 2, 4 or 8 over the same loads of W, each lane also loading its
 // token 8 j + gq of every n-tile j, and one dequantization (or the factored
-// form's codes) feeding NT mma's instead of one. RS row slots of 8 rows:
-// 4 (32 rows a block, QV_ROWS), or 8 (64 rows: gpurt_qgemvw64_*, the
-// skinny form with 2 or 4 n-tiles), where each x fragment a lane loads
-// feeds twice the mma's: at n = 32 the blocks' loads of x from the L2 are
-// twice W's bytes with 32 rows a block and as many as W's with 64.
-// SPLIT (gpurt_qgemvw64s_*): the grid's gridDim.y blocks of one row block
-// share its k (blockIdx.y takes the y-th run of batches), each writes its
-// f32 sums to ws ([gridDim.y][ntok][m]) and counts itself in cnt[blockIdx.x]
-// (zero before the launch); the last to arrive sums the shares in the
-// order of y (the same bits whichever block is last), writes y and sets
-// the count back to zero for the next launch.
-template <int XT, int ST, int NT, int U, int MAXW, bool FAC, int RS = 4, bool SPLIT = false>
+// form's codes) feeding NT mma's instead of one.
+template <int XT, int ST, int NT, int U, int MAXW, bool FAC>
 __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok,
-                                           u32 pf, float *__restrict__ ws = nullptr, u32 *cnt = nullptr) {
-  static_assert(!SPLIT || RS == 8, "the split form has 64 rows a block");
-  // MT m-tiles of 16 rows. The warps' partial sums, JC n-tiles at a time
-  // (at most 32 floats a lane; rows padded by one float past NT = 1:
-  // lane-indexed rows, no bank conflicts).
-  constexpr int MT = RS / 2, LMT = MT == 4 ? 2 : 1;
-  constexpr int JC = (NT < 4 ? NT : 4) * 2 / MT > 0 ? (NT < 4 ? NT : 4) * 2 / MT : 1;
-  static_assert(NT % JC == 0 && JC * MT * 4 <= 32, "the reduction's chunks");
-  __shared__ float red[MAXW][32][4 * MT * JC + (NT == 1 ? 0 : 1)];
+                                           u32 pf) {
+  // The warps' partial sums, JC n-tiles at a time (rows padded by one
+  // float past NT = 1: lane-indexed rows, no bank conflicts).
+  constexpr int JC = NT < 4 ? NT : 4;
+  __shared__ float red[MAXW][32][8 * JC + (NT == 1 ? 0 : 1)];
   const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const u32 gq = lane >> 2, tq = lane & 3;
   // pf: bits 0-7 the L2 prefetch distance in batches, bit 8 the 256-byte
@@ -415,14 +346,14 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   const bool big = (pf >> 8) & 1;
   const u32 pre = (pf >> 9) & 0xfu;
   pf &= 0xffu;
-  const u32 row0 = blockIdx.x * (8 * RS);
+  const u32 row0 = blockIdx.x * QV_ROWS;
   const u32 groups = k >> gshift;
-  // Row slot i: row row0 + 8 * i + gq (slots 2t, 2t + 1: m-tile t); rows
-  // past m repeat the last one (loaded, never stored).
-  const uint8_t *wr[RS];
-  const uint16_t *sr[RS], *br[RS];
+  // Row slot i: row row0 + 8 * i + gq (slots 0, 1: m-tile 0; 2, 3: m-tile 1);
+  // rows past m repeat the last one (loaded, never stored).
+  const uint8_t *wr[4];
+  const uint16_t *sr[4], *br[4];
 #pragma unroll
-  for (int i = 0; i < RS; i++) {
+  for (int i = 0; i < 4; i++) {
     u32 row = row0 + 8 * i + gq;
     row = row < m ? row : m - 1;
     wr[i] = w + (u64)row * k;
@@ -434,24 +365,17 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   const uint16_t *xr[NT];
 #pragma unroll
   for (int j = 0; j < NT; j++) xr[j] = x + (u64)(8 * j + gq < ntok ? 8 * j + gq : 0) * k;
-  float acc[NT][MT][4];
+  float acc[NT][2][4];
 #pragma unroll
   for (int j = 0; j < NT; j++)
 #pragma unroll
-    for (int t = 0; t < MT; t++)
+    for (int t = 0; t < 2; t++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[j][t][e] = 0.f;
   // A batch: U 64-deep steps. The full batches run without a bound check
   // (TAIL false); the last one, when k is not a multiple of 64 U, checks
   // each lane's depth.
   const u32 nb = (k + 64 * U - 1) / (64 * U), nfull = k / (64 * U);
-  // The block's batches: [b0, b1) (all of them unless SPLIT).
-  u32 b0 = 0, b1 = nb;
-  if constexpr (SPLIT) {
-    const u32 per = (nb + gridDim.y - 1) / gridDim.y;
-    b0 = blockIdx.y * per;
-    b1 = b0 + per < nb ? b0 + per : nb;
-  }
   // Launched with programmatic dependent launch, the block may start while
   // the kernel before it still runs (and may be writing x, or even W). W,
   // its scales and biases of the warp's first pre batches are only asked
@@ -459,14 +383,14 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   // fetched early is still updated by the writer's stores), so their loads
   // after it wait for the L2, not for HBM; every load comes after the wait.
   for (u32 p = 0; p < pre; p++) {
-    const u32 bt = b0 + warp + p * nw;
-    if (bt >= b1) break;
+    const u32 bt = warp + p * nw;
+    if (bt >= nb) break;
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const u32 kk = bt * (64 * U) + u * 64 + tq * 16;
       if (kk < k)
 #pragma unroll
-        for (int i = 0; i < RS; i++) {
+        for (int i = 0; i < 4; i++) {
           prefetch_l2(wr[i] + kk);
           if (tq == 0) {
             prefetch_l2(sr[i] + (kk >> gshift));
@@ -486,28 +410,28 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
         const u32 kk = (bt + pf * nw) * (64 * U) + u * 64 + tq * 16;
         if (kk < k)
 #pragma unroll
-          for (int i = 0; i < RS; i++) prefetch_l2(wr[i] + kk);
+          for (int i = 0; i < 4; i++) prefetch_l2(wr[i] + kk);
       }
     }
     // Every load of the batch is issued before the first use (volatile
     // asm keeps them in order ahead of the mma's): a lane out of k loads
     // depth 0 instead and zeroes what it loaded.
-    uint4 q[U][RS], xv[U][NT][2];
-    float s[U][RS], b[U][RS];
-    uint16_t sh[U][RS], bh[U][RS];
+    uint4 q[U][4], xv[U][NT][2];
+    float s[U][4], b[U][4];
+    uint16_t sh[U][4], bh[U][4];
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const u32 kk = bt * (64 * U) + u * 64 + tq * 16;
       const u32 kc = !TAIL || kk < k ? kk : 0; // k is a multiple of 32: a lane's 16 are all in or all out
 #pragma unroll
-      for (int i = 0; i < RS; i++) q[u][i] = ld_stream(wr[i] + kc, big);
+      for (int i = 0; i < 4; i++) q[u][i] = ld_stream(wr[i] + kc, big);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
         xv[u][j][0] = ld_cached(xr[j] + kc);
         xv[u][j][1] = ld_cached(xr[j] + kc + 8);
       }
 #pragma unroll
-      for (int i = 0; i < RS; i++) {
+      for (int i = 0; i < 4; i++) {
         sh[u][i] = ld_u16(sr[i] + (kc >> gshift));
         bh[u][i] = ld_u16(br[i] + (kc >> gshift));
       }
@@ -517,7 +441,7 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
       // Past k (the tail only): the codes and x read at depth 0 count as zeros.
       const bool ok = !TAIL || bt * (64 * U) + u * 64 + tq * 16 < k;
 #pragma unroll
-      for (int i = 0; i < RS; i++) {
+      for (int i = 0; i < 4; i++) {
         s[u][i] = ok ? h2f<ST>(sh[u][i]) : 0.f;
         b[u][i] = ok ? h2f<ST>(bh[u][i]) : 0.f;
       }
@@ -526,18 +450,11 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
         for (int j = 0; j < NT; j++) xv[u][j][0] = xv[u][j][1] = make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < U; u++) qstep<XT, NT, FAC, RS>(q[u], s[u], b[u], xv[u], acc, tq);
+    for (int u = 0; u < U; u++) qstep<XT, NT, FAC>(q[u], s[u], b[u], xv[u], acc, tq);
   };
-  if constexpr (SPLIT) {
-    u32 bt = b0 + warp;
-    const u32 fe = nfull < b1 ? nfull : b1;
-    for (; bt < fe; bt += nw) batch(bt, std::false_type{});
-    if (bt < b1) batch(bt, std::true_type{}); // the tail batch (b1 == nb > nfull)
-  } else {
-    u32 bt = warp;
-    for (; bt < nfull; bt += nw) batch(bt, std::false_type{});
-    if (bt < nb) batch(bt, std::true_type{});
-  }
+  u32 bt = warp;
+  for (; bt < nfull; bt += nw) batch(bt, std::false_type{});
+  if (bt < nb) batch(bt, std::true_type{});
   // acc[j][t][e]: row row0 + 16t + gq + 8(e >> 1), token 8j + 2tq + (e & 1).
   // The warps' partial sums meet in shared memory, JC n-tiles at a time,
   // each summed in warp order (deterministic: a graph replay and an eager
@@ -548,23 +465,18 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
 #pragma unroll
     for (int jl = 0; jl < JC; jl++)
 #pragma unroll
-      for (int t = 0; t < MT; t++)
+      for (int t = 0; t < 2; t++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) red[warp][lane][jl * (4 * MT) + t * 4 + e] = acc[c * JC + jl][t][e];
+        for (int e = 0; e < 4; e++) red[warp][lane][jl * 8 + t * 4 + e] = acc[c * JC + jl][t][e];
     __syncthreads();
-    for (u32 id = threadIdx.x; id < 128 * MT * JC; id += blockDim.x) { // 16 MT rows x 8 JC tokens
-      const u32 jl = id >> (7 + LMT), l = (id >> (2 + LMT)) & 31, t = (id >> 2) & (MT - 1), e = id & 3;
+    for (u32 id = threadIdx.x; id < 256 * JC; id += blockDim.x) { // 32 rows x 8 JC tokens
+      const u32 jl = id >> 8, l = (id >> 3) & 31, t = (id >> 2) & 1, e = id & 3;
       float v = 0.f;
-      for (u32 i = 0; i < nw; i++) v += red[i][l][jl * (4 * MT) + t * 4 + e];
+      for (u32 i = 0; i < nw; i++) v += red[i][l][jl * 8 + t * 4 + e];
       const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tok = 8 * (c * JC + jl) + 2 * (l & 3) + (e & 1);
-      if constexpr (SPLIT) {
-        if (row < m && tok < ntok) ws[((u64)blockIdx.y * ntok + tok) * m + row] = v;
-      } else {
-        if (row < m && tok < ntok) y[(u64)tok * m + row] = f2h<XT>(v);
-      }
+      if (row < m && tok < ntok) y[(u64)tok * m + row] = f2h<XT>(v);
     }
   }
-  if constexpr (SPLIT) split_finish<XT>(ws, cnt, y, row0, 8 * RS, m, ntok);
 }
 
 #define QGEMV(XN, XT, SN, ST, N)                                                                       \
@@ -610,37 +522,6 @@ __device__ __forceinline__ void qgemv_body(const uint8_t *__restrict__ w, const 
   }
 #define QGEMVW_T(XN, XT, SN, ST)                                                                       \
   QGEMVW(XN, XT, SN, ST, 2, 16, QW_U2) QGEMVW(XN, XT, SN, ST, 4, 8, QW_U4) QGEMVW(XN, XT, SN, ST, 8, 8, 1)
-
-// The skinny form with 64 rows a block (RS = 8 row slots; dequantizing
-// only): gpurt_qgemvw64_<x>_<s>_t<NT>, NT = 2 and 4 (n up to 32; 8
-// n-tiles' accumulators would not fit). Every x fragment feeds 4 m-tiles'
-// mma's instead of 2, so the L2 serves half the bytes of x: at n = 32 with
-// 32 rows a block the blocks' x loads are twice W's bytes, and on the
-// H200 the skinny GEMV's time grew from n = 8 to 32 as if those loads ran
-// at ~4.7 TB/s (14336 x 4096: 21.6 to 36.0 us; 4096 x 14336: 19.3 to 38.1;
-// BENCHMARKS.md, fourteenth session). GPURT_CUDA_QGEMV_ROWS (cuda_quant.c)
-// picks it; not the default until measured.
-#define QGEMVW64(XN, XT, SN, ST, NT, W)                                                                 \
-  extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
-      gpurt_qgemvw64_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,     \
-                                         const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,     \
-                                         u32 n, u32 pf) {                                              \
-    qgemv_body<XT, ST, NT, 1, W, false, 8>(w, sc, bi, x, y, m, k, gshift, n, pf);                      \
-  }
-// gpurt_qgemvw64s_<x>_<s>_t<NT>: the same with k split among gridDim.y
-// blocks of each 64 rows (SPLIT above; ws and cnt from the stream, see
-// cuda_quant.c's qw_split), for the m = 4096 matrices whose 64 blocks of
-// 64 rows would leave half of an H200's 132 SMs idle.
-#define QGEMVW64S(XN, XT, SN, ST, NT, W)                                                                \
-  extern "C" __global__ void __launch_bounds__(W * 32, 1)                                               \
-      gpurt_qgemvw64s_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,    \
-                                          const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,    \
-                                          u32 n, u32 pf, float *ws, u32 *cnt) {                        \
-    qgemv_body<XT, ST, NT, 1, W, false, 8, true>(w, sc, bi, x, y, m, k, gshift, n, pf, ws, cnt);       \
-  }
-#define QGEMVW64_T(XN, XT, SN, ST)                                                                     \
-  QGEMVW64(XN, XT, SN, ST, 2, 16) QGEMVW64(XN, XT, SN, ST, 4, 8) QGEMVW64S(XN, XT, SN, ST, 2, 16)      \
-  QGEMVW64S(XN, XT, SN, ST, 4, 8)
 
 // ---- tiled tensor-core GEMM (prefill, grouped) -------------------------------------
 
@@ -949,10 +830,6 @@ QGEMVW_T(bf16, T_BF16, bf16, T_BF16)
 QGEMVW_T(bf16, T_BF16, f16, T_F16)
 QGEMVW_T(f16, T_F16, bf16, T_BF16)
 QGEMVW_T(f16, T_F16, f16, T_F16)
-QGEMVW64_T(bf16, T_BF16, bf16, T_BF16)
-QGEMVW64_T(bf16, T_BF16, f16, T_F16)
-QGEMVW64_T(f16, T_F16, bf16, T_BF16)
-QGEMVW64_T(f16, T_F16, f16, T_F16)
 
 // ---- dequantization into a 16-bit scratch (the prefill path through cuBLASLt) -------
 
@@ -1058,133 +935,6 @@ template <int P> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(P) : "memory");
 }
 #endif
-
-// ---- the skinny int8 GEMV with x in shared memory (gpurt_qgemvx_*) -----------------
-//
-// 8 < n <= 32 (NT = 2 or 4 n-tiles of 8 tokens), QX_WARPS warps a block,
-// each owning 32 rows of W (the row slots and fragments of qgemv_body), so
-// a block owns QX_ROWS = 256 rows and its warps walk k together, one
-// 64-deep step at a time: the step's x (ntok tokens x 64, at most 4 KB) is
-// copied once into shared memory (cp.async, double-buffered) and read by
-// all the warps. The L2 then serves x once per 256 rows of W instead of
-// once per 32 (the 32-row kernel: twice W's bytes at n = 32) or 64. k is
-// split among gridDim.y blocks of each row block where the row blocks
-// alone would leave SMs idle (split_finish adds the shares). A warp's
-// accumulators cover all of its block's k, so no reduction among warps.
-// Each accumulator takes the mma's in the order of k; the results are
-// those of the dequantizing form (float64 agreement as the other GEMVs).
-#define QX_WARPS 8
-#define QX_ROWS (32 * QX_WARPS)
-#define QX_XS 72 // a token's row of the staged x: 64 values and 8 of padding (no bank conflicts)
-
-template <int XT, int ST, int NT>
-__device__ __forceinline__ void qgemvx_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
-                                            const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
-                                            uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift, u32 ntok, u32 pf,
-                                            float *__restrict__ ws, u32 *cnt) {
-  static_assert(NT == 2 || NT == 4, "n up to 32");
-  __shared__ __align__(16) uint16_t xs[2][8 * NT][QX_XS];
-  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
-  const bool big = (pf >> 8) & 1;
-  const u32 row0 = blockIdx.x * QX_ROWS + 32 * warp, groups = k >> gshift;
-  const uint8_t *wr[4];
-  const uint16_t *sr[4], *br[4];
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    u32 row = row0 + 8 * i + gq;
-    row = row < m ? row : m - 1;
-    wr[i] = w + (u64)row * k;
-    sr[i] = sc + (u64)row * groups;
-    br[i] = bi + (u64)row * groups;
-  }
-  float acc[NT][2][4];
-#pragma unroll
-  for (int j = 0; j < NT; j++)
-#pragma unroll
-    for (int t = 0; t < 2; t++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[j][t][e] = 0.f;
-  // The block's 64-deep steps: [b0, b1) of nb (split: blockIdx.y's run).
-  const u32 nb = (k + 63) / 64, per = (nb + gridDim.y - 1) / gridDim.y;
-  const u32 b0 = blockIdx.y * per, b1 = b0 + per < nb ? b0 + per : nb;
-  // Thread i stages 16 bytes of step st's x: token i / 8 (token 0 past
-  // ntok: loaded, never stored), values 8 (i % 8) .. + 7 (depth 0 past k:
-  // read, then zeroed where used).
-  auto stage = [&](u32 st, int buf) {
-    const u32 tok = threadIdx.x >> 3, piece = threadIdx.x & 7;
-    if (tok < 8 * NT) {
-      const u32 kk = st * 64 + piece * 8;
-      cp_async16(&xs[buf][tok][piece * 8], x + (u64)(tok < ntok ? tok : 0) * k + (kk < k ? kk : 0));
-    }
-  };
-  gpurt_pdl_enter();
-  if (b0 < b1) stage(b0, 0);
-  cp_async_commit();
-  for (u32 st = b0; st < b1; st++) {
-    const int cur = (int)((st - b0) & 1);
-    // This step's W, scales and biases (not in shared memory): issued
-    // before the wait for x.
-    const u32 kk = st * 64 + tq * 16;
-    const bool ok = kk < k; // k is a multiple of 32: a lane's 16 are all in or all out
-    const u32 kc = ok ? kk : 0;
-    uint4 q[4];
-    uint16_t sh[4], bh[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      q[i] = ld_stream(wr[i] + kc, big);
-      sh[i] = ld_u16(sr[i] + (kc >> gshift));
-      bh[i] = ld_u16(br[i] + (kc >> gshift));
-    }
-    if (st + 1 < b1) stage(st + 1, cur ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>(); // step st's copies landed (this thread's)
-    __syncthreads();    // ... and every thread's
-    float s[4], b[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      s[i] = ok ? h2f<ST>(sh[i]) : 0.f;
-      b[i] = ok ? h2f<ST>(bh[i]) : 0.f;
-    }
-    uint4 xv[NT][2];
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-      const uint16_t *xr = &xs[cur][8 * j + gq][tq * 16];
-      xv[j][0] = ok ? *reinterpret_cast<const uint4 *>(xr) : make_uint4(0, 0, 0, 0);
-      xv[j][1] = ok ? *reinterpret_cast<const uint4 *>(xr + 8) : make_uint4(0, 0, 0, 0);
-    }
-    qstep<XT, NT, false, 4>(q, s, b, xv, acc, tq);
-    __syncthreads(); // every warp has read xs[cur]: the next step refills it
-  }
-  cp_async_wait<0>();
-  // acc[j][t][e]: row row0 + 16t + gq + 8(e >> 1), token 8j + 2tq + (e & 1).
-#pragma unroll
-  for (int j = 0; j < NT; j++)
-#pragma unroll
-    for (int t = 0; t < 2; t++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const u32 row = row0 + 16 * t + gq + 8 * (e >> 1), tok = 8 * j + 2 * tq + (e & 1);
-        if (row >= m || tok >= ntok) continue;
-        if (gridDim.y > 1)
-          ws[((u64)blockIdx.y * ntok + tok) * m + row] = acc[j][t][e];
-        else
-          y[(u64)tok * m + row] = f2h<XT>(acc[j][t][e]);
-      }
-  if (gridDim.y > 1) split_finish<XT>(ws, cnt, y, blockIdx.x * QX_ROWS, QX_ROWS, m, ntok);
-}
-
-#define QGEMVX(XN, XT, SN, ST, NT)                                                                      \
-  extern "C" __global__ void __launch_bounds__(QX_WARPS * 32, 1)                                        \
-      gpurt_qgemvx_##XN##_##SN##_t##NT(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,       \
-                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift,       \
-                                       u32 n, u32 pf, float *ws, u32 *cnt) {                           \
-    qgemvx_body<XT, ST, NT>(w, sc, bi, x, y, m, k, gshift, n, pf, ws, cnt);                            \
-  }
-#define QGEMVX_T(XN, XT, SN, ST) QGEMVX(XN, XT, SN, ST, 2) QGEMVX(XN, XT, SN, ST, 4)
-QGEMVX_T(bf16, T_BF16, bf16, T_BF16)
-QGEMVX_T(bf16, T_BF16, f16, T_F16)
-QGEMVX_T(f16, T_F16, bf16, T_BF16)
-QGEMVX_T(f16, T_F16, f16, T_F16)
 
 template <int T, int N, int PRO>
 __device__ __forceinline__ void bgemv_body(const BgemvArgs &a) {

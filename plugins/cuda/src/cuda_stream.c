@@ -42,7 +42,6 @@ void cu_stream_free(cu_runtime *rt, cu_stream *s) {
   if (s->slots) cu_drv.p_cuMemFree(s->slots);
   if (s->bias16) cu_drv.p_cuMemFree(s->bias16);
   if (s->qscratch) cu_drv.p_cuMemFree(s->qscratch);
-  if (s->qcount) cu_drv.p_cuMemFree(s->qcount);
   pthread_mutex_destroy(&s->ws_mu);
   pthread_mutex_destroy(&s->slot_mu);
   free(s);
