@@ -258,3 +258,44 @@ func TestRopeAppend(t *testing.T) {
 		assert.False(t, m.ropeAppend, "rope_neox_T's arithmetic is not the append's")
 	})
 }
+
+// TestQKVSplit: an int8 decoder's decode step of batch > 1 tokens
+// projects q, k and v with one GEMV over the fused weights and moves its
+// rows into q, k and v with one embed_bf16 launch (qkvSplit). On the mock
+// (each output rounded once from double) the tokens and logits are those
+// of the three separate GEMVs, in eager mode and in graph replays; a batch
+// of one token keeps the one-token path, and Q/K/V biases keep the three
+// GEMVs.
+func TestQKVSplit(t *testing.T) {
+	rt, dev := openMock(t)
+	const ctx, P, steps = 6, 3, 5
+	c := tinyConfig()
+	c.Int8 = true
+	build := func(t *testing.T, c Config, batch int) *Model {
+		m, err := NewModelWith(dev, c, Options{Batch: batch, MaxLen: ctx + P + steps + 1, MaxPrompt: P})
+		require.NoError(t, err)
+		t.Cleanup(m.Close)
+		return m
+	}
+	m, plain := build(t, c, 3), build(t, c, 3)
+	require.NotNil(t, m.qkvIdx, "int8, batch 3, no biases: the split path")
+	hd := c.HeadDim()
+	require.Equal(t, gcd(c.Heads*hd, c.KVHeads*hd), m.qkvUnit)
+	plain.qkvIdx = nil // the three GEMVs
+	o := GenOptions{Prompt: PromptTokens(c.Seed, 3, P, c.Vocab), P: P, Ctx: ctx, Steps: steps, Collect: true}
+	launches := func(m *Model, o GenOptions) (*Run, uint64) {
+		before := inspect.Metrics(rt).Launches
+		r := generate(t, rt, m, o)
+		return r, inspect.Metrics(rt).Launches - before
+	}
+	split, ns := launches(m, o)
+	three, n3 := launches(plain, o)
+	sameRun(t, three, split, "one GEMV and a row move give the three GEMVs' bits")
+	assert.Equal(t, uint64(c.Layers*(steps-1)), ns-n3, "one embed_bf16 launch a layer and decode step")
+	o.Graph = true
+	sameRun(t, split, generate(t, rt, m, o), "graph replay")
+	assert.Nil(t, build(t, c, 1).qkvIdx, "batch 1: the one-token path")
+	cb := c
+	cb.QKVBias = true
+	assert.Nil(t, build(t, cb, 3).qkvIdx, "Q/K/V biases: three GEMVs")
+}

@@ -206,6 +206,11 @@ type Model struct {
 	// scaled rope: cos/sin tables of q and k, two scratch buffers, the
 	// signed half-swap matrix, bf16 ones (bias of int8 linears)
 	cosQ, sinQ, cosK, sinK, rotA, rotB, ones *core.Buffer
+	// qkvIdx (int8 weights, batch > 1, fused QKV): embed_bf16's row ids
+	// that move a step of batch tokens' fused QKV output ([T][Q+2KV], in
+	// rows of qkvUnit elements) into qkvb's layout (qkvSplit).
+	qkvIdx   *core.Buffer
+	qkvUnit  int
 	swap                                     linear
 	dec, pre                                 *attention.Attention
 	graphs                                   map[graphKey]*stepGraph
@@ -613,11 +618,15 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	}
 	m.uploaded = time.Now()
 	T, H, Q, KV, I := m.maxT, c.Hidden, c.Heads*hd, c.KVHeads*hd, c.Inter
+	tmpQKV := 0 // the int8 decode step's fused QKV output (qkvSplit)
+	if c.Int8 && !c.QKVBias && batch > 1 {
+		tmpQKV = Q + 2*KV
+	}
 	bufs := []struct {
 		dst   **core.Buffer
 		bytes int
 	}{{&m.h, 2 * T * H}, {&m.xn, 2 * T * H}, {&m.qkvb, 2 * T * (Q + 2*KV)}, {&m.o, 2 * T * Q},
-		{&m.gu, 2 * 2 * T * I}, {&m.act, 2 * T * I}, {&m.tmp, 2 * T * max(H, Q, KV)}, {&m.hl, 2 * batch * H}, {&m.xl, 2 * batch * H},
+		{&m.gu, 2 * 2 * T * I}, {&m.act, 2 * T * I}, {&m.tmp, 2 * T * max(H, Q, KV, tmpQKV)}, {&m.hl, 2 * batch * H}, {&m.xl, 2 * batch * H},
 		{&m.logits, 4 * batch * c.Vocab}}
 	if c.Scaling != nil && m.kRopeF != nil {
 		bufs = append(bufs, struct {
@@ -644,6 +653,11 @@ func newModel(dev *core.Device, cfg Config, src source, o Options) (m *Model, er
 	}
 	if err := m.allocInputs(); err != nil {
 		return nil, err
+	}
+	if tmpQKV > 0 {
+		if err := m.allocQKVSplit(); err != nil {
+			return nil, err
+		}
 	}
 	if m.ones != nil {
 		if err := core.Memset16(m.ones, 0x3F80); err != nil { // bf16 1.0
@@ -1137,6 +1151,8 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 		err = m.mmPro(s, L.wqkv, h, view(m.qkvb, 0, 2*(Q+2*KV)), false, L.attnNorm, false)
 	case T == 1 && L.wqkv.set(): // one token: q, k, v one GEMM's output
 		err = m.mm(s, L.wqkv, xn, view(m.qkvb, 0, 2*(Q+2*KV)), 1, false, false)
+	case T == m.batch && m.qkvIdx != nil && L.wqkv.set(): // int8 decode step: one GEMV, then its rows moved
+		err = m.qkvSplit(s, L.wqkv, xn, T)
 	case L.wkv.w == nil:
 		err = firstErr(m.mm(s, L.wq, xn, q, T, false, false), m.mm(s, L.wk, xn, k, T, false, false),
 			m.mm(s, L.wv, xn, v, T, false, false))
@@ -1157,6 +1173,56 @@ func (m *Model) partA(s *core.Stream, l, T int) error {
 		return fmt.Errorf("llm: layer %d attention input: %w", l, err)
 	}
 	return nil
+}
+
+// allocQKVSplit makes qkvIdx for a step of m.batch tokens (qkvSplit):
+// with u = gcd(Q, KV), a token's fused output is r = (Q + 2 KV) / u rows
+// of u elements (q's Q/u, k's KV/u, v's KV/u), and the ids list, for each
+// row of qkvb's layout (q's rows of every token, then k's, then v's), the
+// fused row it comes from.
+func (m *Model) allocQKVSplit() error {
+	Q, KV, T := m.cfg.Heads*m.cfg.HeadDim(), m.cfg.KVHeads*m.cfg.HeadDim(), m.batch
+	u := gcd(Q, KV)
+	a, b := Q/u, KV/u
+	r := a + 2*b
+	ids := make([]int32, 0, T*r)
+	for _, part := range [][2]int{{0, a}, {a, b}, {a + b, b}} { // q, k, v: (first row, rows) of a token's
+		for t := 0; t < T; t++ {
+			for j := 0; j < part[1]; j++ {
+				ids = append(ids, int32(t*r+part[0]+j))
+			}
+		}
+	}
+	var err error
+	if m.qkvIdx, err = m.alloc(4 * len(ids)); err != nil {
+		return err
+	}
+	m.qkvUnit = u
+	return core.CopyFromHost(m.qkvIdx, le.Int32s(ids))
+}
+
+// qkvSplit is an int8 decode step's QKV projection of T = m.batch tokens
+// as one GEMV over the fused weights (into tmp, [T][Q+2KV]) and one
+// embed_bf16 launch that moves its rows into qkvb's layout ([T][Q], then
+// [T][KV] twice). Three GEMVs would read the same bytes of W in three
+// launches, two of them (k and v, KV rows) too few blocks to fill the GPU:
+// on the H100 the 8B's k and v GEMVs take about as long as q's (each
+// block's work is the same), against 19.1 us for the fused 6,144 rows at
+// n = 32 (BENCHMARKS.md, seventeenth session).
+func (m *Model) qkvSplit(s *core.Stream, w linear, xn core.Region, T int) error {
+	rows := w.out / m.qkvUnit * T
+	t := view(m.tmp, 0, 2*T*w.out)
+	return firstErr(m.mm(s, w, xn, t, T, false, false),
+		s.Launch(m.kEmbed, grid((rows*m.qkvUnit+255)/256, 256), core.ArgBuffer(view(m.qkvb, 0, 2*T*w.out)),
+			core.ArgBuffer(t), core.ArgBuffer(m.qkvIdx), core.ArgScalar[uint64](uint64(rows)),
+			core.ArgScalar[uint64](uint64(m.qkvUnit)), core.ArgScalar[uint64](uint64(rows))))
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // qkv is a step's q, k and v ([T][Q], [T][KV], [T][KV], one after the
