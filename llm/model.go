@@ -209,12 +209,12 @@ type Model struct {
 	// qkvIdx (int8 weights, batch > 1, fused QKV): embed_bf16's row ids
 	// that move a step of batch tokens' fused QKV output ([T][Q+2KV], in
 	// rows of qkvUnit elements) into qkvb's layout (qkvSplit).
-	qkvIdx   *core.Buffer
-	qkvUnit  int
-	swap                                     linear
-	dec, pre                                 *attention.Attention
-	graphs                                   map[graphKey]*stepGraph
-	captures, recaptures                     int // GraphCaptures, GraphRecaptures
+	qkvIdx               *core.Buffer
+	qkvUnit              int
+	swap                 linear
+	dec, pre             *attention.Attention
+	graphs               map[graphKey]*stepGraph
+	captures, recaptures int // GraphCaptures, GraphRecaptures
 	// host time inside the step graphs' launch calls (launchStep, capture
 	// excluded) and inside Decode's attention plan, since the model was
 	// made: Generate's Run.LaunchTime and Run.PlanTime are their growth
