@@ -149,13 +149,14 @@ inline void mma_compute(struct Warp &w, int p, bool f16);
 // ---- threads, warps, blocks -----------------------------------------------------
 
 enum class TS : uint8_t { running, at_sync, at_warp, done };
-enum Kind : int { K_SHFL_XOR = 1, K_SHFL_DOWN, K_SHFL_IDX, K_MMA_F16, K_MMA_BF16 };
+enum Kind : int { K_SHFL_XOR = 1, K_SHFL_DOWN, K_SHFL_IDX, K_MMA_F16, K_MMA_BF16, K_SHFL_UP };
 
 inline const char *kind_name(int k) {
   switch (k) {
     case K_SHFL_XOR: return "__shfl_xor_sync";
     case K_SHFL_DOWN: return "__shfl_down_sync";
     case K_SHFL_IDX: return "__shfl_sync";
+    case K_SHFL_UP: return "__shfl_up_sync";
     case K_MMA_F16: return "mma.sync m16n8k16 f16";
     case K_MMA_BF16: return "mma.sync m16n8k16 bf16";
   }
@@ -712,6 +713,10 @@ template <class T>
 inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32, int line = __builtin_LINE()) {
   return emu::shfl(emu::K_SHFL_DOWN, line, mask, var, width,
                    [&](int l) { return l + (int)delta < 32 ? l + (int)delta : l; });
+}
+template <class T>
+inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32, int line = __builtin_LINE()) {
+  return emu::shfl(emu::K_SHFL_UP, line, mask, var, width, [&](int l) { return l >= (int)delta ? l - (int)delta : l; });
 }
 template <class T>
 inline T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32, int line = __builtin_LINE()) {

@@ -620,9 +620,9 @@ int main(int argc, char **argv) {
           idx++;
           run_norm(c, seed++);
         }
-  // (each pass of the search visits every column: the emulation of a
-  // 1024-thread block over 32,000 logits takes seconds, so the rows here
-  // are short and the blocks small; the kernel's code is the same)
+  // (each pass over the row visits every column: the emulation of a
+  // 1024-thread block over 32,000 logits takes seconds, so most rows here
+  // are short and the blocks small, and one case has a decoder's shape)
   struct S {
     uint64_t cols, topk;
     float topp, temp;
@@ -633,7 +633,9 @@ int main(int argc, char **argv) {
                   {3000, 0, 0.5f, 1.0f, 96},  {1000, 1, 0.9f, 0.7f, 128},   {1000, 20, 0.0f, 0.7f, 128},
                   {1000, 20, 0.9f, 0.0f, 128}, {2500, 2000, 0.95f, 2.0f, 64}, {40, 50, 0.9f, 0.7f, 33},
                   // the 250th greatest among 200 ties at 4.0 (rows 1, 4): the search past the value's bits
-                  {1000, 250, 1.0f, 0.7f, 128}, {1000, 250, 0.9f, 1.3f, 96}};
+                  {1000, 250, 1.0f, 0.7f, 128}, {1000, 250, 0.9f, 1.3f, 96},
+                  // a decoder's: 32 warps' histograms, the searches over 1024 threads' candidates
+                  {32000, 20, 0.9f, 0.8f, 1024}};
   for (int t : {K_F32, K_BF16})
     for (const S &x : ss) {
       SampleCase c;

@@ -265,22 +265,79 @@ __device__ u64 gpurt_search_alone(const T *xr, u64 cols, u64 hi, Kept kept, floa
 // The search's 32 steps would find the same bits, as their counts (float
 // sums of ones, below 2^24) are exact. *hi: those bits, or 0 when fewer
 // than want keys are kept (the steps would accept none either).
+// whist (256 words a warp, or nullptr): each warp counts into its own
+// 256 words, summed into hist after the pass. Logits crowd into a few
+// values of their top byte, so one histogram for the block makes every
+// warp's increments meet at the same few words, one at a time. The bin is
+// then chosen by warp 0 (8 bins a lane, a prefix sum across the lanes),
+// where one thread walked the 256 bins. Counts are integers: the same
+// counts, the same bin, whichever way they are added.
 template <typename T, class Kept>
-__device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsigned *hist, unsigned *hi) {
+__device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsigned *hist, unsigned *hi,
+                               unsigned *whist = nullptr) {
+  const unsigned t = threadIdx.x, nb = blockDim.x, nw = (nb + 31) / 32;
+  unsigned *mine = whist != nullptr ? whist + 256 * (t >> 5) : hist;
   unsigned prefix = 0;
   u64 left = want;
   for (int shift = 24; shift >= 0; shift -= 8) {
     __syncthreads(); // an earlier reader of the shared words is done
-    for (unsigned i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    if (whist != nullptr)
+      for (unsigned i = t; i < 256 * nw; i += nb) whist[i] = 0;
+    else
+      for (unsigned i = t; i < 256; i += nb) hist[i] = 0;
     __syncthreads();
     const unsigned mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
     gpurt_row_each(xr, cols, [&](float v, u64 c) {
       const u64 k = gpurt_rank_key(v, c);
       const unsigned h = (unsigned)(k >> 32);
-      if ((h & mask) == (prefix & mask) && kept(k, v)) atomicAdd(&hist[(h >> shift) & 255u], 1u);
+      if ((h & mask) == (prefix & mask) && kept(k, v)) atomicAdd(&mine[(h >> shift) & 255u], 1u);
     });
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (whist != nullptr) {
+      for (unsigned b = t; b < 256; b += nb) {
+        unsigned n = 0;
+        for (unsigned w = 0; w < nw; w++) n += whist[256 * w + b];
+        hist[b] = n;
+      }
+      __syncthreads();
+    }
+    if (nb >= 32) {
+      if (t < 32) {
+        // Lane l holds bins 255 - 8 l down to 248 - 8 l; the first bin
+        // (from the top) whose running count reaches left is in the first
+        // lane whose running count does.
+        unsigned c[8];
+        u64 own = 0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          c[j] = hist[255 - 8 * t - j];
+          own += c[j];
+        }
+        u64 run = own;
+        for (unsigned o = 1; o < 32; o <<= 1) {
+          const u64 y = __shfl_up_sync(0xffffffffu, run, o);
+          if (t >= o) run += y;
+        }
+        unsigned first = run >= left ? t : 32u;
+        for (int o = 16; o > 0; o >>= 1) {
+          const unsigned y = __shfl_xor_sync(0xffffffffu, first, o);
+          first = y < first ? y : first;
+        }
+        if (first == 32u) {
+          if (t == 0) hist[256] = 0xffffffffu;
+        } else if (t == first) {
+          u64 above = run - own;
+          for (int j = 0; j < 8; j++) {
+            if (above + c[j] >= left) {
+              hist[256] = 255u - 8u * t - (unsigned)j;
+              hist[257] = (unsigned)(left - above);
+              break;
+            }
+            above += c[j];
+          }
+        }
+      }
+    } else if (t == 0) {
       u64 above = 0;
       int d = -1;
       for (int b = 255; b >= 0; b--) {
@@ -304,33 +361,108 @@ __device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsig
   *hi = prefix;
 }
 
+// The mass searches once top-k has cut the row (cl set). A search's
+// answer, the largest key t whose mass (the block sum, over the kept keys
+// >= t, of what pass sums) is >= want (> want when strict), is a kept key
+// or 0: the mass only changes at the kept keys and grows as t falls (the
+// per-thread sums and the tree add more terms that are >= 0). With the
+// kept keys in descending order s[0] > s[1] > ..., it is s[i] for the
+// smallest i whose mass passes, found by bisection: about log2(kept)
+// block sums instead of the 33 to 64 of the bit-by-bit search, each the
+// mass that search computes at that threshold (the same sums, so the same
+// answer). The kept keys are gathered into shk (1024 at most) and put in
+// order by their ranks. Returns false, leaving *out alone, when more than
+// 1024 are kept (the caller searches bit by bit).
+template <class Kept, class Mass>
+__device__ bool gpurt_cand_search(const gpurt_cand *cl, Kept kept, Mass mass, float want, bool strict, u64 *shk,
+                                  u64 *out) {
+  __shared__ unsigned count;
+  const unsigned t = threadIdx.x, nb = blockDim.x;
+  __syncthreads(); // an earlier reader of shk is done
+  if (t == 0) count = 0;
+  __syncthreads();
+  for (unsigned i = 0; i < cl->n[t]; i++) {
+    const float v = cl->v[i][t];
+    const u64 k = gpurt_rank_key(v, cl->c[i][t]);
+    if (!kept(k, v)) continue;
+    const unsigned at = atomicAdd(&count, 1u);
+    if (at < 1024) shk[at] = k;
+  }
+  __syncthreads();
+  const unsigned n = count;
+  if (n > 1024) return false;
+  // above every key the mass is that of no key, 0: the bit-by-bit search
+  // then takes every bit
+  if (strict ? 0.0f > want : 0.0f >= want) {
+    *out = ~0ull;
+    return true;
+  }
+  // Each key's rank: how many kept keys are greater (they are distinct:
+  // the column is part of the key). A thread has at most GPURT_CAND
+  // candidates, so n <= GPURT_CAND x blockDim.
+  u64 key[GPURT_CAND];
+  unsigned rank[GPURT_CAND];
+#pragma unroll
+  for (int j = 0; j < GPURT_CAND; j++) {
+    const unsigned i = t + (unsigned)j * nb;
+    rank[j] = 0;
+    key[j] = i < n ? shk[i] : 0;
+    if (i < n)
+      for (unsigned q = 0; q < n; q++) rank[j] += shk[q] > key[j];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < GPURT_CAND; j++)
+    if (t + (unsigned)j * nb < n) shk[rank[j]] = key[j];
+  __syncthreads();
+  unsigned lo = 0, hi = n;
+  while (lo < hi) {
+    const unsigned mid = (lo + hi) / 2;
+    const float m = mass(shk[mid]);
+    if (strict ? m > want : m >= want)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  *out = lo < n ? shk[lo] : 0;
+  return true;
+}
+
 // sample_T's search: the largest key t whose mass (the weights, or the
 // count when temp is 0, of the keys >= t and >= floor) is >= want (> want
 // when strict), bit by bit from the top (the count's upper 32 bits by
 // gpurt_count_hi; gpurt_search_alone after them).
 template <typename T>
 __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, float temp, float want,
-                                   bool strict, float *sh, u64 *shk, const gpurt_cand *cl = nullptr) {
+                                   bool strict, float *sh, u64 *shk, const gpurt_cand *cl = nullptr,
+                                   unsigned *whist = nullptr) {
   u64 t = 0;
   int b = 63;
   if (temp == 0.0f && !strict && want >= 1.0f && want < 16777216.0f) {
     unsigned hi;
-    gpurt_count_hi(xr, cols, [&](u64 key, float) { return key >= floor; }, (u64)want, (unsigned *)sh, &hi);
+    gpurt_count_hi(xr, cols, [&](u64 key, float) { return key >= floor; }, (u64)want, (unsigned *)sh, &hi, whist);
     t = (u64)hi << 32;
     b = 31;
   }
-  for (; b >= 0; b--) {
-    if (b == 31 && t != 0) {
-      const u64 k = gpurt_search_alone(xr, cols, t >> 32, [&](u64 key, float) { return key >= floor; }, sh, shk, cl);
-      if (k != 0) return k;
-    }
-    u64 cand = t | (1ull << b);
+  // the mass at threshold cand, as each step below computes it
+  auto mass = [&](u64 cand) {
     float m = 0.0f;
     gpurt_kept_each(xr, cols, cl, [&](float v, u64 c) {
       u64 k = gpurt_rank_key(v, c);
       if (k >= cand && k >= floor) m = __fadd_rn(m, temp == 0.0f ? 1.0f : gpurt_sample_w(v, mx, temp));
     });
-    m = gpurt_block_sum(m, sh);
+    return gpurt_block_sum(m, sh);
+  };
+  if (cl != nullptr && b == 63 &&
+      gpurt_cand_search(cl, [&](u64 key, float) { return key >= floor; }, mass, want, strict, shk, &t))
+    return t;
+  for (; b >= 0; b--) {
+    if (b == 31 && t != 0) {
+      const u64 k = gpurt_search_alone(xr, cols, t >> 32, [&](u64 key, float) { return key >= floor; }, sh, shk, cl);
+      if (k != 0) return k;
+    }
+    const u64 cand = t | (1ull << b);
+    const float m = mass(cand);
     if (strict ? m > want : m >= want) t = cand;
   }
   return t;
@@ -390,7 +522,8 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
   if (sample && topk != 1 && temp > 0.0f && isfinite(mx)) {
     __shared__ gpurt_cand cand;
     if (topk == 0 || topk > cols) topk = cols;
-    u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh, shk);
+    // (the count's per-warp histograms in cand's words: cand is filled after)
+    u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh, shk, nullptr, (unsigned *)&cand);
     // every later threshold is >= floor: the passes read the candidates
     const gpurt_cand *cl = gpurt_cand_fill(xr, cols, floor, &cand, shk);
     if (topp < 1.0f) {

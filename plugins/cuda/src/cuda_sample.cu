@@ -73,7 +73,7 @@ __device__ float gpurt_sr_mass(const T *xr, u64 cols, const gpurt_sr_row &R, u64
 // The largest key t whose kept mass is >= want (> want when strict).
 template <typename T>
 __device__ u64 gpurt_sr_search(const T *xr, u64 cols, const gpurt_sr_row &R, float want, bool count, bool strict,
-                               float *sh, u64 *shk, const gpurt_cand *cl = nullptr) {
+                               float *sh, u64 *shk, const gpurt_cand *cl = nullptr, unsigned *whist = nullptr) {
   // (cuda_kernels.cu's gpurt_count_hi and gpurt_search_alone: the kept set
   // as gpurt_sr_mass keeps it)
   auto kept = [&](u64 key, float v) { return key >= R.floor && (gpurt_sr_w(v, R) >= R.minp || key == R.best); };
@@ -81,10 +81,16 @@ __device__ u64 gpurt_sr_search(const T *xr, u64 cols, const gpurt_sr_row &R, flo
   int b = 63;
   if (count && !strict && want >= 1.0f && want < 16777216.0f) {
     unsigned hi;
-    gpurt_count_hi(xr, cols, kept, (u64)want, (unsigned *)sh, &hi);
+    gpurt_count_hi(xr, cols, kept, (u64)want, (unsigned *)sh, &hi, whist);
     t = (u64)hi << 32;
     b = 31;
   }
+  // (cuda_kernels.cu's gpurt_cand_search: the same answer by bisection over
+  // the kept candidates, at the masses below)
+  if (cl != nullptr && b == 63 &&
+      gpurt_cand_search(cl, kept, [&](u64 thr) { return gpurt_sr_mass(xr, cols, R, thr, count, sh, cl); }, want, strict,
+                        shk, &t))
+    return t;
   for (; b >= 0; b--) {
     if (b == 31 && t != 0) {
       const u64 k = gpurt_search_alone(xr, cols, t >> 32, kept, sh, shk, cl);
@@ -142,7 +148,8 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
       __shared__ gpurt_cand cand;
       const gpurt_cand *cl = nullptr;
       if (topk > 0 && (u64)topk < cols) {
-        R.floor = gpurt_sr_search(xr, cols, R, (float)topk, true, false, sh, shk);
+        // (the count's per-warp histograms in cand's words: cand is filled after)
+        R.floor = gpurt_sr_search(xr, cols, R, (float)topk, true, false, sh, shk, nullptr, (unsigned *)&cand);
         // every later threshold is >= R.floor: the passes read the candidates
         cl = gpurt_cand_fill(xr, cols, R.floor, &cand, shk);
       }
