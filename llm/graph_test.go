@@ -97,7 +97,7 @@ func TestDecodeGraphBatchBuckets(t *testing.T) {
 }
 
 // TestRunHostTimeBreakdown: Generate's LaunchTime (graph mode only) and
-// PlanTime are filled and, with each other, within HostTime.
+// PlanTime and StageTime are filled and, with each other, within HostTime.
 func TestRunHostTimeBreakdown(t *testing.T) {
 	rt, dev := openMock(t)
 	c := tinyConfig()
@@ -109,12 +109,14 @@ func TestRunHostTimeBreakdown(t *testing.T) {
 			require.Equal(t, 3, r.Decoded)
 			assert.Positive(t, r.HostTime)
 			assert.Positive(t, r.PlanTime, "every step plans the attention")
+			assert.Positive(t, r.StageTime, "every step uploads its inputs")
 			if graph {
 				assert.Positive(t, r.LaunchTime, "every step launches its graph")
 			} else {
 				assert.Zero(t, r.LaunchTime, "no graph launched")
 			}
-			assert.LessOrEqual(t, r.LaunchTime+r.PlanTime, r.HostTime, "launch %v + plan %v within host %v", r.LaunchTime, r.PlanTime, r.HostTime)
+			assert.LessOrEqual(t, r.LaunchTime+r.PlanTime+r.StageTime, r.HostTime, "launch %v + plan %v + stage %v within host %v",
+				r.LaunchTime, r.PlanTime, r.StageTime, r.HostTime)
 		})
 	}
 }

@@ -217,10 +217,12 @@ type Model struct {
 	captures, recaptures int // GraphCaptures, GraphRecaptures
 	// host time inside the step graphs' launch calls (launchStep, capture
 	// excluded) and inside Decode's attention plan, since the model was
-	// made: Generate's Run.LaunchTime and Run.PlanTime are their growth
-	launchTime, planTime time.Duration
-	stage                *stepStage
-	recordable           map[string]bool // op kind -> the plugin records it (probed once)
+	// made: Generate's Run.LaunchTime and Run.PlanTime are their growth;
+	// stageTime likewise, the step's inputs computed and uploaded (Decode's
+	// schedule through its one copy, less the wait for a free half)
+	launchTime, planTime, stageTime time.Duration
+	stage                           *stepStage
+	recordable                      map[string]bool // op kind -> the plugin records it (probed once)
 	// scratch is Decode's host arrays, kept between steps (a step
 	// allocates nothing for them once the batch was seen)
 	scratch struct {
@@ -1743,8 +1745,9 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		}
 		pos[b], lens[b], seq[b] = int32(m.lens[b]), m.lens[b]+1, int32(b)
 	}
-	indptr, indices, last := m.schedule(lens)
 	st := m.stage
+	ts, w0 := time.Now(), st.waited
+	indptr, indices, last := m.schedule(lens)
 	err := st.begin()
 	if err == nil && ids != nil {
 		err = st.put(sub(m.ids, 0, 4*B), ids)
@@ -1763,6 +1766,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	if err == nil {
 		err = st.end(s)
 	}
+	m.stageTime += time.Since(ts) - (st.waited - w0)
 	if err == nil {
 		t0 := time.Now()
 		err = m.dec.Plan(s, attention.Schedule{KVIndptr: indptr, KVLastPageLen: last})
@@ -1830,6 +1834,9 @@ type Run struct {
 	// attention plan of each step.
 	LaunchTime time.Duration
 	PlanTime   time.Duration
+	// Of HostTime: the step's inputs (token ids, positions, page tables)
+	// computed and uploaded, one copy a step.
+	StageTime time.Duration
 }
 
 // GenOptions: the prompts, either Prompts (one per request, ragged) or
@@ -1958,11 +1965,12 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 				return nil, err
 			}
 		}
-		th, w0, l0, p0 := time.Now(), m.stage.waited, m.launchTime, m.planTime
+		th, w0, l0, p0, s0 := time.Now(), m.stage.waited, m.launchTime, m.planTime, m.stageTime
 		err := m.Decode(ids, o.Graph, o.Sample, step)
 		run.HostTime += time.Since(th) - (m.stage.waited - w0)
 		run.LaunchTime += m.launchTime - l0
 		run.PlanTime += m.planTime - p0
+		run.StageTime += m.stageTime - s0
 		if err := firstErr(err, collect()); err != nil {
 			return nil, fmt.Errorf("llm: decode step %d: %w", step, err)
 		}
