@@ -234,6 +234,25 @@ __device__ __forceinline__ float gpurt_sample_w(float v, float mx, float temp) {
   return w == w ? w : 0.0f;
 }
 
+// Fills cl with each thread's columns whose key is >= floor; returns cl,
+// or nullptr when a thread has more than GPURT_CAND of them (the passes
+// then read the row). shk: block_max's shared words.
+template <typename T>
+__device__ const gpurt_cand *gpurt_cand_fill(const T *xr, u64 cols, u64 floor, gpurt_cand *cl, u64 *shk) {
+  const unsigned t = threadIdx.x;
+  unsigned n = 0;
+  gpurt_row_each(xr, cols, [&](float v, u64 c) {
+    if (gpurt_rank_key(v, c) < floor) return;
+    if (n < GPURT_CAND) {
+      cl->v[n][t] = v;
+      cl->c[n][t] = (unsigned)c;
+    }
+    n++;
+  });
+  cl->n[t] = (unsigned char)(n < GPURT_CAND ? n : GPURT_CAND);
+  return gpurt_block_max(n > GPURT_CAND ? 1 : 0, shk) ? nullptr : cl; // (its barriers publish cl)
+}
+
 // The searches' shortcut. Once a search has decided its key's upper 32
 // bits (the value's order) with some key accepted (hi, nonzero), its
 // answer is a kept key with those upper bits; when exactly one kept key
@@ -265,35 +284,46 @@ __device__ u64 gpurt_search_alone(const T *xr, u64 cols, u64 hi, Kept kept, floa
 // The search's 32 steps would find the same bits, as their counts (float
 // sums of ones, below 2^24) are exact. *hi: those bits, or 0 when fewer
 // than want keys are kept (the steps would accept none either).
-// whist (256 words a warp, or nullptr): each warp counts into its own
-// 256 words, summed into hist after the pass. Logits crowd into a few
-// values of their top byte, so one histogram for the block makes every
-// warp's increments meet at the same few words, one at a time. The bin is
-// then chosen by warp 0 (8 bins a lane, a prefix sum across the lanes),
-// where one thread walked the 256 bins. Counts are integers: the same
-// counts, the same bin, whichever way they are added.
+// cbuf (or nullptr): shared memory for two uses in turn. While the
+// passes read the row, each warp counts into its own 256 words of it,
+// summed into hist after the pass: logits crowd into a few values of
+// their top byte, so one histogram for the block makes every warp's
+// increments meet at the same few words, one at a time. After the second
+// pass (the value's upper 16 bits known), it takes the candidates
+// (gpurt_cand_fill) at floor (prefix's upper 16 bits) << 48: every key
+// the later passes count has those bits, so passes 3 and 4 read each
+// thread's candidates instead of the row, and so do the caller's later
+// passes (*cl: the list, or nullptr when a thread had more than
+// GPURT_CAND; every later threshold is >= that floor). shk: block_max's
+// words. The bin is chosen by warp 0 (8 bins a lane, a prefix sum across
+// the lanes), where one thread walked the 256 bins. Counts are integers:
+// the same counts, the same bin, whichever way they are added.
 template <typename T, class Kept>
 __device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsigned *hist, unsigned *hi,
-                               unsigned *whist = nullptr) {
+                               gpurt_cand *cbuf = nullptr, const gpurt_cand **cl = nullptr, u64 *shk = nullptr) {
   const unsigned t = threadIdx.x, nb = blockDim.x, nw = (nb + 31) / 32;
-  unsigned *mine = whist != nullptr ? whist + 256 * (t >> 5) : hist;
+  unsigned *const whist = reinterpret_cast<unsigned *>(cbuf);
+  const gpurt_cand *list = nullptr;
+  if (cl != nullptr) *cl = nullptr;
   unsigned prefix = 0;
   u64 left = want;
   for (int shift = 24; shift >= 0; shift -= 8) {
+    const bool per_warp = whist != nullptr && list == nullptr;
+    unsigned *mine = per_warp ? whist + 256 * (t >> 5) : hist;
     __syncthreads(); // an earlier reader of the shared words is done
-    if (whist != nullptr)
+    if (per_warp)
       for (unsigned i = t; i < 256 * nw; i += nb) whist[i] = 0;
     else
       for (unsigned i = t; i < 256; i += nb) hist[i] = 0;
     __syncthreads();
     const unsigned mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
-    gpurt_row_each(xr, cols, [&](float v, u64 c) {
+    gpurt_kept_each(xr, cols, list, [&](float v, u64 c) {
       const u64 k = gpurt_rank_key(v, c);
       const unsigned h = (unsigned)(k >> 32);
       if ((h & mask) == (prefix & mask) && kept(k, v)) atomicAdd(&mine[(h >> shift) & 255u], 1u);
     });
     __syncthreads();
-    if (whist != nullptr) {
+    if (per_warp) {
       for (unsigned b = t; b < 256; b += nb) {
         unsigned n = 0;
         for (unsigned w = 0; w < nw; w++) n += whist[256 * w + b];
@@ -357,6 +387,10 @@ __device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsig
     }
     prefix |= hist[256] << shift;
     left = hist[257];
+    if (shift == 16 && cbuf != nullptr && cl != nullptr) {
+      list = gpurt_cand_fill(xr, cols, (u64)(prefix & 0xffff0000u) << 32, cbuf, shk);
+      *cl = list;
+    }
   }
   *hi = prefix;
 }
@@ -435,12 +469,16 @@ __device__ bool gpurt_cand_search(const gpurt_cand *cl, Kept kept, Mass mass, fl
 template <typename T>
 __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, float temp, float want,
                                    bool strict, float *sh, u64 *shk, const gpurt_cand *cl = nullptr,
-                                   unsigned *whist = nullptr) {
+                                   gpurt_cand *cbuf = nullptr, const gpurt_cand **clout = nullptr) {
   u64 t = 0;
   int b = 63;
   if (temp == 0.0f && !strict && want >= 1.0f && want < 16777216.0f) {
     unsigned hi;
-    gpurt_count_hi(xr, cols, [&](u64 key, float) { return key >= floor; }, (u64)want, (unsigned *)sh, &hi, whist);
+    const gpurt_cand *got = nullptr;
+    gpurt_count_hi(xr, cols, [&](u64 key, float) { return key >= floor; }, (u64)want, (unsigned *)sh, &hi, cbuf,
+                   clout != nullptr ? &got : nullptr, shk);
+    if (got != nullptr) cl = got; // the rest of this search reads the candidates too
+    if (clout != nullptr) *clout = got;
     t = (u64)hi << 32;
     b = 31;
   }
@@ -478,24 +516,6 @@ __device__ float gpurt_sample_mass(const T *xr, u64 cols, u64 floor, float mx, f
   return gpurt_block_sum(m, sh);
 }
 
-// Fills cl with each thread's columns whose key is >= floor; returns cl,
-// or nullptr when a thread has more than GPURT_CAND of them (the passes
-// then read the row). shk: block_max's shared words.
-template <typename T>
-__device__ const gpurt_cand *gpurt_cand_fill(const T *xr, u64 cols, u64 floor, gpurt_cand *cl, u64 *shk) {
-  const unsigned t = threadIdx.x;
-  unsigned n = 0;
-  gpurt_row_each(xr, cols, [&](float v, u64 c) {
-    if (gpurt_rank_key(v, c) < floor) return;
-    if (n < GPURT_CAND) {
-      cl->v[n][t] = v;
-      cl->c[n][t] = (unsigned)c;
-    }
-    n++;
-  });
-  cl->n[t] = (unsigned char)(n < GPURT_CAND ? n : GPURT_CAND);
-  return gpurt_block_max(n > GPURT_CAND ? 1 : 0, shk) ? nullptr : cl; // (its barriers publish cl)
-}
 
 __device__ __forceinline__ u64 gpurt_splitmix64(u64 z) {
   z ^= z >> 30;
@@ -522,10 +542,11 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
   if (sample && topk != 1 && temp > 0.0f && isfinite(mx)) {
     __shared__ gpurt_cand cand;
     if (topk == 0 || topk > cols) topk = cols;
-    // (the count's per-warp histograms in cand's words: cand is filled after)
-    u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh, shk, nullptr, (unsigned *)&cand);
+    // (cand: the count's per-warp histograms, then its candidates)
+    const gpurt_cand *cl = nullptr;
+    u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh, shk, nullptr, &cand, &cl);
     // every later threshold is >= floor: the passes read the candidates
-    const gpurt_cand *cl = gpurt_cand_fill(xr, cols, floor, &cand, shk);
+    if (cl == nullptr) cl = gpurt_cand_fill(xr, cols, floor, &cand, shk);
     if (topp < 1.0f) {
       if (topp <= 0.0f) {
         floor = best;
@@ -567,8 +588,10 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
     gpurt_pdl_enter();                                                                             \
     gpurt_pick<T>(idx, x, rows, cols, false, 1, 1.0f, 0.0f, 0);                                     \
   }                                                                                                 \
-  extern "C" __global__ void sample_##SFX(int *idx, const T *x, u64 rows, u64 cols, u64 topk,      \
-                                          float topp, float temp, u64 seed) {                       \
+  /* (1024: any block the ABI allows launches; at most 64 registers) */                             \
+  extern "C" __global__ void __launch_bounds__(1024)                                                \
+      sample_##SFX(int *idx, const T *x, u64 rows, u64 cols, u64 topk, float topp, float temp,     \
+                   u64 seed) {                                                                      \
     gpurt_pdl_enter();                                                                              \
     gpurt_pick<T>(idx, x, rows, cols, true, topk, topp, temp, seed);                                \
   }

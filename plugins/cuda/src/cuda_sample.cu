@@ -73,7 +73,8 @@ __device__ float gpurt_sr_mass(const T *xr, u64 cols, const gpurt_sr_row &R, u64
 // The largest key t whose kept mass is >= want (> want when strict).
 template <typename T>
 __device__ u64 gpurt_sr_search(const T *xr, u64 cols, const gpurt_sr_row &R, float want, bool count, bool strict,
-                               float *sh, u64 *shk, const gpurt_cand *cl = nullptr, unsigned *whist = nullptr) {
+                               float *sh, u64 *shk, const gpurt_cand *cl = nullptr, gpurt_cand *cbuf = nullptr,
+                               const gpurt_cand **clout = nullptr) {
   // (cuda_kernels.cu's gpurt_count_hi and gpurt_search_alone: the kept set
   // as gpurt_sr_mass keeps it)
   auto kept = [&](u64 key, float v) { return key >= R.floor && (gpurt_sr_w(v, R) >= R.minp || key == R.best); };
@@ -81,7 +82,10 @@ __device__ u64 gpurt_sr_search(const T *xr, u64 cols, const gpurt_sr_row &R, flo
   int b = 63;
   if (count && !strict && want >= 1.0f && want < 16777216.0f) {
     unsigned hi;
-    gpurt_count_hi(xr, cols, kept, (u64)want, (unsigned *)sh, &hi, whist);
+    const gpurt_cand *got = nullptr;
+    gpurt_count_hi(xr, cols, kept, (u64)want, (unsigned *)sh, &hi, cbuf, clout != nullptr ? &got : nullptr, shk);
+    if (got != nullptr) cl = got; // the rest of this search reads the candidates too
+    if (clout != nullptr) *clout = got;
     t = (u64)hi << 32;
     b = 31;
   }
@@ -148,10 +152,10 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
       __shared__ gpurt_cand cand;
       const gpurt_cand *cl = nullptr;
       if (topk > 0 && (u64)topk < cols) {
-        // (the count's per-warp histograms in cand's words: cand is filled after)
-        R.floor = gpurt_sr_search(xr, cols, R, (float)topk, true, false, sh, shk, nullptr, (unsigned *)&cand);
+        // (cand: the count's per-warp histograms, then its candidates)
+        R.floor = gpurt_sr_search(xr, cols, R, (float)topk, true, false, sh, shk, nullptr, &cand, &cl);
         // every later threshold is >= R.floor: the passes read the candidates
-        cl = gpurt_cand_fill(xr, cols, R.floor, &cand, shk);
+        if (cl == nullptr) cl = gpurt_cand_fill(xr, cols, R.floor, &cand, shk);
       }
       if (topp < 1.0f) {
         if (topp > 0.0f) {
@@ -178,8 +182,10 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
 }
 
 #define GPURT_SAMPLE_ROWS(T, SFX)                                                                         \
-  extern "C" __global__ void sample_rows_##SFX(unsigned char *out, T *x, const unsigned char *params, u64 rows, \
-                                               u64 cols, u64 hist) {                                      \
+  /* (1024: any block the ABI allows launches; at most 64 registers) */                                  \
+  extern "C" __global__ void __launch_bounds__(1024)                                                     \
+      sample_rows_##SFX(unsigned char *out, T *x, const unsigned char *params, u64 rows, u64 cols,       \
+                        u64 hist) {                                                                      \
     gpurt_pdl_enter();                                                                                    \
     gpurt_sample_rows<T>(out, x, params, rows, cols, hist);                                               \
   }
