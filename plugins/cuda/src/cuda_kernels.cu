@@ -516,7 +516,6 @@ __device__ float gpurt_sample_mass(const T *xr, u64 cols, u64 floor, float mx, f
   return gpurt_block_sum(m, sh);
 }
 
-
 __device__ __forceinline__ u64 gpurt_splitmix64(u64 z) {
   z ^= z >> 30;
   z *= 0xBF58476D1CE4E5B9ull;
