@@ -76,7 +76,7 @@ func TestCudaHasEveryBuiltin(t *testing.T) {
 	for _, f := range []string{"cuda_kernels.cu", "cuda_sample.cu", "cuda_fused.cu"} {
 		text := backendsrc.Source(t, filepath.Join("src", f))
 		for k := range backendsrc.Expand(text, regexp.MustCompile(`extern\s+__global__\s+void\s+(\w+)\s*\(`),
-			regexp.MustCompile(`__global__\s+void\s+(\w+?)##SFX\s*\(`), 1) {
+			regexp.MustCompile(`__global__[\s\\]+void[\s\\]+(?:__launch_bounds__\([^)]*\)[\s\\]+)?(\w+?)##SFX\s*\(`), 1) {
 			have[k] = true
 		}
 	}
@@ -98,7 +98,9 @@ func TestCudaHasEveryBuiltin(t *testing.T) {
 // built-in without it would read its inputs early, unseen by any test that
 // does not race.
 func TestEveryBuiltinWaitsForItsPredecessorFirst(t *testing.T) {
-	first := regexp.MustCompile(`(?s)extern\s+"C"\s+__global__\s+void\s+([\w#]+)\s*\([^)]*\)\s*\{\s*\\?\s*(\S+)`)
+	// (a kernel may declare __launch_bounds__ before its name, and a macro's
+	// lines end in backslashes)
+	first := regexp.MustCompile(`(?s)extern\s+"C"\s+__global__[\s\\]+void[\s\\]+(?:__launch_bounds__\([^)]*\)[\s\\]+)?([\w#]+)\s*\([^)]*\)\s*\{\s*\\?\s*(\S+)`)
 	n := 0
 	for _, f := range []string{"cuda_kernels.cu", "cuda_sample.cu", "cuda_fused.cu"} {
 		raw, err := os.ReadFile(filepath.Join("src", f))

@@ -588,9 +588,9 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
     gpurt_pick<T>(idx, x, rows, cols, false, 1, 1.0f, 0.0f, 0);                                     \
   }                                                                                                 \
   /* (1024: any block the ABI allows launches; at most 64 registers) */                             \
-  extern "C" __global__ void __launch_bounds__(1024)                                                \
-      sample_##SFX(int *idx, const T *x, u64 rows, u64 cols, u64 topk, float topp, float temp,     \
-                   u64 seed) {                                                                      \
+  extern "C" __global__ void __launch_bounds__(1024) sample_##SFX(int *idx, const T *x, u64 rows,  \
+                                                                  u64 cols, u64 topk, float topp,   \
+                                                                  float temp, u64 seed) {           \
     gpurt_pdl_enter();                                                                              \
     gpurt_pick<T>(idx, x, rows, cols, true, topk, topp, temp, seed);                                \
   }

@@ -183,9 +183,9 @@ __device__ void gpurt_sample_rows(unsigned char *out, T *x, const unsigned char 
 
 #define GPURT_SAMPLE_ROWS(T, SFX)                                                                         \
   /* (1024: any block the ABI allows launches; at most 64 registers) */                                  \
-  extern "C" __global__ void __launch_bounds__(1024)                                                     \
-      sample_rows_##SFX(unsigned char *out, T *x, const unsigned char *params, u64 rows, u64 cols,       \
-                        u64 hist) {                                                                      \
+  extern "C" __global__ void __launch_bounds__(1024) sample_rows_##SFX(unsigned char *out, T *x,        \
+                                                                       const unsigned char *params,      \
+                                                                       u64 rows, u64 cols, u64 hist) {   \
     gpurt_pdl_enter();                                                                                    \
     gpurt_sample_rows<T>(out, x, params, rows, cols, hist);                                               \
   }
