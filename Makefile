@@ -312,8 +312,10 @@ check-metal:
 # What scripts/gpu_all.sh needs on the GPU machine, built here (no Go and
 # no FlashInfer/CUTLASS headers there): the CUDA plugin (nvcc from PyPI
 # when none is installed), every command under cmd/ and examples/ with
-# CGO_ENABLED=0, and the cgo baseline. Then, on the GPU machine:
-#   bash scripts/gpu_all.sh        (with build/ carried along)
+# CGO_ENABLED=0, and the cgo baseline. scripts/gpu_pack.sh runs it in a clean
+# worktree and packs build/ as .pick/b.txz (build/ is too large to travel).
+# Then, on the GPU machine:
+#   bash scripts/gpu_all.sh        (with .pick carried along)
 gpu-artifacts: mock cgobench
 	bash scripts/build_cuda.sh $(BUILD)
 	@for d in cmd/* examples/*; do \
