@@ -298,9 +298,12 @@ __device__ u64 gpurt_search_alone(const T *xr, u64 cols, u64 hi, Kept kept, floa
 // words. The bin is chosen by warp 0 (8 bins a lane, a prefix sum across
 // the lanes), where one thread walked the 256 bins. Counts are integers:
 // the same counts, the same bin, whichever way they are added.
+// best (or nullptr): the row's greatest key (gpurt_row_best's), found in
+// the first pass, which reads every column anyway.
 template <typename T, class Kept>
 __device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsigned *hist, unsigned *hi,
-                               gpurt_cand *cbuf = nullptr, const gpurt_cand **cl = nullptr, u64 *shk = nullptr) {
+                               gpurt_cand *cbuf = nullptr, const gpurt_cand **cl = nullptr, u64 *shk = nullptr,
+                               u64 *best = nullptr) {
   const unsigned t = threadIdx.x, nb = blockDim.x, nw = (nb + 31) / 32;
   unsigned *const whist = reinterpret_cast<unsigned *>(cbuf);
   const gpurt_cand *list = nullptr;
@@ -317,11 +320,14 @@ __device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsig
       for (unsigned i = t; i < 256; i += nb) hist[i] = 0;
     __syncthreads();
     const unsigned mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
+    u64 top = 0;
     gpurt_kept_each(xr, cols, list, [&](float v, u64 c) {
       const u64 k = gpurt_rank_key(v, c);
       const unsigned h = (unsigned)(k >> 32);
+      top = k > top ? k : top;
       if ((h & mask) == (prefix & mask) && kept(k, v)) atomicAdd(&mine[(h >> shift) & 255u], 1u);
     });
+    if (shift == 24 && best != nullptr) *best = gpurt_block_max(top, shk); // (its barriers end the pass too)
     __syncthreads();
     if (per_warp) {
       for (unsigned b = t; b < 256; b += nb) {
@@ -469,18 +475,21 @@ __device__ bool gpurt_cand_search(const gpurt_cand *cl, Kept kept, Mass mass, fl
 template <typename T>
 __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, float temp, float want,
                                    bool strict, float *sh, u64 *shk, const gpurt_cand *cl = nullptr,
-                                   gpurt_cand *cbuf = nullptr, const gpurt_cand **clout = nullptr) {
+                                   gpurt_cand *cbuf = nullptr, const gpurt_cand **clout = nullptr,
+                                   u64 *best = nullptr) {
   u64 t = 0;
   int b = 63;
   if (temp == 0.0f && !strict && want >= 1.0f && want < 16777216.0f) {
     unsigned hi;
     const gpurt_cand *got = nullptr;
     gpurt_count_hi(xr, cols, [&](u64 key, float) { return key >= floor; }, (u64)want, (unsigned *)sh, &hi, cbuf,
-                   clout != nullptr ? &got : nullptr, shk);
+                   clout != nullptr ? &got : nullptr, shk, best);
     if (got != nullptr) cl = got; // the rest of this search reads the candidates too
     if (clout != nullptr) *clout = got;
     t = (u64)hi << 32;
     b = 31;
+  } else if (best != nullptr) {
+    *best = gpurt_row_best(xr, cols, shk);
   }
   // the mass at threshold cand, as each step below computes it
   auto mass = [&](u64 cand) {
@@ -533,17 +542,22 @@ __device__ void gpurt_pick(int *idx, const T *x, u64 rows, u64 cols, bool sample
   u64 r = blockIdx.x;
   if (r >= rows) return;
   const T *xr = x + r * cols;
-  u64 best = gpurt_row_best(xr, cols, shk);
+  const bool draw = sample && topk != 1 && temp > 0.0f;
+  if (draw && (topk == 0 || topk > cols)) topk = cols;
+  __shared__ gpurt_cand cand; // (the count's per-warp histograms, then its candidates)
+  const gpurt_cand *cl = nullptr;
+  u64 best = 0, floor = 0;
+  // A draw's top-k count (the weights do not enter it) also finds the
+  // row's maximum in its first pass: one pass over the row fewer.
+  if (draw)
+    floor = gpurt_sample_search(xr, cols, 0, 0.0f, 0.0f, (float)topk, false, sh, shk, nullptr, &cand, &cl, &best);
+  else
+    best = gpurt_row_best(xr, cols, shk);
   unsigned bi = 0xffffffffu - (unsigned)best;
   float mx = ld(xr[bi]);
   // A non-finite maximum (+Inf, or a row of -Inf and NaN only) leaves no
   // finite weights: the argmax (gpurt.h).
-  if (sample && topk != 1 && temp > 0.0f && isfinite(mx)) {
-    __shared__ gpurt_cand cand;
-    if (topk == 0 || topk > cols) topk = cols;
-    // (cand: the count's per-warp histograms, then its candidates)
-    const gpurt_cand *cl = nullptr;
-    u64 floor = gpurt_sample_search(xr, cols, 0, mx, 0.0f, (float)topk, false, sh, shk, nullptr, &cand, &cl);
+  if (draw && isfinite(mx)) {
     // every later threshold is >= floor: the passes read the candidates
     if (cl == nullptr) cl = gpurt_cand_fill(xr, cols, floor, &cand, shk);
     if (topp < 1.0f) {
