@@ -1215,9 +1215,7 @@ func (m *Model) qkvSplit(s *core.Stream, w linear, xn core.Region, T int) error 
 	rows := w.out / m.qkvUnit * T
 	t := view(m.tmp, 0, 2*T*w.out)
 	return firstErr(m.mm(s, w, xn, t, T, false, false),
-		s.Launch(m.kEmbed, grid((rows*m.qkvUnit+255)/256, 256), core.ArgBuffer(view(m.qkvb, 0, 2*T*w.out)),
-			core.ArgBuffer(t), core.ArgBuffer(m.qkvIdx), core.ArgScalar[uint64](uint64(rows)),
-			core.ArgScalar[uint64](uint64(m.qkvUnit)), core.ArgScalar[uint64](uint64(rows))))
+		m.gather(s, view(m.qkvb, 0, 2*T*w.out), t, m.qkvIdx, rows, m.qkvUnit, rows))
 }
 
 func gcd(a, b int) int {
@@ -1331,8 +1329,14 @@ func (m *Model) partB(s *core.Stream, l, T int) error {
 
 func (m *Model) embedTokens(s *core.Stream, T int) error {
 	H, V := m.cfg.Hidden, m.cfg.Vocab
-	return s.Launch(m.kEmbed, grid((T*H+255)/256, 256), core.ArgBuffer(view(m.h, 0, 2*T*H)), core.ArgBuffer(m.embed),
-		core.ArgBuffer(sub(m.ids, 0, 4*T)), core.ArgScalar[uint64](uint64(T)), core.ArgScalar[uint64](uint64(H)), core.ArgScalar[uint64](uint64(V)))
+	return m.gather(s, view(m.h, 0, 2*T*H), m.embed, sub(m.ids, 0, 4*T), T, H, V)
+}
+
+// gather is embed_bf16: y's rows rows of cols are table's rows ids[i] (of
+// its vocab rows).
+func (m *Model) gather(s *core.Stream, y, table, ids core.Region, rows, cols, vocab int) error {
+	return s.Launch(m.kEmbed, grid((rows*cols+255)/256, 256), core.ArgBuffer(y), core.ArgBuffer(table), core.ArgBuffer(ids),
+		core.ArgScalar[uint64](uint64(rows)), core.ArgScalar[uint64](uint64(cols)), core.ArgScalar[uint64](uint64(vocab)))
 }
 
 // head: final norm of the n rows of hl, their logits (f32; bf16 from an

@@ -320,14 +320,15 @@ __device__ void gpurt_count_hi(const T *xr, u64 cols, Kept kept, u64 want, unsig
       for (unsigned i = t; i < 256; i += nb) hist[i] = 0;
     __syncthreads();
     const unsigned mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
+    const bool find_top = shift == 24 && best != nullptr; // (the first pass reads every column)
     u64 top = 0;
     gpurt_kept_each(xr, cols, list, [&](float v, u64 c) {
       const u64 k = gpurt_rank_key(v, c);
       const unsigned h = (unsigned)(k >> 32);
-      top = k > top ? k : top;
+      if (find_top && k > top) top = k;
       if ((h & mask) == (prefix & mask) && kept(k, v)) atomicAdd(&mine[(h >> shift) & 255u], 1u);
     });
-    if (shift == 24 && best != nullptr) *best = gpurt_block_max(top, shk); // (its barriers end the pass too)
+    if (find_top) *best = gpurt_block_max(top, shk); // (its barriers end the pass too)
     __syncthreads();
     if (per_warp) {
       for (unsigned b = t; b < 256; b += nb) {
@@ -479,11 +480,12 @@ __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, f
                                    u64 *best = nullptr) {
   u64 t = 0;
   int b = 63;
+  auto kept = [&](u64 key, float) { return key >= floor; };
   if (temp == 0.0f && !strict && want >= 1.0f && want < 16777216.0f) {
     unsigned hi;
     const gpurt_cand *got = nullptr;
-    gpurt_count_hi(xr, cols, [&](u64 key, float) { return key >= floor; }, (u64)want, (unsigned *)sh, &hi, cbuf,
-                   clout != nullptr ? &got : nullptr, shk, best);
+    gpurt_count_hi(xr, cols, kept, (u64)want, (unsigned *)sh, &hi, cbuf, clout != nullptr ? &got : nullptr, shk,
+                   best);
     if (got != nullptr) cl = got; // the rest of this search reads the candidates too
     if (clout != nullptr) *clout = got;
     t = (u64)hi << 32;
@@ -500,12 +502,10 @@ __device__ u64 gpurt_sample_search(const T *xr, u64 cols, u64 floor, float mx, f
     });
     return gpurt_block_sum(m, sh);
   };
-  if (cl != nullptr && b == 63 &&
-      gpurt_cand_search(cl, [&](u64 key, float) { return key >= floor; }, mass, want, strict, shk, &t))
-    return t;
+  if (cl != nullptr && b == 63 && gpurt_cand_search(cl, kept, mass, want, strict, shk, &t)) return t;
   for (; b >= 0; b--) {
     if (b == 31 && t != 0) {
-      const u64 k = gpurt_search_alone(xr, cols, t >> 32, [&](u64 key, float) { return key >= floor; }, sh, shk, cl);
+      const u64 k = gpurt_search_alone(xr, cols, t >> 32, kept, sh, shk, cl);
       if (k != 0) return k;
     }
     const u64 cand = t | (1ull << b);
