@@ -11,6 +11,7 @@ import (
 	"github.com/metrale/gpurt/core"
 	"github.com/metrale/gpurt/core/inspect"
 	"github.com/metrale/gpurt/internal/testutil"
+	"github.com/metrale/gpurt/internal/testutil/mockrt"
 )
 
 // TestMain puts a freshly built mock plugin on GPURT_PLUGIN_PATH, for the
@@ -21,39 +22,33 @@ func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "inspect")) 
 // parameters and the host heap, and uses a control of the mock to make the
 // next allocation fail.
 func Example() {
-	rt, err := core.Open(core.Config{Backend: "mock"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer rt.Close()
-	_, major, minor := inspect.PluginVersion(rt)
-	fmt.Println("plugin:", rt.Backend(), "ABI", major, minor >= 8, inspect.Report(rt).Selected == inspect.PluginPath(rt))
+	mockrt.Example(core.Config{}, func(rt *core.Runtime, dev *core.Device, _ *core.Stream) error {
+		_, major, minor := inspect.PluginVersion(rt)
+		fmt.Println("plugin:", rt.Backend(), "ABI", major, minor >= 8, inspect.Report(rt).Selected == inspect.PluginPath(rt))
 
-	dev, _ := rt.Device(0)
-	s, _ := dev.NewStream()
-	defer s.Close()
-	b, _ := dev.Alloc(1 << 20)
-	_ = core.CopyFromHost(b, make([]byte, 4096))
-	st, _ := inspect.Stats(rt)
-	fmt.Println("device bytes >= 1 MiB:", st.DeviceBytes >= 1<<20)
-	m := inspect.Metrics(rt)
-	fmt.Println("copied to the device:", m.BytesCopied["host_to_device"], "buffer bytes:", m.BufferBytes[0])
+		b, _ := dev.Alloc(1 << 20)
+		_ = core.CopyFromHost(b, make([]byte, 4096))
+		st, _ := inspect.Stats(rt)
+		fmt.Println("device bytes >= 1 MiB:", st.DeviceBytes >= 1<<20)
+		m := inspect.Metrics(rt)
+		fmt.Println("copied to the device:", m.BytesCopied["host_to_device"], "buffer bytes:", m.BufferBytes[0])
 
-	// A kernel's parameters, which launches are checked against, and the
-	// host heap's counters.
-	mod, _ := dev.BuiltinModule()
-	fill, _ := mod.Kernel("fill_f32")
-	fmt.Println("fill_f32 takes:", inspect.Kernel(fill).Params)
-	hb, _ := rt.AllocHostFromHeap(1000)
-	fmt.Println("host heap: live", inspect.HostHeap(rt).Live, "in use", inspect.HostHeap(rt).InUse)
-	_ = hb.Free()
+		// A kernel's parameters, which launches are checked against, and the
+		// host heap's counters.
+		mod, _ := dev.BuiltinModule()
+		fill, _ := mod.Kernel("fill_f32")
+		fmt.Println("fill_f32 takes:", inspect.Kernel(fill).Params)
+		hb, _ := rt.AllocHostFromHeap(1000)
+		fmt.Println("host heap: live", inspect.HostHeap(rt).Live, "in use", inspect.HostHeap(rt).InUse)
+		_ = hb.Free()
 
-	_ = inspect.Control(rt, "fail_alloc_nth", 1)
-	_, err = dev.Alloc(64)
-	fmt.Println("injected:", errors.Is(err, core.ErrOutOfMemory))
-	fmt.Println("unknown control:", errors.Is(inspect.Control(rt, "no_such_knob", 1), core.ErrUnsupported))
-	_ = b.Free()
+		_ = inspect.Control(rt, "fail_alloc_nth", 1)
+		_, err := dev.Alloc(64)
+		fmt.Println("injected:", errors.Is(err, core.ErrOutOfMemory))
+		fmt.Println("unknown control:", errors.Is(inspect.Control(rt, "no_such_knob", 1), core.ErrUnsupported))
+		_ = b.Free()
+		return nil
+	})
 	// Output:
 	// plugin: mock ABI 1 true true
 	// device bytes >= 1 MiB: true

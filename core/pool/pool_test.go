@@ -430,36 +430,27 @@ func TestMain(m *testing.M) { os.Exit(testutil.RunWithMockPlugin(m, "pool")) }
 // the device's memory: after the first step every Alloc is a cached
 // block, handed out again at once on the stream that freed it.
 func ExampleOf() {
-	rt, err := core.Open(core.Config{Backend: "mock", PoolBudget: 0.9})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer rt.Close()
-	dev, _ := rt.Device(0)
-	s, _ := dev.NewStream()
-	defer s.Close()
-	p := pool.Of(dev)
-	for range 3 {
-		blk, err := p.Alloc(s, 3000) // a block of the 3072-byte class
-		if err != nil {
-			fmt.Println(err) // past the budget: names it, the request, reserved and in use
-			return
+	mockrt.Example(core.Config{PoolBudget: 0.9}, func(_ *core.Runtime, dev *core.Device, s *core.Stream) error {
+		p := pool.Of(dev)
+		for range 3 {
+			blk, err := p.Alloc(s, 3000) // a block of the 3072-byte class
+			if err != nil {
+				return err // past the budget: names it, the request, reserved and in use
+			}
+			if err := s.Memset(blk.View(), 0); err != nil {
+				return err
+			}
+			fmt.Println("block", blk.Len(), "of", blk.Cap())
+			if err := blk.Free(s); err != nil { // after the work enqueued on s
+				return err
+			}
 		}
-		if err := s.Memset(blk.View(), 0); err != nil {
-			fmt.Println(err)
-			return
-		}
-		fmt.Println("block", blk.Len(), "of", blk.Cap())
-		if err := blk.Free(s); err != nil { // after the work enqueued on s
-			fmt.Println(err)
-			return
-		}
-	}
-	_ = s.Synchronize()
-	st := inspect.Pool(p)
-	fmt.Println("hits", st.Hits, "misses", st.Misses, "cached", st.Cached)
-	fmt.Println(blkErr(p))
+		_ = s.Synchronize()
+		st := inspect.Pool(p)
+		fmt.Println("hits", st.Hits, "misses", st.Misses, "cached", st.Cached)
+		fmt.Println(blkErr(p))
+		return nil
+	})
 	// Output:
 	// block 3000 of 3072
 	// block 3000 of 3072

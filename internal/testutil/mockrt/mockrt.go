@@ -10,6 +10,7 @@ package mockrt
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,6 +40,31 @@ func OpenConfig(t testing.TB, cfg core.Config) *core.Runtime {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	return rt
+}
+
+// Example is the frame of a runnable example (which has no testing.T,
+// and whose TestMain is testutil.RunWithMockPlugin): it opens a runtime of
+// cfg with Backend "mock" (the plugin found on GPURT_PLUGIN_PATH), its
+// device 0 and a new stream on it, as a program would, and calls fn with
+// them. The error of the opening, or the one fn returns, is printed, as
+// the example's output; the stream and the runtime are closed after.
+func Example(cfg core.Config, fn func(rt *core.Runtime, dev *core.Device, s *core.Stream) error) {
+	cfg.Backend = "mock"
+	rt, err := core.Open(cfg)
+	if err == nil {
+		defer rt.Close()
+		var dev *core.Device
+		if dev, err = rt.Device(0); err == nil {
+			var s *core.Stream
+			if s, err = dev.NewStream(); err == nil {
+				defer s.Close()
+				err = fn(rt, dev, s)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Println(err)
+	}
 }
 
 // Timer is a GPUTimer of the benchmarks on the mock plugin, closed when
