@@ -26,11 +26,7 @@ func attnAppendRope(e *env) error {
 		dt, hq, hk, hd, page = core.BF16, 4, 2, 64, 4
 		nnz                  = 9 // request 0: positions 0..4, request 1: 0..2 and 7 (beyond: skipped)
 	)
-	mod, err := e.dev.BuiltinModule()
-	if err != nil {
-		return err
-	}
-	rope, err := mod.Kernel("rope_neox_freqs_bf16")
+	rope, err := kernel(e.dev, "rope_neox_freqs_bf16")
 	if errors.Is(err, core.ErrNotFound) {
 		return skip("the plugin has no rope_neox_freqs_bf16 (after ABI 1.8): nothing to compare with")
 	} else if err != nil {

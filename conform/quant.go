@@ -440,11 +440,7 @@ func runGroupedCase(e *env, c groupedCase) error {
 		// In stream order: c.ms2's counts copied on the device behind a
 		// 2 ms sleep, then the call, which must read them (a plugin that
 		// read the counts when the call was enqueued would see c.ms).
-		mod, err := e.dev.BuiltinModule()
-		if err != nil {
-			return err
-		}
-		sleep, err := mod.Kernel("sleep_ns")
+		sleep, err := kernel(e.dev, "sleep_ns")
 		if err != nil {
 			return err
 		}
