@@ -18,8 +18,7 @@ import (
 // TestOnMock runs the program as the GPU script does, on the mock with a
 // tiny config: a reference check, then eager and replayed, JSON lines out.
 func TestOnMock(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	out, _ := clitest.RunOK(t, run, "-plugin-path", dir, "-backend", "mock", "-configs", "48/96/2", "-batches", "1,4",
+	out, _ := clitest.RunOnMock(t, run, "-configs", "48/96/2", "-batches", "1,4",
 		"-check-configs", "40/72/2", "-steps", "3", "-warmup", "1")
 	impls := map[string]int{}
 	for _, r := range testutil.JSONLines[decodestep.Result](t, out) {
@@ -38,8 +37,7 @@ func TestOnMock(t *testing.T) {
 }
 
 func TestChecksOnly(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	out, _ := clitest.RunOK(t, run, "-plugin-path", dir, "-backend", "mock", "-configs", "none", "-batches", "2", "-variants", "fused",
+	out, _ := clitest.RunOnMock(t, run, "-configs", "none", "-batches", "2", "-variants", "fused",
 		"-check-configs", "24/40/1", "-norm", "composed")
 	var r decodestep.Result
 	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r), "one line: %s", out.String())

@@ -31,8 +31,7 @@ func TestConvention(t *testing.T) {
 
 // TestOnMock: two mock devices, a tiny sweep, both peer directions.
 func TestOnMock(t *testing.T) {
-	dir := testutil.MockPlugin(t)
-	stdout, _ := clitest.RunOK(t, run, "-plugin-path", dir, "-backend", "mock", "-options", "devices=2", "-sizes", "8K,1M",
+	stdout, _ := clitest.RunOnMock(t, run, "-options", "devices=2", "-sizes", "8K,1M",
 		"-peer", "64K", "-shrink", "16", "-procs")
 	var names []string
 	for _, r := range testutil.JSONLines[multibench.Result](t, stdout) {

@@ -19,9 +19,8 @@ import (
 // and the same metrics in the Go benchmark format in the -benchfmt file.
 func TestDecoderOnMock(t *testing.T) {
 	testutil.QuietEnv(t)
-	dir := testutil.MockPlugin(t)
 	bf := filepath.Join(t.TempDir(), "bench.txt")
-	stdout, _ := clitest.RunOK(t, run, "-json", "-benchfmt", bf, "-backend", "mock", "-plugin-path", dir, "-preset", "tiny",
+	stdout, _ := clitest.RunOnMock(t, run, "-json", "-benchfmt", bf, "-preset", "tiny",
 		"-steps", "2", "-warmup", "1")
 	seen := map[string]float64{}
 	for _, m := range testutil.JSONLines[struct {
@@ -40,7 +39,7 @@ func TestDecoderOnMock(t *testing.T) {
 	assert.Regexp(t, `(?m)^BenchmarkDecoder_graph_step_us-\d+\t1\t[0-9.e+]+ ns/op$`, string(b))
 
 	// The table: a header line and one line per mode.
-	stdout, _ = clitest.RunOK(t, run, "-backend", "mock", "-plugin-path", dir, "-steps", "1", "-warmup", "0")
+	stdout, _ = clitest.RunOnMock(t, run, "-steps", "1", "-warmup", "0")
 	assert.Contains(t, stdout.String(), "decoder tiny on mock: batch 1, context 0, 1 decode steps")
 	assert.Regexp(t, `(?m)^  eager +\d`, stdout.String())
 	assert.Regexp(t, `(?m)^  graph +\d`, stdout.String())
@@ -50,7 +49,7 @@ func TestDecoderOnMock(t *testing.T) {
 // a runtime is opened; --options reaches the plugin.
 func TestConvention(t *testing.T) {
 	testutil.QuietEnv(t)
-	m := []string{"-backend", "mock", "-plugin-path", testutil.MockPlugin(t)}
+	m := clitest.MockArgs(t)
 	// usage: a usage error on the mock.
 	usage := func(name, want string, args ...string) clitest.Case {
 		return clitest.Usage(name, want, append(append([]string{}, m...), args...)...)

@@ -27,7 +27,7 @@ func TestConvention(t *testing.T) {
 // TestMockSweep: the whole program on the mock, auto rates: the offline
 // run, then two rate points, every line JSON, each result complete.
 func TestMockSweep(t *testing.T) {
-	out, _ := clitest.RunOK(t, run, "-plugin-path", testutil.MockPlugin(t), "-backend", "mock", "-preset", "tiny", "-requests", "8",
+	out, _ := clitest.RunOnMock(t, run, "-preset", "tiny", "-requests", "8",
 		"-sweep-requests", "4", "-prompt", "5-30", "-output", "2-6", "-shared", "32", "-token-budget", "24", "-max-batch", "4",
 		"-chunk", "16", "-copy-mib", "2", "-fractions", "0.5,2")
 	kinds := map[string]int{}

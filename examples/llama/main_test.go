@@ -40,8 +40,7 @@ func TestRunFlags(t *testing.T) {
 		clitest.Usage("too few prompts", "2 prompts for a batch of 3", "-batch", "3", "-prompt-ids", "1;2"),
 		clitest.Usage("stray argument", "unexpected argument", "stray"),
 		// a setup error, not a usage one: exit 1
-		clitest.Case{Name: "missing model", Args: []string{"-model", "/nonexistent/model", "-backend", "mock",
-			"-plugin-path", testutil.MockPlugin(t)}, Status: cli.ExitError, Stderr: []string{"llama: llm: model config: ", "config.json"}},
+		clitest.Case{Name: "missing model", Args: append([]string{"-model", "/nonexistent/model"}, clitest.MockArgs(t)...), Status: cli.ExitError, Stderr: []string{"llama: llm: model config: ", "config.json"}},
 	)
 }
 
@@ -56,7 +55,7 @@ func TestModelOnMock(t *testing.T) {
 	force := filepath.Join(dir, "force.txt")
 	require.NoError(t, os.WriteFile(force, []byte("7,8,9\n10,11,12\n"), 0o644))
 	lo := filepath.Join(dir, "logits_{batch}_{mode}.f32")
-	o, e := clitest.RunOK(t, run, "-model", dir, "-backend", "mock", "-plugin-path", testutil.MockPlugin(t), "-batch", "1,2",
+	o, e := clitest.RunOnMock(t, run, "-model", dir, "-batch", "1,2",
 		"-prompt-ids", "1,2,3,4;5,6", "-force-file", force, "-steps", "4", "-warmup", "1", "-logits-out", lo, "-progress", "line")
 	assert.Contains(t, e.String(), "llama: loaded "+dir)
 	kinds := map[string]int{}
@@ -105,8 +104,7 @@ func TestModelOnMock(t *testing.T) {
 // -weights int8-all quantizes the LM head too: the run reports it, and the
 // graph replays give eager's tokens at every step.
 func TestInt8AllOnMock(t *testing.T) {
-	o, _ := clitest.RunOK(t, run, "-preset", "tiny", "-weights", "int8-all", "-backend", "mock", "-plugin-path",
-		testutil.MockPlugin(t), "-batch", "2", "-steps", "3", "-modes", "eager,graph", "-progress", "none")
+	o, _ := clitest.RunOnMock(t, run, "-preset", "tiny", "-weights", "int8-all", "-batch", "2", "-steps", "3", "-modes", "eager,graph", "-progress", "none")
 	tokens := map[string][]any{}
 	summaries := 0
 	for _, m := range testutil.JSONLines[map[string]any](t, o) {

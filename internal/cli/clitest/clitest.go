@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/metrale/gpurt/internal/cli"
+	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // RunFunc is a command's run function: its arguments, stdout and stderr in,
@@ -87,6 +88,19 @@ func RunOK(t testing.TB, run RunFunc, args ...string) (stdout, stderr *bytes.Buf
 	status, stdout, stderr := Run(run, args...)
 	require.Equal(t, cli.ExitOK, status, "%v\nstderr: %s", args, stderr)
 	return stdout, stderr
+}
+
+// MockArgs are the flags that choose the mock plugin, built for t
+// (testutil.MockPlugin): -backend mock -plugin-path DIR.
+func MockArgs(t testing.TB) []string {
+	return []string{"-backend", "mock", "-plugin-path", testutil.MockPlugin(t)}
+}
+
+// RunOnMock is RunOK of MockArgs followed by args: a command line that
+// must succeed on the mock plugin.
+func RunOnMock(t testing.TB, run RunFunc, args ...string) (stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	return RunOK(t, run, append(MockArgs(t), args...)...)
 }
 
 // Check runs every case on run, each in its own subtest.
