@@ -1490,6 +1490,8 @@ type stepStage struct {
 	// end uploads the stretch [lo, hi) the step wrote, in one copy.
 	in     *core.Buffer
 	lo, hi int
+	// span: the stretch a decode step graph uploads (graphCopy)
+	span struct{ lo, hi int }
 }
 
 func newStepStage(m *Model) (*stepStage, error) {
@@ -1505,7 +1507,9 @@ func newStepStage(m *Model) (*stepStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stepStage{halves: h, in: m.in}, nil
+	st := &stepStage{halves: h, in: m.in}
+	st.span.lo, st.span.hi = m.pos.Offset(), m.lastLen.Offset()+m.lastLen.Len()
+	return st, nil
 }
 
 func (st *stepStage) close() {
@@ -1535,6 +1539,42 @@ func (st *stepStage) end(s *core.Stream) error {
 		}
 	}
 	return st.mark(s)
+}
+
+// graphCopy is the decode step graph's first node for half h: the
+// upload of the fixed stretch of the input block a decode step reads
+// (positions through lastLen; ids are the pick's, or endGraph's copy),
+// from that half. The stretch covers the model's largest batch and page
+// table; the bytes a step does not write are not read by its kernels.
+func (st *stepStage) graphCopy(h int) func(s *core.Stream) error {
+	return func(s *core.Stream) error {
+		lo, hi := st.span.lo, st.span.hi
+		pv, err := st.hs.View(h*st.half+lo, hi-lo)
+		if err != nil {
+			return err
+		}
+		return s.CopyFromPinned(view(st.in, lo, hi-lo), pv)
+	}
+}
+
+// endGraph ends a step whose inputs the step graph uploads (graphCopy):
+// only the token ids, when the step was given them, are copied here, and
+// the half is marked after the graph's launch (mark).
+func (st *stepStage) endGraph(s *core.Stream, ids core.View, given bool) error {
+	if st.lo < st.span.lo || st.hi > st.span.hi {
+		if !given || st.lo != ids.Offset() || st.hi > st.span.hi {
+			return fmt.Errorf("llm: step inputs [%d, %d) outside the graph's upload [%d, %d) and the ids", st.lo, st.hi, st.span.lo, st.span.hi)
+		}
+	}
+	st.lo, st.hi = st.in.Len(), 0
+	if !given {
+		return nil
+	}
+	pv, err := st.hs.View(st.cur*st.half+ids.Offset(), ids.Len())
+	if err == nil {
+		err = s.CopyFromPinned(ids, pv)
+	}
+	return err
 }
 
 // bytes reserves n bytes of the half.
@@ -1767,7 +1807,12 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	// The attention plan runs outside any graph, into the attention's
 	// fixed device buffers, before the step's work (FlashInfer's CUDA-graph
 	// wrappers' way): the graph replays read the plan of their step.
-	if err == nil {
+	// In graph mode the step graph uploads the inputs (its first node)
+	// and the half is marked after its launch.
+	began := err == nil
+	if err == nil && graph {
+		err = st.endGraph(s, sub(m.ids, 0, 4*B), ids != nil)
+	} else if err == nil {
 		err = st.end(s)
 	}
 	m.stageTime += time.Since(ts) - (st.waited - w0)
@@ -1778,7 +1823,11 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	}
 	if err == nil && graph {
 		err = m.launchStep(s, sp, step, func(fresh bool) (*stepGraph, error) { return m.stepGraph(sp, fresh) })
-	} else if err == nil {
+	}
+	if began && graph {
+		// whether or not the launch succeeded: what was enqueued may read the half
+		err = firstErr(err, st.mark(s))
+	} else if err == nil && !graph {
 		for _, op := range m.decodeOps() {
 			if err = op.run(s); err != nil {
 				break
