@@ -273,3 +273,21 @@ func TestDecodeGraphRecapturesRefusedReplay(t *testing.T) {
 	assert.Equal(t, 1, m.GraphRecaptures(), "the new graph's replays are not refused")
 	assert.Equal(t, 3, m.GraphCaptures(), "replays capture nothing")
 }
+
+// A decode step graph uploads the page table from its staging half only
+// when the table changed (stepStage.putTable): with pages of 2 tokens and
+// requests that cross page ends on different steps, the tables of both
+// halves go stale in turn, and the graph's tokens and logits stay eager's.
+func TestDecodeGraphPageTableChanges(t *testing.T) {
+	rt, dev := openMock(t)
+	c := tinyConfig()
+	c.PageSize = 2
+	const steps = 12
+	m := testModel(t, dev, c, 3, 5+steps, 5)
+	p := PromptTokens(c.Seed, 1, 5, c.Vocab)
+	o := GenOptions{Prompts: [][]int32{p[:1], p[:4], p[:5]}, Steps: steps, Collect: true}
+	eager := generate(t, rt, m, o)
+	o.Graph = true
+	sameRun(t, eager, generate(t, rt, m, o))
+	assert.Greater(t, m.sched.ver, uint64(steps/2), "the page table changed on most steps")
+}

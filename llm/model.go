@@ -229,6 +229,13 @@ type Model struct {
 		lens                                  []int
 		pos, seq, indptr, indices, last, rpos []int32
 	}
+	// sched: the page counts per request the scratch page table (indptr,
+	// indices) was built for, and its version, counted from 1 at each
+	// rebuild (schedule)
+	sched struct {
+		pages []int
+		ver   uint64
+	}
 
 	// LoadStats are the figures of Load (zero for NewModel).
 	LoadStats LoadStats
@@ -1383,20 +1390,39 @@ func (m *Model) pick(s *core.Stream, sp *Sampling, step, n int) error {
 
 // schedule is the page table of the batch's requests at lengths lens
 // (request b owns pages b*maxPages ..).
+//
+// The page table is built again only when a request's page count changed
+// since the last call (m.sched.ver counts the builds): a decode step
+// changes it once every page size tokens.
 func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
 	ps := m.cfg.pageSize()
-	indptr, last, indices = resize(m.scratch.indptr, m.batch+1), resize(m.scratch.last, m.batch), m.scratch.indices[:0]
-	indptr[0] = 0
-	for b := 0; b < m.batch; b++ {
+	B := m.batch
+	last = resize(m.scratch.last, B)
+	same := len(m.sched.pages) == B && m.sched.ver != 0
+	for b := 0; b < B; b++ {
 		np := (lens[b] + ps - 1) / ps
-		indptr[b+1] = indptr[b] + int32(np)
 		last[b] = int32(lens[b] - (np-1)*ps)
+		same = same && m.sched.pages[b] == np
+	}
+	m.scratch.last = last
+	if same {
+		return m.scratch.indptr, m.scratch.indices, last
+	}
+	pages := resize(m.sched.pages, B)
+	indptr, indices = resize(m.scratch.indptr, B+1), m.scratch.indices[:0]
+	indptr[0] = 0
+	for b := 0; b < B; b++ {
+		np := (lens[b] + ps - 1) / ps
+		pages[b] = np
+		indptr[b+1] = indptr[b] + int32(np)
 		for j := 0; j < np; j++ {
 			indices = append(indices, int32(b*m.maxPages+j))
 		}
 	}
-	m.scratch.indptr, m.scratch.last, m.scratch.indices = indptr, last, indices
-	return
+	m.scratch.indptr, m.scratch.indices = indptr, indices
+	m.sched.pages = pages
+	m.sched.ver++
+	return indptr, indices, last
 }
 
 // halves is pinned host memory in two halves for uploads that alternate:
@@ -1492,6 +1518,11 @@ type stepStage struct {
 	lo, hi int
 	// span: the stretch a decode step graph uploads (graphCopy)
 	span struct{ lo, hi int }
+	// kept[h]: the version (Model.sched.ver) of the decode page table
+	// (bidx, indptr, indices: the stretch table) that half h holds, 0 when
+	// none: a put into the stretch clears it (putTable)
+	kept  [2]uint64
+	table struct{ lo, hi int }
 }
 
 func newStepStage(m *Model) (*stepStage, error) {
@@ -1509,6 +1540,7 @@ func newStepStage(m *Model) (*stepStage, error) {
 	}
 	st := &stepStage{halves: h, in: m.in}
 	st.span.lo, st.span.hi = m.pos.Offset(), m.lastLen.Offset()+m.lastLen.Len()
+	st.table.lo, st.table.hi = m.bidx.Offset(), m.indices.Offset()+m.indices.Len()
 	return st, nil
 }
 
@@ -1603,6 +1635,23 @@ func (st *stepStage) put(dst core.View, v []int32) error {
 		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
 	}
 	st.lo, st.hi = min(st.lo, o), max(st.hi, o+4*len(v))
+	if o < st.table.hi && o+4*len(v) > st.table.lo {
+		st.kept[st.cur] = 0
+	}
+	return nil
+}
+
+// putTable puts a decode step's page table (bidx, indptr, indices: a
+// step of the step graph, which uploads the whole stretch from the half)
+// unless the half already holds version ver of it.
+func (st *stepStage) putTable(ver uint64, bidx, indptr, indices core.View, seq, ip, ix []int32) error {
+	if ver != 0 && st.kept[st.cur] == ver {
+		return nil
+	}
+	if err := firstErr(st.put(bidx, seq), st.put(indptr, ip), st.put(indices, ix)); err != nil {
+		return err
+	}
+	st.kept[st.cur] = ver
 	return nil
 }
 
@@ -1797,9 +1846,13 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 		err = st.put(sub(m.ids, 0, 4*B), ids)
 	}
 	if err == nil {
-		err = firstErr(m.putPos(st, pos), st.put(sub(m.bidx, 0, 4*B), seq),
-			st.put(sub(m.indptr, 0, 4*(B+1)), indptr),
-			st.put(sub(m.indices, 0, 4*len(indices)), indices), st.put(sub(m.lastLen, 0, 4*B), last))
+		bi, ip, ix := sub(m.bidx, 0, 4*B), sub(m.indptr, 0, 4*(B+1)), sub(m.indices, 0, 4*len(indices))
+		if graph { // the graph uploads the half's whole table: put only a new one
+			err = st.putTable(m.sched.ver, bi, ip, ix, seq, indptr, indices)
+		} else {
+			err = firstErr(st.put(bi, seq), st.put(ip, indptr), st.put(ix, indices))
+		}
+		err = firstErr(err, m.putPos(st, pos), st.put(sub(m.lastLen, 0, 4*B), last))
 	}
 	if err == nil && m.cfg.Scaling != nil {
 		err = m.putRope(s, pos)
