@@ -39,7 +39,11 @@
 #                  before its attention; pre<P>: GPURT_CUDA_QGEMV_PRE=P;
 #                  wave: GPURT_CUDA_QGEMV_WARPS=wave; samp:
 #                  sampled decoding (temperature 0.8, top-k 20, top-p
-#                  0.9: sample_T's cost against argmax_T's);
+#                  0.9: sample_T's cost against argmax_T's); i8all:
+#                  -weights int8-all (the head too); idle: -idle-steps
+#                  (the bare host cost of a step); old: build/llama.old
+#                  instead of build/llama (an earlier build's decoder,
+#                  carried beside it, against the same plugin);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
@@ -99,6 +103,7 @@ if want llama; then
     for cfg in ${LCFGS:-base lt nopdl auto}; do
       x=()
       e=()
+      bin=build/llama
       # A configuration is one or more parts joined by "+" (e.g. i8+pf32).
       for part in ${cfg//+/ }; do
         case $part in
@@ -116,11 +121,14 @@ if want llama; then
           pre[0-9]*) e+=(GPURT_CUDA_QGEMV_PRE="${part#pre}") ;;
           wave) e+=(GPURT_CUDA_QGEMV_WARPS=wave) ;;
           samp) x+=(-temperature 0.8 -top-k 20 -top-p 0.9) ;;
+          i8all) x+=(-weights int8-all) ;;
+          idle) x+=(-idle-steps) ;;
+          old) bin=build/llama.old ;;
           *) ;;
         esac
       done
       for p in ${PRESETS:-1b 8b}; do
-        step "llama_${p}_${cfg}_$rep" 120 env ${e[@]+"${e[@]}"} build/llama -plugin-path build/libgpurt_cuda.so \
+        step "llama_${p}_${cfg}_$rep" 120 env ${e[@]+"${e[@]}"} "$bin" -plugin-path build/libgpurt_cuda.so \
           -backend cuda -prompt 1 -preset "$p" -batch "${BATCHES:-1,4}" -ctx 1024 -steps 32 -warmup 2 \
           -modes eager,graph -rope-scaling "${ROPE_SCALING:-none}" ${x[@]+"${x[@]}"}
         python3 "$root/scripts/lib/llama_summary.py" "$logs/llama_${p}_${cfg}_$rep.log" "gemv=$cfg" | tee -a "$out/llama.txt"
