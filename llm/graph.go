@@ -104,9 +104,6 @@ type graphKey struct {
 	sampled  bool
 	paged    bool
 	rowsHist int // Paged.StepRows: the params' history slots + 1 (0: not per-row)
-	// Decode: the staging half whose inputs the graph's first node copies
-	// (stepStage.graphCopy); a bucket has a graph per half.
-	half int
 }
 
 // stepGraph is a decode step captured for one batch size: one graph when
@@ -146,9 +143,6 @@ func (g *stepGraph) close() error {
 func (m *Model) GraphInfo(sampled bool) (launches int, broke []string, ok bool) {
 	g := m.graphs[graphKey{batch: m.batch, sampled: sampled}]
 	if g == nil {
-		g = m.graphs[graphKey{batch: m.batch, sampled: sampled, half: 1}]
-	}
-	if g == nil {
 		return 0, nil, false
 	}
 	return g.launches, append([]string(nil), g.broke...), true
@@ -162,11 +156,9 @@ func (m *Model) GraphInfo(sampled bool) (launches int, broke []string, ok bool) 
 func (m *Model) GraphRecaptures() int { return m.recaptures }
 
 // GraphCaptures is how many decode steps (Decode's and Paged's) were
-// captured as graphs since the model was made: for Decode two per
-// batch-size bucket (one per staging half of the step's inputs, which the
-// graph uploads itself) on its first two graph-mode steps, for Paged one,
-// plus GraphRecaptures. Each costs the host a capture and an
-// instantiation, in the step that makes it.
+// captured as graphs since the model was made: one per batch-size bucket
+// on its first graph-mode step, plus GraphRecaptures. Each costs the host
+// a capture and an instantiation, in the step that makes it.
 func (m *Model) GraphCaptures() int { return m.captures }
 
 // probe says whether the plugin records op in a graph: it captures op
@@ -201,18 +193,12 @@ func (m *Model) probe(op *stepOp) (bool, error) {
 // stepGraph returns the decode step's graphs at the current batch,
 // capturing them on first use (or when fresh): the step's ops and the
 // pick, recorded in stretches split at the ops the plugin does not record.
-//
-// The step's first node uploads its inputs from the staging half the
-// step filled (stepStage.graphCopy), so a replay costs the host no copy
-// call: a bucket has a graph for each half.
 func (m *Model) stepGraph(sp *Sampling, fresh bool) (*stepGraph, error) {
-	st := m.stage
-	key := graphKey{batch: m.batch, sampled: sp != nil, half: st.cur}
+	key := graphKey{batch: m.batch, sampled: sp != nil}
 	if g := m.graphs[key]; g != nil && !fresh {
 		return g, nil
 	}
-	ops := append([]stepOp{{"inputs", opKernels, st.graphCopy(st.cur)}}, m.decodeOps()...)
-	g, err := m.captureStep(ops, sp, func(s *core.Stream) error { return m.pick(s, sp, 0, m.batch) })
+	g, err := m.captureStep(m.decodeOps(), sp, func(s *core.Stream) error { return m.pick(s, sp, 0, m.batch) })
 	if err != nil {
 		return nil, err
 	}

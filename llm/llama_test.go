@@ -303,16 +303,20 @@ func TestDecoderMatchesReference(t *testing.T) {
 		int8, int8Head    bool
 		rope              string
 		batch, ctx, P, st int
+		page              int // tokens a KV page (0: the default 16)
 	}{
-		{"bf16 llama rope prefill", false, false, "llama", 2, 0, 8, 8},
-		{"bf16 neox rope context", false, false, "neox", 2, 20, 1, 4},
-		{"int8 prefill", true, false, "neox", 1, 0, 4, 3},
-		{"int8 head too, decode after context", true, true, "neox", 2, 20, 1, 4},
-		{"bf16 prefill after context", false, false, "neox", 1, 20, 8, 3},
+		{"bf16 llama rope prefill", false, false, "llama", 2, 0, 8, 8, 0},
+		{"bf16 neox rope context", false, false, "neox", 2, 20, 1, 4, 0},
+		{"int8 prefill", true, false, "neox", 1, 0, 4, 3, 0},
+		{"int8 head too, decode after context", true, true, "neox", 2, 20, 1, 4, 0},
+		{"bf16 prefill after context", false, false, "neox", 1, 20, 8, 3, 0},
+		// a page ends every other step: the page table is uploaded only when
+		// it changed (stepStage.putTable)
+		{"bf16 pages of 2 tokens", false, false, "neox", 2, 3, 1, 10, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tinyConfig()
-			c.Int8, c.Int8Head, c.Rope = tc.int8, tc.int8Head, tc.rope
+			c.Int8, c.Int8Head, c.Rope, c.PageSize = tc.int8, tc.int8Head, tc.rope, tc.page
 			m := testModel(t, dev, c, tc.batch, tc.ctx+tc.P+tc.st+1, tc.P)
 			prompt := PromptTokens(c.Seed, tc.batch, tc.P, c.Vocab)
 			o := GenOptions{Prompt: prompt, P: tc.P, Ctx: tc.ctx, Steps: tc.st, Collect: true}

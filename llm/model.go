@@ -963,8 +963,9 @@ func sub(v core.View, off, n int) core.View {
 
 // inputs are the sizes of the step's int32 inputs, in the order of their
 // regions in the device block: ids first and qoIndptr last, so that what
-// a step writes is one stretch (decode without ids: pos to lastLen; a
-// paged step: ids, pos and rpos; a prefill: all).
+// a step writes is one stretch (decode without ids: pos to lastLen, or to
+// the page table's indices when the table changed; a paged step: ids, pos
+// and rpos; a prefill: all).
 func (m *Model) inputs() []struct {
 	dst   *core.View
 	bytes int
@@ -973,8 +974,8 @@ func (m *Model) inputs() []struct {
 	return []struct {
 		dst   *core.View
 		bytes int
-	}{{&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.rpos, 4 * T * (m.cfg.Heads + m.cfg.KVHeads)}, {&m.bidx, 4 * T}, {&m.indptr, 4 * (B + 1)},
-		{&m.indices, 4 * B * m.maxPages}, {&m.lastLen, 4 * B}, {&m.qoIndptr, 4 * (B + 1)}}
+	}{{&m.ids, 4 * T}, {&m.pos, 4 * T}, {&m.rpos, 4 * T * (m.cfg.Heads + m.cfg.KVHeads)}, {&m.lastLen, 4 * B}, {&m.bidx, 4 * T},
+		{&m.indptr, 4 * (B + 1)}, {&m.indices, 4 * B * m.maxPages}, {&m.qoIndptr, 4 * (B + 1)}}
 }
 
 // allocInputs allocates the device block of the step's inputs (each
@@ -1516,13 +1517,12 @@ type stepStage struct {
 	// end uploads the stretch [lo, hi) the step wrote, in one copy.
 	in     *core.Buffer
 	lo, hi int
-	// span: the stretch a decode step graph uploads (graphCopy)
-	span struct{ lo, hi int }
-	// kept[h]: the version (Model.sched.ver) of the decode page table
-	// (bidx, indptr, indices: the stretch table) that half h holds, 0 when
-	// none: a put into the stretch clears it (putTable)
-	kept  [2]uint64
-	table struct{ lo, hi int }
+	// dev: the version (Model.sched.ver) of the decode page table (bidx,
+	// indptr, indices: the stretch table) the device block holds, 0 when
+	// unknown; pend: the version put since begin, which end's upload makes
+	// the device's. A put into the stretch clears dev (putTable).
+	dev, pend uint64
+	table     struct{ lo, hi int }
 }
 
 func newStepStage(m *Model) (*stepStage, error) {
@@ -1539,7 +1539,6 @@ func newStepStage(m *Model) (*stepStage, error) {
 		return nil, err
 	}
 	st := &stepStage{halves: h, in: m.in}
-	st.span.lo, st.span.hi = m.pos.Offset(), m.lastLen.Offset()+m.lastLen.Len()
 	st.table.lo, st.table.hi = m.bidx.Offset(), m.indices.Offset()+m.indices.Len()
 	return st, nil
 }
@@ -1553,13 +1552,15 @@ func (st *stepStage) close() {
 // begin takes the next half (waiting for its last copies).
 func (st *stepStage) begin() error {
 	st.off = (st.in.Len() + 15) &^ 15
-	st.lo, st.hi = st.in.Len(), 0
+	st.lo, st.hi, st.pend = st.in.Len(), 0, 0
 	return st.next()
 }
 
 // end uploads the inputs put since begin (one copy) and marks the half's
 // copies enqueued so far.
 func (st *stepStage) end(s *core.Stream) error {
+	pend := st.pend
+	st.pend = 0
 	if st.hi > st.lo {
 		pv, err := st.hs.View(st.cur*st.half+st.lo, st.hi-st.lo)
 		if err == nil {
@@ -1567,46 +1568,14 @@ func (st *stepStage) end(s *core.Stream) error {
 		}
 		st.lo, st.hi = st.in.Len(), 0
 		if err != nil {
+			st.dev = 0
 			return err
 		}
+	}
+	if pend != 0 {
+		st.dev = pend
 	}
 	return st.mark(s)
-}
-
-// graphCopy is the decode step graph's first node for half h: the
-// upload of the fixed stretch of the input block a decode step reads
-// (positions through lastLen; ids are the pick's, or endGraph's copy),
-// from that half. The stretch covers the model's largest batch and page
-// table; the bytes a step does not write are not read by its kernels.
-func (st *stepStage) graphCopy(h int) func(s *core.Stream) error {
-	return func(s *core.Stream) error {
-		lo, hi := st.span.lo, st.span.hi
-		pv, err := st.hs.View(h*st.half+lo, hi-lo)
-		if err != nil {
-			return err
-		}
-		return s.CopyFromPinned(view(st.in, lo, hi-lo), pv)
-	}
-}
-
-// endGraph ends a step whose inputs the step graph uploads (graphCopy):
-// only the token ids, when the step was given them, are copied here, and
-// the half is marked after the graph's launch (mark).
-func (st *stepStage) endGraph(s *core.Stream, ids core.View, given bool) error {
-	if st.lo < st.span.lo || st.hi > st.span.hi {
-		if !given || st.lo != ids.Offset() || st.hi > st.span.hi {
-			return fmt.Errorf("llm: step inputs [%d, %d) outside the graph's upload [%d, %d) and the ids", st.lo, st.hi, st.span.lo, st.span.hi)
-		}
-	}
-	st.lo, st.hi = st.in.Len(), 0
-	if !given {
-		return nil
-	}
-	pv, err := st.hs.View(st.cur*st.half+ids.Offset(), ids.Len())
-	if err == nil {
-		err = s.CopyFromPinned(ids, pv)
-	}
-	return err
 }
 
 // bytes reserves n bytes of the half.
@@ -1636,22 +1605,23 @@ func (st *stepStage) put(dst core.View, v []int32) error {
 	}
 	st.lo, st.hi = min(st.lo, o), max(st.hi, o+4*len(v))
 	if o < st.table.hi && o+4*len(v) > st.table.lo {
-		st.kept[st.cur] = 0
+		st.dev, st.pend = 0, 0
 	}
 	return nil
 }
 
-// putTable puts a decode step's page table (bidx, indptr, indices: a
-// step of the step graph, which uploads the whole stretch from the half)
-// unless the half already holds version ver of it.
+// putTable puts a decode step's page table (bidx, indptr, indices)
+// unless the device block holds version ver of it already: a step that
+// keeps the table uploads only its positions and last-page lengths,
+// which precede the table in the block (Model.inputs).
 func (st *stepStage) putTable(ver uint64, bidx, indptr, indices core.View, seq, ip, ix []int32) error {
-	if ver != 0 && st.kept[st.cur] == ver {
+	if ver != 0 && st.dev == ver {
 		return nil
 	}
 	if err := firstErr(st.put(bidx, seq), st.put(indptr, ip), st.put(indices, ix)); err != nil {
 		return err
 	}
-	st.kept[st.cur] = ver
+	st.pend = ver
 	return nil
 }
 
@@ -1847,12 +1817,8 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	}
 	if err == nil {
 		bi, ip, ix := sub(m.bidx, 0, 4*B), sub(m.indptr, 0, 4*(B+1)), sub(m.indices, 0, 4*len(indices))
-		if graph { // the graph uploads the half's whole table: put only a new one
-			err = st.putTable(m.sched.ver, bi, ip, ix, seq, indptr, indices)
-		} else {
-			err = firstErr(st.put(bi, seq), st.put(ip, indptr), st.put(ix, indices))
-		}
-		err = firstErr(err, m.putPos(st, pos), st.put(sub(m.lastLen, 0, 4*B), last))
+		err = firstErr(st.putTable(m.sched.ver, bi, ip, ix, seq, indptr, indices),
+			m.putPos(st, pos), st.put(sub(m.lastLen, 0, 4*B), last))
 	}
 	if err == nil && m.cfg.Scaling != nil {
 		err = m.putRope(s, pos)
@@ -1860,12 +1826,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	// The attention plan runs outside any graph, into the attention's
 	// fixed device buffers, before the step's work (FlashInfer's CUDA-graph
 	// wrappers' way): the graph replays read the plan of their step.
-	// In graph mode the step graph uploads the inputs (its first node)
-	// and the half is marked after its launch.
-	began := err == nil
-	if err == nil && graph {
-		err = st.endGraph(s, sub(m.ids, 0, 4*B), ids != nil)
-	} else if err == nil {
+	if err == nil {
 		err = st.end(s)
 	}
 	m.stageTime += time.Since(ts) - (st.waited - w0)
@@ -1876,11 +1837,7 @@ func (m *Model) Decode(ids []int32, graph bool, sp *Sampling, step int) error {
 	}
 	if err == nil && graph {
 		err = m.launchStep(s, sp, step, func(fresh bool) (*stepGraph, error) { return m.stepGraph(sp, fresh) })
-	}
-	if began && graph {
-		// whether or not the launch succeeded: what was enqueued may read the half
-		err = firstErr(err, st.mark(s))
-	} else if err == nil && !graph {
+	} else if err == nil {
 		for _, op := range m.decodeOps() {
 			if err = op.run(s); err != nil {
 				break
