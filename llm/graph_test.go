@@ -225,21 +225,36 @@ func TestProbeRecordable(t *testing.T) {
 
 // A replayed decode step allocates nothing once its graph is captured:
 // staging, plan and launch (an eager step boxes its operand views).
+// With rope scaling too (Llama 3.1's, and dynamic NTK within the
+// trained length): the frequencies are not computed again each step.
 func TestGraphDecodeAllocs(t *testing.T) {
 	_, d := openMock(t)
-	m, err := NewModel(d, tinyConfig(), 2, 32, 4)
-	require.NoError(t, err)
-	defer m.Close()
-	step := 0
-	decode := func() {
-		if step%8 == 0 { // the cache holds 32 tokens a request
-			require.NoError(t, m.SetBatch(2))
+	for _, sc := range []*RopeScaling{nil,
+		{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8, AttentionFactor: 1},
+		{Type: "dynamic", Factor: 2, OriginalMaxPos: 64, AttentionFactor: 1},
+	} {
+		name := "no scaling"
+		if sc != nil {
+			name = sc.Type
 		}
-		require.NoError(t, m.Decode([]int32{1, 2}, true, nil, step))
-		step++
+		t.Run(name, func(t *testing.T) {
+			c := tinyConfig()
+			c.Scaling = sc
+			m, err := NewModel(d, c, 2, 32, 4)
+			require.NoError(t, err)
+			defer m.Close()
+			step := 0
+			decode := func() {
+				if step%8 == 0 { // the cache holds 32 tokens a request
+					require.NoError(t, m.SetBatch(2))
+				}
+				require.NoError(t, m.Decode([]int32{1, 2}, true, nil, step))
+				step++
+			}
+			decode() // captures the graph
+			assert.Zero(t, testing.AllocsPerRun(10, decode))
+		})
 	}
-	decode() // captures the graph
-	assert.Zero(t, testing.AllocsPerRun(10, decode))
 }
 
 // A replay the plugin refuses with ErrFailedPrecondition (on CUDA: the

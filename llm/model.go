@@ -172,6 +172,7 @@ type Model struct {
 	kRopeF  *core.Kernel
 	invFreq *core.Buffer
 	invLast []float32 // the inv_freq invFreq holds (nil: none yet)
+	invKey  int       // the length invLast was computed for, 0 when it does not depend on it (putRope)
 	// proNorm and proSwiGLU: the plugin runs the one-token bf16
 	// projections with a GEMM prologue (ABI 1.10; probePrologues): the
 	// attention and MLP norms inside the QKV and gate/up GEMMs
@@ -1635,9 +1636,20 @@ func (m *Model) putRope(s *core.Stream, pos []int32) error {
 	for _, p := range pos {
 		seq = max(seq, int(p)+1)
 	}
-	inv := c.invFreq(seq)
 	if m.kRopeF != nil { // the frequencies only, when they change (dynamic scaling)
+		// They depend on the length only under dynamic NTK past the
+		// trained length: otherwise the ones uploaded stay (no work, no
+		// allocation in the step).
+		key := 0
+		if sc := c.Scaling; sc != nil && sc.Type == "dynamic" && seq > sc.OriginalMaxPos {
+			key = seq
+		}
+		if m.invLast != nil && key == m.invKey {
+			return nil
+		}
+		inv := c.invFreq(seq)
 		if slices.Equal(inv, m.invLast) {
+			m.invKey = key
 			return nil
 		}
 		p, err := m.stage.bytes(4 * len(inv))
@@ -1651,9 +1663,10 @@ func (m *Model) putRope(s *core.Stream, pos []int32) error {
 		if err := s.CopyFromPinned(view(m.invFreq, 0, 4*len(inv)), p); err != nil {
 			return err
 		}
-		m.invLast = inv
+		m.invLast, m.invKey = inv, key
 		return nil
 	}
+	inv := c.invFreq(seq)
 	T := len(pos)
 	rowC := make([]uint16, hd)
 	rowS := make([]uint16, hd)
