@@ -97,7 +97,8 @@ func TestDecodeGraphBatchBuckets(t *testing.T) {
 }
 
 // TestRunHostTimeBreakdown: Generate's LaunchTime (graph mode only) and
-// PlanTime and StageTime are filled and, with each other, within HostTime.
+// PlanTime and StageTime are filled and, with each other, within HostTime;
+// UploadTime within StageTime.
 func TestRunHostTimeBreakdown(t *testing.T) {
 	rt, dev := openMock(t)
 	c := tinyConfig()
@@ -110,6 +111,8 @@ func TestRunHostTimeBreakdown(t *testing.T) {
 			assert.Positive(t, r.HostTime)
 			assert.Positive(t, r.PlanTime, "every step plans the attention")
 			assert.Positive(t, r.StageTime, "every step uploads its inputs")
+			assert.Positive(t, r.UploadTime, "every step's upload calls the plugin")
+			assert.LessOrEqual(t, r.UploadTime, r.StageTime, "the upload is part of the stage")
 			if graph {
 				assert.Positive(t, r.LaunchTime, "every step launches its graph")
 			} else {

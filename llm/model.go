@@ -1524,6 +1524,9 @@ type stepStage struct {
 	// the device's. A put into the stretch clears dev (putTable).
 	dev, pend uint64
 	table     struct{ lo, hi int }
+	// upload: the time inside end (the copy and the event record's calls),
+	// since the stage was made (Run.UploadTime)
+	upload time.Duration
 }
 
 func newStepStage(m *Model) (*stepStage, error) {
@@ -1560,6 +1563,8 @@ func (st *stepStage) begin() error {
 // end uploads the inputs put since begin (one copy) and marks the half's
 // copies enqueued so far.
 func (st *stepStage) end(s *core.Stream) error {
+	t0 := time.Now()
+	defer func() { st.upload += time.Since(t0) }()
 	pend := st.pend
 	st.pend = 0
 	if st.hi > st.lo {
@@ -1911,8 +1916,11 @@ type Run struct {
 	LaunchTime time.Duration
 	PlanTime   time.Duration
 	// Of HostTime: the step's inputs (token ids, positions, page tables)
-	// computed and uploaded, one copy a step.
-	StageTime time.Duration
+	// computed and uploaded, one copy a step; of StageTime, UploadTime is
+	// the time inside the upload's calls (the copy and an event record),
+	// the rest the Go work of computing and staging the inputs.
+	StageTime  time.Duration
+	UploadTime time.Duration
 }
 
 // GenOptions: the prompts, either Prompts (one per request, ragged) or
@@ -2041,12 +2049,13 @@ func (m *Model) Generate(rt *core.Runtime, o GenOptions) (*Run, error) {
 				return nil, err
 			}
 		}
-		th, w0, l0, p0, s0 := time.Now(), m.stage.waited, m.launchTime, m.planTime, m.stageTime
+		th, w0, l0, p0, s0, u0 := time.Now(), m.stage.waited, m.launchTime, m.planTime, m.stageTime, m.stage.upload
 		err := m.Decode(ids, o.Graph, o.Sample, step)
 		run.HostTime += time.Since(th) - (m.stage.waited - w0)
 		run.LaunchTime += m.launchTime - l0
 		run.PlanTime += m.planTime - p0
 		run.StageTime += m.stageTime - s0
+		run.UploadTime += m.stage.upload - u0
 		if err := firstErr(err, collect()); err != nil {
 			return nil, fmt.Errorf("llm: decode step %d: %w", step, err)
 		}

@@ -421,7 +421,8 @@ def report(a):
         if gbps:
             o["hbm_use"] = o["gbps"] / gbps
         for k in ("graph_launches_per_step", "graph_broken_by", "host_us_per_step", "host_launch_us_per_step",
-                  "host_plan_us_per_step", "host_stage_us_per_step", "compile_s", "cudagraph_skips"):
+                  "host_plan_us_per_step", "host_stage_us_per_step", "host_upload_us_per_step", "compile_s",
+                  "cudagraph_skips"):
             if k in r:
                 o[k] = r[k]
         out.append(o)
@@ -507,7 +508,9 @@ def markdown(out, bw, other, checks=()):
         return ", ".join(
             "%s %s b%d %s: %.1f%s" % (o["model"].upper(), o["weights"], o["batch"], ctxs(o["ctx"]), o["host_us_per_step"],
                                       " (launch %.1f, plan %.1f%s)" % (o["host_launch_us_per_step"], o["host_plan_us_per_step"],
-                                                                     ", stage %.1f" % o["host_stage_us_per_step"]
+                                                                     ", stage %.1f%s" % (o["host_stage_us_per_step"],
+                                                                                         " (upload %.1f)" % o["host_upload_us_per_step"]
+                                                                                         if "host_upload_us_per_step" in o else "")
                                                                      if "host_stage_us_per_step" in o else "")
                                       if "host_launch_us_per_step" in o and "host_plan_us_per_step" in o else "")
             for o in out if o["impl"] == impl and "host_us_per_step" in o)

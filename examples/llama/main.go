@@ -11,7 +11,8 @@
 // per run (tokens per second; host_us_per_step, the host time of a decode
 // step less its waits, and of it host_launch_us_per_step, the step
 // graph's launch calls, host_plan_us_per_step, the attention plan, and
-// host_stage_us_per_step, the step's inputs computed and uploaded),
+// host_stage_us_per_step, the step's inputs computed and uploaded, and
+// of that host_upload_us_per_step, the upload's driver calls),
 // and with -model one load line (GB, GB/s).
 //
 //	llama -preset 1b -batch 1,32 -ctx 1024,8192 -steps 32 -modes eager,graph
@@ -423,6 +424,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 						sum["host_launch_us_per_step"] = r.LaunchTime.Seconds() / float64(r.Decoded) * 1e6
 						sum["host_plan_us_per_step"] = r.PlanTime.Seconds() / float64(r.Decoded) * 1e6
 						sum["host_stage_us_per_step"] = r.StageTime.Seconds() / float64(r.Decoded) * 1e6
+						sum["host_upload_us_per_step"] = r.UploadTime.Seconds() / float64(r.Decoded) * 1e6
 						per := r.DecodeTime.Seconds() / float64(r.Decoded)
 						sum["ms_per_step"] = per * 1e3
 						sum["tokens_per_s"] = float64(b) / per

@@ -20,7 +20,9 @@ def main(path, label):
             print("%s %s %s batch %d: %.1f tok/s, host %.1f us/step%s"
                   % (r["preset"], label, r["mode"], r["batch"], r["tokens_per_s"], r["host_us_per_step"],
                      " (launch %.1f, plan %.1f%s)" % (r["host_launch_us_per_step"], r["host_plan_us_per_step"],
-                                                     ", stage %.1f" % r["host_stage_us_per_step"]
+                                                     ", stage %.1f%s" % (r["host_stage_us_per_step"],
+                                                                         " (upload %.1f)" % r["host_upload_us_per_step"]
+                                                                         if "host_upload_us_per_step" in r else "")
                                                      if "host_stage_us_per_step" in r else "")
                      if parts else ""))
         elif r["kind"] == "step":
