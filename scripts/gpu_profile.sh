@@ -103,21 +103,43 @@ for n in names:
     print(f"\nStep graph {gid}: {len(reps)} timed replays, {kinds} kernels each. Median replay: span {span/1e3:.1f} µs, "
           f"kernels busy {busy/1e3:.1f} µs ({100*busy/max(span,1):.1f}%), gaps {(span-busy)/1e3:.1f} µs "
           f"({(span-busy)/1e3/max(kinds-1,1):.2f} µs between kernels on average).\n")
-    per = collections.defaultdict(list)
-    for r in reps:
-        acc = collections.defaultdict(lambda: [0, 0])
+    # With programmatic dependent launch a kernel starts before the one it
+    # waits for ends, so start-to-end times overlap (busy can pass the
+    # span). A kernel's own share of the replay is what it adds to the
+    # span: from the later of its start and the end of every kernel before
+    # it, to its end (0 when it ends inside them); those shares and the
+    # gaps (no kernel running) sum to the span.
+    def own(r):
+        m, res, gap = r[0][2], [], 0
         for e in r:
+            gap += max(0, e[2] - m)
+            res.append(max(0, e[3] - max(m, e[2])))
+            m = max(m, e[3])
+        return res, gap
+    per = collections.defaultdict(list)
+    gaps = []
+    for r in reps:
+        acc = collections.defaultdict(lambda: [0, 0, 0])
+        o, g = own(r)
+        gaps.append(g)
+        for e, x in zip(r, o):
             a = acc[e[1]]
             a[0] += 1
             a[1] += e[3] - e[2]
-        for k, (c, t) in acc.items():
-            per[k].append((c, t))
-    rows = sorted(((statistics.median(t for _, t in v), v[0][0], k) for k, v in per.items()), reverse=True)
-    tot = sum(r[0] for r in rows)
-    print("| kernel | launches per step | µs per step | share of busy | mean µs |\n|---|---|---|---|---|")
-    for t, c, k in rows:
-        print(f"| `{k[:100]}` | {c} | {t/1e3:.1f} | {100*t/tot:.1f}% | {t/1e3/c:.2f} |")
-    print(f"| all | {sum(r[1] for r in rows)} | {tot/1e3:.1f} | | |\n")
+            a[2] += x
+        for k, (c, t, x) in acc.items():
+            per[k].append((c, t, x))
+    rows = sorted(((statistics.median(x for _, _, x in v), statistics.median(t for _, t, _ in v), v[0][0], k)
+                   for k, v in per.items()), reverse=True)
+    tot = sum(r[0] for r in rows) + statistics.median(gaps)
+    print("Per kernel: \"own\" is what its launches add to the replay's span (the median replay's share; "
+          "with PDL a kernel's start-to-end time includes its wait for the one before).\n")
+    print("| kernel | launches per step | own µs per step | share of span | start-to-end µs per step | own µs per launch |\n"
+          "|---|---|---|---|---|---|")
+    for x, t, c, k in rows:
+        print(f"| `{k[:100]}` | {c} | {x/1e3:.1f} | {100*x/max(tot,1):.1f}% | {t/1e3:.1f} | {x/1e3/c:.2f} |")
+    print(f"| gaps (no kernel running) | | {statistics.median(gaps)/1e3:.1f} | {100*statistics.median(gaps)/max(tot,1):.1f}% | | |")
+    print(f"| all | {sum(r[2] for r in rows)} | {tot/1e3:.1f} | | {sum(r[1] for r in rows)/1e3:.1f} | |\n")
     # Between replays: the device work outside the graph and the host's driver calls.
     t0, t1 = reps[0][0][2], reps[-1][-1][3]
     outside = [e for e in ev if t0 <= e[2] <= t1 and not (e[0] == "K" and e[4] == gid)]
