@@ -44,6 +44,8 @@
 #                  (the bare host cost of a step); old: build/llama.old
 #                  instead of build/llama (an earlier build's decoder,
 #                  carried beside it, against the same plugin);
+#                  ltnone, ltinplace: GPURT_CUDA_LT_REDUCTION=none or
+#                  inplace (cuBLASLt without split-k reduce kernels);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
@@ -124,6 +126,8 @@ if want llama; then
           i8all) x+=(-weights int8-all) ;;
           idle) x+=(-idle-steps) ;;
           old) bin=build/llama.old ;;
+          ltnone) e+=(GPURT_CUDA_LT_REDUCTION=none) ;;
+          ltinplace) e+=(GPURT_CUDA_LT_REDUCTION=inplace) ;;
           *) ;;
         esac
       done

@@ -575,6 +575,29 @@ static int gemv_const_a(void) {
   return v;
 }
 
+/* GPURT_CUDA_LT_REDUCTION (read once): the split-k reductions the plan's
+ * cuBLASLt algorithm may use, as CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK.
+ * "none": no split-k reduction (no separate reduce kernel: at batch 32 the
+ * 8B decoder's cuBLASLt GEMMs came with 96 splitKreduce_kernel launches a
+ * step, 218 us of a 6.2 ms step on the H200, bench/results/h200-2026-12-05b);
+ * "inplace": also the in-place reduction (parts added in the output's type,
+ * in order, counters in the workspace); unset or any other value: every
+ * scheme (cuBLASLt's default). -1: no mask set. For the comparison in
+ * scripts/gpu_gemv.sh (its ltnone and ltinplace parts). */
+static int lt_reduction_mask(void) {
+  static _Atomic int cached = -2;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v == -2) {
+    const char *e = getenv("GPURT_CUDA_LT_REDUCTION");
+    v = e == NULL                     ? -1
+        : strcmp(e, "none") == 0      ? (int)CUBLASLT_REDUCTION_SCHEME_NONE
+        : strcmp(e, "inplace") == 0   ? (int)CUBLASLT_REDUCTION_SCHEME_INPLACE
+                                      : -1;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return v;
+}
+
 /* Whether the plan's runs may take the GEMV (cu_bgemv; p->gemv_flags
  * set): 16-bit A, B, C and D of one type, f32 accumulation, no epilogue, A
  * transposed and B not (the decoder's y = x W^T), few columns and A below
@@ -721,6 +744,11 @@ gpurt_error *cu_gemm_plan(void *ctx, uint32_t device, const gpurt_gemm_desc *des
     uint32_t al = p->align[i];
     if (i == 2 && p->c_is_d) al = p->align[3];
     if (al < 256) s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, alattr[i], &al, sizeof al);
+  }
+  const int rmask = lt_reduction_mask();
+  if (rmask >= 0 && s == CUBLAS_STATUS_SUCCESS) {
+    const uint32_t m32 = (uint32_t)rmask;
+    s = lt.p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &m32, sizeof m32);
   }
   if (s) {
     lt.p_cublasLtMatmulPreferenceDestroy(pref);
