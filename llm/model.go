@@ -1400,7 +1400,7 @@ func (m *Model) schedule(lens []int) (indptr, indices, last []int32) {
 	ps := m.cfg.pageSize()
 	B := m.batch
 	last = resize(m.scratch.last, B)
-	same := len(m.sched.pages) == B && m.sched.ver != 0
+	same := len(m.sched.pages) == B // (B >= 1: a table was built)
 	for b := 0; b < B; b++ {
 		np := (lens[b] + ps - 1) / ps
 		last[b] = int32(lens[b] - (np-1)*ps)
@@ -1621,7 +1621,7 @@ func (st *stepStage) put(dst core.View, v []int32) error {
 // keeps the table uploads only its positions and last-page lengths,
 // which precede the table in the block (Model.inputs).
 func (st *stepStage) putTable(ver uint64, bidx, indptr, indices core.View, seq, ip, ix []int32) error {
-	if ver != 0 && st.dev == ver {
+	if st.dev == ver { // (dev 0: unknown; a version counts from 1)
 		return nil
 	}
 	if err := firstErr(st.put(bidx, seq), st.put(indptr, ip), st.put(indices, ix)); err != nil {

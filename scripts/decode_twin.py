@@ -42,6 +42,9 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from llama_summary import host_parts  # noqa: E402  (scripts/lib: the same split as gpu_gemv.sh's lines)
+
 # The shapes of llm.Presets (llm/model.go): layers, hidden, heads, kv heads,
 # intermediate, vocab. Keep in step with the Go side.
 PRESETS = {
@@ -507,12 +510,7 @@ def markdown(out, bw, other, checks=()):
     def hosts(impl):
         return ", ".join(
             "%s %s b%d %s: %.1f%s" % (o["model"].upper(), o["weights"], o["batch"], ctxs(o["ctx"]), o["host_us_per_step"],
-                                      " (launch %.1f, plan %.1f%s)" % (o["host_launch_us_per_step"], o["host_plan_us_per_step"],
-                                                                     ", stage %.1f%s" % (o["host_stage_us_per_step"],
-                                                                                         " (upload %.1f)" % o["host_upload_us_per_step"]
-                                                                                         if "host_upload_us_per_step" in o else "")
-                                                                     if "host_stage_us_per_step" in o else "")
-                                      if "host_launch_us_per_step" in o and "host_plan_us_per_step" in o else "")
+                                      host_parts(o))
             for o in out if o["impl"] == impl and "host_us_per_step" in o)
     host = hosts("gpurt graph")
     if host:
