@@ -3,7 +3,6 @@
 package core_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,14 +145,11 @@ func TestPluginErrorIsCoreError(t *testing.T) {
 // found, built-in or not, and such a backend can be asked for by name.
 func TestBackendsListsFound(t *testing.T) {
 	cfg := onlyMock(t)
-	dir := t.TempDir()
-	require.NoError(t, os.Chmod(dir, 0o700))
-	data, err := os.ReadFile(testutil.MockPluginPath(t))
-	require.NoError(t, err)
 	// A copy of the mock under another name: its plugin_info still says
 	// "mock", so the loader refuses it, but the name is found and listed.
-	other := filepath.Join(dir, "libgpurt_rocm"+testutil.PluginExt())
-	require.NoError(t, os.WriteFile(other, data, 0o755))
+	name := "libgpurt_rocm" + testutil.PluginExt()
+	dir := testutil.PrivateCopy(t, name, testutil.MockPluginBytes(t))
+	other := filepath.Join(dir, name)
 	cfg.PluginPaths = append(cfg.PluginPaths, dir)
 	got, err := inspect.Backends(cfg)
 	require.NoError(t, err)

@@ -28,9 +28,7 @@ func TestExplicitPluginMustLoad(t *testing.T) {
 	t.Setenv("GPURT_PLUGIN_PATH", testutil.MockPlugin(t))
 	ext := testutil.PluginExt()
 	refused := filepath.Join(t.TempDir(), "libgpurt_mock"+ext)
-	b, err := os.ReadFile(testutil.MockPluginPath(t))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(refused, b, 0o644))
+	require.NoError(t, os.WriteFile(refused, testutil.MockPluginBytes(t), 0o644))
 	require.NoError(t, os.Chmod(refused, 0o666))
 	cases := []struct {
 		name   string
@@ -120,10 +118,8 @@ func TestReportEscapes(t *testing.T) {
 	name := "evil\n  selected  cuda   forged\xff"
 	dir := filepath.Join(t.TempDir(), name)
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	b, err := os.ReadFile(testutil.MockPluginPath(t))
-	require.NoError(t, err)
 	plugin := filepath.Join(dir, "libgpurt_mock"+testutil.PluginExt())
-	require.NoError(t, os.WriteFile(plugin, b, 0o755))
+	require.NoError(t, os.WriteFile(plugin, testutil.MockPluginBytes(t), 0o755))
 
 	t.Run("text", func(t *testing.T) {
 		out, _ := clitest.RunOK(t, runProbe, "--plugin-path", dir)

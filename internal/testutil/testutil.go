@@ -150,6 +150,26 @@ func PluginExt() string {
 // the one `make mock` built, so that its twenty-odd test binaries per pass
 // do not build it again, ~6 CPU-s each), its bytes are used instead.
 func MockPlugin(t testing.TB) string {
+	lib := mockBytes(t)
+	if d, ok := mockDirs.Load(t); ok {
+		return d.(string)
+	}
+	dir := PrivateCopy(t, "libgpurt_mock"+PluginExt(), lib)
+	mockDirs.Store(t, dir)
+	t.Cleanup(func() { mockDirs.Delete(t) })
+	return dir
+}
+
+// MockPluginBytes is a copy of the built mock plugin's bytes (built, or
+// taken from $GPURT_TEST_MOCK_PLUGIN, as MockPlugin says), for a test that
+// writes the plugin somewhere of its own: under another name, with other
+// modes, in a folder with an odd name.
+func MockPluginBytes(t testing.TB) []byte { return bytes.Clone(mockBytes(t)) }
+
+// mockBytes builds the mock plugin once per test binary (or reads
+// $GPURT_TEST_MOCK_PLUGIN's) and returns its bytes, shared: not to be
+// modified.
+func mockBytes(t testing.TB) []byte {
 	var cc string
 	if os.Getenv(mockEnv) == "" {
 		cc = CC(t) // skips the test without a compiler (outside the Once)
@@ -179,13 +199,7 @@ func MockPlugin(t testing.TB) string {
 	if mockErr != "" {
 		t.Fatalf("building the mock plugin: %s", mockErr)
 	}
-	if d, ok := mockDirs.Load(t); ok {
-		return d.(string)
-	}
-	dir := PrivateCopy(t, "libgpurt_mock"+PluginExt(), mockLib)
-	mockDirs.Store(t, dir)
-	t.Cleanup(func() { mockDirs.Delete(t) })
-	return dir
+	return mockLib
 }
 
 // mockEnv names the prebuilt mock plugin the tests use when it is set.
