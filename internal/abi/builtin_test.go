@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -38,15 +37,15 @@ func builtinLines() []string {
 // against, and compares it with BuiltinKernels: a kernel added on one
 // side only fails here.
 func TestBuiltinsMatchCsrc(t *testing.T) {
-	dir := t.TempDir()
 	here, err := filepath.Abs(headerDir)
 	require.NoError(t, err)
 	csrc := filepath.Join(here, "..", "csrc")
 	srcs, err := filepath.Glob(filepath.Join(csrc, "*.c"))
 	require.NoError(t, err)
 	require.NotEmpty(t, srcs)
-	main := filepath.Join(dir, "builtins.c")
-	require.NoError(t, os.WriteFile(main, []byte(`#include <stdio.h>
+	args := append([]string{"-std=c11", "-I", here, "-I", csrc}, srcs...)
+	args = append(args, "-lm", "-lpthread")
+	out := testutil.CProgram(t, "csrc with a main printing gp_builtin_kernels (csrc must link with only gp_plugin_prefix from a plugin)", `#include <stdio.h>
 #include "gp_common.h"
 const char gp_plugin_prefix[] = "abi_test";
 int main(void) {
@@ -58,13 +57,7 @@ int main(void) {
   }
   return 0;
 }
-`), 0o600))
-	bin := filepath.Join(dir, "builtins")
-	args := append([]string{"-std=c11", "-I", here, "-I", csrc, "-o", bin, main}, srcs...)
-	args = append(args, "-lm", "-lpthread")
-	testutil.Compile(t, "csrc with a main printing gp_builtin_kernels (csrc must link with only gp_plugin_prefix from a plugin)", args...)
-	out, err := exec.Command(bin).Output()
-	require.NoError(t, err)
+`, args...)
 	var got []string
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {

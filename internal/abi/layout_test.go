@@ -9,7 +9,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -75,15 +74,9 @@ func cProgram() string {
 // TestLayoutMatchesHeader compiles gpurt.h and compares every struct size,
 // field offset, field size and constant with this package.
 func TestLayoutMatchesHeader(t *testing.T) {
-	dir := t.TempDir()
-	src := filepath.Join(dir, "layout.c")
-	require.NoError(t, os.WriteFile(src, []byte(cProgram()), 0o600))
-	bin := filepath.Join(dir, "layout")
 	here, err := filepath.Abs(headerDir)
 	require.NoError(t, err)
-	testutil.Compile(t, "the layout probe against gpurt.h", "-std=c11", "-Wall", "-Werror", "-I", here, "-o", bin, src)
-	out, err := exec.Command(bin).Output()
-	require.NoError(t, err)
+	out := testutil.CProgram(t, "the layout probe against gpurt.h", cProgram(), "-std=c11", "-Wall", "-Werror", "-I", here)
 	got := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {

@@ -98,6 +98,30 @@ func Run(t testing.TB, what, prog string, args ...string) []byte {
 	return out
 }
 
+// CProgram compiles the C source src (written to a file of t.TempDir)
+// with the C compiler and ccArgs (include folders, more sources,
+// libraries), runs it and returns its standard output; what names the
+// program in a failure, which ends the test (the test skips without a
+// compiler).
+func CProgram(t testing.TB, what, src string, ccArgs ...string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	file, bin := filepath.Join(dir, "prog.c"), filepath.Join(dir, "prog")
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	Compile(t, what, append([]string{"-o", bin, file}, ccArgs...)...)
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("running %s: %v\n%s", what, err, stderr)
+	}
+	return out
+}
+
 // CUDATool is the path of a CUDA toolkit program (nvcc, ptxas): the
 // environment variable env when set (and env not empty), else name on
 // PATH, /usr/local/cuda/bin, or the CUDA packages scripts/build_cuda.sh

@@ -3,8 +3,6 @@
 package metal_test
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -73,24 +71,16 @@ func metalKernels(t *testing.T) map[string]bool {
 // library: a row added there without its Metal kernel (sample_rows_T at
 // ABI 1.8) would fail only on a Mac, at the first kernel_get of it.
 func TestMetalHasEveryBuiltinKernel(t *testing.T) {
-	cc := testutil.CC(t)
-	dir := t.TempDir()
-	prog := filepath.Join(dir, "names.c")
-	require.NoError(t, os.WriteFile(prog, []byte(`#include <stdio.h>
+	root := filepath.Join("..", "..")
+	out := testutil.CProgram(t, "csrc/gp_builtin.c's table", `#include <stdio.h>
 #include "gp_common.h"
 const char gp_plugin_prefix[] = "test";
 int main(void) {
   for (size_t i = 0; i < gp_builtin_kernel_count; i++) printf("\"%s\"\n", gp_builtin_kernels[i].name);
   return 0;
 }
-`), 0o644))
-	root := filepath.Join("..", "..")
-	bin := filepath.Join(dir, "names")
-	out, err := exec.Command(cc, "-std=c11", "-I", filepath.Join(root, "abi"), "-I", filepath.Join(root, "csrc"),
-		"-o", bin, prog, filepath.Join(root, "csrc", "gp_builtin.c"), filepath.Join(root, "csrc", "gp_dtype_info.c")).CombinedOutput()
-	require.NoError(t, err, "compiling csrc/gp_builtin.c's table: %s", out)
-	out, err = exec.Command(bin).Output()
-	require.NoError(t, err)
+`, "-std=c11", "-I", filepath.Join(root, "abi"), "-I", filepath.Join(root, "csrc"),
+		filepath.Join(root, "csrc", "gp_builtin.c"), filepath.Join(root, "csrc", "gp_dtype_info.c"))
 	var want []string
 	for _, m := range reNameLine.FindAllStringSubmatch(string(out), -1) {
 		want = append(want, m[1])
