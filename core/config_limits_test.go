@@ -5,7 +5,6 @@ package core_test
 import (
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -198,9 +197,8 @@ func TestProbeCacheDirWiring(t *testing.T) {
 			}
 			done := make(chan res, 1)
 			go func() {
-				cmd := exec.Command(os.Args[0], "-test.run=^TestProbeCacheDirWiringChild$", "-test.v")
-				cmd.Env = append(os.Environ(), "GPURT_TEST_PROBE_CHILD_DIR="+dir, "GPURT_PROBE_CACHE="+cache, "GPURT_LOG_LEVEL=debug")
-				out, err := cmd.CombinedOutput()
+				out, err := testutil.RunTestChild(os.Args[0], "TestProbeCacheDirWiringChild",
+					"GPURT_TEST_PROBE_CHILD_DIR="+dir, "GPURT_PROBE_CACHE="+cache, "GPURT_LOG_LEVEL=debug")
 				done <- res{out, err}
 			}()
 			select {

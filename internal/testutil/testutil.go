@@ -122,6 +122,17 @@ func CProgram(t testing.TB, what, src string, ccArgs ...string) []byte {
 	return out
 }
 
+// RunTestChild runs the test named test (the whole name: it is anchored)
+// of the test binary exe in a new process, verbose, with env added to
+// this process's environment, and returns its output (standard output and
+// error together) and error: for a test whose check needs a fresh process
+// (no cache of this one, another environment, a replaced executable).
+func RunTestChild(exe, test string, env ...string) ([]byte, error) {
+	cmd := exec.Command(exe, "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	return cmd.CombinedOutput()
+}
+
 // CUDATool is the path of a CUDA toolkit program (nvcc, ptxas): the
 // environment variable env when set (and env not empty), else name on
 // PATH, /usr/local/cuda/bin, or the CUDA packages scripts/build_cuda.sh

@@ -285,11 +285,8 @@ func TestProbeReasons(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(exe, "-test.run=^TestProbeChild$", "-test.v")
-			cmd.Env = append(os.Environ(), "GPURT_CUDA_PROBE_CHILD="+lib,
-				"LD_LIBRARY_PATH="+fakeDir)
-			cmd.Env = append(cmd.Env, tc.env...)
-			out, err := cmd.CombinedOutput()
+			out, err := testutil.RunTestChild(exe, "TestProbeChild",
+				append([]string{"GPURT_CUDA_PROBE_CHILD=" + lib, "LD_LIBRARY_PATH=" + fakeDir}, tc.env...)...)
 			require.NoError(t, err, "%s", out)
 			var got struct {
 				avail bool

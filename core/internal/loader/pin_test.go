@@ -7,7 +7,6 @@ package loader
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/metrale/gpurt/internal/testutil"
 )
 
 // TestIntegrityRace: a build with recorded digests checks and hashes the
@@ -186,9 +187,8 @@ func TestProbeChildRunsRunningImage(t *testing.T) {
 	plDir := privDir(t)
 	buildPlugin(t, plDir, "mock")
 	mark := filepath.Join(privDir(t), "ran")
-	cmd := exec.Command(cp, "-test.run=^TestProbeChildRunsRunningImage$", "-test.v")
-	cmd.Env = append(os.Environ(), "GPURT_TEST_SELF_REPLACE=1", "GPURT_TEST_PLUGIN_DIR="+plDir, "GPURT_TEST_RAN_MARK="+mark)
-	out, err := cmd.CombinedOutput()
+	out, err := testutil.RunTestChild(cp, "TestProbeChildRunsRunningImage",
+		"GPURT_TEST_SELF_REPLACE=1", "GPURT_TEST_PLUGIN_DIR="+plDir, "GPURT_TEST_RAN_MARK="+mark)
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "self-replaced; chose mock")
 	_, statErr := os.Stat(mark)
