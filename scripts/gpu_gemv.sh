@@ -46,6 +46,9 @@
 #                  carried beside it, against the same plugin);
 #                  ltnone, ltinplace: GPURT_CUDA_LT_REDUCTION=none or
 #                  inplace (cuBLASLt without split-k reduce kernels);
+#                  ring, reg: GPURT_CUDA_QGEMV=ring or register (the
+#                  int8 GEMV at n = 1 through its shared-memory ring,
+#                  or the register GEMV);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
@@ -128,6 +131,8 @@ if want llama; then
           old) bin=build/llama.old ;;
           ltnone) e+=(GPURT_CUDA_LT_REDUCTION=none) ;;
           ltinplace) e+=(GPURT_CUDA_LT_REDUCTION=inplace) ;;
+          ring) e+=(GPURT_CUDA_QGEMV=ring) ;;
+          reg) e+=(GPURT_CUDA_QGEMV=register) ;;
           *) ;;
         esac
       done

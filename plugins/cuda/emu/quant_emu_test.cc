@@ -275,6 +275,7 @@ struct QCase {
   int xt = T_BF16, st = T_BF16;
   u32 m = 16, k = 512, gs = 64, n = 1;
   bool wide = false; // x over 2^-20 .. 2^20 (bf16 x only)
+  u32 grid = 0;      // qgemvr: blocks (0: one a row group)
 };
 
 QvFn q_fn(const QCase &c) {
@@ -291,6 +292,9 @@ QvFn q_fn(const QCase &c) {
   static const QvFn w[4][2] = {WROW(gpurt_qgemvw, bf16, bf16), WROW(gpurt_qgemvw, bf16, f16),
                                WROW(gpurt_qgemvw, f16, bf16), WROW(gpurt_qgemvw, f16, f16)};
 #undef WROW
+  static const QvFn r[4] = {gpurt_qgemvr_bf16_bf16_n1, gpurt_qgemvr_bf16_f16_n1, gpurt_qgemvr_f16_bf16_n1,
+                            gpurt_qgemvr_f16_f16_n1};
+  if (strcmp(c.kind, "qgemvr") == 0) return r[v];
   if (strcmp(c.kind, "qgemvw") == 0) return w[v][c.n > 16];
   return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
 }
@@ -299,8 +303,8 @@ bool q_skinny(const QCase &c) { return strcmp(c.kind, "qgemvw") == 0; }
 
 std::string q_name(const QCase &c) {
   char buf[160];
-  snprintf(buf, sizeof buf, "%s_%s_%s_n%u m=%u k=%u gs=%u%s", c.kind, tname(c.xt), tname(c.st), c.n, c.m, c.k, c.gs,
-           c.wide ? " wide-x" : "");
+  snprintf(buf, sizeof buf, "%s_%s_%s_n%u m=%u k=%u gs=%u%s%s", c.kind, tname(c.xt), tname(c.st), c.n, c.m, c.k, c.gs,
+           c.wide ? " wide-x" : "", c.grid ? (" grid=" + std::to_string(c.grid)).c_str() : "");
   return buf;
 }
 
@@ -335,7 +339,11 @@ void run_q(const QCase &c, uint64_t seed) {
   const u32 blocks = (c.m + QV_ROWS - 1) / QV_ROWS, batches = (c.k + depth - 1) / depth;
   u32 nw = !sk ? QV_MAXW : c.n <= 16 ? 16 : 8;
   if (nw > batches) nw = batches;
-  const dim3 grid(blocks), block(nw * 32);
+  dim3 grid(blocks), block(nw * 32);
+  // The ring GEMV (cuda_quant.c's qmm): 8 warps, at most one block an SM
+  // (c.grid plays the SMs: fewer blocks than row groups, each taking
+  // several in turn through its ring).
+  if (strcmp(c.kind, "qgemvr") == 0) grid = dim3(c.grid > 0 && c.grid < blocks ? c.grid : blocks), block = dim3(QR_WARPS * 32);
   // Prefetch distance 2, 256-byte fetches, 3 batches asked for before the
   // PDL wait: no-ops here, the code paths run.
   const u32 pf = 2u | 0x100u | 3u << 9;
@@ -586,6 +594,27 @@ int main(int argc, char **argv) {
     q("qgemvf", T_F16, T_F16, 40, 576, 64, 2);    // the tail batch
     q("qgemvf", T_BF16, T_F16, 72, 512, 64, 4);
     for (auto &c : qs) run_q(c, seed++);
+  }
+
+  // The ring GEMV (n = 1, k a multiple of 512): each group size and type
+  // pair; m not a multiple of 32 (the last group's rows past m); more
+  // chunks than the ring's stages (stages refilled); fewer blocks than row
+  // groups (a block walks several through one ring, the grid's SMs).
+  {
+    struct R {
+      int xt, st;
+      u32 m, k, gs, grid;
+      bool wide;
+    };
+    const R rs[] = {{T_BF16, T_BF16, 40, 1024, 64, 0, false}, {T_BF16, T_BF16, 72, 5120, 128, 0, true},
+                    {T_F16, T_BF16, 64, 512, 32, 0, false},   {T_BF16, T_F16, 100, 2048, 64, 2, false},
+                    {T_F16, T_F16, 136, 4608, 64, 3, false},  {T_BF16, T_BF16, 200, 1536, 32, 4, false}};
+    for (const R &x : rs) {
+      QCase c;
+      c.kind = "qgemvr", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = 1, c.grid = x.grid,
+      c.wide = x.wide;
+      run_q(c, seed++);
+    }
   }
 
   // The skinny GEMV, 8 < n <= 32 (measured correct on the H200 and the

@@ -56,7 +56,7 @@
  * cuStreamBeginCapture_v2, cuGraphInstantiate -> cuGraphInstantiateWithFlags,
  * cuGraphExecUpdate -> _v2, cuGraphExecKernelNodeSetParams -> _v2,
  * cuStreamGetCaptureInfo -> _v3), never the legacy names. */
-#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuGraphDebugDotPrint) CU_GRAPH_FUNCS(X)
+#define CU_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuFuncSetAttribute) X(cuLaunchKernelEx) X(cuGraphDebugDotPrint) CU_GRAPH_FUNCS(X)
 #define CU_GRAPH_FUNCS(X)                                                      \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamGetCaptureInfo)      \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy)                 \
@@ -396,10 +396,16 @@ CU_HIDDEN gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_
 
 /* Slots of cu_own_fn's per-device cache: cuda_quant.c's variants first,
  * then the GEMV's (type x N 1/2/4). */
-enum { CU_OWN_QUANT_FNS = 100, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
+enum { CU_OWN_QUANT_FNS = 104, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
 /* Kernel `name` of the own fatbin on device dev, cached in slot v (the
  * module loaded on first use, under the device's mutex); context current. */
 CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out);
+/* cu_own_fn for a kernel that takes smem bytes of dynamic shared memory:
+ * the first fetch also raises the kernel's limit to smem
+ * (cuFuncSetAttribute); *ok is 0 when the driver or the device refuses
+ * it (then the caller takes another kernel; no error). */
+CU_HIDDEN gpurt_error *cu_own_fn_smem(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem,
+                                      CUfunction *out, int *ok);
 /* Launches f with params on st (grid x gridy blocks of block threads) and
  * notes it as the stream's last kernel (cu_note_kernel); a driver refusal
  * names the kernel. pdl: f waits for its predecessor itself
@@ -407,6 +413,9 @@ CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char
  * launch (cu_launch_kernel). A grid of 0 launches nothing. */
 CU_HIDDEN gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
                                      uint32_t gridy, uint32_t block, void **params, int pdl);
+/* cu_own_launch of a grid x 1 launch with smem bytes of dynamic shared memory. */
+CU_HIDDEN gpurt_error *cu_own_launch_smem(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name,
+                                          uint64_t grid, uint32_t block, uint32_t smem, void **params, int pdl);
 /* Unloads a device's own module (runtime teardown). */
 CU_HIDDEN void cu_own_device_release(cu_device *d);
 /* The GEMM slot's GEMV for 16-bit decode shapes (cuda_ownk.c launches

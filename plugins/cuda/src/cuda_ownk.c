@@ -20,6 +20,8 @@ CU_HIDDEN extern const unsigned char gpurt_cuda_quant_fatbin[];
 typedef struct cu_own_dev {
   CUmodule mod;
   CUfunction fn[CU_OWN_FNS];
+  /* cu_own_fn_smem: 0 not asked yet, 1 the dynamic shared memory granted, 2 refused */
+  unsigned char smem[CU_OWN_FNS];
 } cu_own_dev;
 
 /* The kernel in slot v, fetched on first use. */
@@ -58,6 +60,28 @@ gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CU
   return NULL;
 }
 
+gpurt_error *cu_own_fn_smem(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem, CUfunction *out,
+                            int *ok) {
+  *ok = 0;
+  gpurt_error *e = cu_own_fn(rt, dev, v, name, out);
+  if (e != NULL) return e;
+  cu_device *d = &rt->devs[dev];
+  pthread_mutex_lock(&d->mu);
+  unsigned char *s = &((cu_own_dev *)d->own)->smem[v];
+  if (*s == 0) {
+    /* Refused (an older driver without the call, a device with less shared
+     * memory a block): the caller takes another kernel. */
+    *s = cu_drv.p_cuFuncSetAttribute != NULL &&
+                 cu_drv.p_cuFuncSetAttribute(*out, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem) ==
+                     CUDA_SUCCESS
+             ? 1
+             : 2;
+  }
+  *ok = *s == 1;
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
 void cu_own_device_release(cu_device *d) {
   cu_own_dev *q = d->own;
   if (q == NULL) return;
@@ -66,14 +90,14 @@ void cu_own_device_release(cu_device *d) {
   d->own = NULL;
 }
 
-gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
-                           uint32_t gridy, uint32_t block, void **params, int pdl) {
+static gpurt_error *own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
+                               uint32_t gridy, uint32_t block, uint32_t smem, void **params, int pdl) {
   if (grid == 0) return NULL;
   if (grid > 0x7fffffffull)
     return gp_err(GPURT_ERR_UNSUPPORTED, "%s: the problem needs %llu blocks (more than 2^31 - 1)", name,
                   (unsigned long long)grid);
   const uint32_t g[3] = {(uint32_t)grid, gridy, 1}, b[3] = {block, 1, 1};
-  CUresult r = cu_launch_kernel(rt, st, f, g, b, 0, params, pdl);
+  CUresult r = cu_launch_kernel(rt, st, f, g, b, smem, params, pdl);
   if (r != CUDA_SUCCESS) {
     char op[160];
     snprintf(op, sizeof op, "launching %s (cuLaunchKernel)", name);
@@ -81,6 +105,16 @@ gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const ch
   }
   cu_note_kernel(rt, st, (uintptr_t)f, name); /* a later fault names it */
   return NULL;
+}
+
+gpurt_error *cu_own_launch(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
+                           uint32_t gridy, uint32_t block, void **params, int pdl) {
+  return own_launch(rt, st, f, name, grid, gridy, block, 0, params, pdl);
+}
+
+gpurt_error *cu_own_launch_smem(cu_runtime *rt, cu_stream *st, CUfunction f, const char *name, uint64_t grid,
+                                uint32_t block, uint32_t smem, void **params, int pdl) {
+  return own_launch(rt, st, f, name, grid, 1, block, smem, params, pdl);
 }
 
 /* ---- the GEMM slot's 16-bit GEMV (cuda_gemm.c) ---------------------------- */
