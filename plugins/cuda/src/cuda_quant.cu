@@ -1113,9 +1113,9 @@ BGEMVP(bf16, T_BF16, swiglu, 2)
 BGEMVP(f16, T_F16, rmsnorm, 1)
 BGEMVP(f16, T_F16, swiglu, 2)
 
-// ---- the ring GEMV (n = 1): W through a shared-memory ring -----------------------
+// ---- the ring GEMV (n <= 4): W through a shared-memory ring ----------------------
 //
-// gpurt_qgemvr_<x>_<s>_n1: the register GEMV's arithmetic (qstep, the
+// gpurt_qgemvr_<x>_<s>_n<N>, N = 1..4: the register GEMV's arithmetic (qstep, the
 // factored form for groups of 64 and 128, dequantizing for 32) with W, its
 // scales and biases and x staged through a block-wide ring of QR_ST chunks
 // by cp.async, as the 16-bit GEMV above stages its rows (it reads at 96%
@@ -1135,7 +1135,7 @@ BGEMVP(f16, T_F16, swiglu, 2)
 // L2 (the coherent point: a line fetched early is still updated by the
 // writer's stores); every copy into shared memory comes after it.
 //
-// cuda_quant.c takes it for n = 1 when k is a multiple of QR_KC, W and x
+// cuda_quant.c takes it for n <= 4 when k is a multiple of QR_KC, W and x
 // are 16-byte aligned and the scales and biases 8-byte aligned; rows past
 // m repeat the last row (loaded, never stored).
 #define QR_KC 512               // codes of a row a chunk
@@ -1308,7 +1308,9 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
     qgemvr_body<XT, ST, N>(w, sc, bi, x, y, m, k, gshift);                                              \
   }
-QGEMVR(bf16, T_BF16, bf16, T_BF16, 1)
-QGEMVR(bf16, T_BF16, f16, T_F16, 1)
-QGEMVR(f16, T_F16, bf16, T_BF16, 1)
-QGEMVR(f16, T_F16, f16, T_F16, 1)
+#define QGEMVR_N(XN, XT, SN, ST) \
+  QGEMVR(XN, XT, SN, ST, 1) QGEMVR(XN, XT, SN, ST, 2) QGEMVR(XN, XT, SN, ST, 3) QGEMVR(XN, XT, SN, ST, 4)
+QGEMVR_N(bf16, T_BF16, bf16, T_BF16)
+QGEMVR_N(bf16, T_BF16, f16, T_F16)
+QGEMVR_N(f16, T_F16, bf16, T_BF16)
+QGEMVR_N(f16, T_F16, f16, T_F16)
