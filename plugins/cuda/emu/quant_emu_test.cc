@@ -296,7 +296,10 @@ QvFn q_fn(const QCase &c) {
   static const QvFn r[4][4] = {RROW(gpurt_qgemvr, bf16, bf16), RROW(gpurt_qgemvr, bf16, f16),
                                RROW(gpurt_qgemvr, f16, bf16), RROW(gpurt_qgemvr, f16, f16)};
 #undef RROW
+  static const QvFn r4[4] = {gpurt_qgemvr4_bf16_bf16_n1, gpurt_qgemvr4_bf16_f16_n1, gpurt_qgemvr4_f16_bf16_n1,
+                             gpurt_qgemvr4_f16_f16_n1};
   if (strcmp(c.kind, "qgemvr") == 0) return r[v][c.n - 1];
+  if (strcmp(c.kind, "qgemvr4") == 0) return r4[v];
   if (strcmp(c.kind, "qgemvw") == 0) return w[v][c.n > 16];
   return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
 }
@@ -345,7 +348,7 @@ void run_q(const QCase &c, uint64_t seed) {
   // The ring GEMV (cuda_quant.c's qmm): 8 warps, at most one block an SM
   // (c.grid plays the SMs: fewer blocks than row groups, each taking
   // several in turn through its ring).
-  if (strcmp(c.kind, "qgemvr") == 0) grid = dim3(c.grid > 0 && c.grid < blocks ? c.grid : blocks), block = dim3(QR_WARPS * 32);
+  if (strncmp(c.kind, "qgemvr", 6) == 0) grid = dim3(c.grid > 0 && c.grid < blocks ? c.grid : blocks), block = dim3(QR_WARPS * 32);
   // Prefetch distance 2, 256-byte fetches, 3 batches asked for before the
   // PDL wait: no-ops here, the code paths run.
   const u32 pf = 2u | 0x100u | 3u << 9;
@@ -615,7 +618,7 @@ int main(int argc, char **argv) {
                     {T_BF16, T_F16, 40, 1536, 32, 4, 0, true},   {T_BF16, T_BF16, 136, 2048, 64, 4, 3, false}};
     for (const R &x : rs) {
       QCase c;
-      c.kind = "qgemvr", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = x.n, c.grid = x.grid,
+      c.kind = x.n == 1 && x.grid > 0 ? "qgemvr4" : "qgemvr", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = x.n, c.grid = x.grid,
       c.wide = x.wide;
       run_q(c, seed++);
     }

@@ -71,8 +71,8 @@ enum {
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
   QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
   QV_GGC_FP8 = 99,
-  QV_GEMVR = 100, /* the ring GEMV (x type, scale type, n 1..4) */
-  QV_COUNT = 116
+  QV_GEMVR = 100, /* the ring GEMV (x type, scale type, n 1..4, stages 8 / 4) */
+  QV_COUNT = 132
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -109,7 +109,7 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 /* The ring GEMV's dynamic shared memory for n tokens: QR_ST (8) stages of
  * 32 rows of QR_KC + 64 bytes, 32 rows of 32 bytes of scales and of
  * biases, and n x QR_KC elements of x (cuda_quant.cu's QR_STAGE). */
-#define QR_SMEM(n) (8u * (32u * (QR_KC + 64u) + 2u * 32u * 32u + (n) * QR_KC * 2u))
+#define QR_SMEM(st, n) ((st) * (32u * (QR_KC + 64u) + 2u * 32u * 32u + (n) * QR_KC * 2u))
 /* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
 static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }
 
@@ -173,13 +173,14 @@ static qgemv_env qgemv_switches(void) {
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
         (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
         (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17 |
-        (k != NULL && strcmp(k, "ring") == 0   ? 1
+        (k != NULL && strcmp(k, "ring") == 0    ? 1
+         : k != NULL && strcmp(k, "ring4") == 0 ? 2
          : k != NULL && (strcmp(k, "register") == 0 || strcmp(k, "dequant") == 0) ? 0
                                                                                    : QR_DEFAULT) << 22;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1,
-                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 1};
+                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 3};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -459,9 +460,12 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
    * The decoder (graph mode, tok/s): 8B int8 304.6 / 260.3 at batch 1 and
    * 4,348 / 3,177 at batch 32, 1B int8 1,193 / 1,039 at batch 1. */
   if (n <= QR_MAX_N && qgemv_switches().ring && qr_takes(a, w, sc, bi, x)) {
-    snprintf(name, sizeof name, "gpurt_qgemvr_%s_%s_n%u", tname(a->x_type), tname(a->scale_type), n);
+    const int r4 = qgemv_switches().ring == 2;
+    const uint32_t nst = r4 ? 4 : 8, per_sm = r4 ? 2 : 1;
+    snprintf(name, sizeof name, "gpurt_qgemvr%s_%s_%s_n%u", r4 ? "4" : "", tname(a->x_type), tname(a->scale_type), n);
     int ok = 0;
-    if ((e = cu_own_fn_smem(rt, dev, QV_GEMVR + (xi * 2 + si) * QR_MAX_N + (int)(n - 1), name, QR_SMEM(n), &f, &ok)))
+    if ((e = cu_own_fn_smem(rt, dev, QV_GEMVR + ((xi * 2 + si) * QR_MAX_N + (int)(n - 1)) * 2 + r4, name,
+                            QR_SMEM(nst, n), &f, &ok)))
       return e;
     if (ok) {
       if (warm) return NULL;
@@ -471,8 +475,8 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
        * taking row groups in turn. */
       uint64_t blocks = cdiv(m, QV_ROWS);
       const uint64_t sms = (uint64_t)rt->devs[dev].sm_count;
-      if (sms > 0 && blocks > sms) blocks = sms;
-      return cu_own_launch_smem(rt, st, f, name, blocks, QR_KC / 64 * 32, QR_SMEM(n), q.p, 1);
+      if (sms > 0 && blocks > per_sm * sms) blocks = per_sm * sms;
+      return cu_own_launch_smem(rt, st, f, name, blocks, QR_KC / 64 * 32, QR_SMEM(nst, n), q.p, 1);
     }
     /* The device refused the ring's shared memory: the register GEMV. */
   }

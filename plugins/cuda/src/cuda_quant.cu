@@ -1142,9 +1142,7 @@ BGEMVP(f16, T_F16, swiglu, 2)
 #define QR_WARPS (QR_KC / 64)   // a 64-deep step of each chunk a warp
 #define QR_RS (QR_KC + 64)      // a row's bytes in a stage: rows 64 bytes apart mod 128, no bank conflicts
 #define QR_SB 32                // scale (or bias) bytes of a row in a stage: QR_KC / 32 groups at most
-#ifndef QR_ST
-#define QR_ST 8                 // chunks in the ring
-#endif
+#define QR_MAXST 8              // chunks in the ring at most (the body's QR_ST: 8, or 4 for two blocks an SM)
 // Bytes of one stage for ntok tokens: W, scales, biases, x.
 #define QR_STAGE(ntok) (QV_ROWS * QR_RS + 2 * QV_ROWS * QR_SB + (ntok) * QR_KC * 2)
 
@@ -1152,7 +1150,7 @@ BGEMVP(f16, T_F16, swiglu, 2)
 // The emulator has no dynamic shared memory: one static buffer, refilled
 // with NaNs where cp.async wrote before each block (cuda_emu.h).
 __device__ __forceinline__ unsigned char *qr_smem() {
-  static unsigned char buf[QR_ST * QR_STAGE(8)] __attribute__((aligned(16)));
+  static unsigned char buf[QR_MAXST * QR_STAGE(8)] __attribute__((aligned(16)));
   return buf;
 }
 __device__ __forceinline__ void cp_async8(void *dst, const void *src) { emu::cp_async(dst, src, 8); }
@@ -1176,7 +1174,7 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void *p, u32 bytes) {
 }
 #endif
 
-template <int XT, int ST, int NTOK>
+template <int XT, int ST, int NTOK, int QR_ST>
 __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                             const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                             uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
@@ -1306,7 +1304,12 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
   extern "C" __global__ void __launch_bounds__(QR_WARPS * 32, 1)                                         \
       gpurt_qgemvr_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,          \
                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
-    qgemvr_body<XT, ST, N>(w, sc, bi, x, y, m, k, gshift);                                              \
+    qgemvr_body<XT, ST, N, 8>(w, sc, bi, x, y, m, k, gshift);                                           \
+  }                                                                                                      \
+  extern "C" __global__ void __launch_bounds__(QR_WARPS * 32, 2)                                         \
+      gpurt_qgemvr4_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
+                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
+    qgemvr_body<XT, ST, N, 4>(w, sc, bi, x, y, m, k, gshift);                                           \
   }
 #define QGEMVR_N(XN, XT, SN, ST) \
   QGEMVR(XN, XT, SN, ST, 1) QGEMVR(XN, XT, SN, ST, 2) QGEMVR(XN, XT, SN, ST, 3) QGEMVR(XN, XT, SN, ST, 4)
