@@ -46,7 +46,7 @@
 #                  carried beside it, against the same plugin);
 #                  ltnone, ltinplace: GPURT_CUDA_LT_REDUCTION=none or
 #                  inplace (cuBLASLt without split-k reduce kernels);
-#                  ring, ring4, reg: GPURT_CUDA_QGEMV=ring, ring4 or register (the
+#                  ring, reg: GPURT_CUDA_QGEMV=ring or register (the
 #                  int8 GEMV at n = 1 through its shared-memory ring,
 #                  or the register GEMV);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
@@ -132,7 +132,6 @@ if want llama; then
           ltnone) e+=(GPURT_CUDA_LT_REDUCTION=none) ;;
           ltinplace) e+=(GPURT_CUDA_LT_REDUCTION=inplace) ;;
           ring) e+=(GPURT_CUDA_QGEMV=ring) ;;
-          ring4) e+=(GPURT_CUDA_QGEMV=ring4) ;;
           reg) e+=(GPURT_CUDA_QGEMV=register) ;;
           *) ;;
         esac

@@ -292,14 +292,9 @@ QvFn q_fn(const QCase &c) {
   static const QvFn w[4][2] = {WROW(gpurt_qgemvw, bf16, bf16), WROW(gpurt_qgemvw, bf16, f16),
                                WROW(gpurt_qgemvw, f16, bf16), WROW(gpurt_qgemvw, f16, f16)};
 #undef WROW
-#define RROW(P, XN, SN) {P##_##XN##_##SN##_n1, P##_##XN##_##SN##_n2, P##_##XN##_##SN##_n3, P##_##XN##_##SN##_n4}
-  static const QvFn r[4][4] = {RROW(gpurt_qgemvr, bf16, bf16), RROW(gpurt_qgemvr, bf16, f16),
-                               RROW(gpurt_qgemvr, f16, bf16), RROW(gpurt_qgemvr, f16, f16)};
-#undef RROW
-  static const QvFn r4[4] = {gpurt_qgemvr4_bf16_bf16_n1, gpurt_qgemvr4_bf16_f16_n1, gpurt_qgemvr4_f16_bf16_n1,
-                             gpurt_qgemvr4_f16_f16_n1};
-  if (strcmp(c.kind, "qgemvr") == 0) return r[v][c.n - 1];
-  if (strcmp(c.kind, "qgemvr4") == 0) return r4[v];
+  static const QvFn r[4] = {gpurt_qgemvr_bf16_bf16_n1, gpurt_qgemvr_bf16_f16_n1, gpurt_qgemvr_f16_bf16_n1,
+                            gpurt_qgemvr_f16_f16_n1};
+  if (strcmp(c.kind, "qgemvr") == 0) return r[v];
   if (strcmp(c.kind, "qgemvw") == 0) return w[v][c.n > 16];
   return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
 }
@@ -348,7 +343,7 @@ void run_q(const QCase &c, uint64_t seed) {
   // The ring GEMV (cuda_quant.c's qmm): 8 warps, at most one block an SM
   // (c.grid plays the SMs: fewer blocks than row groups, each taking
   // several in turn through its ring).
-  if (strncmp(c.kind, "qgemvr", 6) == 0) grid = dim3(c.grid > 0 && c.grid < blocks ? c.grid : blocks), block = dim3(QR_WARPS * 32);
+  if (strcmp(c.kind, "qgemvr") == 0) grid = dim3(c.grid > 0 && c.grid < blocks ? c.grid : blocks), block = dim3(QR_WARPS * 32);
   // Prefetch distance 2, 256-byte fetches, 3 batches asked for before the
   // PDL wait: no-ops here, the code paths run.
   const u32 pf = 2u | 0x100u | 3u << 9;
@@ -601,24 +596,22 @@ int main(int argc, char **argv) {
     for (auto &c : qs) run_q(c, seed++);
   }
 
-  // The ring GEMV (n <= 4, k a multiple of 512): each group size and type
+  // The ring GEMV (n = 1, k a multiple of 512): each group size and type
   // pair; m not a multiple of 32 (the last group's rows past m); more
   // chunks than the ring's stages (stages refilled); fewer blocks than row
   // groups (a block walks several through one ring, the grid's SMs).
   {
     struct R {
       int xt, st;
-      u32 m, k, gs, n, grid;
+      u32 m, k, gs, grid;
       bool wide;
     };
-    const R rs[] = {{T_BF16, T_BF16, 40, 1024, 64, 1, 0, false}, {T_BF16, T_BF16, 72, 5120, 128, 1, 0, true},
-                    {T_F16, T_BF16, 64, 512, 32, 1, 0, false},   {T_BF16, T_F16, 100, 2048, 64, 1, 2, false},
-                    {T_F16, T_F16, 136, 4608, 64, 1, 3, false},  {T_BF16, T_BF16, 200, 1536, 32, 1, 4, false},
-                    {T_BF16, T_BF16, 72, 1024, 64, 2, 0, false}, {T_F16, T_BF16, 100, 4608, 128, 3, 2, false},
-                    {T_BF16, T_F16, 40, 1536, 32, 4, 0, true},   {T_BF16, T_BF16, 136, 2048, 64, 4, 3, false}};
+    const R rs[] = {{T_BF16, T_BF16, 40, 1024, 64, 0, false}, {T_BF16, T_BF16, 72, 5120, 128, 0, true},
+                    {T_F16, T_BF16, 64, 512, 32, 0, false},   {T_BF16, T_F16, 100, 2048, 64, 2, false},
+                    {T_F16, T_F16, 136, 4608, 64, 3, false},  {T_BF16, T_BF16, 200, 1536, 32, 4, false}};
     for (const R &x : rs) {
       QCase c;
-      c.kind = x.n == 1 && x.grid > 0 ? "qgemvr4" : "qgemvr", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = x.n, c.grid = x.grid,
+      c.kind = "qgemvr", c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = 1, c.grid = x.grid,
       c.wide = x.wide;
       run_q(c, seed++);
     }

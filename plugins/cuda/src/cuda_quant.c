@@ -5,7 +5,7 @@
  * the plugin's own kernels (cuda_quant.cu, in their own embedded fatbin,
  * cuda_quant_fatbin.S), loaded per device on first use by cuda_ownk.c.
  *
- *  quant_matmul, n <= 4   gpurt_qgemvr_<x>_<s>_n<n> (GPURT_CUDA_QGEMV=ring): the
+ *  quant_matmul, n = 1    gpurt_qgemvr_<x>_<s>_n1 (GPURT_CUDA_QGEMV=ring): the
  *                         same arithmetic with W staged through a
  *                         shared-memory ring (k a multiple of 512)
  *  quant_matmul, n <= 8   gpurt_qgemvf_<x>_<s>_n<n> (groups of 64, 128) or
@@ -71,8 +71,8 @@ enum {
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
   QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
   QV_GGC_FP8 = 99,
-  QV_GEMVR = 100, /* the ring GEMV (x type, scale type, n 1..4, stages 8 / 4) */
-  QV_COUNT = 132
+  QV_GEMVR = 100, /* the ring GEMV, n = 1 (x type, scale type) */
+  QV_COUNT = 104
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -103,13 +103,13 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define QW_PF 1    /* skinny GEMV: the same */
 #define QV_PRE 0   /* GEMVs: a warp's first batches asked into the L2 before the PDL wait (0..15; 0 until measured) */
 #define QV_FETCH 256 /* GEMVs: bytes the L2 fetches from DRAM for a load of W (32 or 256) */
-#define QR_DEFAULT 0 /* n <= 4 through the ring GEMV by default (0 until measured on a GPU) */
+#define QR_DEFAULT 0 /* n = 1 through the ring GEMV by default: no (its first form lost; see cuda_quant.cu) */
 #define QR_KC 512    /* the ring GEMV: codes of a row a chunk (cuda_quant.cu) */
-#define QR_MAX_N 4   /* the ring GEMV: tokens at most */
-/* The ring GEMV's dynamic shared memory for n tokens: QR_ST (8) stages of
- * 32 rows of QR_KC + 64 bytes, 32 rows of 32 bytes of scales and of
- * biases, and n x QR_KC elements of x (cuda_quant.cu's QR_STAGE). */
-#define QR_SMEM(st, n) ((st) * (32u * (QR_KC + 64u) + 2u * 32u * 32u + (n) * QR_KC * 2u))
+/* The ring GEMV's dynamic shared memory: QR_ST (4) stages of 32 rows of
+ * QR_KC + 64 bytes, 32 rows of 32 bytes of scales and of biases, and
+ * QR_KC elements of x (cuda_quant.cu's QR_STAGE): 84 KB, two blocks an SM. */
+#define QR_SMEM (4u * (32u * (QR_KC + 64u) + 2u * 32u * 32u + QR_KC * 2u))
+#define QR_PER_SM 2
 /* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
 static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }
 
@@ -140,7 +140,7 @@ typedef struct gg_table {
  * (0: the heuristic; scripts/gpu_quant_bench.sh; wave: wave_warps), GPURT_CUDA_QGEMV=dequant
  * keeps the dequantizing form for groups of 64 and 128 too, =factored
  * gives the skinny GEMV the factored form for them (comparisons), =cutlass
- * see qmm, =ring sends n <= 4 to the ring GEMV where it takes the shape
+ * see qmm, =ring sends n = 1 to the ring GEMV where it takes the shape
  * (qr_takes), =register keeps the register GEMV (any other value leaves
  * the defaults: QR_DEFAULT), GPURT_CUDA_QGEMV_PREFETCH=0..8 how
  * many of a warp's batches ahead it asks W into the L2 (QV_PF, QW_PF by
@@ -152,7 +152,7 @@ typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
   int pre;     /* GPURT_CUDA_QGEMV_PRE: -1 the default (QV_PRE), else 0..15 */
-  int ring;    /* n <= 4 through the ring GEMV: GPURT_CUDA_QGEMV=ring 1, =register 0, else QR_DEFAULT */
+  int ring;    /* n = 1 through the ring GEMV: GPURT_CUDA_QGEMV=ring 1, =register 0, else QR_DEFAULT */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
@@ -173,14 +173,13 @@ static qgemv_env qgemv_switches(void) {
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
         (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
         (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17 |
-        (k != NULL && strcmp(k, "ring") == 0    ? 1
-         : k != NULL && strcmp(k, "ring4") == 0 ? 2
+        (k != NULL && strcmp(k, "ring") == 0   ? 1
          : k != NULL && (strcmp(k, "register") == 0 || strcmp(k, "dequant") == 0) ? 0
                                                                                    : QR_DEFAULT) << 22;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1,
-                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 3};
+                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 1};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -459,24 +458,20 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
    * 21.6 / 34.3, 19.3 / 44.7; n = 32 12.8 / 29.5, 36.0 / 50.4, 38.1 / 71.6.
    * The decoder (graph mode, tok/s): 8B int8 304.6 / 260.3 at batch 1 and
    * 4,348 / 3,177 at batch 32, 1B int8 1,193 / 1,039 at batch 1. */
-  if (n <= QR_MAX_N && qgemv_switches().ring && qr_takes(a, w, sc, bi, x)) {
-    const int r4 = qgemv_switches().ring == 2;
-    const uint32_t nst = r4 ? 4 : 8, per_sm = r4 ? 2 : 1;
-    snprintf(name, sizeof name, "gpurt_qgemvr%s_%s_%s_n%u", r4 ? "4" : "", tname(a->x_type), tname(a->scale_type), n);
+  if (n == 1 && qgemv_switches().ring && qr_takes(a, w, sc, bi, x)) {
+    snprintf(name, sizeof name, "gpurt_qgemvr_%s_%s_n1", tname(a->x_type), tname(a->scale_type));
     int ok = 0;
-    if ((e = cu_own_fn_smem(rt, dev, QV_GEMVR + ((xi * 2 + si) * QR_MAX_N + (int)(n - 1)) * 2 + r4, name,
-                            QR_SMEM(nst, n), &f, &ok)))
-      return e;
+    if ((e = cu_own_fn_smem(rt, dev, QV_GEMVR + xi * 2 + si, name, QR_SMEM, &f, &ok))) return e;
     if (ok) {
       if (warm) return NULL;
       qv_params q;
       qv_params_fill(&q, r, n, 0);
-      /* One block an SM (the ring takes most of its shared memory), each
+      /* Two blocks an SM (the rings take most of its shared memory), each
        * taking row groups in turn. */
       uint64_t blocks = cdiv(m, QV_ROWS);
       const uint64_t sms = (uint64_t)rt->devs[dev].sm_count;
-      if (sms > 0 && blocks > per_sm * sms) blocks = per_sm * sms;
-      return cu_own_launch_smem(rt, st, f, name, blocks, QR_KC / 64 * 32, QR_SMEM(nst, n), q.p, 1);
+      if (sms > 0 && blocks > QR_PER_SM * sms) blocks = QR_PER_SM * sms;
+      return cu_own_launch_smem(rt, st, f, name, blocks, QR_KC / 64 * 32, QR_SMEM, q.p, 1);
     }
     /* The device refused the ring's shared memory: the register GEMV. */
   }

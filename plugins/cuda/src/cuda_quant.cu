@@ -1113,36 +1113,40 @@ BGEMVP(bf16, T_BF16, swiglu, 2)
 BGEMVP(f16, T_F16, rmsnorm, 1)
 BGEMVP(f16, T_F16, swiglu, 2)
 
-// ---- the ring GEMV (n <= 4): W through a shared-memory ring ----------------------
+// ---- the ring GEMV (n = 1, GPURT_CUDA_QGEMV=ring): W through a shared-memory ring ----
 //
-// gpurt_qgemvr_<x>_<s>_n<N>, N = 1..4: the register GEMV's arithmetic (qstep, the
+// gpurt_qgemvr_<x>_<s>_n1: the register GEMV's arithmetic (qstep, the
 // factored form for groups of 64 and 128, dequantizing for 32) with W, its
 // scales and biases and x staged through a block-wide ring of QR_ST chunks
 // by cp.async, as the 16-bit GEMV above stages its rows (it reads at 96%
 // of the H200's bandwidth in the decoder where the register GEMV reads at
-// 73%): the loads in flight hold no registers, so QR_ST - 1 chunks (about
-// 126 KB a block) are in flight while one is summed. A block of QR_WARPS
-// warps owns 32 rows at a time (QV_ROWS, the row slots and m-tiles of
-// qstep) and walks k in QR_KC-deep chunks, warp w taking the 64-deep step
-// w of each; the grid is at most one block per SM (the ring takes most of
-// an SM's shared memory), each block taking row groups blockIdx.x, +
-// gridDim.x, ... one after another through the same ring (it never
-// drains between them). The warps' sums meet in shared memory in warp
-// order at the end of each row group (deterministic).
+// 73%): the loads in flight hold no registers. A block of QR_WARPS warps
+// owns 32 rows at a time (QV_ROWS, the row slots and m-tiles of qstep) and
+// walks k in QR_KC-deep chunks, warp w taking the 64-deep step w of each;
+// the grid is at most two blocks an SM, each taking row groups
+// blockIdx.x, + gridDim.x, ... one after another through the same ring
+// (it never drains between them). The warps' sums meet in shared memory
+// in warp order at the end of each row group (deterministic).
+//
+// Not the default: a first form, 8 stages and one block an SM (8 warps an
+// SM, two barriers a chunk), took 32.8 us a launch in the 8B int8 step on
+// the H200 against the register GEMV's 19.4 (bench/results/
+// h200-2026-12-05c/call2); this one (4 stages, two blocks an SM: 16 warps)
+// is not measured yet.
 //
 // Launched with programmatic dependent launch: before the wait, only the
 // block's first QR_ST - 1 chunks of W, scales and biases are asked into the
 // L2 (the coherent point: a line fetched early is still updated by the
 // writer's stores); every copy into shared memory comes after it.
 //
-// cuda_quant.c takes it for n <= 4 when k is a multiple of QR_KC, W and x
+// cuda_quant.c takes it for n = 1 when k is a multiple of QR_KC, W and x
 // are 16-byte aligned and the scales and biases 8-byte aligned; rows past
 // m repeat the last row (loaded, never stored).
 #define QR_KC 512               // codes of a row a chunk
 #define QR_WARPS (QR_KC / 64)   // a 64-deep step of each chunk a warp
 #define QR_RS (QR_KC + 64)      // a row's bytes in a stage: rows 64 bytes apart mod 128, no bank conflicts
 #define QR_SB 32                // scale (or bias) bytes of a row in a stage: QR_KC / 32 groups at most
-#define QR_MAXST 8              // chunks in the ring at most (the body's QR_ST: 8, or 4 for two blocks an SM)
+#define QR_ST 4                 // chunks in the ring
 // Bytes of one stage for ntok tokens: W, scales, biases, x.
 #define QR_STAGE(ntok) (QV_ROWS * QR_RS + 2 * QV_ROWS * QR_SB + (ntok) * QR_KC * 2)
 
@@ -1150,7 +1154,7 @@ BGEMVP(f16, T_F16, swiglu, 2)
 // The emulator has no dynamic shared memory: one static buffer, refilled
 // with NaNs where cp.async wrote before each block (cuda_emu.h).
 __device__ __forceinline__ unsigned char *qr_smem() {
-  static unsigned char buf[QR_MAXST * QR_STAGE(8)] __attribute__((aligned(16)));
+  static unsigned char buf[QR_ST * QR_STAGE(1)] __attribute__((aligned(16)));
   return buf;
 }
 __device__ __forceinline__ void cp_async8(void *dst, const void *src) { emu::cp_async(dst, src, 8); }
@@ -1174,7 +1178,7 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void *p, u32 bytes) {
 }
 #endif
 
-template <int XT, int ST, int NTOK, int QR_ST>
+template <int XT, int ST, int NTOK>
 __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                             const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                             uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
@@ -1300,20 +1304,13 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
   cp_async_wait<0>();
 }
 
-#define QGEMVR(XN, XT, SN, ST, N)                                                                       \
-  extern "C" __global__ void __launch_bounds__(QR_WARPS * 32, 1)                                         \
-      gpurt_qgemvr_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,          \
-                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
-    qgemvr_body<XT, ST, N, 8>(w, sc, bi, x, y, m, k, gshift);                                           \
-  }                                                                                                      \
+#define QGEMVR(XN, XT, SN, ST)                                                                          \
   extern "C" __global__ void __launch_bounds__(QR_WARPS * 32, 2)                                         \
-      gpurt_qgemvr4_##XN##_##SN##_n##N(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,         \
-                                       const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
-    qgemvr_body<XT, ST, N, 4>(w, sc, bi, x, y, m, k, gshift);                                           \
+      gpurt_qgemvr_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,            \
+                                    const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
+    qgemvr_body<XT, ST, 1>(w, sc, bi, x, y, m, k, gshift);                                              \
   }
-#define QGEMVR_N(XN, XT, SN, ST) \
-  QGEMVR(XN, XT, SN, ST, 1) QGEMVR(XN, XT, SN, ST, 2) QGEMVR(XN, XT, SN, ST, 3) QGEMVR(XN, XT, SN, ST, 4)
-QGEMVR_N(bf16, T_BF16, bf16, T_BF16)
-QGEMVR_N(bf16, T_BF16, f16, T_F16)
-QGEMVR_N(f16, T_F16, bf16, T_BF16)
-QGEMVR_N(f16, T_F16, f16, T_F16)
+QGEMVR(bf16, T_BF16, bf16, T_BF16)
+QGEMVR(bf16, T_BF16, f16, T_F16)
+QGEMVR(f16, T_F16, bf16, T_BF16)
+QGEMVR(f16, T_F16, f16, T_F16)
