@@ -81,9 +81,11 @@ func quantChecks() []check {
 	qc("bf16_g64_n6_k1536_m2300", quantCase{xt: core.BF16, st: core.BF16, m: 2300, n: 6, k: 1536, gs: 64})
 	qc("bf16_f16scales_g64_n1_k512_m3", quantCase{xt: core.BF16, st: core.F16, m: 3, n: 1, k: 512, gs: 64})
 	qc("f16_bf16scales_g128_n8_k2048_m50", quantCase{xt: core.F16, st: core.BF16, m: 50, n: 8, k: 2048, gs: 128})
-	// One token over more rows than a GPU has SMs x 16 (CUDA: the ring
-	// GEMV, k in 512-deep chunks through shared memory), a partial last
-	// block of rows, both x types, groups of 64 and 128, x past f16's range.
+	// One token over more rows than a GPU has SMs x 16 (CUDA: the register
+	// GEMV; with GPURT_CUDA_QGEMV=ring the ring GEMV, k in 512-deep chunks
+	// through shared memory, blocks taking several row groups), a partial
+	// last block of rows, both x types, groups of 64 and 128, x past f16's
+	// range.
 	qc("bf16_g64_n1_k1536_m2300", quantCase{xt: core.BF16, st: core.BF16, m: 2300, n: 1, k: 1536, gs: 64})
 	qc("f16_bf16scales_g128_n1_k1024_m2210", quantCase{xt: core.F16, st: core.BF16, m: 2210, n: 1, k: 1024, gs: 128})
 	qc("bf16_f16scales_g128_n1_k512_m2120_wide_x", quantCase{xt: core.BF16, st: core.F16, m: 2120, n: 1, k: 512, gs: 128, wide: true})
