@@ -5,9 +5,10 @@
  * the plugin's own kernels (cuda_quant.cu, in their own embedded fatbin,
  * cuda_quant_fatbin.S), loaded per device on first use by cuda_ownk.c.
  *
- *  quant_matmul, n = 1    gpurt_qgemvr_<x>_<s>_n1 (GPURT_CUDA_QGEMV=ring): the
- *                         same arithmetic with W staged through a
- *                         shared-memory ring (k a multiple of 512)
+ *  quant_matmul, n = 1    gpurt_qgemvr_<x>_<s>_n1, gpurt_qgemvrs_* (GPURT_CUDA_QGEMV=
+ *                         ring, rings): the same arithmetic with W staged
+ *                         through a shared-memory ring (k a multiple of 512
+ *                         or 256); not the default
  *  quant_matmul, n <= 8   gpurt_qgemvf_<x>_<s>_n<n> (groups of 64, 128) or
  *                         gpurt_qgemv_<x>_<s>_n<n> (32): 32 rows of W per
  *                         block, k split among its warps (tensor cores, n as
@@ -71,8 +72,8 @@ enum {
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
   QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
   QV_GGC_FP8 = 99,
-  QV_GEMVR = 100, /* the ring GEMV, n = 1 (x type, scale type) */
-  QV_COUNT = 104
+  QV_GEMVR = 100, /* the ring GEMVs, n = 1 (x type, scale type; 512- or 256-deep chunks) */
+  QV_COUNT = 108
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -104,12 +105,17 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define QV_PRE 0   /* GEMVs: a warp's first batches asked into the L2 before the PDL wait (0..15; 0 until measured) */
 #define QV_FETCH 256 /* GEMVs: bytes the L2 fetches from DRAM for a load of W (32 or 256) */
 #define QR_DEFAULT 0 /* n = 1 through the ring GEMV by default: no (its first form lost; see cuda_quant.cu) */
-#define QR_KC 512    /* the ring GEMV: codes of a row a chunk (cuda_quant.cu) */
-/* The ring GEMV's dynamic shared memory: QR_ST (4) stages of 32 rows of
- * QR_KC + 64 bytes, 32 rows of 32 bytes of scales and of biases, and
- * QR_KC elements of x (cuda_quant.cu's QR_STAGE): 84 KB, two blocks an SM. */
-#define QR_SMEM (4u * (32u * (QR_KC + 64u) + 2u * 32u * 32u + QR_KC * 2u))
-#define QR_PER_SM 2
+/* The ring GEMVs (cuda_quant.cu): chunk depth, chunks in the ring, blocks
+ * an SM. Their dynamic shared memory is NS stages of 32 rows of KC + 64
+ * bytes, 32 rows of 32 bytes of scales and of biases, and KC elements of x
+ * (cuda_quant.cu's QR_STAGE): gpurt_qgemvr_* 84 KB (two blocks an SM),
+ * gpurt_qgemvrs_* 37.5 KB (five, with its 4 KB of static shared memory). */
+typedef struct qr_form {
+  const char *prefix;
+  uint32_t kc, ns, per_sm;
+} qr_form;
+static const qr_form qr_forms[2] = {{"gpurt_qgemvr", 512, 4, 2}, {"gpurt_qgemvrs", 256, 3, 5}};
+static uint32_t qr_smem(const qr_form *q) { return q->ns * (32u * (q->kc + 64u) + 2u * 32u * 32u + q->kc * 2u); }
 /* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
 static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }
 
@@ -140,8 +146,8 @@ typedef struct gg_table {
  * (0: the heuristic; scripts/gpu_quant_bench.sh; wave: wave_warps), GPURT_CUDA_QGEMV=dequant
  * keeps the dequantizing form for groups of 64 and 128 too, =factored
  * gives the skinny GEMV the factored form for them (comparisons), =cutlass
- * see qmm, =ring sends n = 1 to the ring GEMV where it takes the shape
- * (qr_takes), =register keeps the register GEMV (any other value leaves
+ * see qmm, =ring and =rings send n = 1 to a ring GEMV (gpurt_qgemvr_*,
+ * gpurt_qgemvrs_*) where it takes the shape (qr_takes), =register keeps the register GEMV (any other value leaves
  * the defaults: QR_DEFAULT), GPURT_CUDA_QGEMV_PREFETCH=0..8 how
  * many of a warp's batches ahead it asks W into the L2 (QV_PF, QW_PF by
  * default; scripts/gpu_skinny.sh), GPURT_CUDA_QGEMV_FETCH=32 or 256 the
@@ -152,7 +158,7 @@ typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
   int pre;     /* GPURT_CUDA_QGEMV_PRE: -1 the default (QV_PRE), else 0..15 */
-  int ring;    /* n = 1 through the ring GEMV: GPURT_CUDA_QGEMV=ring 1, =register 0, else QR_DEFAULT */
+  int ring;    /* n = 1 through a ring GEMV: GPURT_CUDA_QGEMV=ring 1, =rings 2, =register 0, else QR_DEFAULT */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
@@ -173,13 +179,14 @@ static qgemv_env qgemv_switches(void) {
     v = warps | (k != NULL && strcmp(k, "dequant") == 0) << 8 | (k != NULL && strcmp(k, "factored") == 0) << 9 |
         (pf + 1) << 10 | (fe != NULL && strcmp(fe, "32") == 0 ? 1 : fe != NULL && strcmp(fe, "256") == 0 ? 2 : 0) << 14 |
         (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17 |
-        (k != NULL && strcmp(k, "ring") == 0   ? 1
+        (k != NULL && strcmp(k, "ring") == 0    ? 1
+         : k != NULL && strcmp(k, "rings") == 0 ? 2
          : k != NULL && (strcmp(k, "register") == 0 || strcmp(k, "dequant") == 0) ? 0
                                                                                    : QR_DEFAULT) << 22;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (qgemv_env){v & 0xff, (v >> 8) & 1, (v >> 9) & 1, ((v >> 10) & 0xf) - 1, (v >> 14) & 3, (v >> 16) & 1,
-                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 1};
+                     ((v >> 17) & 0x1f) - 1, (v >> 22) & 3};
 }
 
 /* The CUTLASS crossover: QMM_CL_MIN_N or GPURT_CUDA_QMM_MIN_N, read once
@@ -426,11 +433,13 @@ static gpurt_error *gemv_launch(cu_runtime *rt, cu_stream *st, CUfunction f, con
   return cu_own_launch(rt, st, f, name, blocks, 1, (uint32_t)nw * 32, q.p, 1);
 }
 
-/* Whether the ring GEMV (gpurt_qgemvr_*) takes a's shape: k a multiple of
- * its chunk, W and x 16-byte aligned (W's rows then are: k is a multiple
- * of 512), scales and biases 8-byte aligned (their rows' chunks then are). */
-static int qr_takes(const gpurt_quant_matmul_args *a, CUdeviceptr w, CUdeviceptr sc, CUdeviceptr bi, CUdeviceptr x) {
-  return a->k % QR_KC == 0 && w % 16 == 0 && x % 16 == 0 && sc % 8 == 0 && bi % 8 == 0;
+/* Whether ring GEMV form q takes a's shape: k a multiple of its chunk, W
+ * and x 16-byte aligned (W's rows then are: k is a multiple of 256),
+ * scales and biases 8-byte aligned (their rows' chunks then are 4-byte
+ * aligned or more). */
+static int qr_takes(const qr_form *q, const gpurt_quant_matmul_args *a, CUdeviceptr w, CUdeviceptr sc,
+                    CUdeviceptr bi, CUdeviceptr x) {
+  return a->k % q->kc == 0 && w % 16 == 0 && x % 16 == 0 && sc % 8 == 0 && bi % 8 == 0;
 }
 
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
@@ -458,20 +467,22 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
    * 21.6 / 34.3, 19.3 / 44.7; n = 32 12.8 / 29.5, 36.0 / 50.4, 38.1 / 71.6.
    * The decoder (graph mode, tok/s): 8B int8 304.6 / 260.3 at batch 1 and
    * 4,348 / 3,177 at batch 32, 1B int8 1,193 / 1,039 at batch 1. */
-  if (n == 1 && qgemv_switches().ring && qr_takes(a, w, sc, bi, x)) {
-    snprintf(name, sizeof name, "gpurt_qgemvr_%s_%s_n1", tname(a->x_type), tname(a->scale_type));
+  const int ring = qgemv_switches().ring;
+  if (n == 1 && ring && qr_takes(&qr_forms[ring - 1], a, w, sc, bi, x)) {
+    const qr_form *qf = &qr_forms[ring - 1];
+    snprintf(name, sizeof name, "%s_%s_%s_n1", qf->prefix, tname(a->x_type), tname(a->scale_type));
     int ok = 0;
-    if ((e = cu_own_fn_smem(rt, dev, QV_GEMVR + xi * 2 + si, name, QR_SMEM, &f, &ok))) return e;
+    if ((e = cu_own_fn_smem(rt, dev, QV_GEMVR + (ring - 1) * 4 + xi * 2 + si, name, qr_smem(qf), &f, &ok))) return e;
     if (ok) {
       if (warm) return NULL;
       qv_params q;
       qv_params_fill(&q, r, n, 0);
-      /* Two blocks an SM (the rings take most of its shared memory), each
-       * taking row groups in turn. */
+      /* As many blocks as fit the SMs (the rings take most of their shared
+       * memory), each taking row groups in turn. */
       uint64_t blocks = cdiv(m, QV_ROWS);
       const uint64_t sms = (uint64_t)rt->devs[dev].sm_count;
-      if (sms > 0 && blocks > QR_PER_SM * sms) blocks = QR_PER_SM * sms;
-      return cu_own_launch_smem(rt, st, f, name, blocks, QR_KC / 64 * 32, QR_SMEM, q.p, 1);
+      if (sms > 0 && blocks > qf->per_sm * sms) blocks = qf->per_sm * sms;
+      return cu_own_launch_smem(rt, st, f, name, blocks, qf->kc / 64 * 32, qr_smem(qf), q.p, 1);
     }
     /* The device refused the ring's shared memory: the register GEMV. */
   }

@@ -1113,51 +1113,55 @@ BGEMVP(bf16, T_BF16, swiglu, 2)
 BGEMVP(f16, T_F16, rmsnorm, 1)
 BGEMVP(f16, T_F16, swiglu, 2)
 
-// ---- the ring GEMV (n = 1, GPURT_CUDA_QGEMV=ring): W through a shared-memory ring ----
+// ---- the ring GEMVs (n = 1, GPURT_CUDA_QGEMV=ring, rings): W through a shared-memory ring ----
 //
-// gpurt_qgemvr_<x>_<s>_n1: the register GEMV's arithmetic (qstep, the
-// factored form for groups of 64 and 128, dequantizing for 32) with W, its
-// scales and biases and x staged through a block-wide ring of QR_ST chunks
-// by cp.async, as the 16-bit GEMV above stages its rows (it reads at 96%
-// of the H200's bandwidth in the decoder where the register GEMV reads at
-// 73%): the loads in flight hold no registers. A block of QR_WARPS warps
-// owns 32 rows at a time (QV_ROWS, the row slots and m-tiles of qstep) and
-// walks k in QR_KC-deep chunks, warp w taking the 64-deep step w of each;
-// the grid is at most two blocks an SM, each taking row groups
-// blockIdx.x, + gridDim.x, ... one after another through the same ring
-// (it never drains between them). The warps' sums meet in shared memory
-// in warp order at the end of each row group (deterministic).
+// gpurt_qgemvr_<x>_<s>_n1 and gpurt_qgemvrs_<x>_<s>_n1: the register GEMV's
+// arithmetic (qstep, the factored form for groups of 64 and 128,
+// dequantizing for 32) with W, its scales and biases and x staged through
+// a block-wide ring of NS chunks by cp.async, as the 16-bit GEMV above
+// stages its rows (it reads at 96% of the H200's bandwidth in the decoder
+// where the register GEMV reads at 73%): the loads in flight hold no
+// registers. A block of KC / 64 warps owns 32 rows at a time (QV_ROWS, the
+// row slots and m-tiles of qstep) and walks k in KC-deep chunks, warp w
+// taking the 64-deep step w of each; the grid is at most as many blocks as
+// fit the SMs (cuda_quant.c), each taking row groups blockIdx.x, +
+// gridDim.x, ... one after another through the same ring (it never drains
+// between them). The warps' sums meet in shared memory in warp order at
+// the end of each row group (deterministic).
 //
-// Not the default: a first form, 8 stages and one block an SM (8 warps an
-// SM, two barriers a chunk), took 32.8 us a launch in the 8B int8 step on
-// the H200 against the register GEMV's 19.4 (bench/results/
-// h200-2026-12-05c/call2); this one (4 stages, two blocks an SM: 16 warps)
-// is not measured yet.
+// Not the default: a first form, 8 chunks of 512 and one block an SM (8
+// warps an SM, two barriers a chunk), took 32.8 us a launch in the 8B int8
+// step on the H200 against the register GEMV's 19.4 (bench/results/
+// h200-2026-12-05c/call2). The two kept differ in what the next call can
+// tell apart: qgemvr 4 chunks of 512, two blocks an SM (16 warps, 176 KB);
+// qgemvrs 3 chunks of 256, up to five blocks of 4 warps an SM (20 warps,
+// 42 KB a block). Neither is measured yet.
 //
 // Launched with programmatic dependent launch: before the wait, only the
-// block's first QR_ST - 1 chunks of W, scales and biases are asked into the
+// block's first NS - 1 chunks of W, scales and biases are asked into the
 // L2 (the coherent point: a line fetched early is still updated by the
 // writer's stores); every copy into shared memory comes after it.
 //
-// cuda_quant.c takes it for n = 1 when k is a multiple of QR_KC, W and x
+// cuda_quant.c takes them for n = 1 when k is a multiple of KC, W and x
 // are 16-byte aligned and the scales and biases 8-byte aligned; rows past
 // m repeat the last row (loaded, never stored).
-#define QR_KC 512               // codes of a row a chunk
-#define QR_WARPS (QR_KC / 64)   // a 64-deep step of each chunk a warp
-#define QR_RS (QR_KC + 64)      // a row's bytes in a stage: rows 64 bytes apart mod 128, no bank conflicts
-#define QR_SB 32                // scale (or bias) bytes of a row in a stage: QR_KC / 32 groups at most
-#define QR_ST 4                 // chunks in the ring
-// Bytes of one stage for ntok tokens: W, scales, biases, x.
-#define QR_STAGE(ntok) (QV_ROWS * QR_RS + 2 * QV_ROWS * QR_SB + (ntok) * QR_KC * 2)
+// KC: codes of a row a chunk (512 or 256), KC / 64 warps (a 64-deep step of
+// each chunk a warp); a row's bytes in a stage KC + 64 (rows 64 bytes apart
+// mod 128: no bank conflicts); QR_SB scale (or bias) bytes of a row in a
+// stage (KC / 32 groups at most); NS chunks in the ring.
+#define QR_SB 32
+// Bytes of one stage: W, scales, biases, ntok tokens of x.
+#define QR_STAGE(KC, ntok) (QV_ROWS * ((KC) + 64) + 2 * QV_ROWS * QR_SB + (ntok) * (KC) * 2)
 
 #ifdef GPURT_CUDA_EMU
 // The emulator has no dynamic shared memory: one static buffer, refilled
 // with NaNs where cp.async wrote before each block (cuda_emu.h).
 __device__ __forceinline__ unsigned char *qr_smem() {
-  static unsigned char buf[QR_ST * QR_STAGE(1)] __attribute__((aligned(16)));
+  static unsigned char buf[4 * QR_STAGE(512, 1)] __attribute__((aligned(16)));
   return buf;
 }
 __device__ __forceinline__ void cp_async8(void *dst, const void *src) { emu::cp_async(dst, src, 8); }
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) { emu::cp_async(dst, src, 4); }
 __device__ __forceinline__ void prefetch_l2_bulk(const void *p, u32 bytes) {
   if (bytes > 0) prefetch_l2(p), prefetch_l2((const char *)p + bytes - 1);
 }
@@ -1167,6 +1171,10 @@ __device__ __forceinline__ unsigned char *qr_smem() { return gpurt_qr_dsmem; }
 __device__ __forceinline__ void cp_async8(void *dst, const void *src) {
   const u32 d = (u32)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+  const u32 d = (u32)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
 }
 // bytes: a multiple of 16, p 16-byte aligned (sm_90; a no-op before).
 __device__ __forceinline__ void prefetch_l2_bulk(const void *p, u32 bytes) {
@@ -1178,53 +1186,57 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void *p, u32 bytes) {
 }
 #endif
 
-template <int XT, int ST, int NTOK>
+template <int XT, int ST, int NTOK, int KC, int NS>
 __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                             const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                             uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
   static_assert(NTOK >= 1 && NTOK <= 8, "one n-tile");
-  constexpr u32 SB = QR_STAGE(NTOK), OS = QV_ROWS * QR_RS, OB = OS + QV_ROWS * QR_SB, OX = OB + QV_ROWS * QR_SB;
-  __shared__ float red[QR_WARPS][32][8];
+  constexpr u32 WARPS = KC / 64, RS = KC + 64, NT = WARPS * 32;
+  constexpr u32 SB = QR_STAGE(KC, NTOK), OS = QV_ROWS * RS, OB = OS + QV_ROWS * QR_SB, OX = OB + QV_ROWS * QR_SB;
+  __shared__ float red[WARPS][32][8];
   unsigned char *ring = qr_smem();
   const u32 tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
-  const u32 groups = k >> gshift, chunks = k / QR_KC, rgs = (m + QV_ROWS - 1) / QV_ROWS;
+  const u32 groups = k >> gshift, chunks = k / KC, rgs = (m + QV_ROWS - 1) / QV_ROWS;
   const u32 mine = blockIdx.x < rgs ? (rgs - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   const u32 total = mine * chunks;
-  // A row's scale (or bias) elements a chunk, and its 8-byte pieces.
-  const u32 sper = QR_KC >> gshift, spieces = sper / 4;
+  // A row's scale (or bias) elements a chunk, and its pieces of pb bytes
+  // (8, or 4 where a chunk holds two groups).
+  const u32 sper = KC >> gshift, pb = sper * 2 >= 8 ? 8 : 4, spieces = sper * 2 / pb;
   // Chunk g of the block (row group blockIdx.x + (g / chunks) gridDim.x,
-  // chunk g % chunks) into stage g % QR_ST; past total, nothing. Then a
+  // chunk g % chunks) into stage g % NS; past total, nothing. Then a
   // commit (every thread one group a chunk, empty or not).
   auto issue = [&](u32 g) {
     if (g < total) {
       const u32 rg = blockIdx.x + (g / chunks) * gridDim.x, c = g % chunks;
-      unsigned char *st = ring + (g % QR_ST) * SB;
-      // W: 32 rows of QR_KC bytes, 16-byte pieces.
+      unsigned char *st = ring + (g % NS) * SB;
+      // W: 32 rows of KC bytes, 16-byte pieces.
 #pragma unroll
-      for (u32 p = tid; p < QV_ROWS * (QR_KC / 16); p += QR_WARPS * 32) {
-        const u32 r = p / (QR_KC / 16), col = p % (QR_KC / 16);
+      for (u32 p = tid; p < QV_ROWS * (KC / 16); p += NT) {
+        const u32 r = p / (KC / 16), col = p % (KC / 16);
         u32 row = rg * QV_ROWS + r;
         row = row < m ? row : m - 1;
-        cp_async16(st + r * QR_RS + col * 16, w + (u64)row * k + (u64)c * QR_KC + col * 16);
+        cp_async16(st + r * RS + col * 16, w + (u64)row * k + (u64)c * KC + col * 16);
       }
-      // Scales (threads 0..127) and biases (128..255): 8-byte pieces.
+      // Scales (the first half of the threads) and biases (the second).
       {
-        const u32 t = tid & 127;
+        const u32 t = tid % (NT / 2);
         if (t < QV_ROWS * spieces) {
           const u32 r = t / spieces, pc = t % spieces;
           u32 row = rg * QV_ROWS + r;
           row = row < m ? row : m - 1;
-          const u64 off = (u64)row * groups + (u64)c * sper + pc * 4;
-          if (tid < 128)
-            cp_async8(st + OS + r * QR_SB + pc * 8, sc + off);
+          const u64 off = (u64)row * groups + (u64)c * sper + pc * (pb / 2);
+          unsigned char *dst = st + (tid < NT / 2 ? OS : OB) + r * QR_SB + pc * pb;
+          const uint16_t *src = (tid < NT / 2 ? sc : bi) + off;
+          if (pb == 8)
+            cp_async8(dst, src);
           else
-            cp_async8(st + OB + r * QR_SB + pc * 8, bi + off);
+            cp_async4(dst, src);
         }
       }
-      // x: NTOK tokens of QR_KC elements, 16-byte pieces.
-      if (tid < NTOK * (QR_KC / 8)) {
-        const u32 tok = tid / (QR_KC / 8), pc = tid % (QR_KC / 8);
-        cp_async16(st + OX + tok * (QR_KC * 2) + pc * 16, x + (u64)tok * k + (u64)c * QR_KC + pc * 8);
+      // x: NTOK tokens of KC elements, 16-byte pieces.
+      if (tid < NTOK * (KC / 8)) {
+        const u32 tok = tid / (KC / 8), pc = tid % (KC / 8);
+        cp_async16(st + OX + tok * (KC * 2) + pc * 16, x + (u64)tok * k + (u64)c * KC + pc * 8);
       }
     }
     cp_async_commit();
@@ -1232,7 +1244,7 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
   // Before the PDL wait: the first row group's first chunks of W, its
   // scales and biases, asked into the L2 (a bulk prefetch a row).
   if (mine > 0) {
-    const u32 pre = (chunks < QR_ST - 1 ? chunks : QR_ST - 1) * QR_KC;
+    const u32 pre = (chunks < NS - 1 ? chunks : NS - 1) * KC;
     if (tid < 3 * QV_ROWS) {
       const u32 r = tid % QV_ROWS, what = tid / QV_ROWS;
       u32 row = blockIdx.x * QV_ROWS + r;
@@ -1247,7 +1259,7 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
   }
   gpurt_pdl_enter();
 #pragma unroll 1
-  for (u32 g = 0; g < QR_ST - 1; g++) issue(g);
+  for (u32 g = 0; g < NS - 1; g++) issue(g);
   float acc[1][2][4];
 #pragma unroll
   for (int t = 0; t < 2; t++)
@@ -1259,21 +1271,21 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
 #pragma unroll 1
   for (u32 g = 0; g < total; g++) {
     __syncthreads(); // every warp is done with chunk g - 1: its stage may be refilled
-    issue(g + QR_ST - 1);
-    cp_async_wait<QR_ST - 1>(); // this thread's copies of chunk g have landed
+    issue(g + NS - 1);
+    cp_async_wait<NS - 1>(); // this thread's copies of chunk g have landed
     __syncthreads();            // and everyone's
-    const unsigned char *st = ring + (g % QR_ST) * SB;
+    const unsigned char *st = ring + (g % NS) * SB;
     uint4 q[4], xv[1][2];
     float s[4], b[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const u32 r = 8 * i + gq;
-      q[i] = *reinterpret_cast<const uint4 *>(st + r * QR_RS + d0);
+      q[i] = *reinterpret_cast<const uint4 *>(st + r * RS + d0);
       s[i] = h2f<ST>(reinterpret_cast<const uint16_t *>(st + OS + r * QR_SB)[gi]);
       b[i] = h2f<ST>(reinterpret_cast<const uint16_t *>(st + OB + r * QR_SB)[gi]);
     }
-    xv[0][0] = *reinterpret_cast<const uint4 *>(st + OX + tok * (QR_KC * 2) + d0 * 2);
-    xv[0][1] = *reinterpret_cast<const uint4 *>(st + OX + tok * (QR_KC * 2) + d0 * 2 + 16);
+    xv[0][0] = *reinterpret_cast<const uint4 *>(st + OX + tok * (KC * 2) + d0 * 2);
+    xv[0][1] = *reinterpret_cast<const uint4 *>(st + OX + tok * (KC * 2) + d0 * 2 + 16);
     if (gshift >= 6)
       qstep<XT, 1, true>(q, s, b, xv, acc, tq);
     else
@@ -1290,11 +1302,11 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
       }
     __syncthreads();
     const u32 row0 = (blockIdx.x + (g / chunks) * gridDim.x) * QV_ROWS;
-    { // 32 rows x 8 token columns, one a thread
-      const u32 l = tid >> 3, t = (tid >> 2) & 1, e = tid & 3;
+    for (u32 id = tid; id < 256; id += NT) { // 32 rows x 8 token columns
+      const u32 l = id >> 3, t = (id >> 2) & 1, e = id & 3;
       float v = 0.f;
 #pragma unroll
-      for (u32 i = 0; i < QR_WARPS; i++) v += red[i][l][t * 4 + e];
+      for (u32 i = 0; i < WARPS; i++) v += red[i][l][t * 4 + e];
       const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tk = 2 * (l & 3) + (e & 1);
       if (row < m && tk < NTOK) y[(u64)tk * m + row] = f2h<XT>(v);
     }
@@ -1304,11 +1316,19 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
   cp_async_wait<0>();
 }
 
+// gpurt_qgemvr_*: 512-deep chunks, 4 in the ring, 8 warps, two blocks an
+// SM; gpurt_qgemvrs_*: 256-deep chunks, 3 in the ring, 4 warps, up to five
+// blocks an SM (20 warps; GPURT_CUDA_QGEMV=rings).
 #define QGEMVR(XN, XT, SN, ST)                                                                          \
-  extern "C" __global__ void __launch_bounds__(QR_WARPS * 32, 2)                                         \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                                   \
       gpurt_qgemvr_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,            \
                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
-    qgemvr_body<XT, ST, 1>(w, sc, bi, x, y, m, k, gshift);                                              \
+    qgemvr_body<XT, ST, 1, 512, 4>(w, sc, bi, x, y, m, k, gshift);                                      \
+  }                                                                                                      \
+  extern "C" __global__ void __launch_bounds__(128, 5)                                                   \
+      gpurt_qgemvrs_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,           \
+                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
+    qgemvr_body<XT, ST, 1, 256, 3>(w, sc, bi, x, y, m, k, gshift);                                      \
   }
 QGEMVR(bf16, T_BF16, bf16, T_BF16)
 QGEMVR(bf16, T_BF16, f16, T_F16)
