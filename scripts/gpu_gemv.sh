@@ -46,9 +46,9 @@
 #                  carried beside it, against the same plugin);
 #                  ltnone, ltinplace: GPURT_CUDA_LT_REDUCTION=none or
 #                  inplace (cuBLASLt without split-k reduce kernels);
-#                  ring, rings, reg: GPURT_CUDA_QGEMV=ring, rings or
-#                  register (the int8 GEMV at n = 1 through one of its
-#                  shared-memory rings, or the register GEMV);
+#                  ring, rings, ringl, reg: GPURT_CUDA_QGEMV=ring, rings,
+#                  ringl or register (the int8 GEMV at n = 1 through one
+#                  of its shared-memory rings, or the register GEMV);
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
@@ -133,6 +133,7 @@ if want llama; then
           ltinplace) e+=(GPURT_CUDA_LT_REDUCTION=inplace) ;;
           ring) e+=(GPURT_CUDA_QGEMV=ring) ;;
           rings) e+=(GPURT_CUDA_QGEMV=rings) ;;
+          ringl) e+=(GPURT_CUDA_QGEMV=ringl) ;;
           reg) e+=(GPURT_CUDA_QGEMV=register) ;;
           *) ;;
         esac

@@ -297,7 +297,10 @@ QvFn q_fn(const QCase &c) {
   static const QvFn rs[4] = {gpurt_qgemvrs_bf16_bf16_n1, gpurt_qgemvrs_bf16_f16_n1, gpurt_qgemvrs_f16_bf16_n1,
                              gpurt_qgemvrs_f16_f16_n1};
   if (strcmp(c.kind, "qgemvr") == 0) return r[v];
+  static const QvFn rl[4] = {gpurt_qgemvrl_bf16_bf16_n1, gpurt_qgemvrl_bf16_f16_n1, gpurt_qgemvrl_f16_bf16_n1,
+                             gpurt_qgemvrl_f16_f16_n1};
   if (strcmp(c.kind, "qgemvrs") == 0) return rs[v];
+  if (strcmp(c.kind, "qgemvrl") == 0) return rl[v];
   if (strcmp(c.kind, "qgemvw") == 0) return w[v][c.n > 16];
   return strcmp(c.kind, "qgemvf") == 0 ? gf[v][c.n - 1] : g[v][c.n - 1];
 }
@@ -347,7 +350,8 @@ void run_q(const QCase &c, uint64_t seed) {
   // (c.grid plays the SMs: fewer blocks than row groups, each taking
   // several in turn through its ring).
   if (strncmp(c.kind, "qgemvr", 6) == 0)
-    grid = dim3(c.grid > 0 && c.grid < blocks ? c.grid : blocks), block = dim3(strcmp(c.kind, "qgemvrs") == 0 ? 128 : 256);
+    grid = dim3(c.grid > 0 && c.grid < blocks ? c.grid : blocks),
+    block = dim3(strcmp(c.kind, "qgemvrs") == 0 ? 128 : strcmp(c.kind, "qgemvrl") == 0 ? 512 : 256);
   // Prefetch distance 2, 256-byte fetches, 3 batches asked for before the
   // PDL wait: no-ops here, the code paths run.
   const u32 pf = 2u | 0x100u | 3u << 9;
@@ -600,7 +604,7 @@ int main(int argc, char **argv) {
     for (auto &c : qs) run_q(c, seed++);
   }
 
-  // The ring GEMVs (n = 1, k a multiple of 512): each group size and type
+  // The ring GEMVs (n = 1, k a multiple of their chunk): each group size and type
   // pair; m not a multiple of 32 (the last group's rows past m); more
   // chunks than the ring's stages (stages refilled); fewer blocks than row
   // groups (a block walks several through one ring, the grid's SMs).
@@ -614,7 +618,8 @@ int main(int argc, char **argv) {
                     {T_F16, T_BF16, 64, 512, 32, 0, false},   {T_BF16, T_F16, 100, 2048, 64, 2, false},
                     {T_F16, T_F16, 136, 4608, 64, 3, false},  {T_BF16, T_BF16, 200, 1536, 32, 4, false}};
     for (const R &x : rs)
-      for (const char *kind : {"qgemvr", "qgemvrs"}) {
+      for (const char *kind : {"qgemvr", "qgemvrs", "qgemvrl"}) {
+        if (strcmp(kind, "qgemvrl") == 0 && x.k % 1024 != 0) continue; // its chunk is 1024 deep
         QCase c;
         c.kind = kind, c.xt = x.xt, c.st = x.st, c.m = x.m, c.k = x.k, c.gs = x.gs, c.n = 1, c.grid = x.grid,
         c.wide = x.wide;
@@ -623,6 +628,9 @@ int main(int argc, char **argv) {
     // k a multiple of 256 but not of 512: the 256-deep form only.
     QCase c;
     c.kind = "qgemvrs", c.xt = T_BF16, c.st = T_BF16, c.m = 48, c.k = 768, c.gs = 128, c.n = 1, c.grid = 1;
+    run_q(c, seed++);
+    // Groups of 32 in 1024-deep chunks (64 bytes of scales a row a chunk).
+    c.kind = "qgemvrl", c.xt = T_F16, c.st = T_BF16, c.m = 64, c.k = 2048, c.gs = 32, c.n = 1, c.grid = 1;
     run_q(c, seed++);
   }
 

@@ -396,7 +396,7 @@ CU_HIDDEN gpurt_error *cu_grouped_gemm(void *ctx, gp_queue *q, const gp_grouped_
 
 /* Slots of cu_own_fn's per-device cache: cuda_quant.c's variants first,
  * then the GEMV's (type x N 1/2/4). */
-enum { CU_OWN_QUANT_FNS = 108, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
+enum { CU_OWN_QUANT_FNS = 112, CU_OWN_BGEMV = CU_OWN_QUANT_FNS, CU_OWN_FNS = CU_OWN_BGEMV + 10 };
 /* Kernel `name` of the own fatbin on device dev, cached in slot v (the
  * module loaded on first use, under the device's mutex); context current. */
 CU_HIDDEN gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out);

@@ -5,10 +5,11 @@
  * the plugin's own kernels (cuda_quant.cu, in their own embedded fatbin,
  * cuda_quant_fatbin.S), loaded per device on first use by cuda_ownk.c.
  *
- *  quant_matmul, n = 1    gpurt_qgemvr_<x>_<s>_n1, gpurt_qgemvrs_* (GPURT_CUDA_QGEMV=
- *                         ring, rings): the same arithmetic with W staged
- *                         through a shared-memory ring (k a multiple of 512
- *                         or 256); not the default
+ *  quant_matmul, n = 1    gpurt_qgemvr_<x>_<s>_n1, gpurt_qgemvrs_*, gpurt_qgemvrl_*
+ *                         (GPURT_CUDA_QGEMV=ring, rings, ringl): the same
+ *                         arithmetic with W staged through a shared-memory
+ *                         ring (k a multiple of 512, 256 or 1024); not the
+ *                         default
  *  quant_matmul, n <= 8   gpurt_qgemvf_<x>_<s>_n<n> (groups of 64, 128) or
  *                         gpurt_qgemv_<x>_<s>_n<n> (32): 32 rows of W per
  *                         block, k split among its warps (tensor cores, n as
@@ -72,8 +73,8 @@ enum {
   QV_GEMVW = 74, /* (x type, scale type, n-tiles 2/4/8, factored) */
   QV_GGC_BF16 = 98, /* grouped, the row counts on the device (1.11) */
   QV_GGC_FP8 = 99,
-  QV_GEMVR = 100, /* the ring GEMVs, n = 1 (x type, scale type; 512- or 256-deep chunks) */
-  QV_COUNT = 108
+  QV_GEMVR = 100, /* the ring GEMVs, n = 1 (form: 512-, 256-, 1024-deep chunks; x type, scale type) */
+  QV_COUNT = 112
 };
 _Static_assert((int)QV_COUNT == (int)CU_OWN_QUANT_FNS, "cuda_internal.h's CU_OWN_QUANT_FNS is QV_COUNT");
 
@@ -107,15 +108,17 @@ static const char *tname(int32_t t) { return t == GPURT_DTYPE_F16 ? "f16" : "bf1
 #define QR_DEFAULT 0 /* n = 1 through the ring GEMV by default: no (its first form lost; see cuda_quant.cu) */
 /* The ring GEMVs (cuda_quant.cu): chunk depth, chunks in the ring, blocks
  * an SM. Their dynamic shared memory is NS stages of 32 rows of KC + 64
- * bytes, 32 rows of 32 bytes of scales and of biases, and KC elements of x
- * (cuda_quant.cu's QR_STAGE): gpurt_qgemvr_* 84 KB (two blocks an SM),
- * gpurt_qgemvrs_* 37.5 KB (five, with its 4 KB of static shared memory). */
+ * bytes, 32 rows of KC / 16 bytes of scales and of biases, and KC elements
+ * of x (cuda_quant.cu's QR_STAGE): gpurt_qgemvr_* 84 KB (two blocks an SM),
+ * gpurt_qgemvrs_* 37 KB (five, with its 4 KB of static shared memory),
+ * gpurt_qgemvrl_* 114 KB (one, with 16 KB static). */
 typedef struct qr_form {
   const char *prefix;
   uint32_t kc, ns, per_sm;
 } qr_form;
-static const qr_form qr_forms[2] = {{"gpurt_qgemvr", 512, 4, 2}, {"gpurt_qgemvrs", 256, 3, 5}};
-static uint32_t qr_smem(const qr_form *q) { return q->ns * (32u * (q->kc + 64u) + 2u * 32u * 32u + q->kc * 2u); }
+static const qr_form qr_forms[3] = {
+    {"gpurt_qgemvr", 512, 4, 2}, {"gpurt_qgemvrs", 256, 3, 5}, {"gpurt_qgemvrl", 1024, 3, 1}};
+static uint32_t qr_smem(const qr_form *q) { return q->ns * (32u * (q->kc + 64u) + 2u * 32u * (q->kc / 16u) + q->kc * 2u); }
 /* skinny GEMV: warps per block at most, by n-tiles (cuda_quant.cu's QGEMVW_T) */
 static uint32_t qw_maxw(uint32_t nt) { return nt == 2 ? 16 : 8; }
 
@@ -146,8 +149,9 @@ typedef struct gg_table {
  * (0: the heuristic; scripts/gpu_quant_bench.sh; wave: wave_warps), GPURT_CUDA_QGEMV=dequant
  * keeps the dequantizing form for groups of 64 and 128 too, =factored
  * gives the skinny GEMV the factored form for them (comparisons), =cutlass
- * see qmm, =ring and =rings send n = 1 to a ring GEMV (gpurt_qgemvr_*,
- * gpurt_qgemvrs_*) where it takes the shape (qr_takes), =register keeps the register GEMV (any other value leaves
+ * see qmm, =ring, =rings and =ringl send n = 1 to a ring GEMV
+ * (gpurt_qgemvr_*, gpurt_qgemvrs_*, gpurt_qgemvrl_*) where it takes the
+ * shape (qr_takes), =register keeps the register GEMV (any other value leaves
  * the defaults: QR_DEFAULT), GPURT_CUDA_QGEMV_PREFETCH=0..8 how
  * many of a warp's batches ahead it asks W into the L2 (QV_PF, QW_PF by
  * default; scripts/gpu_skinny.sh), GPURT_CUDA_QGEMV_FETCH=32 or 256 the
@@ -158,7 +162,7 @@ typedef struct qgemv_env {
   int warps, dequant, factored, pf, fetch; /* pf: -1 the defaults; fetch: 0 the default, 1: 32, 2: 256 */
   int cutlass; /* GPURT_CUDA_QGEMV=cutlass: 8 < n <= 64 on CUTLASS's skinny kernel */
   int pre;     /* GPURT_CUDA_QGEMV_PRE: -1 the default (QV_PRE), else 0..15 */
-  int ring;    /* n = 1 through a ring GEMV: GPURT_CUDA_QGEMV=ring 1, =rings 2, =register 0, else QR_DEFAULT */
+  int ring;    /* n = 1 through a ring GEMV: GPURT_CUDA_QGEMV=ring 1, =rings 2, =ringl 3, =register 0, else QR_DEFAULT */
 } qgemv_env;
 
 static qgemv_env qgemv_switches(void) {
@@ -181,6 +185,7 @@ static qgemv_env qgemv_switches(void) {
         (k != NULL && strcmp(k, "cutlass") == 0) << 16 | (pre + 1) << 17 |
         (k != NULL && strcmp(k, "ring") == 0    ? 1
          : k != NULL && strcmp(k, "rings") == 0 ? 2
+         : k != NULL && strcmp(k, "ringl") == 0 ? 3
          : k != NULL && (strcmp(k, "register") == 0 || strcmp(k, "dequant") == 0) ? 0
                                                                                    : QR_DEFAULT) << 22;
     atomic_store_explicit(&cached, v, memory_order_relaxed);

@@ -1133,9 +1133,10 @@ BGEMVP(f16, T_F16, swiglu, 2)
 // warps an SM, two barriers a chunk), took 32.8 us a launch in the 8B int8
 // step on the H200 against the register GEMV's 19.4 (bench/results/
 // h200-2026-12-05c/call2). The two kept differ in what the next call can
-// tell apart: qgemvr 4 chunks of 512, two blocks an SM (16 warps, 176 KB);
-// qgemvrs 3 chunks of 256, up to five blocks of 4 warps an SM (20 warps,
-// 42 KB a block). Neither is measured yet.
+// tell apart: qgemvr 4 chunks of 512, two blocks an SM (16 warps, 92 KB a
+// block); qgemvrs 3 chunks of 256, up to five blocks of 4 warps an SM (20
+// warps, 42 KB a block); qgemvrl 3 chunks of 1024, one block of 16 warps an
+// SM (130 KB). None is measured yet.
 //
 // Launched with programmatic dependent launch: before the wait, only the
 // block's first NS - 1 chunks of W, scales and biases are asked into the
@@ -1145,19 +1146,18 @@ BGEMVP(f16, T_F16, swiglu, 2)
 // cuda_quant.c takes them for n = 1 when k is a multiple of KC, W and x
 // are 16-byte aligned and the scales and biases 8-byte aligned; rows past
 // m repeat the last row (loaded, never stored).
-// KC: codes of a row a chunk (512 or 256), KC / 64 warps (a 64-deep step of
-// each chunk a warp); a row's bytes in a stage KC + 64 (rows 64 bytes apart
-// mod 128: no bank conflicts); QR_SB scale (or bias) bytes of a row in a
-// stage (KC / 32 groups at most); NS chunks in the ring.
-#define QR_SB 32
+// KC: codes of a row a chunk (1024, 512 or 256), KC / 64 warps (a 64-deep
+// step of each chunk a warp); a row's bytes in a stage KC + 64 (rows 64
+// bytes apart mod 128: no bank conflicts); KC / 16 scale (or bias) bytes of
+// a row in a stage (KC / 32 groups at most); NS chunks in the ring.
 // Bytes of one stage: W, scales, biases, ntok tokens of x.
-#define QR_STAGE(KC, ntok) (QV_ROWS * ((KC) + 64) + 2 * QV_ROWS * QR_SB + (ntok) * (KC) * 2)
+#define QR_STAGE(KC, ntok) (QV_ROWS * ((KC) + 64) + 2 * QV_ROWS * ((KC) / 16) + (ntok) * (KC) * 2)
 
 #ifdef GPURT_CUDA_EMU
 // The emulator has no dynamic shared memory: one static buffer, refilled
 // with NaNs where cp.async wrote before each block (cuda_emu.h).
 __device__ __forceinline__ unsigned char *qr_smem() {
-  static unsigned char buf[4 * QR_STAGE(512, 1)] __attribute__((aligned(16)));
+  static unsigned char buf[3 * QR_STAGE(1024, 1)] __attribute__((aligned(16)));
   return buf;
 }
 __device__ __forceinline__ void cp_async8(void *dst, const void *src) { emu::cp_async(dst, src, 8); }
@@ -1191,8 +1191,8 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
                                             const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                             uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
   static_assert(NTOK >= 1 && NTOK <= 8, "one n-tile");
-  constexpr u32 WARPS = KC / 64, RS = KC + 64, NT = WARPS * 32;
-  constexpr u32 SB = QR_STAGE(KC, NTOK), OS = QV_ROWS * RS, OB = OS + QV_ROWS * QR_SB, OX = OB + QV_ROWS * QR_SB;
+  constexpr u32 WARPS = KC / 64, RS = KC + 64, NT = WARPS * 32, SR = KC / 16;
+  constexpr u32 SB = QR_STAGE(KC, NTOK), OS = QV_ROWS * RS, OB = OS + QV_ROWS * SR, OX = OB + QV_ROWS * SR;
   __shared__ float red[WARPS][32][8];
   unsigned char *ring = qr_smem();
   const u32 tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
@@ -1225,7 +1225,7 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
           u32 row = rg * QV_ROWS + r;
           row = row < m ? row : m - 1;
           const u64 off = (u64)row * groups + (u64)c * sper + pc * (pb / 2);
-          unsigned char *dst = st + (tid < NT / 2 ? OS : OB) + r * QR_SB + pc * pb;
+          unsigned char *dst = st + (tid < NT / 2 ? OS : OB) + r * SR + pc * pb;
           const uint16_t *src = (tid < NT / 2 ? sc : bi) + off;
           if (pb == 8)
             cp_async8(dst, src);
@@ -1281,8 +1281,8 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
     for (int i = 0; i < 4; i++) {
       const u32 r = 8 * i + gq;
       q[i] = *reinterpret_cast<const uint4 *>(st + r * RS + d0);
-      s[i] = h2f<ST>(reinterpret_cast<const uint16_t *>(st + OS + r * QR_SB)[gi]);
-      b[i] = h2f<ST>(reinterpret_cast<const uint16_t *>(st + OB + r * QR_SB)[gi]);
+      s[i] = h2f<ST>(reinterpret_cast<const uint16_t *>(st + OS + r * SR)[gi]);
+      b[i] = h2f<ST>(reinterpret_cast<const uint16_t *>(st + OB + r * SR)[gi]);
     }
     xv[0][0] = *reinterpret_cast<const uint4 *>(st + OX + tok * (KC * 2) + d0 * 2);
     xv[0][1] = *reinterpret_cast<const uint4 *>(st + OX + tok * (KC * 2) + d0 * 2 + 16);
@@ -1318,7 +1318,9 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
 
 // gpurt_qgemvr_*: 512-deep chunks, 4 in the ring, 8 warps, two blocks an
 // SM; gpurt_qgemvrs_*: 256-deep chunks, 3 in the ring, 4 warps, up to five
-// blocks an SM (20 warps; GPURT_CUDA_QGEMV=rings).
+// blocks an SM (20 warps; GPURT_CUDA_QGEMV=rings); gpurt_qgemvrl_*:
+// 1024-deep chunks, 3 in the ring, 16 warps, one block an SM (as the
+// register GEMV has for grids below two blocks an SM; =ringl).
 #define QGEMVR(XN, XT, SN, ST)                                                                          \
   extern "C" __global__ void __launch_bounds__(256, 2)                                                   \
       gpurt_qgemvr_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,            \
@@ -1329,6 +1331,11 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
       gpurt_qgemvrs_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,           \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
     qgemvr_body<XT, ST, 1, 256, 3>(w, sc, bi, x, y, m, k, gshift);                                      \
+  }                                                                                                      \
+  extern "C" __global__ void __launch_bounds__(512, 1)                                                   \
+      gpurt_qgemvrl_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,           \
+                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
+    qgemvr_body<XT, ST, 1, 1024, 3>(w, sc, bi, x, y, m, k, gshift);                                     \
   }
 QGEMVR(bf16, T_BF16, bf16, T_BF16)
 QGEMVR(bf16, T_BF16, f16, T_F16)
