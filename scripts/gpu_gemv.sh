@@ -52,8 +52,14 @@
 #                  parts join with "+", e.g. i8+pf32), alternating A B C D
 #                  A B C D: tokens/s, and graph tokens against eager's step
 #                  by step (llama.txt)
+#   q8_<form>_<rep>  build/gpurt-quantbench -only gemv with
+#                  GPURT_CUDA_QGEMV=<form>, for each form in QFORMS (unset:
+#                  none; e.g. "register ring rings ringl"), QREPS rounds
+#                  (2) alternating: the int8 GEMV rows in quant8.jsonl and
+#                  quant8.txt (µs per form and round; the register
+#                  GEMV's time over the best other form's)
 # Logs in $OUT (default build/gpu_gemv). Knobs: SKIP (step names), CFGS,
-# LCFGS, CONFORM_RUN, ROTATE (MiB, default 256), PRESETS, BATCHES, REPS
+# QFORMS, QREPS, LCFGS, CONFORM_RUN, ROTATE (MiB, default 256), PRESETS, BATCHES, REPS
 # (2), ROPE_SCALING (none or llama3: the decoders' -rope-scaling), TOTAL
 # (s, 420).
 set -u
@@ -100,6 +106,38 @@ for name, d in rows.items():
     lt = d.get("gpurt bf16 gemm lt")
     g = [d[i]["gpu_us"] for i in impls if i in d and not i.endswith(" lt")]
     ratio = "%.2f" % (lt["gpu_us"] / min(g)) if lt and g else ""
+    print("| %s | %s | %s |" % (name, " | ".join(cells), ratio))
+PY
+fi
+# The int8 GEMV's forms at n = 1 (and the register GEMV at n <= 8), per
+# shape: quantbench -only gemv once per form in QFORMS (GPURT_CUDA_QGEMV
+# values: register, ring, rings, ringl), A B C A B C over QREPS rounds.
+if [ -n "${QFORMS:-}" ]; then
+  : >"$out/quant8.jsonl"
+  for rep in $(seq 1 "${QREPS:-2}"); do
+    for f in $QFORMS; do
+      want "q8_${f}_$rep" && step "q8_${f}_$rep" 90 env GPURT_CUDA_QGEMV="$f" build/gpurt-quantbench -plugin-path build \
+        -only gemv -rotate "${ROTATE:-256}" &&
+        grep '^{' "$logs/q8_${f}_$rep.log" | grep '"impl":"gpurt int8"' |
+        sed "s/\"impl\":\"gpurt int8\"/\"impl\":\"$f\",\"rep\":$rep/" >>"$out/quant8.jsonl"
+    done
+  done
+  python3 - "$out/quant8.jsonl" <<'PY' | tee "$out/quant8.txt"
+import json, sys, collections
+rows, forms = collections.OrderedDict(), []
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    rows.setdefault(r["name"], {}).setdefault(r["impl"], []).append(r["gpu_us"])
+    if r["impl"] not in forms:
+        forms.append(r["impl"])
+print("| m x k, n | " + " | ".join("%s us (rounds)" % f for f in forms) + " | register / best other |")
+print("|---|" + "---:|" * (len(forms) + 1))
+for name, d in rows.items():
+    cells = [" / ".join("%.2f" % u for u in d[f]) if f in d else "-" for f in forms]
+    best = {f: min(d[f]) for f in d}
+    reg = best.get("register")
+    others = [v for f, v in best.items() if f != "register"]
+    ratio = "%.2f" % (reg / min(others)) if reg and others else ""
     print("| %s | %s | %s |" % (name, " | ".join(cells), ratio))
 PY
 fi
