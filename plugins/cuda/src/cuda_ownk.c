@@ -24,8 +24,11 @@ typedef struct cu_own_dev {
   unsigned char smem[CU_OWN_FNS];
 } cu_own_dev;
 
-/* The kernel in slot v, fetched on first use. */
-gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out) {
+/* The kernel in slot v, fetched on first use; smem > 0: its dynamic
+ * shared memory limit raised to smem on that first use (*ok 1 when
+ * granted), under the same lock. */
+static gpurt_error *own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem, CUfunction *out,
+                           int *ok) {
   cu_device *d = &rt->devs[dev];
   CUresult r = CUDA_SUCCESS;
   char op[160];
@@ -54,32 +57,31 @@ gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CU
     if (r == CUDA_SUCCESS) q->fn[v] = fn;
   }
   CUfunction f = q != NULL ? q->fn[v] : NULL;
+  if (smem > 0 && f != NULL) {
+    /* Refused (an older driver without the call, a device with less shared
+     * memory a block): the caller takes another kernel. */
+    if (q->smem[v] == 0)
+      q->smem[v] = cu_drv.p_cuFuncSetAttribute != NULL &&
+                           cu_drv.p_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                       (int)smem) == CUDA_SUCCESS
+                       ? 1
+                       : 2;
+    *ok = q->smem[v] == 1;
+  }
   pthread_mutex_unlock(&d->mu); /* cu_fail takes d->mu */
   if (r != CUDA_SUCCESS) return cu_fail(rt, dev, r, op, NULL);
   *out = f;
   return NULL;
 }
 
+gpurt_error *cu_own_fn(cu_runtime *rt, uint32_t dev, int v, const char *name, CUfunction *out) {
+  return own_fn(rt, dev, v, name, 0, out, NULL);
+}
+
 gpurt_error *cu_own_fn_smem(cu_runtime *rt, uint32_t dev, int v, const char *name, uint32_t smem, CUfunction *out,
                             int *ok) {
   *ok = 0;
-  gpurt_error *e = cu_own_fn(rt, dev, v, name, out);
-  if (e != NULL) return e;
-  cu_device *d = &rt->devs[dev];
-  pthread_mutex_lock(&d->mu);
-  unsigned char *s = &((cu_own_dev *)d->own)->smem[v];
-  if (*s == 0) {
-    /* Refused (an older driver without the call, a device with less shared
-     * memory a block): the caller takes another kernel. */
-    *s = cu_drv.p_cuFuncSetAttribute != NULL &&
-                 cu_drv.p_cuFuncSetAttribute(*out, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem) ==
-                     CUDA_SUCCESS
-             ? 1
-             : 2;
-  }
-  *ok = *s == 1;
-  pthread_mutex_unlock(&d->mu);
-  return NULL;
+  return own_fn(rt, dev, v, name, smem, out, ok);
 }
 
 void cu_own_device_release(cu_device *d) {

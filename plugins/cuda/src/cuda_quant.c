@@ -447,6 +447,30 @@ static int qr_takes(const qr_form *q, const gpurt_quant_matmul_args *a, CUdevice
   return a->k % q->kc == 0 && w % 16 == 0 && x % 16 == 0 && sc % 8 == 0 && bi % 8 == 0;
 }
 
+/* n = 1 on ring GEMV form q (GPURT_CUDA_QGEMV=ring, rings, ringl; the
+ * caller checked qr_takes): *done 0 when the device refuses the form's
+ * shared memory (the caller then takes the register GEMV). warm: only the
+ * kernel fetched, nothing enqueued. */
+static gpurt_error *ring_gemv(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int form, int warm, int *done) {
+  const qr_form *qf = &qr_forms[form];
+  const gpurt_quant_matmul_args *a = &r->c.a;
+  const uint32_t dev = st->dev;
+  const int xi = a->x_type == GPURT_DTYPE_F16, si = a->scale_type == GPURT_DTYPE_F16;
+  char name[64];
+  snprintf(name, sizeof name, "%s_%s_%s_n1", qf->prefix, tname(a->x_type), tname(a->scale_type));
+  CUfunction f;
+  gpurt_error *e = cu_own_fn_smem(rt, dev, QV_GEMVR + form * 4 + xi * 2 + si, name, qr_smem(qf), &f, done);
+  if (e != NULL || !*done || warm) return e;
+  qv_params q;
+  qv_params_fill(&q, r, 1, 0);
+  /* As many blocks as fit the SMs (the rings take most of their shared
+   * memory), each taking row groups in turn. */
+  uint64_t blocks = cdiv(a->m, QV_ROWS);
+  const uint64_t sms = (uint64_t)rt->devs[dev].sm_count;
+  if (sms > 0 && blocks > qf->per_sm * sms) blocks = qf->per_sm * sms;
+  return cu_own_launch_smem(rt, st, f, name, blocks, qf->kc / 64 * 32, qr_smem(qf), q.p, 1);
+}
+
 /* quant_matmul; warm: before a graph captures the call on sh (the graph's
  * stream), only what the call would make lazily (the module's kernel, the
  * stream's scratch and workspace, cuBLASLt's handle), nothing enqueued:
@@ -474,21 +498,8 @@ static gpurt_error *qmm(cu_runtime *rt, cu_stream *st, const gp_quant_op *r, int
    * 4,348 / 3,177 at batch 32, 1B int8 1,193 / 1,039 at batch 1. */
   const int ring = qgemv_switches().ring;
   if (n == 1 && ring && qr_takes(&qr_forms[ring - 1], a, w, sc, bi, x)) {
-    const qr_form *qf = &qr_forms[ring - 1];
-    snprintf(name, sizeof name, "%s_%s_%s_n1", qf->prefix, tname(a->x_type), tname(a->scale_type));
-    int ok = 0;
-    if ((e = cu_own_fn_smem(rt, dev, QV_GEMVR + (ring - 1) * 4 + xi * 2 + si, name, qr_smem(qf), &f, &ok))) return e;
-    if (ok) {
-      if (warm) return NULL;
-      qv_params q;
-      qv_params_fill(&q, r, n, 0);
-      /* As many blocks as fit the SMs (the rings take most of their shared
-       * memory), each taking row groups in turn. */
-      uint64_t blocks = cdiv(m, QV_ROWS);
-      const uint64_t sms = (uint64_t)rt->devs[dev].sm_count;
-      if (sms > 0 && blocks > qf->per_sm * sms) blocks = qf->per_sm * sms;
-      return cu_own_launch_smem(rt, st, f, name, blocks, qf->kc / 64 * 32, qr_smem(qf), q.p, 1);
-    }
+    int done = 0;
+    if ((e = ring_gemv(rt, st, r, ring - 1, warm, &done)) || done) return e;
     /* The device refused the ring's shared memory: the register GEMV. */
   }
   if (n <= 8) {

@@ -1150,14 +1150,14 @@ BGEMVP(f16, T_F16, swiglu, 2)
 // step of each chunk a warp); a row's bytes in a stage KC + 64 (rows 64
 // bytes apart mod 128: no bank conflicts); KC / 16 scale (or bias) bytes of
 // a row in a stage (KC / 32 groups at most); NS chunks in the ring.
-// Bytes of one stage: W, scales, biases, ntok tokens of x.
-#define QR_STAGE(KC, ntok) (QV_ROWS * ((KC) + 64) + 2 * QV_ROWS * ((KC) / 16) + (ntok) * (KC) * 2)
+// Bytes of one stage: W, scales, biases, the token's x.
+#define QR_STAGE(KC) (QV_ROWS * ((KC) + 64) + 2 * QV_ROWS * ((KC) / 16) + (KC) * 2)
 
 #ifdef GPURT_CUDA_EMU
 // The emulator has no dynamic shared memory: one static buffer, refilled
 // with NaNs where cp.async wrote before each block (cuda_emu.h).
 __device__ __forceinline__ unsigned char *qr_smem() {
-  static unsigned char buf[3 * QR_STAGE(1024, 1)] __attribute__((aligned(16)));
+  static unsigned char buf[3 * QR_STAGE(1024)] __attribute__((aligned(16)));
   return buf;
 }
 __device__ __forceinline__ void cp_async8(void *dst, const void *src) { emu::cp_async(dst, src, 8); }
@@ -1186,13 +1186,12 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void *p, u32 bytes) {
 }
 #endif
 
-template <int XT, int ST, int NTOK, int KC, int NS>
+template <int XT, int ST, int KC, int NS>
 __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const uint16_t *__restrict__ sc,
                                             const uint16_t *__restrict__ bi, const uint16_t *__restrict__ x,
                                             uint16_t *__restrict__ y, u32 m, u32 k, u32 gshift) {
-  static_assert(NTOK >= 1 && NTOK <= 8, "one n-tile");
   constexpr u32 WARPS = KC / 64, RS = KC + 64, NT = WARPS * 32, SR = KC / 16;
-  constexpr u32 SB = QR_STAGE(KC, NTOK), OS = QV_ROWS * RS, OB = OS + QV_ROWS * SR, OX = OB + QV_ROWS * SR;
+  constexpr u32 SB = QR_STAGE(KC), OS = QV_ROWS * RS, OB = OS + QV_ROWS * SR, OX = OB + QV_ROWS * SR;
   __shared__ float red[WARPS][32][8];
   unsigned char *ring = qr_smem();
   const u32 tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
@@ -1233,11 +1232,8 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
             cp_async4(dst, src);
         }
       }
-      // x: NTOK tokens of KC elements, 16-byte pieces.
-      if (tid < NTOK * (KC / 8)) {
-        const u32 tok = tid / (KC / 8), pc = tid % (KC / 8);
-        cp_async16(st + OX + tok * (KC * 2) + pc * 16, x + (u64)tok * k + (u64)c * KC + pc * 8);
-      }
+      // x: KC elements, 16-byte pieces.
+      if (tid < KC / 8) cp_async16(st + OX + tid * 16, x + (u64)c * KC + tid * 8);
     }
     cp_async_commit();
   };
@@ -1265,9 +1261,10 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
   for (int t = 0; t < 2; t++)
 #pragma unroll
     for (int e = 0; e < 4; e++) acc[0][t][e] = 0.f;
-  // This warp's depth in a chunk, its lane's group in the chunk's scales,
-  // and its lane's token (8 j + gq of qstep's one n-tile; past NTOK token 0).
-  const u32 d0 = warp * 64 + tq * 16, gi = d0 >> gshift, tok = gq < NTOK ? gq : 0;
+  // This warp's depth in a chunk and its lane's group in the chunk's
+  // scales (every lane takes the one token: qstep's columns past it are
+  // never stored).
+  const u32 d0 = warp * 64 + tq * 16, gi = d0 >> gshift;
 #pragma unroll 1
   for (u32 g = 0; g < total; g++) {
     __syncthreads(); // every warp is done with chunk g - 1: its stage may be refilled
@@ -1284,8 +1281,8 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
       s[i] = h2f<ST>(reinterpret_cast<const uint16_t *>(st + OS + r * SR)[gi]);
       b[i] = h2f<ST>(reinterpret_cast<const uint16_t *>(st + OB + r * SR)[gi]);
     }
-    xv[0][0] = *reinterpret_cast<const uint4 *>(st + OX + tok * (KC * 2) + d0 * 2);
-    xv[0][1] = *reinterpret_cast<const uint4 *>(st + OX + tok * (KC * 2) + d0 * 2 + 16);
+    xv[0][0] = *reinterpret_cast<const uint4 *>(st + OX + d0 * 2);
+    xv[0][1] = *reinterpret_cast<const uint4 *>(st + OX + d0 * 2 + 16);
     if (gshift >= 6)
       qstep<XT, 1, true>(q, s, b, xv, acc, tq);
     else
@@ -1308,7 +1305,7 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
 #pragma unroll
       for (u32 i = 0; i < WARPS; i++) v += red[i][l][t * 4 + e];
       const u32 row = row0 + 16 * t + (l >> 2) + 8 * (e >> 1), tk = 2 * (l & 3) + (e & 1);
-      if (row < m && tk < NTOK) y[(u64)tk * m + row] = f2h<XT>(v);
+      if (row < m && tk == 0) y[row] = f2h<XT>(v);
     }
     // The next row group's reduction comes chunks iterations later, each
     // with its barriers: red is read by then.
@@ -1325,17 +1322,17 @@ __device__ __forceinline__ void qgemvr_body(const uint8_t *__restrict__ w, const
   extern "C" __global__ void __launch_bounds__(256, 2)                                                   \
       gpurt_qgemvr_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,            \
                                     const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
-    qgemvr_body<XT, ST, 1, 512, 4>(w, sc, bi, x, y, m, k, gshift);                                      \
+    qgemvr_body<XT, ST, 512, 4>(w, sc, bi, x, y, m, k, gshift);                                      \
   }                                                                                                      \
   extern "C" __global__ void __launch_bounds__(128, 5)                                                   \
       gpurt_qgemvrs_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,           \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
-    qgemvr_body<XT, ST, 1, 256, 3>(w, sc, bi, x, y, m, k, gshift);                                      \
+    qgemvr_body<XT, ST, 256, 3>(w, sc, bi, x, y, m, k, gshift);                                      \
   }                                                                                                      \
   extern "C" __global__ void __launch_bounds__(512, 1)                                                   \
       gpurt_qgemvrl_##XN##_##SN##_n1(const uint8_t *w, const uint16_t *sc, const uint16_t *bi,           \
                                      const uint16_t *x, uint16_t *y, u32 m, u32 k, u32 gshift, u32, u32) { \
-    qgemvr_body<XT, ST, 1, 1024, 3>(w, sc, bi, x, y, m, k, gshift);                                     \
+    qgemvr_body<XT, ST, 1024, 3>(w, sc, bi, x, y, m, k, gshift);                                     \
   }
 QGEMVR(bf16, T_BF16, bf16, T_BF16)
 QGEMVR(bf16, T_BF16, f16, T_F16)
